@@ -1,0 +1,38 @@
+"""The formula library and its DSL.
+
+``from formulas import derivative, helper, at`` in a formula file. Importing
+``formulas`` registers nothing by itself; :func:`load_library` imports every
+formula module of this package (what the reference engine runs).
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from formulas.dsl import (
+    FORMULAS,
+    HELPERS,
+    NONDIFFERENTIABLE,
+    Backend,
+    DeclaredFormula,
+    at,
+    derivative,
+    helper,
+    nondifferentiable,
+    set_default_backend,
+    use_backend,
+)
+
+__all__ = [
+    "FORMULAS", "HELPERS", "NONDIFFERENTIABLE", "Backend", "DeclaredFormula", "at",
+    "derivative", "helper", "nondifferentiable", "set_default_backend", "use_backend",
+    "load_library",
+]
+
+
+def load_library() -> dict[str, DeclaredFormula]:
+    """Import every module of the shipped library and return the registry."""
+    for info in pkgutil.iter_modules(__path__):
+        if info.name != "dsl":
+            importlib.import_module(f"{__name__}.{info.name}")
+    return FORMULAS

@@ -1,0 +1,1 @@
+"""Front-end, lint rules, C++ emitter and yaml import for Python backward formulas."""

@@ -1,0 +1,36 @@
+"""Diagnostics: ``path:line:col: CODE message`` findings shared by every pass."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    """One finding. ``line`` and ``col`` are 1-based (flake8 style)."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    message: str
+    fix: str | None = field(default=None, compare=False)
+
+    def format(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+
+    def as_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "path": self.path, "line": self.line, "col": self.col,
+            "code": self.code, "message": self.message,
+        }
+        if self.fix is not None:
+            data["fix"] = self.fix
+        return data
+
+
+class TranspileError(Exception):
+    """Raised by a pass that cannot go on; carries every diagnostic it found."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        super().__init__("\n".join(d.format() for d in diagnostics))
+        self.diagnostics = diagnostics

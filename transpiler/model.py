@@ -1,0 +1,132 @@
+"""Typed model of formula files, produced by the front-end (``transpiler.frontend``).
+
+Frozen dataclasses only; libcst nodes are immutable, so the model may hold
+them for the passes (lint rules, C++ emitter) that need the syntax tree.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import libcst as cst
+
+from transpiler.diagnostics import Diagnostic
+from transpiler.schema import Argument, FunctionSchema
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A source position, 1-based line and column."""
+
+    line: int
+    col: int
+
+
+class CaptureKind(enum.Enum):
+    """What a free name of a backward closure refers to in the forward."""
+
+    INPUT = "input"          # a formula parameter the forward never rebinds (tensor or not)
+    OUTPUT = "output"        # a name bound to one of the returned outputs
+    METADATA = "metadata"    # non-tensor data: sizes, dims, numel, dtype, options, derived ints
+    SCALAR = "scalar"        # a Python scalar not read from tensor values
+    ILLEGAL = "illegal"      # a tensor intermediate, a rebound input, a value read from a tensor
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A name the backward reads from the forward's scope."""
+
+    name: str
+    kind: CaptureKind
+    first_use: Span                      # first use inside the backward (where findings point)
+    definition: cst.BaseExpression | None  # the forward expression that binds it (None for inputs)
+    reason: str = ""                     # for ILLEGAL: why (shown in the diagnostic)
+
+
+@dataclass(frozen=True)
+class Backward:
+    """The nested ``def backward(...)``."""
+
+    node: cst.FunctionDef
+    span: Span
+    grad_params: tuple[str, ...]         # one per differentiable output
+    needs_input_grad: str | None         # the keyword-only mask parameter, when declared
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A function decorated with ``@derivative(schema)``."""
+
+    path: str
+    function: str                         # the Python function's name
+    span: Span
+    schema: FunctionSchema
+    output_differentiability: tuple[bool, ...] | None
+    params: tuple[str, ...]
+    differentiable_inputs: tuple[Argument, ...]   # Tensor, Tensor?, Tensor[] arguments, schema order
+    outputs: tuple[str | None, ...]      # forward names returned as outputs (None: not a plain name)
+    forward: tuple[cst.BaseStatement, ...]  # body statements other than the backward def and the return
+    backward: Backward
+    captures: tuple[Capture, ...]
+    node: cst.FunctionDef
+
+    @property
+    def op_name(self) -> str:
+        return str(self.schema.name)
+
+
+@dataclass(frozen=True)
+class HelperParam:
+    name: str
+    annotation: str | None               # annotation source text (``Tensor``, ``list[int]``...)
+    default: cst.BaseExpression | None
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A function decorated with ``@helper``."""
+
+    path: str
+    name: str
+    span: Span
+    params: tuple[HelperParam, ...]
+    returns: str | None                  # return annotation source text
+    node: cst.FunctionDef
+
+
+@dataclass(frozen=True)
+class FormulaModule:
+    """Everything the front-end found in one file."""
+
+    path: str
+    formulas: tuple[Formula, ...]
+    helpers: tuple[Helper, ...]
+    nondifferentiable: tuple[FunctionSchema, ...]
+    diagnostics: tuple[Diagnostic, ...]   # DB000 / DB107 found while building the model
+
+
+@dataclass(frozen=True)
+class Library:
+    """All modules of a formula directory, with the operator table they declare."""
+
+    modules: tuple[FormulaModule, ...]
+
+    @property
+    def formulas(self) -> tuple[Formula, ...]:
+        return tuple(f for m in self.modules for f in m.formulas)
+
+    @property
+    def helpers(self) -> tuple[Helper, ...]:
+        return tuple(h for m in self.modules for h in m.helpers)
+
+    @property
+    def operators(self) -> dict[str, FunctionSchema]:
+        """Every declared operator (``name.overload`` -> schema): formulas and non-differentiable ops."""
+        table = {f.op_name: f.schema for f in self.formulas}
+        for module in self.modules:
+            table.update({str(s.name): s for s in module.nondifferentiable})
+        return table
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for m in self.modules for d in m.diagnostics)

@@ -14,6 +14,10 @@ from formulas.dsl import (
     HELPERS,
     NONDIFFERENTIABLE,
     Backend,
+    Scalar,
+    ScalarType,
+    Tensor,
+    TensorOptions,
     DeclaredFormula,
     at,
     derivative,
@@ -25,6 +29,7 @@ from formulas.dsl import (
 
 __all__ = [
     "FORMULAS", "HELPERS", "NONDIFFERENTIABLE", "Backend", "DeclaredFormula", "at",
+    "Scalar", "ScalarType", "Tensor", "TensorOptions",
     "derivative", "helper", "nondifferentiable", "set_default_backend", "use_backend",
     "load_library",
 ]
@@ -33,6 +38,6 @@ __all__ = [
 def load_library() -> dict[str, DeclaredFormula]:
     """Import every module of the shipped library and return the registry."""
     for info in pkgutil.iter_modules(__path__):
-        if info.name != "dsl":
+        if info.name not in {"dsl"}:
             importlib.import_module(f"{__name__}.{info.name}")
     return FORMULAS

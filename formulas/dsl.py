@@ -27,6 +27,22 @@ class DeclaredFormula:
         return self.schema.split("(", 1)[0].strip()
 
 
+class Tensor:
+    """Annotation marker for helper signatures (``x: Tensor``); never instantiated."""
+
+
+class Scalar:
+    """Annotation marker: a Python number that maps to ``at::Scalar``."""
+
+
+class ScalarType:
+    """Annotation marker: a dtype that maps to ``at::ScalarType``."""
+
+
+class TensorOptions:
+    """Annotation marker: dtype/device/layout bundle that maps to ``at::TensorOptions``."""
+
+
 FORMULAS: dict[str, DeclaredFormula] = {}
 HELPERS: dict[str, Callable[..., Any]] = {}
 NONDIFFERENTIABLE: dict[str, str] = {}

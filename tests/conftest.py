@@ -1,0 +1,61 @@
+"""Test-suite wiring: the proof-tier report (DESIGN section 7).
+
+A test proves one tier for one op when it is marked ``@pytest.mark.tier("R1")``
+and parametrized with ``case`` (an ``OpCase``) or ``op`` (the op's name). The
+plugin gathers the outcomes, prints the op x tier table at the end of the run
+and, with ``--tier-report FILE``, writes them as JSON for ``transpile coverage``.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from transpiler.coverage import TIERS, TierTable
+
+_table_key = pytest.StashKey[TierTable]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--tier-report", metavar="FILE", default=None,
+                     help="write per-op proof-tier outcomes as JSON to FILE")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"tier(name): the proof tier a test establishes, one of {', '.join(TIERS)}")
+    config.stash[_table_key] = TierTable()
+
+
+def _op_of(item: pytest.Item) -> str | None:
+    params = getattr(item, "callspec", None)
+    if params is None:
+        return None
+    case = params.params.get("case")
+    if case is not None and hasattr(case, "op"):
+        return case.op
+    op = params.params.get("op")
+    return op if isinstance(op, str) else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    marker = item.get_closest_marker("tier")
+    op = _op_of(item)
+    if marker is None or op is None:
+        return
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        item.config.stash[_table_key].record(op, marker.args[0], report.outcome)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    table = config.stash[_table_key]
+    if not table.results:
+        return
+    terminalreporter.section("proof tiers (DESIGN section 7)")
+    terminalreporter.write_line(table.render())
+    path = config.getoption("--tier-report")
+    if path:
+        with open(path, "w") as f:
+            json.dump(table.as_json(), f, indent=1, sort_keys=True)

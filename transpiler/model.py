@@ -6,7 +6,8 @@ them for the passes (lint rules, C++ emitter) that need the syntax tree.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import libcst as cst
 
@@ -103,6 +104,12 @@ class FormulaModule:
     helpers: tuple[Helper, ...]
     nondifferentiable: tuple[FunctionSchema, ...]
     diagnostics: tuple[Diagnostic, ...]   # DB000 / DB107 found while building the model
+    # Start position of every syntax node of the file (for passes that report on nodes).
+    positions: Mapping[cst.CSTNode, Span] = field(default_factory=dict, compare=False, repr=False)
+
+    def span(self, node: cst.CSTNode) -> Span:
+        """Where ``node`` starts (1-based line and column)."""
+        return self.positions[node]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,505 @@
+"""Dataflow over formula code: what kind of value every name holds.
+
+A small abstract interpreter over libcst statements. Each value is one of four
+:class:`ValueKind` (ordered, the join is ``max``): a Python scalar, tensor
+metadata, a value read from a tensor's contents, or a tensor. It follows
+aliases, tuple unpacking, rebinding, both arms of ``if``/``else`` (a name that
+is a tensor on any path is a tensor), loops (to a fixpoint), containers (a list
+holding a tensor is a tensor), comprehensions, augmented assignment and
+container mutation (``xs.append(t)``, ``xs[i] = t``). Control flow that depends
+on tensor values taints what it binds as value-derived.
+
+The front-end runs it over a formula's forward to classify the backward's
+captures; the lint rules run it over a backward (and helpers) to know which
+Python operators act on tensors.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping
+
+import libcst as cst
+
+
+class ValueKind(enum.IntEnum):
+    """Abstract value of a name; a larger kind absorbs a smaller one on join."""
+
+    SCALAR = 0     # Python data not read from any tensor (literals, non-tensor inputs)
+    METADATA = 1   # sizes, dims, numel, dtype, device, options and arithmetic over them
+    VALUE = 2      # read from a tensor's contents: .item(), .tolist(), float(t)...
+    TENSOR = 3     # a tensor, or a container/closure holding one
+
+
+def join(*kinds: ValueKind) -> ValueKind:
+    """The least kind that covers every argument (SCALAR for none)."""
+    return max(kinds, default=ValueKind.SCALAR)
+
+
+METADATA_METHODS = frozenset({
+    "sizes", "size", "dim", "ndimension", "numel", "scalar_type", "options", "strides", "stride",
+    "sym_sizes", "sym_size", "sym_numel", "sym_strides", "get_device", "is_contiguous",
+    "is_floating_point", "is_complex", "element_size", "storage_offset", "layout", "device",
+    "requires_grad", "defined",
+})
+METADATA_ATTRIBUTES = frozenset({
+    "dtype", "shape", "device", "ndim", "layout", "is_cuda", "is_sparse", "is_quantized",
+    "is_meta", "requires_grad",
+})
+VALUE_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "__int__"})
+VALUE_BUILTINS = frozenset({"float", "int", "bool", "complex"})
+METADATA_BUILTINS = frozenset({"len"})
+OPAQUE_BUILTINS = frozenset({"isinstance", "issubclass", "str", "repr", "print", "type", "id", "hash", "callable"})
+MUTATING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
+
+# Python operators on tensors and the aten operator each stands for.
+BINARY_OPERATORS: dict[type[cst.CSTNode], str] = {
+    cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div",
+    cst.FloorDivide: "floor_divide", cst.Modulo: "remainder", cst.Power: "pow",
+    cst.MatrixMultiply: "matmul", cst.BitAnd: "bitwise_and", cst.BitOr: "bitwise_or",
+    cst.BitXor: "bitwise_xor", cst.LeftShift: "bitwise_left_shift",
+    cst.RightShift: "bitwise_right_shift",
+}
+AUGMENTED_OPERATORS: dict[type[cst.CSTNode], str] = {
+    cst.AddAssign: "add", cst.SubtractAssign: "sub", cst.MultiplyAssign: "mul",
+    cst.DivideAssign: "div", cst.FloorDivideAssign: "floor_divide", cst.ModuloAssign: "remainder",
+    cst.PowerAssign: "pow", cst.MatrixMultiplyAssign: "matmul", cst.BitAndAssign: "bitwise_and",
+    cst.BitOrAssign: "bitwise_or", cst.BitXorAssign: "bitwise_xor",
+}
+UNARY_OPERATORS: dict[type[cst.CSTNode], str] = {cst.Minus: "neg", cst.BitInvert: "bitwise_not"}
+COMPARISON_OPERATORS: dict[type[cst.CSTNode], str] = {
+    cst.GreaterThan: "gt", cst.GreaterThanEqual: "ge", cst.LessThan: "lt",
+    cst.LessThanEqual: "le", cst.Equal: "eq", cst.NotEqual: "ne",
+}
+
+
+def annotation_kind(annotation: str | None) -> ValueKind:
+    """The kind a helper annotation declares (``Tensor``, ``list[Tensor]`` -> TENSOR)."""
+    if annotation is None:
+        return ValueKind.TENSOR
+    if "Tensor" in annotation.replace("TensorOptions", ""):
+        return ValueKind.TENSOR
+    if any(word in annotation for word in ("ScalarType", "TensorOptions", "list[int]", "int")):
+        return ValueKind.METADATA
+    return ValueKind.SCALAR
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return None if base is None else f"{base}.{node.attr.value}"
+    return None
+
+
+def at_operator(call: cst.Call) -> str | None:
+    """``X`` for a call ``at.X(...)``, else None."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "at":
+        return func.attr.value
+    return None
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One place where the analysed code binds a name."""
+
+    name: str
+    target: cst.CSTNode            # the Name (or def/import) node bound
+    value: cst.BaseExpression | None  # the right-hand side, when there is one
+    statement: cst.BaseStatement   # the top-level statement of the analysed body holding it
+    index: int                     # position of that statement in the analysed body
+    conditional: bool              # inside if/for/while/try/with
+    augmented: bool = False        # ``x += ...``
+
+
+@dataclass(frozen=True)
+class OperatorUse:
+    """A Python operator applied to at least one tensor: it runs an aten operator."""
+
+    node: cst.CSTNode              # the operator expression (BinaryOperation, Comparison...)
+    operator: str                  # aten base name: ``mul``, ``gt``...
+
+
+@dataclass
+class FlowResult:
+    """What :func:`analyze_body` found."""
+
+    env: dict[str, ValueKind]                           # kinds at the end of the body
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    operator_uses: dict[cst.CSTNode, OperatorUse] = field(default_factory=dict)
+
+
+class _Interpreter:
+    """Walks statements in order, updating ``env``; joins at control-flow merges."""
+
+    def __init__(
+        self,
+        env: dict[str, ValueKind],
+        call_kind: Callable[[str, list[ValueKind]], ValueKind | None],
+        skip: Callable[[cst.CSTNode], bool],
+    ) -> None:
+        self.env = env
+        self.call_kind = call_kind
+        self.skip = skip
+        self.result = FlowResult(env)
+        self._statement: cst.BaseStatement | None = None
+        self._index = 0
+        self._depth = 0            # > 0 inside compound statements
+        self._taint = ValueKind.SCALAR  # VALUE inside control flow decided by tensor values
+
+    # ---- statements -------------------------------------------------------------
+    def run_body(self, statements: Iterable[cst.BaseStatement]) -> None:
+        for index, statement in enumerate(statements):
+            self._statement, self._index = statement, index
+            self.statement(statement)
+
+    def block(self, body: cst.BaseSuite) -> None:
+        self._depth += 1
+        try:
+            for statement in body.body:
+                self.statement(statement)
+        finally:
+            self._depth -= 1
+
+    def statement(self, node: cst.CSTNode) -> None:
+        if self.skip(node):
+            return
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                self.small_statement(small)
+        elif isinstance(node, cst.BaseSmallStatement):  # the body of ``if x: y = 1``
+            self.small_statement(node)
+        elif isinstance(node, cst.If):
+            self.branches(node.test, [node.body, node.orelse])
+        elif isinstance(node, cst.Else):
+            self.block(node.body)
+        elif isinstance(node, (cst.For, cst.While)):
+            self.loop(node)
+        elif isinstance(node, cst.With):
+            for item in node.items:
+                kind = self.expr(item.item)
+                if item.asname is not None:
+                    self.bind(item.asname.name, kind, item.item)
+            self.block(node.body)
+        elif isinstance(node, cst.Try):
+            self.branches(None, [node.body, *[h.body for h in node.handlers], node.orelse])
+            if node.finalbody is not None:
+                self.block(node.finalbody.body)
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self.bind_name(node.name.value, node.name, None, self.closure_kind(node))
+        elif isinstance(node, cst.BaseCompoundStatement):
+            self.block(node.body)
+
+    def branches(self, test: cst.BaseExpression | None, bodies: list[cst.CSTNode | None]) -> None:
+        outer_taint = self._taint
+        if test is not None and self.expr(test) >= ValueKind.VALUE:
+            self._taint = ValueKind.VALUE
+        before = dict(self.env)
+        merged: dict[str, ValueKind] = {}
+        for body in bodies:
+            self.env.clear()
+            self.env.update(before)
+            if isinstance(body, cst.If):
+                self.branches(body.test, [body.body, body.orelse])
+            elif isinstance(body, cst.Else):
+                self.block(body.body)
+            elif body is not None:
+                self.block(body)
+            for name, kind in self.env.items():
+                merged[name] = join(merged.get(name, kind), kind)
+        if not any(isinstance(b, (cst.Else, cst.If)) for b in bodies[1:]):
+            # A missing else is a path that keeps the old values.
+            for name, kind in before.items():
+                merged[name] = join(merged.get(name, kind), kind)
+        self.env.clear()
+        self.env.update(merged)
+        self._taint = outer_taint
+
+    def loop(self, node: cst.For | cst.While) -> None:
+        outer_taint = self._taint
+        for _ in range(8):  # the lattice has 4 levels: a few rounds reach the fixpoint
+            before = dict(self.env)
+            if isinstance(node, cst.For):
+                self.bind(node.target, self.expr(node.iter), node.iter)
+            elif self.expr(node.test) >= ValueKind.VALUE:
+                self._taint = ValueKind.VALUE
+            self.block(node.body)
+            for name, kind in before.items():
+                self.env[name] = join(self.env.get(name, kind), kind)
+            if self.env == before:
+                break
+        self._taint = outer_taint
+        if node.orelse is not None:
+            self.block(node.orelse.body)
+
+    def small_statement(self, node: cst.BaseSmallStatement) -> None:
+        if isinstance(node, cst.Assign):
+            kind = self.expr(node.value)
+            for target in node.targets:
+                self.bind(target.target, kind, node.value)
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self.bind(node.target, self.expr(node.value), node.value)
+        elif isinstance(node, cst.AugAssign):
+            value = self.expr(node.value)
+            current = self.expr(node.target)
+            operator = AUGMENTED_OPERATORS.get(type(node.operator))
+            if operator is not None and ValueKind.TENSOR in (value, current):
+                self.result.operator_uses[node] = OperatorUse(node, operator)
+            self.bind(node.target, join(value, current), node.value, augmented=True)
+        elif isinstance(node, cst.Expr):
+            self.expr(node.value)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            names = node.names if not isinstance(node.names, cst.ImportStar) else ()
+            for alias in names:
+                bound = alias.asname.name if alias.asname else alias.name
+                if isinstance(bound, cst.Name):
+                    self.bind_name(bound.value, bound, None, ValueKind.SCALAR)
+                else:
+                    root = bound
+                    while isinstance(root, cst.Attribute):
+                        root = root.value
+                    if isinstance(root, cst.Name):
+                        self.bind_name(root.value, root, None, ValueKind.SCALAR)
+        elif isinstance(node, cst.Del):
+            for name in _names_in_target(node.target):
+                self.env.pop(name.value, None)
+        elif isinstance(node, cst.Return) and node.value is not None:
+            self.expr(node.value)
+
+    # ---- binding ----------------------------------------------------------------
+    def bind(self, target: cst.BaseExpression, kind: ValueKind, value: cst.BaseExpression | None,
+             *, augmented: bool = False) -> None:
+        kind = join(kind, self._taint)
+        if isinstance(target, cst.Name):
+            self.bind_name(target.value, target, value, kind, augmented=augmented)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elements = target.elements
+            literal = value if isinstance(value, (cst.Tuple, cst.List)) else None
+            pairwise = (
+                literal is not None and len(literal.elements) == len(elements)
+                and not any(isinstance(e, cst.StarredElement) for e in (*elements, *literal.elements))
+            )
+            for i, element in enumerate(elements):
+                if pairwise:
+                    inner = literal.elements[i].value
+                    self.bind(element.value, self.expr(inner), inner)
+                else:
+                    self.bind(element.value, kind, value)
+        elif isinstance(target, cst.StarredElement):
+            self.bind(target.value, kind, value)
+        elif isinstance(target, (cst.Subscript, cst.Attribute)):
+            self.mutate(target.value, kind)
+
+    def bind_name(self, name: str, target: cst.CSTNode, value: cst.BaseExpression | None,
+                  kind: ValueKind, *, augmented: bool = False) -> None:
+        self.env[name] = kind
+        if self._statement is not None:
+            binding = Binding(name, target, value, self._statement, self._index, self._depth > 0, augmented)
+            self.result.bindings.setdefault(name, []).append(binding)
+
+    def mutate(self, container: cst.BaseExpression, kind: ValueKind) -> None:
+        """``xs[i] = v``, ``xs.append(v)``: the container now may hold ``v``."""
+        while isinstance(container, (cst.Subscript, cst.Attribute)):
+            container = container.value
+        if isinstance(container, cst.Name) and container.value in self.env:
+            self.env[container.value] = join(self.env[container.value], kind)
+
+    def closure_kind(self, node: cst.CSTNode) -> ValueKind:
+        """A function or lambda defined here holds whatever it reads from the scope."""
+        return join(*(self.env[n.value] for n in _walk_names(node) if n.value in self.env))
+
+    # ---- expressions ------------------------------------------------------------
+    def expr(self, node: cst.CSTNode) -> ValueKind:
+        if isinstance(node, cst.Name):
+            return self.env.get(node.value, ValueKind.SCALAR)
+        if isinstance(node, (cst.BaseNumber, cst.BaseString, cst.Ellipsis)):
+            if isinstance(node, cst.FormattedString):
+                return join(*(self.expr(p.expression) for p in node.parts
+                              if isinstance(p, cst.FormattedStringExpression)))
+            return ValueKind.SCALAR
+        if isinstance(node, cst.Attribute):
+            base = self.expr(node.value)
+            if base == ValueKind.TENSOR:
+                return ValueKind.METADATA if node.attr.value in METADATA_ATTRIBUTES else ValueKind.TENSOR
+            return base
+        if isinstance(node, cst.Call):
+            return self.call(node)
+        if isinstance(node, cst.Subscript):
+            return join(self.expr(node.value), *(self._slice_kind(s.slice) for s in node.slice))
+        if isinstance(node, cst.BinaryOperation):
+            kind = join(self.expr(node.left), self.expr(node.right))
+            operator = BINARY_OPERATORS.get(type(node.operator))
+            if kind == ValueKind.TENSOR and operator is not None:
+                self.result.operator_uses[node] = OperatorUse(node, operator)
+            return kind
+        if isinstance(node, cst.UnaryOperation):
+            kind = self.expr(node.expression)
+            if isinstance(node.operator, cst.Not):
+                return ValueKind.VALUE if kind == ValueKind.TENSOR else kind
+            operator = UNARY_OPERATORS.get(type(node.operator))
+            if kind == ValueKind.TENSOR and operator is not None:
+                self.result.operator_uses[node] = OperatorUse(node, operator)
+            return kind
+        if isinstance(node, cst.Comparison):
+            kinds = [self.expr(node.left)]
+            for target in node.comparisons:
+                right = self.expr(target.comparator)
+                operator = COMPARISON_OPERATORS.get(type(target.operator))
+                if operator is not None and ValueKind.TENSOR in (kinds[-1], right):
+                    self.result.operator_uses[target] = OperatorUse(target, operator)
+                kinds.append(right)
+            if isinstance(node.comparisons[0].operator, (cst.Is, cst.IsNot)):
+                return join(*(min(k, ValueKind.METADATA) for k in kinds))
+            return join(*kinds)
+        if isinstance(node, cst.BooleanOperation):
+            return join(self.expr(node.left), self.expr(node.right))
+        if isinstance(node, cst.IfExp):
+            test = self.expr(node.test)
+            chosen_by_values = ValueKind.VALUE if test >= ValueKind.VALUE else ValueKind.SCALAR
+            return join(self.expr(node.body), self.expr(node.orelse), chosen_by_values)
+        if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+            return join(*(self.expr(e.value) for e in node.elements))
+        if isinstance(node, cst.Dict):
+            kinds = []
+            for element in node.elements:
+                if isinstance(element, cst.DictElement):
+                    kinds += [self.expr(element.key), self.expr(element.value)]
+                else:
+                    kinds.append(self.expr(element.value))
+            return join(*kinds)
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            return self.comprehension(node)
+        if isinstance(node, cst.Lambda):
+            return self.closure_kind(node)
+        if isinstance(node, cst.NamedExpr):
+            kind = self.expr(node.value)
+            self.bind(node.target, kind, node.value)
+            return kind
+        if isinstance(node, (cst.StarredElement, cst.Element)):
+            return self.expr(node.value)
+        if isinstance(node, (cst.Await, cst.Yield)):
+            return ValueKind.SCALAR
+        return join(*(self.expr(child) for child in node.children
+                      if isinstance(child, cst.BaseExpression)))
+
+    def _slice_kind(self, node: cst.BaseSlice) -> ValueKind:
+        if isinstance(node, cst.Index):
+            return self.expr(node.value)
+        return join(*(self.expr(part) for part in (node.lower, node.upper, node.step) if part is not None))
+
+    def comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp) -> ValueKind:
+        saved = dict(self.env)
+        statement, self._statement = self._statement, None  # comprehension targets are not bindings
+        try:
+            clause: cst.CompFor | None = node.for_in
+            while clause is not None:
+                self.bind(clause.target, self.expr(clause.iter), clause.iter)
+                for condition in clause.ifs:
+                    self.expr(condition.test)
+                clause = clause.inner_for_in
+            if isinstance(node, cst.DictComp):
+                return join(self.expr(node.key), self.expr(node.value))
+            return self.expr(node.elt)
+        finally:
+            self.env.clear()
+            self.env.update(saved)
+            self._statement = statement
+
+    def call(self, node: cst.Call) -> ValueKind:
+        args = [self.expr(a.value) for a in node.args]
+        func = node.func
+        if at_operator(node) is not None:
+            return ValueKind.TENSOR
+        if isinstance(func, cst.Attribute):
+            receiver = self.expr(func.value)
+            method = func.attr.value
+            if receiver == ValueKind.TENSOR:
+                if method in METADATA_METHODS:
+                    return ValueKind.METADATA
+                if method in VALUE_METHODS:
+                    return ValueKind.VALUE
+                return ValueKind.TENSOR
+            if method in MUTATING_METHODS:
+                self.mutate(func.value, join(*args))
+                return ValueKind.SCALAR
+            declared = self.call_kind(dotted_name(func) or "", args)
+            return declared if declared is not None else join(receiver, *args)
+        if isinstance(func, cst.Name):
+            name = func.value
+            if name in self.env:  # a function or lambda defined in this body
+                return join(self.env[name], *args)
+            if name in VALUE_BUILTINS:
+                arg = join(*args)
+                return ValueKind.VALUE if arg == ValueKind.TENSOR else arg
+            if name in METADATA_BUILTINS:
+                return ValueKind.METADATA if join(*args) >= ValueKind.METADATA else ValueKind.SCALAR
+            if name in OPAQUE_BUILTINS:
+                return ValueKind.SCALAR
+            declared = self.call_kind(name, args)
+            if declared is not None:
+                return declared
+        return join(self.expr(func), *args)
+
+
+def _walk_names(node: cst.CSTNode) -> Iterator[cst.Name]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        stack.extend(current.children)
+
+
+def _names_in_target(node: cst.CSTNode) -> Iterator[cst.Name]:
+    if isinstance(node, cst.Name):
+        yield node
+    elif isinstance(node, (cst.Tuple, cst.List)):
+        for element in node.elements:
+            yield from _names_in_target(element.value)
+    elif isinstance(node, cst.StarredElement):
+        yield from _names_in_target(node.value)
+
+
+def helper_call_kinds(helper_returns: Mapping[str, str | None]) -> Callable[[str, list[ValueKind]], ValueKind | None]:
+    """Kind of a call to a named helper, from its return annotation.
+
+    A helper returning a tensor gives a tensor. A helper returning non-tensor
+    data gives value-derived data when an argument was, else metadata when it
+    was given tensors or metadata (helpers compute shapes), else a scalar.
+    Unknown callables give None (the caller joins the argument kinds).
+    """
+
+    def kind(name: str, args: list[ValueKind]) -> ValueKind | None:
+        short = name.rsplit(".", 1)[-1]
+        if short not in helper_returns:
+            return None
+        declared = annotation_kind(helper_returns[short])
+        if declared == ValueKind.TENSOR:
+            return ValueKind.TENSOR
+        strongest = join(*args)
+        if strongest == ValueKind.VALUE:
+            return ValueKind.VALUE
+        return ValueKind.METADATA if strongest >= ValueKind.METADATA else declared
+
+    return kind
+
+
+def analyze_body(
+    statements: Iterable[cst.BaseStatement],
+    env: Mapping[str, ValueKind],
+    *,
+    helper_returns: Mapping[str, str | None] | None = None,
+    skip: Callable[[cst.CSTNode], bool] = lambda node: False,
+) -> FlowResult:
+    """Run the dataflow over ``statements`` starting from ``env``.
+
+    ``helper_returns`` maps callable names to return annotations; ``skip``
+    names statements not to enter (the backward def inside a forward).
+    """
+    interpreter = _Interpreter(dict(env), helper_call_kinds(helper_returns or {}), skip)
+    interpreter.run_body(statements)
+    return interpreter.result

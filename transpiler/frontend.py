@@ -1,0 +1,420 @@
+"""Front-end: formula files (statically, with libcst) to the typed model.
+
+``parse_module(path, source)`` never raises on bad input. A file that does
+not parse gives a ``DB000`` diagnostic; a formula that does not have the
+required shape (DESIGN section 2) gives ``DB107`` and is left out of
+``FormulaModule.formulas``. Nothing read here is imported or executed.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import CodeRange, FunctionScope, MetadataWrapper, PositionProvider, ScopeProvider
+
+from transpiler.dataflow import FlowResult, ValueKind, analyze_body, dotted_name
+from transpiler.diagnostics import Diagnostic
+from transpiler.model import (
+    Backward,
+    Capture,
+    CaptureKind,
+    Formula,
+    FormulaModule,
+    Helper,
+    HelperParam,
+    Library,
+    Span,
+)
+from transpiler.schema import FunctionSchema, SchemaError, is_tensor_like, parse_schema
+
+BACKWARD = "backward"
+NEEDS_INPUT_GRAD = "needs_input_grad"
+
+
+class _Positions(Mapping[cst.CSTNode, Span]):
+    """Start positions of the nodes of one parsed file (libcst ranges, column + 1)."""
+
+    def __init__(self, ranges: Mapping[cst.CSTNode, CodeRange]) -> None:
+        self._ranges = ranges
+
+    def __getitem__(self, node: cst.CSTNode) -> Span:
+        start = self._ranges[node].start
+        return Span(start.line, start.column + 1)
+
+    def __iter__(self) -> Iterator[cst.CSTNode]:
+        return iter(self._ranges)
+
+    def __len__(self) -> int:
+        return len(self._ranges)
+
+
+class MalformedFormula(Exception):
+    """A formula that does not have the required shape: becomes a DB107."""
+
+    def __init__(self, node: cst.CSTNode, message: str) -> None:
+        super().__init__(message)
+        self.node = node
+        self.message = message
+
+
+def parse_module(path: str, source: str) -> FormulaModule:
+    """Build the typed model of one formula file; diagnostics instead of exceptions."""
+    try:
+        tree = cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        return FormulaModule(path, (), (), (), (_syntax_diagnostic(path, source, error),))
+    wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+    positions = _Positions(wrapper.resolve(PositionProvider))
+    scopes = wrapper.resolve(ScopeProvider)
+    return _ModuleReader(path, tree, positions, scopes).read()
+
+
+def load_library(directory: str) -> Library:
+    """Every ``*.py`` file under ``directory`` (sorted by path), one FormulaModule each."""
+    files = sorted(p for p in Path(directory).rglob("*.py") if p.is_file())
+    return Library(tuple(parse_module(str(p), p.read_text(encoding="utf-8")) for p in files))
+
+
+def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError) -> Diagnostic:
+    """DB000 at the error; Python's own parser gives the most precise location and words."""
+    try:
+        ast.parse(source)
+    except SyntaxError as python_error:
+        line, col = python_error.lineno or 1, python_error.offset or 1
+        message = python_error.msg
+    else:  # a construct libcst does not know yet
+        line, col, message = error.raw_line, error.raw_column + 1, error.message
+    return Diagnostic(path, line, col, "DB000", f"cannot parse the file: {message}; fix the syntax error")
+
+
+class _ModuleReader:
+    """Reads the top-level statements of one parsed file into a FormulaModule."""
+
+    def __init__(self, path: str, tree: cst.Module, positions: _Positions, scopes) -> None:
+        self.path = path
+        self.tree = tree
+        self.positions = positions
+        self.scopes = scopes
+        self.diagnostics: list[Diagnostic] = []
+
+    def read(self) -> FormulaModule:
+        formulas, helpers, nondiff = [], [], []
+        helper_returns = {}
+        functions = [s for s in self.tree.body if isinstance(s, cst.FunctionDef)]
+        for function in functions:
+            if _decorator(function, "helper") is not None:
+                helper = self.helper(function)
+                helpers.append(helper)
+            helper_returns[function.name.value] = (
+                self.code(function.returns.annotation) if function.returns is not None else None
+            )
+        for statement in self.tree.body:
+            if isinstance(statement, cst.FunctionDef):
+                decorator = _decorator(statement, "derivative")
+                if decorator is None:
+                    continue
+                try:
+                    formulas.append(self.formula(statement, decorator, helper_returns))
+                except MalformedFormula as problem:
+                    self.report(problem.node, "DB107", problem.message)
+            elif isinstance(statement, cst.SimpleStatementLine):
+                nondiff.extend(self.nondifferentiable(statement))
+        return FormulaModule(
+            self.path, tuple(formulas), tuple(helpers), tuple(nondiff), tuple(self.diagnostics),
+            positions=self.positions,
+        )
+
+    # ---- helpers ---------------------------------------------------------------
+    def report(self, node: cst.CSTNode, code: str, message: str) -> None:
+        span = self.positions[node]
+        self.diagnostics.append(Diagnostic(self.path, span.line, span.col, code, message))
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.tree.code_for_node(node)
+
+    def helper(self, function: cst.FunctionDef) -> Helper:
+        params = tuple(
+            HelperParam(
+                p.name.value,
+                self.code(p.annotation.annotation) if p.annotation is not None else None,
+                p.default,
+            )
+            for p in (*function.params.params, *function.params.kwonly_params)
+        )
+        returns = self.code(function.returns.annotation) if function.returns is not None else None
+        return Helper(self.path, function.name.value, self.positions[function], params, returns, function)
+
+    def nondifferentiable(self, line: cst.SimpleStatementLine) -> Iterator[FunctionSchema]:
+        for small in line.body:
+            if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
+                continue
+            call = small.value
+            name = dotted_name(call.func)
+            if name is None or name.rsplit(".", 1)[-1] != "nondifferentiable":
+                continue
+            for arg in call.args:
+                text = _string_value(arg.value)
+                if text is None:
+                    self.report(arg.value, "DB107", "nondifferentiable() takes schema strings; "
+                                "write each schema as a string literal")
+                    continue
+                try:
+                    yield parse_schema(text)
+                except SchemaError as error:
+                    self.report(arg.value, "DB107", f"schema does not parse: {error}; "
+                                "write it in native_functions.yaml syntax")
+
+    # ---- formulas --------------------------------------------------------------
+    def formula(self, function: cst.FunctionDef, decorator: cst.Decorator,
+                helper_returns: Mapping[str, str | None]) -> Formula:
+        schema, output_diff = self.decorator_arguments(decorator)
+        params = self.check_params(function, schema)
+        body = list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
+        backward_index, backward_def = self.find_backward(function, body)
+        final_return = self.check_final_return(function, body)
+        forward = tuple(s for i, s in enumerate(body[:-1]) if i != backward_index)
+        for statement in forward:
+            stray = _find_return(statement)
+            if stray is not None:
+                raise MalformedFormula(stray, "the forward returns early; a formula ends with a single "
+                                       "`return <outputs>, backward`")
+        outputs = self.outputs(final_return, schema)
+        backward = self.backward(backward_def, schema, output_diff)
+        captures = self.captures(function, schema, params, forward, backward_def, outputs, helper_returns)
+        return Formula(
+            path=self.path,
+            function=function.name.value,
+            span=self.positions[function],
+            schema=schema,
+            output_differentiability=output_diff,
+            params=params,
+            differentiable_inputs=schema.tensor_inputs,
+            outputs=outputs,
+            forward=forward,
+            backward=backward,
+            captures=captures,
+            node=function,
+        )
+
+    def decorator_arguments(self, decorator: cst.Decorator) -> tuple[FunctionSchema, tuple[bool, ...] | None]:
+        call = decorator.decorator
+        if not isinstance(call, cst.Call):
+            raise MalformedFormula(decorator, "@derivative needs the operator schema: "
+                                   "@derivative(\"name.overload(Tensor self, ...) -> Tensor\")")
+        positional = [a for a in call.args if a.keyword is None]
+        text = _string_value(positional[0].value) if positional else None
+        if text is None or len(positional) != 1:
+            raise MalformedFormula(call, "@derivative takes the schema as one string literal argument")
+        try:
+            schema = parse_schema(text)
+        except SchemaError as error:
+            raise MalformedFormula(positional[0].value, f"schema does not parse: {error}; "
+                                   "write it in native_functions.yaml syntax") from None
+        output_diff = None
+        for arg in call.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value != "output_differentiability":
+                raise MalformedFormula(arg, f"@derivative has no argument `{arg.keyword.value}`; "
+                                       "only output_differentiability=[...]")
+            output_diff = _bool_list(arg.value)
+            if output_diff is None:
+                raise MalformedFormula(arg.value, "output_differentiability must be a literal list of "
+                                       "True/False, one per schema return")
+            if len(output_diff) != len(schema.returns):
+                raise MalformedFormula(arg.value, f"output_differentiability has {len(output_diff)} entries "
+                                       f"but the schema has {len(schema.returns)} returns; give one per return")
+        return schema, output_diff
+
+    def check_params(self, function: cst.FunctionDef, schema: FunctionSchema) -> tuple[str, ...]:
+        params = function.params
+        if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None:
+            raise MalformedFormula(params, "a formula takes exactly the schema's arguments, "
+                                   "no *args or **kwargs")
+        names = tuple(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+        expected = tuple(a.name for a in schema.arguments if not a.is_out)
+        if names != expected:
+            raise MalformedFormula(function.name, f"parameters ({', '.join(names)}) do not match the schema's "
+                                   f"arguments ({', '.join(expected)}); use the same names in the same order")
+        return names
+
+    def find_backward(self, function: cst.FunctionDef, body: list[cst.BaseStatement]
+                      ) -> tuple[int, cst.FunctionDef]:
+        found = [(i, s) for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == BACKWARD]
+        if not found:
+            raise MalformedFormula(function.name, "the formula has no nested `def backward(...)`; define one "
+                                   "taking one gradient per differentiable output")
+        if len(found) > 1:
+            raise MalformedFormula(found[1][1].name, "the formula defines `backward` twice; keep one")
+        return found[0]
+
+    def check_final_return(self, function: cst.FunctionDef, body: list[cst.BaseStatement]) -> cst.Return:
+        last = body[-1] if body else function
+        statement = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+        if not isinstance(statement, cst.Return):
+            raise MalformedFormula(last, "the formula must end with `return <outputs>, backward`")
+        value = statement.value
+        if (
+            not isinstance(value, cst.Tuple) or len(value.elements) != 2
+            or not isinstance(value.elements[1].value, cst.Name)
+            or value.elements[1].value.value != BACKWARD
+            or isinstance(value.elements[0], cst.StarredElement)
+        ):
+            raise MalformedFormula(statement, "the formula must end with `return <outputs>, backward`")
+        return statement
+
+    def outputs(self, final_return: cst.Return, schema: FunctionSchema) -> tuple[str | None, ...]:
+        value = final_return.value.elements[0].value
+        if isinstance(value, (cst.Tuple, cst.List)):
+            items = [e.value for e in value.elements]
+            if len(items) != len(schema.returns) or len(schema.returns) == 1:
+                raise MalformedFormula(value, f"returns {len(items)} outputs as a tuple but the schema has "
+                                       f"{len(schema.returns)}; return one name per schema return, "
+                                       "a tuple only when there are several")
+        else:
+            items = [value]
+            if len(schema.returns) != 1:
+                raise MalformedFormula(value, f"the schema has {len(schema.returns)} returns; return them "
+                                       "as a tuple of names: `return (a, b), backward`")
+        return tuple(item.value if isinstance(item, cst.Name) else None for item in items)
+
+    def backward(self, node: cst.FunctionDef, schema: FunctionSchema,
+                 output_diff: tuple[bool, ...] | None) -> Backward:
+        params = node.params
+        if params.star_kwarg is not None or isinstance(params.star_arg, cst.Param) or params.posonly_params:
+            raise MalformedFormula(params, "backward takes one gradient per differentiable output and "
+                                   "optionally `*, needs_input_grad`; no *args, **kwargs or `/`")
+        mask = None
+        for kwonly in params.kwonly_params:
+            if kwonly.name.value != NEEDS_INPUT_GRAD:
+                raise MalformedFormula(kwonly, f"backward's only keyword-only parameter may be "
+                                       f"`{NEEDS_INPUT_GRAD}`, not `{kwonly.name.value}`")
+            mask = kwonly.name.value
+        grads = tuple(p.name.value for p in params.params)
+        expected = differentiable_output_count(schema, output_diff)
+        if len(grads) != expected:
+            raise MalformedFormula(node.name, f"backward takes {len(grads)} gradient(s) but the formula has "
+                                   f"{expected} differentiable output(s); take one gradient per output")
+        return Backward(node, self.positions[node], grads, mask)
+
+    # ---- captures --------------------------------------------------------------
+    def captures(self, function: cst.FunctionDef, schema: FunctionSchema, params: tuple[str, ...],
+                 forward: tuple[cst.BaseStatement, ...], backward: cst.FunctionDef,
+                 outputs: tuple[str | None, ...], helper_returns: Mapping[str, str | None]) -> tuple[Capture, ...]:
+        facts = forward_dataflow(schema, params, function, backward, helper_returns)
+        first_uses = self.first_uses(function, backward)
+        captures = []
+        for name, first_use in sorted(first_uses.items(), key=lambda item: self.positions[item[1]]):
+            kind, reason = classify_capture(name, schema, params, outputs, facts)
+            bindings = [b for b in facts.bindings.get(name, []) if b.value is not None]
+            definition = bindings[-1].value if bindings else None
+            captures.append(Capture(name, kind, self.positions[first_use], definition, reason))
+        return tuple(captures)
+
+    def first_uses(self, function: cst.FunctionDef, backward: cst.FunctionDef) -> dict[str, cst.CSTNode]:
+        """For each forward name the backward reads, the read that comes first in the source."""
+        forward_scope = self.scopes.get(backward)
+        inside = set(_walk(backward))
+        uses: dict[str, cst.CSTNode] = {}
+        if not isinstance(forward_scope, FunctionScope):
+            return uses
+        for assignment in forward_scope.assignments:
+            if assignment.name == BACKWARD:
+                continue
+            for access in assignment.references:
+                node = access.node
+                if node not in inside:
+                    continue
+                current = uses.get(assignment.name)
+                if current is None or self.positions[node] < self.positions[current]:
+                    uses[assignment.name] = node
+        return uses
+
+
+def differentiable_output_count(schema: FunctionSchema, output_diff: tuple[bool, ...] | None) -> int:
+    """How many gradients a backward takes: tensor returns marked differentiable."""
+    flags = output_diff if output_diff is not None else (True,) * len(schema.returns)
+    return sum(1 for ret, flag in zip(schema.returns, flags) if flag and is_tensor_like(ret.type))
+
+
+def forward_dataflow(schema: FunctionSchema, params: tuple[str, ...], function: cst.FunctionDef,
+                     backward: cst.FunctionDef, helper_returns: Mapping[str, str | None]) -> FlowResult:
+    """Run the dataflow over a formula's body (everything but the backward and the final return)."""
+    env = {
+        name: ValueKind.TENSOR if is_tensor_like(schema.argument(name).type) else ValueKind.SCALAR
+        for name in params
+    }
+    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
+    return analyze_body(body, env, helper_returns=helper_returns, skip=lambda node: node is backward)
+
+
+def classify_capture(name: str, schema: FunctionSchema, params: tuple[str, ...],
+                     outputs: tuple[str | None, ...], facts: FlowResult) -> tuple[CaptureKind, str]:
+    """The CaptureKind of a forward name the backward reads, and why when ILLEGAL."""
+    kind = facts.env.get(name, ValueKind.SCALAR)
+    rebound = name in facts.bindings
+    if name in params and not rebound:
+        return CaptureKind.INPUT, ""
+    if name in outputs and name not in params:
+        return CaptureKind.OUTPUT, ""
+    if kind == ValueKind.TENSOR:
+        if name in params:
+            return CaptureKind.ILLEGAL, f"input `{name}` is rebound in the forward, so it holds an intermediate"
+        return CaptureKind.ILLEGAL, f"`{name}` is a tensor computed in the forward"
+    if kind == ValueKind.VALUE:
+        return CaptureKind.ILLEGAL, f"`{name}` is read from a tensor's values"
+    if kind == ValueKind.METADATA:
+        return CaptureKind.METADATA, ""
+    return CaptureKind.SCALAR, ""
+
+
+def _decorator(function: cst.FunctionDef, name: str) -> cst.Decorator | None:
+    """The decorator ``@name``/``@name(...)``/``@pkg.name(...)`` of ``function``, if any."""
+    for decorator in function.decorators:
+        expression = decorator.decorator
+        target = expression.func if isinstance(expression, cst.Call) else expression
+        dotted = dotted_name(target)
+        if dotted is not None and dotted.rsplit(".", 1)[-1] == name:
+            return decorator
+    return None
+
+
+def _string_value(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _bool_list(node: cst.BaseExpression) -> tuple[bool, ...] | None:
+    if not isinstance(node, (cst.List, cst.Tuple)):
+        return None
+    values = []
+    for element in node.elements:
+        if not (isinstance(element.value, cst.Name) and element.value.value in ("True", "False")):
+            return None
+        values.append(element.value.value == "True")
+    return tuple(values)
+
+
+def _find_return(node: cst.CSTNode) -> cst.Return | None:
+    """A ``return`` in forward code (not inside a nested function or lambda)."""
+    if isinstance(node, cst.Return):
+        return node
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return None
+    for child in node.children:
+        found = _find_return(child)
+        if found is not None:
+            return found
+    return None
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)

@@ -1,0 +1,126 @@
+"""The expression tree shared by the C++ and the Python side of the importer.
+
+A derivatives.yaml formula is a C++ expression. :mod:`.cpp` parses it into
+this tree and prints it back; :mod:`.pydialect` prints the same tree as Python
+and parses that Python back. The tree is *concrete*: it keeps parentheses
+(:class:`Paren`) and the exact spelling of literals, so printing a parsed
+formula gives the same token list.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Node:
+    """Base class of expression nodes (frozen dataclasses below)."""
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    """An unqualified identifier: ``grad``, ``self``, ``sum_backward``."""
+
+    ident: str
+
+
+@dataclass(frozen=True)
+class Qualified(Node):
+    """A ``::``-qualified name: ``at::sum_to``, ``::std::nullopt`` (``rooted``)."""
+
+    parts: tuple[str, ...]
+    rooted: bool = False
+
+
+@dataclass(frozen=True)
+class Template(Node):
+    """Template arguments applied to a name: ``std::get<0>``, ``std::tuple<Tensor, Tensor>``."""
+
+    base: Node
+    args: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Literal(Node):
+    """A number, string or boolean literal, spelled as in the C++ source."""
+
+    kind: str   # "number", "string" or "bool"
+    text: str
+
+
+@dataclass(frozen=True)
+class Member(Node):
+    """``obj.name`` or, with ``arrow``, ``obj->name``."""
+
+    obj: Node
+    name: str
+    arrow: bool = False
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    func: Node
+    args: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Index(Node):
+    """``obj[index]``."""
+
+    obj: Node
+    index: Node
+
+
+@dataclass(frozen=True)
+class Unary(Node):
+    """Prefix ``! - + * ~``."""
+
+    op: str
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Binary(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Conditional(Node):
+    """``cond ? then : orelse``."""
+
+    cond: Node
+    then: Node
+    orelse: Node
+
+
+@dataclass(frozen=True)
+class Paren(Node):
+    """Parentheses written in the source (kept so that the token list round-trips)."""
+
+    inner: Node
+
+
+@dataclass(frozen=True)
+class BraceList(Node):
+    """A braced initializer list ``{a, b}``."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Lambda(Node):
+    """``[](T a, U b){return body;}``: capture-less lambda with one return statement."""
+
+    params: tuple[tuple[Node, str], ...]   # (type, name)
+    body: Node
+
+
+# C++ binary operators and their binding power (higher binds tighter).
+BINARY_PRECEDENCE: dict[str, int] = {
+    "||": 4, "&&": 5, "|": 6, "^": 7, "&": 8,
+    "==": 9, "!=": 9, "<": 10, "<=": 10, ">": 10, ">=": 10,
+    "+": 12, "-": 12, "*": 13, "/": 13, "%": 13,
+}
+CONDITIONAL_PRECEDENCE = 2
+UNARY_PRECEDENCE = 14
+UNARY_OPERATORS = frozenset({"!", "-", "+", "*", "~"})

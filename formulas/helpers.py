@@ -1,0 +1,110 @@
+"""Helpers shared by backward formulas: the ``FunctionsManual.cpp`` of this library.
+
+Every helper is fully annotated (the C++ types follow from the annotations),
+computes on tensors only through ``at.<op>`` calls of declared operators, and
+uses only the Python constructs of ``formulas/README.md``.
+"""
+from __future__ import annotations
+
+from formulas import Tensor, at, helper
+
+
+@helper
+def wrap_dim(dim: int, ndim: int) -> int:
+    """``dim`` (possibly negative) as an index into ``ndim`` dims; a 0-d tensor accepts 0 and -1."""
+    bound = ndim if ndim > 0 else 1
+    return dim + bound if dim < 0 else dim
+
+
+@helper
+def is_reduced_dim(dim: list[int] | None, d: int, ndim: int) -> bool:
+    """Whether a reduction over ``dim`` (``None`` or empty: every dim) reduces dim ``d``."""
+    if dim is None or len(dim) == 0:
+        return True
+    for i in range(len(dim)):
+        if wrap_dim(dim[i], ndim) == d:
+            return True
+    return False
+
+
+@helper
+def reduced_numel(sizes: list[int], dim: list[int] | None) -> int:
+    """How many elements a reduction over ``dim`` folds into each output element."""
+    count = 1
+    for d in range(len(sizes)):
+        if is_reduced_dim(dim, d, len(sizes)):
+            count = count * sizes[d]
+    return count
+
+
+@helper
+def sum_to(grad: Tensor, sizes: list[int]) -> Tensor:
+    """Sum ``grad`` down to ``sizes``: undo the broadcasting of an input of that shape."""
+    leading = grad.dim() - len(sizes)
+    reduced = grad
+    if leading > 0:
+        leading_dims = []
+        for d in range(leading):
+            leading_dims.append(d)
+        reduced = at.sum(reduced, leading_dims, False)
+    expanded_dims = []
+    for d in range(len(sizes)):
+        if sizes[d] == 1 and reduced.size(d) != 1:
+            expanded_dims.append(d)
+    if len(expanded_dims) > 0:
+        reduced = at.sum(reduced, expanded_dims, True)
+    return reduced
+
+
+@helper
+def sum_backward(grad: Tensor, sizes: list[int], dim: list[int] | None, keepdim: bool) -> Tensor:
+    """Gradient of a sum over ``dim`` of a tensor of ``sizes``: ``grad`` broadcast back."""
+    restored = grad
+    if not keepdim:
+        for d in range(len(sizes)):
+            if is_reduced_dim(dim, d, len(sizes)):
+                restored = at.unsqueeze(restored, d)
+    return at.expand(restored, sizes)
+
+
+@helper
+def value_selecting_reduction_backward(grad: Tensor, dim: int, indices: Tensor, sizes: list[int],
+                                       keepdim: bool) -> Tensor:
+    """Gradient of a reduction that selects one element per slice (``max.dim``): ``grad``
+    scattered to the selected ``indices`` along ``dim`` (already wrapped) of a zero tensor."""
+    grad_kept = grad
+    indices_kept = indices
+    if not keepdim and len(sizes) > 0:
+        grad_kept = at.unsqueeze(grad, dim)
+        indices_kept = at.unsqueeze(indices, dim)
+    return at.scatter_add(at.new_zeros(grad, sizes), dim, indices_kept, grad_kept)
+
+
+@helper
+def pow_backward(grad: Tensor, self: Tensor, exponent: float) -> Tensor:
+    """Gradient of ``self ** exponent``; exactly zero for exponent 0 (no ``0 * inf`` at 0)."""
+    if exponent == 0.0:
+        return at.zeros_like(self)
+    return grad * at.mul(at.pow(self, exponent - 1.0), exponent)
+
+
+@helper
+def invert_permutation(dims: list[int], ndim: int) -> list[int]:
+    """The permutation that undoes ``permute(dims)`` (``dims`` may be negative)."""
+    inverse = []
+    for i in range(len(dims)):
+        inverse.append(0)
+    for i in range(len(dims)):
+        inverse[wrap_dim(dims[i], ndim)] = i
+    return inverse
+
+
+@helper
+def narrow_backward(grad: Tensor, sizes: list[int], dim: int, start: int, length: int) -> Tensor:
+    """Gradient of ``narrow(dim, start, length)`` of a tensor of ``sizes``: ``grad`` padded
+    with zeros along ``dim`` (``dim`` and ``start`` already wrapped)."""
+    before = list(sizes)
+    before[dim] = start
+    after = list(sizes)
+    after[dim] = sizes[dim] - start - length
+    return at.cat([at.new_zeros(grad, before), grad, at.new_zeros(grad, after)], dim)

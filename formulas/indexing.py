@@ -1,0 +1,37 @@
+"""Selection by mask or index: ``where.self``, ``gather``, ``scatter_add``."""
+from __future__ import annotations
+
+from formulas import at, derivative
+from formulas.helpers import sum_to
+
+
+@derivative("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor")
+def where_self(condition, self, other):
+    result = at.where(condition, self, other)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    def backward(grad, *, needs_input_grad):
+        zeros = at.zeros_like(grad)
+        grad_self = sum_to(at.where(condition, grad, zeros), self_sizes) if needs_input_grad[1] else None
+        grad_other = sum_to(at.where(condition, zeros, grad), other_sizes) if needs_input_grad[2] else None
+        return None, grad_self, grad_other
+    return result, backward
+
+
+@derivative("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor")
+def gather(self, dim, index, *, sparse_grad=False):
+    result = at.gather(self, dim, index, sparse_grad=sparse_grad)
+    self_sizes = self.sizes()
+    def backward(grad):
+        # index is integral: it gets no gradient
+        return at.scatter_add(at.new_zeros(grad, self_sizes), dim, index, grad), None
+    return result, backward
+
+
+@derivative("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor")
+def scatter_add(self, dim, index, src):
+    result = at.scatter_add(self, dim, index, src)
+    def backward(grad, *, needs_input_grad):
+        grad_src = at.gather(grad, dim, index) if needs_input_grad[2] else None
+        return grad, None, grad_src
+    return result, backward

@@ -1,0 +1,66 @@
+"""Reductions: ``sum``, ``sum.dim_IntList``, ``mean.dim``, ``max.dim`` and the softmaxes."""
+from __future__ import annotations
+
+from formulas import at, derivative
+from formulas.helpers import reduced_numel, sum_backward, value_selecting_reduction_backward, wrap_dim
+
+
+@derivative("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor")
+def sum_all(self, *, dtype=None):
+    result = at.sum(self, dtype=dtype)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return at.expand(grad, self_sizes)
+    return result, backward
+
+
+@derivative("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor")
+def sum_dim_intlist(self, dim, keepdim=False, *, dtype=None):
+    result = at.sum(self, dim, keepdim, dtype=dtype)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return sum_backward(grad, self_sizes, dim, keepdim)
+    return result, backward
+
+
+@derivative("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor")
+def mean_dim(self, dim, keepdim=False, *, dtype=None):
+    result = at.mean(self, dim, keepdim, dtype=dtype)
+    self_sizes = self.sizes()
+    count = reduced_numel(self_sizes, dim)
+    def backward(grad):
+        return at.div(sum_backward(grad, self_sizes, dim, keepdim), count)
+    return result, backward
+
+
+@derivative("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+            output_differentiability=[True, False])
+def max_dim(self, dim, keepdim=False):
+    values, indices = at.max(self, dim, keepdim)
+    self_sizes = self.sizes()
+    reduced_dim = wrap_dim(dim, self.dim())
+    def backward(grad):
+        return value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
+    return (values, indices), backward
+
+
+@derivative("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor")
+def _softmax(self, dim, half_to_float):
+    result = at._softmax(self, dim, half_to_float)
+    self_dtype = self.scalar_type()
+    def backward(grad):
+        # d softmax_i / d x_j = y_i (delta_ij - y_j)
+        grad_self = result * (grad - at.sum(grad * result, [dim], True))
+        return at._to_copy(grad_self, dtype=self_dtype) if half_to_float else grad_self
+    return result, backward
+
+
+@derivative("_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor")
+def _log_softmax(self, dim, half_to_float):
+    result = at._log_softmax(self, dim, half_to_float)
+    self_dtype = self.scalar_type()
+    def backward(grad):
+        # d log_softmax_i / d x_j = delta_ij - softmax_j, softmax = exp(result)
+        grad_self = grad - at.exp(result) * at.sum(grad, [dim], True)
+        return at._to_copy(grad_self, dtype=self_dtype) if half_to_float else grad_self
+    return result, backward

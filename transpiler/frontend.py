@@ -65,6 +65,11 @@ def parse_module(path: str, source: str) -> FormulaModule:
         tree = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         return FormulaModule(path, (), (), (), (_syntax_diagnostic(path, source, error),))
+    return read_tree(path, tree)
+
+
+def read_tree(path: str, tree: cst.Module) -> FormulaModule:
+    """The model of an already parsed file; its nodes are ``tree``'s own (for codemods)."""
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
     positions = _Positions(wrapper.resolve(PositionProvider))
     scopes = wrapper.resolve(ScopeProvider)

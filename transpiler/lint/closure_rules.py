@@ -1,0 +1,36 @@
+"""Closure rules (DB100-DB107) for formula files: the entry point the lint driver calls."""
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from transpiler.diagnostics import Diagnostic
+from transpiler.lint.rules import RULES
+from transpiler.lint.rules.context import FormulaContext, operator_table
+from transpiler.model import FormulaModule, Helper
+
+
+def check_formula_module(
+    module: FormulaModule,
+    source: str,
+    known_operators: Collection[str],
+    helpers: Mapping[str, Helper] | None = None,
+) -> list[Diagnostic]:
+    """Every closure finding of one parsed formula file, sorted by position.
+
+    Includes the front-end's own DB000/DB107 diagnostics. ``known_operators``
+    holds ``name.overload`` and base names of every declared operator (the
+    library plus the linted files). ``helpers`` adds helpers defined in other
+    files (``formulas/helpers.py``) so DB105 follows calls into them; the
+    module's own helpers are always included. ``source`` is the text the
+    module was parsed from: part of the driver's uniform rule signature, the
+    closure rules themselves work from the model.
+    """
+    del source
+    operators = operator_table(known_operators)
+    all_helpers = {**(helpers or {}), **{h.name: h for h in module.helpers}}
+    findings = list(module.diagnostics)
+    for formula in module.formulas:
+        context = FormulaContext(module, formula, operators, all_helpers)
+        for rule in RULES:
+            findings.extend(rule.check(context))
+    return sorted(findings)

@@ -1,0 +1,127 @@
+"""What every closure rule looks at: one formula with its dataflow facts."""
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+import libcst as cst
+
+from transpiler.dataflow import Binding, FlowResult, ValueKind, analyze_body
+from transpiler.diagnostics import Diagnostic
+from transpiler.frontend import forward_dataflow
+from transpiler.model import Capture, CaptureKind, Formula, FormulaModule, Helper, Span
+from transpiler.schema import is_tensor_like
+
+
+@dataclass(frozen=True)
+class FormulaContext:
+    """One formula of a module, with the facts the rules share."""
+
+    module: FormulaModule
+    formula: Formula
+    known_operators: frozenset[str]      # ``name.overload`` and base names declared in the library
+    helpers: Mapping[str, Helper]        # helpers the backward may call, by name
+
+    @property
+    def path(self) -> str:
+        return self.module.path
+
+    @property
+    def backward_node(self) -> cst.FunctionDef:
+        return self.formula.backward.node
+
+    @cached_property
+    def helper_returns(self) -> dict[str, str | None]:
+        return {name: helper.returns for name, helper in self.helpers.items()}
+
+    @cached_property
+    def forward(self) -> FlowResult:
+        """Dataflow over the forward: final kinds and every binding of each name."""
+        return forward_dataflow(self.formula.schema, self.formula.params, self.formula.node,
+                                self.backward_node, self.helper_returns)
+
+    @cached_property
+    def backward_index(self) -> int:
+        """Position of ``def backward`` among the formula's body statements."""
+        return list(self.formula.node.body.body).index(self.backward_node)
+
+    @cached_property
+    def captures(self) -> dict[str, Capture]:
+        return {capture.name: capture for capture in self.formula.captures}
+
+    @cached_property
+    def backward_env(self) -> dict[str, ValueKind]:
+        """Kinds of the names a backward starts with: gradients, the mask and its captures."""
+        env: dict[str, ValueKind] = {}
+        for capture in self.formula.captures:
+            if capture.kind is CaptureKind.INPUT:
+                argument = self.formula.schema.argument(capture.name)
+                env[capture.name] = ValueKind.TENSOR if is_tensor_like(argument.type) else ValueKind.SCALAR
+            elif capture.kind is CaptureKind.OUTPUT:
+                env[capture.name] = ValueKind.TENSOR
+            else:
+                env[capture.name] = self.forward.env.get(capture.name, ValueKind.SCALAR)
+        for grad in self.formula.backward.grad_params:
+            env[grad] = ValueKind.TENSOR
+        if self.formula.backward.needs_input_grad is not None:
+            env[self.formula.backward.needs_input_grad] = ValueKind.METADATA
+        return env
+
+    @cached_property
+    def backward(self) -> FlowResult:
+        """Dataflow over the backward's own body (nested functions are analysed separately)."""
+        return analyze_body(self.backward_node.body.body, self.backward_env, helper_returns=self.helper_returns)
+
+    @cached_property
+    def backward_locals(self) -> frozenset[str]:
+        """Names the backward binds itself: its parameters and assignments."""
+        params = self.backward_node.params
+        names = {p.name.value for p in (*params.params, *params.kwonly_params)}
+        return frozenset(names | set(self.backward.bindings))
+
+    def forward_bindings(self, name: str) -> list[Binding]:
+        return self.forward.bindings.get(name, [])
+
+    def is_declared(self, operator: str) -> bool:
+        return operator in self.known_operators
+
+    def span(self, node: cst.CSTNode) -> Span:
+        return self.module.span(node)
+
+    def diagnostic(self, where: cst.CSTNode | Span, code: str, message: str, fix: str | None = None) -> Diagnostic:
+        span = where if isinstance(where, Span) else self.span(where)
+        return Diagnostic(self.path, span.line, span.col, code, message, fix)
+
+
+def operator_table(known_operators: Collection[str]) -> frozenset[str]:
+    """Every declared ``name.overload`` plus its base name."""
+    names = set(known_operators)
+    names.update(op.split(".", 1)[0] for op in known_operators)
+    return frozenset(names)
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and every node below it, parents first."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def walk_own_body(function: cst.FunctionDef) -> Iterator[cst.CSTNode]:
+    """The nodes of ``function``'s body, not entering nested functions, classes or lambdas."""
+    stack: list[cst.CSTNode] = list(reversed(function.body.children))
+    while stack:
+        current = stack.pop()
+        yield current
+        if not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(reversed(current.children))
+
+
+def root_name(node: cst.BaseExpression) -> cst.Name | None:
+    """``x`` for ``x``, ``x[0]``, ``x.data``, ``x[0].real``..."""
+    while isinstance(node, (cst.Subscript, cst.Attribute)):
+        node = node.value
+    return node if isinstance(node, cst.Name) else None

@@ -1,0 +1,26 @@
+"""DB101: the backward captures an input that the forward rebinds before the closure."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from transpiler.diagnostics import Diagnostic
+from transpiler.lint.rules.context import FormulaContext
+from transpiler.model import CaptureKind
+
+CODE = "DB101"
+
+
+def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    for capture in context.formula.captures:
+        if capture.kind is not CaptureKind.ILLEGAL or capture.name not in context.formula.params:
+            continue
+        early = [b for b in context.forward_bindings(capture.name) if b.index < context.backward_index]
+        if not early:
+            continue  # rebound only after the closure: that is DB103
+        where = context.span(early[0].target)
+        yield context.diagnostic(
+            capture.first_use, CODE,
+            f"backward captures input `{capture.name}`, which the forward rebinds at line {where.line}, "
+            f"so it captures an intermediate; give the rebound value a new name in the forward and "
+            f"use the input `{capture.name}` (or recompute the value) in the backward",
+        )

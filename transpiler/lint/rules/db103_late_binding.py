@@ -1,0 +1,23 @@
+"""DB103: a name the backward captures is (re)bound after ``def backward``."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from transpiler.diagnostics import Diagnostic
+from transpiler.lint.rules.context import FormulaContext
+
+CODE = "DB103"
+
+
+def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    for capture in context.formula.captures:
+        late = [b for b in context.forward_bindings(capture.name) if b.index > context.backward_index]
+        if not late:
+            continue
+        where = context.span(late[0].target)
+        yield context.diagnostic(
+            capture.first_use, CODE,
+            f"backward captures `{capture.name}`, which is bound again at line {where.line} after "
+            f"`def backward`: the closure sees that late value; bind `{capture.name}` before the "
+            f"backward and give later values another name",
+        )

@@ -1,0 +1,116 @@
+"""DB105: the backward runs an operator the library has no formula for.
+
+Three ways in: ``at.X(...)``, a Python operator on tensors (``a * b`` is
+``mul``), and a helper that does either (checked transitively).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import libcst as cst
+
+from transpiler.dataflow import ValueKind, analyze_body, annotation_kind, at_operator, dotted_name
+from transpiler.diagnostics import Diagnostic
+from transpiler.lint.rules.context import FormulaContext, walk, walk_own_body
+from transpiler.model import Helper
+
+CODE = "DB105"
+ADVICE = ("double backward through it is impossible; declare it with @derivative (or "
+          "nondifferentiable(...) when its output carries no gradient) or use declared operators")
+
+
+@dataclass(frozen=True)
+class OperatorCall:
+    """One operator a function body runs."""
+
+    node: cst.CSTNode
+    operator: str
+    spelled: str        # how the source says it: ``at.exp`` or ``*``
+
+
+def operator_calls(function: cst.FunctionDef, env: Mapping[str, ValueKind],
+                   helper_returns: Mapping[str, str | None]) -> Iterator[OperatorCall]:
+    """Operators run by ``function``'s body and by the functions nested in it."""
+    flow = analyze_body(function.body.body, env, helper_returns=helper_returns)
+    for node in walk_own_body(function):
+        if isinstance(node, cst.Call) and (name := at_operator(node)) is not None:
+            yield OperatorCall(node, name, f"at.{name}")
+    for use in flow.operator_uses.values():
+        yield OperatorCall(use.node, use.operator, f"the Python operator for `{use.operator}`")
+    nested_env = {**env, **flow.env}
+    for node in walk_own_body(function):
+        if isinstance(node, cst.FunctionDef):
+            params = node.params
+            inner = dict(nested_env)
+            for param in (*params.params, *params.kwonly_params):
+                annotation = param.annotation
+                text = cst.Module([]).code_for_node(annotation.annotation) if annotation is not None else None
+                inner[param.name.value] = annotation_kind(text)
+            yield from operator_calls(node, inner, helper_returns)
+        elif isinstance(node, cst.Lambda):
+            for inner_node in walk(node.body):
+                if isinstance(inner_node, cst.Call) and (name := at_operator(inner_node)) is not None:
+                    yield OperatorCall(inner_node, name, f"at.{name}")
+
+
+class HelperChecker:
+    """Undeclared operators each helper runs, directly or through other helpers (memoised)."""
+
+    def __init__(self, context: FormulaContext) -> None:
+        self.context = context
+        self.memo: dict[str, tuple[str, ...]] = {}
+
+    def missing(self, name: str, visiting: frozenset[str] = frozenset()) -> tuple[str, ...]:
+        if name in self.memo:
+            return self.memo[name]
+        if name in visiting:
+            return ()
+        helper = self.context.helpers[name]
+        env = {p.name: annotation_kind(p.annotation) for p in helper.params}
+        found: list[str] = []
+        for call in operator_calls(helper.node, env, self.context.helper_returns):
+            if not self.context.is_declared(call.operator) and call.operator not in found:
+                found.append(call.operator)
+        for called in self.helpers_called(helper.node):
+            for operator in self.missing(called, visiting | {name}):
+                if operator not in found:
+                    found.append(operator)
+        self.memo[name] = tuple(found)
+        return self.memo[name]
+
+    def helpers_called(self, node: cst.CSTNode) -> Iterator[str]:
+        for inner in walk(node):
+            if isinstance(inner, cst.Call) and (name := self.helper_name(inner)) is not None:
+                yield name
+
+    def helper_name(self, call: cst.Call) -> str | None:
+        dotted = dotted_name(call.func)
+        if dotted is None or dotted.split(".", 1)[0] == "at":
+            return None
+        name = dotted.rsplit(".", 1)[-1]
+        return name if name in self.context.helpers else None
+
+
+def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    reported: set[cst.CSTNode] = set()
+    for call in operator_calls(context.backward_node, context.backward_env, context.helper_returns):
+        if context.is_declared(call.operator) or call.node in reported:
+            continue
+        reported.add(call.node)
+        yield context.diagnostic(
+            call.node, CODE, f"backward calls {call.spelled}, which has no formula in the library: {ADVICE}",
+        )
+    helpers = HelperChecker(context)
+    for node in walk(context.backward_node.body):
+        if not isinstance(node, cst.Call) or (name := helpers.helper_name(node)) is None:
+            continue
+        missing = helpers.missing(name)
+        if missing:
+            helper: Helper = context.helpers[name]
+            listed = ", ".join(f"`{op}`" for op in missing)
+            yield context.diagnostic(
+                node, CODE,
+                f"backward calls helper `{name}` ({helper.path}:{helper.span.line}), which runs {listed} "
+                f"with no formula in the library: {ADVICE}",
+            )

@@ -1,0 +1,56 @@
+"""A reference autograd engine on NumPy that runs the formula library directly.
+
+Importing this package loads the formulas of ``formulas/`` and installs the
+engine as the ``at`` backend, so ``at.sin(x)`` inside a formula reaches the
+NumPy kernel and ``x.sin()`` on an engine tensor records a node whose
+backward is the formula's closure.
+"""
+from __future__ import annotations
+
+import formulas
+from reference_engine import methods
+from reference_engine.dispatch import Dispatcher, dispatcher
+from reference_engine.dtypes import DType, bool_, float32, float64, int64
+from reference_engine.engine import backward, grad
+from reference_engine.factories import (
+    Generator, arange, as_tensor, eye, from_numpy, full, linspace, manual_seed, ones, ones_like, rand,
+    randn, tensor, zeros, zeros_like,
+)
+from reference_engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from reference_engine.kernels import register_kernel
+from reference_engine.tensor import Tensor, is_tensor
+
+bool = bool_  # noqa: A001 - the dtype, as torch.bool
+
+
+class EngineBackend:
+    """The ``formulas.Backend`` that runs ``at.<op>`` on this engine."""
+
+    def __init__(self, table: Dispatcher) -> None:
+        self.call = table.call
+
+
+backend = EngineBackend(dispatcher)
+
+
+def refresh() -> None:
+    """Rebuild the operator table after formulas were declared or replaced, and the methods."""
+    dispatcher.refresh()
+    methods.install_operator_methods()
+
+
+def install() -> None:
+    """Make this engine the default ``at`` backend (done on import)."""
+    formulas.set_default_backend(backend)
+
+
+formulas.load_library()
+refresh()
+install()
+
+__all__ = [
+    "DType", "Generator", "Tensor", "arange", "as_tensor", "backend", "backward", "bool", "bool_",
+    "enable_grad", "eye", "float32", "float64", "from_numpy", "full", "grad", "int64", "install",
+    "is_grad_enabled", "is_tensor", "linspace", "manual_seed", "no_grad", "ones", "ones_like", "rand",
+    "randn", "refresh", "register_kernel", "set_grad_enabled", "tensor", "zeros", "zeros_like",
+]

@@ -1,0 +1,246 @@
+"""The dispatcher: ``at.X(...)`` and Tensor operators resolve and run here.
+
+Layers, top to bottom:
+
+1. **Resolution** (:class:`OperatorPacket`): a name (``sum``) has overloads
+   (``sum``, ``sum.dim_IntList``); the first call with a given signature of
+   argument types binds against each declared schema in declaration order,
+   exact matches before ones that need a number wrapped as a tensor, and
+   caches the winner for that signature.
+2. **Autograd** (:meth:`Overload.run`): when grad mode is on, a formula
+   exists and an input requires grad, the formula runs *below autograd*
+   (grad mode off, so its ``at.*`` calls reach the kernels) and a
+   :class:`~reference_engine.formula_node.FormulaNode` holding its backward
+   closure becomes the outputs' ``grad_fn``.
+3. **Kernels** (:mod:`reference_engine.kernels`): NumPy, one per declared op.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from formulas.dsl import FORMULAS, NONDIFFERENTIABLE, DeclaredFormula
+from reference_engine.binding import Signature
+from reference_engine.formula_node import record_formula
+from reference_engine.grad_mode import grad_mode
+from reference_engine.kernels import KERNELS, VIEW_OPS
+from reference_engine.tensor import Tensor
+from transpiler.schema import FunctionSchema, is_tensor_like, parse_schema
+
+
+def node_name(schema: FunctionSchema) -> str:
+    """``sum.dim_IntList`` -> ``SumDimIntListBackward0`` (torch-style node names)."""
+    words = [w for part in (schema.name.base, schema.name.overload) for w in part.split("_") if w]
+    return "".join(w[0].upper() + w[1:] for w in words) + "Backward0"
+
+
+class Overload:
+    """One declared operator: its schema binding, kernel and (optional) formula."""
+
+    __slots__ = ("name", "schema", "signature", "kernel", "formula", "node_name", "returns_kind",
+                 "output_differentiability", "differentiable_positions", "is_view", "backward_info",
+                 "keyword_only")
+
+    def __init__(self, schema: FunctionSchema, kernel: Callable[..., Any] | None,
+                 formula: DeclaredFormula | None) -> None:
+        self.name = str(schema.name)
+        self.schema = schema
+        self.signature = Signature(schema)
+        self.kernel = kernel
+        self.formula = formula.fn if formula is not None else None
+        self.node_name = node_name(schema)
+        self.returns_kind = _returns_kind(schema)
+        diff = formula.output_differentiability if formula is not None else None
+        self.output_differentiability = diff or tuple(
+            is_tensor_like(r.type) for r in schema.returns)
+        self.differentiable_positions = tuple(
+            i for i, a in enumerate(a for a in schema.arguments if not a.is_out) if a.is_tensor_like)
+        self.is_view = self.name in VIEW_OPS or any(
+            r.annotation is not None and not r.annotation.is_write for r in schema.returns)
+        self.backward_info: dict = {}     # backward code object -> its cell names and mask flag
+        # Formulas take the schema's keyword-only arguments as keywords: (first index, names).
+        self.keyword_only = (self.signature.n_positional, self.signature.names[self.signature.n_positional:])
+
+    def run(self, bound: list) -> Any:
+        """Run on bound arguments: through the formula when recording, else the kernel."""
+        requires_grad = False
+        for i in self.signature.tensor_positions:
+            value = bound[i]
+            if type(value) is Tensor:
+                if value._requires_grad:
+                    requires_grad = True
+            elif value is not None:
+                bound[i] = _as_tensor(value)
+                requires_grad = requires_grad or bound[i]._requires_grad
+        for i in self.signature.tensor_list_positions:
+            values = bound[i]
+            if values is not None:
+                values = bound[i] = [v if v is None or isinstance(v, Tensor) else _as_tensor(v) for v in values]
+                requires_grad = requires_grad or any(v is not None and v._requires_grad for v in values)
+        if self.signature.converted_positions:
+            self.signature.convert(bound)
+        if requires_grad and grad_mode.enabled and self.formula is not None:
+            grad_mode.enabled = False
+            try:
+                first, names = self.keyword_only
+                if names:
+                    outputs, backward = self.formula(*bound[:first], **dict(zip(names, bound[first:])))
+                else:
+                    outputs, backward = self.formula(*bound)
+            finally:
+                grad_mode.enabled = True
+            return record_formula(self, bound, outputs, backward)
+        return self.run_kernel(bound)
+
+    def run_kernel(self, bound: list) -> Any:
+        """Unwrap tensors, call the NumPy kernel, wrap its result."""
+        kernel = self.kernel
+        if kernel is None:
+            raise NotImplementedError(f"operator {self.name} is declared but the reference engine has "
+                                      f"no NumPy kernel for it; add one to reference_engine/kernels.py")
+        first = bound[0] if bound else None
+        for i in self.signature.tensor_positions:
+            value = bound[i]
+            if value is not None:
+                bound[i] = value._value
+        for i in self.signature.tensor_list_positions:
+            if bound[i] is not None:
+                bound[i] = [None if v is None else v._value for v in bound[i]]
+        out = kernel(*bound)
+        kind = self.returns_kind
+        if kind == "tensor":
+            result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
+            if self.is_view and type(first) is Tensor and np.may_share_memory(result._data, first._data):
+                result._version = first._version
+            return result
+        if kind == "tuple":
+            return tuple(Tensor._wrap(np.asarray(o)) for o in out)
+        if kind == "list":
+            return [Tensor._wrap(np.asarray(o)) for o in out]
+        return out
+
+    def __repr__(self) -> str:
+        return f"<operator {self.schema}>"
+
+
+def _as_tensor(value: Any) -> Tensor:
+    if isinstance(value, Tensor):
+        return value
+    return Tensor._wrapped_number(value)
+
+
+def _returns_kind(schema: FunctionSchema) -> str:
+    returns = schema.returns
+    if len(returns) == 1 and is_tensor_like(returns[0].type):
+        return "list" if "[" in str(returns[0].type) else "tensor"
+    if len(returns) > 1 and all(is_tensor_like(r.type) for r in returns):
+        return "tuple"
+    return "value"
+
+
+def _call_key(args: tuple, kwargs: dict) -> tuple:
+    key = tuple(map(type, args))
+    if kwargs:
+        key += tuple(kwargs) + tuple(map(type, kwargs.values()))
+    return key
+
+
+class OperatorPacket:
+    """Every overload of one operator name, with a per-signature resolution cache."""
+
+    __slots__ = ("name", "overloads", "cache")
+
+    def __init__(self, name: str, overloads: list[Overload]) -> None:
+        self.name = name
+        self.overloads = overloads
+        self.cache: dict[tuple, Overload] = {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call(args, kwargs)
+
+    def call(self, args: tuple, kwargs: dict) -> Any:
+        key = _call_key(args, kwargs)
+        overload = self.cache.get(key)
+        if overload is None:
+            overload = self.cache[key] = self.resolve(args, kwargs)
+        return overload.run(overload.signature.bind(args, kwargs))
+
+    def resolve(self, args: tuple, kwargs: dict) -> Overload:
+        """The overload these arguments bind to, exact ones first; TypeError listing the schemas."""
+        wrapped_match = None
+        reasons = []
+        for overload in self.overloads:
+            try:
+                bound = overload.signature.bind(args, kwargs)
+            except TypeError as exc:
+                reasons.append(f"  {overload.schema}: {exc}")
+                continue
+            mismatch = overload.signature.mismatch(bound)
+            if mismatch is not None:
+                reasons.append(f"  {overload.schema}: {mismatch}")
+            elif not overload.signature.wraps_numbers(bound):
+                return overload
+            elif wrapped_match is None:
+                wrapped_match = overload
+        if wrapped_match is not None:
+            return wrapped_match
+        given = ", ".join([type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kwargs.items()])
+        raise TypeError(f"at.{self.name}({given}) matches no declared overload:\n" + "\n".join(reasons))
+
+    def __repr__(self) -> str:
+        return f"at.{self.name}"
+
+
+class Dispatcher:
+    """The operator table built from the declared formulas and non-differentiable ops.
+
+    It follows the ``formulas`` registries: an operator declared after the
+    table was built (a user's formula file imported later) is picked up on
+    the first call that names it, and :meth:`refresh` rebuilds everything.
+    """
+
+    def __init__(self) -> None:
+        self.packets: dict[str, OperatorPacket] = {}
+        self._declared = (-1, -1)
+
+    def refresh(self) -> None:
+        """Rebuild the table from the registries (after formulas were added or replaced)."""
+        schemas: dict[str, tuple[FunctionSchema, DeclaredFormula | None]] = {}
+        for name, text in NONDIFFERENTIABLE.items():
+            schemas[name] = (parse_schema(text), None)
+        for name, declared in FORMULAS.items():
+            schemas[name] = (parse_schema(declared.schema), declared)
+        by_base: dict[str, list[Overload]] = {}
+        for name, (schema, declared) in schemas.items():
+            by_base.setdefault(schema.name.base, []).append(Overload(schema, KERNELS.get(name), declared))
+        self.packets = {base: OperatorPacket(base, overloads) for base, overloads in by_base.items()}
+        self._declared = (len(FORMULAS), len(NONDIFFERENTIABLE))
+
+    def packet(self, name: str) -> OperatorPacket:
+        """The operator ``name`` (base name, all its overloads); a clear error when undeclared."""
+        packet = self.packets.get(name)
+        if packet is None:
+            if self._declared != (len(FORMULAS), len(NONDIFFERENTIABLE)):
+                self.refresh()
+                packet = self.packets.get(name)
+            if packet is None:
+                raise AttributeError(
+                    f"operator '{name}' is not declared: add a formula (@derivative) or a "
+                    f"nondifferentiable(...) schema for it to the formula library")
+        return packet
+
+    def overload(self, full_name: str) -> Overload:
+        """One overload by ``name.overload``."""
+        for overload in self.packet(full_name.split(".", 1)[0]).overloads:
+            if overload.name == full_name:
+                return overload
+        raise KeyError(f"operator {full_name} is not declared")
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
+        """The :class:`formulas.Backend` entry point: ``at.name(*args, **kwargs)``."""
+        packet = self.packets.get(name) or self.packet(name)
+        return packet.call(args, kwargs)
+
+
+dispatcher = Dispatcher()

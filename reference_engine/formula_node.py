@@ -1,0 +1,193 @@
+"""The autograd node of a formula: its backward closure and what that closure saved.
+
+After a formula's forward ran, :func:`record_formula` makes a
+:class:`FormulaNode`, sets it as ``grad_fn`` of the differentiable outputs and
+replaces every closure cell that holds a tensor by a
+:class:`~reference_engine.graph.SavedTensor` record (outputs as data only, so
+there is no tensor -> node -> closure -> tensor cycle). When the backward
+runs, the cells get the unpacked tensors and, afterwards, the records back.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from reference_engine.graph import RELEASED_MESSAGE, Node, SavedTensor, check_gradients
+from reference_engine.tensor import Tensor
+
+if TYPE_CHECKING:
+    from reference_engine.dispatch import Overload
+
+
+class SavedSequence:
+    """A captured list/tuple holding tensors: each tensor saved on its own."""
+
+    __slots__ = ("kind", "items")
+
+    def __init__(self, kind: type, items: list) -> None:
+        self.kind = kind
+        self.items = items
+
+    def unpack(self, node: Node, create_graph: bool) -> Any:
+        return self.kind(i.unpack(node, create_graph) if type(i) is SavedTensor else i for i in self.items)
+
+
+class FormulaNode(Node):
+    """``grad_fn`` of a formula's outputs."""
+
+    __slots__ = ("overload", "backward_fn", "saved", "needs_input_grad", "list_lengths")
+
+    def __init__(self, overload: Overload, backward_fn: Callable[..., Any], next_edges: list,
+                 input_meta: list, num_outputs: int, needs_input_grad: tuple[bool, ...],
+                 list_lengths: tuple[int | None, ...] | None) -> None:
+        super().__init__(next_edges, input_meta, num_outputs)
+        self.overload = overload
+        self.backward_fn = backward_fn
+        self.saved: list = []
+        self.needs_input_grad = needs_input_grad
+        self.list_lengths = list_lengths
+
+    def name(self) -> str:
+        return self.overload.node_name
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
+        fn = self.backward_fn
+        if fn is None:
+            raise RuntimeError(RELEASED_MESSAGE.format(node=self.name()))
+        saved = self.saved
+        for cell, record in saved:
+            cell.cell_contents = record.unpack(self, create_graph)
+        try:
+            if self.overload.backward_info[fn.__code__][1]:
+                result = fn(*grads, needs_input_grad=self.needs_input_grad)
+            else:
+                result = fn(*grads)
+        finally:
+            for cell, record in saved:
+                cell.cell_contents = record
+        flat = self._flatten(result)
+        check_gradients(self, flat)
+        return flat
+
+    def _flatten(self, result: Any) -> list:
+        """One gradient per edge from one gradient (or list, for Tensor[]) per tensor argument."""
+        expected = len(self.needs_input_grad)
+        per_argument = [result] if expected == 1 else result
+        if expected != 1 and (not isinstance(result, (tuple, list)) or len(result) != expected):
+            got = len(result) if isinstance(result, (tuple, list)) else 1
+            raise RuntimeError(f"Function {self.name()} returned {got} gradients, but the operator has "
+                               f"{expected} differentiable inputs (one gradient each, None for zero)")
+        if self.list_lengths is None:
+            return list(per_argument)
+        flat: list = []
+        for grad, length in zip(per_argument, self.list_lengths):
+            if length is None:
+                flat.append(grad)
+            elif grad is None:
+                flat.extend([None] * length)
+            elif not isinstance(grad, (list, tuple)) or len(grad) != length:
+                raise RuntimeError(f"Function {self.name()} must return a list of {length} gradients "
+                                   f"for its Tensor[] argument")
+            else:
+                flat.extend(grad)
+        return flat
+
+    def release(self) -> None:
+        self.backward_fn = None
+        self.saved = []
+
+
+def _backward_info(overload: Overload, backward: Callable[..., Any]) -> tuple[tuple[str, ...], bool]:
+    code = backward.__code__
+    info = overload.backward_info.get(code)
+    if info is None:
+        kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+        info = overload.backward_info[code] = (code.co_freevars, "needs_input_grad" in kwonly)
+    return info
+
+
+def record_formula(overload: Overload, bound: list, outputs: Any, backward: Callable[..., Any]) -> Any:
+    """Attach a node for ``backward`` to the formula's ``outputs``; return them."""
+    edges: list = []
+    meta: list = []
+    needs: list[bool] = []
+    list_lengths: list[int | None] | None = None
+    inputs: set[int] = set()
+    for position in overload.differentiable_positions:
+        value = bound[position]
+        if type(value) is list:
+            list_lengths = list_lengths or [None] * len(needs)
+            list_lengths.append(len(value))
+            needs.append(any(t is not None and t._requires_grad for t in value))
+            group = value
+        else:
+            if list_lengths is not None:
+                list_lengths.append(None)
+            needs.append(value is not None and value._requires_grad)
+            group = (value,)
+        for t in group:
+            if t is None or not t._requires_grad:
+                edges.append(None)
+                meta.append(None)
+            else:
+                fn = t._grad_fn
+                edges.append((t, 0) if fn is None else (fn, t._output_nr))
+                meta.append((t._data.shape, t._data.dtype))
+            if t is not None:
+                inputs.add(id(t))
+
+    single = overload.returns_kind == "tensor"
+    outs = [outputs] if single else list(outputs)
+    differentiability = overload.output_differentiability
+    node = FormulaNode(overload, backward, edges, meta, sum(differentiability),
+                       tuple(needs), None if list_lengths is None else tuple(list_lengths))
+    output_nr = {}
+    nr = 0
+    for i, out in enumerate(outs):
+        if i < len(differentiability) and not differentiability[i]:
+            inputs.add(id(out))      # held as is, like an input: it has no grad_fn, so no cycle
+            continue
+        if out._requires_grad or id(out) in inputs:
+            out = outs[i] = out.detach()      # an input returned as is: a new tensor object
+        if out._data.dtype.kind == "f":
+            out._grad_fn = node
+            out._output_nr = nr
+            out._requires_grad = True
+            output_nr[id(out)] = nr
+        nr += 1
+
+    cells = backward.__closure__
+    if cells:
+        names, _ = _backward_info(overload, backward)
+        for name, cell in zip(names, cells):
+            try:
+                value = cell.cell_contents
+            except ValueError:      # an empty cell: a name the backward reads that was never bound
+                continue
+            record = _save(value, name, inputs, output_nr)
+            if record is not None:
+                cell.cell_contents = record
+                node.saved.append((cell, record))
+    else:
+        _backward_info(overload, backward)
+    if single:
+        return outs[0]
+    return tuple(outs) if type(outputs) is tuple else outs
+
+
+def _save(value: Any, name: str, inputs: set[int], output_nr: dict[int, int]) -> Any:
+    if isinstance(value, Tensor):
+        return _save_tensor(value, name, inputs, output_nr)
+    if type(value) in (list, tuple) and any(isinstance(v, Tensor) for v in value):
+        return SavedSequence(type(value), [
+            _save_tensor(v, f"{name}[{i}]", inputs, output_nr) if isinstance(v, Tensor) else v
+            for i, v in enumerate(value)])
+    return None
+
+
+def _save_tensor(value: Tensor, name: str, inputs: set[int], output_nr: dict[int, int]) -> SavedTensor:
+    key = id(value)
+    if key in output_nr:
+        return SavedTensor("output", name, value, output_nr[key])
+    if key in inputs or value._requires_grad:
+        return SavedTensor("input", name, value)
+    return SavedTensor("intermediate", name, value)

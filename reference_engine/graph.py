@@ -1,0 +1,187 @@
+"""Graph nodes and saved tensors.
+
+A :class:`Node` is one recorded operation. ``next_edges`` has one entry per
+differentiable input: ``None`` (no gradient wanted), ``(node, output_nr)``
+for a non-leaf input, or ``(tensor, 0)`` for a leaf that requires grad (its
+gradient is accumulated into ``tensor.grad``; there is no separate
+AccumulateGrad node, so a leaf never points back into the graph).
+
+Saved tensors follow torch's ``SavedVariable``: an output captured by its own
+node's backward is stored as data plus output number, never as the tensor
+(tensor -> node -> closure -> tensor would be a reference cycle), and is
+materialised with ``grad_fn`` = that node when the backward runs. Every saved
+tensor remembers its version so that an in-place change is reported.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Sequence
+
+from reference_engine.tensor import Tensor, VersionCounter
+
+_sequence = itertools.count()
+
+RELEASED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed): {node} has released its saved values. Saved intermediate "
+    "values of the graph are freed when you call .backward() or grad(). Specify retain_graph=True "
+    "if you need to backward through the graph a second time or access saved tensors after "
+    "calling backward.")
+
+
+class Node:
+    """A recorded operation: maps gradients of its outputs to gradients of its inputs."""
+
+    __slots__ = ("next_edges", "input_meta", "num_outputs", "sequence_nr", "__weakref__")
+
+    #: Always executed by ``grad(...)`` even when it leads to no requested input
+    #: (the guard nodes must raise rather than be pruned away).
+    always_needed = False
+
+    def __init__(self, next_edges: list, input_meta: list, num_outputs: int) -> None:
+        self.next_edges = next_edges
+        self.input_meta = input_meta
+        self.num_outputs = num_outputs
+        self.sequence_nr = next(_sequence)
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
+        """One gradient (or None) per entry of ``next_edges``."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Free saved values after a backward without ``retain_graph``."""
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+
+class SavedTensor:
+    """A tensor captured by a backward, with the version it had when saved.
+
+    ``role`` is ``"input"``, ``"output"`` (stored as data, no reference to the
+    tensor) or ``"intermediate"`` (neither: first-order backward works, a
+    double backward that needs a gradient through it raises).
+    """
+
+    __slots__ = ("role", "name", "tensor", "data", "counter", "version", "output_nr")
+
+    def __init__(self, role: str, name: str, tensor: Tensor, output_nr: int = 0) -> None:
+        self.role = role
+        self.name = name
+        self.counter = tensor._version
+        self.version = tensor._version.value
+        self.output_nr = output_nr
+        if role == "output":
+            self.tensor = None
+            self.data = tensor._data
+        else:
+            self.tensor = tensor
+            self.data = None
+
+    def unpack(self, node: Node, create_graph: bool) -> Tensor:
+        """The tensor for the backward to use; checks the version first."""
+        if self.counter.value != self.version:
+            shape = list(self.data.shape if self.tensor is None else self.tensor.shape)
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: the tensor of shape {shape} saved as '{self.name}' by "
+                f"{node.name()} is at version {self.counter.value}; expected version "
+                f"{self.version} instead.")
+        if self.role == "input":
+            return self.tensor
+        if self.role == "output":
+            return materialize_output(self.data, self.counter, node, self.output_nr)
+        if create_graph and self.tensor.is_floating_point():
+            return poisoned_alias(self.tensor, node, self.name)
+        return self.tensor
+
+
+def materialize_output(data, counter: VersionCounter, node: Node, output_nr: int) -> Tensor:
+    """A fresh tensor object for a saved output: same data, grad_fn = its node."""
+    t = Tensor._wrap(data)
+    t._version = counter
+    t._grad_fn = node
+    t._output_nr = output_nr
+    t._requires_grad = True
+    return t
+
+
+class CapturedIntermediateBackward(Node):
+    """Source node of a captured intermediate during double backward: raises when reached.
+
+    The intermediate was computed below autograd, so it has no path to the
+    inputs; a gradient reaching it would be silently dropped. This node turns
+    that into an error (the runtime guard of pytorch/pytorch#76185).
+    """
+
+    __slots__ = ("owner", "capture_name")
+    always_needed = True
+
+    def __init__(self, owner: str, capture_name: str) -> None:
+        super().__init__([], [], 1)
+        self.owner = owner
+        self.capture_name = capture_name
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
+        raise RuntimeError(
+            f"double backward through {self.owner} needs the gradient of '{self.capture_name}', "
+            f"a tensor its backward captured that is neither an input nor an output of the "
+            f"forward; it has no path to the inputs, so the result would be silently wrong. "
+            f"Capture inputs/outputs only and recompute '{self.capture_name}' inside the backward "
+            f"(lint code DB100), or mark the backward once_differentiable.")
+
+
+def poisoned_alias(tensor: Tensor, node: Node, capture_name: str) -> Tensor:
+    """``tensor``'s data as a graph tensor whose gradient source raises (see above)."""
+    t = Tensor._wrap(tensor._data)
+    t._version = tensor._version
+    t._grad_fn = CapturedIntermediateBackward(node.name(), capture_name)
+    t._requires_grad = True
+    return t
+
+
+def check_gradients(node: Node, grads: Sequence[Any]) -> None:
+    """Reject a gradient whose shape or dtype differs from its input's; name node and index."""
+    for index, (grad, meta) in enumerate(zip(grads, node.input_meta)):
+        if grad is None or meta is None:
+            continue
+        if type(grad) is not Tensor:
+            raise TypeError(f"Function {node.name()} returned an invalid gradient at index {index}: "
+                            f"expected a Tensor or None, got {type(grad).__name__}")
+        shape, dtype = meta
+        if grad._data.shape != shape:
+            raise RuntimeError(
+                f"Function {node.name()} returned an invalid gradient at index {index} - got "
+                f"{list(grad._data.shape)} but expected shape compatible with {list(shape)}")
+        if grad._data.dtype != dtype:
+            raise RuntimeError(
+                f"Function {node.name()} returned an invalid gradient at index {index} - expected "
+                f"dtype {dtype} but got {grad._data.dtype}")
+
+
+def edge_to(tensor: Tensor | None) -> tuple | None:
+    """The edge a node keeps to one of its inputs (None when no gradient flows there)."""
+    if tensor is None or not tensor._requires_grad:
+        return None
+    fn = tensor._grad_fn
+    return (tensor, 0) if fn is None else (fn, tensor._output_nr)
+
+
+def collect_next_edges(inputs: Sequence[Tensor | None]) -> tuple[list, list]:
+    """Edges and (shape, dtype) metadata, one per input."""
+    edges, meta = [], []
+    for t in inputs:
+        if t is None or not t._requires_grad:
+            edges.append(None)
+            meta.append(None)
+        else:
+            fn = t._grad_fn
+            edges.append((t, 0) if fn is None else (fn, t._output_nr))
+            meta.append((t._data.shape, t._data.dtype))
+    return edges, meta
+
+
+CallableBackward = Callable[..., Any]

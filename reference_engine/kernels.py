@@ -1,0 +1,627 @@
+"""NumPy kernels: the value semantics of every declared operator.
+
+``KERNELS["name.overload"]`` takes the schema's arguments positionally, in
+schema order, with tensors as NumPy arrays (or, for wrapped numbers, Python
+scalars), and returns arrays. Trailing arguments that mean nothing on a
+single-device NumPy engine (layout, device, pin_memory, memory_format...) are
+accepted and ignored (``*_options``). Kernels never record a graph: the
+autograd layer of :mod:`reference_engine.dispatch` is above them.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from reference_engine.dtypes import DType
+
+KERNELS: dict[str, Callable[..., Any]] = {}
+
+# Kernels whose output may share memory with their first argument (torch view ops).
+VIEW_OPS: set[str] = set()
+
+
+def kernel(*names: str, view: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as the kernel of the operators ``names``."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for name in names:
+            KERNELS[name] = fn
+            if view:
+                VIEW_OPS.add(name)
+        return fn
+
+    return register
+
+
+def register_kernel(name: str, fn: Callable[..., Any], *, view: bool = False) -> None:
+    """Add the kernel of an operator declared outside the shipped library."""
+    kernel(name, view=view)(fn)
+
+
+# ----------------------------------------------------------------------------- helpers
+def _np_dtype(dtype: DType | None) -> np.dtype | None:
+    return None if dtype is None else dtype.numpy
+
+
+def _wrap_dim(dim: int, ndim: int) -> int:
+    bound = max(ndim, 1)
+    if not -bound <= dim < bound:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], "
+                         f"but got {dim})")
+    return dim + bound if dim < 0 else dim
+
+
+def _axes(dims: list[int] | None, ndim: int) -> tuple[int, ...] | None:
+    """Reduction axes: None or [] mean every dim; a 0-d tensor accepts dim 0 / -1."""
+    if not dims:
+        return None
+    axes = tuple(sorted({_wrap_dim(d, ndim) for d in dims}))
+    if len(axes) != len(dims):
+        raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
+    return None if ndim == 0 else axes
+
+
+def _array(x: Any) -> np.ndarray:
+    return x if type(x) is np.ndarray else np.asarray(x)
+
+
+def _scale(x: Any, factor: Any) -> Any:
+    return x if factor == 1 else x * factor
+
+
+# ----------------------------------------------------------------------------- elementwise
+@kernel("neg")
+def neg(x):
+    return np.negative(x)
+
+
+@kernel("exp")
+def exp(x):
+    return np.exp(x)
+
+
+@kernel("log")
+def log(x):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(x)
+
+
+@kernel("log1p")
+def log1p(x):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log1p(x)
+
+
+@kernel("expm1")
+def expm1(x):
+    return np.expm1(x)
+
+
+@kernel("sin")
+def sin(x):
+    return np.sin(x)
+
+
+@kernel("cos")
+def cos(x):
+    return np.cos(x)
+
+
+@kernel("tan")
+def tan(x):
+    return np.tan(x)
+
+
+@kernel("tanh")
+def tanh(x):
+    return np.tanh(x)
+
+
+@kernel("sigmoid")
+def sigmoid(x):
+    with np.errstate(over="ignore"):
+        return 1 / (1 + np.exp(np.negative(x)))
+
+
+@kernel("sqrt")
+def sqrt(x):
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(x)
+
+
+@kernel("rsqrt")
+def rsqrt(x):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1 / np.sqrt(x)
+
+
+@kernel("reciprocal")
+def reciprocal(x):
+    with np.errstate(divide="ignore"):
+        return 1 / _array(x)
+
+
+@kernel("abs")
+def abs_(x):
+    return np.abs(x)
+
+
+@kernel("sign")
+def sign(x):
+    return np.sign(x)
+
+
+@kernel("relu")
+def relu(x):
+    return np.maximum(x, 0)
+
+
+@kernel("threshold_backward")
+def threshold_backward(grad_output, x, threshold):
+    return np.where(_array(x) <= threshold, np.zeros((), _array(grad_output).dtype), grad_output)
+
+
+@kernel("sigmoid_backward")
+def sigmoid_backward(grad_output, output):
+    return grad_output * (1 - output) * output
+
+
+@kernel("tanh_backward")
+def tanh_backward(grad_output, output):
+    return grad_output * (1 - output * output)
+
+
+@kernel("add.Tensor", "add.Scalar")
+def add(x, other, alpha=1):
+    return np.add(x, _scale(other, alpha))
+
+
+@kernel("sub.Tensor", "sub.Scalar")
+def sub(x, other, alpha=1):
+    return np.subtract(x, _scale(other, alpha))
+
+
+@kernel("rsub.Tensor", "rsub.Scalar")
+def rsub(x, other, alpha=1):
+    return np.subtract(other, _scale(x, alpha))
+
+
+@kernel("mul.Tensor", "mul.Scalar")
+def mul(x, other):
+    return np.multiply(x, other)
+
+
+@kernel("div.Tensor", "div.Scalar")
+def div(x, other):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.true_divide(x, other)
+
+
+@kernel("pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar")
+def pow_(x, exponent):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.power(x, exponent)
+
+
+@kernel("maximum")
+def maximum(x, other):
+    return np.maximum(x, other)
+
+
+@kernel("minimum")
+def minimum(x, other):
+    return np.minimum(x, other)
+
+
+@kernel("clamp")
+def clamp(x, min=None, max=None, *_options):
+    out = _array(x)
+    if min is not None:
+        out = np.maximum(out, min)
+    if max is not None:
+        out = np.minimum(out, max)
+    return out
+
+
+@kernel("where.self")
+def where(condition, x, other):
+    return np.where(condition, x, other)
+
+
+@kernel("masked_fill.Scalar")
+def masked_fill(x, mask, value):
+    return np.where(mask, np.asarray(value, dtype=_array(x).dtype), x)
+
+
+# ----------------------------------------------------------------------------- comparisons, logic
+for _name, _fn in (("gt", np.greater), ("ge", np.greater_equal), ("lt", np.less),
+                   ("le", np.less_equal), ("eq", np.equal), ("ne", np.not_equal)):
+    kernel(f"{_name}.Tensor", f"{_name}.Scalar")(lambda x, other, _fn=_fn: _fn(x, other))
+
+
+@kernel("logical_not")
+def logical_not(x):
+    return np.logical_not(x)
+
+
+@kernel("logical_and")
+def logical_and(x, other):
+    return np.logical_and(x, other)
+
+
+# ----------------------------------------------------------------------------- reductions
+@kernel("sum")
+def sum_all(x, dtype=None):
+    return np.sum(x, dtype=_np_dtype(dtype))
+
+
+@kernel("sum.dim_IntList")
+def sum_dim(x, dim, keepdim=False, dtype=None):
+    x = _array(x)
+    return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_np_dtype(dtype))
+
+
+@kernel("mean")
+def mean_all(x, dtype=None):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.mean(x, dtype=_np_dtype(dtype))
+
+
+@kernel("mean.dim")
+def mean_dim(x, dim, keepdim=False, dtype=None):
+    x = _array(x)
+    axes = _axes(dim, x.ndim)
+    count = x.size if axes is None else int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = np.sum(x, axis=axes, keepdims=keepdim, dtype=_np_dtype(dtype))
+        return np.true_divide(total, count, dtype=total.dtype)
+
+
+def _dim_select(reduce, arg_reduce, x, dim, keepdim):
+    x = _array(x)
+    if x.ndim == 0:
+        _wrap_dim(dim, 0)
+        return x.copy(), np.zeros((), np.int64)
+    axis = _wrap_dim(dim, x.ndim)
+    if x.shape[axis] == 0:
+        raise IndexError(f"cannot reduce over dimension {dim} of size 0")
+    values = reduce(x, axis=axis, keepdims=keepdim)
+    indices = arg_reduce(x, axis=axis, keepdims=keepdim).astype(np.int64)
+    return values, indices
+
+
+@kernel("max.dim")
+def max_dim(x, dim, keepdim=False):
+    return _dim_select(np.max, np.argmax, x, dim, keepdim)
+
+
+@kernel("min.dim")
+def min_dim(x, dim, keepdim=False):
+    return _dim_select(np.min, np.argmin, x, dim, keepdim)
+
+
+@kernel("max")
+def max_all(x):
+    return np.max(x)
+
+
+@kernel("min")
+def min_all(x):
+    return np.min(x)
+
+
+@kernel("amax")
+def amax(x, dim=(), keepdim=False):
+    x = _array(x)
+    return np.max(x, axis=_axes(list(dim), x.ndim), keepdims=keepdim)
+
+
+@kernel("amin")
+def amin(x, dim=(), keepdim=False):
+    x = _array(x)
+    return np.min(x, axis=_axes(list(dim), x.ndim), keepdims=keepdim)
+
+
+@kernel("logsumexp")
+def logsumexp(x, dim, keepdim=False):
+    x = _array(x)
+    axes = _axes(dim, x.ndim)
+    peak = np.max(x, axis=axes, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
+    peak = np.where(np.isfinite(peak), peak, 0)
+    out = np.log(np.sum(np.exp(x - peak), axis=axes, keepdims=True)) + peak
+    return out if keepdim or axes is None and x.ndim == 0 else np.squeeze(out, axis=axes)
+
+
+# ----------------------------------------------------------------------------- linear algebra
+@kernel("mm", "matmul", "bmm")
+def mm(x, other):
+    return np.matmul(x, other)
+
+
+@kernel("mv")
+def mv(x, vec):
+    return np.matmul(x, vec)
+
+
+@kernel("dot")
+def dot(x, other):
+    return np.dot(x, other)
+
+
+@kernel("addmm")
+def addmm(bias, mat1, mat2, beta=1, alpha=1):
+    product = _scale(np.matmul(mat1, mat2), alpha)
+    if beta == 0:      # torch ignores the bias values (even NaN) when beta is 0
+        return np.broadcast_to(product, np.broadcast_shapes(np.shape(bias), product.shape)).copy()
+    return product + _scale(bias, beta)
+
+
+# ----------------------------------------------------------------------------- shapes and views
+def _infer_size(size: list[int], numel: int) -> list[int]:
+    size = list(size)
+    if size.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    if -1 in size:
+        known = int(np.prod([s for s in size if s != -1], dtype=np.int64))
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{size}' is invalid for input of size {numel}")
+        size[size.index(-1)] = numel // known
+    if int(np.prod(size, dtype=np.int64)) != numel:
+        raise RuntimeError(f"shape '{size}' is invalid for input of size {numel}")
+    return size
+
+
+@kernel("view", "reshape", "_unsafe_view", view=True)
+def view(x, size):
+    x = _array(x)
+    return np.reshape(x, _infer_size(size, x.size))
+
+
+@kernel("permute", view=True)
+def permute(x, dims):
+    x = _array(x)
+    if len(dims) != x.ndim:
+        raise RuntimeError(f"permute: number of dims {len(dims)} does not match the input's {x.ndim}")
+    return np.transpose(x, [_wrap_dim(d, x.ndim) for d in dims]) if x.ndim else x.view()
+
+
+@kernel("t", view=True)
+def t(x):
+    x = _array(x)
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return x.T
+
+
+@kernel("transpose.int", view=True)
+def transpose(x, dim0, dim1):
+    x = _array(x)
+    return np.swapaxes(x, _wrap_dim(dim0, x.ndim), _wrap_dim(dim1, x.ndim)) if x.ndim else x.view()
+
+
+@kernel("expand", view=True)
+def expand(x, size, implicit=False):
+    x = _array(x)
+    lead = len(size) - x.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(size)}) must be greater or "
+                           f"equal to the number of dimensions in the tensor ({x.ndim})")
+    target = [x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(size)]
+    return np.broadcast_to(x, target)
+
+
+@kernel("unsqueeze", view=True)
+def unsqueeze(x, dim):
+    x = _array(x)
+    return np.expand_dims(x, _wrap_dim(dim, x.ndim + 1))
+
+
+@kernel("squeeze", view=True)
+def squeeze(x):
+    return np.squeeze(x)
+
+
+@kernel("squeeze.dim", view=True)
+def squeeze_dim(x, dim):
+    x = _array(x)
+    if x.ndim == 0:
+        return x.view()
+    axis = _wrap_dim(dim, x.ndim)
+    return np.squeeze(x, axis=axis) if x.shape[axis] == 1 else x.view()
+
+
+@kernel("narrow", view=True)
+def narrow(x, dim, start, length):
+    x = _array(x)
+    axis = _wrap_dim(dim, x.ndim)
+    if start < 0:
+        start += x.shape[axis]
+    if not 0 <= start <= start + length <= x.shape[axis]:
+        raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({x.shape[axis]})")
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(start, start + length)
+    return x[tuple(index)]
+
+
+@kernel("select.int", view=True)
+def select(x, dim, index):
+    x = _array(x)
+    return np.take(x, index, axis=_wrap_dim(dim, x.ndim))
+
+
+@kernel("slice.Tensor", view=True)
+def slice_(x, dim=0, start=None, end=None, step=1):
+    x = _array(x)
+    index = [slice(None)] * x.ndim
+    index[_wrap_dim(dim, x.ndim)] = slice(start, end, step)
+    return x[tuple(index)]
+
+
+@kernel("cat")
+def cat(tensors, dim=0):
+    arrays = [_array(t) for t in tensors]
+    ndim = max(a.ndim for a in arrays)
+    if ndim == 0:
+        raise RuntimeError("zero-dimensional tensor cannot be concatenated")
+    return np.concatenate(arrays, axis=_wrap_dim(dim, ndim))
+
+
+@kernel("stack")
+def stack(tensors, dim=0):
+    arrays = [_array(t) for t in tensors]
+    return np.stack(arrays, axis=_wrap_dim(dim, arrays[0].ndim + 1))
+
+
+@kernel("clone", "contiguous")
+def clone(x, *_options):
+    return np.array(x, copy=True)
+
+
+@kernel("_to_copy", "to.dtype")
+def to_copy(x, dtype=None, *_options):
+    return np.array(x, dtype=_np_dtype(dtype), copy=True)
+
+
+# ----------------------------------------------------------------------------- indexing
+def _fit_to(array: np.ndarray, shape: tuple[int, ...], dim: int) -> np.ndarray:
+    """``array`` restricted to ``shape`` in every dimension but ``dim`` (torch's gather/scatter rule)."""
+    return array[tuple(slice(None) if d == dim else slice(0, s) for d, s in enumerate(shape))]
+
+
+def _scatter_coordinates(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    return tuple(np.broadcast_arrays(*grid))
+
+
+@kernel("gather")
+def gather(x, dim, index, sparse_grad=False):
+    x, index = _array(x), _array(index)
+    if x.ndim == 0:
+        return np.broadcast_to(x, index.shape).copy()
+    axis = _wrap_dim(dim, x.ndim)
+    return np.take_along_axis(_fit_to(x, index.shape, axis), index, axis=axis)
+
+
+@kernel("scatter_add")
+def scatter_add(x, dim, index, src):
+    x, index, src = _array(x), _array(index), _array(src)
+    out = x.copy()
+    axis = _wrap_dim(dim, x.ndim)
+    if index.size:
+        np.add.at(out, _scatter_coordinates(index, axis), _fit_to(src, index.shape, axis))
+    return out
+
+
+@kernel("scatter.src")
+def scatter(x, dim, index, src):
+    x, index, src = _array(x), _array(index), _array(src)
+    out = x.copy()
+    axis = _wrap_dim(dim, x.ndim)
+    out[_scatter_coordinates(index, axis)] = _fit_to(src, index.shape, axis)
+    return out
+
+
+@kernel("scatter.value")
+def scatter_value(x, dim, index, value):
+    x, index = _array(x), _array(index)
+    out = x.copy()
+    out[_scatter_coordinates(index, _wrap_dim(dim, x.ndim))] = value
+    return out
+
+
+@kernel("index_select")
+def index_select(x, dim, index):
+    x = _array(x)
+    return np.take(x, index, axis=_wrap_dim(dim, x.ndim))
+
+
+# ----------------------------------------------------------------------------- softmax
+def _keep(x: np.ndarray, dim: int) -> int | None:
+    return None if x.ndim == 0 else _wrap_dim(dim, x.ndim)
+
+
+@kernel("_softmax")
+def softmax(x, dim, half_to_float=False):
+    x = _array(x)
+    axis = _keep(x, dim)
+    shifted = x - np.max(x, axis=axis, keepdims=True) if x.size else x
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+@kernel("_log_softmax")
+def log_softmax(x, dim, half_to_float=False):
+    x = _array(x)
+    axis = _keep(x, dim)
+    shifted = x - np.max(x, axis=axis, keepdims=True) if x.size else x
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+@kernel("_softmax_backward_data")
+def softmax_backward_data(grad_output, output, dim, input_dtype):
+    output = _array(output)
+    axis = _keep(output, dim)
+    return output * (grad_output - np.sum(grad_output * output, axis=axis, keepdims=True))
+
+
+@kernel("_log_softmax_backward_data")
+def log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    output = _array(output)
+    axis = _keep(output, dim)
+    return grad_output - np.exp(output) * np.sum(grad_output, axis=axis, keepdims=True)
+
+
+# ----------------------------------------------------------------------------- factories
+def _factory_dtype(dtype: DType | None, fill: Any = 0.0) -> np.dtype:
+    if dtype is not None:
+        return dtype.numpy
+    if isinstance(fill, bool):
+        return np.dtype(np.bool_)
+    return np.dtype(np.int64) if isinstance(fill, int) else np.dtype(np.float32)
+
+
+@kernel("zeros_like")
+def zeros_like(x, dtype=None, *_options):
+    return np.zeros(np.shape(x), dtype=_np_dtype(dtype) or _array(x).dtype)
+
+
+@kernel("ones_like")
+def ones_like(x, dtype=None, *_options):
+    return np.ones(np.shape(x), dtype=_np_dtype(dtype) or _array(x).dtype)
+
+
+@kernel("empty_like")
+def empty_like(x, dtype=None, *_options):
+    return np.zeros(np.shape(x), dtype=_np_dtype(dtype) or _array(x).dtype)
+
+
+@kernel("full_like")
+def full_like(x, fill_value, dtype=None, *_options):
+    return np.full(np.shape(x), fill_value, dtype=_np_dtype(dtype) or _array(x).dtype)
+
+
+@kernel("zeros")
+def zeros(size, dtype=None, *_options):
+    return np.zeros(size, dtype=_factory_dtype(dtype))
+
+
+@kernel("ones")
+def ones(size, dtype=None, *_options):
+    return np.ones(size, dtype=_factory_dtype(dtype))
+
+
+@kernel("full")
+def full(size, fill_value, dtype=None, *_options):
+    return np.full(size, fill_value, dtype=_factory_dtype(dtype, fill_value))
+
+
+@kernel("new_zeros")
+def new_zeros(x, size, dtype=None, *_options):
+    return np.zeros(size, dtype=_np_dtype(dtype) or _array(x).dtype)
+
+
+@kernel("new_ones")
+def new_ones(x, size, dtype=None, *_options):
+    return np.ones(size, dtype=_np_dtype(dtype) or _array(x).dtype)

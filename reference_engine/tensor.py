@@ -1,0 +1,227 @@
+"""The ``Tensor`` type: a NumPy array plus autograd metadata.
+
+This module holds the data layout and the metadata methods (``sizes()``,
+``dim()``, ``options()``...). Operators and value-computing methods are
+attached by :mod:`reference_engine.methods`, which routes them through the
+dispatcher.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from reference_engine.dtypes import DType, TensorOptions, from_numpy
+
+
+class VersionCounter:
+    """Counts in-place changes of a tensor's data; saved tensors remember the value."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+class Tensor:
+    """An n-dimensional array that can record the operations applied to it.
+
+    ``_data`` is the NumPy array. ``_value`` is what NumPy kernels receive:
+    the array itself, or for a *wrapped number* (a Python scalar passed where
+    an operator expects a Tensor) the Python scalar, so that NumPy's weak
+    scalar promotion keeps ``float32_tensor * 2.0`` in float32, as torch does.
+    """
+
+    __slots__ = ("_data", "_value", "_requires_grad", "_grad_fn", "_output_nr", "_version",
+                 "grad", "__weakref__")
+
+    # Tensor defines __eq__ (an operator), so keep identity hashing explicitly.
+    __hash__ = object.__hash__
+
+    def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
+        array = data if type(data) is np.ndarray else np.asarray(data)
+        from_numpy(array.dtype)  # reject unsupported dtypes early, with a clear message
+        self._data = array
+        self._value = array
+        self._grad_fn = None
+        self._output_nr = 0
+        self._version = VersionCounter()
+        self.grad = None
+        self._requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, array: np.ndarray) -> Tensor:
+        """A new tensor over ``array`` (a kernel result), without any checks."""
+        t = cls.__new__(cls)
+        t._data = array
+        t._value = array
+        t._requires_grad = False
+        t._grad_fn = None
+        t._output_nr = 0
+        t._version = VersionCounter()
+        t.grad = None
+        return t
+
+    @classmethod
+    def _wrapped_number(cls, value: bool | int | float) -> Tensor:
+        """A 0-dim tensor standing for a Python number passed as a Tensor argument."""
+        t = cls._wrap(np.asarray(value))
+        t._value = value
+        return t
+
+    # ----------------------------------------------------------------- autograd
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Make a leaf tensor record operations (floating point dtypes only)."""
+        if self._grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables; use .detach() "
+                    "to get a tensor that does not require grad")
+            return self
+        if requires_grad and not self.is_floating_point():
+            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
+                               f"not {self.dtype.name}")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def grad_fn(self):
+        """The node that computed this tensor (None for leaves)."""
+        return self._grad_fn
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this data (and version counter), cut from the graph."""
+        t = Tensor._wrap(self._data)
+        t._value = self._value
+        t._version = self._version
+        return t
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor from the graph in place."""
+        self._grad_fn = None
+        self._output_nr = 0
+        self._requires_grad = False
+        return self
+
+    @property
+    def _version_value(self) -> int:
+        return self._version.value
+
+    def _bump_version(self) -> None:
+        self._version.value += 1
+
+    # ----------------------------------------------------------------- metadata
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> DType:
+        return from_numpy(self._data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def sizes(self) -> list[int]:
+        """The shape as a ``list[int]`` (``at::IntArrayRef`` in C++)."""
+        return list(self._data.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape as a tuple, or the size of one (possibly negative) dimension."""
+        if dim is None:
+            return self._data.shape
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return self._data.size
+
+    def scalar_type(self) -> DType:
+        return self.dtype
+
+    def options(self) -> TensorOptions:
+        return TensorOptions(self.dtype)
+
+    def is_floating_point(self) -> bool:
+        return self._data.dtype.kind == "f"
+
+    def element_size(self) -> int:
+        return self._data.dtype.itemsize
+
+    # ----------------------------------------------------------------- values
+    def item(self) -> bool | int | float:
+        """The value of a one-element tensor as a Python number."""
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.item()
+
+    def tolist(self) -> Any:
+        return self._data.tolist()
+
+    def numpy(self) -> np.ndarray:
+        """The underlying array (shares memory), like ``torch.Tensor.numpy``."""
+        if self._requires_grad:
+            raise RuntimeError("can't call numpy() on a Tensor that requires grad; "
+                               "use tensor.detach().numpy() instead")
+        return self._data
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._data.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iu" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self._data.item())
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", prefix="tensor(")
+        extras = []
+        if self._data.dtype != np.float32 and self._data.dtype != np.int64 and self._data.dtype != np.bool_:
+            extras.append(f"dtype={self.dtype!r}")
+        if self._grad_fn is not None:
+            extras.append(f"grad_fn=<{self._grad_fn.name()}>")
+        elif self._requires_grad:
+            extras.append("requires_grad=True")
+        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+
+
+def _wrap_dim(dim: int, ndim: int) -> int:
+    """A dimension index in range, negative ones counted from the end (torch's rule)."""
+    bound = max(ndim, 1)
+    if not -bound <= dim < bound:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], but got {dim})")
+    return dim + bound if dim < 0 else dim
+
+
+def is_tensor(obj: object) -> bool:
+    return isinstance(obj, Tensor)

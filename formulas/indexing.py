@@ -32,6 +32,7 @@ def gather(self, dim, index, *, sparse_grad=False):
 def scatter_add(self, dim, index, src):
     result = at.scatter_add(self, dim, index, src)
     def backward(grad, *, needs_input_grad):
+        grad_self = grad if needs_input_grad[0] else None
         grad_src = at.gather(grad, dim, index) if needs_input_grad[2] else None
-        return grad, None, grad_src
+        return grad_self, None, grad_src
     return result, backward

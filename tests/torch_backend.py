@@ -1,0 +1,214 @@
+"""Torch as the oracle operator backend: runs formulas on torch tensors.
+
+``with use_backend(TorchBackend.for_library()):`` makes ``at.<op>(...)`` run
+the built-in ``torch.ops.aten.<op>.<overload>``. The overload is the one of
+the library's *declared* operators whose schema accepts the arguments, so a
+formula that calls an undeclared operator (or an ambiguous one) fails here
+exactly where the library would not be closed under differentiation.
+
+Formulas see :class:`OracleTensor`, a thin wrapper around a ``torch.Tensor``
+that offers the metadata methods of the authoring conventions (``sizes()``,
+``scalar_type()``, ``options()``... exist in C++ but not all in Python torch)
+and routes the Python operators to ``at``. Autograd is torch's own: whatever
+the wrapped tensors record is an ordinary torch graph.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from formulas import at
+from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
+
+
+@dataclass(frozen=True)
+class TorchOptions:
+    """What ``x.options()`` gives: the dtype and device of a tensor."""
+
+    dtype: torch.dtype
+    device: torch.device
+
+
+class OracleTensor:
+    """A torch tensor as a formula sees it: metadata methods, operators through ``at``."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def __repr__(self) -> str:
+        return f"OracleTensor({self.tensor!r})"
+
+    # metadata (the only methods formulas may call)
+    def sizes(self) -> list[int]:
+        return list(self.tensor.shape)
+
+    def size(self, dim: int) -> int:
+        return self.tensor.size(dim)
+
+    def dim(self) -> int:
+        return self.tensor.dim()
+
+    def numel(self) -> int:
+        return self.tensor.numel()
+
+    def scalar_type(self) -> torch.dtype:
+        return self.tensor.dtype
+
+    def options(self) -> TorchOptions:
+        return TorchOptions(self.tensor.dtype, self.tensor.device)
+
+    # Python operators: the aten operators the conventions name
+    def __add__(self, other: Any) -> Any:
+        return at.add(self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return at.add(self, other)
+
+    def __sub__(self, other: Any) -> Any:
+        return at.sub(self, other)
+
+    def __mul__(self, other: Any) -> Any:
+        return at.mul(self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return at.mul(self, other)
+
+    def __truediv__(self, other: Any) -> Any:
+        return at.div(self, other)
+
+    def __neg__(self) -> Any:
+        return at.neg(self)
+
+    def __gt__(self, other: Any) -> Any:
+        return at.gt(self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return at.ge(self, other)
+
+    def __lt__(self, other: Any) -> Any:
+        return at.lt(self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return at.le(self, other)
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return at.eq(self, other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return at.ne(self, other)
+
+    __hash__ = object.__hash__
+
+
+def wrap(value: Any) -> Any:
+    """torch tensors (also inside tuples and lists) as :class:`OracleTensor`."""
+    if isinstance(value, torch.Tensor):
+        return OracleTensor(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(wrap(v) for v in value)
+    return value
+
+
+def unwrap(value: Any) -> Any:
+    """The inverse of :func:`wrap`."""
+    if isinstance(value, OracleTensor):
+        return value.tensor
+    if isinstance(value, (tuple, list)):
+        return type(value)(unwrap(v) for v in value)
+    return value
+
+
+class OverloadError(LookupError):
+    """``at.<op>(...)`` names no declared operator, or matches none or several overloads."""
+
+
+class TorchBackend:
+    """An operator backend (``formulas.Backend``) running declared operators with torch."""
+
+    def __init__(self, schemas: Mapping[str, str]) -> None:
+        overloads: dict[str, list[FunctionSchema]] = defaultdict(list)
+        for text in schemas.values():
+            schema = parse_schema(text)
+            overloads[schema.name.base].append(schema)
+        self._overloads = dict(overloads)
+
+    @classmethod
+    def for_library(cls) -> TorchBackend:
+        """A backend for every operator the shipped library declares."""
+        import formulas
+
+        registry = formulas.load_library()
+        schemas = {name: declared.schema for name, declared in registry.items()}
+        schemas.update(formulas.NONDIFFERENTIABLE)
+        return cls(schemas)
+
+    def resolve(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> FunctionSchema:
+        """The one declared overload of ``name`` whose schema accepts ``args`` and ``kwargs``."""
+        candidates = self._overloads.get(name)
+        if not candidates:
+            raise OverloadError(f"at.{name}: the library declares no operator `{name}`; "
+                                "add a @derivative or nondifferentiable(...) for it")
+        matches = [schema for schema in candidates if accepts(schema, args, kwargs)]
+        if len(matches) != 1:
+            given = ", ".join([type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kwargs.items()])
+            declared = "; ".join(str(s) for s in candidates)
+            problem = "matches no declared overload" if not matches else "is ambiguous between declared overloads"
+            raise OverloadError(f"at.{name}({given}) {problem}: {declared}")
+        return matches[0]
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        schema = self.resolve(name, args, kwargs)
+        overload = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")
+        return wrap(overload(*unwrap(args), **unwrap(kwargs)))
+
+
+def accepts(schema: FunctionSchema, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+    """Whether a call with ``args`` and ``kwargs`` binds to ``schema`` (types checked)."""
+    positional = schema.positional
+    if len(args) > len(positional):
+        return False
+    bound: dict[str, Any] = {arg.name: value for arg, value in zip(positional, args)}
+    for key, value in kwargs.items():
+        if key in bound:
+            return False
+        bound[key] = value
+    known = {arg.name: arg for arg in schema.arguments if not arg.is_out}
+    if any(key not in known for key in bound):
+        return False
+    for arg in known.values():
+        if arg.name not in bound:
+            if arg.default is None:
+                return False
+        elif not _fits(arg.type, bound[arg.name]):
+            return False
+    return True
+
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "SymInt": (int,), "float": (int, float), "bool": (bool,),
+    "Scalar": (int, float, bool), "ScalarType": (torch.dtype,), "Layout": (torch.layout,),
+    "Device": (torch.device, str), "MemoryFormat": (torch.memory_format,), "str": (str,),
+}
+
+
+def _fits(ty: Type, value: Any) -> bool:
+    if isinstance(ty, OptionalType):
+        return value is None or _fits(ty.elem, value)
+    if isinstance(ty, ListType):
+        if isinstance(ty.elem, BaseType) and ty.elem.name in ("int", "SymInt") and _fits(ty.elem, value):
+            return True        # int[1] and SymInt[] accept a single int
+        return isinstance(value, (list, tuple)) and all(_fits(ty.elem, v) for v in value)
+    assert isinstance(ty, BaseType)
+    if ty.name == "Tensor":
+        return isinstance(value, OracleTensor)
+    if isinstance(value, bool) and ty.name in ("int", "SymInt", "float"):
+        return False
+    python_types = _PYTHON_TYPES.get(ty.name)
+    return python_types is None or isinstance(value, python_types)
+

@@ -1,0 +1,113 @@
+"""Declarations the imported formulas use besides ``formulas.derivative`` and ``at``.
+
+An imported directory has an ``externals.py`` that binds every non-formula
+name the formulas call, from this module:
+
+- ``external("sum_backward")``: a C++ function that exists in libtorch
+  (``FunctionsManual.cpp``, ATen, c10); the transpiler emits a call to it.
+  It has no Python body, so calling it from Python raises.
+- ``namespace("std")``: a C++ namespace or class whose members are named with
+  dots (``std.get[0](t)`` is ``std::get<0>(t)``).
+- ``cpp``: the dialect's spellings of C++ syntax Python does not have
+  (``cpp.arrow(x).m`` for ``x->m``, ``cpp.deref(x)`` for ``*x``,
+  ``cpp.lambda_(T)(lambda i: ...)`` for a typed lambda, ``cpp.root.std`` for ``::std``).
+- ``@yaml_entry(...)``: what derivatives.yaml says about an entry beyond the
+  formula (its dispatch key, inputs marked ``non_differentiable``, an
+  ``auto_linear``/``auto_element_wise`` forward-mode rule, and the
+  ``output_differentiability`` spelling when it is not one bool per output).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+
+@dataclass(frozen=True)
+class External:
+    """A C++ function or constant the formulas refer to by name."""
+
+    name: str
+
+    def __call__(self, *args: Any) -> Any:
+        raise NotImplementedError(
+            f"{self.name} is a C++ function of libtorch; the imported formula can be linted and "
+            "transpiled, not run in Python"
+        )
+
+    def __getitem__(self, template_args: Any) -> "External":
+        return External(f"{self.name}<{template_args}>")
+
+
+def external(name: str) -> External:
+    """Declare the C++ function (or type, or constant) ``name``."""
+    return External(name)
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """A C++ namespace: attribute access gives its members (``std.get``)."""
+
+    name: str
+
+    def __getattr__(self, member: str) -> "Namespace":
+        if member.startswith("__"):
+            raise AttributeError(member)
+        return Namespace(f"{self.name}::{member.rstrip('_')}")
+
+    def __getitem__(self, template_args: Any) -> External:
+        return External(f"{self.name}<{template_args}>")
+
+    def __call__(self, *args: Any) -> Any:
+        return External(self.name)(*args)
+
+
+def namespace(name: str) -> Namespace:
+    """Declare the C++ namespace (or class used as one) ``name``."""
+    return Namespace(name)
+
+
+class _CppSyntax:
+    """``cpp``: C++ constructs spelled as calls (see :mod:`transpiler.yaml_import.pydialect`)."""
+
+    root = Namespace("")
+
+    @staticmethod
+    def arrow(pointer: Any) -> Any:
+        """``cpp.arrow(p).m`` is ``p->m``."""
+        return pointer
+
+    @staticmethod
+    def deref(pointer: Any) -> Any:
+        """``cpp.deref(p)`` is ``*p``."""
+        return pointer
+
+    @staticmethod
+    def lambda_(*param_types: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """``cpp.lambda_(T)(lambda i: ...)`` is ``[](T i){return ...;}``."""
+        return lambda fn: fn
+
+
+cpp = _CppSyntax()
+
+
+@dataclass(frozen=True)
+class YamlEntry:
+    """What ``@yaml_entry`` records on a formula function."""
+
+    dispatch: str | None = None
+    non_differentiable: tuple[str, ...] = ()
+    jvp: str | None = None
+    output_differentiability: tuple[bool | str, ...] | None = None
+
+
+def yaml_entry(*, dispatch: str | None = None, non_differentiable: Sequence[str] = (),
+               jvp: str | None = None, output_differentiability: Sequence[bool | str] | None = None):
+    """Record the derivatives.yaml details of the decorated formula (kept by ``emit-yaml``)."""
+    record = YamlEntry(dispatch, tuple(non_differentiable), jvp,
+                       None if output_differentiability is None else tuple(output_differentiability))
+
+    def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.yaml_entry = record
+        return fn
+
+    return attach

@@ -1,0 +1,337 @@
+"""derivatives.yaml to Python formula files (``transpile import-yaml``).
+
+Each entry (each dispatch section of an entry) becomes one ``@derivative``
+function: the forward calls the operator, a nested ``backward`` holds one
+assignment per gradient line (``grad_self = ...``, ``grad_self, grad_other =
+...`` for a line that computes several inputs at once), and a nested ``jvp``
+holds the forward-mode lines (``result_t = ...``). Formulas are translated by
+parsing the C++ (:mod:`.cpp`) and printing the tree in the Python dialect
+(:mod:`.pydialect`); every translation is checked to parse back to the same
+tree. An entry that cannot be translated is a problem naming the entry; the
+other entries are still imported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import yaml
+
+from transpiler.schema import ListType, SchemaError, is_tensor_like, parse_schema, FunctionSchema
+from transpiler.yaml_import import cpp, pydialect
+from transpiler.yaml_import.model import (
+    AUTO_JVP,
+    NON_DIFFERENTIABLE,
+    Entry,
+    FormulaLine,
+    Section,
+    differentiable_outputs,
+    full_output_differentiability,
+    is_backward_line,
+    return_names,
+)
+from transpiler.yaml_import.pyformula import Assignment, Closure, PyFormula, module_source
+from transpiler.yaml_import.syntax import Lambda, Member, Name, Node, Qualified, Unary
+
+ENTRIES_PER_FILE = 32
+GRAD_INPUT_MASK = "grad_input_mask"
+NEEDS_INPUT_GRAD = "needs_input_grad"
+ORIGINAL_SELF = ("original_self_p", "original_self_t")
+DIALECT_IMPORTS = ("cpp", "yaml_entry")
+
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class EntryError(ValueError):
+    """An entry the importer cannot translate (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One entry left out of the import."""
+
+    path: str
+    line: int
+    entry: str
+    message: str
+
+    def format(self) -> str:
+        return f"{self.path}:{self.line}:1: entry `{self.entry}`: {self.message}"
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    files: dict[str, str]          # file name -> text, for the output directory
+    imported: int                  # entries translated
+    problems: tuple[Problem, ...]  # entries left out
+
+    def summary(self) -> str:
+        total = self.imported + len(self.problems)
+        return (f"imported {self.imported} of {total} entries into {len(self.files) - 2} formula files; "
+                f"{len(self.problems)} could not be translated")
+
+
+# --------------------------------------------------------------------------- YAML
+
+def read_entries(text: str) -> list[Entry | EntryError]:
+    """The entries of a derivatives.yaml, in order (a malformed item becomes an EntryError)."""
+    items = yaml.load(text, Loader=_YamlLoader) or []
+    return [_entry(item) for item in items]
+
+
+def entry_lines(text: str) -> list[int]:
+    """1-based line number of each ``- name:`` item, in order."""
+    return [i for i, line in enumerate(text.splitlines(), 1) if line.startswith("- name:")]
+
+
+def _entry(item: object) -> Entry | EntryError:
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        return EntryError("an item without a `name: <schema>` string")
+    flags = item.get("output_differentiability")
+    if flags is not None and not (isinstance(flags, list) and all(isinstance(f, (bool, str)) for f in flags)):
+        return EntryError("output_differentiability must be a list of booleans or condition strings")
+    if "dispatch" in item:
+        dispatch = item["dispatch"]
+        if not isinstance(dispatch, dict):
+            return EntryError("dispatch must map dispatch keys to formulas")
+        raw_sections = [(key, value) for key, value in dispatch.items()]
+    else:
+        raw_sections = [(None, {k: v for k, v in item.items() if k not in ("name", "output_differentiability")})]
+    sections = []
+    for key, formulas in raw_sections:
+        if not isinstance(formulas, dict) or not all(isinstance(v, str) for v in formulas.values()):
+            return EntryError(f"the formulas of {key or 'the entry'} must be `name: formula` strings")
+        sections.append(Section(key, tuple(FormulaLine(str(k), v) for k, v in formulas.items())))
+    return Entry(item["name"], None if flags is None else tuple(flags), tuple(sections))
+
+
+# --------------------------------------------------------------------------- translation
+
+def translate_expression(source: str, names: dict[str, str]) -> tuple[str, Node, cpp.Layout]:
+    """A C++ formula as a Python expression, its tree and its layout; checked to round-trip."""
+    try:
+        tree = cpp.parse(source)
+        python = pydialect.to_python(tree, names)
+        back = pydialect.from_python(python, {v: k for k, v in names.items()})
+    except (cpp.CppSyntaxError, pydialect.DialectError) as error:
+        raise EntryError(f"cannot translate `{source}`: {error}") from None
+    if back != tree:
+        raise EntryError(f"`{source}` has no faithful Python spelling (operator precedence differs); "
+                         "parenthesize it in the YAML")
+    printed = cpp.print_tokens(tree)
+    return python, tree, cpp.layout_of(source, printed)
+
+
+def walk(node: Node):
+    """Every node of a tree, depth first."""
+    yield node
+    for field in fields(node):
+        value = getattr(node, field.name)
+        for child in value if isinstance(value, tuple) else (value,):
+            if isinstance(child, tuple):
+                yield from (n for part in child if isinstance(part, Node) for n in walk(part))
+            elif isinstance(child, Node):
+                yield from walk(child)
+
+
+def free_names(trees: list[Node]) -> set[str]:
+    """Plain identifiers the trees read (lambda parameters excluded)."""
+    found, bound = set(), set()
+    for tree in trees:
+        for node in walk(tree):
+            if isinstance(node, Name):
+                found.add(node.ident)
+            elif isinstance(node, Lambda):
+                bound.update(name for _, name in node.params)
+    return found - bound
+
+
+def dialect_names(trees: list[Node]) -> set[str]:
+    """Names the Python spelling needs besides plain identifiers: namespaces and ``cpp``."""
+    needed = set()
+    for tree in trees:
+        for node in walk(tree):
+            if isinstance(node, Qualified) and node != pydialect.NULLOPT:
+                needed.add("cpp" if node.rooted else node.parts[0])
+            elif isinstance(node, Lambda) or (isinstance(node, Member) and node.arrow) or (
+                    isinstance(node, Unary) and node.op == "*"):
+                needed.add("cpp")
+    return needed
+
+
+def translate_section(entry: Entry, section: Section, schema: FunctionSchema, function: str
+                      ) -> tuple[PyFormula, set[str], set[str]]:
+    """One section as a PyFormula, with the external names and dialect names it uses."""
+    outputs = return_names(schema)
+    arg_names = tuple(a.name for a in schema.arguments if not a.is_out)
+    backward_lines = [line for line in section.lines if is_backward_line(line, schema)]
+    forward_lines = [line for line in section.lines if not is_backward_line(line, schema)]
+    non_diff = tuple(line.key for line in backward_lines if line.formula == NON_DIFFERENTIABLE)
+    gradient_lines = [line for line in backward_lines if line.formula != NON_DIFFERENTIABLE]
+    diff_args = [a for a in arg_names if any(a in line.names for line in gradient_lines)]
+
+    backward_names = {GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
+    backward_trees, backward_assignments = [], []
+    for line in gradient_lines:
+        python, tree, layout = translate_expression(line.formula, backward_names)
+        backward_trees.append(tree)
+        backward_assignments.append(Assignment(tuple(f"grad_{n}" for n in line.names), python, layout))
+    used = free_names(backward_trees)
+    grad_params, prelude = _gradient_params(entry, schema, outputs, used)
+    backward_locals = {*arg_names, *outputs, *grad_params, "grad", "grads", GRAD_INPUT_MASK,
+                       *(f"grad_{o}" for o in outputs)}
+    assigned = {n for line in gradient_lines for n in line.names}
+    backward = Closure(
+        "backward", grad_params, (NEEDS_INPUT_GRAD,) if GRAD_INPUT_MASK in used else (), prelude,
+        tuple(backward_assignments),
+        tuple(f"grad_{a.name}" if a.name in assigned else "None" for a in schema.tensor_inputs),
+    )
+
+    details: list[tuple[str, object]] = []
+    if section.dispatch is not None:
+        details.append(("dispatch", section.dispatch))
+    if non_diff:
+        details.append(("non_differentiable", non_diff))
+    jvp, jvp_trees = None, []
+    auto = [line for line in forward_lines if line.formula in AUTO_JVP]
+    if auto:
+        if len(forward_lines) != 1 or auto[0].key != "result":
+            raise EntryError(f"`{auto[0].formula}` is supported only as the single `result:` forward line")
+        details.append(("jvp", auto[0].formula))
+    elif forward_lines:
+        jvp, jvp_trees = _jvp(schema, diff_args, forward_lines)
+    full_flags = full_output_differentiability(schema, entry.output_differentiability)
+    if entry.output_differentiability is not None and full_flags != entry.output_differentiability:
+        details.append(("output_differentiability", entry.output_differentiability))
+
+    jvp_locals = {*arg_names, *outputs, *ORIGINAL_SELF, *(f"{a}_t" for a in arg_names),
+                  *(f"{a}_p" for a in arg_names)}
+    externals = (used - backward_locals) | (free_names(jvp_trees) - jvp_locals)
+    esc = lambda name: pydialect.escape(name, plain=True)  # noqa: E731
+    formula = PyFormula(
+        function=function,
+        schema=entry.name,
+        output_differentiability=full_flags,
+        entry_details=tuple(details),
+        params=tuple(esc(a) for a in arg_names),
+        outputs=tuple(esc(o) for o in outputs),
+        forward_call=f"at.{schema.name.base}({', '.join(esc(a) for a in arg_names)})",
+        backward=backward,
+        jvp=jvp,
+    )
+    needed = dialect_names(backward_trees + jvp_trees) | ({"yaml_entry"} if details else set())
+    return formula, externals, needed
+
+
+def _gradient_params(entry: Entry, schema: FunctionSchema, outputs: tuple[str, ...], used: set[str]
+                     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """backward's parameters (one per differentiable output) and the statements that
+    bind the names the formulas use for them (``grad`` is the first output's gradient,
+    ``grads`` the list of them, ``grad_<output>`` a named one)."""
+    indices = differentiable_outputs(schema, entry.output_differentiability)
+    if len(indices) == 1:
+        named = [f"grad_{outputs[indices[0]]}"]
+        for candidate in ("grads", "grad", *named):
+            if candidate in used:
+                return (candidate,), ()
+        return ("grad",), ()
+    params = tuple(f"grad_{outputs[i]}" for i in indices)
+    prelude = []
+    if "grads" in used:
+        prelude.append(f"grads = [{', '.join(params)}]")
+    if "grad" in used and params:
+        prelude.append(f"grad = {params[0]}")
+    return params, tuple(prelude)
+
+
+def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine]) -> tuple[Closure, list[Node]]:
+    """The nested ``def jvp``: tangents in, one tangent per forward line out.
+
+    The primal ``x_p`` of a (non-list) differentiable input is the input itself, so it is
+    spelled ``x``; tangents keep their names (``x_t``).
+    """
+    primal_names = {f"{a}_p": pydialect.escape(a, plain=True)
+                    for a in diff_args if not isinstance(schema.argument(a).type, ListType)}
+    trees, assignments = [], []
+    for line in lines:
+        python, tree, layout = translate_expression(line.formula, primal_names)
+        trees.append(tree)
+        assignments.append(Assignment(tuple(f"{n}_t" for n in line.names), python, layout))
+    used = free_names(trees)
+    params = [f"{a}_t" for a in diff_args]
+    params += [f"{a}_p" for a in diff_args if f"{a}_p" in used and f"{a}_p" not in primal_names]
+    params += [name for name in ORIGINAL_SELF if name in used]
+    returns = tuple(t for a in assignments for t in a.targets)
+    return Closure("jvp", tuple(params), (), (), tuple(assignments), returns), trees
+
+
+# --------------------------------------------------------------------------- files
+
+def function_name(entry: Entry, section: Section, taken: set[str]) -> str:
+    """A unique Python name: ``max_dim``, ``mean__AutogradNestedTensor`` for a dispatch key."""
+    base = entry.op_name.replace(".", "_")
+    if section.dispatch not in (None, "Default"):
+        base = f"{base}__{section.dispatch}"
+    name, n = pydialect.escape(base, plain=True), 1
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
+    return name
+
+
+def import_yaml(text: str, path: str = "derivatives.yaml") -> ImportResult:
+    """Translate a derivatives.yaml; the files of the output directory and the problems."""
+    lines = entry_lines(text)
+    taken: set[str] = set()
+    translated: list[tuple[list[PyFormula], set[str], set[str]]] = []
+    problems: list[Problem] = []
+    for index, entry in enumerate(read_entries(text)):
+        line = lines[index] if index < len(lines) else 1
+        if isinstance(entry, EntryError):
+            problems.append(Problem(path, line, f"#{index}", str(entry)))
+            continue
+        try:
+            schema = parse_schema(entry.name)
+            results = [translate_section(entry, section, schema, function_name(entry, section, taken))
+                       for section in entry.sections]
+        except (EntryError, SchemaError) as error:
+            problems.append(Problem(path, line, entry.name, str(error)))
+            continue
+        translated.append(([r[0] for r in results], set().union(*(r[1] for r in results)),
+                           set().union(*(r[2] for r in results))))
+    files: dict[str, str] = {}
+    all_externals: set[str] = set()
+    for start in range(0, len(translated), ENTRIES_PER_FILE):
+        chunk = translated[start:start + ENTRIES_PER_FILE]
+        externals = set().union(*(c[1] for c in chunk))
+        dialect = set().union(*(c[2] for c in chunk)) - {"at"}
+        all_externals |= externals
+        imports = tuple(sorted(dialect, key=lambda n: (n not in DIALECT_IMPORTS, n))) + tuple(
+            sorted(pydialect.escape(n, plain=True) for n in externals))
+        doc = (f"derivatives.yaml entries {start + 1} to {start + len(chunk)} of {path}, imported by "
+               "`transpile import-yaml` (@generated).")
+        formulas = tuple(f for c in chunk for f in c[0])
+        files[f"derivatives_{start // ENTRIES_PER_FILE:03d}.py"] = module_source(doc, imports, formulas)
+    files["externals.py"] = externals_source(all_externals)
+    files["__init__.py"] = f'"""Formulas imported from {path} by `transpile import-yaml` (@generated)."""\n'
+    return ImportResult(files, len(translated), tuple(problems))
+
+
+def externals_source(names: set[str]) -> str:
+    """``externals.py``: the dialect names and one ``external(...)`` per C++ name the formulas use."""
+    lines = [
+        '"""C++ names the imported formulas call: FunctionsManual helpers, ATen/c10 functions, types'
+        " and constants (@generated by `transpile import-yaml`).\"\"\"",
+        "from __future__ import annotations",
+        "",
+        "from transpiler.yaml_import.dialect import cpp, external, namespace, yaml_entry",
+        "",
+        "__all__ = [",
+        *(f"    {name!r}," for name in (*DIALECT_IMPORTS, *pydialect.NAMESPACES[1:],
+                                       *sorted(pydialect.escape(n, plain=True) for n in names))),
+        "]",
+        "",
+    ]
+    lines += [f"{ns} = namespace({ns!r})" for ns in pydialect.NAMESPACES[1:]]
+    lines += [f"{pydialect.escape(n, plain=True)} = external({n!r})" for n in sorted(names)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,90 @@
+"""Typed model of a derivatives.yaml: entries, dispatch sections, formula lines.
+
+Both directions of the importer meet here: :mod:`.importer` builds entries
+from the YAML and writes them as Python, :mod:`.reader` reads the Python back
+into the same entries, and :mod:`.emit` prints entries as YAML.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transpiler.schema import FunctionSchema, is_tensor_like
+
+NON_DIFFERENTIABLE = "non_differentiable"
+AUTO_JVP = ("auto_linear", "auto_element_wise")
+
+
+@dataclass(frozen=True)
+class FormulaLine:
+    """One ``key: formula`` line: ``self: grad * other``, ``self, other: f(...)``, ``result: ...``."""
+
+    key: str
+    formula: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names the key lists (torchgen splits on commas and strips)."""
+        return tuple(part.strip() for part in self.key.split(","))
+
+
+@dataclass(frozen=True)
+class Section:
+    """The formulas of one dispatch key (``dispatch`` is None when the entry has no ``dispatch:``)."""
+
+    dispatch: str | None
+    lines: tuple[FormulaLine, ...]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One ``- name: <schema>`` item of derivatives.yaml."""
+
+    name: str                                           # the schema text, as written
+    output_differentiability: tuple[bool | str, ...] | None
+    sections: tuple[Section, ...]
+
+    @property
+    def op_name(self) -> str:
+        return self.name.split("(", 1)[0].strip()
+
+
+def return_names(schema: FunctionSchema) -> tuple[str, ...]:
+    """How formulas call the outputs (torchgen's ``cpp.return_names``, ``self`` being ``result``)."""
+    names = []
+    arguments = {a.name for a in schema.arguments}
+    for i, ret in enumerate(schema.returns):
+        if schema.name.inplace:
+            names.append("result")
+        elif ret.name:
+            names.append(f"{ret.name}_return" if ret.name in arguments else ret.name)
+        else:
+            names.append("result" if len(schema.returns) == 1 else f"result{i}")
+    return tuple(names)
+
+
+def differentiable_outputs(schema: FunctionSchema, flags: tuple[bool | str, ...] | None) -> tuple[int, ...]:
+    """Indices of the outputs that get a gradient: tensor returns not marked False.
+
+    A shorter ``output_differentiability`` list leaves the remaining outputs
+    non-differentiable; a condition string (``["!dtype || ..."]``) counts as True.
+    """
+    if flags is None:
+        flags = (True,) * len(schema.returns)
+    return tuple(
+        i for i, ret in enumerate(schema.returns)
+        if i < len(flags) and flags[i] is not False and is_tensor_like(ret.type)
+    )
+
+
+def full_output_differentiability(schema: FunctionSchema,
+                                  flags: tuple[bool | str, ...] | None) -> tuple[bool, ...] | None:
+    """``output_differentiability`` as one bool per return (what ``@derivative`` takes)."""
+    if flags is None:
+        return None
+    return tuple(i < len(flags) and flags[i] is not False for i in range(len(schema.returns)))
+
+
+def is_backward_line(line: FormulaLine, schema: FunctionSchema) -> bool:
+    """A line about inputs (a gradient) rather than outputs (a forward-mode tangent)."""
+    arguments = {a.name for a in schema.arguments}
+    return line.names[0] in arguments

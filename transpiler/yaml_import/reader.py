@@ -1,0 +1,150 @@
+"""Imported formula files back to derivatives.yaml entries (static: nothing is imported).
+
+The file structure (decorators, nested ``backward``/``jvp``, assignments) is
+read with :mod:`ast`; each formula expression is re-parsed from its source
+text by the dialect parser (:func:`.pydialect.from_python`), which keeps the
+parentheses that :mod:`ast` drops, and printed as C++ with the layout from its
+``# cpp: {...}`` comment.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from transpiler.schema import ListType, parse_schema
+from transpiler.yaml_import import cpp, pydialect
+from transpiler.yaml_import.importer import GRAD_INPUT_MASK, NEEDS_INPUT_GRAD
+from transpiler.yaml_import.model import NON_DIFFERENTIABLE, Entry, FormulaLine, Section
+from transpiler.yaml_import.pyformula import LAYOUT_COMMENT
+
+FORMULA_FILES = "derivatives_*.py"
+
+
+class ReadError(ValueError):
+    """A formula file that is not in the shape ``import-yaml`` writes; ``line`` is 1-based."""
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}:1: {message}")
+        self.path, self.line = path, line
+
+
+@dataclass(frozen=True)
+class _Function:
+    """One ``@derivative`` function: its entry-level facts and its section."""
+
+    schema: str
+    flags: tuple[bool | str, ...] | None
+    section: Section
+
+
+def formula_files(directory: str | Path) -> list[Path]:
+    """The formula files of an imported directory, in entry order."""
+    return sorted(Path(directory).glob(FORMULA_FILES))
+
+
+def read_directory(directory: str | Path) -> list[Entry]:
+    """Every entry of an imported directory, in order."""
+    functions: list[_Function] = []
+    for path in formula_files(directory):
+        functions += read_functions(path.read_text(encoding="utf-8"), str(path))
+    return group_entries(functions)
+
+
+def group_entries(functions: list[_Function]) -> list[Entry]:
+    """Consecutive functions of one schema with dispatch keys form one entry."""
+    entries: list[Entry] = []
+    for function in functions:
+        last = entries[-1] if entries else None
+        if (last is not None and last.name == function.schema and function.section.dispatch is not None
+                and last.sections[-1].dispatch is not None):
+            entries[-1] = Entry(last.name, last.output_differentiability, last.sections + (function.section,))
+        else:
+            entries.append(Entry(function.schema, function.flags, (function.section,)))
+    return entries
+
+
+def read_functions(source: str, path: str) -> list[_Function]:
+    """The ``@derivative`` functions of one formula file, in order."""
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as error:
+        raise ReadError(path, error.lineno or 1, f"cannot parse: {error.msg}") from None
+    reader = _FileReader(path, source.encode("utf-8").splitlines())
+    return [reader.function(node) for node in tree.body
+            if isinstance(node, ast.FunctionDef) and reader.decorator(node, "derivative") is not None]
+
+
+class _FileReader:
+    def __init__(self, path: str, lines: list[bytes]) -> None:
+        self.path = path
+        self.lines = lines
+
+    def error(self, node: ast.AST, message: str) -> ReadError:
+        return ReadError(self.path, getattr(node, "lineno", 1), message)
+
+    def decorator(self, function: ast.FunctionDef, name: str) -> ast.Call | None:
+        for decorator in function.decorator_list:
+            if isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Name) and decorator.func.id == name:
+                return decorator
+        return None
+
+    def function(self, node: ast.FunctionDef) -> _Function:
+        derivative = self.decorator(node, "derivative")
+        if not derivative.args or not isinstance(derivative.args[0], ast.Constant):
+            raise self.error(node, "@derivative needs the schema string")
+        schema_text = derivative.args[0].value
+        schema = parse_schema(schema_text)
+        keywords = {k.arg: ast.literal_eval(k.value) for k in derivative.keywords}
+        details_call = self.decorator(node, "yaml_entry")
+        details = {k.arg: ast.literal_eval(k.value) for k in details_call.keywords} if details_call else {}
+        flags = details.get("output_differentiability", keywords.get("output_differentiability"))
+        closures = {s.name: s for s in node.body if isinstance(s, ast.FunctionDef)}
+        if "backward" not in closures:
+            raise self.error(node, f"`{node.name}` has no nested `def backward`")
+        gradient_lines = self.lines_of(closures["backward"], "grad_", "", {NEEDS_INPUT_GRAD: GRAD_INPUT_MASK})
+        lines = gradient_lines + [FormulaLine(key, NON_DIFFERENTIABLE) for key in details.get("non_differentiable", ())]
+        if "jvp" in details:
+            lines.append(FormulaLine("result", details["jvp"]))
+        elif "jvp" in closures:
+            diff_args = {n for line in gradient_lines for n in line.names}
+            primals = {pydialect.escape(a.name, plain=True): f"{a.name}_p" for a in schema.arguments
+                       if a.name in diff_args and not isinstance(a.type, ListType)}
+            lines += self.lines_of(closures["jvp"], "", "_t", primals)
+        flags = tuple(flags) if flags is not None else None
+        return _Function(schema_text, flags, Section(details.get("dispatch"), tuple(lines)))
+
+    def lines_of(self, closure: ast.FunctionDef, prefix: str, suffix: str, names: dict[str, str]
+                 ) -> list[FormulaLine]:
+        """The formula assignments of a closure (targets ``<prefix>name<suffix>``) as YAML lines."""
+        lines = []
+        for statement in closure.body:
+            if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+                continue
+            target = statement.targets[0]
+            targets = target.elts if isinstance(target, ast.Tuple) else [target]
+            idents = [t.id for t in targets if isinstance(t, ast.Name)]
+            if len(idents) != len(targets) or not all(
+                    i.startswith(prefix) and i.endswith(suffix) and len(i) > len(prefix + suffix) for i in idents):
+                continue     # a prelude statement such as ``grads = [...]``
+            key = ", ".join(i[len(prefix):len(i) - len(suffix)] for i in idents)
+            expression, comment = self.source_of(statement.value)
+            try:
+                tree = pydialect.from_python(expression, names)
+            except pydialect.DialectError as error:
+                raise self.error(statement, f"`{expression}`: {error}") from None
+            layout = json.loads(comment[len(LAYOUT_COMMENT):]) if comment.startswith(LAYOUT_COMMENT) else {}
+            lines.append(FormulaLine(key, cpp.render(cpp.print_tokens(tree), layout)))
+        return lines
+
+    def source_of(self, node: ast.expr) -> tuple[str, str]:
+        """The source text of an expression and the comment that ends its last line."""
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            text = self.lines[first][node.col_offset:node.end_col_offset]
+        else:
+            text = b"\n".join([self.lines[first][node.col_offset:], *self.lines[first + 1:last],
+                               self.lines[last][:node.end_col_offset]])
+        rest = self.lines[last][node.end_col_offset:].strip()
+        return text.decode("utf-8"), rest.decode("utf-8")

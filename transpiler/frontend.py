@@ -259,7 +259,8 @@ class _ModuleReader:
         last = body[-1] if body else function
         statement = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
         if not isinstance(statement, cst.Return):
-            raise MalformedFormula(last, "the formula must end with `return <outputs>, backward`")
+            raise MalformedFormula(last, "the formula does not end with `return <outputs>, backward`; "
+                                   "return the outputs and the closure last")
         value = statement.value
         if (
             not isinstance(value, cst.Tuple) or len(value.elements) != 2
@@ -267,7 +268,8 @@ class _ModuleReader:
             or value.elements[1].value.value != BACKWARD
             or isinstance(value.elements[0], cst.StarredElement)
         ):
-            raise MalformedFormula(statement, "the formula must end with `return <outputs>, backward`")
+            raise MalformedFormula(statement, "the formula does not end with `return <outputs>, backward`; "
+                                   "return the outputs and the closure last")
         return statement
 
     def outputs(self, final_return: cst.Return, schema: FunctionSchema) -> tuple[str | None, ...]:
@@ -294,8 +296,8 @@ class _ModuleReader:
         mask = None
         for kwonly in params.kwonly_params:
             if kwonly.name.value != NEEDS_INPUT_GRAD:
-                raise MalformedFormula(kwonly, f"backward's only keyword-only parameter may be "
-                                       f"`{NEEDS_INPUT_GRAD}`, not `{kwonly.name.value}`")
+                raise MalformedFormula(kwonly, f"backward has keyword-only parameter "
+                                       f"`{kwonly.name.value}`; the only one allowed is `{NEEDS_INPUT_GRAD}`")
             mask = kwonly.name.value
         grads = tuple(p.name.value for p in params.params)
         expected = differentiable_output_count(schema, output_diff)

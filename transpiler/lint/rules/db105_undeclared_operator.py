@@ -37,7 +37,7 @@ def operator_calls(function: cst.FunctionDef, env: Mapping[str, ValueKind],
         if isinstance(node, cst.Call) and (name := at_operator(node)) is not None:
             yield OperatorCall(node, name, f"at.{name}")
     for use in flow.operator_uses.values():
-        yield OperatorCall(use.node, use.operator, f"the Python operator for `{use.operator}`")
+        yield OperatorCall(use.node, use.operator, f"`{_operator_token(use.node)}` (aten `{use.operator}`)")
     nested_env = {**env, **flow.env}
     for node in walk_own_body(function):
         if isinstance(node, cst.FunctionDef):
@@ -52,6 +52,11 @@ def operator_calls(function: cst.FunctionDef, env: Mapping[str, ValueKind],
             for inner_node in walk(node.body):
                 if isinstance(inner_node, cst.Call) and (name := at_operator(inner_node)) is not None:
                     yield OperatorCall(inner_node, name, f"at.{name}")
+
+
+def _operator_token(node: cst.CSTNode) -> str:
+    """The operator as written: ``*`` for ``a * b``, ``-`` for ``-a``, ``+=`` for ``a += b``."""
+    return cst.Module([]).code_for_node(node.operator).strip()
 
 
 class HelperChecker:

@@ -11,11 +11,14 @@ import formulas
 from reference_engine import methods
 from reference_engine.dispatch import Dispatcher, dispatcher
 from reference_engine.dtypes import DType, bool_, float32, float64, int64
+from reference_engine.dot import to_dot
 from reference_engine.engine import backward, grad
 from reference_engine.factories import (
     Generator, arange, as_tensor, eye, from_numpy, full, linspace, manual_seed, ones, ones_like, rand,
     randn, tensor, zeros, zeros_like,
 )
+from reference_engine.function import Function, FunctionCtx, once_differentiable
+from reference_engine.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from reference_engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from reference_engine.kernels import register_kernel
 from reference_engine.tensor import Tensor, is_tensor
@@ -49,8 +52,9 @@ refresh()
 install()
 
 __all__ = [
-    "DType", "Generator", "Tensor", "arange", "as_tensor", "backend", "backward", "bool", "bool_",
-    "enable_grad", "eye", "float32", "float64", "from_numpy", "full", "grad", "int64", "install",
+    "DType", "Function", "FunctionCtx", "GradcheckError", "Generator", "Tensor", "arange", "as_tensor", "backend", "backward", "bool", "bool_",
+    "enable_grad", "eye", "float32", "float64", "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install",
     "is_grad_enabled", "is_tensor", "linspace", "manual_seed", "no_grad", "ones", "ones_like", "rand",
-    "randn", "refresh", "register_kernel", "set_grad_enabled", "tensor", "zeros", "zeros_like",
+    "once_differentiable", "randn", "refresh", "register_kernel", "set_grad_enabled", "tensor",
+    "to_dot", "zeros", "zeros_like",
 ]

@@ -163,7 +163,7 @@ def record_formula(overload: Overload, bound: list, outputs: Any, backward: Call
                 value = cell.cell_contents
             except ValueError:      # an empty cell: a name the backward reads that was never bound
                 continue
-            record = _save(value, name, inputs, output_nr)
+            record = save_captured(value, name, inputs, output_nr)
             if record is not None:
                 cell.cell_contents = record
                 node.saved.append((cell, record))
@@ -174,17 +174,19 @@ def record_formula(overload: Overload, bound: list, outputs: Any, backward: Call
     return tuple(outs) if type(outputs) is tuple else outs
 
 
-def _save(value: Any, name: str, inputs: set[int], output_nr: dict[int, int]) -> Any:
+def save_captured(value: Any, name: str, inputs: set[int], output_nr: dict[int, int]) -> Any:
+    """The record replacing a captured value that holds tensors (None when it holds none)."""
     if isinstance(value, Tensor):
-        return _save_tensor(value, name, inputs, output_nr)
+        return save_tensor(value, name, inputs, output_nr)
     if type(value) in (list, tuple) and any(isinstance(v, Tensor) for v in value):
         return SavedSequence(type(value), [
-            _save_tensor(v, f"{name}[{i}]", inputs, output_nr) if isinstance(v, Tensor) else v
+            save_tensor(v, f"{name}[{i}]", inputs, output_nr) if isinstance(v, Tensor) else v
             for i, v in enumerate(value)])
     return None
 
 
-def _save_tensor(value: Tensor, name: str, inputs: set[int], output_nr: dict[int, int]) -> SavedTensor:
+def save_tensor(value: Tensor, name: str, inputs: set[int], output_nr: dict[int, int]) -> SavedTensor:
+    """Classify a captured tensor: an output of this node, held as is (inputs), or an intermediate."""
     key = id(value)
     if key in output_nr:
         return SavedTensor("output", name, value, output_nr[key])

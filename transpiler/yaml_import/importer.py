@@ -13,6 +13,7 @@ other entries are still imported.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 import yaml
 
@@ -308,12 +309,12 @@ def import_yaml(text: str, path: str = "derivatives.yaml") -> ImportResult:
         all_externals |= externals
         imports = tuple(sorted(dialect, key=lambda n: (n not in DIALECT_IMPORTS, n))) + tuple(
             sorted(pydialect.escape(n, plain=True) for n in externals))
-        doc = (f"derivatives.yaml entries {start + 1} to {start + len(chunk)} of {path}, imported by "
+        doc = (f"Entries {start + 1} to {start + len(chunk)} of {Path(path).name}, imported by "
                "`transpile import-yaml` (@generated).")
         formulas = tuple(f for c in chunk for f in c[0])
         files[f"derivatives_{start // ENTRIES_PER_FILE:03d}.py"] = module_source(doc, imports, formulas)
     files["externals.py"] = externals_source(all_externals)
-    files["__init__.py"] = f'"""Formulas imported from {path} by `transpile import-yaml` (@generated)."""\n'
+    files["__init__.py"] = f'"""Formulas imported from {Path(path).name} by `transpile import-yaml` (@generated)."""\n'
     return ImportResult(files, len(translated), tuple(problems))
 
 

@@ -1,0 +1,44 @@
+"""``transpile import-yaml DERIVATIVES_YAML -o DIR``: translate a derivatives.yaml into formula files.
+
+Prints one line per entry that could not be translated (``path:line:col:
+entry `name`: why``) and a summary. Exit 0: every entry imported; 1: some
+entries were left out (the others are written); 2: usage error or unreadable input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from transpiler.yaml_import.files import replace_directory
+from transpiler.yaml_import.importer import import_yaml
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="transpile import-yaml", description=__doc__.splitlines()[0])
+    parser.add_argument("derivatives_yaml", help="a derivatives.yaml (torch ships torchgen/packaged/autograd/derivatives.yaml)")
+    parser.add_argument("-o", "--out", required=True, help="directory to write the formula files into (replaced)")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return 0 if exit_.code == 0 else 2
+    path = Path(args.derivatives_yaml)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        print(f"{path}:1:1: cannot read the file: {error.strerror}", file=sys.stderr)
+        return 2
+    try:
+        result = import_yaml(text, str(path))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        print(f"{path}:{line}:{col}: not valid YAML: {getattr(error, 'problem', error)}", file=sys.stderr)
+        return 2
+    for problem in result.problems:
+        print(problem.format())
+    replace_directory(Path(args.out), result.files)
+    print(result.summary())
+    return 1 if result.problems else 0

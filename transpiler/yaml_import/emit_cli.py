@@ -1,0 +1,41 @@
+"""``transpile emit-yaml DIR -o FILE``: write imported formulas back as a derivatives.yaml.
+
+Exit 0: written; 1: a formula file is not in the shape ``import-yaml`` writes
+(reported as ``path:line:col: message``, nothing written); 2: usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from transpiler.schema import SchemaError
+from transpiler.yaml_import.emit import emit_yaml
+from transpiler.yaml_import.files import write_file
+from transpiler.yaml_import.reader import ReadError, formula_files, read_directory
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="transpile emit-yaml", description=__doc__.splitlines()[0])
+    parser.add_argument("directory", help="a directory written by `transpile import-yaml`")
+    parser.add_argument("-o", "--out", required=True, help="the derivatives.yaml to write")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return 0 if exit_.code == 0 else 2
+    directory = Path(args.directory)
+    if not formula_files(directory):
+        print(f"{directory}:1:1: no formula files (derivatives_*.py); run `transpile import-yaml` first",
+              file=sys.stderr)
+        return 2
+    try:
+        entries = read_directory(directory)
+    except ReadError as error:
+        print(error, file=sys.stderr)
+        return 1
+    except SchemaError as error:
+        print(f"{directory}:1:1: a schema does not parse: {error}", file=sys.stderr)
+        return 1
+    write_file(Path(args.out), emit_yaml(entries, str(directory)))
+    print(f"wrote {len(entries)} entries to {args.out}")
+    return 0

@@ -55,15 +55,21 @@ def expand(self, size, *, implicit=False):
 def cat(tensors, dim=0):
     result = at.cat(tensors, dim)
     cat_dim = wrap_dim(dim, result.dim())
+    # size of each input along cat_dim; -1 marks a legacy 1-d empty input, which
+    # cat accepts next to tensors of any rank and skips
     sizes_along_dim = []
     for i in range(len(tensors)):
-        sizes_along_dim.append(tensors[i].size(cat_dim))
+        skipped = result.dim() != 1 and tensors[i].dim() == 1 and tensors[i].size(0) == 0
+        sizes_along_dim.append(-1 if skipped else tensors[i].size(cat_dim))
     def backward(grad):
         grads = []
         offset = 0
         for i in range(len(sizes_along_dim)):
-            grads.append(at.narrow(grad, cat_dim, offset, sizes_along_dim[i]))
-            offset = offset + sizes_along_dim[i]
+            if sizes_along_dim[i] < 0:
+                grads.append(at.new_zeros(grad, [0]))
+            else:
+                grads.append(at.narrow(grad, cat_dim, offset, sizes_along_dim[i]))
+                offset = offset + sizes_along_dim[i]
         return grads
     return result, backward
 

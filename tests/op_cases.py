@@ -299,14 +299,16 @@ def _shape_cases() -> list[OpCase]:
 
     rng = _rng("narrow")
     for shape, dim, start, length in (((5, 3), 0, 1, 3), ((5, 3), -1, 0, 2), ((5, 3), 1, 2, 1),
-                                      ((4,), 0, 2, 2), ((4, 2), 0, 1, 0), ((2, 0), 0, 0, 2)):
+                                      ((4,), 0, 2, 2), ((4, 2), 0, 1, 0), ((2, 0), 0, 0, 2),
+                                      ((5, 3), 0, -3, 2)):    # a negative start counts from the end
         out.append(OpCase("narrow", f"{_shape_id(shape)}_dim{dim}_start{start}_len{length}",
                           (_normal(rng, shape), dim, start, length)))
 
     rng = _rng("cat")
     for shapes, dim in ((((2, 3), (1, 3), (4, 3)), 0), (((2, 1), (2, 3)), -1), (((3,), (2,)), 0),
                         (((2, 0), (2, 3)), 1), (((2, 2),), 0), (((2, 1, 2), (2, 3, 2), (2, 2, 2)), 1),
-                        (((0, 2), (3, 2)), 0)):
+                        (((0, 2), (3, 2)), 0),
+                        (((0,), (2, 3), (2, 1)), 1)):        # a legacy 1-d empty input, skipped by cat
         out.append(OpCase("cat", f"{_shape_id(*shapes)}_dim{dim}", ([_normal(rng, s) for s in shapes], dim)))
     return out
 

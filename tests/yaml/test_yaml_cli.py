@@ -1,0 +1,110 @@
+"""Per-entry errors, the summary, and the two commands."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from transpiler.cli import main as transpile
+from transpiler.yaml_import.importer import import_yaml
+from transpiler.yaml_import.reader import read_directory
+
+SMALL_YAML = """\
+# a comment
+- name: sin(Tensor self) -> Tensor
+  self: grad * self.cos().conj()
+  result: auto_element_wise
+
+- name: mul.Tensor(Tensor self, Tensor other) -> Tensor
+  self: mul_tensor_backward(grad, other, self.scalar_type())
+  other: mul_tensor_backward(grad, self, other.scalar_type())
+  result: other_t * self_p + self_t * other_p
+
+- name: cos(Tensor self) -> Tensor
+  self: grad * -self.sin( +
+
+- name: max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+  self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)
+  values: gather_with_keepdimed_indices(self_t, dim, indices, keepdim)
+  output_differentiability: [True, False]
+
+- name: not_an_op(Tensor self -> Tensor
+  self: grad
+"""
+
+
+def test_untranslatable_entries_are_named_and_the_rest_imported():
+    result = import_yaml(SMALL_YAML, "small.yaml")
+    assert result.imported == 3
+    assert [(p.entry, p.line) for p in result.problems] == [
+        ("cos(Tensor self) -> Tensor", 11), ("not_an_op(Tensor self -> Tensor", 19)]
+    assert "cannot translate `grad * -self.sin( +`" in result.problems[0].format()
+    assert result.problems[0].format().startswith("small.yaml:11:1: entry `cos(Tensor self) -> Tensor`")
+    assert result.summary() == "imported 3 of 5 entries into 1 formula files; 2 could not be translated"
+
+
+def test_generated_formula_shape():
+    text = import_yaml(SMALL_YAML, "small.yaml").files["derivatives_000.py"]
+    assert '''@derivative("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", \
+output_differentiability=[True, False])
+def max_dim(self, dim, keepdim):
+    values, indices = at.max(self, dim, keepdim)
+    def backward(grad):
+        grad_self = value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)
+        return grad_self
+    def jvp(self_t):
+        values_t = gather_with_keepdimed_indices(self_t, dim, indices, keepdim)
+        return values_t
+    return (values, indices), backward
+''' in text
+    assert '''    def jvp(self_t, other_t):
+        result_t = other_t * self + self_t * other
+        return result_t''' in text
+    assert '@yaml_entry(jvp="auto_element_wise")' in text
+
+
+def test_commands_round_trip(tmp_path: Path, capsys):
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(SMALL_YAML)
+    out = tmp_path / "imported"
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert f"{source}:11:1: entry `cos(Tensor self) -> Tensor`" in printed
+    assert printed.rstrip().endswith("2 could not be translated")
+    assert sorted(p.name for p in out.iterdir()) == ["__init__.py", "derivatives_000.py", "externals.py"]
+
+    emitted = tmp_path / "emitted.yaml"
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    loaded = yaml.safe_load(emitted.read_text())
+    original = [e for e in yaml.safe_load(SMALL_YAML) if e["name"].startswith(("sin", "mul", "max"))]
+    assert loaded == original
+    assert [e.name for e in read_directory(out)] == [e["name"] for e in original]
+
+
+def test_import_replaces_the_directory_only_on_success(tmp_path: Path, capsys):
+    out = tmp_path / "imported"
+    out.mkdir()
+    (out / "stale.py").write_text("x = 1\n")
+    assert transpile(["import-yaml", str(tmp_path / "missing.yaml"), "-o", str(out)]) == 2
+    assert "missing.yaml:1:1: cannot read the file" in capsys.readouterr().err
+    assert (out / "stale.py").exists()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("- name: [unclosed\n")
+    assert transpile(["import-yaml", str(broken), "-o", str(out)]) == 2
+    assert "broken.yaml:2:1: not valid YAML" in capsys.readouterr().err
+    assert (out / "stale.py").exists()
+
+
+def test_emit_reports_a_damaged_formula_file(tmp_path: Path, capsys):
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(SMALL_YAML)
+    out = tmp_path / "imported"
+    transpile(["import-yaml", str(source), "-o", str(out)])
+    capsys.readouterr()
+    formulas = out / "derivatives_000.py"
+    formulas.write_text(formulas.read_text().replace("grad * self.cos().conj()", "grad * self.cos(.conj()"))
+    target = tmp_path / "emitted.yaml"
+    assert transpile(["emit-yaml", str(out), "-o", str(target)]) == 1
+    assert f"{formulas}:" in capsys.readouterr().err
+    assert not target.exists()
+    assert transpile(["emit-yaml", str(tmp_path / "nowhere"), "-o", str(target)]) == 2

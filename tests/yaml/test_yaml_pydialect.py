@@ -1,0 +1,52 @@
+"""The Python spelling of formula expressions."""
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from transpiler.yaml_import import cpp, pydialect
+
+
+@pytest.mark.parametrize("source, python", [
+    ("grad * self.sgn()", "grad * self.sgn()"),
+    ("at::sum_to(grad, self.sym_sizes())", "at.sum_to(grad, self.sym_sizes())"),
+    ("std::get<0>(linalg_lu_jvp(A_t, P))", "std.get[0](linalg_lu_jvp(A_t, P))"),
+    ("grad.defined() ? f(grad) : std::tuple<Tensor, Tensor>()", "f(grad) if grad.defined() else std.tuple[Tensor, Tensor]()"),
+    ("!train.has_value() || !train.value() ? 1 : 0.", "1 if not train.has_value() or not train.value() else 0."),
+    ("bias->sym_sizes()", "cpp.arrow(bias).sym_sizes()"),
+    ("dtype.has_value() ? *dtype : x", "cpp.deref(dtype) if dtype.has_value() else x"),
+    ("f(std::nullopt, ::std::nullopt)", "f(None, cpp.root.std.nullopt)"),
+    ("at::Reduction::None", "at.Reduction.None_"),
+    ("g({1, 1}, {}, true, false)", "g([1, 1], [], True, False)"),
+    ("fmap(s, [](c10::SymInt i){return -i;})", "fmap(s, cpp.lambda_(c10.SymInt)(lambda i: -i))"),
+    ("(self == 0.) & (other <= -1.)", "(self == 0.) & (other <= -1.)"),
+    ("normal(mean, std)", "normal(mean, std_)"),
+    ('self.div(other, "trunc")', 'self.div(other, "trunc")'),
+])
+def test_spelling_and_back(source, python):
+    tree = cpp.parse(source)
+    assert pydialect.to_python(tree) == python
+    ast.parse(python, mode="eval")                      # it is Python
+    assert pydialect.from_python(python) == tree
+
+
+def test_renames_apply_both_ways():
+    tree = cpp.parse("grad_input_mask[0] ? self_p : x")
+    names = {"grad_input_mask": "needs_input_grad", "self_p": "self"}
+    python = pydialect.to_python(tree, names)
+    assert python == "self if needs_input_grad[0] else x"
+    assert pydialect.from_python(python, {v: k for k, v in names.items()}) == tree
+
+
+def test_precedence_that_python_reads_differently_is_detected():
+    # C++ reads `a == b & c` as `(a == b) & c`; Python would read `a == (b & c)`.
+    tree = cpp.parse("a == b & c")
+    assert pydialect.from_python(pydialect.to_python(tree)) != tree
+    with pytest.raises(pydialect.DialectError, match="chain"):
+        pydialect.to_python(cpp.parse("a < b == c"))
+
+
+def test_unknown_namespace_is_refused():
+    with pytest.raises(pydialect.DialectError, match="namespace 'torch'"):
+        pydialect.to_python(cpp.parse("torch::foo(x)"))

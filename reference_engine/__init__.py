@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import formulas
 from reference_engine import methods
-from reference_engine.dispatch import Dispatcher, dispatcher
+from reference_engine.dispatch import Dispatcher, Overload, dispatcher
 from reference_engine.dtypes import DType, bool_, float32, float64, int64
 from reference_engine.dot import to_dot
 from reference_engine.engine import backward, grad
@@ -42,6 +42,11 @@ def refresh() -> None:
     methods.install_operator_methods()
 
 
+def op(name: str) -> Overload:
+    """The declared operator ``name.overload`` as a callable, bypassing overload resolution."""
+    return dispatcher.overload(name)
+
+
 def install() -> None:
     """Make this engine the default ``at`` backend (done on import)."""
     formulas.set_default_backend(backend)
@@ -54,7 +59,7 @@ install()
 __all__ = [
     "DType", "Function", "FunctionCtx", "GradcheckError", "Generator", "Tensor", "arange", "as_tensor", "backend", "backward", "bool", "bool_",
     "enable_grad", "eye", "float32", "float64", "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install",
-    "is_grad_enabled", "is_tensor", "linspace", "manual_seed", "no_grad", "ones", "ones_like", "rand",
+    "is_grad_enabled", "is_tensor", "linspace", "manual_seed", "no_grad", "ones", "op", "ones_like", "rand",
     "once_differentiable", "randn", "refresh", "register_kernel", "set_grad_enabled", "tensor",
     "to_dot", "zeros", "zeros_like",
 ]

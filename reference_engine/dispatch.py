@@ -120,6 +120,10 @@ class Overload:
             return [Tensor._wrap(np.asarray(o)) for o in out]
         return out
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call exactly this overload (``dispatcher.overload("sum.dim_IntList")(x, [0])``)."""
+        return self.run(self.signature.bind(args, kwargs))
+
     def __repr__(self) -> str:
         return f"<operator {self.schema}>"
 

@@ -43,16 +43,15 @@ def _numerical_jacobians(fn: Callable[..., Any], inputs: tuple, diff_inputs: lis
     """``[output][input]`` matrices of shape (output numel, input numel)."""
     jacobians = [[np.zeros((o._data.size, t._data.size)) for t in diff_inputs] for o in outputs]
     for j, t in enumerate(diff_inputs):
-        flat = t._data.reshape(-1)
-        if not np.shares_memory(flat, t._data):
-            raise GradcheckError(f"gradcheck: differentiable input {j} is not contiguous in memory")
-        for k in range(flat.size):
-            original = flat[k]
-            flat[k] = original + eps
+        data = t._data
+        for k in range(data.size):
+            where = np.unravel_index(k, data.shape)
+            original = data[where]
+            data[where] = original + eps
             plus = [o._data.copy() for o in _float_outputs(fn(*inputs))]
-            flat[k] = original - eps
+            data[where] = original - eps
             minus = [o._data.copy() for o in _float_outputs(fn(*inputs))]
-            flat[k] = original
+            data[where] = original
             for i, (p, m) in enumerate(zip(plus, minus)):
                 jacobians[i][j][:, k] = ((p - m) / (2 * eps)).reshape(-1)
     return jacobians

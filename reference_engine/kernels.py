@@ -462,8 +462,10 @@ def slice_(x, dim=0, start=None, end=None, step=1):
 def cat(tensors, dim=0):
     arrays = [_array(t) for t in tensors]
     ndim = max(a.ndim for a in arrays)
-    if ndim == 0:
+    if any(a.ndim == 0 for a in arrays):
         raise RuntimeError("zero-dimensional tensor cannot be concatenated")
+    if ndim > 1:     # torch's legacy rule: 1-d empty tensors are skipped next to higher ranks
+        arrays = [a for a in arrays if a.shape != (0,)] or arrays[:1]
     return np.concatenate(arrays, axis=_wrap_dim(dim, ndim))
 
 
@@ -507,6 +509,8 @@ def gather(x, dim, index, sparse_grad=False):
 @kernel("scatter_add")
 def scatter_add(x, dim, index, src):
     x, index, src = _array(x), _array(index), _array(src)
+    if x.ndim == 0:      # a 0-d tensor scatters like a 1-element vector
+        return scatter_add(x.reshape(1), dim, index.reshape(1), src.reshape(1)).reshape(())
     out = x.copy()
     axis = _wrap_dim(dim, x.ndim)
     if index.size:

@@ -1,0 +1,147 @@
+"""Proof tiers R1, R2 and RT (DESIGN section 7) for every formula of the library.
+
+Each ``OpCase`` of ``tests/op_cases.py`` whose operator has a formula is run
+on the reference engine through exactly the declared overload:
+
+* R1: ``gradcheck`` (float64 central differences) passes;
+* R2: ``gradgradcheck`` passes;
+* RT: first- and second-order gradients equal torch's built-in ones on the
+  same inputs, with the same random output and gradient weights.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+import torch
+
+import reference_engine as engine
+from formulas import FORMULAS
+from op_cases import ALL_CASES, OpCase, cases, torch_args, torch_op
+
+FORMULA_CASES = [case for case in ALL_CASES if case.op in FORMULAS]
+
+
+def _engine_value(value: Any, requires_grad: bool) -> Any:
+    if isinstance(value, np.ndarray):
+        return engine.Tensor(value.copy(), requires_grad=requires_grad and value.dtype == np.float64)
+    if isinstance(value, list) and value and all(isinstance(v, np.ndarray) for v in value):
+        return [_engine_value(v, requires_grad) for v in value]
+    return value
+
+
+def engine_call(case: OpCase) -> tuple[Callable[..., Any], list[engine.Tensor]]:
+    """``fn(*tensors)`` running the case's overload with ``tensors`` at the differentiated
+    positions (lists flattened), and those tensors (float64, requiring grad)."""
+    args = [_engine_value(a, i in case.differentiable) for i, a in enumerate(case.args)]
+    kwargs = dict(case.kwargs)
+    layout = []        # (position, list length or None)
+    inputs: list[engine.Tensor] = []
+    for i in case.differentiable:
+        if isinstance(args[i], list):
+            layout.append((i, len(args[i])))
+            inputs.extend(args[i])
+        else:
+            layout.append((i, None))
+            inputs.append(args[i])
+    overload = engine.op(case.op)
+
+    def fn(*tensors: engine.Tensor) -> Any:
+        call_args = list(args)
+        k = 0
+        for position, length in layout:
+            if length is None:
+                call_args[position] = tensors[k]
+                k += 1
+            else:
+                call_args[position] = list(tensors[k:k + length])
+                k += length
+        return overload(*call_args, **kwargs)
+
+    return fn, inputs
+
+
+def _float_outputs(out: Any) -> list:
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [o for o in outs if o.is_floating_point()]
+
+
+def test_every_formula_has_cases():
+    missing = sorted(op for op in FORMULAS if not cases(op))
+    assert FORMULAS, "the formula library is empty"
+    assert not missing, f"formulas without OpCases in tests/op_cases.py: {missing}"
+
+
+def test_every_case_runs_a_declared_formula():
+    assert len(FORMULA_CASES) >= len(FORMULAS)
+    assert {case.op for case in FORMULA_CASES} == set(FORMULAS)
+
+
+@pytest.mark.tier("R1")
+@pytest.mark.parametrize("case", FORMULA_CASES, ids=lambda c: c.name)
+def test_gradcheck(case: OpCase):
+    fn, inputs = engine_call(case)
+    assert engine.gradcheck(fn, inputs)
+
+
+@pytest.mark.tier("R2")
+@pytest.mark.parametrize("case", FORMULA_CASES, ids=lambda c: c.name)
+def test_gradgradcheck(case: OpCase):
+    fn, inputs = engine_call(case)
+    assert engine.gradgradcheck(fn, inputs)
+
+
+def _weights(shapes: list[tuple[int, ...]], seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape) for shape in shapes]
+
+
+def _torch_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tuple[list, list]:
+    args, kwargs = torch_args(case)
+    inputs = [t for i in case.differentiable
+              for t in (args[i] if isinstance(args[i], list) else [args[i]])]
+    outs = _float_outputs(torch_op(case.op)(*args, **kwargs))
+    loss = sum((o * torch.from_numpy(w)).sum() for o, w in zip(outs, out_weights))
+    first = torch.autograd.grad(loss, inputs, create_graph=True, allow_unused=True)
+    first = [torch.zeros_like(t) if g is None else g for g, t in zip(first, inputs)]
+    loss2 = sum((g * torch.from_numpy(v)).sum() for g, v in zip(first, grad_weights))
+    if isinstance(loss2, torch.Tensor) and loss2.requires_grad:
+        second = torch.autograd.grad(loss2, inputs, allow_unused=True)
+    else:
+        second = [None] * len(inputs)
+    second = [torch.zeros_like(t) if g is None else g for g, t in zip(second, inputs)]
+    return [g.detach().numpy() for g in first], [g.numpy() for g in second]
+
+
+def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tuple[list, list]:
+    fn, inputs = engine_call(case)
+    outs = _float_outputs(fn(*inputs))
+    loss = sum((o * engine.Tensor(w)).sum() for o, w in zip(outs, out_weights))
+    first = engine.grad(loss, inputs, create_graph=True, allow_unused=True)
+    first = [engine.zeros_like(t) if g is None else g for g, t in zip(first, inputs)]
+    loss2 = sum((g * engine.Tensor(v)).sum() for g, v in zip(first, grad_weights))
+    if isinstance(loss2, engine.Tensor) and loss2.requires_grad:
+        second = engine.grad(loss2, inputs, allow_unused=True)
+    else:
+        second = [None] * len(inputs)
+    second = [engine.zeros_like(t) if g is None else g for g, t in zip(second, inputs)]
+    return [g.detach().numpy() for g in first], [g.numpy() for g in second]
+
+
+@pytest.mark.tier("RT")
+@pytest.mark.parametrize("case", FORMULA_CASES, ids=lambda c: c.name)
+def test_gradients_equal_torch(case: OpCase):
+    fn, inputs = engine_call(case)
+    out_shapes = [o.shape for o in _float_outputs(fn(*inputs))]
+    out_weights = _weights(out_shapes, seed=1)
+    grad_weights = _weights([t.shape for t in inputs], seed=2)
+    expected_first, expected_second = _torch_gradients(case, out_weights, grad_weights)
+    got_first, got_second = _engine_gradients(case, out_weights, grad_weights)
+    assert len(got_first) == len(expected_first) == len(inputs)
+    for i, (got, expected) in enumerate(zip(got_first, expected_first)):
+        assert got.shape == expected.shape and got.dtype == expected.dtype, f"first-order gradient {i}"
+        np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-10, err_msg=f"first-order gradient {i}")
+    for i, (got, expected) in enumerate(zip(got_second, expected_second)):
+        assert got.shape == expected.shape, f"second-order gradient {i}"
+        np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-10, err_msg=f"second-order gradient {i}")

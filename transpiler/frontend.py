@@ -86,6 +86,8 @@ def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError) -> 
     """DB000 at the error; Python's own parser gives the most precise location and words."""
     try:
         ast.parse(source)
+    except ValueError:  # NUL bytes: Python refuses before parsing
+        line, col, message = error.raw_line, error.raw_column + 1, "the file contains a NUL byte"
     except SyntaxError as python_error:
         line, col = python_error.lineno or 1, python_error.offset or 1
         message = python_error.msg
@@ -389,10 +391,13 @@ def _decorator(function: cst.FunctionDef, name: str) -> cst.Decorator | None:
 
 
 def _string_value(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+    if not isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        return None
+    try:
         value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
+    except (SyntaxError, ValueError):  # e.g. a NUL byte inside the literal
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _bool_list(node: cst.BaseExpression) -> tuple[bool, ...] | None:

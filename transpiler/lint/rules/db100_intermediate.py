@@ -3,30 +3,53 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint.rules.recompute import describe_recomputation, plan_recomputation
 from transpiler.lint.rules.context import FormulaContext
-from transpiler.model import CaptureKind
+from transpiler.lint.rules.recompute import describe_recomputation, plan_recomputation
+from transpiler.model import Capture, CaptureKind
 
 CODE = "DB100"
+
+
+def aliased_input_or_output(context: FormulaContext, name: str) -> str | None:
+    """``x`` when the forward binds ``name = x`` once, ``x`` being an input or output."""
+    bindings = context.forward_bindings(name)
+    if len(bindings) != 1 or bindings[0].conditional or not isinstance(bindings[0].value, cst.Name):
+        return None
+    source = bindings[0].value.value
+    unrebound_input = source in context.formula.params and source not in context.forward.bindings
+    return source if unrebound_input or source in context.formula.outputs else None
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
     for capture in context.formula.captures:
         if capture.kind is not CaptureKind.ILLEGAL or capture.name in context.formula.params:
             continue
-        plan = plan_recomputation(context, capture.name)
-        if plan is not None:
-            advice = "recompute it in the backward from inputs and outputs (`--fix` does it)"
-            fix = describe_recomputation(context, plan)
-        else:
-            advice = ("it cannot be recomputed from inputs and outputs alone: return it as an output "
-                      "(add it to the schema's returns with output_differentiability False and to "
-                      "`return (...), backward`), or recompute it in the backward")
-            fix = None
-        yield context.diagnostic(
+        yield _finding(context, capture)
+
+
+def _finding(context: FormulaContext, capture: Capture) -> Diagnostic:
+    plan = plan_recomputation(context, capture.name)
+    fix = describe_recomputation(context, plan) if plan is not None else None
+    alias = aliased_input_or_output(context, capture.name)
+    if alias is not None:
+        return context.diagnostic(
             capture.first_use, CODE,
-            f"backward captures `{capture.name}`: {capture.reason}, so double backward through it "
-            f"is silently wrong; {advice}",
+            f"backward captures `{capture.name}`, a forward alias of `{alias}`; a backward may capture "
+            f"inputs and outputs only by their own names: use `{alias}` in the backward",
             fix,
         )
+    if plan is not None:
+        advice = "recompute it in the backward from inputs and outputs (`--fix` does it)"
+    else:
+        advice = ("it cannot be recomputed from inputs and outputs alone: return it as an output "
+                  "(add it to the schema's returns with output_differentiability False and to "
+                  "`return (...), backward`), or recompute it in the backward")
+    return context.diagnostic(
+        capture.first_use, CODE,
+        f"backward captures `{capture.name}`: {capture.reason}, so double backward through it "
+        f"is silently wrong; {advice}",
+        fix,
+    )

@@ -21,10 +21,12 @@ from __future__ import annotations
 import inspect
 import types
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pytest
 import torch
+import torchgen
 
 import formulas
 from formulas import DeclaredFormula, at, use_backend
@@ -70,12 +72,11 @@ class FormulaCall:
         chosen = self.differentiated if differentiated is None else differentiated
         return tuple(position in chosen for position in self.tensor_positions)
 
-    def flat_tensors(self, args: Sequence[Any] | None = None) -> list[torch.Tensor]:
+    def flat_tensors(self) -> list[torch.Tensor]:
         """Every tensor of the tensor arguments, lists flattened, schema order."""
-        args = self.args if args is None else args
         flat: list[torch.Tensor] = []
         for position in self.tensor_positions:
-            value = args[position]
+            value = self.args[position]
             flat += value if isinstance(value, list) else [value]
         return flat
 
@@ -157,10 +158,18 @@ def case_ids(case: OpCase) -> str:
 
 
 # ---------------------------------------------------------------------------
-# the catalogue covers the library
+# the library declares torch's operators and the catalogue covers it
 
 def test_every_formula_has_cases_and_every_case_a_formula():
     assert set(ops()) == set(LIBRARY)
+
+
+def test_every_declared_schema_is_torchs_own():
+    native_functions = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    torch_schemas = {line.removeprefix("- func:").strip()
+                     for line in native_functions.read_text().splitlines() if line.startswith("- func:")}
+    declared = [d.schema for d in LIBRARY.values()] + list(formulas.NONDIFFERENTIABLE.values())
+    assert [schema for schema in declared if schema not in torch_schemas] == []
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,112 @@
+"""Codegen of the imported derivatives.yaml corpus against torchgen (DESIGN section 8).
+
+The installed torch's derivatives.yaml is imported once into a temporary
+formula directory (not timed). Then, in this one run, best of ``--repeat``:
+
+* ``torchgen``: ``load_derivatives`` + ``gen_autograd_functions_lib`` on the
+  same derivatives.yaml, its module-level parse caches cleared before each
+  repetition (the cold run torchgen does in a build);
+* ``cold``: ``transpiler.yaml_import.codegen.generate`` from the formula
+  directory with an empty cache (the YAML is not read: import-free);
+* ``nothing changed``: the same with a warm content-hash cache;
+* ``one file changed``: one formula file edited (a comment appended) before
+  each repetition, the others served from the cache.
+
+Prints the seconds and the ratios ours / torchgen cold (aims: cold <= 0.5,
+nothing changed <= 0.05).
+
+Run: ``python benchmarks/codegen_corpus.py [--repeat N]``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torchgen
+import torchgen.gen
+from torchgen.packaged.autograd import load_derivatives as torchgen_load
+from torchgen.packaged.autograd.gen_autograd_functions import gen_autograd_functions_lib
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from transpiler.yaml_import.codegen import generate  # noqa: E402
+from transpiler.yaml_import.files import replace_directory  # noqa: E402
+from transpiler.yaml_import.importer import import_yaml  # noqa: E402
+from transpiler.yaml_import.reader import formula_files  # noqa: E402
+
+PACKAGED = Path(torchgen.__file__).parent / "packaged"
+DERIVATIVES = PACKAGED / "autograd" / "derivatives.yaml"
+NATIVE = PACKAGED / "ATen" / "native"
+TEMPLATES = PACKAGED / "autograd" / "templates"
+
+
+def _best(fn: Callable[[], object], repeat: int, before: Callable[[], object] = lambda: None) -> float:
+    times = []
+    for _ in range(repeat):
+        before()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _clear_torchgen_caches() -> None:
+    torchgen_load._GLOBAL_LOAD_DERIVATIVE_CACHE.clear()
+    torchgen.gen._GLOBAL_PARSE_NATIVE_YAML_CACHE.clear()
+    torchgen.gen._GLOBAL_PARSE_TAGS_YAML_CACHE.clear()
+    torchgen.gen.parse_tags_yaml.cache_clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="codegen_corpus."))
+    try:
+        formulas = work / "formulas"
+        result = import_yaml(DERIVATIVES.read_text(encoding="utf-8"), str(DERIVATIVES))
+        replace_directory(formulas, result.files)
+        print(f"corpus: {result.summary()}")
+
+        def torchgen_run() -> None:
+            infos, _ = torchgen_load.load_derivatives(
+                str(DERIVATIVES), str(NATIVE / "native_functions.yaml"), str(NATIVE / "tags.yaml"))
+            gen_autograd_functions_lib(str(work / "torchgen"), infos, str(TEMPLATES))
+
+        cache = work / "cache"
+        out = work / "ours"
+        torchgen_cold = _best(torchgen_run, args.repeat, _clear_torchgen_caches)
+        cold = _best(lambda: generate(formulas, out), args.repeat)
+        generate(formulas, out, cache)
+        unchanged = _best(lambda: generate(formulas, out, cache), args.repeat)
+
+        edited = formula_files(formulas)[len(formula_files(formulas)) // 2]
+        original = edited.read_text(encoding="utf-8")
+        edits = iter(range(args.repeat))
+
+        def edit() -> None:
+            # new content (so a new hash) every repetition; the file stays valid
+            edited.write_text(original + f"\n# edit {next(edits)}\n", encoding="utf-8")
+
+        one_changed = _best(lambda: generate(formulas, out, cache), args.repeat, edit)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"torchgen load_derivatives + gen_autograd_functions_lib (cold): {torchgen_cold:.3f} s")
+    for label, seconds, aim in (("cold", cold, 0.5), ("nothing changed", unchanged, 0.05),
+                                ("one file changed", one_changed, None)):
+        ratio = seconds / torchgen_cold
+        target = f" (aim <= {aim})" if aim is not None else ""
+        print(f"ours {label}: {seconds:.3f} s  ratio {ratio:.3f}x torchgen cold{target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -89,6 +89,27 @@ class FormulaCall:
             args[position] = [next(remaining) for _ in value] if isinstance(value, list) else next(remaining)
         return args
 
+    def differentiated_indices(self) -> list[int]:
+        """Indices into :meth:`flat_tensors` of the tensors the case differentiates."""
+        indices: list[int] = []
+        offset = 0
+        for position in self.tensor_positions:
+            value = self.args[position]
+            width = len(value) if isinstance(value, list) else 1
+            if position in self.differentiated:
+                indices += range(offset, offset + width)
+            offset += width
+        return indices
+
+    def differentiated_tensors(self) -> list[torch.Tensor]:
+        flat = self.flat_tensors()
+        return [flat[i] for i in self.differentiated_indices()]
+
+    def differentiated_gradients(self, per_argument: Sequence[Any]) -> list[torch.Tensor | None]:
+        """The gradients of :meth:`differentiated_tensors` among a backward's results."""
+        flat = self.flat_gradients(per_argument)
+        return [flat[i] for i in self.differentiated_indices()]
+
     def flat_gradients(self, per_argument: Sequence[Any]) -> list[torch.Tensor | None]:
         """Gradients per tensor argument (lists for Tensor[]) aligned with :meth:`flat_tensors`."""
         flat: list[torch.Tensor | None] = []
@@ -185,29 +206,16 @@ def test_forward_and_gradients_match_builtin(case: OpCase):
     for got, want in zip(outputs, expected):
         torch.testing.assert_close(got, want, **EXACT)
 
-    inputs = [call.flat_tensors()[i] for i in differentiated_flat(call)]
+    inputs = call.differentiated_tensors()
     grads = random_like(differentiable(call, expected), seed=0)
     want = torch.autograd.grad(differentiable(call, expected), inputs, grads, allow_unused=True)
     with torch.no_grad():
         per_argument = run_backward(call, backward, grads, call.needs_input_grad())
-    got = [call.flat_gradients(per_argument)[i] for i in differentiated_flat(call)]
+    got = call.differentiated_gradients(per_argument)
     assert_gradients_equal(got, want, inputs)
     for position, grad in zip(call.tensor_positions, per_argument):
         if position not in case.differentiable:
             assert grad is None, f"gradient for non-differentiable argument {position}"
-
-
-def differentiated_flat(call: FormulaCall) -> list[int]:
-    """Indices into :meth:`FormulaCall.flat_tensors` of the differentiated tensors."""
-    indices: list[int] = []
-    offset = 0
-    for position in call.tensor_positions:
-        value = call.args[position]
-        width = len(value) if isinstance(value, list) else 1
-        if position in call.differentiated:
-            indices += range(offset, offset + width)
-        offset += width
-    return indices
 
 
 MASKED_CASES = [case for case in ALL_CASES if len(case.differentiable) > 1
@@ -249,7 +257,7 @@ def projected_second_order(first: Sequence[torch.Tensor | None], wrt: Sequence[t
 @pytest.mark.parametrize("case", ALL_CASES, ids=case_ids)
 def test_second_order_matches_builtin(case: OpCase):
     call = formula_call(case)
-    inputs = [call.flat_tensors()[i] for i in differentiated_flat(call)]
+    inputs = call.differentiated_tensors()
     expected = as_tuple(torch_op(case.op)(*call.args, **call.kwargs))
     grads = random_like(differentiable(call, expected), seed=2, requires_grad=True)
     want_first = torch.autograd.grad(differentiable(call, expected), inputs, grads,
@@ -258,7 +266,7 @@ def test_second_order_matches_builtin(case: OpCase):
 
     outputs, backward = run_forward(call)      # grad mode on: outputs stay connected to the inputs
     per_argument = run_backward(call, backward, grads, call.needs_input_grad())
-    got_first = [call.flat_gradients(per_argument)[i] for i in differentiated_flat(call)]
+    got_first = call.differentiated_gradients(per_argument)
     got = projected_second_order(got_first, inputs + grads, seed=3)
     assert_gradients_equal(got, want, inputs + grads)
 

@@ -40,7 +40,7 @@ class Overload:
 
     __slots__ = ("name", "schema", "signature", "kernel", "formula", "node_name", "returns_kind",
                  "output_differentiability", "differentiable_positions", "is_view", "backward_info",
-                 "keyword_only")
+                 "keyword_only", "num_differentiable_outputs")
 
     def __init__(self, schema: FunctionSchema, kernel: Callable[..., Any] | None,
                  formula: DeclaredFormula | None) -> None:
@@ -54,6 +54,7 @@ class Overload:
         diff = formula.output_differentiability if formula is not None else None
         self.output_differentiability = diff or tuple(
             is_tensor_like(r.type) for r in schema.returns)
+        self.num_differentiable_outputs = sum(self.output_differentiability)
         self.differentiable_positions = tuple(
             i for i, a in enumerate(a for a in schema.arguments if not a.is_out) if a.is_tensor_like)
         self.is_view = self.name in VIEW_OPS or any(
@@ -64,23 +65,10 @@ class Overload:
 
     def run(self, bound: list) -> Any:
         """Run on bound arguments: through the formula when recording, else the kernel."""
-        requires_grad = False
-        for i in self.signature.tensor_positions:
-            value = bound[i]
-            if type(value) is Tensor:
-                if value._requires_grad:
-                    requires_grad = True
-            elif value is not None:
-                bound[i] = _as_tensor(value)
-                requires_grad = requires_grad or bound[i]._requires_grad
-        for i in self.signature.tensor_list_positions:
-            values = bound[i]
-            if values is not None:
-                values = bound[i] = [v if v is None or isinstance(v, Tensor) else _as_tensor(v) for v in values]
-                requires_grad = requires_grad or any(v is not None and v._requires_grad for v in values)
-        if self.signature.converted_positions:
-            self.signature.convert(bound)
-        if requires_grad and grad_mode.enabled and self.formula is not None:
+        signature = self.signature
+        if signature.converted_positions:
+            signature.convert(bound)
+        if self.formula is not None and grad_mode.enabled and self._wrap_inputs(bound):
             grad_mode.enabled = False
             try:
                 first, names = self.keyword_only
@@ -93,8 +81,27 @@ class Overload:
             return record_formula(self, bound, outputs, backward)
         return self.run_kernel(bound)
 
+    def _wrap_inputs(self, bound: list) -> bool:
+        """Make every tensor argument a Tensor (numbers become wrapped numbers); whether
+        one of them requires grad."""
+        requires_grad = False
+        for i in self.signature.tensor_positions:
+            value = bound[i]
+            if type(value) is Tensor:
+                if value._requires_grad:
+                    requires_grad = True
+            elif value is not None:
+                value = bound[i] = _as_tensor(value)
+                requires_grad = requires_grad or value._requires_grad
+        for i in self.signature.tensor_list_positions:
+            values = bound[i]
+            if values is not None:
+                values = bound[i] = [v if v is None or isinstance(v, Tensor) else _as_tensor(v) for v in values]
+                requires_grad = requires_grad or any(v is not None and v._requires_grad for v in values)
+        return requires_grad
+
     def run_kernel(self, bound: list) -> Any:
-        """Unwrap tensors, call the NumPy kernel, wrap its result."""
+        """Unwrap tensors (numbers stay Python scalars), call the NumPy kernel, wrap its result."""
         kernel = self.kernel
         if kernel is None:
             raise NotImplementedError(f"operator {self.name} is declared but the reference engine has "
@@ -102,11 +109,11 @@ class Overload:
         first = bound[0] if bound else None
         for i in self.signature.tensor_positions:
             value = bound[i]
-            if value is not None:
+            if isinstance(value, Tensor):
                 bound[i] = value._value
         for i in self.signature.tensor_list_positions:
             if bound[i] is not None:
-                bound[i] = [None if v is None else v._value for v in bound[i]]
+                bound[i] = [v._value if isinstance(v, Tensor) else v for v in bound[i]]
         out = kernel(*bound)
         kind = self.returns_kind
         if kind == "tensor":
@@ -143,13 +150,6 @@ def _returns_kind(schema: FunctionSchema) -> str:
     return "value"
 
 
-def _call_key(args: tuple, kwargs: dict) -> tuple:
-    key = tuple(map(type, args))
-    if kwargs:
-        key += tuple(kwargs) + tuple(map(type, kwargs.values()))
-    return key
-
-
 class OperatorPacket:
     """Every overload of one operator name, with a per-signature resolution cache."""
 
@@ -164,10 +164,14 @@ class OperatorPacket:
         return self.call(args, kwargs)
 
     def call(self, args: tuple, kwargs: dict) -> Any:
-        key = _call_key(args, kwargs)
+        key = tuple(map(type, args))
+        if kwargs:
+            key += tuple(kwargs) + tuple(map(type, kwargs.values()))
         overload = self.cache.get(key)
         if overload is None:
             overload = self.cache[key] = self.resolve(args, kwargs)
+        if not kwargs and len(args) == overload.signature.n_args:
+            return overload.run(list(args))
         return overload.run(overload.signature.bind(args, kwargs))
 
     def resolve(self, args: tuple, kwargs: dict) -> Overload:

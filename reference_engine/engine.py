@@ -165,8 +165,11 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                             captured[slot] = grad if captured[slot] is None else captured[slot] + grad
                 if node not in needed:
                     continue
-            if all(g is None for g in buffer):
-                continue
+            for grad in buffer:
+                if grad is not None:
+                    break
+            else:
+                continue        # no gradient arrived: the backward is not called
             input_grads = node.apply(buffer, create_graph)
             for edge, grad in zip(node.next_edges, input_grads):
                 if edge is None or grad is None:

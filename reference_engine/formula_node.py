@@ -34,14 +34,17 @@ class SavedSequence:
 class FormulaNode(Node):
     """``grad_fn`` of a formula's outputs."""
 
-    __slots__ = ("overload", "backward_fn", "saved", "needs_input_grad", "list_lengths")
+    __slots__ = ("overload", "backward_fn", "takes_mask", "saved", "needs_input_grad", "list_lengths")
 
     def __init__(self, overload: Overload, backward_fn: Callable[..., Any], next_edges: list,
                  input_meta: list, num_outputs: int, needs_input_grad: tuple[bool, ...],
-                 list_lengths: tuple[int | None, ...] | None) -> None:
-        super().__init__(next_edges, input_meta, num_outputs)
+                 list_lengths: tuple[int | None, ...] | None, takes_mask: bool) -> None:
+        self.next_edges = next_edges
+        self.input_meta = input_meta
+        self.num_outputs = num_outputs
         self.overload = overload
         self.backward_fn = backward_fn
+        self.takes_mask = takes_mask
         self.saved: list = []
         self.needs_input_grad = needs_input_grad
         self.list_lengths = list_lengths
@@ -57,7 +60,7 @@ class FormulaNode(Node):
         for cell, record in saved:
             cell.cell_contents = record.unpack(self, create_graph)
         try:
-            if self.overload.backward_info[fn.__code__][1]:
+            if self.takes_mask:
                 result = fn(*grads, needs_input_grad=self.needs_input_grad)
             else:
                 result = fn(*grads)
@@ -97,6 +100,7 @@ class FormulaNode(Node):
 
 
 def _backward_info(overload: Overload, backward: Callable[..., Any]) -> tuple[tuple[str, ...], bool]:
+    """The closure's cell names and whether it takes ``needs_input_grad`` (cached per code object)."""
     code = backward.__code__
     info = overload.backward_info.get(code)
     if info is None:
@@ -105,73 +109,84 @@ def _backward_info(overload: Overload, backward: Callable[..., Any]) -> tuple[tu
     return info
 
 
-def record_formula(overload: Overload, bound: list, outputs: Any, backward: Callable[..., Any]) -> Any:
-    """Attach a node for ``backward`` to the formula's ``outputs``; return them."""
+def _collect_inputs(overload: Overload, bound: list) -> tuple[list, list, list, tuple | None, set[int]]:
+    """Edges, (shape, dtype) metadata, the needs_input_grad mask, Tensor[] lengths and input ids."""
     edges: list = []
     meta: list = []
     needs: list[bool] = []
-    list_lengths: list[int | None] | None = None
-    inputs: set[int] = set()
+    held: set[int] = set()
+    lengths: list[int | None] | None = [] if overload.signature.tensor_list_positions else None
     for position in overload.differentiable_positions:
         value = bound[position]
         if type(value) is list:
-            list_lengths = list_lengths or [None] * len(needs)
-            list_lengths.append(len(value))
-            needs.append(any(t is not None and t._requires_grad for t in value))
             group = value
+            lengths.append(len(value))
+            needs.append(any(t is not None and t._requires_grad for t in value))
         else:
-            if list_lengths is not None:
-                list_lengths.append(None)
-            needs.append(value is not None and value._requires_grad)
             group = (value,)
+            if lengths is not None:
+                lengths.append(None)
+            needs.append(value is not None and value._requires_grad)
         for t in group:
-            if t is None or not t._requires_grad:
-                edges.append(None)
-                meta.append(None)
-            else:
-                fn = t._grad_fn
-                edges.append((t, 0) if fn is None else (fn, t._output_nr))
-                meta.append((t._data.shape, t._data.dtype))
             if t is not None:
-                inputs.add(id(t))
+                held.add(id(t))
+                if t._requires_grad:
+                    fn = t._grad_fn
+                    edges.append((t, 0) if fn is None else (fn, t._output_nr))
+                    meta.append((t._data.shape, t._data.dtype))
+                    continue
+            edges.append(None)
+            meta.append(None)
+    return edges, meta, needs, None if lengths is None else tuple(lengths), held
 
-    single = overload.returns_kind == "tensor"
-    outs = [outputs] if single else list(outputs)
+
+def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: dict[int, int]) -> Tensor:
+    if out._requires_grad or id(out) in held:
+        out = out.detach()      # an input returned as is: a new tensor object
+    if out._data.dtype.kind == "f":
+        out._grad_fn = node
+        out._output_nr = nr
+        out._requires_grad = True
+        output_nr[id(out)] = nr
+    return out
+
+
+def record_formula(overload: Overload, bound: list, outputs: Any, backward: Callable[..., Any]) -> Any:
+    """Attach a node for ``backward`` to the formula's ``outputs``; return them."""
+    edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
+    names, takes_mask = _backward_info(overload, backward)
     differentiability = overload.output_differentiability
-    node = FormulaNode(overload, backward, edges, meta, sum(differentiability),
-                       tuple(needs), None if list_lengths is None else tuple(list_lengths))
-    output_nr = {}
-    nr = 0
-    for i, out in enumerate(outs):
-        if i < len(differentiability) and not differentiability[i]:
-            inputs.add(id(out))      # held as is, like an input: it has no grad_fn, so no cycle
-            continue
-        if out._requires_grad or id(out) in inputs:
-            out = outs[i] = out.detach()      # an input returned as is: a new tensor object
-        if out._data.dtype.kind == "f":
-            out._grad_fn = node
-            out._output_nr = nr
-            out._requires_grad = True
-            output_nr[id(out)] = nr
-        nr += 1
+    node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, tuple(needs),
+                       lengths, takes_mask)
+    output_nr: dict[int, int] = {}
+    if overload.returns_kind == "tensor":
+        result = _attach(outputs, node, 0, held, output_nr)
+    else:
+        outs = list(outputs)
+        nr = 0
+        for i, out in enumerate(outs):
+            if i < len(differentiability) and not differentiability[i]:
+                held.add(id(out))      # held as is, like an input: it has no grad_fn, so no cycle
+                continue
+            outs[i] = _attach(out, node, nr, held, output_nr)
+            nr += 1
+        result = tuple(outs) if type(outputs) is tuple else outs
 
     cells = backward.__closure__
     if cells:
-        names, _ = _backward_info(overload, backward)
+        saved = node.saved
         for name, cell in zip(names, cells):
             try:
                 value = cell.cell_contents
             except ValueError:      # an empty cell: a name the backward reads that was never bound
                 continue
-            record = save_captured(value, name, inputs, output_nr)
-            if record is not None:
+            kind = type(value)
+            if kind is Tensor or ((kind is list or kind is tuple) and value and
+                                  any(type(v) is Tensor for v in value)) or isinstance(value, Tensor):
+                record = save_captured(value, name, held, output_nr)
                 cell.cell_contents = record
-                node.saved.append((cell, record))
-    else:
-        _backward_info(overload, backward)
-    if single:
-        return outs[0]
-    return tuple(outs) if type(outputs) is tuple else outs
+                saved.append((cell, record))
+    return result
 
 
 def save_captured(value: Any, name: str, inputs: set[int], output_nr: dict[int, int]) -> Any:

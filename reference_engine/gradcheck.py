@@ -112,7 +112,7 @@ def gradgradcheck(fn: Callable[..., Any], inputs: Any, grad_outputs: Sequence[Te
                   raise_exception: bool = True) -> bool:
     """Check second derivatives: ``gradcheck`` of the map (inputs, grad_outputs) -> input gradients."""
     inputs = _as_tuple(inputs)
-    diff_inputs = _differentiable_inputs(inputs)
+    _differentiable_inputs(inputs)     # validates: float64, at least one requires grad
     outputs = [o for o in _float_outputs(fn(*inputs)) if o.requires_grad]
     if grad_outputs is None:
         rng = np.random.default_rng(seed)

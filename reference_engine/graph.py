@@ -14,12 +14,9 @@ tensor remembers its version so that an in-place change is reported.
 """
 from __future__ import annotations
 
-import itertools
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from reference_engine.tensor import Tensor, VersionCounter
-
-_sequence = itertools.count()
 
 RELEASED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -32,7 +29,7 @@ RELEASED_MESSAGE = (
 class Node:
     """A recorded operation: maps gradients of its outputs to gradients of its inputs."""
 
-    __slots__ = ("next_edges", "input_meta", "num_outputs", "sequence_nr", "__weakref__")
+    __slots__ = ("next_edges", "input_meta", "num_outputs", "__weakref__")
 
     #: Always executed by ``grad(...)`` even when it leads to no requested input
     #: (the guard nodes must raise rather than be pruned away).
@@ -42,7 +39,6 @@ class Node:
         self.next_edges = next_edges
         self.input_meta = input_meta
         self.num_outputs = num_outputs
-        self.sequence_nr = next(_sequence)
 
     def name(self) -> str:
         return type(self).__name__
@@ -160,28 +156,3 @@ def check_gradients(node: Node, grads: Sequence[Any]) -> None:
             raise RuntimeError(
                 f"Function {node.name()} returned an invalid gradient at index {index} - expected "
                 f"dtype {dtype} but got {grad._data.dtype}")
-
-
-def edge_to(tensor: Tensor | None) -> tuple | None:
-    """The edge a node keeps to one of its inputs (None when no gradient flows there)."""
-    if tensor is None or not tensor._requires_grad:
-        return None
-    fn = tensor._grad_fn
-    return (tensor, 0) if fn is None else (fn, tensor._output_nr)
-
-
-def collect_next_edges(inputs: Sequence[Tensor | None]) -> tuple[list, list]:
-    """Edges and (shape, dtype) metadata, one per input."""
-    edges, meta = [], []
-    for t in inputs:
-        if t is None or not t._requires_grad:
-            edges.append(None)
-            meta.append(None)
-        else:
-            fn = t._grad_fn
-            edges.append((t, 0) if fn is None else (fn, t._output_nr))
-            meta.append((t._data.shape, t._data.dtype))
-    return edges, meta
-
-
-CallableBackward = Callable[..., Any]

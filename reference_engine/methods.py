@@ -23,7 +23,7 @@ from reference_engine.tensor import Tensor
 
 def _op(name: str) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
-        return dispatcher.call(name, args, kwargs)
+        return (dispatcher.packets.get(name) or dispatcher.packet(name)).call(args, kwargs)
 
     call.__name__ = name
     return call
@@ -275,7 +275,7 @@ def install_operator_methods() -> None:
 
 def _method(name: str) -> Callable[..., Any]:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-        return dispatcher.call(name, (self, *args), kwargs)
+        return (dispatcher.packets.get(name) or dispatcher.packet(name)).call((self, *args), kwargs)
 
     method.__name__ = name
     method.__qualname__ = f"Tensor.{name}"

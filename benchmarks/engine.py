@@ -1,0 +1,155 @@
+"""Reference engine against HIPS ``autograd`` and torch eager (DESIGN section 8).
+
+Three workloads, each the same computation in all three systems, timed in
+one run (best of ``--repeat``), printed with the ratios engine / peer:
+
+* ``chain``: forward + backward of a 1,200-op elementwise chain on 16-element
+  float64 arrays (per-op Python overhead);
+* ``mlp``: one training step of a 2-layer MLP (64x32 batch, 64 hidden, 10
+  classes, log-softmax cross entropy, SGD update);
+* ``large``: forward + backward of a 24-op elementwise chain on 1M elements.
+
+Run: ``python benchmarks/engine.py [--repeat N]``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Callable
+
+import autograd
+import autograd.numpy as anp
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import reference_engine as engine  # noqa: E402
+
+CHAIN_OPS = 1200
+LARGE_OPS = 24
+
+
+def _best(fn: Callable[[], object], repeat: int) -> float:
+    fn()   # warm-up: caches, allocator
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+# ----------------------------------------------------------------------------- the chain
+def _chain(x, c, ops: int, sin, tanh):
+    """``ops`` operations cycling through sin, multiply, tanh, add."""
+    for i in range(ops // 4):
+        x = sin(x)
+        x = x * c
+        x = tanh(x)
+        x = x + c
+    return x
+
+
+def chain_workloads(size: int, ops: int) -> dict[str, Callable[[], object]]:
+    rng = np.random.default_rng(0)
+    x0, c0 = rng.standard_normal(size), rng.uniform(0.5, 1.0, size)
+
+    def run_engine():
+        x = engine.tensor(x0, requires_grad=True)
+        c = engine.tensor(c0)
+        _chain(x, c, ops, engine.Tensor.sin, engine.Tensor.tanh).sum().backward()
+        return x.grad
+
+    def run_hips():
+        return autograd.grad(lambda x: anp.sum(_chain(x, c0, ops, anp.sin, anp.tanh)))(x0)
+
+    def run_torch():
+        x = torch.tensor(x0, requires_grad=True)
+        c = torch.tensor(c0)
+        _chain(x, c, ops, torch.sin, torch.tanh).sum().backward()
+        return x.grad
+
+    return {"engine": run_engine, "autograd": run_hips, "torch": run_torch}
+
+
+# ----------------------------------------------------------------------------- the MLP step
+def mlp_workloads() -> dict[str, Callable[[], object]]:
+    rng = np.random.default_rng(1)
+    batch, features, hidden, classes, lr = 64, 32, 64, 10, 0.1
+    data = rng.standard_normal((batch, features))
+    onehot = np.eye(classes)[rng.integers(0, classes, batch)]
+    init = [rng.standard_normal((features, hidden)) * 0.1, np.zeros(hidden),
+            rng.standard_normal((hidden, classes)) * 0.1, np.zeros(classes)]
+
+    def loss_of(w1, b1, w2, b2, x, y, relu, exp, log, rowsum):
+        z = relu(x @ w1 + b1) @ w2 + b2
+        log_probs = z - log(rowsum(exp(z)))
+        return -(log_probs * y).sum() / batch
+
+    engine_params = [engine.tensor(p.copy(), requires_grad=True) for p in init]
+    x_e, y_e = engine.tensor(data), engine.tensor(onehot)
+
+    def run_engine():
+        loss = loss_of(*engine_params, x_e, y_e, engine.Tensor.relu, engine.Tensor.exp, engine.Tensor.log,
+                       lambda t: t.sum([1], True))
+        loss.backward()
+        with engine.no_grad():
+            for p in engine_params:
+                p -= p.grad * lr
+                p.grad = None
+        return loss
+
+    hips_params = [p.copy() for p in init]
+
+    def hips_loss(params):
+        return loss_of(*params, data, onehot, lambda t: anp.maximum(t, 0), anp.exp, anp.log,
+                       lambda t: anp.sum(t, axis=1, keepdims=True))
+
+    hips_grad = autograd.grad(hips_loss)
+
+    def run_hips():
+        grads = hips_grad(hips_params)
+        for i, g in enumerate(grads):
+            hips_params[i] = hips_params[i] - lr * g
+        return grads
+
+    torch_params = [torch.tensor(p.copy(), requires_grad=True) for p in init]
+    x_t, y_t = torch.tensor(data), torch.tensor(onehot)
+
+    def run_torch():
+        loss = loss_of(*torch_params, x_t, y_t, torch.relu, torch.exp, torch.log,
+                       lambda t: t.sum(1, keepdim=True))
+        loss.backward()
+        with torch.no_grad():
+            for p in torch_params:
+                p -= p.grad * lr
+                p.grad = None
+        return loss
+
+    return {"engine": run_engine, "autograd": run_hips, "torch": run_torch}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    workloads = {
+        f"chain ({CHAIN_OPS} ops, 16 elements)": chain_workloads(16, CHAIN_OPS),
+        "mlp training step (64x32 -> 64 -> 10)": mlp_workloads(),
+        f"large ({LARGE_OPS} ops, 1M elements)": chain_workloads(1_000_000, LARGE_OPS),
+    }
+    print(f"{'workload':40} {'engine':>10} {'autograd':>10} {'torch':>10} {'vs autograd':>12} {'vs torch':>9}")
+    for name, runs in workloads.items():
+        times = {system: _best(run, args.repeat) for system, run in runs.items()}
+        print(f"{name:40} {times['engine'] * 1e3:8.2f}ms {times['autograd'] * 1e3:8.2f}ms "
+              f"{times['torch'] * 1e3:8.2f}ms {times['engine'] / times['autograd']:11.2f}x "
+              f"{times['engine'] / times['torch']:8.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -15,6 +15,7 @@ Python operators act on tensors.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping
@@ -29,6 +30,34 @@ class ValueKind(enum.IntEnum):
     METADATA = 1   # sizes, dims, numel, dtype, device, options and arithmetic over them
     VALUE = 2      # read from a tensor's contents: .item(), .tolist(), float(t)...
     TENSOR = 3     # a tensor, or a container/closure holding one
+
+
+_LAYOUT_FIELDS = frozenset({
+    "lpar", "rpar", "comma", "colon", "dot", "equal", "lbrace", "lbracket", "rbrace", "rbracket",
+    "semicolon", "header", "footer", "leading_lines", "lines_after_decorators", "trailing_whitespace",
+    "first_colon", "second_colon", "asynchronous", "newline", "empty_lines", "separator", "posonly_ind",
+    "trailing_comma", "comment", "leading_whitespace",
+})
+_child_fields: dict[type, tuple[str, ...]] = {}
+
+
+def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The child nodes that carry meaning (no whitespace, brackets or commas).
+
+    Much cheaper than libcst's ``syntax_children(node)``, which runs a visitor per call.
+    """
+    names = _child_fields.get(type(node))
+    if names is None:
+        names = _child_fields[type(node)] = tuple(
+            f.name for f in dataclasses.fields(node)
+            if f.name not in _LAYOUT_FIELDS and not f.name.startswith("whitespace")
+        )
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from (item for item in value if isinstance(item, cst.CSTNode))
 
 
 def join(*kinds: ValueKind) -> ValueKind:
@@ -383,7 +412,7 @@ class _Interpreter:
             return self.expr(node.value)
         if isinstance(node, (cst.Await, cst.Yield)):
             return ValueKind.SCALAR
-        return join(*(self.expr(child) for child in node.children
+        return join(*(self.expr(child) for child in syntax_children(node)
                       if isinstance(child, cst.BaseExpression)))
 
     def _slice_kind(self, node: cst.BaseSlice) -> ValueKind:
@@ -451,7 +480,7 @@ def _walk_names(node: cst.CSTNode) -> Iterator[cst.Name]:
         current = stack.pop()
         if isinstance(current, cst.Name):
             yield current
-        stack.extend(current.children)
+        stack.extend(syntax_children(current))
 
 
 def _names_in_target(node: cst.CSTNode) -> Iterator[cst.Name]:
@@ -503,3 +532,182 @@ def analyze_body(
     interpreter = _Interpreter(dict(env), helper_call_kinds(helper_returns or {}), skip)
     interpreter.run_body(statements)
     return interpreter.result
+
+
+# ---- scopes: which names a closure reads from its enclosing function ----------------
+
+_FUNCTION_LIKE = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def bound_names(function: cst.FunctionDef | cst.Lambda) -> set[str]:
+    """Names local to ``function`` (Python's rules): its parameters and every name its
+    own body binds, minus those it declares ``global``/``nonlocal``."""
+    params = function.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    if isinstance(function, cst.Lambda):
+        return names
+    declared: set[str] = set()
+    for node in _own_scope_nodes(function.body):
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            declared.update(item.name.value for item in node.names)
+        names.update(name.value for name in _stores(node))
+    return names - declared
+
+
+def closure_reads(closure: cst.FunctionDef, enclosing: set[str]) -> Iterator[cst.Name]:
+    """Every read, inside ``closure`` and the functions nested in it, of a name of the
+    enclosing function (``enclosing``: its locals), in source order."""
+    yield from _reads(closure.body, [bound_names(closure)], enclosing, nonlocal_names(closure))
+
+
+def nonlocal_names(function: cst.FunctionDef) -> set[str]:
+    return {item.name.value for node in _own_scope_nodes(function.body) if isinstance(node, cst.Nonlocal)
+            for item in node.names}
+
+
+def _reads(node: cst.CSTNode, scopes: list[set[str]], enclosing: set[str], nonlocals: set[str]) -> Iterator[cst.Name]:
+    if isinstance(node, cst.Name):
+        if node.value in enclosing and (node.value in nonlocals or not any(node.value in s for s in scopes)):
+            yield node
+        return
+    if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        for default in _defaults_and_decorators(node):
+            yield from _reads(default, scopes, enclosing, nonlocals)
+        inner_scopes = [*scopes, bound_names(node)]
+        inner_nonlocals = nonlocals | (nonlocal_names(node) if isinstance(node, cst.FunctionDef) else set())
+        yield from _reads(node.body, inner_scopes, enclosing, inner_nonlocals)
+        return
+    if isinstance(node, _COMPREHENSIONS):
+        yield from _comprehension_reads(node, scopes, enclosing, nonlocals)
+        return
+    for child in _loaded_children(node):
+        yield from _reads(child, scopes, enclosing, nonlocals)
+
+
+def _comprehension_reads(node, scopes: list[set[str]], enclosing: set[str], nonlocals: set[str]) -> Iterator[cst.Name]:
+    targets: set[str] = set()
+    clause = node.for_in
+    first = True
+    parts: list[cst.CSTNode] = []
+    while clause is not None:
+        # The first iterable is evaluated outside the comprehension's scope.
+        if first:
+            yield from _reads(clause.iter, scopes, enclosing, nonlocals)
+            first = False
+        else:
+            parts.append(clause.iter)
+        targets.update(n.value for n in _stores(clause.target))
+        parts.extend(condition.test for condition in clause.ifs)
+        clause = clause.inner_for_in
+    parts.extend([node.key, node.value] if isinstance(node, cst.DictComp) else [node.elt])
+    inner = [*scopes, targets]
+    for part in parts:
+        yield from _reads(part, inner, enclosing, nonlocals)
+
+
+def _defaults_and_decorators(node: cst.FunctionDef | cst.Lambda) -> Iterator[cst.CSTNode]:
+    params = node.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.default is not None:
+            yield param.default
+    if isinstance(node, cst.FunctionDef):
+        yield from (d.decorator for d in node.decorators)
+
+
+def _loaded_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Children of ``node`` that may read names (not attribute names, keywords or pure stores)."""
+    if isinstance(node, cst.Attribute):
+        yield node.value
+    elif isinstance(node, cst.Arg):
+        yield node.value
+    elif isinstance(node, (cst.Global, cst.Nonlocal, cst.Import)):
+        return
+    elif isinstance(node, cst.ImportFrom):
+        return
+    elif isinstance(node, cst.AssignTarget):
+        yield from _target_loads(node.target)
+    elif isinstance(node, cst.AugAssign):
+        yield from _target_loads(node.target)
+        yield node.value
+    elif isinstance(node, (cst.AnnAssign, cst.For, cst.CompFor)):
+        for child in syntax_children(node):
+            if child is node.target:
+                yield from _target_loads(child)
+            else:
+                yield child
+    elif isinstance(node, (cst.AsName, cst.NamedExpr)):
+        if isinstance(node, cst.NamedExpr):
+            yield node.value
+    elif isinstance(node, cst.ClassDef):
+        yield from (d.decorator for d in node.decorators)
+        yield from (a.value for a in (*node.bases, *node.keywords))
+    else:
+        yield from syntax_children(node)
+
+
+def _target_loads(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """What a store target reads: the container and index of ``x[i] = v``, the object of ``x.a = v``."""
+    if isinstance(target, (cst.Subscript, cst.Attribute)):
+        yield target
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_loads(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_loads(target.value)
+
+
+def _stores(node: cst.CSTNode) -> Iterator[cst.Name]:
+    """Names a single node binds (not looking inside nested scopes)."""
+    if isinstance(node, cst.AssignTarget):
+        yield from _names_in_target(node.target)
+    elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+        yield from _names_in_target(node.target)
+    elif isinstance(node, cst.NamedExpr):
+        yield from _names_in_target(node.target)
+    elif isinstance(node, cst.AsName):
+        yield from _names_in_target(node.name)
+    elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        yield node.name
+    elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+        yield from _names_in_target(node.name.name)
+    elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+        for alias in node.names:
+            if alias.asname is None:
+                root = alias.name
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if isinstance(root, cst.Name):
+                    yield root
+    elif isinstance(node, cst.Del):
+        yield from _names_in_target(node.target)
+
+
+def _own_scope_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes in ``node`` that belong to the same scope: nested functions, classes, lambdas
+    and comprehension bodies are not entered (their names are their own), but a
+    nested def's own name and a comprehension's first iterable are."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, _FUNCTION_LIKE):
+            continue
+        if isinstance(current, _COMPREHENSIONS):
+            stack.extend(_walrus_targets(current))
+            continue
+        stack.extend(syntax_children(current))
+
+
+def _walrus_targets(comprehension: cst.CSTNode) -> Iterator[cst.NamedExpr]:
+    """``(y := ...)`` inside a comprehension binds ``y`` in the enclosing function."""
+    stack = [comprehension]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.NamedExpr):
+            yield current
+        elif not isinstance(current, _FUNCTION_LIKE):
+            stack.extend(syntax_children(current))

@@ -12,9 +12,17 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import CodeRange, FunctionScope, MetadataWrapper, PositionProvider, ScopeProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from transpiler.dataflow import FlowResult, ValueKind, analyze_body, dotted_name
+from transpiler.dataflow import (
+    FlowResult,
+    ValueKind,
+    analyze_body,
+    bound_names,
+    closure_reads,
+    dotted_name,
+    syntax_children,
+)
 from transpiler.diagnostics import Diagnostic
 from transpiler.model import (
     Backward,
@@ -72,8 +80,7 @@ def read_tree(path: str, tree: cst.Module) -> FormulaModule:
     """The model of an already parsed file; its nodes are ``tree``'s own (for codemods)."""
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
     positions = _Positions(wrapper.resolve(PositionProvider))
-    scopes = wrapper.resolve(ScopeProvider)
-    return _ModuleReader(path, tree, positions, scopes).read()
+    return _ModuleReader(path, tree, positions).read()
 
 
 def load_library(directory: str) -> Library:
@@ -99,11 +106,10 @@ def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError) -> 
 class _ModuleReader:
     """Reads the top-level statements of one parsed file into a FormulaModule."""
 
-    def __init__(self, path: str, tree: cst.Module, positions: _Positions, scopes) -> None:
+    def __init__(self, path: str, tree: cst.Module, positions: _Positions) -> None:
         self.path = path
         self.tree = tree
         self.positions = positions
-        self.scopes = scopes
         self.diagnostics: list[Diagnostic] = []
 
     def read(self) -> FormulaModule:
@@ -322,23 +328,14 @@ class _ModuleReader:
             captures.append(Capture(name, kind, self.positions[first_use], definition, reason))
         return tuple(captures)
 
-    def first_uses(self, function: cst.FunctionDef, backward: cst.FunctionDef) -> dict[str, cst.CSTNode]:
+    def first_uses(self, function: cst.FunctionDef, backward: cst.FunctionDef) -> dict[str, cst.Name]:
         """For each forward name the backward reads, the read that comes first in the source."""
-        forward_scope = self.scopes.get(backward)
-        inside = set(_walk(backward))
-        uses: dict[str, cst.CSTNode] = {}
-        if not isinstance(forward_scope, FunctionScope):
-            return uses
-        for assignment in forward_scope.assignments:
-            if assignment.name == BACKWARD:
-                continue
-            for access in assignment.references:
-                node = access.node
-                if node not in inside:
-                    continue
-                current = uses.get(assignment.name)
-                if current is None or self.positions[node] < self.positions[current]:
-                    uses[assignment.name] = node
+        forward_names = bound_names(function) - {backward.name.value}
+        uses: dict[str, cst.Name] = {}
+        for read in closure_reads(backward, forward_names):
+            current = uses.get(read.value)
+            if current is None or self.positions[read] < self.positions[current]:
+                uses[read.value] = read
         return uses
 
 
@@ -417,16 +414,9 @@ def _find_return(node: cst.CSTNode) -> cst.Return | None:
         return node
     if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
         return None
-    for child in node.children:
+    for child in syntax_children(node):
         found = _find_return(child)
         if found is not None:
             return found
     return None
 
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)

@@ -7,7 +7,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from transpiler.dataflow import Binding, FlowResult, ValueKind, analyze_body
+from transpiler.dataflow import Binding, FlowResult, ValueKind, analyze_body, syntax_children
 from transpiler.diagnostics import Diagnostic
 from transpiler.frontend import forward_dataflow
 from transpiler.model import Capture, CaptureKind, Formula, FormulaModule, Helper, Span
@@ -107,17 +107,17 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(current.children))
+        stack.extend(reversed(list(syntax_children(current))))
 
 
 def walk_own_body(function: cst.FunctionDef) -> Iterator[cst.CSTNode]:
     """The nodes of ``function``'s body, not entering nested functions, classes or lambdas."""
-    stack: list[cst.CSTNode] = list(reversed(function.body.children))
+    stack: list[cst.CSTNode] = list(reversed(list(syntax_children(function.body))))
     while stack:
         current = stack.pop()
         yield current
         if not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend(reversed(current.children))
+            stack.extend(reversed(list(syntax_children(current))))
 
 
 def root_name(node: cst.BaseExpression) -> cst.Name | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from transpiler.dataflow import ValueKind
+from transpiler.dataflow import ValueKind, syntax_children
 from transpiler.lint.rules.context import FormulaContext
 
 _PURE_EXPRESSION_BLOCKERS = (cst.Lambda, cst.NamedExpr, cst.Yield, cst.Await)
@@ -116,13 +116,13 @@ def read_names(node: cst.CSTNode) -> set[str]:
             stack.append(current.value)
         elif isinstance(current, cst.CompFor):
             bound.update(n.value for n in _walk(current.target) if isinstance(n, cst.Name))
-            stack.extend(c for c in current.children if c is not current.target)
+            stack.extend(c for c in syntax_children(current) if c is not current.target)
         elif isinstance(current, cst.Param):
             bound.add(current.name.value)
             if current.default is not None:
                 stack.append(current.default)
         else:
-            stack.extend(current.children)
+            stack.extend(syntax_children(current))
     return reads - bound
 
 
@@ -135,4 +135,4 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(current.children)
+        stack.extend(syntax_children(current))

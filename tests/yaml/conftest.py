@@ -6,6 +6,7 @@ run regenerates them from the installed torchgen.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import torchgen
@@ -54,3 +55,27 @@ def emitted_yaml(read_back: list[Entry], tmp_path_factory: pytest.TempPathFactor
     path = tmp_path_factory.mktemp("emitted") / "derivatives.yaml"
     path.write_text(emit_yaml(read_back, "imported"), encoding="utf-8")
     return path
+
+
+def _torchgen(derivatives_yaml: Path, out: Path) -> Path:
+    """torchgen's load_derivatives + gen_autograd_functions_lib: Functions.h/.cpp into ``out``."""
+    from torchgen.packaged.autograd.gen_autograd_functions import gen_autograd_functions_lib
+    from torchgen.packaged.autograd.load_derivatives import load_derivatives
+
+    native = TORCHGEN / "packaged" / "ATen" / "native"
+    infos, _ = load_derivatives(str(derivatives_yaml), str(native / "native_functions.yaml"),
+                                str(native / "tags.yaml"))
+    out.mkdir(parents=True)
+    gen_autograd_functions_lib(str(out), infos, str(TORCHGEN / "packaged" / "autograd" / "templates"))
+    return out
+
+
+@pytest.fixture(scope="session")
+def torchgen_generate() -> Callable[[Path, Path], Path]:
+    return _torchgen
+
+
+@pytest.fixture(scope="session")
+def torchgen_original(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """torchgen's output for the installed derivatives.yaml."""
+    return _torchgen(DERIVATIVES_YAML, tmp_path_factory.mktemp("torchgen") / "original")

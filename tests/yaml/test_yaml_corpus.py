@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import filecmp
-from pathlib import Path
 
 import yaml
 
@@ -11,9 +10,6 @@ from transpiler.yaml_import.importer import import_yaml
 from transpiler.yaml_import.model import AUTO_JVP, NON_DIFFERENTIABLE, Entry, is_backward_line
 from transpiler.schema import parse_schema
 
-import torchgen
-
-TORCHGEN = Path(torchgen.__file__).parent
 
 
 def _lines_by_key(entry: Entry) -> dict[tuple[str | None, str], str]:
@@ -94,27 +90,18 @@ def test_emitted_yaml_loads_to_the_same_data(yaml_text, emitted_yaml):
     assert mismatched == [] and len(original) == len(emitted)
 
 
-def test_torchgen_output_is_byte_identical(emitted_yaml, tmp_path):
+def test_torchgen_output_is_byte_identical(emitted_yaml, torchgen_original, torchgen_generate, tmp_path):
     """load_derivatives accepts the emitted file and Functions.h/.cpp come out byte-identical.
 
     torchgen copies each backward formula's text into Functions.cpp verbatim
     (after its own regex substitutions), so this also proves the spacing and
     comments survive the round trip.
     """
-    from torchgen.packaged.autograd.gen_autograd_functions import gen_autograd_functions_lib
-    from torchgen.packaged.autograd.load_derivatives import load_derivatives
-
-    native = TORCHGEN / "packaged" / "ATen" / "native"
-    templates = TORCHGEN / "packaged" / "autograd" / "templates"
-    original_yaml = TORCHGEN / "packaged" / "autograd" / "derivatives.yaml"
-    for name, source in (("original", original_yaml), ("emitted", emitted_yaml)):
-        infos, _ = load_derivatives(str(source), str(native / "native_functions.yaml"), str(native / "tags.yaml"))
-        (tmp_path / name).mkdir()
-        gen_autograd_functions_lib(str(tmp_path / name), infos, str(templates))
+    emitted = torchgen_generate(emitted_yaml, tmp_path / "emitted")
     for generated in ("Functions.h", "Functions.cpp"):
-        assert filecmp.cmp(tmp_path / "original" / generated, tmp_path / "emitted" / generated, shallow=False), generated
+        assert filecmp.cmp(torchgen_original / generated, emitted / generated, shallow=False), generated
     # The layout matters: a formula with a /*comment*/ reaches Functions.cpp as written.
-    assert "/*training=*/false" in (tmp_path / "emitted" / "Functions.cpp").read_text()
+    assert "/*training=*/false" in (emitted / "Functions.cpp").read_text()
 
 
 def test_layouts_are_only_written_where_spacing_differs(import_result):

@@ -30,7 +30,7 @@ from transpiler.yaml_import import cpp
 from transpiler.yaml_import.files import write_file
 from transpiler.yaml_import.model import differentiable_outputs, return_names
 from transpiler.yaml_import.reader import ReadError, ReadFunction, ReadLine, formula_files, read_functions
-from transpiler.yaml_import.syntax import Call, Member, Name, Node
+from transpiler.yaml_import.syntax import Call, Member, Name, Node, walk
 
 NODE = "$NODE"                 # placeholder for the node's name inside a cached fragment
 MANIFEST = "manifest.json"
@@ -120,18 +120,8 @@ def _metadata_rewrite(tree: Node, tensors: set[str], used: dict[str, set[str]]) 
     return replace(tree, **changes) if changes else tree
 
 
-def _names(tree: Node, found: set[str]) -> set[str]:
-    if isinstance(tree, Name):
-        found.add(tree.ident)
-    for value in vars(tree).values():
-        for child in value if isinstance(value, tuple) else (value,):
-            if isinstance(child, Node):
-                _names(child, found)
-            elif isinstance(child, tuple):
-                for part in child:
-                    if isinstance(part, Node):
-                        _names(part, found)
-    return found
+def _names(tree: Node) -> set[str]:
+    return {node.ident for node in walk(tree) if isinstance(node, Name)}
 
 
 def node_code(function: ReadFunction) -> NodeCode:
@@ -143,7 +133,7 @@ def node_code(function: ReadFunction) -> NodeCode:
     singles |= {o for o, r in zip(outputs, schema.returns) if is_tensor_like(r.type) and not isinstance(r.type, ListType)}
     metadata: dict[str, set[str]] = {}
     trees = [_metadata_rewrite(line.tree, singles, metadata) for line in function.gradients]
-    read = set().union(*(_names(t, set()) for t in trees))
+    read = set().union(*(_names(t) for t in trees))
 
     saved: list[Saved] = []
     for arg in arguments:
@@ -223,7 +213,7 @@ def _gradient_block(line: ReadLine, tree: Node) -> list[str]:
     formula = cpp.render(cpp.print_tokens(tree))
     indices = [f"{name}_ix" for name in line.names]
     block = [f"  if (task_should_compute_output({{ {', '.join(indices)} }})) {{"]
-    if "grad_input_mask" in _names(tree, set()):
+    if "grad_input_mask" in _names(tree):
         block.append(f"    auto grad_input_mask = std::array<bool, {len(indices)}>{{")
         block += [f"      task_should_compute_output({{ {ix} }})," for ix in indices]
         block.append("    };")

@@ -12,12 +12,12 @@ other entries are still imported.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from transpiler.schema import ListType, SchemaError, is_tensor_like, parse_schema, FunctionSchema
+from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.model import (
     AUTO_JVP,
@@ -31,7 +31,7 @@ from transpiler.yaml_import.model import (
     return_names,
 )
 from transpiler.yaml_import.pyformula import Assignment, Closure, PyFormula, module_source
-from transpiler.yaml_import.syntax import Lambda, Member, Name, Node, Qualified, Unary
+from transpiler.yaml_import.syntax import Lambda, Member, Name, Node, Qualified, Unary, walk
 
 ENTRIES_PER_FILE = 32
 GRAD_INPUT_MASK = "grad_input_mask"
@@ -120,18 +120,6 @@ def translate_expression(source: str, names: dict[str, str]) -> tuple[str, Node,
                          "parenthesize it in the YAML")
     printed = cpp.print_tokens(tree)
     return python, tree, cpp.layout_of(source, printed)
-
-
-def walk(node: Node):
-    """Every node of a tree, depth first."""
-    yield node
-    for field in fields(node):
-        value = getattr(node, field.name)
-        for child in value if isinstance(value, tuple) else (value,):
-            if isinstance(child, tuple):
-                yield from (n for part in child if isinstance(part, Node) for n in walk(part))
-            elif isinstance(child, Node):
-                yield from walk(child)
 
 
 def free_names(trees: list[Node]) -> set[str]:

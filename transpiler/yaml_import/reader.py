@@ -13,11 +13,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from transpiler.schema import ListType, parse_schema
+from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.importer import GRAD_INPUT_MASK, NEEDS_INPUT_GRAD
 from transpiler.yaml_import.model import NON_DIFFERENTIABLE, Entry, FormulaLine, Section
 from transpiler.yaml_import.pyformula import LAYOUT_COMMENT
+from transpiler.yaml_import.syntax import Node
 
 FORMULA_FILES = "derivatives_*.py"
 
@@ -31,12 +32,42 @@ class ReadError(ValueError):
 
 
 @dataclass(frozen=True)
-class _Function:
-    """One ``@derivative`` function: its entry-level facts and its section."""
+class ReadLine:
+    """One formula assignment: the YAML key it stands for, its tree and its layout."""
 
-    schema: str
+    key: str
+    tree: Node
+    layout: cpp.Layout
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.key.split(", "))
+
+    def line(self) -> FormulaLine:
+        return FormulaLine(self.key, cpp.render(cpp.print_tokens(self.tree), self.layout))
+
+
+@dataclass(frozen=True)
+class ReadFunction:
+    """One ``@derivative`` function of an imported file."""
+
+    schema: FunctionSchema
+    schema_text: str
     flags: tuple[bool | str, ...] | None
-    section: Section
+    dispatch: str | None
+    gradients: tuple[ReadLine, ...]
+    non_differentiable: tuple[str, ...]
+    auto_jvp: str | None
+    tangents: tuple[ReadLine, ...]
+
+    def section(self) -> Section:
+        """The function as a derivatives.yaml section."""
+        lines = [g.line() for g in self.gradients]
+        lines += [FormulaLine(key, NON_DIFFERENTIABLE) for key in self.non_differentiable]
+        if self.auto_jvp is not None:
+            lines.append(FormulaLine("result", self.auto_jvp))
+        lines += [t.line() for t in self.tangents]
+        return Section(self.dispatch, tuple(lines))
 
 
 def formula_files(directory: str | Path) -> list[Path]:
@@ -46,26 +77,27 @@ def formula_files(directory: str | Path) -> list[Path]:
 
 def read_directory(directory: str | Path) -> list[Entry]:
     """Every entry of an imported directory, in order."""
-    functions: list[_Function] = []
+    functions: list[ReadFunction] = []
     for path in formula_files(directory):
         functions += read_functions(path.read_text(encoding="utf-8"), str(path))
     return group_entries(functions)
 
 
-def group_entries(functions: list[_Function]) -> list[Entry]:
+def group_entries(functions: list[ReadFunction]) -> list[Entry]:
     """Consecutive functions of one schema with dispatch keys form one entry."""
     entries: list[Entry] = []
     for function in functions:
         last = entries[-1] if entries else None
-        if (last is not None and last.name == function.schema and function.section.dispatch is not None
+        section = function.section()
+        if (last is not None and last.name == function.schema_text and function.dispatch is not None
                 and last.sections[-1].dispatch is not None):
-            entries[-1] = Entry(last.name, last.output_differentiability, last.sections + (function.section,))
+            entries[-1] = Entry(last.name, last.output_differentiability, last.sections + (section,))
         else:
-            entries.append(Entry(function.schema, function.flags, (function.section,)))
+            entries.append(Entry(function.schema_text, function.flags, (section,)))
     return entries
 
 
-def read_functions(source: str, path: str) -> list[_Function]:
+def read_functions(source: str, path: str) -> list[ReadFunction]:
     """The ``@derivative`` functions of one formula file, in order."""
     try:
         tree = ast.parse(source, filename=path)
@@ -90,12 +122,15 @@ class _FileReader:
                 return decorator
         return None
 
-    def function(self, node: ast.FunctionDef) -> _Function:
+    def function(self, node: ast.FunctionDef) -> ReadFunction:
         derivative = self.decorator(node, "derivative")
         if not derivative.args or not isinstance(derivative.args[0], ast.Constant):
             raise self.error(node, "@derivative needs the schema string")
         schema_text = derivative.args[0].value
-        schema = parse_schema(schema_text)
+        try:
+            schema = parse_schema(schema_text)
+        except SchemaError as error:
+            raise self.error(node, f"the schema does not parse: {error}") from None
         keywords = {k.arg: ast.literal_eval(k.value) for k in derivative.keywords}
         details_call = self.decorator(node, "yaml_entry")
         details = {k.arg: ast.literal_eval(k.value) for k in details_call.keywords} if details_call else {}
@@ -103,20 +138,20 @@ class _FileReader:
         closures = {s.name: s for s in node.body if isinstance(s, ast.FunctionDef)}
         if "backward" not in closures:
             raise self.error(node, f"`{node.name}` has no nested `def backward`")
-        gradient_lines = self.lines_of(closures["backward"], "grad_", "", {NEEDS_INPUT_GRAD: GRAD_INPUT_MASK})
-        lines = gradient_lines + [FormulaLine(key, NON_DIFFERENTIABLE) for key in details.get("non_differentiable", ())]
-        if "jvp" in details:
-            lines.append(FormulaLine("result", details["jvp"]))
-        elif "jvp" in closures:
-            diff_args = {n for line in gradient_lines for n in line.names}
+        gradients = self.lines_of(closures["backward"], "grad_", "", {NEEDS_INPUT_GRAD: GRAD_INPUT_MASK})
+        tangents: tuple[ReadLine, ...] = ()
+        if "jvp" in closures:
+            diff_args = {n for line in gradients for n in line.names}
             primals = {pydialect.escape(a.name, plain=True): f"{a.name}_p" for a in schema.arguments
                        if a.name in diff_args and not isinstance(a.type, ListType)}
-            lines += self.lines_of(closures["jvp"], "", "_t", primals)
-        flags = tuple(flags) if flags is not None else None
-        return _Function(schema_text, flags, Section(details.get("dispatch"), tuple(lines)))
+            tangents = self.lines_of(closures["jvp"], "", "_t", primals)
+        return ReadFunction(
+            schema, schema_text, tuple(flags) if flags is not None else None, details.get("dispatch"),
+            gradients, tuple(details.get("non_differentiable", ())), details.get("jvp"), tangents,
+        )
 
     def lines_of(self, closure: ast.FunctionDef, prefix: str, suffix: str, names: dict[str, str]
-                 ) -> list[FormulaLine]:
+                 ) -> tuple[ReadLine, ...]:
         """The formula assignments of a closure (targets ``<prefix>name<suffix>``) as YAML lines."""
         lines = []
         for statement in closure.body:
@@ -135,8 +170,8 @@ class _FileReader:
             except pydialect.DialectError as error:
                 raise self.error(statement, f"`{expression}`: {error}") from None
             layout = json.loads(comment[len(LAYOUT_COMMENT):]) if comment.startswith(LAYOUT_COMMENT) else {}
-            lines.append(FormulaLine(key, cpp.render(cpp.print_tokens(tree), layout)))
-        return lines
+            lines.append(ReadLine(key, tree, layout))
+        return tuple(lines)
 
     def source_of(self, node: ast.expr) -> tuple[str, str]:
         """The source text of an expression and the comment that ends its last line."""

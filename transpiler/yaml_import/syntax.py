@@ -8,7 +8,8 @@ formula gives the same token list.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Iterator
 
 
 class Node:
@@ -124,3 +125,21 @@ BINARY_PRECEDENCE: dict[str, int] = {
 CONDITIONAL_PRECEDENCE = 2
 UNARY_PRECEDENCE = 14
 UNARY_OPERATORS = frozenset({"!", "-", "+", "*", "~"})
+
+
+def children(node: Node) -> Iterator[Node]:
+    """The direct sub-expressions of ``node`` (lambda parameter types included)."""
+    for field in fields(node):
+        value = getattr(node, field.name)
+        for child in value if isinstance(value, tuple) else (value,):
+            if isinstance(child, Node):
+                yield child
+            elif isinstance(child, tuple):
+                yield from (part for part in child if isinstance(part, Node))
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """Every node of a tree, depth first, ``node`` first."""
+    yield node
+    for child in children(node):
+        yield from walk(child)

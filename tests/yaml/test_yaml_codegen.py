@@ -1,0 +1,105 @@
+"""Autograd node C++ from an imported directory, and its content-hash cache."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from transpiler.yaml_import.codegen import CodegenError, cpp_type, generate
+from transpiler.yaml_import.files import replace_directory
+from transpiler.yaml_import.importer import import_yaml
+from transpiler.schema import parse_type
+
+SMALL_YAML = """\
+- name: max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+  self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)
+  output_differentiability: [True, False]
+
+- name: max.other(Tensor self, Tensor other) -> Tensor
+  self, other: maximum_backward(grad, self, other, grad_input_mask)
+
+- name: cat(Tensor[] tensors, int dim=0) -> Tensor
+  tensors: cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)
+
+- name: rand_like(Tensor self, *, ScalarType? dtype=None) -> Tensor
+  self: non_differentiable
+"""
+
+
+@pytest.fixture()
+def small_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "small"
+    replace_directory(directory, import_yaml(SMALL_YAML, "small.yaml").files)
+    return directory
+
+
+def test_nodes_save_only_what_the_formulas_read(small_dir: Path, tmp_path: Path):
+    report = generate(small_dir, tmp_path / "out")
+    assert report.nodes == 3          # rand_like has no gradient formula, so no node
+    header = (tmp_path / "out" / "Functions.h").read_text()
+    source = (tmp_path / "out" / "Functions.cpp").read_text()
+    assert """struct TORCH_API MaxBackward0 : public TraceableFunction {
+  TORCH_API MaxBackward0() = default;
+  variable_list apply(variable_list&& grads) override;
+  std::string name() const override { return "MaxBackward0"; }
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    indices_.reset_data();
+  }
+  std::vector<c10::SymInt> self_sym_sizes;
+  int64_t dim;
+  bool keepdim;
+  SavedVariable indices_;
+};""" in header
+    # self is read only for its sizes: the sizes are saved, not the tensor
+    assert "SavedVariable self_;" not in header.split("struct TORCH_API MaxBackward1")[0]
+    assert "value_selecting_reduction_backward_symint(grad, dim, indices, self_sym_sizes, keepdim)" in source
+    assert """  if (task_should_compute_output({ self_ix, other_ix })) {
+    auto grad_input_mask = std::array<bool, 2>{
+      task_should_compute_output({ self_ix }),
+      task_should_compute_output({ other_ix }),
+    };
+    auto grad_result = maximum_backward(grad, self, other, grad_input_mask);
+    if (task_should_compute_output({ self_ix })) {
+      copy_range(grad_inputs, self_ix, std::get<0>(grad_result));
+    }""" in source
+    assert "  std::vector<SavedVariable> tensors_;\n  bool tensors_released_ = false;\n  size_t tensors_size_;" in header
+    assert "auto tensors_ix = gen.range(tensors_size_);" in source
+
+
+def test_cache_skips_unchanged_files(small_dir: Path, tmp_path: Path):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    first = generate(small_dir, out, cache)
+    assert (first.files_read, first.unchanged) == (1, False)
+    before = (out / "Functions.cpp").read_text()
+    again = generate(small_dir, out, cache)
+    assert again.unchanged and again.files_read == 0
+    assert (out / "Functions.cpp").read_text() == before
+
+    formulas = small_dir / "derivatives_000.py"
+    formulas.write_text(formulas.read_text().replace("maximum_backward(grad, self, other, needs_input_grad)",
+                                                     "maximum_backward(grad, other, self, needs_input_grad)"))
+    changed = generate(small_dir, out, cache)
+    assert (changed.files_read, changed.unchanged) == (1, False)
+    cached_text = (out / "Functions.cpp").read_text()
+    assert "maximum_backward(grad, other, self, grad_input_mask)" in cached_text
+    generate(small_dir, tmp_path / "fresh")          # no cache: same output
+    assert (tmp_path / "fresh" / "Functions.cpp").read_text() == cached_text
+
+
+def test_node_names_follow_torchgen(imported_dir: Path, torchgen_original: Path, tmp_path: Path):
+    """Same names, same order as torchgen's Functions.h (which adds nodes for the view_copy ops)."""
+    generate(imported_dir, tmp_path)
+    ours = re.findall(r"^struct TORCH_API (\w+) :", (tmp_path / "Functions.h").read_text(), re.M)
+    theirs = re.findall(r"^struct TORCH_API (\w+) :", (torchgen_original / "Functions.h").read_text(), re.M)
+    assert len(ours) > 600
+    assert [name for name in theirs if name in set(ours)] == ours
+
+
+def test_member_types():
+    assert cpp_type(parse_type("int[1]?")[0]) == "std::optional<std::vector<int64_t>>"
+    assert cpp_type(parse_type("bool[3]")[0]) == "std::array<bool, 3>"
+    assert cpp_type(parse_type("SymInt[]")[0]) == "std::vector<c10::SymInt>"
+    with pytest.raises(CodegenError, match="Storage"):
+        cpp_type(parse_type("Storage")[0])

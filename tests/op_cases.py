@@ -353,7 +353,12 @@ def _selection_cases() -> list[OpCase]:
     return out
 
 
-ALL_CASES: list[OpCase] = (
-    _unary_cases() + _pow_cases() + _binary_cases() + _scalar_binary_cases() + _reduction_cases()
-    + _linalg_cases() + _shape_cases() + _softmax_cases() + _selection_cases()
-)
+def build_cases() -> list[OpCase]:
+    """The whole catalogue, freshly generated (the same values on every call)."""
+    return (
+        _unary_cases() + _pow_cases() + _binary_cases() + _scalar_binary_cases() + _reduction_cases()
+        + _linalg_cases() + _shape_cases() + _softmax_cases() + _selection_cases()
+    )
+
+
+ALL_CASES: list[OpCase] = build_cases()

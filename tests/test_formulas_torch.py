@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pytest
 import torch
 import torchgen
 
 import formulas
 from formulas import DeclaredFormula, at, use_backend
-from op_cases import ALL_CASES, OpCase, ops, torch_args, torch_op
+from op_cases import ALL_CASES, OpCase, build_cases, ops, torch_args, torch_op
 from torch_backend import OracleTensor, OverloadError, TorchBackend, unwrap, wrap
 from transpiler.schema import FunctionSchema, parse_schema
 
@@ -191,6 +192,37 @@ def test_every_declared_schema_is_torchs_own():
                      for line in native_functions.read_text().splitlines() if line.startswith("- func:")}
     declared = [d.schema for d in LIBRARY.values()] + list(formulas.NONDIFFERENTIABLE.values())
     assert [schema for schema in declared if schema not in torch_schemas] == []
+
+
+def test_case_names_are_unique_and_the_catalogue_deterministic():
+    assert len({case.name for case in ALL_CASES}) == len(ALL_CASES)
+    def identical(a: Any, b: Any) -> bool:
+        if isinstance(a, np.ndarray):
+            return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+        if isinstance(a, (list, tuple)):
+            return type(a) is type(b) and len(a) == len(b) and all(map(identical, a, b))
+        return type(a) is type(b) and a == b
+
+    again = build_cases()
+    assert [c.name for c in again] == [c.name for c in ALL_CASES]
+    for first, second in zip(ALL_CASES, again):
+        assert identical(first.args, second.args) and first.kwargs == second.kwargs, first.name
+
+
+def test_inputs_keep_away_from_kinks_ties_and_domain_edges():
+    def smallest_magnitude(array: np.ndarray) -> float:
+        return float(np.abs(array).min()) if array.size else np.inf
+
+    for case in ALL_CASES:
+        if case.op in ("log", "sqrt") or (case.op == "pow.Tensor_Scalar" and case.args[1] != int(case.args[1])):
+            assert smallest_magnitude(case.args[0]) >= 0.5 and (case.args[0] > 0).all(), case.name
+        if case.op == "relu":
+            assert smallest_magnitude(case.args[0]) >= 0.3, case.name
+        if case.op == "div.Tensor":
+            assert smallest_magnitude(case.args[1]) >= 0.3, case.name
+        if case.op == "max.dim" and case.args[0].size:
+            ordered = np.sort(case.args[0].ravel())
+            assert (np.diff(ordered) >= 0.2).all(), case.name
 
 
 # ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ required shape (DESIGN section 2) gives ``DB107`` and is left out of
 from __future__ import annotations
 
 import ast
+import keyword
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from transpiler.model import (
     Library,
     Span,
 )
-from transpiler.schema import FunctionSchema, SchemaError, is_tensor_like, parse_schema
+from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
 
 BACKWARD = "backward"
 NEEDS_INPUT_GRAD = "needs_input_grad"
@@ -247,7 +248,7 @@ class _ModuleReader:
             raise MalformedFormula(params, "a formula takes exactly the schema's arguments, "
                                    "no *args or **kwargs")
         names = tuple(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
-        expected = tuple(a.name for a in schema.arguments if not a.is_out)
+        expected = tuple(python_name(a.name) for a in schema.arguments if not a.is_out)
         if names != expected:
             raise MalformedFormula(function.name, f"parameters ({', '.join(names)}) do not match the schema's "
                                    f"arguments ({', '.join(expected)}); use the same names in the same order")
@@ -339,6 +340,16 @@ class _ModuleReader:
         return uses
 
 
+def python_name(argument: str) -> str:
+    """The parameter name for a schema argument: ``from`` (a Python keyword) is spelled ``from_``."""
+    return f"{argument}_" if keyword.iskeyword(argument) else argument
+
+
+def parameter_arguments(schema: FunctionSchema, params: tuple[str, ...]) -> dict[str, Argument]:
+    """The schema argument of each formula parameter (matched by order, see :func:`python_name`)."""
+    return dict(zip(params, (a for a in schema.arguments if not a.is_out)))
+
+
 def differentiable_output_count(schema: FunctionSchema, output_diff: tuple[bool, ...] | None) -> int:
     """How many gradients a backward takes: tensor returns marked differentiable."""
     flags = output_diff if output_diff is not None else (True,) * len(schema.returns)
@@ -349,8 +360,8 @@ def forward_dataflow(schema: FunctionSchema, params: tuple[str, ...], function: 
                      backward: cst.FunctionDef, helper_returns: Mapping[str, str | None]) -> FlowResult:
     """Run the dataflow over a formula's body (everything but the backward and the final return)."""
     env = {
-        name: ValueKind.TENSOR if is_tensor_like(schema.argument(name).type) else ValueKind.SCALAR
-        for name in params
+        name: ValueKind.TENSOR if argument.is_tensor_like else ValueKind.SCALAR
+        for name, argument in parameter_arguments(schema, params).items()
     }
     body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
     return analyze_body(body, env, helper_returns=helper_returns, skip=lambda node: node is backward)

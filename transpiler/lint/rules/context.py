@@ -9,9 +9,8 @@ import libcst as cst
 
 from transpiler.dataflow import Binding, FlowResult, ValueKind, analyze_body, syntax_children
 from transpiler.diagnostics import Diagnostic
-from transpiler.frontend import forward_dataflow
+from transpiler.frontend import forward_dataflow, parameter_arguments
 from transpiler.model import Capture, CaptureKind, Formula, FormulaModule, Helper, Span
-from transpiler.schema import is_tensor_like
 
 
 @dataclass(frozen=True)
@@ -54,10 +53,11 @@ class FormulaContext:
     def backward_env(self) -> dict[str, ValueKind]:
         """Kinds of the names a backward starts with: gradients, the mask and its captures."""
         env: dict[str, ValueKind] = {}
+        arguments = parameter_arguments(self.formula.schema, self.formula.params)
         for capture in self.formula.captures:
             if capture.kind is CaptureKind.INPUT:
-                argument = self.formula.schema.argument(capture.name)
-                env[capture.name] = ValueKind.TENSOR if is_tensor_like(argument.type) else ValueKind.SCALAR
+                argument = arguments[capture.name]
+                env[capture.name] = ValueKind.TENSOR if argument.is_tensor_like else ValueKind.SCALAR
             elif capture.kind is CaptureKind.OUTPUT:
                 env[capture.name] = ValueKind.TENSOR
             else:

@@ -24,7 +24,7 @@ def gradient_counts(context: FormulaContext, value: cst.BaseExpression | None,
     """The possible numbers of gradients ``return value`` gives; None when unknown."""
     if value is None or isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.List, cst.ListComp)):
         return {SINGLE}
-    if isinstance(value, cst.Name) and value.value == "None":
+    if _is_none(value):
         return {SINGLE}
     if isinstance(value, cst.Tuple):
         if any(isinstance(e, cst.StarredElement) for e in value.elements):
@@ -57,6 +57,10 @@ def gradient_counts(context: FormulaContext, value: cst.BaseExpression | None,
         if helper is not None and helper.returns is not None:
             return {_annotation_count(helper.returns)}
     return None
+
+
+def _is_none(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name) and value.value == "None"
 
 
 def _binds_whole_value(binding: Binding) -> bool:
@@ -95,6 +99,8 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
             f"backward never returns its gradients; return {shape} (differentiable inputs: {inputs})",
         )
     for node in returns:
+        if expected == 0 and (node.value is None or _is_none(node.value)):
+            continue  # nothing is differentiable: `return None` is the only sensible body
         if expected == 1 and isinstance(node.value, cst.Tuple):
             yield context.diagnostic(
                 node, CODE,

@@ -1,0 +1,11 @@
+"""Ctx-style rules for ``torch.autograd.Function`` subclasses in any Python file.
+
+DB100/DB101 (an intermediate kept on ctx), DB102 (backward writes a saved
+tensor in place), DB104 (``nonlocal``/``global`` in backward). These rules read
+Python's own ``ast``: the driver already needs that tree for the syntax check,
+and it is two orders of magnitude faster than libcst on a tree the size of
+torch's (the ctx rules offer no rewrite, so they need no lossless tree).
+"""
+from transpiler.lint.ctx.classes import CtxReport, Finding, check_module
+
+__all__ = ["CtxReport", "Finding", "check_module"]

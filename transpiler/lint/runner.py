@@ -1,0 +1,267 @@
+"""The lint driver: which files, which rules, ``# noqa``, and the whole run's result.
+
+Every file gets a syntax check (DB000). A cheap text prefilter decides what
+else it needs: files whose text can name ``torch.autograd.Function`` are parsed
+to an ``ast`` for the ctx rules (:mod:`transpiler.lint.ctx`); files that use
+``@derivative`` are formula files and also get the closure rules of
+:mod:`transpiler.lint.closure_rules` (libcst, through
+:func:`transpiler.frontend.parse_module`). Every other file only goes through
+CPython's parser and symbol table (``symtable``), which checks the syntax
+without building ``ast`` objects. Large runs spread the per-file work over the
+available cores. Nothing read is imported or executed.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import multiprocessing
+import os
+import re
+import symtable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import transpiler
+from transpiler.diagnostics import Diagnostic
+from transpiler.lint import ctx
+from transpiler.lint.ctx.names import statements
+
+SYNTAX = "DB000"
+UNREADABLE = "DB001"
+INTERNAL = "DB002"
+SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
+PARALLEL_MIN_FILES = 200
+NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class FileReport:
+    """What the per-file pass found in one file."""
+
+    path: str
+    diagnostics: tuple[Diagnostic, ...]
+    functions: int = 0              # torch.autograd.Function subclasses analysed
+    formula_file: bool = False      # uses @derivative: the closure rules still have to run
+
+
+@dataclass(frozen=True)
+class LintResult:
+    """A whole run: findings after ``# noqa``, sorted by path, line, col."""
+
+    diagnostics: tuple[Diagnostic, ...]
+    files: int
+    functions: int
+    formula_files: int
+    fixed: tuple[str, ...] = ()
+
+    @property
+    def unreadable(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.code == UNREADABLE)
+
+    @property
+    def findings(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.code != UNREADABLE)
+
+
+def lint_paths(paths: list[str]) -> list[Diagnostic]:
+    """Lint files and directories; every finding (unreadable paths included), sorted."""
+    return list(lint(paths).diagnostics)
+
+
+def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None) -> LintResult:
+    """Run every rule on ``paths`` (files, or directories searched for ``*.py``)."""
+    files, missing = collect_files(paths)
+    reports = check_files(files, jobs)
+    fixed: list[str] = []
+    formula_paths = [r.path for r in reports if r.formula_file]
+    if formula_paths:
+        try:
+            closure = _ClosureRules(formula_paths)
+            if fix:
+                fixed = [path for path in formula_paths if closure.fix(path)]
+            check = closure.check
+        except Exception as error:  # noqa: BLE001 - reported on every formula file
+            def check(path: str, error: Exception = error) -> tuple[Diagnostic, ...]:
+                return (_internal_error(path, error),)
+        reports = [replace(r, diagnostics=r.diagnostics + check(r.path)) if r.formula_file else r
+                   for r in reports]
+    diagnostics = sorted({d for r in reports for d in r.diagnostics} | set(missing))
+    return LintResult(tuple(diagnostics), len(files), sum(r.functions for r in reports),
+                      len(formula_paths), tuple(fixed))
+
+
+def collect_files(paths: Iterable[str]) -> tuple[list[str], list[Diagnostic]]:
+    """Files to lint (directories: every ``*.py`` below, sorted) and DB001 for missing paths."""
+    files: dict[str, None] = {}
+    missing: list[Diagnostic] = []
+    for path in paths:
+        target = Path(path)
+        if target.is_dir():
+            files.update((str(p), None) for p in sorted(target.rglob("*.py")) if p.is_file())
+        elif target.is_file():
+            files[str(target)] = None
+        else:
+            missing.append(Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory"))
+    return list(files), missing
+
+
+def check_files(files: list[str], jobs: int | None = None) -> list[FileReport]:
+    """The per-file pass over ``files``, in parallel when there are many of them."""
+    workers = jobs if jobs is not None else len(os.sched_getaffinity(0))
+    if workers < 2 or len(files) < PARALLEL_MIN_FILES:
+        return [check_file(path) for path in files]
+    largest_first = sorted(files, key=_size, reverse=True)
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        reports = list(pool.imap_unordered(check_file, largest_first, chunksize=4))
+    return sorted(reports, key=lambda r: r.path)
+
+
+def check_file(path: str) -> FileReport:
+    """Syntax check, ctx rules, formula-file detection; never raises."""
+    try:
+        source = Path(path).read_bytes()
+    except OSError as error:
+        return FileReport(path, (Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror}"),))
+    try:
+        return _check_source(path, source)
+    except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
+        return FileReport(path, (_internal_error(path, error),))
+
+
+def _check_source(path: str, source: bytes) -> FileReport:
+    may_define_function = b"Function" in source and (b"autograd" in source or "autograd" in path)
+    may_use_derivative = b"derivative" in source
+    try:
+        if not (may_define_function or may_use_derivative):
+            symtable.symtable(source, path, "exec")      # the syntax check alone, without ast objects
+            return FileReport(path, ())
+        tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError) as error:
+        return FileReport(path, (_syntax_diagnostic(path, source, error),))
+    report = ctx.check_module(tree, path) if may_define_function else ctx.CtxReport(0, ())
+    diagnostics: tuple[Diagnostic, ...] = ()
+    if report.findings:
+        lines = _decode(source).splitlines()
+        found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message)
+                 for f in report.findings)
+        diagnostics = tuple(without_suppressed(found, lines))
+    formula_file = may_use_derivative and uses_derivative(tree)
+    return FileReport(path, diagnostics, report.functions, formula_file)
+
+
+def uses_derivative(tree: ast.Module) -> bool:
+    """Whether a function is decorated ``@derivative(...)`` (or ``@<module>.derivative(...)``)."""
+    for node in statements(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+                if name == "derivative":
+                    return True
+    return False
+
+
+def without_suppressed(diagnostics: Iterable[Diagnostic], lines: list[str]) -> Iterator[Diagnostic]:
+    """Drop findings whose line says ``# noqa`` (all codes) or ``# noqa: CODE[,CODE...]``."""
+    for diagnostic in diagnostics:
+        line = lines[diagnostic.line - 1] if 0 < diagnostic.line <= len(lines) else ""
+        match = NOQA.search(line) if "noqa" in line.lower() else None
+        if match is None:
+            yield diagnostic
+        elif match.group("codes") is not None:
+            codes = {code.strip().upper() for code in match.group("codes").split(",")}
+            if diagnostic.code not in codes:
+                yield diagnostic
+
+
+class _ClosureRules:
+    """The formula-file rules (H1's front-end and closure rules), with the operator table."""
+
+    def __init__(self, paths: list[str]) -> None:
+        from transpiler.frontend import parse_module
+
+        self.parse_module = parse_module
+        self.sources = {path: _decode(Path(path).read_bytes()) for path in paths}
+        self.modules = {path: parse_module(path, text) for path, text in self.sources.items()}
+        self.known_operators = frozenset(_operator_names(self.modules.values()) | shipped_operators())
+
+    def check(self, path: str) -> tuple[Diagnostic, ...]:
+        from transpiler.lint.closure_rules import check_formula_module
+
+        try:
+            module = self.modules[path]
+            found = {*module.diagnostics, *check_formula_module(module, self.sources[path], self.known_operators)}
+        except Exception as error:  # noqa: BLE001 - reported as this file's internal error
+            return (_internal_error(path, error),)
+        return tuple(without_suppressed(sorted(found), self.sources[path].splitlines()))
+
+    def fix(self, path: str) -> bool:
+        """Rewrite ``path`` in place with the fix-its; True when it changed."""
+        from transpiler.lint.fix import fix_source
+
+        before = self.sources[path]
+        after = fix_source(path, before, self.known_operators)
+        if after == before:
+            return False
+        temporary = Path(f"{path}.lint-fix.tmp")
+        temporary.write_text(after, encoding="utf-8")
+        os.replace(temporary, path)
+        self.sources[path] = after
+        self.modules[path] = self.parse_module(path, after)
+        return True
+
+
+def shipped_operators() -> frozenset[str]:
+    """Operators declared by the shipped ``formulas/`` library (read statically)."""
+    if not SHIPPED_FORMULAS.is_dir():
+        return frozenset()
+    from transpiler.frontend import load_library
+
+    return frozenset(_operator_names(load_library(str(SHIPPED_FORMULAS)).modules))
+
+
+def _operator_names(modules: Iterable) -> set[str]:
+    """``name.overload`` and the base ``name`` of every operator the modules declare."""
+    names: set[str] = set()
+    for module in modules:
+        for schema in [*(f.schema for f in module.formulas), *module.nondifferentiable]:
+            names.update({str(schema.name), schema.name.base})
+    return names
+
+
+def _syntax_diagnostic(path: str, source: bytes, error: SyntaxError | ValueError) -> Diagnostic:
+    if not isinstance(error, SyntaxError) or not error.lineno:
+        return Diagnostic(path, 1, 1, SYNTAX, f"cannot parse the file: {error}; fix the file")
+    lines = _decode(source).splitlines()
+    column = _column(lines, error.lineno, (error.offset or 1) - 1)
+    return Diagnostic(path, error.lineno, column, SYNTAX,
+                      f"cannot parse the file: {error.msg}; fix the syntax error")
+
+
+def _internal_error(path: str, error: BaseException) -> Diagnostic:
+    return Diagnostic(path, 1, 1, INTERNAL,
+                      f"internal error of the linter on this file ({type(error).__name__}: {error}); "
+                      "the other files were checked; please report it")
+
+
+def _decode(source: bytes) -> str:
+    try:
+        return importlib.util.decode_source(source)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return source.decode("utf-8", "replace")
+
+
+def _column(lines: list[str], line: int, byte_offset: int) -> int:
+    """1-based character column of a 0-based UTF-8 byte offset (what ``ast`` reports)."""
+    if not 0 < line <= len(lines):
+        return byte_offset + 1
+    return len(lines[line - 1].encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+

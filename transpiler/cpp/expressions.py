@@ -1,0 +1,542 @@
+"""Python expressions of formula code -> typed C++ expressions.
+
+``translate(node, context)`` is a pure function from a libcst expression and
+the names in scope to a :class:`Typed` C++ expression. It knows the dialect of
+``formulas/README.md``: ``at.X(...)`` operator calls (keyword arguments put in
+position from the declared schema), helper calls, Python operators, metadata
+methods of tensors, ``len``/``list``, indexing, conditional expressions,
+literals, tuples and lists. Anything else raises :class:`Untranslatable`, which
+the caller turns into a ``DB2xx`` diagnostic at the node's position.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+import libcst as cst
+
+from transpiler.cpp import types as T
+from transpiler.cpp.operators import Resolved, accepts, cpp_default
+from transpiler.cpp.types import Kind, PyType
+from transpiler.schema import FunctionSchema
+
+# Diagnostic codes of the C++ emitter (documented in transpiler/cpp/__init__.py).
+UNSUPPORTED = "DB200"
+UNKNOWN_OPERATOR = "DB201"
+NO_OVERLOAD = "DB202"
+UNKNOWN_NAME = "DB203"
+TYPE_CONFLICT = "DB204"
+UNSUPPORTED_TYPE = "DB205"
+
+
+class Untranslatable(Exception):
+    """``node`` has no C++ translation; ``code`` and ``message`` become the diagnostic."""
+
+    def __init__(self, node: cst.CSTNode, code: str, message: str) -> None:
+        super().__init__(message)
+        self.node = node
+        self.code = code
+        self.message = message
+
+
+def unsupported(node: cst.CSTNode, construct: str) -> Untranslatable:
+    return Untranslatable(node, UNSUPPORTED, f"cannot transliterate {construct} to C++")
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A C++ expression and the formula-level type of its value."""
+
+    text: str
+    type: PyType
+    atomic: bool = True        # usable as an operand without parentheses
+
+    def operand(self) -> str:
+        return self.text if self.atomic else f"({self.text})"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A name in scope: its type, its C++ spelling and, for a tensor saved as metadata only,
+    the C++ expression that replaces each metadata method (``sizes`` -> ``self_sizes``)."""
+
+    type: PyType
+    cpp: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HelperSignature:
+    """A ``@helper`` as callers see it: typed parameters (with Python defaults) and return type."""
+
+    name: str
+    params: tuple[tuple[str, PyType, cst.BaseExpression | None], ...]
+    returns: PyType
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything an expression may refer to."""
+
+    operators: Mapping[str, tuple[FunctionSchema, ...]]     # ``at`` base name -> declared overloads
+    helpers: Mapping[str, HelperSignature]
+    names: Mapping[str, Binding]
+
+    def bind(self, bindings: Mapping[str, Binding]) -> "Context":
+        return replace(self, names={**self.names, **bindings})
+
+
+CPP_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool case catch char class compl const
+    constexpr const_cast continue decltype default delete do double dynamic_cast else enum explicit
+    export extern false float for friend goto if inline int long mutable namespace new noexcept not
+    not_eq nullptr operator or or_eq private protected public register reinterpret_cast return short
+    signed sizeof static static_assert static_cast struct switch template this throw true try typedef
+    typeid typename union unsigned using virtual void volatile while xor xor_eq grad_fn
+""".split())
+
+
+def cpp_name(name: str) -> str:
+    """A Python identifier as a C++ identifier (C++ keywords get a trailing underscore)."""
+    return f"{name}_" if name in CPP_KEYWORDS else name
+
+
+# --- conversions ---------------------------------------------------------------------------------
+
+def coerce(value: Typed, target: PyType) -> str:
+    """``value`` spelled as a C++ value of ``target`` (``None`` -> ``at::Tensor()``, ``x`` -> ``std::optional``)."""
+    if value.type == target:
+        return value.text
+    if value.type.kind is Kind.SCALAR and target.kind in (Kind.FLOAT, Kind.INT):
+        return f"{value.operand()}.{'toDouble' if target.kind is Kind.FLOAT else 'toLong'}()"
+    if value.type.kind is Kind.NONE or (value.type.kind is Kind.LIST and value.type.elem.kind is Kind.UNKNOWN):
+        return f"{T.cpp_value(target)}()"
+    if target.kind is Kind.OPTIONAL and value.type.kind is not Kind.OPTIONAL:
+        return f"{T.cpp_value(target)}({value.text})"
+    if target.kind is Kind.LIST and target.size is None and value.type.kind is Kind.LIST and value.type.size is not None:
+        return f"{T.cpp_value(target)}({value.operand()}.begin(), {value.operand()}.end())"
+    return value.text
+
+
+def is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+# --- the translator --------------------------------------------------------------------------------
+
+def translate(node: cst.BaseExpression, context: Context, expected: PyType | None = None) -> Typed:
+    """Translate one expression; ``expected`` types literals that cannot type themselves (``[]``, ``None``)."""
+    if isinstance(node, cst.Name):
+        return _name(node, context, expected)
+    if isinstance(node, cst.Integer):
+        return Typed(node.value.replace("_", ""), T.INT)
+    if isinstance(node, cst.Float):
+        text = node.value.replace("_", "")
+        return Typed(text if any(c in text for c in ".eE") else f"{text}.0", T.FLOAT)
+    if isinstance(node, cst.SimpleString) and not node.prefix:
+        return Typed('"' + node.raw_value.replace("\\", "\\\\").replace('"', '\\"') + '"', T.STR)
+    if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
+        return _arithmetic(node, context)
+    if isinstance(node, cst.Comparison):
+        return _comparison(node, context)
+    if isinstance(node, cst.BooleanOperation):
+        op = "&&" if isinstance(node.operator, cst.And) else "||"
+        left, right = _condition(node.left, context), _condition(node.right, context)
+        return Typed(f"{left.operand()} {op} {right.operand()}", T.BOOL, atomic=False)
+    if isinstance(node, cst.IfExp):
+        return _conditional(node, context, expected)
+    if isinstance(node, cst.Call):
+        return _call(node, context, expected)
+    if isinstance(node, cst.Subscript):
+        return _subscript(node, context)
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return _sequence(node, context, expected)
+    raise unsupported(node, _describe(node))
+
+
+def translate_condition(node: cst.BaseExpression, context: Context) -> Typed:
+    """An expression in a boolean position (``if``, ``not``, ``and``/``or``)."""
+    return _condition(node, context)
+
+
+def _describe(node: cst.CSTNode) -> str:
+    names = {
+        cst.Lambda: "a lambda", cst.ListComp: "a list comprehension", cst.GeneratorExp: "a generator expression",
+        cst.DictComp: "a dict comprehension", cst.SetComp: "a set comprehension", cst.Dict: "a dict literal",
+        cst.Set: "a set literal", cst.FormattedString: "an f-string", cst.Await: "await",
+        cst.Yield: "yield", cst.Attribute: "an attribute access", cst.NamedExpr: "an assignment expression",
+        cst.Ellipsis: "an ellipsis", cst.Imaginary: "a complex literal", cst.ConcatenatedString: "a string concatenation",
+    }
+    return names.get(type(node), f"a {type(node).__name__} expression")
+
+
+def _name(node: cst.Name, context: Context, expected: PyType | None) -> Typed:
+    value = node.value
+    if value in ("True", "False"):
+        return Typed(value.lower(), T.BOOL)
+    if value == "None":
+        if expected is not None and expected.kind is not Kind.NONE:
+            return Typed(coerce(Typed("", T.NONE), expected), expected)
+        return Typed("std::nullopt", T.NONE)
+    binding = context.names.get(value)
+    if binding is None:
+        raise Untranslatable(node, UNKNOWN_NAME, f"'{value}' is not an input, a local or a captured value here")
+    if binding.metadata:
+        raise unsupported(node, f"'{value}' other than through its metadata ({', '.join(sorted(binding.metadata))})")
+    return Typed(binding.cpp, binding.type)
+
+
+def _condition(node: cst.BaseExpression, context: Context) -> Typed:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        inner = _condition(node.expression, context)
+        return Typed(f"!{inner.operand()}", T.BOOL)
+    value = translate(node, context)
+    kind = value.type.kind
+    if kind in (Kind.BOOL, Kind.INT):
+        return value
+    if kind is Kind.OPTIONAL:
+        return Typed(f"{value.operand()}.has_value()", T.BOOL)
+    if kind is Kind.LIST:
+        return Typed(f"!{value.operand()}.empty()", T.BOOL)
+    raise unsupported(node, f"the truth value of a {value.type}")
+
+
+# Python operators; the tensor forms are the aten ops add, sub, mul, div, neg (TensorOperators.h).
+_BINARY = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/"}
+_OTHER_OPERATORS = {cst.Power: "**", cst.FloorDivide: "//", cst.Modulo: "%", cst.MatrixMultiply: "@",
+                    cst.BitAnd: "&", cst.BitOr: "|", cst.BitXor: "^", cst.LeftShift: "<<", cst.RightShift: ">>"}
+
+
+def _arithmetic(node: cst.BinaryOperation | cst.UnaryOperation, context: Context) -> Typed:
+    if isinstance(node, cst.UnaryOperation):
+        if isinstance(node.operator, cst.Not):
+            return _condition(node, context)
+        operand = translate(node.expression, context)
+        if isinstance(node.operator, cst.Plus):
+            return operand
+        if isinstance(node.operator, cst.Minus) and operand.type.kind in (Kind.TENSOR, Kind.INT, Kind.FLOAT, Kind.SCALAR):
+            return Typed(f"-{operand.operand()}", operand.type)
+        raise unsupported(node, f"unary {type(node.operator).__name__} on {operand.type}")
+    left, right = translate(node.left, context), translate(node.right, context)
+    kinds = {left.type.kind, right.type.kind}
+    if isinstance(node.operator, (cst.FloorDivide, cst.Modulo)) and kinds <= {Kind.INT, Kind.BOOL}:
+        helper = "floordiv" if isinstance(node.operator, cst.FloorDivide) else "pymod"
+        return Typed(f"formulas::runtime::{helper}({left.text}, {right.text})", T.INT)
+    symbol = _BINARY.get(type(node.operator))
+    if symbol is None:
+        spelled = _OTHER_OPERATORS.get(type(node.operator), type(node.operator).__name__)
+        raise unsupported(node, f"the operator '{spelled}' on {left.type} and {right.type}")
+    if Kind.TENSOR in kinds:
+        if not kinds <= {Kind.TENSOR, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.SCALAR}:
+            raise unsupported(node, f"'{symbol}' between {left.type} and {right.type}")
+        return Typed(f"{left.operand()} {symbol} {right.operand()}", T.TENSOR, atomic=False)
+    if Kind.SCALAR in kinds and kinds <= {Kind.SCALAR, Kind.INT, Kind.FLOAT, Kind.BOOL}:
+        left_text = f"{left.operand()}.toDouble()" if left.type.kind is Kind.SCALAR else left.operand()
+        right_text = f"{right.operand()}.toDouble()" if right.type.kind is Kind.SCALAR else right.operand()
+        return Typed(f"{left_text} {symbol} {right_text}", T.FLOAT, atomic=False)
+    if kinds <= {Kind.INT, Kind.FLOAT, Kind.BOOL}:
+        if symbol == "/":   # Python's true division
+            return Typed(f"static_cast<double>({left.text}) / {right.operand()}", T.FLOAT, atomic=False)
+        result = T.FLOAT if Kind.FLOAT in kinds else T.INT
+        return Typed(f"{left.operand()} {symbol} {right.operand()}", result, atomic=False)
+    if symbol == "+" and left.type.kind is Kind.LIST and right.type.kind is Kind.LIST:
+        joined = T.unify(left.type, right.type)
+        return Typed(f"formulas::runtime::concat({coerce(left, joined)}, {coerce(right, joined)})", joined)
+    raise unsupported(node, f"'{symbol}' between {left.type} and {right.type}")
+
+
+_COMPARE = {cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">", cst.GreaterThanEqual: ">=",
+            cst.Equal: "==", cst.NotEqual: "!="}
+
+
+def _comparison(node: cst.Comparison, context: Context) -> Typed:
+    parts: list[str] = []
+    left_node = node.left
+    result_type = T.BOOL
+    for target in node.comparisons:
+        op = target.operator
+        if isinstance(op, (cst.Is, cst.IsNot)):
+            if not is_none(target.comparator):
+                raise unsupported(node, "'is' with anything but None")
+            subject = translate(left_node, context)
+            parts.append(_is_none(subject, node, negate=isinstance(op, cst.IsNot)))
+        elif type(op) in _COMPARE:
+            left, right = translate(left_node, context), translate(target.comparator, context)
+            if Kind.TENSOR in (left.type.kind, right.type.kind):
+                if len(node.comparisons) > 1:
+                    raise unsupported(node, "a chained comparison of tensors")
+                result_type = T.TENSOR
+            elif not ({left.type.kind, right.type.kind} <= {Kind.INT, Kind.FLOAT, Kind.BOOL}
+                      or left.type == right.type):
+                raise unsupported(node, f"comparing {left.type} with {right.type}")
+            parts.append(f"{left.operand()} {_COMPARE[type(op)]} {right.operand()}")
+        else:
+            raise unsupported(node, f"the comparison '{type(op).__name__}'")
+        left_node = target.comparator
+    if len(parts) == 1:
+        return Typed(parts[0], result_type, atomic=False)
+    return Typed(" && ".join(f"({p})" for p in parts), T.BOOL, atomic=False)
+
+
+def _is_none(subject: Typed, node: cst.CSTNode, negate: bool) -> str:
+    kind = subject.type.kind
+    if kind is Kind.TENSOR:
+        return f"{subject.operand()}.defined()" if negate else f"!{subject.operand()}.defined()"
+    if kind is Kind.OPTIONAL:
+        return f"{subject.operand()}.has_value()" if negate else f"!{subject.operand()}.has_value()"
+    if kind is Kind.NONE:
+        return "false" if negate else "true"
+    raise unsupported(node, f"'is None' on a {subject.type}, which is never None")
+
+
+def _conditional(node: cst.IfExp, context: Context, expected: PyType | None) -> Typed:
+    test = _condition(node.test, context)
+    body = translate(node.body, context, expected)
+    orelse = translate(node.orelse, context, expected)
+    try:
+        joined = T.unify(body.type, orelse.type)
+    except T.TypeConflict as conflict:
+        raise Untranslatable(node, TYPE_CONFLICT, f"the branches of this conditional have types {conflict}") from None
+    if joined.kind is Kind.NONE and expected is not None:
+        joined = expected
+    return Typed(f"{test.operand()} ? {_branch(body, joined)} : {_branch(orelse, joined)}", joined, atomic=False)
+
+
+def _branch(value: Typed, target: PyType) -> str:
+    text = coerce(value, target)
+    return text if value.atomic or text != value.text else f"({text})"
+
+
+def _sequence(node: cst.List | cst.Tuple, context: Context, expected: PyType | None) -> Typed:
+    if any(not isinstance(e, cst.Element) or isinstance(e, cst.StarredElement) for e in node.elements):
+        raise unsupported(node, "a starred element")
+    if isinstance(node, cst.Tuple):
+        hints = expected.elems if expected is not None and expected.kind is Kind.TUPLE else ()
+        items = [translate(e.value, context, hints[i] if i < len(hints) else None) for i, e in enumerate(node.elements)]
+        ty = T.tuple_of(*(item.type for item in items))
+        return Typed(f"std::make_tuple({', '.join(coerce(i, t) for i, t in zip(items, ty.elems))})", ty)
+    hint = expected.elem if expected is not None and expected.kind is Kind.LIST else None
+    items = [translate(e.value, context, hint) for e in node.elements]
+    elem = hint if hint is not None and hint.kind is not Kind.UNKNOWN else T.UNKNOWN
+    for item in items:
+        try:
+            elem = T.unify(elem, item.type)
+        except T.TypeConflict as conflict:
+            raise Untranslatable(node, TYPE_CONFLICT, f"list elements have types {conflict}") from None
+    ty = T.list_of(elem)
+    if elem.kind is Kind.UNKNOWN:
+        return Typed("{}", ty)
+    return Typed(f"{T.cpp_value(ty)}{{{', '.join(coerce(i, elem) for i in items)}}}", ty)
+
+
+def deref_optional_list(value: Typed) -> Typed:
+    """``xs`` of type ``list | None`` used as a list (Python raises on None; so does ``*xs``)."""
+    if value.type.kind is Kind.OPTIONAL and value.type.elem.kind is Kind.LIST:
+        return Typed(f"(*{value.operand()})", value.type.elem)
+    return value
+
+
+def _subscript(node: cst.Subscript, context: Context) -> Typed:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        raise unsupported(node, "slicing")
+    container = deref_optional_list(translate(node.value, context))
+    index_node = node.slice[0].slice.value
+    if container.type.kind is Kind.TUPLE:
+        position = _literal_int(index_node)
+        if position is None or not -len(container.type.elems) <= position < len(container.type.elems):
+            raise unsupported(node, "a tuple index that is not an in-range integer literal")
+        position %= len(container.type.elems)
+        return Typed(f"std::get<{position}>({container.text})", container.type.elems[position])
+    if container.type.kind is not Kind.LIST:
+        raise unsupported(node, f"indexing a {container.type}")
+    return Typed(element_access(container, index_node, context), container.type.elem)
+
+
+def element_access(container: Typed, index_node: cst.BaseExpression, context: Context) -> str:
+    """``xs[i]`` with Python's negative indices (a wrap only where the index may be negative)."""
+    literal = _literal_int(index_node)
+    if literal is not None and literal >= 0:
+        return f"{container.operand()}[{literal}]"
+    index = translate(index_node, context)
+    if index.type.kind not in (Kind.INT, Kind.BOOL):
+        raise unsupported(index_node, f"an index of type {index.type}")
+    return f"{container.operand()}[formulas::runtime::wrap_index({index.text}, {container.operand()}.size())]"
+
+
+def _literal_int(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.value.replace("_", ""), 0)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+        return -int(node.expression.value.replace("_", ""), 0)
+    return None
+
+
+# --- calls -------------------------------------------------------------------------------------------
+
+METADATA_METHODS = {
+    "sizes": (T.INT_LIST, "{0}.sizes().vec()"),
+    "size": (T.INT, "{0}.size({1})"),
+    "dim": (T.INT, "{0}.dim()"),
+    "numel": (T.INT, "{0}.numel()"),
+    "scalar_type": (T.SCALAR_TYPE, "{0}.scalar_type()"),
+    "options": (T.OPTIONS, "{0}.options()"),
+}
+
+
+def _call(node: cst.Call, context: Context, expected: PyType | None) -> Typed:
+    func = node.func
+    if any(arg.star for arg in node.args):
+        raise unsupported(node, "a call with *args or **kwargs")
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "at":
+        return _operator_call(node, func.attr.value, context)
+    if isinstance(func, cst.Attribute):
+        return _method_call(node, func, context)
+    if isinstance(func, cst.Name):
+        name = func.value
+        if name in context.helpers:
+            return _helper_call(node, context.helpers[name], context)
+        if name == "len" and len(node.args) == 1 and node.args[0].keyword is None:
+            value = deref_optional_list(translate(node.args[0].value, context))
+            if value.type.kind not in (Kind.LIST, Kind.TUPLE):
+                raise unsupported(node, f"len() of a {value.type}")
+            if value.type.kind is Kind.TUPLE:
+                return Typed(str(len(value.type.elems)), T.INT)
+            return Typed(f"static_cast<int64_t>({value.operand()}.size())", T.INT)
+        if name == "list" and len(node.args) == 1 and node.args[0].keyword is None:
+            value = translate(node.args[0].value, context)
+            if value.type.kind is not Kind.LIST:
+                raise unsupported(node, f"list() of a {value.type}")
+            ty = T.list_of(value.type.elem)
+            return Typed(f"{T.cpp_value(ty)}({value.operand()}.begin(), {value.operand()}.end())", ty)
+        if name in ("min", "max") and len(node.args) == 2 and all(a.keyword is None for a in node.args):
+            left, right = (translate(a.value, context) for a in node.args)
+            if {left.type.kind, right.type.kind} <= {Kind.INT, Kind.BOOL}:
+                return Typed(f"std::{name}<int64_t>({left.text}, {right.text})", T.INT)
+            if {left.type.kind, right.type.kind} <= {Kind.INT, Kind.FLOAT, Kind.BOOL}:
+                return Typed(f"std::{name}<double>({left.text}, {right.text})", T.FLOAT)
+        raise Untranslatable(node, UNKNOWN_OPERATOR if name not in context.names else UNSUPPORTED,
+                             f"cannot transliterate a call to '{name}' to C++: "
+                             "only at.<op>, @helper functions, len, list, min and max can be called")
+    raise unsupported(node, "this call")
+
+
+def _method_call(node: cst.Call, func: cst.Attribute, context: Context) -> Typed:
+    method = func.attr.value
+    if isinstance(func.value, cst.Name) and func.value.value in context.names:
+        binding = context.names[func.value.value]
+        key = "sizes" if method == "size" else method
+        if key in binding.metadata:
+            saved = binding.metadata[key]
+            if method == "size":
+                index = translate(node.args[0].value, context)
+                return Typed(f"{saved}[formulas::runtime::wrap_index({index.text}, {saved}.size())]", T.INT)
+            return Typed(saved, METADATA_METHODS[key][0])
+    receiver = translate(func.value, context)
+    if receiver.type.kind is Kind.TENSOR and method in METADATA_METHODS:
+        ty, template = METADATA_METHODS[method]
+        args = [translate(a.value, context).text for a in node.args]
+        if len(args) != template.count("{") - 1:
+            raise unsupported(node, f"'{method}' with {len(args)} arguments")
+        return Typed(template.format(receiver.operand(), *args), ty)
+    if receiver.type.kind is Kind.TENSOR:
+        raise unsupported(node, f"the tensor method '{method}' (tensor methods are metadata only; call at.{method})")
+    raise unsupported(node, f"the method '{method}' of a {receiver.type}")
+
+
+def _bind_arguments(node: cst.Call, names: list[str]) -> dict[str, cst.BaseExpression]:
+    """Map the call's arguments onto parameter names (positional first, then keywords)."""
+    positional = [a for a in node.args if a.keyword is None]
+    if len(positional) > len(names):
+        raise ValueError(f"takes at most {len(names)} arguments, {len(positional)} given")
+    bound = {name: arg.value for name, arg in zip(names, positional)}
+    for arg in node.args:
+        if arg.keyword is not None:
+            key = arg.keyword.value
+            if key not in names:
+                raise ValueError(f"has no parameter '{key}'")
+            if key in bound:
+                raise ValueError(f"got '{key}' twice")
+            bound[key] = arg.value
+    return bound
+
+
+def _operator_call(node: cst.Call, name: str, context: Context) -> Typed:
+    overloads = context.operators.get(name)
+    if not overloads:
+        raise Untranslatable(node, UNKNOWN_OPERATOR,
+                             f"call to unknown operator 'at.{name}': declare it in the library "
+                             "with @derivative or nondifferentiable(...)")
+    tried: list[str] = []
+    for schema in overloads:
+        resolved = _resolve(node, schema, context)
+        if resolved is not None:
+            return Typed(resolved.cpp(), resolved.return_type)
+        tried.append(str(schema))
+    raise Untranslatable(node, NO_OVERLOAD, f"no declared overload of 'at.{name}' accepts these arguments "
+                         f"(declared: {'; '.join(tried)})")
+
+
+def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolved | None:
+    params = [a for a in schema.arguments if not a.is_out]
+    positional_names = [a.name for a in params if not a.kwarg_only]
+    keyword_names = [a.name for a in params]
+    if sum(a.keyword is None for a in node.args) > len(positional_names):
+        return None
+    try:
+        bound = _bind_arguments(node, keyword_names)
+    except ValueError:
+        return None
+    if any(a.keyword is not None and a.keyword.value in positional_names[:sum(b.keyword is None for b in node.args)]
+           for a in node.args):
+        return None
+    texts: list[str] = []
+    last = max((i for i, p in enumerate(params) if p.name in bound), default=-1)
+    for index, param in enumerate(params):
+        if index > last:
+            break
+        try:
+            param_type = T.from_schema(param.type)
+        except T.UnsupportedType:
+            return None
+        if param.name not in bound:
+            if param.default is None:
+                return None
+            texts.append(cpp_default(param))
+            continue
+        value = translate(bound[param.name], context, param_type)
+        if not accepts(param_type, value.type):
+            return None
+        texts.append(_argument_text(value, param_type))
+    if any(p.default is None and p.name not in bound for p in params):
+        return None
+    return Resolved(schema, tuple(texts))
+
+
+def _argument_text(value: Typed, param: PyType) -> str:
+    if value.type.kind is Kind.NONE:
+        return "at::Tensor()" if param.kind is Kind.TENSOR else "std::nullopt"
+    if value.type.kind is Kind.LIST and value.type.elem.kind is Kind.UNKNOWN:
+        target = param.elem if param.kind is Kind.OPTIONAL else param
+        return f"{T.cpp_value(target)}{{}}"
+    return value.text
+
+
+def _helper_call(node: cst.Call, helper: HelperSignature, context: Context) -> Typed:
+    names = [p[0] for p in helper.params]
+    try:
+        bound = _bind_arguments(node, names)
+    except ValueError as error:
+        raise unsupported(node, f"this call of helper '{helper.name}' (it {error})") from None
+    texts = []
+    for name, ty, default in helper.params:
+        if name in bound:
+            value = translate(bound[name], context, ty)
+        elif default is not None:
+            value = translate(default, context, ty)
+        else:
+            raise unsupported(node, f"this call of helper '{helper.name}' (missing argument '{name}')")
+        if not accepts(ty, value.type) and value.type.kind is not Kind.TUPLE:
+            raise Untranslatable(node, TYPE_CONFLICT, f"helper '{helper.name}' takes {ty} for '{name}', "
+                                 f"got {value.type}")
+        texts.append(coerce(value, ty))
+    return Typed(f"helpers::{helper.name}({', '.join(texts)})", helper.returns)

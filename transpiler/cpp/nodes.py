@@ -1,0 +1,381 @@
+"""One formula -> its autograd node, backward function and forward wrapper (C++ text).
+
+Saved-variable inference follows torchgen: only what the backward captures is
+saved; a tensor the backward reads only through metadata methods saves that
+metadata (sizes, dim, numel, scalar type, options) instead of the tensor;
+inputs are ``SavedVariable(x, false)``, outputs ``SavedVariable(y, true)``;
+non-tensor captures are plain members. ``apply()`` returns early when every
+incoming gradient is undefined, computes the ``needs_input_grad`` mask from
+``task_should_compute_output`` and stores only the gradients asked for.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from transpiler.cpp import types as T
+from transpiler.cpp.expressions import METADATA_METHODS, Binding, Context, Typed, cpp_name, translate, unsupported
+from transpiler.cpp.statements import INDENT, translate_body
+from transpiler.cpp.types import Kind, PyType
+from transpiler.model import CaptureKind, Formula
+from transpiler.schema import BaseType, OptionalType
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    name: str
+    member: str
+    is_output: bool
+    is_list: bool
+
+
+@dataclass(frozen=True)
+class SavedMetadata:
+    tensor: str
+    method: str
+    member: str
+    param: str              # the backward function's parameter holding it
+    type: PyType
+
+
+@dataclass(frozen=True)
+class SavedValue:
+    name: str
+    member: str
+    type: PyType
+
+
+Saved = SavedTensor | SavedMetadata | SavedValue
+
+
+@dataclass(frozen=True)
+class EmittedFormula:
+    """The C++ of one formula, ready to be placed in its module's file."""
+
+    op_name: str
+    struct: str
+    code: str            # node struct, backward function, apply(), forward wrapper
+    registration: str    # the m.def(...) line
+
+
+def node_name(formula: Formula, taken: set[str]) -> str:
+    """``<Op>Backward<N>`` in torchgen's spelling (``mul.Tensor`` -> ``MulTensorBackward0``)."""
+    words = re.split(r"[_.]+", str(formula.schema.name))
+    base = "".join(w[:1].upper() + w[1:] for w in words if w)
+    index = 0
+    while f"{base}Backward{index}" in taken:
+        index += 1
+    return f"{base}Backward{index}"
+
+
+def borrowed_param(ty: PyType) -> str:
+    """Parameter type of a generated function (helpers, backward): lists are borrowed views."""
+    if ty == T.INT_LIST:
+        return "at::IntArrayRef"
+    if ty == T.optional(T.INT_LIST):
+        return "at::OptionalIntArrayRef"
+    if ty == T.TENSOR_LIST:
+        return "at::TensorList"
+    return T.cpp_param(ty)
+
+
+def _metadata_only_methods(name: str, backward: cst.FunctionDef) -> set[str] | None:
+    """The metadata methods through which the backward reads ``name``, or None if it reads it otherwise."""
+    methods: set[str] = set()
+    other_use = False
+
+    class Uses(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> bool:
+            func = node.func
+            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                    and func.value.value == name and func.attr.value in METADATA_METHODS):
+                methods.add("sizes" if func.attr.value == "size" else func.attr.value)
+                for arg in node.args:
+                    arg.visit(self)
+                return False
+            return True
+
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal other_use
+            if node.value == name:
+                other_use = True
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)   # the attribute name itself is not a use
+            return False
+
+    backward.body.visit(Uses())
+    return None if other_use or not methods else methods
+
+
+def _is_borrowed(ty: PyType) -> bool:
+    """Whether a value of ``ty`` may be a borrowed view (ArrayRef, string_view) that a node must copy."""
+    inner = ty.elem if ty.kind is Kind.OPTIONAL else ty
+    return inner.kind in (Kind.LIST, Kind.STR)
+
+
+def _lend(item: SavedValue) -> str:
+    """A plain member as the backward function's argument."""
+    return f"formulas::runtime::borrow({item.member})" if item.type == T.optional(T.INT_LIST) else item.member
+
+
+class FormulaEmitter:
+    """Builds the C++ of one formula from the model and the library's context."""
+
+    def __init__(self, formula: Formula, context: Context, struct: str) -> None:
+        self.formula = formula
+        self.context = context
+        self.struct = struct
+        self.schema = formula.schema
+        self.arguments = [a for a in self.schema.arguments if not a.is_out]
+        self.forward_context = context.bind({
+            a.name: Binding(T.from_schema(a.type), cpp_name(a.name)) for a in self.arguments})
+        self.forward = translate_body(formula.forward, self.forward_context, return_type=None)
+        self.output_nodes = self._output_nodes()
+        self.output_types = [T.from_schema(r.type) for r in self.schema.returns]
+        diff = formula.output_differentiability or (True,) * len(self.schema.returns)
+        self.differentiable_outputs = [i for i, d in enumerate(diff) if d]
+        self.saved = self._saved()
+
+    # --- model ---------------------------------------------------------------------------------
+    def _output_nodes(self) -> list[cst.BaseExpression]:
+        final = self.formula.node.body.body[-1]
+        returned = final.body[0].value
+        outputs = returned.elements[0].value
+        if len(self.schema.returns) > 1:
+            if not isinstance(outputs, cst.Tuple):
+                raise unsupported(outputs, "outputs that are not a tuple of names")
+            return [e.value for e in outputs.elements]
+        return [outputs]
+
+    def type_of(self, name: str) -> PyType:
+        if name in self.forward.locals.types:
+            return self.forward.locals.types[name]
+        return self.forward_context.names[name].type
+
+    def _saved(self) -> list[Saved]:
+        saved: list[Saved] = []
+        backward = self.formula.backward.node
+        for capture in self.formula.captures:
+            ty = self.type_of(capture.name)
+            member = f"{capture.name}_"
+            if ty.kind is Kind.TENSOR:
+                methods = _metadata_only_methods(capture.name, backward)
+                if methods is not None:
+                    saved.extend(SavedMetadata(capture.name, m, f"{capture.name}_{m}_", f"saved_{capture.name}_{m}",
+                                               METADATA_METHODS[m][0]) for m in sorted(methods))
+                    continue
+                saved.append(SavedTensor(capture.name, member, capture.kind is CaptureKind.OUTPUT, False))
+            elif ty == T.TENSOR_LIST:
+                saved.append(SavedTensor(capture.name, member, capture.kind is CaptureKind.OUTPUT, True))
+            else:
+                saved.append(SavedValue(capture.name, member, ty))
+        return saved
+
+    @property
+    def grad_types(self) -> list[PyType]:
+        return [T.TENSOR_LIST if T.from_schema(a.type) == T.TENSOR_LIST else T.TENSOR
+                for a in self.formula.differentiable_inputs]
+
+    @property
+    def backward_return(self) -> PyType:
+        types = self.grad_types
+        return types[0] if len(types) == 1 else T.tuple_of(*types)
+
+    # --- text ----------------------------------------------------------------------------------
+    def emit(self) -> EmittedFormula:
+        parts = [self.struct_text(), self.backward_function(), self.apply_text(), self.wrapper_text()]
+        registration = f'm.def("{self.schema}", TORCH_FN(formulas::{self.wrapper_name}));'
+        return EmittedFormula(str(self.schema.name), self.struct, "\n".join(parts), registration)
+
+    @property
+    def wrapper_name(self) -> str:
+        return cpp_name(self.formula.function)
+
+    @property
+    def backward_name(self) -> str:
+        return f"{self.formula.function}_backward"
+
+    def struct_text(self) -> str:
+        members, releases = [], []
+        for item in self.saved:
+            if isinstance(item, SavedTensor) and item.is_list:
+                members.append(f"  std::vector<torch::autograd::SavedVariable> {item.member};")
+                releases.append(f"    {item.member}.clear();")
+            elif isinstance(item, SavedTensor):
+                members.append(f"  torch::autograd::SavedVariable {item.member};")
+                releases.append(f"    {item.member}.reset_data();")
+            else:
+                members.append(f"  {T.cpp_value(item.type)} {item.member}{{}};")
+        for arg in self.formula.differentiable_inputs:
+            if T.from_schema(arg.type) == T.TENSOR_LIST:
+                members.append(f"  size_t {arg.name}_size_ = 0;")
+        release_body = "\n".join(["    std::lock_guard<std::mutex> lock(mutex_);", *releases])
+        return "\n".join([
+            f"struct {self.struct} : public torch::autograd::TraceableFunction {{",
+            "  using TraceableFunction::TraceableFunction;",
+            "  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;",
+            f'  std::string name() const override {{ return "{self.struct}"; }}',
+            "  void release_variables() override {",
+            release_body,
+            "  }",
+            *members,
+            "};",
+            "",
+        ])
+
+    def _backward_params(self) -> list[tuple[str, str, Binding]]:
+        """(C++ declaration, argument passed by apply(), binding in the backward) per parameter."""
+        params = []
+        for grad in self.formula.backward.grad_params:
+            params.append((f"const at::Tensor& {cpp_name(grad)}", None, (grad, Binding(T.TENSOR, cpp_name(grad)))))
+        seen_metadata: dict[str, dict[str, str]] = {}
+        for item in self.saved:
+            if isinstance(item, SavedMetadata):
+                seen_metadata.setdefault(item.tensor, {})[item.method] = item.param
+                params.append((f"{borrowed_param(item.type)} {item.param}", item.member, None))
+            elif isinstance(item, SavedTensor):
+                ty = T.TENSOR_LIST if item.is_list else T.TENSOR
+                params.append((f"{borrowed_param(ty)} {cpp_name(item.name)}", None,
+                               (item.name, Binding(ty, cpp_name(item.name)))))
+            else:
+                params.append((f"{borrowed_param(item.type)} {cpp_name(item.name)}", None,
+                               (item.name, Binding(item.type, cpp_name(item.name)))))
+        for tensor, methods in seen_metadata.items():
+            params.append(("", None, (tensor, Binding(T.TENSOR, cpp_name(tensor), methods))))
+        mask = self.formula.backward.needs_input_grad
+        if mask is not None:
+            count = len(self.formula.differentiable_inputs)
+            ty = T.list_of(T.BOOL, count)
+            params.append((f"const std::array<bool, {count}>& {cpp_name(mask)}", None,
+                           (mask, Binding(ty, cpp_name(mask)))))
+        return params
+
+    def backward_function(self) -> str:
+        params = self._backward_params()
+        bindings = {b[0]: b[1] for _, _, b in params if b is not None}
+        context = self.context.bind(bindings)
+        body = translate_body(self.formula.backward.node.body.body, context, self.backward_return)
+        declared = ",\n    ".join(p for p, _, _ in params if p)
+        return "\n".join([
+            f"{T.cpp_value(self.backward_return)} {self.backward_name}(",
+            f"    {declared}) {{",
+            *body.lines,
+            "}",
+            "",
+        ])
+
+    def apply_text(self) -> str:
+        lines = [
+            f"torch::autograd::variable_list {self.struct}::apply(torch::autograd::variable_list&& grads) {{",
+            "  std::lock_guard<std::mutex> lock(mutex_);",
+            "  formulas::runtime::IndexRanges ranges;",
+        ]
+        inputs = self.formula.differentiable_inputs
+        for arg in inputs:
+            count = f"{arg.name}_size_" if T.from_schema(arg.type) == T.TENSOR_LIST else "1"
+            lines.append(f"  const auto {arg.name}_ix = ranges.next({count});")
+        lines += [
+            "  torch::autograd::variable_list grad_inputs(ranges.size());",
+            "  if (!formulas::runtime::any_defined(grads)) {",
+            "    return grad_inputs;",
+            "  }",
+            f"  const std::array<bool, {len(inputs)}> needs_input_grad = {{",
+            *(f"      formulas::runtime::should_compute(*this, {a.name}_ix)," for a in inputs),
+            "  };",
+        ]
+        lines.append("  if (" + " && ".join(f"!needs_input_grad[{i}]" for i in range(len(inputs))) + ") {")
+        lines += ["    return grad_inputs;", "  }"]
+        arguments = []
+        for index, grad in enumerate(self.formula.backward.grad_params):
+            arguments.append(f"grads[{index}]")
+        for item in self.saved:
+            if isinstance(item, SavedTensor) and item.is_list:
+                lines.append(f"  const auto {cpp_name(item.name)} = formulas::runtime::unpack_list({item.member});")
+                arguments.append(cpp_name(item.name))
+            elif isinstance(item, SavedTensor):
+                owner = "getptr()" if item.is_output else ""
+                lines.append(f"  const auto {cpp_name(item.name)} = {item.member}.unpack({owner});")
+                arguments.append(cpp_name(item.name))
+            elif isinstance(item, SavedMetadata):
+                arguments.append(item.member)
+            else:
+                arguments.append(_lend(item))
+        if self.formula.backward.needs_input_grad is not None:
+            arguments.append("needs_input_grad")
+        call = f"formulas::{self.backward_name}({', '.join(arguments)})"   # qualified: no ADL into at::
+        if len(inputs) == 1:
+            lines.append(f"  formulas::runtime::store(grad_inputs, {inputs[0].name}_ix, {call});")
+        else:
+            lines.append(f"  const auto input_grads = {call};")
+            for index, arg in enumerate(inputs):
+                lines.append(f"  if (needs_input_grad[{index}]) {{")
+                lines.append(f"    formulas::runtime::store(grad_inputs, {arg.name}_ix, std::get<{index}>(input_grads));")
+                lines.append("  }")
+        lines += ["  return grad_inputs;", "}", ""]
+        return "\n".join(lines)
+
+    def wrapper_text(self) -> str:
+        params, prologue = [], []
+        for arg in self.arguments:
+            declared = T.cpp_kernel_param(arg.type)
+            if isinstance(arg.type, OptionalType) and isinstance(arg.type.elem, BaseType) and arg.type.elem.name == "Tensor":
+                params.append(f"{declared} {arg.name}_opt")
+                prologue.append(f"  const at::Tensor {cpp_name(arg.name)} = {arg.name}_opt.value_or(at::Tensor());")
+            else:
+                params.append(f"{declared} {cpp_name(arg.name)}")
+        returns = [T.cpp_value(t) for t in self.output_types]
+        return_type = returns[0] if len(returns) == 1 else f"std::tuple<{', '.join(returns)}>"
+        inputs = ", ".join(cpp_name(a.name) for a in self.formula.differentiable_inputs)
+        lines = [f"{return_type} {self.wrapper_name}({', '.join(params)}) {{", *prologue,
+                 f"  c10::intrusive_ptr<{self.struct}> grad_fn;",
+                 f"  if (torch::autograd::compute_requires_grad({inputs})) {{",
+                 f"    grad_fn = c10::make_intrusive<{self.struct}>();",
+                 f"    grad_fn->set_next_edges(torch::autograd::collect_next_edges({inputs}));",
+                 "  }",
+                 "  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);",
+                 *self.forward.lines]
+        outputs = []
+        context = self.forward_context.bind({n: Binding(t, cpp_name(n)) for n, t in self.forward.locals.types.items()})
+        for index, (node, ty) in enumerate(zip(self.output_nodes, self.output_types)):
+            if isinstance(node, cst.Name):
+                outputs.append(cpp_name(node.value))
+            else:
+                value = translate(node, context, ty)
+                lines.append(f"  auto output{index} = {value.text};")
+                outputs.append(f"output{index}")
+        lines.append("  below_autograd.reset();")
+        lines.append("  if (grad_fn) {")
+        for index in self.differentiable_outputs:
+            lines.append(f"    torch::autograd::set_history({outputs[index]}, grad_fn);")
+        for arg in self.formula.differentiable_inputs:
+            if T.from_schema(arg.type) == T.TENSOR_LIST:
+                lines.append(f"    grad_fn->{arg.name}_size_ = {cpp_name(arg.name)}.size();")
+        for item in self.saved:
+            source = cpp_name(item.tensor if isinstance(item, SavedMetadata) else item.name)
+            if isinstance(item, SavedTensor) and item.is_list:
+                lines.append(f"    grad_fn->{item.member} = formulas::runtime::save_list({source});")
+            elif isinstance(item, SavedTensor):
+                flag = "true" if item.is_output else "false"
+                lines.append(f"    grad_fn->{item.member} = torch::autograd::SavedVariable({source}, {flag});")
+            elif isinstance(item, SavedMetadata):
+                template = METADATA_METHODS[item.method][1]
+                lines.append(f"    grad_fn->{item.member} = {template.format(source)};")
+            elif _is_borrowed(item.type):
+                lines.append(f"    grad_fn->{item.member} = formulas::runtime::to_owned({source});")
+            else:
+                lines.append(f"    grad_fn->{item.member} = {source};")
+        lines.append("  }")
+        result = outputs[0] if len(outputs) == 1 else f"std::make_tuple({', '.join(outputs)})"
+        lines += [f"  return {result};", "}", ""]
+        return "\n".join(lines)
+
+
+def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedFormula:
+    """The C++ of ``formula``; raises ``Untranslatable`` for code it cannot transliterate."""
+    return FormulaEmitter(formula, context, struct).emit()
+
+
+__all__ = ["EmittedFormula", "Typed", "borrowed_param", "emit_formula", "node_name", "INDENT"]

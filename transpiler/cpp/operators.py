@@ -1,0 +1,101 @@
+"""Operator calls: which declared schema an ``at.X(...)`` call means, and its C++ spelling.
+
+The library declares every operator its code calls (``@derivative`` or
+``nondifferentiable``); those schemas give argument positions and types.
+Whether the C++ API has a function ``at::X`` or only a method ``x.X()`` comes
+from ``native_functions.yaml`` shipped with torchgen (read as text: its
+``variants`` lines), as in torchgen's own generated code.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass
+
+from transpiler.cpp import types as T
+from transpiler.cpp.types import Kind, PyType
+from transpiler.schema import Argument, FunctionSchema
+
+
+@functools.cache
+def method_only_operators() -> frozenset[str]:
+    """``name.overload`` of every ATen operator the C++ API offers only as a Tensor method."""
+    import torchgen  # a file lookup only: torchgen ships the yaml
+
+    path = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "native_functions.yaml")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    methods = set()
+    for entry in re.split(r"^- func: ", text, flags=re.M)[1:]:
+        name = entry.split("(", 1)[0].strip()
+        variants = re.search(r"^  variants: *(.*)$", entry, re.M)
+        if variants and "function" not in variants.group(1).split("#", 1)[0]:
+            methods.add(name)
+    return frozenset(methods)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A call bound to one schema: the C++ text of each argument, in schema order."""
+
+    schema: FunctionSchema
+    arguments: tuple[str, ...]
+
+    @property
+    def return_type(self) -> PyType:
+        returns = [T.from_schema(r.type) for r in self.schema.returns]
+        if not returns:
+            return T.NONE
+        return returns[0] if len(returns) == 1 else T.tuple_of(*returns)
+
+    def cpp(self) -> str:
+        name = str(self.schema.name)
+        base = self.schema.name.base
+        if name in method_only_operators() or (self.schema.name.overload == "" and base in method_only_operators()):
+            receiver, *rest = self.arguments
+            return f"{receiver}.{base}({', '.join(rest)})"
+        return f"at::{base}({', '.join(self.arguments)})"
+
+
+def accepts(param: PyType, arg: PyType) -> bool:
+    """Whether an argument of type ``arg`` may be passed where the schema says ``param``."""
+    if param == arg:
+        return True
+    if arg.kind is Kind.NONE:
+        return param.kind in (Kind.OPTIONAL, Kind.TENSOR)
+    if param.kind is Kind.OPTIONAL:
+        return accepts(param.elem, arg)
+    if param.kind is Kind.SCALAR:
+        return arg.kind in T.NUMBERS
+    if param.kind is Kind.FLOAT:
+        return arg.kind in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.SCALAR)
+    if param.kind is Kind.INT:
+        return arg.kind in (Kind.INT, Kind.BOOL, Kind.SCALAR)
+    if param.kind is Kind.LIST:
+        if arg.kind is Kind.LIST:
+            return arg.elem.kind is Kind.UNKNOWN or accepts(param.elem, arg.elem)
+        return param.elem.kind is Kind.INT and arg.kind is Kind.INT   # int[1] takes one int
+    return False
+
+
+def cpp_default(arg: Argument) -> str:
+    """The C++ spelling of a schema default (``None``, ``False``, ``[0, 1]``, ``Mean``, ``long``...)."""
+    text = arg.default or ""
+    ty = T.from_schema(arg.type)
+    if text == "None":
+        return "std::nullopt"
+    if text in ("True", "False"):
+        return text.lower()
+    if text.startswith("["):
+        inner = text[1:-1].strip()
+        return f"{T.cpp_value(ty if ty.kind is Kind.LIST else ty.elem)}{{{inner}}}"
+    if text.startswith(("'", '"')):
+        return '"' + text[1:-1] + '"'
+    named = {"Mean": "at::Reduction::Mean", "Sum": "at::Reduction::Sum", "long": "at::kLong",
+             "contiguous_format": "at::MemoryFormat::Contiguous", "per_tensor_affine": "at::kPerTensorAffine"}
+    if text in named:
+        return named[text]
+    if ty.kind is Kind.LIST:
+        return f"{T.cpp_value(ty)}{{{text}}}"
+    return text

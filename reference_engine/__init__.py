@@ -20,7 +20,6 @@ from reference_engine.factories import (
 from reference_engine.function import Function, FunctionCtx, once_differentiable
 from reference_engine.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from reference_engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from reference_engine.kernels import register_kernel
 from reference_engine.tensor import Tensor, is_tensor
 
 bool = bool_  # noqa: A001 - the dtype, as torch.bool
@@ -47,6 +46,14 @@ def op(name: str) -> Overload:
     return dispatcher.overload(name)
 
 
+def define(schema: str, kernel, formula=None, output_differentiability=None) -> Overload:
+    """Declare an engine-only operator (schema, NumPy kernel, optional formula); see
+    :meth:`Dispatcher.define`. The ``Tensor`` methods are refreshed."""
+    overload = dispatcher.define(schema, kernel, formula, output_differentiability)
+    methods.install_operator_methods()
+    return overload
+
+
 def install() -> None:
     """Make this engine the default ``at`` backend (done on import)."""
     formulas.set_default_backend(backend)
@@ -58,8 +65,8 @@ install()
 
 __all__ = [
     "DType", "Function", "FunctionCtx", "GradcheckError", "Generator", "Tensor", "arange", "as_tensor", "backend", "backward", "bool", "bool_",
-    "enable_grad", "eye", "float32", "float64", "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install",
+    "define", "enable_grad", "eye", "float32", "float64", "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install",
     "is_grad_enabled", "is_tensor", "linspace", "manual_seed", "no_grad", "ones", "op", "ones_like", "rand",
-    "once_differentiable", "randn", "refresh", "register_kernel", "set_grad_enabled", "tensor",
+    "once_differentiable", "randn", "refresh", "set_grad_enabled", "tensor",
     "to_dot", "zeros", "zeros_like",
 ]

@@ -210,7 +210,19 @@ class Dispatcher:
 
     def __init__(self) -> None:
         self.packets: dict[str, OperatorPacket] = {}
+        self.local: dict[str, tuple[str, DeclaredFormula | None]] = {}
         self._declared = (-1, -1)
+
+    def define(self, schema: str, kernel: Callable[..., Any], formula: Callable[..., Any] | None = None,
+               output_differentiability: tuple[bool, ...] | None = None) -> Overload:
+        """Declare an operator for this engine only (not in the ``formulas`` registries):
+        its schema, NumPy kernel and optionally a formula written like a library one."""
+        name = schema.split("(", 1)[0].strip()
+        KERNELS[name] = kernel
+        declared = None if formula is None else DeclaredFormula(schema, formula, output_differentiability)
+        self.local[name] = (schema, declared)
+        self.refresh()
+        return self.overload(name)
 
     def refresh(self) -> None:
         """Rebuild the table from the registries (after formulas were added or replaced)."""
@@ -219,6 +231,8 @@ class Dispatcher:
             schemas[name] = (parse_schema(text), None)
         for name, declared in FORMULAS.items():
             schemas[name] = (parse_schema(declared.schema), declared)
+        for name, (text, declared) in self.local.items():
+            schemas[name] = (parse_schema(text), declared)
         by_base: dict[str, list[Overload]] = {}
         for name, (schema, declared) in schemas.items():
             by_base.setdefault(schema.name.base, []).append(Overload(schema, KERNELS.get(name), declared))

@@ -190,10 +190,10 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                 target_buffer[nr] = grad if previous is None else previous + grad
     finally:
         grad_mode.enabled = previous_mode
-        if not retain_graph:
-            for node in order:
-                if needed is None or node in needed:
-                    node.release()
+    if not retain_graph:      # only after success: a failed backward leaves the graph usable
+        for node in order:
+            if needed is None or node in needed:
+                node.release()
 
     if not capture:
         return None

@@ -34,11 +34,6 @@ def kernel(*names: str, view: bool = False) -> Callable[[Callable[..., Any]], Ca
     return register
 
 
-def register_kernel(name: str, fn: Callable[..., Any], *, view: bool = False) -> None:
-    """Add the kernel of an operator declared outside the shipped library."""
-    kernel(name, view=view)(fn)
-
-
 # ----------------------------------------------------------------------------- helpers
 def _np_dtype(dtype: DType | None) -> np.dtype | None:
     return None if dtype is None else dtype.numpy

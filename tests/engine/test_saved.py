@@ -1,0 +1,161 @@
+"""Saved tensors: no reference cycles, freed after backward, version checks, the intermediate guard."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import reference_engine as engine
+from formulas import at
+
+
+def f64(values, requires_grad=False):
+    return engine.tensor(np.asarray(values, dtype=np.float64), requires_grad=requires_grad)
+
+
+@pytest.fixture
+def gc_disabled():
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _long_graph(x, nodes):
+    """``nodes`` formula nodes whose backwards capture inputs (sin, mul) and outputs (exp, tanh)."""
+    y = x
+    for i in range(nodes // 4):
+        y = (y.sin() * 0.9).exp().tanh()
+    return y.sum()
+
+
+def test_saved_arrays_are_freed_after_backward_and_nothing_leaks(gc_disabled):
+    x = f64(np.linspace(-1, 1, 8), requires_grad=True)
+    loss = _long_graph(x, 4000)
+    saved_arrays = []
+    node = loss.grad_fn
+    stack, seen = [node], set()
+    while stack:                           # every array held by a saved-tensor record
+        node = stack.pop()
+        for _, record in getattr(node, "saved", []):
+            held = record.data if record.tensor is None else record.tensor._data
+            saved_arrays.append(weakref.ref(held))
+        for edge in node.next_edges:
+            if edge is not None and isinstance(edge[0], engine.graph.Node) and id(edge[0]) not in seen:
+                seen.add(id(edge[0]))
+                stack.append(edge[0])
+    del node, stack
+    assert len(saved_arrays) >= 3000
+    loss.backward()
+    alive = [r for r in saved_arrays if r() is not None]
+    # only the leaf's own array (captured by the first sin/mul as an input) may survive
+    assert all(r() is x._data for r in alive)
+    del loss
+    assert gc.collect() == 0
+
+
+def test_dropping_the_graph_frees_everything_without_the_cycle_collector(gc_disabled):
+    x = f64(np.linspace(-1, 1, 8), requires_grad=True)
+    loss = _long_graph(x, 2000)
+    probe = weakref.ref(loss.grad_fn)
+    del loss                                # never ran backward: nodes still hold their closures
+    assert probe() is None                  # freed by reference counting alone: no cycles
+    assert gc.collect() == 0
+
+
+def test_outputs_are_saved_as_data_not_as_the_tensor(gc_disabled):
+    x = f64([0.1, 0.2], requires_grad=True)
+    y = x.exp()                              # exp's backward captures its output
+    node = y.grad_fn
+    [(cell, record)] = node.saved
+    assert record.role == "output" and record.tensor is None
+    assert cell.cell_contents is record      # the closure holds the record, not y
+    probe = weakref.ref(y)
+    del y
+    assert probe() is None                   # y was not kept alive by its own node
+    assert gc.collect() == 0
+
+
+def test_saved_output_is_materialised_with_its_node_for_double_backward():
+    x = f64([0.3, -0.4], requires_grad=True)
+    y = x.exp()
+    (g,) = engine.grad(y.sum(), x, create_graph=True)
+    (gg,) = engine.grad(g.sum(), x)
+    np.testing.assert_allclose(gg.numpy(), np.exp([0.3, -0.4]))
+
+
+def test_in_place_change_of_a_saved_input_is_caught():
+    x = f64([0.5, 1.5], requires_grad=True)
+    h = x * 2.0
+    y = h.sin()                              # sin saves its input h
+    with engine.no_grad():
+        h.add_(1.0)
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation: the tensor of shape \[2\] saved "
+                                           r"as 'self' by SinBackward0 is at version 1; expected version 0"):
+        y.sum().backward()
+
+
+def test_in_place_change_of_a_saved_output_is_caught():
+    x = f64([0.5, 1.5], requires_grad=True)
+    y = x.exp()
+    z = y * 1.0
+    with engine.no_grad():
+        y.mul_(2.0)
+    with pytest.raises(RuntimeError, match="saved as 'result' by ExpBackward0 is at version 1; expected version 0"):
+        z.sum().backward()
+
+
+def test_in_place_change_through_a_view_is_caught():
+    x = f64([[0.5, 1.5], [2.0, 3.0]], requires_grad=True)
+    h = x * 1.0
+    y = h.sin()
+    v = h.view([4])                          # shares h's data and version counter
+    with engine.no_grad():
+        v.zero_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def _capture_intermediate(self):
+    result = at.sin(self)
+    cosine = at.cos(self)                        # an intermediate: neither input nor output
+
+    def backward(grad):
+        return grad * cosine
+    return result, backward
+
+
+@pytest.fixture(scope="module")
+def leaky_sin():
+    return engine.define("engine_test_leaky_sin(Tensor self) -> Tensor", kernel=np.sin,
+                         formula=_capture_intermediate)
+
+
+def test_captured_intermediate_works_for_first_order(leaky_sin):
+    x = f64([0.2, 0.9], requires_grad=True)
+    (g,) = engine.grad(leaky_sin(x).sum(), x)
+    np.testing.assert_allclose(g.numpy(), np.cos([0.2, 0.9]))
+    assert engine.gradcheck(leaky_sin, (f64([0.2, 0.9], requires_grad=True),))
+
+
+def test_double_backward_through_a_captured_intermediate_raises(leaky_sin):
+    x = f64([0.2, 0.9], requires_grad=True)
+    (g,) = engine.grad(leaky_sin(x).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward through EngineTestLeakySinBackward0 needs the "
+                                           "gradient of 'cosine'.*neither an input nor an output"):
+        engine.grad(g.sum(), x)
+    with pytest.raises(RuntimeError, match="'cosine'"):
+        g.sum().backward()
+
+
+def test_intermediate_guard_only_fires_when_the_gradient_flows_through_it(leaky_sin):
+    x = f64([0.2, 0.9], requires_grad=True)
+    w = f64([1.0, 2.0], requires_grad=True)
+    (gx, gw) = engine.grad((leaky_sin(x) * w).sum(), (x, w), create_graph=True)
+    # gw = sin(x) does not involve the intermediate: its double backward is fine
+    (ggx,) = engine.grad(gw.sum(), x)
+    np.testing.assert_allclose(ggx.numpy(), np.cos([0.2, 0.9]))

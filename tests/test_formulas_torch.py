@@ -273,6 +273,20 @@ def test_backward_computes_only_the_gradients_asked_for(case: OpCase):
                 assert grad is None, f"argument {position} was not asked for but got a gradient"
 
 
+@pytest.mark.parametrize("op", ["_softmax", "_log_softmax"])
+def test_half_to_float_gradient_comes_back_in_the_input_dtype(op: str):
+    # CPU kernels refuse half_to_float; meta tensors still prove dtypes and shapes
+    x = torch.empty(3, 4, device="meta", dtype=torch.float16, requires_grad=True)
+    call = FormulaCall(LIBRARY[op], (x, 1, True), {}, (0,))
+    expected = torch_op(op)(x, 1, True)
+    want, = torch.autograd.grad(expected, x, torch.empty_like(expected))
+    with torch.no_grad():
+        (output,), backward = run_forward(call)
+        grad, = run_backward(call, backward, [torch.empty_like(expected)], (True,))
+    assert (output.dtype, output.shape) == (expected.dtype, expected.shape) == (torch.float32, x.shape)
+    assert (grad.dtype, grad.shape, grad.device) == (want.dtype, want.shape, want.device) == (torch.float16, x.shape, x.device)
+
+
 # ---------------------------------------------------------------------------
 # second order against torch
 

@@ -79,7 +79,7 @@ VALUE_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "
 VALUE_BUILTINS = frozenset({"float", "int", "bool", "complex"})
 METADATA_BUILTINS = frozenset({"len"})
 OPAQUE_BUILTINS = frozenset({"isinstance", "issubclass", "str", "repr", "print", "type", "id", "hash", "callable"})
-MUTATING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
+MUTATING_METHODS = frozenset({"append", "extend", "insert"})
 
 # Python operators on tensors and the aten operator each stands for.
 BINARY_OPERATORS: dict[type[cst.CSTNode], str] = {
@@ -148,7 +148,7 @@ class Binding:
 class OperatorUse:
     """A Python operator applied to at least one tensor: it runs an aten operator."""
 
-    node: cst.CSTNode              # the operator expression (BinaryOperation, Comparison...)
+    node: cst.CSTNode              # the operator expression (BinaryOperation, ComparisonTarget, AugAssign...)
     operator: str                  # aten base name: ``mul``, ``gt``...
 
 
@@ -446,15 +446,15 @@ class _Interpreter:
         if isinstance(func, cst.Attribute):
             receiver = self.expr(func.value)
             method = func.attr.value
+            if method in MUTATING_METHODS:  # list methods, before tensor methods: ``xs.append(t)``
+                self.mutate(func.value, join(*args))
+                return ValueKind.SCALAR
             if receiver == ValueKind.TENSOR:
                 if method in METADATA_METHODS:
                     return ValueKind.METADATA
                 if method in VALUE_METHODS:
                     return ValueKind.VALUE
                 return ValueKind.TENSOR
-            if method in MUTATING_METHODS:
-                self.mutate(func.value, join(*args))
-                return ValueKind.SCALAR
             declared = self.call_kind(dotted_name(func) or "", args)
             return declared if declared is not None else join(receiver, *args)
         if isinstance(func, cst.Name):

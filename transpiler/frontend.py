@@ -374,7 +374,7 @@ def classify_capture(name: str, schema: FunctionSchema, params: tuple[str, ...],
     rebound = name in facts.bindings
     if name in params and not rebound:
         return CaptureKind.INPUT, ""
-    if name in outputs and name not in params:
+    if name in outputs:  # also an input rebound before being returned: the capture is the output
         return CaptureKind.OUTPUT, ""
     if kind == ValueKind.TENSOR:
         if name in params:

@@ -176,7 +176,11 @@ def without_suppressed(diagnostics: Iterable[Diagnostic], lines: list[str]) -> I
 
 
 class _ClosureRules:
-    """The formula-file rules (H1's front-end and closure rules), with the operator table."""
+    """The formula-file rules (front-end, closure rules, fix-its) with the library they see.
+
+    Operators and helpers come from the shipped ``formulas/`` library (read
+    statically) and from the linted formula files themselves.
+    """
 
     def __init__(self, paths: list[str]) -> None:
         from transpiler.frontend import parse_module
@@ -184,14 +188,19 @@ class _ClosureRules:
         self.parse_module = parse_module
         self.sources = {path: _decode(Path(path).read_bytes()) for path in paths}
         self.modules = {path: parse_module(path, text) for path, text in self.sources.items()}
-        self.known_operators = frozenset(_operator_names(self.modules.values()) | shipped_operators())
+        linted = {Path(path).resolve() for path in paths}
+        library = [m for m in shipped_library() if Path(m.path).resolve() not in linted]
+        every_module = [*library, *self.modules.values()]
+        self.known_operators = frozenset(_operator_names(every_module))
+        self.helpers = {helper.name: helper for module in every_module for helper in module.helpers}
 
     def check(self, path: str) -> tuple[Diagnostic, ...]:
         from transpiler.lint.closure_rules import check_formula_module
 
         try:
             module = self.modules[path]
-            found = {*module.diagnostics, *check_formula_module(module, self.sources[path], self.known_operators)}
+            found = {*module.diagnostics,
+                     *check_formula_module(module, self.sources[path], self.known_operators, self.helpers)}
         except Exception as error:  # noqa: BLE001 - reported as this file's internal error
             return (_internal_error(path, error),)
         return tuple(without_suppressed(sorted(found), self.sources[path].splitlines()))
@@ -201,7 +210,7 @@ class _ClosureRules:
         from transpiler.lint.fix import fix_source
 
         before = self.sources[path]
-        after = fix_source(path, before, self.known_operators)
+        after = fix_source(path, before, self.known_operators, self.helpers)
         if after == before:
             return False
         temporary = Path(f"{path}.lint-fix.tmp")
@@ -212,13 +221,13 @@ class _ClosureRules:
         return True
 
 
-def shipped_operators() -> frozenset[str]:
-    """Operators declared by the shipped ``formulas/`` library (read statically)."""
+def shipped_library() -> tuple:
+    """The FormulaModules of the shipped ``formulas/`` library (read statically)."""
     if not SHIPPED_FORMULAS.is_dir():
-        return frozenset()
+        return ()
     from transpiler.frontend import load_library
 
-    return frozenset(_operator_names(load_library(str(SHIPPED_FORMULAS)).modules))
+    return load_library(str(SHIPPED_FORMULAS)).modules
 
 
 def _operator_names(modules: Iterable) -> set[str]:

@@ -118,7 +118,7 @@ FACTORIES = frozenset({
     "linspace", "logspace", "eye", "tensor", "scalar_tensor", "zeros_like", "ones_like",
     "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "empty_strided",
     "bernoulli", "multinomial", "poisson", "tril_indices", "triu_indices", "from_numpy",
-    "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "new_empty_strided",
+    "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "new_empty_strided", "new",
 })
 # Operators with integer/boolean results or a zero gradient almost everywhere.
 NON_DIFFERENTIABLE = frozenset({
@@ -130,6 +130,9 @@ NON_DIFFERENTIABLE = frozenset({
     "bucketize", "searchsorted", "histc", "bincount", "count_nonzero", "unique",
     "unique_consecutive", "long", "int", "bool", "byte", "short", "char", "dropout_mask",
     "result_type", "one_hot",
+    # index metadata of sparse and nested tensors
+    "offsets", "lengths", "indices", "crow_indices", "col_indices", "ccol_indices", "row_indices",
+    "_indices", "int_repr", "q_per_channel_zero_points",
 })
 # In-place methods that overwrite every value with something independent of the inputs.
 OVERWRITING_METHODS = frozenset({

@@ -91,9 +91,13 @@ def generate(formulas: Path, lint: bool = True) -> tuple[dict[str, str], list[Di
     return files, [], (output.ops, output.nodes, output.helpers)
 
 
-def differs(out: Path, files: dict[str, str]) -> list[str]:
-    """Names of files that ``out`` lacks, has in excess, or holds with other bytes."""
+def differs(out: Path, files: dict[str, str], manifest: bool = True) -> list[str]:
+    """Names of files that ``out`` lacks, has in excess, or holds with other bytes
+    (``manifest=False``: the generated C++ only, not its hash record)."""
     present = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    if not manifest:
+        present.discard(MANIFEST)
+        files = {n: t for n, t in files.items() if n != MANIFEST}
     changed = sorted(present ^ set(files))
     changed += sorted(n for n in present & set(files) if (out / n).read_bytes() != files[n].encode())
     return changed
@@ -104,6 +108,7 @@ def write_atomically(out: Path, files: dict[str, str]) -> None:
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=out.parent))
+    retired = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
     try:
         for name, text in sorted(files.items()):
             old = out / name
@@ -112,15 +117,15 @@ def write_atomically(out: Path, files: dict[str, str]) -> None:
             else:
                 (staging / name).write_bytes(text.encode())
         if out.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
             os.replace(out, retired / out.name)
-            os.replace(staging, out)
-            shutil.rmtree(retired)
-        else:
-            os.replace(staging, out)
+        os.replace(staging, out)
     except BaseException:
+        if (retired / out.name).exists() and not out.exists():
+            os.rename(retired / out.name, out)      # put the old tree back
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        shutil.rmtree(retired, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:
@@ -145,7 +150,7 @@ def main(argv: list[str]) -> int:
         print(f"{len(diagnostics)} finding(s): nothing written to {args.out}", file=sys.stderr)
         return 1
     if args.check:
-        changed = differs(args.out, files)
+        changed = differs(args.out, files, manifest=False)
         if changed:
             print(f"{args.out} is out of date ({', '.join(changed)}); run `transpile`")
             return 1

@@ -1,0 +1,134 @@
+"""The ``transpile`` command: diagnostics on bad input, atomic and deterministic output, --check."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from transpiler.cpp import generate
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = '''\
+from formulas import at, derivative
+
+
+@derivative("sin(Tensor self) -> Tensor")
+def sin(self):
+    result = at.sin(self)
+    def backward(grad):
+        return grad * at.cos(self)
+    return result, backward
+
+
+@derivative("cos(Tensor self) -> Tensor")
+def cos(self):
+    result = at.cos(self)
+    def backward(grad):
+        return -grad * at.sin(self)
+    return result, backward
+'''
+
+BAD_INPUTS = {
+    # a construct outside the dialect (lint-clean, but not transliterable)
+    "unsupported": ("    def backward(grad):\n        return grad * at.cos(self)\n",
+                    "    def backward(grad):\n        scale = {1: 2.0}\n        return grad * at.cos(self)\n",
+                    "DB200", 8, 17),
+    # an operator the library does not declare (forward code, which the linter does not check)
+    "unknown operator": ("    result = at.sin(self)\n", "    result = at.sinh(self)\n", "DB201", 6, 14),
+}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> tuple[Path, Path]:
+    formulas = tmp_path / "formulas"
+    formulas.mkdir()
+    (formulas / "trig.py").write_text(GOOD)
+    out = tmp_path / "out_cpp"
+    assert generate.main(["--formulas", str(formulas), "--out", str(out)]) == 0
+    return formulas, out
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir())}
+
+
+def test_writes_nodes_helpers_and_registrations(workspace):
+    _, out = workspace
+    source = (out / "trig.cpp").read_text()
+    assert "@generated" in source
+    assert "struct SinBackward0 : public torch::autograd::TraceableFunction" in source
+    assert "self_ = torch::autograd::SavedVariable(self, false);" in source
+    assert 'm.def("sin(Tensor self) -> Tensor", TORCH_FN(formulas::sin));' in source
+    assert {"runtime.h", "helpers.h", "helpers.cpp", "trig.cpp", "MANIFEST"} == {p.name for p in out.iterdir()}
+
+
+def test_two_runs_give_identical_bytes(workspace, tmp_path):
+    formulas, out = workspace
+    again = tmp_path / "again"
+    assert generate.main(["--formulas", str(formulas), "--out", str(again), "--no-lint"]) == 0
+    assert {n: b for n, (b, _) in snapshot(out).items()} == {n: b for n, (b, _) in snapshot(again).items()}
+
+
+def test_nothing_changed_leaves_files_untouched(workspace, capsys):
+    formulas, out = workspace
+    before = snapshot(out)
+    assert generate.main(["--formulas", str(formulas), "--out", str(out)]) == 0
+    assert "up to date" in capsys.readouterr().out
+    assert snapshot(out) == before
+
+
+def test_check(workspace):
+    formulas, out = workspace
+    assert generate.main(["--formulas", str(formulas), "--out", str(out), "--check"]) == 0
+    (out / "trig.cpp").write_text((out / "trig.cpp").read_text() + "// edited by hand\n")
+    assert generate.main(["--formulas", str(formulas), "--out", str(out), "--check"]) == 1
+    assert "// edited by hand" in (out / "trig.cpp").read_text()   # --check writes nothing
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_input_gives_its_diagnostic_and_writes_nothing(workspace, capsys, name):
+    formulas, out = workspace
+    old, new, code, line, col = BAD_INPUTS[name]
+    assert old in GOOD
+    (formulas / "trig.py").write_text(GOOD.replace(old, new, 1))
+    before = snapshot(out)
+    capsys.readouterr()
+    assert generate.main(["--formulas", str(formulas), "--out", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert f"trig.py:{line}:{col}: {code} " in printed
+    assert snapshot(out) == before
+
+
+def test_malformed_schema_gives_its_diagnostic_and_writes_nothing(workspace, capsys):
+    formulas, out = workspace
+    (formulas / "trig.py").write_text(GOOD.replace('"sin(Tensor self) -> Tensor"', '"sin(Tensor self -> Tensor"'))
+    before = snapshot(out)
+    capsys.readouterr()
+    assert generate.main(["--formulas", str(formulas), "--out", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert "trig.py:4:" in printed and "DB107" in printed
+    assert snapshot(out) == before
+
+
+def test_failed_write_leaves_output_as_it_was(workspace, monkeypatch):
+    formulas, out = workspace
+    (formulas / "trig.py").write_text(GOOD.replace("grad * at.cos(self)", "at.cos(self) * grad"))
+    before = snapshot(out)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(generate.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        generate.main(["--formulas", str(formulas), "--out", str(out)])
+    assert snapshot(out) == before
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".out_cpp")] == []
+
+
+def test_shipped_out_cpp_is_current():
+    """The checked-in out_cpp/ is what transpile writes for formulas/ (byte for byte)."""
+    files, diagnostics, _ = generate.generate(REPO / "formulas", lint=False)
+    assert diagnostics == []
+    assert generate.differs(REPO / "out_cpp", files, manifest=False) == []

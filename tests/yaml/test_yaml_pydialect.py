@@ -50,3 +50,15 @@ def test_precedence_that_python_reads_differently_is_detected():
 def test_unknown_namespace_is_refused():
     with pytest.raises(pydialect.DialectError, match="namespace 'torch'"):
         pydialect.to_python(cpp.parse("torch::foo(x)"))
+
+
+def test_a_formula_name_that_is_a_namespace_shadows_it():
+    names = pydialect.local_names(["self", "std", "from"])
+    assert names == {"std": "std", "from": "from_"}
+    tree = cpp.parse("std.sym_sizes()[from]")
+    python = pydialect.to_python(tree, names)
+    assert python == "std.sym_sizes()[from_]"
+    assert pydialect.from_python(python, pydialect.inverse_names(names)) == tree
+    # the namespace itself then has no spelling in that formula: the round trip says so
+    shadowed = cpp.parse("std::get<0>(t)")
+    assert pydialect.from_python(pydialect.to_python(shadowed, names), pydialect.inverse_names(names)) != shadowed

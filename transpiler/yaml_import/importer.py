@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import yaml
 
@@ -112,7 +113,7 @@ def translate_expression(source: str, names: dict[str, str]) -> tuple[str, Node,
     try:
         tree = cpp.parse(source)
         python = pydialect.to_python(tree, names)
-        back = pydialect.from_python(python, {v: k for k, v in names.items()})
+        back = pydialect.from_python(python, pydialect.inverse_names(names))
     except (cpp.CppSyntaxError, pydialect.DialectError) as error:
         raise EntryError(f"cannot translate `{source}`: {error}") from None
     if back != tree:
@@ -158,7 +159,8 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema, fu
     gradient_lines = [line for line in backward_lines if line.formula != NON_DIFFERENTIABLE]
     diff_args = [a for a in arg_names if any(a in line.names for line in gradient_lines)]
 
-    backward_names = {GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
+    local = pydialect.local_names((*arg_names, *outputs))
+    backward_names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
     backward_trees, backward_assignments = [], []
     for line in gradient_lines:
         python, tree, layout = translate_expression(line.formula, backward_names)
@@ -187,7 +189,7 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema, fu
             raise EntryError(f"`{auto[0].formula}` is supported only as the single `result:` forward line")
         details.append(("jvp", auto[0].formula))
     elif forward_lines:
-        jvp, jvp_trees = _jvp(schema, diff_args, forward_lines)
+        jvp, jvp_trees = _jvp(schema, diff_args, forward_lines, local)
     full_flags = full_output_differentiability(schema, entry.output_differentiability)
     if entry.output_differentiability is not None and full_flags != entry.output_differentiability:
         details.append(("output_differentiability", entry.output_differentiability))
@@ -195,15 +197,14 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema, fu
     jvp_locals = {*arg_names, *outputs, *ORIGINAL_SELF, *(f"{a}_t" for a in arg_names),
                   *(f"{a}_p" for a in arg_names)}
     externals = (used - backward_locals) | (free_names(jvp_trees) - jvp_locals)
-    esc = lambda name: pydialect.escape(name, plain=True)  # noqa: E731
     formula = PyFormula(
         function=function,
         schema=entry.name,
         output_differentiability=full_flags,
         entry_details=tuple(details),
-        params=tuple(esc(a) for a in arg_names),
-        outputs=tuple(esc(o) for o in outputs),
-        forward_call=f"at.{schema.name.base}({', '.join(esc(a) for a in arg_names)})",
+        params=tuple(local.get(a, a) for a in arg_names),
+        outputs=tuple(local.get(o, o) for o in outputs),
+        forward_call=f"at.{schema.name.base}({', '.join(local.get(a, a) for a in arg_names)})",
         backward=backward,
         jvp=jvp,
     )
@@ -232,22 +233,25 @@ def _gradient_params(entry: Entry, schema: FunctionSchema, outputs: tuple[str, .
     return params, tuple(prelude)
 
 
-def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine]) -> tuple[Closure, list[Node]]:
-    """The nested ``def jvp``: tangents in, one tangent per forward line out.
+def primal_names(schema: FunctionSchema, diff_args: Iterable[str], local: dict[str, str]) -> dict[str, str]:
+    """C++ to Python names inside ``jvp``: the primal ``x_p`` of a (non-list)
+    differentiable input is the input itself, so it is spelled ``x``."""
+    primals = {f"{a}_p": local.get(a, a) for a in diff_args if not isinstance(schema.argument(a).type, ListType)}
+    return {**local, **primals}
 
-    The primal ``x_p`` of a (non-list) differentiable input is the input itself, so it is
-    spelled ``x``; tangents keep their names (``x_t``).
-    """
-    primal_names = {f"{a}_p": pydialect.escape(a, plain=True)
-                    for a in diff_args if not isinstance(schema.argument(a).type, ListType)}
+
+def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine], local: dict[str, str]
+         ) -> tuple[Closure, list[Node]]:
+    """The nested ``def jvp``: tangents in, one tangent per forward line out (``x_t`` keep their names)."""
+    names = primal_names(schema, diff_args, local)
     trees, assignments = [], []
     for line in lines:
-        python, tree, layout = translate_expression(line.formula, primal_names)
+        python, tree, layout = translate_expression(line.formula, names)
         trees.append(tree)
         assignments.append(Assignment(tuple(f"{n}_t" for n in line.names), python, layout))
     used = free_names(trees)
     params = [f"{a}_t" for a in diff_args]
-    params += [f"{a}_p" for a in diff_args if f"{a}_p" in used and f"{a}_p" not in primal_names]
+    params += [f"{a}_p" for a in diff_args if f"{a}_p" in used and f"{a}_p" not in names]
     params += [name for name in ORIGINAL_SELF if name in used]
     returns = tuple(t for a in assignments for t in a.targets)
     return Closure("jvp", tuple(params), (), (), tuple(assignments), returns), trees

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass
+from typing import Iterable
 
 from transpiler.yaml_import.syntax import (
     BraceList,
@@ -74,6 +75,22 @@ def escape(ident: str, *, plain: bool = False) -> str:
 def unescape(ident: str, *, plain: bool = False) -> str:
     """The inverse of :func:`escape`."""
     return ident[:-1] if ident.endswith("_") and _reserved(ident[:-1], plain) else ident
+
+
+def local_names(names: Iterable[str]) -> dict[str, str]:
+    """Renames for a formula's own names (parameters, outputs) that need one.
+
+    A Python keyword gets a trailing underscore (``from`` is ``from_``); a name
+    that is also a dialect root (an argument called ``std``) keeps its spelling
+    and shadows the namespace inside that formula.
+    """
+    return {name: escape(name) for name in names if _reserved(name, plain=True)}
+
+
+def inverse_names(names: dict[str, str]) -> dict[str, str]:
+    """Python-to-C++ renames for :func:`from_python`, given the C++-to-Python ones
+    (of two C++ names with one Python spelling, the later one wins)."""
+    return {python: name for name, python in names.items()}
 
 
 # --------------------------------------------------------------------------- printing
@@ -318,10 +335,10 @@ class _PyParser:
                 return NULLOPT
             if tok.text == "lambda":
                 return self.lambda_()
-            if tok.text in NAMESPACES:
-                return Qualified((tok.text,))
             if tok.text in self.names:
                 return Name(self.names[tok.text])
+            if tok.text in NAMESPACES:
+                return Qualified((tok.text,))
             return Name(unescape(tok.text, plain=True))
         if tok.text == "(":
             inner = self.expression(0)

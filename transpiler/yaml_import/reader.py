@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schema
+from transpiler.schema import FunctionSchema, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
-from transpiler.yaml_import.importer import GRAD_INPUT_MASK, NEEDS_INPUT_GRAD
-from transpiler.yaml_import.model import NON_DIFFERENTIABLE, Entry, FormulaLine, Section
+from transpiler.yaml_import.importer import GRAD_INPUT_MASK, NEEDS_INPUT_GRAD, primal_names
+from transpiler.yaml_import.model import NON_DIFFERENTIABLE, Entry, FormulaLine, Section, return_names
 from transpiler.yaml_import.pyformula import LAYOUT_COMMENT
 from transpiler.yaml_import.syntax import Node
 
@@ -138,13 +138,13 @@ class _FileReader:
         closures = {s.name: s for s in node.body if isinstance(s, ast.FunctionDef)}
         if "backward" not in closures:
             raise self.error(node, f"`{node.name}` has no nested `def backward`")
-        gradients = self.lines_of(closures["backward"], "grad_", "", {NEEDS_INPUT_GRAD: GRAD_INPUT_MASK})
+        local = pydialect.local_names((*(a.name for a in schema.arguments), *return_names(schema)))
+        backward_names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
+        gradients = self.lines_of(closures["backward"], "grad_", "", pydialect.inverse_names(backward_names))
         tangents: tuple[ReadLine, ...] = ()
         if "jvp" in closures:
-            diff_args = {n for line in gradients for n in line.names}
-            primals = {pydialect.escape(a.name, plain=True): f"{a.name}_p" for a in schema.arguments
-                       if a.name in diff_args and not isinstance(a.type, ListType)}
-            tangents = self.lines_of(closures["jvp"], "", "_t", primals)
+            diff_args = [a.name for a in schema.arguments if any(a.name in g.names for g in gradients)]
+            tangents = self.lines_of(closures["jvp"], "", "_t", pydialect.inverse_names(primal_names(schema, diff_args, local)))
         return ReadFunction(
             schema, schema_text, tuple(flags) if flags is not None else None, details.get("dispatch"),
             gradients, tuple(details.get("non_differentiable", ())), details.get("jvp"), tangents,

@@ -119,6 +119,7 @@ def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, new_style: 
     env: Env = {}
     positional = _positional(function)
     if new_style:                                     # setup_context(ctx, inputs, output)
+        analysis.input_containers.update(arg.arg for arg in positional[1:2])
         kinds = [CTX, frozenset({Value(Kind.INPUT, name="inputs", star=True)}),
                  frozenset({Value(Kind.OUTPUT, star=True)})]
         env.update({arg.arg: values for arg, values in zip(positional, kinds)})
@@ -128,6 +129,7 @@ def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, new_style: 
             env[arg.arg] = analysis.bound(arg.arg, frozenset({Value(Kind.INPUT, name=arg.arg)}), env)
     for star in (function.args.vararg, function.args.kwarg):
         if star is not None:
+            analysis.input_containers.add(star.arg)
             env[star.arg] = frozenset({Value(Kind.INPUT, name=star.arg, star=True)})
     analysis.run(function.body, env)
     return analysis

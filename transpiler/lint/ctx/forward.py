@@ -76,7 +76,8 @@ class ForwardAnalysis(Interpreter):
         self.function = function
         self.kept: dict[tuple[int, int, str | None], Kept] = {}
         self.returned_values: set[Value] = set()
-        self.input_names: set[str] = set()
+        self.input_names: set[str] = set()          # parameters, and names unpacked from *args/inputs
+        self.input_containers: set[str] = set()     # the *args / **kwargs / setup_context ``inputs``
 
     # --- what forward keeps and returns ------------------------------------------------------
 
@@ -85,9 +86,10 @@ class ForwardAnalysis(Interpreter):
         kept = self.kept.setdefault(key, Kept(node, attribute))
         kept.arguments.extend(arguments)
 
-    def store_attribute(self, target: ast.Attribute, values: Values, env: Env) -> None:
+    def store_attribute(self, target: ast.Attribute, values: Values, env: Env,
+                        source: ast.expr | None) -> None:
         if self.evaluate(target.value, env) == CTX:
-            self.keep(target, target.attr, [(target, values)])
+            self.keep(target, target.attr, [(source if source is not None else target, values)])
 
     def store_subscript(self, target: ast.Subscript, values: Values, env: Env) -> None:
         """``buf[i] = t``: ``buf`` (a tensor or a list) now holds what ``t`` holds."""
@@ -125,7 +127,8 @@ class ForwardAnalysis(Interpreter):
 
     def bound(self, name: str, values: Values, env: Env) -> Values:
         if values and all(v.kind is Kind.INPUT and not v.star for v in values):
-            self.input_names.add(name)
+            if all(v.name == name or v.name in self.input_containers for v in values):
+                self.input_names.add(name)
             if name in self.tensor_names:
                 return frozenset(Value(Kind.INPUT, name=v.name, tensor=True) for v in values)
         return values
@@ -432,8 +435,8 @@ def _all_sequences(values: Values) -> bool:
 
 
 def _message(code: str, kept: Kept, names: list[str]) -> str:
-    what = (f"ctx.save_for_backward keeps {', '.join(names)}" if kept.attribute is None
-            else f"ctx.{kept.attribute} keeps a tensor {names[0].partition(' ')[2]}")
+    where = "ctx.save_for_backward" if kept.attribute is None else f"ctx.{kept.attribute} ="
+    what = f"{where} keeps {', '.join(names)}"
     if code == "DB101":
         return (f"{what}: an input name that forward rebinds to a computed tensor, so backward "
                 "sees an intermediate with no path to the input and double backward is silently "

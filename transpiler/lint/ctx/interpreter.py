@@ -37,8 +37,9 @@ class Interpreter:
     def evaluate(self, node: ast.expr, env: Env) -> Values:
         raise NotImplementedError
 
-    def store_attribute(self, target: ast.Attribute, values: Values, env: Env) -> None:
-        """``obj.attr = values``."""
+    def store_attribute(self, target: ast.Attribute, values: Values, env: Env,
+                        source: ast.expr | None) -> None:
+        """``obj.attr = values`` (``source``: the assigned expression, when it is one whole)."""
 
     def store_subscript(self, target: ast.Subscript, values: Values, env: Env) -> None:
         """``obj[index] = values``."""
@@ -74,10 +75,10 @@ class Interpreter:
         if isinstance(node, ast.Assign):
             values = self.evaluate(node.value, env)
             for target in node.targets:
-                self.bind(target, values, env)
+                self.bind(target, values, env, node.value)
         elif isinstance(node, ast.AnnAssign):
             if node.value is not None:
-                self.bind(node.target, self.evaluate(node.value, env), env)
+                self.bind(node.target, self.evaluate(node.value, env), env, node.value)
         elif isinstance(node, ast.AugAssign):
             self.augment(node, env)
         elif isinstance(node, ast.Expr):
@@ -158,7 +159,7 @@ class Interpreter:
 
     # --- binding -----------------------------------------------------------------------------
 
-    def bind(self, target: ast.expr, values: Values, env: Env) -> None:
+    def bind(self, target: ast.expr, values: Values, env: Env, source: ast.expr | None = None) -> None:
         if isinstance(target, ast.Name):
             env[target.id] = self.bound(target.id, values, env)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -167,7 +168,7 @@ class Interpreter:
             self.bind(target.value, sequence([element_of(values)], exact=False), env)
         elif isinstance(target, ast.Attribute):
             self.evaluate(target.value, env)
-            self.store_attribute(target, values, env)
+            self.store_attribute(target, values, env, source)
         elif isinstance(target, ast.Subscript):
             self.store_subscript(target, values, env)
 

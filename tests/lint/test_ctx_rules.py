@@ -1,0 +1,121 @@
+"""The ctx-style rules on hand-written fixtures: exact (code, line, col) of every finding.
+
+A fixture line ending in ``# expect: CODE:col=N`` must produce exactly that
+finding; every other line must produce nothing.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from transpiler.lint.runner import check_file, lint
+
+FIXTURES = Path(__file__).parent / "fixtures" / "ctx"
+EXPECT = re.compile(r"#\s*expect:\s*(?P<code>DB\d{3}):col=(?P<col>\d+)")
+
+
+def expectations(path: Path) -> set[tuple[str, int, int]]:
+    expected = set()
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        for match in EXPECT.finditer(line):
+            expected.add((match["code"], number, int(match["col"])))
+    return expected
+
+
+FIXTURE_FILES = sorted(FIXTURES.glob("*.py"))
+
+
+def test_every_rule_has_a_fixture():
+    names = {p.stem for p in FIXTURE_FILES}
+    assert {"db100", "db101", "db102", "db104", "once_differentiable", "tutorial"} <= names
+
+
+@pytest.mark.parametrize("fixture", FIXTURE_FILES, ids=lambda p: p.stem)
+def test_fixture_findings_are_exactly_the_expected_ones(fixture: Path):
+    found = {(d.code, d.line, d.col) for d in lint([str(fixture)]).diagnostics}
+    assert found == expectations(fixture)
+
+
+def test_tutorial_functions_are_all_silent_and_all_analysed():
+    report = check_file(str(FIXTURES / "tutorial.py"))
+    assert report.diagnostics == ()
+    assert report.functions == 9
+
+
+def test_only_autograd_functions_are_analysed():
+    # db100.py: 7 Function subclasses (aliases, InplaceFunction, a local subclass) and one plain class
+    assert check_file(str(FIXTURES / "db100.py")).functions == 7
+
+
+def test_messages_name_the_kept_values_and_the_way_out():
+    by_line = {d.line: d for d in lint([str(FIXTURES / "db100.py")]).diagnostics}
+    message = by_line[18].message
+    assert "`expx` (computed at line 16)" in message and "`expnegx` (computed at line 17)" in message
+    assert "recompute it in backward" in message and "@once_differentiable" in message
+    assert by_line[33].message.startswith("ctx.parts = keeps `[c, y]`")
+
+
+def lint_source(tmp_path: Path, source: str) -> set[tuple[str, int, int]]:
+    path = tmp_path / "case.py"
+    path.write_text(source)
+    return {(d.code, d.line, d.col) for d in lint([str(path)]).diagnostics}
+
+
+HEADER = "import torch\n\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+
+
+def test_output_rebound_after_saving_is_an_intermediate(tmp_path: Path):
+    source = HEADER + (
+        "    def forward(ctx, x):\n"
+        "        out = x.exp()\n"
+        "        ctx.save_for_backward(out)\n"        # line 7: this `out` is not what is returned
+        "        out = out * 2\n"
+        "        return out\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        (out,) = ctx.saved_tensors\n"
+        "        return g * out\n")
+    assert lint_source(tmp_path, source) == {("DB100", 7, 9)}
+
+
+def test_loop_and_in_place_accumulation_into_a_constant_buffer(tmp_path: Path):
+    source = HEADER + (
+        "    def forward(ctx, x, n):\n"
+        "        acc = torch.zeros_like(x)\n"
+        "        for _ in range(n):\n"
+        "            acc.add_(x.sin())\n"
+        "        ctx.save_for_backward(acc)\n"        # line 9: zeros_like filled from x
+        "        return x.clone()\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return g * ctx.saved_tensors[0], None\n")
+    assert lint_source(tmp_path, source) == {("DB100", 9, 9)}
+
+
+def test_undecidable_values_stay_silent(tmp_path: Path):
+    source = HEADER + (
+        "    def forward(ctx, x, k):\n"
+        "        y = helper(x)\n"
+        "        ctx.k2 = k * 2\n"                      # k may be an int: not a tensor for sure
+        "        ctx.save_for_backward(y, *extra_tensors(x))\n"
+        "        return x.clone()\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return g * ctx.k2, None\n")
+    assert lint_source(tmp_path, source) == set()
+
+
+def test_integer_cast_and_comparison_results_carry_no_gradient(tmp_path: Path):
+    source = HEADER + (
+        "    def forward(ctx, x):\n"
+        "        idx = x.argmax(dim=1)\n"
+        "        mask = (x > 0) & (x < 1)\n"
+        "        as_long = x.to(torch.long)\n"
+        "        ctx.save_for_backward(idx, mask, as_long)\n"
+        "        return x.clone()\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return g\n")
+    assert lint_source(tmp_path, source) == set()

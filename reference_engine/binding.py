@@ -101,7 +101,7 @@ class Signature:
     """The precomputed binding of one schema."""
 
     __slots__ = ("schema", "names", "n_args", "n_positional", "defaults", "index", "kinds",
-                 "tensor_positions", "tensor_list_positions", "converted_positions", "has_numbers_as_tensors")
+                 "tensor_positions", "tensor_list_positions", "converted_positions", "positional_arity")
 
     def __init__(self, schema: FunctionSchema) -> None:
         args: tuple[Argument, ...] = tuple(a for a in schema.arguments if not a.is_out)
@@ -118,12 +118,14 @@ class Signature:
         self.converted_positions = tuple(
             i for i, k in enumerate(self.kinds)
             if (k.is_list and k.base != "Tensor") or k.base == "ScalarType")
-        self.has_numbers_as_tensors = False
+        # A call with exactly this many positional arguments and no keywords binds as is
+        # (-1 when the schema has keyword-only arguments, which must be passed by name).
+        self.positional_arity = self.n_args if self.n_args == self.n_positional else -1
 
     def bind(self, args: tuple, kwargs: dict) -> list:
         """Positional values in schema order, defaults filled; TypeError on a mismatch."""
         n = len(args)
-        if not kwargs and n == self.n_args:
+        if not kwargs and n == self.positional_arity:
             return list(args)
         if n > self.n_positional:
             raise TypeError(f"{self.schema.name}() takes {self.n_positional} positional arguments "

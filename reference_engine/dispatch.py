@@ -170,7 +170,7 @@ class OperatorPacket:
         overload = self.cache.get(key)
         if overload is None:
             overload = self.cache[key] = self.resolve(args, kwargs)
-        if not kwargs and len(args) == overload.signature.n_args:
+        if not kwargs and len(args) == overload.signature.positional_arity:
             return overload.run(list(args))
         return overload.run(overload.signature.bind(args, kwargs))
 

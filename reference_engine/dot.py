@@ -6,7 +6,7 @@ from reference_engine.tensor import Tensor
 
 
 def _shape(t: Tensor) -> str:
-    return "(" + ", ".join(map(str, t.shape)) + ")"
+    return str(tuple(t.shape))
 
 
 def _quote(text: str) -> str:

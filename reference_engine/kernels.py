@@ -273,6 +273,16 @@ def mean_dim(x, dim, keepdim=False, dtype=None):
         return np.true_divide(total, count, dtype=total.dtype)
 
 
+@kernel("var_mean.dim")
+def var_mean_dim(x, dim, unbiased=True, keepdim=False):
+    x = _array(x)
+    axes = _axes(dim, x.ndim)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.mean(x, axis=axes, keepdims=keepdim)
+        var = np.var(x, axis=axes, keepdims=keepdim, ddof=1 if unbiased else 0)
+    return var, mean
+
+
 def _dim_select(reduce, arg_reduce, x, dim, keepdim):
     x = _array(x)
     if x.ndim == 0:

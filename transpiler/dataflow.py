@@ -44,7 +44,7 @@ _child_fields: dict[type, tuple[str, ...]] = {}
 def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """The child nodes that carry meaning (no whitespace, brackets or commas).
 
-    Much cheaper than libcst's ``syntax_children(node)``, which runs a visitor per call.
+    Much cheaper than libcst's ``node.children``, which runs a visitor per call.
     """
     names = _child_fields.get(type(node))
     if names is None:
@@ -213,14 +213,15 @@ class _Interpreter:
                 if item.asname is not None:
                     self.bind(item.asname.name, kind, item.item)
             self.block(node.body)
-        elif isinstance(node, cst.Try):
+        elif isinstance(node, (cst.Try, cst.TryStar)):
             self.branches(None, [node.body, *[h.body for h in node.handlers], node.orelse])
             if node.finalbody is not None:
                 self.block(node.finalbody.body)
+        elif isinstance(node, cst.Match):
+            self.expr(node.subject)
+            self.branches(None, [*(case.body for case in node.cases), None])
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             self.bind_name(node.name.value, node.name, None, self.closure_kind(node))
-        elif isinstance(node, cst.BaseCompoundStatement):
-            self.block(node.body)
 
     def branches(self, test: cst.BaseExpression | None, bodies: list[cst.CSTNode | None]) -> None:
         outer_taint = self._taint
@@ -237,11 +238,7 @@ class _Interpreter:
                 self.block(body.body)
             elif body is not None:
                 self.block(body)
-            for name, kind in self.env.items():
-                merged[name] = join(merged.get(name, kind), kind)
-        if not any(isinstance(b, (cst.Else, cst.If)) for b in bodies[1:]):
-            # A missing else is a path that keeps the old values.
-            for name, kind in before.items():
+            for name, kind in self.env.items():  # a missing body (None) is the path that keeps `before`
                 merged[name] = join(merged.get(name, kind), kind)
         self.env.clear()
         self.env.update(merged)
@@ -337,9 +334,11 @@ class _Interpreter:
         if isinstance(container, cst.Name) and container.value in self.env:
             self.env[container.value] = join(self.env[container.value], kind)
 
-    def closure_kind(self, node: cst.CSTNode) -> ValueKind:
-        """A function or lambda defined here holds whatever it reads from the scope."""
-        return join(*(self.env[n.value] for n in _walk_names(node) if n.value in self.env))
+    def closure_kind(self, node: cst.FunctionDef | cst.Lambda | cst.ClassDef) -> ValueKind:
+        """A function, lambda or class defined here holds whatever it reads from the scope."""
+        if isinstance(node, cst.ClassDef):
+            return join(*(self.env[n.value] for n in _walk_names(node) if n.value in self.env))
+        return join(*(self.env[n.value] for n in closure_reads(node, set(self.env))))
 
     # ---- expressions ------------------------------------------------------------
     def expr(self, node: cst.CSTNode) -> ValueKind:
@@ -550,23 +549,29 @@ def bound_names(function: cst.FunctionDef | cst.Lambda) -> set[str]:
             names.add(star.name.value)
     if isinstance(function, cst.Lambda):
         return names
-    declared: set[str] = set()
     for node in _own_scope_nodes(function.body):
-        if isinstance(node, (cst.Global, cst.Nonlocal)):
-            declared.update(item.name.value for item in node.names)
         names.update(name.value for name in _stores(node))
-    return names - declared
+    return names - declared_names(function, cst.Global) - declared_names(function, cst.Nonlocal)
 
 
-def closure_reads(closure: cst.FunctionDef, enclosing: set[str]) -> Iterator[cst.Name]:
+def declared_names(function: cst.FunctionDef | cst.Lambda, declaration: type[cst.Global | cst.Nonlocal]) -> set[str]:
+    """Names ``function`` declares ``global`` (or ``nonlocal``): they are not its own."""
+    if isinstance(function, cst.Lambda):
+        return set()
+    return {item.name.value for node in _own_scope_nodes(function.body) if isinstance(node, declaration)
+            for item in node.names}
+
+
+def closure_reads(closure: cst.FunctionDef | cst.Lambda, enclosing: set[str]) -> Iterator[cst.Name]:
     """Every read, inside ``closure`` and the functions nested in it, of a name of the
     enclosing function (``enclosing``: its locals), in source order."""
-    yield from _reads(closure.body, [bound_names(closure)], enclosing, nonlocal_names(closure))
+    yield from _reads(closure.body, [_shadowing(closure)], enclosing, declared_names(closure, cst.Nonlocal))
 
 
-def nonlocal_names(function: cst.FunctionDef) -> set[str]:
-    return {item.name.value for node in _own_scope_nodes(function.body) if isinstance(node, cst.Nonlocal)
-            for item in node.names}
+def _shadowing(function: cst.FunctionDef | cst.Lambda) -> set[str]:
+    """Names that, read inside ``function``, do not mean the enclosing function's: its
+    locals and the names it declares ``global``."""
+    return bound_names(function) | declared_names(function, cst.Global)
 
 
 def _reads(node: cst.CSTNode, scopes: list[set[str]], enclosing: set[str], nonlocals: set[str]) -> Iterator[cst.Name]:
@@ -577,8 +582,8 @@ def _reads(node: cst.CSTNode, scopes: list[set[str]], enclosing: set[str], nonlo
     if isinstance(node, (cst.FunctionDef, cst.Lambda)):
         for default in _defaults_and_decorators(node):
             yield from _reads(default, scopes, enclosing, nonlocals)
-        inner_scopes = [*scopes, bound_names(node)]
-        inner_nonlocals = nonlocals | (nonlocal_names(node) if isinstance(node, cst.FunctionDef) else set())
+        inner_scopes = [*scopes, _shadowing(node)]
+        inner_nonlocals = nonlocals | declared_names(node, cst.Nonlocal)
         yield from _reads(node.body, inner_scopes, enclosing, inner_nonlocals)
         return
     if isinstance(node, _COMPREHENSIONS):
@@ -600,7 +605,7 @@ def _comprehension_reads(node, scopes: list[set[str]], enclosing: set[str], nonl
             first = False
         else:
             parts.append(clause.iter)
-        targets.update(n.value for n in _stores(clause.target))
+        targets.update(n.value for n in _names_in_target(clause.target))
         parts.extend(condition.test for condition in clause.ifs)
         clause = clause.inner_for_in
     parts.extend([node.key, node.value] if isinstance(node, cst.DictComp) else [node.elt])

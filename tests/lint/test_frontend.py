@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from transpiler.dataflow import bound_names, closure_reads
 from transpiler.frontend import load_library, parse_module
 from transpiler.model import CaptureKind, Span
 
@@ -255,3 +256,56 @@ def test_parse_module_never_raises_on_damaged_input(start: int, length: int, ins
     for diagnostic in module.diagnostics:
         assert diagnostic.code in ("DB000", "DB107")
         assert diagnostic.line >= 1 and diagnostic.col >= 1
+
+
+def reads_of(body: str) -> list[str]:
+    """Forward names (a, b, c, t) the backward in ``body`` reads, in source order."""
+    source = (
+        "def forward(a, b):\n"
+        "    c = 1\n"
+        "    t = 2\n"
+        "    def backward(g):\n"
+        + textwrap.indent(textwrap.dedent(body), "        ")
+    )
+    function = cst.parse_module(source).body[0]
+    backward = function.body.body[2]
+    reads = closure_reads(backward, bound_names(function) - {"backward"})
+    return [name.value for name in reads]
+
+
+@pytest.mark.parametrize(("body", "reads"), [
+    ("return g * a + b\n", ["a", "b"]),
+    ("x = a\nreturn x.y + c\n", ["a", "c"]),                       # attribute names are not reads
+    ("return f(g, c=t)\n", ["t"]),                                  # keyword names are not reads
+    ("a = g\nreturn a\n", []),                                      # assigned in backward: local
+    ("t += g\nreturn t\n", []),                                     # augmented assignment makes it local
+    ("return [a for a in g] + [c for _ in a]\n", ["a", "c"]),       # comprehension target shadows
+    ("def inner(a):\n    return a * b\nreturn inner(g)\n", ["b"]),  # nested parameter shadows
+    ("def inner(x=t):\n    return x\nreturn inner\n", ["t"]),     # defaults are read outside
+    ("f = lambda c: c * a\nreturn f(g)\n", ["a"]),
+    ("nonlocal c\nc = c + 1\nreturn c\n", ["c", "c"]),              # nonlocal: the forward's name
+    ("global t\nreturn t\n", []),
+    ("import a\nreturn a\n", []),
+    ("for b in g:\n    pass\nreturn b\n", []),
+    ("with g as c:\n    pass\nreturn c\n", []),
+    ("if (b := g):\n    pass\nreturn b\n", []),
+])
+def test_closure_reads_follow_python_scoping(body: str, reads: list[str]) -> None:
+    assert sorted(reads_of(body)) == sorted(reads)
+
+
+def test_python_keyword_argument_is_spelled_with_a_trailing_underscore() -> None:
+    source = (
+        "from formulas import at, derivative\n\n"
+        "@derivative('random.from(Tensor self, int from, int? to) -> Tensor')\n"
+        "def random_from(self, from_, to):\n"
+        "    result = at.random(self, from_, to)\n"
+        "    def backward(grad):\n"
+        "        return grad * 0 * from_\n"
+        "    return result, backward\n"
+    )
+    module = parse_module("kw.py", source)
+    assert module.diagnostics == ()
+    [formula] = module.formulas
+    assert formula.params == ("self", "from_", "to")
+    assert {c.name: c.kind for c in formula.captures} == {"from_": CaptureKind.INPUT}

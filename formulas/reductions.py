@@ -1,4 +1,4 @@
-"""Reductions: ``sum``, ``sum.dim_IntList``, ``mean.dim``, ``max.dim`` and the softmaxes."""
+"""Reductions: ``sum``, ``sum.dim_IntList``, ``mean.dim``, ``var_mean.dim``, ``max.dim`` and the softmaxes."""
 from __future__ import annotations
 
 from formulas import at, derivative
@@ -31,6 +31,26 @@ def mean_dim(self, dim, keepdim=False, *, dtype=None):
     def backward(grad):
         return at.div(sum_backward(grad, self_sizes, dim, keepdim), count)
     return result, backward
+
+
+@derivative("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)")
+def var_mean_dim(self, dim, unbiased=True, keepdim=False):
+    var, mean = at.var_mean(self, dim, unbiased, keepdim)
+    self_sizes = self.sizes()
+    count = reduced_numel(self_sizes, dim)
+    divisor = count - 1 if unbiased else count
+    def backward(grad_var, grad_mean):
+        # either gradient may be None (only the other output was used)
+        grad_self = None
+        if grad_var is not None:
+            # d var / d x = 2 (x - mean) / divisor: the mean's own dependence on x sums to zero
+            centered = self - sum_backward(mean, self_sizes, dim, keepdim)
+            grad_self = at.div(at.mul(sum_backward(grad_var, self_sizes, dim, keepdim) * centered, 2), divisor)
+        if grad_mean is not None:
+            from_mean = at.div(sum_backward(grad_mean, self_sizes, dim, keepdim), count)
+            grad_self = from_mean if grad_self is None else grad_self + from_mean
+        return grad_self
+    return (var, mean), backward
 
 
 @derivative("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",

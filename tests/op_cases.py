@@ -237,6 +237,16 @@ def _reduction_cases() -> list[OpCase]:
     out.append(OpCase("sum.dim_IntList", "0x3_dim0_keep0", (_normal(rng, (0, 3)), [0], False)))
     out.append(OpCase("sum.dim_IntList", "2x3_dimempty_keep0", (_normal(rng, (2, 3)), [], False)))
 
+    op = "var_mean.dim"
+    rng = _rng(op)
+    for shape, dim, unbiased, keepdim in (((3, 4), [1], True, False), ((3, 4), [0, 1], True, True),
+                                          ((3, 4), None, False, False), ((2, 3, 4), [-1, 0], True, True),
+                                          ((5,), [0], False, False), ((), None, False, False),
+                                          ((2, 1), [1], False, True)):   # size-0: torch warns (0/0 dof)
+        dim_id = "all" if dim is None else "_".join(map(str, dim))
+        out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim_id}_unbiased{int(unbiased)}_keep{int(keepdim)}",
+                          (_normal(rng, shape), dim, unbiased, keepdim)))
+
     op = "max.dim"
     rng = _rng(op)
     for shape, dim, keepdim in (((3, 4), 1, False), ((3, 4), -1, True), ((3, 4), 0, False),

@@ -287,6 +287,25 @@ def test_half_to_float_gradient_comes_back_in_the_input_dtype(op: str):
     assert (grad.dtype, grad.shape, grad.device) == (want.dtype, want.shape, want.device) == (torch.float16, x.shape, x.device)
 
 
+MULTI_OUTPUT_CASES = [case for case in ALL_CASES if sum(formula_call(case, False).output_differentiability) > 1]
+
+
+@pytest.mark.parametrize("case", MULTI_OUTPUT_CASES, ids=case_ids)
+def test_backward_accepts_a_missing_output_gradient(case: OpCase):
+    call = formula_call(case)
+    expected = differentiable(call, as_tuple(torch_op(case.op)(*call.args, **call.kwargs)))
+    inputs = call.differentiated_tensors()
+    with torch.no_grad():
+        _, backward = run_forward(call)
+    for used in range(len(expected)):
+        grad = random_like([expected[used]], seed=4)[0]
+        want = torch.autograd.grad(expected[used], inputs, grad, retain_graph=True, allow_unused=True)
+        grads = [grad if i == used else None for i in range(len(expected))]
+        with torch.no_grad():
+            got = call.differentiated_gradients(run_backward(call, backward, grads, call.needs_input_grad()))
+        assert_gradients_equal(got, want, inputs)
+
+
 # ---------------------------------------------------------------------------
 # second order against torch
 
@@ -357,6 +376,7 @@ class FormulaFunction(torch.autograd.Function):
         ctx.saved_ids = [id(t) for t in (*flat, *outputs)]
         ctx.save_for_backward(*flat, *outputs)
         ctx.mark_non_differentiable(*(o for o, diff in zip(outputs, call.output_differentiability) if not diff))
+        ctx.set_materialize_grads(False)     # unused outputs reach the closure as None, as in the contract
         return outputs
 
     @staticmethod
@@ -371,6 +391,8 @@ class FormulaFunction(torch.autograd.Function):
             width = len(value) if isinstance(value, list) else 1
             needs.append(any([next(flat_needs) for _ in range(width)]))
         diff_grads = [g for g, diff in zip(grads, call.output_differentiability) if diff]
+        if all(g is None for g in diff_grads):
+            return (None,) * (1 + len(call.flat_tensors()))    # a backward is never called without a gradient
         per_argument = run_backward(call, backward, diff_grads, tuple(needs))
         return (None, *call.flat_gradients(per_argument))
 

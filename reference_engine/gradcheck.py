@@ -99,8 +99,8 @@ def gradcheck(fn: Callable[..., Any], inputs: Any, *, eps: float = 1e-6, atol: f
                 f"Jacobian mismatch for output {i} with respect to input {j}: max abs error "
                 f"{error[bad].max():.3g}, max rel error {relative[bad].max():.3g} "
                 f"(atol={atol}, rtol={rtol}); worst at output element {_unravel(row, out.shape)}, "
-                f"input element {_unravel(col, t.shape)}: numerical {n[row, col]!r}, "
-                f"analytical {a[row, col]!r}; {int(bad.sum())} of {bad.size} entries differ")
+                f"input element {_unravel(col, t.shape)}: numerical {float(n[row, col])!r}, "
+                f"analytical {float(a[row, col])!r}; {int(bad.sum())} of {bad.size} entries differ")
             if raise_exception:
                 raise GradcheckError(message)
             return False

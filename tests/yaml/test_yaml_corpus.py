@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import filecmp
+import io
+import subprocess
+import sys
+from pathlib import Path
 
 import yaml
 
@@ -9,6 +13,8 @@ from transpiler.yaml_import import cpp
 from transpiler.yaml_import.importer import import_yaml
 from transpiler.yaml_import.model import AUTO_JVP, NON_DIFFERENTIABLE, Entry, is_backward_line
 from transpiler.schema import parse_schema
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 
@@ -108,3 +114,31 @@ def test_layouts_are_only_written_where_spacing_differs(import_result):
     layout_lines = [line for text in import_result.files.values() for line in text.splitlines()
                     if "  # cpp: " in line]
     assert 20 < len(layout_lines) < 60
+
+
+def test_imported_files_are_clean_python(imported_dir):
+    """Every name bound, nothing shadowed (a formula named like a C++ helper it calls would be)."""
+    from pyflakes.api import check
+    from pyflakes.reporter import Reporter
+
+    out = io.StringIO()
+    warnings = sum(check(path.read_text(encoding="utf-8"), str(path), Reporter(out, out))
+                   for path in sorted(imported_dir.glob("*.py")))
+    assert warnings == 0, out.getvalue()
+
+
+def test_imported_package_imports(imported_dir):
+    """The decorators run: each entry registers with formulas.derivative, details with yaml_entry."""
+    script = (
+        "import importlib, pkgutil, sys\n"
+        f"sys.path[:0] = [{str(imported_dir.parent)!r}, {str(REPO)!r}]\n"
+        f"package = importlib.import_module({imported_dir.name!r})\n"
+        "modules = [importlib.import_module(f'{package.__name__}.{m.name}') for m in pkgutil.iter_modules(package.__path__)]\n"
+        "from formulas import FORMULAS\n"
+        "print(len(FORMULAS), sum(hasattr(f, 'yaml_entry') for m in modules for f in vars(m).values()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=imported_dir.parent)
+    assert done.returncode == 0, done.stderr
+    registered, with_details = map(int, done.stdout.split())
+    assert registered == 687       # one per operator: the dispatch variants of an entry share it
+    assert with_details > 300

@@ -12,7 +12,7 @@ other entries are still imported.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -22,22 +22,24 @@ from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schem
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.model import (
     AUTO_JVP,
+    NEEDS_INPUT_GRAD,
     NON_DIFFERENTIABLE,
+    ORIGINAL_SELF,
     Entry,
     FormulaLine,
     Section,
     differentiable_outputs,
     full_output_differentiability,
+    gradient_locals,
     is_backward_line,
     return_names,
+    tangent_locals,
 )
 from transpiler.yaml_import.pyformula import Assignment, Closure, PyFormula, module_source
 from transpiler.yaml_import.syntax import Lambda, Member, Name, Node, Qualified, Unary, walk
 
 ENTRIES_PER_FILE = 32
 GRAD_INPUT_MASK = "grad_input_mask"
-NEEDS_INPUT_GRAD = "needs_input_grad"
-ORIGINAL_SELF = ("original_self_p", "original_self_t")
 DIALECT_IMPORTS = ("cpp", "yaml_entry")
 
 _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -148,9 +150,10 @@ def dialect_names(trees: list[Node]) -> set[str]:
     return needed
 
 
-def translate_section(entry: Entry, section: Section, schema: FunctionSchema, function: str
+def translate_section(entry: Entry, section: Section, schema: FunctionSchema
                       ) -> tuple[PyFormula, set[str], set[str]]:
-    """One section as a PyFormula, with the external names and dialect names it uses."""
+    """One section as a PyFormula (still unnamed: :func:`import_yaml` names the functions once
+    every external name is known), with the external names and dialect names it uses."""
     outputs = return_names(schema)
     arg_names = tuple(a.name for a in schema.arguments if not a.is_out)
     backward_lines = [line for line in section.lines if is_backward_line(line, schema)]
@@ -162,10 +165,11 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema, fu
     local = pydialect.local_names((*arg_names, *outputs))
     backward_names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
     backward_trees, backward_assignments = [], []
+    targets = gradient_locals(schema)
     for line in gradient_lines:
         python, tree, layout = translate_expression(line.formula, backward_names)
         backward_trees.append(tree)
-        backward_assignments.append(Assignment(tuple(f"grad_{n}" for n in line.names), python, layout))
+        backward_assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout))
     used = free_names(backward_trees)
     grad_params, prelude = _gradient_params(entry, schema, outputs, used)
     backward_locals = {*arg_names, *outputs, *grad_params, "grad", "grads", GRAD_INPUT_MASK,
@@ -174,7 +178,7 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema, fu
     backward = Closure(
         "backward", grad_params, (NEEDS_INPUT_GRAD,) if GRAD_INPUT_MASK in used else (), prelude,
         tuple(backward_assignments),
-        tuple(f"grad_{a.name}" if a.name in assigned else "None" for a in schema.tensor_inputs),
+        tuple(targets[a.name] if a.name in assigned else "None" for a in schema.tensor_inputs),
     )
 
     details: list[tuple[str, object]] = []
@@ -198,7 +202,7 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema, fu
                   *(f"{a}_p" for a in arg_names)}
     externals = (used - backward_locals) | (free_names(jvp_trees) - jvp_locals)
     formula = PyFormula(
-        function=function,
+        function="",
         schema=entry.name,
         output_differentiability=full_flags,
         entry_details=tuple(details),
@@ -245,10 +249,13 @@ def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine],
     """The nested ``def jvp``: tangents in, one tangent per forward line out (``x_t`` keep their names)."""
     names = primal_names(schema, diff_args, local)
     trees, assignments = [], []
+    targets = tangent_locals(schema)
     for line in lines:
         python, tree, layout = translate_expression(line.formula, names)
         trees.append(tree)
-        assignments.append(Assignment(tuple(f"{n}_t" for n in line.names), python, layout))
+        if not all(n in targets for n in line.names):
+            raise EntryError(f"`{line.key}` names neither an input nor an output")
+        assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout))
     used = free_names(trees)
     params = [f"{a}_t" for a in diff_args]
     params += [f"{a}_p" for a in diff_args if f"{a}_p" in used and f"{a}_p" not in names]
@@ -260,23 +267,33 @@ def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine],
 # --------------------------------------------------------------------------- files
 
 def function_name(entry: Entry, section: Section, taken: set[str]) -> str:
-    """A unique Python name: ``max_dim``, ``mean__AutogradNestedTensor`` for a dispatch key."""
-    base = entry.op_name.replace(".", "_")
+    """A Python name no other module-level name has: ``max_dim``, ``mean__AutogradNestedTensor``
+    for a dispatch key, ``sigmoid_backward_formula`` when formulas call the C++ ``sigmoid_backward``."""
+    base = pydialect.escape(entry.op_name.replace(".", "_"), plain=True)
     if section.dispatch not in (None, "Default"):
         base = f"{base}__{section.dispatch}"
-    name, n = pydialect.escape(base, plain=True), 1
+    name, n = base, 1
     while name in taken:
         n += 1
-        name = f"{base}_{n}"
+        name = f"{base}_formula" if n == 2 else f"{base}_formula_{n - 1}"
     taken.add(name)
     return name
+
+
+@dataclass(frozen=True)
+class _Translated:
+    """One entry's functions and the module-level names they need."""
+
+    entry: Entry
+    formulas: tuple[PyFormula, ...]
+    externals: frozenset[str]
+    dialect: frozenset[str]
 
 
 def import_yaml(text: str, path: str = "derivatives.yaml") -> ImportResult:
     """Translate a derivatives.yaml; the files of the output directory and the problems."""
     lines = entry_lines(text)
-    taken: set[str] = set()
-    translated: list[tuple[list[PyFormula], set[str], set[str]]] = []
+    translated: list[_Translated] = []
     problems: list[Problem] = []
     for index, entry in enumerate(read_entries(text)):
         line = lines[index] if index < len(lines) else 1
@@ -285,25 +302,28 @@ def import_yaml(text: str, path: str = "derivatives.yaml") -> ImportResult:
             continue
         try:
             schema = parse_schema(entry.name)
-            results = [translate_section(entry, section, schema, function_name(entry, section, taken))
-                       for section in entry.sections]
+            results = [translate_section(entry, section, schema) for section in entry.sections]
         except (EntryError, SchemaError) as error:
             problems.append(Problem(path, line, entry.name, str(error)))
             continue
-        translated.append(([r[0] for r in results], set().union(*(r[1] for r in results)),
-                           set().union(*(r[2] for r in results))))
+        translated.append(_Translated(entry, tuple(r[0] for r in results), frozenset().union(*(r[1] for r in results)),
+                                      frozenset().union(*(r[2] for r in results))))
+    all_externals = set().union(*(t.externals for t in translated))
+    taken = {pydialect.escape(n, plain=True) for n in all_externals}
+    taken |= {"at", "derivative", *DIALECT_IMPORTS, *pydialect.NAMESPACES}
+    translated = [replace(t, formulas=tuple(replace(f, function=function_name(t.entry, s, taken))
+                                            for f, s in zip(t.formulas, t.entry.sections)))
+                  for t in translated]
     files: dict[str, str] = {}
-    all_externals: set[str] = set()
     for start in range(0, len(translated), ENTRIES_PER_FILE):
         chunk = translated[start:start + ENTRIES_PER_FILE]
-        externals = set().union(*(c[1] for c in chunk))
-        dialect = set().union(*(c[2] for c in chunk)) - {"at"}
-        all_externals |= externals
+        externals = set().union(*(c.externals for c in chunk))
+        dialect = set().union(*(c.dialect for c in chunk)) - {"at"}
         imports = tuple(sorted(dialect, key=lambda n: (n not in DIALECT_IMPORTS, n))) + tuple(
             sorted(pydialect.escape(n, plain=True) for n in externals))
         doc = (f"Entries {start + 1} to {start + len(chunk)} of {Path(path).name}, imported by "
                "`transpile import-yaml` (@generated).")
-        formulas = tuple(f for c in chunk for f in c[0])
+        formulas = tuple(f for c in chunk for f in c.formulas)
         files[f"derivatives_{start // ENTRIES_PER_FILE:03d}.py"] = module_source(doc, imports, formulas)
     files["externals.py"] = externals_source(all_externals)
     files["__init__.py"] = f'"""Formulas imported from {Path(path).name} by `transpile import-yaml` (@generated)."""\n'

@@ -12,6 +12,8 @@ from transpiler.schema import FunctionSchema, is_tensor_like
 
 NON_DIFFERENTIABLE = "non_differentiable"
 AUTO_JVP = ("auto_linear", "auto_element_wise")
+NEEDS_INPUT_GRAD = "needs_input_grad"
+ORIGINAL_SELF = ("original_self_p", "original_self_t")
 
 
 @dataclass(frozen=True)
@@ -88,3 +90,33 @@ def is_backward_line(line: FormulaLine, schema: FunctionSchema) -> bool:
     """A line about inputs (a gradient) rather than outputs (a forward-mode tangent)."""
     arguments = {a.name for a in schema.arguments}
     return line.names[0] in arguments
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def gradient_locals(schema: FunctionSchema) -> dict[str, str]:
+    """The Python local that holds each input's gradient inside ``backward``.
+
+    ``grad_<input>``, with underscores appended when the formula already has a
+    name so spelled (``sigmoid_backward(Tensor grad_output, Tensor output)``:
+    the gradient of ``output`` is ``grad_output_``).
+    """
+    outputs = return_names(schema)
+    taken = {a.name for a in schema.arguments} | set(outputs) | {"grad", "grads", NEEDS_INPUT_GRAD}
+    taken |= {f"grad_{o}" for o in outputs}
+    return {a.name: _unique(f"grad_{a.name}", taken) for a in schema.arguments}
+
+
+def tangent_locals(schema: FunctionSchema) -> dict[str, str]:
+    """The Python local that holds each output's tangent inside ``jvp``: ``<output>_t``
+    (underscores appended on a clash, as for :func:`gradient_locals`)."""
+    outputs = return_names(schema)
+    arguments = [a.name for a in schema.arguments]
+    taken = set(arguments) | set(outputs) | set(ORIGINAL_SELF)
+    taken |= {f"{a}_t" for a in arguments} | {f"{a}_p" for a in arguments}
+    return {o: _unique(f"{o}_t", taken) for o in outputs}

@@ -15,8 +15,17 @@ from pathlib import Path
 
 from transpiler.schema import FunctionSchema, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
-from transpiler.yaml_import.importer import GRAD_INPUT_MASK, NEEDS_INPUT_GRAD, primal_names
-from transpiler.yaml_import.model import NON_DIFFERENTIABLE, Entry, FormulaLine, Section, return_names
+from transpiler.yaml_import.importer import GRAD_INPUT_MASK, primal_names
+from transpiler.yaml_import.model import (
+    NEEDS_INPUT_GRAD,
+    NON_DIFFERENTIABLE,
+    Entry,
+    FormulaLine,
+    Section,
+    gradient_locals,
+    return_names,
+    tangent_locals,
+)
 from transpiler.yaml_import.pyformula import LAYOUT_COMMENT
 from transpiler.yaml_import.syntax import Node
 
@@ -140,19 +149,22 @@ class _FileReader:
             raise self.error(node, f"`{node.name}` has no nested `def backward`")
         local = pydialect.local_names((*(a.name for a in schema.arguments), *return_names(schema)))
         backward_names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
-        gradients = self.lines_of(closures["backward"], "grad_", "", pydialect.inverse_names(backward_names))
+        gradients = self.lines_of(closures["backward"], gradient_locals(schema), pydialect.inverse_names(backward_names))
         tangents: tuple[ReadLine, ...] = ()
         if "jvp" in closures:
             diff_args = [a.name for a in schema.arguments if any(a.name in g.names for g in gradients)]
-            tangents = self.lines_of(closures["jvp"], "", "_t", pydialect.inverse_names(primal_names(schema, diff_args, local)))
+            tangents = self.lines_of(closures["jvp"], tangent_locals(schema),
+                                     pydialect.inverse_names(primal_names(schema, diff_args, local)))
         return ReadFunction(
             schema, schema_text, tuple(flags) if flags is not None else None, details.get("dispatch"),
             gradients, tuple(details.get("non_differentiable", ())), details.get("jvp"), tangents,
         )
 
-    def lines_of(self, closure: ast.FunctionDef, prefix: str, suffix: str, names: dict[str, str]
+    def lines_of(self, closure: ast.FunctionDef, locals_: dict[str, str], names: dict[str, str]
                  ) -> tuple[ReadLine, ...]:
-        """The formula assignments of a closure (targets ``<prefix>name<suffix>``) as YAML lines."""
+        """The formula assignments of a closure as YAML lines: those whose targets are
+        the gradient (or tangent) locals ``locals_`` gives (YAML name -> Python local)."""
+        keys = pydialect.inverse_names(locals_)
         lines = []
         for statement in closure.body:
             if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
@@ -160,10 +172,9 @@ class _FileReader:
             target = statement.targets[0]
             targets = target.elts if isinstance(target, ast.Tuple) else [target]
             idents = [t.id for t in targets if isinstance(t, ast.Name)]
-            if len(idents) != len(targets) or not all(
-                    i.startswith(prefix) and i.endswith(suffix) and len(i) > len(prefix + suffix) for i in idents):
+            if len(idents) != len(targets) or not all(i in keys for i in idents):
                 continue     # a prelude statement such as ``grads = [...]``
-            key = ", ".join(i[len(prefix):len(i) - len(suffix)] for i in idents)
+            key = ", ".join(keys[i] for i in idents)
             expression, comment = self.source_of(statement.value)
             try:
                 tree = pydialect.from_python(expression, names)

@@ -310,7 +310,7 @@ def print_tokens(tree: Node) -> list[Printed]:
     return out
 
 
-def _emit_list(items, out: list[Printed], open_: str, close: str, gap: str) -> None:
+def _emit_list(items: tuple[Node, ...], out: list[Printed], open_: str, close: str, gap: str) -> None:
     out.append(Printed(open_, gap))
     for i, item in enumerate(items):
         if i:

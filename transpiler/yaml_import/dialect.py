@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from transpiler.yaml_import.pydialect import unescape
+
 
 @dataclass(frozen=True)
 class External:
@@ -52,7 +54,7 @@ class Namespace:
     def __getattr__(self, member: str) -> "Namespace":
         if member.startswith("__"):
             raise AttributeError(member)
-        return Namespace(f"{self.name}::{member.rstrip('_')}")
+        return Namespace(f"{self.name}::{unescape(member)}")
 
     def __getitem__(self, template_args: Any) -> External:
         return External(f"{self.name}<{template_args}>")

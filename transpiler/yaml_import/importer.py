@@ -156,31 +156,14 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
     every external name is known), with the external names and dialect names it uses."""
     outputs = return_names(schema)
     arg_names = tuple(a.name for a in schema.arguments if not a.is_out)
+    local = pydialect.local_names((*arg_names, *outputs))
     backward_lines = [line for line in section.lines if is_backward_line(line, schema)]
     forward_lines = [line for line in section.lines if not is_backward_line(line, schema)]
     non_diff = tuple(line.key for line in backward_lines if line.formula == NON_DIFFERENTIABLE)
     gradient_lines = [line for line in backward_lines if line.formula != NON_DIFFERENTIABLE]
     diff_args = [a for a in arg_names if any(a in line.names for line in gradient_lines)]
 
-    local = pydialect.local_names((*arg_names, *outputs))
-    backward_names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
-    backward_trees, backward_assignments = [], []
-    targets = gradient_locals(schema)
-    for line in gradient_lines:
-        python, tree, layout = translate_expression(line.formula, backward_names)
-        backward_trees.append(tree)
-        backward_assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout))
-    used = free_names(backward_trees)
-    grad_params, prelude = _gradient_params(entry, schema, outputs, used)
-    backward_locals = {*arg_names, *outputs, *grad_params, "grad", "grads", GRAD_INPUT_MASK,
-                       *(f"grad_{o}" for o in outputs)}
-    assigned = {n for line in gradient_lines for n in line.names}
-    backward = Closure(
-        "backward", grad_params, (NEEDS_INPUT_GRAD,) if GRAD_INPUT_MASK in used else (), prelude,
-        tuple(backward_assignments),
-        tuple(targets[a.name] if a.name in assigned else "None" for a in schema.tensor_inputs),
-    )
-
+    backward, backward_trees = _backward(entry, schema, gradient_lines, local)
     details: list[tuple[str, object]] = []
     if section.dispatch is not None:
         details.append(("dispatch", section.dispatch))
@@ -198,9 +181,11 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
     if entry.output_differentiability is not None and full_flags != entry.output_differentiability:
         details.append(("output_differentiability", entry.output_differentiability))
 
+    backward_locals = {*arg_names, *outputs, *backward.params, "grad", "grads", GRAD_INPUT_MASK,
+                       *(f"grad_{o}" for o in outputs)}
     jvp_locals = {*arg_names, *outputs, *ORIGINAL_SELF, *(f"{a}_t" for a in arg_names),
                   *(f"{a}_p" for a in arg_names)}
-    externals = (used - backward_locals) | (free_names(jvp_trees) - jvp_locals)
+    externals = (free_names(backward_trees) - backward_locals) | (free_names(jvp_trees) - jvp_locals)
     formula = PyFormula(
         function="",
         schema=entry.name,
@@ -214,6 +199,25 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
     )
     needed = dialect_names(backward_trees + jvp_trees) | ({"yaml_entry"} if details else set())
     return formula, externals, needed
+
+
+def _backward(entry: Entry, schema: FunctionSchema, lines: list[FormulaLine], local: dict[str, str]
+              ) -> tuple[Closure, list[Node]]:
+    """The nested ``def backward``: one assignment per gradient line, one gradient returned
+    per tensor input (``None`` for an input without a formula)."""
+    names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
+    targets = gradient_locals(schema)
+    trees, assignments = [], []
+    for line in lines:
+        python, tree, layout = translate_expression(line.formula, names)
+        trees.append(tree)
+        assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout))
+    used = free_names(trees)
+    params, prelude = _gradient_params(entry, schema, return_names(schema), used)
+    assigned = {n for line in lines for n in line.names}
+    returns = tuple(targets[a.name] if a.name in assigned else "None" for a in schema.tensor_inputs)
+    mask = (NEEDS_INPUT_GRAD,) if GRAD_INPUT_MASK in used else ()
+    return Closure("backward", params, mask, prelude, tuple(assignments), returns), trees
 
 
 def _gradient_params(entry: Entry, schema: FunctionSchema, outputs: tuple[str, ...], used: set[str]

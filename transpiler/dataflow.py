@@ -158,6 +158,7 @@ class FlowResult:
 
     env: dict[str, ValueKind]                           # kinds at the end of the body
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    mutated: set[str] = field(default_factory=set)      # containers changed in place (``xs.append``)
     operator_uses: dict[cst.CSTNode, OperatorUse] = field(default_factory=dict)
 
 
@@ -333,6 +334,7 @@ class _Interpreter:
             container = container.value
         if isinstance(container, cst.Name) and container.value in self.env:
             self.env[container.value] = join(self.env[container.value], kind)
+            self.result.mutated.add(container.value)
 
     def closure_kind(self, node: cst.FunctionDef | cst.Lambda | cst.ClassDef) -> ValueKind:
         """A function, lambda or class defined here holds whatever it reads from the scope."""

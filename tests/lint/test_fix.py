@@ -221,3 +221,22 @@ def test_backward_local_shadowing_blocks_the_fix() -> None:
             return result, backward
     ''')
     assert fix(before) == before
+
+
+def test_container_filled_after_its_binding_is_not_recomputed() -> None:
+    before = src('''
+        from formulas import at, derivative
+
+
+        @derivative("exp(Tensor self) -> Tensor")
+        def exp(self):
+            result = at.exp(self)
+            parts = []
+            parts.append(at.mul(result, 2.0))
+            def backward(grad):
+                return grad * parts[0]
+            return result, backward
+    ''')
+    [finding] = check_formula_module(parse_module("f.py", before), before, OPERATORS)
+    assert (finding.code, finding.fix) == ("DB100", None)
+    assert fix(before) == before

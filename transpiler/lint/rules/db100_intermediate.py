@@ -32,7 +32,7 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
 
 def _finding(context: FormulaContext, capture: Capture) -> Diagnostic:
     plan = plan_recomputation(context, capture.name)
-    fix = describe_recomputation(context, plan) if plan is not None else None
+    fix = describe_recomputation(plan) if plan is not None else None
     alias = aliased_input_or_output(context, capture.name)
     if alias is not None:
         return context.diagnostic(

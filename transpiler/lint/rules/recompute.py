@@ -24,7 +24,6 @@ _PURE_EXPRESSION_BLOCKERS = (cst.Lambda, cst.NamedExpr, cst.Yield, cst.Await)
 class Recomputation:
     """Forward statements (by body index, forward order) that rebuild one captured intermediate."""
 
-    name: str
     statements: tuple[tuple[int, cst.SimpleStatementLine], ...]
 
 
@@ -33,10 +32,10 @@ def plan_recomputation(context: FormulaContext, name: str) -> Recomputation | No
     needed: dict[int, cst.SimpleStatementLine] = {}
     if not _collect(context, name, needed, frozenset()):
         return None
-    return Recomputation(name, tuple(sorted(needed.items(), key=lambda item: item[0])))
+    return Recomputation(tuple(sorted(needed.items(), key=lambda item: item[0])))
 
 
-def describe_recomputation(context: FormulaContext, plan: Recomputation) -> str:
+def describe_recomputation(plan: Recomputation) -> str:
     """One line for ``Diagnostic.fix``: the statements the fix puts at the top of the backward."""
     code = "; ".join(_code(statement.body[0]) for _, statement in plan.statements)
     return f"recompute at the top of backward: {code}"
@@ -48,7 +47,7 @@ def _collect(context: FormulaContext, name: str, needed: dict[int, cst.SimpleSta
     if name in visiting:
         return False
     bindings = context.forward_bindings(name)
-    if len(bindings) != 1:
+    if len(bindings) != 1 or name in context.forward.mutated:
         return False
     binding = bindings[0]
     statement = binding.statement
@@ -61,8 +60,8 @@ def _collect(context: FormulaContext, name: str, needed: dict[int, cst.SimpleSta
         return False
     formula = context.formula
     for read in read_names(value):
-        if read in context.backward_locals:
-            return False  # the backward's own name would shadow it
+        if read in context.backward_locals or read in context.forward.mutated:
+            return False  # shadowed by the backward's own name, or changed after this statement
         if read not in formula.params and read not in context.forward.bindings:
             continue      # module level: an operator, helper or constant
         if read in formula.params and read not in context.forward.bindings:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from transpiler.cli import main as transpile
@@ -95,16 +96,29 @@ def test_import_replaces_the_directory_only_on_success(tmp_path: Path, capsys):
     assert (out / "stale.py").exists()
 
 
-def test_emit_reports_a_damaged_formula_file(tmp_path: Path, capsys):
+@pytest.mark.parametrize("before, after, message", [
+    ("grad * self.cos().conj()", "grad * self.cos(.conj()", ":19:37: cannot parse: invalid syntax"),
+    ("grad * self.cos().conj()", "grad * cpp.nonsense(self)", "unknown dialect call cpp.nonsense"),
+    ("grad * self.cos().conj()", "grad * self.cos().conj()  # cpp: {3:", "the layout comment is not JSON"),
+    ('@yaml_entry(jvp="auto_element_wise")', "@yaml_entry(jvp=JVP)", "decorator arguments must be literals"),
+])
+def test_emit_reports_a_damaged_formula_file(tmp_path: Path, capsys, before, after, message):
     source = tmp_path / "derivatives.yaml"
     source.write_text(SMALL_YAML)
     out = tmp_path / "imported"
     transpile(["import-yaml", str(source), "-o", str(out)])
     capsys.readouterr()
     formulas = out / "derivatives_000.py"
-    formulas.write_text(formulas.read_text().replace("grad * self.cos().conj()", "grad * self.cos(.conj()"))
+    text = formulas.read_text()
+    assert before in text
+    formulas.write_text(text.replace(before, after, 1))
     target = tmp_path / "emitted.yaml"
     assert transpile(["emit-yaml", str(out), "-o", str(target)]) == 1
-    assert f"{formulas}:" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert error.startswith(f"{formulas}:") and message in error
     assert not target.exists()
-    assert transpile(["emit-yaml", str(tmp_path / "nowhere"), "-o", str(target)]) == 2
+
+
+def test_emit_needs_an_imported_directory(tmp_path: Path, capsys):
+    assert transpile(["emit-yaml", str(tmp_path / "nowhere"), "-o", str(tmp_path / "x.yaml")]) == 2
+    assert "no formula files" in capsys.readouterr().err

@@ -128,6 +128,8 @@ class _Parser:
 
     def advance(self) -> Token:
         tok = self.current
+        if tok.kind == "end":
+            raise CppSyntaxError("unexpected end of formula", tok.offset)
         self.pos += 1
         return tok
 

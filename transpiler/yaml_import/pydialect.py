@@ -231,6 +231,8 @@ class _PyParser:
 
     def advance(self) -> _Tok:
         tok = self.tokens[self.pos]
+        if tok.kind == "end":
+            raise DialectError("unexpected end of the expression")
         self.pos += 1
         return tok
 

@@ -33,11 +33,11 @@ FORMULA_FILES = "derivatives_*.py"
 
 
 class ReadError(ValueError):
-    """A formula file that is not in the shape ``import-yaml`` writes; ``line`` is 1-based."""
+    """A formula file that is not in the shape ``import-yaml`` writes (1-based position)."""
 
-    def __init__(self, path: str, line: int, message: str) -> None:
-        super().__init__(f"{path}:{line}:1: {message}")
-        self.path, self.line = path, line
+    def __init__(self, path: str, line: int, col: int, message: str) -> None:
+        super().__init__(f"{path}:{line}:{col}: {message}")
+        self.path, self.line, self.col = path, line, col
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def read_functions(source: str, path: str) -> list[ReadFunction]:
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as error:
-        raise ReadError(path, error.lineno or 1, f"cannot parse: {error.msg}") from None
+        raise ReadError(path, error.lineno or 1, error.offset or 1, f"cannot parse: {error.msg}") from None
     reader = _FileReader(path, source.encode("utf-8").splitlines())
     return [reader.function(node) for node in tree.body
             if isinstance(node, ast.FunctionDef) and reader.decorator(node, "derivative") is not None]
@@ -123,7 +123,14 @@ class _FileReader:
         self.lines = lines
 
     def error(self, node: ast.AST, message: str) -> ReadError:
-        return ReadError(self.path, getattr(node, "lineno", 1), message)
+        return ReadError(self.path, node.lineno, node.col_offset + 1, message)
+
+    def literal(self, node: ast.expr) -> object:
+        """The value of a decorator argument, which must be a literal."""
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            raise self.error(node, "decorator arguments must be literals (strings, booleans, lists)") from None
 
     def decorator(self, function: ast.FunctionDef, name: str) -> ast.Call | None:
         for decorator in function.decorator_list:
@@ -140,9 +147,9 @@ class _FileReader:
             schema = parse_schema(schema_text)
         except SchemaError as error:
             raise self.error(node, f"the schema does not parse: {error}") from None
-        keywords = {k.arg: ast.literal_eval(k.value) for k in derivative.keywords}
+        keywords = {k.arg: self.literal(k.value) for k in derivative.keywords}
         details_call = self.decorator(node, "yaml_entry")
-        details = {k.arg: ast.literal_eval(k.value) for k in details_call.keywords} if details_call else {}
+        details = {k.arg: self.literal(k.value) for k in details_call.keywords} if details_call else {}
         flags = details.get("output_differentiability", keywords.get("output_differentiability"))
         closures = {s.name: s for s in node.body if isinstance(s, ast.FunctionDef)}
         if "backward" not in closures:
@@ -180,9 +187,20 @@ class _FileReader:
                 tree = pydialect.from_python(expression, names)
             except pydialect.DialectError as error:
                 raise self.error(statement, f"`{expression}`: {error}") from None
-            layout = json.loads(comment[len(LAYOUT_COMMENT):]) if comment.startswith(LAYOUT_COMMENT) else {}
-            lines.append(ReadLine(key, tree, layout))
+            lines.append(ReadLine(key, tree, self.layout(statement, comment)))
         return tuple(lines)
+
+    def layout(self, statement: ast.stmt, comment: str) -> cpp.Layout:
+        """The ``# cpp: {...}`` layout of a formula line (none: canonical spacing)."""
+        if not comment.startswith(LAYOUT_COMMENT):
+            return {}
+        try:
+            layout = json.loads(comment[len(LAYOUT_COMMENT):])
+        except json.JSONDecodeError as error:
+            raise self.error(statement, f"the layout comment is not JSON: {error.msg}") from None
+        if not (isinstance(layout, dict) and all(isinstance(v, str) for v in layout.values())):
+            raise self.error(statement, "the layout comment must map token positions to spacing strings")
+        return layout
 
     def source_of(self, node: ast.expr) -> tuple[str, str]:
         """The source text of an expression and the comment that ends its last line."""

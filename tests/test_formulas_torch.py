@@ -148,6 +148,7 @@ def run_backward(call: FormulaCall, backward: Callable, grads: Sequence[torch.Te
         returned = backward(*wrap(list(grads)), **mask)
     count = len(call.tensor_positions)
     if count == 1:
+        assert not isinstance(returned, tuple), f"backward of {call.formula.op_name} must return one gradient, not a tuple"
         returned = (returned,)
     assert isinstance(returned, tuple) and len(returned) == count, (
         f"backward of {call.formula.op_name} must return {count} gradient(s), returned {returned!r}")

@@ -201,8 +201,8 @@ def _fits(ty: Type, value: Any) -> bool:
     if isinstance(ty, OptionalType):
         return value is None or _fits(ty.elem, value)
     if isinstance(ty, ListType):
-        if isinstance(ty.elem, BaseType) and ty.elem.name in ("int", "SymInt") and _fits(ty.elem, value):
-            return True        # int[1] and SymInt[] accept a single int
+        if ty.size is not None and _fits(ty.elem, value):
+            return True        # a fixed-size list (int[1]) accepts a single element
         return isinstance(value, (list, tuple)) and all(_fits(ty.elem, v) for v in value)
     assert isinstance(ty, BaseType)
     if ty.name == "Tensor":

@@ -114,29 +114,24 @@ class _ModuleReader:
         self.diagnostics: list[Diagnostic] = []
 
     def read(self) -> FormulaModule:
-        formulas, helpers, nondiff = [], [], []
-        helper_returns = {}
         functions = [s for s in self.tree.body if isinstance(s, cst.FunctionDef)]
+        helper_returns = {f.name.value: self.annotation(f.returns) for f in functions}
+        helpers = tuple(self.helper(f) for f in functions if _decorator(f, "helper") is not None)
+        formulas = []
         for function in functions:
-            if _decorator(function, "helper") is not None:
-                helper = self.helper(function)
-                helpers.append(helper)
-            helper_returns[function.name.value] = (
-                self.code(function.returns.annotation) if function.returns is not None else None
-            )
-        for statement in self.tree.body:
-            if isinstance(statement, cst.FunctionDef):
-                decorator = _decorator(statement, "derivative")
-                if decorator is None:
-                    continue
-                try:
-                    formulas.append(self.formula(statement, decorator, helper_returns))
-                except MalformedFormula as problem:
-                    self.report(problem.node, "DB107", problem.message)
-            elif isinstance(statement, cst.SimpleStatementLine):
-                nondiff.extend(self.nondifferentiable(statement))
+            decorator = _decorator(function, "derivative")
+            if decorator is None:
+                continue
+            try:
+                formulas.append(self.formula(function, decorator, helper_returns))
+            except MalformedFormula as problem:
+                self.report(problem.node, "DB107", problem.message)
+        nondifferentiable = tuple(
+            schema for statement in self.tree.body if isinstance(statement, cst.SimpleStatementLine)
+            for schema in self.nondifferentiable(statement)
+        )
         return FormulaModule(
-            self.path, tuple(formulas), tuple(helpers), tuple(nondiff), tuple(self.diagnostics),
+            self.path, tuple(formulas), helpers, nondifferentiable, tuple(self.diagnostics),
             positions=self.positions,
         )
 
@@ -145,20 +140,17 @@ class _ModuleReader:
         span = self.positions[node]
         self.diagnostics.append(Diagnostic(self.path, span.line, span.col, code, message))
 
-    def code(self, node: cst.CSTNode) -> str:
-        return self.tree.code_for_node(node)
+    def annotation(self, annotation: cst.Annotation | None) -> str | None:
+        """The source text of an annotation (``list[int]``), None when absent."""
+        return self.tree.code_for_node(annotation.annotation) if annotation is not None else None
 
     def helper(self, function: cst.FunctionDef) -> Helper:
         params = tuple(
-            HelperParam(
-                p.name.value,
-                self.code(p.annotation.annotation) if p.annotation is not None else None,
-                p.default,
-            )
+            HelperParam(p.name.value, self.annotation(p.annotation), p.default)
             for p in (*function.params.params, *function.params.kwonly_params)
         )
-        returns = self.code(function.returns.annotation) if function.returns is not None else None
-        return Helper(self.path, function.name.value, self.positions[function], params, returns, function)
+        return Helper(self.path, function.name.value, self.positions[function], params,
+                      self.annotation(function.returns), function)
 
     def nondifferentiable(self, line: cst.SimpleStatementLine) -> Iterator[FunctionSchema]:
         for small in line.body:
@@ -196,7 +188,7 @@ class _ModuleReader:
                                        "`return <outputs>, backward`")
         outputs = self.outputs(final_return, schema)
         backward = self.backward(backward_def, schema, output_diff)
-        captures = self.captures(function, schema, params, forward, backward_def, outputs, helper_returns)
+        captures = self.captures(function, schema, params, backward_def, outputs, helper_returns)
         return Formula(
             path=self.path,
             function=function.name.value,
@@ -317,13 +309,14 @@ class _ModuleReader:
 
     # ---- captures --------------------------------------------------------------
     def captures(self, function: cst.FunctionDef, schema: FunctionSchema, params: tuple[str, ...],
-                 forward: tuple[cst.BaseStatement, ...], backward: cst.FunctionDef,
-                 outputs: tuple[str | None, ...], helper_returns: Mapping[str, str | None]) -> tuple[Capture, ...]:
+                 backward: cst.FunctionDef, outputs: tuple[str | None, ...],
+                 helper_returns: Mapping[str, str | None]) -> tuple[Capture, ...]:
+        """Every forward name the backward reads, classified, in order of first use."""
         facts = forward_dataflow(schema, params, function, backward, helper_returns)
         first_uses = self.first_uses(function, backward)
         captures = []
         for name, first_use in sorted(first_uses.items(), key=lambda item: self.positions[item[1]]):
-            kind, reason = classify_capture(name, schema, params, outputs, facts)
+            kind, reason = classify_capture(name, params, outputs, facts)
             bindings = [b for b in facts.bindings.get(name, []) if b.value is not None]
             definition = bindings[-1].value if bindings else None
             captures.append(Capture(name, kind, self.positions[first_use], definition, reason))
@@ -367,8 +360,8 @@ def forward_dataflow(schema: FunctionSchema, params: tuple[str, ...], function: 
     return analyze_body(body, env, helper_returns=helper_returns, skip=lambda node: node is backward)
 
 
-def classify_capture(name: str, schema: FunctionSchema, params: tuple[str, ...],
-                     outputs: tuple[str | None, ...], facts: FlowResult) -> tuple[CaptureKind, str]:
+def classify_capture(name: str, params: tuple[str, ...], outputs: tuple[str | None, ...],
+                     facts: FlowResult) -> tuple[CaptureKind, str]:
     """The CaptureKind of a forward name the backward reads, and why when ILLEGAL."""
     kind = facts.env.get(name, ValueKind.SCALAR)
     rebound = name in facts.bindings

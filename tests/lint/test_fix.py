@@ -240,3 +240,19 @@ def test_container_filled_after_its_binding_is_not_recomputed() -> None:
     [finding] = check_formula_module(parse_module("f.py", before), before, OPERATORS)
     assert (finding.code, finding.fix) == ("DB100", None)
     assert fix(before) == before
+
+
+def test_one_line_backward_is_left_alone() -> None:
+    before = src('''
+        from formulas import at, derivative
+
+
+        @derivative("sin(Tensor self) -> Tensor")
+        def sin(self):
+            result = at.sin(self)
+            c = at.cos(self)
+            def backward(grad): return grad * c
+            return result, backward
+    ''')
+    assert lint(before) == [("DB100", 8, 39)]
+    assert fix(before) == before

@@ -53,6 +53,8 @@ class _FormulaEdit:
 
 
 def _plan_formula(context: FormulaContext) -> _FormulaEdit | None:
+    if not isinstance(context.backward_node.body, cst.IndentedBlock):
+        return None  # ``def backward(grad): return ...`` on one line has no top to insert at
     replay: dict[int, cst.SimpleStatementLine] = {}
     for capture in context.formula.captures:
         if capture.kind is CaptureKind.ILLEGAL and capture.name not in context.formula.params:

@@ -181,12 +181,27 @@ def record_formula(overload: Overload, bound: list, outputs: Any, backward: Call
             except ValueError:      # an empty cell: a name the backward reads that was never bound
                 continue
             kind = type(value)
-            if kind is Tensor or ((kind is list or kind is tuple) and value and
-                                  any(type(v) is Tensor for v in value)) or isinstance(value, Tensor):
+            if kind is Tensor:
+                key = id(value)
+                nr = output_nr.get(key)
+                if nr is not None:
+                    record = SavedTensor("output", name, value, nr)
+                else:
+                    record = SavedTensor("input" if key in held or value._requires_grad else "intermediate",
+                                         name, value)
+            elif (kind is list or kind is tuple) and value and _holds_tensors(value):
                 record = save_captured(value, name, held, output_nr)
-                cell.cell_contents = record
-                saved.append((cell, record))
+            else:
+                continue
+            cell.cell_contents = record
+            saved.append((cell, record))
     return result
+
+
+def _holds_tensors(values: list | tuple) -> bool:
+    """Formula lists are homogeneous (``list[int]`` or ``list[Tensor]``, ``None`` allowed)."""
+    first = values[0]
+    return type(first) is Tensor or (first is None and any(isinstance(v, Tensor) for v in values))
 
 
 def save_captured(value: Any, name: str, inputs: set[int], output_nr: dict[int, int]) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from reference_engine.tensor import Tensor, VersionCounter
+from reference_engine.tensor import Tensor
 
 RELEASED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -68,7 +68,7 @@ class SavedTensor:
         self.role = role
         self.name = name
         self.counter = tensor._version
-        self.version = tensor._version.value
+        self.version = tensor._version[0]
         self.output_nr = output_nr
         if role == "output":
             self.tensor = None
@@ -79,30 +79,25 @@ class SavedTensor:
 
     def unpack(self, node: Node, create_graph: bool) -> Tensor:
         """The tensor for the backward to use; checks the version first."""
-        if self.counter.value != self.version:
+        if self.counter[0] != self.version:
             shape = list(self.data.shape if self.tensor is None else self.tensor.shape)
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: the tensor of shape {shape} saved as '{self.name}' by "
-                f"{node.name()} is at version {self.counter.value}; expected version "
+                f"{node.name()} is at version {self.counter[0]}; expected version "
                 f"{self.version} instead.")
         if self.role == "input":
             return self.tensor
         if self.role == "output":
-            return materialize_output(self.data, self.counter, node, self.output_nr)
+            t = Tensor._wrap(self.data)       # a fresh tensor for the output, grad_fn = its node
+            t._version = self.counter
+            t._grad_fn = node
+            t._output_nr = self.output_nr
+            t._requires_grad = True
+            return t
         if create_graph and self.tensor.is_floating_point():
             return poisoned_alias(self.tensor, node, self.name)
         return self.tensor
-
-
-def materialize_output(data, counter: VersionCounter, node: Node, output_nr: int) -> Tensor:
-    """A fresh tensor object for a saved output: same data, grad_fn = its node."""
-    t = Tensor._wrap(data)
-    t._version = counter
-    t._grad_fn = node
-    t._output_nr = output_nr
-    t._requires_grad = True
-    return t
 
 
 class CapturedIntermediateBackward(Node):

@@ -66,14 +66,12 @@ def _scale(x: Any, factor: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- elementwise
-@kernel("neg")
-def neg(x):
-    return np.negative(x)
-
-
-@kernel("exp")
-def exp(x):
-    return np.exp(x)
+# NumPy ufuncs whose semantics are torch's serve as kernels directly (no wrapper frame).
+for _name, _ufunc in (("neg", np.negative), ("exp", np.exp), ("expm1", np.expm1), ("sin", np.sin),
+                      ("cos", np.cos), ("tan", np.tan), ("tanh", np.tanh), ("abs", np.abs),
+                      ("sign", np.sign), ("mul.Tensor", np.multiply), ("mul.Scalar", np.multiply),
+                      ("maximum", np.maximum), ("minimum", np.minimum)):
+    KERNELS[_name] = _ufunc
 
 
 @kernel("log")
@@ -86,31 +84,6 @@ def log(x):
 def log1p(x):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log1p(x)
-
-
-@kernel("expm1")
-def expm1(x):
-    return np.expm1(x)
-
-
-@kernel("sin")
-def sin(x):
-    return np.sin(x)
-
-
-@kernel("cos")
-def cos(x):
-    return np.cos(x)
-
-
-@kernel("tan")
-def tan(x):
-    return np.tan(x)
-
-
-@kernel("tanh")
-def tanh(x):
-    return np.tanh(x)
 
 
 @kernel("sigmoid")
@@ -135,16 +108,6 @@ def rsqrt(x):
 def reciprocal(x):
     with np.errstate(divide="ignore"):
         return 1 / _array(x)
-
-
-@kernel("abs")
-def abs_(x):
-    return np.abs(x)
-
-
-@kernel("sign")
-def sign(x):
-    return np.sign(x)
 
 
 @kernel("relu")
@@ -182,11 +145,6 @@ def rsub(x, other, alpha=1):
     return np.subtract(other, _scale(x, alpha))
 
 
-@kernel("mul.Tensor", "mul.Scalar")
-def mul(x, other):
-    return np.multiply(x, other)
-
-
 @kernel("div.Tensor", "div.Scalar")
 def div(x, other):
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -197,16 +155,6 @@ def div(x, other):
 def pow_(x, exponent):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.power(x, exponent)
-
-
-@kernel("maximum")
-def maximum(x, other):
-    return np.maximum(x, other)
-
-
-@kernel("minimum")
-def minimum(x, other):
-    return np.minimum(x, other)
 
 
 @kernel("clamp")

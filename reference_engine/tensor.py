@@ -14,15 +14,6 @@ import numpy as np
 from reference_engine.dtypes import DType, TensorOptions, from_numpy
 
 
-class VersionCounter:
-    """Counts in-place changes of a tensor's data; saved tensors remember the value."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-
 class Tensor:
     """An n-dimensional array that can record the operations applied to it.
 
@@ -30,6 +21,10 @@ class Tensor:
     the array itself, or for a *wrapped number* (a Python scalar passed where
     an operator expects a Tensor) the Python scalar, so that NumPy's weak
     scalar promotion keeps ``float32_tensor * 2.0`` in float32, as torch does.
+
+    ``_version`` is the version counter: a one-element list shared by tensors
+    over the same memory (views, ``detach``); in-place writes increment it,
+    saved tensors compare it with the value they saw.
     """
 
     __slots__ = ("_data", "_value", "_requires_grad", "_grad_fn", "_output_nr", "_version",
@@ -45,7 +40,7 @@ class Tensor:
         self._value = array
         self._grad_fn = None
         self._output_nr = 0
-        self._version = VersionCounter()
+        self._version = [0]
         self.grad = None
         self._requires_grad = False
         if requires_grad:
@@ -60,7 +55,7 @@ class Tensor:
         t._requires_grad = False
         t._grad_fn = None
         t._output_nr = 0
-        t._version = VersionCounter()
+        t._version = [0]
         t.grad = None
         return t
 
@@ -119,10 +114,7 @@ class Tensor:
 
     @property
     def _version_value(self) -> int:
-        return self._version.value
-
-    def _bump_version(self) -> None:
-        self._version.value += 1
+        return self._version[0]
 
     # ----------------------------------------------------------------- metadata
     @property

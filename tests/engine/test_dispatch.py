@@ -25,7 +25,10 @@ def test_every_declared_operator_has_a_kernel_taking_its_arguments(op):
     kernel = KERNELS.get(op)
     assert kernel is not None, f"no NumPy kernel for declared operator {op}"
     n_args = engine.op(op).signature.n_args
-    inspect.signature(kernel).bind(*([None] * n_args))     # raises TypeError on an arity mismatch
+    if isinstance(kernel, np.ufunc):
+        assert kernel.nin == n_args
+    else:
+        inspect.signature(kernel).bind(*([None] * n_args))     # raises TypeError on an arity mismatch
 
 
 def test_overload_resolution_by_binding():

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from transpiler.frontend import parse_module
 from transpiler.lint.closure_rules import check_formula_module
@@ -256,3 +260,30 @@ def test_one_line_backward_is_left_alone() -> None:
     ''')
     assert lint(before) == [("DB100", 8, 39)]
     assert fix(before) == before
+
+
+FIXTURE = (Path(__file__).parent / "fixtures" / "closure" / "DB100.py").read_text()
+FIXTURE_LINES = FIXTURE.splitlines(keepends=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(FIXTURE_LINES) - 1), st.booleans()), min_size=1, max_size=3))
+def test_rules_and_fix_survive_damaged_files(edits: list[tuple[int, bool]]) -> None:
+    lines = list(FIXTURE_LINES)
+    for index, duplicate in edits:
+        index %= len(lines)
+        if duplicate:
+            lines.insert(index, lines[-1 - index])
+        else:
+            del lines[index]
+    source = "".join(lines)
+    findings = check_formula_module(parse_module("f.py", source), source, OPERATORS)
+    assert all(d.line >= 1 and d.col >= 1 for d in findings)
+    fixed = fix(source)
+    try:
+        compile(source, "f.py", "exec")
+    except SyntaxError:
+        return
+    compile(fixed, "f.py", "exec")
+    left = check_formula_module(parse_module("f.py", fixed), fixed, OPERATORS)
+    assert [d for d in left if d.fix] == []

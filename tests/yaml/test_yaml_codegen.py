@@ -64,8 +64,14 @@ def test_nodes_save_only_what_the_formulas_read(small_dir: Path, tmp_path: Path)
     if (task_should_compute_output({ self_ix })) {
       copy_range(grad_inputs, self_ix, std::get<0>(grad_result));
     }""" in source
-    assert "  std::vector<SavedVariable> tensors_;\n  bool tensors_released_ = false;\n  size_t tensors_size_;" in header
+    # cat reads only metadata of its list: the sizes and dtypes are saved, the tensors are not
+    assert """  ::std::vector<::std::vector<c10::SymInt>> tensors_args_sizes_symint;
+  ::std::vector<at::ScalarType> tensors_args_scalartypes;
+  int64_t dim;
+  size_t tensors_size_;
+};""" in header
     assert "auto tensors_ix = gen.range(tensors_size_);" in source
+    assert "cat_tensors_backward(grad, tensors_args_sizes_symint, tensors_args_scalartypes, dim)" in source
 
 
 def test_cache_skips_unchanged_files(small_dir: Path, tmp_path: Path):
@@ -97,8 +103,37 @@ def test_node_names_follow_torchgen(imported_dir: Path, torchgen_original: Path,
     assert [name for name in theirs if name in set(ours)] == ours
 
 
+def _members(header: str) -> dict[str, dict[str, str]]:
+    """struct name -> {member: type} of a Functions.h (list bookkeeping members left out)."""
+    nodes = {}
+    for match in re.finditer(r"^struct TORCH_API (\w+) : public \w+ \{(.*?)\n\};", header, re.S | re.M):
+        members = (re.match(r"  ([\w:<>, ]+?) (\w+)(?: = [^;]*)?;$", line) for line in match.group(2).splitlines())
+        nodes[match.group(1)] = {m.group(2): m.group(1) for m in members
+                                 if m and not m.group(2).endswith(("_released_", "_size_"))}
+    return nodes
+
+
+def test_saved_members_match_torchgen(imported_dir: Path, torchgen_original: Path, tmp_path: Path):
+    """Every node saves what torchgen's saves, with the same C++ types, except where torchgen's
+    regular expressions see a name that is not a variable of the formula."""
+    generate(imported_dir, tmp_path)
+    ours = _members((tmp_path / "Functions.h").read_text())
+    theirs = _members((torchgen_original / "Functions.h").read_text())
+    differing = {name: {k: v for k, v in theirs[name].items() if ours[name].get(k) != v}
+                 for name in ours if ours[name] != theirs[name]}
+    assert differing == {
+        "ComplexBackward0": {"real_": "SavedVariable", "imag_": "SavedVariable"},   # at::real(grad)
+        "BatchNormBackwardBackward0": {"reserve_": "SavedVariable"},               # "...backward reserve"
+        "CudnnBatchNormBackwardBackward0": {"reserveSpace_": "SavedVariable"},     # "... reserveSpace"
+        "SparseCompressedTensorBackward0": {"values_": "SavedVariable"},           # .values()
+    }
+    assert all(set(ours[name]) < set(theirs[name]) for name in differing)
+    assert sum(len(members) for members in ours.values()) > 1500
+
+
 def test_member_types():
-    assert cpp_type(parse_type("int[1]?")[0]) == "std::optional<std::vector<int64_t>>"
+    assert cpp_type(parse_type("int[1]?")[0]) == "c10::OptionalArray<int64_t>"
+    assert cpp_type(parse_type("float?")[0]) == "::std::optional<double>"
     assert cpp_type(parse_type("bool[3]")[0]) == "std::array<bool, 3>"
     assert cpp_type(parse_type("SymInt[]")[0]) == "std::vector<c10::SymInt>"
     with pytest.raises(CodegenError, match="Storage"):

@@ -22,7 +22,7 @@ import json
 import pickle
 import sys
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, is_tensor_like
@@ -30,7 +30,19 @@ from transpiler.yaml_import import cpp
 from transpiler.yaml_import.files import write_file
 from transpiler.yaml_import.model import differentiable_outputs, return_names
 from transpiler.yaml_import.reader import ReadError, ReadFunction, ReadLine, formula_files, read_functions
-from transpiler.yaml_import.syntax import Call, Member, Name, Node, walk
+from transpiler.yaml_import.syntax import (
+    Call,
+    Conditional,
+    Literal,
+    Member,
+    Name,
+    Node,
+    Qualified,
+    Template,
+    Unary,
+    rewrite,
+    walk,
+)
 
 NODE = "$NODE"                 # placeholder for the node's name inside a cached fragment
 MANIFEST = "manifest.json"
@@ -46,6 +58,14 @@ METADATA = {
     "sym_numel": ("_sym_numel", "c10::SymInt"),
     "layout": ("_layout", "at::Layout"),
     "is_conj": ("_conjugate", "bool"),
+    "sym_blocksize": ("_self_sym_blocksize_opt", "c10::OptionalArray<c10::SymInt>"),
+}
+RETAIN_VARIABLES = "retain_variables"     # a formula may ask whether the graph is kept
+# Metadata of a saved tensor list: function of the list -> (member suffix, C++ type).
+LIST_METADATA = {
+    "to_args_sizes": ("_args_sizes", "::std::vector<::std::vector<int64_t>>"),
+    "to_args_sizes_symint": ("_args_sizes_symint", "::std::vector<::std::vector<c10::SymInt>>"),
+    "to_args_scalartypes": ("_args_scalartypes", "::std::vector<at::ScalarType>"),
 }
 BASE_CPP_TYPES = {
     "int": "int64_t", "SymInt": "c10::SymInt", "float": "double", "SymFloat": "c10::SymFloat",
@@ -62,7 +82,11 @@ class CodegenError(ValueError):
 def cpp_type(ty: Type) -> str:
     """The member type that stores a non-tensor argument of schema type ``ty``."""
     if isinstance(ty, OptionalType):
-        return f"std::optional<{cpp_type(ty.elem)}>"
+        if ty.elem == BaseType("str"):
+            return "std::optional<std::string>"
+        if isinstance(ty.elem, ListType):
+            return f"c10::OptionalArray<{cpp_type(ty.elem.elem)}>"
+        return f"::std::optional<{cpp_type(ty.elem)}>"
     if isinstance(ty, ListType):
         if ty.size is not None and isinstance(ty.elem, BaseType) and ty.elem.name == "bool":
             return f"std::array<bool, {ty.size}>"
@@ -105,19 +129,53 @@ def node_prefix(schema: FunctionSchema, dispatch: str | None) -> str:
     return prefix + dispatch if dispatch not in (None, "Default") else prefix
 
 
-def _metadata_rewrite(tree: Node, tensors: set[str], used: dict[str, set[str]]) -> Node:
-    """Replace ``x.<metadata>()`` of a saved tensor ``x`` by the member ``x<suffix>``."""
-    if (isinstance(tree, Call) and not tree.args and isinstance(tree.func, Member) and not tree.func.arrow
-            and isinstance(tree.func.obj, Name) and tree.func.obj.ident in tensors and tree.func.name in METADATA):
-        used.setdefault(tree.func.obj.ident, set()).add(tree.func.name)
-        return Name(tree.func.obj.ident + METADATA[tree.func.name][0])
-    changes = {}
-    for field, value in vars(tree).items():
-        if isinstance(value, Node):
-            changes[field] = _metadata_rewrite(value, tensors, used)
-        elif isinstance(value, tuple) and value and isinstance(value[0], Node):
-            changes[field] = tuple(_metadata_rewrite(v, tensors, used) for v in value)
-    return replace(tree, **changes) if changes else tree
+@dataclass(frozen=True)
+class _Derived:
+    """A member computed from a tensor when the node is built (``self_sym_sizes``)."""
+
+    owner: str
+    member: str
+    cpp_type: str
+    replacement: Node       # what the formula reads instead
+
+
+def _int_literal(node: Node) -> str | None:
+    """``2`` -> "2", ``-1`` -> "minus_1" (torchgen's member-name spelling), else None."""
+    match node:
+        case Literal("number", text) if text.isdigit():
+            return text
+        case Unary("-", Literal("number", text)) if text.isdigit():
+            return f"minus_{text}"
+    return None
+
+
+def _derived(node: Node, tensors: set[str], lists: set[str]) -> _Derived | None:
+    """The member to save instead of a tensor when ``node`` reads only its metadata."""
+    match node:
+        case Call(Member(Name(owner), method, False), ()) if owner in tensors and method in METADATA:
+            suffix, type_ = METADATA[method]
+        case Call(Member(Name(owner), "sym_sizes", True), ()) if owner in tensors:
+            suffix, type_ = "_sym_sizes_opt", "c10::OptionalArray<c10::SymInt>"
+        case Call(Member(Name(owner), "sym_size", False), (index,)) if owner in tensors and _int_literal(index):
+            suffix, type_ = f"_sym_argsize_{_int_literal(index)}", "c10::SymInt"
+        case Call(Name("zeros_like"), (Name(owner),)) if owner in tensors:
+            return _Derived(owner, f"{owner}_info", "torch::autograd::generated::TypeAndSize", Call(Member(Name(f"{owner}_info"), "zeros"), ()))
+        case Call(Name("TensorGeometry"), (Name(owner),)) if owner in tensors:
+            suffix, type_ = "_geometry", "at::TensorGeometry"
+        case Call(Name(function), (Name(owner),)) if owner in lists and function in LIST_METADATA:
+            suffix, type_ = LIST_METADATA[function]
+        case _:
+            return None
+    return _Derived(owner, owner + suffix, type_, Name(owner + suffix))
+
+
+def _string_view(node: Node, optional_strings: set[str]) -> Node | None:
+    """A saved ``std::optional<std::string>`` reaches the formula as an optional string view."""
+    if not (isinstance(node, Name) and node.ident in optional_strings):
+        return None
+    view = Template(Qualified(("std", "optional")), (Qualified(("std", "string_view")),))
+    value = Call(Member(node, "value"), ())
+    return Conditional(Call(Member(node, "has_value"), ()), Call(view, (value,)), Qualified(("std", "nullopt")))
 
 
 def _names(tree: Node) -> set[str]:
@@ -128,36 +186,42 @@ def node_code(function: ReadFunction) -> NodeCode:
     """The declaration and definition of one function's node."""
     schema = function.schema
     outputs = return_names(schema)
-    arguments = [a for a in schema.arguments if not a.is_out]
-    singles = {a.name for a in arguments if is_tensor_like(a.type) and not isinstance(a.type, ListType)}
-    singles |= {o for o, r in zip(outputs, schema.returns) if is_tensor_like(r.type) and not isinstance(r.type, ListType)}
-    metadata: dict[str, set[str]] = {}
-    trees = [_metadata_rewrite(line.tree, singles, metadata) for line in function.gradients]
+    owners = [(a.name, a.type, False) for a in schema.arguments if not a.is_out]
+    owners += [(name, ret.type, True) for name, ret in zip(outputs, schema.returns)]
+    tensors = {name for name, type_, _ in owners if is_tensor_like(type_) and not isinstance(type_, ListType)}
+    lists = {name for name, type_, _ in owners if is_tensor_like(type_) and isinstance(type_, ListType)}
+    derived: list[_Derived] = []
+
+    def save_metadata(node: Node) -> Node | None:
+        found = _derived(node, tensors, lists)
+        if found is not None and found not in derived:
+            derived.append(found)
+        return found.replacement if found is not None else None
+
+    trees = [rewrite(line.tree, save_metadata) for line in function.gradients]
     read = set().union(*(_names(t) for t in trees))
 
     saved: list[Saved] = []
-    for arg in arguments:
-        for method in sorted(metadata.get(arg.name, ())):
-            suffix, type_ = METADATA[method]
-            saved.append(Saved(arg.name + suffix, type_))
-        if arg.name in read:
-            if is_tensor_like(arg.type):
-                saved.append(Saved(arg.name, "std::vector<SavedVariable>" if isinstance(arg.type, ListType)
-                                   else "SavedVariable"))
-            else:
-                saved.append(Saved(arg.name, cpp_type(arg.type)))
-    for name, ret in zip(outputs, schema.returns):
-        for method in sorted(metadata.get(name, ())):
-            suffix, type_ = METADATA[method]
-            saved.append(Saved(name + suffix, type_))
-        if name in read:
-            saved.append(Saved(name, "std::vector<SavedVariable>" if isinstance(ret.type, ListType)
-                               else "SavedVariable", is_output=True))
-    return NodeCode(node_prefix(schema, function.dispatch), _declaration(saved),
+    for name, type_, is_output in owners:
+        saved += [Saved(d.member, d.cpp_type) for d in derived if d.owner == name]
+        if name not in read:
+            continue
+        if is_tensor_like(type_):
+            saved.append(Saved(name, "std::vector<SavedVariable>" if isinstance(type_, ListType) else "SavedVariable",
+                               is_output))
+        else:
+            saved.append(Saved(name, cpp_type(type_)))
+    optional_strings = {a.name for a in schema.arguments if a.type == OptionalType(BaseType("str"))}
+    trees = [rewrite(t, lambda node: _string_view(node, optional_strings)) for t in trees]
+    list_inputs = [a.name for a in schema.arguments if isinstance(a.type, ListType)
+                   and any(a.name in line.names for line in function.gradients)]
+    return NodeCode(node_prefix(schema, function.dispatch),
+                    _declaration(saved, list_inputs, RETAIN_VARIABLES in read),
                     _definition(function, trees, saved, read, outputs))
 
 
-def _declaration(saved: list[Saved]) -> str:
+def _declaration(saved: list[Saved], list_inputs: list[str], retains: bool) -> str:
+    """The struct: saved members, ``release_variables()``, the sizes of list inputs."""
     release = [f"    {s.name}_.clear();\n    {s.name}_released_ = true;" if s.is_list else f"    {s.name}_.reset_data();"
                for s in saved if s.is_tensor]
     members = []
@@ -165,9 +229,10 @@ def _declaration(saved: list[Saved]) -> str:
         if s.is_tensor:
             members.append(f"  {s.cpp_type} {s.name}_;")
             if s.is_list:
-                members += [f"  bool {s.name}_released_ = false;", f"  size_t {s.name}_size_;"]
+                members.append(f"  bool {s.name}_released_ = false;")
         else:
             members.append(f"  {s.cpp_type} {s.name};")
+    members += [f"  size_t {name}_size_;" for name in list_inputs]
     lines = [
         f"struct TORCH_API {NODE} : public TraceableFunction {{",
         f"  TORCH_API {NODE}() = default;",
@@ -177,6 +242,10 @@ def _declaration(saved: list[Saved]) -> str:
         "    std::lock_guard<std::mutex> lock(mutex_);",
         *release,
         "  }",
+        *(["  bool retain_variables = true;",
+           "  void will_release_variables() override {",
+           "    retain_variables = false;",
+           "  }"] if retains else []),
         *members,
         "};",
     ]
@@ -185,6 +254,7 @@ def _declaration(saved: list[Saved]) -> str:
 
 def _definition(function: ReadFunction, trees: list[Node], saved: list[Saved], read: set[str],
                 outputs: tuple[str, ...]) -> str:
+    """``apply()``: index ranges, incoming gradients, unpacked saved tensors, one block per line."""
     inputs = [a for a in function.schema.arguments if any(a.name in g.names for g in function.gradients)]
     body = ["  std::lock_guard<std::mutex> lock(mutex_);", "  IndexRangeGenerator gen;"]
     for arg in inputs:
@@ -198,10 +268,12 @@ def _definition(function: ReadFunction, trees: list[Node], saved: list[Saved], r
         if f"grad_{outputs[index]}" in read:
             body.append(f"  const auto& grad_{outputs[index]} = grads[{index}];")
     for s in saved:
-        if s.is_tensor:
+        if s.is_list:
             owner = "shared_from_this()" if s.is_output else "nullptr"
-            unpack = f"unpack_list({s.name}_, {owner})" if s.is_list else f"{s.name}_.unpack({'shared_from_this()' if s.is_output else ''})"
-            body.append(f"  auto {s.name} = {unpack};")
+            body.append(f"  TORCH_CHECK(!{s.name}_released_, ERR_BACKWARD_TWICE);")
+            body.append(f"  auto {s.name} = unpack_list({s.name}_, {owner});")
+        elif s.is_tensor:
+            body.append(f"  auto {s.name} = {s.name}_.unpack({'shared_from_this()' if s.is_output else ''});")
     body.append("  bool any_grad_defined = any_variable_defined(grads);")
     for line, tree in zip(function.gradients, trees):
         body += _gradient_block(line, tree)

@@ -8,8 +8,8 @@ formula gives the same token list.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Iterator
+from dataclasses import dataclass, fields, replace
+from typing import Callable, Iterator
 
 
 class Node:
@@ -143,3 +143,19 @@ def walk(node: Node) -> Iterator[Node]:
     yield node
     for child in children(node):
         yield from walk(child)
+
+
+def rewrite(node: Node, replacement: Callable[[Node], Node | None]) -> Node:
+    """``node`` with every sub-tree for which ``replacement`` gives a node replaced by it
+    (top down: a replaced sub-tree is not visited further)."""
+    new = replacement(node)
+    if new is not None:
+        return new
+    changes = {}
+    for field in fields(node):
+        value = getattr(node, field.name)
+        if isinstance(value, Node):
+            changes[field.name] = rewrite(value, replacement)
+        elif isinstance(value, tuple) and value and isinstance(value[0], Node):
+            changes[field.name] = tuple(rewrite(v, replacement) for v in value)
+    return replace(node, **changes) if changes else node

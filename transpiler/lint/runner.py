@@ -32,6 +32,9 @@ UNREADABLE = "DB001"
 INTERNAL = "DB002"
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
 PARALLEL_MIN_FILES = 200
+CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
+FUNCTION_ALIAS = re.compile(rb"Function[ \t]+as[ \t]+(\w+)")
+DERIVATIVE_DECORATOR = re.compile(rb"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*derivative\b")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 
 
@@ -129,17 +132,36 @@ def check_file(path: str) -> FileReport:
         return FileReport(path, (_internal_error(path, error),))
 
 
+def may_define_function(path: str, source: bytes) -> bool:
+    """Whether the text can hold a ``torch.autograd.Function`` subclass (a necessary condition).
+
+    Any spelling of the base goes through the word ``Function`` (``torch.autograd.Function``,
+    ``ag.Function``, ``from torch.autograd import Function [as F]``) and through ``autograd``
+    (or the file is in torch's own autograd package); and some ``class`` statement names
+    ``Function`` or such an alias among its bases. A subclass of a local subclass has that
+    local root in the same file.
+    """
+    if b"Function" not in source or not (b"autograd" in source or "autograd" in path):
+        return False
+    aliases = [re.compile(rb"\b%s\b" % re.escape(alias)) for alias in set(FUNCTION_ALIAS.findall(source))]
+    for header in CLASS_BASES.finditer(source):
+        bases = header.group(1)
+        if b"Function" in bases or any(alias.search(bases) for alias in aliases):
+            return True
+    return False
+
+
 def _check_source(path: str, source: bytes) -> FileReport:
-    may_define_function = b"Function" in source and (b"autograd" in source or "autograd" in path)
-    may_use_derivative = b"derivative" in source
+    function_candidate = may_define_function(path, source)
+    may_use_derivative = DERIVATIVE_DECORATOR.search(source) is not None
     try:
-        if not (may_define_function or may_use_derivative):
+        if not (function_candidate or may_use_derivative):
             symtable.symtable(source, path, "exec")      # the syntax check alone, without ast objects
             return FileReport(path, ())
         tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, ValueError) as error:
         return FileReport(path, (_syntax_diagnostic(path, source, error),))
-    report = ctx.check_module(tree, path) if may_define_function else ctx.CtxReport(0, ())
+    report = ctx.check_module(tree, path) if function_candidate else ctx.CtxReport(0, ())
     diagnostics: tuple[Diagnostic, ...] = ()
     if report.findings:
         lines = _decode(source).splitlines()

@@ -10,7 +10,9 @@
 #include <ATen/ops/exp.h>
 #include <ATen/ops/max.h>
 #include <ATen/ops/mean.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/var_mean.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
@@ -189,6 +191,94 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
     grad_fn->count_ = count;
   }
   return result;
+}
+
+struct VarMeanDimBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "VarMeanDimBackward0"; }
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    mean_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable mean_;
+  std::vector<int64_t> self_sizes_{};
+  std::optional<std::vector<int64_t>> dim_{};
+  bool keepdim_{};
+  int64_t divisor_{};
+  int64_t count_{};
+};
+
+at::Tensor var_mean_dim_backward(
+    const at::Tensor& grad_var,
+    const at::Tensor& grad_mean,
+    const at::Tensor& self,
+    const at::Tensor& mean,
+    at::IntArrayRef self_sizes,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    int64_t divisor,
+    int64_t count) {
+  at::Tensor centered{};
+  at::Tensor from_mean{};
+  auto grad_self = at::Tensor();
+  if (grad_var.defined()) {
+    centered = self - helpers::sum_backward(mean, self_sizes, dim, keepdim);
+    grad_self = at::div(at::mul(helpers::sum_backward(grad_var, self_sizes, dim, keepdim) * centered, 2), divisor);
+  }
+  if (grad_mean.defined()) {
+    from_mean = at::div(helpers::sum_backward(grad_mean, self_sizes, dim, keepdim), count);
+    grad_self = (!grad_self.defined()) ? from_mean : (grad_self + from_mean);
+  }
+  return grad_self;
+}
+
+torch::autograd::variable_list VarMeanDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  const auto self = self_.unpack();
+  const auto mean = mean_.unpack(getptr());
+  formulas::runtime::store(grad_inputs, self_ix, formulas::var_mean_dim_backward(grads[0], grads[1], self, mean, self_sizes_, formulas::runtime::borrow(dim_), keepdim_, divisor_, count_));
+  return grad_inputs;
+}
+
+std::tuple<at::Tensor, at::Tensor> var_mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unbiased, bool keepdim) {
+  c10::intrusive_ptr<VarMeanDimBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<VarMeanDimBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto [var, mean] = at::var_mean(self, dim, unbiased, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t count = helpers::reduced_numel(self_sizes, dim);
+  int64_t divisor = unbiased ? (count - 1) : count;
+  below_autograd.reset();
+  if (grad_fn) {
+    torch::autograd::set_history(var, grad_fn);
+    torch::autograd::set_history(mean, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->mean_ = torch::autograd::SavedVariable(mean, true);
+    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->keepdim_ = keepdim;
+    grad_fn->divisor_ = divisor;
+    grad_fn->count_ = count;
+  }
+  return std::make_tuple(var, mean);
 }
 
 struct MaxDimBackward0 : public torch::autograd::TraceableFunction {
@@ -387,6 +477,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::sum_all));
   m.def("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::sum_dim_intlist));
   m.def("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::mean_dim));
+  m.def("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)", TORCH_FN(formulas::var_mean_dim));
   m.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", TORCH_FN(formulas::max_dim));
   m.def("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", TORCH_FN(formulas::_softmax));
   m.def("_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", TORCH_FN(formulas::_log_softmax));

@@ -186,6 +186,8 @@ class ForwardAnalysis(Interpreter):
             return union(self.evaluate(v, env) for v in node.values)
         if isinstance(node, ast.Compare):
             operands = [self.evaluate(node.left, env), *(self.evaluate(c, env) for c in node.comparators)]
+            if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+                return PLAIN                                  # identity and membership: a Python bool
             return self.nondifferentiable(node, operands)
         if isinstance(node, ast.IfExp):
             self.evaluate(node.test, env)

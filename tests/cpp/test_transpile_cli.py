@@ -1,7 +1,6 @@
 """The ``transpile`` command: diagnostics on bad input, atomic and deterministic output, --check."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest

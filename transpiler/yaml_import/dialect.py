@@ -6,6 +6,8 @@ name the formulas call, from this module:
 - ``external("sum_backward")``: a C++ function that exists in libtorch
   (``FunctionsManual.cpp``, ATen, c10); the transpiler emits a call to it.
   It has no Python body, so calling it from Python raises.
+- ``node_value("retain_variables")``: a value the generated autograd node
+  provides (``retain_variables``; ``i``, the element index of a ``_foreach_`` formula).
 - ``namespace("std")``: a C++ namespace or class whose members are named with
   dots (``std.get[0](t)`` is ``std::get<0>(t)``).
 - ``cpp``: the dialect's spellings of C++ syntax Python does not have
@@ -61,6 +63,13 @@ class Namespace:
 
     def __call__(self, *args: Any) -> Any:
         return External(self.name)(*args)
+
+
+def node_value(name: str) -> External:
+    """Declare a name the generated autograd node provides while its backward runs:
+    ``retain_variables`` (false once the graph is freed) or ``i``, the element index of
+    a ``_foreach_`` formula, which torchgen applies to each list element in turn."""
+    return External(name)
 
 
 def namespace(name: str) -> Namespace:

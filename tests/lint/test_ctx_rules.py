@@ -119,3 +119,34 @@ def test_integer_cast_and_comparison_results_carry_no_gradient(tmp_path: Path):
         "    def backward(ctx, g):\n"
         "        return g\n")
     assert lint_source(tmp_path, source) == set()
+
+
+def test_augmented_assignment_on_a_tensor_is_in_place_so_the_output_keeps_its_identity(tmp_path: Path):
+    source = HEADER + (
+        "    def forward(ctx, x, bias):\n"
+        "        out = x.exp()\n"
+        "        ctx.save_for_backward(out)\n"
+        "        out += bias\n"
+        "        return out\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return g * ctx.saved_tensors[0], g\n")
+    assert lint_source(tmp_path, source) == set()
+
+
+def test_a_save_inside_a_loop_is_reported_once_naming_each_value_once(tmp_path: Path):
+    source = HEADER + (
+        "    def forward(ctx, x, n):\n"
+        "        y = x.sin()\n"
+        "        for _ in range(n):\n"
+        "            ctx.save_for_backward(y)\n"
+        "            y = y.sin()\n"
+        "        return x.clone()\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return g * ctx.saved_tensors[0], None\n")
+    path = tmp_path / "loop.py"
+    path.write_text(source)
+    (diagnostic,) = lint([str(path)]).diagnostics
+    assert (diagnostic.code, diagnostic.line, diagnostic.col) == ("DB100", 8, 13)
+    assert diagnostic.message.count("`y`") == 1

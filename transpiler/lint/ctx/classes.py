@@ -115,7 +115,7 @@ def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool
 
 
 def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, new_style: bool) -> ForwardAnalysis:
-    analysis = ForwardAnalysis(imports, _tensor_names(function, imports), function)
+    analysis = ForwardAnalysis(imports, _tensor_names(function, imports))
     env: Env = {}
     positional = _positional(function)
     if new_style:                                     # setup_context(ctx, inputs, output)

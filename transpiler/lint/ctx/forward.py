@@ -53,11 +53,21 @@ SEQUENCE_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed"})
 
 @dataclass
 class Kept:
-    """A place where the forward keeps values on ctx, with what may reach it."""
+    """A place where the forward keeps values on ctx, with what may reach it (over every path)."""
 
     node: ast.AST                     # the save_for_backward call or the ctx.<attr> target
     attribute: str | None             # None for save_for_backward
-    arguments: list[tuple[ast.expr, Values]] = field(default_factory=list)
+    values: dict[tuple[int, int], tuple[ast.expr, Values]] = field(default_factory=dict)
+
+    @property
+    def arguments(self) -> list[tuple[ast.expr, Values]]:
+        """(expression, what it may hold) per kept expression, in source order."""
+        return [self.values[key] for key in sorted(self.values)]
+
+    def add(self, expression: ast.expr, values: Values) -> None:
+        key = (expression.lineno, expression.col_offset)
+        previous = self.values.get(key, (expression, frozenset()))[1]
+        self.values[key] = (expression, previous | values)
 
 
 @dataclass(frozen=True)
@@ -70,10 +80,9 @@ class Hazard:
 class ForwardAnalysis(Interpreter):
     """Abstract interpretation of one forward/setup_context body."""
 
-    def __init__(self, imports: ImportTable, tensor_names: frozenset[str], function: ast.FunctionDef) -> None:
+    def __init__(self, imports: ImportTable, tensor_names: frozenset[str]) -> None:
         self.imports = imports
         self.tensor_names = tensor_names
-        self.function = function
         self.kept: dict[tuple[int, int, str | None], Kept] = {}
         self.returned_values: set[Value] = set()
         self.input_names: set[str] = set()          # parameters, and names unpacked from *args/inputs
@@ -84,7 +93,8 @@ class ForwardAnalysis(Interpreter):
     def keep(self, node: ast.AST, attribute: str | None, arguments: list[tuple[ast.expr, Values]]) -> None:
         key = (node.lineno, node.col_offset, attribute)
         kept = self.kept.setdefault(key, Kept(node, attribute))
-        kept.arguments.extend(arguments)
+        for expression, values in arguments:
+            kept.add(expression, values)
 
     def store_attribute(self, target: ast.Attribute, values: Values, env: Env,
                         source: ast.expr | None) -> None:
@@ -106,6 +116,16 @@ class ForwardAnalysis(Interpreter):
         if holder.kind is Kind.CONSTANT and any(is_tensor(v) and v.kind is not Kind.CONSTANT for v in flatten(values)):
             return Value(Kind.TENSOR, site=holder.site)
         return holder
+
+    def augment(self, node: ast.AugAssign, env: Env) -> None:
+        """``t += u`` on a tensor is in place: ``t`` keeps its identity (and may gain a gradient)."""
+        target = node.target
+        if isinstance(target, ast.Name) and target.id in env and \
+                any(v.kind in (Kind.TENSOR, Kind.CONSTANT) for v in env[target.id]):
+            added = self.evaluate(node.value, env)
+            env[target.id] = frozenset(self.absorb(v, added) for v in env[target.id])
+        else:
+            super().augment(node, env)
 
     def returned(self, node: ast.Return, env: Env) -> None:
         if node.value is not None:

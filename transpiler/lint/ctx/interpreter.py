@@ -110,9 +110,6 @@ class Interpreter:
             return join([*arms, env])
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             env[node.name] = PLAIN
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                env[(alias.asname or alias.name).split(".", 1)[0]] = PLAIN
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, ast.Name):

@@ -1,7 +1,7 @@
 """Reference engine against HIPS ``autograd`` and torch eager (DESIGN section 8).
 
 Three workloads, each the same computation in all three systems, timed in
-one run (best of ``--repeat``), printed with the ratios engine / peer:
+one run (best of ``--repeat`` rounds, the systems taking turns within a round), printed with the ratios engine / peer:
 
 * ``chain``: forward + backward of a 1,200-op elementwise chain on 16-element
   float64 arrays (per-op Python overhead);
@@ -32,14 +32,17 @@ CHAIN_OPS = 1200
 LARGE_OPS = 24
 
 
-def _best(fn: Callable[[], object], repeat: int) -> float:
-    fn()   # warm-up: caches, allocator
-    times = []
+def _best_interleaved(runs: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Best time of each system; the systems take turns, so a load spike hits all of them."""
+    for fn in runs.values():
+        fn()   # warm-up: caches, allocator
+    best = {name: float("inf") for name in runs}
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 # ----------------------------------------------------------------------------- the chain
@@ -144,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"{'workload':40} {'engine':>10} {'autograd':>10} {'torch':>10} {'vs autograd':>12} {'vs torch':>9}")
     for name, runs in workloads.items():
-        times = {system: _best(run, args.repeat) for system, run in runs.items()}
+        times = _best_interleaved(runs, args.repeat)
         print(f"{name:40} {times['engine'] * 1e3:8.2f}ms {times['autograd'] * 1e3:8.2f}ms "
               f"{times['torch'] * 1e3:8.2f}ms {times['engine'] / times['autograd']:11.2f}x "
               f"{times['engine'] / times['torch']:8.2f}x")

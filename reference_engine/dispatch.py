@@ -22,6 +22,7 @@ import numpy as np
 
 from formulas.dsl import FORMULAS, NONDIFFERENTIABLE, DeclaredFormula
 from reference_engine.binding import Signature
+from reference_engine.dtypes import DType
 from reference_engine.formula_node import record_formula
 from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import KERNELS, VIEW_OPS
@@ -65,10 +66,9 @@ class Overload:
 
     def run(self, bound: list) -> Any:
         """Run on bound arguments: through the formula when recording, else the kernel."""
-        signature = self.signature
-        if signature.converted_positions:
-            signature.convert(bound)
         if self.formula is not None and grad_mode.enabled and self._wrap_inputs(bound):
+            if self.signature.converted_positions:
+                self.signature.convert(bound)
             grad_mode.enabled = False
             try:
                 first, names = self.keyword_only
@@ -106,10 +106,12 @@ class Overload:
         if kernel is None:
             raise NotImplementedError(f"operator {self.name} is declared but the reference engine has "
                                       f"no NumPy kernel for it; add one to reference_engine/kernels.py")
+        if self.signature.converted_positions:
+            self.signature.convert(bound)
         first = bound[0] if bound else None
         for i in self.signature.tensor_positions:
             value = bound[i]
-            if isinstance(value, Tensor):
+            if type(value) is Tensor or isinstance(value, Tensor):
                 bound[i] = value._value
         for i in self.signature.tensor_list_positions:
             if bound[i] is not None:
@@ -150,15 +152,60 @@ def _returns_kind(schema: FunctionSchema) -> str:
     return "value"
 
 
+_NO_CONVERSION = (list, type(None), DType)
+
+
+def _kernel_runner(overload: Overload, arg_types: tuple[type, ...]) -> Callable[..., Any] | None:
+    """A kernel call specialised to positional arguments of ``arg_types`` (None when the
+    call needs binding, conversion or a non-tensor result, handled by ``run_kernel``)."""
+    signature = overload.signature
+    kernel = overload.kernel
+    if (kernel is None or len(arg_types) != signature.positional_arity or signature.tensor_list_positions
+            or overload.returns_kind != "tensor"
+            or any(arg_types[i] not in _NO_CONVERSION for i in signature.converted_positions)
+            or any(t is not Tensor and issubclass(t, Tensor) for t in arg_types)):
+        return None
+    wrap, asarray, ndarray = Tensor._wrap, np.asarray, np.ndarray
+    unwrap = tuple(t is Tensor for t in arg_types)
+    if unwrap == (True,) and not overload.is_view:
+        def run_unary(a):
+            out = kernel(a._value)
+            return wrap(out if type(out) is ndarray else asarray(out))
+        return run_unary
+    if unwrap == (True, True) and not overload.is_view:
+        def run_binary(a, b):
+            out = kernel(a._value, b._value)
+            return wrap(out if type(out) is ndarray else asarray(out))
+        return run_binary
+    if unwrap == (True, False) and not overload.is_view:
+        def run_tensor_other(a, b):
+            out = kernel(a._value, b)
+            return wrap(out if type(out) is ndarray else asarray(out))
+        return run_tensor_other
+
+    def run_any(*args):
+        out = kernel(*[a._value if u else a for a, u in zip(args, unwrap)])
+        result = wrap(out if type(out) is ndarray else asarray(out))
+        if overload.is_view and unwrap[0] and np.may_share_memory(result._data, args[0]._data):
+            result._version = args[0]._version
+        return result
+    return run_any
+
+
 class OperatorPacket:
-    """Every overload of one operator name, with a per-signature resolution cache."""
+    """Every overload of one operator name, with a per-signature resolution cache.
+
+    The cache maps the argument types of a call to the resolved overload and,
+    for plain positional calls, a kernel runner specialised to those types
+    (no binding, no loops) used whenever nothing is recorded.
+    """
 
     __slots__ = ("name", "overloads", "cache")
 
     def __init__(self, name: str, overloads: list[Overload]) -> None:
         self.name = name
         self.overloads = overloads
-        self.cache: dict[tuple, Overload] = {}
+        self.cache: dict[tuple, tuple[Overload, Callable[..., Any] | None]] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call(args, kwargs)
@@ -167,12 +214,20 @@ class OperatorPacket:
         key = tuple(map(type, args))
         if kwargs:
             key += tuple(kwargs) + tuple(map(type, kwargs.values()))
-        overload = self.cache.get(key)
-        if overload is None:
-            overload = self.cache[key] = self.resolve(args, kwargs)
+        entry = self.cache.get(key)
+        if entry is None:
+            overload = self.resolve(args, kwargs)
+            entry = self.cache[key] = (overload, None if kwargs else _kernel_runner(overload, key))
+        overload, runner = entry
+        if runner is not None and (overload.formula is None or not grad_mode.enabled):
+            return runner(*args)
         if not kwargs and len(args) == overload.signature.positional_arity:
-            return overload.run(list(args))
-        return overload.run(overload.signature.bind(args, kwargs))
+            bound = list(args)
+        else:
+            bound = overload.signature.bind(args, kwargs)
+        if overload.formula is not None and grad_mode.enabled:
+            return overload.run(bound)
+        return overload.run_kernel(bound)
 
     def resolve(self, args: tuple, kwargs: dict) -> Overload:
         """The overload these arguments bind to, exact ones first; TypeError listing the schemas."""

@@ -67,7 +67,7 @@ class FormulaNode(Node):
         finally:
             for cell, record in saved:
                 cell.cell_contents = record
-        flat = self._flatten(result)
+        flat = [result] if self.list_lengths is None and len(self.needs_input_grad) == 1 else self._flatten(result)
         check_gradients(self, flat)
         return flat
 
@@ -154,14 +154,14 @@ def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: 
 def record_formula(overload: Overload, bound: list, outputs: Any, backward: Callable[..., Any]) -> Any:
     """Attach a node for ``backward`` to the formula's ``outputs``; return them."""
     edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
-    names, takes_mask = _backward_info(overload, backward)
-    differentiability = overload.output_differentiability
+    info = overload.backward_info.get(backward.__code__) or _backward_info(overload, backward)
     node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, tuple(needs),
-                       lengths, takes_mask)
+                       lengths, info[1])
     output_nr: dict[int, int] = {}
     if overload.returns_kind == "tensor":
         result = _attach(outputs, node, 0, held, output_nr)
     else:
+        differentiability = overload.output_differentiability
         outs = list(outputs)
         nr = 0
         for i, out in enumerate(outs):
@@ -171,31 +171,35 @@ def record_formula(overload: Overload, bound: list, outputs: Any, backward: Call
             outs[i] = _attach(out, node, nr, held, output_nr)
             nr += 1
         result = tuple(outs) if type(outputs) is tuple else outs
-
     cells = backward.__closure__
     if cells:
-        saved = node.saved
-        for name, cell in zip(names, cells):
-            try:
-                value = cell.cell_contents
-            except ValueError:      # an empty cell: a name the backward reads that was never bound
-                continue
-            kind = type(value)
-            if kind is Tensor:
-                key = id(value)
-                nr = output_nr.get(key)
-                if nr is not None:
-                    record = SavedTensor("output", name, value, nr)
-                else:
-                    record = SavedTensor("input" if key in held or value._requires_grad else "intermediate",
-                                         name, value)
-            elif (kind is list or kind is tuple) and value and _holds_tensors(value):
-                record = save_captured(value, name, held, output_nr)
-            else:
-                continue
-            cell.cell_contents = record
-            saved.append((cell, record))
+        _save_cells(node, zip(info[0], cells), held, output_nr)
     return result
+
+
+def _save_cells(node: FormulaNode, named_cells: Any, held: set[int], output_nr: dict[int, int]) -> None:
+    """Replace every cell holding tensors by a record (outputs as data: no cycle)."""
+    saved = node.saved
+    for name, cell in named_cells:
+        try:
+            value = cell.cell_contents
+        except ValueError:      # an empty cell: a name the backward reads that was never bound
+            continue
+        kind = type(value)
+        if kind is Tensor:
+            key = id(value)
+            nr = output_nr.get(key)
+            if nr is not None:
+                record = SavedTensor("output", name, value, nr)
+            else:
+                record = SavedTensor("input" if key in held or value._requires_grad else "intermediate",
+                                     name, value)
+        elif (kind is list or kind is tuple) and value and _holds_tensors(value):
+            record = save_captured(value, name, held, output_nr)
+        else:
+            continue
+        cell.cell_contents = record
+        saved.append((cell, record))
 
 
 def _holds_tensors(values: list | tuple) -> bool:

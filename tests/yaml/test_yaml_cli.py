@@ -82,9 +82,27 @@ def test_commands_round_trip(tmp_path: Path, capsys):
     assert [e.name for e in read_directory(out)] == [e["name"] for e in original]
 
 
-def test_import_replaces_the_directory_only_on_success(tmp_path: Path, capsys):
+def test_import_never_replaces_a_directory_it_did_not_write(tmp_path: Path, capsys):
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(SMALL_YAML)
+    mine = tmp_path / "my_formulas"
+    mine.mkdir()
+    (mine / "sin.py").write_text("x = 1\n")
+    assert transpile(["import-yaml", str(source), "-o", str(mine)]) == 2
+    assert "was not written by `transpile import-yaml`" in capsys.readouterr().err
+    assert [p.name for p in mine.iterdir()] == ["sin.py"]
     out = tmp_path / "imported"
-    out.mkdir()
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 1
+    (out / "stale.py").write_text("x = 1\n")
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 1     # a re-import replaces it
+    assert not (out / "stale.py").exists()
+
+
+def test_import_replaces_the_directory_only_on_success(tmp_path: Path, capsys):
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(SMALL_YAML)
+    out = tmp_path / "imported"
+    transpile(["import-yaml", str(source), "-o", str(out)])
     (out / "stale.py").write_text("x = 1\n")
     assert transpile(["import-yaml", str(tmp_path / "missing.yaml"), "-o", str(out)]) == 2
     assert "missing.yaml:1:1: cannot read the file" in capsys.readouterr().err

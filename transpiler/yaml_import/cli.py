@@ -13,7 +13,12 @@ from pathlib import Path
 import yaml
 
 from transpiler.yaml_import.files import replace_directory
-from transpiler.yaml_import.importer import import_yaml
+from transpiler.yaml_import.importer import GENERATED_MARKER, import_yaml
+
+
+def _written_by_import(directory: Path) -> bool:
+    marker = directory / "__init__.py"
+    return marker.is_file() and GENERATED_MARKER in marker.read_text(encoding="utf-8", errors="replace")
 
 
 def main(argv: list[str]) -> int:
@@ -37,8 +42,13 @@ def main(argv: list[str]) -> int:
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         print(f"{path}:{line}:{col}: not valid YAML: {getattr(error, 'problem', error)}", file=sys.stderr)
         return 2
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not _written_by_import(out):
+        print(f"{out}:1:1: the directory is not empty and was not written by `transpile import-yaml`; "
+              "choose a new directory (it is replaced as a whole)", file=sys.stderr)
+        return 2
     for problem in result.problems:
         print(problem.format())
-    replace_directory(Path(args.out), result.files)
+    replace_directory(out, result.files)
     print(result.summary())
     return 1 if result.problems else 0

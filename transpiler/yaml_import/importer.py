@@ -39,6 +39,7 @@ from transpiler.yaml_import.pyformula import Assignment, Closure, PyFormula, mod
 from transpiler.yaml_import.syntax import Lambda, Member, Name, Node, Qualified, Unary, walk
 
 ENTRIES_PER_FILE = 32
+GENERATED_MARKER = "by `transpile import-yaml` (@generated)"
 GRAD_INPUT_MASK = "grad_input_mask"
 DIALECT_IMPORTS = ("cpp", "yaml_entry")
 # Free names that torchgen's generated node provides rather than libtorch: whether the
@@ -333,7 +334,7 @@ def import_yaml(text: str, path: str = "derivatives.yaml") -> ImportResult:
         formulas = tuple(f for c in chunk for f in c.formulas)
         files[f"derivatives_{start // ENTRIES_PER_FILE:03d}.py"] = module_source(doc, imports, formulas)
     files["externals.py"] = externals_source(all_externals)
-    files["__init__.py"] = f'"""Formulas imported from {Path(path).name} by `transpile import-yaml` (@generated)."""\n'
+    files["__init__.py"] = f'"""Formulas imported from {Path(path).name} {GENERATED_MARKER}."""\n'
     return ImportResult(files, len(translated), tuple(problems))
 
 

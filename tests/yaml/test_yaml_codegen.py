@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from transpiler.yaml_import.codegen import CodegenError, cpp_type, generate
+from transpiler.yaml_import.codegen import CodegenError, cpp_type, generate, main
 from transpiler.yaml_import.files import replace_directory
 from transpiler.yaml_import.importer import import_yaml
 from transpiler.schema import parse_type
@@ -138,3 +138,15 @@ def test_member_types():
     assert cpp_type(parse_type("SymInt[]")[0]) == "std::vector<c10::SymInt>"
     with pytest.raises(CodegenError, match="Storage"):
         cpp_type(parse_type("Storage")[0])
+
+
+def test_command(small_dir: Path, tmp_path: Path, capsys):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    assert main([str(small_dir), "-o", str(out), "--cache", str(cache)]) == 0
+    assert capsys.readouterr().out.strip().endswith("3 nodes from 1 formula files (1 read)")
+    assert main([str(small_dir), "-o", str(out), "--cache", str(cache)]) == 0
+    assert "up to date" in capsys.readouterr().out
+    formulas = small_dir / "derivatives_000.py"
+    formulas.write_text(formulas.read_text().replace("maximum_backward(", "maximum_backward((", 1))
+    assert main([str(small_dir), "-o", str(out), "--cache", str(cache)]) == 1
+    assert capsys.readouterr().err.startswith(f"{formulas}:")

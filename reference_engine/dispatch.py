@@ -255,6 +255,14 @@ class OperatorPacket:
         return f"at.{self.name}"
 
 
+# Non-differentiable operators the Tensor API offers beyond the library (Python comparisons);
+# a library declaration of the same operator takes precedence.
+TENSOR_API_OPERATORS = tuple(
+    f"{name}.{overload}(Tensor self, {kind} other) -> Tensor"
+    for name in ("gt", "ge", "lt", "le", "eq", "ne")
+    for overload, kind in (("Tensor", "Tensor"), ("Scalar", "Scalar")))
+
+
 class Dispatcher:
     """The operator table built from the declared formulas and non-differentiable ops.
 
@@ -282,6 +290,9 @@ class Dispatcher:
     def refresh(self) -> None:
         """Rebuild the table from the registries (after formulas were added or replaced)."""
         schemas: dict[str, tuple[FunctionSchema, DeclaredFormula | None]] = {}
+        for text in TENSOR_API_OPERATORS:
+            schema = parse_schema(text)
+            schemas[str(schema.name)] = (schema, None)
         for name, text in NONDIFFERENTIABLE.items():
             schemas[name] = (parse_schema(text), None)
         for name, declared in FORMULAS.items():
@@ -291,7 +302,8 @@ class Dispatcher:
         by_base: dict[str, list[Overload]] = {}
         for name, (schema, declared) in schemas.items():
             by_base.setdefault(schema.name.base, []).append(Overload(schema, KERNELS.get(name), declared))
-        self.packets = {base: OperatorPacket(base, overloads) for base, overloads in by_base.items()}
+        self.packets.clear()        # in place: Tensor methods hold this dict
+        self.packets.update((base, OperatorPacket(base, overloads)) for base, overloads in by_base.items())
         self._declared = (len(FORMULAS), len(NONDIFFERENTIABLE))
 
     def packet(self, name: str) -> OperatorPacket:

@@ -21,9 +21,12 @@ from reference_engine.grad_mode import grad_mode
 from reference_engine.tensor import Tensor
 
 
+_packets = dispatcher.packets      # updated in place by Dispatcher.refresh
+
+
 def _op(name: str) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
-        return (dispatcher.packets.get(name) or dispatcher.packet(name)).call(args, kwargs)
+        return (_packets.get(name) or dispatcher.packet(name)).call(args, kwargs)
 
     call.__name__ = name
     return call
@@ -275,7 +278,7 @@ def install_operator_methods() -> None:
 
 def _method(name: str) -> Callable[..., Any]:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-        return (dispatcher.packets.get(name) or dispatcher.packet(name)).call((self, *args), kwargs)
+        return (_packets.get(name) or dispatcher.packet(name)).call((self, *args), kwargs)
 
     method.__name__ = name
     method.__qualname__ = f"Tensor.{name}"

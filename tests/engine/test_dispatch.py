@@ -9,7 +9,7 @@ import pytest
 import formulas
 import reference_engine as engine
 from formulas import FORMULAS, NONDIFFERENTIABLE, at
-from reference_engine.dispatch import dispatcher
+from reference_engine.dispatch import TENSOR_API_OPERATORS, dispatcher
 from reference_engine.kernels import KERNELS
 
 
@@ -17,7 +17,7 @@ def f64(values, requires_grad=False):
     return engine.tensor(np.asarray(values, dtype=np.float64), requires_grad=requires_grad)
 
 
-DECLARED = sorted(set(FORMULAS) | set(NONDIFFERENTIABLE))
+DECLARED = sorted(set(FORMULAS) | set(NONDIFFERENTIABLE) | {s.split("(")[0] for s in TENSOR_API_OPERATORS})
 
 
 @pytest.mark.parametrize("op", DECLARED)

@@ -65,6 +65,10 @@ def test_python_operators_and_reflected_numbers():
     np.testing.assert_allclose((x ** 2).numpy(), [1, 4, 16])
     np.testing.assert_allclose((-x).numpy(), [-1, -2, -4])
     assert (x > 1.5).tolist() == [False, True, True] and (x > 1.5).dtype is engine.bool
+    y = f64([2.0, 2.0, 2.0])
+    assert (x < y).tolist() == [True, False, False] and (x >= 2).tolist() == [False, True, True]
+    assert (x == y).tolist() == [False, True, False] and (x != 2.0).tolist() == [True, False, True]
+    assert (x <= y).dtype is engine.bool
 
 
 def test_wrapped_numbers_do_not_promote():

@@ -54,10 +54,21 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         )
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        if type(value) in (list, tuple):
+            yield from (item for item in value if _is_node(type(item)))
+        elif _is_node(type(value)):
             yield value
-        elif isinstance(value, (list, tuple)):
-            yield from (item for item in value if isinstance(item, cst.CSTNode))
+
+
+_node_types: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    """``issubclass(kind, cst.CSTNode)``, cached (libcst's ABC checks are slow in hot loops)."""
+    known = _node_types.get(kind)
+    if known is None:
+        known = _node_types[kind] = issubclass(kind, cst.CSTNode)
+    return known
 
 
 def join(*kinds: ValueKind) -> ValueKind:
@@ -541,58 +552,67 @@ _FUNCTION_LIKE = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
 
-def bound_names(function: cst.FunctionDef | cst.Lambda) -> set[str]:
-    """Names local to ``function`` (Python's rules): its parameters and every name its
-    own body binds, minus those it declares ``global``/``nonlocal``."""
+@dataclass(frozen=True)
+class ScopeNames:
+    """The names one function's own scope binds and declares."""
+
+    local: frozenset[str]       # parameters and names its body binds, minus global/nonlocal ones
+    globals: frozenset[str]     # declared ``global``
+    nonlocals: frozenset[str]   # declared ``nonlocal``
+
+    @property
+    def shadowing(self) -> frozenset[str]:
+        """Names that, read inside the function, do not mean an enclosing function's."""
+        return self.local | self.globals
+
+
+def scope_names(function: cst.FunctionDef | cst.Lambda) -> ScopeNames:
+    """Python's scoping rules for ``function``, from one walk of its own body."""
     params = function.params
     names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
     for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             names.add(star.name.value)
-    if isinstance(function, cst.Lambda):
-        return names
+    if type(function) is cst.Lambda:
+        return ScopeNames(frozenset(names), frozenset(), frozenset())
+    declared: dict[type, set[str]] = {cst.Global: set(), cst.Nonlocal: set()}
     for node in _own_scope_nodes(function.body):
-        names.update(name.value for name in _stores(node))
-    return names - declared_names(function, cst.Global) - declared_names(function, cst.Nonlocal)
+        if type(node) in declared:
+            declared[type(node)].update(item.name.value for item in node.names)
+        else:
+            names.update(name.value for name in _stores(node))
+    globals_, nonlocals = frozenset(declared[cst.Global]), frozenset(declared[cst.Nonlocal])
+    return ScopeNames(frozenset(names) - globals_ - nonlocals, globals_, nonlocals)
 
 
-def declared_names(function: cst.FunctionDef | cst.Lambda, declaration: type[cst.Global | cst.Nonlocal]) -> set[str]:
-    """Names ``function`` declares ``global`` (or ``nonlocal``): they are not its own."""
-    if isinstance(function, cst.Lambda):
-        return set()
-    return {item.name.value for node in _own_scope_nodes(function.body) if isinstance(node, declaration)
-            for item in node.names}
+def bound_names(function: cst.FunctionDef | cst.Lambda) -> set[str]:
+    """Names local to ``function``: its parameters and every name its own body binds,
+    minus those it declares ``global``/``nonlocal``."""
+    return set(scope_names(function).local)
 
 
 def closure_reads(closure: cst.FunctionDef | cst.Lambda, enclosing: set[str]) -> Iterator[cst.Name]:
     """Every read, inside ``closure`` and the functions nested in it, of a name of the
     enclosing function (``enclosing``: its locals), in source order."""
-    yield from _reads(closure.body, [_shadowing(closure)], enclosing, declared_names(closure, cst.Nonlocal))
-
-
-def _shadowing(function: cst.FunctionDef | cst.Lambda) -> set[str]:
-    """Names that, read inside ``function``, do not mean the enclosing function's: its
-    locals and the names it declares ``global``."""
-    return bound_names(function) | declared_names(function, cst.Global)
+    scope = scope_names(closure)
+    yield from _reads(closure.body, [scope.shadowing], enclosing, scope.nonlocals)
 
 
 def _reads(node: cst.CSTNode, scopes: list[set[str]], enclosing: set[str], nonlocals: set[str]) -> Iterator[cst.Name]:
-    if isinstance(node, cst.Name):
+    kind = type(node)
+    if kind is cst.Name:
         if node.value in enclosing and (node.value in nonlocals or not any(node.value in s for s in scopes)):
             yield node
-        return
-    if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+    elif kind is cst.FunctionDef or kind is cst.Lambda:
         for default in _defaults_and_decorators(node):
             yield from _reads(default, scopes, enclosing, nonlocals)
-        inner_scopes = [*scopes, _shadowing(node)]
-        inner_nonlocals = nonlocals | declared_names(node, cst.Nonlocal)
-        yield from _reads(node.body, inner_scopes, enclosing, inner_nonlocals)
-        return
-    if isinstance(node, _COMPREHENSIONS):
+        scope = scope_names(node)
+        yield from _reads(node.body, [*scopes, scope.shadowing], enclosing, nonlocals | scope.nonlocals)
+    elif kind in _COMPREHENSIONS:
         yield from _comprehension_reads(node, scopes, enclosing, nonlocals)
-        return
-    for child in _loaded_children(node):
-        yield from _reads(child, scopes, enclosing, nonlocals)
+    else:
+        for child in _loaded_children(node):
+            yield from _reads(child, scopes, enclosing, nonlocals)
 
 
 def _comprehension_reads(node, scopes: list[set[str]], enclosing: set[str], nonlocals: set[str]) -> Iterator[cst.Name]:
@@ -610,7 +630,7 @@ def _comprehension_reads(node, scopes: list[set[str]], enclosing: set[str], nonl
         targets.update(n.value for n in _names_in_target(clause.target))
         parts.extend(condition.test for condition in clause.ifs)
         clause = clause.inner_for_in
-    parts.extend([node.key, node.value] if isinstance(node, cst.DictComp) else [node.elt])
+    parts.extend([node.key, node.value] if type(node) is cst.DictComp else [node.elt])
     inner = [*scopes, targets]
     for part in parts:
         yield from _reads(part, inner, enclosing, nonlocals)
@@ -625,31 +645,28 @@ def _defaults_and_decorators(node: cst.FunctionDef | cst.Lambda) -> Iterator[cst
         yield from (d.decorator for d in node.decorators)
 
 
+_NO_READS = (cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom, cst.AsName)
+
+
 def _loaded_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Children of ``node`` that may read names (not attribute names, keywords or pure stores)."""
-    if isinstance(node, cst.Attribute):
+    kind = type(node)
+    if kind is cst.Attribute or kind is cst.Arg or kind is cst.NamedExpr:
         yield node.value
-    elif isinstance(node, cst.Arg):
-        yield node.value
-    elif isinstance(node, (cst.Global, cst.Nonlocal, cst.Import)):
+    elif kind in _NO_READS:
         return
-    elif isinstance(node, cst.ImportFrom):
-        return
-    elif isinstance(node, cst.AssignTarget):
+    elif kind is cst.AssignTarget:
         yield from _target_loads(node.target)
-    elif isinstance(node, cst.AugAssign):
+    elif kind is cst.AugAssign:
         yield from _target_loads(node.target)
         yield node.value
-    elif isinstance(node, (cst.AnnAssign, cst.For, cst.CompFor)):
+    elif kind is cst.AnnAssign or kind is cst.For or kind is cst.CompFor:
         for child in syntax_children(node):
             if child is node.target:
                 yield from _target_loads(child)
             else:
                 yield child
-    elif isinstance(node, (cst.AsName, cst.NamedExpr)):
-        if isinstance(node, cst.NamedExpr):
-            yield node.value
-    elif isinstance(node, cst.ClassDef):
+    elif kind is cst.ClassDef:
         yield from (d.decorator for d in node.decorators)
         yield from (a.value for a in (*node.bases, *node.keywords))
     else:
@@ -667,30 +684,26 @@ def _target_loads(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield from _target_loads(target.value)
 
 
+_TARGET_BINDERS = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del)
+
+
 def _stores(node: cst.CSTNode) -> Iterator[cst.Name]:
-    """Names a single node binds (not looking inside nested scopes)."""
-    if isinstance(node, cst.AssignTarget):
+    """Names a single node binds (``as`` names of with/except/import included)."""
+    kind = type(node)
+    if kind in _TARGET_BINDERS:
         yield from _names_in_target(node.target)
-    elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
-        yield from _names_in_target(node.target)
-    elif isinstance(node, cst.NamedExpr):
-        yield from _names_in_target(node.target)
-    elif isinstance(node, cst.AsName):
+    elif kind is cst.AsName:
         yield from _names_in_target(node.name)
-    elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+    elif kind is cst.FunctionDef or kind is cst.ClassDef:
         yield node.name
-    elif isinstance(node, cst.ExceptHandler) and node.name is not None:
-        yield from _names_in_target(node.name.name)
-    elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+    elif (kind is cst.Import or kind is cst.ImportFrom) and type(node.names) is not cst.ImportStar:
         for alias in node.names:
-            if alias.asname is None:
+            if alias.asname is None:  # ``import a.b`` binds ``a``
                 root = alias.name
-                while isinstance(root, cst.Attribute):
+                while type(root) is cst.Attribute:
                     root = root.value
-                if isinstance(root, cst.Name):
+                if type(root) is cst.Name:
                     yield root
-    elif isinstance(node, cst.Del):
-        yield from _names_in_target(node.target)
 
 
 def _own_scope_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -701,9 +714,9 @@ def _own_scope_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        if isinstance(current, _FUNCTION_LIKE):
+        if type(current) in _FUNCTION_LIKE:
             continue
-        if isinstance(current, _COMPREHENSIONS):
+        if type(current) in _COMPREHENSIONS:
             stack.extend(_walrus_targets(current))
             continue
         stack.extend(syntax_children(current))

@@ -79,8 +79,9 @@ def parse_module(path: str, source: str) -> FormulaModule:
 
 def read_tree(path: str, tree: cst.Module) -> FormulaModule:
     """The model of an already parsed file; its nodes are ``tree``'s own (for codemods)."""
-    wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-    positions = _Positions(wrapper.resolve(PositionProvider))
+    # ``wrapper.resolve(PositionProvider)`` would also walk the whole tree once more for
+    # batchable providers (there are none here): running the provider alone is ~40% cheaper.
+    positions = _Positions(PositionProvider()._gen(MetadataWrapper(tree, unsafe_skip_copy=True)))
     return _ModuleReader(path, tree, positions).read()
 
 

@@ -25,7 +25,6 @@ def check_formula_module(
     module was parsed from: part of the driver's uniform rule signature, the
     closure rules themselves work from the model.
     """
-    del source
     operators = operator_table(known_operators)
     all_helpers = {**(helpers or {}), **{h.name: h for h in module.helpers}}
     findings = list(module.diagnostics)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from transpiler.cpp import types as T
-from transpiler.cpp.expressions import METADATA_METHODS, Binding, Context, Typed, cpp_name, translate, unsupported
-from transpiler.cpp.statements import INDENT, translate_body
+from transpiler.cpp.expressions import METADATA_METHODS, Binding, Context, cpp_name, translate, unsupported
+from transpiler.cpp.statements import translate_body, walk
 from transpiler.cpp.types import Kind, PyType
 from transpiler.model import CaptureKind, Formula
 from transpiler.schema import BaseType, OptionalType
@@ -84,30 +84,19 @@ def borrowed_param(ty: PyType) -> str:
 def _metadata_only_methods(name: str, backward: cst.FunctionDef) -> set[str] | None:
     """The metadata methods through which the backward reads ``name``, or None if it reads it otherwise."""
     methods: set[str] = set()
-    other_use = False
-
-    class Uses(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> bool:
+    metadata_receivers: set[int] = set()
+    for node in walk(backward.body):
+        if isinstance(node, cst.Call):
             func = node.func
             if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
                     and func.value.value == name and func.attr.value in METADATA_METHODS):
                 methods.add("sizes" if func.attr.value == "size" else func.attr.value)
-                for arg in node.args:
-                    arg.visit(self)
-                return False
-            return True
-
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal other_use
-            if node.value == name:
-                other_use = True
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)   # the attribute name itself is not a use
-            return False
-
-    backward.body.visit(Uses())
-    return None if other_use or not methods else methods
+                metadata_receivers.add(id(func.value))
+        elif isinstance(node, cst.Attribute):
+            metadata_receivers.add(id(node.attr))   # ``x.name``: the attribute name is not a use
+        elif isinstance(node, cst.Name) and node.value == name and id(node) not in metadata_receivers:
+            return None
+    return methods or None
 
 
 def _is_borrowed(ty: PyType) -> bool:
@@ -378,4 +367,4 @@ def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedForm
     return FormulaEmitter(formula, context, struct).emit()
 
 
-__all__ = ["EmittedFormula", "Typed", "borrowed_param", "emit_formula", "node_name", "INDENT"]
+__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "node_name"]

@@ -34,28 +34,43 @@ class Locals:
     hoisted: tuple[str, ...]
 
 
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and every node under it, pre-order, without the (slow) libcst visitor machinery."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, cst.FunctionDef) and current is not node:
+            continue
+        children = []
+        for name in _node_fields(type(current)):
+            value = getattr(current, name)
+            if isinstance(value, cst.CSTNode):
+                children.append(value)
+            elif isinstance(value, (tuple, list)):
+                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        stack.extend(reversed(children))
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _node_fields(kind: type) -> tuple[str, ...]:
+    if kind not in _FIELDS:
+        _FIELDS[kind] = tuple(f for f in kind.__dataclass_fields__
+                              if not f.startswith(("whitespace", "lpar", "rpar", "comma", "semicolon")))
+    return _FIELDS[kind]
+
+
 def assigned_names(statements: Sequence[cst.BaseStatement]) -> set[str]:
-    """Names a block binds anywhere (assignment targets and loop variables)."""
+    """Names a block binds anywhere (assignment targets and loop variables; not nested functions)."""
     found: set[str] = set()
-
-    class Collector(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            found.update(_target_names(node.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            found.update(_target_names(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            found.update(_target_names(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            found.update(_target_names(node.target))
-
     for statement in statements:
-        statement.visit(Collector())
+        for node in walk(statement):
+            if isinstance(node, cst.AssignTarget):
+                found.update(_target_names(node.target))
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+                found.update(_target_names(node.target))
     return found
 
 

@@ -150,3 +150,12 @@ def test_command(small_dir: Path, tmp_path: Path, capsys):
     formulas.write_text(formulas.read_text().replace("maximum_backward(", "maximum_backward((", 1))
     assert main([str(small_dir), "-o", str(out), "--cache", str(cache)]) == 1
     assert capsys.readouterr().err.startswith(f"{formulas}:")
+
+
+def test_foreach_formulas_are_applied_per_element(imported_dir: Path, torchgen_original: Path, tmp_path: Path):
+    generate(imported_dir, tmp_path)
+    source = (tmp_path / "Functions.cpp").read_text()
+    loop = "for (const auto & i : c10::irange(grads.size())) {"
+    assert source.count(loop) == (torchgen_original / "Functions.cpp").read_text().count(loop) > 10
+    assert (f"    {loop}\n      grad_result.emplace_back(grads[i].defined() ? (at::where(self[i] == scalar, "
+            "grads[i] / 2, grads[i]).masked_fill_(self[i] < scalar, 0)) : Tensor());\n    }") in source

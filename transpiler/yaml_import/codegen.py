@@ -275,13 +275,20 @@ def _definition(function: ReadFunction, trees: list[Node], saved: list[Saved], r
         elif s.is_tensor:
             body.append(f"  auto {s.name} = {s.name}_.unpack({'shared_from_this()' if s.is_output else ''});")
     body.append("  bool any_grad_defined = any_variable_defined(grads);")
+    foreach = function.schema.name.base.startswith("_foreach_")
     for line, tree in zip(function.gradients, trees):
-        body += _gradient_block(line, tree)
+        per_element = (foreach and len(line.names) == 1 and "i" in _names(tree)
+                       and isinstance(function.schema.argument(line.names[0]).type, ListType))
+        body += _gradient_block(line, tree, per_element)
     body.append("  return grad_inputs;")
     return f"variable_list {NODE}::apply(variable_list&& grads) {{\n" + "\n".join(body) + "\n}\n"
 
 
-def _gradient_block(line: ReadLine, tree: Node) -> list[str]:
+def _gradient_block(line: ReadLine, tree: Node, per_element: bool) -> list[str]:
+    """``if (needed) { compute; copy into grad_inputs }`` for one gradient line.
+
+    ``per_element``: a ``_foreach_`` formula written for element ``i``, applied to each.
+    """
     formula = cpp.render(cpp.print_tokens(tree))
     indices = [f"{name}_ix" for name in line.names]
     block = [f"  if (task_should_compute_output({{ {', '.join(indices)} }})) {{"]
@@ -289,7 +296,16 @@ def _gradient_block(line: ReadLine, tree: Node) -> list[str]:
         block.append(f"    auto grad_input_mask = std::array<bool, {len(indices)}>{{")
         block += [f"      task_should_compute_output({{ {ix} }})," for ix in indices]
         block.append("    };")
-    if len(indices) == 1:
+    if per_element:
+        block += [
+            "    std::vector<Tensor> grad_result;",
+            "    grad_result.reserve(grads.size());",
+            "    for (const auto & i : c10::irange(grads.size())) {",
+            f"      grad_result.emplace_back(grads[i].defined() ? ({formula}) : Tensor());",
+            "    }",
+            f"    copy_range(grad_inputs, {indices[0]}, grad_result);",
+        ]
+    elif len(indices) == 1:
         block.append(f"    auto grad_result = any_grad_defined ? ({formula}) : Tensor();")
         block.append(f"    copy_range(grad_inputs, {indices[0]}, grad_result);")
     else:

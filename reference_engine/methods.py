@@ -32,36 +32,39 @@ def _op(name: str) -> Callable[..., Any]:
     return call
 
 
-_add, _sub, _mul, _div, _neg, _pow = (_op(n) for n in ("add", "sub", "mul", "div", "neg", "pow"))
-_comparisons = {n: _op(n) for n in ("gt", "ge", "lt", "le", "eq", "ne")}
+_add, _sub, _mul, _div, _neg = (_op(n) for n in ("add", "sub", "mul", "div", "neg"))
 
 
-def _reflected(fn: Callable[..., Any]) -> Callable[[Tensor, Any], Any]:
-    def reflected(self: Tensor, other: Any) -> Any:
-        return fn(Tensor._wrapped_number(other) if not isinstance(other, Tensor) else other, self)
-
-    return reflected
+_NO_KWARGS: dict = {}
 
 
-def _binary(fn: Callable[..., Any]) -> Callable[[Tensor, Any], Any]:
+def _binary(name: str) -> Callable[[Tensor, Any], Any]:
+    """``self <op> other`` as the declared operator ``name``."""
     def method(self: Tensor, other: Any) -> Any:
-        return fn(self, other)
+        return (_packets.get(name) or dispatcher.packet(name)).call((self, other), _NO_KWARGS)
 
+    method.__name__ = name
     return method
 
 
-Tensor.__add__ = _binary(_add)
-Tensor.__radd__ = _reflected(_add)
-Tensor.__sub__ = _binary(_sub)
-Tensor.__rsub__ = _reflected(_sub)
-Tensor.__mul__ = _binary(_mul)
-Tensor.__rmul__ = _reflected(_mul)
-Tensor.__truediv__ = _binary(_div)
-Tensor.__rtruediv__ = _reflected(_div)
-Tensor.__pow__ = _binary(_pow)
+def _reflected(name: str) -> Callable[[Tensor, Any], Any]:
+    """``other <op> self`` for a Python number ``other`` (it becomes a wrapped number)."""
+    def method(self: Tensor, other: Any) -> Any:
+        left = other if isinstance(other, Tensor) else Tensor._wrapped_number(other)
+        return (_packets.get(name) or dispatcher.packet(name)).call((left, self), _NO_KWARGS)
+
+    method.__name__ = f"r{name}"
+    return method
+
+
+for _name in ("add", "sub", "mul", "pow"):
+    setattr(Tensor, f"__{_name}__", _binary(_name))
+    setattr(Tensor, f"__r{_name}__", _reflected(_name))
+Tensor.__truediv__ = _binary("div")
+Tensor.__rtruediv__ = _reflected("div")
 Tensor.__neg__ = lambda self: _neg(self)
-for _name, _fn in _comparisons.items():
-    setattr(Tensor, f"__{_name}__", _binary(_fn))
+for _name in ("gt", "ge", "lt", "le", "eq", "ne"):
+    setattr(Tensor, f"__{_name}__", _binary(_name))
 
 
 def _matmul(self: Tensor, other: Tensor) -> Tensor:

@@ -133,7 +133,7 @@ class _ModuleReader:
         )
         return FormulaModule(
             self.path, tuple(formulas), helpers, nondifferentiable, tuple(self.diagnostics),
-            positions=self.positions,
+            positions=self.positions, function_returns=helper_returns,
         )
 
     # ---- helpers ---------------------------------------------------------------

@@ -106,6 +106,8 @@ class FormulaModule:
     diagnostics: tuple[Diagnostic, ...]   # DB000 / DB107 found while building the model
     # Start position of every syntax node of the file (for passes that report on nodes).
     positions: Mapping[cst.CSTNode, Span] = field(default_factory=dict, compare=False, repr=False)
+    # Return annotation text of every top-level function (helpers or not), None when absent.
+    function_returns: Mapping[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     def span(self, node: cst.CSTNode) -> Span:
         """Where ``node`` starts (1-based line and column)."""

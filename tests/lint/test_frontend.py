@@ -112,6 +112,7 @@ def test_tuple_outputs_output_differentiability_helpers_and_nondifferentiable() 
         ("grad", "Tensor"), ("dim", "int"), ("indices", "Tensor"), ("sizes", "list[int]"), ("keepdim", "bool"),
     ]
     assert code(helper.params[-1].default) == "False"
+    assert module.function_returns == {"scatter_back": "Tensor", "max_dim": None}
     assert [str(s) for s in module.nondifferentiable] == [
         "eq.Tensor(Tensor self, Tensor other) -> Tensor", "zeros_like(Tensor self) -> Tensor",
     ]

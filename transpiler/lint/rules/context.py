@@ -10,7 +10,7 @@ import libcst as cst
 from transpiler.dataflow import Binding, FlowResult, ValueKind, analyze_body, syntax_children
 from transpiler.diagnostics import Diagnostic
 from transpiler.frontend import forward_dataflow, parameter_arguments
-from transpiler.model import Capture, CaptureKind, Formula, FormulaModule, Helper, Span
+from transpiler.model import CaptureKind, Formula, FormulaModule, Helper, Span
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,8 @@ class FormulaContext:
 
     @cached_property
     def helper_returns(self) -> dict[str, str | None]:
-        return {name: helper.returns for name, helper in self.helpers.items()}
+        """Return annotations of what the formula may call: this file's functions and the helpers."""
+        return {**self.module.function_returns, **{name: h.returns for name, h in self.helpers.items()}}
 
     @cached_property
     def forward(self) -> FlowResult:
@@ -44,10 +45,6 @@ class FormulaContext:
     def backward_index(self) -> int:
         """Position of ``def backward`` among the formula's body statements."""
         return list(self.formula.node.body.body).index(self.backward_node)
-
-    @cached_property
-    def captures(self) -> dict[str, Capture]:
-        return {capture.name: capture for capture in self.formula.captures}
 
     @cached_property
     def backward_env(self) -> dict[str, ValueKind]:

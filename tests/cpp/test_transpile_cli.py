@@ -67,7 +67,17 @@ def test_two_runs_give_identical_bytes(workspace, tmp_path):
     formulas, out = workspace
     again = tmp_path / "again"
     assert generate.main(["--formulas", str(formulas), "--out", str(again), "--no-lint"]) == 0
-    assert {n: b for n, (b, _) in snapshot(out).items()} == {n: b for n, (b, _) in snapshot(again).items()}
+    first, second = snapshot(out), snapshot(again)
+    assert first.keys() == second.keys()
+    for name in first:
+        if name == "MANIFEST":   # its generator line hashes transpiler/, which may be edited meanwhile
+            assert _without_generator(first[name][0]) == _without_generator(second[name][0])
+        else:
+            assert first[name][0] == second[name][0], name
+
+
+def _without_generator(manifest: bytes) -> list[bytes]:
+    return [line for line in manifest.splitlines() if not line.startswith(b"generator ")]
 
 
 def test_nothing_changed_leaves_files_untouched(workspace, capsys):

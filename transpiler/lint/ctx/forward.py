@@ -11,7 +11,7 @@ behind an input's name, ``x = x.contiguous()``). Anything undecidable is
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from transpiler.lint.ctx.interpreter import Env, Interpreter
 from transpiler.lint.ctx.names import ImportTable
@@ -32,6 +32,7 @@ from transpiler.lint.ctx.values import (
     TENSOR_METHODS,
     TENSOR_NAMESPACES,
     UNKNOWN,
+    VIEW_METHODS,
     Kind,
     Value,
     Values,
@@ -87,6 +88,7 @@ class ForwardAnalysis(Interpreter):
         self.returned_values: set[Value] = set()
         self.input_names: set[str] = set()          # parameters, and names unpacked from *args/inputs
         self.input_containers: set[str] = set()     # the *args / **kwargs / setup_context ``inputs``
+        self.tainted: set[tuple[int, int]] = set()  # constant tensors later written with gradient data
 
     # --- what forward keeps and returns ------------------------------------------------------
 
@@ -100,6 +102,7 @@ class ForwardAnalysis(Interpreter):
                         source: ast.expr | None) -> None:
         if self.evaluate(target.value, env) == CTX:
             self.keep(target, target.attr, [(source if source is not None else target, values)])
+            env[_ctx_key(target.attr)] = values     # forward may read it back (``ctx.buf.add_(...)``)
 
     def store_subscript(self, target: ast.Subscript, values: Values, env: Env) -> None:
         """``buf[i] = t``: ``buf`` (a tensor or a list) now holds what ``t`` holds."""
@@ -114,7 +117,9 @@ class ForwardAnalysis(Interpreter):
         if holder.kind is Kind.SEQUENCE:
             return Value(Kind.SEQUENCE, elements=(*holder.elements, values), exact=False)
         if holder.kind is Kind.CONSTANT and any(is_tensor(v) and v.kind is not Kind.CONSTANT for v in flatten(values)):
-            return Value(Kind.TENSOR, site=holder.site)
+            if holder.site is not None:
+                self.tainted.add(holder.site)           # every alias of this storage now carries it
+            return Value(Kind.TENSOR, site=holder.site, view=holder.view)
         return holder
 
     def augment(self, node: ast.AugAssign, env: Env) -> None:
@@ -157,19 +162,19 @@ class ForwardAnalysis(Interpreter):
 
     def hazards(self) -> list[Hazard]:
         """Kept tensors that are intermediates: neither an input nor a returned output."""
-        outputs = {v.site for v in self.returned_values if v.site is not None}
+        outputs = {v.site for v in self.returned_values if v.site is not None and not v.view}
         found: list[Hazard] = []
         for kept in self.kept.values():
             by_code: dict[str, list[str]] = {}
             for expression, values in kept.arguments:
-                intermediates = [v for v in flatten(values) if v.kind is Kind.TENSOR and v.site not in outputs]
+                intermediates = [v for v in flatten(values) if (v.site not in outputs or v.view) and (
+                    v.kind is Kind.TENSOR or (v.kind is Kind.CONSTANT and v.site in self.tainted))]
                 if not intermediates:
                     continue
                 text = ast.unparse(expression)
                 rebound = isinstance(expression, ast.Name) and expression.id in self.input_names
-                line = min(v.site[0] for v in intermediates if v.site is not None)
                 by_code.setdefault("DB101" if rebound else "DB100", []).append(
-                    f"`{text}` (computed at line {line})")
+                    f"`{text}` ({_origin(intermediates)})")
             for code, names in by_code.items():
                 found.append(Hazard(code, kept.node, _message(code, kept, names)))
         return found
@@ -256,7 +261,7 @@ class ForwardAnalysis(Interpreter):
         if node.attr in PLAIN_ATTRIBUTES:
             return PLAIN
         if base == CTX:
-            return UNKNOWN
+            return env.get(_ctx_key(node.attr), UNKNOWN)
         if node.attr in ("values", "indices") and any(v.kind is Kind.SEQUENCE for v in base):
             return element_of(base, 0 if node.attr == "values" else 1)
         if node.attr in ("T", "mT", "H", "mH", "real", "imag", "data", "grad"):
@@ -316,7 +321,8 @@ class ForwardAnalysis(Interpreter):
         if qualified is not None:
             namespace = qualified.rpartition(".")[0]
             if namespace in TENSOR_NAMESPACES or qualified.startswith("torch.ops."):
-                return self.torch_call(node, _op_name(qualified), arguments, keywords)
+                result = self.torch_call(node, _op_name(qualified), arguments, keywords)
+                return self.write_out(node, result, env)
             return UNKNOWN if namespace else self.builtin_call(node, qualified, arguments, keywords)
         if isinstance(func, ast.Attribute) and receiver is not None:
             return self.method_call(node, func, receiver, arguments, keywords, env)
@@ -356,6 +362,14 @@ class ForwardAnalysis(Interpreter):
         if name == "zip":
             return sequence([sequence([element_of(a) for a in arguments])], exact=False)
         return UNKNOWN
+
+    def write_out(self, node: ast.Call, result: Values, env: Env) -> Values:
+        """``torch.op(..., out=buf)`` writes the result into ``buf``, which is what it returns."""
+        out = next((k.value for k in node.keywords if k.arg == "out"), None)
+        if isinstance(out, ast.Name) and out.id in env:
+            env[out.id] = frozenset(self.absorb(v, result) for v in env[out.id])
+            return env[out.id]
+        return result
 
     def torch_call(self, node: ast.Call, name: str, arguments: list[Values],
                    keywords: dict[str | None, Values]) -> Values:
@@ -401,6 +415,8 @@ class ForwardAnalysis(Interpreter):
         receiver = _inputs_as_tensors(receiver)
         if method.endswith("_") and not method.endswith("__"):
             return self.in_place(node, func, method, receiver, arguments, env)
+        if method in VIEW_METHODS:
+            return self.view(node, values)
         if method in FACTORIES or method in NON_DIFFERENTIABLE:
             return self.constant(node)
         if method in ("to", "type") and self.casts_to_integer(node):
@@ -409,6 +425,16 @@ class ForwardAnalysis(Interpreter):
             return self.mixed(node, method, [receiver, *arguments])
         return self.arithmetic(node, [receiver, *(_inputs_as_tensors(a) for a in arguments),
                                       *keywords.values()])
+
+    def view(self, node: ast.Call, receiver: Values) -> Values:
+        """``t.select(...)``: a forward tensor's view shares its storage (in-place writes reach it)."""
+        result: set[Value] = set()
+        for value in receiver:
+            if value.kind in (Kind.TENSOR, Kind.CONSTANT):
+                result.add(replace(value, view=True))
+            elif value.kind is not Kind.PLAIN:           # None and friends have no views
+                result |= self.derived(node, frozenset({value}))
+        return frozenset(result) or UNKNOWN
 
     def in_place(self, node: ast.Call, func: ast.Attribute, method: str, receiver: Values,
                  arguments: list[Values], env: Env) -> Values:
@@ -436,6 +462,20 @@ class ForwardAnalysis(Interpreter):
     def store_into(self, name: str, values: Values, env: Env) -> None:
         if name in env:
             env[name] = frozenset(self.absorb(v, values) for v in env[name])
+
+
+def _origin(intermediates: list[Value]) -> str:
+    """Where the first of ``intermediates`` came from, for the message."""
+    first = min(intermediates, key=lambda v: v.site or (0, 0))
+    line = first.site[0] if first.site else "?"
+    if first.kind is Kind.CONSTANT:
+        return f"created at line {line}, then written in place with values computed from the inputs"
+    return f"computed at line {line}"
+
+
+def _ctx_key(attribute: str) -> str:
+    """Where the environment keeps ``ctx.<attribute>`` (not a valid Python name: no clash)."""
+    return f"ctx.{attribute}"
 
 
 def _op_name(qualified: str) -> str:

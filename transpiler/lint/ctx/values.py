@@ -35,6 +35,7 @@ Values = frozenset["Value"]
 class Value:
     kind: Kind
     site: tuple[int, int] | None = None    # TENSOR/CONSTANT: where it was computed (line, col offset)
+    view: bool = False                     # TENSOR/CONSTANT: a view of the tensor computed at ``site``
     name: str | None = None                # INPUT: the parameter
     star: bool = False                     # INPUT/OUTPUT/SAVED: a container of such elements
     tensor: bool = False                   # INPUT: statically known to be a tensor
@@ -137,7 +138,7 @@ NON_DIFFERENTIABLE = frozenset({
 # In-place methods that overwrite every value with something independent of the inputs.
 OVERWRITING_METHODS = frozenset({
     "zero_", "fill_", "bernoulli_", "random_", "uniform_", "normal_", "exponential_",
-    "geometric_", "cauchy_", "log_normal_",
+    "geometric_", "cauchy_", "log_normal_", "resize_", "resize_as_",
 })
 # Tensor methods that return Python data or metadata.
 PLAIN_METHODS = frozenset({
@@ -178,6 +179,12 @@ MIXED_OUTPUTS: dict[str, tuple[bool, ...]] = {      # True: differentiable eleme
 INTEGER_DTYPES = frozenset({
     "bool", "uint8", "int8", "int16", "int32", "int64", "int", "long", "short", "uint16",
     "uint32", "uint64", "LongTensor", "IntTensor", "BoolTensor", "ByteTensor",
+})
+# Tensor methods returning a view: the result shares its receiver's storage (same identity here).
+VIEW_METHODS = frozenset({
+    "view", "view_as", "t", "transpose", "permute", "squeeze", "unsqueeze", "expand", "expand_as",
+    "narrow", "select", "diagonal", "as_strided", "unflatten", "movedim", "moveaxis", "unfold",
+    "swapaxes", "swapdims",
 })
 # Methods/functions returning a view (or the same storage) of their receiver/first argument.
 ALIASING = frozenset({

@@ -150,3 +150,30 @@ def test_a_save_inside_a_loop_is_reported_once_naming_each_value_once(tmp_path: 
     (diagnostic,) = lint([str(path)]).diagnostics
     assert (diagnostic.code, diagnostic.line, diagnostic.col) == ("DB100", 8, 13)
     assert diagnostic.message.count("`y`") == 1
+
+
+def test_relative_imports_resolve_against_the_package(tmp_path: Path):
+    package = tmp_path / "torch" / "autograd"
+    package.mkdir(parents=True)
+    (tmp_path / "torch" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "mine.py").write_text(
+        "from .function import Function, once_differentiable\n"
+        "from ..autograd import function as fn\n\n"
+        "class A(Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x.exp())\n"
+        "        return x.clone()\n\n"
+        "class B(fn.InplaceFunction):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x.exp())\n"
+        "        return x.clone()\n"
+        "    @staticmethod\n"
+        "    @once_differentiable\n"
+        "    def backward(ctx, g):\n"
+        "        return g\n")
+    result = lint([str(package / "mine.py")])
+    assert result.functions == 2
+    assert [(d.code, d.line) for d in result.diagnostics] == [("DB100", 7)]

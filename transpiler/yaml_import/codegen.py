@@ -378,8 +378,7 @@ def generate(directory: Path, out: Path, cache: Path | None = None) -> Report:
         read += 1
         nodes += file_node_list
         if fragment is not None:
-            fragment.parent.mkdir(parents=True, exist_ok=True)
-            fragment.write_bytes(pickle.dumps(file_node_list))
+            write_file(fragment, pickle.dumps(file_node_list))
     h, cc = assemble(nodes, directory.name)
     write_file(outputs[0], h)
     write_file(outputs[1], cc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint.rules import RULES
+from transpiler.lint.rules import RULES, db105_undeclared_operator
 from transpiler.lint.rules.context import FormulaContext, operator_table
 from transpiler.model import FormulaModule, Helper
 
@@ -17,7 +17,8 @@ def check_formula_module(
 ) -> list[Diagnostic]:
     """Every closure finding of one parsed formula file, sorted by position.
 
-    Includes the front-end's own DB000/DB107 diagnostics. ``known_operators``
+    Includes the front-end's own DB000/DB107 diagnostics, and DB105 inside the
+    file's helpers (they are backward code too). ``known_operators``
     holds ``name.overload`` and base names of every declared operator (the
     library plus the linted files). ``helpers`` adds helpers defined in other
     files (``formulas/helpers.py``) so DB105 follows calls into them; the
@@ -27,7 +28,7 @@ def check_formula_module(
     """
     operators = operator_table(known_operators)
     all_helpers = {**(helpers or {}), **{h.name: h for h in module.helpers}}
-    findings = list(module.diagnostics)
+    findings = [*module.diagnostics, *db105_undeclared_operator.check_helpers(module, all_helpers, operators)]
     for formula in module.formulas:
         context = FormulaContext(module, formula, operators, all_helpers)
         for rule in RULES:

@@ -83,6 +83,7 @@ def function_classes(tree: ast.Module, imports: ImportTable) -> list[ast.ClassDe
 
 
 def check_class(cls: ast.ClassDef, imports: ImportTable) -> list[Finding]:
+    """DB100/DB101 on what forward (or setup_context) keeps, DB102/DB104 on backward."""
     methods = {node.name: node for node in cls.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     backward = methods.get("backward")
     findings: list[Finding] = []
@@ -119,10 +120,12 @@ def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, new_style: 
     env: Env = {}
     positional = _positional(function)
     if new_style:                                     # setup_context(ctx, inputs, output)
-        analysis.input_containers.update(arg.arg for arg in positional[1:2])
-        kinds = [CTX, frozenset({Value(Kind.INPUT, name="inputs", star=True)}),
-                 frozenset({Value(Kind.OUTPUT, star=True)})]
-        env.update({arg.arg: values for arg, values in zip(positional, kinds)})
+        names = [arg.arg for arg in positional]
+        if len(names) >= 3:
+            analysis.input_containers.add(names[1])
+            env[names[0]] = CTX
+            env[names[1]] = frozenset({Value(Kind.INPUT, name=names[1], star=True)})
+            env[names[2]] = frozenset({Value(Kind.OUTPUT, star=True)})
     elif positional:                                  # forward(ctx, *inputs)
         env[positional[0].arg] = CTX
         for arg in [*positional[1:], *function.args.kwonlyargs]:

@@ -13,7 +13,7 @@ import libcst as cst
 from transpiler.dataflow import ValueKind, analyze_body, annotation_kind, at_operator, dotted_name
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk, walk_own_body
-from transpiler.model import Helper
+from transpiler.model import FormulaModule, Helper
 
 CODE = "DB105"
 ADVICE = ("double backward through it is impossible; declare it with @derivative (or "
@@ -62,25 +62,30 @@ def _operator_token(node: cst.CSTNode) -> str:
 class HelperChecker:
     """Undeclared operators each helper runs, directly or through other helpers (memoised)."""
 
-    def __init__(self, context: FormulaContext) -> None:
-        self.context = context
+    def __init__(self, helpers: Mapping[str, Helper], helper_returns: Mapping[str, str | None],
+                 known_operators: frozenset[str]) -> None:
+        self.helpers = helpers
+        self.helper_returns = helper_returns
+        self.known_operators = known_operators
         self.memo: dict[str, tuple[str, ...]] = {}
 
+    def own_calls(self, helper: Helper) -> Iterator[OperatorCall]:
+        """The undeclared operators ``helper``'s own body runs."""
+        env = {p.name: annotation_kind(p.annotation) for p in helper.params}
+        for call in operator_calls(helper.node, env, self.helper_returns):
+            if call.operator not in self.known_operators:
+                yield call
+
     def missing(self, name: str, visiting: frozenset[str] = frozenset()) -> tuple[str, ...]:
+        """Undeclared operators the helper ``name`` runs, itself or through the helpers it calls."""
         if name in self.memo:
             return self.memo[name]
         if name in visiting:
             return ()
-        helper = self.context.helpers[name]
-        env = {p.name: annotation_kind(p.annotation) for p in helper.params}
-        found: list[str] = []
-        for call in operator_calls(helper.node, env, self.context.helper_returns):
-            if not self.context.is_declared(call.operator) and call.operator not in found:
-                found.append(call.operator)
+        helper = self.helpers[name]
+        found = list(dict.fromkeys(call.operator for call in self.own_calls(helper)))
         for called in self.helpers_called(helper.node):
-            for operator in self.missing(called, visiting | {name}):
-                if operator not in found:
-                    found.append(operator)
+            found += [op for op in self.missing(called, visiting | {name}) if op not in found]
         self.memo[name] = tuple(found)
         return self.memo[name]
 
@@ -94,7 +99,7 @@ class HelperChecker:
         if dotted is None or dotted.split(".", 1)[0] == "at":
             return None
         name = dotted.rsplit(".", 1)[-1]
-        return name if name in self.context.helpers else None
+        return name if name in self.helpers else None
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
@@ -106,16 +111,30 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
         yield context.diagnostic(
             call.node, CODE, f"backward calls {call.spelled}, which has no formula in the library: {ADVICE}",
         )
-    helpers = HelperChecker(context)
+    helpers = HelperChecker(context.helpers, context.helper_returns, context.known_operators)
     for node in walk(context.backward_node.body):
         if not isinstance(node, cst.Call) or (name := helpers.helper_name(node)) is None:
             continue
         missing = helpers.missing(name)
         if missing:
-            helper: Helper = context.helpers[name]
+            helper = context.helpers[name]
             listed = ", ".join(f"`{op}`" for op in missing)
             yield context.diagnostic(
                 node, CODE,
                 f"backward calls helper `{name}` ({helper.path}:{helper.span.line}), which runs {listed} "
                 f"with no formula in the library: {ADVICE}",
+            )
+
+
+def check_helpers(module: FormulaModule, helpers: Mapping[str, Helper],
+                  known_operators: frozenset[str]) -> Iterator[Diagnostic]:
+    """DB105 inside the helpers a file defines: backward code too, so closed under differentiation."""
+    returns = {**module.function_returns, **{name: h.returns for name, h in helpers.items()}}
+    checker = HelperChecker(helpers, returns, known_operators)
+    for helper in module.helpers:
+        for call in checker.own_calls(helper):
+            span = module.span(call.node)
+            yield Diagnostic(
+                module.path, span.line, span.col, CODE,
+                f"helper `{helper.name}` calls {call.spelled}, which has no formula in the library: {ADVICE}",
             )

@@ -404,8 +404,11 @@ class ForwardAnalysis(Interpreter):
         if method.startswith(("is_", "has_")):
             return PLAIN
         if method in ("append", "extend", "insert") and isinstance(func.value, ast.Name):
-            added = arguments[-1] if method != "extend" or not arguments else element_of(arguments[0])
-            self.store_into(func.value.id, added if arguments else PLAIN, env)
+            if not arguments:
+                added = PLAIN
+            else:
+                added = element_of(arguments[0]) if method == "extend" else arguments[-1]
+            self.store_into(func.value.id, added, env)
             return PLAIN
         values = flatten(receiver)
         tensor_receiver = any(is_tensor(v) for v in values) or (
@@ -416,7 +419,7 @@ class ForwardAnalysis(Interpreter):
         if method.endswith("_") and not method.endswith("__"):
             return self.in_place(node, func, method, receiver, arguments, env)
         if method in VIEW_METHODS:
-            return self.view(node, values)
+            return self.view(node, flatten(receiver))
         if method in FACTORIES or method in NON_DIFFERENTIABLE:
             return self.constant(node)
         if method in ("to", "type") and self.casts_to_integer(node):
@@ -439,13 +442,8 @@ class ForwardAnalysis(Interpreter):
     def in_place(self, node: ast.Call, func: ast.Attribute, method: str, receiver: Values,
                  arguments: list[Values], env: Env) -> Values:
         """``t.add_(u)``: ``t`` keeps its identity; what it holds may change."""
-        if method in OVERWRITING_METHODS:
-            updated = frozenset(Value(Kind.CONSTANT, site=v.site) if v.kind is Kind.CONSTANT else v for v in receiver)
-        elif method == "copy_" and arguments:
-            source = flatten(arguments[0])
-            updated = frozenset(self.absorb(v, source) for v in receiver)
-            if all(v.kind is Kind.CONSTANT for v in source):
-                updated = frozenset(Value(Kind.CONSTANT, site=v.site) if v.kind is Kind.TENSOR else v for v in updated)
+        if method in OVERWRITING_METHODS or (method == "copy_" and arguments and _carries_no_gradient(arguments[0])):
+            updated = frozenset(replace(v, kind=Kind.CONSTANT) if v.kind is Kind.TENSOR else v for v in receiver)
         else:
             updated = frozenset(self.absorb(v, union(arguments)) for v in receiver)
         if isinstance(func.value, ast.Name) and func.value.id in env:
@@ -462,6 +460,10 @@ class ForwardAnalysis(Interpreter):
     def store_into(self, name: str, values: Values, env: Env) -> None:
         if name in env:
             env[name] = frozenset(self.absorb(v, values) for v in env[name])
+
+
+def _carries_no_gradient(values: Values) -> bool:
+    return all(v.kind in (Kind.CONSTANT, Kind.PLAIN) for v in flatten(values))
 
 
 def _origin(intermediates: list[Value]) -> str:

@@ -101,7 +101,8 @@ class Signature:
     """The precomputed binding of one schema."""
 
     __slots__ = ("schema", "names", "n_args", "n_positional", "defaults", "index", "kinds",
-                 "tensor_positions", "tensor_list_positions", "converted_positions", "positional_arity")
+                 "tensor_positions", "tensor_list_positions", "converted_positions", "positional_arity",
+                 "keyword_defaults")
 
     def __init__(self, schema: FunctionSchema) -> None:
         args: tuple[Argument, ...] = tuple(a for a in schema.arguments if not a.is_out)
@@ -121,12 +122,19 @@ class Signature:
         # A call with exactly this many positional arguments and no keywords binds as is
         # (-1 when the schema has keyword-only arguments, which must be passed by name).
         self.positional_arity = self.n_args if self.n_args == self.n_positional else -1
+        # Defaults of the keyword-only arguments, when they all have one: a call passing
+        # every positional argument and no keywords binds as ``[*args, *keyword_defaults]``.
+        tail = self.defaults[self.n_positional:]
+        self.keyword_defaults = None if REQUIRED in tail else tail
 
     def bind(self, args: tuple, kwargs: dict) -> list:
         """Positional values in schema order, defaults filled; TypeError on a mismatch."""
         n = len(args)
-        if not kwargs and n == self.positional_arity:
-            return list(args)
+        if not kwargs:
+            if n == self.positional_arity:
+                return list(args)
+            if n == self.n_positional and self.keyword_defaults is not None:
+                return [*args, *self.keyword_defaults]
         if n > self.n_positional:
             raise TypeError(f"{self.schema.name}() takes {self.n_positional} positional arguments "
                             f"but {n} were given (schema: {self.schema})")

@@ -160,31 +160,39 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...]) -> Callable[
     call needs binding, conversion or a non-tensor result, handled by ``run_kernel``)."""
     signature = overload.signature
     kernel = overload.kernel
-    if (kernel is None or len(arg_types) != signature.positional_arity or signature.tensor_list_positions
+    if len(arg_types) == signature.positional_arity:
+        tail: tuple = ()
+    elif len(arg_types) == signature.n_positional and signature.keyword_defaults is not None:
+        tail = signature.keyword_defaults      # keyword-only arguments left at their defaults
+    else:
+        return None
+    if (kernel is None or signature.tensor_list_positions
             or overload.returns_kind != "tensor"
-            or any(arg_types[i] not in _NO_CONVERSION for i in signature.converted_positions)
+            or any((arg_types[i] if i < len(arg_types) else type(tail[i - len(arg_types)]))
+                   not in _NO_CONVERSION for i in signature.converted_positions)
             or any(t is not Tensor and issubclass(t, Tensor) for t in arg_types)):
         return None
     wrap, asarray, ndarray = Tensor._wrap, np.asarray, np.ndarray
     unwrap = tuple(t is Tensor for t in arg_types)
-    if unwrap == (True,) and not overload.is_view:
+    simple = not overload.is_view        # views also share the version counter: run_any
+    if unwrap == (True,) and simple and not tail:
         def run_unary(a):
             out = kernel(a._value)
             return wrap(out if type(out) is ndarray else asarray(out))
         return run_unary
-    if unwrap == (True, True) and not overload.is_view:
+    if unwrap == (True, True) and simple:
         def run_binary(a, b):
-            out = kernel(a._value, b._value)
+            out = kernel(a._value, b._value, *tail)
             return wrap(out if type(out) is ndarray else asarray(out))
         return run_binary
-    if unwrap == (True, False) and not overload.is_view:
+    if unwrap == (True, False) and simple:
         def run_tensor_other(a, b):
-            out = kernel(a._value, b)
+            out = kernel(a._value, b, *tail)
             return wrap(out if type(out) is ndarray else asarray(out))
         return run_tensor_other
 
     def run_any(*args):
-        out = kernel(*[a._value if u else a for a, u in zip(args, unwrap)])
+        out = kernel(*[a._value if u else a for a, u in zip(args, unwrap)], *tail)
         result = wrap(out if type(out) is ndarray else asarray(out))
         if overload.is_view and unwrap[0] and np.may_share_memory(result._data, args[0]._data):
             result._version = args[0]._version

@@ -116,11 +116,16 @@ class ForwardAnalysis(Interpreter):
         """``holder`` after ``values`` were written into it (in place)."""
         if holder.kind is Kind.SEQUENCE:
             return Value(Kind.SEQUENCE, elements=(*holder.elements, values), exact=False)
-        if holder.kind is Kind.CONSTANT and any(is_tensor(v) and v.kind is not Kind.CONSTANT for v in flatten(values)):
+        if holder.kind is Kind.CONSTANT and self.carries_gradient(values):
             if holder.site is not None:
                 self.tainted.add(holder.site)           # every alias of this storage now carries it
             return Value(Kind.TENSOR, site=holder.site, view=holder.view)
         return holder
+
+    def carries_gradient(self, values: Values) -> bool:
+        """Whether any of ``values`` is a tensor with a path to the inputs."""
+        return any((is_tensor(v) and v.kind is not Kind.CONSTANT) or v.site in self.tainted
+                   for v in flatten(values))
 
     def augment(self, node: ast.AugAssign, env: Env) -> None:
         """``t += u`` on a tensor is in place: ``t`` keeps its identity (and may gain a gradient)."""
@@ -442,7 +447,7 @@ class ForwardAnalysis(Interpreter):
     def in_place(self, node: ast.Call, func: ast.Attribute, method: str, receiver: Values,
                  arguments: list[Values], env: Env) -> Values:
         """``t.add_(u)``: ``t`` keeps its identity; what it holds may change."""
-        if method in OVERWRITING_METHODS or (method == "copy_" and arguments and _carries_no_gradient(arguments[0])):
+        if method in OVERWRITING_METHODS or (method == "copy_" and arguments and not self.carries_gradient(arguments[0])):
             updated = frozenset(replace(v, kind=Kind.CONSTANT) if v.kind is Kind.TENSOR else v for v in receiver)
         else:
             updated = frozenset(self.absorb(v, union(arguments)) for v in receiver)
@@ -460,10 +465,6 @@ class ForwardAnalysis(Interpreter):
     def store_into(self, name: str, values: Values, env: Env) -> None:
         if name in env:
             env[name] = frozenset(self.absorb(v, values) for v in env[name])
-
-
-def _carries_no_gradient(values: Values) -> bool:
-    return all(v.kind in (Kind.CONSTANT, Kind.PLAIN) for v in flatten(values))
 
 
 def _origin(intermediates: list[Value]) -> str:

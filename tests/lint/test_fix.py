@@ -287,3 +287,40 @@ def test_rules_and_fix_survive_damaged_files(edits: list[tuple[int, bool]]) -> N
     compile(fixed, "f.py", "exec")
     left = check_formula_module(parse_module("f.py", fixed), fixed, OPERATORS)
     assert [d for d in left if d.fix] == []
+
+
+def test_names_rebound_after_the_intermediate_block_the_fix() -> None:
+    before = src('''
+        from formulas import at, derivative
+
+
+        @derivative("mul.Tensor(Tensor self, Tensor other) -> Tensor")
+        def mul(self, other):
+            result = at.mul(self, other)
+            n = self.sizes()
+            t = at.sum(self, n)
+            n = other.sizes()
+            def backward(grad):
+                return grad * t * n[0], grad * self
+            return result, backward
+    ''')
+    [finding] = [d for d in check_formula_module(parse_module("f.py", before), before, OPERATORS)]
+    assert (finding.code, finding.fix) == ("DB100", None)
+    assert fix(before) == before
+
+
+def test_rebound_inputs_are_not_replayed() -> None:
+    before = src('''
+        from formulas import at, derivative
+
+
+        @derivative("exp(Tensor self) -> Tensor")
+        def exp(self):
+            self = at.mul(self, 1.0)
+            result = at.exp(self)
+            t = at.exp(self)
+            def backward(grad):
+                return grad * t
+            return result, backward
+    ''')
+    assert fix(before) == before

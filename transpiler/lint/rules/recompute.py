@@ -61,16 +61,14 @@ def _collect(context: FormulaContext, name: str, needed: dict[int, cst.SimpleSta
     formula = context.formula
     for read in read_names(value):
         if read in context.backward_locals or read in context.forward.mutated:
-            return False  # shadowed by the backward's own name, or changed after this statement
-        if read not in formula.params and read not in context.forward.bindings:
-            continue      # module level: an operator, helper or constant
-        if read in formula.params and read not in context.forward.bindings:
-            continue      # an input the forward never rebinds
-        if read in formula.outputs and read not in formula.params:
-            continue
-        late = any(b.index > context.backward_index for b in context.forward_bindings(read))
-        if context.forward.env.get(read) in (ValueKind.METADATA, ValueKind.SCALAR) and not late:
-            continue      # metadata and scalars are legal captures
+            return False  # shadowed by the backward's own name, or changed in place
+        read_bindings = context.forward_bindings(read)
+        if not read_bindings:
+            continue      # an input the forward never rebinds, or a module-level name
+        if read in formula.params or any(b.index >= binding.index for b in read_bindings):
+            return False  # (re)bound at or after this statement: the backward would see another value
+        if read in formula.outputs or context.forward.env.get(read) in (ValueKind.METADATA, ValueKind.SCALAR):
+            continue      # an output or a legal capture, unchanged since this statement
         if not _collect(context, read, needed, visiting | {name}):
             return False
     needed[binding.index] = statement

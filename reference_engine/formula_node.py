@@ -187,13 +187,7 @@ def _save_cells(node: FormulaNode, named_cells: Any, held: set[int], output_nr: 
             continue
         kind = type(value)
         if kind is Tensor:
-            key = id(value)
-            nr = output_nr.get(key)
-            if nr is not None:
-                record = SavedTensor("output", name, value, nr)
-            else:
-                record = SavedTensor("input" if key in held or value._requires_grad else "intermediate",
-                                     name, value)
+            record = save_tensor(value, name, held, output_nr)
         elif (kind is list or kind is tuple) and value and _holds_tensors(value):
             record = save_captured(value, name, held, output_nr)
         else:
@@ -208,22 +202,27 @@ def _holds_tensors(values: list | tuple) -> bool:
     return type(first) is Tensor or (first is None and any(isinstance(v, Tensor) for v in values))
 
 
-def save_captured(value: Any, name: str, inputs: set[int], output_nr: dict[int, int]) -> Any:
-    """The record replacing a captured value that holds tensors (None when it holds none)."""
+def save_captured(value: Any, name: str, held: set[int], output_nr: dict[int, int]) -> Any:
+    """The record replacing a captured value that holds tensors (None when it holds none).
+
+    ``held``: ids of the tensors referenced as they are (the inputs, non-differentiable
+    outputs); ``output_nr``: ids of the differentiable outputs and their output numbers.
+    """
     if isinstance(value, Tensor):
-        return save_tensor(value, name, inputs, output_nr)
+        return save_tensor(value, name, held, output_nr)
     if type(value) in (list, tuple) and any(isinstance(v, Tensor) for v in value):
         return SavedSequence(type(value), [
-            save_tensor(v, f"{name}[{i}]", inputs, output_nr) if isinstance(v, Tensor) else v
+            save_tensor(v, f"{name}[{i}]", held, output_nr) if isinstance(v, Tensor) else v
             for i, v in enumerate(value)])
     return None
 
 
-def save_tensor(value: Tensor, name: str, inputs: set[int], output_nr: dict[int, int]) -> SavedTensor:
+def save_tensor(value: Tensor, name: str, held: set[int], output_nr: dict[int, int]) -> SavedTensor:
     """Classify a captured tensor: an output of this node, held as is (inputs), or an intermediate."""
     key = id(value)
-    if key in output_nr:
-        return SavedTensor("output", name, value, output_nr[key])
-    if key in inputs or value._requires_grad:
+    nr = output_nr.get(key)
+    if nr is not None:
+        return SavedTensor("output", name, value, nr)
+    if key in held or value._requires_grad:
         return SavedTensor("input", name, value)
     return SavedTensor("intermediate", name, value)

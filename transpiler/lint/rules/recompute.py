@@ -3,7 +3,9 @@
 An intermediate is recomputable when the forward binds it once, unconditionally,
 before the backward, with a plain assignment whose right-hand side reads only
 inputs the forward never rebinds, outputs, legal captures (metadata, scalars),
-module-level names and other recomputable intermediates. The plan is the list
+module-level names and other recomputable intermediates, none of them rebound
+or changed in place after that assignment (so replaying it in the backward
+gives the same value). The plan is the list
 of forward statements to replay, in forward order. DB100 uses it to say
 whether ``--fix`` applies; :mod:`transpiler.lint.fix` applies it.
 """

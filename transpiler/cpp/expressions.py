@@ -503,7 +503,8 @@ def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolv
                 return None
             texts.append(cpp_default(param))
             continue
-        value = translate(bound[param.name], context, param_type)
+        argument = bound[param.name]
+        value = translate(argument, context, None if is_none(argument) else param_type)
         if not accepts(param_type, value.type):
             return None
         texts.append(_argument_text(value, param_type))

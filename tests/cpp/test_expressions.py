@@ -1,0 +1,163 @@
+"""Transliteration of the formula dialect to C++: expressions, statements, types (no compiler needed)."""
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from transpiler.cpp import types as T
+from transpiler.cpp.expressions import (
+    Binding, Context, HelperSignature, Untranslatable, translate,
+)
+from transpiler.cpp.statements import translate_body
+from transpiler.schema import parse_schema
+
+SCHEMAS = [
+    "sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+    "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+    "mul.Tensor(Tensor self, Tensor other) -> Tensor",
+    "mul.Scalar(Tensor self, Scalar other) -> Tensor",
+    "expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
+    "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+    "_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+    "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+]
+
+
+def context(**names: T.PyType) -> Context:
+    operators: dict = {}
+    for text in SCHEMAS:
+        schema = parse_schema(text)
+        operators[schema.name.base] = operators.get(schema.name.base, ()) + (schema,)
+    helpers = {"sum_to": HelperSignature("sum_to", (("grad", T.TENSOR, None), ("sizes", T.INT_LIST, None)), T.TENSOR)}
+    return Context(operators, helpers, {n: Binding(t, n) for n, t in names.items()})
+
+
+def cpp(source: str, **names: T.PyType) -> tuple[str, T.PyType]:
+    typed = translate(cst.parse_expression(source), context(**names))
+    return typed.text, typed.type
+
+
+TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR}
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("grad * other", ("grad * other", T.TENSOR)),
+    ("-grad * (self + 1)", ("-grad * (self + 1)", T.TENSOR)),
+    ("at.mul(grad, other)", ("at::mul(grad, other)", T.TENSOR)),
+    ("at.mul(grad, 2.5)", ("at::mul(grad, 2.5)", T.TENSOR)),                       # mul.Scalar by type
+    ("at.sum(grad, [0, 1], True)", ("at::sum(grad, std::vector<int64_t>{0, 1}, true)", T.TENSOR)),
+    ("at.sum(grad, dtype=None)", ("at::sum(grad, std::nullopt)", T.TENSOR)),
+    ("at.sum(grad, [1], dtype=None)", ("at::sum(grad, std::vector<int64_t>{1}, false, std::nullopt)", T.TENSOR)),
+    ("at.expand(grad, self.sizes())", ("grad.expand(self.sizes().vec())", T.TENSOR)),  # method-only op
+    ("at.max(self, 1)", ("at::max(self, 1)", T.tuple_of(T.TENSOR, T.TENSOR))),
+    ("sum_to(grad, self.sizes())", ("helpers::sum_to(grad, self.sizes().vec())", T.TENSOR)),
+    ("self.dim() - 1", ("self.dim() - 1", T.INT)),
+    ("self.size(-1)", ("self.size(-1)", T.INT)),
+    ("self.numel() / 2", ("static_cast<double>(self.numel()) / 2", T.FLOAT)),
+    ("7 // -2", ("formulas::runtime::floordiv(7, -2)", T.INT)),
+    ("grad is None", ("!grad.defined()", T.BOOL)),
+    ("grad is not None and self.dim() > 0", ("(grad.defined()) && (self.dim() > 0)", T.BOOL)),
+    ("grad if self.dim() > 0 else None", ("(self.dim() > 0) ? grad : at::Tensor()", T.TENSOR)),
+    ("0 < self.dim() <= 2", ("(0 < self.dim()) && (self.dim() <= 2)", T.BOOL)),
+    ("len(self.sizes())", ("static_cast<int64_t>(self.sizes().vec().size())", T.INT)),
+    ("self > 0", ("self > 0", T.TENSOR)),
+])
+def test_expressions(source, expected):
+    assert cpp(source, **TENSORS) == expected
+
+
+def test_indexing_wraps_only_when_needed():
+    names = {"xs": T.INT_LIST, "i": T.INT}
+    assert cpp("xs[0]", **names)[0] == "xs[0]"
+    assert cpp("xs[-1]", **names)[0] == "xs[formulas::runtime::wrap_index(-1, xs.size())]"
+    assert cpp("xs[i]", **names)[0] == "xs[formulas::runtime::wrap_index(i, xs.size())]"
+
+
+def test_optional_list_is_dereferenced_where_used_as_a_list():
+    assert cpp("len(dim)", dim=T.optional(T.INT_LIST)) == ("static_cast<int64_t>((*dim).size())", T.INT)
+
+
+@pytest.mark.parametrize("source, code, fragment", [
+    ("[x for x in xs]", "DB200", "list comprehension"),
+    ("grad ** 2", "DB200", "'**'"),
+    ("grad.exp()", "DB200", "tensor method 'exp'"),
+    ("xs[1:2]", "DB200", "slicing"),
+    ("at.sinh(grad)", "DB201", "unknown operator 'at.sinh'"),
+    ("print(grad)", "DB201", "'print'"),
+    ("at.mul(grad)", "DB202", "no declared overload of 'at.mul'"),
+    ("undefined_name", "DB203", "'undefined_name'"),
+])
+def test_untranslatable_expressions(source, code, fragment):
+    with pytest.raises(Untranslatable) as raised:
+        cpp(source, xs=T.INT_LIST, **TENSORS)
+    assert raised.value.code == code
+    assert fragment in raised.value.message
+
+
+def body(source: str, return_type: T.PyType | None, **names: T.PyType) -> list[str]:
+    module = cst.parse_module(source)
+    return [line.strip() for line in translate_body(module.body, context(**names), return_type).lines]
+
+
+def test_locals_unify_none_and_tensor_and_hoist_from_blocks():
+    lines = body(
+        "grad_self = None\n"
+        "if flag:\n"
+        "    scaled = grad * 2\n"
+        "    grad_self = scaled\n"
+        "return grad_self\n",
+        T.TENSOR, grad=T.TENSOR, flag=T.BOOL)
+    assert lines == [
+        "at::Tensor scaled{};",
+        "auto grad_self = at::Tensor();",
+        "if (flag) {",
+        "scaled = grad * 2;",
+        "grad_self = scaled;",
+        "}",
+        "return grad_self;",
+    ]
+
+
+def test_lists_loops_and_int_locals():
+    lines = body(
+        "dims = []\n"
+        "count = 1\n"
+        "for d in range(len(sizes)):\n"
+        "    if sizes[d] == 1:\n"
+        "        dims.append(d)\n"
+        "    count = count * sizes[d]\n"
+        "return dims\n",
+        T.INT_LIST, sizes=T.INT_LIST)
+    assert lines[:3] == ["std::vector<int64_t> dims = std::vector<int64_t>{};",
+                         "int64_t count = 1;",
+                         "for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {"]
+    assert "dims.push_back(d);" in lines
+    assert lines[-1] == "return dims;"
+
+
+def test_tuple_unpacking_and_tuple_return():
+    lines = body("values, indices = at.max(self, 0)\nreturn values, None\n",
+                 T.tuple_of(T.TENSOR, T.TENSOR), self=T.TENSOR)
+    assert lines == ["auto [values, indices] = at::max(self, 0);", "return {values, at::Tensor()};"]
+
+
+def test_conflicting_types_are_a_diagnostic():
+    with pytest.raises(Untranslatable) as raised:
+        body("x = 1\nx = grad\n", None, grad=T.TENSOR)
+    assert raised.value.code == "DB204"
+
+
+def test_nested_function_is_a_diagnostic():
+    with pytest.raises(Untranslatable) as raised:
+        body("def inner():\n    pass\n", None)
+    assert raised.value.code == "DB200" and "nested function 'inner'" in raised.value.message
+
+
+@pytest.mark.parametrize("annotation, expected", [
+    ("Tensor", "at::Tensor"), ("list[int]", "std::vector<int64_t>"), ("int", "int64_t"), ("float", "double"),
+    ("Scalar", "at::Scalar"), ("Tensor | None", "at::Tensor"), ("list[int] | None", "std::optional<std::vector<int64_t>>"),
+    ("list[Tensor]", "std::vector<at::Tensor>"), ("tuple[Tensor, Tensor]", "std::tuple<at::Tensor, at::Tensor>"),
+    ("ScalarType", "at::ScalarType"), ("TensorOptions", "at::TensorOptions"),
+])
+def test_annotation_types(annotation, expected):
+    assert T.cpp_value(T.from_annotation(annotation)) == expected

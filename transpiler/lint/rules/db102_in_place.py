@@ -30,11 +30,11 @@ def saved_tensors(context: FormulaContext) -> dict[str, str]:
     while changed:
         changed = False
         for name, bindings in context.backward.bindings.items():
-            if name in saved or name in context.formula.backward.grad_params:
+            if name in saved or len(bindings) != 1:
                 continue
-            sources = {b.value.value for b in bindings if isinstance(b.value, cst.Name)}
-            if len(sources) == 1 and len(bindings) == 1 and next(iter(sources)) in saved:
-                saved[name] = saved[next(iter(sources))]
+            value = bindings[0].value
+            if isinstance(value, cst.Name) and value.value in saved:
+                saved[name] = saved[value.value]
                 changed = True
     return saved
 

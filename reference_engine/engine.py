@@ -50,24 +50,22 @@ def _root_gradients(roots: list[Tensor], grad_outputs: list) -> list[Tensor | No
 
 def _topological_order(roots: list[Node]) -> list[Node]:
     """Every node reachable from ``roots``, each after all nodes that send it gradients."""
-    dependencies: dict[Node, int] = {}
-    stack = list(roots)
-    seen = set(roots)
-    while stack:
-        node = stack.pop()
-        for edge in node.next_edges:
-            if edge is None:
+    dependencies: dict[Node, int] = dict.fromkeys(roots, 0)
+    stack = list(dependencies)
+    while stack:                         # count the edges into each node, depth first
+        for edge in stack.pop().next_edges:
+            if edge is None or type(edge[0]) is Tensor:
                 continue
             target = edge[0]
-            if type(target) is Tensor:
-                continue
-            dependencies[target] = dependencies.get(target, 0) + 1
-            if target not in seen:
-                seen.add(target)
+            count = dependencies.get(target)
+            if count is None:
+                dependencies[target] = 1
                 stack.append(target)
-    ready = [n for n in dict.fromkeys(roots) if n not in dependencies]
+            else:
+                dependencies[target] = count + 1
+    ready = [n for n in dependencies if dependencies[n] == 0]
     order = []
-    while ready:
+    while ready:                         # Kahn: a node is ready once all its senders ran
         node = ready.pop()
         order.append(node)
         for edge in node.next_edges:

@@ -99,12 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"torchgen load_derivatives + gen_autograd_functions_lib (cold): {torchgen_cold:.3f} s")
+    print(f"torchgen load_derivatives + gen_autograd_functions_lib (cold): {torchgen_cold:.4f} s")
     for label, seconds, aim in (("cold", cold, 0.5), ("nothing changed", unchanged, 0.05),
                                 ("one file changed", one_changed, None)):
         ratio = seconds / torchgen_cold
         target = f" (aim <= {aim})" if aim is not None else ""
-        print(f"ours {label}: {seconds:.3f} s  ratio {ratio:.3f}x torchgen cold{target}")
+        print(f"ours {label}: {seconds:.4f} s  ratio {ratio:.4f}x torchgen cold{target}")
     return 0
 
 

@@ -154,7 +154,7 @@ class _Printer:
 
 # --------------------------------------------------------------------------- parsing
 
-_PY_PUNCT = ("==", "!=", "<=", ">=") + tuple("+-*/%<>()[],.:&|^~")
+_PY_PUNCT = frozenset(("==", "!=", "<=", ">=", *"+-*/%<>()[],.:&|^~"))
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 # Python binding powers (higher binds tighter).
 _PY_BINARY = {"or": 3, "and": 4, **{op: 6 for op in _COMPARISONS}, "|": 7, "^": 8, "&": 9,
@@ -198,8 +198,8 @@ def _tokenize(text: str) -> list[_Tok]:
                 raise DialectError("unterminated string literal")
             tokens.append(_Tok("string", text[start:pos]))
         else:
-            op = next((p for p in _PY_PUNCT if text.startswith(p, pos)), None)
-            if op is None:
+            op = text[pos:pos + 2] if text[pos:pos + 2] in _PY_PUNCT else ch
+            if op not in _PY_PUNCT:
                 raise DialectError(f"unexpected character {ch!r} in {text!r}")
             pos += len(op)
             tokens.append(_Tok("op", op))

@@ -8,6 +8,7 @@ formula gives the same token list.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Iterator
 
@@ -127,10 +128,15 @@ UNARY_PRECEDENCE = 14
 UNARY_OPERATORS = frozenset({"!", "-", "+", "*", "~"})
 
 
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
 def children(node: Node) -> Iterator[Node]:
     """The direct sub-expressions of ``node`` (lambda parameter types included)."""
-    for field in fields(node):
-        value = getattr(node, field.name)
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
         for child in value if isinstance(value, tuple) else (value,):
             if isinstance(child, Node):
                 yield child
@@ -139,10 +145,12 @@ def children(node: Node) -> Iterator[Node]:
 
 
 def walk(node: Node) -> Iterator[Node]:
-    """Every node of a tree, depth first, ``node`` first."""
-    yield node
-    for child in children(node):
-        yield from walk(child)
+    """Every node of a tree, ``node`` first (pre-order, iterative: trees can be deep)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(children(current))))
 
 
 def rewrite(node: Node, replacement: Callable[[Node], Node | None]) -> Node:
@@ -152,10 +160,10 @@ def rewrite(node: Node, replacement: Callable[[Node], Node | None]) -> Node:
     if new is not None:
         return new
     changes = {}
-    for field in fields(node):
-        value = getattr(node, field.name)
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
         if isinstance(value, Node):
-            changes[field.name] = rewrite(value, replacement)
+            changes[name] = rewrite(value, replacement)
         elif isinstance(value, tuple) and value and isinstance(value[0], Node):
-            changes[field.name] = tuple(rewrite(v, replacement) for v in value)
+            changes[name] = tuple(rewrite(v, replacement) for v in value)
     return replace(node, **changes) if changes else node

@@ -39,6 +39,7 @@ from transpiler.yaml_import.pyformula import Assignment, Closure, PyFormula, mod
 from transpiler.yaml_import.syntax import Lambda, Member, Name, Node, Qualified, Unary, walk
 
 ENTRIES_PER_FILE = 32
+FORMULA_FILE_PREFIX = "derivatives_"
 GENERATED_MARKER = "by `transpile import-yaml` (@generated)"
 GRAD_INPUT_MASK = "grad_input_mask"
 DIALECT_IMPORTS = ("cpp", "yaml_entry")
@@ -74,7 +75,8 @@ class ImportResult:
 
     def summary(self) -> str:
         total = self.imported + len(self.problems)
-        return (f"imported {self.imported} of {total} entries into {len(self.files) - 2} formula files; "
+        formula_files = sum(1 for name in self.files if name.startswith(FORMULA_FILE_PREFIX))
+        return (f"imported {self.imported} of {total} entries into {formula_files} formula files; "
                 f"{len(self.problems)} could not be translated")
 
 
@@ -332,7 +334,7 @@ def import_yaml(text: str, path: str = "derivatives.yaml") -> ImportResult:
         doc = (f"Entries {start + 1} to {start + len(chunk)} of {Path(path).name}, imported by "
                "`transpile import-yaml` (@generated).")
         formulas = tuple(f for c in chunk for f in c.formulas)
-        files[f"derivatives_{start // ENTRIES_PER_FILE:03d}.py"] = module_source(doc, imports, formulas)
+        files[f"{FORMULA_FILE_PREFIX}{start // ENTRIES_PER_FILE:03d}.py"] = module_source(doc, imports, formulas)
     files["externals.py"] = externals_source(all_externals)
     files["__init__.py"] = f'"""Formulas imported from {Path(path).name} {GENERATED_MARKER}."""\n'
     return ImportResult(files, len(translated), tuple(problems))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from transpiler.schema import FunctionSchema, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
-from transpiler.yaml_import.importer import GRAD_INPUT_MASK, primal_names
+from transpiler.yaml_import.importer import FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, primal_names
 from transpiler.yaml_import.model import (
     NEEDS_INPUT_GRAD,
     NON_DIFFERENTIABLE,
@@ -29,7 +29,7 @@ from transpiler.yaml_import.model import (
 from transpiler.yaml_import.pyformula import LAYOUT_COMMENT
 from transpiler.yaml_import.syntax import Node
 
-FORMULA_FILES = "derivatives_*.py"
+FORMULA_FILES = f"{FORMULA_FILE_PREFIX}*.py"
 
 
 class ReadError(ValueError):

@@ -83,6 +83,13 @@ def test_db100_without_fix_says_how_to_make_it_an_output() -> None:
     assert "return it as an output" in conditional[0].message
 
 
+def test_db100_on_metadata_only_use_says_to_capture_the_metadata() -> None:
+    [finding] = [d for d in lint_fixture(FIXTURES / "DB100.py") if "`t`" in d.message and d.line == 199]
+    assert "only for its metadata (.sizes)" in finding.message
+    assert "`t_sizes = t.sizes()`" in finding.message
+    assert "silently wrong" not in finding.message
+
+
 def test_db105_follows_helpers_from_other_files() -> None:
     helpers_source = (
         "from formulas import Tensor, at, helper\n\n"

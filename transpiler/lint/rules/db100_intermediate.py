@@ -5,8 +5,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from transpiler.dataflow import METADATA_ATTRIBUTES, METADATA_METHODS, closure_reads
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint.rules.context import FormulaContext
+from transpiler.lint.rules.context import FormulaContext, walk
 from transpiler.lint.rules.recompute import describe_recomputation, plan_recomputation
 from transpiler.model import Capture, CaptureKind
 
@@ -21,6 +22,26 @@ def aliased_input_or_output(context: FormulaContext, name: str) -> str | None:
     source = bindings[0].value.value
     unrebound_input = source in context.formula.params and source not in context.forward.bindings
     return source if unrebound_input or source in context.formula.outputs else None
+
+
+def metadata_only_uses(context: FormulaContext, name: str) -> list[str]:
+    """The metadata (``sizes``, ``dtype``...) read from ``name`` when that is all the backward reads; else []."""
+    backward = context.backward_node
+    reads = {id(read) for read in closure_reads(backward, {name})}
+    accessed = {
+        id(node.value): node.attr.value for node in walk(backward.body)
+        if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == name
+        and node.attr.value in METADATA_METHODS | METADATA_ATTRIBUTES
+    }
+    if not reads or not reads <= accessed.keys():
+        return []
+    return sorted(set(accessed.values()))
+
+
+def _metadata_binding(name: str, attribute: str) -> str:
+    """``t_sizes = t.sizes()`` for ``.sizes``, ``t_dtype = t.dtype`` for ``.dtype``."""
+    call = "()" if attribute in METADATA_METHODS else ""
+    return f"{name}_{attribute} = {name}.{attribute}{call}"
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
@@ -39,6 +60,16 @@ def _finding(context: FormulaContext, capture: Capture) -> Diagnostic:
             capture.first_use, CODE,
             f"backward captures `{capture.name}`, a forward alias of `{alias}`; a backward may capture "
             f"inputs and outputs only by their own names: use `{alias}` in the backward",
+            fix,
+        )
+    metadata = metadata_only_uses(context, capture.name)
+    if metadata:
+        return context.diagnostic(
+            capture.first_use, CODE,
+            f"backward captures `{capture.name}`, a tensor computed in the forward, only for its metadata "
+            f"({', '.join('.' + m for m in metadata)}); compute that in the forward "
+            f"(`{_metadata_binding(capture.name, metadata[0])}`) and capture it instead, so no "
+            f"intermediate tensor is saved",
             fix,
         )
     if plan is not None:

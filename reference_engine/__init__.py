@@ -4,8 +4,20 @@ Importing this package loads the formulas of ``formulas/`` and installs the
 engine as the ``at`` backend, so ``at.sin(x)`` inside a formula reaches the
 NumPy kernel and ``x.sin()`` on an engine tensor records a node whose
 backward is the formula's closure.
+
+Layout: :mod:`~reference_engine.tensor` (data and metadata),
+:mod:`~reference_engine.binding` and :mod:`~reference_engine.dispatch`
+(schemas, overload resolution, the autograd layer),
+:mod:`~reference_engine.kernels` (NumPy), :mod:`~reference_engine.formula_node`
+and :mod:`~reference_engine.graph` (nodes, saved tensors, the double-backward
+guard), :mod:`~reference_engine.engine` (``backward``/``grad``),
+:mod:`~reference_engine.methods` (Tensor operators, composites, in-place),
+:mod:`~reference_engine.function` (custom ``Function``),
+:mod:`~reference_engine.gradcheck`, :mod:`~reference_engine.dot`.
 """
 from __future__ import annotations
+
+from typing import Any, Callable
 
 import formulas
 from reference_engine import methods
@@ -46,7 +58,8 @@ def op(name: str) -> Overload:
     return dispatcher.overload(name)
 
 
-def define(schema: str, kernel, formula=None, output_differentiability=None) -> Overload:
+def define(schema: str, kernel: Callable[..., Any], formula: Callable[..., Any] | None = None,
+           output_differentiability: tuple[bool, ...] | None = None) -> Overload:
     """Declare an engine-only operator (schema, NumPy kernel, optional formula); see
     :meth:`Dispatcher.define`. The ``Tensor`` methods are refreshed."""
     overload = dispatcher.define(schema, kernel, formula, output_differentiability)
@@ -64,9 +77,9 @@ refresh()
 install()
 
 __all__ = [
-    "DType", "Function", "FunctionCtx", "GradcheckError", "Generator", "Tensor", "arange", "as_tensor", "backend", "backward", "bool", "bool_",
-    "define", "enable_grad", "eye", "float32", "float64", "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install",
-    "is_grad_enabled", "is_tensor", "linspace", "manual_seed", "no_grad", "ones", "op", "ones_like", "rand",
-    "once_differentiable", "randn", "refresh", "set_grad_enabled", "tensor",
-    "to_dot", "zeros", "zeros_like",
+    "DType", "Function", "FunctionCtx", "GradcheckError", "Generator", "Tensor", "arange", "as_tensor",
+    "backend", "backward", "bool", "bool_", "define", "enable_grad", "eye", "float32", "float64",
+    "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install", "is_grad_enabled",
+    "is_tensor", "linspace", "manual_seed", "no_grad", "once_differentiable", "ones", "ones_like", "op",
+    "rand", "randn", "refresh", "set_grad_enabled", "tensor", "to_dot", "zeros", "zeros_like",
 ]

@@ -22,7 +22,8 @@ REQUIRED = object()
 _NUMBER = (bool, int, float)
 
 # Python spellings of the non-literal defaults that appear in native_functions.yaml.
-_SYMBOLIC_DEFAULTS = {"contiguous_format": "contiguous_format", "Mean": 1, "long": "long"}
+# (``Mean`` is at::Reduction::Mean; memory formats mean nothing on NumPy and stay names).
+_SYMBOLIC_DEFAULTS = {"contiguous_format": "contiguous_format", "Mean": 1}
 
 
 def parse_default(text: str | None) -> Any:

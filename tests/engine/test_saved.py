@@ -9,6 +9,7 @@ import pytest
 
 import reference_engine as engine
 from formulas import at
+from reference_engine.graph import Node
 
 
 def f64(values, requires_grad=False):
@@ -45,7 +46,7 @@ def test_saved_arrays_are_freed_after_backward_and_nothing_leaks(gc_disabled):
             held = record.data if record.tensor is None else record.tensor._data
             saved_arrays.append(weakref.ref(held))
         for edge in node.next_edges:
-            if edge is not None and isinstance(edge[0], engine.graph.Node) and id(edge[0]) not in seen:
+            if edge is not None and isinstance(edge[0], Node) and id(edge[0]) not in seen:
                 seen.add(id(edge[0]))
                 stack.append(edge[0])
     del node, stack

@@ -302,6 +302,26 @@ class _Translated:
 
 def import_yaml(text: str, path: str = "derivatives.yaml") -> ImportResult:
     """Translate a derivatives.yaml; the files of the output directory and the problems."""
+    translated, problems = _translate_entries(text, path)
+    all_externals = set().union(*(t.externals for t in translated))
+    taken = {pydialect.escape(n, plain=True) for n in all_externals}
+    taken |= {"at", "derivative", *DIALECT_IMPORTS, *pydialect.NAMESPACES}
+    translated = [replace(t, formulas=tuple(replace(f, function=function_name(t.entry, s, taken))
+                                            for f, s in zip(t.formulas, t.entry.sections)))
+                  for t in translated]
+    files = {}
+    for start in range(0, len(translated), ENTRIES_PER_FILE):
+        chunk = translated[start:start + ENTRIES_PER_FILE]
+        doc = (f"Imported entries {start + 1} to {start + len(chunk)} of {Path(path).name}, "
+               "by `transpile import-yaml` (@generated).")
+        files[f"{FORMULA_FILE_PREFIX}{start // ENTRIES_PER_FILE:03d}.py"] = _module(doc, chunk)
+    files["externals.py"] = externals_source(all_externals)
+    files["__init__.py"] = f'"""Formulas imported from {Path(path).name} {GENERATED_MARKER}."""\n'
+    return ImportResult(files, len(translated), tuple(problems))
+
+
+def _translate_entries(text: str, path: str) -> tuple[list[_Translated], list[Problem]]:
+    """Every entry translated, or a problem naming it."""
     lines = entry_lines(text)
     translated: list[_Translated] = []
     problems: list[Problem] = []
@@ -316,28 +336,19 @@ def import_yaml(text: str, path: str = "derivatives.yaml") -> ImportResult:
         except (EntryError, SchemaError) as error:
             problems.append(Problem(path, line, entry.name, str(error)))
             continue
-        translated.append(_Translated(entry, tuple(r[0] for r in results), frozenset().union(*(r[1] for r in results)),
+        translated.append(_Translated(entry, tuple(r[0] for r in results),
+                                      frozenset().union(*(r[1] for r in results)),
                                       frozenset().union(*(r[2] for r in results))))
-    all_externals = set().union(*(t.externals for t in translated))
-    taken = {pydialect.escape(n, plain=True) for n in all_externals}
-    taken |= {"at", "derivative", *DIALECT_IMPORTS, *pydialect.NAMESPACES}
-    translated = [replace(t, formulas=tuple(replace(f, function=function_name(t.entry, s, taken))
-                                            for f, s in zip(t.formulas, t.entry.sections)))
-                  for t in translated]
-    files: dict[str, str] = {}
-    for start in range(0, len(translated), ENTRIES_PER_FILE):
-        chunk = translated[start:start + ENTRIES_PER_FILE]
-        externals = set().union(*(c.externals for c in chunk))
-        dialect = set().union(*(c.dialect for c in chunk)) - {"at"}
-        imports = tuple(sorted(dialect, key=lambda n: (n not in DIALECT_IMPORTS, n))) + tuple(
-            sorted(pydialect.escape(n, plain=True) for n in externals))
-        doc = (f"Entries {start + 1} to {start + len(chunk)} of {Path(path).name}, imported by "
-               "`transpile import-yaml` (@generated).")
-        formulas = tuple(f for c in chunk for f in c.formulas)
-        files[f"{FORMULA_FILE_PREFIX}{start // ENTRIES_PER_FILE:03d}.py"] = module_source(doc, imports, formulas)
-    files["externals.py"] = externals_source(all_externals)
-    files["__init__.py"] = f'"""Formulas imported from {Path(path).name} {GENERATED_MARKER}."""\n'
-    return ImportResult(files, len(translated), tuple(problems))
+    return translated, problems
+
+
+def _module(docstring: str, chunk: list[_Translated]) -> str:
+    """One formula file: the chunk's functions, importing exactly the names they use."""
+    externals = set().union(*(c.externals for c in chunk))
+    dialect = set().union(*(c.dialect for c in chunk)) - {"at"}
+    imports = tuple(sorted(dialect, key=lambda n: (n not in DIALECT_IMPORTS, n))) + tuple(
+        sorted(pydialect.escape(n, plain=True) for n in externals))
+    return module_source(docstring, imports, tuple(f for c in chunk for f in c.formulas))
 
 
 def externals_source(names: set[str]) -> str:

@@ -22,7 +22,7 @@ bool is_reduced_dim(at::OptionalIntArrayRef dim, int64_t d, int64_t ndim) {
     return true;
   }
   for (int64_t i = 0; i < static_cast<int64_t>((*dim).size()); ++i) {
-    if (helpers::wrap_dim((*dim)[formulas::runtime::wrap_index(i, (*dim).size())], ndim) == d) {
+    if (helpers::wrap_dim((*dim)[i], ndim) == d) {
       return true;
     }
   }
@@ -33,7 +33,7 @@ int64_t reduced_numel(at::IntArrayRef sizes, at::OptionalIntArrayRef dim) {
   int64_t count = 1;
   for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
     if (helpers::is_reduced_dim(dim, d, static_cast<int64_t>(sizes.size()))) {
-      count = count * sizes[formulas::runtime::wrap_index(d, sizes.size())];
+      count = count * sizes[d];
     }
   }
   return count;
@@ -52,7 +52,7 @@ at::Tensor sum_to(const at::Tensor& grad, at::IntArrayRef sizes) {
   }
   std::vector<int64_t> expanded_dims = std::vector<int64_t>{};
   for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
-    if ((sizes[formulas::runtime::wrap_index(d, sizes.size())] == 1) && (reduced.size(d) != 1)) {
+    if ((sizes[d] == 1) && (reduced.size(d) != 1)) {
       expanded_dims.push_back(d);
     }
   }
@@ -97,7 +97,7 @@ std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim) {
     inverse.push_back(0);
   }
   for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
-    inverse[formulas::runtime::wrap_index(helpers::wrap_dim(dims[formulas::runtime::wrap_index(i, dims.size())], ndim), inverse.size())] = i;
+    inverse[formulas::runtime::wrap_index(helpers::wrap_dim(dims[i], ndim), inverse.size())] = i;
   }
   return inverse;
 }

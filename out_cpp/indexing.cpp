@@ -89,8 +89,8 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->condition_ = torch::autograd::SavedVariable(condition, false);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
-    grad_fn->other_sizes_ = formulas::runtime::to_owned(other_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->other_sizes_ = std::move(other_sizes);
   }
   return result;
 }
@@ -155,7 +155,7 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);
   }

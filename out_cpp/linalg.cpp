@@ -162,7 +162,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->beta_ = beta;
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->mat2_ = torch::autograd::SavedVariable(mat2, false);
     grad_fn->alpha_ = alpha;
     grad_fn->mat1_ = torch::autograd::SavedVariable(mat1, false);
@@ -210,6 +210,9 @@ at::Tensor t(const at::Tensor& self) {
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::t(self);
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

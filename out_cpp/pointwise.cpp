@@ -611,9 +611,9 @@ at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->alpha_ = alpha;
-    grad_fn->other_sizes_ = formulas::runtime::to_owned(other_sizes);
+    grad_fn->other_sizes_ = std::move(other_sizes);
   }
   return result;
 }
@@ -680,9 +680,9 @@ at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->alpha_ = alpha;
-    grad_fn->other_sizes_ = formulas::runtime::to_owned(other_sizes);
+    grad_fn->other_sizes_ = std::move(other_sizes);
   }
   return result;
 }
@@ -756,9 +756,9 @@ at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->other_sizes_ = formulas::runtime::to_owned(other_sizes);
+    grad_fn->other_sizes_ = std::move(other_sizes);
   }
   return result;
 }
@@ -832,9 +832,9 @@ at::Tensor div_tensor(const at::Tensor& self, const at::Tensor& other) {
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->other_sizes_ = formulas::runtime::to_owned(other_sizes);
+    grad_fn->other_sizes_ = std::move(other_sizes);
   }
   return result;
 }

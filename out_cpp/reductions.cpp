@@ -70,7 +70,7 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
 }
@@ -125,7 +125,7 @@ at::Tensor sum_dim_intlist(const at::Tensor& self, at::OptionalIntArrayRef dim, 
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
     grad_fn->keepdim_ = keepdim;
   }
@@ -185,7 +185,7 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
     grad_fn->keepdim_ = keepdim;
     grad_fn->count_ = count;
@@ -272,7 +272,7 @@ std::tuple<at::Tensor, at::Tensor> var_mean_dim(const at::Tensor& self, at::Opti
     torch::autograd::set_history(mean, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->mean_ = torch::autograd::SavedVariable(mean, true);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
     grad_fn->keepdim_ = keepdim;
     grad_fn->divisor_ = divisor;
@@ -338,7 +338,7 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
     torch::autograd::set_history(values, grad_fn);
     grad_fn->reduced_dim_ = reduced_dim;
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, true);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->keepdim_ = keepdim;
   }
   return std::make_tuple(values, indices);

@@ -62,10 +62,13 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = self.view(size);
   std::vector<int64_t> self_sizes = self.sizes().vec();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
 }
@@ -113,10 +116,13 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::reshape(self, shape);
   std::vector<int64_t> self_sizes = self.sizes().vec();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
 }
@@ -164,10 +170,13 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::unsqueeze(self, dim);
   std::vector<int64_t> self_sizes = self.sizes().vec();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
 }
@@ -215,10 +224,13 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::permute(self, dims);
   std::vector<int64_t> inverse = helpers::invert_permutation(dims, self.dim());
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->inverse_ = formulas::runtime::to_owned(inverse);
+    grad_fn->inverse_ = std::move(inverse);
   }
   return result;
 }
@@ -266,10 +278,13 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = self.expand(size, implicit);
   std::vector<int64_t> self_sizes = self.sizes().vec();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
 }
@@ -293,11 +308,11 @@ std::vector<at::Tensor> cat_backward(
   std::vector<at::Tensor> grads = std::vector<at::Tensor>{};
   int64_t offset = 0;
   for (int64_t i = 0; i < static_cast<int64_t>(sizes_along_dim.size()); ++i) {
-    if (sizes_along_dim[formulas::runtime::wrap_index(i, sizes_along_dim.size())] < 0) {
+    if (sizes_along_dim[i] < 0) {
       grads.push_back(grad.new_zeros(std::vector<int64_t>{0}));
     } else {
-      grads.push_back(at::narrow(grad, cat_dim, offset, sizes_along_dim[formulas::runtime::wrap_index(i, sizes_along_dim.size())]));
-      offset = offset + sizes_along_dim[formulas::runtime::wrap_index(i, sizes_along_dim.size())];
+      grads.push_back(at::narrow(grad, cat_dim, offset, sizes_along_dim[i]));
+      offset = offset + sizes_along_dim[i];
     }
   }
   return grads;
@@ -333,14 +348,14 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
   int64_t cat_dim = helpers::wrap_dim(dim, result.dim());
   std::vector<int64_t> sizes_along_dim = std::vector<int64_t>{};
   for (int64_t i = 0; i < static_cast<int64_t>(tensors.size()); ++i) {
-    skipped = ((result.dim() != 1) && (tensors[formulas::runtime::wrap_index(i, tensors.size())].dim() == 1)) && (tensors[formulas::runtime::wrap_index(i, tensors.size())].size(0) == 0);
-    sizes_along_dim.push_back(skipped ? -1 : tensors[formulas::runtime::wrap_index(i, tensors.size())].size(cat_dim));
+    skipped = ((result.dim() != 1) && (tensors[i].dim() == 1)) && (tensors[i].size(0) == 0);
+    sizes_along_dim.push_back(skipped ? -1 : tensors[i].size(cat_dim));
   }
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->tensors_size_ = tensors.size();
-    grad_fn->sizes_along_dim_ = formulas::runtime::to_owned(sizes_along_dim);
+    grad_fn->sizes_along_dim_ = std::move(sizes_along_dim);
     grad_fn->cat_dim_ = cat_dim;
   }
   return result;
@@ -397,10 +412,13 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
   std::vector<int64_t> self_sizes = self.sizes().vec();
   int64_t narrow_dim = helpers::wrap_dim(dim, self.dim());
   int64_t narrow_start = (start < 0) ? (start + self_sizes[formulas::runtime::wrap_index(narrow_dim, self_sizes.size())]) : start;
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = formulas::runtime::to_owned(self_sizes);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->narrow_dim_ = narrow_dim;
     grad_fn->narrow_start_ = narrow_start;
     grad_fn->length_ = length;

@@ -63,6 +63,7 @@ class Binding:
     type: PyType
     cpp: str
     metadata: Mapping[str, str] = field(default_factory=dict)
+    nonnegative: bool = False     # an int known to be >= 0 (a range() loop counter): indexes without a wrap
 
 
 @dataclass(frozen=True)
@@ -358,6 +359,8 @@ def element_access(container: Typed, index_node: cst.BaseExpression, context: Co
     if literal is not None and literal >= 0:
         return f"{container.operand()}[{literal}]"
     index = translate(index_node, context)
+    if isinstance(index_node, cst.Name) and context.names[index_node.value].nonnegative:
+        return f"{container.operand()}[{index.text}]"
     if index.type.kind not in (Kind.INT, Kind.BOOL):
         raise unsupported(index_node, f"an index of type {index.type}")
     return f"{container.operand()}[formulas::runtime::wrap_index({index.text}, {container.operand()}.size())]"

@@ -306,6 +306,22 @@ class FormulaEmitter:
         lines += ["  return grad_inputs;", "}", ""]
         return "\n".join(lines)
 
+    def _alias_guards(self, outputs: list[str]) -> list[str]:
+        """An output that may be its input itself (``Tensor(a) -> Tensor(a)``, e.g. ``contiguous``)
+        becomes a fresh alias, so that ``set_history`` cannot rewrite the input's own history."""
+        lines = []
+        for index in self.differentiable_outputs:
+            returned = self.schema.returns[index].annotation
+            if returned is None:
+                continue
+            for arg in self.arguments:
+                if (arg.annotation is not None and set(arg.annotation.alias_set) & set(returned.alias_set)
+                        and T.from_schema(arg.type) == T.TENSOR):
+                    lines += [f"  if ({outputs[index]}.is_same({cpp_name(arg.name)})) {{",
+                              f"    {outputs[index]} = {outputs[index]}.alias();",
+                              "  }"]
+        return lines
+
     def wrapper_text(self) -> str:
         params, prologue = [], []
         for arg in self.arguments:
@@ -335,6 +351,7 @@ class FormulaEmitter:
                 value = translate(node, context, ty)
                 lines.append(f"  auto output{index} = {value.text};")
                 outputs.append(f"output{index}")
+        lines += self._alias_guards(outputs)
         lines.append("  below_autograd.reset();")
         lines.append("  if (grad_fn) {")
         for index in self.differentiable_outputs:
@@ -352,8 +369,10 @@ class FormulaEmitter:
             elif isinstance(item, SavedMetadata):
                 template = METADATA_METHODS[item.method][1]
                 lines.append(f"    grad_fn->{item.member} = {template.format(source)};")
-            elif _is_borrowed(item.type):
+            elif _is_borrowed(item.type) and item.name in self.forward_context.names:   # a kernel argument
                 lines.append(f"    grad_fn->{item.member} = formulas::runtime::to_owned({source});")
+            elif item.type.kind in (Kind.LIST, Kind.OPTIONAL, Kind.STR):
+                lines.append(f"    grad_fn->{item.member} = std::move({source});")   # a forward local, last use
             else:
                 lines.append(f"    grad_fn->{item.member} = {source};")
         lines.append("  }")

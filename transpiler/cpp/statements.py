@@ -201,6 +201,17 @@ def _range_args(iterable: cst.BaseExpression) -> list[cst.BaseExpression] | None
     return None
 
 
+def _counts_up_from_zero(bounds: list[cst.BaseExpression] | None) -> bool:
+    """Whether ``range(*bounds)`` only yields non-negative ints (non-negative literal start, positive step)."""
+    if bounds is None:
+        return False
+    if len(bounds) == 1:
+        return True
+    start_ok = isinstance(bounds[0], cst.Integer)
+    step_ok = len(bounds) == 2 or (isinstance(bounds[2], cst.Integer) and int(bounds[2].value, 0) > 0)
+    return start_ok and step_ok
+
+
 def infer_locals(statements: Sequence[cst.BaseStatement], context: Context) -> Locals:
     """Unified types of the names a body binds (parameters keep their declared type)."""
     inference = _Inference(context)
@@ -285,7 +296,11 @@ class _Writer:
             yield f"{pad}for (const auto& {loop_var} : {iterable.text}) {{"
         if loop_var != var:
             yield f"{pad}{INDENT}{var} = {loop_var};"
+        outer = self.context
+        if loop_var == var and _counts_up_from_zero(bounds) and name not in assigned_names(statement.body.body):
+            self.context = outer.bind({name: Binding(T.INT, var, nonnegative=True)})
         yield from self.block(statement.body.body, depth + 1)
+        self.context = outer
         yield f"{pad}}}"
 
     def small(self, small: cst.BaseSmallStatement, depth: int) -> list[str]:
@@ -336,6 +351,8 @@ class _Writer:
             if name in self.declared:
                 return [f"{cpp_name(name)} = {coerce(value, ty)};"]
             self.declared.add(name)
+            if value.type.kind is Kind.LIST and value.type.elem.kind is Kind.UNKNOWN:
+                return [f"{T.cpp_value(ty)} {cpp_name(name)};"]   # xs = []
             if value.type == ty and value.text != "{}" and ty.kind not in _SPELLED_OUT:
                 return [f"auto {cpp_name(name)} = {value.text};"]
             return [f"{T.cpp_value(ty)} {cpp_name(name)} = {coerce(value, ty)};"]

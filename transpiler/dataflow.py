@@ -302,9 +302,9 @@ class _Interpreter:
                         root = root.value
                     if isinstance(root, cst.Name):
                         self.bind_name(root.value, root, None, ValueKind.SCALAR)
-        elif isinstance(node, cst.Del):
+        elif isinstance(node, cst.Del):  # recorded like a binding (the name changes); its kind is kept
             for name in _names_in_target(node.target):
-                self.env.pop(name.value, None)
+                self.bind_name(name.value, name, None, self.env.get(name.value, ValueKind.SCALAR))
         elif isinstance(node, cst.Return) and node.value is not None:
             self.expr(node.value)
 

@@ -17,7 +17,7 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
         where = context.span(late[0].target)
         yield context.diagnostic(
             capture.first_use, CODE,
-            f"backward captures `{capture.name}`, which is bound again at line {where.line} after "
-            f"`def backward`: the closure sees that late value; bind `{capture.name}` before the "
+            f"backward captures `{capture.name}`, which is bound again (or deleted) at line {where.line} "
+            f"after `def backward`: the closure sees that late state; bind `{capture.name}` before the "
             f"backward and give later values another name",
         )

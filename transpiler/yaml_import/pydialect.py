@@ -243,6 +243,8 @@ class _PyParser:
 
     def expression(self, min_power: int) -> Node:
         if self.at("not"):
+            if min_power > _NOT_POWER:    # Python's grammar: `a == not b` is a syntax error
+                raise DialectError("`not` cannot be the operand of a comparison or arithmetic operator")
             self.advance()
             left: Node = Unary("!", self.expression(_NOT_POWER))
         elif self.current.kind == "op" and self.current.text in "-+~" and self.current.text:

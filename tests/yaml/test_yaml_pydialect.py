@@ -50,6 +50,9 @@ def test_precedence_that_python_reads_differently_is_detected():
     with pytest.raises(pydialect.DialectError, match="`not` cannot be the operand"):
         pydialect.from_python("a != not b")
     assert pydialect.from_python("a and not not b") == cpp.parse("a && !!b")
+    with pytest.raises(pydialect.DialectError, match="chained comparison"):
+        pydialect.from_python("a < b == c")
+    assert pydialect.from_python("(a < b) == c") == cpp.parse("(a < b) == c")
 
 
 def test_unknown_namespace_is_refused():

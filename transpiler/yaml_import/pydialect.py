@@ -264,6 +264,8 @@ class _PyParser:
             if power is None or power <= min_power:
                 return left
             self.advance()
+            if tok.text in _COMPARISONS and _is_comparison(left):
+                raise DialectError("a chained comparison (`a < b < c`) has no C++ spelling; parenthesize it")
             left = Binary(_LOGICAL_BACK.get(tok.text, tok.text), left, self.expression(power))
 
     def postfix(self, node: Node) -> Node:

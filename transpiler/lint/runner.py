@@ -19,7 +19,7 @@ import os
 import re
 import symtable
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import transpiler
@@ -76,22 +76,22 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None) -> Li
     """Run every rule on ``paths`` (files, or directories searched for ``*.py``)."""
     files, missing = collect_files(paths)
     reports = check_files(files, jobs)
-    fixed: list[str] = []
     formula_paths = [r.path for r in reports if r.formula_file]
-    if formula_paths:
-        try:
-            closure = _ClosureRules(formula_paths)
-            if fix:
-                fixed = [path for path in formula_paths if closure.fix(path)]
-            check = closure.check
-        except Exception as error:  # noqa: BLE001 - reported on every formula file
-            def check(path: str, error: Exception = error) -> tuple[Diagnostic, ...]:
-                return (_internal_error(path, error),)
-        reports = [replace(r, diagnostics=r.diagnostics + check(r.path)) if r.formula_file else r
-                   for r in reports]
-    diagnostics = sorted({d for r in reports for d in r.diagnostics} | set(missing))
-    return LintResult(tuple(diagnostics), len(files), sum(r.functions for r in reports),
+    closure_findings, fixed = _formula_rules(formula_paths, fix) if formula_paths else ({}, [])
+    diagnostics = {d for r in reports for d in r.diagnostics} | set(missing)
+    diagnostics.update(d for found in closure_findings.values() for d in found)
+    return LintResult(tuple(sorted(diagnostics)), len(files), sum(r.functions for r in reports),
                       len(formula_paths), tuple(fixed))
+
+
+def _formula_rules(paths: list[str], fix: bool) -> tuple[dict[str, tuple[Diagnostic, ...]], list[str]]:
+    """Closure findings per formula file (after the fix-its when ``fix``), and the files fixed."""
+    try:
+        closure = _ClosureRules(paths)
+    except Exception as error:  # noqa: BLE001 - the library itself could not be read
+        return {path: (_internal_error(path, error),) for path in paths}, []
+    fixed = [path for path in paths if fix and closure.fix(path)]
+    return {path: closure.check(path) for path in paths}, fixed
 
 
 def collect_files(paths: Iterable[str]) -> tuple[list[str], list[Diagnostic]]:
@@ -114,10 +114,10 @@ def check_files(files: list[str], jobs: int | None = None) -> list[FileReport]:
     workers = jobs if jobs is not None else len(os.sched_getaffinity(0))
     if workers < 2 or len(files) < PARALLEL_MIN_FILES:
         return [check_file(path) for path in files]
-    largest_first = sorted(files, key=_size, reverse=True)
+    largest_first = sorted(files, key=_size, reverse=True)        # balances the workers' load
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        reports = list(pool.imap_unordered(check_file, largest_first, chunksize=4))
-    return sorted(reports, key=lambda r: r.path)
+        reports = {r.path: r for r in pool.imap_unordered(check_file, largest_first, chunksize=4)}
+    return [reports[path] for path in files]
 
 
 def check_file(path: str) -> FileReport:
@@ -215,10 +215,13 @@ class _ClosureRules:
         every_module = [*library, *self.modules.values()]
         self.known_operators = frozenset(_operator_names(every_module))
         self.helpers = {helper.name: helper for module in every_module for helper in module.helpers}
+        self.errors: dict[str, Exception] = {}
 
     def check(self, path: str) -> tuple[Diagnostic, ...]:
         from transpiler.lint.closure_rules import check_formula_module
 
+        if path in self.errors:
+            return (_internal_error(path, self.errors[path]),)
         try:
             module = self.modules[path]
             found = {*module.diagnostics,
@@ -232,7 +235,11 @@ class _ClosureRules:
         from transpiler.lint.fix import fix_source
 
         before = self.sources[path]
-        after = fix_source(path, before, self.known_operators, self.helpers)
+        try:
+            after = fix_source(path, before, self.known_operators, self.helpers)
+        except Exception as error:  # noqa: BLE001 - reported as this file's internal error
+            self.errors[path] = error
+            return False
         if after == before:
             return False
         temporary = Path(f"{path}.lint-fix.tmp")

@@ -200,12 +200,47 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...]) -> Callable[
     return run_any
 
 
+def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
+                    kernel_runner: Callable[..., Any] | None) -> Callable[..., Any] | None:
+    """The recording path for positional calls whose tensor arguments are all Tensors,
+    keyword-only arguments left at their defaults (None when binding, conversion or
+    number wrapping is needed: ``Overload.run`` handles those)."""
+    signature = overload.signature
+    positions = signature.tensor_positions
+    if len(arg_types) == signature.positional_arity:
+        tail: tuple = ()
+    elif len(arg_types) == signature.n_positional and signature.keyword_defaults is not None:
+        tail = signature.keyword_defaults
+    else:
+        return None
+    if (overload.formula is None or kernel_runner is None or signature.converted_positions
+            or any(i >= len(arg_types) or arg_types[i] is not Tensor for i in positions)):
+        return None
+    formula = overload.formula
+    keywords = dict(zip(overload.keyword_only[1], tail))
+
+    def record(*args):
+        for i in positions:
+            if args[i]._requires_grad:
+                break
+        else:
+            return kernel_runner(*args)
+        grad_mode.enabled = False
+        try:
+            outputs, backward = formula(*args, **keywords)
+        finally:
+            grad_mode.enabled = True
+        return record_formula(overload, args + tail, outputs, backward)
+    return record
+
+
 class OperatorPacket:
     """Every overload of one operator name, with a per-signature resolution cache.
 
     The cache maps the argument types of a call to the resolved overload and,
-    for plain positional calls, a kernel runner specialised to those types
-    (no binding, no loops) used whenever nothing is recorded.
+    for plain positional calls, runners specialised to those types (no
+    binding): one for the kernel, used whenever nothing is recorded, and one
+    that records the formula when an input requires grad.
     """
 
     __slots__ = ("name", "overloads", "cache")
@@ -213,7 +248,7 @@ class OperatorPacket:
     def __init__(self, name: str, overloads: list[Overload]) -> None:
         self.name = name
         self.overloads = overloads
-        self.cache: dict[tuple, tuple[Overload, Callable[..., Any] | None]] = {}
+        self.cache: dict[tuple, tuple[Overload, Callable[..., Any] | None, Callable[..., Any] | None]] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call(args, kwargs)
@@ -225,9 +260,13 @@ class OperatorPacket:
         entry = self.cache.get(key)
         if entry is None:
             overload = self.resolve(args, kwargs)
-            entry = self.cache[key] = (overload, None if kwargs else _kernel_runner(overload, key))
-        overload, runner = entry
-        if runner is not None and (overload.formula is None or not grad_mode.enabled):
+            runner = None if kwargs else _kernel_runner(overload, key)
+            entry = self.cache[key] = (overload, runner, _formula_runner(overload, key, runner))
+        overload, runner, recorder = entry
+        if overload.formula is not None and grad_mode.enabled:
+            if recorder is not None:
+                return recorder(*args)
+        elif runner is not None:
             return runner(*args)
         if not kwargs and len(args) == overload.signature.positional_arity:
             bound = list(args)

@@ -140,3 +140,19 @@ def test_emit_reports_a_damaged_formula_file(tmp_path: Path, capsys, before, aft
 def test_emit_needs_an_imported_directory(tmp_path: Path, capsys):
     assert transpile(["emit-yaml", str(tmp_path / "nowhere"), "-o", str(tmp_path / "x.yaml")]) == 2
     assert "no formula files" in capsys.readouterr().err
+
+
+def test_a_formula_edited_in_python_is_emitted_as_cpp(tmp_path: Path):
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(SMALL_YAML)
+    out = tmp_path / "imported"
+    transpile(["import-yaml", str(source), "-o", str(out)])
+    formulas = out / "derivatives_000.py"
+    formulas.write_text(formulas.read_text().replace(
+        "grad_self = grad * self.cos().conj()",
+        "grad_self = at.where(self > 0, grad, None if needs_input_grad[0] else cpp.deref(scale))"
+    ).replace("def backward(grad):", "def backward(grad, *, needs_input_grad):", 1))
+    emitted = tmp_path / "emitted.yaml"
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    sin = yaml.safe_load(emitted.read_text())[0]
+    assert sin["self"] == "at::where(self > 0, grad, grad_input_mask[0] ? std::nullopt : *scale)"

@@ -39,7 +39,8 @@ std::vector<T> concat(const std::vector<T>& xs, const U& ys) {
 }
 
 // Owning copies of what the dispatcher lends a kernel, for node members.
-inline std::vector<int64_t> to_owned(at::IntArrayRef xs) { return xs.vec(); }
+template <typename T>
+std::vector<T> to_owned(c10::ArrayRef<T> xs) { return xs.vec(); }
 inline std::optional<std::vector<int64_t>> to_owned(at::OptionalIntArrayRef xs) {
   return xs.has_value() ? std::optional<std::vector<int64_t>>(xs->vec()) : std::nullopt;
 }

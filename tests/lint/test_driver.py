@@ -225,3 +225,12 @@ def test_no_input_makes_a_traceback(tmp_path, garbage):
     result = lint([str(tmp_path / "odd.py")])
     assert all(d.code in ("DB000",) for d in result.diagnostics)
     assert (len(result.diagnostics) == 0) == (garbage == b"")
+
+
+def test_symbol_table_errors_are_db000_in_every_kind_of_file(tmp_path):
+    write(tmp_path / "plain.py", "nonlocal x\n")
+    function_file(tmp_path / "function.py")
+    source = (tmp_path / "function.py").read_text() + "\nnonlocal z\n"
+    write(tmp_path / "function.py", source)
+    found = [(Path(d.path).name, d.line, d.code) for d in lint([str(tmp_path)]).diagnostics]
+    assert found == [("function.py", 17, "DB000"), ("plain.py", 1, "DB000")]

@@ -1,14 +1,14 @@
 """The lint driver: which files, which rules, ``# noqa``, and the whole run's result.
 
-Every file gets a syntax check (DB000). A cheap text prefilter decides what
-else it needs: files whose text can name ``torch.autograd.Function`` are parsed
-to an ``ast`` for the ctx rules (:mod:`transpiler.lint.ctx`); files that use
-``@derivative`` are formula files and also get the closure rules of
+Every file gets the same syntax check (DB000): CPython's parser and symbol
+table (``symtable``), which reject what ``compile`` rejects up to code
+generation without building ``ast`` objects. A cheap text prefilter decides
+what else a file needs: files whose text can name ``torch.autograd.Function``
+are parsed to an ``ast`` for the ctx rules (:mod:`transpiler.lint.ctx`); files
+that use ``@derivative`` are formula files and also get the closure rules of
 :mod:`transpiler.lint.closure_rules` (libcst, through
-:func:`transpiler.frontend.parse_module`). Every other file only goes through
-CPython's parser and symbol table (``symtable``), which checks the syntax
-without building ``ast`` objects. Large runs spread the per-file work over the
-available cores. Nothing read is imported or executed.
+:func:`transpiler.frontend.parse_module`). Large runs spread the per-file work
+over the available cores. Nothing read is imported or executed.
 """
 from __future__ import annotations
 
@@ -155,12 +155,12 @@ def _check_source(path: str, source: bytes) -> FileReport:
     function_candidate = may_define_function(path, source)
     may_use_derivative = DERIVATIVE_DECORATOR.search(source) is not None
     try:
-        if not (function_candidate or may_use_derivative):
-            symtable.symtable(source, path, "exec")      # the syntax check alone, without ast objects
-            return FileReport(path, ())
-        tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        symtable.symtable(source, path, "exec")          # the syntax check, without ast objects
     except (SyntaxError, ValueError) as error:
         return FileReport(path, (_syntax_diagnostic(path, source, error),))
+    if not (function_candidate or may_use_derivative):
+        return FileReport(path, ())
+    tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     report = ctx.check_module(tree, path) if function_candidate else ctx.CtxReport(0, ())
     diagnostics: tuple[Diagnostic, ...] = ()
     if report.findings:

@@ -103,3 +103,19 @@ def test_view_kernels_share_the_version_counter_only_when_they_alias():
     assert view._version is x._version
     copy = x * 1.0
     assert copy._version is not x._version
+
+
+def test_specialised_runners_agree_with_the_generic_path():
+    rng = np.random.default_rng(4)
+    x, c = f64(rng.standard_normal(5), requires_grad=True), f64(rng.standard_normal(5))
+    fast = x + c                                  # packet path: cached recording runner
+    generic = engine.op("add.Tensor")(x, c)       # bind + Overload.run
+    assert fast.grad_fn.name() == generic.grad_fn.name() == "AddTensorBackward0"
+    np.testing.assert_array_equal(fast.detach().numpy(), generic.detach().numpy())
+    (g_fast,) = engine.grad((fast * c).sum(), x)
+    (g_generic,) = engine.grad((generic * c).sum(), x)
+    np.testing.assert_array_equal(g_fast.numpy(), g_generic.numpy())
+    plain = c + c                                 # same types, nothing requires grad: kernel only
+    assert plain.grad_fn is None and not plain.requires_grad
+    with engine.no_grad():
+        assert (x + c).grad_fn is None            # grad mode off: kernel only

@@ -21,11 +21,15 @@ import symtable
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import transpiler
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint import ctx
 from transpiler.lint.ctx.names import statements
+
+if TYPE_CHECKING:                    # the model imports libcst: only formula files need it
+    from transpiler.model import FormulaModule
 
 SYNTAX = "DB000"
 UNREADABLE = "DB001"
@@ -210,8 +214,7 @@ class _ClosureRules:
         self.parse_module = parse_module
         self.sources = {path: _decode(Path(path).read_bytes()) for path in paths}
         self.modules = {path: parse_module(path, text) for path, text in self.sources.items()}
-        linted = {Path(path).resolve() for path in paths}
-        library = [m for m in shipped_library() if Path(m.path).resolve() not in linted]
+        library = shipped_library(exclude={Path(path).resolve() for path in paths})
         every_module = [*library, *self.modules.values()]
         self.known_operators = frozenset(_operator_names(every_module))
         self.helpers = {helper.name: helper for module in every_module for helper in module.helpers}
@@ -250,16 +253,17 @@ class _ClosureRules:
         return True
 
 
-def shipped_library() -> tuple:
-    """The FormulaModules of the shipped ``formulas/`` library (read statically)."""
+def shipped_library(exclude: set[Path]) -> list[FormulaModule]:
+    """The shipped ``formulas/`` library (read statically), but for the files in ``exclude``."""
+    from transpiler.frontend import parse_module
+
     if not SHIPPED_FORMULAS.is_dir():
-        return ()
-    from transpiler.frontend import load_library
+        return []
+    files = sorted(p for p in SHIPPED_FORMULAS.rglob("*.py") if p.is_file() and p.resolve() not in exclude)
+    return [parse_module(str(p), _decode(p.read_bytes())) for p in files]
 
-    return load_library(str(SHIPPED_FORMULAS)).modules
 
-
-def _operator_names(modules: Iterable) -> set[str]:
+def _operator_names(modules: Iterable[FormulaModule]) -> set[str]:
     """``name.overload`` and the base ``name`` of every operator the modules declare."""
     names: set[str] = set()
     for module in modules:

@@ -67,10 +67,8 @@ def _scale(x: Any, factor: Any) -> Any:
 
 # ----------------------------------------------------------------------------- elementwise
 # NumPy ufuncs whose semantics are torch's serve as kernels directly (no wrapper frame).
-for _name, _ufunc in (("neg", np.negative), ("exp", np.exp), ("expm1", np.expm1), ("sin", np.sin),
-                      ("cos", np.cos), ("tan", np.tan), ("tanh", np.tanh), ("abs", np.abs),
-                      ("sign", np.sign), ("mul.Tensor", np.multiply), ("mul.Scalar", np.multiply),
-                      ("maximum", np.maximum), ("minimum", np.minimum)):
+for _name, _ufunc in (("neg", np.negative), ("exp", np.exp), ("sin", np.sin), ("cos", np.cos),
+                      ("tanh", np.tanh), ("mul.Tensor", np.multiply), ("mul.Scalar", np.multiply)):
     KERNELS[_name] = _ufunc
 
 
@@ -78,12 +76,6 @@ for _name, _ufunc in (("neg", np.negative), ("exp", np.exp), ("expm1", np.expm1)
 def log(x):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(x)
-
-
-@kernel("log1p")
-def log1p(x):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log1p(x)
 
 
 @kernel("sigmoid")
@@ -98,51 +90,19 @@ def sqrt(x):
         return np.sqrt(x)
 
 
-@kernel("rsqrt")
-def rsqrt(x):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return 1 / np.sqrt(x)
-
-
-@kernel("reciprocal")
-def reciprocal(x):
-    with np.errstate(divide="ignore"):
-        return 1 / _array(x)
-
-
 @kernel("relu")
 def relu(x):
     return np.maximum(x, 0)
 
 
-@kernel("threshold_backward")
-def threshold_backward(grad_output, x, threshold):
-    return np.where(_array(x) <= threshold, np.zeros((), _array(grad_output).dtype), grad_output)
-
-
-@kernel("sigmoid_backward")
-def sigmoid_backward(grad_output, output):
-    return grad_output * (1 - output) * output
-
-
-@kernel("tanh_backward")
-def tanh_backward(grad_output, output):
-    return grad_output * (1 - output * output)
-
-
-@kernel("add.Tensor", "add.Scalar")
+@kernel("add.Tensor")
 def add(x, other, alpha=1):
     return np.add(x, _scale(other, alpha))
 
 
-@kernel("sub.Tensor", "sub.Scalar")
+@kernel("sub.Tensor")
 def sub(x, other, alpha=1):
     return np.subtract(x, _scale(other, alpha))
-
-
-@kernel("rsub.Tensor", "rsub.Scalar")
-def rsub(x, other, alpha=1):
-    return np.subtract(other, _scale(x, alpha))
 
 
 @kernel("div.Tensor", "div.Scalar")
@@ -151,20 +111,10 @@ def div(x, other):
         return np.true_divide(x, other)
 
 
-@kernel("pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar")
+@kernel("pow.Tensor_Scalar")
 def pow_(x, exponent):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.power(x, exponent)
-
-
-@kernel("clamp")
-def clamp(x, min=None, max=None, *_options):
-    out = _array(x)
-    if min is not None:
-        out = np.maximum(out, min)
-    if max is not None:
-        out = np.minimum(out, max)
-    return out
 
 
 @kernel("where.self")
@@ -172,25 +122,10 @@ def where(condition, x, other):
     return np.where(condition, x, other)
 
 
-@kernel("masked_fill.Scalar")
-def masked_fill(x, mask, value):
-    return np.where(mask, np.asarray(value, dtype=_array(x).dtype), x)
-
-
-# ----------------------------------------------------------------------------- comparisons, logic
-for _name, _fn in (("gt", np.greater), ("ge", np.greater_equal), ("lt", np.less),
-                   ("le", np.less_equal), ("eq", np.equal), ("ne", np.not_equal)):
-    kernel(f"{_name}.Tensor", f"{_name}.Scalar")(lambda x, other, _fn=_fn: _fn(x, other))
-
-
-@kernel("logical_not")
-def logical_not(x):
-    return np.logical_not(x)
-
-
-@kernel("logical_and")
-def logical_and(x, other):
-    return np.logical_and(x, other)
+# ----------------------------------------------------------------------------- comparisons
+for _name, _ufunc in (("gt", np.greater), ("ge", np.greater_equal), ("lt", np.less),
+                      ("le", np.less_equal), ("eq", np.equal), ("ne", np.not_equal)):
+    KERNELS[f"{_name}.Tensor"] = KERNELS[f"{_name}.Scalar"] = _ufunc
 
 
 # ----------------------------------------------------------------------------- reductions
@@ -203,12 +138,6 @@ def sum_all(x, dtype=None):
 def sum_dim(x, dim, keepdim=False, dtype=None):
     x = _array(x)
     return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_np_dtype(dtype))
-
-
-@kernel("mean")
-def mean_all(x, dtype=None):
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.mean(x, dtype=_np_dtype(dtype))
 
 
 @kernel("mean.dim")
@@ -231,7 +160,8 @@ def var_mean_dim(x, dim, unbiased=True, keepdim=False):
     return var, mean
 
 
-def _dim_select(reduce, arg_reduce, x, dim, keepdim):
+@kernel("max.dim")
+def max_dim(x, dim, keepdim=False):
     x = _array(x)
     if x.ndim == 0:
         _wrap_dim(dim, 0)
@@ -239,67 +169,13 @@ def _dim_select(reduce, arg_reduce, x, dim, keepdim):
     axis = _wrap_dim(dim, x.ndim)
     if x.shape[axis] == 0:
         raise IndexError(f"cannot reduce over dimension {dim} of size 0")
-    values = reduce(x, axis=axis, keepdims=keepdim)
-    indices = arg_reduce(x, axis=axis, keepdims=keepdim).astype(np.int64)
-    return values, indices
-
-
-@kernel("max.dim")
-def max_dim(x, dim, keepdim=False):
-    return _dim_select(np.max, np.argmax, x, dim, keepdim)
-
-
-@kernel("min.dim")
-def min_dim(x, dim, keepdim=False):
-    return _dim_select(np.min, np.argmin, x, dim, keepdim)
-
-
-@kernel("max")
-def max_all(x):
-    return np.max(x)
-
-
-@kernel("min")
-def min_all(x):
-    return np.min(x)
-
-
-@kernel("amax")
-def amax(x, dim=(), keepdim=False):
-    x = _array(x)
-    return np.max(x, axis=_axes(list(dim), x.ndim), keepdims=keepdim)
-
-
-@kernel("amin")
-def amin(x, dim=(), keepdim=False):
-    x = _array(x)
-    return np.min(x, axis=_axes(list(dim), x.ndim), keepdims=keepdim)
-
-
-@kernel("logsumexp")
-def logsumexp(x, dim, keepdim=False):
-    x = _array(x)
-    axes = _axes(dim, x.ndim)
-    peak = np.max(x, axis=axes, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
-    peak = np.where(np.isfinite(peak), peak, 0)
-    out = np.log(np.sum(np.exp(x - peak), axis=axes, keepdims=True)) + peak
-    return out if keepdim or axes is None and x.ndim == 0 else np.squeeze(out, axis=axes)
+    return np.max(x, axis=axis, keepdims=keepdim), np.argmax(x, axis=axis, keepdims=keepdim).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- linear algebra
-@kernel("mm", "matmul", "bmm")
+@kernel("mm")
 def mm(x, other):
     return np.matmul(x, other)
-
-
-@kernel("mv")
-def mv(x, vec):
-    return np.matmul(x, vec)
-
-
-@kernel("dot")
-def dot(x, other):
-    return np.dot(x, other)
 
 
 @kernel("addmm")
@@ -325,7 +201,7 @@ def _infer_size(size: list[int], numel: int) -> list[int]:
     return size
 
 
-@kernel("view", "reshape", "_unsafe_view", view=True)
+@kernel("view", "reshape", view=True)
 def view(x, size):
     x = _array(x)
     return np.reshape(x, _infer_size(size, x.size))
@@ -347,12 +223,6 @@ def t(x):
     return x.T
 
 
-@kernel("transpose.int", view=True)
-def transpose(x, dim0, dim1):
-    x = _array(x)
-    return np.swapaxes(x, _wrap_dim(dim0, x.ndim), _wrap_dim(dim1, x.ndim)) if x.ndim else x.view()
-
-
 @kernel("expand", view=True)
 def expand(x, size, implicit=False):
     x = _array(x)
@@ -370,20 +240,6 @@ def unsqueeze(x, dim):
     return np.expand_dims(x, _wrap_dim(dim, x.ndim + 1))
 
 
-@kernel("squeeze", view=True)
-def squeeze(x):
-    return np.squeeze(x)
-
-
-@kernel("squeeze.dim", view=True)
-def squeeze_dim(x, dim):
-    x = _array(x)
-    if x.ndim == 0:
-        return x.view()
-    axis = _wrap_dim(dim, x.ndim)
-    return np.squeeze(x, axis=axis) if x.shape[axis] == 1 else x.view()
-
-
 @kernel("narrow", view=True)
 def narrow(x, dim, start, length):
     x = _array(x)
@@ -394,20 +250,6 @@ def narrow(x, dim, start, length):
         raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({x.shape[axis]})")
     index = [slice(None)] * x.ndim
     index[axis] = slice(start, start + length)
-    return x[tuple(index)]
-
-
-@kernel("select.int", view=True)
-def select(x, dim, index):
-    x = _array(x)
-    return np.take(x, index, axis=_wrap_dim(dim, x.ndim))
-
-
-@kernel("slice.Tensor", view=True)
-def slice_(x, dim=0, start=None, end=None, step=1):
-    x = _array(x)
-    index = [slice(None)] * x.ndim
-    index[_wrap_dim(dim, x.ndim)] = slice(start, end, step)
     return x[tuple(index)]
 
 
@@ -422,18 +264,7 @@ def cat(tensors, dim=0):
     return np.concatenate(arrays, axis=_wrap_dim(dim, ndim))
 
 
-@kernel("stack")
-def stack(tensors, dim=0):
-    arrays = [_array(t) for t in tensors]
-    return np.stack(arrays, axis=_wrap_dim(dim, arrays[0].ndim + 1))
-
-
-@kernel("clone", "contiguous")
-def clone(x, *_options):
-    return np.array(x, copy=True)
-
-
-@kernel("_to_copy", "to.dtype")
+@kernel("_to_copy")
 def to_copy(x, dtype=None, *_options):
     return np.array(x, dtype=_np_dtype(dtype), copy=True)
 
@@ -471,29 +302,6 @@ def scatter_add(x, dim, index, src):
     return out
 
 
-@kernel("scatter.src")
-def scatter(x, dim, index, src):
-    x, index, src = _array(x), _array(index), _array(src)
-    out = x.copy()
-    axis = _wrap_dim(dim, x.ndim)
-    out[_scatter_coordinates(index, axis)] = _fit_to(src, index.shape, axis)
-    return out
-
-
-@kernel("scatter.value")
-def scatter_value(x, dim, index, value):
-    x, index = _array(x), _array(index)
-    out = x.copy()
-    out[_scatter_coordinates(index, _wrap_dim(dim, x.ndim))] = value
-    return out
-
-
-@kernel("index_select")
-def index_select(x, dim, index):
-    x = _array(x)
-    return np.take(x, index, axis=_wrap_dim(dim, x.ndim))
-
-
 # ----------------------------------------------------------------------------- softmax
 def _keep(x: np.ndarray, dim: int) -> int | None:
     return None if x.ndim == 0 else _wrap_dim(dim, x.ndim)
@@ -516,69 +324,12 @@ def log_softmax(x, dim, half_to_float=False):
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
-@kernel("_softmax_backward_data")
-def softmax_backward_data(grad_output, output, dim, input_dtype):
-    output = _array(output)
-    axis = _keep(output, dim)
-    return output * (grad_output - np.sum(grad_output * output, axis=axis, keepdims=True))
-
-
-@kernel("_log_softmax_backward_data")
-def log_softmax_backward_data(grad_output, output, dim, input_dtype):
-    output = _array(output)
-    axis = _keep(output, dim)
-    return grad_output - np.exp(output) * np.sum(grad_output, axis=axis, keepdims=True)
-
-
 # ----------------------------------------------------------------------------- factories
-def _factory_dtype(dtype: DType | None, fill: Any = 0.0) -> np.dtype:
-    if dtype is not None:
-        return dtype.numpy
-    if isinstance(fill, bool):
-        return np.dtype(np.bool_)
-    return np.dtype(np.int64) if isinstance(fill, int) else np.dtype(np.float32)
-
-
 @kernel("zeros_like")
 def zeros_like(x, dtype=None, *_options):
     return np.zeros(np.shape(x), dtype=_np_dtype(dtype) or _array(x).dtype)
 
 
-@kernel("ones_like")
-def ones_like(x, dtype=None, *_options):
-    return np.ones(np.shape(x), dtype=_np_dtype(dtype) or _array(x).dtype)
-
-
-@kernel("empty_like")
-def empty_like(x, dtype=None, *_options):
-    return np.zeros(np.shape(x), dtype=_np_dtype(dtype) or _array(x).dtype)
-
-
-@kernel("full_like")
-def full_like(x, fill_value, dtype=None, *_options):
-    return np.full(np.shape(x), fill_value, dtype=_np_dtype(dtype) or _array(x).dtype)
-
-
-@kernel("zeros")
-def zeros(size, dtype=None, *_options):
-    return np.zeros(size, dtype=_factory_dtype(dtype))
-
-
-@kernel("ones")
-def ones(size, dtype=None, *_options):
-    return np.ones(size, dtype=_factory_dtype(dtype))
-
-
-@kernel("full")
-def full(size, fill_value, dtype=None, *_options):
-    return np.full(size, fill_value, dtype=_factory_dtype(dtype, fill_value))
-
-
 @kernel("new_zeros")
 def new_zeros(x, size, dtype=None, *_options):
     return np.zeros(size, dtype=_np_dtype(dtype) or _array(x).dtype)
-
-
-@kernel("new_ones")
-def new_ones(x, size, dtype=None, *_options):
-    return np.ones(size, dtype=_np_dtype(dtype) or _array(x).dtype)

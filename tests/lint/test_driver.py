@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,11 @@ def test_symbol_table_errors_are_db000_in_every_kind_of_file(tmp_path):
     write(tmp_path / "function.py", source)
     found = [(Path(d.path).name, d.line, d.code) for d in lint([str(tmp_path)]).diagnostics]
     assert found == [("function.py", 17, "DB000"), ("plain.py", 1, "DB000")]
+
+
+def test_compiler_warnings_about_the_linted_code_are_not_passed_on(tmp_path, capsys):
+    write(tmp_path / "warns.py", "y = '\\d'\n")                  # invalid escape sequence
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run_cli([str(tmp_path)], capsys) == (0, "", "")
+    assert caught == []

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import re
 import symtable
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,7 +132,9 @@ def check_file(path: str) -> FileReport:
     except OSError as error:
         return FileReport(path, (Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror}"),))
     try:
-        return _check_source(path, source)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # the compiler's warnings about the code read
+            return _check_source(path, source)
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
         return FileReport(path, (_internal_error(path, error),))
 

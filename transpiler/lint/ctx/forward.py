@@ -73,6 +73,8 @@ class Kept:
 
 @dataclass(frozen=True)
 class Hazard:
+    """A kept intermediate: the finding at ``node`` (the save call or the ctx attribute)."""
+
     code: str                         # DB100 or DB101
     node: ast.AST
     message: str

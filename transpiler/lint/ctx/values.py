@@ -17,6 +17,8 @@ from typing import Iterable
 
 
 class Kind(enum.Enum):
+    """What a value is, as far as double backward is concerned."""
+
     INPUT = "input"          # an argument of forward (``name``), or an element of ``*args``/``inputs``
     OUTPUT = "output"        # setup_context's ``output`` (or an element of it)
     TENSOR = "tensor"        # a tensor computed in the forward from input values
@@ -33,6 +35,8 @@ Values = frozenset["Value"]
 
 @dataclass(frozen=True)
 class Value:
+    """One abstract value; names hold sets of them (one per path)."""
+
     kind: Kind
     site: tuple[int, int] | None = None    # TENSOR/CONSTANT: where it was computed (line, col offset)
     view: bool = False                     # TENSOR/CONSTANT: a view of the tensor computed at ``site``
@@ -49,6 +53,7 @@ CTX: Values = frozenset({Value(Kind.CTX)})
 
 
 def union(sets: Iterable[Values]) -> Values:
+    """Every value of every set."""
     result: set[Value] = set()
     for values in sets:
         result |= values
@@ -56,6 +61,7 @@ def union(sets: Iterable[Values]) -> Values:
 
 
 def sequence(elements: Iterable[Values], exact: bool = True) -> Values:
+    """A tuple/list holding ``elements`` (``exact``: positions known, as in a literal)."""
     return frozenset({Value(Kind.SEQUENCE, elements=tuple(elements), exact=exact)})
 
 
@@ -90,6 +96,7 @@ def flatten(values: Values) -> Values:
 
 
 def is_tensor(value: Value) -> bool:
+    """Statically known to be a tensor (an input only when its use shows it)."""
     return value.kind in (Kind.TENSOR, Kind.CONSTANT, Kind.OUTPUT) or (
         value.kind is Kind.INPUT and value.tensor and not value.star)
 

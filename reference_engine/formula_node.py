@@ -109,13 +109,37 @@ def _backward_info(overload: Overload, backward: Callable[..., Any]) -> tuple[tu
     return info
 
 
-def _collect_inputs(overload: Overload, bound: list) -> tuple[list, list, list, tuple | None, set[int]]:
+def _collect_inputs(overload: Overload, bound: Sequence[Any]) -> tuple[list, list, list, tuple | None, set[int]]:
     """Edges, (shape, dtype) metadata, the needs_input_grad mask, Tensor[] lengths and input ids."""
+    if overload.signature.tensor_list_positions:
+        return _collect_inputs_with_lists(overload, bound)
     edges: list = []
     meta: list = []
     needs: list[bool] = []
     held: set[int] = set()
-    lengths: list[int | None] | None = [] if overload.signature.tensor_list_positions else None
+    for position in overload.differentiable_positions:
+        t = bound[position]
+        if t is not None:
+            held.add(id(t))
+            if t._requires_grad:
+                fn = t._grad_fn
+                edges.append((t, 0) if fn is None else (fn, t._output_nr))
+                meta.append((t._data.shape, t._data.dtype))
+                needs.append(True)
+                continue
+        edges.append(None)
+        meta.append(None)
+        needs.append(False)
+    return edges, meta, needs, None, held
+
+
+def _collect_inputs_with_lists(overload: Overload, bound: Sequence[Any]) -> tuple[list, list, list, tuple, set[int]]:
+    """:func:`_collect_inputs` for schemas with ``Tensor[]`` arguments (one edge per element)."""
+    edges: list = []
+    meta: list = []
+    needs: list[bool] = []
+    held: set[int] = set()
+    lengths: list[int | None] = []
     for position in overload.differentiable_positions:
         value = bound[position]
         if type(value) is list:
@@ -124,8 +148,7 @@ def _collect_inputs(overload: Overload, bound: list) -> tuple[list, list, list, 
             needs.append(any(t is not None and t._requires_grad for t in value))
         else:
             group = (value,)
-            if lengths is not None:
-                lengths.append(None)
+            lengths.append(None)
             needs.append(value is not None and value._requires_grad)
         for t in group:
             if t is not None:
@@ -137,7 +160,7 @@ def _collect_inputs(overload: Overload, bound: list) -> tuple[list, list, list, 
                     continue
             edges.append(None)
             meta.append(None)
-    return edges, meta, needs, None if lengths is None else tuple(lengths), held
+    return edges, meta, needs, tuple(lengths), held
 
 
 def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: dict[int, int]) -> Tensor:
@@ -151,7 +174,7 @@ def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: 
     return out
 
 
-def record_formula(overload: Overload, bound: list, outputs: Any, backward: Callable[..., Any]) -> Any:
+def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
     """Attach a node for ``backward`` to the formula's ``outputs``; return them."""
     edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
     info = overload.backward_info.get(backward.__code__) or _backward_info(overload, backward)

@@ -116,17 +116,17 @@ class _Operator:
 
 
 class _OperatorNamespace:
-    """``at``: ``at.sin(x)`` calls the current backend's ``sin``."""
+    """``at``: ``at.sin(x)`` calls the current backend's ``sin``.
 
-    def __init__(self) -> None:
-        self._cache: dict[str, _Operator] = {}
+    The first access to ``at.<name>`` stores the operator as an instance
+    attribute, so later accesses are plain attribute lookups.
+    """
 
     def __getattr__(self, name: str) -> _Operator:
         if name.startswith("__"):
             raise AttributeError(name)
-        op = self._cache.get(name)
-        if op is None:
-            op = self._cache[name] = _Operator(name)
+        op = _Operator(name)
+        setattr(self, name, op)
         return op
 
 

@@ -128,6 +128,12 @@ def write_atomically(out: Path, files: dict[str, str]) -> None:
         shutil.rmtree(retired, ignore_errors=True)
 
 
+def _shown(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it (diagnostics read better)."""
+    relative = os.path.relpath(path.resolve())
+    return Path(relative) if not relative.startswith("..") else path
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="transpile", description="Lint the formulas and write them as C++.")
     parser.add_argument("--formulas", type=Path, default=REPO / "formulas", help="formula directory (default: formulas/)")
@@ -136,6 +142,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-lint", action="store_true",
                         help="DANGEROUS: skip the linter; formulas it rejects compile and give wrong double backward")
     args = parser.parse_args(argv)
+    args.formulas, args.out = _shown(args.formulas), _shown(args.out)
     if not args.formulas.is_dir():
         print(f"{args.formulas}: not a directory", file=sys.stderr)
         return 2

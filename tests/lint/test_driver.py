@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import py_compile
 import subprocess
 import sys
 import warnings
@@ -243,3 +244,53 @@ def test_compiler_warnings_about_the_linted_code_are_not_passed_on(tmp_path, cap
         warnings.simplefilter("always")
         assert run_cli([str(tmp_path)], capsys) == (0, "", "")
     assert caught == []
+
+
+def compile_with_timestamps(path: Path, source_second: int, pyc_second: float) -> Path:
+    """``path``'s pyc as CPython writes it, with chosen source and pyc modification times."""
+    os.utime(path, (source_second, source_second))
+    pyc = Path(py_compile.compile(str(path), doraise=True))
+    os.utime(pyc, (pyc_second, pyc_second))
+    return pyc
+
+
+def test_up_to_date_bytecode_proves_the_syntax(tmp_path):
+    path = write(tmp_path / "ok.py", "x = 1\n")
+    compile_with_timestamps(path, 1_700_000_000, 1_700_000_005)
+    assert runner.compiled_before(str(path), path.read_bytes())
+
+
+def test_edited_source_is_checked_again(tmp_path):
+    path = write(tmp_path / "edited.py", "x = 1\n")
+    compile_with_timestamps(path, 1_700_000_000, 1_700_000_005)
+    path.write_text("x = (\n")                              # other size, new mtime
+    assert not runner.compiled_before(str(path), path.read_bytes())
+    assert [d.code for d in lint([str(path)]).diagnostics] == ["DB000"]
+
+
+def test_same_size_edit_in_the_second_the_pyc_was_written_is_checked_again(tmp_path):
+    path = write(tmp_path / "racy.py", "x = 1\n")
+    compile_with_timestamps(path, 1_700_000_000, 1_700_000_000.4)
+    path.write_text("x = (\n")
+    assert len("x = (\n") == len("x = 1\n")
+    os.utime(path, (1_700_000_000.8, 1_700_000_000.8))      # same second: the header still matches
+    assert [d.code for d in lint([str(path)]).diagnostics] == ["DB000"]
+
+
+def test_hash_based_bytecode_is_checked_against_the_source_hash(tmp_path):
+    path = write(tmp_path / "hashed.py", "x = 1\n")
+    py_compile.compile(str(path), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    assert runner.compiled_before(str(path), path.read_bytes())
+    assert not runner.compiled_before(str(path), b"x = 2\n")
+
+
+def test_bytecode_from_another_python_is_not_trusted(tmp_path):
+    path = write(tmp_path / "other.py", "x = 1\n")
+    pyc = compile_with_timestamps(path, 1_700_000_000, 1_700_000_005)
+    pyc.write_bytes(b"\x00\x00\r\n" + pyc.read_bytes()[4:])
+    assert not runner.compiled_before(str(path), path.read_bytes())
+
+
+def test_no_bytecode_cache_gives_the_same_result():
+    files = [str(CTX_FIXTURES), str(REPO / "transpiler")]
+    assert lint(files, trust_bytecode=False) == lint(files)

@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rewrite formula files in place where a fix exists, then report what is left")
     parser.add_argument("--statistics", action="store_true",
                         help="print counts (files, Function subclasses analysed, findings per code) to stderr")
+    parser.add_argument("--no-bytecode-cache", dest="trust_bytecode", action="store_false",
+                        help="syntax-check every file, even those whose up-to-date bytecode is cached")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="worker processes for large runs (default: the available cores)")
     return parser
@@ -36,7 +38,8 @@ def main(argv: list[str]) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_request:       # usage error (2) or --help (0), already printed
         return int(exit_request.code or 0)
-    result = lint(args.paths or DEFAULT_PATHS, fix=args.fix, jobs=args.jobs)
+    result = lint(args.paths or DEFAULT_PATHS, fix=args.fix, jobs=args.jobs,
+                  trust_bytecode=args.trust_bytecode)
     for diagnostic in result.unreadable:
         print(f"transpile lint: error: {diagnostic.path}: {diagnostic.message}", file=sys.stderr)
     findings = result.findings

@@ -2,7 +2,9 @@
 
 Every file gets the same syntax check (DB000): CPython's parser and symbol
 table (``symtable``), which reject what ``compile`` rejects up to code
-generation without building ``ast`` objects. A cheap text prefilter decides
+generation without building ``ast`` objects; a file that CPython itself
+already compiled (its up-to-date bytecode is in ``__pycache__``, as pip writes
+it for every installed file) is known to pass it. A cheap text prefilter decides
 what else a file needs: files whose text can name ``torch.autograd.Function``
 are parsed to an ``ast`` for the ctx rules (:mod:`transpiler.lint.ctx`); files
 that use ``@derivative`` are formula files and also get the closure rules of
@@ -13,6 +15,7 @@ over the available cores. Nothing read is imported or executed.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import multiprocessing
 import os
@@ -77,10 +80,15 @@ def lint_paths(paths: list[str]) -> list[Diagnostic]:
     return list(lint(paths).diagnostics)
 
 
-def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None) -> LintResult:
-    """Run every rule on ``paths`` (files, or directories searched for ``*.py``)."""
+def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
+         trust_bytecode: bool = True) -> LintResult:
+    """Run every rule on ``paths`` (files, or directories searched for ``*.py``).
+
+    ``trust_bytecode``: skip the syntax check of files whose up-to-date bytecode
+    CPython already wrote (see :func:`compiled_before`).
+    """
     files, missing = collect_files(paths)
-    reports = check_files(files, jobs)
+    reports = check_files(files, jobs, trust_bytecode)
     formula_paths = [r.path for r in reports if r.formula_file]
     closure_findings, fixed = _formula_rules(formula_paths, fix) if formula_paths else ({}, [])
     diagnostics = {d for r in reports for d in r.diagnostics} | set(missing)
@@ -114,18 +122,19 @@ def collect_files(paths: Iterable[str]) -> tuple[list[str], list[Diagnostic]]:
     return list(files), missing
 
 
-def check_files(files: list[str], jobs: int | None = None) -> list[FileReport]:
+def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool = True) -> list[FileReport]:
     """The per-file pass over ``files``, in parallel when there are many of them."""
+    check = functools.partial(check_file, trust_bytecode=trust_bytecode)
     workers = jobs if jobs is not None else len(os.sched_getaffinity(0))
     if workers < 2 or len(files) < PARALLEL_MIN_FILES:
-        return [check_file(path) for path in files]
+        return [check(path) for path in files]
     largest_first = sorted(files, key=_size, reverse=True)        # balances the workers' load
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        reports = {r.path: r for r in pool.imap_unordered(check_file, largest_first, chunksize=4)}
+        reports = {r.path: r for r in pool.imap_unordered(check, largest_first, chunksize=4)}
     return [reports[path] for path in files]
 
 
-def check_file(path: str) -> FileReport:
+def check_file(path: str, trust_bytecode: bool = True) -> FileReport:
     """Syntax check, ctx rules, formula-file detection; never raises."""
     try:
         source = Path(path).read_bytes()
@@ -134,7 +143,7 @@ def check_file(path: str) -> FileReport:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # the compiler's warnings about the code read
-            return _check_source(path, source)
+            return _check_source(path, source, trust_bytecode)
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
         return FileReport(path, (_internal_error(path, error),))
 
@@ -158,13 +167,14 @@ def may_define_function(path: str, source: bytes) -> bool:
     return False
 
 
-def _check_source(path: str, source: bytes) -> FileReport:
+def _check_source(path: str, source: bytes, trust_bytecode: bool) -> FileReport:
     function_candidate = may_define_function(path, source)
     may_use_derivative = DERIVATIVE_DECORATOR.search(source) is not None
-    try:
-        symtable.symtable(source, path, "exec")          # the syntax check, without ast objects
-    except (SyntaxError, ValueError) as error:
-        return FileReport(path, (_syntax_diagnostic(path, source, error),))
+    if not (trust_bytecode and compiled_before(path, source)):
+        try:
+            symtable.symtable(source, path, "exec")      # the syntax check, without ast objects
+        except (SyntaxError, ValueError) as error:
+            return FileReport(path, (_syntax_diagnostic(path, source, error),))
     if not (function_candidate or may_use_derivative):
         return FileReport(path, ())
     tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
@@ -177,6 +187,36 @@ def _check_source(path: str, source: bytes) -> FileReport:
         diagnostics = tuple(without_suppressed(found, lines))
     formula_file = may_use_derivative and uses_derivative(tree)
     return FileReport(path, diagnostics, report.functions, formula_file)
+
+
+def compiled_before(path: str, source: bytes) -> bool:
+    """Whether this interpreter's bytecode of exactly ``source`` is in ``__pycache__``.
+
+    CPython (at import, or pip at install time) writes a ``.pyc`` only after
+    compiling the source without error, so an up-to-date one proves there is
+    no syntax error. Up to date means: the magic number of this interpreter,
+    and either the source hash (hash-based pycs) or the source's mtime and
+    size as recorded (timestamp pycs), the pyc itself written in a later
+    second than the source's last change, so that an edit in the second the
+    pyc was written cannot go unnoticed. Only the 16-byte header is read.
+    """
+    try:
+        pyc = importlib.util.cache_from_source(path)
+        with open(pyc, "rb") as file:
+            header = file.read(16)
+        pyc_written = int(os.stat(pyc).st_mtime)
+        source_changed = int(os.stat(path).st_mtime)
+    except (OSError, ValueError, NotImplementedError):
+        return False
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    flags = int.from_bytes(header[4:8], "little")
+    if flags & 0b1:
+        return header[8:16] == importlib.util.source_hash(source)
+    recorded_mtime = int.from_bytes(header[8:12], "little")
+    recorded_size = int.from_bytes(header[12:16], "little")
+    return (flags == 0 and recorded_mtime == source_changed & 0xFFFFFFFF
+            and recorded_size == len(source) & 0xFFFFFFFF and pyc_written > source_changed)
 
 
 def uses_derivative(tree: ast.Module) -> bool:

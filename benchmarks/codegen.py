@@ -43,6 +43,19 @@ print(sum(len(v) for v in infos.values()))
 """
 
 
+STAGES = """
+import sys, time
+from transpiler.lint.runner import lint_paths
+from transpiler.frontend import load_library
+from transpiler.cpp.emit import emit_library
+t0 = time.perf_counter(); lint_paths([sys.argv[1]])
+t1 = time.perf_counter(); library = load_library(sys.argv[1])
+t2 = time.perf_counter(); emit_library(library)
+t3 = time.perf_counter()
+print(f"{t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f}")
+"""
+
+
 def timed(command: list[str], repeat: int, prepare=None) -> float:
     """Best wall time of ``command`` over ``repeat`` fresh processes (``prepare()`` before each)."""
     best = float("inf")
@@ -106,6 +119,11 @@ def bench_corpus(name: str, corpus: Path, repeat: int, scratch: Path, torchgen_s
         seconds = timed(transpile_command(grown, grown_out), repeat,
                         lambda: shutil.rmtree(grown_out, ignore_errors=True))
         rows.append((f"{name}: {factor}x cold ({formula_count(grown)} formulas)", seconds))
+    stages = subprocess.run([sys.executable, "-c", STAGES, str(grown)], cwd=REPO, capture_output=True, text=True)
+    lint_s, frontend_s, emit_s = map(float, stages.stdout.split())
+    count = formula_count(grown)
+    print(f"  {name} 16x, in-process stages: lint {lint_s:.2f} s, front-end {frontend_s:.2f} s, "
+          f"C++ emission {emit_s:.2f} s ({emit_s / count * 1e3:.2f} ms per formula)")
     return rows
 
 
@@ -125,10 +143,15 @@ def main(argv: list[str] | None = None) -> int:
                                  text=True, cwd=REPO).stdout.strip()
         print(f"peer: torchgen load_derivatives + gen_autograd_functions_lib, full derivatives.yaml "
               f"({entries} differentiability infos): {torchgen_s:.3f} s (best of {args.repeat})")
-        print(f"{'transpile row':58} {'seconds':>8} {'vs torchgen':>12}")
+        per_entry = torchgen_s / int(entries)
         for name, directory in corpora:
-            for label, seconds in bench_corpus(name, Path(directory).resolve(), args.repeat, scratch, torchgen_s):
+            rows = bench_corpus(name, Path(directory).resolve(), args.repeat, scratch, torchgen_s)
+            print(f"{'transpile row':58} {'seconds':>8} {'vs torchgen':>12}")
+            for label, seconds in rows:
                 print(f"{label:58} {seconds:8.3f} {seconds / torchgen_s:11.2f}x")
+            largest = rows[-1][1] / formula_count(scratch / name / "x16")
+            print(f"per formula at 16x: {largest * 1e3:.2f} ms; torchgen per entry: {per_entry * 1e3:.2f} ms "
+                  f"(ratio {largest / per_entry:.2f})")
     print(f"(each row is a fresh process; {os.cpu_count()} CPUs shared with other work)")
     return 0
 

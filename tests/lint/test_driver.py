@@ -294,3 +294,10 @@ def test_bytecode_from_another_python_is_not_trusted(tmp_path):
 def test_no_bytecode_cache_gives_the_same_result():
     files = [str(CTX_FIXTURES), str(REPO / "transpiler")]
     assert lint(files, trust_bytecode=False) == lint(files)
+
+
+def test_noqa_applies_to_closure_rule_findings_too(tmp_path):
+    path = write(tmp_path / "formula.py", FORMULA.replace("return grad * c\n", "return grad * c  # noqa: DB100\n"))
+    assert lint([str(path)]).diagnostics == ()
+    write(path, FORMULA.replace("return grad * c\n", "return grad * c  # noqa: DB105\n"))
+    assert [d.code for d in lint([str(path)]).diagnostics] == ["DB100"]

@@ -160,7 +160,7 @@ class Interpreter:
         if isinstance(target, ast.Name):
             env[target.id] = self.bound(target.id, values, env)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            self.unpack(target.elts, values, env)
+            self.unpack(target.elts, values, env, source)
         elif isinstance(target, ast.Starred):
             self.bind(target.value, sequence([element_of(values)], exact=False), env)
         elif isinstance(target, ast.Attribute):
@@ -169,7 +169,12 @@ class Interpreter:
         elif isinstance(target, ast.Subscript):
             self.store_subscript(target, values, env)
 
-    def unpack(self, targets: list[ast.expr], values: Values, env: Env) -> None:
+    def unpack(self, targets: list[ast.expr], values: Values, env: Env, source: ast.expr | None = None) -> None:
+        """``a, b = values``; ``source`` (the assigned expression) names each element when a literal."""
+        sources: list[ast.expr | None] = [None] * len(targets)
+        if isinstance(source, (ast.Tuple, ast.List)) and len(source.elts) == len(targets) \
+                and not any(isinstance(e, ast.Starred) for e in source.elts):
+            sources = list(source.elts)
         starred = [i for i, t in enumerate(targets) if isinstance(t, ast.Starred)]
         exact = [v for v in values if v.kind is Kind.SEQUENCE and v.exact and len(v.elements) == len(targets)]
         for index, target in enumerate(targets):
@@ -182,7 +187,7 @@ class Interpreter:
             if isinstance(target, ast.Starred):
                 self.bind(target.value, sequence([element], exact=False), env)
             else:
-                self.bind(target, element, env)
+                self.bind(target, element, env, sources[index])
 
 
 def _position(node: ast.AST) -> dict[str, int]:

@@ -36,6 +36,10 @@ BAD_INPUTS = {
                     "DB200", 8, 17),
     # an operator the library does not declare (forward code, which the linter does not check)
     "unknown operator": ("    result = at.sin(self)\n", "    result = at.sinh(self)\n", "DB201", 6, 14),
+    # a schema type with no C++ spelling here (reported at the formula)
+    "unsupported schema type": ('"cos(Tensor self) -> Tensor")\ndef cos(self):',
+                                '"cos(Tensor self, Generator? generator=None) -> Tensor")\n'
+                                'def cos(self, generator=None):', "DB205", 12, 13),
 }
 
 

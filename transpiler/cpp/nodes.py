@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from transpiler.cpp import types as T
-from transpiler.cpp.expressions import METADATA_METHODS, Binding, Context, cpp_name, translate, unsupported
+from transpiler.cpp.expressions import (
+    METADATA_METHODS, UNSUPPORTED_TYPE, Binding, Context, Untranslatable, cpp_name, translate, unsupported,
+)
 from transpiler.cpp.statements import translate_body, walk
 from transpiler.cpp.types import Kind, PyType
 from transpiler.model import CaptureKind, Formula
@@ -54,7 +56,6 @@ Saved = SavedTensor | SavedMetadata | SavedValue
 class EmittedFormula:
     """The C++ of one formula, ready to be placed in its module's file."""
 
-    op_name: str
     struct: str
     code: str            # node struct, backward function, apply(), forward wrapper
     registration: str    # the m.def(...) line
@@ -176,8 +177,9 @@ class FormulaEmitter:
     # --- text ----------------------------------------------------------------------------------
     def emit(self) -> EmittedFormula:
         parts = [self.struct_text(), self.backward_function(), self.apply_text(), self.wrapper_text()]
-        registration = f'm.def("{self.schema}", TORCH_FN(formulas::{self.wrapper_name}));'
-        return EmittedFormula(str(self.schema.name), self.struct, "\n".join(parts), registration)
+        schema = str(self.schema).replace("\\", "\\\\").replace('"', '\\"')
+        registration = f'm.def("{schema}", TORCH_FN(formulas::{self.wrapper_name}));'
+        return EmittedFormula(self.struct, "\n".join(parts), registration)
 
     @property
     def wrapper_name(self) -> str:
@@ -381,9 +383,22 @@ class FormulaEmitter:
         return "\n".join(lines)
 
 
+def _schema_node(formula: Formula) -> cst.CSTNode:
+    """The schema string of the ``@derivative(...)`` decorator (where schema findings point)."""
+    for decorator in formula.node.decorators:
+        call = decorator.decorator
+        if isinstance(call, cst.Call) and call.args:
+            return call.args[0].value
+    return formula.node
+
+
 def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedFormula:
     """The C++ of ``formula``; raises ``Untranslatable`` for code it cannot transliterate."""
-    return FormulaEmitter(formula, context, struct).emit()
+    try:
+        return FormulaEmitter(formula, context, struct).emit()
+    except T.UnsupportedType as error:
+        raise Untranslatable(_schema_node(formula), UNSUPPORTED_TYPE,
+                             f"no C++ spelling for the schema type '{error}' of {formula.op_name}") from None
 
 
 __all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "node_name"]

@@ -18,7 +18,7 @@ import libcst as cst
 
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
-    TYPE_CONFLICT, Binding, Context, Typed, Untranslatable, coerce, cpp_name, element_access, translate,
+    TYPE_CONFLICT, Binding, Context, Untranslatable, coerce, cpp_name, element_access, translate,
     translate_condition, unsupported,
 )
 from transpiler.cpp.types import Kind, PyType
@@ -418,4 +418,4 @@ def translate_body(statements: Sequence[cst.BaseStatement], context: Context,
     return Body(tuple(lines), locals_)
 
 
-__all__ = ["Body", "Locals", "Typed", "assigned_names", "infer_locals", "translate_body"]
+__all__ = ["Body", "Locals", "assigned_names", "infer_locals", "translate_body", "walk"]

@@ -251,6 +251,8 @@ _KERNEL_LISTS = {
 def cpp_kernel_param(ty: Type) -> str:
     """The C++ parameter type the dispatcher passes for a schema argument (``int[]`` -> IntArrayRef)."""
     if isinstance(ty, BaseType):
+        if ty.name not in _KERNEL_BASES:
+            raise UnsupportedType(ty.name)
         return _KERNEL_BASES[ty.name]
     if isinstance(ty, OptionalType):
         inner = ty.elem
@@ -260,15 +262,10 @@ def cpp_kernel_param(ty: Type) -> str:
             return "const std::optional<at::Scalar>&"
         if isinstance(inner, ListType) and isinstance(inner.elem, BaseType) and inner.elem.name in ("int", "SymInt"):
             return "at::OptionalIntArrayRef"
-        if isinstance(inner, BaseType):
+        if isinstance(inner, BaseType) and inner.name in _KERNEL_BASES:
             return f"std::optional<{_KERNEL_BASES[inner.name]}>"
         raise UnsupportedType(str(ty))
     if isinstance(ty, ListType) and isinstance(ty.elem, BaseType) and ty.elem.name in _KERNEL_LISTS:
         return _KERNEL_LISTS[ty.elem.name].format(size=ty.size)
     raise UnsupportedType(str(ty))
 
-
-def is_borrowed_kernel_param(ty: Type) -> bool:
-    """Whether the kernel parameter is a non-owning view (ArrayRef) that a node must copy to keep."""
-    text = cpp_kernel_param(ty)
-    return "ArrayRef" in text or text == "at::TensorList" or text == "c10::string_view"

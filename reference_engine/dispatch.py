@@ -204,7 +204,8 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
                     kernel_runner: Callable[..., Any] | None) -> Callable[..., Any] | None:
     """The recording path for positional calls whose tensor arguments are all Tensors,
     keyword-only arguments left at their defaults (None when binding, conversion or
-    number wrapping is needed: ``Overload.run`` handles those)."""
+    number wrapping is needed: ``Overload.run`` handles those). It falls back to
+    ``kernel_runner`` when no input requires grad."""
     signature = overload.signature
     positions = signature.tensor_positions
     if len(arg_types) == signature.positional_arity:
@@ -218,6 +219,31 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
         return None
     formula = overload.formula
     keywords = dict(zip(overload.keyword_only[1], tail))
+    mode = grad_mode
+
+    if positions == (0,) and not keywords:
+        def record_unary(*args):
+            if not args[0]._requires_grad:
+                return kernel_runner(*args)
+            mode.enabled = False
+            try:
+                outputs, backward = formula(*args)
+            finally:
+                mode.enabled = True
+            return record_formula(overload, args, outputs, backward)
+        return record_unary
+
+    if positions == (0, 1):
+        def record_binary(*args):
+            if not (args[0]._requires_grad or args[1]._requires_grad):
+                return kernel_runner(*args)
+            mode.enabled = False
+            try:
+                outputs, backward = formula(*args, **keywords)
+            finally:
+                mode.enabled = True
+            return record_formula(overload, args + tail, outputs, backward)
+        return record_binary
 
     def record(*args):
         for i in positions:
@@ -225,11 +251,11 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
                 break
         else:
             return kernel_runner(*args)
-        grad_mode.enabled = False
+        mode.enabled = False
         try:
             outputs, backward = formula(*args, **keywords)
         finally:
-            grad_mode.enabled = True
+            mode.enabled = True
         return record_formula(overload, args + tail, outputs, backward)
     return record
 
@@ -257,17 +283,11 @@ class OperatorPacket:
         key = tuple(map(type, args))
         if kwargs:
             key += tuple(kwargs) + tuple(map(type, kwargs.values()))
-        entry = self.cache.get(key)
-        if entry is None:
-            overload = self.resolve(args, kwargs)
-            runner = None if kwargs else _kernel_runner(overload, key)
-            entry = self.cache[key] = (overload, runner, _formula_runner(overload, key, runner))
-        overload, runner, recorder = entry
-        if overload.formula is not None and grad_mode.enabled:
-            if recorder is not None:
-                return recorder(*args)
-        elif runner is not None:
-            return runner(*args)
+        entry = self.cache.get(key) or self.entry(key, args, kwargs)
+        run = entry[2] if grad_mode.enabled else entry[1]
+        if run is not None:
+            return run(*args)
+        overload = entry[0]
         if not kwargs and len(args) == overload.signature.positional_arity:
             bound = list(args)
         else:
@@ -275,6 +295,15 @@ class OperatorPacket:
         if overload.formula is not None and grad_mode.enabled:
             return overload.run(bound)
         return overload.run_kernel(bound)
+
+    def entry(self, key: tuple, args: tuple, kwargs: dict) -> tuple:
+        """Resolve and cache a call signature: ``(overload, runner with grad mode off,
+        runner with grad mode on)``; a runner is None where the call needs general binding."""
+        overload = self.resolve(args, kwargs)
+        runner = None if kwargs else _kernel_runner(overload, key)
+        recording = runner if overload.formula is None else _formula_runner(overload, key, runner)
+        entry = self.cache[key] = (overload, runner, recording)
+        return entry
 
     def resolve(self, args: tuple, kwargs: dict) -> Overload:
         """The overload these arguments bind to, exact ones first; TypeError listing the schemas."""
@@ -376,6 +405,12 @@ class Dispatcher:
     def call(self, name: str, args: tuple, kwargs: dict) -> Any:
         """The :class:`formulas.Backend` entry point: ``at.name(*args, **kwargs)``."""
         packet = self.packets.get(name) or self.packet(name)
+        if not kwargs:      # the common case, inlined: a cached positional call
+            entry = packet.cache.get(tuple(map(type, args)))
+            if entry is not None:
+                run = entry[2] if grad_mode.enabled else entry[1]
+                if run is not None:
+                    return run(*args)
         return packet.call(args, kwargs)
 
 

@@ -176,6 +176,69 @@ def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: 
 
 def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
     """Attach a node for ``backward`` to the formula's ``outputs``; return them."""
+    if overload.signature.tensor_list_positions or overload.num_differentiable_outputs != 1 \
+            or overload.returns_kind != "tensor":
+        return _record_general(overload, bound, outputs, backward)
+    # The common case, without intermediate containers: tensor arguments, one tensor output.
+    positions = overload.differentiable_positions
+    edges: list = []
+    meta: list = []
+    needs: list[bool] = []
+    for position in positions:
+        t = bound[position]
+        if t is not None and t._requires_grad:
+            fn = t._grad_fn
+            edges.append((t, 0) if fn is None else (fn, t._output_nr))
+            meta.append((t._data.shape, t._data.dtype))
+            needs.append(True)
+        else:
+            edges.append(None)
+            meta.append(None)
+            needs.append(False)
+    info = overload.backward_info.get(backward.__code__) or _backward_info(overload, backward)
+    node = FormulaNode(overload, backward, edges, meta, 1, tuple(needs), None, info[1])
+    out = outputs
+    if out._requires_grad or _is_argument(out, bound, positions):
+        out = out.detach()      # an input returned as is: a new tensor object
+    is_output = out._data.dtype.kind == "f"
+    if is_output:
+        out._grad_fn = node
+        out._requires_grad = True
+    cells = backward.__closure__
+    if cells:
+        saved = node.saved
+        for name, cell in zip(info[0], cells):
+            try:
+                value = cell.cell_contents
+            except ValueError:      # an empty cell: a name the backward reads that was never bound
+                continue
+            kind = type(value)
+            if kind is Tensor:
+                if value is out and is_output:
+                    record = SavedTensor("output", name, value, 0)
+                elif value._requires_grad or _is_argument(value, bound, positions):
+                    record = SavedTensor("input", name, value)
+                else:
+                    record = SavedTensor("intermediate", name, value)
+            elif (kind is list or kind is tuple) and value and _holds_tensors(value):
+                held = {id(bound[p]) for p in positions}
+                record = save_captured(value, name, held, {id(out): 0} if is_output else {})
+            else:
+                continue
+            cell.cell_contents = record
+            saved.append((cell, record))
+    return out
+
+
+def _is_argument(value: Tensor, bound: Sequence[Any], positions: tuple[int, ...]) -> bool:
+    for position in positions:
+        if bound[position] is value:
+            return True
+    return False
+
+
+def _record_general(overload: Overload, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
+    """:func:`record_formula` for ``Tensor[]`` arguments and several outputs."""
     edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
     info = overload.backward_info.get(backward.__code__) or _backward_info(overload, backward)
     node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, tuple(needs),

@@ -40,8 +40,16 @@ _NO_KWARGS: dict = {}
 
 def _binary(name: str) -> Callable[[Tensor, Any], Any]:
     """``self <op> other`` as the declared operator ``name``."""
+    mode = grad_mode
+
     def method(self: Tensor, other: Any) -> Any:
-        return (_packets.get(name) or dispatcher.packet(name)).call((self, other), _NO_KWARGS)
+        packet = _packets.get(name) or dispatcher.packet(name)
+        entry = packet.cache.get((type(self), type(other)))     # inlined OperatorPacket.call
+        if entry is not None:
+            run = entry[2] if mode.enabled else entry[1]
+            if run is not None:
+                return run(self, other)
+        return packet.call((self, other), _NO_KWARGS)
 
     method.__name__ = name
     return method
@@ -280,10 +288,18 @@ def install_operator_methods() -> None:
 
 
 def _method(name: str) -> Callable[..., Any]:
+    mode = grad_mode
+
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-        return (_packets.get(name) or dispatcher.packet(name)).call((self, *args), kwargs)
+        packet = _packets.get(name) or dispatcher.packet(name)
+        if not kwargs:      # inlined OperatorPacket.call for a cached positional call
+            entry = packet.cache.get((type(self), *map(type, args)))
+            if entry is not None:
+                run = entry[2] if mode.enabled else entry[1]
+                if run is not None:
+                    return run(self, *args)
+        return packet.call((self, *args), kwargs)
 
     method.__name__ = name
     method.__qualname__ = f"Tensor.{name}"
     return method
-

@@ -151,7 +151,7 @@ OVERWRITING_METHODS = frozenset({
 PLAIN_METHODS = frozenset({
     "size", "dim", "numel", "stride", "ndimension", "nelement", "element_size", "storage_offset",
     "get_device", "data_ptr", "item", "tolist", "numpy", "sizes", "strides", "untyped_storage",
-    "storage", "register_hook", "__len__", "type", "dtype", "requires_grad_", "retain_grad",
+    "storage", "register_hook", "__len__", "type", "retain_grad",
 })
 PLAIN_ATTRIBUTES = frozenset({
     "shape", "dtype", "device", "ndim", "layout", "requires_grad", "is_cuda", "is_sparse",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cpp.conftest import REPO, build_library
+from tests.cpp.compiled import REPO, build_library
 from transpiler.cpp import generate
 
 pytest.importorskip("torch")

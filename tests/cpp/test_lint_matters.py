@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cpp.conftest import build_library
+from tests.cpp.compiled import build_library
 from transpiler.cpp import generate
 
 torch = pytest.importorskip("torch")

@@ -1,0 +1,18 @@
+"""Building generated C++ for the tests: ``python -m transpiler.build`` as a user runs it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def build_library(sources: Path, build_dir: Path, name: str) -> Path:
+    """Run ``python -m transpiler.build`` (cached in ``build_dir``) and return the path it prints last."""
+    done = subprocess.run(
+        [sys.executable, "-m", "transpiler.build", "--sources", str(sources), "--build-dir", str(build_dir),
+         "--name", name],
+        cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return Path(done.stdout.strip().splitlines()[-1])

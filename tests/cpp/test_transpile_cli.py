@@ -40,6 +40,7 @@ BAD_INPUTS = {
     "unsupported schema type": ('"cos(Tensor self) -> Tensor")\ndef cos(self):',
                                 '"cos(Tensor self, Generator? generator=None) -> Tensor")\n'
                                 'def cos(self, generator=None):', "DB205", 12, 13),
+    "differentiable list output": ('"cos(Tensor self) -> Tensor"', '"cos(Tensor self) -> Tensor[]"', "DB205", 12, 13),
 }
 
 

@@ -127,6 +127,10 @@ class FormulaEmitter:
         self.output_types = [T.from_schema(r.type) for r in self.schema.returns]
         diff = formula.output_differentiability or (True,) * len(self.schema.returns)
         self.differentiable_outputs = [i for i, d in enumerate(diff) if d]
+        if any(self.output_types[i] != T.TENSOR for i in self.differentiable_outputs):
+            raise Untranslatable(_schema_node(formula), UNSUPPORTED_TYPE,
+                                 f"{formula.op_name}: only Tensor outputs can be differentiable here "
+                                 "(mark the others False in output_differentiability)")
         self.saved = self._saved()
 
     # --- model ---------------------------------------------------------------------------------

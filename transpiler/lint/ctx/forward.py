@@ -174,8 +174,10 @@ class ForwardAnalysis(Interpreter):
         for kept in self.kept.values():
             by_code: dict[str, list[str]] = {}
             for expression, values in kept.arguments:
-                intermediates = [v for v in flatten(values) if (v.site not in outputs or v.view) and (
-                    v.kind is Kind.TENSOR or (v.kind is Kind.CONSTANT and v.site in self.tainted))]
+                # save_for_backward takes tensors only: there a value that may be a number is a tensor
+                saved = _inputs_as_tensors(flatten(values)) if kept.attribute is None else flatten(values)
+                intermediates = [v for v in saved if (v.site not in outputs or v.view) and (
+                    (v.kind is Kind.TENSOR and not v.maybe) or (v.kind is Kind.CONSTANT and v.site in self.tainted))]
                 if not intermediates:
                     continue
                 text = ast.unparse(expression)
@@ -299,8 +301,13 @@ class ForwardAnalysis(Interpreter):
         site = (node.lineno, node.col_offset)
         if any(is_tensor(v) and v.kind is not Kind.CONSTANT for v in values):
             return frozenset({Value(Kind.TENSOR, site=site)})
-        if any(v.kind in (Kind.UNKNOWN, Kind.INPUT, Kind.CTX) for v in values):
+        if any(v.kind in (Kind.UNKNOWN, Kind.CTX) for v in values):
             return UNKNOWN
+        if any(v.kind is Kind.INPUT or v.maybe for v in values):
+            if any(v.kind is Kind.CONSTANT for v in values):
+                return UNKNOWN                      # ``mask / p``: a tensor even when p is a number
+            # ``x * 2`` on inputs of unknown type: a tensor computed from them, or a number
+            return frozenset({Value(Kind.TENSOR, site=site, maybe=True)})
         if any(v.kind is Kind.CONSTANT for v in values):
             return frozenset({Value(Kind.CONSTANT, site=site)})
         return PLAIN
@@ -419,7 +426,7 @@ class ForwardAnalysis(Interpreter):
             return PLAIN
         values = flatten(receiver)
         tensor_receiver = any(is_tensor(v) for v in values) or (
-            method in TENSOR_METHODS and any(v.kind is Kind.INPUT and not v.star for v in values))
+            method in TENSOR_METHODS and any((v.kind is Kind.INPUT and not v.star) or v.maybe for v in values))
         if not tensor_receiver:
             return UNKNOWN
         receiver = _inputs_as_tensors(receiver)
@@ -492,8 +499,9 @@ def _op_name(qualified: str) -> str:
 
 
 def _inputs_as_tensors(values: Values) -> Values:
-    """An input passed to a tensor operation is a tensor."""
-    return frozenset(Value(Kind.INPUT, name=v.name, tensor=True) if v.kind is Kind.INPUT and not v.star else v
+    """An input (or a value computed from inputs) passed to a tensor operation is a tensor."""
+    return frozenset(Value(Kind.INPUT, name=v.name, tensor=True) if v.kind is Kind.INPUT and not v.star
+                     else replace(v, maybe=False) if v.maybe else v
                      for v in values)
 
 

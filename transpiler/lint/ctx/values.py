@@ -40,6 +40,7 @@ class Value:
     kind: Kind
     site: tuple[int, int] | None = None    # TENSOR/CONSTANT: where it was computed (line, col offset)
     view: bool = False                     # TENSOR/CONSTANT: a view of the tensor computed at ``site``
+    maybe: bool = False                    # TENSOR: computed from inputs that may be Python numbers
     name: str | None = None                # INPUT: the parameter
     star: bool = False                     # INPUT/OUTPUT/SAVED: a container of such elements
     tensor: bool = False                   # INPUT: statically known to be a tensor
@@ -97,7 +98,7 @@ def flatten(values: Values) -> Values:
 
 def is_tensor(value: Value) -> bool:
     """Statically known to be a tensor (an input only when its use shows it)."""
-    return value.kind in (Kind.TENSOR, Kind.CONSTANT, Kind.OUTPUT) or (
+    return (value.kind in (Kind.TENSOR, Kind.CONSTANT, Kind.OUTPUT) and not value.maybe) or (
         value.kind is Kind.INPUT and value.tensor and not value.star)
 
 

@@ -56,6 +56,10 @@ print(f"{t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f}")
 """
 
 
+class CommandFailed(Exception):
+    """A timed command exited non-zero (e.g. a corpus with lint or transliteration findings)."""
+
+
 def timed(command: list[str], repeat: int, prepare=None) -> float:
     """Best wall time of ``command`` over ``repeat`` fresh processes (``prepare()`` before each)."""
     best = float("inf")
@@ -66,7 +70,7 @@ def timed(command: list[str], repeat: int, prepare=None) -> float:
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
         elapsed = time.perf_counter() - started
         if done.returncode != 0:
-            raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout}{done.stderr}")
+            raise CommandFailed(f"{' '.join(command)} failed:\n{(done.stdout + done.stderr)[-2000:]}")
         best = min(best, elapsed)
     return best
 
@@ -145,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
               f"({entries} differentiability infos): {torchgen_s:.3f} s (best of {args.repeat})")
         per_entry = torchgen_s / int(entries)
         for name, directory in corpora:
-            rows = bench_corpus(name, Path(directory).resolve(), args.repeat, scratch, torchgen_s)
+            try:
+                rows = bench_corpus(name, Path(directory).resolve(), args.repeat, scratch, torchgen_s)
+            except CommandFailed as failure:
+                print(f"corpus {name}: no timings, transpile did not succeed on it\n{failure}")
+                continue
             print(f"{'transpile row':58} {'seconds':>8} {'vs torchgen':>12}")
             for label, seconds in rows:
                 print(f"{label:58} {seconds:8.3f} {seconds / torchgen_s:11.2f}x")

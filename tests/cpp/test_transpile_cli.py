@@ -1,6 +1,9 @@
 """The ``transpile`` command: diagnostics on bad input, atomic and deterministic output, --check."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,3 +149,16 @@ def test_shipped_out_cpp_is_current():
     files, diagnostics, _ = generate.generate(REPO / "formulas", lint=False)
     assert diagnostics == []
     assert generate.differs(REPO / "out_cpp", files, manifest=False) == []
+
+
+def test_output_does_not_depend_on_hash_seed(tmp_path):
+    """Byte-identical across processes (set and dict orders must not leak into the C++)."""
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"seed{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-m", "transpiler", "--formulas", str(REPO / "formulas"),
+                               "--out", str(out), "--no-lint"], cwd=REPO, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs.append({p.name: p.read_bytes() for p in out.iterdir() if p.name != "MANIFEST"})
+    assert outputs[0] == outputs[1]

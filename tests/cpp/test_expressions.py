@@ -37,7 +37,7 @@ def cpp(source: str, **names: T.PyType) -> tuple[str, T.PyType]:
     return typed.text, typed.type
 
 
-TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR}
+TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR, "alpha": T.SCALAR}
 
 
 @pytest.mark.parametrize("source, expected", [
@@ -61,6 +61,7 @@ TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR}
     ("0 < self.dim() <= 2", ("(0 < self.dim()) && (self.dim() <= 2)", T.BOOL)),
     ("len(self.sizes())", ("static_cast<int64_t>(self.sizes().vec().size())", T.INT)),
     ("self > 0", ("self > 0", T.TENSOR)),
+    ("alpha == 1", ("alpha.toDouble() == 1", T.BOOL)),
 ])
 def test_expressions(source, expected):
     assert cpp(source, **TENSORS) == expected

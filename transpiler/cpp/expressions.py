@@ -262,7 +262,7 @@ def _comparison(node: cst.Comparison, context: Context) -> Typed:
             subject = translate(left_node, context)
             parts.append(_is_none(subject, node, negate=isinstance(op, cst.IsNot)))
         elif type(op) in _COMPARE:
-            left, right = translate(left_node, context), translate(target.comparator, context)
+            left, right = _as_number(translate(left_node, context)), _as_number(translate(target.comparator, context))
             if Kind.TENSOR in (left.type.kind, right.type.kind):
                 if len(node.comparisons) > 1:
                     raise unsupported(node, "a chained comparison of tensors")
@@ -277,6 +277,13 @@ def _comparison(node: cst.Comparison, context: Context) -> Typed:
     if len(parts) == 1:
         return Typed(parts[0], result_type, atomic=False)
     return Typed(" && ".join(f"({p})" for p in parts), T.BOOL, atomic=False)
+
+
+def _as_number(value: Typed) -> Typed:
+    """A Scalar compared with a number compares as a double (``alpha == 1``)."""
+    if value.type.kind is Kind.SCALAR:
+        return Typed(f"{value.operand()}.toDouble()", T.FLOAT)
+    return value
 
 
 def _is_none(subject: Typed, node: cst.CSTNode, negate: bool) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
-    Binding, Context, HelperSignature, Untranslatable, translate,
+    Binding, Context, HelperSignature, Untranslatable, translate, translate_condition,
 )
 from transpiler.cpp.statements import translate_body
 from transpiler.schema import parse_schema
@@ -72,6 +72,17 @@ def test_indexing_wraps_only_when_needed():
     assert cpp("xs[0]", **names)[0] == "xs[0]"
     assert cpp("xs[-1]", **names)[0] == "xs[formulas::runtime::wrap_index(-1, xs.size())]"
     assert cpp("xs[i]", **names)[0] == "xs[formulas::runtime::wrap_index(i, xs.size())]"
+
+
+def test_truth_values_follow_python():
+    def condition(source: str, **names: T.PyType) -> str:
+        return translate_condition(cst.parse_expression(source), context(**names)).text
+
+    assert condition("xs", xs=T.INT_LIST) == "!xs.empty()"
+    assert condition("n", n=T.optional(T.INT)) == "n.has_value() && *n"              # 0 and None are false
+    assert condition("dim", dim=T.optional(T.INT_LIST)) == "dim.has_value() && !dim->empty()"
+    with pytest.raises(Untranslatable):
+        condition("grad", grad=T.TENSOR)                                              # value-dependent
 
 
 def test_optional_list_is_dereferenced_where_used_as_a_list():

@@ -195,10 +195,12 @@ def _condition(node: cst.BaseExpression, context: Context) -> Typed:
     kind = value.type.kind
     if kind in (Kind.BOOL, Kind.INT):
         return value
-    if kind is Kind.OPTIONAL:
-        return Typed(f"{value.operand()}.has_value()", T.BOOL)
     if kind is Kind.LIST:
         return Typed(f"!{value.operand()}.empty()", T.BOOL)
+    if kind is Kind.OPTIONAL and value.type.elem.kind in (Kind.BOOL, Kind.INT, Kind.FLOAT):
+        return Typed(f"{value.operand()}.has_value() && *{value.operand()}", T.BOOL, atomic=False)
+    if kind is Kind.OPTIONAL and value.type.elem.kind is Kind.LIST:
+        return Typed(f"{value.operand()}.has_value() && !{value.operand()}->empty()", T.BOOL, atomic=False)
     raise unsupported(node, f"the truth value of a {value.type}")
 
 

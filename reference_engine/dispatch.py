@@ -175,20 +175,40 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...]) -> Callable[
     wrap, asarray, ndarray = Tensor._wrap, np.asarray, np.ndarray
     unwrap = tuple(t is Tensor for t in arg_types)
     simple = not overload.is_view        # views also share the version counter: run_any
+    # The runners below are the hottest code of the engine: each inlines ``Tensor._wrap``.
+    new = object.__new__
     if unwrap == (True,) and simple and not tail:
         def run_unary(a):
             out = kernel(a._value)
-            return wrap(out if type(out) is ndarray else asarray(out))
+            t = new(Tensor)
+            t._data = t._value = out if type(out) is ndarray else asarray(out)
+            t._requires_grad = False
+            t._grad_fn = t.grad = None
+            t._output_nr = 0
+            t._version = [0]
+            return t
         return run_unary
     if unwrap == (True, True) and simple:
         def run_binary(a, b):
             out = kernel(a._value, b._value, *tail)
-            return wrap(out if type(out) is ndarray else asarray(out))
+            t = new(Tensor)
+            t._data = t._value = out if type(out) is ndarray else asarray(out)
+            t._requires_grad = False
+            t._grad_fn = t.grad = None
+            t._output_nr = 0
+            t._version = [0]
+            return t
         return run_binary
     if unwrap == (True, False) and simple:
         def run_tensor_other(a, b):
             out = kernel(a._value, b, *tail)
-            return wrap(out if type(out) is ndarray else asarray(out))
+            t = new(Tensor)
+            t._data = t._value = out if type(out) is ndarray else asarray(out)
+            t._requires_grad = False
+            t._grad_fn = t.grad = None
+            t._output_nr = 0
+            t._version = [0]
+            return t
         return run_tensor_other
 
     def run_any(*args):

@@ -9,6 +9,7 @@ the gradients of the inputs are returned instead of accumulated in ``.grad``.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -16,6 +17,9 @@ import numpy as np
 from reference_engine.graph import Node
 from reference_engine.grad_mode import grad_mode
 from reference_engine.tensor import Tensor
+
+
+_NO_GRADIENTS = itertools.repeat(None)     # the input gradients of a node whose backward did not run
 
 
 def _as_list(tensors: Tensor | Sequence[Tensor] | None) -> list:
@@ -48,11 +52,11 @@ def _root_gradients(roots: list[Tensor], grad_outputs: list) -> list[Tensor | No
     return grads
 
 
-def _topological_order(roots: list[Node]) -> list[Node]:
-    """Every node reachable from ``roots``, each after all nodes that send it gradients."""
+def _count_dependencies(roots: list[Node]) -> dict[Node, int]:
+    """Every node reachable from ``roots`` with the number of edges into it."""
     dependencies: dict[Node, int] = dict.fromkeys(roots, 0)
     stack = list(dependencies)
-    while stack:                         # count the edges into each node, depth first
+    while stack:                         # depth first, no recursion
         for edge in stack.pop().next_edges:
             if edge is None or type(edge[0]) is Tensor:
                 continue
@@ -63,9 +67,15 @@ def _topological_order(roots: list[Node]) -> list[Node]:
                 stack.append(target)
             else:
                 dependencies[target] = count + 1
-    ready = [n for n in dependencies if dependencies[n] == 0]
+    return dependencies
+
+
+def _topological_order(roots: list[Node], dependencies: dict[Node, int]) -> list[Node]:
+    """The nodes in the order the engine runs them (Kahn's algorithm; ``dependencies`` is
+    consumed). Only ``grad(inputs=...)`` needs it ahead of time, to prune nodes."""
+    ready = [n for n in roots if dependencies[n] == 0]
     order = []
-    while ready:                         # Kahn: a node is ready once all its senders ran
+    while ready:
         node = ready.pop()
         order.append(node)
         for edge in node.next_edges:
@@ -144,36 +154,43 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
         nr = root._output_nr
         buffer[nr] = grad if buffer[nr] is None else buffer[nr] + grad
 
-    order = _topological_order(root_nodes)
+    dependencies = _count_dependencies(root_nodes)
     capture_nodes = {n for n, _ in node_slot}
-    needed = _needed(order, set(leaf_slot), capture_nodes) if capture else None
+    needed = None
+    if capture:
+        needed = _needed(_topological_order(root_nodes, dict(dependencies)), set(leaf_slot), capture_nodes)
 
     previous_mode = grad_mode.enabled
     grad_mode.enabled = create_graph
+    ready = [n for n in root_nodes if dependencies[n] == 0]
+    executed = []       # Kahn's algorithm, run as it goes: a node is ready once all its senders ran
     try:
-        for node in order:
+        while ready:
+            node = ready.pop()
+            executed.append(node)
             buffer = buffers.pop(node, None)
-            if buffer is None:
-                continue
-            if capture:
-                if node in capture_nodes:
+            input_grads: Sequence = _NO_GRADIENTS
+            if buffer is not None:
+                if capture and node in capture_nodes:
                     for nr, grad in enumerate(buffer):
                         slot = node_slot.get((node, nr))
                         if slot is not None and grad is not None:
                             captured[slot] = grad if captured[slot] is None else captured[slot] + grad
-                if node not in needed:
-                    continue
-            for grad in buffer:
-                if grad is not None:
-                    break
-            else:
-                continue        # no gradient arrived: the backward is not called
-            input_grads = node.apply(buffer, create_graph)
+                if needed is None or node in needed:
+                    for grad in buffer:
+                        if grad is not None:        # else no gradient arrived: backward not called
+                            input_grads = node.apply(buffer, create_graph)
+                            if len(input_grads) != len(node.next_edges):
+                                raise RuntimeError(f"{node.name()} returned {len(input_grads)} gradients "
+                                                   f"for {len(node.next_edges)} inputs")
+                            break
             for edge, grad in zip(node.next_edges, input_grads):
-                if edge is None or grad is None:
+                if edge is None:
                     continue
                 target, nr = edge
                 if type(target) is Tensor:
+                    if grad is None:
+                        continue
                     if capture:
                         slot = leaf_slot.get(id(target))
                         if slot is not None:
@@ -181,15 +198,20 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                     else:
                         _accumulate_leaf(target, grad, create_graph)
                     continue
-                target_buffer = buffers.get(target)
-                if target_buffer is None:
-                    target_buffer = buffers[target] = [None] * target.num_outputs
-                previous = target_buffer[nr]
-                target_buffer[nr] = grad if previous is None else previous + grad
+                if grad is not None:
+                    target_buffer = buffers.get(target)
+                    if target_buffer is None:
+                        target_buffer = buffers[target] = [None] * target.num_outputs
+                    previous = target_buffer[nr]
+                    target_buffer[nr] = grad if previous is None else previous + grad
+                remaining = dependencies[target] - 1
+                dependencies[target] = remaining
+                if remaining == 0:
+                    ready.append(target)
     finally:
         grad_mode.enabled = previous_mode
     if not retain_graph:      # only after success: a failed backward leaves the graph usable
-        for node in order:
+        for node in executed:
             if needed is None or node in needed:
                 node.release()
 

@@ -189,14 +189,18 @@ def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backw
         if t is not None and t._requires_grad:
             fn = t._grad_fn
             edges.append((t, 0) if fn is None else (fn, t._output_nr))
-            meta.append((t._data.shape, t._data.dtype))
+            data = t._data
+            key = (data.shape, data.dtype)
+            meta.append(_SHARED_META.get(key) or _share_meta(key))
             needs.append(True)
         else:
             edges.append(None)
             meta.append(None)
             needs.append(False)
+    needs_key = tuple(needs)
     info = overload.backward_info.get(backward.__code__) or _backward_info(overload, backward)
-    node = FormulaNode(overload, backward, edges, meta, 1, tuple(needs), None, info[1])
+    node = FormulaNode(overload, backward, edges, meta, 1, _SHARED_MASKS.setdefault(needs_key, needs_key),
+                       None, info[1])
     out = outputs
     if out._requires_grad or _is_argument(out, bound, positions):
         out = out.detach()      # an input returned as is: a new tensor object
@@ -228,6 +232,21 @@ def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backw
             cell.cell_contents = record
             saved.append((cell, record))
     return out
+
+
+# Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
+# sharing equal ones keeps a recorded operation from adding objects for the cycle collector to
+# track (fewer, shorter collections while a large graph is alive).
+_SHARED_META: dict[tuple, tuple] = {}
+_SHARED_MASKS: dict[tuple[bool, ...], tuple[bool, ...]] = {}
+_SHARED_META_LIMIT = 4096
+
+
+def _share_meta(key: tuple) -> tuple:
+    if len(_SHARED_META) >= _SHARED_META_LIMIT:
+        _SHARED_META.clear()
+    _SHARED_META[key] = key
+    return key
 
 
 def _is_argument(value: Tensor, bound: Sequence[Any], positions: tuple[int, ...]) -> bool:

@@ -13,6 +13,8 @@ import numpy as np
 
 from reference_engine.dtypes import DType, TensorOptions, from_numpy
 
+_new_object = object.__new__
+
 
 class Tensor:
     """An n-dimensional array that can record the operations applied to it.
@@ -46,23 +48,21 @@ class Tensor:
         if requires_grad:
             self.requires_grad_(True)
 
-    @classmethod
-    def _wrap(cls, array: np.ndarray) -> Tensor:
+    @staticmethod
+    def _wrap(array: np.ndarray) -> Tensor:
         """A new tensor over ``array`` (a kernel result), without any checks."""
-        t = cls.__new__(cls)
-        t._data = array
-        t._value = array
+        t = _new_object(Tensor)
+        t._data = t._value = array
         t._requires_grad = False
-        t._grad_fn = None
+        t._grad_fn = t.grad = None
         t._output_nr = 0
         t._version = [0]
-        t.grad = None
         return t
 
-    @classmethod
-    def _wrapped_number(cls, value: bool | int | float) -> Tensor:
+    @staticmethod
+    def _wrapped_number(value: bool | int | float) -> Tensor:
         """A 0-dim tensor standing for a Python number passed as a Tensor argument."""
-        t = cls._wrap(np.asarray(value))
+        t = Tensor._wrap(np.asarray(value))
         t._value = value
         return t
 

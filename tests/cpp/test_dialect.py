@@ -34,6 +34,8 @@ def test_optional_and_list_inputs_are_saved(generated):
     source = (generated / "features.cpp").read_text()
     assert "const at::Tensor y = y_opt.value_or(at::Tensor());" in source
     assert "grad_fn->weights_ = formulas::runtime::to_owned(weights);" in source
+    helpers = (generated / "helpers.cpp").read_text()
+    assert "return formulas::runtime::to_owned(sizes);" in helpers     # a borrowed view is copied to return it
 
 
 CHECKS = r"""

@@ -173,3 +173,11 @@ def test_nested_function_is_a_diagnostic():
 ])
 def test_annotation_types(annotation, expected):
     assert T.cpp_value(T.from_annotation(annotation)) == expected
+
+
+def test_borrowed_list_parameters_are_copied_when_kept():
+    scope = context().bind({"sizes": Binding(T.INT_LIST, "sizes", borrowed=True)})
+    module = cst.parse_module("shape = sizes\nshape.append(1)\nreturn shape\n")
+    lines = [line.strip() for line in translate_body(module.body, scope, T.INT_LIST).lines]
+    assert lines == ["std::vector<int64_t> shape = formulas::runtime::to_owned(sizes);",
+                     "shape.push_back(1);", "return shape;"]

@@ -20,7 +20,7 @@ from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     UNSUPPORTED_TYPE, Binding, Context, HelperSignature, Untranslatable, cpp_name,
 )
-from transpiler.cpp.nodes import borrowed_param, emit_formula, node_name
+from transpiler.cpp.nodes import borrowed_param, emit_formula, is_view, node_name
 from transpiler.cpp.operators import method_only_operators
 from transpiler.cpp.runtime import RUNTIME_HEADER
 from transpiler.cpp.statements import assigned_names, translate_body
@@ -93,7 +93,8 @@ def _helpers_files(library: Library, context: Context, diagnostics: list[Diagnos
         signature = context.helpers[helper.name]
         by_value = assigned_names(helper.node.body.body) & {p[0] for p in signature.params}
         declaration = _helper_declaration(signature, by_value)
-        scope = context.bind({n: Binding(t, cpp_name(n)) for n, t, _ in signature.params})
+        scope = context.bind({n: Binding(t, cpp_name(n), borrowed=n not in by_value and is_view(t))
+                              for n, t, _ in signature.params})
         try:
             body = translate_body(helper.node.body.body, scope, signature.returns)
         except Untranslatable as error:

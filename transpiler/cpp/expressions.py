@@ -50,6 +50,7 @@ class Typed:
     text: str
     type: PyType
     atomic: bool = True        # usable as an operand without parentheses
+    borrowed: bool = False     # a non-owning view (IntArrayRef, TensorList): copy it to keep or return it
 
     def operand(self) -> str:
         return self.text if self.atomic else f"({self.text})"
@@ -64,6 +65,7 @@ class Binding:
     cpp: str
     metadata: Mapping[str, str] = field(default_factory=dict)
     nonnegative: bool = False     # an int known to be >= 0 (a range() loop counter): indexes without a wrap
+    borrowed: bool = False        # a list parameter passed as a view (``at::IntArrayRef``...)
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,10 @@ def cpp_name(name: str) -> str:
 # --- conversions ---------------------------------------------------------------------------------
 
 def coerce(value: Typed, target: PyType) -> str:
-    """``value`` spelled as a C++ value of ``target`` (``None`` -> ``at::Tensor()``, ``x`` -> ``std::optional``)."""
+    """``value`` spelled as a C++ value of ``target`` (``None`` -> ``at::Tensor()``, ``x`` -> ``std::optional``,
+    a borrowed list view -> an owned ``std::vector``)."""
+    if value.borrowed:
+        return f"formulas::runtime::to_owned({value.text})"
     if value.type == target:
         return value.text
     if value.type.kind is Kind.SCALAR and target.kind in (Kind.FLOAT, Kind.INT):
@@ -184,7 +189,7 @@ def _name(node: cst.Name, context: Context, expected: PyType | None) -> Typed:
         raise Untranslatable(node, UNKNOWN_NAME, f"'{value}' is not an input, a local or a captured value here")
     if binding.metadata:
         raise unsupported(node, f"'{value}' other than through its metadata ({', '.join(sorted(binding.metadata))})")
-    return Typed(binding.cpp, binding.type)
+    return Typed(binding.cpp, binding.type, borrowed=binding.borrowed)
 
 
 def _condition(node: cst.BaseExpression, context: Context) -> Typed:
@@ -442,7 +447,7 @@ def _method_call(node: cst.Call, func: cst.Attribute, context: Context) -> Typed
             if method == "size":
                 index = translate(node.args[0].value, context)
                 return Typed(f"{saved}[formulas::runtime::wrap_index({index.text}, {saved}.size())]", T.INT)
-            return Typed(saved, METADATA_METHODS[key][0])
+            return Typed(saved, METADATA_METHODS[key][0], borrowed=key == "sizes")   # an IntArrayRef parameter
     receiver = translate(func.value, context)
     if receiver.type.kind is Kind.TENSOR and method in METADATA_METHODS:
         ty, template = METADATA_METHODS[method]
@@ -551,5 +556,5 @@ def _helper_call(node: cst.Call, helper: HelperSignature, context: Context) -> T
         if not accepts(ty, value.type) and value.type.kind is not Kind.TUPLE:
             raise Untranslatable(node, TYPE_CONFLICT, f"helper '{helper.name}' takes {ty} for '{name}', "
                                  f"got {value.type}")
-        texts.append(coerce(value, ty))
+        texts.append(value.text if value.borrowed else coerce(value, ty))   # helper lists are views too
     return Typed(f"helpers::{helper.name}({', '.join(texts)})", helper.returns)

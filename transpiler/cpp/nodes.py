@@ -82,6 +82,11 @@ def borrowed_param(ty: PyType) -> str:
     return T.cpp_param(ty)
 
 
+def is_view(ty: PyType) -> bool:
+    """Whether generated functions take ``ty`` as a non-owning view (see :func:`borrowed_param`)."""
+    return borrowed_param(ty) != T.cpp_param(ty)
+
+
 def _metadata_only_methods(name: str, backward: cst.FunctionDef) -> set[str] | None:
     """The metadata methods through which the backward reads ``name``, or None if it reads it otherwise."""
     methods: set[str] = set()
@@ -121,7 +126,8 @@ class FormulaEmitter:
         self.schema = formula.schema
         self.arguments = [a for a in self.schema.arguments if not a.is_out]
         self.forward_context = context.bind({
-            a.name: Binding(T.from_schema(a.type), cpp_name(a.name)) for a in self.arguments})
+            a.name: Binding(T.from_schema(a.type), cpp_name(a.name), borrowed=is_view(T.from_schema(a.type)))
+            for a in self.arguments})
         self.forward = translate_body(formula.forward, self.forward_context, return_type=None)
         self.output_nodes = self._output_nodes()
         self.output_types = [T.from_schema(r.type) for r in self.schema.returns]
@@ -234,10 +240,10 @@ class FormulaEmitter:
             elif isinstance(item, SavedTensor):
                 ty = T.TENSOR_LIST if item.is_list else T.TENSOR
                 params.append((f"{borrowed_param(ty)} {cpp_name(item.name)}", None,
-                               (item.name, Binding(ty, cpp_name(item.name)))))
+                               (item.name, Binding(ty, cpp_name(item.name), borrowed=is_view(ty)))))
             else:
                 params.append((f"{borrowed_param(item.type)} {cpp_name(item.name)}", None,
-                               (item.name, Binding(item.type, cpp_name(item.name)))))
+                               (item.name, Binding(item.type, cpp_name(item.name), borrowed=is_view(item.type)))))
         for tensor, methods in seen_metadata.items():
             params.append(("", None, (tensor, Binding(T.TENSOR, cpp_name(tensor), methods))))
         mask = self.formula.backward.needs_input_grad
@@ -405,4 +411,4 @@ def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedForm
                              f"no C++ spelling for the schema type '{error}' of {formula.op_name}") from None
 
 
-__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "node_name"]
+__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "is_view", "node_name"]

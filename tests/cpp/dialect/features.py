@@ -26,6 +26,12 @@ def leading_dims(ndim: int, keep_last: bool) -> list[int]:
     return dims
 
 
+@helper
+def same_sizes(sizes: list[int]) -> list[int]:
+    """``sizes`` itself: a list parameter returned (a view in C++, copied on return)."""
+    return sizes
+
+
 @derivative("axpy(Tensor x, Tensor? y, Scalar alpha=1) -> Tensor")
 def axpy(x, y, alpha=1):
     result = at.mul(x, alpha) if y is None else at.add(at.mul(x, alpha), y)
@@ -78,5 +84,5 @@ def rowscale(self, scale):
 def mean_all(self):
     result = at.mul(at.sum(self, leading_dims(self.dim(), False), False), 1.0 / self.numel())
     def backward(grad):
-        return at.expand(at.mul(grad, 1.0 / self.numel()), self.sizes())
+        return at.expand(at.mul(grad, 1.0 / self.numel()), same_sizes(self.sizes()))
     return result, backward

@@ -28,6 +28,7 @@ def test_metadata_only_tensor_saves_its_metadata(generated):
     node = source[source.index("struct MeanAllBackward0"):source.index("at::Tensor mean_all_backward")]
     assert "int64_t self_numel_" in node and "std::vector<int64_t> self_sizes_" in node
     assert "SavedVariable" not in node
+    assert "at::Tensor mean_all_backward(\n    at::Tensor grad," in source      # rebound in the body: by value
 
 
 def test_optional_and_list_inputs_are_saved(generated):

@@ -19,7 +19,7 @@ from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     METADATA_METHODS, UNSUPPORTED_TYPE, Binding, Context, Untranslatable, cpp_name, translate, unsupported,
 )
-from transpiler.cpp.statements import translate_body, walk
+from transpiler.cpp.statements import assigned_names, translate_body, walk
 from transpiler.cpp.types import Kind, PyType
 from transpiler.model import CaptureKind, Formula
 from transpiler.schema import BaseType, OptionalType
@@ -227,42 +227,47 @@ class FormulaEmitter:
             "",
         ])
 
-    def _backward_params(self) -> list[tuple[str, str, Binding]]:
-        """(C++ declaration, argument passed by apply(), binding in the backward) per parameter."""
-        params = []
+    def _backward_params(self) -> tuple[list[str], dict[str, Binding]]:
+        """The backward function's parameter declarations (apply() passes them in this order)
+        and the bindings its body sees; a parameter the body rebinds is taken by value."""
+        rebound = assigned_names(self.formula.backward.node.body.body)
+        declarations: list[str] = []
+        bindings: dict[str, Binding] = {}
+
+        def parameter(name: str, ty: PyType, declared: str) -> None:
+            if name in rebound:
+                declarations.append(f"{T.cpp_value(ty)} {cpp_name(name)}")
+                bindings[name] = Binding(ty, cpp_name(name))
+            else:
+                declarations.append(f"{declared} {cpp_name(name)}")
+                bindings[name] = Binding(ty, cpp_name(name), borrowed=is_view(ty))
+
         for grad in self.formula.backward.grad_params:
-            params.append((f"const at::Tensor& {cpp_name(grad)}", None, (grad, Binding(T.TENSOR, cpp_name(grad)))))
-        seen_metadata: dict[str, dict[str, str]] = {}
+            parameter(grad, T.TENSOR, "const at::Tensor&")
+        metadata: dict[str, dict[str, str]] = {}
         for item in self.saved:
             if isinstance(item, SavedMetadata):
-                seen_metadata.setdefault(item.tensor, {})[item.method] = item.param
-                params.append((f"{borrowed_param(item.type)} {item.param}", item.member, None))
+                metadata.setdefault(item.tensor, {})[item.method] = item.param
+                declarations.append(f"{borrowed_param(item.type)} {item.param}")
             elif isinstance(item, SavedTensor):
                 ty = T.TENSOR_LIST if item.is_list else T.TENSOR
-                params.append((f"{borrowed_param(ty)} {cpp_name(item.name)}", None,
-                               (item.name, Binding(ty, cpp_name(item.name), borrowed=is_view(ty)))))
+                parameter(item.name, ty, borrowed_param(ty))
             else:
-                params.append((f"{borrowed_param(item.type)} {cpp_name(item.name)}", None,
-                               (item.name, Binding(item.type, cpp_name(item.name), borrowed=is_view(item.type)))))
-        for tensor, methods in seen_metadata.items():
-            params.append(("", None, (tensor, Binding(T.TENSOR, cpp_name(tensor), methods))))
+                parameter(item.name, item.type, borrowed_param(item.type))
+        for tensor, methods in metadata.items():
+            bindings[tensor] = Binding(T.TENSOR, cpp_name(tensor), methods)
         mask = self.formula.backward.needs_input_grad
         if mask is not None:
             count = len(self.formula.differentiable_inputs)
-            ty = T.list_of(T.BOOL, count)
-            params.append((f"const std::array<bool, {count}>& {cpp_name(mask)}", None,
-                           (mask, Binding(ty, cpp_name(mask)))))
-        return params
+            parameter(mask, T.list_of(T.BOOL, count), f"const std::array<bool, {count}>&")
+        return declarations, bindings
 
     def backward_function(self) -> str:
-        params = self._backward_params()
-        bindings = {b[0]: b[1] for _, _, b in params if b is not None}
-        context = self.context.bind(bindings)
-        body = translate_body(self.formula.backward.node.body.body, context, self.backward_return)
-        declared = ",\n    ".join(p for p, _, _ in params if p)
+        declarations, bindings = self._backward_params()
+        body = translate_body(self.formula.backward.node.body.body, self.context.bind(bindings), self.backward_return)
         return "\n".join([
             f"{T.cpp_value(self.backward_return)} {self.backward_name}(",
-            f"    {declared}) {{",
+            "    " + ",\n    ".join(declarations) + ") {",
             *body.lines,
             "}",
             "",

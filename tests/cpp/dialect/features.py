@@ -84,5 +84,6 @@ def rowscale(self, scale):
 def mean_all(self):
     result = at.mul(at.sum(self, leading_dims(self.dim(), False), False), 1.0 / self.numel())
     def backward(grad):
-        return at.expand(at.mul(grad, 1.0 / self.numel()), same_sizes(self.sizes()))
+        grad = at.mul(grad, 1.0 / self.numel())   # a rebound parameter: taken by value in C++
+        return at.expand(grad, same_sizes(self.sizes()))
     return result, backward

@@ -23,7 +23,7 @@ import numpy as np
 from formulas.dsl import FORMULAS, NONDIFFERENTIABLE, DeclaredFormula
 from reference_engine.binding import Signature
 from reference_engine.dtypes import DType
-from reference_engine.formula_node import record_formula
+from reference_engine.formula_node import formula_recorder, record_formula
 from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import KERNELS, VIEW_OPS
 from reference_engine.tensor import Tensor
@@ -155,12 +155,18 @@ def _returns_kind(schema: FunctionSchema) -> str:
 _NO_CONVERSION = (list, type(None), DType)
 
 
-def _kernel_runner(overload: Overload, arg_types: tuple[type, ...]) -> Callable[..., Any] | None:
+def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
+                   keywords_included: bool = False) -> Callable[..., Any] | None:
     """A kernel call specialised to positional arguments of ``arg_types`` (None when the
-    call needs binding, conversion or a non-tensor result, handled by ``run_kernel``)."""
+    call needs binding, conversion or a non-tensor result, handled by ``run_kernel``).
+    ``keywords_included``: the types cover every argument, keyword-only ones included."""
     signature = overload.signature
     kernel = overload.kernel
-    if len(arg_types) == signature.positional_arity:
+    if keywords_included:
+        if len(arg_types) != signature.n_args:
+            return None
+        tail: tuple = ()
+    elif len(arg_types) == signature.positional_arity:
         tail: tuple = ()
     elif len(arg_types) == signature.n_positional and signature.keyword_defaults is not None:
         tail = signature.keyword_defaults      # keyword-only arguments left at their defaults
@@ -188,9 +194,9 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...]) -> Callable[
             t._version = [0]
             return t
         return run_unary
-    if unwrap == (True, True) and simple:
-        def run_binary(a, b):
-            out = kernel(a._value, b._value, *tail)
+    if unwrap[:2] == (True, True) and not any(unwrap[2:]) and simple:
+        def run_binary(a, b, *rest):        # rest: non-tensor arguments (``alpha``)
+            out = kernel(a._value, b._value, *rest, *tail)
             t = new(Tensor)
             t._data = t._value = out if type(out) is ndarray else asarray(out)
             t._requires_grad = False
@@ -237,47 +243,7 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
     if (overload.formula is None or kernel_runner is None or signature.converted_positions
             or any(i >= len(arg_types) or arg_types[i] is not Tensor for i in positions)):
         return None
-    formula = overload.formula
-    keywords = dict(zip(overload.keyword_only[1], tail))
-    mode = grad_mode
-
-    if positions == (0,) and not keywords:
-        def record_unary(*args):
-            if not args[0]._requires_grad:
-                return kernel_runner(*args)
-            mode.enabled = False
-            try:
-                outputs, backward = formula(*args)
-            finally:
-                mode.enabled = True
-            return record_formula(overload, args, outputs, backward)
-        return record_unary
-
-    if positions == (0, 1):
-        def record_binary(*args):
-            if not (args[0]._requires_grad or args[1]._requires_grad):
-                return kernel_runner(*args)
-            mode.enabled = False
-            try:
-                outputs, backward = formula(*args, **keywords)
-            finally:
-                mode.enabled = True
-            return record_formula(overload, args + tail, outputs, backward)
-        return record_binary
-
-    def record(*args):
-        for i in positions:
-            if args[i]._requires_grad:
-                break
-        else:
-            return kernel_runner(*args)
-        mode.enabled = False
-        try:
-            outputs, backward = formula(*args, **keywords)
-        finally:
-            mode.enabled = True
-        return record_formula(overload, args + tail, outputs, backward)
-    return record
+    return formula_recorder(overload, kernel_runner, dict(zip(overload.keyword_only[1], tail)))
 
 
 class OperatorPacket:
@@ -306,7 +272,7 @@ class OperatorPacket:
         entry = self.cache.get(key) or self.entry(key, args, kwargs)
         run = entry[2] if grad_mode.enabled else entry[1]
         if run is not None:
-            return run(*args)
+            return run(*args, *kwargs.values()) if kwargs else run(*args)
         overload = entry[0]
         if not kwargs and len(args) == overload.signature.positional_arity:
             bound = list(args)
@@ -318,10 +284,19 @@ class OperatorPacket:
 
     def entry(self, key: tuple, args: tuple, kwargs: dict) -> tuple:
         """Resolve and cache a call signature: ``(overload, runner with grad mode off,
-        runner with grad mode on)``; a runner is None where the call needs general binding."""
+        runner with grad mode on)``; a runner is None where the call needs general binding.
+        Runners take the positional arguments, then the keyword values (in schema order)."""
         overload = self.resolve(args, kwargs)
-        runner = None if kwargs else _kernel_runner(overload, key)
-        recording = runner if overload.formula is None else _formula_runner(overload, key, runner)
+        if not kwargs:
+            runner = _kernel_runner(overload, key)
+            recording = runner if overload.formula is None else _formula_runner(overload, key, runner)
+        elif tuple(kwargs) == overload.keyword_only[1] and len(args) == overload.keyword_only[0]:
+            # Every keyword-only argument given, in schema order (``at.add(a, b, alpha=2)``):
+            # the runner takes the keyword values after the positional ones.
+            runner = _kernel_runner(overload, key[:len(args)] + tuple(map(type, kwargs.values())), True)
+            recording = runner if overload.formula is None else None
+        else:
+            runner = recording = None
         entry = self.cache[key] = (overload, runner, recording)
         return entry
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from reference_engine.grad_mode import grad_mode
 from reference_engine.graph import RELEASED_MESSAGE, Node, SavedTensor, check_gradients
 from reference_engine.tensor import Tensor
 
@@ -58,7 +59,10 @@ class FormulaNode(Node):
             raise RuntimeError(RELEASED_MESSAGE.format(node=self.name()))
         saved = self.saved
         for cell, record in saved:
-            cell.cell_contents = record.unpack(self, create_graph)
+            if record.role == "input" and record.counter[0] == record.version:
+                cell.cell_contents = record.tensor      # SavedTensor.unpack's common case, inlined
+            else:
+                cell.cell_contents = record.unpack(self, create_graph)
         try:
             if self.takes_mask:
                 result = fn(*grads, needs_input_grad=self.needs_input_grad)
@@ -67,8 +71,16 @@ class FormulaNode(Node):
         finally:
             for cell, record in saved:
                 cell.cell_contents = record
-        flat = [result] if self.list_lengths is None and len(self.needs_input_grad) == 1 else self._flatten(result)
-        check_gradients(self, flat)
+        if self.list_lengths is None and len(self.needs_input_grad) == 1:
+            flat = [result]
+        elif self.list_lengths is None and type(result) is tuple and len(result) == len(self.needs_input_grad):
+            flat = list(result)
+        else:
+            flat = self._flatten(result)
+        for grad, meta in zip(flat, self.input_meta):     # check_gradients' test, inlined
+            if grad is not None and meta is not None and (
+                    type(grad) is not Tensor or grad._data.shape != meta[0] or grad._data.dtype != meta[1]):
+                check_gradients(self, flat)     # raises, naming the input
         return flat
 
     def _flatten(self, result: Any) -> list:
@@ -96,7 +108,7 @@ class FormulaNode(Node):
 
     def release(self) -> None:
         self.backward_fn = None
-        self.saved = []
+        self.saved = ()
 
 
 def _backward_info(overload: Overload, backward: Callable[..., Any]) -> tuple[tuple[str, ...], bool]:
@@ -176,88 +188,6 @@ def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: 
 
 def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
     """Attach a node for ``backward`` to the formula's ``outputs``; return them."""
-    if overload.signature.tensor_list_positions or overload.num_differentiable_outputs != 1 \
-            or overload.returns_kind != "tensor":
-        return _record_general(overload, bound, outputs, backward)
-    # The common case, without intermediate containers: tensor arguments, one tensor output.
-    positions = overload.differentiable_positions
-    edges: list = []
-    meta: list = []
-    needs: list[bool] = []
-    for position in positions:
-        t = bound[position]
-        if t is not None and t._requires_grad:
-            fn = t._grad_fn
-            edges.append((t, 0) if fn is None else (fn, t._output_nr))
-            data = t._data
-            key = (data.shape, data.dtype)
-            meta.append(_SHARED_META.get(key) or _share_meta(key))
-            needs.append(True)
-        else:
-            edges.append(None)
-            meta.append(None)
-            needs.append(False)
-    needs_key = tuple(needs)
-    info = overload.backward_info.get(backward.__code__) or _backward_info(overload, backward)
-    node = FormulaNode(overload, backward, edges, meta, 1, _SHARED_MASKS.setdefault(needs_key, needs_key),
-                       None, info[1])
-    out = outputs
-    if out._requires_grad or _is_argument(out, bound, positions):
-        out = out.detach()      # an input returned as is: a new tensor object
-    is_output = out._data.dtype.kind == "f"
-    if is_output:
-        out._grad_fn = node
-        out._requires_grad = True
-    cells = backward.__closure__
-    if cells:
-        saved = node.saved
-        for name, cell in zip(info[0], cells):
-            try:
-                value = cell.cell_contents
-            except ValueError:      # an empty cell: a name the backward reads that was never bound
-                continue
-            kind = type(value)
-            if kind is Tensor:
-                if value is out and is_output:
-                    record = SavedTensor("output", name, value, 0)
-                elif value._requires_grad or _is_argument(value, bound, positions):
-                    record = SavedTensor("input", name, value)
-                else:
-                    record = SavedTensor("intermediate", name, value)
-            elif (kind is list or kind is tuple) and value and _holds_tensors(value):
-                held = {id(bound[p]) for p in positions}
-                record = save_captured(value, name, held, {id(out): 0} if is_output else {})
-            else:
-                continue
-            cell.cell_contents = record
-            saved.append((cell, record))
-    return out
-
-
-# Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
-# sharing equal ones keeps a recorded operation from adding objects for the cycle collector to
-# track (fewer, shorter collections while a large graph is alive).
-_SHARED_META: dict[tuple, tuple] = {}
-_SHARED_MASKS: dict[tuple[bool, ...], tuple[bool, ...]] = {}
-_SHARED_META_LIMIT = 4096
-
-
-def _share_meta(key: tuple) -> tuple:
-    if len(_SHARED_META) >= _SHARED_META_LIMIT:
-        _SHARED_META.clear()
-    _SHARED_META[key] = key
-    return key
-
-
-def _is_argument(value: Tensor, bound: Sequence[Any], positions: tuple[int, ...]) -> bool:
-    for position in positions:
-        if bound[position] is value:
-            return True
-    return False
-
-
-def _record_general(overload: Overload, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
-    """:func:`record_formula` for ``Tensor[]`` arguments and several outputs."""
     edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
     info = overload.backward_info.get(backward.__code__) or _backward_info(overload, backward)
     node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, tuple(needs),
@@ -280,6 +210,126 @@ def _record_general(overload: Overload, bound: Sequence[Any], outputs: Any, back
     if cells:
         _save_cells(node, zip(info[0], cells), held, output_nr)
     return result
+
+
+def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
+                     keywords: dict[str, Any]) -> Callable[..., Any]:
+    """The runner of a formula called with its tensor arguments as Tensors (positionally,
+    keyword-only arguments at ``keywords``): it runs the kernel when no input requires grad,
+    else the formula below autograd and records its node.
+
+    For one tensor output and no ``Tensor[]`` argument (nearly every operator) everything
+    :func:`record_formula` does is inlined here: this is the per-operator cost of recording.
+    """
+    formula = overload.formula
+    positions = overload.signature.tensor_positions
+    mode = grad_mode
+    if (overload.signature.tensor_list_positions or overload.num_differentiable_outputs != 1
+            or overload.returns_kind != "tensor"):
+        def record_general(*args):
+            for i in positions:
+                if args[i]._requires_grad:
+                    break
+            else:
+                return kernel_runner(*args)
+            mode.enabled = False
+            try:
+                outputs, backward = formula(*args, **keywords)
+            finally:
+                mode.enabled = True
+            return record_formula(overload, args + tuple(keywords.values()), outputs, backward)
+        return record_general
+
+    backward_info = overload.backward_info
+    new = object.__new__
+
+    def record(*args):
+        for i in positions:
+            if args[i]._requires_grad:
+                break
+        else:
+            return kernel_runner(*args)
+        mode.enabled = False
+        try:
+            out, backward = formula(*args, **keywords)
+        finally:
+            mode.enabled = True
+        edges: list = []
+        meta: list = []
+        needs: list[bool] = []
+        for i in positions:
+            t = args[i]
+            if t._requires_grad:
+                fn = t._grad_fn
+                edges.append((t, 0) if fn is None else (fn, t._output_nr))
+                data = t._data
+                key = (data.shape, data.dtype)
+                meta.append(_SHARED_META.get(key) or _share_meta(key))
+                needs.append(True)
+            else:
+                edges.append(None)
+                meta.append(None)
+                needs.append(False)
+            if t is out:
+                out = out.detach()      # an input returned as is: a new tensor object
+        needs_key = tuple(needs)
+        info = backward_info.get(backward.__code__) or _backward_info(overload, backward)
+        node = new(FormulaNode)         # FormulaNode.__init__, inlined
+        node.next_edges = edges
+        node.input_meta = meta
+        node.num_outputs = 1
+        node.overload = overload
+        node.backward_fn = backward
+        node.takes_mask = info[1]
+        node.saved = saved = []
+        node.needs_input_grad = _SHARED_MASKS.get(needs_key) or _SHARED_MASKS.setdefault(needs_key, needs_key)
+        node.list_lengths = None
+        if out._requires_grad:
+            out = out.detach()
+        is_output = out._data.dtype.kind == "f"
+        if is_output:
+            out._grad_fn = node
+            out._requires_grad = True
+        cells = backward.__closure__
+        if cells:
+            for name, cell in zip(info[0], cells):
+                try:
+                    value = cell.cell_contents
+                except ValueError:      # an empty cell: a name the backward reads that was never bound
+                    continue
+                kind = type(value)
+                if kind is Tensor:
+                    if value is out and is_output:
+                        record = SavedTensor("output", name, value, 0)
+                    elif value._requires_grad or any(value is args[i] for i in positions):
+                        record = SavedTensor("input", name, value)
+                    else:
+                        record = SavedTensor("intermediate", name, value)
+                elif (kind is list or kind is tuple) and value and (
+                        type(value[0]) is Tensor or (value[0] is None and _holds_tensors(value))):
+                    held = {id(args[i]) for i in positions}
+                    record = save_captured(value, name, held, {id(out): 0} if is_output else {})
+                else:
+                    continue
+                cell.cell_contents = record
+                saved.append((cell, record))
+        return out
+    return record
+
+
+# Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
+# sharing equal ones keeps a recorded operation from adding objects for the cycle collector to
+# track (fewer, shorter collections while a large graph is alive).
+_SHARED_META: dict[tuple, tuple] = {}
+_SHARED_MASKS: dict[tuple[bool, ...], tuple[bool, ...]] = {}
+_SHARED_META_LIMIT = 4096
+
+
+def _share_meta(key: tuple) -> tuple:
+    if len(_SHARED_META) >= _SHARED_META_LIMIT:
+        _SHARED_META.clear()
+    _SHARED_META[key] = key
+    return key
 
 
 def _save_cells(node: FormulaNode, named_cells: Any, held: set[int], output_nr: dict[int, int]) -> None:

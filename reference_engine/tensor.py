@@ -135,9 +135,12 @@ class Tensor:
 
     def size(self, dim: int | None = None) -> Any:
         """The shape as a tuple, or the size of one (possibly negative) dimension."""
+        shape = self._data.shape
         if dim is None:
-            return self._data.shape
-        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+            return shape
+        if 0 <= dim < len(shape):
+            return shape[dim]
+        return shape[_wrap_dim(dim, len(shape))]
 
     def dim(self) -> int:
         return self._data.ndim

@@ -35,6 +35,9 @@ def test_optional_and_list_inputs_are_saved(generated):
     source = (generated / "features.cpp").read_text()
     assert "const at::Tensor y = y_opt.value_or(at::Tensor());" in source
     assert "grad_fn->weights_ = formulas::runtime::to_owned(weights);" in source
+    # a rebound input is a local copy; the node's edges still go to the dispatcher's argument
+    assert "std::vector<at::Tensor> tensors = formulas::runtime::to_owned(tensors_arg);" in source
+    assert "torch::autograd::collect_next_edges(tensors_arg)" in source
     helpers = (generated / "helpers.cpp").read_text()
     assert "return formulas::runtime::to_owned(sizes);" in helpers     # a borrowed view is copied to return it
 

@@ -125,8 +125,10 @@ class FormulaEmitter:
         self.struct = struct
         self.schema = formula.schema
         self.arguments = [a for a in self.schema.arguments if not a.is_out]
+        self.rebound = assigned_names(formula.forward) & {a.name for a in self.arguments}
         self.forward_context = context.bind({
-            a.name: Binding(T.from_schema(a.type), cpp_name(a.name), borrowed=is_view(T.from_schema(a.type)))
+            a.name: Binding(T.from_schema(a.type), cpp_name(a.name),
+                            borrowed=is_view(T.from_schema(a.type)) and a.name not in self.rebound)
             for a in self.arguments})
         self.forward = translate_body(formula.forward, self.forward_context, return_type=None)
         self.output_nodes = self._output_nodes()
@@ -339,18 +341,31 @@ class FormulaEmitter:
                               "  }"]
         return lines
 
+    def _dispatcher_argument(self, arg) -> str:
+        """The kernel's own parameter for ``arg`` (edges go to the inputs as given, not as rebound)."""
+        if arg.name not in self.rebound:
+            return cpp_name(arg.name)
+        optional_tensor = isinstance(arg.type, OptionalType) and T.from_schema(arg.type) == T.TENSOR
+        return f"{arg.name}_opt" if optional_tensor else f"{arg.name}_arg"
+
     def wrapper_text(self) -> str:
         params, prologue = [], []
         for arg in self.arguments:
             declared = T.cpp_kernel_param(arg.type)
+            name = cpp_name(arg.name)
             if isinstance(arg.type, OptionalType) and isinstance(arg.type.elem, BaseType) and arg.type.elem.name == "Tensor":
                 params.append(f"{declared} {arg.name}_opt")
-                prologue.append(f"  const at::Tensor {cpp_name(arg.name)} = {arg.name}_opt.value_or(at::Tensor());")
+                constness = "" if arg.name in self.rebound else "const "
+                prologue.append(f"  {constness}at::Tensor {name} = {arg.name}_opt.value_or(at::Tensor());")
+            elif arg.name in self.rebound:   # the forward rebinds it: a local copy, not the dispatcher's argument
+                params.append(f"{declared} {arg.name}_arg")
+                ty = T.cpp_value(T.from_schema(arg.type))
+                prologue.append(f"  {ty} {name} = formulas::runtime::to_owned({arg.name}_arg);")
             else:
-                params.append(f"{declared} {cpp_name(arg.name)}")
+                params.append(f"{declared} {name}")
         returns = [T.cpp_value(t) for t in self.output_types]
         return_type = returns[0] if len(returns) == 1 else f"std::tuple<{', '.join(returns)}>"
-        inputs = ", ".join(cpp_name(a.name) for a in self.formula.differentiable_inputs)
+        inputs = ", ".join(self._dispatcher_argument(a) for a in self.formula.differentiable_inputs)
         lines = [f"{return_type} {self.wrapper_name}({', '.join(params)}) {{", *prologue,
                  f"  c10::intrusive_ptr<{self.struct}> grad_fn;",
                  f"  if (torch::autograd::compute_requires_grad({inputs})) {{",

@@ -59,6 +59,7 @@ def moments(self, dims):
 
 @derivative("weighted_sum(Tensor[] tensors, float[] weights) -> Tensor")
 def weighted_sum(tensors, weights):
+    tensors = list(tensors)   # a rebound input (not captured): a local copy in C++
     result = at.mul(tensors[0], weights[0])
     for i in range(1, len(tensors)):
         result = at.add(result, at.mul(tensors[i], weights[i]))

@@ -146,9 +146,9 @@ def test_failed_write_leaves_output_as_it_was(workspace, monkeypatch):
 
 def test_shipped_out_cpp_is_current():
     """The checked-in out_cpp/ is what transpile writes for formulas/ (byte for byte)."""
-    files, diagnostics, _ = generate.generate(REPO / "formulas", lint=False)
-    assert diagnostics == []
-    assert generate.differs(REPO / "out_cpp", files, manifest=False) == []
+    result = generate.generate(REPO / "formulas", lint=False)
+    assert result.diagnostics == []
+    assert generate.differs(REPO / "out_cpp", result.files, manifest=False) == []
 
 
 def test_output_does_not_depend_on_hash_seed(tmp_path):

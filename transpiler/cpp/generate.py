@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from transpiler.diagnostics import Diagnostic
@@ -68,8 +69,19 @@ def up_to_date(formulas: Path, out: Path) -> bool:
     return [line for line in recorded if not line.startswith("output ")] == expected.splitlines()
 
 
-def generate(formulas: Path, lint: bool = True) -> tuple[dict[str, str], list[Diagnostic], tuple[int, int, int]]:
-    """Lint and transliterate ``formulas``: (files with manifest, diagnostics, (ops, nodes, helpers))."""
+@dataclass(frozen=True)
+class Generated:
+    """What a run would write (``files``, MANIFEST included) or why it writes nothing (``diagnostics``)."""
+
+    files: dict[str, str]
+    diagnostics: list[Diagnostic]
+    ops: int = 0
+    nodes: int = 0
+    helpers: int = 0
+
+
+def generate(formulas: Path, lint: bool = True) -> Generated:
+    """Lint and transliterate ``formulas`` in memory."""
     from transpiler.frontend import load_library
 
     if lint:
@@ -77,18 +89,17 @@ def generate(formulas: Path, lint: bool = True) -> tuple[dict[str, str], list[Di
 
         findings = lint_paths([str(formulas)])
         if findings:
-            return {}, sorted(findings), (0, 0, 0)
+            return Generated({}, sorted(findings))
     library = load_library(str(formulas))
     if library.diagnostics:
-        return {}, sorted(library.diagnostics), (0, 0, 0)
+        return Generated({}, sorted(library.diagnostics))
     from transpiler.cpp.emit import emit_library
 
     output, diagnostics = emit_library(library)
     if diagnostics:
-        return {}, diagnostics, (0, 0, 0)
-    files = dict(output.files)
-    files[MANIFEST] = manifest_text(formulas, output.files)
-    return files, [], (output.ops, output.nodes, output.helpers)
+        return Generated({}, diagnostics)
+    files = {**output.files, MANIFEST: manifest_text(formulas, output.files)}
+    return Generated(files, [], output.ops, output.nodes, output.helpers)
 
 
 def differs(out: Path, files: dict[str, str], manifest: bool = True) -> list[str]:
@@ -150,12 +161,13 @@ def main(argv: list[str]) -> int:
     if not args.no_lint and up_to_date(args.formulas, args.out):
         print(f"{args.out}: up to date ({time.perf_counter() - started:.3f} s)")
         return 0
-    files, diagnostics, (ops, nodes, helpers) = generate(args.formulas, lint=not args.no_lint)
-    for diagnostic in diagnostics:
+    result = generate(args.formulas, lint=not args.no_lint)
+    for diagnostic in result.diagnostics:
         print(diagnostic.format())
-    if diagnostics:
-        print(f"{len(diagnostics)} finding(s): nothing written to {args.out}", file=sys.stderr)
+    if result.diagnostics:
+        print(f"{len(result.diagnostics)} finding(s): nothing written to {args.out}", file=sys.stderr)
         return 1
+    files = result.files
     if args.check:
         changed = differs(args.out, files, manifest=False)
         if changed:
@@ -168,6 +180,6 @@ def main(argv: list[str]) -> int:
         write_atomically(args.out, files)
     elapsed = time.perf_counter() - started
     print(f"transpile: {args.formulas} -> {args.out}")
-    print(f"  ops {ops}   nodes {nodes}   helpers {helpers}   files {len(files)}   "
+    print(f"  ops {result.ops}   nodes {result.nodes}   helpers {result.helpers}   files {len(files)}   "
           f"changed {len(changed)}   {elapsed:.2f} s")
     return 0

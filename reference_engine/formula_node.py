@@ -273,10 +273,11 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
             if t is out:
                 out = out.detach()      # an input returned as is: a new tensor object
         needs_key = tuple(needs)
+        meta_key = tuple(meta)
         info = backward_info.get(backward.__code__) or _backward_info(overload, backward)
         node = new(FormulaNode)         # FormulaNode.__init__, inlined
         node.next_edges = edges
-        node.input_meta = meta
+        node.input_meta = _SHARED_META.get(meta_key) or _share_meta(meta_key)
         node.num_outputs = 1
         node.overload = overload
         node.backward_fn = backward
@@ -318,8 +319,9 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
 
 
 # Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
-# sharing equal ones keeps a recorded operation from adding objects for the cycle collector to
-# track (fewer, shorter collections while a large graph is alive).
+# sharing equal ones (the per-input pairs and the node's tuple of them) keeps a recorded
+# operation from adding objects for the cycle collector to track (fewer, shorter collections
+# while a large graph is alive).
 _SHARED_META: dict[tuple, tuple] = {}
 _SHARED_MASKS: dict[tuple[bool, ...], tuple[bool, ...]] = {}
 _SHARED_META_LIMIT = 4096

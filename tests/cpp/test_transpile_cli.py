@@ -43,6 +43,8 @@ BAD_INPUTS = {
     "unsupported schema type": ('"cos(Tensor self) -> Tensor")\ndef cos(self):',
                                 '"cos(Tensor self, Generator? generator=None) -> Tensor")\n'
                                 'def cos(self, generator=None):', "DB205", 12, 13),
+    "duplicate operator": ('@derivative("cos(Tensor self) -> Tensor")', '@derivative("sin(Tensor self) -> Tensor")',
+                           "DB206", 12, 13),
     "differentiable list output": ('"cos(Tensor self) -> Tensor"', '"cos(Tensor self) -> Tensor[]"', "DB205", 12, 13),
 }
 
@@ -162,3 +164,26 @@ def test_output_does_not_depend_on_hash_seed(tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
         outputs.append({p.name: p.read_bytes() for p in out.iterdir() if p.name != "MANIFEST"})
     assert outputs[0] == outputs[1]
+
+
+NEG = '''\
+from formulas import at, derivative
+
+
+@derivative("neg(Tensor self) -> Tensor")
+def neg(self):
+    result = at.neg(self)
+    def backward(grad):
+        return at.neg(grad)
+    return result, backward
+'''
+
+
+def test_modules_of_the_same_name_get_distinct_files(workspace):
+    formulas, out = workspace
+    (formulas / "extra").mkdir()
+    (formulas / "extra" / "trig.py").write_text(NEG)
+    assert generate.main(["--formulas", str(formulas), "--out", str(out)]) == 0
+    sources = {p.name: p.read_text() for p in out.glob("*.cpp")}
+    assert set(sources) == {"helpers.cpp", "trig.cpp", "trig_2.cpp"}
+    assert "NegBackward0" in sources["trig.cpp"] and "SinBackward0" in sources["trig_2.cpp"]   # path order

@@ -16,5 +16,6 @@ DB202  no declared overload of ``at.X`` accepts the call's arguments
 DB203  a name that is neither an input, a local nor a captured value
 DB204  one variable (or conditional, or helper argument) with conflicting types
 DB205  a schema or annotation type with no C++ spelling
+DB206  a second formula for the same operator
 =====  ===================================================================
 """

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
-    UNSUPPORTED_TYPE, Binding, Context, HelperSignature, Untranslatable, cpp_name,
+    DUPLICATE_OPERATOR, UNSUPPORTED_TYPE, Binding, Context, HelperSignature, Untranslatable, cpp_name,
 )
-from transpiler.cpp.nodes import borrowed_param, emit_formula, is_view, node_name
+from transpiler.cpp.nodes import borrowed_param, emit_formula, is_view, node_name, schema_node
 from transpiler.cpp.operators import method_only_operators
 from transpiler.cpp.runtime import RUNTIME_HEADER
 from transpiler.cpp.statements import assigned_names, translate_body
@@ -204,15 +204,40 @@ def emit_library(library: Library) -> tuple[Output, list[Diagnostic]]:
     context = Context(operator_table(library), helpers, {})
     header, source = _helpers_files(library, context, diagnostics)
     files = {"runtime.h": RUNTIME_HEADER, "helpers.h": header, "helpers.cpp": source}
+    diagnostics += _duplicate_operators(library)
     taken: set[str] = set()
     ops = 0
     for module in sorted(library.modules, key=lambda m: m.path):
         result = _module_file(module, context, taken, diagnostics)
         if result is not None:
-            stem = os.path.splitext(os.path.basename(module.path))[0]
-            files[f"{stem}.cpp"] = result[0]
+            files[_file_name(module.path, files)] = result[0]
             ops += result[1]
     return Output(files, ops, len(taken), len(helpers)), sorted(set(diagnostics))
+
+
+def _file_name(path: str, taken: dict[str, str]) -> str:
+    """``<module>.cpp``; a second module of the same name (another sub-package) gets a numbered name."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name, index = f"{stem}.cpp", 2
+    while name in taken:
+        name, index = f"{stem}_{index}.cpp", index + 1
+    return name
+
+
+def _duplicate_operators(library: Library) -> list[Diagnostic]:
+    """A second formula for an operator: both would register ``torch.ops.formulas.<op>``."""
+    first: dict[str, tuple[str, int]] = {}
+    found = []
+    for module in sorted(library.modules, key=lambda m: m.path):
+        for formula in module.formulas:
+            if formula.op_name in first:
+                path, line = first[formula.op_name]
+                where = module.span(schema_node(formula))
+                found.append(Diagnostic(module.path, where.line, where.col, DUPLICATE_OPERATOR,
+                                        f"{formula.op_name} already has a formula ({path}:{line}); keep one"))
+            else:
+                first[formula.op_name] = (module.path, formula.span.line)
+    return found
 
 
 __all__ = ["Output", "emit_library", "operator_table"]

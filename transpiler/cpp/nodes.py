@@ -136,7 +136,7 @@ class FormulaEmitter:
         diff = formula.output_differentiability or (True,) * len(self.schema.returns)
         self.differentiable_outputs = [i for i, d in enumerate(diff) if d]
         if any(self.output_types[i] != T.TENSOR for i in self.differentiable_outputs):
-            raise Untranslatable(_schema_node(formula), UNSUPPORTED_TYPE,
+            raise Untranslatable(schema_node(formula), UNSUPPORTED_TYPE,
                                  f"{formula.op_name}: only Tensor outputs can be differentiable here "
                                  "(mark the others False in output_differentiability)")
         self.saved = self._saved()
@@ -413,7 +413,7 @@ class FormulaEmitter:
         return "\n".join(lines)
 
 
-def _schema_node(formula: Formula) -> cst.CSTNode:
+def schema_node(formula: Formula) -> cst.CSTNode:
     """The schema string of the ``@derivative(...)`` decorator (where schema findings point)."""
     for decorator in formula.node.decorators:
         call = decorator.decorator
@@ -427,8 +427,8 @@ def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedForm
     try:
         return FormulaEmitter(formula, context, struct).emit()
     except T.UnsupportedType as error:
-        raise Untranslatable(_schema_node(formula), UNSUPPORTED_TYPE,
+        raise Untranslatable(schema_node(formula), UNSUPPORTED_TYPE,
                              f"no C++ spelling for the schema type '{error}' of {formula.op_name}") from None
 
 
-__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "is_view", "node_name"]
+__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "is_view", "node_name", "schema_node"]

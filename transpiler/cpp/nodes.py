@@ -27,6 +27,8 @@ from transpiler.schema import BaseType, OptionalType
 
 @dataclass(frozen=True)
 class SavedTensor:
+    """A captured tensor (or Tensor[]) kept as ``SavedVariable`` member(s)."""
+
     name: str
     member: str
     is_output: bool
@@ -35,6 +37,8 @@ class SavedTensor:
 
 @dataclass(frozen=True)
 class SavedMetadata:
+    """One metadata method of a tensor the backward reads only through metadata (``self.sizes()``)."""
+
     tensor: str
     method: str
     member: str
@@ -44,6 +48,8 @@ class SavedMetadata:
 
 @dataclass(frozen=True)
 class SavedValue:
+    """A captured non-tensor (input, metadata local, scalar) kept as a plain member."""
+
     name: str
     member: str
     type: PyType

@@ -9,7 +9,6 @@ the gradients of the inputs are returned instead of accumulated in ``.grad``.
 """
 from __future__ import annotations
 
-import itertools
 from typing import Sequence
 
 import numpy as np
@@ -17,9 +16,6 @@ import numpy as np
 from reference_engine.graph import Node
 from reference_engine.grad_mode import grad_mode
 from reference_engine.tensor import Tensor
-
-
-_NO_GRADIENTS = itertools.repeat(None)     # the input gradients of a node whose backward did not run
 
 
 def _as_list(tensors: Tensor | Sequence[Tensor] | None) -> list:
@@ -169,7 +165,7 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
             node = ready.pop()
             executed.append(node)
             buffer = buffers.pop(node, None)
-            input_grads: Sequence = _NO_GRADIENTS
+            input_grads: Sequence | None = None
             if buffer is not None:
                 if capture and node in capture_nodes:
                     for nr, grad in enumerate(buffer):
@@ -180,11 +176,11 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                     for grad in buffer:
                         if grad is not None:        # else no gradient arrived: backward not called
                             input_grads = node.apply(buffer, create_graph)
-                            if len(input_grads) != len(node.next_edges):
-                                raise RuntimeError(f"{node.name()} returned {len(input_grads)} gradients "
-                                                   f"for {len(node.next_edges)} inputs")
                             break
-            for edge, grad in zip(node.next_edges, input_grads):
+            edges = node.next_edges
+            if input_grads is None:
+                input_grads = [None] * len(edges)
+            for edge, grad in zip(edges, input_grads, strict=True):     # apply: one per edge
                 if edge is None:
                     continue
                 target, nr = edge

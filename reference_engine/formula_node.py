@@ -256,7 +256,6 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
             mode.enabled = True
         edges: list = []
         meta: list = []
-        needs: list[bool] = []
         for i in positions:
             t = args[i]
             if t._requires_grad:
@@ -265,25 +264,23 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
                 data = t._data
                 key = (data.shape, data.dtype)
                 meta.append(_SHARED_META.get(key) or _share_meta(key))
-                needs.append(True)
             else:
                 edges.append(None)
                 meta.append(None)
-                needs.append(False)
             if t is out:
                 out = out.detach()      # an input returned as is: a new tensor object
-        needs_key = tuple(needs)
         meta_key = tuple(meta)
+        shared = _SHARED_INPUTS.get(meta_key) or _share_inputs(meta_key)
         info = backward_info.get(backward.__code__) or _backward_info(overload, backward)
         node = new(FormulaNode)         # FormulaNode.__init__, inlined
         node.next_edges = edges
-        node.input_meta = _SHARED_META.get(meta_key) or _share_meta(meta_key)
+        node.input_meta = shared[0]
         node.num_outputs = 1
         node.overload = overload
         node.backward_fn = backward
         node.takes_mask = info[1]
         node.saved = saved = []
-        node.needs_input_grad = _SHARED_MASKS.get(needs_key) or _SHARED_MASKS.setdefault(needs_key, needs_key)
+        node.needs_input_grad = shared[1]
         node.list_lengths = None
         if out._requires_grad:
             out = out.detach()
@@ -319,19 +316,27 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
 
 
 # Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
-# sharing equal ones (the per-input pairs and the node's tuple of them) keeps a recorded
-# operation from adding objects for the cycle collector to track (fewer, shorter collections
-# while a large graph is alive).
-_SHARED_META: dict[tuple, tuple] = {}
-_SHARED_MASKS: dict[tuple[bool, ...], tuple[bool, ...]] = {}
-_SHARED_META_LIMIT = 4096
+# sharing equal ones keeps a recorded operation from adding objects for the cycle collector to
+# track (fewer, shorter collections while a large graph is alive). The tables are cleared when
+# they reach _SHARED_LIMIT entries (programs with ever-changing shapes).
+_SHARED_META: dict[tuple, tuple] = {}       # (shape, dtype) -> itself
+_SHARED_INPUTS: dict[tuple, tuple] = {}     # a node's input_meta -> (itself, its needs_input_grad)
+_SHARED_LIMIT = 4096
 
 
 def _share_meta(key: tuple) -> tuple:
-    if len(_SHARED_META) >= _SHARED_META_LIMIT:
+    if len(_SHARED_META) >= _SHARED_LIMIT:
         _SHARED_META.clear()
     _SHARED_META[key] = key
     return key
+
+
+def _share_inputs(input_meta: tuple) -> tuple:
+    if len(_SHARED_INPUTS) >= _SHARED_LIMIT:
+        _SHARED_INPUTS.clear()
+    shared = (input_meta, tuple(m is not None for m in input_meta))
+    _SHARED_INPUTS[input_meta] = shared
+    return shared
 
 
 def _save_cells(node: FormulaNode, named_cells: Any, held: set[int], output_nr: dict[int, int]) -> None:

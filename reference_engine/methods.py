@@ -293,7 +293,7 @@ def _method(name: str) -> Callable[..., Any]:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
         packet = _packets.get(name) or dispatcher.packet(name)
         if not kwargs:      # inlined OperatorPacket.call for a cached positional call
-            entry = packet.cache.get((type(self), *map(type, args)))
+            entry = packet.cache.get((type(self), *map(type, args)) if args else (type(self),))
             if entry is not None:
                 run = entry[2] if mode.enabled else entry[1]
                 if run is not None:

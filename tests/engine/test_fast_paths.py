@@ -1,0 +1,74 @@
+"""The cached runners and the fused recorder behave exactly like the general paths."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference_engine as engine
+from formulas import at
+from reference_engine.dispatch import dispatcher
+
+
+def f64(values, requires_grad=False):
+    return engine.tensor(np.asarray(values, dtype=np.float64), requires_grad=requires_grad)
+
+
+def test_keyword_call_takes_a_cached_runner_with_the_keyword_value():
+    a, b = f64([1.0, 2.0]), f64([10.0, 20.0])
+    with engine.no_grad():
+        first = at.add(a, b, alpha=3)
+        entry = dispatcher.packet("add").cache[(engine.Tensor, engine.Tensor, "alpha", int)]
+        second = at.add(a, b, alpha=-1)
+    assert entry[1] is not None                 # the keyword call has a specialised runner
+    np.testing.assert_array_equal(first.numpy(), [31.0, 62.0])
+    np.testing.assert_array_equal(second.numpy(), [-9.0, -18.0])
+
+
+def test_keyword_call_recording_a_graph_differentiates_through_alpha():
+    a, b = f64([1.0, 2.0], requires_grad=True), f64([10.0, 20.0], requires_grad=True)
+    out = dispatcher.call("add", (a, b), {"alpha": 3})
+    out.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(b.grad.numpy(), [3.0, 3.0])
+
+
+def test_needs_input_grad_mask_follows_which_inputs_require_grad():
+    x, c = f64([0.5, 1.5], requires_grad=True), f64([2.0, 3.0])
+    assert (x * c).grad_fn.needs_input_grad == (True, False)
+    assert (c * x).grad_fn.needs_input_grad == (False, True)
+    assert (x * x).grad_fn.needs_input_grad == (True, True)
+
+
+def test_nodes_over_equal_shapes_share_their_input_metadata():
+    x = f64([0.5, 1.5], requires_grad=True)
+    first, second = x.sin().grad_fn, x.cos().grad_fn
+    assert first.input_meta == (((2,), np.dtype(np.float64)),)
+    assert first.input_meta is second.input_meta
+    other = f64([[1.0]], requires_grad=True).sin().grad_fn
+    assert other.input_meta == (((1, 1), np.dtype(np.float64)),)
+
+
+def test_a_chain_gives_the_gradient_of_its_closed_form():
+    x0 = np.linspace(-1.0, 1.0, 5)
+    x = f64(x0, requires_grad=True)
+    y = x
+    for _ in range(50):
+        y = (y.sin() * 0.9).tanh() + 0.1
+    y.sum().backward()
+    value, slope = x0.copy(), np.ones_like(x0)
+    for _ in range(50):
+        inner = np.sin(value) * 0.9
+        slope = slope * np.cos(value) * 0.9 * (1.0 - np.tanh(inner) ** 2)
+        value = np.tanh(inner) + 0.1
+    np.testing.assert_allclose(x.grad.numpy(), slope, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dim, expected", [(0, 2), (1, 3), (-1, 3), (-2, 2)])
+def test_size_of_a_dimension(dim, expected):
+    assert f64(np.zeros((2, 3))).size(dim) == expected
+
+
+@pytest.mark.parametrize("dim", [2, -3])
+def test_size_of_a_dimension_out_of_range_raises(dim):
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        f64(np.zeros((2, 3))).size(dim)

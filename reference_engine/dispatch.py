@@ -194,9 +194,9 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             t._version = [0]
             return t
         return run_unary
-    if unwrap[:2] == (True, True) and not any(unwrap[2:]) and simple:
-        def run_binary(a, b, *rest):        # rest: non-tensor arguments (``alpha``)
-            out = kernel(a._value, b._value, *rest, *tail)
+    if unwrap == (True, True) and simple and not tail:
+        def run_binary(a, b):
+            out = kernel(a._value, b._value)
             t = new(Tensor)
             t._data = t._value = out if type(out) is ndarray else asarray(out)
             t._requires_grad = False
@@ -205,6 +205,17 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             t._version = [0]
             return t
         return run_binary
+    if unwrap[:2] == (True, True) and not any(unwrap[2:]) and simple:
+        def run_binary_and_values(a, b, *values):       # values: non-tensor arguments (``alpha``)
+            out = kernel(a._value, b._value, *values, *tail)
+            t = new(Tensor)
+            t._data = t._value = out if type(out) is ndarray else asarray(out)
+            t._requires_grad = False
+            t._grad_fn = t.grad = None
+            t._output_nr = 0
+            t._version = [0]
+            return t
+        return run_binary_and_values
     if unwrap == (True, False) and simple:
         def run_tensor_other(a, b):
             out = kernel(a._value, b, *tail)

@@ -279,7 +279,7 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
         node.overload = overload
         node.backward_fn = backward
         node.takes_mask = info[1]
-        node.saved = saved = []
+        node.saved = ()                 # a list once a cell holds a tensor
         node.needs_input_grad = shared[1]
         node.list_lengths = None
         if out._requires_grad:
@@ -310,7 +310,10 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
                 else:
                     continue
                 cell.cell_contents = record
-                saved.append((cell, record))
+                if node.saved:
+                    node.saved.append((cell, record))
+                else:
+                    node.saved = [(cell, record)]
         return out
     return record
 

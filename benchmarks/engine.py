@@ -7,7 +7,10 @@ one run (best of ``--repeat`` rounds, the systems taking turns within a round), 
   float64 arrays (per-op Python overhead);
 * ``mlp``: one training step of a 2-layer MLP (64x32 batch, 64 hidden, 10
   classes, log-softmax cross entropy, SGD update);
-* ``large``: forward + backward of a 24-op elementwise chain on 1M elements.
+* ``large``: forward + backward of a 24-op elementwise chain on 1M elements;
+
+and the cost of one operator, ``x.sin()`` on 16 elements, recorded and under
+``no_grad``, next to ``numpy.sin`` on the same array.
 
 Run: ``python benchmarks/engine.py [--repeat N]``.
 """
@@ -135,6 +138,29 @@ def mlp_workloads() -> dict[str, Callable[[], object]]:
     return {"engine": run_engine, "autograd": run_hips, "torch": run_torch}
 
 
+# ----------------------------------------------------------------------------- one operator
+def single_op_costs(repeat: int, calls: int = 2000) -> dict[str, float]:
+    """Seconds per ``x.sin()`` on 16 float64 elements: recorded, unrecorded (no_grad), raw NumPy."""
+    x0 = np.random.default_rng(2).standard_normal(16)
+    leaf = engine.tensor(x0, requires_grad=True)
+
+    def recorded():
+        for _ in range(calls):
+            leaf.sin()
+
+    def unrecorded():
+        with engine.no_grad():
+            for _ in range(calls):
+                leaf.sin()
+
+    def raw():
+        for _ in range(calls):
+            np.sin(x0)
+
+    best = _best_interleaved({"recorded": recorded, "unrecorded": unrecorded, "numpy": raw}, repeat)
+    return {name: seconds / calls for name, seconds in best.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -151,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:40} {times['engine'] * 1e3:8.2f}ms {times['autograd'] * 1e3:8.2f}ms "
               f"{times['torch'] * 1e3:8.2f}ms {times['engine'] / times['autograd']:11.2f}x "
               f"{times['engine'] / times['torch']:8.2f}x")
+    per_op = single_op_costs(args.repeat)
+    print(f"x.sin() on 16 elements: recorded {per_op['recorded'] * 1e6:.2f}us, unrecorded "
+          f"{per_op['unrecorded'] * 1e6:.2f}us, numpy.sin {per_op['numpy'] * 1e6:.2f}us "
+          f"(unrecorded / numpy {per_op['unrecorded'] / per_op['numpy']:.2f}x)")
     return 0
 
 

@@ -159,11 +159,9 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
     previous_mode = grad_mode.enabled
     grad_mode.enabled = create_graph
     ready = [n for n in root_nodes if dependencies[n] == 0]
-    executed = []       # Kahn's algorithm, run as it goes: a node is ready once all its senders ran
     try:
-        while ready:
+        while ready:    # Kahn's algorithm, run as it goes: a node is ready once all its senders ran
             node = ready.pop()
-            executed.append(node)
             buffer = buffers.pop(node, None)
             input_grads: Sequence | None = None
             if buffer is not None:
@@ -207,7 +205,7 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
     finally:
         grad_mode.enabled = previous_mode
     if not retain_graph:      # only after success: a failed backward leaves the graph usable
-        for node in executed:
+        for node in dependencies:       # the reachable nodes, all visited by the loop above
             if needed is None or node in needed:
                 node.release()
 

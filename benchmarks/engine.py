@@ -12,7 +12,9 @@ one run (best of ``--repeat`` rounds, the systems taking turns within a round), 
 and the cost of one operator, ``x.sin()`` on 16 elements, recorded and under
 ``no_grad``, next to ``numpy.sin`` on the same array.
 
-Run: ``python benchmarks/engine.py [--repeat N]``.
+Run: ``python benchmarks/engine.py [--repeat N]``; ``--count`` prints Python calls and
+bytecodes per chain operator (engine and HIPS autograd) instead: deterministic where
+timings on a loaded machine are not.
 """
 from __future__ import annotations
 
@@ -161,10 +163,57 @@ def single_op_costs(repeat: int, calls: int = 2000) -> dict[str, float]:
     return {name: seconds / calls for name, seconds in best.items()}
 
 
+# ----------------------------------------------------------------------------- bytecode counts
+def count_execution(fn: Callable[[], object]) -> tuple[int, int]:
+    """(Python calls, bytecodes) executed by ``fn()``: a timing-free measure of overhead."""
+    counts = [0, 0]
+
+    def tracer(frame, event, arg):
+        if event == "call":
+            counts[0] += 1
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            counts[1] += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return counts[0], counts[1]
+
+
+def print_counts(ops: int) -> None:
+    """Calls and bytecodes per operator of the chain workload: engine forward, backward, HIPS total."""
+    rng = np.random.default_rng(0)
+    x0, c0 = rng.standard_normal(16), rng.uniform(0.5, 1.0, 16)
+
+    def engine_forward():
+        x = engine.tensor(x0, requires_grad=True)
+        return _chain(x, engine.tensor(c0), ops, engine.Tensor.sin, engine.Tensor.tanh).sum()
+
+    hips = autograd.grad(lambda x: anp.sum(_chain(x, c0, ops, anp.sin, anp.tanh)))
+    engine_forward().backward()     # warm caches, then count
+    hips(x0)
+    forward_counts = count_execution(engine_forward)
+    loss = engine_forward()
+    backward_counts = count_execution(loss.backward)
+    hips_counts = count_execution(lambda: hips(x0))
+    for name, (calls, codes) in (("engine forward", forward_counts), ("engine backward", backward_counts),
+                                 ("autograd forward + backward", hips_counts)):
+        print(f"{name:28} {calls / ops:6.1f} calls/op {codes / ops:7.0f} bytecodes/op")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--count", action="store_true",
+                        help="print Python calls and bytecodes per chain operator instead of timings")
     args = parser.parse_args(argv)
+    if args.count:
+        print_counts(CHAIN_OPS)
+        return 0
     torch.set_num_threads(1)
     workloads = {
         f"chain ({CHAIN_OPS} ops, 16 elements)": chain_workloads(16, CHAIN_OPS),

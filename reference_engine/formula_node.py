@@ -287,6 +287,7 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
         is_output = out._data.dtype.kind == "f"
         if is_output:
             out._grad_fn = node
+            out._output_nr = 0
             out._requires_grad = True
         cells = backward.__closure__
         if cells:

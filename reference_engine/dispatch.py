@@ -251,7 +251,8 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
         tail = signature.keyword_defaults
     else:
         return None
-    if (overload.formula is None or kernel_runner is None or signature.converted_positions
+    # A kernel runner exists only when no argument needs conversion (lists, dtypes as given).
+    if (overload.formula is None or kernel_runner is None
             or any(i >= len(arg_types) or arg_types[i] is not Tensor for i in positions)):
         return None
     return formula_recorder(overload, kernel_runner, dict(zip(overload.keyword_only[1], tail)))

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCES = REPO / "out_cpp"
 DEFAULT_BUILD = REPO / "build"
 DEFAULT_NAME = "formulas_ops"
-CFLAGS = ("-O2", "-DNDEBUG", "-Wno-unused-variable")
+CFLAGS = ("-O2", "-DNDEBUG")
 
 # The libtorch headers every generated file includes: parsing them is most of a file's compile
 # time, so they are precompiled once (a GCC precompiled header; if it cannot be used, GCC

@@ -166,10 +166,8 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
         if len(arg_types) != signature.n_args:
             return None
         tail: tuple = ()
-    elif len(arg_types) == signature.positional_arity:
-        tail: tuple = ()
     elif len(arg_types) == signature.n_positional and signature.keyword_defaults is not None:
-        tail = signature.keyword_defaults      # keyword-only arguments left at their defaults
+        tail = signature.keyword_defaults      # keyword-only arguments left at their defaults (or ())
     else:
         return None
     if (kernel is None or signature.tensor_list_positions

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -48,10 +49,15 @@ def _diagnostic(module: FormulaModule, error: Untranslatable) -> Diagnostic:
     return Diagnostic(module.path, line, col, error.code, error.message)
 
 
-def operator_table(library: Library) -> dict[str, tuple[FunctionSchema, ...]]:
-    """``at`` base name -> declared overloads, in declaration order."""
+def operator_table(library: Library, known: Mapping[str, FunctionSchema] | None = None,
+                   ) -> dict[str, tuple[FunctionSchema, ...]]:
+    """``at`` base name -> declared overloads, in declaration order: the library's own,
+    then ``known`` ones (another library's operators it may call) it does not declare."""
+    declared = dict(library.operators)
+    for name, schema in (known or {}).items():
+        declared.setdefault(name, schema)
     table: dict[str, list[FunctionSchema]] = {}
-    for schema in library.operators.values():
+    for schema in declared.values():
         table.setdefault(schema.name.base, []).append(schema)
     return {name: tuple(schemas) for name, schemas in table.items()}
 
@@ -191,8 +197,11 @@ def _display(path: str) -> str:
     return "/".join(parts[-2:])
 
 
-def emit_library(library: Library) -> tuple[Output, list[Diagnostic]]:
-    """Every output file of ``library``; diagnostics for what cannot be transliterated."""
+def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema] | None = None,
+                 ) -> tuple[Output, list[Diagnostic]]:
+    """Every output file of ``library``; diagnostics for what cannot be transliterated.
+    ``known_operators`` are operators declared elsewhere (the shipped library) that the
+    formulas may call: they are resolved, not emitted."""
     diagnostics: list[Diagnostic] = []
     modules = {m.path: m for m in library.modules}
     helpers = {}
@@ -201,7 +210,7 @@ def emit_library(library: Library) -> tuple[Output, list[Diagnostic]]:
             helpers[helper.name] = helper_signature(helper, modules[helper.path])
         except Untranslatable as error:
             diagnostics.append(_diagnostic(modules[helper.path], error))
-    context = Context(operator_table(library), helpers, {})
+    context = Context(operator_table(library, known_operators), helpers, {})
     header, source = _helpers_files(library, context, diagnostics)
     files = {"runtime.h": RUNTIME_HEADER, "helpers.h": header, "helpers.cpp": source}
     diagnostics += _duplicate_operators(library)

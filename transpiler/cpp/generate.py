@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transpiler.diagnostics import Diagnostic
+from transpiler.schema import FunctionSchema
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = "MANIFEST"
@@ -95,11 +96,21 @@ def generate(formulas: Path, lint: bool = True) -> Generated:
         return Generated({}, sorted(library.diagnostics))
     from transpiler.cpp.emit import emit_library
 
-    output, diagnostics = emit_library(library)
+    output, diagnostics = emit_library(library, _shipped_operators(formulas))
     if diagnostics:
         return Generated({}, diagnostics)
     files = {**output.files, MANIFEST: manifest_text(formulas, output.files)}
     return Generated(files, [], output.ops, output.nodes, output.helpers)
+
+
+def _shipped_operators(formulas: Path) -> dict[str, FunctionSchema]:
+    """The shipped library's operators, which another formula directory may call (as lint allows)."""
+    shipped = REPO / "formulas"
+    if formulas.resolve() == shipped.resolve():
+        return {}
+    from transpiler.frontend import load_library
+
+    return load_library(str(shipped)).operators
 
 
 def differs(out: Path, files: dict[str, str], manifest: bool = True) -> list[str]:

@@ -18,8 +18,6 @@
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/tanh.h>
-#include <ATen/ops/where.h>
-#include <ATen/ops/zeros_like.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
@@ -456,7 +454,7 @@ struct ReluBackward0 : public torch::autograd::TraceableFunction {
 at::Tensor relu_backward(
     const at::Tensor& grad,
     const at::Tensor& result) {
-  return at::where(result > 0, grad, at::zeros_like(grad));
+  return grad * (result > 0);
 }
 
 torch::autograd::variable_list ReluBackward0::apply(torch::autograd::variable_list&& grads) {

@@ -8,6 +8,7 @@ required shape (DESIGN section 2) gives ``DB107`` and is left out of
 from __future__ import annotations
 
 import ast
+import functools
 import keyword
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -68,8 +69,13 @@ class MalformedFormula(Exception):
         self.message = message
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_module(path: str, source: str) -> FormulaModule:
-    """Build the typed model of one formula file; diagnostics instead of exceptions."""
+    """Build the typed model of one formula file; diagnostics instead of exceptions.
+
+    Pure and memoised: the model is immutable, so the passes of one process
+    (lint, then the C++ emitter, in ``transpile``) share one parse per file.
+    """
     try:
         tree = cst.parse_module(source)
     except cst.ParserSyntaxError as error:

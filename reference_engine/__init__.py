@@ -49,8 +49,7 @@ backend = EngineBackend(dispatcher)
 
 def refresh() -> None:
     """Rebuild the operator table after formulas were declared or replaced, and the methods."""
-    dispatcher.refresh()
-    methods.install_operator_methods()
+    dispatcher.refresh()        # its refresh hooks rebind the Tensor methods
 
 
 def op(name: str) -> Overload:
@@ -62,9 +61,7 @@ def define(schema: str, kernel: Callable[..., Any], formula: Callable[..., Any] 
            output_differentiability: tuple[bool, ...] | None = None) -> Overload:
     """Declare an engine-only operator (schema, NumPy kernel, optional formula); see
     :meth:`Dispatcher.define`. The ``Tensor`` methods are refreshed."""
-    overload = dispatcher.define(schema, kernel, formula, output_differentiability)
-    methods.install_operator_methods()
-    return overload
+    return dispatcher.define(schema, kernel, formula, output_differentiability)
 
 
 def install() -> None:

@@ -26,6 +26,7 @@ from reference_engine.dtypes import DType
 from reference_engine.formula_node import formula_recorder, record_formula
 from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import KERNELS, VIEW_OPS
+from reference_engine.rebind import EngineOperators, rebind
 from reference_engine.tensor import Tensor
 from transpiler.schema import FunctionSchema, is_tensor_like, parse_schema
 
@@ -60,7 +61,7 @@ class Overload:
             i for i, a in enumerate(a for a in schema.arguments if not a.is_out) if a.is_tensor_like)
         self.is_view = self.name in VIEW_OPS or any(
             r.annotation is not None and not r.annotation.is_write for r in schema.returns)
-        self.backward_info: dict = {}     # backward code object -> its cell names and mask flag
+        self.backward_info: dict = {}     # backward code object -> whether it takes needs_input_grad
         # Formulas take the schema's keyword-only arguments as keywords: (first index, names).
         self.keyword_only = (self.signature.n_positional, self.signature.names[self.signature.n_positional:])
 
@@ -121,7 +122,7 @@ class Overload:
         if kind == "tensor":
             result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
             if self.is_view and type(first) is Tensor and np.may_share_memory(result._data, first._data):
-                result._version = first._version
+                result._version = first._counter()
             return result
         if kind == "tuple":
             return tuple(Tensor._wrap(np.asarray(o)) for o in out)
@@ -189,8 +190,9 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             t._requires_grad = False
             t._grad_fn = t.grad = None
             t._output_nr = 0
-            t._version = [0]
+            t._version = None
             return t
+        run_unary.direct_kernel = kernel     # OperatorPacket's entry point inlines this runner
         return run_unary
     if unwrap == (True, True) and simple and not tail:
         def run_binary(a, b):
@@ -200,8 +202,9 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             t._requires_grad = False
             t._grad_fn = t.grad = None
             t._output_nr = 0
-            t._version = [0]
+            t._version = None
             return t
+        run_binary.direct_kernel = kernel
         return run_binary
     if unwrap[:2] == (True, True) and not any(unwrap[2:]) and simple:
         def run_binary_and_values(a, b, *values):       # values: non-tensor arguments (``alpha``)
@@ -211,7 +214,7 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             t._requires_grad = False
             t._grad_fn = t.grad = None
             t._output_nr = 0
-            t._version = [0]
+            t._version = None
             return t
         return run_binary_and_values
     if unwrap == (True, False) and simple:
@@ -222,7 +225,7 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             t._requires_grad = False
             t._grad_fn = t.grad = None
             t._output_nr = 0
-            t._version = [0]
+            t._version = None
             return t
         return run_tensor_other
 
@@ -230,7 +233,7 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
         out = kernel(*[a._value if u else a for a, u in zip(args, unwrap)], *tail)
         result = wrap(out if type(out) is ndarray else asarray(out))
         if overload.is_view and unwrap[0] and np.may_share_memory(result._data, args[0]._data):
-            result._version = args[0]._version
+            result._version = args[0]._counter()
         return result
     return run_any
 
@@ -265,15 +268,74 @@ class OperatorPacket:
     that records the formula when an input requires grad.
     """
 
-    __slots__ = ("name", "overloads", "cache")
+    __slots__ = ("name", "overloads", "cache", "op")
 
     def __init__(self, name: str, overloads: list[Overload]) -> None:
         self.name = name
         self.overloads = overloads
         self.cache: dict[tuple, tuple[Overload, Callable[..., Any] | None, Callable[..., Any] | None]] = {}
+        self.op = self._entry_point()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call(args, kwargs)
+
+    def _entry_point(self) -> Callable[..., Any]:
+        """``op(*args, **kwargs)``: :meth:`call` with a cached positional call inlined. It is
+        ``at.<name>`` for the engine's formulas and the Tensor methods/operators of this name."""
+        cache, call, mode = self.cache, self.call, grad_mode
+        new, ndarray, asarray = object.__new__, np.ndarray, np.asarray
+
+        def op(*args: Any, **kwargs: Any) -> Any:
+            if not kwargs:
+                n = len(args)
+                if n == 2:
+                    a = args[0]
+                    b = args[1]
+                    entry = cache.get((type(a), type(b)))
+                    if entry is not None:
+                        if mode.enabled:
+                            run = entry[2]
+                        elif entry[3] is not None:      # run_binary, inlined
+                            out = entry[3](a._value, b._value)
+                            t = new(Tensor)
+                            t._data = t._value = out if type(out) is ndarray else asarray(out)
+                            t._requires_grad = False
+                            t._grad_fn = t.grad = t._version = None
+                            t._output_nr = 0
+                            return t
+                        else:
+                            run = entry[1]
+                        if run is not None:
+                            return run(a, b)
+                    return call(args, kwargs)
+                if n == 1:
+                    a = args[0]
+                    entry = cache.get((type(a),))
+                    if entry is not None:
+                        if mode.enabled:
+                            run = entry[2]
+                        elif entry[3] is not None:      # run_unary, inlined
+                            out = entry[3](a._value)
+                            t = new(Tensor)
+                            t._data = t._value = out if type(out) is ndarray else asarray(out)
+                            t._requires_grad = False
+                            t._grad_fn = t.grad = t._version = None
+                            t._output_nr = 0
+                            return t
+                        else:
+                            run = entry[1]
+                        if run is not None:
+                            return run(a)
+                    return call(args, kwargs)
+                entry = cache.get(tuple(map(type, args)))
+                if entry is not None:
+                    run = entry[2] if mode.enabled else entry[1]
+                    if run is not None:
+                        return run(*args)
+            return call(args, kwargs)
+
+        op.__name__ = op.__qualname__ = self.name
+        return op
 
     def call(self, args: tuple, kwargs: dict) -> Any:
         key = tuple(map(type, args))
@@ -294,8 +356,10 @@ class OperatorPacket:
 
     def entry(self, key: tuple, args: tuple, kwargs: dict) -> tuple:
         """Resolve and cache a call signature: ``(overload, runner with grad mode off,
-        runner with grad mode on)``; a runner is None where the call needs general binding.
-        Runners take the positional arguments, then the keyword values (in schema order)."""
+        runner with grad mode on, kernel)``; a runner is None where the call needs general
+        binding. Runners take the positional arguments, then the keyword values (in schema
+        order). ``kernel`` is set when the grad-mode-off runner only unwraps one or two
+        Tensors, calls it and wraps the result: the entry point then does that inline."""
         overload = self.resolve(args, kwargs)
         if not kwargs:
             runner = _kernel_runner(overload, key)
@@ -307,7 +371,7 @@ class OperatorPacket:
             recording = runner if overload.formula is None else None
         else:
             runner = recording = None
-        entry = self.cache[key] = (overload, runner, recording)
+        entry = self.cache[key] = (overload, runner, recording, getattr(runner, "direct_kernel", None))
         return entry
 
     def resolve(self, args: tuple, kwargs: dict) -> Overload:
@@ -356,6 +420,10 @@ class Dispatcher:
         self.packets: dict[str, OperatorPacket] = {}
         self.local: dict[str, tuple[str, DeclaredFormula | None]] = {}
         self._declared = (-1, -1)
+        #: ``at`` inside the formulas the engine runs (see :mod:`reference_engine.rebind`).
+        self.operators = EngineOperators(lambda name: self.packet(name).op)
+        #: Called after every rebuild (the Tensor methods are rebound to the new entry points).
+        self.refresh_hooks: list[Callable[[], None]] = []
 
     def define(self, schema: str, kernel: Callable[..., Any], formula: Callable[..., Any] | None = None,
                output_differentiability: tuple[bool, ...] | None = None) -> Overload:
@@ -386,6 +454,14 @@ class Dispatcher:
         self.packets.clear()        # in place: Tensor methods hold this dict
         self.packets.update((base, OperatorPacket(base, overloads)) for base, overloads in by_base.items())
         self._declared = (len(FORMULAS), len(NONDIFFERENTIABLE))
+        self.operators.clear()
+        rebound: dict[int, Callable[..., Any]] = {}     # helpers shared by formulas are rebound once
+        for overloads in by_base.values():
+            for overload in overloads:
+                if overload.formula is not None:
+                    overload.formula = rebind(overload.formula, self.operators, rebound)
+        for hook in self.refresh_hooks:
+            hook()
 
     def packet(self, name: str) -> OperatorPacket:
         """The operator ``name`` (base name, all its overloads); a clear error when undeclared."""

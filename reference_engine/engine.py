@@ -171,10 +171,14 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                         if slot is not None and grad is not None:
                             captured[slot] = grad if captured[slot] is None else captured[slot] + grad
                 if needed is None or node in needed:
-                    for grad in buffer:
-                        if grad is not None:        # else no gradient arrived: backward not called
+                    if len(buffer) == 1:
+                        if buffer[0] is not None:
                             input_grads = node.apply(buffer, create_graph)
-                            break
+                    else:
+                        for grad in buffer:
+                            if grad is not None:    # else no gradient arrived: backward not called
+                                input_grads = node.apply(buffer, create_graph)
+                                break
             edges = node.next_edges
             if input_grads is None:
                 input_grads = [None] * len(edges)
@@ -195,9 +199,14 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                 if grad is not None:
                     target_buffer = buffers.get(target)
                     if target_buffer is None:
-                        target_buffer = buffers[target] = [None] * target.num_outputs
-                    previous = target_buffer[nr]
-                    target_buffer[nr] = grad if previous is None else previous + grad
+                        if target.num_outputs == 1:
+                            buffers[target] = [grad]
+                        else:
+                            target_buffer = buffers[target] = [None] * target.num_outputs
+                            target_buffer[nr] = grad
+                    else:
+                        previous = target_buffer[nr]
+                        target_buffer[nr] = grad if previous is None else previous + grad
                 remaining = dependencies[target] - 1
                 dependencies[target] = remaining
                 if remaining == 0:

@@ -1,28 +1,50 @@
-"""The autograd node of a formula: its backward closure and what that closure saved.
+"""The autograd node of a formula: its backward closure and what that closure captured.
 
-After a formula's forward ran, :func:`record_formula` makes a
-:class:`FormulaNode`, sets it as ``grad_fn`` of the differentiable outputs and
-replaces every closure cell that holds a tensor by a
-:class:`~reference_engine.graph.SavedTensor` record (outputs as data only, so
-there is no tensor -> node -> closure -> tensor cycle). When the backward
-runs, the cells get the unpacked tensors and, afterwards, the records back.
+After a formula's forward ran, the recorder makes a :class:`FormulaNode`, sets
+it as ``grad_fn`` of the differentiable outputs and classifies every closure
+cell that holds a tensor (``node.saved``, one :data:`Saved` tuple per cell):
+
+* an **input** stays in its cell (it points to earlier nodes only: no cycle);
+* an **output** is replaced in its cell by a *shadow*: a tensor over the same
+  array and version counter without ``grad_fn``, so there is no tensor -> node
+  -> closure -> tensor cycle. A first-order backward reads the shadow as it
+  is; with ``create_graph`` the cell gets, for the duration of the call, a
+  tensor whose ``grad_fn`` is this node (torch's ``SavedVariable`` unpack);
+* an **intermediate** (neither) works for first order; with ``create_graph``
+  its cell holds an alias whose gradient source raises (the runtime guard);
+* a list/tuple holding tensors becomes a :class:`SavedSequence` of
+  :class:`~reference_engine.graph.SavedTensor` records while idle.
+
+Every saved tensor's version is recorded; the backward first checks that none
+changed (an in-place write since the forward), naming the capture.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from reference_engine.grad_mode import grad_mode
-from reference_engine.graph import RELEASED_MESSAGE, Node, SavedTensor, check_gradients
+from reference_engine.graph import RELEASED_MESSAGE, Node, SavedTensor, check_gradients, poisoned_alias
 from reference_engine.tensor import Tensor
 
 if TYPE_CHECKING:
     from reference_engine.dispatch import Overload
+
+#: Roles of a captured value (the second field of a :data:`Saved` entry).
+INPUT, OUTPUT, INTERMEDIATE, SEQUENCE = "input", "output", "intermediate", "sequence"
+
+#: ``(cell, version at save time, role, extra)``; ``extra`` is the output number of an
+#: OUTPUT, the :class:`SavedSequence` of a SEQUENCE, else None. The version is checked
+#: against the counter of what the cell holds (the tensor, or the shadow that shares the
+#: output's counter; a SEQUENCE's tensors are checked as they are unpacked); a tensor
+#: without a counter was never written in place (version 0).
+Saved = tuple
 
 
 class SavedSequence:
     """A captured list/tuple holding tensors: each tensor saved on its own."""
 
     __slots__ = ("kind", "items")
+    _version = None         # read like a tensor's counter by FormulaNode.apply: never modified
 
     def __init__(self, kind: type, items: list) -> None:
         self.kind = kind
@@ -35,7 +57,8 @@ class SavedSequence:
 class FormulaNode(Node):
     """``grad_fn`` of a formula's outputs."""
 
-    __slots__ = ("overload", "backward_fn", "takes_mask", "saved", "needs_input_grad", "list_lengths")
+    __slots__ = ("overload", "backward_fn", "takes_mask", "saved", "needs_input_grad", "list_lengths",
+                 "swaps")
 
     def __init__(self, overload: Overload, backward_fn: Callable[..., Any], next_edges: list,
                  input_meta: list, num_outputs: int, needs_input_grad: tuple[bool, ...],
@@ -46,7 +69,8 @@ class FormulaNode(Node):
         self.overload = overload
         self.backward_fn = backward_fn
         self.takes_mask = takes_mask
-        self.saved: list = []
+        self.saved: list[Saved] = []
+        self.swaps = False      # whether a first-order backward must swap cells (a SEQUENCE)
         self.needs_input_grad = needs_input_grad
         self.list_lengths = list_lengths
 
@@ -57,31 +81,82 @@ class FormulaNode(Node):
         fn = self.backward_fn
         if fn is None:
             raise RuntimeError(RELEASED_MESSAGE.format(node=self.name()))
-        saved = self.saved
-        for cell, record in saved:
-            if record.role == "input" and record.counter[0] == record.version:
-                cell.cell_contents = record.tensor      # SavedTensor.unpack's common case, inlined
-            else:
-                cell.cell_contents = record.unpack(self, create_graph)
-        try:
-            if self.takes_mask:
-                result = fn(*grads, needs_input_grad=self.needs_input_grad)
-            else:
-                result = fn(*grads)
-        finally:
-            for cell, record in saved:
-                cell.cell_contents = record
-        if self.list_lengths is None and len(self.needs_input_grad) == 1:
-            flat = [result]
-        elif self.list_lengths is None and type(result) is tuple and len(result) == len(self.needs_input_grad):
-            flat = list(result)
+        for entry in self.saved:
+            counter = entry[0].cell_contents._version
+            if counter is not None and counter[0] != entry[1]:
+                raise self._modified(entry)
+        if create_graph or self.swaps:
+            result = self._call_swapped(grads, create_graph)
+        elif self.takes_mask:
+            result = fn(*grads, needs_input_grad=self.needs_input_grad)
         else:
-            flat = self._flatten(result)
-        for grad, meta in zip(flat, self.input_meta):     # check_gradients' test, inlined
+            result = fn(*grads)
+        if self.list_lengths is None:
+            if len(self.input_meta) == 1:
+                meta = self.input_meta[0]
+                if result is not None and meta is not None:
+                    if type(result) is not Tensor or result._data.shape != meta[0] or result._data.dtype != meta[1]:
+                        check_gradients(self, (result,))     # raises, naming the input
+                return (result,)
+            if type(result) is not tuple or len(result) != len(self.input_meta):
+                result = self._flatten(result)
+        else:
+            result = self._flatten(result)
+        for grad, meta in zip(result, self.input_meta):     # check_gradients' test, inlined
             if grad is not None and meta is not None and (
                     type(grad) is not Tensor or grad._data.shape != meta[0] or grad._data.dtype != meta[1]):
-                check_gradients(self, flat)     # raises, naming the input
-        return flat
+                check_gradients(self, result)
+        return result
+
+    def _call_swapped(self, grads: list, create_graph: bool) -> Any:
+        """Run the backward with each saved output / intermediate / sequence cell holding
+        what this kind of backward needs (see the module docstring), then restore them."""
+        idle = []
+        for cell, _, role, extra in self.saved:
+            if role is INPUT:
+                continue
+            value = cell.cell_contents
+            if role is SEQUENCE:
+                unpacked = extra.unpack(self, create_graph)
+            elif not create_graph:
+                continue
+            elif role is OUTPUT:
+                unpacked = Tensor._wrap(value._data)     # the output, grad_fn = this node
+                unpacked._value = value._value
+                unpacked._version = value._version
+                unpacked._grad_fn = self
+                unpacked._output_nr = extra
+                unpacked._requires_grad = True
+            elif value.is_floating_point():
+                unpacked = poisoned_alias(value, self, self._capture_name(cell))
+            else:
+                continue
+            idle.append((cell, value))
+            cell.cell_contents = unpacked
+        try:
+            if self.takes_mask:
+                return self.backward_fn(*grads, needs_input_grad=self.needs_input_grad)
+            return self.backward_fn(*grads)
+        finally:
+            for cell, value in idle:
+                cell.cell_contents = value
+
+    def _capture_name(self, cell: Any) -> str:
+        fn = self.backward_fn
+        for name, candidate in zip(fn.__code__.co_freevars, fn.__closure__):
+            if candidate is cell:
+                return name
+        return "?"
+
+    def _modified(self, entry: Saved) -> RuntimeError:
+        cell, version, _, _ = entry
+        value = cell.cell_contents
+        counter = value._version
+        return RuntimeError(
+            f"one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: the tensor of shape {list(value._data.shape)} saved as "
+            f"'{self._capture_name(cell)}' by {self.name()} is at version {counter[0]}; expected "
+            f"version {version} instead.")
 
     def _flatten(self, result: Any) -> list:
         """One gradient per edge from one gradient (or list, for Tensor[]) per tensor argument."""
@@ -111,42 +186,44 @@ class FormulaNode(Node):
         self.saved = ()
 
 
-def _backward_info(overload: Overload, backward: Callable[..., Any]) -> tuple[tuple[str, ...], bool]:
-    """The closure's cell names and whether it takes ``needs_input_grad`` (cached per code object)."""
+def backward_info(overload: Overload, backward: Callable[..., Any]) -> tuple[bool, tuple[int, ...]]:
+    """``(takes needs_input_grad, plan)`` for a backward closure, cached per code object.
+
+    ``plan`` has one entry per closure cell: the position of the formula's positional
+    parameter of the same name (the recorder checks the cell still holds that argument,
+    a captured input) or -1 (the recorder looks at the value).
+    """
     code = backward.__code__
     info = overload.backward_info.get(code)
     if info is None:
         kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-        info = overload.backward_info[code] = (code.co_freevars, "needs_input_grad" in kwonly)
+        formula_code = overload.formula.__code__
+        params = formula_code.co_varnames[:formula_code.co_argcount]
+        plan = tuple(params.index(name) if name in params else -1 for name in code.co_freevars)
+        info = overload.backward_info[code] = ("needs_input_grad" in kwonly, plan)
     return info
 
 
-def _collect_inputs(overload: Overload, bound: Sequence[Any]) -> tuple[list, list, list, tuple | None, set[int]]:
-    """Edges, (shape, dtype) metadata, the needs_input_grad mask, Tensor[] lengths and input ids."""
-    if overload.signature.tensor_list_positions:
-        return _collect_inputs_with_lists(overload, bound)
-    edges: list = []
-    meta: list = []
-    needs: list[bool] = []
-    held: set[int] = set()
-    for position in overload.differentiable_positions:
-        t = bound[position]
-        if t is not None:
-            held.add(id(t))
-            if t._requires_grad:
-                fn = t._grad_fn
-                edges.append((t, 0) if fn is None else (fn, t._output_nr))
-                meta.append((t._data.shape, t._data.dtype))
-                needs.append(True)
-                continue
-        edges.append(None)
-        meta.append(None)
-        needs.append(False)
-    return edges, meta, needs, None, held
+# Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
+# equal ones are shared, so a recorded operation adds no objects for them (fewer objects for
+# the cycle collector to track while a large graph is alive). The table is cleared when it
+# reaches _SHARED_LIMIT entries (programs with ever-changing shapes).
+_SHARED_INPUTS: dict[tuple, tuple] = {}     # a node's input_meta -> (itself, its needs_input_grad)
+_SHARED_LIMIT = 4096
+_ONE_INPUT = (True,)        # needs_input_grad of a node with one differentiable input
 
 
-def _collect_inputs_with_lists(overload: Overload, bound: Sequence[Any]) -> tuple[list, list, list, tuple, set[int]]:
-    """:func:`_collect_inputs` for schemas with ``Tensor[]`` arguments (one edge per element)."""
+def _share_inputs(input_meta: tuple) -> tuple:
+    if len(_SHARED_INPUTS) >= _SHARED_LIMIT:
+        _SHARED_INPUTS.clear()
+    shared = (input_meta, tuple(m is not None for m in input_meta))
+    _SHARED_INPUTS[input_meta] = shared
+    return shared
+
+
+def _collect_inputs(overload: Overload, bound: Sequence[Any]) -> tuple[list, tuple, tuple, tuple | None, set[int]]:
+    """Edges, (shape, dtype) metadata, the needs_input_grad mask, Tensor[] lengths (None
+    without Tensor[] arguments) and the ids of the input tensors."""
     edges: list = []
     meta: list = []
     needs: list[bool] = []
@@ -172,7 +249,11 @@ def _collect_inputs_with_lists(overload: Overload, bound: Sequence[Any]) -> tupl
                     continue
             edges.append(None)
             meta.append(None)
-    return edges, meta, needs, tuple(lengths), held
+    has_lists = any(length is not None for length in lengths)
+    if not has_lists:
+        input_meta, mask = _SHARED_INPUTS.get(tuple(meta)) or _share_inputs(tuple(meta))
+        return edges, input_meta, mask, None, held
+    return edges, tuple(meta), tuple(needs), tuple(lengths), held
 
 
 def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: dict[int, int]) -> Tensor:
@@ -189,9 +270,8 @@ def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: 
 def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
     """Attach a node for ``backward`` to the formula's ``outputs``; return them."""
     edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
-    info = overload.backward_info.get(backward.__code__) or _backward_info(overload, backward)
-    node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, tuple(needs),
-                       lengths, info[1])
+    node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, needs,
+                       lengths, backward_info(overload, backward)[0])
     output_nr: dict[int, int] = {}
     if overload.returns_kind == "tensor":
         result = _attach(outputs, node, 0, held, output_nr)
@@ -206,10 +286,35 @@ def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backw
             outs[i] = _attach(out, node, nr, held, output_nr)
             nr += 1
         result = tuple(outs) if type(outputs) is tuple else outs
-    cells = backward.__closure__
-    if cells:
-        _save_cells(node, zip(info[0], cells), held, output_nr)
+    if backward.__closure__:
+        _save_cells(node, backward, held, output_nr)
     return result
+
+
+def _save_cells(node: FormulaNode, backward: Callable[..., Any], held: set[int],
+                output_nr: dict[int, int]) -> None:
+    """Classify every cell of ``backward`` that holds tensors into ``node.saved``."""
+    saved = node.saved
+    for name, cell in zip(backward.__code__.co_freevars, backward.__closure__):
+        try:
+            value = cell.cell_contents
+        except ValueError:      # an empty cell: a name the backward reads that was never bound
+            continue
+        kind = type(value)
+        if kind is Tensor:
+            nr = output_nr.get(id(value))
+            if nr is not None:
+                cell.cell_contents = value.detach()     # the shadow: same data and version counter
+                saved.append((cell, value._version[0], OUTPUT, nr))
+            else:
+                role = INPUT if id(value) in held or value._requires_grad else INTERMEDIATE
+                counter = value._version
+                saved.append((cell, 0 if counter is None else counter[0], role, None))
+        elif (kind is list or kind is tuple) and value and _holds_tensors(value):
+            record = save_captured(value, name, held, output_nr)
+            cell.cell_contents = record
+            saved.append((cell, 0, SEQUENCE, record))
+            node.swaps = True
 
 
 def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
@@ -240,8 +345,124 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
             return record_formula(overload, args + tuple(keywords.values()), outputs, backward)
         return record_general
 
-    backward_info = overload.backward_info
+    infos = overload.backward_info
+    shared_inputs = _SHARED_INPUTS
     new = object.__new__
+    call = (lambda *args: formula(*args, **keywords)) if keywords else formula
+
+    def attach(out: Tensor, backward: Callable[..., Any], edges: tuple, input_meta: tuple,
+               needs_input_grad: tuple, args: tuple, returned_input: bool) -> Tensor:
+        """Make a node the grad_fn of ``out`` and classify the closure's cells (inlined
+        FormulaNode.__init__ and :func:`_save_cells`, guided by :func:`backward_info`'s plan).
+        ``returned_input``: ``out`` is one of the arguments (it gets a new tensor object)."""
+        if returned_input or out._requires_grad:
+            out = out.detach()
+        info = infos.get(backward.__code__) or backward_info(overload, backward)
+        node = new(FormulaNode)
+        node.next_edges = edges
+        node.input_meta = input_meta
+        node.needs_input_grad = needs_input_grad
+        node.num_outputs = 1
+        node.overload = overload
+        node.backward_fn = backward
+        node.saved = ()
+        node.swaps = False
+        node.list_lengths = None
+        node.takes_mask = info[0]
+        is_output = out._data.dtype.kind == "f"
+        if is_output:
+            out._grad_fn = node
+            out._output_nr = 0
+            out._requires_grad = True
+        cells = backward.__closure__
+        if cells is None:
+            return out
+        saved = []
+        for cell, param in zip(cells, info[1]):
+            try:
+                value = cell.cell_contents
+            except ValueError:      # an empty cell: a name the backward reads that was never bound
+                continue
+            if param >= 0 and value is args[param]:
+                if type(value) is Tensor:     # a captured input (else a number, a list...)
+                    counter = value._version
+                    saved.append((cell, 0 if counter is None else counter[0], INPUT, None))
+                continue
+            kind = type(value)
+            if kind is Tensor:
+                counter = value._version
+                if value is out and is_output:
+                    if counter is None:
+                        counter = value._version = [0]      # shared with the shadow
+                    shadow = new(Tensor)        # out.detach(), inlined: same data and counter
+                    shadow._data = value._data
+                    shadow._value = value._value
+                    shadow._requires_grad = False
+                    shadow._grad_fn = shadow.grad = None
+                    shadow._output_nr = 0
+                    shadow._version = counter
+                    cell.cell_contents = shadow
+                    saved.append((cell, counter[0], OUTPUT, 0))
+                elif value._requires_grad or any(value is args[i] for i in positions):
+                    saved.append((cell, 0 if counter is None else counter[0], INPUT, None))
+                else:
+                    saved.append((cell, 0 if counter is None else counter[0], INTERMEDIATE, None))
+            elif (kind is list or kind is tuple) and value and (
+                    type(value[0]) is Tensor or (value[0] is None and _holds_tensors(value))):
+                held = {id(args[i]) for i in positions}
+                name = backward.__code__.co_freevars[cells.index(cell)]
+                record = save_captured(value, name, held, {id(out): 0} if is_output else {})
+                cell.cell_contents = record
+                saved.append((cell, 0, SEQUENCE, record))
+                node.swaps = True
+        node.saved = saved
+        return out
+
+    if positions == (0,):
+        def record_unary(*args):
+            a = args[0]
+            if not a._requires_grad:
+                return kernel_runner(*args)
+            mode.enabled = False
+            try:
+                out, backward = call(*args)
+            finally:
+                mode.enabled = True
+            data = a._data
+            fn = a._grad_fn
+            return attach(out, backward, ((a, 0) if fn is None else (fn, a._output_nr),),
+                          ((data.shape, data.dtype),), _ONE_INPUT,
+                          args, False)    # an input returned as is requires grad: detached in attach
+        return record_unary
+
+    if positions == (0, 1):
+        def record_binary(*args):
+            a = args[0]
+            b = args[1]
+            if a._requires_grad:
+                fn = a._grad_fn
+                edge_a = (a, 0) if fn is None else (fn, a._output_nr)
+                data = a._data
+                meta_a = (data.shape, data.dtype)
+            elif b._requires_grad:
+                edge_a = meta_a = None
+            else:
+                return kernel_runner(*args)
+            if b._requires_grad:
+                fn = b._grad_fn
+                edge_b = (b, 0) if fn is None else (fn, b._output_nr)
+                data = b._data
+                meta_b = (data.shape, data.dtype)
+            else:
+                edge_b = meta_b = None
+            mode.enabled = False
+            try:
+                out, backward = call(*args)
+            finally:
+                mode.enabled = True
+            return attach(out, backward, (edge_a, edge_b), (meta_a, meta_b),
+                          (edge_a is not None, edge_b is not None), args, out is a or out is b)
+        return record_binary
 
     def record(*args):
         for i in positions:
@@ -251,115 +472,26 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
             return kernel_runner(*args)
         mode.enabled = False
         try:
-            out, backward = formula(*args, **keywords)
+            out, backward = call(*args)
         finally:
             mode.enabled = True
-        edges: list = []
-        meta: list = []
+        edges = []
+        meta = []
         for i in positions:
             t = args[i]
             if t._requires_grad:
                 fn = t._grad_fn
                 edges.append((t, 0) if fn is None else (fn, t._output_nr))
                 data = t._data
-                key = (data.shape, data.dtype)
-                meta.append(_SHARED_META.get(key) or _share_meta(key))
+                meta.append((data.shape, data.dtype))
             else:
                 edges.append(None)
                 meta.append(None)
-            if t is out:
-                out = out.detach()      # an input returned as is: a new tensor object
         meta_key = tuple(meta)
-        shared = _SHARED_INPUTS.get(meta_key) or _share_inputs(meta_key)
-        info = backward_info.get(backward.__code__) or _backward_info(overload, backward)
-        node = new(FormulaNode)         # FormulaNode.__init__, inlined
-        node.next_edges = edges
-        node.input_meta = shared[0]
-        node.num_outputs = 1
-        node.overload = overload
-        node.backward_fn = backward
-        node.takes_mask = info[1]
-        node.saved = ()                 # a list once a cell holds a tensor
-        node.needs_input_grad = shared[1]
-        node.list_lengths = None
-        if out._requires_grad:
-            out = out.detach()
-        is_output = out._data.dtype.kind == "f"
-        if is_output:
-            out._grad_fn = node
-            out._output_nr = 0
-            out._requires_grad = True
-        cells = backward.__closure__
-        if cells:
-            for name, cell in zip(info[0], cells):
-                try:
-                    value = cell.cell_contents
-                except ValueError:      # an empty cell: a name the backward reads that was never bound
-                    continue
-                kind = type(value)
-                if kind is Tensor:
-                    if value is out and is_output:
-                        record = SavedTensor("output", name, value, 0)
-                    elif value._requires_grad or any(value is args[i] for i in positions):
-                        record = SavedTensor("input", name, value)
-                    else:
-                        record = SavedTensor("intermediate", name, value)
-                elif (kind is list or kind is tuple) and value and (
-                        type(value[0]) is Tensor or (value[0] is None and _holds_tensors(value))):
-                    held = {id(args[i]) for i in positions}
-                    record = save_captured(value, name, held, {id(out): 0} if is_output else {})
-                else:
-                    continue
-                cell.cell_contents = record
-                if node.saved:
-                    node.saved.append((cell, record))
-                else:
-                    node.saved = [(cell, record)]
-        return out
+        input_meta, needs_input_grad = shared_inputs.get(meta_key) or _share_inputs(meta_key)
+        return attach(out, backward, tuple(edges), input_meta, needs_input_grad, args,
+                      any(out is args[i] for i in positions))
     return record
-
-
-# Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
-# sharing equal ones keeps a recorded operation from adding objects for the cycle collector to
-# track (fewer, shorter collections while a large graph is alive). The tables are cleared when
-# they reach _SHARED_LIMIT entries (programs with ever-changing shapes).
-_SHARED_META: dict[tuple, tuple] = {}       # (shape, dtype) -> itself
-_SHARED_INPUTS: dict[tuple, tuple] = {}     # a node's input_meta -> (itself, its needs_input_grad)
-_SHARED_LIMIT = 4096
-
-
-def _share_meta(key: tuple) -> tuple:
-    if len(_SHARED_META) >= _SHARED_LIMIT:
-        _SHARED_META.clear()
-    _SHARED_META[key] = key
-    return key
-
-
-def _share_inputs(input_meta: tuple) -> tuple:
-    if len(_SHARED_INPUTS) >= _SHARED_LIMIT:
-        _SHARED_INPUTS.clear()
-    shared = (input_meta, tuple(m is not None for m in input_meta))
-    _SHARED_INPUTS[input_meta] = shared
-    return shared
-
-
-def _save_cells(node: FormulaNode, named_cells: Any, held: set[int], output_nr: dict[int, int]) -> None:
-    """Replace every cell holding tensors by a record (outputs as data: no cycle)."""
-    saved = node.saved
-    for name, cell in named_cells:
-        try:
-            value = cell.cell_contents
-        except ValueError:      # an empty cell: a name the backward reads that was never bound
-            continue
-        kind = type(value)
-        if kind is Tensor:
-            record = save_tensor(value, name, held, output_nr)
-        elif (kind is list or kind is tuple) and value and _holds_tensors(value):
-            record = save_captured(value, name, held, output_nr)
-        else:
-            continue
-        cell.cell_contents = record
-        saved.append((cell, record))
 
 
 def _holds_tensors(values: list | tuple) -> bool:

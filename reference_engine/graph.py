@@ -67,8 +67,8 @@ class SavedTensor:
     def __init__(self, role: str, name: str, tensor: Tensor, output_nr: int = 0) -> None:
         self.role = role
         self.name = name
-        self.counter = tensor._version
-        self.version = tensor._version[0]
+        self.counter = tensor._counter()
+        self.version = self.counter[0]
         self.output_nr = output_nr
         if role == "output":
             self.tensor = None
@@ -128,7 +128,7 @@ class CapturedIntermediateBackward(Node):
 def poisoned_alias(tensor: Tensor, node: Node, capture_name: str) -> Tensor:
     """``tensor``'s data as a graph tensor whose gradient source raises (see above)."""
     t = Tensor._wrap(tensor._data)
-    t._version = tensor._version
+    t._version = tensor._counter()
     t._grad_fn = CapturedIntermediateBackward(node.name(), capture_name)
     t._requires_grad = True
     return t

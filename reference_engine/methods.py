@@ -32,47 +32,28 @@ def _op(name: str) -> Callable[..., Any]:
     return call
 
 
-_add, _sub, _mul, _div, _neg = (_op(n) for n in ("add", "sub", "mul", "div", "neg"))
-
-
-_NO_KWARGS: dict = {}
-
-
-def _binary(name: str) -> Callable[[Tensor, Any], Any]:
-    """``self <op> other`` as the declared operator ``name``."""
-    mode = grad_mode
-
-    def method(self: Tensor, other: Any) -> Any:
-        packet = _packets.get(name) or dispatcher.packet(name)
-        entry = packet.cache.get((type(self), type(other)))     # inlined OperatorPacket.call
-        if entry is not None:
-            run = entry[2] if mode.enabled else entry[1]
-            if run is not None:
-                return run(self, other)
-        return packet.call((self, other), _NO_KWARGS)
-
-    method.__name__ = name
-    return method
+_add, _sub, _mul, _div = (_op(n) for n in ("add", "sub", "mul", "div"))
 
 
 def _reflected(name: str) -> Callable[[Tensor, Any], Any]:
     """``other <op> self`` for a Python number ``other`` (it becomes a wrapped number)."""
     def method(self: Tensor, other: Any) -> Any:
         left = other if isinstance(other, Tensor) else Tensor._wrapped_number(other)
-        return (_packets.get(name) or dispatcher.packet(name)).call((left, self), _NO_KWARGS)
+        return (_packets.get(name) or dispatcher.packet(name)).call((left, self), {})
 
     method.__name__ = f"r{name}"
     return method
 
 
 for _name in ("add", "sub", "mul", "pow"):
-    setattr(Tensor, f"__{_name}__", _binary(_name))
     setattr(Tensor, f"__r{_name}__", _reflected(_name))
-Tensor.__truediv__ = _binary("div")
 Tensor.__rtruediv__ = _reflected("div")
-Tensor.__neg__ = lambda self: _neg(self)
-for _name in ("gt", "ge", "lt", "le", "eq", "ne"):
-    setattr(Tensor, f"__{_name}__", _binary(_name))
+
+# Python operators that are declared operators: ``a * b`` is the entry point of ``mul``
+# itself (installed, with the other declared operators, by install_operator_methods).
+_OPERATOR_METHODS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div",
+                     "__pow__": "pow", "__neg__": "neg", "__gt__": "gt", "__ge__": "ge", "__lt__": "lt",
+                     "__le__": "le", "__eq__": "eq", "__ne__": "ne"}
 
 
 def _matmul(self: Tensor, other: Tensor) -> Tensor:
@@ -200,7 +181,7 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
         raise RuntimeError(f"{what}: the tensor is a broadcast (expanded) view; clone() it before "
                            f"writing to it")
     np.copyto(self._data, result._data, casting="same_kind")
-    self._version[0] += 1
+    self._counter()[0] += 1
     if recording:
         self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
     return self
@@ -244,7 +225,7 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
                            "reference engine (no index_put formula); compute the result out of place "
                            "(where / cat) instead")
     self._data[key] = value._data if isinstance(value, Tensor) else value
-    self._version[0] += 1
+    self._counter()[0] += 1
 
 
 Tensor.add_ = _add_
@@ -279,27 +260,24 @@ _EXPLICIT = frozenset(name for name in vars(Tensor))
 
 
 def install_operator_methods() -> None:
-    """Make every declared operator whose first argument is ``Tensor self`` a method."""
+    """Bind the Python operators and every declared operator whose first argument is
+    ``Tensor self`` (as a method) to the dispatcher's current entry points."""
+    for dunder, name in _OPERATOR_METHODS.items():
+        setattr(Tensor, dunder, _lazy(name) if name not in dispatcher.packets else dispatcher.packets[name].op)
     for name, packet in dispatcher.packets.items():
         if name in _EXPLICIT or name.startswith("_"):
             continue
         if any(o.schema.arguments and o.schema.arguments[0].name == "self" for o in packet.overloads):
-            setattr(Tensor, name, _method(name))
+            setattr(Tensor, name, packet.op)
 
 
-def _method(name: str) -> Callable[..., Any]:
-    mode = grad_mode
-
+def _lazy(name: str) -> Callable[..., Any]:
+    """An operator method for ``name`` before it is declared (a clear error until it is)."""
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-        packet = _packets.get(name) or dispatcher.packet(name)
-        if not kwargs:      # inlined OperatorPacket.call for a cached positional call
-            entry = packet.cache.get((type(self), *map(type, args)) if args else (type(self),))
-            if entry is not None:
-                run = entry[2] if mode.enabled else entry[1]
-                if run is not None:
-                    return run(self, *args)
-        return packet.call((self, *args), kwargs)
+        return dispatcher.packet(name).call((self, *args), kwargs)
 
     method.__name__ = name
-    method.__qualname__ = f"Tensor.{name}"
     return method
+
+
+dispatcher.refresh_hooks.append(install_operator_methods)

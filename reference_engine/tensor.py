@@ -26,7 +26,8 @@ class Tensor:
 
     ``_version`` is the version counter: a one-element list shared by tensors
     over the same memory (views, ``detach``); in-place writes increment it,
-    saved tensors compare it with the value they saw.
+    saved tensors compare it with the value they saw. It is made on first use
+    (:meth:`_counter`; ``None`` until then): most tensors never need one.
     """
 
     __slots__ = ("_data", "_value", "_requires_grad", "_grad_fn", "_output_nr", "_version",
@@ -42,7 +43,7 @@ class Tensor:
         self._value = array
         self._grad_fn = None
         self._output_nr = 0
-        self._version = [0]
+        self._version = None
         self.grad = None
         self._requires_grad = False
         if requires_grad:
@@ -56,7 +57,7 @@ class Tensor:
         t._requires_grad = False
         t._grad_fn = t.grad = None
         t._output_nr = 0
-        t._version = [0]
+        t._version = None
         return t
 
     @staticmethod
@@ -102,7 +103,7 @@ class Tensor:
         """A tensor sharing this data (and version counter), cut from the graph."""
         t = Tensor._wrap(self._data)
         t._value = self._value
-        t._version = self._version
+        t._version = self._version or self._counter()
         return t
 
     def detach_(self) -> Tensor:
@@ -112,9 +113,16 @@ class Tensor:
         self._requires_grad = False
         return self
 
+    def _counter(self) -> list[int]:
+        """The version counter, made on first use."""
+        counter = self._version
+        if counter is None:
+            counter = self._version = [0]
+        return counter
+
     @property
     def _version_value(self) -> int:
-        return self._version[0]
+        return self._counter()[0]
 
     # ----------------------------------------------------------------- metadata
     @property

@@ -18,7 +18,7 @@ def test_formula_forward_runs_below_autograd():
     y = at.sin(x)
     assert y.grad_fn.name() == "SinBackward0"
     # the only edge of the sin node goes to the leaf: at.sin inside the formula recorded nothing
-    assert y.grad_fn.next_edges == [(x, 0)]
+    assert list(y.grad_fn.next_edges) == [(x, 0)]
     np.testing.assert_allclose(y.detach().numpy(), np.sin([0.5, 1.0]))
 
 

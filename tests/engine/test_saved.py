@@ -40,11 +40,10 @@ def test_saved_arrays_are_freed_after_backward_and_nothing_leaks(gc_disabled):
     saved_arrays = []
     node = loss.grad_fn
     stack, seen = [node], set()
-    while stack:                           # every array held by a saved-tensor record
+    while stack:                           # every array a saved tensor holds
         node = stack.pop()
-        for _, record in getattr(node, "saved", []):
-            held = record.data if record.tensor is None else record.tensor._data
-            saved_arrays.append(weakref.ref(held))
+        for cell, *_ in getattr(node, "saved", []):
+            saved_arrays.append(weakref.ref(cell.cell_contents._data))
         for edge in node.next_edges:
             if edge is not None and isinstance(edge[0], Node) and id(edge[0]) not in seen:
                 seen.add(id(edge[0]))
@@ -72,9 +71,11 @@ def test_outputs_are_saved_as_data_not_as_the_tensor(gc_disabled):
     x = f64([0.1, 0.2], requires_grad=True)
     y = x.exp()                              # exp's backward captures its output
     node = y.grad_fn
-    [(cell, record)] = node.saved
-    assert record.role == "output" and record.tensor is None
-    assert cell.cell_contents is record      # the closure holds the record, not y
+    [(cell, version, role, output_nr)] = node.saved
+    assert (version, role, output_nr) == (0, "output", 0)
+    shadow = cell.cell_contents              # the closure holds a shadow of y, not y
+    assert shadow is not y and shadow.grad_fn is None and shadow._data is y._data
+    assert shadow._version is y._version     # one version counter: y's writes are seen
     probe = weakref.ref(y)
     del y
     assert probe() is None                   # y was not kept alive by its own node

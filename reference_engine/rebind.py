@@ -1,0 +1,84 @@
+"""Formulas run by the engine call its operators directly.
+
+A formula file says ``from formulas import at``; ``formulas.at.sin(x)`` asks
+the current backend (a context variable) and the backend then dispatches:
+two extra Python frames on every operator call. The engine instead runs a
+*rebound copy* of each formula: the same code object (so tracebacks, ``print``
+and ``pdb`` breakpoints behave as in the file), with globals in which ``at``
+is :data:`ENGINE_AT`, whose attributes are the dispatcher's operator entry
+points. Helpers the formula reaches through its globals are rebound the same
+way (they call ``at`` too).
+
+The copy's globals are a snapshot of the module's, taken when the dispatcher
+table is (re)built; :func:`reference_engine.refresh` takes a new one.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Callable
+
+from formulas.dsl import at as dsl_at
+
+
+class EngineOperators:
+    """``at`` as the engine's formulas see it: ``at.sin`` is the dispatcher's ``sin`` entry.
+
+    Attributes are looked up in the dispatcher on first use and then stored
+    on the instance (later lookups are plain attribute reads); :meth:`clear`
+    forgets them when the operator table is rebuilt.
+    """
+
+    def __init__(self, lookup: Callable[[str], Callable[..., Any]]) -> None:
+        self.__dict__["_lookup"] = lookup
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        entry = self._lookup(name)
+        self.__dict__[name] = entry
+        return entry
+
+    def clear(self) -> None:
+        lookup = self._lookup
+        self.__dict__.clear()
+        self.__dict__["_lookup"] = lookup
+
+    def __repr__(self) -> str:
+        return "<the reference engine's operators>"
+
+
+def rebind(fn: Callable[..., Any], operators: EngineOperators,
+           memo: dict[int, Callable[..., Any]] | None = None) -> Callable[..., Any]:
+    """A copy of ``fn`` whose global ``at`` is ``operators`` (``fn`` itself when it does
+    not use the DSL's ``at``); functions it reaches through globals that do are rebound too."""
+    if type(fn) is not types.FunctionType or fn.__globals__.get("at") is not dsl_at:
+        return fn
+    memo = {} if memo is None else memo
+    done = memo.get(id(fn))
+    if done is not None:
+        return done
+    namespace = dict(fn.__globals__)
+    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    copy.__doc__ = fn.__doc__
+    copy.__module__ = fn.__module__
+    copy.__wrapped__ = fn
+    memo[id(fn)] = copy
+    namespace["at"] = operators
+    for name in _global_names(fn.__code__):     # what it and its nested functions may read
+        value = namespace.get(name)
+        if value is fn:
+            namespace[name] = copy
+        elif type(value) is types.FunctionType:
+            namespace[name] = rebind(value, operators, memo)
+    return copy
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    """Names ``code`` and the functions defined inside it may look up as globals."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if type(const) is types.CodeType:
+            names |= _global_names(const)
+    return names

@@ -289,47 +289,25 @@ class OperatorPacket:
             if not kwargs:
                 n = len(args)
                 if n == 2:
-                    a = args[0]
-                    b = args[1]
-                    entry = cache.get((type(a), type(b)))
-                    if entry is not None:
-                        if mode.enabled:
-                            run = entry[2]
-                        elif entry[3] is not None:      # run_binary, inlined
-                            out = entry[3](a._value, b._value)
-                            t = new(Tensor)
-                            t._data = t._value = out if type(out) is ndarray else asarray(out)
-                            t._requires_grad = False
-                            t._grad_fn = t.grad = t._version = None
-                            t._output_nr = 0
-                            return t
-                        else:
-                            run = entry[1]
-                        if run is not None:
-                            return run(a, b)
-                    return call(args, kwargs)
-                if n == 1:
-                    a = args[0]
-                    entry = cache.get((type(a),))
-                    if entry is not None:
-                        if mode.enabled:
-                            run = entry[2]
-                        elif entry[3] is not None:      # run_unary, inlined
-                            out = entry[3](a._value)
-                            t = new(Tensor)
-                            t._data = t._value = out if type(out) is ndarray else asarray(out)
-                            t._requires_grad = False
-                            t._grad_fn = t.grad = t._version = None
-                            t._output_nr = 0
-                            return t
-                        else:
-                            run = entry[1]
-                        if run is not None:
-                            return run(a)
-                    return call(args, kwargs)
-                entry = cache.get(tuple(map(type, args)))
+                    entry = cache.get((type(args[0]), type(args[1])))
+                elif n == 1:
+                    entry = cache.get((type(args[0]),))
+                else:
+                    entry = cache.get(tuple(map(type, args)))
                 if entry is not None:
-                    run = entry[2] if mode.enabled else entry[1]
+                    if mode.enabled:
+                        run = entry[2]
+                    elif entry[3] is not None:      # run_unary / run_binary, inlined
+                        kernel = entry[3]
+                        out = kernel(args[0]._value) if n == 1 else kernel(args[0]._value, args[1]._value)
+                        t = new(Tensor)
+                        t._data = t._value = out if type(out) is ndarray else asarray(out)
+                        t._requires_grad = False
+                        t._grad_fn = t.grad = t._version = None
+                        t._output_nr = 0
+                        return t
+                    else:
+                        run = entry[1]
                     if run is not None:
                         return run(*args)
             return call(args, kwargs)

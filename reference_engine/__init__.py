@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import formulas
-from reference_engine import methods
+from reference_engine import methods  # noqa: F401 - installs the Tensor operators and registers their refresh hook
 from reference_engine.dispatch import Dispatcher, Overload, dispatcher
 from reference_engine.dtypes import DType, bool_, float32, float64, int64
 from reference_engine.dot import to_dot

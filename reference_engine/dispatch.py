@@ -25,7 +25,7 @@ from reference_engine.binding import Signature
 from reference_engine.dtypes import DType
 from reference_engine.formula_node import formula_recorder, record_formula
 from reference_engine.grad_mode import grad_mode
-from reference_engine.kernels import KERNELS, VIEW_OPS
+from reference_engine.kernels import DEFAULT_KEYWORD_KERNELS, KERNELS, VIEW_OPS
 from reference_engine.rebind import EngineOperators, rebind
 from reference_engine.tensor import Tensor
 from transpiler.schema import FunctionSchema, is_tensor_like, parse_schema
@@ -61,7 +61,7 @@ class Overload:
             i for i, a in enumerate(a for a in schema.arguments if not a.is_out) if a.is_tensor_like)
         self.is_view = self.name in VIEW_OPS or any(
             r.annotation is not None and not r.annotation.is_write for r in schema.returns)
-        self.backward_info: dict = {}     # backward code object -> whether it takes needs_input_grad
+        self.backward_info: dict = {}     # backward code object -> formula_node.backward_plan
         # Formulas take the schema's keyword-only arguments as keywords: (first index, names).
         self.keyword_only = (self.signature.n_positional, self.signature.names[self.signature.n_positional:])
 
@@ -169,6 +169,8 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
         tail: tuple = ()
     elif len(arg_types) == signature.n_positional and signature.keyword_defaults is not None:
         tail = signature.keyword_defaults      # keyword-only arguments left at their defaults (or ())
+        if tail and overload.name in DEFAULT_KEYWORD_KERNELS:
+            kernel, tail = DEFAULT_KEYWORD_KERNELS[overload.name], ()
     else:
         return None
     if (kernel is None or signature.tensor_list_positions
@@ -284,36 +286,49 @@ class OperatorPacket:
         ``at.<name>`` for the engine's formulas and the Tensor methods/operators of this name."""
         cache, call, mode = self.cache, self.call, grad_mode
         new, ndarray, asarray = object.__new__, np.ndarray, np.asarray
+        defaults = self._keyword_defaults()
 
         def op(*args: Any, **kwargs: Any) -> Any:
-            if not kwargs:
-                n = len(args)
-                if n == 2:
-                    entry = cache.get((type(args[0]), type(args[1])))
-                elif n == 1:
-                    entry = cache.get((type(args[0]),))
+            if kwargs:      # keywords given their defaults (``alpha=1``) make a positional call
+                for name, value in kwargs.items():
+                    if defaults.get(name, defaults) is not value:
+                        return call(args, kwargs)
+            n = len(args)
+            if n == 2:
+                entry = cache.get((type(args[0]), type(args[1])))
+            elif n == 1:
+                entry = cache.get((type(args[0]),))
+            else:
+                entry = cache.get(tuple(map(type, args)))
+            if entry is not None:
+                if mode.enabled:
+                    run = entry[2]
+                elif entry[3] is not None:      # run_unary / run_binary, inlined
+                    kernel = entry[3]
+                    out = kernel(args[0]._value) if n == 1 else kernel(args[0]._value, args[1]._value)
+                    t = new(Tensor)
+                    t._data = t._value = out if type(out) is ndarray else asarray(out)
+                    t._requires_grad = False
+                    t._grad_fn = t.grad = t._version = None
+                    t._output_nr = 0
+                    return t
                 else:
-                    entry = cache.get(tuple(map(type, args)))
-                if entry is not None:
-                    if mode.enabled:
-                        run = entry[2]
-                    elif entry[3] is not None:      # run_unary / run_binary, inlined
-                        kernel = entry[3]
-                        out = kernel(args[0]._value) if n == 1 else kernel(args[0]._value, args[1]._value)
-                        t = new(Tensor)
-                        t._data = t._value = out if type(out) is ndarray else asarray(out)
-                        t._requires_grad = False
-                        t._grad_fn = t.grad = t._version = None
-                        t._output_nr = 0
-                        return t
-                    else:
-                        run = entry[1]
-                    if run is not None:
-                        return run(*args)
-            return call(args, kwargs)
+                    run = entry[1]
+                if run is not None:
+                    return run(*args)
+            return call(args, {})
 
         op.__name__ = op.__qualname__ = self.name
         return op
+
+    def _keyword_defaults(self) -> dict[str, Any]:
+        """Keyword-only arguments every overload has, with the same default: passing exactly
+        that object (``is``: ``alpha=1``, not ``alpha=1.0``) is the same
+        call as leaving the argument out."""
+        per_overload = [dict(zip(o.keyword_only[1], o.signature.keyword_defaults or ()))
+                        for o in self.overloads]
+        return {name: value for name, value in per_overload[0].items()
+                if all(d.get(name, d) is value for d in per_overload)}
 
     def call(self, args: tuple, kwargs: dict) -> Any:
         key = tuple(map(type, args))

@@ -1,14 +1,17 @@
 """Executing the graph: ``backward()`` and ``grad()``.
 
-The graph reachable from the roots is ordered topologically without
-recursion (Kahn's algorithm over dependency counts), so a chain of 100,000
-nodes needs no deep Python stack. Each node runs once, after every node that
-feeds it a gradient; gradients arriving at the same input are summed. With
+Nodes run newest first: every node has a creation number (``seq``) above
+those of its inputs, so the pending node with the highest number has
+received every gradient it will get (each node that can send it one is
+newer, and so already ran). A heap of pending nodes is the whole schedule:
+no dependency counting, no recursion (a chain of 100,000 nodes needs no deep
+Python stack). Gradients arriving at the same input are summed. With
 ``inputs`` given (``grad``), nodes that lead to none of them are skipped and
 the gradients of the inputs are returned instead of accumulated in ``.grad``.
 """
 from __future__ import annotations
 
+from heapq import heappop, heappush
 from typing import Sequence
 
 import numpy as np
@@ -48,47 +51,22 @@ def _root_gradients(roots: list[Tensor], grad_outputs: list) -> list[Tensor | No
     return grads
 
 
-def _count_dependencies(roots: list[Node]) -> dict[Node, int]:
-    """Every node reachable from ``roots`` with the number of edges into it."""
-    dependencies: dict[Node, int] = dict.fromkeys(roots, 0)
-    stack = list(dependencies)
+def _creation_order(roots: list[Node]) -> list[Node]:
+    """Every node reachable from ``roots``, oldest first (a node's inputs come before it)."""
+    seen = set(roots)
+    stack = list(roots)
     while stack:                         # depth first, no recursion
         for edge in stack.pop().next_edges:
-            if edge is None or type(edge[0]) is Tensor:
-                continue
-            target = edge[0]
-            count = dependencies.get(target)
-            if count is None:
-                dependencies[target] = 1
-                stack.append(target)
-            else:
-                dependencies[target] = count + 1
-    return dependencies
+            if edge is not None and type(edge[0]) is not Tensor and edge[0] not in seen:
+                seen.add(edge[0])
+                stack.append(edge[0])
+    return sorted(seen, key=lambda node: node.seq)
 
 
-def _topological_order(roots: list[Node], dependencies: dict[Node, int]) -> list[Node]:
-    """The nodes in the order the engine runs them (Kahn's algorithm; ``dependencies`` is
-    consumed). Only ``grad(inputs=...)`` needs it ahead of time, to prune nodes."""
-    ready = [n for n in roots if dependencies[n] == 0]
-    order = []
-    while ready:
-        node = ready.pop()
-        order.append(node)
-        for edge in node.next_edges:
-            if edge is None or type(edge[0]) is Tensor:
-                continue
-            target = edge[0]
-            remaining = dependencies[target] - 1
-            dependencies[target] = remaining
-            if remaining == 0:
-                ready.append(target)
-    return order
-
-
-def _needed(order: list[Node], leaf_inputs: set[int], node_inputs: set[Node]) -> set[Node]:
+def _needed(oldest_first: list[Node], leaf_inputs: set[int], node_inputs: set[Node]) -> set[Node]:
     """The nodes whose backward can send a gradient to one of the requested inputs."""
     needed: set[Node] = set()
-    for node in reversed(order):
+    for node in oldest_first:            # every node after the nodes it sends gradients to
         if node.always_needed:
             needed.add(node)
             continue
@@ -117,11 +95,10 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
     root_grads = _root_gradients(roots, _as_list(grad_outputs))
     if retain_graph is None:
         retain_graph = create_graph
-    capture = inputs is not None
-    captured: list = []
+    captured: list | None = None        # the gradients grad() returns, one per input
     leaf_slot: dict[int, int] = {}
     node_slot: dict[tuple[Node, int], int] = {}
-    if capture:
+    if inputs is not None:
         for i, t in enumerate(inputs):
             if not isinstance(t, Tensor) or not t._requires_grad:
                 raise RuntimeError(f"input {i} of grad() does not require grad")
@@ -131,94 +108,88 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                 node_slot[(t._grad_fn, t._output_nr)] = i
         captured = [None] * len(inputs)
 
-    buffers: dict[Node, list] = {}
-    root_nodes = []
+    def capture(slot: int | None, grad: Tensor) -> None:
+        if slot is not None:
+            captured[slot] = grad if captured[slot] is None else captured[slot] + grad
+
+    def to_leaf(leaf: Tensor, grad: Tensor) -> None:
+        if captured is None:
+            _accumulate_leaf(leaf, grad, create_graph)
+        else:
+            capture(leaf_slot.get(id(leaf)), grad)
+
+    buffers: dict[Node, list] = {}      # gradients of each pending node's outputs
+    pending: list[tuple[int, Node]] = []    # heap of (-seq, node): newest first
     for root, grad in zip(roots, root_grads):
         fn = root._grad_fn
         if fn is None:
-            if capture:
-                slot = leaf_slot.get(id(root))
-                if slot is not None:
-                    captured[slot] = grad if captured[slot] is None else captured[slot] + grad
-            else:
-                _accumulate_leaf(root, grad, create_graph)
+            to_leaf(root, grad)
             continue
         buffer = buffers.get(fn)
         if buffer is None:
             buffer = buffers[fn] = [None] * fn.num_outputs
-            root_nodes.append(fn)
+            heappush(pending, (-fn.seq, fn))
         nr = root._output_nr
         buffer[nr] = grad if buffer[nr] is None else buffer[nr] + grad
 
-    dependencies = _count_dependencies(root_nodes)
-    capture_nodes = {n for n, _ in node_slot}
-    needed = None
-    if capture:
-        needed = _needed(_topological_order(root_nodes, dict(dependencies)), set(leaf_slot), capture_nodes)
+    skipped: set[Node] = set()      # grad(): nodes that lead to none of the inputs
+    watched: set[Node] = set()      # grad(): nodes skipped or whose output gradients are returned
+    if captured is not None:
+        capture_nodes = {node for node, _ in node_slot}
+        reachable = _creation_order([node for _, node in pending])
+        needed = _needed(reachable, set(leaf_slot), capture_nodes)
+        skipped = {node for node in reachable if node not in needed}
+        watched = skipped | capture_nodes
 
+    visited = []
     previous_mode = grad_mode.enabled
     grad_mode.enabled = create_graph
-    ready = [n for n in root_nodes if dependencies[n] == 0]
     try:
-        while ready:    # Kahn's algorithm, run as it goes: a node is ready once all its senders ran
-            node = ready.pop()
-            buffer = buffers.pop(node, None)
-            input_grads: Sequence | None = None
-            if buffer is not None:
-                if capture and node in capture_nodes:
-                    for nr, grad in enumerate(buffer):
-                        slot = node_slot.get((node, nr))
-                        if slot is not None and grad is not None:
-                            captured[slot] = grad if captured[slot] is None else captured[slot] + grad
-                if needed is None or node in needed:
-                    if len(buffer) == 1:
-                        if buffer[0] is not None:
-                            input_grads = node.apply(buffer, create_graph)
-                    else:
-                        for grad in buffer:
-                            if grad is not None:    # else no gradient arrived: backward not called
-                                input_grads = node.apply(buffer, create_graph)
-                                break
+        while pending:
+            node = heappop(pending)[1]
+            visited.append(node)
+            buffer = buffers.pop(node)
+            if watched and node in watched:
+                for nr, grad in enumerate(buffer):
+                    if grad is not None:
+                        capture(node_slot.get((node, nr)), grad)
+                if node in skipped:
+                    buffer = ()
+            input_grads = None
+            for grad in buffer:
+                if grad is not None:        # else no gradient arrived: backward not called
+                    input_grads = node.apply(buffer, create_graph)
+                    break
             edges = node.next_edges
             if input_grads is None:
-                input_grads = [None] * len(edges)
+                input_grads = (None,) * len(edges)
             for edge, grad in zip(edges, input_grads, strict=True):     # apply: one per edge
                 if edge is None:
                     continue
-                target, nr = edge
+                target = edge[0]
                 if type(target) is Tensor:
-                    if grad is None:
-                        continue
-                    if capture:
-                        slot = leaf_slot.get(id(target))
-                        if slot is not None:
-                            captured[slot] = grad if captured[slot] is None else captured[slot] + grad
-                    else:
-                        _accumulate_leaf(target, grad, create_graph)
+                    if grad is not None:
+                        to_leaf(target, grad)
                     continue
+                target_buffer = buffers.get(target)
+                if target_buffer is None:       # first edge into target: it becomes pending
+                    heappush(pending, (-target.seq, target))
+                    if target.num_outputs == 1:
+                        buffers[target] = [grad]
+                        continue
+                    target_buffer = buffers[target] = [None] * target.num_outputs
                 if grad is not None:
-                    target_buffer = buffers.get(target)
-                    if target_buffer is None:
-                        if target.num_outputs == 1:
-                            buffers[target] = [grad]
-                        else:
-                            target_buffer = buffers[target] = [None] * target.num_outputs
-                            target_buffer[nr] = grad
-                    else:
-                        previous = target_buffer[nr]
-                        target_buffer[nr] = grad if previous is None else previous + grad
-                remaining = dependencies[target] - 1
-                dependencies[target] = remaining
-                if remaining == 0:
-                    ready.append(target)
+                    nr = edge[1]
+                    previous = target_buffer[nr]
+                    target_buffer[nr] = grad if previous is None else previous + grad
     finally:
         grad_mode.enabled = previous_mode
     if not retain_graph:      # only after success: a failed backward leaves the graph usable
-        for node in dependencies:       # the reachable nodes, all visited by the loop above
-            if needed is None or node in needed:
+        for node in visited:        # every reachable node ran through the loop above
+            if node not in skipped:
                 node.release()
 
-    if not capture:
+    if captured is None:
         return None
     for i, grad in enumerate(captured):
         if grad is None and not allow_unused:

@@ -1,8 +1,9 @@
 """The autograd node of a formula: its backward closure and what that closure captured.
 
 After a formula's forward ran, the recorder makes a :class:`FormulaNode`, sets
-it as ``grad_fn`` of the differentiable outputs and classifies every closure
-cell that holds a tensor (``node.saved``, one :data:`Saved` tuple per cell):
+it as ``grad_fn`` of the differentiable outputs and looks at the closure
+cells that can hold something other than an argument (see
+:func:`backward_plan`):
 
 * an **input** stays in its cell (it points to earlier nodes only: no cycle);
 * an **output** is replaced in its cell by a *shadow*: a tensor over the same
@@ -15,28 +16,31 @@ cell that holds a tensor (``node.saved``, one :data:`Saved` tuple per cell):
 * a list/tuple holding tensors becomes a :class:`SavedSequence` of
   :class:`~reference_engine.graph.SavedTensor` records while idle.
 
-Every saved tensor's version is recorded; the backward first checks that none
-changed (an in-place write since the forward), naming the capture.
+Outputs, intermediates and sequences are listed in ``node.saved``; inputs need
+no entry. In-place writes are caught without recording versions: a write
+takes a tick from the engine's sequence (:mod:`reference_engine.tensor`), so
+a captured tensor whose last write tick is above the node's ``seq`` changed
+after it was saved. The backward looks only when some write happened since
+the node was made.
 """
 from __future__ import annotations
 
+import dis
+from types import CodeType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from reference_engine.grad_mode import grad_mode
 from reference_engine.graph import RELEASED_MESSAGE, Node, SavedTensor, check_gradients, poisoned_alias
-from reference_engine.tensor import Tensor
+from reference_engine.tensor import Tensor, last_write, ticks
 
 if TYPE_CHECKING:
     from reference_engine.dispatch import Overload
 
 #: Roles of a captured value (the second field of a :data:`Saved` entry).
-INPUT, OUTPUT, INTERMEDIATE, SEQUENCE = "input", "output", "intermediate", "sequence"
+OUTPUT, INTERMEDIATE, SEQUENCE = "output", "intermediate", "sequence"
 
-#: ``(cell, version at save time, role, extra)``; ``extra`` is the output number of an
-#: OUTPUT, the :class:`SavedSequence` of a SEQUENCE, else None. The version is checked
-#: against the counter of what the cell holds (the tensor, or the shadow that shares the
-#: output's counter; a SEQUENCE's tensors are checked as they are unpacked); a tensor
-#: without a counter was never written in place (version 0).
+#: ``(cell, role, extra)``; ``extra`` is the output number of an OUTPUT, the
+#: :class:`SavedSequence` of a SEQUENCE, else None.
 Saved = tuple
 
 
@@ -44,7 +48,6 @@ class SavedSequence:
     """A captured list/tuple holding tensors: each tensor saved on its own."""
 
     __slots__ = ("kind", "items")
-    _version = None         # read like a tensor's counter by FormulaNode.apply: never modified
 
     def __init__(self, kind: type, items: list) -> None:
         self.kind = kind
@@ -63,9 +66,7 @@ class FormulaNode(Node):
     def __init__(self, overload: Overload, backward_fn: Callable[..., Any], next_edges: list,
                  input_meta: list, num_outputs: int, needs_input_grad: tuple[bool, ...],
                  list_lengths: tuple[int | None, ...] | None, takes_mask: bool) -> None:
-        self.next_edges = next_edges
-        self.input_meta = input_meta
-        self.num_outputs = num_outputs
+        super().__init__(next_edges, input_meta, num_outputs)
         self.overload = overload
         self.backward_fn = backward_fn
         self.takes_mask = takes_mask
@@ -81,11 +82,9 @@ class FormulaNode(Node):
         fn = self.backward_fn
         if fn is None:
             raise RuntimeError(RELEASED_MESSAGE.format(node=self.name()))
-        for entry in self.saved:
-            counter = entry[0].cell_contents._version
-            if counter is not None and counter[0] != entry[1]:
-                raise self._modified(entry)
-        if create_graph or self.swaps:
+        if last_write[0] > self.seq:        # something was written in place since this node was made
+            self._check_versions()
+        if self.swaps or create_graph and self.saved:
             result = self._call_swapped(grads, create_graph)
         elif self.takes_mask:
             result = fn(*grads, needs_input_grad=self.needs_input_grad)
@@ -112,9 +111,7 @@ class FormulaNode(Node):
         """Run the backward with each saved output / intermediate / sequence cell holding
         what this kind of backward needs (see the module docstring), then restore them."""
         idle = []
-        for cell, _, role, extra in self.saved:
-            if role is INPUT:
-                continue
+        for cell, role, extra in self.saved:
             value = cell.cell_contents
             if role is SEQUENCE:
                 unpacked = extra.unpack(self, create_graph)
@@ -148,15 +145,24 @@ class FormulaNode(Node):
                 return name
         return "?"
 
-    def _modified(self, entry: Saved) -> RuntimeError:
-        cell, version, _, _ = entry
-        value = cell.cell_contents
-        counter = value._version
-        return RuntimeError(
-            f"one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: the tensor of shape {list(value._data.shape)} saved as "
-            f"'{self._capture_name(cell)}' by {self.name()} is at version {counter[0]}; expected "
-            f"version {version} instead.")
+    def _check_versions(self) -> None:
+        """Raise, naming the capture, if a captured tensor was written in place after this
+        node was made (its counter's write tick is above ``seq``). Captured sequences check
+        their tensors as they are unpacked."""
+        fn = self.backward_fn
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, Tensor):
+                counter = value._version
+                if counter is not None and counter[1] > self.seq:
+                    raise RuntimeError(
+                        f"one of the variables needed for gradient computation has been modified by an "
+                        f"inplace operation: the tensor of shape {list(value._data.shape)} saved as "
+                        f"'{name}' by {self.name()} was written in place after it was saved (it is now "
+                        f"at version {counter[0]}); clone it before the write, or write out of place")
 
     def _flatten(self, result: Any) -> list:
         """One gradient per edge from one gradient (or list, for Tensor[]) per tensor argument."""
@@ -186,22 +192,35 @@ class FormulaNode(Node):
         self.saved = ()
 
 
-def backward_info(overload: Overload, backward: Callable[..., Any]) -> tuple[bool, tuple[int, ...]]:
-    """``(takes needs_input_grad, plan)`` for a backward closure, cached per code object.
+def backward_plan(overload: Overload, backward: Callable[..., Any]) -> tuple[bool, tuple[int, ...]]:
+    """``(takes needs_input_grad, cells to inspect)`` for a backward closure, cached per code.
 
-    ``plan`` has one entry per closure cell: the position of the formula's positional
-    parameter of the same name (the recorder checks the cell still holds that argument,
-    a captured input) or -1 (the recorder looks at the value).
+    A cell needs no look at record time when the backward is defined directly in the
+    formula's body and the cell is a formula parameter that no code in the formula ever
+    rebinds (no ``STORE_DEREF``/``DELETE_DEREF`` of it): it then always holds that argument,
+    an input. Every other cell (``result``, metadata, anything else) is inspected.
     """
     code = backward.__code__
     info = overload.backward_info.get(code)
     if info is None:
         kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
         formula_code = overload.formula.__code__
-        params = formula_code.co_varnames[:formula_code.co_argcount]
-        plan = tuple(params.index(name) if name in params else -1 for name in code.co_freevars)
-        info = overload.backward_info[code] = ("needs_input_grad" in kwonly, plan)
+        fixed: set[str] = set()
+        if code in formula_code.co_consts:
+            fixed = set(formula_code.co_varnames[:formula_code.co_argcount + formula_code.co_kwonlyargcount])
+            fixed -= _rebound_cells(formula_code)
+        inspected = tuple(i for i, name in enumerate(code.co_freevars) if name not in fixed)
+        info = overload.backward_info[code] = ("needs_input_grad" in kwonly, inspected)
     return info
+
+
+def _rebound_cells(code: CodeType) -> set[str]:
+    """Names that ``code`` or any code nested in it assigns or deletes as a closure cell."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_DEREF", "DELETE_DEREF")}
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _rebound_cells(const)
+    return names
 
 
 # Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
@@ -268,10 +287,11 @@ def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: 
 
 
 def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
-    """Attach a node for ``backward`` to the formula's ``outputs``; return them."""
+    """Attach a node for ``backward`` to the formula's ``outputs``; return them (the general
+    recorder: any number of outputs, ``Tensor[]`` arguments, bound arguments)."""
     edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
     node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, needs,
-                       lengths, backward_info(overload, backward)[0])
+                       lengths, backward_plan(overload, backward)[0])
     output_nr: dict[int, int] = {}
     if overload.returns_kind == "tensor":
         result = _attach(outputs, node, 0, held, output_nr)
@@ -293,7 +313,8 @@ def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backw
 
 def _save_cells(node: FormulaNode, backward: Callable[..., Any], held: set[int],
                 output_nr: dict[int, int]) -> None:
-    """Classify every cell of ``backward`` that holds tensors into ``node.saved``."""
+    """List every cell of ``backward`` holding an output, intermediate or sequence in
+    ``node.saved`` (outputs replaced by their shadows)."""
     saved = node.saved
     for name, cell in zip(backward.__code__.co_freevars, backward.__closure__):
         try:
@@ -305,16 +326,58 @@ def _save_cells(node: FormulaNode, backward: Callable[..., Any], held: set[int],
             nr = output_nr.get(id(value))
             if nr is not None:
                 cell.cell_contents = value.detach()     # the shadow: same data and version counter
-                saved.append((cell, value._version[0], OUTPUT, nr))
-            else:
-                role = INPUT if id(value) in held or value._requires_grad else INTERMEDIATE
-                counter = value._version
-                saved.append((cell, 0 if counter is None else counter[0], role, None))
+                saved.append((cell, OUTPUT, nr))
+            elif id(value) not in held and not value._requires_grad:
+                saved.append((cell, INTERMEDIATE, None))
         elif (kind is list or kind is tuple) and value and _holds_tensors(value):
             record = save_captured(value, name, held, output_nr)
             cell.cell_contents = record
-            saved.append((cell, 0, SEQUENCE, record))
+            saved.append((cell, SEQUENCE, record))
             node.swaps = True
+
+
+def _save_inspected(node: FormulaNode, backward: Callable[..., Any], inspected: tuple[int, ...],
+                    out: Tensor, is_output: bool, args: tuple) -> None:
+    """:func:`_save_cells` for one output, over the cells :func:`backward_plan` could not
+    rule out (an input is the same object as one of ``args``, or requires grad)."""
+    cells = backward.__closure__
+    saved = []
+    for index in inspected:
+        cell = cells[index]
+        try:
+            value = cell.cell_contents
+        except ValueError:      # an empty cell: a name the backward reads that was never bound
+            continue
+        kind = type(value)
+        if kind is Tensor:
+            if value is out:
+                if is_output:
+                    counter = value._version
+                    if counter is None:
+                        counter = value._version = [0, 0]       # shared with the shadow
+                    shadow = _new(Tensor)       # out.detach(), inlined: same data and counter
+                    shadow._data = value._data
+                    shadow._value = value._value
+                    shadow._requires_grad = False
+                    shadow._grad_fn = shadow.grad = None
+                    shadow._output_nr = 0
+                    shadow._version = counter
+                    cell.cell_contents = shadow
+                    saved.append((cell, OUTPUT, 0))
+            elif not value._requires_grad and not any(value is a for a in args):
+                saved.append((cell, INTERMEDIATE, None))
+        elif (kind is list or kind is tuple) and value and (
+                type(value[0]) is Tensor or (value[0] is None and _holds_tensors(value))):
+            held = {id(a) for a in args if type(a) is Tensor}
+            name = backward.__code__.co_freevars[index]
+            record = save_captured(value, name, held, {id(out): 0} if is_output else {})
+            cell.cell_contents = record
+            saved.append((cell, SEQUENCE, record))
+            node.swaps = True
+    node.saved = saved
+
+
+_new = object.__new__
 
 
 def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
@@ -347,76 +410,26 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
 
     infos = overload.backward_info
     shared_inputs = _SHARED_INPUTS
-    new = object.__new__
-    call = (lambda *args: formula(*args, **keywords)) if keywords else formula
+    new = _new
+    tick = ticks.__next__
 
-    def attach(out: Tensor, backward: Callable[..., Any], edges: tuple, input_meta: tuple,
-               needs_input_grad: tuple, args: tuple, returned_input: bool) -> Tensor:
-        """Make a node the grad_fn of ``out`` and classify the closure's cells (inlined
-        FormulaNode.__init__ and :func:`_save_cells`, guided by :func:`backward_info`'s plan).
-        ``returned_input``: ``out`` is one of the arguments (it gets a new tensor object)."""
-        if returned_input or out._requires_grad:
-            out = out.detach()
-        info = infos.get(backward.__code__) or backward_info(overload, backward)
+    def new_node(backward: Callable[..., Any], edges: tuple, input_meta: tuple,
+                 needs_input_grad: tuple) -> tuple[FormulaNode, tuple[int, ...]]:
+        """A FormulaNode (``__init__`` inlined) and the cells the recorder must inspect."""
+        info = infos.get(backward.__code__) or backward_plan(overload, backward)
         node = new(FormulaNode)
         node.next_edges = edges
         node.input_meta = input_meta
         node.needs_input_grad = needs_input_grad
         node.num_outputs = 1
+        node.seq = tick()
         node.overload = overload
         node.backward_fn = backward
         node.saved = ()
         node.swaps = False
         node.list_lengths = None
         node.takes_mask = info[0]
-        is_output = out._data.dtype.kind == "f"
-        if is_output:
-            out._grad_fn = node
-            out._output_nr = 0
-            out._requires_grad = True
-        cells = backward.__closure__
-        if cells is None:
-            return out
-        saved = []
-        for cell, param in zip(cells, info[1]):
-            try:
-                value = cell.cell_contents
-            except ValueError:      # an empty cell: a name the backward reads that was never bound
-                continue
-            if param >= 0 and value is args[param]:
-                if type(value) is Tensor:     # a captured input (else a number, a list...)
-                    counter = value._version
-                    saved.append((cell, 0 if counter is None else counter[0], INPUT, None))
-                continue
-            kind = type(value)
-            if kind is Tensor:
-                counter = value._version
-                if value is out and is_output:
-                    if counter is None:
-                        counter = value._version = [0]      # shared with the shadow
-                    shadow = new(Tensor)        # out.detach(), inlined: same data and counter
-                    shadow._data = value._data
-                    shadow._value = value._value
-                    shadow._requires_grad = False
-                    shadow._grad_fn = shadow.grad = None
-                    shadow._output_nr = 0
-                    shadow._version = counter
-                    cell.cell_contents = shadow
-                    saved.append((cell, counter[0], OUTPUT, 0))
-                elif value._requires_grad or any(value is args[i] for i in positions):
-                    saved.append((cell, 0 if counter is None else counter[0], INPUT, None))
-                else:
-                    saved.append((cell, 0 if counter is None else counter[0], INTERMEDIATE, None))
-            elif (kind is list or kind is tuple) and value and (
-                    type(value[0]) is Tensor or (value[0] is None and _holds_tensors(value))):
-                held = {id(args[i]) for i in positions}
-                name = backward.__code__.co_freevars[cells.index(cell)]
-                record = save_captured(value, name, held, {id(out): 0} if is_output else {})
-                cell.cell_contents = record
-                saved.append((cell, 0, SEQUENCE, record))
-                node.swaps = True
-        node.saved = saved
-        return out
+        return node, info[1]
 
     if positions == (0,):
         def record_unary(*args):
@@ -425,14 +438,34 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
                 return kernel_runner(*args)
             mode.enabled = False
             try:
-                out, backward = call(*args)
+                out, backward = formula(*args, **keywords) if keywords else formula(*args)
             finally:
                 mode.enabled = True
             data = a._data
             fn = a._grad_fn
-            return attach(out, backward, ((a, 0) if fn is None else (fn, a._output_nr),),
-                          ((data.shape, data.dtype),), _ONE_INPUT,
-                          args, False)    # an input returned as is requires grad: detached in attach
+            info = infos.get(backward.__code__) or backward_plan(overload, backward)
+            node = new(FormulaNode)     # FormulaNode.__init__, inlined (as in record_binary)
+            node.next_edges = ((a, 0) if fn is None else (fn, a._output_nr),)
+            node.input_meta = ((data.shape, data.dtype),)
+            node.needs_input_grad = _ONE_INPUT
+            node.num_outputs = 1
+            node.seq = tick()
+            node.overload = overload
+            node.backward_fn = backward
+            node.saved = ()
+            node.swaps = False
+            node.list_lengths = None
+            node.takes_mask = info[0]
+            if out._requires_grad:      # an input returned as is: a new tensor object
+                out = out.detach()
+            is_output = out._data.dtype.kind == "f"
+            if is_output:
+                out._grad_fn = node
+                out._output_nr = 0
+                out._requires_grad = True
+            if info[1]:
+                _save_inspected(node, backward, info[1], out, is_output, args)
+            return out
         return record_unary
 
     if positions == (0, 1):
@@ -457,11 +490,32 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
                 edge_b = meta_b = None
             mode.enabled = False
             try:
-                out, backward = call(*args)
+                out, backward = formula(*args, **keywords) if keywords else formula(*args)
             finally:
                 mode.enabled = True
-            return attach(out, backward, (edge_a, edge_b), (meta_a, meta_b),
-                          (edge_a is not None, edge_b is not None), args, out is a or out is b)
+            info = infos.get(backward.__code__) or backward_plan(overload, backward)
+            node = new(FormulaNode)     # FormulaNode.__init__, inlined (as in record_unary)
+            node.next_edges = (edge_a, edge_b)
+            node.input_meta = (meta_a, meta_b)
+            node.needs_input_grad = (edge_a is not None, edge_b is not None)
+            node.num_outputs = 1
+            node.seq = tick()
+            node.overload = overload
+            node.backward_fn = backward
+            node.saved = ()
+            node.swaps = False
+            node.list_lengths = None
+            node.takes_mask = info[0]
+            if out._requires_grad or out is a or out is b:
+                out = out.detach()
+            is_output = out._data.dtype.kind == "f"
+            if is_output:
+                out._grad_fn = node
+                out._output_nr = 0
+                out._requires_grad = True
+            if info[1]:
+                _save_inspected(node, backward, info[1], out, is_output, args)
+            return out
         return record_binary
 
     def record(*args):
@@ -472,7 +526,7 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
             return kernel_runner(*args)
         mode.enabled = False
         try:
-            out, backward = call(*args)
+            out, backward = formula(*args, **keywords)
         finally:
             mode.enabled = True
         edges = []
@@ -489,8 +543,17 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
                 meta.append(None)
         meta_key = tuple(meta)
         input_meta, needs_input_grad = shared_inputs.get(meta_key) or _share_inputs(meta_key)
-        return attach(out, backward, tuple(edges), input_meta, needs_input_grad, args,
-                      any(out is args[i] for i in positions))
+        node, inspected = new_node(backward, tuple(edges), input_meta, needs_input_grad)
+        if out._requires_grad or any(out is args[i] for i in positions):
+            out = out.detach()
+        is_output = out._data.dtype.kind == "f"
+        if is_output:
+            out._grad_fn = node
+            out._output_nr = 0
+            out._requires_grad = True
+        if inspected:
+            _save_inspected(node, backward, inspected, out, is_output, args)
+        return out
     return record
 
 

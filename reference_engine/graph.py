@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from reference_engine.tensor import Tensor
+from reference_engine.tensor import Tensor, ticks
 
 RELEASED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -29,7 +29,7 @@ RELEASED_MESSAGE = (
 class Node:
     """A recorded operation: maps gradients of its outputs to gradients of its inputs."""
 
-    __slots__ = ("next_edges", "input_meta", "num_outputs", "__weakref__")
+    __slots__ = ("next_edges", "input_meta", "num_outputs", "seq", "__weakref__")
 
     #: Always executed by ``grad(...)`` even when it leads to no requested input
     #: (the guard nodes must raise rather than be pruned away).
@@ -39,6 +39,7 @@ class Node:
         self.next_edges = next_edges
         self.input_meta = input_meta
         self.num_outputs = num_outputs
+        self.seq = next(ticks)      # creation order: the engine runs nodes by decreasing seq
 
     def name(self) -> str:
         return type(self).__name__

@@ -20,6 +20,11 @@ KERNELS: dict[str, Callable[..., Any]] = {}
 # Kernels whose output may share memory with their first argument (torch view ops).
 VIEW_OPS: set[str] = set()
 
+# Kernels for calls that leave every keyword-only argument at its default (``a + b``, where
+# ``alpha`` is 1): the same result as KERNELS' with those defaults, without the Python frame.
+DEFAULT_KEYWORD_KERNELS: dict[str, Callable[..., Any]] = {
+    "add.Tensor": np.add, "sub.Tensor": np.subtract}
+
 
 def kernel(*names: str, view: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn`` as the kernel of the operators ``names``."""

@@ -181,7 +181,7 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
         raise RuntimeError(f"{what}: the tensor is a broadcast (expanded) view; clone() it before "
                            f"writing to it")
     np.copyto(self._data, result._data, casting="same_kind")
-    self._counter()[0] += 1
+    self._bump_version()
     if recording:
         self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
     return self
@@ -225,7 +225,7 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
                            "reference engine (no index_put formula); compute the result out of place "
                            "(where / cat) instead")
     self._data[key] = value._data if isinstance(value, Tensor) else value
-    self._counter()[0] += 1
+    self._bump_version()
 
 
 Tensor.add_ = _add_

@@ -7,6 +7,7 @@ dispatcher.
 """
 from __future__ import annotations
 
+from itertools import count
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,16 @@ import numpy as np
 from reference_engine.dtypes import DType, TensorOptions, from_numpy
 
 _new_object = object.__new__
+
+#: One sequence for the whole engine: every recorded node takes the next number as its
+#: ``seq`` and every in-place write takes the next number as its *write tick*. A node's
+#: inputs are older than it, so decreasing ``seq`` is a topological order (the engine's
+#: schedule), and a saved tensor whose counter's last write tick is above the node's
+#: ``seq`` was written in place after it was saved.
+ticks = count(1)
+#: ``[tick of the latest in-place write anywhere]``: while it is below a node's ``seq``
+#: nothing can have changed what that node saved, and its backward checks nothing.
+last_write = [0]
 
 
 class Tensor:
@@ -24,10 +35,10 @@ class Tensor:
     an operator expects a Tensor) the Python scalar, so that NumPy's weak
     scalar promotion keeps ``float32_tensor * 2.0`` in float32, as torch does.
 
-    ``_version`` is the version counter: a one-element list shared by tensors
-    over the same memory (views, ``detach``); in-place writes increment it,
-    saved tensors compare it with the value they saw. It is made on first use
-    (:meth:`_counter`; ``None`` until then): most tensors never need one.
+    ``_version`` is the version counter: ``[version, tick of the last write]``,
+    shared by tensors over the same memory (views, ``detach``); in-place writes
+    go through :meth:`_bump_version`. It is made on first use (:meth:`_counter`;
+    ``None`` until then): most tensors never need one.
     """
 
     __slots__ = ("_data", "_value", "_requires_grad", "_grad_fn", "_output_nr", "_version",
@@ -114,11 +125,17 @@ class Tensor:
         return self
 
     def _counter(self) -> list[int]:
-        """The version counter, made on first use."""
+        """The version counter ``[version, write tick]``, made on first use."""
         counter = self._version
         if counter is None:
-            counter = self._version = [0]
+            counter = self._version = [0, 0]
         return counter
+
+    def _bump_version(self) -> None:
+        """Record an in-place write of this tensor's memory (seen by every view)."""
+        counter = self._counter()
+        counter[0] += 1
+        counter[1] = last_write[0] = next(ticks)
 
     @property
     def _version_value(self) -> int:

@@ -258,7 +258,7 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
     if (overload.formula is None or kernel_runner is None
             or any(i >= len(arg_types) or arg_types[i] is not Tensor for i in positions)):
         return None
-    return formula_recorder(overload, kernel_runner, dict(zip(overload.keyword_only[1], tail)))
+    return formula_recorder(overload, kernel_runner, len(arg_types), dict(zip(overload.keyword_only[1], tail)))
 
 
 class OperatorPacket:
@@ -270,13 +270,19 @@ class OperatorPacket:
     that records the formula when an input requires grad.
     """
 
-    __slots__ = ("name", "overloads", "cache", "op")
+    __slots__ = ("name", "overloads", "cache", "op", "binary")
 
     def __init__(self, name: str, overloads: list[Overload]) -> None:
         self.name = name
         self.overloads = overloads
         self.cache: dict[tuple, tuple[Overload, Callable[..., Any] | None, Callable[..., Any] | None]] = {}
-        self.op = self._entry_point()
+        one_tensor = all(len(o.schema.arguments) == 1 and o.signature.tensor_positions == (0,)
+                         for o in overloads)
+        #: ``at.<name>`` in formulas and the Tensor method: ``op(*args, **kwargs)``, or, when
+        #: every overload takes one tensor and nothing else (``sin``), ``op(a)``.
+        self.op = self._unary_entry_point() if one_tensor else self._entry_point()
+        #: ``binary(a, b)``: the Python operator (``__mul__``).
+        self.binary = self._binary_entry_point()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call(args, kwargs)
@@ -320,6 +326,61 @@ class OperatorPacket:
 
         op.__name__ = op.__qualname__ = self.name
         return op
+
+    def _unary_entry_point(self) -> Callable[..., Any]:
+        """``op(a)``: :meth:`_entry_point` for operators that take one tensor (no ``*args``,
+        no keywords to look at); more arguments go to :meth:`call`, which reports them."""
+        cache, call, mode = self.cache, self.call, grad_mode
+        new, ndarray, asarray = object.__new__, np.ndarray, np.asarray
+
+        def op(a: Any, *more: Any, **kwargs: Any) -> Any:
+            if more or kwargs:
+                return call((a, *more), kwargs)
+            entry = cache.get((type(a),))
+            if entry is not None:
+                if mode.enabled:
+                    if entry[2] is not None:
+                        return entry[2](a)
+                elif entry[3] is not None:      # run_unary, inlined
+                    out = entry[3](a._value)
+                    t = new(Tensor)
+                    t._data = t._value = out if type(out) is ndarray else asarray(out)
+                    t._requires_grad = False
+                    t._grad_fn = t.grad = t._version = None
+                    t._output_nr = 0
+                    return t
+                elif entry[1] is not None:
+                    return entry[1](a)
+            return call((a,), {})
+
+        op.__name__ = op.__qualname__ = self.name
+        return op
+
+    def _binary_entry_point(self) -> Callable[..., Any]:
+        """``binary(a, b)``: :meth:`_entry_point` for a call with exactly two arguments."""
+        cache, call, mode = self.cache, self.call, grad_mode
+        new, ndarray, asarray = object.__new__, np.ndarray, np.asarray
+
+        def binary(a: Any, b: Any) -> Any:
+            entry = cache.get((type(a), type(b)))
+            if entry is not None:
+                if mode.enabled:
+                    if entry[2] is not None:
+                        return entry[2](a, b)
+                elif entry[3] is not None:      # run_binary, inlined
+                    out = entry[3](a._value, b._value)
+                    t = new(Tensor)
+                    t._data = t._value = out if type(out) is ndarray else asarray(out)
+                    t._requires_grad = False
+                    t._grad_fn = t.grad = t._version = None
+                    t._output_nr = 0
+                    return t
+                elif entry[1] is not None:
+                    return entry[1](a, b)
+            return call((a, b), {})
+
+        binary.__name__ = binary.__qualname__ = self.name
+        return binary
 
     def _keyword_defaults(self) -> dict[str, Any]:
         """Keyword-only arguments every overload has, with the same default: passing exactly

@@ -229,7 +229,6 @@ def _rebound_cells(code: CodeType) -> set[str]:
 # reaches _SHARED_LIMIT entries (programs with ever-changing shapes).
 _SHARED_INPUTS: dict[tuple, tuple] = {}     # a node's input_meta -> (itself, its needs_input_grad)
 _SHARED_LIMIT = 4096
-_ONE_INPUT = (True,)        # needs_input_grad of a node with one differentiable input
 
 
 def _share_inputs(input_meta: tuple) -> tuple:
@@ -380,11 +379,11 @@ def _save_inspected(node: FormulaNode, backward: Callable[..., Any], inspected: 
 _new = object.__new__
 
 
-def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
+def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any], arity: int,
                      keywords: dict[str, Any]) -> Callable[..., Any]:
-    """The runner of a formula called with its tensor arguments as Tensors (positionally,
-    keyword-only arguments at ``keywords``): it runs the kernel when no input requires grad,
-    else the formula below autograd and records its node.
+    """The runner of a formula called with ``arity`` positional arguments, its tensor
+    arguments as Tensors (keyword-only arguments at ``keywords``): it runs the kernel when
+    no input requires grad, else the formula below autograd and records its node.
 
     For one tensor output and no ``Tensor[]`` argument (nearly every operator) everything
     :func:`record_formula` does is inlined here: this is the per-operator cost of recording.
@@ -432,13 +431,15 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
         return node, info[1]
 
     if positions == (0,):
-        def record_unary(*args):
-            a = args[0]
+        def record_unary(a, *more):       # more: non-tensor arguments (``x * 2.0``)
             if not a._requires_grad:
-                return kernel_runner(*args)
+                return kernel_runner(a, *more)
             mode.enabled = False
             try:
-                out, backward = formula(*args, **keywords) if keywords else formula(*args)
+                if keywords:
+                    out, backward = formula(a, *more, **keywords)
+                else:
+                    out, backward = formula(a, *more) if more else formula(a)
             finally:
                 mode.enabled = True
             data = a._data
@@ -446,8 +447,8 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
             info = infos.get(backward.__code__) or backward_plan(overload, backward)
             node = new(FormulaNode)     # FormulaNode.__init__, inlined (as in record_binary)
             node.next_edges = ((a, 0) if fn is None else (fn, a._output_nr),)
-            node.input_meta = ((data.shape, data.dtype),)
-            node.needs_input_grad = _ONE_INPUT
+            meta_key = ((data.shape, data.dtype),)
+            node.input_meta, node.needs_input_grad = shared_inputs.get(meta_key) or _share_inputs(meta_key)
             node.num_outputs = 1
             node.seq = tick()
             node.overload = overload
@@ -464,14 +465,12 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
                 out._output_nr = 0
                 out._requires_grad = True
             if info[1]:
-                _save_inspected(node, backward, info[1], out, is_output, args)
+                _save_inspected(node, backward, info[1], out, is_output, (a, *more))
             return out
         return record_unary
 
-    if positions == (0, 1):
-        def record_binary(*args):
-            a = args[0]
-            b = args[1]
+    if positions == (0, 1) and arity == 2:
+        def record_binary(a, b):
             if a._requires_grad:
                 fn = a._grad_fn
                 edge_a = (a, 0) if fn is None else (fn, a._output_nr)
@@ -480,7 +479,7 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
             elif b._requires_grad:
                 edge_a = meta_a = None
             else:
-                return kernel_runner(*args)
+                return kernel_runner(a, b)
             if b._requires_grad:
                 fn = b._grad_fn
                 edge_b = (b, 0) if fn is None else (fn, b._output_nr)
@@ -490,14 +489,14 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
                 edge_b = meta_b = None
             mode.enabled = False
             try:
-                out, backward = formula(*args, **keywords) if keywords else formula(*args)
+                out, backward = formula(a, b, **keywords) if keywords else formula(a, b)
             finally:
                 mode.enabled = True
             info = infos.get(backward.__code__) or backward_plan(overload, backward)
             node = new(FormulaNode)     # FormulaNode.__init__, inlined (as in record_unary)
             node.next_edges = (edge_a, edge_b)
-            node.input_meta = (meta_a, meta_b)
-            node.needs_input_grad = (edge_a is not None, edge_b is not None)
+            meta_key = (meta_a, meta_b)
+            node.input_meta, node.needs_input_grad = shared_inputs.get(meta_key) or _share_inputs(meta_key)
             node.num_outputs = 1
             node.seq = tick()
             node.overload = overload
@@ -514,7 +513,7 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any],
                 out._output_nr = 0
                 out._requires_grad = True
             if info[1]:
-                _save_inspected(node, backward, info[1], out, is_output, args)
+                _save_inspected(node, backward, info[1], out, is_output, (a, b))
             return out
         return record_binary
 

@@ -263,7 +263,11 @@ def install_operator_methods() -> None:
     """Bind the Python operators and every declared operator whose first argument is
     ``Tensor self`` (as a method) to the dispatcher's current entry points."""
     for dunder, name in _OPERATOR_METHODS.items():
-        setattr(Tensor, dunder, _lazy(name) if name not in dispatcher.packets else dispatcher.packets[name].op)
+        packet = dispatcher.packets.get(name)
+        if packet is None:
+            setattr(Tensor, dunder, _lazy(name))
+        else:       # __neg__ takes self only; the others self and other
+            setattr(Tensor, dunder, packet.op if dunder == "__neg__" else packet.binary)
     for name, packet in dispatcher.packets.items():
         if name in _EXPLICIT or name.startswith("_"):
             continue

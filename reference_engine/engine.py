@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from reference_engine.graph import Node
+from reference_engine.graph import Node, check_gradients
 from reference_engine.grad_mode import grad_mode
 from reference_engine.tensor import Tensor
 
@@ -163,9 +163,12 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
             edges = node.next_edges
             if input_grads is None:
                 input_grads = (None,) * len(edges)
-            for edge, grad in zip(edges, input_grads, strict=True):     # apply: one per edge
+            for edge, grad, meta in zip(edges, input_grads, node.input_meta, strict=True):    # apply: one per edge
                 if edge is None:
                     continue
+                if grad is not None and (type(grad) is not Tensor or grad._data.shape != meta[0]
+                                         or grad._data.dtype != meta[1]):
+                    check_gradients(node, input_grads)      # raises, naming the node and input
                 target = edge[0]
                 if type(target) is Tensor:
                     if grad is not None:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from reference_engine.formula_node import save_captured, save_tensor
-from reference_engine.graph import RELEASED_MESSAGE, Node, check_gradients
+from reference_engine.graph import RELEASED_MESSAGE, Node
 from reference_engine.grad_mode import grad_mode, no_grad
 from reference_engine.tensor import Tensor
 
@@ -92,9 +92,7 @@ class FunctionBackward(Node):
         if len(result) != self.n_args:
             raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients "
                                f"(expected {self.n_args}, got {len(result)})")
-        flat = [result[i] for i in self.tensor_positions]
-        check_gradients(self, flat)
-        return flat
+        return [result[i] for i in self.tensor_positions]
 
     def release(self) -> None:
         if self.ctx is not None:

@@ -45,7 +45,8 @@ class Node:
         return type(self).__name__
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
-        """One gradient (or None) per entry of ``next_edges``."""
+        """One gradient (or None) per entry of ``next_edges``; the engine checks each
+        against ``input_meta`` (:func:`check_gradients`)."""
         raise NotImplementedError
 
     def release(self) -> None:

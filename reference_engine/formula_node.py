@@ -26,6 +26,7 @@ the node was made.
 from __future__ import annotations
 
 import dis
+from collections import Counter
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -185,32 +186,58 @@ class FormulaNode(Node):
 def backward_plan(overload: Overload, backward: Callable[..., Any]) -> tuple[bool, tuple[int, ...]]:
     """``(takes needs_input_grad, cells to inspect)`` for a backward closure, cached per code.
 
-    A cell needs no look at record time when the backward is defined directly in the
-    formula's body and the cell is a formula parameter that no code in the formula ever
-    rebinds (no ``STORE_DEREF``/``DELETE_DEREF`` of it): it then always holds that argument,
-    an input. Every other cell (``result``, metadata, anything else) is inspected.
+    When the backward is defined directly in the formula's body, two kinds of cells need
+    no look at record time, as the formula's bytecode shows:
+
+    * a formula parameter that no code in the formula rebinds (no ``STORE_DEREF`` or
+      ``DELETE_DEREF`` of it): it always holds that argument, an input;
+    * a name bound once, to a metadata method called without arguments on a tensor
+      parameter of that kind (``self_sizes = self.sizes()``): a list of ints, an int...
+
+    Every other cell (``result``, anything computed) is inspected. Bytecode this does not
+    recognise (another Python version) only means more cells are inspected.
     """
     code = backward.__code__
     info = overload.backward_info.get(code)
     if info is None:
         kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
         formula_code = overload.formula.__code__
-        fixed: set[str] = set()
+        skipped: set[str] = set()
         if code in formula_code.co_consts:
-            fixed = set(formula_code.co_varnames[:formula_code.co_argcount + formula_code.co_kwonlyargcount])
-            fixed -= _rebound_cells(formula_code)
-        inspected = tuple(i for i, name in enumerate(code.co_freevars) if name not in fixed)
+            stores = _cell_stores(formula_code)
+            params = formula_code.co_varnames[:formula_code.co_argcount + formula_code.co_kwonlyargcount]
+            skipped = {name for name in params if name not in stores}
+            tensors = {params[i] for i in overload.signature.tensor_positions if i < len(params)} & skipped
+            skipped |= {name for name in _metadata_bindings(formula_code, tensors) if stores[name] == 1}
+        inspected = tuple(i for i, name in enumerate(code.co_freevars) if name not in skipped)
         info = overload.backward_info[code] = ("needs_input_grad" in kwonly, inspected)
     return info
 
 
-def _rebound_cells(code: CodeType) -> set[str]:
-    """Names that ``code`` or any code nested in it assigns or deletes as a closure cell."""
-    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_DEREF", "DELETE_DEREF")}
+#: Tensor methods that return metadata (never a tensor), see reference_engine/tensor.py.
+METADATA_METHODS = frozenset({"sizes", "size", "dim", "numel", "scalar_type", "options", "is_floating_point"})
+_SKIPPED_OPCODES = frozenset({"PRECALL", "PUSH_NULL", "CACHE", "NOP", "EXTENDED_ARG"})
+
+
+def _cell_stores(code: CodeType) -> Counter[str]:
+    """How often ``code`` and the code nested in it assign or delete each closure cell."""
+    stores = Counter(i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_DEREF", "DELETE_DEREF"))
     for const in code.co_consts:
         if isinstance(const, CodeType):
-            names |= _rebound_cells(const)
-    return names
+            stores += _cell_stores(const)
+    return stores
+
+
+def _metadata_bindings(code: CodeType, tensors: set[str]) -> set[str]:
+    """Cells ``code`` assigns from ``<tensor>.<metadata method>()``, ``<tensor>`` in ``tensors``."""
+    ops = [i for i in dis.get_instructions(code) if i.opname not in _SKIPPED_OPCODES]
+    found = set()
+    for receiver, method, call, store in zip(ops, ops[1:], ops[2:], ops[3:]):
+        if (store.opname == "STORE_DEREF" and call.opname == "CALL" and call.arg == 0
+                and method.opname in ("LOAD_METHOD", "LOAD_ATTR") and method.argval in METADATA_METHODS
+                and receiver.opname in ("LOAD_DEREF", "LOAD_FAST") and receiver.argval in tensors):
+            found.add(store.argval)
+    return found
 
 
 # Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;

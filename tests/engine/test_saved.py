@@ -216,12 +216,34 @@ def _backward_from_a_helper(self):
     return at.sin(self), _backward_of(at.cos(self))
 
 
+def _metadata_then_tensor(self):
+    result = at.sin(self)
+    shape = self.sizes()
+    shape = at.cos(self)                         # the cell later holds an intermediate
+
+    def backward(grad):
+        return grad * shape
+    return result, backward
+
+
+def _method_result(self):
+    result = at.sin(self)
+    cosine = self.cos()                          # a method of an input that computes a tensor
+
+    def backward(grad):
+        return grad * cosine
+    return result, backward
+
+
 @pytest.mark.parametrize("formula, capture", [(_rebind_the_parameter, "self"),
-                                              (_backward_from_a_helper, "self")])
+                                              (_backward_from_a_helper, "self"),
+                                              (_metadata_then_tensor, "shape"),
+                                              (_method_result, "cosine")])
 @pytest.mark.parametrize("recorder", ["operator entry point", "overload"])
 def test_cells_that_only_look_like_inputs_are_guarded(formula, capture, recorder):
     """The recorder skips a cell only when it provably holds an argument (a parameter the
-    formula never rebinds, captured by a backward defined in the formula itself)."""
+    formula never rebinds) or metadata (bound once to ``<tensor parameter>.sizes()``...),
+    captured by a backward defined in the formula itself."""
     name = f"engine_test{formula.__name__}"
     overload = engine.define(f"{name}(Tensor self) -> Tensor", kernel=np.sin, formula=formula)
     op = getattr(at, name) if recorder == "operator entry point" else overload
@@ -230,3 +252,13 @@ def test_cells_that_only_look_like_inputs_are_guarded(formula, capture, recorder
     np.testing.assert_allclose(g.detach().numpy(), np.cos([0.2, 0.9]))
     with pytest.raises(RuntimeError, match=f"needs the gradient of '{capture}'"):
         engine.grad(g.sum(), x)
+
+
+def test_inputs_and_their_sizes_are_not_inspected_at_record_time():
+    x, w = f64([0.2, 0.9], requires_grad=True), f64([1.0, 2.0], requires_grad=True)
+    node = (x * w).grad_fn                       # mul captures self, other and both sizes
+    [(takes_mask, inspected)] = node.overload.backward_info.values()
+    assert takes_mask and inspected == ()
+    node = x.tanh().grad_fn                      # tanh captures its output: inspected
+    [(_, inspected)] = node.overload.backward_info.values()
+    assert inspected == (0,)

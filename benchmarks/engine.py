@@ -12,6 +12,11 @@ one run (best of ``--repeat`` rounds, the systems taking turns within a round), 
 and the cost of one operator, ``x.sin()`` on 16 elements, recorded and under
 ``no_grad``, next to ``numpy.sin`` on the same array.
 
+The chain is also run as *formulas alone*: the four formulas called directly
+(their forward returns the closure, the closures then run in reverse order),
+with no recording, scheduling or checks. No engine that runs these formulas as
+written can beat that time; the engine's time minus it is its bookkeeping.
+
 Run: ``python benchmarks/engine.py [--repeat N]``; ``--count`` prints Python calls and
 bytecodes per chain operator (engine and HIPS autograd) instead: deterministic where
 timings on a loaded machine are not.
@@ -81,6 +86,34 @@ def chain_workloads(size: int, ops: int) -> dict[str, Callable[[], object]]:
         return x.grad
 
     return {"engine": run_engine, "autograd": run_hips, "torch": run_torch}
+
+
+def formulas_alone(size: int, ops: int) -> Callable[[], object]:
+    """The chain's forward and backward as bare formula calls: the floor for running them."""
+    rng = np.random.default_rng(0)
+    x0, c0 = rng.standard_normal(size), rng.uniform(0.5, 1.0, size)
+    formula = {name: engine.dispatcher.overload(name).formula for name in ("sin", "mul.Tensor", "tanh", "add.Tensor")}
+    sin, mul, tanh, add = formula["sin"], formula["mul.Tensor"], formula["tanh"], formula["add.Tensor"]
+    first_only = (True, False)     # the needs_input_grad of x * c and x + c
+
+    def run():
+        with engine.no_grad():
+            x, c = engine.tensor(x0), engine.tensor(c0)
+            tape = []
+            for _ in range(ops // 4):
+                x, backward = sin(x)
+                tape.append(backward)
+                x, backward = mul(x, c)
+                tape.append(backward)
+                x, backward = tanh(x)
+                tape.append(backward)
+                x, backward = add(x, c)
+                tape.append(backward)
+            grad = engine.tensor(np.ones(size))
+            for i in range(len(tape) - 1, -1, -1):
+                grad = tape[i](grad, needs_input_grad=first_only)[0] if i % 2 else tape[i](grad)
+            return grad
+    return run
 
 
 # ----------------------------------------------------------------------------- the MLP step
@@ -215,17 +248,24 @@ def main(argv: list[str] | None = None) -> int:
         print_counts(CHAIN_OPS)
         return 0
     torch.set_num_threads(1)
+    chain = f"chain ({CHAIN_OPS} ops, 16 elements)"
     workloads = {
-        f"chain ({CHAIN_OPS} ops, 16 elements)": chain_workloads(16, CHAIN_OPS),
+        chain: {**chain_workloads(16, CHAIN_OPS), "formulas": formulas_alone(16, CHAIN_OPS)},
         "mlp training step (64x32 -> 64 -> 10)": mlp_workloads(),
         f"large ({LARGE_OPS} ops, 1M elements)": chain_workloads(1_000_000, LARGE_OPS),
     }
     print(f"{'workload':40} {'engine':>10} {'autograd':>10} {'torch':>10} {'vs autograd':>12} {'vs torch':>9}")
+    floor = None
     for name, runs in workloads.items():
         times = _best_interleaved(runs, args.repeat)
         print(f"{name:40} {times['engine'] * 1e3:8.2f}ms {times['autograd'] * 1e3:8.2f}ms "
               f"{times['torch'] * 1e3:8.2f}ms {times['engine'] / times['autograd']:11.2f}x "
               f"{times['engine'] / times['torch']:8.2f}x")
+        if "formulas" in times:
+            floor = times
+    print(f"chain, formulas alone (no autograd):     {floor['formulas'] * 1e3:8.2f}ms = "
+          f"{floor['formulas'] / floor['autograd']:.2f}x autograd, {floor['formulas'] / floor['torch']:.2f}x torch; "
+          f"the engine's bookkeeping: {(floor['engine'] - floor['formulas']) / CHAIN_OPS * 1e6:.2f}us per op")
     per_op = single_op_costs(args.repeat)
     print(f"x.sin() on 16 elements: recorded {per_op['recorded'] * 1e6:.2f}us, unrecorded "
           f"{per_op['unrecorded'] * 1e6:.2f}us, numpy.sin {per_op['numpy'] * 1e6:.2f}us "

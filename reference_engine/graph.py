@@ -9,8 +9,9 @@ AccumulateGrad node, so a leaf never points back into the graph).
 Saved tensors follow torch's ``SavedVariable``: an output captured by its own
 node's backward is stored as data plus output number, never as the tensor
 (tensor -> node -> closure -> tensor would be a reference cycle), and is
-materialised with ``grad_fn`` = that node when the backward runs. Every saved
-tensor remembers its version so that an in-place change is reported.
+materialised with ``grad_fn`` = that node when the backward runs. An in-place
+change after the save is reported: :class:`SavedTensor` records the version;
+formula nodes compare write ticks with their ``seq`` (see formula_node).
 """
 from __future__ import annotations
 

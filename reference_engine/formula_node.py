@@ -415,46 +415,14 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any], arit
     formula = overload.formula
     positions = overload.signature.tensor_positions
     mode = grad_mode
-    if (overload.signature.tensor_list_positions or overload.num_differentiable_outputs != 1
-            or overload.returns_kind != "tensor"):
-        def record_general(*args):
-            for i in positions:
-                if args[i]._requires_grad:
-                    break
-            else:
-                return kernel_runner(*args)
-            mode.enabled = False
-            try:
-                outputs, backward = formula(*args, **keywords)
-            finally:
-                mode.enabled = True
-            return record_formula(overload, args + tuple(keywords.values()), outputs, backward)
-        return record_general
-
+    general = bool(overload.signature.tensor_list_positions or overload.num_differentiable_outputs != 1
+                   or overload.returns_kind != "tensor")     # recorded by record_formula
     infos = overload.backward_info
     shared_inputs = _SHARED_INPUTS
     new = _new
     tick = ticks.__next__
 
-    def new_node(backward: Callable[..., Any], edges: tuple, input_meta: tuple,
-                 needs_input_grad: tuple) -> tuple[FormulaNode, tuple[int, ...]]:
-        """A FormulaNode (``__init__`` inlined) and the cells the recorder must inspect."""
-        info = infos.get(backward.__code__) or backward_plan(overload, backward)
-        node = new(FormulaNode)
-        node.next_edges = edges
-        node.input_meta = input_meta
-        node.needs_input_grad = needs_input_grad
-        node.num_outputs = 1
-        node.seq = tick()
-        node.overload = overload
-        node.backward_fn = backward
-        node.saved = ()
-        node.swaps = False
-        node.list_lengths = None
-        node.takes_mask = info[0]
-        return node, info[1]
-
-    if positions == (0,):
+    if not general and positions == (0,):
         def record_unary(a, *more):       # more: non-tensor arguments (``x * 2.0``)
             if not a._requires_grad:
                 return kernel_runner(a, *more)
@@ -493,7 +461,7 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any], arit
             return out
         return record_unary
 
-    if positions == (0, 1) and arity == 2:
+    if not general and positions == (0, 1) and arity == 2:
         def record_binary(a, b):
             if a._requires_grad:
                 fn = a._grad_fn
@@ -552,6 +520,8 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any], arit
             out, backward = formula(*args, **keywords)
         finally:
             mode.enabled = True
+        if general:
+            return record_formula(overload, args + tuple(keywords.values()), out, backward)
         edges = []
         meta = []
         for i in positions:
@@ -566,7 +536,8 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any], arit
                 meta.append(None)
         meta_key = tuple(meta)
         input_meta, needs_input_grad = shared_inputs.get(meta_key) or _share_inputs(meta_key)
-        node, inspected = new_node(backward, tuple(edges), input_meta, needs_input_grad)
+        takes_mask, inspected = infos.get(backward.__code__) or backward_plan(overload, backward)
+        node = FormulaNode(overload, backward, tuple(edges), input_meta, 1, needs_input_grad, None, takes_mask)
         if out._requires_grad or any(out is args[i] for i in positions):
             out = out.detach()
         is_output = out._data.dtype.kind == "f"

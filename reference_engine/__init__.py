@@ -23,13 +23,14 @@ import formulas
 from reference_engine import methods  # noqa: F401 - installs the Tensor operators and registers their refresh hook
 from reference_engine.dispatch import Dispatcher, Overload, dispatcher
 from reference_engine.dtypes import DType, bool_, float32, float64, int64
-from reference_engine.dot import to_dot
+from reference_engine.dot import render, to_dot
 from reference_engine.engine import backward, grad
 from reference_engine.factories import (
     Generator, arange, as_tensor, eye, from_numpy, full, linspace, manual_seed, ones, ones_like, rand,
     randn, tensor, zeros, zeros_like,
 )
 from reference_engine.function import Function, FunctionCtx, once_differentiable
+from reference_engine.functions import module_function, names as _function_names
 from reference_engine.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from reference_engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from reference_engine.tensor import Tensor, is_tensor
@@ -64,6 +65,16 @@ def define(schema: str, kernel: Callable[..., Any], formula: Callable[..., Any] 
     return dispatcher.define(schema, kernel, formula, output_differentiability)
 
 
+def __getattr__(name: str) -> Any:
+    """``engine.sin``, ``engine.mm``, ``engine.where``...: the declared operators and composites
+    as module functions (:mod:`reference_engine.functions`)."""
+    return module_function(name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_function_names()))
+
+
 def install() -> None:
     """Make this engine the default ``at`` backend (done on import)."""
     formulas.set_default_backend(backend)
@@ -78,5 +89,5 @@ __all__ = [
     "backend", "backward", "bool", "bool_", "define", "enable_grad", "eye", "float32", "float64",
     "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install", "is_grad_enabled",
     "is_tensor", "linspace", "manual_seed", "no_grad", "once_differentiable", "ones", "ones_like", "op",
-    "rand", "randn", "refresh", "set_grad_enabled", "tensor", "to_dot", "zeros", "zeros_like",
+    "rand", "randn", "refresh", "render", "set_grad_enabled", "tensor", "to_dot", "zeros", "zeros_like",
 ]

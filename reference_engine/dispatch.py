@@ -16,6 +16,7 @@ Layers, top to bottom:
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any, Callable
 
 import numpy as np
@@ -42,7 +43,7 @@ class Overload:
 
     __slots__ = ("name", "schema", "signature", "kernel", "formula", "node_name", "returns_kind",
                  "output_differentiability", "differentiable_positions", "is_view", "backward_info",
-                 "keyword_only", "num_differentiable_outputs")
+                 "keyword_only", "num_differentiable_outputs", "return_type")
 
     def __init__(self, schema: FunctionSchema, kernel: Callable[..., Any] | None,
                  formula: DeclaredFormula | None) -> None:
@@ -53,6 +54,9 @@ class Overload:
         self.formula = formula.fn if formula is not None else None
         self.node_name = node_name(schema)
         self.returns_kind = _returns_kind(schema)
+        #: the named tuple of a several-output op whose returns are named (``max.dim`` gives
+        #: ``(values, indices)``, as ``torch.return_types.max``); None: a plain tuple.
+        self.return_type = _return_type(schema) if self.returns_kind == "tuple" else None
         diff = formula.output_differentiability if formula is not None else None
         self.output_differentiability = diff or tuple(
             is_tensor_like(r.type) for r in schema.returns)
@@ -79,7 +83,8 @@ class Overload:
                     outputs, backward = self.formula(*bound)
             finally:
                 grad_mode.enabled = True
-            return record_formula(self, bound, outputs, backward)
+            result = record_formula(self, bound, outputs, backward)
+            return result if self.return_type is None else self.return_type(*result)
         return self.run_kernel(bound)
 
     def _wrap_inputs(self, bound: list) -> bool:
@@ -125,7 +130,8 @@ class Overload:
                 result._version = first._counter()
             return result
         if kind == "tuple":
-            return tuple(Tensor._wrap(np.asarray(o)) for o in out)
+            results = tuple(Tensor._wrap(np.asarray(o)) for o in out)
+            return results if self.return_type is None else self.return_type(*results)
         if kind == "list":
             return [Tensor._wrap(np.asarray(o)) for o in out]
         return out
@@ -151,6 +157,15 @@ def _returns_kind(schema: FunctionSchema) -> str:
     if len(returns) > 1 and all(is_tensor_like(r.type) for r in returns):
         return "tuple"
     return "value"
+
+
+def _return_type(schema: FunctionSchema) -> type | None:
+    names = [r.name for r in schema.returns]
+    if None in names:
+        return None
+    named = namedtuple(schema.name.base, names)
+    named.__module__ = "reference_engine.return_types"
+    return named
 
 
 _NO_CONVERSION = (list, type(None), DType)
@@ -377,6 +392,8 @@ class OperatorPacket:
                     return t
                 elif entry[1] is not None:
                     return entry[1](a, b)
+            if type(b) is np.ndarray:       # ``t + array``: the array is a tensor, as in torch
+                b = Tensor(b)
             return call((a, b), {})
 
         binary.__name__ = binary.__qualname__ = self.name

@@ -11,6 +11,7 @@ node (its old value is kept as a copy for the backward that needs it).
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any, Callable
 
 import numpy as np
@@ -57,16 +58,30 @@ _OPERATOR_METHODS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__tr
 
 
 def _matmul(self: Tensor, other: Tensor) -> Tensor:
-    """``@`` for 1-D and 2-D operands, composed from ``mm``, ``unsqueeze`` and ``view``."""
+    """``@`` as torch's ``matmul``: 1-D and 2-D operands through ``mm``; an N-D operand times
+    a 2-D one folds its batch into ``mm``'s rows; other batched products broadcast their batch
+    dimensions and are a ``mul`` summed over the shared dimension (no ``bmm`` formula)."""
+    if self.dim() == 0 or other.dim() == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{self.dim()}D and {other.dim()}D")
+    if self.size(-1) != other.size(-2 if other.dim() > 1 else -1):
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, self.shape))} "
+                           f"and {'x'.join(map(str, other.shape))})")
     if self.dim() == 2 and other.dim() == 2:
         return dispatcher.call("mm", (self, other), {})
     left = self.unsqueeze(0) if self.dim() == 1 else self
     right = other.unsqueeze(1) if other.dim() == 1 else other
-    if left.dim() != 2 or right.dim() != 2:
-        raise RuntimeError(f"matmul supports 1-D and 2-D operands, got {self.dim()}-D and {other.dim()}-D")
-    out = dispatcher.call("mm", (left, right), {})
-    size = [s for s, keep in ((out.size(0), self.dim() == 2), (out.size(1), other.dim() == 2)) if keep]
-    return out.view(size)
+    if right.dim() == 2:
+        rows = left.reshape(-1, left.size(-1))
+        out = dispatcher.call("mm", (rows, right), {}).reshape(*left.shape[:-1], right.size(1))
+    else:       # (..., n, k, 1) * (..., 1, k, m) summed over k
+        out = (left.unsqueeze(-1) * right.unsqueeze(-3)).sum(-2)
+    size = list(out.shape)      # drop the dimensions a 1-D operand was given
+    if other.dim() == 1:
+        del size[-1]
+    if self.dim() == 1:
+        del size[-1 if other.dim() == 1 else -2]
+    return out if out.sizes() == size else out.view(size)
 
 
 Tensor.__matmul__ = _matmul
@@ -79,6 +94,103 @@ def _mean(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = 
     if dim is None and not keepdim:
         return dispatcher.call("sum", (self,), {"dtype": dtype}) / self.numel()
     return dispatcher.call("mean", (self, dim, keepdim), {"dtype": dtype})
+
+
+def _declared(name: str, args: tuple, kwargs: dict) -> Any:
+    """The library's own overload of ``name`` for these arguments, when one is declared
+    (a composite below steps aside for it), else None."""
+    packet = dispatcher.packets.get(name)
+    if packet is None:
+        return None
+    try:
+        return packet.resolve(args, kwargs)
+    except TypeError:
+        return None
+
+
+_min_type = namedtuple("min", ["values", "indices"])
+_min_type.__module__ = "reference_engine.return_types"
+
+
+def _max(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+    """``max()`` over all elements, or the declared ``max.dim`` (``values``, ``indices``)."""
+    if args or kwargs or _declared("max", (self,), {}):
+        return dispatcher.call("max", (self, *args), kwargs)
+    return _reduce_all_max(self, "max")
+
+
+def _min(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+    """``min()`` / ``min(dim, keepdim)``: declared overloads when there are, else ``max`` of
+    ``-self`` negated (the same values, indices and gradients)."""
+    if _declared("min", (self, *args), kwargs):
+        return dispatcher.call("min", (self, *args), kwargs)
+    if not args and not kwargs:
+        return -_reduce_all_max(-self, "min")
+    if isinstance(args[0] if args else kwargs.get("other"), Tensor):
+        raise TypeError("min(other) (torch.minimum) is not declared in the formula library; "
+                        "use where(a < b, a, b)")
+    values, indices = _max(-self, *args, **kwargs)
+    return _min_type(-values, indices)
+
+
+def _reduce_all_max(self: Tensor, what: str) -> Tensor:
+    """The largest element, with torch's gradient: spread evenly over tied maxima.
+
+    ``reshape(-1).max(0)`` gives the value; its gradient goes to the first maximum
+    only, which is torch's gradient when the maximum is unique. With ties the value
+    is kept and the gradient is that of ``sum(where(ties, x, 0)) / count``."""
+    flat = self.reshape(-1)
+    if flat.numel() == 0:
+        raise RuntimeError(f"{what}(): Expected reduction dim to be specified for input.numel() == 0. "
+                           f"Specify the reduction dim with the 'dim' argument.")
+    values = dispatcher.call("max", (flat, 0), {})[0]
+    if not (grad_mode.enabled and self._requires_grad):
+        return values
+    data, best = flat._data, values._data
+    ties = (data == best) | (np.isnan(data) & np.isnan(best))
+    count = int(ties.sum())
+    if count == 1:
+        return values
+    spread = dispatcher.call("where", (Tensor._wrap(ties), flat, 0.0), {}).sum() / count
+    if not np.isfinite(spread._data):
+        raise RuntimeError(f"{what}() of a tensor whose extreme value ({best}) is tied {count} times "
+                           f"is not differentiable in the reference engine (no '{what}' formula); "
+                           f"use {what}(dim)")
+    return values.detach() - (spread.detach() - spread)       # the exact value, spread's gradient
+
+
+def _argmax(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the first maximum (over the flattened tensor when ``dim`` is None)."""
+    if _declared("argmax", (self, dim, keepdim), {}):
+        return dispatcher.call("argmax", (self, dim, keepdim), {})
+    if dim is None:
+        return dispatcher.call("max", (self.detach().reshape(-1), 0), {})[1]
+    return dispatcher.call("max", (self.detach(), dim, keepdim), {})[1]
+
+
+def _argmin(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return _argmax(-self.detach(), dim, keepdim)
+
+
+def _softmax_composite(name: str) -> Callable[..., Tensor]:
+    def method(self: Tensor, dim: int, dtype: Any = None) -> Tensor:
+        source = self if dtype is None else dispatcher.call("_to_copy", (self,), {"dtype": dtype})
+        return dispatcher.call(f"_{name}", (source, dim, False), {})
+
+    method.__name__ = name
+    method.__doc__ = f"``{name}(dim, dtype=None)``: the declared ``_{name}`` (cast to ``dtype`` first)."
+    return method
+
+
+def _flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """The dimensions ``start_dim..end_dim`` merged into one (a ``reshape``)."""
+    if self.dim() == 0:
+        return self.reshape(1)
+    start, end = (d % self.dim() for d in (start_dim, end_dim))
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    merged = int(np.prod(self.shape[start:end + 1]))
+    return self.reshape(*self.shape[:start], merged, *self.shape[end + 1:])
 
 
 def _reshape(self: Tensor, *shape: Any) -> Tensor:
@@ -112,13 +224,18 @@ def _transpose(self: Tensor, dim0: int, dim1: int) -> Tensor:
 
 def _getitem(self: Tensor, key: Any) -> Tensor:
     """Basic indexing (ints, slices with step 1, ``None``, ``...``) composed from
-    ``narrow``, ``reshape``; other keys index the values without recording."""
+    ``narrow``, ``reshape``; integer-array and boolean-mask keys through ``gather``
+    (:func:`_advanced_index`)."""
     keys = key if isinstance(key, tuple) else (key,)
     if not _is_basic(keys):
+        if _supported_advanced(keys):
+            return _advanced_index(*_split_advanced(self, keys))
         if grad_mode.enabled and self._requires_grad:
-            raise IndexError(f"indexing with {key!r} is not differentiable in the reference engine "
-                             f"(no formula for advanced indexing); use gather / narrow")
-        return Tensor._wrap(np.asarray(self._data[key]))
+            raise IndexError(f"indexing a tensor that requires grad with {key!r} is not supported by the "
+                             f"reference engine (None, a bool or a stepped slice next to an index array); "
+                             f"index in two steps, or under no_grad()")
+        index = tuple(k._data if isinstance(k, Tensor) else k for k in keys)
+        return Tensor._wrap(np.asarray(self._data[index if isinstance(key, tuple) else index[0]]))
     if Ellipsis in keys:
         at = keys.index(Ellipsis)
         fill = self.dim() - sum(1 for k in keys if k is not None and k is not Ellipsis)
@@ -146,12 +263,100 @@ def _getitem(self: Tensor, key: Any) -> Tensor:
     return out if out.sizes() == final_size else out.reshape(final_size)
 
 
+
+def _supported_advanced(keys: tuple) -> bool:
+    """Index arrays with ints, ``:``-like slices and ``...``: what :func:`_advanced_index` records."""
+    return not any(k is None or isinstance(k, bool) or (isinstance(k, slice) and k.step not in (None, 1))
+                   for k in keys)
+
+
+def _split_advanced(self: Tensor, keys: tuple) -> tuple[Tensor, list]:
+    """Apply the basic part of a key holding index arrays (ints and slices: torch selects
+    with them first) and return the rest: index arrays in their places, ``:`` elsewhere."""
+    basic: list[Any] = []
+    rest: list[Any] = []
+    for k in keys:
+        if k is Ellipsis or isinstance(k, slice):
+            basic.append(k)
+            rest.append(k if k is Ellipsis else slice(None))
+        elif isinstance(k, (int, np.integer)):
+            basic.append(k)
+        else:
+            array = np.asarray(k._data if isinstance(k, Tensor) else k)
+            basic.extend([slice(None)] * (array.ndim if array.dtype == np.bool_ else 1))
+            rest.append(array)
+    return _getitem(self, tuple(basic)), rest
+
+
+def _advanced_index(self: Tensor, keys: list) -> Tensor:
+    """``x[key]`` where ``key`` holds integer arrays or boolean masks and ``:`` (NumPy's
+    rules), recorded as one ``gather`` over the tensor reshaped to ``(before, indexed,
+    after)``: the indexed dimensions become one and the index arrays one linear index
+    (``gather``'s backward is ``scatter_add``, so repeated indices accumulate). Indexed
+    dimensions that are not adjacent move to the front, as NumPy and torch place them."""
+    per_dim: list[Any] = []
+    masks = []      # (position in per_dim, shape)
+    for k in keys:
+        if not isinstance(k, np.ndarray):
+            per_dim.append(k)
+        elif k.dtype == np.bool_:
+            masks.append((len(per_dim), k.shape))
+            per_dim.extend(np.nonzero(k))      # a mask stands for one index array per dimension
+        elif k.dtype.kind in "iu" or k.size == 0:
+            per_dim.append(k.astype(np.int64))
+        else:
+            raise IndexError(f"tensors used as indices must be long, int or bool tensors, not {k.dtype}")
+    fill = self.dim() - sum(1 for k in per_dim if k is not Ellipsis)
+    if fill < 0:
+        raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
+    at = next((i for i, k in enumerate(per_dim) if k is Ellipsis), None)
+    if at is None:
+        per_dim.extend([slice(None)] * fill)
+    else:
+        per_dim[at:at + 1] = [slice(None)] * fill
+    for position, shape in masks:
+        dim = position if at is None or position < at else position + fill - 1
+        if tuple(self.shape[dim:dim + len(shape)]) != shape:
+            raise IndexError(f"The shape of the mask {list(shape)} at index {dim} does not match the shape "
+                             f"of the indexed tensor {list(self.shape)} at index {dim}")
+    indexed = [d for d, k in enumerate(per_dim) if isinstance(k, np.ndarray)]
+    for d in indexed:
+        k, size = per_dim[d], self.size(d)
+        if k.size and not (-size <= k.min() and k.max() < size):
+            bad = k[(k < -size) | (k >= size)].flat[0]
+            raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    try:
+        arrays = np.broadcast_arrays(*(per_dim[d] % max(self.size(d), 1) for d in indexed))
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                         + " ".join(str(list(per_dim[d].shape)) for d in indexed)) from None
+    out, first = self, indexed[0]
+    if indexed != list(range(first, first + len(indexed))):      # not adjacent: indexed dims first
+        out = out.permute(indexed + [d for d in range(self.dim()) if d not in indexed])
+        first = 0
+    shape = out.shape
+    indexed_shape = shape[first:first + len(arrays)]
+    before, after = shape[:first], shape[first + len(arrays):]
+    linear = np.ravel_multi_index(arrays, indexed_shape) if arrays[0].size else arrays[0]
+    flat = out.reshape(int(np.prod(before)), int(np.prod(indexed_shape)), int(np.prod(after)))
+    index = np.broadcast_to(linear.reshape(1, -1, 1), (flat.size(0), linear.size, flat.size(2)))
+    gathered = dispatcher.call("gather", (flat, 1, Tensor._wrap(index.astype(np.int64))), {})
+    return gathered.reshape(*before, *linear.shape, *after)
+
+
 def _is_basic(keys: tuple) -> bool:
     return all(k is None or k is Ellipsis or (isinstance(k, slice) and k.step in (None, 1))
                or (isinstance(k, (int, np.integer)) and not isinstance(k, bool)) for k in keys)
 
 
 Tensor.mean = _mean
+Tensor.max = _max
+Tensor.min = _min
+Tensor.argmax = _argmax
+Tensor.argmin = _argmin
+Tensor.softmax = _softmax_composite("softmax")
+Tensor.log_softmax = _softmax_composite("log_softmax")
+Tensor.flatten = _flatten
 Tensor.reshape = _reshape
 Tensor.view = _view
 Tensor.permute = _permute
@@ -159,6 +364,51 @@ Tensor.expand = _expand
 Tensor.transpose = _transpose
 Tensor.T = property(lambda self: _permute(self, list(range(self.dim() - 1, -1, -1))))
 Tensor.__getitem__ = _getitem
+
+
+# ----------------------------------------------------------------------------- NumPy interop
+# NumPy's names for ufuncs whose torch operator is spelled differently (others are the same).
+_TORCH_NAMES = {"subtract": "sub", "multiply": "mul", "true_divide": "div", "divide": "div",
+                "negative": "neg", "power": "pow", "greater": "gt", "greater_equal": "ge", "less": "lt",
+                "less_equal": "le", "equal": "eq", "not_equal": "ne", "absolute": "abs", "arcsin": "asin",
+                "arccos": "acos", "arctan": "atan", "arctan2": "atan2", "arcsinh": "asinh",
+                "arccosh": "acosh", "arctanh": "atanh"}
+
+
+def _array(self: Tensor, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    """``np.asarray(t)``: the values (torch's refusal for a tensor that requires grad)."""
+    if self._requires_grad:
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                           "instead.")
+    array = self._data if dtype is None else self._data.astype(dtype, copy=False)
+    return array.copy() if copy else array
+
+
+def _array_ufunc(self: Tensor, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """``np.ones(4) + t``, ``np.sin(t)``: the declared operator of that name (or a composite)
+    on engine tensors, recorded; NumPy on the values for other ufuncs when nothing
+    requires grad, and a TypeError naming the missing operator when something does."""
+    name = _TORCH_NAMES.get(ufunc.__name__, ufunc.__name__)
+    args = [Tensor(x) if isinstance(x, np.ndarray) else x.item() if isinstance(x, np.generic) else x
+            for x in inputs]
+    if "out" in kwargs:
+        raise TypeError(f"numpy.{ufunc.__name__}(..., out=...) cannot write into an engine tensor; "
+                        f"assign the result instead")
+    if method == "__call__" and not kwargs and (name in dispatcher.packets or name in _COMPOSITE_UFUNCS):
+        return getattr(Tensor, name)(*args) if name in _COMPOSITE_UFUNCS else dispatcher.call(name, tuple(args), {})
+    if grad_mode.enabled and any(isinstance(a, Tensor) and a._requires_grad for a in args):
+        raise TypeError(f"numpy.{ufunc.__name__} ({method}) of a tensor that requires grad cannot be recorded: "
+                        f"the formula library declares no '{name}' operator; add a formula for it, or "
+                        f"use engine operators")
+    out = getattr(ufunc, method)(*[a._data if isinstance(a, Tensor) else a for a in args], **kwargs)
+    if isinstance(out, tuple):
+        return tuple(Tensor._wrap(np.asarray(o)) for o in out)
+    return Tensor._wrap(np.asarray(out))
+
+
+_COMPOSITE_UFUNCS = frozenset({"matmul"})
+Tensor.__array__ = _array
+Tensor.__array_ufunc__ = _array_ufunc
 
 
 # ----------------------------------------------------------------------------- in place

@@ -1,0 +1,296 @@
+"""The torch-shaped public API, checked against torch: module functions, named tuples,
+``max()``/``min()``, NumPy interop, advanced indexing, batched matmul, graph pictures."""
+from __future__ import annotations
+
+import runpy
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import reference_engine as engine
+from reference_engine import dot as dot_module
+from reference_engine.dispatch import dispatcher
+from reference_engine.functions import COMPOSITES
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def f64(values, requires_grad=False):
+    return engine.tensor(np.asarray(values, dtype=np.float64), requires_grad=requires_grad)
+
+
+def both(values):
+    """The same float64 leaf in the engine and in torch."""
+    array = np.asarray(values, dtype=np.float64)
+    return f64(array, True), torch.tensor(array, requires_grad=True)
+
+
+def assert_same_gradients(ours, theirs, x, xt, seed=0):
+    """Values, first-order gradients (random weights) and the gradient of the gradient."""
+    assert ours.shape == tuple(theirs.shape)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12, atol=1e-12)
+    weights = np.random.default_rng(seed).standard_normal(ours.shape)
+    (g,) = engine.grad((ours * f64(weights)).sum(), x, create_graph=True)
+    (gt,) = torch.autograd.grad((theirs * torch.tensor(weights)).sum(), xt, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-12, atol=1e-12)
+    if gt.requires_grad:
+        (gg,) = engine.grad((g * g).sum(), x, allow_unused=True)
+        (ggt,) = torch.autograd.grad((gt * gt).sum(), xt, allow_unused=True)
+        if ggt is None:
+            assert gg is None or not gg.numpy().any()
+        else:
+            np.testing.assert_allclose(gg.numpy(), ggt.numpy(), rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- module functions
+@pytest.mark.parametrize("name", sorted(dispatcher.packets))
+def test_every_declared_operator_is_a_module_function(name):
+    explicit = name in COMPOSITES or name in engine.__all__         # a composite, or a factory (zeros_like)
+    assert getattr(engine, name) is dispatcher.packets[name].op or explicit
+    assert name in dir(engine)
+
+
+def test_every_declared_operator_taking_self_is_a_method():
+    for name, packet in dispatcher.packets.items():
+        if not name.startswith("_") and any(o.schema.arguments[0].name == "self" for o in packet.overloads):
+            assert callable(getattr(engine.Tensor, name)), name
+
+
+def test_module_functions_compute_what_torch_computes():
+    x, xt = both([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+    y, yt = both([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+    cases = [
+        (engine.sin(x), torch.sin(xt)),
+        (engine.mm(x, y), torch.mm(xt, yt)),
+        (engine.cat([x, x * 2], 0), torch.cat([xt, xt * 2], 0)),
+        (engine.where(x > 0, x, -x), torch.where(xt > 0, xt, -xt)),
+        (engine.matmul(x, y), torch.matmul(xt, yt)),
+        (engine.softmax(x, 1), torch.softmax(xt, 1)),
+        (engine.log_softmax(x, 0), torch.log_softmax(xt, 0)),
+        (engine.mean(x), torch.mean(xt)),
+        (engine.transpose(x, 0, 1), torch.transpose(xt, 0, 1)),
+        (engine.flatten(x), torch.flatten(xt)),
+        (engine.reshape(x, (3, 2)), torch.reshape(xt, (3, 2))),
+        (engine.max(x), torch.max(xt)),
+        (engine.min(x, 1).values, torch.min(xt, 1).values),
+    ]
+    for i, (ours, theirs) in enumerate(cases):
+        assert_same_gradients(ours, theirs, x, xt, seed=i)
+
+
+def test_an_undeclared_name_says_what_to_declare_and_a_defined_one_appears():
+    with pytest.raises(AttributeError, match="operator 'sinc_api_test' is not declared"):
+        engine.sinc_api_test
+    assert not hasattr(engine, "__wrapped__")
+    try:
+        engine.define("sinc_api_test(Tensor self) -> Tensor", np.sinc)
+        np.testing.assert_allclose(engine.sinc_api_test(f64([0.5])).numpy(), np.sinc([0.5]))
+    finally:
+        dispatcher.local.pop("sinc_api_test")
+        engine.refresh()
+
+
+# ----------------------------------------------------------------------------- named tuples, max, min
+def test_max_dim_returns_values_and_indices_like_torch():
+    x, xt = both([[1.0, 3.0, 3.0], [4.0, 2.0, 0.0]])
+    ours, theirs = x.max(1), xt.max(1)
+    assert type(ours).__name__ == "max" and ours._fields == ("values", "indices")
+    np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
+    assert_same_gradients(ours.values, theirs.values, x, xt)
+    with engine.no_grad():
+        assert x.max(0, keepdim=True).indices.shape == (1, 3)
+    low, lowt = x.min(1), xt.min(1)
+    assert type(low).__name__ == "min"
+    np.testing.assert_array_equal(low.indices.numpy(), lowt.indices.numpy())
+    assert type(x.var_mean(1)) is tuple       # unnamed returns stay a plain tuple, as torch's
+
+
+@pytest.mark.parametrize("values", [[1.0, 5.0, 2.0], [3.0, 3.0, 1.0, 3.0], [[2.0, -1.0], [2.0, 0.5]], [7.0]])
+def test_max_and_min_of_all_elements_spread_the_gradient_over_ties_like_torch(values):
+    x, xt = both(values)
+    assert_same_gradients(x.max(), xt.max(), x, xt)
+    assert_same_gradients(x.min(), xt.min(), x, xt)
+    assert_same_gradients(engine.max(-x * 2), torch.max(-xt * 2), x, xt)
+    if len(set(np.ravel(values))) == np.size(values):      # finite differences need no ties
+        assert engine.gradcheck(lambda t: t.max() * t.sum(), (x,))
+        assert engine.gradgradcheck(lambda t: t.min() * t.sum(), (x,))
+
+
+def test_max_of_all_elements_refuses_what_it_cannot_differentiate():
+    with pytest.raises(RuntimeError, match="Specify the reduction dim"):
+        f64(np.zeros((0,)), True).max()
+    with pytest.raises(RuntimeError, match="tied 2 times is not differentiable"):
+        f64([np.inf, np.inf, 1.0], True).max()
+    assert f64([np.inf, np.inf]).max().item() == np.inf     # values alone are fine
+    with pytest.raises(TypeError, match="min\\(other\\)"):
+        f64([1.0]).min(f64([2.0]))
+
+
+def test_argmax_and_argmin_match_torch():
+    values = np.array([[1.0, 4.0, 4.0], [-2.0, -2.0, 0.0]])
+    x, xt = f64(values), torch.tensor(values)
+    for ours, theirs in ((x.argmax(), xt.argmax()), (x.argmax(1), xt.argmax(1)),
+                         (x.argmin(0, keepdim=True), xt.argmin(0, keepdim=True)), (x.argmin(), xt.argmin())):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+# ----------------------------------------------------------------------------- NumPy interop
+def test_asarray_gives_the_values_and_refuses_a_tensor_that_requires_grad_like_torch():
+    x = f64([[1.0, 2.0], [3.0, 4.0]])
+    array = np.asarray(x)
+    assert array.dtype == np.float64 and array.shape == (2, 2)
+    assert np.asarray(x, dtype=np.float32).dtype == np.float32
+    with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
+        np.asarray(f64([1.0], True))
+    with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
+        np.asarray(torch.ones(1, requires_grad=True))
+
+
+def test_numpy_arrays_and_ufuncs_on_tensors_give_recorded_engine_tensors():
+    x, xt = both([0.5, -1.0, 2.0, 1.5])
+    ones = np.ones(4)
+    cases = [
+        (np.ones(4) + x, torch.tensor(ones) + xt),
+        (x + np.ones(4), xt + torch.tensor(ones)),
+        (np.arange(4.0) * x - x / (np.ones(4) * 3), torch.arange(4.0, dtype=torch.float64) * xt - xt / 3),
+        (np.sin(x), torch.sin(xt)),
+        (np.exp(x) ** 2, torch.exp(xt) ** 2),
+        (np.matmul(np.ones((2, 4)), x), torch.ones(2, 4, dtype=torch.float64) @ xt),
+        (np.float64(2.0) * x, 2.0 * xt),
+    ]
+    for i, (ours, theirs) in enumerate(cases):
+        assert type(ours) is engine.Tensor and ours.grad_fn is not None, i
+        assert_same_gradients(ours, theirs, x, xt, seed=i)
+    compared = np.ones(4) > x
+    assert type(compared) is engine.Tensor and compared.dtype == engine.bool
+
+
+def test_a_ufunc_without_an_operator_runs_in_numpy_or_refuses_a_tensor_that_requires_grad():
+    x = f64([0.5, 1.0])
+    out = np.arctan(x)
+    assert type(out) is engine.Tensor
+    np.testing.assert_allclose(out.numpy(), np.arctan([0.5, 1.0]))
+    with pytest.raises(TypeError, match="numpy.arctan .* declares no 'atan' operator"):
+        np.arctan(f64([0.5], True))
+    with pytest.raises(TypeError, match="out=...\\) cannot write into an engine tensor"):
+        np.sin(x, out=x)
+
+
+# ----------------------------------------------------------------------------- indexing
+INDEX_KEYS = [
+    ("list", lambda t: [2, 0, 2]),
+    ("negative", lambda t: [-1]),
+    ("after a slice", lambda t: (slice(None), [3, 0])),
+    ("two arrays", lambda t: ([0, 1], [3, 0])),
+    ("arrays apart", lambda t: ([0, 2], slice(None), [1, 1])),
+    ("int then array apart (torch selects the int first)", lambda t: (0, slice(None), [1, 3])),
+    ("int next to array", lambda t: (1, [1, 3])),
+    ("2-d index", lambda t: (slice(1, 3), [[0, 1], [2, 3]])),
+    ("ellipsis", lambda t: (Ellipsis, [4, -1])),
+    ("mask", lambda t: t > 0.3),
+    ("leading mask", lambda t: t[:, :, 0] > 0),
+    ("mask after a slice", lambda t: (slice(None), t[0] > 0)),
+    ("mask after an ellipsis", lambda t: (Ellipsis, t[0, 0] > 0)),
+    ("empty mask", lambda t: t > 100),
+]
+
+
+@pytest.mark.parametrize("key", [k for _, k in INDEX_KEYS], ids=[n for n, _ in INDEX_KEYS])
+def test_integer_array_and_boolean_mask_indexing_is_recorded_like_torch(key):
+    values = np.random.default_rng(1).standard_normal((3, 4, 5))
+    x, xt = both(values)
+    ours, theirs = x[key(x)], xt[key(xt)]
+    assert ours.grad_fn is not None
+    assert_same_gradients(ours, theirs, x, xt)
+    with engine.no_grad():
+        np.testing.assert_array_equal(x[key(x)].numpy(), ours.detach().numpy())
+
+
+def test_repeated_indices_accumulate_and_double_backward_holds():
+    x = f64([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], True)
+    assert engine.gradcheck(lambda t: t[[0, 0, 2]] * t[[2, 1, 0]], (x,))
+    assert engine.gradgradcheck(lambda t: (t[t > 2.5] ** 2).sum() * t[[1, 1]], (x,))
+
+
+def test_indexing_errors_match_torch():
+    x = f64(np.zeros((3, 4)), True)
+    cases = [(lambda t: t[[5]], "index 5 is out of bounds for dimension 0 with size 3"),
+             (lambda t: t[np.zeros(4, bool)], "The shape of the mask \\[4\\] at index 0 does not match"),
+             (lambda t: t[[0, 1], [0, 1, 2]], "shape mismatch: indexing tensors could not be broadcast")]
+    for index, message in cases:
+        with pytest.raises(IndexError, match=message):
+            index(x)
+        with pytest.raises(IndexError, match=message):
+            index(torch.zeros(3, 4))
+    with pytest.raises(IndexError, match="tensors used as indices must be long, int or bool"):
+        x[[0.5]]        # (torch reads a float list as an index; the engine refuses it)
+    with pytest.raises(IndexError, match="not supported by the reference engine"):
+        x[::2, [0]]
+
+
+# ----------------------------------------------------------------------------- matmul
+@pytest.mark.parametrize("left, right", [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)),
+                                         ((5, 2, 3), (3, 4)), ((5, 2, 3), (3,)), ((3,), (5, 3, 4)),
+                                         ((5, 2, 3), (5, 3, 4)), ((4, 1, 2, 3), (5, 3, 2)), ((2, 0, 3), (3, 4))])
+def test_matmul_with_batches_matches_torch(left, right):
+    rng = np.random.default_rng(2)
+    a, at = both(rng.standard_normal(left))
+    b, bt = both(rng.standard_normal(right))
+    ours, theirs = a @ b, at @ bt
+    assert ours.shape == tuple(theirs.shape)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), atol=1e-12)
+    weights = rng.standard_normal(ours.shape)
+    grads = engine.grad((ours * f64(weights)).sum(), [a, b])
+    expected = torch.autograd.grad((theirs * torch.tensor(weights)).sum(), [at, bt])
+    for g, e in zip(grads, expected):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), atol=1e-12)
+
+
+def test_matmul_shape_errors_say_what_torch_says():
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+        f64(np.zeros((2, 3))) @ f64(np.zeros((4, 5)))
+    with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied \(2x3 and 7x4x5\)"):
+        f64(np.zeros((2, 3))) @ f64(np.zeros((7, 4, 5)))
+    with pytest.raises(RuntimeError, match="both arguments to matmul need to be at least 1D"):
+        f64(1.0) @ f64([1.0])
+
+
+# ----------------------------------------------------------------------------- pictures
+def test_to_dot_labels_operators_shapes_dtypes_values_and_grads():
+    x = f64([1.0, 2.0], True)
+    var, mean = x.var_mean(0)
+    loss = (x.sin() * 3.0).sum() + mean
+    loss.backward()
+    dot = engine.to_dot(loss, "loss", params={"x": x}, show_values=True, show_grads=True)
+    assert '"MulScalarBackward0\\nmul.Scalar\\n-> (2,) float64"' in dot
+    assert '"VarMeanDimBackward0\\nvar_mean.dim\\n-> 1: () float64"' in dot      # which output is used
+    assert '"AccumulateGrad x\\n(2,) float64\\ndata [1., 2.]\\ngrad [ 2.1209, -0.7484]"' in dot
+    assert '-> n' in dot and ' [label="1"];' in dot
+
+
+def test_render_writes_svg_or_says_what_to_install(tmp_path, monkeypatch):
+    loss = (f64([1.0, 2.0], True).exp() * 2.0).sum()
+    if shutil.which("dot") is None:
+        with pytest.raises(RuntimeError, match="install Graphviz"):
+            engine.render(loss, tmp_path / "graph.svg")
+    else:
+        path = engine.render(loss, tmp_path / "graph.svg", "loss")
+        assert "<svg" in path.read_text() and "ExpBackward0" in path.read_text()
+    monkeypatch.setattr(dot_module.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="needs Graphviz's `dot` program, which is not on PATH: install"):
+        engine.render(loss, tmp_path / "graph.png")
+    with pytest.raises(ValueError, match="cannot tell the format"):
+        engine.render(loss, tmp_path / "graph.txt")
+
+
+def test_readme_classifier_trains_and_is_the_code_the_readme_shows():
+    source = (REPO / "examples" / "classifier.py").read_text()
+    body = source.split('"""\n', 2)[2].split('\n\nif __name__')[0]
+    assert body in (REPO / "README.md").read_text()
+    example = runpy.run_path(str(REPO / "examples" / "classifier.py"))
+    losses = example["train"](steps=30)
+    assert losses[-1] < 0.5 * losses[0]
+    assert all(b < a for a, b in zip(losses[:10], losses[1:10]))

@@ -4,7 +4,7 @@ Same inputs for both (moderately sized float32 tensors, so kernel time rather
 than dispatch overhead dominates), same upstream gradients; the graph is built
 once and ``torch.autograd.grad(..., retain_graph=True)`` is timed, the two ops
 interleaved, median of ``--repeat`` runs. Prints the per-op ratio
-(compiled / built-in) and the median ratio (aim: at most 1.05).
+(compiled / built-in), the median ratio (aim: at most 1.0) and the worst (aim: at most 1.3).
 
 Usage: ``python benchmarks/cpp_backward.py [--repeat N] [--threads N]``
 (builds out_cpp/ first, cached, with ``python -m transpiler.build``).
@@ -71,6 +71,14 @@ def _inputs() -> dict[str, tuple[tuple, dict]]:
         "gather": ((a, 1, index), {}),
         "scatter_add": ((a, 1, index, normal(n, n // 2)), {}),
         "_to_copy": ((a,), {}),
+        "tanh_backward": ((normal(n, n), normal(n, n).tanh()), {}),
+        "sigmoid_backward": ((normal(n, n), normal(n, n).sigmoid()), {}),
+        "threshold_backward": ((normal(n, n), normal(n, n), 0.0), {}),
+        "_softmax_backward_data": ((normal(n, n), normal(n, n).softmax(1), 1, torch.float32), {}),
+        "_log_softmax_backward_data": ((normal(n, n), normal(n, n).log_softmax(1), 1, torch.float32), {}),
+        "gather_backward": ((normal(n, n // 2), a, 1, index, False), {}),
+        "value_selecting_reduction_backward": ((normal(n), 1, torch.randint(0, n, (n,), generator=g), [n, n],
+                                                False), {}),
     }
 
 
@@ -134,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         ratio = statistics.median(mine) / statistics.median(builtin)
         ratios.append(ratio)
         print(f"{op:22} {statistics.median(mine) * 1e3:12.3f} {statistics.median(builtin) * 1e3:12.3f} {ratio:7.2f}")
-    print(f"median ratio over {len(ratios)} ops: {statistics.median(ratios):.3f} (aim: <= 1.05)")
+    worst = max(ratios)
+    print(f"median ratio over {len(ratios)} ops: {statistics.median(ratios):.3f} (aim: <= 1.0); "
+          f"worst {worst:.2f} (aim: <= 1.3)")
     return 0
 
 

@@ -21,10 +21,10 @@ def where_self(condition, self, other):
 @derivative("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor")
 def gather(self, dim, index, *, sparse_grad=False):
     result = at.gather(self, dim, index, sparse_grad=sparse_grad)
-    self_sizes = self.sizes()
     def backward(grad):
-        # index is integral: it gets no gradient
-        return at.scatter_add(at.new_zeros(grad, self_sizes), dim, index, grad), None
+        # grad added at index into zeros of self's shape (one in-place scatter in ATen's
+        # gather_backward, which reads only self's shape); index is integral: no gradient
+        return at.gather_backward(grad, self, dim, index, sparse_grad), None
     return result, backward
 
 

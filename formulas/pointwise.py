@@ -54,8 +54,8 @@ def cos(self):
 def tanh(self):
     result = at.tanh(self)
     def backward(grad):
-        # d tanh = 1 - tanh^2
-        return grad - grad * (result * result)
+        # d tanh = 1 - tanh^2, fused in ATen's tanh_backward
+        return at.tanh_backward(grad, result)
     return result, backward
 
 
@@ -63,8 +63,8 @@ def tanh(self):
 def sigmoid(self):
     result = at.sigmoid(self)
     def backward(grad):
-        # d sigmoid = sigmoid * (1 - sigmoid)
-        return grad * (result - result * result)
+        # d sigmoid = sigmoid * (1 - sigmoid), fused in ATen's sigmoid_backward
+        return at.sigmoid_backward(grad, result)
     return result, backward
 
 
@@ -80,8 +80,8 @@ def sqrt(self):
 def relu(self):
     result = at.relu(self)
     def backward(grad):
-        # the mask is a bool tensor: no gradient flows into it, and one fused multiply
-        return grad * (result > 0)
+        # grad where the output is positive, else 0: one kernel
+        return at.threshold_backward(grad, result, 0)
     return result, backward
 
 
@@ -165,5 +165,6 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
                          non_blocking=non_blocking, memory_format=memory_format)
     self_dtype = self.scalar_type()
     def backward(grad):
-        return at._to_copy(grad, dtype=self_dtype)
+        # no copy when the dtype did not change
+        return grad if grad.scalar_type() == self_dtype else at._to_copy(grad, dtype=self_dtype)
     return result, backward

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from formulas import at, derivative
-from formulas.helpers import reduced_numel, sum_backward, value_selecting_reduction_backward, wrap_dim
+from formulas.helpers import reduced_numel, sum_backward, wrap_dim
 
 
 @derivative("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor")
@@ -43,11 +43,12 @@ def var_mean_dim(self, dim, unbiased=True, keepdim=False):
         # either gradient may be None (only the other output was used)
         grad_self = None
         if grad_var is not None:
-            # d var / d x = 2 (x - mean) / divisor: the mean's own dependence on x sums to zero
+            # d var / d x = 2 (x - mean) / divisor: the mean's own dependence on x sums to zero;
+            # the factors scale the reduced gradient, before it is expanded
             centered = self - sum_backward(mean, self_sizes, dim, keepdim)
-            grad_self = at.div(at.mul(sum_backward(grad_var, self_sizes, dim, keepdim) * centered, 2), divisor)
+            grad_self = sum_backward(at.div(at.mul(grad_var, 2), divisor), self_sizes, dim, keepdim) * centered
         if grad_mean is not None:
-            from_mean = at.div(sum_backward(grad_mean, self_sizes, dim, keepdim), count)
+            from_mean = sum_backward(at.div(grad_mean, count), self_sizes, dim, keepdim)
             grad_self = from_mean if grad_self is None else grad_self + from_mean
         return grad_self
     return (var, mean), backward
@@ -60,7 +61,7 @@ def max_dim(self, dim, keepdim=False):
     self_sizes = self.sizes()
     reduced_dim = wrap_dim(dim, self.dim())
     def backward(grad):
-        return value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
+        return at.value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
     return (values, indices), backward
 
 
@@ -69,9 +70,8 @@ def _softmax(self, dim, half_to_float):
     result = at._softmax(self, dim, half_to_float)
     self_dtype = self.scalar_type()
     def backward(grad):
-        # d softmax_i / d x_j = y_i (delta_ij - y_j)
-        grad_self = result * (grad - at.sum(grad * result, [dim], True))
-        return at._to_copy(grad_self, dtype=self_dtype) if half_to_float else grad_self
+        # d softmax_i / d x_j = y_i (delta_ij - y_j), fused in ATen's _softmax_backward_data
+        return at._softmax_backward_data(grad, result, dim, self_dtype)
     return result, backward
 
 
@@ -80,7 +80,7 @@ def _log_softmax(self, dim, half_to_float):
     result = at._log_softmax(self, dim, half_to_float)
     self_dtype = self.scalar_type()
     def backward(grad):
-        # d log_softmax_i / d x_j = delta_ij - softmax_j, softmax = exp(result)
-        grad_self = grad - at.exp(result) * at.sum(grad, [dim], True)
-        return at._to_copy(grad_self, dtype=self_dtype) if half_to_float else grad_self
+        # d log_softmax_i / d x_j = delta_ij - softmax_j, softmax = exp(result); fused in
+        # ATen's _log_softmax_backward_data
+        return at._log_softmax_backward_data(grad, result, dim, self_dtype)
     return result, backward

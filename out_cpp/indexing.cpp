@@ -4,6 +4,7 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/gather.h>
+#include <ATen/ops/gather_backward.h>
 #include <ATen/ops/scatter_add.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -101,19 +102,22 @@ struct GatherBackward0 : public torch::autograd::TraceableFunction {
   std::string name() const override { return "GatherBackward0"; }
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
     index_.reset_data();
   }
-  std::vector<int64_t> self_sizes_{};
+  torch::autograd::SavedVariable self_;
   int64_t dim_{};
   torch::autograd::SavedVariable index_;
+  bool sparse_grad_{};
 };
 
 std::tuple<at::Tensor, at::Tensor> gather_backward(
     const at::Tensor& grad,
-    at::IntArrayRef self_sizes,
+    const at::Tensor& self,
     int64_t dim,
-    const at::Tensor& index) {
-  return {at::scatter_add(grad.new_zeros(self_sizes), dim, index, grad), at::Tensor()};
+    const at::Tensor& index,
+    bool sparse_grad) {
+  return {at::gather_backward(grad, self, dim, index, sparse_grad), at::Tensor()};
 }
 
 torch::autograd::variable_list GatherBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -132,8 +136,9 @@ torch::autograd::variable_list GatherBackward0::apply(torch::autograd::variable_
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
+  const auto self = self_.unpack();
   const auto index = index_.unpack();
-  const auto input_grads = formulas::gather_backward(grads[0], self_sizes_, dim_, index);
+  const auto input_grads = formulas::gather_backward(grads[0], self, dim_, index, sparse_grad_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -151,13 +156,13 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::gather(self, dim, index, sparse_grad);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+    grad_fn->sparse_grad_ = sparse_grad;
   }
   return result;
 }

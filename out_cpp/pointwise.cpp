@@ -14,10 +14,13 @@
 #include <ATen/ops/pow.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sigmoid_backward.h>
 #include <ATen/ops/sin.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/tanh.h>
+#include <ATen/ops/tanh_backward.h>
+#include <ATen/ops/threshold_backward.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
@@ -298,7 +301,7 @@ struct TanhBackward0 : public torch::autograd::TraceableFunction {
 at::Tensor tanh_backward(
     const at::Tensor& grad,
     const at::Tensor& result) {
-  return grad - (grad * (result * result));
+  return at::tanh_backward(grad, result);
 }
 
 torch::autograd::variable_list TanhBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -350,7 +353,7 @@ struct SigmoidBackward0 : public torch::autograd::TraceableFunction {
 at::Tensor sigmoid_backward(
     const at::Tensor& grad,
     const at::Tensor& result) {
-  return grad * (result - (result * result));
+  return at::sigmoid_backward(grad, result);
 }
 
 torch::autograd::variable_list SigmoidBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -454,7 +457,7 @@ struct ReluBackward0 : public torch::autograd::TraceableFunction {
 at::Tensor relu_backward(
     const at::Tensor& grad,
     const at::Tensor& result) {
-  return grad * (result > 0);
+  return at::threshold_backward(grad, result, 0);
 }
 
 torch::autograd::variable_list ReluBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -950,7 +953,7 @@ struct ToCopyBackward0 : public torch::autograd::TraceableFunction {
 at::Tensor _to_copy_backward(
     const at::Tensor& grad,
     at::ScalarType self_dtype) {
-  return at::_to_copy(grad, self_dtype);
+  return (grad.scalar_type() == self_dtype) ? grad : at::_to_copy(grad, self_dtype);
 }
 
 torch::autograd::variable_list ToCopyBackward0::apply(torch::autograd::variable_list&& grads) {

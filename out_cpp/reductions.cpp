@@ -4,14 +4,15 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_log_softmax.h>
+#include <ATen/ops/_log_softmax_backward_data.h>
 #include <ATen/ops/_softmax.h>
-#include <ATen/ops/_to_copy.h>
+#include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/div.h>
-#include <ATen/ops/exp.h>
 #include <ATen/ops/max.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/value_selecting_reduction_backward.h>
 #include <ATen/ops/var_mean.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -226,10 +227,10 @@ at::Tensor var_mean_dim_backward(
   auto grad_self = at::Tensor();
   if (grad_var.defined()) {
     centered = self - helpers::sum_backward(mean, self_sizes, dim, keepdim);
-    grad_self = at::div(at::mul(helpers::sum_backward(grad_var, self_sizes, dim, keepdim) * centered, 2), divisor);
+    grad_self = helpers::sum_backward(at::div(at::mul(grad_var, 2), divisor), self_sizes, dim, keepdim) * centered;
   }
   if (grad_mean.defined()) {
-    from_mean = at::div(helpers::sum_backward(grad_mean, self_sizes, dim, keepdim), count);
+    from_mean = helpers::sum_backward(at::div(grad_mean, count), self_sizes, dim, keepdim);
     grad_self = (!grad_self.defined()) ? from_mean : (grad_self + from_mean);
   }
   return grad_self;
@@ -301,7 +302,7 @@ at::Tensor max_dim_backward(
     const at::Tensor& indices,
     at::IntArrayRef self_sizes,
     bool keepdim) {
-  return helpers::value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim);
+  return at::value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim);
 }
 
 torch::autograd::variable_list MaxDimBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -355,17 +356,14 @@ struct SoftmaxBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
   int64_t dim_{};
   at::ScalarType self_dtype_{};
-  bool half_to_float_{};
 };
 
 at::Tensor _softmax_backward(
     const at::Tensor& grad,
     const at::Tensor& result,
     int64_t dim,
-    at::ScalarType self_dtype,
-    bool half_to_float) {
-  auto grad_self = result * (grad - at::sum(grad * result, std::vector<int64_t>{dim}, true));
-  return half_to_float ? at::_to_copy(grad_self, self_dtype) : grad_self;
+    at::ScalarType self_dtype) {
+  return at::_softmax_backward_data(grad, result, dim, self_dtype);
 }
 
 torch::autograd::variable_list SoftmaxBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -383,7 +381,7 @@ torch::autograd::variable_list SoftmaxBackward0::apply(torch::autograd::variable
     return grad_inputs;
   }
   const auto result = result_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::_softmax_backward(grads[0], result, dim_, self_dtype_, half_to_float_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::_softmax_backward(grads[0], result, dim_, self_dtype_));
   return grad_inputs;
 }
 
@@ -402,7 +400,6 @@ at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->dim_ = dim;
     grad_fn->self_dtype_ = self_dtype;
-    grad_fn->half_to_float_ = half_to_float;
   }
   return result;
 }
@@ -418,17 +415,14 @@ struct LogSoftmaxBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
   int64_t dim_{};
   at::ScalarType self_dtype_{};
-  bool half_to_float_{};
 };
 
 at::Tensor _log_softmax_backward(
     const at::Tensor& grad,
     const at::Tensor& result,
     int64_t dim,
-    at::ScalarType self_dtype,
-    bool half_to_float) {
-  auto grad_self = grad - (at::exp(result) * at::sum(grad, std::vector<int64_t>{dim}, true));
-  return half_to_float ? at::_to_copy(grad_self, self_dtype) : grad_self;
+    at::ScalarType self_dtype) {
+  return at::_log_softmax_backward_data(grad, result, dim, self_dtype);
 }
 
 torch::autograd::variable_list LogSoftmaxBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -446,7 +440,7 @@ torch::autograd::variable_list LogSoftmaxBackward0::apply(torch::autograd::varia
     return grad_inputs;
   }
   const auto result = result_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::_log_softmax_backward(grads[0], result, dim_, self_dtype_, half_to_float_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::_log_softmax_backward(grads[0], result, dim_, self_dtype_));
   return grad_inputs;
 }
 
@@ -465,7 +459,6 @@ at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float)
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->dim_ = dim;
     grad_fn->self_dtype_ = self_dtype;
-    grad_fn->half_to_float_ = half_to_float;
   }
   return result;
 }

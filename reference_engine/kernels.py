@@ -338,3 +338,53 @@ def zeros_like(x, dtype=None, *_options):
 @kernel("new_zeros")
 def new_zeros(x, size, dtype=None, *_options):
     return np.zeros(size, dtype=_np_dtype(dtype) or _array(x).dtype)
+
+# ----------------------------------------------------------------------------- fused backward ops
+@kernel("tanh_backward")
+def tanh_backward(grad_output, output):
+    return grad_output * (1 - output * output)
+
+
+@kernel("sigmoid_backward")
+def sigmoid_backward(grad_output, output):
+    return grad_output * (1 - output) * output
+
+
+@kernel("threshold_backward")
+def threshold_backward(grad_output, x, threshold):
+    grad_output = _array(grad_output)
+    return np.where(_array(x) <= threshold, np.zeros((), grad_output.dtype), grad_output)
+
+
+@kernel("_softmax_backward_data")
+def softmax_backward_data(grad_output, output, dim, input_dtype):
+    grad_output, output = _array(grad_output), _array(output)
+    axis = _keep(output, dim)
+    grad = output * (grad_output - np.sum(grad_output * output, axis=axis, keepdims=True))
+    return grad.astype(_np_dtype(input_dtype), copy=False)
+
+
+@kernel("_log_softmax_backward_data")
+def log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    grad_output, output = _array(grad_output), _array(output)
+    axis = _keep(output, dim)
+    grad = grad_output - np.exp(output) * np.sum(grad_output, axis=axis, keepdims=True)
+    return grad.astype(_np_dtype(input_dtype), copy=False)
+
+
+@kernel("value_selecting_reduction_backward")
+def value_selecting_reduction_backward(grad, dim, indices, sizes, keepdim):
+    grad, indices = _array(grad), _array(indices)
+    out = np.zeros(sizes, dtype=grad.dtype)
+    if not sizes:
+        out[...] = grad
+        return out
+    if not keepdim:
+        grad, indices = np.expand_dims(grad, dim), np.expand_dims(indices, dim)
+    np.put_along_axis(out, indices, grad, axis=_wrap_dim(dim, len(sizes)))
+    return out
+
+
+@kernel("gather_backward")
+def gather_backward(grad, x, dim, index, sparse_grad=False):
+    return scatter_add(np.zeros(np.shape(x), dtype=_array(grad).dtype), dim, index, grad)

@@ -363,11 +363,51 @@ def _selection_cases() -> list[OpCase]:
     return out
 
 
+def _fused_backward_cases() -> list[OpCase]:
+    """ATen's fused backward ops (``formulas/backward_ops.py``): a gradient and a saved
+    output (or input) of the op they differentiate."""
+    out = []
+    for op, output_of in (("tanh_backward", np.tanh), ("sigmoid_backward", lambda x: 1 / (1 + np.exp(-x)))):
+        rng = _rng(op)
+        for left, right in (((2, 3), (2, 3)), ((), ()), ((1, 4, 1), (1, 4, 1)), ((0, 3), (0, 3)),
+                            ((2, 3), (3,)), ((3,), (2, 3))):
+            out.append(OpCase(op, _shape_id(left, right), (_normal(rng, left), np.asarray(output_of(_normal(rng, right))))))
+    rng = _rng("threshold_backward")
+    for shape, threshold in (((2, 3), 0), ((), 0), ((0, 2), 0), ((4,), 0.5), ((2, 1, 3), -1.0)):
+        values = np.asarray(_away_from_zero(rng, shape) + threshold)
+        out.append(OpCase("threshold_backward", f"{_shape_id(shape)}_threshold{threshold}",
+                          (_normal(rng, shape), values, threshold)))
+    for op, forward in (("_softmax_backward_data", "_softmax"), ("_log_softmax_backward_data", "_log_softmax")):
+        rng = _rng(op)
+        for shape, dim in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((5,), 0), ((), 0), ((2, 0), 0)):
+            x = _normal(rng, shape)
+            shifted = x - (x.max(axis=dim, keepdims=True) if x.size else 0)
+            log_sum = np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+            output = np.exp(shifted - log_sum) if forward == "_softmax" else shifted - log_sum
+            out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim}", (_normal(rng, shape), np.asarray(output), dim, np.float64)))
+    op = "value_selecting_reduction_backward"
+    rng = _rng(op)
+    for sizes, dim, keepdim in (((3, 4), 1, False), ((3, 4), 1, True), ((3, 4), -2, False), ((2, 3, 2), 2, False),
+                                ((), 0, False), ((0, 3), 1, False)):
+        reduced = tuple(1 if d == dim % max(len(sizes), 1) else s for d, s in enumerate(sizes)) if keepdim else \
+            tuple(s for d, s in enumerate(sizes) if d != dim % max(len(sizes), 1))
+        bound = sizes[dim] if sizes else 1
+        out.append(OpCase(op, f"{_shape_id(sizes)}_dim{dim}{'_keepdim' if keepdim else ''}",
+                          (_normal(rng, reduced), dim, _index(rng, reduced, bound), list(sizes), keepdim)))
+    rng = _rng("gather_backward")
+    for shape, dim, index_shape in (((3, 4), 1, (3, 2)), ((3, 4), 0, (5, 4)), ((3, 4), -1, (2, 6)),
+                                    ((5,), 0, (3,)), ((3, 4), 0, (0, 4))):
+        out.append(OpCase("gather_backward", f"{_shape_id(shape)}_dim{dim}_index{_shape_id(index_shape)}",
+                          (_normal(rng, index_shape), _normal(rng, shape), dim, _index(rng, index_shape, shape[dim]),
+                           False), differentiable=(0,)))
+    return out
+
+
 def build_cases() -> list[OpCase]:
     """The whole catalogue, freshly generated (the same values on every call)."""
     return (
         _unary_cases() + _pow_cases() + _binary_cases() + _scalar_binary_cases() + _reduction_cases()
-        + _linalg_cases() + _shape_cases() + _softmax_cases() + _selection_cases()
+        + _linalg_cases() + _shape_cases() + _softmax_cases() + _selection_cases() + _fused_backward_cases()
     )
 
 

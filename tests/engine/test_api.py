@@ -288,7 +288,7 @@ def test_render_writes_svg_or_says_what_to_install(tmp_path, monkeypatch):
 
 def test_readme_classifier_trains_and_is_the_code_the_readme_shows():
     source = (REPO / "examples" / "classifier.py").read_text()
-    body = source.split('"""\n', 2)[2].split('\n\nif __name__')[0]
+    body = source.split('"""\n', 1)[1].split('\n\nif __name__')[0].strip()      # after the docstring
     assert body in (REPO / "README.md").read_text()
     example = runpy.run_path(str(REPO / "examples" / "classifier.py"))
     losses = example["train"](steps=30)

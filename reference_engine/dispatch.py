@@ -394,6 +394,8 @@ class OperatorPacket:
                     return entry[1](a, b)
             if type(b) is np.ndarray:       # ``t + array``: the array is a tensor, as in torch
                 b = Tensor(b)
+            elif isinstance(b, np.generic):     # ``t * np.float64(2)``: a Python number (weak dtype)
+                b = b.item()
             return call((a, b), {})
 
         binary.__name__ = binary.__qualname__ = self.name

@@ -168,6 +168,15 @@ def test_numpy_arrays_and_ufuncs_on_tensors_give_recorded_engine_tensors():
     assert type(compared) is engine.Tensor and compared.dtype == engine.bool
 
 
+@pytest.mark.parametrize("scalar", [np.float64(2.5), np.float32(2.5), np.int64(2)], ids=["f64", "f32", "i64"])
+def test_numpy_scalars_are_python_numbers_for_the_result_dtype_like_torch(scalar):
+    x, xt = engine.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])       # float32
+    for ours, theirs in ((x * scalar, xt * scalar), (scalar * x, scalar * xt), (x + scalar, xt + scalar),
+                         (x / scalar, xt / scalar), (x ** scalar, xt ** scalar), (x - scalar, xt - scalar)):
+        assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.")
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+
+
 def test_a_ufunc_without_an_operator_runs_in_numpy_or_refuses_a_tensor_that_requires_grad():
     x = f64([0.5, 1.0])
     out = np.arctan(x)

@@ -19,11 +19,31 @@ COMPOSITES = ("argmax", "argmin", "clone", "flatten", "log_softmax", "matmul", "
               "permute", "reshape", "softmax", "transpose")
 
 
+def stack(tensors: list[Tensor] | tuple[Tensor, ...], dim: int = 0) -> Tensor:
+    """``torch.stack``: the tensors joined along a new dimension ``dim`` (``cat`` of them
+    unsqueezed there)."""
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shapes = {tuple(t.shape) for t in tensors}
+    if len(shapes) > 1:
+        raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                           f"{' and '.join(str(list(s)) for s in sorted(shapes))}")
+    return dispatcher.call("cat", ([t.unsqueeze(dim) for t in tensors], dim), {})
+
+
+#: Module functions built from declared operators that are not methods in torch.
+FUNCTIONS: dict[str, Callable[..., Any]] = {"stack": stack}
+
+
 def module_function(name: str) -> Callable[..., Any]:
     """``engine.<name>``: a composite, else the declared operator ``name`` (any overload);
-    AttributeError naming what to declare when there is neither."""
+    AttributeError naming what to declare when there is neither. A composite steps aside
+    for a declared operator of its name, except the methods of :data:`COMPOSITES`, which
+    choose per call (``max()`` and ``max(dim)``)."""
     if name in COMPOSITES:
         return getattr(Tensor, name)
+    if name in FUNCTIONS and name not in dispatcher.packets:
+        return FUNCTIONS[name]
     if name.startswith("__"):
         raise AttributeError(f"module 'reference_engine' has no attribute '{name}'")
     return dispatcher.packet(name).op
@@ -31,4 +51,4 @@ def module_function(name: str) -> Callable[..., Any]:
 
 def names() -> list[str]:
     """Every module function name (for ``dir(engine)``)."""
-    return sorted(set(COMPOSITES) | set(dispatcher.packets))
+    return sorted(set(COMPOSITES) | set(FUNCTIONS) | set(dispatcher.packets))

@@ -75,10 +75,20 @@ def test_module_functions_compute_what_torch_computes():
         (engine.flatten(x), torch.flatten(xt)),
         (engine.reshape(x, (3, 2)), torch.reshape(xt, (3, 2))),
         (engine.max(x), torch.max(xt)),
+        (engine.stack([x, x * 2, x.sin()], 1), torch.stack([xt, xt * 2, xt.sin()], 1)),
+        (engine.stack([x], -1), torch.stack([xt], -1)),
         (engine.min(x, 1).values, torch.min(xt, 1).values),
     ]
     for i, (ours, theirs) in enumerate(cases):
         assert_same_gradients(ours, theirs, x, xt, seed=i)
+
+
+def test_stack_refuses_what_torch_refuses():
+    for tensors, message in (([], "non-empty TensorList"), ([f64([1.0]), f64([1.0, 2.0])], "equal size")):
+        with pytest.raises(RuntimeError, match=message):
+            engine.stack(tensors)
+        with pytest.raises(RuntimeError, match=message):
+            torch.stack([torch.tensor(t.numpy()) for t in tensors])
 
 
 def test_an_undeclared_name_says_what_to_declare_and_a_defined_one_appears():

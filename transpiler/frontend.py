@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import keyword
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from transpiler.model import (
     Library,
     Span,
 )
+from transpiler.sources import UndecodableSource, read_source
 from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
 
 BACKWARD = "backward"
@@ -80,7 +82,46 @@ def parse_module(path: str, source: str) -> FormulaModule:
         tree = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         return FormulaModule(path, (), (), (), (_syntax_diagnostic(path, source, error),))
-    return read_tree(path, tree)
+    except RecursionError:
+        return FormulaModule(path, (), (), (), (too_deep(path, source),))
+    try:
+        return read_tree(path, tree)
+    except Exception as error:
+        if not caused_by_recursion(error):
+            raise
+        return FormulaModule(path, (), (), (), (too_deep(path, source),))
+
+
+def caused_by_recursion(error: BaseException) -> bool:
+    """Whether ``error`` is, or was raised while handling, a ``RecursionError``
+    (libcst's position provider turns one into a ``KeyError`` on the way out)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, RecursionError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def too_deep(path: str, source: str) -> Diagnostic:
+    """DB000 at the most deeply nested expression: too deep for libcst's recursive passes."""
+    line = 1
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    if tree is not None:                        # an explicit stack: this walk must not recurse
+        deepest, stack = -1, [(tree, 0)]
+        while stack:
+            node, depth = stack.pop()
+            if depth > deepest and hasattr(node, "lineno"):
+                deepest, line = depth, node.lineno
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return Diagnostic(path, line, 1, "DB000",
+                      "cannot analyse the file: an expression is nested too deeply for the linter "
+                      f"(Python recursion limit {sys.getrecursionlimit()}); split it into smaller statements")
 
 
 def read_tree(path: str, tree: cst.Module) -> FormulaModule:
@@ -94,7 +135,16 @@ def read_tree(path: str, tree: cst.Module) -> FormulaModule:
 def load_library(directory: str) -> Library:
     """Every ``*.py`` file under ``directory`` (sorted by path), one FormulaModule each."""
     files = sorted(p for p in Path(directory).rglob("*.py") if p.is_file())
-    return Library(tuple(parse_module(str(p), p.read_text(encoding="utf-8")) for p in files))
+    return Library(tuple(read_module(str(p)) for p in files))
+
+
+def read_module(path: str) -> FormulaModule:
+    """Read (PEP 263) and parse one formula file; undecodable bytes are its DB000."""
+    try:
+        source = read_source(path)
+    except UndecodableSource as problem:
+        return FormulaModule(path, (), (), (), (problem.diagnostic,))
+    return parse_module(path, source)
 
 
 def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError) -> Diagnostic:

@@ -1,0 +1,66 @@
+"""The one reader of Python source files, for lint and the transpile front-end alike.
+
+A file's text is its bytes decoded in the encoding it declares (PEP 263: a
+``coding`` comment on line 1 or 2, or a UTF-8 BOM; UTF-8 by default). Line
+endings are kept as written, so a rewrite (``lint --fix``) keeps them too.
+Bytes that do not decode are a ``DB000`` diagnostic at their place (line,
+column and byte offset), never a ``UnicodeDecodeError``. Kept free of libcst so
+the lint driver can use it on every file.
+"""
+from __future__ import annotations
+
+import io
+import tokenize
+from pathlib import Path
+
+from transpiler.diagnostics import Diagnostic
+
+SYNTAX = "DB000"
+
+
+class UndecodableSource(Exception):
+    """The file's bytes are not text in its declared encoding; ``diagnostic`` says where."""
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__(diagnostic.format())
+        self.diagnostic = diagnostic
+
+
+def source_encoding(path: str, data: bytes) -> str:
+    """The encoding ``data`` declares (``utf-8-sig`` with a BOM), as ``tokenize`` reads it."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:      # an unknown encoding, or a BOM with another coding line
+        line = getattr(error, "lineno", None) or 1
+        raise UndecodableSource(Diagnostic(
+            path, line, 1, SYNTAX, f"cannot decode the file: {error.msg if hasattr(error, 'msg') else error}; "
+            "declare an encoding Python knows (PEP 263) or save the file as UTF-8")) from None
+    return encoding
+
+
+def decode_source(path: str, data: bytes) -> str:
+    """The text of ``data`` (``path`` only names it in diagnostics); raises :class:`UndecodableSource`."""
+    encoding = source_encoding(path, data)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        offset = error.start
+        line_start = data.rfind(b"\n", 0, offset) + 1
+        line = data.count(b"\n", 0, offset) + 1
+        column = len(data[line_start:offset].decode(encoding, "replace")) + 1
+        shown = "utf-8" if encoding == "utf-8-sig" else encoding
+        raise UndecodableSource(Diagnostic(
+            path, line, column, SYNTAX,
+            f"cannot decode the file: byte 0x{data[offset]:02x} at byte offset {offset} is not valid {shown}; "
+            "save the file as UTF-8 or declare its encoding on line 1 or 2 (PEP 263: `# -*- coding: latin-1 -*-`)",
+        )) from None
+
+
+def read_source(path: str | Path) -> str:
+    """The text of the file at ``path``; raises :class:`UndecodableSource` or ``OSError``."""
+    return decode_source(str(path), Path(path).read_bytes())
+
+
+def encode_source(text: str, encoding: str) -> bytes:
+    """``text`` back to bytes in the encoding the file declared (a BOM stays a BOM)."""
+    return text.encode(encoding)

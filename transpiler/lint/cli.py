@@ -94,6 +94,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return replace(settings, **changes)
 
 
+def _write(text: str) -> None:
+    """Line by line: a reader that goes away (``| head``) is noticed at once (BrokenPipeError,
+    which ``transpile`` turns into a quiet exit), not lost inside one large write."""
+    for line in text.splitlines(keepends=True):
+        sys.stdout.write(line)
+
+
 def _usage_error(message: str) -> int:
     print(f"transpile lint: error: {message}", file=sys.stderr)
     return 2
@@ -122,12 +129,10 @@ def main(argv: list[str]) -> int:
     for diagnostic in result.unreadable:
         print(f"transpile lint: error: {diagnostic.path}: {diagnostic.message}", file=sys.stderr)
     if args.diff:
-        sys.stdout.write("".join(result.diffs))
+        _write("".join(result.diffs))
         return 2 if result.unreadable else 1 if result.diffs and not args.exit_zero else 0
     findings = result.findings
-    text = output.render(args.format, findings)
-    if text:
-        sys.stdout.write(text)
+    _write(output.render(args.format, findings))
     for path in result.fixed:
         print(f"transpile lint: fixed {path}", file=sys.stderr)
     if args.statistics:

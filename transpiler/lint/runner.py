@@ -44,6 +44,8 @@ if TYPE_CHECKING:                    # the model imports libcst: only formula fi
 SYNTAX = "DB000"
 UNREADABLE = "DB001"
 INTERNAL = "DB002"
+UNDECLARED_OPERATOR = "DB105"       # the closure rule's name for an operator without a formula
+UNKNOWN_OPERATOR = "DB201"          # the emitter's name for the same call
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
 PARALLEL_MIN_FILES = 200
 CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
@@ -356,8 +358,8 @@ class _ClosureRules:
                 self.errors[path] = problem.diagnostic
             except Exception as error:  # noqa: BLE001 - reported as this file's internal error
                 self.errors[path] = _internal_error(path, error)
-        library = shipped_library(exclude={Path(path).resolve() for path in paths})
-        every_module = [*library, *self.modules.values()]
+        self.library = shipped_library(exclude={Path(path).resolve() for path in paths})
+        every_module = [*self.library, *self.modules.values()]
         self.known_operators = frozenset(_operator_names(every_module))
         self.helpers = {helper.name: helper for module in every_module for helper in module.helpers}
 
@@ -370,11 +372,34 @@ class _ClosureRules:
             module = self.modules[path]
             found = {*module.diagnostics,
                      *check_formula_module(module, self.sources[path], self.known_operators, self.helpers)}
+            reported = {(d.line, d.col) for d in found if d.code == UNDECLARED_OPERATOR}
+            found.update(d for d in self.refusals.get(path, ())
+                         if not (d.code == UNKNOWN_OPERATOR and (d.line, d.col) in reported))
         except Exception as error:  # noqa: BLE001 - reported as this file's internal error
             return (_internal_error(path, error),)
         lines = self.sources[path].splitlines()
         file_noqa = _file_noqa(self.raw[path]) if b"transpile" in self.raw[path] else None
         return _without_file_noqa(without_suppressed(sorted(found), lines), file_noqa)
+
+    @functools.cached_property
+    def refusals(self) -> dict[str, list[Diagnostic]]:
+        """What ``transpile`` would refuse (DB2xx) in the linted files, by the C++ emitter's own
+        check; an unknown operator that DB105 reports already is not reported twice as DB201."""
+        from transpiler.cpp.emit import refusals
+        from transpiler.model import Library
+
+        ok = tuple(module for path, module in self.modules.items() if path not in self.errors)
+        shipped = tuple(m for m in ok if _inside(m.path, SHIPPED_FORMULAS))
+        others = tuple(m for m in ok if m not in shipped)
+        by_path: dict[str, list[Diagnostic]] = {}
+        try:     # as ``transpile`` sees them: the shipped package whole, another one calling its operators
+            found = [*(refusals(shipped, tuple(self.library)) if shipped else ()),
+                     *(refusals(others, known_operators=Library(tuple(self.library)).operators) if others else ())]
+        except Exception as error:  # noqa: BLE001 - the emitter failed: an internal error of these files
+            return {module.path: [_internal_error(module.path, error)] for module in ok}
+        for diagnostic in found:
+            by_path.setdefault(diagnostic.path, []).append(diagnostic)
+        return by_path
 
     def fix(self, path: str, wanted: Callable[[str, str, str], bool], write: bool = True) -> str | None:
         """Apply the fix-its of ``path``'s findings that are ``wanted`` (not silenced); write the
@@ -409,6 +434,10 @@ class _ClosureRules:
             self.sources[path] = after
             self.modules[path] = self.parse_module(path, after)
         return change
+
+
+def _inside(path: str, directory: Path) -> bool:
+    return Path(path).resolve().is_relative_to(directory)
 
 
 def _write_through(path: str, data: bytes) -> None:

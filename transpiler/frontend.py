@@ -38,7 +38,7 @@ from transpiler.model import (
     Library,
     Span,
 )
-from transpiler.sources import UndecodableSource, read_source
+from transpiler.sources import UndecodableSource, caused_by_recursion, read_source, too_deep
 from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
 
 BACKWARD = "backward"
@@ -90,38 +90,6 @@ def parse_module(path: str, source: str) -> FormulaModule:
         if not caused_by_recursion(error):
             raise
         return FormulaModule(path, (), (), (), (too_deep(path, source),))
-
-
-def caused_by_recursion(error: BaseException) -> bool:
-    """Whether ``error`` is, or was raised while handling, a ``RecursionError``
-    (libcst's position provider turns one into a ``KeyError`` on the way out)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, RecursionError):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def too_deep(path: str, source: str) -> Diagnostic:
-    """DB000 at the most deeply nested expression: too deep for libcst's recursive passes."""
-    line = 1
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
-    if tree is not None:                        # an explicit stack: this walk must not recurse
-        deepest, stack = -1, [(tree, 0)]
-        while stack:
-            node, depth = stack.pop()
-            if depth > deepest and hasattr(node, "lineno"):
-                deepest, line = depth, node.lineno
-            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return Diagnostic(path, line, 1, "DB000",
-                      "cannot analyse the file: an expression is nested too deeply for the linter "
-                      f"(Python recursion limit {sys.getrecursionlimit()}); split it into smaller statements")
 
 
 def read_tree(path: str, tree: cst.Module) -> FormulaModule:

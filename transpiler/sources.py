@@ -5,11 +5,14 @@ A file's text is its bytes decoded in the encoding it declares (PEP 263: a
 endings are kept as written, so a rewrite (``lint --fix``) keeps them too.
 Bytes that do not decode are a ``DB000`` diagnostic at their place (line,
 column and byte offset), never a ``UnicodeDecodeError``. Kept free of libcst so
-the lint driver can use it on every file.
+the lint driver can use it on every file. A file too deeply nested for the
+linter's recursive passes is a ``DB000`` too (:func:`too_deep`).
 """
 from __future__ import annotations
 
+import ast
 import io
+import sys
 import tokenize
 from pathlib import Path
 
@@ -64,3 +67,35 @@ def read_source(path: str | Path) -> str:
 def encode_source(text: str, encoding: str) -> bytes:
     """``text`` back to bytes in the encoding the file declared (a BOM stays a BOM)."""
     return text.encode(encoding)
+
+
+def caused_by_recursion(error: BaseException) -> bool:
+    """Whether ``error`` is, or was raised while handling, a ``RecursionError``
+    (libcst's position provider turns one into a ``KeyError`` on the way out)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, RecursionError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def too_deep(path: str, source: str) -> Diagnostic:
+    """DB000 at the most deeply nested expression: too deep for the linter's recursive passes."""
+    line = 1
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    if tree is not None:                        # an explicit stack: this walk must not recurse
+        deepest, stack = -1, [(tree, 0)]
+        while stack:
+            node, depth = stack.pop()
+            if depth > deepest and hasattr(node, "lineno"):
+                deepest, line = depth, node.lineno
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return Diagnostic(path, line, 1, SYNTAX,
+                      "cannot analyse the file: an expression is nested too deeply for the linter "
+                      f"(Python recursion limit {sys.getrecursionlimit()}); split it into smaller statements")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lint.test_driver import FORMULA, function_file, run_cli, write
+from lint.test_driver import FORMULA, compile_with_timestamps, function_file, run_cli, write
 from transpiler.frontend import load_library
 from transpiler.lint import ctx
 from transpiler.lint.runner import lint
@@ -57,6 +57,23 @@ def test_deep_expression_in_a_function_file_is_checked_or_reported_on_one_line(t
     found = lint([str(tmp_path)]).diagnostics
     assert [(Path(d.path).name, d.code) for d in found] == [
         ("deep.py", "DB100"), ("other.py", "DB100"), ("other.py", "DB104")]
+
+
+@pytest.mark.parametrize("bytecode", [False, True])
+def test_expression_too_deep_for_the_compiler_or_the_ctx_rules_is_one_db000(tmp_path, bytecode):
+    deep = write(tmp_path / "deep.py", deep_function(3000))
+    function_file(tmp_path / "other.py")
+    if bytecode:                  # CPython compiled it (with a higher limit): only the ctx rules see it
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(100_000)
+        try:
+            compile_with_timestamps(deep, 1_700_000_000, 1_700_000_005)
+        finally:
+            sys.setrecursionlimit(limit)
+    found = lint([str(tmp_path)]).diagnostics
+    assert [(Path(d.path).name, d.code) for d in found] == [("deep.py", "DB000"), ("other.py", "DB100"),
+                                                            ("other.py", "DB104")]
+    assert "nested too deeply" in found[0].message
 
 
 def test_transpile_front_end_reports_a_deep_formula_too(tmp_path):

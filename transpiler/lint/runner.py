@@ -36,7 +36,14 @@ from transpiler.diagnostics import Diagnostic
 from transpiler.lint import ctx
 from transpiler.lint.ctx.names import statements
 from transpiler.lint.settings import Settings, python_files
-from transpiler.sources import UndecodableSource, decode_source, encode_source, source_encoding
+from transpiler.sources import (
+    UndecodableSource,
+    caused_by_recursion,
+    decode_source,
+    encode_source,
+    source_encoding,
+    too_deep,
+)
 
 if TYPE_CHECKING:                    # the model imports libcst: only formula files need it
     from transpiler.model import FormulaModule
@@ -193,6 +200,8 @@ def check_source(path: str, source: bytes, trust_bytecode: bool = True) -> FileR
             warnings.simplefilter("ignore")          # the compiler's warnings about the code read
             return _check_source(path, source, trust_bytecode)
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
+        if caused_by_recursion(error):
+            return FileReport(path, (too_deep(path, _decode(path, source)),))
         return FileReport(path, (_internal_error(path, error),))
 
 

@@ -81,9 +81,13 @@ def test_exclude_and_extend_exclude(tmp_path, monkeypatch, capsys):
 
 def test_named_files_are_checked_unless_force_exclude(tmp_path, monkeypatch, capsys):
     function_file(tmp_path / "build" / "a.py")
+    function_file(tmp_path / "src" / "gen_b.py")
+    write(tmp_path / ".gitignore", "gen_*.py\n")
+    (tmp_path / ".git").mkdir()
     monkeypatch.chdir(tmp_path)
     assert run_cli(["build/a.py"], capsys)[0] == 1
-    assert run_cli(["--force-exclude", "build/a.py"], capsys) == (0, "", "")
+    assert run_cli(["src/gen_b.py"], capsys)[0] == 1
+    assert run_cli(["--force-exclude", "build/a.py", "src/gen_b.py"], capsys) == (0, "", "")
 
 
 @pytest.mark.parametrize("table, message", [

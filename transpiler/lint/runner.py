@@ -1,10 +1,16 @@
 """The lint driver: which files, which rules, ``# noqa``, and the whole run's result.
 
-Every file gets the same syntax check (DB000): CPython's parser and symbol
-table (``symtable``), which reject what ``compile`` rejects up to code
-generation without building ``ast`` objects; a file that CPython itself
-already compiled (its up-to-date bytecode is in ``__pycache__``, as pip writes
-it for every installed file) is known to pass it. A cheap text prefilter decides
+Which files and codes come from :mod:`transpiler.lint.settings`. Every file
+gets the same syntax check (DB000): CPython's own compiler (``compile``, the
+bytecode thrown away), which also rejects what only code generation finds
+(``return`` outside a function, a late ``from __future__``); bytes that do not
+decode (:mod:`transpiler.sources`) and files nested too deeply are DB000 too. A
+file that CPython itself already compiled (its up-to-date bytecode is in
+``__pycache__``, as pip writes it for every installed file) is known to pass
+it. ``# transpile: noqa`` on a line of its own skips a file (``: CODES``, those
+codes in it); ``# noqa[: CODES]`` a line, codes matched as prefixes. The
+closure rules of formula files include what ``transpile`` would refuse (the
+C++ emitter's own check). A cheap text prefilter decides
 what else a file needs: files whose text can name ``torch.autograd.Function``
 are parsed to an ``ast`` for the ctx rules (:mod:`transpiler.lint.ctx`); files
 that use ``@derivative`` are formula files and also get the closure rules of

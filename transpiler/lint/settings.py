@@ -103,11 +103,10 @@ def _matches_prefix(code: str, prefixes: Iterable[str]) -> bool:
     return any(code.startswith(prefix) for prefix in prefixes)
 
 
-def _path_matches(relative: str, pattern: str, name: str | None = None) -> bool:
+def _path_matches(relative: str, pattern: str) -> bool:
     pattern = pattern.rstrip("/")
     if "/" not in pattern:
-        parts = relative.split("/")
-        return any(fnmatch.fnmatchcase(part, pattern) for part in (parts if name is None else [name, *parts]))
+        return any(fnmatch.fnmatchcase(part, pattern) for part in relative.split("/"))
     pattern = pattern.removeprefix("./")
     return fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(relative, f"{pattern}/*")
 
@@ -255,7 +254,7 @@ def _ignored(path: str, is_dir: bool, ignores: list[tuple[str, object]]) -> bool
     absolute = os.path.abspath(path)
     for base, spec in ignores:
         relative = os.path.relpath(absolute, base).replace(os.sep, "/")
-        if relative.startswith(".."):
+        if relative == ".." or relative.startswith("../"):
             continue
         if spec.match_file(f"{relative}/" if is_dir else relative):
             return True

@@ -33,10 +33,11 @@ def source_encoding(path: str, data: bytes) -> str:
     """The encoding ``data`` declares (``utf-8-sig`` with a BOM), as ``tokenize`` reads it."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as error:      # an unknown encoding, or a BOM with another coding line
-        line = getattr(error, "lineno", None) or 1
+    except SyntaxError as error:      # an unknown encoding, a BOM with another coding line, or bad bytes
+        if str(error).startswith("invalid or missing encoding declaration"):
+            return "utf-8"            # no declaration and not UTF-8: decoding says where
         raise UndecodableSource(Diagnostic(
-            path, line, 1, SYNTAX, f"cannot decode the file: {error.msg if hasattr(error, 'msg') else error}; "
+            path, 1, 1, SYNTAX, f"cannot decode the file: {error}; "
             "declare an encoding Python knows (PEP 263) or save the file as UTF-8")) from None
     return encoding
 

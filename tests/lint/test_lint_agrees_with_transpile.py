@@ -77,3 +77,29 @@ def test_a_formula_package_may_call_the_shipped_operators_not_its_helpers(tmp_pa
 def test_one_file_of_the_shipped_library_is_checked_with_the_rest_of_it():
     shipped = Path(__file__).resolve().parents[2] / "formulas"
     assert lint([str(shipped / "pointwise.py")]).diagnostics == ()
+
+
+HELPER = '''\
+from formulas import Tensor, helper
+
+
+@helper
+def twice(grad: Tensor) -> Tensor:
+    return grad + grad
+'''
+
+
+def test_a_helper_in_another_file_of_the_package_is_known_when_one_file_is_linted(tmp_path):
+    write(tmp_path / "pkg" / "__init__.py", "")
+    write(tmp_path / "pkg" / "helpers.py", HELPER)
+    op = write(tmp_path / "pkg" / "op.py", TEMPLATE.format(returned="twice(grad)").replace(
+        "from formulas import at, derivative", "from formulas import at, derivative\nfrom pkg.helpers import twice"))
+    assert refused_by_transpile(tmp_path / "pkg") == set()
+    assert lint([str(op)]).diagnostics == ()
+
+
+def test_a_copy_of_the_shipped_library_lints_and_transpiles_clean(tmp_path):
+    import shutil
+
+    shutil.copytree(Path(__file__).resolve().parents[2] / "formulas", tmp_path / "copy")
+    assert reported_by_lint(tmp_path / "copy") == refused_by_transpile(tmp_path / "copy") == set()

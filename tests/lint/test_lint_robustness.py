@@ -133,6 +133,18 @@ def test_undecodable_bytes_are_db000_with_the_byte_offset_in_lint_and_transpile(
     assert [(d.code, d.line, d.col) for d in module.diagnostics] == [("DB000", FORMULA.count("\n") + 1, 6)]
 
 
+@pytest.mark.parametrize("data, where, message", [
+    (b"x = '\xff'\n", (1, 6), "byte 0xff at byte offset 5 is not valid utf-8"),
+    (b"# -*- coding: klingon -*-\nx = 1\n", (1, 1), "unknown encoding: klingon"),
+    (b"\xef\xbb\xbf# -*- coding: latin-1 -*-\nx = 1\n", (1, 1), "encoding problem"),
+])
+def test_bad_encodings_are_db000_in_lint_and_transpile(tmp_path, data, where, message):
+    (tmp_path / "f.py").write_bytes(data)
+    for found in (lint([str(tmp_path)]).diagnostics, load_library(str(tmp_path)).diagnostics):
+        assert [(d.code, d.line, d.col) for d in found] == [("DB000", *where)]
+        assert message in found[0].message
+
+
 NESTED = "".join("    " * depth + f"for i{depth} in x:\n" for depth in range(21)) + "    " * 21 + "pass\n"
 
 

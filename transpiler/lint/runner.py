@@ -399,19 +399,26 @@ class _ClosureRules:
     @functools.cached_property
     def refusals(self) -> dict[str, list[Diagnostic]]:
         """What ``transpile`` would refuse (DB2xx) in the linted files, by the C++ emitter's own
-        check; an unknown operator that DB105 reports already is not reported twice as DB201."""
+        check, each file seen as ``transpile --formulas <its package>`` sees it (the shipped
+        library's operators callable from another package); an unknown operator that DB105
+        reports already is not reported twice as DB201."""
         from transpiler.cpp.emit import refusals
         from transpiler.model import Library
 
-        ok = tuple(module for path, module in self.modules.items() if path not in self.errors)
-        shipped = tuple(m for m in ok if _inside(m.path, SHIPPED_FORMULAS))
-        others = tuple(m for m in ok if m not in shipped)
+        ok = [module for path, module in self.modules.items() if path not in self.errors]
+        packages: dict[Path, list[FormulaModule]] = {}
+        for module in ok:
+            packages.setdefault(package_root(module.path), []).append(module)
+        shipped_operators = Library(tuple(self.library)).operators
+        found: list[Diagnostic] = []
+        for root, modules in packages.items():
+            try:
+                rest = tuple(package_library(root, exclude={Path(m.path).resolve() for m in modules}))
+                known = None if root == SHIPPED_FORMULAS else shipped_operators
+                found += refusals(tuple(modules), rest, known)
+            except Exception as error:  # noqa: BLE001 - the emitter failed: an internal error of these files
+                found += [_internal_error(module.path, error) for module in modules]
         by_path: dict[str, list[Diagnostic]] = {}
-        try:     # as ``transpile`` sees them: the shipped package whole, another one calling its operators
-            found = [*(refusals(shipped, tuple(self.library)) if shipped else ()),
-                     *(refusals(others, known_operators=Library(tuple(self.library)).operators) if others else ())]
-        except Exception as error:  # noqa: BLE001 - the emitter failed: an internal error of these files
-            return {module.path: [_internal_error(module.path, error)] for module in ok}
         for diagnostic in found:
             by_path.setdefault(diagnostic.path, []).append(diagnostic)
         return by_path
@@ -451,10 +458,6 @@ class _ClosureRules:
         return change
 
 
-def _inside(path: str, directory: Path) -> bool:
-    return Path(path).resolve().is_relative_to(directory)
-
-
 def _write_through(path: str, data: bytes) -> None:
     """Replace the file's bytes atomically, keeping its mode; a symlink keeps pointing at
     its target, which gets the new bytes."""
@@ -474,6 +477,40 @@ def shipped_library(exclude: set[Path]) -> list[FormulaModule]:
         return []
     files = sorted(p for p in SHIPPED_FORMULAS.rglob("*.py") if p.is_file() and p.resolve() not in exclude)
     return [read_module(str(p)) for p in files]
+
+
+def package_root(path: str) -> Path:
+    """The formula package a file belongs to, as ``transpile --formulas`` would be given it: the
+    top of its chain of ``__init__.py`` directories, or its own directory outside a package."""
+    directory = Path(path).resolve().parent
+    root = directory
+    while (root / "__init__.py").is_file() and (root.parent / "__init__.py").is_file():
+        root = root.parent
+    return root if (root / "__init__.py").is_file() else directory
+
+
+LIBRARY_MARKERS = (b"@helper", b"derivative", b"nondifferentiable")
+
+
+def package_library(root: Path, exclude: set[Path]) -> list[FormulaModule]:
+    """The modules under ``root`` (but ``exclude``) that can declare operators or helpers: what
+    ``transpile --formulas root`` would emit along with the linted files (others, by their
+    text, add nothing to the library and are not parsed)."""
+    from transpiler.frontend import read_module
+
+    if root == SHIPPED_FORMULAS:
+        return shipped_library(exclude)
+    modules = []
+    for path in sorted(root.rglob("*.py")):
+        if path.resolve() in exclude or not path.is_file():
+            continue
+        try:
+            text = path.read_bytes()
+        except OSError:
+            continue
+        if any(marker in text for marker in LIBRARY_MARKERS):
+            modules.append(read_module(str(path)))
+    return modules
 
 
 def _operator_names(modules: Iterable[FormulaModule]) -> set[str]:

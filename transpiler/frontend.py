@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import functools
 import keyword
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 

@@ -16,7 +16,6 @@ import yaml
 
 from lint.test_driver import FORMULA, FUNCTION, function_file, run_cli, write
 from transpiler import codes, rule
-from transpiler.lint import cli
 from transpiler.lint.runner import lint
 from transpiler.lint.settings import ConfigError, load_settings
 
@@ -314,3 +313,13 @@ def test_diff_shows_the_fix_and_writes_nothing(tmp_path, capsys):
     assert status == 1 and path.read_text() == FORMULA
     assert out.startswith(f"--- a/{path}\n+++ b/{path}\n@@")
     assert run_cli(["--diff", "--exit-zero", str(path)], capsys)[0] == 0
+
+
+def test_transpile_lints_every_file_it_reads(tmp_path):
+    """``lint_paths`` (transpile's lint) ignores excludes and .gitignore: it checks what transpile emits."""
+    from transpiler.lint.runner import lint_paths
+
+    function_file(tmp_path / "build" / "a.py")
+    write(tmp_path / ".gitignore", "build/\n")
+    assert [d.code for d in lint_paths([str(tmp_path)])] == ["DB100", "DB104"]
+    assert lint([str(tmp_path)]).diagnostics == ()

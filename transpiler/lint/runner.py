@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import re
 import stat
-import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures.process import BrokenProcessPool
@@ -103,9 +102,14 @@ class LintResult:
         return tuple(d for d in self.diagnostics if d.code != UNREADABLE)
 
 
+EVERY_FILE = Settings(exclude=(), respect_gitignore=False)
+
+
 def lint_paths(paths: list[str]) -> list[Diagnostic]:
-    """Lint files and directories; every finding (unreadable paths included), sorted."""
-    return list(lint(paths).diagnostics)
+    """Lint files and directories, every ``*.py`` file below them (as ``transpile`` reads a
+    formula directory: no excludes, no ``.gitignore``); every finding (unreadable paths
+    included), sorted."""
+    return list(lint(paths, settings=EVERY_FILE).diagnostics)
 
 
 def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,

@@ -37,6 +37,7 @@ from transpiler.model import (
     Library,
     Span,
 )
+from transpiler.sources import UndecodableSource, caused_by_recursion, read_source, too_deep
 from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
 
 BACKWARD = "backward"
@@ -80,7 +81,14 @@ def parse_module(path: str, source: str) -> FormulaModule:
         tree = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         return FormulaModule(path, (), (), (), (_syntax_diagnostic(path, source, error),))
-    return read_tree(path, tree)
+    except RecursionError:
+        return FormulaModule(path, (), (), (), (too_deep(path, source),))
+    try:
+        return read_tree(path, tree)
+    except Exception as error:
+        if not caused_by_recursion(error):
+            raise
+        return FormulaModule(path, (), (), (), (too_deep(path, source),))
 
 
 def read_tree(path: str, tree: cst.Module) -> FormulaModule:
@@ -94,7 +102,16 @@ def read_tree(path: str, tree: cst.Module) -> FormulaModule:
 def load_library(directory: str) -> Library:
     """Every ``*.py`` file under ``directory`` (sorted by path), one FormulaModule each."""
     files = sorted(p for p in Path(directory).rglob("*.py") if p.is_file())
-    return Library(tuple(parse_module(str(p), p.read_text(encoding="utf-8")) for p in files))
+    return Library(tuple(read_module(str(p)) for p in files))
+
+
+def read_module(path: str) -> FormulaModule:
+    """Read (PEP 263) and parse one formula file; undecodable bytes are its DB000."""
+    try:
+        source = read_source(path)
+    except UndecodableSource as problem:
+        return FormulaModule(path, (), (), (), (problem.diagnostic,))
+    return parse_module(path, source)
 
 
 def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError) -> Diagnostic:

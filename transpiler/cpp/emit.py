@@ -224,6 +224,19 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
     return Output(files, ops, len(taken), len(helpers)), sorted(set(diagnostics))
 
 
+def refusals(modules: tuple[FormulaModule, ...], library: tuple[FormulaModule, ...] = (),
+             known_operators: Mapping[str, FunctionSchema] | None = None) -> list[Diagnostic]:
+    """What ``transpile`` refuses (DB2xx) in ``modules``, by the emitter's own check, nothing written:
+    ``transpile lint`` reports these too. ``library``: the rest of the package they belong to
+    (checked with them, not reported); ``known_operators``: another package's operators they may
+    call, as ``transpile --formulas`` allows. A second formula for an operator counts only within
+    ``modules``."""
+    paths = {module.path for module in modules}
+    _, found = emit_library(Library((*modules, *library)), known_operators)
+    found = [d for d in found if d.path in paths and d.code != DUPLICATE_OPERATOR]
+    return sorted({*found, *_duplicate_operators(Library(modules))})
+
+
 def _file_name(path: str, taken: dict[str, str]) -> str:
     """``<module>.cpp``; a second module of the same name (another sub-package) gets a numbered name."""
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -249,4 +262,4 @@ def _duplicate_operators(library: Library) -> list[Diagnostic]:
     return found
 
 
-__all__ = ["Output", "emit_library", "operator_table"]
+__all__ = ["Output", "emit_library", "operator_table", "refusals"]

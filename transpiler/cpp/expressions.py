@@ -20,7 +20,7 @@ from transpiler.cpp.operators import Resolved, accepts, cpp_default
 from transpiler.cpp.types import Kind, PyType
 from transpiler.schema import FunctionSchema
 
-# Diagnostic codes of the C++ emitter (documented in transpiler/cpp/__init__.py).
+# Diagnostic codes of the C++ emitter (documented in transpiler/codes.py).
 UNSUPPORTED = "DB200"
 UNKNOWN_OPERATOR = "DB201"
 NO_OVERLOAD = "DB202"

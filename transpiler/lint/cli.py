@@ -1,18 +1,30 @@
-"""``transpile lint [--format text|json] [--fix] [--statistics] [PATH ...]``.
+"""``transpile lint [options] [PATH ...]`` (``-`` reads stdin).
 
-Prints one finding per line (``path:line:col: CODE message``) or a JSON list.
-Exit status: 0 no findings, 1 findings, 2 usage error or unreadable input.
+Prints one finding per line (``path:line:col: CODE message``), or JSON, SARIF
+2.1.0, or GitHub Actions annotations. Settings come from ``[tool.transpile.lint]``
+(:mod:`transpiler.lint.settings`); ``--select``/``--ignore``/``--exclude`` and
+friends override them. Exit status: 0 no findings (always with
+``--exit-zero``), 1 findings (with ``--diff``: fixes to apply), 2 usage error,
+configuration error, unreadable input or a dead worker process.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
+from dataclasses import replace
+from pathlib import Path
 
-from transpiler.lint.runner import LintResult, lint
+from transpiler.lint import output
+from transpiler.lint.runner import LintResult, WorkerDied, lint
+from transpiler.lint.settings import ConfigError, Settings, codes, load_settings
 
 DEFAULT_PATHS = ["formulas/"]
+STDIN = "-"
+
+
+def _code_list(text: str) -> list[str]:
+    return [code for code in text.replace(" ", ",").split(",") if code]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,41 +32,114 @@ def build_parser() -> argparse.ArgumentParser:
         "Check backward formulas (closure rules) and torch.autograd.Function subclasses "
         "(ctx rules) statically: the files read are never imported or executed."))
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="files or directories (searched for *.py); default: formulas/")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+                        help="files or directories (searched for *.py), or - for stdin; default: formulas/")
+    parser.add_argument("--format", choices=output.FORMATS, default="text", help="output format")
     parser.add_argument("--fix", action="store_true",
                         help="rewrite formula files in place where a fix exists, then report what is left")
+    parser.add_argument("--diff", action="store_true",
+                        help="print the fixes --fix would make as a unified diff, write nothing "
+                             "(exit 1 when there are some)")
+    parser.add_argument("--select", type=_code_list, metavar="CODES",
+                        help="codes or prefixes to report, comma-separated (default: all, or the configuration's)")
+    parser.add_argument("--ignore", type=_code_list, metavar="CODES", help="codes or prefixes not to report")
+    parser.add_argument("--extend-ignore", type=_code_list, default=[], metavar="CODES",
+                        help="codes or prefixes not to report, in addition to the configuration's")
+    parser.add_argument("--exclude", type=_code_list, metavar="PATTERNS",
+                        help="file or directory patterns to skip (replaces the default excludes)")
+    parser.add_argument("--extend-exclude", type=_code_list, default=[], metavar="PATTERNS",
+                        help="patterns to skip in addition to the default (or configured) excludes")
+    parser.add_argument("--force-exclude", action="store_true",
+                        help="apply the excludes to files named on the command line too (for pre-commit)")
+    parser.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false", default=None,
+                        help="walk into paths that .gitignore files ignore")
+    parser.add_argument("--config", type=Path, metavar="PYPROJECT",
+                        help="the pyproject.toml to read (default: the nearest one with [tool.transpile.lint])")
+    parser.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    parser.add_argument("--stdin-filename", metavar="PATH",
+                        help="the name of the file read from stdin (for messages, per-file-ignores)")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     parser.add_argument("--statistics", action="store_true",
                         help="print counts (files, Function subclasses analysed, findings per code) to stderr")
     parser.add_argument("--no-bytecode-cache", dest="trust_bytecode", action="store_false",
                         help="syntax-check every file, even those whose up-to-date bytecode is cached")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="worker processes for large runs (default: the available cores)")
+    parser.add_argument("--version", action="version", version=f"transpile lint {version()}")
     return parser
+
+
+def version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as distribution_version
+
+    try:
+        return distribution_version("derivatives-transpiler")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The configuration file's settings with the command line's overrides; raises ConfigError."""
+    settings = Settings() if args.isolated else load_settings(args.config)
+    changes: dict[str, object] = {"force_exclude": args.force_exclude}
+    if args.select is not None:
+        changes["select"] = codes("--select", args.select, "--select")
+    ignore = settings.ignore if args.ignore is None else codes("--ignore", args.ignore, "--ignore")
+    changes["ignore"] = (*ignore, *codes("--extend-ignore", args.extend_ignore, "--extend-ignore"))
+    exclude = settings.exclude if args.exclude is None else tuple(args.exclude)
+    changes["exclude"] = (*exclude, *args.extend_exclude)
+    if args.respect_gitignore is not None:
+        changes["respect_gitignore"] = args.respect_gitignore
+    return replace(settings, **changes)
+
+
+def _write(text: str) -> None:
+    """Line by line: a reader that goes away (``| head``) is noticed at once (BrokenPipeError,
+    which ``transpile`` turns into a quiet exit), not lost inside one large write."""
+    for line in text.splitlines(keepends=True):
+        sys.stdout.write(line)
+
+
+def _usage_error(message: str) -> int:
+    print(f"transpile lint: error: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as exit_request:       # usage error (2) or --help (0), already printed
+    except SystemExit as exit_request:       # usage error (2), --help or --version (0), already printed
         return int(exit_request.code or 0)
-    result = lint(args.paths or DEFAULT_PATHS, fix=args.fix, jobs=args.jobs,
-                  trust_bytecode=args.trust_bytecode)
+    stdin = None
+    if STDIN in args.paths:
+        if args.paths != [STDIN]:
+            return _usage_error("- (stdin) cannot be combined with other paths")
+        if args.fix:
+            return _usage_error("--fix cannot rewrite stdin; use --diff")
+        stdin = (args.stdin_filename or "<stdin>", sys.stdin.buffer.read())
+    elif args.stdin_filename is not None:
+        return _usage_error("--stdin-filename needs - (stdin) as the path")
+    try:
+        settings = settings_from(args)
+        result = lint(args.paths or DEFAULT_PATHS, fix=args.fix, jobs=args.jobs,
+                      trust_bytecode=args.trust_bytecode, settings=settings, diff=args.diff, stdin=stdin)
+    except (ConfigError, WorkerDied) as error:
+        return _usage_error(str(error))
     for diagnostic in result.unreadable:
         print(f"transpile lint: error: {diagnostic.path}: {diagnostic.message}", file=sys.stderr)
+    if args.diff:
+        _write("".join(result.diffs))
+        return 2 if result.unreadable else 1 if result.diffs and not args.exit_zero else 0
     findings = result.findings
-    if args.format == "json":
-        print(json.dumps([d.as_json() for d in findings], indent=2))
-    else:
-        for diagnostic in findings:
-            print(diagnostic.format())
+    _write(output.render(args.format, findings))
     for path in result.fixed:
         print(f"transpile lint: fixed {path}", file=sys.stderr)
     if args.statistics:
         print(statistics(result), file=sys.stderr)
     if result.unreadable:
         return 2
-    return 1 if findings else 0
+    return 1 if findings and not args.exit_zero else 0
 
 
 def statistics(result: LintResult) -> str:
@@ -67,3 +152,4 @@ def statistics(result: LintResult) -> str:
     counts = Counter(d.code for d in result.findings)
     lines.extend(f"{code}: {count}" for code, count in sorted(counts.items()))
     return "\n".join(lines)
+

@@ -10,7 +10,7 @@ comments elsewhere are untouched (libcst round-trips the rest verbatim).
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
@@ -22,9 +22,12 @@ from transpiler.model import CaptureKind, Formula, Helper
 
 
 def fix_source(path: str, source: str, known_operators: Collection[str],
-               helpers: Mapping[str, Helper] | None = None) -> str:
+               helpers: Mapping[str, Helper] | None = None,
+               wanted: Callable[[int, str], bool] | None = None) -> str:
     """``source`` with every fixable DB100 capture recomputed in its backward.
 
+    ``wanted(line, code)``: whether the finding at ``line`` is reported (not silenced by
+    ``# noqa`` or the configuration); findings that are not are left as written.
     Files that do not parse, and formulas with nothing to fix, come back unchanged.
     """
     try:
@@ -36,7 +39,7 @@ def fix_source(path: str, source: str, known_operators: Collection[str],
     all_helpers = {**(helpers or {}), **{h.name: h for h in module.helpers}}
     edits: dict[cst.FunctionDef, _FormulaEdit] = {}
     for formula in module.formulas:
-        edit = _plan_formula(FormulaContext(module, formula, operators, all_helpers))
+        edit = _plan_formula(FormulaContext(module, formula, operators, all_helpers), wanted)
         if edit is not None:
             edits[formula.node] = edit
             edits[formula.backward.node] = edit
@@ -52,12 +55,14 @@ class _FormulaEdit:
     moved: frozenset[int]                                      # of those, the ones dropped from the forward
 
 
-def _plan_formula(context: FormulaContext) -> _FormulaEdit | None:
+def _plan_formula(context: FormulaContext, wanted: Callable[[int, str], bool] | None) -> _FormulaEdit | None:
     if not isinstance(context.backward_node.body, cst.IndentedBlock):
         return None  # ``def backward(grad): return ...`` on one line has no top to insert at
     replay: dict[int, cst.SimpleStatementLine] = {}
     for capture in context.formula.captures:
         if capture.kind is CaptureKind.ILLEGAL and capture.name not in context.formula.params:
+            if wanted is not None and not wanted(capture.first_use.line, "DB100"):
+                continue
             plan = plan_recomputation(context, capture.name)
             if plan is not None:
                 replay.update(plan.statements)

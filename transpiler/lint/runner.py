@@ -1,10 +1,16 @@
 """The lint driver: which files, which rules, ``# noqa``, and the whole run's result.
 
-Every file gets the same syntax check (DB000): CPython's parser and symbol
-table (``symtable``), which reject what ``compile`` rejects up to code
-generation without building ``ast`` objects; a file that CPython itself
-already compiled (its up-to-date bytecode is in ``__pycache__``, as pip writes
-it for every installed file) is known to pass it. A cheap text prefilter decides
+Which files and codes come from :mod:`transpiler.lint.settings`. Every file
+gets the same syntax check (DB000): CPython's own compiler (``compile``, the
+bytecode thrown away), which also rejects what only code generation finds
+(``return`` outside a function, a late ``from __future__``); bytes that do not
+decode (:mod:`transpiler.sources`) and files nested too deeply are DB000 too. A
+file that CPython itself already compiled (its up-to-date bytecode is in
+``__pycache__``, as pip writes it for every installed file) is known to pass
+it. ``# transpile: noqa`` on a line of its own skips a file (``: CODES``, those
+codes in it); ``# noqa[: CODES]`` a line, codes matched as prefixes. The
+closure rules of formula files include what ``transpile`` would refuse (the
+C++ emitter's own check). A cheap text prefilter decides
 what else a file needs: files whose text can name ``torch.autograd.Function``
 are parsed to an ``ast`` for the ctx rules (:mod:`transpiler.lint.ctx`); files
 that use ``@derivative`` are formula files and also get the closure rules of
@@ -15,14 +21,17 @@ over the available cores. Nothing read is imported or executed.
 from __future__ import annotations
 
 import ast
+import concurrent.futures
+import difflib
 import functools
 import importlib.util
 import multiprocessing
 import os
 import re
-import symtable
+import stat
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +40,15 @@ import transpiler
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint import ctx
 from transpiler.lint.ctx.names import statements
+from transpiler.lint.settings import Settings, python_files
+from transpiler.sources import (
+    UndecodableSource,
+    caused_by_recursion,
+    decode_source,
+    encode_source,
+    source_encoding,
+    too_deep,
+)
 
 if TYPE_CHECKING:                    # the model imports libcst: only formula files need it
     from transpiler.model import FormulaModule
@@ -38,12 +56,20 @@ if TYPE_CHECKING:                    # the model imports libcst: only formula fi
 SYNTAX = "DB000"
 UNREADABLE = "DB001"
 INTERNAL = "DB002"
+UNDECLARED_OPERATOR = "DB105"       # the closure rule's name for an operator without a formula
+UNKNOWN_OPERATOR = "DB201"          # the emitter's name for the same call
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
 PARALLEL_MIN_FILES = 200
 CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
 FUNCTION_ALIAS = re.compile(rb"Function[ \t]+as[ \t]+(\w+)")
 DERIVATIVE_DECORATOR = re.compile(rb"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*derivative\b")
-NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
+FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*transpile:[ \t]*noqa(?:[ \t]*:[ \t]*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?[ \t]*$",
+                       re.IGNORECASE | re.MULTILINE)
+
+
+class WorkerDied(Exception):
+    """A ``--jobs`` worker process died: the run cannot be completed (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -58,13 +84,14 @@ class FileReport:
 
 @dataclass(frozen=True)
 class LintResult:
-    """A whole run: findings after ``# noqa``, sorted by path, line, col."""
+    """A whole run: findings after ``# noqa`` and the configuration, sorted by path, line, col."""
 
     diagnostics: tuple[Diagnostic, ...]
     files: int
     functions: int
     formula_files: int
     fixed: tuple[str, ...] = ()
+    diffs: tuple[str, ...] = ()     # ``--diff``: one unified diff per file the fixes would change
 
     @property
     def unreadable(self) -> tuple[Diagnostic, ...]:
@@ -75,62 +102,95 @@ class LintResult:
         return tuple(d for d in self.diagnostics if d.code != UNREADABLE)
 
 
+EVERY_FILE = Settings(exclude=(), respect_gitignore=False)
+
+
 def lint_paths(paths: list[str]) -> list[Diagnostic]:
-    """Lint files and directories; every finding (unreadable paths included), sorted."""
-    return list(lint(paths).diagnostics)
+    """Lint files and directories, every ``*.py`` file below them (as ``transpile`` reads a
+    formula directory: no excludes, no ``.gitignore``); every finding (unreadable paths
+    included), sorted."""
+    return list(lint(paths, settings=EVERY_FILE).diagnostics)
 
 
 def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
-         trust_bytecode: bool = True) -> LintResult:
+         trust_bytecode: bool = True, settings: Settings | None = None, diff: bool = False,
+         stdin: tuple[str, bytes] | None = None) -> LintResult:
     """Run every rule on ``paths`` (files, or directories searched for ``*.py``).
 
     ``trust_bytecode``: skip the syntax check of files whose up-to-date bytecode
-    CPython already wrote (see :func:`compiled_before`).
+    CPython already wrote (see :func:`compiled_before`). ``settings``: which
+    files and codes (default: every code, the default excludes). ``diff``:
+    compute the fixes as diffs instead of writing them. ``stdin``: lint this
+    (name, bytes) instead of files. Raises :class:`WorkerDied`.
     """
-    files, missing = collect_files(paths)
-    reports = check_files(files, jobs, trust_bytecode)
+    settings = settings or Settings()
+    if stdin is not None:
+        files, missing, sources = [stdin[0]], [], {stdin[0]: stdin[1]}
+        reports = [check_source(stdin[0], stdin[1], trust_bytecode=False)]
+    else:
+        files, missing_paths = python_files(paths, settings)
+        missing = [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing_paths]
+        sources = {}
+        reports = check_files(files, jobs, trust_bytecode)
     formula_paths = [r.path for r in reports if r.formula_file]
-    closure_findings, fixed = _formula_rules(formula_paths, fix) if formula_paths else ({}, [])
+    wanted = functools.partial(_wanted, settings)
+    closure_findings, fixed, diffs = (_formula_rules(formula_paths, sources, fix or diff, diff, wanted)
+                                      if formula_paths else ({}, [], []))
     diagnostics = {d for r in reports for d in r.diagnostics} | set(missing)
     diagnostics.update(d for found in closure_findings.values() for d in found)
-    return LintResult(tuple(sorted(diagnostics)), len(files), sum(r.functions for r in reports),
-                      len(formula_paths), tuple(fixed))
+    kept = (d for d in diagnostics if d.code == UNREADABLE or settings.enabled(d.code, d.path))
+    return LintResult(tuple(sorted(kept)), len(files), sum(r.functions for r in reports),
+                      len(formula_paths), tuple(fixed), tuple(diffs))
 
 
-def _formula_rules(paths: list[str], fix: bool) -> tuple[dict[str, tuple[Diagnostic, ...]], list[str]]:
-    """Closure findings per formula file (after the fix-its when ``fix``), and the files fixed."""
+def _wanted(settings: Settings, path: str, code: str, line_text: str) -> bool:
+    """Whether a finding of ``code`` on a line reading ``line_text`` is reported (so worth fixing)."""
+    return settings.enabled(code, path) and not _suppressed_by_line(code, line_text)
+
+
+def _formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, diff: bool,
+                   wanted: Callable[[str, str, str], bool],
+                   ) -> tuple[dict[str, tuple[Diagnostic, ...]], list[str], list[str]]:
+    """Closure findings per formula file (after the fix-its when ``fix``), the files fixed
+    and, when ``diff``, the fixes as unified diffs instead (nothing written)."""
     try:
-        closure = _ClosureRules(paths)
+        closure = _ClosureRules(paths, sources)
     except Exception as error:  # noqa: BLE001 - the library itself could not be read
-        return {path: (_internal_error(path, error),) for path in paths}, []
-    fixed = [path for path in paths if fix and closure.fix(path)]
-    return {path: closure.check(path) for path in paths}, fixed
+        return {path: (_internal_error(path, error),) for path in paths}, [], []
+    fixed, diffs = [], []
+    if fix:
+        for path in paths:
+            change = closure.fix(path, wanted, write=not diff)
+            if change is not None:
+                (diffs if diff else fixed).append(change if diff else path)
+    return {path: closure.check(path) for path in paths}, fixed, diffs
 
 
-def collect_files(paths: Iterable[str]) -> tuple[list[str], list[Diagnostic]]:
-    """Files to lint (directories: every ``*.py`` below, sorted) and DB001 for missing paths."""
-    files: dict[str, None] = {}
-    missing: list[Diagnostic] = []
-    for path in paths:
-        target = Path(path)
-        if target.is_dir():
-            files.update((str(p), None) for p in sorted(target.rglob("*.py")) if p.is_file())
-        elif target.is_file():
-            files[str(target)] = None
-        else:
-            missing.append(Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory"))
-    return list(files), missing
+def collect_files(paths: Iterable[str], settings: Settings | None = None) -> tuple[list[str], list[Diagnostic]]:
+    """Files to lint (directories: every ``*.py`` below, sorted, less the excluded) and DB001
+    for missing paths."""
+    files, missing = python_files(paths, settings or Settings())
+    return files, [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing]
 
 
 def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool = True) -> list[FileReport]:
-    """The per-file pass over ``files``, in parallel when there are many of them."""
+    """The per-file pass over ``files``, in parallel when there are many of them.
+
+    A worker process that dies (killed, out of memory) raises :class:`WorkerDied`
+    instead of leaving the run waiting for its results forever.
+    """
     check = functools.partial(check_file, trust_bytecode=trust_bytecode)
     workers = jobs if jobs is not None else len(os.sched_getaffinity(0))
     if workers < 2 or len(files) < PARALLEL_MIN_FILES:
         return [check(path) for path in files]
     largest_first = sorted(files, key=_size, reverse=True)        # balances the workers' load
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        reports = {r.path: r for r in pool.imap_unordered(check, largest_first, chunksize=4)}
+    context = multiprocessing.get_context("fork")
+    try:
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            reports = {r.path: r for r in pool.map(check, largest_first, chunksize=4)}
+    except BrokenProcessPool:
+        raise WorkerDied("a worker process died before finishing its files (killed, or out of memory); "
+                         "nothing was reported; run again, or with --jobs 1 to find the file") from None
     return [reports[path] for path in files]
 
 
@@ -140,11 +200,18 @@ def check_file(path: str, trust_bytecode: bool = True) -> FileReport:
         source = Path(path).read_bytes()
     except OSError as error:
         return FileReport(path, (Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror}"),))
+    return check_source(path, source, trust_bytecode)
+
+
+def check_source(path: str, source: bytes, trust_bytecode: bool = True) -> FileReport:
+    """:func:`check_file` on ``source`` read already (``path`` names it); never raises."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # the compiler's warnings about the code read
             return _check_source(path, source, trust_bytecode)
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
+        if caused_by_recursion(error):
+            return FileReport(path, (too_deep(path, _decode(path, source)),))
         return FileReport(path, (_internal_error(path, error),))
 
 
@@ -168,25 +235,63 @@ def may_define_function(path: str, source: bytes) -> bool:
 
 
 def _check_source(path: str, source: bytes, trust_bytecode: bool) -> FileReport:
+    file_noqa = _file_noqa(source) if b"transpile" in source else None
+    if file_noqa is not None and not file_noqa:
+        return FileReport(path, ())                  # ``# transpile: noqa``: the whole file is skipped
     function_candidate = may_define_function(path, source)
     may_use_derivative = DERIVATIVE_DECORATOR.search(source) is not None
     if not (trust_bytecode and compiled_before(path, source)):
-        try:
-            symtable.symtable(source, path, "exec")      # the syntax check, without ast objects
-        except (SyntaxError, ValueError) as error:
-            return FileReport(path, (_syntax_diagnostic(path, source, error),))
+        problem = syntax_problem(path, source)
+        if problem is not None:
+            return FileReport(path, _without_file_noqa((problem,), file_noqa))
     if not (function_candidate or may_use_derivative):
         return FileReport(path, ())
     tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     report = ctx.check_module(tree, path) if function_candidate else ctx.CtxReport(0, ())
     diagnostics: tuple[Diagnostic, ...] = ()
     if report.findings:
-        lines = _decode(source).splitlines()
+        lines = _decode(path, source).splitlines()
         found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message)
                  for f in report.findings)
-        diagnostics = tuple(without_suppressed(found, lines))
+        diagnostics = _without_file_noqa(without_suppressed(found, lines), file_noqa)
     formula_file = may_use_derivative and uses_derivative(tree)
     return FileReport(path, diagnostics, report.functions, formula_file)
+
+
+def syntax_problem(path: str, source: bytes) -> Diagnostic | None:
+    """DB000 when CPython's compiler rejects ``source`` (parser, symbol table and code
+    generation: ``return`` outside a function, a late ``from __future__``, too many nested
+    blocks...), when its bytes do not decode, or when it is nested too deeply to compile.
+    The bytecode is built and thrown away: nothing is executed."""
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        try:
+            decode_source(path, source)
+        except UndecodableSource as undecodable:
+            return undecodable.diagnostic
+        return _syntax_diagnostic(path, source, error)
+    return None
+
+
+def _file_noqa(source: bytes) -> frozenset[str] | None:
+    """The codes a ``# transpile: noqa[: CODES]`` comment line silences in the whole file
+    (empty: every code); None without one."""
+    match = FILE_NOQA.search(_decode("", source)) if b"noqa" in source else None
+    if match is None:
+        return None
+    return _codes(match.group("codes")) if match.group("codes") else frozenset()
+
+
+def _without_file_noqa(diagnostics: Iterable[Diagnostic], file_noqa: frozenset[str] | None,
+                       ) -> tuple[Diagnostic, ...]:
+    if file_noqa is None:
+        return tuple(diagnostics)
+    return tuple(d for d in diagnostics if file_noqa and not d.code.startswith(tuple(file_noqa)))
+
+
+def _codes(text: str) -> frozenset[str]:
+    return frozenset(code.upper() for code in re.split(r"[\s,]+", text.strip()) if code)
 
 
 def compiled_before(path: str, source: bytes) -> bool:
@@ -232,78 +337,184 @@ def uses_derivative(tree: ast.Module) -> bool:
 
 
 def without_suppressed(diagnostics: Iterable[Diagnostic], lines: list[str]) -> Iterator[Diagnostic]:
-    """Drop findings whose line says ``# noqa`` (all codes) or ``# noqa: CODE[,CODE...]``."""
+    """Drop findings whose line says ``# noqa`` (all codes) or ``# noqa: CODE[,CODE...]``
+    (a code or a prefix of codes: ``DB1`` silences DB100...DB107)."""
     for diagnostic in diagnostics:
         line = lines[diagnostic.line - 1] if 0 < diagnostic.line <= len(lines) else ""
-        match = NOQA.search(line) if "noqa" in line.lower() else None
-        if match is None:
+        if not _suppressed_by_line(diagnostic.code, line):
             yield diagnostic
-        elif match.group("codes") is not None:
-            codes = {code.strip().upper() for code in match.group("codes").split(",")}
-            if diagnostic.code not in codes:
-                yield diagnostic
+
+
+def _suppressed_by_line(code: str, line: str) -> bool:
+    match = NOQA.search(line) if "noqa" in line.lower() else None
+    if match is None:
+        return False
+    return match.group("codes") is None or code.startswith(tuple(_codes(match.group("codes"))))
 
 
 class _ClosureRules:
     """The formula-file rules (front-end, closure rules, fix-its) with the library they see.
 
     Operators and helpers come from the shipped ``formulas/`` library (read
-    statically) and from the linted formula files themselves.
+    statically) and from the linted formula files themselves. A file that
+    cannot be read or analysed is that file's diagnostic; the others go on.
     """
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: list[str], given: Mapping[str, bytes]) -> None:
         from transpiler.frontend import parse_module
 
         self.parse_module = parse_module
-        self.sources = {path: _decode(Path(path).read_bytes()) for path in paths}
-        self.modules = {path: parse_module(path, text) for path, text in self.sources.items()}
-        library = shipped_library(exclude={Path(path).resolve() for path in paths})
-        every_module = [*library, *self.modules.values()]
+        self.errors: dict[str, Diagnostic] = {}
+        self.raw: dict[str, bytes] = {}
+        self.sources: dict[str, str] = {}
+        self.modules: dict[str, FormulaModule] = {}
+        for path in paths:
+            try:
+                self.raw[path] = given[path] if path in given else Path(path).read_bytes()
+                self.sources[path] = decode_source(path, self.raw[path])
+                self.modules[path] = parse_module(path, self.sources[path])
+            except UndecodableSource as problem:
+                self.errors[path] = problem.diagnostic
+            except Exception as error:  # noqa: BLE001 - reported as this file's internal error
+                self.errors[path] = _internal_error(path, error)
+        self.library = shipped_library(exclude={Path(path).resolve() for path in paths})
+        every_module = [*self.library, *self.modules.values()]
         self.known_operators = frozenset(_operator_names(every_module))
         self.helpers = {helper.name: helper for module in every_module for helper in module.helpers}
-        self.errors: dict[str, Exception] = {}
 
     def check(self, path: str) -> tuple[Diagnostic, ...]:
         from transpiler.lint.closure_rules import check_formula_module
 
         if path in self.errors:
-            return (_internal_error(path, self.errors[path]),)
+            return (self.errors[path],)
         try:
             module = self.modules[path]
             found = {*module.diagnostics,
                      *check_formula_module(module, self.sources[path], self.known_operators, self.helpers)}
+            reported = {(d.line, d.col) for d in found if d.code == UNDECLARED_OPERATOR}
+            found.update(d for d in self.refusals.get(path, ())
+                         if not (d.code == UNKNOWN_OPERATOR and (d.line, d.col) in reported))
         except Exception as error:  # noqa: BLE001 - reported as this file's internal error
             return (_internal_error(path, error),)
-        return tuple(without_suppressed(sorted(found), self.sources[path].splitlines()))
+        lines = self.sources[path].splitlines()
+        file_noqa = _file_noqa(self.raw[path]) if b"transpile" in self.raw[path] else None
+        return _without_file_noqa(without_suppressed(sorted(found), lines), file_noqa)
 
-    def fix(self, path: str) -> bool:
-        """Rewrite ``path`` in place with the fix-its; True when it changed."""
+    @functools.cached_property
+    def refusals(self) -> dict[str, list[Diagnostic]]:
+        """What ``transpile`` would refuse (DB2xx) in the linted files, by the C++ emitter's own
+        check, each file seen as ``transpile --formulas <its package>`` sees it (the shipped
+        library's operators callable from another package); an unknown operator that DB105
+        reports already is not reported twice as DB201."""
+        from transpiler.cpp.emit import refusals
+        from transpiler.model import Library
+
+        ok = [module for path, module in self.modules.items() if path not in self.errors]
+        packages: dict[Path, list[FormulaModule]] = {}
+        for module in ok:
+            packages.setdefault(package_root(module.path), []).append(module)
+        shipped_operators = Library(tuple(self.library)).operators
+        found: list[Diagnostic] = []
+        for root, modules in packages.items():
+            try:
+                rest = tuple(package_library(root, exclude={Path(m.path).resolve() for m in modules}))
+                known = None if root == SHIPPED_FORMULAS else shipped_operators
+                found += refusals(tuple(modules), rest, known)
+            except Exception as error:  # noqa: BLE001 - the emitter failed: an internal error of these files
+                found += [_internal_error(module.path, error) for module in modules]
+        by_path: dict[str, list[Diagnostic]] = {}
+        for diagnostic in found:
+            by_path.setdefault(diagnostic.path, []).append(diagnostic)
+        return by_path
+
+    def fix(self, path: str, wanted: Callable[[str, str, str], bool], write: bool = True) -> str | None:
+        """Apply the fix-its of ``path``'s findings that are ``wanted`` (not silenced); write the
+        file (``write``) or not. Returns its unified diff, or None when nothing changed.
+
+        The file keeps its encoding, line endings (libcst round-trips them), mode, and
+        symlinks (the target is rewritten, the link stays)."""
         from transpiler.lint.fix import fix_source
 
+        if path in self.errors:
+            return None
         before = self.sources[path]
+        lines = before.splitlines()
+        file_noqa = _file_noqa(self.raw[path]) if b"transpile" in self.raw[path] else None
+
+        def keep(line: int, code: str) -> bool:
+            text = lines[line - 1] if 0 < line <= len(lines) else ""
+            silenced = file_noqa is not None and (not file_noqa or code.startswith(tuple(file_noqa)))
+            return not silenced and wanted(path, code, text)
+
         try:
-            after = fix_source(path, before, self.known_operators, self.helpers)
+            after = fix_source(path, before, self.known_operators, self.helpers, wanted=keep)
         except Exception as error:  # noqa: BLE001 - reported as this file's internal error
-            self.errors[path] = error
-            return False
+            self.errors[path] = _internal_error(path, error)
+            return None
         if after == before:
-            return False
-        temporary = Path(f"{path}.lint-fix.tmp")
-        temporary.write_text(after, encoding="utf-8")
-        os.replace(temporary, path)
-        self.sources[path] = after
-        self.modules[path] = self.parse_module(path, after)
-        return True
+            return None
+        change = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                              f"a/{path}", f"b/{path}"))
+        if write:
+            _write_through(path, encode_source(after, source_encoding(path, self.raw[path])))
+            self.sources[path] = after
+            self.modules[path] = self.parse_module(path, after)
+        return change
+
+
+def _write_through(path: str, data: bytes) -> None:
+    """Replace the file's bytes atomically, keeping its mode; a symlink keeps pointing at
+    its target, which gets the new bytes."""
+    target = Path(os.path.realpath(path))
+    mode = stat.S_IMODE(target.stat().st_mode)
+    temporary = target.with_name(f".{target.name}.lint-fix.tmp")
+    temporary.write_bytes(data)
+    os.chmod(temporary, mode)
+    os.replace(temporary, target)
 
 
 def shipped_library(exclude: set[Path]) -> list[FormulaModule]:
     """The shipped ``formulas/`` library (read statically), but for the files in ``exclude``."""
-    from transpiler.frontend import parse_module
+    from transpiler.frontend import read_module
 
     if not SHIPPED_FORMULAS.is_dir():
         return []
     files = sorted(p for p in SHIPPED_FORMULAS.rglob("*.py") if p.is_file() and p.resolve() not in exclude)
-    return [parse_module(str(p), _decode(p.read_bytes())) for p in files]
+    return [read_module(str(p)) for p in files]
+
+
+def package_root(path: str) -> Path:
+    """The formula package a file belongs to, as ``transpile --formulas`` would be given it: the
+    top of its chain of ``__init__.py`` directories, or its own directory outside a package."""
+    directory = Path(path).resolve().parent
+    root = directory
+    while (root / "__init__.py").is_file() and (root.parent / "__init__.py").is_file():
+        root = root.parent
+    return root if (root / "__init__.py").is_file() else directory
+
+
+LIBRARY_MARKERS = (b"@helper", b"derivative", b"nondifferentiable")
+
+
+def package_library(root: Path, exclude: set[Path]) -> list[FormulaModule]:
+    """The modules under ``root`` (but ``exclude``) that can declare operators or helpers: what
+    ``transpile --formulas root`` would emit along with the linted files (others, by their
+    text, add nothing to the library and are not parsed)."""
+    from transpiler.frontend import read_module
+
+    if root == SHIPPED_FORMULAS:
+        return shipped_library(exclude)
+    modules = []
+    for path in sorted(root.rglob("*.py")):
+        if path.resolve() in exclude or not path.is_file():
+            continue
+        try:
+            text = path.read_bytes()
+        except OSError:
+            continue
+        if any(marker in text for marker in LIBRARY_MARKERS):
+            modules.append(read_module(str(path)))
+    return modules
 
 
 def _operator_names(modules: Iterable[FormulaModule]) -> set[str]:
@@ -315,10 +526,13 @@ def _operator_names(modules: Iterable[FormulaModule]) -> set[str]:
     return names
 
 
-def _syntax_diagnostic(path: str, source: bytes, error: SyntaxError | ValueError) -> Diagnostic:
+def _syntax_diagnostic(path: str, source: bytes, error: Exception) -> Diagnostic:
+    if isinstance(error, (RecursionError, MemoryError)):
+        return Diagnostic(path, 1, 1, SYNTAX, "cannot compile the file: it is nested too deeply for "
+                          f"Python's compiler ({type(error).__name__}); split the deepest expression")
     if not isinstance(error, SyntaxError) or not error.lineno:
-        return Diagnostic(path, 1, 1, SYNTAX, f"cannot parse the file: {error}; fix the file")
-    lines = _decode(source).splitlines()
+        return Diagnostic(path, 1, 1, SYNTAX, f"cannot parse the file: {_short(error)}; fix the file")
+    lines = _decode(path, source).splitlines()
     column = _column(lines, error.lineno, (error.offset or 1) - 1)
     return Diagnostic(path, error.lineno, column, SYNTAX,
                       f"cannot parse the file: {error.msg}; fix the syntax error")
@@ -326,14 +540,26 @@ def _syntax_diagnostic(path: str, source: bytes, error: SyntaxError | ValueError
 
 def _internal_error(path: str, error: BaseException) -> Diagnostic:
     return Diagnostic(path, 1, 1, INTERNAL,
-                      f"internal error of the linter on this file ({type(error).__name__}: {error}); "
+                      f"internal error of the linter on this file ({type(error).__name__}: {_short(error)}); "
                       "the other files were checked; please report it")
 
 
-def _decode(source: bytes) -> str:
+def _short(error: BaseException, limit: int = 200) -> str:
+    """The first line of ``str(error)``, cut at ``limit`` characters; never raises (the text of
+    an error about a deeply nested tree can itself recurse too deeply)."""
     try:
-        return importlib.util.decode_source(source)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
+        text = str(error)
+    except Exception:  # noqa: BLE001 - any failure to describe it
+        return "(no description)"
+    first = text.splitlines()[0] if text else ""
+    return first if len(first) <= limit else first[:limit] + "..."
+
+
+def _decode(path: str, source: bytes) -> str:
+    """The text of ``source`` (PEP 263), undecodable bytes replaced: for positions and ``# noqa``."""
+    try:
+        return decode_source(path, source)
+    except UndecodableSource:
         return source.decode("utf-8", "replace")
 
 

@@ -1,0 +1,325 @@
+"""``transpile lint`` in a lint pipeline: configuration, excludes, stdin, formats, exit codes,
+noqa forms, ``transpile rule``, pre-commit, the flake8 plugin, and what ``--fix`` keeps."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lint.test_driver import FORMULA, FUNCTION, function_file, run_cli, write
+from transpiler import codes, rule
+from transpiler.lint.runner import lint
+from transpiler.lint.settings import ConfigError, load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def project(tmp_path: Path, table: str) -> Path:
+    write(tmp_path / "pyproject.toml", f"[project]\nname = 'x'\n\n[tool.transpile.lint]\n{table}\n")
+    return tmp_path
+
+
+def located(out: str) -> list[tuple[str, str]]:
+    """(path relative to the project, code) of each text finding."""
+    return [(line.split(":", 1)[0], line.split(": ", 1)[1].split(" ", 1)[0]) for line in out.splitlines()]
+
+
+# --- configuration ---------------------------------------------------------------------------------
+
+def test_select_ignore_and_per_file_ignores_from_pyproject(tmp_path, monkeypatch, capsys):
+    project(tmp_path, 'select = ["DB1"]\nignore = ["DB104"]\nper-file-ignores = {"tests/*" = ["DB100"]}')
+    function_file(tmp_path / "src" / "a.py")
+    function_file(tmp_path / "tests" / "b.py")
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = run_cli(["."], capsys)
+    assert status == 1
+    assert located(out) == [("src/a.py", "DB100")]
+
+
+def test_command_line_select_and_ignore_override_the_configuration(tmp_path, monkeypatch, capsys):
+    project(tmp_path, 'ignore = ["DB100"]')
+    function_file(tmp_path / "a.py")
+    monkeypatch.chdir(tmp_path)
+    assert located(run_cli(["a.py"], capsys)[1]) == [("a.py", "DB104")]
+    assert located(run_cli(["--ignore", "DB104", "a.py"], capsys)[1]) == [("a.py", "DB100")]
+    assert located(run_cli(["--select", "DB100", "--ignore", "", "a.py"], capsys)[1]) == [("a.py", "DB100")]
+    assert run_cli(["--isolated", "--extend-ignore", "DB1", "a.py"], capsys)[0] == 0
+
+
+def test_default_excludes_and_gitignore_prune_the_walk(tmp_path, monkeypatch, capsys):
+    for place in (".venv/lib/x.py", "build/y.py", "node_modules/z.py", "__pycache__/w.py",
+                  "generated/g.py", "src/ignored_pb2.py", "src/kept.py"):
+        function_file(tmp_path / place)
+    write(tmp_path / ".gitignore", "generated/\n*_pb2.py\n")
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = run_cli(["--select", "DB100", "."], capsys)
+    assert located(out) == [("src/kept.py", "DB100")] and status == 1
+    out = run_cli(["--select", "DB100", "--no-respect-gitignore", "."], capsys)[1]
+    assert [p for p, _ in located(out)] == ["generated/g.py", "src/ignored_pb2.py", "src/kept.py"]
+
+
+def test_exclude_and_extend_exclude(tmp_path, monkeypatch, capsys):
+    project(tmp_path, 'extend-exclude = ["third_party", "src/gen/*"]')
+    for place in ("third_party/a.py", "src/gen/b.py", "src/c.py", "build/d.py"):
+        function_file(tmp_path / place)
+    monkeypatch.chdir(tmp_path)
+    assert [p for p, _ in located(run_cli(["--select", "DB100", "."], capsys)[1])] == ["src/c.py"]
+    project(tmp_path, 'exclude = ["src"]')           # replaces the defaults: build/ is walked again
+    assert [p for p, _ in located(run_cli(["--select", "DB100", "."], capsys)[1])] == [
+        "build/d.py", "third_party/a.py"]
+
+
+def test_named_files_are_checked_unless_force_exclude(tmp_path, monkeypatch, capsys):
+    function_file(tmp_path / "build" / "a.py")
+    function_file(tmp_path / "src" / "gen_b.py")
+    write(tmp_path / ".gitignore", "gen_*.py\n")
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["build/a.py"], capsys)[0] == 1
+    assert run_cli(["src/gen_b.py"], capsys)[0] == 1
+    assert run_cli(["--force-exclude", "build/a.py", "src/gen_b.py"], capsys) == (0, "", "")
+
+
+@pytest.mark.parametrize("table, message", [
+    ('select = ["XY1"]', "matches no code"),
+    ('colour = "red"', "unknown key"),
+    ("select = 3", "list of strings"),
+    ("select = [", "cannot read the configuration"),
+])
+def test_bad_configuration_is_exit_2_with_the_reason(tmp_path, monkeypatch, capsys, table, message):
+    project(tmp_path, table)
+    function_file(tmp_path / "a.py")
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run_cli(["a.py"], capsys)
+    assert status == 2 and out == "" and message in err and "Traceback" not in err
+
+
+def test_configuration_is_found_above_the_working_directory(tmp_path, monkeypatch):
+    project(tmp_path, 'ignore = ["DB104"]')
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    settings = load_settings()
+    assert settings.ignore == ("DB104",) and settings.root == tmp_path.resolve()
+    with pytest.raises(ConfigError):
+        load_settings(tmp_path / "missing.toml")
+
+
+# --- stdin, formats, exit codes ---------------------------------------------------------------------
+
+def test_stdin_with_a_filename(tmp_path, monkeypatch, capsys):
+    project(tmp_path, 'per-file-ignores = {"tests/*" = ["DB104"]}')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(FUNCTION.format(noqa="", noqa_global="").encode())))
+    status, out, _ = run_cli(["-", "--stdin-filename", "tests/t.py"], capsys)
+    assert status == 1 and located(out) == [("tests/t.py", "DB100")]
+
+
+def test_stdin_formula_file_gets_the_closure_rules_and_diff(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(FORMULA.encode())))
+    status, out, _ = run_cli(["-", "--diff"], capsys)
+    assert status == 1
+    assert "-    c = at.cos(self)\n" in out and "+        c = at.cos(self)\n" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-", "x.py"], "cannot be combined"), (["--fix", "-"], "use --diff"), (["--stdin-filename", "a.py", "x.py"], "needs -")])
+def test_stdin_usage_errors(argv, message, capsys):
+    status, _, err = run_cli(argv, capsys)
+    assert status == 2 and message in err
+
+
+def test_sarif_output(tmp_path, capsys):
+    function_file(tmp_path / "f.py")
+    status, out, _ = run_cli(["--format", "sarif", str(tmp_path)], capsys)
+    log = json.loads(out)
+    assert status == 1 and log["version"] == "2.1.0"
+    run = log["runs"][0]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["DB100", "DB104"]
+    assert run["tool"]["driver"]["rules"][0]["shortDescription"]["text"] == codes.BY_CODE["DB100"].summary
+    first = run["results"][0]
+    assert first["ruleId"] == "DB100" and first["ruleIndex"] == 0
+    region = first["locations"][0]["physicalLocation"]
+    assert region["region"] == {"startLine": 8, "startColumn": 9}
+    assert region["artifactLocation"]["uri"] == (tmp_path / "f.py").as_uri()
+
+
+def test_github_annotations_escape_what_workflow_commands_need(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    function_file(tmp_path / "a,b.py")
+    out = run_cli(["--format", "github", "a,b.py"], capsys)[1]
+    first = out.splitlines()[0]
+    assert first.startswith("::error file=a%2Cb.py,line=8,col=9,title=DB100::DB100 ctx.save_for_backward keeps")
+    assert len(out.splitlines()) == 2
+
+
+def test_exit_zero_and_version(tmp_path, capsys):
+    function_file(tmp_path / "f.py")
+    status, out, _ = run_cli(["--exit-zero", str(tmp_path)], capsys)
+    assert status == 0 and "DB100" in out
+    status, out, _ = run_cli(["--version"], capsys)
+    assert status == 0 and re.fullmatch(r"transpile lint \S+\n", out)
+
+
+# --- noqa ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("comment, left", [
+    ("# transpile: noqa", []),
+    ("# transpile: noqa: DB104", [("DB100", 8)]),
+    ("# transpile: noqa: DB1", []),
+    ("# noqa", [("DB100", 8), ("DB104", 14)]),          # an ordinary noqa on its own line is not file-level
+])
+def test_file_level_noqa(tmp_path, comment, left):
+    path = write(tmp_path / "f.py", f"{comment}\n" + FUNCTION.format(noqa="", noqa_global=""))
+    assert [(d.code, d.line - 1) for d in lint([str(path)]).diagnostics] == left
+
+
+def test_file_level_noqa_skips_a_file_that_does_not_parse(tmp_path):
+    path = write(tmp_path / "f.py", "# transpile: noqa\ndef f(:\n")
+    assert lint([str(path)]).diagnostics == ()
+
+
+def test_noqa_codes_are_prefixes(tmp_path):
+    path = function_file(tmp_path / "f.py", noqa="  # noqa: DB1", noqa_global="  # noqa: DB10")
+    assert lint([str(path)]).diagnostics == ()
+    path = function_file(tmp_path / "g.py", noqa="  # noqa: DB2", noqa_global="  # noqa: DB105 DB104")
+    assert [d.code for d in lint([str(path)]).diagnostics] == ["DB100"]
+
+
+# --- transpile rule and the table of codes -----------------------------------------------------------
+
+def test_rule_explains_a_code_with_ruff_sections(capsys):
+    assert rule.main(["db100"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("DB100: backward uses a tensor computed in the forward")
+    for section in ("What it does", "Why it matters", "Example", "Use instead"):
+        assert f"\n{section}\n" in out
+    assert rule.main(["DB999"]) == 2 and "unknown code" in capsys.readouterr().err
+
+
+def test_every_code_has_its_documentation():
+    assert [c.code for c in codes.CODES] == sorted({c.code for c in codes.CODES})
+    for entry in codes.CODES:
+        assert entry.summary and entry.what and entry.why and (entry.fix or entry.example), entry.code
+
+
+def test_readme_diagnostics_table_is_the_table_of_codes():
+    readme = (REPO / "README.md").read_text()
+    assert codes.markdown_table() in readme
+
+
+def test_every_code_the_passes_emit_is_declared():
+    """Code literals anywhere in the package (rule modules, ctx rules, the emitter) are in the table."""
+    used = set()
+    for path in (REPO / "transpiler").rglob("*.py"):
+        if path.name != "codes.py":
+            used.update(re.findall(r"[\"'](DB[0-9]{3})[\"']", path.read_text()))
+    assert used and used <= set(codes.BY_CODE), sorted(used - set(codes.BY_CODE))
+
+
+# --- pre-commit and flake8 ----------------------------------------------------------------------------
+
+def test_pre_commit_hook_runs_the_linter():
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    (hook,) = hooks
+    assert hook["id"] == "transpile-lint" and hook["language"] == "python"
+    assert hook["entry"].split()[:2] == ["transpile", "lint"] and "--force-exclude" in hook["entry"]
+    assert hook["types"] == ["python"]
+
+
+def entry_point_site(tmp_path: Path) -> Path:
+    """A dist-info that declares the plugin as pyproject.toml does (the package itself is on PYTHONPATH)."""
+    import tomllib
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["flake8.extension"]
+    site = tmp_path / "site"
+    info = site / "transpile_flake8_plugin-0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: transpile-flake8-plugin\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(
+        "[flake8.extension]\n" + "".join(f"{name} = {target}\n" for name, target in declared.items()))
+    return site
+
+
+def test_flake8_runs_the_plugin_on_a_fixture(tmp_path):
+    pytest.importorskip("flake8")
+    function_file(tmp_path / "f.py", noqa_global="  # noqa: DB104")
+    write(tmp_path / "formula.py", FORMULA)
+    env = {**ENV, "PYTHONPATH": f"{entry_point_site(tmp_path)}{os.pathsep}{REPO}"}
+    completed = subprocess.run([sys.executable, "-m", "flake8", "--select", "DB", "f.py", "formula.py"],
+                               cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.splitlines() == [
+        "f.py:8:9: DB100 " + completed.stdout.split("f.py:8:9: DB100 ", 1)[1].splitlines()[0],
+        "formula.py:10:23: DB100 " + completed.stdout.split("formula.py:10:23: DB100 ", 1)[1].splitlines()[0],
+    ]
+
+
+# --- what --fix keeps ----------------------------------------------------------------------------------
+
+def fixed(tmp_path: Path, capsys, path: Path) -> None:
+    status, _, err = run_cli(["--fix", str(path)], capsys)
+    assert status == 0, err
+
+
+def test_fix_keeps_crlf_line_endings(tmp_path, capsys):
+    path = tmp_path / "formula.py"
+    path.write_bytes(FORMULA.replace("\n", "\r\n").encode())
+    fixed(tmp_path, capsys, path)
+    data = path.read_bytes()
+    assert b"        c = at.cos(self)\r\n        return grad * c\r\n" in data
+    assert b"\n" not in data.replace(b"\r\n", b"")
+
+
+def test_fix_keeps_the_file_mode_and_writes_through_symlinks(tmp_path, capsys):
+    target = write(tmp_path / "real" / "formula.py", FORMULA)
+    target.chmod(0o750)
+    link = tmp_path / "link.py"
+    link.symlink_to(target)
+    fixed(tmp_path, capsys, link)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert "        c = at.cos(self)\n        return grad * c" in target.read_text()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o750
+
+
+def test_fix_keeps_latin1_files_in_latin1(tmp_path, capsys):
+    path = tmp_path / "formula.py"
+    path.write_bytes(("# -*- coding: latin-1 -*-\n# café\n" + FORMULA).encode("latin-1"))
+    fixed(tmp_path, capsys, path)
+    assert path.read_bytes().startswith("# -*- coding: latin-1 -*-\n# café\n".encode("latin-1"))
+
+
+def test_fix_leaves_findings_silenced_by_noqa(tmp_path, capsys):
+    source = FORMULA.replace("return grad * c", "return grad * c  # noqa: DB100")
+    path = write(tmp_path / "formula.py", source)
+    assert run_cli(["--fix", str(path)], capsys)[0] == 0
+    assert path.read_text() == source
+    path = write(tmp_path / "other.py", FORMULA)
+    assert run_cli(["--fix", "--ignore", "DB100", str(path)], capsys)[0] == 0
+    assert path.read_text() == FORMULA
+
+
+def test_diff_shows_the_fix_and_writes_nothing(tmp_path, capsys):
+    path = write(tmp_path / "formula.py", FORMULA)
+    status, out, _ = run_cli(["--diff", str(path)], capsys)
+    assert status == 1 and path.read_text() == FORMULA
+    assert out.startswith(f"--- a/{path}\n+++ b/{path}\n@@")
+    assert run_cli(["--diff", "--exit-zero", str(path)], capsys)[0] == 0
+
+
+def test_transpile_lints_every_file_it_reads(tmp_path):
+    """``lint_paths`` (transpile's lint) ignores excludes and .gitignore: it checks what transpile emits."""
+    from transpiler.lint.runner import lint_paths
+
+    function_file(tmp_path / "build" / "a.py")
+    write(tmp_path / ".gitignore", "build/\n")
+    assert [d.code for d in lint_paths([str(tmp_path)])] == ["DB100", "DB104"]
+    assert lint([str(tmp_path)]).diagnostics == ()

@@ -1,0 +1,102 @@
+"""The one reader of Python source files, for lint and the transpile front-end alike.
+
+A file's text is its bytes decoded in the encoding it declares (PEP 263: a
+``coding`` comment on line 1 or 2, or a UTF-8 BOM; UTF-8 by default). Line
+endings are kept as written, so a rewrite (``lint --fix``) keeps them too.
+Bytes that do not decode are a ``DB000`` diagnostic at their place (line,
+column and byte offset), never a ``UnicodeDecodeError``. Kept free of libcst so
+the lint driver can use it on every file. A file too deeply nested for the
+linter's recursive passes is a ``DB000`` too (:func:`too_deep`).
+"""
+from __future__ import annotations
+
+import ast
+import io
+import sys
+import tokenize
+from pathlib import Path
+
+from transpiler.diagnostics import Diagnostic
+
+SYNTAX = "DB000"
+
+
+class UndecodableSource(Exception):
+    """The file's bytes are not text in its declared encoding; ``diagnostic`` says where."""
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__(diagnostic.format())
+        self.diagnostic = diagnostic
+
+
+def source_encoding(path: str, data: bytes) -> str:
+    """The encoding ``data`` declares (``utf-8-sig`` with a BOM), as ``tokenize`` reads it."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:      # an unknown encoding, a BOM with another coding line, or bad bytes
+        if str(error).startswith("invalid or missing encoding declaration"):
+            return "utf-8"            # no declaration and not UTF-8: decoding says where
+        raise UndecodableSource(Diagnostic(
+            path, 1, 1, SYNTAX, f"cannot decode the file: {error}; "
+            "declare an encoding Python knows (PEP 263) or save the file as UTF-8")) from None
+    return encoding
+
+
+def decode_source(path: str, data: bytes) -> str:
+    """The text of ``data`` (``path`` only names it in diagnostics); raises :class:`UndecodableSource`."""
+    encoding = source_encoding(path, data)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        offset = error.start
+        line_start = data.rfind(b"\n", 0, offset) + 1
+        line = data.count(b"\n", 0, offset) + 1
+        column = len(data[line_start:offset].decode(encoding, "replace")) + 1
+        shown = "utf-8" if encoding == "utf-8-sig" else encoding
+        raise UndecodableSource(Diagnostic(
+            path, line, column, SYNTAX,
+            f"cannot decode the file: byte 0x{data[offset]:02x} at byte offset {offset} is not valid {shown}; "
+            "save the file as UTF-8 or declare its encoding on line 1 or 2 (PEP 263: `# -*- coding: latin-1 -*-`)",
+        )) from None
+
+
+def read_source(path: str | Path) -> str:
+    """The text of the file at ``path``; raises :class:`UndecodableSource` or ``OSError``."""
+    return decode_source(str(path), Path(path).read_bytes())
+
+
+def encode_source(text: str, encoding: str) -> bytes:
+    """``text`` back to bytes in the encoding the file declared (a BOM stays a BOM)."""
+    return text.encode(encoding)
+
+
+def caused_by_recursion(error: BaseException) -> bool:
+    """Whether ``error`` is, or was raised while handling, a ``RecursionError``
+    (libcst's position provider turns one into a ``KeyError`` on the way out)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, RecursionError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def too_deep(path: str, source: str) -> Diagnostic:
+    """DB000 at the most deeply nested expression: too deep for the linter's recursive passes."""
+    line = 1
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    if tree is not None:                        # an explicit stack: this walk must not recurse
+        deepest, stack = -1, [(tree, 0)]
+        while stack:
+            node, depth = stack.pop()
+            if depth > deepest and hasattr(node, "lineno"):
+                deepest, line = depth, node.lineno
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return Diagnostic(path, line, 1, SYNTAX,
+                      "cannot analyse the file: an expression is nested too deeply for the linter "
+                      f"(Python recursion limit {sys.getrecursionlimit()}); split it into smaller statements")

@@ -3,6 +3,7 @@
 
 #include "runtime.h"
 
+#pragma GCC visibility push(hidden)
 namespace formulas::helpers {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim);
@@ -16,3 +17,4 @@ std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim);
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length);
 
 }  // namespace formulas::helpers
+#pragma GCC visibility pop

@@ -10,7 +10,6 @@
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/zeros_like.h>
 
-#pragma GCC visibility push(hidden)
 namespace formulas::helpers {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
@@ -112,4 +111,3 @@ at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_
 }
 
 }  // namespace formulas::helpers
-#pragma GCC visibility pop

@@ -3,7 +3,6 @@
 
 #include "runtime.h"
 
-#pragma GCC visibility push(hidden)
 namespace formulas::helpers {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim);
@@ -17,4 +16,3 @@ std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim);
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length);
 
 }  // namespace formulas::helpers
-#pragma GCC visibility pop

@@ -27,7 +27,8 @@ def sinh(self):
 '''
 
 # Its own sin (torch.ops.myops.sin beside the shipped torch.ops.formulas.sin) and a helper that has a
-# shipped helper's name and C++ signature but another meaning: each library must call its own.
+# shipped helper's name and C++ signature but another meaning: each library must call its own
+# (torch.ops.load_library opens libraries RTLD_LOCAL, so neither binds the other's symbol).
 TRIG = '''\
 from formulas import Tensor, at, derivative, helper
 

@@ -114,13 +114,11 @@ def _helpers_files(library: Library, context: Context, diagnostics: list[Diagnos
         "",
         '#include "runtime.h"',
         "",
-        HIDDEN,
         "namespace formulas::helpers {",
         "",
         *declarations,
         "",
         "}  // namespace formulas::helpers",
-        "#pragma GCC visibility pop",
         "",
     ])
     source_body = "\n".join(definitions)
@@ -130,20 +128,14 @@ def _helpers_files(library: Library, context: Context, diagnostics: list[Diagnos
         "",
         *_operator_includes(source_body),
         "",
-        HIDDEN,
         "namespace formulas::helpers {",
         "",
         source_body,
         "}  // namespace formulas::helpers",
-        "#pragma GCC visibility pop",
         "",
     ])
     return header, source
 
-
-# Helpers are the library's own: never bound to a same-named helper of another loaded package
-# (torch.ops.load_library loads with RTLD_GLOBAL, so exported symbols would interpose).
-HIDDEN = "#pragma GCC visibility push(hidden)"
 
 _AT_CALL = re.compile(r"\bat::([a-z_][a-z0-9_]*)\(")
 

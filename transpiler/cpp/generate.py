@@ -29,10 +29,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from transpiler.diagnostics import Diagnostic
-from transpiler.schema import FunctionSchema
-
 from transpiler.output import OutputError, check_directory, replace_directory
 from transpiler.project import SHIPPED_NAMESPACE, ProjectError, check_namespace, default_namespace, find_project
 
@@ -40,6 +39,9 @@ REPO = Path(__file__).resolve().parents[2]   # the installed packages' root (sit
 SHIPPED_FORMULAS = REPO / "formulas"
 MANIFEST = "MANIFEST"
 GENERATOR_SOURCES = REPO / "transpiler"
+
+if TYPE_CHECKING:   # imported lazily: an up-to-date run never loads libcst
+    from transpiler.model import Library
 
 
 def _digest(data: bytes) -> str:
@@ -140,7 +142,7 @@ def generate(formulas: Path, lint: bool = True, namespace: str | None = None) ->
     return Generated(files, [], output.ops, output.nodes, output.helpers)
 
 
-def _shipped_library(formulas: Path):
+def _shipped_library(formulas: Path) -> Library | None:
     """The shipped library, whose operators another formula directory may call (as lint allows);
     None when ``formulas`` is the shipped library itself."""
     if formulas.resolve() == SHIPPED_FORMULAS.resolve():
@@ -150,7 +152,7 @@ def _shipped_library(formulas: Path):
     return load_library(str(SHIPPED_FORMULAS))
 
 
-def _registered_twice(library, shipped) -> list[Diagnostic]:
+def _registered_twice(library: Library, shipped: Library) -> list[Diagnostic]:
     """Formulas that would register an operator the shipped library registers in the same namespace:
     loading both libraries would abort the process (``registered multiple times``)."""
     from transpiler.cpp.expressions import DUPLICATE_OPERATOR

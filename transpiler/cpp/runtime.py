@@ -21,10 +21,6 @@ RUNTIME_HEADER = """\
 #include <string>
 #include <vector>
 
-// Hidden: a library's support code is its own, never bound to another loaded package's copy
-// (torch.ops.load_library loads with RTLD_GLOBAL).
-#pragma GCC visibility push(hidden)
-
 namespace formulas::runtime {
 
 using torch::autograd::SavedVariable;
@@ -139,6 +135,4 @@ inline void store(variable_list& grad_inputs, IndexRange range, const std::vecto
 }
 
 }  // namespace formulas::runtime
-
-#pragma GCC visibility pop
 """

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,3 +174,20 @@ def test_an_output_that_cannot_be_created_is_a_diagnostic(project, capsys):
     assert err.startswith(f"transpile: {project / 'notes.txt'}: cannot write: ")
     err = refused(capsys, ["--formulas", "trig", "--out", "/proc/version/out_cpp"], project)
     assert err.startswith("transpile: /proc/version: cannot write: ")
+
+
+def test_concurrent_processes_never_corrupt_the_output(project):
+    """Four real processes at once: each writes the tree or says another run is writing it (exit 2,
+    one line); none shows a traceback, and the result is the complete, current output."""
+    (project / "trig" / "trig.py").write_text(GOOD.replace("grad * at.cos(self)", "at.cos(self) * grad"))
+    command = [sys.executable, "-m", "transpiler", "--formulas", "trig", "--out", "out_cpp", "--no-lint"]
+    runs = [subprocess.Popen(command, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(4)]
+    results = [(run.wait(timeout=120), run.stderr.read()) for run in runs]
+    for status, err in results:
+        assert (status, err) == (0, "") or (status == 2 and "another run is writing it now" in err
+                                            and len(err.splitlines()) == 1), err
+    assert any(status == 0 for status, _ in results)
+    assert "at::cos(self) * grad" in (project / "out_cpp" / "trig.cpp").read_text()
+    assert sorted(p.name for p in project.iterdir()) == ["notes.txt", "out_cpp", "trig"]
+    assert generate.main(["--formulas", "trig", "--out", "out_cpp", "--check"]) == 0

@@ -96,7 +96,7 @@ def build(sources: Path, build_dir: Path, name: str, verbose: bool = False) -> P
         (target.parent / MARKER).touch()
     except OSError as error:
         raise describe(error, target.parent) from None
-    with locked(target.parent, target.parent, wait=True):
+    with locked(target.parent, target.parent):
         import torch
         from torch.utils.cpp_extension import load
 

@@ -12,9 +12,10 @@ Rules, so that no command deletes or damages what it did not write:
   so there is no moment at which the directory is missing or half written.
   Where the kernel or file system cannot exchange, two renames do it (a
   window of microseconds in which the directory is missing).
-* Writers into one parent directory hold an exclusive lock on it: a second
-  concurrent run stops with a clear error instead of racing. Staging trees
-  left by killed runs (``.<name>-new-*``, ``.<name>-old-*``) are removed
+* Writers into one parent directory take turns under an exclusive lock on it
+  (held only while a tree is written and swapped, milliseconds), so concurrent
+  runs never race: each swaps in a complete tree, the last one stays. Staging
+  trees left by killed runs (``.<name>-new-*``, ``.<name>-old-*``) are removed
   under that lock.
 * The directory keeps its mode (a new one gets the umask's), a file keeps its
   mode; unchanged files keep their timestamps, so ninja recompiles only what
@@ -99,9 +100,9 @@ def _some(names: set[str], shown: int = 3) -> str:
 
 
 @contextlib.contextmanager
-def locked(directory: Path, target: Path, wait: bool = False) -> Iterator[None]:
+def locked(directory: Path, target: Path) -> Iterator[None]:
     """Hold the exclusive writer lock of ``directory`` (the parent of ``target``, or ``target``
-    itself when it is never replaced): a second holder fails, or with ``wait`` waits its turn."""
+    itself when it is never replaced), waiting while another run holds it."""
     try:
         descriptor = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError as error:
@@ -110,13 +111,8 @@ def locked(directory: Path, target: Path, wait: bool = False) -> Iterator[None]:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            if wait:
-                print(f"{target}: waiting for another run to finish", file=sys.stderr)
-                fcntl.flock(descriptor, fcntl.LOCK_EX)
-                yield
-                return
-            raise OutputError(f"{target}: another run is writing it now; wait for it to finish "
-                              "and run again") from None
+            print(f"{target}: waiting for another run to finish writing", file=sys.stderr)
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
     finally:
         os.close(descriptor)   # releases the lock
@@ -164,7 +160,7 @@ def _replace_locked(out: Path, files: Mapping[str, str | bytes]) -> None:
         if not out.exists():
             os.rename(staging, out)
         elif _exchange(staging, out):
-            shutil.rmtree(staging)                    # now the old tree
+            shutil.rmtree(staging, ignore_errors=True)   # now the old tree
         else:
             _swap_with_two_renames(staging, out)
     except BaseException:

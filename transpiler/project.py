@@ -65,8 +65,11 @@ def _transpile_table(pyproject: Path) -> dict | None:
     if not pyproject.is_file():
         return None
     try:
-        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        text = pyproject.read_text(encoding="utf-8")
+        document = tomllib.loads(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        if isinstance(error, tomllib.TOMLDecodeError) and "transpile" not in text:
+            return None        # someone else's broken pyproject.toml: not ours to judge
         raise ProjectError(f"{pyproject}: cannot read it: {error}") from None
     table = document.get("tool", {}).get("transpile")
     if table is not None and not isinstance(table, dict):

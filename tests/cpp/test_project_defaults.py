@@ -58,6 +58,7 @@ def test_pyproject_table_sets_paths_and_namespace(tmp_path: Path, monkeypatch):
     ('namespace = "my-ops"', "namespace 'my-ops': must be an identifier"),
     ('output = "x"', "unknown [tool.transpile] key(s) output"),
     ('formulas = [', "cannot read it"),
+    ('[broken', "cannot read it"),
 ])
 def test_bad_configuration_is_one_line(tmp_path: Path, monkeypatch, capsys, table, message):
     (tmp_path / "pyproject.toml").write_text(f"[tool.transpile]\n{table}\n")
@@ -113,3 +114,9 @@ def test_build_refuses_a_directory_it_did_not_create(tmp_path: Path, monkeypatch
     err = capsys.readouterr().err
     assert err.startswith("python -m transpiler.build: ") and len(err.splitlines()) == 1
     assert sorted((str(p), p.read_bytes() if p.is_file() else b"") for p in tmp_path.rglob("*")) == before
+
+
+def test_someone_elses_broken_pyproject_is_not_ours_to_judge(tmp_path: Path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[project\nname = \n")
+    monkeypatch.chdir(tmp_path)
+    assert project.find_project().formulas == tmp_path / "formulas"

@@ -3,8 +3,9 @@
 Hypothesis writes a formula: forward statements that make inputs' aliases,
 intermediates (operator results, tuple unpacking, both arms of a branch),
 metadata (``sizes()``, ``dim()``, arithmetic on them) and value-read scalars
-(``item()``); then a backward that captures some of those names, directly or
-from closures nested in it. Each name's kind is tracked as it is built, so the
+(``item()``, ``tolist()``); then a backward that captures some of those names,
+directly or from closures nested in it, some only through their metadata,
+and assigns others (which makes them its own locals, not captures). Each name's kind is tracked as it is built, so the
 findings are known: lint must report exactly the captured intermediates,
 aliases and value-read scalars (DB100, with the matching message), nothing
 for inputs, outputs and metadata. ``transpile`` on the same formula (and on
@@ -103,7 +104,8 @@ def forwards(draw) -> Forward:
             forward.kinds[name] = "metadata"
         elif statement == "item":
             source = draw(st.sampled_from(tensors))
-            forward.lines.append(f"{name} = {source}.sum().item()")
+            method = draw(st.sampled_from(["sum().item()", "tolist()"]))
+            forward.lines.append(f"{name} = {source}.{method}")
             forward.kinds[name] = "value"
         else:
             source = draw(st.sampled_from(forward.names("metadata", "value")))
@@ -122,18 +124,26 @@ class Case:
 def cases(draw) -> Case:
     forward = draw(forwards())
     captured = draw(st.lists(st.sampled_from(sorted(forward.kinds)), min_size=1, max_size=6, unique=True))
-    depths = [draw(st.integers(0, 2)) for _ in captured]
-    by_depth = {d: [n for n, nd in zip(captured, depths) if nd == d] for d in range(3)}
-    backward = ["    def backward(grad):"]
+    depths = {name: draw(st.integers(0, 2)) for name in captured}
+    # a tensor the backward reads only through metadata (``n.dim()``): still a capture of the tensor
+    tensors = set(forward.names(*TENSOR_KINDS))
+    metadata_use = {name for name in captured if name in tensors and draw(st.booleans())}
+    # a name the backward assigns is its own local everywhere inside it: never a capture
+    shadowed = set(draw(st.lists(st.sampled_from(captured), max_size=2, unique=True))) - {"self", "other", "dim"}
+
+    def uses(depth: int) -> str:
+        return ", ".join(f"{n}.dim()" if n in metadata_use else n for n in captured if depths[n] == depth)
+
+    backward = ["    def backward(grad):", *(f"        {name} = grad" for name in sorted(shadowed))]
     indent = "        "
     for depth in (1, 2):       # nested closures: backward > inner1 > inner2
         backward.append(f"{indent}def inner{depth}(g):")
         indent += "    "
     for depth in (2, 1):
-        backward.append(f"{indent}keep{depth} = [{', '.join(by_depth[depth])}]")
+        backward.append(f"{indent}keep{depth} = [{uses(depth)}]")
         backward.append(f"{indent}return g" if depth == 2 else f"{indent}return inner2(g)")
         indent = indent[:-4]
-    backward.append(f"{indent}keep0 = [{', '.join(by_depth[0])}]")
+    backward.append(f"{indent}keep0 = [{uses(0)}]")
     backward.append(f"{indent}return inner1(grad), grad")
     source = "\n".join([
         "from formulas import at, derivative",
@@ -147,10 +157,12 @@ def cases(draw) -> Case:
         "",
     ])
     expected = {}
-    for name in captured:
+    for name in set(captured) - shadowed:
         kind = forward.kinds[name]
         if kind.startswith("alias:"):
             expected[name] = f"a forward alias of `{kind.split(':')[1]}`"
+        elif kind in ("intermediate", "merged") and name in metadata_use:
+            expected[name] = "a tensor computed in the forward, only for its metadata"
         elif EXPECTED_MESSAGE[kind] is not None:
             expected[name] = EXPECTED_MESSAGE[kind]
     return Case(source, expected)

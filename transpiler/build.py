@@ -176,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OutputError, ProjectError) as error:
         print(f"python -m transpiler.build: {error}", file=sys.stderr)
         return 2
+    except (ImportError, metadata.PackageNotFoundError):
+        print("python -m transpiler.build: torch is not installed; "
+              "python3 -m pip install 'derivatives-transpiler[test]' (torch==2.13.0, ninja)", file=sys.stderr)
+        return 2
     except subprocess.CalledProcessError as error:
         print(f"precompiling the libtorch headers failed:\n{error.stderr}", file=sys.stderr)
         return 1

@@ -91,7 +91,7 @@ def test_build_defaults_to_the_working_directory(tmp_path: Path, monkeypatch, ca
     assert capsys.readouterr().err == f"{tmp_path / 'out_cpp'}: no generated C++ here; run `transpile` first\n"
 
 
-@pytest.mark.parametrize("case", ["foreign files", "a file", "the sources"])
+@pytest.mark.parametrize("case", ["foreign files", "a file", "the sources", "cannot be created"])
 def test_build_refuses_a_directory_it_did_not_create(tmp_path: Path, monkeypatch, capsys, case):
     (tmp_path / "formulas").mkdir()
     (tmp_path / "formulas" / "trig.py").write_text(GOOD)
@@ -106,8 +106,10 @@ def test_build_refuses_a_directory_it_did_not_create(tmp_path: Path, monkeypatch
     elif case == "a file":
         (cache / "trig_ops").write_text("a file\n")
         argv = ["--build-dir", str(cache)]
-    else:
+    elif case == "the sources":
         argv = ["--build-dir", str(tmp_path), "--name", "out_cpp"]
+    else:
+        argv = ["--build-dir", "/proc/version"]
     before = sorted((str(p), p.read_bytes() if p.is_file() else b"") for p in tmp_path.rglob("*"))
     capsys.readouterr()
     assert build.main(argv) == 2

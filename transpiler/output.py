@@ -71,11 +71,11 @@ def check_directory(out: Path, owned: Callable[[Path], bool], written: Callable[
     working = Path.cwd().resolve()
     if resolved == working or resolved in working.parents:
         raise OutputError(f"{out}: is the working directory or one of its parents, which {command} would "
-                          "replace as a whole; choose a new directory")
+                          "overwrite; choose a new directory")
     for source in inputs:
         source = source.resolve()
         if resolved == source or resolved in source.parents:
-            raise OutputError(f"{out}: holds the input {source}, which {command} would replace as a whole; "
+            raise OutputError(f"{out}: is or contains the input {source}, which {command} would overwrite; "
                               "choose a new directory")
     if not out.is_dir():
         return

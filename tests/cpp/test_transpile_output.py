@@ -47,7 +47,7 @@ def refused(capsys, argv: list[str], root: Path) -> str:
 REFUSALS = {
     "the working directory": (".", "is the working directory"),
     "a parent of the working directory": ("..", "is the working directory or one of its parents"),
-    "the formulas directory": ("trig", "holds the input"),
+    "the formulas directory": ("trig", "is or contains the input"),
     "a file": ("notes.txt", "is a file, not a directory"),
     "a directory of notes": ("notes", "not empty and not written by transpile (todo.txt)"),
     "a directory with a foreign file": ("out_cpp", "holds files transpile did not write (todo.txt)"),

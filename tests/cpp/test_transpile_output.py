@@ -147,8 +147,9 @@ def test_staging_directories_of_killed_runs_are_removed(project):
 def test_bytes_do_not_depend_on_how_formulas_is_spelled(project, monkeypatch):
     spellings = {"plain": ("trig", project), "dot": (".", project / "trig"),
                  "absolute": (str(project / "trig"), project / "trig"),
-                 "detour": ("../trig/../trig/", project / "notes_dir")}
+                 "detour": ("../trig/../trig/", project / "notes_dir"), "link": ("linked", project)}
     (project / "notes_dir").mkdir()
+    (project / "linked").symlink_to(project / "trig")
     written = {}
     for name, (formulas, where) in spellings.items():
         monkeypatch.chdir(where)

@@ -194,8 +194,8 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
 def _display(path: str, root: str) -> str:
     """A stable, machine-independent name for a source path in generated comments: the formula
     directory's own name, then the path below it (the same however the directory was spelled)."""
-    below = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
-    return "/".join([os.path.basename(os.path.abspath(root)), *below.split(os.sep)])
+    below = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
+    return "/".join([os.path.basename(os.path.realpath(root)), *below.split(os.sep)])
 
 
 def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema] | None = None,

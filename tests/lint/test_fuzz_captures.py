@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from transpiler.cpp import generate
 from transpiler.lint.runner import lint_paths
 
-SETTINGS = settings(max_examples=100, deadline=2000, derandomize=True,
+SETTINGS = settings(max_examples=100, deadline=5000, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 # what a captured name is, and what lint must say about it (None: nothing)
@@ -209,7 +209,7 @@ def workspace(tmp_path_factory) -> tuple[Path, Path]:
     return package, out
 
 
-@settings(SETTINGS, max_examples=25)
+@settings(SETTINGS, max_examples=25, deadline=10000)   # transpile also parses the shipped library
 @given(case=cases(), cut=st.one_of(st.none(), st.floats(0.0, 1.0)))
 def test_transpile_answers_without_traceback_and_refusals_touch_nothing(workspace, capsys, case: Case, cut):
     package, out = workspace

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cpp.compiled import REPO, build_library
+from tests.cpp.test_transpile_cli import GOOD
 from transpiler.cpp import generate
 
 torch = pytest.importorskip("torch")
@@ -26,25 +27,17 @@ def sinh(self):
     return result, backward
 '''
 
-# Its own sin (torch.ops.myops.sin beside the shipped torch.ops.formulas.sin) and a helper that has a
-# shipped helper's name and C++ signature but another meaning: each library must call its own
-# (torch.ops.load_library opens libraries RTLD_LOCAL, so neither binds the other's symbol).
-TRIG = '''\
-from formulas import Tensor, at, derivative, helper
+# Its own sin and cos (torch.ops.myops.sin beside the shipped torch.ops.formulas.sin, written as
+# test_transpile_cli's GOOD) and a helper that has a shipped helper's name and C++ signature but
+# another meaning: each library must call its own (torch.ops.load_library opens libraries
+# RTLD_LOCAL, so neither binds the other's symbol).
+TRIG = GOOD.replace("from formulas import at, derivative", "from formulas import Tensor, at, derivative, helper") + '''
 
 
 @helper
 def sum_to(grad: Tensor, sizes: list[int]) -> Tensor:
     """Here: the gradient of doubling (the shipped sum_to undoes broadcasting)."""
     return at.mul(grad, 2.0)
-
-
-@derivative("sin(Tensor self) -> Tensor")
-def sin(self):
-    result = at.sin(self)
-    def backward(grad):
-        return grad * at.cos(self)
-    return result, backward
 
 
 @derivative("twice(Tensor self) -> Tensor")
@@ -110,5 +103,7 @@ def test_the_shipped_namespace_is_refused_for_an_operator_it_registers(tmp_path:
     package.mkdir()
     (package / "trig.py").write_text(TRIG)
     assert generate.main(["--formulas", str(package), "--out", str(tmp_path / "out"), "--namespace", "formulas"]) == 1
-    assert "trig.py:10:13: DB206 formulas::sin is registered by the shipped library too" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "trig.py:4:13: DB206 formulas::sin is registered by the shipped library too" in printed
+    assert "trig.py:12:13: DB206 formulas::cos is registered by the shipped library too" in printed
     assert not (tmp_path / "out").exists()

@@ -198,3 +198,29 @@ def test_concurrent_processes_never_corrupt_the_output(project):
     assert "at::cos(self) * grad" in (project / "out_cpp" / "trig.cpp").read_text()
     assert sorted(p.name for p in project.iterdir()) == ["notes.txt", "out_cpp", "trig"]
     assert generate.main(["--formulas", "trig", "--out", "out_cpp", "--check"]) == 0
+
+
+POLLER = """
+import os, sys
+out, stop = sys.argv[1:]
+missing = checks = 0
+while not os.path.exists(stop):
+    checks += 1
+    missing += not os.path.isdir(out)
+print(missing, checks)
+"""
+
+
+def test_another_process_never_sees_the_output_missing(tmp_path):
+    """A second process looks at the output directory in a tight loop while it is replaced 200
+    times (the two-rename swap it replaces let such a poller see it missing thousands of times)."""
+    out, stop = tmp_path / "out_cpp", tmp_path / "stop"
+    files = {f"module{i}.cpp": "// generated\n" * 100 for i in range(9)}
+    output.replace_directory(out, files)
+    poller = subprocess.Popen([sys.executable, "-c", POLLER, str(out), str(stop)], stdout=subprocess.PIPE, text=True)
+    for version in range(200):
+        output.replace_directory(out, {**files, "module0.cpp": f"// version {version}\n"})
+    stop.touch()
+    missing, checks = map(int, poller.communicate(timeout=60)[0].split())
+    assert checks > 0 and missing == 0
+    assert (out / "module0.cpp").read_text() == "// version 199\n"

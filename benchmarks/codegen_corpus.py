@@ -36,7 +36,7 @@ from torchgen.packaged.autograd.gen_autograd_functions import gen_autograd_funct
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from transpiler.yaml_import.codegen import generate  # noqa: E402
-from transpiler.yaml_import.files import replace_directory  # noqa: E402
+from transpiler.output import replace_directory  # noqa: E402
 from transpiler.yaml_import.importer import import_yaml  # noqa: E402
 from transpiler.yaml_import.reader import formula_files  # noqa: E402
 

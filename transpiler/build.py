@@ -1,11 +1,22 @@
-"""``python -m transpiler.build``: compile ``out_cpp/`` into a library ``torch.ops.load_library`` loads.
+"""``python -m transpiler.build``: compile generated C++ into a library ``torch.ops.load_library`` loads.
+
+Defaults come from the user's project (:mod:`transpiler.project`): the
+sources are its ``out_cpp/``, the library is named ``<namespace>_ops`` after
+the namespace in the sources' ``MANIFEST``, and it is built in the per-user
+cache (``~/.cache/derivatives-transpiler/<name>/``; ``--build-dir``,
+``$TRANSPILE_BUILD_DIR`` or ``build-dir`` in ``[tool.transpile]`` move it),
+never in the installed package or the source tree.
 
 Uses ``torch.utils.cpp_extension.load`` (ninja, one object per ``.cpp`` so
-files compile in parallel and an unchanged file is not recompiled), cached in
-``build/<name>/``. A content stamp of the sources, flags and torch version is
-kept next to the library: a second run with nothing changed prints the path
-without importing torch at all. The last line printed is always the library's
-path (or, on failure, the compiler's errors on stderr and exit status 1).
+files compile in parallel and an unchanged file is not recompiled). A content
+stamp of the sources, flags and torch version is kept next to the library: a
+second run with nothing changed prints the path without importing torch at
+all; so is the list of operators the library registers, which
+:func:`load_library` checks before loading (torch aborts the whole process
+when a library registers an operator that is registered already). The last
+line printed is always the library's path; a compiler failure prints its
+errors on stderr and exits 1; a build directory that cannot or must not be
+written (:mod:`transpiler.output`) is one line and exit 2.
 """
 from __future__ import annotations
 
@@ -17,10 +28,11 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SOURCES = REPO / "out_cpp"
-DEFAULT_BUILD = REPO / "build"
-DEFAULT_NAME = "formulas_ops"
+from transpiler.output import OutputError, check_directory, describe, locked
+from transpiler.project import SHIPPED_NAMESPACE, ProjectError, find_project
+
+MANIFEST = "MANIFEST"
+MARKER = ".transpiler-build"    # marks a build directory as ours: only such a directory is written
 CFLAGS = ("-O2", "-DNDEBUG")
 
 # The libtorch headers every generated file includes: parsing them is most of a file's compile
@@ -56,30 +68,74 @@ def library_path(build_dir: Path, name: str) -> Path:
     return build_dir / name / f"{name}.so"
 
 
-def build(sources: Path = DEFAULT_SOURCES, build_dir: Path = DEFAULT_BUILD, name: str = DEFAULT_NAME,
-          verbose: bool = False) -> Path:
-    """Compile ``sources`` (cached) and return the shared library's path."""
+def default_name(sources: Path) -> str:
+    """``<namespace>_ops``, the namespace read from the sources' MANIFEST (``formulas``, the only
+    namespace earlier versions wrote, when it records none)."""
+    manifest = sources / MANIFEST
+    lines = manifest.read_text(encoding="utf-8", errors="replace").splitlines() if manifest.is_file() else []
+    namespaces = [line.split(" ", 1)[1] for line in lines if line.startswith("namespace ")]
+    return f"{namespaces[0] if namespaces else SHIPPED_NAMESPACE}_ops"
+
+
+def _ours(directory: Path) -> bool:
+    return any((directory / name).exists() for name in (MARKER, "build.ninja")) or any(directory.glob("*.stamp"))
+
+
+def build(sources: Path, build_dir: Path, name: str, verbose: bool = False) -> Path:
+    """Compile ``sources`` (cached in ``build_dir/name/``) and return the shared library's path.
+    Raises :class:`OutputError` when that directory must not or cannot be written."""
     sources, build_dir = sources.resolve(), build_dir.resolve()
     target = library_path(build_dir, name)
-    stamp_file = target.with_suffix(".stamp")
+    stamp_file, ops_file = target.with_suffix(".stamp"), target.with_suffix(".ops")
     current = stamp(sources)
-    if target.exists() and stamp_file.exists() and stamp_file.read_text() == current:
+    if target.exists() and stamp_file.exists() and stamp_file.read_text() == current and ops_file.exists():
         return target
-    from torch.utils.cpp_extension import load
+    check_directory(target.parent, _ours, lambda d: {p.name for p in d.iterdir()}, "the build", [sources])
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (target.parent / MARKER).touch()
+    except OSError as error:
+        raise describe(error, target.parent) from None
+    with locked(target.parent, target.parent):
+        import torch
+        from torch.utils.cpp_extension import load
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    header = precompile_headers(sources, target.parent, name)
-    load(
-        name=name,
-        sources=[str(p) for p in source_files(sources) if p.suffix == ".cpp"],
-        extra_cflags=[*CFLAGS, "-include", str(header)],
-        extra_include_paths=[str(sources)],
-        build_directory=str(target.parent),
-        is_python_module=False,
-        verbose=verbose,
-    )
-    stamp_file.write_text(current)
+        header = precompile_headers(sources, target.parent, name)
+        before = set(torch._C._dispatch_get_all_op_names())
+        load(   # with is_python_module=False this also loads the library: the registered names follow
+            name=name,
+            sources=[str(p) for p in source_files(sources) if p.suffix == ".cpp"],
+            extra_cflags=[*CFLAGS, "-include", str(header)],
+            extra_include_paths=[str(sources)],
+            build_directory=str(target.parent),
+            is_python_module=False,
+            verbose=verbose,
+        )
+        registered = sorted(set(torch._C._dispatch_get_all_op_names()) - before)
+        ops_file.write_text("".join(f"{op}\n" for op in registered))
+        stamp_file.write_text(current)
     return target
+
+
+def load_library(path: str | os.PathLike) -> None:
+    """``torch.ops.load_library(path)`` for a library this module built, refused with a clear
+    ``RuntimeError`` (instead of torch aborting the process) when an operator it registers is
+    registered already, by another package in the same namespace or another copy of it."""
+    import torch
+
+    path = Path(path).resolve()
+    if str(path) in torch.ops.loaded_libraries:
+        return
+    ops_file = path.with_suffix(".ops")
+    if ops_file.is_file():
+        present = set(torch._C._dispatch_get_all_op_names())
+        taken = [op for op in ops_file.read_text().split() if op in present]
+        if taken:
+            shown = ", ".join(taken[:3]) + (f" and {len(taken) - 3} more" if len(taken) > 3 else "")
+            raise RuntimeError(f"{path}: not loaded: {shown} already registered by a library loaded before; "
+                               "give one of the packages another namespace (transpile --namespace NAME) "
+                               "and rebuild it")
+    torch.ops.load_library(str(path))
 
 
 def precompile_headers(sources: Path, directory: Path, name: str) -> Path:
@@ -103,21 +159,35 @@ def precompile_headers(sources: Path, directory: Path, name: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transpiler.build", description=__doc__.splitlines()[0])
-    parser.add_argument("--sources", type=Path, default=DEFAULT_SOURCES, help="generated C++ (default: out_cpp/)")
-    parser.add_argument("--build-dir", type=Path, default=DEFAULT_BUILD, help="cache directory (default: build/)")
-    parser.add_argument("--name", default=DEFAULT_NAME, help="library name (default: formulas_ops)")
+    parser.add_argument("--sources", type=Path, help="generated C++ (default: the project's out_cpp/)")
+    parser.add_argument("--build-dir", type=Path,
+                        help="cache directory (default: $TRANSPILE_BUILD_DIR, the project's build-dir, "
+                             "or ~/.cache/derivatives-transpiler)")
+    parser.add_argument("--name", help="library name (default: <namespace>_ops, from the sources' MANIFEST)")
     parser.add_argument("--verbose", action="store_true", help="show the compiler commands")
     args = parser.parse_args(argv)
-    if not args.sources.is_dir() or not any(p.suffix == ".cpp" for p in args.sources.iterdir()):
-        print(f"{args.sources}: no generated C++ here; run `transpile` first", file=sys.stderr)
-        return 1
     try:
-        path = build(args.sources, args.build_dir, args.name, args.verbose)
+        project = find_project()
+        sources = args.sources or project.out
+        if not sources.is_dir() or not any(p.suffix == ".cpp" for p in sources.iterdir()):
+            print(f"{sources}: no generated C++ here; run `transpile` first", file=sys.stderr)
+            return 2
+        path = build(sources, args.build_dir or project.build_dir, args.name or default_name(sources), args.verbose)
+    except (OutputError, ProjectError) as error:
+        print(f"python -m transpiler.build: {error}", file=sys.stderr)
+        return 2
+    except (ImportError, metadata.PackageNotFoundError):
+        print("python -m transpiler.build: torch is not installed; "
+              "python3 -m pip install 'derivatives-transpiler[test]' (torch==2.13.0, ninja)", file=sys.stderr)
+        return 2
     except subprocess.CalledProcessError as error:
         print(f"precompiling the libtorch headers failed:\n{error.stderr}", file=sys.stderr)
         return 1
-    except (RuntimeError, OSError) as error:   # cpp_extension reports compiler failures as RuntimeError
-        print(f"build of {args.sources} failed:\n{error}", file=sys.stderr)
+    except OSError as error:
+        print(f"python -m transpiler.build: {describe(error, sources)}", file=sys.stderr)
+        return 2
+    except RuntimeError as error:   # cpp_extension reports compiler failures as RuntimeError
+        print(f"build of {sources} failed:\n{error}", file=sys.stderr)
         return 1
     print(os.fspath(path))
     return 0

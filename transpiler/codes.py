@@ -168,9 +168,10 @@ CODES: tuple[Code, ...] = (
          "@helper\ndef scale(x, factor):\n    ...",
          "Annotate helpers fully with the types of formulas/README.md; leave such operators to torch."),
     Code("DB206", "`transpile`: a second formula for the same operator",
-         "Reports a formula for an operator that another formula of the library already defines.",
+         "Reports a formula for an operator that another formula of the library already defines, or, "
+         "under `--namespace formulas`, an operator the shipped library already registers.",
          "Both would register the same `torch.ops.<namespace>.<op>`.",
-         fix="Keep one formula per operator."),
+         fix="Keep one formula per operator, or give the package its own `--namespace`."),
 )
 
 BY_CODE: dict[str, Code] = {entry.code: entry for entry in CODES}

@@ -45,7 +45,7 @@ def test_optional_and_list_inputs_are_saved(generated):
 CHECKS = r"""
 import sys, torch
 torch.ops.load_library(sys.argv[1])
-ops = torch.ops.formulas
+ops = torch.ops.dialect
 gradcheck, gradgradcheck = torch.autograd.gradcheck, torch.autograd.gradgradcheck
 def leaf(*shape):
     return torch.randn(*shape, dtype=torch.float64, requires_grad=True)
@@ -72,7 +72,7 @@ print("node", ops.weighted_sum([x, y], [1.0, 1.0]).grad_fn.name())
 
 def test_features_compile_and_pass_gradcheck(generated):
     library = build_library(generated, REPO / "build", "dialect_formulas")
-    # A fresh process: this library registers into torch.ops.formulas too.
+    # A fresh process (as a user would run it): the package registers as torch.ops.dialect.
     done = subprocess.run([sys.executable, "-c", CHECKS, str(library)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()

@@ -46,9 +46,9 @@ def test_illegal_capture_passes_gradcheck_but_fails_gradgradcheck(tmp_path: Path
     assert "leaky.py:9:30: DB100" in capsys.readouterr().out
     assert not out.exists()
 
-    assert generate.main(["--formulas", str(formulas), "--out", str(out), "--no-lint"]) == 0
+    assert generate.main(["--formulas", str(formulas), "--out", str(out), "--no-lint", "--namespace", "leaky"]) == 0
     library = build_library(out, Path(__file__).resolve().parents[2] / "build", "leaky_formulas")
-    # A fresh process: this library registers torch.ops.formulas.exp, like the session's library.
+    # A fresh process: a library that cannot be right is kept out of the session's.
     checks = subprocess.run([sys.executable, "-c", CHECK, str(library)], capture_output=True, text=True)
     assert checks.returncode == 0, checks.stderr[-3000:]
     assert checks.stdout.split() == ["gradcheck=True", "gradgradcheck=False"]
@@ -58,7 +58,7 @@ CHECK = """
 import sys, torch
 torch.ops.load_library(sys.argv[1])
 x = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64, requires_grad=True)
-exp = torch.ops.formulas.exp.default
+exp = torch.ops.leaky.exp.default
 print(f"gradcheck={torch.autograd.gradcheck(exp, (x,), raise_exception=False)}")
 print(f"gradgradcheck={torch.autograd.gradgradcheck(exp, (x,), raise_exception=False)}")
 """

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from transpiler import output
 from transpiler.cpp import generate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,7 +132,8 @@ def test_malformed_schema_gives_its_diagnostic_and_writes_nothing(workspace, cap
     assert snapshot(out) == before
 
 
-def test_failed_write_leaves_output_as_it_was(workspace, monkeypatch):
+@pytest.mark.parametrize("step", ["_exchange", "copy2"])
+def test_failed_write_leaves_output_as_it_was(workspace, monkeypatch, step):
     formulas, out = workspace
     (formulas / "trig.py").write_text(GOOD.replace("grad * at.cos(self)", "at.cos(self) * grad"))
     before = snapshot(out)
@@ -139,7 +141,7 @@ def test_failed_write_leaves_output_as_it_was(workspace, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(generate.os, "replace", interrupted)
+    monkeypatch.setattr(output if step == "_exchange" else output.shutil, step, interrupted)
     with pytest.raises(KeyboardInterrupt):
         generate.main(["--formulas", str(formulas), "--out", str(out)])
     assert snapshot(out) == before

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cpp.compiled import REPO, build_library
+from tests.cpp.test_transpile_cli import GOOD
 from transpiler.cpp import generate
 
 torch = pytest.importorskip("torch")
@@ -26,27 +27,83 @@ def sinh(self):
     return result, backward
 '''
 
+# Its own sin and cos (torch.ops.myops.sin beside the shipped torch.ops.formulas.sin, written as
+# test_transpile_cli's GOOD) and a helper that has a shipped helper's name and C++ signature but
+# another meaning: each library must call its own (torch.ops.load_library opens libraries
+# RTLD_LOCAL, so neither binds the other's symbol).
+TRIG = GOOD.replace("from formulas import at, derivative", "from formulas import Tensor, at, derivative, helper") + '''
+
+
+@helper
+def sum_to(grad: Tensor, sizes: list[int]) -> Tensor:
+    """Here: the gradient of doubling (the shipped sum_to undoes broadcasting)."""
+    return at.mul(grad, 2.0)
+
+
+@derivative("twice(Tensor self) -> Tensor")
+def twice(self):
+    result = at.mul(self, 2.0)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return sum_to(grad, self_sizes)
+    return result, backward
+'''
+
 CHECK = """
-import sys, torch
-torch.ops.load_library(sys.argv[1])
+import shutil, sys, torch
+from transpiler.build import load_library
+shipped, mine, copy = sys.argv[1:]
+load_library(shipped)
+load_library(mine)
+gradcheck, gradgradcheck = torch.autograd.gradcheck, torch.autograd.gradgradcheck
 x = torch.linspace(-1.5, 2.0, 7, dtype=torch.float64).reshape(7, 1).expand(7, 3).clone().requires_grad_()
-op = torch.ops.formulas.sinh
-ok = torch.autograd.gradcheck(op, (x,)) and torch.autograd.gradgradcheck(op, (x,))
-(g,) = torch.autograd.grad(op(x).sum(), x, create_graph=True)
+y = torch.linspace(0.5, 1.5, 7, dtype=torch.float64).reshape(7, 1).requires_grad_()
+f, m = torch.ops.formulas, torch.ops.myops
+ok = all(gradcheck(op, (x,)) and gradgradcheck(op, (x,)) for op in (f.sin, m.sin, m.sinh, m.twice))
+(g,) = torch.autograd.grad(m.sinh(x).sum(), x, create_graph=True)
 (h,) = torch.autograd.grad(g.sum(), x)
 same = torch.allclose(g, torch.cosh(x)) and torch.allclose(h, torch.sinh(x))
-print(f"gradchecks={ok} matches_torch={same}")
+same &= torch.equal(m.sin(x), f.sin(x)) and torch.equal(m.twice(x), 2 * x)
+(doubled,) = torch.autograd.grad(m.twice(x).sum(), x)                  # the package's own sum_to
+(reduced,) = torch.autograd.grad(f.mul(x, y).sum(), y)                  # the shipped sum_to
+own_helpers = torch.equal(doubled, torch.full_like(x, 2.0)) and torch.allclose(reduced, x.sum(1, keepdim=True))
+shutil.copy(mine, copy)
+shutil.copy(mine[:-3] + ".ops", copy[:-3] + ".ops")
+try:
+    load_library(copy)             # a second copy registers myops::sin again: torch would abort
+    refused = "loaded"
+except RuntimeError as error:
+    refused = "myops::sin" in str(error) and "--namespace" in str(error)
+print(f"gradchecks={ok} matches_torch={same} own_helpers={own_helpers} refused={refused}")
 """
 
 
-def test_user_package_builds_on_the_shipped_operators(tmp_path: Path):
+def test_user_package_loads_beside_the_shipped_library(tmp_path: Path):
+    """A package named myops registers torch.ops.myops (its own sin too), builds as myops_ops, and
+    loads in one process with the shipped library; loading an operator twice is a clear error."""
     package, out = tmp_path / "myops", tmp_path / "my_cpp"
     package.mkdir()
     (package / "sinh.py").write_text(SINH)
+    (package / "trig.py").write_text(TRIG)
 
     assert generate.main(["--formulas", str(package), "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir() if p.suffix == ".cpp") == ["helpers.cpp", "sinh.cpp"]
-    library = build_library(out, REPO / "build", "user_sinh")
-    checks = subprocess.run([sys.executable, "-c", CHECK, str(library)], capture_output=True, text=True)
+    assert sorted(p.name for p in out.iterdir() if p.suffix == ".cpp") == ["helpers.cpp", "sinh.cpp", "trig.cpp"]
+    assert "TORCH_LIBRARY_FRAGMENT(myops, m)" in (out / "trig.cpp").read_text()
+    library = build_library(out, REPO / "build")
+    assert library.name == "myops_ops.so"
+    shipped = build_library(REPO / "out_cpp", REPO / "build", "formulas_ops")
+    checks = subprocess.run([sys.executable, "-c", CHECK, str(shipped), str(library), str(tmp_path / "copy.so")],
+                            capture_output=True, text=True)
     assert checks.returncode == 0, checks.stderr[-3000:]
-    assert checks.stdout.split() == ["gradchecks=True", "matches_torch=True"]
+    assert checks.stdout.split() == ["gradchecks=True", "matches_torch=True", "own_helpers=True", "refused=True"]
+
+
+def test_the_shipped_namespace_is_refused_for_an_operator_it_registers(tmp_path: Path, capsys):
+    package = tmp_path / "myops"
+    package.mkdir()
+    (package / "trig.py").write_text(TRIG)
+    assert generate.main(["--formulas", str(package), "--out", str(tmp_path / "out"), "--namespace", "formulas"]) == 1
+    printed = capsys.readouterr().out
+    assert "trig.py:4:13: DB206 formulas::sin is registered by the shipped library too" in printed
+    assert "trig.py:12:13: DB206 formulas::cos is registered by the shipped library too" in printed
+    assert not (tmp_path / "out").exists()

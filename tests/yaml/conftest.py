@@ -12,7 +12,7 @@ import pytest
 import torchgen
 
 from transpiler.yaml_import.emit import emit_yaml
-from transpiler.yaml_import.files import replace_directory
+from transpiler.output import replace_directory
 from transpiler.yaml_import.importer import ImportResult, import_yaml, read_entries
 from transpiler.yaml_import.model import Entry
 from transpiler.yaml_import.reader import read_directory

@@ -1,6 +1,10 @@
 """Per-entry errors, the summary, and the two commands."""
 from __future__ import annotations
 
+import errno
+import os
+import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -89,13 +93,83 @@ def test_import_never_replaces_a_directory_it_did_not_write(tmp_path: Path, caps
     mine.mkdir()
     (mine / "sin.py").write_text("x = 1\n")
     assert transpile(["import-yaml", str(source), "-o", str(mine)]) == 2
-    assert "was not written by `transpile import-yaml`" in capsys.readouterr().err
+    assert "not empty and not written by `transpile import-yaml` (sin.py)" in capsys.readouterr().err
     assert [p.name for p in mine.iterdir()] == ["sin.py"]
     out = tmp_path / "imported"
     assert transpile(["import-yaml", str(source), "-o", str(out)]) == 1
-    (out / "stale.py").write_text("x = 1\n")
+    (out / "derivatives_999.py").write_text("x = 1\n")    # what a larger earlier import wrote
     assert transpile(["import-yaml", str(source), "-o", str(out)]) == 1     # a re-import replaces it
-    assert not (out / "stale.py").exists()
+    assert not (out / "derivatives_999.py").exists()
+    (out / "notes.txt").write_text("mine\n")              # but never a file it did not write
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 2
+    assert "holds files `transpile import-yaml` did not write (notes.txt)" in capsys.readouterr().err
+    assert (out / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("case", ["a file", "the working directory", "the input's directory"])
+def test_import_refuses_outputs_it_must_not_replace(tmp_path: Path, capsys, monkeypatch, case):
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    source = inputs / "derivatives.yaml"
+    source.write_text(SMALL_YAML)
+    (tmp_path / "notes.txt").write_text("mine\n")
+    monkeypatch.chdir(tmp_path)
+    out = {"a file": "notes.txt", "the working directory": ".", "the input's directory": "inputs"}[case]
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    assert transpile(["import-yaml", str(source), "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("transpile import-yaml: ") and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before and source.read_text() == SMALL_YAML
+
+
+def test_import_keeps_the_directory_mode_and_reports_a_full_disk(tmp_path: Path, capsys, monkeypatch):
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(SMALL_YAML)
+    out = tmp_path / "imported"
+    transpile(["import-yaml", str(source), "-o", str(out)])
+    out.chmod(0o750)
+    (out / "derivatives_999.py").write_text("x = 1\n")
+    transpile(["import-yaml", str(source), "-o", str(out)])
+    assert stat.S_IMODE(out.stat().st_mode) == 0o750 and not (out / "derivatives_999.py").exists()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    monkeypatch.setattr(shutil, "copy2", lambda source, target: full(target, b""))
+    capsys.readouterr()
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and len(err.splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["derivatives.yaml", "imported"]
+
+
+def test_emit_yaml_output_errors_are_one_line(tmp_path: Path, capsys, monkeypatch):
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(SMALL_YAML)
+    out = tmp_path / "imported"
+    transpile(["import-yaml", str(source), "-o", str(out)])
+    capsys.readouterr()
+    assert transpile(["emit-yaml", str(out), "-o", str(tmp_path)]) == 2           # a directory
+    assert "is a directory" in capsys.readouterr().err
+    target = tmp_path / "emitted.yaml"
+    target.write_text("old\n")
+    target.chmod(0o640)
+    assert transpile(["emit-yaml", str(out), "-o", str(target)]) == 0
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640                        # the file keeps its mode
+    emitted = target.read_text()
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full)
+    assert transpile(["emit-yaml", str(out), "-o", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert f"{target}: cannot write: No space left on device" in err and len(err.splitlines()) == 1
+    assert target.read_text() == emitted
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["derivatives.yaml", "emitted.yaml", "imported"]
 
 
 def test_import_replaces_the_directory_only_on_success(tmp_path: Path, capsys):

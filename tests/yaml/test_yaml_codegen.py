@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from transpiler.yaml_import.codegen import CodegenError, cpp_type, generate, main
-from transpiler.yaml_import.files import replace_directory
+from transpiler.output import replace_directory
 from transpiler.yaml_import.importer import import_yaml
 from transpiler.schema import parse_type
 

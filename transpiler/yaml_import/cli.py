@@ -2,7 +2,9 @@
 
 Prints one line per entry that could not be translated (``path:line:col:
 entry `name`: why``) and a summary. Exit 0: every entry imported; 1: some
-entries were left out (the others are written); 2: usage error or unreadable input.
+entries were left out (the others are written); 2: usage error, unreadable
+input, or an output directory it must not or cannot write (:mod:`transpiler.output`:
+only a missing or empty directory, or one holding nothing but an earlier import).
 """
 from __future__ import annotations
 
@@ -12,13 +14,20 @@ from pathlib import Path
 
 import yaml
 
-from transpiler.yaml_import.files import replace_directory
-from transpiler.yaml_import.importer import GENERATED_MARKER, import_yaml
+from transpiler.output import OutputError, check_directory, replace_directory
+from transpiler.yaml_import.importer import FORMULA_FILE_PREFIX, GENERATED_MARKER, import_yaml
 
 
 def _written_by_import(directory: Path) -> bool:
     marker = directory / "__init__.py"
     return marker.is_file() and GENERATED_MARKER in marker.read_text(encoding="utf-8", errors="replace")
+
+
+def _import_files(directory: Path) -> set[str]:
+    """The names in ``directory`` an import writes (a larger earlier import may have written more)."""
+    return {p.name for p in directory.iterdir()
+            if p.name in ("__init__.py", "externals.py")
+            or (p.name.startswith(FORMULA_FILE_PREFIX) and p.suffix == ".py" and p.is_file())}
 
 
 def main(argv: list[str]) -> int:
@@ -43,12 +52,13 @@ def main(argv: list[str]) -> int:
         print(f"{path}:{line}:{col}: not valid YAML: {getattr(error, 'problem', error)}", file=sys.stderr)
         return 2
     out = Path(args.out)
-    if out.exists() and any(out.iterdir()) and not _written_by_import(out):
-        print(f"{out}:1:1: the directory is not empty and was not written by `transpile import-yaml`; "
-              "choose a new directory (it is replaced as a whole)", file=sys.stderr)
+    try:
+        check_directory(out, _written_by_import, _import_files, "`transpile import-yaml`", [path.parent])
+        for problem in result.problems:
+            print(problem.format())
+        replace_directory(out, result.files)
+    except OutputError as error:
+        print(f"transpile import-yaml: {error}", file=sys.stderr)
         return 2
-    for problem in result.problems:
-        print(problem.format())
-    replace_directory(out, result.files)
     print(result.summary())
     return 1 if result.problems else 0

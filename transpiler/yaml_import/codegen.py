@@ -27,7 +27,7 @@ from pathlib import Path
 
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, is_tensor_like
 from transpiler.yaml_import import cpp
-from transpiler.yaml_import.files import write_file
+from transpiler.output import write_file
 from transpiler.yaml_import.model import differentiable_outputs, return_names
 from transpiler.yaml_import.reader import ReadError, ReadFunction, ReadLine, formula_files, read_functions
 from transpiler.yaml_import.syntax import (

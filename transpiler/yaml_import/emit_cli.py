@@ -1,7 +1,8 @@
 """``transpile emit-yaml DIR -o FILE``: write imported formulas back as a derivatives.yaml.
 
 Exit 0: written; 1: a formula file is not in the shape ``import-yaml`` writes
-(reported as ``path:line:col: message``, nothing written); 2: usage error.
+(reported as ``path:line:col: message``, nothing written); 2: usage error or an
+output that cannot be written (one line, the file left as it was).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 from transpiler.yaml_import.emit import emit_yaml
-from transpiler.yaml_import.files import write_file
+from transpiler.output import OutputError, write_file
 from transpiler.yaml_import.reader import ReadError, formula_files, read_directory
 
 
@@ -32,6 +33,10 @@ def main(argv: list[str]) -> int:
     except ReadError as error:
         print(error, file=sys.stderr)
         return 1
-    write_file(Path(args.out), emit_yaml(entries, str(directory)))
+    try:
+        write_file(Path(args.out), emit_yaml(entries, str(directory)))
+    except OutputError as error:
+        print(f"transpile emit-yaml: {error}", file=sys.stderr)
+        return 2
     print(f"wrote {len(entries)} entries to {args.out}")
     return 0

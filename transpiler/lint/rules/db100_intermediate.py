@@ -15,13 +15,19 @@ CODE = "DB100"
 
 
 def aliased_input_or_output(context: FormulaContext, name: str) -> str | None:
-    """``x`` when the forward binds ``name = x`` once, ``x`` being an input or output."""
-    bindings = context.forward_bindings(name)
-    if len(bindings) != 1 or bindings[0].conditional or not isinstance(bindings[0].value, cst.Name):
-        return None
-    source = bindings[0].value.value
-    unrebound_input = source in context.formula.params and source not in context.forward.bindings
-    return source if unrebound_input or source in context.formula.outputs else None
+    """``x`` when the forward binds ``name = x`` once (or through a chain of such copies,
+    ``a = x; name = a``), ``x`` being an input or output."""
+    seen = set()
+    while name not in seen:
+        seen.add(name)
+        bindings = context.forward_bindings(name)
+        if len(bindings) != 1 or bindings[0].conditional or not isinstance(bindings[0].value, cst.Name):
+            return None
+        name = bindings[0].value.value
+        unrebound_input = name in context.formula.params and name not in context.forward.bindings
+        if unrebound_input or name in context.formula.outputs:
+            return name
+    return None
 
 
 def metadata_only_uses(context: FormulaContext, name: str) -> list[str]:

@@ -5,7 +5,7 @@ from formulas import at, derivative
 from formulas.helpers import reduced_numel, sum_backward, value_selecting_reduction_backward, wrap_dim
 
 
-@derivative("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor")
+@derivative("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", jvp="auto_linear")
 def sum_all(self, *, dtype=None):
     result = at.sum(self, dtype=dtype)
     self_sizes = self.sizes()
@@ -14,7 +14,8 @@ def sum_all(self, *, dtype=None):
     return result, backward
 
 
-@derivative("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor")
+@derivative("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+            jvp="auto_linear")
 def sum_dim_intlist(self, dim, keepdim=False, *, dtype=None):
     result = at.sum(self, dim, keepdim, dtype=dtype)
     self_sizes = self.sizes()
@@ -23,7 +24,8 @@ def sum_dim_intlist(self, dim, keepdim=False, *, dtype=None):
     return result, backward
 
 
-@derivative("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor")
+@derivative("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+            jvp="auto_linear")
 def mean_dim(self, dim, keepdim=False, *, dtype=None):
     result = at.mean(self, dim, keepdim, dtype=dtype)
     self_sizes = self.sizes()
@@ -50,6 +52,12 @@ def var_mean_dim(self, dim, unbiased=True, keepdim=False):
             from_mean = at.div(sum_backward(grad_mean, self_sizes, dim, keepdim), count)
             grad_self = from_mean if grad_self is None else grad_self + from_mean
         return grad_self
+    def jvp(self_t):
+        # d var = 2 sum((x - mean) x_t) / divisor; d mean = mean(x_t)
+        centered = self - sum_backward(mean, self_sizes, dim, keepdim)
+        var_t = at.div(at.mul(at.sum(centered * self_t, dim, keepdim), 2), divisor)
+        mean_t = at.mean(self_t, dim, keepdim)
+        return var_t, mean_t
     return (var, mean), backward
 
 
@@ -61,6 +69,13 @@ def max_dim(self, dim, keepdim=False):
     reduced_dim = wrap_dim(dim, self.dim())
     def backward(grad):
         return value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
+    def jvp(self_t):
+        # the tangent at the selected element of each slice
+        indices_kept = indices
+        if not keepdim and len(self_sizes) > 0:
+            indices_kept = at.unsqueeze(indices, reduced_dim)
+        values_t = at.reshape(at.gather(self_t, reduced_dim, indices_kept), values.sizes())
+        return values_t
     return (values, indices), backward
 
 
@@ -72,6 +87,10 @@ def _softmax(self, dim, half_to_float):
         # d softmax_i / d x_j = y_i (delta_ij - y_j)
         grad_self = result * (grad - at.sum(grad * result, [dim], True))
         return at._to_copy(grad_self, dtype=self_dtype) if half_to_float else grad_self
+    def jvp(self_t):
+        # the Jacobian diag(y) - y y^T is symmetric: the backward's expression on the tangent
+        result_t = result * (self_t - at.sum(self_t * result, [dim], True))
+        return result_t
     return result, backward
 
 
@@ -83,4 +102,8 @@ def _log_softmax(self, dim, half_to_float):
         # d log_softmax_i / d x_j = delta_ij - softmax_j, softmax = exp(result)
         grad_self = grad - at.exp(result) * at.sum(grad, [dim], True)
         return at._to_copy(grad_self, dtype=self_dtype) if half_to_float else grad_self
+    def jvp(self_t):
+        # (I - 1 softmax^T) x_t
+        result_t = self_t - at.sum(at.exp(result) * self_t, [dim], True)
+        return result_t
     return result, backward

@@ -1,4 +1,4 @@
-"""Proof tiers R1, R2 and RT (DESIGN section 7) for every formula of the library.
+"""Proof tiers R1, R2, RT and RF (DESIGN section 7) for every formula of the library.
 
 Each ``OpCase`` of ``tests/op_cases.py`` whose operator has a formula is run
 on the reference engine through exactly the declared overload:
@@ -6,7 +6,9 @@ on the reference engine through exactly the declared overload:
 * R1: ``gradcheck`` (float64 central differences) passes;
 * R2: ``gradgradcheck`` passes;
 * RT: first- and second-order gradients equal torch's built-in ones on the
-  same inputs, with the same random output and gradient weights.
+  same inputs, with the same random output and gradient weights;
+* RF: ``engine.jvp`` (the formulas' jvps) equals ``torch.func.jvp`` of the
+  built-in op on the same inputs and random tangents.
 """
 from __future__ import annotations
 
@@ -145,3 +147,40 @@ def test_gradients_equal_torch(case: OpCase):
     for i, (got, expected) in enumerate(zip(got_second, expected_second)):
         assert got.shape == expected.shape, f"second-order gradient {i}"
         np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-10, err_msg=f"second-order gradient {i}")
+
+
+@pytest.mark.tier("RF")
+@pytest.mark.parametrize("case", FORMULA_CASES, ids=lambda c: c.name)
+def test_jvp_equals_torch(case: OpCase):
+    fn, inputs = engine_call(case)
+    tangents = _weights([t.shape for t in inputs], seed=3)
+    outs, out_tangents = engine.jvp(fn, [t.detach() for t in inputs], [engine.Tensor(v) for v in tangents])
+    args, kwargs = torch_args(case, requires_grad=False)
+    positions = [(i, j) for i in case.differentiable
+                 for j in (range(len(args[i])) if isinstance(args[i], list) else [None])]
+
+    def builtin(*tensors):
+        filled = [list(a) if isinstance(a, list) else a for a in args]
+        for (i, j), tensor in zip(positions, tensors):
+            if j is None:
+                filled[i] = tensor
+            else:
+                filled[i][j] = tensor
+        return torch_op(case.op)(*filled, **kwargs)
+
+    primals = [args[i] if j is None else args[i][j] for i, j in positions]
+    expected_outs, expected_tangents = torch.func.jvp(builtin, tuple(primals), tuple(torch.from_numpy(v) for v in tangents))
+    got = list(zip(*[_as_list(outs), _as_list(out_tangents)]))
+    expected = list(zip(*[_as_list(expected_outs), _as_list(expected_tangents)]))
+    assert len(got) == len(expected)
+    for i, ((out, tangent), (expected_out, expected_tangent)) in enumerate(zip(got, expected)):
+        np.testing.assert_allclose(out.numpy(), expected_out.numpy(), rtol=1e-7, atol=1e-10, err_msg=f"output {i}")
+        if not expected_out.is_floating_point():
+            continue          # max.dim's indices: no tangent to compare
+        assert tangent.shape == tuple(expected_tangent.shape), f"tangent {i}"
+        np.testing.assert_allclose(tangent.numpy(), expected_tangent.numpy(), rtol=1e-7, atol=1e-10,
+                                   err_msg=f"tangent {i}")
+
+
+def _as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (tuple, list)) else [value]

@@ -43,6 +43,7 @@ from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_l
 
 BACKWARD = "backward"
 JVP = "jvp"
+ORIGINAL_SELF = ("original_self_t", "original_self_p")   # derivatives.yaml's names in in-place jvps
 NEEDS_INPUT_GRAD = "needs_input_grad"
 
 
@@ -325,6 +326,8 @@ class _ModuleReader:
             if name.endswith("_t") and name[:-2] in differentiable:
                 continue
             if name.endswith("_p") and name[:-2] in inputs:
+                continue
+            if name in ORIGINAL_SELF and "self" in inputs:   # in-place ops: self before the write
                 continue
             raise MalformedFormula(param, f"jvp parameter `{name}` is neither the tangent `<input>_t` of a "
                                    f"differentiable input ({', '.join(sorted(differentiable))}) nor a primal "

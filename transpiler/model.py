@@ -68,7 +68,7 @@ class Jvp:
 
     Its parameters are tangents ``<input>_t`` of differentiable inputs (undefined
     tangents arrive as zeros) and, in the derivatives.yaml dialect, primals
-    ``<input>_p``; it returns one tangent per differentiable output (a tuple when
+    ``<input>_p`` and ``original_self_t`` / ``original_self_p``; it returns one tangent per differentiable output (a tuple when
     several, ``None`` for none) and may read what a backward may capture.
     """
 

@@ -69,6 +69,19 @@ def test_forward_over_reverse(formulas_ops):
     torch.testing.assert_close(hvp, -torch.sin(x) * v)
 
 
+def test_functorch_transforms_compose(formulas_ops):
+    """The op registers one CompositeImplicitAutograd kernel: functorch runs it on its wrapper
+    tensors, whose level-0 tangent is that level's, so jvp nests (forward over forward) and
+    jacfwd works."""
+    x, t = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+
+    def tangent(a):
+        return torch.func.jvp(formulas_ops.sin, (a,), (t,))[1]
+
+    torch.testing.assert_close(torch.func.jvp(tangent, (x,), (t,))[1], -torch.sin(x) * t * t)
+    torch.testing.assert_close(torch.func.jacfwd(formulas_ops.mul.Tensor, argnums=1)(x, x), torch.diag(x))
+
+
 def _compiled_autograd_gradients(call, leaves: list, upstream: list) -> tuple[list, str]:
     from torch._dynamo import compiled_autograd
 

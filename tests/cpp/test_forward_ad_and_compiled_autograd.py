@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cpp.test_compiled_ops import compiled_op, differentiable_view
-from tests.op_cases import ALL_CASES, OpCase, torch_op
+from tests.cpp.test_compiled_ops import compiled_op
+from tests.op_cases import ALL_CASES, OpCase, differentiable_view, torch_op
 
 torch = pytest.importorskip("torch")
 

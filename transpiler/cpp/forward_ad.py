@@ -65,18 +65,14 @@ def jvp_function(emitter: FormulaEmitter) -> str:
     jvp = emitter.formula.jvp
     if jvp is None:
         return ""
-    from transpiler.cpp.nodes import borrowed_param, is_view   # nodes imports this module
+    from transpiler.cpp.nodes import closure_parameter   # nodes imports this module
 
     rebound = assigned_names(jvp.node.body.body)
     declarations: list[str] = []
     bindings: dict[str, Binding] = {}
     for name, ty in _parameters(emitter, jvp):
-        if name in rebound:
-            declarations.append(f"{T.cpp_value(ty)} {cpp_name(name)}")
-            bindings[name] = Binding(ty, cpp_name(name))
-        else:
-            declarations.append(f"{borrowed_param(ty)} {cpp_name(name)}")
-            bindings[name] = Binding(ty, cpp_name(name), borrowed=is_view(ty))
+        declaration, bindings[name] = closure_parameter(name, ty, rebound)
+        declarations.append(declaration)
     returns = _return_type(emitter)
     body = translate_body(jvp.node.body.body, emitter.context.bind(bindings), returns)
     return "\n".join([

@@ -102,6 +102,15 @@ def is_view(ty: PyType) -> bool:
     return borrowed_param(ty) != T.cpp_param(ty)
 
 
+def closure_parameter(name: str, ty: PyType, rebound: set[str], declared: str | None = None
+                      ) -> tuple[str, Binding]:
+    """A parameter of a generated closure function (backward, jvp) and the binding its body sees:
+    taken as ``declared`` (default :func:`borrowed_param`), or by value when the body rebinds it."""
+    if name in rebound:
+        return f"{T.cpp_value(ty)} {cpp_name(name)}", Binding(ty, cpp_name(name))
+    return f"{declared or borrowed_param(ty)} {cpp_name(name)}", Binding(ty, cpp_name(name), borrowed=is_view(ty))
+
+
 def _metadata_only_methods(name: str, backward: cst.FunctionDef) -> set[str] | None:
     """The metadata methods through which the backward reads ``name``, or None if it reads it otherwise."""
     methods: set[str] = set()
@@ -256,12 +265,8 @@ class FormulaEmitter:
         bindings: dict[str, Binding] = {}
 
         def parameter(name: str, ty: PyType, declared: str) -> None:
-            if name in rebound:
-                declarations.append(f"{T.cpp_value(ty)} {cpp_name(name)}")
-                bindings[name] = Binding(ty, cpp_name(name))
-            else:
-                declarations.append(f"{declared} {cpp_name(name)}")
-                bindings[name] = Binding(ty, cpp_name(name), borrowed=is_view(ty))
+            declaration, bindings[name] = closure_parameter(name, ty, rebound, declared)
+            declarations.append(declaration)
 
         for grad in self.formula.backward.grad_params:
             parameter(grad, T.TENSOR, "const at::Tensor&")

@@ -141,14 +141,6 @@ inline void store(variable_list& grad_inputs, IndexRange range, const std::vecto
 inline at::Tensor primal(const at::Tensor& input) {
   return input.defined() ? input._fw_primal(/*level*/ 0) : input;
 }
-inline std::vector<at::Tensor> primals(at::TensorList inputs) {
-  std::vector<at::Tensor> values;
-  values.reserve(inputs.size());
-  for (const auto& input : inputs) {
-    values.push_back(primal(input));
-  }
-  return values;
-}
 inline at::Tensor tangent(const at::Tensor& input) {
   if (!input.defined()) {
     return input;
@@ -156,13 +148,20 @@ inline at::Tensor tangent(const at::Tensor& input) {
   const auto& raw = input._fw_grad(/*level*/ 0);
   return raw.defined() ? raw : at::zeros_like(primal(input));
 }
-inline std::vector<at::Tensor> tangents(at::TensorList inputs) {
+template <typename F>
+std::vector<at::Tensor> each(at::TensorList inputs, F f) {
   std::vector<at::Tensor> values;
   values.reserve(inputs.size());
   for (const auto& input : inputs) {
-    values.push_back(tangent(input));
+    values.push_back(f(input));
   }
   return values;
+}
+inline std::vector<at::Tensor> primals(at::TensorList inputs) {
+  return each(inputs, primal);
+}
+inline std::vector<at::Tensor> tangents(at::TensorList inputs) {
+  return each(inputs, tangent);
 }
 inline void set_tangent(const at::Tensor& output, const at::Tensor& tangent) {
   if (tangent.defined() && output.defined()) {

@@ -77,6 +77,24 @@ CASES = [
         "}\n",
         "    formulas::runtime::set_tangent(result, formulas::exp_jvp(self_t, result));\n",
     ]),
+    ("imported_dialect_primals", '''
+     @derivative("hypot(Tensor self, Tensor other) -> Tensor")
+     def hypot(self, other):
+         result = at.hypot(self, other)
+         def backward(grad):
+             return grad * self / result, grad * other / result
+         def jvp(self_t, other_t, self_p, other_p):
+             result_t = (self_p * self_t + other_p * other_t) / result
+             return result_t
+         return result, backward
+     ''', [
+        "    const at::Tensor& self_p,\n"
+        "    const at::Tensor& other_p,\n"
+        "    const at::Tensor& result) {\n"
+        "  auto result_t = ((self_p * self_t) + (other_p * other_t)) / result;\n",
+        "    formulas::runtime::set_tangent(result, formulas::hypot_jvp(self_t, other_t, "
+        "formulas::runtime::primal(self), formulas::runtime::primal(other), result));\n",
+    ]),
     ("no_jvp", '''
      @derivative("exp(Tensor self) -> Tensor")
      def exp(self):

@@ -121,3 +121,24 @@ def test_jvp_transliteration(tmp_path: Path, source: str, expected: list[str]) -
     for snippet in expected:
         assert snippet in code
     assert ("_jvp(" in code) == ("jvp" in source)
+
+
+def test_in_place_jvp_is_a_diagnostic_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "ops.py").write_text(textwrap.dedent('''\
+        from formulas import at, derivative
+
+
+        @derivative("mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+        def mul__tensor(self, other):
+            result = at.mul(self, other)
+            def backward(grad):
+                return grad * other, grad * self
+            def jvp(self_t, other_t, original_self_p):
+                result_t = self_t * other + other_t * original_self_p
+                return result_t
+            return result, backward
+        '''))
+    _, diagnostics = emit_library(load_library(str(tmp_path)), load_library(str(REPO / "formulas")).operators)
+    [diagnostic] = diagnostics
+    assert (diagnostic.line, diagnostic.col, diagnostic.code) == (9, 30, "DB200")
+    assert "the jvp parameter `original_self_p`" in diagnostic.message

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from transpiler.cpp import types as T
-from transpiler.cpp.expressions import Binding, cpp_name
+from transpiler.cpp.expressions import Binding, cpp_name, unsupported
 from transpiler.cpp.statements import assigned_names, translate_body
 from transpiler.cpp.types import PyType
 from transpiler.model import CaptureKind, Jvp
@@ -67,6 +67,11 @@ def jvp_function(emitter: FormulaEmitter) -> str:
         return ""
     from transpiler.cpp.nodes import closure_parameter   # nodes imports this module
 
+    inputs = {a.name for a in emitter.arguments}
+    for param in jvp.node.params.params:
+        if param.name.value[:-2] not in inputs:     # original_self_t / _p: in-place ops
+            raise unsupported(param, f"the jvp parameter `{param.name.value}` (the value before an "
+                              "in-place write; in-place operators are not emitted)")
     rebound = assigned_names(jvp.node.body.body)
     declarations: list[str] = []
     bindings: dict[str, Binding] = {}

@@ -95,6 +95,20 @@ CASES = [
         "    formulas::runtime::set_tangent(result, formulas::hypot_jvp(self_t, other_t, "
         "formulas::runtime::primal(self), formulas::runtime::primal(other), result));\n",
     ]),
+    ("named_output_tangents", '''
+     @derivative("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)")
+     def var_mean_dim(self, dim, unbiased=True, keepdim=False):
+         var, mean = at.var_mean(self, dim, unbiased, keepdim)
+         def backward(grad_var, grad_mean):
+             return grad_var
+         def jvp(self_t):
+             mean_t = at.mean(self_t, dim, keepdim)
+             return mean_t
+         return (var, mean), backward
+     ''', [
+        "at::Tensor var_mean_dim_jvp(\n",
+        "    formulas::runtime::set_tangent(mean, formulas::var_mean_dim_jvp(self_t, dim, keepdim));\n  }\n",
+    ]),
     ("no_jvp", '''
      @derivative("exp(Tensor self) -> Tensor")
      def exp(self):

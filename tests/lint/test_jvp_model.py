@@ -8,6 +8,7 @@ import pytest
 
 from formulas import derivative
 from transpiler.frontend import parse_module
+from transpiler.lint.closure_rules import check_formula_module
 from transpiler.model import CaptureKind, JvpRule
 
 HEADER = "from formulas import at, derivative\n\n\n"
@@ -182,3 +183,47 @@ def test_malformed_jvp_is_db107(source: str, message: str) -> None:
 def test_dsl_rejects_an_unknown_rule() -> None:
     with pytest.raises(ValueError, match="jvp='auto_sideways'"):
         derivative("sin(Tensor self) -> Tensor", jvp="auto_sideways")
+
+
+TANGENT_COUNTS = [
+    ("def jvp(self_t):\n        result_t = self_t\n",
+     "f.py:10:9: DB106 jvp never returns its tangents; return the tangent itself (None for none), not a tuple "
+     "(outputs: result)"),
+    ("def jvp(self_t):\n        return self_t, self_t\n",
+     "f.py:11:9: DB106 jvp returns 2 tangent(s) but the formula has 1 differentiable output(s) (result); "
+     "return the tangent itself (None for none), not a tuple"),
+    ("def jvp(self_t):\n        return self_t * at.cos(self)\n", None),
+    ("def jvp(self_t):\n        result_t = self_t * at.cos(self)\n        return result_t\n", None),
+]
+
+
+@pytest.mark.parametrize(("jvp", "finding"), TANGENT_COUNTS)
+def test_jvp_returns_one_tangent_per_differentiable_output(jvp: str, finding: str | None) -> None:
+    source = HEADER + textwrap.dedent('''
+        @derivative("sin(Tensor self) -> Tensor")
+        def sin(self):
+            result = at.sin(self)
+            def backward(grad):
+                return grad * at.cos(self)
+            JVP
+            return result, backward
+        ''').replace("JVP", jvp)
+    findings = check_formula_module(parse_module("f.py", source), source, {"sin", "cos"})
+    assert [d.format() for d in findings if d.code == "DB106"] == ([finding] if finding else [])
+
+
+def test_named_output_tangents_may_be_a_subset() -> None:
+    """derivatives.yaml's dialect: ``result0_t`` only; the other output (a mask) has no tangent."""
+    source = HEADER + textwrap.dedent('''
+        @derivative("native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)")
+        def native_dropout(input, p, train):
+            result0, result1 = at.native_dropout(input, p, train)
+            def backward(grad_result0, grad_result1):
+                return grad_result0 * result1
+            def jvp(input_t):
+                result0_t = input_t * result1
+                return result0_t
+            return (result0, result1), backward
+        ''')
+    findings = check_formula_module(parse_module("f.py", source), source, {"native_dropout"})
+    assert [d for d in findings if d.code == "DB106"] == []

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import Binding, cpp_name, unsupported
-from transpiler.cpp.statements import assigned_names, translate_body
+import libcst as cst
+
+from transpiler.cpp.statements import assigned_names, translate_body, walk
 from transpiler.cpp.types import PyType
 from transpiler.model import CaptureKind, Jvp
 
@@ -51,8 +53,25 @@ def _tangent_inputs(emitter: FormulaEmitter, jvp: Jvp) -> list[str]:
     return [a.name for a in emitter.formula.differentiable_inputs if a.name in taken]
 
 
-def _return_type(emitter: FormulaEmitter) -> PyType:
-    count = len(emitter.differentiable_outputs)
+def _returned_outputs(emitter: FormulaEmitter, jvp: Jvp) -> list[int]:
+    """Which outputs the jvp's tangents belong to, in the order it returns them: every
+    differentiable output, or, when every ``return`` names the same ``<output>_t`` (the
+    derivatives.yaml dialect: the others get no tangent), those outputs."""
+    by_name = {f"{emitter.formula.outputs[i]}_t": i for i in emitter.differentiable_outputs
+               if emitter.formula.outputs[i] is not None}
+    shapes = set()
+    for node in walk(jvp.node.body):
+        if isinstance(node, cst.Return):
+            items = node.value.elements if isinstance(node.value, cst.Tuple) else [node.value]
+            values = [item.value if isinstance(item, cst.BaseElement) else item for item in items]
+            named = all(isinstance(v, cst.Name) and v.value in by_name for v in values)
+            shapes.add(tuple(by_name[v.value] for v in values) if named else None)
+    if len(shapes) == 1 and None not in shapes:
+        return list(shapes.pop())
+    return list(emitter.differentiable_outputs)
+
+
+def _return_type(count: int) -> PyType:
     return T.TENSOR if count == 1 else T.tuple_of(*([T.TENSOR] * count))
 
 
@@ -78,7 +97,7 @@ def jvp_function(emitter: FormulaEmitter) -> str:
     for name, ty in _parameters(emitter, jvp):
         declaration, bindings[name] = closure_parameter(name, ty, rebound)
         declarations.append(declaration)
-    returns = _return_type(emitter)
+    returns = _return_type(len(_returned_outputs(emitter, jvp)))
     body = translate_body(jvp.node.body.body, emitter.context.bind(bindings), returns)
     return "\n".join([
         f"{T.cpp_value(returns)} {jvp_function_name(emitter)}(",
@@ -146,11 +165,12 @@ def tangent_lines(emitter: FormulaEmitter, outputs: list[str]) -> list[str]:
     arguments = [_argument(emitter, jvp, p, None) for p in jvp.params]
     arguments += [_argument(emitter, jvp, c.name, c.kind) for c in jvp.captures]
     call = f"formulas::{jvp_function_name(emitter)}({', '.join(arguments)})"
-    if len(emitter.differentiable_outputs) == 1:
-        lines.append(f"    formulas::runtime::set_tangent({outputs[emitter.differentiable_outputs[0]]}, {call});")
+    returned = _returned_outputs(emitter, jvp)
+    if len(returned) == 1:
+        lines.append(f"    formulas::runtime::set_tangent({outputs[returned[0]]}, {call});")
     else:
         lines.append(f"    const auto output_tangents = {call};")
-        for position, index in enumerate(emitter.differentiable_outputs):
+        for position, index in enumerate(returned):
             lines.append(f"    formulas::runtime::set_tangent({outputs[index]}, std::get<{position}>(output_tangents));")
     lines.append("  }")
     return lines

@@ -111,7 +111,12 @@ def run(overload: Any, bound: list) -> Any:
     flags = overload.output_differentiability
     if isinstance(outputs, tuple):
         tangents = output_tangents if isinstance(output_tangents, tuple) else (output_tangents,)
-        for output, tangent in zip([o for o, d in zip(outputs, flags) if d], tangents):
+        differentiable = [o for o, d in zip(outputs, flags) if d]
+        if len(tangents) != len(differentiable):
+            raise RuntimeError(f"the jvp of {overload.name} returned {len(tangents)} tangent(s) for "
+                               f"{len(differentiable)} differentiable outputs; the reference engine takes them "
+                               "in order: return one per differentiable output (None for none)")
+        for output, tangent in zip(differentiable, tangents):
             if tangent is not None:
                 _make_dual(output, tangent)
     elif output_tangents is not None:

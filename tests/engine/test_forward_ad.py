@@ -60,3 +60,21 @@ def test_reverse_mode_and_fast_paths_work_after_a_level():
     (g,) = engine.grad((x.sin() * x).sum(), [x])
     np.testing.assert_allclose(g.numpy(), np.cos([0.3, 0.7]) * [0.3, 0.7] + np.sin([0.3, 0.7]))
     assert engine.is_grad_enabled()
+
+
+def _moments(self, dim):
+    total, squares = at.sum(self, dim, True), at.sum(self * self, dim, True)
+    def backward(grad_total, grad_squares):
+        return None
+    def jvp(self_t):
+        squares_t = at.sum(self * self_t * 2.0, dim, True)
+        return squares_t          # by name: the engine cannot tell which output it is for
+    return (total, squares), backward
+
+
+def test_tangents_for_a_subset_of_outputs_are_refused():
+    op = engine.define("moments_subset(Tensor self, int[] dim) -> (Tensor total, Tensor squares)",
+                       lambda x, dim: (x.sum(tuple(dim), keepdims=True), (x * x).sum(tuple(dim), keepdims=True)),
+                       _moments)
+    with pytest.raises(RuntimeError, match="returned 1 tangent\\(s\\) for 2 differentiable outputs"):
+        engine.jvp(lambda a: op(a, [0]), (_tensor([1.0, 2.0]),), (_tensor([1.0, 1.0]),))

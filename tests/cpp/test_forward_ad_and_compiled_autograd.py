@@ -116,9 +116,10 @@ def test_compiled_autograd_equals_eager(formulas_ops, case: OpCase):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
-def test_compiled_autograd_with_torch_compile(formulas_ops):
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compiled_autograd_with_torch_compile(formulas_ops, backend: str):
     """A chain of generated nodes under compiled autograd with Dynamo tracing the graph
-    (backend "eager"), as torch's own tests enable it."""
+    (backends "eager" and "aot_eager"), as torch's own tests enable it."""
     from torch._dynamo import compiled_autograd
 
     ops = formulas_ops
@@ -134,7 +135,7 @@ def test_compiled_autograd_with_torch_compile(formulas_ops):
 
     eager = torch.autograd.grad(loss(x, y), (x, y))
     torch._dynamo.reset()
-    with compiled_autograd._enable(torch.compile(backend="eager")):
+    with compiled_autograd._enable(torch.compile(backend=backend)):
         loss(x, y).backward()
     torch.testing.assert_close(x.grad, eager[0])
     torch.testing.assert_close(y.grad, eager[1])

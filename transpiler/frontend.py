@@ -200,10 +200,11 @@ class _ModuleReader:
                                        "`return <outputs>, backward`")
         outputs = self.outputs(final_return, schema)
         backward = self.backward(backward_def, schema, output_diff)
-        captures = self.captures(function, schema, params, backward_def, outputs, helper_returns)
+        facts = forward_dataflow(schema, params, function, backward_def, helper_returns)
+        captures = self.captures(function, params, backward_def, outputs, facts)
         jvp = None
         if jvp_def is not None or jvp_rule is not None:
-            jvp = self.jvp(function, schema, params, backward, jvp_def, jvp_rule, outputs, helper_returns)
+            jvp = self.jvp(function, schema, params, backward, jvp_def, jvp_rule, outputs, facts)
         return Formula(
             path=self.path,
             function=function.name.value,
@@ -290,7 +291,7 @@ class _ModuleReader:
 
     def jvp(self, function: cst.FunctionDef, schema: FunctionSchema, params: tuple[str, ...],
             backward: Backward, written: cst.FunctionDef | None, rule: tuple[JvpRule, cst.Arg] | None,
-            outputs: tuple[str | None, ...], helper_returns: Mapping[str, str | None]) -> Jvp:
+            outputs: tuple[str | None, ...], facts: FlowResult) -> Jvp:
         """The written ``def jvp`` checked, or the one its rule stands for (see :func:`synthesise_jvp`)."""
         if written is not None:
             node, span, kind = written, self.positions[written], JvpRule.WRITTEN
@@ -298,7 +299,6 @@ class _ModuleReader:
         else:
             kind, arg = rule
             node, span = synthesise_jvp(kind, schema, params, backward, arg), self.positions[arg]
-        facts = forward_dataflow(schema, params, function, backward.node, helper_returns)
         forward_names = bound_names(function) - {BACKWARD, JVP}
         first: dict[str, cst.Name] = {}
         for read in closure_reads(node, forward_names):
@@ -385,11 +385,9 @@ class _ModuleReader:
         return Backward(node, self.positions[node], grads, mask)
 
     # ---- captures --------------------------------------------------------------
-    def captures(self, function: cst.FunctionDef, schema: FunctionSchema, params: tuple[str, ...],
-                 backward: cst.FunctionDef, outputs: tuple[str | None, ...],
-                 helper_returns: Mapping[str, str | None]) -> tuple[Capture, ...]:
+    def captures(self, function: cst.FunctionDef, params: tuple[str, ...], backward: cst.FunctionDef,
+                 outputs: tuple[str | None, ...], facts: FlowResult) -> tuple[Capture, ...]:
         """Every forward name the backward reads, classified, in order of first use."""
-        facts = forward_dataflow(schema, params, function, backward, helper_returns)
         first_uses = self.first_uses(function, backward)
         captures = []
         for name, first_use in sorted(first_uses.items(), key=lambda item: self.positions[item[1]]):

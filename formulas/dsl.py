@@ -20,6 +20,7 @@ class DeclaredFormula:
     schema: str
     fn: Callable[..., Any]
     output_differentiability: tuple[bool, ...] | None
+    jvp: str | None = None     # "auto_linear" / "auto_element_wise"; None: a nested ``def jvp`` or none
 
     @property
     def op_name(self) -> str:
@@ -48,12 +49,20 @@ HELPERS: dict[str, Callable[..., Any]] = {}
 NONDIFFERENTIABLE: dict[str, str] = {}
 
 
-def derivative(schema: str, *, output_differentiability: Sequence[bool] | None = None):
-    """Declare ``fn`` as the forward+backward formula of the operator ``schema``."""
+JVP_RULES = ("auto_linear", "auto_element_wise")
+
+
+def derivative(schema: str, *, output_differentiability: Sequence[bool] | None = None, jvp: str | None = None):
+    """Declare ``fn`` as the forward+backward formula of the operator ``schema``.
+
+    ``jvp`` names the rule its forward-mode derivative follows when it has no
+    nested ``def jvp`` (``formulas/README.md``, "Forward mode")."""
+    if jvp is not None and jvp not in JVP_RULES:
+        raise ValueError(f"@derivative({schema!r}): jvp={jvp!r}; expected one of {JVP_RULES}")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         diff = tuple(output_differentiability) if output_differentiability is not None else None
-        declared = DeclaredFormula(schema, fn, diff)
+        declared = DeclaredFormula(schema, fn, diff, jvp)
         FORMULAS[declared.op_name] = declared
         return fn
 

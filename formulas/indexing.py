@@ -15,6 +15,10 @@ def where_self(condition, self, other):
         grad_self = sum_to(at.where(condition, grad, zeros), self_sizes) if needs_input_grad[1] else None
         grad_other = sum_to(at.where(condition, zeros, grad), other_sizes) if needs_input_grad[2] else None
         return None, grad_self, grad_other
+    def jvp(self_t, other_t):
+        # the condition is boolean: no tangent
+        result_t = at.where(condition, self_t, other_t)
+        return result_t
     return result, backward
 
 
@@ -25,6 +29,10 @@ def gather(self, dim, index, *, sparse_grad=False):
         # grad added at index into zeros of self's shape (one in-place scatter in ATen's
         # gather_backward, which reads only self's shape); index is integral: no gradient
         return at.gather_backward(grad, self, dim, index, sparse_grad), None
+    def jvp(self_t):
+        # linear in self; the index has no tangent
+        result_t = at.gather(self_t, dim, index, sparse_grad=sparse_grad)
+        return result_t
     return result, backward
 
 
@@ -35,4 +43,8 @@ def scatter_add(self, dim, index, src):
         grad_self = grad if needs_input_grad[0] else None
         grad_src = at.gather(grad, dim, index) if needs_input_grad[2] else None
         return grad_self, None, grad_src
+    def jvp(self_t, src_t):
+        # linear in self and src; the index has no tangent
+        result_t = at.scatter_add(self_t, dim, index, src_t)
+        return result_t
     return result, backward

@@ -12,6 +12,10 @@ def mm(self, mat2):
         grad_self = at.mm(grad, at.t(mat2)) if needs_input_grad[0] else None
         grad_mat2 = at.mm(at.t(self), grad) if needs_input_grad[1] else None
         return grad_self, grad_mat2
+    def jvp(self_t, mat2_t):
+        # product rule
+        result_t = at.mm(self_t, mat2) + at.mm(self, mat2_t)
+        return result_t
     return result, backward
 
 
@@ -24,10 +28,14 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1):
         grad_mat1 = at.mul(at.mm(grad, at.t(mat2)), alpha) if needs_input_grad[1] else None
         grad_mat2 = at.mul(at.mm(at.t(mat1), grad), alpha) if needs_input_grad[2] else None
         return grad_self, grad_mat1, grad_mat2
+    def jvp(self_t, mat1_t, mat2_t):
+        # beta self_t + alpha (mat1_t mat2 + mat1 mat2_t)
+        result_t = at.addmm(self_t, mat1_t, mat2, beta=beta, alpha=alpha) + at.mul(at.mm(mat1, mat2_t), alpha)
+        return result_t
     return result, backward
 
 
-@derivative("t(Tensor(a) self) -> Tensor(a)")
+@derivative("t(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
 def t(self):
     result = at.t(self)
     def backward(grad):

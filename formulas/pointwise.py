@@ -10,7 +10,7 @@ from formulas import at, derivative
 from formulas.helpers import pow_backward, sum_to
 
 
-@derivative("neg(Tensor self) -> Tensor")
+@derivative("neg(Tensor self) -> Tensor", jvp="auto_linear")
 def neg(self):
     result = at.neg(self)
     def backward(grad):
@@ -18,7 +18,7 @@ def neg(self):
     return result, backward
 
 
-@derivative("exp(Tensor self) -> Tensor")
+@derivative("exp(Tensor self) -> Tensor", jvp="auto_element_wise")
 def exp(self):
     result = at.exp(self)
     def backward(grad):
@@ -26,7 +26,7 @@ def exp(self):
     return result, backward
 
 
-@derivative("log(Tensor self) -> Tensor")
+@derivative("log(Tensor self) -> Tensor", jvp="auto_element_wise")
 def log(self):
     result = at.log(self)
     def backward(grad):
@@ -34,7 +34,7 @@ def log(self):
     return result, backward
 
 
-@derivative("sin(Tensor self) -> Tensor")
+@derivative("sin(Tensor self) -> Tensor", jvp="auto_element_wise")
 def sin(self):
     result = at.sin(self)
     def backward(grad):
@@ -42,7 +42,7 @@ def sin(self):
     return result, backward
 
 
-@derivative("cos(Tensor self) -> Tensor")
+@derivative("cos(Tensor self) -> Tensor", jvp="auto_element_wise")
 def cos(self):
     result = at.cos(self)
     def backward(grad):
@@ -50,7 +50,7 @@ def cos(self):
     return result, backward
 
 
-@derivative("tanh(Tensor self) -> Tensor")
+@derivative("tanh(Tensor self) -> Tensor", jvp="auto_element_wise")
 def tanh(self):
     result = at.tanh(self)
     def backward(grad):
@@ -59,7 +59,7 @@ def tanh(self):
     return result, backward
 
 
-@derivative("sigmoid(Tensor self) -> Tensor")
+@derivative("sigmoid(Tensor self) -> Tensor", jvp="auto_element_wise")
 def sigmoid(self):
     result = at.sigmoid(self)
     def backward(grad):
@@ -68,7 +68,7 @@ def sigmoid(self):
     return result, backward
 
 
-@derivative("sqrt(Tensor self) -> Tensor")
+@derivative("sqrt(Tensor self) -> Tensor", jvp="auto_element_wise")
 def sqrt(self):
     result = at.sqrt(self)
     def backward(grad):
@@ -76,7 +76,7 @@ def sqrt(self):
     return result, backward
 
 
-@derivative("relu(Tensor self) -> Tensor")
+@derivative("relu(Tensor self) -> Tensor", jvp="auto_element_wise")
 def relu(self):
     result = at.relu(self)
     def backward(grad):
@@ -85,7 +85,7 @@ def relu(self):
     return result, backward
 
 
-@derivative("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor")
+@derivative("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", jvp="auto_element_wise")
 def pow_tensor_scalar(self, exponent):
     result = at.pow(self, exponent)
     def backward(grad):
@@ -93,7 +93,7 @@ def pow_tensor_scalar(self, exponent):
     return result, backward
 
 
-@derivative("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
+@derivative("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", jvp="auto_linear")
 def add_tensor(self, other, *, alpha=1):
     result = at.add(self, other, alpha=alpha)
     self_sizes = self.sizes()
@@ -105,7 +105,7 @@ def add_tensor(self, other, *, alpha=1):
     return result, backward
 
 
-@derivative("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
+@derivative("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", jvp="auto_linear")
 def sub_tensor(self, other, *, alpha=1):
     result = at.sub(self, other, alpha=alpha)
     self_sizes = self.sizes()
@@ -126,6 +126,10 @@ def mul_tensor(self, other):
         grad_self = sum_to(grad * other, self_sizes) if needs_input_grad[0] else None
         grad_other = sum_to(grad * self, other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other
+    def jvp(self_t, other_t):
+        # product rule
+        result_t = self_t * other + other_t * self
+        return result_t
     return result, backward
 
 
@@ -138,10 +142,14 @@ def div_tensor(self, other):
         grad_self = sum_to(grad / other, self_sizes) if needs_input_grad[0] else None
         grad_other = sum_to(-grad * self / (other * other), other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other
+    def jvp(self_t, other_t):
+        # quotient rule: (self_t - other_t * self / other) / other
+        result_t = (self_t - other_t * result) / other
+        return result_t
     return result, backward
 
 
-@derivative("mul.Scalar(Tensor self, Scalar other) -> Tensor")
+@derivative("mul.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_linear")
 def mul_scalar(self, other):
     result = at.mul(self, other)
     def backward(grad):
@@ -149,7 +157,7 @@ def mul_scalar(self, other):
     return result, backward
 
 
-@derivative("div.Scalar(Tensor self, Scalar other) -> Tensor")
+@derivative("div.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_linear")
 def div_scalar(self, other):
     result = at.div(self, other)
     def backward(grad):
@@ -158,7 +166,8 @@ def div_scalar(self, other):
 
 
 @derivative("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
-            "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor")
+            "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+            jvp="auto_linear")
 def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
              memory_format=None):
     result = at._to_copy(self, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory,

@@ -5,7 +5,7 @@ from formulas import at, derivative
 from formulas.helpers import reduced_numel, sum_backward, wrap_dim
 
 
-@derivative("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor")
+@derivative("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", jvp="auto_linear")
 def sum_all(self, *, dtype=None):
     result = at.sum(self, dtype=dtype)
     self_sizes = self.sizes()
@@ -14,7 +14,8 @@ def sum_all(self, *, dtype=None):
     return result, backward
 
 
-@derivative("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor")
+@derivative("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+            jvp="auto_linear")
 def sum_dim_intlist(self, dim, keepdim=False, *, dtype=None):
     result = at.sum(self, dim, keepdim, dtype=dtype)
     self_sizes = self.sizes()
@@ -23,7 +24,8 @@ def sum_dim_intlist(self, dim, keepdim=False, *, dtype=None):
     return result, backward
 
 
-@derivative("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor")
+@derivative("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+            jvp="auto_linear")
 def mean_dim(self, dim, keepdim=False, *, dtype=None):
     result = at.mean(self, dim, keepdim, dtype=dtype)
     self_sizes = self.sizes()
@@ -51,6 +53,12 @@ def var_mean_dim(self, dim, unbiased=True, keepdim=False):
             from_mean = sum_backward(at.div(grad_mean, count), self_sizes, dim, keepdim)
             grad_self = from_mean if grad_self is None else grad_self + from_mean
         return grad_self
+    def jvp(self_t):
+        # d var = 2 sum((x - mean) x_t) / divisor; d mean = mean(x_t)
+        centered = self - sum_backward(mean, self_sizes, dim, keepdim)
+        var_t = at.div(at.mul(at.sum(centered * self_t, dim, keepdim), 2), divisor)
+        mean_t = at.mean(self_t, dim, keepdim)
+        return var_t, mean_t
     return (var, mean), backward
 
 
@@ -62,6 +70,13 @@ def max_dim(self, dim, keepdim=False):
     reduced_dim = wrap_dim(dim, self.dim())
     def backward(grad):
         return at.value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
+    def jvp(self_t):
+        # the tangent at the selected element of each slice
+        indices_kept = indices
+        if not keepdim and len(self_sizes) > 0:
+            indices_kept = at.unsqueeze(indices, reduced_dim)
+        values_t = at.reshape(at.gather(self_t, reduced_dim, indices_kept), values.sizes())
+        return values_t
     return (values, indices), backward
 
 
@@ -72,6 +87,10 @@ def _softmax(self, dim, half_to_float):
     def backward(grad):
         # d softmax_i / d x_j = y_i (delta_ij - y_j), fused in ATen's _softmax_backward_data
         return at._softmax_backward_data(grad, result, dim, self_dtype)
+    def jvp(self_t):
+        # the Jacobian diag(y) - y y^T is symmetric: the backward's expression on the tangent
+        result_t = result * (self_t - at.sum(self_t * result, [dim], True))
+        return result_t
     return result, backward
 
 
@@ -83,4 +102,8 @@ def _log_softmax(self, dim, half_to_float):
         # d log_softmax_i / d x_j = delta_ij - softmax_j, softmax = exp(result); fused in
         # ATen's _log_softmax_backward_data
         return at._log_softmax_backward_data(grad, result, dim, self_dtype)
+    def jvp(self_t):
+        # (I - 1 softmax^T) x_t
+        result_t = self_t - at.sum(at.exp(result) * self_t, [dim], True)
+        return result_t
     return result, backward

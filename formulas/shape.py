@@ -5,7 +5,7 @@ from formulas import at, derivative
 from formulas.helpers import invert_permutation, narrow_backward, sum_to, wrap_dim
 
 
-@derivative("view(Tensor(a) self, SymInt[] size) -> Tensor(a)")
+@derivative("view(Tensor(a) self, SymInt[] size) -> Tensor(a)", jvp="auto_linear")
 def view(self, size):
     result = at.view(self, size)
     self_sizes = self.sizes()
@@ -15,7 +15,7 @@ def view(self, size):
     return result, backward
 
 
-@derivative("reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)")
+@derivative("reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", jvp="auto_linear")
 def reshape(self, shape):
     result = at.reshape(self, shape)
     self_sizes = self.sizes()
@@ -24,7 +24,7 @@ def reshape(self, shape):
     return result, backward
 
 
-@derivative("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)")
+@derivative("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", jvp="auto_linear")
 def unsqueeze(self, dim):
     result = at.unsqueeze(self, dim)
     self_sizes = self.sizes()
@@ -33,7 +33,7 @@ def unsqueeze(self, dim):
     return result, backward
 
 
-@derivative("permute(Tensor(a) self, int[] dims) -> Tensor(a)")
+@derivative("permute(Tensor(a) self, int[] dims) -> Tensor(a)", jvp="auto_linear")
 def permute(self, dims):
     result = at.permute(self, dims)
     inverse = invert_permutation(dims, self.dim())
@@ -42,7 +42,7 @@ def permute(self, dims):
     return result, backward
 
 
-@derivative("expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)")
+@derivative("expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", jvp="auto_linear")
 def expand(self, size, *, implicit=False):
     result = at.expand(self, size, implicit=implicit)
     self_sizes = self.sizes()
@@ -51,7 +51,7 @@ def expand(self, size, *, implicit=False):
     return result, backward
 
 
-@derivative("cat(Tensor[] tensors, int dim=0) -> Tensor")
+@derivative("cat(Tensor[] tensors, int dim=0) -> Tensor", jvp="auto_linear")
 def cat(tensors, dim=0):
     result = at.cat(tensors, dim)
     cat_dim = wrap_dim(dim, result.dim())
@@ -74,7 +74,7 @@ def cat(tensors, dim=0):
     return result, backward
 
 
-@derivative("narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)")
+@derivative("narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)", jvp="auto_linear")
 def narrow(self, dim, start, length):
     result = at.narrow(self, dim, start, length)
     self_sizes = self.sizes()

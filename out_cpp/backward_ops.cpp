@@ -17,6 +17,7 @@
 #include <ATen/ops/value_selecting_reduction_backward.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <array>
@@ -30,6 +31,9 @@ struct TanhBackwardBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "TanhBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     output_.reset_data();
@@ -53,8 +57,7 @@ std::tuple<at::Tensor, at::Tensor> tanh_backward_backward(
   return {grad_grad_output, grad_out};
 }
 
-torch::autograd::variable_list TanhBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list TanhBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& output_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& output_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
   const auto output_ix = ranges.next(1);
@@ -62,16 +65,10 @@ torch::autograd::variable_list TanhBackwardBackward0::apply(torch::autograd::var
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_output_ix),
-      formulas::runtime::should_compute(*this, output_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto output = output_.unpack();
-  const auto grad_output = grad_output_.unpack();
-  const auto input_grads = formulas::tanh_backward_backward(grads[0], output, grad_output_sizes_, grad_output, output_sizes_, needs_input_grad);
+  const auto input_grads = formulas::tanh_backward_backward(grads[0], output_, grad_output_sizes_, grad_output_, output_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -79,6 +76,94 @@ torch::autograd::variable_list TanhBackwardBackward0::apply(torch::autograd::var
     formulas::runtime::store(grad_inputs, output_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list TanhBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto output_ = packed_args.unpack<at::Tensor>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return TanhBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, output_, grad_output_sizes_, grad_output_, output_sizes_);
+}
+
+torch::autograd::variable_list TanhBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto output = output_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return TanhBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, output, grad_output_sizes_, grad_output, output_sizes_);
+}
+
+void TanhBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(output_, false);
+  args.collect(grad_output_sizes_);
+  args.collect(grad_output_, false);
+  args.collect(output_sizes_);
+}
+
+torch::autograd::variable_list TanhBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(output_);
+  saved.before(grad_output_sizes_);
+  saved.before(grad_output_);
+  saved.before(output_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_TanhBackwardBackward0", TanhBackwardBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto output = output_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(output);
+  packed_args.pack(grad_output_sizes_);
+  packed_args.pack(grad_output);
+  packed_args.pack(output_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_TanhBackwardBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(output_);
+  saved.after(grad_output_sizes_);
+  saved.after(grad_output_);
+  saved.after(output_sizes_);
+  return output;
+}
+
+at::Tensor tanh_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& output_t,
+    const at::Tensor& output,
+    const at::Tensor& grad_output) {
+  auto result_t = at::tanh_backward(grad_output_t, output) + (((grad_output * output) * output_t) * -2);
+  return result_t;
 }
 
 at::Tensor tanh_backward(const at::Tensor& grad_output, const at::Tensor& output) {
@@ -92,6 +177,11 @@ at::Tensor tanh_backward(const at::Tensor& grad_output, const at::Tensor& output
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   std::vector<int64_t> output_sizes = output.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto output_t = formulas::runtime::tangent(output);
+    formulas::runtime::set_tangent(result, formulas::tanh_backward_jvp(grad_output_t, output_t, formulas::runtime::primal(output), formulas::runtime::primal(grad_output)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->output_ = torch::autograd::SavedVariable(output, false);
@@ -106,6 +196,9 @@ struct SigmoidBackwardBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "SigmoidBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     output_.reset_data();
@@ -134,8 +227,7 @@ std::tuple<at::Tensor, at::Tensor> sigmoid_backward_backward(
   return {grad_grad_output, grad_out};
 }
 
-torch::autograd::variable_list SigmoidBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list SigmoidBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& output_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& output_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
   const auto output_ix = ranges.next(1);
@@ -143,16 +235,10 @@ torch::autograd::variable_list SigmoidBackwardBackward0::apply(torch::autograd::
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_output_ix),
-      formulas::runtime::should_compute(*this, output_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto output = output_.unpack();
-  const auto grad_output = grad_output_.unpack();
-  const auto input_grads = formulas::sigmoid_backward_backward(grads[0], output, grad_output_sizes_, grad_output, output_sizes_, needs_input_grad);
+  const auto input_grads = formulas::sigmoid_backward_backward(grads[0], output_, grad_output_sizes_, grad_output_, output_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -160,6 +246,95 @@ torch::autograd::variable_list SigmoidBackwardBackward0::apply(torch::autograd::
     formulas::runtime::store(grad_inputs, output_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list SigmoidBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto output_ = packed_args.unpack<at::Tensor>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return SigmoidBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, output_, grad_output_sizes_, grad_output_, output_sizes_);
+}
+
+torch::autograd::variable_list SigmoidBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto output = output_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return SigmoidBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, output, grad_output_sizes_, grad_output, output_sizes_);
+}
+
+void SigmoidBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(output_, false);
+  args.collect(grad_output_sizes_);
+  args.collect(grad_output_, false);
+  args.collect(output_sizes_);
+}
+
+torch::autograd::variable_list SigmoidBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(output_);
+  saved.before(grad_output_sizes_);
+  saved.before(grad_output_);
+  saved.before(output_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_SigmoidBackwardBackward0", SigmoidBackwardBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto output = output_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(output);
+  packed_args.pack(grad_output_sizes_);
+  packed_args.pack(grad_output);
+  packed_args.pack(output_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_SigmoidBackwardBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(output_);
+  saved.after(grad_output_sizes_);
+  saved.after(grad_output_);
+  saved.after(output_sizes_);
+  return output;
+}
+
+at::Tensor sigmoid_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& output_t,
+    const at::Tensor& grad_output,
+    const at::Tensor& output) {
+  auto scaled = grad_output * output_t;
+  auto result_t = at::sigmoid_backward(grad_output_t, output) + (scaled - (scaled * (output + output)));
+  return result_t;
 }
 
 at::Tensor sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& output) {
@@ -173,6 +348,11 @@ at::Tensor sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& out
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   std::vector<int64_t> output_sizes = output.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto output_t = formulas::runtime::tangent(output);
+    formulas::runtime::set_tangent(result, formulas::sigmoid_backward_jvp(grad_output_t, output_t, formulas::runtime::primal(grad_output), formulas::runtime::primal(output)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->output_ = torch::autograd::SavedVariable(output, false);
@@ -187,6 +367,9 @@ struct ThresholdBackwardBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "ThresholdBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
@@ -204,8 +387,7 @@ std::tuple<at::Tensor, at::Tensor> threshold_backward_backward(
   return {helpers::sum_to(at::threshold_backward(grad, self, threshold), grad_output_sizes), at::Tensor()};
 }
 
-torch::autograd::variable_list ThresholdBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list ThresholdBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& threshold_, const std::vector<int64_t>& grad_output_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
   const auto self_ix = ranges.next(1);
@@ -213,15 +395,10 @@ torch::autograd::variable_list ThresholdBackwardBackward0::apply(torch::autograd
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_output_ix),
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto self = self_.unpack();
-  const auto input_grads = formulas::threshold_backward_backward(grads[0], self, threshold_, grad_output_sizes_);
+  const auto input_grads = formulas::threshold_backward_backward(grads[0], self_, threshold_, grad_output_sizes_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -229,6 +406,85 @@ torch::autograd::variable_list ThresholdBackwardBackward0::apply(torch::autograd
     formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list ThresholdBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto threshold_ = packed_args.unpack<at::Scalar>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ThresholdBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, threshold_, grad_output_sizes_);
+}
+
+torch::autograd::variable_list ThresholdBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return ThresholdBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, threshold_, grad_output_sizes_);
+}
+
+void ThresholdBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(threshold_);
+  args.collect(grad_output_sizes_);
+}
+
+torch::autograd::variable_list ThresholdBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(threshold_);
+  saved.before(grad_output_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_ThresholdBackwardBackward0", ThresholdBackwardBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self);
+  packed_args.pack(threshold_);
+  packed_args.pack(grad_output_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_ThresholdBackwardBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_);
+  saved.after(threshold_);
+  saved.after(grad_output_sizes_);
+  return output;
+}
+
+at::Tensor threshold_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self,
+    const at::Scalar& threshold) {
+  auto result_t = at::threshold_backward(grad_output_t, self, threshold);
+  return result_t;
 }
 
 at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& threshold) {
@@ -241,6 +497,10 @@ at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& s
   auto result = at::threshold_backward(grad_output, self, threshold);
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::threshold_backward_jvp(grad_output_t, formulas::runtime::primal(self), threshold));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -254,6 +514,9 @@ struct SoftmaxBackwardDataBackward0 : public torch::autograd::TraceableFunction 
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "SoftmaxBackwardDataBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     output_.reset_data();
@@ -280,8 +543,7 @@ std::tuple<at::Tensor, at::Tensor> _softmax_backward_data_backward(
   return {grad_grad_output, grad_out};
 }
 
-torch::autograd::variable_list SoftmaxBackwardDataBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list SoftmaxBackwardDataBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& output_, const int64_t& dim_, const at::ScalarType& input_dtype_, const at::Tensor& grad_output_) {
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
   const auto output_ix = ranges.next(1);
@@ -289,16 +551,10 @@ torch::autograd::variable_list SoftmaxBackwardDataBackward0::apply(torch::autogr
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_output_ix),
-      formulas::runtime::should_compute(*this, output_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto output = output_.unpack();
-  const auto grad_output = grad_output_.unpack();
-  const auto input_grads = formulas::_softmax_backward_data_backward(grads[0], output, dim_, input_dtype_, grad_output, needs_input_grad);
+  const auto input_grads = formulas::_softmax_backward_data_backward(grads[0], output_, dim_, input_dtype_, grad_output_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -306,6 +562,96 @@ torch::autograd::variable_list SoftmaxBackwardDataBackward0::apply(torch::autogr
     formulas::runtime::store(grad_inputs, output_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list SoftmaxBackwardDataBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto output_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto input_dtype_ = packed_args.unpack<at::ScalarType>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  return SoftmaxBackwardDataBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, output_, dim_, input_dtype_, grad_output_);
+}
+
+torch::autograd::variable_list SoftmaxBackwardDataBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto output = output_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return SoftmaxBackwardDataBackward0_apply_functional(std::move(grads), needs_input_grad, output, dim_, input_dtype_, grad_output);
+}
+
+void SoftmaxBackwardDataBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(output_, false);
+  args.collect(dim_);
+  args.collect(input_dtype_);
+  args.collect(grad_output_, false);
+}
+
+torch::autograd::variable_list SoftmaxBackwardDataBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(output_);
+  saved.before(dim_);
+  saved.before(input_dtype_);
+  saved.before(grad_output_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_SoftmaxBackwardDataBackward0", SoftmaxBackwardDataBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto output = output_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(output);
+  packed_args.pack(dim_);
+  packed_args.pack(input_dtype_);
+  packed_args.pack(grad_output);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_SoftmaxBackwardDataBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(output_);
+  saved.after(dim_);
+  saved.after(input_dtype_);
+  saved.after(grad_output_);
+  return output;
+}
+
+at::Tensor _softmax_backward_data_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& output_t,
+    const at::Tensor& output,
+    int64_t dim,
+    at::ScalarType input_dtype,
+    const at::Tensor& grad_output) {
+  auto result_t = (at::_softmax_backward_data(grad_output_t, output, dim, input_dtype) + (output_t * (grad_output - at::sum(grad_output * output, std::vector<int64_t>{dim}, true)))) - (output * at::sum(grad_output * output_t, std::vector<int64_t>{dim}, true));
+  return result_t;
 }
 
 at::Tensor _softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim, at::ScalarType input_dtype) {
@@ -317,6 +663,11 @@ at::Tensor _softmax_backward_data(const at::Tensor& grad_output, const at::Tenso
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::_softmax_backward_data(grad_output, output, dim, input_dtype);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto output_t = formulas::runtime::tangent(output);
+    formulas::runtime::set_tangent(result, formulas::_softmax_backward_data_jvp(grad_output_t, output_t, formulas::runtime::primal(output), dim, input_dtype, formulas::runtime::primal(grad_output)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->output_ = torch::autograd::SavedVariable(output, false);
@@ -331,6 +682,9 @@ struct LogSoftmaxBackwardDataBackward0 : public torch::autograd::TraceableFuncti
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "LogSoftmaxBackwardDataBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     output_.reset_data();
@@ -353,8 +707,7 @@ std::tuple<at::Tensor, at::Tensor> _log_softmax_backward_data_backward(
   return {grad_grad_output, grad_out};
 }
 
-torch::autograd::variable_list LogSoftmaxBackwardDataBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list LogSoftmaxBackwardDataBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& output_, const int64_t& dim_, const at::Tensor& grad_output_) {
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
   const auto output_ix = ranges.next(1);
@@ -362,16 +715,10 @@ torch::autograd::variable_list LogSoftmaxBackwardDataBackward0::apply(torch::aut
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_output_ix),
-      formulas::runtime::should_compute(*this, output_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto output = output_.unpack();
-  const auto grad_output = grad_output_.unpack();
-  const auto input_grads = formulas::_log_softmax_backward_data_backward(grads[0], output, dim_, grad_output, needs_input_grad);
+  const auto input_grads = formulas::_log_softmax_backward_data_backward(grads[0], output_, dim_, grad_output_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -379,6 +726,90 @@ torch::autograd::variable_list LogSoftmaxBackwardDataBackward0::apply(torch::aut
     formulas::runtime::store(grad_inputs, output_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list LogSoftmaxBackwardDataBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto output_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  return LogSoftmaxBackwardDataBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, output_, dim_, grad_output_);
+}
+
+torch::autograd::variable_list LogSoftmaxBackwardDataBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto output = output_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return LogSoftmaxBackwardDataBackward0_apply_functional(std::move(grads), needs_input_grad, output, dim_, grad_output);
+}
+
+void LogSoftmaxBackwardDataBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(output_, false);
+  args.collect(dim_);
+  args.collect(grad_output_, false);
+}
+
+torch::autograd::variable_list LogSoftmaxBackwardDataBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(output_);
+  saved.before(dim_);
+  saved.before(grad_output_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_LogSoftmaxBackwardDataBackward0", LogSoftmaxBackwardDataBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto output = output_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(output);
+  packed_args.pack(dim_);
+  packed_args.pack(grad_output);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_LogSoftmaxBackwardDataBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(output_);
+  saved.after(dim_);
+  saved.after(grad_output_);
+  return output;
+}
+
+at::Tensor _log_softmax_backward_data_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& output_t,
+    const at::Tensor& output,
+    int64_t dim,
+    at::ScalarType input_dtype,
+    const at::Tensor& grad_output) {
+  auto result_t = at::_log_softmax_backward_data(grad_output_t, output, dim, input_dtype) - ((at::exp(output) * output_t) * at::sum(grad_output, std::vector<int64_t>{dim}, true));
+  return result_t;
 }
 
 at::Tensor _log_softmax_backward_data(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim, at::ScalarType input_dtype) {
@@ -390,6 +821,11 @@ at::Tensor _log_softmax_backward_data(const at::Tensor& grad_output, const at::T
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::_log_softmax_backward_data(grad_output, output, dim, input_dtype);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto output_t = formulas::runtime::tangent(output);
+    formulas::runtime::set_tangent(result, formulas::_log_softmax_backward_data_jvp(grad_output_t, output_t, formulas::runtime::primal(output), dim, input_dtype, formulas::runtime::primal(grad_output)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->output_ = torch::autograd::SavedVariable(output, false);
@@ -403,6 +839,9 @@ struct ValueSelectingReductionBackwardBackward0 : public torch::autograd::Tracea
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "ValueSelectingReductionBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     indices_.reset_data();
@@ -428,8 +867,7 @@ std::tuple<at::Tensor, at::Tensor> value_selecting_reduction_backward_backward(
   return {at::reshape(at::gather(grad_result, dim, indices_kept), grad_sizes), at::Tensor()};
 }
 
-torch::autograd::variable_list ValueSelectingReductionBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list ValueSelectingReductionBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& indices_, const bool& keepdim_, const std::vector<int64_t>& sizes_, const int64_t& dim_, const std::vector<int64_t>& grad_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto grad_ix = ranges.next(1);
   const auto indices_ix = ranges.next(1);
@@ -437,15 +875,10 @@ torch::autograd::variable_list ValueSelectingReductionBackwardBackward0::apply(t
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_ix),
-      formulas::runtime::should_compute(*this, indices_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto indices = indices_.unpack();
-  const auto input_grads = formulas::value_selecting_reduction_backward_backward(grads[0], indices, keepdim_, sizes_, dim_, grad_sizes_);
+  const auto input_grads = formulas::value_selecting_reduction_backward_backward(grads[0], indices_, keepdim_, sizes_, dim_, grad_sizes_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
   }
@@ -453,6 +886,99 @@ torch::autograd::variable_list ValueSelectingReductionBackwardBackward0::apply(t
     formulas::runtime::store(grad_inputs, indices_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list ValueSelectingReductionBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto indices_ = packed_args.unpack<at::Tensor>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  auto sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto grad_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ValueSelectingReductionBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, indices_, keepdim_, sizes_, dim_, grad_sizes_);
+}
+
+torch::autograd::variable_list ValueSelectingReductionBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto indices_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, indices_ix),
+  };
+  const auto indices = indices_.unpack();
+  return ValueSelectingReductionBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, indices, keepdim_, sizes_, dim_, grad_sizes_);
+}
+
+void ValueSelectingReductionBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(indices_, false);
+  args.collect(keepdim_);
+  args.collect(sizes_);
+  args.collect(dim_);
+  args.collect(grad_sizes_);
+}
+
+torch::autograd::variable_list ValueSelectingReductionBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(indices_);
+  saved.before(keepdim_);
+  saved.before(sizes_);
+  saved.before(dim_);
+  saved.before(grad_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_ValueSelectingReductionBackwardBackward0", ValueSelectingReductionBackwardBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto indices_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, indices_ix),
+  };
+  const auto indices = indices_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(indices);
+  packed_args.pack(keepdim_);
+  packed_args.pack(sizes_);
+  packed_args.pack(dim_);
+  packed_args.pack(grad_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_ValueSelectingReductionBackwardBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(indices_);
+  saved.after(keepdim_);
+  saved.after(sizes_);
+  saved.after(dim_);
+  saved.after(grad_sizes_);
+  return output;
+}
+
+at::Tensor value_selecting_reduction_backward_jvp(
+    const at::Tensor& grad_t,
+    int64_t dim,
+    const at::Tensor& indices,
+    at::IntArrayRef sizes,
+    bool keepdim) {
+  auto result_t = at::value_selecting_reduction_backward(grad_t, dim, indices, sizes, keepdim);
+  return result_t;
 }
 
 at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t dim, const at::Tensor& indices, at::IntArrayRef sizes, bool keepdim) {
@@ -465,6 +991,10 @@ at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t di
   auto result = at::value_selecting_reduction_backward(grad, dim, indices, sizes, keepdim);
   std::vector<int64_t> grad_sizes = grad.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad)) {
+    const auto grad_t = formulas::runtime::tangent(grad);
+    formulas::runtime::set_tangent(result, formulas::value_selecting_reduction_backward_jvp(grad_t, dim, formulas::runtime::primal(indices), sizes, keepdim));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, false);
@@ -480,6 +1010,9 @@ struct GatherBackwardBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "GatherBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     index_.reset_data();
@@ -495,8 +1028,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gather_backward_backward(
   return {at::gather(grad_result, dim, index), at::Tensor(), at::Tensor()};
 }
 
-torch::autograd::variable_list GatherBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list GatherBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
   const auto grad_ix = ranges.next(1);
   const auto self_ix = ranges.next(1);
@@ -505,16 +1037,10 @@ torch::autograd::variable_list GatherBackwardBackward0::apply(torch::autograd::v
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 3> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_ix),
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, index_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto index = index_.unpack();
-  const auto input_grads = formulas::gather_backward_backward(grads[0], dim_, index);
+  const auto input_grads = formulas::gather_backward_backward(grads[0], dim_, index_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
   }
@@ -527,6 +1053,85 @@ torch::autograd::variable_list GatherBackwardBackward0::apply(torch::autograd::v
   return grad_inputs;
 }
 
+torch::autograd::variable_list GatherBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return GatherBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list GatherBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  return GatherBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void GatherBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list GatherBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_GatherBackwardBackward0", GatherBackwardBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(dim_);
+  packed_args.pack(index);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_GatherBackwardBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return output;
+}
+
+at::Tensor gather_backward_jvp(
+    const at::Tensor& grad_t,
+    const at::Tensor& self,
+    int64_t dim,
+    const at::Tensor& index,
+    bool sparse_grad) {
+  auto result_t = at::gather_backward(grad_t, self, dim, index, sparse_grad);
+  return result_t;
+}
+
 at::Tensor gather_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
   c10::intrusive_ptr<GatherBackwardBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(grad, self, index)) {
@@ -536,6 +1141,10 @@ at::Tensor gather_backward(const at::Tensor& grad, const at::Tensor& self, int64
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::gather_backward(grad, self, dim, index, sparse_grad);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad)) {
+    const auto grad_t = formulas::runtime::tangent(grad);
+    formulas::runtime::set_tangent(result, formulas::gather_backward_jvp(grad_t, formulas::runtime::primal(self), dim, formulas::runtime::primal(index), sparse_grad));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;

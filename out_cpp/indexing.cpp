@@ -10,6 +10,7 @@
 #include <ATen/ops/zeros_like.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <array>
@@ -23,6 +24,9 @@ struct WhereSelfBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "WhereSelfBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     condition_.reset_data();
@@ -44,8 +48,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> where_self_backward(
   return {at::Tensor(), grad_self, grad_other};
 }
 
-torch::autograd::variable_list WhereSelfBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list WhereSelfBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& condition_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto condition_ix = ranges.next(1);
   const auto self_ix = ranges.next(1);
@@ -54,16 +57,10 @@ torch::autograd::variable_list WhereSelfBackward0::apply(torch::autograd::variab
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 3> needs_input_grad = {
-      formulas::runtime::should_compute(*this, condition_ix),
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, other_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto condition = condition_.unpack();
-  const auto input_grads = formulas::where_self_backward(grads[0], condition, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::where_self_backward(grads[0], condition_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, condition_ix, std::get<0>(input_grads));
   }
@@ -74,6 +71,89 @@ torch::autograd::variable_list WhereSelfBackward0::apply(torch::autograd::variab
     formulas::runtime::store(grad_inputs, other_ix, std::get<2>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list WhereSelfBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto condition_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return WhereSelfBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, condition_, self_sizes_, other_sizes_);
+}
+
+torch::autograd::variable_list WhereSelfBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto condition_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, condition_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto condition = condition_.unpack();
+  return WhereSelfBackward0_apply_functional(std::move(grads), needs_input_grad, condition, self_sizes_, other_sizes_);
+}
+
+void WhereSelfBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(condition_, false);
+  args.collect(self_sizes_);
+  args.collect(other_sizes_);
+}
+
+torch::autograd::variable_list WhereSelfBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(condition_);
+  saved.before(self_sizes_);
+  saved.before(other_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_WhereSelfBackward0", WhereSelfBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto condition_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, condition_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto condition = condition_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(condition);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(other_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_WhereSelfBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(condition_);
+  saved.after(self_sizes_);
+  saved.after(other_sizes_);
+  return output;
+}
+
+at::Tensor where_self_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& other_t,
+    const at::Tensor& condition) {
+  auto result_t = at::where(condition, self_t, other_t);
+  return result_t;
 }
 
 at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
@@ -87,6 +167,11 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto other_t = formulas::runtime::tangent(other);
+    formulas::runtime::set_tangent(result, formulas::where_self_jvp(self_t, other_t, formulas::runtime::primal(condition)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->condition_ = torch::autograd::SavedVariable(condition, false);
@@ -100,6 +185,9 @@ struct GatherBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "GatherBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
@@ -120,8 +208,7 @@ std::tuple<at::Tensor, at::Tensor> gather_backward(
   return {at::gather_backward(grad, self, dim, index, sparse_grad), at::Tensor()};
 }
 
-torch::autograd::variable_list GatherBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list GatherBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const int64_t& dim_, const at::Tensor& index_, const bool& sparse_grad_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto index_ix = ranges.next(1);
@@ -129,16 +216,10 @@ torch::autograd::variable_list GatherBackward0::apply(torch::autograd::variable_
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, index_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto self = self_.unpack();
-  const auto index = index_.unpack();
-  const auto input_grads = formulas::gather_backward(grads[0], self, dim_, index, sparse_grad_);
+  const auto input_grads = formulas::gather_backward(grads[0], self_, dim_, index_, sparse_grad_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -146,6 +227,94 @@ torch::autograd::variable_list GatherBackward0::apply(torch::autograd::variable_
     formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list GatherBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  auto sparse_grad_ = packed_args.unpack<bool>();
+  return GatherBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, index_, sparse_grad_);
+}
+
+torch::autograd::variable_list GatherBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto self = self_.unpack();
+  const auto index = index_.unpack();
+  return GatherBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, index, sparse_grad_);
+}
+
+void GatherBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(dim_);
+  args.collect(index_, false);
+  args.collect(sparse_grad_);
+}
+
+torch::autograd::variable_list GatherBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(dim_);
+  saved.before(index_);
+  saved.before(sparse_grad_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_GatherBackward0", GatherBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto self = self_.unpack();
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self);
+  packed_args.pack(dim_);
+  packed_args.pack(index);
+  packed_args.pack(sparse_grad_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_GatherBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_);
+  saved.after(dim_);
+  saved.after(index_);
+  saved.after(sparse_grad_);
+  return output;
+}
+
+at::Tensor gather_jvp(
+    const at::Tensor& self_t,
+    int64_t dim,
+    const at::Tensor& index,
+    bool sparse_grad) {
+  auto result_t = at::gather(self_t, dim, index, sparse_grad);
+  return result_t;
 }
 
 at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
@@ -157,6 +326,10 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::gather(self, dim, index, sparse_grad);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::gather_jvp(self_t, dim, formulas::runtime::primal(index), sparse_grad));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -171,6 +344,9 @@ struct ScatterAddBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "ScatterAddBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     index_.reset_data();
@@ -189,8 +365,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> scatter_add_backward(
   return {grad_self, at::Tensor(), grad_src};
 }
 
-torch::autograd::variable_list ScatterAddBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list ScatterAddBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto index_ix = ranges.next(1);
@@ -199,16 +374,10 @@ torch::autograd::variable_list ScatterAddBackward0::apply(torch::autograd::varia
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 3> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, index_ix),
-      formulas::runtime::should_compute(*this, src_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto index = index_.unpack();
-  const auto input_grads = formulas::scatter_add_backward(grads[0], dim_, index, needs_input_grad);
+  const auto input_grads = formulas::scatter_add_backward(grads[0], dim_, index_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -221,6 +390,84 @@ torch::autograd::variable_list ScatterAddBackward0::apply(torch::autograd::varia
   return grad_inputs;
 }
 
+torch::autograd::variable_list ScatterAddBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return ScatterAddBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list ScatterAddBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  const auto index = index_.unpack();
+  return ScatterAddBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void ScatterAddBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list ScatterAddBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_ScatterAddBackward0", ScatterAddBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(dim_);
+  packed_args.pack(index);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_ScatterAddBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return output;
+}
+
+at::Tensor scatter_add_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& src_t,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::scatter_add(self_t, dim, index, src_t);
+  return result_t;
+}
+
 at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
   c10::intrusive_ptr<ScatterAddBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self, index, src)) {
@@ -230,6 +477,11 @@ at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& in
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::scatter_add(self, dim, index, src);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto src_t = formulas::runtime::tangent(src);
+    formulas::runtime::set_tangent(result, formulas::scatter_add_jvp(self_t, src_t, dim, formulas::runtime::primal(index)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;

@@ -9,6 +9,7 @@
 #include <ATen/ops/t.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <array>
@@ -22,6 +23,9 @@ struct MmBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "MmBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     mat2_.reset_data();
@@ -41,8 +45,7 @@ std::tuple<at::Tensor, at::Tensor> mm_backward(
   return {grad_self, grad_mat2};
 }
 
-torch::autograd::variable_list MmBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list MmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mat2_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto mat2_ix = ranges.next(1);
@@ -50,16 +53,10 @@ torch::autograd::variable_list MmBackward0::apply(torch::autograd::variable_list
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, mat2_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto mat2 = mat2_.unpack();
-  const auto self = self_.unpack();
-  const auto input_grads = formulas::mm_backward(grads[0], mat2, self, needs_input_grad);
+  const auto input_grads = formulas::mm_backward(grads[0], mat2_, self_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -67,6 +64,82 @@ torch::autograd::variable_list MmBackward0::apply(torch::autograd::variable_list
     formulas::runtime::store(grad_inputs, mat2_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list MmBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto mat2_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return MmBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mat2_, self_);
+}
+
+torch::autograd::variable_list MmBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mat2_ix),
+  };
+  const auto mat2 = mat2_.unpack();
+  const auto self = self_.unpack();
+  return MmBackward0_apply_functional(std::move(grads), needs_input_grad, mat2, self);
+}
+
+void MmBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(mat2_, false);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list MmBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(mat2_);
+  saved.before(self_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_MmBackward0", MmBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mat2_ix),
+  };
+  const auto mat2 = mat2_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(mat2);
+  packed_args.pack(self);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_MmBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(mat2_);
+  saved.after(self_);
+  return output;
+}
+
+at::Tensor mm_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& mat2_t,
+    const at::Tensor& mat2,
+    const at::Tensor& self) {
+  auto result_t = at::mm(self_t, mat2) + at::mm(self, mat2_t);
+  return result_t;
 }
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
@@ -78,6 +151,11 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::mm(self, mat2);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat2)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto mat2_t = formulas::runtime::tangent(mat2);
+    formulas::runtime::set_tangent(result, formulas::mm_jvp(self_t, mat2_t, formulas::runtime::primal(mat2), formulas::runtime::primal(self)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->mat2_ = torch::autograd::SavedVariable(mat2, false);
@@ -90,6 +168,9 @@ struct AddmmBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "AddmmBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     mat2_.reset_data();
@@ -116,8 +197,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addmm_backward(
   return {grad_self, grad_mat1, grad_mat2};
 }
 
-torch::autograd::variable_list AddmmBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list AddmmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const at::Tensor& mat2_, const at::Scalar& alpha_, const at::Tensor& mat1_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto mat1_ix = ranges.next(1);
@@ -126,17 +206,10 @@ torch::autograd::variable_list AddmmBackward0::apply(torch::autograd::variable_l
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 3> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, mat1_ix),
-      formulas::runtime::should_compute(*this, mat2_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto mat2 = mat2_.unpack();
-  const auto mat1 = mat1_.unpack();
-  const auto input_grads = formulas::addmm_backward(grads[0], beta_, self_sizes_, mat2, alpha_, mat1, needs_input_grad);
+  const auto input_grads = formulas::addmm_backward(grads[0], beta_, self_sizes_, mat2_, alpha_, mat1_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -149,6 +222,107 @@ torch::autograd::variable_list AddmmBackward0::apply(torch::autograd::variable_l
   return grad_inputs;
 }
 
+torch::autograd::variable_list AddmmBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto beta_ = packed_args.unpack<at::Scalar>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto mat2_ = packed_args.unpack<at::Tensor>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  auto mat1_ = packed_args.unpack<at::Tensor>();
+  return AddmmBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, beta_, self_sizes_, mat2_, alpha_, mat1_);
+}
+
+torch::autograd::variable_list AddmmBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat1_ix = ranges.next(1);
+  const auto mat2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mat1_ix),
+      formulas::runtime::should_compute(*this, mat2_ix),
+  };
+  const auto mat2 = mat2_.unpack();
+  const auto mat1 = mat1_.unpack();
+  return AddmmBackward0_apply_functional(std::move(grads), needs_input_grad, beta_, self_sizes_, mat2, alpha_, mat1);
+}
+
+void AddmmBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(beta_);
+  args.collect(self_sizes_);
+  args.collect(mat2_, false);
+  args.collect(alpha_);
+  args.collect(mat1_, false);
+}
+
+torch::autograd::variable_list AddmmBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(beta_);
+  saved.before(self_sizes_);
+  saved.before(mat2_);
+  saved.before(alpha_);
+  saved.before(mat1_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_AddmmBackward0", AddmmBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat1_ix = ranges.next(1);
+  const auto mat2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mat1_ix),
+      formulas::runtime::should_compute(*this, mat2_ix),
+  };
+  const auto mat2 = mat2_.unpack();
+  const auto mat1 = mat1_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(beta_);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(mat2);
+  packed_args.pack(alpha_);
+  packed_args.pack(mat1);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_AddmmBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(beta_);
+  saved.after(self_sizes_);
+  saved.after(mat2_);
+  saved.after(alpha_);
+  saved.after(mat1_);
+  return output;
+}
+
+at::Tensor addmm_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& mat1_t,
+    const at::Tensor& mat2_t,
+    const at::Tensor& mat2,
+    const at::Scalar& beta,
+    const at::Scalar& alpha,
+    const at::Tensor& mat1) {
+  auto result_t = at::addmm(self_t, mat1_t, mat2, beta, alpha) + at::mul(at::mm(mat1, mat2_t), alpha);
+  return result_t;
+}
+
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta, const at::Scalar& alpha) {
   c10::intrusive_ptr<AddmmBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self, mat1, mat2)) {
@@ -159,6 +333,12 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
   auto result = at::addmm(self, mat1, mat2, beta, alpha);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat1) || torch::autograd::isFwGradDefined(mat2)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto mat1_t = formulas::runtime::tangent(mat1);
+    const auto mat2_t = formulas::runtime::tangent(mat2);
+    formulas::runtime::set_tangent(result, formulas::addmm_jvp(self_t, mat1_t, mat2_t, formulas::runtime::primal(mat2), beta, alpha, formulas::runtime::primal(mat1)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->beta_ = beta;
@@ -174,6 +354,9 @@ struct TBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "TBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -184,22 +367,70 @@ at::Tensor t_backward(
   return at::t(grad);
 }
 
-torch::autograd::variable_list TBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list TBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::t_backward(grads[0]));
   return grad_inputs;
+}
+
+torch::autograd::variable_list TBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return TBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list TBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return TBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void TBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list TBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_TBackward0", TBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_TBackward0", grads, packed_args.vec(),
+      output_metadata);
+  return output;
+}
+
+at::Tensor t_jvp(
+    const at::Tensor& self_t) {
+  return at::t(self_t);
 }
 
 at::Tensor t(const at::Tensor& self) {
@@ -214,6 +445,10 @@ at::Tensor t(const at::Tensor& self) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::t_jvp(self_t));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
   }

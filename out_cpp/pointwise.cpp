@@ -23,6 +23,7 @@
 #include <ATen/ops/threshold_backward.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <array>
@@ -36,6 +37,9 @@ struct NegBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "NegBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -46,22 +50,70 @@ at::Tensor neg_backward(
   return -grad;
 }
 
-torch::autograd::variable_list NegBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list NegBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::neg_backward(grads[0]));
   return grad_inputs;
+}
+
+torch::autograd::variable_list NegBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return NegBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list NegBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return NegBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void NegBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list NegBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_NegBackward0", NegBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_NegBackward0", grads, packed_args.vec(),
+      output_metadata);
+  return output;
+}
+
+at::Tensor neg_jvp(
+    const at::Tensor& self_t) {
+  return at::neg(self_t);
 }
 
 at::Tensor neg(const at::Tensor& self) {
@@ -73,6 +125,10 @@ at::Tensor neg(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::neg(self);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::neg_jvp(self_t));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
   }
@@ -83,6 +139,9 @@ struct ExpBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "ExpBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     result_.reset_data();
@@ -96,23 +155,80 @@ at::Tensor exp_backward(
   return grad * result;
 }
 
-torch::autograd::variable_list ExpBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list ExpBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto result = result_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::exp_backward(grads[0], result));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::exp_backward(grads[0], result_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list ExpBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return ExpBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_);
+}
+
+torch::autograd::variable_list ExpBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  return ExpBackward0_apply_functional(std::move(grads), needs_input_grad, result);
+}
+
+void ExpBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list ExpBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_ExpBackward0", ExpBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(result);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_ExpBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(result_);
+  return output;
+}
+
+at::Tensor exp_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& result) {
+  auto grad = self_t;
+  return grad * result;
 }
 
 at::Tensor exp(const at::Tensor& self) {
@@ -124,6 +240,10 @@ at::Tensor exp(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::exp(self);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::exp_jvp(self_t, result));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -135,6 +255,9 @@ struct LogBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "LogBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
@@ -148,23 +271,80 @@ at::Tensor log_backward(
   return grad / self;
 }
 
-torch::autograd::variable_list LogBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list LogBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto self = self_.unpack();
-  formulas::runtime::store(grad_inputs, self_ix, formulas::log_backward(grads[0], self));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::log_backward(grads[0], self_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list LogBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return LogBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_);
+}
+
+torch::autograd::variable_list LogBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return LogBackward0_apply_functional(std::move(grads), needs_input_grad, self);
+}
+
+void LogBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list LogBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_LogBackward0", LogBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_LogBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_);
+  return output;
+}
+
+at::Tensor log_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self) {
+  auto grad = self_t;
+  return grad / self;
 }
 
 at::Tensor log(const at::Tensor& self) {
@@ -176,6 +356,10 @@ at::Tensor log(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::log(self);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::log_jvp(self_t, formulas::runtime::primal(self)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -187,6 +371,9 @@ struct SinBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "SinBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
@@ -200,23 +387,80 @@ at::Tensor sin_backward(
   return grad * at::cos(self);
 }
 
-torch::autograd::variable_list SinBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list SinBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto self = self_.unpack();
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sin_backward(grads[0], self));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::sin_backward(grads[0], self_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list SinBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return SinBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_);
+}
+
+torch::autograd::variable_list SinBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return SinBackward0_apply_functional(std::move(grads), needs_input_grad, self);
+}
+
+void SinBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list SinBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_SinBackward0", SinBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_SinBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_);
+  return output;
+}
+
+at::Tensor sin_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self) {
+  auto grad = self_t;
+  return grad * at::cos(self);
 }
 
 at::Tensor sin(const at::Tensor& self) {
@@ -228,6 +472,10 @@ at::Tensor sin(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::sin(self);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::sin_jvp(self_t, formulas::runtime::primal(self)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -239,6 +487,9 @@ struct CosBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "CosBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
@@ -252,23 +503,80 @@ at::Tensor cos_backward(
   return -grad * at::sin(self);
 }
 
-torch::autograd::variable_list CosBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list CosBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto self = self_.unpack();
-  formulas::runtime::store(grad_inputs, self_ix, formulas::cos_backward(grads[0], self));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::cos_backward(grads[0], self_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list CosBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return CosBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_);
+}
+
+torch::autograd::variable_list CosBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return CosBackward0_apply_functional(std::move(grads), needs_input_grad, self);
+}
+
+void CosBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list CosBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_CosBackward0", CosBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_CosBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_);
+  return output;
+}
+
+at::Tensor cos_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self) {
+  auto grad = self_t;
+  return -grad * at::sin(self);
 }
 
 at::Tensor cos(const at::Tensor& self) {
@@ -280,6 +588,10 @@ at::Tensor cos(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::cos(self);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::cos_jvp(self_t, formulas::runtime::primal(self)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -291,6 +603,9 @@ struct TanhBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "TanhBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     result_.reset_data();
@@ -304,23 +619,80 @@ at::Tensor tanh_backward(
   return at::tanh_backward(grad, result);
 }
 
-torch::autograd::variable_list TanhBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list TanhBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto result = result_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::tanh_backward(grads[0], result));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::tanh_backward(grads[0], result_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list TanhBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return TanhBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_);
+}
+
+torch::autograd::variable_list TanhBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  return TanhBackward0_apply_functional(std::move(grads), needs_input_grad, result);
+}
+
+void TanhBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list TanhBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_TanhBackward0", TanhBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(result);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_TanhBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(result_);
+  return output;
+}
+
+at::Tensor tanh_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& result) {
+  auto grad = self_t;
+  return at::tanh_backward(grad, result);
 }
 
 at::Tensor tanh(const at::Tensor& self) {
@@ -332,6 +704,10 @@ at::Tensor tanh(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::tanh(self);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::tanh_jvp(self_t, result));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -343,6 +719,9 @@ struct SigmoidBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "SigmoidBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     result_.reset_data();
@@ -356,23 +735,80 @@ at::Tensor sigmoid_backward(
   return at::sigmoid_backward(grad, result);
 }
 
-torch::autograd::variable_list SigmoidBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list SigmoidBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto result = result_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sigmoid_backward(grads[0], result));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::sigmoid_backward(grads[0], result_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list SigmoidBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return SigmoidBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_);
+}
+
+torch::autograd::variable_list SigmoidBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  return SigmoidBackward0_apply_functional(std::move(grads), needs_input_grad, result);
+}
+
+void SigmoidBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list SigmoidBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_SigmoidBackward0", SigmoidBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(result);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_SigmoidBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(result_);
+  return output;
+}
+
+at::Tensor sigmoid_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& result) {
+  auto grad = self_t;
+  return at::sigmoid_backward(grad, result);
 }
 
 at::Tensor sigmoid(const at::Tensor& self) {
@@ -384,6 +820,10 @@ at::Tensor sigmoid(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::sigmoid(self);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::sigmoid_jvp(self_t, result));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -395,6 +835,9 @@ struct SqrtBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "SqrtBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     result_.reset_data();
@@ -408,23 +851,80 @@ at::Tensor sqrt_backward(
   return grad / (result + result);
 }
 
-torch::autograd::variable_list SqrtBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list SqrtBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto result = result_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sqrt_backward(grads[0], result));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::sqrt_backward(grads[0], result_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list SqrtBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return SqrtBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_);
+}
+
+torch::autograd::variable_list SqrtBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  return SqrtBackward0_apply_functional(std::move(grads), needs_input_grad, result);
+}
+
+void SqrtBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list SqrtBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_SqrtBackward0", SqrtBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(result);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_SqrtBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(result_);
+  return output;
+}
+
+at::Tensor sqrt_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& result) {
+  auto grad = self_t;
+  return grad / (result + result);
 }
 
 at::Tensor sqrt(const at::Tensor& self) {
@@ -436,6 +936,10 @@ at::Tensor sqrt(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::sqrt(self);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::sqrt_jvp(self_t, result));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -447,6 +951,9 @@ struct ReluBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "ReluBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     result_.reset_data();
@@ -460,23 +967,80 @@ at::Tensor relu_backward(
   return at::threshold_backward(grad, result, 0);
 }
 
-torch::autograd::variable_list ReluBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list ReluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto result = result_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::relu_backward(grads[0], result));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::relu_backward(grads[0], result_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list ReluBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return ReluBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_);
+}
+
+torch::autograd::variable_list ReluBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  return ReluBackward0_apply_functional(std::move(grads), needs_input_grad, result);
+}
+
+void ReluBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list ReluBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_ReluBackward0", ReluBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(result);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_ReluBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(result_);
+  return output;
+}
+
+at::Tensor relu_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& result) {
+  auto grad = self_t;
+  return at::threshold_backward(grad, result, 0);
 }
 
 at::Tensor relu(const at::Tensor& self) {
@@ -488,6 +1052,10 @@ at::Tensor relu(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::relu(self);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::relu_jvp(self_t, result));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -499,6 +1067,9 @@ struct PowTensorScalarBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "PowTensorScalarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
@@ -514,23 +1085,87 @@ at::Tensor pow_tensor_scalar_backward(
   return helpers::pow_backward(grad, self, exponent.toDouble());
 }
 
-torch::autograd::variable_list PowTensorScalarBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list PowTensorScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& exponent_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto self = self_.unpack();
-  formulas::runtime::store(grad_inputs, self_ix, formulas::pow_tensor_scalar_backward(grads[0], self, exponent_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::pow_tensor_scalar_backward(grads[0], self_, exponent_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list PowTensorScalarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto exponent_ = packed_args.unpack<at::Scalar>();
+  return PowTensorScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, exponent_);
+}
+
+torch::autograd::variable_list PowTensorScalarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return PowTensorScalarBackward0_apply_functional(std::move(grads), needs_input_grad, self, exponent_);
+}
+
+void PowTensorScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(exponent_);
+}
+
+torch::autograd::variable_list PowTensorScalarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(exponent_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_PowTensorScalarBackward0", PowTensorScalarBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self);
+  packed_args.pack(exponent_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_PowTensorScalarBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_);
+  saved.after(exponent_);
+  return output;
+}
+
+at::Tensor pow_tensor_scalar_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Scalar& exponent) {
+  auto grad = self_t;
+  return helpers::pow_backward(grad, self, exponent.toDouble());
 }
 
 at::Tensor pow_tensor_scalar(const at::Tensor& self, const at::Scalar& exponent) {
@@ -542,6 +1177,10 @@ at::Tensor pow_tensor_scalar(const at::Tensor& self, const at::Scalar& exponent)
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::pow(self, exponent);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::pow_tensor_scalar_jvp(self_t, formulas::runtime::primal(self), exponent));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -554,6 +1193,9 @@ struct AddTensorBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "AddTensorBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -573,8 +1215,7 @@ std::tuple<at::Tensor, at::Tensor> add_tensor_backward(
   return {grad_self, grad_other};
 }
 
-torch::autograd::variable_list AddTensorBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list AddTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -582,10 +1223,6 @@ torch::autograd::variable_list AddTensorBackward0::apply(torch::autograd::variab
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, other_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
@@ -599,6 +1236,82 @@ torch::autograd::variable_list AddTensorBackward0::apply(torch::autograd::variab
   return grad_inputs;
 }
 
+torch::autograd::variable_list AddTensorBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return AddTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
+}
+
+torch::autograd::variable_list AddTensorBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  return AddTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
+}
+
+void AddTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(alpha_);
+  args.collect(other_sizes_);
+}
+
+torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(alpha_);
+  saved.before(other_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_AddTensorBackward0", AddTensorBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(alpha_);
+  packed_args.pack(other_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_AddTensorBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  saved.after(alpha_);
+  saved.after(other_sizes_);
+  return output;
+}
+
+at::Tensor add_tensor_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& other_t,
+    const at::Scalar& alpha) {
+  return at::add(self_t, other_t, alpha);
+}
+
 at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   c10::intrusive_ptr<AddTensorBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self, other)) {
@@ -610,6 +1323,11 @@ at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto other_t = formulas::runtime::tangent(other);
+    formulas::runtime::set_tangent(result, formulas::add_tensor_jvp(self_t, other_t, alpha));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -623,6 +1341,9 @@ struct SubTensorBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "SubTensorBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -642,8 +1363,7 @@ std::tuple<at::Tensor, at::Tensor> sub_tensor_backward(
   return {grad_self, grad_other};
 }
 
-torch::autograd::variable_list SubTensorBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list SubTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -651,10 +1371,6 @@ torch::autograd::variable_list SubTensorBackward0::apply(torch::autograd::variab
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, other_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
@@ -668,6 +1384,82 @@ torch::autograd::variable_list SubTensorBackward0::apply(torch::autograd::variab
   return grad_inputs;
 }
 
+torch::autograd::variable_list SubTensorBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return SubTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
+}
+
+torch::autograd::variable_list SubTensorBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  return SubTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
+}
+
+void SubTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(alpha_);
+  args.collect(other_sizes_);
+}
+
+torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(alpha_);
+  saved.before(other_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_SubTensorBackward0", SubTensorBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(alpha_);
+  packed_args.pack(other_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_SubTensorBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  saved.after(alpha_);
+  saved.after(other_sizes_);
+  return output;
+}
+
+at::Tensor sub_tensor_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& other_t,
+    const at::Scalar& alpha) {
+  return at::sub(self_t, other_t, alpha);
+}
+
 at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   c10::intrusive_ptr<SubTensorBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self, other)) {
@@ -679,6 +1471,11 @@ at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto other_t = formulas::runtime::tangent(other);
+    formulas::runtime::set_tangent(result, formulas::sub_tensor_jvp(self_t, other_t, alpha));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -692,6 +1489,9 @@ struct MulTensorBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "MulTensorBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     other_.reset_data();
@@ -715,8 +1515,7 @@ std::tuple<at::Tensor, at::Tensor> mul_tensor_backward(
   return {grad_self, grad_other};
 }
 
-torch::autograd::variable_list MulTensorBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list MulTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -724,16 +1523,10 @@ torch::autograd::variable_list MulTensorBackward0::apply(torch::autograd::variab
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, other_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto other = other_.unpack();
-  const auto self = self_.unpack();
-  const auto input_grads = formulas::mul_tensor_backward(grads[0], other, self_sizes_, self, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::mul_tensor_backward(grads[0], other_, self_sizes_, self_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -741,6 +1534,94 @@ torch::autograd::variable_list MulTensorBackward0::apply(torch::autograd::variab
     formulas::runtime::store(grad_inputs, other_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list MulTensorBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto other_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return MulTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_sizes_, self_, other_sizes_);
+}
+
+torch::autograd::variable_list MulTensorBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto other = other_.unpack();
+  const auto self = self_.unpack();
+  return MulTensorBackward0_apply_functional(std::move(grads), needs_input_grad, other, self_sizes_, self, other_sizes_);
+}
+
+void MulTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(other_, false);
+  args.collect(self_sizes_);
+  args.collect(self_, false);
+  args.collect(other_sizes_);
+}
+
+torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(other_);
+  saved.before(self_sizes_);
+  saved.before(self_);
+  saved.before(other_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_MulTensorBackward0", MulTensorBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto other = other_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(other);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(self);
+  packed_args.pack(other_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_MulTensorBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(other_);
+  saved.after(self_sizes_);
+  saved.after(self_);
+  saved.after(other_sizes_);
+  return output;
+}
+
+at::Tensor mul_tensor_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& other_t,
+    const at::Tensor& other,
+    const at::Tensor& self) {
+  auto result_t = (self_t * other) + (other_t * self);
+  return result_t;
 }
 
 at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
@@ -754,6 +1635,11 @@ at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto other_t = formulas::runtime::tangent(other);
+    formulas::runtime::set_tangent(result, formulas::mul_tensor_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
@@ -768,6 +1654,9 @@ struct DivTensorBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "DivTensorBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     other_.reset_data();
@@ -791,8 +1680,7 @@ std::tuple<at::Tensor, at::Tensor> div_tensor_backward(
   return {grad_self, grad_other};
 }
 
-torch::autograd::variable_list DivTensorBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list DivTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -800,16 +1688,10 @@ torch::autograd::variable_list DivTensorBackward0::apply(torch::autograd::variab
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, other_ix),
-  };
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto other = other_.unpack();
-  const auto self = self_.unpack();
-  const auto input_grads = formulas::div_tensor_backward(grads[0], other, self_sizes_, self, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::div_tensor_backward(grads[0], other_, self_sizes_, self_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -817,6 +1699,94 @@ torch::autograd::variable_list DivTensorBackward0::apply(torch::autograd::variab
     formulas::runtime::store(grad_inputs, other_ix, std::get<1>(input_grads));
   }
   return grad_inputs;
+}
+
+torch::autograd::variable_list DivTensorBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto other_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return DivTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_sizes_, self_, other_sizes_);
+}
+
+torch::autograd::variable_list DivTensorBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto other = other_.unpack();
+  const auto self = self_.unpack();
+  return DivTensorBackward0_apply_functional(std::move(grads), needs_input_grad, other, self_sizes_, self, other_sizes_);
+}
+
+void DivTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(other_, false);
+  args.collect(self_sizes_);
+  args.collect(self_, false);
+  args.collect(other_sizes_);
+}
+
+torch::autograd::variable_list DivTensorBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(other_);
+  saved.before(self_sizes_);
+  saved.before(self_);
+  saved.before(other_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_DivTensorBackward0", DivTensorBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto other = other_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(other);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(self);
+  packed_args.pack(other_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_DivTensorBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(other_);
+  saved.after(self_sizes_);
+  saved.after(self_);
+  saved.after(other_sizes_);
+  return output;
+}
+
+at::Tensor div_tensor_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& other_t,
+    const at::Tensor& result,
+    const at::Tensor& other) {
+  auto result_t = (self_t - (other_t * result)) / other;
+  return result_t;
 }
 
 at::Tensor div_tensor(const at::Tensor& self, const at::Tensor& other) {
@@ -830,6 +1800,11 @@ at::Tensor div_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto other_t = formulas::runtime::tangent(other);
+    formulas::runtime::set_tangent(result, formulas::div_tensor_jvp(self_t, other_t, result, formulas::runtime::primal(other)));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
@@ -844,6 +1819,9 @@ struct MulScalarBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "MulScalarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -856,22 +1834,77 @@ at::Tensor mul_scalar_backward(
   return at::mul(grad, other);
 }
 
-torch::autograd::variable_list MulScalarBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list MulScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Scalar& other_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::mul_scalar_backward(grads[0], other_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list MulScalarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto other_ = packed_args.unpack<at::Scalar>();
+  return MulScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_);
+}
+
+torch::autograd::variable_list MulScalarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return MulScalarBackward0_apply_functional(std::move(grads), needs_input_grad, other_);
+}
+
+void MulScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(other_);
+}
+
+torch::autograd::variable_list MulScalarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(other_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_MulScalarBackward0", MulScalarBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(other_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_MulScalarBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(other_);
+  return output;
+}
+
+at::Tensor mul_scalar_jvp(
+    const at::Tensor& self_t,
+    const at::Scalar& other) {
+  return at::mul(self_t, other);
 }
 
 at::Tensor mul_scalar(const at::Tensor& self, const at::Scalar& other) {
@@ -883,6 +1916,10 @@ at::Tensor mul_scalar(const at::Tensor& self, const at::Scalar& other) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::mul(self, other);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::mul_scalar_jvp(self_t, other));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = other;
@@ -894,6 +1931,9 @@ struct DivScalarBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "DivScalarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -906,22 +1946,77 @@ at::Tensor div_scalar_backward(
   return at::div(grad, other);
 }
 
-torch::autograd::variable_list DivScalarBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list DivScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Scalar& other_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::div_scalar_backward(grads[0], other_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list DivScalarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto other_ = packed_args.unpack<at::Scalar>();
+  return DivScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_);
+}
+
+torch::autograd::variable_list DivScalarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return DivScalarBackward0_apply_functional(std::move(grads), needs_input_grad, other_);
+}
+
+void DivScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(other_);
+}
+
+torch::autograd::variable_list DivScalarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(other_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_DivScalarBackward0", DivScalarBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(other_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_DivScalarBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(other_);
+  return output;
+}
+
+at::Tensor div_scalar_jvp(
+    const at::Tensor& self_t,
+    const at::Scalar& other) {
+  return at::div(self_t, other);
 }
 
 at::Tensor div_scalar(const at::Tensor& self, const at::Scalar& other) {
@@ -933,6 +2028,10 @@ at::Tensor div_scalar(const at::Tensor& self, const at::Scalar& other) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::div(self, other);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::div_scalar_jvp(self_t, other));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = other;
@@ -944,6 +2043,9 @@ struct ToCopyBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "ToCopyBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -956,22 +2058,82 @@ at::Tensor _to_copy_backward(
   return (grad.scalar_type() == self_dtype) ? grad : at::_to_copy(grad, self_dtype);
 }
 
-torch::autograd::variable_list ToCopyBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list ToCopyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::ScalarType& self_dtype_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::_to_copy_backward(grads[0], self_dtype_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list ToCopyBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_dtype_ = packed_args.unpack<at::ScalarType>();
+  return ToCopyBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_dtype_);
+}
+
+torch::autograd::variable_list ToCopyBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return ToCopyBackward0_apply_functional(std::move(grads), needs_input_grad, self_dtype_);
+}
+
+void ToCopyBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_dtype_);
+}
+
+torch::autograd::variable_list ToCopyBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_dtype_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_ToCopyBackward0", ToCopyBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_dtype_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_ToCopyBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_dtype_);
+  return output;
+}
+
+at::Tensor _to_copy_jvp(
+    const at::Tensor& self_t,
+    std::optional<at::ScalarType> dtype,
+    std::optional<at::Layout> layout,
+    const std::optional<at::Device>& device,
+    std::optional<bool> pin_memory,
+    bool non_blocking,
+    std::optional<at::MemoryFormat> memory_format) {
+  return at::_to_copy(self_t, dtype, layout, device, pin_memory, non_blocking, memory_format);
 }
 
 at::Tensor _to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin_memory, bool non_blocking, std::optional<at::MemoryFormat> memory_format) {
@@ -984,6 +2146,10 @@ at::Tensor _to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype,
   auto result = at::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::_to_copy_jvp(self_t, dtype, layout, device, pin_memory, non_blocking, memory_format));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_dtype_ = self_dtype;

@@ -8,14 +8,19 @@
 #include <ATen/ops/_softmax.h>
 #include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/gather.h>
 #include <ATen/ops/max.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/reshape.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/value_selecting_reduction_backward.h>
 #include <ATen/ops/var_mean.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <array>
@@ -29,6 +34,9 @@ struct SumBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "SumBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -41,22 +49,77 @@ at::Tensor sum_all_backward(
   return grad.expand(self_sizes);
 }
 
-torch::autograd::variable_list SumBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list SumBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::sum_all_backward(grads[0], self_sizes_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list SumBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return SumBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list SumBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SumBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void SumBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list SumBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_SumBackward0", SumBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_SumBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  return output;
+}
+
+at::Tensor sum_all_jvp(
+    const at::Tensor& self_t,
+    std::optional<at::ScalarType> dtype) {
+  return at::sum(self_t, dtype);
 }
 
 at::Tensor sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
@@ -69,6 +132,10 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
   auto result = at::sum(self, dtype);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::sum_all_jvp(self_t, dtype));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -80,6 +147,9 @@ struct SumDimIntListBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "SumDimIntListBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -96,22 +166,91 @@ at::Tensor sum_dim_intlist_backward(
   return helpers::sum_backward(grad, self_sizes, dim, keepdim);
 }
 
-torch::autograd::variable_list SumDimIntListBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list SumDimIntListBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::sum_dim_intlist_backward(grads[0], self_sizes_, formulas::runtime::borrow(dim_), keepdim_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list SumDimIntListBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return SumDimIntListBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, dim_, keepdim_);
+}
+
+torch::autograd::variable_list SumDimIntListBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SumDimIntListBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, dim_, keepdim_);
+}
+
+void SumDimIntListBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(dim_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list SumDimIntListBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(dim_);
+  saved.before(keepdim_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_SumDimIntListBackward0", SumDimIntListBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(dim_);
+  packed_args.pack(keepdim_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_SumDimIntListBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  saved.after(dim_);
+  saved.after(keepdim_);
+  return output;
+}
+
+at::Tensor sum_dim_intlist_jvp(
+    const at::Tensor& self_t,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    std::optional<at::ScalarType> dtype) {
+  return at::sum(self_t, dim, keepdim, dtype);
 }
 
 at::Tensor sum_dim_intlist(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
@@ -124,6 +263,10 @@ at::Tensor sum_dim_intlist(const at::Tensor& self, at::OptionalIntArrayRef dim, 
   auto result = at::sum(self, dim, keepdim, dtype);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::sum_dim_intlist_jvp(self_t, dim, keepdim, dtype));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -137,6 +280,9 @@ struct MeanDimBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "MeanDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -155,22 +301,97 @@ at::Tensor mean_dim_backward(
   return at::div(helpers::sum_backward(grad, self_sizes, dim, keepdim), count);
 }
 
-torch::autograd::variable_list MeanDimBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list MeanDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_, const int64_t& count_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::mean_dim_backward(grads[0], self_sizes_, formulas::runtime::borrow(dim_), keepdim_, count_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list MeanDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  auto count_ = packed_args.unpack<int64_t>();
+  return MeanDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, dim_, keepdim_, count_);
+}
+
+torch::autograd::variable_list MeanDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return MeanDimBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, dim_, keepdim_, count_);
+}
+
+void MeanDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(dim_);
+  args.collect(keepdim_);
+  args.collect(count_);
+}
+
+torch::autograd::variable_list MeanDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(dim_);
+  saved.before(keepdim_);
+  saved.before(count_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_MeanDimBackward0", MeanDimBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(dim_);
+  packed_args.pack(keepdim_);
+  packed_args.pack(count_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_MeanDimBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  saved.after(dim_);
+  saved.after(keepdim_);
+  saved.after(count_);
+  return output;
+}
+
+at::Tensor mean_dim_jvp(
+    const at::Tensor& self_t,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    std::optional<at::ScalarType> dtype) {
+  return at::mean(self_t, dim, keepdim, dtype);
 }
 
 at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
@@ -184,6 +405,10 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   std::vector<int64_t> self_sizes = self.sizes().vec();
   int64_t count = helpers::reduced_numel(self_sizes, dim);
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::mean_dim_jvp(self_t, dim, keepdim, dtype));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -198,6 +423,9 @@ struct VarMeanDimBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "VarMeanDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
@@ -236,24 +464,125 @@ at::Tensor var_mean_dim_backward(
   return grad_self;
 }
 
-torch::autograd::variable_list VarMeanDimBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list VarMeanDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& mean_, const std::vector<int64_t>& self_sizes_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_, const int64_t& divisor_, const int64_t& count_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::var_mean_dim_backward(grads[0], grads[1], self_, mean_, self_sizes_, formulas::runtime::borrow(dim_), keepdim_, divisor_, count_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list VarMeanDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto mean_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  auto divisor_ = packed_args.unpack<int64_t>();
+  auto count_ = packed_args.unpack<int64_t>();
+  return VarMeanDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, mean_, self_sizes_, dim_, keepdim_, divisor_, count_);
+}
+
+torch::autograd::variable_list VarMeanDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
   const auto self = self_.unpack();
   const auto mean = mean_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::var_mean_dim_backward(grads[0], grads[1], self, mean, self_sizes_, formulas::runtime::borrow(dim_), keepdim_, divisor_, count_));
-  return grad_inputs;
+  return VarMeanDimBackward0_apply_functional(std::move(grads), needs_input_grad, self, mean, self_sizes_, dim_, keepdim_, divisor_, count_);
+}
+
+void VarMeanDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(mean_, true);
+  args.collect(self_sizes_);
+  args.collect(dim_);
+  args.collect(keepdim_);
+  args.collect(divisor_);
+  args.collect(count_);
+}
+
+torch::autograd::variable_list VarMeanDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(mean_);
+  saved.before(self_sizes_);
+  saved.before(dim_);
+  saved.before(keepdim_);
+  saved.before(divisor_);
+  saved.before(count_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_VarMeanDimBackward0", VarMeanDimBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto mean = mean_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self);
+  packed_args.pack(mean);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(dim_);
+  packed_args.pack(keepdim_);
+  packed_args.pack(divisor_);
+  packed_args.pack(count_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_VarMeanDimBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_);
+  saved.after(mean_);
+  saved.after(self_sizes_);
+  saved.after(dim_);
+  saved.after(keepdim_);
+  saved.after(divisor_);
+  saved.after(count_);
+  return output;
+}
+
+std::tuple<at::Tensor, at::Tensor> var_mean_dim_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& mean,
+    at::IntArrayRef self_sizes,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    int64_t divisor) {
+  auto centered = self - helpers::sum_backward(mean, self_sizes, dim, keepdim);
+  auto var_t = at::div(at::mul(at::sum(centered * self_t, dim, keepdim), 2), divisor);
+  auto mean_t = at::mean(self_t, dim, keepdim);
+  return {var_t, mean_t};
 }
 
 std::tuple<at::Tensor, at::Tensor> var_mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unbiased, bool keepdim) {
@@ -268,6 +597,12 @@ std::tuple<at::Tensor, at::Tensor> var_mean_dim(const at::Tensor& self, at::Opti
   int64_t count = helpers::reduced_numel(self_sizes, dim);
   int64_t divisor = unbiased ? (count - 1) : count;
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto output_tangents = formulas::var_mean_dim_jvp(self_t, formulas::runtime::primal(self), mean, self_sizes, dim, keepdim, divisor);
+    formulas::runtime::set_tangent(var, std::get<0>(output_tangents));
+    formulas::runtime::set_tangent(mean, std::get<1>(output_tangents));
+  }
   if (grad_fn) {
     torch::autograd::set_history(var, grad_fn);
     torch::autograd::set_history(mean, grad_fn);
@@ -286,6 +621,9 @@ struct MaxDimBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "MaxDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     indices_.reset_data();
@@ -305,23 +643,106 @@ at::Tensor max_dim_backward(
   return at::value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim);
 }
 
-torch::autograd::variable_list MaxDimBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list MaxDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& reduced_dim_, const at::Tensor& indices_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto indices = indices_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::max_dim_backward(grads[0], reduced_dim_, indices, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::max_dim_backward(grads[0], reduced_dim_, indices_, self_sizes_, keepdim_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list MaxDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto reduced_dim_ = packed_args.unpack<int64_t>();
+  auto indices_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return MaxDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, reduced_dim_, indices_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list MaxDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto indices = indices_.unpack(getptr());
+  return MaxDimBackward0_apply_functional(std::move(grads), needs_input_grad, reduced_dim_, indices, self_sizes_, keepdim_);
+}
+
+void MaxDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(reduced_dim_);
+  args.collect(indices_, true);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list MaxDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(reduced_dim_);
+  saved.before(indices_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_MaxDimBackward0", MaxDimBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto indices = indices_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(reduced_dim_);
+  packed_args.pack(indices);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(keepdim_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_MaxDimBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(reduced_dim_);
+  saved.after(indices_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return output;
+}
+
+at::Tensor max_dim_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& indices,
+    bool keepdim,
+    at::IntArrayRef self_sizes,
+    int64_t reduced_dim,
+    const at::Tensor& values) {
+  auto indices_kept = indices;
+  if (!keepdim && (static_cast<int64_t>(self_sizes.size()) > 0)) {
+    indices_kept = at::unsqueeze(indices, reduced_dim);
+  }
+  auto values_t = at::reshape(at::gather(self_t, reduced_dim, indices_kept), values.sizes().vec());
+  return values_t;
 }
 
 std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
@@ -335,6 +756,10 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
   std::vector<int64_t> self_sizes = self.sizes().vec();
   int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(values, formulas::max_dim_jvp(self_t, indices, keepdim, self_sizes, reduced_dim, values));
+  }
   if (grad_fn) {
     torch::autograd::set_history(values, grad_fn);
     grad_fn->reduced_dim_ = reduced_dim;
@@ -349,6 +774,9 @@ struct SoftmaxBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "SoftmaxBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     result_.reset_data();
@@ -366,23 +794,93 @@ at::Tensor _softmax_backward(
   return at::_softmax_backward_data(grad, result, dim, self_dtype);
 }
 
-torch::autograd::variable_list SoftmaxBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list SoftmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const int64_t& dim_, const at::ScalarType& self_dtype_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto result = result_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::_softmax_backward(grads[0], result, dim_, self_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::_softmax_backward(grads[0], result_, dim_, self_dtype_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list SoftmaxBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto self_dtype_ = packed_args.unpack<at::ScalarType>();
+  return SoftmaxBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, dim_, self_dtype_);
+}
+
+torch::autograd::variable_list SoftmaxBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  return SoftmaxBackward0_apply_functional(std::move(grads), needs_input_grad, result, dim_, self_dtype_);
+}
+
+void SoftmaxBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+  args.collect(dim_);
+  args.collect(self_dtype_);
+}
+
+torch::autograd::variable_list SoftmaxBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  saved.before(dim_);
+  saved.before(self_dtype_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_SoftmaxBackward0", SoftmaxBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(result);
+  packed_args.pack(dim_);
+  packed_args.pack(self_dtype_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_SoftmaxBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(result_);
+  saved.after(dim_);
+  saved.after(self_dtype_);
+  return output;
+}
+
+at::Tensor _softmax_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& result,
+    int64_t dim) {
+  auto result_t = result * (self_t - at::sum(self_t * result, std::vector<int64_t>{dim}, true));
+  return result_t;
 }
 
 at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
@@ -395,6 +893,10 @@ at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   auto result = at::_softmax(self, dim, half_to_float);
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::_softmax_jvp(self_t, result, dim));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -408,6 +910,9 @@ struct LogSoftmaxBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "LogSoftmaxBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     result_.reset_data();
@@ -425,23 +930,93 @@ at::Tensor _log_softmax_backward(
   return at::_log_softmax_backward_data(grad, result, dim, self_dtype);
 }
 
-torch::autograd::variable_list LogSoftmaxBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list LogSoftmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const int64_t& dim_, const at::ScalarType& self_dtype_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  const auto result = result_.unpack(getptr());
-  formulas::runtime::store(grad_inputs, self_ix, formulas::_log_softmax_backward(grads[0], result, dim_, self_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::_log_softmax_backward(grads[0], result_, dim_, self_dtype_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list LogSoftmaxBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto self_dtype_ = packed_args.unpack<at::ScalarType>();
+  return LogSoftmaxBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, dim_, self_dtype_);
+}
+
+torch::autograd::variable_list LogSoftmaxBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  return LogSoftmaxBackward0_apply_functional(std::move(grads), needs_input_grad, result, dim_, self_dtype_);
+}
+
+void LogSoftmaxBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+  args.collect(dim_);
+  args.collect(self_dtype_);
+}
+
+torch::autograd::variable_list LogSoftmaxBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  saved.before(dim_);
+  saved.before(self_dtype_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_LogSoftmaxBackward0", LogSoftmaxBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(result);
+  packed_args.pack(dim_);
+  packed_args.pack(self_dtype_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_LogSoftmaxBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(result_);
+  saved.after(dim_);
+  saved.after(self_dtype_);
+  return output;
+}
+
+at::Tensor _log_softmax_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& result,
+    int64_t dim) {
+  auto result_t = self_t - at::sum(at::exp(result) * self_t, std::vector<int64_t>{dim}, true);
+  return result_t;
 }
 
 at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
@@ -454,6 +1029,10 @@ at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float)
   auto result = at::_log_softmax(self, dim, half_to_float);
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::_log_softmax_jvp(self_t, result, dim));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);

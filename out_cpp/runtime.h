@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/util/OptionalArrayRef.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/saved_variable.h>
@@ -121,6 +122,40 @@ inline void store(variable_list& grad_inputs, IndexRange range, const std::vecto
               range.end - range.begin, " tensors");
   for (size_t i = 0; i < grads.size(); ++i) {
     grad_inputs[range.begin + i] = grads[i];
+  }
+}
+
+// Forward mode, as torchgen's VariableType does it (level 0): an input's primal without its
+// tangent, its tangent (zeros when it has none: an undefined tangent means zero), and an
+// output's tangent set from a jvp result (undefined: the output gets none).
+inline at::Tensor primal(const at::Tensor& input) {
+  return input.defined() ? input._fw_primal(/*level*/ 0) : input;
+}
+inline at::Tensor tangent(const at::Tensor& input) {
+  if (!input.defined()) {
+    return input;
+  }
+  const auto& raw = input._fw_grad(/*level*/ 0);
+  return raw.defined() ? raw : at::zeros_like(primal(input));
+}
+template <typename F>
+std::vector<at::Tensor> each(at::TensorList inputs, F f) {
+  std::vector<at::Tensor> values;
+  values.reserve(inputs.size());
+  for (const auto& input : inputs) {
+    values.push_back(f(input));
+  }
+  return values;
+}
+inline std::vector<at::Tensor> primals(at::TensorList inputs) {
+  return each(inputs, primal);
+}
+inline std::vector<at::Tensor> tangents(at::TensorList inputs) {
+  return each(inputs, tangent);
+}
+inline void set_tangent(const at::Tensor& output, const at::Tensor& tangent) {
+  if (tangent.defined() && output.defined()) {
+    output._set_fw_grad(tangent, /*level*/ 0, /*is_inplace_op*/ false);
   }
 }
 

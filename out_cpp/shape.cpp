@@ -10,6 +10,7 @@
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <array>
@@ -23,6 +24,9 @@ struct ViewBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "ViewBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -35,22 +39,77 @@ at::Tensor view_backward(
   return at::reshape(grad, self_sizes);
 }
 
-torch::autograd::variable_list ViewBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list ViewBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::view_backward(grads[0], self_sizes_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list ViewBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ViewBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list ViewBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return ViewBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void ViewBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list ViewBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_ViewBackward0", ViewBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_ViewBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  return output;
+}
+
+at::Tensor view_jvp(
+    const at::Tensor& self_t,
+    at::IntArrayRef size) {
+  return self_t.view(size);
 }
 
 at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
@@ -66,6 +125,10 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::view_jvp(self_t, size));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -77,6 +140,9 @@ struct ReshapeBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "ReshapeBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -89,22 +155,77 @@ at::Tensor reshape_backward(
   return at::reshape(grad, self_sizes);
 }
 
-torch::autograd::variable_list ReshapeBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list ReshapeBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::reshape_backward(grads[0], self_sizes_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list ReshapeBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ReshapeBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list ReshapeBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return ReshapeBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void ReshapeBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list ReshapeBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_ReshapeBackward0", ReshapeBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_ReshapeBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  return output;
+}
+
+at::Tensor reshape_jvp(
+    const at::Tensor& self_t,
+    at::IntArrayRef shape) {
+  return at::reshape(self_t, shape);
 }
 
 at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
@@ -120,6 +241,10 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::reshape_jvp(self_t, shape));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -131,6 +256,9 @@ struct UnsqueezeBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "UnsqueezeBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -143,22 +271,77 @@ at::Tensor unsqueeze_backward(
   return at::reshape(grad, self_sizes);
 }
 
-torch::autograd::variable_list UnsqueezeBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list UnsqueezeBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::unsqueeze_backward(grads[0], self_sizes_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list UnsqueezeBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return UnsqueezeBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list UnsqueezeBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return UnsqueezeBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void UnsqueezeBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list UnsqueezeBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_UnsqueezeBackward0", UnsqueezeBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_UnsqueezeBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  return output;
+}
+
+at::Tensor unsqueeze_jvp(
+    const at::Tensor& self_t,
+    int64_t dim) {
+  return at::unsqueeze(self_t, dim);
 }
 
 at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
@@ -174,6 +357,10 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::unsqueeze_jvp(self_t, dim));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -185,6 +372,9 @@ struct PermuteBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "PermuteBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -197,22 +387,77 @@ at::Tensor permute_backward(
   return at::permute(grad, inverse);
 }
 
-torch::autograd::variable_list PermuteBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list PermuteBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& inverse_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::permute_backward(grads[0], inverse_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list PermuteBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto inverse_ = packed_args.unpack<std::vector<int64_t>>();
+  return PermuteBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, inverse_);
+}
+
+torch::autograd::variable_list PermuteBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return PermuteBackward0_apply_functional(std::move(grads), needs_input_grad, inverse_);
+}
+
+void PermuteBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(inverse_);
+}
+
+torch::autograd::variable_list PermuteBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(inverse_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_PermuteBackward0", PermuteBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(inverse_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_PermuteBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(inverse_);
+  return output;
+}
+
+at::Tensor permute_jvp(
+    const at::Tensor& self_t,
+    at::IntArrayRef dims) {
+  return at::permute(self_t, dims);
 }
 
 at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
@@ -228,6 +473,10 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::permute_jvp(self_t, dims));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->inverse_ = std::move(inverse);
@@ -239,6 +488,9 @@ struct ExpandBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "ExpandBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -251,22 +503,78 @@ at::Tensor expand_backward(
   return helpers::sum_to(grad, self_sizes);
 }
 
-torch::autograd::variable_list ExpandBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list ExpandBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::expand_backward(grads[0], self_sizes_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list ExpandBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ExpandBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list ExpandBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return ExpandBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void ExpandBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list ExpandBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_ExpandBackward0", ExpandBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_ExpandBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  return output;
+}
+
+at::Tensor expand_jvp(
+    const at::Tensor& self_t,
+    at::IntArrayRef size,
+    bool implicit) {
+  return self_t.expand(size, implicit);
 }
 
 at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
@@ -282,6 +590,10 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::expand_jvp(self_t, size, implicit));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -293,6 +605,9 @@ struct CatBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "CatBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -318,22 +633,87 @@ std::vector<at::Tensor> cat_backward(
   return grads;
 }
 
-torch::autograd::variable_list CatBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list CatBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& sizes_along_dim_, const int64_t& cat_dim_, size_t tensors_size_) {
   formulas::runtime::IndexRanges ranges;
   const auto tensors_ix = ranges.next(tensors_size_);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, tensors_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, tensors_ix, formulas::cat_backward(grads[0], sizes_along_dim_, cat_dim_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list CatBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto sizes_along_dim_ = packed_args.unpack<std::vector<int64_t>>();
+  auto cat_dim_ = packed_args.unpack<int64_t>();
+  auto tensors_size_ = packed_args.unpack<size_t>();
+  return CatBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, sizes_along_dim_, cat_dim_, tensors_size_);
+}
+
+torch::autograd::variable_list CatBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto tensors_ix = ranges.next(tensors_size_);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, tensors_ix),
+  };
+  return CatBackward0_apply_functional(std::move(grads), needs_input_grad, sizes_along_dim_, cat_dim_, tensors_size_);
+}
+
+void CatBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(sizes_along_dim_);
+  args.collect(cat_dim_);
+  args.collect(tensors_size_);
+}
+
+torch::autograd::variable_list CatBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(sizes_along_dim_);
+  saved.before(cat_dim_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<size_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_CatBackward0", CatBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto tensors_ix = ranges.next(tensors_size_);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, tensors_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(sizes_along_dim_);
+  packed_args.pack(cat_dim_);
+  packed_args.pack(tensors_size_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_CatBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(sizes_along_dim_);
+  saved.after(cat_dim_);
+  return output;
+}
+
+at::Tensor cat_jvp(
+    at::TensorList tensors_t,
+    int64_t dim) {
+  return at::cat(tensors_t, dim);
 }
 
 at::Tensor cat(at::TensorList tensors, int64_t dim) {
@@ -352,6 +732,10 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
     sizes_along_dim.push_back(skipped ? -1 : tensors[i].size(cat_dim));
   }
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefinedTensorList(tensors)) {
+    const auto tensors_t = formulas::runtime::tangents(tensors);
+    formulas::runtime::set_tangent(result, formulas::cat_jvp(tensors_t, dim));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->tensors_size_ = tensors.size();
@@ -365,6 +749,9 @@ struct NarrowBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "NarrowBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
@@ -383,22 +770,97 @@ at::Tensor narrow_backward(
   return helpers::narrow_backward(grad, self_sizes, narrow_dim, narrow_start, length);
 }
 
-torch::autograd::variable_list NarrowBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
+torch::autograd::variable_list NarrowBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& narrow_dim_, const int64_t& narrow_start_, const int64_t& length_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
   if (!formulas::runtime::any_defined(grads)) {
     return grad_inputs;
   }
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
   formulas::runtime::store(grad_inputs, self_ix, formulas::narrow_backward(grads[0], self_sizes_, narrow_dim_, narrow_start_, length_));
   return grad_inputs;
+}
+
+torch::autograd::variable_list NarrowBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto narrow_dim_ = packed_args.unpack<int64_t>();
+  auto narrow_start_ = packed_args.unpack<int64_t>();
+  auto length_ = packed_args.unpack<int64_t>();
+  return NarrowBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, narrow_dim_, narrow_start_, length_);
+}
+
+torch::autograd::variable_list NarrowBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return NarrowBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, narrow_dim_, narrow_start_, length_);
+}
+
+void NarrowBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(narrow_dim_);
+  args.collect(narrow_start_);
+  args.collect(length_);
+}
+
+torch::autograd::variable_list NarrowBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(narrow_dim_);
+  saved.before(narrow_start_);
+  saved.before(length_);
+  static bool bound = false;
+  if (!bound) {
+    bound = true;
+    const std::vector<at::TypePtr> schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), "formulas_NarrowBackward0", NarrowBackward0_apply_functional_ivalue, schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs packed_args;
+  packed_args.pack(needs_input_grad);
+  packed_args.pack(self_sizes_);
+  packed_args.pack(narrow_dim_);
+  packed_args.pack(narrow_start_);
+  packed_args.pack(length_);
+  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional", "formulas_NarrowBackward0", grads, packed_args.vec(),
+      output_metadata);
+  saved.after(self_sizes_);
+  saved.after(narrow_dim_);
+  saved.after(narrow_start_);
+  saved.after(length_);
+  return output;
+}
+
+at::Tensor narrow_jvp(
+    const at::Tensor& self_t,
+    int64_t dim,
+    int64_t start,
+    int64_t length) {
+  return at::narrow(self_t, dim, start, length);
 }
 
 at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t length) {
@@ -416,6 +878,10 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
     result = result.alias();
   }
   below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::narrow_jvp(self_t, dim, start, length));
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);

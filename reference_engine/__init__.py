@@ -13,7 +13,8 @@ and :mod:`~reference_engine.graph` (nodes, saved tensors, the double-backward
 guard), :mod:`~reference_engine.engine` (``backward``/``grad``),
 :mod:`~reference_engine.methods` (Tensor operators, composites, in-place),
 :mod:`~reference_engine.function` (custom ``Function``),
-:mod:`~reference_engine.gradcheck`, :mod:`~reference_engine.dot`.
+:mod:`~reference_engine.gradcheck`, :mod:`~reference_engine.dot`,
+:mod:`~reference_engine.forward_ad` (``jvp``: forward mode through the formulas' jvps).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from reference_engine.dispatch import Dispatcher, Overload, dispatcher
 from reference_engine.dtypes import DType, bool_, float32, float64, int64
 from reference_engine.dot import render, to_dot
 from reference_engine.engine import backward, grad
+from reference_engine.forward_ad import jvp
 from reference_engine.factories import (
     Generator, arange, as_tensor, eye, from_numpy, full, linspace, manual_seed, ones, ones_like, rand,
     randn, tensor, zeros, zeros_like,
@@ -88,6 +90,6 @@ __all__ = [
     "DType", "Function", "FunctionCtx", "GradcheckError", "Generator", "Tensor", "arange", "as_tensor",
     "backend", "backward", "bool", "bool_", "define", "enable_grad", "eye", "float32", "float64",
     "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install", "is_grad_enabled",
-    "is_tensor", "linspace", "manual_seed", "no_grad", "once_differentiable", "ones", "ones_like", "op",
+    "is_tensor", "jvp", "linspace", "manual_seed", "no_grad", "once_differentiable", "ones", "ones_like", "op",
     "rand", "randn", "refresh", "render", "set_grad_enabled", "tensor", "to_dot", "zeros", "zeros_like",
 ]

@@ -23,6 +23,7 @@ import numpy as np
 
 from formulas.dsl import FORMULAS, NONDIFFERENTIABLE, DeclaredFormula
 from reference_engine.binding import Signature
+from reference_engine import forward_ad
 from reference_engine.dtypes import DType
 from reference_engine.formula_node import formula_recorder, record_formula
 from reference_engine.grad_mode import grad_mode
@@ -43,7 +44,7 @@ class Overload:
 
     __slots__ = ("name", "schema", "signature", "kernel", "formula", "node_name", "returns_kind",
                  "output_differentiability", "differentiable_positions", "is_view", "backward_info",
-                 "keyword_only", "num_differentiable_outputs", "return_type")
+                 "keyword_only", "num_differentiable_outputs", "return_type", "jvp_rule")
 
     def __init__(self, schema: FunctionSchema, kernel: Callable[..., Any] | None,
                  formula: DeclaredFormula | None) -> None:
@@ -52,6 +53,7 @@ class Overload:
         self.signature = Signature(schema)
         self.kernel = kernel
         self.formula = formula.fn if formula is not None else None
+        self.jvp_rule = formula.jvp if formula is not None else None   # @derivative(jvp=...)
         self.node_name = node_name(schema)
         self.returns_kind = _returns_kind(schema)
         #: the named tuple of a several-output op whose returns are named (``max.dim`` gives
@@ -138,7 +140,10 @@ class Overload:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call exactly this overload (``dispatcher.overload("sum.dim_IntList")(x, [0])``)."""
-        return self.run(self.signature.bind(args, kwargs))
+        bound = self.signature.bind(args, kwargs)
+        if forward_ad.state.active:
+            return forward_ad.run(self, bound)
+        return self.run(bound)
 
     def __repr__(self) -> str:
         return f"<operator {self.schema}>"
@@ -423,6 +428,8 @@ class OperatorPacket:
             bound = list(args)
         else:
             bound = overload.signature.bind(args, kwargs)
+        if forward_ad.state.active:
+            return forward_ad.run(overload, bound)
         if overload.formula is not None and grad_mode.enabled:
             return overload.run(bound)
         return overload.run_kernel(bound)
@@ -434,6 +441,9 @@ class OperatorPacket:
         order). ``kernel`` is set when the grad-mode-off runner only unwraps one or two
         Tensors, calls it and wraps the result: the entry point then does that inline."""
         overload = self.resolve(args, kwargs)
+        if forward_ad.state.tangents is not None:      # a dual level is open: no fast paths (see forward_ad)
+            entry = self.cache[key] = (overload, None, None, None)
+            return entry
         if not kwargs:
             runner = _kernel_runner(overload, key)
             recording = runner if overload.formula is None else _formula_runner(overload, key, runner)
@@ -535,6 +545,11 @@ class Dispatcher:
                     overload.formula = rebind(overload.formula, self.operators, rebound)
         for hook in self.refresh_hooks:
             hook()
+
+    def clear_caches(self) -> None:
+        """Forget every resolved call signature (forward mode turns the fast paths off and on)."""
+        for packet in self.packets.values():
+            packet.cache.clear()
 
     def packet(self, name: str) -> OperatorPacket:
         """The operator ``name`` (base name, all its overloads); a clear error when undeclared."""

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from reference_engine import forward_ad
 from reference_engine.dispatch import dispatcher
 from reference_engine.engine import run_backward
 from reference_engine.grad_mode import grad_mode
@@ -413,6 +414,10 @@ Tensor.__array_ufunc__ = _array_ufunc
 
 # ----------------------------------------------------------------------------- in place
 def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, others: tuple = ()) -> Tensor:
+    if forward_ad.state.tangents is not None and any(
+            forward_ad.tangent_of(t) is not None for t in (self, *others)):
+        raise RuntimeError(f"{what} on a dual tensor inside jvp: the reference engine's forward mode does not "
+                           f"track in-place writes; use the out-of-place operator")
     recording = grad_mode.enabled and (self._requires_grad or any(
         isinstance(o, Tensor) and o._requires_grad for o in others))
     if recording and self._requires_grad and self._grad_fn is None:
@@ -467,6 +472,10 @@ def _zero_(self: Tensor) -> Tensor:
 
 def _setitem(self: Tensor, key: Any, value: Any) -> None:
     """Item assignment: writes values in place and bumps the version (not recorded)."""
+    if forward_ad.state.tangents is not None and any(
+            forward_ad.tangent_of(t) is not None for t in (self, value)):
+        raise RuntimeError("item assignment to or from a dual tensor inside jvp: the reference engine's "
+                           "forward mode does not track in-place writes; use where / cat instead")
     if grad_mode.enabled and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
         if self._requires_grad and self._grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "

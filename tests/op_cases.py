@@ -91,6 +91,36 @@ def torch_args(case: OpCase, requires_grad: bool = True) -> tuple[list[Any], dic
     return args, kwargs
 
 
+def differentiable_view(case: OpCase, fn):
+    """``fn`` as a function of the differentiated tensors only, plus those tensors."""
+    args, kwargs = torch_args(case)
+    leaves: list = []
+    slots: list[tuple[int, int | None]] = []
+    for position in case.differentiable:
+        arg = args[position]
+        if isinstance(arg, list):
+            for index, tensor in enumerate(arg):
+                leaves.append(tensor)
+                slots.append((position, index))
+        else:
+            leaves.append(arg)
+            slots.append((position, None))
+
+    def call(*tensors):
+        filled = [list(a) if isinstance(a, list) else a for a in args]
+        for (position, index), tensor in zip(slots, tensors):
+            if index is None:
+                filled[position] = tensor
+            else:
+                filled[position][index] = tensor
+        out = fn(*filled, **kwargs)
+        if isinstance(out, tuple):   # every floating output (max.dim's indices are not)
+            return tuple(o for o in out if o.is_floating_point())
+        return out
+
+    return call, leaves
+
+
 def cases(op: str) -> list[OpCase]:
     """Every case of ``op`` (``name.overload``); an empty list for an op without cases."""
     return [case for case in ALL_CASES if case.op == op]

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TIERS = ("L", "R1", "R2", "RT", "C1", "CT")
+TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "CA")
 TIER_MEANING = {
     "L": "transpile lint reports nothing",
     "R1": "reference engine gradcheck",
@@ -23,6 +23,9 @@ TIER_MEANING = {
     "RT": "reference engine == torch, 1st and 2nd order",
     "C1": "compiled op: torch gradcheck + gradgradcheck",
     "CT": "compiled op == built-in torch op, 1st and 2nd order",
+    "F1": "compiled op: torch gradcheck(check_forward_ad=True), torch.func.jvp == built-in op's",
+    "RF": "reference engine jvp == torch.func.jvp of the built-in op",
+    "CA": "compiled op: backward under compiled autograd == eager",
 }
 _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
 

@@ -34,6 +34,8 @@ from transpiler.model import (
     FormulaModule,
     Helper,
     HelperParam,
+    Jvp,
+    JvpRule,
     Library,
     Span,
 )
@@ -41,6 +43,8 @@ from transpiler.sources import UndecodableSource, caused_by_recursion, read_sour
 from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
 
 BACKWARD = "backward"
+JVP = "jvp"
+ORIGINAL_SELF = ("original_self_t", "original_self_p")   # derivatives.yaml's names in in-place jvps
 NEEDS_INPUT_GRAD = "needs_input_grad"
 
 
@@ -199,12 +203,13 @@ class _ModuleReader:
     # ---- formulas --------------------------------------------------------------
     def formula(self, function: cst.FunctionDef, decorator: cst.Decorator,
                 helper_returns: Mapping[str, str | None]) -> Formula:
-        schema, output_diff = self.decorator_arguments(decorator)
+        schema, output_diff, jvp_rule = self.decorator_arguments(decorator)
         params = self.check_params(function, schema)
         body = list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
         backward_index, backward_def = self.find_backward(function, body)
+        jvp_index, jvp_def = self.find_jvp(body, jvp_rule)
         final_return = self.check_final_return(function, body)
-        forward = tuple(s for i, s in enumerate(body[:-1]) if i != backward_index)
+        forward = tuple(s for i, s in enumerate(body[:-1]) if i not in (backward_index, jvp_index))
         for statement in forward:
             stray = _find_return(statement)
             if stray is not None:
@@ -212,7 +217,11 @@ class _ModuleReader:
                                        "`return <outputs>, backward`")
         outputs = self.outputs(final_return, schema)
         backward = self.backward(backward_def, schema, output_diff)
-        captures = self.captures(function, schema, params, backward_def, outputs, helper_returns)
+        facts = forward_dataflow(schema, params, function, backward_def, helper_returns)
+        captures = self.captures(function, params, backward_def, outputs, facts)
+        jvp = None
+        if jvp_def is not None or jvp_rule is not None:
+            jvp = self.jvp(function, schema, params, backward, jvp_def, jvp_rule, outputs, facts)
         return Formula(
             path=self.path,
             function=function.name.value,
@@ -226,9 +235,11 @@ class _ModuleReader:
             backward=backward,
             captures=captures,
             node=function,
+            jvp=jvp,
         )
 
-    def decorator_arguments(self, decorator: cst.Decorator) -> tuple[FunctionSchema, tuple[bool, ...] | None]:
+    def decorator_arguments(self, decorator: cst.Decorator
+                            ) -> tuple[FunctionSchema, tuple[bool, ...] | None, tuple[JvpRule, cst.Arg] | None]:
         call = decorator.decorator
         if not isinstance(call, cst.Call):
             raise MalformedFormula(decorator, "@derivative needs the operator schema: "
@@ -243,12 +254,17 @@ class _ModuleReader:
             raise MalformedFormula(positional[0].value, f"schema does not parse: {error}; "
                                    "write it in native_functions.yaml syntax") from None
         output_diff = None
+        jvp_rule = None
         for arg in call.args:
             if arg.keyword is None:
                 continue
+            if arg.keyword.value == JVP:
+                jvp_rule = (_jvp_rule(arg), arg)
+                continue
             if arg.keyword.value != "output_differentiability":
                 raise MalformedFormula(arg, f"@derivative has no argument `{arg.keyword.value}`; "
-                                       "only output_differentiability=[...]")
+                                       "only output_differentiability=[...] and jvp=\"auto_linear\" / "
+                                       "\"auto_element_wise\"")
             output_diff = _bool_list(arg.value)
             if output_diff is None:
                 raise MalformedFormula(arg.value, "output_differentiability must be a literal list of "
@@ -256,7 +272,7 @@ class _ModuleReader:
             if len(output_diff) != len(schema.returns):
                 raise MalformedFormula(arg.value, f"output_differentiability has {len(output_diff)} entries "
                                        f"but the schema has {len(schema.returns)} returns; give one per return")
-        return schema, output_diff
+        return schema, output_diff, jvp_rule
 
     def check_params(self, function: cst.FunctionDef, schema: FunctionSchema) -> tuple[str, ...]:
         params = function.params
@@ -279,6 +295,60 @@ class _ModuleReader:
         if len(found) > 1:
             raise MalformedFormula(found[1][1].name, "the formula defines `backward` twice; keep one")
         return found[0]
+
+    def find_jvp(self, body: list[cst.BaseStatement], rule: tuple[JvpRule, cst.Arg] | None
+                 ) -> tuple[int | None, cst.FunctionDef | None]:
+        found = [(i, s) for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == JVP]
+        if len(found) > 1:
+            raise MalformedFormula(found[1][1].name, "the formula defines `jvp` twice; keep one")
+        if found and rule is not None:
+            raise MalformedFormula(rule[1], f"the formula defines `jvp` and declares jvp=\"{rule[0].value}\"; "
+                                   "keep one of them")
+        return found[0] if found else (None, None)
+
+    def jvp(self, function: cst.FunctionDef, schema: FunctionSchema, params: tuple[str, ...],
+            backward: Backward, written: cst.FunctionDef | None, rule: tuple[JvpRule, cst.Arg] | None,
+            outputs: tuple[str | None, ...], facts: FlowResult) -> Jvp:
+        """The written ``def jvp`` checked, or the one its rule stands for (see :func:`synthesise_jvp`)."""
+        if written is not None:
+            node, span, kind = written, self.positions[written], JvpRule.WRITTEN
+            self.check_jvp_params(node, schema)
+        else:
+            kind, arg = rule
+            node, span = synthesise_jvp(kind, schema, params, backward, arg), self.positions[arg]
+        forward_names = bound_names(function) - {BACKWARD, JVP}
+        first: dict[str, cst.Name] = {}
+        for read in closure_reads(node, forward_names):
+            first.setdefault(read.value, read)
+        captures = []
+        for name, read in first.items():
+            kind_of, reason = classify_capture(name, params, outputs, facts)
+            bindings = [b for b in facts.bindings.get(name, []) if b.value is not None]
+            captures.append(Capture(name, kind_of, self.positions.get(read, span),
+                                    bindings[-1].value if bindings else None, reason))
+        captures.sort(key=lambda c: c.first_use)
+        names = tuple(p.name.value for p in node.params.params)
+        return Jvp(node, span, names, tuple(captures), kind)
+
+    def check_jvp_params(self, node: cst.FunctionDef, schema: FunctionSchema) -> None:
+        params = node.params
+        if params.star_kwarg is not None or isinstance(params.star_arg, cst.Param) or params.posonly_params \
+                or params.kwonly_params or any(p.default is not None for p in params.params):
+            raise MalformedFormula(params, "jvp takes tangents `<input>_t` (and, in the derivatives.yaml "
+                                   "dialect, primals `<input>_p`) as plain parameters; no defaults, *, ** or `/`")
+        differentiable = {python_name(a.name) for a in schema.tensor_inputs}
+        inputs = {python_name(a.name) for a in schema.arguments if not a.is_out}
+        for param in params.params:
+            name = param.name.value
+            if name.endswith("_t") and name[:-2] in differentiable:
+                continue
+            if name.endswith("_p") and name[:-2] in inputs:
+                continue
+            if name in ORIGINAL_SELF and "self" in inputs:   # in-place ops: self before the write
+                continue
+            raise MalformedFormula(param, f"jvp parameter `{name}` is neither the tangent `<input>_t` of a "
+                                   f"differentiable input ({', '.join(sorted(differentiable))}) nor a primal "
+                                   "`<input>_p`; name it after the input")
 
     def check_final_return(self, function: cst.FunctionDef, body: list[cst.BaseStatement]) -> cst.Return:
         last = body[-1] if body else function
@@ -332,11 +402,9 @@ class _ModuleReader:
         return Backward(node, self.positions[node], grads, mask)
 
     # ---- captures --------------------------------------------------------------
-    def captures(self, function: cst.FunctionDef, schema: FunctionSchema, params: tuple[str, ...],
-                 backward: cst.FunctionDef, outputs: tuple[str | None, ...],
-                 helper_returns: Mapping[str, str | None]) -> tuple[Capture, ...]:
+    def captures(self, function: cst.FunctionDef, params: tuple[str, ...], backward: cst.FunctionDef,
+                 outputs: tuple[str | None, ...], facts: FlowResult) -> tuple[Capture, ...]:
         """Every forward name the backward reads, classified, in order of first use."""
-        facts = forward_dataflow(schema, params, function, backward, helper_returns)
         first_uses = self.first_uses(function, backward)
         captures = []
         for name, first_use in sorted(first_uses.items(), key=lambda item: self.positions[item[1]]):
@@ -381,7 +449,49 @@ def forward_dataflow(schema: FunctionSchema, params: tuple[str, ...], function: 
         for name, argument in parameter_arguments(schema, params).items()
     }
     body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
-    return analyze_body(body, env, helper_returns=helper_returns, skip=lambda node: node is backward)
+    return analyze_body(body, env, helper_returns=helper_returns,
+                        skip=lambda node: node is backward or (isinstance(node, cst.FunctionDef)
+                                                              and node.name.value == JVP))
+
+
+def synthesise_jvp(rule: JvpRule, schema: FunctionSchema, params: tuple[str, ...], backward: Backward,
+                   where: cst.CSTNode) -> cst.FunctionDef:
+    """The ``def jvp`` a rule stands for (derivatives.yaml's ``auto_element_wise`` / ``auto_linear``).
+
+    * ``auto_element_wise`` (one tensor input, one differentiable output, the op
+      applied element by element): the Jacobian is diagonal, so the JVP is the
+      backward applied to the tangent, ``jvp(self_t) = backward(self_t)`` (real
+      dtypes; torch conjugates before and after for complex ones).
+    * ``auto_linear`` (the op is linear in its tensor arguments taken together:
+      every ``Tensor`` argument is differentiable and enters linearly): the JVP is
+      the op applied to the tangents, the other arguments unchanged:
+      ``add(self, other, alpha)`` -> ``add(self_t, other_t, alpha=alpha)``.
+    """
+    arguments = parameter_arguments(schema, params)
+    tensors = [name for name, arg in arguments.items() if arg.is_tensor_like]
+    tangents = ", ".join(f"{name}_t" for name in tensors)
+    if rule is JvpRule.AUTO_ELEMENT_WISE:
+        if len(tensors) != 1 or len(backward.grad_params) != 1 or backward.needs_input_grad is not None:
+            raise MalformedFormula(where, "jvp=\"auto_element_wise\" needs one tensor input, one differentiable "
+                                   "output and a backward without needs_input_grad; write `def jvp` instead")
+        head = cst.parse_statement(f"def jvp({tangents}):\n    {backward.grad_params[0]} = {tangents}\n")
+        body = (*head.body.body, *backward.node.body.body)
+        return head.with_changes(body=head.body.with_changes(body=body))
+    keyword_only = {a.name for a in schema.arguments if a.kwarg_only}
+    args = ", ".join(
+        (f"{name}=" if arguments[name].name in keyword_only else "") + (f"{name}_t" if name in tensors else name)
+        for name in params)
+    return cst.parse_statement(f"def jvp({tangents}):\n    return at.{schema.name.base}({args})\n")
+
+
+def _jvp_rule(arg: cst.Arg) -> JvpRule:
+    text = _string_value(arg.value)
+    rules = [r for r in JvpRule if r is not JvpRule.WRITTEN]
+    for rule in rules:
+        if text == rule.value:
+            return rule
+    raise MalformedFormula(arg.value, "jvp= takes \"auto_linear\" or \"auto_element_wise\"; "
+                           "otherwise write a nested `def jvp(...)`")
 
 
 def classify_capture(name: str, params: tuple[str, ...], outputs: tuple[str | None, ...],

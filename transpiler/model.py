@@ -54,6 +54,36 @@ class Backward:
     needs_input_grad: str | None         # the keyword-only mask parameter, when declared
 
 
+class JvpRule(enum.Enum):
+    """How a formula's forward-mode derivative is given (``@derivative(..., jvp=...)``)."""
+
+    WRITTEN = "written"                      # a nested ``def jvp(...)``
+    AUTO_ELEMENT_WISE = "auto_element_wise"  # one input, element-wise: the backward applied to the tangent
+    AUTO_LINEAR = "auto_linear"              # linear in every tensor input: the op applied to the tangents
+
+
+@dataclass(frozen=True)
+class Jvp:
+    """The forward-mode derivative: a nested ``def jvp(...)``, written or synthesised from the rule.
+
+    Its parameters are tangents ``<input>_t`` of differentiable inputs (undefined
+    tangents arrive as zeros) and, in the derivatives.yaml dialect, primals
+    ``<input>_p`` and ``original_self_t`` / ``original_self_p``; it returns one tangent per differentiable output (a tuple when
+    several, ``None`` for none) and may read what a backward may capture.
+    """
+
+    node: cst.FunctionDef                # synthesised for the auto rules (no source positions)
+    span: Span                           # the def, or the decorator's ``jvp=`` for the auto rules
+    params: tuple[str, ...]
+    captures: tuple[Capture, ...]        # forward names the jvp reads, classified like a backward's
+    rule: JvpRule
+
+    @property
+    def tangents(self) -> dict[str, str]:
+        """Parameter -> the input whose tangent it is (``self_t`` -> ``self``)."""
+        return {p: p[:-2] for p in self.params if p.endswith("_t")}
+
+
 @dataclass(frozen=True)
 class Formula:
     """A function decorated with ``@derivative(schema)``."""
@@ -70,6 +100,7 @@ class Formula:
     backward: Backward
     captures: tuple[Capture, ...]
     node: cst.FunctionDef
+    jvp: Jvp | None = None               # None: forward AD raises torch's "not supported" error
 
     @property
     def op_name(self) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.op_cases import ALL_CASES, OpCase, cases, torch_args, torch_op
+from tests.op_cases import ALL_CASES, OpCase, cases, differentiable_view, torch_op
 from transpiler.frontend import load_library
 
 torch = pytest.importorskip("torch")
@@ -23,36 +23,6 @@ LIBRARY_OPS = sorted(f.op_name for f in load_library(str(REPO / "formulas")).for
 def compiled_op(namespace: object, op: str):
     name, _, overload = op.partition(".")
     return getattr(getattr(namespace, name), overload or "default")
-
-
-def differentiable_view(case: OpCase, fn):
-    """``fn`` as a function of the differentiated tensors only, plus those tensors."""
-    args, kwargs = torch_args(case)
-    leaves: list = []
-    slots: list[tuple[int, int | None]] = []
-    for position in case.differentiable:
-        arg = args[position]
-        if isinstance(arg, list):
-            for index, tensor in enumerate(arg):
-                leaves.append(tensor)
-                slots.append((position, index))
-        else:
-            leaves.append(arg)
-            slots.append((position, None))
-
-    def call(*tensors):
-        filled = [list(a) if isinstance(a, list) else a for a in args]
-        for (position, index), tensor in zip(slots, tensors):
-            if index is None:
-                filled[position] = tensor
-            else:
-                filled[position][index] = tensor
-        out = fn(*filled, **kwargs)
-        if isinstance(out, tuple):   # every floating output (max.dim's indices are not)
-            return tuple(o for o in out if o.is_floating_point())
-        return out
-
-    return call, leaves
 
 
 def test_every_formula_has_cases():

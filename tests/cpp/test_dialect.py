@@ -27,7 +27,7 @@ def test_metadata_only_tensor_saves_its_metadata(generated):
     source = (generated / "features.cpp").read_text()
     node = source[source.index("struct MeanAllBackward0"):source.index("at::Tensor mean_all_backward")]
     assert "int64_t self_numel_" in node and "std::vector<int64_t> self_sizes_" in node
-    assert "SavedVariable" not in node
+    assert "torch::autograd::SavedVariable" not in node
     assert "at::Tensor mean_all_backward(\n    at::Tensor grad," in source      # rebound in the body: by value
 
 
@@ -67,6 +67,26 @@ total, squares = ops.moments(m, [0, 2])
 expected_total, expected_squares = m.sum([0, 2], keepdim=True), (m * m).sum([0, 2], keepdim=True)
 print("moments_values", torch.allclose(total, expected_total) and torch.allclose(squares, expected_squares))
 print("node", ops.weighted_sum([x, y], [1.0, 1.0]).grad_fn.name())
+for name, (fn, inputs) in checks.items():
+    if name != "mean_all":
+        print("forward", name, gradcheck(fn, inputs, check_forward_ad=True, raise_exception=False))
+import torch.autograd.forward_ad as fwAD
+with fwAD.dual_level():
+    try:
+        ops.mean_all(fwAD.make_dual(m.detach(), torch.ones_like(m)))
+        print("no_jvp raised nothing")
+    except NotImplementedError as error:
+        print("no_jvp", str(error).splitlines()[0])
+from torch._dynamo import compiled_autograd
+for name, (fn, inputs) in checks.items():
+    upstream = torch.randn_like(fn(*inputs)[0] if isinstance(fn(*inputs), tuple) else fn(*inputs))
+    def loss():
+        out = fn(*inputs)
+        return ((out[0] if isinstance(out, tuple) else out) * upstream).sum()
+    eager = torch.autograd.grad(loss(), inputs)
+    with compiled_autograd._enable(lambda graph: graph):
+        compiled = torch.autograd.grad(loss(), inputs)
+    print("compiled_autograd", name, all(torch.equal(a, b) for a, b in zip(eager, compiled)))
 """
 
 
@@ -76,7 +96,14 @@ def test_features_compile_and_pass_gradcheck(generated):
     done = subprocess.run([sys.executable, "-c", CHECKS, str(library)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    failing = [line for line in lines if line.split()[0] not in ("node", "moments_values") and line.split()[1:] != ["True", "True"]]
-    assert failing == []
+    backward = [line for line in lines if line.split()[0] not in ("node", "moments_values", "forward", "no_jvp",
+                                                                    "compiled_autograd")]
+    assert [line for line in backward if line.split()[1:] != ["True", "True"]] == []
+    assert [line for line in lines if line.startswith(("forward", "compiled_autograd")) and not line.endswith("True")] == []
+    assert len([line for line in lines if line.startswith("forward")]) == 7
+    assert len([line for line in lines if line.startswith("compiled_autograd")]) == 8
+    assert "no_jvp Trying to use forward AD with mean_all that does not support it because its formula defines " \
+           "no jvp; add a nested `def jvp(...)` (or @derivative(..., jvp=\"auto_linear\" / \"auto_element_wise\")) " \
+           "to the formula" in lines
     assert "moments_values True" in lines
     assert "node WeightedSumBackward0" in lines

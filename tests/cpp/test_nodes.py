@@ -50,7 +50,7 @@ def test_saved_variable_inference_in_generated_code():
     reductions = (OUT_CPP / "reductions.cpp").read_text()
     sum_node = reductions[reductions.index("struct SumBackward0"):reductions.index("at::Tensor sum_all_backward")]
     assert "std::vector<int64_t> self_sizes_" in sum_node         # metadata, not the tensor
-    assert "SavedVariable" not in sum_node
+    assert "torch::autograd::SavedVariable" not in sum_node
     pointwise = (OUT_CPP / "pointwise.cpp").read_text()
     assert "grad_fn->result_ = torch::autograd::SavedVariable(result, true);" in pointwise   # exp: output
     assert "grad_fn->self_ = torch::autograd::SavedVariable(self, false);" in pointwise      # sin: input

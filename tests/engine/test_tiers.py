@@ -1,4 +1,4 @@
-"""Proof tiers R1, R2 and RT (DESIGN section 7) for every formula of the library.
+"""Proof tiers R1, R2, RT and RF (DESIGN section 7) for every formula of the library.
 
 Each ``OpCase`` of ``tests/op_cases.py`` whose operator has a formula is run
 on the reference engine through exactly the declared overload:
@@ -6,7 +6,9 @@ on the reference engine through exactly the declared overload:
 * R1: ``gradcheck`` (float64 central differences) passes;
 * R2: ``gradgradcheck`` passes;
 * RT: first- and second-order gradients equal torch's built-in ones on the
-  same inputs, with the same random output and gradient weights.
+  same inputs, with the same random output and gradient weights;
+* RF: ``engine.jvp`` (the formulas' jvps) equals ``torch.func.jvp`` of the
+  built-in op on the same inputs and random tangents.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import torch
 
 import reference_engine as engine
 from formulas import FORMULAS
-from op_cases import ALL_CASES, OpCase, cases, torch_args, torch_op
+from op_cases import ALL_CASES, OpCase, cases, differentiable_view, torch_args, torch_op
 
 FORMULA_CASES = [case for case in ALL_CASES if case.op in FORMULAS]
 
@@ -145,3 +147,26 @@ def test_gradients_equal_torch(case: OpCase):
     for i, (got, expected) in enumerate(zip(got_second, expected_second)):
         assert got.shape == expected.shape, f"second-order gradient {i}"
         np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-10, err_msg=f"second-order gradient {i}")
+
+
+@pytest.mark.tier("RF")
+@pytest.mark.parametrize("case", FORMULA_CASES, ids=lambda c: c.name)
+def test_jvp_equals_torch(case: OpCase):
+    fn, inputs = engine_call(case)
+    tangents = _weights([t.shape for t in inputs], seed=3)
+    outs, out_tangents = engine.jvp(fn, [t.detach() for t in inputs], [engine.Tensor(v) for v in tangents])
+    builtin, leaves = differentiable_view(case, torch_op(case.op))     # floating outputs only
+    expected_outs, expected_tangents = torch.func.jvp(
+        builtin, tuple(x.detach() for x in leaves), tuple(torch.from_numpy(v) for v in tangents))
+    got = [(o, t) for o, t in zip(_as_list(outs), _as_list(out_tangents)) if o.is_floating_point()]
+    expected = list(zip(_as_list(expected_outs), _as_list(expected_tangents)))
+    assert len(got) == len(expected)
+    for i, ((out, tangent), (expected_out, expected_tangent)) in enumerate(zip(got, expected)):
+        np.testing.assert_allclose(out.numpy(), expected_out.numpy(), rtol=1e-7, atol=1e-10, err_msg=f"output {i}")
+        assert tangent.shape == tuple(expected_tangent.shape), f"tangent {i}"
+        np.testing.assert_allclose(tangent.numpy(), expected_tangent.numpy(), rtol=1e-7, atol=1e-10,
+                                   err_msg=f"tangent {i}")
+
+
+def _as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (tuple, list)) else [value]

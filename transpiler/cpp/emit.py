@@ -170,6 +170,7 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
         *_operator_includes(code),
         "#include <ATen/core/LegacyTypeDispatch.h>",
         "#include <torch/csrc/autograd/functions/utils.h>",
+        "#include <torch/csrc/dynamo/compiled_autograd.h>",
         "#include <torch/library.h>",
         "",
         "#include <array>",

@@ -7,6 +7,14 @@ inputs are ``SavedVariable(x, false)``, outputs ``SavedVariable(y, true)``;
 non-tensor captures are plain members. ``apply()`` returns early when every
 incoming gradient is undefined, computes the ``needs_input_grad`` mask from
 ``task_should_compute_output`` and stores only the gradients asked for.
+
+Compiled autograd follows torch's own generated nodes (``Functions.cpp``):
+``apply()`` unpacks the saved variables and calls ``<Node>_apply_functional``,
+a function of the gradients, the mask and the unpacked values only;
+``compiled_args`` collects every member into the cache key and
+``apply_with_saved`` swaps them for the compiler's proxies, binds
+``<Node>_apply_functional_ivalue`` once and proxies a call to it into the graph.
+Forward mode is :mod:`transpiler.cpp.forward_ad`.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from transpiler.cpp import forward_ad
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     METADATA_METHODS, UNSUPPORTED_TYPE, Binding, Context, Untranslatable, cpp_name, translate, unsupported,
@@ -91,6 +100,15 @@ def borrowed_param(ty: PyType) -> str:
 def is_view(ty: PyType) -> bool:
     """Whether generated functions take ``ty`` as a non-owning view (see :func:`borrowed_param`)."""
     return borrowed_param(ty) != T.cpp_param(ty)
+
+
+def closure_parameter(name: str, ty: PyType, rebound: set[str], declared: str | None = None
+                      ) -> tuple[str, Binding]:
+    """A parameter of a generated closure function (backward, jvp) and the binding its body sees:
+    taken as ``declared`` (default :func:`borrowed_param`), or by value when the body rebinds it."""
+    if name in rebound:
+        return f"{T.cpp_value(ty)} {cpp_name(name)}", Binding(ty, cpp_name(name))
+    return f"{declared or borrowed_param(ty)} {cpp_name(name)}", Binding(ty, cpp_name(name), borrowed=is_view(ty))
 
 
 def _metadata_only_methods(name: str, backward: cst.FunctionDef) -> set[str] | None:
@@ -194,7 +212,8 @@ class FormulaEmitter:
 
     # --- text ----------------------------------------------------------------------------------
     def emit(self) -> EmittedFormula:
-        parts = [self.struct_text(), self.backward_function(), self.apply_text(), self.wrapper_text()]
+        parts = [self.struct_text(), self.backward_function(), self.functional_text(), self.apply_text(),
+                 self.compiled_autograd_text(), forward_ad.jvp_function(self), self.wrapper_text()]
         schema = str(self.schema).replace("\\", "\\\\").replace('"', '\\"')
         registration = f'm.def("{schema}", TORCH_FN(formulas::{self.wrapper_name}));'
         return EmittedFormula(self.struct, "\n".join(parts), registration)
@@ -227,6 +246,9 @@ class FormulaEmitter:
             "  using TraceableFunction::TraceableFunction;",
             "  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;",
             f'  std::string name() const override {{ return "{self.struct}"; }}',
+            "  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;",
+            "  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,",
+            "                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;",
             "  void release_variables() override {",
             release_body,
             "  }",
@@ -243,12 +265,8 @@ class FormulaEmitter:
         bindings: dict[str, Binding] = {}
 
         def parameter(name: str, ty: PyType, declared: str) -> None:
-            if name in rebound:
-                declarations.append(f"{T.cpp_value(ty)} {cpp_name(name)}")
-                bindings[name] = Binding(ty, cpp_name(name))
-            else:
-                declarations.append(f"{declared} {cpp_name(name)}")
-                bindings[name] = Binding(ty, cpp_name(name), borrowed=is_view(ty))
+            declaration, bindings[name] = closure_parameter(name, ty, rebound, declared)
+            declarations.append(declaration)
 
         for grad in self.formula.backward.grad_params:
             parameter(grad, T.TENSOR, "const at::Tensor&")
@@ -281,30 +299,38 @@ class FormulaEmitter:
             "",
         ])
 
-    def apply_text(self) -> str:
-        lines = [
-            f"torch::autograd::variable_list {self.struct}::apply(torch::autograd::variable_list&& grads) {{",
-            "  std::lock_guard<std::mutex> lock(mutex_);",
-            "  formulas::runtime::IndexRanges ranges;",
-        ]
-        inputs = self.formula.differentiable_inputs
-        for arg in inputs:
-            count = f"{arg.name}_size_" if T.from_schema(arg.type) == T.TENSOR_LIST else "1"
+    # --- apply(), its functional form and compiled autograd ----------------------------------------
+    def _functional_params(self) -> list[tuple[str, str, str]]:
+        """(member, C++ parameter type, packed C++ type) of every value ``apply_functional`` takes
+        after the gradients and the mask: the unpacked saved values, then list sizes."""
+        params = []
+        for item in self.saved:
+            if isinstance(item, SavedTensor):
+                packed = "std::vector<at::Tensor>" if item.is_list else "at::Tensor"
+            else:
+                packed = T.cpp_value(item.type)
+            params.append((item.member, f"const {packed}&", packed))
+        for arg in self.formula.differentiable_inputs:
+            if T.from_schema(arg.type) == T.TENSOR_LIST:
+                params.append((f"{arg.name}_size_", "size_t", "size_t"))
+        return params
+
+    def _index_ranges(self, size_prefix: str) -> list[str]:
+        lines = ["  formulas::runtime::IndexRanges ranges;"]
+        for arg in self.formula.differentiable_inputs:
+            count = f"{size_prefix}{arg.name}_size_" if T.from_schema(arg.type) == T.TENSOR_LIST else "1"
             lines.append(f"  const auto {arg.name}_ix = ranges.next({count});")
-        lines += [
-            "  torch::autograd::variable_list grad_inputs(ranges.size());",
-            "  if (!formulas::runtime::any_defined(grads)) {",
-            "    return grad_inputs;",
-            "  }",
-            f"  const std::array<bool, {len(inputs)}> needs_input_grad = {{",
-            *(f"      formulas::runtime::should_compute(*this, {a.name}_ix)," for a in inputs),
-            "  };",
-        ]
-        lines.append("  if (" + " && ".join(f"!needs_input_grad[{i}]" for i in range(len(inputs))) + ") {")
-        lines += ["    return grad_inputs;", "  }"]
-        arguments = []
-        for index, grad in enumerate(self.formula.backward.grad_params):
-            arguments.append(f"grads[{index}]")
+        return lines
+
+    def _needs_input_grad(self) -> list[str]:
+        inputs = self.formula.differentiable_inputs
+        return [f"  const std::array<bool, {len(inputs)}> needs_input_grad = {{",
+                *(f"      formulas::runtime::should_compute(*this, {a.name}_ix)," for a in inputs),
+                "  };"]
+
+    def _unpacked(self) -> tuple[list[str], list[str]]:
+        """apply()'s lines unpacking the saved variables, and the functional's arguments."""
+        lines, arguments = [], []
         for item in self.saved:
             if isinstance(item, SavedTensor) and item.is_list:
                 lines.append(f"  const auto {cpp_name(item.name)} = formulas::runtime::unpack_list({item.member});")
@@ -313,10 +339,36 @@ class FormulaEmitter:
                 owner = "getptr()" if item.is_output else ""
                 lines.append(f"  const auto {cpp_name(item.name)} = {item.member}.unpack({owner});")
                 arguments.append(cpp_name(item.name))
-            elif isinstance(item, SavedMetadata):
-                arguments.append(item.member)
             else:
-                arguments.append(_lend(item))
+                arguments.append(item.member)
+        arguments += [f"{a.name}_size_" for a in self.formula.differentiable_inputs
+                      if T.from_schema(a.type) == T.TENSOR_LIST]
+        return lines, arguments
+
+    @property
+    def functional_name(self) -> str:
+        return f"{self.struct}_apply_functional"
+
+    def functional_text(self) -> str:
+        """``<Node>_apply_functional``: the gradients of the asked inputs from the gradients, the
+        mask and the unpacked saved values; and its ``ivalue`` form for compiled autograd."""
+        inputs = self.formula.differentiable_inputs
+        params = self._functional_params()
+        signature = ", ".join(["torch::autograd::variable_list&& grads",
+                               f"std::array<bool, {len(inputs)}> needs_input_grad",
+                               *(f"{ty} {member}" for member, ty, _ in params)])
+        lines = [f"torch::autograd::variable_list {self.functional_name}({signature}) {{",
+                 *self._index_ranges(""),
+                 "  torch::autograd::variable_list grad_inputs(ranges.size());",
+                 "  if (!formulas::runtime::any_defined(grads)) {",
+                 "    return grad_inputs;",
+                 "  }",
+                 "  if (" + " && ".join(f"!needs_input_grad[{i}]" for i in range(len(inputs))) + ") {",
+                 "    return grad_inputs;",
+                 "  }"]
+        arguments = [f"grads[{index}]" for index in range(len(self.formula.backward.grad_params))]
+        for item in self.saved:
+            arguments.append(_lend(item) if isinstance(item, SavedValue) else item.member)
         if self.formula.backward.needs_input_grad is not None:
             arguments.append("needs_input_grad")
         call = f"formulas::{self.backward_name}({', '.join(arguments)})"   # qualified: no ADL into at::
@@ -329,7 +381,85 @@ class FormulaEmitter:
                 lines.append(f"    formulas::runtime::store(grad_inputs, {arg.name}_ix, std::get<{index}>(input_grads));")
                 lines.append("  }")
         lines += ["  return grad_inputs;", "}", ""]
+        unpack = [f"  auto {member} = packed_args.unpack<{packed}>();" for member, _, packed in params]
+        lines += [
+            f"torch::autograd::variable_list {self.functional_name}_ivalue(",
+            "    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {",
+            "  auto packed_args = torch::dynamo::autograd::PackedArgs(args);",
+            f"  auto needs_input_grad = packed_args.unpack<std::array<bool, {len(inputs)}>>();",
+            *unpack,
+            f"  return {self.functional_name}(" + ", ".join(
+                ["torch::autograd::variable_list(grads)", "needs_input_grad", *(m for m, _, _ in params)]) + ");",
+            "}",
+            "",
+        ]
         return "\n".join(lines)
+
+    def apply_text(self) -> str:
+        unpack, arguments = self._unpacked()
+        call = ", ".join(["std::move(grads)", "needs_input_grad", *arguments])
+        return "\n".join([
+            f"torch::autograd::variable_list {self.struct}::apply(torch::autograd::variable_list&& grads) {{",
+            "  std::lock_guard<std::mutex> lock(mutex_);",
+            *self._index_ranges(""),
+            *self._needs_input_grad(),
+            *unpack,
+            f"  return {self.functional_name}({call});",
+            "}",
+            "",
+        ])
+
+    def _members(self) -> list[tuple[str, bool | None]]:
+        """Every member compiled autograd must see: (name, is_output for saved variables)."""
+        members: list[tuple[str, bool | None]] = []
+        for item in self.saved:
+            members.append((item.member, item.is_output if isinstance(item, SavedTensor) else None))
+        members += [(f"{a.name}_size_", None) for a in self.formula.differentiable_inputs
+                    if T.from_schema(a.type) == T.TENSOR_LIST]
+        return members
+
+    def compiled_autograd_text(self) -> str:
+        members = self._members()
+        swapped = [item.member for item in self.saved]   # list sizes are collected, never swapped
+        collect = [f"  args.collect({m}, {'true' if out else 'false'});" if out is not None else f"  args.collect({m});"
+                   for m, out in members]
+        unpack, arguments = self._unpacked()
+        inputs = self.formula.differentiable_inputs
+        schema = [f"std::array<bool, {len(inputs)}>", *(packed for _, _, packed in self._functional_params())]
+        return "\n".join([
+            f"void {self.struct}::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {{",
+            *collect,
+            "}",
+            "",
+            f"torch::autograd::variable_list {self.struct}::apply_with_saved(",
+            "    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {",
+            *(f"  saved.before({m});" for m in swapped),
+            "  static bool bound = false;",
+            "  if (!bound) {",
+            "    bound = true;",
+            "    const std::vector<at::TypePtr> schema = {",
+            *(f"        torch::dynamo::autograd::IValuePacker<{ty}>::packed_type()," for ty in schema),
+            "    };",
+            "    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(",
+            f'        saved.get_py_compiler(), "formulas_{self.struct}", {self.functional_name}_ivalue, schema);',
+            "  }",
+            *self._index_ranges(""),
+            *self._needs_input_grad(),
+            *unpack,
+            "  torch::dynamo::autograd::PackedArgs packed_args;",
+            "  packed_args.pack(needs_input_grad);",
+            *(f"  packed_args.pack({argument});" for argument in arguments),
+            "  const auto output_metadata = torch::dynamo::autograd::IValuePacker<",
+            "      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(",
+            "          torch::dynamo::autograd::get_input_metadata(next_edges()));",
+            "  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(",
+            f'      saved.get_py_compiler(), "apply_functional", "formulas_{self.struct}", grads, packed_args.vec(),',
+            "      output_metadata);",
+            *(f"  saved.after({m});" for m in swapped),
+            "  return output;",
+            "}",
+            "",
+        ])
 
     def _alias_guards(self, outputs: list[str]) -> list[str]:
         """An output that may be its input itself (``Tensor(a) -> Tensor(a)``, e.g. ``contiguous``)
@@ -373,6 +503,7 @@ class FormulaEmitter:
         return_type = returns[0] if len(returns) == 1 else f"std::tuple<{', '.join(returns)}>"
         inputs = ", ".join(self._dispatcher_argument(a) for a in self.formula.differentiable_inputs)
         lines = [f"{return_type} {self.wrapper_name}({', '.join(params)}) {{", *prologue,
+                 *forward_ad.forbid_lines(self),
                  f"  c10::intrusive_ptr<{self.struct}> grad_fn;",
                  f"  if (torch::autograd::compute_requires_grad({inputs})) {{",
                  f"    grad_fn = c10::make_intrusive<{self.struct}>();",
@@ -391,6 +522,7 @@ class FormulaEmitter:
                 outputs.append(f"output{index}")
         lines += self._alias_guards(outputs)
         lines.append("  below_autograd.reset();")
+        lines += forward_ad.tangent_lines(self, outputs)
         lines.append("  if (grad_fn) {")
         for index in self.differentiable_outputs:
             lines.append(f"    torch::autograd::set_history({outputs[index]}, grad_fn);")

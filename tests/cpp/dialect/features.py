@@ -1,6 +1,8 @@
 """Formulas exercising the dialect beyond the shipped library: Tensor? and Tensor[] inputs, float[]
 arguments, several differentiable outputs (either gradient may be None), needs_input_grad, while
-loops in helpers, and tensors the backward reads only through metadata."""
+loops in helpers, and tensors the backward reads only through metadata; jvps over the same inputs
+(an absent optional tangent, a list of tangents, two output tangents) and one formula without a jvp
+(``mean_all``: forward AD through it raises torch's error)."""
 from __future__ import annotations
 
 from formulas import at, derivative, helper, nondifferentiable
@@ -39,6 +41,10 @@ def axpy(x, y, alpha=1):
         grad_x = at.mul(grad, alpha) if needs_input_grad[0] else None
         grad_y = grad if needs_input_grad[1] and y is not None else None
         return grad_x, grad_y
+    def jvp(x_t, y_t):
+        # an absent optional input has no tangent either
+        result_t = at.mul(x_t, alpha) if y_t is None else at.add(at.mul(x_t, alpha), y_t)
+        return result_t
     return result, backward
 
 
@@ -54,6 +60,10 @@ def moments(self, dims):
             from_squares = at.mul(at.expand(grad_squares, self.sizes()), at.mul(self, 2.0))
             grad_self = from_squares if grad_self is None else at.add(grad_self, from_squares)
         return grad_self
+    def jvp(self_t):
+        total_t = at.sum(self_t, dims, True)
+        squares_t = at.sum(at.mul(at.mul(self, self_t), 2.0), dims, True)
+        return total_t, squares_t
     return (total, squares), backward
 
 
@@ -68,6 +78,11 @@ def weighted_sum(tensors, weights):
         for i in range(len(weights)):
             grads.append(at.mul(grad, weights[i]))
         return grads
+    def jvp(tensors_t):
+        result_t = at.mul(tensors_t[0], weights[0])
+        for i in range(1, len(tensors_t)):
+            result_t = at.add(result_t, at.mul(tensors_t[i], weights[i]))
+        return result_t
     return result, backward
 
 
@@ -78,6 +93,9 @@ def rowscale(self, scale):
         grad_self = at.mul(grad, scale) if needs_input_grad[0] else None
         grad_scale = at.sum(at.mul(grad, self), leading_dims(grad.dim(), True), False) if needs_input_grad[1] else None
         return grad_self, grad_scale
+    def jvp(self_t, scale_t):
+        result_t = at.add(at.mul(self_t, scale), at.mul(self, scale_t))
+        return result_t
     return result, backward
 
 

@@ -1,0 +1,158 @@
+"""Forward mode in the generated C++ (no compiler needed): formula source -> the jvp function and
+the forward wrapper's tangent block, as torchgen's VariableType writes them."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from transpiler.cpp.emit import emit_library
+from transpiler.frontend import load_library
+
+REPO = Path(__file__).resolve().parents[2]
+
+CASES = [
+    ("written", '''
+     @derivative("mul.Tensor(Tensor self, Tensor other) -> Tensor")
+     def mul_tensor(self, other):
+         result = at.mul(self, other)
+         def backward(grad):
+             return grad * other, grad * self
+         def jvp(self_t, other_t):
+             result_t = self_t * other + other_t * self
+             return result_t
+         return result, backward
+     ''', [
+        "at::Tensor mul_tensor_jvp(\n"
+        "    const at::Tensor& self_t,\n"
+        "    const at::Tensor& other_t,\n"
+        "    const at::Tensor& other,\n"
+        "    const at::Tensor& self) {\n"
+        "  auto result_t = (self_t * other) + (other_t * self);\n"
+        "  return result_t;\n"
+        "}\n",
+        "  below_autograd.reset();\n"
+        "  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {\n"
+        "    const auto self_t = formulas::runtime::tangent(self);\n"
+        "    const auto other_t = formulas::runtime::tangent(other);\n"
+        "    formulas::runtime::set_tangent(result, formulas::mul_tensor_jvp(self_t, other_t, "
+        "formulas::runtime::primal(other), formulas::runtime::primal(self)));\n"
+        "  }\n"
+        "  if (grad_fn) {\n",
+    ]),
+    ("two_outputs", '''
+     @derivative("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)")
+     def var_mean_dim(self, dim, unbiased=True, keepdim=False):
+         var, mean = at.var_mean(self, dim, unbiased, keepdim)
+         def backward(grad_var, grad_mean):
+             return grad_var
+         def jvp(self_t):
+             return None, at.mean(self_t, dim, keepdim)
+         return (var, mean), backward
+     ''', [
+        "std::tuple<at::Tensor, at::Tensor> var_mean_dim_jvp(\n"
+        "    const at::Tensor& self_t,\n"
+        "    at::OptionalIntArrayRef dim,\n"
+        "    bool keepdim) {\n"
+        "  return {at::Tensor(), at::mean(self_t, dim, keepdim)};\n"
+        "}\n",
+        "    const auto output_tangents = formulas::var_mean_dim_jvp(self_t, dim, keepdim);\n"
+        "    formulas::runtime::set_tangent(var, std::get<0>(output_tangents));\n"
+        "    formulas::runtime::set_tangent(mean, std::get<1>(output_tangents));\n",
+    ]),
+    ("auto_element_wise", '''
+     @derivative("exp(Tensor self) -> Tensor", jvp="auto_element_wise")
+     def exp(self):
+         result = at.exp(self)
+         def backward(grad):
+             return grad * result
+         return result, backward
+     ''', [
+        "at::Tensor exp_jvp(\n"
+        "    const at::Tensor& self_t,\n"
+        "    const at::Tensor& result) {\n"
+        "  auto grad = self_t;\n"
+        "  return grad * result;\n"
+        "}\n",
+        "    formulas::runtime::set_tangent(result, formulas::exp_jvp(self_t, result));\n",
+    ]),
+    ("imported_dialect_primals", '''
+     @derivative("hypot(Tensor self, Tensor other) -> Tensor")
+     def hypot(self, other):
+         result = at.hypot(self, other)
+         def backward(grad):
+             return grad * self / result, grad * other / result
+         def jvp(self_t, other_t, self_p, other_p):
+             result_t = (self_p * self_t + other_p * other_t) / result
+             return result_t
+         return result, backward
+     ''', [
+        "    const at::Tensor& self_p,\n"
+        "    const at::Tensor& other_p,\n"
+        "    const at::Tensor& result) {\n"
+        "  auto result_t = ((self_p * self_t) + (other_p * other_t)) / result;\n",
+        "    formulas::runtime::set_tangent(result, formulas::hypot_jvp(self_t, other_t, "
+        "formulas::runtime::primal(self), formulas::runtime::primal(other), result));\n",
+    ]),
+    ("named_output_tangents", '''
+     @derivative("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)")
+     def var_mean_dim(self, dim, unbiased=True, keepdim=False):
+         var, mean = at.var_mean(self, dim, unbiased, keepdim)
+         def backward(grad_var, grad_mean):
+             return grad_var
+         def jvp(self_t):
+             mean_t = at.mean(self_t, dim, keepdim)
+             return mean_t
+         return (var, mean), backward
+     ''', [
+        "at::Tensor var_mean_dim_jvp(\n",
+        "    formulas::runtime::set_tangent(mean, formulas::var_mean_dim_jvp(self_t, dim, keepdim));\n  }\n",
+    ]),
+    ("no_jvp", '''
+     @derivative("exp(Tensor self) -> Tensor")
+     def exp(self):
+         result = at.exp(self)
+         def backward(grad):
+             return grad * result
+         return result, backward
+     ''', [
+        "at::Tensor exp(const at::Tensor& self) {\n"
+        "  TORCH_CHECK_NOT_IMPLEMENTED(!(torch::autograd::isFwGradDefined(self)), \"Trying to use forward AD "
+        "with exp that does not support it because its formula defines no jvp; add a nested `def jvp(...)` "
+        "(or @derivative(..., jvp=\\\"auto_linear\\\" / \\\"auto_element_wise\\\")) to the formula\");\n"
+        "  c10::intrusive_ptr<ExpBackward0> grad_fn;\n",
+    ]),
+]
+
+
+@pytest.mark.parametrize(("source", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_jvp_transliteration(tmp_path: Path, source: str, expected: list[str]) -> None:
+    (tmp_path / "ops.py").write_text("from formulas import at, derivative\n\n\n" + textwrap.dedent(source))
+    output, diagnostics = emit_library(load_library(str(tmp_path)), load_library(str(REPO / "formulas")).operators)
+    assert diagnostics == []
+    code = output.files["ops.cpp"]
+    for snippet in expected:
+        assert snippet in code
+    assert ("_jvp(" in code) == ("jvp" in source)
+
+
+def test_in_place_jvp_is_a_diagnostic_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "ops.py").write_text(textwrap.dedent('''\
+        from formulas import at, derivative
+
+
+        @derivative("mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+        def mul__tensor(self, other):
+            result = at.mul(self, other)
+            def backward(grad):
+                return grad * other, grad * self
+            def jvp(self_t, other_t, original_self_p):
+                result_t = self_t * other + other_t * original_self_p
+                return result_t
+            return result, backward
+        '''))
+    _, diagnostics = emit_library(load_library(str(tmp_path)), load_library(str(REPO / "formulas")).operators)
+    [diagnostic] = diagnostics
+    assert (diagnostic.line, diagnostic.col, diagnostic.code) == (9, 30, "DB200")
+    assert "the jvp parameter `original_self_p`" in diagnostic.message

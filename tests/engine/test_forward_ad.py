@@ -1,0 +1,80 @@
+"""The engine's forward mode beyond tier RF: errors torch would raise, and the dispatcher after a level."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference_engine as engine
+from formulas import at
+
+
+def _tensor(values) -> engine.Tensor:
+    return engine.tensor(np.asarray(values, dtype=np.float64), dtype=engine.float64)
+
+
+def _no_jvp(self):
+    result = at.exp(self)
+    def backward(grad):
+        return grad * result
+    return result, backward
+
+
+def test_formula_without_jvp_raises_torch_error():
+    op = engine.define("exp_no_jvp(Tensor self) -> Tensor", np.exp, _no_jvp)
+    x = _tensor([0.5, 1.0])
+    with pytest.raises(NotImplementedError, match="Trying to use forward AD with exp_no_jvp that does not support it"):
+        engine.jvp(op, (x,), (_tensor([1.0, 1.0]),))
+    assert op(x).numpy().tolist() == np.exp([0.5, 1.0]).tolist()     # outside jvp: as before
+
+
+def test_no_tangent_reaching_the_op_is_not_an_error():
+    op = engine.define("exp_no_jvp2(Tensor self) -> Tensor", np.exp, _no_jvp)
+    constant = _tensor([0.5, 1.0])
+    out, tangent = engine.jvp(lambda a: a * op(constant), (_tensor([2.0, 3.0]),), (_tensor([1.0, 1.0]),))
+    np.testing.assert_allclose(tangent.numpy(), np.exp([0.5, 1.0]))
+
+
+def test_in_place_write_to_a_dual_raises():
+    def f(a):
+        b = a * 2.0
+        b.add_(a)
+        return b
+
+    with pytest.raises(RuntimeError, match="add_ on a dual tensor inside jvp"):
+        engine.jvp(f, (_tensor([1.0]),), (_tensor([1.0]),))
+
+
+def test_nested_levels_are_refused():
+    with pytest.raises(RuntimeError, match="nested forward-mode levels"):
+        engine.jvp(lambda a: engine.jvp(lambda b: b.sin(), (a,), (a,))[1], (_tensor([1.0]),), (_tensor([1.0]),))
+
+
+def test_tangent_shape_must_match():
+    with pytest.raises(RuntimeError, match="a tangent of shape"):
+        engine.jvp(lambda a: a.sin(), (_tensor([1.0, 2.0]),), (_tensor([1.0]),))
+
+
+def test_reverse_mode_and_fast_paths_work_after_a_level():
+    x = engine.tensor(np.array([0.3, 0.7]), dtype=engine.float64, requires_grad=True)
+    engine.jvp(lambda a: (a.sin() * a).sum(), (x,), (_tensor([1.0, 1.0]),))
+    (g,) = engine.grad((x.sin() * x).sum(), [x])
+    np.testing.assert_allclose(g.numpy(), np.cos([0.3, 0.7]) * [0.3, 0.7] + np.sin([0.3, 0.7]))
+    assert engine.is_grad_enabled()
+
+
+def _moments(self, dim):
+    total, squares = at.sum(self, dim, True), at.sum(self * self, dim, True)
+    def backward(grad_total, grad_squares):
+        return None
+    def jvp(self_t):
+        squares_t = at.sum(self * self_t * 2.0, dim, True)
+        return squares_t          # by name: the engine cannot tell which output it is for
+    return (total, squares), backward
+
+
+def test_tangents_for_a_subset_of_outputs_are_refused():
+    op = engine.define("moments_subset(Tensor self, int[] dim) -> (Tensor total, Tensor squares)",
+                       lambda x, dim: (x.sum(tuple(dim), keepdims=True), (x * x).sum(tuple(dim), keepdims=True)),
+                       _moments)
+    with pytest.raises(RuntimeError, match="returned 1 tangent\\(s\\) for 2 differentiable outputs"):
+        engine.jvp(lambda a: op(a, [0]), (_tensor([1.0, 2.0]),), (_tensor([1.0, 1.0]),))

@@ -1,0 +1,179 @@
+"""Forward-mode AD in the forward wrapper: a formula's ``jvp`` -> C++ (torchgen's VariableType pattern).
+
+Two parts per formula, both placed by :mod:`transpiler.cpp.nodes`:
+
+* ``<function>_jvp(...)``: the Python ``jvp`` transliterated; its parameters are
+  the jvp's own (tangents ``<input>_t``, primals ``<input>_p``) then what it
+  captures (inputs, outputs, forward metadata and scalars), in first-use order;
+* the wrapper's lines: when an input whose tangent the jvp takes carries one
+  (``isFwGradDefined``), every such tangent is read at level 0 (an undefined one
+  as zeros), the jvp runs on the primals (``_fw_primal(0)``) with autograd on
+  (so its own operations are differentiable), and each differentiable output
+  gets its tangent with ``_set_fw_grad(..., /*level*/ 0, /*is_inplace_op*/ false)``.
+  A formula without a jvp gets torch's ``TORCH_CHECK_NOT_IMPLEMENTED`` "Trying to
+  use forward AD with <op> that does not support it" instead: never a silently
+  missing tangent.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from transpiler.cpp import types as T
+from transpiler.cpp.expressions import Binding, cpp_name, unsupported
+import libcst as cst
+
+from transpiler.cpp.statements import assigned_names, translate_body, walk
+from transpiler.cpp.types import PyType
+from transpiler.model import CaptureKind, Jvp
+
+if TYPE_CHECKING:
+    from transpiler.cpp.nodes import FormulaEmitter
+
+
+def _input_type(emitter: FormulaEmitter, name: str) -> PyType:
+    return T.from_schema(next(a.type for a in emitter.arguments if a.name == name))
+
+
+def _given(emitter: FormulaEmitter, name: str) -> str:
+    """The kernel's own argument ``name`` (tangents belong to the inputs as given, even when the
+    forward rebinds the name)."""
+    argument = next(a for a in emitter.arguments if a.name == name)
+    given = emitter._dispatcher_argument(argument)
+    return cpp_name(name) if given.endswith("_opt") else given
+
+
+def _param_type(emitter: FormulaEmitter, param: str) -> PyType:
+    """A tangent has its input's tensor type (``Tensor[]`` for a list); a primal its input's type."""
+    return _input_type(emitter, param[:-2])
+
+
+def _tangent_inputs(emitter: FormulaEmitter, jvp: Jvp) -> list[str]:
+    """Differentiable inputs whose tangents the jvp takes, in schema order."""
+    taken = set(jvp.tangents.values())
+    return [a.name for a in emitter.formula.differentiable_inputs if a.name in taken]
+
+
+def _returned_outputs(emitter: FormulaEmitter, jvp: Jvp) -> list[int]:
+    """Which outputs the jvp's tangents belong to, in the order it returns them: every
+    differentiable output, or, when every ``return`` names the same ``<output>_t`` (the
+    derivatives.yaml dialect: the others get no tangent), those outputs."""
+    by_name = {f"{emitter.formula.outputs[i]}_t": i for i in emitter.differentiable_outputs
+               if emitter.formula.outputs[i] is not None}
+    shapes = set()
+    for node in walk(jvp.node.body):
+        if isinstance(node, cst.Return):
+            items = node.value.elements if isinstance(node.value, cst.Tuple) else [node.value]
+            values = [item.value if isinstance(item, cst.BaseElement) else item for item in items]
+            named = all(isinstance(v, cst.Name) and v.value in by_name for v in values)
+            shapes.add(tuple(by_name[v.value] for v in values) if named else None)
+    if len(shapes) == 1 and None not in shapes:
+        return list(shapes.pop())
+    return list(emitter.differentiable_outputs)
+
+
+def _return_type(count: int) -> PyType:
+    return T.TENSOR if count == 1 else T.tuple_of(*([T.TENSOR] * count))
+
+
+def jvp_function_name(emitter: FormulaEmitter) -> str:
+    return f"{emitter.formula.function}_jvp"
+
+
+def jvp_function(emitter: FormulaEmitter) -> str:
+    """``<function>_jvp(...)``: the formula's jvp as a C++ function ('' when it has none)."""
+    jvp = emitter.formula.jvp
+    if jvp is None:
+        return ""
+    from transpiler.cpp.nodes import closure_parameter   # nodes imports this module
+
+    inputs = {a.name for a in emitter.arguments}
+    for param in jvp.node.params.params:
+        if param.name.value[:-2] not in inputs:     # original_self_t / _p: in-place ops
+            raise unsupported(param, f"the jvp parameter `{param.name.value}` (the value before an "
+                              "in-place write; in-place operators are not emitted)")
+    rebound = assigned_names(jvp.node.body.body)
+    declarations: list[str] = []
+    bindings: dict[str, Binding] = {}
+    for name, ty in _parameters(emitter, jvp):
+        declaration, bindings[name] = closure_parameter(name, ty, rebound)
+        declarations.append(declaration)
+    returns = _return_type(len(_returned_outputs(emitter, jvp)))
+    body = translate_body(jvp.node.body.body, emitter.context.bind(bindings), returns)
+    return "\n".join([
+        f"{T.cpp_value(returns)} {jvp_function_name(emitter)}(",
+        "    " + ",\n    ".join(declarations) + ") {",
+        *body.lines,
+        "}",
+        "",
+    ])
+
+
+def _parameters(emitter: FormulaEmitter, jvp: Jvp) -> list[tuple[str, PyType]]:
+    params = [(p, _param_type(emitter, p)) for p in jvp.params]
+    params += [(c.name, emitter.type_of(c.name)) for c in jvp.captures]
+    return params
+
+
+def _argument(emitter: FormulaEmitter, jvp: Jvp, name: str, kind: CaptureKind | None) -> str:
+    """What the wrapper passes for a jvp parameter or capture."""
+    if name in jvp.tangents:
+        return f"{name}"                                   # read once before the call
+    source = name[:-2] if kind is None else name             # ``self_p`` is the primal of ``self``
+    if kind is None or kind is CaptureKind.INPUT:
+        ty = _input_type(emitter, source)
+        if ty == T.TENSOR:
+            return f"formulas::runtime::primal({_given(emitter, source)})"
+        if ty == T.TENSOR_LIST:
+            return f"formulas::runtime::primals({_given(emitter, source)})"
+        from transpiler.cpp.nodes import _is_borrowed, is_view
+
+        if _is_borrowed(ty) and not is_view(ty) and source in emitter.forward_context.names:
+            return f"formulas::runtime::to_owned({cpp_name(source)})"   # the dispatcher lends an ArrayRef
+    return cpp_name(source)
+
+
+def forbid_lines(emitter: FormulaEmitter) -> list[str]:
+    """A formula without a jvp: torch's error when an input carries a tangent."""
+    if emitter.formula.jvp is not None or not emitter.formula.differentiable_inputs:
+        return []
+    condition = " || ".join(_defined(emitter, a.name) for a in emitter.formula.differentiable_inputs)
+    op = emitter.formula.op_name
+    return [f'  TORCH_CHECK_NOT_IMPLEMENTED(!({condition}), "Trying to use forward AD with {op} that does not '
+            f'support it because its formula defines no jvp; add a nested `def jvp(...)` (or '
+            f'@derivative(..., jvp=\\"auto_linear\\" / \\"auto_element_wise\\")) to the formula");']
+
+
+def _defined(emitter: FormulaEmitter, name: str) -> str:
+    if _input_type(emitter, name) == T.TENSOR_LIST:
+        return f"torch::autograd::isFwGradDefinedTensorList({_given(emitter, name)})"
+    return f"torch::autograd::isFwGradDefined({_given(emitter, name)})"
+
+
+def tangent_lines(emitter: FormulaEmitter, outputs: list[str]) -> list[str]:
+    """The wrapper's forward-mode block (after the forward, with autograd on again)."""
+    jvp = emitter.formula.jvp
+    if jvp is None:
+        return []
+    inputs = _tangent_inputs(emitter, jvp)
+    if not inputs:
+        return []
+    condition = " || ".join(_defined(emitter, name) for name in inputs)
+    lines = [f"  if ({condition}) {{"]
+    for param, source in jvp.tangents.items():
+        read = "tangents" if _input_type(emitter, source) == T.TENSOR_LIST else "tangent"
+        lines.append(f"    const auto {cpp_name(param)} = formulas::runtime::{read}({_given(emitter, source)});")
+    arguments = [_argument(emitter, jvp, p, None) for p in jvp.params]
+    arguments += [_argument(emitter, jvp, c.name, c.kind) for c in jvp.captures]
+    call = f"formulas::{jvp_function_name(emitter)}({', '.join(arguments)})"
+    returned = _returned_outputs(emitter, jvp)
+    if len(returned) == 1:
+        lines.append(f"    formulas::runtime::set_tangent({outputs[returned[0]]}, {call});")
+    else:
+        lines.append(f"    const auto output_tangents = {call};")
+        for position, index in enumerate(returned):
+            lines.append(f"    formulas::runtime::set_tangent({outputs[index]}, std::get<{position}>(output_tangents));")
+    lines.append("  }")
+    return lines
+
+
+__all__ = ["forbid_lines", "jvp_function", "tangent_lines"]

@@ -27,6 +27,10 @@
 namespace formulas {
 namespace {
 
+// the operators' namespace: compiled autograd binds each node's functional under
+// <namespace>_<Node>, so packages loaded side by side never share a binding
+constexpr const char* library_namespace = "formulas";
+
 struct TanhBackwardBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -116,10 +120,10 @@ torch::autograd::variable_list TanhBackwardBackward0::apply_with_saved(
   saved.before(grad_output_sizes_);
   saved.before(grad_output_);
   saved.before(output_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
@@ -127,7 +131,8 @@ torch::autograd::variable_list TanhBackwardBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_TanhBackwardBackward0", TanhBackwardBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_TanhBackwardBackward0", TanhBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
@@ -138,23 +143,24 @@ torch::autograd::variable_list TanhBackwardBackward0::apply_with_saved(
   };
   const auto output = output_.unpack();
   const auto grad_output = grad_output_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(output);
-  packed_args.pack(grad_output_sizes_);
-  packed_args.pack(grad_output);
-  packed_args.pack(output_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(output);
+  functional_args.pack(grad_output_sizes_);
+  functional_args.pack(grad_output);
+  functional_args.pack(output_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_TanhBackwardBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_TanhBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(output_);
   saved.after(grad_output_sizes_);
   saved.after(grad_output_);
   saved.after(output_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor tanh_backward_jvp(
@@ -286,10 +292,10 @@ torch::autograd::variable_list SigmoidBackwardBackward0::apply_with_saved(
   saved.before(grad_output_sizes_);
   saved.before(grad_output_);
   saved.before(output_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
@@ -297,7 +303,8 @@ torch::autograd::variable_list SigmoidBackwardBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_SigmoidBackwardBackward0", SigmoidBackwardBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_SigmoidBackwardBackward0", SigmoidBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
@@ -308,23 +315,24 @@ torch::autograd::variable_list SigmoidBackwardBackward0::apply_with_saved(
   };
   const auto output = output_.unpack();
   const auto grad_output = grad_output_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(output);
-  packed_args.pack(grad_output_sizes_);
-  packed_args.pack(grad_output);
-  packed_args.pack(output_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(output);
+  functional_args.pack(grad_output_sizes_);
+  functional_args.pack(grad_output);
+  functional_args.pack(output_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_SigmoidBackwardBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SigmoidBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(output_);
   saved.after(grad_output_sizes_);
   saved.after(grad_output_);
   saved.after(output_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor sigmoid_backward_jvp(
@@ -442,17 +450,18 @@ torch::autograd::variable_list ThresholdBackwardBackward0::apply_with_saved(
   saved.before(self_);
   saved.before(threshold_);
   saved.before(grad_output_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_ThresholdBackwardBackward0", ThresholdBackwardBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_ThresholdBackwardBackward0", ThresholdBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
@@ -462,21 +471,22 @@ torch::autograd::variable_list ThresholdBackwardBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self);
-  packed_args.pack(threshold_);
-  packed_args.pack(grad_output_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(threshold_);
+  functional_args.pack(grad_output_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_ThresholdBackwardBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ThresholdBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_);
   saved.after(threshold_);
   saved.after(grad_output_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor threshold_backward_jvp(
@@ -602,10 +612,10 @@ torch::autograd::variable_list SoftmaxBackwardDataBackward0::apply_with_saved(
   saved.before(dim_);
   saved.before(input_dtype_);
   saved.before(grad_output_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
@@ -613,7 +623,8 @@ torch::autograd::variable_list SoftmaxBackwardDataBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_SoftmaxBackwardDataBackward0", SoftmaxBackwardDataBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_SoftmaxBackwardDataBackward0", SoftmaxBackwardDataBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
@@ -624,23 +635,24 @@ torch::autograd::variable_list SoftmaxBackwardDataBackward0::apply_with_saved(
   };
   const auto output = output_.unpack();
   const auto grad_output = grad_output_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(output);
-  packed_args.pack(dim_);
-  packed_args.pack(input_dtype_);
-  packed_args.pack(grad_output);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(output);
+  functional_args.pack(dim_);
+  functional_args.pack(input_dtype_);
+  functional_args.pack(grad_output);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_SoftmaxBackwardDataBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SoftmaxBackwardDataBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(output_);
   saved.after(dim_);
   saved.after(input_dtype_);
   saved.after(grad_output_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor _softmax_backward_data_jvp(
@@ -763,17 +775,18 @@ torch::autograd::variable_list LogSoftmaxBackwardDataBackward0::apply_with_saved
   saved.before(output_);
   saved.before(dim_);
   saved.before(grad_output_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_LogSoftmaxBackwardDataBackward0", LogSoftmaxBackwardDataBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_LogSoftmaxBackwardDataBackward0", LogSoftmaxBackwardDataBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
@@ -784,21 +797,22 @@ torch::autograd::variable_list LogSoftmaxBackwardDataBackward0::apply_with_saved
   };
   const auto output = output_.unpack();
   const auto grad_output = grad_output_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(output);
-  packed_args.pack(dim_);
-  packed_args.pack(grad_output);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(output);
+  functional_args.pack(dim_);
+  functional_args.pack(grad_output);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_LogSoftmaxBackwardDataBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_LogSoftmaxBackwardDataBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(output_);
   saved.after(dim_);
   saved.after(grad_output_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor _log_softmax_backward_data_jvp(
@@ -928,10 +942,10 @@ torch::autograd::variable_list ValueSelectingReductionBackwardBackward0::apply_w
   saved.before(sizes_);
   saved.before(dim_);
   saved.before(grad_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
@@ -940,7 +954,8 @@ torch::autograd::variable_list ValueSelectingReductionBackwardBackward0::apply_w
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_ValueSelectingReductionBackwardBackward0", ValueSelectingReductionBackwardBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_ValueSelectingReductionBackwardBackward0", ValueSelectingReductionBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto grad_ix = ranges.next(1);
@@ -950,25 +965,26 @@ torch::autograd::variable_list ValueSelectingReductionBackwardBackward0::apply_w
       formulas::runtime::should_compute(*this, indices_ix),
   };
   const auto indices = indices_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(indices);
-  packed_args.pack(keepdim_);
-  packed_args.pack(sizes_);
-  packed_args.pack(dim_);
-  packed_args.pack(grad_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(indices);
+  functional_args.pack(keepdim_);
+  functional_args.pack(sizes_);
+  functional_args.pack(dim_);
+  functional_args.pack(grad_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_ValueSelectingReductionBackwardBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ValueSelectingReductionBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(indices_);
   saved.after(keepdim_);
   saved.after(sizes_);
   saved.after(dim_);
   saved.after(grad_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor value_selecting_reduction_backward_jvp(
@@ -1086,16 +1102,17 @@ torch::autograd::variable_list GatherBackwardBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(dim_);
   saved.before(index_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_GatherBackwardBackward0", GatherBackwardBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_GatherBackwardBackward0", GatherBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto grad_ix = ranges.next(1);
@@ -1107,19 +1124,20 @@ torch::autograd::variable_list GatherBackwardBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, index_ix),
   };
   const auto index = index_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(dim_);
-  packed_args.pack(index);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_GatherBackwardBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_GatherBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(dim_);
   saved.after(index_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor gather_backward_jvp(

@@ -20,6 +20,10 @@
 namespace formulas {
 namespace {
 
+// the operators' namespace: compiled autograd binds each node's functional under
+// <namespace>_<Node>, so packages loaded side by side never share a binding
+constexpr const char* library_namespace = "formulas";
+
 struct WhereSelfBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -109,17 +113,18 @@ torch::autograd::variable_list WhereSelfBackward0::apply_with_saved(
   saved.before(condition_);
   saved.before(self_sizes_);
   saved.before(other_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_WhereSelfBackward0", WhereSelfBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_WhereSelfBackward0", WhereSelfBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto condition_ix = ranges.next(1);
@@ -131,21 +136,22 @@ torch::autograd::variable_list WhereSelfBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, other_ix),
   };
   const auto condition = condition_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(condition);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(other_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(condition);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(other_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_WhereSelfBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_WhereSelfBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(condition_);
   saved.after(self_sizes_);
   saved.after(other_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor where_self_jvp(
@@ -267,10 +273,10 @@ torch::autograd::variable_list GatherBackward0::apply_with_saved(
   saved.before(dim_);
   saved.before(index_);
   saved.before(sparse_grad_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
@@ -278,7 +284,8 @@ torch::autograd::variable_list GatherBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_GatherBackward0", GatherBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_GatherBackward0", GatherBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -289,23 +296,24 @@ torch::autograd::variable_list GatherBackward0::apply_with_saved(
   };
   const auto self = self_.unpack();
   const auto index = index_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self);
-  packed_args.pack(dim_);
-  packed_args.pack(index);
-  packed_args.pack(sparse_grad_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  functional_args.pack(sparse_grad_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_GatherBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_GatherBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_);
   saved.after(dim_);
   saved.after(index_);
   saved.after(sparse_grad_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor gather_jvp(
@@ -423,16 +431,17 @@ torch::autograd::variable_list ScatterAddBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(dim_);
   saved.before(index_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_ScatterAddBackward0", ScatterAddBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_ScatterAddBackward0", ScatterAddBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -444,19 +453,20 @@ torch::autograd::variable_list ScatterAddBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, src_ix),
   };
   const auto index = index_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(dim_);
-  packed_args.pack(index);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_ScatterAddBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ScatterAddBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(dim_);
   saved.after(index_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor scatter_add_jvp(

@@ -19,6 +19,10 @@
 namespace formulas {
 namespace {
 
+// the operators' namespace: compiled autograd binds each node's functional under
+// <namespace>_<Node>, so packages loaded side by side never share a binding
+constexpr const char* library_namespace = "formulas";
+
 struct MmBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -98,16 +102,17 @@ torch::autograd::variable_list MmBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(mat2_);
   saved.before(self_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_MmBackward0", MmBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_MmBackward0", MmBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -118,19 +123,20 @@ torch::autograd::variable_list MmBackward0::apply_with_saved(
   };
   const auto mat2 = mat2_.unpack();
   const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(mat2);
-  packed_args.pack(self);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(mat2);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_MmBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MmBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(mat2_);
   saved.after(self_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor mm_jvp(
@@ -265,10 +271,10 @@ torch::autograd::variable_list AddmmBackward0::apply_with_saved(
   saved.before(mat2_);
   saved.before(alpha_);
   saved.before(mat1_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
@@ -277,7 +283,8 @@ torch::autograd::variable_list AddmmBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_AddmmBackward0", AddmmBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_AddmmBackward0", AddmmBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -290,25 +297,26 @@ torch::autograd::variable_list AddmmBackward0::apply_with_saved(
   };
   const auto mat2 = mat2_.unpack();
   const auto mat1 = mat1_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(beta_);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(mat2);
-  packed_args.pack(alpha_);
-  packed_args.pack(mat1);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(beta_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(mat2);
+  functional_args.pack(alpha_);
+  functional_args.pack(mat1);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_AddmmBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_AddmmBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(beta_);
   saved.after(self_sizes_);
   saved.after(mat2_);
   saved.after(alpha_);
   saved.after(mat1_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor addmm_jvp(
@@ -403,29 +411,31 @@ void TBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) 
 
 torch::autograd::variable_list TBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_TBackward0", TBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_TBackward0", TBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_TBackward0", grads, packed_args.vec(),
-      output_metadata);
-  return output;
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_TBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
 }
 
 at::Tensor t_jvp(

@@ -33,6 +33,10 @@
 namespace formulas {
 namespace {
 
+// the operators' namespace: compiled autograd binds each node's functional under
+// <namespace>_<Node>, so packages loaded side by side never share a binding
+constexpr const char* library_namespace = "formulas";
+
 struct NegBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -86,29 +90,31 @@ void NegBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args
 
 torch::autograd::variable_list NegBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_NegBackward0", NegBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_NegBackward0", NegBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_NegBackward0", grads, packed_args.vec(),
-      output_metadata);
-  return output;
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_NegBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
 }
 
 at::Tensor neg_jvp(
@@ -195,15 +201,16 @@ void ExpBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args
 torch::autograd::variable_list ExpBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(result_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_ExpBackward0", ExpBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_ExpBackward0", ExpBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -211,17 +218,18 @@ torch::autograd::variable_list ExpBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto result = result_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(result);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_ExpBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ExpBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(result_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor exp_jvp(
@@ -311,15 +319,16 @@ void LogBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args
 torch::autograd::variable_list LogBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_LogBackward0", LogBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_LogBackward0", LogBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -327,17 +336,18 @@ torch::autograd::variable_list LogBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_LogBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_LogBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor log_jvp(
@@ -427,15 +437,16 @@ void SinBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args
 torch::autograd::variable_list SinBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_SinBackward0", SinBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_SinBackward0", SinBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -443,17 +454,18 @@ torch::autograd::variable_list SinBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_SinBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SinBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor sin_jvp(
@@ -543,15 +555,16 @@ void CosBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args
 torch::autograd::variable_list CosBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_CosBackward0", CosBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_CosBackward0", CosBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -559,17 +572,18 @@ torch::autograd::variable_list CosBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_CosBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_CosBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor cos_jvp(
@@ -659,15 +673,16 @@ void TanhBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& arg
 torch::autograd::variable_list TanhBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(result_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_TanhBackward0", TanhBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_TanhBackward0", TanhBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -675,17 +690,18 @@ torch::autograd::variable_list TanhBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto result = result_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(result);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_TanhBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_TanhBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(result_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor tanh_jvp(
@@ -775,15 +791,16 @@ void SigmoidBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& 
 torch::autograd::variable_list SigmoidBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(result_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_SigmoidBackward0", SigmoidBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_SigmoidBackward0", SigmoidBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -791,17 +808,18 @@ torch::autograd::variable_list SigmoidBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto result = result_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(result);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_SigmoidBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SigmoidBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(result_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor sigmoid_jvp(
@@ -891,15 +909,16 @@ void SqrtBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& arg
 torch::autograd::variable_list SqrtBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(result_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_SqrtBackward0", SqrtBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_SqrtBackward0", SqrtBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -907,17 +926,18 @@ torch::autograd::variable_list SqrtBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto result = result_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(result);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_SqrtBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SqrtBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(result_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor sqrt_jvp(
@@ -1007,15 +1027,16 @@ void ReluBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& arg
 torch::autograd::variable_list ReluBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(result_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_ReluBackward0", ReluBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_ReluBackward0", ReluBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -1023,17 +1044,18 @@ torch::autograd::variable_list ReluBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto result = result_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(result);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_ReluBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ReluBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(result_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor relu_jvp(
@@ -1128,16 +1150,17 @@ torch::autograd::variable_list PowTensorScalarBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_);
   saved.before(exponent_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_PowTensorScalarBackward0", PowTensorScalarBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_PowTensorScalarBackward0", PowTensorScalarBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -1145,19 +1168,20 @@ torch::autograd::variable_list PowTensorScalarBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self);
-  packed_args.pack(exponent_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(exponent_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_PowTensorScalarBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_PowTensorScalarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_);
   saved.after(exponent_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor pow_tensor_scalar_jvp(
@@ -1269,17 +1293,18 @@ torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
   saved.before(self_sizes_);
   saved.before(alpha_);
   saved.before(other_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_AddTensorBackward0", AddTensorBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_AddTensorBackward0", AddTensorBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -1288,21 +1313,22 @@ torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(alpha_);
-  packed_args.pack(other_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(alpha_);
+  functional_args.pack(other_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_AddTensorBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_AddTensorBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
   saved.after(alpha_);
   saved.after(other_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor add_tensor_jvp(
@@ -1417,17 +1443,18 @@ torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
   saved.before(self_sizes_);
   saved.before(alpha_);
   saved.before(other_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_SubTensorBackward0", SubTensorBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_SubTensorBackward0", SubTensorBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -1436,21 +1463,22 @@ torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(alpha_);
-  packed_args.pack(other_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(alpha_);
+  functional_args.pack(other_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_SubTensorBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SubTensorBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
   saved.after(alpha_);
   saved.after(other_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor sub_tensor_jvp(
@@ -1574,10 +1602,10 @@ torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
   saved.before(self_sizes_);
   saved.before(self_);
   saved.before(other_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
@@ -1585,7 +1613,8 @@ torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_MulTensorBackward0", MulTensorBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_MulTensorBackward0", MulTensorBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -1596,23 +1625,24 @@ torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
   };
   const auto other = other_.unpack();
   const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(other);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(self);
-  packed_args.pack(other_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(other);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(self);
+  functional_args.pack(other_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_MulTensorBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MulTensorBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(other_);
   saved.after(self_sizes_);
   saved.after(self_);
   saved.after(other_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor mul_tensor_jvp(
@@ -1739,10 +1769,10 @@ torch::autograd::variable_list DivTensorBackward0::apply_with_saved(
   saved.before(self_sizes_);
   saved.before(self_);
   saved.before(other_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
@@ -1750,7 +1780,8 @@ torch::autograd::variable_list DivTensorBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_DivTensorBackward0", DivTensorBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_DivTensorBackward0", DivTensorBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -1761,23 +1792,24 @@ torch::autograd::variable_list DivTensorBackward0::apply_with_saved(
   };
   const auto other = other_.unpack();
   const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(other);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(self);
-  packed_args.pack(other_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(other);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(self);
+  functional_args.pack(other_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_DivTensorBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_DivTensorBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(other_);
   saved.after(self_sizes_);
   saved.after(self_);
   saved.after(other_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor div_tensor_jvp(
@@ -1873,32 +1905,34 @@ void MulScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs
 torch::autograd::variable_list MulScalarBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(other_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_MulScalarBackward0", MulScalarBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_MulScalarBackward0", MulScalarBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(other_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(other_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_MulScalarBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MulScalarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(other_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor mul_scalar_jvp(
@@ -1985,32 +2019,34 @@ void DivScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs
 torch::autograd::variable_list DivScalarBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(other_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_DivScalarBackward0", DivScalarBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_DivScalarBackward0", DivScalarBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(other_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(other_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_DivScalarBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_DivScalarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(other_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor div_scalar_jvp(
@@ -2097,32 +2133,34 @@ void ToCopyBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& a
 torch::autograd::variable_list ToCopyBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_dtype_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_ToCopyBackward0", ToCopyBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_ToCopyBackward0", ToCopyBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_dtype_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_dtype_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_ToCopyBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ToCopyBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_dtype_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor _to_copy_jvp(

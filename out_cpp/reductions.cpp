@@ -30,6 +30,10 @@
 namespace formulas {
 namespace {
 
+// the operators' namespace: compiled autograd binds each node's functional under
+// <namespace>_<Node>, so packages loaded side by side never share a binding
+constexpr const char* library_namespace = "formulas";
+
 struct SumBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -88,32 +92,34 @@ void SumBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args
 torch::autograd::variable_list SumBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_SumBackward0", SumBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_SumBackward0", SumBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_SumBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SumBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor sum_all_jvp(
@@ -211,38 +217,40 @@ torch::autograd::variable_list SumDimIntListBackward0::apply_with_saved(
   saved.before(self_sizes_);
   saved.before(dim_);
   saved.before(keepdim_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_SumDimIntListBackward0", SumDimIntListBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_SumDimIntListBackward0", SumDimIntListBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(dim_);
-  packed_args.pack(keepdim_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(dim_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_SumDimIntListBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SumDimIntListBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
   saved.after(dim_);
   saved.after(keepdim_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor sum_dim_intlist_jvp(
@@ -349,10 +357,10 @@ torch::autograd::variable_list MeanDimBackward0::apply_with_saved(
   saved.before(dim_);
   saved.before(keepdim_);
   saved.before(count_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
@@ -360,30 +368,32 @@ torch::autograd::variable_list MeanDimBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_MeanDimBackward0", MeanDimBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_MeanDimBackward0", MeanDimBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(dim_);
-  packed_args.pack(keepdim_);
-  packed_args.pack(count_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(dim_);
+  functional_args.pack(keepdim_);
+  functional_args.pack(count_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_MeanDimBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MeanDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
   saved.after(dim_);
   saved.after(keepdim_);
   saved.after(count_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor mean_dim_jvp(
@@ -523,10 +533,10 @@ torch::autograd::variable_list VarMeanDimBackward0::apply_with_saved(
   saved.before(keepdim_);
   saved.before(divisor_);
   saved.before(count_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
@@ -537,7 +547,8 @@ torch::autograd::variable_list VarMeanDimBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_VarMeanDimBackward0", VarMeanDimBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_VarMeanDimBackward0", VarMeanDimBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -546,21 +557,22 @@ torch::autograd::variable_list VarMeanDimBackward0::apply_with_saved(
   };
   const auto self = self_.unpack();
   const auto mean = mean_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self);
-  packed_args.pack(mean);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(dim_);
-  packed_args.pack(keepdim_);
-  packed_args.pack(divisor_);
-  packed_args.pack(count_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(mean);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(dim_);
+  functional_args.pack(keepdim_);
+  functional_args.pack(divisor_);
+  functional_args.pack(count_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_VarMeanDimBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_VarMeanDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_);
   saved.after(mean_);
   saved.after(self_sizes_);
@@ -568,7 +580,7 @@ torch::autograd::variable_list VarMeanDimBackward0::apply_with_saved(
   saved.after(keepdim_);
   saved.after(divisor_);
   saved.after(count_);
-  return output;
+  return functional_outputs;
 }
 
 std::tuple<at::Tensor, at::Tensor> var_mean_dim_jvp(
@@ -692,10 +704,10 @@ torch::autograd::variable_list MaxDimBackward0::apply_with_saved(
   saved.before(indices_);
   saved.before(self_sizes_);
   saved.before(keepdim_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
@@ -703,7 +715,8 @@ torch::autograd::variable_list MaxDimBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_MaxDimBackward0", MaxDimBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_MaxDimBackward0", MaxDimBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -711,23 +724,24 @@ torch::autograd::variable_list MaxDimBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto indices = indices_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(reduced_dim_);
-  packed_args.pack(indices);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(keepdim_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(reduced_dim_);
+  functional_args.pack(indices);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_MaxDimBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MaxDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(reduced_dim_);
   saved.after(indices_);
   saved.after(self_sizes_);
   saved.after(keepdim_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor max_dim_jvp(
@@ -840,17 +854,18 @@ torch::autograd::variable_list SoftmaxBackward0::apply_with_saved(
   saved.before(result_);
   saved.before(dim_);
   saved.before(self_dtype_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_SoftmaxBackward0", SoftmaxBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_SoftmaxBackward0", SoftmaxBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -858,21 +873,22 @@ torch::autograd::variable_list SoftmaxBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto result = result_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(result);
-  packed_args.pack(dim_);
-  packed_args.pack(self_dtype_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  functional_args.pack(dim_);
+  functional_args.pack(self_dtype_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_SoftmaxBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SoftmaxBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(result_);
   saved.after(dim_);
   saved.after(self_dtype_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor _softmax_jvp(
@@ -976,17 +992,18 @@ torch::autograd::variable_list LogSoftmaxBackward0::apply_with_saved(
   saved.before(result_);
   saved.before(dim_);
   saved.before(self_dtype_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_LogSoftmaxBackward0", LogSoftmaxBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_LogSoftmaxBackward0", LogSoftmaxBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -994,21 +1011,22 @@ torch::autograd::variable_list LogSoftmaxBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto result = result_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(result);
-  packed_args.pack(dim_);
-  packed_args.pack(self_dtype_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  functional_args.pack(dim_);
+  functional_args.pack(self_dtype_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_LogSoftmaxBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_LogSoftmaxBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(result_);
   saved.after(dim_);
   saved.after(self_dtype_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor _log_softmax_jvp(

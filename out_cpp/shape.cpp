@@ -20,6 +20,10 @@
 namespace formulas {
 namespace {
 
+// the operators' namespace: compiled autograd binds each node's functional under
+// <namespace>_<Node>, so packages loaded side by side never share a binding
+constexpr const char* library_namespace = "formulas";
+
 struct ViewBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -78,32 +82,34 @@ void ViewBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& arg
 torch::autograd::variable_list ViewBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_ViewBackward0", ViewBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_ViewBackward0", ViewBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_ViewBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ViewBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor view_jvp(
@@ -194,32 +200,34 @@ void ReshapeBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& 
 torch::autograd::variable_list ReshapeBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_ReshapeBackward0", ReshapeBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_ReshapeBackward0", ReshapeBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_ReshapeBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ReshapeBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor reshape_jvp(
@@ -310,32 +318,34 @@ void UnsqueezeBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs
 torch::autograd::variable_list UnsqueezeBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_UnsqueezeBackward0", UnsqueezeBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_UnsqueezeBackward0", UnsqueezeBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_UnsqueezeBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_UnsqueezeBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor unsqueeze_jvp(
@@ -426,32 +436,34 @@ void PermuteBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& 
 torch::autograd::variable_list PermuteBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(inverse_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_PermuteBackward0", PermuteBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_PermuteBackward0", PermuteBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(inverse_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(inverse_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_PermuteBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_PermuteBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(inverse_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor permute_jvp(
@@ -542,32 +554,34 @@ void ExpandBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& a
 torch::autograd::variable_list ExpandBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_sizes_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_ExpandBackward0", ExpandBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_ExpandBackward0", ExpandBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_ExpandBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ExpandBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor expand_jvp(
@@ -677,37 +691,39 @@ torch::autograd::variable_list CatBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(sizes_along_dim_);
   saved.before(cat_dim_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<size_t>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_CatBackward0", CatBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_CatBackward0", CatBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto tensors_ix = ranges.next(tensors_size_);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, tensors_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(sizes_along_dim_);
-  packed_args.pack(cat_dim_);
-  packed_args.pack(tensors_size_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(sizes_along_dim_);
+  functional_args.pack(cat_dim_);
+  functional_args.pack(tensors_size_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_CatBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_CatBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(sizes_along_dim_);
   saved.after(cat_dim_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor cat_jvp(
@@ -818,10 +834,10 @@ torch::autograd::variable_list NarrowBackward0::apply_with_saved(
   saved.before(narrow_dim_);
   saved.before(narrow_start_);
   saved.before(length_);
-  static bool bound = false;
-  if (!bound) {
-    bound = true;
-    const std::vector<at::TypePtr> schema = {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
@@ -829,30 +845,32 @@ torch::autograd::variable_list NarrowBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), "formulas_NarrowBackward0", NarrowBackward0_apply_functional_ivalue, schema);
+        saved.get_py_compiler(), std::string(library_namespace) + "_NarrowBackward0", NarrowBackward0_apply_functional_ivalue,
+        functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  torch::dynamo::autograd::PackedArgs packed_args;
-  packed_args.pack(needs_input_grad);
-  packed_args.pack(self_sizes_);
-  packed_args.pack(narrow_dim_);
-  packed_args.pack(narrow_start_);
-  packed_args.pack(length_);
-  const auto output_metadata = torch::dynamo::autograd::IValuePacker<
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(narrow_dim_);
+  functional_args.pack(narrow_start_);
+  functional_args.pack(length_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto output = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional", "formulas_NarrowBackward0", grads, packed_args.vec(),
-      output_metadata);
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_NarrowBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
   saved.after(self_sizes_);
   saved.after(narrow_dim_);
   saved.after(narrow_start_);
   saved.after(length_);
-  return output;
+  return functional_outputs;
 }
 
 at::Tensor narrow_jvp(

@@ -28,6 +28,7 @@ from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import DEFAULT_KEYWORD_KERNELS, KERNELS, VIEW_OPS
 from reference_engine.rebind import EngineOperators, rebind
 from reference_engine.tensor import Tensor
+from reference_engine.views import make_view, mark_recorded
 from transpiler.schema import FunctionSchema, is_tensor_like, parse_schema
 
 
@@ -79,7 +80,8 @@ class Overload:
                     outputs, backward = self.formula(*bound)
             finally:
                 grad_mode.enabled = True
-            return record_formula(self, bound, outputs, backward)
+            recorded = record_formula(self, bound, outputs, backward)
+            return mark_recorded(recorded) if self.is_view else recorded
         return self.run_kernel(bound)
 
     def _wrap_inputs(self, bound: list) -> bool:
@@ -110,6 +112,7 @@ class Overload:
         if self.signature.converted_positions:
             self.signature.convert(bound)
         first = bound[0] if bound else None
+        view_arguments = bound[1:] if self.is_view else None
         for i in self.signature.tensor_positions:
             value = bound[i]
             if type(value) is Tensor or isinstance(value, Tensor):
@@ -122,7 +125,7 @@ class Overload:
         if kind == "tensor":
             result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
             if self.is_view and type(first) is Tensor and np.may_share_memory(result._data, first._data):
-                result._version = first._counter()
+                make_view(result, first, self, view_arguments)
             return result
         if kind == "tuple":
             return tuple(Tensor._wrap(np.asarray(o)) for o in out)
@@ -235,7 +238,7 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
         out = kernel(*[a._value if u else a for a, u in zip(args, unwrap)], *tail)
         result = wrap(out if type(out) is ndarray else asarray(out))
         if overload.is_view and unwrap[0] and np.may_share_memory(result._data, args[0]._data):
-            result._version = args[0]._counter()
+            make_view(result, args[0], overload, (*args[1:], *tail))
         return result
     return run_any
 
@@ -258,7 +261,13 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
     if (overload.formula is None or kernel_runner is None
             or any(i >= len(arg_types) or arg_types[i] is not Tensor for i in positions)):
         return None
-    return formula_recorder(overload, kernel_runner, len(arg_types), dict(zip(overload.keyword_only[1], tail)))
+    recorder = formula_recorder(overload, kernel_runner, len(arg_types), dict(zip(overload.keyword_only[1], tail)))
+    if not overload.is_view:
+        return recorder
+
+    def record_view(*args: Any) -> Any:
+        return mark_recorded(recorder(*args))
+    return record_view
 
 
 class OperatorPacket:

@@ -9,6 +9,7 @@
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <torch/csrc/autograd/VariableTypeUtils.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
@@ -53,6 +54,16 @@ torch::autograd::variable_list ViewBackward0::apply(torch::autograd::variable_li
   return grad_inputs;
 }
 
+struct ViewViewFunc0 : public torch::autograd::ViewFunc {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
+      std::optional<std::vector<c10::SymInt>> = std::nullopt,
+      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
+    return std::make_unique<ViewViewFunc0>(*this);
+  }
+  std::vector<int64_t> size_{};
+};
+
 at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
   c10::intrusive_ptr<ViewBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -66,11 +77,30 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    std::unique_ptr<torch::autograd::ViewFunc> view_func;
+    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
+        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+      auto replay = std::make_unique<ViewViewFunc0>();
+      replay->size_ = formulas::runtime::to_owned(size);
+      view_func = std::move(replay);
+    }
+    const auto creation_meta = c10::InferenceMode::is_enabled()
+        ? torch::autograd::CreationMeta::INFERENCE_MODE
+        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
+                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
+    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
+        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
+}
+
+at::Tensor ViewViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::view(base, size_);
 }
 
 struct ReshapeBackward0 : public torch::autograd::TraceableFunction {
@@ -107,6 +137,16 @@ torch::autograd::variable_list ReshapeBackward0::apply(torch::autograd::variable
   return grad_inputs;
 }
 
+struct ReshapeViewFunc0 : public torch::autograd::ViewFunc {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
+      std::optional<std::vector<c10::SymInt>> = std::nullopt,
+      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
+    return std::make_unique<ReshapeViewFunc0>(*this);
+  }
+  std::vector<int64_t> shape_{};
+};
+
 at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
   c10::intrusive_ptr<ReshapeBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -120,11 +160,30 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    std::unique_ptr<torch::autograd::ViewFunc> view_func;
+    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
+        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+      auto replay = std::make_unique<ReshapeViewFunc0>();
+      replay->shape_ = formulas::runtime::to_owned(shape);
+      view_func = std::move(replay);
+    }
+    const auto creation_meta = c10::InferenceMode::is_enabled()
+        ? torch::autograd::CreationMeta::INFERENCE_MODE
+        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
+                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
+    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
+        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
+}
+
+at::Tensor ReshapeViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::reshape(base, shape_);
 }
 
 struct UnsqueezeBackward0 : public torch::autograd::TraceableFunction {
@@ -161,6 +220,16 @@ torch::autograd::variable_list UnsqueezeBackward0::apply(torch::autograd::variab
   return grad_inputs;
 }
 
+struct UnsqueezeViewFunc0 : public torch::autograd::ViewFunc {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
+      std::optional<std::vector<c10::SymInt>> = std::nullopt,
+      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
+    return std::make_unique<UnsqueezeViewFunc0>(*this);
+  }
+  int64_t dim_{};
+};
+
 at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
   c10::intrusive_ptr<UnsqueezeBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -174,11 +243,30 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    std::unique_ptr<torch::autograd::ViewFunc> view_func;
+    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
+        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+      auto replay = std::make_unique<UnsqueezeViewFunc0>();
+      replay->dim_ = formulas::runtime::to_owned(dim);
+      view_func = std::move(replay);
+    }
+    const auto creation_meta = c10::InferenceMode::is_enabled()
+        ? torch::autograd::CreationMeta::INFERENCE_MODE
+        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
+                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
+    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
+        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
+}
+
+at::Tensor UnsqueezeViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::unsqueeze(base, dim_);
 }
 
 struct PermuteBackward0 : public torch::autograd::TraceableFunction {
@@ -215,6 +303,16 @@ torch::autograd::variable_list PermuteBackward0::apply(torch::autograd::variable
   return grad_inputs;
 }
 
+struct PermuteViewFunc0 : public torch::autograd::ViewFunc {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
+      std::optional<std::vector<c10::SymInt>> = std::nullopt,
+      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
+    return std::make_unique<PermuteViewFunc0>(*this);
+  }
+  std::vector<int64_t> dims_{};
+};
+
 at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
   c10::intrusive_ptr<PermuteBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -228,11 +326,30 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    std::unique_ptr<torch::autograd::ViewFunc> view_func;
+    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
+        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+      auto replay = std::make_unique<PermuteViewFunc0>();
+      replay->dims_ = formulas::runtime::to_owned(dims);
+      view_func = std::move(replay);
+    }
+    const auto creation_meta = c10::InferenceMode::is_enabled()
+        ? torch::autograd::CreationMeta::INFERENCE_MODE
+        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
+                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
+    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
+        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->inverse_ = std::move(inverse);
   }
   return result;
+}
+
+at::Tensor PermuteViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::permute(base, dims_);
 }
 
 struct ExpandBackward0 : public torch::autograd::TraceableFunction {
@@ -269,6 +386,17 @@ torch::autograd::variable_list ExpandBackward0::apply(torch::autograd::variable_
   return grad_inputs;
 }
 
+struct ExpandViewFunc0 : public torch::autograd::ViewFunc {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
+      std::optional<std::vector<c10::SymInt>> = std::nullopt,
+      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
+    return std::make_unique<ExpandViewFunc0>(*this);
+  }
+  std::vector<int64_t> size_{};
+  bool implicit_{};
+};
+
 at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
   c10::intrusive_ptr<ExpandBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -282,11 +410,31 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    std::unique_ptr<torch::autograd::ViewFunc> view_func;
+    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
+        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+      auto replay = std::make_unique<ExpandViewFunc0>();
+      replay->size_ = formulas::runtime::to_owned(size);
+      replay->implicit_ = formulas::runtime::to_owned(implicit);
+      view_func = std::move(replay);
+    }
+    const auto creation_meta = c10::InferenceMode::is_enabled()
+        ? torch::autograd::CreationMeta::INFERENCE_MODE
+        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
+                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
+    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
+        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
+}
+
+at::Tensor ExpandViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::expand(base, size_, implicit_);
 }
 
 struct CatBackward0 : public torch::autograd::TraceableFunction {
@@ -401,6 +549,18 @@ torch::autograd::variable_list NarrowBackward0::apply(torch::autograd::variable_
   return grad_inputs;
 }
 
+struct NarrowViewFunc0 : public torch::autograd::ViewFunc {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
+      std::optional<std::vector<c10::SymInt>> = std::nullopt,
+      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
+    return std::make_unique<NarrowViewFunc0>(*this);
+  }
+  int64_t dim_{};
+  int64_t start_{};
+  int64_t length_{};
+};
+
 at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t length) {
   c10::intrusive_ptr<NarrowBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -416,6 +576,23 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    std::unique_ptr<torch::autograd::ViewFunc> view_func;
+    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
+        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+      auto replay = std::make_unique<NarrowViewFunc0>();
+      replay->dim_ = formulas::runtime::to_owned(dim);
+      replay->start_ = formulas::runtime::to_owned(start);
+      replay->length_ = formulas::runtime::to_owned(length);
+      view_func = std::move(replay);
+    }
+    const auto creation_meta = c10::InferenceMode::is_enabled()
+        ? torch::autograd::CreationMeta::INFERENCE_MODE
+        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
+                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
+    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
+        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+  }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -424,6 +601,10 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
     grad_fn->length_ = length;
   }
   return result;
+}
+
+at::Tensor NarrowViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::narrow(base, dim_, start_, length_);
 }
 
 }  // namespace

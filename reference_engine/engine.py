@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from reference_engine.graph import Node, check_gradients
-from reference_engine.grad_mode import grad_mode
+from reference_engine.grad_mode import check_thread, grad_mode
 from reference_engine.tensor import Tensor
 
 
@@ -142,6 +142,7 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
         watched = skipped | capture_nodes
 
     visited = []
+    check_thread()
     previous_mode = grad_mode.enabled
     grad_mode.enabled = create_graph
     try:

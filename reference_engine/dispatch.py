@@ -199,9 +199,15 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             return t
         run_unary.direct_kernel = kernel     # OperatorPacket's entry point inlines this runner
         return run_unary
+    # Operands of one dtype: NumPy's result type is torch's, and a promoting kernel's bare ufunc
+    # (``same_dtype``) runs; mixed dtypes go through the kernel, which applies torch's rules.
+    same_dtype = getattr(kernel, "same_dtype", kernel)
     if unwrap == (True, True) and simple and not tail:
         def run_binary(a, b):
-            out = kernel(a._value, b._value)
+            if a._data.dtype is b._data.dtype:
+                out = same_dtype(a._value, b._value)
+            else:
+                out = kernel(a._value, b._value)
             t = new(Tensor)
             t._data = t._value = out if type(out) is ndarray else asarray(out)
             t._requires_grad = False
@@ -209,7 +215,8 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             t._output_nr = 0
             t._version = None
             return t
-        run_binary.direct_kernel = kernel
+        run_binary.direct_kernel = same_dtype
+        run_binary.mixed_kernel = kernel
         return run_binary
     if unwrap[:2] == (True, True) and not any(unwrap[2:]) and simple:
         def run_binary_and_values(a, b, *values):       # values: non-tensor arguments (``alpha``)
@@ -319,8 +326,11 @@ class OperatorPacket:
                 if mode.enabled:
                     run = entry[2]
                 elif entry[3] is not None:      # run_unary / run_binary, inlined
-                    kernel = entry[3]
-                    out = kernel(args[0]._value) if n == 1 else kernel(args[0]._value, args[1]._value)
+                    if n == 1:
+                        out = entry[3](args[0]._value)
+                    else:
+                        a, b = args
+                        out = (entry[3] if a._data.dtype is b._data.dtype else entry[4])(a._value, b._value)
                     t = new(Tensor)
                     t._data = t._value = out if type(out) is ndarray else asarray(out)
                     t._requires_grad = False
@@ -377,7 +387,7 @@ class OperatorPacket:
                     if entry[2] is not None:
                         return entry[2](a, b)
                 elif entry[3] is not None:      # run_binary, inlined
-                    out = entry[3](a._value, b._value)
+                    out = (entry[3] if a._data.dtype is b._data.dtype else entry[4])(a._value, b._value)
                     t = new(Tensor)
                     t._data = t._value = out if type(out) is ndarray else asarray(out)
                     t._requires_grad = False
@@ -419,10 +429,12 @@ class OperatorPacket:
 
     def entry(self, key: tuple, args: tuple, kwargs: dict) -> tuple:
         """Resolve and cache a call signature: ``(overload, runner with grad mode off,
-        runner with grad mode on, kernel)``; a runner is None where the call needs general
-        binding. Runners take the positional arguments, then the keyword values (in schema
-        order). ``kernel`` is set when the grad-mode-off runner only unwraps one or two
-        Tensors, calls it and wraps the result: the entry point then does that inline."""
+        runner with grad mode on, kernel, mixed-dtype kernel)``; a runner is None where the
+        call needs general binding. Runners take the positional arguments, then the keyword
+        values (in schema order). ``kernel`` is set when the grad-mode-off runner only unwraps
+        one or two Tensors, calls it and wraps the result: the entry point then does that
+        inline (with two Tensors of different dtypes it calls the mixed-dtype kernel, which
+        applies torch's type promotion)."""
         overload = self.resolve(args, kwargs)
         if not kwargs:
             runner = _kernel_runner(overload, key)
@@ -434,7 +446,8 @@ class OperatorPacket:
             recording = runner if overload.formula is None else None
         else:
             runner = recording = None
-        entry = self.cache[key] = (overload, runner, recording, getattr(runner, "direct_kernel", None))
+        entry = self.cache[key] = (overload, runner, recording, getattr(runner, "direct_kernel", None),
+                                   getattr(runner, "mixed_kernel", None))
         return entry
 
     def resolve(self, args: tuple, kwargs: dict) -> Overload:

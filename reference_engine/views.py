@@ -68,7 +68,12 @@ def make_view(result: Tensor, source: Tensor, overload: Overload, arguments: Seq
     views = getattr(root, "_views", None)
     if views is None:
         views = root._views = []
+    elif len(views) >= _PRUNE_AT and not len(views) % _PRUNE_AT:     # views made and dropped in a loop
+        views[:] = [ref for ref in views if ref() is not None]
     views.append(weakref.ref(result))
+
+
+_PRUNE_AT = 64
 
 
 def mark_recorded(out: Any) -> Any:

@@ -207,3 +207,10 @@ def test_saved_tensor_written_through_a_view_is_reported():
     a.view(2, 2).mul_(2.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+def test_a_root_does_not_keep_references_to_dropped_views():
+    w = _leaf(engine, [1.0, 2.0, 3.0, 4.0])
+    for _ in range(1000):
+        w.view(2, 2).t()
+    assert len(w._views) <= 130

@@ -21,7 +21,7 @@ mode on, and an expanded view (elements sharing memory) cannot be written at all
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -43,32 +43,50 @@ OVERLAP_MESSAGE = (
     "location. Please clone() the tensor before performing the operation.")
 
 
-class ViewStep(NamedTuple):
-    """One view operator applied to the previous tensor of the chain."""
-
-    overload: Overload
-    arguments: tuple        # the schema's arguments after the tensor, in schema order
+#: One view operator of a chain: ``(overload, the schema's arguments after the tensor)``.
+ViewStep = tuple
 
 
-class ViewInfo(NamedTuple):
-    """What makes a tensor a view: its root base, the operators from it, the grad mode it was made in."""
+class ViewInfo:
+    """What makes a tensor a view: its root base, the operators from it, and whether it was
+    made with grad mode on (``grad_mode``; set after the fact for a recorded view op, whose
+    forward ran below autograd)."""
 
-    base: Tensor
-    steps: tuple[ViewStep, ...]
-    grad_mode: bool
+    __slots__ = ("base", "steps", "grad_mode")
+
+    def __init__(self, base: Tensor, steps: tuple[ViewStep, ...], grad_mode: bool) -> None:
+        self.base = base
+        self.steps = steps
+        self.grad_mode = grad_mode
 
 
 def make_view(result: Tensor, source: Tensor, overload: Overload, arguments: Sequence[Any]) -> None:
-    """Mark ``result`` (an array over ``source``'s memory) as a view of ``source``'s root."""
-    result._version = source._counter()
-    parent = getattr(source, "_view", None)
-    root = source if parent is None else parent.base
-    steps = (ViewStep(overload, tuple(arguments)),)
-    result._view = ViewInfo(root, steps if parent is None else parent.steps + steps, grad_mode.enabled)
-    views = getattr(root, "_views", None)
-    if views is None:
-        views = root._views = []
-    elif len(views) >= _PRUNE_AT and not len(views) % _PRUNE_AT:     # views made and dropped in a loop
+    """Mark ``result`` (an array over ``source``'s memory) as a view of ``source``'s root.
+
+    A root gets both ``_view`` (None) and ``_views`` set, a view ``_view``, so that reading
+    them here never raises (a missing slot costs an exception): this runs on every view op."""
+    counter = source._version
+    if counter is None:         # never viewed, saved or written: not a view, no views yet
+        counter = source._version = [0, 0]
+        parent = None
+        source._view = None
+        views = source._views = []
+    else:
+        parent = getattr(source, "_view", None)
+        if parent is None:
+            views = getattr(source, "_views", None)
+            if views is None:
+                source._view = None
+                views = source._views = []
+        else:
+            views = parent.base._views
+    result._version = counter
+    step = (overload, tuple(arguments))
+    if parent is None:
+        result._view = ViewInfo(source, (step,), grad_mode.enabled)
+    else:
+        result._view = ViewInfo(parent.base, parent.steps + (step,), grad_mode.enabled)
+    if len(views) >= _PRUNE_AT and not len(views) % _PRUNE_AT:      # views made and dropped in a loop
         views[:] = [ref for ref in views if ref() is not None]
     views.append(weakref.ref(result))
 
@@ -79,16 +97,17 @@ _PRUNE_AT = 64
 def mark_recorded(out: Any) -> Any:
     """A view op's output whose node was just recorded: made in grad mode (its forward ran
     below autograd, where :func:`make_view` saw grad mode off)."""
-    info = getattr(out, "_view", None)
-    if info is not None and not info.grad_mode:
-        out._view = info._replace(grad_mode=True)
+    if out._version is not None:
+        info = getattr(out, "_view", None)
+        if info is not None:
+            info.grad_mode = True
     return out
 
 
 def replay(steps: Sequence[ViewStep], tensor: Tensor) -> Tensor:
     """The view operators of ``steps`` applied to ``tensor`` (recorded when grad mode is on)."""
-    for step in steps:
-        tensor = step.overload.run([tensor, *step.arguments])
+    for overload, arguments in steps:
+        tensor = overload.run([tensor, *arguments])
     return tensor
 
 

@@ -35,28 +35,30 @@ grad_mode = _GradMode()
 _slot = _GradMode.enabled           # the slot's descriptor, kept when ``enabled`` becomes a property
 _alone = threading.get_ident()      # the thread that runs alone while ``enabled`` is the slot
 _per_thread = False
+_switching = threading.Lock()
 
 
 def per_thread() -> None:
     """Make grad mode thread-local from now on (idempotent)."""
     global _per_thread
-    if _per_thread:
-        return
-    _per_thread = True
-    storage = threading.local()
-    get_ident = threading.get_ident
+    with _switching:
+        if _per_thread:
+            return
+        storage = threading.local()
+        get_ident = threading.get_ident
 
-    def get(mode: _GradMode) -> bool:
-        try:
-            return storage.enabled
-        except AttributeError:      # this thread's first read: the alone thread keeps its value
-            value = storage.enabled = _slot.__get__(mode) if get_ident() == _alone else True
-            return value
+        def get(mode: _GradMode) -> bool:
+            try:
+                return storage.enabled
+            except AttributeError:      # this thread's first read: the alone thread keeps its value
+                value = storage.enabled = _slot.__get__(mode) if get_ident() == _alone else True
+                return value
 
-    def set_(mode: _GradMode, value: bool) -> None:
-        storage.enabled = value
+        def set_(mode: _GradMode, value: bool) -> None:
+            storage.enabled = value
 
-    _GradMode.enabled = property(get, set_)
+        _GradMode.enabled = property(get, set_)
+        _per_thread = True
 
 
 def check_thread() -> None:

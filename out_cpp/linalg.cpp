@@ -8,7 +8,7 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/t.h>
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <torch/csrc/autograd/VariableTypeUtils.h>
+#include "views.h"
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
@@ -203,13 +203,8 @@ torch::autograd::variable_list TBackward0::apply(torch::autograd::variable_list&
   return grad_inputs;
 }
 
-struct TViewFunc0 : public torch::autograd::ViewFunc {
+struct TViewFunc0 : public formulas::runtime::ReplayViewFunc<TViewFunc0> {
   at::Tensor operator()(const at::Tensor& base) const override;
-  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
-      std::optional<std::vector<c10::SymInt>> = std::nullopt,
-      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
-    return std::make_unique<TViewFunc0>(*this);
-  }
 };
 
 at::Tensor t(const at::Tensor& self) {
@@ -225,18 +220,10 @@ at::Tensor t(const at::Tensor& self) {
   }
   below_autograd.reset();
   if (result.is_alias_of(self)) {
-    std::unique_ptr<torch::autograd::ViewFunc> view_func;
-    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
-        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+    result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<TViewFunc0>();
-      view_func = std::move(replay);
-    }
-    const auto creation_meta = c10::InferenceMode::is_enabled()
-        ? torch::autograd::CreationMeta::INFERENCE_MODE
-        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
-                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
-    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
-        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

@@ -9,7 +9,7 @@
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <torch/csrc/autograd/VariableTypeUtils.h>
+#include "views.h"
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
@@ -54,13 +54,8 @@ torch::autograd::variable_list ViewBackward0::apply(torch::autograd::variable_li
   return grad_inputs;
 }
 
-struct ViewViewFunc0 : public torch::autograd::ViewFunc {
+struct ViewViewFunc0 : public formulas::runtime::ReplayViewFunc<ViewViewFunc0> {
   at::Tensor operator()(const at::Tensor& base) const override;
-  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
-      std::optional<std::vector<c10::SymInt>> = std::nullopt,
-      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
-    return std::make_unique<ViewViewFunc0>(*this);
-  }
   std::vector<int64_t> size_{};
 };
 
@@ -78,19 +73,11 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
   }
   below_autograd.reset();
   if (result.is_alias_of(self)) {
-    std::unique_ptr<torch::autograd::ViewFunc> view_func;
-    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
-        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+    result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<ViewViewFunc0>();
       replay->size_ = formulas::runtime::to_owned(size);
-      view_func = std::move(replay);
-    }
-    const auto creation_meta = c10::InferenceMode::is_enabled()
-        ? torch::autograd::CreationMeta::INFERENCE_MODE
-        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
-                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
-    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
-        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
@@ -137,13 +124,8 @@ torch::autograd::variable_list ReshapeBackward0::apply(torch::autograd::variable
   return grad_inputs;
 }
 
-struct ReshapeViewFunc0 : public torch::autograd::ViewFunc {
+struct ReshapeViewFunc0 : public formulas::runtime::ReplayViewFunc<ReshapeViewFunc0> {
   at::Tensor operator()(const at::Tensor& base) const override;
-  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
-      std::optional<std::vector<c10::SymInt>> = std::nullopt,
-      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
-    return std::make_unique<ReshapeViewFunc0>(*this);
-  }
   std::vector<int64_t> shape_{};
 };
 
@@ -161,19 +143,11 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
   }
   below_autograd.reset();
   if (result.is_alias_of(self)) {
-    std::unique_ptr<torch::autograd::ViewFunc> view_func;
-    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
-        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+    result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<ReshapeViewFunc0>();
       replay->shape_ = formulas::runtime::to_owned(shape);
-      view_func = std::move(replay);
-    }
-    const auto creation_meta = c10::InferenceMode::is_enabled()
-        ? torch::autograd::CreationMeta::INFERENCE_MODE
-        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
-                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
-    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
-        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
@@ -220,13 +194,8 @@ torch::autograd::variable_list UnsqueezeBackward0::apply(torch::autograd::variab
   return grad_inputs;
 }
 
-struct UnsqueezeViewFunc0 : public torch::autograd::ViewFunc {
+struct UnsqueezeViewFunc0 : public formulas::runtime::ReplayViewFunc<UnsqueezeViewFunc0> {
   at::Tensor operator()(const at::Tensor& base) const override;
-  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
-      std::optional<std::vector<c10::SymInt>> = std::nullopt,
-      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
-    return std::make_unique<UnsqueezeViewFunc0>(*this);
-  }
   int64_t dim_{};
 };
 
@@ -244,19 +213,11 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
   }
   below_autograd.reset();
   if (result.is_alias_of(self)) {
-    std::unique_ptr<torch::autograd::ViewFunc> view_func;
-    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
-        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+    result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<UnsqueezeViewFunc0>();
       replay->dim_ = formulas::runtime::to_owned(dim);
-      view_func = std::move(replay);
-    }
-    const auto creation_meta = c10::InferenceMode::is_enabled()
-        ? torch::autograd::CreationMeta::INFERENCE_MODE
-        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
-                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
-    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
-        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
@@ -303,13 +264,8 @@ torch::autograd::variable_list PermuteBackward0::apply(torch::autograd::variable
   return grad_inputs;
 }
 
-struct PermuteViewFunc0 : public torch::autograd::ViewFunc {
+struct PermuteViewFunc0 : public formulas::runtime::ReplayViewFunc<PermuteViewFunc0> {
   at::Tensor operator()(const at::Tensor& base) const override;
-  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
-      std::optional<std::vector<c10::SymInt>> = std::nullopt,
-      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
-    return std::make_unique<PermuteViewFunc0>(*this);
-  }
   std::vector<int64_t> dims_{};
 };
 
@@ -327,19 +283,11 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
   }
   below_autograd.reset();
   if (result.is_alias_of(self)) {
-    std::unique_ptr<torch::autograd::ViewFunc> view_func;
-    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
-        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+    result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<PermuteViewFunc0>();
       replay->dims_ = formulas::runtime::to_owned(dims);
-      view_func = std::move(replay);
-    }
-    const auto creation_meta = c10::InferenceMode::is_enabled()
-        ? torch::autograd::CreationMeta::INFERENCE_MODE
-        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
-                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
-    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
-        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
@@ -386,13 +334,8 @@ torch::autograd::variable_list ExpandBackward0::apply(torch::autograd::variable_
   return grad_inputs;
 }
 
-struct ExpandViewFunc0 : public torch::autograd::ViewFunc {
+struct ExpandViewFunc0 : public formulas::runtime::ReplayViewFunc<ExpandViewFunc0> {
   at::Tensor operator()(const at::Tensor& base) const override;
-  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
-      std::optional<std::vector<c10::SymInt>> = std::nullopt,
-      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
-    return std::make_unique<ExpandViewFunc0>(*this);
-  }
   std::vector<int64_t> size_{};
   bool implicit_{};
 };
@@ -411,20 +354,12 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
   }
   below_autograd.reset();
   if (result.is_alias_of(self)) {
-    std::unique_ptr<torch::autograd::ViewFunc> view_func;
-    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
-        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+    result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<ExpandViewFunc0>();
       replay->size_ = formulas::runtime::to_owned(size);
       replay->implicit_ = formulas::runtime::to_owned(implicit);
-      view_func = std::move(replay);
-    }
-    const auto creation_meta = c10::InferenceMode::is_enabled()
-        ? torch::autograd::CreationMeta::INFERENCE_MODE
-        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
-                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
-    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
-        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
@@ -549,13 +484,8 @@ torch::autograd::variable_list NarrowBackward0::apply(torch::autograd::variable_
   return grad_inputs;
 }
 
-struct NarrowViewFunc0 : public torch::autograd::ViewFunc {
+struct NarrowViewFunc0 : public formulas::runtime::ReplayViewFunc<NarrowViewFunc0> {
   at::Tensor operator()(const at::Tensor& base) const override;
-  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(
-      std::optional<std::vector<c10::SymInt>> = std::nullopt,
-      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {
-    return std::make_unique<NarrowViewFunc0>(*this);
-  }
   int64_t dim_{};
   int64_t start_{};
   int64_t length_{};
@@ -577,21 +507,13 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
   }
   below_autograd.reset();
   if (result.is_alias_of(self)) {
-    std::unique_ptr<torch::autograd::ViewFunc> view_func;
-    if (!self.unsafeGetTensorImpl()->support_as_strided() ||
-        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {
+    result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<NarrowViewFunc0>();
       replay->dim_ = formulas::runtime::to_owned(dim);
       replay->start_ = formulas::runtime::to_owned(start);
       replay->length_ = formulas::runtime::to_owned(length);
-      view_func = std::move(replay);
-    }
-    const auto creation_meta = c10::InferenceMode::is_enabled()
-        ? torch::autograd::CreationMeta::INFERENCE_MODE
-        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT
-                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);
-    result = torch::autograd::as_view(self, result, /*is_bw_differentiable=*/true,
-        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

@@ -65,7 +65,7 @@ class EmittedFormula:
     struct: str
     code: str            # node struct, backward function, apply(), forward wrapper
     registration: str    # the m.def(...) line
-    includes: tuple[str, ...] = ()     # headers the code needs beyond every module file's
+    has_views: bool = False    # the code marks views (it needs views.h)
 
 
 def node_name(formula: Formula, taken: set[str]) -> str:
@@ -152,7 +152,7 @@ class ViewEmitter:
     def _view_func_name(self, index: int) -> str:
         return f"{self.struct.removesuffix('Backward0')}ViewFunc{index}"
 
-    def _replay_arguments(self) -> list[Argument]:
+    def _replay_arguments(self) -> list[Argument] | None:
         """The arguments a view function keeps (every one but the tensor it is replayed on);
         None when another argument is a tensor (a view function would have to save it)."""
         others = [a for a in self.arguments if T.from_schema(a.type) != T.TENSOR]
@@ -167,13 +167,8 @@ class ViewEmitter:
             name = self._view_func_name(index)
             members = [f"  {T.cpp_value(T.from_schema(a.type))} {a.name}_{{}};" for a in kept]
             structs += [
-                f"struct {name} : public torch::autograd::ViewFunc {{",
+                f"struct {name} : public formulas::runtime::ReplayViewFunc<{name}> {{",
                 "  at::Tensor operator()(const at::Tensor& base) const override;",
-                "  std::unique_ptr<torch::autograd::ViewFunc> clone_and_set(",
-                "      std::optional<std::vector<c10::SymInt>> = std::nullopt,",
-                "      std::optional<std::vector<at::Tensor>> = std::nullopt) const override {",
-                f"    return std::make_unique<{name}>(*this);",
-                "  }",
                 *members,
                 "};",
                 "",
@@ -206,31 +201,21 @@ class ViewEmitter:
 
     def view_marking(self, outputs: list[str]) -> list[str]:
         """The wrapper's lines that make each view output a view of its input (torch's
-        ``as_view`` with its creation mode), run right before ``set_history``."""
+        ``as_view``, see ``views.h``), run right before ``set_history``."""
         lines = []
         kept = self._replay_arguments()
         for index, source in self.view_outputs():
             out, base = outputs[index], self._dispatcher_argument(source)
             lines += [f"  if ({out}.is_alias_of({base})) {{",
-                      "    std::unique_ptr<torch::autograd::ViewFunc> view_func;"]
-            if kept is not None:
-                func = self._view_func_name(index)
-                lines += [f"    if (!{base}.unsafeGetTensorImpl()->support_as_strided() ||",
-                          "        c10::AutogradState::get_tls_state().get_view_replay_enabled()) {",
-                          f"      auto replay = std::make_unique<{func}>();",
+                      f"    {out} = formulas::runtime::as_view({base}, {out}, [&] {{"]
+            if kept is None:
+                lines.append("      return std::unique_ptr<torch::autograd::ViewFunc>();")
+            else:
+                lines += [f"      auto replay = std::make_unique<{self._view_func_name(index)}>();",
                           *(f"      replay->{a.name}_ = formulas::runtime::to_owned({self._dispatcher_argument(a)});"
                             for a in kept),
-                          "      view_func = std::move(replay);",
-                          "    }"]
-            lines += [
-                "    const auto creation_meta = c10::InferenceMode::is_enabled()",
-                "        ? torch::autograd::CreationMeta::INFERENCE_MODE",
-                "        : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::DEFAULT",
-                "                                      : torch::autograd::CreationMeta::NO_GRAD_MODE);",
-                f"    {out} = torch::autograd::as_view({base}, {out}, /*is_bw_differentiable=*/true,",
-                "        /*is_fw_differentiable=*/true, std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);",
-                "  }",
-            ]
+                          "      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));"]
+            lines += ["    });", "  }"]
         return lines
 
 
@@ -311,8 +296,7 @@ class FormulaEmitter(ViewEmitter):
                  self.view_func_struct(views), self.wrapper_text(), self.view_func_replay(views)]
         schema = str(self.schema).replace("\\", "\\\\").replace('"', '\\"')
         registration = f'm.def("{schema}", TORCH_FN(formulas::{self.wrapper_name}));'
-        includes = ("#include <torch/csrc/autograd/VariableTypeUtils.h>",) if views else ()
-        return EmittedFormula(self.struct, "\n".join(p for p in parts if p), registration, includes)
+        return EmittedFormula(self.struct, "\n".join(p for p in parts if p), registration, bool(views))
 
     @property
     def wrapper_name(self) -> str:

@@ -236,6 +236,13 @@ def _method_result(self):
     return result, backward
 
 
+def _defined(formula, recorder):
+    """``formula`` declared as an engine operator (a sin kernel), called through ``recorder``."""
+    name = f"engine_test{formula.__name__}"
+    overload = engine.define(f"{name}(Tensor self) -> Tensor", kernel=np.sin, formula=formula)
+    return getattr(at, name) if recorder == "operator entry point" else overload
+
+
 @pytest.mark.parametrize("formula, capture", [(_rebind_the_parameter, "self"),
                                               (_backward_from_a_helper, "self"),
                                               (_metadata_then_tensor, "shape"),
@@ -245,9 +252,7 @@ def test_cells_that_only_look_like_inputs_are_guarded(formula, capture, recorder
     """The recorder skips a cell only when it provably holds an argument (a parameter the
     formula never rebinds) or metadata (bound once to ``<tensor parameter>.sizes()``...),
     captured by a backward defined in the formula itself."""
-    name = f"engine_test{formula.__name__}"
-    overload = engine.define(f"{name}(Tensor self) -> Tensor", kernel=np.sin, formula=formula)
-    op = getattr(at, name) if recorder == "operator entry point" else overload
+    op = _defined(formula, recorder)
     x = f64([0.2, 0.9], requires_grad=True)
     (g,) = engine.grad(op(x).sum(), x, create_graph=True)
     np.testing.assert_allclose(g.detach().numpy(), np.cos([0.2, 0.9]))
@@ -307,9 +312,7 @@ def _in_a_function_two_levels_down(self):
                                               (_in_a_function_two_levels_down, "cosine")])
 @pytest.mark.parametrize("recorder", ["operator entry point", "overload"])
 def test_intermediates_in_containers_and_captured_functions_are_guarded(formula, capture, recorder):
-    name = f"engine_test{formula.__name__}"
-    overload = engine.define(f"{name}(Tensor self) -> Tensor", kernel=np.sin, formula=formula)
-    op = getattr(at, name) if recorder == "operator entry point" else overload
+    op = _defined(formula, recorder)
     x = f64([0.2, 0.9], requires_grad=True)
     (g,) = engine.grad(op(x).sum(), x, create_graph=True)        # first order works
     np.testing.assert_allclose(g.detach().numpy(), np.cos([0.2, 0.9]))
@@ -358,9 +361,7 @@ def _in_a_module_level_dict(self):
 ])
 @pytest.mark.parametrize("recorder", ["operator entry point", "overload"])
 def test_intermediates_the_recorder_cannot_swap_are_refused(formula, message, recorder):
-    name = f"engine_test{formula.__name__}"
-    overload = engine.define(f"{name}(Tensor self) -> Tensor", kernel=np.sin, formula=formula)
-    op = getattr(at, name) if recorder == "operator entry point" else overload
+    op = _defined(formula, recorder)
     x = f64([0.2, 0.9], requires_grad=True)
     with pytest.raises(RuntimeError, match=re.escape(message)):
         op(x)

@@ -110,11 +110,18 @@ def result_dtype(*operands: Any) -> np.dtype:
     return _combine(dimensioned, _combine(zero_dim, wrapped))
 
 
+_NUMBERS = frozenset({float, int, bool})
+
+
 def _promoting(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
-    """``ufunc`` computing in torch's result dtype (NumPy's is kept when both operands are
-    arrays of one dtype, where the two agree: the common case costs one check)."""
+    """``ufunc`` computing in torch's result dtype. NumPy's is kept where the two agree, the
+    common cases, at the cost of a check: arrays of one dtype, and a floating array with a
+    Python number (NumPy's weak scalars: ``float32 * 2.5`` is float32)."""
     def kernel(x: Any, y: Any) -> Any:
-        if type(x) is np.ndarray and type(y) is np.ndarray and x.dtype is y.dtype:
+        if type(x) is np.ndarray:
+            if (x.dtype is y.dtype) if type(y) is np.ndarray else (type(y) in _NUMBERS and x.dtype.kind == "f"):
+                return ufunc(x, y)
+        elif type(y) is np.ndarray and type(x) in _NUMBERS and y.dtype.kind == "f":
             return ufunc(x, y)
         return ufunc(x, y, dtype=result_dtype(x, y))
 
@@ -172,8 +179,9 @@ DEFAULT_KEYWORD_KERNELS.update({"add.Tensor": _add, "sub.Tensor": _subtract})
 
 @kernel("div.Tensor", "div.Scalar")
 def div(x, other):
-    if type(x) is np.ndarray and type(other) is np.ndarray and x.dtype is other.dtype and x.dtype.kind == "f":
-        dtype = None
+    if type(x) is np.ndarray and x.dtype.kind == "f" and (
+            type(other) in _NUMBERS or (type(other) is np.ndarray and x.dtype is other.dtype)):
+        dtype = None        # NumPy's result type is torch's
     else:
         dtype = result_dtype(x, other)
         if dtype.kind != "f":

@@ -30,6 +30,7 @@ from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import DEFAULT_KEYWORD_KERNELS, KERNELS, VIEW_OPS
 from reference_engine.rebind import EngineOperators, rebind
 from reference_engine.tensor import Tensor
+from reference_engine.views import make_view, mark_recorded
 from transpiler.schema import FunctionSchema, is_tensor_like, parse_schema
 
 
@@ -85,7 +86,8 @@ class Overload:
                     outputs, backward = self.formula(*bound)
             finally:
                 grad_mode.enabled = True
-            result = record_formula(self, bound, outputs, backward)
+            recorded = record_formula(self, bound, outputs, backward)
+            result = mark_recorded(recorded) if self.is_view else recorded
             return result if self.return_type is None else self.return_type(*result)
         return self.run_kernel(bound)
 
@@ -117,6 +119,7 @@ class Overload:
         if self.signature.converted_positions:
             self.signature.convert(bound)
         first = bound[0] if bound else None
+        view_arguments = bound[1:] if self.is_view else None
         for i in self.signature.tensor_positions:
             value = bound[i]
             if type(value) is Tensor or isinstance(value, Tensor):
@@ -129,7 +132,7 @@ class Overload:
         if kind == "tensor":
             result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
             if self.is_view and type(first) is Tensor and np.may_share_memory(result._data, first._data):
-                result._version = first._counter()
+                make_view(result, first, self, view_arguments)
             return result
         if kind == "tuple":
             results = tuple(Tensor._wrap(np.asarray(o)) for o in out)
@@ -216,9 +219,15 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             return t
         run_unary.direct_kernel = kernel     # OperatorPacket's entry point inlines this runner
         return run_unary
+    # Operands of one dtype: NumPy's result type is torch's, and a promoting kernel's bare ufunc
+    # (``same_dtype``) runs; mixed dtypes go through the kernel, which applies torch's rules.
+    same_dtype = getattr(kernel, "same_dtype", kernel)
     if unwrap == (True, True) and simple and not tail:
         def run_binary(a, b):
-            out = kernel(a._value, b._value)
+            if a._data.dtype is b._data.dtype:
+                out = same_dtype(a._value, b._value)
+            else:
+                out = kernel(a._value, b._value)
             t = new(Tensor)
             t._data = t._value = out if type(out) is ndarray else asarray(out)
             t._requires_grad = False
@@ -226,7 +235,8 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             t._output_nr = 0
             t._version = None
             return t
-        run_binary.direct_kernel = kernel
+        run_binary.direct_kernel = same_dtype
+        run_binary.mixed_kernel = kernel
         return run_binary
     if unwrap[:2] == (True, True) and not any(unwrap[2:]) and simple:
         def run_binary_and_values(a, b, *values):       # values: non-tensor arguments (``alpha``)
@@ -255,7 +265,7 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
         out = kernel(*[a._value if u else a for a, u in zip(args, unwrap)], *tail)
         result = wrap(out if type(out) is ndarray else asarray(out))
         if overload.is_view and unwrap[0] and np.may_share_memory(result._data, args[0]._data):
-            result._version = args[0]._counter()
+            make_view(result, args[0], overload, (*args[1:], *tail))
         return result
     return run_any
 
@@ -278,7 +288,13 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
     if (overload.formula is None or kernel_runner is None
             or any(i >= len(arg_types) or arg_types[i] is not Tensor for i in positions)):
         return None
-    return formula_recorder(overload, kernel_runner, len(arg_types), dict(zip(overload.keyword_only[1], tail)))
+    recorder = formula_recorder(overload, kernel_runner, len(arg_types), dict(zip(overload.keyword_only[1], tail)))
+    if not overload.is_view:
+        return recorder
+
+    def record_view(*args: Any) -> Any:
+        return mark_recorded(recorder(*args))
+    return record_view
 
 
 class OperatorPacket:
@@ -330,8 +346,11 @@ class OperatorPacket:
                 if mode.enabled:
                     run = entry[2]
                 elif entry[3] is not None:      # run_unary / run_binary, inlined
-                    kernel = entry[3]
-                    out = kernel(args[0]._value) if n == 1 else kernel(args[0]._value, args[1]._value)
+                    if n == 1:
+                        out = entry[3](args[0]._value)
+                    else:
+                        a, b = args
+                        out = (entry[3] if a._data.dtype is b._data.dtype else entry[4])(a._value, b._value)
                     t = new(Tensor)
                     t._data = t._value = out if type(out) is ndarray else asarray(out)
                     t._requires_grad = False
@@ -388,7 +407,7 @@ class OperatorPacket:
                     if entry[2] is not None:
                         return entry[2](a, b)
                 elif entry[3] is not None:      # run_binary, inlined
-                    out = entry[3](a._value, b._value)
+                    out = (entry[3] if a._data.dtype is b._data.dtype else entry[4])(a._value, b._value)
                     t = new(Tensor)
                     t._data = t._value = out if type(out) is ndarray else asarray(out)
                     t._requires_grad = False
@@ -436,10 +455,12 @@ class OperatorPacket:
 
     def entry(self, key: tuple, args: tuple, kwargs: dict) -> tuple:
         """Resolve and cache a call signature: ``(overload, runner with grad mode off,
-        runner with grad mode on, kernel)``; a runner is None where the call needs general
-        binding. Runners take the positional arguments, then the keyword values (in schema
-        order). ``kernel`` is set when the grad-mode-off runner only unwraps one or two
-        Tensors, calls it and wraps the result: the entry point then does that inline."""
+        runner with grad mode on, kernel, mixed-dtype kernel)``; a runner is None where the
+        call needs general binding. Runners take the positional arguments, then the keyword
+        values (in schema order). ``kernel`` is set when the grad-mode-off runner only unwraps
+        one or two Tensors, calls it and wraps the result: the entry point then does that
+        inline (with two Tensors of different dtypes it calls the mixed-dtype kernel, which
+        applies torch's type promotion)."""
         overload = self.resolve(args, kwargs)
         if forward_ad.state.tangents is not None:      # a dual level is open: no fast paths (see forward_ad)
             entry = self.cache[key] = (overload, None, None, None)
@@ -454,7 +475,8 @@ class OperatorPacket:
             recording = runner if overload.formula is None else None
         else:
             runner = recording = None
-        entry = self.cache[key] = (overload, runner, recording, getattr(runner, "direct_kernel", None))
+        entry = self.cache[key] = (overload, runner, recording, getattr(runner, "direct_kernel", None),
+                                   getattr(runner, "mixed_kernel", None))
         return entry
 
     def resolve(self, args: tuple, kwargs: dict) -> Overload:

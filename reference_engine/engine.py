@@ -16,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from reference_engine.graph import Node, check_gradients
-from reference_engine.grad_mode import grad_mode
+from reference_engine.graph import Node, conform_gradient
+from reference_engine.grad_mode import check_thread, grad_mode
 from reference_engine.tensor import Tensor
 
 
@@ -112,9 +112,15 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
         if slot is not None:
             captured[slot] = grad if captured[slot] is None else captured[slot] + grad
 
+    # Leaf gradients are summed here and written to ``.grad`` only once the whole backward
+    # succeeded: after a failure (a backward that raised) no leaf has been touched, and the
+    # graph is not released, so a retry gives the right gradients, never double-counted ones.
+    leaf_grads: dict[int, tuple[Tensor, Tensor]] = {}
+
     def to_leaf(leaf: Tensor, grad: Tensor) -> None:
         if captured is None:
-            _accumulate_leaf(leaf, grad, create_graph)
+            previous = leaf_grads.get(id(leaf))
+            leaf_grads[id(leaf)] = (leaf, grad if previous is None else previous[1] + grad)
         else:
             capture(leaf_slot.get(id(leaf)), grad)
 
@@ -142,6 +148,7 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
         watched = skipped | capture_nodes
 
     visited = []
+    check_thread()
     previous_mode = grad_mode.enabled
     grad_mode.enabled = create_graph
     try:
@@ -168,7 +175,7 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                     continue
                 if grad is not None and (type(grad) is not Tensor or grad._data.shape != meta[0]
                                          or grad._data.dtype != meta[1]):
-                    check_gradients(node, input_grads)      # raises, naming the node and input
+                    grad = conform_gradient(node, input_grads, grad, meta)    # cast like torch, or raise
                 target = edge[0]
                 if type(target) is Tensor:
                     if grad is not None:
@@ -185,6 +192,8 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                     nr = edge[1]
                     previous = target_buffer[nr]
                     target_buffer[nr] = grad if previous is None else previous + grad
+        for leaf, grad in leaf_grads.values():
+            _accumulate_leaf(leaf, grad, create_graph)
     finally:
         grad_mode.enabled = previous_mode
     if not retain_graph:      # only after success: a failed backward leaves the graph usable

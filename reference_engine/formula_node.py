@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dis
 from collections import Counter
-from types import CodeType
+from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from reference_engine.grad_mode import grad_mode
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 #: Roles of a captured value (the second field of a :data:`Saved` entry).
 OUTPUT, INTERMEDIATE, SEQUENCE = "output", "intermediate", "sequence"
 
-#: ``(cell, role, extra)``; ``extra`` is the output number of an OUTPUT, the
+#: ``(cell, role, extra)``; ``extra`` is the output number of an OUTPUT, the capture name of an
+#: INTERMEDIATE (None: the backward's own cell of that name), the
 #: :class:`SavedSequence` of a SEQUENCE, else None.
 Saved = tuple
 
@@ -56,6 +57,18 @@ class SavedSequence:
 
     def unpack(self, node: Node, create_graph: bool) -> Any:
         return self.kind(i.unpack(node, create_graph) if type(i) is SavedTensor else i for i in self.items)
+
+
+class SavedMapping:
+    """A captured dict holding tensors: each tensor value saved on its own."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list) -> None:
+        self.items = items      # (key, value or SavedTensor)
+
+    def unpack(self, node: Node, create_graph: bool) -> dict:
+        return {k: v.unpack(node, create_graph) if type(v) is SavedTensor else v for k, v in self.items}
 
 
 class FormulaNode(Node):
@@ -116,7 +129,7 @@ class FormulaNode(Node):
                 unpacked._output_nr = extra
                 unpacked._requires_grad = True
             elif value.is_floating_point():
-                unpacked = poisoned_alias(value, self, self._capture_name(cell))
+                unpacked = poisoned_alias(value, self, extra or self._capture_name(cell))
             else:
                 continue
             idle.append((cell, value))
@@ -202,6 +215,7 @@ def backward_plan(overload: Overload, backward: Callable[..., Any]) -> tuple[boo
     if info is None:
         kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
         formula_code = overload.formula.__code__
+        _refuse_written_globals(overload, formula_code, code)
         skipped: set[str] = set()
         if code in formula_code.co_consts:
             stores = _cell_stores(formula_code)
@@ -210,8 +224,64 @@ def backward_plan(overload: Overload, backward: Callable[..., Any]) -> tuple[boo
             tensors = {params[i] for i in overload.signature.tensor_positions if i < len(params)} & skipped
             skipped |= {name for name in _metadata_bindings(formula_code, tensors) if stores[name] == 1}
         inspected = tuple(i for i, name in enumerate(code.co_freevars) if name not in skipped)
+        if backward.__defaults__ or backward.__kwdefaults__:     # the def statement has defaults
+            inspected += (DEFAULTS,)
         info = overload.backward_info[code] = ("needs_input_grad" in kwonly, inspected)
     return info
+
+
+#: In a backward plan's inspected cells: look at the backward's default arguments too.
+DEFAULTS = -1
+#: Methods that change a container in place (``CACHE.append(e)``).
+_MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "__setitem__"})
+
+
+def _refuse_written_globals(overload: Overload, formula_code: CodeType, backward_code: CodeType) -> None:
+    """Raise when the backward reads a module global that the formula assigns (``global E``)
+    or changes in place (a dict, list or set: ``CACHE[k] = e``, ``CACHE.append(e)``): it would
+    hold a forward intermediate the recorder cannot see, so a double backward would be
+    silently wrong. Read from the bytecode once per backward code object."""
+    read = _global_loads(backward_code)
+    if not read:
+        return
+    assigned, changed = _global_writes(formula_code)
+    namespace = overload.formula.__globals__
+    changed = {name for name in changed if type(namespace.get(name)) in (dict, list, set)}
+    for name in sorted(read & (assigned | changed)):
+        raise RuntimeError(
+            f"the formula of {overload.name} writes the module global '{name}', which its backward "
+            f"reads: a tensor kept there is a forward intermediate the engine cannot track, so a "
+            f"double backward through it would be silently wrong. Capture it in the closure "
+            f"(only inputs and outputs), or recompute it inside the backward (lint code DB100)")
+
+
+def _global_loads(code: CodeType) -> set[str]:
+    names = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _global_loads(const)
+    return names
+
+
+def _global_writes(code: CodeType) -> tuple[set[str], set[str]]:
+    """Globals ``code`` (or code nested in it) assigns or deletes, and globals it may change in
+    place: an item assignment or a mutating method call (``append``...) right after loading it."""
+    ops = [i for i in dis.get_instructions(code) if i.opname not in _SKIPPED_OPCODES]
+    assigned = {i.argval for i in ops if i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")}
+    changed = set()
+    for load, after, then in zip(ops, ops[1:] + [None], ops[2:] + [None, None]):
+        if load.opname != "LOAD_GLOBAL" or after is None:
+            continue
+        if ((after.opname in ("LOAD_METHOD", "LOAD_ATTR") and after.argval in _MUTATING_METHODS)
+                or (then is not None and then.opname in ("STORE_SUBSCR", "DELETE_SUBSCR")
+                    and after.opname.startswith("LOAD_"))):
+            changed.add(load.argval)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            more_assigned, more_changed = _global_writes(const)
+            assigned |= more_assigned
+            changed |= more_changed
+    return assigned, changed
 
 
 #: Tensor methods that return metadata (never a tensor), see reference_engine/tensor.py.
@@ -306,8 +376,9 @@ def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backw
     """Attach a node for ``backward`` to the formula's ``outputs``; return them (the general
     recorder: any number of outputs, ``Tensor[]`` arguments, bound arguments)."""
     edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
+    takes_mask, inspected = backward_plan(overload, backward)
     node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, needs,
-                       lengths, backward_plan(overload, backward)[0])
+                       lengths, takes_mask)
     output_nr: dict[int, int] = {}
     if overload.returns_kind == "tensor":
         result = _attach(outputs, node, 0, held, output_nr)
@@ -324,32 +395,91 @@ def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backw
         result = tuple(outs) if type(outputs) is tuple else outs
     if backward.__closure__:
         _save_cells(node, backward, held, output_nr)
+    if DEFAULTS in inspected:
+        refuse_tensor_defaults(node, backward, held, output_nr)
     return result
 
 
 def _save_cells(node: FormulaNode, backward: Callable[..., Any], held: set[int],
                 output_nr: dict[int, int]) -> None:
-    """List every cell of ``backward`` holding an output, intermediate or sequence in
-    ``node.saved`` (outputs replaced by their shadows)."""
-    saved = node.saved
+    """List every cell of ``backward`` holding an output, intermediate or container of them in
+    ``node.saved`` (outputs replaced by their shadows); the cells of functions it captured too."""
     for name, cell in zip(backward.__code__.co_freevars, backward.__closure__):
+        _save_cell(node, cell, name, held, output_nr)
+
+
+def _saved_list(node: FormulaNode) -> list:
+    if type(node.saved) is not list:
+        node.saved = list(node.saved)
+    return node.saved
+
+
+def _save_cell(node: FormulaNode, cell: Any, name: str, held: set[int], output_nr: dict[int, int]) -> None:
+    """Save one cell: an output (shadowed), an intermediate (guarded), a list, tuple or dict
+    holding tensors (a saved record), a captured function (its own cells and defaults)."""
+    try:
+        value = cell.cell_contents
+    except ValueError:      # an empty cell: a name the backward reads that was never bound
+        return
+    kind = type(value)
+    if kind is Tensor:
+        nr = output_nr.get(id(value))
+        if nr is not None:
+            cell.cell_contents = value.detach()     # the shadow: same data and version counter
+            _saved_list(node).append((cell, OUTPUT, nr))
+        elif id(value) not in held and not value._requires_grad:
+            _saved_list(node).append((cell, INTERMEDIATE, name))
+    elif kind is list or kind is tuple or kind is dict:
+        record = save_captured(value, name, held, output_nr) if value else None
+        if record is not None:
+            cell.cell_contents = record
+            _saved_list(node).append((cell, SEQUENCE, record))
+            node.swaps = True
+    elif kind is FunctionType:
+        _save_function(node, value, held, output_nr)
+
+
+def _save_function(node: FormulaNode, fn: FunctionType, held: set[int], output_nr: dict[int, int]) -> None:
+    """A function the backward captured (``def derivative(): return cosine``): the cells it
+    reads are saved like the backward's own, so a tensor it hides is still guarded."""
+    refuse_tensor_defaults(node, fn, held, output_nr)
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        if any(entry[0] is cell for entry in node.saved):      # shared with the backward: saved once
+            continue
         try:
             value = cell.cell_contents
-        except ValueError:      # an empty cell: a name the backward reads that was never bound
+        except ValueError:
             continue
-        kind = type(value)
-        if kind is Tensor:
-            nr = output_nr.get(id(value))
-            if nr is not None:
-                cell.cell_contents = value.detach()     # the shadow: same data and version counter
-                saved.append((cell, OUTPUT, nr))
-            elif id(value) not in held and not value._requires_grad:
-                saved.append((cell, INTERMEDIATE, None))
-        elif (kind is list or kind is tuple) and value and _holds_tensors(value):
-            record = save_captured(value, name, held, output_nr)
-            cell.cell_contents = record
-            saved.append((cell, SEQUENCE, record))
-            node.swaps = True
+        if value is fn:     # a recursive function
+            continue
+        _save_cell(node, cell, name, held, output_nr)
+
+
+def refuse_tensor_defaults(node: Node, fn: Callable[..., Any], held: set[int], output_nr: dict[int, int]) -> None:
+    """Raise if a default argument of ``fn`` holds a tensor that is neither an input nor an
+    output (``def backward(grad, e=e)``): it cannot be swapped for a guarded alias."""
+    code = fn.__code__
+    positional = code.co_varnames[:code.co_argcount]
+    defaults = list(zip(positional[len(positional) - len(fn.__defaults__ or ()):], fn.__defaults__ or ()))
+    defaults += list((fn.__kwdefaults__ or {}).items())
+    for name, value in defaults:
+        for t in _tensors_in(value):
+            if id(t) not in held and id(t) not in output_nr and not t._requires_grad:
+                raise RuntimeError(
+                    f"{fn.__qualname__} of {node.name()} keeps a tensor computed in the forward in its "
+                    f"default argument '{name}': it is neither an input nor an output, so a double "
+                    f"backward through it would be silently wrong. Recompute it inside the backward "
+                    f"from inputs and outputs (lint code DB100)")
+
+
+def _tensors_in(value: Any) -> list[Tensor]:
+    if isinstance(value, Tensor):
+        return [value]
+    if type(value) in (list, tuple):
+        return [v for v in value if isinstance(v, Tensor)]
+    if type(value) is dict:
+        return [v for v in value.values() if isinstance(v, Tensor)]
+    return []
 
 
 def _save_inspected(node: FormulaNode, backward: Callable[..., Any], inspected: tuple[int, ...],
@@ -359,6 +489,10 @@ def _save_inspected(node: FormulaNode, backward: Callable[..., Any], inspected: 
     cells = backward.__closure__
     saved = None
     for index in inspected:
+        if index == DEFAULTS:
+            refuse_tensor_defaults(node, backward, {id(a) for a in args if type(a) is Tensor},
+                                   {id(out): 0} if is_output else {})
+            continue
         cell = cells[index]
         try:
             value = cell.cell_contents
@@ -393,6 +527,13 @@ def _save_inspected(node: FormulaNode, backward: Callable[..., Any], inspected: 
             cell.cell_contents = record
             entry = (cell, SEQUENCE, record)
             node.swaps = True
+        elif kind is dict or kind is FunctionType:      # rare: the general cell saver
+            if saved is not None:
+                node.saved = saved
+            _save_cell(node, cell, backward.__code__.co_freevars[index], {id(a) for a in args if type(a) is Tensor},
+                       {id(out): 0} if is_output else {})
+            saved = node.saved if node.saved else None
+            continue
         else:       # sizes, dims, scalars: nothing to save
             continue
         if saved is None:
@@ -569,6 +710,9 @@ def save_captured(value: Any, name: str, held: set[int], output_nr: dict[int, in
         return SavedSequence(type(value), [
             save_tensor(v, f"{name}[{i}]", held, output_nr) if isinstance(v, Tensor) else v
             for i, v in enumerate(value)])
+    if type(value) is dict and any(isinstance(v, Tensor) for v in value.values()):
+        return SavedMapping([(k, save_tensor(v, f"{name}[{k!r}]", held, output_nr) if isinstance(v, Tensor) else v)
+                             for k, v in value.items()])
     return None
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from reference_engine.dtypes import from_numpy
 from reference_engine.tensor import Tensor, ticks
 
 RELEASED_MESSAGE = (
@@ -47,7 +48,7 @@ class Node:
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
         """One gradient (or None) per entry of ``next_edges``; the engine checks each
-        against ``input_meta`` (:func:`check_gradients`)."""
+        against ``input_meta`` (:func:`conform_gradient`)."""
         raise NotImplementedError
 
     def release(self) -> None:
@@ -137,20 +138,23 @@ def poisoned_alias(tensor: Tensor, node: Node, capture_name: str) -> Tensor:
     return t
 
 
-def check_gradients(node: Node, grads: Sequence[Any]) -> None:
-    """Reject a gradient whose shape or dtype differs from its input's; name node and index."""
-    for index, (grad, meta) in enumerate(zip(grads, node.input_meta)):
-        if grad is None or meta is None:
-            continue
-        if type(grad) is not Tensor:
-            raise TypeError(f"Function {node.name()} returned an invalid gradient at index {index}: "
-                            f"expected a Tensor or None, got {type(grad).__name__}")
-        shape, dtype = meta
-        if grad._data.shape != shape:
-            raise RuntimeError(
-                f"Function {node.name()} returned an invalid gradient at index {index} - got "
-                f"{list(grad._data.shape)} but expected shape compatible with {list(shape)}")
-        if grad._data.dtype != dtype:
-            raise RuntimeError(
-                f"Function {node.name()} returned an invalid gradient at index {index} - expected "
-                f"dtype {dtype} but got {grad._data.dtype}")
+def conform_gradient(node: Node, grads: Sequence[Any], grad: Any, meta: tuple) -> Tensor:
+    """``grad`` (one of ``grads``; its input's ``(shape, dtype)`` is ``meta``, which it does
+    not match) as the input's gradient: a floating gradient of another floating dtype is
+    cast to the input's, as torch does (recorded under ``create_graph``); anything else
+    raises, naming the node and the input."""
+    index = next(i for i, (g, m) in enumerate(zip(grads, node.input_meta)) if g is grad and m is meta)
+    shape, dtype = meta
+    if type(grad) is not Tensor:
+        raise TypeError(f"Function {node.name()} returned an invalid gradient at index {index}: "
+                        f"expected a Tensor or None, got {type(grad).__name__}")
+    if grad._data.shape != shape:
+        raise RuntimeError(
+            f"Function {node.name()} returned an invalid gradient at index {index} - got "
+            f"{list(grad._data.shape)} but expected shape compatible with {list(shape)}")
+    if grad._data.dtype.kind != "f" or dtype.kind != "f":
+        raise RuntimeError(
+            f"Function {node.name()} returned an invalid gradient at index {index} - expected "
+            f"dtype {dtype} but got {grad._data.dtype}")
+    from reference_engine.dispatch import dispatcher     # graph.py sits below the dispatcher
+    return dispatcher.call("_to_copy", (grad,), {"dtype": from_numpy(dtype)})

@@ -22,8 +22,7 @@ VIEW_OPS: set[str] = set()
 
 # Kernels for calls that leave every keyword-only argument at its default (``a + b``, where
 # ``alpha`` is 1): the same result as KERNELS' with those defaults, without the Python frame.
-DEFAULT_KEYWORD_KERNELS: dict[str, Callable[..., Any]] = {
-    "add.Tensor": np.add, "sub.Tensor": np.subtract}
+DEFAULT_KEYWORD_KERNELS: dict[str, Callable[..., Any]] = {}      # filled below
 
 
 def kernel(*names: str, view: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -70,11 +69,76 @@ def _scale(x: Any, factor: Any) -> Any:
     return x if factor == 1 else x * factor
 
 
+# ----------------------------------------------------------------------------- type promotion
+# torch's result type of a binary operator (c10's ResultTypeState), which NumPy's differs from
+# when dtypes differ: a 0-d tensor takes part only when of a higher category than the other
+# operand (float32 tensor * float64 0-d tensor is float32), a Python number (wrapped number)
+# likewise, a Python float counting as the default dtype float32; int64 with float32 is float32.
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}
+_FLOAT32, _INT64, _BOOL = np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)
+
+
+def _promote(a: np.dtype | None, b: np.dtype | None) -> np.dtype | None:
+    if a is None or b is None:
+        return a if b is None else b
+    key_a, key_b = (_CATEGORY[a.kind], a.itemsize), (_CATEGORY[b.kind], b.itemsize)
+    return a if key_a >= key_b else b
+
+
+def _combine(higher: np.dtype | None, lower: np.dtype | None) -> np.dtype | None:
+    """A lower-priority class of operands counts only when of a higher category."""
+    if higher is None or lower is None:
+        return higher if lower is None else lower
+    return higher if _CATEGORY[higher.kind] >= _CATEGORY[lower.kind] else _promote(higher, lower)
+
+
+def result_dtype(*operands: Any) -> np.dtype:
+    """torch's result dtype of kernel operands (arrays, or Python numbers for wrapped numbers)."""
+    dimensioned = zero_dim = wrapped = None
+    for value in operands:
+        if isinstance(value, np.ndarray):
+            if value.ndim:
+                dimensioned = _promote(dimensioned, value.dtype)
+            else:
+                zero_dim = _promote(zero_dim, value.dtype)
+        elif isinstance(value, (bool, np.bool_)):
+            wrapped = _promote(wrapped, _BOOL)
+        elif isinstance(value, (int, np.integer)):
+            wrapped = _promote(wrapped, _INT64)
+        else:
+            wrapped = _promote(wrapped, _FLOAT32)
+    return _combine(dimensioned, _combine(zero_dim, wrapped))
+
+
+_NUMBERS = frozenset({float, int, bool})
+
+
+def _promoting(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
+    """``ufunc`` computing in torch's result dtype. NumPy's is kept where the two agree, the
+    common cases, at the cost of a check: arrays of one dtype, and a floating array with a
+    Python number (NumPy's weak scalars: ``float32 * 2.5`` is float32)."""
+    def kernel(x: Any, y: Any) -> Any:
+        if type(x) is np.ndarray:
+            if (x.dtype is y.dtype) if type(y) is np.ndarray else (type(y) in _NUMBERS and x.dtype.kind == "f"):
+                return ufunc(x, y)
+        elif type(y) is np.ndarray and type(x) in _NUMBERS and y.dtype.kind == "f":
+            return ufunc(x, y)
+        return ufunc(x, y, dtype=result_dtype(x, y))
+
+    kernel.__name__ = ufunc.__name__
+    kernel.same_dtype = ufunc       # the dispatcher's fast paths call it when the dtypes are equal
+    return kernel
+
+
+_multiply, _add, _subtract = _promoting(np.multiply), _promoting(np.add), _promoting(np.subtract)
+
+
 # ----------------------------------------------------------------------------- elementwise
 # NumPy ufuncs whose semantics are torch's serve as kernels directly (no wrapper frame).
 for _name, _ufunc in (("neg", np.negative), ("exp", np.exp), ("sin", np.sin), ("cos", np.cos),
-                      ("tanh", np.tanh), ("mul.Tensor", np.multiply), ("mul.Scalar", np.multiply)):
+                      ("tanh", np.tanh)):
     KERNELS[_name] = _ufunc
+KERNELS["mul.Tensor"] = KERNELS["mul.Scalar"] = _multiply
 
 
 @kernel("log")
@@ -102,18 +166,28 @@ def relu(x):
 
 @kernel("add.Tensor")
 def add(x, other, alpha=1):
-    return np.add(x, _scale(other, alpha))
+    return _add(x, _scale(other, alpha))
 
 
 @kernel("sub.Tensor")
 def sub(x, other, alpha=1):
-    return np.subtract(x, _scale(other, alpha))
+    return _subtract(x, _scale(other, alpha))
+
+
+DEFAULT_KEYWORD_KERNELS.update({"add.Tensor": _add, "sub.Tensor": _subtract})
 
 
 @kernel("div.Tensor", "div.Scalar")
 def div(x, other):
+    if type(x) is np.ndarray and x.dtype.kind == "f" and (
+            type(other) in _NUMBERS or (type(other) is np.ndarray and x.dtype is other.dtype)):
+        dtype = None        # NumPy's result type is torch's
+    else:
+        dtype = result_dtype(x, other)
+        if dtype.kind != "f":
+            dtype = _FLOAT32            # true division of integers: the default float dtype
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.true_divide(x, other)
+        return np.true_divide(x, other) if dtype is None else np.true_divide(x, other, dtype=dtype)
 
 
 @kernel("pow.Tensor_Scalar")
@@ -124,7 +198,9 @@ def pow_(x, exponent):
 
 @kernel("where.self")
 def where(condition, x, other):
-    return np.where(condition, x, other)
+    out = np.where(condition, x, other)
+    dtype = result_dtype(x, other)
+    return out if out.dtype == dtype else out.astype(dtype)
 
 
 # ----------------------------------------------------------------------------- comparisons

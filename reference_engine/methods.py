@@ -21,6 +21,7 @@ from reference_engine.dispatch import dispatcher
 from reference_engine.engine import run_backward
 from reference_engine.grad_mode import grad_mode
 from reference_engine.tensor import Tensor
+from reference_engine.views import OVERLAP_MESSAGE, check_view_write, overlapping, rebase, regenerate_views
 
 
 _packets = dispatcher.packets      # updated in place by Dispatcher.refresh
@@ -418,12 +419,20 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
             forward_ad.tangent_of(t) is not None for t in (self, *others)):
         raise RuntimeError(f"{what} on a dual tensor inside jvp: the reference engine's forward mode does not "
                            f"track in-place writes; use the out-of-place operator")
-    recording = grad_mode.enabled and (self._requires_grad or any(
-        isinstance(o, Tensor) and o._requires_grad for o in others))
-    if recording and self._requires_grad and self._grad_fn is None:
-        raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
-                           f"({what}); wrap it in no_grad() if this is a parameter update")
+    if not self._data.flags.writeable:
+        if overlapping(self):
+            raise RuntimeError(OVERLAP_MESSAGE)
+        raise RuntimeError(f"{what}: the tensor's memory is read-only; clone() it before writing to it")
+    view = getattr(self, "_view", None)
+    recording = grad_mode.enabled and (
+        self._requires_grad or (view is not None and view.base._requires_grad)
+        or any(isinstance(o, Tensor) and o._requires_grad for o in others))
     if recording:
+        if view is not None:
+            check_view_write(self, view)
+        elif self._requires_grad and self._grad_fn is None:
+            raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
+                               f"({what}); wrap it in no_grad() if this is a parameter update")
         old = Tensor._wrap(self._data.copy())     # the value before the write, for the backward
         old._grad_fn, old._output_nr, old._requires_grad = self._grad_fn, self._output_nr, self._requires_grad
         result = compute(old)
@@ -432,13 +441,14 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
     if result._data.shape != self._data.shape:
         raise RuntimeError(f"{what}: output with shape {list(self.shape)} doesn't match the broadcast "
                            f"shape {list(result.shape)}")
-    if not self._data.flags.writeable:
-        raise RuntimeError(f"{what}: the tensor is a broadcast (expanded) view; clone() it before "
-                           f"writing to it")
     np.copyto(self._data, result._data, casting="same_kind")
     self._bump_version()
     if recording:
-        self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
+        if view is not None:
+            rebase(self, view, result)
+        else:
+            self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
+            regenerate_views(self)
     return self
 
 
@@ -471,20 +481,38 @@ def _zero_(self: Tensor) -> Tensor:
 
 
 def _setitem(self: Tensor, key: Any, value: Any) -> None:
-    """Item assignment: writes values in place and bumps the version (not recorded)."""
+    """Item assignment: with basic keys, a write through the view ``self[key]`` (recorded like
+    torch's ``copy_`` into a view); other keys write the values without recording."""
     if forward_ad.state.tangents is not None and any(
             forward_ad.tangent_of(t) is not None for t in (self, value)):
         raise RuntimeError("item assignment to or from a dual tensor inside jvp: the reference engine's "
                            "forward mode does not track in-place writes; use where / cat instead")
-    if grad_mode.enabled and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
-        if self._requires_grad and self._grad_fn is None:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                               "operation (item assignment); wrap it in no_grad() to change its values")
-        raise RuntimeError("item assignment on a tensor in the graph is not differentiable in the "
-                           "reference engine (no index_put formula); compute the result out of place "
-                           "(where / cat) instead")
-    self._data[key] = value._data if isinstance(value, Tensor) else value
-    self._bump_version()
+    keys = key if isinstance(key, tuple) else (key,)
+    view = getattr(self, "_view", None)
+    recording = grad_mode.enabled and (
+        self._requires_grad or (view is not None and view.base._requires_grad)
+        or (isinstance(value, Tensor) and value._requires_grad))
+    if not recording:
+        self._data[key] = value._data if isinstance(value, Tensor) else value
+        self._bump_version()
+        return
+    if self._requires_grad and self._grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation (item assignment); wrap it in no_grad() to change its values")
+    if not _is_basic(keys):
+        raise RuntimeError(f"item assignment with {key!r} on a tensor in the graph is not differentiable "
+                           f"in the reference engine (no index_put formula); use ints, slices with step 1, "
+                           f"None and ..., or compute the result out of place (where / cat)")
+    target = _getitem(self, key)
+    if not np.may_share_memory(target._data, self._data):
+        raise RuntimeError(f"item assignment with {key!r}: the indexed region is not a view of the tensor")
+
+    def source(_: Tensor) -> Tensor:
+        if not isinstance(value, Tensor):
+            return Tensor._wrap(np.full(target._data.shape, value, dtype=target._data.dtype))
+        return value if value._data.shape == target._data.shape else value.expand(target.sizes())
+
+    _inplace(target, source, "copy_", (value,))
 
 
 Tensor.add_ = _add_

@@ -39,10 +39,15 @@ class Tensor:
     shared by tensors over the same memory (views, ``detach``); in-place writes
     go through :meth:`_bump_version`. It is made on first use (:meth:`_counter`;
     ``None`` until then): most tensors never need one.
+
+    ``_view`` (a :class:`~reference_engine.views.ViewInfo`) is set on views only and
+    ``_views`` (weak references to its views) on their root; both stay unset on every
+    other tensor (read them with ``getattr(t, "_view", None)``), so that making a tensor
+    costs nothing for them.
     """
 
     __slots__ = ("_data", "_value", "_requires_grad", "_grad_fn", "_output_nr", "_version",
-                 "grad", "__weakref__")
+                 "grad", "_view", "_views", "__weakref__")
 
     # Tensor defines __eq__ (an operator), so keep identity hashing explicitly.
     __hash__ = object.__hash__
@@ -109,6 +114,15 @@ class Tensor:
     @property
     def is_leaf(self) -> bool:
         return self._grad_fn is None
+
+    @property
+    def _base(self) -> Tensor | None:
+        """The tensor this view shares memory with (the root of a chain of views), else None."""
+        info = getattr(self, "_view", None)
+        return None if info is None else info.base
+
+    def _is_view(self) -> bool:
+        return getattr(self, "_view", None) is not None
 
     def detach(self) -> Tensor:
         """A tensor sharing this data (and version counter), cut from the graph."""

@@ -183,13 +183,13 @@ def test_wrong_gradient_dtype_names_node_and_input_index():
         result = at.mul(self, 1.0)
 
         def backward(grad):
-            return at._to_copy(grad, dtype=engine.float32)
+            return at._to_copy(grad, dtype=engine.int64)      # not floating: not cast, refused
         return result, backward
 
     op = engine.define("engine_test_bad_dtype(Tensor self) -> Tensor", kernel=lambda x: x * 1.0, formula=formula)
     x = f64([1.0, 2.0], requires_grad=True)
     with pytest.raises(RuntimeError, match="EngineTestBadDtypeBackward0 returned an invalid gradient at index 0 "
-                                           "- expected dtype float64 but got float32"):
+                                           "- expected dtype float64 but got int64"):
         op(x).sum().backward()
 
 

@@ -85,10 +85,10 @@ def test_zero_in_the_graph_gives_zero_gradient():
     np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])
 
 
-def test_item_assignment_in_the_graph_is_refused_clearly():
+def test_item_assignment_with_advanced_indexing_in_the_graph_is_refused_clearly():
     h = f64([1.0, 2.0], requires_grad=True) * 1.0
-    with pytest.raises(RuntimeError, match="item assignment on a tensor in the graph is not differentiable"):
-        h[0] = 5.0
+    with pytest.raises(RuntimeError, match="item assignment with \\[0, 1\\] on a tensor in the graph is not"):
+        h[[0, 1]] = 5.0
 
 
 def test_in_place_shape_mismatch_and_broadcast_views_are_refused():
@@ -96,7 +96,7 @@ def test_in_place_shape_mismatch_and_broadcast_views_are_refused():
     with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
         x.add_(f64([[1.0], [2.0]]))
     expanded = f64([1.0]).expand([3])
-    with pytest.raises(RuntimeError, match="broadcast \\(expanded\\) view"):
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers"):
         expanded.add_(1.0)
 
 

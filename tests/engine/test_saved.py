@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import re
 import weakref
 
 import numpy as np
@@ -235,6 +236,13 @@ def _method_result(self):
     return result, backward
 
 
+def _defined(formula, recorder):
+    """``formula`` declared as an engine operator (a sin kernel), called through ``recorder``."""
+    name = f"engine_test{formula.__name__}"
+    overload = engine.define(f"{name}(Tensor self) -> Tensor", kernel=np.sin, formula=formula)
+    return getattr(at, name) if recorder == "operator entry point" else overload
+
+
 @pytest.mark.parametrize("formula, capture", [(_rebind_the_parameter, "self"),
                                               (_backward_from_a_helper, "self"),
                                               (_metadata_then_tensor, "shape"),
@@ -244,9 +252,7 @@ def test_cells_that_only_look_like_inputs_are_guarded(formula, capture, recorder
     """The recorder skips a cell only when it provably holds an argument (a parameter the
     formula never rebinds) or metadata (bound once to ``<tensor parameter>.sizes()``...),
     captured by a backward defined in the formula itself."""
-    name = f"engine_test{formula.__name__}"
-    overload = engine.define(f"{name}(Tensor self) -> Tensor", kernel=np.sin, formula=formula)
-    op = getattr(at, name) if recorder == "operator entry point" else overload
+    op = _defined(formula, recorder)
     x = f64([0.2, 0.9], requires_grad=True)
     (g,) = engine.grad(op(x).sum(), x, create_graph=True)
     np.testing.assert_allclose(g.detach().numpy(), np.cos([0.2, 0.9]))
@@ -262,3 +268,102 @@ def test_inputs_and_their_sizes_are_not_inspected_at_record_time():
     node = x.tanh().grad_fn                      # tanh captures its output: inspected
     [(_, inspected)] = node.overload.backward_info.values()
     assert inspected == (0,)
+
+
+# Intermediates hidden where a cell check does not look: a dict, a captured function's cells.
+def _in_a_dict(self):
+    result = at.sin(self)
+    saved = {"cosine": at.cos(self)}
+
+    def backward(grad):
+        return grad * saved["cosine"]
+    return result, backward
+
+
+def _in_a_nested_function(self):
+    result = at.sin(self)
+    cosine = at.cos(self)
+
+    def derivative():
+        return cosine
+
+    def backward(grad):
+        return grad * derivative()
+    return result, backward
+
+
+def _in_a_function_two_levels_down(self):
+    result = at.sin(self)
+    cosine = at.cos(self)
+
+    def inner():
+        return cosine
+
+    def outer():
+        return inner()
+
+    def backward(grad):
+        return grad * outer()
+    return result, backward
+
+
+@pytest.mark.parametrize("formula, capture", [(_in_a_dict, "saved['cosine']"),
+                                              (_in_a_nested_function, "cosine"),
+                                              (_in_a_function_two_levels_down, "cosine")])
+@pytest.mark.parametrize("recorder", ["operator entry point", "overload"])
+def test_intermediates_in_containers_and_captured_functions_are_guarded(formula, capture, recorder):
+    op = _defined(formula, recorder)
+    x = f64([0.2, 0.9], requires_grad=True)
+    (g,) = engine.grad(op(x).sum(), x, create_graph=True)        # first order works
+    np.testing.assert_allclose(g.detach().numpy(), np.cos([0.2, 0.9]))
+    with pytest.raises(RuntimeError, match=f"needs the gradient of '{re.escape(capture)}'"):
+        engine.grad(g.sum(), x)
+    (g,) = engine.grad(op(x).sum(), x)                           # and the cells are restored after
+    np.testing.assert_allclose(g.numpy(), np.cos([0.2, 0.9]))
+
+
+_GUARD_GLOBAL = None
+_GUARD_CACHE: dict = {}
+
+
+def _in_a_default_argument(self):
+    result = at.sin(self)
+    cosine = at.cos(self)
+
+    def backward(grad, cosine=cosine):
+        return grad * cosine
+    return result, backward
+
+
+def _in_a_module_global(self):
+    global _GUARD_GLOBAL
+    result = at.sin(self)
+    _GUARD_GLOBAL = at.cos(self)
+
+    def backward(grad):
+        return grad * _GUARD_GLOBAL
+    return result, backward
+
+
+def _in_a_module_level_dict(self):
+    result = at.sin(self)
+    _GUARD_CACHE["cosine"] = at.cos(self)
+
+    def backward(grad):
+        return grad * _GUARD_CACHE["cosine"]
+    return result, backward
+
+
+@pytest.mark.parametrize("formula, message", [
+    (_in_a_default_argument, "keeps a tensor computed in the forward in its default argument 'cosine'"),
+    (_in_a_module_global, "writes the module global '_GUARD_GLOBAL', which its backward reads"),
+    (_in_a_module_level_dict, "writes the module global '_GUARD_CACHE', which its backward reads"),
+])
+@pytest.mark.parametrize("recorder", ["operator entry point", "overload"])
+def test_intermediates_the_recorder_cannot_swap_are_refused(formula, message, recorder):
+    op = _defined(formula, recorder)
+    x = f64([0.2, 0.9], requires_grad=True)
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        op(x)
+    with engine.no_grad():      # nothing is recorded: nothing to refuse
+        np.testing.assert_allclose(op(x).numpy(), np.sin([0.2, 0.9]))

@@ -23,7 +23,7 @@ from transpiler.cpp.expressions import (
 )
 from transpiler.cpp.nodes import borrowed_param, emit_formula, is_view, node_name, schema_node
 from transpiler.cpp.operators import method_only_operators
-from transpiler.cpp.runtime import RUNTIME_HEADER
+from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER
 from transpiler.cpp.statements import assigned_names, translate_body
 from transpiler.diagnostics import Diagnostic
 from transpiler.model import FormulaModule, Helper, Library
@@ -149,7 +149,8 @@ def _operator_includes(code: str) -> list[str]:
 
 
 def _module_file(module: FormulaModule, context: Context, taken: set[str], diagnostics: list[Diagnostic],
-                 namespace: str, root: str) -> tuple[str, int] | None:
+                 namespace: str, root: str) -> tuple[str, int, bool] | None:
+    """The module's C++, its number of formulas, and whether it has view operators (views.h)."""
     emitted = []
     for formula in module.formulas:
         struct = node_name(formula, taken)
@@ -169,6 +170,7 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
         "",
         *_operator_includes(code),
         "#include <ATen/core/LegacyTypeDispatch.h>",
+        *(['#include "views.h"'] if any(e.has_views for e in emitted) else []),
         "#include <torch/csrc/autograd/functions/utils.h>",
         "#include <torch/csrc/dynamo/compiled_autograd.h>",
         "#include <torch/library.h>",
@@ -193,7 +195,7 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
         "}",
         "",
     ])
-    return text, len(emitted)
+    return text, len(emitted), any(e.has_views for e in emitted)
 
 
 def _display(path: str, root: str) -> str:
@@ -228,6 +230,8 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
         if result is not None:
             files[_file_name(module.path, files)] = result[0]
             ops += result[1]
+            if result[2]:       # a module with view operators
+                files["views.h"] = VIEWS_HEADER
     return Output(files, ops, len(taken), len(helpers)), sorted(set(diagnostics))
 
 

@@ -31,7 +31,7 @@ from transpiler.cpp.expressions import (
 from transpiler.cpp.statements import assigned_names, translate_body, walk
 from transpiler.cpp.types import Kind, PyType
 from transpiler.model import CaptureKind, Formula
-from transpiler.schema import BaseType, OptionalType
+from transpiler.schema import Argument, BaseType, OptionalType
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,7 @@ class EmittedFormula:
     struct: str
     code: str            # node struct, backward function, apply(), forward wrapper
     registration: str    # the m.def(...) line
+    has_views: bool = False    # the code marks views (it needs views.h)
 
 
 def node_name(formula: Formula, taken: set[str]) -> str:
@@ -140,7 +141,103 @@ def _lend(item: SavedValue) -> str:
     return f"formulas::runtime::borrow({item.member})" if item.type == T.optional(T.INT_LIST) else item.member
 
 
-class FormulaEmitter:
+class ViewEmitter:
+    """Views, as torch's ADInplaceOrView kernels make them (a mixin of :class:`FormulaEmitter`).
+
+    An output whose schema annotation aliases a Tensor input (``Tensor(a) self -> Tensor(a)``)
+    and that shares its storage (``reshape`` may copy) is marked with
+    ``torch::autograd::as_view`` before ``set_history``, so that an in-place write to it
+    rebases the base's history (``CopySlices``). Its view function, a
+    ``torch::autograd::ViewFunc`` replaying the operator on a new base, is given where torch
+    gives one: tensors without ``as_strided`` support, or view replay enabled.
+    """
+
+    def view_outputs(self) -> list[tuple[int, Argument]]:
+        """(output index, the input it is a view of) for each differentiable view output."""
+        views = []
+        for index in self.differentiable_outputs:
+            returned = self.schema.returns[index].annotation
+            if returned is None or returned.is_write:
+                continue
+            for arg in self.arguments:
+                if (arg.annotation is not None and not arg.annotation.is_write
+                        and set(arg.annotation.alias_set) & set(returned.alias_set)
+                        and T.from_schema(arg.type) == T.TENSOR and not isinstance(arg.type, OptionalType)):
+                    views.append((index, arg))
+                    break
+        return views
+
+    def _view_func_name(self, index: int) -> str:
+        return f"{self.struct.removesuffix('Backward0')}ViewFunc{index}"
+
+    def _replay_arguments(self) -> list[Argument] | None:
+        """The arguments a view function keeps (every one but the tensor it is replayed on);
+        None when another argument is a tensor (a view function would have to save it)."""
+        others = [a for a in self.arguments if T.from_schema(a.type) != T.TENSOR]
+        return others if len(others) == len(self.arguments) - 1 else None
+
+    def view_func_struct(self, views: list[tuple[int, Argument]]) -> str:
+        kept = self._replay_arguments()
+        if kept is None:
+            return ""
+        structs = []
+        for index, _ in views:
+            name = self._view_func_name(index)
+            members = [f"  {T.cpp_value(T.from_schema(a.type))} {a.name}_{{}};" for a in kept]
+            structs += [
+                f"struct {name} : public formulas::runtime::ReplayViewFunc<{name}> {{",
+                "  at::Tensor operator()(const at::Tensor& base) const override;",
+                *members,
+                "};",
+                "",
+            ]
+        return "\n".join(structs)
+
+    def view_func_replay(self, views: list[tuple[int, Argument]]) -> str:
+        """Each view function's ``operator()``: the operator itself (this wrapper) on the new base."""
+        kept = self._replay_arguments()
+        if kept is None:
+            return ""
+        functions = []
+        for index, source in views:
+            arguments = []
+            for arg in self.arguments:
+                if arg is source:
+                    arguments.append("base")
+                elif T.from_schema(arg.type) == T.optional(T.INT_LIST):
+                    arguments.append(f"formulas::runtime::borrow({arg.name}_)")
+                else:
+                    arguments.append(f"{arg.name}_")
+            call = f"formulas::{self.wrapper_name}({', '.join(arguments)})"
+            if len(self.schema.returns) > 1:
+                call = f"std::get<{index}>({call})"
+            functions += [f"at::Tensor {self._view_func_name(index)}::operator()(const at::Tensor& base) const {{",
+                          f"  return {call};",
+                          "}",
+                          ""]
+        return "\n".join(functions)
+
+    def view_marking(self, outputs: list[str]) -> list[str]:
+        """The wrapper's lines that make each view output a view of its input (torch's
+        ``as_view``, see ``views.h``), run right before ``set_history``."""
+        lines = []
+        kept = self._replay_arguments()
+        for index, source in self.view_outputs():
+            out, base = outputs[index], self._dispatcher_argument(source)
+            lines += [f"  if ({out}.is_alias_of({base})) {{",
+                      f"    {out} = formulas::runtime::as_view({base}, {out}, [&] {{"]
+            if kept is None:
+                lines.append("      return std::unique_ptr<torch::autograd::ViewFunc>();")
+            else:
+                lines += [f"      auto replay = std::make_unique<{self._view_func_name(index)}>();",
+                          *(f"      replay->{a.name}_ = formulas::runtime::to_owned({self._dispatcher_argument(a)});"
+                            for a in kept),
+                          "      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));"]
+            lines += ["    });", "  }"]
+        return lines
+
+
+class FormulaEmitter(ViewEmitter):
     """Builds the C++ of one formula from the model and the library's context."""
 
     def __init__(self, formula: Formula, context: Context, struct: str) -> None:
@@ -212,11 +309,13 @@ class FormulaEmitter:
 
     # --- text ----------------------------------------------------------------------------------
     def emit(self) -> EmittedFormula:
+        views = self.view_outputs()
         parts = [self.struct_text(), self.backward_function(), self.functional_text(), self.apply_text(),
-                 self.compiled_autograd_text(), forward_ad.jvp_function(self), self.wrapper_text()]
+                 self.compiled_autograd_text(), forward_ad.jvp_function(self), self.view_func_struct(views),
+                 self.wrapper_text(), self.view_func_replay(views)]
         schema = str(self.schema).replace("\\", "\\\\").replace('"', '\\"')
         registration = f'm.def("{schema}", TORCH_FN(formulas::{self.wrapper_name}));'
-        return EmittedFormula(self.struct, "\n".join(parts), registration)
+        return EmittedFormula(self.struct, "\n".join(p for p in parts if p), registration, bool(views))
 
     @property
     def wrapper_name(self) -> str:
@@ -524,6 +623,7 @@ class FormulaEmitter:
                 outputs.append(f"output{index}")
         lines += self._alias_guards(outputs)
         lines.append("  below_autograd.reset();")
+        lines += self.view_marking(outputs)
         lines += forward_ad.tangent_lines(self, outputs)
         lines.append("  if (grad_fn) {")
         for index in self.differentiable_outputs:

@@ -1,0 +1,215 @@
+"""Views: tensors over their base's memory, and in-place writes through them (torch's rules).
+
+A view operator (its schema's output aliases its input: ``view``, ``permute``,
+``narrow``, ``expand``, ``unsqueeze``, ``t``, ``reshape`` when it does not
+copy) returns a tensor over the input's array; :func:`make_view` gives it the
+input's version counter and a :class:`ViewInfo`: its *root* (the first tensor
+of the chain that is not itself a view) and the view operators that lead from
+the root to it, which can be replayed on any tensor of the root's shape. The
+root keeps weak references to its views.
+
+A recorded in-place write through a view rebases the root's history, as
+torch does: the root's new ``grad_fn`` is a :class:`CopySlices` node (the
+root's old value outside the view's region, the in-place result inside it),
+and every live view of the root gets a new ``grad_fn``, its operators replayed
+on the root's new history (torch regenerates them as ``AsStridedBackward0``).
+A recorded write to a root that has views regenerates them the same way.
+Torch's errors are kept: a view of a leaf that requires grad, or a view made
+under ``no_grad`` of a tensor in a graph, cannot be written in place with grad
+mode on, and an expanded view (elements sharing memory) cannot be written at all.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from reference_engine.graph import Node
+from reference_engine.grad_mode import grad_mode, set_grad_enabled
+from reference_engine.tensor import Tensor
+
+if TYPE_CHECKING:
+    from reference_engine.dispatch import Overload
+
+VIEW_OF_LEAF_MESSAGE = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+NO_GRAD_VIEW_MESSAGE = (
+    "A view was created in no_grad mode and {what}. Given that this use case is ambiguous and "
+    "error-prone, it is forbidden. You can clarify your code by moving both the view and the inplace "
+    "either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside "
+    "(if you want the inplace to be tracked).")
+OVERLAP_MESSAGE = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+    "location. Please clone() the tensor before performing the operation.")
+
+
+#: One view operator of a chain: ``(overload, the schema's arguments after the tensor)``.
+ViewStep = tuple
+
+
+class ViewInfo:
+    """What makes a tensor a view: its root base, the operators from it, and whether it was
+    made with grad mode on (``grad_mode``; set after the fact for a recorded view op, whose
+    forward ran below autograd)."""
+
+    __slots__ = ("base", "steps", "grad_mode")
+
+    def __init__(self, base: Tensor, steps: tuple[ViewStep, ...], grad_mode: bool) -> None:
+        self.base = base
+        self.steps = steps
+        self.grad_mode = grad_mode
+
+
+def make_view(result: Tensor, source: Tensor, overload: Overload, arguments: Sequence[Any]) -> None:
+    """Mark ``result`` (an array over ``source``'s memory) as a view of ``source``'s root.
+
+    A root gets both ``_view`` (None) and ``_views`` set, a view ``_view``, so that reading
+    them here never raises (a missing slot costs an exception): this runs on every view op."""
+    counter = source._version
+    if counter is None:         # never viewed, saved or written: not a view, no views yet
+        counter = source._version = [0, 0]
+        parent = None
+        source._view = None
+        views = source._views = []
+    else:
+        parent = getattr(source, "_view", None)
+        if parent is None:
+            views = getattr(source, "_views", None)
+            if views is None:
+                source._view = None
+                views = source._views = []
+        else:
+            views = parent.base._views
+    result._version = counter
+    step = (overload, tuple(arguments))
+    if parent is None:
+        result._view = ViewInfo(source, (step,), grad_mode.enabled)
+    else:
+        result._view = ViewInfo(parent.base, parent.steps + (step,), grad_mode.enabled)
+    if len(views) >= _PRUNE_AT and not len(views) % _PRUNE_AT:      # views made and dropped in a loop
+        views[:] = [ref for ref in views if ref() is not None]
+    views.append(weakref.ref(result))
+
+
+_PRUNE_AT = 64
+
+
+def mark_recorded(out: Any) -> Any:
+    """A view op's output whose node was just recorded: made in grad mode (its forward ran
+    below autograd, where :func:`make_view` saw grad mode off)."""
+    if out._version is not None:
+        info = getattr(out, "_view", None)
+        if info is not None:
+            info.grad_mode = True
+    return out
+
+
+def replay(steps: Sequence[ViewStep], tensor: Tensor) -> Tensor:
+    """The view operators of ``steps`` applied to ``tensor`` (recorded when grad mode is on)."""
+    for overload, arguments in steps:
+        tensor = overload.run([tensor, *arguments])
+    return tensor
+
+
+def check_view_write(view: Tensor, info: ViewInfo) -> None:
+    """Torch's refusals of a recorded in-place write through ``view``."""
+    if not info.grad_mode:
+        raise RuntimeError(NO_GRAD_VIEW_MESSAGE.format(what="is being modified inplace with grad mode enabled"))
+    if info.base._grad_fn is None and info.base._requires_grad:
+        raise RuntimeError(VIEW_OF_LEAF_MESSAGE)
+
+
+def _edge(t: Tensor) -> tuple | None:
+    if not t._requires_grad:
+        return None
+    return (t, 0) if t._grad_fn is None else (t._grad_fn, t._output_nr)
+
+
+def _meta(t: Tensor) -> tuple | None:
+    return (t._data.shape, t._data.dtype) if t._requires_grad else None
+
+
+class CopySlices(Node):
+    """The root's history after an in-place write through one of its views: the gradient
+    of the root goes to the root's old value outside the view's region and, replayed
+    through the view's operators, to the in-place result inside it (torch's CopySlices)."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, base: Tensor, result: Tensor, steps: tuple[ViewStep, ...]) -> None:
+        super().__init__((_edge(base), _edge(result)), (_meta(base), _meta(result)), 1)
+        self.steps = steps
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
+        grad = grads[0]
+        base_grad = view_grad = None
+        if self.next_edges[0] is not None:
+            base_grad = grad * Tensor._wrap(self._outside_region(grad._data.shape, self.input_meta[0][1]))
+        if self.next_edges[1] is not None:
+            view_grad = replay(self.steps, grad)
+        return base_grad, view_grad
+
+    def _outside_region(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Ones, with zeros on the elements the view covers (found by replaying the view's
+        operators on the elements' positions)."""
+        positions = Tensor._wrap(np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape))
+        with set_grad_enabled(False):
+            covered = replay(self.steps, positions)._data
+        mask = np.ones(positions._data.size, dtype=dtype)
+        mask[covered.ravel()] = 0
+        return mask.reshape(shape)
+
+
+class ViewOfNoGradViewBackward(Node):
+    """``grad_fn`` of a view made under ``no_grad`` whose root was then written in place with
+    grad mode on: torch refuses to use it; reaching it raises torch's message."""
+
+    __slots__ = ()
+    always_needed = True
+
+    def __init__(self) -> None:
+        super().__init__((), (), 1)
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
+        raise RuntimeError(NO_GRAD_VIEW_MESSAGE.format(
+            what="its base or another view of its base has been modified inplace with grad mode enabled"))
+
+
+def rebase(view: Tensor, info: ViewInfo, result: Tensor) -> None:
+    """After a recorded in-place write of ``result`` into ``view``: the root's history becomes
+    a :class:`CopySlices` node and its views' histories follow."""
+    root = info.base
+    node = CopySlices(root, result, info.steps)
+    root._grad_fn, root._output_nr, root._requires_grad = node, 0, True
+    regenerate_views(root)
+
+
+def regenerate_views(root: Tensor) -> None:
+    """Give every live view of ``root`` a history over the root's current one."""
+    refs = getattr(root, "_views", None)
+    if not refs:
+        return
+    alias = Tensor._wrap(root._data)        # the root's value and history, without its view list
+    alias._version = root._counter()
+    alias._grad_fn, alias._output_nr, alias._requires_grad = root._grad_fn, root._output_nr, root._requires_grad
+    live = []
+    with set_grad_enabled(True):
+        for ref in refs:
+            view = ref()
+            if view is None:
+                continue
+            live.append(ref)
+            if not view._data.dtype.kind == "f":
+                continue
+            info = view._view
+            if not info.grad_mode:
+                view._grad_fn, view._output_nr, view._requires_grad = ViewOfNoGradViewBackward(), 0, True
+                continue
+            fresh = replay(info.steps, alias)
+            view._grad_fn, view._output_nr, view._requires_grad = fresh._grad_fn, fresh._output_nr, True
+    refs[:] = live
+
+
+def overlapping(t: Tensor) -> bool:
+    """Whether several elements of ``t`` share memory (an expanded view)."""
+    return any(s == 0 and n > 1 for s, n in zip(t._data.strides, t._data.shape))

@@ -8,6 +8,7 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/t.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include "views.h"
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
@@ -443,6 +444,10 @@ at::Tensor t_jvp(
   return at::t(self_t);
 }
 
+struct TViewFunc0 : public formulas::runtime::ReplayViewFunc<TViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+};
+
 at::Tensor t(const at::Tensor& self) {
   c10::intrusive_ptr<TBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -455,6 +460,12 @@ at::Tensor t(const at::Tensor& self) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<TViewFunc0>();
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::t_jvp(self_t));
@@ -463,6 +474,10 @@ at::Tensor t(const at::Tensor& self) {
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
+}
+
+at::Tensor TViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::t(base);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include "views.h"
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
@@ -118,6 +119,11 @@ at::Tensor view_jvp(
   return self_t.view(size);
 }
 
+struct ViewViewFunc0 : public formulas::runtime::ReplayViewFunc<ViewViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::vector<int64_t> size_{};
+};
+
 at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
   c10::intrusive_ptr<ViewBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -131,6 +137,13 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<ViewViewFunc0>();
+      replay->size_ = formulas::runtime::to_owned(size);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::view_jvp(self_t, size));
@@ -140,6 +153,10 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
+}
+
+at::Tensor ViewViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::view(base, size_);
 }
 
 struct ReshapeBackward0 : public torch::autograd::TraceableFunction {
@@ -236,6 +253,11 @@ at::Tensor reshape_jvp(
   return at::reshape(self_t, shape);
 }
 
+struct ReshapeViewFunc0 : public formulas::runtime::ReplayViewFunc<ReshapeViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::vector<int64_t> shape_{};
+};
+
 at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
   c10::intrusive_ptr<ReshapeBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -249,6 +271,13 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<ReshapeViewFunc0>();
+      replay->shape_ = formulas::runtime::to_owned(shape);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::reshape_jvp(self_t, shape));
@@ -258,6 +287,10 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
+}
+
+at::Tensor ReshapeViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::reshape(base, shape_);
 }
 
 struct UnsqueezeBackward0 : public torch::autograd::TraceableFunction {
@@ -354,6 +387,11 @@ at::Tensor unsqueeze_jvp(
   return at::unsqueeze(self_t, dim);
 }
 
+struct UnsqueezeViewFunc0 : public formulas::runtime::ReplayViewFunc<UnsqueezeViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  int64_t dim_{};
+};
+
 at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
   c10::intrusive_ptr<UnsqueezeBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -367,6 +405,13 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<UnsqueezeViewFunc0>();
+      replay->dim_ = formulas::runtime::to_owned(dim);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::unsqueeze_jvp(self_t, dim));
@@ -376,6 +421,10 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
+}
+
+at::Tensor UnsqueezeViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::unsqueeze(base, dim_);
 }
 
 struct PermuteBackward0 : public torch::autograd::TraceableFunction {
@@ -472,6 +521,11 @@ at::Tensor permute_jvp(
   return at::permute(self_t, dims);
 }
 
+struct PermuteViewFunc0 : public formulas::runtime::ReplayViewFunc<PermuteViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::vector<int64_t> dims_{};
+};
+
 at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
   c10::intrusive_ptr<PermuteBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -485,6 +539,13 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<PermuteViewFunc0>();
+      replay->dims_ = formulas::runtime::to_owned(dims);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::permute_jvp(self_t, dims));
@@ -494,6 +555,10 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
     grad_fn->inverse_ = std::move(inverse);
   }
   return result;
+}
+
+at::Tensor PermuteViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::permute(base, dims_);
 }
 
 struct ExpandBackward0 : public torch::autograd::TraceableFunction {
@@ -591,6 +656,12 @@ at::Tensor expand_jvp(
   return self_t.expand(size, implicit);
 }
 
+struct ExpandViewFunc0 : public formulas::runtime::ReplayViewFunc<ExpandViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::vector<int64_t> size_{};
+  bool implicit_{};
+};
+
 at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
   c10::intrusive_ptr<ExpandBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -604,6 +675,14 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<ExpandViewFunc0>();
+      replay->size_ = formulas::runtime::to_owned(size);
+      replay->implicit_ = formulas::runtime::to_owned(implicit);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::expand_jvp(self_t, size, implicit));
@@ -613,6 +692,10 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
+}
+
+at::Tensor ExpandViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::expand(base, size_, implicit_);
 }
 
 struct CatBackward0 : public torch::autograd::TraceableFunction {
@@ -881,6 +964,13 @@ at::Tensor narrow_jvp(
   return at::narrow(self_t, dim, start, length);
 }
 
+struct NarrowViewFunc0 : public formulas::runtime::ReplayViewFunc<NarrowViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  int64_t dim_{};
+  int64_t start_{};
+  int64_t length_{};
+};
+
 at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t length) {
   c10::intrusive_ptr<NarrowBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
@@ -896,6 +986,15 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
     result = result.alias();
   }
   below_autograd.reset();
+  if (result.is_alias_of(self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<NarrowViewFunc0>();
+      replay->dim_ = formulas::runtime::to_owned(dim);
+      replay->start_ = formulas::runtime::to_owned(start);
+      replay->length_ = formulas::runtime::to_owned(length);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::narrow_jvp(self_t, dim, start, length));
@@ -908,6 +1007,10 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
     grad_fn->length_ = length;
   }
   return result;
+}
+
+at::Tensor NarrowViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::narrow(base, dim_, start_, length_);
 }
 
 }  // namespace

@@ -167,7 +167,7 @@ CODES: tuple[Code, ...] = (
          "The node's members and the wrapper's signature cannot be written.",
          "@helper\ndef scale(x, factor):\n    ...",
          "Annotate helpers fully with the types of formulas/README.md; leave such operators to torch."),
-    Code("DB206", "`transpile`: a second formula for the same operator",
+    Code("DB206", "`transpile`: a second formula for the same operator, or an operator the shipped library registers in the same namespace",
          "Reports a formula for an operator that another formula of the library already defines, or, "
          "under `--namespace formulas`, an operator the shipped library already registers.",
          "Both would register the same `torch.ops.<namespace>.<op>`.",

@@ -253,7 +253,13 @@ def test_flake8_runs_the_plugin_on_a_fixture(tmp_path):
     pytest.importorskip("flake8")
     function_file(tmp_path / "f.py", noqa_global="  # noqa: DB104")
     write(tmp_path / "formula.py", FORMULA)
-    env = {**ENV, "PYTHONPATH": f"{entry_point_site(tmp_path)}{os.pathsep}{REPO}"}
+    import importlib.metadata
+
+    installed = {entry.name for entry in importlib.metadata.entry_points(group="flake8.extension")}
+    # an installed copy of the project (pip install -e .) declares the plugin already: a second
+    # declaration would make flake8 run it twice
+    sites = [REPO] if "DB" in installed else [entry_point_site(tmp_path), REPO]
+    env = {**ENV, "PYTHONPATH": os.pathsep.join(map(str, sites))}
     completed = subprocess.run([sys.executable, "-m", "flake8", "--select", "DB", "f.py", "formula.py"],
                                cwd=tmp_path, capture_output=True, text=True, env=env)
     assert completed.returncode == 1, completed.stderr

@@ -169,6 +169,7 @@ def cases(draw) -> Case:
 
 
 CAPTURED = re.compile(r"DB100 backward captures `(\w+)`")
+TRANSPILE_REFUSAL = re.compile(r":\d+:\d+: DB2\d\d ")
 
 
 def lint_source(tmp_path: Path, source: str) -> list[str]:
@@ -183,6 +184,9 @@ def test_lint_reports_exactly_the_intermediates(tmp_path_factory, case: Case):
     findings = lint_source(tmp_path_factory.mktemp("fuzz"), case.source)
     found = {}
     for line in findings:
+        if TRANSPILE_REFUSAL.search(line):
+            continue        # what transpile refuses (nested closures, tensor methods) lint reports too, as
+                            # DB2xx (tests/lint/test_lint_agrees_with_transpile.py); not a capture finding
         match = CAPTURED.search(line)
         assert match, f"unexpected finding {line}\n{case.source}"
         found[match[1]] = line

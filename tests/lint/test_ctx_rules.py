@@ -54,7 +54,7 @@ def test_messages_name_the_kept_values_and_the_way_out():
     message = by_line[18].message
     assert "`expx` (computed at line 16)" in message and "`expnegx` (computed at line 17)" in message
     assert "recompute it in backward" in message and "@once_differentiable" in message
-    assert by_line[33].message.startswith("ctx.parts = keeps `[c, y]`")
+    assert by_line[33].message.startswith("ctx.parts = keeps `c` (computed at line 30)")   # the element of the list
 
 
 def lint_source(tmp_path: Path, source: str) -> set[tuple[str, int, int]]:

@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from transpiler.lint.ctx.backward import BackwardAnalysis, nonlocal_statements
-from transpiler.lint.ctx.forward import ForwardAnalysis
+from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard
 from transpiler.lint.ctx.interpreter import Env
 from transpiler.lint.ctx.names import ImportTable, import_table, statements
 from transpiler.lint.ctx.values import (
@@ -25,6 +25,7 @@ from transpiler.lint.ctx.values import (
     Value,
     flatten,
     is_tensor,
+    sequence,
 )
 
 FUNCTION_BASES = frozenset({
@@ -43,6 +44,7 @@ class Finding:
     col_offset: int
     code: str
     message: str
+    related: tuple[tuple[int, int], ...] = ()    # other places with the same root cause (line, col offset)
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,34 @@ def check_module(tree: ast.Module, path: str) -> CtxReport:
     """Run the ctx rules on every ``torch.autograd.Function`` subclass in ``tree``."""
     imports = import_table(tree, path)
     classes = function_classes(tree, imports)
-    findings = [finding for cls in classes for finding in check_class(cls, imports)]
+    module = ModuleScope.of(tree, imports)
+    findings = [finding for cls in classes for finding in check_class(cls, imports, module)]
     return CtxReport(len(classes), tuple(findings))
+
+
+@dataclass(frozen=True)
+class ModuleScope:
+    """What a forward can reach in its module: module-level functions and global names."""
+
+    functions: dict[str, FunctionSource]
+    globals: frozenset[str]
+
+    @staticmethod
+    def of(tree: ast.Module, imports: ImportTable) -> "ModuleScope":
+        functions: dict[str, FunctionSource] = {}
+        names: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions[node.name] = FunctionSource(node, imports, None)
+            elif isinstance(node, ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+        return ModuleScope(functions, frozenset(names))
+
+    def function(self, qualified: str) -> FunctionSource | None:
+        return self.functions.get(qualified)
 
 
 def function_classes(tree: ast.Module, imports: ImportTable) -> list[ast.ClassDef]:
@@ -82,27 +110,134 @@ def function_classes(tree: ast.Module, imports: ImportTable) -> list[ast.ClassDe
     return sorted((cls for cls in classes if is_function(cls)), key=lambda c: (c.lineno, c.col_offset))
 
 
-def check_class(cls: ast.ClassDef, imports: ImportTable) -> list[Finding]:
+def check_class(cls: ast.ClassDef, imports: ImportTable, module: ModuleScope | None = None) -> list[Finding]:
     """DB100/DB101 on what forward (or setup_context) keeps, DB102/DB104 on backward."""
+    module = module or ModuleScope({}, frozenset())
     methods = {node.name: node for node in cls.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     backward = methods.get("backward")
     findings: list[Finding] = []
     tensor_attributes: frozenset[str] = frozenset()
     keeper = methods.get("setup_context") or methods.get("forward")
     if keeper is not None:
-        analysis = _analyse_keeper(keeper, imports, new_style="setup_context" in methods)
+        slots = gradient_slots(backward) if backward is not None else None
+        forward = methods.get("forward") if "setup_context" in methods else None
+        analysis = _analyse_keeper(keeper, imports, module, slots, forward)
         tensor_attributes = frozenset(
             kept.attribute for kept in analysis.kept.values() if kept.attribute is not None
             and any(is_tensor(v) for _, values in kept.arguments for v in flatten(values)))
         if backward is None or not once_differentiable(backward, imports):
             used = _attributes_read(cls, exclude=KEEPING_METHODS)
+            opaque = opaque_calls(backward, imports, module) if backward is not None else []
+            reported: dict[frozenset, list[Hazard]] = {}
             for hazard in analysis.hazards():
-                attribute = hazard.node.attr if isinstance(hazard.node, ast.Attribute) else None
-                if attribute is None or attribute in used:
-                    findings.append(Finding(hazard.node.lineno, hazard.node.col_offset, hazard.code, hazard.message))
+                if hazard.attribute is None or hazard.attribute in used:
+                    reported.setdefault(hazard.sites | {hazard.code}, []).append(hazard)
+            for same_cause in reported.values():
+                findings.append(_finding(same_cause, opaque))
     if backward is not None:
         findings.extend(_check_backward(backward, imports, tensor_attributes))
     return findings
+
+
+def _finding(hazards: list[Hazard], opaque: list[ast.Call]) -> Finding:
+    """One finding per root cause: the first place keeping it, the others as related locations."""
+    first, *others = hazards
+    located = first.element if first.element is not None else first.node
+    message = first.message
+    if opaque:
+        call = opaque[0]
+        message += (f"; backward calls `{_callee(call)}` (line {call.lineno}), which autograd cannot "
+                    "differentiate, so double backward cannot work whatever is saved: mark backward "
+                    "@once_differentiable")
+    elif first.code == "DB101":
+        message += (" with no path to the input: double backward through it is silently wrong; save the "
+                    "original input and recompute in backward, or mark backward @once_differentiable")
+    else:
+        message += (": backward uses it with no path to the inputs, so double backward through it is "
+                    "silently wrong; save inputs/outputs and recompute it in backward, or mark backward "
+                    "@once_differentiable")
+    related = tuple((h.node.lineno, h.node.col_offset) for h in others)
+    if related:
+        message += f" (the same value is also kept at line{'s' if len(related) > 1 else ''} " \
+                   f"{', '.join(str(line) for line, _ in related)})"
+    return Finding(located.lineno, located.col_offset, first.code, message, related)
+
+
+def _callee(call: ast.Call) -> str:
+    text = ast.unparse(call.func)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def gradient_slots(backward: ast.FunctionDef) -> tuple[frozenset[int], frozenset[int]] | None:
+    """(positions that are a literal ``None`` in every return, positions given a gradient in some).
+
+    None when a return is not a literal the positions can be read from (``return grads``).
+    """
+    always_none: set[int] | None = None
+    given: set[int] = set()
+    for node in _own_returns(backward):
+        value = node.value
+        elements = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+        if value is None or any(isinstance(e, ast.Starred) for e in elements):
+            return None
+        nones = {i for i, e in enumerate(elements) if isinstance(e, ast.Constant) and e.value is None}
+        given.update(set(range(len(elements))) - nones)
+        always_none = nones if always_none is None else always_none & nones
+    if always_none is None:
+        return None
+    return frozenset(always_none), frozenset(given)
+
+
+def _own_returns(function: ast.FunctionDef) -> list[ast.Return]:
+    found: list[ast.Return] = []
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return):
+            found.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+# Callees of a backward that autograd can differentiate through (besides torch's namespaces).
+DIFFERENTIABLE_MODULES = ("torch.", "math.", "operator.", "numbers.", "builtins.", "typing.", "einops.")
+
+
+def opaque_calls(backward: ast.FunctionDef, imports: ImportTable, module: ModuleScope) -> list[ast.Call]:
+    """Calls in ``backward`` that autograd cannot differentiate: kernel launches (``kernel[grid](...)``),
+    ``.apply`` of another Function, functions of other (extension) modules, ``torch.ops`` of other
+    libraries; a function of this module counts when its own body makes such a call."""
+    found: list[ast.Call] = []
+    for node in ast.walk(backward):
+        if isinstance(node, ast.Call) and _is_opaque(node, imports, module, depth=0):
+            found.append(node)
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _is_opaque(call: ast.Call, imports: ImportTable, module: ModuleScope, depth: int) -> bool:
+    func = call.func
+    if isinstance(func, ast.Subscript):                              # triton: kernel[grid](...)
+        return True
+    if isinstance(func, ast.Attribute) and func.attr in ("apply", "_C") and \
+            isinstance(func.value, (ast.Name, ast.Attribute)):
+        return func.attr == "apply" and (imports.qualify(func.value) or "")[:1].isupper() or \
+            (isinstance(func.value, ast.Name) and func.value.id[:1].isupper())
+    qualified = imports.qualify(func)
+    if qualified is None:
+        return False
+    if qualified.startswith("torch.ops."):
+        return not qualified.startswith(("torch.ops.aten.", "torch.ops.prims."))
+    head = func
+    while isinstance(head, ast.Attribute):
+        head = head.value
+    if isinstance(head, ast.Name) and head.id in imports.names:
+        return not (qualified + ".").startswith(DIFFERENTIABLE_MODULES) and "." in qualified
+    source = module.function(qualified)
+    if source is not None and depth < 2:
+        return any(isinstance(n, ast.Call) and _is_opaque(n, source.imports, module, depth + 1)
+                   for n in ast.walk(source.definition))
+    return False
 
 
 def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool:
@@ -115,20 +250,39 @@ def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool
     return False
 
 
-def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, new_style: bool) -> ForwardAnalysis:
-    analysis = ForwardAnalysis(imports, _tensor_names(function, imports))
+def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, module: ModuleScope,
+                    slots: tuple[frozenset[int], frozenset[int]] | None,
+                    forward: ast.FunctionDef | None) -> ForwardAnalysis:
+    """Run the forward analysis; ``forward`` is given for setup_context (it names the inputs)."""
+    analysis = ForwardAnalysis(imports, _tensor_names(function, imports), module.function, module.globals)
     env: Env = {}
     positional = _positional(function)
-    if new_style:                                     # setup_context(ctx, inputs, output)
+    if _is_classmethod(function) and [*function.args.posonlyargs, *function.args.args]:
+        env[[*function.args.posonlyargs, *function.args.args][0].arg] = CLASS
+
+    def input_value(index: int, name: str) -> Values:
+        """An input of forward: a tensor when backward gives it a gradient, a constant when never."""
+        if slots is not None and index in slots[0]:
+            return frozenset({Value(Kind.CONSTANT)})          # no gradient flows through it
+        return analysis.bound(name, frozenset({Value(Kind.INPUT, name=name,
+                                                     tensor=slots is not None and index in slots[1])}), env)
+
+    if forward is not None:                           # setup_context(ctx, inputs, output)
         names = [arg.arg for arg in positional]
         if len(names) >= 3:
             analysis.input_containers.add(names[1])
             env[names[0]] = CTX
-            env[names[1]] = frozenset({Value(Kind.INPUT, name=names[1], star=True)})
+            inputs = [*forward.args.posonlyargs, *forward.args.args]
+            if forward.args.vararg is None and not _is_classmethod(forward):
+                env[names[1]] = sequence([input_value(i, a.arg) for i, a in enumerate(inputs)])
+            else:
+                env[names[1]] = frozenset({Value(Kind.INPUT, name=names[1], star=True)})
             env[names[2]] = frozenset({Value(Kind.OUTPUT, star=True)})
     elif positional:                                  # forward(ctx, *inputs)
         env[positional[0].arg] = CTX
-        for arg in [*positional[1:], *function.args.kwonlyargs]:
+        for index, arg in enumerate(positional[1:]):
+            env[arg.arg] = input_value(index, arg.arg)
+        for arg in function.args.kwonlyargs:
             env[arg.arg] = analysis.bound(arg.arg, frozenset({Value(Kind.INPUT, name=arg.arg)}), env)
     for star in (function.args.vararg, function.args.kwarg):
         if star is not None:
@@ -165,8 +319,12 @@ def _check_backward(backward: ast.FunctionDef, imports: ImportTable,
 def _positional(function: ast.FunctionDef) -> list[ast.arg]:
     """Positional parameters, without ``cls`` of a classmethod."""
     positional = [*function.args.posonlyargs, *function.args.args]
-    is_classmethod = any(isinstance(d, ast.Name) and d.id == "classmethod" for d in function.decorator_list)
-    return positional[1:] if is_classmethod else positional
+    return positional[1:] if _is_classmethod(function) else positional
+
+
+def _is_classmethod(function: ast.FunctionDef) -> bool:
+    return any(isinstance(d, (ast.Name, ast.Attribute)) and ast.unparse(d).rpartition(".")[2] == "classmethod"
+               for d in function.decorator_list)
 
 
 def _attributes_read(cls: ast.ClassDef, exclude: tuple[str, ...]) -> set[str]:

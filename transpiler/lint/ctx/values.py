@@ -31,6 +31,7 @@ class Kind(enum.Enum):
 
 
 Values = frozenset["Value"]
+Site = tuple  # (line, col offset) in the analysed file, (line, col offset, path) in another one
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,9 @@ class Value:
     """One abstract value; names hold sets of them (one per path)."""
 
     kind: Kind
-    site: tuple[int, int] | None = None    # TENSOR/CONSTANT: where it was computed (line, col offset)
+    site: Site | None = None               # TENSOR/CONSTANT: where it was computed (line, col offset[, path])
     view: bool = False                     # TENSOR/CONSTANT: a view of the tensor computed at ``site``
+    view_site: Site | None = None          # TENSOR/CONSTANT view: where the view itself was taken
     maybe: bool = False                    # TENSOR: computed from inputs that may be Python numbers
     name: str | None = None                # INPUT: the parameter
     star: bool = False                     # INPUT/OUTPUT/SAVED: a container of such elements

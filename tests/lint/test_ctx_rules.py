@@ -57,6 +57,26 @@ def test_messages_name_the_kept_values_and_the_way_out():
     assert by_line[33].message.startswith("ctx.parts = keeps `c` (computed at line 30)")   # the element of the list
 
 
+def test_messages_tell_opaque_kernels_from_differentiable_backwards():
+    by_line = {d.line: d for d in lint([str(FIXTURES / "messages.py")]).diagnostics}
+    triton, extension, branches = by_line[13], by_line[28], by_line[43]
+    assert triton.message.startswith("ctx.save_for_backward keeps `rstd` (computed at line 12)")
+    assert "backward calls `_rms_norm_backward_kernel[x.shape[0],]` (line 20), which autograd cannot " \
+           "differentiate, so double backward cannot work whatever is saved: mark backward " \
+           "@once_differentiable" in triton.message
+    assert "silently wrong" not in triton.message
+    assert "`my_extension_cuda.backward` (line 33)" in extension.message
+    assert "silently wrong; save inputs/outputs and recompute it in backward" in branches.message
+    assert "cannot differentiate" not in branches.message
+
+
+def test_one_finding_per_root_cause_with_the_other_sites_related():
+    (finding,) = [d for d in lint([str(FIXTURES / "messages.py")]).diagnostics if d.line >= 40]
+    assert finding.related == ((45, 13), (47, 13))
+    assert finding.message.endswith("(the same value is also kept at lines 45, 47)")
+    assert finding.as_json()["related"] == [{"line": 45, "col": 13}, {"line": 47, "col": 13}]
+
+
 def lint_source(tmp_path: Path, source: str) -> set[tuple[str, int, int]]:
     path = tmp_path / "case.py"
     path.write_text(source)

@@ -182,7 +182,8 @@ def _check_source(path: str, source: bytes, trust_bytecode: bool) -> FileReport:
     diagnostics: tuple[Diagnostic, ...] = ()
     if report.findings:
         lines = _decode(source).splitlines()
-        found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message)
+        found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message,
+                            related=tuple((line, _column(lines, line, col)) for line, col in f.related))
                  for f in report.findings)
         diagnostics = tuple(without_suppressed(found, lines))
     formula_file = may_use_derivative and uses_derivative(tree)

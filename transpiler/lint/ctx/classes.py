@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from transpiler.lint.ctx.backward import BackwardAnalysis, nonlocal_statements
-from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard
+from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard, global_key
 from transpiler.lint.ctx.interpreter import Env
 from transpiler.lint.ctx.names import ImportTable, import_table, statements
 from transpiler.lint.ctx.values import (
@@ -336,6 +336,8 @@ def _attributes_read(cls: ast.ClassDef, exclude: tuple[str, ...]) -> set[str]:
         for node in ast.walk(statement):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 read.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                read.add(global_key(node.id))
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 read.add(node.value)                   # getattr(ctx, "name")
     return read

@@ -141,11 +141,8 @@ class ForwardAnalysis(Interpreter):
         return site
 
     def anchor(self, node: ast.AST) -> ast.AST:
-        """Where a finding about ``node`` lands: the call into another file when it is in one."""
-        for frame in self.frames:
-            if frame.source.path is not None:
-                return frame.call
-        return node
+        """Where a finding about ``node`` lands: in the Function, at the call of the followed function."""
+        return self.frames[0].call if self.frames else node
 
     # --- what forward keeps and returns ------------------------------------------------------
 
@@ -172,23 +169,25 @@ class ForwardAnalysis(Interpreter):
 
     def store_global(self, target: ast.Name, values: Values, source: ast.expr | None) -> None:
         """``global G; G = y``: a module global that backward may read."""
-        self.keep(target, target.id, [(source if source is not None else target, values)],
+        self.keep(target, global_key(target.id), [(source if source is not None else target, values)],
                   where=f"global `{target.id} =`")
 
-    def store_subscript(self, target: ast.Subscript, values: Values, env: Env) -> None:
+    def store_subscript(self, target: ast.Subscript, values: Values, env: Env,
+                        source: ast.expr | None = None) -> None:
         """``buf[i] = t``: ``buf`` (a tensor or a list) now holds what ``t`` holds."""
         self.evaluate(target.slice, env)
         container = target.value
+        kept = [(source if source is not None else target, values)]
+        where = f"`{_text(target)} =`"
         if isinstance(container, ast.Attribute) and self.evaluate(container.value, env) == CTX:
             if container.attr == "__dict__" and isinstance(target.slice, ast.Constant) \
                     and isinstance(target.slice.value, str):
-                self.keep(target, target.slice.value, [(target, values)])     # ``ctx.__dict__["y"] = y``
+                self.keep(target, target.slice.value, kept, where)             # ``ctx.__dict__["y"] = y``
             else:
-                self.keep(target, container.attr, [(target, values)])         # ``ctx.ys[0] = y``
+                self.keep(target, container.attr, kept, where)                 # ``ctx.ys[0] = y``
             return
         if isinstance(container, ast.Name) and container.id not in env and container.id in self.globals:
-            self.keep(target, container.id, [(target, values)],
-                      where=f"`{ast.unparse(target)} =` (a module global)")
+            self.keep(target, global_key(container.id), kept, f"{where} (a module global)")
             return
         if isinstance(target.value, ast.Name) and target.value.id in env:
             container = env[target.value.id]
@@ -457,6 +456,8 @@ class ForwardAnalysis(Interpreter):
         """Arithmetic on tensors is a tensor; a gradient flows if any operand carries one."""
         values = flatten(union(operands))
         site = self.site(node)
+        if self.recording and any(v.kind is Kind.TENSOR and v.site not in self.recorded for v in values):
+            self.recorded.discard(site)             # from a tensor outside the recorded graph (detached)
         if any(is_tensor(v) and v.kind is not Kind.CONSTANT for v in values):
             return frozenset({Value(Kind.TENSOR, site=site)})
         if any(v.kind in (Kind.UNKNOWN, Kind.CTX) for v in values):
@@ -526,9 +527,13 @@ class ForwardAnalysis(Interpreter):
                 env[parameter.arg] = keywords.get(parameter.arg, UNKNOWN)
         for parameter in definition.args.kwonlyargs:
             env[parameter.arg] = keywords.get(parameter.arg, UNKNOWN)
-        for star in (definition.args.vararg, definition.args.kwarg):
-            if star is not None:
-                env[star.arg] = UNKNOWN
+        if definition.args.vararg is not None:
+            rest = list(zip(node.args, arguments))[len(parameters):]
+            env[definition.args.vararg.arg] = sequence(
+                [element_of(v) if isinstance(a, ast.Starred) else v for a, v in rest],
+                exact=not any(isinstance(a, ast.Starred) for a, _ in rest))
+        if definition.args.kwarg is not None:
+            env[definition.args.kwarg.arg] = UNKNOWN
         frame = _Frame(source, node)
         imports, self.imports = self.imports, source.imports
         self.frames.append(frame)
@@ -639,6 +644,10 @@ class ForwardAnalysis(Interpreter):
             return self.in_place(node, func, method, receiver, arguments, env)
         if method in VIEW_METHODS:
             return self.view(node, flatten(receiver))
+        if method == "detach":                          # same values, no path to the inputs
+            detached = self.derived(node, receiver)
+            self.recorded.discard(self.site(node))
+            return detached
         if method in FACTORIES or method in NON_DIFFERENTIABLE:
             return self.constant(node)
         if method in ("to", "type") and self.casts_to_integer(node):
@@ -694,6 +703,11 @@ def _elements(expression: ast.expr, values: Values) -> list[tuple[ast.expr, Valu
 def _text(expression: ast.expr) -> str:
     text = ast.unparse(expression)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def global_key(name: str) -> str:
+    """The ``attribute`` of a value kept in a module global: backward must read ``name`` to use it."""
+    return f"<global>{name}"
 
 
 def _ctx_key(attribute: str) -> str:

@@ -197,3 +197,41 @@ def test_relative_imports_resolve_against_the_package(tmp_path: Path):
     result = lint([str(package / "mine.py")])
     assert result.functions == 2
     assert [(d.code, d.line) for d in result.diagnostics] == [("DB100", 7)]
+
+
+def write_package(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_intermediates_and_bases_are_followed_across_the_linted_tree(tmp_path: Path):
+    write_package(tmp_path / "pkg", {
+        "__init__.py": "from .helpers import normalize\n",
+        "helpers.py": (
+            "def normalize(x):\n"
+            "    rstd = x.pow(2).mean(-1, keepdim=True).rsqrt()\n"
+            "    return x * rstd, rstd\n"),
+        "base.py": (
+            "import torch\n\n"
+            "class Base(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (kept,) = ctx.saved_tensors\n"
+            "        return grad * kept\n"),
+        "impl.py": (
+            "from pkg import normalize\n"
+            "from pkg.base import Base\n\n"
+            "class Impl(Base):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        y, rstd = normalize(x)\n"
+            "        ctx.save_for_backward(rstd)\n"          # line 8: rstd comes from helpers.py
+            "        return y\n"),
+    })
+    result = lint([str(tmp_path)])
+    assert result.functions == 2
+    (finding,) = result.diagnostics
+    assert (Path(finding.path).name, finding.line, finding.code) == ("impl.py", 8, "DB100")
+    assert "`rstd` (computed at " in finding.message and "helpers.py:2)" in finding.message

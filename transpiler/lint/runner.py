@@ -43,6 +43,7 @@ PARALLEL_MIN_FILES = 200
 CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
 FUNCTION_ALIAS = re.compile(rb"Function[ \t]+as[ \t]+(\w+)")
 DERIVATIVE_DECORATOR = re.compile(rb"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*derivative\b")
+WORD = re.compile(rb"[A-Za-z_]\w*")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 
 
@@ -54,6 +55,8 @@ class FileReport:
     diagnostics: tuple[Diagnostic, ...]
     functions: int = 0              # torch.autograd.Function subclasses analysed
     formula_file: bool = False      # uses @derivative: the closure rules still have to run
+    function_names: tuple[str, ...] = ()   # their class names (other files may derive from them)
+    base_names: frozenset[bytes] = frozenset()  # words in the bases of classes the ctx rules skipped
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,9 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     CPython already wrote (see :func:`compiled_before`).
     """
     files, missing = collect_files(paths)
+    ctx.use_tree(files)                   # names resolve across the files of this run
     reports = check_files(files, jobs, trust_bytecode)
+    reports = _subclasses_of_tree_functions(reports, trust_bytecode)
     formula_paths = [r.path for r in reports if r.formula_file]
     closure_findings, fixed = _formula_rules(formula_paths, fix) if formula_paths else ({}, [])
     diagnostics = {d for r in reports for d in r.diagnostics} | set(missing)
@@ -134,8 +139,34 @@ def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool 
     return [reports[path] for path in files]
 
 
-def check_file(path: str, trust_bytecode: bool = True) -> FileReport:
-    """Syntax check, ctx rules, formula-file detection; never raises."""
+def _subclasses_of_tree_functions(reports: list[FileReport], trust_bytecode: bool) -> list[FileReport]:
+    """Check again the files whose classes derive from a Function class of another linted file
+    (``class Impl(ProjectBase)``: the text prefilter cannot see that ``ProjectBase`` is one)."""
+    names = {name.encode() for r in reports for name in r.function_names}
+    subclass_files = {r.path for r in reports if r.base_names & names and not r.diagnostics}
+    ctx.derive_from_tree(subclass_files)
+    return [check_file(r.path, trust_bytecode, tree_bases=True) if r.path in subclass_files else r
+            for r in reports]
+
+
+def class_base_words(source: bytes) -> frozenset[bytes]:
+    """The identifiers in the bases of every ``class X(...)`` statement (a text scan, no parse)."""
+    words: set[bytes] = set()
+    start = source.find(b"class ")
+    while start >= 0:
+        if not source[source.rfind(b"\n", 0, start) + 1:start].strip():
+            opening, colon = source.find(b"(", start, start + 200), source.find(b":", start, start + 200)
+            if opening >= 0 and (colon < 0 or opening < colon):
+                words.update(WORD.findall(source, opening + 1, max(source.find(b")", opening), opening)))
+        start = source.find(b"class ", start + 6)
+    return frozenset(words)
+
+
+def check_file(path: str, trust_bytecode: bool = True, tree_bases: bool = False) -> FileReport:
+    """Syntax check, ctx rules, formula-file detection; never raises.
+
+    ``tree_bases``: a class of the file derives from a Function class of another linted file.
+    """
     try:
         source = Path(path).read_bytes()
     except OSError as error:
@@ -143,7 +174,7 @@ def check_file(path: str, trust_bytecode: bool = True) -> FileReport:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # the compiler's warnings about the code read
-            return _check_source(path, source, trust_bytecode)
+            return _check_source(path, source, trust_bytecode, tree_bases)
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
         return FileReport(path, (_internal_error(path, error),))
 
@@ -167,8 +198,8 @@ def may_define_function(path: str, source: bytes) -> bool:
     return False
 
 
-def _check_source(path: str, source: bytes, trust_bytecode: bool) -> FileReport:
-    function_candidate = may_define_function(path, source)
+def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bool = False) -> FileReport:
+    function_candidate = tree_bases or may_define_function(path, source)
     may_use_derivative = DERIVATIVE_DECORATOR.search(source) is not None
     if not (trust_bytecode and compiled_before(path, source)):
         try:
@@ -176,7 +207,7 @@ def _check_source(path: str, source: bytes, trust_bytecode: bool) -> FileReport:
         except (SyntaxError, ValueError) as error:
             return FileReport(path, (_syntax_diagnostic(path, source, error),))
     if not (function_candidate or may_use_derivative):
-        return FileReport(path, ())
+        return FileReport(path, (), base_names=class_base_words(source) if b"class" in source else frozenset())
     tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     report = ctx.check_module(tree, path) if function_candidate else ctx.CtxReport(0, ())
     diagnostics: tuple[Diagnostic, ...] = ()
@@ -187,7 +218,7 @@ def _check_source(path: str, source: bytes, trust_bytecode: bool) -> FileReport:
                  for f in report.findings)
         diagnostics = tuple(without_suppressed(found, lines))
     formula_file = may_use_derivative and uses_derivative(tree)
-    return FileReport(path, diagnostics, report.functions, formula_file)
+    return FileReport(path, diagnostics, report.functions, formula_file, report.classes)
 
 
 def compiled_before(path: str, source: bytes) -> bool:

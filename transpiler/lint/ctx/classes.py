@@ -15,6 +15,7 @@ from transpiler.lint.ctx.backward import BackwardAnalysis, nonlocal_statements
 from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard, global_key
 from transpiler.lint.ctx.interpreter import Env
 from transpiler.lint.ctx.names import ImportTable, import_table, statements
+from transpiler.lint.ctx.tree import current_tree
 from transpiler.lint.ctx.values import (
     CTX,
     FACTORIES,
@@ -51,15 +52,21 @@ class Finding:
 class CtxReport:
     functions: int                   # Function subclasses analysed
     findings: tuple[Finding, ...]
+    classes: tuple[str, ...] = ()    # their names (bases other files of the tree may derive from)
 
 
 def check_module(tree: ast.Module, path: str) -> CtxReport:
-    """Run the ctx rules on every ``torch.autograd.Function`` subclass in ``tree``."""
+    """Run the ctx rules on every ``torch.autograd.Function`` subclass in ``tree``.
+
+    In the files the driver knows to derive from Function classes of other linted files
+    (:func:`~transpiler.lint.ctx.tree.derive_from_tree`), bases resolve through the tree.
+    """
     imports = import_table(tree, path)
-    classes = function_classes(tree, imports)
-    module = ModuleScope.of(tree, imports)
+    source_tree = current_tree()
+    classes = function_classes(tree, imports, source_tree is not None and path in source_tree.subclass_files)
+    module = ModuleScope.of(tree, imports, path)
     findings = [finding for cls in classes for finding in check_class(cls, imports, module)]
-    return CtxReport(len(classes), tuple(findings))
+    return CtxReport(len(classes), tuple(findings), tuple(cls.name for cls in classes))
 
 
 @dataclass(frozen=True)
@@ -68,9 +75,10 @@ class ModuleScope:
 
     functions: dict[str, FunctionSource]
     globals: frozenset[str]
+    path: str | None = None
 
     @staticmethod
-    def of(tree: ast.Module, imports: ImportTable) -> "ModuleScope":
+    def of(tree: ast.Module, imports: ImportTable, path: str | None = None) -> "ModuleScope":
         functions: dict[str, FunctionSource] = {}
         names: set[str] = set()
         for node in tree.body:
@@ -81,13 +89,22 @@ class ModuleScope:
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names.update(t.id for t in targets if isinstance(t, ast.Name))
-        return ModuleScope(functions, frozenset(names))
+        return ModuleScope(functions, frozenset(names), path)
 
     def function(self, qualified: str) -> FunctionSource | None:
-        return self.functions.get(qualified)
+        """A function of this module, or of another module of the linted tree."""
+        own = self.functions.get(qualified)
+        tree = current_tree()
+        if own is not None or tree is None or "." not in qualified:
+            return own
+        found = tree.definition(qualified)
+        if found is None or not isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        definition, imports, path = found
+        return FunctionSource(definition, imports, None if path == self.path else path)
 
 
-def function_classes(tree: ast.Module, imports: ImportTable) -> list[ast.ClassDef]:
+def function_classes(tree: ast.Module, imports: ImportTable, tree_bases: bool = False) -> list[ast.ClassDef]:
     """Classes deriving (directly, or through classes of this module) from autograd.Function."""
     classes = [node for node in statements(tree) if isinstance(node, ast.ClassDef)]
     by_name = {cls.name: cls for cls in classes}
@@ -104,10 +121,30 @@ def function_classes(tree: ast.Module, imports: ImportTable) -> list[ast.ClassDe
                 verdict = True
             elif isinstance(base, ast.Name) and base.id in by_name and base.id not in imports.names:
                 verdict = verdict or is_function(by_name[base.id])
+            elif tree_bases and qualified is not None and "." in qualified:
+                verdict = verdict or _function_in_tree(qualified, depth=0)
         verdicts[cls.name] = verdict
         return verdict
 
     return sorted((cls for cls in classes if is_function(cls)), key=lambda c: (c.lineno, c.col_offset))
+
+
+def _function_in_tree(qualified: str, depth: int) -> bool:
+    """Whether ``qualified`` is a Function subclass defined in another file of the linted tree."""
+    tree = current_tree()
+    found = tree.definition(qualified) if tree is not None and depth < 8 else None
+    if found is None or not isinstance(found[0], ast.ClassDef):
+        return False
+    cls, imports, _ = found
+    for base in cls.bases:
+        name = imports.qualify(base)
+        if name in FUNCTION_BASES:
+            return True
+        if isinstance(base, ast.Name) and base.id not in imports.names:
+            name = f"{qualified.rpartition('.')[0]}.{base.id}"          # a class of that module
+        if name is not None and "." in name and name != qualified and _function_in_tree(name, depth + 1):
+            return True
+    return False
 
 
 def check_class(cls: ast.ClassDef, imports: ImportTable, module: ModuleScope | None = None) -> list[Finding]:
@@ -137,6 +174,16 @@ def check_class(cls: ast.ClassDef, imports: ImportTable, module: ModuleScope | N
     if backward is not None:
         findings.extend(_check_backward(backward, imports, tensor_attributes))
     return findings
+
+
+def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool:
+    """``@once_differentiable`` under any import spelling."""
+    for decorator in function.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        qualified = imports.qualify(target)
+        if qualified is not None and qualified.rpartition(".")[2] == "once_differentiable":
+            return True
+    return False
 
 
 def _finding(hazards: list[Hazard], opaque: list[ast.Call]) -> Finding:
@@ -200,29 +247,53 @@ def _own_returns(function: ast.FunctionDef) -> list[ast.Return]:
     return found
 
 
-# Callees of a backward that autograd can differentiate through (besides torch's namespaces).
-DIFFERENTIABLE_MODULES = ("torch.", "math.", "operator.", "numbers.", "builtins.", "typing.", "einops.")
+# Modules whose functions a backward may call without leaving autograd (or without tensors).
+DIFFERENTIABLE_MODULES = (
+    "torch.", "math.", "operator.", "numbers.", "builtins.", "typing.", "einops.", "functools.",
+    "itertools.", "warnings.", "logging.", "os.", "sys.", "contextlib.", "collections.", "dataclasses.",
+    "triton.cdiv.", "triton.next_power_of_2.",
+)
 
 
 def opaque_calls(backward: ast.FunctionDef, imports: ImportTable, module: ModuleScope) -> list[ast.Call]:
-    """Calls in ``backward`` that autograd cannot differentiate: kernel launches (``kernel[grid](...)``),
-    ``.apply`` of another Function, functions of other (extension) modules, ``torch.ops`` of other
-    libraries; a function of this module counts when its own body makes such a call."""
-    found: list[ast.Call] = []
-    for node in ast.walk(backward):
-        if isinstance(node, ast.Call) and _is_opaque(node, imports, module, depth=0):
-            found.append(node)
+    """Calls in ``backward`` that autograd cannot differentiate, given tensors: kernel launches
+    (``kernel[grid](...)``), ``.apply`` of another Function, ``torch.ops`` of other libraries,
+    functions of other (extension) modules; a function of this module counts when its own body
+    launches a kernel or calls such a function."""
+    tensors = _backward_tensor_names(backward)
+    found = [node for node in ast.walk(backward) if isinstance(node, ast.Call)
+             and _given_tensors(node, tensors) and _is_opaque(node, imports, module, depth=0)]
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _backward_tensor_names(backward: ast.FunctionDef) -> set[str]:
+    """Names of backward holding tensors: its gradients, and what it reads from ctx."""
+    positional = _positional(backward)
+    names = {a.arg for a in positional[1:]} | ({backward.args.vararg.arg} if backward.args.vararg else set())
+    ctx = positional[0].arg if positional else "ctx"
+    for node in ast.walk(backward):
+        if isinstance(node, ast.Assign) and any(
+                isinstance(n, ast.Name) and n.id == ctx for n in ast.walk(node.value)):
+            names.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def _given_tensors(call: ast.Call, tensors: set[str]) -> bool:
+    """Whether a call's arguments include a gradient or something read from ctx."""
+    for argument in [*call.args, *(k.value for k in call.keywords)]:
+        for node in ast.walk(argument):
+            if isinstance(node, ast.Name) and node.id in tensors:
+                return True
+    return False
 
 
 def _is_opaque(call: ast.Call, imports: ImportTable, module: ModuleScope, depth: int) -> bool:
     func = call.func
     if isinstance(func, ast.Subscript):                              # triton: kernel[grid](...)
         return True
-    if isinstance(func, ast.Attribute) and func.attr in ("apply", "_C") and \
-            isinstance(func.value, (ast.Name, ast.Attribute)):
-        return func.attr == "apply" and (imports.qualify(func.value) or "")[:1].isupper() or \
-            (isinstance(func.value, ast.Name) and func.value.id[:1].isupper())
+    if isinstance(func, ast.Attribute) and func.attr == "apply":     # another Function's apply
+        receiver = (imports.qualify(func.value) or "").rpartition(".")[2]
+        return receiver[:1].isupper()
     qualified = imports.qualify(func)
     if qualified is None:
         return False
@@ -232,21 +303,11 @@ def _is_opaque(call: ast.Call, imports: ImportTable, module: ModuleScope, depth:
     while isinstance(head, ast.Attribute):
         head = head.value
     if isinstance(head, ast.Name) and head.id in imports.names:
-        return not (qualified + ".").startswith(DIFFERENTIABLE_MODULES) and "." in qualified
+        return "." in qualified and not (qualified + ".").startswith(DIFFERENTIABLE_MODULES)
     source = module.function(qualified)
     if source is not None and depth < 2:
         return any(isinstance(n, ast.Call) and _is_opaque(n, source.imports, module, depth + 1)
                    for n in ast.walk(source.definition))
-    return False
-
-
-def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool:
-    """``@once_differentiable`` under any import spelling."""
-    for decorator in function.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        qualified = imports.qualify(target)
-        if qualified is not None and qualified.rpartition(".")[2] == "once_differentiable":
-            return True
     return False
 
 
@@ -317,9 +378,11 @@ def _check_backward(backward: ast.FunctionDef, imports: ImportTable,
 
 
 def _positional(function: ast.FunctionDef) -> list[ast.arg]:
-    """Positional parameters, without ``cls`` of a classmethod."""
+    """Positional parameters, without ``cls`` of a classmethod (or of a ``forward(cls, ctx, ...)``
+    staticmethod that a subclass calls with its class)."""
     positional = [*function.args.posonlyargs, *function.args.args]
-    return positional[1:] if _is_classmethod(function) else positional
+    leading_class = len(positional) >= 2 and positional[0].arg in ("cls", "klass")
+    return positional[1:] if _is_classmethod(function) or leading_class else positional
 
 
 def _is_classmethod(function: ast.FunctionDef) -> bool:

@@ -506,7 +506,10 @@ class ForwardAnalysis(Interpreter):
             if qualified in PARTIAL:                    # the partial holds its bound arguments
                 held = [a for a in [*arguments, *keywords.values()] if a != PLAIN]
                 return sequence(held, exact=False) if held else PLAIN
-            source = self.functions(qualified) if len(self.frames) < MAX_CALL_DEPTH else None
+            # a function given no tensor computes none from the inputs; torch's own are not followed
+            given = not qualified.startswith("torch.") and any(
+                v.kind not in (Kind.PLAIN, Kind.UNKNOWN) for a in [*arguments, *keywords.values()] for v in flatten(a))
+            source = self.functions(qualified) if given and len(self.frames) < MAX_CALL_DEPTH else None
             if source is not None and all(frame.source is not source for frame in self.frames):
                 return self.follow(node, source, arguments, keywords)
             return UNKNOWN if namespace else self.builtin_call(node, qualified, arguments, keywords)

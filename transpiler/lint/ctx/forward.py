@@ -128,6 +128,7 @@ class ForwardAnalysis(Interpreter):
         self.tainted: set[Site] = set()             # constant tensors later written with gradient data
         self.recorded: set[Site] = set()            # computed under ``torch.enable_grad()``: own graph
         self.marked_nondifferentiable: set[Site] = set()   # tensors passed to ``ctx.mark_non_differentiable``
+        self.allocated: set[Site] = set()           # tensors forward allocates (buffers kernels fill)
         self.recording = 0                          # > 0 inside ``with torch.enable_grad():``
         self.frames: list[_Frame] = []              # functions of the tree being followed, innermost last
         self.own_globals: set[str] = set()          # names the forward declares ``global``
@@ -198,7 +199,7 @@ class ForwardAnalysis(Interpreter):
         """``holder`` after ``values`` were written into it (in place)."""
         if holder.kind is Kind.SEQUENCE:
             return Value(Kind.SEQUENCE, elements=(*holder.elements, values), exact=False)
-        if holder.kind is Kind.CONSTANT and self.carries_gradient(values):
+        if holder.kind is Kind.CONSTANT and holder.site is not None and self.carries_gradient(values):
             if holder.site is not None:
                 self.tainted.add(holder.site)           # every alias of this storage now carries it
             return Value(Kind.TENSOR, site=holder.site, view=holder.view)
@@ -478,6 +479,12 @@ class ForwardAnalysis(Interpreter):
             return frozenset({Value(Kind.CONSTANT, site=self.site(node))})
         return PLAIN if all(v.kind is Kind.PLAIN for v in values) else UNKNOWN
 
+    def allocate(self, node: ast.AST) -> Values:
+        """A new tensor (``torch.empty_like(x)``): a constant, and a buffer a kernel may fill."""
+        values = self.constant(node)
+        self.allocated.update(v.site for v in values)
+        return values
+
     def constant(self, node: ast.AST) -> Values:
         return frozenset({Value(Kind.CONSTANT, site=self.site(node))})
 
@@ -515,7 +522,21 @@ class ForwardAnalysis(Interpreter):
             return UNKNOWN if namespace else self.builtin_call(node, qualified, arguments, keywords)
         if isinstance(func, ast.Attribute) and receiver is not None:
             return self.method_call(node, func, receiver, arguments, keywords, env)
+        if isinstance(func, ast.Subscript):
+            self.launch(node, [*arguments, *keywords.values()], env)
         return UNKNOWN
+
+    def launch(self, node: ast.Call, arguments: list[Values], env: Env) -> None:
+        """``kernel[grid](x, out, ...)``: a kernel writes what it computes from its inputs into
+        the buffers it is given (``out = torch.empty_like(x)``), which then carry a gradient path."""
+        if not any(self.carries_gradient(a) for a in arguments):
+            return
+        computed = union(a for a in arguments if self.carries_gradient(a))
+        for argument in [*node.args, *(k.value for k in node.keywords)]:
+            if isinstance(argument, ast.Name) and argument.id in env and \
+                    any(v.kind is Kind.CONSTANT and v.site in self.allocated for v in env[argument.id]):
+                env[argument.id] = frozenset(self.absorb(v, computed) if v.site in self.allocated else v
+                                             for v in env[argument.id])
 
     def follow(self, node: ast.Call, source: FunctionSource, arguments: list[Values],
                keywords: dict[str | None, Values]) -> Values:
@@ -600,7 +621,9 @@ class ForwardAnalysis(Interpreter):
             return PLAIN if not name.startswith("_") else UNKNOWN
         if name[:1].isupper():
             return self.constant(node) if name.endswith("Tensor") else UNKNOWN
-        if name in FACTORIES or name in NON_DIFFERENTIABLE or (name == "where" and len(node.args) == 1):
+        if name in FACTORIES:
+            return self.allocate(node)
+        if name in NON_DIFFERENTIABLE or (name == "where" and len(node.args) == 1):
             return self.constant(node)
         operands = [*arguments, *keywords.values()]
         if name in MIXED_OUTPUTS or (name in INDEX_RETURNING and self.returns_indices(name, node, arguments)):
@@ -651,7 +674,9 @@ class ForwardAnalysis(Interpreter):
             detached = self.derived(node, receiver)
             self.recorded.discard(self.site(node))
             return detached
-        if method in FACTORIES or method in NON_DIFFERENTIABLE:
+        if method in FACTORIES:
+            return self.allocate(node)
+        if method in NON_DIFFERENTIABLE:
             return self.constant(node)
         if method in ("to", "type") and self.casts_to_integer(node):
             return self.constant(node)

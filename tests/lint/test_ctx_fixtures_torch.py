@@ -47,6 +47,7 @@ CASES = {
     },
     "enable_grad": {
         "GraphRecordedInForward": lambda: (leaf(3),),
+        "RecomputesForDoubleBackward": lambda: (leaf(3),),
         "DetachedLeaf": lambda: (leaf(3),),
         "ComputedAfterTheBlock": lambda: (leaf(3),),
     },

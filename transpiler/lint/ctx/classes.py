@@ -162,7 +162,7 @@ def check_class(cls: ast.ClassDef, imports: ImportTable, module: ModuleScope | N
         tensor_attributes = frozenset(
             kept.attribute for kept in analysis.kept.values() if kept.attribute is not None
             and any(is_tensor(v) for _, values in kept.arguments for v in flatten(values)))
-        if backward is None or not once_differentiable(backward, imports):
+        if backward is None or not (once_differentiable(backward, imports) or recomputes_when_recording(backward, imports)):
             used = _attributes_read(cls, exclude=KEEPING_METHODS)
             opaque = opaque_calls(backward, imports, module) if backward is not None else []
             reported: dict[frozenset, list[Hazard]] = {}
@@ -182,6 +182,17 @@ def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         qualified = imports.qualify(target)
         if qualified is not None and qualified.rpartition(".")[2] == "once_differentiable":
+            return True
+    return False
+
+
+def recomputes_when_recording(backward: ast.FunctionDef, imports: ImportTable) -> bool:
+    """``if torch.is_grad_enabled(): ... return``: a backward with its own path for double backward
+    (create_graph), which recomputes from inputs rather than use what ctx kept."""
+    for statement in backward.body:
+        if isinstance(statement, ast.If) and isinstance(statement.test, ast.Call) \
+                and (imports.qualify(statement.test.func) or "").endswith("is_grad_enabled") \
+                and statement.body and isinstance(statement.body[-1], ast.Return):
             return True
     return False
 

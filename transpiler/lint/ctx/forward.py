@@ -97,6 +97,8 @@ class _Frame:
 
 
 MAX_CALL_DEPTH = 4
+BUFFER_FACTORIES = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
+                              "zeros", "zeros_like", "new_zeros"})
 CLASS: Values = frozenset({Value(Kind.PLAIN, name="<class>")})         # ``cls`` of a classmethod
 SAVE_FOR_BACKWARD: Values = frozenset({Value(Kind.CTX, name="save_for_backward")})
 PARTIAL = frozenset({"functools.partial", "functools.partialmethod"})
@@ -479,10 +481,12 @@ class ForwardAnalysis(Interpreter):
             return frozenset({Value(Kind.CONSTANT, site=self.site(node))})
         return PLAIN if all(v.kind is Kind.PLAIN for v in values) else UNKNOWN
 
-    def allocate(self, node: ast.AST) -> Values:
-        """A new tensor (``torch.empty_like(x)``): a constant, and a buffer a kernel may fill."""
+    def allocate(self, node: ast.Call, factory: str) -> Values:
+        """A new tensor (``torch.empty_like(x)``): a constant; an uninitialised or zeroed floating
+        buffer is one a kernel may fill (``torch.ones`` masks and integer buffers are read, not filled)."""
         values = self.constant(node)
-        self.allocated.update(v.site for v in values)
+        if factory in BUFFER_FACTORIES and not self.casts_to_integer(node):
+            self.allocated.update(v.site for v in values)
         return values
 
     def constant(self, node: ast.AST) -> Values:
@@ -622,7 +626,7 @@ class ForwardAnalysis(Interpreter):
         if name[:1].isupper():
             return self.constant(node) if name.endswith("Tensor") else UNKNOWN
         if name in FACTORIES:
-            return self.allocate(node)
+            return self.allocate(node, name)
         if name in NON_DIFFERENTIABLE or (name == "where" and len(node.args) == 1):
             return self.constant(node)
         operands = [*arguments, *keywords.values()]
@@ -675,7 +679,7 @@ class ForwardAnalysis(Interpreter):
             self.recorded.discard(self.site(node))
             return detached
         if method in FACTORIES:
-            return self.allocate(node)
+            return self.allocate(node, method)
         if method in NON_DIFFERENTIABLE:
             return self.constant(node)
         if method in ("to", "type") and self.casts_to_integer(node):

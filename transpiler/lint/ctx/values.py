@@ -183,7 +183,8 @@ ALWAYS_TUPLE = frozenset({"mode", "sort", "topk", "kthvalue", "cummax", "cummin"
 MIXED_OUTPUTS: dict[str, tuple[bool, ...]] = {      # True: differentiable element
     "slogdet": (False, True), "lu_factor": (True, False), "lu": (False, True, True),
     "lu_factor_ex": (True, False, False), "inv_ex": (True, False), "cholesky_ex": (True, False),
-    "solve_ex": (True, False), "frexp": (True, False),
+    "solve_ex": (True, False), "frexp": (True, False), "native_dropout": (True, False),
+    "_fused_dropout": (True, False),
 }
 # Integer and boolean dtypes: a cast to one of them carries no gradient.
 INTEGER_DTYPES = frozenset({

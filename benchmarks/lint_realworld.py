@@ -47,6 +47,40 @@ PACKAGES = [
 ]
 
 
+# Hazards confirmed with torch: the class is extracted from the downloaded source into a scratch
+# module (never imported from the package) and run under gradcheck and gradgradcheck (CPU, float64).
+CONFIRM = [
+    ("gpytorch", "gpytorch/variational/large_batch_variational_strategy.py", "QuadFormDiagonal",
+     "a = torch.randn(4, 4, dtype=D)\n"
+     "inputs = ((a @ a.mT + torch.eye(4, dtype=D)).requires_grad_(), torch.randn(4, 3, dtype=D, requires_grad=True))\n"
+     "f = QuadFormDiagonal.apply"),
+    ("gpytorch", "gpytorch/functions/_log_normal_cdf.py", "LogNormalCDF",
+     "inputs = (torch.tensor([-3.0, -2.0, 0.5, 1.0], dtype=D, requires_grad=True),)\nf = LogNormalCDF.apply"),
+    ("entmax", "entmax/root_finding.py", "EntmaxBisectFunction",
+     "x = torch.randn(2, 5, dtype=D)\ninputs = (torch.tensor(1.5, dtype=D, requires_grad=True),)\n"
+     "f = lambda alpha: EntmaxBisectFunction.apply(x, alpha, -1, 50)"),
+]
+CONFIRM_HEADER = ("import math, warnings\nimport torch\nfrom torch import Tensor\nfrom torch.autograd import Function\n"
+                  "from torch.distributions import Normal\n"
+                  "warnings.simplefilter('ignore')\ntorch.manual_seed(0)\nD = torch.float64\n\n")
+CONFIRM_FOOTER = ("\nprint(torch.autograd.gradcheck(f, inputs, raise_exception=False), "
+                  "torch.autograd.gradgradcheck(f, inputs, raise_exception=False))\n")
+
+
+def confirm(roots: dict[str, Path], scratch: Path) -> None:
+    """Run each CONFIRM case in a fresh interpreter; print first- and second-order results."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    for package, path, name, run in CONFIRM:
+        source = (roots[package] / path).read_text()
+        cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == name)
+        script = scratch / f"confirm_{name}.py"
+        script.write_text(CONFIRM_HEADER + ast.get_source_segment(source, cls) + "\n\n" + run + CONFIRM_FOOTER)
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=scratch)
+        first, _, second = done.stdout.strip().partition(" ")
+        print(f"CONFIRM {package} {path} {name}: gradcheck {first or '?'}, gradgradcheck {second or '?'}"
+              + (f" ({done.stderr.strip().splitlines()[-1]})" if done.returncode else ""))
+
+
 def download(package: str, version: str, cache: Path) -> Path:
     """The unpacked sources of ``package==version`` under ``cache/src`` (downloaded once)."""
     target = cache / "src" / f"{package}-{version}"
@@ -95,6 +129,8 @@ def function_classes(root: Path) -> list[tuple[str, str, int, int]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/lint_realworld"))
+    parser.add_argument("--confirm", action="store_true",
+                        help="run the CONFIRM cases under gradcheck/gradgradcheck in a scratch directory")
     parser.add_argument("--sample-new", type=int, default=0,
                         help="print N more random silent Functions to judge (seeded)")
     args = parser.parse_args(argv)
@@ -137,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Functions with a finding: {found_functions}; silent: {len(silent)}, of which {sample_size} "
           f"sampled and read: {missed} missed hazard(s) -> about {estimated_missed:.1f} missed in all; "
           f"sampled recall {recall:.1%}")
+    if args.confirm:
+        confirm(roots, args.cache / "scratch")
     if args.sample_new:
         unjudged = [key for key in silent if key not in sampled]
         for key in random.Random(12).sample(unjudged, min(args.sample_new, len(unjudged))):

@@ -55,6 +55,8 @@ CASES = {
         "HelperComputesTheIntermediate": lambda: (leaf(2, 3), leaf(3, 4)),
         "HelperSavesOnCtx": lambda: (leaf(3),),
         "MatmulOperator": lambda: (leaf(2, 3), constant(3, 4)),
+        "CallablePassedIn": lambda: (constant(3, 2), constant(4, 2), torch.tensor(1.5, dtype=D, requires_grad=True),
+                                     lambda a, b: torch.cdist(a, b) ** 2),
         "HelperOnLabels": lambda: (leaf(2, 3), torch.tensor([[0], [2]])),
         "HelperOutputReturned": lambda: (leaf(2, 3), leaf(3, 4)),
     },
@@ -84,13 +86,17 @@ def test_flagged_exactly_when_double_backward_is_wrong(fixture: str, name: str):
     torch.manual_seed(0)
     function = getattr(load(fixture), name)
     arguments = CASES[fixture][name]()
-    checked = tuple(a for a in arguments if a.requires_grad)
+    positions = [i for i, a in enumerate(arguments) if isinstance(a, torch.Tensor) and a.requires_grad]
 
-    def first_output(*inputs):
-        output = function.apply(*inputs, *arguments[len(inputs):])
+    def first_output(*checked):
+        given = list(arguments)
+        for position, tensor in zip(positions, checked):
+            given[position] = tensor
+        output = function.apply(*given)
         return output[0] if isinstance(output, tuple) else output
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        correct = torch.autograd.gradgradcheck(first_output, checked, raise_exception=False)
+        correct = torch.autograd.gradgradcheck(first_output, tuple(arguments[i] for i in positions),
+                                               raise_exception=False)
     assert (name in flagged_classes(fixture)) == (not correct)

@@ -528,7 +528,17 @@ class ForwardAnalysis(Interpreter):
             return self.method_call(node, func, receiver, arguments, keywords, env)
         if isinstance(func, ast.Subscript):
             self.launch(node, [*arguments, *keywords.values()], env)
+        elif isinstance(func, ast.Name) and self.is_parameter(env.get(func.id, UNKNOWN)):
+            operands = [*arguments, *keywords.values()]       # a callable passed in: ``dist_fn(x1, x2)``
+            if any(self.carries_gradient(a) for a in operands):
+                return self.arithmetic(node, operands)
         return UNKNOWN
+
+    @staticmethod
+    def is_parameter(values: Values) -> bool:
+        """A forward parameter (given a gradient or not), not something computed."""
+        return bool(values) and all((v.kind is Kind.INPUT and not v.star) or (v.kind is Kind.CONSTANT and v.site is None)
+                                    for v in values)
 
     def launch(self, node: ast.Call, arguments: list[Values], env: Env) -> None:
         """``kernel[grid](x, out, ...)``: a kernel writes what it computes from its inputs into

@@ -41,6 +41,7 @@ INTERNAL = "DB002"
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
 PARALLEL_MIN_FILES = 200
 CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
+FUNCTION_WORD = re.compile(rb"Function\b")        # Function, InplaceFunction; not FunctionalTensor
 FUNCTION_ALIAS = re.compile(rb"Function[ \t]+as[ \t]+(\w+)")
 DERIVATIVE_DECORATOR = re.compile(rb"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*derivative\b")
 WORD = re.compile(rb"[A-Za-z_]\w*")
@@ -193,7 +194,7 @@ def may_define_function(path: str, source: bytes) -> bool:
     aliases = [re.compile(rb"\b%s\b" % re.escape(alias)) for alias in set(FUNCTION_ALIAS.findall(source))]
     for header in CLASS_BASES.finditer(source):
         bases = header.group(1)
-        if b"Function" in bases or any(alias.search(bases) for alias in aliases):
+        if FUNCTION_WORD.search(bases) or any(alias.search(bases) for alias in aliases):
             return True
     return False
 

@@ -57,6 +57,7 @@ CASES = {
         "MatmulOperator": lambda: (leaf(2, 3), constant(3, 4)),
         "CallablePassedIn": lambda: (constant(3, 2), constant(4, 2), torch.tensor(1.5, dtype=D, requires_grad=True),
                                      lambda a, b: torch.cdist(a, b) ** 2),
+        "ProjectedByTheSubclass": lambda: (leaf(2, 3),),
         "HelperOnLabels": lambda: (leaf(2, 3), torch.tensor([[0], [2]])),
         "HelperOutputReturned": lambda: (leaf(2, 3), leaf(3, 4)),
     },

@@ -501,6 +501,8 @@ class ForwardAnalysis(Interpreter):
         keywords = {k.arg: self.evaluate(k.value, env) for k in node.keywords}
         if receiver == CTX:
             return self.ctx_call(node, func.attr, arguments)
+        if receiver == CLASS:                                 # ``cls.project(X, alpha)``
+            return self.opaque_call(node, [*arguments, *keywords.values()])
         if isinstance(func, ast.Name) and env.get(func.id) == SAVE_FOR_BACKWARD:
             return self.ctx_call(node, "save_for_backward", arguments)
         qualified = self.qualified(func, env)
@@ -529,9 +531,14 @@ class ForwardAnalysis(Interpreter):
         if isinstance(func, ast.Subscript):
             self.launch(node, [*arguments, *keywords.values()], env)
         elif isinstance(func, ast.Name) and self.is_parameter(env.get(func.id, UNKNOWN)):
-            operands = [*arguments, *keywords.values()]       # a callable passed in: ``dist_fn(x1, x2)``
-            if any(self.carries_gradient(a) for a in operands):
-                return self.arithmetic(node, operands)
+            return self.opaque_call(node, [*arguments, *keywords.values()])   # a callable passed in
+        return UNKNOWN
+
+    def opaque_call(self, node: ast.Call, operands: list[Values]) -> Values:
+        """A callable the analysis cannot see into (passed in, or ``cls.project`` of a subclass):
+        given tensors with a gradient path, what it returns is computed from them."""
+        if any(self.carries_gradient(a) for a in operands):
+            return self.arithmetic(node, operands)
         return UNKNOWN
 
     @staticmethod

@@ -97,6 +97,10 @@ class _Frame:
 
 
 MAX_CALL_DEPTH = 4
+# Modules of Python itself, numpy, triton helpers and torch: their functions are not extension kernels.
+PYTHON_MODULES = ("math.", "operator.", "functools.", "itertools.", "typing.", "warnings.", "logging.", "os.",
+                  "sys.", "contextlib.", "collections.", "dataclasses.", "copy.", "numbers.", "builtins.",
+                  "inspect.", "enum.", "abc.", "re.", "types.", "numpy.", "triton.", "torch.")
 BUFFER_FACTORIES = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
                               "zeros", "zeros_like", "new_zeros"})
 CLASS: Values = frozenset({Value(Kind.PLAIN, name="<class>")})         # ``cls`` of a classmethod
@@ -525,6 +529,10 @@ class ForwardAnalysis(Interpreter):
             source = self.functions(qualified) if given and len(self.frames) < MAX_CALL_DEPTH else None
             if source is not None and all(frame.source is not source for frame in self.frames):
                 return self.follow(node, source, arguments, keywords)
+            if namespace and self.imported(func) and not (qualified + ".").startswith(PYTHON_MODULES):
+                # a function of another library (a CUDA extension, a kernel wrapper): what it returns
+                # from tensors with a gradient path is computed from them
+                return self.opaque_call(node, [*arguments, *keywords.values()])
             return UNKNOWN if namespace else self.builtin_call(node, qualified, arguments, keywords)
         if isinstance(func, ast.Attribute) and receiver is not None:
             return self.method_call(node, func, receiver, arguments, keywords, env)
@@ -540,6 +548,13 @@ class ForwardAnalysis(Interpreter):
         if any(self.carries_gradient(a) for a in operands):
             return self.arithmetic(node, operands)
         return UNKNOWN
+
+    def imported(self, func: ast.expr) -> bool:
+        """Whether the called name comes from an import statement of the module."""
+        head = func
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        return isinstance(head, ast.Name) and head.id in self.imports.names
 
     @staticmethod
     def is_parameter(values: Values) -> bool:
@@ -656,7 +671,8 @@ class ForwardAnalysis(Interpreter):
         """``torch.max(x, 1)`` returns (values, indices); ``torch.max(x, y)`` does not."""
         if name in ALWAYS_TUPLE or any(k.arg == "dim" for k in node.keywords):
             return True
-        return len(arguments) >= 2 and arguments[1] == PLAIN
+        return len(arguments) >= 2 and all(                 # a dim: Python data or a parameter without gradient
+            v.kind is Kind.PLAIN or (v.kind is Kind.CONSTANT and v.site is None) for v in arguments[1])
 
     def mixed(self, node: ast.Call, name: str, operands: list[Values]) -> Values:
         differentiable = self.arithmetic(node, [_inputs_as_tensors(o) for o in operands])

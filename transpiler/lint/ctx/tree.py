@@ -66,14 +66,12 @@ def _package(directory: str) -> str:
 
 @lru_cache(maxsize=4096)
 def _mentions(path: str, name: str) -> bool:
-    """A cheap text test before parsing: the module defines ``name`` or imports it (a re-export)."""
+    """A cheap text test before parsing: the module names ``name`` at all (defines or re-exports it)."""
     try:
         source = Path(path).read_bytes()
     except OSError:
         return False
-    word = re.escape(name.encode())
-    return re.search(rb"^(?:async[ \t]+)?(?:def|class)[ \t]+%s\b|^[ \t]*(?:from|import)\b[^\n]*\b%s\b" % (word, word),
-                     source, re.MULTILINE) is not None
+    return re.search(rb"\b%s\b" % re.escape(name.encode()), source) is not None
 
 
 @lru_cache(maxsize=512)

@@ -12,7 +12,7 @@ finding.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 
@@ -79,9 +79,11 @@ def element_of(values: Values, index: int | None = None) -> Values:
                 result |= union(value.elements) if value.elements else UNKNOWN
         elif value.kind in (Kind.INPUT, Kind.OUTPUT, Kind.SAVED) and value.star:
             result.add(Value(value.kind, name=value.name))
+        elif value.kind in (Kind.TENSOR, Kind.CONSTANT) and index is not None and value.site is not None:
+            # ``a, b = t``: each element is its own view of ``t`` (``a`` returned does not make ``b`` an output)
+            result.add(replace(value, view=True, view_site=(*value.site, "element", index)))
         elif value.kind in (Kind.TENSOR, Kind.CONSTANT, Kind.PLAIN):
             result.add(value)                       # an element of a tensor is a view of it
-            result.add(value)
         else:
             result.add(Value(Kind.UNKNOWN))
     return frozenset(result)

@@ -58,6 +58,7 @@ CASES = {
         "CallablePassedIn": lambda: (constant(3, 2), constant(4, 2), torch.tensor(1.5, dtype=D, requires_grad=True),
                                      lambda a, b: torch.cdist(a, b) ** 2),
         "ProjectedByTheSubclass": lambda: (leaf(2, 3),),
+        "LocalHelpers": lambda: (leaf(3, 2).t(), leaf(3, 4)),      # a strided x: contiguous() copies it
         "HelperOnLabels": lambda: (leaf(2, 3), torch.tensor([[0], [2]])),
         "HelperOutputReturned": lambda: (leaf(2, 3), leaf(3, 4)),
     },

@@ -112,7 +112,7 @@ PARTIAL = frozenset({"functools.partial", "functools.partialmethod"})
 class FunctionSource:
     """A function of the linted tree that a forward may call: its definition and where it lives."""
 
-    definition: ast.FunctionDef
+    definition: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
     imports: ImportTable
     path: str | None                  # None: the analysed file itself
 
@@ -138,6 +138,7 @@ class ForwardAnalysis(Interpreter):
         self.recording = 0                          # > 0 inside ``with torch.enable_grad():``
         self.frames: list[_Frame] = []              # functions of the tree being followed, innermost last
         self.own_globals: set[str] = set()          # names the forward declares ``global``
+        self.local_functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = {}  # defined inside
 
     def site(self, node: ast.AST) -> Site:
         """Where ``node`` is: (line, col) in the analysed file, plus the path in another file."""
@@ -239,6 +240,7 @@ class ForwardAnalysis(Interpreter):
             return env
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             env[node.name] = self.closure(node, env)    # what it reads from here travels with it
+            self.local_functions[node.name] = node
             return env
         if isinstance(node, (ast.With, ast.AsyncWith)) and any(self.enables_grad(i.context_expr) for i in node.items):
             self.recording += 1
@@ -264,6 +266,11 @@ class ForwardAnalysis(Interpreter):
     def bind(self, target: ast.expr, values: Values, env: Env, source: ast.expr | None = None) -> None:
         if isinstance(target, ast.Name) and target.id in self.declared_globals() and not self.frames:
             self.store_global(target, values, source)
+        if isinstance(target, ast.Name):
+            if isinstance(source, ast.Lambda):
+                self.local_functions[target.id] = source
+            else:
+                self.local_functions.pop(target.id, None)
         super().bind(target, values, env, source)
 
     def closure(self, function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, env: Env) -> Values:
@@ -509,6 +516,10 @@ class ForwardAnalysis(Interpreter):
             return self.opaque_call(node, [*arguments, *keywords.values()])
         if isinstance(func, ast.Name) and env.get(func.id) == SAVE_FOR_BACKWARD:
             return self.ctx_call(node, "save_for_backward", arguments)
+        local = self.local_functions.get(func.id) if isinstance(func, ast.Name) else None
+        if local is not None and len(self.frames) < MAX_CALL_DEPTH:
+            path = self.frames[-1].source.path if self.frames else None
+            return self.follow(node, FunctionSource(local, self.imports, path), arguments, keywords, closure=env)
         qualified = self.qualified(func, env)
         if qualified is not None:
             namespace = qualified.rpartition(".")[0]
@@ -575,11 +586,14 @@ class ForwardAnalysis(Interpreter):
                                              for v in env[argument.id])
 
     def follow(self, node: ast.Call, source: FunctionSource, arguments: list[Values],
-               keywords: dict[str | None, Values]) -> Values:
-        """Interpret a function of the linted tree with the call's arguments: what it returns."""
+               keywords: dict[str | None, Values], closure: Env | None = None) -> Values:
+        """Interpret a function of the linted tree with the call's arguments: what it returns.
+
+        ``closure``: the environment a function (or lambda) defined inside the forward sees.
+        """
         definition = source.definition
         parameters = [*definition.args.posonlyargs, *definition.args.args]
-        env: Env = {}
+        env: Env = dict(closure) if closure is not None else {}
         for index, parameter in enumerate(parameters):
             if index < len(arguments) and not isinstance(node.args[index], ast.Starred):
                 env[parameter.arg] = arguments[index]
@@ -598,7 +612,10 @@ class ForwardAnalysis(Interpreter):
         imports, self.imports = self.imports, source.imports
         self.frames.append(frame)
         try:
-            self.run(definition.body, env)
+            if isinstance(definition, ast.Lambda):
+                frame.returns.append(self.evaluate(definition.body, env))
+            else:
+                self.run(definition.body, env)
         finally:
             self.frames.pop()
             self.imports = imports

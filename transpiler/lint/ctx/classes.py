@@ -24,6 +24,7 @@ from transpiler.lint.ctx.values import (
     TENSOR_NAMESPACES,
     Kind,
     Value,
+    Values,
     flatten,
     is_tensor,
     sequence,

@@ -7,6 +7,17 @@ intermediate: backward's use of it has no path to the inputs, so double
 backward through it is silently wrong (DB100; DB101 when the intermediate hides
 behind an input's name, ``x = x.contiguous()``). Anything undecidable is
 ``UNKNOWN`` and stays silent.
+
+What it follows: functions of the module and of the linted tree, lambdas and
+defs of the forward, callables passed in and other libraries' functions (given
+tensors with a gradient path, they return values computed from them), kernel
+launches filling allocated buffers, and every way of keeping a value (ctx
+attributes and ``setattr``, ``ctx.__dict__``, lists on ctx, closures and
+``functools.partial``, globals and class attributes). What is not an
+intermediate: inputs backward never gives a gradient (and what only they
+compute), outputs identified with their view site, values recorded under
+``torch.enable_grad()``; outputs passed to ``ctx.mark_non_differentiable``
+are not outputs.
 """
 from __future__ import annotations
 

@@ -190,6 +190,7 @@ class _Interpreter:
         self._index = 0
         self._depth = 0            # > 0 inside compound statements
         self._taint = ValueKind.SCALAR  # VALUE inside control flow decided by tensor values
+        self._subject = ValueKind.SCALAR  # the kind of the ``match`` subject being matched
 
     # ---- statements -------------------------------------------------------------
     def run_body(self, statements: Iterable[cst.BaseStatement]) -> None:
@@ -230,8 +231,8 @@ class _Interpreter:
             if node.finalbody is not None:
                 self.block(node.finalbody.body)
         elif isinstance(node, cst.Match):
-            self.expr(node.subject)
-            self.branches(None, [*(case.body for case in node.cases), None])
+            self._subject = self.expr(node.subject)
+            self.branches(None, [*node.cases, None])
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             self.bind_name(node.name.value, node.name, None, self.closure_kind(node))
 
@@ -247,6 +248,12 @@ class _Interpreter:
             if isinstance(body, cst.If):
                 self.branches(body.test, [body.body, body.orelse])
             elif isinstance(body, cst.Else):
+                self.block(body.body)
+            elif isinstance(body, cst.MatchCase):      # captures hold (parts of) the subject
+                for name in _pattern_names(body.pattern):
+                    self.bind_name(name.value, name, None, join(self._subject, self._taint))
+                if body.guard is not None:
+                    self.expr(body.guard)
                 self.block(body.body)
             elif body is not None:
                 self.block(body)
@@ -348,10 +355,12 @@ class _Interpreter:
             self.result.mutated.add(container.value)
 
     def closure_kind(self, node: cst.FunctionDef | cst.Lambda | cst.ClassDef) -> ValueKind:
-        """A function, lambda or class defined here holds whatever it reads from the scope."""
+        """A function, lambda or class defined here holds whatever it reads from the scope,
+        its default arguments (evaluated here, bound for every later call) included."""
         if isinstance(node, cst.ClassDef):
             return join(*(self.env[n.value] for n in _walk_names(node) if n.value in self.env))
-        return join(*(self.env[n.value] for n in closure_reads(node, set(self.env))))
+        defaults = [self.expr(d) for d in _defaults_and_decorators(node)]
+        return join(*defaults, *(self.env[n.value] for n in closure_reads(node, set(self.env))))
 
     # ---- expressions ------------------------------------------------------------
     def expr(self, node: cst.CSTNode) -> ValueKind:
@@ -493,6 +502,24 @@ def _walk_names(node: cst.CSTNode) -> Iterator[cst.Name]:
         if isinstance(current, cst.Name):
             yield current
         stack.extend(syntax_children(current))
+
+
+def _pattern_names(pattern: cst.CSTNode) -> Iterator[cst.Name]:
+    """The names a ``case`` pattern captures (``case [x, *rest]``, ``case {**kw}``, ``case P() as p``)."""
+    stack = [pattern]
+    while stack:
+        current = stack.pop()
+        yield from _pattern_captures(current)
+        stack.extend(syntax_children(current))
+
+
+def _pattern_captures(node: cst.CSTNode) -> Iterator[cst.Name]:
+    kind = type(node)
+    if kind is cst.MatchAs or kind is cst.MatchStar:
+        if type(node.name) is cst.Name:
+            yield node.name
+    elif kind is cst.MatchMapping and type(node.rest) is cst.Name:
+        yield node.rest
 
 
 def _names_in_target(node: cst.CSTNode) -> Iterator[cst.Name]:
@@ -694,6 +721,8 @@ def _stores(node: cst.CSTNode) -> Iterator[cst.Name]:
         yield from _names_in_target(node.target)
     elif kind is cst.AsName:
         yield from _names_in_target(node.name)
+    elif kind is cst.MatchAs or kind is cst.MatchStar or kind is cst.MatchMapping:
+        yield from _pattern_captures(node)
     elif kind is cst.FunctionDef or kind is cst.ClassDef:
         yield node.name
     elif (kind is cst.Import or kind is cst.ImportFrom) and type(node.names) is not cst.ImportStar:

@@ -14,6 +14,7 @@ class Diagnostic:
     code: str
     message: str
     fix: str | None = field(default=None, compare=False)
+    related: tuple[tuple[int, int], ...] = field(default=(), compare=False)  # other (line, col) of the same cause
 
     def format(self) -> str:
         return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
@@ -25,6 +26,8 @@ class Diagnostic:
         }
         if self.fix is not None:
             data["fix"] = self.fix
+        if self.related:
+            data["related"] = [{"line": line, "col": col} for line, col in self.related]
         return data
 
 

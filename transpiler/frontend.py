@@ -21,6 +21,7 @@ from transpiler.dataflow import (
     ValueKind,
     analyze_body,
     bound_names,
+    scope_names,
     closure_reads,
     dotted_name,
     syntax_children,
@@ -290,6 +291,13 @@ class _ModuleReader:
                       ) -> tuple[int, cst.FunctionDef]:
         found = [(i, s) for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == BACKWARD]
         if not found:
+            lambdas = [t for s in body if isinstance(s, cst.SimpleStatementLine) for a in s.body
+                       if isinstance(a, cst.Assign) and isinstance(a.value, cst.Lambda)
+                       for t in a.targets if isinstance(t.target, cst.Name) and t.target.value == BACKWARD]
+            if lambdas:
+                raise MalformedFormula(lambdas[0].target, "backward is a lambda; write it as a nested "
+                                       "`def backward(...)` taking one gradient per differentiable output "
+                                       "(a lambda's defaults would hide what it captures)")
             raise MalformedFormula(function.name, "the formula has no nested `def backward(...)`; define one "
                                    "taking one gradient per differentiable output")
         if len(found) > 1:
@@ -394,7 +402,8 @@ class _ModuleReader:
                 raise MalformedFormula(kwonly, f"backward has keyword-only parameter "
                                        f"`{kwonly.name.value}`; the only one allowed is `{NEEDS_INPUT_GRAD}`")
             mask = kwonly.name.value
-        grads = tuple(p.name.value for p in params.params)
+        # a parameter with a default is not a gradient: it binds a forward value (a capture)
+        grads = tuple(p.name.value for p in params.params if p.default is None)
         expected = differentiable_output_count(schema, output_diff)
         if len(grads) != expected:
             raise MalformedFormula(node.name, f"backward takes {len(grads)} gradient(s) but the formula has "
@@ -405,7 +414,7 @@ class _ModuleReader:
     def captures(self, function: cst.FunctionDef, params: tuple[str, ...], backward: cst.FunctionDef,
                  outputs: tuple[str | None, ...], facts: FlowResult) -> tuple[Capture, ...]:
         """Every forward name the backward reads, classified, in order of first use."""
-        first_uses = self.first_uses(function, backward)
+        first_uses = self.first_uses(function, backward, facts)
         captures = []
         for name, first_use in sorted(first_uses.items(), key=lambda item: self.positions[item[1]]):
             kind, reason = classify_capture(name, params, outputs, facts)
@@ -414,11 +423,16 @@ class _ModuleReader:
             captures.append(Capture(name, kind, self.positions[first_use], definition, reason))
         return tuple(captures)
 
-    def first_uses(self, function: cst.FunctionDef, backward: cst.FunctionDef) -> dict[str, cst.Name]:
+    def first_uses(self, function: cst.FunctionDef, backward: cst.FunctionDef,
+                   facts: FlowResult) -> dict[str, cst.Name]:
         """For each forward name the backward reads, the read that comes first in the source."""
-        forward_names = bound_names(function) - {backward.name.value}
+        scope = scope_names(function)
+        # a name the forward declares ``global`` and binds is forward state the backward can read
+        assigned_globals = {name for name in scope.globals if name in facts.bindings}
+        forward_names = (set(scope.local) | assigned_globals) - {backward.name.value}
         uses: dict[str, cst.Name] = {}
-        for read in closure_reads(backward, forward_names):
+        defaults = [n for d in _backward_defaults(backward) for n in _names_read(d, forward_names)]
+        for read in [*defaults, *closure_reads(backward, forward_names)]:
             current = uses.get(read.value)
             if current is None or self.positions[read] < self.positions[current]:
                 uses[read.value] = read
@@ -544,6 +558,18 @@ def _bool_list(node: cst.BaseExpression) -> tuple[bool, ...] | None:
             return None
         values.append(element.value.value == "True")
     return tuple(values)
+
+
+def _backward_defaults(backward: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """Default values of the backward's parameters: evaluated in the forward, read as captures."""
+    params = backward.params
+    return [p.default for p in (*params.params, *params.kwonly_params) if p.default is not None]
+
+
+def _names_read(expression: cst.BaseExpression, names: set[str]) -> list[cst.Name]:
+    """Reads of ``names`` in an expression evaluated in the forward's own scope."""
+    holder = cst.Lambda(params=cst.Parameters(), body=expression)
+    return list(closure_reads(holder, names))
 
 
 def _find_return(node: cst.CSTNode) -> cst.Return | None:

@@ -108,7 +108,7 @@ def function_file(forward: list[str], backward: list[str], once: bool) -> str:
         "    def backward(ctx, grad):\n"
         "        x = y = a = b = buf = grad\n"
         f"{body(backward)}\n"
-        "        return grad, None, None, None\n")
+        "        return grad, None, None, grad\n")     # w gets a gradient: w.exp() carries one
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

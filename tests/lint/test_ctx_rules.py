@@ -54,7 +54,27 @@ def test_messages_name_the_kept_values_and_the_way_out():
     message = by_line[18].message
     assert "`expx` (computed at line 16)" in message and "`expnegx` (computed at line 17)" in message
     assert "recompute it in backward" in message and "@once_differentiable" in message
-    assert by_line[33].message.startswith("ctx.parts = keeps `[c, y]`")
+    assert by_line[33].message.startswith("ctx.parts = keeps `c` (computed at line 30)")   # the element of the list
+
+
+def test_messages_tell_opaque_kernels_from_differentiable_backwards():
+    by_line = {d.line: d for d in lint([str(FIXTURES / "messages.py")]).diagnostics}
+    triton, extension, branches = by_line[13], by_line[28], by_line[43]
+    assert triton.message.startswith("ctx.save_for_backward keeps `rstd` (computed at line 12)")
+    assert "backward calls `_rms_norm_backward_kernel[x.shape[0],]` (line 20), which autograd cannot " \
+           "differentiate, so double backward cannot work whatever is saved: mark backward " \
+           "@once_differentiable" in triton.message
+    assert "silently wrong" not in triton.message
+    assert "`my_extension_cuda.backward` (line 33)" in extension.message
+    assert "silently wrong; save inputs/outputs and recompute it in backward" in branches.message
+    assert "cannot differentiate" not in branches.message
+
+
+def test_one_finding_per_root_cause_with_the_other_sites_related():
+    (finding,) = [d for d in lint([str(FIXTURES / "messages.py")]).diagnostics if d.line >= 40]
+    assert finding.related == ((45, 13), (47, 13))
+    assert finding.message.endswith("(the same value is also kept at lines 45, 47)")
+    assert finding.as_json()["related"] == [{"line": 45, "col": 13}, {"line": 47, "col": 13}]
 
 
 def lint_source(tmp_path: Path, source: str) -> set[tuple[str, int, int]]:
@@ -177,3 +197,41 @@ def test_relative_imports_resolve_against_the_package(tmp_path: Path):
     result = lint([str(package / "mine.py")])
     assert result.functions == 2
     assert [(d.code, d.line) for d in result.diagnostics] == [("DB100", 7)]
+
+
+def write_package(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_intermediates_and_bases_are_followed_across_the_linted_tree(tmp_path: Path):
+    write_package(tmp_path / "pkg", {
+        "__init__.py": "from .helpers import normalize\n",
+        "helpers.py": (
+            "def normalize(x):\n"
+            "    rstd = x.pow(2).mean(-1, keepdim=True).rsqrt()\n"
+            "    return x * rstd, rstd\n"),
+        "base.py": (
+            "import torch\n\n"
+            "class Base(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        (kept,) = ctx.saved_tensors\n"
+            "        return grad * kept\n"),
+        "impl.py": (
+            "from pkg import normalize\n"
+            "from pkg.base import Base\n\n"
+            "class Impl(Base):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        y, rstd = normalize(x)\n"
+            "        ctx.save_for_backward(rstd)\n"          # line 8: rstd comes from helpers.py
+            "        return y\n"),
+    })
+    result = lint([str(tmp_path)])
+    assert result.functions == 2
+    (finding,) = result.diagnostics
+    assert (Path(finding.path).name, finding.line, finding.code) == ("impl.py", 8, "DB100")
+    assert "`rstd` (computed at " in finding.message and "helpers.py:2)" in finding.message

@@ -84,11 +84,24 @@ def test_db100_without_fix_says_how_to_make_it_an_output() -> None:
     assert "return it as an output" in conditional[0].message
 
 
+def fixture_line(path: Path, text: str) -> int:
+    """The 1-based number of the fixture line holding ``text``."""
+    return next(n for n, line in enumerate(path.read_text().splitlines(), start=1) if text in line)
+
+
 def test_db100_on_metadata_only_use_says_to_capture_the_metadata() -> None:
-    [finding] = [d for d in lint_fixture(FIXTURES / "DB100.py") if "`t`" in d.message and d.line == 199]
+    line = fixture_line(FIXTURES / "DB100.py", "return at.expand(grad * result, t.sizes())")
+    [finding] = [d for d in lint_fixture(FIXTURES / "DB100.py") if "`t`" in d.message and d.line == line]
     assert "only for its metadata (.sizes)" in finding.message
     assert "`t_sizes = t.sizes()`" in finding.message
     assert "silently wrong" not in finding.message
+
+
+def test_db100_on_a_backward_default_says_so_and_offers_no_fix() -> None:
+    line = fixture_line(FIXTURES / "DB100.py", "def backward(grad, t=c):")
+    [finding] = [d for d in lint_fixture(FIXTURES / "DB100.py") if d.line == line]
+    assert finding.message.startswith("a default of backward's parameters binds `c`")
+    assert finding.fix is None
 
 
 def test_db105_follows_helpers_from_other_files() -> None:

@@ -61,11 +61,14 @@ UNKNOWN_OPERATOR = "DB201"          # the emitter's name for the same call
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
 PARALLEL_MIN_FILES = 200
 CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
+FUNCTION_WORD = re.compile(rb"Function\b")        # Function, InplaceFunction; not FunctionalTensor
 FUNCTION_ALIAS = re.compile(rb"Function[ \t]+as[ \t]+(\w+)")
 DERIVATIVE_DECORATOR = re.compile(rb"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*derivative\b")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
 FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*transpile:[ \t]*noqa(?:[ \t]*:[ \t]*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?[ \t]*$",
                        re.IGNORECASE | re.MULTILINE)
+
+WORD = re.compile(rb"[A-Za-z_]\w*")
 
 
 class WorkerDied(Exception):
@@ -80,6 +83,8 @@ class FileReport:
     diagnostics: tuple[Diagnostic, ...]
     functions: int = 0              # torch.autograd.Function subclasses analysed
     formula_file: bool = False      # uses @derivative: the closure rules still have to run
+    function_names: tuple[str, ...] = ()   # their class names (other files may derive from them)
+    base_names: frozenset[bytes] = frozenset()  # words in the bases of classes the ctx rules skipped
 
 
 @dataclass(frozen=True)
@@ -126,12 +131,15 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     settings = settings or Settings()
     if stdin is not None:
         files, missing, sources = [stdin[0]], [], {stdin[0]: stdin[1]}
+        ctx.use_tree([])                      # standard input alone: no other files to resolve names in
         reports = [check_source(stdin[0], stdin[1], trust_bytecode=False)]
     else:
         files, missing_paths = python_files(paths, settings)
         missing = [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing_paths]
         sources = {}
+        ctx.use_tree(files)                   # names resolve across the files of this run
         reports = check_files(files, jobs, trust_bytecode)
+        reports = _subclasses_of_tree_functions(reports, trust_bytecode)
     formula_paths = [r.path for r in reports if r.formula_file]
     wanted = functools.partial(_wanted, settings)
     closure_findings, fixed, diffs = (_formula_rules(formula_paths, sources, fix or diff, diff, wanted)
@@ -194,21 +202,47 @@ def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool 
     return [reports[path] for path in files]
 
 
-def check_file(path: str, trust_bytecode: bool = True) -> FileReport:
-    """Syntax check, ctx rules, formula-file detection; never raises."""
+def _subclasses_of_tree_functions(reports: list[FileReport], trust_bytecode: bool) -> list[FileReport]:
+    """Check again the files whose classes derive from a Function class of another linted file
+    (``class Impl(ProjectBase)``: the text prefilter cannot see that ``ProjectBase`` is one)."""
+    names = {name.encode() for r in reports for name in r.function_names}
+    subclass_files = {r.path for r in reports if r.base_names & names and not r.diagnostics}
+    ctx.derive_from_tree(subclass_files)
+    return [check_file(r.path, trust_bytecode, tree_bases=True) if r.path in subclass_files else r
+            for r in reports]
+
+
+def class_base_words(source: bytes) -> frozenset[bytes]:
+    """The identifiers in the bases of every ``class X(...)`` statement (a text scan, no parse)."""
+    words: set[bytes] = set()
+    start = source.find(b"class ")
+    while start >= 0:
+        if not source[source.rfind(b"\n", 0, start) + 1:start].strip():
+            opening, colon = source.find(b"(", start, start + 200), source.find(b":", start, start + 200)
+            if opening >= 0 and (colon < 0 or opening < colon):
+                words.update(WORD.findall(source, opening + 1, max(source.find(b")", opening), opening)))
+        start = source.find(b"class ", start + 6)
+    return frozenset(words)
+
+
+def check_file(path: str, trust_bytecode: bool = True, tree_bases: bool = False) -> FileReport:
+    """Syntax check, ctx rules, formula-file detection; never raises.
+
+    ``tree_bases``: a class of the file derives from a Function class of another linted file.
+    """
     try:
         source = Path(path).read_bytes()
     except OSError as error:
         return FileReport(path, (Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror}"),))
-    return check_source(path, source, trust_bytecode)
+    return check_source(path, source, trust_bytecode, tree_bases)
 
 
-def check_source(path: str, source: bytes, trust_bytecode: bool = True) -> FileReport:
+def check_source(path: str, source: bytes, trust_bytecode: bool = True, tree_bases: bool = False) -> FileReport:
     """:func:`check_file` on ``source`` read already (``path`` names it); never raises."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")          # the compiler's warnings about the code read
-            return _check_source(path, source, trust_bytecode)
+            return _check_source(path, source, trust_bytecode, tree_bases)
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
         if caused_by_recursion(error):
             return FileReport(path, (too_deep(path, _decode(path, source)),))
@@ -229,33 +263,34 @@ def may_define_function(path: str, source: bytes) -> bool:
     aliases = [re.compile(rb"\b%s\b" % re.escape(alias)) for alias in set(FUNCTION_ALIAS.findall(source))]
     for header in CLASS_BASES.finditer(source):
         bases = header.group(1)
-        if b"Function" in bases or any(alias.search(bases) for alias in aliases):
+        if FUNCTION_WORD.search(bases) or any(alias.search(bases) for alias in aliases):
             return True
     return False
 
 
-def _check_source(path: str, source: bytes, trust_bytecode: bool) -> FileReport:
+def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bool = False) -> FileReport:
     file_noqa = _file_noqa(source) if b"transpile" in source else None
     if file_noqa is not None and not file_noqa:
         return FileReport(path, ())                  # ``# transpile: noqa``: the whole file is skipped
-    function_candidate = may_define_function(path, source)
+    function_candidate = tree_bases or may_define_function(path, source)
     may_use_derivative = DERIVATIVE_DECORATOR.search(source) is not None
     if not (trust_bytecode and compiled_before(path, source)):
         problem = syntax_problem(path, source)
         if problem is not None:
             return FileReport(path, _without_file_noqa((problem,), file_noqa))
     if not (function_candidate or may_use_derivative):
-        return FileReport(path, ())
+        return FileReport(path, (), base_names=class_base_words(source) if b"class" in source else frozenset())
     tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     report = ctx.check_module(tree, path) if function_candidate else ctx.CtxReport(0, ())
     diagnostics: tuple[Diagnostic, ...] = ()
     if report.findings:
         lines = _decode(path, source).splitlines()
-        found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message)
+        found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message,
+                            related=tuple((line, _column(lines, line, col)) for line, col in f.related))
                  for f in report.findings)
         diagnostics = _without_file_noqa(without_suppressed(found, lines), file_noqa)
     formula_file = may_use_derivative and uses_derivative(tree)
-    return FileReport(path, diagnostics, report.functions, formula_file)
+    return FileReport(path, diagnostics, report.functions, formula_file, report.classes)
 
 
 def syntax_problem(path: str, source: bytes) -> Diagnostic | None:

@@ -7,5 +7,6 @@ and it is two orders of magnitude faster than libcst on a tree the size of
 torch's (the ctx rules offer no rewrite, so they need no lossless tree).
 """
 from transpiler.lint.ctx.classes import CtxReport, Finding, check_module
+from transpiler.lint.ctx.tree import derive_from_tree, use_tree
 
-__all__ = ["CtxReport", "Finding", "check_module"]
+__all__ = ["CtxReport", "Finding", "check_module", "derive_from_tree", "use_tree"]

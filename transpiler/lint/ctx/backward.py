@@ -42,7 +42,8 @@ class BackwardAnalysis(Interpreter):
 
     # --- stores ------------------------------------------------------------------------------
 
-    def store_subscript(self, target: ast.Subscript, values: Values, env: Env) -> None:
+    def store_subscript(self, target: ast.Subscript, values: Values, env: Env,
+                        source: ast.expr | None = None) -> None:
         if self.is_saved(self.evaluate(target.value, env)):
             self.mutated(target, f"`{ast.unparse(target)} = ...`")
 

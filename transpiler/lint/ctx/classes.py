@@ -12,9 +12,10 @@ import ast
 from dataclasses import dataclass
 
 from transpiler.lint.ctx.backward import BackwardAnalysis, nonlocal_statements
-from transpiler.lint.ctx.forward import ForwardAnalysis
+from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard, global_key
 from transpiler.lint.ctx.interpreter import Env
 from transpiler.lint.ctx.names import ImportTable, import_table, statements
+from transpiler.lint.ctx.tree import current_tree
 from transpiler.lint.ctx.values import (
     CTX,
     FACTORIES,
@@ -23,8 +24,10 @@ from transpiler.lint.ctx.values import (
     TENSOR_NAMESPACES,
     Kind,
     Value,
+    Values,
     flatten,
     is_tensor,
+    sequence,
 )
 
 FUNCTION_BASES = frozenset({
@@ -43,23 +46,66 @@ class Finding:
     col_offset: int
     code: str
     message: str
+    related: tuple[tuple[int, int], ...] = ()    # other places with the same root cause (line, col offset)
 
 
 @dataclass(frozen=True)
 class CtxReport:
     functions: int                   # Function subclasses analysed
     findings: tuple[Finding, ...]
+    classes: tuple[str, ...] = ()    # their names (bases other files of the tree may derive from)
 
 
 def check_module(tree: ast.Module, path: str) -> CtxReport:
-    """Run the ctx rules on every ``torch.autograd.Function`` subclass in ``tree``."""
+    """Run the ctx rules on every ``torch.autograd.Function`` subclass in ``tree``.
+
+    In the files the driver knows to derive from Function classes of other linted files
+    (:func:`~transpiler.lint.ctx.tree.derive_from_tree`), bases resolve through the tree.
+    """
     imports = import_table(tree, path)
-    classes = function_classes(tree, imports)
-    findings = [finding for cls in classes for finding in check_class(cls, imports)]
-    return CtxReport(len(classes), tuple(findings))
+    source_tree = current_tree()
+    classes = function_classes(tree, imports, source_tree is not None and path in source_tree.subclass_files)
+    module = ModuleScope.of(tree, imports, path)
+    findings = [finding for cls in classes for finding in check_class(cls, imports, module)]
+    return CtxReport(len(classes), tuple(findings), tuple(cls.name for cls in classes))
 
 
-def function_classes(tree: ast.Module, imports: ImportTable) -> list[ast.ClassDef]:
+@dataclass(frozen=True)
+class ModuleScope:
+    """What a forward can reach in its module: module-level functions and global names."""
+
+    functions: dict[str, FunctionSource]
+    globals: frozenset[str]
+    path: str | None = None
+
+    @staticmethod
+    def of(tree: ast.Module, imports: ImportTable, path: str | None = None) -> "ModuleScope":
+        functions: dict[str, FunctionSource] = {}
+        names: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions[node.name] = FunctionSource(node, imports, None)
+            elif isinstance(node, ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+        return ModuleScope(functions, frozenset(names), path)
+
+    def function(self, qualified: str) -> FunctionSource | None:
+        """A function of this module, or of another module of the linted tree."""
+        own = self.functions.get(qualified)
+        tree = current_tree()
+        if own is not None or tree is None or "." not in qualified:
+            return own
+        found = tree.definition(qualified)
+        if found is None or not isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        definition, imports, path = found
+        return FunctionSource(definition, imports, None if path == self.path else path)
+
+
+def function_classes(tree: ast.Module, imports: ImportTable, tree_bases: bool = False) -> list[ast.ClassDef]:
     """Classes deriving (directly, or through classes of this module) from autograd.Function."""
     classes = [node for node in statements(tree) if isinstance(node, ast.ClassDef)]
     by_name = {cls.name: cls for cls in classes}
@@ -76,30 +122,56 @@ def function_classes(tree: ast.Module, imports: ImportTable) -> list[ast.ClassDe
                 verdict = True
             elif isinstance(base, ast.Name) and base.id in by_name and base.id not in imports.names:
                 verdict = verdict or is_function(by_name[base.id])
+            elif tree_bases and qualified is not None and "." in qualified:
+                verdict = verdict or _function_in_tree(qualified, depth=0)
         verdicts[cls.name] = verdict
         return verdict
 
     return sorted((cls for cls in classes if is_function(cls)), key=lambda c: (c.lineno, c.col_offset))
 
 
-def check_class(cls: ast.ClassDef, imports: ImportTable) -> list[Finding]:
+def _function_in_tree(qualified: str, depth: int) -> bool:
+    """Whether ``qualified`` is a Function subclass defined in another file of the linted tree."""
+    tree = current_tree()
+    found = tree.definition(qualified) if tree is not None and depth < 8 else None
+    if found is None or not isinstance(found[0], ast.ClassDef):
+        return False
+    cls, imports, _ = found
+    for base in cls.bases:
+        name = imports.qualify(base)
+        if name in FUNCTION_BASES:
+            return True
+        if isinstance(base, ast.Name) and base.id not in imports.names:
+            name = f"{qualified.rpartition('.')[0]}.{base.id}"          # a class of that module
+        if name is not None and "." in name and name != qualified and _function_in_tree(name, depth + 1):
+            return True
+    return False
+
+
+def check_class(cls: ast.ClassDef, imports: ImportTable, module: ModuleScope | None = None) -> list[Finding]:
     """DB100/DB101 on what forward (or setup_context) keeps, DB102/DB104 on backward."""
+    module = module or ModuleScope({}, frozenset())
     methods = {node.name: node for node in cls.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     backward = methods.get("backward")
     findings: list[Finding] = []
     tensor_attributes: frozenset[str] = frozenset()
     keeper = methods.get("setup_context") or methods.get("forward")
     if keeper is not None:
-        analysis = _analyse_keeper(keeper, imports, new_style="setup_context" in methods)
+        slots = gradient_slots(backward) if backward is not None else None
+        forward = methods.get("forward") if "setup_context" in methods else None
+        analysis = _analyse_keeper(keeper, imports, module, slots, forward)
         tensor_attributes = frozenset(
             kept.attribute for kept in analysis.kept.values() if kept.attribute is not None
             and any(is_tensor(v) for _, values in kept.arguments for v in flatten(values)))
-        if backward is None or not once_differentiable(backward, imports):
+        if backward is None or not (once_differentiable(backward, imports) or recomputes_when_recording(backward, imports)):
             used = _attributes_read(cls, exclude=KEEPING_METHODS)
+            opaque = opaque_calls(backward, imports, module) if backward is not None else []
+            reported: dict[frozenset, list[Hazard]] = {}
             for hazard in analysis.hazards():
-                attribute = hazard.node.attr if isinstance(hazard.node, ast.Attribute) else None
-                if attribute is None or attribute in used:
-                    findings.append(Finding(hazard.node.lineno, hazard.node.col_offset, hazard.code, hazard.message))
+                if hazard.attribute is None or hazard.attribute in used:
+                    reported.setdefault(hazard.sites | {hazard.code}, []).append(hazard)
+            for same_cause in reported.values():
+                findings.append(_finding(same_cause, opaque))
     if backward is not None:
         findings.extend(_check_backward(backward, imports, tensor_attributes))
     return findings
@@ -115,20 +187,175 @@ def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool
     return False
 
 
-def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, new_style: bool) -> ForwardAnalysis:
-    analysis = ForwardAnalysis(imports, _tensor_names(function, imports))
+def recomputes_when_recording(backward: ast.FunctionDef, imports: ImportTable) -> bool:
+    """``if torch.is_grad_enabled(): ... return``: a backward with its own path for double backward
+    (create_graph), which recomputes from inputs rather than use what ctx kept."""
+    for statement in backward.body:
+        if isinstance(statement, ast.If) and isinstance(statement.test, ast.Call) \
+                and (imports.qualify(statement.test.func) or "").endswith("is_grad_enabled") \
+                and statement.body and isinstance(statement.body[-1], ast.Return):
+            return True
+    return False
+
+
+def _finding(hazards: list[Hazard], opaque: list[ast.Call]) -> Finding:
+    """One finding per root cause: the first place keeping it, the others as related locations."""
+    first, *others = hazards
+    located = first.element if first.element is not None else first.node
+    message = first.message
+    if opaque:
+        call = opaque[0]
+        message += (f"; backward calls `{_callee(call)}` (line {call.lineno}), which autograd cannot "
+                    "differentiate, so double backward cannot work whatever is saved: mark backward "
+                    "@once_differentiable")
+    elif first.code == "DB101":
+        message += (" with no path to the input: double backward through it is silently wrong; save the "
+                    "original input and recompute in backward, or mark backward @once_differentiable")
+    else:
+        message += (": backward uses it with no path to the inputs, so double backward through it is "
+                    "silently wrong; save inputs/outputs and recompute it in backward, or mark backward "
+                    "@once_differentiable")
+    related = tuple((h.node.lineno, h.node.col_offset) for h in others)
+    if related:
+        message += f" (the same value is also kept at line{'s' if len(related) > 1 else ''} " \
+                   f"{', '.join(str(line) for line, _ in related)})"
+    return Finding(located.lineno, located.col_offset, first.code, message, related)
+
+
+def _callee(call: ast.Call) -> str:
+    text = ast.unparse(call.func)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def gradient_slots(backward: ast.FunctionDef) -> tuple[frozenset[int], frozenset[int]] | None:
+    """(positions that are a literal ``None`` in every return, positions given a gradient in some).
+
+    None when a return is not a literal the positions can be read from (``return grads``).
+    """
+    always_none: set[int] | None = None
+    given: set[int] = set()
+    for node in _own_returns(backward):
+        value = node.value
+        elements = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+        if value is None or any(isinstance(e, ast.Starred) for e in elements):
+            return None
+        nones = {i for i, e in enumerate(elements) if isinstance(e, ast.Constant) and e.value is None}
+        given.update(set(range(len(elements))) - nones)
+        always_none = nones if always_none is None else always_none & nones
+    if always_none is None:
+        return None
+    return frozenset(always_none), frozenset(given)
+
+
+def _own_returns(function: ast.FunctionDef) -> list[ast.Return]:
+    found: list[ast.Return] = []
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return):
+            found.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+# Modules whose functions a backward may call without leaving autograd (or without tensors).
+DIFFERENTIABLE_MODULES = (
+    "torch.", "math.", "operator.", "numbers.", "builtins.", "typing.", "einops.", "functools.",
+    "itertools.", "warnings.", "logging.", "os.", "sys.", "contextlib.", "collections.", "dataclasses.",
+    "triton.cdiv.", "triton.next_power_of_2.",
+)
+
+
+def opaque_calls(backward: ast.FunctionDef, imports: ImportTable, module: ModuleScope) -> list[ast.Call]:
+    """Calls in ``backward`` that autograd cannot differentiate, given tensors: kernel launches
+    (``kernel[grid](...)``), ``.apply`` of another Function, ``torch.ops`` of other libraries,
+    functions of other (extension) modules; a function of this module counts when its own body
+    launches a kernel or calls such a function."""
+    tensors = _backward_tensor_names(backward)
+    found = [node for node in ast.walk(backward) if isinstance(node, ast.Call)
+             and _given_tensors(node, tensors) and _is_opaque(node, imports, module, depth=0)]
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _backward_tensor_names(backward: ast.FunctionDef) -> set[str]:
+    """Names of backward holding tensors: its gradients, and what it reads from ctx."""
+    positional = _positional(backward)
+    names = {a.arg for a in positional[1:]} | ({backward.args.vararg.arg} if backward.args.vararg else set())
+    ctx = positional[0].arg if positional else "ctx"
+    for node in ast.walk(backward):
+        if isinstance(node, ast.Assign) and any(
+                isinstance(n, ast.Name) and n.id == ctx for n in ast.walk(node.value)):
+            names.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def _given_tensors(call: ast.Call, tensors: set[str]) -> bool:
+    """Whether a call's arguments include a gradient or something read from ctx."""
+    for argument in [*call.args, *(k.value for k in call.keywords)]:
+        for node in ast.walk(argument):
+            if isinstance(node, ast.Name) and node.id in tensors:
+                return True
+    return False
+
+
+def _is_opaque(call: ast.Call, imports: ImportTable, module: ModuleScope, depth: int) -> bool:
+    func = call.func
+    if isinstance(func, ast.Subscript):                              # triton: kernel[grid](...)
+        return True
+    if isinstance(func, ast.Attribute) and func.attr == "apply":     # another Function's apply
+        receiver = (imports.qualify(func.value) or "").rpartition(".")[2]
+        return receiver[:1].isupper()
+    qualified = imports.qualify(func)
+    if qualified is None:
+        return False
+    if qualified.startswith("torch.ops."):
+        return not qualified.startswith(("torch.ops.aten.", "torch.ops.prims."))
+    head = func
+    while isinstance(head, ast.Attribute):
+        head = head.value
+    if isinstance(head, ast.Name) and head.id in imports.names:
+        return "." in qualified and not (qualified + ".").startswith(DIFFERENTIABLE_MODULES)
+    source = module.function(qualified)
+    if source is not None and depth < 2:
+        return any(isinstance(n, ast.Call) and _is_opaque(n, source.imports, module, depth + 1)
+                   for n in ast.walk(source.definition))
+    return False
+
+
+def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, module: ModuleScope,
+                    slots: tuple[frozenset[int], frozenset[int]] | None,
+                    forward: ast.FunctionDef | None) -> ForwardAnalysis:
+    """Run the forward analysis; ``forward`` is given for setup_context (it names the inputs)."""
+    analysis = ForwardAnalysis(imports, _tensor_names(function, imports), module.function, module.globals)
     env: Env = {}
     positional = _positional(function)
-    if new_style:                                     # setup_context(ctx, inputs, output)
+    if _is_classmethod(function) and [*function.args.posonlyargs, *function.args.args]:
+        env[[*function.args.posonlyargs, *function.args.args][0].arg] = CLASS
+
+    def input_value(index: int, name: str) -> Values:
+        """An input of forward: a tensor when backward gives it a gradient, a constant when never."""
+        if slots is not None and index in slots[0]:
+            return frozenset({Value(Kind.CONSTANT)})          # no gradient flows through it
+        return analysis.bound(name, frozenset({Value(Kind.INPUT, name=name,
+                                                     tensor=slots is not None and index in slots[1])}), env)
+
+    if forward is not None:                           # setup_context(ctx, inputs, output)
         names = [arg.arg for arg in positional]
         if len(names) >= 3:
             analysis.input_containers.add(names[1])
             env[names[0]] = CTX
-            env[names[1]] = frozenset({Value(Kind.INPUT, name=names[1], star=True)})
+            inputs = [*forward.args.posonlyargs, *forward.args.args]
+            if forward.args.vararg is None and not _is_classmethod(forward):
+                env[names[1]] = sequence([input_value(i, a.arg) for i, a in enumerate(inputs)])
+            else:
+                env[names[1]] = frozenset({Value(Kind.INPUT, name=names[1], star=True)})
             env[names[2]] = frozenset({Value(Kind.OUTPUT, star=True)})
     elif positional:                                  # forward(ctx, *inputs)
         env[positional[0].arg] = CTX
-        for arg in [*positional[1:], *function.args.kwonlyargs]:
+        for index, arg in enumerate(positional[1:]):
+            env[arg.arg] = input_value(index, arg.arg)
+        for arg in function.args.kwonlyargs:
             env[arg.arg] = analysis.bound(arg.arg, frozenset({Value(Kind.INPUT, name=arg.arg)}), env)
     for star in (function.args.vararg, function.args.kwarg):
         if star is not None:
@@ -163,10 +390,16 @@ def _check_backward(backward: ast.FunctionDef, imports: ImportTable,
 
 
 def _positional(function: ast.FunctionDef) -> list[ast.arg]:
-    """Positional parameters, without ``cls`` of a classmethod."""
+    """Positional parameters, without ``cls`` of a classmethod (or of a ``forward(cls, ctx, ...)``
+    staticmethod that a subclass calls with its class)."""
     positional = [*function.args.posonlyargs, *function.args.args]
-    is_classmethod = any(isinstance(d, ast.Name) and d.id == "classmethod" for d in function.decorator_list)
-    return positional[1:] if is_classmethod else positional
+    leading_class = len(positional) >= 2 and positional[0].arg in ("cls", "klass")
+    return positional[1:] if _is_classmethod(function) or leading_class else positional
+
+
+def _is_classmethod(function: ast.FunctionDef) -> bool:
+    return any(isinstance(d, (ast.Name, ast.Attribute)) and ast.unparse(d).rpartition(".")[2] == "classmethod"
+               for d in function.decorator_list)
 
 
 def _attributes_read(cls: ast.ClassDef, exclude: tuple[str, ...]) -> set[str]:
@@ -178,6 +411,8 @@ def _attributes_read(cls: ast.ClassDef, exclude: tuple[str, ...]) -> set[str]:
         for node in ast.walk(statement):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 read.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                read.add(global_key(node.id))
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 read.add(node.value)                   # getattr(ctx, "name")
     return read

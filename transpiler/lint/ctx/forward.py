@@ -7,10 +7,22 @@ intermediate: backward's use of it has no path to the inputs, so double
 backward through it is silently wrong (DB100; DB101 when the intermediate hides
 behind an input's name, ``x = x.contiguous()``). Anything undecidable is
 ``UNKNOWN`` and stays silent.
+
+What it follows: functions of the module and of the linted tree, lambdas and
+defs of the forward, callables passed in and other libraries' functions (given
+tensors with a gradient path, they return values computed from them), kernel
+launches filling allocated buffers, and every way of keeping a value (ctx
+attributes and ``setattr``, ``ctx.__dict__``, lists on ctx, closures and
+``functools.partial``, globals and class attributes). What is not an
+intermediate: inputs backward never gives a gradient (and what only they
+compute), outputs identified with their view site, values recorded under
+``torch.enable_grad()``; outputs passed to ``ctx.mark_non_differentiable``
+are not outputs.
 """
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from transpiler.lint.ctx.interpreter import Env, Interpreter
@@ -34,6 +46,7 @@ from transpiler.lint.ctx.values import (
     UNKNOWN,
     VIEW_METHODS,
     Kind,
+    Site,
     Value,
     Values,
     element_of,
@@ -59,6 +72,7 @@ class Kept:
     node: ast.AST                     # the save_for_backward call or the ctx.<attr> target
     attribute: str | None             # None for save_for_backward
     values: dict[tuple[int, int], tuple[ast.expr, Values]] = field(default_factory=dict)
+    where: str | None = None          # how the message names the place (default: from ``attribute``)
 
     @property
     def arguments(self) -> list[tuple[ast.expr, Values]]:
@@ -78,37 +92,122 @@ class Hazard:
     code: str                         # DB100 or DB101
     node: ast.AST
     message: str
+    attribute: str | None             # the ctx attribute (or global) backward must read; None: always
+    sites: frozenset[Site]            # where the kept intermediates were computed (the root causes)
+    element: ast.expr | None = None   # the offending element when the save holds several
+
+
+@dataclass
+class _Frame:
+    """A call into a function of the linted tree that the analysis follows."""
+
+    source: "FunctionSource"
+    call: ast.Call                    # the call (in the caller's file)
+    returns: list[Values] = field(default_factory=list)
+    globals: set[str] = field(default_factory=set)
+
+
+MAX_CALL_DEPTH = 4
+# Modules of Python itself, numpy, triton helpers and torch: their functions are not extension kernels.
+PYTHON_MODULES = ("math.", "operator.", "functools.", "itertools.", "typing.", "warnings.", "logging.", "os.",
+                  "sys.", "contextlib.", "collections.", "dataclasses.", "copy.", "numbers.", "builtins.",
+                  "inspect.", "enum.", "abc.", "re.", "types.", "numpy.", "triton.", "torch.")
+BUFFER_FACTORIES = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
+                              "zeros", "zeros_like", "new_zeros"})
+CLASS: Values = frozenset({Value(Kind.PLAIN, name="<class>")})         # ``cls`` of a classmethod
+SAVE_FOR_BACKWARD: Values = frozenset({Value(Kind.CTX, name="save_for_backward")})
+PARTIAL = frozenset({"functools.partial", "functools.partialmethod"})
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    """A function of the linted tree that a forward may call: its definition and where it lives."""
+
+    definition: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+    imports: ImportTable
+    path: str | None                  # None: the analysed file itself
 
 
 class ForwardAnalysis(Interpreter):
     """Abstract interpretation of one forward/setup_context body."""
 
-    def __init__(self, imports: ImportTable, tensor_names: frozenset[str]) -> None:
+    def __init__(self, imports: ImportTable, tensor_names: frozenset[str],
+                 functions: Callable[[str], FunctionSource | None] = lambda name: None,
+                 globals_: frozenset[str] = frozenset()) -> None:
         self.imports = imports
         self.tensor_names = tensor_names
+        self.functions = functions                  # qualified name -> a function of the linted tree
+        self.globals = globals_                     # module-level names (and classes) of this file
         self.kept: dict[tuple[int, int, str | None], Kept] = {}
         self.returned_values: set[Value] = set()
         self.input_names: set[str] = set()          # parameters, and names unpacked from *args/inputs
         self.input_containers: set[str] = set()     # the *args / **kwargs / setup_context ``inputs``
-        self.tainted: set[tuple[int, int]] = set()  # constant tensors later written with gradient data
+        self.tainted: set[Site] = set()             # constant tensors later written with gradient data
+        self.recorded: set[Site] = set()            # computed under ``torch.enable_grad()``: own graph
+        self.marked_nondifferentiable: set[Site] = set()   # tensors passed to ``ctx.mark_non_differentiable``
+        self.allocated: set[Site] = set()           # tensors forward allocates (buffers kernels fill)
+        self.recording = 0                          # > 0 inside ``with torch.enable_grad():``
+        self.frames: list[_Frame] = []              # functions of the tree being followed, innermost last
+        self.own_globals: set[str] = set()          # names the forward declares ``global``
+        self.local_functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = {}  # defined inside
+
+    def site(self, node: ast.AST) -> Site:
+        """Where ``node`` is: (line, col) in the analysed file, plus the path in another file."""
+        path = self.frames[-1].source.path if self.frames else None
+        site = (node.lineno, node.col_offset) if path is None else (node.lineno, node.col_offset, path)
+        if self.recording:
+            self.recorded.add(site)
+        return site
+
+    def anchor(self, node: ast.AST) -> ast.AST:
+        """Where a finding about ``node`` lands: in the Function, at the call of the followed function."""
+        return self.frames[0].call if self.frames else node
 
     # --- what forward keeps and returns ------------------------------------------------------
 
-    def keep(self, node: ast.AST, attribute: str | None, arguments: list[tuple[ast.expr, Values]]) -> None:
+    def keep(self, node: ast.AST, attribute: str | None, arguments: list[tuple[ast.expr, Values]],
+             where: str | None = None) -> None:
+        """``arguments`` kept at ``node`` (``where``: how the message names the place)."""
+        node = self.anchor(node)
         key = (node.lineno, node.col_offset, attribute)
-        kept = self.kept.setdefault(key, Kept(node, attribute))
+        kept = self.kept.setdefault(key, Kept(node, attribute, where=where))
         for expression, values in arguments:
             kept.add(expression, values)
 
     def store_attribute(self, target: ast.Attribute, values: Values, env: Env,
                         source: ast.expr | None) -> None:
-        if self.evaluate(target.value, env) == CTX:
+        owner = self.evaluate(target.value, env)
+        if owner == CTX:
             self.keep(target, target.attr, [(source if source is not None else target, values)])
             env[_ctx_key(target.attr)] = values     # forward may read it back (``ctx.buf.add_(...)``)
+        elif owner == CLASS or (isinstance(target.value, ast.Name) and target.value.id not in env
+                                and target.value.id in self.globals):
+            # ``F.cache = y`` / ``cls.cache = y``: state shared with backward outside ctx
+            self.keep(target, target.attr, [(source if source is not None else target, values)],
+                      where=f"`{ast.unparse(target)} =` (state outside ctx)")
 
-    def store_subscript(self, target: ast.Subscript, values: Values, env: Env) -> None:
+    def store_global(self, target: ast.Name, values: Values, source: ast.expr | None) -> None:
+        """``global G; G = y``: a module global that backward may read."""
+        self.keep(target, global_key(target.id), [(source if source is not None else target, values)],
+                  where=f"global `{target.id} =`")
+
+    def store_subscript(self, target: ast.Subscript, values: Values, env: Env,
+                        source: ast.expr | None = None) -> None:
         """``buf[i] = t``: ``buf`` (a tensor or a list) now holds what ``t`` holds."""
         self.evaluate(target.slice, env)
+        container = target.value
+        kept = [(source if source is not None else target, values)]
+        where = f"`{_text(target)} =`"
+        if isinstance(container, ast.Attribute) and self.evaluate(container.value, env) == CTX:
+            if container.attr == "__dict__" and isinstance(target.slice, ast.Constant) \
+                    and isinstance(target.slice.value, str):
+                self.keep(target, target.slice.value, kept, where)             # ``ctx.__dict__["y"] = y``
+            else:
+                self.keep(target, container.attr, kept, where)                 # ``ctx.ys[0] = y``
+            return
+        if isinstance(container, ast.Name) and container.id not in env and container.id in self.globals:
+            self.keep(target, global_key(container.id), kept, f"{where} (a module global)")
+            return
         if isinstance(target.value, ast.Name) and target.value.id in env:
             container = env[target.value.id]
             grown = {self.absorb(v, values) for v in container}
@@ -118,7 +217,7 @@ class ForwardAnalysis(Interpreter):
         """``holder`` after ``values`` were written into it (in place)."""
         if holder.kind is Kind.SEQUENCE:
             return Value(Kind.SEQUENCE, elements=(*holder.elements, values), exact=False)
-        if holder.kind is Kind.CONSTANT and self.carries_gradient(values):
+        if holder.kind is Kind.CONSTANT and holder.site is not None and self.carries_gradient(values):
             if holder.site is not None:
                 self.tainted.add(holder.site)           # every alias of this storage now carries it
             return Value(Kind.TENSOR, site=holder.site, view=holder.view)
@@ -140,8 +239,63 @@ class ForwardAnalysis(Interpreter):
             super().augment(node, env)
 
     def returned(self, node: ast.Return, env: Env) -> None:
-        if node.value is not None:
+        if self.frames:                             # a followed function returns to its caller
+            frame = self.frames[-1]
+            frame.returns.append(self.evaluate(node.value, env) if node.value is not None else PLAIN)
+        elif node.value is not None:
             self.returned_values |= flatten(self.output_values(node.value, env))
+
+    def statement(self, node: ast.stmt, env: Env) -> Env | None:
+        if isinstance(node, ast.Global):
+            self.declared_globals().update(node.names)
+            return env
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            env[node.name] = self.closure(node, env)    # what it reads from here travels with it
+            self.local_functions[node.name] = node
+            return env
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(self.enables_grad(i.context_expr) for i in node.items):
+            self.recording += 1
+            try:
+                return super().statement(node, env)
+            finally:
+                self.recording -= 1
+        return super().statement(node, env)
+
+    def enables_grad(self, expression: ast.expr) -> bool:
+        """``torch.enable_grad()`` / ``torch.set_grad_enabled(True)``: forward records a graph of its own."""
+        if not isinstance(expression, ast.Call):
+            return False
+        name = self.imports.qualify(expression.func) or ""
+        if name.endswith(".enable_grad"):
+            return True
+        return name.endswith(".set_grad_enabled") and not (
+            expression.args and isinstance(expression.args[0], ast.Constant) and not expression.args[0].value)
+
+    def declared_globals(self) -> set[str]:
+        return self.frames[-1].globals if self.frames else self.own_globals
+
+    def bind(self, target: ast.expr, values: Values, env: Env, source: ast.expr | None = None) -> None:
+        if isinstance(target, ast.Name) and target.id in self.declared_globals() and not self.frames:
+            self.store_global(target, values, source)
+        if isinstance(target, ast.Name):
+            if isinstance(source, ast.Lambda):
+                self.local_functions[target.id] = source
+            else:
+                self.local_functions.pop(target.id, None)
+        super().bind(target, values, env, source)
+
+    def closure(self, function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, env: Env) -> Values:
+        """A function defined here holds what its defaults and body read from ``env``."""
+        arguments = function.args
+        read = [self.evaluate(d, env) for d in [*arguments.defaults, *(d for d in arguments.kw_defaults if d)]]
+        own = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+        body = function.body if isinstance(function.body, list) else [function.body]
+        for node in (n for statement in body for n in ast.walk(statement)):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in env \
+                    and node.id not in own:
+                read.append(env[node.id])
+        held = [values for values in read if any(v.kind is not Kind.PLAIN for v in flatten(values))]
+        return sequence(held, exact=False) if held else PLAIN
 
     def output_values(self, node: ast.expr, env: Env) -> Values:
         """What ``return node`` hands out, including through wrappers the analysis cannot see."""
@@ -159,7 +313,7 @@ class ForwardAnalysis(Interpreter):
 
     def bound(self, name: str, values: Values, env: Env) -> Values:
         if values and all(v.kind is Kind.INPUT and not v.star for v in values):
-            if all(v.name == name or v.name in self.input_containers for v in values):
+            if not self.frames and all(v.name == name or v.name in self.input_containers for v in values):
                 self.input_names.add(name)
             if name in self.tensor_names:
                 return frozenset(Value(Kind.INPUT, name=v.name, tensor=True) for v in values)
@@ -169,24 +323,46 @@ class ForwardAnalysis(Interpreter):
 
     def hazards(self) -> list[Hazard]:
         """Kept tensors that are intermediates: neither an input nor a returned output."""
-        outputs = {v.site for v in self.returned_values if v.site is not None and not v.view}
+        outputs = {(v.site, v.view_site) for v in self.returned_values
+                   if v.site is not None and v.site not in self.marked_nondifferentiable}
         found: list[Hazard] = []
         for kept in self.kept.values():
             by_code: dict[str, list[str]] = {}
+            sites: dict[str, set[Site]] = {}
+            elements: dict[str, ast.expr] = {}
             for expression, values in kept.arguments:
-                # save_for_backward takes tensors only: there a value that may be a number is a tensor
-                saved = _inputs_as_tensors(flatten(values)) if kept.attribute is None else flatten(values)
-                intermediates = [v for v in saved if (v.site not in outputs or v.view) and (
-                    (v.kind is Kind.TENSOR and not v.maybe) or (v.kind is Kind.CONSTANT and v.site in self.tainted))]
-                if not intermediates:
-                    continue
-                text = ast.unparse(expression)
-                rebound = isinstance(expression, ast.Name) and expression.id in self.input_names
-                by_code.setdefault("DB101" if rebound else "DB100", []).append(
-                    f"`{text}` ({_origin(intermediates)})")
+                for element, held in _elements(expression, values):
+                    intermediates = self.intermediates(held, outputs, tensors_only=kept.attribute is None)
+                    if not intermediates:
+                        continue
+                    rebound = isinstance(element, ast.Name) and element.id in self.input_names
+                    code = "DB101" if rebound else "DB100"
+                    by_code.setdefault(code, []).append(f"`{_text(element)}` ({self.origin(intermediates)})")
+                    sites.setdefault(code, set()).update(v.site for v in intermediates)
+                    elements.setdefault(code, element)
             for code, names in by_code.items():
-                found.append(Hazard(code, kept.node, _message(code, kept, names)))
+                several = len(kept.arguments) > 1 or elements[code] is not kept.arguments[0][0]
+                found.append(Hazard(code, kept.node, _message(code, kept, names), kept.attribute,
+                                    frozenset(sites[code]), elements[code] if several else None))
         return found
+
+    def intermediates(self, values: Values, outputs: set, tensors_only: bool) -> list[Value]:
+        """The kept values that are intermediates: tensors with a gradient path, not outputs."""
+        # save_for_backward takes tensors only: there a value that may be a number is a tensor
+        held = _inputs_as_tensors(flatten(values)) if tensors_only else flatten(values)
+        return [v for v in held if (v.site, v.view_site) not in outputs and v.site not in self.recorded and (
+            (v.kind is Kind.TENSOR and not v.maybe) or (v.kind is Kind.CONSTANT and v.site in self.tainted))]
+
+    def origin(self, intermediates: list[Value]) -> str:
+        """Where the first of ``intermediates`` came from, for the message."""
+        first = min(intermediates, key=lambda v: v.site or (0, 0))
+        place = "?" if first.site is None else (
+            f"line {first.site[0]}" if len(first.site) == 2 else f"{first.site[2]}:{first.site[0]}")
+        if first.kind is Kind.CONSTANT:
+            return f"created at {place}, then written in place with values computed from the inputs"
+        if first.site in self.marked_nondifferentiable:
+            return f"computed at {place}, returned as an output marked non-differentiable"
+        return f"computed at {place}"
 
     # --- expressions -------------------------------------------------------------------------
 
@@ -208,6 +384,8 @@ class ForwardAnalysis(Interpreter):
                 return sequence([element_of(left), element_of(right)], exact=False)
             if isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)):
                 return self.nondifferentiable(node, [left, right])
+            if isinstance(node.op, ast.MatMult):             # only tensors (and arrays) multiply with @
+                return self.arithmetic(node, [_inputs_as_tensors(left), _inputs_as_tensors(right)])
             return self.arithmetic(node, [left, right])
         if isinstance(node, ast.UnaryOp):
             operand = self.evaluate(node.operand, env)
@@ -240,7 +418,9 @@ class ForwardAnalysis(Interpreter):
             return values
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
             return self.comprehension(node, env)
-        if isinstance(node, (ast.Lambda, ast.JoinedStr, ast.Slice)):
+        if isinstance(node, ast.Lambda):
+            return self.closure(node, env)
+        if isinstance(node, (ast.JoinedStr, ast.Slice)):
             return PLAIN
         return UNKNOWN
 
@@ -270,6 +450,8 @@ class ForwardAnalysis(Interpreter):
         if node.attr in PLAIN_ATTRIBUTES:
             return PLAIN
         if base == CTX:
+            if node.attr == "save_for_backward":
+                return SAVE_FOR_BACKWARD                     # ``s = ctx.save_for_backward; s(x, y)``
             return env.get(_ctx_key(node.attr), UNKNOWN)
         if node.attr in ("values", "indices") and any(v.kind is Kind.SEQUENCE for v in base):
             return element_of(base, 0 if node.attr == "values" else 1)
@@ -298,7 +480,9 @@ class ForwardAnalysis(Interpreter):
     def arithmetic(self, node: ast.AST, operands: list[Values]) -> Values:
         """Arithmetic on tensors is a tensor; a gradient flows if any operand carries one."""
         values = flatten(union(operands))
-        site = (node.lineno, node.col_offset)
+        site = self.site(node)
+        if self.recording and any(v.kind is Kind.TENSOR and v.site not in self.recorded for v in values):
+            self.recorded.discard(site)             # from a tensor outside the recorded graph (detached)
         if any(is_tensor(v) and v.kind is not Kind.CONSTANT for v in values):
             return frozenset({Value(Kind.TENSOR, site=site)})
         if any(v.kind in (Kind.UNKNOWN, Kind.CTX) for v in values):
@@ -316,11 +500,19 @@ class ForwardAnalysis(Interpreter):
         """Comparisons, masks, bitwise ops: a tensor without gradient, or Python data."""
         values = flatten(union(operands))
         if any(is_tensor(v) or v.kind is Kind.INPUT for v in values):
-            return frozenset({Value(Kind.CONSTANT, site=(node.lineno, node.col_offset))})
+            return frozenset({Value(Kind.CONSTANT, site=self.site(node))})
         return PLAIN if all(v.kind is Kind.PLAIN for v in values) else UNKNOWN
 
+    def allocate(self, node: ast.Call, factory: str) -> Values:
+        """A new tensor (``torch.empty_like(x)``): a constant; an uninitialised or zeroed floating
+        buffer is one a kernel may fill (``torch.ones`` masks and integer buffers are read, not filled)."""
+        values = self.constant(node)
+        if factory in BUFFER_FACTORIES and not self.casts_to_integer(node):
+            self.allocated.update(v.site for v in values)
+        return values
+
     def constant(self, node: ast.AST) -> Values:
-        return frozenset({Value(Kind.CONSTANT, site=(node.lineno, node.col_offset))})
+        return frozenset({Value(Kind.CONSTANT, site=self.site(node))})
 
     # --- calls -------------------------------------------------------------------------------
 
@@ -331,16 +523,114 @@ class ForwardAnalysis(Interpreter):
         keywords = {k.arg: self.evaluate(k.value, env) for k in node.keywords}
         if receiver == CTX:
             return self.ctx_call(node, func.attr, arguments)
+        if receiver == CLASS:                                 # ``cls.project(X, alpha)``
+            return self.opaque_call(node, [*arguments, *keywords.values()])
+        if isinstance(func, ast.Name) and env.get(func.id) == SAVE_FOR_BACKWARD:
+            return self.ctx_call(node, "save_for_backward", arguments)
+        local = self.local_functions.get(func.id) if isinstance(func, ast.Name) else None
+        if local is not None and len(self.frames) < MAX_CALL_DEPTH:
+            path = self.frames[-1].source.path if self.frames else None
+            return self.follow(node, FunctionSource(local, self.imports, path), arguments, keywords, closure=env)
         qualified = self.qualified(func, env)
         if qualified is not None:
             namespace = qualified.rpartition(".")[0]
             if namespace in TENSOR_NAMESPACES or qualified.startswith("torch.ops."):
                 result = self.torch_call(node, _op_name(qualified), arguments, keywords)
                 return self.write_out(node, result, env)
+            if qualified == "setattr" and len(node.args) >= 3 and arguments[0] == CTX:
+                name = node.args[1].value if isinstance(node.args[1], ast.Constant) else None
+                self.keep(node, name if isinstance(name, str) else None, [(node.args[2], arguments[2])],
+                          where=f"`{_text(node)}`")
+                return PLAIN
+            if qualified in PARTIAL:                    # the partial holds its bound arguments
+                held = [a for a in [*arguments, *keywords.values()] if a != PLAIN]
+                return sequence(held, exact=False) if held else PLAIN
+            # a function given no tensor computes none from the inputs; torch's own are not followed
+            given = not qualified.startswith("torch.") and any(
+                v.kind not in (Kind.PLAIN, Kind.UNKNOWN) for a in [*arguments, *keywords.values()] for v in flatten(a))
+            source = self.functions(qualified) if given and len(self.frames) < MAX_CALL_DEPTH else None
+            if source is not None and all(frame.source is not source for frame in self.frames):
+                return self.follow(node, source, arguments, keywords)
+            if namespace and self.imported(func) and not (qualified + ".").startswith(PYTHON_MODULES):
+                # a function of another library (a CUDA extension, a kernel wrapper): what it returns
+                # from tensors with a gradient path is computed from them
+                return self.opaque_call(node, [*arguments, *keywords.values()])
             return UNKNOWN if namespace else self.builtin_call(node, qualified, arguments, keywords)
         if isinstance(func, ast.Attribute) and receiver is not None:
             return self.method_call(node, func, receiver, arguments, keywords, env)
+        if isinstance(func, ast.Subscript):
+            self.launch(node, [*arguments, *keywords.values()], env)
+        elif isinstance(func, ast.Name) and self.is_parameter(env.get(func.id, UNKNOWN)):
+            return self.opaque_call(node, [*arguments, *keywords.values()])   # a callable passed in
         return UNKNOWN
+
+    def opaque_call(self, node: ast.Call, operands: list[Values]) -> Values:
+        """A callable the analysis cannot see into (passed in, or ``cls.project`` of a subclass):
+        given tensors with a gradient path, what it returns is computed from them."""
+        if any(self.carries_gradient(a) for a in operands):
+            return self.arithmetic(node, operands)
+        return UNKNOWN
+
+    def imported(self, func: ast.expr) -> bool:
+        """Whether the called name comes from an import statement of the module."""
+        head = func
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        return isinstance(head, ast.Name) and head.id in self.imports.names
+
+    @staticmethod
+    def is_parameter(values: Values) -> bool:
+        """A forward parameter (given a gradient or not), not something computed."""
+        return bool(values) and all((v.kind is Kind.INPUT and not v.star) or (v.kind is Kind.CONSTANT and v.site is None)
+                                    for v in values)
+
+    def launch(self, node: ast.Call, arguments: list[Values], env: Env) -> None:
+        """``kernel[grid](x, out, ...)``: a kernel writes what it computes from its inputs into
+        the buffers it is given (``out = torch.empty_like(x)``), which then carry a gradient path."""
+        if not any(self.carries_gradient(a) for a in arguments):
+            return
+        computed = union(a for a in arguments if self.carries_gradient(a))
+        for argument in [*node.args, *(k.value for k in node.keywords)]:
+            if isinstance(argument, ast.Name) and argument.id in env and \
+                    any(v.kind is Kind.CONSTANT and v.site in self.allocated for v in env[argument.id]):
+                env[argument.id] = frozenset(self.absorb(v, computed) if v.site in self.allocated else v
+                                             for v in env[argument.id])
+
+    def follow(self, node: ast.Call, source: FunctionSource, arguments: list[Values],
+               keywords: dict[str | None, Values], closure: Env | None = None) -> Values:
+        """Interpret a function of the linted tree with the call's arguments: what it returns.
+
+        ``closure``: the environment a function (or lambda) defined inside the forward sees.
+        """
+        definition = source.definition
+        parameters = [*definition.args.posonlyargs, *definition.args.args]
+        env: Env = dict(closure) if closure is not None else {}
+        for index, parameter in enumerate(parameters):
+            if index < len(arguments) and not isinstance(node.args[index], ast.Starred):
+                env[parameter.arg] = arguments[index]
+            else:
+                env[parameter.arg] = keywords.get(parameter.arg, UNKNOWN)
+        for parameter in definition.args.kwonlyargs:
+            env[parameter.arg] = keywords.get(parameter.arg, UNKNOWN)
+        if definition.args.vararg is not None:
+            rest = list(zip(node.args, arguments))[len(parameters):]
+            env[definition.args.vararg.arg] = sequence(
+                [element_of(v) if isinstance(a, ast.Starred) else v for a, v in rest],
+                exact=not any(isinstance(a, ast.Starred) for a, _ in rest))
+        if definition.args.kwarg is not None:
+            env[definition.args.kwarg.arg] = UNKNOWN
+        frame = _Frame(source, node)
+        imports, self.imports = self.imports, source.imports
+        self.frames.append(frame)
+        try:
+            if isinstance(definition, ast.Lambda):
+                frame.returns.append(self.evaluate(definition.body, env))
+            else:
+                self.run(definition.body, env)
+        finally:
+            self.frames.pop()
+            self.imports = imports
+        return union(frame.returns) if frame.returns else PLAIN
 
     def qualified(self, func: ast.expr, env: Env) -> str | None:
         """The import-resolved name of a called function, unless its head is a local variable."""
@@ -359,6 +649,10 @@ class ForwardAnalysis(Interpreter):
                     values = element_of(values)
                 kept.append((expression, values))
             self.keep(node, None, kept)
+            return PLAIN
+        if method == "mark_non_differentiable":        # such an output is a constant to autograd
+            self.marked_nondifferentiable.update(v.site for a in arguments for v in flatten(a)
+                                          if v.kind is Kind.TENSOR and v.site is not None)
             return PLAIN
         return UNKNOWN
 
@@ -391,7 +685,9 @@ class ForwardAnalysis(Interpreter):
             return PLAIN if not name.startswith("_") else UNKNOWN
         if name[:1].isupper():
             return self.constant(node) if name.endswith("Tensor") else UNKNOWN
-        if name in FACTORIES or name in NON_DIFFERENTIABLE or (name == "where" and len(node.args) == 1):
+        if name in FACTORIES:
+            return self.allocate(node, name)
+        if name in NON_DIFFERENTIABLE or (name == "where" and len(node.args) == 1):
             return self.constant(node)
         operands = [*arguments, *keywords.values()]
         if name in MIXED_OUTPUTS or (name in INDEX_RETURNING and self.returns_indices(name, node, arguments)):
@@ -403,7 +699,8 @@ class ForwardAnalysis(Interpreter):
         """``torch.max(x, 1)`` returns (values, indices); ``torch.max(x, y)`` does not."""
         if name in ALWAYS_TUPLE or any(k.arg == "dim" for k in node.keywords):
             return True
-        return len(arguments) >= 2 and arguments[1] == PLAIN
+        return len(arguments) >= 2 and all(                 # a dim: Python data or a parameter without gradient
+            v.kind is Kind.PLAIN or (v.kind is Kind.CONSTANT and v.site is None) for v in arguments[1])
 
     def mixed(self, node: ast.Call, name: str, operands: list[Values]) -> Values:
         differentiable = self.arithmetic(node, [_inputs_as_tensors(o) for o in operands])
@@ -416,6 +713,10 @@ class ForwardAnalysis(Interpreter):
         if method in PLAIN_METHODS and not (method == "type" and node.args):
             return PLAIN
         if method.startswith(("is_", "has_")):
+            return PLAIN
+        if method in ("append", "extend", "insert") and isinstance(func.value, ast.Attribute) \
+                and self.evaluate(func.value.value, env) == CTX and arguments:     # ``ctx.ys.append(y)``
+            self.keep(node, func.value.attr, [(node.args[-1], arguments[-1])])
             return PLAIN
         if method in ("append", "extend", "insert") and isinstance(func.value, ast.Name):
             if not arguments:
@@ -434,7 +735,13 @@ class ForwardAnalysis(Interpreter):
             return self.in_place(node, func, method, receiver, arguments, env)
         if method in VIEW_METHODS:
             return self.view(node, flatten(receiver))
-        if method in FACTORIES or method in NON_DIFFERENTIABLE:
+        if method == "detach":                          # same values, no path to the inputs
+            detached = self.derived(node, receiver)
+            self.recorded.discard(self.site(node))
+            return detached
+        if method in FACTORIES:
+            return self.allocate(node, method)
+        if method in NON_DIFFERENTIABLE:
             return self.constant(node)
         if method in ("to", "type") and self.casts_to_integer(node):
             return self.constant(node)
@@ -448,7 +755,7 @@ class ForwardAnalysis(Interpreter):
         result: set[Value] = set()
         for value in receiver:
             if value.kind in (Kind.TENSOR, Kind.CONSTANT):
-                result.add(replace(value, view=True))
+                result.add(replace(value, view=True, view_site=self.site(node)))
             elif value.kind is not Kind.PLAIN:           # None and friends have no views
                 result |= self.derived(node, frozenset({value}))
         return frozenset(result) or UNKNOWN
@@ -476,13 +783,24 @@ class ForwardAnalysis(Interpreter):
             env[name] = frozenset(self.absorb(v, values) for v in env[name])
 
 
-def _origin(intermediates: list[Value]) -> str:
-    """Where the first of ``intermediates`` came from, for the message."""
-    first = min(intermediates, key=lambda v: v.site or (0, 0))
-    line = first.site[0] if first.site else "?"
-    if first.kind is Kind.CONSTANT:
-        return f"created at line {line}, then written in place with values computed from the inputs"
-    return f"computed at line {line}"
+def _elements(expression: ast.expr, values: Values) -> list[tuple[ast.expr, Values]]:
+    """The kept expression's own elements when it is a tuple/list literal, else itself."""
+    inner = expression.value if isinstance(expression, ast.Starred) else expression
+    if isinstance(inner, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in inner.elts):
+        exact = [v for v in values if v.kind is Kind.SEQUENCE and v.exact and len(v.elements) == len(inner.elts)]
+        if exact and len(exact) == len(values):
+            return [(element, union(v.elements[i] for v in exact)) for i, element in enumerate(inner.elts)]
+    return [(expression, values)]
+
+
+def _text(expression: ast.expr) -> str:
+    text = ast.unparse(expression)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def global_key(name: str) -> str:
+    """The ``attribute`` of a value kept in a module global: backward must read ``name`` to use it."""
+    return f"<global>{name}"
 
 
 def _ctx_key(attribute: str) -> str:
@@ -510,13 +828,9 @@ def _all_sequences(values: Values) -> bool:
 
 
 def _message(code: str, kept: Kept, names: list[str]) -> str:
-    where = "ctx.save_for_backward" if kept.attribute is None else f"ctx.{kept.attribute} ="
+    """What is kept where; the consequence and the remedy depend on the backward (see classes)."""
+    where = kept.where or ("ctx.save_for_backward" if kept.attribute is None else f"ctx.{kept.attribute} =")
     what = f"{where} keeps {', '.join(names)}"
     if code == "DB101":
-        return (f"{what}: an input name that forward rebinds to a computed tensor, so backward "
-                "sees an intermediate with no path to the input and double backward is silently "
-                "wrong; save the original input and recompute in backward, or mark backward "
-                "@once_differentiable")
-    return (f"{what}, neither an input nor an output of forward: double backward through it is "
-            "silently wrong; save inputs/outputs and recompute it in backward, return it as an "
-            "output, or mark backward @once_differentiable")
+        return f"{what}: an input name that forward rebinds to a computed tensor, so backward sees an intermediate"
+    return f"{what}, neither an input nor an output of forward"

@@ -41,8 +41,9 @@ class Interpreter:
                         source: ast.expr | None) -> None:
         """``obj.attr = values`` (``source``: the assigned expression, when it is one whole)."""
 
-    def store_subscript(self, target: ast.Subscript, values: Values, env: Env) -> None:
-        """``obj[index] = values``."""
+    def store_subscript(self, target: ast.Subscript, values: Values, env: Env,
+                        source: ast.expr | None = None) -> None:
+        """``obj[index] = values`` (``source``: the assigned expression, when it is one whole)."""
 
     def augment(self, node: ast.AugAssign, env: Env) -> None:
         """``target op= value``: by default rebinds a name to the arithmetic result."""
@@ -167,7 +168,7 @@ class Interpreter:
             self.evaluate(target.value, env)
             self.store_attribute(target, values, env, source)
         elif isinstance(target, ast.Subscript):
-            self.store_subscript(target, values, env)
+            self.store_subscript(target, values, env, source)
 
     def unpack(self, targets: list[ast.expr], values: Values, env: Env, source: ast.expr | None = None) -> None:
         """``a, b = values``; ``source`` (the assigned expression) names each element when a literal."""

@@ -12,7 +12,7 @@ finding.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 
@@ -31,6 +31,7 @@ class Kind(enum.Enum):
 
 
 Values = frozenset["Value"]
+Site = tuple  # (line, col offset) in the analysed file, (line, col offset, path) in another one
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,9 @@ class Value:
     """One abstract value; names hold sets of them (one per path)."""
 
     kind: Kind
-    site: tuple[int, int] | None = None    # TENSOR/CONSTANT: where it was computed (line, col offset)
+    site: Site | None = None               # TENSOR/CONSTANT: where it was computed (line, col offset[, path])
     view: bool = False                     # TENSOR/CONSTANT: a view of the tensor computed at ``site``
+    view_site: Site | None = None          # TENSOR/CONSTANT view: where the view itself was taken
     maybe: bool = False                    # TENSOR: computed from inputs that may be Python numbers
     name: str | None = None                # INPUT: the parameter
     star: bool = False                     # INPUT/OUTPUT/SAVED: a container of such elements
@@ -77,9 +79,11 @@ def element_of(values: Values, index: int | None = None) -> Values:
                 result |= union(value.elements) if value.elements else UNKNOWN
         elif value.kind in (Kind.INPUT, Kind.OUTPUT, Kind.SAVED) and value.star:
             result.add(Value(value.kind, name=value.name))
+        elif value.kind in (Kind.TENSOR, Kind.CONSTANT) and index is not None and value.site is not None:
+            # ``a, b = t``: each element is its own view of ``t`` (``a`` returned does not make ``b`` an output)
+            result.add(replace(value, view=True, view_site=(*value.site, "element", index)))
         elif value.kind in (Kind.TENSOR, Kind.CONSTANT, Kind.PLAIN):
             result.add(value)                       # an element of a tensor is a view of it
-            result.add(value)
         else:
             result.add(Value(Kind.UNKNOWN))
     return frozenset(result)
@@ -181,7 +185,8 @@ ALWAYS_TUPLE = frozenset({"mode", "sort", "topk", "kthvalue", "cummax", "cummin"
 MIXED_OUTPUTS: dict[str, tuple[bool, ...]] = {      # True: differentiable element
     "slogdet": (False, True), "lu_factor": (True, False), "lu": (False, True, True),
     "lu_factor_ex": (True, False, False), "inv_ex": (True, False), "cholesky_ex": (True, False),
-    "solve_ex": (True, False), "frexp": (True, False),
+    "solve_ex": (True, False), "frexp": (True, False), "native_dropout": (True, False),
+    "_fused_dropout": (True, False),
 }
 # Integer and boolean dtypes: a cast to one of them carries no gradient.
 INTEGER_DTYPES = frozenset({

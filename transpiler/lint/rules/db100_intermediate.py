@@ -57,7 +57,21 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
         yield _finding(context, capture)
 
 
+def bound_by_default(context: FormulaContext, name: str) -> bool:
+    """Whether a default of the backward's parameters (``def backward(grad, t=name)``) reads ``name``."""
+    params = context.backward_node.params
+    defaults = [p.default for p in (*params.params, *params.kwonly_params) if p.default is not None]
+    return any(type(node) is cst.Name and node.value == name for d in defaults for node in walk(d))
+
+
 def _finding(context: FormulaContext, capture: Capture) -> Diagnostic:
+    if bound_by_default(context, capture.name):
+        return context.diagnostic(
+            capture.first_use, CODE,
+            f"a default of backward's parameters binds `{capture.name}`: {capture.reason}, and a default is "
+            f"evaluated once in the forward, so double backward through it is silently wrong; drop the "
+            f"parameter and recompute the value in the backward from inputs and outputs",
+        )
     plan = plan_recomputation(context, capture.name)
     fix = describe_recomputation(plan) if plan is not None else None
     alias = aliased_input_or_output(context, capture.name)

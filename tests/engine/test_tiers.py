@@ -6,7 +6,8 @@ on the reference engine through exactly the declared overload:
 * R1: ``gradcheck`` (float64 central differences) passes;
 * R2: ``gradgradcheck`` passes;
 * RT: first- and second-order gradients equal torch's built-in ones on the
-  same inputs, with the same random output and gradient weights.
+  same inputs, with the same random output and gradient weights; also on torch's
+  own OpInfo sample inputs (``tests/opinfo_cases.py``).
 """
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ import torch
 import reference_engine as engine
 from formulas import FORMULAS
 from op_cases import ALL_CASES, OpCase, cases, torch_args, torch_op
+from tests.opinfo_cases import catalogue
 
 FORMULA_CASES = [case for case in ALL_CASES if case.op in FORMULAS]
+OPINFO_CASES = [case for case in catalogue().cases if case.op in FORMULAS]
 
 
 def _engine_value(value: Any, requires_grad: bool) -> Any:
@@ -130,7 +133,7 @@ def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tu
 
 
 @pytest.mark.tier("RT")
-@pytest.mark.parametrize("case", FORMULA_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", FORMULA_CASES + OPINFO_CASES, ids=lambda c: c.name)
 def test_gradients_equal_torch(case: OpCase):
     fn, inputs = engine_call(case)
     out_shapes = [o.shape for o in _float_outputs(fn(*inputs))]

@@ -1,8 +1,9 @@
 """Torch's own OpInfo sample inputs as extra OpCases for the RT and CT tiers (DESIGN section 7).
 
 For every declared formula ``name.overload`` of ``formulas/``, the OpInfos of
-``torch.testing._internal.common_methods_invocations.op_db`` whose ``aten_name``
-or ``name`` is ``name`` (or that :data:`OPINFO_NAMES` lists for it) are asked for
+``torch.testing._internal.common_methods_invocations.op_db`` that go by ``name``
+(their ``name`` or ``aten_name``, ``nn.functional.name``; or that
+:data:`OPINFO_NAMES` lists for it) are asked for
 ``sample_inputs("cpu", torch.float64, requires_grad=True)``. A sample becomes a
 case of the declared overload only when that overload is what it calls:
 
@@ -178,6 +179,9 @@ def _traced_call(schema: FunctionSchema, info: Any, sample: Any) -> dict[str, An
     own = {id(t) for t in _tensors((sample.input, sample.args, sample.kwargs))}
     if any(id(t) not in own for t in _tensors((args, kwargs))):
         raise _SkipSample(f"calls {overload} on tensors it computed, not on its own inputs")
+    if not accepts(schema, wrap(tuple(args)), wrap(dict(kwargs))):   # e.g. a wrapped Python number
+        given = ", ".join(type(a).__name__ for a in (*args, *kwargs.values()))
+        raise _SkipSample(f"calls {overload} with arguments ({given}) its declared schema does not take")
     return _bind(schema, tuple(args), dict(kwargs))
 
 
@@ -220,10 +224,20 @@ def _case(op: str, schema: FunctionSchema, bound: dict[str, Any], info: Any, ind
     return OpInfoCase(op, f"opinfo-{label}-{index}", tuple(args), kwargs, opinfo=label)
 
 
+def _names_of(info: Any) -> set[str]:
+    """The operator names an OpInfo goes by: its name, its ``aten_name``, the name without
+    ``nn.functional.`` (whose ``aten_name`` is often left at the Python name), and ``X`` of
+    an OpInfo named ``torch.ops.aten.X.overload``."""
+    names = {info.name, info.aten_name, info.name.removeprefix("nn.functional.")}
+    if info.name.startswith("torch.ops.aten."):
+        names.add(info.name.split(".")[3])
+    return names
+
+
 def _opinfos_of(op: str, op_db: list[Any]) -> list[Any]:
     base = op.partition(".")[0]
-    names = {base, *OPINFO_NAMES.get(base, ())}
-    return [info for info in op_db if info.name in names or info.aten_name in names]
+    wanted = {base, *OPINFO_NAMES.get(base, ())}
+    return [info for info in op_db if _names_of(info) & wanted]
 
 
 def _samples(info: Any) -> list[Any]:

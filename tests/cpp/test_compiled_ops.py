@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.op_cases import ALL_CASES, OpCase, cases, torch_args, torch_op
-from tests.opinfo_cases import catalogue
 from transpiler.frontend import load_library
+from tests.opinfo_cases import catalogue
 
 torch = pytest.importorskip("torch")
 

@@ -1,13 +1,13 @@
 """Proof tiers R1, R2 and RT (DESIGN section 7) for every formula of the library.
 
-Each ``OpCase`` of ``tests/op_cases.py`` whose operator has a formula is run
+Each ``OpCase`` of ``tests/op_cases.py`` whose operator has a formula (for RT
+also each case made from torch's OpInfo samples, ``tests/opinfo_cases.py``) is run
 on the reference engine through exactly the declared overload:
 
 * R1: ``gradcheck`` (float64 central differences) passes;
 * R2: ``gradgradcheck`` passes;
 * RT: first- and second-order gradients equal torch's built-in ones on the
-  same inputs, with the same random output and gradient weights; also on torch's
-  own OpInfo sample inputs (``tests/opinfo_cases.py``).
+  same inputs, with the same random output and gradient weights.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import pytest
 import torch
 
 import reference_engine as engine
+from tests.opinfo_cases import catalogue
 from formulas import FORMULAS
 from op_cases import ALL_CASES, OpCase, cases, torch_args, torch_op
-from tests.opinfo_cases import catalogue
 
 FORMULA_CASES = [case for case in ALL_CASES if case.op in FORMULAS]
 OPINFO_CASES = [case for case in catalogue().cases if case.op in FORMULAS]
@@ -114,7 +114,7 @@ def _torch_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tup
     else:
         second = [None] * len(inputs)
     second = [torch.zeros_like(t) if g is None else g for g, t in zip(second, inputs)]
-    return [g.detach().numpy() for g in first], [g.numpy() for g in second]
+    return [g.detach().numpy(force=True) for g in first], [g.numpy(force=True) for g in second]
 
 
 def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tuple[list, list]:
@@ -129,7 +129,7 @@ def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tu
     else:
         second = [None] * len(inputs)
     second = [engine.zeros_like(t) if g is None else g for g, t in zip(second, inputs)]
-    return [g.detach().numpy() for g in first], [g.numpy() for g in second]
+    return [g.detach().numpy(force=True) for g in first], [g.numpy(force=True) for g in second]
 
 
 @pytest.mark.tier("RT")

@@ -114,7 +114,7 @@ def _torch_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tup
     else:
         second = [None] * len(inputs)
     second = [torch.zeros_like(t) if g is None else g for g, t in zip(second, inputs)]
-    # force: torch may return a ZeroTensor (abs's second-order gradient on OpInfo's samples)
+    # force: torch may return a ZeroTensor (abs's second-order gradient is one)
     return [g.detach().numpy(force=True) for g in first], [g.numpy(force=True) for g in second]
 
 

@@ -3,7 +3,8 @@
 A test proves one tier for one op when it is marked ``@pytest.mark.tier("R1")``
 and parametrized with ``case`` (an ``OpCase``) or ``op`` (the op's name). The
 plugin gathers the outcomes, prints the op x tier table at the end of the run
-and, with ``--tier-report FILE``, writes them as JSON for ``transpile coverage``.
+(with a line counting the ops and cases proven on torch's OpInfo samples) and,
+with ``--tier-report FILE``, writes them as JSON for ``transpile coverage``.
 """
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ def _op_of(item: pytest.Item) -> str | None:
     return op if isinstance(op, str) else None
 
 
+def _opinfo_case_of(item: pytest.Item) -> str | None:
+    """The name of the case when the item runs one made from a torch OpInfo sample."""
+    case = getattr(item, "callspec", None) and item.callspec.params.get("case")
+    return case.name if getattr(case, "opinfo", "") else None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
@@ -46,7 +53,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if marker is None or op is None:
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        item.config.stash[_table_key].record(op, marker.args[0], report.outcome)
+        item.config.stash[_table_key].record(op, marker.args[0], report.outcome, _opinfo_case_of(item))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

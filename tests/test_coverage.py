@@ -1,6 +1,8 @@
 """The op x tier table: a tier passes only when every one of its tests passed."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from transpiler.coverage import TierTable
@@ -31,3 +33,24 @@ def test_render_lists_missing_ops_and_counts_complete_rows():
 def test_unknown_tier_is_rejected():
     with pytest.raises(ValueError, match="unknown tier"):
         TierTable().record("sin", "R9", "passed")
+
+
+def test_opinfo_cases_are_counted_per_op_and_case():
+    table = TierTable()
+    table.record("sin", "RT", "passed", "sin[opinfo-sin-0]")
+    table.record("sin", "CT", "passed", "sin[opinfo-sin-0]")
+    table.record("sin", "RT", "passed", "sin[opinfo-sin-1]")
+    table.record("cos", "RT", "passed", "cos[opinfo-cos-0]")
+    table.record("cos", "CT", "failed", "cos[opinfo-cos-0]")
+    table.record("exp", "RT", "passed")
+    assert table.opinfo_summary(["sin", "cos", "exp", "log"]) == (
+        "OpInfo samples: 1 ops, 3 cases; failing: cos; no OpInfo sample for: exp, log")
+    assert table.render(["sin", "cos", "exp", "log"]).splitlines()[-1] == table.opinfo_summary(["sin", "cos", "exp", "log"])
+
+
+def test_report_round_trips_through_json():
+    table = TierTable()
+    table.record("sin", "RT", "passed", "sin[opinfo-sin-0]")
+    table.record("sin", "R1", "failed")
+    again = TierTable.from_json(json.loads(json.dumps(table.as_json())))
+    assert (again.results, again.opinfo) == (table.results, table.opinfo)

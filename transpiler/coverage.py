@@ -30,19 +30,40 @@ TIER_MEANING = {
 _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
 
 
+def _worst(previous: str | None, outcome: str) -> str:
+    return outcome if previous is None or previous == "passed" or outcome == "failed" else previous
+
+
 @dataclass
 class TierTable:
-    """Outcomes per (op, tier): a tier passes only if every test of it passed."""
+    """Outcomes per (op, tier): a tier passes only if every test of it passed. ``opinfo`` holds,
+    per op, the outcome of each case made from torch's OpInfo samples (over all its tiers)."""
 
     results: dict[str, dict[str, str]] = field(default_factory=dict)
+    opinfo: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def record(self, op: str, tier: str, outcome: str) -> None:
+    def record(self, op: str, tier: str, outcome: str, opinfo_case: str | None = None) -> None:
+        """One test's outcome; ``opinfo_case`` names the OpInfo case it ran, if it ran one."""
         if tier not in TIERS:
             raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
         row = self.results.setdefault(op, {})
-        previous = row.get(tier)
-        if previous is None or previous == "passed" or outcome == "failed":
-            row[tier] = outcome
+        row[tier] = _worst(row.get(tier), outcome)
+        if opinfo_case is not None:
+            cases = self.opinfo.setdefault(op, {})
+            cases[opinfo_case] = _worst(cases.get(opinfo_case), outcome)
+
+    def opinfo_summary(self, ops: list[str] | None = None) -> str:
+        """``OpInfo samples: N ops, M cases``: the ops whose OpInfo cases all passed, and the
+        cases run; then the ops whose OpInfo cases failed and the ops (given or recorded) that have none."""
+        passing = [op for op, cases in self.opinfo.items() if all(o == "passed" for o in cases.values())]
+        line = f"OpInfo samples: {len(passing)} ops, {sum(map(len, self.opinfo.values()))} cases"
+        failing = sorted(set(self.opinfo) - set(passing))
+        if failing:
+            line += f"; failing: {', '.join(failing)}"
+        without = sorted((set(ops or ()) | set(self.results)) - set(self.opinfo))
+        if without:
+            line += f"; no OpInfo sample for: {', '.join(without)}"
+        return line
 
     def render(self, ops: list[str] | None = None) -> str:
         names = sorted(set(self.results) | set(ops or ()))
@@ -53,14 +74,17 @@ class TierTable:
             lines.append(f"{name:<{width}}  " + "  ".join(f"{_SYMBOL[row.get(t)]:>4}" for t in TIERS))
         complete = sum(all(self.results.get(n, {}).get(t) == "passed" for t in TIERS) for n in names)
         lines.append(f"{complete}/{len(names)} ops proven on every tier")
+        if self.opinfo:
+            lines.append(self.opinfo_summary(ops))
         return "\n".join(lines)
 
-    def as_json(self) -> dict[str, dict[str, str]]:
-        return self.results
+    def as_json(self) -> dict[str, dict[str, dict[str, str]]]:
+        return {"tiers": self.results, "opinfo": self.opinfo}
 
     @classmethod
-    def from_json(cls, data: dict[str, dict[str, str]]) -> "TierTable":
-        return cls({op: dict(row) for op, row in data.items()})
+    def from_json(cls, data: dict[str, dict[str, dict[str, str]]]) -> "TierTable":
+        return cls({op: dict(row) for op, row in data["tiers"].items()},
+                   {op: dict(cases) for op, cases in data["opinfo"].items()})
 
 
 def _library_ops(repo: Path) -> list[str]:
@@ -93,7 +117,12 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
                 return 2
             data = json.loads(Path(out).read_text())
-    table = TierTable.from_json(data)
+    try:
+        table = TierTable.from_json(data)
+    except (KeyError, TypeError, AttributeError) as err:
+        print(f"transpile coverage: {args.report or 'the tier report'} is not a tier report "
+              f"(written by `pytest --tier-report FILE`): {err!r}", file=sys.stderr)
+        return 2
     print(table.render(_library_ops(repo)))
     for tier in TIERS:
         print(f"  {tier:>2}: {TIER_MEANING[tier]}")

@@ -3,7 +3,8 @@
 For each OpCase (tests/op_cases.py): ``torch.autograd.gradcheck`` and
 ``gradgradcheck`` pass on ``torch.ops.formulas.<op>`` with float64 inputs (C1),
 and its first- and second-order gradients equal the built-in op's on the same
-inputs and the same random upstream gradients (CT).
+inputs and the same random upstream gradients (CT), also on torch's own OpInfo
+sample inputs (``tests/opinfo_cases.py``).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from tests.op_cases import ALL_CASES, OpCase, cases, differentiable_view, torch_op
 from transpiler.frontend import load_library
+from tests.opinfo_cases import catalogue
 
 torch = pytest.importorskip("torch")
 
@@ -55,7 +57,7 @@ def _first_and_second_order(fn, case: OpCase):
 
 
 @pytest.mark.tier("CT")
-@pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", ALL_CASES + list(catalogue().cases), ids=lambda c: c.name)
 def test_gradients_equal_builtin(formulas_ops, case: OpCase):
     ours = _first_and_second_order(compiled_op(formulas_ops, case.op), case)
     theirs = _first_and_second_order(torch_op(case.op), case)

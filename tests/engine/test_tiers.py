@@ -1,6 +1,7 @@
 """Proof tiers R1, R2, RT and RF (DESIGN section 7) for every formula of the library.
 
-Each ``OpCase`` of ``tests/op_cases.py`` whose operator has a formula is run
+Each ``OpCase`` of ``tests/op_cases.py`` whose operator has a formula (for RT
+also each case made from torch's OpInfo samples, ``tests/opinfo_cases.py``) is run
 on the reference engine through exactly the declared overload:
 
 * R1: ``gradcheck`` (float64 central differences) passes;
@@ -19,10 +20,12 @@ import pytest
 import torch
 
 import reference_engine as engine
+from tests.opinfo_cases import catalogue
 from formulas import FORMULAS
 from op_cases import ALL_CASES, OpCase, cases, differentiable_view, torch_args, torch_op
 
 FORMULA_CASES = [case for case in ALL_CASES if case.op in FORMULAS]
+OPINFO_CASES = [case for case in catalogue().cases if case.op in FORMULAS]
 
 
 def _engine_value(value: Any, requires_grad: bool) -> Any:
@@ -113,7 +116,8 @@ def _torch_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tup
     else:
         second = [None] * len(inputs)
     second = [torch.zeros_like(t) if g is None else g for g, t in zip(second, inputs)]
-    return [g.detach().numpy() for g in first], [g.numpy() for g in second]
+    # force: torch may return a ZeroTensor (abs's second-order gradient is one)
+    return [g.detach().numpy(force=True) for g in first], [g.numpy(force=True) for g in second]
 
 
 def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tuple[list, list]:
@@ -132,7 +136,7 @@ def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tu
 
 
 @pytest.mark.tier("RT")
-@pytest.mark.parametrize("case", FORMULA_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", FORMULA_CASES + OPINFO_CASES, ids=lambda c: c.name)
 def test_gradients_equal_torch(case: OpCase):
     fn, inputs = engine_call(case)
     out_shapes = [o.shape for o in _float_outputs(fn(*inputs))]

@@ -40,7 +40,11 @@ def python_files(tree: Path) -> list[str]:
 
 def run_stage(stage: str, files: list[str]) -> int:
     """Do ``stage`` on ``files``; the number of files that were read."""
-    from transpiler.lint.runner import DERIVATIVE_DECORATOR, compiled_before, may_define_function
+    from transpiler.lint.runner import (
+        DERIVATIVE_DECORATOR,
+        compiled_before,
+        may_define_function,
+    )
 
     warnings.simplefilter("ignore")                  # the compiler's warnings about the code read
     done = 0

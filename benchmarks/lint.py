@@ -5,12 +5,16 @@ best of each), so that machine load hits them alike: ``ruff check --select F
 --no-cache`` (the fastest peer), pyflakes, ``transpile lint`` as is (files
 whose up-to-date bytecode is in ``__pycache__`` are known to compile and skip
 the syntax check), and ``transpile lint --no-bytecode-cache`` (every file
-parsed). Printed: wall-clock and CPU seconds (CPU includes worker processes and
-threads), the ratios to ruff and to pyflakes, then what lint found: files,
+parsed), and the floors of ``benchmarks/lint_floor.py`` (start-up and imports
+alone; reading every file with the text prefilter and the bytecode-cache check,
+the floor of the default mode; CPython's parser alone; CPython's full
+``compile()`` of every file, the floor of ``--no-bytecode-cache``). Printed:
+wall-clock and CPU seconds (CPU includes worker processes and threads), the
+ratios to ruff and to pyflakes, then what lint found: files,
 Function subclasses analysed, findings per code, and every DB100/DB101 finding
 in full (these are judged by hand).
 
-Run: ``python benchmarks/lint.py [--repeat N] [--jobs N]``.
+Run: ``python benchmarks/lint.py [--repeat N] [--jobs N] [--no-pyflakes]``.
 """
 from __future__ import annotations
 
@@ -25,6 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+FLOORS = {                                  # benchmarks/lint_floor.py's stages, each a lower bound
+    "startup": "start-up, imports",
+    "read": "read+prefilter, floor w/ cache",
+    "parse": "parser alone",
+    "compile": "compile(), floor w/o cache",
+}
 
 
 @dataclass(frozen=True)
@@ -60,32 +70,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="rounds (best of each is kept)")
     parser.add_argument("--jobs", type=int, default=None, help="lint worker processes (default: all cores)")
+    parser.add_argument("--no-pyflakes", action="store_true", help="leave out pyflakes (the slowest)")
     args = parser.parse_args(argv)
 
     tree = torch_tree()
     jobs = [] if args.jobs is None else ["--jobs", str(args.jobs)]
+    floor_jobs = ["--jobs", str(args.jobs if args.jobs is not None else len(os.sched_getaffinity(0)))]
+    floor = [sys.executable, str(REPO / "benchmarks" / "lint_floor.py")]
     commands = {
         "ruff": [sys.executable, "-m", "ruff", "check", "--select", "F", "--no-cache", "--quiet", str(tree)],
-        "pyflakes": [sys.executable, "-m", "pyflakes", str(tree)],
+        **({} if args.no_pyflakes else {"pyflakes": [sys.executable, "-m", "pyflakes", str(tree)]}),
         "transpile lint": [sys.executable, "-m", "transpiler", "lint", "--statistics", *jobs, str(tree)],
         "transpile lint --no-bytecode-cache": [
             sys.executable, "-m", "transpiler", "lint", "--statistics", "--no-bytecode-cache", *jobs, str(tree)],
+        **{f"floor: {stage} ({what})": [*floor, stage, str(tree), *floor_jobs] for stage, what in FLOORS.items()},
     }
     runs: dict[str, list[Timing]] = {name: [] for name in commands}
     for _ in range(args.repeat):
         for name, command in commands.items():
             runs[name].append(timed(command))
     best = {name: min(timings, key=lambda t: t.wall) for name, timings in runs.items()}
-    ruff, pyflakes = best["ruff"], best["pyflakes"]
+    ruff, pyflakes = best["ruff"], best.get("pyflakes")
 
     cores = len(os.sched_getaffinity(0))
     print(f"tree: {tree} ({sum(1 for _ in tree.rglob('*.py'))} .py files), {cores} cores, "
           f"load average {os.getloadavg()[0]:.1f}")
     for name, timing in best.items():
         ratio = "" if name in ("ruff", "pyflakes") else (
-            f"   to ruff: wall {timing.wall / ruff.wall:.2f}x, cpu {timing.cpu / ruff.cpu:.2f}x;"
-            f" to pyflakes: wall {timing.wall / pyflakes.wall:.3f}x")
-        print(f"{name:36s} wall {timing.wall:7.2f} s   cpu {timing.cpu:7.2f} s{ratio}")
+            f"   to ruff: wall {timing.wall / ruff.wall:.2f}x, cpu {timing.cpu / ruff.cpu:.2f}x"
+            + (f"; to pyflakes: wall {timing.wall / pyflakes.wall:.3f}x" if pyflakes else ""))
+        print(f"{name:52s} wall {timing.wall:7.2f} s   cpu {timing.cpu:7.2f} s{ratio}")
     print("(aim: wall <= 1.0x ruff with the bytecode cache, <= 2.0x without; --no-bytecode-cache "
           "syntax-checks every file even when CPython's up-to-date bytecode already proves it compiles)")
     lint_default = best["transpile lint"]

@@ -235,3 +235,9 @@ def test_intermediates_and_bases_are_followed_across_the_linted_tree(tmp_path: P
     (finding,) = result.diagnostics
     assert (Path(finding.path).name, finding.line, finding.code) == ("impl.py", 8, "DB100")
     assert "`rstd` (computed at " in finding.message and "helpers.py:2)" in finding.message
+
+
+def test_rng_state_is_not_listed_among_the_kept_intermediates():
+    # xformers' flash-attn findings listed `rng_state`, the integer seed and offset, as kept
+    (finding,) = lint([str(FIXTURES / "rng_state.py")]).diagnostics
+    assert finding.message.startswith("ctx.save_for_backward keeps `lse` (computed at line 43), neither")

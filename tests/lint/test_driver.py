@@ -301,3 +301,22 @@ def test_noqa_applies_to_closure_rule_findings_too(tmp_path):
     assert lint([str(path)]).diagnostics == ()
     write(path, FORMULA.replace("return grad * c\n", "return grad * c  # noqa: DB105\n"))
     assert [d.code for d in lint([str(path)]).diagnostics] == ["DB100"]
+
+
+PREFILTER_CASES = [   # (source, may it define a torch.autograd.Function subclass)
+    (b"import sympy\nimport torch\nclass align(sympy.Function):\n    pass\n# autograd\n", False),
+    (b"import sympy as sp\nclass A(sp.Function):\n    pass\n# autograd\n", False),
+    (b"import sympy\nimport torch\nclass A(sympy.Function, torch.autograd.Function):\n    pass\n", True),
+    (b"import torch.autograd as ag\nclass A(ag.Function):\n    pass\n", True),
+    (b"import autograd\nfrom torch import autograd\nclass A(autograd.Function):\n    pass\n", True),
+    (b"from torch.autograd import Function\nclass A(Function):\n    pass\n", True),
+    (b"from torch.autograd.function import InplaceFunction\nclass A(InplaceFunction):\n    pass\n", True),
+    (b"import torch\nclass A(torch.autograd.function.Function):\n    pass\n", True),
+    (b"import torch\nclass A(FunctionalTensor):\n    pass\n# autograd.Function\n", False),
+]
+
+
+@pytest.mark.parametrize(("source", "expected"), PREFILTER_CASES)
+def test_prefilter_skips_function_classes_of_other_packages(source, expected):
+    # sympy.Function (torch/_inductor/utils.py) cost a full parse and analysis for nothing
+    assert runner.may_define_function("module.py", source) is expected

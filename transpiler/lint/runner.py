@@ -61,7 +61,9 @@ UNKNOWN_OPERATOR = "DB201"          # the emitter's name for the same call
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
 PARALLEL_MIN_FILES = 200
 CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
-FUNCTION_WORD = re.compile(rb"Function\b")        # Function, InplaceFunction; not FunctionalTensor
+QUALIFIED_FUNCTION = re.compile(rb"((?:\w+[ \t]*\.[ \t]*)*)\w*Function\b")   # InplaceFunction; not FunctionalTensor
+FOREIGN_IMPORT = re.compile(rb"^[ \t]*import[ \t]+(?!torch\b)(\w+)[\w.]*(?:[ \t]+as[ \t]+(\w+))?[ \t]*(?:#.*)?$",
+                            re.MULTILINE)          # ``import sympy``, ``import numpy.linalg as la``
 FUNCTION_ALIAS = re.compile(rb"Function[ \t]+as[ \t]+(\w+)")
 DERIVATIVE_DECORATOR = re.compile(rb"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*derivative\b")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
@@ -256,16 +258,36 @@ def may_define_function(path: str, source: bytes) -> bool:
     ``ag.Function``, ``from torch.autograd import Function [as F]``) and through ``autograd``
     (or the file is in torch's own autograd package); and some ``class`` statement names
     ``Function`` or such an alias among its bases. A subclass of a local subclass has that
-    local root in the same file.
+    local root in the same file. ``sympy.Function`` does not count where ``sympy`` is bound
+    only by ``import sympy`` (a package other than torch: it cannot name autograd's class).
     """
     if b"Function" not in source or not (b"autograd" in source or "autograd" in path):
         return False
     aliases = [re.compile(rb"\b%s\b" % re.escape(alias)) for alias in set(FUNCTION_ALIAS.findall(source))]
+    foreign = _foreign_modules(source)
     for header in CLASS_BASES.finditer(source):
         bases = header.group(1)
-        if FUNCTION_WORD.search(bases) or any(alias.search(bases) for alias in aliases):
+        if any(alias.search(bases) for alias in aliases):
             return True
+        for spelling in QUALIFIED_FUNCTION.finditer(bases):
+            if spelling.group(1).split(b".", 1)[0].strip() not in foreign:
+                return True
     return False
+
+
+def _foreign_modules(source: bytes) -> frozenset[bytes]:
+    """Names bound by a plain ``import`` of a package other than torch that no line importing
+    from torch names (``from torch import autograd`` next to ``import autograd`` is ambiguous)."""
+    if b"import" not in source:
+        return frozenset()
+    bound = {alias or head for head, alias in FOREIGN_IMPORT.findall(source)}
+    torch_imports = _torch_imports(source)
+    return frozenset(name for name in bound if not re.search(rb"\b%s\b" % name, torch_imports))
+
+
+def _torch_imports(source: bytes) -> bytes:
+    """The text of the lines that import from torch."""
+    return b"\n".join(line for line in source.splitlines() if b"torch" in line and b"import" in line)
 
 
 def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bool = False) -> FileReport:

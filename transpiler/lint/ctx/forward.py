@@ -16,12 +16,15 @@ attributes and ``setattr``, ``ctx.__dict__``, lists on ctx, closures and
 ``functools.partial``, globals and class attributes). What is not an
 intermediate: inputs backward never gives a gradient (and what only they
 compute), outputs identified with their view site, values recorded under
-``torch.enable_grad()``; outputs passed to ``ctx.mark_non_differentiable``
+``torch.enable_grad()``, a value bound to a random generator's state
+(``rng_state``, ``seed``, ``philox_offset``: integer by the dropout kernels'
+convention); outputs passed to ``ctx.mark_non_differentiable``
 are not outputs.
 """
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -108,6 +111,8 @@ class _Frame:
 
 
 MAX_CALL_DEPTH = 4
+# a random generator's state (dropout kernels return seed and offset as integers, by convention)
+RNG_STATE_NAME = re.compile(r"(?:\w+_)?(?:rng_state|rng_seed|rng_offset|seeds?|philox_seed|philox_offset)\Z")
 # Modules of Python itself, numpy, triton helpers and torch: their functions are not extension kernels.
 PYTHON_MODULES = ("math.", "operator.", "functools.", "itertools.", "typing.", "warnings.", "logging.", "os.",
                   "sys.", "contextlib.", "collections.", "dataclasses.", "copy.", "numbers.", "builtins.",
@@ -275,6 +280,8 @@ class ForwardAnalysis(Interpreter):
         return self.frames[-1].globals if self.frames else self.own_globals
 
     def bind(self, target: ast.expr, values: Values, env: Env, source: ast.expr | None = None) -> None:
+        if isinstance(target, ast.Name) and RNG_STATE_NAME.match(target.id):
+            values = frozenset(replace(v, kind=Kind.CONSTANT) if v.kind is Kind.TENSOR else v for v in values)
         if isinstance(target, ast.Name) and target.id in self.declared_globals() and not self.frames:
             self.store_global(target, values, source)
         if isinstance(target, ast.Name):

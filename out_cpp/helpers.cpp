@@ -4,6 +4,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/scatter_add.h>
 #include <ATen/ops/sum.h>
@@ -108,6 +109,17 @@ at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_
   std::vector<int64_t> after = std::vector<int64_t>(sizes.begin(), sizes.end());
   after[formulas::runtime::wrap_index(dim, after.size())] = (sizes[formulas::runtime::wrap_index(dim, sizes.size())] - start) - length;
   return at::cat(std::vector<at::Tensor>{grad.new_zeros(before), grad, grad.new_zeros(after)}, dim);
+}
+
+at::Tensor matrix_transpose(const at::Tensor& x) {
+  int64_t n = x.dim();
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t d = 0; d < n; ++d) {
+    dims.push_back(d);
+  }
+  dims[formulas::runtime::wrap_index(n - 2, dims.size())] = n - 1;
+  dims[formulas::runtime::wrap_index(n - 1, dims.size())] = n - 2;
+  return at::permute(x, dims);
 }
 
 }  // namespace formulas::helpers

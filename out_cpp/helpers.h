@@ -14,5 +14,6 @@ at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t di
 at::Tensor pow_backward(const at::Tensor& grad, const at::Tensor& self, double exponent);
 std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim);
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length);
+at::Tensor matrix_transpose(const at::Tensor& x);
 
 }  // namespace formulas::helpers

@@ -433,11 +433,81 @@ def _fused_backward_cases() -> list[OpCase]:
     return out
 
 
+# ---------------------------------------------------------------------------
+# w-ops-d: more matrix products (formulas/linalg_more.py)
+
+def _linalg_more_cases() -> list[OpCase]:
+    out = []
+    rng = _rng("bmm")
+    for left, right in (((2, 3, 4), (2, 4, 5)), ((1, 1, 1), (1, 1, 1)), ((3, 2, 1), (3, 1, 2)),
+                        ((0, 2, 3), (0, 3, 2)), ((2, 0, 3), (2, 3, 2)), ((2, 2, 0), (2, 0, 3))):
+        out.append(OpCase("bmm", _shape_id(left, right), (_normal(rng, left), _normal(rng, right))))
+
+    rng = _rng("dot")
+    for n in (5, 1, 0):
+        out.append(OpCase("dot", _shape_id((n,), (n,)), (_normal(rng, (n,)), _normal(rng, (n,)))))
+
+    rng = _rng("mv")
+    for rows, columns in ((3, 4), (1, 1), (0, 2), (2, 0)):
+        out.append(OpCase("mv", _shape_id((rows, columns), (columns,)),
+                          (_normal(rng, (rows, columns)), _normal(rng, (columns,)))))
+
+    rng = _rng("outer")
+    for left, right in ((3, 4), (1, 1), (0, 2), (2, 1)):
+        out.append(OpCase("outer", _shape_id((left,), (right,)), (_normal(rng, (left,)), _normal(rng, (right,)))))
+
+    rng = _rng("matmul")
+    for left, right in (((3,), (3,)),                    # dot
+                        ((2, 3), (3,)),                  # mv
+                        ((3,), (3, 4)),                  # vector times matrix
+                        ((2, 3), (3, 4)),                # mm
+                        ((2, 2, 3), (3,)),               # batched matrix times vector
+                        ((3,), (2, 3, 4)),               # vector times batched matrix
+                        ((2, 2, 3), (3, 4)),             # batch on the left only
+                        ((3, 4), (2, 4, 2)),             # batch on the right only
+                        ((2, 1, 2, 3), (1, 3, 3, 2)),    # broadcast batch dims
+                        ((1, 2, 3), (4, 3, 2)),
+                        ((0, 2, 3), (3, 2)),             # size-0 batch
+                        ((2, 0), (0, 3))):               # empty inner dim
+        out.append(OpCase("matmul", _shape_id(left, right), (_normal(rng, left), _normal(rng, right))))
+
+    rng = _rng("addmv")
+    for bias, (rows, columns), kwargs in (((3,), (3, 4), {}), ((1,), (3, 4), {"beta": 0.5}), ((), (2, 3), {"alpha": -2.0}),
+                                          ((2,), (2, 3), {"beta": 0.0, "alpha": 1.5}), ((0,), (0, 2), {}),
+                                          ((2,), (2, 0), {"beta": 2})):
+        scalars = "".join(f"_{key}{value}" for key, value in kwargs.items())
+        out.append(OpCase("addmv", f"{_shape_id(bias, (rows, columns), (columns,))}{scalars}",
+                          (_normal(rng, bias), _normal(rng, (rows, columns)), _normal(rng, (columns,))), kwargs))
+
+    rng = _rng("addr")
+    for bias, (rows, columns), kwargs in (((3, 4), (3, 4), {}), ((4,), (3, 4), {"beta": 0.5}),
+                                          ((3, 1), (3, 4), {"alpha": -2.0}), ((), (2, 3), {"beta": 0.0}),
+                                          ((0, 2), (0, 2), {})):
+        scalars = "".join(f"_{key}{value}" for key, value in kwargs.items())
+        out.append(OpCase("addr", f"{_shape_id(bias, (rows,), (columns,))}{scalars}",
+                          (_normal(rng, bias), _normal(rng, (rows,)), _normal(rng, (columns,))), kwargs))
+
+    for op in ("baddbmm", "addbmm"):
+        rng = _rng(op)
+        batched = op == "baddbmm"
+        for (b, n, k, p), bias, kwargs in (((2, 3, 4, 2), (2, 3, 2) if batched else (3, 2), {}),
+                                           ((2, 3, 4, 2), (3, 2) if batched else (2,), {"beta": 0.5}),
+                                           ((2, 3, 4, 2), (1, 1, 2) if batched else (3, 1), {"alpha": -2.0}),
+                                           ((1, 2, 2, 2), (), {"beta": 0.0, "alpha": 1.5}),
+                                           ((0, 2, 3, 2), (0, 2, 2) if batched else (2, 2), {}),
+                                           ((2, 2, 0, 3), (2, 2, 3) if batched else (2, 3), {"beta": 2})):
+            scalars = "".join(f"_{key}{value}" for key, value in kwargs.items())
+            out.append(OpCase(op, f"{_shape_id(bias, (b, n, k), (b, k, p))}{scalars}",
+                              (_normal(rng, bias), _normal(rng, (b, n, k)), _normal(rng, (b, k, p))), kwargs))
+    return out
+
+
 def build_cases() -> list[OpCase]:
     """The whole catalogue, freshly generated (the same values on every call)."""
     return (
         _unary_cases() + _pow_cases() + _binary_cases() + _scalar_binary_cases() + _reduction_cases()
         + _linalg_cases() + _shape_cases() + _softmax_cases() + _selection_cases() + _fused_backward_cases()
+        + _linalg_more_cases()
     )
 
 

@@ -2,12 +2,17 @@
 #include "helpers.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/_to_copy.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/gt.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/scatter_add.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/unsqueeze.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 
 namespace formulas::helpers {
@@ -103,11 +108,49 @@ std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim) {
 }
 
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length) {
-  std::vector<int64_t> before = std::vector<int64_t>(sizes.begin(), sizes.end());
+  std::vector<int64_t> before = formulas::runtime::to_list<std::vector<int64_t>>(sizes);
   before[formulas::runtime::wrap_index(dim, before.size())] = start;
-  std::vector<int64_t> after = std::vector<int64_t>(sizes.begin(), sizes.end());
+  std::vector<int64_t> after = formulas::runtime::to_list<std::vector<int64_t>>(sizes);
   after[formulas::runtime::wrap_index(dim, after.size())] = (sizes[formulas::runtime::wrap_index(dim, sizes.size())] - start) - length;
   return at::cat(std::vector<at::Tensor>{grad.new_zeros(before), grad, grad.new_zeros(after)}, dim);
+}
+
+at::Tensor matrix_transpose(const at::Tensor& x) {
+  int64_t n = x.dim();
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t d = 0; d < n; ++d) {
+    dims.push_back(d);
+  }
+  dims[formulas::runtime::wrap_index(n - 2, dims.size())] = n - 1;
+  dims[formulas::runtime::wrap_index(n - 1, dims.size())] = n - 2;
+  return at::permute(x, dims);
+}
+
+at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel) {
+  if (reduction == 1) {
+    return at::div(grad, numel);
+  }
+  return grad;
+}
+
+at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction) {
+  if (reduction == 1) {
+    return at::div(at::sum(elements), elements.numel());
+  }
+  if (reduction == 2) {
+    return at::sum(elements);
+  }
+  return elements;
+}
+
+at::Tensor sign_of(const at::Tensor& x) {
+  return at::_to_copy(at::gt(x, 0.0), x.scalar_type()) - at::_to_copy(at::gt(-x, 0.0), x.scalar_type());
+}
+
+at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope) {
+  auto sign = helpers::sign_of(diff);
+  auto inside = at::gt(-(diff * sign), -bound);
+  return at::where(inside, at::mul(diff, slope), at::mul(sign, slope * bound));
 }
 
 }  // namespace formulas::helpers

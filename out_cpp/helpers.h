@@ -14,5 +14,10 @@ at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t di
 at::Tensor pow_backward(const at::Tensor& grad, const at::Tensor& self, double exponent);
 std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim);
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length);
+at::Tensor matrix_transpose(const at::Tensor& x);
+at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);
+at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction);
+at::Tensor sign_of(const at::Tensor& x);
+at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope);
 
 }  // namespace formulas::helpers

@@ -39,6 +39,10 @@ std::vector<T> concat(const std::vector<T>& xs, const U& ys) {
   return out;
 }
 
+// Python's list(xs): an owned copy, xs evaluated once (it may be a temporary).
+template <typename V, typename C>
+V to_list(const C& xs) { return V(xs.begin(), xs.end()); }
+
 // Owning copies of what the dispatcher lends a kernel, for node members.
 template <typename T>
 std::vector<T> to_owned(c10::ArrayRef<T> xs) { return xs.vec(); }

@@ -37,6 +37,10 @@ from reference_engine.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from reference_engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from reference_engine.tensor import Tensor, is_tensor
 
+# the submodule attribute ``dot`` (Graphviz export) would shadow the operator ``engine.dot(a, b)``:
+# the module stays importable (``importlib.import_module("reference_engine.dot")``)
+del dot  # noqa: F821
+
 bool = bool_  # noqa: A001 - the dtype, as torch.bool
 
 

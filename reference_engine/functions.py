@@ -31,8 +31,39 @@ def stack(tensors: list[Tensor] | tuple[Tensor, ...], dim: int = 0) -> Tensor:
     return dispatcher.call("cat", ([t.unsqueeze(dim) for t in tensors], dim), {})
 
 
+# ----------------------------------------------------------------------------- w-ops-d: losses
+_REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """``torch.nn.functional.nll_loss`` for class-index targets: the declared ``nll_loss_forward``
+    on a (N, C) or (C,) input; other ranks (torch's ``nll_loss2d``) are refused."""
+    if reduction not in _REDUCTION_ENUM:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if input.dim() not in (1, 2):
+        raise NotImplementedError(f"nll_loss of a {input.dim()}-D input (torch's nll_loss2d / nll_loss_nd) is not "
+                                  f"declared in the library: reshape to (N, C) and targets to (N,)")
+    return dispatcher.call("nll_loss_forward", (input, target, weight, _REDUCTION_ENUM[reduction], ignore_index),
+                           {})[0]
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """``torch.nn.functional.cross_entropy`` for class-index targets, composed as torch does
+    (``cross_entropy_loss`` is CompositeImplicit): ``nll_loss(log_softmax(input, class dim))``.
+    Probability targets and label smoothing are refused, not approximated."""
+    if target.is_floating_point():
+        raise NotImplementedError("cross_entropy with class-probability targets is not supported: pass class "
+                                  "indices (an int64 tensor)")
+    if label_smoothing != 0.0:
+        raise NotImplementedError("cross_entropy with label_smoothing is not supported")
+    class_dim = 0 if input.dim() == 1 else 1
+    return nll_loss(dispatcher.call("log_softmax", (input, class_dim), {}), target, weight, ignore_index, reduction)
+
+
 #: Module functions built from declared operators that are not methods in torch.
-FUNCTIONS: dict[str, Callable[..., Any]] = {"stack": stack}
+FUNCTIONS: dict[str, Callable[..., Any]] = {"stack": stack, "nll_loss": nll_loss, "cross_entropy": cross_entropy}
 
 
 def module_function(name: str) -> Callable[..., Any]:

@@ -259,12 +259,17 @@ def mm(x, other):
     return np.matmul(x, other)
 
 
-@kernel("addmm")
-def addmm(bias, mat1, mat2, beta=1, alpha=1):
-    product = _scale(np.matmul(mat1, mat2), alpha)
-    if beta == 0:      # torch ignores the bias values (even NaN) when beta is 0
+def _add_product(bias, product, beta, alpha):
+    """``beta * bias + alpha * product``; torch ignores the bias values (even NaN) when beta is 0."""
+    product = _scale(product, alpha)
+    if beta == 0:
         return np.broadcast_to(product, np.broadcast_shapes(np.shape(bias), product.shape)).copy()
     return product + _scale(bias, beta)
+
+
+@kernel("addmm")
+def addmm(bias, mat1, mat2, beta=1, alpha=1):
+    return _add_product(bias, np.matmul(mat1, mat2), beta, alpha)
 
 
 # ----------------------------------------------------------------------------- shapes and views
@@ -464,3 +469,223 @@ def value_selecting_reduction_backward(grad, dim, indices, sizes, keepdim):
 @kernel("gather_backward")
 def gather_backward(grad, x, dim, index, sparse_grad=False):
     return scatter_add(np.zeros(np.shape(x), dtype=_array(grad).dtype), dim, index, grad)
+
+
+# ----------------------------------------------------------------------------- w-ops-d: more matrix products
+def _require_dims(name: str, **arrays: Any) -> None:
+    """torch's dimension checks of the fixed-rank products (``bmm`` wants 3-D, ``mv`` 2-D and 1-D...)."""
+    for label, (array, ndim) in arrays.items():
+        if np.ndim(array) != ndim:
+            raise RuntimeError(f"{name}: {label} must be a {ndim}D tensor, got {np.ndim(array)}D")
+
+
+@kernel("bmm")
+def bmm(x, mat2):
+    _require_dims("bmm", self=(x, 3), mat2=(mat2, 3))
+    return np.matmul(x, mat2)
+
+
+@kernel("dot")
+def dot(x, tensor):
+    _require_dims("dot", self=(x, 1), tensor=(tensor, 1))
+    return np.asarray(np.dot(x, tensor))
+
+
+@kernel("mv")
+def mv(x, vec):
+    _require_dims("mv", self=(x, 2), vec=(vec, 1))
+    return np.matmul(x, vec)
+
+
+@kernel("outer")
+def outer(x, vec2):
+    _require_dims("outer", self=(x, 1), vec2=(vec2, 1))
+    return np.multiply.outer(x, vec2)
+
+
+@kernel("matmul")
+def matmul(x, other):
+    if np.ndim(x) == 0 or np.ndim(other) == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{np.ndim(x)}D and {np.ndim(other)}D")
+    return np.asarray(np.matmul(x, other))
+
+
+@kernel("addmv")
+def addmv(x, mat, vec, beta=1, alpha=1):
+    return _add_product(x, mv(mat, vec), beta, alpha)
+
+
+@kernel("addr")
+def addr(x, vec1, vec2, beta=1, alpha=1):
+    return _add_product(x, outer(vec1, vec2), beta, alpha)
+
+
+@kernel("baddbmm")
+def baddbmm(x, batch1, batch2, beta=1, alpha=1):
+    return _add_product(x, bmm(batch1, batch2), beta, alpha)
+
+
+@kernel("addbmm")
+def addbmm(x, batch1, batch2, beta=1, alpha=1):
+    return _add_product(x, np.sum(bmm(batch1, batch2), axis=0), beta, alpha)
+
+
+# ----------------------------------------------------------------------------- w-ops-d: neural-network functions
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _reduce_loss(elements: np.ndarray, reduction: int) -> np.ndarray:
+    """torch's ``reduction`` enum (0 none, 1 mean, 2 sum) applied to elementwise losses."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if reduction == 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.asarray(np.mean(elements) if elements.size else np.float64("nan"), dtype=elements.dtype)
+    return np.asarray(np.sum(elements), dtype=elements.dtype) if reduction == 2 else elements
+
+
+@kernel("linear")
+def linear(x, weight, bias=None):
+    if np.ndim(weight) != 2:
+        raise RuntimeError(f"linear: weight must be a 2D tensor (out_features, in_features), got {np.ndim(weight)}D")
+    product = np.matmul(x, np.transpose(weight))
+    return product if bias is None else product + bias
+
+
+@kernel("softmax.int")
+def softmax_int(x, dim, dtype=None):
+    return softmax(np.asarray(x, dtype=_np_dtype(dtype)), dim)
+
+
+@kernel("log_softmax.int")
+def log_softmax_int(x, dim, dtype=None):
+    return log_softmax(np.asarray(x, dtype=_np_dtype(dtype)), dim)
+
+
+@kernel("mse_loss")
+def mse_loss(x, target, reduction=1):
+    diff = np.subtract(x, target)
+    return _reduce_loss(diff * diff, reduction)
+
+
+@kernel("l1_loss")
+def l1_loss(x, target, reduction=1):
+    return _reduce_loss(np.abs(np.subtract(x, target)), reduction)
+
+
+@kernel("smooth_l1_loss")
+def smooth_l1_loss(x, target, reduction=1, beta=1.0):
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    size = np.abs(np.subtract(x, target))
+    if beta == 0:
+        return _reduce_loss(size, reduction)
+    return _reduce_loss(np.where(size < beta, 0.5 * size * size / beta, size - 0.5 * beta), reduction)
+
+
+@kernel("huber_loss")
+def huber_loss(x, target, reduction=1, delta=1.0):
+    if delta <= 0:
+        raise RuntimeError(f"huber_loss does not support non-positive values for delta.")
+    size = np.abs(np.subtract(x, target))
+    return _reduce_loss(np.where(size < delta, 0.5 * size * size, delta * (size - 0.5 * delta)), reduction)
+
+
+def _same_size(name: str, x: np.ndarray, target: np.ndarray) -> None:
+    if np.shape(x) != np.shape(target):
+        raise ValueError(f"{name}: using a target size ({np.shape(target)}) that is different to the input size "
+                         f"({np.shape(x)}) is deprecated. Please ensure they have the same size.")
+
+
+@kernel("binary_cross_entropy")
+def binary_cross_entropy(x, target, weight=None, reduction=1):
+    x, target = _array(x), _array(target)
+    _same_size("binary_cross_entropy", x, target)
+    if x.size and not ((x >= 0) & (x <= 1)).all():
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    with np.errstate(divide="ignore"):     # torch clamps the logs at -100
+        log_x, log_complement = np.maximum(np.log(x), -100), np.maximum(np.log1p(-x), -100)
+    elements = -(target * log_x + (1 - target) * log_complement)
+    return _reduce_loss(elements if weight is None else elements * weight, reduction)
+
+
+@kernel("binary_cross_entropy_with_logits")
+def binary_cross_entropy_with_logits(x, target, weight=None, pos_weight=None, reduction=1):
+    x, target = _array(x), _array(target)
+    _same_size("binary_cross_entropy_with_logits", x, target)
+    softplus_negative = np.logaddexp(0, -x)          # -log sigmoid(x), stable
+    log_weight = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
+    elements = (1 - target) * x + log_weight * softplus_negative
+    return _reduce_loss(elements if weight is None else elements * weight, reduction)
+
+
+def _nll_picks(x, target, weight, ignore_index):
+    """Per target: the class weight (0 where ignored) and the index of the picked class."""
+    x, target = _array(x), _array(target)
+    if x.ndim not in (1, 2):
+        raise ValueError(f"input tensor should be 1D or 2D, got {x.ndim}D")
+    if target.ndim != x.ndim - 1 or (x.ndim == 2 and target.shape[0] != x.shape[0]):
+        raise ValueError(f"Expected input batch_size ({x.shape[0] if x.ndim == 2 else 1}) to match target "
+                         f"batch_size ({target.shape[0] if target.ndim else 1}).")
+    classes = x.shape[-1]
+    kept = target != ignore_index
+    if ((target[kept] < 0) | (target[kept] >= classes)).any():
+        bad = target[kept][(target[kept] < 0) | (target[kept] >= classes)][0]
+        raise IndexError(f"Target {bad} is out of bounds.")
+    safe = np.where(kept, target, 0)
+    class_weight = np.ones(classes, x.dtype) if weight is None else _array(weight)
+    return np.where(kept, class_weight[safe], 0).astype(x.dtype), safe
+
+
+@kernel("nll_loss_forward")
+def nll_loss_forward(x, target, weight, reduction, ignore_index):
+    x = _array(x)
+    row_weight, safe = _nll_picks(x, target, weight, ignore_index)
+    picked = np.take_along_axis(x.reshape(-1, x.shape[-1]), safe.reshape(-1, 1), axis=1).reshape(safe.shape)
+    elements = -row_weight * picked
+    total = np.asarray(np.sum(row_weight), dtype=x.dtype)
+    if reduction == 0:      # torch reports the total weight of a 1-D input only
+        return elements, total if x.ndim == 1 else np.zeros((), x.dtype)
+    if reduction == 2:
+        return np.asarray(np.sum(elements), dtype=x.dtype), total
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(np.sum(elements) / total, dtype=x.dtype), total
+
+
+@kernel("nll_loss_backward")
+def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, total_weight):
+    x, grad_output = _array(x), _array(grad_output)
+    row_weight, safe = _nll_picks(x, target, weight, ignore_index)
+    scale = -row_weight * grad_output
+    if reduction == 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scale = scale / total_weight
+    out = np.zeros(x.shape, grad_output.dtype)
+    rows = out.reshape(-1, x.shape[-1])
+    np.put_along_axis(rows, safe.reshape(-1, 1), np.broadcast_to(scale, safe.shape).reshape(-1, 1), axis=1)
+    return out
+
+
+@kernel("embedding")
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    weight, indices = _array(weight), _array(indices)
+    if weight.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    if indices.size and (indices.min() < 0 or indices.max() >= weight.shape[0]):
+        raise IndexError("index out of range in self")
+    return np.take(weight, indices, axis=0)
+
+
+@kernel("embedding_dense_backward")
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    grad_output, indices = _array(grad_output), _array(indices).reshape(-1)
+    rows = grad_output.reshape(indices.size, -1) if indices.size else grad_output.reshape(0, grad_output.shape[-1])
+    out = np.zeros((num_weights, rows.shape[1]), grad_output.dtype)
+    np.add.at(out, indices, rows)
+    if scale_grad_by_freq:
+        counts = np.bincount(indices, minlength=num_weights)
+        out /= np.maximum(counts, 1)[:, None]
+    if padding_idx >= 0:
+        out[padding_idx] = 0
+    return out

@@ -433,11 +433,178 @@ def _fused_backward_cases() -> list[OpCase]:
     return out
 
 
+# ---------------------------------------------------------------------------
+# w-ops-d: more matrix products (formulas/linalg_more.py)
+
+def _linalg_more_cases() -> list[OpCase]:
+    out = []
+    rng = _rng("bmm")
+    for left, right in (((2, 3, 4), (2, 4, 5)), ((1, 1, 1), (1, 1, 1)), ((3, 2, 1), (3, 1, 2)),
+                        ((0, 2, 3), (0, 3, 2)), ((2, 0, 3), (2, 3, 2)), ((2, 2, 0), (2, 0, 3))):
+        out.append(OpCase("bmm", _shape_id(left, right), (_normal(rng, left), _normal(rng, right))))
+
+    rng = _rng("dot")
+    for n in (5, 1, 0):
+        out.append(OpCase("dot", _shape_id((n,), (n,)), (_normal(rng, (n,)), _normal(rng, (n,)))))
+
+    rng = _rng("mv")
+    for rows, columns in ((3, 4), (1, 1), (0, 2), (2, 0)):
+        out.append(OpCase("mv", _shape_id((rows, columns), (columns,)),
+                          (_normal(rng, (rows, columns)), _normal(rng, (columns,)))))
+
+    rng = _rng("outer")
+    for left, right in ((3, 4), (1, 1), (0, 2), (2, 1)):
+        out.append(OpCase("outer", _shape_id((left,), (right,)), (_normal(rng, (left,)), _normal(rng, (right,)))))
+
+    rng = _rng("matmul")
+    for left, right in (((3,), (3,)),                    # dot
+                        ((2, 3), (3,)),                  # mv
+                        ((3,), (3, 4)),                  # vector times matrix
+                        ((2, 3), (3, 4)),                # mm
+                        ((2, 2, 3), (3,)),               # batched matrix times vector
+                        ((3,), (2, 3, 4)),               # vector times batched matrix
+                        ((2, 2, 3), (3, 4)),             # batch on the left only
+                        ((3, 4), (2, 4, 2)),             # batch on the right only
+                        ((2, 1, 2, 3), (1, 3, 3, 2)),    # broadcast batch dims
+                        ((1, 2, 3), (4, 3, 2)),
+                        ((0, 2, 3), (3, 2)),             # size-0 batch
+                        ((2, 0), (0, 3))):               # empty inner dim
+        out.append(OpCase("matmul", _shape_id(left, right), (_normal(rng, left), _normal(rng, right))))
+
+    rng = _rng("addmv")
+    for bias, (rows, columns), kwargs in (((3,), (3, 4), {}), ((1,), (3, 4), {"beta": 0.5}), ((), (2, 3), {"alpha": -2.0}),
+                                          ((2,), (2, 3), {"beta": 0.0, "alpha": 1.5}), ((0,), (0, 2), {}),
+                                          ((2,), (2, 0), {"beta": 2})):
+        scalars = "".join(f"_{key}{value}" for key, value in kwargs.items())
+        out.append(OpCase("addmv", f"{_shape_id(bias, (rows, columns), (columns,))}{scalars}",
+                          (_normal(rng, bias), _normal(rng, (rows, columns)), _normal(rng, (columns,))), kwargs))
+
+    rng = _rng("addr")
+    for bias, (rows, columns), kwargs in (((3, 4), (3, 4), {}), ((4,), (3, 4), {"beta": 0.5}),
+                                          ((3, 1), (3, 4), {"alpha": -2.0}), ((), (2, 3), {"beta": 0.0}),
+                                          ((0, 2), (0, 2), {})):
+        scalars = "".join(f"_{key}{value}" for key, value in kwargs.items())
+        out.append(OpCase("addr", f"{_shape_id(bias, (rows,), (columns,))}{scalars}",
+                          (_normal(rng, bias), _normal(rng, (rows,)), _normal(rng, (columns,))), kwargs))
+
+    for op in ("baddbmm", "addbmm"):
+        rng = _rng(op)
+        batched = op == "baddbmm"
+        for (b, n, k, p), bias, kwargs in (((2, 3, 4, 2), (2, 3, 2) if batched else (3, 2), {}),
+                                           ((2, 3, 4, 2), (3, 2) if batched else (2,), {"beta": 0.5}),
+                                           ((2, 3, 4, 2), (1, 1, 2) if batched else (3, 1), {"alpha": -2.0}),
+                                           ((1, 2, 2, 2), (), {"beta": 0.0, "alpha": 1.5}),
+                                           ((0, 2, 3, 2), (0, 2, 2) if batched else (2, 2), {}),
+                                           ((2, 2, 0, 3), (2, 2, 3) if batched else (2, 3), {"beta": 2})):
+            scalars = "".join(f"_{key}{value}" for key, value in kwargs.items())
+            out.append(OpCase(op, f"{_shape_id(bias, (b, n, k), (b, k, p))}{scalars}",
+                              (_normal(rng, bias), _normal(rng, (b, n, k)), _normal(rng, (b, k, p))), kwargs))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# w-ops-d: neural-network functions (formulas/nn.py)
+
+def _probabilities(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """In [0.1, 0.9): inside (0, 1), away from the edges of the binary cross-entropy."""
+    return np.asarray(rng.uniform(0.1, 0.9, shape), dtype=np.float64)
+
+
+def _nn_cases() -> list[OpCase]:
+    out = []
+    rng = _rng("linear")
+    for input_shape, (out_features, in_features), with_bias in (((2, 3), (4, 3), True), ((3,), (2, 3), True),
+                                                               ((2, 2, 3), (4, 3), False), ((0, 3), (2, 3), True),
+                                                               ((1, 1), (1, 1), True), ((2, 3), (0, 3), True)):
+        bias = _normal(rng, (out_features,)) if with_bias else None
+        out.append(OpCase("linear", f"{_shape_id(input_shape, (out_features, in_features))}{'_bias' if with_bias else ''}",
+                          (_normal(rng, input_shape), _normal(rng, (out_features, in_features)), bias)))
+
+    for op in ("softmax.int", "log_softmax.int"):
+        rng = _rng(op)
+        for shape, dim, dtype in (((3, 4), 1, None), ((3, 4), 0, np.float64), ((2, 3, 4), -1, None), ((5,), 0, None),
+                                  ((), 0, None), ((2, 0), 0, None)):
+            out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim}{'_dtype' if dtype else ''}", (_normal(rng, shape), dim, dtype)))
+
+    for op in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"):
+        rng = _rng(op)
+        extra: tuple[Any, ...] = ()
+        for (left, right), reduction in ((((2, 3), (2, 3)), 1), (((2, 3), (2, 3)), 0), (((2, 3), (2, 3)), 2),
+                                         (((4,), (4,)), 1), (((), ()), 1), (((0, 2), (0, 2)), 2), (((0, 2), (0, 2)), 0)):
+            target = _normal(rng, right)
+            # differences away from 0 (the L1 kink) and from +-beta / +-delta (the quadratic-linear seam)
+            self_values = np.asarray(target + _away_from_zero(rng, left) * 1.9)
+            if op in ("smooth_l1_loss", "huber_loss"):
+                extra = (0.8,)
+            out.append(OpCase(op, f"{_shape_id(left, right)}_reduction{reduction}", (self_values, target, reduction) + extra))
+        if op == "smooth_l1_loss":     # beta 0 is the L1 loss
+            target = _normal(rng, (3,))
+            out.append(OpCase(op, "3_3_beta0", (np.asarray(target + _away_from_zero(rng, (3,))), target, 1, 0.0)))
+
+    rng = _rng("binary_cross_entropy")
+    for shape, with_weight, reduction in (((2, 3), False, 1), ((2, 3), True, 0), ((4,), True, 2), ((), False, 1),
+                                          ((0, 2), False, 2)):
+        weight = _positive(rng, shape[-1:]) if with_weight else None
+        out.append(OpCase("binary_cross_entropy", f"{_shape_id(shape)}_reduction{reduction}{'_weight' if with_weight else ''}",
+                          (_probabilities(rng, shape), _probabilities(rng, shape), weight, reduction), differentiable=(0, 1)))
+
+    rng = _rng("binary_cross_entropy_with_logits")
+    for shape, with_weight, with_pos, reduction in (((2, 3), False, False, 1), ((2, 3), True, True, 0),
+                                                    ((4,), False, True, 2), ((2, 3), True, False, 1),
+                                                    ((), False, False, 1), ((0, 2), False, False, 2)):
+        weight = _positive(rng, shape[-1:]) if with_weight else None
+        pos_weight = _positive(rng, shape[-1:]) if with_pos else None
+        out.append(OpCase("binary_cross_entropy_with_logits",
+                          f"{_shape_id(shape)}_reduction{reduction}{'_weight' if with_weight else ''}{'_pos' if with_pos else ''}",
+                          (_normal(rng, shape), _probabilities(rng, shape), weight, pos_weight, reduction),
+                          differentiable=(0, 1)))
+
+    rng = _rng("nll_loss_forward")
+    for (batch, classes), with_weight, reduction, ignore_index in (((4, 3), False, 1, -100), ((4, 3), True, 1, 1),
+                                                                   ((4, 3), True, 0, -100), ((4, 3), False, 2, 0),
+                                                                   ((None, 3), False, 1, -100), ((0, 3), False, 2, -100)):
+        shape = (classes,) if batch is None else (batch, classes)
+        target = _index(rng, () if batch is None else (batch,), classes)
+        weight = _positive(rng, (classes,)) if with_weight else None
+        out.append(OpCase("nll_loss_forward",
+                          f"{_shape_id(shape)}_reduction{reduction}_ignore{ignore_index}{'_weight' if with_weight else ''}",
+                          (_normal(rng, shape), target, weight, reduction, ignore_index), differentiable=(0,)))
+
+    rng = _rng("nll_loss_backward")
+    for (batch, classes), with_weight, reduction, ignore_index in (((4, 3), False, 1, -100), ((4, 3), True, 1, 1),
+                                                                   ((4, 3), True, 0, -100), ((4, 3), False, 2, 0),
+                                                                   ((None, 3), False, 0, -100)):
+        shape = (classes,) if batch is None else (batch, classes)
+        target = _index(rng, () if batch is None else (batch,), classes)
+        weight = _positive(rng, (classes,)) if with_weight else None
+        kept = target != ignore_index
+        total = np.asarray(np.sum(np.where(kept, 1.0 if weight is None else weight[np.where(kept, target, 0)], 0.0)))
+        grad_output = _normal(rng, target.shape if reduction == 0 else ())
+        out.append(OpCase("nll_loss_backward",
+                          f"{_shape_id(shape)}_reduction{reduction}_ignore{ignore_index}{'_weight' if with_weight else ''}",
+                          (grad_output, _normal(rng, shape), target, weight, reduction, ignore_index, total),
+                          differentiable=(0,)))
+
+    rng = _rng("embedding")
+    # scale_grad_by_freq is left out: torch's scaled "gradient" is a training heuristic, not a derivative
+    # (gradcheck fails on it by design), and its double backward ignores the scaling (tests/engine/test_nn_losses.py)
+    for index_shape, padding_idx, scale in (((4,), -1, False), ((2, 3), 1, False), ((5,), 2, False), ((), -1, False)):
+        out.append(OpCase("embedding", f"5x3_index{_shape_id(index_shape)}_pad{padding_idx}{'_scale' if scale else ''}",
+                          (_normal(rng, (5, 3)), _index(rng, index_shape, 5), padding_idx, scale)))
+    rng = _rng("embedding_dense_backward")
+    for index_shape, padding_idx, scale in (((4,), -1, False), ((2, 3), 1, False), ((6,), 2, False), ((), -1, False)):
+        out.append(OpCase("embedding_dense_backward",
+                          f"index{_shape_id(index_shape)}_pad{padding_idx}{'_scale' if scale else ''}",
+                          (_normal(rng, index_shape + (3,)), _index(rng, index_shape, 5), 5, padding_idx, scale)))
+    return out
+
+
 def build_cases() -> list[OpCase]:
     """The whole catalogue, freshly generated (the same values on every call)."""
     return (
         _unary_cases() + _pow_cases() + _binary_cases() + _scalar_binary_cases() + _reduction_cases()
         + _linalg_cases() + _shape_cases() + _softmax_cases() + _selection_cases() + _fused_backward_cases()
+        + _linalg_more_cases() + _nn_cases()
     )
 
 

@@ -60,6 +60,8 @@ TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR, "alpha": T.SCA
     ("grad if self.dim() > 0 else None", ("(self.dim() > 0) ? grad : at::Tensor()", T.TENSOR)),
     ("0 < self.dim() <= 2", ("(0 < self.dim()) && (self.dim() <= 2)", T.BOOL)),
     ("len(self.sizes())", ("static_cast<int64_t>(self.sizes().vec().size())", T.INT)),
+    # list() of a temporary evaluates it once (begin() and end() of two copies is undefined)
+    ("list(self.sizes())", ("formulas::runtime::to_list<std::vector<int64_t>>(self.sizes().vec())", T.INT_LIST)),
     ("self > 0", ("self > 0", T.TENSOR)),
     ("alpha == 1", ("alpha.toDouble() == 1", T.BOOL)),
 ])

@@ -425,7 +425,9 @@ def _call(node: cst.Call, context: Context, expected: PyType | None) -> Typed:
             if value.type.kind is not Kind.LIST:
                 raise unsupported(node, f"list() of a {value.type}")
             ty = T.list_of(value.type.elem)
-            return Typed(f"{T.cpp_value(ty)}({value.operand()}.begin(), {value.operand()}.end())", ty)
+            # one evaluation of the operand: begin() and end() of two temporaries (list(x.sizes()))
+            # would walk between two different vectors
+            return Typed(f"formulas::runtime::to_list<{T.cpp_value(ty)}>({value.text})", ty)
         if name in ("min", "max") and len(node.args) == 2 and all(a.keyword is None for a in node.args):
             left, right = (translate(a.value, context) for a in node.args)
             if {left.type.kind, right.type.kind} <= {Kind.INT, Kind.BOOL}:

@@ -14,5 +14,11 @@ at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t di
 at::Tensor pow_backward(const at::Tensor& grad, const at::Tensor& self, double exponent);
 std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim);
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length);
+at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value);
+at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& value);
+at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& value);
+at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim);
+at::Tensor amax_amin_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim);
+at::Tensor prod_others(const at::Tensor& x, int64_t dim);
 
 }  // namespace formulas::helpers

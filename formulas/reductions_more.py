@@ -56,6 +56,15 @@ def min_all(self):
     return result, backward
 
 
+@helper
+def value_selecting_jvp(self_t: Tensor, dim: int, indices: Tensor, keepdim: bool, values_sizes: list[int]) -> Tensor:
+    """The tangent of ``max.dim``/``min.dim``: the tangent at the selected element of each slice."""
+    indices_kept = indices
+    if not keepdim and self_t.dim() > 0:
+        indices_kept = at.unsqueeze(indices, dim)
+    return at.reshape(at.gather(self_t, dim, indices_kept), values_sizes)
+
+
 @derivative("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
             output_differentiability=[True, False])
 def min_dim(self, dim, keepdim=False):
@@ -65,12 +74,7 @@ def min_dim(self, dim, keepdim=False):
     def backward(grad):
         return at.value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
     def jvp(self_t):
-        # the tangent at the selected element of each slice
-        indices_kept = indices
-        if not keepdim and len(self_sizes) > 0:
-            indices_kept = at.unsqueeze(indices, reduced_dim)
-        values_t = at.reshape(at.gather(self_t, reduced_dim, indices_kept), values.sizes())
-        return values_t
+        return value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes())
     return (values, indices), backward
 
 
@@ -206,3 +210,99 @@ def prod_all(self, *, dtype=None):
         return result_t
     return result, backward
 
+
+
+@helper
+def variance_divisor(count: int, correction: float) -> float:
+    """``N - correction``: what the sum of squared deviations is divided by."""
+    return count - correction
+
+
+@derivative("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor")
+def var_correction(self, dim=None, *, correction=None, keepdim=False):
+    result = at.var(self, dim, correction=correction, keepdim=keepdim)
+    self_sizes = self.sizes()
+    count = reduced_numel(self_sizes, dim)
+    # torch's default correction is 1 (Bessel's)
+    divisor = variance_divisor(count, 1.0) if correction is None else variance_divisor(count, correction)
+    def backward(grad):
+        # d var / d x_i = 2 (x_i - mean) / divisor: the mean's own dependence on x sums to zero
+        centered = self - at.mean(self, dim, True)
+        return sum_backward(at.div(at.mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered
+    def jvp(self_t):
+        centered = self - at.mean(self, dim, True)
+        result_t = at.div(at.mul(at.sum(centered * self_t, dim, keepdim), 2.0), divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor")
+def std_correction(self, dim=None, *, correction=None, keepdim=False):
+    result = at.std(self, dim, correction=correction, keepdim=keepdim)
+    self_sizes = self.sizes()
+    count = reduced_numel(self_sizes, dim)
+    divisor = variance_divisor(count, 1.0) if correction is None else variance_divisor(count, correction)
+    def backward(grad):
+        # std = sqrt(var): d std / d x_i = (x_i - mean) / (divisor std)
+        centered = self - at.mean(self, dim, True)
+        return sum_backward(at.div(grad / result, divisor), self_sizes, dim, keepdim) * centered
+    def jvp(self_t):
+        centered = self - at.mean(self, dim, True)
+        result_t = at.div(at.sum(centered * self_t, dim, keepdim) / result, divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("var(Tensor self, bool unbiased=True) -> Tensor")
+def var_all(self, unbiased=True):
+    result = at.var(self, unbiased)
+    count = self.numel()
+    divisor = variance_divisor(count, 1.0 if unbiased else 0.0)
+    def backward(grad):
+        return at.div(at.mul(grad, 2.0), divisor) * (self - at.mean(self))
+    def jvp(self_t):
+        result_t = at.div(at.mul(at.sum((self - at.mean(self)) * self_t), 2.0), divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor")
+def var_dim(self, dim, unbiased=True, keepdim=False):
+    result = at.var(self, dim, unbiased, keepdim)
+    self_sizes = self.sizes()
+    divisor = variance_divisor(reduced_numel(self_sizes, dim), 1.0 if unbiased else 0.0)
+    def backward(grad):
+        centered = self - at.mean(self, dim, True)
+        return sum_backward(at.div(at.mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered
+    def jvp(self_t):
+        centered = self - at.mean(self, dim, True)
+        result_t = at.div(at.mul(at.sum(centered * self_t, dim, keepdim), 2.0), divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("std(Tensor self, bool unbiased=True) -> Tensor")
+def std_all(self, unbiased=True):
+    result = at.std(self, unbiased)
+    divisor = variance_divisor(self.numel(), 1.0 if unbiased else 0.0)
+    def backward(grad):
+        return at.div(grad / result, divisor) * (self - at.mean(self))
+    def jvp(self_t):
+        result_t = at.div(at.sum((self - at.mean(self)) * self_t) / result, divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor")
+def std_dim(self, dim, unbiased=True, keepdim=False):
+    result = at.std(self, dim, unbiased, keepdim)
+    self_sizes = self.sizes()
+    divisor = variance_divisor(reduced_numel(self_sizes, dim), 1.0 if unbiased else 0.0)
+    def backward(grad):
+        centered = self - at.mean(self, dim, True)
+        return sum_backward(at.div(grad / result, divisor), self_sizes, dim, keepdim) * centered
+    def jvp(self_t):
+        centered = self - at.mean(self, dim, True)
+        result_t = at.div(at.sum(centered * self_t, dim, keepdim) / result, divisor)
+        return result_t
+    return result, backward

@@ -5,6 +5,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/gather.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_or.h>
@@ -12,6 +13,7 @@
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
+#include <ATen/ops/reshape.h>
 #include <ATen/ops/scatter_add.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/unsqueeze.h>
@@ -132,6 +134,14 @@ at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, con
   return at::div(at::sum(at::where(mask, self_t, at::zeros_like(self_t))), at::sum(mask));
 }
 
+at::Tensor value_selecting_jvp(const at::Tensor& self_t, int64_t dim, const at::Tensor& indices, bool keepdim, at::IntArrayRef values_sizes) {
+  auto indices_kept = indices;
+  if (!keepdim && (self_t.dim() > 0)) {
+    indices_kept = at::unsqueeze(indices, dim);
+  }
+  return at::reshape(at::gather(self_t, dim, indices_kept), values_sizes);
+}
+
 at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
   std::vector<int64_t> sizes = self.sizes().vec();
   auto mask = at::eq(self, helpers::sum_backward(result, sizes, dim, keepdim));
@@ -156,6 +166,10 @@ at::Tensor prod_others(const at::Tensor& x, int64_t dim) {
   auto one_zero = at::where(is_zero, product, (zeros_sum * product) / nonzero);
   auto two_zeros = at::where(is_zero, (zeros_sum - x) * product, zeros);
   return at::where(at::eq(count, 0), no_zero, at::where(at::eq(count, 1), one_zero, at::where(at::eq(count, 2), two_zeros, zeros)));
+}
+
+double variance_divisor(int64_t count, double correction) {
+  return count - correction;
 }
 
 }  // namespace formulas::helpers

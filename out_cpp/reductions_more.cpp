@@ -9,17 +9,19 @@
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/exp.h>
-#include <ATen/ops/gather.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/max.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/min.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/prod.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/std.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/value_selecting_reduction_backward.h>
+#include <ATen/ops/var.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
@@ -413,17 +415,11 @@ torch::autograd::variable_list MinDimBackward0::apply_with_saved(
 
 at::Tensor min_dim_jvp(
     const at::Tensor& self_t,
+    int64_t reduced_dim,
     const at::Tensor& indices,
     bool keepdim,
-    at::IntArrayRef self_sizes,
-    int64_t reduced_dim,
     const at::Tensor& values) {
-  auto indices_kept = indices;
-  if (!keepdim && (static_cast<int64_t>(self_sizes.size()) > 0)) {
-    indices_kept = at::unsqueeze(indices, reduced_dim);
-  }
-  auto values_t = at::reshape(at::gather(self_t, reduced_dim, indices_kept), values.sizes().vec());
-  return values_t;
+  return helpers::value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes().vec());
 }
 
 std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
@@ -439,7 +435,7 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, 
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(values, formulas::min_dim_jvp(self_t, indices, keepdim, self_sizes, reduced_dim, values));
+    formulas::runtime::set_tangent(values, formulas::min_dim_jvp(self_t, reduced_dim, indices, keepdim, values));
   }
   if (grad_fn) {
     torch::autograd::set_history(values, grad_fn);
@@ -1448,6 +1444,950 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
   return result;
 }
 
+struct VarCorrectionBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "VarCorrectionBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<std::vector<int64_t>> dim_{};
+  double divisor_{};
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
+};
+
+at::Tensor var_correction_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    double divisor,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  auto centered = self - at::mean(self, dim, true);
+  return helpers::sum_backward(at::div(at::mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered;
+}
+
+torch::autograd::variable_list VarCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::var_correction_backward(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list VarCorrectionBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return VarCorrectionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, divisor_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list VarCorrectionBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return VarCorrectionBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, divisor_, self_sizes_, keepdim_);
+}
+
+void VarCorrectionBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(dim_);
+  args.collect(divisor_);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list VarCorrectionBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(dim_);
+  saved.before(divisor_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_VarCorrectionBackward0", VarCorrectionBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(dim_);
+  functional_args.pack(divisor_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_VarCorrectionBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(dim_);
+  saved.after(divisor_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor var_correction_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    double divisor) {
+  auto centered = self - at::mean(self, dim, true);
+  auto result_t = at::div(at::mul(at::sum(centered * self_t, dim, keepdim), 2.0), divisor);
+  return result_t;
+}
+
+at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim) {
+  c10::intrusive_ptr<VarCorrectionBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<VarCorrectionBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::var(self, dim, correction, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t count = helpers::reduced_numel(self_sizes, dim);
+  double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::var_correction_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, divisor));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return result;
+}
+
+struct StdCorrectionBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "StdCorrectionBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<std::vector<int64_t>> dim_{};
+  torch::autograd::SavedVariable result_;
+  double divisor_{};
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
+};
+
+at::Tensor std_correction_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    const at::Tensor& result,
+    double divisor,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  auto centered = self - at::mean(self, dim, true);
+  return helpers::sum_backward(at::div(grad / result, divisor), self_sizes, dim, keepdim) * centered;
+}
+
+torch::autograd::variable_list StdCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const at::Tensor& result_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::std_correction_backward(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list StdCorrectionBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return StdCorrectionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, result_, divisor_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list StdCorrectionBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return StdCorrectionBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, result, divisor_, self_sizes_, keepdim_);
+}
+
+void StdCorrectionBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(dim_);
+  args.collect(result_, true);
+  args.collect(divisor_);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list StdCorrectionBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(dim_);
+  saved.before(result_);
+  saved.before(divisor_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_StdCorrectionBackward0", StdCorrectionBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(dim_);
+  functional_args.pack(result);
+  functional_args.pack(divisor_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_StdCorrectionBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(dim_);
+  saved.after(result_);
+  saved.after(divisor_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor std_correction_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    const at::Tensor& result,
+    double divisor) {
+  auto centered = self - at::mean(self, dim, true);
+  auto result_t = at::div(at::sum(centered * self_t, dim, keepdim) / result, divisor);
+  return result_t;
+}
+
+at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim) {
+  c10::intrusive_ptr<StdCorrectionBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<StdCorrectionBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::std(self, dim, correction, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t count = helpers::reduced_numel(self_sizes, dim);
+  double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::std_correction_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, result, divisor));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return result;
+}
+
+struct VarBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "VarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  double divisor_{};
+  torch::autograd::SavedVariable self_;
+};
+
+at::Tensor var_all_backward(
+    const at::Tensor& grad,
+    double divisor,
+    const at::Tensor& self) {
+  return at::div(at::mul(grad, 2.0), divisor) * (self - at::mean(self));
+}
+
+torch::autograd::variable_list VarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const double& divisor_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::var_all_backward(grads[0], divisor_, self_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list VarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return VarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, divisor_, self_);
+}
+
+torch::autograd::variable_list VarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return VarBackward0_apply_functional(std::move(grads), needs_input_grad, divisor_, self);
+}
+
+void VarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(divisor_);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list VarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(divisor_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_VarBackward0", VarBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(divisor_);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_VarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(divisor_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor var_all_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    double divisor) {
+  auto result_t = at::div(at::mul(at::sum((self - at::mean(self)) * self_t), 2.0), divisor);
+  return result_t;
+}
+
+at::Tensor var_all(const at::Tensor& self, bool unbiased) {
+  c10::intrusive_ptr<VarBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<VarBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::var(self, unbiased);
+  int64_t count = self.numel();
+  double divisor = helpers::variance_divisor(count, unbiased ? 1.0 : 0.0);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::var_all_jvp(self_t, formulas::runtime::primal(self), divisor));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct VarDimBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "VarDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<std::vector<int64_t>> dim_{};
+  double divisor_{};
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
+};
+
+at::Tensor var_dim_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    double divisor,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  auto centered = self - at::mean(self, dim, true);
+  return helpers::sum_backward(at::div(at::mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered;
+}
+
+torch::autograd::variable_list VarDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::var_dim_backward(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list VarDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return VarDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, divisor_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list VarDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return VarDimBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, divisor_, self_sizes_, keepdim_);
+}
+
+void VarDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(dim_);
+  args.collect(divisor_);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list VarDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(dim_);
+  saved.before(divisor_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_VarDimBackward0", VarDimBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(dim_);
+  functional_args.pack(divisor_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_VarDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(dim_);
+  saved.after(divisor_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor var_dim_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    double divisor) {
+  auto centered = self - at::mean(self, dim, true);
+  auto result_t = at::div(at::mul(at::sum(centered * self_t, dim, keepdim), 2.0), divisor);
+  return result_t;
+}
+
+at::Tensor var_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unbiased, bool keepdim) {
+  c10::intrusive_ptr<VarDimBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<VarDimBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::var(self, dim, unbiased, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::var_dim_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, divisor));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return result;
+}
+
+struct StdBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "StdBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_.reset_data();
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable result_;
+  double divisor_{};
+  torch::autograd::SavedVariable self_;
+};
+
+at::Tensor std_all_backward(
+    const at::Tensor& grad,
+    const at::Tensor& result,
+    double divisor,
+    const at::Tensor& self) {
+  return at::div(grad / result, divisor) * (self - at::mean(self));
+}
+
+torch::autograd::variable_list StdBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const double& divisor_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::std_all_backward(grads[0], result_, divisor_, self_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list StdBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return StdBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, divisor_, self_);
+}
+
+torch::autograd::variable_list StdBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
+  return StdBackward0_apply_functional(std::move(grads), needs_input_grad, result, divisor_, self);
+}
+
+void StdBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+  args.collect(divisor_);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list StdBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  saved.before(divisor_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_StdBackward0", StdBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  functional_args.pack(divisor_);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_StdBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(result_);
+  saved.after(divisor_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor std_all_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result,
+    double divisor) {
+  auto result_t = at::div(at::sum((self - at::mean(self)) * self_t) / result, divisor);
+  return result_t;
+}
+
+at::Tensor std_all(const at::Tensor& self, bool unbiased) {
+  c10::intrusive_ptr<StdBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<StdBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::std(self, unbiased);
+  double divisor = helpers::variance_divisor(self.numel(), unbiased ? 1.0 : 0.0);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::std_all_jvp(self_t, formulas::runtime::primal(self), result, divisor));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct StdDimBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "StdDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<std::vector<int64_t>> dim_{};
+  torch::autograd::SavedVariable result_;
+  double divisor_{};
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
+};
+
+at::Tensor std_dim_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    const at::Tensor& result,
+    double divisor,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  auto centered = self - at::mean(self, dim, true);
+  return helpers::sum_backward(at::div(grad / result, divisor), self_sizes, dim, keepdim) * centered;
+}
+
+torch::autograd::variable_list StdDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const at::Tensor& result_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::std_dim_backward(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list StdDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return StdDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, result_, divisor_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list StdDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return StdDimBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, result, divisor_, self_sizes_, keepdim_);
+}
+
+void StdDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(dim_);
+  args.collect(result_, true);
+  args.collect(divisor_);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list StdDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(dim_);
+  saved.before(result_);
+  saved.before(divisor_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_StdDimBackward0", StdDimBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(dim_);
+  functional_args.pack(result);
+  functional_args.pack(divisor_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_StdDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(dim_);
+  saved.after(result_);
+  saved.after(divisor_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor std_dim_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    const at::Tensor& result,
+    double divisor) {
+  auto centered = self - at::mean(self, dim, true);
+  auto result_t = at::div(at::sum(centered * self_t, dim, keepdim) / result, divisor);
+  return result_t;
+}
+
+at::Tensor std_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unbiased, bool keepdim) {
+  c10::intrusive_ptr<StdDimBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<StdDimBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::std(self, dim, unbiased, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::std_dim_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, result, divisor));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return result;
+}
+
 at::Tensor nondifferentiable_ones_like(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   return at::ones_like(self, dtype, layout, device, pin_memory, memory_format);
@@ -1467,5 +2407,11 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::cumsum));
   m.def("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::prod_dim_int));
   m.def("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::prod_all));
+  m.def("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor", TORCH_FN(formulas::var_correction));
+  m.def("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor", TORCH_FN(formulas::std_correction));
+  m.def("var(Tensor self, bool unbiased=True) -> Tensor", TORCH_FN(formulas::var_all));
+  m.def("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", TORCH_FN(formulas::var_dim));
+  m.def("std(Tensor self, bool unbiased=True) -> Tensor", TORCH_FN(formulas::std_all));
+  m.def("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", TORCH_FN(formulas::std_dim));
   m.def("ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor", TORCH_FN(formulas::nondifferentiable_ones_like));
 }

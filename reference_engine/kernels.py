@@ -241,16 +241,22 @@ def var_mean_dim(x, dim, unbiased=True, keepdim=False):
     return var, mean
 
 
-@kernel("max.dim")
-def max_dim(x, dim, keepdim=False):
-    x = _array(x)
-    if x.ndim == 0:
-        _wrap_dim(dim, 0)
-        return x.copy(), np.zeros((), np.int64)
-    axis = _wrap_dim(dim, x.ndim)
-    if x.shape[axis] == 0:
-        raise IndexError(f"cannot reduce over dimension {dim} of size 0")
-    return np.max(x, axis=axis, keepdims=keepdim), np.argmax(x, axis=axis, keepdims=keepdim).astype(np.int64)
+def _value_selecting(values: Callable[..., Any], indices: Callable[..., Any]) -> Callable[..., Any]:
+    """``max.dim`` / ``min.dim``: the extreme along ``dim`` and its (first) index."""
+    def reduce(x, dim, keepdim=False):
+        x = _array(x)
+        if x.ndim == 0:
+            _wrap_dim(dim, 0)
+            return x.copy(), np.zeros((), np.int64)
+        axis = _wrap_dim(dim, x.ndim)
+        if x.shape[axis] == 0:
+            raise IndexError(f"cannot reduce over dimension {dim} of size 0")
+        return values(x, axis=axis, keepdims=keepdim), indices(x, axis=axis, keepdims=keepdim).astype(np.int64)
+
+    return reduce
+
+
+KERNELS["max.dim"] = _value_selecting(np.max, np.argmax)
 
 
 # ----------------------------------------------------------------------------- linear algebra
@@ -537,16 +543,7 @@ def min_all(x):
     return np.asarray(np.min(x))
 
 
-@kernel("min.dim")
-def min_dim(x, dim, keepdim=False):
-    x = _array(x)
-    if x.ndim == 0:
-        _wrap_dim(dim, 0)
-        return x.copy(), np.zeros((), np.int64)
-    axis = _wrap_dim(dim, x.ndim)
-    if x.shape[axis] == 0:
-        raise IndexError(f"cannot reduce over dimension {dim} of size 0")
-    return np.min(x, axis=axis, keepdims=keepdim), np.argmin(x, axis=axis, keepdims=keepdim).astype(np.int64)
+KERNELS["min.dim"] = _value_selecting(np.min, np.argmin)
 
 
 def _extreme_along(reduce: Callable[..., Any], what: str) -> Callable[..., Any]:
@@ -618,3 +615,36 @@ def prod_dim(x, dim, keepdim=False, dtype=None):
 @kernel("ones_like")
 def ones_like(x, dtype=None, *_options):
     return np.ones(np.shape(x), dtype=_np_dtype(dtype) or _array(x).dtype)
+
+
+def _moment(root: bool) -> Callable[..., Any]:
+    """``var.correction`` / ``std.correction``: squared deviations summed over ``dim`` (None or
+    empty: every dim) and divided by ``N - correction`` (correction 1 by default)."""
+    def kernel_(x, dim=None, correction=None, keepdim=False):
+        x = _array(x)
+        axes = _axes(dim, x.ndim)
+        ddof = 1 if correction is None else correction
+        with np.errstate(invalid="ignore", divide="ignore"):
+            count = x.size if axes is None else int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+            mean = np.mean(x, axis=axes, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
+            total = np.sum((x - mean) ** 2, axis=axes, keepdims=keepdim)
+            var = np.true_divide(total, max(count - ddof, 0), dtype=total.dtype)
+            return np.asarray(np.sqrt(var) if root else var)
+
+    return kernel_
+
+
+KERNELS["var.correction"] = _moment(root=False)
+KERNELS["std.correction"] = _moment(root=True)
+
+
+def _unbiased_moment(root: bool, over_dims: bool) -> Callable[..., Any]:
+    """``var``/``std`` (all elements) and ``var.dim``/``std.dim``: correction 1 when unbiased, else 0."""
+    moment = _moment(root)
+    if over_dims:
+        return lambda x, dim, unbiased=True, keepdim=False: moment(x, dim, int(unbiased), keepdim)
+    return lambda x, unbiased=True: moment(x, None, int(unbiased), False)
+
+
+KERNELS["var"], KERNELS["var.dim"] = _unbiased_moment(False, False), _unbiased_moment(False, True)
+KERNELS["std"], KERNELS["std.dim"] = _unbiased_moment(True, False), _unbiased_moment(True, True)

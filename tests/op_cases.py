@@ -607,12 +607,39 @@ def _more_reduction_cases() -> list[OpCase]:
     return out
 
 
+def _moment_cases() -> list[OpCase]:
+    """``var`` / ``std``: ``.correction``, all elements and ``.dim`` (formulas/reductions_more.py)."""
+    out = []
+    for op in ("var.correction", "std.correction"):
+        rng = _rng(op)
+        for shape, dim, kwargs in (((3, 4), None, {}), ((3, 4), [1], {}), ((3, 4), [0, 1], {"keepdim": True}),
+                                   ((2, 3, 4), [-1, 0], {"correction": 0}), ((5,), [0], {"correction": 2}),
+                                   ((2, 3), [1], {"correction": 0.5, "keepdim": True}), ((0, 3), [1], {}),
+                                   ((), None, {"correction": 0}) if op == "var.correction" else ((2, 1, 3), [2], {})):
+            dim_id = "all" if dim is None else "_".join(map(str, dim))
+            extra = "".join(f"_{key}{value}" for key, value in kwargs.items())
+            out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim_id}{extra}", (_normal(rng, shape), dim), kwargs))
+    for op in ("var", "std"):
+        rng = _rng(op)
+        for shape, unbiased in (((3, 4), True), ((5,), False), ((2, 1, 3), True),
+                                ((), False) if op == "var" else ((1, 2), False)):    # std of one value: a kink
+            out.append(OpCase(op, f"{_shape_id(shape)}_unbiased{int(unbiased)}", (_normal(rng, shape), unbiased)))
+        op = f"{op}.dim"
+        for shape, dim, unbiased, keepdim in (((3, 4), [1], True, False), ((3, 4), None, False, True),
+                                              ((2, 3, 4), [0, -1], True, True), ((5,), [0], False, False),
+                                              ((0, 3), [1], True, False)):
+            dim_id = "all" if dim is None else "_".join(map(str, dim))
+            out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim_id}_unbiased{int(unbiased)}_keep{int(keepdim)}",
+                              (_normal(rng, shape), dim, unbiased, keepdim)))
+    return out
+
+
 _cases_before_w_ops_b = build_cases
 
 
 def build_cases() -> list[OpCase]:
     """The whole catalogue, with the reductions of formulas/reductions_more.py."""
-    return _cases_before_w_ops_b() + _more_reduction_cases()
+    return _cases_before_w_ops_b() + _more_reduction_cases() + _moment_cases()
 
 
 ALL_CASES = build_cases()

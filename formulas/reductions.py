@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from formulas import at, derivative
 from formulas.helpers import reduced_numel, sum_backward, wrap_dim
+from formulas.reductions_more import value_selecting_jvp
 
 
 @derivative("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", jvp="auto_linear")
@@ -71,12 +72,7 @@ def max_dim(self, dim, keepdim=False):
     def backward(grad):
         return at.value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
     def jvp(self_t):
-        # the tangent at the selected element of each slice
-        indices_kept = indices
-        if not keepdim and len(self_sizes) > 0:
-            indices_kept = at.unsqueeze(indices, reduced_dim)
-        values_t = at.reshape(at.gather(self_t, reduced_dim, indices_kept), values.sizes())
-        return values_t
+        return value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes())
     return (values, indices), backward
 
 

@@ -5,10 +5,18 @@
 #include <ATen/ops/_to_copy.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/gather.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/logical_or.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
+#include <ATen/ops/prod.h>
+#include <ATen/ops/reshape.h>
 #include <ATen/ops/scatter_add.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/unsqueeze.h>
@@ -151,6 +159,58 @@ at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope) {
   auto sign = helpers::sign_of(diff);
   auto inside = at::gt(-(diff * sign), -bound);
   return at::where(inside, at::mul(diff, slope), at::mul(sign, slope * bound));
+}
+
+at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value) {
+  return at::logical_or(at::eq(self, value), at::logical_and(at::isnan(self), at::isnan(value)));
+}
+
+at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& value) {
+  auto mask = helpers::extreme_mask(self, value);
+  return at::where(mask, at::div(grad, at::sum(mask)), at::zeros_like(self));
+}
+
+at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& value) {
+  auto mask = helpers::extreme_mask(self, value);
+  return at::div(at::sum(at::where(mask, self_t, at::zeros_like(self_t))), at::sum(mask));
+}
+
+at::Tensor value_selecting_jvp(const at::Tensor& self_t, int64_t dim, const at::Tensor& indices, bool keepdim, at::IntArrayRef values_sizes) {
+  auto indices_kept = indices;
+  if (!keepdim && (self_t.dim() > 0)) {
+    indices_kept = at::unsqueeze(indices, dim);
+  }
+  return at::reshape(at::gather(self_t, dim, indices_kept), values_sizes);
+}
+
+at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
+  std::vector<int64_t> sizes = self.sizes().vec();
+  auto mask = at::eq(self, helpers::sum_backward(result, sizes, dim, keepdim));
+  auto count = at::sum(mask, dim, true);
+  return at::mul(at::div(helpers::sum_backward(grad, sizes, dim, keepdim), count), mask);
+}
+
+at::Tensor amax_amin_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
+  auto mask = at::eq(self, helpers::sum_backward(result, self.sizes().vec(), dim, keepdim));
+  auto picked = at::sum(at::where(mask, self_t, at::zeros_like(self_t)), dim, keepdim);
+  return at::div(picked, at::sum(mask, dim, keepdim));
+}
+
+at::Tensor prod_others(const at::Tensor& x, int64_t dim) {
+  auto is_zero = at::eq(x, 0.0);
+  auto count = at::sum(is_zero, std::vector<int64_t>{dim}, true);
+  auto nonzero = at::where(is_zero, at::ones_like(x), x);
+  auto product = at::prod(nonzero, dim, true);
+  auto zeros_sum = at::sum(at::mul(x, is_zero), std::vector<int64_t>{dim}, true);
+  auto zeros = at::zeros_like(x);
+  auto no_zero = product / nonzero;
+  auto one_zero = at::where(is_zero, product, (zeros_sum * product) / nonzero);
+  auto two_zeros = at::where(is_zero, (zeros_sum - x) * product, zeros);
+  return at::where(at::eq(count, 0), no_zero, at::where(at::eq(count, 1), one_zero, at::where(at::eq(count, 2), two_zeros, zeros)));
+}
+
+double variance_divisor(int64_t count, double correction) {
+  return count - correction;
 }
 
 }  // namespace formulas::helpers

@@ -19,5 +19,13 @@ at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);
 at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction);
 at::Tensor sign_of(const at::Tensor& x);
 at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope);
+at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value);
+at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& value);
+at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& value);
+at::Tensor value_selecting_jvp(const at::Tensor& self_t, int64_t dim, const at::Tensor& indices, bool keepdim, at::IntArrayRef values_sizes);
+at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim);
+at::Tensor amax_amin_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim);
+at::Tensor prod_others(const at::Tensor& x, int64_t dim);
+double variance_divisor(int64_t count, double correction);
 
 }  // namespace formulas::helpers

@@ -9,13 +9,10 @@
 #include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/exp.h>
-#include <ATen/ops/gather.h>
 #include <ATen/ops/max.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
-#include <ATen/ops/reshape.h>
 #include <ATen/ops/sum.h>
-#include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/value_selecting_reduction_backward.h>
 #include <ATen/ops/var_mean.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -746,17 +743,11 @@ torch::autograd::variable_list MaxDimBackward0::apply_with_saved(
 
 at::Tensor max_dim_jvp(
     const at::Tensor& self_t,
+    int64_t reduced_dim,
     const at::Tensor& indices,
     bool keepdim,
-    at::IntArrayRef self_sizes,
-    int64_t reduced_dim,
     const at::Tensor& values) {
-  auto indices_kept = indices;
-  if (!keepdim && (static_cast<int64_t>(self_sizes.size()) > 0)) {
-    indices_kept = at::unsqueeze(indices, reduced_dim);
-  }
-  auto values_t = at::reshape(at::gather(self_t, reduced_dim, indices_kept), values.sizes().vec());
-  return values_t;
+  return helpers::value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes().vec());
 }
 
 std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
@@ -772,7 +763,7 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(values, formulas::max_dim_jvp(self_t, indices, keepdim, self_sizes, reduced_dim, values));
+    formulas::runtime::set_tangent(values, formulas::max_dim_jvp(self_t, reduced_dim, indices, keepdim, values));
   }
   if (grad_fn) {
     torch::autograd::set_history(values, grad_fn);

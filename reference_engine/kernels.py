@@ -241,16 +241,22 @@ def var_mean_dim(x, dim, unbiased=True, keepdim=False):
     return var, mean
 
 
-@kernel("max.dim")
-def max_dim(x, dim, keepdim=False):
-    x = _array(x)
-    if x.ndim == 0:
-        _wrap_dim(dim, 0)
-        return x.copy(), np.zeros((), np.int64)
-    axis = _wrap_dim(dim, x.ndim)
-    if x.shape[axis] == 0:
-        raise IndexError(f"cannot reduce over dimension {dim} of size 0")
-    return np.max(x, axis=axis, keepdims=keepdim), np.argmax(x, axis=axis, keepdims=keepdim).astype(np.int64)
+def _value_selecting(values: Callable[..., Any], indices: Callable[..., Any]) -> Callable[..., Any]:
+    """``max.dim`` / ``min.dim``: the extreme along ``dim`` and its (first) index."""
+    def reduce(x, dim, keepdim=False):
+        x = _array(x)
+        if x.ndim == 0:
+            _wrap_dim(dim, 0)
+            return x.copy(), np.zeros((), np.int64)
+        axis = _wrap_dim(dim, x.ndim)
+        if x.shape[axis] == 0:
+            raise IndexError(f"cannot reduce over dimension {dim} of size 0")
+        return values(x, axis=axis, keepdims=keepdim), indices(x, axis=axis, keepdims=keepdim).astype(np.int64)
+
+    return reduce
+
+
+KERNELS["max.dim"] = _value_selecting(np.max, np.argmax)
 
 
 # ----------------------------------------------------------------------------- linear algebra
@@ -689,3 +695,179 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     if padding_idx >= 0:
         out[padding_idx] = 0
     return out
+# ----------------------------------------------------------------------------- w-ops-b: logical ops, tests of
+# values, index and boolean reductions (formulas/comparison.py); reductions (formulas/reductions_more.py)
+for _name, _ufunc in (("logical_and", np.logical_and), ("logical_or", np.logical_or),
+                      ("logical_xor", np.logical_xor), ("logical_not", np.logical_not),
+                      ("isnan", np.isnan), ("isfinite", np.isfinite)):
+    KERNELS[_name] = _ufunc
+
+
+def _index_reduction(pick: Callable[..., Any], what: str) -> Callable[..., Any]:
+    """``argmax`` / ``argmin``: the first extreme (a NaN counts as the extreme, as in torch);
+    over the flattened tensor when ``dim`` is None (``keepdim`` then keeps every dim as 1)."""
+    def reduce(x, dim=None, keepdim=False):
+        x = _array(x)
+        if dim is None:
+            if x.size == 0:
+                raise RuntimeError(f"{what}(): Expected reduction dim to be specified for input.numel() == 0.")
+            index = np.asarray(pick(x.reshape(-1)), dtype=np.int64)
+            return index.reshape((1,) * x.ndim) if keepdim else index
+        if x.ndim == 0:
+            _wrap_dim(dim, 0)
+            return np.zeros((), np.int64)
+        axis = _wrap_dim(dim, x.ndim)
+        if x.shape[axis] == 0:
+            raise IndexError(f"{what}(): Expected reduction dim {dim} to have non-zero size.")
+        return pick(x, axis=axis, keepdims=keepdim).astype(np.int64)
+
+    return reduce
+
+
+KERNELS["argmax"] = _index_reduction(np.argmax, "argmax")
+KERNELS["argmin"] = _index_reduction(np.argmin, "argmin")
+
+
+def _boolean_reduction(reduce: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """``all`` / ``any`` over every element and along ``dim``: bool tensors."""
+    def over_all(x):
+        return np.asarray(reduce(x), dtype=_BOOL)
+
+    def along(x, dim, keepdim=False):
+        x = _array(x)
+        axis = None if x.ndim == 0 else _wrap_dim(dim, x.ndim)
+        if x.ndim == 0:
+            _wrap_dim(dim, 0)
+        return np.asarray(reduce(x, axis=axis, keepdims=keepdim), dtype=_BOOL)
+
+    return over_all, along
+
+
+KERNELS["all"], KERNELS["all.dim"] = _boolean_reduction(np.all)
+KERNELS["any"], KERNELS["any.dim"] = _boolean_reduction(np.any)
+
+
+def _nonempty(x: np.ndarray, what: str) -> np.ndarray:
+    if x.size == 0:
+        raise RuntimeError(f"{what}(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return x
+
+
+@kernel("max")
+def max_all(x):
+    x = _nonempty(_array(x), "max")
+    return np.asarray(np.max(x))       # np.max propagates NaN, as torch does
+
+
+@kernel("min")
+def min_all(x):
+    x = _nonempty(_array(x), "min")
+    return np.asarray(np.min(x))
+
+
+KERNELS["min.dim"] = _value_selecting(np.min, np.argmin)
+
+
+def _extreme_along(reduce: Callable[..., Any], what: str) -> Callable[..., Any]:
+    """``amax`` / ``amin``: over ``dim`` (empty: every dim); a reduced dim must not be empty."""
+    def kernel_(x, dim=(), keepdim=False):
+        x = _array(x)
+        axes = _axes(list(dim), x.ndim)
+        reduced = range(x.ndim) if axes is None else axes
+        if any(x.shape[a] == 0 for a in reduced):
+            raise IndexError(f"{what}(): Expected reduction dim {list(reduced)} to have non-zero size.")
+        return np.asarray(reduce(x, axis=axes, keepdims=keepdim))
+
+    return kernel_
+
+
+KERNELS["amax"] = _extreme_along(np.max, "amax")
+KERNELS["amin"] = _extreme_along(np.min, "amin")
+
+
+@kernel("mean")
+def mean_all(x, dtype=None):
+    x = _array(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = np.sum(x, dtype=_np_dtype(dtype))
+        return np.asarray(np.true_divide(total, x.size, dtype=total.dtype))
+
+
+@kernel("logsumexp")
+def logsumexp(x, dim, keepdim=False):
+    x = _array(x)
+    axes = _axes(list(dim), x.ndim)
+    if x.size == 0:
+        with np.errstate(divide="ignore"):
+            return np.log(np.sum(np.exp(x), axis=axes, keepdims=keepdim))
+    top = np.max(x, axis=axes, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0)       # an infinite maximum: the plain formula
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - top), axis=axes, keepdims=True)) + top
+    return out if keepdim else (out.reshape(()) if axes is None else np.squeeze(out, axis=axes))
+
+
+@kernel("cumsum")
+def cumsum(x, dim, dtype=None):
+    x = _array(x)
+    if x.ndim == 0:
+        _wrap_dim(dim, 0)
+        return x.astype(_np_dtype(dtype) or x.dtype, copy=True)
+    out = np.cumsum(x, axis=_wrap_dim(dim, x.ndim), dtype=_np_dtype(dtype))
+    return out if dtype is not None or x.dtype.kind == "f" else out.astype(np.int64)
+
+
+@kernel("prod")
+def prod_all(x, dtype=None):
+    x = _array(x)
+    out = np.prod(x, dtype=_np_dtype(dtype))
+    return np.asarray(out if dtype is not None or x.dtype.kind == "f" else out.astype(np.int64))
+
+
+@kernel("prod.dim_int")
+def prod_dim(x, dim, keepdim=False, dtype=None):
+    x = _array(x)
+    if x.ndim == 0:
+        _wrap_dim(dim, 0)
+        return x.astype(_np_dtype(dtype) or x.dtype, copy=True)
+    out = np.prod(x, axis=_wrap_dim(dim, x.ndim), keepdims=keepdim, dtype=_np_dtype(dtype))
+    return out if dtype is not None or x.dtype.kind == "f" else out.astype(np.int64)
+
+
+@kernel("ones_like")
+def ones_like(x, dtype=None, *_options):
+    return np.ones(np.shape(x), dtype=_np_dtype(dtype) or _array(x).dtype)
+
+
+def _moment(root: bool) -> Callable[..., Any]:
+    """``var.correction`` / ``std.correction``: squared deviations summed over ``dim`` (None or
+    empty: every dim) and divided by ``N - correction`` (correction 1 by default)."""
+    def kernel_(x, dim=None, correction=None, keepdim=False):
+        x = _array(x)
+        axes = _axes(dim, x.ndim)
+        ddof = 1 if correction is None else correction
+        with np.errstate(invalid="ignore", divide="ignore"):
+            count = x.size if axes is None else int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+            mean = np.mean(x, axis=axes, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
+            total = np.sum((x - mean) ** 2, axis=axes, keepdims=keepdim)
+            var = np.true_divide(total, max(count - ddof, 0), dtype=total.dtype)
+            return np.asarray(np.sqrt(var) if root else var)
+
+    return kernel_
+
+
+KERNELS["var.correction"] = _moment(root=False)
+KERNELS["std.correction"] = _moment(root=True)
+
+
+def _unbiased_moment(root: bool, over_dims: bool) -> Callable[..., Any]:
+    """``var``/``std`` (all elements) and ``var.dim``/``std.dim``: correction 1 when unbiased, else 0."""
+    moment = _moment(root)
+    if over_dims:
+        return lambda x, dim, unbiased=True, keepdim=False: moment(x, dim, int(unbiased), keepdim)
+    return lambda x, unbiased=True: moment(x, None, int(unbiased), False)
+
+
+KERNELS["var"], KERNELS["var.dim"] = _unbiased_moment(False, False), _unbiased_moment(False, True)
+KERNELS["std"], KERNELS["std.dim"] = _unbiased_moment(True, False), _unbiased_moment(True, True)

@@ -11,7 +11,6 @@ node (its old value is kept as a copy for the backward that needs it).
 """
 from __future__ import annotations
 
-from collections import namedtuple
 from typing import Any, Callable
 
 import numpy as np
@@ -92,7 +91,10 @@ Tensor.matmul = _matmul
 
 # ----------------------------------------------------------------------------- composites
 def _mean(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-    """``mean()`` is ``sum() / numel()``; with ``dim`` it is the declared ``mean.dim``."""
+    """``mean()`` is the declared ``mean`` (else ``sum() / numel()``); with ``dim`` it is the
+    declared ``mean.dim``."""
+    if dim is None and not keepdim and _declared("mean", (self,), {"dtype": dtype}):
+        return dispatcher.call("mean", (self,), {"dtype": dtype})
     if dim is None and not keepdim:
         return dispatcher.call("sum", (self,), {"dtype": dtype}) / self.numel()
     return dispatcher.call("mean", (self, dim, keepdim), {"dtype": dtype})
@@ -110,55 +112,17 @@ def _declared(name: str, args: tuple, kwargs: dict) -> Any:
         return None
 
 
-_min_type = namedtuple("min", ["values", "indices"])
-_min_type.__module__ = "reference_engine.return_types"
-
-
 def _max(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-    """``max()`` over all elements, or the declared ``max.dim`` (``values``, ``indices``)."""
-    if args or kwargs or _declared("max", (self,), {}):
-        return dispatcher.call("max", (self, *args), kwargs)
-    return _reduce_all_max(self, "max")
+    """``max()`` over all elements or ``max(dim)`` (``values``, ``indices``): the declared overloads."""
+    return dispatcher.call("max", (self, *args), kwargs)
 
 
 def _min(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-    """``min()`` / ``min(dim, keepdim)``: declared overloads when there are, else ``max`` of
-    ``-self`` negated (the same values, indices and gradients)."""
-    if _declared("min", (self, *args), kwargs):
-        return dispatcher.call("min", (self, *args), kwargs)
-    if not args and not kwargs:
-        return -_reduce_all_max(-self, "min")
-    if isinstance(args[0] if args else kwargs.get("other"), Tensor):
+    """``min()`` / ``min(dim, keepdim)``: the declared overloads."""
+    if not _declared("min", (self, *args), kwargs) and isinstance(args[0] if args else kwargs.get("other"), Tensor):
         raise TypeError("min(other) (torch.minimum) is not declared in the formula library; "
                         "use where(a < b, a, b)")
-    values, indices = _max(-self, *args, **kwargs)
-    return _min_type(-values, indices)
-
-
-def _reduce_all_max(self: Tensor, what: str) -> Tensor:
-    """The largest element, with torch's gradient: spread evenly over tied maxima.
-
-    ``reshape(-1).max(0)`` gives the value; its gradient goes to the first maximum
-    only, which is torch's gradient when the maximum is unique. With ties the value
-    is kept and the gradient is that of ``sum(where(ties, x, 0)) / count``."""
-    flat = self.reshape(-1)
-    if flat.numel() == 0:
-        raise RuntimeError(f"{what}(): Expected reduction dim to be specified for input.numel() == 0. "
-                           f"Specify the reduction dim with the 'dim' argument.")
-    values = dispatcher.call("max", (flat, 0), {})[0]
-    if not (grad_mode.enabled and self._requires_grad):
-        return values
-    data, best = flat._data, values._data
-    ties = (data == best) | (np.isnan(data) & np.isnan(best))
-    count = int(ties.sum())
-    if count == 1:
-        return values
-    spread = dispatcher.call("where", (Tensor._wrap(ties), flat, 0.0), {}).sum() / count
-    if not np.isfinite(spread._data):
-        raise RuntimeError(f"{what}() of a tensor whose extreme value ({best}) is tied {count} times "
-                           f"is not differentiable in the reference engine (no '{what}' formula); "
-                           f"use {what}(dim)")
-    return values.detach() - (spread.detach() - spread)       # the exact value, spread's gradient
+    return dispatcher.call("min", (self, *args), kwargs)
 
 
 def _argmax(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
@@ -171,6 +135,8 @@ def _argmax(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
 
 
 def _argmin(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    if _declared("argmin", (self, dim, keepdim), {}):
+        return dispatcher.call("argmin", (self, dim, keepdim), {})
     return _argmax(-self.detach(), dim, keepdim)
 
 

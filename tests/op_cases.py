@@ -609,3 +609,204 @@ def build_cases() -> list[OpCase]:
 
 
 ALL_CASES: list[OpCase] = build_cases()
+
+
+# ---------------------------------------------------------------------------
+# w-ops-b: operators declared ``nondifferentiable`` (no gradient in torch either). Their cases
+# are kept apart from ALL_CASES (the gradient tiers do not apply): the engine and the compiled
+# op must return what torch returns, with no gradient and no tangent (tests/test_nondifferentiable.py).
+
+def _ties(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Small integers as float64: equal values are frequent, so eq/le/ge see ties."""
+    return np.asarray(rng.integers(-2, 3, shape), dtype=np.float64)
+
+
+def _special(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Normal values with NaN, +inf and -inf sprinkled in."""
+    values = _normal(rng, shape)
+    flat = values.reshape(-1)
+    for position, special in zip(rng.permutation(flat.size)[:3], (np.nan, np.inf, -np.inf)):
+        flat[position] = special
+    return values
+
+
+COMPARISONS = ("lt", "le", "eq", "ne", "ge", "gt")
+
+
+def _nondifferentiable_cases() -> list[OpCase]:
+    out = []
+    for name in COMPARISONS:
+        op = f"{name}.Tensor"
+        rng = _rng(op)
+        for left, right in BINARY_SHAPES:
+            out.append(OpCase(op, _shape_id(left, right), (_ties(rng, left), _ties(rng, right))))
+        out.append(OpCase(op, "nan_2x3_3", (_special(rng, (2, 3)), _special(rng, (3,)))))
+        out.append(OpCase(op, "int64_float_3x1_1x4", (rng.integers(-2, 3, (3, 1)), _ties(rng, (1, 4)))))
+        out.append(OpCase(op, "bool_2x2", (_mask(rng, (2, 2)), _mask(rng, (2, 2)))))
+        op = f"{name}.Scalar"
+        rng = _rng(op)
+        for shape, other in (((2, 3), 0.0), ((), 1), ((0, 2), 0.5), ((4,), -1.0), ((2, 1, 3), True)):
+            out.append(OpCase(op, f"{_shape_id(shape)}_other{other}", (_ties(rng, shape), other)))
+        out.append(OpCase(op, "nan_5_other0", (_special(rng, (5,)), 0.0)))
+        out.append(OpCase(op, "int64_4_other0.5", (rng.integers(-2, 3, (4,)), 0.5)))
+    out.append(OpCase("gt.Scalar", "3x3_othernan", (_ties(_rng("gt.Scalar"), (3, 3)), float("nan"))))
+
+    rng = _rng("logical")
+    for name in ("logical_and", "logical_or", "logical_xor"):
+        for left, right in BINARY_SHAPES:
+            out.append(OpCase(name, _shape_id(left, right), (_ties(rng, left), _ties(rng, right))))
+        out.append(OpCase(name, "bool_float_3x1_1x4", (_mask(rng, (3, 1)), _special(rng, (1, 4)))))
+        out.append(OpCase(name, "int64_bool_4_4", (rng.integers(-1, 2, (4,)), _mask(rng, (4,)))))
+    for name in ("logical_not", "isnan", "isfinite"):
+        for shape in UNARY_SHAPES:
+            out.append(OpCase(name, _shape_id(shape), (_special(rng, shape) if shape and np.prod(shape) >= 3
+                                                       else _ties(rng, shape),)))
+        out.append(OpCase(name, "int64_5", (rng.integers(-1, 2, (5,)),)))
+        out.append(OpCase(name, "bool_2x2", (_mask(rng, (2, 2)),)))
+
+    for name in ("argmax", "argmin"):
+        rng = _rng(name)
+        for shape, dim, keepdim in (((3, 4), None, False), ((3, 4), None, True), ((3, 4), 1, False),
+                                    ((3, 4), -2, True), ((2, 3, 4), 2, False), ((5,), 0, False),
+                                    ((), None, False), ((), 0, True), ((0, 3), 1, False), ((1, 4, 1), 1, True)):
+            out.append(OpCase(name, f"{_shape_id(shape)}_dim{dim}_keep{int(keepdim)}",
+                              (_ties(rng, shape), dim, keepdim)))
+        out.append(OpCase(name, "nan_2x4_dim1", (_special(rng, (2, 4)), 1, False)))
+        out.append(OpCase(name, "int64_6", (rng.integers(-3, 3, (6,)), None, False)))
+
+    for name in ("all", "any"):
+        rng = _rng(name)
+        for shape in UNARY_SHAPES:
+            out.append(OpCase(name, _shape_id(shape), (_ties(rng, shape),)))
+        out.append(OpCase(name, "ones_2x3", (np.ones((2, 3)),)))
+        out.append(OpCase(name, "zeros_3", (np.zeros(3),)))
+        out.append(OpCase(name, "nan_4", (_special(rng, (4,)),)))
+        out.append(OpCase(name, "bool_2x2", (_mask(rng, (2, 2)),)))
+        op = f"{name}.dim"
+        for shape, dim, keepdim in (((3, 4), 1, False), ((3, 4), 0, True), ((2, 3, 4), -1, False),
+                                    ((), 0, False), ((0, 3), 1, True), ((0, 3), 0, False)):
+            out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim}_keep{int(keepdim)}",
+                              (_ties(rng, shape), dim, keepdim)))
+        out.append(OpCase(op, "int64_2x3_dim1", (rng.integers(0, 3, (2, 3)), 1, False)))
+
+    rng = _rng("zeros_like")
+    for shape, kwargs in (((2, 3), {}), ((), {"dtype": np.float32}), ((0, 2), {})):
+        out.append(OpCase("zeros_like", f"{_shape_id(shape)}{'_dtype' if kwargs else ''}", (_normal(rng, shape),), kwargs))
+    rng = _rng("ones_like")
+    for shape, kwargs in (((2, 3), {}), ((), {"dtype": np.int64}), ((0, 2), {})):
+        out.append(OpCase("ones_like", f"{_shape_id(shape)}{'_dtype' if kwargs else ''}", (_normal(rng, shape),), kwargs))
+    rng = _rng("new_zeros")
+    for shape, size, kwargs in (((2, 3), [4], {}), ((), [2, 0], {}), ((3,), [], {"dtype": np.int64})):
+        out.append(OpCase("new_zeros", f"{_shape_id(shape)}_to_{'_'.join(map(str, size)) or 'scalar'}"
+                          f"{'_dtype' if kwargs else ''}", (_normal(rng, shape), size), kwargs))
+    return out
+
+
+NONDIFFERENTIABLE_CASES: list[OpCase] = _nondifferentiable_cases()
+
+
+# ---------------------------------------------------------------------------
+# w-ops-b: more reductions (formulas/reductions_more.py). Ties (max/min/amax/amin) are not
+# differentiable points, so they are proven against torch in tests/engine/test_reduction_ties.py
+# and tests/cpp/test_compiled_reduction_ties.py, not here; prod's zeros are (prod is smooth).
+
+def _with_zeros(rng: np.random.Generator, rows: int, zeros_per_row: tuple[int, ...]) -> np.ndarray:
+    """A (rows, 4) matrix away from zero except for ``zeros_per_row[r]`` exact zeros in row r."""
+    values = _away_from_zero(rng, (rows, 4))
+    for row, count in enumerate(zeros_per_row):
+        values[row, rng.permutation(4)[:count]] = 0.0
+    return values
+
+
+def _more_reduction_cases() -> list[OpCase]:
+    out = []
+    for op in ("max", "min"):
+        rng = _rng(op)
+        out += [OpCase(op, _shape_id(shape), (_distinct(rng, shape),)) for shape in ((), (5,), (2, 3), (1, 4, 1))]
+
+    op = "min.dim"
+    rng = _rng(op)
+    for shape, dim, keepdim in (((3, 4), 1, False), ((3, 4), -1, True), ((3, 4), 0, False),
+                                ((2, 3, 4), 1, True), ((1, 5), 0, False), ((4,), 0, False),
+                                ((), 0, False), ((), -1, True), ((0, 3), 1, False)):
+        out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim}_keep{int(keepdim)}", (_distinct(rng, shape), dim, keepdim)))
+
+    for op in ("amax", "amin"):
+        rng = _rng(op)
+        for shape, dim, keepdim in (((3, 4), [1], False), ((3, 4), [0, 1], True), ((2, 3, 4), [], False),
+                                    ((2, 3, 4), [-1, 0], True), ((), [], False), ((), [0], True),
+                                    ((5,), [0], False), ((0, 3), [1], False)):
+            dim_id = "_".join(map(str, dim)) or "all"
+            out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim_id}_keep{int(keepdim)}",
+                              (_distinct(rng, shape), dim, keepdim)))
+
+    rng = _rng("mean")
+    out += [OpCase("mean", _shape_id(shape), (_normal(rng, shape),)) for shape in ((), (4,), (2, 3), (2, 1, 3))]
+
+    rng = _rng("logsumexp")
+    for shape, dim, keepdim in (((3, 4), [1], False), ((3, 4), [0, 1], True), ((2, 3, 4), [-1], False),
+                                ((5,), [0], True), ((), [0], False), ((0, 3), [1], False)):
+        out.append(OpCase("logsumexp", f"{_shape_id(shape)}_dim{'_'.join(map(str, dim))}_keep{int(keepdim)}",
+                          (_normal(rng, shape), dim, keepdim)))
+
+    rng = _rng("cumsum")
+    for shape, dim in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((5,), 0), ((), 0), ((0, 3), 1)):
+        out.append(OpCase("cumsum", f"{_shape_id(shape)}_dim{dim}", (_normal(rng, shape), dim)))
+
+    op = "prod.dim_int"
+    rng = _rng(op)
+    for shape, dim, keepdim in (((3, 4), 1, False), ((3, 4), 0, True), ((2, 3, 4), -1, False), ((5,), 0, False),
+                                ((), 0, False), ((0, 3), 1, False), ((2, 0), 1, True)):
+        out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim}_keep{int(keepdim)}",
+                          (_away_from_zero(rng, shape), dim, keepdim)))
+    zeros = _with_zeros(rng, 5, (0, 1, 2, 3, 4))       # a row with no zero, one, two, three, four
+    out.append(OpCase(op, "zeros_0_to_4_per_row_dim1", (zeros, 1, False)))
+    out.append(OpCase(op, "zeros_0_to_4_per_row_dim0", (zeros.copy(), 0, True)))
+    out.append(OpCase(op, "scalar_zero_dim0", (np.zeros(()), 0, False)))
+
+    op = "prod"
+    rng = _rng(op)
+    out += [OpCase(op, _shape_id(shape), (_away_from_zero(rng, shape),)) for shape in ((), (5,), (2, 3), (0, 3))]
+    for count in (1, 2, 3):
+        values = _away_from_zero(rng, (2, 3))
+        values.reshape(-1)[rng.permutation(6)[:count]] = 0.0
+        out.append(OpCase(op, f"2x3_{count}_zeros", (values,)))
+    return out
+
+
+def _moment_cases() -> list[OpCase]:
+    """``var`` / ``std``: ``.correction``, all elements and ``.dim`` (formulas/reductions_more.py)."""
+    out = []
+    for op in ("var.correction", "std.correction"):
+        rng = _rng(op)
+        for shape, dim, kwargs in (((3, 4), None, {}), ((3, 4), [1], {}), ((3, 4), [0, 1], {"keepdim": True}),
+                                   ((2, 3, 4), [-1, 0], {"correction": 0}), ((5,), [0], {"correction": 2}),
+                                   ((2, 3), [1], {"correction": 0.5, "keepdim": True}), ((0, 3), [1], {}),
+                                   ((), None, {"correction": 0}) if op == "var.correction" else ((2, 1, 3), [2], {})):
+            dim_id = "all" if dim is None else "_".join(map(str, dim))
+            extra = "".join(f"_{key}{value}" for key, value in kwargs.items())
+            out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim_id}{extra}", (_normal(rng, shape), dim), kwargs))
+    for op in ("var", "std"):
+        rng = _rng(op)
+        for shape, unbiased in (((3, 4), True), ((5,), False), ((2, 1, 3), True),
+                                ((), False) if op == "var" else ((1, 2), False)):    # std of one value: a kink
+            out.append(OpCase(op, f"{_shape_id(shape)}_unbiased{int(unbiased)}", (_normal(rng, shape), unbiased)))
+        op = f"{op}.dim"
+        for shape, dim, unbiased, keepdim in (((3, 4), [1], True, False), ((3, 4), None, False, True),
+                                              ((2, 3, 4), [0, -1], True, True), ((5,), [0], False, False),
+                                              ((0, 3), [1], True, False)):
+            dim_id = "all" if dim is None else "_".join(map(str, dim))
+            out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim_id}_unbiased{int(unbiased)}_keep{int(keepdim)}",
+                              (_normal(rng, shape), dim, unbiased, keepdim)))
+    return out
+
+
+_cases_before_w_ops_b = build_cases
+
+
+def build_cases() -> list[OpCase]:
+    """The whole catalogue, with the reductions of formulas/reductions_more.py."""
+    return _cases_before_w_ops_b() + _more_reduction_cases() + _moment_cases()
+
+
+ALL_CASES = build_cases()

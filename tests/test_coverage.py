@@ -54,3 +54,18 @@ def test_report_round_trips_through_json():
     table.record("sin", "R1", "failed")
     again = TierTable.from_json(json.loads(json.dumps(table.as_json())))
     assert (again.results, again.opinfo) == (table.results, table.opinfo)
+
+
+def test_gradient_tiers_do_not_apply_to_a_nondifferentiable_op():
+    table = TierTable()
+    for tier in ("L", "RT", "CT", "F1", "RF"):
+        table.record("lt.Tensor", tier, "passed")
+        table.record("isnan", tier, "passed")
+    table.record("isnan", "CT", "failed")
+    text = table.render(["lt.Tensor", "isnan", "sin"], nondifferentiable=frozenset({"lt.Tensor", "isnan"}))
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[1:-1]}
+    assert rows["lt.Tensor"] == ["ok", "n/a", "n/a", "ok", "n/a", "ok", "ok", "ok", "n/a"]
+    assert rows["isnan"][5] == "FAIL"
+    assert text.splitlines()[-1] == "1/3 ops proven on every tier"
+    # without the declaration, the same results are incomplete
+    assert not table.proven("lt.Tensor") and table.proven("lt.Tensor", nondifferentiable=True)

@@ -46,3 +46,19 @@ def test_formula_lints_clean(op, findings):
     path, first, last = LINE_RANGES[op]
     mine = [d.format() for d in findings if str(Path(d.path).resolve()) == path and first <= d.line <= last]
     assert mine == []
+
+
+NONDIFFERENTIABLE = {str(s.name): m.path for m in LIBRARY.modules for s in m.nondifferentiable
+                     if str(s.name) not in FORMULAS}
+
+
+@pytest.mark.tier("L")
+@pytest.mark.parametrize("op", sorted(NONDIFFERENTIABLE))
+def test_nondifferentiable_declaration_lints_clean(op, findings):
+    """An operator declared ``nondifferentiable``: no finding in its module outside the formulas
+    (where the declarations are), and its declaration is read as one."""
+    path = str(Path(NONDIFFERENTIABLE[op]).resolve())
+    in_formulas = [(first, last) for p, first, last in LINE_RANGES.values() if p == path]
+    mine = [d.format() for d in findings if str(Path(d.path).resolve()) == path
+            and not any(first <= d.line <= last for first, last in in_formulas)]
+    assert mine == []

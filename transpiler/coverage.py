@@ -28,6 +28,12 @@ TIER_MEANING = {
     "CA": "compiled op: backward under compiled autograd == eager",
 }
 _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
+#: Tiers that prove gradients: they do not apply to an operator declared ``nondifferentiable``
+#: (its output carries no gradient, in torch too), shown ``n/a``. Such an operator is proven by
+#: L, RT and CT (engine and compiled op return torch's values, with no gradient) and RF and F1
+#: (their jvps give torch's tangents: none).
+GRADIENT_TIERS = ("R1", "R2", "C1", "CA")
+NOT_APPLICABLE = "n/a"
 
 
 def _worst(previous: str | None, outcome: str) -> str:
@@ -65,18 +71,28 @@ class TierTable:
             line += f"; no OpInfo sample for: {', '.join(without)}"
         return line
 
-    def render(self, ops: list[str] | None = None) -> str:
+    def render(self, ops: list[str] | None = None, nondifferentiable: frozenset[str] = frozenset()) -> str:
+        """The table; ``nondifferentiable`` ops show ``n/a`` on the gradient tiers, which they
+        need not pass."""
         names = sorted(set(self.results) | set(ops or ()))
         width = max([len(n) for n in names] + [2])
         lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in TIERS)]
         for name in names:
             row = self.results.get(name, {})
-            lines.append(f"{name:<{width}}  " + "  ".join(f"{_SYMBOL[row.get(t)]:>4}" for t in TIERS))
-        complete = sum(all(self.results.get(n, {}).get(t) == "passed" for t in TIERS) for n in names)
+            cells = [NOT_APPLICABLE if name in nondifferentiable and t in GRADIENT_TIERS and t not in row
+                     else _SYMBOL[row.get(t)] for t in TIERS]
+            lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>4}" for c in cells))
+        complete = sum(self.proven(n, n in nondifferentiable) for n in names)
         lines.append(f"{complete}/{len(names)} ops proven on every tier")
         if self.opinfo:
             lines.append(self.opinfo_summary(ops))
         return "\n".join(lines)
+
+    def proven(self, op: str, nondifferentiable: bool = False) -> bool:
+        """Whether every tier that applies to ``op`` passed."""
+        row = self.results.get(op, {})
+        needed = [t for t in TIERS if not (nondifferentiable and t in GRADIENT_TIERS and t not in row)]
+        return all(row.get(t) == "passed" for t in needed)
 
     def as_json(self) -> dict[str, dict[str, dict[str, str]]]:
         return {"tiers": self.results, "opinfo": self.opinfo}
@@ -87,10 +103,14 @@ class TierTable:
                    {op: dict(cases) for op, cases in data["opinfo"].items()})
 
 
-def _library_ops(repo: Path) -> list[str]:
+def _library_ops(repo: Path) -> tuple[list[str], frozenset[str]]:
+    """Every declared operator of the library, and those declared ``nondifferentiable``."""
     from transpiler.frontend import load_library
 
-    return sorted(f.op_name for f in load_library(str(repo / "formulas")).formulas)
+    library = load_library(str(repo / "formulas"))
+    differentiable = {f.op_name for f in library.formulas}
+    nondifferentiable = frozenset(str(s.name) for m in library.modules for s in m.nondifferentiable) - differentiable
+    return sorted(differentiable | nondifferentiable), nondifferentiable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"transpile coverage: {args.report or 'the tier report'} is not a tier report "
               f"(written by `pytest --tier-report FILE`): {err!r}", file=sys.stderr)
         return 2
-    print(table.render(_library_ops(repo)))
+    ops, nondifferentiable = _library_ops(repo)
+    print(table.render(ops, nondifferentiable))
     for tier in TIERS:
         print(f"  {tier:>2}: {TIER_MEANING[tier]}")
-    proven = all(table.results.get(op, {}).get(t) == "passed" for op in _library_ops(repo) for t in TIERS)
+    print(f"  {NOT_APPLICABLE}: a gradient tier of an operator declared nondifferentiable")
+    proven = all(table.proven(op, op in nondifferentiable) for op in ops)
     return 0 if proven else 1

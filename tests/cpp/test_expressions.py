@@ -69,6 +69,23 @@ def test_expressions(source, expected):
     assert cpp(source, **TENSORS) == expected
 
 
+def test_a_conditional_narrows_an_optional_tested_against_none():
+    """``x if c is None else f(c)``: the branch where ``c`` is not None sees its value (a Scalar
+    passed to a float parameter), both for ``is None`` and ``is not None``."""
+    def translated(source: str) -> str:
+        ctx = context(count=T.INT, correction=T.optional(T.SCALAR))
+        half = HelperSignature("half", (("value", T.FLOAT, None),), T.FLOAT)
+        ctx = Context(ctx.operators, {**ctx.helpers, "half": half}, ctx.names)
+        return translate(cst.parse_expression(source), ctx).text
+
+    assert translated("half(1.0) if correction is None else half(correction)") == (
+        "(!correction.has_value()) ? helpers::half(1.0) : helpers::half(correction.value().toDouble())")
+    assert translated("half(correction) if correction is not None else half(count)") == (
+        "(correction.has_value()) ? helpers::half(correction.value().toDouble()) : helpers::half(count)")
+    with pytest.raises(Untranslatable):        # not narrowed outside the tested branch
+        translated("half(correction) if correction is None else half(1.0)")
+
+
 def test_indexing_wraps_only_when_needed():
     names = {"xs": T.INT_LIST, "i": T.INT}
     assert cpp("xs[0]", **names)[0] == "xs[0]"

@@ -21,7 +21,9 @@ from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     DUPLICATE_OPERATOR, UNSUPPORTED_TYPE, Binding, Context, HelperSignature, Untranslatable, cpp_name,
 )
-from transpiler.cpp.nodes import borrowed_param, emit_formula, is_view, node_name, schema_node
+from transpiler.cpp.nodes import (
+    borrowed_param, emit_formula, emit_nondifferentiable, is_view, node_name, schema_node,
+)
 from transpiler.cpp.operators import method_only_operators
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER
 from transpiler.cpp.statements import assigned_names, translate_body
@@ -149,8 +151,10 @@ def _operator_includes(code: str) -> list[str]:
 
 
 def _module_file(module: FormulaModule, context: Context, taken: set[str], diagnostics: list[Diagnostic],
-                 namespace: str, root: str) -> tuple[str, int, bool] | None:
-    """The module's C++, its number of formulas, and whether it has view operators (views.h)."""
+                 namespace: str, root: str, registered: set[str]) -> tuple[str, int, bool] | None:
+    """The module's C++, its number of operators, and whether it has view operators (views.h).
+    ``registered``: the operators registered so far (each non-differentiable one is registered
+    once, by the first module declaring it, and not at all when it has a formula)."""
     emitted = []
     for formula in module.formulas:
         struct = node_name(formula, taken)
@@ -160,6 +164,16 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
             diagnostics.append(_diagnostic(module, error))
             continue
         taken.add(struct)
+    for schema in module.nondifferentiable:
+        if str(schema.name) in registered:
+            continue
+        registered.add(str(schema.name))
+        try:
+            emitted.append(emit_nondifferentiable(schema))
+        except T.UnsupportedType as error:
+            diagnostics.append(Diagnostic(module.path, 1, 1, UNSUPPORTED_TYPE,
+                                          f"no C++ spelling for the schema type '{error}' of the "
+                                          f"non-differentiable {schema.name}"))
     if not emitted:
         return None
     code = "\n".join(e.code for e in emitted)
@@ -224,9 +238,10 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
     files = {"runtime.h": RUNTIME_HEADER, "helpers.h": header, "helpers.cpp": source}
     diagnostics += _duplicate_operators(library)
     taken: set[str] = set()
+    registered = {f.op_name for f in library.formulas}
     ops = 0
     for module in sorted(library.modules, key=lambda m: m.path):
-        result = _module_file(module, context, taken, diagnostics, namespace, root)
+        result = _module_file(module, context, taken, diagnostics, namespace, root, registered)
         if result is not None:
             files[_file_name(module.path, files)] = result[0]
             ops += result[1]

@@ -305,10 +305,24 @@ def _is_none(subject: Typed, node: cst.CSTNode, negate: bool) -> str:
     raise unsupported(node, f"'is None' on a {subject.type}, which is never None")
 
 
+def _narrowed(test: cst.BaseExpression, context: Context) -> tuple[Context, Context]:
+    """The contexts of a conditional's two branches: an optional non-tensor name tested with
+    ``is None`` / ``is not None`` is its value (``x.value()``) where it is known not to be None."""
+    match test:
+        case cst.Comparison(left=cst.Name(value=name), comparisons=[cst.ComparisonTarget(operator=op, comparator=other)]) \
+                if is_none(other) and isinstance(op, (cst.Is, cst.IsNot)) and name in context.names:
+            binding = context.names[name]
+            if binding.type.kind is Kind.OPTIONAL:
+                value = context.bind({name: Binding(binding.type.elem, f"{binding.cpp}.value()")})
+                return (context, value) if isinstance(op, cst.Is) else (value, context)
+    return context, context
+
+
 def _conditional(node: cst.IfExp, context: Context, expected: PyType | None) -> Typed:
     test = _condition(node.test, context)
-    body = translate(node.body, context, expected)
-    orelse = translate(node.orelse, context, expected)
+    if_true, if_false = _narrowed(node.test, context)
+    body = translate(node.body, if_true, expected)
+    orelse = translate(node.orelse, if_false, expected)
     try:
         joined = T.unify(body.type, orelse.type)
     except T.TypeConflict as conflict:

@@ -31,7 +31,8 @@ from transpiler.cpp.expressions import (
 from transpiler.cpp.statements import assigned_names, translate_body, walk
 from transpiler.cpp.types import Kind, PyType
 from transpiler.model import CaptureKind, Formula
-from transpiler.schema import Argument, BaseType, OptionalType
+from transpiler.cpp.operators import Resolved
+from transpiler.schema import Argument, BaseType, FunctionSchema, OptionalType
 
 
 @dataclass(frozen=True)
@@ -662,6 +663,24 @@ def schema_node(formula: Formula) -> cst.CSTNode:
     return formula.node
 
 
+def emit_nondifferentiable(schema: FunctionSchema) -> EmittedFormula:
+    """The forward wrapper of an operator declared ``nondifferentiable``: ATen's operator run below
+    autograd, so its outputs carry no gradient and no tangent (comparisons, ``argmax``, ``zeros_like``)."""
+    arguments = [a for a in schema.arguments if not a.is_out]
+    params = ", ".join(f"{T.cpp_kernel_param(a.type)} {cpp_name(a.name)}" for a in arguments)
+    returns = [T.cpp_value(T.from_schema(r.type)) for r in schema.returns]
+    return_type = returns[0] if len(returns) == 1 else f"std::tuple<{', '.join(returns)}>"
+    name = "nondifferentiable_" + re.sub(r"\W", "_", str(schema.name))
+    call = Resolved(schema, tuple(cpp_name(a.name) for a in arguments)).cpp()
+    code = "\n".join([f"{return_type} {name}({params}) {{",
+                      "  at::AutoDispatchBelowADInplaceOrView below_autograd;",
+                      f"  return {call};",
+                      "}",
+                      ""])
+    text = str(schema).replace("\\", "\\\\").replace('"', '\\"')
+    return EmittedFormula(name, code, f'm.def("{text}", TORCH_FN(formulas::{name}));')
+
+
 def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedFormula:
     """The C++ of ``formula``; raises ``Untranslatable`` for code it cannot transliterate."""
     try:
@@ -671,4 +690,4 @@ def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedForm
                              f"no C++ spelling for the schema type '{error}' of {formula.op_name}") from None
 
 
-__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "is_view", "node_name", "schema_node"]
+__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "emit_nondifferentiable", "is_view", "node_name", "schema_node"]

@@ -1,0 +1,308 @@
+"""More reductions: ``max``/``min`` (all and ``min.dim``), ``amax``/``amin``, ``prod``, ``var``/``std``,
+``mean``, ``logsumexp`` and ``cumsum``.
+
+Ties follow torch: ``max()``/``min()``/``amax``/``amin`` share the gradient evenly among the tied
+extremes (a NaN extreme: among the NaNs for ``max()``/``min()``), ``min.dim`` gives it to the index
+it returns.
+"""
+from __future__ import annotations
+
+from formulas import Scalar, Tensor, at, derivative, helper, nondifferentiable
+from formulas.helpers import reduced_numel, sum_backward, wrap_dim
+
+nondifferentiable(
+    "ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+    "bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+)
+
+
+@helper
+def extreme_mask(self: Tensor, value: Tensor) -> Tensor:
+    """Where ``self`` holds ``value`` (its max or min over all elements); every NaN when it is NaN."""
+    return at.logical_or(at.eq(self, value), at.logical_and(at.isnan(self), at.isnan(value)))
+
+
+@helper
+def evenly_distribute_backward(grad: Tensor, self: Tensor, value: Tensor) -> Tensor:
+    """``grad`` of ``max()``/``min()`` shared evenly by the elements holding the extreme ``value``."""
+    mask = extreme_mask(self, value)
+    return at.where(mask, at.div(grad, at.sum(mask)), at.zeros_like(self))
+
+
+@helper
+def evenly_read_jvp(self_t: Tensor, self: Tensor, value: Tensor) -> Tensor:
+    """The tangent of ``max()``/``min()``: the mean of the tangents at the extreme elements."""
+    mask = extreme_mask(self, value)
+    return at.div(at.sum(at.where(mask, self_t, at.zeros_like(self_t))), at.sum(mask))
+
+
+@derivative("max(Tensor self) -> Tensor")
+def max_all(self):
+    result = at.max(self)
+    def backward(grad):
+        return evenly_distribute_backward(grad, self, result)
+    def jvp(self_t):
+        return evenly_read_jvp(self_t, self, result)
+    return result, backward
+
+
+@derivative("min(Tensor self) -> Tensor")
+def min_all(self):
+    result = at.min(self)
+    def backward(grad):
+        return evenly_distribute_backward(grad, self, result)
+    def jvp(self_t):
+        return evenly_read_jvp(self_t, self, result)
+    return result, backward
+
+
+@helper
+def value_selecting_jvp(self_t: Tensor, dim: int, indices: Tensor, keepdim: bool, values_sizes: list[int]) -> Tensor:
+    """The tangent of ``max.dim``/``min.dim``: the tangent at the selected element of each slice."""
+    indices_kept = indices
+    if not keepdim and self_t.dim() > 0:
+        indices_kept = at.unsqueeze(indices, dim)
+    return at.reshape(at.gather(self_t, dim, indices_kept), values_sizes)
+
+
+@derivative("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+            output_differentiability=[True, False])
+def min_dim(self, dim, keepdim=False):
+    values, indices = at.min(self, dim, keepdim)
+    self_sizes = self.sizes()
+    reduced_dim = wrap_dim(dim, self.dim())
+    def backward(grad):
+        return at.value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
+    def jvp(self_t):
+        return value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes())
+    return (values, indices), backward
+
+
+@helper
+def scale_grad_by_count(grad: Tensor, self: Tensor, result: Tensor, dim: list[int], keepdim: bool) -> Tensor:
+    """``amax``/``amin``: the gradient of each output element shared evenly by the elements of its
+    slice that hold it (``result`` expanded back; a NaN extreme gives NaN, as in torch)."""
+    sizes = self.sizes()
+    mask = at.eq(self, sum_backward(result, sizes, dim, keepdim))
+    count = at.sum(mask, dim, True)
+    return at.mul(at.div(sum_backward(grad, sizes, dim, keepdim), count), mask)
+
+
+@helper
+def amax_amin_jvp(self_t: Tensor, self: Tensor, result: Tensor, dim: list[int], keepdim: bool) -> Tensor:
+    """The mean of the tangents at the elements holding each slice's extreme."""
+    mask = at.eq(self, sum_backward(result, self.sizes(), dim, keepdim))
+    picked = at.sum(at.where(mask, self_t, at.zeros_like(self_t)), dim, keepdim)
+    return at.div(picked, at.sum(mask, dim, keepdim))
+
+
+@derivative("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor")
+def amax(self, dim=[], keepdim=False):
+    result = at.amax(self, dim, keepdim)
+    def backward(grad):
+        return scale_grad_by_count(grad, self, result, dim, keepdim)
+    def jvp(self_t):
+        return amax_amin_jvp(self_t, self, result, dim, keepdim)
+    return result, backward
+
+
+@derivative("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor")
+def amin(self, dim=[], keepdim=False):
+    result = at.amin(self, dim, keepdim)
+    def backward(grad):
+        return scale_grad_by_count(grad, self, result, dim, keepdim)
+    def jvp(self_t):
+        return amax_amin_jvp(self_t, self, result, dim, keepdim)
+    return result, backward
+
+
+@derivative("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", jvp="auto_linear")
+def mean_all(self, *, dtype=None):
+    result = at.mean(self, dtype=dtype)
+    self_sizes = self.sizes()
+    count = self.numel()
+    def backward(grad):
+        return at.div(at.expand(grad, self_sizes), count)
+    return result, backward
+
+
+@derivative("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor")
+def logsumexp(self, dim, keepdim=False):
+    result = at.logsumexp(self, dim, keepdim)
+    self_sizes = self.sizes()
+    def backward(grad):
+        # d/dx_i log sum_j exp(x_j) = exp(x_i - result): the softmax of the slice
+        return sum_backward(grad, self_sizes, dim, keepdim) * at.exp(self - sum_backward(result, self_sizes, dim, keepdim))
+    def jvp(self_t):
+        softmax = at.exp(self - sum_backward(result, self_sizes, dim, keepdim))
+        result_t = at.sum(softmax * self_t, dim, keepdim)
+        return result_t
+    return result, backward
+
+
+@derivative("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", jvp="auto_linear")
+def cumsum(self, dim, *, dtype=None):
+    result = at.cumsum(self, dim, dtype=dtype)
+    self_dtype = self.scalar_type()
+    def backward(grad):
+        # x_i reaches every out_k with k >= i: the reversed cumulative sum of grad,
+        # sum_{k >= i} g_k = sum_k g_k - sum_{k <= i} g_k + g_i
+        reversed_cumsum = at.sum(grad, [dim], True) - at.cumsum(grad, dim) + grad
+        if dtype is None:
+            return reversed_cumsum
+        return at._to_copy(reversed_cumsum, dtype=self_dtype)
+    return result, backward
+
+
+@helper
+def prod_others(x: Tensor, dim: int) -> Tensor:
+    """For each element, the product of the other elements of its slice along ``dim`` (kept dims):
+    d prod / d x_i, exact where ``x`` has zeros, and with the exact derivatives (the Hessian of
+    the product) too.
+
+    With ``c`` zeros in a slice, ``P`` the product of its non-zero elements and ``Z`` the sum of
+    its zero elements (0, but its derivative selects them):
+
+    * ``c == 0``: ``P / x_i``;
+    * ``c == 1``: ``P`` at the zero; ``Z * P / x_i`` elsewhere (0, derivative ``P / x_i`` by the zero);
+    * ``c == 2``: ``(Z - x_i) * P`` at each zero (the other zero times ``P``); 0 elsewhere;
+    * ``c >= 3``: 0 (every product of the others has two zero factors: so have its derivatives).
+
+    Zeros are replaced by ones before dividing, so no branch divides by zero.
+    """
+    is_zero = at.eq(x, 0.0)
+    count = at.sum(is_zero, [dim], True)
+    nonzero = at.where(is_zero, at.ones_like(x), x)
+    product = at.prod(nonzero, dim, True)
+    zeros_sum = at.sum(at.mul(x, is_zero), [dim], True)
+    zeros = at.zeros_like(x)
+    no_zero = product / nonzero
+    one_zero = at.where(is_zero, product, zeros_sum * product / nonzero)
+    two_zeros = at.where(is_zero, (zeros_sum - x) * product, zeros)
+    return at.where(at.eq(count, 0), no_zero,
+                    at.where(at.eq(count, 1), one_zero, at.where(at.eq(count, 2), two_zeros, zeros)))
+
+
+@derivative("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor")
+def prod_dim_int(self, dim, keepdim=False, *, dtype=None):
+    result = at.prod(self, dim, keepdim, dtype=dtype)
+    reduced_dim = wrap_dim(dim, self.dim())
+    def backward(grad):
+        grad_kept = grad
+        if not keepdim and self.dim() > 0:
+            grad_kept = at.unsqueeze(grad, reduced_dim)
+        return grad_kept * prod_others(self, reduced_dim)
+    def jvp(self_t):
+        result_t = at.sum(prod_others(self, reduced_dim) * self_t, [reduced_dim], keepdim)
+        return result_t
+    return result, backward
+
+
+@derivative("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor")
+def prod_all(self, *, dtype=None):
+    result = at.prod(self, dtype=dtype)
+    self_sizes = self.sizes()
+    def backward(grad):
+        # the product over the flattened tensor
+        return at.reshape(grad * prod_others(at.reshape(self, [-1]), 0), self_sizes)
+    def jvp(self_t):
+        result_t = at.sum(prod_others(at.reshape(self, [-1]), 0) * at.reshape(self_t, [-1]))
+        return result_t
+    return result, backward
+
+
+
+@helper
+def variance_divisor(count: int, correction: float) -> float:
+    """``N - correction``: what the sum of squared deviations is divided by."""
+    return count - correction
+
+
+@derivative("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor")
+def var_correction(self, dim=None, *, correction=None, keepdim=False):
+    result = at.var(self, dim, correction=correction, keepdim=keepdim)
+    self_sizes = self.sizes()
+    count = reduced_numel(self_sizes, dim)
+    # torch's default correction is 1 (Bessel's)
+    divisor = variance_divisor(count, 1.0) if correction is None else variance_divisor(count, correction)
+    def backward(grad):
+        # d var / d x_i = 2 (x_i - mean) / divisor: the mean's own dependence on x sums to zero
+        centered = self - at.mean(self, dim, True)
+        return sum_backward(at.div(at.mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered
+    def jvp(self_t):
+        centered = self - at.mean(self, dim, True)
+        result_t = at.div(at.mul(at.sum(centered * self_t, dim, keepdim), 2.0), divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor")
+def std_correction(self, dim=None, *, correction=None, keepdim=False):
+    result = at.std(self, dim, correction=correction, keepdim=keepdim)
+    self_sizes = self.sizes()
+    count = reduced_numel(self_sizes, dim)
+    divisor = variance_divisor(count, 1.0) if correction is None else variance_divisor(count, correction)
+    def backward(grad):
+        # std = sqrt(var): d std / d x_i = (x_i - mean) / (divisor std)
+        centered = self - at.mean(self, dim, True)
+        return sum_backward(at.div(grad / result, divisor), self_sizes, dim, keepdim) * centered
+    def jvp(self_t):
+        centered = self - at.mean(self, dim, True)
+        result_t = at.div(at.sum(centered * self_t, dim, keepdim) / result, divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("var(Tensor self, bool unbiased=True) -> Tensor")
+def var_all(self, unbiased=True):
+    result = at.var(self, unbiased)
+    count = self.numel()
+    divisor = variance_divisor(count, 1.0 if unbiased else 0.0)
+    def backward(grad):
+        return at.div(at.mul(grad, 2.0), divisor) * (self - at.mean(self))
+    def jvp(self_t):
+        result_t = at.div(at.mul(at.sum((self - at.mean(self)) * self_t), 2.0), divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor")
+def var_dim(self, dim, unbiased=True, keepdim=False):
+    result = at.var(self, dim, unbiased, keepdim)
+    self_sizes = self.sizes()
+    divisor = variance_divisor(reduced_numel(self_sizes, dim), 1.0 if unbiased else 0.0)
+    def backward(grad):
+        centered = self - at.mean(self, dim, True)
+        return sum_backward(at.div(at.mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered
+    def jvp(self_t):
+        centered = self - at.mean(self, dim, True)
+        result_t = at.div(at.mul(at.sum(centered * self_t, dim, keepdim), 2.0), divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("std(Tensor self, bool unbiased=True) -> Tensor")
+def std_all(self, unbiased=True):
+    result = at.std(self, unbiased)
+    divisor = variance_divisor(self.numel(), 1.0 if unbiased else 0.0)
+    def backward(grad):
+        return at.div(grad / result, divisor) * (self - at.mean(self))
+    def jvp(self_t):
+        result_t = at.div(at.sum((self - at.mean(self)) * self_t) / result, divisor)
+        return result_t
+    return result, backward
+
+
+@derivative("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor")
+def std_dim(self, dim, unbiased=True, keepdim=False):
+    result = at.std(self, dim, unbiased, keepdim)
+    self_sizes = self.sizes()
+    divisor = variance_divisor(reduced_numel(self_sizes, dim), 1.0 if unbiased else 0.0)
+    def backward(grad):
+        centered = self - at.mean(self, dim, True)
+        return sum_backward(at.div(grad / result, divisor), self_sizes, dim, keepdim) * centered
+    def jvp(self_t):
+        centered = self - at.mean(self, dim, True)
+        result_t = at.div(at.sum(centered * self_t, dim, keepdim) / result, divisor)
+        return result_t
+    return result, backward

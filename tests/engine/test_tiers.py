@@ -113,7 +113,9 @@ def _torch_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tup
     else:
         second = [None] * len(inputs)
     second = [torch.zeros_like(t) if g is None else g for g, t in zip(second, inputs)]
-    return [g.detach().numpy() for g in first], [g.numpy() for g in second]
+    # force: a gradient torch knows to be zero is a ZeroTensor (abs's second order), which
+    # converts only when asked to materialise it
+    return [g.detach().numpy(force=True) for g in first], [g.numpy(force=True) for g in second]
 
 
 def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tuple[list, list]:

@@ -126,9 +126,9 @@ def relu6(self):
 def hardswish(self):
     result = at.hardswish(self)
     def backward(grad):
-        # x relu6(x + 3) / 6: 0 below -3, x / 3 + 1/2 up to 3 (inclusive, as torch), 1 above
+        # x relu6(x + 3) / 6: 0 up to -3, x / 3 + 1/2 inside, 1 from 3 on (torch's choice at -3 and 3)
         inside = grad * (self / 3.0 + 0.5)
-        return at.where(at.lt(self, -3.0), at.zeros_like(grad), at.where(at.le(self, 3.0), inside, grad))
+        return at.where(at.le(self, -3.0), at.zeros_like(grad), at.where(at.lt(self, 3.0), inside, grad))
     return result, backward
 
 

@@ -329,12 +329,19 @@ def xlogy_tensor(self, other):
     self_sizes = self.sizes()
     other_sizes = other.sizes()
     def backward(grad, *, needs_input_grad):
-        # x log y, defined as 0 where x = 0: d/dx is log y except there (xlogy of the mask)
-        grad_self = sum_to(grad * at.xlogy(at.ne(self, 0), other), self_sizes) if needs_input_grad[0] else None
+        # x log y (0 where x = 0): d/dx = log y, as xlogy(grad, y) (0 for a zero grad), which
+        # torch zeroes where x = 0 and y <= 0 (log y is -inf or NaN there)
+        grad_self = None
+        if needs_input_grad[0]:
+            by_log = at.xlogy(grad, other)
+            grad_self = sum_to(at.where(at.eq(self, 0), at.where(at.le(other, 0), at.zeros_like(by_log), by_log),
+                                        by_log), self_sizes)
         grad_other = sum_to(grad * self / other, other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other
     def jvp(self_t, other_t):
-        result_t = self_t * at.xlogy(at.ne(self, 0), other) + other_t * self / other
+        by_log = at.xlogy(self_t, other)
+        masked = at.where(at.eq(self, 0), at.where(at.le(other, 0), at.zeros_like(by_log), by_log), by_log)
+        result_t = masked + other_t * self / other
         return result_t
     return result, backward
 

@@ -1,5 +1,5 @@
 """Elementwise unary math: abs, sign, clamps, rounding, erf family, logs and exps, inverse and
-hyperbolic trigonometry, sinc, square.
+hyperbolic trigonometry, sinc, square, logit.
 
 Rounding ops and ``sign`` are differentiable with a zero gradient, as in torch. Where torch
 picks a subgradient at a kink it is kept: ``abs'(0) = sign(0) = 0``, a clamp passes the
@@ -18,7 +18,6 @@ nondifferentiable(
     "le.Scalar(Tensor self, Scalar other) -> Tensor",
     "lt.Scalar(Tensor self, Scalar other) -> Tensor",
     "eq.Scalar(Tensor self, Scalar other) -> Tensor",
-    "ne.Scalar(Tensor self, Scalar other) -> Tensor",
 )
 
 
@@ -302,4 +301,20 @@ def square(self):
     result = at.square(self)
     def backward(grad):
         return grad * self * 2.0
+    return result, backward
+
+
+@derivative("logit(Tensor self, float? eps=None) -> Tensor", jvp="auto_element_wise")
+def logit(self, eps=None):
+    result = at.logit(self, eps)
+    def backward(grad):
+        # d/dx log(x / (1 - x)) = 1 / (x (1 - x))
+        grad_self = grad / (self * at.rsub(self, 1))
+        if eps is None:
+            # outside [0, 1] the output is NaN, and so is torch's gradient
+            return at.where(at.ne(result, result), result, grad_self)
+        else:
+            # the input is clamped to [eps, 1 - eps] first: no gradient beyond those bounds
+            zeros = at.zeros_like(grad)
+            return at.where(at.lt(self, eps), zeros, at.where(at.gt(self, 1.0 - eps), zeros, grad_self))
     return result, backward

@@ -1492,7 +1492,7 @@ at::Tensor hardswish_backward(
     const at::Tensor& grad,
     const at::Tensor& self) {
   auto inside = grad * ((self / 3.0) + 0.5);
-  return at::where(at::lt(self, -3.0), at::zeros_like(grad), at::where(at::le(self, 3.0), inside, grad));
+  return at::where(at::le(self, -3.0), at::zeros_like(grad), at::where(at::lt(self, 3.0), inside, grad));
 }
 
 torch::autograd::variable_list HardswishBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
@@ -1571,7 +1571,7 @@ at::Tensor hardswish_jvp(
     const at::Tensor& self) {
   auto grad = self_t;
   auto inside = grad * ((self / 3.0) + 0.5);
-  return at::where(at::lt(self, -3.0), at::zeros_like(grad), at::where(at::le(self, 3.0), inside, grad));
+  return at::where(at::le(self, -3.0), at::zeros_like(grad), at::where(at::lt(self, 3.0), inside, grad));
 }
 
 at::Tensor hardswish(const at::Tensor& self) {

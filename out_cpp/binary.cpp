@@ -2816,28 +2816,33 @@ struct XlogyTensorBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
     other_.reset_data();
+    self_.reset_data();
   }
-  torch::autograd::SavedVariable self_;
   torch::autograd::SavedVariable other_;
+  torch::autograd::SavedVariable self_;
   std::vector<int64_t> self_sizes_{};
   std::vector<int64_t> other_sizes_{};
 };
 
 std::tuple<at::Tensor, at::Tensor> xlogy_tensor_backward(
     const at::Tensor& grad,
-    const at::Tensor& self,
     const at::Tensor& other,
+    const at::Tensor& self,
     at::IntArrayRef self_sizes,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad * at::xlogy(at::ne(self, 0), other), self_sizes) : at::Tensor();
+  at::Tensor by_log{};
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[0]) {
+    by_log = at::xlogy(grad, other);
+    grad_self = helpers::sum_to(at::where(at::eq(self, 0), at::where(at::le(other, 0), at::zeros_like(by_log), by_log), by_log), self_sizes);
+  }
   auto grad_other = needs_input_grad[1] ? helpers::sum_to((grad * self) / other, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
 
-torch::autograd::variable_list XlogyTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
+torch::autograd::variable_list XlogyTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -2848,7 +2853,7 @@ torch::autograd::variable_list XlogyTensorBackward0_apply_functional(torch::auto
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::xlogy_tensor_backward(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::xlogy_tensor_backward(grads[0], other_, self_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2862,11 +2867,11 @@ torch::autograd::variable_list XlogyTensorBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
   auto other_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return XlogyTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, other_, self_sizes_, other_sizes_);
+  return XlogyTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_, self_sizes_, other_sizes_);
 }
 
 torch::autograd::variable_list XlogyTensorBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -2878,22 +2883,22 @@ torch::autograd::variable_list XlogyTensorBackward0::apply(torch::autograd::vari
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  const auto self = self_.unpack();
   const auto other = other_.unpack();
-  return XlogyTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self, other, self_sizes_, other_sizes_);
+  const auto self = self_.unpack();
+  return XlogyTensorBackward0_apply_functional(std::move(grads), needs_input_grad, other, self, self_sizes_, other_sizes_);
 }
 
 void XlogyTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_, false);
   args.collect(other_, false);
+  args.collect(self_, false);
   args.collect(self_sizes_);
   args.collect(other_sizes_);
 }
 
 torch::autograd::variable_list XlogyTensorBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_);
   saved.before(other_);
+  saved.before(self_);
   saved.before(self_sizes_);
   saved.before(other_sizes_);
   static bool functional_bound = false;
@@ -2917,12 +2922,12 @@ torch::autograd::variable_list XlogyTensorBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  const auto self = self_.unpack();
   const auto other = other_.unpack();
+  const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(self);
   functional_args.pack(other);
+  functional_args.pack(self);
   functional_args.pack(self_sizes_);
   functional_args.pack(other_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
@@ -2932,8 +2937,8 @@ torch::autograd::variable_list XlogyTensorBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_XlogyTensorBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(self_);
   saved.after(other_);
+  saved.after(self_);
   saved.after(self_sizes_);
   saved.after(other_sizes_);
   return functional_outputs;
@@ -2942,9 +2947,11 @@ torch::autograd::variable_list XlogyTensorBackward0::apply_with_saved(
 at::Tensor xlogy_tensor_jvp(
     const at::Tensor& self_t,
     const at::Tensor& other_t,
-    const at::Tensor& self,
-    const at::Tensor& other) {
-  auto result_t = (self_t * at::xlogy(at::ne(self, 0), other)) + ((other_t * self) / other);
+    const at::Tensor& other,
+    const at::Tensor& self) {
+  auto by_log = at::xlogy(self_t, other);
+  auto masked = at::where(at::eq(self, 0), at::where(at::le(other, 0), at::zeros_like(by_log), by_log), by_log);
+  auto result_t = masked + ((other_t * self) / other);
   return result_t;
 }
 
@@ -2962,12 +2969,12 @@ at::Tensor xlogy_tensor(const at::Tensor& self, const at::Tensor& other) {
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
-    formulas::runtime::set_tangent(result, formulas::xlogy_tensor_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
+    formulas::runtime::set_tangent(result, formulas::xlogy_tensor_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->other_sizes_ = std::move(other_sizes);
   }

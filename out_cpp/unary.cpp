@@ -26,10 +26,14 @@
 #include <ATen/ops/floor.h>
 #include <ATen/ops/frac.h>
 #include <ATen/ops/ge.h>
+#include <ATen/ops/gt.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/log10.h>
 #include <ATen/ops/log1p.h>
 #include <ATen/ops/log2.h>
+#include <ATen/ops/logit.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/ne.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/round.h>
 #include <ATen/ops/rsqrt.h>
@@ -3812,6 +3816,161 @@ at::Tensor square(const at::Tensor& self) {
   return result;
 }
 
+struct LogitBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "LogitBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<double> eps_{};
+  torch::autograd::SavedVariable result_;
+};
+
+at::Tensor logit_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    std::optional<double> eps,
+    const at::Tensor& result) {
+  at::Tensor zeros{};
+  auto grad_self = grad / (self * at::rsub(self, 1));
+  if (!eps.has_value()) {
+    return at::where(at::ne(result, result), result, grad_self);
+  } else {
+    zeros = at::zeros_like(grad);
+    return at::where(at::lt(self, (*eps)), zeros, at::where(at::gt(self, 1.0 - (*eps)), zeros, grad_self));
+  }
+}
+
+torch::autograd::variable_list LogitBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<double>& eps_, const at::Tensor& result_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::logit_backward(grads[0], self_, eps_, result_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list LogitBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto eps_ = packed_args.unpack<std::optional<double>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return LogitBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, eps_, result_);
+}
+
+torch::autograd::variable_list LogitBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return LogitBackward0_apply_functional(std::move(grads), needs_input_grad, self, eps_, result);
+}
+
+void LogitBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(eps_);
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list LogitBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(eps_);
+  saved.before(result_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<double>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_LogitBackward0", LogitBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(eps_);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_LogitBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(eps_);
+  saved.after(result_);
+  return functional_outputs;
+}
+
+at::Tensor logit_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    std::optional<double> eps,
+    const at::Tensor& result) {
+  at::Tensor zeros{};
+  auto grad = self_t;
+  auto grad_self = grad / (self * at::rsub(self, 1));
+  if (!eps.has_value()) {
+    return at::where(at::ne(result, result), result, grad_self);
+  } else {
+    zeros = at::zeros_like(grad);
+    return at::where(at::lt(self, (*eps)), zeros, at::where(at::gt(self, 1.0 - (*eps)), zeros, grad_self));
+  }
+}
+
+at::Tensor logit(const at::Tensor& self, std::optional<double> eps) {
+  c10::intrusive_ptr<LogitBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<LogitBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::logit(self, eps);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::logit_jvp(self_t, formulas::runtime::primal(self), eps, result));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->eps_ = std::move(eps);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -3848,4 +4007,5 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("atanh(Tensor self) -> Tensor", TORCH_FN(formulas::atanh));
   m.def("sinc(Tensor self) -> Tensor", TORCH_FN(formulas::sinc));
   m.def("square(Tensor self) -> Tensor", TORCH_FN(formulas::square));
+  m.def("logit(Tensor self, float? eps=None) -> Tensor", TORCH_FN(formulas::logit));
 }

@@ -674,3 +674,12 @@ def hardtanh(x, min_val=-1, max_val=1):
 def threshold(x, threshold, value):
     x = _array(x)
     return np.where(x > threshold, x, np.asarray(value, dtype=x.dtype))
+
+
+@kernel("logit")
+def logit(x, eps=None):
+    x = _floating(x)
+    with np.errstate(all="ignore"):
+        clamped = x if eps is None else np.clip(x, eps, 1 - eps)
+        return np.log(clamped / (1 - clamped)).astype(x.dtype)
+

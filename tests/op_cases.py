@@ -482,7 +482,7 @@ POINTWISE_UNARY_DOMAINS: dict[str, Callable[[np.random.Generator, tuple[int, ...
     "leaky_relu": _away_from_zero, "elu": _away_from_zero, "selu": _away_from_zero, "celu": _away_from_zero,
     "gelu": _normal, "silu": _normal, "mish": _normal, "softplus": _normal, "log_sigmoid": _normal,
     "hardtanh": _avoiding(-1.0, 1.0, low=-2.0, high=2.0), "relu6": _avoiding(0.0, 6.0, low=-2.0, high=8.0),
-    "hardswish": _avoiding(-3.0, 3.0),
+    "hardswish": _avoiding(-3.0, 3.0), "logit": _uniform(0.15, 0.85),
 }
 
 
@@ -514,6 +514,8 @@ def _unary_with_arguments_cases() -> list[OpCase]:
         ("hardtanh", (-0.5, 2.0), {}, _avoiding(-0.5, 2.0)),
         ("threshold", (0.5, -2.0), {}, _avoiding(0.5, low=-2.0, high=2.0)),
         ("threshold", (-1, 3), {}, _avoiding(-1.0, low=-2.0, high=2.0)),
+        ("logit", (0.05,), {}, _uniform(0.1, 0.9)),
+        ("logit", (0.3,), {}, _avoiding(0.3, 0.7, low=0.05, high=0.95, gap=0.05)),
     ]
     out = []
     for op, scalars, kwargs, values in table:

@@ -1,5 +1,5 @@
 """Activation functions: leaky_relu, elu, selu, celu, gelu (exact and tanh), silu, mish,
-softplus, log_sigmoid, hardtanh, relu6, hardswish, threshold.
+softplus, log_sigmoid, hardtanh, relu6, hardswish, threshold, softshrink, hardshrink.
 
 At a kink the gradient is torch's one-sided choice: the negative branch at 0 for
 ``leaky_relu``/``elu``/``selu``/``celu``, zero at the bounds of ``hardtanh``/``relu6``,
@@ -138,4 +138,22 @@ def threshold(self, threshold, value):
     def backward(grad):
         # self where self > threshold, else the constant value
         return at.threshold_backward(grad, self, threshold)
+    return result, backward
+
+
+@derivative("softshrink(Tensor self, Scalar lambd=0.5) -> Tensor", jvp="auto_element_wise")
+def softshrink(self, lambd=0.5):
+    result = at.softshrink(self, lambd)
+    def backward(grad):
+        # x -+ lambd outside [-lambd, lambd], 0 inside (bounds included, as torch)
+        return at.where(at.le(at.abs(self), lambd), at.zeros_like(grad), grad)
+    return result, backward
+
+
+@derivative("hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor", jvp="auto_element_wise")
+def hardshrink(self, lambd=0.5):
+    result = at.hardshrink(self, lambd)
+    def backward(grad):
+        # x outside [-lambd, lambd], 0 inside (bounds included, as torch)
+        return at.where(at.le(at.abs(self), lambd), at.zeros_like(grad), grad)
     return result, backward

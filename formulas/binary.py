@@ -1,6 +1,6 @@
 """Elementwise binary math: scalar and reversed arithmetic, atan2, hypot, minimum/maximum,
 fmin/fmax, fmod/remainder, pow with a tensor exponent or a scalar base, lerp, xlogy and
-logaddexp.
+logaddexp, copysign, addcmul and addcdiv.
 
 Tensor-tensor gradients are summed back to each input's shape with ``sum_to``. At ties
 ``minimum``/``maximum`` split the gradient in halves and ``fmin``/``fmax`` give it all to
@@ -379,5 +379,73 @@ def logaddexp2(self, other):
     def jvp(self_t, other_t):
         result_t = (self_t * at.sigmoid((self - other) * 0.6931471805599453)
                     + other_t * at.sigmoid((other - self) * 0.6931471805599453))
+        return result_t
+    return result, backward
+
+
+@derivative("xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor", jvp="auto_element_wise")
+def xlogy_scalar_other(self, other):
+    result = at.xlogy(self, other)
+    def backward(grad):
+        # x log c (0 where x = 0): d/dx = log c, as xlogy(grad, c) (0 for a zero grad), which
+        # torch zeroes where x = 0 when c <= 0 (log c is -inf or NaN)
+        by_log = at.xlogy(grad, other)
+        if other > 0:
+            return by_log
+        return at.where(at.eq(self, 0), at.zeros_like(by_log), by_log)
+    return result, backward
+
+
+@derivative("copysign.Tensor(Tensor self, Tensor other) -> Tensor")
+def copysign_tensor(self, other):
+    result = at.copysign(self, other)
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        # |self| with other's sign: d/d self = result / self (+-1), 0 at self = 0 as torch has it;
+        # piecewise constant in other
+        grad_self = None
+        if needs_input_grad[0]:
+            grad_self = sum_to(at.where(at.eq(self, 0), at.zeros_like(grad), grad * (result / self)), self_sizes)
+        return grad_self, None
+    def jvp(self_t):
+        result_t = at.where(at.eq(self, 0), at.zeros_like(result), self_t * (result / self))
+        return result_t
+    return result, backward
+
+
+@derivative("addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor")
+def addcmul(self, tensor1, tensor2, *, value=1):
+    result = at.addcmul(self, tensor1, tensor2, value=value)
+    self_sizes = self.sizes()
+    tensor1_sizes = tensor1.sizes()
+    tensor2_sizes = tensor2.sizes()
+    def backward(grad, *, needs_input_grad):
+        # self + value * tensor1 * tensor2
+        grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
+        grad_tensor1 = sum_to(at.mul(grad * tensor2, value), tensor1_sizes) if needs_input_grad[1] else None
+        grad_tensor2 = sum_to(at.mul(grad * tensor1, value), tensor2_sizes) if needs_input_grad[2] else None
+        return grad_self, grad_tensor1, grad_tensor2
+    def jvp(self_t, tensor1_t, tensor2_t):
+        result_t = self_t + at.mul(tensor1_t * tensor2 + tensor2_t * tensor1, value)
+        return result_t
+    return result, backward
+
+
+@derivative("addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor")
+def addcdiv(self, tensor1, tensor2, *, value=1):
+    result = at.addcdiv(self, tensor1, tensor2, value=value)
+    self_sizes = self.sizes()
+    tensor1_sizes = tensor1.sizes()
+    tensor2_sizes = tensor2.sizes()
+    def backward(grad, *, needs_input_grad):
+        # self + value * tensor1 / tensor2
+        grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
+        grad_tensor1 = sum_to(at.mul(grad / tensor2, value), tensor1_sizes) if needs_input_grad[1] else None
+        grad_tensor2 = None
+        if needs_input_grad[2]:
+            grad_tensor2 = sum_to(-at.mul(grad * tensor1 / (tensor2 * tensor2), value), tensor2_sizes)
+        return grad_self, grad_tensor1, grad_tensor2
+    def jvp(self_t, tensor1_t, tensor2_t):
+        result_t = self_t + at.mul((tensor1_t - tensor2_t * tensor1 / tensor2) / tensor2, value)
         return result_t
     return result, backward

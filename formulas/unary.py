@@ -1,5 +1,5 @@
 """Elementwise unary math: abs, sign, clamps, rounding, erf family, logs and exps, inverse and
-hyperbolic trigonometry, sinc, square, logit.
+hyperbolic trigonometry, sinc, square, logit, sgn, deg2rad, rad2deg.
 
 Rounding ops and ``sign`` are differentiable with a zero gradient, as in torch. Where torch
 picks a subgradient at a kink it is kept: ``abs'(0) = sign(0) = 0``, a clamp passes the
@@ -317,4 +317,31 @@ def logit(self, eps=None):
             # the input is clamped to [eps, 1 - eps] first: no gradient beyond those bounds
             zeros = at.zeros_like(grad)
             return at.where(at.lt(self, eps), zeros, at.where(at.gt(self, 1.0 - eps), zeros, grad_self))
+    return result, backward
+
+
+@derivative("sgn(Tensor self) -> Tensor", jvp="auto_element_wise")
+def sgn(self):
+    result = at.sgn(self)
+    def backward(grad):
+        # sign of a real tensor: piecewise constant, zero gradient (torch's too)
+        return at.zeros_like(grad)
+    return result, backward
+
+
+@derivative("deg2rad(Tensor self) -> Tensor", jvp="auto_linear")
+def deg2rad(self):
+    result = at.deg2rad(self)
+    def backward(grad):
+        # x * pi / 180
+        return grad * 0.017453292519943295
+    return result, backward
+
+
+@derivative("rad2deg(Tensor self) -> Tensor", jvp="auto_linear")
+def rad2deg(self):
+    result = at.rad2deg(self)
+    def backward(grad):
+        # x * 180 / pi
+        return grad * 57.29577951308232
     return result, backward

@@ -3,6 +3,7 @@
 #include "runtime.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/abs.h>
 #include <ATen/ops/celu.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/elu.h>
@@ -10,6 +11,7 @@
 #include <ATen/ops/exp.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/gelu.h>
+#include <ATen/ops/hardshrink.h>
 #include <ATen/ops/hardswish.h>
 #include <ATen/ops/hardtanh.h>
 #include <ATen/ops/le.h>
@@ -24,6 +26,7 @@
 #include <ATen/ops/sigmoid_backward.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/softplus.h>
+#include <ATen/ops/softshrink.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/threshold.h>
@@ -1722,6 +1725,262 @@ at::Tensor threshold(const at::Tensor& self, const at::Scalar& threshold, const 
   return result;
 }
 
+struct SoftshrinkBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SoftshrinkBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar lambd_{};
+};
+
+at::Tensor softshrink_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& lambd) {
+  return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
+}
+
+torch::autograd::variable_list SoftshrinkBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::softshrink_backward(grads[0], self_, lambd_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SoftshrinkBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto lambd_ = packed_args.unpack<at::Scalar>();
+  return SoftshrinkBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, lambd_);
+}
+
+torch::autograd::variable_list SoftshrinkBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return SoftshrinkBackward0_apply_functional(std::move(grads), needs_input_grad, self, lambd_);
+}
+
+void SoftshrinkBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(lambd_);
+}
+
+torch::autograd::variable_list SoftshrinkBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(lambd_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SoftshrinkBackward0", SoftshrinkBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(lambd_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SoftshrinkBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(lambd_);
+  return functional_outputs;
+}
+
+at::Tensor softshrink_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Scalar& lambd) {
+  auto grad = self_t;
+  return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
+}
+
+at::Tensor softshrink(const at::Tensor& self, const at::Scalar& lambd) {
+  c10::intrusive_ptr<SoftshrinkBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SoftshrinkBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::softshrink(self, lambd);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::softshrink_jvp(self_t, formulas::runtime::primal(self), lambd));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->lambd_ = lambd;
+  }
+  return result;
+}
+
+struct HardshrinkBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "HardshrinkBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar lambd_{};
+};
+
+at::Tensor hardshrink_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& lambd) {
+  return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
+}
+
+torch::autograd::variable_list HardshrinkBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::hardshrink_backward(grads[0], self_, lambd_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list HardshrinkBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto lambd_ = packed_args.unpack<at::Scalar>();
+  return HardshrinkBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, lambd_);
+}
+
+torch::autograd::variable_list HardshrinkBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return HardshrinkBackward0_apply_functional(std::move(grads), needs_input_grad, self, lambd_);
+}
+
+void HardshrinkBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(lambd_);
+}
+
+torch::autograd::variable_list HardshrinkBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(lambd_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_HardshrinkBackward0", HardshrinkBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(lambd_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_HardshrinkBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(lambd_);
+  return functional_outputs;
+}
+
+at::Tensor hardshrink_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Scalar& lambd) {
+  auto grad = self_t;
+  return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
+}
+
+at::Tensor hardshrink(const at::Tensor& self, const at::Scalar& lambd) {
+  c10::intrusive_ptr<HardshrinkBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<HardshrinkBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::hardshrink(self, lambd);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::hardshrink_jvp(self_t, formulas::runtime::primal(self), lambd));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->lambd_ = lambd;
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -1739,4 +1998,6 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("relu6(Tensor self) -> Tensor", TORCH_FN(formulas::relu6));
   m.def("hardswish(Tensor self) -> Tensor", TORCH_FN(formulas::hardswish));
   m.def("threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor", TORCH_FN(formulas::threshold));
+  m.def("softshrink(Tensor self, Scalar lambd=0.5) -> Tensor", TORCH_FN(formulas::softshrink));
+  m.def("hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor", TORCH_FN(formulas::hardshrink));
 }

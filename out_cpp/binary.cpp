@@ -4,7 +4,10 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/addcdiv.h>
+#include <ATen/ops/addcmul.h>
 #include <ATen/ops/atan2.h>
+#include <ATen/ops/copysign.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/floor.h>
 #include <ATen/ops/fmax.h>
@@ -3321,6 +3324,698 @@ at::Tensor logaddexp2(const at::Tensor& self, const at::Tensor& other) {
   return result;
 }
 
+struct XlogyScalarOtherBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "XlogyScalarOtherBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  at::Scalar other_{};
+  torch::autograd::SavedVariable self_;
+};
+
+at::Tensor xlogy_scalar_other_backward(
+    const at::Tensor& grad,
+    const at::Scalar& other,
+    const at::Tensor& self) {
+  auto by_log = at::xlogy(grad, other);
+  if (other.toDouble() > 0) {
+    return by_log;
+  }
+  return at::where(at::eq(self, 0), at::zeros_like(by_log), by_log);
+}
+
+torch::autograd::variable_list XlogyScalarOtherBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Scalar& other_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::xlogy_scalar_other_backward(grads[0], other_, self_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list XlogyScalarOtherBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto other_ = packed_args.unpack<at::Scalar>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return XlogyScalarOtherBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_);
+}
+
+torch::autograd::variable_list XlogyScalarOtherBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return XlogyScalarOtherBackward0_apply_functional(std::move(grads), needs_input_grad, other_, self);
+}
+
+void XlogyScalarOtherBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(other_);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list XlogyScalarOtherBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(other_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_XlogyScalarOtherBackward0", XlogyScalarOtherBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(other_);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_XlogyScalarOtherBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(other_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor xlogy_scalar_other_jvp(
+    const at::Tensor& self_t,
+    const at::Scalar& other,
+    const at::Tensor& self) {
+  auto grad = self_t;
+  auto by_log = at::xlogy(grad, other);
+  if (other.toDouble() > 0) {
+    return by_log;
+  }
+  return at::where(at::eq(self, 0), at::zeros_like(by_log), by_log);
+}
+
+at::Tensor xlogy_scalar_other(const at::Tensor& self, const at::Scalar& other) {
+  c10::intrusive_ptr<XlogyScalarOtherBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<XlogyScalarOtherBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::xlogy(self, other);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::xlogy_scalar_other_jvp(self_t, other, formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->other_ = other;
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct CopysignTensorBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "CopysignTensorBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable result_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+std::tuple<at::Tensor, at::Tensor> copysign_tensor_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& result,
+    at::IntArrayRef self_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_self = helpers::sum_to(at::where(at::eq(self, 0), at::zeros_like(grad), grad * (result / self)), self_sizes);
+  }
+  return {grad_self, at::Tensor()};
+}
+
+torch::autograd::variable_list CopysignTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::copysign_tensor_backward(grads[0], self_, result_, self_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, other_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list CopysignTensorBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return CopysignTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_, self_sizes_);
+}
+
+torch::autograd::variable_list CopysignTensorBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return CopysignTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self, result, self_sizes_);
+}
+
+void CopysignTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(result_, true);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list CopysignTensorBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(result_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_CopysignTensorBackward0", CopysignTensorBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(result);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_CopysignTensorBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(result_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor copysign_tensor_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  auto result_t = at::where(at::eq(self, 0), at::zeros_like(result), self_t * (result / self));
+  return result_t;
+}
+
+at::Tensor copysign_tensor(const at::Tensor& self, const at::Tensor& other) {
+  c10::intrusive_ptr<CopysignTensorBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, other)) {
+    grad_fn = c10::make_intrusive<CopysignTensorBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::copysign(self, other);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::copysign_tensor_jvp(self_t, formulas::runtime::primal(self), result));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct AddcmulBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "AddcmulBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tensor2_.reset_data();
+    tensor1_.reset_data();
+  }
+  std::vector<int64_t> self_sizes_{};
+  torch::autograd::SavedVariable tensor2_;
+  at::Scalar value_{};
+  std::vector<int64_t> tensor1_sizes_{};
+  torch::autograd::SavedVariable tensor1_;
+  std::vector<int64_t> tensor2_sizes_{};
+};
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addcmul_backward(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes,
+    const at::Tensor& tensor2,
+    const at::Scalar& value,
+    at::IntArrayRef tensor1_sizes,
+    const at::Tensor& tensor1,
+    at::IntArrayRef tensor2_sizes,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad, self_sizes) : at::Tensor();
+  auto grad_tensor1 = needs_input_grad[1] ? helpers::sum_to(at::mul(grad * tensor2, value), tensor1_sizes) : at::Tensor();
+  auto grad_tensor2 = needs_input_grad[2] ? helpers::sum_to(at::mul(grad * tensor1, value), tensor2_sizes) : at::Tensor();
+  return {grad_self, grad_tensor1, grad_tensor2};
+}
+
+torch::autograd::variable_list AddcmulBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Tensor& tensor2_, const at::Scalar& value_, const std::vector<int64_t>& tensor1_sizes_, const at::Tensor& tensor1_, const std::vector<int64_t>& tensor2_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto tensor1_ix = ranges.next(1);
+  const auto tensor2_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::addcmul_backward(grads[0], self_sizes_, tensor2_, value_, tensor1_sizes_, tensor1_, tensor2_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, tensor1_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, tensor2_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list AddcmulBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto tensor2_ = packed_args.unpack<at::Tensor>();
+  auto value_ = packed_args.unpack<at::Scalar>();
+  auto tensor1_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto tensor1_ = packed_args.unpack<at::Tensor>();
+  auto tensor2_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return AddcmulBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, tensor2_, value_, tensor1_sizes_, tensor1_, tensor2_sizes_);
+}
+
+torch::autograd::variable_list AddcmulBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto tensor1_ix = ranges.next(1);
+  const auto tensor2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, tensor1_ix),
+      formulas::runtime::should_compute(*this, tensor2_ix),
+  };
+  const auto tensor2 = tensor2_.unpack();
+  const auto tensor1 = tensor1_.unpack();
+  return AddcmulBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, tensor2, value_, tensor1_sizes_, tensor1, tensor2_sizes_);
+}
+
+void AddcmulBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(tensor2_, false);
+  args.collect(value_);
+  args.collect(tensor1_sizes_);
+  args.collect(tensor1_, false);
+  args.collect(tensor2_sizes_);
+}
+
+torch::autograd::variable_list AddcmulBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(tensor2_);
+  saved.before(value_);
+  saved.before(tensor1_sizes_);
+  saved.before(tensor1_);
+  saved.before(tensor2_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_AddcmulBackward0", AddcmulBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto tensor1_ix = ranges.next(1);
+  const auto tensor2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, tensor1_ix),
+      formulas::runtime::should_compute(*this, tensor2_ix),
+  };
+  const auto tensor2 = tensor2_.unpack();
+  const auto tensor1 = tensor1_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(tensor2);
+  functional_args.pack(value_);
+  functional_args.pack(tensor1_sizes_);
+  functional_args.pack(tensor1);
+  functional_args.pack(tensor2_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_AddcmulBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  saved.after(tensor2_);
+  saved.after(value_);
+  saved.after(tensor1_sizes_);
+  saved.after(tensor1_);
+  saved.after(tensor2_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor addcmul_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& tensor1_t,
+    const at::Tensor& tensor2_t,
+    const at::Tensor& tensor2,
+    const at::Tensor& tensor1,
+    const at::Scalar& value) {
+  auto result_t = self_t + at::mul((tensor1_t * tensor2) + (tensor2_t * tensor1), value);
+  return result_t;
+}
+
+at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2, const at::Scalar& value) {
+  c10::intrusive_ptr<AddcmulBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, tensor1, tensor2)) {
+    grad_fn = c10::make_intrusive<AddcmulBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, tensor1, tensor2));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::addcmul(self, tensor1, tensor2, value);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> tensor1_sizes = tensor1.sizes().vec();
+  std::vector<int64_t> tensor2_sizes = tensor2.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor1) || torch::autograd::isFwGradDefined(tensor2)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto tensor1_t = formulas::runtime::tangent(tensor1);
+    const auto tensor2_t = formulas::runtime::tangent(tensor2);
+    formulas::runtime::set_tangent(result, formulas::addcmul_jvp(self_t, tensor1_t, tensor2_t, formulas::runtime::primal(tensor2), formulas::runtime::primal(tensor1), value));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->tensor2_ = torch::autograd::SavedVariable(tensor2, false);
+    grad_fn->value_ = value;
+    grad_fn->tensor1_sizes_ = std::move(tensor1_sizes);
+    grad_fn->tensor1_ = torch::autograd::SavedVariable(tensor1, false);
+    grad_fn->tensor2_sizes_ = std::move(tensor2_sizes);
+  }
+  return result;
+}
+
+struct AddcdivBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "AddcdivBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tensor2_.reset_data();
+    tensor1_.reset_data();
+  }
+  std::vector<int64_t> self_sizes_{};
+  torch::autograd::SavedVariable tensor2_;
+  at::Scalar value_{};
+  std::vector<int64_t> tensor1_sizes_{};
+  torch::autograd::SavedVariable tensor1_;
+  std::vector<int64_t> tensor2_sizes_{};
+};
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addcdiv_backward(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes,
+    const at::Tensor& tensor2,
+    const at::Scalar& value,
+    at::IntArrayRef tensor1_sizes,
+    const at::Tensor& tensor1,
+    at::IntArrayRef tensor2_sizes,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad, self_sizes) : at::Tensor();
+  auto grad_tensor1 = needs_input_grad[1] ? helpers::sum_to(at::mul(grad / tensor2, value), tensor1_sizes) : at::Tensor();
+  auto grad_tensor2 = at::Tensor();
+  if (needs_input_grad[2]) {
+    grad_tensor2 = helpers::sum_to(-at::mul((grad * tensor1) / (tensor2 * tensor2), value), tensor2_sizes);
+  }
+  return {grad_self, grad_tensor1, grad_tensor2};
+}
+
+torch::autograd::variable_list AddcdivBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Tensor& tensor2_, const at::Scalar& value_, const std::vector<int64_t>& tensor1_sizes_, const at::Tensor& tensor1_, const std::vector<int64_t>& tensor2_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto tensor1_ix = ranges.next(1);
+  const auto tensor2_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::addcdiv_backward(grads[0], self_sizes_, tensor2_, value_, tensor1_sizes_, tensor1_, tensor2_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, tensor1_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, tensor2_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list AddcdivBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto tensor2_ = packed_args.unpack<at::Tensor>();
+  auto value_ = packed_args.unpack<at::Scalar>();
+  auto tensor1_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto tensor1_ = packed_args.unpack<at::Tensor>();
+  auto tensor2_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return AddcdivBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, tensor2_, value_, tensor1_sizes_, tensor1_, tensor2_sizes_);
+}
+
+torch::autograd::variable_list AddcdivBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto tensor1_ix = ranges.next(1);
+  const auto tensor2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, tensor1_ix),
+      formulas::runtime::should_compute(*this, tensor2_ix),
+  };
+  const auto tensor2 = tensor2_.unpack();
+  const auto tensor1 = tensor1_.unpack();
+  return AddcdivBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, tensor2, value_, tensor1_sizes_, tensor1, tensor2_sizes_);
+}
+
+void AddcdivBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(tensor2_, false);
+  args.collect(value_);
+  args.collect(tensor1_sizes_);
+  args.collect(tensor1_, false);
+  args.collect(tensor2_sizes_);
+}
+
+torch::autograd::variable_list AddcdivBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(tensor2_);
+  saved.before(value_);
+  saved.before(tensor1_sizes_);
+  saved.before(tensor1_);
+  saved.before(tensor2_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_AddcdivBackward0", AddcdivBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto tensor1_ix = ranges.next(1);
+  const auto tensor2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, tensor1_ix),
+      formulas::runtime::should_compute(*this, tensor2_ix),
+  };
+  const auto tensor2 = tensor2_.unpack();
+  const auto tensor1 = tensor1_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(tensor2);
+  functional_args.pack(value_);
+  functional_args.pack(tensor1_sizes_);
+  functional_args.pack(tensor1);
+  functional_args.pack(tensor2_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_AddcdivBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  saved.after(tensor2_);
+  saved.after(value_);
+  saved.after(tensor1_sizes_);
+  saved.after(tensor1_);
+  saved.after(tensor2_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor addcdiv_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& tensor1_t,
+    const at::Tensor& tensor2_t,
+    const at::Tensor& tensor1,
+    const at::Tensor& tensor2,
+    const at::Scalar& value) {
+  auto result_t = self_t + at::mul((tensor1_t - ((tensor2_t * tensor1) / tensor2)) / tensor2, value);
+  return result_t;
+}
+
+at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2, const at::Scalar& value) {
+  c10::intrusive_ptr<AddcdivBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, tensor1, tensor2)) {
+    grad_fn = c10::make_intrusive<AddcdivBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, tensor1, tensor2));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::addcdiv(self, tensor1, tensor2, value);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> tensor1_sizes = tensor1.sizes().vec();
+  std::vector<int64_t> tensor2_sizes = tensor2.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor1) || torch::autograd::isFwGradDefined(tensor2)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto tensor1_t = formulas::runtime::tangent(tensor1);
+    const auto tensor2_t = formulas::runtime::tangent(tensor2);
+    formulas::runtime::set_tangent(result, formulas::addcdiv_jvp(self_t, tensor1_t, tensor2_t, formulas::runtime::primal(tensor1), formulas::runtime::primal(tensor2), value));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->tensor2_ = torch::autograd::SavedVariable(tensor2, false);
+    grad_fn->value_ = value;
+    grad_fn->tensor1_sizes_ = std::move(tensor1_sizes);
+    grad_fn->tensor1_ = torch::autograd::SavedVariable(tensor1, false);
+    grad_fn->tensor2_sizes_ = std::move(tensor2_sizes);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -3346,4 +4041,8 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("xlogy.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::xlogy_tensor));
   m.def("logaddexp(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::logaddexp));
   m.def("logaddexp2(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::logaddexp2));
+  m.def("xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor", TORCH_FN(formulas::xlogy_scalar_other));
+  m.def("copysign.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::copysign_tensor));
+  m.def("addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", TORCH_FN(formulas::addcmul));
+  m.def("addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", TORCH_FN(formulas::addcdiv));
 }

@@ -683,3 +683,36 @@ def logit(x, eps=None):
         clamped = x if eps is None else np.clip(x, eps, 1 - eps)
         return np.log(clamped / (1 - clamped)).astype(x.dtype)
 
+
+
+KERNELS["sgn"] = np.sign
+KERNELS["deg2rad"] = _float_unary(lambda x: x * (np.pi / 180))
+KERNELS["rad2deg"] = _float_unary(lambda x: x * (180 / np.pi))
+KERNELS["copysign.Tensor"] = _float_binary(np.copysign)
+
+
+@kernel("xlogy.Scalar_Other")
+def xlogy_scalar_other(x, other):
+    return xlogy(x, np.asarray(other, dtype=np.float64 if _array(x).dtype == np.float64 else _FLOAT32))
+
+
+@kernel("addcmul")
+def addcmul(x, tensor1, tensor2, value=1):
+    return _add(x, _scale(_multiply(tensor1, tensor2), value))
+
+
+@kernel("addcdiv")
+def addcdiv(x, tensor1, tensor2, value=1):
+    return _add(x, _scale(div(tensor1, tensor2), value))
+
+
+@kernel("softshrink")
+def softshrink(x, lambd=0.5):
+    x = _array(x)
+    return np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, np.zeros((), x.dtype)))
+
+
+@kernel("hardshrink")
+def hardshrink(x, lambd=0.5):
+    x = _array(x)
+    return np.where(np.abs(x) > lambd, x, np.zeros((), x.dtype))

@@ -483,6 +483,8 @@ POINTWISE_UNARY_DOMAINS: dict[str, Callable[[np.random.Generator, tuple[int, ...
     "gelu": _normal, "silu": _normal, "mish": _normal, "softplus": _normal, "log_sigmoid": _normal,
     "hardtanh": _avoiding(-1.0, 1.0, low=-2.0, high=2.0), "relu6": _avoiding(0.0, 6.0, low=-2.0, high=8.0),
     "hardswish": _avoiding(-3.0, 3.0), "logit": _uniform(0.15, 0.85),
+    "sgn": _away_from_zero, "deg2rad": _normal, "rad2deg": _normal,
+    "softshrink": _avoiding(-0.5, 0.5), "hardshrink": _avoiding(-0.5, 0.5),
 }
 
 
@@ -515,6 +517,10 @@ def _unary_with_arguments_cases() -> list[OpCase]:
         ("threshold", (0.5, -2.0), {}, _avoiding(0.5, low=-2.0, high=2.0)),
         ("threshold", (-1, 3), {}, _avoiding(-1.0, low=-2.0, high=2.0)),
         ("logit", (0.05,), {}, _uniform(0.1, 0.9)),
+        ("softshrink", (1.0,), {}, _avoiding(-1.0, 1.0)),
+        ("hardshrink", (1.5,), {}, _avoiding(-1.5, 1.5)),
+        ("xlogy.Scalar_Other", (2.5,), {}, _normal),
+        ("xlogy.Scalar_Other", (0.7,), {}, _normal),
         ("logit", (0.3,), {}, _avoiding(0.3, 0.7, low=0.05, high=0.95, gap=0.05)),
     ]
     out = []
@@ -555,6 +561,7 @@ def _pointwise_binary_cases() -> list[OpCase]:
         "logaddexp2": lambda rng, a, b: (_normal(rng, a), _normal(rng, b)),
         "rsub.Tensor": lambda rng, a, b: (_normal(rng, a), _normal(rng, b)),
         "lerp.Scalar": lambda rng, a, b: (_normal(rng, a), _normal(rng, b)),
+        "copysign.Tensor": lambda rng, a, b: (_away_from_zero(rng, a), _away_from_zero(rng, b)),
     }
     out = []
     for op, draw in draws.items():
@@ -574,6 +581,11 @@ def _pointwise_binary_cases() -> list[OpCase]:
     for shapes in (((2, 3), (2, 3), (2, 3)), ((3, 1), (1, 4), ()), ((2, 3), (3,), (2, 1)),
                    ((), (), ()), ((0, 3), (1, 3), (3,)), ((4,), (2, 4), (2, 1))):
         out.append(OpCase("lerp.Tensor", _shape_id(*shapes), tuple(_normal(rng, s) for s in shapes)))
+        for op, kwargs in (("addcmul", {}), ("addcmul", {"value": -0.5}), ("addcdiv", {}), ("addcdiv", {"value": 2})):
+            values = (_normal(rng, shapes[0]), _normal(rng, shapes[1]),
+                      (_away_from_zero if op == "addcdiv" else _normal)(rng, shapes[2]))
+            out.append(OpCase(op, f"{_shape_id(*shapes)}{''.join(f'_value{v}' for v in kwargs.values())}",
+                              values, dict(kwargs)))
 
     for op, scalars in (("add.Scalar", ((2.5, 1), (-1, 3), (0.5, -0.5))), ("sub.Scalar", ((2.5, 1), (-1, 2))),
                         ("rsub.Scalar", ((2.5, 1), (-1, 0.5), (3, -2)))):

@@ -46,4 +46,9 @@ KINK_CASES: list[OpCase] = [
     OpCase("logit", "outside_unit", (_array(-0.5, 0.5, 1.5),)),
     OpCase("floor", "integers", (_array(1.0, -2.0, 0.0),)),
     OpCase("round", "halves", (_array(0.5, 1.5, -2.5),)),
+    OpCase("softshrink", "at_bounds", (_array(-0.5, 0.5, 0.0, NAN, 1.0),)),
+    OpCase("hardshrink", "at_bounds", (_array(-0.5, 0.5, 0.0, NAN, 1.0),)),
+    OpCase("copysign.Tensor", "zero_self", (_array(0.0, -1.0, 2.0), _array(-1.0, 1.0, -0.0))),
+    OpCase("xlogy.Scalar_Other", "zero_self", (_array(0.0, 1.0), 2.0)),
+    OpCase("xlogy.Scalar_Other", "zero_self_negative_other", (_array(0.0, 1.0), -2.0)),
 ]

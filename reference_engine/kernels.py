@@ -9,6 +9,7 @@ autograd layer of :mod:`reference_engine.dispatch` is above them.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -871,3 +872,252 @@ def _unbiased_moment(root: bool, over_dims: bool) -> Callable[..., Any]:
 
 KERNELS["var"], KERNELS["var.dim"] = _unbiased_moment(False, False), _unbiased_moment(False, True)
 KERNELS["std"], KERNELS["std.dim"] = _unbiased_moment(True, False), _unbiased_moment(True, True)
+# ============================================================================= w-ops-a: pointwise math
+# and activations (formulas/unary.py, binary.py, activations.py)
+def _floating(x: Any) -> np.ndarray:
+    """``x`` as an array of a floating dtype (integers and bools compute in the default float32)."""
+    x = _array(x)
+    return x if x.dtype.kind == "f" else x.astype(_FLOAT32)
+
+
+def _float_unary(fn: Callable[[np.ndarray], Any]) -> Callable[[Any], np.ndarray]:
+    """``fn`` on a floating array, out-of-domain values NaN or inf without warnings, the input's
+    floating dtype kept (torch's unary float ops)."""
+    def run(x):
+        x = _floating(x)
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(x), dtype=x.dtype)
+    return run
+
+
+_erf_scalar = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return _erf_scalar(x.astype(np.float64)) if x.size else x.astype(np.float64)
+
+
+def _erfinv(x: np.ndarray) -> np.ndarray:
+    """Inverse error function: Winitzki's closed-form start, then Newton steps on ``erf``
+    (quadratic convergence; four steps reach float64 rounding on (-1, 1))."""
+    x = x.astype(np.float64)
+    a = 0.147
+    log_term = np.log1p(-x * x)
+    first = 2 / (np.pi * a) + log_term / 2
+    y = np.sign(x) * np.sqrt(np.sqrt(first * first - log_term / a) - first)
+    inside = np.abs(x) < 1
+    for _ in range(4):
+        step = (_erf(np.where(inside, y, 0.0)) - x) / (2 / np.sqrt(np.pi) * np.exp(-y * y))
+        y = np.where(inside, y - step, y)
+    return np.where(np.abs(x) == 1, np.sign(x) * np.inf, np.where(np.abs(x) > 1, np.nan, y))
+
+
+for _name, _fn in (
+        ("erf", _erf), ("erfc", lambda x: 1 - _erf(x)), ("erfinv", _erfinv),
+        ("expm1", np.expm1), ("log1p", np.log1p), ("log2", np.log2), ("log10", np.log10), ("exp2", np.exp2),
+        ("rsqrt", lambda x: 1 / np.sqrt(x)), ("reciprocal", np.reciprocal),
+        ("asin", np.arcsin), ("acos", np.arccos), ("atan", np.arctan), ("tan", np.tan),
+        ("sinh", np.sinh), ("cosh", np.cosh), ("asinh", np.arcsinh), ("acosh", np.arccosh), ("atanh", np.arctanh),
+        ("sinc", np.sinc), ("log_sigmoid", lambda x: np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x)))),
+        ("silu", lambda x: x / (1 + np.exp(-x))),
+        ("mish", lambda x: x * np.tanh(np.logaddexp(0, x))),
+        ("selu", lambda x: 1.0507009873554804934193349852946 * np.where(
+            x > 0, x, 1.6732632423543772848170429916717 * np.expm1(x))),
+        ("hardswish", lambda x: x * np.minimum(np.maximum(x + 3, 0), 6) / 6),
+        ("relu6", lambda x: np.minimum(np.maximum(x, 0), 6))):
+    KERNELS[_name] = _float_unary(_fn)
+
+# Ops that keep integer dtypes (torch's abs, sign, square and rounding of an int tensor are ints).
+for _name, _ufunc in (("abs", np.abs), ("sign", np.sign), ("floor", np.floor), ("ceil", np.ceil),
+                      ("round", np.round), ("trunc", np.trunc), ("square", np.square)):
+    KERNELS[_name] = _ufunc
+
+
+@kernel("round.decimals")
+def round_decimals(x, decimals):
+    return np.round(_array(x), decimals)
+
+
+@kernel("frac")
+def frac(x):
+    x = _array(x)
+    return x - np.trunc(x)
+
+
+def _bounded(x: Any, low: Any, high: Any) -> np.ndarray:
+    """``min(max(x, low), high)`` in torch's result dtype, a NaN kept, ``None`` bounds left out."""
+    x = _array(x)
+    dtype = result_dtype(x, *(b for b in (low, high) if b is not None))
+    out = x.astype(dtype, copy=True)
+    if low is not None:
+        out = np.maximum(out, low, dtype=dtype)
+    if high is not None:
+        out = np.minimum(out, high, dtype=dtype)
+    return out
+
+
+@kernel("clamp")
+def clamp(x, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return _bounded(x, min, max)
+
+
+@kernel("clamp_min")
+def clamp_min(x, min):
+    return _bounded(x, min, None)
+
+
+@kernel("clamp_max")
+def clamp_max(x, max):
+    return _bounded(x, None, max)
+
+
+KERNELS["add.Scalar"] = add
+KERNELS["sub.Scalar"] = sub
+
+
+@kernel("rsub.Tensor", "rsub.Scalar")
+def rsub(x, other, alpha=1):
+    x = _array(x)
+    return np.subtract(other, np.asarray(_scale(x, alpha)), dtype=result_dtype(x, other))
+
+
+def _float_binary(ufunc: np.ufunc) -> Callable[[Any, Any], np.ndarray]:
+    """``ufunc`` in torch's result dtype, integers promoted to the default float32."""
+    def run(x, y):
+        dtype = result_dtype(x, y)
+        with np.errstate(all="ignore"):
+            return ufunc(x, y, dtype=dtype if dtype.kind == "f" else _FLOAT32)
+    return run
+
+
+for _name, _ufunc in (("atan2", np.arctan2), ("hypot", np.hypot), ("logaddexp", np.logaddexp),
+                      ("logaddexp2", np.logaddexp2)):
+    KERNELS[_name] = _float_binary(_ufunc)
+
+
+def _quiet_promoting(ufunc: np.ufunc) -> Callable[[Any, Any], np.ndarray]:
+    """``ufunc`` in torch's result dtype (integers stay integers), without warnings."""
+    def run(x, y):
+        with np.errstate(all="ignore"):
+            return ufunc(x, y, dtype=result_dtype(x, y))
+    return run
+
+
+for _name, _ufunc in (("minimum", np.minimum), ("maximum", np.maximum), ("fmin", np.fmin), ("fmax", np.fmax),
+                      ("fmod.Tensor", np.fmod), ("fmod.Scalar", np.fmod),
+                      ("remainder.Tensor", np.remainder), ("remainder.Scalar", np.remainder),
+                      ("pow.Tensor_Tensor", np.power), ("pow.Scalar", np.power)):
+    KERNELS[_name] = _quiet_promoting(_ufunc)
+
+
+@kernel("lerp.Scalar", "lerp.Tensor")
+def lerp(x, end, weight):
+    # torch's two-sided form: exact at both ends
+    with np.errstate(all="ignore"):
+        return np.where(np.abs(weight) < 0.5, x + weight * (end - x), end - (end - x) * (1 - np.asarray(weight)))
+
+
+@kernel("xlogy.Tensor")
+def xlogy(x, other):
+    dtype = result_dtype(x, other)
+    dtype = dtype if dtype.kind == "f" else _FLOAT32
+    x, other = _array(x), _array(other)
+    with np.errstate(all="ignore"):
+        out = np.where((x == 0) & ~np.isnan(other), 0, x * np.log(other))
+    return np.asarray(out, dtype=dtype)
+
+
+@kernel("leaky_relu")
+def leaky_relu(x, negative_slope=0.01):
+    x = _array(x)
+    return np.where(x > 0, x, x * negative_slope)
+
+
+@kernel("elu")
+def elu(x, alpha=1, scale=1, input_scale=1):
+    x = _floating(x)
+    with np.errstate(all="ignore"):
+        return np.where(x > 0, x * scale, np.expm1(x * input_scale) * (alpha * scale)).astype(x.dtype)
+
+
+@kernel("celu")
+def celu(x, alpha=1.0):
+    x = _floating(x)
+    with np.errstate(all="ignore"):
+        return np.where(x > 0, x, np.expm1(x / alpha) * alpha).astype(x.dtype)
+
+
+@kernel("gelu")
+def gelu(x, approximate="none"):
+    x = _floating(x)
+    with np.errstate(all="ignore"):
+        if approximate == "tanh":
+            out = 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+        elif approximate == "none":
+            out = 0.5 * x * (1 + _erf(x * 0.7071067811865476))
+        else:
+            raise RuntimeError("approximate argument must be either none or tanh.")
+    return out.astype(x.dtype)
+
+
+@kernel("softplus")
+def softplus(x, beta=1, threshold=20):
+    x = _floating(x)
+    with np.errstate(all="ignore"):
+        scaled = x * beta
+        return np.where(scaled > threshold, x, np.log1p(np.exp(scaled)) / beta).astype(x.dtype)
+
+
+@kernel("hardtanh")
+def hardtanh(x, min_val=-1, max_val=1):
+    return np.minimum(np.maximum(_array(x), min_val), max_val)
+
+
+@kernel("threshold")
+def threshold(x, threshold, value):
+    x = _array(x)
+    return np.where(x > threshold, x, np.asarray(value, dtype=x.dtype))
+
+
+@kernel("logit")
+def logit(x, eps=None):
+    x = _floating(x)
+    with np.errstate(all="ignore"):
+        clamped = x if eps is None else np.clip(x, eps, 1 - eps)
+        return np.log(clamped / (1 - clamped)).astype(x.dtype)
+
+
+
+KERNELS["sgn"] = np.sign
+KERNELS["deg2rad"] = _float_unary(lambda x: x * (np.pi / 180))
+KERNELS["rad2deg"] = _float_unary(lambda x: x * (180 / np.pi))
+KERNELS["copysign.Tensor"] = _float_binary(np.copysign)
+
+
+@kernel("xlogy.Scalar_Other")
+def xlogy_scalar_other(x, other):
+    return xlogy(x, np.asarray(other, dtype=np.float64 if _array(x).dtype == np.float64 else _FLOAT32))
+
+
+@kernel("addcmul")
+def addcmul(x, tensor1, tensor2, value=1):
+    return _add(x, _scale(_multiply(tensor1, tensor2), value))
+
+
+@kernel("addcdiv")
+def addcdiv(x, tensor1, tensor2, value=1):
+    return _add(x, _scale(div(tensor1, tensor2), value))
+
+
+@kernel("softshrink")
+def softshrink(x, lambd=0.5):
+    x = _array(x)
+    return np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, np.zeros((), x.dtype)))
+
+
+@kernel("hardshrink")
+def hardshrink(x, lambd=0.5):
+    x = _array(x)
+    return np.where(np.abs(x) > lambd, x, np.zeros((), x.dtype))

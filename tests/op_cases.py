@@ -605,7 +605,180 @@ def build_cases() -> list[OpCase]:
         _unary_cases() + _pow_cases() + _binary_cases() + _scalar_binary_cases() + _reduction_cases()
         + _linalg_cases() + _shape_cases() + _softmax_cases() + _selection_cases() + _fused_backward_cases()
         + _linalg_more_cases() + _nn_cases()
+        + _pointwise_math_cases()
     )
+
+
+
+# ---------------------------------------------------------------------------
+# w-ops-a: pointwise math and activations (formulas/unary.py, binary.py, activations.py)
+
+def _uniform(low: float, high: float) -> Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]:
+    def draw(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return np.asarray(rng.uniform(low, high, shape), dtype=np.float64)
+    return draw
+
+
+def _avoiding(*kinks: float, low: float = -4.0, high: float = 4.0, gap: float = 0.15
+              ) -> Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]:
+    """Uniform in [low, high), every value at least ``gap`` from each kink (redrawn until so)."""
+    def draw(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        values = rng.uniform(low, high, shape)
+        while kinks and np.any(np.min(np.abs(values[..., None] - np.asarray(kinks)), axis=-1) < gap):
+            near = np.min(np.abs(values[..., None] - np.asarray(kinks)), axis=-1) < gap
+            values = np.where(near, rng.uniform(low, high, shape), values)
+        return np.asarray(values, dtype=np.float64)
+    return draw
+
+
+def _off_integers(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Fractional parts in (0.1, 0.4) or (0.6, 0.9): away from the steps of floor/round/trunc."""
+    whole = rng.integers(-3, 3, shape)
+    part = rng.uniform(0.1, 0.4, shape) + np.where(rng.random(shape) < 0.5, 0.5, 0.0)
+    return np.asarray(whole + part, dtype=np.float64)
+
+
+POINTWISE_UNARY_DOMAINS: dict[str, Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]] = {
+    "abs": _away_from_zero, "sign": _away_from_zero, "floor": _off_integers, "ceil": _off_integers,
+    "round": _off_integers, "trunc": _off_integers, "frac": _off_integers,
+    "erf": _normal, "erfc": _normal, "erfinv": _uniform(-0.8, 0.8), "expm1": _normal,
+    "log1p": _uniform(-0.5, 2.0), "log2": _positive, "log10": _positive, "exp2": _normal,
+    "rsqrt": _positive, "reciprocal": _away_from_zero, "asin": _uniform(-0.8, 0.8), "acos": _uniform(-0.8, 0.8),
+    "atan": _normal, "tan": _uniform(-1.2, 1.2), "sinh": _normal, "cosh": _normal, "asinh": _normal,
+    "acosh": _uniform(1.2, 3.0), "atanh": _uniform(-0.8, 0.8), "sinc": _away_from_zero, "square": _normal,
+    "leaky_relu": _away_from_zero, "elu": _away_from_zero, "selu": _away_from_zero, "celu": _away_from_zero,
+    "gelu": _normal, "silu": _normal, "mish": _normal, "softplus": _normal, "log_sigmoid": _normal,
+    "hardtanh": _avoiding(-1.0, 1.0, low=-2.0, high=2.0), "relu6": _avoiding(0.0, 6.0, low=-2.0, high=8.0),
+    "hardswish": _avoiding(-3.0, 3.0), "logit": _uniform(0.15, 0.85),
+    "sgn": _away_from_zero, "deg2rad": _normal, "rad2deg": _normal,
+    "softshrink": _avoiding(-0.5, 0.5), "hardshrink": _avoiding(-0.5, 0.5),
+}
+
+
+def _pointwise_unary_cases() -> list[OpCase]:
+    out = []
+    for op, values in POINTWISE_UNARY_DOMAINS.items():
+        rng = _rng(op)
+        out += [OpCase(op, _shape_id(shape), (values(rng, shape),)) for shape in UNARY_SHAPES]
+    return out
+
+
+def _unary_with_arguments_cases() -> list[OpCase]:
+    """Unary ops with scalar arguments: each argument set on a few shapes, values away from the
+    kinks those arguments put."""
+    table: list[tuple[str, tuple[Any, ...], dict[str, Any], Callable[..., np.ndarray]]] = [
+        ("clamp", (-0.5, 0.8), {}, _avoiding(-0.5, 0.8, low=-2.0, high=2.0)),
+        ("clamp", (None, 0.3), {}, _avoiding(0.3, low=-2.0, high=2.0)),
+        ("clamp", (-0.2, None), {}, _avoiding(-0.2, low=-2.0, high=2.0)),
+        ("clamp", (1, 2), {}, _avoiding(1.0, 2.0, low=0.0, high=3.0)),
+        ("clamp_min", (0.25,), {}, _avoiding(0.25, low=-2.0, high=2.0)),
+        ("clamp_max", (-0.25,), {}, _avoiding(-0.25, low=-2.0, high=2.0)),
+        ("round.decimals", (), {"decimals": 0}, _off_integers),
+        ("round.decimals", (), {"decimals": 2}, _off_integers),
+        ("leaky_relu", (0.2,), {}, _away_from_zero),
+        ("elu", (0.5, 2.0, 1.5), {}, _away_from_zero),
+        ("celu", (0.7,), {}, _away_from_zero),
+        ("gelu", (), {"approximate": "tanh"}, _normal),
+        ("softplus", (2.0, 1.5), {}, _avoiding(0.75)),          # beta x passes the threshold at 0.75
+        ("hardtanh", (-0.5, 2.0), {}, _avoiding(-0.5, 2.0)),
+        ("threshold", (0.5, -2.0), {}, _avoiding(0.5, low=-2.0, high=2.0)),
+        ("threshold", (-1, 3), {}, _avoiding(-1.0, low=-2.0, high=2.0)),
+        ("logit", (0.05,), {}, _uniform(0.1, 0.9)),
+        ("softshrink", (1.0,), {}, _avoiding(-1.0, 1.0)),
+        ("hardshrink", (1.5,), {}, _avoiding(-1.5, 1.5)),
+        ("xlogy.Scalar_Other", (2.5,), {}, _normal),
+        ("xlogy.Scalar_Other", (0.7,), {}, _normal),
+        ("logit", (0.3,), {}, _avoiding(0.3, 0.7, low=0.05, high=0.95, gap=0.05)),
+    ]
+    out = []
+    for op, scalars, kwargs, values in table:
+        rng = _rng(f"{op}{scalars}{kwargs}")
+        for shape in ((2, 3), (), (1, 4, 1), (0, 2)):
+            suffix = "_".join(str(s) for s in (*scalars, *kwargs.values()))
+            out.append(OpCase(op, f"{_shape_id(shape)}_{suffix}", (values(rng, shape), *scalars), dict(kwargs)))
+    return out
+
+
+def _no_ties(rng: np.random.Generator, left: tuple[int, ...], right: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Two operands on interleaved grids (multiples of 0.25 and those plus 0.125): never equal."""
+    return (np.asarray(rng.integers(-8, 8, left) * 0.25, dtype=np.float64),
+            np.asarray(rng.integers(-8, 8, right) * 0.25 + 0.125, dtype=np.float64))
+
+
+def _off_quotient_steps(rng: np.random.Generator, left: tuple[int, ...], right: tuple[int, ...]
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """``self`` and a divisor whose quotients keep 0.1 away from integers (fmod/remainder steps)."""
+    while True:
+        x, y = np.asarray(3 * _normal(rng, left)), _away_from_zero(rng, right)
+        quotient = x / y if x.size and y.size else np.zeros(0)
+        if not quotient.size or np.min(np.abs(quotient - np.round(quotient))) > 0.1:
+            return x, y
+
+
+def _pointwise_binary_cases() -> list[OpCase]:
+    draws: dict[str, Callable[[np.random.Generator, tuple[int, ...], tuple[int, ...]],
+                              tuple[np.ndarray, np.ndarray]]] = {
+        "atan2": lambda rng, a, b: (_normal(rng, a), _away_from_zero(rng, b)),
+        "hypot": lambda rng, a, b: (_away_from_zero(rng, a), _away_from_zero(rng, b)),
+        "minimum": _no_ties, "maximum": _no_ties, "fmin": _no_ties, "fmax": _no_ties,
+        "fmod.Tensor": _off_quotient_steps, "remainder.Tensor": _off_quotient_steps,
+        "pow.Tensor_Tensor": lambda rng, a, b: (_positive(rng, a), _normal(rng, b)),
+        "xlogy.Tensor": lambda rng, a, b: (_normal(rng, a), _positive(rng, b)),
+        "logaddexp": lambda rng, a, b: (_normal(rng, a), _normal(rng, b)),
+        "logaddexp2": lambda rng, a, b: (_normal(rng, a), _normal(rng, b)),
+        "rsub.Tensor": lambda rng, a, b: (_normal(rng, a), _normal(rng, b)),
+        "lerp.Scalar": lambda rng, a, b: (_normal(rng, a), _normal(rng, b)),
+        "copysign.Tensor": lambda rng, a, b: (_away_from_zero(rng, a), _away_from_zero(rng, b)),
+    }
+    out = []
+    for op, draw in draws.items():
+        rng = _rng(op)
+        for left, right in BINARY_SHAPES:
+            args = draw(rng, left, right)
+            if op == "lerp.Scalar":
+                for weight in (0.3, 0.8):
+                    out.append(OpCase(op, f"{_shape_id(left, right)}_w{weight}", (*args, weight)))
+            else:
+                out.append(OpCase(op, _shape_id(left, right), args))
+    rng = _rng("rsub.Tensor")
+    out.append(OpCase("rsub.Tensor", "3x1_1x4_alpha2.5", (_normal(rng, (3, 1)), _normal(rng, (1, 4))), {"alpha": 2.5}))
+    out.append(OpCase("lerp.Scalar", "2x3_2x3_w-1.5", (_normal(rng, (2, 3)), _normal(rng, (2, 3)), -1.5)))
+
+    rng = _rng("lerp.Tensor")
+    for shapes in (((2, 3), (2, 3), (2, 3)), ((3, 1), (1, 4), ()), ((2, 3), (3,), (2, 1)),
+                   ((), (), ()), ((0, 3), (1, 3), (3,)), ((4,), (2, 4), (2, 1))):
+        out.append(OpCase("lerp.Tensor", _shape_id(*shapes), tuple(_normal(rng, s) for s in shapes)))
+        for op, kwargs in (("addcmul", {}), ("addcmul", {"value": -0.5}), ("addcdiv", {}), ("addcdiv", {"value": 2})):
+            values = (_normal(rng, shapes[0]), _normal(rng, shapes[1]),
+                      (_away_from_zero if op == "addcdiv" else _normal)(rng, shapes[2]))
+            out.append(OpCase(op, f"{_shape_id(*shapes)}{''.join(f'_value{v}' for v in kwargs.values())}",
+                              values, dict(kwargs)))
+
+    for op, scalars in (("add.Scalar", ((2.5, 1), (-1, 3), (0.5, -0.5))), ("sub.Scalar", ((2.5, 1), (-1, 2))),
+                        ("rsub.Scalar", ((2.5, 1), (-1, 0.5), (3, -2)))):
+        rng = _rng(op)
+        for other, alpha in scalars:
+            for shape in ((2, 3), (), (0, 2)):
+                out.append(OpCase(op, f"{_shape_id(shape)}_{other}_alpha{alpha}", (_normal(rng, shape), other, alpha)))
+    for op in ("fmod.Scalar", "remainder.Scalar"):
+        rng = _rng(op)
+        for other in (1.5, -0.7):
+            for shape in ((2, 3), (), (1, 4, 1), (0, 2)):
+                out.append(OpCase(op, f"{_shape_id(shape)}_{other}", (_off_step_values(rng, shape, other), other)))
+    rng = _rng("pow.Scalar")
+    for base in (2.0, 0.5, 3):
+        for shape in ((2, 3), (), (1, 4, 1), (0, 2)):
+            out.append(OpCase("pow.Scalar", f"{base}_{_shape_id(shape)}", (base, _normal(rng, shape))))
+    return out
+
+
+def _off_step_values(rng: np.random.Generator, shape: tuple[int, ...], divisor: float) -> np.ndarray:
+    """Values whose quotient by ``divisor`` keeps 0.1 away from integers."""
+    return np.asarray(_off_integers(rng, shape) * divisor, dtype=np.float64)
+
+
+def _pointwise_math_cases() -> list[OpCase]:
+    return _pointwise_unary_cases() + _unary_with_arguments_cases() + _pointwise_binary_cases()
 
 
 ALL_CASES: list[OpCase] = build_cases()

@@ -172,6 +172,36 @@ def test_tuple_unpacking_and_tuple_return():
     assert lines == ["auto [values, indices] = at::max(self, 0);", "return {values, at::Tensor()};"]
 
 
+def test_optional_scalar_is_its_value_where_a_none_test_narrows_it():
+    """``if minimum is not None:`` (or the ``else`` of ``is None``) passes ``*minimum`` to an op
+    taking a plain Scalar; outside the test it stays an optional."""
+    lines = body(
+        "kept = grad\n"
+        "if minimum is not None:\n"
+        "    kept = at.mul(kept, minimum)\n"
+        "if maximum is None:\n"
+        "    kept = kept * 2\n"
+        "else:\n"
+        "    kept = at.mul(kept, maximum)\n"
+        "return kept\n",
+        T.TENSOR, grad=T.TENSOR, minimum=T.optional(T.SCALAR), maximum=T.optional(T.SCALAR))
+    assert lines == [
+        "auto kept = grad;",
+        "if (minimum.has_value()) {",
+        "kept = at::mul(kept, (*minimum));",
+        "}",
+        "if (!maximum.has_value()) {",
+        "kept = kept * 2;",
+        "} else {",
+        "kept = at::mul(kept, (*maximum));",
+        "}",
+        "return kept;",
+    ]
+    with pytest.raises(Untranslatable) as raised:      # not narrowed outside the test
+        body("return at.mul(grad, minimum)\n", T.TENSOR, grad=T.TENSOR, minimum=T.optional(T.SCALAR))
+    assert raised.value.code == "DB202"
+
+
 def test_conflicting_types_are_a_diagnostic():
     with pytest.raises(Untranslatable) as raised:
         body("x = 1\nx = grad\n", None, grad=T.TENSOR)

@@ -40,7 +40,8 @@ def test_overload_resolution_by_binding():
     assert at.mul(x, x).grad_fn.name() == "MulTensorBackward0"
     assert at.mul(x, 2.0).grad_fn.name() == "MulScalarBackward0"  # exact match beats wrapping 2.0
     assert (x * 2.0).grad_fn.name() == "MulScalarBackward0"
-    assert at.add(x, 1.0).grad_fn.name() == "AddTensorBackward0"  # no add.Scalar: 1.0 is wrapped
+    assert at.add(x, 1.0).grad_fn.name() == "AddScalarBackward0"  # exact match beats wrapping 1.0
+    assert at.atan2(x, 1.0).grad_fn.name() == "Atan2Backward0"     # no atan2 with a Scalar: 1.0 is wrapped
 
 
 def test_resolution_is_cached_per_argument_types():

@@ -18,7 +18,7 @@ import libcst as cst
 
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
-    TYPE_CONFLICT, Binding, Context, Untranslatable, coerce, cpp_name, element_access, translate,
+    TYPE_CONFLICT, Binding, Context, Untranslatable, coerce, cpp_name, element_access, is_none, translate,
     translate_condition, unsupported,
 )
 from transpiler.cpp.types import Kind, PyType
@@ -82,6 +82,23 @@ def _target_names(target: cst.BaseExpression) -> list[str]:
     return []
 
 
+def narrowing(test: cst.BaseExpression, context: Context, rebound: Mapping[str, PyType]
+              ) -> tuple[Context, bool] | None:
+    """For ``x is not None`` / ``x is None`` on an optional number, Scalar or list that the body
+    never rebinds: the scope in which ``x`` is its value (``*x``), and whether that scope is the
+    ``if`` body (else the ``else`` block), as Python's type narrowing reads it."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.left, cst.Name) and is_none(test.comparisons[0].comparator)
+            and isinstance(test.comparisons[0].operator, (cst.Is, cst.IsNot))):
+        return None
+    name = test.left.value
+    binding = context.names.get(name)
+    if binding is None or binding.type.kind is not Kind.OPTIONAL or name in rebound:
+        return None
+    value = Binding(binding.type.elem, f"(*{binding.cpp})")
+    return context.bind({name: value}), isinstance(test.comparisons[0].operator, cst.IsNot)
+
+
 # --- pass 1: types of locals -------------------------------------------------------------------------
 
 class _Inference:
@@ -121,10 +138,18 @@ class _Inference:
             for small in statement.body:
                 self.small(small, nested)
         elif isinstance(statement, cst.If):
+            outer = self.context
+            narrowed = narrowing(statement.test, self.context, self.types)
+            if narrowed is not None and narrowed[1]:
+                self.context = narrowed[0]
             self.block(statement.body.body, True)
+            self.context = outer
             if statement.orelse is not None:
                 orelse = statement.orelse
+                if narrowed is not None and not narrowed[1]:
+                    self.context = narrowed[0]
                 self.block([orelse] if isinstance(orelse, cst.If) else orelse.body.body, True)
+                self.context = outer
         elif isinstance(statement, (cst.For, cst.While)):
             for _ in range(2):   # a second round sees what the first iteration bound
                 if isinstance(statement, cst.For):
@@ -266,14 +291,22 @@ class _Writer:
         pad = INDENT * depth
         test = translate_condition(statement.test, self.context)
         yield f"{opener} ({test.text}) {{"
+        outer = self.context
+        narrowed = narrowing(statement.test, self.context, self.locals.types)
+        if narrowed is not None and narrowed[1]:
+            self.context = narrowed[0]
         yield from self.block(statement.body.body, depth + 1)
+        self.context = outer
         orelse = statement.orelse
         if isinstance(orelse, cst.If):
             yield from self.if_(orelse, depth, f"{pad}}} else if")
             return
         if orelse is not None:
             yield f"{pad}}} else {{"
+            if narrowed is not None and not narrowed[1]:
+                self.context = narrowed[0]
             yield from self.block(orelse.body.body, depth + 1)
+            self.context = outer
         yield f"{pad}}}"
 
     def for_(self, statement: cst.For, depth: int) -> Iterator[str]:

@@ -1,0 +1,338 @@
+"""Elementwise unary math: abs, sign, clamps, rounding, erf family, logs and exps, inverse and
+hyperbolic trigonometry, sinc, square, logit, sgn, deg2rad, rad2deg.
+
+Rounding ops and ``sign`` are differentiable with a zero gradient, as in torch. Where torch
+picks a subgradient at a kink it is kept: ``abs'(0) = sign(0) = 0``, a clamp passes the
+gradient at its bounds (``min <= self <= max``), ``sinc'(0) = 0``. Gradients that read the
+output (``expm1``, ``exp2``, ``rsqrt``, ``reciprocal``, ``tan``, ``erfinv``) read ``result``,
+an output, so double backward sees it.
+"""
+from __future__ import annotations
+
+from formulas import at, derivative
+
+
+@derivative("abs(Tensor self) -> Tensor", jvp="auto_element_wise")
+def absolute(self):
+    result = at.abs(self)
+    def backward(grad):
+        # torch's subgradient at 0 is sign(0) = 0
+        return grad * at.sign(self)
+    return result, backward
+
+
+@derivative("sign(Tensor self) -> Tensor", jvp="auto_element_wise")
+def sign(self):
+    result = at.sign(self)
+    def backward(grad):
+        # piecewise constant: zero gradient (torch's too)
+        return at.zeros_like(grad)
+    return result, backward
+
+
+@derivative("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", jvp="auto_element_wise")
+def clamp(self, min=None, max=None):
+    result = at.clamp(self, min, max)
+    def backward(grad):
+        # the gradient passes where min <= self <= max (bounds included, as in torch)
+        kept = grad
+        if min is not None:
+            kept = at.where(at.ge(self, min), kept, at.zeros_like(grad))
+        if max is not None:
+            kept = at.where(at.le(self, max), kept, at.zeros_like(grad))
+        return kept
+    return result, backward
+
+
+@derivative("clamp_min(Tensor self, Scalar min) -> Tensor", jvp="auto_element_wise")
+def clamp_min(self, min):
+    result = at.clamp_min(self, min)
+    def backward(grad):
+        return at.where(at.ge(self, min), grad, at.zeros_like(grad))
+    return result, backward
+
+
+@derivative("clamp_max(Tensor self, Scalar max) -> Tensor", jvp="auto_element_wise")
+def clamp_max(self, max):
+    result = at.clamp_max(self, max)
+    def backward(grad):
+        return at.where(at.le(self, max), grad, at.zeros_like(grad))
+    return result, backward
+
+
+@derivative("floor(Tensor self) -> Tensor", jvp="auto_element_wise")
+def floor(self):
+    result = at.floor(self)
+    def backward(grad):
+        return at.zeros_like(grad)
+    return result, backward
+
+
+@derivative("ceil(Tensor self) -> Tensor", jvp="auto_element_wise")
+def ceil(self):
+    result = at.ceil(self)
+    def backward(grad):
+        return at.zeros_like(grad)
+    return result, backward
+
+
+@derivative("round(Tensor self) -> Tensor", jvp="auto_element_wise")
+def round_half_even(self):
+    result = at.round(self)
+    def backward(grad):
+        return at.zeros_like(grad)
+    return result, backward
+
+
+@derivative("round.decimals(Tensor self, *, int decimals) -> Tensor", jvp="auto_element_wise")
+def round_decimals(self, *, decimals):
+    result = at.round(self, decimals=decimals)
+    def backward(grad):
+        return at.zeros_like(grad)
+    return result, backward
+
+
+@derivative("trunc(Tensor self) -> Tensor", jvp="auto_element_wise")
+def trunc(self):
+    result = at.trunc(self)
+    def backward(grad):
+        return at.zeros_like(grad)
+    return result, backward
+
+
+@derivative("frac(Tensor self) -> Tensor", jvp="auto_element_wise")
+def frac(self):
+    result = at.frac(self)
+    def backward(grad):
+        # self - trunc(self): slope 1 between the integers
+        return grad
+    return result, backward
+
+
+@derivative("erf(Tensor self) -> Tensor", jvp="auto_element_wise")
+def erf(self):
+    result = at.erf(self)
+    def backward(grad):
+        # d erf = 2 / sqrt(pi) * exp(-x^2)
+        return grad * at.exp(-(self * self)) * 1.1283791670955126
+    return result, backward
+
+
+@derivative("erfc(Tensor self) -> Tensor", jvp="auto_element_wise")
+def erfc(self):
+    result = at.erfc(self)
+    def backward(grad):
+        # erfc = 1 - erf
+        return grad * at.exp(-(self * self)) * -1.1283791670955126
+    return result, backward
+
+
+@derivative("erfinv(Tensor self) -> Tensor", jvp="auto_element_wise")
+def erfinv(self):
+    result = at.erfinv(self)
+    def backward(grad):
+        # inverse function rule: 1 / erf'(result) = sqrt(pi) / 2 * exp(result^2)
+        return grad * at.exp(result * result) * 0.886226925452758
+    return result, backward
+
+
+@derivative("expm1(Tensor self) -> Tensor", jvp="auto_element_wise")
+def expm1(self):
+    result = at.expm1(self)
+    def backward(grad):
+        # d (e^x - 1) = e^x = result + 1
+        return grad + grad * result
+    return result, backward
+
+
+@derivative("log1p(Tensor self) -> Tensor", jvp="auto_element_wise")
+def log1p(self):
+    result = at.log1p(self)
+    def backward(grad):
+        return grad / (self + 1.0)
+    return result, backward
+
+
+@derivative("log2(Tensor self) -> Tensor", jvp="auto_element_wise")
+def log2(self):
+    result = at.log2(self)
+    def backward(grad):
+        # 1 / (x ln 2)
+        return grad / (self * 0.6931471805599453)
+    return result, backward
+
+
+@derivative("log10(Tensor self) -> Tensor", jvp="auto_element_wise")
+def log10(self):
+    result = at.log10(self)
+    def backward(grad):
+        # 1 / (x ln 10)
+        return grad / (self * 2.302585092994046)
+    return result, backward
+
+
+@derivative("exp2(Tensor self) -> Tensor", jvp="auto_element_wise")
+def exp2(self):
+    result = at.exp2(self)
+    def backward(grad):
+        # d 2^x = 2^x ln 2
+        return grad * result * 0.6931471805599453
+    return result, backward
+
+
+@derivative("rsqrt(Tensor self) -> Tensor", jvp="auto_element_wise")
+def rsqrt(self):
+    result = at.rsqrt(self)
+    def backward(grad):
+        # d x^(-1/2) = -1/2 x^(-3/2) = -1/2 result^3
+        return grad * result * result * result * -0.5
+    return result, backward
+
+
+@derivative("reciprocal(Tensor self) -> Tensor", jvp="auto_element_wise")
+def reciprocal(self):
+    result = at.reciprocal(self)
+    def backward(grad):
+        # d 1/x = -1/x^2 = -result^2
+        return -grad * result * result
+    return result, backward
+
+
+@derivative("asin(Tensor self) -> Tensor", jvp="auto_element_wise")
+def asin(self):
+    result = at.asin(self)
+    def backward(grad):
+        # 1 / sqrt(1 - x^2)
+        return grad * at.rsqrt(at.rsub(self * self, 1))
+    return result, backward
+
+
+@derivative("acos(Tensor self) -> Tensor", jvp="auto_element_wise")
+def acos(self):
+    result = at.acos(self)
+    def backward(grad):
+        # -1 / sqrt(1 - x^2)
+        return -grad * at.rsqrt(at.rsub(self * self, 1))
+    return result, backward
+
+
+@derivative("atan(Tensor self) -> Tensor", jvp="auto_element_wise")
+def atan(self):
+    result = at.atan(self)
+    def backward(grad):
+        # 1 / (1 + x^2)
+        return grad / (self * self + 1.0)
+    return result, backward
+
+
+@derivative("tan(Tensor self) -> Tensor", jvp="auto_element_wise")
+def tan(self):
+    result = at.tan(self)
+    def backward(grad):
+        # 1 + tan^2
+        return grad * (result * result + 1.0)
+    return result, backward
+
+
+@derivative("sinh(Tensor self) -> Tensor", jvp="auto_element_wise")
+def sinh(self):
+    result = at.sinh(self)
+    def backward(grad):
+        return grad * at.cosh(self)
+    return result, backward
+
+
+@derivative("cosh(Tensor self) -> Tensor", jvp="auto_element_wise")
+def cosh(self):
+    result = at.cosh(self)
+    def backward(grad):
+        return grad * at.sinh(self)
+    return result, backward
+
+
+@derivative("asinh(Tensor self) -> Tensor", jvp="auto_element_wise")
+def asinh(self):
+    result = at.asinh(self)
+    def backward(grad):
+        # 1 / sqrt(x^2 + 1)
+        return grad * at.rsqrt(self * self + 1.0)
+    return result, backward
+
+
+@derivative("acosh(Tensor self) -> Tensor", jvp="auto_element_wise")
+def acosh(self):
+    result = at.acosh(self)
+    def backward(grad):
+        # 1 / sqrt(x^2 - 1)
+        return grad * at.rsqrt(self * self - 1.0)
+    return result, backward
+
+
+@derivative("atanh(Tensor self) -> Tensor", jvp="auto_element_wise")
+def atanh(self):
+    result = at.atanh(self)
+    def backward(grad):
+        # 1 / (1 - x^2)
+        return grad / at.rsub(self * self, 1)
+    return result, backward
+
+
+@derivative("sinc(Tensor self) -> Tensor", jvp="auto_element_wise")
+def sinc(self):
+    result = at.sinc(self)
+    def backward(grad):
+        # d/dx sin(pi x) / (pi x) = (cos(pi x) - sinc(x)) / x, whose limit at 0 is 0
+        slope = (at.cos(self * 3.141592653589793) - result) / self
+        return at.where(at.eq(self, 0), at.zeros_like(grad), grad * slope)
+    return result, backward
+
+
+@derivative("square(Tensor self) -> Tensor", jvp="auto_element_wise")
+def square(self):
+    result = at.square(self)
+    def backward(grad):
+        return grad * self * 2.0
+    return result, backward
+
+
+@derivative("logit(Tensor self, float? eps=None) -> Tensor", jvp="auto_element_wise")
+def logit(self, eps=None):
+    result = at.logit(self, eps)
+    def backward(grad):
+        # d/dx log(x / (1 - x)) = 1 / (x (1 - x))
+        grad_self = grad / (self * at.rsub(self, 1))
+        if eps is None:
+            # outside [0, 1] the output is NaN, and so is torch's gradient
+            return at.where(at.ne(result, result), result, grad_self)
+        else:
+            # the input is clamped to [eps, 1 - eps] first: no gradient beyond those bounds
+            zeros = at.zeros_like(grad)
+            return at.where(at.lt(self, eps), zeros, at.where(at.gt(self, 1.0 - eps), zeros, grad_self))
+    return result, backward
+
+
+@derivative("sgn(Tensor self) -> Tensor", jvp="auto_element_wise")
+def sgn(self):
+    result = at.sgn(self)
+    def backward(grad):
+        # sign of a real tensor: piecewise constant, zero gradient (torch's too)
+        return at.zeros_like(grad)
+    return result, backward
+
+
+@derivative("deg2rad(Tensor self) -> Tensor", jvp="auto_linear")
+def deg2rad(self):
+    result = at.deg2rad(self)
+    def backward(grad):
+        # x * pi / 180
+        return grad * 0.017453292519943295
+    return result, backward
+
+
+@derivative("rad2deg(Tensor self) -> Tensor", jvp="auto_linear")
+def rad2deg(self):
+    result = at.rad2deg(self)
+    def backward(grad):
+        # x * 180 / pi
+        return grad * 57.29577951308232
+    return result, backward

@@ -224,7 +224,7 @@ class ViewEmitter:
         kept = self._replay_arguments()
         for index, source in self.view_outputs():
             out, base = outputs[index], self._dispatcher_argument(source)
-            lines += [f"  if ({out}.is_alias_of({base})) {{",
+            lines += [f"  if (formulas::runtime::shares_storage({out}, {base})) {{",
                       f"    {out} = formulas::runtime::as_view({base}, {out}, [&] {{"]
             if kept is None:
                 lines.append("      return std::unique_ptr<torch::autograd::ViewFunc>();")

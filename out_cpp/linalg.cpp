@@ -460,7 +460,7 @@ at::Tensor t(const at::Tensor& self) {
     result = result.alias();
   }
   below_autograd.reset();
-  if (result.is_alias_of(self)) {
+  if (formulas::runtime::shares_storage(result, self)) {
     result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<TViewFunc0>();
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));

@@ -137,7 +137,7 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
     result = result.alias();
   }
   below_autograd.reset();
-  if (result.is_alias_of(self)) {
+  if (formulas::runtime::shares_storage(result, self)) {
     result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<ViewViewFunc0>();
       replay->size_ = formulas::runtime::to_owned(size);
@@ -271,7 +271,7 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
     result = result.alias();
   }
   below_autograd.reset();
-  if (result.is_alias_of(self)) {
+  if (formulas::runtime::shares_storage(result, self)) {
     result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<ReshapeViewFunc0>();
       replay->shape_ = formulas::runtime::to_owned(shape);
@@ -405,7 +405,7 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
     result = result.alias();
   }
   below_autograd.reset();
-  if (result.is_alias_of(self)) {
+  if (formulas::runtime::shares_storage(result, self)) {
     result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<UnsqueezeViewFunc0>();
       replay->dim_ = formulas::runtime::to_owned(dim);
@@ -539,7 +539,7 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
     result = result.alias();
   }
   below_autograd.reset();
-  if (result.is_alias_of(self)) {
+  if (formulas::runtime::shares_storage(result, self)) {
     result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<PermuteViewFunc0>();
       replay->dims_ = formulas::runtime::to_owned(dims);
@@ -675,7 +675,7 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
     result = result.alias();
   }
   below_autograd.reset();
-  if (result.is_alias_of(self)) {
+  if (formulas::runtime::shares_storage(result, self)) {
     result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<ExpandViewFunc0>();
       replay->size_ = formulas::runtime::to_owned(size);
@@ -986,7 +986,7 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
     result = result.alias();
   }
   below_autograd.reset();
-  if (result.is_alias_of(self)) {
+  if (formulas::runtime::shares_storage(result, self)) {
     result = formulas::runtime::as_view(self, result, [&] {
       auto replay = std::make_unique<NarrowViewFunc0>();
       replay->dim_ = formulas::runtime::to_owned(dim);

@@ -20,6 +20,12 @@ struct ReplayViewFunc : public torch::autograd::ViewFunc {
   }
 };
 
+// Whether `out` shares `base`'s storage. Tensors without storage (functorch's wrappers under
+// torch.func.jvp / vmap, whose own layers handle aliasing) are never marked here.
+inline bool shares_storage(const at::Tensor& out, const at::Tensor& base) {
+  return out.has_storage() && base.has_storage() && out.is_alias_of(base);
+}
+
 // Mark `out`, which shares `base`'s storage, as a view of `base`: with the creation mode of now
 // (grad, no_grad, inference) and, where torch keeps one (a tensor without as_strided, or view
 // replay enabled), the view function `make_view_func()` returns (nullptr: as_strided is used).

@@ -1,0 +1,174 @@
+"""More shape operators: squeezes, flatten, transpose, movedim, stack, select, slice, diagonal,
+repeat, flip, roll, tril/triu, clone and contiguous, with the fused backward ops
+(``formulas/shape_backward_ops.py``) their views' backwards call.
+
+Every view and permutation here is linear and only moves elements, so its backward puts the
+gradient back where each element came from (a reshape, the inverse permutation, or zeros
+around the selected region) and its jvp is the op applied to the tangent.
+"""
+from __future__ import annotations
+
+from formulas import at, derivative
+from formulas.helpers import negated, repeat_backward, slice_bound, wrap_dim
+
+
+@derivative("squeeze(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
+def squeeze(self):
+    result = at.squeeze(self)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return at.reshape(grad, self_sizes)
+    return result, backward
+
+
+@derivative("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", jvp="auto_linear")
+def squeeze_dim(self, dim):
+    result = at.squeeze(self, dim)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return at.reshape(grad, self_sizes)
+    return result, backward
+
+
+@derivative("squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)", jvp="auto_linear")
+def squeeze_dims(self, dim):
+    result = at.squeeze(self, dim)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return at.reshape(grad, self_sizes)
+    return result, backward
+
+
+@derivative("flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)",
+            jvp="auto_linear")
+def flatten_using_ints(self, start_dim=0, end_dim=-1):
+    result = at.flatten(self, start_dim, end_dim)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return at.reshape(grad, self_sizes)
+    return result, backward
+
+
+@derivative("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", jvp="auto_linear")
+def transpose_int(self, dim0, dim1):
+    result = at.transpose(self, dim0, dim1)
+    def backward(grad):
+        # a swap of two dims is its own inverse
+        return at.transpose(grad, dim0, dim1)
+    return result, backward
+
+
+@derivative("movedim.int(Tensor(a) self, int source, int destination) -> Tensor(a)", jvp="auto_linear")
+def movedim_int(self, source, destination):
+    result = at.movedim(self, source, destination)
+    def backward(grad):
+        # moving the dim back from destination to source undoes the move
+        return at.movedim(grad, destination, source)
+    return result, backward
+
+
+@derivative("stack(Tensor[] tensors, int dim=0) -> Tensor", jvp="auto_linear")
+def stack(tensors, dim=0):
+    result = at.stack(tensors, dim)
+    stack_dim = wrap_dim(dim, result.dim())
+    count = len(tensors)
+    def backward(grad):
+        grads = []
+        for i in range(count):
+            grads.append(at.select(grad, stack_dim, i))
+        return grads
+    return result, backward
+
+
+@derivative("select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", jvp="auto_linear")
+def select_int(self, dim, index):
+    result = at.select(self, dim, index)
+    self_sizes = self.sizes()
+    select_dim = wrap_dim(dim, self.dim())
+    select_index = index + self_sizes[select_dim] if index < 0 else index
+    def backward(grad):
+        return at.select_backward(grad, self_sizes, select_dim, select_index)
+    return result, backward
+
+
+@derivative("slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) "
+            "-> Tensor(a)", jvp="auto_linear")
+def slice_tensor(self, dim=0, start=None, end=None, step=1):
+    result = at.slice(self, dim, start, end, step)
+    self_sizes = self.sizes()
+    slice_dim = wrap_dim(dim, self.dim())
+    dim_size = self_sizes[slice_dim]
+    slice_start = 0 if start is None else slice_bound(start, dim_size)
+    slice_end = dim_size if end is None else slice_bound(end, dim_size)
+    def backward(grad):
+        return at.slice_backward(grad, self_sizes, slice_dim, slice_start, slice_end, step)
+    return result, backward
+
+
+@derivative("diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", jvp="auto_linear")
+def diagonal(self, offset=0, dim1=0, dim2=1):
+    result = at.diagonal(self, offset, dim1, dim2)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return at.diagonal_backward(grad, self_sizes, offset, dim1, dim2)
+    return result, backward
+
+
+@derivative("repeat(Tensor self, SymInt[] repeats) -> Tensor", jvp="auto_linear")
+def repeat(self, repeats):
+    result = at.repeat(self, repeats)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return repeat_backward(grad, repeats, self_sizes)
+    return result, backward
+
+
+@derivative("flip(Tensor self, int[] dims) -> Tensor", jvp="auto_linear")
+def flip(self, dims):
+    result = at.flip(self, dims)
+    def backward(grad):
+        return at.flip(grad, dims)
+    return result, backward
+
+
+@derivative("roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor", jvp="auto_linear")
+def roll(self, shifts, dims=[]):
+    result = at.roll(self, shifts, dims)
+    back_shifts = negated(shifts)
+    def backward(grad):
+        return at.roll(grad, back_shifts, dims)
+    return result, backward
+
+
+@derivative("tril(Tensor self, SymInt diagonal=0) -> Tensor", jvp="auto_linear")
+def tril(self, diagonal=0):
+    result = at.tril(self, diagonal)
+    def backward(grad):
+        # a mask: the kept elements pass their gradient, the zeroed ones none
+        return at.tril(grad, diagonal)
+    return result, backward
+
+
+@derivative("triu(Tensor self, SymInt diagonal=0) -> Tensor", jvp="auto_linear")
+def triu(self, diagonal=0):
+    result = at.triu(self, diagonal)
+    def backward(grad):
+        return at.triu(grad, diagonal)
+    return result, backward
+
+
+@derivative("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", jvp="auto_linear")
+def clone(self, *, memory_format=None):
+    result = at.clone(self, memory_format=memory_format)
+    def backward(grad):
+        return grad
+    return result, backward
+
+
+@derivative("contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)",
+            jvp="auto_linear")
+def contiguous(self, *, memory_format="contiguous_format"):
+    result = at.contiguous(self, memory_format=memory_format)
+    def backward(grad):
+        return grad
+    return result, backward

@@ -634,20 +634,20 @@ def roll(x, shifts, dims=()):
     return np.roll(x, tuple(shifts), tuple(_wrap_dim(d, x.ndim) for d in dims))
 
 
-@kernel("tril")
-def tril(x, diagonal=0):
-    x = _array(x)
-    if x.ndim < 2:
-        raise RuntimeError("tril: input tensor must have at least 2 dimensions")
-    return np.tril(x, diagonal)
+def _triangle(name: str, numpy_triangle: Callable[..., np.ndarray]) -> Callable[..., Any]:
+    """``tril`` / ``triu``: NumPy's, with torch's check that the input is at least 2-d."""
+
+    def triangle(x, diagonal=0):
+        x = _array(x)
+        if x.ndim < 2:
+            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+        return numpy_triangle(x, diagonal)
+
+    return kernel(name)(triangle)
 
 
-@kernel("triu")
-def triu(x, diagonal=0):
-    x = _array(x)
-    if x.ndim < 2:
-        raise RuntimeError("triu: input tensor must have at least 2 dimensions")
-    return np.triu(x, diagonal)
+tril = _triangle("tril", np.tril)
+triu = _triangle("triu", np.triu)
 
 
 @kernel("clone")

@@ -115,3 +115,44 @@ def scatter_value(self, dim, index, value):
         result_t = at.scatter(self_t, dim, index, 0)
         return result_t
     return result, backward
+
+
+@derivative("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor")
+def index_add(self, dim, index, source, *, alpha=1):
+    result = at.index_add(self, dim, index, source, alpha=alpha)
+    def backward(grad, *, needs_input_grad):
+        # result = self + alpha * (source's rows added at index): each source row reads the
+        # gradient of the row it was added to
+        grad_self = grad if needs_input_grad[0] else None
+        grad_source = at.mul(at.index_select(grad, dim, index), alpha) if needs_input_grad[2] else None
+        return grad_self, None, grad_source
+    def jvp(self_t, source_t):
+        result_t = at.index_add(self_t, dim, index, source_t, alpha=alpha)
+        return result_t
+    return result, backward
+
+
+@derivative("index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor")
+def index_fill_int_scalar(self, dim, index, value):
+    result = at.index_fill(self, dim, index, value)
+    def backward(grad):
+        return at.index_fill(grad, dim, index, 0), None
+    def jvp(self_t):
+        result_t = at.index_fill(self_t, dim, index, 0)
+        return result_t
+    return result, backward
+
+
+@derivative("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor")
+def index_copy(self, dim, index, source):
+    result = at.index_copy(self, dim, index, source)
+    def backward(grad, *, needs_input_grad):
+        # the copied-over rows of self get no gradient; each source row gets its row's
+        # (indices must not repeat, as in torch)
+        grad_self = at.index_fill(grad, dim, index, 0) if needs_input_grad[0] else None
+        grad_source = at.index_select(grad, dim, index) if needs_input_grad[2] else None
+        return grad_self, None, grad_source
+    def jvp(self_t, source_t):
+        result_t = at.index_copy(self_t, dim, index, source_t)
+        return result_t
+    return result, backward

@@ -172,3 +172,51 @@ def contiguous(self, *, memory_format="contiguous_format"):
     def backward(grad):
         return grad
     return result, backward
+
+
+@derivative("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", jvp="auto_linear")
+def movedim_intlist(self, source, destination):
+    result = at.movedim(self, source, destination)
+    def backward(grad):
+        return at.movedim(grad, destination, source)
+    return result, backward
+
+
+@derivative("select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor", jvp="auto_linear")
+def select_scatter(self, src, dim, index):
+    result = at.select_scatter(self, src, dim, index)
+    src_sizes = src.sizes()
+    def backward(grad, *, needs_input_grad):
+        # the overwritten slice of self gets no gradient; src gets that slice's
+        grad_self = at.select_scatter(grad, at.new_zeros(grad, src_sizes), dim, index) if needs_input_grad[0] else None
+        grad_src = at.select(grad, dim, index) if needs_input_grad[1] else None
+        return grad_self, grad_src
+    return result, backward
+
+
+@derivative("slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, "
+            "SymInt step=1) -> Tensor", jvp="auto_linear")
+def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    result = at.slice_scatter(self, src, dim, start, end, step)
+    src_sizes = src.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self = None
+        if needs_input_grad[0]:
+            grad_self = at.slice_scatter(grad, at.new_zeros(grad, src_sizes), dim, start, end, step)
+        grad_src = at.slice(grad, dim, start, end, step) if needs_input_grad[1] else None
+        return grad_self, grad_src
+    return result, backward
+
+
+@derivative("diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor",
+            jvp="auto_linear")
+def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    result = at.diagonal_scatter(self, src, offset, dim1, dim2)
+    src_sizes = src.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self = None
+        if needs_input_grad[0]:
+            grad_self = at.diagonal_scatter(grad, at.new_zeros(grad, src_sizes), offset, dim1, dim2)
+        grad_src = at.diagonal(grad, offset, dim1, dim2) if needs_input_grad[1] else None
+        return grad_self, grad_src
+    return result, backward

@@ -5,11 +5,15 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/gather.h>
+#include <ATen/ops/index_add.h>
+#include <ATen/ops/index_copy.h>
+#include <ATen/ops/index_fill.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/index_select_backward.h>
 #include <ATen/ops/masked_fill.h>
 #include <ATen/ops/masked_scatter.h>
 #include <ATen/ops/masked_select.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/scatter.h>
 #include <ATen/ops/where.h>
@@ -1073,6 +1077,459 @@ at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& 
   return result;
 }
 
+struct IndexAddBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexAddBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+  at::Scalar alpha_{};
+};
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> index_add_backward(
+    const at::Tensor& grad,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Scalar& alpha,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? grad : at::Tensor();
+  auto grad_source = needs_input_grad[2] ? at::mul(at::index_select(grad, dim, index), alpha) : at::Tensor();
+  return {grad_self, at::Tensor(), grad_source};
+}
+
+torch::autograd::variable_list IndexAddBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_, const at::Scalar& alpha_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::index_add_backward(grads[0], dim_, index_, alpha_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, source_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexAddBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  return IndexAddBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_, alpha_);
+}
+
+torch::autograd::variable_list IndexAddBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto index = index_.unpack();
+  return IndexAddBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index, alpha_);
+}
+
+void IndexAddBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+  args.collect(alpha_);
+}
+
+torch::autograd::variable_list IndexAddBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  saved.before(alpha_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexAddBackward0", IndexAddBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  functional_args.pack(alpha_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexAddBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  saved.after(alpha_);
+  return functional_outputs;
+}
+
+at::Tensor index_add_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& source_t,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Scalar& alpha) {
+  auto result_t = at::index_add(self_t, dim, index, source_t, alpha);
+  return result_t;
+}
+
+at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source, const at::Scalar& alpha) {
+  c10::intrusive_ptr<IndexAddBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index, source)) {
+    grad_fn = c10::make_intrusive<IndexAddBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index, source));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_add(self, dim, index, source, alpha);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto source_t = formulas::runtime::tangent(source);
+    formulas::runtime::set_tangent(result, formulas::index_add_jvp(self_t, source_t, dim, formulas::runtime::primal(index), alpha));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+    grad_fn->alpha_ = alpha;
+  }
+  return result;
+}
+
+struct IndexFillIntScalarBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexFillIntScalarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+};
+
+std::tuple<at::Tensor, at::Tensor> index_fill_int_scalar_backward(
+    const at::Tensor& grad,
+    int64_t dim,
+    const at::Tensor& index) {
+  return {at::index_fill(grad, dim, index, 0), at::Tensor()};
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::index_fill_int_scalar_backward(grads[0], dim_, index_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return IndexFillIntScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  return IndexFillIntScalarBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void IndexFillIntScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexFillIntScalarBackward0", IndexFillIntScalarBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexFillIntScalarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor index_fill_int_scalar_jvp(
+    const at::Tensor& self_t,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::index_fill(self_t, dim, index, 0);
+  return result_t;
+}
+
+at::Tensor index_fill_int_scalar(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  c10::intrusive_ptr<IndexFillIntScalarBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index)) {
+    grad_fn = c10::make_intrusive<IndexFillIntScalarBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_fill(self, dim, index, value);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::index_fill_int_scalar_jvp(self_t, dim, formulas::runtime::primal(index)));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+  }
+  return result;
+}
+
+struct IndexCopyBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexCopyBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+};
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> index_copy_backward(
+    const at::Tensor& grad,
+    int64_t dim,
+    const at::Tensor& index,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? at::index_fill(grad, dim, index, 0) : at::Tensor();
+  auto grad_source = needs_input_grad[2] ? at::index_select(grad, dim, index) : at::Tensor();
+  return {grad_self, at::Tensor(), grad_source};
+}
+
+torch::autograd::variable_list IndexCopyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::index_copy_backward(grads[0], dim_, index_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, source_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexCopyBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return IndexCopyBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list IndexCopyBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto index = index_.unpack();
+  return IndexCopyBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void IndexCopyBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list IndexCopyBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexCopyBackward0", IndexCopyBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexCopyBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor index_copy_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& source_t,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::index_copy(self_t, dim, index, source_t);
+  return result_t;
+}
+
+at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  c10::intrusive_ptr<IndexCopyBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index, source)) {
+    grad_fn = c10::make_intrusive<IndexCopyBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index, source));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_copy(self, dim, index, source);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto source_t = formulas::runtime::tangent(source);
+    formulas::runtime::set_tangent(result, formulas::index_copy_jvp(self_t, source_t, dim, formulas::runtime::primal(index)));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -1084,4 +1541,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("masked_select(Tensor self, Tensor mask) -> Tensor", TORCH_FN(formulas::masked_select));
   m.def("scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", TORCH_FN(formulas::scatter_src));
   m.def("scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", TORCH_FN(formulas::scatter_value));
+  m.def("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::index_add));
+  m.def("index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", TORCH_FN(formulas::index_fill_int_scalar));
+  m.def("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor", TORCH_FN(formulas::index_copy));
 }

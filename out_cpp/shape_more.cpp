@@ -6,6 +6,7 @@
 #include <ATen/ops/clone.h>
 #include <ATen/ops/diagonal.h>
 #include <ATen/ops/diagonal_backward.h>
+#include <ATen/ops/diagonal_scatter.h>
 #include <ATen/ops/flatten.h>
 #include <ATen/ops/flip.h>
 #include <ATen/ops/movedim.h>
@@ -13,8 +14,10 @@
 #include <ATen/ops/roll.h>
 #include <ATen/ops/select.h>
 #include <ATen/ops/select_backward.h>
+#include <ATen/ops/select_scatter.h>
 #include <ATen/ops/slice.h>
 #include <ATen/ops/slice_backward.h>
+#include <ATen/ops/slice_scatter.h>
 #include <ATen/ops/squeeze.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/transpose.h>
@@ -2325,6 +2328,637 @@ at::Tensor ContiguousViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::contiguous(base, memory_format_);
 }
 
+struct MovedimIntlistBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MovedimIntlistBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> destination_{};
+  std::vector<int64_t> source_{};
+};
+
+at::Tensor movedim_intlist_backward(
+    const at::Tensor& grad,
+    at::IntArrayRef destination,
+    at::IntArrayRef source) {
+  return at::movedim(grad, destination, source);
+}
+
+torch::autograd::variable_list MovedimIntlistBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& destination_, const std::vector<int64_t>& source_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::movedim_intlist_backward(grads[0], destination_, source_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MovedimIntlistBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto destination_ = packed_args.unpack<std::vector<int64_t>>();
+  auto source_ = packed_args.unpack<std::vector<int64_t>>();
+  return MovedimIntlistBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, destination_, source_);
+}
+
+torch::autograd::variable_list MovedimIntlistBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return MovedimIntlistBackward0_apply_functional(std::move(grads), needs_input_grad, destination_, source_);
+}
+
+void MovedimIntlistBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(destination_);
+  args.collect(source_);
+}
+
+torch::autograd::variable_list MovedimIntlistBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(destination_);
+  saved.before(source_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MovedimIntlistBackward0", MovedimIntlistBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(destination_);
+  functional_args.pack(source_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MovedimIntlistBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(destination_);
+  saved.after(source_);
+  return functional_outputs;
+}
+
+at::Tensor movedim_intlist_jvp(
+    const at::Tensor& self_t,
+    at::IntArrayRef source,
+    at::IntArrayRef destination) {
+  return at::movedim(self_t, source, destination);
+}
+
+struct MovedimIntlistViewFunc0 : public formulas::runtime::ReplayViewFunc<MovedimIntlistViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::vector<int64_t> source_{};
+  std::vector<int64_t> destination_{};
+};
+
+at::Tensor movedim_intlist(const at::Tensor& self, at::IntArrayRef source, at::IntArrayRef destination) {
+  c10::intrusive_ptr<MovedimIntlistBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<MovedimIntlistBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::movedim(self, source, destination);
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<MovedimIntlistViewFunc0>();
+      replay->source_ = formulas::runtime::to_owned(source);
+      replay->destination_ = formulas::runtime::to_owned(destination);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::movedim_intlist_jvp(self_t, source, destination));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->destination_ = formulas::runtime::to_owned(destination);
+    grad_fn->source_ = formulas::runtime::to_owned(source);
+  }
+  return result;
+}
+
+at::Tensor MovedimIntlistViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::movedim_intlist(base, source_, destination_);
+}
+
+struct SelectScatterBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SelectScatterBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> src_sizes_{};
+  int64_t dim_{};
+  int64_t index_{};
+};
+
+std::tuple<at::Tensor, at::Tensor> select_scatter_backward(
+    const at::Tensor& grad,
+    at::IntArrayRef src_sizes,
+    int64_t dim,
+    int64_t index,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? at::select_scatter(grad, grad.new_zeros(src_sizes), dim, index) : at::Tensor();
+  auto grad_src = needs_input_grad[1] ? at::select(grad, dim, index) : at::Tensor();
+  return {grad_self, grad_src};
+}
+
+torch::autograd::variable_list SelectScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& src_sizes_, const int64_t& dim_, const int64_t& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::select_scatter_backward(grads[0], src_sizes_, dim_, index_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, src_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SelectScatterBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto src_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<int64_t>();
+  return SelectScatterBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, src_sizes_, dim_, index_);
+}
+
+torch::autograd::variable_list SelectScatterBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  return SelectScatterBackward0_apply_functional(std::move(grads), needs_input_grad, src_sizes_, dim_, index_);
+}
+
+void SelectScatterBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(src_sizes_);
+  args.collect(dim_);
+  args.collect(index_);
+}
+
+torch::autograd::variable_list SelectScatterBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(src_sizes_);
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SelectScatterBackward0", SelectScatterBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(src_sizes_);
+  functional_args.pack(dim_);
+  functional_args.pack(index_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SelectScatterBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(src_sizes_);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor select_scatter_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& src_t,
+    int64_t dim,
+    int64_t index) {
+  return at::select_scatter(self_t, src_t, dim, index);
+}
+
+at::Tensor select_scatter(const at::Tensor& self, const at::Tensor& src, int64_t dim, int64_t index) {
+  c10::intrusive_ptr<SelectScatterBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, src)) {
+    grad_fn = c10::make_intrusive<SelectScatterBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, src));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::select_scatter(self, src, dim, index);
+  std::vector<int64_t> src_sizes = src.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto src_t = formulas::runtime::tangent(src);
+    formulas::runtime::set_tangent(result, formulas::select_scatter_jvp(self_t, src_t, dim, index));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->src_sizes_ = std::move(src_sizes);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = index;
+  }
+  return result;
+}
+
+struct SliceScatterBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SliceScatterBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> src_sizes_{};
+  int64_t dim_{};
+  std::optional<int64_t> start_{};
+  std::optional<int64_t> end_{};
+  int64_t step_{};
+};
+
+std::tuple<at::Tensor, at::Tensor> slice_scatter_backward(
+    const at::Tensor& grad,
+    at::IntArrayRef src_sizes,
+    int64_t dim,
+    std::optional<int64_t> start,
+    std::optional<int64_t> end,
+    int64_t step,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_self = at::slice_scatter(grad, grad.new_zeros(src_sizes), dim, start, end, step);
+  }
+  auto grad_src = needs_input_grad[1] ? at::slice(grad, dim, start, end, step) : at::Tensor();
+  return {grad_self, grad_src};
+}
+
+torch::autograd::variable_list SliceScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& src_sizes_, const int64_t& dim_, const std::optional<int64_t>& start_, const std::optional<int64_t>& end_, const int64_t& step_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::slice_scatter_backward(grads[0], src_sizes_, dim_, start_, end_, step_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, src_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SliceScatterBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto src_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto start_ = packed_args.unpack<std::optional<int64_t>>();
+  auto end_ = packed_args.unpack<std::optional<int64_t>>();
+  auto step_ = packed_args.unpack<int64_t>();
+  return SliceScatterBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, src_sizes_, dim_, start_, end_, step_);
+}
+
+torch::autograd::variable_list SliceScatterBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  return SliceScatterBackward0_apply_functional(std::move(grads), needs_input_grad, src_sizes_, dim_, start_, end_, step_);
+}
+
+void SliceScatterBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(src_sizes_);
+  args.collect(dim_);
+  args.collect(start_);
+  args.collect(end_);
+  args.collect(step_);
+}
+
+torch::autograd::variable_list SliceScatterBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(src_sizes_);
+  saved.before(dim_);
+  saved.before(start_);
+  saved.before(end_);
+  saved.before(step_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SliceScatterBackward0", SliceScatterBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(src_sizes_);
+  functional_args.pack(dim_);
+  functional_args.pack(start_);
+  functional_args.pack(end_);
+  functional_args.pack(step_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SliceScatterBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(src_sizes_);
+  saved.after(dim_);
+  saved.after(start_);
+  saved.after(end_);
+  saved.after(step_);
+  return functional_outputs;
+}
+
+at::Tensor slice_scatter_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& src_t,
+    int64_t dim,
+    std::optional<int64_t> start,
+    std::optional<int64_t> end,
+    int64_t step) {
+  return at::slice_scatter(self_t, src_t, dim, start, end, step);
+}
+
+at::Tensor slice_scatter(const at::Tensor& self, const at::Tensor& src, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+  c10::intrusive_ptr<SliceScatterBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, src)) {
+    grad_fn = c10::make_intrusive<SliceScatterBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, src));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::slice_scatter(self, src, dim, start, end, step);
+  std::vector<int64_t> src_sizes = src.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto src_t = formulas::runtime::tangent(src);
+    formulas::runtime::set_tangent(result, formulas::slice_scatter_jvp(self_t, src_t, dim, start, end, step));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->src_sizes_ = std::move(src_sizes);
+    grad_fn->dim_ = dim;
+    grad_fn->start_ = std::move(start);
+    grad_fn->end_ = std::move(end);
+    grad_fn->step_ = step;
+  }
+  return result;
+}
+
+struct DiagonalScatterBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "DiagonalScatterBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> src_sizes_{};
+  int64_t offset_{};
+  int64_t dim1_{};
+  int64_t dim2_{};
+};
+
+std::tuple<at::Tensor, at::Tensor> diagonal_scatter_backward(
+    const at::Tensor& grad,
+    at::IntArrayRef src_sizes,
+    int64_t offset,
+    int64_t dim1,
+    int64_t dim2,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_self = at::diagonal_scatter(grad, grad.new_zeros(src_sizes), offset, dim1, dim2);
+  }
+  auto grad_src = needs_input_grad[1] ? at::diagonal(grad, offset, dim1, dim2) : at::Tensor();
+  return {grad_self, grad_src};
+}
+
+torch::autograd::variable_list DiagonalScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& src_sizes_, const int64_t& offset_, const int64_t& dim1_, const int64_t& dim2_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::diagonal_scatter_backward(grads[0], src_sizes_, offset_, dim1_, dim2_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, src_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list DiagonalScatterBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto src_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto offset_ = packed_args.unpack<int64_t>();
+  auto dim1_ = packed_args.unpack<int64_t>();
+  auto dim2_ = packed_args.unpack<int64_t>();
+  return DiagonalScatterBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, src_sizes_, offset_, dim1_, dim2_);
+}
+
+torch::autograd::variable_list DiagonalScatterBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  return DiagonalScatterBackward0_apply_functional(std::move(grads), needs_input_grad, src_sizes_, offset_, dim1_, dim2_);
+}
+
+void DiagonalScatterBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(src_sizes_);
+  args.collect(offset_);
+  args.collect(dim1_);
+  args.collect(dim2_);
+}
+
+torch::autograd::variable_list DiagonalScatterBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(src_sizes_);
+  saved.before(offset_);
+  saved.before(dim1_);
+  saved.before(dim2_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_DiagonalScatterBackward0", DiagonalScatterBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(src_sizes_);
+  functional_args.pack(offset_);
+  functional_args.pack(dim1_);
+  functional_args.pack(dim2_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_DiagonalScatterBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(src_sizes_);
+  saved.after(offset_);
+  saved.after(dim1_);
+  saved.after(dim2_);
+  return functional_outputs;
+}
+
+at::Tensor diagonal_scatter_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& src_t,
+    int64_t offset,
+    int64_t dim1,
+    int64_t dim2) {
+  return at::diagonal_scatter(self_t, src_t, offset, dim1, dim2);
+}
+
+at::Tensor diagonal_scatter(const at::Tensor& self, const at::Tensor& src, int64_t offset, int64_t dim1, int64_t dim2) {
+  c10::intrusive_ptr<DiagonalScatterBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, src)) {
+    grad_fn = c10::make_intrusive<DiagonalScatterBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, src));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::diagonal_scatter(self, src, offset, dim1, dim2);
+  std::vector<int64_t> src_sizes = src.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto src_t = formulas::runtime::tangent(src);
+    formulas::runtime::set_tangent(result, formulas::diagonal_scatter_jvp(self_t, src_t, offset, dim1, dim2));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->src_sizes_ = std::move(src_sizes);
+    grad_fn->offset_ = offset;
+    grad_fn->dim1_ = dim1;
+    grad_fn->dim2_ = dim2;
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -2346,4 +2980,8 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("triu(Tensor self, SymInt diagonal=0) -> Tensor", TORCH_FN(formulas::triu));
   m.def("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", TORCH_FN(formulas::clone));
   m.def("contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)", TORCH_FN(formulas::contiguous));
+  m.def("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", TORCH_FN(formulas::movedim_intlist));
+  m.def("select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor", TORCH_FN(formulas::select_scatter));
+  m.def("slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor", TORCH_FN(formulas::slice_scatter));
+  m.def("diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor", TORCH_FN(formulas::diagonal_scatter));
 }

@@ -563,7 +563,12 @@ def slice_tensor(x, dim=0, start=None, end=None, step=1):
     if step <= 0:
         raise RuntimeError("slice step must be positive")
     axis = _wrap_dim(dim, x.ndim)
-    size = x.shape[axis]
+    return x[_slice_key(x.ndim, axis, *_slice_bounds(x.shape[axis], start, end), step)]
+
+
+def _slice_bounds(size: int, start: int | None, end: int | None) -> tuple[int, int]:
+    """``slice``'s start and end as torch clamps them: ``None`` is the whole dim, a negative
+    bound counts from the end, both lie in ``[0, size]``."""
 
     def bound(value: int | None, default: int) -> int:
         if value is None:
@@ -571,7 +576,7 @@ def slice_tensor(x, dim=0, start=None, end=None, step=1):
         value = value + size if value < 0 else value
         return min(max(value, 0), size)
 
-    return x[_slice_key(x.ndim, axis, bound(start, 0), bound(end, size), step)]
+    return bound(start, 0), bound(end, size)
 
 
 @kernel("slice_backward")
@@ -733,3 +738,65 @@ def scatter(x, dim, index, src):
         values = _fit_to(values, index.shape, axis) if values.ndim else values
         out[_scatter_coordinates(index, axis)] = values
     return out
+
+
+@kernel("movedim.intlist", view=True)
+def movedim_intlist(x, source, destination):
+    x = _array(x)
+    if len(source) != len(destination):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({source} dims) should contain "
+                           f"the same number of dims as destination ({destination} dims)")
+    if x.ndim == 0:
+        return x.view()
+    return np.moveaxis(x, [_wrap_dim(d, x.ndim) for d in source], [_wrap_dim(d, x.ndim) for d in destination])
+
+
+@kernel("select_scatter")
+def select_scatter(x, src, dim, index):
+    out = np.array(_array(x), copy=True)
+    select(out, dim, index)[...] = src
+    return out
+
+
+@kernel("slice_scatter")
+def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
+    out = np.array(_array(x), copy=True)
+    slice_tensor(out, dim, start, end, step)[...] = src
+    return out
+
+
+@kernel("diagonal_scatter")
+def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    out = np.array(_array(x), copy=True)
+    diagonal(out, offset, dim1, dim2)[...] = src
+    return out
+
+
+def _index_key(ndim: int, dim: int, index: np.ndarray) -> tuple:
+    key: list = [slice(None)] * ndim
+    key[_wrap_dim(dim, ndim)] = index.reshape(-1)
+    return tuple(key)
+
+
+@kernel("index_add")
+def index_add(x, dim, index, source, alpha=1):
+    x, index, source = _array(x), _array(index), _array(source)
+    out = x.copy().reshape(x.shape or (1,))
+    np.add.at(out, _index_key(out.ndim, dim, index), _scale(source.reshape(source.shape or (1,)), alpha))
+    return out.reshape(x.shape)
+
+
+@kernel("index_fill.int_Scalar")
+def index_fill(x, dim, index, value):
+    x, index = _array(x), _array(index)
+    out = x.copy().reshape(x.shape or (1,))
+    out[_index_key(out.ndim, dim, index)] = value
+    return out.reshape(x.shape)
+
+
+@kernel("index_copy")
+def index_copy(x, dim, index, source):
+    x, index, source = _array(x), _array(index), _array(source)
+    out = x.copy().reshape(x.shape or (1,))
+    out[_index_key(out.ndim, dim, index)] = source.reshape(source.shape or (1,))
+    return out.reshape(x.shape)

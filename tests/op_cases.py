@@ -530,6 +530,28 @@ def _shape_more_cases() -> list[OpCase]:
     rng = _rng("contiguous")
     for shape in ((2, 3), (), (0, 2), (1, 4, 1)):
         out.append(OpCase("contiguous", _shape_id(shape), (_normal(rng, shape),)))
+    rng = _rng("movedim.intlist")
+    for shape, source, destination in (((2, 3, 4), [0, 1], [2, 0]), ((2, 3, 4), [-1], [0]), ((2, 3), [], []),
+                                       ((0, 3, 1), [0, 2], [1, 0])):
+        out.append(OpCase("movedim.intlist", f"{_shape_id(shape)}_{'_'.join(map(str, source)) or 'none'}_to_"
+                          f"{'_'.join(map(str, destination)) or 'none'}", (_normal(rng, shape), source, destination)))
+    rng = _rng("select_scatter")
+    for shape, dim, index in (((3, 4), 0, 1), ((3, 4), 1, -1), ((2, 3, 4), -2, 2), ((5,), 0, 4), ((2, 0), 0, 1)):
+        src = tuple(s for d, s in enumerate(shape) if d != dim % len(shape))
+        out.append(OpCase("select_scatter", f"{_shape_id(shape)}_dim{dim}_index{index}",
+                          (_normal(rng, shape), _normal(rng, src), dim, index)))
+    rng = _rng("slice_scatter")
+    for shape, dim, start, end, step in (((5, 3), 0, 1, 4, 1), ((5, 3), 0, None, None, 2), ((2, 6), 1, -4, -1, 1),
+                                         ((2, 6), -1, 2, 100, 3), ((4,), 0, 3, 1, 1), ((0, 3), 1, 0, 2, 1)):
+        src = np.zeros(shape)[(slice(None),) * (dim % len(shape)) + (slice(start, end, step),)].shape
+        out.append(OpCase("slice_scatter", f"{_shape_id(shape)}_dim{dim}_{start}_{end}_{step}",
+                          (_normal(rng, shape), _normal(rng, src), dim, start, end, step)))
+    rng = _rng("diagonal_scatter")
+    for shape, offset, dim1, dim2 in (((3, 3), 0, 0, 1), ((3, 4), 1, 0, 1), ((4, 3), -2, 0, 1), ((2, 3, 4), 0, -1, 0),
+                                      ((3, 2), 5, 0, 1), ((0, 2), 0, 0, 1)):
+        src = np.diagonal(np.zeros(shape), offset, dim1, dim2).shape
+        out.append(OpCase("diagonal_scatter", f"{_shape_id(shape)}_off{offset}_{dim1}_{dim2}",
+                          (_normal(rng, shape), _normal(rng, src), offset, dim1, dim2)))
     return out
 
 
@@ -573,6 +595,27 @@ def _indexing_more_cases() -> list[OpCase]:
             last = (_normal(rng, index_shape),) if op == "scatter.src" else (1.25,)
             out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim}_index{_shape_id(index_shape)}",
                               (_normal(rng, shape), dim, index, *last)))
+    rng = _rng("index_add")
+    for shape, dim, index, kwargs in (((4, 3), 0, [2, 0, 2], {}), ((4, 3), 1, [1], {"alpha": 2.5}),
+                                      ((2, 3, 4), -1, [3, 3, 0, 1], {}), ((5,), 0, [4, 1], {"alpha": -1}),
+                                      ((4, 3), 0, [], {})):
+        source = list(shape)
+        source[dim] = len(index)
+        out.append(OpCase("index_add", f"{_shape_id(shape)}_dim{dim}_n{len(index)}{'_alpha' if kwargs else ''}",
+                          (_normal(rng, shape), dim, np.asarray(index, dtype=np.int64), _normal(rng, tuple(source))),
+                          kwargs))
+    rng = _rng("index_fill.int_Scalar")
+    for shape, dim, index, value in (((4, 3), 0, [2, 0, 2], 1.5), ((4, 3), 1, [1], -2), ((2, 3, 4), -1, [3, 0], 0.0),
+                                     ((5,), 0, [4, 1], 2), ((4, 3), 0, [], 1.0)):
+        out.append(OpCase("index_fill.int_Scalar", f"{_shape_id(shape)}_dim{dim}_n{len(index)}_value{value}",
+                          (_normal(rng, shape), dim, np.asarray(index, dtype=np.int64), value)))
+    rng = _rng("index_copy")
+    for shape, dim, index in (((4, 3), 0, [2, 0]), ((4, 3), 1, [1]), ((2, 3, 4), -1, [3, 0, 1]), ((5,), 0, [4, 1]),
+                              ((4, 3), 0, [])):
+        source = list(shape)
+        source[dim] = len(index)
+        out.append(OpCase("index_copy", f"{_shape_id(shape)}_dim{dim}_n{len(index)}",
+                          (_normal(rng, shape), dim, np.asarray(index, dtype=np.int64), _normal(rng, tuple(source)))))
     return out
 
 

@@ -163,3 +163,14 @@ def repeat_backward(grad: Tensor, repeats: list[int], sizes: list[int]) -> Tenso
         return grad
     summed = at.sum(at.reshape(grad, split), repeat_dims, False)
     return at.reshape(summed, sizes)
+
+
+@helper
+def padded_repeats(dims: list[int], ndim: int) -> list[int]:
+    """``tile``'s ``dims`` as ``repeat``'s repeats: leading 1s up to ``ndim`` entries."""
+    repeats = []
+    for d in range(ndim - len(dims)):
+        repeats.append(1)
+    for d in range(len(dims)):
+        repeats.append(dims[d])
+    return repeats

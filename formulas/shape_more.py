@@ -9,7 +9,7 @@ around the selected region) and its jvp is the op applied to the tangent.
 from __future__ import annotations
 
 from formulas import at, derivative
-from formulas.helpers import negated, repeat_backward, slice_bound, wrap_dim
+from formulas.helpers import narrow_backward, negated, padded_repeats, repeat_backward, slice_bound, wrap_dim
 
 
 @derivative("squeeze(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
@@ -219,4 +219,76 @@ def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
             grad_self = at.diagonal_scatter(grad, at.new_zeros(grad, src_sizes), offset, dim1, dim2)
         grad_src = at.diagonal(grad, offset, dim1, dim2) if needs_input_grad[1] else None
         return grad_self, grad_src
+    return result, backward
+
+
+@derivative("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)", jvp="auto_linear")
+def swapaxes(self, axis0, axis1):
+    result = at.swapaxes(self, axis0, axis1)
+    def backward(grad):
+        return at.swapaxes(grad, axis0, axis1)
+    return result, backward
+
+
+@derivative("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", jvp="auto_linear")
+def swapdims(self, dim0, dim1):
+    result = at.swapdims(self, dim0, dim1)
+    def backward(grad):
+        return at.swapdims(grad, dim0, dim1)
+    return result, backward
+
+
+@derivative("unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)", jvp="auto_linear")
+def unflatten_int(self, dim, sizes):
+    result = at.unflatten(self, dim, sizes)
+    self_sizes = self.sizes()
+    def backward(grad):
+        return at.reshape(grad, self_sizes)
+    return result, backward
+
+
+@derivative("narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor", jvp="auto_linear")
+def narrow_copy(self, dim, start, length):
+    result = at.narrow_copy(self, dim, start, length)
+    self_sizes = self.sizes()
+    narrow_dim = wrap_dim(dim, self.dim())
+    narrow_start = start + self_sizes[narrow_dim] if start < 0 else start
+    def backward(grad):
+        return narrow_backward(grad, self_sizes, narrow_dim, narrow_start, length)
+    return result, backward
+
+
+@derivative("fliplr(Tensor self) -> Tensor", jvp="auto_linear")
+def fliplr(self):
+    result = at.fliplr(self)
+    def backward(grad):
+        return at.fliplr(grad)
+    return result, backward
+
+
+@derivative("flipud(Tensor self) -> Tensor", jvp="auto_linear")
+def flipud(self):
+    result = at.flipud(self)
+    def backward(grad):
+        return at.flipud(grad)
+    return result, backward
+
+
+@derivative("rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor", jvp="auto_linear")
+def rot90(self, k=1, dims=[0, 1]):
+    result = at.rot90(self, k, dims)
+    def backward(grad):
+        # rotating back by the same number of quarter turns
+        return at.rot90(grad, 0 - k, dims)
+    return result, backward
+
+
+@derivative("tile(Tensor self, SymInt[] dims) -> Tensor", jvp="auto_linear")
+def tile(self, dims):
+    result = at.tile(self, dims)
+    self_sizes = self.sizes()
+    # tile is repeat with dims padded by leading 1s to self's rank
+    repeats = padded_repeats(dims, self.dim())
+    def backward(grad):
+        return repeat_backward(grad, repeats, self_sizes)
     return result, backward

@@ -165,4 +165,15 @@ at::Tensor repeat_backward(const at::Tensor& grad, at::IntArrayRef repeats, at::
   return at::reshape(summed, sizes);
 }
 
+std::vector<int64_t> padded_repeats(at::IntArrayRef dims, int64_t ndim) {
+  std::vector<int64_t> repeats = std::vector<int64_t>{};
+  for (int64_t d = 0; d < ndim - static_cast<int64_t>(dims.size()); ++d) {
+    repeats.push_back(1);
+  }
+  for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
+    repeats.push_back(dims[d]);
+  }
+  return repeats;
+}
+
 }  // namespace formulas::helpers

@@ -18,5 +18,6 @@ int64_t slice_bound(int64_t bound, int64_t size);
 std::vector<int64_t> negated(at::IntArrayRef values);
 std::vector<int64_t> broadcast_sizes(at::IntArrayRef a, at::IntArrayRef b);
 at::Tensor repeat_backward(const at::Tensor& grad, at::IntArrayRef repeats, at::IntArrayRef sizes);
+std::vector<int64_t> padded_repeats(at::IntArrayRef dims, int64_t ndim);
 
 }  // namespace formulas::helpers

@@ -9,9 +9,13 @@
 #include <ATen/ops/diagonal_scatter.h>
 #include <ATen/ops/flatten.h>
 #include <ATen/ops/flip.h>
+#include <ATen/ops/fliplr.h>
+#include <ATen/ops/flipud.h>
 #include <ATen/ops/movedim.h>
+#include <ATen/ops/narrow_copy.h>
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/roll.h>
+#include <ATen/ops/rot90.h>
 #include <ATen/ops/select.h>
 #include <ATen/ops/select_backward.h>
 #include <ATen/ops/select_scatter.h>
@@ -20,9 +24,13 @@
 #include <ATen/ops/slice_scatter.h>
 #include <ATen/ops/squeeze.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/swapaxes.h>
+#include <ATen/ops/swapdims.h>
+#include <ATen/ops/tile.h>
 #include <ATen/ops/transpose.h>
 #include <ATen/ops/tril.h>
 #include <ATen/ops/triu.h>
+#include <ATen/ops/unflatten.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include "views.h"
 #include <torch/csrc/autograd/functions/utils.h>
@@ -2959,6 +2967,1036 @@ at::Tensor diagonal_scatter(const at::Tensor& self, const at::Tensor& src, int64
   return result;
 }
 
+struct SwapaxesBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SwapaxesBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  int64_t axis0_{};
+  int64_t axis1_{};
+};
+
+at::Tensor swapaxes_backward(
+    const at::Tensor& grad,
+    int64_t axis0,
+    int64_t axis1) {
+  return at::swapaxes(grad, axis0, axis1);
+}
+
+torch::autograd::variable_list SwapaxesBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& axis0_, const int64_t& axis1_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::swapaxes_backward(grads[0], axis0_, axis1_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SwapaxesBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto axis0_ = packed_args.unpack<int64_t>();
+  auto axis1_ = packed_args.unpack<int64_t>();
+  return SwapaxesBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, axis0_, axis1_);
+}
+
+torch::autograd::variable_list SwapaxesBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SwapaxesBackward0_apply_functional(std::move(grads), needs_input_grad, axis0_, axis1_);
+}
+
+void SwapaxesBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(axis0_);
+  args.collect(axis1_);
+}
+
+torch::autograd::variable_list SwapaxesBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(axis0_);
+  saved.before(axis1_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SwapaxesBackward0", SwapaxesBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(axis0_);
+  functional_args.pack(axis1_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SwapaxesBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(axis0_);
+  saved.after(axis1_);
+  return functional_outputs;
+}
+
+at::Tensor swapaxes_jvp(
+    const at::Tensor& self_t,
+    int64_t axis0,
+    int64_t axis1) {
+  return at::swapaxes(self_t, axis0, axis1);
+}
+
+struct SwapaxesViewFunc0 : public formulas::runtime::ReplayViewFunc<SwapaxesViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  int64_t axis0_{};
+  int64_t axis1_{};
+};
+
+at::Tensor swapaxes(const at::Tensor& self, int64_t axis0, int64_t axis1) {
+  c10::intrusive_ptr<SwapaxesBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SwapaxesBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::swapaxes(self, axis0, axis1);
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<SwapaxesViewFunc0>();
+      replay->axis0_ = formulas::runtime::to_owned(axis0);
+      replay->axis1_ = formulas::runtime::to_owned(axis1);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::swapaxes_jvp(self_t, axis0, axis1));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->axis0_ = axis0;
+    grad_fn->axis1_ = axis1;
+  }
+  return result;
+}
+
+at::Tensor SwapaxesViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::swapaxes(base, axis0_, axis1_);
+}
+
+struct SwapdimsBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SwapdimsBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  int64_t dim0_{};
+  int64_t dim1_{};
+};
+
+at::Tensor swapdims_backward(
+    const at::Tensor& grad,
+    int64_t dim0,
+    int64_t dim1) {
+  return at::swapdims(grad, dim0, dim1);
+}
+
+torch::autograd::variable_list SwapdimsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim0_, const int64_t& dim1_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::swapdims_backward(grads[0], dim0_, dim1_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SwapdimsBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto dim0_ = packed_args.unpack<int64_t>();
+  auto dim1_ = packed_args.unpack<int64_t>();
+  return SwapdimsBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim0_, dim1_);
+}
+
+torch::autograd::variable_list SwapdimsBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SwapdimsBackward0_apply_functional(std::move(grads), needs_input_grad, dim0_, dim1_);
+}
+
+void SwapdimsBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim0_);
+  args.collect(dim1_);
+}
+
+torch::autograd::variable_list SwapdimsBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim0_);
+  saved.before(dim1_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SwapdimsBackward0", SwapdimsBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim0_);
+  functional_args.pack(dim1_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SwapdimsBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim0_);
+  saved.after(dim1_);
+  return functional_outputs;
+}
+
+at::Tensor swapdims_jvp(
+    const at::Tensor& self_t,
+    int64_t dim0,
+    int64_t dim1) {
+  return at::swapdims(self_t, dim0, dim1);
+}
+
+struct SwapdimsViewFunc0 : public formulas::runtime::ReplayViewFunc<SwapdimsViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  int64_t dim0_{};
+  int64_t dim1_{};
+};
+
+at::Tensor swapdims(const at::Tensor& self, int64_t dim0, int64_t dim1) {
+  c10::intrusive_ptr<SwapdimsBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SwapdimsBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::swapdims(self, dim0, dim1);
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<SwapdimsViewFunc0>();
+      replay->dim0_ = formulas::runtime::to_owned(dim0);
+      replay->dim1_ = formulas::runtime::to_owned(dim1);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::swapdims_jvp(self_t, dim0, dim1));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim0_ = dim0;
+    grad_fn->dim1_ = dim1;
+  }
+  return result;
+}
+
+at::Tensor SwapdimsViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::swapdims(base, dim0_, dim1_);
+}
+
+struct UnflattenIntBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "UnflattenIntBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> self_sizes_{};
+};
+
+at::Tensor unflatten_int_backward(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes) {
+  return at::reshape(grad, self_sizes);
+}
+
+torch::autograd::variable_list UnflattenIntBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::unflatten_int_backward(grads[0], self_sizes_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list UnflattenIntBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return UnflattenIntBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list UnflattenIntBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return UnflattenIntBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void UnflattenIntBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list UnflattenIntBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_UnflattenIntBackward0", UnflattenIntBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_UnflattenIntBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor unflatten_int_jvp(
+    const at::Tensor& self_t,
+    int64_t dim,
+    at::IntArrayRef sizes) {
+  return at::unflatten(self_t, dim, sizes);
+}
+
+struct UnflattenIntViewFunc0 : public formulas::runtime::ReplayViewFunc<UnflattenIntViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  int64_t dim_{};
+  std::vector<int64_t> sizes_{};
+};
+
+at::Tensor unflatten_int(const at::Tensor& self, int64_t dim, at::IntArrayRef sizes) {
+  c10::intrusive_ptr<UnflattenIntBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<UnflattenIntBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::unflatten(self, dim, sizes);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<UnflattenIntViewFunc0>();
+      replay->dim_ = formulas::runtime::to_owned(dim);
+      replay->sizes_ = formulas::runtime::to_owned(sizes);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::unflatten_int_jvp(self_t, dim, sizes));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+at::Tensor UnflattenIntViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::unflatten_int(base, dim_, sizes_);
+}
+
+struct NarrowCopyBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "NarrowCopyBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> self_sizes_{};
+  int64_t narrow_dim_{};
+  int64_t narrow_start_{};
+  int64_t length_{};
+};
+
+at::Tensor narrow_copy_backward(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes,
+    int64_t narrow_dim,
+    int64_t narrow_start,
+    int64_t length) {
+  return helpers::narrow_backward(grad, self_sizes, narrow_dim, narrow_start, length);
+}
+
+torch::autograd::variable_list NarrowCopyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& narrow_dim_, const int64_t& narrow_start_, const int64_t& length_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::narrow_copy_backward(grads[0], self_sizes_, narrow_dim_, narrow_start_, length_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list NarrowCopyBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto narrow_dim_ = packed_args.unpack<int64_t>();
+  auto narrow_start_ = packed_args.unpack<int64_t>();
+  auto length_ = packed_args.unpack<int64_t>();
+  return NarrowCopyBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, narrow_dim_, narrow_start_, length_);
+}
+
+torch::autograd::variable_list NarrowCopyBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return NarrowCopyBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, narrow_dim_, narrow_start_, length_);
+}
+
+void NarrowCopyBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(narrow_dim_);
+  args.collect(narrow_start_);
+  args.collect(length_);
+}
+
+torch::autograd::variable_list NarrowCopyBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(narrow_dim_);
+  saved.before(narrow_start_);
+  saved.before(length_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_NarrowCopyBackward0", NarrowCopyBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(narrow_dim_);
+  functional_args.pack(narrow_start_);
+  functional_args.pack(length_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_NarrowCopyBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  saved.after(narrow_dim_);
+  saved.after(narrow_start_);
+  saved.after(length_);
+  return functional_outputs;
+}
+
+at::Tensor narrow_copy_jvp(
+    const at::Tensor& self_t,
+    int64_t dim,
+    int64_t start,
+    int64_t length) {
+  return at::narrow_copy(self_t, dim, start, length);
+}
+
+at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, int64_t start, int64_t length) {
+  c10::intrusive_ptr<NarrowCopyBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<NarrowCopyBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::narrow_copy(self, dim, start, length);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t narrow_dim = helpers::wrap_dim(dim, self.dim());
+  int64_t narrow_start = (start < 0) ? (start + self_sizes[formulas::runtime::wrap_index(narrow_dim, self_sizes.size())]) : start;
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::narrow_copy_jvp(self_t, dim, start, length));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->narrow_dim_ = narrow_dim;
+    grad_fn->narrow_start_ = narrow_start;
+    grad_fn->length_ = length;
+  }
+  return result;
+}
+
+struct FliplrBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "FliplrBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+at::Tensor fliplr_backward(
+    const at::Tensor& grad) {
+  return at::fliplr(grad);
+}
+
+torch::autograd::variable_list FliplrBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::fliplr_backward(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list FliplrBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return FliplrBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list FliplrBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return FliplrBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void FliplrBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list FliplrBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_FliplrBackward0", FliplrBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_FliplrBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor fliplr_jvp(
+    const at::Tensor& self_t) {
+  return at::fliplr(self_t);
+}
+
+at::Tensor fliplr(const at::Tensor& self) {
+  c10::intrusive_ptr<FliplrBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<FliplrBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::fliplr(self);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::fliplr_jvp(self_t));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
+struct FlipudBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "FlipudBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+at::Tensor flipud_backward(
+    const at::Tensor& grad) {
+  return at::flipud(grad);
+}
+
+torch::autograd::variable_list FlipudBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::flipud_backward(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list FlipudBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return FlipudBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list FlipudBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return FlipudBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void FlipudBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list FlipudBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_FlipudBackward0", FlipudBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_FlipudBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor flipud_jvp(
+    const at::Tensor& self_t) {
+  return at::flipud(self_t);
+}
+
+at::Tensor flipud(const at::Tensor& self) {
+  c10::intrusive_ptr<FlipudBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<FlipudBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::flipud(self);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::flipud_jvp(self_t));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
+struct Rot90Backward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "Rot90Backward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  int64_t k_{};
+  std::vector<int64_t> dims_{};
+};
+
+at::Tensor rot90_backward(
+    const at::Tensor& grad,
+    int64_t k,
+    at::IntArrayRef dims) {
+  return at::rot90(grad, 0 - k, dims);
+}
+
+torch::autograd::variable_list Rot90Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& k_, const std::vector<int64_t>& dims_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::rot90_backward(grads[0], k_, dims_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list Rot90Backward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto k_ = packed_args.unpack<int64_t>();
+  auto dims_ = packed_args.unpack<std::vector<int64_t>>();
+  return Rot90Backward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, k_, dims_);
+}
+
+torch::autograd::variable_list Rot90Backward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return Rot90Backward0_apply_functional(std::move(grads), needs_input_grad, k_, dims_);
+}
+
+void Rot90Backward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(k_);
+  args.collect(dims_);
+}
+
+torch::autograd::variable_list Rot90Backward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(k_);
+  saved.before(dims_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_Rot90Backward0", Rot90Backward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(k_);
+  functional_args.pack(dims_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_Rot90Backward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(k_);
+  saved.after(dims_);
+  return functional_outputs;
+}
+
+at::Tensor rot90_jvp(
+    const at::Tensor& self_t,
+    int64_t k,
+    at::IntArrayRef dims) {
+  return at::rot90(self_t, k, dims);
+}
+
+at::Tensor rot90(const at::Tensor& self, int64_t k, at::IntArrayRef dims) {
+  c10::intrusive_ptr<Rot90Backward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<Rot90Backward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::rot90(self, k, dims);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::rot90_jvp(self_t, k, dims));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->k_ = k;
+    grad_fn->dims_ = formulas::runtime::to_owned(dims);
+  }
+  return result;
+}
+
+struct TileBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "TileBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> repeats_{};
+  std::vector<int64_t> self_sizes_{};
+};
+
+at::Tensor tile_backward(
+    const at::Tensor& grad,
+    at::IntArrayRef repeats,
+    at::IntArrayRef self_sizes) {
+  return helpers::repeat_backward(grad, repeats, self_sizes);
+}
+
+torch::autograd::variable_list TileBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& repeats_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::tile_backward(grads[0], repeats_, self_sizes_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list TileBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto repeats_ = packed_args.unpack<std::vector<int64_t>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return TileBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, repeats_, self_sizes_);
+}
+
+torch::autograd::variable_list TileBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return TileBackward0_apply_functional(std::move(grads), needs_input_grad, repeats_, self_sizes_);
+}
+
+void TileBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(repeats_);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list TileBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(repeats_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_TileBackward0", TileBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(repeats_);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_TileBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(repeats_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor tile_jvp(
+    const at::Tensor& self_t,
+    at::IntArrayRef dims) {
+  return at::tile(self_t, dims);
+}
+
+at::Tensor tile(const at::Tensor& self, at::IntArrayRef dims) {
+  c10::intrusive_ptr<TileBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<TileBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::tile(self, dims);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> repeats = helpers::padded_repeats(dims, self.dim());
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::tile_jvp(self_t, dims));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->repeats_ = std::move(repeats);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -2984,4 +4022,12 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor", TORCH_FN(formulas::select_scatter));
   m.def("slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor", TORCH_FN(formulas::slice_scatter));
   m.def("diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor", TORCH_FN(formulas::diagonal_scatter));
+  m.def("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)", TORCH_FN(formulas::swapaxes));
+  m.def("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", TORCH_FN(formulas::swapdims));
+  m.def("unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)", TORCH_FN(formulas::unflatten_int));
+  m.def("narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor", TORCH_FN(formulas::narrow_copy));
+  m.def("fliplr(Tensor self) -> Tensor", TORCH_FN(formulas::fliplr));
+  m.def("flipud(Tensor self) -> Tensor", TORCH_FN(formulas::flipud));
+  m.def("rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor", TORCH_FN(formulas::rot90));
+  m.def("tile(Tensor self, SymInt[] dims) -> Tensor", TORCH_FN(formulas::tile));
 }

@@ -500,7 +500,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     return x.reshape(x.shape[:start] + (-1 if x.size else int(np.prod(x.shape[start:end + 1])),) + x.shape[end + 1:])
 
 
-@kernel("transpose.int", view=True)
+@kernel("transpose.int", "swapaxes", "swapdims", view=True)
 def transpose(x, dim0, dim1):
     x = _array(x)
     if x.ndim == 0:
@@ -800,3 +800,52 @@ def index_copy(x, dim, index, source):
     out = x.copy().reshape(x.shape or (1,))
     out[_index_key(out.ndim, dim, index)] = source.reshape(source.shape or (1,))
     return out.reshape(x.shape)
+
+
+@kernel("unflatten.int", view=True)
+def unflatten(x, dim, sizes):
+    x = _array(x)
+    if x.ndim == 0:
+        raise IndexError("unflatten: cannot unflatten a 0-dim tensor")
+    axis = _wrap_dim(dim, x.ndim)
+    return x.reshape(x.shape[:axis] + tuple(_infer_size(sizes, x.shape[axis])) + x.shape[axis + 1:])
+
+
+@kernel("narrow_copy")
+def narrow_copy(x, dim, start, length):
+    return narrow(x, dim, start, length).copy()
+
+
+@kernel("fliplr")
+def fliplr(x):
+    x = _array(x)
+    if x.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return np.flip(x, 1).copy()
+
+
+@kernel("flipud")
+def flipud(x):
+    x = _array(x)
+    if x.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return np.flip(x, 0).copy()
+
+
+@kernel("rot90")
+def rot90(x, k=1, dims=(0, 1)):
+    x = _array(x)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if x.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {x.ndim}")
+    a, b = _wrap_dim(dims[0], x.ndim), _wrap_dim(dims[1], x.ndim)
+    if a == b:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {a} and dim1 = {b}")
+    return np.rot90(x, k, (a, b)).copy()
+
+
+@kernel("tile")
+def tile(x, dims):
+    x = _array(x)
+    return np.tile(x, tuple(dims)) if dims or x.ndim else x.copy()

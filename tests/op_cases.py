@@ -552,6 +552,30 @@ def _shape_more_cases() -> list[OpCase]:
         src = np.diagonal(np.zeros(shape), offset, dim1, dim2).shape
         out.append(OpCase("diagonal_scatter", f"{_shape_id(shape)}_off{offset}_{dim1}_{dim2}",
                           (_normal(rng, shape), _normal(rng, src), offset, dim1, dim2)))
+    for op in ("swapaxes", "swapdims"):
+        rng = _rng(op)
+        for shape, dim0, dim1 in (((2, 3), 0, 1), ((2, 3, 4), -1, 0), ((2, 3), 1, 1), ((), 0, -1), ((0, 3), 0, 1)):
+            out.append(OpCase(op, f"{_shape_id(shape)}_{dim0}_{dim1}", (_normal(rng, shape), dim0, dim1)))
+    rng = _rng("unflatten.int")
+    for shape, dim, sizes in (((6,), 0, [2, 3]), ((2, 12), 1, [3, -1, 2]), ((4, 3), -2, [4, 1]), ((0, 3), 0, [0, 5])):
+        out.append(OpCase("unflatten.int", f"{_shape_id(shape)}_dim{dim}_{'_'.join(map(str, sizes))}",
+                          (_normal(rng, shape), dim, sizes)))
+    rng = _rng("narrow_copy")
+    for shape, dim, start, length in (((5, 3), 0, 1, 3), ((2, 6), -1, -4, 2), ((4,), 0, 0, 0), ((3, 0), 0, 1, 2)):
+        out.append(OpCase("narrow_copy", f"{_shape_id(shape)}_dim{dim}_start{start}_len{length}",
+                          (_normal(rng, shape), dim, start, length)))
+    for op, shapes in (("fliplr", ((2, 3), (2, 3, 4), (0, 2))), ("flipud", ((5,), (2, 3), (0, 2)))):
+        rng = _rng(op)
+        for shape in shapes:
+            out.append(OpCase(op, _shape_id(shape), (_normal(rng, shape),)))
+    rng = _rng("rot90")
+    for shape, k, dims in (((2, 3), 1, [0, 1]), ((2, 3), -1, [0, 1]), ((2, 3, 4), 2, [2, 0]), ((2, 3), 3, [1, 0]),
+                           ((2, 3), 0, [0, 1]), ((0, 3), 1, [0, 1])):
+        out.append(OpCase("rot90", f"{_shape_id(shape)}_k{k}_{dims[0]}_{dims[1]}", (_normal(rng, shape), k, dims)))
+    rng = _rng("tile")
+    for shape, dims in (((2, 3), [2, 1]), ((2, 3), [2]), ((3,), [2, 2]), ((), [3]), ((), []), ((0, 2), [2, 2])):
+        out.append(OpCase("tile", f"{_shape_id(shape)}_by{'_'.join(map(str, dims)) or 'none'}",
+                          (_normal(rng, shape), dims)))
     return out
 
 

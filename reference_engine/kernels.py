@@ -523,6 +523,10 @@ def stack(tensors, dim=0):
     arrays = [_array(t) for t in tensors]
     if not arrays:
         raise RuntimeError("stack expects a non-empty TensorList")
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                           f"{' and '.join(str(list(s)) for s in sorted(shapes))}")
     return np.stack(arrays, axis=_wrap_dim(dim, arrays[0].ndim + 1))
 
 

@@ -108,3 +108,69 @@ def narrow_backward(grad: Tensor, sizes: list[int], dim: int, start: int, length
     after = list(sizes)
     after[dim] = sizes[dim] - start - length
     return at.cat([at.new_zeros(grad, before), grad, at.new_zeros(grad, after)], dim)
+
+
+# --- shape and indexing helpers (w-ops-c) ----------------------------------------------------
+
+@helper
+def slice_bound(bound: int, size: int) -> int:
+    """A ``slice`` start or end as torch clamps it: a negative bound counts from the end, and
+    the result lies in ``[0, size]``."""
+    wrapped = bound + size if bound < 0 else bound
+    if wrapped < 0:
+        return 0
+    if wrapped > size:
+        return size
+    return wrapped
+
+
+@helper
+def negated(values: list[int]) -> list[int]:
+    """Each of ``values`` negated (the shifts that undo a ``roll``)."""
+    result = []
+    for i in range(len(values)):
+        result.append(0 - values[i])
+    return result
+
+
+@helper
+def broadcast_sizes(a: list[int], b: list[int]) -> list[int]:
+    """The sizes two tensors of sizes ``a`` and ``b`` broadcast to."""
+    ndim = len(a) if len(a) > len(b) else len(b)
+    result = []
+    for d in range(ndim):
+        i = d - (ndim - len(a))
+        j = d - (ndim - len(b))
+        size_a = a[i] if i >= 0 else 1
+        size_b = b[j] if j >= 0 else 1
+        result.append(size_b if size_a == 1 else size_a)
+    return result
+
+
+@helper
+def repeat_backward(grad: Tensor, repeats: list[int], sizes: list[int]) -> Tensor:
+    """Gradient of ``repeat(repeats)`` of a tensor of ``sizes``: ``grad`` viewed as
+    ``[r0, s0, r1, s1, ...]`` (sizes padded with leading 1s) and summed over every ``r``."""
+    lead = len(repeats) - len(sizes)
+    split = []
+    repeat_dims = []
+    for d in range(len(repeats)):
+        size = sizes[d - lead] if d >= lead else 1
+        repeat_dims.append(len(split))
+        split.append(repeats[d])
+        split.append(size)
+    if len(repeat_dims) == 0:
+        return grad
+    summed = at.sum(at.reshape(grad, split), repeat_dims, False)
+    return at.reshape(summed, sizes)
+
+
+@helper
+def padded_repeats(dims: list[int], ndim: int) -> list[int]:
+    """``tile``'s ``dims`` as ``repeat``'s repeats: leading 1s up to ``ndim`` entries."""
+    repeats = []
+    for d in range(ndim - len(dims)):
+        repeats.append(1)
+    for d in range(len(dims)):
+        repeats.append(dims[d])
+    return repeats

@@ -123,6 +123,71 @@ at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_
   return at::cat(std::vector<at::Tensor>{grad.new_zeros(before), grad, grad.new_zeros(after)}, dim);
 }
 
+int64_t slice_bound(int64_t bound, int64_t size) {
+  int64_t wrapped = (bound < 0) ? (bound + size) : bound;
+  if (wrapped < 0) {
+    return 0;
+  }
+  if (wrapped > size) {
+    return size;
+  }
+  return wrapped;
+}
+
+std::vector<int64_t> negated(at::IntArrayRef values) {
+  std::vector<int64_t> result = std::vector<int64_t>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
+    result.push_back(0 - values[i]);
+  }
+  return result;
+}
+
+std::vector<int64_t> broadcast_sizes(at::IntArrayRef a, at::IntArrayRef b) {
+  int64_t i{};
+  int64_t j{};
+  int64_t size_a{};
+  int64_t size_b{};
+  int64_t ndim = (static_cast<int64_t>(a.size()) > static_cast<int64_t>(b.size())) ? static_cast<int64_t>(a.size()) : static_cast<int64_t>(b.size());
+  std::vector<int64_t> result = std::vector<int64_t>{};
+  for (int64_t d = 0; d < ndim; ++d) {
+    i = d - (ndim - static_cast<int64_t>(a.size()));
+    j = d - (ndim - static_cast<int64_t>(b.size()));
+    size_a = (i >= 0) ? a[formulas::runtime::wrap_index(i, a.size())] : 1;
+    size_b = (j >= 0) ? b[formulas::runtime::wrap_index(j, b.size())] : 1;
+    result.push_back((size_a == 1) ? size_b : size_a);
+  }
+  return result;
+}
+
+at::Tensor repeat_backward(const at::Tensor& grad, at::IntArrayRef repeats, at::IntArrayRef sizes) {
+  int64_t size{};
+  int64_t lead = static_cast<int64_t>(repeats.size()) - static_cast<int64_t>(sizes.size());
+  std::vector<int64_t> split = std::vector<int64_t>{};
+  std::vector<int64_t> repeat_dims = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(repeats.size()); ++d) {
+    size = (d >= lead) ? sizes[formulas::runtime::wrap_index(d - lead, sizes.size())] : 1;
+    repeat_dims.push_back(static_cast<int64_t>(split.size()));
+    split.push_back(repeats[d]);
+    split.push_back(size);
+  }
+  if (static_cast<int64_t>(repeat_dims.size()) == 0) {
+    return grad;
+  }
+  auto summed = at::sum(at::reshape(grad, split), repeat_dims, false);
+  return at::reshape(summed, sizes);
+}
+
+std::vector<int64_t> padded_repeats(at::IntArrayRef dims, int64_t ndim) {
+  std::vector<int64_t> repeats = std::vector<int64_t>{};
+  for (int64_t d = 0; d < ndim - static_cast<int64_t>(dims.size()); ++d) {
+    repeats.push_back(1);
+  }
+  for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
+    repeats.push_back(dims[d]);
+  }
+  return repeats;
+}
+
 at::Tensor matrix_transpose(const at::Tensor& x) {
   int64_t n = x.dim();
   std::vector<int64_t> dims = std::vector<int64_t>{};

@@ -14,6 +14,11 @@ at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t di
 at::Tensor pow_backward(const at::Tensor& grad, const at::Tensor& self, double exponent);
 std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim);
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length);
+int64_t slice_bound(int64_t bound, int64_t size);
+std::vector<int64_t> negated(at::IntArrayRef values);
+std::vector<int64_t> broadcast_sizes(at::IntArrayRef a, at::IntArrayRef b);
+at::Tensor repeat_backward(const at::Tensor& grad, at::IntArrayRef repeats, at::IntArrayRef sizes);
+std::vector<int64_t> padded_repeats(at::IntArrayRef dims, int64_t ndim);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);
 at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction);

@@ -1121,3 +1121,390 @@ def softshrink(x, lambd=0.5):
 def hardshrink(x, lambd=0.5):
     x = _array(x)
     return np.where(np.abs(x) > lambd, x, np.zeros((), x.dtype))
+# ----------------------------------------------------------------------------- shape and indexing (w-ops-c)
+def _squeezable(x: np.ndarray, dims: list[int]) -> tuple[int, ...]:
+    """The dims of ``dims`` (wrapped) that have size 1: torch squeezes those, ignores the rest."""
+    return tuple(sorted({a for a in (_wrap_dim(d, x.ndim) for d in dims) if x.shape[a] == 1})) if x.ndim else ()
+
+
+@kernel("squeeze", view=True)
+def squeeze(x):
+    x = _array(x)
+    return x.reshape(tuple(s for s in x.shape if s != 1))
+
+
+@kernel("squeeze.dim", view=True)
+def squeeze_dim(x, dim):
+    return squeeze_dims(x, [dim])
+
+
+@kernel("squeeze.dims", view=True)
+def squeeze_dims(x, dim):
+    x = _array(x)
+    return np.squeeze(x, _squeezable(x, dim)) if x.ndim else x.view()
+
+
+@kernel("flatten.using_ints", view=True)
+def flatten(x, start_dim=0, end_dim=-1):
+    x = _array(x)
+    if x.ndim == 0:
+        return x.reshape(1)
+    start, end = _wrap_dim(start_dim, x.ndim), _wrap_dim(end_dim, x.ndim)
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    return x.reshape(x.shape[:start] + (-1 if x.size else int(np.prod(x.shape[start:end + 1])),) + x.shape[end + 1:])
+
+
+@kernel("transpose.int", "swapaxes", "swapdims", view=True)
+def transpose(x, dim0, dim1):
+    x = _array(x)
+    if x.ndim == 0:
+        _wrap_dim(dim0, 0), _wrap_dim(dim1, 0)
+        return x.view()
+    return np.swapaxes(x, _wrap_dim(dim0, x.ndim), _wrap_dim(dim1, x.ndim))
+
+
+@kernel("movedim.int", view=True)
+def movedim(x, source, destination):
+    x = _array(x)
+    if x.ndim == 0:
+        _wrap_dim(source, 0), _wrap_dim(destination, 0)
+        return x.view()
+    return np.moveaxis(x, _wrap_dim(source, x.ndim), _wrap_dim(destination, x.ndim))
+
+
+@kernel("stack")
+def stack(tensors, dim=0):
+    arrays = [_array(t) for t in tensors]
+    if not arrays:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                           f"{' and '.join(str(list(s)) for s in sorted(shapes))}")
+    return np.stack(arrays, axis=_wrap_dim(dim, arrays[0].ndim + 1))
+
+
+@kernel("select.int", view=True)
+def select(x, dim, index):
+    x = _array(x)
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    axis = _wrap_dim(dim, x.ndim)
+    size = x.shape[axis]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x.shape)} "
+                         f"at dimension {dim}")
+    key = [slice(None)] * x.ndim
+    key[axis] = index
+    return x[(*key, Ellipsis)]          # the Ellipsis keeps a 0-d result a view, not a NumPy scalar
+
+
+@kernel("select_backward")
+def select_backward(grad_output, input_sizes, dim, index):
+    grad_output = _array(grad_output)
+    out = np.zeros(input_sizes, dtype=grad_output.dtype)
+    select(out, dim, index)[...] = grad_output
+    return out
+
+
+def _slice_key(ndim: int, axis: int, start: int, end: int, step: int) -> tuple:
+    key = [slice(None)] * ndim
+    key[axis] = slice(start, max(start, end), step)
+    return tuple(key)
+
+
+@kernel("slice.Tensor", view=True)
+def slice_tensor(x, dim=0, start=None, end=None, step=1):
+    x = _array(x)
+    if x.ndim == 0:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
+    axis = _wrap_dim(dim, x.ndim)
+    return x[_slice_key(x.ndim, axis, *_slice_bounds(x.shape[axis], start, end), step)]
+
+
+def _slice_bounds(size: int, start: int | None, end: int | None) -> tuple[int, int]:
+    """``slice``'s start and end as torch clamps them: ``None`` is the whole dim, a negative
+    bound counts from the end, both lie in ``[0, size]``."""
+
+    def bound(value: int | None, default: int) -> int:
+        if value is None:
+            return default
+        value = value + size if value < 0 else value
+        return min(max(value, 0), size)
+
+    return bound(start, 0), bound(end, size)
+
+
+@kernel("slice_backward")
+def slice_backward(grad_output, input_sizes, dim, start, end, step):
+    grad_output = _array(grad_output)
+    out = np.zeros(input_sizes, dtype=grad_output.dtype)
+    out[_slice_key(out.ndim, _wrap_dim(dim, out.ndim), start, end, step)] = grad_output
+    return out
+
+
+@kernel("diagonal", view=True)
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    x = _array(x)
+    a, b = _wrap_dim(dim1, x.ndim), _wrap_dim(dim2, x.ndim)
+    if a == b:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    # np.diagonal's view is read-only: the same view, writable, from the strides of x from
+    # its first diagonal element on
+    corner = [slice(None)] * x.ndim
+    corner[b if offset >= 0 else a] = slice(abs(offset), None)
+    start = x[tuple(corner)]
+    length = max(0, min(start.shape[a], start.shape[b]))
+    rest = [d for d in range(x.ndim) if d not in (a, b)]
+    return np.lib.stride_tricks.as_strided(
+        start, shape=tuple(x.shape[d] for d in rest) + (length,),
+        strides=tuple(x.strides[d] for d in rest) + (x.strides[a] + x.strides[b],),
+        writeable=x.flags.writeable)
+
+
+@kernel("diagonal_backward")
+def diagonal_backward(grad_output, input_sizes, offset, dim1, dim2):
+    grad_output = _array(grad_output)
+    out = np.zeros(input_sizes, dtype=grad_output.dtype)
+    diagonal(out, offset, dim1, dim2)[...] = grad_output
+    return out
+
+
+@kernel("repeat")
+def repeat(x, repeats):
+    x = _array(x)
+    if len(repeats) < x.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of "
+                           "dimensions of tensor")
+    return np.tile(x.reshape((1,) * (len(repeats) - x.ndim) + x.shape), repeats)
+
+
+@kernel("flip")
+def flip(x, dims):
+    x = _array(x)
+    return np.flip(x, tuple(_wrap_dim(d, x.ndim) for d in dims)).copy() if x.ndim else x.copy()
+
+
+@kernel("roll")
+def roll(x, shifts, dims=()):
+    x = _array(x)
+    if not dims:
+        return np.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    return np.roll(x, tuple(shifts), tuple(_wrap_dim(d, x.ndim) for d in dims))
+
+
+def _triangle(name: str, numpy_triangle: Callable[..., np.ndarray]) -> Callable[..., Any]:
+    """``tril`` / ``triu``: NumPy's, with torch's check that the input is at least 2-d."""
+
+    def triangle(x, diagonal=0):
+        x = _array(x)
+        if x.ndim < 2:
+            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+        return numpy_triangle(x, diagonal)
+
+    return kernel(name)(triangle)
+
+
+tril = _triangle("tril", np.tril)
+triu = _triangle("triu", np.triu)
+
+
+@kernel("clone")
+def clone(x, memory_format=None):
+    return np.array(x, copy=True)
+
+
+@kernel("contiguous", view=True)
+def contiguous(x, memory_format="contiguous_format"):
+    x = _array(x)
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+@kernel("index_select")
+def index_select(x, dim, index):
+    x, index = _array(x), _array(index)
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if x.ndim == 0:
+        if index.size != 1:
+            raise IndexError(f"index_select(): Index to scalar can have only 1 value, got {index.size} value(s)")
+        return x.reshape(1)[index.reshape(-1)].reshape(())
+    return np.take(x, index.reshape(-1), axis=_wrap_dim(dim, x.ndim))
+
+
+@kernel("index_select_backward")
+def index_select_backward(grad, self_sizes, dim, index):
+    grad, index = _array(grad), _array(index)
+    out = np.zeros(self_sizes, dtype=grad.dtype)
+    if out.ndim == 0:
+        out = out.reshape(1)
+        np.add.at(out, index.reshape(-1), grad.reshape(-1))
+        return out.reshape(())
+    axis = _wrap_dim(dim, out.ndim)
+    key = [slice(None)] * out.ndim
+    key[axis] = index.reshape(-1)
+    np.add.at(out, tuple(key), grad)
+    return out
+
+
+@kernel("masked_fill.Scalar", "masked_fill.Tensor")
+def masked_fill(x, mask, value):
+    x, mask = _array(x), _array(mask)
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {mask.dtype}")
+    value = _array(value)
+    if value.ndim:
+        raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    return np.where(np.broadcast_to(mask, x.shape), value.astype(x.dtype), x)
+
+
+@kernel("masked_scatter")
+def masked_scatter(x, mask, source):
+    x, mask, source = _array(x), _array(mask), _array(source)
+    full = np.broadcast_shapes(x.shape, mask.shape)
+    out = np.broadcast_to(x, full).copy()
+    selected = np.broadcast_to(mask, full)
+    count = int(selected.sum())
+    if count > source.size:
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
+    out[selected] = source.reshape(-1)[:count]
+    return out
+
+
+@kernel("masked_select")
+def masked_select(x, mask):
+    x, mask = _array(x), _array(mask)
+    full = np.broadcast_shapes(x.shape, mask.shape)
+    return np.broadcast_to(x, full)[np.broadcast_to(mask, full)]
+
+
+@kernel("scatter.src", "scatter.value")
+def scatter(x, dim, index, src):
+    x, index = _array(x), _array(index)
+    if x.ndim == 0:      # a 0-d tensor scatters like a 1-element vector
+        src = _array(src)
+        return scatter(x.reshape(1), dim, index.reshape(-1), src.reshape(-1) if src.ndim else src).reshape(())
+    out = x.copy()
+    axis = _wrap_dim(dim, x.ndim)
+    if index.size:
+        values = _array(src)
+        values = _fit_to(values, index.shape, axis) if values.ndim else values
+        out[_scatter_coordinates(index, axis)] = values
+    return out
+
+
+@kernel("movedim.intlist", view=True)
+def movedim_intlist(x, source, destination):
+    x = _array(x)
+    if len(source) != len(destination):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({source} dims) should contain "
+                           f"the same number of dims as destination ({destination} dims)")
+    if x.ndim == 0:
+        return x.view()
+    return np.moveaxis(x, [_wrap_dim(d, x.ndim) for d in source], [_wrap_dim(d, x.ndim) for d in destination])
+
+
+@kernel("select_scatter")
+def select_scatter(x, src, dim, index):
+    out = np.array(_array(x), copy=True)
+    select(out, dim, index)[...] = src
+    return out
+
+
+@kernel("slice_scatter")
+def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
+    out = np.array(_array(x), copy=True)
+    slice_tensor(out, dim, start, end, step)[...] = src
+    return out
+
+
+@kernel("diagonal_scatter")
+def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    out = np.array(_array(x), copy=True)
+    diagonal(out, offset, dim1, dim2)[...] = src
+    return out
+
+
+def _index_key(ndim: int, dim: int, index: np.ndarray) -> tuple:
+    key: list = [slice(None)] * ndim
+    key[_wrap_dim(dim, ndim)] = index.reshape(-1)
+    return tuple(key)
+
+
+@kernel("index_add")
+def index_add(x, dim, index, source, alpha=1):
+    x, index, source = _array(x), _array(index), _array(source)
+    out = x.copy().reshape(x.shape or (1,))
+    np.add.at(out, _index_key(out.ndim, dim, index), _scale(source.reshape(source.shape or (1,)), alpha))
+    return out.reshape(x.shape)
+
+
+@kernel("index_fill.int_Scalar")
+def index_fill(x, dim, index, value):
+    x, index = _array(x), _array(index)
+    out = x.copy().reshape(x.shape or (1,))
+    out[_index_key(out.ndim, dim, index)] = value
+    return out.reshape(x.shape)
+
+
+@kernel("index_copy")
+def index_copy(x, dim, index, source):
+    x, index, source = _array(x), _array(index), _array(source)
+    out = x.copy().reshape(x.shape or (1,))
+    out[_index_key(out.ndim, dim, index)] = source.reshape(source.shape or (1,))
+    return out.reshape(x.shape)
+
+
+@kernel("unflatten.int", view=True)
+def unflatten(x, dim, sizes):
+    x = _array(x)
+    if x.ndim == 0:
+        raise IndexError("unflatten: cannot unflatten a 0-dim tensor")
+    axis = _wrap_dim(dim, x.ndim)
+    return x.reshape(x.shape[:axis] + tuple(_infer_size(sizes, x.shape[axis])) + x.shape[axis + 1:])
+
+
+@kernel("narrow_copy")
+def narrow_copy(x, dim, start, length):
+    return narrow(x, dim, start, length).copy()
+
+
+@kernel("fliplr")
+def fliplr(x):
+    x = _array(x)
+    if x.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return np.flip(x, 1).copy()
+
+
+@kernel("flipud")
+def flipud(x):
+    x = _array(x)
+    if x.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return np.flip(x, 0).copy()
+
+
+@kernel("rot90")
+def rot90(x, k=1, dims=(0, 1)):
+    x = _array(x)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if x.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {x.ndim}")
+    a, b = _wrap_dim(dims[0], x.ndim), _wrap_dim(dims[1], x.ndim)
+    if a == b:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {a} and dim1 = {b}")
+    return np.rot90(x, k, (a, b)).copy()
+
+
+@kernel("tile")
+def tile(x, dims):
+    x = _array(x)
+    return np.tile(x, tuple(dims)) if dims or x.ndim else x.copy()

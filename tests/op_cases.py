@@ -599,6 +599,216 @@ def _nn_cases() -> list[OpCase]:
     return out
 
 
+# ---------------------------------------------------------------------------
+# shape and indexing operators of formulas/shape_more.py and formulas/indexing_more.py (w-ops-c)
+
+def _unique_index(rng: np.random.Generator, shape: tuple[int, ...], dim: int, bound: int) -> np.ndarray:
+    """An index for ``scatter`` along ``dim``: distinct positions in every slice (a repeated
+    position would make which value wins unspecified, and the gradient with it)."""
+    index = np.empty(shape, dtype=np.int64)
+    moved = np.moveaxis(index, dim, -1)
+    for position in np.ndindex(moved.shape[:-1]):
+        moved[position] = rng.permutation(bound)[:shape[dim]]
+    return index
+
+
+def _shape_more_cases() -> list[OpCase]:
+    out = []
+    rng = _rng("squeeze")
+    for shape in ((1, 3, 1), (2, 3), (), (1,), (0, 1, 2)):
+        out.append(OpCase("squeeze", _shape_id(shape), (_normal(rng, shape),)))
+    rng = _rng("squeeze.dim")
+    for shape, dim in (((1, 3, 1), 0), ((1, 3, 1), -1), ((2, 3), 1), ((), 0), ((0, 1), 1)):
+        out.append(OpCase("squeeze.dim", f"{_shape_id(shape)}_dim{dim}", (_normal(rng, shape), dim)))
+    rng = _rng("squeeze.dims")
+    for shape, dims in (((1, 3, 1), [0, 2]), ((1, 3, 1), [-1, 1]), ((2, 1), []), ((), [0]), ((1, 0, 1), [2])):
+        out.append(OpCase("squeeze.dims", f"{_shape_id(shape)}_dims{'_'.join(map(str, dims)) or 'none'}",
+                          (_normal(rng, shape), dims)))
+    rng = _rng("flatten.using_ints")
+    for shape, start, end in (((2, 3, 4), 0, -1), ((2, 3, 4), 1, 2), ((2, 3, 4), 0, 1), ((), 0, -1), ((3,), 0, 0),
+                              ((2, 0, 3), 1, 2)):
+        out.append(OpCase("flatten.using_ints", f"{_shape_id(shape)}_{start}_{end}", (_normal(rng, shape), start, end)))
+    rng = _rng("transpose.int")
+    for shape, dim0, dim1 in (((2, 3), 0, 1), ((2, 3, 4), -1, 0), ((2, 3), 1, 1), ((), 0, -1), ((0, 3), 0, 1)):
+        out.append(OpCase("transpose.int", f"{_shape_id(shape)}_{dim0}_{dim1}", (_normal(rng, shape), dim0, dim1)))
+    rng = _rng("movedim.int")
+    for shape, source, destination in (((2, 3, 4), 0, 2), ((2, 3, 4), -1, 0), ((2, 3), 1, 1), ((), 0, 0), ((0, 3), 0, 1)):
+        out.append(OpCase("movedim.int", f"{_shape_id(shape)}_{source}_{destination}",
+                          (_normal(rng, shape), source, destination)))
+    rng = _rng("stack")
+    for shapes, dim in (((((2, 3),) * 3), 0), ((((2, 3),) * 2), -1), ((((2, 3),) * 2), 1), ((((),) * 3), 0),
+                        ((((0, 2),) * 2), 1), (((4,),), 0)):
+        out.append(OpCase("stack", f"{len(shapes)}x{_shape_id(shapes[0])}_dim{dim}",
+                          ([_normal(rng, s) for s in shapes], dim)))
+    rng = _rng("select.int")
+    for shape, dim, index in (((3, 4), 0, 1), ((3, 4), 1, -1), ((2, 3, 4), -2, 2), ((5,), 0, 4), ((2, 0), 0, 1)):
+        out.append(OpCase("select.int", f"{_shape_id(shape)}_dim{dim}_index{index}", (_normal(rng, shape), dim, index)))
+    rng = _rng("select_backward")
+    for sizes, dim, index in (((3, 4), 0, 1), ((3, 4), 1, 3), ((2, 3, 4), 1, 0), ((5,), 0, 4), ((2, 0), 0, 1)):
+        reduced = tuple(s for d, s in enumerate(sizes) if d != dim)
+        out.append(OpCase("select_backward", f"{_shape_id(sizes)}_dim{dim}_index{index}",
+                          (_normal(rng, reduced), list(sizes), dim, index)))
+    rng = _rng("slice.Tensor")
+    for shape, dim, start, end, step in (((5, 3), 0, 1, 4, 1), ((5, 3), 0, None, None, 2), ((2, 6), 1, -4, -1, 1),
+                                         ((2, 6), -1, 2, 100, 3), ((4,), 0, 3, 1, 1), ((0, 3), 1, 0, 2, 1),
+                                         ((4, 2), 0, -10, None, 1)):
+        out.append(OpCase("slice.Tensor", f"{_shape_id(shape)}_dim{dim}_{start}_{end}_{step}",
+                          (_normal(rng, shape), dim, start, end, step)))
+    rng = _rng("slice_backward")
+    for sizes, dim, start, end, step in (((5, 3), 0, 1, 4, 1), ((5, 3), 0, 0, 5, 2), ((2, 6), 1, 2, 6, 3),
+                                         ((4,), 0, 3, 3, 1), ((0, 3), 1, 0, 2, 1)):
+        sliced = list(sizes)
+        sliced[dim] = len(range(start, end, step))
+        out.append(OpCase("slice_backward", f"{_shape_id(sizes)}_dim{dim}_{start}_{end}_{step}",
+                          (_normal(rng, tuple(sliced)), list(sizes), dim, start, end, step)))
+    rng = _rng("diagonal")
+    for shape, offset, dim1, dim2 in (((3, 3), 0, 0, 1), ((3, 4), 1, 0, 1), ((4, 3), -2, 0, 1), ((2, 3, 4), 0, -1, 0),
+                                      ((2, 3, 4), 1, 1, 2), ((3, 2), 5, 0, 1), ((0, 2), 0, 0, 1)):
+        out.append(OpCase("diagonal", f"{_shape_id(shape)}_off{offset}_{dim1}_{dim2}",
+                          (_normal(rng, shape), offset, dim1, dim2)))
+    rng = _rng("diagonal_backward")
+    for sizes, offset, dim1, dim2 in (((3, 3), 0, 0, 1), ((3, 4), 1, 0, 1), ((4, 3), -2, 0, 1), ((2, 3, 4), 0, 2, 0),
+                                      ((3, 2), 5, 0, 1)):
+        diag = np.diagonal(np.zeros(sizes), offset, dim1, dim2).shape
+        out.append(OpCase("diagonal_backward", f"{_shape_id(sizes)}_off{offset}_{dim1}_{dim2}",
+                          (_normal(rng, diag), list(sizes), offset, dim1, dim2)))
+    rng = _rng("repeat")
+    for shape, repeats in (((2, 3), [2, 1]), ((2, 3), [1, 2, 3]), ((3,), [2]), ((), [3, 2]), ((), []),
+                           ((0, 2), [2, 2]), ((2, 1), [0, 3])):
+        out.append(OpCase("repeat", f"{_shape_id(shape)}_by{'_'.join(map(str, repeats)) or 'none'}",
+                          (_normal(rng, shape), repeats)))
+    rng = _rng("flip")
+    for shape, dims in (((2, 3), [0]), ((2, 3, 4), [-1, 0]), ((5,), [0]), ((), []), ((0, 3), [1]), ((2, 3), [])):
+        out.append(OpCase("flip", f"{_shape_id(shape)}_dims{'_'.join(map(str, dims)) or 'none'}",
+                          (_normal(rng, shape), dims)))
+    rng = _rng("roll")
+    for shape, shifts, dims in (((2, 3), [1], [1]), ((2, 3), [2], []), ((2, 3, 4), [1, -2], [0, 2]), ((5,), [-7], [0]),
+                                ((), [1], []), ((0, 3), [1], [1])):
+        out.append(OpCase("roll", f"{_shape_id(shape)}_shift{'_'.join(map(str, shifts))}_dims"
+                          f"{'_'.join(map(str, dims)) or 'none'}", (_normal(rng, shape), shifts, dims)))
+    for op in ("tril", "triu"):
+        rng = _rng(op)
+        for shape, diag in (((3, 3), 0), ((3, 4), 1), ((4, 3), -1), ((2, 3, 3), 0), ((3, 2), 5), ((0, 2), 0)):
+            out.append(OpCase(op, f"{_shape_id(shape)}_diag{diag}", (_normal(rng, shape), diag)))
+    rng = _rng("clone")
+    for shape in ((2, 3), (), (0, 2), (1, 4, 1)):
+        out.append(OpCase("clone", _shape_id(shape), (_normal(rng, shape),)))
+    rng = _rng("contiguous")
+    for shape in ((2, 3), (), (0, 2), (1, 4, 1)):
+        out.append(OpCase("contiguous", _shape_id(shape), (_normal(rng, shape),)))
+    rng = _rng("movedim.intlist")
+    for shape, source, destination in (((2, 3, 4), [0, 1], [2, 0]), ((2, 3, 4), [-1], [0]), ((2, 3), [], []),
+                                       ((0, 3, 1), [0, 2], [1, 0])):
+        out.append(OpCase("movedim.intlist", f"{_shape_id(shape)}_{'_'.join(map(str, source)) or 'none'}_to_"
+                          f"{'_'.join(map(str, destination)) or 'none'}", (_normal(rng, shape), source, destination)))
+    rng = _rng("select_scatter")
+    for shape, dim, index in (((3, 4), 0, 1), ((3, 4), 1, -1), ((2, 3, 4), -2, 2), ((5,), 0, 4), ((2, 0), 0, 1)):
+        src = tuple(s for d, s in enumerate(shape) if d != dim % len(shape))
+        out.append(OpCase("select_scatter", f"{_shape_id(shape)}_dim{dim}_index{index}",
+                          (_normal(rng, shape), _normal(rng, src), dim, index)))
+    rng = _rng("slice_scatter")
+    for shape, dim, start, end, step in (((5, 3), 0, 1, 4, 1), ((5, 3), 0, None, None, 2), ((2, 6), 1, -4, -1, 1),
+                                         ((2, 6), -1, 2, 100, 3), ((4,), 0, 3, 1, 1), ((0, 3), 1, 0, 2, 1)):
+        src = np.zeros(shape)[(slice(None),) * (dim % len(shape)) + (slice(start, end, step),)].shape
+        out.append(OpCase("slice_scatter", f"{_shape_id(shape)}_dim{dim}_{start}_{end}_{step}",
+                          (_normal(rng, shape), _normal(rng, src), dim, start, end, step)))
+    rng = _rng("diagonal_scatter")
+    for shape, offset, dim1, dim2 in (((3, 3), 0, 0, 1), ((3, 4), 1, 0, 1), ((4, 3), -2, 0, 1), ((2, 3, 4), 0, -1, 0),
+                                      ((3, 2), 5, 0, 1), ((0, 2), 0, 0, 1)):
+        src = np.diagonal(np.zeros(shape), offset, dim1, dim2).shape
+        out.append(OpCase("diagonal_scatter", f"{_shape_id(shape)}_off{offset}_{dim1}_{dim2}",
+                          (_normal(rng, shape), _normal(rng, src), offset, dim1, dim2)))
+    for op in ("swapaxes", "swapdims"):
+        rng = _rng(op)
+        for shape, dim0, dim1 in (((2, 3), 0, 1), ((2, 3, 4), -1, 0), ((2, 3), 1, 1), ((), 0, -1), ((0, 3), 0, 1)):
+            out.append(OpCase(op, f"{_shape_id(shape)}_{dim0}_{dim1}", (_normal(rng, shape), dim0, dim1)))
+    rng = _rng("unflatten.int")
+    for shape, dim, sizes in (((6,), 0, [2, 3]), ((2, 12), 1, [3, -1, 2]), ((4, 3), -2, [4, 1]), ((0, 3), 0, [0, 5])):
+        out.append(OpCase("unflatten.int", f"{_shape_id(shape)}_dim{dim}_{'_'.join(map(str, sizes))}",
+                          (_normal(rng, shape), dim, sizes)))
+    rng = _rng("narrow_copy")
+    for shape, dim, start, length in (((5, 3), 0, 1, 3), ((2, 6), -1, -4, 2), ((4,), 0, 0, 0), ((3, 0), 0, 1, 2)):
+        out.append(OpCase("narrow_copy", f"{_shape_id(shape)}_dim{dim}_start{start}_len{length}",
+                          (_normal(rng, shape), dim, start, length)))
+    for op, shapes in (("fliplr", ((2, 3), (2, 3, 4), (0, 2))), ("flipud", ((5,), (2, 3), (0, 2)))):
+        rng = _rng(op)
+        for shape in shapes:
+            out.append(OpCase(op, _shape_id(shape), (_normal(rng, shape),)))
+    rng = _rng("rot90")
+    for shape, k, dims in (((2, 3), 1, [0, 1]), ((2, 3), -1, [0, 1]), ((2, 3, 4), 2, [2, 0]), ((2, 3), 3, [1, 0]),
+                           ((2, 3), 0, [0, 1]), ((0, 3), 1, [0, 1])):
+        out.append(OpCase("rot90", f"{_shape_id(shape)}_k{k}_{dims[0]}_{dims[1]}", (_normal(rng, shape), k, dims)))
+    rng = _rng("tile")
+    for shape, dims in (((2, 3), [2, 1]), ((2, 3), [2]), ((3,), [2, 2]), ((), [3]), ((), []), ((0, 2), [2, 2])):
+        out.append(OpCase("tile", f"{_shape_id(shape)}_by{'_'.join(map(str, dims)) or 'none'}",
+                          (_normal(rng, shape), dims)))
+    return out
+
+
+def _indexing_more_cases() -> list[OpCase]:
+    out = []
+    rng = _rng("index_select")
+    for shape, dim, index in (((4, 3), 0, [2, 0, 2]), ((4, 3), 1, [1]), ((2, 3, 4), -1, [3, 3, 0, 1]),
+                              ((5,), 0, [4, 1]), ((4, 3), 0, []), ((), 0, [0])):
+        out.append(OpCase("index_select", f"{_shape_id(shape)}_dim{dim}_index{'_'.join(map(str, index)) or 'none'}",
+                          (_normal(rng, shape), dim, np.asarray(index, dtype=np.int64))))
+    rng = _rng("index_select_backward")
+    for sizes, dim, index in (((4, 3), 0, [2, 0, 2]), ((4, 3), 1, [1]), ((2, 3, 4), 2, [3, 3, 0, 1]),
+                              ((5,), 0, [4, 1]), ((4, 3), 0, [])):
+        selected = list(sizes)
+        selected[dim] = len(index)
+        out.append(OpCase("index_select_backward", f"{_shape_id(sizes)}_dim{dim}_n{len(index)}",
+                          (_normal(rng, tuple(selected)), list(sizes), dim, np.asarray(index, dtype=np.int64))))
+    rng = _rng("masked_fill.Scalar")
+    for shape, mask_shape, value in (((3, 4), (3, 4), 0.5), ((3, 4), (4,), -2), ((2, 3), (2, 1), 0.0), ((), (), 1.5),
+                                     ((0, 3), (1, 3), 1.0)):
+        out.append(OpCase("masked_fill.Scalar", f"{_shape_id(shape, mask_shape)}_value{value}",
+                          (_normal(rng, shape), _mask(rng, mask_shape), value)))
+    rng = _rng("masked_fill.Tensor")
+    for shape, mask_shape in (((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 3), (2, 1)), ((), ()), ((0, 3), (1, 3))):
+        out.append(OpCase("masked_fill.Tensor", _shape_id(shape, mask_shape),
+                          (_normal(rng, shape), _mask(rng, mask_shape), _normal(rng, ()))))
+    rng = _rng("masked_scatter")
+    for shape, mask_shape, source_shape in (((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), (20,)), ((2, 3), (2, 1), (2, 5)),
+                                            ((), (), ()), ((0, 3), (1, 3), (2,))):
+        out.append(OpCase("masked_scatter", _shape_id(shape, mask_shape, source_shape),
+                          (_normal(rng, shape), _mask(rng, mask_shape), _normal(rng, source_shape))))
+    rng = _rng("masked_select")
+    for shape, mask_shape in (((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (3, 4)), ((2, 1), (1, 3)), ((), ()),
+                              ((0, 3), (1, 3))):
+        out.append(OpCase("masked_select", _shape_id(shape, mask_shape), (_normal(rng, shape), _mask(rng, mask_shape))))
+    for op in ("scatter.src", "scatter.value"):
+        rng = _rng(op)
+        for shape, dim, index_shape in (((3, 4), 1, (3, 2)), ((3, 4), 0, (2, 4)), ((3, 4), -1, (2, 3)),
+                                        ((5,), 0, (3,)), ((3, 4), 0, (0, 4))):
+            index = _unique_index(rng, index_shape, dim % len(shape), shape[dim])
+            last = (_normal(rng, index_shape),) if op == "scatter.src" else (1.25,)
+            out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim}_index{_shape_id(index_shape)}",
+                              (_normal(rng, shape), dim, index, *last)))
+    rng = _rng("index_add")
+    for shape, dim, index, kwargs in (((4, 3), 0, [2, 0, 2], {}), ((4, 3), 1, [1], {"alpha": 2.5}),
+                                      ((2, 3, 4), -1, [3, 3, 0, 1], {}), ((5,), 0, [4, 1], {"alpha": -1}),
+                                      ((4, 3), 0, [], {})):
+        source = list(shape)
+        source[dim] = len(index)
+        out.append(OpCase("index_add", f"{_shape_id(shape)}_dim{dim}_n{len(index)}{'_alpha' if kwargs else ''}",
+                          (_normal(rng, shape), dim, np.asarray(index, dtype=np.int64), _normal(rng, tuple(source))),
+                          kwargs))
+    rng = _rng("index_fill.int_Scalar")
+    for shape, dim, index, value in (((4, 3), 0, [2, 0, 2], 1.5), ((4, 3), 1, [1], -2), ((2, 3, 4), -1, [3, 0], 0.0),
+                                     ((5,), 0, [4, 1], 2), ((4, 3), 0, [], 1.0)):
+        out.append(OpCase("index_fill.int_Scalar", f"{_shape_id(shape)}_dim{dim}_n{len(index)}_value{value}",
+                          (_normal(rng, shape), dim, np.asarray(index, dtype=np.int64), value)))
+    rng = _rng("index_copy")
+    for shape, dim, index in (((4, 3), 0, [2, 0]), ((4, 3), 1, [1]), ((2, 3, 4), -1, [3, 0, 1]), ((5,), 0, [4, 1]),
+                              ((4, 3), 0, [])):
+        source = list(shape)
+        source[dim] = len(index)
+        out.append(OpCase("index_copy", f"{_shape_id(shape)}_dim{dim}_n{len(index)}",
+                          (_normal(rng, shape), dim, np.asarray(index, dtype=np.int64), _normal(rng, tuple(source)))))
+    return out
+
+
 def build_cases() -> list[OpCase]:
     """The whole catalogue, freshly generated (the same values on every call)."""
     return (
@@ -606,6 +816,7 @@ def build_cases() -> list[OpCase]:
         + _linalg_cases() + _shape_cases() + _softmax_cases() + _selection_cases() + _fused_backward_cases()
         + _linalg_more_cases() + _nn_cases()
         + _pointwise_math_cases()
+        + _shape_more_cases() + _indexing_more_cases()
     )
 
 

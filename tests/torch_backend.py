@@ -165,6 +165,8 @@ class TorchBackend:
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         schema = self.resolve(name, args, kwargs)
         overload = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")
+        kwargs = {key: _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else value
+                  for key, value in kwargs.items()}
         return wrap(overload(*unwrap(args), **unwrap(kwargs)))
 
 
@@ -197,6 +199,11 @@ _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+#: schema defaults a formula spells as the schema does (``memory_format="contiguous_format"``,
+#: what the reference engine passes too), as torch values
+_SYMBOLIC_DEFAULTS: dict[str, Any] = {"contiguous_format": torch.contiguous_format}
+
+
 def _fits(ty: Type, value: Any) -> bool:
     if isinstance(ty, OptionalType):
         return value is None or _fits(ty.elem, value)
@@ -209,6 +216,8 @@ def _fits(ty: Type, value: Any) -> bool:
         return isinstance(value, OracleTensor)
     if isinstance(value, bool) and ty.name in ("int", "SymInt", "float"):
         return False
+    if ty.name == "MemoryFormat" and isinstance(value, str):
+        return value in _SYMBOLIC_DEFAULTS
     python_types = _PYTHON_TYPES.get(ty.name)
     return python_types is None or isinstance(value, python_types)
 

@@ -81,6 +81,61 @@ CASES = [issue_example, permute_add, narrow_mul, transpose_then_builtin_slice, v
          reshape_that_copies_is_not_a_view, base_without_grad_gets_history]
 
 
+# --- the view operators of formulas/shape_more.py (w-ops-c) -----------------------------------------
+BUILTIN.select, BUILTIN.slice, BUILTIN.transpose = torch.ops.aten.select, torch.ops.aten.slice, torch.ops.aten.transpose
+BUILTIN.squeeze, BUILTIN.diagonal, BUILTIN.movedim = torch.ops.aten.squeeze, torch.ops.aten.diagonal, torch.ops.aten.movedim
+BUILTIN.flatten = torch.ops.aten.flatten
+
+
+def select_mul(x, F):
+    a = F.view(x, [2, 3]) * 1.0
+    F.select(a, 1, 2).mul_(F.select(F.view(x, [2, 3]), 1, 0))
+    return (a * a * a).sum()
+
+
+def slice_step_mul(x, F):
+    a = x * 1.0
+    F.slice(a, 0, 1, None, 2).mul_(F.slice(x, 0, 0, 3, 1).exp())
+    return (a * a * a).sum()
+
+
+def transpose_mul(x, F):
+    a = F.view(x, [2, 3]) * 1.0
+    F.transpose(a, 0, 1).mul_(F.view(x, [3, 2]))
+    return (a ** 3).sum()
+
+
+def squeeze_mul(x, F):
+    a = F.view(x, [1, 6, 1]) * 1.0
+    F.squeeze(a).mul_(x)
+    F.squeeze(F.squeeze(a, 0), [-1]).mul_(x.sin())
+    return (a * a * a).sum()
+
+
+def diagonal_mul(x, F):
+    a = F.view(x, [2, 3]) * 1.0
+    F.diagonal(a, 1).mul_(F.diagonal(F.view(x, [2, 3])).exp())
+    return (a ** 3).sum()
+
+
+def movedim_mul(x, F):
+    a = F.view(x, [2, 3, 1]) * 1.0
+    F.movedim(a, 0, 2).mul_(F.view(x, [3, 1, 2]))
+    return (a * a * a).sum()
+
+
+def flatten_that_copies_is_not_a_view(x, F):
+    a = F.view(x, [2, 3]) * 1.0
+    f = F.flatten(F.transpose(a, 0, 1))     # not viewable: a copy, the write does not reach a
+    f.mul_(x)
+    return (a * a).sum() + (f * f).sum()
+
+
+CASES += [select_mul, slice_step_mul, transpose_mul, squeeze_mul, diagonal_mul, movedim_mul,
+          flatten_that_copies_is_not_a_view]
+
+
+
 def _gradients(case, table):
     x = torch.tensor([0.5, -1.0, 1.5, 2.0, -0.25, 0.75], dtype=torch.float64, requires_grad=True)
     (first,) = torch.autograd.grad(case(x, table), [x], create_graph=True)
@@ -179,3 +234,18 @@ def test_leaf_view_updated_under_no_grad_like_builtin(formulas_ops):
         (p * p).sum().backward()
         results.append(p.grad)
     torch.testing.assert_close(results[0], results[1])
+
+
+def test_the_new_view_operators_return_views_of_their_input(formulas_ops):
+    """select, slice, transpose, squeeze (3 overloads), diagonal, movedim, flatten and contiguous
+    (w-ops-c) mark their output a view of the input, as torch's own do; flatten and contiguous
+    of a non-contiguous input copy."""
+    F = formulas_ops
+    a = torch.arange(6.0, dtype=torch.float64, requires_grad=True) * 1.0
+    m = F.view(a, [2, 3])
+    for view in (F.select(m, 1, 2), F.slice(a, 0, 1, None, 2), F.transpose(m, 0, 1), F.squeeze(F.view(a, [1, 6])),
+                 F.squeeze(F.view(a, [1, 6]), 0), F.squeeze(F.view(a, [1, 6]), [0]), F.diagonal(m, 1),
+                 F.movedim(m, 0, 1), F.flatten(m), F.contiguous(a)):
+        assert view._is_view() and view._base is a
+    assert not F.flatten(F.transpose(m, 0, 1))._is_view()
+    assert not F.contiguous(F.transpose(m, 0, 1))._is_view()

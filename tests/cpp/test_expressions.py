@@ -108,6 +108,15 @@ def test_optional_list_is_dereferenced_where_used_as_a_list():
     assert cpp("len(dim)", dim=T.optional(T.INT_LIST)) == ("static_cast<int64_t>((*dim).size())", T.INT)
 
 
+
+def test_optional_passed_to_a_helper_taking_its_value_is_unwrapped_checked():
+    """``0 if start is None else slice_bound(start, n)`` (slice.Tensor's bounds): the optional goes to
+    the ``int`` parameter as ``.value()``, which throws on an empty optional instead of reading garbage."""
+    ctx = context(start=T.optional(T.INT), n=T.INT)
+    ctx.helpers["slice_bound"] = HelperSignature("slice_bound", (("bound", T.INT, None), ("size", T.INT, None)), T.INT)
+    typed = translate(cst.parse_expression("0 if start is None else slice_bound(start, n)"), ctx)
+    assert (typed.text, typed.type) == ("(!start.has_value()) ? 0 : helpers::slice_bound(start.value(), n)", T.INT)
+
 @pytest.mark.parametrize("source, code, fragment", [
     ("[x for x in xs]", "DB200", "list comprehension"),
     ("grad ** 2", "DB200", "'**'"),

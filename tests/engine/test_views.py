@@ -110,6 +110,61 @@ CASES = [issue_example, permute_add, narrow_mul, transpose_write_through_t, slic
          write_to_the_base_seen_by_its_view, base_without_grad_gets_history, leaf_view_updated_under_no_grad]
 
 
+
+# --- in-place writes through the view operators of formulas/shape_more.py (w-ops-c) ---------------
+def _slice(lib, tensor, dim, start, end, step):
+    return engine.slice(tensor, dim, start, end, step) if lib is engine else \
+        torch.ops.aten.slice.Tensor(tensor, dim, start, end, step)
+
+
+def select_mul(x, lib):
+    a = x.view(2, 3) * 1.0
+    a.select(1, 2).mul_(x.view(2, 3).select(1, 0))
+    return (a * a * a).sum()
+
+
+def slice_step_mul(x, lib):
+    a = x * 1.0
+    _slice(lib, a, 0, 1, None, 2).mul_(_slice(lib, x, 0, 0, 3, 1).exp())
+    return (a * a * a).sum()
+
+
+def transpose_mul(x, lib):
+    a = x.view(2, 3) * 1.0
+    a.transpose(0, 1).mul_(x.view(3, 2))
+    return (a ** 3).sum()
+
+
+def squeeze_mul(x, lib):
+    a = x.view(1, 6, 1) * 1.0
+    a.squeeze().mul_(x)
+    a.squeeze(0).squeeze(-1).mul_(x.sin())
+    return (a * a * a).sum()
+
+
+def diagonal_mul(x, lib):
+    a = x.view(2, 3) * 1.0
+    a.diagonal(1).mul_(x.view(2, 3).diagonal().exp())
+    return (a ** 3).sum()
+
+
+def movedim_mul(x, lib):
+    a = x.view(2, 3, 1) * 1.0
+    a.movedim(0, 2).mul_(x.view(3, 1, 2))
+    return (a * a * a).sum()
+
+
+def flatten_that_copies_is_not_a_view(x, lib):
+    a = x.view(2, 3) * 1.0
+    f = a.transpose(0, 1).flatten()         # not viewable: a copy, the write does not reach a
+    f.mul_(x)
+    return (a * a).sum() + (f * f).sum()
+
+
+CASES += [select_mul, slice_step_mul, transpose_mul, squeeze_mul, diagonal_mul, movedim_mul,
+          flatten_that_copies_is_not_a_view]
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__)
 def test_gradients_through_in_place_writes_to_views_equal_torch(case):
     values = [0.5, -1.0, 1.5, 2.0, -0.25, 0.75]

@@ -570,6 +570,11 @@ def _helper_call(node: cst.Call, helper: HelperSignature, context: Context) -> T
             value = translate(default, context, ty)
         else:
             raise unsupported(node, f"this call of helper '{helper.name}' (missing argument '{name}')")
+        if value.type.kind is Kind.OPTIONAL and value.type.elem == ty:
+            # an optional passed where the helper takes its value (after an ``is None`` test in
+            # the caller): std::optional::value() throws if it is empty, never reads garbage
+            texts.append(f"{value.operand()}.value()")
+            continue
         if not accepts(ty, value.type) and value.type.kind is not Kind.TUPLE:
             raise Untranslatable(node, TYPE_CONFLICT, f"helper '{helper.name}' takes {ty} for '{name}', "
                                  f"got {value.type}")

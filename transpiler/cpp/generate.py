@@ -159,11 +159,12 @@ def generate(formulas: Path, lint: bool = True, namespace: str | None = None,
     library = load_library(str(formulas))
     if library.diagnostics:
         return Generated({}, sorted(library.diagnostics))
-    from transpiler.cpp.emit import emit_library
+    from transpiler.cpp.emit import emit_library, with_helpers_of
 
     shipped = _shipped_library(formulas)
     known = shipped.operators if shipped is not None else {}
-    output, diagnostics = emit_library(library, known, namespace, str(formulas))
+    callable_helpers = with_helpers_of(library, shipped) if shipped is not None else library
+    output, diagnostics = emit_library(callable_helpers, known, namespace, str(formulas))
     if shipped is not None and namespace == SHIPPED_NAMESPACE:
         diagnostics = sorted(diagnostics + _registered_twice(library, shipped))
     if diagnostics:
@@ -177,7 +178,7 @@ def generate_each(formulas: Path, lint: bool, namespace: str) -> Generated:
     that does not (its first diagnostic says why); a helper that cannot be transliterated is left
     out with the formulas that call it. The files hold what was emitted, and ``REFUSED`` the
     refusals, so that a run with nothing changed reports them again without parsing anything."""
-    from transpiler.cpp.emit import emit_library
+    from transpiler.cpp.emit import emit_library, with_helpers_of
     from transpiler.frontend import load_library
 
     library = load_library(str(formulas))
@@ -199,7 +200,8 @@ def generate_each(formulas: Path, lint: bool, namespace: str) -> Generated:
             refused.setdefault(key, Refusal(diagnostic, name))
         refused.update(entries.callers_of_refused(refused))
         kept = entries.without(set(refused))
-        output, found = emit_library(kept, known, namespace, str(formulas))
+        with_shipped = with_helpers_of(kept, shipped) if shipped is not None else kept
+        output, found = emit_library(with_shipped, known, namespace, str(formulas))
         if not found or len(refused) == before:
             break
     formula_keys = entries.formula_keys
@@ -251,6 +253,8 @@ class _Entries:
 
     def callers_of_refused(self, refused: dict[tuple[str, int], Refusal]) -> dict[tuple[str, int], Refusal]:
         """Formulas and helpers that call a refused helper: their C++ would not link."""
+        from transpiler.cpp.emit import names_in
+
         names = {name for name, key in self.helper_keys.items() if key in refused}
         added: dict[tuple[str, int], Refusal] = {}
         while names:
@@ -259,7 +263,7 @@ class _Entries:
                 for item, label in [*((f, f.op_name) for f in module.formulas),
                                     *((h, h.name) for h in module.helpers)]:
                     key = self.key(module, item.node)
-                    used = _names_in(item.node)
+                    used = names_in(item.node)
                     called = used.keys() & names
                     if key in refused or key in added or not called:
                         continue
@@ -288,21 +292,6 @@ class _Entries:
 
 def _first_line(module: FormulaModule, node: cst.FunctionDef) -> int:
     return min([module.span(d).line for d in node.decorators] + [module.span(node).line])
-
-
-def _names_in(node: cst.CSTNode) -> dict[str, cst.Name]:
-    """Every plain name used under ``node``, with its first use."""
-    import libcst as cst
-
-    class Names(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.found: dict[str, cst.Name] = {}
-
-        def visit_Name(self, name: cst.Name) -> None:
-            self.found.setdefault(name.value, name)
-    visitor = Names()
-    node.visit(visitor)
-    return visitor.found
 
 
 def _shipped_library(formulas: Path) -> Library | None:

@@ -145,8 +145,13 @@ def _operator_includes(code: str) -> list[str]:
     """Per-operator ATen headers for the ``at::op(`` calls in ``code`` (only what is used)."""
     names = sorted(set(_AT_CALL.findall(code)))
     includes = ["#include <ATen/TensorOperators.h>"]
-    includes += [f"#include <ATen/ops/{name}.h>" for name in names if name not in method_only_operators()]
-    return includes
+    headers = sorted({_header(name) for name in names if name not in method_only_operators()})
+    return includes + [f"#include <ATen/ops/{header}.h>" for header in headers]
+
+
+def _header(name: str) -> str:
+    """The per-operator header declaring ``at::name``: an in-place ``zero_`` lives in ``zero.h``."""
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
 def _module_file(module: FormulaModule, context: Context, taken: set[str], diagnostics: list[Diagnostic],

@@ -85,6 +85,7 @@ def main(argv: list[str]) -> int:
     for label, count in (("imported", len(entries)), ("lint-clean", len(lint_clean)), ("emitted", len(emitted)),
                          ("compiled", len(compiled)), ("C1", len(c1)), ("CT", len(ct))):
         print(f"  {label:<11}{count:>5} of {total}")
+    fallen = {entry: fallen[entry] for entry in entries if entry in fallen}   # not helpers or module-level code
     stages = Counter(stage for stage, _ in fallen.values())
     print("fallen out: " + ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items())))
     for entry, (stage, reason) in sorted(fallen.items()):

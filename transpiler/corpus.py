@@ -44,17 +44,29 @@ def main(argv: list[str]) -> int:
         replace_directory(formulas, imported.files)
     library = load_library(str(formulas))
     entries = sorted({f.op_name for f in library.formulas})
-    fallen: dict[str, tuple[str, str]] = {}          # entry -> (stage, reason)
     owners = _Entries(library)
-    for diagnostic in lint_paths([str(formulas)]):
-        if diagnostic.code[:3] in ("DB0", "DB1"):
-            fallen.setdefault(owners.owner(diagnostic)[1], ("lint", diagnostic.format()))
+    # An entry with dispatch sections is several formulas (its Default one first): it goes on while
+    # any of them does, and falls out with the reason of its first formula.
+    sections: dict[str, set] = {}
+    for module in library.modules:
+        for formula in module.formulas:
+            sections.setdefault(formula.op_name, set()).add(owners.key(module, formula.node))
+    stopped: dict[tuple, tuple[str, str]] = {}      # formula key -> (stage, reason)
+    fallen: dict[str, tuple[str, str]] = {}          # entry -> (stage, reason)
+
+    def stop(diagnostics, stage: str) -> None:
+        for diagnostic in diagnostics:
+            key, _ = owners.owner(diagnostic)
+            stopped.setdefault(key, (stage, diagnostic.format()))
+        for entry, keys in sections.items():
+            if entry not in fallen and keys <= stopped.keys():
+                fallen[entry] = stopped[min(keys)]
+    stop([d for d in lint_paths([str(formulas)]) if d.code[:3] in ("DB0", "DB1")], "lint")
     lint_clean = [e for e in entries if e not in fallen]
     generated = generate_each(formulas, True, NAMESPACE)
     if differs(out, generated.files):
         replace_directory(out, generated.files)
-    for refusal in generated.refused:
-        fallen.setdefault(refusal.entry, ("emit", refusal.diagnostic.format()))
+    stop([refusal.diagnostic for refusal in generated.refused], "emit")
     emitted = [e for e in entries if e not in fallen]
     compiled, c1, ct = [], [], []
     if not args.no_compile:

@@ -6,22 +6,26 @@ formula directory (not timed). Then, in this one run, best of ``--repeat``:
 * ``torchgen``: ``load_derivatives`` + ``gen_autograd_functions_lib`` on the
   same derivatives.yaml, its module-level parse caches cleared before each
   repetition (the cold run torchgen does in a build);
-* ``cold``: ``transpiler.yaml_import.codegen.generate`` from the formula
-  directory with an empty cache (the YAML is not read: import-free);
-* ``nothing changed``: the same with a warm content-hash cache;
+* ``cold``: ``transpile --formulas <corpus> --out <new dir> --keep-going``
+  (per-formula mode: lint, transliterate, write what can be emitted) in a
+  fresh interpreter, the way a build runs it;
+* ``nothing changed``: the same command on its own output;
 * ``one file changed``: one formula file edited (a comment appended) before
-  each repetition, the others served from the cache.
+  each repetition.
 
 Prints the seconds and the ratios ours / torchgen cold (aims: cold <= 0.5,
-nothing changed <= 0.05).
+nothing changed <= 0.05). ``--compile``: also the C++ build of what was
+emitted (``python -m transpiler.build``, one translation unit per formula
+file): cold (empty build directory) and warm (nothing changed).
 
-Run: ``python benchmarks/codegen_corpus.py [--repeat N]``.
+Run: ``python benchmarks/codegen_corpus.py [--repeat N] [--compile]``.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +39,6 @@ from torchgen.packaged.autograd.gen_autograd_functions import gen_autograd_funct
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from transpiler.yaml_import.codegen import generate  # noqa: E402
 from transpiler.output import replace_directory  # noqa: E402
 from transpiler.yaml_import.importer import import_yaml  # noqa: E402
 from transpiler.yaml_import.reader import formula_files  # noqa: E402
@@ -56,6 +59,22 @@ def _best(fn: Callable[[], object], repeat: int, before: Callable[[], object] = 
     return min(times)
 
 
+def transpile(formulas: Path, out: Path) -> str:
+    """``transpile --keep-going`` in a fresh interpreter; its summary line (``N of M formulas emitted``)."""
+    done = subprocess.run([sys.executable, "-m", "transpiler", "--formulas", str(formulas), "--out", str(out),
+                           "--namespace", "derivatives", "--keep-going"], capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"transpile failed: {done.stderr[-2000:]}")
+    return next(line for line in done.stdout.splitlines() if line.endswith("formulas emitted"))
+
+
+def build(out: Path, build_dir: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "transpiler.build", "--sources", str(out), "--build-dir",
+                           str(build_dir)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"build failed: {done.stdout[-3000:]}{done.stderr[-3000:]}")
+
+
 def _clear_torchgen_caches() -> None:
     torchgen_load._GLOBAL_LOAD_DERIVATIVE_CACHE.clear()
     torchgen.gen._GLOBAL_PARSE_NATIVE_YAML_CACHE.clear()
@@ -66,6 +85,7 @@ def _clear_torchgen_caches() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--compile", action="store_true", help="also time the C++ build of what was emitted")
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="codegen_corpus."))
@@ -80,12 +100,12 @@ def main(argv: list[str] | None = None) -> int:
                 str(DERIVATIVES), str(NATIVE / "native_functions.yaml"), str(NATIVE / "tags.yaml"))
             gen_autograd_functions_lib(str(work / "torchgen"), infos, str(TEMPLATES))
 
-        cache = work / "cache"
         out = work / "ours"
+        fresh = iter(range(args.repeat))
         torchgen_cold = _best(torchgen_run, args.repeat, _clear_torchgen_caches)
-        cold = _best(lambda: generate(formulas, out), args.repeat)
-        generate(formulas, out, cache)
-        unchanged = _best(lambda: generate(formulas, out, cache), args.repeat)
+        cold = _best(lambda: transpile(formulas, work / f"cold{next(fresh)}"), args.repeat)
+        print(f"emitted: {transpile(formulas, out)}")
+        unchanged = _best(lambda: transpile(formulas, out), args.repeat)
 
         edited = formula_files(formulas)[len(formula_files(formulas)) // 2]
         original = edited.read_text(encoding="utf-8")
@@ -95,7 +115,14 @@ def main(argv: list[str] | None = None) -> int:
             # new content (so a new hash) every repetition; the file stays valid
             edited.write_text(original + f"\n# edit {next(edits)}\n", encoding="utf-8")
 
-        one_changed = _best(lambda: generate(formulas, out, cache), args.repeat, edit)
+        one_changed = _best(lambda: transpile(formulas, out), args.repeat, edit)
+        builds = []
+        if args.compile:
+            for label in ("cold", "warm"):
+                start = time.perf_counter()
+                build(out, work / "build")
+                builds.append((label, time.perf_counter() - start))
+            files = len([p for p in out.iterdir() if p.suffix == ".cpp"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -105,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         ratio = seconds / torchgen_cold
         target = f" (aim <= {aim})" if aim is not None else ""
         print(f"ours {label}: {seconds:.4f} s  ratio {ratio:.4f}x torchgen cold{target}")
+    for label, seconds in builds:
+        print(f"C++ build of the emitted corpus, {label} ({files} translation units, {os.cpu_count()} cores): "
+              f"{seconds:.1f} s")
     return 0
 
 

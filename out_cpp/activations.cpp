@@ -64,12 +64,14 @@ struct LeakyReluBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar negative_slope_{};
 };
 
-at::Tensor leaky_relu_backward(
+namespace backwards {
+at::Tensor leaky_relu(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& negative_slope) {
   return at::where(self > 0, grad, at::mul(grad, negative_slope));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LeakyReluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& negative_slope_) {
   formulas::runtime::IndexRanges ranges;
@@ -81,7 +83,7 @@ torch::autograd::variable_list LeakyReluBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::leaky_relu_backward(grads[0], self_, negative_slope_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::leaky_relu(grads[0], self_, negative_slope_));
   return grad_inputs;
 }
 
@@ -194,7 +196,8 @@ struct EluBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar scale_{};
 };
 
-at::Tensor elu_backward(
+namespace backwards {
+at::Tensor elu(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& input_scale,
@@ -203,6 +206,7 @@ at::Tensor elu_backward(
   auto negative = at::mul(at::mul(at::mul(at::exp(at::mul(self, input_scale)), alpha), scale), input_scale);
   return at::where(self > 0, at::mul(grad, scale), grad * negative);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list EluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& input_scale_, const at::Scalar& alpha_, const at::Scalar& scale_) {
   formulas::runtime::IndexRanges ranges;
@@ -214,7 +218,7 @@ torch::autograd::variable_list EluBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::elu_backward(grads[0], self_, input_scale_, alpha_, scale_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::elu(grads[0], self_, input_scale_, alpha_, scale_));
   return grad_inputs;
 }
 
@@ -341,11 +345,13 @@ struct SeluBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor selu_backward(
+namespace backwards {
+at::Tensor selu(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return at::where(self > 0, grad * 1.0507009873554805, (grad * at::exp(self)) * 1.7580993408473766);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SeluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -357,7 +363,7 @@ torch::autograd::variable_list SeluBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::selu_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::selu(grads[0], self_));
   return grad_inputs;
 }
 
@@ -460,12 +466,14 @@ struct CeluBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar alpha_{};
 };
 
-at::Tensor celu_backward(
+namespace backwards {
+at::Tensor celu(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& alpha) {
   return at::where(self > 0, grad, grad * at::exp(at::div(self, alpha)));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list CeluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& alpha_) {
   formulas::runtime::IndexRanges ranges;
@@ -477,7 +485,7 @@ torch::autograd::variable_list CeluBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::celu_backward(grads[0], self_, alpha_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::celu(grads[0], self_, alpha_));
   return grad_inputs;
 }
 
@@ -588,7 +596,8 @@ struct GeluBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor gelu_backward(
+namespace backwards {
+at::Tensor gelu(
     const at::Tensor& grad,
     const std::string& approximate,
     const at::Tensor& self) {
@@ -603,6 +612,7 @@ at::Tensor gelu_backward(
   auto pdf = at::exp((self * self) * -0.5) * 0.3989422804014327;
   return grad * (cdf + (self * pdf));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list GeluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::string& approximate_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -614,7 +624,7 @@ torch::autograd::variable_list GeluBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::gelu_backward(grads[0], approximate_, self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::gelu(grads[0], approximate_, self_));
   return grad_inputs;
 }
 
@@ -733,12 +743,14 @@ struct SiluBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor silu_backward(
+namespace backwards {
+at::Tensor silu(
     const at::Tensor& grad,
     const at::Tensor& self) {
   auto s = at::sigmoid(self);
   return grad * (s + at::sigmoid_backward(self, s));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SiluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -750,7 +762,7 @@ torch::autograd::variable_list SiluBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::silu_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::silu(grads[0], self_));
   return grad_inputs;
 }
 
@@ -853,12 +865,14 @@ struct MishBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor mish_backward(
+namespace backwards {
+at::Tensor mish(
     const at::Tensor& grad,
     const at::Tensor& self) {
   auto t = at::tanh(at::softplus(self));
   return grad * (t + at::tanh_backward(self * at::sigmoid(self), t));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MishBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -870,7 +884,7 @@ torch::autograd::variable_list MishBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::mish_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::mish(grads[0], self_));
   return grad_inputs;
 }
 
@@ -975,7 +989,8 @@ struct SoftplusBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar threshold_{};
 };
 
-at::Tensor softplus_backward(
+namespace backwards {
+at::Tensor softplus(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& beta,
@@ -983,6 +998,7 @@ at::Tensor softplus_backward(
   auto scaled = at::mul(self, beta);
   return at::where(scaled > threshold.toDouble(), grad, grad * at::sigmoid(scaled));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SoftplusBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& beta_, const at::Scalar& threshold_) {
   formulas::runtime::IndexRanges ranges;
@@ -994,7 +1010,7 @@ torch::autograd::variable_list SoftplusBackward0_apply_functional(torch::autogra
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::softplus_backward(grads[0], self_, beta_, threshold_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::softplus(grads[0], self_, beta_, threshold_));
   return grad_inputs;
 }
 
@@ -1113,11 +1129,13 @@ struct LogSigmoidBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor log_sigmoid_backward(
+namespace backwards {
+at::Tensor log_sigmoid(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad * at::sigmoid(-self);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LogSigmoidBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -1129,7 +1147,7 @@ torch::autograd::variable_list LogSigmoidBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::log_sigmoid_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::log_sigmoid(grads[0], self_));
   return grad_inputs;
 }
 
@@ -1233,7 +1251,8 @@ struct HardtanhBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar max_val_{};
 };
 
-at::Tensor hardtanh_backward(
+namespace backwards {
+at::Tensor hardtanh(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& min_val,
@@ -1241,6 +1260,7 @@ at::Tensor hardtanh_backward(
   auto zeros = at::zeros_like(grad);
   return at::where(at::le(self, min_val), zeros, at::where(at::ge(self, max_val), zeros, grad));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list HardtanhBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& min_val_, const at::Scalar& max_val_) {
   formulas::runtime::IndexRanges ranges;
@@ -1252,7 +1272,7 @@ torch::autograd::variable_list HardtanhBackward0_apply_functional(torch::autogra
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::hardtanh_backward(grads[0], self_, min_val_, max_val_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::hardtanh(grads[0], self_, min_val_, max_val_));
   return grad_inputs;
 }
 
@@ -1371,12 +1391,14 @@ struct Relu6Backward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor relu6_backward(
+namespace backwards {
+at::Tensor relu6(
     const at::Tensor& grad,
     const at::Tensor& self) {
   auto zeros = at::zeros_like(grad);
   return at::where(at::le(self, 0), zeros, at::where(at::ge(self, 6), zeros, grad));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Relu6Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -1388,7 +1410,7 @@ torch::autograd::variable_list Relu6Backward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::relu6_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::relu6(grads[0], self_));
   return grad_inputs;
 }
 
@@ -1491,12 +1513,14 @@ struct HardswishBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor hardswish_backward(
+namespace backwards {
+at::Tensor hardswish(
     const at::Tensor& grad,
     const at::Tensor& self) {
   auto inside = grad * ((self / 3.0) + 0.5);
   return at::where(at::le(self, -3.0), at::zeros_like(grad), at::where(at::lt(self, 3.0), inside, grad));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list HardswishBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -1508,7 +1532,7 @@ torch::autograd::variable_list HardswishBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::hardswish_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::hardswish(grads[0], self_));
   return grad_inputs;
 }
 
@@ -1612,12 +1636,14 @@ struct ThresholdBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar threshold_{};
 };
 
-at::Tensor threshold_backward(
+namespace backwards {
+at::Tensor threshold(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& threshold) {
   return at::threshold_backward(grad, self, threshold);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ThresholdBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& threshold_) {
   formulas::runtime::IndexRanges ranges;
@@ -1629,7 +1655,7 @@ torch::autograd::variable_list ThresholdBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::threshold_backward(grads[0], self_, threshold_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::threshold(grads[0], self_, threshold_));
   return grad_inputs;
 }
 
@@ -1740,12 +1766,14 @@ struct SoftshrinkBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar lambd_{};
 };
 
-at::Tensor softshrink_backward(
+namespace backwards {
+at::Tensor softshrink(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& lambd) {
   return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SoftshrinkBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_) {
   formulas::runtime::IndexRanges ranges;
@@ -1757,7 +1785,7 @@ torch::autograd::variable_list SoftshrinkBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::softshrink_backward(grads[0], self_, lambd_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::softshrink(grads[0], self_, lambd_));
   return grad_inputs;
 }
 
@@ -1868,12 +1896,14 @@ struct HardshrinkBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar lambd_{};
 };
 
-at::Tensor hardshrink_backward(
+namespace backwards {
+at::Tensor hardshrink(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& lambd) {
   return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list HardshrinkBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_) {
   formulas::runtime::IndexRanges ranges;
@@ -1885,7 +1915,7 @@ torch::autograd::variable_list HardshrinkBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::hardshrink_backward(grads[0], self_, lambd_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::hardshrink(grads[0], self_, lambd_));
   return grad_inputs;
 }
 

@@ -49,7 +49,8 @@ struct TanhBackwardBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> output_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> tanh_backward_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> tanh_backward(
     const at::Tensor& grad,
     const at::Tensor& output,
     at::IntArrayRef grad_output_sizes,
@@ -60,6 +61,7 @@ std::tuple<at::Tensor, at::Tensor> tanh_backward_backward(
   auto grad_out = needs_input_grad[1] ? helpers::sum_to(((grad * grad_output) * output) * -2, output_sizes) : at::Tensor();
   return {grad_grad_output, grad_out};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list TanhBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& output_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& output_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -72,7 +74,7 @@ torch::autograd::variable_list TanhBackwardBackward0_apply_functional(torch::aut
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::tanh_backward_backward(grads[0], output_, grad_output_sizes_, grad_output_, output_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::tanh_backward(grads[0], output_, grad_output_sizes_, grad_output_, output_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -216,7 +218,8 @@ struct SigmoidBackwardBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> output_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> sigmoid_backward_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> sigmoid_backward(
     const at::Tensor& grad,
     const at::Tensor& output,
     at::IntArrayRef grad_output_sizes,
@@ -232,6 +235,7 @@ std::tuple<at::Tensor, at::Tensor> sigmoid_backward_backward(
   }
   return {grad_grad_output, grad_out};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SigmoidBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& output_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& output_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -244,7 +248,7 @@ torch::autograd::variable_list SigmoidBackwardBackward0_apply_functional(torch::
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::sigmoid_backward_backward(grads[0], output_, grad_output_sizes_, grad_output_, output_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::sigmoid_backward(grads[0], output_, grad_output_sizes_, grad_output_, output_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -387,13 +391,15 @@ struct ThresholdBackwardBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> grad_output_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> threshold_backward_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> threshold_backward(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& threshold,
     at::IntArrayRef grad_output_sizes) {
   return {helpers::sum_to(at::threshold_backward(grad, self, threshold), grad_output_sizes), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ThresholdBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& threshold_, const std::vector<int64_t>& grad_output_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -406,7 +412,7 @@ torch::autograd::variable_list ThresholdBackwardBackward0_apply_functional(torch
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::threshold_backward_backward(grads[0], self_, threshold_, grad_output_sizes_);
+  const auto input_grads = formulas::backwards::threshold_backward(grads[0], self_, threshold_, grad_output_sizes_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -538,7 +544,8 @@ struct SoftmaxBackwardDataBackward0 : public torch::autograd::TraceableFunction 
   torch::autograd::SavedVariable grad_output_;
 };
 
-std::tuple<at::Tensor, at::Tensor> _softmax_backward_data_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> _softmax_backward_data(
     const at::Tensor& grad,
     const at::Tensor& output,
     int64_t dim,
@@ -552,6 +559,7 @@ std::tuple<at::Tensor, at::Tensor> _softmax_backward_data_backward(
   }
   return {grad_grad_output, grad_out};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SoftmaxBackwardDataBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& output_, const int64_t& dim_, const at::ScalarType& input_dtype_, const at::Tensor& grad_output_) {
   formulas::runtime::IndexRanges ranges;
@@ -564,7 +572,7 @@ torch::autograd::variable_list SoftmaxBackwardDataBackward0_apply_functional(tor
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::_softmax_backward_data_backward(grads[0], output_, dim_, input_dtype_, grad_output_, needs_input_grad);
+  const auto input_grads = formulas::backwards::_softmax_backward_data(grads[0], output_, dim_, input_dtype_, grad_output_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -707,7 +715,8 @@ struct LogSoftmaxBackwardDataBackward0 : public torch::autograd::TraceableFuncti
   torch::autograd::SavedVariable grad_output_;
 };
 
-std::tuple<at::Tensor, at::Tensor> _log_softmax_backward_data_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> _log_softmax_backward_data(
     const at::Tensor& grad,
     const at::Tensor& output,
     int64_t dim,
@@ -718,6 +727,7 @@ std::tuple<at::Tensor, at::Tensor> _log_softmax_backward_data_backward(
   auto grad_out = needs_input_grad[1] ? (-scaled * at::sum(grad_output, std::vector<int64_t>{dim}, true)) : at::Tensor();
   return {grad_grad_output, grad_out};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LogSoftmaxBackwardDataBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& output_, const int64_t& dim_, const at::Tensor& grad_output_) {
   formulas::runtime::IndexRanges ranges;
@@ -730,7 +740,7 @@ torch::autograd::variable_list LogSoftmaxBackwardDataBackward0_apply_functional(
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::_log_softmax_backward_data_backward(grads[0], output_, dim_, grad_output_, needs_input_grad);
+  const auto input_grads = formulas::backwards::_log_softmax_backward_data(grads[0], output_, dim_, grad_output_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -867,7 +877,8 @@ struct ValueSelectingReductionBackwardBackward0 : public torch::autograd::Tracea
   std::vector<int64_t> grad_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> value_selecting_reduction_backward_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> value_selecting_reduction_backward(
     const at::Tensor& grad_result,
     const at::Tensor& indices,
     bool keepdim,
@@ -880,6 +891,7 @@ std::tuple<at::Tensor, at::Tensor> value_selecting_reduction_backward_backward(
   }
   return {at::reshape(at::gather(grad_result, dim, indices_kept), grad_sizes), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ValueSelectingReductionBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& indices_, const bool& keepdim_, const std::vector<int64_t>& sizes_, const int64_t& dim_, const std::vector<int64_t>& grad_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -892,7 +904,7 @@ torch::autograd::variable_list ValueSelectingReductionBackwardBackward0_apply_fu
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::value_selecting_reduction_backward_backward(grads[0], indices_, keepdim_, sizes_, dim_, grad_sizes_);
+  const auto input_grads = formulas::backwards::value_selecting_reduction_backward(grads[0], indices_, keepdim_, sizes_, dim_, grad_sizes_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
   }
@@ -1037,12 +1049,14 @@ struct GatherBackwardBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable index_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> gather_backward_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gather_backward(
     const at::Tensor& grad_result,
     int64_t dim,
     const at::Tensor& index) {
   return {at::gather(grad_result, dim, index), at::Tensor(), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list GatherBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -1056,7 +1070,7 @@ torch::autograd::variable_list GatherBackwardBackward0_apply_functional(torch::a
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::gather_backward_backward(grads[0], dim_, index_);
+  const auto input_grads = formulas::backwards::gather_backward(grads[0], dim_, index_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
   }

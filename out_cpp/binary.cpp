@@ -63,10 +63,12 @@ struct AddScalarBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor add_scalar_backward(
+namespace backwards {
+at::Tensor add_scalar(
     const at::Tensor& grad) {
   return grad;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AddScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -78,7 +80,7 @@ torch::autograd::variable_list AddScalarBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::add_scalar_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::add_scalar(grads[0]));
   return grad_inputs;
 }
 
@@ -168,10 +170,12 @@ struct SubScalarBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor sub_scalar_backward(
+namespace backwards {
+at::Tensor sub_scalar(
     const at::Tensor& grad) {
   return grad;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SubScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -183,7 +187,7 @@ torch::autograd::variable_list SubScalarBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sub_scalar_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sub_scalar(grads[0]));
   return grad_inputs;
 }
 
@@ -276,7 +280,8 @@ struct RsubTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> rsub_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> rsub_tensor(
     const at::Tensor& grad,
     const at::Scalar& alpha,
     at::IntArrayRef self_sizes,
@@ -286,6 +291,7 @@ std::tuple<at::Tensor, at::Tensor> rsub_tensor_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(grad, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list RsubTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Scalar& alpha_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -298,7 +304,7 @@ torch::autograd::variable_list RsubTensorBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::rsub_tensor_backward(grads[0], alpha_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::rsub_tensor(grads[0], alpha_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -424,11 +430,13 @@ struct RsubScalarBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar alpha_{};
 };
 
-at::Tensor rsub_scalar_backward(
+namespace backwards {
+at::Tensor rsub_scalar(
     const at::Tensor& grad,
     const at::Scalar& alpha) {
   return -at::mul(grad, alpha);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list RsubScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Scalar& alpha_) {
   formulas::runtime::IndexRanges ranges;
@@ -440,7 +448,7 @@ torch::autograd::variable_list RsubScalarBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::rsub_scalar_backward(grads[0], alpha_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::rsub_scalar(grads[0], alpha_));
   return grad_inputs;
 }
 
@@ -544,7 +552,8 @@ struct Atan2Backward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> atan2_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> atan2(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& other,
@@ -556,6 +565,7 @@ std::tuple<at::Tensor, at::Tensor> atan2_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(-scaled * self, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Atan2Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -568,7 +578,7 @@ torch::autograd::variable_list Atan2Backward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::atan2_backward(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::atan2(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -714,7 +724,8 @@ struct HypotBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> hypot_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> hypot(
     const at::Tensor& grad,
     const at::Tensor& result,
     const at::Tensor& self,
@@ -727,6 +738,7 @@ std::tuple<at::Tensor, at::Tensor> hypot_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(scaled * other, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list HypotBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& result_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_, const at::Tensor& other_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -739,7 +751,7 @@ torch::autograd::variable_list HypotBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::hypot_backward(grads[0], result_, self_, self_sizes_, other_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::hypot(grads[0], result_, self_, self_sizes_, other_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -893,7 +905,8 @@ struct MinimumBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> minimum_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> minimum(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& other,
@@ -912,6 +925,7 @@ std::tuple<at::Tensor, at::Tensor> minimum_backward(
   }
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MinimumBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -924,7 +938,7 @@ torch::autograd::variable_list MinimumBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::minimum_backward(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::minimum(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1068,7 +1082,8 @@ struct MaximumBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> maximum_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> maximum(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& other,
@@ -1087,6 +1102,7 @@ std::tuple<at::Tensor, at::Tensor> maximum_backward(
   }
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MaximumBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1099,7 +1115,7 @@ torch::autograd::variable_list MaximumBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::maximum_backward(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::maximum(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1243,7 +1259,8 @@ struct FminBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> fmin_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> fmin(
     const at::Tensor& grad,
     const at::Tensor& other,
     const at::Tensor& self,
@@ -1262,6 +1279,7 @@ std::tuple<at::Tensor, at::Tensor> fmin_backward(
   }
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FminBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1274,7 +1292,7 @@ torch::autograd::variable_list FminBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::fmin_backward(grads[0], other_, self_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::fmin(grads[0], other_, self_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1418,7 +1436,8 @@ struct FmaxBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> fmax_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> fmax(
     const at::Tensor& grad,
     const at::Tensor& other,
     const at::Tensor& self,
@@ -1437,6 +1456,7 @@ std::tuple<at::Tensor, at::Tensor> fmax_backward(
   }
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1449,7 +1469,7 @@ torch::autograd::variable_list FmaxBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::fmax_backward(grads[0], other_, self_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::fmax(grads[0], other_, self_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1593,7 +1613,8 @@ struct FmodTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> fmod_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> fmod_tensor(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     const at::Tensor& self,
@@ -1604,6 +1625,7 @@ std::tuple<at::Tensor, at::Tensor> fmod_tensor_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(-grad * at::trunc(self / other), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FmodTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1616,7 +1638,7 @@ torch::autograd::variable_list FmodTensorBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::fmod_tensor_backward(grads[0], self_sizes_, self_, other_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::fmod_tensor(grads[0], self_sizes_, self_, other_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1754,10 +1776,12 @@ struct FmodScalarBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor fmod_scalar_backward(
+namespace backwards {
+at::Tensor fmod_scalar(
     const at::Tensor& grad) {
   return grad;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FmodScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -1769,7 +1793,7 @@ torch::autograd::variable_list FmodScalarBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::fmod_scalar_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::fmod_scalar(grads[0]));
   return grad_inputs;
 }
 
@@ -1865,7 +1889,8 @@ struct RemainderTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> remainder_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> remainder_tensor(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     const at::Tensor& self,
@@ -1876,6 +1901,7 @@ std::tuple<at::Tensor, at::Tensor> remainder_tensor_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(-grad * at::floor(self / other), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list RemainderTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1888,7 +1914,7 @@ torch::autograd::variable_list RemainderTensorBackward0_apply_functional(torch::
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::remainder_tensor_backward(grads[0], self_sizes_, self_, other_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::remainder_tensor(grads[0], self_sizes_, self_, other_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2026,10 +2052,12 @@ struct RemainderScalarBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor remainder_scalar_backward(
+namespace backwards {
+at::Tensor remainder_scalar(
     const at::Tensor& grad) {
   return grad;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list RemainderScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -2041,7 +2069,7 @@ torch::autograd::variable_list RemainderScalarBackward0_apply_functional(torch::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::remainder_scalar_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::remainder_scalar(grads[0]));
   return grad_inputs;
 }
 
@@ -2139,7 +2167,8 @@ struct PowTensorTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> exponent_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> pow_tensor_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> pow_tensor_tensor(
     const at::Tensor& grad,
     const at::Tensor& exponent,
     const at::Tensor& self,
@@ -2160,6 +2189,7 @@ std::tuple<at::Tensor, at::Tensor> pow_tensor_tensor_backward(
   }
   return {grad_self, grad_exponent};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list PowTensorTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& exponent_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_, const at::Tensor& result_, const std::vector<int64_t>& exponent_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -2172,7 +2202,7 @@ torch::autograd::variable_list PowTensorTensorBackward0_apply_functional(torch::
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::pow_tensor_tensor_backward(grads[0], exponent_, self_, self_sizes_, result_, exponent_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::pow_tensor_tensor(grads[0], exponent_, self_, self_sizes_, result_, exponent_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2328,7 +2358,8 @@ struct PowScalarBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable exponent_;
 };
 
-at::Tensor pow_scalar_backward(
+namespace backwards {
+at::Tensor pow_scalar(
     const at::Tensor& grad,
     const at::Tensor& result,
     const at::Scalar& self,
@@ -2339,6 +2370,7 @@ at::Tensor pow_scalar_backward(
   }
   return by_log;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list PowScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const at::Scalar& self_, const at::Tensor& exponent_) {
   formulas::runtime::IndexRanges ranges;
@@ -2350,7 +2382,7 @@ torch::autograd::variable_list PowScalarBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, exponent_ix, formulas::pow_scalar_backward(grads[0], result_, self_, exponent_));
+  formulas::runtime::store(grad_inputs, exponent_ix, formulas::backwards::pow_scalar(grads[0], result_, self_, exponent_));
   return grad_inputs;
 }
 
@@ -2472,7 +2504,8 @@ struct LerpScalarBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> end_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> lerp_scalar_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> lerp_scalar(
     const at::Tensor& grad,
     const at::Scalar& weight,
     at::IntArrayRef self_sizes,
@@ -2483,6 +2516,7 @@ std::tuple<at::Tensor, at::Tensor> lerp_scalar_backward(
   auto grad_end = needs_input_grad[1] ? helpers::sum_to(scaled, end_sizes) : at::Tensor();
   return {grad_self, grad_end};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LerpScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Scalar& weight_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& end_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -2495,7 +2529,7 @@ torch::autograd::variable_list LerpScalarBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::lerp_scalar_backward(grads[0], weight_, self_sizes_, end_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::lerp_scalar(grads[0], weight_, self_sizes_, end_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2629,7 +2663,8 @@ struct LerpTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> weight_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> lerp_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lerp_tensor(
     const at::Tensor& grad,
     const at::Tensor& weight,
     at::IntArrayRef self_sizes,
@@ -2644,6 +2679,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lerp_tensor_backward(
   auto grad_weight = needs_input_grad[2] ? helpers::sum_to(grad * (end - self), weight_sizes) : at::Tensor();
   return {grad_self, grad_end, grad_weight};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LerpTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& weight_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& end_sizes_, const at::Tensor& end_, const at::Tensor& self_, const std::vector<int64_t>& weight_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -2657,7 +2693,7 @@ torch::autograd::variable_list LerpTensorBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::lerp_tensor_backward(grads[0], weight_, self_sizes_, end_sizes_, end_, self_, weight_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::lerp_tensor(grads[0], weight_, self_sizes_, end_sizes_, end_, self_, weight_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2828,7 +2864,8 @@ struct XlogyTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> xlogy_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> xlogy_tensor(
     const at::Tensor& grad,
     const at::Tensor& other,
     const at::Tensor& self,
@@ -2844,6 +2881,7 @@ std::tuple<at::Tensor, at::Tensor> xlogy_tensor_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to((grad * self) / other, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list XlogyTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -2856,7 +2894,7 @@ torch::autograd::variable_list XlogyTensorBackward0_apply_functional(torch::auto
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::xlogy_tensor_backward(grads[0], other_, self_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::xlogy_tensor(grads[0], other_, self_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -3002,7 +3040,8 @@ struct LogaddexpBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> logaddexp_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> logaddexp(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& other,
@@ -3013,6 +3052,7 @@ std::tuple<at::Tensor, at::Tensor> logaddexp_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(grad * at::sigmoid(other - self), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LogaddexpBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -3025,7 +3065,7 @@ torch::autograd::variable_list LogaddexpBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::logaddexp_backward(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::logaddexp(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -3169,7 +3209,8 @@ struct Logaddexp2Backward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> logaddexp2_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> logaddexp2(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& other,
@@ -3186,6 +3227,7 @@ std::tuple<at::Tensor, at::Tensor> logaddexp2_backward(
   }
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Logaddexp2Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -3198,7 +3240,7 @@ torch::autograd::variable_list Logaddexp2Backward0_apply_functional(torch::autog
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::logaddexp2_backward(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::logaddexp2(grads[0], self_, other_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -3339,7 +3381,8 @@ struct XlogyScalarOtherBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor xlogy_scalar_other_backward(
+namespace backwards {
+at::Tensor xlogy_scalar_other(
     const at::Tensor& grad,
     const at::Scalar& other,
     const at::Tensor& self) {
@@ -3349,6 +3392,7 @@ at::Tensor xlogy_scalar_other_backward(
   }
   return at::where(at::eq(self, 0), at::zeros_like(by_log), by_log);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list XlogyScalarOtherBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Scalar& other_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -3360,7 +3404,7 @@ torch::autograd::variable_list XlogyScalarOtherBackward0_apply_functional(torch:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::xlogy_scalar_other_backward(grads[0], other_, self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::xlogy_scalar_other(grads[0], other_, self_));
   return grad_inputs;
 }
 
@@ -3477,7 +3521,8 @@ struct CopysignTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> copysign_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> copysign_tensor(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& result,
@@ -3489,6 +3534,7 @@ std::tuple<at::Tensor, at::Tensor> copysign_tensor_backward(
   }
   return {grad_self, at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list CopysignTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -3501,7 +3547,7 @@ torch::autograd::variable_list CopysignTensorBackward0_apply_functional(torch::a
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::copysign_tensor_backward(grads[0], self_, result_, self_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::copysign_tensor(grads[0], self_, result_, self_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -3637,7 +3683,8 @@ struct AddcmulBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> tensor2_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> addcmul_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addcmul(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     const at::Tensor& tensor2,
@@ -3651,6 +3698,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addcmul_backward(
   auto grad_tensor2 = needs_input_grad[2] ? helpers::sum_to(at::mul(grad * tensor1, value), tensor2_sizes) : at::Tensor();
   return {grad_self, grad_tensor1, grad_tensor2};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AddcmulBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Tensor& tensor2_, const at::Scalar& value_, const std::vector<int64_t>& tensor1_sizes_, const at::Tensor& tensor1_, const std::vector<int64_t>& tensor2_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -3664,7 +3712,7 @@ torch::autograd::variable_list AddcmulBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::addcmul_backward(grads[0], self_sizes_, tensor2_, value_, tensor1_sizes_, tensor1_, tensor2_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::addcmul(grads[0], self_sizes_, tensor2_, value_, tensor1_sizes_, tensor1_, tensor2_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -3835,7 +3883,8 @@ struct AddcdivBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> tensor2_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> addcdiv_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addcdiv(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     const at::Tensor& tensor2,
@@ -3852,6 +3901,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addcdiv_backward(
   }
   return {grad_self, grad_tensor1, grad_tensor2};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AddcdivBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Tensor& tensor2_, const at::Scalar& value_, const std::vector<int64_t>& tensor1_sizes_, const at::Tensor& tensor1_, const std::vector<int64_t>& tensor2_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -3865,7 +3915,7 @@ torch::autograd::variable_list AddcdivBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::addcdiv_backward(grads[0], self_sizes_, tensor2_, value_, tensor1_sizes_, tensor1_, tensor2_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::addcdiv(grads[0], self_sizes_, tensor2_, value_, tensor1_sizes_, tensor1_, tensor2_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }

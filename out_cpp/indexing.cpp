@@ -40,7 +40,8 @@ struct WhereSelfBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> where_self_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> where_self(
     const at::Tensor& grad,
     const at::Tensor& condition,
     at::IntArrayRef self_sizes,
@@ -51,6 +52,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> where_self_backward(
   auto grad_other = needs_input_grad[2] ? helpers::sum_to(at::where(condition, zeros, grad), other_sizes) : at::Tensor();
   return {at::Tensor(), grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list WhereSelfBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& condition_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -64,7 +66,7 @@ torch::autograd::variable_list WhereSelfBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::where_self_backward(grads[0], condition_, self_sizes_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::where_self(grads[0], condition_, self_sizes_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, condition_ix, std::get<0>(input_grads));
   }
@@ -205,7 +207,8 @@ struct GatherBackward0 : public torch::autograd::TraceableFunction {
   bool sparse_grad_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> gather_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> gather(
     const at::Tensor& grad,
     const at::Tensor& self,
     int64_t dim,
@@ -213,6 +216,7 @@ std::tuple<at::Tensor, at::Tensor> gather_backward(
     bool sparse_grad) {
   return {at::gather_backward(grad, self, dim, index, sparse_grad), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list GatherBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const int64_t& dim_, const at::Tensor& index_, const bool& sparse_grad_) {
   formulas::runtime::IndexRanges ranges;
@@ -225,7 +229,7 @@ torch::autograd::variable_list GatherBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::gather_backward(grads[0], self_, dim_, index_, sparse_grad_);
+  const auto input_grads = formulas::backwards::gather(grads[0], self_, dim_, index_, sparse_grad_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -363,7 +367,8 @@ struct ScatterAddBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable index_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> scatter_add_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> scatter_add(
     const at::Tensor& grad,
     int64_t dim,
     const at::Tensor& index,
@@ -372,6 +377,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> scatter_add_backward(
   auto grad_src = needs_input_grad[2] ? at::gather(grad, dim, index) : at::Tensor();
   return {grad_self, at::Tensor(), grad_src};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ScatterAddBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -385,7 +391,7 @@ torch::autograd::variable_list ScatterAddBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::scatter_add_backward(grads[0], dim_, index_, needs_input_grad);
+  const auto input_grads = formulas::backwards::scatter_add(grads[0], dim_, index_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }

@@ -50,13 +50,15 @@ struct IndexSelectBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable index_;
 };
 
-std::tuple<at::Tensor, at::Tensor> index_select_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> index_select(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     int64_t dim,
     const at::Tensor& index) {
   return {at::index_select_backward(grad, self_sizes, dim, index), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list IndexSelectBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -69,7 +71,7 @@ torch::autograd::variable_list IndexSelectBackward0_apply_functional(torch::auto
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::index_select_backward(grads[0], self_sizes_, dim_, index_);
+  const auto input_grads = formulas::backwards::index_select(grads[0], self_sizes_, dim_, index_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -197,11 +199,13 @@ struct MaskedFillScalarBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable mask_;
 };
 
-std::tuple<at::Tensor, at::Tensor> masked_fill_scalar_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> masked_fill_scalar(
     const at::Tensor& grad,
     const at::Tensor& mask) {
   return {at::masked_fill(grad, mask, 0), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MaskedFillScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mask_) {
   formulas::runtime::IndexRanges ranges;
@@ -214,7 +218,7 @@ torch::autograd::variable_list MaskedFillScalarBackward0_apply_functional(torch:
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::masked_fill_scalar_backward(grads[0], mask_);
+  const auto input_grads = formulas::backwards::masked_fill_scalar(grads[0], mask_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -327,7 +331,8 @@ struct MaskedFillTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> value_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_fill_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_fill_tensor(
     const at::Tensor& grad,
     const at::Tensor& mask,
     at::IntArrayRef value_sizes,
@@ -339,6 +344,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_fill_tensor_backward(
   }
   return {grad_self, at::Tensor(), grad_value};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MaskedFillTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& mask_, const std::vector<int64_t>& value_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -352,7 +358,7 @@ torch::autograd::variable_list MaskedFillTensorBackward0_apply_functional(torch:
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::masked_fill_tensor_backward(grads[0], mask_, value_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::masked_fill_tensor(grads[0], mask_, value_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -483,7 +489,8 @@ struct MaskedScatterBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> source_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_scatter_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_scatter(
     const at::Tensor& grad,
     const at::Tensor& mask,
     int64_t source_numel,
@@ -500,6 +507,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_scatter_backward(
   }
   return {grad_self, at::Tensor(), grad_source};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MaskedScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& mask_, const int64_t& source_numel_, const std::vector<int64_t>& source_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -513,7 +521,7 @@ torch::autograd::variable_list MaskedScatterBackward0_apply_functional(torch::au
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::masked_scatter_backward(grads[0], mask_, source_numel_, source_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::masked_scatter(grads[0], mask_, source_numel_, source_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -652,7 +660,8 @@ struct MaskedSelectBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> masked_select_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> masked_select(
     const at::Tensor& grad,
     at::IntArrayRef full_sizes,
     const at::Tensor& mask,
@@ -660,6 +669,7 @@ std::tuple<at::Tensor, at::Tensor> masked_select_backward(
   auto zeros = grad.new_zeros(full_sizes);
   return {helpers::sum_to(at::masked_scatter(zeros, mask, grad), self_sizes), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MaskedSelectBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& full_sizes_, const at::Tensor& mask_, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -672,7 +682,7 @@ torch::autograd::variable_list MaskedSelectBackward0_apply_functional(torch::aut
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::masked_select_backward(grads[0], full_sizes_, mask_, self_sizes_);
+  const auto input_grads = formulas::backwards::masked_select(grads[0], full_sizes_, mask_, self_sizes_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -801,7 +811,8 @@ struct ScatterSrcBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable index_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> scatter_src_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> scatter_src(
     const at::Tensor& grad,
     int64_t dim,
     const at::Tensor& index,
@@ -810,6 +821,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> scatter_src_backward(
   auto grad_src = needs_input_grad[2] ? at::gather(grad, dim, index) : at::Tensor();
   return {grad_self, at::Tensor(), grad_src};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ScatterSrcBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -823,7 +835,7 @@ torch::autograd::variable_list ScatterSrcBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::scatter_src_backward(grads[0], dim_, index_, needs_input_grad);
+  const auto input_grads = formulas::backwards::scatter_src(grads[0], dim_, index_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -953,12 +965,14 @@ struct ScatterValueBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable index_;
 };
 
-std::tuple<at::Tensor, at::Tensor> scatter_value_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> scatter_value(
     const at::Tensor& grad,
     int64_t dim,
     const at::Tensor& index) {
   return {at::scatter(grad, dim, index, 0), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ScatterValueBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -971,7 +985,7 @@ torch::autograd::variable_list ScatterValueBackward0_apply_functional(torch::aut
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::scatter_value_backward(grads[0], dim_, index_);
+  const auto input_grads = formulas::backwards::scatter_value(grads[0], dim_, index_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1093,7 +1107,8 @@ struct IndexAddBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar alpha_{};
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> index_add_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> index_add(
     const at::Tensor& grad,
     int64_t dim,
     const at::Tensor& index,
@@ -1103,6 +1118,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> index_add_backward(
   auto grad_source = needs_input_grad[2] ? at::mul(at::index_select(grad, dim, index), alpha) : at::Tensor();
   return {grad_self, at::Tensor(), grad_source};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list IndexAddBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_, const at::Scalar& alpha_) {
   formulas::runtime::IndexRanges ranges;
@@ -1116,7 +1132,7 @@ torch::autograd::variable_list IndexAddBackward0_apply_functional(torch::autogra
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::index_add_backward(grads[0], dim_, index_, alpha_, needs_input_grad);
+  const auto input_grads = formulas::backwards::index_add(grads[0], dim_, index_, alpha_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1254,12 +1270,14 @@ struct IndexFillIntScalarBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable index_;
 };
 
-std::tuple<at::Tensor, at::Tensor> index_fill_int_scalar_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> index_fill_int_scalar(
     const at::Tensor& grad,
     int64_t dim,
     const at::Tensor& index) {
   return {at::index_fill(grad, dim, index, 0), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -1272,7 +1290,7 @@ torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional(torc
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::index_fill_int_scalar_backward(grads[0], dim_, index_);
+  const auto input_grads = formulas::backwards::index_fill_int_scalar(grads[0], dim_, index_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1393,7 +1411,8 @@ struct IndexCopyBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable index_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> index_copy_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> index_copy(
     const at::Tensor& grad,
     int64_t dim,
     const at::Tensor& index,
@@ -1402,6 +1421,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> index_copy_backward(
   auto grad_source = needs_input_grad[2] ? at::index_select(grad, dim, index) : at::Tensor();
   return {grad_self, at::Tensor(), grad_source};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list IndexCopyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -1415,7 +1435,7 @@ torch::autograd::variable_list IndexCopyBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::index_copy_backward(grads[0], dim_, index_, needs_input_grad);
+  const auto input_grads = formulas::backwards::index_copy(grads[0], dim_, index_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }

@@ -40,7 +40,8 @@ struct MmBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-std::tuple<at::Tensor, at::Tensor> mm_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> mm(
     const at::Tensor& grad,
     const at::Tensor& mat2,
     const at::Tensor& self,
@@ -49,6 +50,7 @@ std::tuple<at::Tensor, at::Tensor> mm_backward(
   auto grad_mat2 = needs_input_grad[1] ? at::mm(at::t(self), grad) : at::Tensor();
   return {grad_self, grad_mat2};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mat2_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -61,7 +63,7 @@ torch::autograd::variable_list MmBackward0_apply_functional(torch::autograd::var
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::mm_backward(grads[0], mat2_, self_, needs_input_grad);
+  const auto input_grads = formulas::backwards::mm(grads[0], mat2_, self_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -190,7 +192,8 @@ struct AddmmBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable mat1_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> addmm_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addmm(
     const at::Tensor& grad,
     const at::Scalar& beta,
     at::IntArrayRef self_sizes,
@@ -203,6 +206,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addmm_backward(
   auto grad_mat2 = needs_input_grad[2] ? at::mul(at::mm(at::t(mat1), grad), alpha) : at::Tensor();
   return {grad_self, grad_mat1, grad_mat2};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AddmmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const at::Tensor& mat2_, const at::Scalar& alpha_, const at::Tensor& mat1_) {
   formulas::runtime::IndexRanges ranges;
@@ -216,7 +220,7 @@ torch::autograd::variable_list AddmmBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::addmm_backward(grads[0], beta_, self_sizes_, mat2_, alpha_, mat1_, needs_input_grad);
+  const auto input_grads = formulas::backwards::addmm(grads[0], beta_, self_sizes_, mat2_, alpha_, mat1_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -371,10 +375,12 @@ struct TBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor t_backward(
+namespace backwards {
+at::Tensor t(
     const at::Tensor& grad) {
   return at::t(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list TBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -386,7 +392,7 @@ torch::autograd::variable_list TBackward0_apply_functional(torch::autograd::vari
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::t_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::t(grads[0]));
   return grad_inputs;
 }
 

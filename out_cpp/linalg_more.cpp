@@ -49,7 +49,8 @@ struct BmmBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-std::tuple<at::Tensor, at::Tensor> bmm_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> bmm(
     const at::Tensor& grad,
     const at::Tensor& mat2,
     const at::Tensor& self,
@@ -58,6 +59,7 @@ std::tuple<at::Tensor, at::Tensor> bmm_backward(
   auto grad_mat2 = needs_input_grad[1] ? at::bmm(helpers::matrix_transpose(self), grad) : at::Tensor();
   return {grad_self, grad_mat2};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list BmmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mat2_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -70,7 +72,7 @@ torch::autograd::variable_list BmmBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::bmm_backward(grads[0], mat2_, self_, needs_input_grad);
+  const auto input_grads = formulas::backwards::bmm(grads[0], mat2_, self_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -196,7 +198,8 @@ struct DotBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-std::tuple<at::Tensor, at::Tensor> dot_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> dot(
     const at::Tensor& grad,
     const at::Tensor& tensor,
     const at::Tensor& self,
@@ -205,6 +208,7 @@ std::tuple<at::Tensor, at::Tensor> dot_backward(
   auto grad_tensor = needs_input_grad[1] ? (grad * self) : at::Tensor();
   return {grad_self, grad_tensor};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list DotBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& tensor_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -217,7 +221,7 @@ torch::autograd::variable_list DotBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::dot_backward(grads[0], tensor_, self_, needs_input_grad);
+  const auto input_grads = formulas::backwards::dot(grads[0], tensor_, self_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -343,7 +347,8 @@ struct MvBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-std::tuple<at::Tensor, at::Tensor> mv_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> mv(
     const at::Tensor& grad,
     const at::Tensor& vec,
     const at::Tensor& self,
@@ -352,6 +357,7 @@ std::tuple<at::Tensor, at::Tensor> mv_backward(
   auto grad_vec = needs_input_grad[1] ? at::mv(at::t(self), grad) : at::Tensor();
   return {grad_self, grad_vec};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MvBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& vec_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -364,7 +370,7 @@ torch::autograd::variable_list MvBackward0_apply_functional(torch::autograd::var
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::mv_backward(grads[0], vec_, self_, needs_input_grad);
+  const auto input_grads = formulas::backwards::mv(grads[0], vec_, self_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -490,7 +496,8 @@ struct OuterBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-std::tuple<at::Tensor, at::Tensor> outer_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> outer(
     const at::Tensor& grad,
     const at::Tensor& vec2,
     const at::Tensor& self,
@@ -499,6 +506,7 @@ std::tuple<at::Tensor, at::Tensor> outer_backward(
   auto grad_vec2 = needs_input_grad[1] ? at::mv(at::t(grad), self) : at::Tensor();
   return {grad_self, grad_vec2};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list OuterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& vec2_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -511,7 +519,7 @@ torch::autograd::variable_list OuterBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::outer_backward(grads[0], vec2_, self_, needs_input_grad);
+  const auto input_grads = formulas::backwards::outer(grads[0], vec2_, self_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -639,7 +647,8 @@ struct MatmulBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> matmul_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> matmul(
     const at::Tensor& grad,
     const at::Tensor& self,
     at::IntArrayRef self_sizes,
@@ -671,6 +680,7 @@ std::tuple<at::Tensor, at::Tensor> matmul_backward(
   }
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MatmulBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_, const at::Tensor& other_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -683,7 +693,7 @@ torch::autograd::variable_list MatmulBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::matmul_backward(grads[0], self_, self_sizes_, other_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::matmul(grads[0], self_, self_sizes_, other_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -828,7 +838,8 @@ struct AddmvBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable mat_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> addmv_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addmv(
     const at::Tensor& grad,
     const at::Scalar& beta,
     at::IntArrayRef self_sizes,
@@ -841,6 +852,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addmv_backward(
   auto grad_vec = needs_input_grad[2] ? at::mul(at::mv(at::t(mat), grad), alpha) : at::Tensor();
   return {grad_self, grad_mat, grad_vec};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AddmvBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const at::Tensor& vec_, const at::Scalar& alpha_, const at::Tensor& mat_) {
   formulas::runtime::IndexRanges ranges;
@@ -854,7 +866,7 @@ torch::autograd::variable_list AddmvBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::addmv_backward(grads[0], beta_, self_sizes_, vec_, alpha_, mat_, needs_input_grad);
+  const auto input_grads = formulas::backwards::addmv(grads[0], beta_, self_sizes_, vec_, alpha_, mat_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1016,7 +1028,8 @@ struct AddrBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable vec1_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> addr_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addr(
     const at::Tensor& grad,
     const at::Scalar& beta,
     at::IntArrayRef self_sizes,
@@ -1029,6 +1042,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addr_backward(
   auto grad_vec2 = needs_input_grad[2] ? at::mul(at::mv(at::t(grad), vec1), alpha) : at::Tensor();
   return {grad_self, grad_vec1, grad_vec2};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AddrBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const at::Tensor& vec2_, const at::Scalar& alpha_, const at::Tensor& vec1_) {
   formulas::runtime::IndexRanges ranges;
@@ -1042,7 +1056,7 @@ torch::autograd::variable_list AddrBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::addr_backward(grads[0], beta_, self_sizes_, vec2_, alpha_, vec1_, needs_input_grad);
+  const auto input_grads = formulas::backwards::addr(grads[0], beta_, self_sizes_, vec2_, alpha_, vec1_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1204,7 +1218,8 @@ struct BaddbmmBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable batch1_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> baddbmm_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> baddbmm(
     const at::Tensor& grad,
     const at::Scalar& beta,
     at::IntArrayRef self_sizes,
@@ -1217,6 +1232,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> baddbmm_backward(
   auto grad_batch2 = needs_input_grad[2] ? at::mul(at::bmm(helpers::matrix_transpose(batch1), grad), alpha) : at::Tensor();
   return {grad_self, grad_batch1, grad_batch2};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list BaddbmmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const at::Tensor& batch2_, const at::Scalar& alpha_, const at::Tensor& batch1_) {
   formulas::runtime::IndexRanges ranges;
@@ -1230,7 +1246,7 @@ torch::autograd::variable_list BaddbmmBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::baddbmm_backward(grads[0], beta_, self_sizes_, batch2_, alpha_, batch1_, needs_input_grad);
+  const auto input_grads = formulas::backwards::baddbmm(grads[0], beta_, self_sizes_, batch2_, alpha_, batch1_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1395,7 +1411,8 @@ struct AddbmmBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable batch1_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> addbmm_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addbmm(
     const at::Tensor& grad,
     const at::Scalar& beta,
     at::IntArrayRef self_sizes,
@@ -1412,6 +1429,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addbmm_backward(
   auto grad_batch2 = needs_input_grad[2] ? at::mul(at::bmm(helpers::matrix_transpose(batch1), grad_batches), alpha) : at::Tensor();
   return {grad_self, grad_batch1, grad_batch2};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AddbmmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const int64_t& batches_, const int64_t& rows_, const int64_t& columns_, const at::Tensor& batch2_, const at::Scalar& alpha_, const at::Tensor& batch1_) {
   formulas::runtime::IndexRanges ranges;
@@ -1425,7 +1443,7 @@ torch::autograd::variable_list AddbmmBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::addbmm_backward(grads[0], beta_, self_sizes_, batches_, rows_, columns_, batch2_, alpha_, batch1_, needs_input_grad);
+  const auto input_grads = formulas::backwards::addbmm(grads[0], beta_, self_sizes_, batches_, rows_, columns_, batch2_, alpha_, batch1_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }

@@ -65,7 +65,8 @@ struct LinearBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> bias_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear(
     const at::Tensor& grad,
     const at::Tensor& weight,
     int64_t rows,
@@ -82,6 +83,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(
   auto grad_bias = needs_input_grad[2] ? helpers::sum_to(grad, bias_sizes) : at::Tensor();
   return {grad_input, grad_weight, grad_bias};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LinearBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& weight_, const int64_t& rows_, const int64_t& out_features_, const at::Tensor& input_, const int64_t& in_features_, const std::vector<int64_t>& bias_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -95,7 +97,7 @@ torch::autograd::variable_list LinearBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::linear_backward(grads[0], weight_, rows_, out_features_, input_, in_features_, bias_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::linear(grads[0], weight_, rows_, out_features_, input_, in_features_, bias_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, input_ix, std::get<0>(input_grads));
   }
@@ -270,13 +272,15 @@ struct SoftmaxIntBackward0 : public torch::autograd::TraceableFunction {
   at::ScalarType result_dtype_{};
 };
 
-at::Tensor softmax_int_backward(
+namespace backwards {
+at::Tensor softmax_int(
     const at::Tensor& grad,
     const at::Tensor& result,
     int64_t dim,
     at::ScalarType result_dtype) {
   return at::_softmax_backward_data(grad, result, dim, result_dtype);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SoftmaxIntBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const int64_t& dim_, const at::ScalarType& result_dtype_) {
   formulas::runtime::IndexRanges ranges;
@@ -288,7 +292,7 @@ torch::autograd::variable_list SoftmaxIntBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::softmax_int_backward(grads[0], result_, dim_, result_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::softmax_int(grads[0], result_, dim_, result_dtype_));
   return grad_inputs;
 }
 
@@ -408,13 +412,15 @@ struct LogSoftmaxIntBackward0 : public torch::autograd::TraceableFunction {
   at::ScalarType result_dtype_{};
 };
 
-at::Tensor log_softmax_int_backward(
+namespace backwards {
+at::Tensor log_softmax_int(
     const at::Tensor& grad,
     const at::Tensor& result,
     int64_t dim,
     at::ScalarType result_dtype) {
   return at::_log_softmax_backward_data(grad, result, dim, result_dtype);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LogSoftmaxIntBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const int64_t& dim_, const at::ScalarType& result_dtype_) {
   formulas::runtime::IndexRanges ranges;
@@ -426,7 +432,7 @@ torch::autograd::variable_list LogSoftmaxIntBackward0_apply_functional(torch::au
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::log_softmax_int_backward(grads[0], result_, dim_, result_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::log_softmax_int(grads[0], result_, dim_, result_dtype_));
   return grad_inputs;
 }
 
@@ -549,7 +555,8 @@ struct MseLossBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> target_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> mse_loss_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> mse_loss(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& target,
@@ -563,6 +570,7 @@ std::tuple<at::Tensor, at::Tensor> mse_loss_backward(
   auto grad_target = needs_input_grad[1] ? helpers::sum_to(-grad_diff, target_sizes) : at::Tensor();
   return {grad_self, grad_target};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MseLossBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& target_, const int64_t& reduction_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& target_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -575,7 +583,7 @@ torch::autograd::variable_list MseLossBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::mse_loss_backward(grads[0], self_, target_, reduction_, self_sizes_, target_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::mse_loss(grads[0], self_, target_, reduction_, self_sizes_, target_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -728,7 +736,8 @@ struct L1LossBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> target_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> l1_loss_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> l1_loss(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& target,
@@ -742,6 +751,7 @@ std::tuple<at::Tensor, at::Tensor> l1_loss_backward(
   auto grad_target = needs_input_grad[1] ? helpers::sum_to(-grad_diff, target_sizes) : at::Tensor();
   return {grad_self, grad_target};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list L1LossBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& target_, const int64_t& reduction_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& target_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -754,7 +764,7 @@ torch::autograd::variable_list L1LossBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::l1_loss_backward(grads[0], self_, target_, reduction_, self_sizes_, target_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::l1_loss(grads[0], self_, target_, reduction_, self_sizes_, target_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -908,7 +918,8 @@ struct SmoothL1LossBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> target_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> smooth_l1_loss_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> smooth_l1_loss(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& target,
@@ -927,6 +938,7 @@ std::tuple<at::Tensor, at::Tensor> smooth_l1_loss_backward(
   auto grad_target = needs_input_grad[1] ? helpers::sum_to(-grad_diff, target_sizes) : at::Tensor();
   return {grad_self, grad_target};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SmoothL1LossBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& target_, const double& beta_, const int64_t& reduction_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& target_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -939,7 +951,7 @@ torch::autograd::variable_list SmoothL1LossBackward0_apply_functional(torch::aut
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::smooth_l1_loss_backward(grads[0], self_, target_, beta_, reduction_, self_sizes_, target_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::smooth_l1_loss(grads[0], self_, target_, beta_, reduction_, self_sizes_, target_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1106,7 +1118,8 @@ struct HuberLossBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> target_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> huber_loss_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> huber_loss(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& target,
@@ -1121,6 +1134,7 @@ std::tuple<at::Tensor, at::Tensor> huber_loss_backward(
   auto grad_target = needs_input_grad[1] ? helpers::sum_to(-grad_diff, target_sizes) : at::Tensor();
   return {grad_self, grad_target};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list HuberLossBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& target_, const int64_t& reduction_, const double& delta_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& target_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1133,7 +1147,7 @@ torch::autograd::variable_list HuberLossBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::huber_loss_backward(grads[0], self_, target_, reduction_, delta_, self_sizes_, target_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::huber_loss(grads[0], self_, target_, reduction_, delta_, self_sizes_, target_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1295,7 +1309,8 @@ struct BinaryCrossEntropyBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable target_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy(
     const at::Tensor& grad,
     int64_t reduction,
     int64_t self_numel,
@@ -1317,6 +1332,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy_backward(
   }
   return {grad_self, grad_target, grad_weight};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list BinaryCrossEntropyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& reduction_, const int64_t& self_numel_, const at::Tensor& weight_, const at::Tensor& self_, const at::Tensor& target_) {
   formulas::runtime::IndexRanges ranges;
@@ -1330,7 +1346,7 @@ torch::autograd::variable_list BinaryCrossEntropyBackward0_apply_functional(torc
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::binary_cross_entropy_backward(grads[0], reduction_, self_numel_, weight_, self_, target_, needs_input_grad);
+  const auto input_grads = formulas::backwards::binary_cross_entropy(grads[0], reduction_, self_numel_, weight_, self_, target_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1506,7 +1522,8 @@ struct BinaryCrossEntropyWithLogitsBackward0 : public torch::autograd::Traceable
   torch::autograd::SavedVariable pos_weight_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy_with_logits_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy_with_logits(
     const at::Tensor& grad,
     int64_t reduction,
     int64_t self_numel,
@@ -1536,6 +1553,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy_
   auto grad_pos_weight = needs_input_grad[3] ? helpers::sum_to(-((weighted * target) * log_positive), pos_weight.sizes().vec()) : at::Tensor();
   return {grad_self, grad_target, grad_weight, grad_pos_weight};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 4> needs_input_grad, const int64_t& reduction_, const int64_t& self_numel_, const at::Tensor& weight_, const at::Tensor& self_, const at::Tensor& target_, const at::Tensor& pos_weight_) {
   formulas::runtime::IndexRanges ranges;
@@ -1550,7 +1568,7 @@ torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0_apply_funct
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2] && !needs_input_grad[3]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::binary_cross_entropy_with_logits_backward(grads[0], reduction_, self_numel_, weight_, self_, target_, pos_weight_, needs_input_grad);
+  const auto input_grads = formulas::backwards::binary_cross_entropy_with_logits(grads[0], reduction_, self_numel_, weight_, self_, target_, pos_weight_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1757,7 +1775,8 @@ struct NllLossForwardBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable output_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> nll_loss_forward_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> nll_loss_forward(
     const at::Tensor& grad_output,
     const at::Tensor& total_weight,
     const at::Tensor& weight,
@@ -1790,6 +1809,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nll_loss_forward_backward(
   }
   return {grad_self, at::Tensor(), grad_weight};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list NllLossForwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& total_weight_, const at::Tensor& weight_, const int64_t& reduction_, const at::Tensor& self_, const at::Tensor& target_, const int64_t& ignore_index_, const at::Tensor& output_) {
   formulas::runtime::IndexRanges ranges;
@@ -1803,7 +1823,7 @@ torch::autograd::variable_list NllLossForwardBackward0_apply_functional(torch::a
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::nll_loss_forward_backward(grads[0], total_weight_, weight_, reduction_, self_, target_, ignore_index_, output_, needs_input_grad);
+  const auto input_grads = formulas::backwards::nll_loss_forward(grads[0], total_weight_, weight_, reduction_, self_, target_, ignore_index_, output_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2005,7 +2025,8 @@ struct NllLossBackwardBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> nll_loss_backward_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> nll_loss_backward(
     const at::Tensor& grad,
     const at::Tensor& target,
     const at::Tensor& weight,
@@ -2033,6 +2054,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> nll_loss_
   }
   return {grad_grad_output, at::Tensor(), at::Tensor(), grad_weight, grad_total_weight};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list NllLossBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 5> needs_input_grad, const at::Tensor& target_, const at::Tensor& weight_, const int64_t& reduction_, const int64_t& ignore_index_, const at::Tensor& grad_output_, const at::Tensor& self_, const at::Tensor& total_weight_, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -2048,7 +2070,7 @@ torch::autograd::variable_list NllLossBackwardBackward0_apply_functional(torch::
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2] && !needs_input_grad[3] && !needs_input_grad[4]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::nll_loss_backward_backward(grads[0], target_, weight_, reduction_, ignore_index_, grad_output_, self_, total_weight_, result_, needs_input_grad);
+  const auto input_grads = formulas::backwards::nll_loss_backward(grads[0], target_, weight_, reduction_, ignore_index_, grad_output_, self_, total_weight_, result_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -2249,7 +2271,8 @@ struct EmbeddingBackward0 : public torch::autograd::TraceableFunction {
   bool scale_grad_by_freq_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> embedding_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> embedding(
     const at::Tensor& grad,
     const at::Tensor& indices,
     int64_t num_weights,
@@ -2257,6 +2280,7 @@ std::tuple<at::Tensor, at::Tensor> embedding_backward(
     bool scale_grad_by_freq) {
   return {at::embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list EmbeddingBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& indices_, const int64_t& num_weights_, const int64_t& padding_idx_, const bool& scale_grad_by_freq_) {
   formulas::runtime::IndexRanges ranges;
@@ -2269,7 +2293,7 @@ torch::autograd::variable_list EmbeddingBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::embedding_backward(grads[0], indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
+  const auto input_grads = formulas::backwards::embedding(grads[0], indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, weight_ix, std::get<0>(input_grads));
   }
@@ -2409,7 +2433,8 @@ struct EmbeddingDenseBackwardBackward0 : public torch::autograd::TraceableFuncti
   int64_t num_weights_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> embedding_dense_backward_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> embedding_dense_backward(
     const at::Tensor& grad,
     const at::Tensor& indices,
     int64_t padding_idx,
@@ -2430,6 +2455,7 @@ std::tuple<at::Tensor, at::Tensor> embedding_dense_backward_backward(
   }
   return {read * at::embedding(row_factor, indices, -1, false, false), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list EmbeddingDenseBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& indices_, const int64_t& padding_idx_, const bool& scale_grad_by_freq_, const int64_t& num_weights_) {
   formulas::runtime::IndexRanges ranges;
@@ -2442,7 +2468,7 @@ torch::autograd::variable_list EmbeddingDenseBackwardBackward0_apply_functional(
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::embedding_dense_backward_backward(grads[0], indices_, padding_idx_, scale_grad_by_freq_, num_weights_);
+  const auto input_grads = formulas::backwards::embedding_dense_backward(grads[0], indices_, padding_idx_, scale_grad_by_freq_, num_weights_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }

@@ -49,10 +49,12 @@ struct NegBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor neg_backward(
+namespace backwards {
+at::Tensor neg(
     const at::Tensor& grad) {
   return -grad;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list NegBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -64,7 +66,7 @@ torch::autograd::variable_list NegBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::neg_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::neg(grads[0]));
   return grad_inputs;
 }
 
@@ -155,11 +157,13 @@ struct ExpBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor exp_backward(
+namespace backwards {
+at::Tensor exp(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return grad * result;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ExpBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -171,7 +175,7 @@ torch::autograd::variable_list ExpBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::exp_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::exp(grads[0], result_));
   return grad_inputs;
 }
 
@@ -273,11 +277,13 @@ struct LogBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor log_backward(
+namespace backwards {
+at::Tensor log(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad / self;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LogBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -289,7 +295,7 @@ torch::autograd::variable_list LogBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::log_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::log(grads[0], self_));
   return grad_inputs;
 }
 
@@ -391,11 +397,13 @@ struct SinBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor sin_backward(
+namespace backwards {
+at::Tensor sin(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad * at::cos(self);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SinBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -407,7 +415,7 @@ torch::autograd::variable_list SinBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sin_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sin(grads[0], self_));
   return grad_inputs;
 }
 
@@ -509,11 +517,13 @@ struct CosBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor cos_backward(
+namespace backwards {
+at::Tensor cos(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return -grad * at::sin(self);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list CosBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -525,7 +535,7 @@ torch::autograd::variable_list CosBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::cos_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::cos(grads[0], self_));
   return grad_inputs;
 }
 
@@ -627,11 +637,13 @@ struct TanhBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor tanh_backward(
+namespace backwards {
+at::Tensor tanh(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return at::tanh_backward(grad, result);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list TanhBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -643,7 +655,7 @@ torch::autograd::variable_list TanhBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::tanh_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::tanh(grads[0], result_));
   return grad_inputs;
 }
 
@@ -745,11 +757,13 @@ struct SigmoidBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor sigmoid_backward(
+namespace backwards {
+at::Tensor sigmoid(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return at::sigmoid_backward(grad, result);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SigmoidBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -761,7 +775,7 @@ torch::autograd::variable_list SigmoidBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sigmoid_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sigmoid(grads[0], result_));
   return grad_inputs;
 }
 
@@ -863,11 +877,13 @@ struct SqrtBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor sqrt_backward(
+namespace backwards {
+at::Tensor sqrt(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return grad / (result + result);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SqrtBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -879,7 +895,7 @@ torch::autograd::variable_list SqrtBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sqrt_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sqrt(grads[0], result_));
   return grad_inputs;
 }
 
@@ -981,11 +997,13 @@ struct ReluBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor relu_backward(
+namespace backwards {
+at::Tensor relu(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return at::threshold_backward(grad, result, 0);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ReluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -997,7 +1015,7 @@ torch::autograd::variable_list ReluBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::relu_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::relu(grads[0], result_));
   return grad_inputs;
 }
 
@@ -1100,12 +1118,14 @@ struct PowTensorScalarBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar exponent_{};
 };
 
-at::Tensor pow_tensor_scalar_backward(
+namespace backwards {
+at::Tensor pow_tensor_scalar(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& exponent) {
   return helpers::pow_backward(grad, self, exponent.toDouble());
 }
+}  // namespace backwards
 
 torch::autograd::variable_list PowTensorScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& exponent_) {
   formulas::runtime::IndexRanges ranges;
@@ -1117,7 +1137,7 @@ torch::autograd::variable_list PowTensorScalarBackward0_apply_functional(torch::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::pow_tensor_scalar_backward(grads[0], self_, exponent_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::pow_tensor_scalar(grads[0], self_, exponent_));
   return grad_inputs;
 }
 
@@ -1228,7 +1248,8 @@ struct AddTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> add_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> add_tensor(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     const at::Scalar& alpha,
@@ -1238,6 +1259,7 @@ std::tuple<at::Tensor, at::Tensor> add_tensor_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(at::mul(grad, alpha), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AddTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1250,7 +1272,7 @@ torch::autograd::variable_list AddTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::add_tensor_backward(grads[0], self_sizes_, alpha_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::add_tensor(grads[0], self_sizes_, alpha_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1378,7 +1400,8 @@ struct SubTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> sub_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> sub_tensor(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     const at::Scalar& alpha,
@@ -1388,6 +1411,7 @@ std::tuple<at::Tensor, at::Tensor> sub_tensor_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(-at::mul(grad, alpha), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SubTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1400,7 +1424,7 @@ torch::autograd::variable_list SubTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::sub_tensor_backward(grads[0], self_sizes_, alpha_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::sub_tensor(grads[0], self_sizes_, alpha_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1531,7 +1555,8 @@ struct MulTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> mul_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> mul_tensor(
     const at::Tensor& grad,
     const at::Tensor& other,
     at::IntArrayRef self_sizes,
@@ -1542,6 +1567,7 @@ std::tuple<at::Tensor, at::Tensor> mul_tensor_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(grad * self, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MulTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1554,7 +1580,7 @@ torch::autograd::variable_list MulTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::mul_tensor_backward(grads[0], other_, self_sizes_, self_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::mul_tensor(grads[0], other_, self_sizes_, self_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1698,7 +1724,8 @@ struct DivTensorBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> other_sizes_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> div_tensor_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> div_tensor(
     const at::Tensor& grad,
     const at::Tensor& other,
     at::IntArrayRef self_sizes,
@@ -1709,6 +1736,7 @@ std::tuple<at::Tensor, at::Tensor> div_tensor_backward(
   auto grad_other = needs_input_grad[1] ? helpers::sum_to((-grad * self) / (other * other), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list DivTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1721,7 +1749,7 @@ torch::autograd::variable_list DivTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::div_tensor_backward(grads[0], other_, self_sizes_, self_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::div_tensor(grads[0], other_, self_sizes_, self_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1860,11 +1888,13 @@ struct MulScalarBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar other_{};
 };
 
-at::Tensor mul_scalar_backward(
+namespace backwards {
+at::Tensor mul_scalar(
     const at::Tensor& grad,
     const at::Scalar& other) {
   return at::mul(grad, other);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MulScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Scalar& other_) {
   formulas::runtime::IndexRanges ranges;
@@ -1876,7 +1906,7 @@ torch::autograd::variable_list MulScalarBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::mul_scalar_backward(grads[0], other_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::mul_scalar(grads[0], other_));
   return grad_inputs;
 }
 
@@ -1974,11 +2004,13 @@ struct DivScalarBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar other_{};
 };
 
-at::Tensor div_scalar_backward(
+namespace backwards {
+at::Tensor div_scalar(
     const at::Tensor& grad,
     const at::Scalar& other) {
   return at::div(grad, other);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list DivScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Scalar& other_) {
   formulas::runtime::IndexRanges ranges;
@@ -1990,7 +2022,7 @@ torch::autograd::variable_list DivScalarBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::div_scalar_backward(grads[0], other_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::div_scalar(grads[0], other_));
   return grad_inputs;
 }
 
@@ -2088,11 +2120,13 @@ struct ToCopyBackward0 : public torch::autograd::TraceableFunction {
   at::ScalarType self_dtype_{};
 };
 
-at::Tensor _to_copy_backward(
+namespace backwards {
+at::Tensor _to_copy(
     const at::Tensor& grad,
     at::ScalarType self_dtype) {
   return (grad.scalar_type() == self_dtype) ? grad : at::_to_copy(grad, self_dtype);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ToCopyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::ScalarType& self_dtype_) {
   formulas::runtime::IndexRanges ranges;
@@ -2104,7 +2138,7 @@ torch::autograd::variable_list ToCopyBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::_to_copy_backward(grads[0], self_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::_to_copy(grads[0], self_dtype_));
   return grad_inputs;
 }
 

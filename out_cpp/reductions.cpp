@@ -44,11 +44,13 @@ struct SumBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor sum_all_backward(
+namespace backwards {
+at::Tensor sum_all(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return grad.expand(self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SumBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -60,7 +62,7 @@ torch::autograd::variable_list SumBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sum_all_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sum_all(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -161,13 +163,15 @@ struct SumDimIntListBackward0 : public torch::autograd::TraceableFunction {
   bool keepdim_{};
 };
 
-at::Tensor sum_dim_intlist_backward(
+namespace backwards {
+at::Tensor sum_dim_intlist(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     at::OptionalIntArrayRef dim,
     bool keepdim) {
   return helpers::sum_backward(grad, self_sizes, dim, keepdim);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SumDimIntListBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
@@ -179,7 +183,7 @@ torch::autograd::variable_list SumDimIntListBackward0_apply_functional(torch::au
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sum_dim_intlist_backward(grads[0], self_sizes_, formulas::runtime::borrow(dim_), keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sum_dim_intlist(grads[0], self_sizes_, formulas::runtime::borrow(dim_), keepdim_));
   return grad_inputs;
 }
 
@@ -297,7 +301,8 @@ struct MeanDimBackward0 : public torch::autograd::TraceableFunction {
   int64_t count_{};
 };
 
-at::Tensor mean_dim_backward(
+namespace backwards {
+at::Tensor mean_dim(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     at::OptionalIntArrayRef dim,
@@ -305,6 +310,7 @@ at::Tensor mean_dim_backward(
     int64_t count) {
   return at::div(helpers::sum_backward(grad, self_sizes, dim, keepdim), count);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MeanDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_, const int64_t& count_) {
   formulas::runtime::IndexRanges ranges;
@@ -316,7 +322,7 @@ torch::autograd::variable_list MeanDimBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::mean_dim_backward(grads[0], self_sizes_, formulas::runtime::borrow(dim_), keepdim_, count_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::mean_dim(grads[0], self_sizes_, formulas::runtime::borrow(dim_), keepdim_, count_));
   return grad_inputs;
 }
 
@@ -447,7 +453,8 @@ struct VarMeanDimBackward0 : public torch::autograd::TraceableFunction {
   int64_t count_{};
 };
 
-at::Tensor var_mean_dim_backward(
+namespace backwards {
+at::Tensor var_mean_dim(
     const at::Tensor& grad_var,
     const at::Tensor& grad_mean,
     const at::Tensor& self,
@@ -470,6 +477,7 @@ at::Tensor var_mean_dim_backward(
   }
   return grad_self;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list VarMeanDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& mean_, const std::vector<int64_t>& self_sizes_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_, const int64_t& divisor_, const int64_t& count_) {
   formulas::runtime::IndexRanges ranges;
@@ -481,7 +489,7 @@ torch::autograd::variable_list VarMeanDimBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::var_mean_dim_backward(grads[0], grads[1], self_, mean_, self_sizes_, formulas::runtime::borrow(dim_), keepdim_, divisor_, count_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_mean_dim(grads[0], grads[1], self_, mean_, self_sizes_, formulas::runtime::borrow(dim_), keepdim_, divisor_, count_));
   return grad_inputs;
 }
 
@@ -643,7 +651,8 @@ struct MaxDimBackward0 : public torch::autograd::TraceableFunction {
   bool keepdim_{};
 };
 
-at::Tensor max_dim_backward(
+namespace backwards {
+at::Tensor max_dim(
     const at::Tensor& grad,
     int64_t reduced_dim,
     const at::Tensor& indices,
@@ -651,6 +660,7 @@ at::Tensor max_dim_backward(
     bool keepdim) {
   return at::value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MaxDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& reduced_dim_, const at::Tensor& indices_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
@@ -662,7 +672,7 @@ torch::autograd::variable_list MaxDimBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::max_dim_backward(grads[0], reduced_dim_, indices_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::max_dim(grads[0], reduced_dim_, indices_, self_sizes_, keepdim_));
   return grad_inputs;
 }
 
@@ -791,13 +801,15 @@ struct SoftmaxBackward0 : public torch::autograd::TraceableFunction {
   at::ScalarType self_dtype_{};
 };
 
-at::Tensor _softmax_backward(
+namespace backwards {
+at::Tensor _softmax(
     const at::Tensor& grad,
     const at::Tensor& result,
     int64_t dim,
     at::ScalarType self_dtype) {
   return at::_softmax_backward_data(grad, result, dim, self_dtype);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SoftmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const int64_t& dim_, const at::ScalarType& self_dtype_) {
   formulas::runtime::IndexRanges ranges;
@@ -809,7 +821,7 @@ torch::autograd::variable_list SoftmaxBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::_softmax_backward(grads[0], result_, dim_, self_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::_softmax(grads[0], result_, dim_, self_dtype_));
   return grad_inputs;
 }
 
@@ -929,13 +941,15 @@ struct LogSoftmaxBackward0 : public torch::autograd::TraceableFunction {
   at::ScalarType self_dtype_{};
 };
 
-at::Tensor _log_softmax_backward(
+namespace backwards {
+at::Tensor _log_softmax(
     const at::Tensor& grad,
     const at::Tensor& result,
     int64_t dim,
     at::ScalarType self_dtype) {
   return at::_log_softmax_backward_data(grad, result, dim, self_dtype);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LogSoftmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const int64_t& dim_, const at::ScalarType& self_dtype_) {
   formulas::runtime::IndexRanges ranges;
@@ -947,7 +961,7 @@ torch::autograd::variable_list LogSoftmaxBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::_log_softmax_backward(grads[0], result_, dim_, self_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::_log_softmax(grads[0], result_, dim_, self_dtype_));
   return grad_inputs;
 }
 

@@ -54,12 +54,14 @@ struct MaxBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor max_all_backward(
+namespace backwards {
+at::Tensor max_all(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& result) {
   return helpers::evenly_distribute_backward(grad, self, result);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -71,7 +73,7 @@ torch::autograd::variable_list MaxBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::max_all_backward(grads[0], self_, result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::max_all(grads[0], self_, result_));
   return grad_inputs;
 }
 
@@ -184,12 +186,14 @@ struct MinBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor min_all_backward(
+namespace backwards {
+at::Tensor min_all(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& result) {
   return helpers::evenly_distribute_backward(grad, self, result);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MinBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -201,7 +205,7 @@ torch::autograd::variable_list MinBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::min_all_backward(grads[0], self_, result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::min_all(grads[0], self_, result_));
   return grad_inputs;
 }
 
@@ -315,7 +319,8 @@ struct MinDimBackward0 : public torch::autograd::TraceableFunction {
   bool keepdim_{};
 };
 
-at::Tensor min_dim_backward(
+namespace backwards {
+at::Tensor min_dim(
     const at::Tensor& grad,
     int64_t reduced_dim,
     const at::Tensor& indices,
@@ -323,6 +328,7 @@ at::Tensor min_dim_backward(
     bool keepdim) {
   return at::value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MinDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& reduced_dim_, const at::Tensor& indices_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
@@ -334,7 +340,7 @@ torch::autograd::variable_list MinDimBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::min_dim_backward(grads[0], reduced_dim_, indices_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::min_dim(grads[0], reduced_dim_, indices_, self_sizes_, keepdim_));
   return grad_inputs;
 }
 
@@ -465,7 +471,8 @@ struct AmaxBackward0 : public torch::autograd::TraceableFunction {
   bool keepdim_{};
 };
 
-at::Tensor amax_backward(
+namespace backwards {
+at::Tensor amax(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& result,
@@ -473,6 +480,7 @@ at::Tensor amax_backward(
     bool keepdim) {
   return helpers::scale_grad_by_count(grad, self, result, dim, keepdim);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_, const std::vector<int64_t>& dim_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
@@ -484,7 +492,7 @@ torch::autograd::variable_list AmaxBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::amax_backward(grads[0], self_, result_, dim_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::amax(grads[0], self_, result_, dim_, keepdim_));
   return grad_inputs;
 }
 
@@ -615,7 +623,8 @@ struct AminBackward0 : public torch::autograd::TraceableFunction {
   bool keepdim_{};
 };
 
-at::Tensor amin_backward(
+namespace backwards {
+at::Tensor amin(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& result,
@@ -623,6 +632,7 @@ at::Tensor amin_backward(
     bool keepdim) {
   return helpers::scale_grad_by_count(grad, self, result, dim, keepdim);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AminBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_, const std::vector<int64_t>& dim_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
@@ -634,7 +644,7 @@ torch::autograd::variable_list AminBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::amin_backward(grads[0], self_, result_, dim_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::amin(grads[0], self_, result_, dim_, keepdim_));
   return grad_inputs;
 }
 
@@ -761,12 +771,14 @@ struct MeanBackward0 : public torch::autograd::TraceableFunction {
   int64_t count_{};
 };
 
-at::Tensor mean_all_backward(
+namespace backwards {
+at::Tensor mean_all(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     int64_t count) {
   return at::div(grad.expand(self_sizes), count);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MeanBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& count_) {
   formulas::runtime::IndexRanges ranges;
@@ -778,7 +790,7 @@ torch::autograd::variable_list MeanBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::mean_all_backward(grads[0], self_sizes_, count_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::mean_all(grads[0], self_sizes_, count_));
   return grad_inputs;
 }
 
@@ -891,7 +903,8 @@ struct LogsumexpBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor logsumexp_backward(
+namespace backwards {
+at::Tensor logsumexp(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     at::IntArrayRef dim,
@@ -900,6 +913,7 @@ at::Tensor logsumexp_backward(
     const at::Tensor& result) {
   return helpers::sum_backward(grad, self_sizes, dim, keepdim) * at::exp(self - helpers::sum_backward(result, self_sizes, dim, keepdim));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LogsumexpBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& dim_, const bool& keepdim_, const at::Tensor& self_, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -911,7 +925,7 @@ torch::autograd::variable_list LogsumexpBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::logsumexp_backward(grads[0], self_sizes_, dim_, keepdim_, self_, result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::logsumexp(grads[0], self_sizes_, dim_, keepdim_, self_, result_));
   return grad_inputs;
 }
 
@@ -1050,7 +1064,8 @@ struct CumsumBackward0 : public torch::autograd::TraceableFunction {
   at::ScalarType self_dtype_{};
 };
 
-at::Tensor cumsum_backward(
+namespace backwards {
+at::Tensor cumsum(
     const at::Tensor& grad,
     int64_t dim,
     std::optional<at::ScalarType> dtype,
@@ -1061,6 +1076,7 @@ at::Tensor cumsum_backward(
   }
   return at::_to_copy(reversed_cumsum, self_dtype);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list CumsumBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim_, const std::optional<at::ScalarType>& dtype_, const at::ScalarType& self_dtype_) {
   formulas::runtime::IndexRanges ranges;
@@ -1072,7 +1088,7 @@ torch::autograd::variable_list CumsumBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::cumsum_backward(grads[0], dim_, dtype_, self_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::cumsum(grads[0], dim_, dtype_, self_dtype_));
   return grad_inputs;
 }
 
@@ -1189,7 +1205,8 @@ struct ProdDimIntBackward0 : public torch::autograd::TraceableFunction {
   int64_t reduced_dim_{};
 };
 
-at::Tensor prod_dim_int_backward(
+namespace backwards {
+at::Tensor prod_dim_int(
     const at::Tensor& grad,
     bool keepdim,
     const at::Tensor& self,
@@ -1200,6 +1217,7 @@ at::Tensor prod_dim_int_backward(
   }
   return grad_kept * helpers::prod_others(self, reduced_dim);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ProdDimIntBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const bool& keepdim_, const at::Tensor& self_, const int64_t& reduced_dim_) {
   formulas::runtime::IndexRanges ranges;
@@ -1211,7 +1229,7 @@ torch::autograd::variable_list ProdDimIntBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::prod_dim_int_backward(grads[0], keepdim_, self_, reduced_dim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::prod_dim_int(grads[0], keepdim_, self_, reduced_dim_));
   return grad_inputs;
 }
 
@@ -1331,12 +1349,14 @@ struct ProdBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor prod_all_backward(
+namespace backwards {
+at::Tensor prod_all(
     const at::Tensor& grad,
     const at::Tensor& self,
     at::IntArrayRef self_sizes) {
   return at::reshape(grad * helpers::prod_others(at::reshape(self, std::vector<int64_t>{-1}), 0), self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ProdBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1348,7 +1368,7 @@ torch::autograd::variable_list ProdBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::prod_all_backward(grads[0], self_, self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::prod_all(grads[0], self_, self_sizes_));
   return grad_inputs;
 }
 
@@ -1462,7 +1482,8 @@ struct VarCorrectionBackward0 : public torch::autograd::TraceableFunction {
   bool keepdim_{};
 };
 
-at::Tensor var_correction_backward(
+namespace backwards {
+at::Tensor var_correction(
     const at::Tensor& grad,
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
@@ -1472,6 +1493,7 @@ at::Tensor var_correction_backward(
   auto centered = self - at::mean(self, dim, true);
   return helpers::sum_backward(at::div(at::mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list VarCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
@@ -1483,7 +1505,7 @@ torch::autograd::variable_list VarCorrectionBackward0_apply_functional(torch::au
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::var_correction_backward(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_correction(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
   return grad_inputs;
 }
 
@@ -1626,7 +1648,8 @@ struct StdCorrectionBackward0 : public torch::autograd::TraceableFunction {
   bool keepdim_{};
 };
 
-at::Tensor std_correction_backward(
+namespace backwards {
+at::Tensor std_correction(
     const at::Tensor& grad,
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
@@ -1637,6 +1660,7 @@ at::Tensor std_correction_backward(
   auto centered = self - at::mean(self, dim, true);
   return helpers::sum_backward(at::div(grad / result, divisor), self_sizes, dim, keepdim) * centered;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list StdCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const at::Tensor& result_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
@@ -1648,7 +1672,7 @@ torch::autograd::variable_list StdCorrectionBackward0_apply_functional(torch::au
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::std_correction_backward(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_correction(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
   return grad_inputs;
 }
 
@@ -1796,12 +1820,14 @@ struct VarBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor var_all_backward(
+namespace backwards {
+at::Tensor var_all(
     const at::Tensor& grad,
     double divisor,
     const at::Tensor& self) {
   return at::div(at::mul(grad, 2.0), divisor) * (self - at::mean(self));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list VarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const double& divisor_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -1813,7 +1839,7 @@ torch::autograd::variable_list VarBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::var_all_backward(grads[0], divisor_, self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_all(grads[0], divisor_, self_));
   return grad_inputs;
 }
 
@@ -1929,7 +1955,8 @@ struct VarDimBackward0 : public torch::autograd::TraceableFunction {
   bool keepdim_{};
 };
 
-at::Tensor var_dim_backward(
+namespace backwards {
+at::Tensor var_dim(
     const at::Tensor& grad,
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
@@ -1939,6 +1966,7 @@ at::Tensor var_dim_backward(
   auto centered = self - at::mean(self, dim, true);
   return helpers::sum_backward(at::div(at::mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list VarDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
@@ -1950,7 +1978,7 @@ torch::autograd::variable_list VarDimBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::var_dim_backward(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_dim(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
   return grad_inputs;
 }
 
@@ -2089,13 +2117,15 @@ struct StdBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor std_all_backward(
+namespace backwards {
+at::Tensor std_all(
     const at::Tensor& grad,
     const at::Tensor& result,
     double divisor,
     const at::Tensor& self) {
   return at::div(grad / result, divisor) * (self - at::mean(self));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list StdBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const double& divisor_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -2107,7 +2137,7 @@ torch::autograd::variable_list StdBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::std_all_backward(grads[0], result_, divisor_, self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_all(grads[0], result_, divisor_, self_));
   return grad_inputs;
 }
 
@@ -2234,7 +2264,8 @@ struct StdDimBackward0 : public torch::autograd::TraceableFunction {
   bool keepdim_{};
 };
 
-at::Tensor std_dim_backward(
+namespace backwards {
+at::Tensor std_dim(
     const at::Tensor& grad,
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
@@ -2245,6 +2276,7 @@ at::Tensor std_dim_backward(
   auto centered = self - at::mean(self, dim, true);
   return helpers::sum_backward(at::div(grad / result, divisor), self_sizes, dim, keepdim) * centered;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list StdDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const at::Tensor& result_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
@@ -2256,7 +2288,7 @@ torch::autograd::variable_list StdDimBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::std_dim_backward(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_dim(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
   return grad_inputs;
 }
 

@@ -38,11 +38,13 @@ struct ViewBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor view_backward(
+namespace backwards {
+at::Tensor view(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return at::reshape(grad, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ViewBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -54,7 +56,7 @@ torch::autograd::variable_list ViewBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::view_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::view(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -172,11 +174,13 @@ struct ReshapeBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor reshape_backward(
+namespace backwards {
+at::Tensor reshape(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return at::reshape(grad, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ReshapeBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -188,7 +192,7 @@ torch::autograd::variable_list ReshapeBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::reshape_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::reshape(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -306,11 +310,13 @@ struct UnsqueezeBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor unsqueeze_backward(
+namespace backwards {
+at::Tensor unsqueeze(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return at::reshape(grad, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list UnsqueezeBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -322,7 +328,7 @@ torch::autograd::variable_list UnsqueezeBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::unsqueeze_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::unsqueeze(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -440,11 +446,13 @@ struct PermuteBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> inverse_{};
 };
 
-at::Tensor permute_backward(
+namespace backwards {
+at::Tensor permute(
     const at::Tensor& grad,
     at::IntArrayRef inverse) {
   return at::permute(grad, inverse);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list PermuteBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& inverse_) {
   formulas::runtime::IndexRanges ranges;
@@ -456,7 +464,7 @@ torch::autograd::variable_list PermuteBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::permute_backward(grads[0], inverse_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::permute(grads[0], inverse_));
   return grad_inputs;
 }
 
@@ -574,11 +582,13 @@ struct ExpandBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor expand_backward(
+namespace backwards {
+at::Tensor expand(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return helpers::sum_to(grad, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ExpandBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -590,7 +600,7 @@ torch::autograd::variable_list ExpandBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::expand_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::expand(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -713,7 +723,8 @@ struct CatBackward0 : public torch::autograd::TraceableFunction {
   size_t tensors_size_ = 0;
 };
 
-std::vector<at::Tensor> cat_backward(
+namespace backwards {
+std::vector<at::Tensor> cat(
     const at::Tensor& grad,
     at::IntArrayRef sizes_along_dim,
     int64_t cat_dim) {
@@ -729,6 +740,7 @@ std::vector<at::Tensor> cat_backward(
   }
   return grads;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list CatBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& sizes_along_dim_, const int64_t& cat_dim_, size_t tensors_size_) {
   formulas::runtime::IndexRanges ranges;
@@ -740,7 +752,7 @@ torch::autograd::variable_list CatBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, tensors_ix, formulas::cat_backward(grads[0], sizes_along_dim_, cat_dim_));
+  formulas::runtime::store(grad_inputs, tensors_ix, formulas::backwards::cat(grads[0], sizes_along_dim_, cat_dim_));
   return grad_inputs;
 }
 
@@ -860,7 +872,8 @@ struct NarrowBackward0 : public torch::autograd::TraceableFunction {
   int64_t length_{};
 };
 
-at::Tensor narrow_backward(
+namespace backwards {
+at::Tensor narrow(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     int64_t narrow_dim,
@@ -868,6 +881,7 @@ at::Tensor narrow_backward(
     int64_t length) {
   return helpers::narrow_backward(grad, self_sizes, narrow_dim, narrow_start, length);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list NarrowBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& narrow_dim_, const int64_t& narrow_start_, const int64_t& length_) {
   formulas::runtime::IndexRanges ranges;
@@ -879,7 +893,7 @@ torch::autograd::variable_list NarrowBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::narrow_backward(grads[0], self_sizes_, narrow_dim_, narrow_start_, length_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::narrow(grads[0], self_sizes_, narrow_dim_, narrow_start_, length_));
   return grad_inputs;
 }
 

@@ -41,12 +41,14 @@ struct SelectBackwardBackward0 : public torch::autograd::TraceableFunction {
   int64_t index_{};
 };
 
-at::Tensor select_backward_backward(
+namespace backwards {
+at::Tensor select_backward(
     const at::Tensor& grad,
     int64_t dim,
     int64_t index) {
   return at::select(grad, dim, index);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SelectBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim_, const int64_t& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -58,7 +60,7 @@ torch::autograd::variable_list SelectBackwardBackward0_apply_functional(torch::a
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, grad_output_ix, formulas::select_backward_backward(grads[0], dim_, index_));
+  formulas::runtime::store(grad_inputs, grad_output_ix, formulas::backwards::select_backward(grads[0], dim_, index_));
   return grad_inputs;
 }
 
@@ -168,7 +170,8 @@ struct SliceBackwardBackward0 : public torch::autograd::TraceableFunction {
   int64_t step_{};
 };
 
-at::Tensor slice_backward_backward(
+namespace backwards {
+at::Tensor slice_backward(
     const at::Tensor& grad,
     int64_t dim,
     int64_t start,
@@ -176,6 +179,7 @@ at::Tensor slice_backward_backward(
     int64_t step) {
   return at::slice(grad, dim, start, end, step);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SliceBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim_, const int64_t& start_, const int64_t& end_, const int64_t& step_) {
   formulas::runtime::IndexRanges ranges;
@@ -187,7 +191,7 @@ torch::autograd::variable_list SliceBackwardBackward0_apply_functional(torch::au
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, grad_output_ix, formulas::slice_backward_backward(grads[0], dim_, start_, end_, step_));
+  formulas::runtime::store(grad_inputs, grad_output_ix, formulas::backwards::slice_backward(grads[0], dim_, start_, end_, step_));
   return grad_inputs;
 }
 
@@ -312,13 +316,15 @@ struct DiagonalBackwardBackward0 : public torch::autograd::TraceableFunction {
   int64_t dim2_{};
 };
 
-at::Tensor diagonal_backward_backward(
+namespace backwards {
+at::Tensor diagonal_backward(
     const at::Tensor& grad,
     int64_t offset,
     int64_t dim1,
     int64_t dim2) {
   return at::diagonal(grad, offset, dim1, dim2);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list DiagonalBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& offset_, const int64_t& dim1_, const int64_t& dim2_) {
   formulas::runtime::IndexRanges ranges;
@@ -330,7 +336,7 @@ torch::autograd::variable_list DiagonalBackwardBackward0_apply_functional(torch:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, grad_output_ix, formulas::diagonal_backward_backward(grads[0], offset_, dim1_, dim2_));
+  formulas::runtime::store(grad_inputs, grad_output_ix, formulas::backwards::diagonal_backward(grads[0], offset_, dim1_, dim2_));
   return grad_inputs;
 }
 
@@ -447,12 +453,14 @@ struct IndexSelectBackwardBackward0 : public torch::autograd::TraceableFunction 
   torch::autograd::SavedVariable index_;
 };
 
-std::tuple<at::Tensor, at::Tensor> index_select_backward_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> index_select_backward(
     const at::Tensor& grad_result,
     int64_t dim,
     const at::Tensor& index) {
   return {at::index_select(grad_result, dim, index), at::Tensor()};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list IndexSelectBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -465,7 +473,7 @@ torch::autograd::variable_list IndexSelectBackwardBackward0_apply_functional(tor
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::index_select_backward_backward(grads[0], dim_, index_);
+  const auto input_grads = formulas::backwards::index_select_backward(grads[0], dim_, index_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
   }

@@ -61,11 +61,13 @@ struct SqueezeBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor squeeze_backward(
+namespace backwards {
+at::Tensor squeeze(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return at::reshape(grad, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SqueezeBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -77,7 +79,7 @@ torch::autograd::variable_list SqueezeBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::squeeze_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::squeeze(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -192,11 +194,13 @@ struct SqueezeDimBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor squeeze_dim_backward(
+namespace backwards {
+at::Tensor squeeze_dim(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return at::reshape(grad, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SqueezeDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -208,7 +212,7 @@ torch::autograd::variable_list SqueezeDimBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::squeeze_dim_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::squeeze_dim(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -326,11 +330,13 @@ struct SqueezeDimsBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor squeeze_dims_backward(
+namespace backwards {
+at::Tensor squeeze_dims(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return at::reshape(grad, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SqueezeDimsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -342,7 +348,7 @@ torch::autograd::variable_list SqueezeDimsBackward0_apply_functional(torch::auto
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::squeeze_dims_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::squeeze_dims(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -460,11 +466,13 @@ struct FlattenUsingIntsBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor flatten_using_ints_backward(
+namespace backwards {
+at::Tensor flatten_using_ints(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return at::reshape(grad, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FlattenUsingIntsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -476,7 +484,7 @@ torch::autograd::variable_list FlattenUsingIntsBackward0_apply_functional(torch:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::flatten_using_ints_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::flatten_using_ints(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -598,12 +606,14 @@ struct TransposeIntBackward0 : public torch::autograd::TraceableFunction {
   int64_t dim1_{};
 };
 
-at::Tensor transpose_int_backward(
+namespace backwards {
+at::Tensor transpose_int(
     const at::Tensor& grad,
     int64_t dim0,
     int64_t dim1) {
   return at::transpose(grad, dim0, dim1);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list TransposeIntBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim0_, const int64_t& dim1_) {
   formulas::runtime::IndexRanges ranges;
@@ -615,7 +625,7 @@ torch::autograd::variable_list TransposeIntBackward0_apply_functional(torch::aut
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::transpose_int_backward(grads[0], dim0_, dim1_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::transpose_int(grads[0], dim0_, dim1_));
   return grad_inputs;
 }
 
@@ -743,12 +753,14 @@ struct MovedimIntBackward0 : public torch::autograd::TraceableFunction {
   int64_t source_{};
 };
 
-at::Tensor movedim_int_backward(
+namespace backwards {
+at::Tensor movedim_int(
     const at::Tensor& grad,
     int64_t destination,
     int64_t source) {
   return at::movedim(grad, destination, source);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MovedimIntBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& destination_, const int64_t& source_) {
   formulas::runtime::IndexRanges ranges;
@@ -760,7 +772,7 @@ torch::autograd::variable_list MovedimIntBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::movedim_int_backward(grads[0], destination_, source_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::movedim_int(grads[0], destination_, source_));
   return grad_inputs;
 }
 
@@ -889,7 +901,8 @@ struct StackBackward0 : public torch::autograd::TraceableFunction {
   size_t tensors_size_ = 0;
 };
 
-std::vector<at::Tensor> stack_backward(
+namespace backwards {
+std::vector<at::Tensor> stack(
     const at::Tensor& grad,
     int64_t count,
     int64_t stack_dim) {
@@ -899,6 +912,7 @@ std::vector<at::Tensor> stack_backward(
   }
   return grads;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list StackBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& count_, const int64_t& stack_dim_, size_t tensors_size_) {
   formulas::runtime::IndexRanges ranges;
@@ -910,7 +924,7 @@ torch::autograd::variable_list StackBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, tensors_ix, formulas::stack_backward(grads[0], count_, stack_dim_));
+  formulas::runtime::store(grad_inputs, tensors_ix, formulas::backwards::stack(grads[0], count_, stack_dim_));
   return grad_inputs;
 }
 
@@ -1024,13 +1038,15 @@ struct SelectIntBackward0 : public torch::autograd::TraceableFunction {
   int64_t select_index_{};
 };
 
-at::Tensor select_int_backward(
+namespace backwards {
+at::Tensor select_int(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     int64_t select_dim,
     int64_t select_index) {
   return at::select_backward(grad, self_sizes, select_dim, select_index);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SelectIntBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& select_dim_, const int64_t& select_index_) {
   formulas::runtime::IndexRanges ranges;
@@ -1042,7 +1058,7 @@ torch::autograd::variable_list SelectIntBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::select_int_backward(grads[0], self_sizes_, select_dim_, select_index_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::select_int(grads[0], self_sizes_, select_dim_, select_index_));
   return grad_inputs;
 }
 
@@ -1183,7 +1199,8 @@ struct SliceTensorBackward0 : public torch::autograd::TraceableFunction {
   int64_t step_{};
 };
 
-at::Tensor slice_tensor_backward(
+namespace backwards {
+at::Tensor slice_tensor(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     int64_t slice_dim,
@@ -1192,6 +1209,7 @@ at::Tensor slice_tensor_backward(
     int64_t step) {
   return at::slice_backward(grad, self_sizes, slice_dim, slice_start, slice_end, step);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SliceTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& slice_dim_, const int64_t& slice_start_, const int64_t& slice_end_, const int64_t& step_) {
   formulas::runtime::IndexRanges ranges;
@@ -1203,7 +1221,7 @@ torch::autograd::variable_list SliceTensorBackward0_apply_functional(torch::auto
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::slice_tensor_backward(grads[0], self_sizes_, slice_dim_, slice_start_, slice_end_, step_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::slice_tensor(grads[0], self_sizes_, slice_dim_, slice_start_, slice_end_, step_));
   return grad_inputs;
 }
 
@@ -1365,7 +1383,8 @@ struct DiagonalBackward0 : public torch::autograd::TraceableFunction {
   int64_t dim2_{};
 };
 
-at::Tensor diagonal_backward(
+namespace backwards {
+at::Tensor diagonal(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     int64_t offset,
@@ -1373,6 +1392,7 @@ at::Tensor diagonal_backward(
     int64_t dim2) {
   return at::diagonal_backward(grad, self_sizes, offset, dim1, dim2);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list DiagonalBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& offset_, const int64_t& dim1_, const int64_t& dim2_) {
   formulas::runtime::IndexRanges ranges;
@@ -1384,7 +1404,7 @@ torch::autograd::variable_list DiagonalBackward0_apply_functional(torch::autogra
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::diagonal_backward(grads[0], self_sizes_, offset_, dim1_, dim2_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::diagonal(grads[0], self_sizes_, offset_, dim1_, dim2_));
   return grad_inputs;
 }
 
@@ -1530,12 +1550,14 @@ struct RepeatBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor repeat_backward(
+namespace backwards {
+at::Tensor repeat(
     const at::Tensor& grad,
     at::IntArrayRef repeats,
     at::IntArrayRef self_sizes) {
   return helpers::repeat_backward(grad, repeats, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list RepeatBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& repeats_, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -1547,7 +1569,7 @@ torch::autograd::variable_list RepeatBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::repeat_backward(grads[0], repeats_, self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::repeat(grads[0], repeats_, self_sizes_));
   return grad_inputs;
 }
 
@@ -1653,11 +1675,13 @@ struct FlipBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> dims_{};
 };
 
-at::Tensor flip_backward(
+namespace backwards {
+at::Tensor flip(
     const at::Tensor& grad,
     at::IntArrayRef dims) {
   return at::flip(grad, dims);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FlipBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& dims_) {
   formulas::runtime::IndexRanges ranges;
@@ -1669,7 +1693,7 @@ torch::autograd::variable_list FlipBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::flip_backward(grads[0], dims_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::flip(grads[0], dims_));
   return grad_inputs;
 }
 
@@ -1768,12 +1792,14 @@ struct RollBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> dims_{};
 };
 
-at::Tensor roll_backward(
+namespace backwards {
+at::Tensor roll(
     const at::Tensor& grad,
     at::IntArrayRef back_shifts,
     at::IntArrayRef dims) {
   return at::roll(grad, back_shifts, dims);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list RollBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& back_shifts_, const std::vector<int64_t>& dims_) {
   formulas::runtime::IndexRanges ranges;
@@ -1785,7 +1811,7 @@ torch::autograd::variable_list RollBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::roll_backward(grads[0], back_shifts_, dims_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::roll(grads[0], back_shifts_, dims_));
   return grad_inputs;
 }
 
@@ -1892,11 +1918,13 @@ struct TrilBackward0 : public torch::autograd::TraceableFunction {
   int64_t diagonal_{};
 };
 
-at::Tensor tril_backward(
+namespace backwards {
+at::Tensor tril(
     const at::Tensor& grad,
     int64_t diagonal) {
   return at::tril(grad, diagonal);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list TrilBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& diagonal_) {
   formulas::runtime::IndexRanges ranges;
@@ -1908,7 +1936,7 @@ torch::autograd::variable_list TrilBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::tril_backward(grads[0], diagonal_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::tril(grads[0], diagonal_));
   return grad_inputs;
 }
 
@@ -2006,11 +2034,13 @@ struct TriuBackward0 : public torch::autograd::TraceableFunction {
   int64_t diagonal_{};
 };
 
-at::Tensor triu_backward(
+namespace backwards {
+at::Tensor triu(
     const at::Tensor& grad,
     int64_t diagonal) {
   return at::triu(grad, diagonal);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list TriuBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& diagonal_) {
   formulas::runtime::IndexRanges ranges;
@@ -2022,7 +2052,7 @@ torch::autograd::variable_list TriuBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::triu_backward(grads[0], diagonal_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::triu(grads[0], diagonal_));
   return grad_inputs;
 }
 
@@ -2119,10 +2149,12 @@ struct CloneBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor clone_backward(
+namespace backwards {
+at::Tensor clone(
     const at::Tensor& grad) {
   return grad;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list CloneBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -2134,7 +2166,7 @@ torch::autograd::variable_list CloneBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::clone_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clone(grads[0]));
   return grad_inputs;
 }
 
@@ -2224,10 +2256,12 @@ struct ContiguousBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor contiguous_backward(
+namespace backwards {
+at::Tensor contiguous(
     const at::Tensor& grad) {
   return grad;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ContiguousBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -2239,7 +2273,7 @@ torch::autograd::variable_list ContiguousBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::contiguous_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::contiguous(grads[0]));
   return grad_inputs;
 }
 
@@ -2350,12 +2384,14 @@ struct MovedimIntlistBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> source_{};
 };
 
-at::Tensor movedim_intlist_backward(
+namespace backwards {
+at::Tensor movedim_intlist(
     const at::Tensor& grad,
     at::IntArrayRef destination,
     at::IntArrayRef source) {
   return at::movedim(grad, destination, source);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list MovedimIntlistBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& destination_, const std::vector<int64_t>& source_) {
   formulas::runtime::IndexRanges ranges;
@@ -2367,7 +2403,7 @@ torch::autograd::variable_list MovedimIntlistBackward0_apply_functional(torch::a
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::movedim_intlist_backward(grads[0], destination_, source_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::movedim_intlist(grads[0], destination_, source_));
   return grad_inputs;
 }
 
@@ -2496,7 +2532,8 @@ struct SelectScatterBackward0 : public torch::autograd::TraceableFunction {
   int64_t index_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> select_scatter_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> select_scatter(
     const at::Tensor& grad,
     at::IntArrayRef src_sizes,
     int64_t dim,
@@ -2506,6 +2543,7 @@ std::tuple<at::Tensor, at::Tensor> select_scatter_backward(
   auto grad_src = needs_input_grad[1] ? at::select(grad, dim, index) : at::Tensor();
   return {grad_self, grad_src};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SelectScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& src_sizes_, const int64_t& dim_, const int64_t& index_) {
   formulas::runtime::IndexRanges ranges;
@@ -2518,7 +2556,7 @@ torch::autograd::variable_list SelectScatterBackward0_apply_functional(torch::au
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::select_scatter_backward(grads[0], src_sizes_, dim_, index_, needs_input_grad);
+  const auto input_grads = formulas::backwards::select_scatter(grads[0], src_sizes_, dim_, index_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2648,7 +2686,8 @@ struct SliceScatterBackward0 : public torch::autograd::TraceableFunction {
   int64_t step_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> slice_scatter_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> slice_scatter(
     const at::Tensor& grad,
     at::IntArrayRef src_sizes,
     int64_t dim,
@@ -2663,6 +2702,7 @@ std::tuple<at::Tensor, at::Tensor> slice_scatter_backward(
   auto grad_src = needs_input_grad[1] ? at::slice(grad, dim, start, end, step) : at::Tensor();
   return {grad_self, grad_src};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SliceScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& src_sizes_, const int64_t& dim_, const std::optional<int64_t>& start_, const std::optional<int64_t>& end_, const int64_t& step_) {
   formulas::runtime::IndexRanges ranges;
@@ -2675,7 +2715,7 @@ torch::autograd::variable_list SliceScatterBackward0_apply_functional(torch::aut
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::slice_scatter_backward(grads[0], src_sizes_, dim_, start_, end_, step_, needs_input_grad);
+  const auto input_grads = formulas::backwards::slice_scatter(grads[0], src_sizes_, dim_, start_, end_, step_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2820,7 +2860,8 @@ struct DiagonalScatterBackward0 : public torch::autograd::TraceableFunction {
   int64_t dim2_{};
 };
 
-std::tuple<at::Tensor, at::Tensor> diagonal_scatter_backward(
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> diagonal_scatter(
     const at::Tensor& grad,
     at::IntArrayRef src_sizes,
     int64_t offset,
@@ -2834,6 +2875,7 @@ std::tuple<at::Tensor, at::Tensor> diagonal_scatter_backward(
   auto grad_src = needs_input_grad[1] ? at::diagonal(grad, offset, dim1, dim2) : at::Tensor();
   return {grad_self, grad_src};
 }
+}  // namespace backwards
 
 torch::autograd::variable_list DiagonalScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& src_sizes_, const int64_t& offset_, const int64_t& dim1_, const int64_t& dim2_) {
   formulas::runtime::IndexRanges ranges;
@@ -2846,7 +2888,7 @@ torch::autograd::variable_list DiagonalScatterBackward0_apply_functional(torch::
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::diagonal_scatter_backward(grads[0], src_sizes_, offset_, dim1_, dim2_, needs_input_grad);
+  const auto input_grads = formulas::backwards::diagonal_scatter(grads[0], src_sizes_, offset_, dim1_, dim2_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2981,12 +3023,14 @@ struct SwapaxesBackward0 : public torch::autograd::TraceableFunction {
   int64_t axis1_{};
 };
 
-at::Tensor swapaxes_backward(
+namespace backwards {
+at::Tensor swapaxes(
     const at::Tensor& grad,
     int64_t axis0,
     int64_t axis1) {
   return at::swapaxes(grad, axis0, axis1);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SwapaxesBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& axis0_, const int64_t& axis1_) {
   formulas::runtime::IndexRanges ranges;
@@ -2998,7 +3042,7 @@ torch::autograd::variable_list SwapaxesBackward0_apply_functional(torch::autogra
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::swapaxes_backward(grads[0], axis0_, axis1_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::swapaxes(grads[0], axis0_, axis1_));
   return grad_inputs;
 }
 
@@ -3126,12 +3170,14 @@ struct SwapdimsBackward0 : public torch::autograd::TraceableFunction {
   int64_t dim1_{};
 };
 
-at::Tensor swapdims_backward(
+namespace backwards {
+at::Tensor swapdims(
     const at::Tensor& grad,
     int64_t dim0,
     int64_t dim1) {
   return at::swapdims(grad, dim0, dim1);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SwapdimsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim0_, const int64_t& dim1_) {
   formulas::runtime::IndexRanges ranges;
@@ -3143,7 +3189,7 @@ torch::autograd::variable_list SwapdimsBackward0_apply_functional(torch::autogra
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::swapdims_backward(grads[0], dim0_, dim1_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::swapdims(grads[0], dim0_, dim1_));
   return grad_inputs;
 }
 
@@ -3270,11 +3316,13 @@ struct UnflattenIntBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor unflatten_int_backward(
+namespace backwards {
+at::Tensor unflatten_int(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
   return at::reshape(grad, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list UnflattenIntBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -3286,7 +3334,7 @@ torch::autograd::variable_list UnflattenIntBackward0_apply_functional(torch::aut
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::unflatten_int_backward(grads[0], self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::unflatten_int(grads[0], self_sizes_));
   return grad_inputs;
 }
 
@@ -3410,7 +3458,8 @@ struct NarrowCopyBackward0 : public torch::autograd::TraceableFunction {
   int64_t length_{};
 };
 
-at::Tensor narrow_copy_backward(
+namespace backwards {
+at::Tensor narrow_copy(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     int64_t narrow_dim,
@@ -3418,6 +3467,7 @@ at::Tensor narrow_copy_backward(
     int64_t length) {
   return helpers::narrow_backward(grad, self_sizes, narrow_dim, narrow_start, length);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list NarrowCopyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& narrow_dim_, const int64_t& narrow_start_, const int64_t& length_) {
   formulas::runtime::IndexRanges ranges;
@@ -3429,7 +3479,7 @@ torch::autograd::variable_list NarrowCopyBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::narrow_copy_backward(grads[0], self_sizes_, narrow_dim_, narrow_start_, length_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::narrow_copy(grads[0], self_sizes_, narrow_dim_, narrow_start_, length_));
   return grad_inputs;
 }
 
@@ -3552,10 +3602,12 @@ struct FliplrBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor fliplr_backward(
+namespace backwards {
+at::Tensor fliplr(
     const at::Tensor& grad) {
   return at::fliplr(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FliplrBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -3567,7 +3619,7 @@ torch::autograd::variable_list FliplrBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::fliplr_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::fliplr(grads[0]));
   return grad_inputs;
 }
 
@@ -3656,10 +3708,12 @@ struct FlipudBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor flipud_backward(
+namespace backwards {
+at::Tensor flipud(
     const at::Tensor& grad) {
   return at::flipud(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FlipudBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -3671,7 +3725,7 @@ torch::autograd::variable_list FlipudBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::flipud_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::flipud(grads[0]));
   return grad_inputs;
 }
 
@@ -3762,12 +3816,14 @@ struct Rot90Backward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> dims_{};
 };
 
-at::Tensor rot90_backward(
+namespace backwards {
+at::Tensor rot90(
     const at::Tensor& grad,
     int64_t k,
     at::IntArrayRef dims) {
   return at::rot90(grad, 0 - k, dims);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Rot90Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& k_, const std::vector<int64_t>& dims_) {
   formulas::runtime::IndexRanges ranges;
@@ -3779,7 +3835,7 @@ torch::autograd::variable_list Rot90Backward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::rot90_backward(grads[0], k_, dims_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::rot90(grads[0], k_, dims_));
   return grad_inputs;
 }
 
@@ -3886,12 +3942,14 @@ struct TileBackward0 : public torch::autograd::TraceableFunction {
   std::vector<int64_t> self_sizes_{};
 };
 
-at::Tensor tile_backward(
+namespace backwards {
+at::Tensor tile(
     const at::Tensor& grad,
     at::IntArrayRef repeats,
     at::IntArrayRef self_sizes) {
   return helpers::repeat_backward(grad, repeats, self_sizes);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list TileBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& repeats_, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
@@ -3903,7 +3961,7 @@ torch::autograd::variable_list TileBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::tile_backward(grads[0], repeats_, self_sizes_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::tile(grads[0], repeats_, self_sizes_));
   return grad_inputs;
 }
 

@@ -79,11 +79,13 @@ struct AbsBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor absolute_backward(
+namespace backwards {
+at::Tensor absolute(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad * at::sign(self);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AbsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -95,7 +97,7 @@ torch::autograd::variable_list AbsBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::absolute_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::absolute(grads[0], self_));
   return grad_inputs;
 }
 
@@ -195,10 +197,12 @@ struct SignBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor sign_backward(
+namespace backwards {
+at::Tensor sign(
     const at::Tensor& grad) {
   return at::zeros_like(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SignBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -210,7 +214,7 @@ torch::autograd::variable_list SignBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sign_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sign(grads[0]));
   return grad_inputs;
 }
 
@@ -304,7 +308,8 @@ struct ClampBackward0 : public torch::autograd::TraceableFunction {
   std::optional<at::Scalar> max_{};
 };
 
-at::Tensor clamp_backward(
+namespace backwards {
+at::Tensor clamp(
     const at::Tensor& grad,
     const std::optional<at::Scalar>& min,
     const at::Tensor& self,
@@ -318,6 +323,7 @@ at::Tensor clamp_backward(
   }
   return kept;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::optional<at::Scalar>& min_, const at::Tensor& self_, const std::optional<at::Scalar>& max_) {
   formulas::runtime::IndexRanges ranges;
@@ -329,7 +335,7 @@ torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::clamp_backward(grads[0], min_, self_, max_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clamp(grads[0], min_, self_, max_));
   return grad_inputs;
 }
 
@@ -455,12 +461,14 @@ struct ClampMinBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar min_{};
 };
 
-at::Tensor clamp_min_backward(
+namespace backwards {
+at::Tensor clamp_min(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& min) {
   return at::where(at::ge(self, min), grad, at::zeros_like(grad));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ClampMinBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& min_) {
   formulas::runtime::IndexRanges ranges;
@@ -472,7 +480,7 @@ torch::autograd::variable_list ClampMinBackward0_apply_functional(torch::autogra
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::clamp_min_backward(grads[0], self_, min_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clamp_min(grads[0], self_, min_));
   return grad_inputs;
 }
 
@@ -583,12 +591,14 @@ struct ClampMaxBackward0 : public torch::autograd::TraceableFunction {
   at::Scalar max_{};
 };
 
-at::Tensor clamp_max_backward(
+namespace backwards {
+at::Tensor clamp_max(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& max) {
   return at::where(at::le(self, max), grad, at::zeros_like(grad));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ClampMaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& max_) {
   formulas::runtime::IndexRanges ranges;
@@ -600,7 +610,7 @@ torch::autograd::variable_list ClampMaxBackward0_apply_functional(torch::autogra
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::clamp_max_backward(grads[0], self_, max_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clamp_max(grads[0], self_, max_));
   return grad_inputs;
 }
 
@@ -708,10 +718,12 @@ struct FloorBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor floor_backward(
+namespace backwards {
+at::Tensor floor(
     const at::Tensor& grad) {
   return at::zeros_like(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FloorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -723,7 +735,7 @@ torch::autograd::variable_list FloorBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::floor_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::floor(grads[0]));
   return grad_inputs;
 }
 
@@ -813,10 +825,12 @@ struct CeilBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor ceil_backward(
+namespace backwards {
+at::Tensor ceil(
     const at::Tensor& grad) {
   return at::zeros_like(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list CeilBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -828,7 +842,7 @@ torch::autograd::variable_list CeilBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::ceil_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::ceil(grads[0]));
   return grad_inputs;
 }
 
@@ -918,10 +932,12 @@ struct RoundBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor round_half_even_backward(
+namespace backwards {
+at::Tensor round_half_even(
     const at::Tensor& grad) {
   return at::zeros_like(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list RoundBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -933,7 +949,7 @@ torch::autograd::variable_list RoundBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::round_half_even_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::round_half_even(grads[0]));
   return grad_inputs;
 }
 
@@ -1023,10 +1039,12 @@ struct RoundDecimalsBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor round_decimals_backward(
+namespace backwards {
+at::Tensor round_decimals(
     const at::Tensor& grad) {
   return at::zeros_like(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list RoundDecimalsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -1038,7 +1056,7 @@ torch::autograd::variable_list RoundDecimalsBackward0_apply_functional(torch::au
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::round_decimals_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::round_decimals(grads[0]));
   return grad_inputs;
 }
 
@@ -1128,10 +1146,12 @@ struct TruncBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor trunc_backward(
+namespace backwards {
+at::Tensor trunc(
     const at::Tensor& grad) {
   return at::zeros_like(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list TruncBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -1143,7 +1163,7 @@ torch::autograd::variable_list TruncBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::trunc_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::trunc(grads[0]));
   return grad_inputs;
 }
 
@@ -1233,10 +1253,12 @@ struct FracBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor frac_backward(
+namespace backwards {
+at::Tensor frac(
     const at::Tensor& grad) {
   return grad;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list FracBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -1248,7 +1270,7 @@ torch::autograd::variable_list FracBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::frac_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::frac(grads[0]));
   return grad_inputs;
 }
 
@@ -1340,11 +1362,13 @@ struct ErfBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor erf_backward(
+namespace backwards {
+at::Tensor erf(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return (grad * at::exp(-(self * self))) * 1.1283791670955126;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ErfBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -1356,7 +1380,7 @@ torch::autograd::variable_list ErfBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::erf_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::erf(grads[0], self_));
   return grad_inputs;
 }
 
@@ -1458,11 +1482,13 @@ struct ErfcBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor erfc_backward(
+namespace backwards {
+at::Tensor erfc(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return (grad * at::exp(-(self * self))) * -1.1283791670955126;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ErfcBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -1474,7 +1500,7 @@ torch::autograd::variable_list ErfcBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::erfc_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::erfc(grads[0], self_));
   return grad_inputs;
 }
 
@@ -1576,11 +1602,13 @@ struct ErfinvBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor erfinv_backward(
+namespace backwards {
+at::Tensor erfinv(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return (grad * at::exp(result * result)) * 0.886226925452758;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ErfinvBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -1592,7 +1620,7 @@ torch::autograd::variable_list ErfinvBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::erfinv_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::erfinv(grads[0], result_));
   return grad_inputs;
 }
 
@@ -1694,11 +1722,13 @@ struct Expm1Backward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor expm1_backward(
+namespace backwards {
+at::Tensor expm1(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return grad + (grad * result);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Expm1Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -1710,7 +1740,7 @@ torch::autograd::variable_list Expm1Backward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::expm1_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::expm1(grads[0], result_));
   return grad_inputs;
 }
 
@@ -1812,11 +1842,13 @@ struct Log1pBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor log1p_backward(
+namespace backwards {
+at::Tensor log1p(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad / (self + 1.0);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Log1pBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -1828,7 +1860,7 @@ torch::autograd::variable_list Log1pBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::log1p_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::log1p(grads[0], self_));
   return grad_inputs;
 }
 
@@ -1930,11 +1962,13 @@ struct Log2Backward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor log2_backward(
+namespace backwards {
+at::Tensor log2(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad / (self * 0.6931471805599453);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Log2Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -1946,7 +1980,7 @@ torch::autograd::variable_list Log2Backward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::log2_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::log2(grads[0], self_));
   return grad_inputs;
 }
 
@@ -2048,11 +2082,13 @@ struct Log10Backward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor log10_backward(
+namespace backwards {
+at::Tensor log10(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad / (self * 2.302585092994046);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Log10Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -2064,7 +2100,7 @@ torch::autograd::variable_list Log10Backward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::log10_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::log10(grads[0], self_));
   return grad_inputs;
 }
 
@@ -2166,11 +2202,13 @@ struct Exp2Backward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor exp2_backward(
+namespace backwards {
+at::Tensor exp2(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return (grad * result) * 0.6931471805599453;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Exp2Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -2182,7 +2220,7 @@ torch::autograd::variable_list Exp2Backward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::exp2_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::exp2(grads[0], result_));
   return grad_inputs;
 }
 
@@ -2284,11 +2322,13 @@ struct RsqrtBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor rsqrt_backward(
+namespace backwards {
+at::Tensor rsqrt(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return (((grad * result) * result) * result) * -0.5;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list RsqrtBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -2300,7 +2340,7 @@ torch::autograd::variable_list RsqrtBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::rsqrt_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::rsqrt(grads[0], result_));
   return grad_inputs;
 }
 
@@ -2402,11 +2442,13 @@ struct ReciprocalBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor reciprocal_backward(
+namespace backwards {
+at::Tensor reciprocal(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return (-grad * result) * result;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list ReciprocalBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -2418,7 +2460,7 @@ torch::autograd::variable_list ReciprocalBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::reciprocal_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::reciprocal(grads[0], result_));
   return grad_inputs;
 }
 
@@ -2520,11 +2562,13 @@ struct AsinBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor asin_backward(
+namespace backwards {
+at::Tensor asin(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad * at::rsqrt(at::rsub(self * self, 1));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AsinBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -2536,7 +2580,7 @@ torch::autograd::variable_list AsinBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::asin_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::asin(grads[0], self_));
   return grad_inputs;
 }
 
@@ -2638,11 +2682,13 @@ struct AcosBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor acos_backward(
+namespace backwards {
+at::Tensor acos(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return -grad * at::rsqrt(at::rsub(self * self, 1));
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AcosBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -2654,7 +2700,7 @@ torch::autograd::variable_list AcosBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::acos_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::acos(grads[0], self_));
   return grad_inputs;
 }
 
@@ -2756,11 +2802,13 @@ struct AtanBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor atan_backward(
+namespace backwards {
+at::Tensor atan(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad / ((self * self) + 1.0);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AtanBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -2772,7 +2820,7 @@ torch::autograd::variable_list AtanBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::atan_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::atan(grads[0], self_));
   return grad_inputs;
 }
 
@@ -2874,11 +2922,13 @@ struct TanBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor tan_backward(
+namespace backwards {
+at::Tensor tan(
     const at::Tensor& grad,
     const at::Tensor& result) {
   return grad * ((result * result) + 1.0);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list TanBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -2890,7 +2940,7 @@ torch::autograd::variable_list TanBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::tan_backward(grads[0], result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::tan(grads[0], result_));
   return grad_inputs;
 }
 
@@ -2992,11 +3042,13 @@ struct SinhBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor sinh_backward(
+namespace backwards {
+at::Tensor sinh(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad * at::cosh(self);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SinhBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -3008,7 +3060,7 @@ torch::autograd::variable_list SinhBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sinh_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sinh(grads[0], self_));
   return grad_inputs;
 }
 
@@ -3110,11 +3162,13 @@ struct CoshBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor cosh_backward(
+namespace backwards {
+at::Tensor cosh(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad * at::sinh(self);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list CoshBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -3126,7 +3180,7 @@ torch::autograd::variable_list CoshBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::cosh_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::cosh(grads[0], self_));
   return grad_inputs;
 }
 
@@ -3228,11 +3282,13 @@ struct AsinhBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor asinh_backward(
+namespace backwards {
+at::Tensor asinh(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad * at::rsqrt((self * self) + 1.0);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AsinhBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -3244,7 +3300,7 @@ torch::autograd::variable_list AsinhBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::asinh_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::asinh(grads[0], self_));
   return grad_inputs;
 }
 
@@ -3346,11 +3402,13 @@ struct AcoshBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor acosh_backward(
+namespace backwards {
+at::Tensor acosh(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad * at::rsqrt((self * self) - 1.0);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AcoshBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -3362,7 +3420,7 @@ torch::autograd::variable_list AcoshBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::acosh_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::acosh(grads[0], self_));
   return grad_inputs;
 }
 
@@ -3464,11 +3522,13 @@ struct AtanhBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor atanh_backward(
+namespace backwards {
+at::Tensor atanh(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return grad / at::rsub(self * self, 1);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list AtanhBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -3480,7 +3540,7 @@ torch::autograd::variable_list AtanhBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::atanh_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::atanh(grads[0], self_));
   return grad_inputs;
 }
 
@@ -3584,13 +3644,15 @@ struct SincBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor sinc_backward(
+namespace backwards {
+at::Tensor sinc(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& result) {
   auto slope = (at::cos(self * 3.141592653589793) - result) / self;
   return at::where(at::eq(self, 0), at::zeros_like(grad), grad * slope);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SincBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -3602,7 +3664,7 @@ torch::autograd::variable_list SincBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sinc_backward(grads[0], self_, result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sinc(grads[0], self_, result_));
   return grad_inputs;
 }
 
@@ -3715,11 +3777,13 @@ struct SquareBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable self_;
 };
 
-at::Tensor square_backward(
+namespace backwards {
+at::Tensor square(
     const at::Tensor& grad,
     const at::Tensor& self) {
   return (grad * self) * 2.0;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SquareBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
@@ -3731,7 +3795,7 @@ torch::autograd::variable_list SquareBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::square_backward(grads[0], self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::square(grads[0], self_));
   return grad_inputs;
 }
 
@@ -3836,7 +3900,8 @@ struct LogitBackward0 : public torch::autograd::TraceableFunction {
   torch::autograd::SavedVariable result_;
 };
 
-at::Tensor logit_backward(
+namespace backwards {
+at::Tensor logit(
     const at::Tensor& grad,
     const at::Tensor& self,
     std::optional<double> eps,
@@ -3850,6 +3915,7 @@ at::Tensor logit_backward(
     return at::where(at::lt(self, (*eps)), zeros, at::where(at::gt(self, 1.0 - (*eps)), zeros, grad_self));
   }
 }
+}  // namespace backwards
 
 torch::autograd::variable_list LogitBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<double>& eps_, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
@@ -3861,7 +3927,7 @@ torch::autograd::variable_list LogitBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::logit_backward(grads[0], self_, eps_, result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::logit(grads[0], self_, eps_, result_));
   return grad_inputs;
 }
 
@@ -3986,10 +4052,12 @@ struct SgnBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor sgn_backward(
+namespace backwards {
+at::Tensor sgn(
     const at::Tensor& grad) {
   return at::zeros_like(grad);
 }
+}  // namespace backwards
 
 torch::autograd::variable_list SgnBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -4001,7 +4069,7 @@ torch::autograd::variable_list SgnBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::sgn_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sgn(grads[0]));
   return grad_inputs;
 }
 
@@ -4091,10 +4159,12 @@ struct Deg2radBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor deg2rad_backward(
+namespace backwards {
+at::Tensor deg2rad(
     const at::Tensor& grad) {
   return grad * 0.017453292519943295;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Deg2radBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -4106,7 +4176,7 @@ torch::autograd::variable_list Deg2radBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::deg2rad_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::deg2rad(grads[0]));
   return grad_inputs;
 }
 
@@ -4195,10 +4265,12 @@ struct Rad2degBackward0 : public torch::autograd::TraceableFunction {
   }
 };
 
-at::Tensor rad2deg_backward(
+namespace backwards {
+at::Tensor rad2deg(
     const at::Tensor& grad) {
   return grad * 57.29577951308232;
 }
+}  // namespace backwards
 
 torch::autograd::variable_list Rad2degBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
@@ -4210,7 +4282,7 @@ torch::autograd::variable_list Rad2degBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::rad2deg_backward(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::rad2deg(grads[0]));
   return grad_inputs;
 }
 

@@ -114,6 +114,10 @@ def _library_ops(repo: Path) -> tuple[list[str], frozenset[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "--corpus":          # the derivatives.yaml funnel (transpiler.corpus)
+        from transpiler.corpus import main as corpus_main
+
+        return corpus_main(argv[1:])
     parser = argparse.ArgumentParser(prog="transpile coverage", description=__doc__)
     parser.add_argument("--from", dest="report", metavar="FILE",
                         help="print a report written by `pytest --tier-report FILE` instead of running the tests")

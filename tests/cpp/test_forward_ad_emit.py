@@ -154,5 +154,5 @@ def test_in_place_jvp_is_a_diagnostic_not_a_crash(tmp_path: Path) -> None:
         '''))
     _, diagnostics = emit_library(load_library(str(tmp_path)), load_library(str(REPO / "formulas")).operators)
     [diagnostic] = diagnostics
-    assert (diagnostic.line, diagnostic.col, diagnostic.code) == (9, 30, "DB200")
-    assert "the jvp parameter `original_self_p`" in diagnostic.message
+    assert (diagnostic.line, diagnostic.col, diagnostic.code) == (4, 13, "DB205")    # in-place: refused whole
+    assert "writes its argument 'self' in place (Tensor(a!))" in diagnostic.message

@@ -48,7 +48,7 @@ def test_undefined_gradient_of_one_output(formulas_ops):
 
 def test_saved_variable_inference_in_generated_code():
     reductions = (OUT_CPP / "reductions.cpp").read_text()
-    sum_node = reductions[reductions.index("struct SumBackward0"):reductions.index("at::Tensor sum_all_backward")]
+    sum_node = reductions[reductions.index("struct SumBackward0"):reductions.index("at::Tensor sum_all(")]
     assert "std::vector<int64_t> self_sizes_" in sum_node         # metadata, not the tensor
     assert "torch::autograd::SavedVariable" not in sum_node
     pointwise = (OUT_CPP / "pointwise.cpp").read_text()

@@ -107,3 +107,36 @@ def test_the_shipped_namespace_is_refused_for_an_operator_it_registers(tmp_path:
     assert "trig.py:4:13: DB206 formulas::sin is registered by the shipped library too" in printed
     assert "trig.py:12:13: DB206 formulas::cos is registered by the shipped library too" in printed
     assert not (tmp_path / "out").exists()
+
+
+# Calls the shipped helpers by importing them; sum_backward calls wrap_dim and is_reduced_dim in turn.
+SHIPPED_HELPERS = '''\
+from formulas import at, derivative
+from formulas.helpers import sum_backward, sum_to
+
+
+@derivative("plus(Tensor self, Tensor other) -> Tensor")
+def plus(self, other):
+    result = at.add(self, other)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    def backward(grad):
+        return sum_to(grad, self_sizes), sum_backward(grad, other_sizes, None, False)
+    return result, backward
+'''
+
+
+def test_a_package_calls_the_shipped_helpers_and_gets_its_own_copy(tmp_path: Path, capsys):
+    """``from formulas.helpers import sum_to`` lints clean and transpiles: the helpers it calls, and
+    the ones those call, are emitted into the package's helpers.cpp (its library links alone)."""
+    from transpiler.lint.runner import lint_paths
+
+    package, out = tmp_path / "myops", tmp_path / "my_cpp"
+    package.mkdir()
+    (package / "plus.py").write_text(SHIPPED_HELPERS)
+    assert lint_paths([str(package)]) == []
+    assert generate.main(["--formulas", str(package), "--out", str(out)]) == 0
+    defined = [line.split("(")[0].split()[-1] for line in (out / "helpers.h").read_text().splitlines()
+               if line.endswith(");")]
+    assert sorted(defined) == ["is_reduced_dim", "sum_backward", "sum_to", "wrap_dim"]
+    assert "helpers::sum_backward(grad, other_sizes" in (out / "plus.cpp").read_text()

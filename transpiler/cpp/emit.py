@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import libcst as cst
 
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
@@ -146,8 +147,13 @@ def _operator_includes(code: str) -> list[str]:
     """Per-operator ATen headers for the ``at::op(`` calls in ``code`` (only what is used)."""
     names = sorted(set(_AT_CALL.findall(code)))
     includes = ["#include <ATen/TensorOperators.h>"]
-    includes += [f"#include <ATen/ops/{name}.h>" for name in names if name not in method_only_operators()]
-    return includes
+    headers = sorted({_header(name) for name in names if name not in method_only_operators()})
+    return includes + [f"#include <ATen/ops/{header}.h>" for header in headers]
+
+
+def _header(name: str) -> str:
+    """The per-operator header declaring ``at::name``: an in-place ``zero_`` lives in ``zero.h``."""
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
 def _module_file(module: FormulaModule, context: Context, taken: set[str], diagnostics: list[Diagnostic],
@@ -263,6 +269,42 @@ def refusals(modules: tuple[FormulaModule, ...], library: tuple[FormulaModule, .
     return sorted({*found, *_duplicate_operators(Library(modules))})
 
 
+def with_helpers_of(library: Library, other: Library) -> Library:
+    """``library`` plus the helpers of ``other`` (the shipped library) that its formulas and helpers
+    call and it does not define, with the ones those call: a package emits its own copy of every
+    helper it uses (``from formulas.helpers import sum_to``), since another package's C++ is not
+    linked with it. They are added as helper-only modules, so no formula of ``other`` is emitted."""
+    import dataclasses
+
+    own = {h.name for h in library.helpers}
+    offered = {h.name: h for h in other.helpers if h.name not in own}
+    wanted: set[str] = set()
+    pending = [item.node for item in (*library.formulas, *library.helpers)]
+    while pending:
+        called = names_in(pending.pop()).keys() & offered.keys() - wanted
+        wanted |= called
+        pending += [offered[name].node for name in called]
+    if not wanted:
+        return library
+    added = tuple(dataclasses.replace(m, formulas=(), nondifferentiable=(),
+                                      helpers=tuple(h for h in m.helpers if h.name in wanted))
+                  for m in other.modules if any(h.name in wanted for h in m.helpers))
+    return Library((*library.modules, *added))
+
+
+def names_in(node: cst.CSTNode) -> dict[str, cst.Name]:
+    """Every plain name used under ``node``, with its first use."""
+    class Names(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.found: dict[str, cst.Name] = {}
+
+        def visit_Name(self, name: cst.Name) -> None:
+            self.found.setdefault(name.value, name)
+    visitor = Names()
+    node.visit(visitor)
+    return visitor.found
+
+
 def _file_name(path: str, taken: dict[str, str]) -> str:
     """``<module>.cpp``; a second module of the same name (another sub-package) gets a numbered name."""
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -288,4 +330,4 @@ def _duplicate_operators(library: Library) -> list[Diagnostic]:
     return found
 
 
-__all__ = ["Output", "emit_library", "operator_table", "refusals"]
+__all__ = ["Output", "emit_library", "operator_table", "names_in", "refusals", "with_helpers_of"]

@@ -16,6 +16,15 @@ and content hashes of the inputs, the generator and the outputs, so a run with
 nothing changed stops before parsing anything. An output that cannot or must
 not be written is a one-line diagnostic and exit 2.
 
+``--keep-going`` is per-formula mode (for a corpus such as an imported
+derivatives.yaml): every formula that lints and transliterates is written,
+each one that does not is reported as ``path:line:col: CODE message [entry]``
+(also kept in ``REFUSED`` in the output), then ``N of M formulas emitted``.
+A helper that cannot be transliterated is left out with its callers. Exit 0
+when nothing was left out, 1 when something was (what could be emitted is
+written all the same), 2 as always. Without it (the default, and what the
+shipped library uses) any finding writes nothing.
+
 ``--no-lint`` is DANGEROUS: it compiles formulas the linter rejects, e.g. one
 that captures an intermediate, whose double backward is then silently wrong.
 It exists to demonstrate exactly that.
@@ -41,7 +50,9 @@ MANIFEST = "MANIFEST"
 GENERATOR_SOURCES = REPO / "transpiler"
 
 if TYPE_CHECKING:   # imported lazily: an up-to-date run never loads libcst
-    from transpiler.model import Library
+    import libcst as cst
+
+    from transpiler.model import FormulaModule, Library
 
 
 def _digest(data: bytes) -> str:
@@ -52,12 +63,14 @@ def input_files(formulas: Path) -> list[Path]:
     return sorted(formulas.rglob("*.py"))
 
 
-def manifest_text(formulas: Path, files: dict[str, str], namespace: str) -> str:
-    """The namespace and hashes of the generator, every input and every output (one per line, sorted)."""
+def manifest_text(formulas: Path, files: dict[str, str], namespace: str, keep_going: bool = False) -> str:
+    """The namespace, the mode and the hashes of the generator, every input and every output (one
+    per line, sorted)."""
     generator = hashlib.sha256()
     for path in sorted(GENERATOR_SOURCES.rglob("*.py")):
         generator.update(path.read_bytes())
     lines = [f"generator {generator.hexdigest()}", f"namespace {namespace}"]
+    lines += ["mode per-formula"] if keep_going else []
     lines += [f"input {p.relative_to(formulas).as_posix()} {_digest(p.read_bytes())}" for p in input_files(formulas)]
     lines += [f"output {name} {_digest(text.encode())}" for name, text in sorted(files.items())]
     return "\n".join(lines) + "\n"
@@ -83,7 +96,7 @@ def written_by_transpile(out: Path) -> set[str]:
     return {MANIFEST, *(recorded(out) or {}).get("output", [])}
 
 
-def up_to_date(formulas: Path, out: Path, namespace: str) -> bool:
+def up_to_date(formulas: Path, out: Path, namespace: str, keep_going: bool = False) -> bool:
     """Whether ``out`` holds what the current inputs and generator would write, by hashes alone."""
     manifest = out / MANIFEST
     if not manifest.is_file():
@@ -99,7 +112,7 @@ def up_to_date(formulas: Path, out: Path, namespace: str) -> bool:
         return False
     if any(_digest((out / name).read_bytes()) != digest for name, digest in outputs.items()):
         return False
-    expected = manifest_text(formulas, {}, namespace)
+    expected = manifest_text(formulas, {}, namespace, keep_going)
     return [line for line in recorded_lines if not line.startswith("output ")] == expected.splitlines()
 
 
@@ -112,14 +125,31 @@ class Generated:
     ops: int = 0
     nodes: int = 0
     helpers: int = 0
+    formulas: int = 0                    # formulas read (the M of "N of M formulas emitted")
+    refused: tuple[Refusal, ...] = ()    # per-formula mode: what was left out, and why
 
 
-def generate(formulas: Path, lint: bool = True, namespace: str | None = None) -> Generated:
+@dataclass(frozen=True, order=True)
+class Refusal:
+    """A formula (``entry``: its operator; a helper's name or ``<module>`` outside formulas) left out
+    by per-formula mode, with the diagnostic that refused it."""
+
+    diagnostic: Diagnostic
+    entry: str
+
+    def format(self) -> str:
+        return f"{self.diagnostic.format()} [{self.entry}]"
+
+
+def generate(formulas: Path, lint: bool = True, namespace: str | None = None,
+             keep_going: bool = False) -> Generated:
     """Lint and transliterate ``formulas`` in memory, registered as ``torch.ops.<namespace>``
-    (default: the directory's name)."""
+    (default: the directory's name). ``keep_going``: per-formula mode (:func:`generate_each`)."""
     from transpiler.frontend import load_library
 
     namespace = namespace or default_namespace(formulas, SHIPPED_FORMULAS)
+    if keep_going:
+        return generate_each(formulas, lint, namespace)
     if lint:
         from transpiler.lint.runner import lint_paths
 
@@ -129,17 +159,139 @@ def generate(formulas: Path, lint: bool = True, namespace: str | None = None) ->
     library = load_library(str(formulas))
     if library.diagnostics:
         return Generated({}, sorted(library.diagnostics))
-    from transpiler.cpp.emit import emit_library
+    from transpiler.cpp.emit import emit_library, with_helpers_of
 
     shipped = _shipped_library(formulas)
     known = shipped.operators if shipped is not None else {}
-    output, diagnostics = emit_library(library, known, namespace, str(formulas))
+    callable_helpers = with_helpers_of(library, shipped) if shipped is not None else library
+    output, diagnostics = emit_library(callable_helpers, known, namespace, str(formulas))
     if shipped is not None and namespace == SHIPPED_NAMESPACE:
         diagnostics = sorted(diagnostics + _registered_twice(library, shipped))
     if diagnostics:
         return Generated({}, diagnostics)
     files = {**output.files, MANIFEST: manifest_text(formulas, output.files, namespace)}
     return Generated(files, [], output.ops, output.nodes, output.helpers)
+
+
+def generate_each(formulas: Path, lint: bool, namespace: str) -> Generated:
+    """Per-formula mode: emit every formula that lints and transliterates and leave out each one
+    that does not (its first diagnostic says why); a helper that cannot be transliterated is left
+    out with the formulas that call it. The files hold what was emitted, and ``REFUSED`` the
+    refusals, so that a run with nothing changed reports them again without parsing anything."""
+    from transpiler.cpp.emit import emit_library, with_helpers_of
+    from transpiler.frontend import load_library
+
+    library = load_library(str(formulas))
+    found = list(library.diagnostics)
+    if lint:
+        from transpiler.lint.runner import lint_paths
+
+        found += lint_paths([str(formulas)])
+    shipped = _shipped_library(formulas)
+    if shipped is not None and namespace == SHIPPED_NAMESPACE:
+        found += _registered_twice(library, shipped)
+    known = shipped.operators if shipped is not None else {}
+    entries = _Entries(library)
+    refused: dict[tuple[str, int], Refusal] = {}
+    while True:
+        before = len(refused)
+        for diagnostic in sorted(set(found)):
+            key, name = entries.owner(diagnostic)
+            refused.setdefault(key, Refusal(diagnostic, name))
+        refused.update(entries.callers_of_refused(refused))
+        kept = entries.without(set(refused))
+        with_shipped = with_helpers_of(kept, shipped) if shipped is not None else kept
+        output, found = emit_library(with_shipped, known, namespace, str(formulas))
+        if not found or len(refused) == before:
+            break
+    formula_keys = entries.formula_keys
+    left_out = tuple(sorted(r for k, r in refused.items() if k in formula_keys))
+    report = [r.format() for r in sorted(refused.values())] + [summary_line(output.ops, len(formula_keys))]
+    files = {**output.files, REFUSED: "\n".join(report) + "\n"}
+    files[MANIFEST] = manifest_text(formulas, files, namespace, keep_going=True)
+    return Generated(files, [], output.ops, output.nodes, output.helpers, len(formula_keys), left_out)
+
+
+def summary_line(emitted: int, total: int) -> str:
+    return f"{emitted} of {total} formulas emitted"
+
+
+REFUSED = "REFUSED"            # per-formula mode: one refused entry a line, ``path:line:col: CODE message [entry]``
+MODULE_LEVEL = "<module>"      # a finding outside every formula and helper
+
+
+class _Entries:
+    """The formulas and helpers of a library as entries keyed by (path, first line, decorators
+    included), to attribute diagnostics to them and leave refused ones out."""
+
+    def __init__(self, library: Library) -> None:
+        self.library = library
+        self.starts: dict[str, list[tuple[int, str]]] = {}
+        self.formula_keys: set[tuple[str, int]] = set()
+        self.helper_keys: dict[str, tuple[str, int]] = {}
+        for module in library.modules:
+            found = []
+            for formula in module.formulas:
+                found.append((_first_line(module, formula.node), formula.op_name))
+                self.formula_keys.add((module.path, found[-1][0]))
+            for helper in module.helpers:
+                found.append((_first_line(module, helper.node), helper.name))
+                self.helper_keys[helper.name] = (module.path, found[-1][0])
+            self.starts[module.path] = sorted(found)
+
+    def key(self, module: FormulaModule, node: cst.FunctionDef) -> tuple[str, int]:
+        return module.path, _first_line(module, node)
+
+    def owner(self, diagnostic: Diagnostic) -> tuple[tuple[str, int], str]:
+        """The entry whose definition holds the diagnostic's line (the last one starting above it)."""
+        owner = ((diagnostic.path, 0), MODULE_LEVEL)
+        for line, name in self.starts.get(diagnostic.path, ()):
+            if line > diagnostic.line:
+                break
+            owner = ((diagnostic.path, line), name)
+        return owner
+
+    def callers_of_refused(self, refused: dict[tuple[str, int], Refusal]) -> dict[tuple[str, int], Refusal]:
+        """Formulas and helpers that call a refused helper: their C++ would not link."""
+        from transpiler.cpp.emit import names_in
+
+        names = {name for name, key in self.helper_keys.items() if key in refused}
+        added: dict[tuple[str, int], Refusal] = {}
+        while names:
+            new = set()
+            for module in self.library.modules:
+                for item, label in [*((f, f.op_name) for f in module.formulas),
+                                    *((h, h.name) for h in module.helpers)]:
+                    key = self.key(module, item.node)
+                    used = names_in(item.node)
+                    called = used.keys() & names
+                    if key in refused or key in added or not called:
+                        continue
+                    helper = sorted(called)[0]
+                    cause = refused.get(self.helper_keys[helper]) or added[self.helper_keys[helper]]
+                    where = module.span(used[helper])
+                    added[key] = Refusal(Diagnostic(module.path, where.line, where.col, cause.diagnostic.code,
+                                                    f"calls helper '{helper}', which was left out"), label)
+                    if label in self.helper_keys:
+                        new.add(label)
+            names = new
+        return added
+
+    def without(self, refused: set[tuple[str, int]]) -> Library:
+        """The library less the refused formulas and helpers."""
+        import dataclasses
+
+        from transpiler.model import Library
+
+        return Library(tuple(dataclasses.replace(
+            module,
+            formulas=tuple(f for f in module.formulas if self.key(module, f.node) not in refused),
+            helpers=tuple(h for h in module.helpers if self.key(module, h.node) not in refused))
+            for module in self.library.modules))
+
+
+def _first_line(module: FormulaModule, node: cst.FunctionDef) -> int:
+    return min([module.span(d).line for d in node.decorators] + [module.span(node).line])
 
 
 def _shipped_library(formulas: Path) -> Library | None:
@@ -195,6 +347,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="output directory (default: the project's out_cpp/)")
     parser.add_argument("--namespace", help="register as torch.ops.NAMESPACE (default: the formula directory's name)")
     parser.add_argument("--check", action="store_true", help="exit 1 if --out differs from what would be written")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="per-formula mode: emit every formula that lints and transliterates, report each "
+                             "one that does not (exit 1 when any is left out, the others still written)")
     parser.add_argument("--no-lint", action="store_true",
                         help="DANGEROUS: skip the linter; formulas it rejects compile and give wrong double backward")
     args = parser.parse_args(argv)
@@ -219,10 +374,15 @@ def _run(args: argparse.Namespace) -> int:
     if not args.check:
         check_directory(out, lambda d: recorded(d) is not None, written_by_transpile, "transpile", [formulas])
     started = time.perf_counter()
-    if not args.no_lint and up_to_date(formulas, out, namespace):
+    if not args.no_lint and up_to_date(formulas, out, namespace, args.keep_going):
+        if args.keep_going:     # the refusals of the run that wrote ``out``, and its summary
+            report = (out / REFUSED).read_text(encoding="utf-8")
+            print(report, end="")
+            print(f"{out}: up to date ({time.perf_counter() - started:.3f} s)")
+            return 1 if report.count("\n") > 1 else 0
         print(f"{out}: up to date ({time.perf_counter() - started:.3f} s)")
         return 0
-    result = generate(formulas, lint=not args.no_lint, namespace=namespace)
+    result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going)
     for diagnostic in result.diagnostics:
         print(diagnostic.format())
     if result.diagnostics:
@@ -240,7 +400,9 @@ def _run(args: argparse.Namespace) -> int:
     if changed:
         replace_directory(out, files)
     elapsed = time.perf_counter() - started
+    if args.keep_going:
+        print(files[REFUSED], end="")
     print(f"transpile: {formulas} -> {out} (torch.ops.{namespace})")
     print(f"  ops {result.ops}   nodes {result.nodes}   helpers {result.helpers}   files {len(files)}   "
           f"changed {len(changed)}   {elapsed:.2f} s")
-    return 0
+    return 1 if args.keep_going and files[REFUSED].count("\n") > 1 else 0

@@ -247,6 +247,11 @@ class FormulaEmitter(ViewEmitter):
         self.struct = struct
         self.schema = formula.schema
         self.arguments = [a for a in self.schema.arguments if not a.is_out]
+        written = [a.name for a in self.schema.arguments if a.annotation is not None and a.annotation.is_write]
+        if written:
+            raise Untranslatable(schema_node(formula), UNSUPPORTED_TYPE,
+                                 f"{formula.op_name}: writes its argument '{written[0]}' in place (Tensor(a!)); "
+                                 "in-place and out= operators are not supported yet")
         self.rebound = assigned_names(formula.forward) & {a.name for a in self.arguments}
         self.forward_context = context.bind({
             a.name: Binding(T.from_schema(a.type), cpp_name(a.name),
@@ -324,7 +329,9 @@ class FormulaEmitter(ViewEmitter):
 
     @property
     def backward_name(self) -> str:
-        return f"{self.formula.function}_backward"
+        """In its own namespace: the backward of ``diagonal`` never collides with the wrapper of
+        an operator ``diagonal_backward``."""
+        return f"backwards::{self.formula.function}"
 
     def struct_text(self) -> str:
         members, releases = [], []
@@ -392,10 +399,12 @@ class FormulaEmitter(ViewEmitter):
         declarations, bindings = self._backward_params()
         body = translate_body(self.formula.backward.node.body.body, self.context.bind(bindings), self.backward_return)
         return "\n".join([
-            f"{T.cpp_value(self.backward_return)} {self.backward_name}(",
+            "namespace backwards {",
+            f"{T.cpp_value(self.backward_return)} {self.formula.function}(",
             "    " + ",\n    ".join(declarations) + ") {",
             *body.lines,
             "}",
+            "}  // namespace backwards",
             "",
         ])
 

@@ -463,19 +463,22 @@ class _ClosureRules:
         check, each file seen as ``transpile --formulas <its package>`` sees it (the shipped
         library's operators callable from another package); an unknown operator that DB105
         reports already is not reported twice as DB201."""
-        from transpiler.cpp.emit import refusals
+        from transpiler.cpp.emit import refusals, with_helpers_of
         from transpiler.model import Library
 
         ok = [module for path, module in self.modules.items() if path not in self.errors]
         packages: dict[Path, list[FormulaModule]] = {}
         for module in ok:
             packages.setdefault(package_root(module.path), []).append(module)
-        shipped_operators = Library(tuple(self.library)).operators
+        shipped = Library(tuple(self.library))
+        shipped_operators = shipped.operators
         found: list[Diagnostic] = []
         for root, modules in packages.items():
             try:
                 rest = tuple(package_library(root, exclude={Path(m.path).resolve() for m in modules}))
                 known = None if root == SHIPPED_FORMULAS else shipped_operators
+                if known is not None:     # the shipped helpers it calls are emitted with it
+                    rest = with_helpers_of(Library((*modules, *rest)), shipped).modules[len(modules):]
                 found += refusals(tuple(modules), rest, known)
             except Exception as error:  # noqa: BLE001 - the emitter failed: an internal error of these files
                 found += [_internal_error(module.path, error) for module in modules]

@@ -20,6 +20,7 @@ import yaml
 
 from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
+from transpiler.yaml_import.main_dialect import to_main
 from transpiler.yaml_import.model import (
     AUTO_JVP,
     NEEDS_INPUT_GRAD,
@@ -116,19 +117,31 @@ def _entry(item: object) -> Entry | EntryError:
 
 # --------------------------------------------------------------------------- translation
 
-def translate_expression(source: str, names: dict[str, str]) -> tuple[str, Node, cpp.Layout]:
-    """A C++ formula as a Python expression, its tree and its layout; checked to round-trip."""
+def translate_expression(source: str, names: dict[str, str], non_tensors: frozenset[str] = frozenset()
+                         ) -> tuple[str, Node, cpp.Layout, str | None]:
+    """A C++ formula as a Python expression of the main dialect (:mod:`.main_dialect`), its tree,
+    its layout, and the original formula when the main dialect rewrote it (else None); checked to
+    round-trip. ``non_tensors``: the entry's arguments that are not tensors."""
     try:
         tree = cpp.parse(source)
-        python = pydialect.to_python(tree, names)
+        main = to_main(tree, non_tensors)
+        python = pydialect.to_python(main, names)
         back = pydialect.from_python(python, pydialect.inverse_names(names))
     except (cpp.CppSyntaxError, pydialect.DialectError) as error:
         raise EntryError(f"cannot translate `{source}`: {error}") from None
-    if back != tree:
+    if back != main:
         raise EntryError(f"`{source}` has no faithful Python spelling (operator precedence differs); "
                          "parenthesize it in the YAML")
+    if main != tree:
+        return python, main, {}, source
     printed = cpp.print_tokens(tree)
-    return python, tree, cpp.layout_of(source, printed)
+    return python, tree, cpp.layout_of(source, printed), None
+
+
+def non_tensor_arguments(schema: FunctionSchema) -> frozenset[str]:
+    """The arguments of ``schema`` that are not tensors (their methods are not operators)."""
+    tensors = {a.name for a in schema.tensor_inputs}
+    return frozenset(a.name for a in schema.arguments if a.name not in tensors)
 
 
 def free_names(trees: list[Node]) -> set[str]:
@@ -215,9 +228,9 @@ def _backward(entry: Entry, schema: FunctionSchema, lines: list[FormulaLine], lo
     targets = gradient_locals(schema)
     trees, assignments = [], []
     for line in lines:
-        python, tree, layout = translate_expression(line.formula, names)
+        python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema))
         trees.append(tree)
-        assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout))
+        assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout, original))
     used = free_names(trees)
     params, prelude = _gradient_params(entry, schema, return_names(schema), used)
     assigned = {n for line in lines for n in line.names}
@@ -261,11 +274,11 @@ def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine],
     trees, assignments = [], []
     targets = tangent_locals(schema)
     for line in lines:
-        python, tree, layout = translate_expression(line.formula, names)
+        python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema))
         trees.append(tree)
         if not all(n in targets for n in line.names):
             raise EntryError(f"`{line.key}` names neither an input nor an output")
-        assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout))
+        assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout, original))
     used = free_names(trees)
     params = [f"{a}_t" for a in diff_args]
     params += [f"{a}_p" for a in diff_args if f"{a}_p" in used and f"{a}_p" not in names]

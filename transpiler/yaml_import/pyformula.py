@@ -4,7 +4,8 @@
 :func:`formula_source` prints it, :func:`module_source` prints a whole file.
 The layout of the C++ source (spacing and comments that differ from the
 printer's canonical spacing) rides along as a trailing ``# cpp: {...}``
-comment on each formula statement.
+comment on each formula statement; a statement the main dialect rewrote
+(:mod:`.main_dialect`) carries its YAML formula instead, ``# yaml: "..."``.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from transpiler.yaml_import.cpp import Layout
 
 LAYOUT_COMMENT = "# cpp: "
+ORIGINAL_COMMENT = "# yaml: "      # the YAML formula of a line the main dialect rewrote (a JSON string)
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Assignment:
     targets: tuple[str, ...]
     expression: str
     layout: Layout
+    original: str | None = None       # the YAML formula, when the main dialect rewrote it
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,9 @@ def _closure_lines(closure: Closure) -> list[str]:
     lines += [f"        {statement}" for statement in closure.prelude]
     for assignment in closure.assignments:
         text = f"        {', '.join(assignment.targets)} = {assignment.expression}"
-        if assignment.layout:
+        if assignment.original is not None:
+            text += f"  {ORIGINAL_COMMENT}{json.dumps(assignment.original)}"
+        elif assignment.layout:
             text += f"  {LAYOUT_COMMENT}{json.dumps(assignment.layout, separators=(',', ':'))}"
         lines.append(text)
     lines.append(f"        return {_return_text(closure.returns)}")

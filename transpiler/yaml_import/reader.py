@@ -15,7 +15,8 @@ from pathlib import Path
 
 from transpiler.schema import FunctionSchema, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
-from transpiler.yaml_import.importer import FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, primal_names
+from transpiler.yaml_import.importer import FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, non_tensor_arguments, primal_names
+from transpiler.yaml_import.main_dialect import to_main
 from transpiler.yaml_import.model import (
     NEEDS_INPUT_GRAD,
     NON_DIFFERENTIABLE,
@@ -26,7 +27,7 @@ from transpiler.yaml_import.model import (
     return_names,
     tangent_locals,
 )
-from transpiler.yaml_import.pyformula import LAYOUT_COMMENT
+from transpiler.yaml_import.pyformula import LAYOUT_COMMENT, ORIGINAL_COMMENT
 from transpiler.yaml_import.syntax import Node
 
 FORMULA_FILES = f"{FORMULA_FILE_PREFIX}*.py"
@@ -47,12 +48,15 @@ class ReadLine:
     key: str
     tree: Node
     layout: cpp.Layout
+    original: str | None = None     # the ``# yaml:`` formula, when the Python still is its rewrite
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.key.split(", "))
 
     def line(self) -> FormulaLine:
+        if self.original is not None:
+            return FormulaLine(self.key, self.original)
         return FormulaLine(self.key, cpp.render(cpp.print_tokens(self.tree), self.layout))
 
 
@@ -156,19 +160,21 @@ class _FileReader:
             raise self.error(node, f"`{node.name}` has no nested `def backward`")
         local = pydialect.local_names((*(a.name for a in schema.arguments), *return_names(schema)))
         backward_names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
-        gradients = self.lines_of(closures["backward"], gradient_locals(schema), pydialect.inverse_names(backward_names))
+        non_tensors = non_tensor_arguments(schema)
+        gradients = self.lines_of(closures["backward"], gradient_locals(schema),
+                                  pydialect.inverse_names(backward_names), non_tensors)
         tangents: tuple[ReadLine, ...] = ()
         if "jvp" in closures:
             diff_args = [a.name for a in schema.arguments if any(a.name in g.names for g in gradients)]
             tangents = self.lines_of(closures["jvp"], tangent_locals(schema),
-                                     pydialect.inverse_names(primal_names(schema, diff_args, local)))
+                                     pydialect.inverse_names(primal_names(schema, diff_args, local)), non_tensors)
         return ReadFunction(
             schema, schema_text, tuple(flags) if flags is not None else None, details.get("dispatch"),
             gradients, tuple(details.get("non_differentiable", ())), details.get("jvp"), tangents,
         )
 
-    def lines_of(self, closure: ast.FunctionDef, locals_: dict[str, str], names: dict[str, str]
-                 ) -> tuple[ReadLine, ...]:
+    def lines_of(self, closure: ast.FunctionDef, locals_: dict[str, str], names: dict[str, str],
+                 non_tensors: frozenset[str]) -> tuple[ReadLine, ...]:
         """The formula assignments of a closure as YAML lines: those whose targets are
         the gradient (or tangent) locals ``locals_`` gives (YAML name -> Python local)."""
         keys = pydialect.inverse_names(locals_)
@@ -187,8 +193,23 @@ class _FileReader:
                 tree = pydialect.from_python(expression, names)
             except pydialect.DialectError as error:
                 raise self.error(statement, f"`{expression}`: {error}") from None
-            lines.append(ReadLine(key, tree, self.layout(statement, comment)))
+            lines.append(ReadLine(key, tree, self.layout(statement, comment),
+                                  self.original(statement, comment, tree, non_tensors)))
         return tuple(lines)
+
+    def original(self, statement: ast.stmt, comment: str, tree: Node, non_tensors: frozenset[str]) -> str | None:
+        """The ``# yaml: "..."`` formula of a line the main dialect rewrote, as long as the Python is
+        still its rewrite (an edited line is printed from its tree instead)."""
+        if not comment.startswith(ORIGINAL_COMMENT):
+            return None
+        try:
+            original = json.loads(comment[len(ORIGINAL_COMMENT):])
+            rewritten = to_main(cpp.parse(original), non_tensors) if isinstance(original, str) else None
+        except (json.JSONDecodeError, cpp.CppSyntaxError) as error:
+            raise self.error(statement, f"the yaml comment is not a JSON string of a C++ formula: {error}") from None
+        if rewritten is None:
+            raise self.error(statement, "the yaml comment must be a JSON string")
+        return original if rewritten == tree else None
 
     def layout(self, statement: ast.stmt, comment: str) -> cpp.Layout:
         """The ``# cpp: {...}`` layout of a formula line (none: canonical spacing)."""

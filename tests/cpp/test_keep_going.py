@@ -1,0 +1,92 @@
+"""``transpile --keep-going``: per-formula mode emits what it can and reports each formula it leaves out."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cpp.test_transpile_cli import GOOD as TRANSPILE_CLI_GOOD
+from transpiler.cpp import generate
+
+GOOD = TRANSPILE_CLI_GOOD.replace("from formulas import at, derivative",
+                                  "from formulas import Tensor, at, derivative, helper")
+
+# each refused for its own reason; the last calls a helper that cannot be transliterated
+REFUSED = '''\
+
+
+@derivative("exp(Tensor self) -> Tensor")
+def exp(self):
+    result = at.exp(self)
+    def backward(grad):
+        scale = {1: 2.0}
+        return grad * result
+    return result, backward
+
+
+@derivative("tan(Tensor self) -> Tensor")
+def tan(self):
+    result = at.tan(self)
+    middle = at.cos(self)
+    def backward(grad):
+        return grad / (middle * middle)
+    return result, backward
+
+
+@helper
+def odd(x: Tensor) -> Tensor:
+    table = {1: x}
+    return x
+
+
+@derivative("neg(Tensor self) -> Tensor")
+def neg(self):
+    result = at.neg(self)
+    def backward(grad):
+        return odd(-grad)
+    return result, backward
+'''
+
+
+def run(formulas: Path, out: Path, capsys) -> tuple[int, list[str]]:
+    code = generate.main(["--formulas", str(formulas), "--out", str(out), "--keep-going"])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def test_emits_the_good_formulas_and_reports_each_refused_one(tmp_path, capsys):
+    formulas = tmp_path / "pkg"
+    formulas.mkdir()
+    (formulas / "trig.py").write_text(GOOD + REFUSED)
+    code, lines = run(formulas, tmp_path / "out", capsys)
+    assert code == 1
+    source = (tmp_path / "out" / "trig.cpp").read_text()
+    assert "struct SinBackward0" in source
+    assert "struct CosBackward0" in source
+    for refused in ("ExpBackward0", "TanBackward0", "NegBackward0", "odd("):
+        assert refused not in source + (tmp_path / "out" / "helpers.cpp").read_text()
+    path = formulas / "trig.py"
+    reported = [line for line in lines if line.startswith(str(path))]
+    assert [(line.split(" ")[1], line.rsplit(" ", 1)[1]) for line in reported] == [
+        ("DB200", "[exp]"), ("DB100", "[tan]"), ("DB200", "[odd]"), ("DB200", "[neg]")]
+    assert reported[3].startswith(f"{path}:48:16: DB200 calls helper 'odd', which was left out")
+    assert "2 of 5 formulas emitted" in lines
+
+
+def test_nothing_changed_reports_the_same_without_regenerating(tmp_path, capsys):
+    formulas = tmp_path / "pkg"
+    formulas.mkdir()
+    (formulas / "trig.py").write_text(GOOD + REFUSED)
+    first = run(formulas, tmp_path / "out", capsys)
+    code, lines = run(formulas, tmp_path / "out", capsys)
+    assert code == 1
+    assert lines[:-1] == first[1][:-2]
+    assert lines[-1].endswith("up to date") or "up to date" in lines[-1]
+
+
+def test_clean_package_exits_0_and_default_mode_stays_all_or_nothing(tmp_path, capsys):
+    formulas = tmp_path / "pkg"
+    formulas.mkdir()
+    (formulas / "trig.py").write_text(GOOD)
+    code, lines = run(formulas, tmp_path / "out", capsys)
+    assert (code, "2 of 2 formulas emitted" in lines) == (0, True)
+    (formulas / "trig.py").write_text(GOOD + REFUSED)
+    assert generate.main(["--formulas", str(formulas), "--out", str(tmp_path / "strict")]) == 1
+    assert not (tmp_path / "strict").exists()

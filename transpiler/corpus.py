@@ -1,0 +1,105 @@
+"""``transpile coverage --corpus``: the funnel of PyTorch's derivatives.yaml through the one pipeline.
+
+The installed torch's derivatives.yaml is imported (never committed) into
+``<build-dir>/corpus/formulas``, linted, transpiled per formula
+(``--keep-going``) into ``<build-dir>/corpus/cpp``, compiled (cached, one
+translation unit per formula file) and every compiled operator proven on torch's
+OpInfo float64 samples (``tests/yaml/corpus_proof.py``: C1 gradcheck +
+gradgradcheck, CT first and second derivatives equal torch's). Prints, as counts
+of the entries: imported, lint-clean (no DB0xx/DB1xx finding), emitted, compiled,
+C1, CT; then each entry that falls out, with the stage and the reason. Exit 0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NAMESPACE = "derivatives"
+PROOF = REPO / "tests" / "yaml" / "corpus_proof.py"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="transpile coverage --corpus", description=__doc__)
+    parser.add_argument("--build-dir", type=Path, default=REPO / "build", help="where the corpus is built")
+    parser.add_argument("--no-compile", action="store_true", help="stop after emitting (no build, no proof)")
+    args = parser.parse_args(argv)
+    import torchgen
+
+    from transpiler.cpp.generate import _Entries, differs, generate_each
+    from transpiler.frontend import load_library
+    from transpiler.lint.runner import lint_paths
+    from transpiler.output import replace_directory
+    from transpiler.yaml_import.importer import import_yaml
+
+    yaml_path = Path(torchgen.__file__).parent / "packaged" / "autograd" / "derivatives.yaml"
+    work = args.build_dir / "corpus"
+    formulas, out = work / "formulas", work / "cpp"
+    imported = import_yaml(yaml_path.read_text(encoding="utf-8"), str(yaml_path))
+    if differs(formulas, imported.files, manifest=False):
+        replace_directory(formulas, imported.files)
+    library = load_library(str(formulas))
+    entries = sorted({f.op_name for f in library.formulas})
+    owners = _Entries(library)
+    # An entry with dispatch sections is several formulas (its Default one first): it goes on while
+    # any of them does, and falls out with the reason of its first formula.
+    sections: dict[str, set] = {}
+    for module in library.modules:
+        for formula in module.formulas:
+            sections.setdefault(formula.op_name, set()).add(owners.key(module, formula.node))
+    stopped: dict[tuple, tuple[str, str]] = {}      # formula key -> (stage, reason)
+    fallen: dict[str, tuple[str, str]] = {}          # entry -> (stage, reason)
+
+    def stop(diagnostics, stage: str) -> None:
+        for diagnostic in diagnostics:
+            key, _ = owners.owner(diagnostic)
+            stopped.setdefault(key, (stage, diagnostic.format()))
+        for entry, keys in sections.items():
+            if entry not in fallen and keys <= stopped.keys():
+                fallen[entry] = stopped[min(keys)]
+    stop([d for d in lint_paths([str(formulas)]) if d.code[:3] in ("DB0", "DB1")], "lint")
+    lint_clean = [e for e in entries if e not in fallen]
+    generated = generate_each(formulas, True, NAMESPACE)
+    if differs(out, generated.files):
+        replace_directory(out, generated.files)
+    stop([refusal.diagnostic for refusal in generated.refused], "emit")
+    emitted = [e for e in entries if e not in fallen]
+    compiled, c1, ct = [], [], []
+    if not args.no_compile:
+        build = subprocess.run([sys.executable, "-m", "transpiler.build", "--sources", str(out), "--build-dir",
+                                str(args.build_dir), "--name", f"{NAMESPACE}_ops"], capture_output=True, text=True)
+        if build.returncode != 0:
+            for entry in emitted:
+                fallen.setdefault(entry, ("compile", "the corpus library does not compile (see the build log)"))
+            print(build.stderr[-3000:], file=sys.stderr)
+        else:
+            compiled = emitted
+            library_path = build.stdout.strip().splitlines()[-1]
+            proof = subprocess.run([sys.executable, str(PROOF), library_path, NAMESPACE, json.dumps(compiled)],
+                                   capture_output=True, text=True)
+            results = json.loads(proof.stdout.strip().splitlines()[-1]) if proof.returncode == 0 else {}
+            for entry in compiled:
+                result = results.get(entry, {"status": "failed", "reason": "the proof did not run"})
+                if result["status"] == "proven":
+                    c1.append(entry)
+                    ct.append(entry)
+                elif result["status"] == "failed" and result["reason"].startswith("CT"):
+                    c1.append(entry)
+                    fallen[entry] = ("CT", result["reason"])
+                else:
+                    fallen[entry] = ("C1", result["reason"])
+    total = len(entries)
+    print(f"derivatives.yaml corpus ({yaml_path}): {total} entries ({len(library.formulas)} formulas)")
+    for label, count in (("imported", len(entries)), ("lint-clean", len(lint_clean)), ("emitted", len(emitted)),
+                         ("compiled", len(compiled)), ("C1", len(c1)), ("CT", len(ct))):
+        print(f"  {label:<11}{count:>5} of {total}")
+    fallen = {entry: fallen[entry] for entry in entries if entry in fallen}   # not helpers or module-level code
+    stages = Counter(stage for stage, _ in fallen.values())
+    print("fallen out: " + ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items())))
+    for entry, (stage, reason) in sorted(fallen.items()):
+        print(f"  {entry} [{stage}]: {reason}")
+    return 0

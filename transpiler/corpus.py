@@ -7,7 +7,8 @@ translation unit per formula file) and every compiled operator proven on torch's
 OpInfo float64 samples (``tests/yaml/corpus_proof.py``: C1 gradcheck +
 gradgradcheck, CT first and second derivatives equal torch's). Prints, as counts
 of the entries: imported, lint-clean (no DB0xx/DB1xx finding), emitted, compiled,
-C1, CT; then each entry that falls out, with the stage and the reason. Exit 0.
+C1, CT, and the entries with a jvp (imported, emitted with it); then each entry
+that falls out, with the stage and the reason. Exit 0.
 """
 from __future__ import annotations
 
@@ -97,6 +98,10 @@ def main(argv: list[str]) -> int:
     for label, count in (("imported", len(entries)), ("lint-clean", len(lint_clean)), ("emitted", len(emitted)),
                          ("compiled", len(compiled)), ("C1", len(c1)), ("CT", len(ct))):
         print(f"  {label:<11}{count:>5} of {total}")
+    # forward mode: entries whose formula has a jvp (derivatives.yaml's ``result:``), and how many of
+    # them were emitted with it (the jvp is transliterated into the forward wrapper with its formula)
+    with_jvp = sorted({f.op_name for f in library.formulas if f.jvp is not None})
+    print(f"  with a jvp {len(with_jvp):>5} imported, {len(set(with_jvp) & set(emitted))} emitted with their jvp")
     fallen = {entry: fallen[entry] for entry in entries if entry in fallen}   # not helpers or module-level code
     stages = Counter(stage for stage, _ in fallen.values())
     print("fallen out: " + ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items())))

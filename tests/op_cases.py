@@ -817,8 +817,8 @@ def build_cases() -> list[OpCase]:
         + _linalg_more_cases() + _nn_cases()
         + _pointwise_math_cases()
         + _shape_more_cases() + _indexing_more_cases()
+        + _more_reduction_cases() + _moment_cases()
     )
-
 
 
 # ---------------------------------------------------------------------------
@@ -990,9 +990,6 @@ def _off_step_values(rng: np.random.Generator, shape: tuple[int, ...], divisor: 
 
 def _pointwise_math_cases() -> list[OpCase]:
     return _pointwise_unary_cases() + _unary_with_arguments_cases() + _pointwise_binary_cases()
-
-
-ALL_CASES: list[OpCase] = build_cases()
 
 
 # ---------------------------------------------------------------------------
@@ -1185,12 +1182,4 @@ def _moment_cases() -> list[OpCase]:
     return out
 
 
-_cases_before_w_ops_b = build_cases
-
-
-def build_cases() -> list[OpCase]:
-    """The whole catalogue, with the reductions of formulas/reductions_more.py."""
-    return _cases_before_w_ops_b() + _more_reduction_cases() + _moment_cases()
-
-
-ALL_CASES = build_cases()
+ALL_CASES: list[OpCase] = build_cases()

@@ -27,9 +27,10 @@ def index_select(self, dim, index):
 @derivative("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor")
 def masked_fill_scalar(self, mask, value):
     result = at.masked_fill(self, mask, value)
+    self_sizes = self.sizes()
     def backward(grad):
-        # the filled elements no longer depend on self
-        return at.masked_fill(grad, mask, 0), None
+        # the filled elements no longer depend on self (which may have broadcast with the mask)
+        return sum_to(at.masked_fill(grad, mask, 0), self_sizes), None
     def jvp(self_t):
         result_t = at.masked_fill(self_t, mask, 0)
         return result_t
@@ -39,9 +40,10 @@ def masked_fill_scalar(self, mask, value):
 @derivative("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor")
 def masked_fill_tensor(self, mask, value):
     result = at.masked_fill(self, mask, value)
+    self_sizes = self.sizes()
     value_sizes = value.sizes()
     def backward(grad, *, needs_input_grad):
-        grad_self = at.masked_fill(grad, mask, 0) if needs_input_grad[0] else None
+        grad_self = sum_to(at.masked_fill(grad, mask, 0), self_sizes) if needs_input_grad[0] else None
         grad_value = None
         if needs_input_grad[2]:
             # the 0-d value is copied into every masked element: their gradients add up
@@ -56,10 +58,11 @@ def masked_fill_tensor(self, mask, value):
 @derivative("masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor")
 def masked_scatter(self, mask, source):
     result = at.masked_scatter(self, mask, source)
+    self_sizes = self.sizes()
     source_sizes = source.sizes()
     source_numel = source.numel()
     def backward(grad, *, needs_input_grad):
-        grad_self = at.masked_fill(grad, mask, 0) if needs_input_grad[0] else None
+        grad_self = sum_to(at.masked_fill(grad, mask, 0), self_sizes) if needs_input_grad[0] else None
         grad_source = None
         if needs_input_grad[2]:
             # the first k elements of source (k masked elements, in order) went to the masked

@@ -197,17 +197,19 @@ struct MaskedFillScalarBackward0 : public torch::autograd::TraceableFunction {
     mask_.reset_data();
   }
   torch::autograd::SavedVariable mask_;
+  std::vector<int64_t> self_sizes_{};
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor> masked_fill_scalar(
     const at::Tensor& grad,
-    const at::Tensor& mask) {
-  return {at::masked_fill(grad, mask, 0), at::Tensor()};
+    const at::Tensor& mask,
+    at::IntArrayRef self_sizes) {
+  return {helpers::sum_to(at::masked_fill(grad, mask, 0), self_sizes), at::Tensor()};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list MaskedFillScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mask_) {
+torch::autograd::variable_list MaskedFillScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mask_, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto mask_ix = ranges.next(1);
@@ -218,7 +220,7 @@ torch::autograd::variable_list MaskedFillScalarBackward0_apply_functional(torch:
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::masked_fill_scalar(grads[0], mask_);
+  const auto input_grads = formulas::backwards::masked_fill_scalar(grads[0], mask_, self_sizes_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -233,7 +235,8 @@ torch::autograd::variable_list MaskedFillScalarBackward0_apply_functional_ivalue
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
   auto mask_ = packed_args.unpack<at::Tensor>();
-  return MaskedFillScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_);
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return MaskedFillScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, self_sizes_);
 }
 
 torch::autograd::variable_list MaskedFillScalarBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -246,22 +249,25 @@ torch::autograd::variable_list MaskedFillScalarBackward0::apply(torch::autograd:
       formulas::runtime::should_compute(*this, mask_ix),
   };
   const auto mask = mask_.unpack();
-  return MaskedFillScalarBackward0_apply_functional(std::move(grads), needs_input_grad, mask);
+  return MaskedFillScalarBackward0_apply_functional(std::move(grads), needs_input_grad, mask, self_sizes_);
 }
 
 void MaskedFillScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(mask_, false);
+  args.collect(self_sizes_);
 }
 
 torch::autograd::variable_list MaskedFillScalarBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(mask_);
+  saved.before(self_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_MaskedFillScalarBackward0", MaskedFillScalarBackward0_apply_functional_ivalue,
@@ -278,6 +284,7 @@ torch::autograd::variable_list MaskedFillScalarBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(mask);
+  functional_args.pack(self_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -286,6 +293,7 @@ torch::autograd::variable_list MaskedFillScalarBackward0::apply_with_saved(
       std::string(library_namespace) + "_MaskedFillScalarBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(mask_);
+  saved.after(self_sizes_);
   return functional_outputs;
 }
 
@@ -304,6 +312,7 @@ at::Tensor masked_fill_scalar(const at::Tensor& self, const at::Tensor& mask, co
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::masked_fill(self, mask, value);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -312,6 +321,7 @@ at::Tensor masked_fill_scalar(const at::Tensor& self, const at::Tensor& mask, co
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
 }
@@ -328,6 +338,7 @@ struct MaskedFillTensorBackward0 : public torch::autograd::TraceableFunction {
     mask_.reset_data();
   }
   torch::autograd::SavedVariable mask_;
+  std::vector<int64_t> self_sizes_{};
   std::vector<int64_t> value_sizes_{};
 };
 
@@ -335,9 +346,10 @@ namespace backwards {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_fill_tensor(
     const at::Tensor& grad,
     const at::Tensor& mask,
+    at::IntArrayRef self_sizes,
     at::IntArrayRef value_sizes,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? at::masked_fill(grad, mask, 0) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(at::masked_fill(grad, mask, 0), self_sizes) : at::Tensor();
   auto grad_value = at::Tensor();
   if (needs_input_grad[2]) {
     grad_value = helpers::sum_to(at::where(mask, grad, at::zeros_like(grad)), value_sizes);
@@ -346,7 +358,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_fill_tensor(
 }
 }  // namespace backwards
 
-torch::autograd::variable_list MaskedFillTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& mask_, const std::vector<int64_t>& value_sizes_) {
+torch::autograd::variable_list MaskedFillTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& mask_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& value_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto mask_ix = ranges.next(1);
@@ -358,7 +370,7 @@ torch::autograd::variable_list MaskedFillTensorBackward0_apply_functional(torch:
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::masked_fill_tensor(grads[0], mask_, value_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::masked_fill_tensor(grads[0], mask_, self_sizes_, value_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -376,8 +388,9 @@ torch::autograd::variable_list MaskedFillTensorBackward0_apply_functional_ivalue
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
   auto mask_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto value_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return MaskedFillTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, value_sizes_);
+  return MaskedFillTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, self_sizes_, value_sizes_);
 }
 
 torch::autograd::variable_list MaskedFillTensorBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -392,17 +405,19 @@ torch::autograd::variable_list MaskedFillTensorBackward0::apply(torch::autograd:
       formulas::runtime::should_compute(*this, value_ix),
   };
   const auto mask = mask_.unpack();
-  return MaskedFillTensorBackward0_apply_functional(std::move(grads), needs_input_grad, mask, value_sizes_);
+  return MaskedFillTensorBackward0_apply_functional(std::move(grads), needs_input_grad, mask, self_sizes_, value_sizes_);
 }
 
 void MaskedFillTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(mask_, false);
+  args.collect(self_sizes_);
   args.collect(value_sizes_);
 }
 
 torch::autograd::variable_list MaskedFillTensorBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(mask_);
+  saved.before(self_sizes_);
   saved.before(value_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
@@ -410,6 +425,7 @@ torch::autograd::variable_list MaskedFillTensorBackward0::apply_with_saved(
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
@@ -429,6 +445,7 @@ torch::autograd::variable_list MaskedFillTensorBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(mask);
+  functional_args.pack(self_sizes_);
   functional_args.pack(value_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
@@ -438,6 +455,7 @@ torch::autograd::variable_list MaskedFillTensorBackward0::apply_with_saved(
       std::string(library_namespace) + "_MaskedFillTensorBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(mask_);
+  saved.after(self_sizes_);
   saved.after(value_sizes_);
   return functional_outputs;
 }
@@ -458,6 +476,7 @@ at::Tensor masked_fill_tensor(const at::Tensor& self, const at::Tensor& mask, co
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::masked_fill(self, mask, value);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> value_sizes = value.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(value)) {
@@ -468,6 +487,7 @@ at::Tensor masked_fill_tensor(const at::Tensor& self, const at::Tensor& mask, co
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->value_sizes_ = std::move(value_sizes);
   }
   return result;
@@ -485,6 +505,7 @@ struct MaskedScatterBackward0 : public torch::autograd::TraceableFunction {
     mask_.reset_data();
   }
   torch::autograd::SavedVariable mask_;
+  std::vector<int64_t> self_sizes_{};
   int64_t source_numel_{};
   std::vector<int64_t> source_sizes_{};
 };
@@ -493,12 +514,13 @@ namespace backwards {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_scatter(
     const at::Tensor& grad,
     const at::Tensor& mask,
+    at::IntArrayRef self_sizes,
     int64_t source_numel,
     at::IntArrayRef source_sizes,
     const std::array<bool, 3>& needs_input_grad) {
   at::Tensor selected{};
   at::Tensor unused{};
-  auto grad_self = needs_input_grad[0] ? at::masked_fill(grad, mask, 0) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(at::masked_fill(grad, mask, 0), self_sizes) : at::Tensor();
   auto grad_source = at::Tensor();
   if (needs_input_grad[2]) {
     selected = at::masked_select(grad, mask);
@@ -509,7 +531,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_scatter(
 }
 }  // namespace backwards
 
-torch::autograd::variable_list MaskedScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& mask_, const int64_t& source_numel_, const std::vector<int64_t>& source_sizes_) {
+torch::autograd::variable_list MaskedScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& mask_, const std::vector<int64_t>& self_sizes_, const int64_t& source_numel_, const std::vector<int64_t>& source_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto mask_ix = ranges.next(1);
@@ -521,7 +543,7 @@ torch::autograd::variable_list MaskedScatterBackward0_apply_functional(torch::au
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::masked_scatter(grads[0], mask_, source_numel_, source_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::masked_scatter(grads[0], mask_, self_sizes_, source_numel_, source_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -539,9 +561,10 @@ torch::autograd::variable_list MaskedScatterBackward0_apply_functional_ivalue(
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
   auto mask_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto source_numel_ = packed_args.unpack<int64_t>();
   auto source_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return MaskedScatterBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, source_numel_, source_sizes_);
+  return MaskedScatterBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, self_sizes_, source_numel_, source_sizes_);
 }
 
 torch::autograd::variable_list MaskedScatterBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -556,11 +579,12 @@ torch::autograd::variable_list MaskedScatterBackward0::apply(torch::autograd::va
       formulas::runtime::should_compute(*this, source_ix),
   };
   const auto mask = mask_.unpack();
-  return MaskedScatterBackward0_apply_functional(std::move(grads), needs_input_grad, mask, source_numel_, source_sizes_);
+  return MaskedScatterBackward0_apply_functional(std::move(grads), needs_input_grad, mask, self_sizes_, source_numel_, source_sizes_);
 }
 
 void MaskedScatterBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(mask_, false);
+  args.collect(self_sizes_);
   args.collect(source_numel_);
   args.collect(source_sizes_);
 }
@@ -568,6 +592,7 @@ void MaskedScatterBackward0::compiled_args(torch::dynamo::autograd::CompiledNode
 torch::autograd::variable_list MaskedScatterBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(mask_);
+  saved.before(self_sizes_);
   saved.before(source_numel_);
   saved.before(source_sizes_);
   static bool functional_bound = false;
@@ -576,6 +601,7 @@ torch::autograd::variable_list MaskedScatterBackward0::apply_with_saved(
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
@@ -596,6 +622,7 @@ torch::autograd::variable_list MaskedScatterBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(mask);
+  functional_args.pack(self_sizes_);
   functional_args.pack(source_numel_);
   functional_args.pack(source_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
@@ -606,6 +633,7 @@ torch::autograd::variable_list MaskedScatterBackward0::apply_with_saved(
       std::string(library_namespace) + "_MaskedScatterBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(mask_);
+  saved.after(self_sizes_);
   saved.after(source_numel_);
   saved.after(source_sizes_);
   return functional_outputs;
@@ -627,6 +655,7 @@ at::Tensor masked_scatter(const at::Tensor& self, const at::Tensor& mask, const 
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::masked_scatter(self, mask, source);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> source_sizes = source.sizes().vec();
   int64_t source_numel = source.numel();
   below_autograd.reset();
@@ -638,6 +667,7 @@ at::Tensor masked_scatter(const at::Tensor& self, const at::Tensor& mask, const 
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->source_numel_ = source_numel;
     grad_fn->source_sizes_ = std::move(source_sizes);
   }

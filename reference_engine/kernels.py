@@ -1361,7 +1361,8 @@ def masked_fill(x, mask, value):
     if value.ndim:
         raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
-    return np.where(np.broadcast_to(mask, x.shape), value.astype(x.dtype), x)
+    full = np.broadcast_shapes(x.shape, mask.shape)     # self broadcasts with the mask, as in torch
+    return np.where(np.broadcast_to(mask, full), value.astype(x.dtype), np.broadcast_to(x, full))
 
 
 @kernel("masked_scatter")

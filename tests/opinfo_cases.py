@@ -46,7 +46,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from reference_engine.binding import REQUIRED, parse_default
-from tests.op_cases import OpCase, torch_op
+from tests.op_cases import OpCase, _is_float_tensor_arg, torch_op
 from tests.torch_backend import accepts, wrap
 from transpiler.schema import FunctionSchema, parse_schema
 
@@ -225,7 +225,16 @@ def _case(op: str, schema: FunctionSchema, bound: dict[str, Any], info: Any, ind
                 raise _SkipSample(f"a tensor for keyword-only `{arg.name}`")
             kwargs[arg.name] = _numpy(bound[arg.name])
     label = _opinfo_label(info)
-    return OpInfoCase(op, f"opinfo-{label}-{index}", tuple(args), kwargs, opinfo=label)
+    # a floating tensor the sample leaves without requires_grad while it marks others (bce's
+    # ``weight``: torch refuses to differentiate it) is not differentiated here either
+    frozen = [i for i, arg in enumerate(schema.positional[:len(args)])
+              if arg.name in bound and any(t.is_floating_point() and not t.requires_grad
+                                          for t in _tensors(bound[arg.name]))]
+    differentiable = None
+    if frozen and any(t.requires_grad for value in bound.values() for t in _tensors(value)):
+        float_positions = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+        differentiable = tuple(i for i in float_positions if i not in frozen)
+    return OpInfoCase(op, f"opinfo-{label}-{index}", tuple(args), kwargs, differentiable, opinfo=label)
 
 
 def _names_of(info: Any) -> set[str]:

@@ -31,7 +31,7 @@ def stack(tensors: list[Tensor] | tuple[Tensor, ...], dim: int = 0) -> Tensor:
     return dispatcher.call("cat", ([t.unsqueeze(dim) for t in tensors], dim), {})
 
 
-# ----------------------------------------------------------------------------- w-ops-d: losses
+# ----------------------------------------------------------------------------- losses
 _REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
 
 

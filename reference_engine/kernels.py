@@ -478,7 +478,7 @@ def gather_backward(grad, x, dim, index, sparse_grad=False):
     return scatter_add(np.zeros(np.shape(x), dtype=_array(grad).dtype), dim, index, grad)
 
 
-# ----------------------------------------------------------------------------- w-ops-d: more matrix products
+# ----------------------------------------------------------------------------- more matrix products
 def _require_dims(name: str, **arrays: Any) -> None:
     """torch's dimension checks of the fixed-rank products (``bmm`` wants 3-D, ``mv`` 2-D and 1-D...)."""
     for label, (array, ndim) in arrays.items():
@@ -538,7 +538,7 @@ def addbmm(x, batch1, batch2, beta=1, alpha=1):
     return _add_product(x, np.sum(bmm(batch1, batch2), axis=0), beta, alpha)
 
 
-# ----------------------------------------------------------------------------- w-ops-d: neural-network functions
+# ----------------------------------------------------------------------------- neural-network functions
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
@@ -696,7 +696,7 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     if padding_idx >= 0:
         out[padding_idx] = 0
     return out
-# ----------------------------------------------------------------------------- w-ops-b: logical ops, tests of
+# ----------------------------------------------------------------------------- logical ops, tests of
 # values, index and boolean reductions (formulas/comparison.py); reductions (formulas/reductions_more.py)
 for _name, _ufunc in (("logical_and", np.logical_and), ("logical_or", np.logical_or),
                       ("logical_xor", np.logical_xor), ("logical_not", np.logical_not),
@@ -872,7 +872,7 @@ def _unbiased_moment(root: bool, over_dims: bool) -> Callable[..., Any]:
 
 KERNELS["var"], KERNELS["var.dim"] = _unbiased_moment(False, False), _unbiased_moment(False, True)
 KERNELS["std"], KERNELS["std.dim"] = _unbiased_moment(True, False), _unbiased_moment(True, True)
-# ============================================================================= w-ops-a: pointwise math
+# ============================================================================= pointwise math
 # and activations (formulas/unary.py, binary.py, activations.py)
 def _floating(x: Any) -> np.ndarray:
     """``x`` as an array of a floating dtype (integers and bools compute in the default float32)."""
@@ -1121,7 +1121,7 @@ def softshrink(x, lambd=0.5):
 def hardshrink(x, lambd=0.5):
     x = _array(x)
     return np.where(np.abs(x) > lambd, x, np.zeros((), x.dtype))
-# ----------------------------------------------------------------------------- shape and indexing (w-ops-c)
+# ----------------------------------------------------------------------------- shape and indexing
 def _squeezable(x: np.ndarray, dims: list[int]) -> tuple[int, ...]:
     """The dims of ``dims`` (wrapped) that have size 1: torch squeezes those, ignores the rest."""
     return tuple(sorted({a for a in (_wrap_dim(d, x.ndim) for d in dims) if x.shape[a] == 1})) if x.ndim else ()

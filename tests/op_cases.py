@@ -434,7 +434,7 @@ def _fused_backward_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# w-ops-d: more matrix products (formulas/linalg_more.py)
+# more matrix products (formulas/linalg_more.py)
 
 def _linalg_more_cases() -> list[OpCase]:
     out = []
@@ -503,7 +503,7 @@ def _linalg_more_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# w-ops-d: neural-network functions (formulas/nn.py)
+# neural-network functions (formulas/nn.py)
 
 def _probabilities(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """In [0.1, 0.9): inside (0, 1), away from the edges of the binary cross-entropy."""
@@ -600,7 +600,7 @@ def _nn_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# shape and indexing operators of formulas/shape_more.py and formulas/indexing_more.py (w-ops-c)
+# shape and indexing operators of formulas/shape_more.py and formulas/indexing_more.py
 
 def _unique_index(rng: np.random.Generator, shape: tuple[int, ...], dim: int, bound: int) -> np.ndarray:
     """An index for ``scatter`` along ``dim``: distinct positions in every slice (a repeated
@@ -822,7 +822,7 @@ def build_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# w-ops-a: pointwise math and activations (formulas/unary.py, binary.py, activations.py)
+# pointwise math and activations (formulas/unary.py, binary.py, activations.py)
 
 def _uniform(low: float, high: float) -> Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]:
     def draw(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -993,7 +993,7 @@ def _pointwise_math_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# w-ops-b: operators declared ``nondifferentiable`` (no gradient in torch either). Their cases
+# operators declared ``nondifferentiable`` (no gradient in torch either). Their cases
 # are kept apart from ALL_CASES (the gradient tiers do not apply): the engine and the compiled
 # op must return what torch returns, with no gradient and no tangent (tests/test_nondifferentiable.py).
 
@@ -1087,7 +1087,7 @@ NONDIFFERENTIABLE_CASES: list[OpCase] = _nondifferentiable_cases()
 
 
 # ---------------------------------------------------------------------------
-# w-ops-b: more reductions (formulas/reductions_more.py). Ties (max/min/amax/amin) are not
+# more reductions (formulas/reductions_more.py). Ties (max/min/amax/amin) are not
 # differentiable points, so they are proven against torch in tests/engine/test_reduction_ties.py
 # and tests/cpp/test_compiled_reduction_ties.py, not here; prod's zeros are (prod is smooth).
 

@@ -110,7 +110,7 @@ def narrow_backward(grad: Tensor, sizes: list[int], dim: int, start: int, length
     return at.cat([at.new_zeros(grad, before), grad, at.new_zeros(grad, after)], dim)
 
 
-# --- shape and indexing helpers (w-ops-c) ----------------------------------------------------
+# --- shape and indexing helpers ----------------------------------------------------
 
 @helper
 def slice_bound(bound: int, size: int) -> int:

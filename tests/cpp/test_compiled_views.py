@@ -81,7 +81,7 @@ CASES = [issue_example, permute_add, narrow_mul, transpose_then_builtin_slice, v
          reshape_that_copies_is_not_a_view, base_without_grad_gets_history]
 
 
-# --- the view operators of formulas/shape_more.py (w-ops-c) -----------------------------------------
+# --- the view operators of formulas/shape_more.py -----------------------------------------
 BUILTIN.select, BUILTIN.slice, BUILTIN.transpose = torch.ops.aten.select, torch.ops.aten.slice, torch.ops.aten.transpose
 BUILTIN.squeeze, BUILTIN.diagonal, BUILTIN.movedim = torch.ops.aten.squeeze, torch.ops.aten.diagonal, torch.ops.aten.movedim
 BUILTIN.flatten = torch.ops.aten.flatten
@@ -238,7 +238,7 @@ def test_leaf_view_updated_under_no_grad_like_builtin(formulas_ops):
 
 def test_the_new_view_operators_return_views_of_their_input(formulas_ops):
     """select, slice, transpose, squeeze (3 overloads), diagonal, movedim, flatten and contiguous
-    (w-ops-c) mark their output a view of the input, as torch's own do; flatten and contiguous
+    mark their output a view of the input, as torch's own do; flatten and contiguous
     of a non-contiguous input copy."""
     F = formulas_ops
     a = torch.arange(6.0, dtype=torch.float64, requires_grad=True) * 1.0

@@ -68,19 +68,6 @@ def sum_backward(grad: Tensor, sizes: list[int], dim: list[int] | None, keepdim:
 
 
 @helper
-def value_selecting_reduction_backward(grad: Tensor, dim: int, indices: Tensor, sizes: list[int],
-                                       keepdim: bool) -> Tensor:
-    """Gradient of a reduction that selects one element per slice (``max.dim``): ``grad``
-    scattered to the selected ``indices`` along ``dim`` (already wrapped) of a zero tensor."""
-    grad_kept = grad
-    indices_kept = indices
-    if not keepdim and len(sizes) > 0:
-        grad_kept = at.unsqueeze(grad, dim)
-        indices_kept = at.unsqueeze(indices, dim)
-    return at.scatter_add(at.new_zeros(grad, sizes), dim, indices_kept, grad_kept)
-
-
-@helper
 def pow_backward(grad: Tensor, self: Tensor, exponent: float) -> Tensor:
     """Gradient of ``self ** exponent``; exactly zero for exponent 0 (no ``0 * inf`` at 0)."""
     if exponent == 0.0:

@@ -17,7 +17,6 @@
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
 #include <ATen/ops/reshape.h>
-#include <ATen/ops/scatter_add.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/where.h>
@@ -85,16 +84,6 @@ at::Tensor sum_backward(const at::Tensor& grad, at::IntArrayRef sizes, at::Optio
     }
   }
   return restored.expand(sizes);
-}
-
-at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t dim, const at::Tensor& indices, at::IntArrayRef sizes, bool keepdim) {
-  auto grad_kept = grad;
-  auto indices_kept = indices;
-  if (!keepdim && (static_cast<int64_t>(sizes.size()) > 0)) {
-    grad_kept = at::unsqueeze(grad, dim);
-    indices_kept = at::unsqueeze(indices, dim);
-  }
-  return at::scatter_add(grad.new_zeros(sizes), dim, indices_kept, grad_kept);
 }
 
 at::Tensor pow_backward(const at::Tensor& grad, const at::Tensor& self, double exponent) {

@@ -10,7 +10,6 @@ bool is_reduced_dim(at::OptionalIntArrayRef dim, int64_t d, int64_t ndim);
 int64_t reduced_numel(at::IntArrayRef sizes, at::OptionalIntArrayRef dim);
 at::Tensor sum_to(const at::Tensor& grad, at::IntArrayRef sizes);
 at::Tensor sum_backward(const at::Tensor& grad, at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim);
-at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t dim, const at::Tensor& indices, at::IntArrayRef sizes, bool keepdim);
 at::Tensor pow_backward(const at::Tensor& grad, const at::Tensor& self, double exponent);
 std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim);
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length);

@@ -61,6 +61,9 @@ CASES = {
         "LocalHelpers": lambda: (leaf(3, 2).t(), leaf(3, 4)),      # a strided x: contiguous() copies it
         "HelperOnLabels": lambda: (leaf(2, 3), torch.tensor([[0], [2]])),
         "HelperOutputReturned": lambda: (leaf(2, 3), leaf(3, 4)),
+        "KernelHeldInAVariable": lambda: (leaf(2, 3),),
+        "KernelHeldInAVariableOnLabels": lambda: (leaf(3), torch.tensor([0, 1, 2])),
+        "KernelHeldInAVariableOutputKept": lambda: (leaf(2, 3),),
     },
     "ctx_forms": {name: (lambda: (leaf(3),)) for name in [
         "Setattr", "CtxDict", "ListOnCtx", "LambdaOnCtx", "PartialOnCtx", "ModuleGlobal",

@@ -241,3 +241,52 @@ def test_rng_state_is_not_listed_among_the_kept_intermediates():
     # xformers' flash-attn findings listed `rng_state`, the integer seed and offset, as kept
     (finding,) = lint([str(FIXTURES / "rng_state.py")]).diagnostics
     assert finding.message.startswith("ctx.save_for_backward keeps `lse` (computed at line 43), neither")
+
+
+def test_a_followed_function_of_another_file_calls_that_files_own_functions(tmp_path: Path):
+    # a bare name inside kernels.py names kernels.py's function, not one of the forward's module
+    write_package(tmp_path / "pkg", {
+        "__init__.py": "",
+        "kernels.py": (
+            "import torch\n\n"
+            "def _launch(x):\n"
+            "    out = torch.empty_like(x)\n"
+            "    cumsum_kernel[(1,)](x, out)\n"
+            "    return out\n\n"
+            "def _count(x):\n"
+            "    return torch.empty_like(x, dtype=torch.int64)\n\n"
+            "def scan(x):\n"
+            "    return _launch(x=x)\n\n"
+            "def count(x):\n"
+            "    return _count(x)\n"),
+        "impl.py": (
+            "import torch\n"
+            "from pkg.kernels import count, scan\n\n"
+            "def _launch(x):\n"
+            "    return None\n\n"
+            "class Scan(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        s = scan(x)\n"
+            "        ctx.save_for_backward(s)\n"              # line 11: a kernel output of kernels.py
+            "        return s.sum(-1)\n\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, g):\n"
+            "        (s,) = ctx.saved_tensors\n"
+            "        return g.unsqueeze(-1) * s\n\n"
+            "class Count(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        n = count(x)\n"
+            "        ctx.save_for_backward(n)\n"              # integer: no gradient path, silent
+            "        return x * 2\n\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, g):\n"
+            "        (n,) = ctx.saved_tensors\n"
+            "        return g * n\n"),
+    })
+    result = lint([str(tmp_path)])
+    assert result.functions == 2
+    (finding,) = result.diagnostics
+    assert (Path(finding.path).name, finding.line, finding.code) == ("impl.py", 11, "DB100")
+    assert "kernels.py:4" in finding.message

@@ -11,7 +11,9 @@ behind an input's name, ``x = x.contiguous()``). Anything undecidable is
 What it follows: functions of the module and of the linted tree, lambdas and
 defs of the forward, callables passed in and other libraries' functions (given
 tensors with a gradient path, they return values computed from them), kernel
-launches filling allocated buffers, and every way of keeping a value (ctx
+launches filling allocated buffers (``kernel[grid](...)``, or a compiled kernel
+held in a variable), bare names called in a followed function of another file
+(that file's own functions), and every way of keeping a value (ctx
 attributes and ``setattr``, ``ctx.__dict__``, lists on ctx, closures and
 ``functools.partial``, globals and class attributes). What is not an
 intermediate: inputs backward never gives a gradient (and what only they
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from transpiler.lint.ctx.interpreter import Env, Interpreter
 from transpiler.lint.ctx.names import ImportTable
+from transpiler.lint.ctx.tree import current_tree
 from transpiler.lint.ctx.values import (
     ALWAYS_TUPLE,
     CTX,
@@ -555,7 +558,7 @@ class ForwardAnalysis(Interpreter):
             # a function given no tensor computes none from the inputs; torch's own are not followed
             given = not qualified.startswith("torch.") and any(
                 v.kind not in (Kind.PLAIN, Kind.UNKNOWN) for a in [*arguments, *keywords.values()] for v in flatten(a))
-            source = self.functions(qualified) if given and len(self.frames) < MAX_CALL_DEPTH else None
+            source = self.functions(self.in_module(qualified)) if given and len(self.frames) < MAX_CALL_DEPTH else None
             if source is not None and all(frame.source is not source for frame in self.frames):
                 return self.follow(node, source, arguments, keywords)
             if namespace and self.imported(func) and not (qualified + ".").startswith(PYTHON_MODULES):
@@ -565,10 +568,11 @@ class ForwardAnalysis(Interpreter):
             return UNKNOWN if namespace else self.builtin_call(node, qualified, arguments, keywords)
         if isinstance(func, ast.Attribute) and receiver is not None:
             return self.method_call(node, func, receiver, arguments, keywords, env)
-        if isinstance(func, ast.Subscript):
-            self.launch(node, [*arguments, *keywords.values()], env)
-        elif isinstance(func, ast.Name) and self.is_parameter(env.get(func.id, UNKNOWN)):
+        if isinstance(func, ast.Name) and self.is_parameter(env.get(func.id, UNKNOWN)):
             return self.opaque_call(node, [*arguments, *keywords.values()])   # a callable passed in
+        if isinstance(func, ast.Subscript) or (isinstance(func, ast.Name) and func.id in env):
+            # ``kernel[grid](...)``, or a kernel held in a variable (``compiled = cute.compile(...)``)
+            self.launch(node, [*arguments, *keywords.values()], env)
         return UNKNOWN
 
     def opaque_call(self, node: ast.Call, operands: list[Values]) -> Values:
@@ -647,6 +651,13 @@ class ForwardAnalysis(Interpreter):
         if not isinstance(head, ast.Name) or head.id in env:
             return None
         return self.imports.qualify(func)
+
+    def in_module(self, qualified: str) -> str:
+        """A bare name called inside a followed function of another file: that module's own name."""
+        path = self.frames[-1].source.path if self.frames else None
+        tree = current_tree() if path is not None and "." not in qualified else None
+        module = tree.names.get(path) if tree is not None else None
+        return f"{module}.{qualified}" if module else qualified
 
     def ctx_call(self, node: ast.Call, method: str, arguments: list[Values]) -> Values:
         if method == "save_for_backward":

@@ -23,6 +23,7 @@ class SourceTree:
     def __init__(self, paths: list[str]) -> None:
         self.paths: dict[str, str] = {}
         self.subclass_files: frozenset[str] = frozenset()   # files with classes deriving from tree Functions
+        self.names: dict[str, str] = {}                      # path -> dotted module name
         for path in paths:
             file = Path(path)
             package = _package(str(file.parent))
@@ -30,6 +31,7 @@ class SourceTree:
             name = ".".join(part for part in (package, stem) if part)
             if name:
                 self.paths.setdefault(name, path)
+                self.names.setdefault(path, name)
 
     def module(self, name: str) -> tuple[ast.Module, ImportTable] | None:
         path = self.paths.get(name)

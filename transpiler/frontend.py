@@ -16,6 +16,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from transpiler import codes
 from transpiler.dataflow import (
     FlowResult,
     ValueKind,
@@ -130,7 +131,7 @@ def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError) -> 
         message = python_error.msg
     else:  # a construct libcst does not know yet
         line, col, message = error.raw_line, error.raw_column + 1, error.message
-    return Diagnostic(path, line, col, "DB000", f"cannot parse the file: {message}; fix the syntax error")
+    return Diagnostic(path, line, col, codes.UNPARSABLE.code, f"cannot parse the file: {message}; fix the syntax error")
 
 
 class _ModuleReader:
@@ -154,7 +155,7 @@ class _ModuleReader:
             try:
                 formulas.append(self.formula(function, decorator, helper_returns))
             except MalformedFormula as problem:
-                self.report(problem.node, "DB107", problem.message)
+                self.report(problem.node, codes.FORMULA_SHAPE.code, problem.message)
         nondifferentiable = tuple(
             schema for statement in self.tree.body if isinstance(statement, cst.SimpleStatementLine)
             for schema in self.nondifferentiable(statement)
@@ -192,13 +193,13 @@ class _ModuleReader:
             for arg in call.args:
                 text = _string_value(arg.value)
                 if text is None:
-                    self.report(arg.value, "DB107", "nondifferentiable() takes schema strings; "
+                    self.report(arg.value, codes.FORMULA_SHAPE.code, "nondifferentiable() takes schema strings; "
                                 "write each schema as a string literal")
                     continue
                 try:
                     yield parse_schema(text)
                 except SchemaError as error:
-                    self.report(arg.value, "DB107", f"schema does not parse: {error}; "
+                    self.report(arg.value, codes.FORMULA_SHAPE.code, f"schema does not parse: {error}; "
                                 "write it in native_functions.yaml syntax")
 
     # ---- formulas --------------------------------------------------------------

@@ -16,9 +16,10 @@ import sys
 import tokenize
 from pathlib import Path
 
+from transpiler import codes
 from transpiler.diagnostics import Diagnostic
 
-SYNTAX = "DB000"
+SYNTAX = codes.UNPARSABLE.code
 
 
 class UndecodableSource(Exception):

@@ -15,19 +15,20 @@ from typing import Mapping
 
 import libcst as cst
 
+from transpiler import codes
 from transpiler.cpp import types as T
 from transpiler.cpp.operators import Resolved, accepts, cpp_default
 from transpiler.cpp.types import Kind, PyType
 from transpiler.schema import FunctionSchema
 
 # Diagnostic codes of the C++ emitter (documented in transpiler/codes.py).
-UNSUPPORTED = "DB200"
-UNKNOWN_OPERATOR = "DB201"
-NO_OVERLOAD = "DB202"
-UNKNOWN_NAME = "DB203"
-TYPE_CONFLICT = "DB204"
-UNSUPPORTED_TYPE = "DB205"
-DUPLICATE_OPERATOR = "DB206"
+UNSUPPORTED = codes.UNSUPPORTED.code
+UNKNOWN_OPERATOR = codes.UNKNOWN_OPERATOR.code
+NO_OVERLOAD = codes.NO_OVERLOAD.code
+UNKNOWN_NAME = codes.UNKNOWN_NAME.code
+TYPE_CONFLICT = codes.TYPE_CONFLICT.code
+UNSUPPORTED_TYPE = codes.UNSUPPORTED_TYPE.code
+DUPLICATE_OPERATOR = codes.DUPLICATE_OPERATOR.code
 
 
 class Untranslatable(Exception):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from transpiler import codes
 from transpiler.frontend import read_tree
 from transpiler.lint.rules.context import FormulaContext, operator_table
 from transpiler.lint.rules.recompute import assigned_names, plan_recomputation, read_names
@@ -61,7 +62,7 @@ def _plan_formula(context: FormulaContext, wanted: Callable[[int, str], bool] | 
     replay: dict[int, cst.SimpleStatementLine] = {}
     for capture in context.formula.captures:
         if capture.kind is CaptureKind.ILLEGAL and capture.name not in context.formula.params:
-            if wanted is not None and not wanted(capture.first_use.line, "DB100"):
+            if wanted is not None and not wanted(capture.first_use.line, codes.KEPT_INTERMEDIATE.code):
                 continue
             plan = plan_recomputation(context, capture.name)
             if plan is not None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import transpiler
+from transpiler import codes
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint import ctx
 from transpiler.lint.ctx.names import statements
@@ -53,11 +54,11 @@ from transpiler.sources import (
 if TYPE_CHECKING:                    # the model imports libcst: only formula files need it
     from transpiler.model import FormulaModule
 
-SYNTAX = "DB000"
-UNREADABLE = "DB001"
-INTERNAL = "DB002"
-UNDECLARED_OPERATOR = "DB105"       # the closure rule's name for an operator without a formula
-UNKNOWN_OPERATOR = "DB201"          # the emitter's name for the same call
+SYNTAX = codes.UNPARSABLE.code
+UNREADABLE = codes.UNREADABLE.code
+INTERNAL = codes.INTERNAL_ERROR.code
+UNDECLARED_OPERATOR = codes.UNDECLARED_OPERATOR.code   # the closure rule's name for an operator without a formula
+UNKNOWN_OPERATOR = codes.UNKNOWN_OPERATOR.code         # the emitter's name for the same call
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
 PARALLEL_MIN_FILES = 200
 CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)

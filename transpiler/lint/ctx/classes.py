@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from transpiler import codes
 from transpiler.lint.ctx.backward import BackwardAnalysis, nonlocal_statements
 from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard, global_key
 from transpiler.lint.ctx.interpreter import Env
@@ -208,7 +209,7 @@ def _finding(hazards: list[Hazard], opaque: list[ast.Call]) -> Finding:
         message += (f"; backward calls `{_callee(call)}` (line {call.lineno}), which autograd cannot "
                     "differentiate, so double backward cannot work whatever is saved: mark backward "
                     "@once_differentiable")
-    elif first.code == "DB101":
+    elif first.code == codes.REBOUND_INPUT.code:
         message += (" with no path to the input: double backward through it is silently wrong; save the "
                     "original input and recompute in backward, or mark backward @once_differentiable")
     else:
@@ -376,14 +377,14 @@ def _check_backward(backward: ast.FunctionDef, imports: ImportTable,
         analysis.run(backward.body, env)
         for mutation in analysis.mutations.values():
             findings.append(Finding(
-                mutation.node.lineno, mutation.node.col_offset, "DB102",
+                mutation.node.lineno, mutation.node.col_offset, codes.IN_PLACE.code,
                 f"backward modifies a saved tensor in place ({mutation.description}): a second "
                 "backward or double backward then reads the modified values; use the out-of-place "
                 "operation on a copy instead"))
     for statement in nonlocal_statements(backward):
         keyword = "global" if isinstance(statement, ast.Global) else "nonlocal"
         findings.append(Finding(
-            statement.lineno, statement.col_offset, "DB104",
+            statement.lineno, statement.col_offset, codes.NONLOCAL.code,
             f"`{keyword} {', '.join(statement.names)}` inside backward: backward must depend only "
             "on its gradients and what ctx saved; keep the value on ctx instead"))
     return findings

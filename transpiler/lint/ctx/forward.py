@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from transpiler import codes
 from transpiler.lint.ctx.interpreter import Env, Interpreter
 from transpiler.lint.ctx.names import ImportTable
 from transpiler.lint.ctx.tree import current_tree
@@ -346,7 +347,7 @@ class ForwardAnalysis(Interpreter):
                     if not intermediates:
                         continue
                     rebound = isinstance(element, ast.Name) and element.id in self.input_names
-                    code = "DB101" if rebound else "DB100"
+                    code = codes.REBOUND_INPUT.code if rebound else codes.KEPT_INTERMEDIATE.code
                     by_code.setdefault(code, []).append(f"`{_text(element)}` ({self.origin(intermediates)})")
                     sites.setdefault(code, set()).update(v.site for v in intermediates)
                     elements.setdefault(code, element)
@@ -849,6 +850,6 @@ def _message(code: str, kept: Kept, names: list[str]) -> str:
     """What is kept where; the consequence and the remedy depend on the backward (see classes)."""
     where = kept.where or ("ctx.save_for_backward" if kept.attribute is None else f"ctx.{kept.attribute} =")
     what = f"{where} keeps {', '.join(names)}"
-    if code == "DB101":
+    if code == codes.REBOUND_INPUT.code:
         return f"{what}: an input name that forward rebinds to a computed tensor, so backward sees an intermediate"
     return f"{what}, neither an input nor an output of forward"

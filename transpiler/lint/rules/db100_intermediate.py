@@ -5,13 +5,14 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from transpiler import codes
 from transpiler.dataflow import METADATA_ATTRIBUTES, METADATA_METHODS, closure_reads
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk
 from transpiler.lint.rules.recompute import describe_recomputation, plan_recomputation
 from transpiler.model import Capture, CaptureKind
 
-CODE = "DB100"
+CODE = codes.KEPT_INTERMEDIATE.code
 
 
 def aliased_input_or_output(context: FormulaContext, name: str) -> str | None:

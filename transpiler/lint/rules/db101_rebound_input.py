@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from transpiler import codes
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext
 from transpiler.model import CaptureKind
 
-CODE = "DB101"
+CODE = codes.REBOUND_INPUT.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:

@@ -5,12 +5,13 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from transpiler import codes
 from transpiler.dataflow import ValueKind, at_operator
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, root_name, walk
 from transpiler.model import CaptureKind
 
-CODE = "DB102"
+CODE = codes.IN_PLACE.code
 
 
 def _is_in_place(name: str) -> bool:

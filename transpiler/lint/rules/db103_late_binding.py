@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from transpiler import codes
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext
 
-CODE = "DB103"
+CODE = codes.LATE_BINDING.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:

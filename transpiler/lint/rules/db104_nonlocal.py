@@ -5,10 +5,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from transpiler import codes
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk
 
-CODE = "DB104"
+CODE = codes.NONLOCAL.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:

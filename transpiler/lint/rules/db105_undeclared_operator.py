@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from transpiler import codes
 from transpiler.dataflow import ValueKind, analyze_body, annotation_kind, at_operator, dotted_name
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk, walk_own_body
 from transpiler.model import FormulaModule, Helper
 
-CODE = "DB105"
+CODE = codes.UNDECLARED_OPERATOR.code
 ADVICE = ("double backward through it is impossible; declare it with @derivative (or "
           "nondifferentiable(...) when its output carries no gradient) or use declared operators")
 

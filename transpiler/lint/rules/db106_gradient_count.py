@@ -11,11 +11,12 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from transpiler import codes
 from transpiler.dataflow import Binding, dotted_name
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk_own_body
 
-CODE = "DB106"
+CODE = codes.GRADIENT_COUNT.code
 SINGLE = 1
 
 

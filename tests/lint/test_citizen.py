@@ -131,8 +131,33 @@ def test_stdin_formula_file_gets_the_closure_rules_and_diff(monkeypatch, capsys)
     assert "-    c = at.cos(self)\n" in out and "+        c = at.cos(self)\n" in out
 
 
+def lint_stdin(argv: list[str], data: bytes, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "transpiler", "lint", "--isolated", *argv], input=data,
+                          capture_output=True, env=ENV, cwd=cwd)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_fix_on_stdin_prints_the_fixed_source_as_fix_writes_it(tmp_path, newline):
+    data = FORMULA.replace("\n", newline).encode()
+    done = lint_stdin(["--fix", "-", "--stdin-filename", "f.py"], data, tmp_path)
+    on_disk = tmp_path / "f.py"
+    on_disk.write_bytes(data)
+    assert lint_stdin(["--fix", "f.py"], b"", tmp_path).returncode == 0
+    assert done.returncode == 0 and done.stderr == b""
+    assert done.stdout == on_disk.read_bytes() != data      # the same fix, line endings kept
+    assert b"        c = at.cos(self)" + newline.encode() in done.stdout
+
+
+def test_fix_on_stdin_reports_what_is_left_to_stderr_and_exits_1(tmp_path):
+    data = FUNCTION.format(noqa="", noqa_global="").encode()     # ctx-style: no fix-it
+    done = lint_stdin(["--fix", "-", "--stdin-filename", "t.py"], data, tmp_path)
+    assert done.returncode == 1 and done.stdout == data
+    assert [line.split()[1] for line in done.stderr.decode().splitlines()] == ["DB100", "DB104"]
+    assert lint_stdin(["--fix", "--exit-zero", "-"], data, tmp_path).returncode == 0
+
+
 @pytest.mark.parametrize("argv, message", [
-    (["-", "x.py"], "cannot be combined"), (["--fix", "-"], "use --diff"), (["--stdin-filename", "a.py", "x.py"], "needs -")])
+    (["-", "x.py"], "cannot be combined"), (["--stdin-filename", "a.py", "x.py"], "needs -")])
 def test_stdin_usage_errors(argv, message, capsys):
     status, _, err = run_cli(argv, capsys)
     assert status == 2 and message in err

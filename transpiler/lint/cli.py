@@ -3,9 +3,11 @@
 Prints one finding per line (``path:line:col: CODE message``), or JSON, SARIF
 2.1.0, or GitHub Actions annotations. Settings come from ``[tool.transpile.lint]``
 (:mod:`transpiler.lint.settings`); ``--select``/``--ignore``/``--exclude`` and
-friends override them. Exit status: 0 no findings (always with
-``--exit-zero``), 1 findings (with ``--diff``: fixes to apply), 2 usage error,
-configuration error, unreadable input or a dead worker process.
+friends override them. ``--fix`` on stdin (``-``) writes the fixed source to
+stdout (the input unchanged when there is nothing to fix) and the findings left
+to stderr. Exit status: 0 no findings (always with ``--exit-zero``), 1 findings
+(after ``--fix``: findings left; with ``--diff``: fixes to apply), 2 usage
+error, configuration error, unreadable input or a dead worker process.
 """
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="files or directories (searched for *.py), or - for stdin; default: formulas/")
     parser.add_argument("--format", choices=output.FORMATS, default="text", help="output format")
     parser.add_argument("--fix", action="store_true",
-                        help="rewrite formula files in place where a fix exists, then report what is left")
+                        help="rewrite formula files in place where a fix exists, then report what is left "
+                             "(on stdin: print the fixed source, report to stderr)")
     parser.add_argument("--diff", action="store_true",
                         help="print the fixes --fix would make as a unified diff, write nothing "
                              "(exit 1 when there are some)")
@@ -115,8 +118,6 @@ def main(argv: list[str]) -> int:
     if STDIN in args.paths:
         if args.paths != [STDIN]:
             return _usage_error("- (stdin) cannot be combined with other paths")
-        if args.fix:
-            return _usage_error("--fix cannot rewrite stdin; use --diff")
         stdin = (args.stdin_filename or "<stdin>", sys.stdin.buffer.read())
     elif args.stdin_filename is not None:
         return _usage_error("--stdin-filename needs - (stdin) as the path")
@@ -132,6 +133,11 @@ def main(argv: list[str]) -> int:
         _write("".join(result.diffs))
         return 2 if result.unreadable else 1 if result.diffs and not args.exit_zero else 0
     findings = result.findings
+    if result.fixed_stdin is not None:       # like ruff: the fixed source to stdout, what is left to stderr
+        sys.stdout.buffer.write(result.fixed_stdin)
+        sys.stdout.flush()
+        sys.stderr.write(output.render(args.format, findings))
+        return 1 if findings and not args.exit_zero else 0
     _write(output.render(args.format, findings))
     for path in result.fixed:
         print(f"transpile lint: fixed {path}", file=sys.stderr)

@@ -100,6 +100,7 @@ class LintResult:
     formula_files: int
     fixed: tuple[str, ...] = ()
     diffs: tuple[str, ...] = ()     # ``--diff``: one unified diff per file the fixes would change
+    fixed_stdin: bytes | None = None  # ``--fix`` on stdin: the fixed source (the input when nothing changed)
 
     @property
     def unreadable(self) -> tuple[Diagnostic, ...]:
@@ -129,7 +130,8 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     CPython already wrote (see :func:`compiled_before`). ``settings``: which
     files and codes (default: every code, the default excludes). ``diff``:
     compute the fixes as diffs instead of writing them. ``stdin``: lint this
-    (name, bytes) instead of files. Raises :class:`WorkerDied`.
+    (name, bytes) instead of files; with ``fix`` the fixed bytes are returned,
+    nothing is written. Raises :class:`WorkerDied`.
     """
     settings = settings or Settings()
     if stdin is not None:
@@ -145,13 +147,14 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
         reports = _subclasses_of_tree_functions(reports, trust_bytecode)
     formula_paths = [r.path for r in reports if r.formula_file]
     wanted = functools.partial(_wanted, settings)
-    closure_findings, fixed, diffs = (_formula_rules(formula_paths, sources, fix or diff, diff, wanted)
-                                      if formula_paths else ({}, [], []))
+    closure_findings, fixed, diffs, fixed_sources = (
+        _formula_rules(formula_paths, sources, fix or diff, diff, wanted) if formula_paths else ({}, [], [], {}))
+    fixed_stdin = fixed_sources.get(stdin[0], stdin[1]) if stdin is not None and fix and not diff else None
     diagnostics = {d for r in reports for d in r.diagnostics} | set(missing)
     diagnostics.update(d for found in closure_findings.values() for d in found)
     kept = (d for d in diagnostics if d.code == UNREADABLE or settings.enabled(d.code, d.path))
     return LintResult(tuple(sorted(kept)), len(files), sum(r.functions for r in reports),
-                      len(formula_paths), tuple(fixed), tuple(diffs))
+                      len(formula_paths), tuple(fixed), tuple(diffs), fixed_stdin)
 
 
 def _wanted(settings: Settings, path: str, code: str, line_text: str) -> bool:
@@ -161,20 +164,27 @@ def _wanted(settings: Settings, path: str, code: str, line_text: str) -> bool:
 
 def _formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, diff: bool,
                    wanted: Callable[[str, str, str], bool],
-                   ) -> tuple[dict[str, tuple[Diagnostic, ...]], list[str], list[str]]:
+                   ) -> tuple[dict[str, tuple[Diagnostic, ...]], list[str], list[str], dict[str, bytes]]:
     """Closure findings per formula file (after the fix-its when ``fix``), the files fixed
-    and, when ``diff``, the fixes as unified diffs instead (nothing written)."""
+    and, when ``diff``, the fixes as unified diffs instead (nothing written); last, the fixed
+    bytes of the ``sources`` given in memory (stdin), which are never written."""
     try:
         closure = _ClosureRules(paths, sources)
     except Exception as error:  # noqa: BLE001 - the library itself could not be read
-        return {path: (_internal_error(path, error),) for path in paths}, [], []
-    fixed, diffs = [], []
+        return {path: (_internal_error(path, error),) for path in paths}, [], [], {}
+    fixed, diffs, fixed_sources = [], [], {}
     if fix:
         for path in paths:
             change = closure.fix(path, wanted, write=not diff)
-            if change is not None:
-                (diffs if diff else fixed).append(change if diff else path)
-    return {path: closure.check(path) for path in paths}, fixed, diffs
+            if change is None:
+                continue
+            if diff:
+                diffs.append(change)
+            elif path in sources:
+                fixed_sources[path] = encode_source(closure.sources[path], source_encoding(path, sources[path]))
+            else:
+                fixed.append(path)
+    return {path: closure.check(path) for path in paths}, fixed, diffs, fixed_sources
 
 
 def collect_files(paths: Iterable[str], settings: Settings | None = None) -> tuple[list[str], list[Diagnostic]]:
@@ -422,6 +432,7 @@ class _ClosureRules:
         from transpiler.frontend import parse_module
 
         self.parse_module = parse_module
+        self.given = given                    # sources read from stdin: fixed in memory only
         self.errors: dict[str, Diagnostic] = {}
         self.raw: dict[str, bytes] = {}
         self.sources: dict[str, str] = {}
@@ -490,7 +501,8 @@ class _ClosureRules:
 
     def fix(self, path: str, wanted: Callable[[str, str, str], bool], write: bool = True) -> str | None:
         """Apply the fix-its of ``path``'s findings that are ``wanted`` (not silenced); write the
-        file (``write``) or not. Returns its unified diff, or None when nothing changed.
+        file (``write``; a source given in memory is only updated here) or not. Returns its
+        unified diff, or None when nothing changed.
 
         The file keeps its encoding, line endings (libcst round-trips them), mode, and
         symlinks (the target is rewritten, the link stays)."""
@@ -517,7 +529,8 @@ class _ClosureRules:
         change = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                               f"a/{path}", f"b/{path}"))
         if write:
-            _write_through(path, encode_source(after, source_encoding(path, self.raw[path])))
+            if path not in self.given:
+                _write_through(path, encode_source(after, source_encoding(path, self.raw[path])))
             self.sources[path] = after
             self.modules[path] = self.parse_module(path, after)
         return change

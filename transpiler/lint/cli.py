@@ -67,8 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="syntax-check every file, even those whose up-to-date bytecode is cached")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="worker processes for large runs (default: the available cores)")
-    parser.add_argument("--version", action="version", version=f"transpile lint {version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (importlib.metadata is slow
+    to import, and every run builds the parser)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"transpile lint {version()}")
+        parser.exit()
 
 
 def version() -> str:

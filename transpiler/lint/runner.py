@@ -65,6 +65,7 @@ CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILIN
 QUALIFIED_FUNCTION = re.compile(rb"((?:\w+[ \t]*\.[ \t]*)*)\w*Function\b")   # InplaceFunction; not FunctionalTensor
 FOREIGN_IMPORT = re.compile(rb"^[ \t]*import[ \t]+(?!torch\b)(\w+)[\w.]*(?:[ \t]+as[ \t]+(\w+))?[ \t]*(?:#.*)?$",
                             re.MULTILINE)          # ``import sympy``, ``import numpy.linalg as la``
+TORCH_IMPORT_LINE = re.compile(rb"^.*\bimport\b.*$", re.MULTILINE)   # filtered for ``torch`` after
 FUNCTION_ALIAS = re.compile(rb"Function[ \t]+as[ \t]+(\w+)")
 DERIVATIVE_DECORATOR = re.compile(rb"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*derivative\b")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
@@ -208,7 +209,9 @@ def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool 
     context = multiprocessing.get_context("fork")
     try:
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            reports = {r.path: r for r in pool.map(check, largest_first, chunksize=4)}
+            # few large chunks: each is one round trip to a worker (small ones cost more than they balance)
+            chunk = max(4, len(files) // (workers * 8))
+            reports = {r.path: r for r in pool.map(check, largest_first, chunksize=chunk)}
     except BrokenProcessPool:
         raise WorkerDied("a worker process died before finishing its files (killed, or out of memory); "
                          "nothing was reported; run again, or with --jobs 1 to find the file") from None
@@ -244,7 +247,8 @@ def check_file(path: str, trust_bytecode: bool = True, tree_bases: bool = False)
     ``tree_bases``: a class of the file derives from a Function class of another linted file.
     """
     try:
-        source = Path(path).read_bytes()
+        with open(path, "rb") as file:
+            source = file.read()
     except OSError as error:
         return FileReport(path, (Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror}"),))
     return check_source(path, source, trust_bytecode, tree_bases)
@@ -275,12 +279,13 @@ def may_define_function(path: str, source: bytes) -> bool:
     if b"Function" not in source or not (b"autograd" in source or "autograd" in path):
         return False
     aliases = [re.compile(rb"\b%s\b" % re.escape(alias)) for alias in set(FUNCTION_ALIAS.findall(source))]
-    foreign = _foreign_modules(source)
+    foreign = None                                  # computed at the first qualified spelling (costly)
     for header in CLASS_BASES.finditer(source):
         bases = header.group(1)
         if any(alias.search(bases) for alias in aliases):
             return True
         for spelling in QUALIFIED_FUNCTION.finditer(bases):
+            foreign = _foreign_modules(source) if foreign is None else foreign
             if spelling.group(1).split(b".", 1)[0].strip() not in foreign:
                 return True
     return False
@@ -292,13 +297,10 @@ def _foreign_modules(source: bytes) -> frozenset[bytes]:
     if b"import" not in source:
         return frozenset()
     bound = {alias or head for head, alias in FOREIGN_IMPORT.findall(source)}
-    torch_imports = _torch_imports(source)
+    if not bound:
+        return frozenset()
+    torch_imports = b"\n".join(line for line in TORCH_IMPORT_LINE.findall(source) if b"torch" in line)
     return frozenset(name for name in bound if not re.search(rb"\b%s\b" % name, torch_imports))
-
-
-def _torch_imports(source: bytes) -> bytes:
-    """The text of the lines that import from torch."""
-    return b"\n".join(line for line in source.splitlines() if b"torch" in line and b"import" in line)
 
 
 def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bool = False) -> FileReport:
@@ -306,7 +308,7 @@ def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bo
     if file_noqa is not None and not file_noqa:
         return FileReport(path, ())                  # ``# transpile: noqa``: the whole file is skipped
     function_candidate = tree_bases or may_define_function(path, source)
-    may_use_derivative = DERIVATIVE_DECORATOR.search(source) is not None
+    may_use_derivative = b"derivative" in source and DERIVATIVE_DECORATOR.search(source) is not None
     if not (trust_bytecode and compiled_before(path, source)):
         problem = syntax_problem(path, source)
         if problem is not None:

@@ -85,7 +85,7 @@ class Settings:
         """Whether ``path`` (a file or directory) matches an exclude pattern. ``walked``: its
         parent directories were checked already (a directory walk), so only its name is new."""
         names, name_globs, path_patterns = self._exclude_patterns
-        parts = [os.path.basename(os.path.normpath(str(path)))] if walked else self.relative(path).split("/")
+        parts = [os.path.basename(path)] if walked else self.relative(path).split("/")
         if any(part in names or any(fnmatch.fnmatchcase(part, glob) for glob in name_globs) for part in parts):
             return True
         return any(_path_matches(self.relative(path), pattern) for pattern in path_patterns)

@@ -8,6 +8,7 @@ Re-exports (``from .impl import f`` in a package's ``__init__``) are followed.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -24,10 +25,10 @@ class SourceTree:
         self.paths: dict[str, str] = {}
         self.subclass_files: frozenset[str] = frozenset()   # files with classes deriving from tree Functions
         self.names: dict[str, str] = {}                      # path -> dotted module name
-        for path in paths:
-            file = Path(path)
-            package = _package(str(file.parent))
-            stem = "" if file.stem == "__init__" else file.stem
+        for path in paths:                                   # os.path: thousands of files, no Path objects
+            stem = os.path.splitext(os.path.basename(path))[0]
+            package = _package(os.path.dirname(path) or ".")
+            stem = "" if stem == "__init__" else stem
             name = ".".join(part for part in (package, stem) if part)
             if name:
                 self.paths.setdefault(name, path)

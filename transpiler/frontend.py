@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import keyword
+from dataclasses import replace
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -231,7 +232,7 @@ class _ModuleReader:
             schema=schema,
             output_differentiability=output_diff,
             params=params,
-            differentiable_inputs=schema.tensor_inputs,
+            differentiable_inputs=tuple(replace(a, name=python_name(a.name)) for a in schema.tensor_inputs),
             outputs=outputs,
             forward=forward,
             backward=backward,

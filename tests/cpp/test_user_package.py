@@ -140,3 +140,45 @@ def test_a_package_calls_the_shipped_helpers_and_gets_its_own_copy(tmp_path: Pat
                if line.endswith(");")]
     assert sorted(defined) == ["is_reduced_dim", "sum_backward", "sum_to", "wrap_dim"]
     assert "helpers::sum_backward(grad, other_sizes" in (out / "plus.cpp").read_text()
+
+
+# A schema argument named like a Python keyword is the parameter `from_` of the formula (DESIGN §2).
+KEYWORD_ARGUMENT = '''\
+from formulas import at, derivative
+
+
+@derivative("scaled_range(Tensor self, int from, int to) -> Tensor")
+def scaled_range(self, from_, to):
+    result = at.mul(self, to - from_)
+    def backward(grad):
+        return grad * (to - from_)
+    return result, backward
+'''
+
+KEYWORD_CHECK = """
+import sys, torch
+from transpiler.build import load_library
+load_library(sys.argv[1])
+op = torch.ops.kwops.scaled_range
+x = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64, requires_grad=True)
+ok = torch.autograd.gradcheck(lambda t: op(t, 2, 5), (x,)) and torch.autograd.gradgradcheck(lambda t: op(t, 2, 5), (x,))
+(g,) = torch.autograd.grad(op(x, **{"from": 2, "to": 5}).sum(), x)
+print(f"gradchecks={ok} grad={torch.equal(g, torch.full_like(x, 3.0))} schema={op.default._schema}")
+"""
+
+
+def test_an_argument_named_like_a_python_keyword(tmp_path: Path):
+    """``int from`` is the parameter ``from_``: it lints, transpiles (no internal error), keeps the
+    schema's name for callers, compiles and gradchecks."""
+    from transpiler.lint.runner import lint_paths
+
+    package, out = tmp_path / "kwops", tmp_path / "kw_cpp"
+    package.mkdir()
+    (package / "scaled.py").write_text(KEYWORD_ARGUMENT)
+    assert lint_paths([str(package)]) == []
+    assert generate.main(["--formulas", str(package), "--out", str(out)]) == 0
+    library = build_library(out, tmp_path / "build")
+    checks = subprocess.run([sys.executable, "-c", KEYWORD_CHECK, str(library)], cwd=REPO, capture_output=True, text=True)
+    assert checks.returncode == 0, checks.stderr[-3000:]
+    assert checks.stdout.split(" schema=")[0].split() == ["gradchecks=True", "grad=True"]
+    assert "int from, int to" in checks.stdout

@@ -19,7 +19,7 @@ Forward mode is :mod:`transpiler.cpp.forward_ad`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -30,6 +30,7 @@ from transpiler.cpp.expressions import (
 )
 from transpiler.cpp.statements import assigned_names, translate_body, walk
 from transpiler.cpp.types import Kind, PyType
+from transpiler.frontend import python_name
 from transpiler.model import CaptureKind, Formula
 from transpiler.cpp.operators import Resolved
 from transpiler.schema import Argument, BaseType, FunctionSchema, OptionalType
@@ -246,7 +247,8 @@ class FormulaEmitter(ViewEmitter):
         self.context = context
         self.struct = struct
         self.schema = formula.schema
-        self.arguments = [a for a in self.schema.arguments if not a.is_out]
+        # Named as the formula's parameters: a schema argument ``from`` (a Python keyword) is ``from_``.
+        self.arguments = [replace(a, name=python_name(a.name)) for a in self.schema.arguments if not a.is_out]
         written = [a.name for a in self.schema.arguments if a.annotation is not None and a.annotation.is_write]
         if written:
             raise Untranslatable(schema_node(formula), UNSUPPORTED_TYPE,

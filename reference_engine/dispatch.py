@@ -427,12 +427,14 @@ class OperatorPacket:
         return binary
 
     def _keyword_defaults(self) -> dict[str, Any]:
-        """Keyword-only arguments every overload has, with the same default: passing exactly
-        that object (``is``: ``alpha=1``, not ``alpha=1.0``) is the same
-        call as leaving the argument out."""
-        per_overload = [dict(zip(o.keyword_only[1], o.signature.keyword_defaults or ()))
-                        for o in self.overloads]
-        return {name: value for name, value in per_overload[0].items()
+        """Keyword-only arguments (of some overload) that every overload has, keyword-only or
+        positional, with the same default: passing exactly that object (``is``: ``alpha=1``, not
+        ``alpha=1.0``) is the same call as leaving the argument out (``add.Tensor``'s
+        keyword-only ``alpha`` and ``add.Scalar``'s positional one)."""
+        per_overload = [dict(zip(o.signature.names, o.signature.defaults)) for o in self.overloads]
+        keyword_only = {name: value for o in self.overloads
+                        for name, value in zip(o.keyword_only[1], o.signature.keyword_defaults or ())}
+        return {name: value for name, value in keyword_only.items()
                 if all(d.get(name, d) is value for d in per_overload)}
 
     def call(self, args: tuple, kwargs: dict) -> Any:

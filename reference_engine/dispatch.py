@@ -536,7 +536,8 @@ class Dispatcher:
         self.registries = registries
         self.helpers = helpers or {}
         self.packets: dict[str, OperatorPacket] = {}
-        self.local: dict[str, tuple[str, DeclaredFormula | None]] = {}
+        #: operators :meth:`define` declared: name -> (schema, formula or None, kernel)
+        self.local: dict[str, tuple[str, DeclaredFormula | None, Callable[..., Any]]] = {}
         self._declared: tuple = ()
         #: ``at`` inside the formulas the engine runs (see :mod:`reference_engine.rebind`).
         self.operators = EngineOperators(lambda name: self.packet(name).op)
@@ -549,12 +550,12 @@ class Dispatcher:
 
     def define(self, schema: str, kernel: Callable[..., Any], formula: Callable[..., Any] | None = None,
                output_differentiability: tuple[bool, ...] | None = None) -> Overload:
-        """Declare an operator for this engine only (not in the ``formulas`` registries):
-        its schema, NumPy kernel and optionally a formula written like a library one."""
+        """Declare an operator for this table only (not in the ``formulas`` registries, nor the
+        engine's kernel table): its schema, NumPy kernel and optionally a formula written like
+        a library one."""
         name = schema.split("(", 1)[0].strip()
-        KERNELS[name] = kernel
         declared = None if formula is None else DeclaredFormula(schema, formula, output_differentiability)
-        self.local[name] = (schema, declared)
+        self.local[name] = (schema, declared, kernel)
         self.refresh()
         return self.overload(name)
 
@@ -569,11 +570,12 @@ class Dispatcher:
                 schemas[name] = (parse_schema(text), None)
             for name, declared in registry.formulas.items():
                 schemas[name] = (parse_schema(declared.schema), declared)
-        for name, (text, declared) in self.local.items():
+        for name, (text, declared, _) in self.local.items():
             schemas[name] = (parse_schema(text), declared)
         by_base: dict[str, list[Overload]] = {}
         for name, (schema, declared) in schemas.items():
-            by_base.setdefault(schema.name.base, []).append(Overload(schema, KERNELS.get(name), declared))
+            kernel = self.local[name][2] if name in self.local else KERNELS.get(name)
+            by_base.setdefault(schema.name.base, []).append(Overload(schema, kernel, declared))
         self.packets.clear()        # in place: Tensor methods hold this dict
         self.packets.update((base, OperatorPacket(base, overloads)) for base, overloads in by_base.items())
         self._declared = self._sizes()

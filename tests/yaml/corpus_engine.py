@@ -20,6 +20,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 #: The package name the corpus directory is imported under (its directory may be named ``formulas``).
@@ -28,17 +29,23 @@ PACKAGE = "derivatives_corpus"
 
 def main(formulas_dir: str) -> dict[str, dict]:
     sys.path[:0] = [str(REPO), str(REPO / "tests")]
+    from reference_engine.packages import package_dispatcher
+
+    with tempfile.TemporaryDirectory() as holder:      # kept while the formulas run: the engine reads their files
+        (Path(holder) / PACKAGE).symlink_to(Path(formulas_dir).resolve(), target_is_directory=True)
+        sys.path.insert(0, holder)
+        return _run(package_dispatcher(PACKAGE))
+
+
+def _run(table: Any) -> dict[str, dict]:
+    """R1, R2 and RT of each corpus entry with an engine kernel and OpCases, on ``table``
+    (a :class:`reference_engine.dispatch.Dispatcher`)."""
     import reference_engine as engine
     from formulas import registry
     from op_cases import cases
     from reference_engine.kernels import KERNELS
-    from reference_engine.packages import package_dispatcher
     from tests.engine.test_tiers import assert_gradients_equal_torch, engine_call
 
-    with tempfile.TemporaryDirectory() as holder:
-        (Path(holder) / PACKAGE).symlink_to(Path(formulas_dir).resolve(), target_is_directory=True)
-        sys.path.insert(0, holder)
-        table = package_dispatcher(PACKAGE)
     results: dict[str, dict] = {}
     for entry in sorted(registry(PACKAGE).formulas):
         if entry not in KERNELS or not cases(entry):

@@ -2,7 +2,10 @@
 
 ``from formulas import derivative, helper, at`` in a formula file. Importing
 ``formulas`` registers nothing by itself; :func:`load_library` imports every
-formula module of this package (what the reference engine runs).
+formula module of this package (what the reference engine runs). Declarations
+go to the registry of the declaring module's top-level package
+(:func:`registry`): ``LIBRARY`` (``FORMULAS``, ``HELPERS``, ``NONDIFFERENTIABLE``)
+holds this package's only.
 """
 from __future__ import annotations
 
@@ -12,23 +15,28 @@ import pkgutil
 from formulas.dsl import (
     FORMULAS,
     HELPERS,
+    LIBRARY,
     NONDIFFERENTIABLE,
+    REGISTRIES,
     Backend,
     Scalar,
     ScalarType,
     Tensor,
     TensorOptions,
     DeclaredFormula,
+    Registry,
     at,
     derivative,
     helper,
     nondifferentiable,
+    registry,
     set_default_backend,
     use_backend,
 )
 
 __all__ = [
-    "FORMULAS", "HELPERS", "NONDIFFERENTIABLE", "Backend", "DeclaredFormula", "at",
+    "FORMULAS", "HELPERS", "LIBRARY", "NONDIFFERENTIABLE", "REGISTRIES", "Backend", "DeclaredFormula",
+    "Registry", "at", "registry",
     "Scalar", "ScalarType", "Tensor", "TensorOptions",
     "derivative", "helper", "nondifferentiable", "set_default_backend", "use_backend",
     "load_library",

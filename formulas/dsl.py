@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 
@@ -44,9 +45,43 @@ class TensorOptions:
     """Annotation marker: dtype/device/layout bundle that maps to ``at::TensorOptions``."""
 
 
-FORMULAS: dict[str, DeclaredFormula] = {}
-HELPERS: dict[str, Callable[..., Any]] = {}
-NONDIFFERENTIABLE: dict[str, str] = {}
+@dataclass
+class Registry:
+    """What the formula files of one package declare (``formulas`` is the shipped library).
+
+    Each top-level package has its own registry, so importing another package's
+    formulas (an imported derivatives.yaml corpus, a user's ``myops``) never
+    replaces the library's entries of the same operator name.
+    """
+
+    package: str
+    formulas: dict[str, DeclaredFormula] = field(default_factory=dict)
+    helpers: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    nondifferentiable: dict[str, str] = field(default_factory=dict)
+
+
+#: Top-level package name -> its registry.
+REGISTRIES: dict[str, Registry] = {}
+
+
+def registry(package: str) -> Registry:
+    """The registry of the top-level package ``package`` (created empty on first use)."""
+    found = REGISTRIES.get(package)
+    if found is None:
+        found = REGISTRIES[package] = Registry(package)
+    return found
+
+
+def _registry_of(module: str) -> Registry:
+    """The registry a declaration made in the module named ``module`` goes to."""
+    return registry(module.split(".", 1)[0])
+
+
+#: The shipped library's registry and its three tables (what the reference engine runs).
+LIBRARY = registry(__name__.split(".", 1)[0])
+FORMULAS: dict[str, DeclaredFormula] = LIBRARY.formulas
+HELPERS: dict[str, Callable[..., Any]] = LIBRARY.helpers
+NONDIFFERENTIABLE: dict[str, str] = LIBRARY.nondifferentiable
 
 
 JVP_RULES = ("auto_linear", "auto_element_wise")
@@ -63,7 +98,7 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         diff = tuple(output_differentiability) if output_differentiability is not None else None
         declared = DeclaredFormula(schema, fn, diff, jvp)
-        FORMULAS[declared.op_name] = declared
+        _registry_of(fn.__module__).formulas[declared.op_name] = declared
         return fn
 
     return register
@@ -71,14 +106,16 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
 
 def helper(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a typed Python function as a helper that backward formulas may call."""
-    HELPERS[fn.__name__] = fn
+    _registry_of(fn.__module__).helpers[fn.__name__] = fn
     return fn
 
 
 def nondifferentiable(*schemas: str) -> None:
-    """Declare operators whose outputs carry no gradient (comparisons, ``zeros_like``...)."""
+    """Declare operators whose outputs carry no gradient (comparisons, ``zeros_like``...), in
+    the registry of the package of the module that calls it."""
+    table = _registry_of(sys._getframe(1).f_globals.get("__name__", "")).nondifferentiable
     for schema in schemas:
-        NONDIFFERENTIABLE[schema.split("(", 1)[0].strip()] = schema
+        table[schema.split("(", 1)[0].strip()] = schema
 
 
 class Backend(Protocol):

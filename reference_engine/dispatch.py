@@ -16,12 +16,13 @@ Layers, top to bottom:
 """
 from __future__ import annotations
 
+import weakref
 from collections import namedtuple
 from typing import Any, Callable
 
 import numpy as np
 
-from formulas.dsl import FORMULAS, NONDIFFERENTIABLE, DeclaredFormula
+from formulas.dsl import LIBRARY, DeclaredFormula, Registry
 from reference_engine.binding import Signature
 from reference_engine import forward_ad
 from reference_engine.dtypes import DType
@@ -426,12 +427,14 @@ class OperatorPacket:
         return binary
 
     def _keyword_defaults(self) -> dict[str, Any]:
-        """Keyword-only arguments every overload has, with the same default: passing exactly
-        that object (``is``: ``alpha=1``, not ``alpha=1.0``) is the same
-        call as leaving the argument out."""
-        per_overload = [dict(zip(o.keyword_only[1], o.signature.keyword_defaults or ()))
-                        for o in self.overloads]
-        return {name: value for name, value in per_overload[0].items()
+        """Keyword-only arguments (of some overload) that every overload has, keyword-only or
+        positional, with the same default: passing exactly that object (``is``: ``alpha=1``, not
+        ``alpha=1.0``) is the same call as leaving the argument out (``add.Tensor``'s
+        keyword-only ``alpha`` and ``add.Scalar``'s positional one)."""
+        per_overload = [dict(zip(o.signature.names, o.signature.defaults)) for o in self.overloads]
+        keyword_only = {name: value for o in self.overloads
+                        for name, value in zip(o.keyword_only[1], o.signature.keyword_defaults or ())}
+        return {name: value for name, value in keyword_only.items()
                 if all(d.get(name, d) is value for d in per_overload)}
 
     def call(self, args: tuple, kwargs: dict) -> Any:
@@ -516,28 +519,43 @@ TENSOR_API_OPERATORS = tuple(
 class Dispatcher:
     """The operator table built from the declared formulas and non-differentiable ops.
 
-    It follows the ``formulas`` registries: an operator declared after the
-    table was built (a user's formula file imported later) is picked up on
-    the first call that names it, and :meth:`refresh` rebuilds everything.
+    It follows its ``formulas`` registries (the shipped library's by default;
+    later registries replace earlier ones' entries of the same operator, in this
+    table only): an operator declared after the table was built (a library
+    formula file imported later) is picked up on the first call that names it,
+    and :meth:`refresh` rebuilds everything. ``helpers``: functions that replace,
+    in the formulas' globals, names that are not Python functions there (an
+    imported corpus's C++ FunctionsManual names that the library has a helper for).
     """
 
-    def __init__(self) -> None:
+    #: Every table made: forward mode turns the fast paths of all of them off and on.
+    instances: weakref.WeakSet = weakref.WeakSet()
+
+    def __init__(self, registries: tuple[Registry, ...] = (LIBRARY,),
+                 helpers: dict[str, Callable[..., Any]] | None = None) -> None:
+        self.registries = registries
+        self.helpers = helpers or {}
         self.packets: dict[str, OperatorPacket] = {}
-        self.local: dict[str, tuple[str, DeclaredFormula | None]] = {}
-        self._declared = (-1, -1)
+        #: operators :meth:`define` declared: name -> (schema, formula or None, kernel)
+        self.local: dict[str, tuple[str, DeclaredFormula | None, Callable[..., Any]]] = {}
+        self._declared: tuple = ()
         #: ``at`` inside the formulas the engine runs (see :mod:`reference_engine.rebind`).
         self.operators = EngineOperators(lambda name: self.packet(name).op)
         #: Called after every rebuild (the Tensor methods are rebound to the new entry points).
         self.refresh_hooks: list[Callable[[], None]] = []
+        Dispatcher.instances.add(self)
+
+    def _sizes(self) -> tuple:
+        return tuple((len(r.formulas), len(r.nondifferentiable)) for r in self.registries)
 
     def define(self, schema: str, kernel: Callable[..., Any], formula: Callable[..., Any] | None = None,
                output_differentiability: tuple[bool, ...] | None = None) -> Overload:
-        """Declare an operator for this engine only (not in the ``formulas`` registries):
-        its schema, NumPy kernel and optionally a formula written like a library one."""
+        """Declare an operator for this table only (not in the ``formulas`` registries, nor the
+        engine's kernel table): its schema, NumPy kernel and optionally a formula written like
+        a library one."""
         name = schema.split("(", 1)[0].strip()
-        KERNELS[name] = kernel
         declared = None if formula is None else DeclaredFormula(schema, formula, output_differentiability)
-        self.local[name] = (schema, declared)
+        self.local[name] = (schema, declared, kernel)
         self.refresh()
         return self.overload(name)
 
@@ -547,24 +565,26 @@ class Dispatcher:
         for text in TENSOR_API_OPERATORS:
             schema = parse_schema(text)
             schemas[str(schema.name)] = (schema, None)
-        for name, text in NONDIFFERENTIABLE.items():
-            schemas[name] = (parse_schema(text), None)
-        for name, declared in FORMULAS.items():
-            schemas[name] = (parse_schema(declared.schema), declared)
-        for name, (text, declared) in self.local.items():
+        for registry in self.registries:
+            for name, text in registry.nondifferentiable.items():
+                schemas[name] = (parse_schema(text), None)
+            for name, declared in registry.formulas.items():
+                schemas[name] = (parse_schema(declared.schema), declared)
+        for name, (text, declared, _) in self.local.items():
             schemas[name] = (parse_schema(text), declared)
         by_base: dict[str, list[Overload]] = {}
         for name, (schema, declared) in schemas.items():
-            by_base.setdefault(schema.name.base, []).append(Overload(schema, KERNELS.get(name), declared))
+            kernel = self.local[name][2] if name in self.local else KERNELS.get(name)
+            by_base.setdefault(schema.name.base, []).append(Overload(schema, kernel, declared))
         self.packets.clear()        # in place: Tensor methods hold this dict
         self.packets.update((base, OperatorPacket(base, overloads)) for base, overloads in by_base.items())
-        self._declared = (len(FORMULAS), len(NONDIFFERENTIABLE))
+        self._declared = self._sizes()
         self.operators.clear()
         rebound: dict[int, Callable[..., Any]] = {}     # helpers shared by formulas are rebound once
         for overloads in by_base.values():
             for overload in overloads:
                 if overload.formula is not None:
-                    overload.formula = rebind(overload.formula, self.operators, rebound)
+                    overload.formula = rebind(overload.formula, self.operators, rebound, self.helpers)
         for hook in self.refresh_hooks:
             hook()
 
@@ -577,7 +597,7 @@ class Dispatcher:
         """The operator ``name`` (base name, all its overloads); a clear error when undeclared."""
         packet = self.packets.get(name)
         if packet is None:
-            if self._declared != (len(FORMULAS), len(NONDIFFERENTIABLE)):
+            if self._declared != self._sizes():
                 self.refresh()
                 packet = self.packets.get(name)
             if packet is None:

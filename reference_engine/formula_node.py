@@ -26,7 +26,8 @@ the node was made.
 from __future__ import annotations
 
 import dis
-from collections import Counter
+import gc
+import os
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -199,16 +200,11 @@ class FormulaNode(Node):
 def backward_plan(overload: Overload, backward: Callable[..., Any]) -> tuple[bool, tuple[int, ...]]:
     """``(takes needs_input_grad, cells to inspect)`` for a backward closure, cached per code.
 
-    When the backward is defined directly in the formula's body, two kinds of cells need
-    no look at record time, as the formula's bytecode shows:
-
-    * a formula parameter that no code in the formula rebinds (no ``STORE_DEREF`` or
-      ``DELETE_DEREF`` of it): it always holds that argument, an input;
-    * a name bound once, to a metadata method called without arguments on a tensor
-      parameter of that kind (``self_sizes = self.sizes()``): a list of ints, an int...
-
-    Every other cell (``result``, anything computed) is inspected. Bytecode this does not
-    recognise (another Python version) only means more cells are inspected.
+    When the backward is the ``def backward`` of the formula's body, the cells the
+    front-end settles statically (:func:`transpiler.frontend.settled_captures`: inputs the
+    forward never rebinds, metadata) need no look at record time; every other cell
+    (``result``, anything computed) is inspected. A formula the front-end cannot match to
+    its file (defined in a function, edited since it was imported) has every cell inspected.
     """
     code = backward.__code__
     info = overload.backward_info.get(code)
@@ -216,18 +212,51 @@ def backward_plan(overload: Overload, backward: Callable[..., Any]) -> tuple[boo
         kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
         formula_code = overload.formula.__code__
         _refuse_written_globals(overload, formula_code, code)
-        skipped: set[str] = set()
-        if code in formula_code.co_consts:
-            stores = _cell_stores(formula_code)
-            params = formula_code.co_varnames[:formula_code.co_argcount + formula_code.co_kwonlyargcount]
-            skipped = {name for name in params if name not in stores}
-            tensors = {params[i] for i in overload.signature.tensor_positions if i < len(params)} & skipped
-            skipped |= {name for name in _metadata_bindings(formula_code, tensors) if stores[name] == 1}
-        inspected = tuple(i for i, name in enumerate(code.co_freevars) if name not in skipped)
+        settled = _settled_captures(overload.name, formula_code, code) if code in formula_code.co_consts \
+            else frozenset()
+        inspected = tuple(i for i, name in enumerate(code.co_freevars) if name not in settled)
         if backward.__defaults__ or backward.__kwdefaults__:     # the def statement has defaults
             inspected += (DEFAULTS,)
         info = overload.backward_info[code] = ("needs_input_grad" in kwonly, inspected)
     return info
+
+
+#: formula code object -> the names :func:`_settled_captures` found (one read of its file per formula).
+_SETTLED: dict[CodeType, frozenset[str]] = {}
+
+
+def _settled_captures(op_name: str, formula_code: CodeType, backward_code: CodeType) -> frozenset[str]:
+    """The backward's captures the front-end's model of the formula's file settles (read from
+    the source, never imported), or none when the model is not this code's: no such file, no
+    single formula of that function and operator there, or one whose decorator line or captured
+    names differ from the code's (the file was edited after it was imported)."""
+    found = _SETTLED.get(formula_code)
+    if found is None:
+        found = _SETTLED[formula_code] = _read_settled_captures(op_name, formula_code, backward_code)
+    return found
+
+
+def _read_settled_captures(op_name: str, formula_code: CodeType, backward_code: CodeType) -> frozenset[str]:
+    from transpiler.frontend import parse_module, read_module, settled_captures    # libcst: on first use
+
+    path = formula_code.co_filename
+    if not os.path.isfile(path):
+        return frozenset()
+    parsed = parse_module.cache_info().misses
+    module = read_module(path)
+    if parse_module.cache_info().misses != parsed:
+        # libcst's parser leaves reference cycles behind: free them now, once per file, rather
+        # than leave them to the program's cycle collector (or to none, with gc disabled)
+        gc.collect()
+    matches = [f for f in module.formulas if f.function == formula_code.co_name and f.op_name == op_name]
+    if len(matches) != 1:
+        return frozenset()
+    formula = matches[0]
+    first_line = module.span(formula.node.decorators[0]).line if formula.node.decorators else formula.span.line
+    if first_line != formula_code.co_firstlineno or not set(backward_code.co_freevars) <= {
+            c.name for c in formula.captures}:
+        return frozenset()
+    return settled_captures(formula)
 
 
 #: In a backward plan's inspected cells: look at the backward's default arguments too.
@@ -284,30 +313,7 @@ def _global_writes(code: CodeType) -> tuple[set[str], set[str]]:
     return assigned, changed
 
 
-#: Tensor methods that return metadata (never a tensor), see reference_engine/tensor.py.
-METADATA_METHODS = frozenset({"sizes", "size", "dim", "numel", "scalar_type", "options", "is_floating_point"})
 _SKIPPED_OPCODES = frozenset({"PRECALL", "PUSH_NULL", "CACHE", "NOP", "EXTENDED_ARG"})
-
-
-def _cell_stores(code: CodeType) -> Counter[str]:
-    """How often ``code`` and the code nested in it assign or delete each closure cell."""
-    stores = Counter(i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_DEREF", "DELETE_DEREF"))
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            stores += _cell_stores(const)
-    return stores
-
-
-def _metadata_bindings(code: CodeType, tensors: set[str]) -> set[str]:
-    """Cells ``code`` assigns from ``<tensor>.<metadata method>()``, ``<tensor>`` in ``tensors``."""
-    ops = [i for i in dis.get_instructions(code) if i.opname not in _SKIPPED_OPCODES]
-    found = set()
-    for receiver, method, call, store in zip(ops, ops[1:], ops[2:], ops[3:]):
-        if (store.opname == "STORE_DEREF" and call.opname == "CALL" and call.arg == 0
-                and method.opname in ("LOAD_METHOD", "LOAD_ATTR") and method.argval in METADATA_METHODS
-                and receiver.opname in ("LOAD_DEREF", "LOAD_FAST") and receiver.argval in tensors):
-            found.add(store.argval)
-    return found
 
 
 # Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;

@@ -67,7 +67,7 @@ def _make_dual(primal: Tensor, tangent: Tensor) -> Tensor:
 def jvp(f: Callable[..., Any], primals: Sequence[Tensor], tangents: Sequence[Tensor]) -> tuple[Any, Any]:
     """``(f(*primals), J_f(primals) @ tangents)`` by forward mode, like ``torch.func.jvp``:
     outputs and their tangents, with the structure of ``f``'s result (a tensor or a tuple)."""
-    from reference_engine.dispatch import dispatcher
+    from reference_engine.dispatch import Dispatcher
 
     if state.tangents is not None:
         raise RuntimeError("jvp: nested forward-mode levels are not supported by the reference engine")
@@ -76,7 +76,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Tensor], tangents: Sequence[Ten
     previous_grad = grad_mode.enabled
     state.tangents = {}
     grad_mode.enabled = False
-    dispatcher.clear_caches()        # the cached fast paths know nothing of duals
+    for table in list(Dispatcher.instances):
+        table.clear_caches()        # the cached fast paths know nothing of duals
     try:
         duals = [_make_dual(Tensor._wrap(p._value), t) for p, t in zip(primals, tangents)]
         outputs = f(*duals)
@@ -86,7 +87,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Tensor], tangents: Sequence[Ten
     finally:
         state.tangents = None
         grad_mode.enabled = previous_grad
-        dispatcher.clear_caches()
+        for table in list(Dispatcher.instances):
+            table.clear_caches()
 
 
 def _output_tangent(output: Tensor) -> Tensor:

@@ -17,6 +17,7 @@ import numpy as np
 
 from reference_engine import forward_ad
 from reference_engine.dispatch import dispatcher
+from reference_engine.dtypes import DType
 from reference_engine.engine import run_backward
 from reference_engine.grad_mode import grad_mode
 from reference_engine.tensor import Tensor
@@ -499,6 +500,20 @@ def _clone(self: Tensor) -> Tensor:
 
 
 Tensor.clone = _clone
+
+
+def _to(self: Tensor, dtype: Any) -> Tensor:
+    """``to(dtype)``: this tensor when it has that dtype, else a copy of that dtype in the
+    graph (torch's ``Tensor.to``; devices, ``copy=`` and the other forms are not offered)."""
+    if not isinstance(dtype, DType):
+        raise TypeError(f"to() takes a dtype (engine.float64...) here, got {type(dtype).__name__}; "
+                        "the reference engine has one device and converts dtypes only")
+    if dtype == self.dtype:
+        return self
+    return dispatcher.call("_to_copy", (self,), {"dtype": dtype})
+
+
+Tensor.to = _to
 def _backward(self: Tensor, gradient: Any = None, retain_graph: bool | None = None,
               create_graph: bool = False) -> None:
     """Accumulate the gradient of this tensor into the leaves' ``.grad``."""

@@ -15,9 +15,11 @@ table is (re)built; :func:`reference_engine.refresh` takes a new one.
 from __future__ import annotations
 
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from formulas.dsl import at as dsl_at
+
+_NONE: Mapping[str, Callable[..., Any]] = {}
 
 
 class EngineOperators:
@@ -48,9 +50,12 @@ class EngineOperators:
 
 
 def rebind(fn: Callable[..., Any], operators: EngineOperators,
-           memo: dict[int, Callable[..., Any]] | None = None) -> Callable[..., Any]:
+           memo: dict[int, Callable[..., Any]] | None = None,
+           helpers: Mapping[str, Callable[..., Any]] = _NONE) -> Callable[..., Any]:
     """A copy of ``fn`` whose global ``at`` is ``operators`` (``fn`` itself when it does
-    not use the DSL's ``at``); functions it reaches through globals that do are rebound too."""
+    not use the DSL's ``at``); functions it reaches through globals that do are rebound too.
+    A global it reads that is not a Python function there (a C++ name an imported formula
+    declares) and is a key of ``helpers`` becomes that helper, rebound."""
     if type(fn) is not types.FunctionType or fn.__globals__.get("at") is not dsl_at:
         return fn
     memo = {} if memo is None else memo
@@ -71,7 +76,9 @@ def rebind(fn: Callable[..., Any], operators: EngineOperators,
         if value is fn:
             namespace[name] = copy
         elif type(value) is types.FunctionType:
-            namespace[name] = rebind(value, operators, memo)
+            namespace[name] = rebind(value, operators, memo, helpers)
+        elif value is not None and name in helpers:
+            namespace[name] = rebind(helpers[name], operators, memo, helpers)
     return copy
 
 

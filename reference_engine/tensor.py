@@ -196,6 +196,9 @@ class Tensor:
     def is_floating_point(self) -> bool:
         return self._data.dtype.kind == "f"
 
+    def is_complex(self) -> bool:
+        return self._data.dtype.kind == "c"
+
     def element_size(self) -> int:
         return self._data.dtype.itemsize
 

@@ -8,7 +8,11 @@ OpInfo float64 samples (``tests/yaml/corpus_proof.py``: C1 gradcheck +
 gradgradcheck, CT first and second derivatives equal torch's). Prints, as counts
 of the entries: imported, lint-clean (no DB0xx/DB1xx finding), emitted, compiled,
 C1, CT, and the entries with a jvp (imported, emitted with it); then each entry
-that falls out, with the stage and the reason. Exit 0.
+that falls out, with the stage and the reason. The reference engine runs the
+imported formulas too (``tests/yaml/corpus_engine.py``, in a table of their own:
+the library's operators are untouched): R1, R2 and RT on the library's OpCases
+for each entry whose operator has an engine kernel, printed after the funnel
+with each entry that fails a tier. Exit 0.
 """
 from __future__ import annotations
 
@@ -22,12 +26,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "derivatives"
 PROOF = REPO / "tests" / "yaml" / "corpus_proof.py"
+ENGINE_PROOF = REPO / "tests" / "yaml" / "corpus_engine.py"
+ENGINE_TIERS = ("R1", "R2", "RT")
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="transpile coverage --corpus", description=__doc__)
     parser.add_argument("--build-dir", type=Path, default=REPO / "build", help="where the corpus is built")
-    parser.add_argument("--no-compile", action="store_true", help="stop after emitting (no build, no proof)")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="stop after emitting (no build, no proof on the compiled ops or the engine)")
     args = parser.parse_args(argv)
     import torchgen
 
@@ -107,4 +114,22 @@ def main(argv: list[str]) -> int:
     print("fallen out: " + ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items())))
     for entry, (stage, reason) in sorted(fallen.items()):
         print(f"  {entry} [{stage}]: {reason}")
+    if not args.no_compile:
+        _print_engine_tiers(formulas)
     return 0
+
+
+def _print_engine_tiers(formulas: Path) -> None:
+    """R1/R2/RT of the corpus entries the reference engine has kernels and OpCases for."""
+    done = subprocess.run([sys.executable, str(ENGINE_PROOF), str(formulas)], capture_output=True, text=True)
+    if done.returncode != 0:
+        print("reference engine: the corpus did not run (tests/yaml/corpus_engine.py failed):")
+        print(done.stderr[-3000:])
+        return
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"reference engine: {len(results)} entries with an engine kernel and OpCases")
+    for tier in ENGINE_TIERS:
+        print(f"  engine {tier} {sum(r[tier] for r in results.values()):>5} of {len(results)}")
+    for entry, result in sorted(results.items()):
+        if result["reason"]:
+            print(f"    {entry}: {result['reason']}")

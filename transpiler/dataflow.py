@@ -22,6 +22,8 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import libcst as cst
 
+from transpiler.metadata import METADATA_ATTRIBUTES, METADATA_METHODS
+
 
 class ValueKind(enum.IntEnum):
     """Abstract value of a name; a larger kind absorbs a smaller one on join."""
@@ -76,16 +78,6 @@ def join(*kinds: ValueKind) -> ValueKind:
     return max(kinds, default=ValueKind.SCALAR)
 
 
-METADATA_METHODS = frozenset({
-    "sizes", "size", "dim", "ndimension", "numel", "scalar_type", "options", "strides", "stride",
-    "sym_sizes", "sym_size", "sym_numel", "sym_strides", "get_device", "is_contiguous",
-    "is_floating_point", "is_complex", "element_size", "storage_offset", "layout", "device",
-    "requires_grad", "defined",
-})
-METADATA_ATTRIBUTES = frozenset({
-    "dtype", "shape", "device", "ndim", "layout", "is_cuda", "is_sparse", "is_quantized",
-    "is_meta", "requires_grad",
-})
 VALUE_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "__int__"})
 VALUE_BUILTINS = frozenset({"float", "int", "bool", "complex"})
 METADATA_BUILTINS = frozenset({"len"})

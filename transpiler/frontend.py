@@ -530,6 +530,30 @@ def classify_capture(name: str, params: tuple[str, ...], outputs: tuple[str | No
     return CaptureKind.SCALAR, ""
 
 
+#: Capture kinds whose cell always holds what the forward bound, and never a forward tensor.
+_SETTLED_CAPTURES = (CaptureKind.INPUT, CaptureKind.METADATA)
+
+
+def settled_captures(formula: Formula) -> frozenset[str]:
+    """The backward's captures a runtime need not look at: inputs the forward never rebinds
+    (they hold the arguments) and metadata (sizes, dims, dtypes and what is computed from
+    them: never a tensor), less any name a nested function declares ``nonlocal`` (it could
+    rebind the cell). The reference engine's capture plan: every other captured cell is
+    inspected when a node is recorded."""
+    rebindable = _nonlocal_names(formula.node)
+    return frozenset(c.name for c in formula.captures
+                     if c.kind in _SETTLED_CAPTURES and c.name not in rebindable)
+
+
+def _nonlocal_names(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, cst.Nonlocal):
+        return {item.name.value for item in node.names}
+    names: set[str] = set()
+    for child in syntax_children(node):
+        names |= _nonlocal_names(child)
+    return names
+
+
 def _decorator(function: cst.FunctionDef, name: str) -> cst.Decorator | None:
     """The decorator ``@name``/``@name(...)``/``@pkg.name(...)`` of ``function``, if any."""
     for decorator in function.decorators:

@@ -315,3 +315,18 @@ def test_readme_classifier_trains_and_is_the_code_the_readme_shows():
     losses = example["train"](steps=30)
     assert losses[-1] < 0.5 * losses[0]
     assert all(b < a for a, b in zip(losses[:10], losses[1:10]))
+
+
+# ----------------------------------------------------------------------------- to(dtype), is_complex
+def test_to_a_dtype_is_torchs_to_and_its_gradient_comes_back_in_the_input_dtype():
+    x, xt = both([0.5, -1.25])
+    assert x.to(engine.float64) is x and xt.to(torch.float64) is xt
+    y, yt = x.to(engine.float32), xt.to(torch.float32)
+    assert y.dtype == engine.float32
+    (y * y).sum().backward()
+    (yt * yt).sum().backward()
+    assert x.grad.dtype == engine.float64
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+    assert not x.is_complex() and not xt.is_complex()
+    with pytest.raises(TypeError, match="to\\(\\) takes a dtype"):
+        x.to("cpu")

@@ -24,6 +24,22 @@ def test_keyword_call_takes_a_cached_runner_with_the_keyword_value():
     np.testing.assert_array_equal(second.numpy(), [-9.0, -18.0])
 
 
+def test_a_keyword_at_its_default_is_a_positional_call_even_where_an_overload_takes_it_positionally():
+    """``add.Tensor``'s alpha is keyword-only, ``add.Scalar``'s positional: ``alpha=1`` (what
+    the add formula passes) is still the call without it, on the cached positional runners."""
+    a, b = f64([1.0, 2.0]), f64([10.0, 20.0])
+    packet = dispatcher.packet("add")
+    before = set(packet.cache)
+    add = dispatcher.operators.add          # ``at.add`` as the engine's formulas see it
+    with engine.no_grad():
+        out = add(a, b, alpha=1)
+        scalar = add(a, 2.5, alpha=1)
+    assert not any("alpha" in key for key in set(packet.cache) - before)
+    assert (engine.Tensor, engine.Tensor) in packet.cache and (engine.Tensor, float) in packet.cache
+    np.testing.assert_array_equal(out.numpy(), [11.0, 22.0])
+    np.testing.assert_array_equal(scalar.numpy(), [3.5, 4.5])
+
+
 def test_keyword_call_recording_a_graph_differentiates_through_alpha():
     a, b = f64([1.0, 2.0], requires_grad=True), f64([10.0, 20.0], requires_grad=True)
     out = dispatcher.call("add", (a, b), {"alpha": 3})

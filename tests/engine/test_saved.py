@@ -249,9 +249,10 @@ def _defined(formula, recorder):
                                               (_method_result, "cosine")])
 @pytest.mark.parametrize("recorder", ["operator entry point", "overload"])
 def test_cells_that_only_look_like_inputs_are_guarded(formula, capture, recorder):
-    """The recorder skips a cell only when it provably holds an argument (a parameter the
-    formula never rebinds) or metadata (bound once to ``<tensor parameter>.sizes()``...),
-    captured by a backward defined in the formula itself."""
+    """The recorder skips a cell only when the front-end's model of the formula's file settles
+    it (an input never rebound, metadata); these formulas, defined in a test module without
+    ``@derivative``, have no model, so every cell is inspected (tests/engine/test_capture_plan.py
+    has formula files)."""
     op = _defined(formula, recorder)
     x = f64([0.2, 0.9], requires_grad=True)
     (g,) = engine.grad(op(x).sum(), x, create_graph=True)

@@ -36,9 +36,11 @@ def _engine_value(value: Any, requires_grad: bool) -> Any:
     return value
 
 
-def engine_call(case: OpCase) -> tuple[Callable[..., Any], list[engine.Tensor]]:
-    """``fn(*tensors)`` running the case's overload with ``tensors`` at the differentiated
-    positions (lists flattened), and those tensors (float64, requiring grad)."""
+def engine_call(case: OpCase, overload: Callable[..., Any] | None = None
+                ) -> tuple[Callable[..., Any], list[engine.Tensor]]:
+    """``fn(*tensors)`` running the case's overload (the library's unless ``overload`` is
+    given) with ``tensors`` at the differentiated positions (lists flattened), and those
+    tensors (float64, requiring grad)."""
     args = [_engine_value(a, i in case.differentiable) for i, a in enumerate(case.args)]
     kwargs = dict(case.kwargs)
     layout = []        # (position, list length or None)
@@ -50,7 +52,7 @@ def engine_call(case: OpCase) -> tuple[Callable[..., Any], list[engine.Tensor]]:
         else:
             layout.append((i, None))
             inputs.append(args[i])
-    overload = engine.op(case.op)
+    overload = overload or engine.op(case.op)
 
     def fn(*tensors: engine.Tensor) -> Any:
         call_args = list(args)
@@ -120,8 +122,9 @@ def _torch_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tup
     return [g.detach().numpy(force=True) for g in first], [g.numpy(force=True) for g in second]
 
 
-def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tuple[list, list]:
-    fn, inputs = engine_call(case)
+def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list,
+                      overload: Callable[..., Any] | None = None) -> tuple[list, list]:
+    fn, inputs = engine_call(case, overload)
     outs = _float_outputs(fn(*inputs))
     loss = sum((o * engine.Tensor(w)).sum() for o, w in zip(outs, out_weights))
     first = engine.grad(loss, inputs, create_graph=True, allow_unused=True)
@@ -138,12 +141,17 @@ def _engine_gradients(case: OpCase, out_weights: list, grad_weights: list) -> tu
 @pytest.mark.tier("RT")
 @pytest.mark.parametrize("case", FORMULA_CASES + OPINFO_CASES, ids=lambda c: c.name)
 def test_gradients_equal_torch(case: OpCase):
-    fn, inputs = engine_call(case)
+    assert_gradients_equal_torch(case)
+
+
+def assert_gradients_equal_torch(case: OpCase, overload: Callable[..., Any] | None = None) -> None:
+    """RT for one case, on the library's overload unless ``overload`` is given."""
+    fn, inputs = engine_call(case, overload)
     out_shapes = [o.shape for o in _float_outputs(fn(*inputs))]
     out_weights = _weights(out_shapes, seed=1)
     grad_weights = _weights([t.shape for t in inputs], seed=2)
     expected_first, expected_second = _torch_gradients(case, out_weights, grad_weights)
-    got_first, got_second = _engine_gradients(case, out_weights, grad_weights)
+    got_first, got_second = _engine_gradients(case, out_weights, grad_weights, overload)
     assert len(got_first) == len(expected_first) == len(inputs)
     for i, (got, expected) in enumerate(zip(got_first, expected_first)):
         assert got.shape == expected.shape and got.dtype == expected.dtype, f"first-order gradient {i}"

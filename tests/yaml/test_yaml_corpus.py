@@ -131,17 +131,20 @@ def test_imported_files_are_clean_python(imported_dir):
 
 
 def test_imported_package_imports(imported_dir):
-    """The decorators run: each entry registers with formulas.derivative, details with yaml_entry."""
+    """The decorators run: each entry registers with formulas.derivative (in the package's own
+    registry, not the library's), details with yaml_entry."""
     script = (
         "import importlib, pkgutil, sys\n"
         f"sys.path[:0] = [{str(imported_dir.parent)!r}, {str(REPO)!r}]\n"
         f"package = importlib.import_module({imported_dir.name!r})\n"
         "modules = [importlib.import_module(f'{package.__name__}.{m.name}') for m in pkgutil.iter_modules(package.__path__)]\n"
-        "from formulas import FORMULAS\n"
-        "print(len(FORMULAS), sum(hasattr(f, 'yaml_entry') for m in modules for f in vars(m).values()))\n"
+        "from formulas import FORMULAS, registry\n"
+        "print(len(registry(package.__name__).formulas), len(FORMULAS),\n"
+        "      sum(hasattr(f, 'yaml_entry') for m in modules for f in vars(m).values()))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=imported_dir.parent)
     assert done.returncode == 0, done.stderr
-    registered, with_details = map(int, done.stdout.split())
+    registered, in_library, with_details = map(int, done.stdout.split())
     assert registered == 687       # one per operator: the dispatch variants of an entry share it
+    assert in_library == 0         # the library's registry is not the corpus's
     assert with_details > 300

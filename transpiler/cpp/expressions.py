@@ -19,6 +19,7 @@ from transpiler import codes
 from transpiler.cpp import types as T
 from transpiler.cpp.operators import Resolved, accepts, cpp_default
 from transpiler.cpp.types import Kind, PyType
+from transpiler.metadata import METADATA_METHODS
 from transpiler.schema import FunctionSchema
 
 # Diagnostic codes of the C++ emitter (documented in transpiler/codes.py).
@@ -406,13 +407,9 @@ def _literal_int(node: cst.BaseExpression) -> int | None:
 
 # --- calls -------------------------------------------------------------------------------------------
 
-METADATA_METHODS = {
-    "sizes": (T.INT_LIST, "{0}.sizes().vec()"),
-    "size": (T.INT, "{0}.size({1})"),
-    "dim": (T.INT, "{0}.dim()"),
-    "numel": (T.INT, "{0}.numel()"),
-    "scalar_type": (T.SCALAR_TYPE, "{0}.scalar_type()"),
-    "options": (T.OPTIONS, "{0}.options()"),
+#: The metadata methods the emitter writes: name -> (type, C++ expression), from the one table.
+EMITTED_METADATA: dict[str, tuple[PyType, str]] = {
+    name: (getattr(T, method.cpp_type), method.cpp) for name, method in METADATA_METHODS.items() if method.cpp
 }
 
 
@@ -465,10 +462,10 @@ def _method_call(node: cst.Call, func: cst.Attribute, context: Context) -> Typed
             if method == "size":
                 index = translate(node.args[0].value, context)
                 return Typed(f"{saved}[formulas::runtime::wrap_index({index.text}, {saved}.size())]", T.INT)
-            return Typed(saved, METADATA_METHODS[key][0], borrowed=key == "sizes")   # an IntArrayRef parameter
+            return Typed(saved, EMITTED_METADATA[key][0], borrowed=key == "sizes")   # an IntArrayRef parameter
     receiver = translate(func.value, context)
-    if receiver.type.kind is Kind.TENSOR and method in METADATA_METHODS:
-        ty, template = METADATA_METHODS[method]
+    if receiver.type.kind is Kind.TENSOR and method in EMITTED_METADATA:
+        ty, template = EMITTED_METADATA[method]
         args = [translate(a.value, context).text for a in node.args]
         if len(args) != template.count("{") - 1:
             raise unsupported(node, f"'{method}' with {len(args)} arguments")

@@ -26,7 +26,7 @@ import libcst as cst
 from transpiler.cpp import forward_ad
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
-    METADATA_METHODS, UNSUPPORTED_TYPE, Binding, Context, Untranslatable, cpp_name, translate, unsupported,
+    EMITTED_METADATA, UNSUPPORTED_TYPE, Binding, Context, Untranslatable, cpp_name, translate, unsupported,
 )
 from transpiler.cpp.statements import assigned_names, translate_body, walk
 from transpiler.cpp.types import Kind, PyType
@@ -122,7 +122,7 @@ def _metadata_only_methods(name: str, backward: cst.FunctionDef) -> set[str] | N
         if isinstance(node, cst.Call):
             func = node.func
             if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                    and func.value.value == name and func.attr.value in METADATA_METHODS):
+                    and func.value.value == name and func.attr.value in EMITTED_METADATA):
                 methods.add("sizes" if func.attr.value == "size" else func.attr.value)
                 metadata_receivers.add(id(func.value))
         elif isinstance(node, cst.Attribute):
@@ -296,7 +296,7 @@ class FormulaEmitter(ViewEmitter):
                 methods = _metadata_only_methods(capture.name, backward)
                 if methods is not None:
                     saved.extend(SavedMetadata(capture.name, m, f"{capture.name}_{m}_", f"saved_{capture.name}_{m}",
-                                               METADATA_METHODS[m][0]) for m in sorted(methods))
+                                               EMITTED_METADATA[m][0]) for m in sorted(methods))
                     continue
                 saved.append(SavedTensor(capture.name, member, capture.kind is CaptureKind.OUTPUT, False))
             elif ty == T.TENSOR_LIST:
@@ -651,7 +651,7 @@ class FormulaEmitter(ViewEmitter):
                 flag = "true" if item.is_output else "false"
                 lines.append(f"    grad_fn->{item.member} = torch::autograd::SavedVariable({source}, {flag});")
             elif isinstance(item, SavedMetadata):
-                template = METADATA_METHODS[item.method][1]
+                template = EMITTED_METADATA[item.method][1]
                 lines.append(f"    grad_fn->{item.member} = {template.format(source)};")
             elif _is_borrowed(item.type) and item.name in self.forward_context.names:   # a kernel argument
                 lines.append(f"    grad_fn->{item.member} = formulas::runtime::to_owned({source});")

@@ -26,6 +26,7 @@ import functools
 import re
 from pathlib import Path
 
+from transpiler.metadata import PLAIN_METADATA
 from transpiler.yaml_import.syntax import Call, Member, Name, Node, Paren, Qualified, rewrite
 
 # Tensor methods the main dialect keeps as methods (metadata and what has no operator).
@@ -33,8 +34,6 @@ KEPT_METHODS = frozenset({
     "sizes", "size", "dim", "numel", "scalar_type", "options", "strides", "stride", "defined",
     "is_complex", "is_floating_point", "device", "dtype", "layout", "is_sparse", "item", "requires_grad",
 })
-PLAIN_METADATA = {"sym_sizes": "sizes", "sym_size": "size", "sym_numel": "numel",
-                  "sym_strides": "strides", "sym_stride": "stride", "sym_storage_offset": "storage_offset"}
 SYMINT = "_symint"
 _FUNC = re.compile(r"^- func: ([A-Za-z0-9_]+)[.(]", re.MULTILINE)
 _VARIANTS = re.compile(r"^  variants: (.*)$", re.MULTILINE)

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import METADATA_ATTRIBUTES, METADATA_METHODS, closure_reads
+from transpiler.dataflow import closure_reads
+from transpiler.metadata import METADATA_ATTRIBUTES, METADATA_METHODS
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk
 from transpiler.lint.rules.recompute import describe_recomputation, plan_recomputation
@@ -38,7 +39,7 @@ def metadata_only_uses(context: FormulaContext, name: str) -> list[str]:
     accessed = {
         id(node.value): node.attr.value for node in walk(backward.body)
         if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == name
-        and node.attr.value in METADATA_METHODS | METADATA_ATTRIBUTES
+        and (node.attr.value in METADATA_METHODS or node.attr.value in METADATA_ATTRIBUTES)
     }
     if not reads or not reads <= accessed.keys():
         return []

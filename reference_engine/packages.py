@@ -1,0 +1,54 @@
+"""Formula packages other than the shipped library, run by the engine in a table of their own.
+
+Every top-level package of formula files has its own registry
+(:func:`formulas.registry`), so importing one (the derivatives.yaml corpus that
+``transpile import-yaml`` writes, a user's ``myops``) never changes what the
+library's operators, the Tensor methods and ``engine.<op>`` run.
+:func:`package_dispatcher` gives a separate :class:`~reference_engine.dispatch.Dispatcher`
+in which the package's formulas replace the library's of the same operator (the
+kernels stay the engine's), for running them on purpose:
+``package_dispatcher("derivatives").overload("sin")(x)``.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any, Callable
+
+import numpy as np
+
+from formulas.dsl import LIBRARY, registry
+from reference_engine.dispatch import Dispatcher
+
+
+def package_dispatcher(package: str) -> Dispatcher:
+    """A table of the library's operators with the formulas of ``package`` (imported here,
+    every module of it) in place of the library's. A name the package's formulas read that
+    is not a Python function there (an imported corpus's C++ FunctionsManual helper) runs the
+    library's ``@helper`` of that name when there is one."""
+    imported = importlib.import_module(package)
+    for info in pkgutil.walk_packages(getattr(imported, "__path__", []), f"{package}."):
+        importlib.import_module(info.name)
+    table = Dispatcher((LIBRARY, registry(package.split(".", 1)[0])), helpers=LIBRARY.helpers)
+    table.define(CONJ_SCHEMA, _conj, _conj_formula)
+    return table
+
+
+#: derivatives.yaml's formulas conjugate everywhere (``grad * self.cos().conj()``); ``conj`` is
+#: an ATen composite with no entry of its own there. The engine's dtypes are all real, where
+#: it is the identity (torch returns ``self``), and so is its derivative.
+CONJ_SCHEMA = "conj(Tensor(a) self) -> Tensor(a)"
+
+
+def _conj(self: Any) -> Any:
+    if np.iscomplexobj(self):
+        raise TypeError("conj: the reference engine has no complex dtypes")
+    return self
+
+
+def _conj_formula(self: Any) -> tuple[Any, Callable[..., Any]]:
+    result = self
+
+    def backward(grad: Any) -> Any:
+        return grad     # d conj(x) = conj(dx), and conj is the identity on real tensors
+    return result, backward

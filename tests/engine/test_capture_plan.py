@@ -1,0 +1,134 @@
+"""The engine's capture plan comes from the front-end's model of the formula file.
+
+``formula_node.backward_plan`` skips, at record time, the cells the front-end
+settles (``transpiler.frontend.settled_captures``: inputs never rebound,
+metadata); every other cell is inspected, so an intermediate is guarded. The
+formulas below are written to a file, imported and declared as engine operators.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reference_engine as engine
+
+SOURCE = textwrap.dedent('''\
+    from formulas import at, derivative
+
+
+    @derivative("engine_plan_metadata(Tensor self) -> Tensor")
+    def metadata(self):
+        result = at.sin(self)
+        count = self.numel() * 2          # metadata computed from metadata: settled
+        dims = len(self.sizes())
+
+        def backward(grad):
+            return grad * at.cos(self) * (count // 2) / (dims * self.numel())
+        return result, backward
+
+
+    @derivative("engine_plan_rebound(Tensor self) -> Tensor")
+    def rebound(self):
+        result = at.sin(self)
+        self = at.cos(self)               # the parameter now holds an intermediate
+
+        def backward(grad):
+            return grad * self
+        return result, backward
+
+
+    @derivative("engine_plan_nonlocal(Tensor self) -> Tensor")
+    def rebound_by_a_nested_function(self):
+        result = at.sin(self)
+
+        def swap():
+            nonlocal self
+            self = at.cos(self)
+        swap()
+
+        def backward(grad):
+            return grad * self
+        return result, backward
+
+
+    @derivative("engine_plan_output(Tensor self) -> Tensor")
+    def output(self):
+        result = at.exp(self)
+
+        def backward(grad):
+            return grad * result
+        return result, backward
+''')
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory: pytest.TempPathFactory):
+    path = tmp_path_factory.mktemp("plan") / "engine_plan_formulas.py"
+    path.write_text(SOURCE, encoding="utf-8")
+    module = _load(path, "engine_plan_formulas")
+    kernels = {"metadata": np.sin, "rebound": np.sin, "rebound_by_a_nested_function": np.sin, "output": np.exp}
+    ops = {}
+    for function, kernel in kernels.items():
+        formula = getattr(module, function)
+        schema = next(s for s in SOURCE.split('@derivative("')[1:] if f"def {function}(" in s).split('")')[0]
+        ops[function] = engine.define(schema, kernel, formula)
+    yield ops
+    del sys.modules["engine_plan_formulas"]
+
+
+def _inspected(out: engine.Tensor) -> tuple[str, ...]:
+    backward = out.grad_fn.backward_fn
+    [(_, inspected)] = out.grad_fn.overload.backward_info.values()
+    return tuple(backward.__code__.co_freevars[i] for i in inspected)
+
+
+def test_inputs_and_metadata_computed_from_metadata_are_settled(plans):
+    x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+    out = plans["metadata"](x)
+    assert _inspected(out) == ()
+    (g,) = engine.grad(out.sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), np.cos([0.2, 0.9]))     # (4 // 2) / (1 * 2) = 1
+    (h,) = engine.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), -np.sin([0.2, 0.9]))
+
+
+def test_an_output_is_inspected(plans):
+    x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+    assert _inspected(plans["output"](x)) == ("result",)
+
+
+@pytest.mark.parametrize("function", ["rebound", "rebound_by_a_nested_function"])
+def test_a_rebound_input_is_inspected_and_guarded(plans, function):
+    x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+    out = plans[function](x)
+    assert _inspected(out) == ("self",)
+    (g,) = engine.grad(out.sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), np.cos([0.2, 0.9]))
+    with pytest.raises(RuntimeError, match="needs the gradient of 'self'"):
+        engine.grad(g.sum(), x)
+
+
+def test_a_file_edited_after_import_has_every_cell_inspected(tmp_path: Path):
+    path = tmp_path / "engine_plan_edited.py"
+    path.write_text("\n" + SOURCE, encoding="utf-8")      # not the fixture's code (plans are cached per code)
+    module = _load(path, "engine_plan_edited")
+    try:
+        path.write_text("\n\n" + SOURCE, encoding="utf-8")   # every line moved: the model is not this code's
+        op = engine.define("engine_plan_edited(Tensor self) -> Tensor", np.sin, module.metadata)
+        x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+        assert set(_inspected(op(x))) == {"self", "count", "dims"}
+    finally:
+        del sys.modules["engine_plan_edited"]

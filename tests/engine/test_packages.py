@@ -1,0 +1,108 @@
+"""Formula packages beside the library: per-package registries and their own operator table.
+
+The derivatives.yaml corpus (``transpile import-yaml``, from the installed torch)
+declares ``sin``, ``pow``... like the library. Importing it must leave the
+library's entries, the Tensor methods and ``engine.<op>`` as they were, and
+:func:`reference_engine.packages.package_dispatcher` runs its formulas on purpose.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import formulas
+import reference_engine as engine
+from reference_engine.packages import package_dispatcher
+from transpiler.yaml_import.importer import import_yaml
+
+PACKAGE = "engine_test_corpus"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The corpus imported into a package on ``sys.path`` (removed afterwards)."""
+    import torchgen
+
+    yaml_path = Path(torchgen.__file__).parent / "packaged" / "autograd" / "derivatives.yaml"
+    root = tmp_path_factory.mktemp("corpus")
+    package = root / PACKAGE
+    package.mkdir()
+    for name, text in import_yaml(yaml_path.read_text(encoding="utf-8"), str(yaml_path)).files.items():
+        (package / name).write_text(text, encoding="utf-8")
+    sys.path.insert(0, str(root))
+    try:
+        yield PACKAGE
+    finally:
+        sys.path.remove(str(root))
+        for name in [m for m in sys.modules if m == PACKAGE or m.startswith(f"{PACKAGE}.")]:
+            del sys.modules[name]
+
+
+def _torch_sin_gradients(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = torch.tensor(values, requires_grad=True)
+    (first,) = torch.autograd.grad(x.sin().sum(), [x], create_graph=True)
+    (second,) = torch.autograd.grad(first.sum(), [x])
+    return first.detach().numpy(), second.numpy()
+
+
+def _engine_sin_gradients(values: np.ndarray, sin) -> tuple[np.ndarray, np.ndarray]:
+    x = engine.tensor(values, dtype=engine.float64, requires_grad=True)
+    (first,) = engine.grad(sin(x).sum(), [x], create_graph=True)
+    (second,) = engine.grad(first.sum(), [x])
+    return first.detach().numpy(), second.numpy()
+
+
+VALUES = np.array([0.3, -1.2, 2.5])
+
+
+def test_importing_a_corpus_leaves_the_library_as_it_was(corpus: str):
+    library_sin = formulas.FORMULAS["sin"]
+    package = importlib.import_module(corpus)
+    for module in ("derivatives_000", "derivatives_009"):       # abs ... and sin
+        importlib.import_module(f"{package.__name__}.{module}")
+    assert "sin" in formulas.registry(corpus).formulas          # the corpus's own entry
+    assert formulas.FORMULAS["sin"] is library_sin
+    assert library_sin.fn.__module__.startswith("formulas.")
+    first, second = _torch_sin_gradients(VALUES)
+    for sin in (lambda x: x.sin(), engine.sin, engine.op("sin")):
+        got_first, got_second = _engine_sin_gradients(VALUES, sin)
+        np.testing.assert_allclose(got_first, first, rtol=1e-12)
+        np.testing.assert_allclose(got_second, second, rtol=1e-12)
+    assert engine.tensor(VALUES, requires_grad=True).sin().grad_fn.overload.formula.__module__.startswith("formulas.")
+
+
+def test_a_package_table_runs_the_corpus_formulas(corpus: str):
+    table = package_dispatcher(corpus)
+    sin = table.overload("sin")
+    x = engine.tensor(VALUES, dtype=engine.float64, requires_grad=True)
+    assert sin(x).grad_fn.overload.formula.__module__ == f"{corpus}.derivatives_009"
+    first, second = _torch_sin_gradients(VALUES)
+    got_first, got_second = _engine_sin_gradients(VALUES, sin)
+    np.testing.assert_allclose(got_first, first, rtol=1e-12)
+    np.testing.assert_allclose(got_second, second, rtol=1e-12)
+    assert engine.gradcheck(sin, (x,)) and engine.gradgradcheck(sin, (x,))
+
+
+def test_a_functions_manual_name_runs_the_librarys_helper(corpus: str):
+    """The corpus's pow.Tensor_Scalar calls FunctionsManual's pow_backward: the library's @helper."""
+    table = package_dispatcher(corpus)
+    pow_ = table.overload("pow.Tensor_Scalar")
+    x = engine.tensor(VALUES + 3.0, dtype=engine.float64, requires_grad=True)
+    (got,) = engine.grad(pow_(x, 2.5).sum(), [x])
+    t = torch.tensor(VALUES + 3.0, requires_grad=True)
+    (expected,) = torch.autograd.grad(t.pow(2.5).sum(), [t])
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12)
+    assert engine.gradcheck(lambda a: pow_(a, 2.5), (x,))
+
+
+def test_a_name_with_no_library_helper_still_refuses_to_run(corpus: str):
+    """sgn's corpus backward calls FunctionsManual's sgn_backward, which the library lacks."""
+    sgn = package_dispatcher(corpus).overload("sgn")
+    x = engine.tensor(VALUES, dtype=engine.float64, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="sgn_backward is a C\\+\\+ function of libtorch"):
+        engine.grad(sgn(x).sum(), [x])

@@ -57,6 +57,10 @@ TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR, "alpha": T.SCA
     ("7 // -2", ("formulas::runtime::floordiv(7, -2)", T.INT)),
     ("grad is None", ("!grad.defined()", T.BOOL)),
     ("grad is not None and self.dim() > 0", ("(grad.defined()) && (self.dim() > 0)", T.BOOL)),
+    # a tuple of Nones takes the other branch's tuple type (undefined gradients of a multi-input line)
+    ("at.max(self, 1) if grad is not None else (None, None)",
+     ("(grad.defined()) ? at::max(self, 1) : std::make_tuple(at::Tensor(), at::Tensor())",
+      T.tuple_of(T.TENSOR, T.TENSOR))),
     ("grad if self.dim() > 0 else None", ("(self.dim() > 0) ? grad : at::Tensor()", T.TENSOR)),
     ("0 < self.dim() <= 2", ("(0 < self.dim()) && (self.dim() <= 2)", T.BOOL)),
     ("len(self.sizes())", ("static_cast<int64_t>(self.sizes().vec().size())", T.INT)),

@@ -6,10 +6,11 @@ import ast
 import pytest
 
 from transpiler.yaml_import import cpp, pydialect
-from transpiler.yaml_import.main_dialect import aten_signatures, to_main
+from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 
 # A small operator table, so that the cases do not depend on the installed torch's.
-OPERATORS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros"})
+FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj"})
+METHODS = frozenset({"contiguous", "view_as", "mul_"})
 SIGNATURES = {
     "gelu": ((("self",), ("approximate",)),),
     "gelu_backward": ((("grad_output", "self"), ("approximate",)),),
@@ -19,6 +20,7 @@ SIGNATURES = {
     # two overloads that disagree on the keyword: left positional
     "sum": ((("self",), ("dtype",)), (("self", "dim", "keepdim"), ("dtype",)), (("self",), ("other",))),
 }
+ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES)
 
 
 @pytest.mark.parametrize("source, python", [
@@ -33,11 +35,14 @@ SIGNATURES = {
     ("at::div(grad, other)", "at.div(grad, other)"),
     ("at::sum(grad, dim, true)", "at.sum(grad, dim, True)"),
     ("grad.sum(dim)", "at.sum(grad, dim)"),
+    ("grad.contiguous().view_as(self)", "at.view_as(at.contiguous(grad), self)"),   # method-only operators
+    ("grad.mul_(2)", "grad.mul_(2)"),                                # in-place: stays a method
+    ("alpha.conj() * grad.dim()", "alpha.conj() * grad.dim()"),     # a Scalar's method; metadata
     ("bias->defined()", "cpp.arrow(bias).defined()"),               # not a tensor method call
     ("std::tuple<Tensor, int64_t>()", "std.tuple[Tensor, int64_t]()"),  # only tuples of tensors are None
 ])
 def test_rewrite_and_its_python(source, python):
-    main = to_main(cpp.parse(source), operators=OPERATORS, signatures=SIGNATURES)
+    main = to_main(cpp.parse(source), frozenset({"alpha"}), aten=ATEN)
     assert pydialect.to_python(main) == python
     ast.parse(python, mode="eval")
     assert pydialect.from_python(python) == main           # the importer's round-trip check holds
@@ -51,13 +56,14 @@ def test_rewrite_and_its_python(source, python):
 def test_an_edited_line_prints_back_as_cpp(source, cpp_text):
     """emit-yaml prints a line whose Python was edited from its tree: keywords go in position,
     `is None` is `defined()`, a tuple of Nones is an empty tuple of tensors."""
-    main = to_main(cpp.parse(source), operators=OPERATORS, signatures=SIGNATURES)
+    main = to_main(cpp.parse(source), aten=ATEN)
     assert cpp.render(cpp.print_tokens(main)) == cpp_text
     assert cpp.render(cpp.print_tokens(pydialect.from_python("(a, b)"))) == "std::make_tuple(a, b)"
 
 
 def test_torch_signatures_know_keyword_only_parameters():
-    gelu = aten_signatures()["gelu"]
+    gelu = aten_names().signatures["gelu"]
+    assert "contiguous" in aten_names().methods and "contiguous" not in aten_names().functions
     assert (("self",), ("approximate",)) in gelu
     python = pydialect.to_python(to_main(cpp.parse("at::round(self, decimals)")))
     assert python == "at.round(self, decimals=decimals)"

@@ -21,9 +21,11 @@ The last row: an argument passed in the position of a keyword-only parameter
 (C++ has no keywords) is passed by its keyword, when every overload that
 takes that many arguments agrees on the keyword.
 
-A method becomes an operator call only when it is an ATen operator and its
-receiver is not an argument known not to be a tensor (``alpha.conj()`` on a
-Scalar stays). The rewrite cannot be undone from the Python alone (both
+A method becomes an operator call only when it is an ATen operator (a function,
+or a method-only operator such as ``contiguous`` or ``view_as``, which the
+main dialect also calls as ``at.<op>``; in-place methods such as ``mul_`` stay)
+and its receiver is not an argument known not to be a tensor (``alpha.conj()``
+on a Scalar stays). The rewrite cannot be undone from the Python alone (both
 spellings exist in the YAML), so the importer keeps the original formula of a
 rewritten line in a ``# yaml:`` comment, which ``emit-yaml`` prints back as long
 as the Python still is its rewrite.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from transpiler.schema import SchemaError, parse_schema
@@ -56,6 +59,7 @@ from transpiler.yaml_import.syntax import (
 KEPT_METHODS = frozenset({
     "sizes", "size", "dim", "numel", "scalar_type", "options", "strides", "stride", "defined",
     "is_complex", "is_floating_point", "device", "dtype", "layout", "is_sparse", "item", "requires_grad",
+    "is_contiguous", "sparse_dim", "dense_dim",
 })
 PLAIN_METADATA = {"sym_sizes": "sizes", "sym_size": "size", "sym_numel": "numel",
                   "sym_strides": "strides", "sym_stride": "stride", "sym_storage_offset": "storage_offset"}
@@ -67,43 +71,43 @@ _SCHEMA = re.compile(r"^- func: (.*)$", re.MULTILINE)
 Signature = tuple[tuple[str, ...], tuple[str, ...]]
 
 
+@dataclass(frozen=True)
+class AtenNames:
+    """What the rewrite needs to know of ATen."""
+
+    functions: frozenset[str]                       # operators that are functions ``at::<name>``
+    methods: frozenset[str]                         # operators that are only tensor methods (``contiguous``)
+    signatures: dict[str, tuple[Signature, ...]]    # per function, its overloads without ``out=``
+
+
 @functools.cache
-def _function_schemas() -> tuple[str, ...]:
-    """The schemas of the ATen operators of the installed torch (its native_functions.yaml) that are
-    functions ``at::<name>`` (``variants: method`` ones are not)."""
+def aten_names() -> AtenNames:
+    """ATen's operators, from the installed torch's native_functions.yaml."""
     import torchgen
 
     path = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
     text = path.read_text(encoding="utf-8")
-    schemas = []
-    for block in re.split(r"(?m)^(?=- func: )", text):
-        schema = _SCHEMA.match(block)
-        variants = _VARIANTS.search(block)
-        if schema and (variants is None or "function" in variants.group(1)):
-            schemas.append(schema.group(1).strip())
-    return tuple(schemas)
-
-
-@functools.cache
-def aten_operators() -> frozenset[str]:
-    """Base names of the ATen operators that are functions ``at::<name>``."""
-    return frozenset(m.group(1) for m in map(_FUNC.match, (f"- func: {s}" for s in _function_schemas())) if m)
-
-
-@functools.cache
-def aten_signatures() -> dict[str, tuple[Signature, ...]]:
-    """Per ATen function name, the parameters of each overload that has no ``out=`` argument."""
+    functions: set[str] = set()
+    methods: set[str] = set()
     table: dict[str, list[Signature]] = {}
-    for text in _function_schemas():
+    for block in re.split(r"(?m)^(?=- func: )", text):
+        name, schema_text = _FUNC.match(block), _SCHEMA.match(block)
+        if not name or not schema_text:
+            continue
+        variants = _VARIANTS.search(block)
+        if variants is not None and "function" not in variants.group(1):
+            methods.add(name.group(1))
+            continue
+        functions.add(name.group(1))
         try:
-            schema = parse_schema(text)
+            schema = parse_schema(schema_text.group(1).strip())
         except SchemaError:
             continue
-        if schema.out:
-            continue
-        table.setdefault(schema.name.base, []).append(
-            (tuple(a.name for a in schema.positional), tuple(a.name for a in schema.kwarg_only)))
-    return {name: tuple(signatures) for name, signatures in table.items()}
+        if not schema.out:
+            table.setdefault(schema.name.base, []).append(
+                (tuple(a.name for a in schema.positional), tuple(a.name for a in schema.kwarg_only)))
+    return AtenNames(frozenset(functions), frozenset(methods - functions),
+                     {name: tuple(signatures) for name, signatures in table.items()})
 
 
 def keyword_arguments(name: str, args: tuple[Node, ...], signatures: dict[str, tuple[Signature, ...]]
@@ -121,16 +125,14 @@ def keyword_arguments(name: str, args: tuple[Node, ...], signatures: dict[str, t
     return (*args[:count], *(Keyword(k, a) for k, a in zip(keywords, args[count:])))
 
 
-def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), operators: frozenset[str] | None = None,
-            signatures: dict[str, tuple[Signature, ...]] | None = None) -> Node:
+def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNames | None = None) -> Node:
     """``tree`` in the main dialect. ``non_tensors``: names that are not tensors (Scalar or int
-    arguments), whose methods stay methods; ``operators``: ATen function names, ``signatures``:
-    their overloads' parameters (default: torch's)."""
-    known = aten_operators() if operators is None else operators
-    overloads = aten_signatures() if signatures is None else signatures
+    arguments), whose methods stay methods; ``aten``: ATen's operators (default: torch's)."""
+    aten = aten_names() if aten is None else aten
+    known, overloads = aten.functions, aten.signatures
 
     def main(node: Node) -> Node:
-        return to_main(node, non_tensors, known, overloads)
+        return to_main(node, non_tensors, aten)
 
     def replacement(node: Node) -> Node | None:
         match node:
@@ -149,11 +151,11 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), operators: fr
         args = tuple(main(a) for a in node.args)
         func = node.func
         if isinstance(func, Member) and not func.arrow:
-            receiver = to_main(func.obj, non_tensors, known)
+            receiver = main(func.obj)
             method = _plain(func.name)
             if func.name in PLAIN_METADATA:
                 return Call(Member(receiver, PLAIN_METADATA[func.name]), args)
-            if (method not in KEPT_METHODS and method in known
+            if (method not in KEPT_METHODS and (method in known or _method_operator(method, aten))
                     and not (isinstance(receiver, Name) and receiver.ident in non_tensors)):
                 receiver_and_args = (_unwrapped(receiver), *args)
                 return Call(Qualified(("at", method)), keyword_arguments(method, receiver_and_args, overloads))
@@ -171,6 +173,11 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), operators: fr
 
 
 _NULLOPT = Qualified(("std", "nullopt"))
+
+
+def _method_operator(name: str, aten: AtenNames) -> bool:
+    """A method-only ATen operator the main dialect calls as ``at.<name>`` (in-place ones stay methods)."""
+    return name in aten.methods and not name.endswith("_")
 
 
 def _unwrapped(node: Node) -> Node:

@@ -15,6 +15,7 @@ C++ (as derivatives.yaml says it)  main dialect
 ``std::tuple<Tensor, Tensor>()``   ``(None, None)``
 ``std::get<1>(t)``                 ``t[1]``
 ``at::gelu(self, approximate)``    ``at.gelu(self, approximate=approximate)``
+``bias->sym_sizes()``              ``bias.sizes() if bias is not None else None``
 =================================  ==================================
 
 The last row: an argument passed in the position of a keyword-only parameter
@@ -40,6 +41,7 @@ from pathlib import Path
 from transpiler.schema import SchemaError, parse_schema
 from transpiler.yaml_import.syntax import (
     Call,
+    Conditional,
     Index,
     Keyword,
     Literal,
@@ -140,6 +142,11 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
                 return NoneTest(main(operand), negated=False)
             case Call(Member(operand, "defined", False), ()):
                 return NoneTest(main(operand), negated=True)
+            case Call(Member(Name(optional) as operand, method, True), ()) \
+                    if method in PLAIN_METADATA and optional not in non_tensors:
+                # `bias->sym_sizes()` of an optional tensor: its sizes, or None without one
+                sizes = Call(Member(operand, PLAIN_METADATA[method]), ())
+                return Conditional(NoneTest(operand, negated=True), sizes, _NULLOPT)
             case Call(Template(Qualified(("std", "tuple")) | Name("tuple"), types), ()) \
                     if all(t == Name("Tensor") for t in types):
                 return TupleDisplay(tuple(_NULLOPT for _ in types))

@@ -68,6 +68,11 @@ def test_torch_signatures_know_keyword_only_parameters():
     assert (("self",), ("approximate",)) in gelu
     python = pydialect.to_python(to_main(cpp.parse("at::round(self, decimals)")))
     assert python == "at.round(self, decimals=decimals)"
+    # C++ packs a factory's dtype, layout, device and pin_memory into one TensorOptions argument
+    python = pydialect.to_python(to_main(cpp.parse("at::zeros_symint(self.sym_sizes(), grad.options())")))
+    assert python == "at.zeros(self.sizes(), grad.options())"
+    python = pydialect.to_python(to_main(cpp.parse("at::empty_like(self, options, at::MemoryFormat::Contiguous)")))
+    assert python == "at.empty_like(self, options, at.MemoryFormat.Contiguous)"
 
 
 @pytest.mark.parametrize("python, message", [

@@ -71,6 +71,10 @@ _VARIANTS = re.compile(r"^  variants: (.*)$", re.MULTILINE)
 _SCHEMA = re.compile(r"^- func: (.*)$", re.MULTILINE)
 # One overload's parameters as C++ takes them in position: (positional names, keyword-only names).
 Signature = tuple[tuple[str, ...], tuple[str, ...]]
+# C++ takes a factory's keyword-only dtype, layout, device and pin_memory as one TensorOptions
+# argument (``at::zeros(sizes, grad.options())``): that position has no keyword.
+TENSOR_OPTIONS = ("dtype", "layout", "device", "pin_memory")
+PACKED_OPTIONS = ""
 
 
 @dataclass(frozen=True)
@@ -107,9 +111,17 @@ def aten_names() -> AtenNames:
             continue
         if not schema.out:
             table.setdefault(schema.name.base, []).append(
-                (tuple(a.name for a in schema.positional), tuple(a.name for a in schema.kwarg_only)))
+                (tuple(a.name for a in schema.positional), _cpp_keywords(tuple(a.name for a in schema.kwarg_only))))
     return AtenNames(frozenset(functions), frozenset(methods - functions),
                      {name: tuple(signatures) for name, signatures in table.items()})
+
+
+def _cpp_keywords(kwonly: tuple[str, ...]) -> tuple[str, ...]:
+    """Keyword-only parameters in C++ positions: the TensorOptions group is one position."""
+    for start in range(len(kwonly) - len(TENSOR_OPTIONS) + 1):
+        if kwonly[start:start + len(TENSOR_OPTIONS)] == TENSOR_OPTIONS:
+            return (*kwonly[:start], PACKED_OPTIONS, *kwonly[start + len(TENSOR_OPTIONS):])
+    return kwonly
 
 
 def keyword_arguments(name: str, args: tuple[Node, ...], signatures: dict[str, tuple[Signature, ...]]
@@ -121,7 +133,7 @@ def keyword_arguments(name: str, args: tuple[Node, ...], signatures: dict[str, t
     if not fits or any(len(args) <= len(positional) for positional, _ in fits):
         return args
     spellings = {(len(positional), kwonly[:len(args) - len(positional)]) for positional, kwonly in fits}
-    if len(spellings) != 1:
+    if len(spellings) != 1 or any(PACKED_OPTIONS in keywords for _, keywords in spellings):
         return args
     count, keywords = spellings.pop()
     return (*args[:count], *(Keyword(k, a) for k, a in zip(keywords, args[count:])))

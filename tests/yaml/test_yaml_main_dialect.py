@@ -39,6 +39,7 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES)
     ("grad.mul_(2)", "grad.mul_(2)"),                                # in-place: stays a method
     ("alpha.conj() * grad.dim()", "alpha.conj() * grad.dim()"),     # a Scalar's method; metadata
     ("bias->defined()", "cpp.arrow(bias).defined()"),               # not a tensor method call
+    ("f(grad, {{0, 0}}, {{}})", "f(grad, [0, 0], [[]])"),
     ("f(grad, bias->sym_sizes())", "f(grad, bias.sizes() if bias is not None else None)"),  # Tensor? bias
     ("std::tuple<Tensor, int64_t>()", "std.tuple[Tensor, int64_t]()"),  # only tuples of tensors are None
 ])

@@ -16,6 +16,7 @@ C++ (as derivatives.yaml says it)  main dialect
 ``std::get<1>(t)``                 ``t[1]``
 ``at::gelu(self, approximate)``    ``at.gelu(self, approximate=approximate)``
 ``bias->sym_sizes()``              ``bias.sizes() if bias is not None else None``
+``{{0, 0}}``                       ``[0, 0]``
 =================================  ==================================
 
 The last row: an argument passed in the position of a keyword-only parameter
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from transpiler.schema import SchemaError, parse_schema
 from transpiler.yaml_import.syntax import (
+    BraceList,
     Call,
     Conditional,
     Index,
@@ -159,6 +161,10 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
                 # `bias->sym_sizes()` of an optional tensor: its sizes, or None without one
                 sizes = Call(Member(operand, PLAIN_METADATA[method]), ())
                 return Conditional(NoneTest(operand, negated=True), sizes, _NULLOPT)
+            case BraceList((BraceList(items) as inner,)) if items:
+                # `{{0, 0}}`: a list initialized from one non-empty initializer list is that list
+                # (`{{}}` is not: it holds one value-initialized element)
+                return main(inner)
             case Call(Template(Qualified(("std", "tuple")) | Name("tuple"), types), ()) \
                     if all(t == Name("Tensor") for t in types):
                 return TupleDisplay(tuple(_NULLOPT for _ in types))

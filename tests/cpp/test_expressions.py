@@ -1,10 +1,13 @@
 """Transliteration of the formula dialect to C++: expressions, statements, types (no compiler needed)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import libcst as cst
 import pytest
 
 from transpiler.cpp import types as T
+from transpiler.cpp.emit import _header
 from transpiler.cpp.expressions import (
     Binding, Context, HelperSignature, Untranslatable, translate, translate_condition,
 )
@@ -243,3 +246,13 @@ def test_borrowed_list_parameters_are_copied_when_kept():
     lines = [line.strip() for line in translate_body(module.body, scope, T.INT_LIST).lines]
     assert lines == ["std::vector<int64_t> shape = formulas::runtime::to_owned(sizes);",
                      "shape.push_back(1);", "return shape;"]
+
+
+@pytest.mark.parametrize("name, header", [
+    ("mul", "mul"), ("zero_", "zero"),
+    ("rrelu_with_noise_functional", "rrelu_with_noise"),          # torchgen files a functional variant there
+])
+def test_operator_headers(name, header):
+    torch = pytest.importorskip("torch")
+    assert _header(name) == header
+    assert (Path(torch.__file__).parent / "include" / "ATen" / "ops" / f"{header}.h").is_file()

@@ -1,10 +1,13 @@
 """Transliteration of the formula dialect to C++: expressions, statements, types (no compiler needed)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import libcst as cst
 import pytest
 
 from transpiler.cpp import types as T
+from transpiler.cpp.emit import _header
 from transpiler.cpp.expressions import (
     Binding, Context, HelperSignature, Untranslatable, translate, translate_condition,
 )
@@ -57,6 +60,10 @@ TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR, "alpha": T.SCA
     ("7 // -2", ("formulas::runtime::floordiv(7, -2)", T.INT)),
     ("grad is None", ("!grad.defined()", T.BOOL)),
     ("grad is not None and self.dim() > 0", ("(grad.defined()) && (self.dim() > 0)", T.BOOL)),
+    # a tuple of Nones takes the other branch's tuple type (undefined gradients of a multi-input line)
+    ("at.max(self, 1) if grad is not None else (None, None)",
+     ("(grad.defined()) ? at::max(self, 1) : std::make_tuple(at::Tensor(), at::Tensor())",
+      T.tuple_of(T.TENSOR, T.TENSOR))),
     ("grad if self.dim() > 0 else None", ("(self.dim() > 0) ? grad : at::Tensor()", T.TENSOR)),
     ("0 < self.dim() <= 2", ("(0 < self.dim()) && (self.dim() <= 2)", T.BOOL)),
     ("len(self.sizes())", ("static_cast<int64_t>(self.sizes().vec().size())", T.INT)),
@@ -239,3 +246,13 @@ def test_borrowed_list_parameters_are_copied_when_kept():
     lines = [line.strip() for line in translate_body(module.body, scope, T.INT_LIST).lines]
     assert lines == ["std::vector<int64_t> shape = formulas::runtime::to_owned(sizes);",
                      "shape.push_back(1);", "return shape;"]
+
+
+@pytest.mark.parametrize("name, header", [
+    ("mul", "mul"), ("zero_", "zero"),
+    ("rrelu_with_noise_functional", "rrelu_with_noise"),          # torchgen files a functional variant there
+])
+def test_operator_headers(name, header):
+    torch = pytest.importorskip("torch")
+    assert _header(name) == header
+    assert (Path(torch.__file__).parent / "include" / "ATen" / "ops" / f"{header}.h").is_file()

@@ -42,8 +42,8 @@ BAD_INPUTS = {
     "unknown operator": ("    result = at.sin(self)\n", "    result = at.special_i1e(self)\n", "DB201", 6, 14),
     # a schema type with no C++ spelling here (reported at the formula)
     "unsupported schema type": ('"cos(Tensor self) -> Tensor")\ndef cos(self):',
-                                '"cos(Tensor self, Generator? generator=None) -> Tensor")\n'
-                                'def cos(self, generator=None):', "DB205", 12, 13),
+                                '"cos(Tensor self, Dimname name) -> Tensor")\n'
+                                'def cos(self, name):', "DB205", 12, 13),
     "duplicate operator": ('@derivative("cos(Tensor self) -> Tensor")', '@derivative("sin(Tensor self) -> Tensor")',
                            "DB206", 12, 13),
     "differentiable list output": ('"cos(Tensor self) -> Tensor"', '"cos(Tensor self) -> Tensor[]"', "DB205", 12, 13),

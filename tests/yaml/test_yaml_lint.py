@@ -4,7 +4,8 @@ It lints clean except for DB105 findings that are real: backward formulas in
 derivatives.yaml call ATen operators that have no entry in derivatives.yaml
 itself (factories, boolean ops, nested-tensor accessors, the ATen ``*_backward``
 operators that formulas call as compute methods or bare names, which the main
-dialect spells ``at.<op>``, and C++-only helpers spelled ``at::``), so within
+dialect spells ``at.<op>``, method-only operators such as ``contiguous``, ``to``
+and ``mT``, also ``at.<op>`` there, and C++-only helpers spelled ``at::``), so within
 that library double backward through those calls is not declared. Its 243 written jvps (``result:`` formulas) pass the same
 capture rules; a few call such operators too.
 """
@@ -21,7 +22,9 @@ REAL_DB105 = {
     'at._cudnn_attention_backward', 'at._efficient_attention_backward',
     'at._embedding_bag_per_sample_weights_backward', 'at._fake_quantize_learnable_per_channel_affine_backward',
     'at._fake_quantize_learnable_per_tensor_affine_backward', 'at._flash_attention_backward',
-    'at._fused_rms_norm_backward', 'at._masked_softmax_backward', 'at._nested_get_jagged_dummy',
+    'at._fused_rms_norm_backward', 'at._masked_softmax_backward', 'at._nested_tensor_size',
+    'at._nested_tensor_storage_offsets', 'at._nested_tensor_strides', 'at.contiguous', 'at.mH', 'at.mT',
+    'at.new_zeros', 'at.reshape_as', 'at.to', 'at.to_dense', 'at._nested_get_jagged_dummy',
     'at._nested_get_lengths', 'at._nested_get_max_seqlen', 'at._nested_get_min_seqlen',
     'at._nested_get_offsets', 'at._nested_get_ragged_idx', 'at._nested_select_backward',
     'at._nested_sum_backward', 'at._pack_padded_sequence_backward',
@@ -49,8 +52,8 @@ REAL_DB105 = {
 }
 REAL_JVP_DB105 = {
     '`&` (aten `bitwise_and`)', 'at.conj', 'at.conj_physical', 'at.expand_as', 'at.flatten',
-    'at.glu_backward_jvp', 'at.glu_jvp', 'at.logical_and', 'at.logical_or', 'at.narrow', 'at.ones', 'at.outer',
-    'at.real', 'at.scalar_tensor', 'at.zeros', 'at.zeros_like',
+    'at.glu_backward_jvp', 'at.glu_jvp', 'at.logical_and', 'at.logical_or', 'at.narrow', 'at.new_zeros',
+    'at.ones', 'at.outer', 'at.real', 'at.scalar_tensor', 'at.to', 'at.view_as', 'at.zeros', 'at.zeros_like',
 }
 
 

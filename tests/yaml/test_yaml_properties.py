@@ -7,8 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.syntax import (
-    BINARY_PRECEDENCE, Binary, BraceList, Call, Conditional, Index, Literal, Member, Name, Node, Paren,
-    Qualified, Template, Unary,
+    BINARY_PRECEDENCE, Binary, BraceList, Call, Conditional, Index, Keyword, Literal, Member, Name, Node,
+    NoneTest, Paren, Qualified, Template, TupleDisplay, Unary,
 )
 
 NAMES = st.sampled_from(["grad", "self", "other", "result", "dim", "x1"]).map(Name)
@@ -60,6 +60,21 @@ def _extend(children):
 TREES = st.recursive(LEAVES, _extend, max_leaves=12)
 
 
+def _extend_main(children):
+    """The nodes only the main dialect has (main_dialect.to_main writes them)."""
+    postfix_target = children.map(lambda n: _wrap_if(n, _power(n) < 20 or isinstance(n, Literal)))
+    keywords = st.lists(st.builds(Keyword, st.sampled_from(["approximate", "upper", "dim"]), children), max_size=2)
+    return st.one_of(
+        _extend(children),
+        st.builds(NoneTest, postfix_target, st.booleans()),
+        st.builds(lambda f, args, kws: Call(f, (*args, *kws)), postfix_target, st.lists(children, max_size=2), keywords),
+        st.builds(lambda items: TupleDisplay(tuple(items)), st.lists(children, min_size=1, max_size=3)),
+    )
+
+
+MAIN_TREES = st.recursive(LEAVES, _extend_main, max_leaves=12)
+
+
 @settings(max_examples=300, deadline=None)
 @given(TREES)
 def test_cpp_print_then_parse_is_the_identity(tree):
@@ -79,14 +94,16 @@ def _shape(node: ast.AST):
             for value in values[1:]:
                 shape = (type(op).__name__, shape, _shape(value))
             return shape
-        case ast.Compare(left, [op], [right]):
+        case ast.Compare(left, [op], [right]) if not isinstance(op, (ast.Is, ast.IsNot)):
             return (type(op).__name__, _shape(left), _shape(right))
         case ast.UnaryOp(op, operand):
             return (type(op).__name__, _shape(operand))
         case ast.IfExp(test, body, orelse):
             return ("if", _shape(test), _shape(body), _shape(orelse))
-        case ast.Call(func, args):
-            return ("call", _shape(func), *map(_shape, args))
+        case ast.Compare(left, [ast.Is() | ast.IsNot() as op], [ast.Constant(None)]):
+            return (type(op).__name__, _shape(left))
+        case ast.Call(func, args, keywords):
+            return ("call", _shape(func), *map(_shape, args), *(("kw", k.arg, _shape(k.value)) for k in keywords))
         case ast.Attribute(value, attr):
             return ("attr", _shape(value), attr)
         case ast.Subscript(value, index):
@@ -131,8 +148,12 @@ def _expected(node: Node):
             return ("index", _expected(obj), _expected(index))
         case Template(base, args):
             return ("index", _expected(base), *map(_expected, args))
-        case BraceList(items):
+        case BraceList(items) | TupleDisplay(items):
             return ("list", *map(_expected, items))
+        case NoneTest(operand, negated):
+            return ("IsNot" if negated else "Is", _expected(operand))
+        case Keyword(name, value):
+            return ("kw", name, _expected(value))
     return _shape(ast.parse(python, mode="eval").body)
 
 
@@ -141,6 +162,17 @@ def _expected(node: Node):
 def test_a_faithful_python_spelling_means_what_the_cpp_means(tree):
     """Whenever the dialect reads its spelling back as the same tree (the importer's check),
     CPython parses that spelling with the same structure: the check is sound."""
+    _check_sound(tree)
+
+
+@settings(max_examples=300, deadline=None)
+@given(MAIN_TREES)
+def test_the_main_dialect_nodes_mean_in_python_what_they_say(tree):
+    """The same soundness for the nodes of the main dialect (`x is None`, keywords, tuples)."""
+    _check_sound(tree)
+
+
+def _check_sound(tree: Node) -> None:
     try:
         python = pydialect.to_python(tree)
         if pydialect.from_python(python) != tree:

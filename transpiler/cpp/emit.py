@@ -151,8 +151,15 @@ def _operator_includes(code: str) -> list[str]:
     return includes + [f"#include <ATen/ops/{header}.h>" for header in headers]
 
 
+FUNCTIONAL_SUFFIX = "_functional"
+
+
 def _header(name: str) -> str:
-    """The per-operator header declaring ``at::name``: an in-place ``zero_`` lives in ``zero.h``."""
+    """The per-operator header declaring ``at::name``: an in-place ``zero_`` lives in ``zero.h``, the
+    functional variant ``rrelu_with_noise_functional`` in ``rrelu_with_noise.h`` (torchgen's base name
+    drops the suffix)."""
+    if name.endswith(FUNCTIONAL_SUFFIX):
+        return name[:-len(FUNCTIONAL_SUFFIX)]
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 

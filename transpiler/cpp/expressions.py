@@ -331,6 +331,9 @@ def _conditional(node: cst.IfExp, context: Context, expected: PyType | None) -> 
         raise Untranslatable(node, TYPE_CONFLICT, f"the branches of this conditional have types {conflict}") from None
     if joined.kind is Kind.NONE and expected is not None:
         joined = expected
+    if joined.kind is Kind.TUPLE:   # a tuple display types its items from the joined type: (None, None)
+        body = translate(node.body, if_true, joined) if body.type != joined else body
+        orelse = translate(node.orelse, if_false, joined) if orelse.type != joined else orelse
     return Typed(f"{test.operand()} ? {_branch(body, joined)} : {_branch(orelse, joined)}", joined, atomic=False)
 
 

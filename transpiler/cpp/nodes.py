@@ -474,7 +474,8 @@ class FormulaEmitter(ViewEmitter):
                  "  if (!formulas::runtime::any_defined(grads)) {",
                  "    return grad_inputs;",
                  "  }",
-                 "  if (" + " && ".join(f"!needs_input_grad[{i}]" for i in range(len(inputs))) + ") {",
+                 # no gradient asked for (always so for a formula without tensor inputs)
+                 "  if (" + (" && ".join(f"!needs_input_grad[{i}]" for i in range(len(inputs))) or "true") + ") {",
                  "    return grad_inputs;",
                  "  }"]
         arguments = [f"grads[{index}]" for index in range(len(self.formula.backward.grad_params))]

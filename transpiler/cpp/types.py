@@ -31,6 +31,7 @@ class Kind(enum.Enum):
     DEVICE = "Device"
     MEMORY_FORMAT = "MemoryFormat"
     STR = "str"
+    GENERATOR = "Generator"   # random ops' Generator? argument: passed through, never computed on
     NONE = "None"
     LIST = "list"
     OPTIONAL = "optional"
@@ -131,7 +132,7 @@ _SCHEMA_BASES = {
     "Tensor": TENSOR, "int": INT, "SymInt": INT, "float": FLOAT, "SymFloat": FLOAT,
     "bool": BOOL, "SymBool": BOOL, "Scalar": SCALAR, "ScalarType": SCALAR_TYPE,
     "Layout": _simple(Kind.LAYOUT), "Device": _simple(Kind.DEVICE),
-    "MemoryFormat": _simple(Kind.MEMORY_FORMAT), "str": STR,
+    "MemoryFormat": _simple(Kind.MEMORY_FORMAT), "str": STR, "Generator": _simple(Kind.GENERATOR),
 }
 
 
@@ -207,7 +208,7 @@ _VALUE = {
     Kind.TENSOR: "at::Tensor", Kind.INT: "int64_t", Kind.FLOAT: "double", Kind.BOOL: "bool",
     Kind.SCALAR: "at::Scalar", Kind.SCALAR_TYPE: "at::ScalarType", Kind.OPTIONS: "at::TensorOptions",
     Kind.LAYOUT: "at::Layout", Kind.DEVICE: "at::Device", Kind.MEMORY_FORMAT: "at::MemoryFormat",
-    Kind.STR: "std::string",
+    Kind.STR: "std::string", Kind.GENERATOR: "at::Generator",
 }
 _TRIVIAL = {Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.SCALAR_TYPE, Kind.LAYOUT, Kind.MEMORY_FORMAT}
 
@@ -240,7 +241,7 @@ _KERNEL_BASES = {
     "Tensor": "const at::Tensor&", "int": "int64_t", "SymInt": "int64_t", "float": "double",
     "SymFloat": "double", "bool": "bool", "SymBool": "bool", "Scalar": "const at::Scalar&",
     "ScalarType": "at::ScalarType", "Layout": "at::Layout", "Device": "at::Device",
-    "MemoryFormat": "at::MemoryFormat", "str": "c10::string_view",
+    "MemoryFormat": "at::MemoryFormat", "str": "c10::string_view", "Generator": "at::Generator",
 }
 _KERNEL_LISTS = {
     "Tensor": "at::TensorList", "int": "at::IntArrayRef", "SymInt": "at::IntArrayRef",

@@ -21,14 +21,17 @@ from transpiler.yaml_import.syntax import (
     Call,
     Conditional,
     Index,
+    Keyword,
     Lambda,
     Literal,
     Member,
     Name,
     Node,
+    NoneTest,
     Paren,
     Qualified,
     Template,
+    TupleDisplay,
     Unary,
 )
 
@@ -384,8 +387,28 @@ def _emit(node: Node, out: list[Printed], gap: str) -> None:
             _emit(body, out, " ")
             out.append(Printed(";", ""))
             out.append(Printed("}", ""))
+        case NoneTest() | Keyword() | TupleDisplay():
+            _emit(_as_cpp(node), out, gap)
         case _:
             raise TypeError(f"not an expression node: {node!r}")
+
+
+_NULLOPT = Qualified(("std", "nullopt"))
+
+
+def _as_cpp(node: NoneTest | Keyword | TupleDisplay) -> Node:
+    """The C++ tree of a main-dialect node (:mod:`.main_dialect` writes them)."""
+    match node:
+        case NoneTest(operand, negated):
+            defined = Call(Member(operand, "defined"), ())
+            return defined if negated else Unary("!", defined)
+        case Keyword(_, value):
+            return value
+        case TupleDisplay(items) if all(item == _NULLOPT for item in items):
+            return Call(Template(Qualified(("std", "tuple")), tuple(Name("Tensor") for _ in items)), ())
+        case TupleDisplay(items):
+            return Call(Qualified(("std", "make_tuple")), items)
+    raise TypeError(f"not a main-dialect node: {node!r}")
 
 
 # A layout maps a token index (or "end" for the trailing trivia) to the trivia

@@ -212,12 +212,20 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
         entry_details=tuple(details),
         params=tuple(local.get(a, a) for a in arg_names),
         outputs=tuple(local.get(o, o) for o in outputs),
-        forward_call=f"at.{schema.name.base}({', '.join(local.get(a, a) for a in arg_names)})",
+        forward_call=forward_call(schema, local),
         backward=backward,
         jvp=jvp,
     )
     needed = dialect_names(backward_trees + jvp_trees) | ({"yaml_entry"} if details else set())
     return formula, externals, needed
+
+
+def forward_call(schema: FunctionSchema, local: dict[str, str]) -> str:
+    """The forward: the operator on the formula's arguments, keyword-only ones by keyword
+    (``at.gelu(self, approximate=approximate)``)."""
+    args = [local.get(a.name, a.name) for a in schema.positional]
+    args += [f"{local.get(a.name, a.name)}={local.get(a.name, a.name)}" for a in schema.kwarg_only]
+    return f"at.{schema.name.base}({', '.join(args)})"
 
 
 def _backward(entry: Entry, schema: FunctionSchema, lines: list[FormulaLine], local: dict[str, str]

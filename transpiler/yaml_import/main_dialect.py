@@ -11,11 +11,23 @@ C++ (as derivatives.yaml says it)  main dialect
 ``at::zeros_symint(...)``          ``at.zeros(...)``
 ``zeros_like(self)`` (an ATen op)  ``at.zeros_like(self)``
 ``foo_symint(...)`` (a helper)     ``foo(...)``
+``x.defined()``, ``!x.defined()``  ``x is not None``, ``x is None``
+``std::tuple<Tensor, Tensor>()``   ``(None, None)``
+``std::get<1>(t)``                 ``t[1]``
+``at::gelu(self, approximate)``    ``at.gelu(self, approximate=approximate)``
+``bias->sym_sizes()``              ``bias.sizes() if bias is not None else None``
+``{{0, 0}}``                       ``[0, 0]``
 =================================  ==================================
 
-A method becomes an operator call only when it is an ATen operator and its
-receiver is not an argument known not to be a tensor (``alpha.conj()`` on a
-Scalar stays). The rewrite cannot be undone from the Python alone (both
+The last row: an argument passed in the position of a keyword-only parameter
+(C++ has no keywords) is passed by its keyword, when every overload that
+takes that many arguments agrees on the keyword.
+
+A method becomes an operator call only when it is an ATen operator (a function,
+or a method-only operator such as ``contiguous`` or ``view_as``, which the
+main dialect also calls as ``at.<op>``; in-place methods such as ``mul_`` stay)
+and its receiver is not an argument known not to be a tensor (``alpha.conj()``
+on a Scalar stays). The rewrite cannot be undone from the Python alone (both
 spellings exist in the YAML), so the importer keeps the original formula of a
 rewritten line in a ``# yaml:`` comment, which ``emit-yaml`` prints back as long
 as the Python still is its rewrite.
@@ -24,65 +36,172 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from transpiler.metadata import PLAIN_METADATA
-from transpiler.yaml_import.syntax import Call, Member, Name, Node, Paren, Qualified, rewrite
+from transpiler.schema import SchemaError, parse_schema
+from transpiler.yaml_import.syntax import (
+    BraceList,
+    Call,
+    Conditional,
+    Index,
+    Keyword,
+    Literal,
+    Member,
+    Name,
+    Node,
+    NoneTest,
+    Paren,
+    Qualified,
+    Template,
+    TupleDisplay,
+    Unary,
+    rewrite,
+)
 
 # Tensor methods the main dialect keeps as methods (metadata and what has no operator).
 KEPT_METHODS = frozenset({
     "sizes", "size", "dim", "numel", "scalar_type", "options", "strides", "stride", "defined",
     "is_complex", "is_floating_point", "device", "dtype", "layout", "is_sparse", "item", "requires_grad",
+    "is_contiguous", "sparse_dim", "dense_dim",
 })
 SYMINT = "_symint"
 _FUNC = re.compile(r"^- func: ([A-Za-z0-9_]+)[.(]", re.MULTILINE)
 _VARIANTS = re.compile(r"^  variants: (.*)$", re.MULTILINE)
+_SCHEMA = re.compile(r"^- func: (.*)$", re.MULTILINE)
+# One overload's parameters as C++ takes them in position: (positional names, keyword-only names).
+Signature = tuple[tuple[str, ...], tuple[str, ...]]
+# C++ takes a factory's keyword-only dtype, layout, device and pin_memory as one TensorOptions
+# argument (``at::zeros(sizes, grad.options())``): that position has no keyword.
+TENSOR_OPTIONS = ("dtype", "layout", "device", "pin_memory")
+PACKED_OPTIONS = ""
+
+
+@dataclass(frozen=True)
+class AtenNames:
+    """What the rewrite needs to know of ATen."""
+
+    functions: frozenset[str]                       # operators that are functions ``at::<name>``
+    methods: frozenset[str]                         # operators that are only tensor methods (``contiguous``)
+    signatures: dict[str, tuple[Signature, ...]]    # per function, its overloads without ``out=``
 
 
 @functools.cache
-def aten_operators() -> frozenset[str]:
-    """Base names of the ATen operators of the installed torch (its native_functions.yaml) that
-    are functions ``at::<name>`` (``variants: method`` ones are not)."""
+def aten_names() -> AtenNames:
+    """ATen's operators, from the installed torch's native_functions.yaml."""
     import torchgen
 
     path = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
     text = path.read_text(encoding="utf-8")
-    names = set()
+    functions: set[str] = set()
+    methods: set[str] = set()
+    table: dict[str, list[Signature]] = {}
     for block in re.split(r"(?m)^(?=- func: )", text):
-        name = _FUNC.match(block)
+        name, schema_text = _FUNC.match(block), _SCHEMA.match(block)
+        if not name or not schema_text:
+            continue
         variants = _VARIANTS.search(block)
-        if name and (variants is None or "function" in variants.group(1)):
-            names.add(name.group(1))
-    return frozenset(names)
+        if variants is not None and "function" not in variants.group(1):
+            methods.add(name.group(1))
+            continue
+        functions.add(name.group(1))
+        try:
+            schema = parse_schema(schema_text.group(1).strip())
+        except SchemaError:
+            continue
+        if not schema.out:
+            table.setdefault(schema.name.base, []).append(
+                (tuple(a.name for a in schema.positional), _cpp_keywords(tuple(a.name for a in schema.kwarg_only))))
+    return AtenNames(frozenset(functions), frozenset(methods - functions),
+                     {name: tuple(signatures) for name, signatures in table.items()})
 
 
-def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(),
-            operators: frozenset[str] | None = None) -> Node:
+def _cpp_keywords(kwonly: tuple[str, ...]) -> tuple[str, ...]:
+    """Keyword-only parameters in C++ positions: the TensorOptions group is one position."""
+    for start in range(len(kwonly) - len(TENSOR_OPTIONS) + 1):
+        if kwonly[start:start + len(TENSOR_OPTIONS)] == TENSOR_OPTIONS:
+            return (*kwonly[:start], PACKED_OPTIONS, *kwonly[start + len(TENSOR_OPTIONS):])
+    return kwonly
+
+
+def keyword_arguments(name: str, args: tuple[Node, ...], signatures: dict[str, tuple[Signature, ...]]
+                      ) -> tuple[Node, ...]:
+    """``args`` of ``at.<name>(...)`` with those in keyword-only positions passed by keyword, when
+    every overload taking that many arguments agrees on the keywords (else ``args`` unchanged)."""
+    fits = [(positional, kwonly) for positional, kwonly in signatures.get(name, ())
+            if len(args) <= len(positional) + len(kwonly)]
+    if not fits or any(len(args) <= len(positional) for positional, _ in fits):
+        return args
+    spellings = {(len(positional), kwonly[:len(args) - len(positional)]) for positional, kwonly in fits}
+    if len(spellings) != 1 or any(PACKED_OPTIONS in keywords for _, keywords in spellings):
+        return args
+    count, keywords = spellings.pop()
+    return (*args[:count], *(Keyword(k, a) for k, a in zip(keywords, args[count:])))
+
+
+def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNames | None = None) -> Node:
     """``tree`` in the main dialect. ``non_tensors``: names that are not tensors (Scalar or int
-    arguments), whose methods stay methods; ``operators``: ATen operator names (default: torch's)."""
-    known = aten_operators() if operators is None else operators
+    arguments), whose methods stay methods; ``aten``: ATen's operators (default: torch's)."""
+    aten = aten_names() if aten is None else aten
+    known, overloads = aten.functions, aten.signatures
+
+    def main(node: Node) -> Node:
+        return to_main(node, non_tensors, aten)
 
     def replacement(node: Node) -> Node | None:
+        match node:
+            case Unary("!", Call(Member(operand, "defined", False), ())):
+                return NoneTest(main(operand), negated=False)
+            case Call(Member(operand, "defined", False), ()):
+                return NoneTest(main(operand), negated=True)
+            case Call(Member(Name(optional) as operand, method, True), ()) \
+                    if method in PLAIN_METADATA and optional not in non_tensors:
+                # `bias->sym_sizes()` of an optional tensor: its sizes, or None without one
+                sizes = Call(Member(operand, PLAIN_METADATA[method]), ())
+                return Conditional(NoneTest(operand, negated=True), sizes, _NULLOPT)
+            case BraceList((BraceList(items) as inner,)) if items:
+                # `{{0, 0}}`: a list initialized from one non-empty initializer list is that list
+                # (`{{}}` is not: it holds one value-initialized element)
+                return main(inner)
+            case Call(Template(Qualified(("std", "tuple")) | Name("tuple"), types), ()) \
+                    if all(t == Name("Tensor") for t in types):
+                return TupleDisplay(tuple(_NULLOPT for _ in types))
+            case Call(Template(Qualified(("std", "get")) | Name("get"), (Literal("number", index),)), (tuple_,)) \
+                    if index.isdigit():
+                return Index(main(tuple_), Literal("number", index))
         if not isinstance(node, Call):
             return None
-        args = tuple(to_main(a, non_tensors, known) for a in node.args)
+        args = tuple(main(a) for a in node.args)
         func = node.func
         if isinstance(func, Member) and not func.arrow:
-            receiver = to_main(func.obj, non_tensors, known)
+            receiver = main(func.obj)
             method = _plain(func.name)
             if func.name in PLAIN_METADATA:
                 return Call(Member(receiver, PLAIN_METADATA[func.name]), args)
-            if (method not in KEPT_METHODS and method in known
+            if (method not in KEPT_METHODS and (method in known or _method_operator(method, aten))
                     and not (isinstance(receiver, Name) and receiver.ident in non_tensors)):
-                return Call(Qualified(("at", method)), (_unwrapped(receiver), *args))
+                receiver_and_args = (_unwrapped(receiver), *args)
+                return Call(Qualified(("at", method)), keyword_arguments(method, receiver_and_args, overloads))
             return Call(Member(receiver, func.name), args)
         if isinstance(func, Qualified) and func.parts[:1] == ("at",) and len(func.parts) == 2:
-            return Call(Qualified(("at", _plain(func.parts[1]))), args)
+            name = _plain(func.parts[1])
+            return Call(Qualified(("at", name)), keyword_arguments(name, args, overloads))
         if isinstance(func, Name):
             name = _plain(func.ident)
-            return Call(Qualified(("at", name)) if name in known else Name(name), args)
+            if name in known:
+                return Call(Qualified(("at", name)), keyword_arguments(name, args, overloads))
+            return Call(Name(name), args)
         return Call(func, args)
     return rewrite(tree, replacement)
+
+
+_NULLOPT = Qualified(("std", "nullopt"))
+
+
+def _method_operator(name: str, aten: AtenNames) -> bool:
+    """A method-only ATen operator the main dialect calls as ``at.<name>`` (in-place ones stay methods)."""
+    return name in aten.methods and not name.endswith("_")
 
 
 def _unwrapped(node: Node) -> Node:

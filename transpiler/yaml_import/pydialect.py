@@ -38,14 +38,17 @@ from transpiler.yaml_import.syntax import (
     Call,
     Conditional,
     Index,
+    Keyword,
     Lambda,
     Literal,
     Member,
     Name,
     Node,
+    NoneTest,
     Paren,
     Qualified,
     Template,
+    TupleDisplay,
     Unary,
 )
 from transpiler.yaml_import.cpp import BARE_TEMPLATES
@@ -137,11 +140,22 @@ class _Printer:
             case Binary(op, left, right):
                 if op in _COMPARISONS and any(_is_comparison(side) for side in (left, right)):
                     raise DialectError("a comparison of a comparison would chain in Python; parenthesize it")
+                if op not in _LOGICAL and any(isinstance(side, NoneTest) for side in (left, right)):
+                    raise DialectError(f"`is None` as an operand of `{op}` reads differently in Python; parenthesize it")
                 return f"{self.expr(left)} {_LOGICAL.get(op, op)} {self.expr(right)}"
             case Conditional(cond, then, orelse):
                 return f"{self.expr(then)} if {self.expr(cond)} else {self.expr(orelse)}"
             case Paren(inner):
                 return f"({self.expr(inner)})"
+            case NoneTest(operand, negated):
+                if _is_comparison(operand):
+                    raise DialectError("a comparison of a comparison would chain in Python; parenthesize it")
+                return f"{self.expr(operand)} is {'not ' if negated else ''}None"
+            case Keyword(name, value):
+                return f"{escape(name)}={self.expr(value)}"
+            case TupleDisplay(items):
+                inner = ", ".join(self.expr(i) for i in items)
+                return f"({inner},)" if len(items) == 1 else f"({inner})"
             case BraceList(items):
                 return f"[{', '.join(self.expr(i) for i in items)}]"
             case Lambda(params, body):
@@ -154,7 +168,7 @@ class _Printer:
 
 # --------------------------------------------------------------------------- parsing
 
-_PY_PUNCT = frozenset(("==", "!=", "<=", ">=", *"+-*/%<>()[],.:&|^~"))
+_PY_PUNCT = frozenset(("==", "!=", "<=", ">=", *"+-*/%<>()[],.:&|^~="))
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 # Python binding powers (higher binds tighter).
 _PY_BINARY = {"or": 3, "and": 4, **{op: 6 for op in _COMPARISONS}, "|": 7, "^": 8, "&": 9,
@@ -260,6 +274,9 @@ class _PyParser:
                 self.expect("else")
                 left = Conditional(cond, left, self.expression(_IF_POWER - 1))
                 continue
+            if tok.kind == "name" and tok.text == "is" and _PY_BINARY["=="] > min_power:
+                left = self.none_test(left)
+                continue
             power = _PY_BINARY.get(tok.text) if tok.kind in ("op", "name") else None
             if power is None or power <= min_power:
                 return left
@@ -267,6 +284,19 @@ class _PyParser:
             if tok.text in _COMPARISONS and _is_comparison(left):
                 raise DialectError("a chained comparison (`a < b < c`) has no C++ spelling; parenthesize it")
             left = Binary(_LOGICAL_BACK.get(tok.text, tok.text), left, self.expression(power))
+
+    def none_test(self, left: Node) -> Node:
+        """``left is None`` / ``left is not None`` (``is`` is the current token)."""
+        if _is_comparison(left):
+            raise DialectError("a chained comparison (`a < b < c`) has no C++ spelling; parenthesize it")
+        self.advance()
+        negated = self.at("not")
+        if negated:
+            self.advance()
+        if not self.at("None"):
+            raise DialectError("`is` is only a test for None (`x is None`, `x is not None`)")
+        self.advance()
+        return NoneTest(left, negated)
 
     def postfix(self, node: Node) -> Node:
         while True:
@@ -306,7 +336,12 @@ class _PyParser:
         while not self.at(")"):
             if args:
                 self.expect(",")
-            args.append(self.expression(0))
+            if self.current.kind == "name" and self.tokens[self.pos + 1].text == "=":
+                name = unescape(self.advance().text)
+                self.advance()
+                args.append(Keyword(name, self.expression(0)))
+            else:
+                args.append(self.expression(0))
         self.expect(")")
         if isinstance(func, Member) and func.obj == Name(DIALECT_NAMESPACE) and not func.arrow:
             return self.dialect_call(func.name, args)
@@ -348,8 +383,17 @@ class _PyParser:
             return Name(unescape(tok.text, plain=True))
         if tok.text == "(":
             inner = self.expression(0)
+            if not self.at(","):
+                self.expect(")")
+                return Paren(inner)
+            items = [inner]
+            while self.at(","):
+                self.advance()
+                if self.at(")"):
+                    break
+                items.append(self.expression(0))
             self.expect(")")
-            return Paren(inner)
+            return TupleDisplay(tuple(items))
         if tok.text == "[":
             items: list[Node] = []
             while not self.at("]"):
@@ -375,7 +419,7 @@ class _PyParser:
 
 
 def _is_comparison(node: Node) -> bool:
-    return isinstance(node, Binary) and node.op in _COMPARISONS
+    return isinstance(node, NoneTest) or (isinstance(node, Binary) and node.op in _COMPARISONS)
 
 
 def _is_template_base(node: Node) -> bool:

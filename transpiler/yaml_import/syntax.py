@@ -110,6 +110,31 @@ class BraceList(Node):
 
 
 @dataclass(frozen=True)
+class NoneTest(Node):
+    """The main dialect's ``x is None`` (``negated``: ``x is not None``); C++ ``!x.defined()`` /
+    ``x.defined()`` (derivatives.yaml asks it of tensors only)."""
+
+    operand: Node
+    negated: bool
+
+
+@dataclass(frozen=True)
+class Keyword(Node):
+    """A keyword argument ``name=value`` of the main dialect; C++ passes ``value`` in position."""
+
+    name: str
+    value: Node
+
+
+@dataclass(frozen=True)
+class TupleDisplay(Node):
+    """A Python tuple ``(a, b)``; C++ ``std::make_tuple(a, b)``, or ``std::tuple<Tensor, Tensor>()``
+    when every item is None (a tuple of undefined gradients)."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
 class Lambda(Node):
     """``[](T a, U b){return body;}``: capture-less lambda with one return statement."""
 

@@ -1,0 +1,92 @@
+"""derivatives.yaml's C++ idioms rewritten into the main formula dialect (main_dialect.to_main)."""
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from transpiler.yaml_import import cpp, pydialect
+from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
+
+# A small operator table, so that the cases do not depend on the installed torch's.
+FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj"})
+METHODS = frozenset({"contiguous", "view_as", "mul_"})
+SIGNATURES = {
+    "gelu": ((("self",), ("approximate",)),),
+    "gelu_backward": ((("grad_output", "self"), ("approximate",)),),
+    "linalg_solve_triangular": ((("self", "B"), ("upper", "left", "unitriangular")),),
+    # div.Tensor and div.Tensor_mode: two arguments fit the first positionally, three only by keyword
+    "div": ((("self", "other"), ()), (("self", "other"), ("rounding_mode",))),
+    # two overloads that disagree on the keyword: left positional
+    "sum": ((("self",), ("dtype",)), (("self", "dim", "keepdim"), ("dtype",)), (("self",), ("other",))),
+}
+ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES)
+
+
+@pytest.mark.parametrize("source, python", [
+    ("grad.defined() ? grad.cos() : grad", "at.cos(grad) if grad is not None else grad"),
+    ("!grads[1].defined() && x", "grads[1] is None and x"),
+    ("grad.defined() ? f(grad) : std::tuple<Tensor, Tensor>()", "f(grad) if grad is not None else (None, None)"),
+    ("std::get<1>(at::max(self, 0))", "at.max(self, 0)[1]"),
+    ("at::gelu_backward(grad, self, approximate)", "at.gelu_backward(grad, self, approximate=approximate)"),
+    ("self.gelu(approximate)", "at.gelu(self, approximate=approximate)"),
+    ("linalg_solve_triangular(A, B, true, false)", "at.linalg_solve_triangular(A, B, upper=True, left=False)"),
+    ('at::div(grad, other, "trunc")', 'at.div(grad, other, rounding_mode="trunc")'),
+    ("at::div(grad, other)", "at.div(grad, other)"),
+    ("at::sum(grad, dim, true)", "at.sum(grad, dim, True)"),
+    ("grad.sum(dim)", "at.sum(grad, dim)"),
+    ("grad.contiguous().view_as(self)", "at.view_as(at.contiguous(grad), self)"),   # method-only operators
+    ("grad.mul_(2)", "grad.mul_(2)"),                                # in-place: stays a method
+    ("alpha.conj() * grad.dim()", "alpha.conj() * grad.dim()"),     # a Scalar's method; metadata
+    ("bias->defined()", "cpp.arrow(bias).defined()"),               # not a tensor method call
+    ("f(grad, {{0, 0}}, {{}})", "f(grad, [0, 0], [[]])"),
+    ("f(grad, bias->sym_sizes())", "f(grad, bias.sizes() if bias is not None else None)"),  # Tensor? bias
+    ("std::tuple<Tensor, int64_t>()", "std.tuple[Tensor, int64_t]()"),  # only tuples of tensors are None
+])
+def test_rewrite_and_its_python(source, python):
+    main = to_main(cpp.parse(source), frozenset({"alpha"}), aten=ATEN)
+    assert pydialect.to_python(main) == python
+    ast.parse(python, mode="eval")
+    assert pydialect.from_python(python) == main           # the importer's round-trip check holds
+
+
+@pytest.mark.parametrize("source, cpp_text", [
+    ("grad.defined() ? f(grad) : std::tuple<Tensor, Tensor>()", "grad.defined() ? f(grad) : std::tuple<Tensor, Tensor>()"),
+    ("!grad.defined()", "!grad.defined()"),
+    ("at::gelu_backward(grad, self, approximate)", "at::gelu_backward(grad, self, approximate)"),
+])
+def test_an_edited_line_prints_back_as_cpp(source, cpp_text):
+    """emit-yaml prints a line whose Python was edited from its tree: keywords go in position,
+    `is None` is `defined()`, a tuple of Nones is an empty tuple of tensors."""
+    main = to_main(cpp.parse(source), aten=ATEN)
+    assert cpp.render(cpp.print_tokens(main)) == cpp_text
+    assert cpp.render(cpp.print_tokens(pydialect.from_python("(a, b)"))) == "std::make_tuple(a, b)"
+
+
+def test_torch_signatures_know_keyword_only_parameters():
+    gelu = aten_names().signatures["gelu"]
+    assert "contiguous" in aten_names().methods and "contiguous" not in aten_names().functions
+    assert (("self",), ("approximate",)) in gelu
+    python = pydialect.to_python(to_main(cpp.parse("at::round(self, decimals)")))
+    assert python == "at.round(self, decimals=decimals)"
+    # C++ packs a factory's dtype, layout, device and pin_memory into one TensorOptions argument
+    python = pydialect.to_python(to_main(cpp.parse("at::zeros_symint(self.sym_sizes(), grad.options())")))
+    assert python == "at.zeros(self.sizes(), grad.options())"
+    python = pydialect.to_python(to_main(cpp.parse("at::empty_like(self, options, at::MemoryFormat::Contiguous)")))
+    assert python == "at.empty_like(self, options, at.MemoryFormat.Contiguous)"
+
+
+@pytest.mark.parametrize("python, message", [
+    ("a is 1", "only a test for None"),
+    ("a is None == b", "chained comparison"),
+])
+def test_none_tests_outside_the_dialect_are_refused(python, message):
+    with pytest.raises(pydialect.DialectError, match=message):
+        pydialect.from_python(python)
+
+
+def test_a_none_test_as_operand_of_a_bitwise_operator_is_refused():
+    # Python reads `a is not None & b` as `a is not (None & b)`
+    tree = pydialect.from_python("(a is not None) & b")
+    with pytest.raises(pydialect.DialectError, match="parenthesize"):
+        pydialect.to_python(type(tree)(tree.op, tree.left.inner, tree.right))

@@ -43,7 +43,9 @@ def rsub_tensor(self, other, *, alpha=1):
     other_sizes = other.sizes()
     def backward(grad, *, needs_input_grad):
         # other - alpha * self
-        grad_self = sum_to(-at.mul(grad, alpha), self_sizes) if needs_input_grad[0] else None
+        grad_self = None
+        if needs_input_grad[0]:
+            grad_self = sum_to(-grad if alpha == 1 else -at.mul(grad, alpha), self_sizes)
         grad_other = sum_to(grad, other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other
     return result, backward
@@ -53,8 +55,8 @@ def rsub_tensor(self, other, *, alpha=1):
 def rsub_scalar(self, other, alpha=1):
     result = at.rsub(self, other, alpha)
     def backward(grad):
-        # other - alpha * self
-        return -at.mul(grad, alpha)
+        # other - alpha * self (one kernel when alpha is 1)
+        return -grad if alpha == 1 else -at.mul(grad, alpha)
     def jvp(self_t):
         result_t = -at.mul(self_t, alpha)
         return result_t

@@ -32,17 +32,17 @@ def apply_loss_reduction(elements: Tensor, reduction: int) -> Tensor:
 
 @helper
 def sign_of(x: Tensor) -> Tensor:
-    """``sign(x)`` (0 at 0) in ``x``'s dtype, from comparisons: it carries no gradient."""
-    return at._to_copy(at.gt(x, 0.0), dtype=x.scalar_type()) - at._to_copy(at.gt(-x, 0.0), dtype=x.scalar_type())
+    """``sign(x)`` (0 at 0) in ``x``'s dtype: it carries no gradient."""
+    return at.sign(x)
 
 
 @helper
 def clip_derivative(diff: Tensor, bound: float, slope: float) -> Tensor:
     """``slope * diff`` where ``|diff| < bound``, else ``slope * bound * sign(diff)``: the derivative
     of the quadratic-then-linear losses (Huber: slope 1; smooth L1: slope 1 / beta)."""
-    sign = sign_of(diff)
-    inside = at.gt(-(diff * sign), -bound)
-    return at.where(inside, at.mul(diff, slope), at.mul(sign, slope * bound))
+    # hardtanh clips to [-bound, bound] with slope 1 strictly inside, 0 at the bounds and beyond
+    clipped = at.hardtanh(diff, -bound, bound)
+    return clipped if slope == 1.0 else at.mul(clipped, slope)
 
 
 @derivative("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor")

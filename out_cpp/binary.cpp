@@ -287,7 +287,10 @@ std::tuple<at::Tensor, at::Tensor> rsub_tensor(
     at::IntArrayRef self_sizes,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(-at::mul(grad, alpha), self_sizes) : at::Tensor();
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_self = helpers::sum_to((alpha.toDouble() == 1) ? -grad : -at::mul(grad, alpha), self_sizes);
+  }
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(grad, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
@@ -434,7 +437,7 @@ namespace backwards {
 at::Tensor rsub_scalar(
     const at::Tensor& grad,
     const at::Scalar& alpha) {
-  return -at::mul(grad, alpha);
+  return (alpha.toDouble() == 1) ? -grad : -at::mul(grad, alpha);
 }
 }  // namespace backwards
 

@@ -2,12 +2,12 @@
 #include "helpers.h"
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/_to_copy.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/exp.h>
 #include <ATen/ops/gather.h>
-#include <ATen/ops/gt.h>
+#include <ATen/ops/hardtanh.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_or.h>
@@ -17,7 +17,11 @@
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/rsub.h>
+#include <ATen/ops/sign.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -177,6 +181,21 @@ std::vector<int64_t> padded_repeats(at::IntArrayRef dims, int64_t ndim) {
   return repeats;
 }
 
+at::Tensor gelu_second_derivative(const at::Tensor& self, const std::string& approximate) {
+  at::Tensor squared{};
+  at::Tensor inner{};
+  at::Tensor slope{};
+  at::Tensor curvature{};
+  if (approximate == "tanh") {
+    squared = self * self;
+    inner = at::tanh((self + ((squared * self) * 0.044715)) * 0.7978845608028654);
+    slope = ((squared * 0.134145) + 1.0) * 0.7978845608028654;
+    curvature = self * 0.21406444881780076;
+    return at::tanh_backward((slope - (((self * inner) * slope) * slope)) + ((self * curvature) * 0.5), inner);
+  }
+  return (at::exp((self * self) * -0.5) * 0.3989422804014327) * at::rsub(self * self, 2.0);
+}
+
 at::Tensor matrix_transpose(const at::Tensor& x) {
   int64_t n = x.dim();
   std::vector<int64_t> dims = std::vector<int64_t>{};
@@ -206,13 +225,12 @@ at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction) {
 }
 
 at::Tensor sign_of(const at::Tensor& x) {
-  return at::_to_copy(at::gt(x, 0.0), x.scalar_type()) - at::_to_copy(at::gt(-x, 0.0), x.scalar_type());
+  return at::sign(x);
 }
 
 at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope) {
-  auto sign = helpers::sign_of(diff);
-  auto inside = at::gt(-(diff * sign), -bound);
-  return at::where(inside, at::mul(diff, slope), at::mul(sign, slope * bound));
+  auto clipped = at::hardtanh(diff, -bound, bound);
+  return (slope == 1.0) ? clipped : at::mul(clipped, slope);
 }
 
 at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value) {

@@ -19,7 +19,7 @@ nondifferentiable(
 @helper
 def extreme_mask(self: Tensor, value: Tensor) -> Tensor:
     """Where ``self`` holds ``value`` (its max or min over all elements); every NaN when it is NaN."""
-    return at.logical_or(at.eq(self, value), at.logical_and(at.isnan(self), at.isnan(value)))
+    return at.where(at.isnan(value), at.isnan(self), at.eq(self, value))
 
 
 @helper

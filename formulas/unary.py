@@ -185,7 +185,7 @@ def rsqrt(self):
     result = at.rsqrt(self)
     def backward(grad):
         # d x^(-1/2) = -1/2 x^(-3/2) = -1/2 result^3
-        return grad * result * result * result * -0.5
+        return grad * at.pow(result, 3) * -0.5
     return result, backward
 
 

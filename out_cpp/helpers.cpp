@@ -9,8 +9,6 @@
 #include <ATen/ops/gather.h>
 #include <ATen/ops/hardtanh.h>
 #include <ATen/ops/isnan.h>
-#include <ATen/ops/logical_and.h>
-#include <ATen/ops/logical_or.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
@@ -234,7 +232,7 @@ at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope) {
 }
 
 at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value) {
-  return at::logical_or(at::eq(self, value), at::logical_and(at::isnan(self), at::isnan(value)));
+  return at::where(at::isnan(value), at::isnan(self), at::eq(self, value));
 }
 
 at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& value) {

@@ -35,6 +35,7 @@
 #include <ATen/ops/logit.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/pow.h>
 #include <ATen/ops/rad2deg.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/round.h>
@@ -2326,7 +2327,7 @@ namespace backwards {
 at::Tensor rsqrt(
     const at::Tensor& grad,
     const at::Tensor& result) {
-  return (((grad * result) * result) * result) * -0.5;
+  return (grad * at::pow(result, 3)) * -0.5;
 }
 }  // namespace backwards
 
@@ -2405,7 +2406,7 @@ at::Tensor rsqrt_jvp(
     const at::Tensor& self_t,
     const at::Tensor& result) {
   auto grad = self_t;
-  return (((grad * result) * result) * result) * -0.5;
+  return (grad * at::pow(result, 3)) * -0.5;
 }
 
 at::Tensor rsqrt(const at::Tensor& self) {

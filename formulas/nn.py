@@ -215,23 +215,32 @@ def binary_cross_entropy_with_logits(self, target, weight=None, pos_weight=None,
         # loss = -w (p t log s(x) + (1 - t) log s(-x)), s the sigmoid, p = pos_weight (1 if None):
         # d/dx = w (s(x) - t s(x) - p t s(-x)), d/dt = w (log s(-x) - p log s(x)),
         # d/dw = loss / w, d/dp = -w t log s(x)
+        # without pos_weight (p = 1) these are s(x) - t and log s(-x) - log s(x) = -x
         scaled = loss_scale(grad, reduction, self_numel)
         weighted = scaled * weight if weight is not None else scaled
-        positive = at.sigmoid(self)
-        negative = at.sigmoid(-self)
-        log_positive = at.log(positive)
-        log_negative = at.log(negative)
-        weighted_target = target * pos_weight if pos_weight is not None else target
-        grad_self = weighted * (positive - target * positive - weighted_target * negative) if needs_input_grad[0] else None
+        grad_self = None
+        if needs_input_grad[0]:
+            if pos_weight is None:
+                grad_self = weighted * (at.sigmoid(self) - target)
+            else:
+                positive = at.sigmoid(self)
+                grad_self = weighted * (positive - target * positive - target * pos_weight * at.sigmoid(-self))
         grad_target = None
         if needs_input_grad[1]:
-            grad_target = weighted * (log_negative - log_positive * pos_weight if pos_weight is not None
-                                      else log_negative - log_positive)
+            if pos_weight is None:
+                grad_target = weighted * -self
+            else:
+                grad_target = weighted * (at.log(at.sigmoid(-self)) - at.log(at.sigmoid(self)) * pos_weight)
         grad_weight = None
         if needs_input_grad[2]:
+            log_positive = at.log(at.sigmoid(self))
+            log_negative = at.log(at.sigmoid(-self))
+            weighted_target = target * pos_weight if pos_weight is not None else target
             unweighted = -(weighted_target * log_positive + log_negative - target * log_negative)
             grad_weight = sum_to(scaled * unweighted, weight.sizes())
-        grad_pos_weight = sum_to(-(weighted * target * log_positive), pos_weight.sizes()) if needs_input_grad[3] else None
+        grad_pos_weight = None
+        if needs_input_grad[3]:
+            grad_pos_weight = sum_to(-(weighted * target * at.log(at.sigmoid(self))), pos_weight.sizes())
         return grad_self, grad_target, grad_weight, grad_pos_weight
     def jvp(self_t, target_t, weight_t, pos_weight_t):
         positive = at.sigmoid(self)

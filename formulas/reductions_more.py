@@ -26,7 +26,7 @@ def extreme_mask(self: Tensor, value: Tensor) -> Tensor:
 def evenly_distribute_backward(grad: Tensor, self: Tensor, value: Tensor) -> Tensor:
     """``grad`` of ``max()``/``min()`` shared evenly by the elements holding the extreme ``value``."""
     mask = extreme_mask(self, value)
-    return at.where(mask, at.div(grad, at.sum(mask)), at.zeros_like(self))
+    return at.where(mask, at.div(grad, at.sum(mask)), at.new_zeros(self, []))
 
 
 @helper

@@ -237,7 +237,7 @@ at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& value) {
   auto mask = helpers::extreme_mask(self, value);
-  return at::where(mask, at::div(grad, at::sum(mask)), at::zeros_like(self));
+  return at::where(mask, at::div(grad, at::sum(mask)), self.new_zeros(std::vector<int64_t>{}));
 }
 
 at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& value) {

@@ -182,15 +182,15 @@ def binary_cross_entropy(self, target, weight=None, reduction=1):
     self_numel = self.numel()
     def backward(grad, *, needs_input_grad):
         # loss = -w (t log x + (1 - t) log(1 - x)), with log(1 - x) = log(x - x^2) - log x:
-        # d/dx = w (x - t) / (x - x^2), d/dt = w (log(1 - x) - log x), d/dw = loss / w
+        # d/dx = w (x - t) / (x - x^2), d/dt = w (log(1 - x) - log x) = -w logit(x), d/dw = loss / w
         scaled = loss_scale(grad, reduction, self_numel)
         weighted = scaled * weight if weight is not None else scaled
-        log_self = at.log(self)
-        log_complement = at.log(self - self * self) - log_self
         grad_self = weighted * (self - target) / (self - self * self) if needs_input_grad[0] else None
-        grad_target = weighted * (log_complement - log_self) if needs_input_grad[1] else None
+        grad_target = -(weighted * at.logit(self)) if needs_input_grad[1] else None
         grad_weight = None
         if needs_input_grad[2]:
+            log_self = at.log(self)
+            log_complement = at.log(self - self * self) - log_self
             unweighted = -(target * log_self + log_complement - target * log_complement)
             grad_weight = sum_to(scaled * unweighted, weight.sizes())
         return grad_self, grad_target, grad_weight

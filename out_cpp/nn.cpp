@@ -17,6 +17,7 @@
 #include <ATen/ops/linear.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/log_softmax.h>
+#include <ATen/ops/logit.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/mse_loss.h>
@@ -1318,15 +1319,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy(
     const at::Tensor& self,
     const at::Tensor& target,
     const std::array<bool, 3>& needs_input_grad) {
+  at::Tensor log_self{};
+  at::Tensor log_complement{};
   at::Tensor unweighted{};
   auto scaled = helpers::loss_scale(grad, reduction, self_numel);
   auto weighted = (weight.defined()) ? (scaled * weight) : scaled;
-  auto log_self = at::log(self);
-  auto log_complement = at::log(self - (self * self)) - log_self;
   auto grad_self = needs_input_grad[0] ? ((weighted * (self - target)) / (self - (self * self))) : at::Tensor();
-  auto grad_target = needs_input_grad[1] ? (weighted * (log_complement - log_self)) : at::Tensor();
+  auto grad_target = needs_input_grad[1] ? -(weighted * at::logit(self)) : at::Tensor();
   auto grad_weight = at::Tensor();
   if (needs_input_grad[2]) {
+    log_self = at::log(self);
+    log_complement = at::log(self - (self * self)) - log_self;
     unweighted = -(((target * log_self) + log_complement) - (target * log_complement));
     grad_weight = helpers::sum_to(scaled * unweighted, weight.sizes().vec());
   }

@@ -429,12 +429,15 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
     tensor1_sizes = tensor1.sizes()
     tensor2_sizes = tensor2.sizes()
     def backward(grad, *, needs_input_grad):
-        # self + value * tensor1 / tensor2
+        # self + value * tensor1 / tensor2; value is applied to tensor2's factors before they meet
+        # grad (tensor2 is often the smaller, broadcast operand)
         grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
-        grad_tensor1 = sum_to(at.mul(grad / tensor2, value), tensor1_sizes) if needs_input_grad[1] else None
+        grad_tensor1 = None
+        if needs_input_grad[1]:
+            grad_tensor1 = sum_to(grad * at.mul(at.reciprocal(tensor2), value), tensor1_sizes)
         grad_tensor2 = None
         if needs_input_grad[2]:
-            grad_tensor2 = sum_to(-at.mul(grad * tensor1 / (tensor2 * tensor2), value), tensor2_sizes)
+            grad_tensor2 = sum_to(grad * tensor1 * -at.mul(at.reciprocal(tensor2 * tensor2), value), tensor2_sizes)
         return grad_self, grad_tensor1, grad_tensor2
     def jvp(self_t, tensor1_t, tensor2_t):
         result_t = self_t + at.mul((tensor1_t - tensor2_t * tensor1 / tensor2) / tensor2, value)

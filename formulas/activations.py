@@ -14,7 +14,8 @@ from formulas import at, derivative
 def leaky_relu(self, negative_slope=0.01):
     result = at.leaky_relu(self, negative_slope)
     def backward(grad):
-        return at.where(self > 0, grad, at.mul(grad, negative_slope))
+        # grad for x > 0, else negative_slope * grad: one kernel
+        return at.leaky_relu_backward(grad, self, negative_slope, False)
     return result, backward
 
 
@@ -23,9 +24,8 @@ def leaky_relu(self, negative_slope=0.01):
 def elu(self, alpha=1, scale=1, input_scale=1):
     result = at.elu(self, alpha, scale, input_scale)
     def backward(grad):
-        # scale * x for x > 0, else scale * alpha * (exp(input_scale * x) - 1)
-        negative = at.mul(at.mul(at.mul(at.exp(at.mul(self, input_scale)), alpha), scale), input_scale)
-        return at.where(self > 0, at.mul(grad, scale), grad * negative)
+        # scale * x for x > 0, else scale * alpha * (exp(input_scale * x) - 1): one kernel
+        return at.elu_backward(grad, alpha, scale, input_scale, False, self)
     return result, backward
 
 
@@ -33,8 +33,8 @@ def elu(self, alpha=1, scale=1, input_scale=1):
 def selu(self):
     result = at.selu(self)
     def backward(grad):
-        # scale * x for x > 0, else scale * alpha * (exp(x) - 1); scale * alpha = 1.7580993...
-        return at.where(self > 0, grad * 1.0507009873554805, grad * at.exp(self) * 1.7580993408473766)
+        # elu with alpha 1.6732632..., scale 1.0507009...: one kernel
+        return at.elu_backward(grad, 1.6732632423543772, 1.0507009873554805, 1, False, self)
     return result, backward
 
 
@@ -42,8 +42,8 @@ def selu(self):
 def celu(self, alpha=1.0):
     result = at.celu(self, alpha)
     def backward(grad):
-        # x for x > 0, else alpha * (exp(x / alpha) - 1)
-        return at.where(self > 0, grad, grad * at.exp(at.div(self, alpha)))
+        # x for x > 0, else alpha * (exp(x / alpha) - 1): elu with input_scale 1 / alpha, one kernel
+        return at.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     return result, backward
 
 
@@ -51,15 +51,8 @@ def celu(self, alpha=1.0):
 def gelu(self, *, approximate="none"):
     result = at.gelu(self, approximate=approximate)
     def backward(grad):
-        if approximate == "tanh":
-            # 0.5 x (1 + tanh(u)), u = k (x + c x^3): 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'
-            inner = at.tanh((self + self * self * self * 0.044715) * 0.7978845608028654)
-            slope = (self * self * 0.134145 + 1.0) * 0.7978845608028654
-            return grad * ((inner + 1.0) * 0.5 + at.tanh_backward(self * slope * 0.5, inner))
-        # x Phi(x): Phi(x) + x phi(x)
-        cdf = (at.erf(self * 0.7071067811865476) + 1.0) * 0.5
-        pdf = at.exp(self * self * -0.5) * 0.3989422804014327
-        return grad * (cdf + self * pdf)
+        # x Phi(x) (or its tanh approximation): Phi(x) + x phi(x), one kernel
+        return at.gelu_backward(grad, self, approximate=approximate)
     return result, backward
 
 
@@ -87,9 +80,8 @@ def mish(self):
 def softplus(self, beta=1, threshold=20):
     result = at.softplus(self, beta, threshold)
     def backward(grad):
-        # log(1 + exp(beta x)) / beta: sigmoid(beta x); linear (slope 1) above the threshold
-        scaled = at.mul(self, beta)
-        return at.where(scaled > threshold, grad, grad * at.sigmoid(scaled))
+        # log(1 + exp(beta x)) / beta: sigmoid(beta x); linear (slope 1) above the threshold; one kernel
+        return at.softplus_backward(grad, self, beta, threshold)
     return result, backward
 
 
@@ -106,9 +98,8 @@ def log_sigmoid(self):
 def hardtanh(self, min_val=-1, max_val=1):
     result = at.hardtanh(self, min_val, max_val)
     def backward(grad):
-        # slope 1 strictly inside (min_val, max_val), 0 at and beyond the bounds
-        zeros = at.zeros_like(grad)
-        return at.where(at.le(self, min_val), zeros, at.where(at.ge(self, max_val), zeros, grad))
+        # slope 1 strictly inside (min_val, max_val), 0 at and beyond the bounds: one kernel
+        return at.hardtanh_backward(grad, self, min_val, max_val)
     return result, backward
 
 
@@ -116,9 +107,8 @@ def hardtanh(self, min_val=-1, max_val=1):
 def relu6(self):
     result = at.relu6(self)
     def backward(grad):
-        # hardtanh(x, 0, 6)
-        zeros = at.zeros_like(grad)
-        return at.where(at.le(self, 0), zeros, at.where(at.ge(self, 6), zeros, grad))
+        # hardtanh(x, 0, 6): slope 1 strictly inside (0, 6), else 0
+        return at.hardtanh_backward(grad, self, 0, 6)
     return result, backward
 
 
@@ -127,8 +117,7 @@ def hardswish(self):
     result = at.hardswish(self)
     def backward(grad):
         # x relu6(x + 3) / 6: 0 up to -3, x / 3 + 1/2 inside, 1 from 3 on (torch's choice at -3 and 3)
-        inside = grad * (self / 3.0 + 0.5)
-        return at.where(at.le(self, -3.0), at.zeros_like(grad), at.where(at.lt(self, 3.0), inside, grad))
+        return at.hardswish_backward(grad, self)
     return result, backward
 
 
@@ -145,8 +134,8 @@ def threshold(self, threshold, value):
 def softshrink(self, lambd=0.5):
     result = at.softshrink(self, lambd)
     def backward(grad):
-        # x -+ lambd outside [-lambd, lambd], 0 inside (bounds included, as torch)
-        return at.where(at.le(at.abs(self), lambd), at.zeros_like(grad), grad)
+        # x -+ lambd outside [-lambd, lambd], 0 inside (bounds included, as torch): one kernel
+        return at.softshrink_backward(grad, self, lambd)
     return result, backward
 
 
@@ -154,6 +143,6 @@ def softshrink(self, lambd=0.5):
 def hardshrink(self, lambd=0.5):
     result = at.hardshrink(self, lambd)
     def backward(grad):
-        # x outside [-lambd, lambd], 0 inside (bounds included, as torch)
-        return at.where(at.le(at.abs(self), lambd), at.zeros_like(grad), grad)
+        # x outside [-lambd, lambd], 0 inside (bounds included, as torch): one kernel
+        return at.hardshrink_backward(grad, self, lambd)
     return result, backward

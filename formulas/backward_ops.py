@@ -1,6 +1,7 @@
 """ATen's fused backward operators, called by the backwards of tanh, sigmoid, relu, the
-softmaxes, max.dim and gather: one kernel where the composed expression takes three (torch's own
-backwards call the same ops). Each has its own formula, so double backward through them
+softmaxes, max.dim, gather and the activations (hardtanh, relu6, leaky_relu, the shrinks,
+hardswish, elu, selu, celu, gelu, softplus): one kernel where the composed expression takes
+three or more (torch's own backwards call the same ops). Each has its own formula, so double backward through them
 exists: they are linear in the incoming gradient, so their gradient with respect to it is
 the op itself (or its adjoint), and the other input gets the derivative of the op's
 expression.
@@ -8,7 +9,7 @@ expression.
 from __future__ import annotations
 
 from formulas import at, derivative
-from formulas.helpers import sum_to
+from formulas.helpers import gelu_second_derivative, sum_to
 
 
 @derivative("tanh_backward(Tensor grad_output, Tensor output) -> Tensor")
@@ -130,5 +131,170 @@ def gather_backward(grad, self, dim, index, sparse_grad):
     def jvp(grad_t):
         # linear in grad; self gives only its shape
         result_t = at.gather_backward(grad_t, self, dim, index, sparse_grad)
+        return result_t
+    return result, backward
+
+
+@derivative("hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor")
+def hardtanh_backward(grad_output, self, min_val, max_val):
+    result = at.hardtanh_backward(grad_output, self, min_val, max_val)
+    grad_output_sizes = grad_output.sizes()
+    def backward(grad):
+        # result = grad_output strictly inside (min_val, max_val), else 0: linear in grad_output,
+        # piecewise constant in self (no gradient)
+        return sum_to(at.hardtanh_backward(grad, self, min_val, max_val), grad_output_sizes), None
+    def jvp(grad_output_t):
+        # linear in grad_output; piecewise constant in self
+        result_t = at.hardtanh_backward(grad_output_t, self, min_val, max_val)
+        return result_t
+    return result, backward
+
+
+@derivative("leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor")
+def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
+    result = at.leaky_relu_backward(grad_output, self, negative_slope, self_is_result)
+    grad_output_sizes = grad_output.sizes()
+    def backward(grad):
+        # result = grad_output where self > 0, else negative_slope * grad_output: linear in
+        # grad_output, piecewise constant in self (no gradient)
+        return sum_to(at.leaky_relu_backward(grad, self, negative_slope, self_is_result), grad_output_sizes), None
+    def jvp(grad_output_t):
+        # linear in grad_output; piecewise constant in self
+        result_t = at.leaky_relu_backward(grad_output_t, self, negative_slope, self_is_result)
+        return result_t
+    return result, backward
+
+
+@derivative("softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor")
+def softshrink_backward(grad_output, self, lambd):
+    result = at.softshrink_backward(grad_output, self, lambd)
+    grad_output_sizes = grad_output.sizes()
+    def backward(grad):
+        # result = grad_output outside [-lambd, lambd], else 0: linear in grad_output,
+        # piecewise constant in self (no gradient)
+        return sum_to(at.softshrink_backward(grad, self, lambd), grad_output_sizes), None
+    def jvp(grad_output_t):
+        # linear in grad_output; piecewise constant in self
+        result_t = at.softshrink_backward(grad_output_t, self, lambd)
+        return result_t
+    return result, backward
+
+
+@derivative("hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor")
+def hardshrink_backward(grad_out, self, lambd):
+    result = at.hardshrink_backward(grad_out, self, lambd)
+    grad_out_sizes = grad_out.sizes()
+    def backward(grad):
+        # result = grad_out outside [-lambd, lambd], else 0: linear in grad_out, piecewise
+        # constant in self (no gradient)
+        return sum_to(at.hardshrink_backward(grad, self, lambd), grad_out_sizes), None
+    def jvp(grad_out_t):
+        # linear in grad_out; piecewise constant in self
+        result_t = at.hardshrink_backward(grad_out_t, self, lambd)
+        return result_t
+    return result, backward
+
+
+@derivative("hardswish_backward(Tensor grad_output, Tensor self) -> Tensor")
+def hardswish_backward(grad_output, self):
+    result = at.hardswish_backward(grad_output, self)
+    grad_output_sizes = grad_output.sizes()
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        # result = grad_output * (0 up to -3, x / 3 + 1/2 inside, 1 from 3 on): the slope in
+        # self is 1/3 strictly inside (-3, 3), else 0
+        grad_grad_output = sum_to(at.hardswish_backward(grad, self), grad_output_sizes) if needs_input_grad[0] else None
+        grad_self = None
+        if needs_input_grad[1]:
+            grad_self = sum_to(at.hardtanh_backward(grad * grad_output, self, -3.0, 3.0) / 3.0, self_sizes)
+        return grad_grad_output, grad_self
+    def jvp(grad_output_t, self_t):
+        result_t = at.hardswish_backward(grad_output_t, self) + at.hardtanh_backward(grad_output * self_t, self, -3.0, 3.0) / 3.0
+        return result_t
+    return result, backward
+
+
+@derivative("elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, "
+            "Tensor self_or_result) -> Tensor")
+def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    result = at.elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)
+    grad_output_sizes = grad_output.sizes()
+    self_or_result_sizes = self_or_result.sizes()
+    def backward(grad, *, needs_input_grad):
+        # result = grad_output * (scale for x > 0, else input_scale * alpha * scale * exp(input_scale x)),
+        # the negative branch written with the result y as input_scale * (y + alpha * scale)
+        grad_grad_output = None
+        if needs_input_grad[0]:
+            grad_grad_output = sum_to(at.elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result),
+                                      grad_output_sizes)
+        grad_self_or_result = None
+        if needs_input_grad[1]:
+            scaled = grad * grad_output
+            if is_result:
+                # slope input_scale in y on the negative branch
+                curvature = at.mul(scaled, input_scale)
+            else:
+                # the negative branch's slope, times input_scale once more
+                curvature = at.mul(at.elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result),
+                                   input_scale)
+            grad_self_or_result = sum_to(at.where(self_or_result > 0, at.zeros_like(curvature), curvature),
+                                         self_or_result_sizes)
+        return grad_grad_output, grad_self_or_result
+    def jvp(grad_output_t, self_or_result_t):
+        scaled = grad_output * self_or_result_t
+        if is_result:
+            curvature = at.mul(scaled, input_scale)
+        else:
+            curvature = at.mul(at.elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result),
+                               input_scale)
+        result_t = (at.elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result)
+                    + at.where(self_or_result > 0, at.zeros_like(curvature), curvature))
+        return result_t
+    return result, backward
+
+
+@derivative("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor")
+def gelu_backward(grad_output, self, *, approximate="none"):
+    result = at.gelu_backward(grad_output, self, approximate=approximate)
+    grad_output_sizes = grad_output.sizes()
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        # result = grad_output * gelu'(self)
+        grad_grad_output = None
+        if needs_input_grad[0]:
+            grad_grad_output = sum_to(at.gelu_backward(grad, self, approximate=approximate), grad_output_sizes)
+        grad_self = None
+        if needs_input_grad[1]:
+            grad_self = sum_to(grad * grad_output * gelu_second_derivative(self, approximate), self_sizes)
+        return grad_grad_output, grad_self
+    def jvp(grad_output_t, self_t):
+        result_t = (at.gelu_backward(grad_output_t, self, approximate=approximate)
+                    + grad_output * self_t * gelu_second_derivative(self, approximate))
+        return result_t
+    return result, backward
+
+
+@derivative("softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor")
+def softplus_backward(grad_output, self, beta, threshold):
+    result = at.softplus_backward(grad_output, self, beta, threshold)
+    grad_output_sizes = grad_output.sizes()
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        # result = grad_output * sigmoid(beta x), grad_output alone where beta x > threshold:
+        # the slope in self is beta s (1 - s) below the threshold, 0 above
+        grad_grad_output = None
+        if needs_input_grad[0]:
+            grad_grad_output = sum_to(at.softplus_backward(grad, self, beta, threshold), grad_output_sizes)
+        grad_self = None
+        if needs_input_grad[1]:
+            scaled = at.mul(self, beta)
+            curvature = at.mul(at.sigmoid_backward(grad * grad_output, at.sigmoid(scaled)), beta)
+            grad_self = sum_to(at.where(scaled > threshold, at.zeros_like(curvature), curvature), self_sizes)
+        return grad_grad_output, grad_self
+    def jvp(grad_output_t, self_t):
+        scaled = at.mul(self, beta)
+        curvature = at.mul(at.sigmoid_backward(grad_output * self_t, at.sigmoid(scaled)), beta)
+        result_t = (at.softplus_backward(grad_output_t, self, beta, threshold)
+                    + at.where(scaled > threshold, at.zeros_like(curvature), curvature))
         return result_t
     return result, backward

@@ -43,7 +43,9 @@ def rsub_tensor(self, other, *, alpha=1):
     other_sizes = other.sizes()
     def backward(grad, *, needs_input_grad):
         # other - alpha * self
-        grad_self = sum_to(-at.mul(grad, alpha), self_sizes) if needs_input_grad[0] else None
+        grad_self = None
+        if needs_input_grad[0]:
+            grad_self = sum_to(-grad if alpha == 1 else -at.mul(grad, alpha), self_sizes)
         grad_other = sum_to(grad, other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other
     return result, backward
@@ -53,8 +55,8 @@ def rsub_tensor(self, other, *, alpha=1):
 def rsub_scalar(self, other, alpha=1):
     result = at.rsub(self, other, alpha)
     def backward(grad):
-        # other - alpha * self
-        return -at.mul(grad, alpha)
+        # other - alpha * self (one kernel when alpha is 1)
+        return -grad if alpha == 1 else -at.mul(grad, alpha)
     def jvp(self_t):
         result_t = -at.mul(self_t, alpha)
         return result_t
@@ -427,12 +429,15 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
     tensor1_sizes = tensor1.sizes()
     tensor2_sizes = tensor2.sizes()
     def backward(grad, *, needs_input_grad):
-        # self + value * tensor1 / tensor2
+        # self + value * tensor1 / tensor2; value is applied to tensor2's factors before they meet
+        # grad (tensor2 is often the smaller, broadcast operand)
         grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
-        grad_tensor1 = sum_to(at.mul(grad / tensor2, value), tensor1_sizes) if needs_input_grad[1] else None
+        grad_tensor1 = None
+        if needs_input_grad[1]:
+            grad_tensor1 = sum_to(grad * at.mul(at.reciprocal(tensor2), value), tensor1_sizes)
         grad_tensor2 = None
         if needs_input_grad[2]:
-            grad_tensor2 = sum_to(-at.mul(grad * tensor1 / (tensor2 * tensor2), value), tensor2_sizes)
+            grad_tensor2 = sum_to(grad * tensor1 * -at.mul(at.reciprocal(tensor2 * tensor2), value), tensor2_sizes)
         return grad_self, grad_tensor1, grad_tensor2
     def jvp(self_t, tensor1_t, tensor2_t):
         result_t = self_t + at.mul((tensor1_t - tensor2_t * tensor1 / tensor2) / tensor2, value)

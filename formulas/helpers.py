@@ -161,3 +161,18 @@ def padded_repeats(dims: list[int], ndim: int) -> list[int]:
     for d in range(len(dims)):
         repeats.append(dims[d])
     return repeats
+
+
+@helper
+def gelu_second_derivative(self: Tensor, approximate: str) -> Tensor:
+    """The second derivative of gelu at ``self``: what ``gelu_backward``'s gradient needs."""
+    if approximate == "tanh":
+        # f = x (1 + tanh u) / 2, u = k (x + c x^3): f'' = (1 - t^2) (u' - x t u'^2 + x u'' / 2),
+        # u' = k (1 + 3 c x^2), u'' = 6 k c x (k = sqrt(2 / pi), c = 0.044715)
+        squared = self * self
+        inner = at.tanh((self + squared * self * 0.044715) * 0.7978845608028654)
+        slope = (squared * 0.134145 + 1.0) * 0.7978845608028654
+        curvature = self * 0.21406444881780076
+        return at.tanh_backward(slope - self * inner * slope * slope + self * curvature * 0.5, inner)
+    # f = x Phi(x): f'' = 2 phi(x) + x phi'(x) = phi(x) (2 - x^2)
+    return at.exp(self * self * -0.5) * 0.3989422804014327 * at.rsub(self * self, 2.0)

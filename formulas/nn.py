@@ -32,17 +32,17 @@ def apply_loss_reduction(elements: Tensor, reduction: int) -> Tensor:
 
 @helper
 def sign_of(x: Tensor) -> Tensor:
-    """``sign(x)`` (0 at 0) in ``x``'s dtype, from comparisons: it carries no gradient."""
-    return at._to_copy(at.gt(x, 0.0), dtype=x.scalar_type()) - at._to_copy(at.gt(-x, 0.0), dtype=x.scalar_type())
+    """``sign(x)`` (0 at 0) in ``x``'s dtype: it carries no gradient."""
+    return at.sign(x)
 
 
 @helper
 def clip_derivative(diff: Tensor, bound: float, slope: float) -> Tensor:
     """``slope * diff`` where ``|diff| < bound``, else ``slope * bound * sign(diff)``: the derivative
     of the quadratic-then-linear losses (Huber: slope 1; smooth L1: slope 1 / beta)."""
-    sign = sign_of(diff)
-    inside = at.gt(-(diff * sign), -bound)
-    return at.where(inside, at.mul(diff, slope), at.mul(sign, slope * bound))
+    # hardtanh clips to [-bound, bound] with slope 1 strictly inside, 0 at the bounds and beyond
+    clipped = at.hardtanh(diff, -bound, bound)
+    return clipped if slope == 1.0 else at.mul(clipped, slope)
 
 
 @derivative("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor")
@@ -182,15 +182,15 @@ def binary_cross_entropy(self, target, weight=None, reduction=1):
     self_numel = self.numel()
     def backward(grad, *, needs_input_grad):
         # loss = -w (t log x + (1 - t) log(1 - x)), with log(1 - x) = log(x - x^2) - log x:
-        # d/dx = w (x - t) / (x - x^2), d/dt = w (log(1 - x) - log x), d/dw = loss / w
+        # d/dx = w (x - t) / (x - x^2), d/dt = w (log(1 - x) - log x) = -w logit(x), d/dw = loss / w
         scaled = loss_scale(grad, reduction, self_numel)
         weighted = scaled * weight if weight is not None else scaled
-        log_self = at.log(self)
-        log_complement = at.log(self - self * self) - log_self
         grad_self = weighted * (self - target) / (self - self * self) if needs_input_grad[0] else None
-        grad_target = weighted * (log_complement - log_self) if needs_input_grad[1] else None
+        grad_target = -(weighted * at.logit(self)) if needs_input_grad[1] else None
         grad_weight = None
         if needs_input_grad[2]:
+            log_self = at.log(self)
+            log_complement = at.log(self - self * self) - log_self
             unweighted = -(target * log_self + log_complement - target * log_complement)
             grad_weight = sum_to(scaled * unweighted, weight.sizes())
         return grad_self, grad_target, grad_weight
@@ -215,23 +215,32 @@ def binary_cross_entropy_with_logits(self, target, weight=None, pos_weight=None,
         # loss = -w (p t log s(x) + (1 - t) log s(-x)), s the sigmoid, p = pos_weight (1 if None):
         # d/dx = w (s(x) - t s(x) - p t s(-x)), d/dt = w (log s(-x) - p log s(x)),
         # d/dw = loss / w, d/dp = -w t log s(x)
+        # without pos_weight (p = 1) these are s(x) - t and log s(-x) - log s(x) = -x
         scaled = loss_scale(grad, reduction, self_numel)
         weighted = scaled * weight if weight is not None else scaled
-        positive = at.sigmoid(self)
-        negative = at.sigmoid(-self)
-        log_positive = at.log(positive)
-        log_negative = at.log(negative)
-        weighted_target = target * pos_weight if pos_weight is not None else target
-        grad_self = weighted * (positive - target * positive - weighted_target * negative) if needs_input_grad[0] else None
+        grad_self = None
+        if needs_input_grad[0]:
+            if pos_weight is None:
+                grad_self = weighted * (at.sigmoid(self) - target)
+            else:
+                positive = at.sigmoid(self)
+                grad_self = weighted * (positive - target * positive - target * pos_weight * at.sigmoid(-self))
         grad_target = None
         if needs_input_grad[1]:
-            grad_target = weighted * (log_negative - log_positive * pos_weight if pos_weight is not None
-                                      else log_negative - log_positive)
+            if pos_weight is None:
+                grad_target = weighted * -self
+            else:
+                grad_target = weighted * (at.log(at.sigmoid(-self)) - at.log(at.sigmoid(self)) * pos_weight)
         grad_weight = None
         if needs_input_grad[2]:
+            log_positive = at.log(at.sigmoid(self))
+            log_negative = at.log(at.sigmoid(-self))
+            weighted_target = target * pos_weight if pos_weight is not None else target
             unweighted = -(weighted_target * log_positive + log_negative - target * log_negative)
             grad_weight = sum_to(scaled * unweighted, weight.sizes())
-        grad_pos_weight = sum_to(-(weighted * target * log_positive), pos_weight.sizes()) if needs_input_grad[3] else None
+        grad_pos_weight = None
+        if needs_input_grad[3]:
+            grad_pos_weight = sum_to(-(weighted * target * at.log(at.sigmoid(self))), pos_weight.sizes())
         return grad_self, grad_target, grad_weight, grad_pos_weight
     def jvp(self_t, target_t, weight_t, pos_weight_t):
         positive = at.sigmoid(self)

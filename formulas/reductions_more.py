@@ -19,14 +19,14 @@ nondifferentiable(
 @helper
 def extreme_mask(self: Tensor, value: Tensor) -> Tensor:
     """Where ``self`` holds ``value`` (its max or min over all elements); every NaN when it is NaN."""
-    return at.logical_or(at.eq(self, value), at.logical_and(at.isnan(self), at.isnan(value)))
+    return at.where(at.isnan(value), at.isnan(self), at.eq(self, value))
 
 
 @helper
 def evenly_distribute_backward(grad: Tensor, self: Tensor, value: Tensor) -> Tensor:
     """``grad`` of ``max()``/``min()`` shared evenly by the elements holding the extreme ``value``."""
     mask = extreme_mask(self, value)
-    return at.where(mask, at.div(grad, at.sum(mask)), at.zeros_like(self))
+    return at.where(mask, at.div(grad, at.sum(mask)), at.new_zeros(self, []))
 
 
 @helper

@@ -34,13 +34,16 @@ def sign(self):
 def clamp(self, min=None, max=None):
     result = at.clamp(self, min, max)
     def backward(grad):
-        # the gradient passes where min <= self <= max (bounds included, as in torch)
-        kept = grad
+        # the gradient passes where min <= self <= max (bounds included, as in torch); elsewhere a
+        # 0-d zero that where broadcasts (no full zeros tensor written)
+        zero = at.new_zeros(grad, [])
         if min is not None:
-            kept = at.where(at.ge(self, min), kept, at.zeros_like(grad))
+            if max is not None:
+                return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
+            return at.where(at.ge(self, min), grad, zero)
         if max is not None:
-            kept = at.where(at.le(self, max), kept, at.zeros_like(grad))
-        return kept
+            return at.where(at.le(self, max), grad, zero)
+        return grad
     return result, backward
 
 
@@ -48,7 +51,7 @@ def clamp(self, min=None, max=None):
 def clamp_min(self, min):
     result = at.clamp_min(self, min)
     def backward(grad):
-        return at.where(at.ge(self, min), grad, at.zeros_like(grad))
+        return at.where(at.ge(self, min), grad, at.new_zeros(grad, []))
     return result, backward
 
 
@@ -56,7 +59,7 @@ def clamp_min(self, min):
 def clamp_max(self, max):
     result = at.clamp_max(self, max)
     def backward(grad):
-        return at.where(at.le(self, max), grad, at.zeros_like(grad))
+        return at.where(at.le(self, max), grad, at.new_zeros(grad, []))
     return result, backward
 
 
@@ -185,7 +188,7 @@ def rsqrt(self):
     result = at.rsqrt(self)
     def backward(grad):
         # d x^(-1/2) = -1/2 x^(-3/2) = -1/2 result^3
-        return grad * result * result * result * -0.5
+        return grad * at.pow(result, 3) * -0.5
     return result, backward
 
 

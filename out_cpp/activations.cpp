@@ -3,36 +3,34 @@
 #include "runtime.h"
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/abs.h>
 #include <ATen/ops/celu.h>
-#include <ATen/ops/div.h>
 #include <ATen/ops/elu.h>
-#include <ATen/ops/erf.h>
-#include <ATen/ops/exp.h>
-#include <ATen/ops/ge.h>
+#include <ATen/ops/elu_backward.h>
 #include <ATen/ops/gelu.h>
+#include <ATen/ops/gelu_backward.h>
 #include <ATen/ops/hardshrink.h>
+#include <ATen/ops/hardshrink_backward.h>
 #include <ATen/ops/hardswish.h>
+#include <ATen/ops/hardswish_backward.h>
 #include <ATen/ops/hardtanh.h>
-#include <ATen/ops/le.h>
+#include <ATen/ops/hardtanh_backward.h>
 #include <ATen/ops/leaky_relu.h>
+#include <ATen/ops/leaky_relu_backward.h>
 #include <ATen/ops/log_sigmoid.h>
-#include <ATen/ops/lt.h>
 #include <ATen/ops/mish.h>
-#include <ATen/ops/mul.h>
 #include <ATen/ops/relu6.h>
 #include <ATen/ops/selu.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sigmoid_backward.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/softplus.h>
+#include <ATen/ops/softplus_backward.h>
 #include <ATen/ops/softshrink.h>
+#include <ATen/ops/softshrink_backward.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/threshold.h>
 #include <ATen/ops/threshold_backward.h>
-#include <ATen/ops/where.h>
-#include <ATen/ops/zeros_like.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
@@ -69,7 +67,7 @@ at::Tensor leaky_relu(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& negative_slope) {
-  return at::where(self > 0, grad, at::mul(grad, negative_slope));
+  return at::leaky_relu_backward(grad, self, negative_slope, false);
 }
 }  // namespace backwards
 
@@ -155,7 +153,7 @@ at::Tensor leaky_relu_jvp(
     const at::Tensor& self,
     const at::Scalar& negative_slope) {
   auto grad = self_t;
-  return at::where(self > 0, grad, at::mul(grad, negative_slope));
+  return at::leaky_relu_backward(grad, self, negative_slope, false);
 }
 
 at::Tensor leaky_relu(const at::Tensor& self, const at::Scalar& negative_slope) {
@@ -190,25 +188,24 @@ struct EluBackward0 : public torch::autograd::TraceableFunction {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
   }
-  torch::autograd::SavedVariable self_;
-  at::Scalar input_scale_{};
   at::Scalar alpha_{};
   at::Scalar scale_{};
+  at::Scalar input_scale_{};
+  torch::autograd::SavedVariable self_;
 };
 
 namespace backwards {
 at::Tensor elu(
     const at::Tensor& grad,
-    const at::Tensor& self,
-    const at::Scalar& input_scale,
     const at::Scalar& alpha,
-    const at::Scalar& scale) {
-  auto negative = at::mul(at::mul(at::mul(at::exp(at::mul(self, input_scale)), alpha), scale), input_scale);
-  return at::where(self > 0, at::mul(grad, scale), grad * negative);
+    const at::Scalar& scale,
+    const at::Scalar& input_scale,
+    const at::Tensor& self) {
+  return at::elu_backward(grad, alpha, scale, input_scale, false, self);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list EluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& input_scale_, const at::Scalar& alpha_, const at::Scalar& scale_) {
+torch::autograd::variable_list EluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Scalar& alpha_, const at::Scalar& scale_, const at::Scalar& input_scale_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -218,7 +215,7 @@ torch::autograd::variable_list EluBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::elu(grads[0], self_, input_scale_, alpha_, scale_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::elu(grads[0], alpha_, scale_, input_scale_, self_));
   return grad_inputs;
 }
 
@@ -226,11 +223,11 @@ torch::autograd::variable_list EluBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
-  auto input_scale_ = packed_args.unpack<at::Scalar>();
   auto alpha_ = packed_args.unpack<at::Scalar>();
   auto scale_ = packed_args.unpack<at::Scalar>();
-  return EluBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, input_scale_, alpha_, scale_);
+  auto input_scale_ = packed_args.unpack<at::Scalar>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return EluBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, alpha_, scale_, input_scale_, self_);
 }
 
 torch::autograd::variable_list EluBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -241,31 +238,31 @@ torch::autograd::variable_list EluBackward0::apply(torch::autograd::variable_lis
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  return EluBackward0_apply_functional(std::move(grads), needs_input_grad, self, input_scale_, alpha_, scale_);
+  return EluBackward0_apply_functional(std::move(grads), needs_input_grad, alpha_, scale_, input_scale_, self);
 }
 
 void EluBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_, false);
-  args.collect(input_scale_);
   args.collect(alpha_);
   args.collect(scale_);
+  args.collect(input_scale_);
+  args.collect(self_, false);
 }
 
 torch::autograd::variable_list EluBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_);
-  saved.before(input_scale_);
   saved.before(alpha_);
   saved.before(scale_);
+  saved.before(input_scale_);
+  saved.before(self_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_EluBackward0", EluBackward0_apply_functional_ivalue,
@@ -279,10 +276,10 @@ torch::autograd::variable_list EluBackward0::apply_with_saved(
   const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(self);
-  functional_args.pack(input_scale_);
   functional_args.pack(alpha_);
   functional_args.pack(scale_);
+  functional_args.pack(input_scale_);
+  functional_args.pack(self);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -290,22 +287,21 @@ torch::autograd::variable_list EluBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_EluBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(self_);
-  saved.after(input_scale_);
   saved.after(alpha_);
   saved.after(scale_);
+  saved.after(input_scale_);
+  saved.after(self_);
   return functional_outputs;
 }
 
 at::Tensor elu_jvp(
     const at::Tensor& self_t,
-    const at::Tensor& self,
-    const at::Scalar& input_scale,
     const at::Scalar& alpha,
-    const at::Scalar& scale) {
+    const at::Scalar& scale,
+    const at::Scalar& input_scale,
+    const at::Tensor& self) {
   auto grad = self_t;
-  auto negative = at::mul(at::mul(at::mul(at::exp(at::mul(self, input_scale)), alpha), scale), input_scale);
-  return at::where(self > 0, at::mul(grad, scale), grad * negative);
+  return at::elu_backward(grad, alpha, scale, input_scale, false, self);
 }
 
 at::Tensor elu(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale, const at::Scalar& input_scale) {
@@ -319,14 +315,14 @@ at::Tensor elu(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::elu_jvp(self_t, formulas::runtime::primal(self), input_scale, alpha, scale));
+    formulas::runtime::set_tangent(result, formulas::elu_jvp(self_t, alpha, scale, input_scale, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->input_scale_ = input_scale;
     grad_fn->alpha_ = alpha;
     grad_fn->scale_ = scale;
+    grad_fn->input_scale_ = input_scale;
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
   return result;
 }
@@ -349,7 +345,7 @@ namespace backwards {
 at::Tensor selu(
     const at::Tensor& grad,
     const at::Tensor& self) {
-  return at::where(self > 0, grad * 1.0507009873554805, (grad * at::exp(self)) * 1.7580993408473766);
+  return at::elu_backward(grad, 1.6732632423543772, 1.0507009873554805, 1, false, self);
 }
 }  // namespace backwards
 
@@ -428,7 +424,7 @@ at::Tensor selu_jvp(
     const at::Tensor& self_t,
     const at::Tensor& self) {
   auto grad = self_t;
-  return at::where(self > 0, grad * 1.0507009873554805, (grad * at::exp(self)) * 1.7580993408473766);
+  return at::elu_backward(grad, 1.6732632423543772, 1.0507009873554805, 1, false, self);
 }
 
 at::Tensor selu(const at::Tensor& self) {
@@ -462,20 +458,20 @@ struct CeluBackward0 : public torch::autograd::TraceableFunction {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
   }
-  torch::autograd::SavedVariable self_;
   at::Scalar alpha_{};
+  torch::autograd::SavedVariable self_;
 };
 
 namespace backwards {
 at::Tensor celu(
     const at::Tensor& grad,
-    const at::Tensor& self,
-    const at::Scalar& alpha) {
-  return at::where(self > 0, grad, grad * at::exp(at::div(self, alpha)));
+    const at::Scalar& alpha,
+    const at::Tensor& self) {
+  return at::elu_backward(grad, alpha, 1, 1.0 / alpha.toDouble(), false, self);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list CeluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& alpha_) {
+torch::autograd::variable_list CeluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Scalar& alpha_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -485,7 +481,7 @@ torch::autograd::variable_list CeluBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::celu(grads[0], self_, alpha_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::celu(grads[0], alpha_, self_));
   return grad_inputs;
 }
 
@@ -493,9 +489,9 @@ torch::autograd::variable_list CeluBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
   auto alpha_ = packed_args.unpack<at::Scalar>();
-  return CeluBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, alpha_);
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return CeluBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, alpha_, self_);
 }
 
 torch::autograd::variable_list CeluBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -506,25 +502,25 @@ torch::autograd::variable_list CeluBackward0::apply(torch::autograd::variable_li
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  return CeluBackward0_apply_functional(std::move(grads), needs_input_grad, self, alpha_);
+  return CeluBackward0_apply_functional(std::move(grads), needs_input_grad, alpha_, self);
 }
 
 void CeluBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_, false);
   args.collect(alpha_);
+  args.collect(self_, false);
 }
 
 torch::autograd::variable_list CeluBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_);
   saved.before(alpha_);
+  saved.before(self_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_CeluBackward0", CeluBackward0_apply_functional_ivalue,
@@ -538,8 +534,8 @@ torch::autograd::variable_list CeluBackward0::apply_with_saved(
   const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(self);
   functional_args.pack(alpha_);
+  functional_args.pack(self);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -547,17 +543,17 @@ torch::autograd::variable_list CeluBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_CeluBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(self_);
   saved.after(alpha_);
+  saved.after(self_);
   return functional_outputs;
 }
 
 at::Tensor celu_jvp(
     const at::Tensor& self_t,
-    const at::Tensor& self,
-    const at::Scalar& alpha) {
+    const at::Scalar& alpha,
+    const at::Tensor& self) {
   auto grad = self_t;
-  return at::where(self > 0, grad, grad * at::exp(at::div(self, alpha)));
+  return at::elu_backward(grad, alpha, 1, 1.0 / alpha.toDouble(), false, self);
 }
 
 at::Tensor celu(const at::Tensor& self, const at::Scalar& alpha) {
@@ -571,12 +567,12 @@ at::Tensor celu(const at::Tensor& self, const at::Scalar& alpha) {
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::celu_jvp(self_t, formulas::runtime::primal(self), alpha));
+    formulas::runtime::set_tangent(result, formulas::celu_jvp(self_t, alpha, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->alpha_ = alpha;
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
   return result;
 }
@@ -592,29 +588,20 @@ struct GeluBackward0 : public torch::autograd::TraceableFunction {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
   }
-  std::string approximate_{};
   torch::autograd::SavedVariable self_;
+  std::string approximate_{};
 };
 
 namespace backwards {
 at::Tensor gelu(
     const at::Tensor& grad,
-    const std::string& approximate,
-    const at::Tensor& self) {
-  at::Tensor inner{};
-  at::Tensor slope{};
-  if (approximate == "tanh") {
-    inner = at::tanh((self + (((self * self) * self) * 0.044715)) * 0.7978845608028654);
-    slope = (((self * self) * 0.134145) + 1.0) * 0.7978845608028654;
-    return grad * (((inner + 1.0) * 0.5) + at::tanh_backward((self * slope) * 0.5, inner));
-  }
-  auto cdf = (at::erf(self * 0.7071067811865476) + 1.0) * 0.5;
-  auto pdf = at::exp((self * self) * -0.5) * 0.3989422804014327;
-  return grad * (cdf + (self * pdf));
+    const at::Tensor& self,
+    const std::string& approximate) {
+  return at::gelu_backward(grad, self, approximate);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list GeluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::string& approximate_, const at::Tensor& self_) {
+torch::autograd::variable_list GeluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::string& approximate_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -624,7 +611,7 @@ torch::autograd::variable_list GeluBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::gelu(grads[0], approximate_, self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::gelu(grads[0], self_, approximate_));
   return grad_inputs;
 }
 
@@ -632,9 +619,9 @@ torch::autograd::variable_list GeluBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto approximate_ = packed_args.unpack<std::string>();
   auto self_ = packed_args.unpack<at::Tensor>();
-  return GeluBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, approximate_, self_);
+  auto approximate_ = packed_args.unpack<std::string>();
+  return GeluBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, approximate_);
 }
 
 torch::autograd::variable_list GeluBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -645,25 +632,25 @@ torch::autograd::variable_list GeluBackward0::apply(torch::autograd::variable_li
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  return GeluBackward0_apply_functional(std::move(grads), needs_input_grad, approximate_, self);
+  return GeluBackward0_apply_functional(std::move(grads), needs_input_grad, self, approximate_);
 }
 
 void GeluBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(approximate_);
   args.collect(self_, false);
+  args.collect(approximate_);
 }
 
 torch::autograd::variable_list GeluBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(approximate_);
   saved.before(self_);
+  saved.before(approximate_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::string>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::string>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_GeluBackward0", GeluBackward0_apply_functional_ivalue,
@@ -677,8 +664,8 @@ torch::autograd::variable_list GeluBackward0::apply_with_saved(
   const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(approximate_);
   functional_args.pack(self);
+  functional_args.pack(approximate_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -686,26 +673,17 @@ torch::autograd::variable_list GeluBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_GeluBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(approximate_);
   saved.after(self_);
+  saved.after(approximate_);
   return functional_outputs;
 }
 
 at::Tensor gelu_jvp(
     const at::Tensor& self_t,
-    const std::string& approximate,
-    const at::Tensor& self) {
-  at::Tensor inner{};
-  at::Tensor slope{};
+    const at::Tensor& self,
+    const std::string& approximate) {
   auto grad = self_t;
-  if (approximate == "tanh") {
-    inner = at::tanh((self + (((self * self) * self) * 0.044715)) * 0.7978845608028654);
-    slope = (((self * self) * 0.134145) + 1.0) * 0.7978845608028654;
-    return grad * (((inner + 1.0) * 0.5) + at::tanh_backward((self * slope) * 0.5, inner));
-  }
-  auto cdf = (at::erf(self * 0.7071067811865476) + 1.0) * 0.5;
-  auto pdf = at::exp((self * self) * -0.5) * 0.3989422804014327;
-  return grad * (cdf + (self * pdf));
+  return at::gelu_backward(grad, self, approximate);
 }
 
 at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
@@ -719,12 +697,12 @@ at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::gelu_jvp(self_t, formulas::runtime::to_owned(approximate), formulas::runtime::primal(self)));
+    formulas::runtime::set_tangent(result, formulas::gelu_jvp(self_t, formulas::runtime::primal(self), formulas::runtime::to_owned(approximate)));
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->approximate_ = formulas::runtime::to_owned(approximate);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->approximate_ = formulas::runtime::to_owned(approximate);
   }
   return result;
 }
@@ -995,8 +973,7 @@ at::Tensor softplus(
     const at::Tensor& self,
     const at::Scalar& beta,
     const at::Scalar& threshold) {
-  auto scaled = at::mul(self, beta);
-  return at::where(scaled > threshold.toDouble(), grad, grad * at::sigmoid(scaled));
+  return at::softplus_backward(grad, self, beta, threshold);
 }
 }  // namespace backwards
 
@@ -1089,8 +1066,7 @@ at::Tensor softplus_jvp(
     const at::Scalar& beta,
     const at::Scalar& threshold) {
   auto grad = self_t;
-  auto scaled = at::mul(self, beta);
-  return at::where(scaled > threshold.toDouble(), grad, grad * at::sigmoid(scaled));
+  return at::softplus_backward(grad, self, beta, threshold);
 }
 
 at::Tensor softplus(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold) {
@@ -1257,8 +1233,7 @@ at::Tensor hardtanh(
     const at::Tensor& self,
     const at::Scalar& min_val,
     const at::Scalar& max_val) {
-  auto zeros = at::zeros_like(grad);
-  return at::where(at::le(self, min_val), zeros, at::where(at::ge(self, max_val), zeros, grad));
+  return at::hardtanh_backward(grad, self, min_val, max_val);
 }
 }  // namespace backwards
 
@@ -1351,8 +1326,7 @@ at::Tensor hardtanh_jvp(
     const at::Scalar& min_val,
     const at::Scalar& max_val) {
   auto grad = self_t;
-  auto zeros = at::zeros_like(grad);
-  return at::where(at::le(self, min_val), zeros, at::where(at::ge(self, max_val), zeros, grad));
+  return at::hardtanh_backward(grad, self, min_val, max_val);
 }
 
 at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min_val, const at::Scalar& max_val) {
@@ -1395,8 +1369,7 @@ namespace backwards {
 at::Tensor relu6(
     const at::Tensor& grad,
     const at::Tensor& self) {
-  auto zeros = at::zeros_like(grad);
-  return at::where(at::le(self, 0), zeros, at::where(at::ge(self, 6), zeros, grad));
+  return at::hardtanh_backward(grad, self, 0, 6);
 }
 }  // namespace backwards
 
@@ -1475,8 +1448,7 @@ at::Tensor relu6_jvp(
     const at::Tensor& self_t,
     const at::Tensor& self) {
   auto grad = self_t;
-  auto zeros = at::zeros_like(grad);
-  return at::where(at::le(self, 0), zeros, at::where(at::ge(self, 6), zeros, grad));
+  return at::hardtanh_backward(grad, self, 0, 6);
 }
 
 at::Tensor relu6(const at::Tensor& self) {
@@ -1517,8 +1489,7 @@ namespace backwards {
 at::Tensor hardswish(
     const at::Tensor& grad,
     const at::Tensor& self) {
-  auto inside = grad * ((self / 3.0) + 0.5);
-  return at::where(at::le(self, -3.0), at::zeros_like(grad), at::where(at::lt(self, 3.0), inside, grad));
+  return at::hardswish_backward(grad, self);
 }
 }  // namespace backwards
 
@@ -1597,8 +1568,7 @@ at::Tensor hardswish_jvp(
     const at::Tensor& self_t,
     const at::Tensor& self) {
   auto grad = self_t;
-  auto inside = grad * ((self / 3.0) + 0.5);
-  return at::where(at::le(self, -3.0), at::zeros_like(grad), at::where(at::lt(self, 3.0), inside, grad));
+  return at::hardswish_backward(grad, self);
 }
 
 at::Tensor hardswish(const at::Tensor& self) {
@@ -1771,7 +1741,7 @@ at::Tensor softshrink(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& lambd) {
-  return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
+  return at::softshrink_backward(grad, self, lambd);
 }
 }  // namespace backwards
 
@@ -1857,7 +1827,7 @@ at::Tensor softshrink_jvp(
     const at::Tensor& self,
     const at::Scalar& lambd) {
   auto grad = self_t;
-  return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
+  return at::softshrink_backward(grad, self, lambd);
 }
 
 at::Tensor softshrink(const at::Tensor& self, const at::Scalar& lambd) {
@@ -1901,7 +1871,7 @@ at::Tensor hardshrink(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& lambd) {
-  return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
+  return at::hardshrink_backward(grad, self, lambd);
 }
 }  // namespace backwards
 
@@ -1987,7 +1957,7 @@ at::Tensor hardshrink_jvp(
     const at::Tensor& self,
     const at::Scalar& lambd) {
   auto grad = self_t;
-  return at::where(at::le(at::abs(self), lambd), at::zeros_like(grad), grad);
+  return at::hardshrink_backward(grad, self, lambd);
 }
 
 at::Tensor hardshrink(const at::Tensor& self, const at::Scalar& lambd) {

@@ -5,16 +5,28 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_log_softmax_backward_data.h>
 #include <ATen/ops/_softmax_backward_data.h>
+#include <ATen/ops/elu_backward.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/gather.h>
 #include <ATen/ops/gather_backward.h>
+#include <ATen/ops/gelu_backward.h>
+#include <ATen/ops/hardshrink_backward.h>
+#include <ATen/ops/hardswish_backward.h>
+#include <ATen/ops/hardtanh_backward.h>
+#include <ATen/ops/leaky_relu_backward.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sigmoid_backward.h>
+#include <ATen/ops/softplus_backward.h>
+#include <ATen/ops/softshrink_backward.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/threshold_backward.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/value_selecting_reduction_backward.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
@@ -1185,6 +1197,1418 @@ at::Tensor gather_backward(const at::Tensor& grad, const at::Tensor& self, int64
   return result;
 }
 
+struct HardtanhBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "HardtanhBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar min_val_{};
+  at::Scalar max_val_{};
+  std::vector<int64_t> grad_output_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> hardtanh_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& min_val,
+    const at::Scalar& max_val,
+    at::IntArrayRef grad_output_sizes) {
+  return {helpers::sum_to(at::hardtanh_backward(grad, self, min_val, max_val), grad_output_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list HardtanhBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& min_val_, const at::Scalar& max_val_, const std::vector<int64_t>& grad_output_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::hardtanh_backward(grads[0], self_, min_val_, max_val_, grad_output_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list HardtanhBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto min_val_ = packed_args.unpack<at::Scalar>();
+  auto max_val_ = packed_args.unpack<at::Scalar>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return HardtanhBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, min_val_, max_val_, grad_output_sizes_);
+}
+
+torch::autograd::variable_list HardtanhBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return HardtanhBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, min_val_, max_val_, grad_output_sizes_);
+}
+
+void HardtanhBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(min_val_);
+  args.collect(max_val_);
+  args.collect(grad_output_sizes_);
+}
+
+torch::autograd::variable_list HardtanhBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(min_val_);
+  saved.before(max_val_);
+  saved.before(grad_output_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_HardtanhBackwardBackward0", HardtanhBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(min_val_);
+  functional_args.pack(max_val_);
+  functional_args.pack(grad_output_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_HardtanhBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(min_val_);
+  saved.after(max_val_);
+  saved.after(grad_output_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor hardtanh_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self,
+    const at::Scalar& min_val,
+    const at::Scalar& max_val) {
+  auto result_t = at::hardtanh_backward(grad_output_t, self, min_val, max_val);
+  return result_t;
+}
+
+at::Tensor hardtanh_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& min_val, const at::Scalar& max_val) {
+  c10::intrusive_ptr<HardtanhBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<HardtanhBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::hardtanh_backward(grad_output, self, min_val, max_val);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::hardtanh_backward_jvp(grad_output_t, formulas::runtime::primal(self), min_val, max_val));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->min_val_ = min_val;
+    grad_fn->max_val_ = max_val;
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+  }
+  return result;
+}
+
+struct LeakyReluBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "LeakyReluBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar negative_slope_{};
+  bool self_is_result_{};
+  std::vector<int64_t> grad_output_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> leaky_relu_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& negative_slope,
+    bool self_is_result,
+    at::IntArrayRef grad_output_sizes) {
+  return {helpers::sum_to(at::leaky_relu_backward(grad, self, negative_slope, self_is_result), grad_output_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list LeakyReluBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& negative_slope_, const bool& self_is_result_, const std::vector<int64_t>& grad_output_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::leaky_relu_backward(grads[0], self_, negative_slope_, self_is_result_, grad_output_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list LeakyReluBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto negative_slope_ = packed_args.unpack<at::Scalar>();
+  auto self_is_result_ = packed_args.unpack<bool>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return LeakyReluBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, negative_slope_, self_is_result_, grad_output_sizes_);
+}
+
+torch::autograd::variable_list LeakyReluBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return LeakyReluBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, negative_slope_, self_is_result_, grad_output_sizes_);
+}
+
+void LeakyReluBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(negative_slope_);
+  args.collect(self_is_result_);
+  args.collect(grad_output_sizes_);
+}
+
+torch::autograd::variable_list LeakyReluBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(negative_slope_);
+  saved.before(self_is_result_);
+  saved.before(grad_output_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_LeakyReluBackwardBackward0", LeakyReluBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(negative_slope_);
+  functional_args.pack(self_is_result_);
+  functional_args.pack(grad_output_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_LeakyReluBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(negative_slope_);
+  saved.after(self_is_result_);
+  saved.after(grad_output_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor leaky_relu_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self,
+    const at::Scalar& negative_slope,
+    bool self_is_result) {
+  auto result_t = at::leaky_relu_backward(grad_output_t, self, negative_slope, self_is_result);
+  return result_t;
+}
+
+at::Tensor leaky_relu_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& negative_slope, bool self_is_result) {
+  c10::intrusive_ptr<LeakyReluBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<LeakyReluBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::leaky_relu_backward(grad_output, self, negative_slope, self_is_result);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::leaky_relu_backward_jvp(grad_output_t, formulas::runtime::primal(self), negative_slope, self_is_result));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->negative_slope_ = negative_slope;
+    grad_fn->self_is_result_ = self_is_result;
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+  }
+  return result;
+}
+
+struct SoftshrinkBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SoftshrinkBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar lambd_{};
+  std::vector<int64_t> grad_output_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> softshrink_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& lambd,
+    at::IntArrayRef grad_output_sizes) {
+  return {helpers::sum_to(at::softshrink_backward(grad, self, lambd), grad_output_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SoftshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_, const std::vector<int64_t>& grad_output_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::softshrink_backward(grads[0], self_, lambd_, grad_output_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SoftshrinkBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto lambd_ = packed_args.unpack<at::Scalar>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return SoftshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, lambd_, grad_output_sizes_);
+}
+
+torch::autograd::variable_list SoftshrinkBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return SoftshrinkBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, lambd_, grad_output_sizes_);
+}
+
+void SoftshrinkBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(lambd_);
+  args.collect(grad_output_sizes_);
+}
+
+torch::autograd::variable_list SoftshrinkBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(lambd_);
+  saved.before(grad_output_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SoftshrinkBackwardBackward0", SoftshrinkBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(lambd_);
+  functional_args.pack(grad_output_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SoftshrinkBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(lambd_);
+  saved.after(grad_output_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor softshrink_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self,
+    const at::Scalar& lambd) {
+  auto result_t = at::softshrink_backward(grad_output_t, self, lambd);
+  return result_t;
+}
+
+at::Tensor softshrink_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& lambd) {
+  c10::intrusive_ptr<SoftshrinkBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<SoftshrinkBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::softshrink_backward(grad_output, self, lambd);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::softshrink_backward_jvp(grad_output_t, formulas::runtime::primal(self), lambd));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->lambd_ = lambd;
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+  }
+  return result;
+}
+
+struct HardshrinkBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "HardshrinkBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar lambd_{};
+  std::vector<int64_t> grad_out_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> hardshrink_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& lambd,
+    at::IntArrayRef grad_out_sizes) {
+  return {helpers::sum_to(at::hardshrink_backward(grad, self, lambd), grad_out_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list HardshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_, const std::vector<int64_t>& grad_out_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_out_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::hardshrink_backward(grads[0], self_, lambd_, grad_out_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_out_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list HardshrinkBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto lambd_ = packed_args.unpack<at::Scalar>();
+  auto grad_out_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return HardshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, lambd_, grad_out_sizes_);
+}
+
+torch::autograd::variable_list HardshrinkBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_out_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_out_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return HardshrinkBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, lambd_, grad_out_sizes_);
+}
+
+void HardshrinkBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(lambd_);
+  args.collect(grad_out_sizes_);
+}
+
+torch::autograd::variable_list HardshrinkBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(lambd_);
+  saved.before(grad_out_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_HardshrinkBackwardBackward0", HardshrinkBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_out_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_out_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(lambd_);
+  functional_args.pack(grad_out_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_HardshrinkBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(lambd_);
+  saved.after(grad_out_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor hardshrink_backward_jvp(
+    const at::Tensor& grad_out_t,
+    const at::Tensor& self,
+    const at::Scalar& lambd) {
+  auto result_t = at::hardshrink_backward(grad_out_t, self, lambd);
+  return result_t;
+}
+
+at::Tensor hardshrink_backward(const at::Tensor& grad_out, const at::Tensor& self, const at::Scalar& lambd) {
+  c10::intrusive_ptr<HardshrinkBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_out, self)) {
+    grad_fn = c10::make_intrusive<HardshrinkBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_out, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::hardshrink_backward(grad_out, self, lambd);
+  std::vector<int64_t> grad_out_sizes = grad_out.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_out)) {
+    const auto grad_out_t = formulas::runtime::tangent(grad_out);
+    formulas::runtime::set_tangent(result, formulas::hardshrink_backward_jvp(grad_out_t, formulas::runtime::primal(self), lambd));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->lambd_ = lambd;
+    grad_fn->grad_out_sizes_ = std::move(grad_out_sizes);
+  }
+  return result;
+}
+
+struct HardswishBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "HardswishBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    grad_output_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::vector<int64_t> grad_output_sizes_{};
+  torch::autograd::SavedVariable grad_output_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> hardswish_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::IntArrayRef grad_output_sizes,
+    const at::Tensor& grad_output,
+    at::IntArrayRef self_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_grad_output = needs_input_grad[0] ? helpers::sum_to(at::hardswish_backward(grad, self), grad_output_sizes) : at::Tensor();
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[1]) {
+    grad_self = helpers::sum_to(at::hardtanh_backward(grad * grad_output, self, -3.0, 3.0) / 3.0, self_sizes);
+  }
+  return {grad_grad_output, grad_self};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list HardswishBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::hardswish_backward(grads[0], self_, grad_output_sizes_, grad_output_, self_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list HardswishBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return HardswishBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, grad_output_sizes_, grad_output_, self_sizes_);
+}
+
+torch::autograd::variable_list HardswishBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return HardswishBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, grad_output_sizes_, grad_output, self_sizes_);
+}
+
+void HardswishBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(grad_output_sizes_);
+  args.collect(grad_output_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list HardswishBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(grad_output_sizes_);
+  saved.before(grad_output_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_HardswishBackwardBackward0", HardswishBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(grad_output_sizes_);
+  functional_args.pack(grad_output);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_HardswishBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(grad_output_sizes_);
+  saved.after(grad_output_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor hardswish_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& grad_output) {
+  auto result_t = at::hardswish_backward(grad_output_t, self) + (at::hardtanh_backward(grad_output * self_t, self, -3.0, 3.0) / 3.0);
+  return result_t;
+}
+
+at::Tensor hardswish_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  c10::intrusive_ptr<HardswishBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<HardswishBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::hardswish_backward(grad_output, self);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::hardswish_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), formulas::runtime::primal(grad_output)));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct EluBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "EluBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_or_result_.reset_data();
+    grad_output_.reset_data();
+  }
+  at::Scalar alpha_{};
+  at::Scalar scale_{};
+  at::Scalar input_scale_{};
+  bool is_result_{};
+  torch::autograd::SavedVariable self_or_result_;
+  std::vector<int64_t> grad_output_sizes_{};
+  torch::autograd::SavedVariable grad_output_;
+  std::vector<int64_t> self_or_result_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> elu_backward(
+    const at::Tensor& grad,
+    const at::Scalar& alpha,
+    const at::Scalar& scale,
+    const at::Scalar& input_scale,
+    bool is_result,
+    const at::Tensor& self_or_result,
+    at::IntArrayRef grad_output_sizes,
+    const at::Tensor& grad_output,
+    at::IntArrayRef self_or_result_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  at::Tensor scaled{};
+  at::Tensor curvature{};
+  auto grad_grad_output = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_grad_output = helpers::sum_to(at::elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result), grad_output_sizes);
+  }
+  auto grad_self_or_result = at::Tensor();
+  if (needs_input_grad[1]) {
+    scaled = grad * grad_output;
+    if (is_result) {
+      curvature = at::mul(scaled, input_scale);
+    } else {
+      curvature = at::mul(at::elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result), input_scale);
+    }
+    grad_self_or_result = helpers::sum_to(at::where(self_or_result > 0, at::zeros_like(curvature), curvature), self_or_result_sizes);
+  }
+  return {grad_grad_output, grad_self_or_result};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list EluBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Scalar& alpha_, const at::Scalar& scale_, const at::Scalar& input_scale_, const bool& is_result_, const at::Tensor& self_or_result_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& self_or_result_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_or_result_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::elu_backward(grads[0], alpha_, scale_, input_scale_, is_result_, self_or_result_, grad_output_sizes_, grad_output_, self_or_result_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_or_result_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list EluBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  auto scale_ = packed_args.unpack<at::Scalar>();
+  auto input_scale_ = packed_args.unpack<at::Scalar>();
+  auto is_result_ = packed_args.unpack<bool>();
+  auto self_or_result_ = packed_args.unpack<at::Tensor>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto self_or_result_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return EluBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, alpha_, scale_, input_scale_, is_result_, self_or_result_, grad_output_sizes_, grad_output_, self_or_result_sizes_);
+}
+
+torch::autograd::variable_list EluBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_or_result_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_or_result_ix),
+  };
+  const auto self_or_result = self_or_result_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return EluBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, alpha_, scale_, input_scale_, is_result_, self_or_result, grad_output_sizes_, grad_output, self_or_result_sizes_);
+}
+
+void EluBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(alpha_);
+  args.collect(scale_);
+  args.collect(input_scale_);
+  args.collect(is_result_);
+  args.collect(self_or_result_, false);
+  args.collect(grad_output_sizes_);
+  args.collect(grad_output_, false);
+  args.collect(self_or_result_sizes_);
+}
+
+torch::autograd::variable_list EluBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(alpha_);
+  saved.before(scale_);
+  saved.before(input_scale_);
+  saved.before(is_result_);
+  saved.before(self_or_result_);
+  saved.before(grad_output_sizes_);
+  saved.before(grad_output_);
+  saved.before(self_or_result_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_EluBackwardBackward0", EluBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_or_result_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_or_result_ix),
+  };
+  const auto self_or_result = self_or_result_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(alpha_);
+  functional_args.pack(scale_);
+  functional_args.pack(input_scale_);
+  functional_args.pack(is_result_);
+  functional_args.pack(self_or_result);
+  functional_args.pack(grad_output_sizes_);
+  functional_args.pack(grad_output);
+  functional_args.pack(self_or_result_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_EluBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(alpha_);
+  saved.after(scale_);
+  saved.after(input_scale_);
+  saved.after(is_result_);
+  saved.after(self_or_result_);
+  saved.after(grad_output_sizes_);
+  saved.after(grad_output_);
+  saved.after(self_or_result_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor elu_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self_or_result_t,
+    const at::Tensor& grad_output,
+    bool is_result,
+    const at::Scalar& input_scale,
+    const at::Scalar& alpha,
+    const at::Scalar& scale,
+    const at::Tensor& self_or_result) {
+  at::Tensor curvature{};
+  auto scaled = grad_output * self_or_result_t;
+  if (is_result) {
+    curvature = at::mul(scaled, input_scale);
+  } else {
+    curvature = at::mul(at::elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result), input_scale);
+  }
+  auto result_t = at::elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result) + at::where(self_or_result > 0, at::zeros_like(curvature), curvature);
+  return result_t;
+}
+
+at::Tensor elu_backward(const at::Tensor& grad_output, const at::Scalar& alpha, const at::Scalar& scale, const at::Scalar& input_scale, bool is_result, const at::Tensor& self_or_result) {
+  c10::intrusive_ptr<EluBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self_or_result)) {
+    grad_fn = c10::make_intrusive<EluBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self_or_result));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  std::vector<int64_t> self_or_result_sizes = self_or_result.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self_or_result)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto self_or_result_t = formulas::runtime::tangent(self_or_result);
+    formulas::runtime::set_tangent(result, formulas::elu_backward_jvp(grad_output_t, self_or_result_t, formulas::runtime::primal(grad_output), is_result, input_scale, alpha, scale, formulas::runtime::primal(self_or_result)));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->alpha_ = alpha;
+    grad_fn->scale_ = scale;
+    grad_fn->input_scale_ = input_scale;
+    grad_fn->is_result_ = is_result;
+    grad_fn->self_or_result_ = torch::autograd::SavedVariable(self_or_result, false);
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, false);
+    grad_fn->self_or_result_sizes_ = std::move(self_or_result_sizes);
+  }
+  return result;
+}
+
+struct GeluBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "GeluBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    grad_output_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::string approximate_{};
+  std::vector<int64_t> grad_output_sizes_{};
+  torch::autograd::SavedVariable grad_output_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> gelu_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const std::string& approximate,
+    at::IntArrayRef grad_output_sizes,
+    const at::Tensor& grad_output,
+    at::IntArrayRef self_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_grad_output = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_grad_output = helpers::sum_to(at::gelu_backward(grad, self, approximate), grad_output_sizes);
+  }
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[1]) {
+    grad_self = helpers::sum_to((grad * grad_output) * helpers::gelu_second_derivative(self, approximate), self_sizes);
+  }
+  return {grad_grad_output, grad_self};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list GeluBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const std::string& approximate_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::gelu_backward(grads[0], self_, approximate_, grad_output_sizes_, grad_output_, self_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list GeluBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto approximate_ = packed_args.unpack<std::string>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return GeluBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, approximate_, grad_output_sizes_, grad_output_, self_sizes_);
+}
+
+torch::autograd::variable_list GeluBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return GeluBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, approximate_, grad_output_sizes_, grad_output, self_sizes_);
+}
+
+void GeluBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(approximate_);
+  args.collect(grad_output_sizes_);
+  args.collect(grad_output_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list GeluBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(approximate_);
+  saved.before(grad_output_sizes_);
+  saved.before(grad_output_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::string>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_GeluBackwardBackward0", GeluBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(approximate_);
+  functional_args.pack(grad_output_sizes_);
+  functional_args.pack(grad_output);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_GeluBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(approximate_);
+  saved.after(grad_output_sizes_);
+  saved.after(grad_output_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor gelu_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const std::string& approximate,
+    const at::Tensor& grad_output) {
+  auto result_t = at::gelu_backward(grad_output_t, self, approximate) + ((grad_output * self_t) * helpers::gelu_second_derivative(self, approximate));
+  return result_t;
+}
+
+at::Tensor gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate) {
+  c10::intrusive_ptr<GeluBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<GeluBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::gelu_backward(grad_output, self, approximate);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::gelu_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), formulas::runtime::to_owned(approximate), formulas::runtime::primal(grad_output)));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->approximate_ = formulas::runtime::to_owned(approximate);
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct SoftplusBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SoftplusBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    grad_output_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar beta_{};
+  at::Scalar threshold_{};
+  std::vector<int64_t> grad_output_sizes_{};
+  torch::autograd::SavedVariable grad_output_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> softplus_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& beta,
+    const at::Scalar& threshold,
+    at::IntArrayRef grad_output_sizes,
+    const at::Tensor& grad_output,
+    at::IntArrayRef self_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  at::Tensor scaled{};
+  at::Tensor curvature{};
+  auto grad_grad_output = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_grad_output = helpers::sum_to(at::softplus_backward(grad, self, beta, threshold), grad_output_sizes);
+  }
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[1]) {
+    scaled = at::mul(self, beta);
+    curvature = at::mul(at::sigmoid_backward(grad * grad_output, at::sigmoid(scaled)), beta);
+    grad_self = helpers::sum_to(at::where(scaled > threshold.toDouble(), at::zeros_like(curvature), curvature), self_sizes);
+  }
+  return {grad_grad_output, grad_self};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SoftplusBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& beta_, const at::Scalar& threshold_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::softplus_backward(grads[0], self_, beta_, threshold_, grad_output_sizes_, grad_output_, self_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SoftplusBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto beta_ = packed_args.unpack<at::Scalar>();
+  auto threshold_ = packed_args.unpack<at::Scalar>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return SoftplusBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, beta_, threshold_, grad_output_sizes_, grad_output_, self_sizes_);
+}
+
+torch::autograd::variable_list SoftplusBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return SoftplusBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, beta_, threshold_, grad_output_sizes_, grad_output, self_sizes_);
+}
+
+void SoftplusBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(beta_);
+  args.collect(threshold_);
+  args.collect(grad_output_sizes_);
+  args.collect(grad_output_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list SoftplusBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(beta_);
+  saved.before(threshold_);
+  saved.before(grad_output_sizes_);
+  saved.before(grad_output_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SoftplusBackwardBackward0", SoftplusBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(beta_);
+  functional_args.pack(threshold_);
+  functional_args.pack(grad_output_sizes_);
+  functional_args.pack(grad_output);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SoftplusBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(beta_);
+  saved.after(threshold_);
+  saved.after(grad_output_sizes_);
+  saved.after(grad_output_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor softplus_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Scalar& beta,
+    const at::Tensor& grad_output,
+    const at::Scalar& threshold) {
+  auto scaled = at::mul(self, beta);
+  auto curvature = at::mul(at::sigmoid_backward(grad_output * self_t, at::sigmoid(scaled)), beta);
+  auto result_t = at::softplus_backward(grad_output_t, self, beta, threshold) + at::where(scaled > threshold.toDouble(), at::zeros_like(curvature), curvature);
+  return result_t;
+}
+
+at::Tensor softplus_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& beta, const at::Scalar& threshold) {
+  c10::intrusive_ptr<SoftplusBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<SoftplusBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::softplus_backward(grad_output, self, beta, threshold);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) {
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::softplus_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), beta, formulas::runtime::primal(grad_output), threshold));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->beta_ = beta;
+    grad_fn->threshold_ = threshold;
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -1196,4 +2620,12 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor", TORCH_FN(formulas::_log_softmax_backward_data));
   m.def("value_selecting_reduction_backward(Tensor grad, int dim, Tensor indices, SymInt[] sizes, bool keepdim) -> Tensor", TORCH_FN(formulas::value_selecting_reduction_backward));
   m.def("gather_backward(Tensor grad, Tensor self, int dim, Tensor index, bool sparse_grad) -> Tensor", TORCH_FN(formulas::gather_backward));
+  m.def("hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor", TORCH_FN(formulas::hardtanh_backward));
+  m.def("leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor", TORCH_FN(formulas::leaky_relu_backward));
+  m.def("softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor", TORCH_FN(formulas::softshrink_backward));
+  m.def("hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor", TORCH_FN(formulas::hardshrink_backward));
+  m.def("hardswish_backward(Tensor grad_output, Tensor self) -> Tensor", TORCH_FN(formulas::hardswish_backward));
+  m.def("elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor", TORCH_FN(formulas::elu_backward));
+  m.def("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor", TORCH_FN(formulas::gelu_backward));
+  m.def("softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor", TORCH_FN(formulas::softplus_backward));
 }

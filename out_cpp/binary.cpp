@@ -27,6 +27,7 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/pow.h>
+#include <ATen/ops/reciprocal.h>
 #include <ATen/ops/remainder.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/sigmoid.h>
@@ -287,7 +288,10 @@ std::tuple<at::Tensor, at::Tensor> rsub_tensor(
     at::IntArrayRef self_sizes,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(-at::mul(grad, alpha), self_sizes) : at::Tensor();
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_self = helpers::sum_to((alpha.toDouble() == 1) ? -grad : -at::mul(grad, alpha), self_sizes);
+  }
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(grad, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
@@ -434,7 +438,7 @@ namespace backwards {
 at::Tensor rsub_scalar(
     const at::Tensor& grad,
     const at::Scalar& alpha) {
-  return -at::mul(grad, alpha);
+  return (alpha.toDouble() == 1) ? -grad : -at::mul(grad, alpha);
 }
 }  // namespace backwards
 
@@ -3894,10 +3898,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addcdiv(
     at::IntArrayRef tensor2_sizes,
     const std::array<bool, 3>& needs_input_grad) {
   auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad, self_sizes) : at::Tensor();
-  auto grad_tensor1 = needs_input_grad[1] ? helpers::sum_to(at::mul(grad / tensor2, value), tensor1_sizes) : at::Tensor();
+  auto grad_tensor1 = at::Tensor();
+  if (needs_input_grad[1]) {
+    grad_tensor1 = helpers::sum_to(grad * at::mul(at::reciprocal(tensor2), value), tensor1_sizes);
+  }
   auto grad_tensor2 = at::Tensor();
   if (needs_input_grad[2]) {
-    grad_tensor2 = helpers::sum_to(-at::mul((grad * tensor1) / (tensor2 * tensor2), value), tensor2_sizes);
+    grad_tensor2 = helpers::sum_to((grad * tensor1) * -at::mul(at::reciprocal(tensor2 * tensor2), value), tensor2_sizes);
   }
   return {grad_self, grad_tensor1, grad_tensor2};
 }

@@ -2,22 +2,24 @@
 #include "helpers.h"
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/_to_copy.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/exp.h>
 #include <ATen/ops/gather.h>
-#include <ATen/ops/gt.h>
+#include <ATen/ops/hardtanh.h>
 #include <ATen/ops/isnan.h>
-#include <ATen/ops/logical_and.h>
-#include <ATen/ops/logical_or.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/rsub.h>
+#include <ATen/ops/sign.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -177,6 +179,21 @@ std::vector<int64_t> padded_repeats(at::IntArrayRef dims, int64_t ndim) {
   return repeats;
 }
 
+at::Tensor gelu_second_derivative(const at::Tensor& self, const std::string& approximate) {
+  at::Tensor squared{};
+  at::Tensor inner{};
+  at::Tensor slope{};
+  at::Tensor curvature{};
+  if (approximate == "tanh") {
+    squared = self * self;
+    inner = at::tanh((self + ((squared * self) * 0.044715)) * 0.7978845608028654);
+    slope = ((squared * 0.134145) + 1.0) * 0.7978845608028654;
+    curvature = self * 0.21406444881780076;
+    return at::tanh_backward((slope - (((self * inner) * slope) * slope)) + ((self * curvature) * 0.5), inner);
+  }
+  return (at::exp((self * self) * -0.5) * 0.3989422804014327) * at::rsub(self * self, 2.0);
+}
+
 at::Tensor matrix_transpose(const at::Tensor& x) {
   int64_t n = x.dim();
   std::vector<int64_t> dims = std::vector<int64_t>{};
@@ -206,22 +223,21 @@ at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction) {
 }
 
 at::Tensor sign_of(const at::Tensor& x) {
-  return at::_to_copy(at::gt(x, 0.0), x.scalar_type()) - at::_to_copy(at::gt(-x, 0.0), x.scalar_type());
+  return at::sign(x);
 }
 
 at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope) {
-  auto sign = helpers::sign_of(diff);
-  auto inside = at::gt(-(diff * sign), -bound);
-  return at::where(inside, at::mul(diff, slope), at::mul(sign, slope * bound));
+  auto clipped = at::hardtanh(diff, -bound, bound);
+  return (slope == 1.0) ? clipped : at::mul(clipped, slope);
 }
 
 at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value) {
-  return at::logical_or(at::eq(self, value), at::logical_and(at::isnan(self), at::isnan(value)));
+  return at::where(at::isnan(value), at::isnan(self), at::eq(self, value));
 }
 
 at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& value) {
   auto mask = helpers::extreme_mask(self, value);
-  return at::where(mask, at::div(grad, at::sum(mask)), at::zeros_like(self));
+  return at::where(mask, at::div(grad, at::sum(mask)), self.new_zeros(std::vector<int64_t>{}));
 }
 
 at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& value) {

@@ -18,6 +18,7 @@ std::vector<int64_t> negated(at::IntArrayRef values);
 std::vector<int64_t> broadcast_sizes(at::IntArrayRef a, at::IntArrayRef b);
 at::Tensor repeat_backward(const at::Tensor& grad, at::IntArrayRef repeats, at::IntArrayRef sizes);
 std::vector<int64_t> padded_repeats(at::IntArrayRef dims, int64_t ndim);
+at::Tensor gelu_second_derivative(const at::Tensor& self, const std::string& approximate);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);
 at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction);

@@ -17,6 +17,7 @@
 #include <ATen/ops/linear.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/log_softmax.h>
+#include <ATen/ops/logit.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/mse_loss.h>
@@ -1318,15 +1319,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy(
     const at::Tensor& self,
     const at::Tensor& target,
     const std::array<bool, 3>& needs_input_grad) {
+  at::Tensor log_self{};
+  at::Tensor log_complement{};
   at::Tensor unweighted{};
   auto scaled = helpers::loss_scale(grad, reduction, self_numel);
   auto weighted = (weight.defined()) ? (scaled * weight) : scaled;
-  auto log_self = at::log(self);
-  auto log_complement = at::log(self - (self * self)) - log_self;
   auto grad_self = needs_input_grad[0] ? ((weighted * (self - target)) / (self - (self * self))) : at::Tensor();
-  auto grad_target = needs_input_grad[1] ? (weighted * (log_complement - log_self)) : at::Tensor();
+  auto grad_target = needs_input_grad[1] ? -(weighted * at::logit(self)) : at::Tensor();
   auto grad_weight = at::Tensor();
   if (needs_input_grad[2]) {
+    log_self = at::log(self);
+    log_complement = at::log(self - (self * self)) - log_self;
     unweighted = -(((target * log_self) + log_complement) - (target * log_complement));
     grad_weight = helpers::sum_to(scaled * unweighted, weight.sizes().vec());
   }
@@ -1510,16 +1513,16 @@ struct BinaryCrossEntropyWithLogitsBackward0 : public torch::autograd::Traceable
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     weight_.reset_data();
+    pos_weight_.reset_data();
     self_.reset_data();
     target_.reset_data();
-    pos_weight_.reset_data();
   }
   int64_t reduction_{};
   int64_t self_numel_{};
   torch::autograd::SavedVariable weight_;
+  torch::autograd::SavedVariable pos_weight_;
   torch::autograd::SavedVariable self_;
   torch::autograd::SavedVariable target_;
-  torch::autograd::SavedVariable pos_weight_;
 };
 
 namespace backwards {
@@ -1528,34 +1531,51 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy_
     int64_t reduction,
     int64_t self_numel,
     const at::Tensor& weight,
+    const at::Tensor& pos_weight,
     const at::Tensor& self,
     const at::Tensor& target,
-    const at::Tensor& pos_weight,
     const std::array<bool, 4>& needs_input_grad) {
+  at::Tensor positive{};
+  at::Tensor log_positive{};
+  at::Tensor log_negative{};
+  at::Tensor weighted_target{};
   at::Tensor unweighted{};
   auto scaled = helpers::loss_scale(grad, reduction, self_numel);
   auto weighted = (weight.defined()) ? (scaled * weight) : scaled;
-  auto positive = at::sigmoid(self);
-  auto negative = at::sigmoid(-self);
-  auto log_positive = at::log(positive);
-  auto log_negative = at::log(negative);
-  auto weighted_target = (pos_weight.defined()) ? (target * pos_weight) : target;
-  auto grad_self = needs_input_grad[0] ? (weighted * ((positive - (target * positive)) - (weighted_target * negative))) : at::Tensor();
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[0]) {
+    if (!pos_weight.defined()) {
+      grad_self = weighted * (at::sigmoid(self) - target);
+    } else {
+      positive = at::sigmoid(self);
+      grad_self = weighted * ((positive - (target * positive)) - ((target * pos_weight) * at::sigmoid(-self)));
+    }
+  }
   auto grad_target = at::Tensor();
   if (needs_input_grad[1]) {
-    grad_target = weighted * ((pos_weight.defined()) ? (log_negative - (log_positive * pos_weight)) : (log_negative - log_positive));
+    if (!pos_weight.defined()) {
+      grad_target = weighted * -self;
+    } else {
+      grad_target = weighted * (at::log(at::sigmoid(-self)) - (at::log(at::sigmoid(self)) * pos_weight));
+    }
   }
   auto grad_weight = at::Tensor();
   if (needs_input_grad[2]) {
+    log_positive = at::log(at::sigmoid(self));
+    log_negative = at::log(at::sigmoid(-self));
+    weighted_target = (pos_weight.defined()) ? (target * pos_weight) : target;
     unweighted = -(((weighted_target * log_positive) + log_negative) - (target * log_negative));
     grad_weight = helpers::sum_to(scaled * unweighted, weight.sizes().vec());
   }
-  auto grad_pos_weight = needs_input_grad[3] ? helpers::sum_to(-((weighted * target) * log_positive), pos_weight.sizes().vec()) : at::Tensor();
+  auto grad_pos_weight = at::Tensor();
+  if (needs_input_grad[3]) {
+    grad_pos_weight = helpers::sum_to(-((weighted * target) * at::log(at::sigmoid(self))), pos_weight.sizes().vec());
+  }
   return {grad_self, grad_target, grad_weight, grad_pos_weight};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 4> needs_input_grad, const int64_t& reduction_, const int64_t& self_numel_, const at::Tensor& weight_, const at::Tensor& self_, const at::Tensor& target_, const at::Tensor& pos_weight_) {
+torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 4> needs_input_grad, const int64_t& reduction_, const int64_t& self_numel_, const at::Tensor& weight_, const at::Tensor& pos_weight_, const at::Tensor& self_, const at::Tensor& target_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto target_ix = ranges.next(1);
@@ -1568,7 +1588,7 @@ torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0_apply_funct
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2] && !needs_input_grad[3]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::binary_cross_entropy_with_logits(grads[0], reduction_, self_numel_, weight_, self_, target_, pos_weight_, needs_input_grad);
+  const auto input_grads = formulas::backwards::binary_cross_entropy_with_logits(grads[0], reduction_, self_numel_, weight_, pos_weight_, self_, target_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1591,10 +1611,10 @@ torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0_apply_funct
   auto reduction_ = packed_args.unpack<int64_t>();
   auto self_numel_ = packed_args.unpack<int64_t>();
   auto weight_ = packed_args.unpack<at::Tensor>();
+  auto pos_weight_ = packed_args.unpack<at::Tensor>();
   auto self_ = packed_args.unpack<at::Tensor>();
   auto target_ = packed_args.unpack<at::Tensor>();
-  auto pos_weight_ = packed_args.unpack<at::Tensor>();
-  return BinaryCrossEntropyWithLogitsBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, reduction_, self_numel_, weight_, self_, target_, pos_weight_);
+  return BinaryCrossEntropyWithLogitsBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, reduction_, self_numel_, weight_, pos_weight_, self_, target_);
 }
 
 torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1611,19 +1631,19 @@ torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0::apply(torc
       formulas::runtime::should_compute(*this, pos_weight_ix),
   };
   const auto weight = weight_.unpack();
+  const auto pos_weight = pos_weight_.unpack();
   const auto self = self_.unpack();
   const auto target = target_.unpack();
-  const auto pos_weight = pos_weight_.unpack();
-  return BinaryCrossEntropyWithLogitsBackward0_apply_functional(std::move(grads), needs_input_grad, reduction_, self_numel_, weight, self, target, pos_weight);
+  return BinaryCrossEntropyWithLogitsBackward0_apply_functional(std::move(grads), needs_input_grad, reduction_, self_numel_, weight, pos_weight, self, target);
 }
 
 void BinaryCrossEntropyWithLogitsBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(reduction_);
   args.collect(self_numel_);
   args.collect(weight_, false);
+  args.collect(pos_weight_, false);
   args.collect(self_, false);
   args.collect(target_, false);
-  args.collect(pos_weight_, false);
 }
 
 torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0::apply_with_saved(
@@ -1631,9 +1651,9 @@ torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0::apply_with
   saved.before(reduction_);
   saved.before(self_numel_);
   saved.before(weight_);
+  saved.before(pos_weight_);
   saved.before(self_);
   saved.before(target_);
-  saved.before(pos_weight_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
@@ -1662,17 +1682,17 @@ torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0::apply_with
       formulas::runtime::should_compute(*this, pos_weight_ix),
   };
   const auto weight = weight_.unpack();
+  const auto pos_weight = pos_weight_.unpack();
   const auto self = self_.unpack();
   const auto target = target_.unpack();
-  const auto pos_weight = pos_weight_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(reduction_);
   functional_args.pack(self_numel_);
   functional_args.pack(weight);
+  functional_args.pack(pos_weight);
   functional_args.pack(self);
   functional_args.pack(target);
-  functional_args.pack(pos_weight);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -1683,9 +1703,9 @@ torch::autograd::variable_list BinaryCrossEntropyWithLogitsBackward0::apply_with
   saved.after(reduction_);
   saved.after(self_numel_);
   saved.after(weight_);
+  saved.after(pos_weight_);
   saved.after(self_);
   saved.after(target_);
-  saved.after(pos_weight_);
   return functional_outputs;
 }
 
@@ -1744,9 +1764,9 @@ at::Tensor binary_cross_entropy_with_logits(const at::Tensor& self, const at::Te
     grad_fn->reduction_ = reduction;
     grad_fn->self_numel_ = self_numel;
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
+    grad_fn->pos_weight_ = torch::autograd::SavedVariable(pos_weight, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->target_ = torch::autograd::SavedVariable(target, false);
-    grad_fn->pos_weight_ = torch::autograd::SavedVariable(pos_weight, false);
   }
   return result;
 }

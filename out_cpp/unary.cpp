@@ -32,9 +32,11 @@
 #include <ATen/ops/log10.h>
 #include <ATen/ops/log1p.h>
 #include <ATen/ops/log2.h>
+#include <ATen/ops/logical_and.h>
 #include <ATen/ops/logit.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/pow.h>
 #include <ATen/ops/rad2deg.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/round.h>
@@ -304,28 +306,31 @@ struct ClampBackward0 : public torch::autograd::TraceableFunction {
     self_.reset_data();
   }
   std::optional<at::Scalar> min_{};
-  torch::autograd::SavedVariable self_;
   std::optional<at::Scalar> max_{};
+  torch::autograd::SavedVariable self_;
 };
 
 namespace backwards {
 at::Tensor clamp(
     const at::Tensor& grad,
     const std::optional<at::Scalar>& min,
-    const at::Tensor& self,
-    const std::optional<at::Scalar>& max) {
-  auto kept = grad;
+    const std::optional<at::Scalar>& max,
+    const at::Tensor& self) {
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
   if (min.has_value()) {
-    kept = at::where(at::ge(self, (*min)), kept, at::zeros_like(grad));
+    if (max.has_value()) {
+      return at::where(at::logical_and(at::ge(self, (*min)), at::le(self, (*max))), grad, zero);
+    }
+    return at::where(at::ge(self, (*min)), grad, zero);
   }
   if (max.has_value()) {
-    kept = at::where(at::le(self, (*max)), kept, at::zeros_like(grad));
+    return at::where(at::le(self, (*max)), grad, zero);
   }
-  return kept;
+  return grad;
 }
 }  // namespace backwards
 
-torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::optional<at::Scalar>& min_, const at::Tensor& self_, const std::optional<at::Scalar>& max_) {
+torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::optional<at::Scalar>& min_, const std::optional<at::Scalar>& max_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -335,7 +340,7 @@ torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clamp(grads[0], min_, self_, max_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clamp(grads[0], min_, max_, self_));
   return grad_inputs;
 }
 
@@ -344,9 +349,9 @@ torch::autograd::variable_list ClampBackward0_apply_functional_ivalue(
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
   auto min_ = packed_args.unpack<std::optional<at::Scalar>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
   auto max_ = packed_args.unpack<std::optional<at::Scalar>>();
-  return ClampBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, min_, self_, max_);
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return ClampBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, min_, max_, self_);
 }
 
 torch::autograd::variable_list ClampBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -357,28 +362,28 @@ torch::autograd::variable_list ClampBackward0::apply(torch::autograd::variable_l
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  return ClampBackward0_apply_functional(std::move(grads), needs_input_grad, min_, self, max_);
+  return ClampBackward0_apply_functional(std::move(grads), needs_input_grad, min_, max_, self);
 }
 
 void ClampBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(min_);
-  args.collect(self_, false);
   args.collect(max_);
+  args.collect(self_, false);
 }
 
 torch::autograd::variable_list ClampBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(min_);
-  saved.before(self_);
   saved.before(max_);
+  saved.before(self_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_ClampBackward0", ClampBackward0_apply_functional_ivalue,
@@ -393,8 +398,8 @@ torch::autograd::variable_list ClampBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(min_);
-  functional_args.pack(self);
   functional_args.pack(max_);
+  functional_args.pack(self);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -403,25 +408,28 @@ torch::autograd::variable_list ClampBackward0::apply_with_saved(
       std::string(library_namespace) + "_ClampBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(min_);
-  saved.after(self_);
   saved.after(max_);
+  saved.after(self_);
   return functional_outputs;
 }
 
 at::Tensor clamp_jvp(
     const at::Tensor& self_t,
     const std::optional<at::Scalar>& min,
-    const at::Tensor& self,
-    const std::optional<at::Scalar>& max) {
+    const std::optional<at::Scalar>& max,
+    const at::Tensor& self) {
   auto grad = self_t;
-  auto kept = grad;
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
   if (min.has_value()) {
-    kept = at::where(at::ge(self, (*min)), kept, at::zeros_like(grad));
+    if (max.has_value()) {
+      return at::where(at::logical_and(at::ge(self, (*min)), at::le(self, (*max))), grad, zero);
+    }
+    return at::where(at::ge(self, (*min)), grad, zero);
   }
   if (max.has_value()) {
-    kept = at::where(at::le(self, (*max)), kept, at::zeros_like(grad));
+    return at::where(at::le(self, (*max)), grad, zero);
   }
-  return kept;
+  return grad;
 }
 
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
@@ -435,13 +443,13 @@ at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, c
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::clamp_jvp(self_t, min, formulas::runtime::primal(self), max));
+    formulas::runtime::set_tangent(result, formulas::clamp_jvp(self_t, min, max, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->min_ = std::move(min);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->max_ = std::move(max);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
   return result;
 }
@@ -466,7 +474,7 @@ at::Tensor clamp_min(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& min) {
-  return at::where(at::ge(self, min), grad, at::zeros_like(grad));
+  return at::where(at::ge(self, min), grad, grad.new_zeros(std::vector<int64_t>{}));
 }
 }  // namespace backwards
 
@@ -552,7 +560,7 @@ at::Tensor clamp_min_jvp(
     const at::Tensor& self,
     const at::Scalar& min) {
   auto grad = self_t;
-  return at::where(at::ge(self, min), grad, at::zeros_like(grad));
+  return at::where(at::ge(self, min), grad, grad.new_zeros(std::vector<int64_t>{}));
 }
 
 at::Tensor clamp_min(const at::Tensor& self, const at::Scalar& min) {
@@ -596,7 +604,7 @@ at::Tensor clamp_max(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Scalar& max) {
-  return at::where(at::le(self, max), grad, at::zeros_like(grad));
+  return at::where(at::le(self, max), grad, grad.new_zeros(std::vector<int64_t>{}));
 }
 }  // namespace backwards
 
@@ -682,7 +690,7 @@ at::Tensor clamp_max_jvp(
     const at::Tensor& self,
     const at::Scalar& max) {
   auto grad = self_t;
-  return at::where(at::le(self, max), grad, at::zeros_like(grad));
+  return at::where(at::le(self, max), grad, grad.new_zeros(std::vector<int64_t>{}));
 }
 
 at::Tensor clamp_max(const at::Tensor& self, const at::Scalar& max) {
@@ -2326,7 +2334,7 @@ namespace backwards {
 at::Tensor rsqrt(
     const at::Tensor& grad,
     const at::Tensor& result) {
-  return (((grad * result) * result) * result) * -0.5;
+  return (grad * at::pow(result, 3)) * -0.5;
 }
 }  // namespace backwards
 
@@ -2405,7 +2413,7 @@ at::Tensor rsqrt_jvp(
     const at::Tensor& self_t,
     const at::Tensor& result) {
   auto grad = self_t;
-  return (((grad * result) * result) * result) * -0.5;
+  return (grad * at::pow(result, 3)) * -0.5;
 }
 
 at::Tensor rsqrt(const at::Tensor& self) {

@@ -444,6 +444,68 @@ def threshold_backward(grad_output, x, threshold):
     return np.where(_array(x) <= threshold, np.zeros((), grad_output.dtype), grad_output)
 
 
+@kernel("hardtanh_backward")
+def hardtanh_backward(grad_output, x, min_val, max_val):
+    grad_output, x = _array(grad_output), _array(x)
+    return np.where((x <= min_val) | (x >= max_val), np.zeros((), grad_output.dtype), grad_output)
+
+
+@kernel("leaky_relu_backward")
+def leaky_relu_backward(grad_output, x, negative_slope, self_is_result):
+    if self_is_result and negative_slope < 0:
+        raise RuntimeError("In-place leakyReLu backward calculation is triggered with a negative slope which is "
+                           "not supported. This is caused by calling in-place forward function with a negative "
+                           "slope, please call out-of-place version instead.")
+    grad_output = _array(grad_output)
+    return np.where(_array(x) > 0, grad_output, grad_output * negative_slope)
+
+
+@kernel("hardswish_backward")
+def hardswish_backward(grad_output, x):
+    grad_output, x = _array(grad_output), _array(x)
+    inside = grad_output * (x / 3 + 0.5)
+    return np.where(x <= -3, np.zeros((), grad_output.dtype), np.where(x < 3, inside, grad_output))
+
+
+@kernel("elu_backward")
+def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    grad_output, y = _array(grad_output), _array(self_or_result)
+    with np.errstate(all="ignore"):
+        negative = y + alpha * scale if is_result else np.exp(y * input_scale) * (alpha * scale)
+        slope = np.where(y > 0, scale, negative * input_scale)
+    return (grad_output * slope).astype(np.result_type(grad_output, y), copy=False)
+
+
+@kernel("gelu_backward")
+def gelu_backward(grad_output, x, approximate="none"):
+    grad_output, x = _array(grad_output), _floating(x)
+    with np.errstate(all="ignore"):
+        if approximate == "tanh":
+            inner = np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))
+            slope = 0.7978845608028654 * (1 + 0.134145 * x * x)
+            derivative = 0.5 * (1 + inner) + 0.5 * x * (1 - inner * inner) * slope
+        elif approximate == "none":
+            derivative = 0.5 * (1 + _erf(x * 0.7071067811865476)) + x * np.exp(-0.5 * x * x) * 0.3989422804014327
+        else:
+            raise RuntimeError("approximate argument must be either none or tanh.")
+    return (grad_output * derivative).astype(np.result_type(grad_output, x), copy=False)
+
+
+@kernel("softplus_backward")
+def softplus_backward(grad_output, x, beta, threshold):
+    grad_output, x = _array(grad_output), _floating(x)
+    with np.errstate(all="ignore"):
+        scaled = x * beta
+        slope = np.where(scaled > threshold, 1, 1 / (1 + np.exp(-scaled)))
+    return (grad_output * slope).astype(np.result_type(grad_output, x), copy=False)
+
+
+@kernel("softshrink_backward", "hardshrink_backward")
+def shrink_backward(grad_output, x, lambd):
+    grad_output = _array(grad_output)
+    return np.where(np.abs(_array(x)) <= lambd, np.zeros((), grad_output.dtype), grad_output)
+
+
 @kernel("_softmax_backward_data")
 def softmax_backward_data(grad_output, output, dim, input_dtype):
     grad_output, output = _array(grad_output), _array(output)

@@ -407,6 +407,42 @@ def _fused_backward_cases() -> list[OpCase]:
         values = np.asarray(_away_from_zero(rng, shape) + threshold)
         out.append(OpCase("threshold_backward", f"{_shape_id(shape)}_threshold{threshold}",
                           (_normal(rng, shape), values, threshold)))
+    rng = _rng("hardtanh_backward")
+    for shape, low, high in (((2, 3), -1, 1), ((), -1, 1), ((0, 2), -1, 1), ((4,), 0, 6), ((2, 1, 3), -0.5, 2.0)):
+        out.append(OpCase("hardtanh_backward", f"{_shape_id(shape)}_{low}_{high}",
+                          (_normal(rng, shape), _avoiding(low, high, low=low - 2, high=high + 2)(rng, shape), low, high)))
+    rng = _rng("leaky_relu_backward")
+    for shape, slope, self_is_result in (((2, 3), 0.01, False), ((), 0.2, False), ((0, 2), 0.01, False),
+                                         ((4,), -0.5, False), ((2, 1, 3), 0.3, True)):
+        out.append(OpCase("leaky_relu_backward", f"{_shape_id(shape)}_slope{slope}_result{int(self_is_result)}",
+                          (_normal(rng, shape), _away_from_zero(rng, shape), slope, self_is_result)))
+    for op in ("softshrink_backward", "hardshrink_backward"):
+        rng = _rng(op)
+        for shape, lambd in (((2, 3), 0.5), ((), 0.5), ((0, 2), 0.5), ((4,), 1.5), ((2, 1, 3), 0)):
+            out.append(OpCase(op, f"{_shape_id(shape)}_lambd{lambd}",
+                              (_normal(rng, shape), _avoiding(-lambd, lambd)(rng, shape), lambd)))
+    rng = _rng("hardswish_backward")
+    for shape in ((2, 3), (), (0, 2), (4,), (2, 1, 3)):
+        out.append(OpCase("hardswish_backward", _shape_id(shape), (_normal(rng, shape), _avoiding(-3.0, 3.0)(rng, shape))))
+    rng = _rng("elu_backward")
+    for shape, alpha, scale, input_scale, is_result in (((2, 3), 1.0, 1.0, 1.0, False), ((), 0.5, 2.0, 1.5, False),
+                                                        ((0, 2), 1.0, 1.0, 1.0, False), ((4,), 0.7, 1, 1 / 0.7, False),
+                                                        ((2, 1, 3), 1.5, 1.2, 0.8, True)):
+        x = _away_from_zero(rng, shape)
+        self_or_result = np.where(x > 0, x * scale, np.expm1(x * input_scale) * alpha * scale) if is_result else x
+        out.append(OpCase("elu_backward", f"{_shape_id(shape)}_{alpha}_{scale}_{input_scale:.3g}_result{int(is_result)}",
+                          (_normal(rng, shape), alpha, scale, input_scale, is_result, np.asarray(self_or_result)),
+                          differentiable=(0, 5)))
+    rng = _rng("gelu_backward")
+    for shape, kwargs in (((2, 3), {}), ((), {}), ((0, 2), {}), ((4,), {"approximate": "tanh"}),
+                          ((2, 1, 3), {"approximate": "tanh"})):
+        out.append(OpCase("gelu_backward", f"{_shape_id(shape)}{''.join(f'_{v}' for v in kwargs.values())}",
+                          (_normal(rng, shape), _normal(rng, shape)), kwargs))
+    rng = _rng("softplus_backward")
+    for shape, beta, threshold in (((2, 3), 1, 20), ((), 2.0, 1.5), ((0, 2), 1, 20), ((4,), 0.5, 1.0),
+                                   ((2, 1, 3), 2.0, 1.5)):
+        out.append(OpCase("softplus_backward", f"{_shape_id(shape)}_beta{beta}_threshold{threshold}",
+                          (_normal(rng, shape), _avoiding(threshold / beta)(rng, shape), beta, threshold)))
     for op, forward in (("_softmax_backward_data", "_softmax"), ("_log_softmax_backward_data", "_log_softmax")):
         rng = _rng(op)
         for shape, dim in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((5,), 0), ((), 0), ((2, 0), 0)):

@@ -14,7 +14,10 @@ formula directory (not timed). Then, in this one run, best of ``--repeat``:
   each repetition.
 
 Prints the seconds and the ratios ours / torchgen cold (aims: cold <= 0.5,
-nothing changed <= 0.05). ``--compile``: also the C++ build of what was
+nothing changed <= 0.05), and the floors under them, timed the same way: a
+fresh interpreter that only parses the corpus files with libcst (what any
+transpile of them must do first) for cold, and one that does nothing
+(``python -c pass``) for nothing changed. ``--compile``: also the C++ build of what was
 emitted (``python -m transpiler.build``, one translation unit per formula
 file): cold (empty build directory) and warm (nothing changed).
 
@@ -68,6 +71,25 @@ def transpile(formulas: Path, out: Path) -> str:
     return next(line for line in done.stdout.splitlines() if line.endswith("formulas emitted"))
 
 
+PARSE_ONLY = """\
+import sys
+from pathlib import Path
+import libcst
+for path in sorted(Path(sys.argv[1]).rglob("*.py")):
+    libcst.parse_module(path.read_text(encoding="utf-8"))
+"""
+
+
+def floor_cold(formulas: Path) -> None:
+    """A fresh interpreter that imports libcst and parses every corpus file, nothing else."""
+    subprocess.run([sys.executable, "-c", PARSE_ONLY, str(formulas)], check=True)
+
+
+def floor_unchanged() -> None:
+    """A fresh interpreter that does nothing."""
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
 def build(out: Path, build_dir: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "transpiler.build", "--sources", str(out), "--build-dir",
                            str(build_dir)], capture_output=True, text=True)
@@ -116,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             edited.write_text(original + f"\n# edit {next(edits)}\n", encoding="utf-8")
 
         one_changed = _best(lambda: transpile(formulas, out), args.repeat, edit)
+        floors = {"cold": _best(lambda: floor_cold(formulas), args.repeat),
+                  "nothing changed": _best(floor_unchanged, args.repeat)}
         builds = []
         if args.compile:
             for label in ("cold", "warm"):
@@ -132,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         ratio = seconds / torchgen_cold
         target = f" (aim <= {aim})" if aim is not None else ""
         print(f"ours {label}: {seconds:.4f} s  ratio {ratio:.4f}x torchgen cold{target}")
+    for label, what in (("cold", "libcst parse of the corpus files alone"),
+                        ("nothing changed", "interpreter start alone")):
+        print(f"floor {label} ({what}, fresh interpreter): {floors[label]:.4f} s  "
+              f"ratio {floors[label] / torchgen_cold:.4f}x torchgen cold")
     for label, seconds in builds:
         print(f"C++ build of the emitted corpus, {label} ({files} translation units, {os.cpu_count()} cores): "
               f"{seconds:.1f} s")

@@ -13,13 +13,17 @@ every core) is timed, each in a fresh interpreter:
   units, for a few k, with the nodes they hold: seconds per translation unit and
   per node.
 
-Prints one line per build. Run: ``python benchmarks/corpus_build.py [--sizes 4,8,16]``.
+Prints one line per build, wall-clock and CPU seconds (the CPU time of every
+process the build ran: on a loaded machine it is the steadier figure).
+
+Run: ``python benchmarks/corpus_build.py [--sizes 4,8,16]``.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -39,16 +43,25 @@ SHARED = ("runtime.h", "helpers.h", "helpers.cpp", "views.h", "MANIFEST")
 NODE = re.compile(r"^struct \w+ : public torch::autograd::", re.MULTILINE)   # an autograd node
 
 
-def build(sources: Path, build_dir: Path, cold: bool) -> float:
-    """Seconds of ``python -m transpiler.build`` on ``sources`` (compiler cache off when ``cold``)."""
+def build(sources: Path, build_dir: Path, cold: bool) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (every process it ran, compilers included) of
+    ``python -m transpiler.build`` on ``sources`` (compiler cache off when ``cold``)."""
     env = {**os.environ, **({"CCACHE_DISABLE": "1"} if cold else {})}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "transpiler.build", "--sources", str(sources), "--build-dir",
                            str(build_dir), "--name", "corpus_ops"], capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"build failed: {done.stdout[-3000:]}{done.stderr[-3000:]}")
-    return seconds
+    return seconds, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def shown(label: str, timing: tuple[float, float], units: int, count: int) -> str:
+    wall, cpu = timing
+    return (f"{label}: {wall:.1f} s ({wall / units:.2f} s/unit, {wall / count:.3f} s/node); "
+            f"cpu {cpu:.1f} s ({cpu / units:.2f} s/unit, {cpu / count:.3f} s/node)")
 
 
 def nodes(path: Path) -> int:
@@ -78,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         edited = units[len(units) // 2]
         edited.write_text(edited.read_text(encoding="utf-8") + "// edited\n", encoding="utf-8")
         one = build(out, full, cold=True)
-        print(f"cold (no ccache): {cold:.1f} s   {cold / len(units):.2f} s/unit   {cold / total_nodes:.3f} s/node")
-        print(f"warm (nothing changed): {warm:.2f} s")
-        print(f"one formula unit changed ({nodes(edited)} nodes, no ccache): {one:.1f} s")
+        print(shown("cold (no ccache)", cold, len(units), total_nodes))
+        print(f"warm (nothing changed): {warm[0]:.2f} s; cpu {warm[1]:.2f} s")
+        print(shown(f"one formula unit changed ({nodes(edited)} nodes, no ccache)", one, 1, nodes(edited)))
         for size in (int(s) for s in args.sizes.split(",")):
             if size >= len(units):
                 continue
@@ -89,9 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             for path in [*units[:size], *(out / name for name in SHARED if (out / name).exists())]:
                 shutil.copy(path, subset / path.name)
             count = sum(nodes(p) for p in units[:size])
-            seconds = build(subset, work / f"build{size}", cold=True)
-            print(f"cold, {size} formula units ({count} nodes): {seconds:.1f} s   {seconds / size:.2f} s/unit   "
-                  f"{seconds / count:.3f} s/node")
+            timing = build(subset, work / f"build{size}", cold=True)
+            print(shown(f"cold, {size} formula units ({count} nodes, no ccache)", timing, size, count))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

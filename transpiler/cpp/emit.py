@@ -307,7 +307,7 @@ def names_in(node: cst.CSTNode) -> dict[str, cst.Name]:
     return visitor.found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=4096)
 def names_used(node: cst.CSTNode) -> frozenset[str]:
     """The set of :func:`names_in` ``node`` (memoised: libcst nodes are immutable), found by a
     plain walk of the syntax children, many times cheaper than a libcst visitor."""

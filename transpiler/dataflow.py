@@ -57,15 +57,15 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for name in names:
         value = getattr(node, name)
         if type(value) in (list, tuple):
-            yield from (item for item in value if _is_node(type(item)))
-        elif _is_node(type(value)):
+            yield from (item for item in value if is_node_type(type(item)))
+        elif is_node_type(type(value)):
             yield value
 
 
 _node_types: dict[type, bool] = {}
 
 
-def _is_node(kind: type) -> bool:
+def is_node_type(kind: type) -> bool:
     """``issubclass(kind, cst.CSTNode)``, cached (libcst's ABC checks are slow in hot loops)."""
     known = _node_types.get(kind)
     if known is None:

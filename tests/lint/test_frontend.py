@@ -310,3 +310,37 @@ def test_python_keyword_argument_is_spelled_with_a_trailing_underscore() -> None
     [formula] = module.formulas
     assert formula.params == ("self", "from_", "to")
     assert {c.name: c.kind for c in formula.captures} == {"from_": CaptureKind.INPUT}
+
+
+POSITION_CASES = [
+    MUL,
+    MUL.replace("\n", "\r\n"),
+    "# header\n\n@a.b(  # comment\n    c)\n@d\nasync def f(x, /, *y, z=(1,\n  2), **w) -> (int):\n"
+    "\tif (x):  # c\n\t\treturn [(y) for y in (x) if y]\n\telse:\n\t\treturn {**w, 'k': (lambda: x)()}\n",
+    "x = (  \n  (a)  .b [ 1 : 2 , ::3 ]  )\nclass C(B, metaclass=M):\n    '''doc'''\n    y: int = 1; z = 2\n",
+]
+
+
+@pytest.mark.parametrize("source", POSITION_CASES, ids=["mul", "crlf", "decorated", "layout"])
+def test_start_positions_are_libcsts_positions(source):
+    """The lean position pass gives every node the start libcst's own PositionProvider gives it."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from transpiler.frontend import start_positions
+
+    tree = cst.parse_module(source)
+    expected = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    found = start_positions(tree)
+    assert found.keys() == expected.keys()
+    assert {node: (r.start.line, r.start.column) for node, r in expected.items()} == found
+
+
+def test_start_positions_of_the_shipped_library():
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from transpiler.frontend import start_positions
+
+    for path in sorted(Path(__file__).resolve().parents[2].joinpath("formulas").glob("*.py")):
+        tree = cst.parse_module(path.read_text(encoding="utf-8"))
+        expected = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+        assert {node: (r.start.line, r.start.column) for node, r in expected.items()} == start_positions(tree), path

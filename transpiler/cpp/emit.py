@@ -11,6 +11,7 @@ parallel and a change to one module recompiles one file):
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ from transpiler.cpp.nodes import (
 from transpiler.cpp.operators import method_only_operators
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER
 from transpiler.cpp.statements import assigned_names, translate_body
+from transpiler.dataflow import syntax_children
 from transpiler.diagnostics import Diagnostic
 from transpiler.model import FormulaModule, Helper, Library
 from transpiler.schema import FunctionSchema
@@ -288,7 +290,7 @@ def with_helpers_of(library: Library, other: Library) -> Library:
     wanted: set[str] = set()
     pending = [item.node for item in (*library.formulas, *library.helpers)]
     while pending:
-        called = names_in(pending.pop()).keys() & offered.keys() - wanted
+        called = names_used(pending.pop()) & offered.keys() - wanted
         wanted |= called
         pending += [offered[name].node for name in called]
     if not wanted:
@@ -300,7 +302,7 @@ def with_helpers_of(library: Library, other: Library) -> Library:
 
 
 def names_in(node: cst.CSTNode) -> dict[str, cst.Name]:
-    """Every plain name used under ``node``, with its first use."""
+    """Every plain name used under ``node``, with its first use (in source order)."""
     class Names(cst.CSTVisitor):
         def __init__(self) -> None:
             self.found: dict[str, cst.Name] = {}
@@ -310,6 +312,20 @@ def names_in(node: cst.CSTNode) -> dict[str, cst.Name]:
     visitor = Names()
     node.visit(visitor)
     return visitor.found
+
+
+@functools.lru_cache(maxsize=4096)
+def names_used(node: cst.CSTNode) -> frozenset[str]:
+    """The set of :func:`names_in` ``node`` (memoised: libcst nodes are immutable), found by a
+    plain walk of the syntax children, many times cheaper than a libcst visitor."""
+    found: set[str] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if type(current) is cst.Name:
+            found.add(current.value)
+        pending.extend(syntax_children(current))
+    return frozenset(found)
 
 
 def _file_name(path: str, taken: dict[str, str]) -> str:
@@ -337,4 +353,4 @@ def _duplicate_operators(library: Library) -> list[Diagnostic]:
     return found
 
 
-__all__ = ["Output", "emit_library", "operator_table", "names_in", "refusals", "with_helpers_of"]
+__all__ = ["Output", "emit_library", "operator_table", "names_in", "names_used", "refusals", "with_helpers_of"]

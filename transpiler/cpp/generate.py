@@ -253,7 +253,7 @@ class _Entries:
 
     def callers_of_refused(self, refused: dict[tuple[str, int], Refusal]) -> dict[tuple[str, int], Refusal]:
         """Formulas and helpers that call a refused helper: their C++ would not link."""
-        from transpiler.cpp.emit import names_in
+        from transpiler.cpp.emit import names_in, names_used
 
         names = {name for name, key in self.helper_keys.items() if key in refused}
         added: dict[tuple[str, int], Refusal] = {}
@@ -263,10 +263,10 @@ class _Entries:
                 for item, label in [*((f, f.op_name) for f in module.formulas),
                                     *((h, h.name) for h in module.helpers)]:
                     key = self.key(module, item.node)
-                    used = names_in(item.node)
-                    called = used.keys() & names
+                    called = names_used(item.node) & names
                     if key in refused or key in added or not called:
                         continue
+                    used = names_in(item.node)
                     helper = sorted(called)[0]
                     cause = refused.get(self.helper_keys[helper]) or added[self.helper_keys[helper]]
                     where = module.span(used[helper])

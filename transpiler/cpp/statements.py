@@ -22,6 +22,7 @@ from transpiler.cpp.expressions import (
     translate_condition, unsupported,
 )
 from transpiler.cpp.types import Kind, PyType
+from transpiler.dataflow import is_node_type
 
 INDENT = "  "
 
@@ -40,15 +41,16 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        if isinstance(current, cst.FunctionDef) and current is not node:
+        if type(current) is cst.FunctionDef and current is not node:
             continue
         children = []
         for name in _node_fields(type(current)):
             value = getattr(current, name)
-            if isinstance(value, cst.CSTNode):
+            kind = type(value)
+            if kind is tuple or kind is list:
+                children.extend(v for v in value if is_node_type(type(v)))
+            elif is_node_type(kind):
                 children.append(value)
-            elif isinstance(value, (tuple, list)):
-                children.extend(v for v in value if isinstance(v, cst.CSTNode))
         stack.extend(reversed(children))
 
 

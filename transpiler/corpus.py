@@ -3,12 +3,16 @@
 The installed torch's derivatives.yaml is imported (never committed) into
 ``<build-dir>/corpus/formulas``, linted, transpiled per formula
 (``--keep-going``) into ``<build-dir>/corpus/cpp``, compiled (cached, one
-translation unit per formula file) and every compiled operator proven on torch's
-OpInfo float64 samples (``tests/yaml/corpus_proof.py``: C1 gradcheck +
-gradgradcheck, CT first and second derivatives equal torch's). Prints, as counts
-of the entries: imported, lint-clean (no DB0xx/DB1xx finding), emitted, compiled,
-C1, CT, and the entries with a jvp (imported, emitted with it); then each entry
-that falls out, with the stage and the reason. The reference engine runs the
+translation unit per formula file) and every compiled operator proven in a fresh
+process by ``tests/yaml/corpus_proof.py`` (C1 gradcheck + gradgradcheck, CT value,
+first and second derivatives equal torch's built-in overload's) on float64 cases:
+torch's OpInfo samples first (bound to the overload's schema, or the ATen calls an
+OpInfo sample makes), our inputs (``tests/yaml/corpus_inputs.py``) where none
+reaches the overload. Prints, as counts of the entries: imported, lint-clean (no
+DB0xx/DB1xx finding), emitted, compiled, C1, CT, how many CT entries were proven
+on OpInfo samples and how many on our inputs, and the entries with a jvp
+(imported, emitted with it); then each entry that falls out, with the stage and
+the reason. The reference engine runs the
 imported formulas too (``tests/yaml/corpus_engine.py``, in a table of their own:
 the library's operators are untouched): R1, R2 and RT on the library's OpCases
 for each entry whose operator has an engine kernel, printed after the funnel
@@ -77,6 +81,7 @@ def main(argv: list[str]) -> int:
     stop([refusal.diagnostic for refusal in generated.refused], "emit")
     emitted = [e for e in entries if e not in fallen]
     compiled, c1, ct = [], [], []
+    sources: Counter = Counter()                      # CT entries by where their cases came from
     if not args.no_compile:
         build = subprocess.run([sys.executable, "-m", "transpiler.build", "--sources", str(out), "--build-dir",
                                 str(args.build_dir), "--name", f"{NAMESPACE}_ops"], capture_output=True, text=True)
@@ -95,16 +100,21 @@ def main(argv: list[str]) -> int:
                 if result["status"] == "proven":
                     c1.append(entry)
                     ct.append(entry)
+                    sources[result["source"]] += 1
                 elif result["status"] == "failed" and result["reason"].startswith("CT"):
                     c1.append(entry)
                     fallen[entry] = ("CT", result["reason"])
-                else:
+                elif result["status"] == "failed":
                     fallen[entry] = ("C1", result["reason"])
+                else:
+                    fallen[entry] = ("C1", f"no inputs: {result['reason']}")
     total = len(entries)
     print(f"derivatives.yaml corpus ({yaml_path}): {total} entries ({len(library.formulas)} formulas)")
     for label, count in (("imported", len(entries)), ("lint-clean", len(lint_clean)), ("emitted", len(emitted)),
                          ("compiled", len(compiled)), ("C1", len(c1)), ("CT", len(ct))):
         print(f"  {label:<11}{count:>5} of {total}")
+    if ct:
+        print(f"  CT proven on torch's OpInfo samples {sources['OpInfo']}, on our inputs {sources['ours']}")
     # forward mode: entries whose formula has a jvp (derivatives.yaml's ``result:``), and how many of
     # them were emitted with it (the jvp is transliterated into the forward wrapper with its formula)
     with_jvp = sorted({f.op_name for f in library.formulas if f.jvp is not None})

@@ -1,50 +1,214 @@
-"""C1 and CT for every compiled operator of the imported derivatives.yaml corpus, on OpInfo inputs.
+"""C1 and CT for every compiled operator of the imported derivatives.yaml corpus.
 
 Run as a script (a fresh process: the corpus library registers ``torch.ops.<namespace>``)::
 
     python tests/yaml/corpus_proof.py LIBRARY NAMESPACE OPS_JSON
 
 ``OPS_JSON``: the emitted operators (``name.overload`` list). Prints one JSON object:
-operator -> ``{"status": ..., "samples": n, "reason": ...}``, where status is
+operator -> ``{"status": ..., "samples": n, "source": ..., "reason": ...}``, where status is
 
-* ``proven``: on every applicable float64 OpInfo sample (at most ``MAX_SAMPLES``),
-  torch ``gradcheck`` and ``gradgradcheck`` pass on the compiled op (C1) and its
-  forward value, first and second derivatives equal torch's built-in op's (CT);
-* ``failed``: a sample where one of those does not hold (``reason`` says which);
-* ``no inputs``: no OpInfo for the operator, or none of its samples calls this
-  overload with a differentiable float64 output.
+* ``proven``: on every usable float64 case (at most ``MAX_SAMPLES``), torch ``gradcheck``
+  and ``gradgradcheck`` pass on the compiled op (C1) and its forward value, first and
+  second derivatives equal those of torch's built-in overload on the same arguments (CT);
+* ``failed``: a case where one of those does not hold (``reason`` says which);
+* ``no inputs``: no case that torch's own overload accepts with a differentiable
+  float64 output (``reason`` says why).
 
-The inputs are torch's own (``torch.testing._internal.common_methods_invocations``),
-so the cases are not ours.
+The cases, in order of preference (``source`` names the one used):
+
+1. ``OpInfo``: torch's own float64 OpInfo samples
+   (``torch.testing._internal.common_methods_invocations.op_db``), either bound to the
+   overload's schema (an ``add`` sample with a number ``other`` binds ``add.Scalar``,
+   ``max`` with a ``dim`` binds ``max.dim``; OpInfos are found by name, alias, ``aten_name``
+   and ``nn.functional.<name>``), or the exact ATen call torch makes while running an
+   OpInfo sample forward and backward (``nn.functional.pad`` calls ``reflection_pad2d``,
+   its backward ``reflection_pad2d_backward``), recorded with a dispatch mode;
+2. ``ours``: :mod:`tests.yaml.corpus_inputs`: arguments written by hand for entries whose
+   arguments carry meaning, then arguments generated from the schema.
+
+Every float64 tensor argument of a case is differentiated. A case torch's own overload
+rejects, or whose output torch does not differentiate, is skipped, never counted.
 """
 from __future__ import annotations
 
+import gc
 import json
+import re
 import sys
 
+import corpus_inputs  # next to this script: a script's own directory is on sys.path
 import torch
 from torch.autograd import gradcheck, gradgradcheck
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 MAX_SAMPLES = 4
+# gradcheck builds dense Jacobians: a case whose input elements times output elements pass this is skipped
+MAX_JACOBIAN = 200_000
+RECORDED_PER_OP = 8
 
 
 def opinfos() -> dict[str, list]:
+    """OpInfos by every name that can denote an ATen operator: name, aliases, aten_name, nn.functional.<name>."""
     from torch.testing._internal.common_methods_invocations import op_db
 
     table: dict[str, list] = {}
     for info in op_db:
-        names = {info.name, *(getattr(a, "name", a) for a in getattr(info, "aliases", ()) or ())}
-        aten = getattr(info, "aten_name", None)
-        names |= {aten} if aten else set()
+        if not info.supports_autograd:
+            continue
+        names = {info.name, info.name.replace(".", "_"), info.name.rsplit(".", 1)[-1] if
+                 info.name.startswith("nn.functional.") else info.name}
+        names |= {getattr(a, "name", a) for a in getattr(info, "aliases", ()) or ()}
+        names |= {info.aten_name} if getattr(info, "aten_name", None) else set()
         for name in names:
             table.setdefault(name, []).append(info)
     return table
 
 
-def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    found = [a for a in args if isinstance(a, torch.Tensor)]
-    found += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
-    return [t for t in found if t.dtype == torch.float64 and t.requires_grad]
+_SAMPLES: dict[int, list] = {}
+
+
+def samples(info) -> list:
+    """An OpInfo's float64 samples that require grad (made once)."""
+    if id(info) not in _SAMPLES:
+        try:
+            _SAMPLES[id(info)] = list(info.sample_inputs("cpu", torch.float64, requires_grad=True))
+        except Exception:  # noqa: BLE001 - an OpInfo whose sample generator does not run here gives none
+            _SAMPLES[id(info)] = []
+    return _SAMPLES[id(info)]
+
+
+# --- binding a call to a schema --------------------------------------------------------------
+
+def _fits(value, jit_type) -> bool:
+    kind = jit_type.kind()
+    if kind == "OptionalType":
+        return value is None or _fits(value, jit_type.getElementType())
+    if kind == "TensorType":
+        return isinstance(value, torch.Tensor)
+    if kind == "NumberType":
+        return isinstance(value, (bool, int, float, complex))
+    if kind in ("IntType", "SymIntType"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "FloatType":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "BoolType":
+        return isinstance(value, bool)
+    if kind == "StringType":
+        return isinstance(value, str)
+    if kind == "ScalarTypeType":
+        return isinstance(value, torch.dtype)
+    if kind == "LayoutType":
+        return isinstance(value, torch.layout)
+    if kind == "MemoryFormatType":
+        return isinstance(value, torch.memory_format)
+    if kind == "DeviceObjType":
+        return isinstance(value, (torch.device, str))
+    if kind == "ListType":
+        return isinstance(value, (list, tuple)) and all(_fits(v, jit_type.getElementType()) for v in value)
+    return False
+
+
+def bind(schema, args: tuple, kwargs: dict):
+    """``(args, kwargs)`` for ``schema`` if the call fits it by position, name and type, else None."""
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    if len(args) > len(positional):
+        return None
+    names = {a.name for a in schema.arguments}
+    if any(name not in names for name in kwargs):
+        return None
+    bound = []
+    for i, argument in enumerate(schema.arguments):
+        given = i < len(args) and not argument.kwarg_only
+        if given or argument.name in kwargs:
+            if given and argument.name in kwargs:
+                return None
+            value = args[i] if given else kwargs[argument.name]
+            if argument.N and isinstance(value, int) and argument.real_type.kind() == "ListType":
+                value = [value] * argument.N
+            if not _fits(value, argument.real_type):
+                return None
+            bound.append((argument, value))
+        elif not argument.has_default_value():
+            return None
+    return (tuple(v for a, v in bound if not a.kwarg_only), {a.name: v for a, v in bound if a.kwarg_only})
+
+
+# --- recording the ATen calls an OpInfo sample makes ----------------------------------------
+
+def _fresh(value):
+    """A leaf copy of a tensor argument (every float64 one requires grad), other values as they are."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    copy = value.detach().contiguous().clone()      # gradcheck refuses overlapping (expanded) inputs
+    return copy.requires_grad_() if copy.dtype == torch.float64 else copy
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, wanted: dict[str, object], found: dict[str, list]):
+        super().__init__()
+        self.wanted, self.found = wanted, found
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.name().removeprefix("aten::")
+        name = name.removesuffix(".default")
+        if name in self.wanted and len(self.found.setdefault(name, [])) < RECORDED_PER_OP:
+            self.found[name].append((tree_map(_fresh, args), tree_map(_fresh, kwargs)))
+        return func(*args, **kwargs)
+
+
+def _words(name: str) -> set[str]:
+    """The words of an operator or OpInfo name (``_upsample_nearest_exact2d`` -> upsample, nearest, exact)."""
+    words = {re.sub(r"\d+d?$", "", word) for word in name.replace(".", "_").split("_")}
+    words = {w for w in words if len(w) > 2} - {"nn", "functional", "backward", "default", "int", "tensor"}
+    return words | {RELATED[w] for w in words if w in RELATED}
+
+
+# an operator word -> the word of the OpInfo that calls the operator under another name
+RELATED = {"upsample": "interpolate", "reflection": "pad", "replication": "pad", "adaptive": "pool"}
+
+
+def record(wanted: dict[str, object], infos) -> dict[str, list]:
+    """The calls of the wanted ATen overloads made while OpInfo samples run forward and backward.
+
+    Only OpInfos that share a word with a wanted operator's name run (``nn.functional.pad`` for
+    ``reflection_pad2d_backward``), each on its first samples.
+    """
+    found: dict[str, list] = {}
+    words = set().union(*(_words(name) for name in wanted))
+    for info in infos:
+        if not _words(info.name) & words:
+            continue
+        for sample in samples(info)[:4]:
+            try:
+                with _Recorder(wanted, found):
+                    value = info.op(sample.input, *sample.args, **sample.kwargs)
+                    outputs = _outputs(value)
+                    if outputs:
+                        inputs = [t for t in _flat((sample.input, sample.args, sample.kwargs)) if t.requires_grad]
+                        total = sum((o * torch.randn_like(o)).sum() for o in outputs)
+                        torch.autograd.grad(total, inputs, create_graph=True, allow_unused=True)
+            except Exception:  # noqa: BLE001, S112 - a sample that fails here recorded what it called until then
+                continue
+        gc.collect()
+    return found
+
+
+# --- the proof ------------------------------------------------------------------------------
+
+def _flat(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _flat(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _flat(v)]
+    return []
+
+
+def _differentiated(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    return [t for t in _flat((args, kwargs)) if t.dtype == torch.float64 and t.requires_grad]
 
 
 def _outputs(value) -> list[torch.Tensor]:
@@ -52,8 +216,21 @@ def _outputs(value) -> list[torch.Tensor]:
     return [v for v in values if isinstance(v, torch.Tensor) and v.requires_grad and v.dtype.is_floating_point]
 
 
+def _replace(value, inputs, tensors):
+    if isinstance(value, torch.Tensor):
+        for old, new in zip(inputs, tensors):
+            if value is old:
+                return new
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_replace(v, inputs, tensors) for v in value)
+    if isinstance(value, dict):
+        return {k: _replace(v, inputs, tensors) for k, v in value.items()}
+    return value
+
+
 def _grads(fn, args, kwargs, inputs, seed):
-    """First and second derivatives of a fixed random projection of ``fn``'s differentiable outputs."""
+    """Value, first and second derivatives of a fixed random projection of ``fn``'s differentiable outputs."""
     outputs = _outputs(fn(*args, **kwargs))
     generator = torch.Generator().manual_seed(seed)
     weights = [torch.randn(o.shape, dtype=o.dtype, generator=generator) for o in outputs]
@@ -61,9 +238,9 @@ def _grads(fn, args, kwargs, inputs, seed):
     first = torch.autograd.grad(total, inputs, create_graph=True, allow_unused=True)
     firsts = [g for g in first if g is not None and g.requires_grad]
     if not firsts:
-        return outputs, first, ()
+        return [o.detach() for o in outputs], first, ()
     second = torch.autograd.grad(sum((g * g).sum() for g in firsts), inputs, allow_unused=True)
-    return outputs, first, second
+    return [o.detach() for o in outputs], first, second
 
 
 def _same(a, b) -> bool:
@@ -72,67 +249,108 @@ def _same(a, b) -> bool:
     return a.shape == b.shape and torch.allclose(a, b, rtol=1e-7, atol=1e-9, equal_nan=True)
 
 
-def prove(ours, theirs, samples) -> tuple[str, int, str]:
-    used = 0
-    for sample in samples:
-        args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
-        inputs = _tensors(args, kwargs)
-        if not inputs:
-            continue
+def _too_large(theirs, args, kwargs, inputs) -> str:
+    with torch.no_grad():
         try:
-            value = ours(*args, **kwargs)
-        except (RuntimeError, TypeError) as error:
-            if any(word in str(error).lower() for word in ("overload", "schema", "expected a value of type")):
-                continue          # this sample calls another overload
-            return "failed", used, f"forward raised {type(error).__name__}: {str(error)[:160]}"
-        if not _outputs(value):
+            outputs = _flat(theirs(*args, **kwargs))
+        except Exception:  # noqa: BLE001 - _torch_differentiates says why
+            return ""
+    size = sum(t.numel() for t in inputs) * sum(t.numel() for t in outputs)
+    return f"too large for gradcheck ({size} Jacobian entries)" if size > MAX_JACOBIAN else ""
+
+
+def _torch_differentiates(theirs, args, kwargs, inputs) -> str:
+    """Empty if torch's overload takes the case and differentiates it twice, else why not."""
+    try:
+        if not _outputs(theirs(*args, **kwargs)):
+            return "torch's own op gives no differentiable float64 output"
+        _grads(theirs, args, kwargs, inputs, 0)
+    except Exception as error:  # noqa: BLE001 - any refusal of torch's makes it no case
+        return f"torch's own op rejects it: {str(error).splitlines()[0][:120]}"
+    return ""
+
+
+def prove(ours, theirs, cases) -> tuple[str, int, str]:
+    """``(status, cases used, reason)`` over ``cases`` (``(args, kwargs)`` pairs)."""
+    used, skipped = 0, ""
+    for args, kwargs in cases:
+        inputs = _differentiated(args, kwargs)
+        if not inputs:
+            skipped = skipped or "no float64 tensor to differentiate"
+            continue
+        why = _too_large(theirs, args, kwargs, inputs) or _torch_differentiates(theirs, args, kwargs, inputs)
+        if why:
+            skipped = skipped or why
             continue
         used += 1
 
-        def positional(*tensors):
-            replaced = iter(tensors)
-            call = [next(replaced) if any(a is t for t in inputs) else a for a in args]
-            return ours(*call, **kwargs)
+        def on(op, args=args, kwargs=kwargs, inputs=inputs):
+            return lambda *tensors: op(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
         try:
-            if not gradcheck(positional, tuple(inputs), raise_exception=False):
-                return "failed", used, "C1: gradcheck"
-            if not gradgradcheck(positional, tuple(inputs), raise_exception=False):
-                return "failed", used, "C1: gradgradcheck"
+            for label, check in (("gradcheck", gradcheck), ("gradgradcheck", gradgradcheck)):
+                if not check(on(ours), tuple(inputs), raise_exception=False):
+                    if not check(on(theirs), tuple(inputs), raise_exception=False):
+                        why = f"torch's own op fails {label} on it"
+                        break
+                    return "failed", used, f"C1: {label}"
+            else:
+                why = ""
+            if why:         # outside the op's smooth domain (a log of a negative number, a kink): not a case
+                skipped, used = skipped or why, used - 1
+                continue
             mine = _grads(ours, args, kwargs, inputs, used)
-            torch_ = _grads(theirs, args, kwargs, inputs, used)
-        except RuntimeError as error:
-            return "failed", used, f"{type(error).__name__}: {str(error)[:160]}"
-        for label, a, b in (("forward", mine[0], torch_[0]), ("first", mine[1], torch_[1]),
-                            ("second", mine[2], torch_[2])):
+        except Exception as error:  # noqa: BLE001 - whatever our op raises where torch's does not is a failure
+            return "failed", used, f"C1: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+        theirs_ = _grads(theirs, args, kwargs, inputs, used)
+        for label, a, b in (("forward value", mine[0], theirs_[0]), ("first derivative", mine[1], theirs_[1]),
+                            ("second derivative", mine[2], theirs_[2])):
             if len(a) != len(b) or not all(_same(x, y) for x, y in zip(a, b)):
-                return "failed", used, f"CT: {label} derivative differs from torch"
+                return "failed", used, f"CT: {label} differs from torch's"
         if used >= MAX_SAMPLES:
             break
-    return ("proven", used, "") if used else ("no inputs", 0, "no OpInfo sample calls this overload")
+    return ("proven", used, "") if used else ("no inputs", 0, skipped)
+
+
+def _opinfo_cases(schema, infos) -> list:
+    cases = []
+    for info in infos:
+        for sample in samples(info):
+            bound = bind(schema, (sample.input, *sample.args), dict(sample.kwargs))
+            if bound is not None:
+                cases.append(bound)
+    return cases
 
 
 def main(library: str, namespace: str, ops_json: str) -> None:
     torch.ops.load_library(library)
+    torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
+    ops = json.loads(ops_json)
     table = opinfos()
-    results = {}
-    for op in json.loads(ops_json):
+    theirs_by_op = {}
+    for op in ops:
         base, _, overload = op.partition(".")
+        theirs_by_op[op] = getattr(getattr(torch.ops.aten, base), overload or "default")
+    unique = {id(info): info for infos in table.values() for info in infos}
+    unbound = {op: theirs for op, theirs in theirs_by_op.items()     # no OpInfo sample binds to them
+               if not _opinfo_cases(theirs._schema, table.get(op.partition(".")[0], []))}
+    recorded = record(unbound, list(unique.values()))
+    results = {}
+    for op in ops:
+        base, _, overload = op.partition(".")
+        ours = getattr(getattr(getattr(torch.ops, namespace), base), overload or "default")
+        theirs = theirs_by_op[op]
         infos = table.get(base, [])
-        if not infos:
-            results[op] = {"status": "no inputs", "samples": 0, "reason": "no OpInfo"}
-            continue
-        ours = getattr(getattr(torch.ops, namespace), base)
-        ours = getattr(ours, overload or "default")
-        theirs = getattr(getattr(torch.ops.aten, base), overload or "default")
-        status, used, reason = "no inputs", 0, "no OpInfo sample calls this overload"
-        for info in infos:
-            if not info.supports_autograd:
-                continue
-            samples = info.sample_inputs("cpu", torch.float64, requires_grad=True)
-            status, used, reason = prove(ours, theirs, samples)
-            if status != "no inputs":
-                break
-        results[op] = {"status": status, "samples": used, "reason": reason}
+        status, used, reason = prove(ours, theirs, _opinfo_cases(theirs._schema, infos) + recorded.get(op, []))
+        source = "OpInfo"
+        if status == "no inputs":
+            opinfo_reason = reason or ("no OpInfo sample calls this overload" if infos or op in recorded
+                                       else "no OpInfo")
+            source = "ours"
+            status, used, reason = prove(ours, theirs, corpus_inputs.cases(op, theirs._schema))
+            if status == "no inputs":
+                source = ""
+                reason = f"{opinfo_reason}; our inputs: {reason or 'none'}"
+        results[op] = {"status": status, "samples": used, "source": source, "reason": reason}
     print(json.dumps(results, sort_keys=True))
 
 

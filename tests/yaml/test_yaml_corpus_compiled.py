@@ -3,8 +3,9 @@
 Runs ``transpile coverage --corpus`` (:mod:`transpiler.corpus`) as a user would: the corpus is
 generated from the installed torch (never committed) into ``build/corpus``, transpiled with
 ``--keep-going``, compiled into ``build/`` (cached: one translation unit per formula file, so a
-warm run recompiles nothing) and every compiled operator proven on torch's own OpInfo float64
-samples by ``tests/yaml/corpus_proof.py`` in a fresh process. The funnel is printed (``-s``).
+warm run recompiles nothing) and every compiled operator proven by ``tests/yaml/corpus_proof.py``
+in a fresh process, on torch's own OpInfo float64 samples where one reaches the overload and on
+our inputs (``tests/yaml/corpus_inputs.py``) otherwise. The funnel is printed (``-s``).
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from tests.cpp.compiled import REPO
 pytest.importorskip("expecttest")     # OpInfo's module needs it
 pytest.importorskip("torch")
 
-# Entries proven on both tiers (measured: 39 with torch 2.13.0, before the closure ops and the
-# FunctionsManual-named helpers); a change that loses one fails here.
-AT_LEAST_PROVEN = 39
+# Entries proven on both tiers, and of them those proven on torch's OpInfo samples (measured: 119
+# and 84 with torch 2.13.0); a change that loses one fails here.
+AT_LEAST_PROVEN = 119
+AT_LEAST_ON_OPINFO = 84
 ENGINE_AT_LEAST = {"R1": 66, "R2": 52, "RT": 61}
 
 
@@ -35,6 +37,10 @@ def test_the_corpus_funnel_reaches_c1_and_ct():
     assert int(counts["emitted"]) == int(counts["compiled"]) > 150
     assert int(counts["CT"]) >= AT_LEAST_PROVEN
     assert int(counts["C1"]) >= int(counts["CT"])
+    # every CT entry was proven on torch's OpInfo samples or on our inputs, and the funnel says which
+    on_opinfo, on_ours = map(int, re.search(r"^  CT proven on torch's OpInfo samples (\d+), on our inputs (\d+)$",
+                                            done.stdout, re.MULTILINE).groups())
+    assert on_opinfo + on_ours == int(counts["CT"]) and on_opinfo >= AT_LEAST_ON_OPINFO
     # forward mode: the derivatives.yaml entries with a ``result:`` formula (a jvp), and those emitted
     # with it (measured: 243 and 33 with torch 2.13.0)
     imported_jvps, emitted_jvps = map(int, re.search(r"^  with a jvp\s+(\d+) imported, (\d+) emitted with their jvp$",

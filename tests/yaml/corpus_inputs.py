@@ -1,0 +1,140 @@
+"""Our inputs for corpus entries that torch's OpInfo samples do not reach (``corpus_proof.py``).
+
+:func:`cases` gives ``(args, kwargs)`` pairs for an ATen overload: first the hand-written
+ones of :data:`WRITTEN` (entries whose arguments carry meaning: sizes that must agree
+with a gradient's shape, dims, indices, a mask), then ones generated from the schema (a
+float64 tensor of one shape for every ``Tensor``, defaults where the schema has them,
+small values otherwise). They are ours, not torch's, and labelled so in the funnel; the
+proof still compares against torch's own overload on the same arguments and skips any
+case torch rejects.
+"""
+from __future__ import annotations
+
+import torch
+
+SHAPES = ((3, 4), (2, 3, 4), (1, 2, 3, 4), (1, 2, 2, 3, 4), (5,))
+
+
+def _tensor(*shape: int, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed + 7 * len(shape) + sum(shape))
+    return torch.randn(shape, dtype=torch.float64, generator=generator).requires_grad_()
+
+
+def _positive(*shape: int) -> torch.Tensor:
+    """A differentiated tensor with values in [0.5, 2.5]."""
+    generator = torch.Generator().manual_seed(sum(shape))
+    return (0.5 + 2 * torch.rand(shape, dtype=torch.float64, generator=generator)).requires_grad_()
+
+
+def _constant(*shape: int) -> torch.Tensor:
+    """A tensor argument that is not differentiated (values in [0.1, 0.3])."""
+    generator = torch.Generator().manual_seed(sum(shape))
+    return 0.1 + 0.2 * torch.rand(shape, dtype=torch.float64, generator=generator)
+
+
+def _written() -> dict[str, list]:
+    """The hand-written cases, built when asked for (each call makes fresh leaves)."""
+    t = _tensor
+    mask = torch.tensor([[True, False, True, False], [False, True, True, False], [True, True, False, False]])
+    return {
+        # grad_output of a view's backward has the view's shape; input_sizes is the base's
+        "diagonal_backward": [((t(3), [3, 4], 0, 0, 1), {}), ((t(3), [3, 4], 1, 0, 1), {}),
+                              ((t(2, 2), [3, 2, 4], -1, 0, 2), {})],
+        "select_backward": [((t(4), [3, 4], 0, 1), {}), ((t(3, 2), [3, 4, 2], 1, -1), {})],
+        "slice_backward": [((t(2, 4), [5, 4], 0, 1, 4, 2), {}), ((t(3, 2), [3, 4], 1, 0, 2, 1), {})],
+        "slice_scatter": [((t(5, 4), t(2, 4), 0, 1, 4, 2), {})],
+        "select_scatter": [((t(3, 4), t(4), 0, 1), {}), ((t(3, 4), t(3), 1, 2), {})],
+        "diagonal_scatter": [((t(3, 4), t(3), 0, 0, 1), {}), ((t(3, 4), t(2), 2, 0, 1), {})],
+        # the gradient of masked_scatter's source: as many elements as the mask selects
+        "masked_scatter_backward": [((t(3, 4), mask, [6]), {}), ((t(3, 4), mask, [2, 4]), {})],
+        "_reshape_alias": [((t(3, 4), [4, 3], [3, 1]), {}), ((t(2, 3, 4), [6, 4], [4, 1]), {})],
+        "_unsafe_view": [((t(3, 4), [4, 3]), {}), ((t(2, 3, 4), [6, 4]), {})],
+        "_reshape_copy": [((t(3, 4), [4, 3]), {}), ((t(2, 3, 4), [-1]), {})],
+        "index_select": [((t(3, 4), 1, torch.tensor([0, 2, 2])), {})],
+        "index_fill.int_Scalar": [((t(3, 4), 1, torch.tensor([0, 2]), 1.5), {})],
+        "repeat": [((t(2, 3), [2, 1, 3]), {})],
+        "_neg_view": [((t(3, 4),), {})],
+        "_lazy_clone": [((t(3, 4),), {})],
+        "alias": [((t(3, 4),), {})],
+        "lift": [((t(3, 4),), {})],
+        "lift_fresh": [((t(3, 4),), {})],
+        "pixel_shuffle": [((t(1, 8, 2, 3), 2), {})],
+        "pixel_unshuffle": [((t(1, 2, 4, 6), 2), {})],
+        "im2col": [((t(1, 2, 4, 5), [2, 2], [1, 1], [0, 0], [1, 1]), {})],
+        "col2im": [((t(1, 8, 12), [4, 5], [2, 2], [1, 1], [0, 0], [1, 1]), {})],
+        "view.dtype": [((t(3, 4), torch.float64), {})],
+        # inside the logarithm's domain: other > 0 (xlogy), other > -1 (xlog1py)
+        "xlogy.Scalar_Self": [((0.5, _positive(3, 4)), {}), ((2.0, _positive(5)), {})],
+        "special_xlog1py.self_scalar": [((0.5, _positive(3, 4)), {}), ((2.0, _positive(5)), {})],
+        "fill.Tensor": [((t(3, 4), t()), {})],
+        # noise is rrelu's random slope, not differentiated
+        "rrelu_with_noise_backward": [((t(3, 4), t(3, 4), _constant(3, 4), 0.1, 0.3, True, False), {})],
+        # padding: (left, right, top, bottom, front, back), smaller than the padded dims
+        "reflection_pad2d": [((t(1, 2, 3, 4), [1, 1, 2, 1]), {})],
+        "reflection_pad2d_backward": [((t(1, 2, 6, 6), t(1, 2, 3, 4), [1, 1, 2, 1]), {})],
+        "reflection_pad3d": [((t(1, 1, 2, 3, 4), [1, 1, 1, 1, 1, 0]), {})],
+        "reflection_pad3d_backward": [((t(1, 1, 3, 5, 6), t(1, 1, 2, 3, 4), [1, 1, 1, 1, 1, 0]), {})],
+        "replication_pad3d": [((t(1, 1, 2, 3, 4), [1, 2, 1, 1, 0, 1]), {})],
+        "replication_pad3d_backward": [((t(1, 1, 3, 5, 7), t(1, 1, 2, 3, 4), [1, 2, 1, 1, 0, 1]), {})],
+        # upsampling: output_size of the spatial dims; a backward's grad_output has that size
+        # and input_size is the full input shape
+        **{name: [((t(1, 2, 2, 3), [4, 5]), {})] for name in ("upsample_nearest2d", "_upsample_nearest_exact2d")},
+        **{f"{name}_backward": [((t(1, 2, 4, 5), [4, 5], [1, 2, 2, 3]), {})]
+           for name in ("upsample_nearest2d", "_upsample_nearest_exact2d")},
+        **{name: [((t(1, 1, 2, 2, 3), [3, 4, 5]), {})] for name in ("upsample_nearest3d", "_upsample_nearest_exact3d")},
+        **{f"{name}_backward": [((t(1, 1, 3, 4, 5), [3, 4, 5], [1, 1, 2, 2, 3]), {})]
+           for name in ("upsample_nearest3d", "_upsample_nearest_exact3d")},
+        # the anti-aliased ones (align_corners False), down and up
+        **{name: [((t(1, 1, 5, 6), [3, 4], False), {}), ((t(1, 1, 2, 3), [3, 5], False), {})]
+           for name in ("_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa", "_upsample_lanczos2d_aa")},
+        **{f"{name}_backward": [((t(1, 1, 3, 4), [3, 4], [1, 1, 5, 6], False), {}),
+                                ((t(1, 1, 3, 5), [3, 5], [1, 1, 2, 3], False), {})]
+           for name in ("_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa", "_upsample_lanczos2d_aa")},
+    }
+
+
+def _default(argument):
+    """A value for a schema argument from its type alone (None where there is no sensible one)."""
+    kind = argument.real_type.kind()
+    if kind == "NumberType" or kind == "FloatType":
+        return 0.5
+    if kind in ("IntType", "SymIntType"):
+        return 1
+    if kind == "BoolType":
+        return False
+    return None
+
+
+def _generated(schema) -> list:
+    cases = []
+    for shape in SHAPES:
+        args, kwargs, fits, by_name = [], {}, True, False
+        for i, argument in enumerate(schema.arguments):
+            kind = argument.real_type.kind()
+            if kind == "TensorType":
+                value = _tensor(*shape, seed=i)
+            elif argument.has_default_value():
+                by_name = True      # later arguments follow a left-out one: pass them by name
+                continue
+            elif kind == "OptionalType":
+                value = None
+            elif kind == "ListType" and argument.real_type.getElementType().kind() == "TensorType":
+                value = [_tensor(*shape, seed=i), _tensor(*shape, seed=i + 1)]
+            else:
+                value = _default(argument)
+                if value is None:
+                    fits = False
+                    break
+            if argument.kwarg_only or by_name:
+                kwargs[argument.name] = value
+            else:
+                args.append(value)
+        if fits:
+            cases.append((tuple(args), kwargs))
+    return cases
+
+
+def cases(op: str, schema) -> list:
+    """``(args, kwargs)`` pairs for the ATen overload ``op`` (``name.overload``) with ``schema``."""
+    written = _written()
+    return written.get(op, written.get(op.removesuffix(".default"), [])) + _generated(schema)

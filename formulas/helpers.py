@@ -6,7 +6,7 @@ uses only the Python constructs of ``formulas/README.md``.
 """
 from __future__ import annotations
 
-from formulas import Tensor, at, helper
+from formulas import Scalar, ScalarType, Tensor, at, helper
 
 
 @helper
@@ -161,3 +161,40 @@ def padded_repeats(dims: list[int], ndim: int) -> list[int]:
     for d in range(len(dims)):
         repeats.append(dims[d])
     return repeats
+
+
+# --- FunctionsManual names: helpers derivatives.yaml's formulas call, written from the mathematics
+
+@helper
+def maybe_multiply(t: Tensor, s: Scalar) -> Tensor:
+    """``t * s``; ``t`` itself when ``s`` is 1 (multiplying by one changes nothing)."""
+    if s == 1:
+        return t
+    return at.mul(t, s)
+
+
+@helper
+def is_real_type(scalar_type: ScalarType, like: Tensor) -> bool:
+    """Whether ``scalar_type`` is a real dtype: its real part (``real`` of a 0-d tensor of that
+    dtype, made like ``like``) has the same dtype; a complex dtype's real part does not."""
+    return at.real(at.new_zeros(like, [], dtype=scalar_type)).scalar_type() == scalar_type
+
+
+@helper
+def handle_r_to_c(self_type: ScalarType, gradient: Tensor) -> Tensor:
+    """The gradient of an input of dtype ``self_type``: the real part of ``gradient`` when the
+    input is real and the gradient complex (a real input moves along the real axis only),
+    otherwise ``gradient``."""
+    if self_type == gradient.scalar_type() or not is_real_type(self_type, gradient):
+        return gradient
+    return at.real(gradient)
+
+
+@helper
+def gather_with_keepdimed_indices(source: Tensor, dim: int, indices: Tensor, keepdim: bool) -> Tensor:
+    """The elements of ``source`` at ``indices`` along ``dim``, where ``indices`` are those of a
+    reduction over ``dim`` that kept the dim or not (``keepdim``): the tangent of ``max.dim``,
+    ``min.dim`` and their kin is the input's tangent at the selected elements."""
+    if keepdim or source.dim() == 0:
+        return at.gather(source, dim, indices)
+    return at.squeeze(at.gather(source, dim, at.unsqueeze(indices, dim)), dim)

@@ -8,7 +8,7 @@ it returns.
 from __future__ import annotations
 
 from formulas import Scalar, Tensor, at, derivative, helper, nondifferentiable
-from formulas.helpers import reduced_numel, sum_backward, wrap_dim
+from formulas.helpers import gather_with_keepdimed_indices, reduced_numel, sum_backward, wrap_dim
 
 nondifferentiable(
     "ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
@@ -56,15 +56,6 @@ def min_all(self):
     return result, backward
 
 
-@helper
-def value_selecting_jvp(self_t: Tensor, dim: int, indices: Tensor, keepdim: bool, values_sizes: list[int]) -> Tensor:
-    """The tangent of ``max.dim``/``min.dim``: the tangent at the selected element of each slice."""
-    indices_kept = indices
-    if not keepdim and self_t.dim() > 0:
-        indices_kept = at.unsqueeze(indices, dim)
-    return at.reshape(at.gather(self_t, dim, indices_kept), values_sizes)
-
-
 @derivative("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
             output_differentiability=[True, False])
 def min_dim(self, dim, keepdim=False):
@@ -74,7 +65,7 @@ def min_dim(self, dim, keepdim=False):
     def backward(grad):
         return at.value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
     def jvp(self_t):
-        return value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes())
+        return gather_with_keepdimed_indices(self_t, reduced_dim, indices, keepdim)
     return (values, indices), backward
 
 

@@ -16,7 +16,9 @@
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
+#include <ATen/ops/real.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/squeeze.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/where.h>
@@ -177,6 +179,31 @@ std::vector<int64_t> padded_repeats(at::IntArrayRef dims, int64_t ndim) {
   return repeats;
 }
 
+at::Tensor maybe_multiply(const at::Tensor& t, const at::Scalar& s) {
+  if (s.toDouble() == 1) {
+    return t;
+  }
+  return at::mul(t, s);
+}
+
+bool is_real_type(at::ScalarType scalar_type, const at::Tensor& like) {
+  return at::real(like.new_zeros(std::vector<int64_t>{}, scalar_type)).scalar_type() == scalar_type;
+}
+
+at::Tensor handle_r_to_c(at::ScalarType self_type, const at::Tensor& gradient) {
+  if ((self_type == gradient.scalar_type()) || !helpers::is_real_type(self_type, gradient)) {
+    return gradient;
+  }
+  return at::real(gradient);
+}
+
+at::Tensor gather_with_keepdimed_indices(const at::Tensor& source, int64_t dim, const at::Tensor& indices, bool keepdim) {
+  if (keepdim || (source.dim() == 0)) {
+    return at::gather(source, dim, indices);
+  }
+  return at::squeeze(at::gather(source, dim, at::unsqueeze(indices, dim)), dim);
+}
+
 at::Tensor matrix_transpose(const at::Tensor& x) {
   int64_t n = x.dim();
   std::vector<int64_t> dims = std::vector<int64_t>{};
@@ -227,14 +254,6 @@ at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& 
 at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& value) {
   auto mask = helpers::extreme_mask(self, value);
   return at::div(at::sum(at::where(mask, self_t, at::zeros_like(self_t))), at::sum(mask));
-}
-
-at::Tensor value_selecting_jvp(const at::Tensor& self_t, int64_t dim, const at::Tensor& indices, bool keepdim, at::IntArrayRef values_sizes) {
-  auto indices_kept = indices;
-  if (!keepdim && (self_t.dim() > 0)) {
-    indices_kept = at::unsqueeze(indices, dim);
-  }
-  return at::reshape(at::gather(self_t, dim, indices_kept), values_sizes);
 }
 
 at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {

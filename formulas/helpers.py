@@ -198,3 +198,62 @@ def gather_with_keepdimed_indices(source: Tensor, dim: int, indices: Tensor, kee
     if keepdim or source.dim() == 0:
         return at.gather(source, dim, indices)
     return at.squeeze(at.gather(source, dim, at.unsqueeze(indices, dim)), dim)
+
+
+@helper
+def mul_tensor_backward(grad: Tensor, other: Tensor, self_type: ScalarType) -> Tensor:
+    """Gradient of ``self * other`` for ``self`` (of dtype ``self_type``): ``grad`` times the
+    conjugate of ``other``, not yet summed to ``self``'s shape."""
+    return handle_r_to_c(self_type, grad * at.conj(other))
+
+
+@helper
+def div_tensor_self_backward(grad: Tensor, other: Tensor, self_type: ScalarType) -> Tensor:
+    """Gradient of ``self / other`` for ``self`` (of dtype ``self_type``): ``grad`` over the
+    conjugate of ``other``, not yet summed to ``self``'s shape."""
+    return handle_r_to_c(self_type, grad / at.conj(other))
+
+
+@helper
+def div_tensor_other_backward(grad: Tensor, self: Tensor, other: Tensor) -> Tensor:
+    """Gradient of ``self / other`` for ``other``: d/d other = -self / other^2, conjugated; not
+    yet summed to ``other``'s shape."""
+    return handle_r_to_c(other.scalar_type(), -grad * at.conj(self / other / other))
+
+
+@helper
+def copysign_tensor_self_backward(grad: Tensor, self: Tensor, result: Tensor) -> Tensor:
+    """Gradient of ``copysign(self, other)`` for ``self``: ``|self|`` with ``other``'s sign has
+    slope ``result / self`` (+-1), and 0 at ``self = 0`` as torch has it; not yet summed to
+    ``self``'s shape."""
+    return at.where(at.eq(self, 0), at.zeros_like(grad), grad * (result / self))
+
+
+@helper
+def clamp_backward(grad: Tensor, self: Tensor, min: Scalar | None, max: Scalar | None) -> Tensor:
+    """Gradient of ``clamp(self, min, max)``: ``grad`` where ``min <= self <= max`` (bounds
+    included, as in torch; a missing bound does not bind), 0 elsewhere."""
+    kept = grad
+    if min is not None:
+        kept = at.where(at.ge(self, min), kept, at.zeros_like(grad))
+    if max is not None:
+        kept = at.where(at.le(self, max), kept, at.zeros_like(grad))
+    return kept
+
+
+@helper
+def unsqueeze_to(grad: Tensor, sizes: list[int]) -> Tensor:
+    """Gradient of ``squeeze()`` of a tensor of ``sizes``: ``grad`` with every size-1 dim put back."""
+    restored = grad
+    for d in range(len(sizes)):
+        if sizes[d] == 1:
+            restored = at.unsqueeze(restored, d)
+    return restored
+
+
+@helper
+def logsumexp_jvp(self_p: Tensor, self_t: Tensor, dim: list[int], keepdim: bool) -> Tensor:
+    """Tangent of ``logsumexp(self_p, dim, keepdim)`` along ``self_t``: the tangent weighted by
+    the softmax of each slice, d/dx_i log sum_j exp(x_j) = exp(x_i - logsumexp(x)), and summed."""
+    softmax = at.exp(self_p - at.logsumexp(self_p, dim, True))
+    return at.sum(softmax * self_t, dim, keepdim)

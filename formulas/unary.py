@@ -10,6 +10,7 @@ an output, so double backward sees it.
 from __future__ import annotations
 
 from formulas import at, derivative
+from formulas.helpers import clamp_backward
 
 
 @derivative("abs(Tensor self) -> Tensor", jvp="auto_element_wise")
@@ -34,13 +35,7 @@ def sign(self):
 def clamp(self, min=None, max=None):
     result = at.clamp(self, min, max)
     def backward(grad):
-        # the gradient passes where min <= self <= max (bounds included, as in torch)
-        kept = grad
-        if min is not None:
-            kept = at.where(at.ge(self, min), kept, at.zeros_like(grad))
-        if max is not None:
-            kept = at.where(at.le(self, max), kept, at.zeros_like(grad))
-        return kept
+        return clamp_backward(grad, self, min, max)
     return result, backward
 
 

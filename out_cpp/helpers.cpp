@@ -4,13 +4,18 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_to_copy.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/conj.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/exp.h>
 #include <ATen/ops/gather.h>
+#include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/isnan.h>
+#include <ATen/ops/le.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_or.h>
+#include <ATen/ops/logsumexp.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
@@ -202,6 +207,48 @@ at::Tensor gather_with_keepdimed_indices(const at::Tensor& source, int64_t dim, 
     return at::gather(source, dim, indices);
   }
   return at::squeeze(at::gather(source, dim, at::unsqueeze(indices, dim)), dim);
+}
+
+at::Tensor mul_tensor_backward(const at::Tensor& grad, const at::Tensor& other, at::ScalarType self_type) {
+  return helpers::handle_r_to_c(self_type, grad * at::conj(other));
+}
+
+at::Tensor div_tensor_self_backward(const at::Tensor& grad, const at::Tensor& other, at::ScalarType self_type) {
+  return helpers::handle_r_to_c(self_type, grad / at::conj(other));
+}
+
+at::Tensor div_tensor_other_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& other) {
+  return helpers::handle_r_to_c(other.scalar_type(), -grad * at::conj((self / other) / other));
+}
+
+at::Tensor copysign_tensor_self_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result) {
+  return at::where(at::eq(self, 0), at::zeros_like(grad), grad * (result / self));
+}
+
+at::Tensor clamp_backward(const at::Tensor& grad, const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
+  auto kept = grad;
+  if (min.has_value()) {
+    kept = at::where(at::ge(self, (*min)), kept, at::zeros_like(grad));
+  }
+  if (max.has_value()) {
+    kept = at::where(at::le(self, (*max)), kept, at::zeros_like(grad));
+  }
+  return kept;
+}
+
+at::Tensor unsqueeze_to(const at::Tensor& grad, at::IntArrayRef sizes) {
+  auto restored = grad;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (sizes[d] == 1) {
+      restored = at::unsqueeze(restored, d);
+    }
+  }
+  return restored;
+}
+
+at::Tensor logsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, at::IntArrayRef dim, bool keepdim) {
+  auto softmax = at::exp(self_p - at::logsumexp(self_p, dim, true));
+  return at::sum(softmax * self_t, dim, keepdim);
 }
 
 at::Tensor matrix_transpose(const at::Tensor& x) {

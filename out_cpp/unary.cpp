@@ -303,29 +303,22 @@ struct ClampBackward0 : public torch::autograd::TraceableFunction {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
   }
-  std::optional<at::Scalar> min_{};
   torch::autograd::SavedVariable self_;
+  std::optional<at::Scalar> min_{};
   std::optional<at::Scalar> max_{};
 };
 
 namespace backwards {
 at::Tensor clamp(
     const at::Tensor& grad,
-    const std::optional<at::Scalar>& min,
     const at::Tensor& self,
+    const std::optional<at::Scalar>& min,
     const std::optional<at::Scalar>& max) {
-  auto kept = grad;
-  if (min.has_value()) {
-    kept = at::where(at::ge(self, (*min)), kept, at::zeros_like(grad));
-  }
-  if (max.has_value()) {
-    kept = at::where(at::le(self, (*max)), kept, at::zeros_like(grad));
-  }
-  return kept;
+  return helpers::clamp_backward(grad, self, min, max);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::optional<at::Scalar>& min_, const at::Tensor& self_, const std::optional<at::Scalar>& max_) {
+torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<at::Scalar>& min_, const std::optional<at::Scalar>& max_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -335,7 +328,7 @@ torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clamp(grads[0], min_, self_, max_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clamp(grads[0], self_, min_, max_));
   return grad_inputs;
 }
 
@@ -343,10 +336,10 @@ torch::autograd::variable_list ClampBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto min_ = packed_args.unpack<std::optional<at::Scalar>>();
   auto self_ = packed_args.unpack<at::Tensor>();
+  auto min_ = packed_args.unpack<std::optional<at::Scalar>>();
   auto max_ = packed_args.unpack<std::optional<at::Scalar>>();
-  return ClampBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, min_, self_, max_);
+  return ClampBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, min_, max_);
 }
 
 torch::autograd::variable_list ClampBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -357,27 +350,27 @@ torch::autograd::variable_list ClampBackward0::apply(torch::autograd::variable_l
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  return ClampBackward0_apply_functional(std::move(grads), needs_input_grad, min_, self, max_);
+  return ClampBackward0_apply_functional(std::move(grads), needs_input_grad, self, min_, max_);
 }
 
 void ClampBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(min_);
   args.collect(self_, false);
+  args.collect(min_);
   args.collect(max_);
 }
 
 torch::autograd::variable_list ClampBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(min_);
   saved.before(self_);
+  saved.before(min_);
   saved.before(max_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
@@ -392,8 +385,8 @@ torch::autograd::variable_list ClampBackward0::apply_with_saved(
   const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(min_);
   functional_args.pack(self);
+  functional_args.pack(min_);
   functional_args.pack(max_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
@@ -402,26 +395,19 @@ torch::autograd::variable_list ClampBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_ClampBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(min_);
   saved.after(self_);
+  saved.after(min_);
   saved.after(max_);
   return functional_outputs;
 }
 
 at::Tensor clamp_jvp(
     const at::Tensor& self_t,
-    const std::optional<at::Scalar>& min,
     const at::Tensor& self,
+    const std::optional<at::Scalar>& min,
     const std::optional<at::Scalar>& max) {
   auto grad = self_t;
-  auto kept = grad;
-  if (min.has_value()) {
-    kept = at::where(at::ge(self, (*min)), kept, at::zeros_like(grad));
-  }
-  if (max.has_value()) {
-    kept = at::where(at::le(self, (*max)), kept, at::zeros_like(grad));
-  }
-  return kept;
+  return helpers::clamp_backward(grad, self, min, max);
 }
 
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
@@ -435,12 +421,12 @@ at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, c
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::clamp_jvp(self_t, min, formulas::runtime::primal(self), max));
+    formulas::runtime::set_tangent(result, formulas::clamp_jvp(self_t, formulas::runtime::primal(self), min, max));
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->min_ = std::move(min);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->min_ = std::move(min);
     grad_fn->max_ = std::move(max);
   }
   return result;

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from formulas import use_backend
-from formulas.helpers import gather_with_keepdimed_indices, handle_r_to_c, maybe_multiply
+from formulas.helpers import (clamp_backward, copysign_tensor_self_backward, div_tensor_other_backward,
+                              div_tensor_self_backward, gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp,
+                              maybe_multiply, mul_tensor_backward, unsqueeze_to)
 from tests.torch_backend import TorchBackend, unwrap, wrap
 
 torch = pytest.importorskip("torch")
@@ -66,3 +68,75 @@ def test_gather_with_keepdimed_indices_picks_the_reduced_elements(backend, shape
     got = _call(backend, gather_with_keepdimed_indices, tangent, dim, indices, keepdim)
     assert got.shape == values.shape
     torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("self_dtype, other_dtype", [(torch.float64, torch.float64), (torch.complex128, torch.complex128),
+                                                     (torch.float64, torch.complex128), (torch.complex128, torch.float64)])
+@pytest.mark.parametrize("op", ["mul", "div"])
+def test_product_and_quotient_gradients_equal_torch(backend, op, self_dtype, other_dtype):
+    """``mul_tensor_backward`` and ``div_tensor_*_backward`` give torch's gradients of ``mul`` and
+    ``div``, complex (conjugated) and mixed real/complex (a real input gets a real gradient)."""
+    generator = torch.Generator().manual_seed(2)
+    self = torch.randn(2, 3, dtype=self_dtype, generator=generator, requires_grad=True)
+    other = (torch.randn(2, 3, dtype=other_dtype, generator=generator) + 2).requires_grad_()
+    result = getattr(torch, op)(self, other)
+    grad = torch.randn(result.shape, dtype=result.dtype, generator=generator)
+    expected = torch.autograd.grad(result, [self, other], grad)
+    if op == "mul":
+        got = (_call(backend, mul_tensor_backward, grad, other.detach(), self_dtype),
+               _call(backend, mul_tensor_backward, grad, self.detach(), other_dtype))
+    else:
+        got = (_call(backend, div_tensor_self_backward, grad, other.detach(), self_dtype),
+               _call(backend, div_tensor_other_backward, grad, self.detach(), other.detach()))
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("low, high", [(-0.5, 0.5), (None, 0.0), (0.0, None), (None, None), (0.5, 0.5)])
+def test_clamp_backward_equals_torch_bounds_included(backend, low, high):
+    self = torch.tensor([-1.0, -0.5, 0.0, 0.25, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    grad = torch.arange(1.0, 7.0, dtype=torch.float64)
+    expected, = torch.autograd.grad(torch.clamp(self, low, high) if (low, high) != (None, None) else self * 1.0,
+                                    [self], grad)
+    torch.testing.assert_close(_call(backend, clamp_backward, grad, self.detach(), low, high), expected)
+
+
+def test_copysign_tensor_self_backward_is_zero_at_zero(backend):
+    self = torch.tensor([-2.0, -0.0, 0.0, 1.5], dtype=torch.float64, requires_grad=True)
+    other = torch.tensor([1.0, -1.0, -3.0, -0.0], dtype=torch.float64)
+    result = torch.copysign(self, other)
+    grad = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    expected, = torch.autograd.grad(result, [self], grad)
+    got = _call(backend, copysign_tensor_self_backward, grad, self.detach(), result.detach())
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 1, 2), (1,), (), (2, 3), (1, 1), (0, 1)])
+def test_unsqueeze_to_undoes_squeeze(backend, shape):
+    x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    grad = torch.randn(x.squeeze().shape, dtype=torch.float64)
+    expected, = torch.autograd.grad(x.squeeze(), [x], grad)
+    got = _call(backend, unsqueeze_to, grad, list(shape))
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("shape, dim, keepdim", [((3, 4), [1], False), ((3, 4), [0, 1], True), ((2, 3, 4), [-1], False),
+                                                 ((2, 3, 4), [0, -1], True), ((5,), [0], False), ((), [0], True),
+                                                 ((0, 3), [1], False)])
+def test_logsumexp_jvp_equals_forward_ad(backend, shape, dim, keepdim):
+    """The tangent of ``logsumexp``, and of ``log_softmax`` as derivatives.yaml writes it
+    (``self_t - logsumexp_jvp(self_p, self_t, {dim}, true)``), equal torch's forward AD."""
+    import torch.autograd.forward_ad as fwAD
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(shape, dtype=torch.float64, generator=generator) * 3
+    tangent = torch.randn(shape, dtype=torch.float64, generator=generator)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, tangent)
+        expected = fwAD.unpack_dual(torch.logsumexp(dual, dim, keepdim)).tangent
+        expected_log_softmax = fwAD.unpack_dual(torch.log_softmax(dual, dim[0])).tangent if x.dim() else None
+    torch.testing.assert_close(_call(backend, logsumexp_jvp, x, tangent, dim, keepdim), expected)
+    if expected_log_softmax is not None:
+        got = tangent - _call(backend, logsumexp_jvp, x, tangent, [dim[0]], True)
+        torch.testing.assert_close(got, expected_log_softmax)

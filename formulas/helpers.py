@@ -257,3 +257,24 @@ def logsumexp_jvp(self_p: Tensor, self_t: Tensor, dim: list[int], keepdim: bool)
     the softmax of each slice, d/dx_i log sum_j exp(x_j) = exp(x_i - logsumexp(x)), and summed."""
     softmax = at.exp(self_p - at.logsumexp(self_p, dim, True))
     return at.sum(softmax * self_t, dim, keepdim)
+
+
+@helper
+def restore_reduced_dims(output: Tensor, dims: list[int], keepdim: bool) -> Tensor:
+    """``output`` of a reduction over ``dims`` with the reduced dims put back as size 1 (as
+    ``keepdim=True`` would have given it), so that it broadcasts against the input."""
+    if keepdim or len(dims) == 0:
+        return output
+    ndim = output.dim() + len(dims)
+    restored = output
+    for d in range(ndim):
+        if is_reduced_dim(dims, d, ndim):
+            restored = at.unsqueeze(restored, d)
+    return restored
+
+
+@helper
+def scale_grad_by_count(grad: Tensor, mask: Tensor, dims: list[int]) -> Tensor:
+    """``grad`` (reduced dims kept) shared evenly by the elements of each slice over ``dims``
+    where ``mask`` holds: the gradient of ``amax``/``amin`` with ties."""
+    return at.mul(at.div(grad, at.sum(mask, dims, True)), mask)

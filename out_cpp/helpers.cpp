@@ -251,6 +251,24 @@ at::Tensor logsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, at:
   return at::sum(softmax * self_t, dim, keepdim);
 }
 
+at::Tensor restore_reduced_dims(const at::Tensor& output, at::IntArrayRef dims, bool keepdim) {
+  if (keepdim || (static_cast<int64_t>(dims.size()) == 0)) {
+    return output;
+  }
+  int64_t ndim = output.dim() + static_cast<int64_t>(dims.size());
+  auto restored = output;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (helpers::is_reduced_dim(dims, d, ndim)) {
+      restored = at::unsqueeze(restored, d);
+    }
+  }
+  return restored;
+}
+
+at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, at::IntArrayRef dims) {
+  return at::mul(at::div(grad, at::sum(mask, dims, true)), mask);
+}
+
 at::Tensor matrix_transpose(const at::Tensor& x) {
   int64_t n = x.dim();
   std::vector<int64_t> dims = std::vector<int64_t>{};
@@ -303,14 +321,7 @@ at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, con
   return at::div(at::sum(at::where(mask, self_t, at::zeros_like(self_t))), at::sum(mask));
 }
 
-at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
-  std::vector<int64_t> sizes = self.sizes().vec();
-  auto mask = at::eq(self, helpers::sum_backward(result, sizes, dim, keepdim));
-  auto count = at::sum(mask, dim, true);
-  return at::mul(at::div(helpers::sum_backward(grad, sizes, dim, keepdim), count), mask);
-}
-
-at::Tensor amax_amin_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
+at::Tensor amaxamin_jvp(const at::Tensor& self, const at::Tensor& self_t, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
   auto mask = at::eq(self, helpers::sum_backward(result, self.sizes().vec(), dim, keepdim));
   auto picked = at::sum(at::where(mask, self_t, at::zeros_like(self_t)), dim, keepdim);
   return at::div(picked, at::sum(mask, dim, keepdim));

@@ -29,6 +29,8 @@ at::Tensor copysign_tensor_self_backward(const at::Tensor& grad, const at::Tenso
 at::Tensor clamp_backward(const at::Tensor& grad, const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max);
 at::Tensor unsqueeze_to(const at::Tensor& grad, at::IntArrayRef sizes);
 at::Tensor logsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, at::IntArrayRef dim, bool keepdim);
+at::Tensor restore_reduced_dims(const at::Tensor& output, at::IntArrayRef dims, bool keepdim);
+at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, at::IntArrayRef dims);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);
 at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction);
@@ -37,8 +39,7 @@ at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope);
 at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value);
 at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& value);
 at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& value);
-at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim);
-at::Tensor amax_amin_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim);
+at::Tensor amaxamin_jvp(const at::Tensor& self, const at::Tensor& self_t, const at::Tensor& result, at::IntArrayRef dim, bool keepdim);
 at::Tensor prod_others(const at::Tensor& x, int64_t dim);
 double variance_divisor(int64_t count, double correction);
 

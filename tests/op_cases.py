@@ -1130,7 +1130,7 @@ def _more_reduction_cases() -> list[OpCase]:
         rng = _rng(op)
         for shape, dim, keepdim in (((3, 4), [1], False), ((3, 4), [0, 1], True), ((2, 3, 4), [], False),
                                     ((2, 3, 4), [-1, 0], True), ((), [], False), ((), [0], True),
-                                    ((5,), [0], False), ((0, 3), [1], False)):
+                                    ((5,), [0], False), ((0, 3), [1], False), ((), [0], False)):
             dim_id = "_".join(map(str, dim)) or "all"
             out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim_id}_keep{int(keepdim)}",
                               (_distinct(rng, shape), dim, keepdim)))

@@ -9,7 +9,7 @@ Tensor-tensor gradients are summed back to each input's shape with ``sum_to``. A
 from __future__ import annotations
 
 from formulas import at, derivative
-from formulas.helpers import sum_to
+from formulas.helpers import copysign_tensor_self_backward, sum_to
 
 
 @derivative("add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor")
@@ -392,11 +392,10 @@ def copysign_tensor(self, other):
     result = at.copysign(self, other)
     self_sizes = self.sizes()
     def backward(grad, *, needs_input_grad):
-        # |self| with other's sign: d/d self = result / self (+-1), 0 at self = 0 as torch has it;
         # piecewise constant in other
         grad_self = None
         if needs_input_grad[0]:
-            grad_self = sum_to(at.where(at.eq(self, 0), at.zeros_like(grad), grad * (result / self)), self_sizes)
+            grad_self = sum_to(copysign_tensor_self_backward(grad, self, result), self_sizes)
         return grad_self, None
     def jvp(self_t):
         result_t = at.where(at.eq(self, 0), at.zeros_like(result), self_t * (result / self))

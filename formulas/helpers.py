@@ -6,7 +6,7 @@ uses only the Python constructs of ``formulas/README.md``.
 """
 from __future__ import annotations
 
-from formulas import Tensor, at, helper
+from formulas import Scalar, ScalarType, Tensor, at, helper
 
 
 @helper
@@ -176,3 +176,122 @@ def gelu_second_derivative(self: Tensor, approximate: str) -> Tensor:
         return at.tanh_backward(slope - self * inner * slope * slope + self * curvature * 0.5, inner)
     # f = x Phi(x): f'' = 2 phi(x) + x phi'(x) = phi(x) (2 - x^2)
     return at.exp(self * self * -0.5) * 0.3989422804014327 * at.rsub(self * self, 2.0)
+
+
+# --- FunctionsManual names: helpers derivatives.yaml's formulas call, written from the mathematics
+
+@helper
+def maybe_multiply(t: Tensor, s: Scalar) -> Tensor:
+    """``t * s``; ``t`` itself when ``s`` is 1 (multiplying by one changes nothing)."""
+    if s == 1:
+        return t
+    return at.mul(t, s)
+
+
+@helper
+def is_real_type(scalar_type: ScalarType, like: Tensor) -> bool:
+    """Whether ``scalar_type`` is a real dtype: its real part (``real`` of a 0-d tensor of that
+    dtype, made like ``like``) has the same dtype; a complex dtype's real part does not."""
+    return at.real(at.new_zeros(like, [], dtype=scalar_type)).scalar_type() == scalar_type
+
+
+@helper
+def handle_r_to_c(self_type: ScalarType, gradient: Tensor) -> Tensor:
+    """The gradient of an input of dtype ``self_type``: the real part of ``gradient`` when the
+    input is real and the gradient complex (a real input moves along the real axis only),
+    otherwise ``gradient``."""
+    if self_type == gradient.scalar_type() or not is_real_type(self_type, gradient):
+        return gradient
+    return at.real(gradient)
+
+
+@helper
+def gather_with_keepdimed_indices(source: Tensor, dim: int, indices: Tensor, keepdim: bool) -> Tensor:
+    """The elements of ``source`` at ``indices`` along ``dim``, where ``indices`` are those of a
+    reduction over ``dim`` that kept the dim or not (``keepdim``): the tangent of ``max.dim``,
+    ``min.dim`` and their kin is the input's tangent at the selected elements."""
+    if keepdim or source.dim() == 0:
+        return at.gather(source, dim, indices)
+    return at.squeeze(at.gather(source, dim, at.unsqueeze(indices, dim)), dim)
+
+
+@helper
+def mul_tensor_backward(grad: Tensor, other: Tensor, self_type: ScalarType) -> Tensor:
+    """Gradient of ``self * other`` for ``self`` (of dtype ``self_type``): ``grad`` times the
+    conjugate of ``other``, not yet summed to ``self``'s shape."""
+    return handle_r_to_c(self_type, grad * at.conj(other))
+
+
+@helper
+def div_tensor_self_backward(grad: Tensor, other: Tensor, self_type: ScalarType) -> Tensor:
+    """Gradient of ``self / other`` for ``self`` (of dtype ``self_type``): ``grad`` over the
+    conjugate of ``other``, not yet summed to ``self``'s shape."""
+    return handle_r_to_c(self_type, grad / at.conj(other))
+
+
+@helper
+def div_tensor_other_backward(grad: Tensor, self: Tensor, other: Tensor) -> Tensor:
+    """Gradient of ``self / other`` for ``other``: d/d other = -self / other^2, conjugated; not
+    yet summed to ``other``'s shape."""
+    return handle_r_to_c(other.scalar_type(), -grad * at.conj(self / other / other))
+
+
+@helper
+def copysign_tensor_self_backward(grad: Tensor, self: Tensor, result: Tensor) -> Tensor:
+    """Gradient of ``copysign(self, other)`` for ``self``: ``|self|`` with ``other``'s sign has
+    slope ``result / self`` (+-1), and 0 at ``self = 0`` as torch has it; not yet summed to
+    ``self``'s shape."""
+    return at.where(at.eq(self, 0), at.zeros_like(grad), grad * (result / self))
+
+
+@helper
+def clamp_backward(grad: Tensor, self: Tensor, min: Scalar | None, max: Scalar | None) -> Tensor:
+    """Gradient of ``clamp(self, min, max)``: ``grad`` where ``min <= self <= max`` (bounds
+    included, as in torch; a missing bound does not bind), 0 elsewhere."""
+    zero = at.new_zeros(grad, [])      # a 0-d zero that where broadcasts (no full zeros tensor written)
+    if min is not None:
+        if max is not None:
+            return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
+        return at.where(at.ge(self, min), grad, zero)
+    if max is not None:
+        return at.where(at.le(self, max), grad, zero)
+    return grad
+
+
+@helper
+def unsqueeze_to(grad: Tensor, sizes: list[int]) -> Tensor:
+    """Gradient of ``squeeze()`` of a tensor of ``sizes``: ``grad`` with every size-1 dim put back."""
+    restored = grad
+    for d in range(len(sizes)):
+        if sizes[d] == 1:
+            restored = at.unsqueeze(restored, d)
+    return restored
+
+
+@helper
+def logsumexp_jvp(self_p: Tensor, self_t: Tensor, dim: list[int], keepdim: bool) -> Tensor:
+    """Tangent of ``logsumexp(self_p, dim, keepdim)`` along ``self_t``: the tangent weighted by
+    the softmax of each slice, d/dx_i log sum_j exp(x_j) = exp(x_i - logsumexp(x)), and summed."""
+    softmax = at.exp(self_p - at.logsumexp(self_p, dim, True))
+    return at.sum(softmax * self_t, dim, keepdim)
+
+
+@helper
+def restore_reduced_dims(output: Tensor, dims: list[int], keepdim: bool) -> Tensor:
+    """``output`` of a reduction over ``dims`` with the reduced dims put back as size 1 (as
+    ``keepdim=True`` would have given it), so that it broadcasts against the input."""
+    if keepdim or len(dims) == 0:
+        return output
+    ndim = output.dim() + len(dims)
+    restored = output
+    for d in range(ndim):
+        if is_reduced_dim(dims, d, ndim):
+            restored = at.unsqueeze(restored, d)
+    return restored
+
+
+@helper
+def scale_grad_by_count(grad: Tensor, mask: Tensor, dims: list[int]) -> Tensor:
+    """``grad`` (reduced dims kept) shared evenly by the elements of each slice over ``dims``
+    where ``mask`` holds: the gradient of ``amax``/``amin`` with ties."""
+    return at.mul(at.div(grad, at.sum(mask, dims, True)), mask)

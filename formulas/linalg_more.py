@@ -1,4 +1,4 @@
-"""More matrix products: ``bmm``, ``dot``, ``mv``, ``outer``, ``matmul`` (batched, broadcast batch
+"""More matrix products: ``bmm``, ``dot``, ``mv``, ``outer`` (and ``ger``, its BLAS name), ``matmul`` (batched, broadcast batch
 dims), ``addmv``, ``baddbmm``, ``addbmm``, ``addr``.
 
 Every product is bilinear: the gradient of one factor is the incoming gradient multiplied by
@@ -71,6 +71,19 @@ def outer(self, vec2):
         return grad_self, grad_vec2
     def jvp(self_t, vec2_t):
         result_t = at.outer(self_t, vec2) + at.outer(self, vec2_t)
+        return result_t
+    return result, backward
+
+@derivative("ger(Tensor self, Tensor vec2) -> Tensor")
+def ger(self, vec2):
+    # ger is outer under its BLAS name
+    result = at.ger(self, vec2)
+    def backward(grad, *, needs_input_grad):
+        grad_self = at.mv(grad, vec2) if needs_input_grad[0] else None
+        grad_vec2 = at.mv(at.t(grad), self) if needs_input_grad[1] else None
+        return grad_self, grad_vec2
+    def jvp(self_t, vec2_t):
+        result_t = at.ger(self_t, vec2) + at.ger(self, vec2_t)
         return result_t
     return result, backward
 

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from formulas import at, derivative
-from formulas.helpers import reduced_numel, sum_backward, wrap_dim
-from formulas.reductions_more import value_selecting_jvp
+from formulas.helpers import gather_with_keepdimed_indices, reduced_numel, sum_backward, wrap_dim
 
 
 @derivative("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", jvp="auto_linear")
@@ -72,7 +71,7 @@ def max_dim(self, dim, keepdim=False):
     def backward(grad):
         return at.value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
     def jvp(self_t):
-        return value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes())
+        return gather_with_keepdimed_indices(self_t, reduced_dim, indices, keepdim)
     return (values, indices), backward
 
 

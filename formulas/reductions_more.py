@@ -8,7 +8,8 @@ it returns.
 from __future__ import annotations
 
 from formulas import Scalar, Tensor, at, derivative, helper, nondifferentiable
-from formulas.helpers import reduced_numel, sum_backward, wrap_dim
+from formulas.helpers import (gather_with_keepdimed_indices, reduced_numel, restore_reduced_dims, scale_grad_by_count,
+                              sum_backward, sum_to, wrap_dim)
 
 nondifferentiable(
     "ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
@@ -56,15 +57,6 @@ def min_all(self):
     return result, backward
 
 
-@helper
-def value_selecting_jvp(self_t: Tensor, dim: int, indices: Tensor, keepdim: bool, values_sizes: list[int]) -> Tensor:
-    """The tangent of ``max.dim``/``min.dim``: the tangent at the selected element of each slice."""
-    indices_kept = indices
-    if not keepdim and self_t.dim() > 0:
-        indices_kept = at.unsqueeze(indices, dim)
-    return at.reshape(at.gather(self_t, dim, indices_kept), values_sizes)
-
-
 @derivative("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
             output_differentiability=[True, False])
 def min_dim(self, dim, keepdim=False):
@@ -74,22 +66,12 @@ def min_dim(self, dim, keepdim=False):
     def backward(grad):
         return at.value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
     def jvp(self_t):
-        return value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes())
+        return gather_with_keepdimed_indices(self_t, reduced_dim, indices, keepdim)
     return (values, indices), backward
 
 
 @helper
-def scale_grad_by_count(grad: Tensor, self: Tensor, result: Tensor, dim: list[int], keepdim: bool) -> Tensor:
-    """``amax``/``amin``: the gradient of each output element shared evenly by the elements of its
-    slice that hold it (``result`` expanded back; a NaN extreme gives NaN, as in torch)."""
-    sizes = self.sizes()
-    mask = at.eq(self, sum_backward(result, sizes, dim, keepdim))
-    count = at.sum(mask, dim, True)
-    return at.mul(at.div(sum_backward(grad, sizes, dim, keepdim), count), mask)
-
-
-@helper
-def amax_amin_jvp(self_t: Tensor, self: Tensor, result: Tensor, dim: list[int], keepdim: bool) -> Tensor:
+def amaxamin_jvp(self: Tensor, self_t: Tensor, result: Tensor, dim: list[int], keepdim: bool) -> Tensor:
     """The mean of the tangents at the elements holding each slice's extreme."""
     mask = at.eq(self, sum_backward(result, self.sizes(), dim, keepdim))
     picked = at.sum(at.where(mask, self_t, at.zeros_like(self_t)), dim, keepdim)
@@ -99,20 +81,28 @@ def amax_amin_jvp(self_t: Tensor, self: Tensor, result: Tensor, dim: list[int], 
 @derivative("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor")
 def amax(self, dim=[], keepdim=False):
     result = at.amax(self, dim, keepdim)
+    self_sizes = self.sizes()
     def backward(grad):
-        return scale_grad_by_count(grad, self, result, dim, keepdim)
+        # sum_to: a 0-d self reduced over dim 0 gets a 0-d gradient (restored, the dim is back)
+        shared = scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim),
+                                     at.eq(restore_reduced_dims(result, dim, keepdim), self), dim)
+        return sum_to(shared, self_sizes)
     def jvp(self_t):
-        return amax_amin_jvp(self_t, self, result, dim, keepdim)
+        return amaxamin_jvp(self, self_t, result, dim, keepdim)
     return result, backward
 
 
 @derivative("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor")
 def amin(self, dim=[], keepdim=False):
     result = at.amin(self, dim, keepdim)
+    self_sizes = self.sizes()
     def backward(grad):
-        return scale_grad_by_count(grad, self, result, dim, keepdim)
+        # sum_to: a 0-d self reduced over dim 0 gets a 0-d gradient (restored, the dim is back)
+        shared = scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim),
+                                     at.eq(restore_reduced_dims(result, dim, keepdim), self), dim)
+        return sum_to(shared, self_sizes)
     def jvp(self_t):
-        return amax_amin_jvp(self_t, self, result, dim, keepdim)
+        return amaxamin_jvp(self, self_t, result, dim, keepdim)
     return result, backward
 
 

@@ -50,6 +50,18 @@ def expand(self, size, *, implicit=False):
         return sum_to(grad, self_sizes)
     return result, backward
 
+@derivative("expand_as(Tensor(a) self, Tensor other) -> Tensor(a)")
+def expand_as(self, other):
+    result = at.expand_as(self, other)
+    self_sizes = self.sizes()
+    def backward(grad):
+        # other lends only its shape: no gradient
+        return sum_to(grad, self_sizes), None
+    def jvp(self_t):
+        result_t = at.expand_as(self_t, other)
+        return result_t
+    return result, backward
+
 
 @derivative("cat(Tensor[] tensors, int dim=0) -> Tensor", jvp="auto_linear")
 def cat(tensors, dim=0):

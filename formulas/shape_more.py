@@ -9,7 +9,8 @@ around the selected region) and its jvp is the op applied to the tangent.
 from __future__ import annotations
 
 from formulas import at, derivative
-from formulas.helpers import narrow_backward, negated, padded_repeats, repeat_backward, slice_bound, wrap_dim
+from formulas.helpers import (narrow_backward, negated, padded_repeats, repeat_backward, slice_bound, unsqueeze_to,
+                              wrap_dim)
 
 
 @derivative("squeeze(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
@@ -17,7 +18,7 @@ def squeeze(self):
     result = at.squeeze(self)
     self_sizes = self.sizes()
     def backward(grad):
-        return at.reshape(grad, self_sizes)
+        return unsqueeze_to(grad, self_sizes)
     return result, backward
 
 

@@ -10,6 +10,7 @@ an output, so double backward sees it.
 from __future__ import annotations
 
 from formulas import at, derivative
+from formulas.helpers import clamp_backward
 
 
 @derivative("abs(Tensor self) -> Tensor", jvp="auto_element_wise")
@@ -34,16 +35,7 @@ def sign(self):
 def clamp(self, min=None, max=None):
     result = at.clamp(self, min, max)
     def backward(grad):
-        # the gradient passes where min <= self <= max (bounds included, as in torch); elsewhere a
-        # 0-d zero that where broadcasts (no full zeros tensor written)
-        zero = at.new_zeros(grad, [])
-        if min is not None:
-            if max is not None:
-                return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
-            return at.where(at.ge(self, min), grad, zero)
-        if max is not None:
-            return at.where(at.le(self, max), grad, zero)
-        return grad
+        return clamp_backward(grad, self, min, max)
     return result, backward
 
 

@@ -3534,7 +3534,7 @@ std::tuple<at::Tensor, at::Tensor> copysign_tensor(
     const std::array<bool, 2>& needs_input_grad) {
   auto grad_self = at::Tensor();
   if (needs_input_grad[0]) {
-    grad_self = helpers::sum_to(at::where(at::eq(self, 0), at::zeros_like(grad), grad * (result / self)), self_sizes);
+    grad_self = helpers::sum_to(helpers::copysign_tensor_self_backward(grad, self, result), self_sizes);
   }
   return {grad_self, at::Tensor()};
 }

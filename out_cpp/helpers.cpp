@@ -3,20 +3,27 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/conj.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/gather.h>
+#include <ATen/ops/ge.h>
 #include <ATen/ops/hardtanh.h>
 #include <ATen/ops/isnan.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/logsumexp.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
+#include <ATen/ops/real.h>
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/sign.h>
+#include <ATen/ops/squeeze.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/tanh_backward.h>
@@ -194,6 +201,94 @@ at::Tensor gelu_second_derivative(const at::Tensor& self, const std::string& app
   return (at::exp((self * self) * -0.5) * 0.3989422804014327) * at::rsub(self * self, 2.0);
 }
 
+at::Tensor maybe_multiply(const at::Tensor& t, const at::Scalar& s) {
+  if (s.toDouble() == 1) {
+    return t;
+  }
+  return at::mul(t, s);
+}
+
+bool is_real_type(at::ScalarType scalar_type, const at::Tensor& like) {
+  return at::real(like.new_zeros(std::vector<int64_t>{}, scalar_type)).scalar_type() == scalar_type;
+}
+
+at::Tensor handle_r_to_c(at::ScalarType self_type, const at::Tensor& gradient) {
+  if ((self_type == gradient.scalar_type()) || !helpers::is_real_type(self_type, gradient)) {
+    return gradient;
+  }
+  return at::real(gradient);
+}
+
+at::Tensor gather_with_keepdimed_indices(const at::Tensor& source, int64_t dim, const at::Tensor& indices, bool keepdim) {
+  if (keepdim || (source.dim() == 0)) {
+    return at::gather(source, dim, indices);
+  }
+  return at::squeeze(at::gather(source, dim, at::unsqueeze(indices, dim)), dim);
+}
+
+at::Tensor mul_tensor_backward(const at::Tensor& grad, const at::Tensor& other, at::ScalarType self_type) {
+  return helpers::handle_r_to_c(self_type, grad * at::conj(other));
+}
+
+at::Tensor div_tensor_self_backward(const at::Tensor& grad, const at::Tensor& other, at::ScalarType self_type) {
+  return helpers::handle_r_to_c(self_type, grad / at::conj(other));
+}
+
+at::Tensor div_tensor_other_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& other) {
+  return helpers::handle_r_to_c(other.scalar_type(), -grad * at::conj((self / other) / other));
+}
+
+at::Tensor copysign_tensor_self_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result) {
+  return at::where(at::eq(self, 0), at::zeros_like(grad), grad * (result / self));
+}
+
+at::Tensor clamp_backward(const at::Tensor& grad, const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  if (min.has_value()) {
+    if (max.has_value()) {
+      return at::where(at::logical_and(at::ge(self, (*min)), at::le(self, (*max))), grad, zero);
+    }
+    return at::where(at::ge(self, (*min)), grad, zero);
+  }
+  if (max.has_value()) {
+    return at::where(at::le(self, (*max)), grad, zero);
+  }
+  return grad;
+}
+
+at::Tensor unsqueeze_to(const at::Tensor& grad, at::IntArrayRef sizes) {
+  auto restored = grad;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (sizes[d] == 1) {
+      restored = at::unsqueeze(restored, d);
+    }
+  }
+  return restored;
+}
+
+at::Tensor logsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, at::IntArrayRef dim, bool keepdim) {
+  auto softmax = at::exp(self_p - at::logsumexp(self_p, dim, true));
+  return at::sum(softmax * self_t, dim, keepdim);
+}
+
+at::Tensor restore_reduced_dims(const at::Tensor& output, at::IntArrayRef dims, bool keepdim) {
+  if (keepdim || (static_cast<int64_t>(dims.size()) == 0)) {
+    return output;
+  }
+  int64_t ndim = output.dim() + static_cast<int64_t>(dims.size());
+  auto restored = output;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (helpers::is_reduced_dim(dims, d, ndim)) {
+      restored = at::unsqueeze(restored, d);
+    }
+  }
+  return restored;
+}
+
+at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, at::IntArrayRef dims) {
+  return at::mul(at::div(grad, at::sum(mask, dims, true)), mask);
+}
+
 at::Tensor matrix_transpose(const at::Tensor& x) {
   int64_t n = x.dim();
   std::vector<int64_t> dims = std::vector<int64_t>{};
@@ -245,22 +340,7 @@ at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, con
   return at::div(at::sum(at::where(mask, self_t, at::zeros_like(self_t))), at::sum(mask));
 }
 
-at::Tensor value_selecting_jvp(const at::Tensor& self_t, int64_t dim, const at::Tensor& indices, bool keepdim, at::IntArrayRef values_sizes) {
-  auto indices_kept = indices;
-  if (!keepdim && (self_t.dim() > 0)) {
-    indices_kept = at::unsqueeze(indices, dim);
-  }
-  return at::reshape(at::gather(self_t, dim, indices_kept), values_sizes);
-}
-
-at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
-  std::vector<int64_t> sizes = self.sizes().vec();
-  auto mask = at::eq(self, helpers::sum_backward(result, sizes, dim, keepdim));
-  auto count = at::sum(mask, dim, true);
-  return at::mul(at::div(helpers::sum_backward(grad, sizes, dim, keepdim), count), mask);
-}
-
-at::Tensor amax_amin_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
+at::Tensor amaxamin_jvp(const at::Tensor& self, const at::Tensor& self_t, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
   auto mask = at::eq(self, helpers::sum_backward(result, self.sizes().vec(), dim, keepdim));
   auto picked = at::sum(at::where(mask, self_t, at::zeros_like(self_t)), dim, keepdim);
   return at::div(picked, at::sum(mask, dim, keepdim));

@@ -9,6 +9,7 @@
 #include <ATen/ops/baddbmm.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/dot.h>
+#include <ATen/ops/ger.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/mv.h>
@@ -620,6 +621,155 @@ at::Tensor outer(const at::Tensor& self, const at::Tensor& vec2) {
     const auto self_t = formulas::runtime::tangent(self);
     const auto vec2_t = formulas::runtime::tangent(vec2);
     formulas::runtime::set_tangent(result, formulas::outer_jvp(self_t, vec2_t, formulas::runtime::primal(vec2), formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->vec2_ = torch::autograd::SavedVariable(vec2, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct GerBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "GerBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    vec2_.reset_data();
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable vec2_;
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> ger(
+    const at::Tensor& grad,
+    const at::Tensor& vec2,
+    const at::Tensor& self,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? at::mv(grad, vec2) : at::Tensor();
+  auto grad_vec2 = needs_input_grad[1] ? at::mv(at::t(grad), self) : at::Tensor();
+  return {grad_self, grad_vec2};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list GerBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& vec2_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::ger(grads[0], vec2_, self_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, vec2_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list GerBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto vec2_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return GerBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, vec2_, self_);
+}
+
+torch::autograd::variable_list GerBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec2_ix),
+  };
+  const auto vec2 = vec2_.unpack();
+  const auto self = self_.unpack();
+  return GerBackward0_apply_functional(std::move(grads), needs_input_grad, vec2, self);
+}
+
+void GerBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(vec2_, false);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list GerBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(vec2_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_GerBackward0", GerBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec2_ix),
+  };
+  const auto vec2 = vec2_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(vec2);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_GerBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(vec2_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor ger_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& vec2_t,
+    const at::Tensor& vec2,
+    const at::Tensor& self) {
+  auto result_t = at::ger(self_t, vec2) + at::ger(self, vec2_t);
+  return result_t;
+}
+
+at::Tensor ger(const at::Tensor& self, const at::Tensor& vec2) {
+  c10::intrusive_ptr<GerBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, vec2)) {
+    grad_fn = c10::make_intrusive<GerBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, vec2));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::ger(self, vec2);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec2)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto vec2_t = formulas::runtime::tangent(vec2);
+    formulas::runtime::set_tangent(result, formulas::ger_jvp(self_t, vec2_t, formulas::runtime::primal(vec2), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
@@ -1630,6 +1780,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("dot(Tensor self, Tensor tensor) -> Tensor", TORCH_FN(formulas::dot));
   m.def("mv(Tensor self, Tensor vec) -> Tensor", TORCH_FN(formulas::mv));
   m.def("outer(Tensor self, Tensor vec2) -> Tensor", TORCH_FN(formulas::outer));
+  m.def("ger(Tensor self, Tensor vec2) -> Tensor", TORCH_FN(formulas::ger));
   m.def("matmul(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::matmul));
   m.def("addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::addmv));
   m.def("addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::addr));

@@ -1243,7 +1243,9 @@ struct AddTensorBackward0 : public torch::autograd::TraceableFunction {
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
+  at::ScalarType self_type_{};
   std::vector<int64_t> self_sizes_{};
+  at::ScalarType other_type_{};
   at::Scalar alpha_{};
   std::vector<int64_t> other_sizes_{};
 };
@@ -1251,17 +1253,19 @@ struct AddTensorBackward0 : public torch::autograd::TraceableFunction {
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor> add_tensor(
     const at::Tensor& grad,
+    at::ScalarType self_type,
     at::IntArrayRef self_sizes,
+    at::ScalarType other_type,
     const at::Scalar& alpha,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad, self_sizes) : at::Tensor();
-  auto grad_other = needs_input_grad[1] ? helpers::sum_to(at::mul(grad, alpha), other_sizes) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? helpers::handle_r_to_c(self_type, helpers::sum_to(grad, self_sizes)) : at::Tensor();
+  auto grad_other = needs_input_grad[1] ? helpers::handle_r_to_c(other_type, helpers::sum_to(helpers::maybe_multiply(grad, alpha), other_sizes)) : at::Tensor();
   return {grad_self, grad_other};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list AddTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
+torch::autograd::variable_list AddTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::ScalarType& self_type_, const std::vector<int64_t>& self_sizes_, const at::ScalarType& other_type_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -1272,7 +1276,7 @@ torch::autograd::variable_list AddTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::add_tensor(grads[0], self_sizes_, alpha_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::add_tensor(grads[0], self_type_, self_sizes_, other_type_, alpha_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1286,10 +1290,12 @@ torch::autograd::variable_list AddTensorBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_type_ = packed_args.unpack<at::ScalarType>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto other_type_ = packed_args.unpack<at::ScalarType>();
   auto alpha_ = packed_args.unpack<at::Scalar>();
   auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return AddTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
+  return AddTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_type_, self_sizes_, other_type_, alpha_, other_sizes_);
 }
 
 torch::autograd::variable_list AddTensorBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1301,18 +1307,22 @@ torch::autograd::variable_list AddTensorBackward0::apply(torch::autograd::variab
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  return AddTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
+  return AddTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_type_, self_sizes_, other_type_, alpha_, other_sizes_);
 }
 
 void AddTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_type_);
   args.collect(self_sizes_);
+  args.collect(other_type_);
   args.collect(alpha_);
   args.collect(other_sizes_);
 }
 
 torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_type_);
   saved.before(self_sizes_);
+  saved.before(other_type_);
   saved.before(alpha_);
   saved.before(other_sizes_);
   static bool functional_bound = false;
@@ -1320,7 +1330,9 @@ torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
@@ -1337,7 +1349,9 @@ torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
   };
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(self_type_);
   functional_args.pack(self_sizes_);
+  functional_args.pack(other_type_);
   functional_args.pack(alpha_);
   functional_args.pack(other_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
@@ -1347,7 +1361,9 @@ torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_AddTensorBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(self_type_);
   saved.after(self_sizes_);
+  saved.after(other_type_);
   saved.after(alpha_);
   saved.after(other_sizes_);
   return functional_outputs;
@@ -1370,6 +1386,8 @@ at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   auto result = at::add(self, other, alpha);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
+  auto self_type = self.scalar_type();
+  auto other_type = other.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -1378,7 +1396,9 @@ at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_type_ = self_type;
     grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->other_type_ = other_type;
     grad_fn->alpha_ = alpha;
     grad_fn->other_sizes_ = std::move(other_sizes);
   }
@@ -1395,7 +1415,9 @@ struct SubTensorBackward0 : public torch::autograd::TraceableFunction {
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
+  at::ScalarType self_type_{};
   std::vector<int64_t> self_sizes_{};
+  at::ScalarType other_type_{};
   at::Scalar alpha_{};
   std::vector<int64_t> other_sizes_{};
 };
@@ -1403,17 +1425,19 @@ struct SubTensorBackward0 : public torch::autograd::TraceableFunction {
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor> sub_tensor(
     const at::Tensor& grad,
+    at::ScalarType self_type,
     at::IntArrayRef self_sizes,
+    at::ScalarType other_type,
     const at::Scalar& alpha,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad, self_sizes) : at::Tensor();
-  auto grad_other = needs_input_grad[1] ? helpers::sum_to(-at::mul(grad, alpha), other_sizes) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? helpers::handle_r_to_c(self_type, helpers::sum_to(grad, self_sizes)) : at::Tensor();
+  auto grad_other = needs_input_grad[1] ? helpers::handle_r_to_c(other_type, helpers::sum_to(-helpers::maybe_multiply(grad, alpha), other_sizes)) : at::Tensor();
   return {grad_self, grad_other};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list SubTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
+torch::autograd::variable_list SubTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::ScalarType& self_type_, const std::vector<int64_t>& self_sizes_, const at::ScalarType& other_type_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -1424,7 +1448,7 @@ torch::autograd::variable_list SubTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::sub_tensor(grads[0], self_sizes_, alpha_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::sub_tensor(grads[0], self_type_, self_sizes_, other_type_, alpha_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1438,10 +1462,12 @@ torch::autograd::variable_list SubTensorBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_type_ = packed_args.unpack<at::ScalarType>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto other_type_ = packed_args.unpack<at::ScalarType>();
   auto alpha_ = packed_args.unpack<at::Scalar>();
   auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return SubTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
+  return SubTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_type_, self_sizes_, other_type_, alpha_, other_sizes_);
 }
 
 torch::autograd::variable_list SubTensorBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1453,18 +1479,22 @@ torch::autograd::variable_list SubTensorBackward0::apply(torch::autograd::variab
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  return SubTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
+  return SubTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_type_, self_sizes_, other_type_, alpha_, other_sizes_);
 }
 
 void SubTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_type_);
   args.collect(self_sizes_);
+  args.collect(other_type_);
   args.collect(alpha_);
   args.collect(other_sizes_);
 }
 
 torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_type_);
   saved.before(self_sizes_);
+  saved.before(other_type_);
   saved.before(alpha_);
   saved.before(other_sizes_);
   static bool functional_bound = false;
@@ -1472,7 +1502,9 @@ torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
@@ -1489,7 +1521,9 @@ torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
   };
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(self_type_);
   functional_args.pack(self_sizes_);
+  functional_args.pack(other_type_);
   functional_args.pack(alpha_);
   functional_args.pack(other_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
@@ -1499,7 +1533,9 @@ torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_SubTensorBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(self_type_);
   saved.after(self_sizes_);
+  saved.after(other_type_);
   saved.after(alpha_);
   saved.after(other_sizes_);
   return functional_outputs;
@@ -1522,6 +1558,8 @@ at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   auto result = at::sub(self, other, alpha);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
+  auto self_type = self.scalar_type();
+  auto other_type = other.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -1530,7 +1568,9 @@ at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_type_ = self_type;
     grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->other_type_ = other_type;
     grad_fn->alpha_ = alpha;
     grad_fn->other_sizes_ = std::move(other_sizes);
   }
@@ -1550,8 +1590,10 @@ struct MulTensorBackward0 : public torch::autograd::TraceableFunction {
     self_.reset_data();
   }
   torch::autograd::SavedVariable other_;
+  at::ScalarType self_type_{};
   std::vector<int64_t> self_sizes_{};
   torch::autograd::SavedVariable self_;
+  at::ScalarType other_type_{};
   std::vector<int64_t> other_sizes_{};
 };
 
@@ -1559,17 +1601,19 @@ namespace backwards {
 std::tuple<at::Tensor, at::Tensor> mul_tensor(
     const at::Tensor& grad,
     const at::Tensor& other,
+    at::ScalarType self_type,
     at::IntArrayRef self_sizes,
     const at::Tensor& self,
+    at::ScalarType other_type,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad * other, self_sizes) : at::Tensor();
-  auto grad_other = needs_input_grad[1] ? helpers::sum_to(grad * self, other_sizes) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(helpers::mul_tensor_backward(grad, other, self_type), self_sizes) : at::Tensor();
+  auto grad_other = needs_input_grad[1] ? helpers::sum_to(helpers::mul_tensor_backward(grad, self, other_type), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list MulTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const std::vector<int64_t>& other_sizes_) {
+torch::autograd::variable_list MulTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const at::ScalarType& self_type_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const at::ScalarType& other_type_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -1580,7 +1624,7 @@ torch::autograd::variable_list MulTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::mul_tensor(grads[0], other_, self_sizes_, self_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::mul_tensor(grads[0], other_, self_type_, self_sizes_, self_, other_type_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1595,10 +1639,12 @@ torch::autograd::variable_list MulTensorBackward0_apply_functional_ivalue(
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
   auto other_ = packed_args.unpack<at::Tensor>();
+  auto self_type_ = packed_args.unpack<at::ScalarType>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto self_ = packed_args.unpack<at::Tensor>();
+  auto other_type_ = packed_args.unpack<at::ScalarType>();
   auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return MulTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_sizes_, self_, other_sizes_);
+  return MulTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_type_, self_sizes_, self_, other_type_, other_sizes_);
 }
 
 torch::autograd::variable_list MulTensorBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1612,21 +1658,25 @@ torch::autograd::variable_list MulTensorBackward0::apply(torch::autograd::variab
   };
   const auto other = other_.unpack();
   const auto self = self_.unpack();
-  return MulTensorBackward0_apply_functional(std::move(grads), needs_input_grad, other, self_sizes_, self, other_sizes_);
+  return MulTensorBackward0_apply_functional(std::move(grads), needs_input_grad, other, self_type_, self_sizes_, self, other_type_, other_sizes_);
 }
 
 void MulTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(other_, false);
+  args.collect(self_type_);
   args.collect(self_sizes_);
   args.collect(self_, false);
+  args.collect(other_type_);
   args.collect(other_sizes_);
 }
 
 torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(other_);
+  saved.before(self_type_);
   saved.before(self_sizes_);
   saved.before(self_);
+  saved.before(other_type_);
   saved.before(other_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
@@ -1634,8 +1684,10 @@ torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
@@ -1654,8 +1706,10 @@ torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(other);
+  functional_args.pack(self_type_);
   functional_args.pack(self_sizes_);
   functional_args.pack(self);
+  functional_args.pack(other_type_);
   functional_args.pack(other_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
@@ -1665,8 +1719,10 @@ torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
       std::string(library_namespace) + "_MulTensorBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(other_);
+  saved.after(self_type_);
   saved.after(self_sizes_);
   saved.after(self_);
+  saved.after(other_type_);
   saved.after(other_sizes_);
   return functional_outputs;
 }
@@ -1690,6 +1746,8 @@ at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
   auto result = at::mul(self, other);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
+  auto self_type = self.scalar_type();
+  auto other_type = other.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -1699,8 +1757,10 @@ at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
+    grad_fn->self_type_ = self_type;
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->other_type_ = other_type;
     grad_fn->other_sizes_ = std::move(other_sizes);
   }
   return result;
@@ -1719,6 +1779,7 @@ struct DivTensorBackward0 : public torch::autograd::TraceableFunction {
     self_.reset_data();
   }
   torch::autograd::SavedVariable other_;
+  at::ScalarType self_type_{};
   std::vector<int64_t> self_sizes_{};
   torch::autograd::SavedVariable self_;
   std::vector<int64_t> other_sizes_{};
@@ -1728,17 +1789,18 @@ namespace backwards {
 std::tuple<at::Tensor, at::Tensor> div_tensor(
     const at::Tensor& grad,
     const at::Tensor& other,
+    at::ScalarType self_type,
     at::IntArrayRef self_sizes,
     const at::Tensor& self,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad / other, self_sizes) : at::Tensor();
-  auto grad_other = needs_input_grad[1] ? helpers::sum_to((-grad * self) / (other * other), other_sizes) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(helpers::div_tensor_self_backward(grad, other, self_type), self_sizes) : at::Tensor();
+  auto grad_other = needs_input_grad[1] ? helpers::sum_to(helpers::div_tensor_other_backward(grad, self, other), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list DivTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const std::vector<int64_t>& other_sizes_) {
+torch::autograd::variable_list DivTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const at::ScalarType& self_type_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -1749,7 +1811,7 @@ torch::autograd::variable_list DivTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::div_tensor(grads[0], other_, self_sizes_, self_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::div_tensor(grads[0], other_, self_type_, self_sizes_, self_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1764,10 +1826,11 @@ torch::autograd::variable_list DivTensorBackward0_apply_functional_ivalue(
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
   auto other_ = packed_args.unpack<at::Tensor>();
+  auto self_type_ = packed_args.unpack<at::ScalarType>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto self_ = packed_args.unpack<at::Tensor>();
   auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return DivTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_sizes_, self_, other_sizes_);
+  return DivTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_type_, self_sizes_, self_, other_sizes_);
 }
 
 torch::autograd::variable_list DivTensorBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1781,11 +1844,12 @@ torch::autograd::variable_list DivTensorBackward0::apply(torch::autograd::variab
   };
   const auto other = other_.unpack();
   const auto self = self_.unpack();
-  return DivTensorBackward0_apply_functional(std::move(grads), needs_input_grad, other, self_sizes_, self, other_sizes_);
+  return DivTensorBackward0_apply_functional(std::move(grads), needs_input_grad, other, self_type_, self_sizes_, self, other_sizes_);
 }
 
 void DivTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(other_, false);
+  args.collect(self_type_);
   args.collect(self_sizes_);
   args.collect(self_, false);
   args.collect(other_sizes_);
@@ -1794,6 +1858,7 @@ void DivTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs
 torch::autograd::variable_list DivTensorBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(other_);
+  saved.before(self_type_);
   saved.before(self_sizes_);
   saved.before(self_);
   saved.before(other_sizes_);
@@ -1803,6 +1868,7 @@ torch::autograd::variable_list DivTensorBackward0::apply_with_saved(
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
@@ -1823,6 +1889,7 @@ torch::autograd::variable_list DivTensorBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(other);
+  functional_args.pack(self_type_);
   functional_args.pack(self_sizes_);
   functional_args.pack(self);
   functional_args.pack(other_sizes_);
@@ -1834,6 +1901,7 @@ torch::autograd::variable_list DivTensorBackward0::apply_with_saved(
       std::string(library_namespace) + "_DivTensorBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(other_);
+  saved.after(self_type_);
   saved.after(self_sizes_);
   saved.after(self_);
   saved.after(other_sizes_);
@@ -1859,6 +1927,7 @@ at::Tensor div_tensor(const at::Tensor& self, const at::Tensor& other) {
   auto result = at::div(self, other);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
+  auto self_type = self.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -1868,6 +1937,7 @@ at::Tensor div_tensor(const at::Tensor& self, const at::Tensor& other) {
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
+    grad_fn->self_type_ = self_type;
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->other_sizes_ = std::move(other_sizes);

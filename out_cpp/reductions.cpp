@@ -755,9 +755,8 @@ at::Tensor max_dim_jvp(
     const at::Tensor& self_t,
     int64_t reduced_dim,
     const at::Tensor& indices,
-    bool keepdim,
-    const at::Tensor& values) {
-  return helpers::value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes().vec());
+    bool keepdim) {
+  return helpers::gather_with_keepdimed_indices(self_t, reduced_dim, indices, keepdim);
 }
 
 std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
@@ -773,7 +772,7 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(values, formulas::max_dim_jvp(self_t, reduced_dim, indices, keepdim, values));
+    formulas::runtime::set_tangent(values, formulas::max_dim_jvp(self_t, reduced_dim, indices, keepdim));
   }
   if (grad_fn) {
     torch::autograd::set_history(values, grad_fn);

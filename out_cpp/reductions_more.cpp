@@ -8,6 +8,7 @@
 #include <ATen/ops/amin.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/max.h>
@@ -423,9 +424,8 @@ at::Tensor min_dim_jvp(
     const at::Tensor& self_t,
     int64_t reduced_dim,
     const at::Tensor& indices,
-    bool keepdim,
-    const at::Tensor& values) {
-  return helpers::value_selecting_jvp(self_t, reduced_dim, indices, keepdim, values.sizes().vec());
+    bool keepdim) {
+  return helpers::gather_with_keepdimed_indices(self_t, reduced_dim, indices, keepdim);
 }
 
 std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
@@ -441,7 +441,7 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, 
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(values, formulas::min_dim_jvp(self_t, reduced_dim, indices, keepdim, values));
+    formulas::runtime::set_tangent(values, formulas::min_dim_jvp(self_t, reduced_dim, indices, keepdim));
   }
   if (grad_fn) {
     torch::autograd::set_history(values, grad_fn);
@@ -462,27 +462,30 @@ struct AmaxBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
     result_.reset_data();
+    self_.reset_data();
   }
-  torch::autograd::SavedVariable self_;
-  torch::autograd::SavedVariable result_;
   std::vector<int64_t> dim_{};
   bool keepdim_{};
+  torch::autograd::SavedVariable result_;
+  torch::autograd::SavedVariable self_;
+  std::vector<int64_t> self_sizes_{};
 };
 
 namespace backwards {
 at::Tensor amax(
     const at::Tensor& grad,
-    const at::Tensor& self,
-    const at::Tensor& result,
     at::IntArrayRef dim,
-    bool keepdim) {
-  return helpers::scale_grad_by_count(grad, self, result, dim, keepdim);
+    bool keepdim,
+    const at::Tensor& result,
+    const at::Tensor& self,
+    at::IntArrayRef self_sizes) {
+  auto shared = helpers::scale_grad_by_count(helpers::restore_reduced_dims(grad, dim, keepdim), at::eq(helpers::restore_reduced_dims(result, dim, keepdim), self), dim);
+  return helpers::sum_to(shared, self_sizes);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list AmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_, const std::vector<int64_t>& dim_, const bool& keepdim_) {
+torch::autograd::variable_list AmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& dim_, const bool& keepdim_, const at::Tensor& result_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -492,7 +495,7 @@ torch::autograd::variable_list AmaxBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::amax(grads[0], self_, result_, dim_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::amax(grads[0], dim_, keepdim_, result_, self_, self_sizes_));
   return grad_inputs;
 }
 
@@ -500,11 +503,12 @@ torch::autograd::variable_list AmaxBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
-  auto result_ = packed_args.unpack<at::Tensor>();
   auto dim_ = packed_args.unpack<std::vector<int64_t>>();
   auto keepdim_ = packed_args.unpack<bool>();
-  return AmaxBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_, dim_, keepdim_);
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return AmaxBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, keepdim_, result_, self_, self_sizes_);
 }
 
 torch::autograd::variable_list AmaxBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -514,33 +518,36 @@ torch::autograd::variable_list AmaxBackward0::apply(torch::autograd::variable_li
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto self = self_.unpack();
   const auto result = result_.unpack(getptr());
-  return AmaxBackward0_apply_functional(std::move(grads), needs_input_grad, self, result, dim_, keepdim_);
+  const auto self = self_.unpack();
+  return AmaxBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, keepdim_, result, self, self_sizes_);
 }
 
 void AmaxBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_, false);
-  args.collect(result_, true);
   args.collect(dim_);
   args.collect(keepdim_);
+  args.collect(result_, true);
+  args.collect(self_, false);
+  args.collect(self_sizes_);
 }
 
 torch::autograd::variable_list AmaxBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_);
-  saved.before(result_);
   saved.before(dim_);
   saved.before(keepdim_);
+  saved.before(result_);
+  saved.before(self_);
+  saved.before(self_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_AmaxBackward0", AmaxBackward0_apply_functional_ivalue,
@@ -551,14 +558,15 @@ torch::autograd::variable_list AmaxBackward0::apply_with_saved(
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto self = self_.unpack();
   const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(self);
-  functional_args.pack(result);
   functional_args.pack(dim_);
   functional_args.pack(keepdim_);
+  functional_args.pack(result);
+  functional_args.pack(self);
+  functional_args.pack(self_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -566,10 +574,11 @@ torch::autograd::variable_list AmaxBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_AmaxBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(self_);
-  saved.after(result_);
   saved.after(dim_);
   saved.after(keepdim_);
+  saved.after(result_);
+  saved.after(self_);
+  saved.after(self_sizes_);
   return functional_outputs;
 }
 
@@ -579,7 +588,7 @@ at::Tensor amax_jvp(
     const at::Tensor& result,
     at::IntArrayRef dim,
     bool keepdim) {
-  return helpers::amax_amin_jvp(self_t, self, result, dim, keepdim);
+  return helpers::amaxamin_jvp(self, self_t, result, dim, keepdim);
 }
 
 at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
@@ -590,6 +599,7 @@ at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::amax(self, dim, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -597,10 +607,11 @@ at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
     grad_fn->keepdim_ = keepdim;
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
 }
@@ -614,27 +625,30 @@ struct AminBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
     result_.reset_data();
+    self_.reset_data();
   }
-  torch::autograd::SavedVariable self_;
-  torch::autograd::SavedVariable result_;
   std::vector<int64_t> dim_{};
   bool keepdim_{};
+  torch::autograd::SavedVariable result_;
+  torch::autograd::SavedVariable self_;
+  std::vector<int64_t> self_sizes_{};
 };
 
 namespace backwards {
 at::Tensor amin(
     const at::Tensor& grad,
-    const at::Tensor& self,
-    const at::Tensor& result,
     at::IntArrayRef dim,
-    bool keepdim) {
-  return helpers::scale_grad_by_count(grad, self, result, dim, keepdim);
+    bool keepdim,
+    const at::Tensor& result,
+    const at::Tensor& self,
+    at::IntArrayRef self_sizes) {
+  auto shared = helpers::scale_grad_by_count(helpers::restore_reduced_dims(grad, dim, keepdim), at::eq(helpers::restore_reduced_dims(result, dim, keepdim), self), dim);
+  return helpers::sum_to(shared, self_sizes);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list AminBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_, const std::vector<int64_t>& dim_, const bool& keepdim_) {
+torch::autograd::variable_list AminBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& dim_, const bool& keepdim_, const at::Tensor& result_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -644,7 +658,7 @@ torch::autograd::variable_list AminBackward0_apply_functional(torch::autograd::v
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::amin(grads[0], self_, result_, dim_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::amin(grads[0], dim_, keepdim_, result_, self_, self_sizes_));
   return grad_inputs;
 }
 
@@ -652,11 +666,12 @@ torch::autograd::variable_list AminBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
-  auto result_ = packed_args.unpack<at::Tensor>();
   auto dim_ = packed_args.unpack<std::vector<int64_t>>();
   auto keepdim_ = packed_args.unpack<bool>();
-  return AminBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_, dim_, keepdim_);
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return AminBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, keepdim_, result_, self_, self_sizes_);
 }
 
 torch::autograd::variable_list AminBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -666,33 +681,36 @@ torch::autograd::variable_list AminBackward0::apply(torch::autograd::variable_li
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto self = self_.unpack();
   const auto result = result_.unpack(getptr());
-  return AminBackward0_apply_functional(std::move(grads), needs_input_grad, self, result, dim_, keepdim_);
+  const auto self = self_.unpack();
+  return AminBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, keepdim_, result, self, self_sizes_);
 }
 
 void AminBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_, false);
-  args.collect(result_, true);
   args.collect(dim_);
   args.collect(keepdim_);
+  args.collect(result_, true);
+  args.collect(self_, false);
+  args.collect(self_sizes_);
 }
 
 torch::autograd::variable_list AminBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_);
-  saved.before(result_);
   saved.before(dim_);
   saved.before(keepdim_);
+  saved.before(result_);
+  saved.before(self_);
+  saved.before(self_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_AminBackward0", AminBackward0_apply_functional_ivalue,
@@ -703,14 +721,15 @@ torch::autograd::variable_list AminBackward0::apply_with_saved(
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto self = self_.unpack();
   const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(self);
-  functional_args.pack(result);
   functional_args.pack(dim_);
   functional_args.pack(keepdim_);
+  functional_args.pack(result);
+  functional_args.pack(self);
+  functional_args.pack(self_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -718,10 +737,11 @@ torch::autograd::variable_list AminBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_AminBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(self_);
-  saved.after(result_);
   saved.after(dim_);
   saved.after(keepdim_);
+  saved.after(result_);
+  saved.after(self_);
+  saved.after(self_sizes_);
   return functional_outputs;
 }
 
@@ -731,7 +751,7 @@ at::Tensor amin_jvp(
     const at::Tensor& result,
     at::IntArrayRef dim,
     bool keepdim) {
-  return helpers::amax_amin_jvp(self_t, self, result, dim, keepdim);
+  return helpers::amaxamin_jvp(self, self_t, result, dim, keepdim);
 }
 
 at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
@@ -742,6 +762,7 @@ at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::amin(self, dim, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -749,10 +770,11 @@ at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
     grad_fn->keepdim_ = keepdim;
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
   }
   return result;
 }

@@ -708,6 +708,143 @@ at::Tensor ExpandViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::expand(base, size_, implicit_);
 }
 
+struct ExpandAsBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ExpandAsBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> expand_as(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes) {
+  return {helpers::sum_to(grad, self_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ExpandAsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::expand_as(grads[0], self_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, other_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ExpandAsBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ExpandAsBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list ExpandAsBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  return ExpandAsBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void ExpandAsBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list ExpandAsBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ExpandAsBackward0", ExpandAsBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ExpandAsBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor expand_as_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& other) {
+  auto result_t = self_t.expand_as(other);
+  return result_t;
+}
+
+at::Tensor expand_as(const at::Tensor& self, const at::Tensor& other) {
+  c10::intrusive_ptr<ExpandAsBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, other)) {
+    grad_fn = c10::make_intrusive<ExpandAsBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = self.expand_as(other);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      return std::unique_ptr<torch::autograd::ViewFunc>();
+    });
+  }
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::expand_as_jvp(self_t, formulas::runtime::primal(other)));
+  }
+  if (grad_fn) {
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
 struct CatBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -1036,6 +1173,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", TORCH_FN(formulas::unsqueeze));
   m.def("permute(Tensor(a) self, int[] dims) -> Tensor(a)", TORCH_FN(formulas::permute));
   m.def("expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", TORCH_FN(formulas::expand));
+  m.def("expand_as(Tensor(a) self, Tensor other) -> Tensor(a)", TORCH_FN(formulas::expand_as));
   m.def("cat(Tensor[] tensors, int dim=0) -> Tensor", TORCH_FN(formulas::cat));
   m.def("narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)", TORCH_FN(formulas::narrow));
 }

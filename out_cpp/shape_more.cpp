@@ -65,7 +65,7 @@ namespace backwards {
 at::Tensor squeeze(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes) {
-  return at::reshape(grad, self_sizes);
+  return helpers::unsqueeze_to(grad, self_sizes);
 }
 }  // namespace backwards
 

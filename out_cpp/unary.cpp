@@ -32,7 +32,6 @@
 #include <ATen/ops/log10.h>
 #include <ATen/ops/log1p.h>
 #include <ATen/ops/log2.h>
-#include <ATen/ops/logical_and.h>
 #include <ATen/ops/logit.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/ne.h>
@@ -305,32 +304,22 @@ struct ClampBackward0 : public torch::autograd::TraceableFunction {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
   }
+  torch::autograd::SavedVariable self_;
   std::optional<at::Scalar> min_{};
   std::optional<at::Scalar> max_{};
-  torch::autograd::SavedVariable self_;
 };
 
 namespace backwards {
 at::Tensor clamp(
     const at::Tensor& grad,
+    const at::Tensor& self,
     const std::optional<at::Scalar>& min,
-    const std::optional<at::Scalar>& max,
-    const at::Tensor& self) {
-  auto zero = grad.new_zeros(std::vector<int64_t>{});
-  if (min.has_value()) {
-    if (max.has_value()) {
-      return at::where(at::logical_and(at::ge(self, (*min)), at::le(self, (*max))), grad, zero);
-    }
-    return at::where(at::ge(self, (*min)), grad, zero);
-  }
-  if (max.has_value()) {
-    return at::where(at::le(self, (*max)), grad, zero);
-  }
-  return grad;
+    const std::optional<at::Scalar>& max) {
+  return helpers::clamp_backward(grad, self, min, max);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::optional<at::Scalar>& min_, const std::optional<at::Scalar>& max_, const at::Tensor& self_) {
+torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<at::Scalar>& min_, const std::optional<at::Scalar>& max_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -340,7 +329,7 @@ torch::autograd::variable_list ClampBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clamp(grads[0], min_, max_, self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::clamp(grads[0], self_, min_, max_));
   return grad_inputs;
 }
 
@@ -348,10 +337,10 @@ torch::autograd::variable_list ClampBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
   auto min_ = packed_args.unpack<std::optional<at::Scalar>>();
   auto max_ = packed_args.unpack<std::optional<at::Scalar>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
-  return ClampBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, min_, max_, self_);
+  return ClampBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, min_, max_);
 }
 
 torch::autograd::variable_list ClampBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -362,28 +351,28 @@ torch::autograd::variable_list ClampBackward0::apply(torch::autograd::variable_l
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  return ClampBackward0_apply_functional(std::move(grads), needs_input_grad, min_, max_, self);
+  return ClampBackward0_apply_functional(std::move(grads), needs_input_grad, self, min_, max_);
 }
 
 void ClampBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
   args.collect(min_);
   args.collect(max_);
-  args.collect(self_, false);
 }
 
 torch::autograd::variable_list ClampBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
   saved.before(min_);
   saved.before(max_);
-  saved.before(self_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_ClampBackward0", ClampBackward0_apply_functional_ivalue,
@@ -397,9 +386,9 @@ torch::autograd::variable_list ClampBackward0::apply_with_saved(
   const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
   functional_args.pack(min_);
   functional_args.pack(max_);
-  functional_args.pack(self);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -407,29 +396,19 @@ torch::autograd::variable_list ClampBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_ClampBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(self_);
   saved.after(min_);
   saved.after(max_);
-  saved.after(self_);
   return functional_outputs;
 }
 
 at::Tensor clamp_jvp(
     const at::Tensor& self_t,
+    const at::Tensor& self,
     const std::optional<at::Scalar>& min,
-    const std::optional<at::Scalar>& max,
-    const at::Tensor& self) {
+    const std::optional<at::Scalar>& max) {
   auto grad = self_t;
-  auto zero = grad.new_zeros(std::vector<int64_t>{});
-  if (min.has_value()) {
-    if (max.has_value()) {
-      return at::where(at::logical_and(at::ge(self, (*min)), at::le(self, (*max))), grad, zero);
-    }
-    return at::where(at::ge(self, (*min)), grad, zero);
-  }
-  if (max.has_value()) {
-    return at::where(at::le(self, (*max)), grad, zero);
-  }
-  return grad;
+  return helpers::clamp_backward(grad, self, min, max);
 }
 
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
@@ -443,13 +422,13 @@ at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, c
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::clamp_jvp(self_t, min, max, formulas::runtime::primal(self)));
+    formulas::runtime::set_tangent(result, formulas::clamp_jvp(self_t, formulas::runtime::primal(self), min, max));
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->min_ = std::move(min);
     grad_fn->max_ = std::move(max);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
   return result;
 }

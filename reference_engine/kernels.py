@@ -327,6 +327,11 @@ def expand(x, size, implicit=False):
     return np.broadcast_to(x, target)
 
 
+@kernel("expand_as", view=True)
+def expand_as(x, other):
+    return expand(x, list(np.shape(other)))
+
+
 @kernel("unsqueeze", view=True)
 def unsqueeze(x, dim):
     x = _array(x)
@@ -566,7 +571,7 @@ def mv(x, vec):
     return np.matmul(x, vec)
 
 
-@kernel("outer")
+@kernel("outer", "ger")
 def outer(x, vec2):
     _require_dims("outer", self=(x, 1), vec2=(vec2, 1))
     return np.multiply.outer(x, vec2)
@@ -1385,6 +1390,13 @@ def clone(x, memory_format=None):
 def contiguous(x, memory_format="contiguous_format"):
     x = _array(x)
     return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+# On real dtypes (the engine's) conjugation and the real part are the identity: torch returns the
+# input itself from conj, resolve_conj and real.
+@kernel("conj", "resolve_conj", "real", view=True)
+def conj(x):
+    return _array(x)
 
 
 @kernel("index_select")

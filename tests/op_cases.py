@@ -333,6 +333,12 @@ def _shape_cases() -> list[OpCase]:
         out.append(OpCase("expand", f"{_shape_id(shape)}_to_{'_'.join(map(str, size))}",
                           (_normal(rng, shape), size)))
 
+    rng = _rng("expand_as")
+    for shape, target in (((3, 1), (3, 4)), ((1,), (2, 3)), ((), (2, 2)), ((1, 3), (0, 3)), ((3,), (2, 1, 3)),
+                          ((2, 3), (2, 3))):
+        out.append(OpCase("expand_as", f"{_shape_id(shape)}_as_{_shape_id(target)}",
+                          (_normal(rng, shape), _normal(rng, target))))
+
     rng = _rng("unsqueeze")
     for shape, dim in (((2, 3), 0), ((2, 3), 2), ((2, 3), -1), ((2, 3), -3), ((), 0), ((), -1), ((0, 2), 1)):
         out.append(OpCase("unsqueeze", f"{_shape_id(shape)}_dim{dim}", (_normal(rng, shape), dim)))
@@ -491,6 +497,10 @@ def _linalg_more_cases() -> list[OpCase]:
     rng = _rng("outer")
     for left, right in ((3, 4), (1, 1), (0, 2), (2, 1)):
         out.append(OpCase("outer", _shape_id((left,), (right,)), (_normal(rng, (left,)), _normal(rng, (right,)))))
+
+    rng = _rng("ger")
+    for left, right in ((3, 4), (1, 1), (0, 2), (2, 1)):
+        out.append(OpCase("ger", _shape_id((left,), (right,)), (_normal(rng, (left,)), _normal(rng, (right,)))))
 
     rng = _rng("matmul")
     for left, right in (((3,), (3,)),                    # dot
@@ -732,6 +742,10 @@ def _shape_more_cases() -> list[OpCase]:
     rng = _rng("contiguous")
     for shape in ((2, 3), (), (0, 2), (1, 4, 1)):
         out.append(OpCase("contiguous", _shape_id(shape), (_normal(rng, shape),)))
+    for op in ("conj", "resolve_conj", "real"):
+        rng = _rng(op)
+        for shape in ((2, 3), (), (0, 2), (1, 4, 1)):
+            out.append(OpCase(op, _shape_id(shape), (_normal(rng, shape),)))
     rng = _rng("movedim.intlist")
     for shape, source, destination in (((2, 3, 4), [0, 1], [2, 0]), ((2, 3, 4), [-1], [0]), ((2, 3), [], []),
                                        ((0, 3, 1), [0, 2], [1, 0])):
@@ -1152,7 +1166,7 @@ def _more_reduction_cases() -> list[OpCase]:
         rng = _rng(op)
         for shape, dim, keepdim in (((3, 4), [1], False), ((3, 4), [0, 1], True), ((2, 3, 4), [], False),
                                     ((2, 3, 4), [-1, 0], True), ((), [], False), ((), [0], True),
-                                    ((5,), [0], False), ((0, 3), [1], False)):
+                                    ((5,), [0], False), ((0, 3), [1], False), ((), [0], False)):
             dim_id = "_".join(map(str, dim)) or "all"
             out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim_id}_keep{int(keepdim)}",
                               (_distinct(rng, shape), dim, keepdim)))

@@ -1,0 +1,35 @@
+"""Complex conjugation and the real part: ``conj``, ``resolve_conj``, ``real``.
+
+The library is real-valued: on a real tensor each of these is the identity (it returns its
+input itself, as torch's does). They are declared because derivatives.yaml's formulas conjugate
+every factor, so that they are right for complex dtypes too. Each is linear over the reals: its backward applies the
+op to the gradient (the adjoint of conjugation is conjugation, of taking the real part the
+real part), and its jvp applies it to the tangent.
+"""
+from __future__ import annotations
+
+from formulas import at, derivative
+
+
+@derivative("conj(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
+def conj(self):
+    result = at.conj(self)
+    def backward(grad):
+        return at.conj(grad)
+    return result, backward
+
+
+@derivative("resolve_conj(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
+def resolve_conj(self):
+    result = at.resolve_conj(self)
+    def backward(grad):
+        return at.resolve_conj(grad)
+    return result, backward
+
+
+@derivative("real(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
+def real(self):
+    result = at.real(self)
+    def backward(grad):
+        return at.real(grad)
+    return result, backward

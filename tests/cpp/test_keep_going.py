@@ -90,3 +90,34 @@ def test_clean_package_exits_0_and_default_mode_stays_all_or_nothing(tmp_path, c
     (formulas / "trig.py").write_text(GOOD + REFUSED)
     assert generate.main(["--formulas", str(formulas), "--out", str(tmp_path / "strict")]) == 1
     assert not (tmp_path / "strict").exists()
+
+
+# A derivatives.yaml entry whose only section is for nested tensors (torch has one such test op): its
+# formula holds for nested tensors only and must not become every tensor's derivative.
+NESTED_ONLY_YAML = '''\
+- name: sin(Tensor self) -> Tensor
+  self: grad * self.cos()
+  result: auto_element_wise
+
+- name: cos(Tensor self) -> Tensor
+  dispatch:
+    AutogradNestedTensor:
+      self: grad * -self.sin()
+'''
+
+
+def test_a_dispatch_section_other_than_default_is_refused(tmp_path, capsys):
+    from transpiler.yaml_import.importer import import_yaml
+
+    formulas = tmp_path / "imported"
+    formulas.mkdir()
+    for name, text in import_yaml(NESTED_ONLY_YAML, "derivatives.yaml").files.items():
+        (formulas / name).write_text(text)
+    code, lines = run(formulas, tmp_path / "out", capsys)
+    assert code == 1
+    source = "".join(p.read_text() for p in (tmp_path / "out").glob("*.cpp"))
+    assert "SinBackward0" in source and "CosBackward0" not in source
+    refused = [line for line in lines if " DB200 " in line]
+    assert len(refused) == 1 and refused[0].endswith("[cos]")
+    assert "a formula for the dispatch key AutogradNestedTensor only" in refused[0]
+    assert "1 of 2 formulas emitted" in lines

@@ -21,7 +21,7 @@ import libcst as cst
 
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
-    DUPLICATE_OPERATOR, UNSUPPORTED_TYPE, Binding, Context, HelperSignature, Untranslatable, cpp_name,
+    DUPLICATE_OPERATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature, Untranslatable, cpp_name,
 )
 from transpiler.cpp.nodes import (
     borrowed_param, emit_formula, emit_nondifferentiable, is_view, node_name, schema_node,
@@ -165,6 +165,24 @@ def _header(name: str) -> str:
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
+def _refuse_other_dispatch_keys(function: cst.FunctionDef) -> None:
+    """An imported formula of a derivatives.yaml ``dispatch:`` section other than ``Default``
+    (``@yaml_entry(dispatch="AutogradNestedTensor")``) holds only for tensors of that key; the C++
+    path registers one formula for every tensor, so such a section is refused (registered for all
+    tensors, a nested-tensor formula would give dense tensors a wrong derivative)."""
+    for decorator in function.decorators:
+        match decorator.decorator:
+            case cst.Call(func=cst.Name("yaml_entry"), args=args):
+                for arg in args:
+                    if (arg.keyword is not None and arg.keyword.value == "dispatch"
+                            and isinstance(arg.value, cst.SimpleString)
+                            and arg.value.evaluated_value != "Default"):
+                        raise Untranslatable(decorator, UNSUPPORTED,
+                                             f"a formula for the dispatch key {arg.value.evaluated_value} "
+                                             "only: the C++ path registers one formula for every tensor, so "
+                                             "only a derivatives.yaml Default section is transliterated")
+
+
 def _module_file(module: FormulaModule, context: Context, taken: set[str], diagnostics: list[Diagnostic],
                  namespace: str, root: str, registered: set[str]) -> tuple[str, int, bool] | None:
     """The module's C++, its number of operators, and whether it has view operators (views.h).
@@ -174,6 +192,7 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
     for formula in module.formulas:
         struct = node_name(formula, taken)
         try:
+            _refuse_other_dispatch_keys(formula.node)
             emitted.append(emit_formula(formula, context, struct))
         except Untranslatable as error:
             diagnostics.append(_diagnostic(module, error))

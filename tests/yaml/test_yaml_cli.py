@@ -232,3 +232,32 @@ def test_a_formula_edited_in_python_is_emitted_as_cpp(tmp_path: Path):
     assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
     sin = yaml.safe_load(emitted.read_text())[0]
     assert sin["self"] == "at::where(self > 0, grad, grad_input_mask[0] ? std::nullopt : *scale)"
+
+
+# No output_differentiability, and the gradient formula uses `grad`: torchgen differentiates the first
+# output only (frexp's exponent is an integer tensor, which autograd refuses to record).
+IMPLIED_YAML = """\
+- name: frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
+  self: grad / exponent.exp2()
+  mantissa: self_t / exponent.exp2()
+
+- name: max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+  self: value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)
+  values: gather_with_keepdimed_indices(self_t, dim, indices, keepdim)
+"""
+
+
+def test_only_the_first_output_is_differentiable_when_the_formulas_use_grad(tmp_path: Path, capsys):
+    text = import_yaml(IMPLIED_YAML, "implied.yaml").files["derivatives_000.py"]
+    assert '''@derivative("frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)", \
+output_differentiability=[True, False])
+@yaml_entry(output_differentiability=None)
+def frexp_Tensor(self):
+    mantissa, exponent = at.frexp(self)
+    def backward(grad):''' in text
+    assert "def backward(grad):\n        grad_self = at.value_selecting_reduction_backward" in text
+    source, out, emitted = tmp_path / "derivatives.yaml", tmp_path / "imported", tmp_path / "emitted.yaml"
+    source.write_text(IMPLIED_YAML)
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(IMPLIED_YAML)      # no flags written back

@@ -31,6 +31,7 @@ from transpiler.yaml_import.model import (
     Section,
     differentiable_outputs,
     full_output_differentiability,
+    implied_output_differentiability,
     gradient_locals,
     is_backward_line,
     return_names,
@@ -182,8 +183,12 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
     gradient_lines = [line for line in backward_lines if line.formula != NON_DIFFERENTIABLE]
     diff_args = [a for a in arg_names if any(a in line.names for line in gradient_lines)]
 
-    backward, backward_trees = _backward(entry, schema, gradient_lines, local)
+    flags = implied_output_differentiability(schema, entry.output_differentiability,
+                                             [line.formula for line in gradient_lines])
+    backward, backward_trees = _backward(schema, flags, gradient_lines, local)
     details: list[tuple[str, object]] = []
+    if flags is not entry.output_differentiability:
+        details.append(("output_differentiability", None))     # torchgen's rule gave @derivative's flags
     if section.dispatch is not None:
         details.append(("dispatch", section.dispatch))
     if non_diff:
@@ -196,7 +201,7 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
         details.append(("jvp", auto[0].formula))
     elif forward_lines:
         jvp, jvp_trees = _jvp(schema, diff_args, forward_lines, local)
-    full_flags = full_output_differentiability(schema, entry.output_differentiability)
+    full_flags = full_output_differentiability(schema, flags)
     if entry.output_differentiability is not None and full_flags != entry.output_differentiability:
         details.append(("output_differentiability", entry.output_differentiability))
 
@@ -228,8 +233,8 @@ def forward_call(schema: FunctionSchema, local: dict[str, str]) -> str:
     return f"at.{schema.name.base}({', '.join(args)})"
 
 
-def _backward(entry: Entry, schema: FunctionSchema, lines: list[FormulaLine], local: dict[str, str]
-              ) -> tuple[Closure, list[Node]]:
+def _backward(schema: FunctionSchema, flags: tuple[bool | str, ...] | None, lines: list[FormulaLine],
+              local: dict[str, str]) -> tuple[Closure, list[Node]]:
     """The nested ``def backward``: one assignment per gradient line, one gradient returned
     per tensor input (``None`` for an input without a formula)."""
     names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
@@ -240,19 +245,19 @@ def _backward(entry: Entry, schema: FunctionSchema, lines: list[FormulaLine], lo
         trees.append(tree)
         assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout, original))
     used = free_names(trees)
-    params, prelude = _gradient_params(entry, schema, return_names(schema), used)
+    params, prelude = _gradient_params(schema, flags, return_names(schema), used)
     assigned = {n for line in lines for n in line.names}
     returns = tuple(targets[a.name] if a.name in assigned else "None" for a in schema.tensor_inputs)
     mask = (NEEDS_INPUT_GRAD,) if GRAD_INPUT_MASK in used else ()
     return Closure("backward", params, mask, prelude, tuple(assignments), returns), trees
 
 
-def _gradient_params(entry: Entry, schema: FunctionSchema, outputs: tuple[str, ...], used: set[str]
-                     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _gradient_params(schema: FunctionSchema, flags: tuple[bool | str, ...] | None, outputs: tuple[str, ...],
+                     used: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """backward's parameters (one per differentiable output) and the statements that
     bind the names the formulas use for them (``grad`` is the first output's gradient,
     ``grads`` the list of them, ``grad_<output>`` a named one)."""
-    indices = differentiable_outputs(schema, entry.output_differentiability)
+    indices = differentiable_outputs(schema, flags)
     if len(indices) == 1:
         named = [f"grad_{outputs[indices[0]]}"]
         for candidate in ("grads", "grad", *named):

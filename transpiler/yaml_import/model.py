@@ -6,6 +6,8 @@ into the same entries, and :mod:`.emit` prints entries as YAML.
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from transpiler.schema import FunctionSchema, is_tensor_like
@@ -76,6 +78,20 @@ def differentiable_outputs(schema: FunctionSchema, flags: tuple[bool | str, ...]
         i for i, ret in enumerate(schema.returns)
         if i < len(flags) and flags[i] is not False and is_tensor_like(ret.type)
     )
+
+
+SINGLE_GRAD = re.compile(r"(^|\W)grad($|\W)")
+
+
+def implied_output_differentiability(schema: FunctionSchema, flags: tuple[bool | str, ...] | None,
+                                     gradient_formulas: Sequence[str]) -> tuple[bool | str, ...] | None:
+    """``flags`` as torchgen reads them: when derivatives.yaml gives none and a gradient formula
+    uses ``grad`` (the first output's gradient), only the first tensor output is differentiable
+    (``max.dim``'s ``indices``, ``frexp``'s integer ``exponent``); otherwise ``flags`` unchanged."""
+    tensors = [i for i, ret in enumerate(schema.returns) if is_tensor_like(ret.type)]
+    if flags is not None or len(tensors) < 2 or not any(SINGLE_GRAD.search(f) for f in gradient_formulas):
+        return flags
+    return tuple(i == tensors[0] for i in range(len(schema.returns)))
 
 
 def full_output_differentiability(schema: FunctionSchema,

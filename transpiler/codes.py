@@ -22,11 +22,6 @@ class Code:
     example: str = ""     # code that gets the finding ("" where a file or the tool itself is at fault)
     fix: str = ""         # what to write instead, or what to do
 
-    @property
-    def stage(self) -> str:
-        """Who reports it: ``lint`` (DB0xx, DB1xx) or ``transpile`` (DB2xx)."""
-        return "transpile" if self.code.startswith("DB2") else "lint"
-
     def explain(self) -> str:
         """The text ``transpile rule CODE`` prints."""
         parts = [f"{self.code}: {self.summary}", "", "What it does", _para(self.what), "",
@@ -172,6 +167,14 @@ CODES: tuple[Code, ...] = (
          "under `--namespace formulas`, an operator the shipped library already registers.",
          "Both would register the same `torch.ops.<namespace>.<op>`.",
          fix="Keep one formula per operator, or give the package its own `--namespace`."),
+    Code("DB300", "`emit-yaml`: a formula that is not in the shape `transpile import-yaml` writes",
+         "Reports, in a directory given to `transpile emit-yaml`, a formula line whose expression is outside "
+         "the Python spelling of derivatives.yaml's C++ (transpiler/yaml_import/README.md), a decorator "
+         "argument that is not a literal, or a `# cpp:` / `# yaml:` comment that is not the JSON it must be.",
+         "The line has no derivatives.yaml text; `emit-yaml` writes nothing rather than a file torchgen "
+         "would read differently.",
+         "def backward(grad):\n    grad_self = grad ** 2",
+         "Write the line in the dialect (`at.pow(grad, 2)`), or re-import the entry with `transpile import-yaml`."),
 )
 
 BY_CODE: dict[str, Code] = {entry.code: entry for entry in CODES}

@@ -190,9 +190,14 @@ def test_import_replaces_the_directory_only_on_success(tmp_path: Path, capsys):
 
 
 @pytest.mark.parametrize("before, after, message", [
-    ("grad * at.conj(at.cos(self))", "grad * at.conj(at.cos(self)", ":18:35: cannot parse: '(' was never closed"),
-    ("grad * at.conj(at.cos(self))", "grad * cpp.nonsense(self)", "unknown dialect call cpp.nonsense"),
+    ("grad * at.conj(at.cos(self))", "grad * at.conj(at.cos(self)",
+     ":18:35: DB000 cannot parse the file: '(' was never closed"),
+    ("grad * at.conj(at.cos(self))", "grad * cpp.nonsense(self)", "DB300 `grad * cpp.nonsense(self)`: unknown dialect call cpp.nonsense"),
     ("grad * at.conj(at.cos(self))", "grad * at.conj(at.cos(self))  # cpp: {3:", "the layout comment is not JSON"),
+    ("grad * at.conj(at.cos(self))", "grad ** 2", "DB300 `grad ** 2`: `grad ** 2` is outside the formula dialect"),
+    ("grad * at.conj(at.cos(self))", "(grad *  # a comment is lost in C++\n                      at.conj(at.cos(self)))",
+     "DB300 `(grad *  # a comment is lost in C++"),
+    ("def backward(grad):", "def backward_(grad):", "DB107"),
     ('# yaml: "grad * self.cos().conj()"', '# yaml: grad', "the yaml comment is not a JSON string"),
     ('@yaml_entry(jvp="auto_element_wise")', "@yaml_entry(jvp=JVP)", "decorator arguments must be literals"),
 ])

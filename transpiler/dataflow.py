@@ -60,6 +60,17 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield value
 
 
+def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:
+    """``node`` and every node under it, parents first, in source order (iterative, and without the
+    slow libcst visitor). A node below ``node`` for which ``enter`` is false is yielded, not entered."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if enter is None or current is node or enter(current):
+            stack.extend(reversed(list(syntax_children(current))))
+
+
 _node_types: dict[type, bool] = {}
 
 
@@ -358,7 +369,7 @@ class _Interpreter:
         """A function, lambda or class defined here holds whatever it reads from the scope,
         its default arguments (evaluated here, bound for every later call) included."""
         if isinstance(node, cst.ClassDef):
-            return join(*(self.env[n.value] for n in _walk_names(node) if n.value in self.env))
+            return join(*(self.env[n.value] for n in walk(node) if isinstance(n, cst.Name) and n.value in self.env))
         defaults = [self.expr(d) for d in _defaults_and_decorators(node)]
         return join(*defaults, *(self.env[n.value] for n in closure_reads(node, set(self.env))))
 
@@ -493,15 +504,6 @@ class _Interpreter:
             if declared is not None:
                 return declared
         return join(self.expr(func), *args)
-
-
-def _walk_names(node: cst.CSTNode) -> Iterator[cst.Name]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current
-        stack.extend(syntax_children(current))
 
 
 def _pattern_names(pattern: cst.CSTNode) -> Iterator[cst.Name]:

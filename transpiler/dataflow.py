@@ -154,7 +154,7 @@ def at_operator(call: cst.Call) -> str | None:
 
 
 @dataclass(frozen=True)
-class Binding:
+class BindingSite:
     """One place where the analysed code binds a name."""
 
     name: str
@@ -179,7 +179,7 @@ class FlowResult:
     """What :func:`analyze_body` found."""
 
     env: dict[str, ValueKind]                           # kinds at the end of the body
-    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    bindings: dict[str, list[BindingSite]] = field(default_factory=dict)
     mutated: set[str] = field(default_factory=set)      # containers changed in place (``xs.append``)
     operator_uses: dict[cst.CSTNode, OperatorUse] = field(default_factory=dict)
 
@@ -354,7 +354,7 @@ class _Interpreter:
                   kind: ValueKind, *, augmented: bool = False) -> None:
         self.env[name] = kind
         if self._statement is not None:
-            binding = Binding(name, target, value, self._statement, self._index, self._depth > 0, augmented)
+            binding = BindingSite(name, target, value, self._statement, self._index, self._depth > 0, augmented)
             self.result.bindings.setdefault(name, []).append(binding)
 
     def mutate(self, container: cst.BaseExpression, kind: ValueKind) -> None:

@@ -241,7 +241,8 @@ class _CstReader:
                 return self.expr(value)
             case cst.Arg(value=value, keyword=None, star=""):
                 return self.expr(value)
-        raise DialectError(f"`{_code(node)}` is outside the formula dialect (keywords, stars and slices have no C++ spelling)")
+        raise DialectError(f"`{_code(node)}` is outside the formula dialect "
+                           "(keywords, stars and slices have no C++ spelling)")
 
     def subscript(self, node: Node, items: list[Node]) -> Node:
         if _is_template_base(node):

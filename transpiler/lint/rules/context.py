@@ -7,7 +7,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from transpiler.dataflow import Binding, FlowResult, ValueKind, analyze_body, walk
+from transpiler.dataflow import BindingSite, FlowResult, ValueKind, analyze_body, walk
 from transpiler.diagnostics import Diagnostic
 from transpiler.frontend import forward_dataflow, parameter_arguments
 from transpiler.model import CaptureKind, Formula, FormulaModule, Helper, Span
@@ -77,7 +77,7 @@ class FormulaContext:
         names = {p.name.value for p in (*params.params, *params.kwonly_params)}
         return frozenset(names | set(self.backward.bindings))
 
-    def forward_bindings(self, name: str) -> list[Binding]:
+    def forward_bindings(self, name: str) -> list[BindingSite]:
         return self.forward.bindings.get(name, [])
 
     def is_declared(self, operator: str) -> bool:

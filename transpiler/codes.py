@@ -59,7 +59,8 @@ CODES: tuple[Code, ...] = (
     Code("DB000", "the file cannot be parsed",
          "The file is not valid Python for this interpreter: a syntax error found by the parser or by the "
          "compiler (`return` outside a function, a late `from __future__`, too many nested blocks), bytes that "
-         "do not decode in the file's encoding (PEP 263), or an expression nested too deeply to analyse.",
+         "do not decode in the file's encoding (PEP 263), or an expression nested too deeply to analyse; for "
+         "`transpile import-yaml`, a derivatives.yaml that is not valid YAML.",
          "Nothing in the file can be checked; the other files still are.",
          "def backward(grad)\n    return grad",
          "Fix the syntax error at the reported location (or split the expression that is too deep)."),
@@ -175,6 +176,14 @@ CODES: tuple[Code, ...] = (
          "would read differently.",
          "def backward(grad):\n    grad_self = grad ** 2",
          "Write the line in the dialect (`at.pow(grad, 2)`), or re-import the entry with `transpile import-yaml`."),
+    Code("DB301", "`import-yaml`: a derivatives.yaml entry that cannot be translated to a Python formula",
+         "Reports an entry of the derivatives.yaml given to `transpile import-yaml` whose schema does not parse, "
+         "whose formula is C++ the importer's parser does not read, or whose Python spelling would parse "
+         "differently (C++ reads `a == b & c` as `(a == b) & c`, Python as `a == (b & c)`).",
+         "The entry is left out of the import (the others are written); a formula whose Python meant something "
+         "else would be silently wrong.",
+         "- name: cos(Tensor self) -> Tensor\n  self: grad * -self.sin( +",
+         "Fix the entry's C++, or add the parentheses the message asks for."),
 )
 
 BY_CODE: dict[str, Code] = {entry.code: entry for entry in CODES}

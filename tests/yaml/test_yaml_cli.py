@@ -41,10 +41,10 @@ SMALL_YAML = """\
 def test_untranslatable_entries_are_named_and_the_rest_imported():
     result = import_yaml(SMALL_YAML, "small.yaml")
     assert result.imported == 3
-    assert [(p.entry, p.line) for p in result.problems] == [
-        ("cos(Tensor self) -> Tensor", 11), ("not_an_op(Tensor self -> Tensor", 19)]
+    assert [(p.line, p.code, p.message.split(": ")[0]) for p in result.problems] == [
+        (11, "DB301", "entry `cos(Tensor self) -> Tensor`"), (19, "DB301", "entry `not_an_op(Tensor self -> Tensor`")]
     assert "cannot translate `grad * -self.sin( +`" in result.problems[0].format()
-    assert result.problems[0].format().startswith("small.yaml:11:1: entry `cos(Tensor self) -> Tensor`")
+    assert result.problems[0].format().startswith("small.yaml:11:1: DB301 entry `cos(Tensor self) -> Tensor`")
     assert result.summary() == "imported 3 of 5 entries into 1 formula files; 2 could not be translated"
 
 
@@ -75,7 +75,7 @@ def test_commands_round_trip(tmp_path: Path, capsys):
     out = tmp_path / "imported"
     assert transpile(["import-yaml", str(source), "-o", str(out)]) == 1
     printed = capsys.readouterr().out
-    assert f"{source}:11:1: entry `cos(Tensor self) -> Tensor`" in printed
+    assert f"{source}:11:1: DB301 entry `cos(Tensor self) -> Tensor`" in printed
     assert printed.rstrip().endswith("2 could not be translated")
     assert sorted(p.name for p in out.iterdir()) == ["__init__.py", "derivatives_000.py", "externals.py"]
 
@@ -180,12 +180,12 @@ def test_import_replaces_the_directory_only_on_success(tmp_path: Path, capsys):
     transpile(["import-yaml", str(source), "-o", str(out)])
     (out / "stale.py").write_text("x = 1\n")
     assert transpile(["import-yaml", str(tmp_path / "missing.yaml"), "-o", str(out)]) == 2
-    assert "missing.yaml:1:1: cannot read the file" in capsys.readouterr().err
+    assert "missing.yaml:1:1: DB001 cannot read the file" in capsys.readouterr().err
     assert (out / "stale.py").exists()
     broken = tmp_path / "broken.yaml"
     broken.write_text("- name: [unclosed\n")
     assert transpile(["import-yaml", str(broken), "-o", str(out)]) == 2
-    assert "broken.yaml:2:1: not valid YAML" in capsys.readouterr().err
+    assert "broken.yaml:2:1: DB000 not valid YAML" in capsys.readouterr().err
     assert (out / "stale.py").exists()
 
 

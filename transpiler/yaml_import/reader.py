@@ -11,7 +11,6 @@ diagnostics; a formula outside the shape ``import-yaml`` writes is a DB300.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -20,7 +19,6 @@ import libcst.matchers as m
 from transpiler.diagnostics import Diagnostic, TranspileError
 from transpiler.frontend import find_decorator, read_module
 from transpiler.model import Formula, FormulaModule, JvpRule
-from transpiler.schema import FunctionSchema
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.importer import FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, non_tensor_arguments, primal_names
 from transpiler.yaml_import.main_dialect import to_main
@@ -41,48 +39,6 @@ FORMULA_FILES = f"{FORMULA_FILE_PREFIX}*.py"
 YAML_SHAPE = "DB300"     # a formula that is not in the shape ``import-yaml`` writes
 
 
-@dataclass(frozen=True)
-class ReadLine:
-    """One formula assignment: the YAML key it stands for, its tree and its layout."""
-
-    key: str
-    tree: Node
-    layout: cpp.Layout
-    original: str | None = None     # the ``# yaml:`` formula, when the Python still is its rewrite
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(self.key.split(", "))
-
-    def line(self) -> FormulaLine:
-        if self.original is not None:
-            return FormulaLine(self.key, self.original)
-        return FormulaLine(self.key, cpp.render(cpp.print_tokens(self.tree), self.layout))
-
-
-@dataclass(frozen=True)
-class ReadFunction:
-    """One ``@derivative`` function of an imported file."""
-
-    schema: FunctionSchema
-    schema_text: str
-    flags: tuple[bool | str, ...] | None
-    dispatch: str | None
-    gradients: tuple[ReadLine, ...]
-    non_differentiable: tuple[str, ...]
-    auto_jvp: str | None
-    tangents: tuple[ReadLine, ...]
-
-    def section(self) -> Section:
-        """The function as a derivatives.yaml section."""
-        lines = [g.line() for g in self.gradients]
-        lines += [FormulaLine(key, NON_DIFFERENTIABLE) for key in self.non_differentiable]
-        if self.auto_jvp is not None:
-            lines.append(FormulaLine("result", self.auto_jvp))
-        lines += [t.line() for t in self.tangents]
-        return Section(self.dispatch, tuple(lines))
-
-
 def formula_files(directory: str | Path) -> list[Path]:
     """The formula files of an imported directory, in entry order."""
     return sorted(Path(directory).glob(FORMULA_FILES))
@@ -90,28 +46,28 @@ def formula_files(directory: str | Path) -> list[Path]:
 
 def read_directory(directory: str | Path) -> list[Entry]:
     """Every entry of an imported directory, in order."""
-    functions: list[ReadFunction] = []
+    functions: list[Entry] = []
     for path in formula_files(directory):
         functions += read_functions(read_module(str(path)))
     return group_entries(functions)
 
 
-def group_entries(functions: list[ReadFunction]) -> list[Entry]:
+def group_entries(functions: list[Entry]) -> list[Entry]:
     """Consecutive functions of one schema with dispatch keys form one entry."""
     entries: list[Entry] = []
     for function in functions:
         last = entries[-1] if entries else None
-        section = function.section()
-        if (last is not None and last.name == function.schema_text and function.dispatch is not None
+        section = function.sections[0]
+        if (last is not None and last.name == function.name and section.dispatch is not None
                 and last.sections[-1].dispatch is not None):
             entries[-1] = Entry(last.name, last.output_differentiability, last.sections + (section,))
         else:
-            entries.append(Entry(function.schema_text, function.flags, (section,)))
+            entries.append(function)
     return entries
 
 
-def read_functions(module: FormulaModule) -> list[ReadFunction]:
-    """The ``@derivative`` functions of one formula file's model, in order.
+def read_functions(module: FormulaModule) -> list[Entry]:
+    """The ``@derivative`` functions of one formula file's model, in order, each an entry of one section.
 
     Raises :class:`TranspileError` with the front-end's diagnostics (DB000, DB107) or a DB300
     for a function that is not in the shape ``import-yaml`` writes.
@@ -154,7 +110,7 @@ class _FormulaReader:
             return {}
         return {a.keyword.value: self.literal(a.value) for a in decorator.decorator.args if a.keyword is not None}
 
-    def function(self, formula: Formula) -> ReadFunction:
+    def function(self, formula: Formula) -> Entry:
         node, schema = formula.node, formula.schema
         derivative = find_decorator(node, "derivative").decorator
         schema_text = next(a.value for a in derivative.args if a.keyword is None).evaluated_value
@@ -166,18 +122,19 @@ class _FormulaReader:
         non_tensors = non_tensor_arguments(schema)
         gradients = self.lines_of(formula.backward.node, gradient_locals(schema),
                                   pydialect.inverse_names(backward_names), non_tensors)
-        tangents: tuple[ReadLine, ...] = ()
+        tangents: tuple[FormulaLine, ...] = ()
         if formula.jvp is not None and formula.jvp.rule is JvpRule.WRITTEN:
             diff_args = [a.name for a in schema.arguments if any(a.name in g.names for g in gradients)]
             tangents = self.lines_of(formula.jvp.node, tangent_locals(schema),
                                      pydialect.inverse_names(primal_names(schema, diff_args, local)), non_tensors)
-        return ReadFunction(
-            schema, schema_text, tuple(flags) if flags is not None else None, details.get("dispatch"),
-            gradients, tuple(details.get("non_differentiable", ())), details.get("jvp"), tangents,
-        )
+        lines = [*gradients, *(FormulaLine(key, NON_DIFFERENTIABLE) for key in details.get("non_differentiable", ()))]
+        if details.get("jvp") is not None:
+            lines.append(FormulaLine("result", details["jvp"]))
+        section = Section(details.get("dispatch"), (*lines, *tangents))
+        return Entry(schema_text, tuple(flags) if flags is not None else None, (section,))
 
     def lines_of(self, closure: cst.FunctionDef, locals_: dict[str, str], names: dict[str, str],
-                 non_tensors: frozenset[str]) -> tuple[ReadLine, ...]:
+                 non_tensors: frozenset[str]) -> tuple[FormulaLine, ...]:
         """The formula assignments of a closure as YAML lines: those whose targets are
         the gradient (or tangent) locals ``locals_`` gives (YAML name -> Python local)."""
         keys = pydialect.inverse_names(locals_)
@@ -203,8 +160,10 @@ class _FormulaReader:
                 tree = pydialect.from_cst(statement.value, names)
             except pydialect.DialectError as error:
                 raise self.error(statement, f"`{expression}`: {error}") from None
-            lines.append(ReadLine(key, tree, self.layout(statement, comment_text),
-                                  self.original(statement, comment_text, tree, non_tensors)))
+            formula = self.original(statement, comment_text, tree, non_tensors)
+            if formula is None:
+                formula = cpp.render(cpp.print_tokens(tree), self.layout(statement, comment_text))
+            lines.append(FormulaLine(key, formula))
         return tuple(lines)
 
     def original(self, statement: cst.Assign, comment: str, tree: Node, non_tensors: frozenset[str]) -> str | None:

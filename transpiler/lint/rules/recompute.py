@@ -57,7 +57,7 @@ def _collect(context: FormulaContext, name: str, needed: dict[int, cst.SimpleSta
     value = _single_assignment_value(statement)
     if value is None or any(isinstance(n, _PURE_EXPRESSION_BLOCKERS) for n in walk(value)):
         return False
-    if any(target in context.backward_locals for target in assigned_names(statement)):
+    if any(target in context.backward_locals for target in assignment_targets(statement)):
         return False
     formula = context.formula
     for read in read_names(value):
@@ -91,7 +91,8 @@ def _single_assignment_value(statement: cst.BaseStatement) -> cst.BaseExpression
     return None
 
 
-def assigned_names(statement: cst.SimpleStatementLine) -> list[str]:
+def assignment_targets(statement: cst.SimpleStatementLine) -> list[str]:
+    """The names a one-assignment line binds, in order (``a, b = ...`` -> ``["a", "b"]``)."""
     small = statement.body[0]
     target = small.targets[0].target if isinstance(small, cst.Assign) else small.target
     if isinstance(target, (cst.Tuple, cst.List)):

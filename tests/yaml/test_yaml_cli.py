@@ -237,3 +237,16 @@ def test_a_formula_edited_in_python_is_emitted_as_cpp(tmp_path: Path):
     assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
     sin = yaml.safe_load(emitted.read_text())[0]
     assert sin["self"] == "at::where(self > 0, grad, grad_input_mask[0] ? std::nullopt : *scale)"
+
+
+def test_parentheses_around_a_whole_formula_are_kept(tmp_path: Path):
+    """libcst keeps the parentheses that enclose a whole right-hand side (``ast`` drops them), and
+    torchgen pastes the formula text as written: ``(grad * self)`` must come back with them."""
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(SMALL_YAML.replace("self: grad * self.cos().conj()", "self: (grad * self)"))
+    out = tmp_path / "imported"
+    transpile(["import-yaml", str(source), "-o", str(out)])
+    assert "grad_self = (grad * self)\n" in (out / "derivatives_000.py").read_text()
+    emitted = tmp_path / "emitted.yaml"
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    assert yaml.safe_load(emitted.read_text())[0]["self"] == "(grad * self)"

@@ -5,9 +5,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from transpiler.dataflow import METADATA_ATTRIBUTES, METADATA_METHODS, closure_reads
+from transpiler.dataflow import METADATA_ATTRIBUTES, METADATA_METHODS, closure_reads, walk
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint.rules.context import FormulaContext, walk
+from transpiler.lint.rules.context import FormulaContext
 from transpiler.lint.rules.recompute import describe_recomputation, plan_recomputation
 from transpiler.model import Capture, CaptureKind
 

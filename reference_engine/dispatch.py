@@ -35,12 +35,6 @@ from reference_engine.views import make_view, mark_recorded
 from transpiler.schema import FunctionSchema, is_tensor_like, parse_schema
 
 
-def node_name(schema: FunctionSchema) -> str:
-    """``sum.dim_IntList`` -> ``SumDimIntListBackward0`` (torch-style node names)."""
-    words = [w for part in (schema.name.base, schema.name.overload) for w in part.split("_") if w]
-    return "".join(w[0].upper() + w[1:] for w in words) + "Backward0"
-
-
 class Overload:
     """One declared operator: its schema binding, kernel and (optional) formula."""
 
@@ -56,7 +50,7 @@ class Overload:
         self.kernel = kernel
         self.formula = formula.fn if formula is not None else None
         self.jvp_rule = formula.jvp if formula is not None else None   # @derivative(jvp=...)
-        self.node_name = node_name(schema)
+        self.node_name = schema.name.node_prefix + "Backward0"   # torch-style: SumDimIntListBackward0
         self.returns_kind = _returns_kind(schema)
         #: the named tuple of a several-output op whose returns are named (``max.dim`` gives
         #: ``(values, indices)``, as ``torch.return_types.max``); None: a plain tuple.

@@ -46,7 +46,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from reference_engine.binding import REQUIRED, parse_default
-from tests.op_cases import OpCase, _is_float_tensor_arg, torch_op
+from tests.op_cases import OpCase, torch_op
 from tests.torch_backend import accepts, wrap
 from transpiler.schema import FunctionSchema, parse_schema
 

@@ -25,8 +25,11 @@ class Code:
 
     @property
     def stage(self) -> str:
-        """Who reports it: ``lint`` (DB0xx, DB1xx) or ``transpile`` (DB2xx)."""
-        return "transpile" if self.code.startswith("DB2") else "lint"
+        """Who reports it: the command the summary starts with (``transpile`` for DB2xx,
+        ``emit-yaml``, ``import-yaml``), ``lint`` otherwise."""
+        if self.summary.startswith("`"):
+            return self.summary[1:].split("`", 1)[0]
+        return "lint"
 
     def explain(self) -> str:
         """The text ``transpile rule CODE`` prints."""
@@ -193,12 +196,31 @@ DUPLICATE_OPERATOR = Code(
     "Both would register the same `torch.ops.<namespace>.<op>`.",
     fix="Keep one formula per operator, or give the package its own `--namespace`.")
 
+EMIT_YAML_SHAPE = Code(
+    "DB300", "`emit-yaml`: a formula that is not in the shape `transpile import-yaml` writes",
+    "Reports, in a directory given to `transpile emit-yaml`, a formula line whose expression is outside "
+    "the Python spelling of derivatives.yaml's C++ (transpiler/yaml_import/README.md), a decorator "
+    "argument that is not a literal, or a `# cpp:` / `# yaml:` comment that is not the JSON it must be.",
+    "The line has no derivatives.yaml text; `emit-yaml` writes nothing rather than a file torchgen "
+    "would read differently.",
+    "def backward(grad):\n    grad_self = grad ** 2",
+    "Write the line in the dialect (`at.pow(grad, 2)`), or re-import the entry with `transpile import-yaml`.")
+IMPORT_YAML_ENTRY = Code(
+    "DB301", "`import-yaml`: a derivatives.yaml entry that cannot be translated to a Python formula",
+    "Reports an entry of the derivatives.yaml given to `transpile import-yaml` whose schema does not parse, "
+    "whose formula is C++ the importer's parser does not read, or whose Python spelling would parse "
+    "differently (C++ reads `a == b & c` as `(a == b) & c`, Python as `a == (b & c)`).",
+    "The entry is left out of the import (the others are written); a formula whose Python meant something "
+    "else would be silently wrong.",
+    "- name: cos(Tensor self) -> Tensor\n  self: grad * -self.sin( +",
+    "Fix the entry's C++, or add the parentheses the message asks for.")
+
 # The table, in order of code.
 CODES: tuple[Code, ...] = (
     UNPARSABLE, UNREADABLE, INTERNAL_ERROR, KEPT_INTERMEDIATE, REBOUND_INPUT, IN_PLACE,
     LATE_BINDING, NONLOCAL, UNDECLARED_OPERATOR, GRADIENT_COUNT, FORMULA_SHAPE, UNSUPPORTED,
     UNKNOWN_OPERATOR, NO_OVERLOAD, UNKNOWN_NAME, TYPE_CONFLICT, UNSUPPORTED_TYPE,
-    DUPLICATE_OPERATOR,
+    DUPLICATE_OPERATOR, EMIT_YAML_SHAPE, IMPORT_YAML_ENTRY,
 )
 
 BY_CODE: dict[str, Code] = {entry.code: entry for entry in CODES}

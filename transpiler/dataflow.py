@@ -62,6 +62,17 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield value
 
 
+def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:
+    """``node`` and every node under it, parents first, in source order (iterative, and without the
+    slow libcst visitor). A node below ``node`` for which ``enter`` is false is yielded, not entered."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if enter is None or current is node or enter(current):
+            stack.extend(reversed(list(syntax_children(current))))
+
+
 _node_types: dict[type, bool] = {}
 
 
@@ -135,7 +146,7 @@ def at_operator(call: cst.Call) -> str | None:
 
 
 @dataclass(frozen=True)
-class Binding:
+class BindingSite:
     """One place where the analysed code binds a name."""
 
     name: str
@@ -160,7 +171,7 @@ class FlowResult:
     """What :func:`analyze_body` found."""
 
     env: dict[str, ValueKind]                           # kinds at the end of the body
-    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    bindings: dict[str, list[BindingSite]] = field(default_factory=dict)
     mutated: set[str] = field(default_factory=set)      # containers changed in place (``xs.append``)
     operator_uses: dict[cst.CSTNode, OperatorUse] = field(default_factory=dict)
 
@@ -335,7 +346,7 @@ class _Interpreter:
                   kind: ValueKind, *, augmented: bool = False) -> None:
         self.env[name] = kind
         if self._statement is not None:
-            binding = Binding(name, target, value, self._statement, self._index, self._depth > 0, augmented)
+            binding = BindingSite(name, target, value, self._statement, self._index, self._depth > 0, augmented)
             self.result.bindings.setdefault(name, []).append(binding)
 
     def mutate(self, container: cst.BaseExpression, kind: ValueKind) -> None:
@@ -350,7 +361,7 @@ class _Interpreter:
         """A function, lambda or class defined here holds whatever it reads from the scope,
         its default arguments (evaluated here, bound for every later call) included."""
         if isinstance(node, cst.ClassDef):
-            return join(*(self.env[n.value] for n in _walk_names(node) if n.value in self.env))
+            return join(*(self.env[n.value] for n in walk(node) if isinstance(n, cst.Name) and n.value in self.env))
         defaults = [self.expr(d) for d in _defaults_and_decorators(node)]
         return join(*defaults, *(self.env[n.value] for n in closure_reads(node, set(self.env))))
 
@@ -485,15 +496,6 @@ class _Interpreter:
             if declared is not None:
                 return declared
         return join(self.expr(func), *args)
-
-
-def _walk_names(node: cst.CSTNode) -> Iterator[cst.Name]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current
-        stack.extend(syntax_children(current))
 
 
 def _pattern_names(pattern: cst.CSTNode) -> Iterator[cst.Name]:

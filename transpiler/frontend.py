@@ -208,10 +208,10 @@ class _ModuleReader:
     def read(self) -> FormulaModule:
         functions = [s for s in self.tree.body if isinstance(s, cst.FunctionDef)]
         helper_returns = {f.name.value: self.annotation(f.returns) for f in functions}
-        helpers = tuple(self.helper(f) for f in functions if _decorator(f, "helper") is not None)
+        helpers = tuple(self.helper(f) for f in functions if find_decorator(f, "helper") is not None)
         formulas = []
         for function in functions:
-            decorator = _decorator(function, "derivative")
+            decorator = find_decorator(function, "derivative")
             if decorator is None:
                 continue
             try:
@@ -615,7 +615,7 @@ def _nonlocal_names(node: cst.CSTNode) -> set[str]:
     return names
 
 
-def _decorator(function: cst.FunctionDef, name: str) -> cst.Decorator | None:
+def find_decorator(function: cst.FunctionDef, name: str) -> cst.Decorator | None:
     """The decorator ``@name``/``@name(...)``/``@pkg.name(...)`` of ``function``, if any."""
     for decorator in function.decorators:
         expression = decorator.decorator

@@ -122,6 +122,12 @@ class OperatorName:
     def inplace(self) -> bool:
         return self.base.endswith("_") and not self.base.endswith("__")
 
+    @property
+    def node_prefix(self) -> str:
+        """The autograd node's name before ``Backward<N>``, in torchgen's spelling:
+        ``sum.dim_IntList`` -> ``SumDimIntList``, ``add_.Tensor`` -> ``AddTensor``."""
+        return "".join(w[0].upper() + w[1:] for w in re.split(r"[_.]+", str(self)) if w)
+
     def __str__(self) -> str:
         return f"{self.base}.{self.overload}" if self.overload else self.base
 

@@ -121,3 +121,20 @@ def test_a_dispatch_section_other_than_default_is_refused(tmp_path, capsys):
     assert len(refused) == 1 and refused[0].endswith("[cos]")
     assert "a formula for the dispatch key AutogradNestedTensor only" in refused[0]
     assert "1 of 2 formulas emitted" in lines
+
+
+def test_includes_name_only_the_operators_of_emitted_code(tmp_path, capsys):
+    """ATen headers come from the calls the emitter resolved in the code it wrote: the calls of a
+    refused formula (``exp``: at.exp in its forward) or a refused helper add none."""
+    formulas = tmp_path / "pkg"
+    formulas.mkdir()
+    helper_calls_exp = REFUSED.replace("    table = {1: x}\n", "    y = at.exp(x)\n    table = {1: y}\n")
+    (formulas / "trig.py").write_text(GOOD + helper_calls_exp)
+    run(formulas, tmp_path / "out", capsys)
+
+    def includes(name: str) -> set[str]:
+        text = (tmp_path / "out" / name).read_text()
+        return {line for line in text.splitlines() if line.startswith("#include <ATen/ops/")}
+
+    assert includes("trig.cpp") == {"#include <ATen/ops/sin.h>", "#include <ATen/ops/cos.h>"}
+    assert includes("helpers.cpp") == set()

@@ -41,10 +41,10 @@ SMALL_YAML = """\
 def test_untranslatable_entries_are_named_and_the_rest_imported():
     result = import_yaml(SMALL_YAML, "small.yaml")
     assert result.imported == 3
-    assert [(p.entry, p.line) for p in result.problems] == [
-        ("cos(Tensor self) -> Tensor", 11), ("not_an_op(Tensor self -> Tensor", 19)]
+    assert [(p.line, p.code, p.message.split(": ")[0]) for p in result.problems] == [
+        (11, "DB301", "entry `cos(Tensor self) -> Tensor`"), (19, "DB301", "entry `not_an_op(Tensor self -> Tensor`")]
     assert "cannot translate `grad * -self.sin( +`" in result.problems[0].format()
-    assert result.problems[0].format().startswith("small.yaml:11:1: entry `cos(Tensor self) -> Tensor`")
+    assert result.problems[0].format().startswith("small.yaml:11:1: DB301 entry `cos(Tensor self) -> Tensor`")
     assert result.summary() == "imported 3 of 5 entries into 1 formula files; 2 could not be translated"
 
 
@@ -75,7 +75,7 @@ def test_commands_round_trip(tmp_path: Path, capsys):
     out = tmp_path / "imported"
     assert transpile(["import-yaml", str(source), "-o", str(out)]) == 1
     printed = capsys.readouterr().out
-    assert f"{source}:11:1: entry `cos(Tensor self) -> Tensor`" in printed
+    assert f"{source}:11:1: DB301 entry `cos(Tensor self) -> Tensor`" in printed
     assert printed.rstrip().endswith("2 could not be translated")
     assert sorted(p.name for p in out.iterdir()) == ["__init__.py", "derivatives_000.py", "externals.py"]
 
@@ -180,19 +180,24 @@ def test_import_replaces_the_directory_only_on_success(tmp_path: Path, capsys):
     transpile(["import-yaml", str(source), "-o", str(out)])
     (out / "stale.py").write_text("x = 1\n")
     assert transpile(["import-yaml", str(tmp_path / "missing.yaml"), "-o", str(out)]) == 2
-    assert "missing.yaml:1:1: cannot read the file" in capsys.readouterr().err
+    assert "missing.yaml:1:1: DB001 cannot read the file" in capsys.readouterr().err
     assert (out / "stale.py").exists()
     broken = tmp_path / "broken.yaml"
     broken.write_text("- name: [unclosed\n")
     assert transpile(["import-yaml", str(broken), "-o", str(out)]) == 2
-    assert "broken.yaml:2:1: not valid YAML" in capsys.readouterr().err
+    assert "broken.yaml:2:1: DB000 not valid YAML" in capsys.readouterr().err
     assert (out / "stale.py").exists()
 
 
 @pytest.mark.parametrize("before, after, message", [
-    ("grad * at.conj(at.cos(self))", "grad * at.conj(at.cos(self)", ":18:35: cannot parse: '(' was never closed"),
-    ("grad * at.conj(at.cos(self))", "grad * cpp.nonsense(self)", "unknown dialect call cpp.nonsense"),
+    ("grad * at.conj(at.cos(self))", "grad * at.conj(at.cos(self)",
+     ":18:35: DB000 cannot parse the file: '(' was never closed"),
+    ("grad * at.conj(at.cos(self))", "grad * cpp.nonsense(self)", "DB300 `grad * cpp.nonsense(self)`: unknown dialect call cpp.nonsense"),
     ("grad * at.conj(at.cos(self))", "grad * at.conj(at.cos(self))  # cpp: {3:", "the layout comment is not JSON"),
+    ("grad * at.conj(at.cos(self))", "grad ** 2", "DB300 `grad ** 2`: `grad ** 2` is outside the formula dialect"),
+    ("grad * at.conj(at.cos(self))", "(grad *  # a comment is lost in C++\n                      at.conj(at.cos(self)))",
+     "DB300 `(grad *  # a comment is lost in C++"),
+    ("def backward(grad):", "def backward_(grad):", "DB107"),
     ('# yaml: "grad * self.cos().conj()"', '# yaml: grad', "the yaml comment is not a JSON string"),
     ('@yaml_entry(jvp="auto_element_wise")', "@yaml_entry(jvp=JVP)", "decorator arguments must be literals"),
 ])
@@ -261,3 +266,16 @@ def frexp_Tensor(self):
     assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
     assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
     assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(IMPLIED_YAML)      # no flags written back
+
+
+def test_parentheses_around_a_whole_formula_are_kept(tmp_path: Path):
+    """libcst keeps the parentheses that enclose a whole right-hand side (``ast`` drops them), and
+    torchgen pastes the formula text as written: ``(grad * self)`` must come back with them."""
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(SMALL_YAML.replace("self: grad * self.cos().conj()", "self: (grad * self)"))
+    out = tmp_path / "imported"
+    transpile(["import-yaml", str(source), "-o", str(out)])
+    assert "grad_self = (grad * self)\n" in (out / "derivatives_000.py").read_text()
+    emitted = tmp_path / "emitted.yaml"
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    assert yaml.safe_load(emitted.read_text())[0]["self"] == "(grad * self)"

@@ -87,6 +87,9 @@ class Context:
     operators: Mapping[str, tuple[FunctionSchema, ...]]     # ``at`` base name -> declared overloads
     helpers: Mapping[str, HelperSignature]
     names: Mapping[str, Binding]
+    # The ATen functions (``at::<name>``) the code translated in this context calls, added as calls
+    # are resolved (shared by the contexts derived from it): the emitter includes their headers.
+    called: set[str] = field(default_factory=set, compare=False)
 
     def bind(self, bindings: Mapping[str, Binding]) -> "Context":
         return replace(self, names={**self.names, **bindings})
@@ -505,6 +508,8 @@ def _operator_call(node: cst.Call, name: str, context: Context) -> Typed:
     for schema in overloads:
         resolved = _resolve(node, schema, context)
         if resolved is not None:
+            if resolved.function is not None:
+                context.called.add(resolved.function)
             return Typed(resolved.cpp(), resolved.return_type)
         tried.append(str(schema))
     raise Untranslatable(node, NO_OVERLOAD, f"no declared overload of 'at.{name}' accepts these arguments "

@@ -22,7 +22,7 @@ from transpiler.cpp import types as T
 from transpiler.cpp.expressions import Binding, cpp_name, unsupported
 import libcst as cst
 
-from transpiler.cpp.statements import assigned_names, translate_body, walk
+from transpiler.cpp.statements import assigned_names, translate_body, walk_outside_functions
 from transpiler.cpp.types import PyType
 from transpiler.model import CaptureKind, Jvp
 
@@ -60,7 +60,7 @@ def _returned_outputs(emitter: FormulaEmitter, jvp: Jvp) -> list[int]:
     by_name = {f"{emitter.formula.outputs[i]}_t": i for i in emitter.differentiable_outputs
                if emitter.formula.outputs[i] is not None}
     shapes = set()
-    for node in walk(jvp.node.body):
+    for node in walk_outside_functions(jvp.node.body):
         if isinstance(node, cst.Return):
             items = node.value.elements if isinstance(node.value, cst.Tuple) else [node.value]
             values = [item.value if isinstance(item, cst.BaseElement) else item for item in items]

@@ -28,7 +28,7 @@ from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     EMITTED_METADATA, UNSUPPORTED_TYPE, Binding, Context, Untranslatable, cpp_name, translate, unsupported,
 )
-from transpiler.cpp.statements import assigned_names, translate_body, walk
+from transpiler.cpp.statements import assigned_names, translate_body, walk_outside_functions
 from transpiler.cpp.types import Kind, PyType
 from transpiler.frontend import python_name
 from transpiler.model import CaptureKind, Formula
@@ -77,12 +77,13 @@ class EmittedFormula:
     code: str            # node struct, backward function, apply(), forward wrapper
     registration: str    # the m.def(...) line
     has_views: bool = False    # the code marks views (it needs views.h)
+    called: frozenset[str] = frozenset()   # the ATen functions (``at::<name>``) the code calls
 
 
 def node_name(formula: Formula, taken: set[str]) -> str:
-    """``<Op>Backward<N>`` in torchgen's spelling (``mul.Tensor`` -> ``MulTensorBackward0``)."""
-    words = re.split(r"[_.]+", str(formula.schema.name))
-    base = "".join(w[:1].upper() + w[1:] for w in words if w)
+    """``<Op>Backward<N>`` in torchgen's spelling (``mul.Tensor`` -> ``MulTensorBackward0``); ``N``
+    counts the formulas of one operator name emitted before (dispatch variants)."""
+    base = formula.schema.name.node_prefix
     index = 0
     while f"{base}Backward{index}" in taken:
         index += 1
@@ -118,7 +119,7 @@ def _metadata_only_methods(name: str, backward: cst.FunctionDef) -> set[str] | N
     """The metadata methods through which the backward reads ``name``, or None if it reads it otherwise."""
     methods: set[str] = set()
     metadata_receivers: set[int] = set()
-    for node in walk(backward.body):
+    for node in walk_outside_functions(backward.body):
         if isinstance(node, cst.Call):
             func = node.func
             if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
@@ -683,23 +684,27 @@ def emit_nondifferentiable(schema: FunctionSchema) -> EmittedFormula:
     returns = [T.cpp_value(T.from_schema(r.type)) for r in schema.returns]
     return_type = returns[0] if len(returns) == 1 else f"std::tuple<{', '.join(returns)}>"
     name = "nondifferentiable_" + re.sub(r"\W", "_", str(schema.name))
-    call = Resolved(schema, tuple(cpp_name(a.name) for a in arguments)).cpp()
+    resolved = Resolved(schema, tuple(cpp_name(a.name) for a in arguments))
+    call = resolved.cpp()
     code = "\n".join([f"{return_type} {name}({params}) {{",
                       "  at::AutoDispatchBelowADInplaceOrView below_autograd;",
                       f"  return {call};",
                       "}",
                       ""])
     text = str(schema).replace("\\", "\\\\").replace('"', '\\"')
-    return EmittedFormula(name, code, f'm.def("{text}", TORCH_FN(formulas::{name}));')
+    called = frozenset({resolved.function} - {None})
+    return EmittedFormula(name, code, f'm.def("{text}", TORCH_FN(formulas::{name}));', called=called)
 
 
 def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedFormula:
     """The C++ of ``formula``; raises ``Untranslatable`` for code it cannot transliterate."""
+    scope = replace(context, called=set())
     try:
-        return FormulaEmitter(formula, context, struct).emit()
+        emitted = FormulaEmitter(formula, scope, struct).emit()
     except T.UnsupportedType as error:
         raise Untranslatable(schema_node(formula), UNSUPPORTED_TYPE,
                              f"no C++ spelling for the schema type '{error}' of {formula.op_name}") from None
+    return replace(emitted, called=frozenset(scope.called))
 
 
 __all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "emit_nondifferentiable", "is_view", "node_name", "schema_node"]

@@ -49,13 +49,21 @@ class Resolved:
             return T.NONE
         return returns[0] if len(returns) == 1 else T.tuple_of(*returns)
 
-    def cpp(self) -> str:
-        name = str(self.schema.name)
+    @property
+    def function(self) -> str | None:
+        """The ATen function ``at::<name>`` the call is spelled with; None for a Tensor method."""
         base = self.schema.name.base
-        if name in method_only_operators() or (self.schema.name.overload == "" and base in method_only_operators()):
+        methods = method_only_operators()
+        if str(self.schema.name) in methods or (self.schema.name.overload == "" and base in methods):
+            return None
+        return base
+
+    def cpp(self) -> str:
+        function = self.function
+        if function is None:
             receiver, *rest = self.arguments
-            return f"{receiver}.{base}({', '.join(rest)})"
-        return f"at::{base}({', '.join(self.arguments)})"
+            return f"{receiver}.{self.schema.name.base}({', '.join(rest)})"
+        return f"at::{function}({', '.join(self.arguments)})"
 
 
 def accepts(param: PyType, arg: PyType) -> bool:

@@ -22,7 +22,7 @@ from transpiler.cpp.expressions import (
     translate_condition, unsupported,
 )
 from transpiler.cpp.types import Kind, PyType
-from transpiler.dataflow import is_node_type
+from transpiler.dataflow import walk
 
 INDENT = "  "
 
@@ -35,40 +35,16 @@ class Locals:
     hoisted: tuple[str, ...]
 
 
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """``node`` and every node under it, pre-order, without the (slow) libcst visitor machinery."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        if type(current) is cst.FunctionDef and current is not node:
-            continue
-        children = []
-        for name in _node_fields(type(current)):
-            value = getattr(current, name)
-            kind = type(value)
-            if kind is tuple or kind is list:
-                children.extend(v for v in value if is_node_type(type(v)))
-            elif is_node_type(kind):
-                children.append(value)
-        stack.extend(reversed(children))
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _node_fields(kind: type) -> tuple[str, ...]:
-    if kind not in _FIELDS:
-        _FIELDS[kind] = tuple(f for f in kind.__dataclass_fields__
-                              if not f.startswith(("whitespace", "lpar", "rpar", "comma", "semicolon")))
-    return _FIELDS[kind]
+def walk_outside_functions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and every node under it, parents first, not entering a nested ``def``."""
+    return walk(node, lambda child: not isinstance(child, cst.FunctionDef))
 
 
 def assigned_names(statements: Sequence[cst.BaseStatement]) -> set[str]:
     """Names a block binds anywhere (assignment targets and loop variables; not nested functions)."""
     found: set[str] = set()
     for statement in statements:
-        for node in walk(statement):
+        for node in walk_outside_functions(statement):
             if isinstance(node, cst.AssignTarget):
                 found.update(_target_names(node.target))
             elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
@@ -453,4 +429,4 @@ def translate_body(statements: Sequence[cst.BaseStatement], context: Context,
     return Body(tuple(lines), locals_)
 
 
-__all__ = ["Body", "Locals", "assigned_names", "infer_locals", "translate_body", "walk"]
+__all__ = ["Body", "Locals", "assigned_names", "infer_locals", "translate_body", "walk_outside_functions"]

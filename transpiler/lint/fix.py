@@ -18,7 +18,7 @@ import libcst as cst
 from transpiler import codes
 from transpiler.frontend import read_tree
 from transpiler.lint.rules.context import FormulaContext, operator_table
-from transpiler.lint.rules.recompute import assigned_names, plan_recomputation, read_names
+from transpiler.lint.rules.recompute import assignment_targets, plan_recomputation, read_names
 from transpiler.model import CaptureKind, Formula, Helper
 
 
@@ -88,7 +88,7 @@ def _dead_after_move(context: FormulaContext, replay: Mapping[int, cst.SimpleSta
         for index, statement in replay.items():
             if index in moved:
                 continue
-            targets = set(assigned_names(statement))
+            targets = set(assignment_targets(statement))
             still_read = any(
                 targets & names for other, names in reads.items() if other != index and other not in moved
             )

@@ -1,6 +1,6 @@
 """``transpile import-yaml DERIVATIVES_YAML -o DIR``: translate a derivatives.yaml into formula files.
 
-Prints one line per entry that could not be translated (``path:line:col:
+Prints one line per entry that could not be translated (``path:line:col: DB301
 entry `name`: why``) and a summary. Exit 0: every entry imported; 1: some
 entries were left out (the others are written); 2: usage error, unreadable
 input, or an output directory it must not or cannot write (:mod:`transpiler.output`:
@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from transpiler import codes
+from transpiler.diagnostics import Diagnostic
 from transpiler.output import OutputError, check_directory, replace_directory
 from transpiler.yaml_import.importer import FORMULA_FILE_PREFIX, GENERATED_MARKER, import_yaml
 
@@ -42,14 +44,15 @@ def main(argv: list[str]) -> int:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        print(f"{path}:1:1: cannot read the file: {error.strerror}", file=sys.stderr)
+        print(Diagnostic(str(path), 1, 1, codes.UNREADABLE.code, f"cannot read the file: {error.strerror}").format(), file=sys.stderr)
         return 2
     try:
         result = import_yaml(text, str(path))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        print(f"{path}:{line}:{col}: not valid YAML: {getattr(error, 'problem', error)}", file=sys.stderr)
+        message = f"not valid YAML: {getattr(error, 'problem', error)}"
+        print(Diagnostic(str(path), line, col, codes.UNPARSABLE.code, message).format(), file=sys.stderr)
         return 2
     out = Path(args.out)
     try:

@@ -1,7 +1,7 @@
 """``transpile emit-yaml DIR -o FILE``: write imported formulas back as a derivatives.yaml.
 
 Exit 0: written; 1: a formula file is not in the shape ``import-yaml`` writes
-(reported as ``path:line:col: message``, nothing written); 2: usage error or an
+(reported as ``path:line:col: CODE message``, nothing written); 2: usage error or an
 output that cannot be written (one line, the file left as it was).
 """
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 
 from transpiler.yaml_import.emit import emit_yaml
 from transpiler.output import OutputError, write_file
-from transpiler.yaml_import.reader import ReadError, formula_files, read_directory
+from transpiler.diagnostics import TranspileError
+from transpiler.yaml_import.reader import formula_files, read_directory
 
 
 def main(argv: list[str]) -> int:
@@ -30,8 +31,9 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         entries = read_directory(directory)
-    except ReadError as error:
-        print(error, file=sys.stderr)
+    except TranspileError as error:
+        for diagnostic in error.diagnostics:
+            print(diagnostic.format(), file=sys.stderr)
         return 1
     try:
         write_file(Path(args.out), emit_yaml(entries, str(directory)))

@@ -7,7 +7,7 @@ assignment per gradient line (``grad_self = ...``, ``grad_self, grad_other =
 holds the forward-mode lines (``result_t = ...``). Formulas are translated by
 parsing the C++ (:mod:`.cpp`) and printing the tree in the Python dialect
 (:mod:`.pydialect`); every translation is checked to parse back to the same
-tree. An entry that cannot be translated is a problem naming the entry; the
+tree. An entry that cannot be translated is a DB301 naming the entry; the
 other entries are still imported.
 """
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Iterable
 
 import yaml
 
+from transpiler import codes
+from transpiler.diagnostics import Diagnostic
 from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.main_dialect import to_main
@@ -56,24 +58,16 @@ class EntryError(ValueError):
     """An entry the importer cannot translate (the message says why)."""
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One entry left out of the import."""
-
-    path: str
-    line: int
-    entry: str
-    message: str
-
-    def format(self) -> str:
-        return f"{self.path}:{self.line}:1: entry `{self.entry}`: {self.message}"
+def untranslated(path: str, line: int, entry: str, message: str) -> Diagnostic:
+    """The DB301 of an entry left out of the import."""
+    return Diagnostic(path, line, 1, codes.IMPORT_YAML_ENTRY.code, f"entry `{entry}`: {message}")
 
 
 @dataclass(frozen=True)
 class ImportResult:
     files: dict[str, str]          # file name -> text, for the output directory
     imported: int                  # entries translated
-    problems: tuple[Problem, ...]  # entries left out
+    problems: tuple[Diagnostic, ...]  # entries left out (DB301)
 
     def summary(self) -> str:
         total = self.imported + len(self.problems)
@@ -346,21 +340,21 @@ def import_yaml(text: str, path: str = "derivatives.yaml") -> ImportResult:
     return ImportResult(files, len(translated), tuple(problems))
 
 
-def _translate_entries(text: str, path: str) -> tuple[list[_Translated], list[Problem]]:
+def _translate_entries(text: str, path: str) -> tuple[list[_Translated], list[Diagnostic]]:
     """Every entry translated, or a problem naming it."""
     lines = entry_lines(text)
     translated: list[_Translated] = []
-    problems: list[Problem] = []
+    problems: list[Diagnostic] = []
     for index, entry in enumerate(read_entries(text)):
         line = lines[index] if index < len(lines) else 1
         if isinstance(entry, EntryError):
-            problems.append(Problem(path, line, f"#{index}", str(entry)))
+            problems.append(untranslated(path, line, f"#{index}", str(entry)))
             continue
         try:
             schema = parse_schema(entry.name)
             results = [translate_section(entry, section, schema) for section in entry.sections]
         except (EntryError, SchemaError) as error:
-            problems.append(Problem(path, line, entry.name, str(error)))
+            problems.append(untranslated(path, line, entry.name, str(error)))
             continue
         translated.append(_Translated(entry, tuple(r[0] for r in results),
                                       frozenset().union(*(r[1] for r in results)),

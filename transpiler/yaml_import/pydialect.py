@@ -1,9 +1,10 @@
 """The Python spelling of formula expressions, both ways.
 
 :func:`to_python` prints a :mod:`.syntax` tree as a Python expression and
-:func:`from_python` parses such an expression back into the same tree. The
-mapping is one-to-one, so the C++ tokens printed from the parsed Python are
-the tokens the tree was made from:
+:func:`from_cst` turns such an expression, parsed by libcst (which keeps
+parentheses), back into the same tree (:func:`from_python` parses the text
+first). The mapping is one-to-one, so the C++ tokens printed from the parsed
+Python are the tokens the tree was made from:
 
 ==================================  ===================================
 C++                                 Python
@@ -31,6 +32,8 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass
 from typing import Iterable
+
+import libcst as cst
 
 from transpiler.yaml_import.syntax import (
     BraceList,
@@ -168,158 +171,107 @@ class _Printer:
 
 # --------------------------------------------------------------------------- parsing
 
-_PY_PUNCT = frozenset(("==", "!=", "<=", ">=", *"+-*/%<>()[],.:&|^~="))
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
-# Python binding powers (higher binds tighter).
-_PY_BINARY = {"or": 3, "and": 4, **{op: 6 for op in _COMPARISONS}, "|": 7, "^": 8, "&": 9,
-              "+": 11, "-": 11, "*": 12, "/": 12, "%": 12}
-_NOT_POWER, _IF_POWER, _UNARY_POWER = 5, 2, 13
-
-
-@dataclass(frozen=True)
-class _Tok:
-    kind: str    # "name", "number", "string", "op", "end"
-    text: str
-
-
-def _tokenize(text: str) -> list[_Tok]:
-    tokens: list[_Tok] = []
-    pos, n = 0, len(text)
-    while pos < n:
-        ch = text[pos]
-        if ch.isspace():
-            pos += 1
-            continue
-        start = pos
-        if ch.isalpha() or ch == "_":
-            while pos < n and (text[pos].isalnum() or text[pos] == "_"):
-                pos += 1
-            tokens.append(_Tok("name", text[start:pos]))
-        elif ch.isdigit() or (ch == "." and pos + 1 < n and text[pos + 1].isdigit()):
-            while pos < n and (text[pos].isdigit() or text[pos] == "."):
-                pos += 1
-            if pos < n and text[pos] in "eE":
-                pos += 2
-                while pos < n and text[pos].isdigit():
-                    pos += 1
-            tokens.append(_Tok("number", text[start:pos]))
-        elif ch in "\"'":
-            pos += 1
-            while pos < n and text[pos] != ch:
-                pos += 2 if text[pos] == "\\" else 1
-            pos += 1
-            if pos > n:
-                raise DialectError("unterminated string literal")
-            tokens.append(_Tok("string", text[start:pos]))
-        else:
-            op = text[pos:pos + 2] if text[pos:pos + 2] in _PY_PUNCT else ch
-            if op not in _PY_PUNCT:
-                raise DialectError(f"unexpected character {ch!r} in {text!r}")
-            pos += len(op)
-            tokens.append(_Tok("op", op))
-    tokens.append(_Tok("end", ""))
-    return tokens
+_CST_BINARY = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.Modulo: "%",
+               cst.BitOr: "|", cst.BitXor: "^", cst.BitAnd: "&"}
+_CST_COMPARISON = {cst.Equal: "==", cst.NotEqual: "!=", cst.LessThan: "<", cst.LessThanEqual: "<=",
+                   cst.GreaterThan: ">", cst.GreaterThanEqual: ">="}
+_CST_BOOLEAN = {cst.And: "&&", cst.Or: "||"}
+_CST_UNARY = {cst.Not: "!", cst.Minus: "-", cst.Plus: "+", cst.BitInvert: "~"}
 
 
 def from_python(text: str, names: dict[str, str] | None = None) -> Node:
     """Parse a dialect expression; ``names`` maps Python identifiers back to C++ ones."""
-    parser = _PyParser(_tokenize(text), names or {})
-    tree = parser.expression(0)
-    if parser.current.kind != "end":
-        raise DialectError(f"unexpected {parser.current.text!r} in {text!r}")
-    return tree
+    try:
+        expression = cst.parse_expression(text)
+    except cst.ParserSyntaxError as error:
+        raise DialectError(f"not a Python expression: {error.message}") from None
+    return from_cst(expression, names)
 
 
-class _PyParser:
-    def __init__(self, tokens: list[_Tok], names: dict[str, str]) -> None:
-        self.tokens = tokens
-        self.pos = 0
-        self.names = names
+def from_cst(expression: cst.BaseExpression, names: dict[str, str] | None = None) -> Node:
+    """The tree of a dialect expression already parsed by libcst (which keeps its parentheses);
+    ``names`` maps Python identifiers back to C++ ones."""
+    return _CstReader(names or {}).expr(expression)
 
-    @property
-    def current(self) -> _Tok:
-        return self.tokens[self.pos]
 
-    def at(self, text: str) -> bool:
-        return self.current.kind in ("op", "name") and self.current.text == text
+@dataclass
+class _CstReader:
+    names: dict[str, str]
 
-    def advance(self) -> _Tok:
-        tok = self.tokens[self.pos]
-        if tok.kind == "end":
-            raise DialectError("unexpected end of the expression")
-        self.pos += 1
-        return tok
+    def expr(self, node: cst.BaseExpression) -> Node:
+        tree = self.bare(node)
+        # a tuple display's own parentheses are part of it: ``(a, b)`` is not ``((a, b))``
+        for _ in node.lpar[1:] if isinstance(node, cst.Tuple) else node.lpar:
+            tree = Paren(tree)
+        return tree
 
-    def expect(self, text: str) -> None:
-        if not self.at(text):
-            raise DialectError(f"expected {text!r}, found {self.current.text or 'end'!r}")
-        self.advance()
-
-    def expression(self, min_power: int) -> Node:
-        if self.at("not"):
-            if min_power > _NOT_POWER:    # Python's grammar: `a == not b` is a syntax error
-                raise DialectError("`not` cannot be the operand of a comparison or arithmetic operator")
-            self.advance()
-            left: Node = Unary("!", self.expression(_NOT_POWER))
-        elif self.current.kind == "op" and self.current.text in "-+~" and self.current.text:
-            op = self.advance().text
-            left = Unary(op, self.expression(_UNARY_POWER))
-        else:
-            left = self.postfix(self.primary())
-        while True:
-            tok = self.current
-            if tok.text == "if" and tok.kind == "name" and _IF_POWER > min_power:
-                self.advance()
-                cond = self.expression(_IF_POWER)
-                self.expect("else")
-                left = Conditional(cond, left, self.expression(_IF_POWER - 1))
-                continue
-            if tok.kind == "name" and tok.text == "is" and _PY_BINARY["=="] > min_power:
-                left = self.none_test(left)
-                continue
-            power = _PY_BINARY.get(tok.text) if tok.kind in ("op", "name") else None
-            if power is None or power <= min_power:
-                return left
-            self.advance()
-            if tok.text in _COMPARISONS and _is_comparison(left):
+    def bare(self, node: cst.BaseExpression) -> Node:
+        """``node`` without its own parentheses."""
+        match node:
+            case cst.Name(value="True" | "False" as value):
+                return Literal("bool", "true" if value == "True" else "false")
+            case cst.Name(value="None"):
+                return NULLOPT
+            case cst.Name(value=value):
+                if value in self.names:
+                    return Name(self.names[value])
+                if value in NAMESPACES:
+                    return Qualified((value,))
+                return Name(unescape(value, plain=True))
+            case cst.Integer(value=text) | cst.Float(value=text):
+                return Literal("number", text)
+            case cst.SimpleString(value=text) if text[0] in "\"'" and not text.startswith(('"""', "'''")):
+                return Literal("string", text)
+            case cst.UnaryOperation(operator=operator, expression=operand) if type(operator) in _CST_UNARY:
+                return Unary(_CST_UNARY[type(operator)], self.expr(operand))
+            case cst.BinaryOperation(left=left, operator=operator, right=right) if type(operator) in _CST_BINARY:
+                return Binary(_CST_BINARY[type(operator)], self.expr(left), self.expr(right))
+            case cst.BooleanOperation(left=left, operator=operator, right=right):
+                return Binary(_CST_BOOLEAN[type(operator)], self.expr(left), self.expr(right))
+            case cst.Comparison(left=left, comparisons=[cst.ComparisonTarget(operator=cst.Is() | cst.IsNot() as operator,
+                                                                             comparator=cst.Name(value="None"))]):
+                return NoneTest(self.expr(left), isinstance(operator, cst.IsNot))
+            case cst.Comparison(left=left, comparisons=[cst.ComparisonTarget(operator=operator, comparator=right)]):
+                if type(operator) not in _CST_COMPARISON:
+                    raise DialectError(f"`{_code(operator).strip()}` has no C++ spelling")
+                return Binary(_CST_COMPARISON[type(operator)], self.expr(left), self.expr(right))
+            case cst.Comparison():
                 raise DialectError("a chained comparison (`a < b < c`) has no C++ spelling; parenthesize it")
-            left = Binary(_LOGICAL_BACK.get(tok.text, tok.text), left, self.expression(power))
+            case cst.IfExp(test=cond, body=then, orelse=orelse):
+                return Conditional(self.expr(cond), self.expr(then), self.expr(orelse))
+            case cst.List(elements=elements):
+                return BraceList(tuple(self.element(e) for e in elements))
+            case cst.Tuple(elements=elements) if node.lpar:
+                return TupleDisplay(tuple(self.element(e) for e in elements))
+            case cst.Attribute(value=value, attr=cst.Name(value=attr)):
+                return self.attribute(self.expr(value), unescape(attr))
+            case cst.Subscript(value=value, slice=items):
+                return self.subscript(self.expr(value), [self.element(i) for i in items])
+            case cst.Call(func=func, args=args):
+                return self.call(self.expr(func), [self.element(a) for a in args])
+            case cst.Lambda():
+                return self.lambda_(node)
+        raise DialectError(f"`{_code(node)}` is outside the formula dialect")
 
-    def none_test(self, left: Node) -> Node:
-        """``left is None`` / ``left is not None`` (``is`` is the current token)."""
-        if _is_comparison(left):
-            raise DialectError("a chained comparison (`a < b < c`) has no C++ spelling; parenthesize it")
-        self.advance()
-        negated = self.at("not")
-        if negated:
-            self.advance()
-        if not self.at("None"):
-            raise DialectError("`is` is only a test for None (`x is None`, `x is not None`)")
-        self.advance()
-        return NoneTest(left, negated)
+    def element(self, node: cst.Element | cst.SubscriptElement | cst.Arg) -> Node:
+        """A list element, subscript item or call argument: a plain expression."""
+        match node:
+            case cst.Element(value=value) | cst.SubscriptElement(slice=cst.Index(value=value, star=None)):
+                return self.expr(value)
+            case cst.Arg(value=value, keyword=None, star=""):
+                return self.expr(value)
+            case cst.Arg(value=value, keyword=cst.Name(value=name), star=""):
+                return Keyword(unescape(name), self.expr(value))
+        raise DialectError(f"`{_code(node)}` is outside the formula dialect "
+                           "(stars and slices have no C++ spelling)")
 
-    def postfix(self, node: Node) -> Node:
-        while True:
-            if self.at("("):
-                node = self.call(node)
-            elif self.at("["):
-                self.advance()
-                items = [self.expression(0)]
-                while self.at(","):
-                    self.advance()
-                    items.append(self.expression(0))
-                self.expect("]")
-                if _is_template_base(node):
-                    node = Template(node, tuple(items))
-                elif len(items) == 1:
-                    node = Index(node, items[0])
-                else:
-                    raise DialectError("a subscript with several items needs a namespace-qualified template")
-            elif self.at("."):
-                self.advance()
-                node = self.attribute(node, unescape(self.advance().text))
-            else:
-                return node
+    def subscript(self, node: Node, items: list[Node]) -> Node:
+        if _is_template_base(node):
+            return Template(node, tuple(items))
+        if len(items) == 1:
+            return Index(node, items[0])
+        raise DialectError("a subscript with several items needs a namespace-qualified template")
 
     def attribute(self, node: Node, name: str) -> Node:
         if isinstance(node, Qualified) and node != NULLOPT:
@@ -330,19 +282,7 @@ class _PyParser:
             return Member(node.obj, name, arrow=True)
         return Member(node, name)
 
-    def call(self, func: Node) -> Node:
-        self.advance()
-        args: list[Node] = []
-        while not self.at(")"):
-            if args:
-                self.expect(",")
-            if self.current.kind == "name" and self.tokens[self.pos + 1].text == "=":
-                name = unescape(self.advance().text)
-                self.advance()
-                args.append(Keyword(name, self.expression(0)))
-            else:
-                args.append(self.expression(0))
-        self.expect(")")
+    def call(self, func: Node, args: list[Node]) -> Node:
         if isinstance(func, Member) and func.obj == Name(DIALECT_NAMESPACE) and not func.arrow:
             return self.dialect_call(func.name, args)
         if isinstance(func, _LambdaTypes):
@@ -363,59 +303,19 @@ class _PyParser:
             return _LambdaTypes(tuple(args))
         raise DialectError(f"unknown dialect call cpp.{name}")
 
-    def primary(self) -> Node:
-        tok = self.advance()
-        if tok.kind == "number":
-            return Literal("number", tok.text)
-        if tok.kind == "string":
-            return Literal("string", tok.text)
-        if tok.kind == "name":
-            if tok.text in ("True", "False"):
-                return Literal("bool", "true" if tok.text == "True" else "false")
-            if tok.text == "None":
-                return NULLOPT
-            if tok.text == "lambda":
-                return self.lambda_()
-            if tok.text in self.names:
-                return Name(self.names[tok.text])
-            if tok.text in NAMESPACES:
-                return Qualified((tok.text,))
-            return Name(unescape(tok.text, plain=True))
-        if tok.text == "(":
-            inner = self.expression(0)
-            if not self.at(","):
-                self.expect(")")
-                return Paren(inner)
-            items = [inner]
-            while self.at(","):
-                self.advance()
-                if self.at(")"):
-                    break
-                items.append(self.expression(0))
-            self.expect(")")
-            return TupleDisplay(tuple(items))
-        if tok.text == "[":
-            items: list[Node] = []
-            while not self.at("]"):
-                if items:
-                    self.expect(",")
-                items.append(self.expression(0))
-            self.expect("]")
-            return BraceList(tuple(items))
-        raise DialectError(f"unexpected {tok.text or 'end'!r}")
+    def lambda_(self, node: cst.Lambda) -> Node:
+        parameters = node.params
+        if (parameters.posonly_params or parameters.kwonly_params or parameters.star_kwarg is not None
+                or not isinstance(parameters.star_arg, cst.MaybeSentinel)
+                or any(p.default is not None for p in parameters.params)):
+            raise DialectError("a lambda takes plain parameters only")
+        params = [p.name.value for p in parameters.params]
+        inner = _CstReader({**self.names, **{p: unescape(p, plain=True) for p in params}})
+        return _PyLambda(tuple(unescape(p, plain=True) for p in params), inner.expr(node.body))
 
-    def lambda_(self) -> Node:
-        params: list[str] = []
-        while not self.at(":"):
-            if params:
-                self.expect(",")
-            params.append(self.advance().text)
-        self.expect(":")
-        outer = self.names
-        self.names = {**outer, **{p: unescape(p, plain=True) for p in params}}
-        body = self.expression(0)
-        self.names = outer
-        return _PyLambda(tuple(unescape(p, plain=True) for p in params), body)
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
 
 
 def _is_comparison(node: Node) -> bool:

@@ -1,19 +1,25 @@
 """Imported formula files back to derivatives.yaml entries (static: nothing is imported).
 
-The file structure (decorators, nested ``backward``/``jvp``, assignments) is
-read with :mod:`ast`; each formula expression is re-parsed from its source
-text by the dialect parser (:func:`.pydialect.from_python`), which keeps the
-parentheses that :mod:`ast` drops, and printed as C++ with the layout from its
-``# cpp: {...}`` comment.
+A function of the front-end's model (:func:`transpiler.frontend.parse_module`,
+the one reader of formula files): each ``@derivative`` formula's decorators,
+``backward`` and ``jvp`` closures come from it; each formula expression, a
+libcst tree with its parentheses, becomes a :mod:`.syntax` tree
+(:func:`.pydialect.from_cst`) and is printed as C++ with the layout from its
+``# cpp: {...}`` comment. A file the front-end rejects fails with its
+diagnostics; a formula outside the shape ``import-yaml`` writes is a DB300.
 """
 from __future__ import annotations
 
-import ast
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
-from transpiler.schema import FunctionSchema, SchemaError, parse_schema
+import libcst as cst
+import libcst.matchers as m
+
+from transpiler import codes
+from transpiler.diagnostics import Diagnostic, TranspileError
+from transpiler.frontend import find_decorator, read_module
+from transpiler.model import Formula, FormulaModule, JvpRule
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.importer import FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, non_tensor_arguments, primal_names
 from transpiler.yaml_import.main_dialect import to_main
@@ -31,56 +37,7 @@ from transpiler.yaml_import.pyformula import LAYOUT_COMMENT, ORIGINAL_COMMENT
 from transpiler.yaml_import.syntax import Node
 
 FORMULA_FILES = f"{FORMULA_FILE_PREFIX}*.py"
-
-
-class ReadError(ValueError):
-    """A formula file that is not in the shape ``import-yaml`` writes (1-based position)."""
-
-    def __init__(self, path: str, line: int, col: int, message: str) -> None:
-        super().__init__(f"{path}:{line}:{col}: {message}")
-        self.path, self.line, self.col = path, line, col
-
-
-@dataclass(frozen=True)
-class ReadLine:
-    """One formula assignment: the YAML key it stands for, its tree and its layout."""
-
-    key: str
-    tree: Node
-    layout: cpp.Layout
-    original: str | None = None     # the ``# yaml:`` formula, when the Python still is its rewrite
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(self.key.split(", "))
-
-    def line(self) -> FormulaLine:
-        if self.original is not None:
-            return FormulaLine(self.key, self.original)
-        return FormulaLine(self.key, cpp.render(cpp.print_tokens(self.tree), self.layout))
-
-
-@dataclass(frozen=True)
-class ReadFunction:
-    """One ``@derivative`` function of an imported file."""
-
-    schema: FunctionSchema
-    schema_text: str
-    flags: tuple[bool | str, ...] | None
-    dispatch: str | None
-    gradients: tuple[ReadLine, ...]
-    non_differentiable: tuple[str, ...]
-    auto_jvp: str | None
-    tangents: tuple[ReadLine, ...]
-
-    def section(self) -> Section:
-        """The function as a derivatives.yaml section."""
-        lines = [g.line() for g in self.gradients]
-        lines += [FormulaLine(key, NON_DIFFERENTIABLE) for key in self.non_differentiable]
-        if self.auto_jvp is not None:
-            lines.append(FormulaLine("result", self.auto_jvp))
-        lines += [t.line() for t in self.tangents]
-        return Section(self.dispatch, tuple(lines))
+YAML_SHAPE = codes.EMIT_YAML_SHAPE.code     # a formula that is not in the shape ``import-yaml`` writes
 
 
 def formula_files(directory: str | Path) -> list[Path]:
@@ -90,114 +47,127 @@ def formula_files(directory: str | Path) -> list[Path]:
 
 def read_directory(directory: str | Path) -> list[Entry]:
     """Every entry of an imported directory, in order."""
-    functions: list[ReadFunction] = []
+    functions: list[Entry] = []
     for path in formula_files(directory):
-        functions += read_functions(path.read_text(encoding="utf-8"), str(path))
+        functions += read_functions(read_module(str(path)))
     return group_entries(functions)
 
 
-def group_entries(functions: list[ReadFunction]) -> list[Entry]:
+def group_entries(functions: list[Entry]) -> list[Entry]:
     """Consecutive functions of one schema with dispatch keys form one entry."""
     entries: list[Entry] = []
     for function in functions:
         last = entries[-1] if entries else None
-        section = function.section()
-        if (last is not None and last.name == function.schema_text and function.dispatch is not None
+        section = function.sections[0]
+        if (last is not None and last.name == function.name and section.dispatch is not None
                 and last.sections[-1].dispatch is not None):
             entries[-1] = Entry(last.name, last.output_differentiability, last.sections + (section,))
         else:
-            entries.append(Entry(function.schema_text, function.flags, (section,)))
+            entries.append(function)
     return entries
 
 
-def read_functions(source: str, path: str) -> list[ReadFunction]:
-    """The ``@derivative`` functions of one formula file, in order."""
-    try:
-        tree = ast.parse(source, filename=path)
-    except SyntaxError as error:
-        raise ReadError(path, error.lineno or 1, error.offset or 1, f"cannot parse: {error.msg}") from None
-    reader = _FileReader(path, source.encode("utf-8").splitlines())
-    return [reader.function(node) for node in tree.body
-            if isinstance(node, ast.FunctionDef) and reader.decorator(node, "derivative") is not None]
+def read_functions(module: FormulaModule) -> list[Entry]:
+    """The ``@derivative`` functions of one formula file's model, in order, each an entry of one section.
+
+    Raises :class:`TranspileError` with the front-end's diagnostics (DB000, DB107) or a DB300
+    for a function that is not in the shape ``import-yaml`` writes.
+    """
+    if module.diagnostics:
+        raise TranspileError(list(module.diagnostics))
+    reader = _FormulaReader(module)
+    return [reader.function(formula) for formula in module.formulas]
 
 
-class _FileReader:
-    def __init__(self, path: str, lines: list[bytes]) -> None:
-        self.path = path
-        self.lines = lines
+class _FormulaReader:
+    """Reads the derivatives.yaml lines out of the front-end's model of one file."""
 
-    def error(self, node: ast.AST, message: str) -> ReadError:
-        return ReadError(self.path, node.lineno, node.col_offset + 1, message)
+    def __init__(self, module: FormulaModule) -> None:
+        self.module = module
 
-    def literal(self, node: ast.expr) -> object:
-        """The value of a decorator argument, which must be a literal."""
-        try:
-            return ast.literal_eval(node)
-        except ValueError:
-            raise self.error(node, "decorator arguments must be literals (strings, booleans, lists)") from None
+    def error(self, node: cst.CSTNode, message: str) -> TranspileError:
+        span = self.module.span(node)
+        return TranspileError([Diagnostic(self.module.path, span.line, span.col, YAML_SHAPE, message)])
 
-    def decorator(self, function: ast.FunctionDef, name: str) -> ast.Call | None:
-        for decorator in function.decorator_list:
-            if isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Name) and decorator.func.id == name:
-                return decorator
-        return None
+    def literal(self, node: cst.BaseExpression) -> object:
+        """The value of a decorator argument, which must be a literal (string, boolean, list)."""
+        match node:
+            case cst.SimpleString() | cst.ConcatenatedString():
+                value = node.evaluated_value
+                if isinstance(value, str):
+                    return value
+            case cst.Name(value="True" | "False" | "None" as name):
+                return {"True": True, "False": False, "None": None}[name]
+            case cst.List(elements=elements) | cst.Tuple(elements=elements):
+                values = [self.literal(e.value) for e in elements if not isinstance(e, cst.StarredElement)]
+                if len(values) == len(elements):
+                    return values if isinstance(node, cst.List) else tuple(values)
+        raise self.error(node, "decorator arguments must be literals (strings, booleans, lists)")
 
-    def function(self, node: ast.FunctionDef) -> ReadFunction:
-        derivative = self.decorator(node, "derivative")
-        if not derivative.args or not isinstance(derivative.args[0], ast.Constant):
-            raise self.error(node, "@derivative needs the schema string")
-        schema_text = derivative.args[0].value
-        try:
-            schema = parse_schema(schema_text)
-        except SchemaError as error:
-            raise self.error(node, f"the schema does not parse: {error}") from None
-        keywords = {k.arg: self.literal(k.value) for k in derivative.keywords}
-        details_call = self.decorator(node, "yaml_entry")
-        details = {k.arg: self.literal(k.value) for k in details_call.keywords} if details_call else {}
+    def keywords(self, function: cst.FunctionDef, name: str) -> dict[str, object]:
+        """The literal keyword arguments of the decorator ``@name(...)``, empty when it is absent."""
+        decorator = find_decorator(function, name)
+        if decorator is None or not isinstance(decorator.decorator, cst.Call):
+            return {}
+        return {a.keyword.value: self.literal(a.value) for a in decorator.decorator.args if a.keyword is not None}
+
+    def function(self, formula: Formula) -> Entry:
+        node, schema = formula.node, formula.schema
+        derivative = find_decorator(node, "derivative").decorator
+        schema_text = next(a.value for a in derivative.args if a.keyword is None).evaluated_value
+        keywords = self.keywords(node, "derivative")
+        details = self.keywords(node, "yaml_entry")
         flags = details.get("output_differentiability", keywords.get("output_differentiability"))
-        closures = {s.name: s for s in node.body if isinstance(s, ast.FunctionDef)}
-        if "backward" not in closures:
-            raise self.error(node, f"`{node.name}` has no nested `def backward`")
         local = pydialect.local_names((*(a.name for a in schema.arguments), *return_names(schema)))
         backward_names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
         non_tensors = non_tensor_arguments(schema)
-        gradients = self.lines_of(closures["backward"], gradient_locals(schema),
+        gradients = self.lines_of(formula.backward.node, gradient_locals(schema),
                                   pydialect.inverse_names(backward_names), non_tensors)
-        tangents: tuple[ReadLine, ...] = ()
-        if "jvp" in closures:
+        tangents: tuple[FormulaLine, ...] = ()
+        if formula.jvp is not None and formula.jvp.rule is JvpRule.WRITTEN:
             diff_args = [a.name for a in schema.arguments if any(a.name in g.names for g in gradients)]
-            tangents = self.lines_of(closures["jvp"], tangent_locals(schema),
+            tangents = self.lines_of(formula.jvp.node, tangent_locals(schema),
                                      pydialect.inverse_names(primal_names(schema, diff_args, local)), non_tensors)
-        return ReadFunction(
-            schema, schema_text, tuple(flags) if flags is not None else None, details.get("dispatch"),
-            gradients, tuple(details.get("non_differentiable", ())), details.get("jvp"), tangents,
-        )
+        lines = [*gradients, *(FormulaLine(key, NON_DIFFERENTIABLE) for key in details.get("non_differentiable", ()))]
+        if details.get("jvp") is not None:
+            lines.append(FormulaLine("result", details["jvp"]))
+        section = Section(details.get("dispatch"), (*lines, *tangents))
+        return Entry(schema_text, tuple(flags) if flags is not None else None, (section,))
 
-    def lines_of(self, closure: ast.FunctionDef, locals_: dict[str, str], names: dict[str, str],
-                 non_tensors: frozenset[str]) -> tuple[ReadLine, ...]:
+    def lines_of(self, closure: cst.FunctionDef, locals_: dict[str, str], names: dict[str, str],
+                 non_tensors: frozenset[str]) -> tuple[FormulaLine, ...]:
         """The formula assignments of a closure as YAML lines: those whose targets are
         the gradient (or tangent) locals ``locals_`` gives (YAML name -> Python local)."""
         keys = pydialect.inverse_names(locals_)
         lines = []
-        for statement in closure.body:
-            if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
-                continue
-            target = statement.targets[0]
-            targets = target.elts if isinstance(target, ast.Tuple) else [target]
-            idents = [t.id for t in targets if isinstance(t, ast.Name)]
+        for line in closure.body.body:
+            match line:
+                case cst.SimpleStatementLine(body=[cst.Assign(targets=[cst.AssignTarget(target=target)]) as statement]):
+                    pass
+                case _:
+                    continue
+            targets = [e.value for e in target.elements] if isinstance(target, cst.Tuple) else [target]
+            idents = [t.value for t in targets if isinstance(t, cst.Name)]
             if len(idents) != len(targets) or not all(i in keys for i in idents):
                 continue     # a prelude statement such as ``grads = [...]``
             key = ", ".join(keys[i] for i in idents)
-            expression, comment = self.source_of(statement.value)
+            comment = line.trailing_whitespace.comment
+            comment_text = comment.value if comment is not None else ""
+            expression = _code(statement.value)
+            if "\n" in expression and m.findall(statement.value, m.Comment()):
+                raise self.error(statement, f"`{expression}`: a comment inside a formula has no "
+                                 "place in derivatives.yaml; move it after the line")
             try:
-                tree = pydialect.from_python(expression, names)
+                tree = pydialect.from_cst(statement.value, names)
             except pydialect.DialectError as error:
                 raise self.error(statement, f"`{expression}`: {error}") from None
-            lines.append(ReadLine(key, tree, self.layout(statement, comment),
-                                  self.original(statement, comment, tree, non_tensors)))
+            formula = self.original(statement, comment_text, tree, non_tensors)
+            if formula is None:
+                formula = cpp.render(cpp.print_tokens(tree), self.layout(statement, comment_text))
+            lines.append(FormulaLine(key, formula))
         return tuple(lines)
 
-    def original(self, statement: ast.stmt, comment: str, tree: Node, non_tensors: frozenset[str]) -> str | None:
+    def original(self, statement: cst.Assign, comment: str, tree: Node, non_tensors: frozenset[str]) -> str | None:
         """The ``# yaml: "..."`` formula of a line the main dialect rewrote, as long as the Python is
         still its rewrite (an edited line is printed from its tree instead)."""
         if not comment.startswith(ORIGINAL_COMMENT):
@@ -211,7 +181,7 @@ class _FileReader:
             raise self.error(statement, "the yaml comment must be a JSON string")
         return original if rewritten == tree else None
 
-    def layout(self, statement: ast.stmt, comment: str) -> cpp.Layout:
+    def layout(self, statement: cst.Assign, comment: str) -> cpp.Layout:
         """The ``# cpp: {...}`` layout of a formula line (none: canonical spacing)."""
         if not comment.startswith(LAYOUT_COMMENT):
             return {}
@@ -223,13 +193,6 @@ class _FileReader:
             raise self.error(statement, "the layout comment must map token positions to spacing strings")
         return layout
 
-    def source_of(self, node: ast.expr) -> tuple[str, str]:
-        """The source text of an expression and the comment that ends its last line."""
-        first, last = node.lineno - 1, node.end_lineno - 1
-        if first == last:
-            text = self.lines[first][node.col_offset:node.end_col_offset]
-        else:
-            text = b"\n".join([self.lines[first][node.col_offset:], *self.lines[first + 1:last],
-                               self.lines[last][:node.end_col_offset]])
-        rest = self.lines[last][node.end_col_offset:].strip()
-        return text.decode("utf-8"), rest.decode("utf-8")
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

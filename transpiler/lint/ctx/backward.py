@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from transpiler.lint.ctx.interpreter import Env, Interpreter
 from transpiler.lint.ctx.names import ImportTable
-from transpiler.lint.ctx.values import ALIASING, CTX, PLAIN, Kind, Value, Values, flatten, sequence, union
+from transpiler.lint.ctx.values import ALIASING, CTX, PLAIN, Role, Value, Values, flatten, sequence, union
 
-SAVED: Values = frozenset({Value(Kind.SAVED)})
-SAVED_SEQUENCE: Values = frozenset({Value(Kind.SAVED, star=True)})
+SAVED: Values = frozenset({Value(Role.SAVED)})
+SAVED_SEQUENCE: Values = frozenset({Value(Role.SAVED, star=True)})
 NOT_MUTATING = frozenset({"requires_grad_", "share_memory_", "retain_grad_", "register_hook_"})
 
 
@@ -38,7 +38,7 @@ class BackwardAnalysis(Interpreter):
         self.mutations.setdefault((node.lineno, node.col_offset), Mutation(node, description))
 
     def is_saved(self, values: Values) -> bool:
-        return any(v.kind is Kind.SAVED and not v.star for v in flatten(values))
+        return any(v.kind is Role.SAVED and not v.star for v in flatten(values))
 
     # --- stores ------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from transpiler.lint.ctx.values import (
     PLAIN,
     TENSOR_METHODS,
     TENSOR_NAMESPACES,
-    Kind,
+    Role,
     Value,
     Values,
     flatten,
@@ -337,8 +337,8 @@ def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, module: Mod
     def input_value(index: int, name: str) -> Values:
         """An input of forward: a tensor when backward gives it a gradient, a constant when never."""
         if slots is not None and index in slots[0]:
-            return frozenset({Value(Kind.CONSTANT)})          # no gradient flows through it
-        return analysis.bound(name, frozenset({Value(Kind.INPUT, name=name,
+            return frozenset({Value(Role.CONSTANT)})          # no gradient flows through it
+        return analysis.bound(name, frozenset({Value(Role.INPUT, name=name,
                                                      tensor=slots is not None and index in slots[1])}), env)
 
     if forward is not None:                           # setup_context(ctx, inputs, output)
@@ -350,18 +350,18 @@ def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, module: Mod
             if forward.args.vararg is None and not _is_classmethod(forward):
                 env[names[1]] = sequence([input_value(i, a.arg) for i, a in enumerate(inputs)])
             else:
-                env[names[1]] = frozenset({Value(Kind.INPUT, name=names[1], star=True)})
-            env[names[2]] = frozenset({Value(Kind.OUTPUT, star=True)})
+                env[names[1]] = frozenset({Value(Role.INPUT, name=names[1], star=True)})
+            env[names[2]] = frozenset({Value(Role.OUTPUT, star=True)})
     elif positional:                                  # forward(ctx, *inputs)
         env[positional[0].arg] = CTX
         for index, arg in enumerate(positional[1:]):
             env[arg.arg] = input_value(index, arg.arg)
         for arg in function.args.kwonlyargs:
-            env[arg.arg] = analysis.bound(arg.arg, frozenset({Value(Kind.INPUT, name=arg.arg)}), env)
+            env[arg.arg] = analysis.bound(arg.arg, frozenset({Value(Role.INPUT, name=arg.arg)}), env)
     for star in (function.args.vararg, function.args.kwarg):
         if star is not None:
             analysis.input_containers.add(star.arg)
-            env[star.arg] = frozenset({Value(Kind.INPUT, name=star.arg, star=True)})
+            env[star.arg] = frozenset({Value(Role.INPUT, name=star.arg, star=True)})
     analysis.run(function.body, env)
     return analysis
 

@@ -2,7 +2,7 @@
 
 The interpreter follows every value from the inputs to ``ctx.save_for_backward``
 and ``ctx.<attr> = ...``. A kept tensor that was computed in the forward from
-input values (``Kind.TENSOR``) and is not what the forward returns is an
+input values (``Role.TENSOR``) and is not what the forward returns is an
 intermediate: backward's use of it has no path to the inputs, so double
 backward through it is silently wrong (DB100; DB101 when the intermediate hides
 behind an input's name, ``x = x.contiguous()``). Anything undecidable is
@@ -52,7 +52,7 @@ from transpiler.lint.ctx.values import (
     TENSOR_NAMESPACES,
     UNKNOWN,
     VIEW_METHODS,
-    Kind,
+    Role,
     Site,
     Value,
     Values,
@@ -123,8 +123,8 @@ PYTHON_MODULES = ("math.", "operator.", "functools.", "itertools.", "typing.", "
                   "inspect.", "enum.", "abc.", "re.", "types.", "numpy.", "triton.", "torch.")
 BUFFER_FACTORIES = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
                               "zeros", "zeros_like", "new_zeros"})
-CLASS: Values = frozenset({Value(Kind.PLAIN, name="<class>")})         # ``cls`` of a classmethod
-SAVE_FOR_BACKWARD: Values = frozenset({Value(Kind.CTX, name="save_for_backward")})
+CLASS: Values = frozenset({Value(Role.PLAIN, name="<class>")})         # ``cls`` of a classmethod
+SAVE_FOR_BACKWARD: Values = frozenset({Value(Role.CTX, name="save_for_backward")})
 PARTIAL = frozenset({"functools.partial", "functools.partialmethod"})
 
 
@@ -224,24 +224,24 @@ class ForwardAnalysis(Interpreter):
 
     def absorb(self, holder: Value, values: Values) -> Value:
         """``holder`` after ``values`` were written into it (in place)."""
-        if holder.kind is Kind.SEQUENCE:
-            return Value(Kind.SEQUENCE, elements=(*holder.elements, values), exact=False)
-        if holder.kind is Kind.CONSTANT and holder.site is not None and self.carries_gradient(values):
+        if holder.kind is Role.SEQUENCE:
+            return Value(Role.SEQUENCE, elements=(*holder.elements, values), exact=False)
+        if holder.kind is Role.CONSTANT and holder.site is not None and self.carries_gradient(values):
             if holder.site is not None:
                 self.tainted.add(holder.site)           # every alias of this storage now carries it
-            return Value(Kind.TENSOR, site=holder.site, view=holder.view)
+            return Value(Role.TENSOR, site=holder.site, view=holder.view)
         return holder
 
     def carries_gradient(self, values: Values) -> bool:
         """Whether any of ``values`` is a tensor with a path to the inputs."""
-        return any((is_tensor(v) and v.kind is not Kind.CONSTANT) or v.site in self.tainted
+        return any((is_tensor(v) and v.kind is not Role.CONSTANT) or v.site in self.tainted
                    for v in flatten(values))
 
     def augment(self, node: ast.AugAssign, env: Env) -> None:
         """``t += u`` on a tensor is in place: ``t`` keeps its identity (and may gain a gradient)."""
         target = node.target
         if isinstance(target, ast.Name) and target.id in env and \
-                any(v.kind in (Kind.TENSOR, Kind.CONSTANT) for v in env[target.id]):
+                any(v.kind in (Role.TENSOR, Role.CONSTANT) for v in env[target.id]):
             added = self.evaluate(node.value, env)
             env[target.id] = frozenset(self.absorb(v, added) for v in env[target.id])
         else:
@@ -285,7 +285,7 @@ class ForwardAnalysis(Interpreter):
 
     def bind(self, target: ast.expr, values: Values, env: Env, source: ast.expr | None = None) -> None:
         if isinstance(target, ast.Name) and RNG_STATE_NAME.match(target.id):
-            values = frozenset(replace(v, kind=Kind.CONSTANT) if v.kind is Kind.TENSOR else v for v in values)
+            values = frozenset(replace(v, kind=Role.CONSTANT) if v.kind is Role.TENSOR else v for v in values)
         if isinstance(target, ast.Name) and target.id in self.declared_globals() and not self.frames:
             self.store_global(target, values, source)
         if isinstance(target, ast.Name):
@@ -305,7 +305,7 @@ class ForwardAnalysis(Interpreter):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in env \
                     and node.id not in own:
                 read.append(env[node.id])
-        held = [values for values in read if any(v.kind is not Kind.PLAIN for v in flatten(values))]
+        held = [values for values in read if any(v.kind is not Role.PLAIN for v in flatten(values))]
         return sequence(held, exact=False) if held else PLAIN
 
     def output_values(self, node: ast.expr, env: Env) -> Values:
@@ -323,11 +323,11 @@ class ForwardAnalysis(Interpreter):
         return values
 
     def bound(self, name: str, values: Values, env: Env) -> Values:
-        if values and all(v.kind is Kind.INPUT and not v.star for v in values):
+        if values and all(v.kind is Role.INPUT and not v.star for v in values):
             if not self.frames and all(v.name == name or v.name in self.input_containers for v in values):
                 self.input_names.add(name)
             if name in self.tensor_names:
-                return frozenset(Value(Kind.INPUT, name=v.name, tensor=True) for v in values)
+                return frozenset(Value(Role.INPUT, name=v.name, tensor=True) for v in values)
         return values
 
     # --- findings ----------------------------------------------------------------------------
@@ -362,14 +362,14 @@ class ForwardAnalysis(Interpreter):
         # save_for_backward takes tensors only: there a value that may be a number is a tensor
         held = _inputs_as_tensors(flatten(values)) if tensors_only else flatten(values)
         return [v for v in held if (v.site, v.view_site) not in outputs and v.site not in self.recorded and (
-            (v.kind is Kind.TENSOR and not v.maybe) or (v.kind is Kind.CONSTANT and v.site in self.tainted))]
+            (v.kind is Role.TENSOR and not v.maybe) or (v.kind is Role.CONSTANT and v.site in self.tainted))]
 
     def origin(self, intermediates: list[Value]) -> str:
         """Where the first of ``intermediates`` came from, for the message."""
         first = min(intermediates, key=lambda v: v.site or (0, 0))
         place = "?" if first.site is None else (
             f"line {first.site[0]}" if len(first.site) == 2 else f"{first.site[2]}:{first.site[0]}")
-        if first.kind is Kind.CONSTANT:
+        if first.kind is Role.CONSTANT:
             return f"created at {place}, then written in place with values computed from the inputs"
         if first.site in self.marked_nondifferentiable:
             return f"computed at {place}, returned as an output marked non-differentiable"
@@ -464,7 +464,7 @@ class ForwardAnalysis(Interpreter):
             if node.attr == "save_for_backward":
                 return SAVE_FOR_BACKWARD                     # ``s = ctx.save_for_backward; s(x, y)``
             return env.get(_ctx_key(node.attr), UNKNOWN)
-        if node.attr in ("values", "indices") and any(v.kind is Kind.SEQUENCE for v in base):
+        if node.attr in ("values", "indices") and any(v.kind is Role.SEQUENCE for v in base):
             return element_of(base, 0 if node.attr == "values" else 1)
         if node.attr in ("T", "mT", "H", "mH", "real", "imag", "data", "grad"):
             return self.derived(node, base)
@@ -476,7 +476,7 @@ class ForwardAnalysis(Interpreter):
         index = node.slice.value if isinstance(node.slice, ast.Constant) else None
         result: set[Value] = set()
         for value in base:
-            if value.kind is Kind.SEQUENCE or value.star or value.kind is Kind.PLAIN:
+            if value.kind is Role.SEQUENCE or value.star or value.kind is Role.PLAIN:
                 result |= element_of(frozenset({value}), index if isinstance(index, int) else None)
             else:
                 result |= self.derived(node, frozenset({value}))
@@ -492,27 +492,27 @@ class ForwardAnalysis(Interpreter):
         """Arithmetic on tensors is a tensor; a gradient flows if any operand carries one."""
         values = flatten(union(operands))
         site = self.site(node)
-        if self.recording and any(v.kind is Kind.TENSOR and v.site not in self.recorded for v in values):
+        if self.recording and any(v.kind is Role.TENSOR and v.site not in self.recorded for v in values):
             self.recorded.discard(site)             # from a tensor outside the recorded graph (detached)
-        if any(is_tensor(v) and v.kind is not Kind.CONSTANT for v in values):
-            return frozenset({Value(Kind.TENSOR, site=site)})
-        if any(v.kind in (Kind.UNKNOWN, Kind.CTX) for v in values):
+        if any(is_tensor(v) and v.kind is not Role.CONSTANT for v in values):
+            return frozenset({Value(Role.TENSOR, site=site)})
+        if any(v.kind in (Role.UNKNOWN, Role.CTX) for v in values):
             return UNKNOWN
-        if any(v.kind is Kind.INPUT or v.maybe for v in values):
-            if any(v.kind is Kind.CONSTANT for v in values):
+        if any(v.kind is Role.INPUT or v.maybe for v in values):
+            if any(v.kind is Role.CONSTANT for v in values):
                 return UNKNOWN                      # ``mask / p``: a tensor even when p is a number
             # ``x * 2`` on inputs of unknown type: a tensor computed from them, or a number
-            return frozenset({Value(Kind.TENSOR, site=site, maybe=True)})
-        if any(v.kind is Kind.CONSTANT for v in values):
-            return frozenset({Value(Kind.CONSTANT, site=site)})
+            return frozenset({Value(Role.TENSOR, site=site, maybe=True)})
+        if any(v.kind is Role.CONSTANT for v in values):
+            return frozenset({Value(Role.CONSTANT, site=site)})
         return PLAIN
 
     def nondifferentiable(self, node: ast.AST, operands: list[Values]) -> Values:
         """Comparisons, masks, bitwise ops: a tensor without gradient, or Python data."""
         values = flatten(union(operands))
-        if any(is_tensor(v) or v.kind is Kind.INPUT for v in values):
-            return frozenset({Value(Kind.CONSTANT, site=self.site(node))})
-        return PLAIN if all(v.kind is Kind.PLAIN for v in values) else UNKNOWN
+        if any(is_tensor(v) or v.kind is Role.INPUT for v in values):
+            return frozenset({Value(Role.CONSTANT, site=self.site(node))})
+        return PLAIN if all(v.kind is Role.PLAIN for v in values) else UNKNOWN
 
     def allocate(self, node: ast.Call, factory: str) -> Values:
         """A new tensor (``torch.empty_like(x)``): a constant; an uninitialised or zeroed floating
@@ -523,7 +523,7 @@ class ForwardAnalysis(Interpreter):
         return values
 
     def constant(self, node: ast.AST) -> Values:
-        return frozenset({Value(Kind.CONSTANT, site=self.site(node))})
+        return frozenset({Value(Role.CONSTANT, site=self.site(node))})
 
     # --- calls -------------------------------------------------------------------------------
 
@@ -558,7 +558,7 @@ class ForwardAnalysis(Interpreter):
                 return sequence(held, exact=False) if held else PLAIN
             # a function given no tensor computes none from the inputs; torch's own are not followed
             given = not qualified.startswith("torch.") and any(
-                v.kind not in (Kind.PLAIN, Kind.UNKNOWN) for a in [*arguments, *keywords.values()] for v in flatten(a))
+                v.kind not in (Role.PLAIN, Role.UNKNOWN) for a in [*arguments, *keywords.values()] for v in flatten(a))
             source = self.functions(self.in_module(qualified)) if given and len(self.frames) < MAX_CALL_DEPTH else None
             if source is not None and all(frame.source is not source for frame in self.frames):
                 return self.follow(node, source, arguments, keywords)
@@ -593,7 +593,7 @@ class ForwardAnalysis(Interpreter):
     @staticmethod
     def is_parameter(values: Values) -> bool:
         """A forward parameter (given a gradient or not), not something computed."""
-        return bool(values) and all((v.kind is Kind.INPUT and not v.star) or (v.kind is Kind.CONSTANT and v.site is None)
+        return bool(values) and all((v.kind is Role.INPUT and not v.star) or (v.kind is Role.CONSTANT and v.site is None)
                                     for v in values)
 
     def launch(self, node: ast.Call, arguments: list[Values], env: Env) -> None:
@@ -604,7 +604,7 @@ class ForwardAnalysis(Interpreter):
         computed = union(a for a in arguments if self.carries_gradient(a))
         for argument in [*node.args, *(k.value for k in node.keywords)]:
             if isinstance(argument, ast.Name) and argument.id in env and \
-                    any(v.kind is Kind.CONSTANT and v.site in self.allocated for v in env[argument.id]):
+                    any(v.kind is Role.CONSTANT and v.site in self.allocated for v in env[argument.id]):
                 env[argument.id] = frozenset(self.absorb(v, computed) if v.site in self.allocated else v
                                              for v in env[argument.id])
 
@@ -671,7 +671,7 @@ class ForwardAnalysis(Interpreter):
             return PLAIN
         if method == "mark_non_differentiable":        # such an output is a constant to autograd
             self.marked_nondifferentiable.update(v.site for a in arguments for v in flatten(a)
-                                          if v.kind is Kind.TENSOR and v.site is not None)
+                                          if v.kind is Role.TENSOR and v.site is not None)
             return PLAIN
         return UNKNOWN
 
@@ -712,14 +712,14 @@ class ForwardAnalysis(Interpreter):
         if name in MIXED_OUTPUTS or (name in INDEX_RETURNING and self.returns_indices(name, node, arguments)):
             return self.mixed(node, name, operands)
         result = self.arithmetic(node, [_inputs_as_tensors(o) for o in operands])
-        return result if any(v.kind is not Kind.PLAIN for v in result) else self.constant(node)
+        return result if any(v.kind is not Role.PLAIN for v in result) else self.constant(node)
 
     def returns_indices(self, name: str, node: ast.Call, arguments: list[Values]) -> bool:
         """``torch.max(x, 1)`` returns (values, indices); ``torch.max(x, y)`` does not."""
         if name in ALWAYS_TUPLE or any(k.arg == "dim" for k in node.keywords):
             return True
         return len(arguments) >= 2 and all(                 # a dim: Python data or a parameter without gradient
-            v.kind is Kind.PLAIN or (v.kind is Kind.CONSTANT and v.site is None) for v in arguments[1])
+            v.kind is Role.PLAIN or (v.kind is Role.CONSTANT and v.site is None) for v in arguments[1])
 
     def mixed(self, node: ast.Call, name: str, operands: list[Values]) -> Values:
         differentiable = self.arithmetic(node, [_inputs_as_tensors(o) for o in operands])
@@ -746,7 +746,7 @@ class ForwardAnalysis(Interpreter):
             return PLAIN
         values = flatten(receiver)
         tensor_receiver = any(is_tensor(v) for v in values) or (
-            method in TENSOR_METHODS and any((v.kind is Kind.INPUT and not v.star) or v.maybe for v in values))
+            method in TENSOR_METHODS and any((v.kind is Role.INPUT and not v.star) or v.maybe for v in values))
         if not tensor_receiver:
             return UNKNOWN
         receiver = _inputs_as_tensors(receiver)
@@ -773,9 +773,9 @@ class ForwardAnalysis(Interpreter):
         """``t.select(...)``: a forward tensor's view shares its storage (in-place writes reach it)."""
         result: set[Value] = set()
         for value in receiver:
-            if value.kind in (Kind.TENSOR, Kind.CONSTANT):
+            if value.kind in (Role.TENSOR, Role.CONSTANT):
                 result.add(replace(value, view=True, view_site=self.site(node)))
-            elif value.kind is not Kind.PLAIN:           # None and friends have no views
+            elif value.kind is not Role.PLAIN:           # None and friends have no views
                 result |= self.derived(node, frozenset({value}))
         return frozenset(result) or UNKNOWN
 
@@ -783,7 +783,7 @@ class ForwardAnalysis(Interpreter):
                  arguments: list[Values], env: Env) -> Values:
         """``t.add_(u)``: ``t`` keeps its identity; what it holds may change."""
         if method in OVERWRITING_METHODS or (method == "copy_" and arguments and not self.carries_gradient(arguments[0])):
-            updated = frozenset(replace(v, kind=Kind.CONSTANT) if v.kind is Kind.TENSOR else v for v in receiver)
+            updated = frozenset(replace(v, kind=Role.CONSTANT) if v.kind is Role.TENSOR else v for v in receiver)
         else:
             updated = frozenset(self.absorb(v, union(arguments)) for v in receiver)
         if isinstance(func.value, ast.Name) and func.value.id in env:
@@ -806,7 +806,7 @@ def _elements(expression: ast.expr, values: Values) -> list[tuple[ast.expr, Valu
     """The kept expression's own elements when it is a tuple/list literal, else itself."""
     inner = expression.value if isinstance(expression, ast.Starred) else expression
     if isinstance(inner, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in inner.elts):
-        exact = [v for v in values if v.kind is Kind.SEQUENCE and v.exact and len(v.elements) == len(inner.elts)]
+        exact = [v for v in values if v.kind is Role.SEQUENCE and v.exact and len(v.elements) == len(inner.elts)]
         if exact and len(exact) == len(values):
             return [(element, union(v.elements[i] for v in exact)) for i, element in enumerate(inner.elts)]
     return [(expression, values)]
@@ -837,13 +837,13 @@ def _op_name(qualified: str) -> str:
 
 def _inputs_as_tensors(values: Values) -> Values:
     """An input (or a value computed from inputs) passed to a tensor operation is a tensor."""
-    return frozenset(Value(Kind.INPUT, name=v.name, tensor=True) if v.kind is Kind.INPUT and not v.star
+    return frozenset(Value(Role.INPUT, name=v.name, tensor=True) if v.kind is Role.INPUT and not v.star
                      else replace(v, maybe=False) if v.maybe else v
                      for v in values)
 
 
 def _all_sequences(values: Values) -> bool:
-    return bool(values) and all(v.kind is Kind.SEQUENCE for v in values)
+    return bool(values) and all(v.kind is Role.SEQUENCE for v in values)
 
 
 def _message(code: str, kept: Kept, names: list[str]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Iterable
 
-from transpiler.lint.ctx.values import PLAIN, UNKNOWN, Kind, Values, element_of, sequence, union
+from transpiler.lint.ctx.values import PLAIN, UNKNOWN, Role, Values, element_of, sequence, union
 
 Env = dict[str, Values]
 LOOP_ITERATIONS = 3
@@ -177,7 +177,7 @@ class Interpreter:
                 and not any(isinstance(e, ast.Starred) for e in source.elts):
             sources = list(source.elts)
         starred = [i for i, t in enumerate(targets) if isinstance(t, ast.Starred)]
-        exact = [v for v in values if v.kind is Kind.SEQUENCE and v.exact and len(v.elements) == len(targets)]
+        exact = [v for v in values if v.kind is Role.SEQUENCE and v.exact and len(v.elements) == len(targets)]
         for index, target in enumerate(targets):
             if starred and index >= starred[0]:
                 element = element_of(values)        # positions after a starred target shift

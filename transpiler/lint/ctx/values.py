@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 
-class Kind(enum.Enum):
+class Role(enum.Enum):
     """What a value is, as far as double backward is concerned."""
 
     INPUT = "input"          # an argument of forward (``name``), or an element of ``*args``/``inputs``
@@ -38,7 +38,7 @@ Site = tuple  # (line, col offset) in the analysed file, (line, col offset, path
 class Value:
     """One abstract value; names hold sets of them (one per path)."""
 
-    kind: Kind
+    kind: Role
     site: Site | None = None               # TENSOR/CONSTANT: where it was computed (line, col offset[, path])
     view: bool = False                     # TENSOR/CONSTANT: a view of the tensor computed at ``site``
     view_site: Site | None = None          # TENSOR/CONSTANT view: where the view itself was taken
@@ -50,9 +50,9 @@ class Value:
     exact: bool = True                     # SEQUENCE: elements are positional (a literal), not a summary
 
 
-PLAIN: Values = frozenset({Value(Kind.PLAIN)})
-UNKNOWN: Values = frozenset({Value(Kind.UNKNOWN)})
-CTX: Values = frozenset({Value(Kind.CTX)})
+PLAIN: Values = frozenset({Value(Role.PLAIN)})
+UNKNOWN: Values = frozenset({Value(Role.UNKNOWN)})
+CTX: Values = frozenset({Value(Role.CTX)})
 
 
 def union(sets: Iterable[Values]) -> Values:
@@ -65,27 +65,27 @@ def union(sets: Iterable[Values]) -> Values:
 
 def sequence(elements: Iterable[Values], exact: bool = True) -> Values:
     """A tuple/list holding ``elements`` (``exact``: positions known, as in a literal)."""
-    return frozenset({Value(Kind.SEQUENCE, elements=tuple(elements), exact=exact)})
+    return frozenset({Value(Role.SEQUENCE, elements=tuple(elements), exact=exact)})
 
 
 def element_of(values: Values, index: int | None = None) -> Values:
     """What ``values[index]`` (or an unpacked / iterated element, ``index=None``) can hold."""
     result: set[Value] = set()
     for value in values:
-        if value.kind is Kind.SEQUENCE:
+        if value.kind is Role.SEQUENCE:
             if index is not None and value.exact and -len(value.elements) <= index < len(value.elements):
                 result |= value.elements[index]
             else:
                 result |= union(value.elements) if value.elements else UNKNOWN
-        elif value.kind in (Kind.INPUT, Kind.OUTPUT, Kind.SAVED) and value.star:
+        elif value.kind in (Role.INPUT, Role.OUTPUT, Role.SAVED) and value.star:
             result.add(Value(value.kind, name=value.name))
-        elif value.kind in (Kind.TENSOR, Kind.CONSTANT) and index is not None and value.site is not None:
+        elif value.kind in (Role.TENSOR, Role.CONSTANT) and index is not None and value.site is not None:
             # ``a, b = t``: each element is its own view of ``t`` (``a`` returned does not make ``b`` an output)
             result.add(replace(value, view=True, view_site=(*value.site, "element", index)))
-        elif value.kind in (Kind.TENSOR, Kind.CONSTANT, Kind.PLAIN):
+        elif value.kind in (Role.TENSOR, Role.CONSTANT, Role.PLAIN):
             result.add(value)                       # an element of a tensor is a view of it
         else:
-            result.add(Value(Kind.UNKNOWN))
+            result.add(Value(Role.UNKNOWN))
     return frozenset(result)
 
 
@@ -93,7 +93,7 @@ def flatten(values: Values) -> Values:
     """Every non-container value inside ``values`` (through nested sequences)."""
     result: set[Value] = set()
     for value in values:
-        if value.kind is Kind.SEQUENCE:
+        if value.kind is Role.SEQUENCE:
             result |= flatten(union(value.elements))
         else:
             result.add(value)
@@ -102,8 +102,8 @@ def flatten(values: Values) -> Values:
 
 def is_tensor(value: Value) -> bool:
     """Statically known to be a tensor (an input only when its use shows it)."""
-    return (value.kind in (Kind.TENSOR, Kind.CONSTANT, Kind.OUTPUT) and not value.maybe) or (
-        value.kind is Kind.INPUT and value.tensor and not value.star)
+    return (value.kind in (Role.TENSOR, Role.CONSTANT, Role.OUTPUT) and not value.maybe) or (
+        value.kind is Role.INPUT and value.tensor and not value.star)
 
 
 # --- torch knowledge -------------------------------------------------------------------------

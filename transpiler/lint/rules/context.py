@@ -7,7 +7,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from transpiler.dataflow import Binding, FlowResult, ValueKind, analyze_body, syntax_children
+from transpiler.dataflow import BindingSite, FlowResult, ValueKind, analyze_body, walk
 from transpiler.diagnostics import Diagnostic
 from transpiler.frontend import forward_dataflow, parameter_arguments
 from transpiler.model import CaptureKind, Formula, FormulaModule, Helper, Span
@@ -77,7 +77,7 @@ class FormulaContext:
         names = {p.name.value for p in (*params.params, *params.kwonly_params)}
         return frozenset(names | set(self.backward.bindings))
 
-    def forward_bindings(self, name: str) -> list[Binding]:
+    def forward_bindings(self, name: str) -> list[BindingSite]:
         return self.forward.bindings.get(name, [])
 
     def is_declared(self, operator: str) -> bool:
@@ -98,23 +98,14 @@ def operator_table(known_operators: Collection[str]) -> frozenset[str]:
     return frozenset(names)
 
 
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """``node`` and every node below it, parents first."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(list(syntax_children(current))))
-
-
 def walk_own_body(function: cst.FunctionDef) -> Iterator[cst.CSTNode]:
     """The nodes of ``function``'s body, not entering nested functions, classes or lambdas."""
-    stack: list[cst.CSTNode] = list(reversed(list(syntax_children(function.body))))
-    while stack:
-        current = stack.pop()
-        yield current
-        if not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend(reversed(list(syntax_children(current))))
+    body = function.body
+    return (node for node in walk(body, _not_a_scope) if node is not body)
+
+
+def _not_a_scope(node: cst.CSTNode) -> bool:
+    return not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
 
 
 def root_name(node: cst.BaseExpression) -> cst.Name | None:

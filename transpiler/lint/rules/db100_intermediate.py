@@ -6,10 +6,10 @@ from collections.abc import Iterator
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import closure_reads
+from transpiler.dataflow import closure_reads, walk
 from transpiler.metadata import METADATA_ATTRIBUTES, METADATA_METHODS
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint.rules.context import FormulaContext, walk
+from transpiler.lint.rules.context import FormulaContext
 from transpiler.lint.rules.recompute import describe_recomputation, plan_recomputation
 from transpiler.model import Capture, CaptureKind
 

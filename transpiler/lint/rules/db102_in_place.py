@@ -6,9 +6,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import ValueKind, at_operator
+from transpiler.dataflow import ValueKind, at_operator, walk
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint.rules.context import FormulaContext, root_name, walk
+from transpiler.lint.rules.context import FormulaContext, root_name
 from transpiler.model import CaptureKind
 
 CODE = codes.IN_PLACE.code

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from transpiler import codes
+from transpiler.dataflow import walk
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint.rules.context import FormulaContext, walk
+from transpiler.lint.rules.context import FormulaContext
 
 CODE = codes.NONLOCAL.code
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import ValueKind, analyze_body, annotation_kind, at_operator, dotted_name
+from transpiler.dataflow import ValueKind, analyze_body, annotation_kind, at_operator, dotted_name, walk
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint.rules.context import FormulaContext, walk, walk_own_body
+from transpiler.lint.rules.context import FormulaContext, walk_own_body
 from transpiler.model import FormulaModule, Helper
 
 CODE = codes.UNDECLARED_OPERATOR.code

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import Binding, dotted_name
+from transpiler.dataflow import BindingSite, dotted_name
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk_own_body
 
@@ -64,7 +64,7 @@ def _is_none(value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.Name) and value.value == "None"
 
 
-def _binds_whole_value(binding: Binding) -> bool:
+def _binds_whole_value(binding: BindingSite) -> bool:
     """``x = value`` (not ``x, y = value`` or a loop target)."""
     statement = binding.statement
     if not isinstance(statement, cst.SimpleStatementLine):

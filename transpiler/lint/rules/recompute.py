@@ -11,12 +11,11 @@ whether ``--fix`` applies; :mod:`transpiler.lint.fix` applies it.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
-from transpiler.dataflow import ValueKind, syntax_children
+from transpiler.dataflow import ValueKind, syntax_children, walk
 from transpiler.lint.rules.context import FormulaContext
 
 _PURE_EXPRESSION_BLOCKERS = (cst.Lambda, cst.NamedExpr, cst.Yield, cst.Await)
@@ -56,9 +55,9 @@ def _collect(context: FormulaContext, name: str, needed: dict[int, cst.SimpleSta
     if binding.conditional or binding.augmented or binding.index > context.backward_index:
         return False
     value = _single_assignment_value(statement)
-    if value is None or any(isinstance(n, _PURE_EXPRESSION_BLOCKERS) for n in _walk(value)):
+    if value is None or any(isinstance(n, _PURE_EXPRESSION_BLOCKERS) for n in walk(value)):
         return False
-    if any(target in context.backward_locals for target in assigned_names(statement)):
+    if any(target in context.backward_locals for target in assignment_targets(statement)):
         return False
     formula = context.formula
     for read in read_names(value):
@@ -92,7 +91,8 @@ def _single_assignment_value(statement: cst.BaseStatement) -> cst.BaseExpression
     return None
 
 
-def assigned_names(statement: cst.SimpleStatementLine) -> list[str]:
+def assignment_targets(statement: cst.SimpleStatementLine) -> list[str]:
+    """The names a one-assignment line binds, in order (``a, b = ...`` -> ``["a", "b"]``)."""
     small = statement.body[0]
     target = small.targets[0].target if isinstance(small, cst.Assign) else small.target
     if isinstance(target, (cst.Tuple, cst.List)):
@@ -114,7 +114,7 @@ def read_names(node: cst.CSTNode) -> set[str]:
         elif isinstance(current, cst.Arg):
             stack.append(current.value)
         elif isinstance(current, cst.CompFor):
-            bound.update(n.value for n in _walk(current.target) if isinstance(n, cst.Name))
+            bound.update(n.value for n in walk(current.target) if isinstance(n, cst.Name))
             stack.extend(c for c in syntax_children(current) if c is not current.target)
         elif isinstance(current, cst.Param):
             bound.add(current.name.value)
@@ -129,9 +129,3 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(syntax_children(current))

@@ -244,6 +244,6 @@ def markdown_table(stages: bool = False) -> str:
         rows += [f"| {entry.code} | {entry.summary} |" for entry in CODES]
     else:
         rows = ["| code | from | meaning |", "|---|---|---|"]
-        rows += [f"| {entry.code} | {entry.stage} | {entry.summary.removeprefix('`transpile`: ')} |"
+        rows += [f"| {entry.code} | {entry.stage} | {entry.summary.removeprefix(f'`{entry.stage}`: ')} |"
                  for entry in CODES]
     return "\n".join(rows) + "\n"

@@ -232,6 +232,8 @@ class _CstReader:
             case cst.Comparison(left=left, comparisons=[cst.ComparisonTarget(operator=cst.Is() | cst.IsNot() as operator,
                                                                              comparator=cst.Name(value="None"))]):
                 return NoneTest(self.expr(left), isinstance(operator, cst.IsNot))
+            case cst.Comparison(comparisons=[cst.ComparisonTarget(operator=cst.Is() | cst.IsNot())]):
+                raise DialectError("`is` is only a test for None (`x is None`, `x is not None`)")
             case cst.Comparison(left=left, comparisons=[cst.ComparisonTarget(operator=operator, comparator=right)]):
                 if type(operator) not in _CST_COMPARISON:
                     raise DialectError(f"`{_code(operator).strip()}` has no C++ spelling")

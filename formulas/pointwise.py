@@ -7,8 +7,8 @@ Binary gradients are summed back to each input's shape with ``sum_to``;
 from __future__ import annotations
 
 from formulas import at, derivative
-from formulas.helpers import (div_tensor_other_backward, div_tensor_self_backward, handle_r_to_c, maybe_multiply,
-                              mul_tensor_backward, pow_backward, sum_to)
+from formulas.helpers import (div_tensor_other_backward, div_tensor_self_backward, maybe_multiply,
+                              pow_backward, sum_to)
 
 
 @derivative("neg(Tensor self) -> Tensor", jvp="auto_linear")
@@ -99,13 +99,9 @@ def add_tensor(self, other, *, alpha=1):
     result = at.add(self, other, alpha=alpha)
     self_sizes = self.sizes()
     other_sizes = other.sizes()
-    self_type = self.scalar_type()
-    other_type = other.scalar_type()
     def backward(grad, *, needs_input_grad):
-        # a real input of a complex result gets the real part of its gradient
-        grad_self = handle_r_to_c(self_type, sum_to(grad, self_sizes)) if needs_input_grad[0] else None
-        grad_other = (handle_r_to_c(other_type, sum_to(maybe_multiply(grad, alpha), other_sizes))
-                      if needs_input_grad[1] else None)
+        grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(maybe_multiply(grad, alpha), other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other
     return result, backward
 
@@ -115,13 +111,9 @@ def sub_tensor(self, other, *, alpha=1):
     result = at.sub(self, other, alpha=alpha)
     self_sizes = self.sizes()
     other_sizes = other.sizes()
-    self_type = self.scalar_type()
-    other_type = other.scalar_type()
     def backward(grad, *, needs_input_grad):
-        # a real input of a complex result gets the real part of its gradient
-        grad_self = handle_r_to_c(self_type, sum_to(grad, self_sizes)) if needs_input_grad[0] else None
-        grad_other = (handle_r_to_c(other_type, sum_to(-maybe_multiply(grad, alpha), other_sizes))
-                      if needs_input_grad[1] else None)
+        grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(-maybe_multiply(grad, alpha), other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other
     return result, backward
 
@@ -131,11 +123,9 @@ def mul_tensor(self, other):
     result = at.mul(self, other)
     self_sizes = self.sizes()
     other_sizes = other.sizes()
-    self_type = self.scalar_type()
-    other_type = other.scalar_type()
     def backward(grad, *, needs_input_grad):
-        grad_self = sum_to(mul_tensor_backward(grad, other, self_type), self_sizes) if needs_input_grad[0] else None
-        grad_other = sum_to(mul_tensor_backward(grad, self, other_type), other_sizes) if needs_input_grad[1] else None
+        grad_self = sum_to(grad * other, self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(grad * self, other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other
     def jvp(self_t, other_t):
         # product rule

@@ -170,6 +170,8 @@ at::Tensor leaky_relu(const at::Tensor& self, const at::Scalar& negative_slope) 
     formulas::runtime::set_tangent(result, formulas::leaky_relu_jvp(self_t, formulas::runtime::primal(self), negative_slope));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("leaky_relu", self);
+    formulas::runtime::refuse_complex("leaky_relu", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->negative_slope_ = negative_slope;
@@ -318,6 +320,8 @@ at::Tensor elu(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar
     formulas::runtime::set_tangent(result, formulas::elu_jvp(self_t, alpha, scale, input_scale, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("elu", self);
+    formulas::runtime::refuse_complex("elu", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->alpha_ = alpha;
     grad_fn->scale_ = scale;
@@ -441,6 +445,8 @@ at::Tensor selu(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::selu_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("selu", self);
+    formulas::runtime::refuse_complex("selu", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -570,6 +576,8 @@ at::Tensor celu(const at::Tensor& self, const at::Scalar& alpha) {
     formulas::runtime::set_tangent(result, formulas::celu_jvp(self_t, alpha, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("celu", self);
+    formulas::runtime::refuse_complex("celu", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->alpha_ = alpha;
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -700,6 +708,8 @@ at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
     formulas::runtime::set_tangent(result, formulas::gelu_jvp(self_t, formulas::runtime::primal(self), formulas::runtime::to_owned(approximate)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("gelu", self);
+    formulas::runtime::refuse_complex("gelu", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->approximate_ = formulas::runtime::to_owned(approximate);
@@ -823,6 +833,8 @@ at::Tensor silu(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::silu_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("silu", self);
+    formulas::runtime::refuse_complex("silu", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -945,6 +957,8 @@ at::Tensor mish(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::mish_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("mish", self);
+    formulas::runtime::refuse_complex("mish", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -1083,6 +1097,8 @@ at::Tensor softplus(const at::Tensor& self, const at::Scalar& beta, const at::Sc
     formulas::runtime::set_tangent(result, formulas::softplus_jvp(self_t, formulas::runtime::primal(self), beta, threshold));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("softplus", self);
+    formulas::runtime::refuse_complex("softplus", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->beta_ = beta;
@@ -1205,6 +1221,8 @@ at::Tensor log_sigmoid(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::log_sigmoid_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("log_sigmoid", self);
+    formulas::runtime::refuse_complex("log_sigmoid", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -1343,6 +1361,8 @@ at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min_val, const at:
     formulas::runtime::set_tangent(result, formulas::hardtanh_jvp(self_t, formulas::runtime::primal(self), min_val, max_val));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("hardtanh", self);
+    formulas::runtime::refuse_complex("hardtanh", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->min_val_ = min_val;
@@ -1465,6 +1485,8 @@ at::Tensor relu6(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::relu6_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("relu6", self);
+    formulas::runtime::refuse_complex("relu6", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -1585,6 +1607,8 @@ at::Tensor hardswish(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::hardswish_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("hardswish", self);
+    formulas::runtime::refuse_complex("hardswish", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -1714,6 +1738,8 @@ at::Tensor threshold(const at::Tensor& self, const at::Scalar& threshold, const 
     formulas::runtime::set_tangent(result, formulas::threshold_jvp(self_t, formulas::runtime::primal(self), threshold));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("threshold", self);
+    formulas::runtime::refuse_complex("threshold", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->threshold_ = threshold;
@@ -1844,6 +1870,8 @@ at::Tensor softshrink(const at::Tensor& self, const at::Scalar& lambd) {
     formulas::runtime::set_tangent(result, formulas::softshrink_jvp(self_t, formulas::runtime::primal(self), lambd));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("softshrink", self);
+    formulas::runtime::refuse_complex("softshrink", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->lambd_ = lambd;
@@ -1974,6 +2002,8 @@ at::Tensor hardshrink(const at::Tensor& self, const at::Scalar& lambd) {
     formulas::runtime::set_tangent(result, formulas::hardshrink_jvp(self_t, formulas::runtime::primal(self), lambd));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("hardshrink", self);
+    formulas::runtime::refuse_complex("hardshrink", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->lambd_ = lambd;

@@ -203,6 +203,9 @@ at::Tensor tanh_backward(const at::Tensor& grad_output, const at::Tensor& output
     formulas::runtime::set_tangent(result, formulas::tanh_backward_jvp(grad_output_t, output_t, formulas::runtime::primal(output), formulas::runtime::primal(grad_output)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("tanh_backward", grad_output);
+    formulas::runtime::refuse_complex("tanh_backward", output);
+    formulas::runtime::refuse_complex("tanh_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->output_ = torch::autograd::SavedVariable(output, false);
     grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
@@ -378,6 +381,9 @@ at::Tensor sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& out
     formulas::runtime::set_tangent(result, formulas::sigmoid_backward_jvp(grad_output_t, output_t, formulas::runtime::primal(grad_output), formulas::runtime::primal(output)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sigmoid_backward", grad_output);
+    formulas::runtime::refuse_complex("sigmoid_backward", output);
+    formulas::runtime::refuse_complex("sigmoid_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->output_ = torch::autograd::SavedVariable(output, false);
     grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
@@ -530,6 +536,9 @@ at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& s
     formulas::runtime::set_tangent(result, formulas::threshold_backward_jvp(grad_output_t, formulas::runtime::primal(self), threshold));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("threshold_backward", grad_output);
+    formulas::runtime::refuse_complex("threshold_backward", self);
+    formulas::runtime::refuse_complex("threshold_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->threshold_ = threshold;
@@ -701,6 +710,9 @@ at::Tensor _softmax_backward_data(const at::Tensor& grad_output, const at::Tenso
     formulas::runtime::set_tangent(result, formulas::_softmax_backward_data_jvp(grad_output_t, output_t, formulas::runtime::primal(output), dim, input_dtype, formulas::runtime::primal(grad_output)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("_softmax_backward_data", grad_output);
+    formulas::runtime::refuse_complex("_softmax_backward_data", output);
+    formulas::runtime::refuse_complex("_softmax_backward_data", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->output_ = torch::autograd::SavedVariable(output, false);
     grad_fn->dim_ = dim;
@@ -863,6 +875,9 @@ at::Tensor _log_softmax_backward_data(const at::Tensor& grad_output, const at::T
     formulas::runtime::set_tangent(result, formulas::_log_softmax_backward_data_jvp(grad_output_t, output_t, formulas::runtime::primal(output), dim, input_dtype, formulas::runtime::primal(grad_output)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("_log_softmax_backward_data", grad_output);
+    formulas::runtime::refuse_complex("_log_softmax_backward_data", output);
+    formulas::runtime::refuse_complex("_log_softmax_backward_data", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->output_ = torch::autograd::SavedVariable(output, false);
     grad_fn->dim_ = dim;
@@ -1036,6 +1051,9 @@ at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t di
     formulas::runtime::set_tangent(result, formulas::value_selecting_reduction_backward_jvp(grad_t, dim, formulas::runtime::primal(indices), sizes, keepdim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("value_selecting_reduction_backward", grad);
+    formulas::runtime::refuse_complex("value_selecting_reduction_backward", indices);
+    formulas::runtime::refuse_complex("value_selecting_reduction_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, false);
     grad_fn->keepdim_ = keepdim;
@@ -1190,6 +1208,10 @@ at::Tensor gather_backward(const at::Tensor& grad, const at::Tensor& self, int64
     formulas::runtime::set_tangent(result, formulas::gather_backward_jvp(grad_t, formulas::runtime::primal(self), dim, formulas::runtime::primal(index), sparse_grad));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("gather_backward", grad);
+    formulas::runtime::refuse_complex("gather_backward", self);
+    formulas::runtime::refuse_complex("gather_backward", index);
+    formulas::runtime::refuse_complex("gather_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);
@@ -1349,6 +1371,9 @@ at::Tensor hardtanh_backward(const at::Tensor& grad_output, const at::Tensor& se
     formulas::runtime::set_tangent(result, formulas::hardtanh_backward_jvp(grad_output_t, formulas::runtime::primal(self), min_val, max_val));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("hardtanh_backward", grad_output);
+    formulas::runtime::refuse_complex("hardtanh_backward", self);
+    formulas::runtime::refuse_complex("hardtanh_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->min_val_ = min_val;
@@ -1510,6 +1535,9 @@ at::Tensor leaky_relu_backward(const at::Tensor& grad_output, const at::Tensor& 
     formulas::runtime::set_tangent(result, formulas::leaky_relu_backward_jvp(grad_output_t, formulas::runtime::primal(self), negative_slope, self_is_result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("leaky_relu_backward", grad_output);
+    formulas::runtime::refuse_complex("leaky_relu_backward", self);
+    formulas::runtime::refuse_complex("leaky_relu_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->negative_slope_ = negative_slope;
@@ -1662,6 +1690,9 @@ at::Tensor softshrink_backward(const at::Tensor& grad_output, const at::Tensor& 
     formulas::runtime::set_tangent(result, formulas::softshrink_backward_jvp(grad_output_t, formulas::runtime::primal(self), lambd));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("softshrink_backward", grad_output);
+    formulas::runtime::refuse_complex("softshrink_backward", self);
+    formulas::runtime::refuse_complex("softshrink_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->lambd_ = lambd;
@@ -1813,6 +1844,9 @@ at::Tensor hardshrink_backward(const at::Tensor& grad_out, const at::Tensor& sel
     formulas::runtime::set_tangent(result, formulas::hardshrink_backward_jvp(grad_out_t, formulas::runtime::primal(self), lambd));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("hardshrink_backward", grad_out);
+    formulas::runtime::refuse_complex("hardshrink_backward", self);
+    formulas::runtime::refuse_complex("hardshrink_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->lambd_ = lambd;
@@ -1984,6 +2018,9 @@ at::Tensor hardswish_backward(const at::Tensor& grad_output, const at::Tensor& s
     formulas::runtime::set_tangent(result, formulas::hardswish_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), formulas::runtime::primal(grad_output)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("hardswish_backward", grad_output);
+    formulas::runtime::refuse_complex("hardswish_backward", self);
+    formulas::runtime::refuse_complex("hardswish_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
@@ -2210,6 +2247,9 @@ at::Tensor elu_backward(const at::Tensor& grad_output, const at::Scalar& alpha, 
     formulas::runtime::set_tangent(result, formulas::elu_backward_jvp(grad_output_t, self_or_result_t, formulas::runtime::primal(grad_output), is_result, input_scale, alpha, scale, formulas::runtime::primal(self_or_result)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("elu_backward", grad_output);
+    formulas::runtime::refuse_complex("elu_backward", self_or_result);
+    formulas::runtime::refuse_complex("elu_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->alpha_ = alpha;
     grad_fn->scale_ = scale;
@@ -2398,6 +2438,9 @@ at::Tensor gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, 
     formulas::runtime::set_tangent(result, formulas::gelu_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), formulas::runtime::to_owned(approximate), formulas::runtime::primal(grad_output)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("gelu_backward", grad_output);
+    formulas::runtime::refuse_complex("gelu_backward", self);
+    formulas::runtime::refuse_complex("gelu_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->approximate_ = formulas::runtime::to_owned(approximate);
@@ -2598,6 +2641,9 @@ at::Tensor softplus_backward(const at::Tensor& grad_output, const at::Tensor& se
     formulas::runtime::set_tangent(result, formulas::softplus_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), beta, formulas::runtime::primal(grad_output), threshold));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("softplus_backward", grad_output);
+    formulas::runtime::refuse_complex("softplus_backward", self);
+    formulas::runtime::refuse_complex("softplus_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->beta_ = beta;

@@ -154,6 +154,8 @@ at::Tensor add_scalar(const at::Tensor& self, const at::Scalar& other, const at:
     formulas::runtime::set_tangent(result, formulas::add_scalar_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("add.Scalar", self);
+    formulas::runtime::refuse_complex("add.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -261,6 +263,8 @@ at::Tensor sub_scalar(const at::Tensor& self, const at::Scalar& other, const at:
     formulas::runtime::set_tangent(result, formulas::sub_scalar_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sub.Scalar", self);
+    formulas::runtime::refuse_complex("sub.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -413,6 +417,9 @@ at::Tensor rsub_tensor(const at::Tensor& self, const at::Tensor& other, const at
     formulas::runtime::set_tangent(result, formulas::rsub_tensor_jvp(self_t, other_t, alpha));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("rsub.Tensor", self);
+    formulas::runtime::refuse_complex("rsub.Tensor", other);
+    formulas::runtime::refuse_complex("rsub.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->alpha_ = alpha;
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -532,6 +539,8 @@ at::Tensor rsub_scalar(const at::Tensor& self, const at::Scalar& other, const at
     formulas::runtime::set_tangent(result, formulas::rsub_scalar_jvp(self_t, alpha));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("rsub.Scalar", self);
+    formulas::runtime::refuse_complex("rsub.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->alpha_ = alpha;
   }
@@ -699,6 +708,9 @@ at::Tensor atan2(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::atan2_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("atan2", self);
+    formulas::runtime::refuse_complex("atan2", other);
+    formulas::runtime::refuse_complex("atan2", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
@@ -881,6 +893,9 @@ at::Tensor hypot(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::hypot_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other), result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("hypot", self);
+    formulas::runtime::refuse_complex("hypot", other);
+    formulas::runtime::refuse_complex("hypot", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -1059,6 +1074,9 @@ at::Tensor minimum(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::minimum_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("minimum", self);
+    formulas::runtime::refuse_complex("minimum", other);
+    formulas::runtime::refuse_complex("minimum", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
@@ -1236,6 +1254,9 @@ at::Tensor maximum(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::maximum_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("maximum", self);
+    formulas::runtime::refuse_complex("maximum", other);
+    formulas::runtime::refuse_complex("maximum", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
@@ -1413,6 +1434,9 @@ at::Tensor fmin(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::fmin_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("fmin", self);
+    formulas::runtime::refuse_complex("fmin", other);
+    formulas::runtime::refuse_complex("fmin", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -1590,6 +1614,9 @@ at::Tensor fmax(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::fmax_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("fmax", self);
+    formulas::runtime::refuse_complex("fmax", other);
+    formulas::runtime::refuse_complex("fmax", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -1759,6 +1786,9 @@ at::Tensor fmod_tensor(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::fmod_tensor_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("fmod.Tensor", self);
+    formulas::runtime::refuse_complex("fmod.Tensor", other);
+    formulas::runtime::refuse_complex("fmod.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -1870,6 +1900,8 @@ at::Tensor fmod_scalar(const at::Tensor& self, const at::Scalar& other) {
     formulas::runtime::set_tangent(result, formulas::fmod_scalar_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("fmod.Scalar", self);
+    formulas::runtime::refuse_complex("fmod.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -2035,6 +2067,9 @@ at::Tensor remainder_tensor(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::remainder_tensor_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("remainder.Tensor", self);
+    formulas::runtime::refuse_complex("remainder.Tensor", other);
+    formulas::runtime::refuse_complex("remainder.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -2146,6 +2181,8 @@ at::Tensor remainder_scalar(const at::Tensor& self, const at::Scalar& other) {
     formulas::runtime::set_tangent(result, formulas::remainder_scalar_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("remainder.Scalar", self);
+    formulas::runtime::refuse_complex("remainder.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -2335,6 +2372,9 @@ at::Tensor pow_tensor_tensor(const at::Tensor& self, const at::Tensor& exponent)
     formulas::runtime::set_tangent(result, formulas::pow_tensor_tensor_jvp(self_t, exponent_t, result, formulas::runtime::primal(exponent), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("pow.Tensor_Tensor", self);
+    formulas::runtime::refuse_complex("pow.Tensor_Tensor", exponent);
+    formulas::runtime::refuse_complex("pow.Tensor_Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->exponent_ = torch::autograd::SavedVariable(exponent, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -2485,6 +2525,8 @@ at::Tensor pow_scalar(const at::Scalar& self, const at::Tensor& exponent) {
     formulas::runtime::set_tangent(result, formulas::pow_scalar_jvp(exponent_t, result, self, formulas::runtime::primal(exponent)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("pow.Scalar", exponent);
+    formulas::runtime::refuse_complex("pow.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->self_ = self;
@@ -2638,6 +2680,9 @@ at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::
     formulas::runtime::set_tangent(result, formulas::lerp_scalar_jvp(self_t, end_t, weight));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("lerp.Scalar", self);
+    formulas::runtime::refuse_complex("lerp.Scalar", end);
+    formulas::runtime::refuse_complex("lerp.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->weight_ = weight;
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -2839,6 +2884,10 @@ at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::
     formulas::runtime::set_tangent(result, formulas::lerp_tensor_jvp(self_t, end_t, weight_t, formulas::runtime::primal(weight), formulas::runtime::primal(end), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("lerp.Tensor", self);
+    formulas::runtime::refuse_complex("lerp.Tensor", end);
+    formulas::runtime::refuse_complex("lerp.Tensor", weight);
+    formulas::runtime::refuse_complex("lerp.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -3017,6 +3066,9 @@ at::Tensor xlogy_tensor(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::xlogy_tensor_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("xlogy.Tensor", self);
+    formulas::runtime::refuse_complex("xlogy.Tensor", other);
+    formulas::runtime::refuse_complex("xlogy.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -3186,6 +3238,9 @@ at::Tensor logaddexp(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::logaddexp_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("logaddexp", self);
+    formulas::runtime::refuse_complex("logaddexp", other);
+    formulas::runtime::refuse_complex("logaddexp", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
@@ -3361,6 +3416,9 @@ at::Tensor logaddexp2(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::logaddexp2_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("logaddexp2", self);
+    formulas::runtime::refuse_complex("logaddexp2", other);
+    formulas::runtime::refuse_complex("logaddexp2", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
@@ -3501,6 +3559,8 @@ at::Tensor xlogy_scalar_other(const at::Tensor& self, const at::Scalar& other) {
     formulas::runtime::set_tangent(result, formulas::xlogy_scalar_other_jvp(self_t, other, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("xlogy.Scalar_Other", self);
+    formulas::runtime::refuse_complex("xlogy.Scalar_Other", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = other;
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -3659,6 +3719,9 @@ at::Tensor copysign_tensor(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::copysign_tensor_jvp(self_t, formulas::runtime::primal(self), result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("copysign.Tensor", self);
+    formulas::runtime::refuse_complex("copysign.Tensor", other);
+    formulas::runtime::refuse_complex("copysign.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -3856,6 +3919,10 @@ at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::
     formulas::runtime::set_tangent(result, formulas::addcmul_jvp(self_t, tensor1_t, tensor2_t, formulas::runtime::primal(tensor2), formulas::runtime::primal(tensor1), value));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("addcmul", self);
+    formulas::runtime::refuse_complex("addcmul", tensor1);
+    formulas::runtime::refuse_complex("addcmul", tensor2);
+    formulas::runtime::refuse_complex("addcmul", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->tensor2_ = torch::autograd::SavedVariable(tensor2, false);
@@ -4062,6 +4129,10 @@ at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::
     formulas::runtime::set_tangent(result, formulas::addcdiv_jvp(self_t, tensor1_t, tensor2_t, formulas::runtime::primal(tensor1), formulas::runtime::primal(tensor2), value));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("addcdiv", self);
+    formulas::runtime::refuse_complex("addcdiv", tensor1);
+    formulas::runtime::refuse_complex("addcdiv", tensor2);
+    formulas::runtime::refuse_complex("addcdiv", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->tensor2_ = torch::autograd::SavedVariable(tensor2, false);

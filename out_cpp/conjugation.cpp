@@ -137,6 +137,8 @@ at::Tensor conj(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::conj_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("conj", self);
+    formulas::runtime::refuse_complex("conj", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -260,6 +262,8 @@ at::Tensor resolve_conj(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::resolve_conj_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("resolve_conj", self);
+    formulas::runtime::refuse_complex("resolve_conj", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -383,6 +387,8 @@ at::Tensor real(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::real_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("real", self);
+    formulas::runtime::refuse_complex("real", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;

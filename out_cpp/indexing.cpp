@@ -181,6 +181,10 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
     formulas::runtime::set_tangent(result, formulas::where_self_jvp(self_t, other_t, formulas::runtime::primal(condition)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("where.self", condition);
+    formulas::runtime::refuse_complex("where.self", self);
+    formulas::runtime::refuse_complex("where.self", other);
+    formulas::runtime::refuse_complex("where.self", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->condition_ = torch::autograd::SavedVariable(condition, false);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -343,6 +347,9 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
     formulas::runtime::set_tangent(result, formulas::gather_jvp(self_t, dim, formulas::runtime::primal(index), sparse_grad));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("gather", self);
+    formulas::runtime::refuse_complex("gather", index);
+    formulas::runtime::refuse_complex("gather", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = dim;
@@ -499,6 +506,10 @@ at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& in
     formulas::runtime::set_tangent(result, formulas::scatter_add_jvp(self_t, src_t, dim, formulas::runtime::primal(index)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("scatter_add", self);
+    formulas::runtime::refuse_complex("scatter_add", index);
+    formulas::runtime::refuse_complex("scatter_add", src);
+    formulas::runtime::refuse_complex("scatter_add", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);

@@ -177,6 +177,9 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
     formulas::runtime::set_tangent(result, formulas::index_select_jvp(self_t, dim, formulas::runtime::primal(index)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("index_select", self);
+    formulas::runtime::refuse_complex("index_select", index);
+    formulas::runtime::refuse_complex("index_select", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->dim_ = dim;
@@ -319,6 +322,9 @@ at::Tensor masked_fill_scalar(const at::Tensor& self, const at::Tensor& mask, co
     formulas::runtime::set_tangent(result, formulas::masked_fill_scalar_jvp(self_t, formulas::runtime::primal(mask)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("masked_fill.Scalar", self);
+    formulas::runtime::refuse_complex("masked_fill.Scalar", mask);
+    formulas::runtime::refuse_complex("masked_fill.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -485,6 +491,10 @@ at::Tensor masked_fill_tensor(const at::Tensor& self, const at::Tensor& mask, co
     formulas::runtime::set_tangent(result, formulas::masked_fill_tensor_jvp(self_t, value_t, formulas::runtime::primal(mask)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("masked_fill.Tensor", self);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", mask);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", value);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -665,6 +675,10 @@ at::Tensor masked_scatter(const at::Tensor& self, const at::Tensor& mask, const 
     formulas::runtime::set_tangent(result, formulas::masked_scatter_jvp(self_t, source_t, formulas::runtime::primal(mask)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("masked_scatter", self);
+    formulas::runtime::refuse_complex("masked_scatter", mask);
+    formulas::runtime::refuse_complex("masked_scatter", source);
+    formulas::runtime::refuse_complex("masked_scatter", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -818,6 +832,9 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
     formulas::runtime::set_tangent(result, formulas::masked_select_jvp(self_t, formulas::runtime::primal(mask)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("masked_select", self);
+    formulas::runtime::refuse_complex("masked_select", mask);
+    formulas::runtime::refuse_complex("masked_select", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->full_sizes_ = std::move(full_sizes);
     grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
@@ -973,6 +990,10 @@ at::Tensor scatter_src(const at::Tensor& self, int64_t dim, const at::Tensor& in
     formulas::runtime::set_tangent(result, formulas::scatter_src_jvp(self_t, src_t, dim, formulas::runtime::primal(index)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("scatter.src", self);
+    formulas::runtime::refuse_complex("scatter.src", index);
+    formulas::runtime::refuse_complex("scatter.src", src);
+    formulas::runtime::refuse_complex("scatter.src", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);
@@ -1114,6 +1135,9 @@ at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& 
     formulas::runtime::set_tangent(result, formulas::scatter_value_jvp(self_t, dim, formulas::runtime::primal(index)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("scatter.value", self);
+    formulas::runtime::refuse_complex("scatter.value", index);
+    formulas::runtime::refuse_complex("scatter.value", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);
@@ -1277,6 +1301,10 @@ at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& inde
     formulas::runtime::set_tangent(result, formulas::index_add_jvp(self_t, source_t, dim, formulas::runtime::primal(index), alpha));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("index_add", self);
+    formulas::runtime::refuse_complex("index_add", index);
+    formulas::runtime::refuse_complex("index_add", source);
+    formulas::runtime::refuse_complex("index_add", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);
@@ -1419,6 +1447,9 @@ at::Tensor index_fill_int_scalar(const at::Tensor& self, int64_t dim, const at::
     formulas::runtime::set_tangent(result, formulas::index_fill_int_scalar_jvp(self_t, dim, formulas::runtime::primal(index)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", self);
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", index);
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);
@@ -1573,6 +1604,10 @@ at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& ind
     formulas::runtime::set_tangent(result, formulas::index_copy_jvp(self_t, source_t, dim, formulas::runtime::primal(index)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("index_copy", self);
+    formulas::runtime::refuse_complex("index_copy", index);
+    formulas::runtime::refuse_complex("index_copy", source);
+    formulas::runtime::refuse_complex("index_copy", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);

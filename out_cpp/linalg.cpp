@@ -166,6 +166,9 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
     formulas::runtime::set_tangent(result, formulas::mm_jvp(self_t, mat2_t, formulas::runtime::primal(mat2), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("mm", self);
+    formulas::runtime::refuse_complex("mm", mat2);
+    formulas::runtime::refuse_complex("mm", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->mat2_ = torch::autograd::SavedVariable(mat2, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -353,6 +356,10 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
     formulas::runtime::set_tangent(result, formulas::addmm_jvp(self_t, mat1_t, mat2_t, formulas::runtime::primal(mat2), beta, alpha, formulas::runtime::primal(mat1)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("addmm", self);
+    formulas::runtime::refuse_complex("addmm", mat1);
+    formulas::runtime::refuse_complex("addmm", mat2);
+    formulas::runtime::refuse_complex("addmm", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->beta_ = beta;
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -477,6 +484,8 @@ at::Tensor t(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::t_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("t", self);
+    formulas::runtime::refuse_complex("t", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;

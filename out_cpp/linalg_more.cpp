@@ -176,6 +176,9 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
     formulas::runtime::set_tangent(result, formulas::bmm_jvp(self_t, mat2_t, formulas::runtime::primal(mat2), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("bmm", self);
+    formulas::runtime::refuse_complex("bmm", mat2);
+    formulas::runtime::refuse_complex("bmm", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->mat2_ = torch::autograd::SavedVariable(mat2, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -325,6 +328,9 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor) {
     formulas::runtime::set_tangent(result, formulas::dot_jvp(self_t, tensor_t, formulas::runtime::primal(tensor), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("dot", self);
+    formulas::runtime::refuse_complex("dot", tensor);
+    formulas::runtime::refuse_complex("dot", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->tensor_ = torch::autograd::SavedVariable(tensor, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -474,6 +480,9 @@ at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
     formulas::runtime::set_tangent(result, formulas::mv_jvp(self_t, vec_t, formulas::runtime::primal(vec), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("mv", self);
+    formulas::runtime::refuse_complex("mv", vec);
+    formulas::runtime::refuse_complex("mv", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->vec_ = torch::autograd::SavedVariable(vec, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -623,6 +632,9 @@ at::Tensor outer(const at::Tensor& self, const at::Tensor& vec2) {
     formulas::runtime::set_tangent(result, formulas::outer_jvp(self_t, vec2_t, formulas::runtime::primal(vec2), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("outer", self);
+    formulas::runtime::refuse_complex("outer", vec2);
+    formulas::runtime::refuse_complex("outer", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->vec2_ = torch::autograd::SavedVariable(vec2, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -772,6 +784,9 @@ at::Tensor ger(const at::Tensor& self, const at::Tensor& vec2) {
     formulas::runtime::set_tangent(result, formulas::ger_jvp(self_t, vec2_t, formulas::runtime::primal(vec2), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("ger", self);
+    formulas::runtime::refuse_complex("ger", vec2);
+    formulas::runtime::refuse_complex("ger", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->vec2_ = torch::autograd::SavedVariable(vec2, false);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -960,6 +975,9 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::matmul_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("matmul", self);
+    formulas::runtime::refuse_complex("matmul", other);
+    formulas::runtime::refuse_complex("matmul", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -1155,6 +1173,10 @@ at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor
     formulas::runtime::set_tangent(result, formulas::addmv_jvp(self_t, mat_t, vec_t, formulas::runtime::primal(vec), beta, alpha, formulas::runtime::primal(mat)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("addmv", self);
+    formulas::runtime::refuse_complex("addmv", mat);
+    formulas::runtime::refuse_complex("addmv", vec);
+    formulas::runtime::refuse_complex("addmv", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->beta_ = beta;
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -1351,6 +1373,10 @@ at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor
     formulas::runtime::set_tangent(result, formulas::addr_jvp(self_t, vec1_t, vec2_t, formulas::runtime::primal(vec2), beta, alpha, formulas::runtime::primal(vec1)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("addr", self);
+    formulas::runtime::refuse_complex("addr", vec1);
+    formulas::runtime::refuse_complex("addr", vec2);
+    formulas::runtime::refuse_complex("addr", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->beta_ = beta;
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -1541,6 +1567,10 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& batch1, const at::T
     formulas::runtime::set_tangent(result, formulas::baddbmm_jvp(self_t, batch1_t, batch2_t, formulas::runtime::primal(batch2), beta, alpha, formulas::runtime::primal(batch1)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("baddbmm", self);
+    formulas::runtime::refuse_complex("baddbmm", batch1);
+    formulas::runtime::refuse_complex("baddbmm", batch2);
+    formulas::runtime::refuse_complex("baddbmm", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->beta_ = beta;
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -1759,6 +1789,10 @@ at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Te
     formulas::runtime::set_tangent(result, formulas::addbmm_jvp(self_t, batch1_t, batch2_t, formulas::runtime::primal(batch2), beta, alpha, formulas::runtime::primal(batch1)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("addbmm", self);
+    formulas::runtime::refuse_complex("addbmm", batch1);
+    formulas::runtime::refuse_complex("addbmm", batch2);
+    formulas::runtime::refuse_complex("addbmm", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->beta_ = beta;
     grad_fn->self_sizes_ = std::move(self_sizes);

@@ -246,6 +246,10 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight, const std::
     formulas::runtime::set_tangent(result, formulas::linear_jvp(input_t, weight_t, bias_t, formulas::runtime::primal(weight), formulas::runtime::primal(input)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("linear", input);
+    formulas::runtime::refuse_complex("linear", weight);
+    formulas::runtime::refuse_complex("linear", bias);
+    formulas::runtime::refuse_complex("linear", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
     grad_fn->rows_ = rows;
@@ -389,6 +393,8 @@ at::Tensor softmax_int(const at::Tensor& self, int64_t dim, std::optional<at::Sc
     formulas::runtime::set_tangent(result, formulas::softmax_int_jvp(self_t, result, dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("softmax.int", self);
+    formulas::runtime::refuse_complex("softmax.int", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->dim_ = dim;
@@ -529,6 +535,8 @@ at::Tensor log_softmax_int(const at::Tensor& self, int64_t dim, std::optional<at
     formulas::runtime::set_tangent(result, formulas::log_softmax_int_jvp(self_t, result, dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("log_softmax.int", self);
+    formulas::runtime::refuse_complex("log_softmax.int", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->dim_ = dim;
@@ -708,6 +716,9 @@ at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t re
     formulas::runtime::set_tangent(result, formulas::mse_loss_jvp(self_t, target_t, formulas::runtime::primal(self), formulas::runtime::primal(target), reduction));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("mse_loss", self);
+    formulas::runtime::refuse_complex("mse_loss", target);
+    formulas::runtime::refuse_complex("mse_loss", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->target_ = torch::autograd::SavedVariable(target, false);
@@ -889,6 +900,9 @@ at::Tensor l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t red
     formulas::runtime::set_tangent(result, formulas::l1_loss_jvp(self_t, target_t, formulas::runtime::primal(self), formulas::runtime::primal(target), reduction));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("l1_loss", self);
+    formulas::runtime::refuse_complex("l1_loss", target);
+    formulas::runtime::refuse_complex("l1_loss", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->target_ = torch::autograd::SavedVariable(target, false);
@@ -1088,6 +1102,9 @@ at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int6
     formulas::runtime::set_tangent(result, formulas::smooth_l1_loss_jvp(self_t, target_t, formulas::runtime::primal(self), formulas::runtime::primal(target), beta, reduction));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("smooth_l1_loss", self);
+    formulas::runtime::refuse_complex("smooth_l1_loss", target);
+    formulas::runtime::refuse_complex("smooth_l1_loss", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->target_ = torch::autograd::SavedVariable(target, false);
@@ -1279,6 +1296,9 @@ at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t 
     formulas::runtime::set_tangent(result, formulas::huber_loss_jvp(self_t, target_t, formulas::runtime::primal(self), formulas::runtime::primal(target), delta, reduction));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("huber_loss", self);
+    formulas::runtime::refuse_complex("huber_loss", target);
+    formulas::runtime::refuse_complex("huber_loss", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->target_ = torch::autograd::SavedVariable(target, false);
@@ -1493,6 +1513,10 @@ at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target
     formulas::runtime::set_tangent(result, formulas::binary_cross_entropy_jvp(self_t, target_t, weight_t, formulas::runtime::primal(self), formulas::runtime::primal(target), formulas::runtime::primal(weight), reduction));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("binary_cross_entropy", self);
+    formulas::runtime::refuse_complex("binary_cross_entropy", target);
+    formulas::runtime::refuse_complex("binary_cross_entropy", weight);
+    formulas::runtime::refuse_complex("binary_cross_entropy", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->reduction_ = reduction;
     grad_fn->self_numel_ = self_numel;
@@ -1760,6 +1784,11 @@ at::Tensor binary_cross_entropy_with_logits(const at::Tensor& self, const at::Te
     formulas::runtime::set_tangent(result, formulas::binary_cross_entropy_with_logits_jvp(self_t, target_t, weight_t, pos_weight_t, formulas::runtime::primal(self), formulas::runtime::primal(target), formulas::runtime::primal(pos_weight), formulas::runtime::primal(weight), reduction));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", self);
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", target);
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", weight);
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", pos_weight);
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->reduction_ = reduction;
     grad_fn->self_numel_ = self_numel;
@@ -2007,6 +2036,10 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
     formulas::runtime::set_tangent(output, formulas::nll_loss_forward_jvp(self_t, weight_t, formulas::runtime::primal(target), formulas::runtime::primal(weight), reduction, ignore_index, formulas::runtime::primal(self), output, total_weight));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("nll_loss_forward", self);
+    formulas::runtime::refuse_complex("nll_loss_forward", target);
+    formulas::runtime::refuse_complex("nll_loss_forward", weight);
+    formulas::runtime::refuse_complex("nll_loss_forward", output);
     torch::autograd::set_history(output, grad_fn);
     grad_fn->total_weight_ = torch::autograd::SavedVariable(total_weight, true);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
@@ -2261,6 +2294,12 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     formulas::runtime::set_tangent(result, formulas::nll_loss_backward_jvp(grad_output_t, formulas::runtime::primal(self), formulas::runtime::primal(target), formulas::runtime::primal(weight), reduction, ignore_index, formulas::runtime::primal(total_weight)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("nll_loss_backward", grad_output);
+    formulas::runtime::refuse_complex("nll_loss_backward", self);
+    formulas::runtime::refuse_complex("nll_loss_backward", target);
+    formulas::runtime::refuse_complex("nll_loss_backward", weight);
+    formulas::runtime::refuse_complex("nll_loss_backward", total_weight);
+    formulas::runtime::refuse_complex("nll_loss_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->target_ = torch::autograd::SavedVariable(target, false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
@@ -2427,6 +2466,9 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
     formulas::runtime::set_tangent(result, formulas::embedding_jvp(weight_t, formulas::runtime::primal(indices), padding_idx, scale_grad_by_freq, sparse));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("embedding", weight);
+    formulas::runtime::refuse_complex("embedding", indices);
+    formulas::runtime::refuse_complex("embedding", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, false);
     grad_fn->num_weights_ = num_weights;
@@ -2601,6 +2643,9 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
     formulas::runtime::set_tangent(result, formulas::embedding_dense_backward_jvp(grad_output_t, formulas::runtime::primal(indices), num_weights, padding_idx, scale_grad_by_freq));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("embedding_dense_backward", grad_output);
+    formulas::runtime::refuse_complex("embedding_dense_backward", indices);
+    formulas::runtime::refuse_complex("embedding_dense_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, false);
     grad_fn->padding_idx_ = padding_idx;

@@ -138,6 +138,8 @@ at::Tensor neg(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::neg_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("neg", self);
+    formulas::runtime::refuse_complex("neg", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -257,6 +259,8 @@ at::Tensor exp(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::exp_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("exp", self);
+    formulas::runtime::refuse_complex("exp", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -377,6 +381,8 @@ at::Tensor log(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::log_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("log", self);
+    formulas::runtime::refuse_complex("log", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -497,6 +503,8 @@ at::Tensor sin(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::sin_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sin", self);
+    formulas::runtime::refuse_complex("sin", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -617,6 +625,8 @@ at::Tensor cos(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::cos_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("cos", self);
+    formulas::runtime::refuse_complex("cos", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -737,6 +747,8 @@ at::Tensor tanh(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::tanh_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("tanh", self);
+    formulas::runtime::refuse_complex("tanh", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -857,6 +869,8 @@ at::Tensor sigmoid(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::sigmoid_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sigmoid", self);
+    formulas::runtime::refuse_complex("sigmoid", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -977,6 +991,8 @@ at::Tensor sqrt(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::sqrt_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sqrt", self);
+    formulas::runtime::refuse_complex("sqrt", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -1097,6 +1113,8 @@ at::Tensor relu(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::relu_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("relu", self);
+    formulas::runtime::refuse_complex("relu", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -1226,6 +1244,8 @@ at::Tensor pow_tensor_scalar(const at::Tensor& self, const at::Scalar& exponent)
     formulas::runtime::set_tangent(result, formulas::pow_tensor_scalar_jvp(self_t, formulas::runtime::primal(self), exponent));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("pow.Tensor_Scalar", self);
+    formulas::runtime::refuse_complex("pow.Tensor_Scalar", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->exponent_ = exponent;
@@ -1243,9 +1263,7 @@ struct AddTensorBackward0 : public torch::autograd::TraceableFunction {
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
-  at::ScalarType self_type_{};
   std::vector<int64_t> self_sizes_{};
-  at::ScalarType other_type_{};
   at::Scalar alpha_{};
   std::vector<int64_t> other_sizes_{};
 };
@@ -1253,19 +1271,17 @@ struct AddTensorBackward0 : public torch::autograd::TraceableFunction {
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor> add_tensor(
     const at::Tensor& grad,
-    at::ScalarType self_type,
     at::IntArrayRef self_sizes,
-    at::ScalarType other_type,
     const at::Scalar& alpha,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::handle_r_to_c(self_type, helpers::sum_to(grad, self_sizes)) : at::Tensor();
-  auto grad_other = needs_input_grad[1] ? helpers::handle_r_to_c(other_type, helpers::sum_to(helpers::maybe_multiply(grad, alpha), other_sizes)) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad, self_sizes) : at::Tensor();
+  auto grad_other = needs_input_grad[1] ? helpers::sum_to(helpers::maybe_multiply(grad, alpha), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list AddTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::ScalarType& self_type_, const std::vector<int64_t>& self_sizes_, const at::ScalarType& other_type_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
+torch::autograd::variable_list AddTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -1276,7 +1292,7 @@ torch::autograd::variable_list AddTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::add_tensor(grads[0], self_type_, self_sizes_, other_type_, alpha_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::add_tensor(grads[0], self_sizes_, alpha_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1290,12 +1306,10 @@ torch::autograd::variable_list AddTensorBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
-  auto self_type_ = packed_args.unpack<at::ScalarType>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  auto other_type_ = packed_args.unpack<at::ScalarType>();
   auto alpha_ = packed_args.unpack<at::Scalar>();
   auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return AddTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_type_, self_sizes_, other_type_, alpha_, other_sizes_);
+  return AddTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
 }
 
 torch::autograd::variable_list AddTensorBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1307,22 +1321,18 @@ torch::autograd::variable_list AddTensorBackward0::apply(torch::autograd::variab
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  return AddTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_type_, self_sizes_, other_type_, alpha_, other_sizes_);
+  return AddTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
 }
 
 void AddTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_type_);
   args.collect(self_sizes_);
-  args.collect(other_type_);
   args.collect(alpha_);
   args.collect(other_sizes_);
 }
 
 torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_type_);
   saved.before(self_sizes_);
-  saved.before(other_type_);
   saved.before(alpha_);
   saved.before(other_sizes_);
   static bool functional_bound = false;
@@ -1330,9 +1340,7 @@ torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
@@ -1349,9 +1357,7 @@ torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
   };
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(self_type_);
   functional_args.pack(self_sizes_);
-  functional_args.pack(other_type_);
   functional_args.pack(alpha_);
   functional_args.pack(other_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
@@ -1361,9 +1367,7 @@ torch::autograd::variable_list AddTensorBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_AddTensorBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(self_type_);
   saved.after(self_sizes_);
-  saved.after(other_type_);
   saved.after(alpha_);
   saved.after(other_sizes_);
   return functional_outputs;
@@ -1386,8 +1390,6 @@ at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   auto result = at::add(self, other, alpha);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
-  auto self_type = self.scalar_type();
-  auto other_type = other.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -1395,10 +1397,11 @@ at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at:
     formulas::runtime::set_tangent(result, formulas::add_tensor_jvp(self_t, other_t, alpha));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("add.Tensor", self);
+    formulas::runtime::refuse_complex("add.Tensor", other);
+    formulas::runtime::refuse_complex("add.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_type_ = self_type;
     grad_fn->self_sizes_ = std::move(self_sizes);
-    grad_fn->other_type_ = other_type;
     grad_fn->alpha_ = alpha;
     grad_fn->other_sizes_ = std::move(other_sizes);
   }
@@ -1415,9 +1418,7 @@ struct SubTensorBackward0 : public torch::autograd::TraceableFunction {
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
   }
-  at::ScalarType self_type_{};
   std::vector<int64_t> self_sizes_{};
-  at::ScalarType other_type_{};
   at::Scalar alpha_{};
   std::vector<int64_t> other_sizes_{};
 };
@@ -1425,19 +1426,17 @@ struct SubTensorBackward0 : public torch::autograd::TraceableFunction {
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor> sub_tensor(
     const at::Tensor& grad,
-    at::ScalarType self_type,
     at::IntArrayRef self_sizes,
-    at::ScalarType other_type,
     const at::Scalar& alpha,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::handle_r_to_c(self_type, helpers::sum_to(grad, self_sizes)) : at::Tensor();
-  auto grad_other = needs_input_grad[1] ? helpers::handle_r_to_c(other_type, helpers::sum_to(-helpers::maybe_multiply(grad, alpha), other_sizes)) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad, self_sizes) : at::Tensor();
+  auto grad_other = needs_input_grad[1] ? helpers::sum_to(-helpers::maybe_multiply(grad, alpha), other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list SubTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::ScalarType& self_type_, const std::vector<int64_t>& self_sizes_, const at::ScalarType& other_type_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
+torch::autograd::variable_list SubTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Scalar& alpha_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -1448,7 +1447,7 @@ torch::autograd::variable_list SubTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::sub_tensor(grads[0], self_type_, self_sizes_, other_type_, alpha_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::sub_tensor(grads[0], self_sizes_, alpha_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1462,12 +1461,10 @@ torch::autograd::variable_list SubTensorBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
-  auto self_type_ = packed_args.unpack<at::ScalarType>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  auto other_type_ = packed_args.unpack<at::ScalarType>();
   auto alpha_ = packed_args.unpack<at::Scalar>();
   auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return SubTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_type_, self_sizes_, other_type_, alpha_, other_sizes_);
+  return SubTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
 }
 
 torch::autograd::variable_list SubTensorBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1479,22 +1476,18 @@ torch::autograd::variable_list SubTensorBackward0::apply(torch::autograd::variab
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  return SubTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_type_, self_sizes_, other_type_, alpha_, other_sizes_);
+  return SubTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, alpha_, other_sizes_);
 }
 
 void SubTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_type_);
   args.collect(self_sizes_);
-  args.collect(other_type_);
   args.collect(alpha_);
   args.collect(other_sizes_);
 }
 
 torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_type_);
   saved.before(self_sizes_);
-  saved.before(other_type_);
   saved.before(alpha_);
   saved.before(other_sizes_);
   static bool functional_bound = false;
@@ -1502,9 +1495,7 @@ torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
@@ -1521,9 +1512,7 @@ torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
   };
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(self_type_);
   functional_args.pack(self_sizes_);
-  functional_args.pack(other_type_);
   functional_args.pack(alpha_);
   functional_args.pack(other_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
@@ -1533,9 +1522,7 @@ torch::autograd::variable_list SubTensorBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_SubTensorBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(self_type_);
   saved.after(self_sizes_);
-  saved.after(other_type_);
   saved.after(alpha_);
   saved.after(other_sizes_);
   return functional_outputs;
@@ -1558,8 +1545,6 @@ at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   auto result = at::sub(self, other, alpha);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
-  auto self_type = self.scalar_type();
-  auto other_type = other.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -1567,10 +1552,11 @@ at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at:
     formulas::runtime::set_tangent(result, formulas::sub_tensor_jvp(self_t, other_t, alpha));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sub.Tensor", self);
+    formulas::runtime::refuse_complex("sub.Tensor", other);
+    formulas::runtime::refuse_complex("sub.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_type_ = self_type;
     grad_fn->self_sizes_ = std::move(self_sizes);
-    grad_fn->other_type_ = other_type;
     grad_fn->alpha_ = alpha;
     grad_fn->other_sizes_ = std::move(other_sizes);
   }
@@ -1590,10 +1576,8 @@ struct MulTensorBackward0 : public torch::autograd::TraceableFunction {
     self_.reset_data();
   }
   torch::autograd::SavedVariable other_;
-  at::ScalarType self_type_{};
   std::vector<int64_t> self_sizes_{};
   torch::autograd::SavedVariable self_;
-  at::ScalarType other_type_{};
   std::vector<int64_t> other_sizes_{};
 };
 
@@ -1601,19 +1585,17 @@ namespace backwards {
 std::tuple<at::Tensor, at::Tensor> mul_tensor(
     const at::Tensor& grad,
     const at::Tensor& other,
-    at::ScalarType self_type,
     at::IntArrayRef self_sizes,
     const at::Tensor& self,
-    at::ScalarType other_type,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(helpers::mul_tensor_backward(grad, other, self_type), self_sizes) : at::Tensor();
-  auto grad_other = needs_input_grad[1] ? helpers::sum_to(helpers::mul_tensor_backward(grad, self, other_type), other_sizes) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad * other, self_sizes) : at::Tensor();
+  auto grad_other = needs_input_grad[1] ? helpers::sum_to(grad * self, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list MulTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const at::ScalarType& self_type_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const at::ScalarType& other_type_, const std::vector<int64_t>& other_sizes_) {
+torch::autograd::variable_list MulTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& other_, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const std::vector<int64_t>& other_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -1624,7 +1606,7 @@ torch::autograd::variable_list MulTensorBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::mul_tensor(grads[0], other_, self_type_, self_sizes_, self_, other_type_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::mul_tensor(grads[0], other_, self_sizes_, self_, other_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -1639,12 +1621,10 @@ torch::autograd::variable_list MulTensorBackward0_apply_functional_ivalue(
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
   auto other_ = packed_args.unpack<at::Tensor>();
-  auto self_type_ = packed_args.unpack<at::ScalarType>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto self_ = packed_args.unpack<at::Tensor>();
-  auto other_type_ = packed_args.unpack<at::ScalarType>();
   auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return MulTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_type_, self_sizes_, self_, other_type_, other_sizes_);
+  return MulTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, other_, self_sizes_, self_, other_sizes_);
 }
 
 torch::autograd::variable_list MulTensorBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1658,25 +1638,21 @@ torch::autograd::variable_list MulTensorBackward0::apply(torch::autograd::variab
   };
   const auto other = other_.unpack();
   const auto self = self_.unpack();
-  return MulTensorBackward0_apply_functional(std::move(grads), needs_input_grad, other, self_type_, self_sizes_, self, other_type_, other_sizes_);
+  return MulTensorBackward0_apply_functional(std::move(grads), needs_input_grad, other, self_sizes_, self, other_sizes_);
 }
 
 void MulTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(other_, false);
-  args.collect(self_type_);
   args.collect(self_sizes_);
   args.collect(self_, false);
-  args.collect(other_type_);
   args.collect(other_sizes_);
 }
 
 torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(other_);
-  saved.before(self_type_);
   saved.before(self_sizes_);
   saved.before(self_);
-  saved.before(other_type_);
   saved.before(other_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
@@ -1684,10 +1660,8 @@ torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
@@ -1706,10 +1680,8 @@ torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(other);
-  functional_args.pack(self_type_);
   functional_args.pack(self_sizes_);
   functional_args.pack(self);
-  functional_args.pack(other_type_);
   functional_args.pack(other_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
@@ -1719,10 +1691,8 @@ torch::autograd::variable_list MulTensorBackward0::apply_with_saved(
       std::string(library_namespace) + "_MulTensorBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(other_);
-  saved.after(self_type_);
   saved.after(self_sizes_);
   saved.after(self_);
-  saved.after(other_type_);
   saved.after(other_sizes_);
   return functional_outputs;
 }
@@ -1746,8 +1716,6 @@ at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
   auto result = at::mul(self, other);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
-  auto self_type = self.scalar_type();
-  auto other_type = other.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
     const auto self_t = formulas::runtime::tangent(self);
@@ -1755,12 +1723,13 @@ at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::mul_tensor_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("mul.Tensor", self);
+    formulas::runtime::refuse_complex("mul.Tensor", other);
+    formulas::runtime::refuse_complex("mul.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
-    grad_fn->self_type_ = self_type;
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->other_type_ = other_type;
     grad_fn->other_sizes_ = std::move(other_sizes);
   }
   return result;
@@ -1935,6 +1904,9 @@ at::Tensor div_tensor(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::div_tensor_jvp(self_t, other_t, result, formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("div.Tensor", self);
+    formulas::runtime::refuse_complex("div.Tensor", other);
+    formulas::runtime::refuse_complex("div.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
     grad_fn->self_type_ = self_type;
@@ -2055,6 +2027,8 @@ at::Tensor mul_scalar(const at::Tensor& self, const at::Scalar& other) {
     formulas::runtime::set_tangent(result, formulas::mul_scalar_jvp(self_t, other));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("mul.Scalar", self);
+    formulas::runtime::refuse_complex("mul.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = other;
   }
@@ -2171,6 +2145,8 @@ at::Tensor div_scalar(const at::Tensor& self, const at::Scalar& other) {
     formulas::runtime::set_tangent(result, formulas::div_scalar_jvp(self_t, other));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("div.Scalar", self);
+    formulas::runtime::refuse_complex("div.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->other_ = other;
   }
@@ -2293,6 +2269,8 @@ at::Tensor _to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype,
     formulas::runtime::set_tangent(result, formulas::_to_copy_jvp(self_t, dtype, layout, device, pin_memory, non_blocking, memory_format));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("_to_copy", self);
+    formulas::runtime::refuse_complex("_to_copy", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_dtype_ = self_dtype;
   }

@@ -142,6 +142,8 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
     formulas::runtime::set_tangent(result, formulas::sum_all_jvp(self_t, dtype));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sum", self);
+    formulas::runtime::refuse_complex("sum", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -277,6 +279,8 @@ at::Tensor sum_dim_intlist(const at::Tensor& self, at::OptionalIntArrayRef dim, 
     formulas::runtime::set_tangent(result, formulas::sum_dim_intlist_jvp(self_t, dim, keepdim, dtype));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sum.dim_IntList", self);
+    formulas::runtime::refuse_complex("sum.dim_IntList", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
@@ -423,6 +427,8 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
     formulas::runtime::set_tangent(result, formulas::mean_dim_jvp(self_t, dim, keepdim, dtype));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("mean.dim", self);
+    formulas::runtime::refuse_complex("mean.dim", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
@@ -621,6 +627,9 @@ std::tuple<at::Tensor, at::Tensor> var_mean_dim(const at::Tensor& self, at::Opti
     formulas::runtime::set_tangent(mean, std::get<1>(output_tangents));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("var_mean.dim", self);
+    formulas::runtime::refuse_complex("var_mean.dim", var);
+    formulas::runtime::refuse_complex("var_mean.dim", mean);
     torch::autograd::set_history(var, grad_fn);
     torch::autograd::set_history(mean, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -775,6 +784,8 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
     formulas::runtime::set_tangent(values, formulas::max_dim_jvp(self_t, reduced_dim, indices, keepdim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("max.dim", self);
+    formulas::runtime::refuse_complex("max.dim", values);
     torch::autograd::set_history(values, grad_fn);
     grad_fn->reduced_dim_ = reduced_dim;
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, true);
@@ -916,6 +927,8 @@ at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
     formulas::runtime::set_tangent(result, formulas::_softmax_jvp(self_t, result, dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("_softmax", self);
+    formulas::runtime::refuse_complex("_softmax", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->dim_ = dim;
@@ -1056,6 +1069,8 @@ at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float)
     formulas::runtime::set_tangent(result, formulas::_log_softmax_jvp(self_t, result, dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("_log_softmax", self);
+    formulas::runtime::refuse_complex("_log_softmax", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->dim_ = dim;

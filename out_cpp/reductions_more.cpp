@@ -164,6 +164,8 @@ at::Tensor max_all(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::max_all_jvp(self_t, formulas::runtime::primal(self), result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("max", self);
+    formulas::runtime::refuse_complex("max", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -296,6 +298,8 @@ at::Tensor min_all(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::min_all_jvp(self_t, formulas::runtime::primal(self), result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("min", self);
+    formulas::runtime::refuse_complex("min", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -444,6 +448,8 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, 
     formulas::runtime::set_tangent(values, formulas::min_dim_jvp(self_t, reduced_dim, indices, keepdim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("min.dim", self);
+    formulas::runtime::refuse_complex("min.dim", values);
     torch::autograd::set_history(values, grad_fn);
     grad_fn->reduced_dim_ = reduced_dim;
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, true);
@@ -606,6 +612,8 @@ at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
     formulas::runtime::set_tangent(result, formulas::amax_jvp(self_t, formulas::runtime::primal(self), result, dim, keepdim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("amax", self);
+    formulas::runtime::refuse_complex("amax", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
     grad_fn->keepdim_ = keepdim;
@@ -769,6 +777,8 @@ at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
     formulas::runtime::set_tangent(result, formulas::amin_jvp(self_t, formulas::runtime::primal(self), result, dim, keepdim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("amin", self);
+    formulas::runtime::refuse_complex("amin", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
     grad_fn->keepdim_ = keepdim;
@@ -899,6 +909,8 @@ at::Tensor mean_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
     formulas::runtime::set_tangent(result, formulas::mean_all_jvp(self_t, dtype));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("mean", self);
+    formulas::runtime::refuse_complex("mean", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->count_ = count;
@@ -1061,6 +1073,8 @@ at::Tensor logsumexp(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) 
     formulas::runtime::set_tangent(result, formulas::logsumexp_jvp(self_t, formulas::runtime::primal(self), result, self_sizes, dim, keepdim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("logsumexp", self);
+    formulas::runtime::refuse_complex("logsumexp", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
@@ -1203,6 +1217,8 @@ at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarT
     formulas::runtime::set_tangent(result, formulas::cumsum_jvp(self_t, dim, dtype));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("cumsum", self);
+    formulas::runtime::refuse_complex("cumsum", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->dtype_ = std::move(dtype);
@@ -1348,6 +1364,8 @@ at::Tensor prod_dim_int(const at::Tensor& self, int64_t dim, bool keepdim, std::
     formulas::runtime::set_tangent(result, formulas::prod_dim_int_jvp(self_t, formulas::runtime::primal(self), reduced_dim, keepdim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("prod.dim_int", self);
+    formulas::runtime::refuse_complex("prod.dim_int", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->keepdim_ = keepdim;
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -1479,6 +1497,8 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
     formulas::runtime::set_tangent(result, formulas::prod_all_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("prod", self);
+    formulas::runtime::refuse_complex("prod", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -1640,6 +1660,8 @@ at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
     formulas::runtime::set_tangent(result, formulas::var_correction_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, divisor));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("var.correction", self);
+    formulas::runtime::refuse_complex("var.correction", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
@@ -1816,6 +1838,8 @@ at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
     formulas::runtime::set_tangent(result, formulas::std_correction_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, result, divisor));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("std.correction", self);
+    formulas::runtime::refuse_complex("std.correction", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
@@ -1952,6 +1976,8 @@ at::Tensor var_all(const at::Tensor& self, bool unbiased) {
     formulas::runtime::set_tangent(result, formulas::var_all_jvp(self_t, formulas::runtime::primal(self), divisor));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("var", self);
+    formulas::runtime::refuse_complex("var", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->divisor_ = divisor;
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
@@ -2112,6 +2138,8 @@ at::Tensor var_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
     formulas::runtime::set_tangent(result, formulas::var_dim_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, divisor));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("var.dim", self);
+    formulas::runtime::refuse_complex("var.dim", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
@@ -2258,6 +2286,8 @@ at::Tensor std_all(const at::Tensor& self, bool unbiased) {
     formulas::runtime::set_tangent(result, formulas::std_all_jvp(self_t, formulas::runtime::primal(self), result, divisor));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("std", self);
+    formulas::runtime::refuse_complex("std", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->divisor_ = divisor;
@@ -2431,6 +2461,8 @@ at::Tensor std_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
     formulas::runtime::set_tangent(result, formulas::std_dim_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, result, divisor));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("std.dim", self);
+    formulas::runtime::refuse_complex("std.dim", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);

@@ -96,6 +96,25 @@ class IndexRanges {
   size_t size_ = 0;
 };
 
+// The library's formulas are derived for real dtypes: recording a complex tensor (a
+// differentiable input or output) is refused, as torch refuses complex autograd for an
+// operator whose formula does not handle it, instead of returning a wrong gradient.
+inline void refuse_complex(const char* op, const at::Tensor& tensor) {
+  TORCH_CHECK(!tensor.defined() || !tensor.is_complex(), op,
+              ": the formula library's derivatives are for real dtypes; automatic differentiation "
+              "of complex tensors is not supported (use torch's built-in operator)");
+}
+inline void refuse_complex(const char* op, const std::optional<at::Tensor>& tensor) {
+  if (tensor.has_value()) {
+    refuse_complex(op, *tensor);
+  }
+}
+inline void refuse_complex(const char* op, at::ITensorListRef tensors) {
+  for (const auto& tensor : tensors) {
+    refuse_complex(op, tensor);
+  }
+}
+
 inline bool any_defined(const variable_list& grads) {
   for (const auto& grad : grads) {
     if (grad.defined()) {

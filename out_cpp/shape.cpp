@@ -151,6 +151,8 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
     formulas::runtime::set_tangent(result, formulas::view_jvp(self_t, size));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("view", self);
+    formulas::runtime::refuse_complex("view", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -287,6 +289,8 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
     formulas::runtime::set_tangent(result, formulas::reshape_jvp(self_t, shape));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("reshape", self);
+    formulas::runtime::refuse_complex("reshape", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -423,6 +427,8 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
     formulas::runtime::set_tangent(result, formulas::unsqueeze_jvp(self_t, dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("unsqueeze", self);
+    formulas::runtime::refuse_complex("unsqueeze", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -559,6 +565,8 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
     formulas::runtime::set_tangent(result, formulas::permute_jvp(self_t, dims));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("permute", self);
+    formulas::runtime::refuse_complex("permute", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->inverse_ = std::move(inverse);
   }
@@ -698,6 +706,8 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
     formulas::runtime::set_tangent(result, formulas::expand_jvp(self_t, size, implicit));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("expand", self);
+    formulas::runtime::refuse_complex("expand", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -839,6 +849,9 @@ at::Tensor expand_as(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::set_tangent(result, formulas::expand_as_jvp(self_t, formulas::runtime::primal(other)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("expand_as", self);
+    formulas::runtime::refuse_complex("expand_as", other);
+    formulas::runtime::refuse_complex("expand_as", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -985,6 +998,8 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
     formulas::runtime::set_tangent(result, formulas::cat_jvp(tensors_t, dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("cat", tensors);
+    formulas::runtime::refuse_complex("cat", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->tensors_size_ = tensors.size();
     grad_fn->sizes_along_dim_ = std::move(sizes_along_dim);
@@ -1151,6 +1166,8 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
     formulas::runtime::set_tangent(result, formulas::narrow_jvp(self_t, dim, start, length));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("narrow", self);
+    formulas::runtime::refuse_complex("narrow", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->narrow_dim_ = narrow_dim;

@@ -147,6 +147,8 @@ at::Tensor select_backward(const at::Tensor& grad_output, at::IntArrayRef input_
     formulas::runtime::set_tangent(result, formulas::select_backward_jvp(grad_output_t, input_sizes, dim, index));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("select_backward", grad_output);
+    formulas::runtime::refuse_complex("select_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->index_ = index;
@@ -292,6 +294,8 @@ at::Tensor slice_backward(const at::Tensor& grad_output, at::IntArrayRef input_s
     formulas::runtime::set_tangent(result, formulas::slice_backward_jvp(grad_output_t, input_sizes, dim, start, end, step));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("slice_backward", grad_output);
+    formulas::runtime::refuse_complex("slice_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->start_ = start;
@@ -430,6 +434,8 @@ at::Tensor diagonal_backward(const at::Tensor& grad_output, at::IntArrayRef inpu
     formulas::runtime::set_tangent(result, formulas::diagonal_backward_jvp(grad_output_t, input_sizes, offset, dim1, dim2));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("diagonal_backward", grad_output);
+    formulas::runtime::refuse_complex("diagonal_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->offset_ = offset;
     grad_fn->dim1_ = dim1;
@@ -573,6 +579,9 @@ at::Tensor index_select_backward(const at::Tensor& grad, at::IntArrayRef self_si
     formulas::runtime::set_tangent(result, formulas::index_select_backward_jvp(grad_t, self_sizes, dim, formulas::runtime::primal(index)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("index_select_backward", grad);
+    formulas::runtime::refuse_complex("index_select_backward", index);
+    formulas::runtime::refuse_complex("index_select_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);

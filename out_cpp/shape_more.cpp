@@ -171,6 +171,8 @@ at::Tensor squeeze(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::squeeze_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("squeeze", self);
+    formulas::runtime::refuse_complex("squeeze", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -307,6 +309,8 @@ at::Tensor squeeze_dim(const at::Tensor& self, int64_t dim) {
     formulas::runtime::set_tangent(result, formulas::squeeze_dim_jvp(self_t, dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("squeeze.dim", self);
+    formulas::runtime::refuse_complex("squeeze.dim", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -443,6 +447,8 @@ at::Tensor squeeze_dims(const at::Tensor& self, at::IntArrayRef dim) {
     formulas::runtime::set_tangent(result, formulas::squeeze_dims_jvp(self_t, dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("squeeze.dims", self);
+    formulas::runtime::refuse_complex("squeeze.dims", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -582,6 +588,8 @@ at::Tensor flatten_using_ints(const at::Tensor& self, int64_t start_dim, int64_t
     formulas::runtime::set_tangent(result, formulas::flatten_using_ints_jvp(self_t, start_dim, end_dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("flatten.using_ints", self);
+    formulas::runtime::refuse_complex("flatten.using_ints", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -728,6 +736,8 @@ at::Tensor transpose_int(const at::Tensor& self, int64_t dim0, int64_t dim1) {
     formulas::runtime::set_tangent(result, formulas::transpose_int_jvp(self_t, dim0, dim1));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("transpose.int", self);
+    formulas::runtime::refuse_complex("transpose.int", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim0_ = dim0;
     grad_fn->dim1_ = dim1;
@@ -875,6 +885,8 @@ at::Tensor movedim_int(const at::Tensor& self, int64_t source, int64_t destinati
     formulas::runtime::set_tangent(result, formulas::movedim_int_jvp(self_t, source, destination));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("movedim.int", self);
+    formulas::runtime::refuse_complex("movedim.int", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->destination_ = destination;
     grad_fn->source_ = source;
@@ -1015,6 +1027,8 @@ at::Tensor stack(at::TensorList tensors, int64_t dim) {
     formulas::runtime::set_tangent(result, formulas::stack_jvp(tensors_t, dim));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("stack", tensors);
+    formulas::runtime::refuse_complex("stack", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->tensors_size_ = tensors.size();
     grad_fn->count_ = count;
@@ -1170,6 +1184,8 @@ at::Tensor select_int(const at::Tensor& self, int64_t dim, int64_t index) {
     formulas::runtime::set_tangent(result, formulas::select_int_jvp(self_t, dim, index));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("select.int", self);
+    formulas::runtime::refuse_complex("select.int", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->select_dim_ = select_dim;
@@ -1353,6 +1369,8 @@ at::Tensor slice_tensor(const at::Tensor& self, int64_t dim, std::optional<int64
     formulas::runtime::set_tangent(result, formulas::slice_tensor_jvp(self_t, dim, start, end, step));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("slice.Tensor", self);
+    formulas::runtime::refuse_complex("slice.Tensor", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->slice_dim_ = slice_dim;
@@ -1523,6 +1541,8 @@ at::Tensor diagonal(const at::Tensor& self, int64_t offset, int64_t dim1, int64_
     formulas::runtime::set_tangent(result, formulas::diagonal_jvp(self_t, offset, dim1, dim2));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("diagonal", self);
+    formulas::runtime::refuse_complex("diagonal", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->offset_ = offset;
@@ -1655,6 +1675,8 @@ at::Tensor repeat(const at::Tensor& self, at::IntArrayRef repeats) {
     formulas::runtime::set_tangent(result, formulas::repeat_jvp(self_t, repeats));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("repeat", self);
+    formulas::runtime::refuse_complex("repeat", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->repeats_ = formulas::runtime::to_owned(repeats);
     grad_fn->self_sizes_ = std::move(self_sizes);
@@ -1772,6 +1794,8 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
     formulas::runtime::set_tangent(result, formulas::flip_jvp(self_t, dims));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("flip", self);
+    formulas::runtime::refuse_complex("flip", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dims_ = formulas::runtime::to_owned(dims);
   }
@@ -1898,6 +1922,8 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
     formulas::runtime::set_tangent(result, formulas::roll_jvp(self_t, shifts, dims));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("roll", self);
+    formulas::runtime::refuse_complex("roll", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->back_shifts_ = std::move(back_shifts);
     grad_fn->dims_ = formulas::runtime::to_owned(dims);
@@ -2015,6 +2041,8 @@ at::Tensor tril(const at::Tensor& self, int64_t diagonal) {
     formulas::runtime::set_tangent(result, formulas::tril_jvp(self_t, diagonal));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("tril", self);
+    formulas::runtime::refuse_complex("tril", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->diagonal_ = diagonal;
   }
@@ -2131,6 +2159,8 @@ at::Tensor triu(const at::Tensor& self, int64_t diagonal) {
     formulas::runtime::set_tangent(result, formulas::triu_jvp(self_t, diagonal));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("triu", self);
+    formulas::runtime::refuse_complex("triu", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->diagonal_ = diagonal;
   }
@@ -2239,6 +2269,8 @@ at::Tensor clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_
     formulas::runtime::set_tangent(result, formulas::clone_jvp(self_t, memory_format));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("clone", self);
+    formulas::runtime::refuse_complex("clone", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -2361,6 +2393,8 @@ at::Tensor contiguous(const at::Tensor& self, at::MemoryFormat memory_format) {
     formulas::runtime::set_tangent(result, formulas::contiguous_jvp(self_t, memory_format));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("contiguous", self);
+    formulas::runtime::refuse_complex("contiguous", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -2506,6 +2540,8 @@ at::Tensor movedim_intlist(const at::Tensor& self, at::IntArrayRef source, at::I
     formulas::runtime::set_tangent(result, formulas::movedim_intlist_jvp(self_t, source, destination));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("movedim.intlist", self);
+    formulas::runtime::refuse_complex("movedim.intlist", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->destination_ = formulas::runtime::to_owned(destination);
     grad_fn->source_ = formulas::runtime::to_owned(source);
@@ -2661,6 +2697,9 @@ at::Tensor select_scatter(const at::Tensor& self, const at::Tensor& src, int64_t
     formulas::runtime::set_tangent(result, formulas::select_scatter_jvp(self_t, src_t, dim, index));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("select_scatter", self);
+    formulas::runtime::refuse_complex("select_scatter", src);
+    formulas::runtime::refuse_complex("select_scatter", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->src_sizes_ = std::move(src_sizes);
     grad_fn->dim_ = dim;
@@ -2834,6 +2873,9 @@ at::Tensor slice_scatter(const at::Tensor& self, const at::Tensor& src, int64_t 
     formulas::runtime::set_tangent(result, formulas::slice_scatter_jvp(self_t, src_t, dim, start, end, step));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("slice_scatter", self);
+    formulas::runtime::refuse_complex("slice_scatter", src);
+    formulas::runtime::refuse_complex("slice_scatter", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->src_sizes_ = std::move(src_sizes);
     grad_fn->dim_ = dim;
@@ -3000,6 +3042,9 @@ at::Tensor diagonal_scatter(const at::Tensor& self, const at::Tensor& src, int64
     formulas::runtime::set_tangent(result, formulas::diagonal_scatter_jvp(self_t, src_t, offset, dim1, dim2));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("diagonal_scatter", self);
+    formulas::runtime::refuse_complex("diagonal_scatter", src);
+    formulas::runtime::refuse_complex("diagonal_scatter", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->src_sizes_ = std::move(src_sizes);
     grad_fn->offset_ = offset;
@@ -3145,6 +3190,8 @@ at::Tensor swapaxes(const at::Tensor& self, int64_t axis0, int64_t axis1) {
     formulas::runtime::set_tangent(result, formulas::swapaxes_jvp(self_t, axis0, axis1));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("swapaxes", self);
+    formulas::runtime::refuse_complex("swapaxes", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->axis0_ = axis0;
     grad_fn->axis1_ = axis1;
@@ -3292,6 +3339,8 @@ at::Tensor swapdims(const at::Tensor& self, int64_t dim0, int64_t dim1) {
     formulas::runtime::set_tangent(result, formulas::swapdims_jvp(self_t, dim0, dim1));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("swapdims", self);
+    formulas::runtime::refuse_complex("swapdims", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->dim0_ = dim0;
     grad_fn->dim1_ = dim1;
@@ -3432,6 +3481,8 @@ at::Tensor unflatten_int(const at::Tensor& self, int64_t dim, at::IntArrayRef si
     formulas::runtime::set_tangent(result, formulas::unflatten_int_jvp(self_t, dim, sizes));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("unflatten.int", self);
+    formulas::runtime::refuse_complex("unflatten.int", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
   }
@@ -3581,6 +3632,8 @@ at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, int64_t start, int64
     formulas::runtime::set_tangent(result, formulas::narrow_copy_jvp(self_t, dim, start, length));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("narrow_copy", self);
+    formulas::runtime::refuse_complex("narrow_copy", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->narrow_dim_ = narrow_dim;
@@ -3691,6 +3744,8 @@ at::Tensor fliplr(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::fliplr_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("fliplr", self);
+    formulas::runtime::refuse_complex("fliplr", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -3797,6 +3852,8 @@ at::Tensor flipud(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::flipud_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("flipud", self);
+    formulas::runtime::refuse_complex("flipud", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -3921,6 +3978,8 @@ at::Tensor rot90(const at::Tensor& self, int64_t k, at::IntArrayRef dims) {
     formulas::runtime::set_tangent(result, formulas::rot90_jvp(self_t, k, dims));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("rot90", self);
+    formulas::runtime::refuse_complex("rot90", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->k_ = k;
     grad_fn->dims_ = formulas::runtime::to_owned(dims);
@@ -4048,6 +4107,8 @@ at::Tensor tile(const at::Tensor& self, at::IntArrayRef dims) {
     formulas::runtime::set_tangent(result, formulas::tile_jvp(self_t, dims));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("tile", self);
+    formulas::runtime::refuse_complex("tile", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->repeats_ = std::move(repeats);
     grad_fn->self_sizes_ = std::move(self_sizes);

@@ -180,6 +180,8 @@ at::Tensor absolute(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::absolute_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("abs", self);
+    formulas::runtime::refuse_complex("abs", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -288,6 +290,8 @@ at::Tensor sign(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::sign_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sign", self);
+    formulas::runtime::refuse_complex("sign", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -425,6 +429,8 @@ at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, c
     formulas::runtime::set_tangent(result, formulas::clamp_jvp(self_t, formulas::runtime::primal(self), min, max));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("clamp", self);
+    formulas::runtime::refuse_complex("clamp", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->min_ = std::move(min);
@@ -556,6 +562,8 @@ at::Tensor clamp_min(const at::Tensor& self, const at::Scalar& min) {
     formulas::runtime::set_tangent(result, formulas::clamp_min_jvp(self_t, formulas::runtime::primal(self), min));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("clamp_min", self);
+    formulas::runtime::refuse_complex("clamp_min", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->min_ = min;
@@ -686,6 +694,8 @@ at::Tensor clamp_max(const at::Tensor& self, const at::Scalar& max) {
     formulas::runtime::set_tangent(result, formulas::clamp_max_jvp(self_t, formulas::runtime::primal(self), max));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("clamp_max", self);
+    formulas::runtime::refuse_complex("clamp_max", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->max_ = max;
@@ -795,6 +805,8 @@ at::Tensor floor(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::floor_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("floor", self);
+    formulas::runtime::refuse_complex("floor", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -902,6 +914,8 @@ at::Tensor ceil(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::ceil_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("ceil", self);
+    formulas::runtime::refuse_complex("ceil", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -1009,6 +1023,8 @@ at::Tensor round_half_even(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::round_half_even_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("round", self);
+    formulas::runtime::refuse_complex("round", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -1116,6 +1132,8 @@ at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
     formulas::runtime::set_tangent(result, formulas::round_decimals_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("round.decimals", self);
+    formulas::runtime::refuse_complex("round.decimals", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -1223,6 +1241,8 @@ at::Tensor trunc(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::trunc_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("trunc", self);
+    formulas::runtime::refuse_complex("trunc", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -1330,6 +1350,8 @@ at::Tensor frac(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::frac_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("frac", self);
+    formulas::runtime::refuse_complex("frac", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -1449,6 +1471,8 @@ at::Tensor erf(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::erf_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("erf", self);
+    formulas::runtime::refuse_complex("erf", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -1569,6 +1593,8 @@ at::Tensor erfc(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::erfc_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("erfc", self);
+    formulas::runtime::refuse_complex("erfc", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -1689,6 +1715,8 @@ at::Tensor erfinv(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::erfinv_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("erfinv", self);
+    formulas::runtime::refuse_complex("erfinv", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -1809,6 +1837,8 @@ at::Tensor expm1(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::expm1_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("expm1", self);
+    formulas::runtime::refuse_complex("expm1", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -1929,6 +1959,8 @@ at::Tensor log1p(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::log1p_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("log1p", self);
+    formulas::runtime::refuse_complex("log1p", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -2049,6 +2081,8 @@ at::Tensor log2(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::log2_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("log2", self);
+    formulas::runtime::refuse_complex("log2", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -2169,6 +2203,8 @@ at::Tensor log10(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::log10_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("log10", self);
+    formulas::runtime::refuse_complex("log10", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -2289,6 +2325,8 @@ at::Tensor exp2(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::exp2_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("exp2", self);
+    formulas::runtime::refuse_complex("exp2", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -2409,6 +2447,8 @@ at::Tensor rsqrt(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::rsqrt_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("rsqrt", self);
+    formulas::runtime::refuse_complex("rsqrt", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -2529,6 +2569,8 @@ at::Tensor reciprocal(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::reciprocal_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("reciprocal", self);
+    formulas::runtime::refuse_complex("reciprocal", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -2649,6 +2691,8 @@ at::Tensor asin(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::asin_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("asin", self);
+    formulas::runtime::refuse_complex("asin", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -2769,6 +2813,8 @@ at::Tensor acos(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::acos_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("acos", self);
+    formulas::runtime::refuse_complex("acos", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -2889,6 +2935,8 @@ at::Tensor atan(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::atan_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("atan", self);
+    formulas::runtime::refuse_complex("atan", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -3009,6 +3057,8 @@ at::Tensor tan(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::tan_jvp(self_t, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("tan", self);
+    formulas::runtime::refuse_complex("tan", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
@@ -3129,6 +3179,8 @@ at::Tensor sinh(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::sinh_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sinh", self);
+    formulas::runtime::refuse_complex("sinh", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -3249,6 +3301,8 @@ at::Tensor cosh(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::cosh_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("cosh", self);
+    formulas::runtime::refuse_complex("cosh", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -3369,6 +3423,8 @@ at::Tensor asinh(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::asinh_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("asinh", self);
+    formulas::runtime::refuse_complex("asinh", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -3489,6 +3545,8 @@ at::Tensor acosh(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::acosh_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("acosh", self);
+    formulas::runtime::refuse_complex("acosh", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -3609,6 +3667,8 @@ at::Tensor atanh(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::atanh_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("atanh", self);
+    formulas::runtime::refuse_complex("atanh", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -3743,6 +3803,8 @@ at::Tensor sinc(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::sinc_jvp(self_t, formulas::runtime::primal(self), result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sinc", self);
+    formulas::runtime::refuse_complex("sinc", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
@@ -3864,6 +3926,8 @@ at::Tensor square(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::square_jvp(self_t, formulas::runtime::primal(self)));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("square", self);
+    formulas::runtime::refuse_complex("square", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
@@ -4019,6 +4083,8 @@ at::Tensor logit(const at::Tensor& self, std::optional<double> eps) {
     formulas::runtime::set_tangent(result, formulas::logit_jvp(self_t, formulas::runtime::primal(self), eps, result));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("logit", self);
+    formulas::runtime::refuse_complex("logit", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->eps_ = std::move(eps);
@@ -4129,6 +4195,8 @@ at::Tensor sgn(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::sgn_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("sgn", self);
+    formulas::runtime::refuse_complex("sgn", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -4235,6 +4303,8 @@ at::Tensor deg2rad(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::deg2rad_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("deg2rad", self);
+    formulas::runtime::refuse_complex("deg2rad", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -4341,6 +4411,8 @@ at::Tensor rad2deg(const at::Tensor& self) {
     formulas::runtime::set_tangent(result, formulas::rad2deg_jvp(self_t));
   }
   if (grad_fn) {
+    formulas::runtime::refuse_complex("rad2deg", self);
+    formulas::runtime::refuse_complex("rad2deg", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;

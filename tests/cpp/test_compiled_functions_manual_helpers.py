@@ -1,7 +1,7 @@
-"""The FunctionsManual-named helpers compiled, on the paths the op cases (float64 only) do not
-reach: ``handle_r_to_c`` and ``maybe_multiply`` in the nodes of ``add.Tensor`` and ``sub.Tensor``,
-against torch's built-in ops. (The helpers with torch as the backend:
-``tests/test_functions_manual_helpers.py``.)"""
+"""The compiled library on dtypes the op cases (float64) do not reach, against torch's built-in
+ops: a float32 input beside a float64 one gets torch's gradient, and a complex tensor is refused
+with a clear error rather than given a wrong derivative. (The FunctionsManual-named helpers with
+torch as the backend: ``tests/test_functions_manual_helpers.py``.)"""
 from __future__ import annotations
 
 import warnings
@@ -12,15 +12,12 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.mark.parametrize("op", ["add", "sub"])
-@pytest.mark.parametrize("other_dtype", [torch.complex128, torch.float32], ids=str)
 @pytest.mark.parametrize("alpha", [1, 2.5])
-def test_compiled_add_and_sub_give_each_input_its_gradient(formulas_ops, op, other_dtype, alpha):
-    """A float64 input of a complex (or float32 with float64) sum gets torch's gradient, made
-    real by ``handle_r_to_c`` in the node itself: torch's engine would otherwise cast a complex
-    gradient to real with a warning that the imaginary part is discarded."""
+def test_compiled_add_and_sub_give_each_input_its_gradient(formulas_ops, op, alpha):
+    """A float32 input of a float64 sum gets torch's gradient (``maybe_multiply`` skips alpha = 1)."""
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(2, 3, dtype=torch.float64, generator=generator, requires_grad=True)
-    y = torch.randn(2, 1, dtype=other_dtype, generator=generator, requires_grad=True)
+    y = torch.randn(2, 1, dtype=torch.float32, generator=generator, requires_grad=True)
     ours = getattr(formulas_ops, op).Tensor(x, y, alpha=alpha)
     theirs = getattr(torch.ops.aten, op).Tensor(x, y, alpha=alpha)
     upstream = torch.randn(theirs.shape, dtype=theirs.dtype, generator=generator)
@@ -31,3 +28,19 @@ def test_compiled_add_and_sub_give_each_input_its_gradient(formulas_ops, op, oth
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype
         torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda ops, z, x: ops.sin(z), id="sin-complex-input"),
+    pytest.param(lambda ops, z, x: ops.mul.Tensor(x, z.detach()), id="mul-complex-output"),
+    pytest.param(lambda ops, z, x: ops.abs(z), id="abs-complex-input-real-output"),
+])
+def test_a_complex_tensor_is_refused_when_a_gradient_is_required(formulas_ops, call):
+    """torch.sin of a complex z has the gradient grad * conj(cos(z)); the library's real formula would
+    give grad * cos(z), so the compiled op raises instead (and records nothing)."""
+    z = torch.randn(3, dtype=torch.complex128, requires_grad=True)
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="derivatives are for real dtypes"):
+        call(formulas_ops, z, x)
+    with torch.no_grad():                 # no gradient required: the forward runs as torch's does
+        torch.testing.assert_close(formulas_ops.sin(z), torch.sin(z))

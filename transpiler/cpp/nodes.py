@@ -640,6 +640,9 @@ class FormulaEmitter(ViewEmitter):
         lines += self.view_marking(outputs)
         lines += forward_ad.tangent_lines(self, outputs)
         lines.append("  if (grad_fn) {")
+        checked = [self._dispatcher_argument(a) for a in self.formula.differentiable_inputs]
+        checked += [outputs[index] for index in self.differentiable_outputs]
+        lines += [f'    formulas::runtime::refuse_complex("{self.formula.op_name}", {tensor});' for tensor in checked]
         for index in self.differentiable_outputs:
             lines.append(f"    torch::autograd::set_history({outputs[index]}, grad_fn);")
         for arg in self.formula.differentiable_inputs:

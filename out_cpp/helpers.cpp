@@ -300,6 +300,15 @@ at::Tensor matrix_transpose(const at::Tensor& x) {
   return at::permute(x, dims);
 }
 
+at::Tensor fold_batch(const at::Tensor& x) {
+  int64_t n = x.dim();
+  int64_t rows = 1;
+  for (int64_t d = 0; d < n - 1; ++d) {
+    rows = rows * x.size(d);
+  }
+  return at::reshape(x, std::vector<int64_t>{rows, x.size(n - 1)});
+}
+
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel) {
   if (reduction == 1) {
     return at::div(grad, numel);

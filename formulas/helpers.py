@@ -89,12 +89,15 @@ def invert_permutation(dims: list[int], ndim: int) -> list[int]:
 @helper
 def narrow_backward(grad: Tensor, sizes: list[int], dim: int, start: int, length: int) -> Tensor:
     """Gradient of ``narrow(dim, start, length)`` of a tensor of ``sizes``: ``grad`` padded
-    with zeros along ``dim`` (``dim`` and ``start`` already wrapped)."""
-    before = list(sizes)
-    before[dim] = start
-    after = list(sizes)
-    after[dim] = sizes[dim] - start - length
-    return at.cat([at.new_zeros(grad, before), grad, at.new_zeros(grad, after)], dim)
+    with zeros along ``dim`` (``dim`` and ``start`` already wrapped): one zero-filled output and one
+    copy, where concatenating zero blocks writes every element twice."""
+    pad = []
+    for later_dim in range(dim + 1, len(sizes)):     # pad pairs run from the last dim backwards
+        pad.append(0)
+        pad.append(0)
+    pad.append(start)
+    pad.append(sizes[dim] - start - length)
+    return at.constant_pad_nd(grad, pad, 0)
 
 
 # --- shape and indexing helpers ----------------------------------------------------

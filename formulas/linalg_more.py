@@ -22,6 +22,16 @@ def matrix_transpose(x: Tensor) -> Tensor:
     return at.permute(x, dims)
 
 
+@helper
+def fold_batch(x: Tensor) -> Tensor:
+    """``x`` (at least 2-D) with its leading dims folded into rows: a matrix of ``x.size(-1)`` columns."""
+    n = x.dim()
+    rows = 1
+    for d in range(n - 1):
+        rows = rows * x.size(d)
+    return at.reshape(x, [rows, x.size(n - 1)])
+
+
 @derivative("bmm(Tensor self, Tensor mat2) -> Tensor")
 def bmm(self, mat2):
     result = at.bmm(self, mat2)
@@ -94,25 +104,39 @@ def matmul(self, other):
     self_sizes = self.sizes()
     other_sizes = other.sizes()
     def backward(grad, *, needs_input_grad):
-        # matmul promotes a vector self (n,) to (1, n) and a vector other (n,) to (n, 1), multiplies
-        # with broadcast batch dims, and drops the added dims: undo each step on the gradient
-        self_matrix = at.unsqueeze(self, 0) if len(self_sizes) == 1 else self
-        other_matrix = at.unsqueeze(other, 1) if len(other_sizes) == 1 else other
-        grad_matrix = grad
-        if len(other_sizes) == 1:
-            grad_matrix = at.unsqueeze(grad_matrix, -1)
-        if len(self_sizes) == 1:
-            grad_matrix = at.unsqueeze(grad_matrix, -2)
+        # result[..., i, j] = sum_k self[..., i, k] other[..., k, j], a vector self (n,) read as one
+        # row (1, n) and a vector other (n,) as one column (n, 1), the added dim dropped from result.
+        # A vector factor makes its partner's gradient an outer product (one broadcast multiply);
+        # a factor without batch dims sums over the partner's batch, which folds into its rows (one mm)
         grad_self = None
-        if needs_input_grad[0]:
-            grad_self = sum_to(at.matmul(grad_matrix, matrix_transpose(other_matrix)), self_matrix.sizes())
-            if len(self_sizes) == 1:
-                grad_self = at.reshape(grad_self, self_sizes)
         grad_other = None
-        if needs_input_grad[1]:
-            grad_other = sum_to(at.matmul(matrix_transpose(self_matrix), grad_matrix), other_matrix.sizes())
-            if len(other_sizes) == 1:
-                grad_other = at.reshape(grad_other, other_sizes)
+        if len(self_sizes) == 1 and len(other_sizes) == 1:
+            grad_self = grad * other if needs_input_grad[0] else None
+            grad_other = grad * self if needs_input_grad[1] else None
+        elif len(other_sizes) == 1:
+            # grad (..., m): grad_self[..., i, k] = grad[..., i] other[k]
+            if needs_input_grad[0]:
+                grad_self = at.mul(at.unsqueeze(grad, -1), other)
+            if needs_input_grad[1]:
+                grad_other = at.mv(at.t(fold_batch(self)), at.reshape(grad, [-1]))
+        elif len(self_sizes) == 1:
+            # grad (..., p): grad_other[..., k, j] = self[k] grad[..., j]
+            if needs_input_grad[0]:
+                grad_self = at.reshape(sum_to(at.matmul(at.unsqueeze(grad, -2), matrix_transpose(other)),
+                                              [1, self_sizes[0]]), self_sizes)
+            if needs_input_grad[1]:
+                grad_other = at.mul(at.unsqueeze(self, -1), at.unsqueeze(grad, -2))
+        elif len(other_sizes) == 2:
+            # self (..., m, n) folds to (rows, n), grad (..., m, p) to (rows, p)
+            if needs_input_grad[0]:
+                grad_self = at.matmul(grad, at.t(other))
+            if needs_input_grad[1]:
+                grad_other = at.mm(at.t(fold_batch(self)), fold_batch(grad))
+        else:
+            if needs_input_grad[0]:
+                grad_self = sum_to(at.matmul(grad, matrix_transpose(other)), self_sizes)
+            if needs_input_grad[1]:
+                grad_other = sum_to(at.matmul(matrix_transpose(self), grad), other_sizes)
         return grad_self, grad_other
     def jvp(self_t, other_t):
         result_t = at.matmul(self_t, other) + at.matmul(self, other_t)

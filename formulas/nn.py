@@ -141,10 +141,12 @@ def smooth_l1_loss(self, target, reduction=1, beta=1.0):
     def backward(grad, *, needs_input_grad):
         # loss = d^2 / (2 beta) for |d| < beta, else |d| - beta / 2; beta 0 is the L1 loss
         diff = self - target
-        slope = sign_of(diff)
+        scale = loss_scale(grad, reduction, diff.numel())
         if beta > 0.0:
-            slope = clip_derivative(diff, beta, 1.0 / beta)
-        grad_diff = loss_scale(grad, reduction, diff.numel()) * slope
+            # 1 / beta scales grad, not diff: one full-size kernel less where grad is the reduced 0-d one
+            grad_diff = clip_derivative(diff, beta, 1.0) * at.div(scale, beta)
+        else:
+            grad_diff = scale * sign_of(diff)
         grad_self = sum_to(grad_diff, self_sizes) if needs_input_grad[0] else None
         grad_target = sum_to(-grad_diff, target_sizes) if needs_input_grad[1] else None
         return grad_self, grad_target

@@ -1,6 +1,7 @@
 """More shape operators: squeezes, flatten, transpose, movedim, stack, select, slice, diagonal,
-repeat, flip, roll, tril/triu, clone and contiguous, with the fused backward ops
-(``formulas/shape_backward_ops.py``) their views' backwards call.
+repeat, flip, roll, constant padding (affine: its jvp pads the tangent with zeros), tril/triu,
+clone and contiguous, with the fused backward ops (``formulas/shape_backward_ops.py``) their
+views' backwards call.
 
 Every view and permutation here is linear and only moves elements, so its backward puts the
 gradient back where each element came from (a reshape, the inverse permutation, or zeros
@@ -256,6 +257,21 @@ def narrow_copy(self, dim, start, length):
     narrow_start = start + self_sizes[narrow_dim] if start < 0 else start
     def backward(grad):
         return narrow_backward(grad, self_sizes, narrow_dim, narrow_start, length)
+    return result, backward
+
+
+@derivative("constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor")
+def constant_pad_nd(self, pad, value=0):
+    # pad holds (before, after) pairs from the last dim backwards; a negative amount crops
+    result = at.constant_pad_nd(self, pad, value)
+    def backward(grad):
+        # the padded cells are constant: padding grad by the negated amounts crops them off again
+        # (and puts zeros where self was cropped)
+        return at.constant_pad_nd(grad, negated(pad), 0)
+    def jvp(self_t):
+        # affine in self: the constant value has no tangent
+        result_t = at.constant_pad_nd(self_t, pad, 0)
+        return result_t
     return result, backward
 
 

@@ -2,8 +2,8 @@
 #include "helpers.h"
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/cat.h>
 #include <ATen/ops/conj.h>
+#include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
@@ -114,11 +114,14 @@ std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim) {
 }
 
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length) {
-  std::vector<int64_t> before = formulas::runtime::to_list<std::vector<int64_t>>(sizes);
-  before[formulas::runtime::wrap_index(dim, before.size())] = start;
-  std::vector<int64_t> after = formulas::runtime::to_list<std::vector<int64_t>>(sizes);
-  after[formulas::runtime::wrap_index(dim, after.size())] = (sizes[formulas::runtime::wrap_index(dim, sizes.size())] - start) - length;
-  return at::cat(std::vector<at::Tensor>{grad.new_zeros(before), grad, grad.new_zeros(after)}, dim);
+  std::vector<int64_t> pad = std::vector<int64_t>{};
+  for (int64_t later_dim = dim + 1; later_dim < static_cast<int64_t>(sizes.size()); ++later_dim) {
+    pad.push_back(0);
+    pad.push_back(0);
+  }
+  pad.push_back(start);
+  pad.push_back((sizes[formulas::runtime::wrap_index(dim, sizes.size())] - start) - length);
+  return at::constant_pad_nd(grad, pad, 0);
 }
 
 int64_t slice_bound(int64_t bound, int64_t size) {
@@ -298,6 +301,15 @@ at::Tensor matrix_transpose(const at::Tensor& x) {
   dims[formulas::runtime::wrap_index(n - 2, dims.size())] = n - 1;
   dims[formulas::runtime::wrap_index(n - 1, dims.size())] = n - 2;
   return at::permute(x, dims);
+}
+
+at::Tensor fold_batch(const at::Tensor& x) {
+  int64_t n = x.dim();
+  int64_t rows = 1;
+  for (int64_t d = 0; d < n - 1; ++d) {
+    rows = rows * x.size(d);
+  }
+  return at::reshape(x, std::vector<int64_t>{rows, x.size(n - 1)});
 }
 
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel) {

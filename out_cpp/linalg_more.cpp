@@ -11,6 +11,7 @@
 #include <ATen/ops/dot.h>
 #include <ATen/ops/ger.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/mv.h>
 #include <ATen/ops/outer.h>
@@ -803,51 +804,62 @@ struct MatmulBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
     other_.reset_data();
+    self_.reset_data();
   }
-  torch::autograd::SavedVariable self_;
   std::vector<int64_t> self_sizes_{};
-  torch::autograd::SavedVariable other_;
   std::vector<int64_t> other_sizes_{};
+  torch::autograd::SavedVariable other_;
+  torch::autograd::SavedVariable self_;
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor> matmul(
     const at::Tensor& grad,
-    const at::Tensor& self,
     at::IntArrayRef self_sizes,
-    const at::Tensor& other,
     at::IntArrayRef other_sizes,
+    const at::Tensor& other,
+    const at::Tensor& self,
     const std::array<bool, 2>& needs_input_grad) {
-  auto self_matrix = (static_cast<int64_t>(self_sizes.size()) == 1) ? at::unsqueeze(self, 0) : self;
-  auto other_matrix = (static_cast<int64_t>(other_sizes.size()) == 1) ? at::unsqueeze(other, 1) : other;
-  auto grad_matrix = grad;
-  if (static_cast<int64_t>(other_sizes.size()) == 1) {
-    grad_matrix = at::unsqueeze(grad_matrix, -1);
-  }
-  if (static_cast<int64_t>(self_sizes.size()) == 1) {
-    grad_matrix = at::unsqueeze(grad_matrix, -2);
-  }
   auto grad_self = at::Tensor();
-  if (needs_input_grad[0]) {
-    grad_self = helpers::sum_to(at::matmul(grad_matrix, helpers::matrix_transpose(other_matrix)), self_matrix.sizes().vec());
-    if (static_cast<int64_t>(self_sizes.size()) == 1) {
-      grad_self = at::reshape(grad_self, self_sizes);
-    }
-  }
   auto grad_other = at::Tensor();
-  if (needs_input_grad[1]) {
-    grad_other = helpers::sum_to(at::matmul(helpers::matrix_transpose(self_matrix), grad_matrix), other_matrix.sizes().vec());
-    if (static_cast<int64_t>(other_sizes.size()) == 1) {
-      grad_other = at::reshape(grad_other, other_sizes);
+  if ((static_cast<int64_t>(self_sizes.size()) == 1) && (static_cast<int64_t>(other_sizes.size()) == 1)) {
+    grad_self = needs_input_grad[0] ? (grad * other) : at::Tensor();
+    grad_other = needs_input_grad[1] ? (grad * self) : at::Tensor();
+  } else if (static_cast<int64_t>(other_sizes.size()) == 1) {
+    if (needs_input_grad[0]) {
+      grad_self = at::mul(at::unsqueeze(grad, -1), other);
+    }
+    if (needs_input_grad[1]) {
+      grad_other = at::mv(at::t(helpers::fold_batch(self)), at::reshape(grad, std::vector<int64_t>{-1}));
+    }
+  } else if (static_cast<int64_t>(self_sizes.size()) == 1) {
+    if (needs_input_grad[0]) {
+      grad_self = at::reshape(helpers::sum_to(at::matmul(at::unsqueeze(grad, -2), helpers::matrix_transpose(other)), std::vector<int64_t>{1, self_sizes[0]}), self_sizes);
+    }
+    if (needs_input_grad[1]) {
+      grad_other = at::mul(at::unsqueeze(self, -1), at::unsqueeze(grad, -2));
+    }
+  } else if (static_cast<int64_t>(other_sizes.size()) == 2) {
+    if (needs_input_grad[0]) {
+      grad_self = at::matmul(grad, at::t(other));
+    }
+    if (needs_input_grad[1]) {
+      grad_other = at::mm(at::t(helpers::fold_batch(self)), helpers::fold_batch(grad));
+    }
+  } else {
+    if (needs_input_grad[0]) {
+      grad_self = helpers::sum_to(at::matmul(grad, helpers::matrix_transpose(other)), self_sizes);
+    }
+    if (needs_input_grad[1]) {
+      grad_other = helpers::sum_to(at::matmul(helpers::matrix_transpose(self), grad), other_sizes);
     }
   }
   return {grad_self, grad_other};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list MatmulBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_, const at::Tensor& other_, const std::vector<int64_t>& other_sizes_) {
+torch::autograd::variable_list MatmulBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_, const at::Tensor& other_, const at::Tensor& self_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto other_ix = ranges.next(1);
@@ -858,7 +870,7 @@ torch::autograd::variable_list MatmulBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::matmul(grads[0], self_, self_sizes_, other_, other_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::matmul(grads[0], self_sizes_, other_sizes_, other_, self_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -872,11 +884,11 @@ torch::autograd::variable_list MatmulBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  auto other_ = packed_args.unpack<at::Tensor>();
   auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return MatmulBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, self_sizes_, other_, other_sizes_);
+  auto other_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return MatmulBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, other_sizes_, other_, self_);
 }
 
 torch::autograd::variable_list MatmulBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -888,33 +900,33 @@ torch::autograd::variable_list MatmulBackward0::apply(torch::autograd::variable_
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  const auto self = self_.unpack();
   const auto other = other_.unpack();
-  return MatmulBackward0_apply_functional(std::move(grads), needs_input_grad, self, self_sizes_, other, other_sizes_);
+  const auto self = self_.unpack();
+  return MatmulBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, other_sizes_, other, self);
 }
 
 void MatmulBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_, false);
   args.collect(self_sizes_);
-  args.collect(other_, false);
   args.collect(other_sizes_);
+  args.collect(other_, false);
+  args.collect(self_, false);
 }
 
 torch::autograd::variable_list MatmulBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_);
   saved.before(self_sizes_);
-  saved.before(other_);
   saved.before(other_sizes_);
+  saved.before(other_);
+  saved.before(self_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_MatmulBackward0", MatmulBackward0_apply_functional_ivalue,
@@ -927,14 +939,14 @@ torch::autograd::variable_list MatmulBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, other_ix),
   };
-  const auto self = self_.unpack();
   const auto other = other_.unpack();
+  const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(self);
   functional_args.pack(self_sizes_);
-  functional_args.pack(other);
   functional_args.pack(other_sizes_);
+  functional_args.pack(other);
+  functional_args.pack(self);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -942,10 +954,10 @@ torch::autograd::variable_list MatmulBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_MatmulBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(self_);
   saved.after(self_sizes_);
-  saved.after(other_);
   saved.after(other_sizes_);
+  saved.after(other_);
+  saved.after(self_);
   return functional_outputs;
 }
 
@@ -979,10 +991,10 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
     formulas::runtime::refuse_complex("matmul", other);
     formulas::runtime::refuse_complex("matmul", result);
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->self_sizes_ = std::move(self_sizes);
-    grad_fn->other_ = torch::autograd::SavedVariable(other, false);
     grad_fn->other_sizes_ = std::move(other_sizes);
+    grad_fn->other_ = torch::autograd::SavedVariable(other, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
   }
   return result;
 }

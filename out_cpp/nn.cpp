@@ -8,6 +8,7 @@
 #include <ATen/ops/_to_copy.h>
 #include <ATen/ops/binary_cross_entropy.h>
 #include <ATen/ops/binary_cross_entropy_with_logits.h>
+#include <ATen/ops/div.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/embedding_dense_backward.h>
 #include <ATen/ops/exp.h>
@@ -927,8 +928,8 @@ struct SmoothL1LossBackward0 : public torch::autograd::TraceableFunction {
   }
   torch::autograd::SavedVariable self_;
   torch::autograd::SavedVariable target_;
-  double beta_{};
   int64_t reduction_{};
+  double beta_{};
   std::vector<int64_t> self_sizes_{};
   std::vector<int64_t> target_sizes_{};
 };
@@ -938,24 +939,26 @@ std::tuple<at::Tensor, at::Tensor> smooth_l1_loss(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& target,
-    double beta,
     int64_t reduction,
+    double beta,
     at::IntArrayRef self_sizes,
     at::IntArrayRef target_sizes,
     const std::array<bool, 2>& needs_input_grad) {
+  at::Tensor grad_diff{};
   auto diff = self - target;
-  auto slope = helpers::sign_of(diff);
+  auto scale = helpers::loss_scale(grad, reduction, diff.numel());
   if (beta > 0.0) {
-    slope = helpers::clip_derivative(diff, beta, static_cast<double>(1.0) / beta);
+    grad_diff = helpers::clip_derivative(diff, beta, 1.0) * at::div(scale, beta);
+  } else {
+    grad_diff = scale * helpers::sign_of(diff);
   }
-  auto grad_diff = helpers::loss_scale(grad, reduction, diff.numel()) * slope;
   auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad_diff, self_sizes) : at::Tensor();
   auto grad_target = needs_input_grad[1] ? helpers::sum_to(-grad_diff, target_sizes) : at::Tensor();
   return {grad_self, grad_target};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list SmoothL1LossBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& target_, const double& beta_, const int64_t& reduction_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& target_sizes_) {
+torch::autograd::variable_list SmoothL1LossBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& target_, const int64_t& reduction_, const double& beta_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& target_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto target_ix = ranges.next(1);
@@ -966,7 +969,7 @@ torch::autograd::variable_list SmoothL1LossBackward0_apply_functional(torch::aut
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::smooth_l1_loss(grads[0], self_, target_, beta_, reduction_, self_sizes_, target_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::smooth_l1_loss(grads[0], self_, target_, reduction_, beta_, self_sizes_, target_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -982,11 +985,11 @@ torch::autograd::variable_list SmoothL1LossBackward0_apply_functional_ivalue(
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
   auto self_ = packed_args.unpack<at::Tensor>();
   auto target_ = packed_args.unpack<at::Tensor>();
-  auto beta_ = packed_args.unpack<double>();
   auto reduction_ = packed_args.unpack<int64_t>();
+  auto beta_ = packed_args.unpack<double>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto target_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return SmoothL1LossBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, target_, beta_, reduction_, self_sizes_, target_sizes_);
+  return SmoothL1LossBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, target_, reduction_, beta_, self_sizes_, target_sizes_);
 }
 
 torch::autograd::variable_list SmoothL1LossBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1000,14 +1003,14 @@ torch::autograd::variable_list SmoothL1LossBackward0::apply(torch::autograd::var
   };
   const auto self = self_.unpack();
   const auto target = target_.unpack();
-  return SmoothL1LossBackward0_apply_functional(std::move(grads), needs_input_grad, self, target, beta_, reduction_, self_sizes_, target_sizes_);
+  return SmoothL1LossBackward0_apply_functional(std::move(grads), needs_input_grad, self, target, reduction_, beta_, self_sizes_, target_sizes_);
 }
 
 void SmoothL1LossBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(self_, false);
   args.collect(target_, false);
-  args.collect(beta_);
   args.collect(reduction_);
+  args.collect(beta_);
   args.collect(self_sizes_);
   args.collect(target_sizes_);
 }
@@ -1016,8 +1019,8 @@ torch::autograd::variable_list SmoothL1LossBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_);
   saved.before(target_);
-  saved.before(beta_);
   saved.before(reduction_);
+  saved.before(beta_);
   saved.before(self_sizes_);
   saved.before(target_sizes_);
   static bool functional_bound = false;
@@ -1027,8 +1030,8 @@ torch::autograd::variable_list SmoothL1LossBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
@@ -1049,8 +1052,8 @@ torch::autograd::variable_list SmoothL1LossBackward0::apply_with_saved(
   functional_args.pack(needs_input_grad);
   functional_args.pack(self);
   functional_args.pack(target);
-  functional_args.pack(beta_);
   functional_args.pack(reduction_);
+  functional_args.pack(beta_);
   functional_args.pack(self_sizes_);
   functional_args.pack(target_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
@@ -1062,8 +1065,8 @@ torch::autograd::variable_list SmoothL1LossBackward0::apply_with_saved(
       functional_output_metadata);
   saved.after(self_);
   saved.after(target_);
-  saved.after(beta_);
   saved.after(reduction_);
+  saved.after(beta_);
   saved.after(self_sizes_);
   saved.after(target_sizes_);
   return functional_outputs;
@@ -1108,8 +1111,8 @@ at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int6
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->target_ = torch::autograd::SavedVariable(target, false);
-    grad_fn->beta_ = beta;
     grad_fn->reduction_ = reduction;
+    grad_fn->beta_ = beta;
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->target_sizes_ = std::move(target_sizes);
   }

@@ -4,6 +4,7 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/clone.h>
+#include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/diagonal.h>
 #include <ATen/ops/diagonal_backward.h>
 #include <ATen/ops/diagonal_scatter.h>
@@ -3643,6 +3644,125 @@ at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, int64_t start, int64
   return result;
 }
 
+struct ConstantPadNdBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ConstantPadNdBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> pad_{};
+};
+
+namespace backwards {
+at::Tensor constant_pad_nd(
+    const at::Tensor& grad,
+    at::IntArrayRef pad) {
+  return at::constant_pad_nd(grad, helpers::negated(pad), 0);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ConstantPadNdBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& pad_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::constant_pad_nd(grads[0], pad_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ConstantPadNdBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto pad_ = packed_args.unpack<std::vector<int64_t>>();
+  return ConstantPadNdBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, pad_);
+}
+
+torch::autograd::variable_list ConstantPadNdBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return ConstantPadNdBackward0_apply_functional(std::move(grads), needs_input_grad, pad_);
+}
+
+void ConstantPadNdBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(pad_);
+}
+
+torch::autograd::variable_list ConstantPadNdBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(pad_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ConstantPadNdBackward0", ConstantPadNdBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(pad_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ConstantPadNdBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(pad_);
+  return functional_outputs;
+}
+
+at::Tensor constant_pad_nd_jvp(
+    const at::Tensor& self_t,
+    at::IntArrayRef pad) {
+  auto result_t = at::constant_pad_nd(self_t, pad, 0);
+  return result_t;
+}
+
+at::Tensor constant_pad_nd(const at::Tensor& self, at::IntArrayRef pad, const at::Scalar& value) {
+  c10::intrusive_ptr<ConstantPadNdBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<ConstantPadNdBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::constant_pad_nd(self, pad, value);
+  below_autograd.reset();
+  if (torch::autograd::isFwGradDefined(self)) {
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::constant_pad_nd_jvp(self_t, pad));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("constant_pad_nd", self);
+    formulas::runtime::refuse_complex("constant_pad_nd", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->pad_ = formulas::runtime::to_owned(pad);
+  }
+  return result;
+}
+
 struct FliplrBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -4145,6 +4265,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", TORCH_FN(formulas::swapdims));
   m.def("unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)", TORCH_FN(formulas::unflatten_int));
   m.def("narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor", TORCH_FN(formulas::narrow_copy));
+  m.def("constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor", TORCH_FN(formulas::constant_pad_nd));
   m.def("fliplr(Tensor self) -> Tensor", TORCH_FN(formulas::fliplr));
   m.def("flipud(Tensor self) -> Tensor", TORCH_FN(formulas::flipud));
   m.def("rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor", TORCH_FN(formulas::rot90));

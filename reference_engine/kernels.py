@@ -1550,6 +1550,30 @@ def narrow_copy(x, dim, start, length):
     return narrow(x, dim, start, length).copy()
 
 
+@kernel("constant_pad_nd")
+def constant_pad_nd(x, pad, value=0):
+    """``x`` padded with ``value`` by ``pad``'s (before, after) pairs, from the last dim backwards;
+    a negative amount crops."""
+    x = _array(x)
+    if len(pad) % 2:
+        raise RuntimeError(f"Length of pad must be even but instead it equals {len(pad)}")
+    if len(pad) // 2 > x.ndim:
+        raise RuntimeError("Length of pad should be no more than twice the number of dimensions of the input. "
+                           f"Pad length is {len(pad)}while the input has {x.ndim}dimensions.")
+    if x.ndim == 0:     # (pad is empty)
+        return x.copy()
+    crop = [slice(None)] * x.ndim
+    widths = [(0, 0)] * x.ndim
+    for pair in range(len(pad) // 2):
+        axis = x.ndim - 1 - pair
+        before, after = pad[2 * pair], pad[2 * pair + 1]
+        if x.shape[axis] - max(0, -before) - max(0, -after) < 0:    # torch crops first, then pads
+            raise RuntimeError("narrow(): length must be non-negative.")
+        crop[axis] = slice(max(0, -before), x.shape[axis] - max(0, -after))
+        widths[axis] = (max(0, before), max(0, after))
+    return np.pad(x[tuple(crop)], widths, constant_values=np.asarray(value).astype(x.dtype))
+
+
 @kernel("fliplr")
 def fliplr(x):
     x = _array(x)

@@ -780,6 +780,11 @@ def _shape_more_cases() -> list[OpCase]:
     for shape, dim, start, length in (((5, 3), 0, 1, 3), ((2, 6), -1, -4, 2), ((4,), 0, 0, 0), ((3, 0), 0, 1, 2)):
         out.append(OpCase("narrow_copy", f"{_shape_id(shape)}_dim{dim}_start{start}_len{length}",
                           (_normal(rng, shape), dim, start, length)))
+    rng = _rng("constant_pad_nd")
+    for shape, pad, value in (((2, 3), [1, 2], 0), ((2, 3), [0, 1, 2, 0], 1.5), ((2, 3, 4), [-1, 2, 1, -1], -2.0),
+                              ((4,), [-2, -2], 0), ((0, 2), [1, 1, 1, 0], 3.0), ((), [], 0)):
+        out.append(OpCase("constant_pad_nd", f"{_shape_id(shape)}_pad{'_'.join(map(str, pad))}_value{value}",
+                          (_normal(rng, shape), pad, value)))
     for op, shapes in (("fliplr", ((2, 3), (2, 3, 4), (0, 2))), ("flipud", ((5,), (2, 3), (0, 2)))):
         rng = _rng(op)
         for shape in shapes:

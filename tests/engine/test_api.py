@@ -279,6 +279,17 @@ def test_matmul_shape_errors_say_what_torch_says():
         f64(1.0) @ f64([1.0])
 
 
+@pytest.mark.parametrize("pad, message", [([1], "Length of pad must be even but instead it equals 1"),
+                                          ([1, 1, 1, 1, 1, 1], "Pad length is 6while the input has 2dimensions"),
+                                          ([-4, 1], "narrow\\(\\): length must be non-negative"),
+                                          ([2, -5], "narrow\\(\\): length must be non-negative")])
+def test_constant_pad_nd_errors_say_what_torch_says(pad, message):
+    with pytest.raises(RuntimeError, match=message):
+        dispatcher.call("constant_pad_nd", (f64(np.zeros((2, 3))), pad, 0), {})
+    with pytest.raises(RuntimeError, match=message):
+        torch.constant_pad_nd(torch.zeros(2, 3), pad)
+
+
 # ----------------------------------------------------------------------------- pictures
 def test_to_dot_labels_operators_shapes_dtypes_values_and_grads():
     x = f64([1.0, 2.0], True)

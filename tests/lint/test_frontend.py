@@ -67,6 +67,10 @@ def test_formula_model_of_a_binary_op() -> None:
     assert formula.params == ("self", "other")
     assert [a.name for a in formula.differentiable_inputs] == ["self", "other"]
     assert formula.outputs == ("result",)
+    assert [code(e) for e in formula.returned] == ["result"]
+    assert formula.rebound_inputs == frozenset()
+    assert code(formula.schema_node) == '"mul.Tensor(Tensor self, Tensor other) -> Tensor"'
+    assert module.span(formula.schema_node) == Span(5, 13)
     assert formula.output_differentiability is None
     assert [code(s) for s in formula.forward] == [
         "result = at.mul(self, other)", "self_sizes = self.sizes()", "other_sizes = other.sizes()",
@@ -99,6 +103,8 @@ def test_tuple_outputs_output_differentiability_helpers_and_nondifferentiable() 
     assert module.diagnostics == ()
     [formula] = module.formulas
     assert formula.outputs == ("values", "indices")
+    assert [code(e) for e in formula.returned] == ["values", "indices"]
+    assert code(formula.returned_display) == "(values, indices)"
     assert formula.output_differentiability == (True, False)
     assert formula.backward.grad_params == ("grad",)
     assert formula.backward.needs_input_grad is None
@@ -203,6 +209,30 @@ def test_rebound_input_is_illegal_and_unrebound_non_tensor_input_is_an_input() -
     assert captures["self"].kind is ILLEGAL
     assert "rebound" in captures["self"].reason
     assert captures["dim"].kind is CaptureKind.INPUT
+
+
+def test_model_carries_rebound_inputs_returned_expressions_and_metadata_reads() -> None:
+    source = (
+        "from formulas import at, derivative\n\n"
+        "@derivative('f(Tensor self, Tensor other, int dim) -> Tensor')\n"
+        "def f(self, other, dim):\n"
+        "    t = at.exp(self)\n"
+        "    other = at.neg(other)\n"
+        "    def backward(grad):\n"
+        "        def later(g):\n"
+        "            return g * dim\n"
+        "        return grad.expand(t.sizes()) * t.size(0) * other.dim() * other * self.shape[0] * later(dim)\n"
+        "    return t + other, backward\n"
+    )
+    [formula] = parse_module("f.py", source).formulas
+    assert formula.rebound_inputs == frozenset({"other"})
+    assert formula.outputs == (None,)
+    assert [code(e) for e in formula.returned] == ["t + other"]
+    assert code(formula.returned_display) == "t + other"
+    # Read only through metadata methods: t; read otherwise too: other (itself), self (an attribute), dim.
+    assert {c.name: c.metadata_methods for c in formula.captures} == {
+        "t": ("size", "sizes"), "other": (), "self": (), "dim": (),
+    }
 
 
 def test_syntax_error_is_db000_with_python_location() -> None:

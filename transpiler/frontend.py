@@ -151,7 +151,7 @@ def parse_module(path: str, source: str) -> FormulaModule:
     """
     try:
         tree = cst.parse_module(source)
-    except cst.ParserSyntaxError as error:
+    except (cst.ParserSyntaxError, cst.CSTValidationError) as error:   # the latter: a name that is no identifier
         return FormulaModule(path, (), (), (), (_syntax_diagnostic(path, source, error),))
     except RecursionError:
         return FormulaModule(path, (), (), (), (too_deep(path, source),))
@@ -184,17 +184,19 @@ def read_module(path: str) -> FormulaModule:
     return parse_module(path, source)
 
 
-def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError) -> Diagnostic:
+def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError | cst.CSTValidationError) -> Diagnostic:
     """DB000 at the error; Python's own parser gives the most precise location and words."""
+    # libcst's own location; a node it refuses to build has none (the file's start)
+    line, col = (error.raw_line, error.raw_column + 1) if isinstance(error, cst.ParserSyntaxError) else (1, 1)
     try:
         ast.parse(source)
     except ValueError:  # NUL bytes: Python refuses before parsing
-        line, col, message = error.raw_line, error.raw_column + 1, "the file contains a NUL byte"
+        message = "the file contains a NUL byte"
     except SyntaxError as python_error:
         line, col = python_error.lineno or 1, python_error.offset or 1
         message = python_error.msg
     else:  # a construct libcst does not know yet
-        line, col, message = error.raw_line, error.raw_column + 1, error.message
+        message = error.message if isinstance(error, cst.ParserSyntaxError) else str(error)
     return Diagnostic(path, line, col, codes.UNPARSABLE.code, f"cannot parse the file: {message}; fix the syntax error")
 
 

@@ -243,6 +243,15 @@ def test_syntax_error_is_db000_with_python_location() -> None:
     assert module.formulas == () and module.helpers == ()
 
 
+def test_name_libcst_refuses_to_build_is_db000_not_a_traceback() -> None:
+    # U+13440 is read into a name by libcst's tokenizer, which then refuses the Name node
+    module = parse_module("bad.py", "s\U00013440elf = 1\n")
+    [diagnostic] = module.diagnostics
+    assert (diagnostic.code, diagnostic.line, diagnostic.col) == ("DB000", 1, 2)
+    assert "invalid non-printable character U+13440" in diagnostic.message
+    assert module.formulas == ()
+
+
 def test_malformed_formula_is_left_out_and_the_others_are_kept() -> None:
     source = MUL + (
         "\n\n@derivative('sin(Tensor self) -> Tensor')\n"

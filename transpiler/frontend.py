@@ -12,7 +12,7 @@ import functools
 import keyword
 import re
 from dataclasses import replace
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 import libcst as cst
@@ -28,8 +28,10 @@ from transpiler.dataflow import (
     closure_reads,
     dotted_name,
     syntax_children,
+    walk,
 )
 from transpiler.diagnostics import Diagnostic
+from transpiler.metadata import METADATA_METHODS
 from transpiler.model import (
     Backward,
     Capture,
@@ -149,7 +151,7 @@ def parse_module(path: str, source: str) -> FormulaModule:
     """
     try:
         tree = cst.parse_module(source)
-    except cst.ParserSyntaxError as error:
+    except (cst.ParserSyntaxError, cst.CSTValidationError) as error:   # the latter: a name that is no identifier
         return FormulaModule(path, (), (), (), (_syntax_diagnostic(path, source, error),))
     except RecursionError:
         return FormulaModule(path, (), (), (), (too_deep(path, source),))
@@ -182,17 +184,19 @@ def read_module(path: str) -> FormulaModule:
     return parse_module(path, source)
 
 
-def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError) -> Diagnostic:
+def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError | cst.CSTValidationError) -> Diagnostic:
     """DB000 at the error; Python's own parser gives the most precise location and words."""
+    # libcst's own location; a node it refuses to build has none (the file's start)
+    line, col = (error.raw_line, error.raw_column + 1) if isinstance(error, cst.ParserSyntaxError) else (1, 1)
     try:
         ast.parse(source)
     except ValueError:  # NUL bytes: Python refuses before parsing
-        line, col, message = error.raw_line, error.raw_column + 1, "the file contains a NUL byte"
+        message = "the file contains a NUL byte"
     except SyntaxError as python_error:
         line, col = python_error.lineno or 1, python_error.offset or 1
         message = python_error.msg
     else:  # a construct libcst does not know yet
-        line, col, message = error.raw_line, error.raw_column + 1, error.message
+        message = error.message if isinstance(error, cst.ParserSyntaxError) else str(error)
     return Diagnostic(path, line, col, codes.UNPARSABLE.code, f"cannot parse the file: {message}; fix the syntax error")
 
 
@@ -279,7 +283,8 @@ class _ModuleReader:
             if stray is not None:
                 raise MalformedFormula(stray, "the forward returns early; a formula ends with a single "
                                        "`return <outputs>, backward`")
-        outputs = self.outputs(final_return, schema)
+        returned = self.returned(final_return, schema)
+        outputs = tuple(item.value if isinstance(item, cst.Name) else None for item in returned)
         backward = self.backward(backward_def, schema, output_diff)
         facts = forward_dataflow(schema, params, function, backward_def, helper_returns)
         captures = self.captures(function, params, backward_def, outputs, facts)
@@ -291,10 +296,14 @@ class _ModuleReader:
             function=function.name.value,
             span=self.positions[function],
             schema=schema,
+            schema_node=next(a.value for a in decorator.decorator.args if a.keyword is None),
             output_differentiability=output_diff,
             params=params,
             differentiable_inputs=tuple(replace(a, name=python_name(a.name)) for a in schema.tensor_inputs),
             outputs=outputs,
+            returned=returned,
+            returned_display=final_return.value.elements[0].value,
+            rebound_inputs=frozenset(p for p in params if p in facts.bindings),
             forward=forward,
             backward=backward,
             captures=captures,
@@ -392,11 +401,12 @@ class _ModuleReader:
         for read in closure_reads(node, forward_names):
             first.setdefault(read.value, read)
         captures = []
+        metadata = metadata_reads(node, first)
         for name, read in first.items():
             kind_of, reason = classify_capture(name, params, outputs, facts)
             bindings = [b for b in facts.bindings.get(name, []) if b.value is not None]
             captures.append(Capture(name, kind_of, self.positions.get(read, span),
-                                    bindings[-1].value if bindings else None, reason))
+                                    bindings[-1].value if bindings else None, reason, metadata[name]))
         captures.sort(key=lambda c: c.first_use)
         names = tuple(p.name.value for p in node.params.params)
         return Jvp(node, span, names, tuple(captures), kind)
@@ -438,7 +448,8 @@ class _ModuleReader:
                                    "return the outputs and the closure last")
         return statement
 
-    def outputs(self, final_return: cst.Return, schema: FunctionSchema) -> tuple[str | None, ...]:
+    def returned(self, final_return: cst.Return, schema: FunctionSchema) -> tuple[cst.BaseExpression, ...]:
+        """The returned output expressions, one per schema return."""
         value = final_return.value.elements[0].value
         if isinstance(value, (cst.Tuple, cst.List)):
             items = [e.value for e in value.elements]
@@ -451,7 +462,7 @@ class _ModuleReader:
             if len(schema.returns) != 1:
                 raise MalformedFormula(value, f"the schema has {len(schema.returns)} returns; return them "
                                        "as a tuple of names: `return (a, b), backward`")
-        return tuple(item.value if isinstance(item, cst.Name) else None for item in items)
+        return tuple(items)
 
     def backward(self, node: cst.FunctionDef, schema: FunctionSchema,
                  output_diff: tuple[bool, ...] | None) -> Backward:
@@ -479,11 +490,12 @@ class _ModuleReader:
         """Every forward name the backward reads, classified, in order of first use."""
         first_uses = self.first_uses(function, backward, facts)
         captures = []
+        metadata = metadata_reads(backward, first_uses)
         for name, first_use in sorted(first_uses.items(), key=lambda item: self.positions[item[1]]):
             kind, reason = classify_capture(name, params, outputs, facts)
             bindings = [b for b in facts.bindings.get(name, []) if b.value is not None]
             definition = bindings[-1].value if bindings else None
-            captures.append(Capture(name, kind, self.positions[first_use], definition, reason))
+            captures.append(Capture(name, kind, self.positions[first_use], definition, reason, metadata[name]))
         return tuple(captures)
 
     def first_uses(self, function: cst.FunctionDef, backward: cst.FunctionDef,
@@ -589,6 +601,28 @@ def classify_capture(name: str, params: tuple[str, ...], outputs: tuple[str | No
     if kind == ValueKind.METADATA:
         return CaptureKind.METADATA, ""
     return CaptureKind.SCALAR, ""
+
+
+def metadata_reads(closure: cst.FunctionDef, names: Collection[str]) -> dict[str, tuple[str, ...]]:
+    """For each of ``names``, the metadata methods (``x.sizes()``, ``x.size(0)``...) through which
+    ``closure``'s body reads it, sorted; () when the body reads it otherwise too, or not at all.
+    Nested functions are not entered."""
+    methods: dict[str, set[str] | None] = {name: set() for name in names}
+    receivers: set[int] = set()   # Name nodes that are not a use of their value
+    for node in walk(closure.body, lambda child: not isinstance(child, cst.FunctionDef)):
+        if isinstance(node, cst.Call):
+            func = node.func
+            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                    and func.attr.value in METADATA_METHODS):
+                found = methods.get(func.value.value)
+                if found is not None:
+                    found.add(func.attr.value)
+                    receivers.add(id(func.value))
+        elif isinstance(node, cst.Attribute):
+            receivers.add(id(node.attr))   # ``x.name``: the attribute name is not a use
+        elif isinstance(node, cst.Name) and node.value in methods and id(node) not in receivers:
+            methods[node.value] = None     # read otherwise: not metadata only
+    return {name: tuple(sorted(found or ())) for name, found in methods.items()}
 
 
 #: Capture kinds whose cell always holds what the forward bound, and never a forward tensor.

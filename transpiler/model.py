@@ -42,6 +42,10 @@ class Capture:
     first_use: Span                      # first use inside the backward (where findings point)
     definition: cst.BaseExpression | None  # the forward expression that binds it (None for inputs)
     reason: str = ""                     # for ILLEGAL: why (shown in the diagnostic)
+    # The metadata methods (``METADATA_METHODS`` names, as called) through which the closure
+    # reads the name, sorted; empty when it reads the name otherwise or not at all in its body
+    # (the C++ emitter saves a tensor read only through these as plain members).
+    metadata_methods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,10 +96,14 @@ class Formula:
     function: str                         # the Python function's name
     span: Span
     schema: FunctionSchema
+    schema_node: cst.BaseExpression       # the decorator's schema string (where schema findings point)
     output_differentiability: tuple[bool, ...] | None
     params: tuple[str, ...]
     differentiable_inputs: tuple[Argument, ...]   # Tensor, Tensor?, Tensor[] arguments, schema order
     outputs: tuple[str | None, ...]      # forward names returned as outputs (None: not a plain name)
+    returned: tuple[cst.BaseExpression, ...]  # the returned output expressions, one per schema return
+    returned_display: cst.BaseExpression  # the outputs as written: the expression, or the tuple/list display
+    rebound_inputs: frozenset[str]        # parameters the forward binds again (they hold intermediates)
     forward: tuple[cst.BaseStatement, ...]  # body statements other than the backward def and the return
     backward: Backward
     captures: tuple[Capture, ...]

@@ -67,6 +67,10 @@ def test_formula_model_of_a_binary_op() -> None:
     assert formula.params == ("self", "other")
     assert [a.name for a in formula.differentiable_inputs] == ["self", "other"]
     assert formula.outputs == ("result",)
+    assert [code(e) for e in formula.returned] == ["result"]
+    assert formula.rebound_inputs == frozenset()
+    assert code(formula.schema_node) == '"mul.Tensor(Tensor self, Tensor other) -> Tensor"'
+    assert module.span(formula.schema_node) == Span(5, 13)
     assert formula.output_differentiability is None
     assert [code(s) for s in formula.forward] == [
         "result = at.mul(self, other)", "self_sizes = self.sizes()", "other_sizes = other.sizes()",
@@ -99,6 +103,8 @@ def test_tuple_outputs_output_differentiability_helpers_and_nondifferentiable() 
     assert module.diagnostics == ()
     [formula] = module.formulas
     assert formula.outputs == ("values", "indices")
+    assert [code(e) for e in formula.returned] == ["values", "indices"]
+    assert code(formula.returned_display) == "(values, indices)"
     assert formula.output_differentiability == (True, False)
     assert formula.backward.grad_params == ("grad",)
     assert formula.backward.needs_input_grad is None
@@ -205,12 +211,45 @@ def test_rebound_input_is_illegal_and_unrebound_non_tensor_input_is_an_input() -
     assert captures["dim"].kind is CaptureKind.INPUT
 
 
+def test_model_carries_rebound_inputs_returned_expressions_and_metadata_reads() -> None:
+    source = (
+        "from formulas import at, derivative\n\n"
+        "@derivative('f(Tensor self, Tensor other, int dim) -> Tensor')\n"
+        "def f(self, other, dim):\n"
+        "    t = at.exp(self)\n"
+        "    other = at.neg(other)\n"
+        "    def backward(grad):\n"
+        "        def later(g):\n"
+        "            return g * dim\n"
+        "        return grad.expand(t.sizes()) * t.size(0) * other.dim() * other * self.shape[0] * later(dim)\n"
+        "    return t + other, backward\n"
+    )
+    [formula] = parse_module("f.py", source).formulas
+    assert formula.rebound_inputs == frozenset({"other"})
+    assert formula.outputs == (None,)
+    assert [code(e) for e in formula.returned] == ["t + other"]
+    assert code(formula.returned_display) == "t + other"
+    # Read only through metadata methods: t; read otherwise too: other (itself), self (an attribute), dim.
+    assert {c.name: c.metadata_methods for c in formula.captures} == {
+        "t": ("size", "sizes"), "other": (), "self": (), "dim": (),
+    }
+
+
 def test_syntax_error_is_db000_with_python_location() -> None:
     module = parse_module("bad.py", "x = 1\ndef f(:\n    pass\n")
     [diagnostic] = module.diagnostics
     assert (diagnostic.path, diagnostic.line, diagnostic.col, diagnostic.code) == ("bad.py", 2, 7, "DB000")
     assert "fix the syntax error" in diagnostic.message
     assert module.formulas == () and module.helpers == ()
+
+
+def test_name_libcst_refuses_to_build_is_db000_not_a_traceback() -> None:
+    # U+13440 is read into a name by libcst's tokenizer, which then refuses the Name node
+    module = parse_module("bad.py", "s\U00013440elf = 1\n")
+    [diagnostic] = module.diagnostics
+    assert (diagnostic.code, diagnostic.line, diagnostic.col) == ("DB000", 1, 2)
+    assert "invalid non-printable character U+13440" in diagnostic.message
+    assert module.formulas == ()
 
 
 def test_malformed_formula_is_left_out_and_the_others_are_kept() -> None:

@@ -23,7 +23,7 @@ from transpiler.cpp.expressions import (
     DUPLICATE_OPERATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature, Untranslatable, cpp_name,
 )
 from transpiler.cpp.nodes import (
-    borrowed_param, emit_formula, emit_nondifferentiable, is_view, node_name, schema_node,
+    borrowed_param, emit_formula, emit_nondifferentiable, is_view, node_name,
 )
 from transpiler.cpp.operators import method_only_operators
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER
@@ -355,7 +355,7 @@ def _duplicate_operators(library: Library) -> list[Diagnostic]:
         for formula in module.formulas:
             if formula.op_name in first:
                 path, line = first[formula.op_name]
-                where = module.span(schema_node(formula))
+                where = module.span(formula.schema_node)
                 found.append(Diagnostic(module.path, where.line, where.col, DUPLICATE_OPERATOR,
                                         f"{formula.op_name} already has a formula ({path}:{line}); keep one"))
             else:

@@ -308,14 +308,13 @@ def _registered_twice(library: Library, shipped: Library) -> list[Diagnostic]:
     """Formulas that would register an operator the shipped library registers in the same namespace:
     loading both libraries would abort the process (``registered multiple times``)."""
     from transpiler.cpp.expressions import DUPLICATE_OPERATOR
-    from transpiler.cpp.nodes import schema_node
 
     taken = {f.op_name for f in shipped.formulas}
     found = []
     for module in library.modules:
         for formula in module.formulas:
             if formula.op_name in taken:
-                where = module.span(schema_node(formula))
+                where = module.span(formula.schema_node)
                 found.append(Diagnostic(
                     module.path, where.line, where.col, DUPLICATE_OPERATOR,
                     f"{SHIPPED_NAMESPACE}::{formula.op_name} is registered by the shipped library too; "

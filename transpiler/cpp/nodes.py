@@ -28,10 +28,10 @@ from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     EMITTED_METADATA, UNSUPPORTED_TYPE, Binding, Context, Untranslatable, cpp_name, translate, unsupported,
 )
-from transpiler.cpp.statements import assigned_names, translate_body, walk_outside_functions
+from transpiler.cpp.statements import assigned_names, translate_body
 from transpiler.cpp.types import Kind, PyType
 from transpiler.frontend import python_name
-from transpiler.model import CaptureKind, Formula
+from transpiler.model import Capture, CaptureKind, Formula
 from transpiler.cpp.operators import Resolved
 from transpiler.schema import Argument, BaseType, FunctionSchema, OptionalType
 
@@ -115,22 +115,13 @@ def closure_parameter(name: str, ty: PyType, rebound: set[str], declared: str | 
     return f"{declared or borrowed_param(ty)} {cpp_name(name)}", Binding(ty, cpp_name(name), borrowed=is_view(ty))
 
 
-def _metadata_only_methods(name: str, backward: cst.FunctionDef) -> set[str] | None:
-    """The metadata methods through which the backward reads ``name``, or None if it reads it otherwise."""
-    methods: set[str] = set()
-    metadata_receivers: set[int] = set()
-    for node in walk_outside_functions(backward.body):
-        if isinstance(node, cst.Call):
-            func = node.func
-            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                    and func.value.value == name and func.attr.value in EMITTED_METADATA):
-                methods.add("sizes" if func.attr.value == "size" else func.attr.value)
-                metadata_receivers.add(id(func.value))
-        elif isinstance(node, cst.Attribute):
-            metadata_receivers.add(id(node.attr))   # ``x.name``: the attribute name is not a use
-        elif isinstance(node, cst.Name) and node.value == name and id(node) not in metadata_receivers:
-            return None
-    return methods or None
+def _saved_metadata(capture: Capture) -> list[str] | None:
+    """The metadata the backward reads from a tensor capture, as saved (``size(i)`` is answered
+    from the saved ``sizes``), or None when it reads more than the metadata the emitter writes."""
+    methods = capture.metadata_methods
+    if not methods or any(m not in EMITTED_METADATA for m in methods):
+        return None
+    return sorted({"sizes" if m == "size" else m for m in methods})
 
 
 def _is_borrowed(ty: PyType) -> bool:
@@ -252,36 +243,26 @@ class FormulaEmitter(ViewEmitter):
         self.arguments = [replace(a, name=python_name(a.name)) for a in self.schema.arguments if not a.is_out]
         written = [a.name for a in self.schema.arguments if a.annotation is not None and a.annotation.is_write]
         if written:
-            raise Untranslatable(schema_node(formula), UNSUPPORTED_TYPE,
+            raise Untranslatable(formula.schema_node, UNSUPPORTED_TYPE,
                                  f"{formula.op_name}: writes its argument '{written[0]}' in place (Tensor(a!)); "
                                  "in-place and out= operators are not supported yet")
-        self.rebound = assigned_names(formula.forward) & {a.name for a in self.arguments}
         self.forward_context = context.bind({
             a.name: Binding(T.from_schema(a.type), cpp_name(a.name),
-                            borrowed=is_view(T.from_schema(a.type)) and a.name not in self.rebound)
+                            borrowed=is_view(T.from_schema(a.type)) and a.name not in self.formula.rebound_inputs)
             for a in self.arguments})
         self.forward = translate_body(formula.forward, self.forward_context, return_type=None)
-        self.output_nodes = self._output_nodes()
+        if len(self.schema.returns) > 1 and not isinstance(formula.returned_display, cst.Tuple):
+            raise unsupported(formula.returned_display, "outputs that are not a tuple of names")
         self.output_types = [T.from_schema(r.type) for r in self.schema.returns]
         diff = formula.output_differentiability or (True,) * len(self.schema.returns)
         self.differentiable_outputs = [i for i, d in enumerate(diff) if d]
         if any(self.output_types[i] != T.TENSOR for i in self.differentiable_outputs):
-            raise Untranslatable(schema_node(formula), UNSUPPORTED_TYPE,
+            raise Untranslatable(formula.schema_node, UNSUPPORTED_TYPE,
                                  f"{formula.op_name}: only Tensor outputs can be differentiable here "
                                  "(mark the others False in output_differentiability)")
         self.saved = self._saved()
 
     # --- model ---------------------------------------------------------------------------------
-    def _output_nodes(self) -> list[cst.BaseExpression]:
-        final = self.formula.node.body.body[-1]
-        returned = final.body[0].value
-        outputs = returned.elements[0].value
-        if len(self.schema.returns) > 1:
-            if not isinstance(outputs, cst.Tuple):
-                raise unsupported(outputs, "outputs that are not a tuple of names")
-            return [e.value for e in outputs.elements]
-        return [outputs]
-
     def type_of(self, name: str) -> PyType:
         if name in self.forward.locals.types:
             return self.forward.locals.types[name]
@@ -289,15 +270,14 @@ class FormulaEmitter(ViewEmitter):
 
     def _saved(self) -> list[Saved]:
         saved: list[Saved] = []
-        backward = self.formula.backward.node
         for capture in self.formula.captures:
             ty = self.type_of(capture.name)
             member = f"{capture.name}_"
             if ty.kind is Kind.TENSOR:
-                methods = _metadata_only_methods(capture.name, backward)
+                methods = _saved_metadata(capture)
                 if methods is not None:
                     saved.extend(SavedMetadata(capture.name, m, f"{capture.name}_{m}_", f"saved_{capture.name}_{m}",
-                                               EMITTED_METADATA[m][0]) for m in sorted(methods))
+                                               EMITTED_METADATA[m][0]) for m in methods)
                     continue
                 saved.append(SavedTensor(capture.name, member, capture.kind is CaptureKind.OUTPUT, False))
             elif ty == T.TENSOR_LIST:
@@ -594,7 +574,7 @@ class FormulaEmitter(ViewEmitter):
 
     def _dispatcher_argument(self, arg) -> str:
         """The kernel's own parameter for ``arg`` (edges go to the inputs as given, not as rebound)."""
-        if arg.name not in self.rebound:
+        if arg.name not in self.formula.rebound_inputs:
             return cpp_name(arg.name)
         optional_tensor = isinstance(arg.type, OptionalType) and T.from_schema(arg.type) == T.TENSOR
         return f"{arg.name}_opt" if optional_tensor else f"{arg.name}_arg"
@@ -606,9 +586,9 @@ class FormulaEmitter(ViewEmitter):
             name = cpp_name(arg.name)
             if isinstance(arg.type, OptionalType) and isinstance(arg.type.elem, BaseType) and arg.type.elem.name == "Tensor":
                 params.append(f"{declared} {arg.name}_opt")
-                constness = "" if arg.name in self.rebound else "const "
+                constness = "" if arg.name in self.formula.rebound_inputs else "const "
                 prologue.append(f"  {constness}at::Tensor {name} = {arg.name}_opt.value_or(at::Tensor());")
-            elif arg.name in self.rebound:   # the forward rebinds it: a local copy, not the dispatcher's argument
+            elif arg.name in self.formula.rebound_inputs:   # a local copy, not the dispatcher's argument
                 params.append(f"{declared} {arg.name}_arg")
                 ty = T.cpp_value(T.from_schema(arg.type))
                 prologue.append(f"  {ty} {name} = formulas::runtime::to_owned({arg.name}_arg);")
@@ -628,7 +608,7 @@ class FormulaEmitter(ViewEmitter):
                  *self.forward.lines]
         outputs = []
         context = self.forward_context.bind({n: Binding(t, cpp_name(n)) for n, t in self.forward.locals.types.items()})
-        for index, (node, ty) in enumerate(zip(self.output_nodes, self.output_types)):
+        for index, (node, ty) in enumerate(zip(self.formula.returned, self.output_types)):
             if isinstance(node, cst.Name):
                 outputs.append(cpp_name(node.value))
             else:
@@ -670,15 +650,6 @@ class FormulaEmitter(ViewEmitter):
         return "\n".join(lines)
 
 
-def schema_node(formula: Formula) -> cst.CSTNode:
-    """The schema string of the ``@derivative(...)`` decorator (where schema findings point)."""
-    for decorator in formula.node.decorators:
-        call = decorator.decorator
-        if isinstance(call, cst.Call) and call.args:
-            return call.args[0].value
-    return formula.node
-
-
 def emit_nondifferentiable(schema: FunctionSchema) -> EmittedFormula:
     """The forward wrapper of an operator declared ``nondifferentiable``: ATen's operator run below
     autograd, so its outputs carry no gradient and no tangent (comparisons, ``argmax``, ``zeros_like``)."""
@@ -705,9 +676,9 @@ def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedForm
     try:
         emitted = FormulaEmitter(formula, scope, struct).emit()
     except T.UnsupportedType as error:
-        raise Untranslatable(schema_node(formula), UNSUPPORTED_TYPE,
+        raise Untranslatable(formula.schema_node, UNSUPPORTED_TYPE,
                              f"no C++ spelling for the schema type '{error}' of {formula.op_name}") from None
     return replace(emitted, called=frozenset(scope.called))
 
 
-__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "emit_nondifferentiable", "is_view", "node_name", "schema_node"]
+__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "emit_nondifferentiable", "is_view", "node_name"]

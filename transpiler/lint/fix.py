@@ -33,7 +33,7 @@ def fix_source(path: str, source: str, known_operators: Collection[str],
     """
     try:
         tree = cst.parse_module(source)
-    except cst.ParserSyntaxError:
+    except (cst.ParserSyntaxError, cst.CSTValidationError):
         return source
     module = read_tree(path, tree)
     operators = operator_table(known_operators)

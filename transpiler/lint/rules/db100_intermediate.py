@@ -26,7 +26,7 @@ def aliased_input_or_output(context: FormulaContext, name: str) -> str | None:
         if len(bindings) != 1 or bindings[0].conditional or not isinstance(bindings[0].value, cst.Name):
             return None
         name = bindings[0].value.value
-        unrebound_input = name in context.formula.params and name not in context.forward.bindings
+        unrebound_input = name in context.formula.params and name not in context.formula.rebound_inputs
         if unrebound_input or name in context.formula.outputs:
             return name
     return None
@@ -54,7 +54,7 @@ def _metadata_binding(name: str, attribute: str) -> str:
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
     for capture in context.formula.captures:
-        if capture.kind is not CaptureKind.ILLEGAL or capture.name in context.formula.params:
+        if capture.kind is not CaptureKind.ILLEGAL or capture.name in context.formula.rebound_inputs:
             continue
         yield _finding(context, capture)
 

@@ -13,7 +13,7 @@ CODE = codes.REBOUND_INPUT.code
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
     for capture in context.formula.captures:
-        if capture.kind is not CaptureKind.ILLEGAL or capture.name not in context.formula.params:
+        if capture.kind is not CaptureKind.ILLEGAL or capture.name not in context.formula.rebound_inputs:
             continue
         early = [b for b in context.forward_bindings(capture.name) if b.index < context.backward_index]
         if not early:

@@ -166,6 +166,8 @@ at::Tensor leaky_relu(const at::Tensor& self, const at::Scalar& negative_slope) 
   auto result = at::leaky_relu(self, negative_slope);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("leaky_relu", self);
+    formulas::runtime::refuse_complex("leaky_relu", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::leaky_relu_jvp(self_t, formulas::runtime::primal(self), negative_slope));
   }
@@ -316,6 +318,8 @@ at::Tensor elu(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar
   auto result = at::elu(self, alpha, scale, input_scale);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("elu", self);
+    formulas::runtime::refuse_complex("elu", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::elu_jvp(self_t, alpha, scale, input_scale, formulas::runtime::primal(self)));
   }
@@ -441,6 +445,8 @@ at::Tensor selu(const at::Tensor& self) {
   auto result = at::selu(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("selu", self);
+    formulas::runtime::refuse_complex("selu", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::selu_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -572,6 +578,8 @@ at::Tensor celu(const at::Tensor& self, const at::Scalar& alpha) {
   auto result = at::celu(self, alpha);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("celu", self);
+    formulas::runtime::refuse_complex("celu", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::celu_jvp(self_t, alpha, formulas::runtime::primal(self)));
   }
@@ -704,6 +712,8 @@ at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
   auto result = at::gelu(self, approximate);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("gelu", self);
+    formulas::runtime::refuse_complex("gelu", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::gelu_jvp(self_t, formulas::runtime::primal(self), formulas::runtime::to_owned(approximate)));
   }
@@ -829,6 +839,8 @@ at::Tensor silu(const at::Tensor& self) {
   auto result = at::silu(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("silu", self);
+    formulas::runtime::refuse_complex("silu", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::silu_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -953,6 +965,8 @@ at::Tensor mish(const at::Tensor& self) {
   auto result = at::mish(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("mish", self);
+    formulas::runtime::refuse_complex("mish", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::mish_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -1093,6 +1107,8 @@ at::Tensor softplus(const at::Tensor& self, const at::Scalar& beta, const at::Sc
   auto result = at::softplus(self, beta, threshold);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("softplus", self);
+    formulas::runtime::refuse_complex("softplus", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::softplus_jvp(self_t, formulas::runtime::primal(self), beta, threshold));
   }
@@ -1217,6 +1233,8 @@ at::Tensor log_sigmoid(const at::Tensor& self) {
   auto result = at::log_sigmoid(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("log_sigmoid", self);
+    formulas::runtime::refuse_complex("log_sigmoid", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::log_sigmoid_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -1357,6 +1375,8 @@ at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min_val, const at:
   auto result = at::hardtanh(self, min_val, max_val);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("hardtanh", self);
+    formulas::runtime::refuse_complex("hardtanh", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::hardtanh_jvp(self_t, formulas::runtime::primal(self), min_val, max_val));
   }
@@ -1481,6 +1501,8 @@ at::Tensor relu6(const at::Tensor& self) {
   auto result = at::relu6(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("relu6", self);
+    formulas::runtime::refuse_complex("relu6", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::relu6_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -1603,6 +1625,8 @@ at::Tensor hardswish(const at::Tensor& self) {
   auto result = at::hardswish(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("hardswish", self);
+    formulas::runtime::refuse_complex("hardswish", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::hardswish_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -1734,6 +1758,8 @@ at::Tensor threshold(const at::Tensor& self, const at::Scalar& threshold, const 
   auto result = at::threshold(self, threshold, value);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("threshold", self);
+    formulas::runtime::refuse_complex("threshold", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::threshold_jvp(self_t, formulas::runtime::primal(self), threshold));
   }
@@ -1866,6 +1892,8 @@ at::Tensor softshrink(const at::Tensor& self, const at::Scalar& lambd) {
   auto result = at::softshrink(self, lambd);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("softshrink", self);
+    formulas::runtime::refuse_complex("softshrink", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::softshrink_jvp(self_t, formulas::runtime::primal(self), lambd));
   }
@@ -1998,6 +2026,8 @@ at::Tensor hardshrink(const at::Tensor& self, const at::Scalar& lambd) {
   auto result = at::hardshrink(self, lambd);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("hardshrink", self);
+    formulas::runtime::refuse_complex("hardshrink", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::hardshrink_jvp(self_t, formulas::runtime::primal(self), lambd));
   }

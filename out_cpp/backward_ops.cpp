@@ -198,6 +198,9 @@ at::Tensor tanh_backward(const at::Tensor& grad_output, const at::Tensor& output
   std::vector<int64_t> output_sizes = output.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+    formulas::runtime::refuse_complex("tanh_backward", grad_output);
+    formulas::runtime::refuse_complex("tanh_backward", output);
+    formulas::runtime::refuse_complex("tanh_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto output_t = formulas::runtime::tangent(output);
     formulas::runtime::set_tangent(result, formulas::tanh_backward_jvp(grad_output_t, output_t, formulas::runtime::primal(output), formulas::runtime::primal(grad_output)));
@@ -376,6 +379,9 @@ at::Tensor sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& out
   std::vector<int64_t> output_sizes = output.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+    formulas::runtime::refuse_complex("sigmoid_backward", grad_output);
+    formulas::runtime::refuse_complex("sigmoid_backward", output);
+    formulas::runtime::refuse_complex("sigmoid_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto output_t = formulas::runtime::tangent(output);
     formulas::runtime::set_tangent(result, formulas::sigmoid_backward_jvp(grad_output_t, output_t, formulas::runtime::primal(grad_output), formulas::runtime::primal(output)));
@@ -532,6 +538,8 @@ at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& s
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output)) {
+    formulas::runtime::refuse_complex("threshold_backward", grad_output);
+    formulas::runtime::refuse_complex("threshold_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     formulas::runtime::set_tangent(result, formulas::threshold_backward_jvp(grad_output_t, formulas::runtime::primal(self), threshold));
   }
@@ -705,6 +713,9 @@ at::Tensor _softmax_backward_data(const at::Tensor& grad_output, const at::Tenso
   auto result = at::_softmax_backward_data(grad_output, output, dim, input_dtype);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+    formulas::runtime::refuse_complex("_softmax_backward_data", grad_output);
+    formulas::runtime::refuse_complex("_softmax_backward_data", output);
+    formulas::runtime::refuse_complex("_softmax_backward_data", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto output_t = formulas::runtime::tangent(output);
     formulas::runtime::set_tangent(result, formulas::_softmax_backward_data_jvp(grad_output_t, output_t, formulas::runtime::primal(output), dim, input_dtype, formulas::runtime::primal(grad_output)));
@@ -870,6 +881,9 @@ at::Tensor _log_softmax_backward_data(const at::Tensor& grad_output, const at::T
   auto result = at::_log_softmax_backward_data(grad_output, output, dim, input_dtype);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+    formulas::runtime::refuse_complex("_log_softmax_backward_data", grad_output);
+    formulas::runtime::refuse_complex("_log_softmax_backward_data", output);
+    formulas::runtime::refuse_complex("_log_softmax_backward_data", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto output_t = formulas::runtime::tangent(output);
     formulas::runtime::set_tangent(result, formulas::_log_softmax_backward_data_jvp(grad_output_t, output_t, formulas::runtime::primal(output), dim, input_dtype, formulas::runtime::primal(grad_output)));
@@ -1047,6 +1061,8 @@ at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t di
   std::vector<int64_t> grad_sizes = grad.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad)) {
+    formulas::runtime::refuse_complex("value_selecting_reduction_backward", grad);
+    formulas::runtime::refuse_complex("value_selecting_reduction_backward", result);
     const auto grad_t = formulas::runtime::tangent(grad);
     formulas::runtime::set_tangent(result, formulas::value_selecting_reduction_backward_jvp(grad_t, dim, formulas::runtime::primal(indices), sizes, keepdim));
   }
@@ -1204,6 +1220,8 @@ at::Tensor gather_backward(const at::Tensor& grad, const at::Tensor& self, int64
   auto result = at::gather_backward(grad, self, dim, index, sparse_grad);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad)) {
+    formulas::runtime::refuse_complex("gather_backward", grad);
+    formulas::runtime::refuse_complex("gather_backward", result);
     const auto grad_t = formulas::runtime::tangent(grad);
     formulas::runtime::set_tangent(result, formulas::gather_backward_jvp(grad_t, formulas::runtime::primal(self), dim, formulas::runtime::primal(index), sparse_grad));
   }
@@ -1367,6 +1385,8 @@ at::Tensor hardtanh_backward(const at::Tensor& grad_output, const at::Tensor& se
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output)) {
+    formulas::runtime::refuse_complex("hardtanh_backward", grad_output);
+    formulas::runtime::refuse_complex("hardtanh_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     formulas::runtime::set_tangent(result, formulas::hardtanh_backward_jvp(grad_output_t, formulas::runtime::primal(self), min_val, max_val));
   }
@@ -1531,6 +1551,8 @@ at::Tensor leaky_relu_backward(const at::Tensor& grad_output, const at::Tensor& 
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output)) {
+    formulas::runtime::refuse_complex("leaky_relu_backward", grad_output);
+    formulas::runtime::refuse_complex("leaky_relu_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     formulas::runtime::set_tangent(result, formulas::leaky_relu_backward_jvp(grad_output_t, formulas::runtime::primal(self), negative_slope, self_is_result));
   }
@@ -1686,6 +1708,8 @@ at::Tensor softshrink_backward(const at::Tensor& grad_output, const at::Tensor& 
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output)) {
+    formulas::runtime::refuse_complex("softshrink_backward", grad_output);
+    formulas::runtime::refuse_complex("softshrink_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     formulas::runtime::set_tangent(result, formulas::softshrink_backward_jvp(grad_output_t, formulas::runtime::primal(self), lambd));
   }
@@ -1840,6 +1864,8 @@ at::Tensor hardshrink_backward(const at::Tensor& grad_out, const at::Tensor& sel
   std::vector<int64_t> grad_out_sizes = grad_out.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_out)) {
+    formulas::runtime::refuse_complex("hardshrink_backward", grad_out);
+    formulas::runtime::refuse_complex("hardshrink_backward", result);
     const auto grad_out_t = formulas::runtime::tangent(grad_out);
     formulas::runtime::set_tangent(result, formulas::hardshrink_backward_jvp(grad_out_t, formulas::runtime::primal(self), lambd));
   }
@@ -2013,6 +2039,9 @@ at::Tensor hardswish_backward(const at::Tensor& grad_output, const at::Tensor& s
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("hardswish_backward", grad_output);
+    formulas::runtime::refuse_complex("hardswish_backward", self);
+    formulas::runtime::refuse_complex("hardswish_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::hardswish_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), formulas::runtime::primal(grad_output)));
@@ -2242,6 +2271,9 @@ at::Tensor elu_backward(const at::Tensor& grad_output, const at::Scalar& alpha, 
   std::vector<int64_t> self_or_result_sizes = self_or_result.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self_or_result)) {
+    formulas::runtime::refuse_complex("elu_backward", grad_output);
+    formulas::runtime::refuse_complex("elu_backward", self_or_result);
+    formulas::runtime::refuse_complex("elu_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto self_or_result_t = formulas::runtime::tangent(self_or_result);
     formulas::runtime::set_tangent(result, formulas::elu_backward_jvp(grad_output_t, self_or_result_t, formulas::runtime::primal(grad_output), is_result, input_scale, alpha, scale, formulas::runtime::primal(self_or_result)));
@@ -2433,6 +2465,9 @@ at::Tensor gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, 
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("gelu_backward", grad_output);
+    formulas::runtime::refuse_complex("gelu_backward", self);
+    formulas::runtime::refuse_complex("gelu_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::gelu_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), formulas::runtime::to_owned(approximate), formulas::runtime::primal(grad_output)));
@@ -2636,6 +2671,9 @@ at::Tensor softplus_backward(const at::Tensor& grad_output, const at::Tensor& se
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("softplus_backward", grad_output);
+    formulas::runtime::refuse_complex("softplus_backward", self);
+    formulas::runtime::refuse_complex("softplus_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::softplus_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), beta, formulas::runtime::primal(grad_output), threshold));

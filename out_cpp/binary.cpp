@@ -150,6 +150,8 @@ at::Tensor add_scalar(const at::Tensor& self, const at::Scalar& other, const at:
   auto result = at::add(self, other, alpha);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("add.Scalar", self);
+    formulas::runtime::refuse_complex("add.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::add_scalar_jvp(self_t));
   }
@@ -259,6 +261,8 @@ at::Tensor sub_scalar(const at::Tensor& self, const at::Scalar& other, const at:
   auto result = at::sub(self, other, alpha);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sub.Scalar", self);
+    formulas::runtime::refuse_complex("sub.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sub_scalar_jvp(self_t));
   }
@@ -412,6 +416,9 @@ at::Tensor rsub_tensor(const at::Tensor& self, const at::Tensor& other, const at
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("rsub.Tensor", self);
+    formulas::runtime::refuse_complex("rsub.Tensor", other);
+    formulas::runtime::refuse_complex("rsub.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::rsub_tensor_jvp(self_t, other_t, alpha));
@@ -535,6 +542,8 @@ at::Tensor rsub_scalar(const at::Tensor& self, const at::Scalar& other, const at
   auto result = at::rsub(self, other, alpha);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("rsub.Scalar", self);
+    formulas::runtime::refuse_complex("rsub.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::rsub_scalar_jvp(self_t, alpha));
   }
@@ -703,6 +712,9 @@ at::Tensor atan2(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("atan2", self);
+    formulas::runtime::refuse_complex("atan2", other);
+    formulas::runtime::refuse_complex("atan2", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::atan2_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
@@ -888,6 +900,9 @@ at::Tensor hypot(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("hypot", self);
+    formulas::runtime::refuse_complex("hypot", other);
+    formulas::runtime::refuse_complex("hypot", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::hypot_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other), result));
@@ -1069,6 +1084,9 @@ at::Tensor minimum(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("minimum", self);
+    formulas::runtime::refuse_complex("minimum", other);
+    formulas::runtime::refuse_complex("minimum", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::minimum_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
@@ -1249,6 +1267,9 @@ at::Tensor maximum(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("maximum", self);
+    formulas::runtime::refuse_complex("maximum", other);
+    formulas::runtime::refuse_complex("maximum", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::maximum_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
@@ -1429,6 +1450,9 @@ at::Tensor fmin(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("fmin", self);
+    formulas::runtime::refuse_complex("fmin", other);
+    formulas::runtime::refuse_complex("fmin", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::fmin_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
@@ -1609,6 +1633,9 @@ at::Tensor fmax(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("fmax", self);
+    formulas::runtime::refuse_complex("fmax", other);
+    formulas::runtime::refuse_complex("fmax", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::fmax_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
@@ -1781,6 +1808,9 @@ at::Tensor fmod_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("fmod.Tensor", self);
+    formulas::runtime::refuse_complex("fmod.Tensor", other);
+    formulas::runtime::refuse_complex("fmod.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::fmod_tensor_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
@@ -1896,6 +1926,8 @@ at::Tensor fmod_scalar(const at::Tensor& self, const at::Scalar& other) {
   auto result = at::fmod(self, other);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("fmod.Scalar", self);
+    formulas::runtime::refuse_complex("fmod.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::fmod_scalar_jvp(self_t));
   }
@@ -2062,6 +2094,9 @@ at::Tensor remainder_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("remainder.Tensor", self);
+    formulas::runtime::refuse_complex("remainder.Tensor", other);
+    formulas::runtime::refuse_complex("remainder.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::remainder_tensor_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
@@ -2177,6 +2212,8 @@ at::Tensor remainder_scalar(const at::Tensor& self, const at::Scalar& other) {
   auto result = at::remainder(self, other);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("remainder.Scalar", self);
+    formulas::runtime::refuse_complex("remainder.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::remainder_scalar_jvp(self_t));
   }
@@ -2367,6 +2404,9 @@ at::Tensor pow_tensor_tensor(const at::Tensor& self, const at::Tensor& exponent)
   std::vector<int64_t> exponent_sizes = exponent.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(exponent)) {
+    formulas::runtime::refuse_complex("pow.Tensor_Tensor", self);
+    formulas::runtime::refuse_complex("pow.Tensor_Tensor", exponent);
+    formulas::runtime::refuse_complex("pow.Tensor_Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto exponent_t = formulas::runtime::tangent(exponent);
     formulas::runtime::set_tangent(result, formulas::pow_tensor_tensor_jvp(self_t, exponent_t, result, formulas::runtime::primal(exponent), formulas::runtime::primal(self)));
@@ -2521,6 +2561,8 @@ at::Tensor pow_scalar(const at::Scalar& self, const at::Tensor& exponent) {
   auto result = at::pow(self, exponent);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(exponent)) {
+    formulas::runtime::refuse_complex("pow.Scalar", exponent);
+    formulas::runtime::refuse_complex("pow.Scalar", result);
     const auto exponent_t = formulas::runtime::tangent(exponent);
     formulas::runtime::set_tangent(result, formulas::pow_scalar_jvp(exponent_t, result, self, formulas::runtime::primal(exponent)));
   }
@@ -2675,6 +2717,9 @@ at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::
   std::vector<int64_t> end_sizes = end.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(end)) {
+    formulas::runtime::refuse_complex("lerp.Scalar", self);
+    formulas::runtime::refuse_complex("lerp.Scalar", end);
+    formulas::runtime::refuse_complex("lerp.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto end_t = formulas::runtime::tangent(end);
     formulas::runtime::set_tangent(result, formulas::lerp_scalar_jvp(self_t, end_t, weight));
@@ -2878,6 +2923,10 @@ at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(end) || torch::autograd::isFwGradDefined(weight)) {
+    formulas::runtime::refuse_complex("lerp.Tensor", self);
+    formulas::runtime::refuse_complex("lerp.Tensor", end);
+    formulas::runtime::refuse_complex("lerp.Tensor", weight);
+    formulas::runtime::refuse_complex("lerp.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto end_t = formulas::runtime::tangent(end);
     const auto weight_t = formulas::runtime::tangent(weight);
@@ -3061,6 +3110,9 @@ at::Tensor xlogy_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("xlogy.Tensor", self);
+    formulas::runtime::refuse_complex("xlogy.Tensor", other);
+    formulas::runtime::refuse_complex("xlogy.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::xlogy_tensor_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
@@ -3233,6 +3285,9 @@ at::Tensor logaddexp(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("logaddexp", self);
+    formulas::runtime::refuse_complex("logaddexp", other);
+    formulas::runtime::refuse_complex("logaddexp", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::logaddexp_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
@@ -3411,6 +3466,9 @@ at::Tensor logaddexp2(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("logaddexp2", self);
+    formulas::runtime::refuse_complex("logaddexp2", other);
+    formulas::runtime::refuse_complex("logaddexp2", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::logaddexp2_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
@@ -3555,6 +3613,8 @@ at::Tensor xlogy_scalar_other(const at::Tensor& self, const at::Scalar& other) {
   auto result = at::xlogy(self, other);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("xlogy.Scalar_Other", self);
+    formulas::runtime::refuse_complex("xlogy.Scalar_Other", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::xlogy_scalar_other_jvp(self_t, other, formulas::runtime::primal(self)));
   }
@@ -3715,6 +3775,8 @@ at::Tensor copysign_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("copysign.Tensor", self);
+    formulas::runtime::refuse_complex("copysign.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::copysign_tensor_jvp(self_t, formulas::runtime::primal(self), result));
   }
@@ -3913,6 +3975,10 @@ at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::
   std::vector<int64_t> tensor2_sizes = tensor2.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor1) || torch::autograd::isFwGradDefined(tensor2)) {
+    formulas::runtime::refuse_complex("addcmul", self);
+    formulas::runtime::refuse_complex("addcmul", tensor1);
+    formulas::runtime::refuse_complex("addcmul", tensor2);
+    formulas::runtime::refuse_complex("addcmul", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto tensor1_t = formulas::runtime::tangent(tensor1);
     const auto tensor2_t = formulas::runtime::tangent(tensor2);
@@ -4123,6 +4189,10 @@ at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::
   std::vector<int64_t> tensor2_sizes = tensor2.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor1) || torch::autograd::isFwGradDefined(tensor2)) {
+    formulas::runtime::refuse_complex("addcdiv", self);
+    formulas::runtime::refuse_complex("addcdiv", tensor1);
+    formulas::runtime::refuse_complex("addcdiv", tensor2);
+    formulas::runtime::refuse_complex("addcdiv", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto tensor1_t = formulas::runtime::tangent(tensor1);
     const auto tensor2_t = formulas::runtime::tangent(tensor2);

@@ -133,6 +133,8 @@ at::Tensor conj(const at::Tensor& self) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("conj", self);
+    formulas::runtime::refuse_complex("conj", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::conj_jvp(self_t));
   }
@@ -258,6 +260,8 @@ at::Tensor resolve_conj(const at::Tensor& self) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("resolve_conj", self);
+    formulas::runtime::refuse_complex("resolve_conj", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::resolve_conj_jvp(self_t));
   }
@@ -383,6 +387,8 @@ at::Tensor real(const at::Tensor& self) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("real", self);
+    formulas::runtime::refuse_complex("real", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::real_jvp(self_t));
   }

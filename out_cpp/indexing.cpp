@@ -176,6 +176,9 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("where.self", self);
+    formulas::runtime::refuse_complex("where.self", other);
+    formulas::runtime::refuse_complex("where.self", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::where_self_jvp(self_t, other_t, formulas::runtime::primal(condition)));
@@ -343,6 +346,8 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   auto result = at::gather(self, dim, index, sparse_grad);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("gather", self);
+    formulas::runtime::refuse_complex("gather", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::gather_jvp(self_t, dim, formulas::runtime::primal(index), sparse_grad));
   }
@@ -501,6 +506,9 @@ at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& in
   auto result = at::scatter_add(self, dim, index, src);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+    formulas::runtime::refuse_complex("scatter_add", self);
+    formulas::runtime::refuse_complex("scatter_add", src);
+    formulas::runtime::refuse_complex("scatter_add", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto src_t = formulas::runtime::tangent(src);
     formulas::runtime::set_tangent(result, formulas::scatter_add_jvp(self_t, src_t, dim, formulas::runtime::primal(index)));

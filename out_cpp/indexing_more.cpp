@@ -173,6 +173,8 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("index_select", self);
+    formulas::runtime::refuse_complex("index_select", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::index_select_jvp(self_t, dim, formulas::runtime::primal(index)));
   }
@@ -318,6 +320,8 @@ at::Tensor masked_fill_scalar(const at::Tensor& self, const at::Tensor& mask, co
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("masked_fill.Scalar", self);
+    formulas::runtime::refuse_complex("masked_fill.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::masked_fill_scalar_jvp(self_t, formulas::runtime::primal(mask)));
   }
@@ -486,6 +490,9 @@ at::Tensor masked_fill_tensor(const at::Tensor& self, const at::Tensor& mask, co
   std::vector<int64_t> value_sizes = value.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(value)) {
+    formulas::runtime::refuse_complex("masked_fill.Tensor", self);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", value);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto value_t = formulas::runtime::tangent(value);
     formulas::runtime::set_tangent(result, formulas::masked_fill_tensor_jvp(self_t, value_t, formulas::runtime::primal(mask)));
@@ -670,6 +677,9 @@ at::Tensor masked_scatter(const at::Tensor& self, const at::Tensor& mask, const 
   int64_t source_numel = source.numel();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) {
+    formulas::runtime::refuse_complex("masked_scatter", self);
+    formulas::runtime::refuse_complex("masked_scatter", source);
+    formulas::runtime::refuse_complex("masked_scatter", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto source_t = formulas::runtime::tangent(source);
     formulas::runtime::set_tangent(result, formulas::masked_scatter_jvp(self_t, source_t, formulas::runtime::primal(mask)));
@@ -828,6 +838,8 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   std::vector<int64_t> full_sizes = helpers::broadcast_sizes(self.sizes().vec(), mask.sizes().vec());
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("masked_select", self);
+    formulas::runtime::refuse_complex("masked_select", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::masked_select_jvp(self_t, formulas::runtime::primal(mask)));
   }
@@ -985,6 +997,9 @@ at::Tensor scatter_src(const at::Tensor& self, int64_t dim, const at::Tensor& in
   auto result = at::scatter(self, dim, index, src);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+    formulas::runtime::refuse_complex("scatter.src", self);
+    formulas::runtime::refuse_complex("scatter.src", src);
+    formulas::runtime::refuse_complex("scatter.src", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto src_t = formulas::runtime::tangent(src);
     formulas::runtime::set_tangent(result, formulas::scatter_src_jvp(self_t, src_t, dim, formulas::runtime::primal(index)));
@@ -1131,6 +1146,8 @@ at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& 
   auto result = at::scatter(self, dim, index, value);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("scatter.value", self);
+    formulas::runtime::refuse_complex("scatter.value", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::scatter_value_jvp(self_t, dim, formulas::runtime::primal(index)));
   }
@@ -1296,6 +1313,9 @@ at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   auto result = at::index_add(self, dim, index, source, alpha);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) {
+    formulas::runtime::refuse_complex("index_add", self);
+    formulas::runtime::refuse_complex("index_add", source);
+    formulas::runtime::refuse_complex("index_add", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto source_t = formulas::runtime::tangent(source);
     formulas::runtime::set_tangent(result, formulas::index_add_jvp(self_t, source_t, dim, formulas::runtime::primal(index), alpha));
@@ -1443,6 +1463,8 @@ at::Tensor index_fill_int_scalar(const at::Tensor& self, int64_t dim, const at::
   auto result = at::index_fill(self, dim, index, value);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", self);
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::index_fill_int_scalar_jvp(self_t, dim, formulas::runtime::primal(index)));
   }
@@ -1599,6 +1621,9 @@ at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& ind
   auto result = at::index_copy(self, dim, index, source);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) {
+    formulas::runtime::refuse_complex("index_copy", self);
+    formulas::runtime::refuse_complex("index_copy", source);
+    formulas::runtime::refuse_complex("index_copy", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto source_t = formulas::runtime::tangent(source);
     formulas::runtime::set_tangent(result, formulas::index_copy_jvp(self_t, source_t, dim, formulas::runtime::primal(index)));

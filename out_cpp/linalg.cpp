@@ -161,6 +161,9 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
   auto result = at::mm(self, mat2);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat2)) {
+    formulas::runtime::refuse_complex("mm", self);
+    formulas::runtime::refuse_complex("mm", mat2);
+    formulas::runtime::refuse_complex("mm", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto mat2_t = formulas::runtime::tangent(mat2);
     formulas::runtime::set_tangent(result, formulas::mm_jvp(self_t, mat2_t, formulas::runtime::primal(mat2), formulas::runtime::primal(self)));
@@ -350,6 +353,10 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat1) || torch::autograd::isFwGradDefined(mat2)) {
+    formulas::runtime::refuse_complex("addmm", self);
+    formulas::runtime::refuse_complex("addmm", mat1);
+    formulas::runtime::refuse_complex("addmm", mat2);
+    formulas::runtime::refuse_complex("addmm", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto mat1_t = formulas::runtime::tangent(mat1);
     const auto mat2_t = formulas::runtime::tangent(mat2);
@@ -480,6 +487,8 @@ at::Tensor t(const at::Tensor& self) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("t", self);
+    formulas::runtime::refuse_complex("t", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::t_jvp(self_t));
   }

@@ -172,6 +172,9 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
   auto result = at::bmm(self, mat2);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat2)) {
+    formulas::runtime::refuse_complex("bmm", self);
+    formulas::runtime::refuse_complex("bmm", mat2);
+    formulas::runtime::refuse_complex("bmm", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto mat2_t = formulas::runtime::tangent(mat2);
     formulas::runtime::set_tangent(result, formulas::bmm_jvp(self_t, mat2_t, formulas::runtime::primal(mat2), formulas::runtime::primal(self)));
@@ -324,6 +327,9 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor) {
   auto result = at::dot(self, tensor);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor)) {
+    formulas::runtime::refuse_complex("dot", self);
+    formulas::runtime::refuse_complex("dot", tensor);
+    formulas::runtime::refuse_complex("dot", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto tensor_t = formulas::runtime::tangent(tensor);
     formulas::runtime::set_tangent(result, formulas::dot_jvp(self_t, tensor_t, formulas::runtime::primal(tensor), formulas::runtime::primal(self)));
@@ -476,6 +482,9 @@ at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
   auto result = at::mv(self, vec);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec)) {
+    formulas::runtime::refuse_complex("mv", self);
+    formulas::runtime::refuse_complex("mv", vec);
+    formulas::runtime::refuse_complex("mv", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto vec_t = formulas::runtime::tangent(vec);
     formulas::runtime::set_tangent(result, formulas::mv_jvp(self_t, vec_t, formulas::runtime::primal(vec), formulas::runtime::primal(self)));
@@ -628,6 +637,9 @@ at::Tensor outer(const at::Tensor& self, const at::Tensor& vec2) {
   auto result = at::outer(self, vec2);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec2)) {
+    formulas::runtime::refuse_complex("outer", self);
+    formulas::runtime::refuse_complex("outer", vec2);
+    formulas::runtime::refuse_complex("outer", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto vec2_t = formulas::runtime::tangent(vec2);
     formulas::runtime::set_tangent(result, formulas::outer_jvp(self_t, vec2_t, formulas::runtime::primal(vec2), formulas::runtime::primal(self)));
@@ -780,6 +792,9 @@ at::Tensor ger(const at::Tensor& self, const at::Tensor& vec2) {
   auto result = at::ger(self, vec2);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec2)) {
+    formulas::runtime::refuse_complex("ger", self);
+    formulas::runtime::refuse_complex("ger", vec2);
+    formulas::runtime::refuse_complex("ger", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto vec2_t = formulas::runtime::tangent(vec2);
     formulas::runtime::set_tangent(result, formulas::ger_jvp(self_t, vec2_t, formulas::runtime::primal(vec2), formulas::runtime::primal(self)));
@@ -982,6 +997,9 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("matmul", self);
+    formulas::runtime::refuse_complex("matmul", other);
+    formulas::runtime::refuse_complex("matmul", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::matmul_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
@@ -1179,6 +1197,10 @@ at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat) || torch::autograd::isFwGradDefined(vec)) {
+    formulas::runtime::refuse_complex("addmv", self);
+    formulas::runtime::refuse_complex("addmv", mat);
+    formulas::runtime::refuse_complex("addmv", vec);
+    formulas::runtime::refuse_complex("addmv", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto mat_t = formulas::runtime::tangent(mat);
     const auto vec_t = formulas::runtime::tangent(vec);
@@ -1379,6 +1401,10 @@ at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec1) || torch::autograd::isFwGradDefined(vec2)) {
+    formulas::runtime::refuse_complex("addr", self);
+    formulas::runtime::refuse_complex("addr", vec1);
+    formulas::runtime::refuse_complex("addr", vec2);
+    formulas::runtime::refuse_complex("addr", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto vec1_t = formulas::runtime::tangent(vec1);
     const auto vec2_t = formulas::runtime::tangent(vec2);
@@ -1573,6 +1599,10 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& batch1, const at::T
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(batch1) || torch::autograd::isFwGradDefined(batch2)) {
+    formulas::runtime::refuse_complex("baddbmm", self);
+    formulas::runtime::refuse_complex("baddbmm", batch1);
+    formulas::runtime::refuse_complex("baddbmm", batch2);
+    formulas::runtime::refuse_complex("baddbmm", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto batch1_t = formulas::runtime::tangent(batch1);
     const auto batch2_t = formulas::runtime::tangent(batch2);
@@ -1795,6 +1825,10 @@ at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Te
   int64_t columns = batch2.size(2);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(batch1) || torch::autograd::isFwGradDefined(batch2)) {
+    formulas::runtime::refuse_complex("addbmm", self);
+    formulas::runtime::refuse_complex("addbmm", batch1);
+    formulas::runtime::refuse_complex("addbmm", batch2);
+    formulas::runtime::refuse_complex("addbmm", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto batch1_t = formulas::runtime::tangent(batch1);
     const auto batch2_t = formulas::runtime::tangent(batch2);

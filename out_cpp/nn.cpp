@@ -241,6 +241,10 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight, const std::
   }
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) {
+    formulas::runtime::refuse_complex("linear", input);
+    formulas::runtime::refuse_complex("linear", weight);
+    formulas::runtime::refuse_complex("linear", bias);
+    formulas::runtime::refuse_complex("linear", result);
     const auto input_t = formulas::runtime::tangent(input);
     const auto weight_t = formulas::runtime::tangent(weight);
     const auto bias_t = formulas::runtime::tangent(bias);
@@ -390,6 +394,8 @@ at::Tensor softmax_int(const at::Tensor& self, int64_t dim, std::optional<at::Sc
   auto result_dtype = result.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("softmax.int", self);
+    formulas::runtime::refuse_complex("softmax.int", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::softmax_int_jvp(self_t, result, dim));
   }
@@ -532,6 +538,8 @@ at::Tensor log_softmax_int(const at::Tensor& self, int64_t dim, std::optional<at
   auto result_dtype = result.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("log_softmax.int", self);
+    formulas::runtime::refuse_complex("log_softmax.int", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::log_softmax_int_jvp(self_t, result, dim));
   }
@@ -712,6 +720,9 @@ at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t re
   std::vector<int64_t> target_sizes = target.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) {
+    formulas::runtime::refuse_complex("mse_loss", self);
+    formulas::runtime::refuse_complex("mse_loss", target);
+    formulas::runtime::refuse_complex("mse_loss", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto target_t = formulas::runtime::tangent(target);
     formulas::runtime::set_tangent(result, formulas::mse_loss_jvp(self_t, target_t, formulas::runtime::primal(self), formulas::runtime::primal(target), reduction));
@@ -896,6 +907,9 @@ at::Tensor l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t red
   std::vector<int64_t> target_sizes = target.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) {
+    formulas::runtime::refuse_complex("l1_loss", self);
+    formulas::runtime::refuse_complex("l1_loss", target);
+    formulas::runtime::refuse_complex("l1_loss", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto target_t = formulas::runtime::tangent(target);
     formulas::runtime::set_tangent(result, formulas::l1_loss_jvp(self_t, target_t, formulas::runtime::primal(self), formulas::runtime::primal(target), reduction));
@@ -1100,6 +1114,9 @@ at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int6
   std::vector<int64_t> target_sizes = target.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) {
+    formulas::runtime::refuse_complex("smooth_l1_loss", self);
+    formulas::runtime::refuse_complex("smooth_l1_loss", target);
+    formulas::runtime::refuse_complex("smooth_l1_loss", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto target_t = formulas::runtime::tangent(target);
     formulas::runtime::set_tangent(result, formulas::smooth_l1_loss_jvp(self_t, target_t, formulas::runtime::primal(self), formulas::runtime::primal(target), beta, reduction));
@@ -1294,6 +1311,9 @@ at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t 
   std::vector<int64_t> target_sizes = target.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) {
+    formulas::runtime::refuse_complex("huber_loss", self);
+    formulas::runtime::refuse_complex("huber_loss", target);
+    formulas::runtime::refuse_complex("huber_loss", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto target_t = formulas::runtime::tangent(target);
     formulas::runtime::set_tangent(result, formulas::huber_loss_jvp(self_t, target_t, formulas::runtime::primal(self), formulas::runtime::primal(target), delta, reduction));
@@ -1510,6 +1530,10 @@ at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target
   int64_t self_numel = self.numel();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target) || torch::autograd::isFwGradDefined(weight)) {
+    formulas::runtime::refuse_complex("binary_cross_entropy", self);
+    formulas::runtime::refuse_complex("binary_cross_entropy", target);
+    formulas::runtime::refuse_complex("binary_cross_entropy", weight);
+    formulas::runtime::refuse_complex("binary_cross_entropy", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto target_t = formulas::runtime::tangent(target);
     const auto weight_t = formulas::runtime::tangent(weight);
@@ -1780,6 +1804,11 @@ at::Tensor binary_cross_entropy_with_logits(const at::Tensor& self, const at::Te
   int64_t self_numel = self.numel();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(pos_weight)) {
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", self);
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", target);
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", weight);
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", pos_weight);
+    formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto target_t = formulas::runtime::tangent(target);
     const auto weight_t = formulas::runtime::tangent(weight);
@@ -2034,6 +2063,9 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
   auto [output, total_weight] = at::nll_loss_forward(self, target, weight, reduction, ignore_index);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(weight)) {
+    formulas::runtime::refuse_complex("nll_loss_forward", self);
+    formulas::runtime::refuse_complex("nll_loss_forward", weight);
+    formulas::runtime::refuse_complex("nll_loss_forward", output);
     const auto self_t = formulas::runtime::tangent(self);
     const auto weight_t = formulas::runtime::tangent(weight);
     formulas::runtime::set_tangent(output, formulas::nll_loss_forward_jvp(self_t, weight_t, formulas::runtime::primal(target), formulas::runtime::primal(weight), reduction, ignore_index, formulas::runtime::primal(self), output, total_weight));
@@ -2293,6 +2325,8 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   auto result = at::nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output)) {
+    formulas::runtime::refuse_complex("nll_loss_backward", grad_output);
+    formulas::runtime::refuse_complex("nll_loss_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     formulas::runtime::set_tangent(result, formulas::nll_loss_backward_jvp(grad_output_t, formulas::runtime::primal(self), formulas::runtime::primal(target), formulas::runtime::primal(weight), reduction, ignore_index, formulas::runtime::primal(total_weight)));
   }
@@ -2465,6 +2499,8 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
   int64_t num_weights = weight.size(0);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(weight)) {
+    formulas::runtime::refuse_complex("embedding", weight);
+    formulas::runtime::refuse_complex("embedding", result);
     const auto weight_t = formulas::runtime::tangent(weight);
     formulas::runtime::set_tangent(result, formulas::embedding_jvp(weight_t, formulas::runtime::primal(indices), padding_idx, scale_grad_by_freq, sparse));
   }
@@ -2642,6 +2678,8 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
   auto result = at::embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output)) {
+    formulas::runtime::refuse_complex("embedding_dense_backward", grad_output);
+    formulas::runtime::refuse_complex("embedding_dense_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     formulas::runtime::set_tangent(result, formulas::embedding_dense_backward_jvp(grad_output_t, formulas::runtime::primal(indices), num_weights, padding_idx, scale_grad_by_freq));
   }

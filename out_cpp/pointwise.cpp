@@ -134,6 +134,8 @@ at::Tensor neg(const at::Tensor& self) {
   auto result = at::neg(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("neg", self);
+    formulas::runtime::refuse_complex("neg", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::neg_jvp(self_t));
   }
@@ -255,6 +257,8 @@ at::Tensor exp(const at::Tensor& self) {
   auto result = at::exp(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("exp", self);
+    formulas::runtime::refuse_complex("exp", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::exp_jvp(self_t, result));
   }
@@ -377,6 +381,8 @@ at::Tensor log(const at::Tensor& self) {
   auto result = at::log(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("log", self);
+    formulas::runtime::refuse_complex("log", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::log_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -499,6 +505,8 @@ at::Tensor sin(const at::Tensor& self) {
   auto result = at::sin(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sin", self);
+    formulas::runtime::refuse_complex("sin", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sin_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -621,6 +629,8 @@ at::Tensor cos(const at::Tensor& self) {
   auto result = at::cos(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("cos", self);
+    formulas::runtime::refuse_complex("cos", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::cos_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -743,6 +753,8 @@ at::Tensor tanh(const at::Tensor& self) {
   auto result = at::tanh(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("tanh", self);
+    formulas::runtime::refuse_complex("tanh", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::tanh_jvp(self_t, result));
   }
@@ -865,6 +877,8 @@ at::Tensor sigmoid(const at::Tensor& self) {
   auto result = at::sigmoid(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sigmoid", self);
+    formulas::runtime::refuse_complex("sigmoid", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sigmoid_jvp(self_t, result));
   }
@@ -987,6 +1001,8 @@ at::Tensor sqrt(const at::Tensor& self) {
   auto result = at::sqrt(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sqrt", self);
+    formulas::runtime::refuse_complex("sqrt", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sqrt_jvp(self_t, result));
   }
@@ -1109,6 +1125,8 @@ at::Tensor relu(const at::Tensor& self) {
   auto result = at::relu(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("relu", self);
+    formulas::runtime::refuse_complex("relu", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::relu_jvp(self_t, result));
   }
@@ -1240,6 +1258,8 @@ at::Tensor pow_tensor_scalar(const at::Tensor& self, const at::Scalar& exponent)
   auto result = at::pow(self, exponent);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("pow.Tensor_Scalar", self);
+    formulas::runtime::refuse_complex("pow.Tensor_Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::pow_tensor_scalar_jvp(self_t, formulas::runtime::primal(self), exponent));
   }
@@ -1392,6 +1412,9 @@ at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("add.Tensor", self);
+    formulas::runtime::refuse_complex("add.Tensor", other);
+    formulas::runtime::refuse_complex("add.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::add_tensor_jvp(self_t, other_t, alpha));
@@ -1547,6 +1570,9 @@ at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("sub.Tensor", self);
+    formulas::runtime::refuse_complex("sub.Tensor", other);
+    formulas::runtime::refuse_complex("sub.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::sub_tensor_jvp(self_t, other_t, alpha));
@@ -1718,6 +1744,9 @@ at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("mul.Tensor", self);
+    formulas::runtime::refuse_complex("mul.Tensor", other);
+    formulas::runtime::refuse_complex("mul.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::mul_tensor_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
@@ -1899,6 +1928,9 @@ at::Tensor div_tensor(const at::Tensor& self, const at::Tensor& other) {
   auto self_type = self.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+    formulas::runtime::refuse_complex("div.Tensor", self);
+    formulas::runtime::refuse_complex("div.Tensor", other);
+    formulas::runtime::refuse_complex("div.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto other_t = formulas::runtime::tangent(other);
     formulas::runtime::set_tangent(result, formulas::div_tensor_jvp(self_t, other_t, result, formulas::runtime::primal(other)));
@@ -2023,6 +2055,8 @@ at::Tensor mul_scalar(const at::Tensor& self, const at::Scalar& other) {
   auto result = at::mul(self, other);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("mul.Scalar", self);
+    formulas::runtime::refuse_complex("mul.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::mul_scalar_jvp(self_t, other));
   }
@@ -2141,6 +2175,8 @@ at::Tensor div_scalar(const at::Tensor& self, const at::Scalar& other) {
   auto result = at::div(self, other);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("div.Scalar", self);
+    formulas::runtime::refuse_complex("div.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::div_scalar_jvp(self_t, other));
   }
@@ -2265,6 +2301,8 @@ at::Tensor _to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype,
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("_to_copy", self);
+    formulas::runtime::refuse_complex("_to_copy", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::_to_copy_jvp(self_t, dtype, layout, device, pin_memory, non_blocking, memory_format));
   }

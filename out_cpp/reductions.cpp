@@ -138,6 +138,8 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sum", self);
+    formulas::runtime::refuse_complex("sum", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sum_all_jvp(self_t, dtype));
   }
@@ -275,6 +277,8 @@ at::Tensor sum_dim_intlist(const at::Tensor& self, at::OptionalIntArrayRef dim, 
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sum.dim_IntList", self);
+    formulas::runtime::refuse_complex("sum.dim_IntList", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sum_dim_intlist_jvp(self_t, dim, keepdim, dtype));
   }
@@ -423,6 +427,8 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   int64_t count = helpers::reduced_numel(self_sizes, dim);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("mean.dim", self);
+    formulas::runtime::refuse_complex("mean.dim", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::mean_dim_jvp(self_t, dim, keepdim, dtype));
   }
@@ -621,6 +627,9 @@ std::tuple<at::Tensor, at::Tensor> var_mean_dim(const at::Tensor& self, at::Opti
   int64_t divisor = unbiased ? (count - 1) : count;
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("var_mean.dim", self);
+    formulas::runtime::refuse_complex("var_mean.dim", var);
+    formulas::runtime::refuse_complex("var_mean.dim", mean);
     const auto self_t = formulas::runtime::tangent(self);
     const auto output_tangents = formulas::var_mean_dim_jvp(self_t, formulas::runtime::primal(self), mean, self_sizes, dim, keepdim, divisor);
     formulas::runtime::set_tangent(var, std::get<0>(output_tangents));
@@ -780,6 +789,8 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
   int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("max.dim", self);
+    formulas::runtime::refuse_complex("max.dim", values);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(values, formulas::max_dim_jvp(self_t, reduced_dim, indices, keepdim));
   }
@@ -923,6 +934,8 @@ at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("_softmax", self);
+    formulas::runtime::refuse_complex("_softmax", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::_softmax_jvp(self_t, result, dim));
   }
@@ -1065,6 +1078,8 @@ at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float)
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("_log_softmax", self);
+    formulas::runtime::refuse_complex("_log_softmax", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::_log_softmax_jvp(self_t, result, dim));
   }

@@ -160,6 +160,8 @@ at::Tensor max_all(const at::Tensor& self) {
   auto result = at::max(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("max", self);
+    formulas::runtime::refuse_complex("max", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::max_all_jvp(self_t, formulas::runtime::primal(self), result));
   }
@@ -294,6 +296,8 @@ at::Tensor min_all(const at::Tensor& self) {
   auto result = at::min(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("min", self);
+    formulas::runtime::refuse_complex("min", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::min_all_jvp(self_t, formulas::runtime::primal(self), result));
   }
@@ -444,6 +448,8 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, 
   int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("min.dim", self);
+    formulas::runtime::refuse_complex("min.dim", values);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(values, formulas::min_dim_jvp(self_t, reduced_dim, indices, keepdim));
   }
@@ -608,6 +614,8 @@ at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("amax", self);
+    formulas::runtime::refuse_complex("amax", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::amax_jvp(self_t, formulas::runtime::primal(self), result, dim, keepdim));
   }
@@ -773,6 +781,8 @@ at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("amin", self);
+    formulas::runtime::refuse_complex("amin", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::amin_jvp(self_t, formulas::runtime::primal(self), result, dim, keepdim));
   }
@@ -905,6 +915,8 @@ at::Tensor mean_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
   int64_t count = self.numel();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("mean", self);
+    formulas::runtime::refuse_complex("mean", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::mean_all_jvp(self_t, dtype));
   }
@@ -1069,6 +1081,8 @@ at::Tensor logsumexp(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) 
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("logsumexp", self);
+    formulas::runtime::refuse_complex("logsumexp", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::logsumexp_jvp(self_t, formulas::runtime::primal(self), result, self_sizes, dim, keepdim));
   }
@@ -1213,6 +1227,8 @@ at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarT
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("cumsum", self);
+    formulas::runtime::refuse_complex("cumsum", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::cumsum_jvp(self_t, dim, dtype));
   }
@@ -1360,6 +1376,8 @@ at::Tensor prod_dim_int(const at::Tensor& self, int64_t dim, bool keepdim, std::
   int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("prod.dim_int", self);
+    formulas::runtime::refuse_complex("prod.dim_int", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::prod_dim_int_jvp(self_t, formulas::runtime::primal(self), reduced_dim, keepdim));
   }
@@ -1493,6 +1511,8 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("prod", self);
+    formulas::runtime::refuse_complex("prod", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::prod_all_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -1656,6 +1676,8 @@ at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
   double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("var.correction", self);
+    formulas::runtime::refuse_complex("var.correction", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::var_correction_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, divisor));
   }
@@ -1834,6 +1856,8 @@ at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
   double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("std.correction", self);
+    formulas::runtime::refuse_complex("std.correction", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::std_correction_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, result, divisor));
   }
@@ -1972,6 +1996,8 @@ at::Tensor var_all(const at::Tensor& self, bool unbiased) {
   double divisor = helpers::variance_divisor(count, unbiased ? 1.0 : 0.0);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("var", self);
+    formulas::runtime::refuse_complex("var", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::var_all_jvp(self_t, formulas::runtime::primal(self), divisor));
   }
@@ -2134,6 +2160,8 @@ at::Tensor var_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
   double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("var.dim", self);
+    formulas::runtime::refuse_complex("var.dim", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::var_dim_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, divisor));
   }
@@ -2282,6 +2310,8 @@ at::Tensor std_all(const at::Tensor& self, bool unbiased) {
   double divisor = helpers::variance_divisor(self.numel(), unbiased ? 1.0 : 0.0);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("std", self);
+    formulas::runtime::refuse_complex("std", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::std_all_jvp(self_t, formulas::runtime::primal(self), result, divisor));
   }
@@ -2457,6 +2487,8 @@ at::Tensor std_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
   double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("std.dim", self);
+    formulas::runtime::refuse_complex("std.dim", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::std_dim_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, result, divisor));
   }

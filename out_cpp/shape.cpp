@@ -147,6 +147,8 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("view", self);
+    formulas::runtime::refuse_complex("view", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::view_jvp(self_t, size));
   }
@@ -285,6 +287,8 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("reshape", self);
+    formulas::runtime::refuse_complex("reshape", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::reshape_jvp(self_t, shape));
   }
@@ -423,6 +427,8 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("unsqueeze", self);
+    formulas::runtime::refuse_complex("unsqueeze", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::unsqueeze_jvp(self_t, dim));
   }
@@ -561,6 +567,8 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("permute", self);
+    formulas::runtime::refuse_complex("permute", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::permute_jvp(self_t, dims));
   }
@@ -702,6 +710,8 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("expand", self);
+    formulas::runtime::refuse_complex("expand", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::expand_jvp(self_t, size, implicit));
   }
@@ -845,6 +855,8 @@ at::Tensor expand_as(const at::Tensor& self, const at::Tensor& other) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("expand_as", self);
+    formulas::runtime::refuse_complex("expand_as", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::expand_as_jvp(self_t, formulas::runtime::primal(other)));
   }
@@ -994,6 +1006,8 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
   }
   below_autograd.reset();
   if (torch::autograd::isFwGradDefinedTensorList(tensors)) {
+    formulas::runtime::refuse_complex("cat", tensors);
+    formulas::runtime::refuse_complex("cat", result);
     const auto tensors_t = formulas::runtime::tangents(tensors);
     formulas::runtime::set_tangent(result, formulas::cat_jvp(tensors_t, dim));
   }
@@ -1162,6 +1176,8 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("narrow", self);
+    formulas::runtime::refuse_complex("narrow", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::narrow_jvp(self_t, dim, start, length));
   }

@@ -143,6 +143,8 @@ at::Tensor select_backward(const at::Tensor& grad_output, at::IntArrayRef input_
   auto result = at::select_backward(grad_output, input_sizes, dim, index);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output)) {
+    formulas::runtime::refuse_complex("select_backward", grad_output);
+    formulas::runtime::refuse_complex("select_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     formulas::runtime::set_tangent(result, formulas::select_backward_jvp(grad_output_t, input_sizes, dim, index));
   }
@@ -290,6 +292,8 @@ at::Tensor slice_backward(const at::Tensor& grad_output, at::IntArrayRef input_s
   auto result = at::slice_backward(grad_output, input_sizes, dim, start, end, step);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output)) {
+    formulas::runtime::refuse_complex("slice_backward", grad_output);
+    formulas::runtime::refuse_complex("slice_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     formulas::runtime::set_tangent(result, formulas::slice_backward_jvp(grad_output_t, input_sizes, dim, start, end, step));
   }
@@ -430,6 +434,8 @@ at::Tensor diagonal_backward(const at::Tensor& grad_output, at::IntArrayRef inpu
   auto result = at::diagonal_backward(grad_output, input_sizes, offset, dim1, dim2);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad_output)) {
+    formulas::runtime::refuse_complex("diagonal_backward", grad_output);
+    formulas::runtime::refuse_complex("diagonal_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     formulas::runtime::set_tangent(result, formulas::diagonal_backward_jvp(grad_output_t, input_sizes, offset, dim1, dim2));
   }
@@ -575,6 +581,8 @@ at::Tensor index_select_backward(const at::Tensor& grad, at::IntArrayRef self_si
   auto result = at::index_select_backward(grad, self_sizes, dim, index);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(grad)) {
+    formulas::runtime::refuse_complex("index_select_backward", grad);
+    formulas::runtime::refuse_complex("index_select_backward", result);
     const auto grad_t = formulas::runtime::tangent(grad);
     formulas::runtime::set_tangent(result, formulas::index_select_backward_jvp(grad_t, self_sizes, dim, formulas::runtime::primal(index)));
   }

@@ -168,6 +168,8 @@ at::Tensor squeeze(const at::Tensor& self) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("squeeze", self);
+    formulas::runtime::refuse_complex("squeeze", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::squeeze_jvp(self_t));
   }
@@ -306,6 +308,8 @@ at::Tensor squeeze_dim(const at::Tensor& self, int64_t dim) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("squeeze.dim", self);
+    formulas::runtime::refuse_complex("squeeze.dim", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::squeeze_dim_jvp(self_t, dim));
   }
@@ -444,6 +448,8 @@ at::Tensor squeeze_dims(const at::Tensor& self, at::IntArrayRef dim) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("squeeze.dims", self);
+    formulas::runtime::refuse_complex("squeeze.dims", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::squeeze_dims_jvp(self_t, dim));
   }
@@ -585,6 +591,8 @@ at::Tensor flatten_using_ints(const at::Tensor& self, int64_t start_dim, int64_t
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("flatten.using_ints", self);
+    formulas::runtime::refuse_complex("flatten.using_ints", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::flatten_using_ints_jvp(self_t, start_dim, end_dim));
   }
@@ -733,6 +741,8 @@ at::Tensor transpose_int(const at::Tensor& self, int64_t dim0, int64_t dim1) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("transpose.int", self);
+    formulas::runtime::refuse_complex("transpose.int", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::transpose_int_jvp(self_t, dim0, dim1));
   }
@@ -882,6 +892,8 @@ at::Tensor movedim_int(const at::Tensor& self, int64_t source, int64_t destinati
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("movedim.int", self);
+    formulas::runtime::refuse_complex("movedim.int", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::movedim_int_jvp(self_t, source, destination));
   }
@@ -1024,6 +1036,8 @@ at::Tensor stack(at::TensorList tensors, int64_t dim) {
   int64_t count = static_cast<int64_t>(tensors.size());
   below_autograd.reset();
   if (torch::autograd::isFwGradDefinedTensorList(tensors)) {
+    formulas::runtime::refuse_complex("stack", tensors);
+    formulas::runtime::refuse_complex("stack", result);
     const auto tensors_t = formulas::runtime::tangents(tensors);
     formulas::runtime::set_tangent(result, formulas::stack_jvp(tensors_t, dim));
   }
@@ -1181,6 +1195,8 @@ at::Tensor select_int(const at::Tensor& self, int64_t dim, int64_t index) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("select.int", self);
+    formulas::runtime::refuse_complex("select.int", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::select_int_jvp(self_t, dim, index));
   }
@@ -1366,6 +1382,8 @@ at::Tensor slice_tensor(const at::Tensor& self, int64_t dim, std::optional<int64
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("slice.Tensor", self);
+    formulas::runtime::refuse_complex("slice.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::slice_tensor_jvp(self_t, dim, start, end, step));
   }
@@ -1538,6 +1556,8 @@ at::Tensor diagonal(const at::Tensor& self, int64_t offset, int64_t dim1, int64_
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("diagonal", self);
+    formulas::runtime::refuse_complex("diagonal", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::diagonal_jvp(self_t, offset, dim1, dim2));
   }
@@ -1672,6 +1692,8 @@ at::Tensor repeat(const at::Tensor& self, at::IntArrayRef repeats) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("repeat", self);
+    formulas::runtime::refuse_complex("repeat", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::repeat_jvp(self_t, repeats));
   }
@@ -1791,6 +1813,8 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   auto result = at::flip(self, dims);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("flip", self);
+    formulas::runtime::refuse_complex("flip", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::flip_jvp(self_t, dims));
   }
@@ -1919,6 +1943,8 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
   std::vector<int64_t> back_shifts = helpers::negated(shifts);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("roll", self);
+    formulas::runtime::refuse_complex("roll", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::roll_jvp(self_t, shifts, dims));
   }
@@ -2038,6 +2064,8 @@ at::Tensor tril(const at::Tensor& self, int64_t diagonal) {
   auto result = at::tril(self, diagonal);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("tril", self);
+    formulas::runtime::refuse_complex("tril", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::tril_jvp(self_t, diagonal));
   }
@@ -2156,6 +2184,8 @@ at::Tensor triu(const at::Tensor& self, int64_t diagonal) {
   auto result = at::triu(self, diagonal);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("triu", self);
+    formulas::runtime::refuse_complex("triu", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::triu_jvp(self_t, diagonal));
   }
@@ -2266,6 +2296,8 @@ at::Tensor clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_
   auto result = at::clone(self, memory_format);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("clone", self);
+    formulas::runtime::refuse_complex("clone", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::clone_jvp(self_t, memory_format));
   }
@@ -2390,6 +2422,8 @@ at::Tensor contiguous(const at::Tensor& self, at::MemoryFormat memory_format) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("contiguous", self);
+    formulas::runtime::refuse_complex("contiguous", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::contiguous_jvp(self_t, memory_format));
   }
@@ -2537,6 +2571,8 @@ at::Tensor movedim_intlist(const at::Tensor& self, at::IntArrayRef source, at::I
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("movedim.intlist", self);
+    formulas::runtime::refuse_complex("movedim.intlist", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::movedim_intlist_jvp(self_t, source, destination));
   }
@@ -2693,6 +2729,9 @@ at::Tensor select_scatter(const at::Tensor& self, const at::Tensor& src, int64_t
   std::vector<int64_t> src_sizes = src.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+    formulas::runtime::refuse_complex("select_scatter", self);
+    formulas::runtime::refuse_complex("select_scatter", src);
+    formulas::runtime::refuse_complex("select_scatter", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto src_t = formulas::runtime::tangent(src);
     formulas::runtime::set_tangent(result, formulas::select_scatter_jvp(self_t, src_t, dim, index));
@@ -2869,6 +2908,9 @@ at::Tensor slice_scatter(const at::Tensor& self, const at::Tensor& src, int64_t 
   std::vector<int64_t> src_sizes = src.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+    formulas::runtime::refuse_complex("slice_scatter", self);
+    formulas::runtime::refuse_complex("slice_scatter", src);
+    formulas::runtime::refuse_complex("slice_scatter", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto src_t = formulas::runtime::tangent(src);
     formulas::runtime::set_tangent(result, formulas::slice_scatter_jvp(self_t, src_t, dim, start, end, step));
@@ -3038,6 +3080,9 @@ at::Tensor diagonal_scatter(const at::Tensor& self, const at::Tensor& src, int64
   std::vector<int64_t> src_sizes = src.sizes().vec();
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+    formulas::runtime::refuse_complex("diagonal_scatter", self);
+    formulas::runtime::refuse_complex("diagonal_scatter", src);
+    formulas::runtime::refuse_complex("diagonal_scatter", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto src_t = formulas::runtime::tangent(src);
     formulas::runtime::set_tangent(result, formulas::diagonal_scatter_jvp(self_t, src_t, offset, dim1, dim2));
@@ -3187,6 +3232,8 @@ at::Tensor swapaxes(const at::Tensor& self, int64_t axis0, int64_t axis1) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("swapaxes", self);
+    formulas::runtime::refuse_complex("swapaxes", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::swapaxes_jvp(self_t, axis0, axis1));
   }
@@ -3336,6 +3383,8 @@ at::Tensor swapdims(const at::Tensor& self, int64_t dim0, int64_t dim1) {
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("swapdims", self);
+    formulas::runtime::refuse_complex("swapdims", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::swapdims_jvp(self_t, dim0, dim1));
   }
@@ -3478,6 +3527,8 @@ at::Tensor unflatten_int(const at::Tensor& self, int64_t dim, at::IntArrayRef si
     });
   }
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("unflatten.int", self);
+    formulas::runtime::refuse_complex("unflatten.int", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::unflatten_int_jvp(self_t, dim, sizes));
   }
@@ -3629,6 +3680,8 @@ at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, int64_t start, int64
   int64_t narrow_start = (start < 0) ? (start + self_sizes[formulas::runtime::wrap_index(narrow_dim, self_sizes.size())]) : start;
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("narrow_copy", self);
+    formulas::runtime::refuse_complex("narrow_copy", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::narrow_copy_jvp(self_t, dim, start, length));
   }
@@ -3751,6 +3804,8 @@ at::Tensor constant_pad_nd(const at::Tensor& self, at::IntArrayRef pad, const at
   auto result = at::constant_pad_nd(self, pad, value);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("constant_pad_nd", self);
+    formulas::runtime::refuse_complex("constant_pad_nd", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::constant_pad_nd_jvp(self_t, pad));
   }
@@ -3860,6 +3915,8 @@ at::Tensor fliplr(const at::Tensor& self) {
   auto result = at::fliplr(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("fliplr", self);
+    formulas::runtime::refuse_complex("fliplr", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::fliplr_jvp(self_t));
   }
@@ -3968,6 +4025,8 @@ at::Tensor flipud(const at::Tensor& self) {
   auto result = at::flipud(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("flipud", self);
+    formulas::runtime::refuse_complex("flipud", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::flipud_jvp(self_t));
   }
@@ -4094,6 +4153,8 @@ at::Tensor rot90(const at::Tensor& self, int64_t k, at::IntArrayRef dims) {
   auto result = at::rot90(self, k, dims);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("rot90", self);
+    formulas::runtime::refuse_complex("rot90", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::rot90_jvp(self_t, k, dims));
   }
@@ -4223,6 +4284,8 @@ at::Tensor tile(const at::Tensor& self, at::IntArrayRef dims) {
   std::vector<int64_t> repeats = helpers::padded_repeats(dims, self.dim());
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("tile", self);
+    formulas::runtime::refuse_complex("tile", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::tile_jvp(self_t, dims));
   }

@@ -176,6 +176,8 @@ at::Tensor absolute(const at::Tensor& self) {
   auto result = at::abs(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("abs", self);
+    formulas::runtime::refuse_complex("abs", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::absolute_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -286,6 +288,8 @@ at::Tensor sign(const at::Tensor& self) {
   auto result = at::sign(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sign", self);
+    formulas::runtime::refuse_complex("sign", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sign_jvp(self_t));
   }
@@ -425,6 +429,8 @@ at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, c
   auto result = at::clamp(self, min, max);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("clamp", self);
+    formulas::runtime::refuse_complex("clamp", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::clamp_jvp(self_t, formulas::runtime::primal(self), min, max));
   }
@@ -558,6 +564,8 @@ at::Tensor clamp_min(const at::Tensor& self, const at::Scalar& min) {
   auto result = at::clamp_min(self, min);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("clamp_min", self);
+    formulas::runtime::refuse_complex("clamp_min", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::clamp_min_jvp(self_t, formulas::runtime::primal(self), min));
   }
@@ -690,6 +698,8 @@ at::Tensor clamp_max(const at::Tensor& self, const at::Scalar& max) {
   auto result = at::clamp_max(self, max);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("clamp_max", self);
+    formulas::runtime::refuse_complex("clamp_max", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::clamp_max_jvp(self_t, formulas::runtime::primal(self), max));
   }
@@ -801,6 +811,8 @@ at::Tensor floor(const at::Tensor& self) {
   auto result = at::floor(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("floor", self);
+    formulas::runtime::refuse_complex("floor", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::floor_jvp(self_t));
   }
@@ -910,6 +922,8 @@ at::Tensor ceil(const at::Tensor& self) {
   auto result = at::ceil(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("ceil", self);
+    formulas::runtime::refuse_complex("ceil", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::ceil_jvp(self_t));
   }
@@ -1019,6 +1033,8 @@ at::Tensor round_half_even(const at::Tensor& self) {
   auto result = at::round(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("round", self);
+    formulas::runtime::refuse_complex("round", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::round_half_even_jvp(self_t));
   }
@@ -1128,6 +1144,8 @@ at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
   auto result = at::round(self, decimals);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("round.decimals", self);
+    formulas::runtime::refuse_complex("round.decimals", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::round_decimals_jvp(self_t));
   }
@@ -1237,6 +1255,8 @@ at::Tensor trunc(const at::Tensor& self) {
   auto result = at::trunc(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("trunc", self);
+    formulas::runtime::refuse_complex("trunc", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::trunc_jvp(self_t));
   }
@@ -1346,6 +1366,8 @@ at::Tensor frac(const at::Tensor& self) {
   auto result = at::frac(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("frac", self);
+    formulas::runtime::refuse_complex("frac", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::frac_jvp(self_t));
   }
@@ -1467,6 +1489,8 @@ at::Tensor erf(const at::Tensor& self) {
   auto result = at::erf(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("erf", self);
+    formulas::runtime::refuse_complex("erf", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::erf_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -1589,6 +1613,8 @@ at::Tensor erfc(const at::Tensor& self) {
   auto result = at::erfc(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("erfc", self);
+    formulas::runtime::refuse_complex("erfc", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::erfc_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -1711,6 +1737,8 @@ at::Tensor erfinv(const at::Tensor& self) {
   auto result = at::erfinv(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("erfinv", self);
+    formulas::runtime::refuse_complex("erfinv", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::erfinv_jvp(self_t, result));
   }
@@ -1833,6 +1861,8 @@ at::Tensor expm1(const at::Tensor& self) {
   auto result = at::expm1(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("expm1", self);
+    formulas::runtime::refuse_complex("expm1", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::expm1_jvp(self_t, result));
   }
@@ -1955,6 +1985,8 @@ at::Tensor log1p(const at::Tensor& self) {
   auto result = at::log1p(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("log1p", self);
+    formulas::runtime::refuse_complex("log1p", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::log1p_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -2077,6 +2109,8 @@ at::Tensor log2(const at::Tensor& self) {
   auto result = at::log2(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("log2", self);
+    formulas::runtime::refuse_complex("log2", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::log2_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -2199,6 +2233,8 @@ at::Tensor log10(const at::Tensor& self) {
   auto result = at::log10(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("log10", self);
+    formulas::runtime::refuse_complex("log10", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::log10_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -2321,6 +2357,8 @@ at::Tensor exp2(const at::Tensor& self) {
   auto result = at::exp2(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("exp2", self);
+    formulas::runtime::refuse_complex("exp2", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::exp2_jvp(self_t, result));
   }
@@ -2443,6 +2481,8 @@ at::Tensor rsqrt(const at::Tensor& self) {
   auto result = at::rsqrt(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("rsqrt", self);
+    formulas::runtime::refuse_complex("rsqrt", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::rsqrt_jvp(self_t, result));
   }
@@ -2565,6 +2605,8 @@ at::Tensor reciprocal(const at::Tensor& self) {
   auto result = at::reciprocal(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("reciprocal", self);
+    formulas::runtime::refuse_complex("reciprocal", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::reciprocal_jvp(self_t, result));
   }
@@ -2687,6 +2729,8 @@ at::Tensor asin(const at::Tensor& self) {
   auto result = at::asin(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("asin", self);
+    formulas::runtime::refuse_complex("asin", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::asin_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -2809,6 +2853,8 @@ at::Tensor acos(const at::Tensor& self) {
   auto result = at::acos(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("acos", self);
+    formulas::runtime::refuse_complex("acos", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::acos_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -2931,6 +2977,8 @@ at::Tensor atan(const at::Tensor& self) {
   auto result = at::atan(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("atan", self);
+    formulas::runtime::refuse_complex("atan", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::atan_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -3053,6 +3101,8 @@ at::Tensor tan(const at::Tensor& self) {
   auto result = at::tan(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("tan", self);
+    formulas::runtime::refuse_complex("tan", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::tan_jvp(self_t, result));
   }
@@ -3175,6 +3225,8 @@ at::Tensor sinh(const at::Tensor& self) {
   auto result = at::sinh(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sinh", self);
+    formulas::runtime::refuse_complex("sinh", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sinh_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -3297,6 +3349,8 @@ at::Tensor cosh(const at::Tensor& self) {
   auto result = at::cosh(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("cosh", self);
+    formulas::runtime::refuse_complex("cosh", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::cosh_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -3419,6 +3473,8 @@ at::Tensor asinh(const at::Tensor& self) {
   auto result = at::asinh(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("asinh", self);
+    formulas::runtime::refuse_complex("asinh", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::asinh_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -3541,6 +3597,8 @@ at::Tensor acosh(const at::Tensor& self) {
   auto result = at::acosh(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("acosh", self);
+    formulas::runtime::refuse_complex("acosh", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::acosh_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -3663,6 +3721,8 @@ at::Tensor atanh(const at::Tensor& self) {
   auto result = at::atanh(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("atanh", self);
+    formulas::runtime::refuse_complex("atanh", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::atanh_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -3799,6 +3859,8 @@ at::Tensor sinc(const at::Tensor& self) {
   auto result = at::sinc(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sinc", self);
+    formulas::runtime::refuse_complex("sinc", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sinc_jvp(self_t, formulas::runtime::primal(self), result));
   }
@@ -3922,6 +3984,8 @@ at::Tensor square(const at::Tensor& self) {
   auto result = at::square(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("square", self);
+    formulas::runtime::refuse_complex("square", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::square_jvp(self_t, formulas::runtime::primal(self)));
   }
@@ -4079,6 +4143,8 @@ at::Tensor logit(const at::Tensor& self, std::optional<double> eps) {
   auto result = at::logit(self, eps);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("logit", self);
+    formulas::runtime::refuse_complex("logit", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::logit_jvp(self_t, formulas::runtime::primal(self), eps, result));
   }
@@ -4191,6 +4257,8 @@ at::Tensor sgn(const at::Tensor& self) {
   auto result = at::sgn(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("sgn", self);
+    formulas::runtime::refuse_complex("sgn", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::sgn_jvp(self_t));
   }
@@ -4299,6 +4367,8 @@ at::Tensor deg2rad(const at::Tensor& self) {
   auto result = at::deg2rad(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("deg2rad", self);
+    formulas::runtime::refuse_complex("deg2rad", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::deg2rad_jvp(self_t));
   }
@@ -4407,6 +4477,8 @@ at::Tensor rad2deg(const at::Tensor& self) {
   auto result = at::rad2deg(self);
   below_autograd.reset();
   if (torch::autograd::isFwGradDefined(self)) {
+    formulas::runtime::refuse_complex("rad2deg", self);
+    formulas::runtime::refuse_complex("rad2deg", result);
     const auto self_t = formulas::runtime::tangent(self);
     formulas::runtime::set_tangent(result, formulas::rad2deg_jvp(self_t));
   }

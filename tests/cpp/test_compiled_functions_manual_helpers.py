@@ -44,3 +44,28 @@ def test_a_complex_tensor_is_refused_when_a_gradient_is_required(formulas_ops, c
         call(formulas_ops, z, x)
     with torch.no_grad():                 # no gradient required: the forward runs as torch's does
         torch.testing.assert_close(formulas_ops.sin(z), torch.sin(z))
+
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda ops, z: ops.abs(z), id="abs-complex-input-real-output"),
+    pytest.param(lambda ops, z: ops.sin(z), id="sin-complex-input"),
+    pytest.param(lambda ops, z: ops.mul.Tensor(z, z), id="mul-complex-inputs"),
+])
+def test_a_complex_tangent_is_refused(formulas_ops, call):
+    """Forward mode: abs of a complex z has the tangent re(conj(sgn z) t); the library's real jvp
+    would give t * sign(z), so a complex input or output with a tangent is refused, as in backward."""
+    z = torch.randn(3, dtype=torch.complex128)
+    t = torch.randn(3, dtype=torch.complex128)
+    with pytest.raises(RuntimeError, match="derivatives are for real dtypes"):
+        torch.func.jvp(lambda w: call(formulas_ops, w), (z,), (t,))
+
+
+def test_a_real_tangent_beside_a_complex_forward_still_flows(formulas_ops):
+    """Only a complex tensor that carries a tangent (or gets one) is refused: a real pair still gets
+    torch's tangent, and a complex op without tangents runs as torch's does."""
+    x, t = torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    ours = torch.func.jvp(formulas_ops.sin, (x,), (t,))
+    torch.testing.assert_close(ours, torch.func.jvp(torch.sin, (x,), (t,)))
+    z = torch.randn(3, dtype=torch.complex128)
+    torch.testing.assert_close(formulas_ops.sin(z), torch.sin(z))

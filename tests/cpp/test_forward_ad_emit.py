@@ -34,6 +34,9 @@ CASES = [
         "}\n",
         "  below_autograd.reset();\n"
         "  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {\n"
+        "    formulas::runtime::refuse_complex(\"mul.Tensor\", self);\n"
+        "    formulas::runtime::refuse_complex(\"mul.Tensor\", other);\n"
+        "    formulas::runtime::refuse_complex(\"mul.Tensor\", result);\n"
         "    const auto self_t = formulas::runtime::tangent(self);\n"
         "    const auto other_t = formulas::runtime::tangent(other);\n"
         "    formulas::runtime::set_tangent(result, formulas::mul_tensor_jvp(self_t, other_t, "

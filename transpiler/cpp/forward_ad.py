@@ -6,8 +6,9 @@ Two parts per formula, both placed by :mod:`transpiler.cpp.nodes`:
   the jvp's own (tangents ``<input>_t``, primals ``<input>_p``) then what it
   captures (inputs, outputs, forward metadata and scalars), in first-use order;
 * the wrapper's lines: when an input whose tangent the jvp takes carries one
-  (``isFwGradDefined``), every such tangent is read at level 0 (an undefined one
-  as zeros), the jvp runs on the primals (``_fw_primal(0)``) with autograd on
+  (``isFwGradDefined``), a complex input or output is refused (the formulas are
+  derived for real dtypes, as in backward), every such tangent is read at level 0
+  (an undefined one as zeros), the jvp runs on the primals (``_fw_primal(0)``) with autograd on
   (so its own operations are differentiable), and each differentiable output
   gets its tangent with ``_set_fw_grad(..., /*level*/ 0, /*is_inplace_op*/ false)``.
   A formula without a jvp gets torch's ``TORCH_CHECK_NOT_IMPLEMENTED`` "Trying to
@@ -158,14 +159,17 @@ def tangent_lines(emitter: FormulaEmitter, outputs: list[str]) -> list[str]:
     if not inputs:
         return []
     condition = " || ".join(_defined(emitter, name) for name in inputs)
+    returned = _returned_outputs(emitter, jvp)
+    refused = [_given(emitter, name) for name in inputs] + [outputs[index] for index in returned]
+    op = emitter.formula.op_name
     lines = [f"  if ({condition}) {{"]
+    lines += [f'    formulas::runtime::refuse_complex("{op}", {tensor});' for tensor in refused]
     for param, source in jvp.tangents.items():
         read = "tangents" if _input_type(emitter, source) == T.TENSOR_LIST else "tangent"
         lines.append(f"    const auto {cpp_name(param)} = formulas::runtime::{read}({_given(emitter, source)});")
     arguments = [_argument(emitter, jvp, p, None) for p in jvp.params]
     arguments += [_argument(emitter, jvp, c.name, c.kind) for c in jvp.captures]
     call = f"formulas::{jvp_function_name(emitter)}({', '.join(arguments)})"
-    returned = _returned_outputs(emitter, jvp)
     if len(returned) == 1:
         lines.append(f"    formulas::runtime::set_tangent({outputs[returned[0]]}, {call});")
     else:

@@ -107,8 +107,9 @@ class IndexRanges {
 };
 
 // The library's formulas are derived for real dtypes: recording a complex tensor (a
-// differentiable input or output) is refused, as torch refuses complex autograd for an
-// operator whose formula does not handle it, instead of returning a wrong gradient.
+// differentiable input or output, for backward or with a tangent) is refused, as torch
+// refuses complex autograd for an operator whose formula does not handle it, instead of
+// returning a wrong derivative.
 inline void refuse_complex(const char* op, const at::Tensor& tensor) {
   TORCH_CHECK(!tensor.defined() || !tensor.is_complex(), op,
               ": the formula library's derivatives are for real dtypes; automatic differentiation "

@@ -1633,7 +1633,7 @@ def _pooled_size(size: int, kernel: int, pad: int, stride: int, dilation: int, c
         raise RuntimeError("stride should not be zero")
     if pad < 0:
         raise RuntimeError(f"pad must be non-negative, but got pad: {pad}")
-    if pad > ((kernel - 1) * dilation + 1) // 2:
+    if pad > int(((kernel - 1) * dilation + 1) / 2):      # C++ division, truncated (kernel may be 0)
         raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={pad}, "
                            f"kernel_size={kernel} and dilation={dilation}")
     span = size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
@@ -1655,7 +1655,7 @@ def _pool_geometry(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, in
     if dilation[0] <= 0 or dilation[1] <= 0:
         raise RuntimeError(f"dilation should be greater than zero, but got dilationH: {dilation[0]} "
                            f"dilationW: {dilation[1]}")
-    if x.ndim not in (3, 4) or 0 in x.shape[-3 if x.ndim == 4 else 0:] or 0 in x.shape[-2:]:
+    if x.ndim not in (3, 4) or 0 in x.shape[-3:]:      # only a batch may be empty
         raise RuntimeError("Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
                            f"but got:{list(x.shape)}")
     if kernel[1] // 2 < pad[1] or kernel[0] // 2 < pad[0]:

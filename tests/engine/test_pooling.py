@@ -23,6 +23,7 @@ BAD_ARGUMENTS = [
     ("max_pool2d_with_indices", (X, [2], [0])),
     ("max_pool2d_with_indices", (X, [2], [-1])),
     ("max_pool2d_with_indices", (X, [2], [1], [0], [0])),
+    ("max_pool2d_with_indices", (X, [0], [1], [0], [2])),
     ("max_pool2d_with_indices", (X, [2], [1], [-1])),
     ("max_pool2d_with_indices", (X, [2], [1], [2])),
     ("max_pool2d_with_indices", (X, [2], [1], [2], [3])),

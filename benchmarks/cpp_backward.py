@@ -43,6 +43,8 @@ def _inputs() -> dict[str, tuple[tuple, dict]]:
     n = 512
     a, b = normal(n, n), normal(n, n)
     index = torch.randint(0, n, (n, n // 2), generator=g)
+    images, pooled = normal(8, 16, 64, 64), (8, 16, 32, 32)        # pooled by a 3x3 window, stride 2, padding 1
+    max_indices = torch.ops.aten.max_pool2d_with_indices(images, [3], [2], [1])[1]
     unary = {op: ((positive(n, n) if op in ("log", "sqrt") else normal(n, n),), {})
              for op in ("neg", "exp", "log", "sin", "cos", "tanh", "sigmoid", "sqrt", "relu")}
     return {
@@ -84,6 +86,10 @@ def _inputs() -> dict[str, tuple[tuple, dict]]:
         "gather_backward": ((normal(n, n // 2), a, 1, index, False), {}),
         "value_selecting_reduction_backward": ((normal(n), 1, torch.randint(0, n, (n,), generator=g), [n, n],
                                                 False), {}),
+        "max_pool2d_with_indices": ((images, [3], [2], [1], [1], False), {}),
+        "max_pool2d_with_indices_backward": ((normal(*pooled), images, [3], [2], [1], [1], False, max_indices), {}),
+        "avg_pool2d": ((images, [3], [2], [1], False, True, None), {}),
+        "avg_pool2d_backward": ((normal(*pooled), images, [3], [2], [1], False, True, None), {}),
     }
 
 

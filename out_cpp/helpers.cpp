@@ -7,6 +7,7 @@
 #include <ATen/ops/div.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
+#include <ATen/ops/flatten.h>
 #include <ATen/ops/gather.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/hardtanh.h>
@@ -336,6 +337,11 @@ at::Tensor sign_of(const at::Tensor& x) {
 at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope) {
   auto clipped = at::hardtanh(diff, -bound, bound);
   return (slope == 1.0) ? clipped : at::mul(clipped, slope);
+}
+
+at::Tensor gather_by_plane_indices(const at::Tensor& source, const at::Tensor& indices) {
+  auto picked = at::gather(at::flatten(source, -2, -1), -1, at::flatten(indices, -2, -1));
+  return at::reshape(picked, indices.sizes().vec());
 }
 
 at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value) {

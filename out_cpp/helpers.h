@@ -38,6 +38,7 @@ at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);
 at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction);
 at::Tensor sign_of(const at::Tensor& x);
 at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope);
+at::Tensor gather_by_plane_indices(const at::Tensor& source, const at::Tensor& indices);
 at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value);
 at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& value);
 at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& value);

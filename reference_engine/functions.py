@@ -62,8 +62,21 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, i
     return nll_loss(dispatcher.call("log_softmax", (input, class_dim), {}), target, weight, ignore_index, reduction)
 
 
+# ----------------------------------------------------------------------------- pooling
+def max_pool2d(input: Tensor, kernel_size: int | list[int], stride: int | list[int] | None = None,
+               padding: int | list[int] = 0, dilation: int | list[int] = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """``torch.nn.functional.max_pool2d`` (and ``torch.max_pool2d``): the declared
+    ``max_pool2d_with_indices``, its values, and its indices too when ``return_indices``."""
+    values, indices = dispatcher.call("max_pool2d_with_indices",
+                                      (input, kernel_size, [] if stride is None else stride, padding, dilation,
+                                       ceil_mode), {})
+    return (values, indices) if return_indices else values
+
+
 #: Module functions built from declared operators that are not methods in torch.
-FUNCTIONS: dict[str, Callable[..., Any]] = {"stack": stack, "nll_loss": nll_loss, "cross_entropy": cross_entropy}
+FUNCTIONS: dict[str, Callable[..., Any]] = {"stack": stack, "nll_loss": nll_loss, "cross_entropy": cross_entropy,
+                                            "max_pool2d": max_pool2d}
 
 
 def module_function(name: str) -> Callable[..., Any]:

@@ -872,7 +872,7 @@ def build_cases() -> list[OpCase]:
         + _linalg_more_cases() + _nn_cases()
         + _pointwise_math_cases()
         + _shape_more_cases() + _indexing_more_cases()
-        + _more_reduction_cases() + _moment_cases()
+        + _more_reduction_cases() + _moment_cases() + _pooling_cases()
     )
 
 
@@ -1234,6 +1234,55 @@ def _moment_cases() -> list[OpCase]:
             dim_id = "all" if dim is None else "_".join(map(str, dim))
             out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim_id}_unbiased{int(unbiased)}_keep{int(keepdim)}",
                               (_normal(rng, shape), dim, unbiased, keepdim)))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# pooling (formulas/pooling.py): max_pool2d_with_indices, avg_pool2d and their backward operators
+
+def _pool_id(shape: tuple[int, ...], *arguments: Any) -> str:
+    return _shape_id(shape) + "".join(f"_{'x'.join(map(str, a)) if isinstance(a, list) else a}" for a in arguments)
+
+
+def _pooling_cases() -> list[OpCase]:
+    """Windows with and without stride, padding, dilation, ceil_mode's partial last window,
+    3-d and 4-d inputs and an empty batch; max pooling's inputs are distinct (no ties)."""
+    out = []
+    rng = _rng("max_pool2d_with_indices")
+    for shape, kernel, stride, padding, dilation, ceil_mode in (
+            ((1, 2, 5, 5), [2], [], [0], [1], False), ((2, 6, 7), [3, 2], [2, 1], [1, 0], [1], False),
+            ((1, 1, 7, 7), [3], [2], [1], [2], True), ((1, 1, 5, 5), [2], [2], [0], [1], True),
+            ((2, 1, 4, 5), [2, 3], [1], [1], [1, 2], False), ((0, 2, 4, 4), [2], [], [0], [1], False)):
+        out.append(OpCase("max_pool2d_with_indices", _pool_id(shape, kernel, stride, padding, dilation, ceil_mode),
+                          (_distinct(rng, shape), kernel, stride, padding, dilation, ceil_mode)))
+    rng = _rng("max_pool2d_with_indices_backward")
+    for shape, pooled, kernel, stride, padding, dilation, ceil_mode in (
+            ((1, 2, 5, 5), (2, 2), [2], [2], [0], [1], False), ((2, 6, 7), (3, 6), [3, 2], [2, 1], [1, 0], [1], False),
+            ((1, 1, 7, 7), (3, 3), [3], [2], [1], [2], True), ((0, 2, 4, 4), (2, 2), [2], [2], [0], [1], False)):
+        out_shape = shape[:-2] + pooled
+        out.append(OpCase("max_pool2d_with_indices_backward",
+                          _pool_id(shape, kernel, stride, padding, dilation, ceil_mode),
+                          (_normal(rng, out_shape), _normal(rng, shape), kernel, stride, padding, dilation, ceil_mode,
+                           _index(rng, out_shape, shape[-2] * shape[-1]))))
+    rng = _rng("avg_pool2d")
+    for shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override in (
+            ((1, 2, 5, 5), [2], [], [0], False, True, None), ((2, 6, 7), [3, 2], [2, 1], [1, 0], False, True, None),
+            ((1, 1, 7, 6), [3], [2], [1], True, False, None), ((1, 1, 5, 5), [2], [2], [0], True, True, 3),
+            ((2, 3, 4), [2, 1], [1], [1, 0], False, False, None), ((0, 2, 4, 4), [2], [], [0], False, True, None)):
+        out.append(OpCase("avg_pool2d", _pool_id(shape, kernel, stride, padding, ceil_mode, count_include_pad,
+                                                 divisor_override),
+                          (_normal(rng, shape), kernel, stride, padding, ceil_mode, count_include_pad,
+                           divisor_override)))
+    rng = _rng("avg_pool2d_backward")
+    for shape, pooled, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override in (
+            ((1, 2, 5, 5), (2, 2), [2], [2], [0], False, True, None),
+            ((2, 6, 7), (3, 6), [3, 2], [2, 1], [1, 0], False, True, None),
+            ((1, 1, 7, 6), (4, 4), [3], [2], [1], True, False, None),
+            ((1, 1, 5, 5), (3, 3), [2], [2], [0], True, True, 3), ((0, 2, 4, 4), (2, 2), [2], [2], [0], False, True, None)):
+        out.append(OpCase("avg_pool2d_backward", _pool_id(shape, kernel, stride, padding, ceil_mode,
+                                                          count_include_pad, divisor_override),
+                          (_normal(rng, shape[:-2] + pooled), _normal(rng, shape), kernel, stride, padding, ceil_mode,
+                           count_include_pad, divisor_override)))
     return out
 
 

@@ -57,6 +57,7 @@ OPINFO_NAMES: dict[str, tuple[str, ...]] = {
     # declared operator -> OpInfo names that reach it but are named differently
     "_softmax": ("softmax",),
     "_log_softmax": ("log_softmax",),
+    "max_pool2d_with_indices": ("nn.functional.max_pool2d",),
 }
 
 _NUMPY_DTYPES = {torch.float64: np.float64, torch.bool: np.bool_, torch.int64: np.int64}

@@ -1,4 +1,4 @@
-"""Operators with a ``Tensor[]`` output: split, split_with_sizes, chunk, unbind.
+"""Operators with a ``Tensor[]`` output: split (.Tensor, .sizes), split_with_sizes, chunk, unbind.
 
 Each output is a view of one part of ``self`` along ``dim``, and the parts tile ``self``
 exactly, so the map is linear and only moves elements: the backward puts every part's
@@ -75,6 +75,17 @@ def split_with_sizes(self, split_sizes, dim=0):
     split_dim = wrap_dim(dim, self.dim())
     def backward(grads):
         return split_backward_parts(grads, split_dim, self_sizes, split_sizes)
+    return result, backward
+
+
+@derivative("split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]", jvp="auto_linear")
+def split_sizes(self, split_size, dim=0):
+    # ``x.split([1, 3])``: split_with_sizes, reached through split's name
+    result = at.split(self, split_size, dim)
+    self_sizes = self.sizes()
+    split_dim = wrap_dim(dim, self.dim())
+    def backward(grads):
+        return split_backward_parts(grads, split_dim, self_sizes, split_size)
     return result, backward
 
 

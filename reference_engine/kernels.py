@@ -1621,7 +1621,7 @@ def _split_parts(x: np.ndarray, sizes: list[int], axis: int) -> list[np.ndarray]
     return parts
 
 
-@kernel("split_with_sizes", view=True)
+@kernel("split_with_sizes", "split.sizes", view=True)
 def split_with_sizes(x, split_sizes, dim=0):
     x = _array(x)
     if x.ndim == 0:

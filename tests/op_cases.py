@@ -1250,6 +1250,10 @@ def _list_output_cases() -> list[OpCase]:
                               ((2, 6, 2), [1, 2, 3], 1), ((0, 3), [0, 0], 0)):
         out.append(OpCase("split_with_sizes", f"{_shape_id(shape)}_sizes{'_'.join(map(str, sizes))}_dim{dim}",
                           (_normal(rng, shape), sizes, dim)))
+    rng = _rng("split.sizes")
+    for shape, sizes, dim in (((5, 3), [2, 3], 0), ((5, 3), [3, 0], 1), ((2, 6, 2), [1, 5], 1)):
+        out.append(OpCase("split.sizes", f"{_shape_id(shape)}_sizes{'_'.join(map(str, sizes))}_dim{dim}",
+                          (_normal(rng, shape), sizes, dim)))
     rng = _rng("chunk")
     for shape, chunks, dim in (((5, 3), 2, 0), ((5, 3), 3, -1), ((4,), 4, 0), ((3,), 5, 0), ((2, 6, 2), 4, 1),
                                ((0, 3), 2, 0)):

@@ -143,7 +143,10 @@ class ViewEmitter:
     ``torch::autograd::as_view`` before ``set_history``, so that an in-place write to it
     rebases the base's history (``CopySlices``). Its view function, a
     ``torch::autograd::ViewFunc`` replaying the operator on a new base, is given where torch
-    gives one: tensors without ``as_strided`` support, or view replay enabled.
+    gives one: tensors without ``as_strided`` support, or view replay enabled. The parts of a
+    ``Tensor[]`` output (``split``, ``unbind``) are marked as torch marks the outputs of its
+    multi-output views (``CreationMeta::MULTI_OUTPUT_NODE``, no view function): an in-place
+    write to one raises torch's error.
     """
 
     def view_outputs(self) -> list[tuple[int, Argument]]:
@@ -581,15 +584,16 @@ class FormulaEmitter(ViewEmitter):
             if returned is None:
                 continue
             for arg in self.arguments:
-                if (arg.annotation is not None and set(arg.annotation.alias_set) & set(returned.alias_set)
-                        and T.from_schema(arg.type) == T.TENSOR and self.list_output):
+                if not (arg.annotation is not None and set(arg.annotation.alias_set) & set(returned.alias_set)
+                        and T.from_schema(arg.type) == T.TENSOR):
+                    continue
+                if self.list_output:
                     lines += [f"  for (auto& part : {outputs[index]}) {{",
                               f"    if (part.is_same({cpp_name(arg.name)})) {{",
                               "      part = part.alias();",
                               "    }",
                               "  }"]
-                elif (arg.annotation is not None and set(arg.annotation.alias_set) & set(returned.alias_set)
-                        and T.from_schema(arg.type) == T.TENSOR):
+                else:
                     lines += [f"  if ({outputs[index]}.is_same({cpp_name(arg.name)})) {{",
                               f"    {outputs[index]} = {outputs[index]}.alias();",
                               "  }"]

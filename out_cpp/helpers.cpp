@@ -2,6 +2,7 @@
 #include "helpers.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/conj.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/div.h>
@@ -25,6 +26,7 @@
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/sign.h>
 #include <ATen/ops/squeeze.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/tanh_backward.h>
@@ -311,6 +313,51 @@ at::Tensor fold_batch(const at::Tensor& x) {
     rows = rows * x.size(d);
   }
   return at::reshape(x, std::vector<int64_t>{rows, x.size(n - 1)});
+}
+
+at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes) {
+  std::vector<int64_t> sizes{};
+  int64_t defined = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    if (grads[i].defined()) {
+      defined = i;
+    }
+  }
+  std::vector<at::Tensor> parts = std::vector<at::Tensor>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    if (!grads[i].defined()) {
+      sizes = formulas::runtime::to_list<std::vector<int64_t>>(self_sizes);
+      sizes[formulas::runtime::wrap_index(dim, sizes.size())] = part_sizes[i];
+      parts.push_back(grads[formulas::runtime::wrap_index(defined, grads.size())].new_zeros(sizes));
+    } else {
+      parts.push_back(grads[i]);
+    }
+  }
+  return at::cat(parts, dim);
+}
+
+at::Tensor unbind_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes) {
+  int64_t defined = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    if (grads[i].defined()) {
+      defined = i;
+    }
+  }
+  std::vector<int64_t> slice_sizes = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(self_sizes.size()); ++d) {
+    if (d != dim) {
+      slice_sizes.push_back(self_sizes[d]);
+    }
+  }
+  std::vector<at::Tensor> parts = std::vector<at::Tensor>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    if (!grads[i].defined()) {
+      parts.push_back(grads[formulas::runtime::wrap_index(defined, grads.size())].new_zeros(slice_sizes));
+    } else {
+      parts.push_back(grads[i]);
+    }
+  }
+  return at::stack(parts, dim);
 }
 
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel) {

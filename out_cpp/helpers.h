@@ -34,6 +34,8 @@ at::Tensor restore_reduced_dims(const at::Tensor& output, at::IntArrayRef dims, 
 at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, at::IntArrayRef dims);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor fold_batch(const at::Tensor& x);
+at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes);
+at::Tensor unbind_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes);
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);
 at::Tensor apply_loss_reduction(const at::Tensor& elements, int64_t reduction);
 at::Tensor sign_of(const at::Tensor& x);

@@ -182,5 +182,12 @@ inline void set_tangent(const at::Tensor& output, const at::Tensor& tangent) {
     output._set_fw_grad(tangent, /*level*/ 0, /*is_inplace_op*/ false);
   }
 }
+inline void set_tangent(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& tangents) {
+  TORCH_CHECK(tangents.size() == outputs.size(), "a jvp returned ", tangents.size(), " tangents for a list of ",
+              outputs.size(), " outputs");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    set_tangent(outputs[i], tangents[i]);
+  }
+}
 
 }  // namespace formulas::runtime

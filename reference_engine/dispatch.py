@@ -82,7 +82,12 @@ class Overload:
             finally:
                 grad_mode.enabled = True
             recorded = record_formula(self, bound, outputs, backward)
-            result = mark_recorded(recorded) if self.is_view else recorded
+            if not self.is_view:
+                result = recorded
+            elif self.returns_kind == "list":
+                result = [mark_recorded(out) for out in recorded]
+            else:
+                result = mark_recorded(recorded)
             return result if self.return_type is None else self.return_type(*result)
         return self.run_kernel(bound)
 
@@ -133,7 +138,12 @@ class Overload:
             results = tuple(Tensor._wrap(np.asarray(o)) for o in out)
             return results if self.return_type is None else self.return_type(*results)
         if kind == "list":
-            return [Tensor._wrap(np.asarray(o)) for o in out]
+            results = [Tensor._wrap(np.asarray(o)) for o in out]
+            if self.is_view and type(first) is Tensor:
+                for result in results:
+                    if np.may_share_memory(result._data, first._data):
+                        make_view(result, first, self, view_arguments, multi_output=True)
+            return results
         return out
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -197,6 +197,17 @@ class FormulaNode(Node):
         self.saved = ()
 
 
+class ListOutputNode(FormulaNode):
+    """``grad_fn`` of a formula whose output is a ``Tensor[]``: its backward takes the list of
+    the outputs' gradients as one argument (``def backward(grads)``), None where an output
+    received none."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
+        return super().apply([list(grads)], create_graph)
+
+
 def backward_plan(overload: Overload, backward: Callable[..., Any]) -> tuple[bool, tuple[int, ...]]:
     """``(takes needs_input_grad, cells to inspect)`` for a backward closure, cached per code.
 
@@ -383,8 +394,11 @@ def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backw
     recorder: any number of outputs, ``Tensor[]`` arguments, bound arguments)."""
     edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
     takes_mask, inspected = backward_plan(overload, backward)
-    node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, needs,
-                       lengths, takes_mask)
+    if overload.returns_kind == "list":
+        node = ListOutputNode(overload, backward, edges, meta, len(outputs), needs, lengths, takes_mask)
+    else:
+        node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, needs,
+                           lengths, takes_mask)
     output_nr: dict[int, int] = {}
     if overload.returns_kind == "tensor":
         result = _attach(outputs, node, 0, held, output_nr)

@@ -81,8 +81,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Tensor], tangents: Sequence[Ten
     try:
         duals = [_make_dual(Tensor._wrap(p._value), t) for p, t in zip(primals, tangents)]
         outputs = f(*duals)
-        if isinstance(outputs, tuple):
-            return outputs, tuple(_output_tangent(o) for o in outputs)
+        if isinstance(outputs, (tuple, list)):
+            return outputs, type(outputs)(_output_tangent(o) for o in outputs)
         return outputs, _output_tangent(outputs)
     finally:
         state.tangents = None
@@ -121,6 +121,14 @@ def run(overload: Any, bound: list) -> Any:
         for output, tangent in zip(differentiable, tangents):
             if tangent is not None:
                 _make_dual(output, tangent)
+    elif isinstance(outputs, list):     # a Tensor[] output: its jvp returns a list of tangents
+        if output_tangents is not None:
+            if len(output_tangents) != len(outputs):
+                raise RuntimeError(f"the jvp of {overload.name} returned {len(output_tangents)} tangent(s) for "
+                                   f"a list of {len(outputs)} outputs; return one per output (None for none)")
+            for output, tangent in zip(outputs, output_tangents):
+                if tangent is not None:
+                    _make_dual(output, tangent)
     elif output_tangents is not None:
         _make_dual(outputs, output_tangents)
     return outputs

@@ -1824,3 +1824,68 @@ def avg_pool2d_backward(grad_output, x, kernel_size, stride, padding, ceil_mode,
             out[..., rows[kept_rows][:, None], cols[kept_cols][None, :]] += \
                 share[..., kept_rows[:, None], kept_cols[None, :]]
     return out
+
+
+# ----------------------------------------------------------------------------- Tensor[] outputs: split, chunk, unbind
+# Each part is a view of its input (``np.split`` and indexing give views), as in torch.
+def _split_parts(x: np.ndarray, sizes: list[int], axis: int) -> list[np.ndarray]:
+    key = [slice(None)] * x.ndim
+    parts, start = [], 0
+    for size in sizes:
+        key[axis] = slice(start, start + size)
+        parts.append(x[tuple(key)])
+        start += size
+    return parts
+
+
+@kernel("split_with_sizes", "split.sizes", view=True)
+def split_with_sizes(x, split_sizes, dim=0):
+    x = _array(x)
+    if x.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    axis = _wrap_dim(dim, x.ndim)
+    if any(s < 0 for s in split_sizes):
+        raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                           f"split_sizes={list(split_sizes)}")
+    if sum(split_sizes) != x.shape[axis]:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {x.shape[axis]} (input "
+                           f"tensor's size at dimension {axis}), but got split_sizes={list(split_sizes)}")
+    return _split_parts(x, list(split_sizes), axis)
+
+
+@kernel("split.Tensor", view=True)
+def split(x, split_size, dim=0):
+    x = _array(x)
+    if x.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    if split_size < 0:
+        raise RuntimeError(f"split expects split_size be non-negative, but got split_size={split_size}")
+    axis = _wrap_dim(dim, x.ndim)
+    size = x.shape[axis]
+    if split_size == 0 and size != 0:
+        raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}")
+    count = max(-(-size // split_size), 1) if split_size else 1
+    return _split_parts(x, [split_size] * (count - 1) + [size - split_size * (count - 1)], axis)
+
+
+@kernel("chunk", view=True)
+def chunk(x, chunks, dim=0):
+    x = _array(x)
+    if x.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    axis = _wrap_dim(dim, x.ndim)
+    size = x.shape[axis]
+    if size == 0:
+        return _split_parts(x, [0] * chunks, axis)
+    return split(x, -(-size // chunks), axis)
+
+
+@kernel("unbind.int", view=True)
+def unbind(x, dim=0):
+    x = _array(x)
+    if x.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    axis = _wrap_dim(dim, x.ndim)
+    return [x[(slice(None),) * axis + (i, Ellipsis)] for i in range(x.shape[axis])]     # 0-d parts stay views

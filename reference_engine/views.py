@@ -17,6 +17,9 @@ A recorded write to a root that has views regenerates them the same way.
 Torch's errors are kept: a view of a leaf that requires grad, or a view made
 under ``no_grad`` of a tensor in a graph, cannot be written in place with grad
 mode on, and an expanded view (elements sharing memory) cannot be written at all.
+An output of an operator returning several views (``split``, ``chunk``, ``unbind``),
+and any view of one, is never written in place while recording, and after a
+recorded write to its root its history raises (torch's multi-output views).
 """
 from __future__ import annotations
 
@@ -38,6 +41,10 @@ NO_GRAD_VIEW_MESSAGE = (
     "error-prone, it is forbidden. You can clarify your code by moving both the view and the inplace "
     "either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside "
     "(if you want the inplace to be tracked).")
+MULTI_OUTPUT_MESSAGE = (
+    "{what}. This view is the output of a function that returns multiple views. Such functions do not "
+    "allow the output views to be modified inplace. You should replace the inplace operation by an "
+    "out-of-place one.")
 OVERLAP_MESSAGE = (
     "unsupported operation: more than one element of the written-to tensor refers to a single memory "
     "location. Please clone() the tensor before performing the operation.")
@@ -48,20 +55,26 @@ ViewStep = tuple
 
 
 class ViewInfo:
-    """What makes a tensor a view: its root base, the operators from it, and whether it was
+    """What makes a tensor a view: its root base, the operators from it, whether it was
     made with grad mode on (``grad_mode``; set after the fact for a recorded view op, whose
-    forward ran below autograd)."""
+    forward ran below autograd) and whether a step returned several views (``multi_output``:
+    made with grad mode on, it is never written in place while recording, and ``steps`` is
+    never replayed)."""
 
-    __slots__ = ("base", "steps", "grad_mode")
+    __slots__ = ("base", "steps", "grad_mode", "multi_output")
 
-    def __init__(self, base: Tensor, steps: tuple[ViewStep, ...], grad_mode: bool) -> None:
+    def __init__(self, base: Tensor, steps: tuple[ViewStep, ...], grad_mode: bool,
+                 multi_output: bool = False) -> None:
         self.base = base
         self.steps = steps
         self.grad_mode = grad_mode
+        self.multi_output = multi_output
 
 
-def make_view(result: Tensor, source: Tensor, overload: Overload, arguments: Sequence[Any]) -> None:
-    """Mark ``result`` (an array over ``source``'s memory) as a view of ``source``'s root.
+def make_view(result: Tensor, source: Tensor, overload: Overload, arguments: Sequence[Any],
+              multi_output: bool = False) -> None:
+    """Mark ``result`` (an array over ``source``'s memory) as a view of ``source``'s root
+    (``multi_output``: one of several views the operator returned).
 
     A root gets both ``_view`` (None) and ``_views`` set, a view ``_view``, so that reading
     them here never raises (a missing slot costs an exception): this runs on every view op."""
@@ -83,9 +96,10 @@ def make_view(result: Tensor, source: Tensor, overload: Overload, arguments: Seq
     result._version = counter
     step = (overload, tuple(arguments))
     if parent is None:
-        result._view = ViewInfo(source, (step,), grad_mode.enabled)
+        result._view = ViewInfo(source, (step,), grad_mode.enabled, multi_output)
     else:
-        result._view = ViewInfo(parent.base, parent.steps + (step,), grad_mode.enabled)
+        result._view = ViewInfo(parent.base, parent.steps + (step,), grad_mode.enabled,
+                                multi_output or parent.multi_output)
     if len(views) >= _PRUNE_AT and not len(views) % _PRUNE_AT:      # views made and dropped in a loop
         views[:] = [ref for ref in views if ref() is not None]
     views.append(weakref.ref(result))
@@ -113,6 +127,12 @@ def replay(steps: Sequence[ViewStep], tensor: Tensor) -> Tensor:
 
 def check_view_write(view: Tensor, info: ViewInfo) -> None:
     """Torch's refusals of a recorded in-place write through ``view``."""
+    if info.multi_output and info.grad_mode:      # made under no_grad: the plain no_grad refusal below
+        if view._grad_fn is None:
+            what = "A view was created in no_grad mode and is being modified inplace with grad mode enabled"
+        else:
+            what = f"Output {view._output_nr} of {_short_name(view._grad_fn)} is a view and is being modified inplace"
+        raise RuntimeError(MULTI_OUTPUT_MESSAGE.format(what=what))
     if not info.grad_mode:
         raise RuntimeError(NO_GRAD_VIEW_MESSAGE.format(what="is being modified inplace with grad mode enabled"))
     if info.base._grad_fn is None and info.base._requires_grad:
@@ -175,6 +195,27 @@ class ViewOfNoGradViewBackward(Node):
             what="its base or another view of its base has been modified inplace with grad mode enabled"))
 
 
+def _short_name(node: Node) -> str:
+    """A node's name as torch's view messages give it (``SplitTensorBackward0`` -> ``SplitTensor``)."""
+    name = node.name()
+    return name[:name.rfind("Backward")] if "Backward" in name else name
+
+
+class MultiOutputViewBackward(Node):
+    """``grad_fn`` of a view among several views an operator returned, after its root was
+    written in place with grad mode on: torch refuses to use it; reaching it raises torch's message."""
+
+    __slots__ = ("what",)
+    always_needed = True
+
+    def __init__(self, what: str) -> None:
+        super().__init__((), (), 1)
+        self.what = what
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
+        raise RuntimeError(MULTI_OUTPUT_MESSAGE.format(what=self.what))
+
+
 def rebase(view: Tensor, info: ViewInfo, result: Tensor) -> None:
     """After a recorded in-place write of ``result`` into ``view``: the root's history becomes
     a :class:`CopySlices` node and its views' histories follow."""
@@ -202,6 +243,16 @@ def regenerate_views(root: Tensor) -> None:
             if not view._data.dtype.kind == "f":
                 continue
             info = view._view
+            if info.multi_output and info.grad_mode:
+                if type(view._grad_fn) is MultiOutputViewBackward:     # refused at an earlier write
+                    continue
+                indirect = "its base or another view of its base has been modified inplace"
+                if view._grad_fn is not None:
+                    what = f"Output {view._output_nr} of {_short_name(view._grad_fn)} is a view and {indirect}"
+                else:
+                    what = f"A view was created in no_grad mode and {indirect} with grad mode enabled"
+                view._grad_fn, view._output_nr, view._requires_grad = MultiOutputViewBackward(what), 0, True
+                continue
             if not info.grad_mode:
                 view._grad_fn, view._output_nr, view._requires_grad = ViewOfNoGradViewBackward(), 0, True
                 continue

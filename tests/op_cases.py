@@ -114,7 +114,7 @@ def differentiable_view(case: OpCase, fn):
             else:
                 filled[position][index] = tensor
         out = fn(*filled, **kwargs)
-        if isinstance(out, tuple):   # every floating output (max.dim's indices are not)
+        if isinstance(out, (tuple, list)):   # every floating output (max.dim's indices are not; a Tensor[]'s parts)
             return tuple(o for o in out if o.is_floating_point())
         return out
 
@@ -873,6 +873,7 @@ def build_cases() -> list[OpCase]:
         + _pointwise_math_cases()
         + _shape_more_cases() + _indexing_more_cases()
         + _more_reduction_cases() + _moment_cases() + _pooling_cases()
+        + _list_output_cases()
     )
 
 
@@ -1283,6 +1284,32 @@ def _pooling_cases() -> list[OpCase]:
                                                           count_include_pad, divisor_override),
                           (_normal(rng, shape[:-2] + pooled), _normal(rng, shape), kernel, stride, padding, ceil_mode,
                            count_include_pad, divisor_override)))
+    return out
+
+
+def _list_output_cases() -> list[OpCase]:
+    """Operators with a ``Tensor[]`` output: split, split_with_sizes, chunk, unbind (formulas/lists.py)."""
+    out = []
+    rng = _rng("split.Tensor")
+    for shape, size, dim in (((5, 3), 2, 0), ((5, 3), 3, -1), ((4,), 4, 0), ((4,), 8, 0), ((2, 6, 2), 4, 1),
+                             ((0, 3), 2, 0), ((3, 0), 0, 1), ((3, 0), 2, 0)):
+        out.append(OpCase("split.Tensor", f"{_shape_id(shape)}_size{size}_dim{dim}", (_normal(rng, shape), size, dim)))
+    rng = _rng("split_with_sizes")
+    for shape, sizes, dim in (((5, 3), [2, 3], 0), ((5, 3), [1, 0, 2], -1), ((4,), [4], 0),
+                              ((2, 6, 2), [1, 2, 3], 1), ((0, 3), [0, 0], 0)):
+        out.append(OpCase("split_with_sizes", f"{_shape_id(shape)}_sizes{'_'.join(map(str, sizes))}_dim{dim}",
+                          (_normal(rng, shape), sizes, dim)))
+    rng = _rng("split.sizes")
+    for shape, sizes, dim in (((5, 3), [2, 3], 0), ((5, 3), [3, 0], 1), ((2, 6, 2), [1, 5], 1)):
+        out.append(OpCase("split.sizes", f"{_shape_id(shape)}_sizes{'_'.join(map(str, sizes))}_dim{dim}",
+                          (_normal(rng, shape), sizes, dim)))
+    rng = _rng("chunk")
+    for shape, chunks, dim in (((5, 3), 2, 0), ((5, 3), 3, -1), ((4,), 4, 0), ((3,), 5, 0), ((2, 6, 2), 4, 1),
+                               ((0, 3), 2, 0)):
+        out.append(OpCase("chunk", f"{_shape_id(shape)}_chunks{chunks}_dim{dim}", (_normal(rng, shape), chunks, dim)))
+    rng = _rng("unbind.int")
+    for shape, dim in (((3, 2), 0), ((3, 2), -1), ((4,), 0), ((2, 3, 4), 1), ((1, 2), 0), ((2, 0), 0)):
+        out.append(OpCase("unbind.int", f"{_shape_id(shape)}_dim{dim}", (_normal(rng, shape), dim)))
     return out
 
 

@@ -40,7 +40,7 @@ import formulas
 from formulas import DeclaredFormula, at, use_backend
 from op_cases import ALL_CASES, OpCase, build_cases, ops, torch_args, torch_op
 from torch_backend import OracleTensor, OverloadError, TorchBackend, unwrap, wrap
-from transpiler.schema import FunctionSchema, parse_schema
+from transpiler.schema import FunctionSchema, ListType, parse_schema
 
 LIBRARY = formulas.load_library()
 BACKEND = TorchBackend.for_library()
@@ -71,9 +71,17 @@ class FormulaCall:
         return tuple(names.index(arg.name) for arg in self.schema.tensor_inputs)
 
     @property
-    def output_differentiability(self) -> tuple[bool, ...]:
-        returns = len(self.schema.returns)
-        return self.formula.output_differentiability or (True,) * returns
+    def list_output(self) -> bool:
+        """Whether the schema returns one ``Tensor[]`` (split, unbind): every part is an output."""
+        return len(self.schema.returns) == 1 and isinstance(self.schema.returns[0].type, ListType)
+
+    def differentiable_outputs(self, outputs: Sequence[Any]) -> list[Any]:
+        """The entries of ``outputs`` (one per output, or per part of a ``Tensor[]`` output)
+        that belong to differentiable outputs."""
+        if self.list_output:
+            return list(outputs)
+        flags = self.formula.output_differentiability or (True,) * len(self.schema.returns)
+        return [out for out, diff in zip(outputs, flags) if diff]
 
     def needs_input_grad(self, differentiated: Sequence[int] | None = None) -> tuple[bool, ...]:
         """One flag per tensor argument: is it among ``differentiated`` (default: the case's)?"""
@@ -135,7 +143,7 @@ def run_forward(call: FormulaCall, args: Sequence[Any] | None = None) -> tuple[t
     args = call.args if args is None else args
     with use_backend(BACKEND):
         outputs, backward = call.formula.fn(*wrap(list(args)), **call.kwargs)
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    outputs = tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
     return tuple(unwrap(o) for o in outputs), backward
 
 
@@ -145,7 +153,10 @@ def run_backward(call: FormulaCall, backward: Callable, grads: Sequence[torch.Te
     declares_mask = "needs_input_grad" in inspect.signature(backward).parameters
     mask = {"needs_input_grad": list(needs_input_grad)} if declares_mask else {}
     with use_backend(BACKEND):
-        returned = backward(*wrap(list(grads)), **mask)
+        if call.list_output:    # one argument: the list of the parts' gradients
+            returned = backward(wrap(list(grads)), **mask)
+        else:
+            returned = backward(*wrap(list(grads)), **mask)
     count = len(call.tensor_positions)
     if count == 1:
         assert not isinstance(returned, tuple), f"backward of {call.formula.op_name} must return one gradient, not a tuple"
@@ -156,7 +167,7 @@ def run_backward(call: FormulaCall, backward: Callable, grads: Sequence[torch.Te
 
 
 def differentiable(call: FormulaCall, outputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    return [out for out, diff in zip(outputs, call.output_differentiability) if diff]
+    return call.differentiable_outputs(outputs)
 
 
 def random_like(tensors: Sequence[torch.Tensor], seed: int, requires_grad: bool = False) -> list[torch.Tensor]:
@@ -166,7 +177,7 @@ def random_like(tensors: Sequence[torch.Tensor], seed: int, requires_grad: bool 
 
 
 def as_tuple(value: Any) -> tuple[Any, ...]:
-    return value if isinstance(value, tuple) else (value,)
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
 def formula_call(case: OpCase, requires_grad: bool = True) -> FormulaCall:
@@ -295,7 +306,11 @@ def test_half_to_float_gradient_comes_back_in_the_input_dtype(op: str):
     assert (grad.dtype, grad.shape, grad.device) == (want.dtype, want.shape, want.device) == (torch.float16, x.shape, x.device)
 
 
-MULTI_OUTPUT_CASES = [case for case in ALL_CASES if sum(formula_call(case, False).output_differentiability) > 1]
+def _several_differentiable_outputs(call: FormulaCall) -> bool:
+    return call.list_output or sum(call.formula.output_differentiability or (True,) * len(call.schema.returns)) > 1
+
+
+MULTI_OUTPUT_CASES = [case for case in ALL_CASES if _several_differentiable_outputs(formula_call(case, False))]
 
 
 @pytest.mark.parametrize("case", MULTI_OUTPUT_CASES, ids=case_ids)
@@ -383,7 +398,8 @@ class FormulaFunction(torch.autograd.Function):
         ctx.backward = backward
         ctx.saved_ids = [id(t) for t in (*flat, *outputs)]
         ctx.save_for_backward(*flat, *outputs)
-        ctx.mark_non_differentiable(*(o for o, diff in zip(outputs, call.output_differentiability) if not diff))
+        kept = {id(o) for o in call.differentiable_outputs(outputs)}
+        ctx.mark_non_differentiable(*(o for o in outputs if id(o) not in kept))
         ctx.set_materialize_grads(False)     # unused outputs reach the closure as None, as in the contract
         return outputs
 
@@ -398,7 +414,7 @@ class FormulaFunction(torch.autograd.Function):
             value = call.args[position]
             width = len(value) if isinstance(value, list) else 1
             needs.append(any([next(flat_needs) for _ in range(width)]))
-        diff_grads = [g for g, diff in zip(grads, call.output_differentiability) if diff]
+        diff_grads = call.differentiable_outputs(grads)
         if all(g is None for g in diff_grads):
             return (None,) * (1 + len(call.flat_tensors()))    # a backward is never called without a gradient
         per_argument = run_backward(call, backward, diff_grads, tuple(needs))

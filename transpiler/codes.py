@@ -185,7 +185,7 @@ TYPE_CONFLICT = Code(
 UNSUPPORTED_TYPE = Code(
     "DB205", "`transpile`: a schema or annotation type with no C++ spelling",
     "Reports a schema argument or helper annotation whose type has no C++ translation (`Generator`, "
-    "`Tensor?[]`, a `Tensor[]` output, an unannotated helper parameter).",
+    "`Tensor?[]`, a `Tensor[]` output next to other outputs, an unannotated helper parameter).",
     "The node's members and the wrapper's signature cannot be written.",
     "@helper\ndef scale(x, factor):\n    ...",
     "Annotate helpers fully with the types of formulas/README.md; leave such operators to torch.")

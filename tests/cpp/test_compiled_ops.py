@@ -45,7 +45,7 @@ def _first_and_second_order(fn, case: OpCase):
     out = call(*leaves)
     # a floating output may carry no gradient (nll_loss_forward's total_weight), in torch's op as in
     # ours: the count of those that do is compared
-    outs = [o for o in (list(out) if isinstance(out, tuple) else [out]) if o.requires_grad]
+    outs = [o for o in (list(out) if isinstance(out, (tuple, list)) else [out]) if o.requires_grad]
     generator = torch.Generator().manual_seed(0)
     upstream = [torch.randn(o.shape, dtype=o.dtype, generator=generator) for o in outs]
     firsts = torch.autograd.grad(outs, leaves, upstream, create_graph=True, allow_unused=True)

@@ -249,3 +249,84 @@ def test_the_new_view_operators_return_views_of_their_input(formulas_ops):
         assert view._is_view() and view._base is a
     assert not F.flatten(F.transpose(m, 0, 1))._is_view()
     assert not F.contiguous(F.transpose(m, 0, 1))._is_view()
+
+
+# Operators returning several views (split, chunk, unbind): their outputs are torch's multi-output
+# views. Torch's messages name the node (``Split`` for its own, ``SplitTensor`` for ours), so the
+# cases compare from "is a view" on.
+MULTI_OUTPUT_TAIL = ("This view is the output of a function that returns multiple views. Such functions do not "
+                     "allow the output views to be modified inplace. You should replace the inplace operation by "
+                     "an out-of-place one.")
+MULTI_OUTPUT_OPS = SimpleNamespace(split=torch.ops.aten.split.Tensor, split_with_sizes=torch.ops.aten.split_with_sizes,
+                                   chunk=torch.ops.aten.chunk, unbind=torch.ops.aten.unbind.int)
+
+
+def _write_split_output(F):
+    a = torch.ones(4, dtype=torch.float64, requires_grad=True) * 1.0
+    F.split(a, 2)[1].mul_(2.0)
+
+
+def _write_chunk_output(F):
+    a = torch.ones(4, dtype=torch.float64, requires_grad=True) * 1.0
+    F.chunk(a, 3)[0].add_(1.0)
+
+
+def _write_unbind_output(F):
+    a = torch.ones(2, 2, dtype=torch.float64, requires_grad=True) * 1.0
+    F.unbind(a, 1)[0].mul_(2.0)
+
+
+def _write_split_with_sizes_output(F):
+    a = torch.ones(4, dtype=torch.float64, requires_grad=True) * 1.0
+    F.split_with_sizes(a, [1, 3])[1].mul_(2.0)
+
+
+def _use_split_output_after_its_base_was_written(F):
+    x = torch.ones(4, dtype=torch.float64, requires_grad=True)
+    a = x * 1.0
+    first, second = F.split(a, 2)
+    a.mul_(2.0)
+    (second * second).sum().backward()
+
+
+def _write_split_output_of_plain_tensor_with_grad_operand(F):
+    parts = F.split(torch.zeros(4, dtype=torch.float64), 2)
+    parts[0].mul_(torch.ones(2, dtype=torch.float64, requires_grad=True))
+
+
+def _write_unbind_output_made_under_no_grad(F):
+    a = torch.ones(2, 2, dtype=torch.float64, requires_grad=True) * 1.0
+    with torch.no_grad():
+        parts = F.unbind(a, 0)
+    parts[0].mul_(2.0)
+
+
+@pytest.mark.parametrize("action, message", [
+    (_write_split_output_of_plain_tensor_with_grad_operand,
+     "A view was created in no_grad mode and is being modified inplace with grad mode enabled. " + MULTI_OUTPUT_TAIL),
+    (_write_unbind_output_made_under_no_grad,      # made under no_grad: the plain no_grad refusal
+     "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that"),
+    (_write_split_output, "is a view and is being modified inplace. " + MULTI_OUTPUT_TAIL),
+    (_write_chunk_output, "is a view and is being modified inplace. " + MULTI_OUTPUT_TAIL),
+    (_write_unbind_output, "is a view and is being modified inplace. " + MULTI_OUTPUT_TAIL),
+    (_write_split_with_sizes_output, "is a view and is being modified inplace. " + MULTI_OUTPUT_TAIL),
+    (_use_split_output_after_its_base_was_written,
+     "is a view and its base or another view of its base has been modified inplace. " + MULTI_OUTPUT_TAIL),
+], ids=lambda a: getattr(a, "__name__", ""))
+def test_writes_to_multi_output_views_raise_torchs_error(formulas_ops, action, message):
+    for table in (MULTI_OUTPUT_OPS, formulas_ops):
+        with pytest.raises(RuntimeError) as caught:
+            action(table)
+        assert message in str(caught.value)
+
+
+def test_multi_output_views_are_views_of_their_input_and_written_outside_a_graph(formulas_ops):
+    F = formulas_ops
+    a = torch.zeros(4, dtype=torch.float64)
+    parts = [*F.split(a, 2), *F.chunk(a, 4), *F.split_with_sizes(a, [3, 1]), *F.unbind(F.view(a, [2, 2]), 1)]
+    assert all(part._is_view() and part._base is a for part in parts)
+    F.split(a, 2)[1].add_(1.0)
+    F.unbind(F.view(a, [2, 2]), 0)[0].add_(2.0)
+    torch.testing.assert_close(a, torch.tensor([2.0, 2.0, 1.0, 1.0], dtype=torch.float64))
+    x = torch.ones(4, dtype=torch.float64, requires_grad=True)
+    assert F.split(x * 1.0, 2)[0].grad_fn.name() == "SplitTensorBackward0"

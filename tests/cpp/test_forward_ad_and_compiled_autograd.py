@@ -25,7 +25,7 @@ def _tangents(leaves: list, seed: int) -> tuple:
 
 
 def _as_tuple(value) -> tuple:
-    return value if isinstance(value, tuple) else (value,)
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
 @pytest.mark.tier("F1")

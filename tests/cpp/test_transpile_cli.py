@@ -46,7 +46,15 @@ BAD_INPUTS = {
                                 'def cos(self, name):', "DB205", 12, 13),
     "duplicate operator": ('@derivative("cos(Tensor self) -> Tensor")', '@derivative("sin(Tensor self) -> Tensor")',
                            "DB206", 12, 13),
-    "differentiable list output": ('"cos(Tensor self) -> Tensor"', '"cos(Tensor self) -> Tensor[]"', "DB205", 12, 13),
+    # a Tensor[] output: the backward's parameter is the list of gradients, not a tensor
+    "list output's gradient used as a tensor": ('"cos(Tensor self) -> Tensor"', '"cos(Tensor self) -> Tensor[]"',
+                                                "DB200", 16, 16),
+    # a Tensor[] output returned as a Tensor (reported at the returned name)
+    "list output returned as a tensor": ('"cos(Tensor self) -> Tensor")\ndef cos(self):\n    result = at.cos(self)\n'
+                                         '    def backward(grad):\n        return -grad * at.sin(self)',
+                                         '"cos(Tensor self) -> Tensor[]")\ndef cos(self):\n    result = at.sin(self)\n'
+                                         '    def backward(grads):\n        return at.sin(grads[0])',
+                                         "DB200", 17, 12),
 }
 
 

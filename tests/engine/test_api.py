@@ -290,6 +290,46 @@ def test_constant_pad_nd_errors_say_what_torch_says(pad, message):
         torch.constant_pad_nd(torch.zeros(2, 3), pad)
 
 
+_SPLIT_ERRORS = [
+    (lambda lib, x: x.split(0), RuntimeError, "split_size can only be 0 if dimension size is 0, but got dimension size of 5"),
+    (lambda lib, x: x.split(-1), RuntimeError, "split expects split_size be non-negative, but got split_size=-1"),
+    (lambda lib, x: x.split(2, 2), IndexError, r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"),
+    (lambda lib, x: x.split_with_sizes([2, 2]), RuntimeError,
+     r"split_with_sizes expects split_sizes to sum exactly to 5 \(input tensor's size at dimension 0\), but got "
+     r"split_sizes=\[2, 2\]"),
+    (lambda lib, x: x.split_with_sizes([6, -1]), RuntimeError,
+     r"split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=\[6, -1\]"),
+    (lambda lib, x: x.chunk(0), RuntimeError, "chunk expects `chunks` to be greater than 0, got: 0"),
+    (lambda lib, x: x.unbind(3), IndexError, "Dimension out of range"),
+    (lambda lib, x: x.sum().unbind(), IndexError, "Dimension specified as 0 but tensor has no dimensions"),
+    (lambda lib, x: x.sum().split(1), RuntimeError, "split expects at least a 1-dimensional tensor"),
+    (lambda lib, x: x.sum().chunk(1), RuntimeError, "chunk expects at least a 1-dimensional tensor"),
+]
+
+
+@pytest.mark.parametrize("action, error, message", _SPLIT_ERRORS, ids=range(len(_SPLIT_ERRORS)))
+def test_split_chunk_unbind_errors_say_what_torch_says(action, error, message):
+    for lib, x in ((engine, f64(np.zeros((5, 3)))), (torch, torch.zeros(5, 3, dtype=torch.float64))):
+        with pytest.raises(error, match=message):
+            action(lib, x)
+
+
+def test_split_chunk_unbind_as_module_functions_and_methods_unpack_like_torch():
+    values = np.arange(12.0).reshape(4, 3)
+    results = []
+    for lib, x in ((engine, f64(values, True)), (torch, torch.tensor(values, requires_grad=True))):
+        first, rest = lib.split(x, [1, 3])
+        a, b = x.chunk(2, 1)
+        rows = x.unbind()
+        top, bottom = x.split(2)
+        loss = (first * 2.0).sum() + (rest * rest).sum() + (a * b[..., :1]).sum() + (rows[3] ** 3).sum() \
+            + lib.unbind(bottom, 1)[2].sum() + top.sum()
+        (grad,) = (engine.grad if lib is engine else torch.autograd.grad)(loss, [x])
+        results.append(([t.shape for t in (first, rest, a, b, *rows)], np.asarray(grad.detach().tolist())))
+    assert [tuple(s) for s in results[0][0]] == [tuple(s) for s in results[1][0]]
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-12)
+
+
 # ----------------------------------------------------------------------------- pictures
 def test_to_dot_labels_operators_shapes_dtypes_values_and_grads():
     x = f64([1.0, 2.0], True)

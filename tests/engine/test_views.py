@@ -269,3 +269,84 @@ def test_a_root_does_not_keep_references_to_dropped_views():
     for _ in range(1000):
         w.view(2, 2).t()
     assert len(w._views) <= 130
+
+
+# Operators returning several views (split, chunk, unbind): torch refuses in-place writes to their
+# outputs, and any use of one after its base was written; torch names its own node (``Split``),
+# the engine the library's (``SplitTensor``), so the messages are compared from "is a view".
+MULTI_OUTPUT_TAIL = ("This view is the output of a function that returns multiple views. Such functions do not "
+                     "allow the output views to be modified inplace. You should replace the inplace operation by "
+                     "an out-of-place one.")
+
+
+def _write_split_output(lib):
+    a = _leaf(lib, [1.0, 2.0, 3.0, 4.0]) * 1.0
+    a.split(2)[1].mul_(2.0)
+
+
+def _write_chunk_output(lib):
+    a = _leaf(lib, [1.0, 2.0, 3.0, 4.0]) * 1.0
+    a.chunk(3)[0].add_(1.0)
+
+
+def _write_unbind_output(lib):
+    a = _leaf(lib, [[1.0, 2.0], [3.0, 4.0]]) * 1.0
+    a.unbind(1)[0].mul_(2.0)
+
+
+def _write_view_of_split_output(lib):
+    a = _leaf(lib, [1.0, 2.0, 3.0, 4.0]) * 1.0
+    a.split_with_sizes([1, 3])[1].view(3, 1).mul_(2.0)
+
+
+def _write_split_output_of_plain_tensor_with_grad_operand(lib):
+    parts = lib.zeros(4, dtype=lib.float64).split(2)
+    parts[0].mul_(_leaf(lib, [1.0, 2.0]))
+
+
+def _write_split_output_made_under_no_grad(lib):
+    a = _leaf(lib, [1.0, 2.0, 3.0, 4.0]) * 1.0
+    with lib.no_grad():
+        parts = a.unbind()
+    parts[0].mul_(2.0)
+
+
+def _use_split_output_after_its_base_was_written(lib):
+    x = _leaf(lib, [1.0, 2.0, 3.0, 4.0])
+    a = x * 1.0
+    first, second = a.split(2)
+    a.mul_(2.0)
+    _grad(lib)((second * second).sum(), [x])
+
+
+@pytest.mark.parametrize("action, message", [
+    (_write_split_output, "is a view and is being modified inplace. " + MULTI_OUTPUT_TAIL),
+    (_write_chunk_output, "is a view and is being modified inplace. " + MULTI_OUTPUT_TAIL),
+    (_write_unbind_output, "is a view and is being modified inplace. " + MULTI_OUTPUT_TAIL),
+    (_write_view_of_split_output, "Output 0 of View is a view and is being modified inplace. " + MULTI_OUTPUT_TAIL),
+    (_write_split_output_of_plain_tensor_with_grad_operand,
+     "A view was created in no_grad mode and is being modified inplace with grad mode enabled. " + MULTI_OUTPUT_TAIL),
+    (_write_split_output_made_under_no_grad,      # made under no_grad: the plain no_grad refusal
+     "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that"),
+    (_use_split_output_after_its_base_was_written,
+     "Output 1 of Split"),
+], ids=lambda a: getattr(a, "__name__", ""))
+def test_writes_to_multi_output_views_raise_torchs_error(action, message):
+    torch_message, engine_message = _error(torch, action), _error(engine, action)
+    assert message in torch_message
+    if message.startswith("Output 1 of Split"):    # the base was written: the node's own name, then torch's text
+        tail = " is a view and its base or another view of its base has been modified inplace. " + MULTI_OUTPUT_TAIL
+        assert torch_message.endswith(tail) and engine_message == "Output 1 of SplitTensor" + tail
+    else:
+        assert message in engine_message
+
+
+def test_multi_output_views_share_memory_and_are_written_outside_a_graph():
+    for lib in (engine, torch):
+        a = lib.zeros(4, dtype=lib.float64)
+        first, second = a.split(2)
+        row = a.view(2, 2).unbind(1)[1]
+        second.add_(1.0)
+        row.add_(2.0)
+        assert first._base is a and second._is_view() and row._base is a
+        np.testing.assert_array_equal(_values(a), [0.0, 2.0, 1.0, 3.0])

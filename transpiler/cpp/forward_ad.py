@@ -98,7 +98,7 @@ def jvp_function(emitter: FormulaEmitter) -> str:
     for name, ty in _parameters(emitter, jvp):
         declaration, bindings[name] = closure_parameter(name, ty, rebound)
         declarations.append(declaration)
-    returns = _return_type(len(_returned_outputs(emitter, jvp)))
+    returns = T.TENSOR_LIST if emitter.list_output else _return_type(len(_returned_outputs(emitter, jvp)))
     body = translate_body(jvp.node.body.body, emitter.context.bind(bindings), returns)
     return "\n".join([
         f"{T.cpp_value(returns)} {jvp_function_name(emitter)}(",

@@ -143,7 +143,10 @@ class ViewEmitter:
     ``torch::autograd::as_view`` before ``set_history``, so that an in-place write to it
     rebases the base's history (``CopySlices``). Its view function, a
     ``torch::autograd::ViewFunc`` replaying the operator on a new base, is given where torch
-    gives one: tensors without ``as_strided`` support, or view replay enabled.
+    gives one: tensors without ``as_strided`` support, or view replay enabled. The parts of a
+    ``Tensor[]`` output (``split``, ``unbind``) are marked as torch marks the outputs of its
+    multi-output views (``CreationMeta::MULTI_OUTPUT_NODE``, no view function): an in-place
+    write to one raises torch's error.
     """
 
     def view_outputs(self) -> list[tuple[int, Argument]]:
@@ -172,7 +175,7 @@ class ViewEmitter:
 
     def view_func_struct(self, views: list[tuple[int, Argument]]) -> str:
         kept = self._replay_arguments()
-        if kept is None:
+        if kept is None or self.list_output:
             return ""
         structs = []
         for index, _ in views:
@@ -190,7 +193,7 @@ class ViewEmitter:
     def view_func_replay(self, views: list[tuple[int, Argument]]) -> str:
         """Each view function's ``operator()``: the operator itself (this wrapper) on the new base."""
         kept = self._replay_arguments()
-        if kept is None:
+        if kept is None or self.list_output:
             return ""
         functions = []
         for index, source in views:
@@ -218,6 +221,9 @@ class ViewEmitter:
         kept = self._replay_arguments()
         for index, source in self.view_outputs():
             out, base = outputs[index], self._dispatcher_argument(source)
+            if self.list_output:    # several views: no view function (never written in place)
+                lines.append(f"  formulas::runtime::as_multi_output_views({base}, {out});")
+                continue
             lines += [f"  if (formulas::runtime::shares_storage({out}, {base})) {{",
                       f"    {out} = formulas::runtime::as_view({base}, {out}, [&] {{"]
             if kept is None:
@@ -256,10 +262,17 @@ class FormulaEmitter(ViewEmitter):
         self.output_types = [T.from_schema(r.type) for r in self.schema.returns]
         diff = formula.output_differentiability or (True,) * len(self.schema.returns)
         self.differentiable_outputs = [i for i, d in enumerate(diff) if d]
-        if any(self.output_types[i] != T.TENSOR for i in self.differentiable_outputs):
+        #: the schema returns one ``Tensor[]`` (split, unbind): its backward takes the list of gradients
+        self.list_output = self.output_types == [T.TENSOR_LIST]
+        if not self.list_output and any(self.output_types[i] != T.TENSOR for i in self.differentiable_outputs):
             raise Untranslatable(formula.schema_node, UNSUPPORTED_TYPE,
-                                 f"{formula.op_name}: only Tensor outputs can be differentiable here "
-                                 "(mark the others False in output_differentiability)")
+                                 f"{formula.op_name}: only Tensor outputs, or one Tensor[] output, can be "
+                                 "differentiable here (mark the others False in output_differentiability)")
+        if self.list_output and isinstance(formula.returned[0], cst.Name) \
+                and self.type_of(formula.returned[0].value) != T.TENSOR_LIST:
+            raise unsupported(formula.returned[0], f"{formula.op_name} returns "
+                              f"{self.type_of(formula.returned[0].value)} for its Tensor[] output; return the "
+                              "list of tensors the operator gives (`result = at.split(...)`)")
         self.saved = self._saved()
 
     # --- model ---------------------------------------------------------------------------------
@@ -359,7 +372,10 @@ class FormulaEmitter(ViewEmitter):
             declarations.append(declaration)
 
         for grad in self.formula.backward.grad_params:
-            parameter(grad, T.TENSOR, "const at::Tensor&")
+            if self.list_output:
+                parameter(grad, T.TENSOR_LIST, "at::TensorList")
+            else:
+                parameter(grad, T.TENSOR, "const at::Tensor&")
         metadata: dict[str, dict[str, str]] = {}
         for item in self.saved:
             if isinstance(item, SavedMetadata):
@@ -459,7 +475,10 @@ class FormulaEmitter(ViewEmitter):
                  "  if (" + (" && ".join(f"!needs_input_grad[{i}]" for i in range(len(inputs))) or "true") + ") {",
                  "    return grad_inputs;",
                  "  }"]
-        arguments = [f"grads[{index}]" for index in range(len(self.formula.backward.grad_params))]
+        if self.list_output:
+            arguments = ["grads"]       # one gradient per output of the list, undefined for none
+        else:
+            arguments = [f"grads[{index}]" for index in range(len(self.formula.backward.grad_params))]
         for item in self.saved:
             arguments.append(_lend(item) if isinstance(item, SavedValue) else item.member)
         if self.formula.backward.needs_input_grad is not None:
@@ -565,8 +584,16 @@ class FormulaEmitter(ViewEmitter):
             if returned is None:
                 continue
             for arg in self.arguments:
-                if (arg.annotation is not None and set(arg.annotation.alias_set) & set(returned.alias_set)
+                if not (arg.annotation is not None and set(arg.annotation.alias_set) & set(returned.alias_set)
                         and T.from_schema(arg.type) == T.TENSOR):
+                    continue
+                if self.list_output:
+                    lines += [f"  for (auto& part : {outputs[index]}) {{",
+                              f"    if (part.is_same({cpp_name(arg.name)})) {{",
+                              "      part = part.alias();",
+                              "    }",
+                              "  }"]
+                else:
                     lines += [f"  if ({outputs[index]}.is_same({cpp_name(arg.name)})) {{",
                               f"    {outputs[index]} = {outputs[index]}.alias();",
                               "  }"]

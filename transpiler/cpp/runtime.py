@@ -192,6 +192,13 @@ inline void set_tangent(const at::Tensor& output, const at::Tensor& tangent) {
     output._set_fw_grad(tangent, /*level*/ 0, /*is_inplace_op*/ false);
   }
 }
+inline void set_tangent(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& tangents) {
+  TORCH_CHECK(tangents.size() == outputs.size(), "a jvp returned ", tangents.size(), " tangents for a list of ",
+              outputs.size(), " outputs");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    set_tangent(outputs[i], tangents[i]);
+  }
+}
 
 }  // namespace formulas::runtime
 """
@@ -241,6 +248,22 @@ at::Tensor as_view(const at::Tensor& base, const at::Tensor& out, MakeViewFunc m
                                     : torch::autograd::CreationMeta::NO_GRAD_MODE);
   return torch::autograd::as_view(base, out, /*is_bw_differentiable=*/true, /*is_fw_differentiable=*/true,
                                   std::move(view_func), /*rev_view_func=*/nullptr, creation_meta);
+}
+
+// Mark each of `outs` that shares `base`'s storage as one of several views of `base`, as torch marks
+// the outputs of split and unbind (CreationMeta::MULTI_OUTPUT_NODE): an in-place write to one of them
+// raises torch's error, so none needs a view function.
+inline void as_multi_output_views(const at::Tensor& base, std::vector<at::Tensor>& outs) {
+  const auto creation_meta = c10::InferenceMode::is_enabled()
+      ? torch::autograd::CreationMeta::INFERENCE_MODE
+      : (at::GradMode::is_enabled() ? torch::autograd::CreationMeta::MULTI_OUTPUT_NODE
+                                    : torch::autograd::CreationMeta::NO_GRAD_MODE);
+  for (auto& out : outs) {
+    if (shares_storage(out, base)) {
+      out = torch::autograd::as_view(base, out, /*is_bw_differentiable=*/true, /*is_fw_differentiable=*/true,
+                                     /*view_func=*/nullptr, /*rev_view_func=*/nullptr, creation_meta);
+    }
+  }
 }
 
 }  // namespace formulas::runtime

@@ -316,10 +316,23 @@ def test_index_put_errors_match_torch():
         with pytest.raises(error, match=message):
             torch.ops.aten.index_put(torch.zeros(3, 4, dtype=torch.float64), [torch.tensor(i) for i in indices],
                                      torch.tensor(values))
-    with pytest.raises(IndexError, match="at least one index must be provided"):
-        engine.op("index.Tensor")(f64(np.zeros((3, 4))), [])
-    with pytest.raises(IndexError, match="at least one index must be provided"):
-        torch.ops.aten.index.Tensor(torch.zeros(3, 4), [])
+
+
+@pytest.mark.parametrize("indices, message", [
+    ([], "at least one index must be provided"),
+    ([[0], [1], [0]], "too many indices for tensor of dimension 2 \\(got 3\\)"),
+    ([[-4]], "index -4 is out of bounds for dimension 0 with size 3"),
+    ([np.zeros((2, 3), bool)], "The shape of the mask \\[2, 3\\] at index 0 does not match the shape of the "
+                               "indexed tensor \\[3, 4\\] at index 0"),
+    ([[0, 1], [0, 1, 2]], "shape mismatch: indexing tensors could not be broadcast together with shapes "
+                          "\\[2\\], \\[3\\]"),
+    ([np.asarray([0.5])], "tensors used as indices must be long, int, byte or bool tensors"),
+], ids=["none", "too many", "out of bounds", "mask shape", "broadcast", "float"])
+def test_index_tensor_errors_match_torch(indices, message):
+    with pytest.raises(IndexError, match=message):
+        engine.op("index.Tensor")(f64(np.zeros((3, 4))), [engine.tensor(np.asarray(i)) for i in indices])
+    with pytest.raises(IndexError, match=message):
+        torch.ops.aten.index.Tensor(torch.zeros(3, 4), [torch.tensor(np.asarray(i)) for i in indices])
 
 
 # ----------------------------------------------------------------------------- matmul

@@ -31,9 +31,11 @@ struct IndexTensorBackward0 : public torch::autograd::TraceableFunction {
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     indices_.clear();
+    indices_released_ = true;
   }
   std::vector<int64_t> self_sizes_{};
   std::vector<torch::autograd::SavedVariable> indices_;
+  bool indices_released_ = false;
 };
 
 namespace backwards {
@@ -76,6 +78,7 @@ torch::autograd::variable_list IndexTensorBackward0::apply(torch::autograd::vari
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
+  TORCH_CHECK(!indices_released_, torch::autograd::ERR_BACKWARD_TWICE);
   const auto indices = formulas::runtime::unpack_index_list(indices_);
   return IndexTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, indices);
 }
@@ -106,6 +109,7 @@ torch::autograd::variable_list IndexTensorBackward0::apply_with_saved(
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
+  TORCH_CHECK(!indices_released_, torch::autograd::ERR_BACKWARD_TWICE);
   const auto indices = formulas::runtime::unpack_index_list(indices_);
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
@@ -164,9 +168,11 @@ struct IndexPutBackward0 : public torch::autograd::TraceableFunction {
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
     indices_.clear();
+    indices_released_ = true;
   }
   bool accumulate_{};
   std::vector<torch::autograd::SavedVariable> indices_;
+  bool indices_released_ = false;
   std::vector<int64_t> values_sizes_{};
 };
 
@@ -229,6 +235,7 @@ torch::autograd::variable_list IndexPutBackward0::apply(torch::autograd::variabl
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, values_ix),
   };
+  TORCH_CHECK(!indices_released_, torch::autograd::ERR_BACKWARD_TWICE);
   const auto indices = formulas::runtime::unpack_index_list(indices_);
   return IndexPutBackward0_apply_functional(std::move(grads), needs_input_grad, accumulate_, indices, values_sizes_);
 }
@@ -264,6 +271,7 @@ torch::autograd::variable_list IndexPutBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
       formulas::runtime::should_compute(*this, values_ix),
   };
+  TORCH_CHECK(!indices_released_, torch::autograd::ERR_BACKWARD_TWICE);
   const auto indices = formulas::runtime::unpack_index_list(indices_);
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);

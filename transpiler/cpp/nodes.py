@@ -334,7 +334,9 @@ class FormulaEmitter(ViewEmitter):
         for item in self.saved:
             if isinstance(item, SavedTensor) and item.is_list:
                 members.append(f"  std::vector<torch::autograd::SavedVariable> {item.member};")
+                members.append(f"  bool {item.name}_released_ = false;")
                 releases.append(f"    {item.member}.clear();")
+                releases.append(f"    {item.name}_released_ = true;")
             elif isinstance(item, SavedTensor):
                 members.append(f"  torch::autograd::SavedVariable {item.member};")
                 releases.append(f"    {item.member}.reset_data();")
@@ -437,6 +439,8 @@ class FormulaEmitter(ViewEmitter):
         lines, arguments = [], []
         for item in self.saved:
             if isinstance(item, SavedTensor) and item.is_list:
+                # released, the list is empty rather than undefined: torch's error, as a SavedVariable gives
+                lines.append(f"  TORCH_CHECK(!{item.name}_released_, torch::autograd::ERR_BACKWARD_TWICE);")
                 unpack = "unpack_index_list" if item.is_index_list else "unpack_list"
                 lines.append(f"  const auto {cpp_name(item.name)} = formulas::runtime::{unpack}({item.member});")
                 arguments.append(cpp_name(item.name))

@@ -284,6 +284,11 @@ def _advanced_index(self: Tensor, keys: list) -> Tensor:
     return dispatcher.call("index", (self, _index_list(self, keys)), {})
 
 
+def _check_written_view(self: Tensor, target: Tensor, key: Any) -> None:
+    if target is not self and target._data.size and not np.may_share_memory(target._data, self._data):
+        raise RuntimeError(f"item assignment with {key!r}: the indexed region is not a view of the tensor")
+
+
 def _is_index_put(keys: tuple) -> bool:
     """Index arrays and masks with only ``:`` and ``...`` beside them: a key ``index_put`` writes."""
     return _supported_advanced(keys) and all(
@@ -427,8 +432,9 @@ def _zero_(self: Tensor) -> Tensor:
 
 def _setitem(self: Tensor, key: Any, value: Any) -> None:
     """Item assignment: with basic keys, a write through the view ``self[key]`` (recorded like
-    torch's ``copy_`` into a view); with index arrays or masks (and ``:``, ``...``) an in-place
-    ``index_put``, recorded; other keys write the values without recording."""
+    torch's ``copy_`` into a view); with index arrays or masks an in-place ``index_put``, recorded
+    (into the view the ints and slices beside them select first, as torch does); other keys write
+    the values without recording."""
     if forward_ad.state.tangents is not None and any(
             forward_ad.tangent_of(t) is not None for t in (self, value)):
         raise RuntimeError("item assignment to or from a dual tensor inside jvp: the reference engine's "
@@ -446,17 +452,20 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation (item assignment); wrap it in no_grad() to change its values")
     if not _is_basic(keys):
-        if not _is_index_put(keys):
+        if not _supported_advanced(keys):
             raise RuntimeError(f"item assignment with {key!r} on a tensor in the graph is not differentiable "
-                               f"in the reference engine; index with arrays or masks, ':' and '...' only "
-                               f"(index_put), or with ints, slices with step 1, None and ... (a view)")
-        indices = _index_list(self, list(_split_advanced(self, keys)[1]))
-        _inplace(self, lambda s: dispatcher.call("index_put", (s, indices, value, False), {}), "index_put_",
+                               f"in the reference engine (None or a stepped slice beside an index array); "
+                               f"assign in two steps, or compute the result out of place (where / cat)")
+        target, rest = _split_advanced(self, keys)
+        if _is_index_put(keys):
+            target = self       # only ':' and '...' beside the index arrays: self itself is written
+        _check_written_view(self, target, key)
+        indices = _index_list(target, rest)
+        _inplace(target, lambda s: dispatcher.call("index_put", (s, indices, value, False), {}), "index_put_",
                  (value,))
         return
     target = _getitem(self, key)
-    if not np.may_share_memory(target._data, self._data):
-        raise RuntimeError(f"item assignment with {key!r}: the indexed region is not a view of the tensor")
+    _check_written_view(self, target, key)
 
     def source(_: Tensor) -> Tensor:
         if not isinstance(value, Tensor):

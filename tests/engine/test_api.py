@@ -272,6 +272,9 @@ WRITE_KEYS = [
     ("after a slice", lambda t: (slice(None), [3, 0]), lambda n: (3, 1, 5)),
     ("two arrays", lambda t: ([0, 1], [3, 0]), lambda n: (2, 5)),
     ("ellipsis", lambda t: (Ellipsis, [4, 1]), lambda n: (2,)),
+    ("int beside an array (selected first)", lambda t: (0, slice(None), [1, 3]), lambda n: (4, 2)),
+    ("slice beside an array", lambda t: (slice(1, 3), [0, 2]), lambda n: (2, 5)),
+    ("array then int", lambda t: ([2, 0], 1), lambda n: (2, 1)),
 ]
 
 

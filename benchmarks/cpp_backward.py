@@ -107,8 +107,6 @@ FLOORS = {
     "min": "as max",
     "fmod.Tensor": "torch's other-gradient is one div with rounding_mode='trunc', which the library does not "
                    "declare: div + trunc",
-    "index.Tensor": "torch's index_backward accumulates grad into its zeros in place (index_put_); formulas "
-                    "are out of place, so index_put copies the zeros once more (one full-size pass of self)",
 }
 
 TARGET_ELEMENTS = 1 << 18

@@ -20,8 +20,9 @@ def index_tensor(self, indices):
     def backward(grad):
         # result[k] = self[p(k)]: each grad[k] is added at p(k) into zeros of self's shape (a
         # position read several times gets the sum); index_put accumulating is linear in grad,
-        # so double backward reads the same positions back with index.
-        zeros = at.new_zeros(grad, self_sizes)
+        # so double backward reads the same positions back with index. The zeros are one 0-d
+        # zero expanded: index_put's copy of them is the only full-size write.
+        zeros = at.expand(at.new_zeros(grad, []), self_sizes)
         return at.index_put(zeros, indices, grad, True)
     def jvp(self_t):
         result_t = at.index(self_t, indices)

@@ -43,7 +43,7 @@ at::Tensor index_tensor(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
     const c10::List<std::optional<at::Tensor>>& indices) {
-  auto zeros = grad.new_zeros(self_sizes);
+  auto zeros = grad.new_zeros(std::vector<int64_t>{}).expand(self_sizes);
   return at::index_put(zeros, indices, grad, true);
 }
 }  // namespace backwards

@@ -1610,7 +1610,7 @@ def tile(x, dims):
 
 
 # ----------------------------------------------------------------------------- index.Tensor, index_put
-def _index_key(x: np.ndarray, indices: list) -> tuple:
+def _index_list_key(x: np.ndarray, indices: list) -> tuple:
     """NumPy's key for torch's ``Tensor?[]`` ``indices`` of ``x``: ``:`` for ``None``, a mask as the
     positions of its true elements (one array per mask dimension); torch's errors for the rest."""
     if not indices:
@@ -1663,13 +1663,13 @@ def _index_key(x: np.ndarray, indices: list) -> tuple:
 @kernel("index.Tensor")
 def index_tensor(x, indices):
     x = _array(x)
-    return np.asarray(x[_index_key(x, indices)])
+    return np.asarray(x[_index_list_key(x, indices)])
 
 
 @kernel("index_put")
 def index_put(x, indices, values, accumulate=False):
     x = _array(x)
-    key = _index_key(x, indices)
+    key = _index_list_key(x, indices)
     target = x[key].shape
     values = np.asarray(values, dtype=x.dtype)
     try:

@@ -135,8 +135,8 @@ def _tiled(value, factor: int):
     domain; size-1 dims stay size 1, so broadcasting between arguments is kept)."""
     if isinstance(value, torch.Tensor) and value.dim():
         return value.repeat([factor if size > 1 else 1 for size in value.shape])
-    if isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
-        return [_tiled(v, factor) for v in value]
+    if isinstance(value, list) and any(isinstance(v, torch.Tensor) for v in value):
+        return [_tiled(v, factor) for v in value]      # a Tensor?[] index list keeps its None entries
     return value
 
 
@@ -158,7 +158,8 @@ def _too_large(op: str, args: list, kwargs: dict) -> bool:
     """Whether ``op`` on ``args`` would make an output of more than 4 x :data:`TARGET_ELEMENTS`
     elements (tiling both operands of ``outer`` squares the output), found on the meta device;
     an op the meta device cannot size (data-dependent output: ``masked_select``) is let through."""
-    meta = [[t.to("meta") for t in a] if isinstance(a, list) and a and isinstance(a[0], torch.Tensor)
+    meta = [[t if t is None else t.to("meta") for t in a]
+            if isinstance(a, list) and any(isinstance(t, torch.Tensor) for t in a)
             else a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
     try:
         outputs = _outputs(_op(torch.ops.aten, op)(*meta, **kwargs))

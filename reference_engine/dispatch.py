@@ -60,7 +60,7 @@ class Overload:
             is_tensor_like(r.type) for r in schema.returns)
         self.num_differentiable_outputs = sum(self.output_differentiability)
         self.differentiable_positions = tuple(
-            i for i, a in enumerate(a for a in schema.arguments if not a.is_out) if a.is_tensor_like)
+            i for i, a in enumerate(a for a in schema.arguments if not a.is_out) if a.is_differentiable)
         self.is_view = self.name in VIEW_OPS or any(
             r.annotation is not None and not r.annotation.is_write for r in schema.returns)
         self.backward_info: dict = {}     # backward code object -> formula_node.backward_plan

@@ -1889,3 +1889,81 @@ def unbind(x, dim=0):
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     axis = _wrap_dim(dim, x.ndim)
     return [x[(slice(None),) * axis + (i, Ellipsis)] for i in range(x.shape[axis])]     # 0-d parts stay views
+
+
+# ----------------------------------------------------------------------------- index.Tensor, index_put
+def _index_list_key(x: np.ndarray, indices: list) -> tuple:
+    """NumPy's key for torch's ``Tensor?[]`` ``indices`` of ``x``: ``:`` for ``None``, a mask as the
+    positions of its true elements (one array per mask dimension); torch's errors for the rest."""
+    if not indices:
+        raise IndexError("at least one index must be provided")
+    if all(index is None for index in indices):
+        raise RuntimeError("index: every entry of indices is None; give at least one index tensor "
+                           "(torch fails on this input with an internal assert)")
+    key: list[Any] = []
+    dim = 0
+    for index in indices:
+        if index is None:
+            key.append(slice(None))
+            dim += 1
+            continue
+        index = _array(index)
+        if index.dtype in (np.bool_, np.uint8):
+            if index.ndim == 0:
+                raise RuntimeError("index: a 0-d boolean index tensor is not supported (torch fails on it "
+                                   "with an internal assert); index with a 1-d mask")
+            if dim + index.ndim > x.ndim:
+                raise IndexError(f"too many indices for tensor of dimension {x.ndim} "
+                                 f"(got {dim + index.ndim})")
+            for j, size in enumerate(index.shape):
+                if size != x.shape[dim + j]:
+                    raise IndexError(f"The shape of the mask {list(index.shape)} at index {j} does not match "
+                                     f"the shape of the indexed tensor {list(x.shape)} at index {dim + j}")
+            key.extend(np.nonzero(index.astype(np.bool_)))
+            dim += index.ndim
+            continue
+        if index.dtype not in (np.int64, np.int32):
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        dim += 1
+        if dim > x.ndim:
+            raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got {len(indices)})")
+        size = x.shape[dim - 1]
+        outside = (index < -size) | (index >= size)
+        if outside.any():
+            raise IndexError(f"index {int(index[outside].flat[0])} is out of bounds for dimension {dim - 1} "
+                             f"with size {size}")
+        key.append(index.astype(np.int64))
+    arrays = [k for k in key if isinstance(k, np.ndarray)]
+    try:
+        np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                         + ", ".join(str(list(a.shape)) for a in arrays)) from None
+    return tuple(key)
+
+
+@kernel("index.Tensor")
+def index_tensor(x, indices):
+    x = _array(x)
+    return np.asarray(x[_index_list_key(x, indices)])
+
+
+@kernel("index_put")
+def index_put(x, indices, values, accumulate=False):
+    x = _array(x)
+    key = _index_list_key(x, indices)
+    target = x[key].shape
+    values = np.asarray(values, dtype=x.dtype)
+    try:
+        fits = values.ndim <= len(target) and np.broadcast_shapes(values.shape, target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast "
+                           f"to indexing result of shape {list(target)}")
+    out = x.copy()
+    if accumulate:
+        np.add.at(out, key, np.broadcast_to(values, target))
+    else:
+        out[key] = values
+    return out

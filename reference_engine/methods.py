@@ -193,7 +193,7 @@ def _transpose(self: Tensor, dim0: int, dim1: int) -> Tensor:
 
 def _getitem(self: Tensor, key: Any) -> Tensor:
     """Basic indexing (ints, slices with step 1, ``None``, ``...``) composed from
-    ``narrow``, ``reshape``; integer-array and boolean-mask keys through ``gather``
+    ``narrow``, ``reshape``; integer-array and boolean-mask keys through ``index.Tensor``
     (:func:`_advanced_index`)."""
     keys = key if isinstance(key, tuple) else (key,)
     if not _is_basic(keys):
@@ -257,60 +257,43 @@ def _split_advanced(self: Tensor, keys: tuple) -> tuple[Tensor, list]:
     return _getitem(self, tuple(basic)), rest
 
 
-def _advanced_index(self: Tensor, keys: list) -> Tensor:
-    """``x[key]`` where ``key`` holds integer arrays or boolean masks and ``:`` (NumPy's
-    rules), recorded as one ``gather`` over the tensor reshaped to ``(before, indexed,
-    after)``: the indexed dimensions become one and the index arrays one linear index
-    (``gather``'s backward is ``scatter_add``, so repeated indices accumulate). Indexed
-    dimensions that are not adjacent move to the front, as NumPy and torch place them."""
-    per_dim: list[Any] = []
-    masks = []      # (position in per_dim, shape)
+def _index_list(self: Tensor, keys: list) -> list:
+    """``index.Tensor``'s ``Tensor?[]`` for the rest of a key holding index arrays (see
+    :func:`_split_advanced`): one entry per dimension of ``self`` from the left, ``None`` for
+    ``:``, ``...`` spread over the dimensions no other entry takes (a mask takes one per its
+    dimensions), trailing ``:`` left out."""
+    taken = sum(k.ndim if isinstance(k, np.ndarray) and k.dtype == np.bool_ else 1
+                for k in keys if k is not Ellipsis)
+    indices: list = []
     for k in keys:
-        if not isinstance(k, np.ndarray):
-            per_dim.append(k)
-        elif k.dtype == np.bool_:
-            masks.append((len(per_dim), k.shape))
-            per_dim.extend(np.nonzero(k))      # a mask stands for one index array per dimension
-        elif k.dtype.kind in "iu" or k.size == 0:
-            per_dim.append(k.astype(np.int64))
+        if k is Ellipsis:
+            indices.extend([None] * max(self.dim() - taken, 0))
+        elif isinstance(k, np.ndarray):
+            indices.append(Tensor._wrap(k if k.dtype == np.bool_ or k.size else k.astype(np.int64)))
         else:
-            raise IndexError(f"tensors used as indices must be long, int or bool tensors, not {k.dtype}")
-    fill = self.dim() - sum(1 for k in per_dim if k is not Ellipsis)
-    if fill < 0:
-        raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
-    at = next((i for i, k in enumerate(per_dim) if k is Ellipsis), None)
-    if at is None:
-        per_dim.extend([slice(None)] * fill)
-    else:
-        per_dim[at:at + 1] = [slice(None)] * fill
-    for position, shape in masks:
-        dim = position if at is None or position < at else position + fill - 1
-        if tuple(self.shape[dim:dim + len(shape)]) != shape:
-            raise IndexError(f"The shape of the mask {list(shape)} at index {dim} does not match the shape "
-                             f"of the indexed tensor {list(self.shape)} at index {dim}")
-    indexed = [d for d, k in enumerate(per_dim) if isinstance(k, np.ndarray)]
-    for d in indexed:
-        k, size = per_dim[d], self.size(d)
-        if k.size and not (-size <= k.min() and k.max() < size):
-            bad = k[(k < -size) | (k >= size)].flat[0]
-            raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
-    try:
-        arrays = np.broadcast_arrays(*(per_dim[d] % max(self.size(d), 1) for d in indexed))
-    except ValueError:
-        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
-                         + " ".join(str(list(per_dim[d].shape)) for d in indexed)) from None
-    out, first = self, indexed[0]
-    if indexed != list(range(first, first + len(indexed))):      # not adjacent: indexed dims first
-        out = out.permute(indexed + [d for d in range(self.dim()) if d not in indexed])
-        first = 0
-    shape = out.shape
-    indexed_shape = shape[first:first + len(arrays)]
-    before, after = shape[:first], shape[first + len(arrays):]
-    linear = np.ravel_multi_index(arrays, indexed_shape) if arrays[0].size else arrays[0]
-    flat = out.reshape(int(np.prod(before)), int(np.prod(indexed_shape)), int(np.prod(after)))
-    index = np.broadcast_to(linear.reshape(1, -1, 1), (flat.size(0), linear.size, flat.size(2)))
-    gathered = dispatcher.call("gather", (flat, 1, Tensor._wrap(index.astype(np.int64))), {})
-    return gathered.reshape(*before, *linear.shape, *after)
+            indices.append(None)
+    while indices and indices[-1] is None:
+        indices.pop()
+    return indices
+
+
+def _advanced_index(self: Tensor, keys: list) -> Tensor:
+    """``x[key]`` where ``key`` holds integer arrays or boolean masks and ``:``: ``index.Tensor``
+    (NumPy's and torch's placement: the broadcast index dimensions replace the indexed ones
+    when those are adjacent, else they come first), recorded with its formula."""
+    return dispatcher.call("index", (self, _index_list(self, keys)), {})
+
+
+def _check_written_view(self: Tensor, target: Tensor, key: Any) -> None:
+    if target is not self and target._data.size and not np.may_share_memory(target._data, self._data):
+        raise RuntimeError(f"item assignment with {key!r}: the indexed region is not a view of the tensor")
+
+
+def _is_index_put(keys: tuple) -> bool:
+    """Index arrays and masks with only ``:`` and ``...`` beside them: a key ``index_put`` writes."""
+    return _supported_advanced(keys) and all(
+        k is Ellipsis or (isinstance(k, slice) and k == slice(None)) or not isinstance(k, (slice, int, np.integer))
+        for k in keys)
 
 
 def _is_basic(keys: tuple) -> bool:
@@ -449,7 +432,9 @@ def _zero_(self: Tensor) -> Tensor:
 
 def _setitem(self: Tensor, key: Any, value: Any) -> None:
     """Item assignment: with basic keys, a write through the view ``self[key]`` (recorded like
-    torch's ``copy_`` into a view); other keys write the values without recording."""
+    torch's ``copy_`` into a view); with index arrays or masks an in-place ``index_put``, recorded
+    (into the view the ints and slices beside them select first, as torch does); other keys write
+    the values without recording."""
     if forward_ad.state.tangents is not None and any(
             forward_ad.tangent_of(t) is not None for t in (self, value)):
         raise RuntimeError("item assignment to or from a dual tensor inside jvp: the reference engine's "
@@ -467,12 +452,20 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation (item assignment); wrap it in no_grad() to change its values")
     if not _is_basic(keys):
-        raise RuntimeError(f"item assignment with {key!r} on a tensor in the graph is not differentiable "
-                           f"in the reference engine (no index_put formula); use ints, slices with step 1, "
-                           f"None and ..., or compute the result out of place (where / cat)")
+        if not _supported_advanced(keys):
+            raise RuntimeError(f"item assignment with {key!r} on a tensor in the graph is not differentiable "
+                               f"in the reference engine (None or a stepped slice beside an index array); "
+                               f"assign in two steps, or compute the result out of place (where / cat)")
+        target, rest = _split_advanced(self, keys)
+        if _is_index_put(keys):
+            target = self       # only ':' and '...' beside the index arrays: self itself is written
+        _check_written_view(self, target, key)
+        indices = _index_list(target, rest)
+        _inplace(target, lambda s: dispatcher.call("index_put", (s, indices, value, False), {}), "index_put_",
+                 (value,))
+        return
     target = _getitem(self, key)
-    if not np.may_share_memory(target._data, self._data):
-        raise RuntimeError(f"item assignment with {key!r}: the indexed region is not a view of the tensor")
+    _check_written_view(self, target, key)
 
     def source(_: Tensor) -> Tensor:
         if not isinstance(value, Tensor):

@@ -873,7 +873,7 @@ def build_cases() -> list[OpCase]:
         + _pointwise_math_cases()
         + _shape_more_cases() + _indexing_more_cases()
         + _more_reduction_cases() + _moment_cases() + _pooling_cases()
-        + _list_output_cases()
+        + _list_output_cases() + _advanced_indexing_cases()
     )
 
 
@@ -1313,4 +1313,52 @@ def _list_output_cases() -> list[OpCase]:
     return out
 
 
+# index.Tensor and index_put (formulas/advanced_indexing.py): a Tensor?[] argument is a list of
+# int64 / bool arrays and None (a whole dimension)
+
+def _indices_id(indices: list) -> str:
+    parts = []
+    for index in indices:
+        if index is None:
+            parts.append("all")
+        else:
+            parts.append(("mask" if index.dtype == np.bool_ else "int") + (_shape_id(index.shape) or "scalar"))
+    return "_".join(parts)
+
+
+def _advanced_indexing_cases() -> list[OpCase]:
+    out = []
+    ints = lambda *values: np.asarray(values, dtype=np.int64)     # noqa: E731
+    rng = _rng("index.Tensor")
+    for shape, indices in (((4, 3), [ints(2, 0, 2)]),                        # a repeated row
+                           ((4, 3), [None, ints(1, 1)]),                     # x[:, idx]
+                           ((3, 4), [_mask(rng, (3, 4))]),                   # x[mask]
+                           ((3, 4), [np.array([True, False, True])]),        # a mask of the first dim
+                           ((2, 3, 4), [None, ints(2, 0), ints(1, 3)]),      # adjacent: in place
+                           ((2, 3, 4), [ints(1, 0), None, ints(3, 3)]),      # apart: to the front
+                           ((2, 3, 4), [ints(1), np.asarray([[0], [2]])]),   # broadcast index tensors
+                           ((5,), [np.asarray(3)]),                          # a 0-d index
+                           ((4, 3), [ints()]),                               # nothing selected
+                           ((0, 3), [None, ints(0, 2)])):
+        out.append(OpCase("index.Tensor", f"{_shape_id(shape)}_{_indices_id(indices)}",
+                          (_normal(rng, shape), indices)))
+    rng = _rng("index_put")
+    mask = np.asarray([[True, False, True, False], [False, False, True, True], [True, False, False, False]])
+    for shape, indices, values_shape, accumulate in (
+            ((4, 3), [ints(2, 0)], (2, 3), False),
+            ((4, 3), [ints(2, 0, 2)], (3,), True),                 # repeated, accumulated, broadcast
+            ((3, 4), [mask], (5,), False),                          # x[mask] = v
+            ((3, 4), [mask], (), True),
+            ((3, 4), [None, ints(1, 3)], (1,), False),              # x[:, idx] = v
+            ((2, 3, 4), [ints(1, 0), None, ints(2, 3)], (2, 1), False),
+            ((2, 3, 4), [None, ints(2, 0), ints(1, 3)], (2, 2), True),
+            ((4, 3), [ints()], (3,), False),
+            ((0, 3), [None, ints(0, 2)], (0, 2), True)):
+        out.append(OpCase("index_put", f"{_shape_id(shape)}_{_indices_id(indices)}_values{_shape_id(values_shape)}"
+                          f"_acc{int(accumulate)}",
+                          (_normal(rng, shape), indices, _normal(rng, values_shape), accumulate)))
+    return out
+
+
 ALL_CASES: list[OpCase] = build_cases()
+

@@ -58,10 +58,12 @@ OPINFO_NAMES: dict[str, tuple[str, ...]] = {
     "_softmax": ("softmax",),
     "_log_softmax": ("log_softmax",),
     "max_pool2d_with_indices": ("nn.functional.max_pool2d",),
+    "index": ("__getitem__",),     # x[idx], x[mask], x[:, idx] record index.Tensor
 }
 
 _NUMPY_DTYPES = {torch.float64: np.float64, torch.bool: np.bool_, torch.int64: np.int64}
-_IGNORED_CALLS = frozenset({"aten.detach.default"})     # autograd's bookkeeping on the outputs
+_IGNORED_CALLS = frozenset({"aten.detach.default",      # autograd's bookkeeping on the outputs
+                            "aten.lift_fresh.default"})  # a constant made from Python data (x[[0, 2]])
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,8 @@ def _traced_call(schema: FunctionSchema, info: Any, sample: Any) -> dict[str, An
         raise _SkipSample(f"calls {', '.join(names) or 'no ATen operator'}, not {overload}")
     _, args, kwargs = calls[0]
     own = {id(t) for t in _tensors((sample.input, sample.args, sample.kwargs))}
+    own |= {id(t) for func, args, _ in recorder.calls if str(func) == "aten.lift_fresh.default"
+            for t in _tensors(args)}      # lift_fresh returns its argument: the sample's index values
     if any(id(t) not in own for t in _tensors((args, kwargs))):
         raise _SkipSample(f"calls {overload} on tensors it computed, not on its own inputs")
     try:

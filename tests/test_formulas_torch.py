@@ -40,7 +40,7 @@ import formulas
 from formulas import DeclaredFormula, at, use_backend
 from op_cases import ALL_CASES, OpCase, build_cases, ops, torch_args, torch_op
 from torch_backend import OracleTensor, OverloadError, TorchBackend, unwrap, wrap
-from transpiler.schema import FunctionSchema, ListType, parse_schema
+from transpiler.schema import FunctionSchema, ListType, is_index_list, parse_schema
 
 LIBRARY = formulas.load_library()
 BACKEND = TorchBackend.for_library()
@@ -104,6 +104,12 @@ class FormulaCall:
             value = args[position]
             args[position] = [next(remaining) for _ in value] if isinstance(value, list) else next(remaining)
         return args
+
+    def index_tensors(self) -> list[torch.Tensor]:
+        """The tensors of the ``Tensor?[]`` (index list) arguments: inputs without a gradient slot."""
+        names = [arg.name for arg in self.schema.positional]
+        return [t for arg in self.schema.arguments if is_index_list(arg.type)
+                for t in self.args[names.index(arg.name)] if t is not None]
 
     def differentiated_indices(self) -> list[int]:
         """Indices into :meth:`flat_tensors` of the tensors the case differentiates."""
@@ -407,6 +413,7 @@ class FormulaFunction(torch.autograd.Function):
     def backward(ctx, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         call: FormulaCall = ctx.call
         saved = dict(zip(ctx.saved_ids, ctx.saved_tensors))
+        saved.update((id(t), t) for t in call.index_tensors())     # inputs too, never differentiated
         backward = rebind_captures(ctx.backward, saved)
         flat_needs = iter(ctx.needs_input_grad[1:])
         needs = []

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from transpiler.schema import ListType, OptionalType, SchemaError, parse_schema
+from transpiler.schema import ListType, OptionalType, SchemaError, is_index_list, parse_schema
 
 torchgen_model = pytest.importorskip("torchgen.model")
 yaml = pytest.importorskip("yaml")
@@ -63,6 +63,14 @@ def test_out_and_alias_annotations():
     assert [a.name for a in s.out] == ["out"]
     assert [a.name for a in s.tensor_inputs] == ["self", "other"]
     assert str(s.returns[0]) == "Tensor(a!)"
+
+
+def test_an_index_list_is_tensor_like_but_has_no_gradient_slot():
+    s = parse_schema("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor")
+    indices = s.argument("indices")
+    assert indices.is_tensor_like and is_index_list(indices.type) and not indices.is_differentiable
+    assert [a.name for a in s.tensor_inputs] == ["self", "values"]
+    assert not is_index_list(parse_schema("cat(Tensor[] tensors, int dim=0) -> Tensor").argument("tensors").type)
 
 
 @pytest.mark.parametrize("text, fragment", [

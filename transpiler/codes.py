@@ -184,8 +184,8 @@ TYPE_CONFLICT = Code(
     "Bind one type per name (a new name for a value of another type).")
 UNSUPPORTED_TYPE = Code(
     "DB205", "`transpile`: a schema or annotation type with no C++ spelling",
-    "Reports a schema argument or helper annotation whose type has no C++ translation (`Generator`, "
-    "`Tensor?[]`, a `Tensor[]` output next to other outputs, an unannotated helper parameter).",
+    "Reports a schema argument or helper annotation whose type has no C++ translation (`Dimname`, "
+    "a `Tensor[]` output next to other outputs, an unannotated helper parameter).",
     "The node's members and the wrapper's signature cannot be written.",
     "@helper\ndef scale(x, factor):\n    ...",
     "Annotate helpers fully with the types of formulas/README.md; leave such operators to torch.")

@@ -557,7 +557,7 @@ def synthesise_jvp(rule: JvpRule, schema: FunctionSchema, params: tuple[str, ...
       ``add(self, other, alpha)`` -> ``add(self_t, other_t, alpha=alpha)``.
     """
     arguments = parameter_arguments(schema, params)
-    tensors = [name for name, arg in arguments.items() if arg.is_tensor_like]
+    tensors = [name for name, arg in arguments.items() if arg.is_differentiable]
     tangents = ", ".join(f"{name}_t" for name in tensors)
     if rule is JvpRule.AUTO_ELEMENT_WISE:
         if len(tensors) != 1 or len(backward.grad_params) != 1 or backward.needs_input_grad is not None:

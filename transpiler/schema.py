@@ -71,8 +71,19 @@ def base_of(ty: Type) -> BaseType:
 
 
 def is_tensor_like(ty: Type) -> bool:
-    """``Tensor``, ``Tensor?``, ``Tensor[]`` or ``Tensor?[]``: a differentiable input."""
+    """``Tensor``, ``Tensor?``, ``Tensor[]`` or ``Tensor?[]``: a value holding tensors."""
     return base_of(ty).name == "Tensor"
+
+
+def is_index_list(ty: Type) -> bool:
+    """``Tensor?[]``: a list of index tensors (``None`` for a whole dimension), as ``index.Tensor``
+    and ``index_put`` take it; integral or boolean, so never differentiable."""
+    return isinstance(ty, ListType) and isinstance(ty.elem, OptionalType) and is_tensor_like(ty.elem)
+
+
+def is_differentiable_type(ty: Type) -> bool:
+    """``Tensor``, ``Tensor?`` or ``Tensor[]``: an argument that gets a gradient slot."""
+    return is_tensor_like(ty) and not is_index_list(ty)
 
 
 def _type_text(ty: Type, annotation: Annotation | None) -> str:
@@ -96,6 +107,11 @@ class Argument:
     @property
     def is_tensor_like(self) -> bool:
         return is_tensor_like(self.type)
+
+    @property
+    def is_differentiable(self) -> bool:
+        """Whether the argument gets a gradient slot (Tensor, Tensor?, Tensor[]; not Tensor?[])."""
+        return is_differentiable_type(self.type)
 
     def __str__(self) -> str:
         text = f"{_type_text(self.type, self.annotation)} {self.name}"
@@ -152,8 +168,9 @@ class FunctionSchema:
 
     @property
     def tensor_inputs(self) -> tuple[Argument, ...]:
-        """Arguments of type Tensor, Tensor?, Tensor[] (schema order): the differentiable candidates."""
-        return tuple(a for a in self.arguments if a.is_tensor_like and not a.is_out)
+        """Arguments of type Tensor, Tensor?, Tensor[] (schema order): the differentiable candidates
+        (a ``Tensor?[]`` index list is not one)."""
+        return tuple(a for a in self.arguments if a.is_differentiable and not a.is_out)
 
     def argument(self, name: str) -> Argument:
         for arg in self.arguments:

@@ -30,6 +30,16 @@ def test_release_variables_frees_saved_tensors(formulas_ops):
         y.backward()
 
 
+def test_release_variables_frees_a_saved_index_list(formulas_ops):
+    # index.Tensor saves its Tensor?[] as SavedVariables in a vector: released, torch's error, not
+    # an index_put with no index
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    y = formulas_ops.index.Tensor(x, [None, torch.tensor([0, 2])]).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
 def test_only_requested_gradients(formulas_ops):
     x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
     w = torch.randn(3, dtype=torch.float64)           # needs no gradient

@@ -246,10 +246,96 @@ def test_indexing_errors_match_torch():
             index(x)
         with pytest.raises(IndexError, match=message):
             index(torch.zeros(3, 4))
-    with pytest.raises(IndexError, match="tensors used as indices must be long, int or bool"):
+    with pytest.raises(IndexError, match="tensors used as indices must be long, int, byte or bool tensors"):
         x[[0.5]]        # (torch reads a float list as an index; the engine refuses it)
     with pytest.raises(IndexError, match="not supported by the reference engine"):
         x[::2, [0]]
+
+
+@pytest.mark.parametrize("key", [k for _, k in INDEX_KEYS], ids=[n for n, _ in INDEX_KEYS])
+def test_indexing_with_arrays_records_index_tensor(key):
+    x = f64(np.random.default_rng(1).standard_normal((3, 4, 5)), True)
+    assert x[key(x)].grad_fn.name() == "IndexTensorBackward0"
+
+
+def _writes(t, v, key):
+    """``t * t`` with ``key`` assigned ``v * v``, then a non-linear loss (second order through both)."""
+    y = t * t
+    y[key] = v * v
+    return (y * y * y).sum()
+
+
+WRITE_KEYS = [
+    ("mask", lambda t: t > 0.3, lambda n: (n,)),
+    ("mask, one value", lambda t: t > 0.3, lambda n: ()),
+    ("rows", lambda t: [2, 0], lambda n: (5,)),
+    ("after a slice", lambda t: (slice(None), [3, 0]), lambda n: (3, 1, 5)),
+    ("two arrays", lambda t: ([0, 1], [3, 0]), lambda n: (2, 5)),
+    ("ellipsis", lambda t: (Ellipsis, [4, 1]), lambda n: (2,)),
+    ("int beside an array (selected first)", lambda t: (0, slice(None), [1, 3]), lambda n: (4, 2)),
+    ("slice beside an array", lambda t: (slice(1, 3), [0, 2]), lambda n: (2, 5)),
+    ("array then int", lambda t: ([2, 0], 1), lambda n: (2, 1)),
+]
+
+
+@pytest.mark.parametrize("key, shape", [(k, s) for _, k, s in WRITE_KEYS], ids=[n for n, _, _ in WRITE_KEYS])
+def test_item_assignment_with_arrays_is_index_put_recorded_like_torch(key, shape):
+    rng = np.random.default_rng(3)
+    x, xt = both(rng.standard_normal((3, 4, 5)))
+    n = int((xt > 0.3).sum())
+    v, vt = both(rng.standard_normal(shape(n)))
+    loss, loss_t = _writes(x, v, key(x)), _writes(xt, vt, key(xt))
+    np.testing.assert_allclose(loss.item(), loss_t.item(), rtol=1e-12)
+    grads = engine.grad(loss, (x, v), create_graph=True)
+    grads_t = torch.autograd.grad(loss_t, (xt, vt), create_graph=True)
+    for g, gt in zip(grads, grads_t):
+        np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-10, atol=1e-12)
+    second = engine.grad(sum((g * g).sum() for g in grads), (x, v))
+    second_t = torch.autograd.grad(sum((g * g).sum() for g in grads_t), (xt, vt))
+    for g, gt in zip(second, second_t):
+        np.testing.assert_allclose(g.numpy(), gt.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_item_assignment_with_arrays_records_index_put_and_refuses_a_leaf():
+    x = f64(np.zeros((3, 4)), True)
+    y = x * 1.0
+    y[y < 1.0] = 2.0
+    assert y.grad_fn.name() == "IndexPutBackward0"
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        x[[0, 1]] = 1.0
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        torch.zeros(3, 4, requires_grad=True)[[0, 1]] = 1.0
+
+
+def test_index_put_errors_match_torch():
+    put = engine.op("index_put")
+    for indices, values, message, error in (
+            ([[0, 1]], np.ones((3, 4)), "shape mismatch: value tensor of shape \\[3, 4\\] cannot be broadcast "
+                                        "to indexing result of shape \\[2, 4\\]", RuntimeError),
+            ([[0, 1]], np.ones((1, 2, 4)), "cannot be broadcast to indexing result", RuntimeError),
+            ([[0, 7]], np.ones(4), "index 7 is out of bounds for dimension 0 with size 3", IndexError)):
+        with pytest.raises(error, match=message):
+            put(f64(np.zeros((3, 4))), [engine.tensor(np.asarray(i)) for i in indices], f64(values))
+        with pytest.raises(error, match=message):
+            torch.ops.aten.index_put(torch.zeros(3, 4, dtype=torch.float64), [torch.tensor(i) for i in indices],
+                                     torch.tensor(values))
+
+
+@pytest.mark.parametrize("indices, message", [
+    ([], "at least one index must be provided"),
+    ([[0], [1], [0]], "too many indices for tensor of dimension 2 \\(got 3\\)"),
+    ([[-4]], "index -4 is out of bounds for dimension 0 with size 3"),
+    ([np.zeros((2, 3), bool)], "The shape of the mask \\[2, 3\\] at index 0 does not match the shape of the "
+                               "indexed tensor \\[3, 4\\] at index 0"),
+    ([[0, 1], [0, 1, 2]], "shape mismatch: indexing tensors could not be broadcast together with shapes "
+                          "\\[2\\], \\[3\\]"),
+    ([np.asarray([0.5])], "tensors used as indices must be long, int, byte or bool tensors"),
+], ids=["none", "too many", "out of bounds", "mask shape", "broadcast", "float"])
+def test_index_tensor_errors_match_torch(indices, message):
+    with pytest.raises(IndexError, match=message):
+        engine.op("index.Tensor")(f64(np.zeros((3, 4))), [engine.tensor(np.asarray(i)) for i in indices])
+    with pytest.raises(IndexError, match=message):
+        torch.ops.aten.index.Tensor(torch.zeros(3, 4), [torch.tensor(np.asarray(i)) for i in indices])
 
 
 # ----------------------------------------------------------------------------- matmul

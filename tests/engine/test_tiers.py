@@ -31,8 +31,8 @@ OPINFO_CASES = [case for case in catalogue().cases if case.op in FORMULAS]
 def _engine_value(value: Any, requires_grad: bool) -> Any:
     if isinstance(value, np.ndarray):
         return engine.Tensor(value.copy(), requires_grad=requires_grad and value.dtype == np.float64)
-    if isinstance(value, list) and value and all(isinstance(v, np.ndarray) for v in value):
-        return [_engine_value(v, requires_grad) for v in value]
+    if isinstance(value, list) and value and all(isinstance(v, np.ndarray) or v is None for v in value):
+        return [_engine_value(v, requires_grad) for v in value]      # Tensor[], Tensor?[] (None kept)
     return value
 
 

@@ -227,3 +227,22 @@ def test_named_output_tangents_may_be_a_subset() -> None:
         ''')
     findings = check_formula_module(parse_module("f.py", source), source, {"native_dropout"})
     assert [d for d in findings if d.code == "DB106"] == []
+
+
+@pytest.mark.parametrize(("returned", "count"), [("grad_self", 0), ("grad_self, None", 1)])
+def test_an_index_list_argument_gets_no_gradient(returned: str, count: int) -> None:
+    """``Tensor?[] indices`` is integral or boolean: ``index.Tensor``'s backward returns one gradient."""
+    source = HEADER + textwrap.dedent('''
+        @derivative("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor")
+        def index_tensor(self, indices):
+            result = at.index(self, indices)
+            self_sizes = self.sizes()
+            def backward(grad):
+                grad_self = at.index_put(at.new_zeros(grad, self_sizes), indices, grad, True)
+                return RETURNED
+            def jvp(self_t):
+                return at.index(self_t, indices)
+            return result, backward
+        ''').replace("RETURNED", returned)
+    findings = check_formula_module(parse_module("f.py", source), source, {"index", "index_put", "new_zeros"})
+    assert [d.code for d in findings] == ["DB106"] * count

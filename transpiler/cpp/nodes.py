@@ -38,12 +38,24 @@ from transpiler.schema import Argument, BaseType, FunctionSchema, OptionalType
 
 @dataclass(frozen=True)
 class SavedTensor:
-    """A captured tensor (or Tensor[]) kept as ``SavedVariable`` member(s)."""
+    """A captured tensor (or Tensor[], or Tensor?[] index list) kept as ``SavedVariable`` member(s)."""
 
     name: str
     member: str
     is_output: bool
     is_list: bool
+    is_index_list: bool = False     # Tensor?[]: a None entry is saved as an undefined tensor
+
+    @property
+    def type(self) -> PyType:
+        if self.is_index_list:
+            return T.INDEX_LIST
+        return T.TENSOR_LIST if self.is_list else T.TENSOR
+
+    @property
+    def packed(self) -> str:
+        """The C++ type of the unpacked value."""
+        return "std::vector<at::Tensor>" if self.type == T.TENSOR_LIST else T.cpp_value(self.type)
 
 
 @dataclass(frozen=True)
@@ -293,8 +305,9 @@ class FormulaEmitter(ViewEmitter):
                                                EMITTED_METADATA[m][0]) for m in methods)
                     continue
                 saved.append(SavedTensor(capture.name, member, capture.kind is CaptureKind.OUTPUT, False))
-            elif ty == T.TENSOR_LIST:
-                saved.append(SavedTensor(capture.name, member, capture.kind is CaptureKind.OUTPUT, True))
+            elif ty in (T.TENSOR_LIST, T.INDEX_LIST):
+                saved.append(SavedTensor(capture.name, member, capture.kind is CaptureKind.OUTPUT, True,
+                                         ty == T.INDEX_LIST))
             else:
                 saved.append(SavedValue(capture.name, member, ty))
         return saved
@@ -334,7 +347,9 @@ class FormulaEmitter(ViewEmitter):
         for item in self.saved:
             if isinstance(item, SavedTensor) and item.is_list:
                 members.append(f"  std::vector<torch::autograd::SavedVariable> {item.member};")
+                members.append(f"  bool {item.name}_released_ = false;")
                 releases.append(f"    {item.member}.clear();")
+                releases.append(f"    {item.name}_released_ = true;")
             elif isinstance(item, SavedTensor):
                 members.append(f"  torch::autograd::SavedVariable {item.member};")
                 releases.append(f"    {item.member}.reset_data();")
@@ -382,8 +397,7 @@ class FormulaEmitter(ViewEmitter):
                 metadata.setdefault(item.tensor, {})[item.method] = item.param
                 declarations.append(f"{borrowed_param(item.type)} {item.param}")
             elif isinstance(item, SavedTensor):
-                ty = T.TENSOR_LIST if item.is_list else T.TENSOR
-                parameter(item.name, ty, borrowed_param(ty))
+                parameter(item.name, item.type, borrowed_param(item.type))
             else:
                 parameter(item.name, item.type, borrowed_param(item.type))
         for tensor, methods in metadata.items():
@@ -414,7 +428,7 @@ class FormulaEmitter(ViewEmitter):
         params = []
         for item in self.saved:
             if isinstance(item, SavedTensor):
-                packed = "std::vector<at::Tensor>" if item.is_list else "at::Tensor"
+                packed = item.packed
             else:
                 packed = T.cpp_value(item.type)
             params.append((item.member, f"const {packed}&", packed))
@@ -441,7 +455,10 @@ class FormulaEmitter(ViewEmitter):
         lines, arguments = [], []
         for item in self.saved:
             if isinstance(item, SavedTensor) and item.is_list:
-                lines.append(f"  const auto {cpp_name(item.name)} = formulas::runtime::unpack_list({item.member});")
+                # released, the list is empty rather than undefined: torch's error, as a SavedVariable gives
+                lines.append(f"  TORCH_CHECK(!{item.name}_released_, torch::autograd::ERR_BACKWARD_TWICE);")
+                unpack = "unpack_index_list" if item.is_index_list else "unpack_list"
+                lines.append(f"  const auto {cpp_name(item.name)} = formulas::runtime::{unpack}({item.member});")
                 arguments.append(cpp_name(item.name))
             elif isinstance(item, SavedTensor):
                 owner = "getptr()" if item.is_output else ""
@@ -658,7 +675,8 @@ class FormulaEmitter(ViewEmitter):
         for item in self.saved:
             source = cpp_name(item.tensor if isinstance(item, SavedMetadata) else item.name)
             if isinstance(item, SavedTensor) and item.is_list:
-                lines.append(f"    grad_fn->{item.member} = formulas::runtime::save_list({source});")
+                save = "save_index_list" if item.is_index_list else "save_list"
+                lines.append(f"    grad_fn->{item.member} = formulas::runtime::{save}({source});")
             elif isinstance(item, SavedTensor):
                 flag = "true" if item.is_output else "false"
                 lines.append(f"    grad_fn->{item.member} = torch::autograd::SavedVariable({source}, {flag});")

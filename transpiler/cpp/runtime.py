@@ -88,6 +88,27 @@ inline std::vector<at::Tensor> unpack_list(const std::vector<SavedVariable>& sav
   return tensors;
 }
 
+// Saving and restoring a Tensor?[] input (index tensors; None, a whole dimension, is saved as an
+// undefined tensor and restored as None).
+inline std::vector<SavedVariable> save_index_list(const c10::List<std::optional<at::Tensor>>& indices) {
+  std::vector<SavedVariable> saved;
+  saved.reserve(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const std::optional<at::Tensor> index = indices.get(i);
+    saved.emplace_back(index.has_value() ? *index : at::Tensor(), false);
+  }
+  return saved;
+}
+inline c10::List<std::optional<at::Tensor>> unpack_index_list(const std::vector<SavedVariable>& saved) {
+  c10::List<std::optional<at::Tensor>> indices;
+  indices.reserve(saved.size());
+  for (const auto& variable : saved) {
+    at::Tensor index = variable.unpack();
+    indices.push_back(index.defined() ? std::optional<at::Tensor>(std::move(index)) : std::nullopt);
+  }
+  return indices;
+}
+
 // Gradient slots of apply(): one range of edges per differentiable input.
 struct IndexRange {
   size_t begin;

@@ -16,7 +16,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from transpiler.schema import BaseType, ListType, OptionalType, Type
+from transpiler.schema import BaseType, ListType, OptionalType, Type, is_index_list
 
 
 class Kind(enum.Enum):
@@ -94,6 +94,9 @@ def tuple_of(*elems: PyType) -> PyType:
 
 INT_LIST = list_of(INT)
 TENSOR_LIST = list_of(TENSOR)
+#: ``Tensor?[]``, index tensors with ``None`` for a whole dimension (``index.Tensor``, ``index_put``):
+#: ATen's ``c10::List<std::optional<at::Tensor>>``, the one list whose elements are optional tensors.
+INDEX_LIST = PyType(Kind.LIST, (PyType(Kind.OPTIONAL, (TENSOR,)),))
 NUMBERS = (Kind.INT, Kind.FLOAT, Kind.BOOL)
 
 
@@ -149,6 +152,8 @@ def from_schema(ty: Type) -> PyType:
     if isinstance(ty, OptionalType):
         return optional(from_schema(ty.elem))
     if isinstance(ty, ListType):
+        if is_index_list(ty):
+            return INDEX_LIST
         elem = from_schema(ty.elem)
         if elem.kind not in (Kind.TENSOR, Kind.INT, Kind.FLOAT, Kind.BOOL) or isinstance(ty.elem, OptionalType):
             raise UnsupportedType(str(ty))
@@ -217,6 +222,8 @@ def cpp_value(ty: PyType) -> str:
     """The owning C++ type of a local, a node member or a return value."""
     if ty.kind in _VALUE:
         return _VALUE[ty.kind]
+    if ty == INDEX_LIST:
+        return "c10::List<std::optional<at::Tensor>>"
     if ty.kind is Kind.LIST:
         if ty.size is not None:
             return f"std::array<{cpp_value(ty.elem)}, {ty.size}>"
@@ -266,6 +273,8 @@ def cpp_kernel_param(ty: Type) -> str:
         if isinstance(inner, BaseType) and inner.name in _KERNEL_BASES:
             return f"std::optional<{_KERNEL_BASES[inner.name]}>"
         raise UnsupportedType(str(ty))
+    if is_index_list(ty):
+        return f"const {cpp_value(INDEX_LIST)}&"
     if isinstance(ty, ListType) and isinstance(ty.elem, BaseType) and ty.elem.name in _KERNEL_LISTS:
         return _KERNEL_LISTS[ty.elem.name].format(size=ty.size)
     raise UnsupportedType(str(ty))

@@ -57,6 +57,7 @@ OPINFO_NAMES: dict[str, tuple[str, ...]] = {
     # declared operator -> OpInfo names that reach it but are named differently
     "_softmax": ("softmax",),
     "_log_softmax": ("log_softmax",),
+    "native_layer_norm": ("layer_norm",),
 }
 
 _NUMPY_DTYPES = {torch.float64: np.float64, torch.bool: np.bool_, torch.int64: np.int64}

@@ -16,6 +16,7 @@
 #include <ATen/ops/le.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logsumexp.h>
+#include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
@@ -23,6 +24,7 @@
 #include <ATen/ops/prod.h>
 #include <ATen/ops/real.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/rsqrt.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/sign.h>
 #include <ATen/ops/squeeze.h>
@@ -384,6 +386,52 @@ at::Tensor sign_of(const at::Tensor& x) {
 at::Tensor clip_derivative(const at::Tensor& diff, double bound, double slope) {
   auto clipped = at::hardtanh(diff, -bound, bound);
   return (slope == 1.0) ? clipped : at::mul(clipped, slope);
+}
+
+at::Tensor layer_norm_rstd(const at::Tensor& input, at::IntArrayRef norm_dims, double eps) {
+  auto centered = input - at::mean(input, norm_dims, true);
+  return at::rsqrt(at::mean(centered * centered, norm_dims, true) + eps);
+}
+
+at::Tensor layer_norm_normalized(const at::Tensor& input, const at::Tensor& rstd, at::IntArrayRef norm_dims) {
+  return (input - at::mean(input, norm_dims, true)) * rstd;
+}
+
+at::Tensor layer_norm_normalized_backward(const at::Tensor& grad_normalized, const at::Tensor& normalized, const at::Tensor& rstd, at::IntArrayRef norm_dims) {
+  return ((grad_normalized - at::mean(grad_normalized, norm_dims, true)) - (normalized * at::mean(grad_normalized * normalized, norm_dims, true))) * rstd;
+}
+
+at::Tensor layer_norm_input_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef norm_dims, double eps) {
+  auto rstd = helpers::layer_norm_rstd(input, norm_dims, eps);
+  auto grad_normalized = (weight.defined()) ? (grad * weight) : grad;
+  return helpers::layer_norm_normalized_backward(grad_normalized, helpers::layer_norm_normalized(input, rstd, norm_dims), rstd, norm_dims);
+}
+
+at::Tensor layer_norm_weight_backward(const at::Tensor& grad, const at::Tensor& input, at::IntArrayRef normalized_shape, at::IntArrayRef norm_dims, double eps) {
+  auto normalized = helpers::layer_norm_normalized(input, helpers::layer_norm_rstd(input, norm_dims, eps), norm_dims);
+  return helpers::sum_to(grad * normalized, normalized_shape);
+}
+
+at::Tensor layer_norm_jvp(const at::Tensor& input, const at::Tensor& input_t, const at::Tensor& weight, const at::Tensor& weight_t, const at::Tensor& bias_t, at::IntArrayRef norm_dims, double eps) {
+  auto rstd = helpers::layer_norm_rstd(input, norm_dims, eps);
+  auto normalized = helpers::layer_norm_normalized(input, rstd, norm_dims);
+  auto normalized_t = helpers::layer_norm_normalized_backward(input_t, normalized, rstd, norm_dims);
+  auto out_t = normalized_t;
+  if (weight.defined()) {
+    out_t = (normalized_t * weight) + (normalized * weight_t);
+  }
+  if (bias_t.defined()) {
+    out_t = out_t + bias_t;
+  }
+  return out_t;
+}
+
+std::vector<int64_t> trailing_dims(int64_t ndim, int64_t count) {
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t d = ndim - count; d < ndim; ++d) {
+    dims.push_back(d);
+  }
+  return dims;
 }
 
 at::Tensor gather_by_plane_indices(const at::Tensor& source, const at::Tensor& indices) {

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from reference_engine.dispatch import dispatcher
+from reference_engine.dtypes import bool_
 from reference_engine.tensor import Tensor
 
 #: Tensor methods built from declared operators that torch also offers as ``torch.<name>``.
@@ -74,9 +75,29 @@ def max_pool2d(input: Tensor, kernel_size: int | list[int], stride: int | list[i
     return (values, indices) if return_indices else values
 
 
+# ----------------------------------------------------------------------------- dropout
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, *, mask: Tensor | None = None) -> Tensor:
+    """``torch.nn.functional.dropout``: in training, each element zeroed with probability ``p`` and
+    the others scaled by ``1 / (1 - p)``; the input itself otherwise. The kept elements are drawn
+    from the engine's generator (``native_dropout``), or given as ``mask`` (a bool tensor of the
+    input's shape, e.g. the mask of a torch run), applied by ``native_dropout_backward``: either way
+    the gradient is ``mask / (1 - p)``, and differentiable again."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training:
+        return input
+    if mask is None:
+        return dispatcher.call("native_dropout", (input, p, True), {})[0]
+    if mask.dtype != bool_ or tuple(mask.shape) != tuple(input.shape):
+        raise ValueError(f"dropout mask must be a bool tensor of the input's shape {list(input.shape)}, "
+                         f"got {mask.dtype} of shape {list(mask.shape)}")
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return dispatcher.call("native_dropout_backward", (input, mask, scale), {})
+
+
 #: Module functions built from declared operators that are not methods in torch.
 FUNCTIONS: dict[str, Callable[..., Any]] = {"stack": stack, "nll_loss": nll_loss, "cross_entropy": cross_entropy,
-                                            "max_pool2d": max_pool2d}
+                                            "max_pool2d": max_pool2d, "dropout": dropout}
 
 
 def module_function(name: str) -> Callable[..., Any]:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from reference_engine.dtypes import DType
+from reference_engine.factories import default_generator
 
 KERNELS: dict[str, Callable[..., Any]] = {}
 
@@ -1967,3 +1968,87 @@ def index_put(x, indices, values, accumulate=False):
     else:
         out[key] = values
     return out
+
+
+# ----------------------------------------------------------------------------- layer_norm, dropout, hardsigmoid
+def _layer_norm_checks(x: np.ndarray, normalized_shape: list[int], weight: Any, bias: Any) -> None:
+    """torch's argument checks of layer normalization."""
+    if not normalized_shape:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+                           f"element, but got normalized_shape = {list(normalized_shape)}")
+    for name, param in (("weight", weight), ("bias", bias)):
+        if param is not None and list(_array(param).shape) != list(normalized_shape):
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                               f"{list(_array(param).shape)} and normalized_shape = {list(normalized_shape)}")
+    k = len(normalized_shape)
+    if x.ndim < k or list(x.shape[x.ndim - k:]) != list(normalized_shape):
+        expected = ", ".join(map(str, normalized_shape))
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {expected}], but got input of size{list(x.shape)}")
+
+
+@kernel("native_layer_norm")
+def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    """``(out, mean, rstd)``: ``mean`` and ``rstd`` keep the normalized dims as size 1 (torch's
+    mean 0 and rstd NaN when those dims hold no element)."""
+    x = _floating(x)
+    _layer_norm_checks(x, normalized_shape, weight, bias)
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    kept = x.shape[:x.ndim - len(normalized_shape)] + (1,) * len(normalized_shape)
+    with np.errstate(all="ignore"):
+        if math.prod(normalized_shape) == 0:
+            mean = np.zeros(kept, x.dtype)
+            rstd = np.full(kept, np.nan, x.dtype)
+        else:
+            mean = np.mean(x, axis=axes, keepdims=True)
+            centered = x - mean
+            variance = np.mean(centered * centered, axis=axes, keepdims=True)
+            rstd = 1 / np.sqrt(variance + eps)
+        out = (x - mean) * rstd
+        if weight is not None:
+            out = out * _array(weight)
+        if bias is not None:
+            out = out + _array(bias)
+    return out.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
+
+
+@kernel("layer_norm")
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True):
+    return native_layer_norm(x, normalized_shape, weight, bias, eps)[0]
+
+
+@kernel("native_dropout")
+def native_dropout(x, p, train):
+    """``(output, mask)``: in training (``train`` None or True) each element is kept with probability
+    ``1 - p`` (the engine's default generator; torch's random stream cannot be reproduced) and
+    scaled by ``1 / (1 - p)``; in evaluation the identity with an all-true mask. As torch, an
+    empty input gives an empty mask of its own dtype."""
+    x = _array(x)
+    if x.size == 0:
+        return x.copy(), np.empty(x.shape, x.dtype)
+    if train is not None and not train:
+        return x.copy(), np.ones(x.shape, np.bool_)
+    keep = 1.0 - p
+    if not 0.0 <= keep <= 1.0:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={keep}")
+    mask = default_generator.numpy.random(x.shape) < keep
+    scale = 0.0 if keep == 0.0 else 1.0 / keep
+    return x * mask * np.asarray(scale, x.dtype), mask
+
+
+@kernel("native_dropout_backward")
+def native_dropout_backward(grad_output, mask, scale):
+    """``grad_output * mask * scale`` (broadcast; a mask of any dtype, as torch's CPU kernel takes)."""
+    grad_output = _array(grad_output)
+    product = grad_output * _array(mask)
+    return product * np.asarray(scale, product.dtype)
+
+
+KERNELS["hardsigmoid"] = _float_unary(lambda x: np.minimum(np.maximum(x + 3, 0), 6) / 6)
+
+
+@kernel("hardsigmoid_backward")
+def hardsigmoid_backward(grad_output, x):
+    grad_output, x = _array(grad_output), _array(x)
+    inside = (x > -3) & (x < 3)
+    return np.where(inside, grad_output / 6, np.zeros((), grad_output.dtype))

@@ -60,11 +60,70 @@ def _is_float_tensor_arg(arg: Any) -> bool:
 
 
 def torch_op(op: str) -> Callable[..., Any]:
-    """The built-in torch operator ``torch.ops.aten.<name>.<overload or default>``."""
+    """The built-in torch operator ``torch.ops.aten.<name>.<overload or default>``, or for the ops of
+    :data:`TORCH_EQUIVALENTS` the torch composition standing in for it."""
     import torch
 
+    if op in TORCH_EQUIVALENTS:
+        return TORCH_EQUIVALENTS[op]
     name, _, overload = op.partition(".")
     return getattr(getattr(torch.ops.aten, name), overload or "default")
+
+
+def _hardsigmoid(self: Any) -> Any:
+    import torch
+
+    return torch.ops.aten.hardtanh(self + 3.0, 0.0, 6.0) / 6.0
+
+
+_ONE_SIXTH_FLOAT32 = float(np.float32(1.0) / np.float32(6.0))
+
+
+def _hardsigmoid_backward(grad_output: Any, self: Any) -> Any:
+    import torch
+
+    # torch's kernel multiplies by 1/6 rounded to float32 (3e-8 off 1/6 in float64): the same bits
+    return torch.ops.aten.hardtanh_backward(grad_output, self, -3.0, 3.0) * _ONE_SIXTH_FLOAT32
+
+
+def _native_dropout_backward(grad_output: Any, mask: Any, scale: float) -> Any:
+    return grad_output * mask * scale
+
+
+def _with_unit_weight(op: str) -> Callable[..., Any]:
+    """The built-in layer norm ``op``; for a bias without a weight, its values differentiated as the
+    same op with a weight of ones (they differ by an ulp or so: the difference is exact, and adding
+    it back gives the built-in's bits)."""
+    def call(input: Any, normalized_shape: list[int], weight: Any = None, bias: Any = None, *rest: Any,
+             **kwargs: Any) -> Any:
+        import torch
+
+        builtin = getattr(torch.ops.aten, op).default
+        if weight is None and bias is not None:
+            unit = torch.ones(normalized_shape, dtype=input.dtype)
+            with_unit = builtin(input, normalized_shape, unit, bias, *rest, **kwargs)
+            values = builtin(input.detach(), normalized_shape, None, bias.detach(), *rest, **kwargs)
+            if isinstance(with_unit, tuple):
+                return (with_unit[0] + (values[0] - with_unit[0]).detach(), *values[1:])
+            return with_unit + (values - with_unit).detach()
+        return builtin(input, normalized_shape, weight, bias, *rest, **kwargs)
+    return call
+
+
+TORCH_EQUIVALENTS: dict[str, Callable[..., Any]] = {
+    # Oracles for built-in ops that torch 2.13 cannot differentiate as far as the tiers go: a
+    # composition of torch ops with the built-in's values, bit for bit (tests/test_formulas_torch.py
+    # compares the formulas' forward, which calls the built-in, with it exactly), whose derivatives
+    # torch has. tests/engine/test_nn_more.py compares hardsigmoid's first order at its kinks with
+    # the built-in itself.
+    "hardsigmoid": _hardsigmoid,                          # hardsigmoid_backward has no derivative,
+    "hardsigmoid_backward": _hardsigmoid_backward,        # so no double backward of hardsigmoid
+    "native_dropout_backward": _native_dropout_backward,  # no forward AD
+    # double backward raises "Expected a proper Tensor but got None" for a bias without a weight:
+    # a weight of ones, which changes no value
+    "native_layer_norm": _with_unit_weight("native_layer_norm"),
+    "layer_norm": _with_unit_weight("layer_norm"),
+}
 
 
 def torch_value(value: Any, requires_grad: bool = False) -> Any:
@@ -873,7 +932,7 @@ def build_cases() -> list[OpCase]:
         + _pointwise_math_cases()
         + _shape_more_cases() + _indexing_more_cases()
         + _more_reduction_cases() + _moment_cases() + _pooling_cases()
-        + _list_output_cases() + _advanced_indexing_cases()
+        + _list_output_cases() + _advanced_indexing_cases() + _nn_more_cases()
     )
 
 
@@ -1359,6 +1418,48 @@ def _advanced_indexing_cases() -> list[OpCase]:
                           (_normal(rng, shape), indices, _normal(rng, values_shape), accumulate)))
     return out
 
+
+
+# ---------------------------------------------------------------------------
+# layer_norm, dropout with its mask, hardsigmoid (formulas/nn_more.py)
+
+def _nn_more_cases() -> list[OpCase]:
+    out = []
+    for op in ("native_layer_norm", "layer_norm"):
+        rng = _rng(op)
+        # (input shape, normalized_shape, weight?, bias?, eps)
+        for shape, normalized, weighted, biased, eps in (
+                ((2, 3, 4), [4], True, True, 1e-5), ((2, 3, 4), [3, 4], True, False, 1e-5),
+                ((2, 3, 4), [3, 4], False, True, 1e-3), ((5,), [5], False, False, 1e-5),
+                ((3, 1, 2), [1, 2], True, True, 0.5), ((4, 1), [1], True, True, 0.1),
+                ((0, 3), [3], True, True, 1e-5)):
+            weight = _normal(rng, tuple(normalized)) if weighted else None
+            bias = _normal(rng, tuple(normalized)) if biased else None
+            out.append(OpCase(op, f"{_shape_id(shape)}_norm{'x'.join(map(str, normalized))}"
+                                  f"_w{int(weighted)}_b{int(biased)}_eps{eps}",
+                              (_normal(rng, shape), normalized, weight, bias, eps)))
+    rng = _rng("layer_norm")
+    out.append(OpCase("layer_norm", "2x3_defaults", (_normal(rng, (2, 3)), [3], None, None)))
+    out.append(OpCase("layer_norm", "2x3_cudnn_off", (_normal(rng, (2, 3)), [3], None, None, 1e-5, False)))
+    # deterministic dropout only: evaluation, p = 0 and p = 1 (the random case: tests/cpp/test_compiled_dropout.py,
+    # tests/engine/test_nn_more.py). No empty input: torch's native_dropout returns the input itself then
+    # (and sets its history), which the compiled op, running it, does too.
+    rng = _rng("native_dropout")
+    for shape, p, train in (((2, 3), 0.5, False), ((2, 3), 0.0, True), ((4,), 0.0, None), ((2, 3), 1.0, True),
+                            ((3,), 1.0, None), ((), 0.3, False), ((1, 4), 0.7, False)):
+        out.append(OpCase("native_dropout", f"{_shape_id(shape)}_p{p}_train{train}", (_normal(rng, shape), p, train)))
+    rng = _rng("native_dropout_backward")
+    for grad_shape, mask_shape, scale in (((2, 3), (2, 3), 2.0), ((), (), 1.5), ((3,), (2, 3), 2.0),
+                                          ((2, 3), (3,), 1.25), ((0, 2), (0, 2), 2.0), ((4,), (4,), 0.0)):
+        out.append(OpCase("native_dropout_backward", f"{_shape_id(grad_shape, mask_shape)}_scale{scale}",
+                          (_normal(rng, grad_shape), _mask(rng, mask_shape), scale)))
+    rng = _rng("hardsigmoid")
+    out += [OpCase("hardsigmoid", _shape_id(shape), (_avoiding(-3.0, 3.0)(rng, shape),)) for shape in UNARY_SHAPES]
+    rng = _rng("hardsigmoid_backward")
+    for left, right in (((2, 3), (2, 3)), ((), ()), ((0, 2), (0, 2)), ((4,), (4,)), ((3,), (2, 3)), ((2, 1, 3), (2, 1, 3))):
+        out.append(OpCase("hardsigmoid_backward", _shape_id(left, right),
+                          (_normal(rng, left), _avoiding(-3.0, 3.0)(rng, right))))
+    return out
 
 ALL_CASES: list[OpCase] = build_cases()
 

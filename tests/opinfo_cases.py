@@ -59,6 +59,7 @@ OPINFO_NAMES: dict[str, tuple[str, ...]] = {
     "_log_softmax": ("log_softmax",),
     "max_pool2d_with_indices": ("nn.functional.max_pool2d",),
     "index": ("__getitem__",),     # x[idx], x[mask], x[:, idx] record index.Tensor
+    "native_layer_norm": ("layer_norm",),
 }
 
 _NUMPY_DTYPES = {torch.float64: np.float64, torch.bool: np.bool_, torch.int64: np.int64}

@@ -51,4 +51,6 @@ KINK_CASES: list[OpCase] = [
     OpCase("copysign.Tensor", "zero_self", (_array(0.0, -1.0, 2.0), _array(-1.0, 1.0, -0.0))),
     OpCase("xlogy.Scalar_Other", "zero_self", (_array(0.0, 1.0), 2.0)),
     OpCase("xlogy.Scalar_Other", "zero_self_negative_other", (_array(0.0, 1.0), -2.0)),
+    OpCase("hardsigmoid", "at_bounds", (_array(-3.0, 3.0, 0.0, -4.0, 4.0),)),
+    OpCase("hardsigmoid_backward", "at_bounds", (_array(1.0, -2.0, 0.5, 1.5, 3.0), _array(-3.0, 3.0, 0.0, -4.0, 4.0))),
 ]

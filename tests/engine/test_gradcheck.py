@@ -68,3 +68,13 @@ def test_gradcheck_handles_several_outputs_and_non_tensor_arguments():
     x = f64(np.array([[0.3, -1.2, 0.7], [2.0, 0.1, -0.4]]), requires_grad=True)
     assert engine.gradcheck(lambda t, dim: t.max(dim), (x, 1))        # values checked, indices skipped
     assert engine.gradgradcheck(lambda t, dim: (t.sin(), t * t), (x, 0))
+
+
+def test_gradcheck_leaves_out_outputs_that_do_not_require_grad_as_torch():
+    """An output that carries no gradient (native_layer_norm's mean and rstd) is not checked while
+    another one does; when none does, every output's numerical Jacobian must be zero."""
+    x = f64([[0.3, -1.2, 0.7], [2.0, 0.1, -0.4]], requires_grad=True)
+    assert engine.gradcheck(lambda t: engine.native_layer_norm(t, [3], None, None, 1e-5), (x,))
+    assert engine.gradcheck(lambda t: (t.sin(), t.detach() * 2.0), (x,))
+    with pytest.raises(engine.GradcheckError, match="Jacobian mismatch for output 0"):
+        engine.gradcheck(lambda t: t.detach() * 2.0, (x,))

@@ -657,7 +657,7 @@ class ForwardAnalysis(Interpreter):
         """A bare name called inside a followed function of another file: that module's own name."""
         path = self.frames[-1].source.path if self.frames else None
         tree = current_tree() if path is not None and "." not in qualified else None
-        module = tree.names.get(path) if tree is not None else None
+        module = tree.module_name(path) if tree is not None else None
         return f"{module}.{qualified}" if module else qualified
 
     def ctx_call(self, node: ast.Call, method: str, arguments: list[Values]) -> Values:

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = "" if name in ("ruff", "pyflakes") else (
             f"   to ruff: wall {timing.wall / ruff.wall:.2f}x, cpu {timing.cpu / ruff.cpu:.2f}x"
             + (f"; to pyflakes: wall {timing.wall / pyflakes.wall:.3f}x" if pyflakes else ""))
-        print(f"{name:52s} wall {timing.wall:7.2f} s   cpu {timing.cpu:7.2f} s{ratio}")
+        print(f"{name:58s} wall {timing.wall:7.2f} s   cpu {timing.cpu:7.2f} s{ratio}")
     print("(aim: wall <= 1.0x ruff with the cache, <= 2.0x without; --no-bytecode-cache "
           "syntax-checks every file even when CPython's up-to-date bytecode already proves it compiles)")
     lint_default = best["transpile lint"]

@@ -310,3 +310,17 @@ def test_the_package_a_file_is_in_is_a_dependency(tmp_path):
     assert cached([mine], tmp_path / "cache") == [("mine.py", 8, "DB100")]
     (tmp_path / "torch" / "__init__.py").unlink()                # now the package autograd: another Function
     assert cached([mine], tmp_path / "cache") == []
+
+
+def test_the_cache_keeps_what_the_last_run_used_and_the_most_recent_files(tmp_path):
+    function_file(tmp_path / "src" / "f.py")
+    write(tmp_path / "src" / "gone.py", "x = 1\n")
+    for number in range(result_cache.KEPT_FILES + 5):
+        write(tmp_path / "cache" / f"{number:024x}.json", "{}")
+        os.utime(tmp_path / "cache" / f"{number:024x}.json", (1_700_000_000 + number,) * 2)
+    lint([str(tmp_path / "src")], cache_dir=tmp_path / "cache")
+    (tmp_path / "src" / "gone.py").unlink()
+    lint([str(tmp_path / "src")], cache_dir=tmp_path / "cache")
+    kept = sorted((tmp_path / "cache").glob("*.json"), key=lambda p: p.stat().st_mtime)
+    assert len(kept) == result_cache.KEPT_FILES and kept[0].name == f"{6:024x}.json"
+    assert list(json.loads(kept[-1].read_bytes())["entries"]) == [f"file:{tmp_path / 'src' / 'f.py'}"]

@@ -171,13 +171,15 @@ class ResultCache:
     """The entries of one cache file, checked against the files as they are now.
 
     ``get``/``put`` take and give JSON values; what they mean is the caller's.
-    Stamps of files that many entries depend on are checked once per run.
+    Stamps of files that many entries depend on are checked once per run. What a
+    run neither asked for nor stored (a file deleted since) is not kept.
     """
 
     def __init__(self, path: Path, entries: dict[str, object]) -> None:
         self.path = path
         self.entries = entries
         self.changed = False
+        self._used: set[str] = set()
         self._current: dict[tuple[str, FileStamp], bool] = {}
 
     @staticmethod
@@ -198,6 +200,7 @@ class ResultCache:
 
     def get(self, key: str, tree: Tree) -> object | None:
         """The value stored under ``key``, if every dependency it was stored with is unchanged."""
+        self._used.add(key)
         entry = self.entries.get(key)
         try:
             return entry["value"] if self._up_to_date(entry["depends"], tree) else None
@@ -206,6 +209,7 @@ class ResultCache:
 
     def put(self, key: str, value: object, depends: Depends) -> None:
         """Store ``value`` for ``key``, valid while everything in ``depends`` is as recorded."""
+        self._used.add(key)
         self.entries[key] = {"value": value, "depends": {
             "files": {path: None if s is None else list(s) for path, s in depends.files},
             "modules": dict(depends.modules), "module_names": dict(depends.module_names),
@@ -234,8 +238,11 @@ class ResultCache:
 
     def save(self) -> str | None:
         """Write the entries if they changed; a one-line warning when they cannot be written."""
-        if not self.changed:
+        unused = self.entries.keys() - self._used
+        if not (self.changed or unused):
             return None
+        for key in unused:
+            del self.entries[key]
         document = json.dumps({"format": FORMAT, "entries": self.entries}, separators=(",", ":"))
         try:
             write_file(self.path, document)

@@ -28,13 +28,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, final
 
 import transpiler
-from transpiler.output import OutputError, write_file
 
 try:                                  # hashlib's own blake2b; importing hashlib loads OpenSSL (about 15 ms)
     from _blake2 import blake2b
@@ -119,29 +118,32 @@ class Tree(Protocol):
     def module_name(self, path: str) -> str | None: ...
 
 
-class _Recorder:
+@final
+class Recorder:
+    """``with Recorder() as followed:`` records what the analysis inside the block reads of the
+    tree (``record_*``); ``followed.depends()`` is it as :class:`Depends`. (A class, not a
+    generator context manager: it runs once per file linted.)"""
+
     def __init__(self) -> None:
         self.files: dict[str, FileStamp | None] = {}
         self.modules: dict[str, str | None] = {}
         self.module_names: dict[str, str | None] = {}
+        self._outer: Recorder | None = None
+
+    def __enter__(self) -> Recorder:
+        global _recorder
+        self._outer, _recorder = _recorder, self
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        global _recorder
+        _recorder = self._outer
 
     def depends(self) -> Depends:
         return Depends(tuple(self.files.items()), tuple(self.modules.items()), tuple(self.module_names.items()))
 
 
-_recorder: _Recorder | None = None
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[_Recorder]:
-    """Record what the analysis inside the block reads of the tree (``record_*``); ``.depends()``
-    of the object given is it as :class:`Depends`."""
-    global _recorder
-    outer, _recorder = _recorder, _Recorder()
-    try:
-        yield _recorder
-    finally:
-        _recorder = outer
+_recorder: Recorder | None = None
 
 
 def record_file(path: str, stamp: FileStamp | None) -> None:
@@ -241,6 +243,9 @@ class ResultCache:
         unused = self.entries.keys() - self._used
         if not (self.changed or unused):
             return None
+        # imported only to write: it loads ctypes and OpenSSL (about 5 ms a run)
+        from transpiler.output import OutputError, write_file
+
         for key in unused:
             del self.entries[key]
         document = json.dumps({"format": FORMAT, "entries": self.entries}, separators=(",", ":"))

@@ -34,7 +34,7 @@ import stat
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,9 +45,9 @@ from transpiler.lint import ctx
 from transpiler.lint.cache import (
     Depends,
     FileStamp,
+    Recorder,
     ResultCache,
     python_files_below,
-    recording,
     stamp_file,
 )
 from transpiler.lint.ctx.names import statements
@@ -364,10 +364,10 @@ def check_file(path: str, trust_bytecode: bool = True, tree_bases: bool = False)
             source = file.read()
     except OSError as error:
         return FileReport(path, (Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror}"),))
-    with recording() as followed:
-        report = check_source(path, source, trust_bytecode, tree_bases)
-    own = Depends(((path, FileStamp.of(status, source)),))
-    return replace(report, depends=own + followed.depends())
+    with Recorder() as followed:
+        r = check_source(path, source, trust_bytecode, tree_bases)
+    depends = Depends(((path, FileStamp.of(status, source)),)) + followed.depends()
+    return FileReport(r.path, r.diagnostics, r.functions, r.formula_file, r.function_names, r.base_names, depends)
 
 
 def check_source(path: str, source: bytes, trust_bytecode: bool = True, tree_bases: bool = False) -> FileReport:

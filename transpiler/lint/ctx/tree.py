@@ -5,7 +5,7 @@
 calls one of its functions or a class derives from one of its classes.
 Re-exports (``from .impl import f`` in a package's ``__init__``) are followed.
 What one file's analysis looks up and reads of the others is recorded
-(:func:`transpiler.lint.cache.recording`): the result cache keeps it as that
+(:class:`transpiler.lint.cache.Recorder`): the result cache keeps it as that
 result's dependencies.
 """
 from __future__ import annotations

@@ -8,8 +8,9 @@ counted):
   fixed cost of any run of ``transpile lint``).
 - ``read``: read every file and run the linter's text prefilter on it (which
   files may define a ``torch.autograd.Function`` or use ``@derivative``) and
-  the bytecode-cache check; the floor of the default mode, whose syntax check
-  is proven by CPython's up-to-date ``.pyc`` for nearly every file.
+  the bytecode-cache check; the floor of ``--no-cache`` (every file checked),
+  whose syntax check is proven by CPython's up-to-date ``.pyc`` for nearly
+  every file.
 - ``parse``: CPython's parser alone (``compile(..., PyCF_ONLY_AST)``) on every
   file: the floor of a linter that builds an ast of every file.
 - ``compile``: CPython's full ``compile()`` on every file, bytecode thrown

@@ -13,7 +13,8 @@ directory itself. Keys (paths relative to that ``pyproject.toml``)::
 
 The build cache is, first found: ``--build-dir``, ``$TRANSPILE_BUILD_DIR``,
 ``build-dir`` above, ``$XDG_CACHE_HOME/derivatives-transpiler``,
-``~/.cache/derivatives-transpiler``.
+``~/.cache/derivatives-transpiler``; ``transpile lint`` keeps its results in
+``lint-cache/`` there (:mod:`transpiler.lint.cache`).
 """
 from __future__ import annotations
 

@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lint.test_driver import FORMULA, FUNCTION, function_file, run_cli, write
+from lint.test_driver import FORMULA, FUNCTION, child_env, function_file, run_cli, write
 from transpiler import codes, rule
 from transpiler.lint.runner import lint
 from transpiler.lint.settings import ConfigError, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def project(tmp_path: Path, table: str) -> Path:
@@ -133,7 +132,7 @@ def test_stdin_formula_file_gets_the_closure_rules_and_diff(monkeypatch, capsys)
 
 def lint_stdin(argv: list[str], data: bytes, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "transpiler", "lint", "--isolated", *argv], input=data,
-                          capture_output=True, env=ENV, cwd=cwd)
+                          capture_output=True, env=child_env(), cwd=cwd)
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
@@ -305,7 +304,7 @@ def test_flake8_runs_the_plugin_on_a_fixture(tmp_path):
     # an installed copy of the project (pip install -e .) declares the plugin already: a second
     # declaration would make flake8 run it twice
     sites = [REPO] if "DB" in installed else [entry_point_site(tmp_path), REPO]
-    env = {**ENV, "PYTHONPATH": os.pathsep.join(map(str, sites))}
+    env = {**child_env(), "PYTHONPATH": os.pathsep.join(map(str, sites))}
     completed = subprocess.run([sys.executable, "-m", "flake8", "--select", "DB", "f.py", "formula.py"],
                                cwd=tmp_path, capture_output=True, text=True, env=env)
     assert completed.returncode == 1, completed.stderr

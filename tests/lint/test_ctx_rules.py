@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from transpiler.lint.ctx.forward import ForwardAnalysis
+from transpiler.lint.ctx.names import ImportTable
+from transpiler.lint.ctx.values import Role, Value
 from transpiler.lint.runner import check_file, lint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ctx"
@@ -290,3 +293,12 @@ def test_a_followed_function_of_another_file_calls_that_files_own_functions(tmp_
     (finding,) = result.diagnostics
     assert (Path(finding.path).name, finding.line, finding.code) == ("impl.py", 11, "DB100")
     assert "kernels.py:4" in finding.message
+
+
+def test_a_buffer_and_a_tensor_from_one_site_are_told_the_same_way_in_any_order():
+    # `dx = torch.zeros_like(x) if flag else None` filled in a loop: both values reach the save
+    # (fla's fused_kl_div); the message must not depend on the order of the set holding them
+    analysis = ForwardAnalysis(ImportTable("", {}), frozenset())
+    buffer, computed = Value(Role.CONSTANT, site=(129, 4)), Value(Role.TENSOR, site=(129, 4))
+    told = "created at line 129, then written in place with values computed from the inputs"
+    assert analysis.origin([buffer, computed]) == analysis.origin([computed, buffer]) == told

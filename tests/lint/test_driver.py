@@ -57,6 +57,12 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def child_env() -> dict[str, str]:
+    """A child process's environment: this one's as the test sees it (its own lint cache), the
+    repository importable."""
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
 def function_file(path: Path, noqa: str = "", noqa_global: str = "") -> Path:
     return write(path, FUNCTION.format(noqa=noqa, noqa_global=noqa_global))
 
@@ -214,7 +220,7 @@ def test_statistics_count_files_functions_and_codes(tmp_path, capsys):
 def test_transpile_lint_command_end_to_end(tmp_path):
     function_file(tmp_path / "f.py")
     completed = subprocess.run([sys.executable, "-m", "transpiler", "lint", str(tmp_path)],
-                               cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                               cwd=REPO, capture_output=True, text=True, env=child_env())
     assert completed.returncode == 1
     assert completed.stdout.startswith(f"{tmp_path}/f.py:8:9: DB100 ")
     assert completed.stderr == ""

@@ -2,7 +2,6 @@
 errors and dead workers each give a one-line diagnostic (per file) and the documented exit status."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -10,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from lint.test_driver import FORMULA, compile_with_timestamps, function_file, run_cli, write
+from lint.test_driver import FORMULA, child_env, compile_with_timestamps, function_file, run_cli, write
 from transpiler.frontend import load_library
 from transpiler.lint import ctx
 from transpiler.lint.runner import lint
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def deep_formula(terms: int) -> str:
@@ -107,7 +105,7 @@ def test_broken_pipe_exits_quietly(tmp_path):
         write(tmp_path / f"f{index:03}.py", "import torch\n\n\nclass K(torch.autograd.Function):\n"
               f"    @staticmethod\n    def forward(ctx, x):\n{saves}        return x\n")
     process = subprocess.Popen([sys.executable, "-m", "transpiler", "lint", "--jobs", "1", str(tmp_path)],
-                               cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdout.readline()
     process.stdout.close()                                    # what `| head -1` does
     err = process.stderr.read().decode()
@@ -184,7 +182,7 @@ sys.exit(cli.main(["--jobs", "2", sys.argv[1]]))
 def test_a_dead_worker_fails_the_run_with_a_message(tmp_path):
     for index in range(20):
         function_file(tmp_path / f"f{index:03}.py")
-    completed = subprocess.run([sys.executable, "-c", DEAD_WORKER, str(tmp_path)], cwd=REPO, env=ENV,
+    completed = subprocess.run([sys.executable, "-c", DEAD_WORKER, str(tmp_path)], cwd=REPO, env=child_env(),
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 2
     assert completed.stderr.startswith("transpile lint: error: a worker process died")

@@ -3,7 +3,8 @@
 Prints one finding per line (``path:line:col: CODE message``), or JSON, SARIF
 2.1.0, or GitHub Actions annotations. Settings come from ``[tool.transpile.lint]``
 (:mod:`transpiler.lint.settings`); ``--select``/``--ignore``/``--exclude`` and
-friends override them. ``--fix`` on stdin (``-``) writes the fixed source to
+friends override them. Results are cached (:mod:`transpiler.lint.cache`) in
+the project's cache directory unless ``--no-cache``. ``--fix`` on stdin (``-``) writes the fixed source to
 stdout (the input unchanged when there is nothing to fix) and the findings left
 to stderr. Exit status: 0 no findings (always with ``--exit-zero``), 1 findings
 (after ``--fix``: findings left; with ``--diff``: fixes to apply), 2 usage
@@ -20,9 +21,11 @@ from pathlib import Path
 from transpiler.lint import output
 from transpiler.lint.runner import LintResult, WorkerDied, lint
 from transpiler.lint.settings import ConfigError, Settings, codes, load_settings
+from transpiler.project import ProjectError, build_cache, find_project
 
 DEFAULT_PATHS = ["formulas/"]
 STDIN = "-"
+CACHE_DIRECTORY = "lint-cache"       # in the build cache; a hyphen: no library (an identifier) is named so
 
 
 def _code_list(text: str) -> list[str]:
@@ -63,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     parser.add_argument("--statistics", action="store_true",
                         help="print counts (files, Function subclasses analysed, findings per code) to stderr")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="check every file again: neither read nor write the result cache")
+    parser.add_argument("--cache-dir", type=Path, metavar="DIR",
+                        help="where results are cached (default: lint-cache/ in the project's build cache, "
+                             "$TRANSPILE_BUILD_DIR or ~/.cache/derivatives-transpiler)")
     parser.add_argument("--no-bytecode-cache", dest="trust_bytecode", action="store_false",
                         help="syntax-check every file, even those whose up-to-date bytecode is cached")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
@@ -106,6 +114,18 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return replace(settings, **changes)
 
 
+def cache_directory(args: argparse.Namespace) -> Path | None:
+    """The result cache's directory (None: ``--no-cache``)."""
+    if args.no_cache:
+        return None
+    if args.cache_dir is not None:
+        return args.cache_dir
+    try:
+        return find_project().build_dir / CACHE_DIRECTORY
+    except ProjectError:                     # [tool.transpile] is not lint's to judge: the per-user cache
+        return build_cache() / CACHE_DIRECTORY
+
+
 def _write(text: str) -> None:
     """Line by line: a reader that goes away (``| head``) is noticed at once (BrokenPipeError,
     which ``transpile`` turns into a quiet exit), not lost inside one large write."""
@@ -133,9 +153,12 @@ def main(argv: list[str]) -> int:
     try:
         settings = settings_from(args)
         result = lint(args.paths or DEFAULT_PATHS, fix=args.fix, jobs=args.jobs,
-                      trust_bytecode=args.trust_bytecode, settings=settings, diff=args.diff, stdin=stdin)
+                      trust_bytecode=args.trust_bytecode, settings=settings, diff=args.diff, stdin=stdin,
+                      cache_dir=cache_directory(args))
     except (ConfigError, WorkerDied) as error:
         return _usage_error(str(error))
+    if result.cache_warning is not None:
+        print(f"transpile lint: warning: {result.cache_warning}", file=sys.stderr)
     for diagnostic in result.unreadable:
         print(f"transpile lint: error: {diagnostic.path}: {diagnostic.message}", file=sys.stderr)
     if args.diff:

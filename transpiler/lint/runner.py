@@ -15,8 +15,10 @@ what else a file needs: files whose text can name ``torch.autograd.Function``
 are parsed to an ``ast`` for the ctx rules (:mod:`transpiler.lint.ctx`); files
 that use ``@derivative`` are formula files and also get the closure rules of
 :mod:`transpiler.lint.closure_rules` (libcst, through
-:func:`transpiler.frontend.parse_module`). Large runs spread the per-file work
-over the available cores. Nothing read is imported or executed.
+:func:`transpiler.frontend.parse_module`). With a cache directory, results
+whose dependencies did not change come from :mod:`transpiler.lint.cache`.
+Large amounts of work left spread over the available cores. Nothing read is
+imported or executed.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ import stat
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +42,16 @@ import transpiler
 from transpiler import codes
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint import ctx
+from transpiler.lint.cache import (
+    Depends,
+    FileStamp,
+    Recorder,
+    ResultCache,
+    python_files_below,
+    stamp_file,
+)
 from transpiler.lint.ctx.names import statements
+from transpiler.lint.ctx.tree import current_tree
 from transpiler.lint.settings import Settings, python_files
 from transpiler.sources import (
     UndecodableSource,
@@ -60,7 +71,8 @@ INTERNAL = codes.INTERNAL_ERROR.code
 UNDECLARED_OPERATOR = codes.UNDECLARED_OPERATOR.code   # the closure rule's name for an operator without a formula
 UNKNOWN_OPERATOR = codes.UNKNOWN_OPERATOR.code         # the emitter's name for the same call
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
-PARALLEL_MIN_FILES = 200
+PARALLEL_MIN_FILES = 200   # fewer files left to check run serially: starting 2 workers costs ~35 ms CPU (measured), about
+                           # what 200 typical torch files cost serially (50 ms; 400: 230 ms)
 CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
 QUALIFIED_FUNCTION = re.compile(rb"((?:\w+[ \t]*\.[ \t]*)*)\w*Function\b")   # InplaceFunction; not FunctionalTensor
 FOREIGN_IMPORT = re.compile(rb"^[ \t]*import[ \t]+(?!torch\b)(\w+)[\w.]*(?:[ \t]+as[ \t]+(\w+))?[ \t]*(?:#.*)?$",
@@ -89,6 +101,38 @@ class FileReport:
     formula_file: bool = False      # uses @derivative: the closure rules still have to run
     function_names: tuple[str, ...] = ()   # their class names (other files may derive from them)
     base_names: frozenset[bytes] = frozenset()  # words in the bases of classes the ctx rules skipped
+    depends: Depends = field(default=Depends(), compare=False)   # the file and what its analysis read
+
+    def as_json(self) -> list[object]:
+        """The report as the result cache stores it (``path`` is the entry's key)."""
+        return [_diagnostics_as_json(self.diagnostics), self.functions, self.formula_file, self.function_names,
+                sorted(word.decode("latin-1") for word in self.base_names)]
+
+    @staticmethod
+    def from_json(path: str, value: object) -> FileReport | None:
+        """The report :meth:`as_json` gave, or None when ``value`` is not one (a damaged cache)."""
+        try:
+            diagnostics, functions, formula_file, function_names, base_names = value
+            return FileReport(path, _diagnostics_from_json(path, diagnostics), int(functions), bool(formula_file),
+                              tuple(map(str, function_names)), frozenset(word.encode("latin-1") for word in base_names))
+        except (AttributeError, TypeError, ValueError, UnicodeError):
+            return None
+
+    @property
+    def cacheable(self) -> bool:
+        """Whether the result is the file's own (not an internal error or an unreadable file)."""
+        return bool(self.depends.files) and all(d.code not in (INTERNAL, UNREADABLE) for d in self.diagnostics)
+
+
+def _diagnostics_as_json(diagnostics: Iterable[Diagnostic]) -> list[list[object]]:
+    return [[d.line, d.col, d.code, d.message, d.fix, d.related] for d in diagnostics]
+
+
+def _diagnostics_from_json(path: str, rows: list) -> tuple[Diagnostic, ...]:
+    """Raises TypeError or ValueError on rows :func:`_diagnostics_as_json` did not write."""
+    return tuple(Diagnostic(path, int(line), int(col), str(code), str(message), None if fix is None else str(fix),
+                            tuple((int(at_line), int(at_col)) for at_line, at_col in related))
+                 for line, col, code, message, fix, related in rows)
 
 
 @dataclass(frozen=True)
@@ -102,6 +146,7 @@ class LintResult:
     fixed: tuple[str, ...] = ()
     diffs: tuple[str, ...] = ()     # ``--diff``: one unified diff per file the fixes would change
     fixed_stdin: bytes | None = None  # ``--fix`` on stdin: the fixed source (the input when nothing changed)
+    cache_warning: str | None = None  # the result cache could not be written (one line)
 
     @property
     def unreadable(self) -> tuple[Diagnostic, ...]:
@@ -124,7 +169,7 @@ def lint_paths(paths: list[str]) -> list[Diagnostic]:
 
 def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
          trust_bytecode: bool = True, settings: Settings | None = None, diff: bool = False,
-         stdin: tuple[str, bytes] | None = None) -> LintResult:
+         stdin: tuple[str, bytes] | None = None, cache_dir: Path | None = None) -> LintResult:
     """Run every rule on ``paths`` (files, or directories searched for ``*.py``).
 
     ``trust_bytecode``: skip the syntax check of files whose up-to-date bytecode
@@ -132,9 +177,12 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     files and codes (default: every code, the default excludes). ``diff``:
     compute the fixes as diffs instead of writing them. ``stdin``: lint this
     (name, bytes) instead of files; with ``fix`` the fixed bytes are returned,
-    nothing is written. Raises :class:`WorkerDied`.
+    nothing is written. ``cache_dir``: reuse and keep results there
+    (:mod:`transpiler.lint.cache`; never for stdin). Raises :class:`WorkerDied`.
     """
     settings = settings or Settings()
+    paths = list(paths)
+    cache = None
     if stdin is not None:
         files, missing, sources = [stdin[0]], [], {stdin[0]: stdin[1]}
         ctx.use_tree([])                      # standard input alone: no other files to resolve names in
@@ -144,18 +192,21 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
         missing = [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing_paths]
         sources = {}
         ctx.use_tree(files)                   # names resolve across the files of this run
-        reports = check_files(files, jobs, trust_bytecode)
-        reports = _subclasses_of_tree_functions(reports, trust_bytecode)
+        cache = ResultCache.open(cache_dir, paths) if cache_dir is not None else None
+        reports = check_files(files, jobs, trust_bytecode, cache)
+        reports = _subclasses_of_tree_functions(reports, trust_bytecode, cache)
     formula_paths = [r.path for r in reports if r.formula_file]
     wanted = functools.partial(_wanted, settings)
     closure_findings, fixed, diffs, fixed_sources = (
-        _formula_rules(formula_paths, sources, fix or diff, diff, wanted) if formula_paths else ({}, [], [], {}))
+        _formula_rules(formula_paths, sources, fix or diff, diff, wanted, cache) if formula_paths
+        else ({}, [], [], {}))
     fixed_stdin = fixed_sources.get(stdin[0], stdin[1]) if stdin is not None and fix and not diff else None
     diagnostics = {d for r in reports for d in r.diagnostics} | set(missing)
     diagnostics.update(d for found in closure_findings.values() for d in found)
     kept = (d for d in diagnostics if d.code == UNREADABLE or settings.enabled(d.code, d.path))
     return LintResult(tuple(sorted(kept)), len(files), sum(r.functions for r in reports),
-                      len(formula_paths), tuple(fixed), tuple(diffs), fixed_stdin)
+                      len(formula_paths), tuple(fixed), tuple(diffs), fixed_stdin,
+                      cache.save() if cache is not None else None)
 
 
 def _wanted(settings: Settings, path: str, code: str, line_text: str) -> bool:
@@ -164,11 +215,14 @@ def _wanted(settings: Settings, path: str, code: str, line_text: str) -> bool:
 
 
 def _formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, diff: bool,
-                   wanted: Callable[[str, str, str], bool],
+                   wanted: Callable[[str, str, str], bool], cache: ResultCache | None = None,
                    ) -> tuple[dict[str, tuple[Diagnostic, ...]], list[str], list[str], dict[str, bytes]]:
     """Closure findings per formula file (after the fix-its when ``fix``), the files fixed
     and, when ``diff``, the fixes as unified diffs instead (nothing written); last, the fixed
-    bytes of the ``sources`` given in memory (stdin), which are never written."""
+    bytes of the ``sources`` given in memory (stdin), which are never written. ``cache``:
+    the findings of an unchanged library (never with ``fix``)."""
+    if cache is not None and not fix:
+        return _cached_formula_rules(paths, cache), [], [], {}
     try:
         closure = _ClosureRules(paths, sources)
     except Exception as error:  # noqa: BLE001 - the library itself could not be read
@@ -188,6 +242,31 @@ def _formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, di
     return {path: closure.check(path) for path in paths}, fixed, diffs, fixed_sources
 
 
+CLOSURE_KEY = "closure"
+
+
+def _cached_formula_rules(paths: list[str], cache: ResultCache) -> dict[str, tuple[Diagnostic, ...]]:
+    """The closure findings of ``paths`` from ``cache``, or computed and stored there. They
+    depend on every formula file linted, the shipped library and every file of the packages
+    the linted files belong to (what ``transpile --formulas`` would emit with them)."""
+    roots = [str(package_root(path)) for path in paths]
+    stored = cache.get(CLOSURE_KEY, current_tree())
+    if isinstance(stored, dict) and stored.get("paths") == paths and stored.get("roots") == roots:
+        try:
+            return {path: _diagnostics_from_json(path, stored["findings"][path]) for path in paths}
+        except (KeyError, TypeError, ValueError):             # a damaged cache: computed again
+            pass
+    listings = tuple((directory, python_files_below(directory))
+                     for directory in sorted({str(SHIPPED_FORMULAS), *roots}))
+    read = dict.fromkeys([*paths, *(path for _, below in listings for path in below)])
+    depends = Depends(tuple((path, stamp_file(path)) for path in read), listings=listings)   # before reading
+    findings, _, _, _ = _formula_rules(paths, {}, False, False, lambda *_: True)
+    if all(d.code != INTERNAL for found in findings.values() for d in found):
+        rows = {path: _diagnostics_as_json(found) for path, found in findings.items()}
+        cache.put(CLOSURE_KEY, {"paths": paths, "roots": roots, "findings": rows}, depends)
+    return findings
+
+
 def collect_files(paths: Iterable[str], settings: Settings | None = None) -> tuple[list[str], list[Diagnostic]]:
     """Files to lint (directories: every ``*.py`` below, sorted, less the excluded) and DB001
     for missing paths."""
@@ -195,12 +274,31 @@ def collect_files(paths: Iterable[str], settings: Settings | None = None) -> tup
     return files, [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing]
 
 
-def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool = True) -> list[FileReport]:
-    """The per-file pass over ``files``, in parallel when there are many of them.
+def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool = True,
+                cache: ResultCache | None = None) -> list[FileReport]:
+    """The per-file pass over ``files``, in parallel when there are many of them; with a
+    ``cache``, over the files whose cached report is out of date.
 
     A worker process that dies (killed, out of memory) raises :class:`WorkerDied`
     instead of leaving the run waiting for its results forever.
     """
+    if cache is None:
+        return _check_files(files, jobs, trust_bytecode)
+    tree = current_tree()
+    reports: dict[str, FileReport] = {}
+    for path in files:
+        stored = cache.get(f"file:{path}", tree)
+        report = FileReport.from_json(path, stored) if stored is not None else None
+        if report is not None:
+            reports[path] = report
+    for report in _check_files([path for path in files if path not in reports], jobs, trust_bytecode):
+        reports[report.path] = report
+        if report.cacheable:
+            cache.put(f"file:{report.path}", report.as_json(), report.depends)
+    return [reports[path] for path in files]
+
+
+def _check_files(files: list[str], jobs: int | None, trust_bytecode: bool) -> list[FileReport]:
     check = functools.partial(check_file, trust_bytecode=trust_bytecode)
     workers = jobs if jobs is not None else len(os.sched_getaffinity(0))
     if workers < 2 or len(files) < PARALLEL_MIN_FILES:
@@ -218,14 +316,27 @@ def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool 
     return [reports[path] for path in files]
 
 
-def _subclasses_of_tree_functions(reports: list[FileReport], trust_bytecode: bool) -> list[FileReport]:
+def _subclasses_of_tree_functions(reports: list[FileReport], trust_bytecode: bool,
+                                  cache: ResultCache | None = None) -> list[FileReport]:
     """Check again the files whose classes derive from a Function class of another linted file
     (``class Impl(ProjectBase)``: the text prefilter cannot see that ``ProjectBase`` is one)."""
     names = {name.encode() for r in reports for name in r.function_names}
     subclass_files = {r.path for r in reports if r.base_names & names and not r.diagnostics}
     ctx.derive_from_tree(subclass_files)
-    return [check_file(r.path, trust_bytecode, tree_bases=True) if r.path in subclass_files else r
+    return [_check_tree_bases(r.path, trust_bytecode, cache) if r.path in subclass_files else r
             for r in reports]
+
+
+def _check_tree_bases(path: str, trust_bytecode: bool, cache: ResultCache | None) -> FileReport:
+    """:func:`check_file` with ``tree_bases``, through the ``cache``."""
+    stored = cache.get(f"bases:{path}", current_tree()) if cache is not None else None
+    report = FileReport.from_json(path, stored) if stored is not None else None
+    if report is not None:
+        return report
+    report = check_file(path, trust_bytecode, tree_bases=True)
+    if cache is not None and report.cacheable:
+        cache.put(f"bases:{path}", report.as_json(), report.depends)
+    return report
 
 
 def class_base_words(source: bytes) -> frozenset[bytes]:
@@ -245,13 +356,18 @@ def check_file(path: str, trust_bytecode: bool = True, tree_bases: bool = False)
     """Syntax check, ctx rules, formula-file detection; never raises.
 
     ``tree_bases``: a class of the file derives from a Function class of another linted file.
+    The report's ``depends`` are the file's stamp and what its analysis read of the tree.
     """
     try:
         with open(path, "rb") as file:
+            status = os.fstat(file.fileno())
             source = file.read()
     except OSError as error:
         return FileReport(path, (Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror}"),))
-    return check_source(path, source, trust_bytecode, tree_bases)
+    with Recorder() as followed:
+        r = check_source(path, source, trust_bytecode, tree_bases)
+    depends = Depends(((path, FileStamp.of(status, source)),)) + followed.depends()
+    return FileReport(r.path, r.diagnostics, r.functions, r.formula_file, r.function_names, r.base_names, depends)
 
 
 def check_source(path: str, source: bytes, trust_bytecode: bool = True, tree_bases: bool = False) -> FileReport:

@@ -365,8 +365,10 @@ class ForwardAnalysis(Interpreter):
             (v.kind is Role.TENSOR and not v.maybe) or (v.kind is Role.CONSTANT and v.site in self.tainted))]
 
     def origin(self, intermediates: list[Value]) -> str:
-        """Where the first of ``intermediates`` came from, for the message."""
-        first = min(intermediates, key=lambda v: v.site or (0, 0))
+        """Where the first of ``intermediates`` came from, for the message. A buffer created at a
+        site and also a tensor computed there (paths that meet) is told as the buffer, whatever
+        the order of the set it came from."""
+        first = min(intermediates, key=lambda v: (v.site or (0, 0), v.kind is not Role.CONSTANT))
         place = "?" if first.site is None else (
             f"line {first.site[0]}" if len(first.site) == 2 else f"{first.site[2]}:{first.site[0]}")
         if first.kind is Role.CONSTANT:
@@ -657,7 +659,7 @@ class ForwardAnalysis(Interpreter):
         """A bare name called inside a followed function of another file: that module's own name."""
         path = self.frames[-1].source.path if self.frames else None
         tree = current_tree() if path is not None and "." not in qualified else None
-        module = tree.names.get(path) if tree is not None else None
+        module = tree.module_name(path) if tree is not None else None
         return f"{module}.{qualified}" if module else qualified
 
     def ctx_call(self, node: ast.Call, method: str, arguments: list[Values]) -> Values:

@@ -8,9 +8,13 @@ imported: the module's own import statements are the only source of truth.
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+
+from transpiler.lint.cache import record_module_name
 
 
 @dataclass(frozen=True)
@@ -58,16 +62,23 @@ def _blocks(node: ast.AST) -> list[ast.stmt]:
 
 
 def module_name(path: str) -> str:
-    """The dotted module name of ``path``, from the ``__init__.py`` files of its parents."""
-    file = Path(path)
-    parts = [] if file.stem == "__init__" else [file.stem]
-    directory = file.parent
-    while (directory / "__init__.py").is_file():
-        parts.append(directory.name)
-        if directory.parent == directory:
-            break
-        directory = directory.parent
-    return ".".join(reversed(parts))
+    """The dotted module name of ``path``, from the ``__init__.py`` files of its parents ("" for
+    none); recorded as a dependency of the result being computed (:mod:`transpiler.lint.cache`)."""
+    stem = os.path.splitext(os.path.basename(path))[0]     # os.path: thousands of files, no Path objects
+    package = package_of(os.path.dirname(path) or ".")
+    name = ".".join(part for part in (package, "" if stem == "__init__" else stem) if part)
+    record_module_name(path, name or None)
+    return name
+
+
+@cache
+def package_of(directory: str) -> str:
+    """The dotted package a directory is (its chain of ``__init__.py`` parents), "" for none."""
+    folder = Path(directory)
+    if not (folder / "__init__.py").is_file():
+        return ""
+    parent = package_of(str(folder.parent)) if folder.parent != folder else ""
+    return f"{parent}.{folder.name}" if parent else folder.name
 
 
 def import_table(tree: ast.Module, path: str) -> ImportTable:

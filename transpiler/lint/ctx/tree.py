@@ -4,6 +4,9 @@
 ``__init__.py`` parents) to paths, and parses a module only when a forward
 calls one of its functions or a class derives from one of its classes.
 Re-exports (``from .impl import f`` in a package's ``__init__``) are followed.
+What one file's analysis looks up and reads of the others is recorded
+(:class:`transpiler.lint.cache.Recorder`): the result cache keeps it as that
+result's dependencies.
 """
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ import ast
 import os
 import re
 from functools import lru_cache
-from pathlib import Path
 
-from transpiler.lint.ctx.names import ImportTable, import_table
+from transpiler.lint.cache import FileStamp, record_file, record_module
+from transpiler.lint.ctx.names import ImportTable, import_table, module_name, package_of
 
 MAX_REEXPORTS = 4
 
@@ -24,25 +27,21 @@ class SourceTree:
     def __init__(self, paths: list[str]) -> None:
         self.paths: dict[str, str] = {}
         self.subclass_files: frozenset[str] = frozenset()   # files with classes deriving from tree Functions
-        self.names: dict[str, str] = {}                      # path -> dotted module name
-        for path in paths:                                   # os.path: thousands of files, no Path objects
-            stem = os.path.splitext(os.path.basename(path))[0]
-            package = _package(os.path.dirname(path) or ".")
-            stem = "" if stem == "__init__" else stem
-            name = ".".join(part for part in (package, stem) if part)
+        for path in paths:
+            name = module_name(path)
             if name:
                 self.paths.setdefault(name, path)
-                self.names.setdefault(path, name)
 
-    def module(self, name: str) -> tuple[ast.Module, ImportTable] | None:
-        path = self.paths.get(name)
-        return _parsed(path) if path is not None else None
+    def module_name(self, path: str) -> str | None:
+        """The dotted module name of a file (None: it is in no package and has no name)."""
+        return module_name(path) or None
 
     def definition(self, qualified: str) -> tuple[ast.stmt, ImportTable, str] | None:
         """The top-level ``def``/``class`` that ``qualified`` names, its module's imports and path."""
         for _ in range(MAX_REEXPORTS):
             module, _, name = qualified.rpartition(".")
             path = self.paths.get(module)
+            record_module(module, path)
             parsed = _parsed(path) if path is not None and _mentions(path, name) else None
             if parsed is None:
                 return None
@@ -57,34 +56,47 @@ class SourceTree:
         return None
 
 
-@lru_cache(maxsize=None)
-def _package(directory: str) -> str:
-    """The dotted package a directory is (its chain of ``__init__.py`` parents), "" for none."""
-    folder = Path(directory)
-    if not (folder / "__init__.py").is_file():
-        return ""
-    parent = _package(str(folder.parent)) if folder.parent != folder else ""
-    return f"{parent}.{folder.name}" if parent else folder.name
+def _mentions(path: str, name: str) -> bool:
+    """A cheap text test before parsing: the module names ``name`` at all (defines or re-exports it)."""
+    source = _read(path)
+    return source is not None and _mentioned(path, name, source)
 
 
 @lru_cache(maxsize=4096)
-def _mentions(path: str, name: str) -> bool:
-    """A cheap text test before parsing: the module names ``name`` at all (defines or re-exports it)."""
-    try:
-        source = Path(path).read_bytes()
-    except OSError:
-        return False
+def _mentioned(path: str, name: str, source: bytes) -> bool:
     return re.search(rb"\b%s\b" % re.escape(name.encode()), source) is not None
 
 
-@lru_cache(maxsize=512)
 def _parsed(path: str) -> tuple[ast.Module, ImportTable] | None:
+    source = _read(path)
+    return _parsed_source(path, source) if source is not None else None
+
+
+@lru_cache(maxsize=512)
+def _parsed_source(path: str, source: bytes) -> tuple[ast.Module, ImportTable] | None:
     try:
-        source = Path(path).read_bytes()
         tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except (OSError, SyntaxError, ValueError):
+    except (SyntaxError, ValueError):
         return None
     return tree, import_table(tree, path)
+
+
+def _read(path: str) -> bytes | None:
+    """The bytes of another file of the tree (None: unreadable), recorded as read."""
+    source, stamp = _stamped(path)
+    record_file(path, stamp)
+    return source
+
+
+@lru_cache(maxsize=512)
+def _stamped(path: str) -> tuple[bytes | None, FileStamp | None]:
+    try:
+        with open(path, "rb") as file:
+            status = os.fstat(file.fileno())
+            source = file.read()
+    except OSError:
+        return None, None
+    return source, FileStamp.of(status, source)
 
 
 _current: SourceTree | None = None
@@ -94,8 +106,8 @@ def use_tree(paths: list[str]) -> None:
     """Make the files of this run the tree the ctx rules resolve names in (per process)."""
     global _current
     _current = SourceTree(paths)
-    _parsed.cache_clear()
-    _mentions.cache_clear()
+    for memoized in (package_of, _stamped, _mentioned, _parsed_source):
+        memoized.cache_clear()
 
 
 def derive_from_tree(paths: set[str]) -> None:

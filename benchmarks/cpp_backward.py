@@ -98,6 +98,8 @@ FLOORS = {
     "prod": "torch branches on the data (any zero?) and divides result by self when there is none; a static "
             "formula always computes the zero-exact product of the others (about 20 kernels)",
     "prod.dim_int": "as prod: torch branches on zeros in the data, a static formula cannot",
+    "cumprod": "torch branches on the data (any zero?) and divides a reversed cumsum by self when there is "
+               "none; a static formula always computes the zero-exact segment form (about 25 kernels)",
     "pow.Scalar": "the exponent's gradient needs log(base) of a Scalar base: torch takes it in C++, a formula "
                   "can only take the log of a tensor it first fills (zeros_like, add, log)",
     "sgn": "torch returns a zero tensor that is never written (_is_zerotensor) for a real input; "

@@ -7,7 +7,7 @@ engine's ``x.norm(...)`` among them) for every order p: 0, 1, 2, +-inf and any o
 from __future__ import annotations
 
 from formulas import Tensor, at, derivative, helper
-from formulas.helpers import sum_backward, wrap_dim
+from formulas.helpers import is_reduced_dim, wrap_dim
 
 
 # ----------------------------------------------------------------------------- cumprod
@@ -37,9 +37,11 @@ def cumprod_backward(grad: Tensor, self: Tensor, dim: int) -> Tensor:
     * segment 1, non-zero: ``G_i = Z1 A_1(i) / x_i``;  the second zero: ``G = Z1 A_2``;
     * everything else: 0 (two zero factors).
 
-    Dividing by ``x~`` (1 at the zeros) is exact. Cost: O(n) per slice, about 20 elementwise or
-    scan kernels (three reversed cumulative sums, one ``cumprod``); torch's division formula is
-    one scan, and it is wrong at zeros. Derivatives of third order at a point with two or more
+    Dividing by ``x~`` (1 at the zeros) is exact. Cost: O(n) per slice, about 25 elementwise or
+    scan kernels (three reversed cumulative sums, one ``cumprod``, eleven ``where``); torch
+    branches on the data and, without zeros, divides one reversed cumulative sum by ``x``: the
+    compiled backward measured 9-11x torch's (float32 44x66x88 along the last dim,
+    ``benchmarks/cpp_backward.py --ops cumprod``). Derivatives of third order at a point with two or more
     zeros in a slice would need the products of several zero entries, which are left out
     (as ``prod_others`` leaves them out for ``prod``).
     """
@@ -113,6 +115,18 @@ def is_infinite(value: float) -> bool:
 
 
 @helper
+def keep_reduced_dims(output: Tensor, dim: list[int] | None, keepdim: bool, ndim: int) -> Tensor:
+    """``output`` of a reduction over ``dim`` of an ``ndim``-dim tensor with the reduced dims back
+    as size 1 (not expanded), so that it broadcasts against the input."""
+    restored = output
+    if not keepdim and output.dim() > 0:    # a 0-d output broadcasts as it is
+        for d in range(ndim):
+            if is_reduced_dim(dim, d, ndim):
+                restored = at.unsqueeze(restored, d)
+    return restored
+
+
+@helper
 def vector_norm_backward(grad: Tensor, self: Tensor, p: float, norm: Tensor, dim: list[int] | None,
                          keepdim: bool) -> Tensor:
     """Gradient of ``norm = (sum |x_i|^p)^(1/p)`` over ``dim`` (``None`` or empty: every dim).
@@ -123,25 +137,25 @@ def vector_norm_backward(grad: Tensor, self: Tensor, p: float, norm: Tensor, dim
     elements where ``|x_i|`` is the extreme. Where the norm is 0 the gradient is 0 (the
     subgradient torch picks), and so is ``|x_i|^(p-1)`` at ``x_i = 0`` for p < 1 (where it is
     infinite); ones stand in for those zeros before any division or negative power, so no NaN
-    reaches the double backward either.
+    reaches the double backward either. The factor that depends on the norm is computed at the
+    reduced size and broadcast once: p = 2 costs one full-size product.
     """
     if p == 0.0:
         return at.zeros_like(self)
-    sizes = self.sizes()
-    grad_full = sum_backward(grad, sizes, dim, keepdim)
+    grad_kept = keep_reduced_dims(grad, dim, keepdim, self.dim())
     if p == 1.0:
-        return at.sign(self) * grad_full
-    norm_full = sum_backward(norm, sizes, dim, keepdim)
+        return at.sign(self) * grad_kept
+    norm_kept = keep_reduced_dims(norm, dim, keepdim, self.dim())
     if is_infinite(p):
-        extreme = at.eq(at.abs(self), norm_full)
-        return at.sign(self) * at.mul(at.div(grad_full, at.sum(extreme, dim, True)), extreme)
-    norm_is_zero = at.eq(norm_full, 0.0)
-    scale_zeros = at.zeros_like(grad_full)
-    safe_norm = at.where(norm_is_zero, at.ones_like(norm_full), norm_full)
+        extreme = at.eq(at.abs(self), norm_kept)
+        return at.sign(self) * at.mul(at.div(grad_kept, at.sum(extreme, dim, True)), extreme)
+    norm_is_zero = at.eq(norm_kept, 0.0)
+    scale_zeros = at.zeros_like(grad_kept)
+    safe_norm = at.where(norm_is_zero, at.ones_like(norm_kept), norm_kept)
     if p == 2.0:
-        return self * at.where(norm_is_zero, scale_zeros, grad_full / safe_norm)
+        return self * at.where(norm_is_zero, scale_zeros, grad_kept / safe_norm)
     safe_abs = at.where(at.eq(self, 0.0), at.ones_like(self), at.abs(self))
-    scale = at.where(norm_is_zero, scale_zeros, grad_full / at.pow(safe_norm, p - 1.0))
+    scale = at.where(norm_is_zero, scale_zeros, grad_kept / at.pow(safe_norm, p - 1.0))
     return at.sign(self) * at.pow(safe_abs, p - 1.0) * scale
 
 

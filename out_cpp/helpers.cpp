@@ -382,29 +382,40 @@ bool is_infinite(double value) {
   return (value != 0.0) && ((value * 2.0) == value);
 }
 
+at::Tensor keep_reduced_dims(const at::Tensor& output, at::OptionalIntArrayRef dim, bool keepdim, int64_t ndim) {
+  auto restored = output;
+  if (!keepdim && (output.dim() > 0)) {
+    for (int64_t d = 0; d < ndim; ++d) {
+      if (helpers::is_reduced_dim(dim, d, ndim)) {
+        restored = at::unsqueeze(restored, d);
+      }
+    }
+  }
+  return restored;
+}
+
 at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
   at::Tensor extreme{};
   if (p == 0.0) {
     return at::zeros_like(self);
   }
-  std::vector<int64_t> sizes = self.sizes().vec();
-  auto grad_full = helpers::sum_backward(grad, sizes, dim, keepdim);
+  auto grad_kept = helpers::keep_reduced_dims(grad, dim, keepdim, self.dim());
   if (p == 1.0) {
-    return at::sign(self) * grad_full;
+    return at::sign(self) * grad_kept;
   }
-  auto norm_full = helpers::sum_backward(norm, sizes, dim, keepdim);
+  auto norm_kept = helpers::keep_reduced_dims(norm, dim, keepdim, self.dim());
   if (helpers::is_infinite(p)) {
-    extreme = at::eq(at::abs(self), norm_full);
-    return at::sign(self) * at::mul(at::div(grad_full, at::sum(extreme, dim, true)), extreme);
+    extreme = at::eq(at::abs(self), norm_kept);
+    return at::sign(self) * at::mul(at::div(grad_kept, at::sum(extreme, dim, true)), extreme);
   }
-  auto norm_is_zero = at::eq(norm_full, 0.0);
-  auto scale_zeros = at::zeros_like(grad_full);
-  auto safe_norm = at::where(norm_is_zero, at::ones_like(norm_full), norm_full);
+  auto norm_is_zero = at::eq(norm_kept, 0.0);
+  auto scale_zeros = at::zeros_like(grad_kept);
+  auto safe_norm = at::where(norm_is_zero, at::ones_like(norm_kept), norm_kept);
   if (p == 2.0) {
-    return self * at::where(norm_is_zero, scale_zeros, grad_full / safe_norm);
+    return self * at::where(norm_is_zero, scale_zeros, grad_kept / safe_norm);
   }
   auto safe_abs = at::where(at::eq(self, 0.0), at::ones_like(self), at::abs(self));
-  auto scale = at::where(norm_is_zero, scale_zeros, grad_full / at::pow(safe_norm, p - 1.0));
+  auto scale = at::where(norm_is_zero, scale_zeros, grad_kept / at::pow(safe_norm, p - 1.0));
   return (at::sign(self) * at::pow(safe_abs, p - 1.0)) * scale;
 }
 

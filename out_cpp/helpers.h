@@ -42,6 +42,7 @@ at::Tensor reversed_cumsum(const at::Tensor& x, int64_t dim);
 at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim);
 bool is_infinite(double value);
+at::Tensor keep_reduced_dims(const at::Tensor& output, at::OptionalIntArrayRef dim, bool keepdim, int64_t ndim);
 at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor vector_norm_jvp(const at::Tensor& self, const at::Tensor& self_t, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value);

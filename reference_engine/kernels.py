@@ -877,14 +877,20 @@ def logsumexp(x, dim, keepdim=False):
     return out if keepdim else (out.reshape(()) if axes is None else np.squeeze(out, axis=axes))
 
 
-@kernel("cumsum")
-def cumsum(x, dim, dtype=None):
+def _cumulative(accumulate: Callable[..., np.ndarray], x: Any, dim: int, dtype: DType | None) -> np.ndarray:
+    """``np.cumsum`` / ``np.cumprod`` along ``dim`` as torch's scans: a 0-d tensor is its own
+    result, integer and bool inputs accumulate in int64 unless ``dtype`` says otherwise."""
     x = _array(x)
     if x.ndim == 0:
         _wrap_dim(dim, 0)
         return x.astype(_np_dtype(dtype) or x.dtype, copy=True)
-    out = np.cumsum(x, axis=_wrap_dim(dim, x.ndim), dtype=_np_dtype(dtype))
+    out = accumulate(x, axis=_wrap_dim(dim, x.ndim), dtype=_np_dtype(dtype))
     return out if dtype is not None or x.dtype.kind == "f" else out.astype(np.int64)
+
+
+@kernel("cumsum")
+def cumsum(x, dim, dtype=None):
+    return _cumulative(np.cumsum, x, dim, dtype)
 
 
 @kernel("prod")
@@ -2052,3 +2058,84 @@ def hardsigmoid_backward(grad_output, x):
     grad_output, x = _array(grad_output), _array(x)
     inside = (x > -3) & (x < 3)
     return np.where(inside, grad_output / 6, np.zeros((), grad_output.dtype))
+
+
+# ----------------------------------------------------------------------------- cumprod and vector norms
+# (formulas/reductions_extra.py)
+@kernel("cumprod")
+def cumprod(x, dim, dtype=None):
+    return _cumulative(np.cumprod, x, dim, dtype)
+
+
+_TORCH_TYPE_NAMES = {"float64": "Double", "float32": "Float", "int64": "Long", "bool": "Bool"}
+
+
+def _vector_norm(x: np.ndarray, order: float, axes: tuple[int, ...] | None, keepdim: bool) -> np.ndarray:
+    """``(sum |x|^order)^(1/order)`` over ``axes`` (None: every axis); order 0 counts the non-zero
+    elements, +-inf is the max / min of ``|x|``."""
+    magnitude = np.abs(x)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        if order == 0:
+            out = np.sum(magnitude != 0, axis=axes, keepdims=keepdim).astype(x.dtype)
+        elif order == math.inf:
+            out = np.max(magnitude, axis=axes, keepdims=keepdim)
+        elif order == -math.inf:
+            out = np.min(magnitude, axis=axes, keepdims=keepdim)
+        elif order == 1:
+            out = np.sum(magnitude, axis=axes, keepdims=keepdim)
+        elif order == 2:
+            out = np.sqrt(np.sum(magnitude * magnitude, axis=axes, keepdims=keepdim))
+        else:
+            out = np.sum(magnitude ** order, axis=axes, keepdims=keepdim) ** (1.0 / order)
+    return np.asarray(out, dtype=x.dtype)
+
+
+@kernel("linalg_vector_norm")
+def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
+    """The ``ord``-norm over ``dim`` (None or empty: every dim), computed in ``dtype``; torch's
+    errors for a non-floating input or ``dtype``, a narrowing ``dtype`` and an inf norm over an
+    empty dim."""
+    x = _array(x)
+    if x.dtype.kind != "f":
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {_TORCH_TYPE_NAMES[x.dtype.name]}")
+    if dtype is not None:
+        if not dtype.is_floating_point:
+            raise RuntimeError("linalg.vector_norm: dtype should be floating point or complex, "
+                               f"but got {_TORCH_TYPE_NAMES[dtype.numpy.name]}")
+        if dtype.numpy.itemsize < x.dtype.itemsize:
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({_TORCH_TYPE_NAMES[x.dtype.name]}) "
+                               "should be convertible without narrowing to the specified dtype "
+                               f"({_TORCH_TYPE_NAMES[dtype.numpy.name]})")
+        x = x.astype(dtype.numpy)
+    axes = _axes(dim, x.ndim)
+    order = float(ord)
+    if math.isinf(order) and x.size == 0:
+        label = "inf" if order > 0 else "-inf"
+        if axes is None:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {label} norm on an empty tensor because "
+                               "the operation does not have an identity")
+        for axis in axes:
+            if x.shape[axis] == 0:
+                raise RuntimeError(f"linalg.vector_norm cannot compute the {label} norm on the dimension "
+                                   f"{axis}because this dimension is empty and the operation does not have an "
+                                   "identity")
+    return _vector_norm(x, order, axes, keepdim)
+
+
+def _norm_input(x: Any) -> np.ndarray:
+    x = _array(x)
+    if x.dtype.kind != "f":
+        raise RuntimeError("norm(): input dtype should be either floating point or complex. "
+                           f"Got {_TORCH_TYPE_NAMES[x.dtype.name]} instead.")
+    return x
+
+
+@kernel("norm.Scalar")
+def norm_scalar(x, p=2):
+    return linalg_vector_norm(_norm_input(x), p)
+
+
+@kernel("norm.ScalarOpt_dim")
+def norm_scalaropt_dim(x, p, dim, keepdim=False):
+    return linalg_vector_norm(_norm_input(x), 2 if p is None else p, dim, keepdim)

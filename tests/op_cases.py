@@ -126,6 +126,27 @@ TORCH_EQUIVALENTS: dict[str, Callable[..., Any]] = {
 }
 
 
+def torch_jvp_op(op: str) -> Callable[..., Any]:
+    """The built-in operator whose ``torch.func.jvp`` is the tangent oracle for ``op``: the op
+    itself, except where torch's own forward AD of it raises; then the same function through an
+    overload whose forward AD works (:data:`_JVP_ORACLES`)."""
+    substitute = _JVP_ORACLES.get(op)
+    return substitute() if substitute is not None else torch_op(op)
+
+
+def _norm_over_every_dim(self: Any, p: Any = 2) -> Any:
+    import torch
+
+    return torch.ops.aten.norm.ScalarOpt_dim(self, p, [], False)
+
+
+_JVP_ORACLES: dict[str, Callable[[], Callable[..., Any]]] = {
+    # torch 2.13's norm.Scalar forward AD gives the 0-d norm a keepdim-shaped tangent and raises
+    # (pytorch/pytorch#191787); norm.ScalarOpt_dim over every dim is the same function
+    "norm.Scalar": lambda: _norm_over_every_dim,
+}
+
+
 def torch_value(value: Any, requires_grad: bool = False) -> Any:
     """``value`` of an :class:`OpCase` as torch sees it: arrays become fresh contiguous
     tensors (float ones optionally requiring grad), NumPy dtypes become torch dtypes."""
@@ -933,6 +954,7 @@ def build_cases() -> list[OpCase]:
         + _shape_more_cases() + _indexing_more_cases()
         + _more_reduction_cases() + _moment_cases() + _pooling_cases()
         + _list_output_cases() + _advanced_indexing_cases() + _nn_more_cases()
+        + _reduction_extra_cases()
     )
 
 
@@ -1460,6 +1482,62 @@ def _nn_more_cases() -> list[OpCase]:
         out.append(OpCase("hardsigmoid_backward", _shape_id(left, right),
                           (_normal(rng, left), _avoiding(-3.0, 3.0)(rng, right))))
     return out
+
+
+# ---------------------------------------------------------------------------
+# cumprod and the vector norms (formulas/reductions_extra.py). cumprod is a polynomial, so its
+# zeros (one to four in a slice) are ordinary points: first and second order are checked there.
+# A norm's zero is a kink: its subgradient is compared with torch's in tests/pointwise_kinks.py.
+
+def _reduction_extra_cases() -> list[OpCase]:
+    out = []
+    op = "cumprod"
+    rng = _rng(op)
+    for shape, dim in (((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((5,), 0), ((), 0), ((), -1), ((0, 3), 1)):
+        out.append(OpCase(op, f"{_shape_id(shape)}_dim{dim}", (_away_from_zero(rng, shape), dim)))
+    out.append(OpCase(op, "3x4_dim1_dtype_float64", (_away_from_zero(rng, (3, 4)), 1), {"dtype": np.float64}))
+    zeros = _with_zeros(rng, 5, (0, 1, 2, 3, 4))       # a row with no zero, one, two, three, four
+    out.append(OpCase(op, "zeros_0_to_4_per_row_dim1", (zeros, 1)))
+    out.append(OpCase(op, "zeros_0_to_4_per_row_dim0", (zeros.copy(), 0)))
+    out.append(OpCase(op, "adjacent_zeros_dim0", (np.asarray([0.7, 0.0, 0.0, -1.2, 0.0, 0.9]), 0)))
+    out.append(OpCase(op, "scalar_zero", (np.zeros(()), 0)))
+
+    inf = float("inf")
+    op = "linalg_vector_norm"
+    rng = _rng(op)
+    for shape, order, dim, keepdim in (((3, 4), 2, None, False), ((3, 4), 1, [1], False),
+                                       ((2, 3, 4), 3, [-1, 0], True), ((5,), inf, None, False),
+                                       ((3, 4), -inf, [0], True), ((3, 4), 0, [1], False),
+                                       ((3, 4), 0.5, [1], False), ((2, 3), -1.5, None, True),
+                                       ((), 2, None, False), ((), inf, [0], True), ((0, 3), 2, [1], False),
+                                       ((2, 3), 2, [], True), ((4, 1), 2, [0], False)):
+        # +-inf: no ties among |x| (one value alone is _distinct's mean: 0, a kink)
+        values = _distinct(rng, shape) if order in (inf, -inf) and shape else _away_from_zero(rng, shape)
+        dim_id = "none" if dim is None else "_".join(map(str, dim)) or "empty"
+        out.append(OpCase(op, f"{_shape_id(shape)}_ord{order}_dim{dim_id}_keep{int(keepdim)}",
+                          (values, order, dim, keepdim)))
+    out.append(OpCase(op, "3x4_ord2_dim1_dtype_float64", (_away_from_zero(rng, (3, 4)), 2, [1]),
+                      {"dtype": np.float64}))
+    with_zero = _away_from_zero(rng, (3, 4))
+    with_zero[1, 2] = 0.0           # |x|^3 is twice differentiable at 0: an ordinary point for p = 3
+    out.append(OpCase(op, "3x4_ord3_dim1_an_element_zero", (with_zero, 3, [1], False)))
+
+    op = "norm.Scalar"
+    rng = _rng(op)
+    for shape, p in (((3, 4), 2), ((5,), 1), ((2, 3), 3), ((2, 3), inf), ((2, 3), -0.5), ((), 2), ((0, 3), 2)):
+        values = _distinct(rng, shape) if p == inf else _away_from_zero(rng, shape)
+        out.append(OpCase(op, f"{_shape_id(shape)}_p{p}", (values, p)))
+
+    op = "norm.ScalarOpt_dim"
+    rng = _rng(op)
+    for shape, p, dim, keepdim in (((3, 4), None, [1], False), ((3, 4), 2, [0, 1], True),
+                                   ((2, 3, 4), 1.5, [-1], False), ((3, 4), -inf, [1], False),
+                                   ((3, 4), 0, [0], True), ((2, 3), 4, [], False), ((0, 3), 1, [1], True)):
+        values = _distinct(rng, shape) if p == -inf else _away_from_zero(rng, shape)
+        out.append(OpCase(op, f"{_shape_id(shape)}_p{p}_dim{'_'.join(map(str, dim)) or 'empty'}_keep{int(keepdim)}",
+                          (values, p, dim, keepdim)))
+    return out
+
 
 ALL_CASES: list[OpCase] = build_cases()
 

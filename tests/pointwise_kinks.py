@@ -1,6 +1,8 @@
 """Inputs exactly at the kinks, ties, bounds and NaNs of the pointwise operators, where finite
 differences say nothing but torch picks a gradient (``abs'(0) = 0``, a clamp passes it at its
-bounds, ``minimum``/``maximum`` halve it at a tie, ``fmin``/``fmax`` give it to ``self``...).
+bounds, ``minimum``/``maximum`` halve it at a tie, ``fmin``/``fmax`` give it to ``self``...),
+and at the vector norms' zeros (a zero slice: gradient 0; a zero element: 0 for every order;
++-inf norms share it among tied extremes).
 The engine (``tests/engine/test_kinks.py``) and the compiled ops (``tests/cpp/test_compiled_kinks.py``)
 must give torch's first-order gradient on each, NaN where torch's is NaN.
 """
@@ -16,6 +18,9 @@ NAN = float("nan")
 def _array(*values: float) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
+
+_NORM_KINKS = np.asarray([[0.0, 0.0, 0.0], [1.0, -2.0, 0.0], [2.0, -2.0, 1.0]])
+"""A zero row (norm 0), a row with a zero element, a row with a tie of ``|x|`` at its maximum."""
 
 KINK_CASES: list[OpCase] = [
     OpCase("abs", "zero", (_array(0.0, -1.0, 2.0),)),
@@ -53,4 +58,10 @@ KINK_CASES: list[OpCase] = [
     OpCase("xlogy.Scalar_Other", "zero_self_negative_other", (_array(0.0, 1.0), -2.0)),
     OpCase("hardsigmoid", "at_bounds", (_array(-3.0, 3.0, 0.0, -4.0, 4.0),)),
     OpCase("hardsigmoid_backward", "at_bounds", (_array(1.0, -2.0, 0.5, 1.5, 3.0), _array(-3.0, 3.0, 0.0, -4.0, 4.0))),
+    *[OpCase(op, f"zeros_and_ties_p{p}", (_NORM_KINKS.copy(), p, [1], False))
+      for op in ("linalg_vector_norm", "norm.ScalarOpt_dim")
+      for p in (0.0, 1.0, 2.0, 3.0, 0.5, 1.5, float("inf"), -float("inf"), -1.0, -2.5)],
+    OpCase("linalg_vector_norm", "all_zeros", (np.zeros((2, 3)),)),
+    OpCase("norm.Scalar", "all_zeros_p2", (np.zeros((2, 3)), 2.0)),
+    OpCase("norm.Scalar", "all_zeros_p1", (np.zeros((2, 3)), 1.0)),
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cpp.test_compiled_ops import compiled_op
-from tests.op_cases import ALL_CASES, OpCase, differentiable_view, torch_op
+from tests.op_cases import ALL_CASES, OpCase, differentiable_view, torch_jvp_op
 
 torch = pytest.importorskip("torch")
 
@@ -34,7 +34,7 @@ def test_forward_ad_gradcheck_and_jvp_equal_builtin(formulas_ops, case: OpCase):
     call, leaves = differentiable_view(case, compiled_op(formulas_ops, case.op))
     assert torch.autograd.gradcheck(call, leaves, check_forward_ad=True, check_backward_ad=False,
                                     check_undefined_grad=False, check_batched_grad=False, raise_exception=True)
-    builtin, _ = differentiable_view(case, torch_op(case.op))
+    builtin, _ = differentiable_view(case, torch_jvp_op(case.op))
     primals = tuple(x.detach() for x in leaves)
     tangents = _tangents(leaves, seed=0)
     ours = torch.func.jvp(call, primals, tangents)

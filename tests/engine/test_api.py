@@ -416,6 +416,54 @@ def test_split_chunk_unbind_as_module_functions_and_methods_unpack_like_torch():
     np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-12)
 
 
+_INF = float("inf")
+
+
+@pytest.mark.parametrize("op, args, kwargs, error, message", [
+    ("linalg_vector_norm", (np.zeros((0, 3)), _INF), {}, RuntimeError,
+     "cannot compute the inf norm on an empty tensor because the operation does not have an identity"),
+    ("linalg_vector_norm", (np.zeros((0, 3)), -_INF), {}, RuntimeError, "cannot compute the -inf norm on an empty"),
+    ("linalg_vector_norm", (np.zeros((0, 3)), _INF, [0]), {}, RuntimeError,
+     "cannot compute the inf norm on the dimension 0because this dimension is empty"),
+    ("linalg_vector_norm", (np.ones(3, dtype=np.int64),), {}, RuntimeError,
+     "Expected a floating point or complex tensor as input. Got Long"),
+    ("linalg_vector_norm", (np.ones(3),), {"dtype": np.float32}, RuntimeError,
+     "the dtype of the input \\(Double\\) should be convertible without narrowing to the specified dtype \\(Float\\)"),
+    ("linalg_vector_norm", (np.ones(3),), {"dtype": np.int64}, RuntimeError,
+     "dtype should be floating point or complex, but got Long"),
+    ("linalg_vector_norm", (np.ones((2, 3)), 2, [5]), {}, IndexError, "Dimension out of range"),
+    ("norm.Scalar", (np.ones(3, dtype=np.int64),), {}, RuntimeError,
+     "norm\\(\\): input dtype should be either floating point or complex. Got Long instead."),
+    ("norm.ScalarOpt_dim", (np.ones((2, 3), dtype=np.bool_), 2, [0]), {}, RuntimeError, "Got Bool instead."),
+    ("norm.ScalarOpt_dim", (np.zeros((0, 3)), _INF, [0]), {}, RuntimeError, "on the dimension 0because"),
+    ("cumprod", (np.ones((2, 3)), 2), {}, IndexError, "Dimension out of range"),
+])
+def test_norm_and_cumprod_errors_say_what_torch_says(op, args, kwargs, error, message):
+    engine_args = tuple(f64(a) if isinstance(a, np.ndarray) and a.dtype == np.float64
+                        else engine.tensor(a) if isinstance(a, np.ndarray) else a for a in args)
+    engine_kwargs = {k: getattr(engine, np.dtype(v).name) for k, v in kwargs.items()}
+    name, _, overload = op.partition(".")
+    with pytest.raises(error, match=message):
+        dispatcher.call(name, engine_args, engine_kwargs)      # the engine picks the overload
+    torch_args = tuple(torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in args)
+    torch_kwargs = {k: getattr(torch, np.dtype(v).name) for k, v in kwargs.items()}
+    with pytest.raises(error, match=message):
+        getattr(getattr(torch.ops.aten, name), overload or "default")(*torch_args, **torch_kwargs)
+
+
+def test_norm_methods_and_functions_reach_the_declared_overloads():
+    """``x.norm()``, ``x.norm(p, dim, keepdim)``, ``engine.linalg_vector_norm`` and ``x.cumprod(dim)``
+    compute what torch's do."""
+    values = np.array([[3.0, -4.0, 0.0], [1.0, 2.0, -2.0]])
+    x, t = f64(values), torch.from_numpy(values)
+    np.testing.assert_allclose(x.norm().numpy(), t.norm().numpy())
+    np.testing.assert_allclose(x.norm(1.0, [1], True).numpy(), t.norm(1.0, [1], True).numpy())
+    np.testing.assert_allclose(x.norm(None, [0]).numpy(), torch.ops.aten.norm.ScalarOpt_dim(t, None, [0]).numpy())
+    np.testing.assert_allclose(engine.linalg_vector_norm(x, _INF, [1]).numpy(),
+                               torch.linalg.vector_norm(t, _INF, [1]).numpy())
+    np.testing.assert_allclose(x.cumprod(1).numpy(), t.cumprod(1).numpy())
+
+
 # ----------------------------------------------------------------------------- pictures
 def test_to_dot_labels_operators_shapes_dtypes_values_and_grads():
     x = f64([1.0, 2.0], True)

@@ -22,7 +22,7 @@ import torch
 import reference_engine as engine
 from tests.opinfo_cases import catalogue
 from formulas import FORMULAS
-from op_cases import ALL_CASES, OpCase, cases, differentiable_view, torch_args, torch_op
+from op_cases import ALL_CASES, OpCase, cases, differentiable_view, torch_args, torch_jvp_op, torch_op
 
 FORMULA_CASES = [case for case in ALL_CASES if case.op in FORMULAS]
 OPINFO_CASES = [case for case in catalogue().cases if case.op in FORMULAS]
@@ -167,7 +167,7 @@ def test_jvp_equals_torch(case: OpCase):
     fn, inputs = engine_call(case)
     tangents = _weights([t.shape for t in inputs], seed=3)
     outs, out_tangents = engine.jvp(fn, [t.detach() for t in inputs], [engine.Tensor(v) for v in tangents])
-    builtin, leaves = differentiable_view(case, torch_op(case.op))     # floating outputs only
+    builtin, leaves = differentiable_view(case, torch_jvp_op(case.op))     # floating outputs only
     expected_outs, expected_tangents = torch.func.jvp(
         builtin, tuple(x.detach() for x in leaves), tuple(torch.from_numpy(v) for v in tangents))
     got = [(o, t) for o, t in zip(_as_list(outs), _as_list(out_tangents)) if o.is_floating_point()]

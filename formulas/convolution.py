@@ -56,36 +56,43 @@ def crop_spatial(t: Tensor, sizes: list[int]) -> Tensor:
 
 
 @helper
+def batched(t: Tensor, weight_dim: int) -> Tensor:
+    """``t`` with a batch dim of 1 put in front when it is unbatched (one dim fewer than the weight)."""
+    return at.unsqueeze(t, 0) if t.dim() < weight_dim else t
+
+
+@helper
 def convolution_input_backward(grad: Tensor, weight: Tensor, input_sizes: list[int], stride: list[int],
                                padding: list[int], dilation: list[int], transposed: bool, groups: int) -> Tensor:
-    """Gradient of a (transposed) convolution for its batched input of ``input_sizes``: the
+    """Gradient of a (transposed) convolution for its input of ``input_sizes``, batched or not: the
     transposed (plain) convolution of ``grad`` with the same weight (module docstring)."""
-    spatial = len(input_sizes) - 2
+    sizes = []
+    if len(input_sizes) < weight.dim():
+        sizes.append(1)
+    for d in range(len(input_sizes)):
+        sizes.append(input_sizes[d])
+    spatial = len(sizes) - 2
     stride_ = per_spatial_dim(stride, spatial)
     padding_ = per_spatial_dim(padding, spatial)
     dilation_ = per_spatial_dim(dilation, spatial)
-    no_padding = []
-    for d in range(spatial):
-        no_padding.append(0)
-    if transposed:
-        return crop_spatial(at.convolution(grad, weight, None, stride_, padding_, dilation_, False, no_padding,
-                                           groups), input_sizes)
     output_padding = []
     for d in range(spatial):
-        # the trailing input positions no output position reached
+        # a plain convolution's input positions that the stride left beyond the last output's reach
         reach = dilation_[d] * (weight.size(d + 2) - 1) + 1
-        output_padding.append((input_sizes[d + 2] + 2 * padding_[d] - reach) % stride_[d])
-    return at.convolution(grad, weight, None, stride_, padding_, dilation_, True, output_padding, groups)
+        output_padding.append(0 if transposed else (sizes[d + 2] + 2 * padding_[d] - reach) % stride_[d])
+    gradient = crop_spatial(at.convolution(batched(grad, weight.dim()), weight, None, stride_, padding_, dilation_,
+                                           not transposed, output_padding, groups), sizes)
+    return at.squeeze(gradient, 0) if len(input_sizes) < weight.dim() else gradient
 
 
 @helper
 def convolution_weight_backward(grad: Tensor, input: Tensor, weight_sizes: list[int], stride: list[int],
                                 padding: list[int], dilation: list[int], transposed: bool, groups: int) -> Tensor:
-    """Gradient of a (transposed) convolution for its weight of ``weight_sizes``, its input
-    batched: a convolution with batch and channel roles swapped (module docstring)."""
+    """Gradient of a (transposed) convolution for its weight of ``weight_sizes``, the input
+    batched or not: a convolution with batch and channel roles swapped (module docstring)."""
     spatial = len(weight_sizes) - 2
-    signal = grad if transposed else input
-    kernel = input if transposed else grad
+    signal = batched(grad if transposed else input, len(weight_sizes))
+    kernel = batched(input if transposed else grad, len(weight_sizes))
     batch = signal.size(0)
     if batch == 0:
         return at.new_zeros(grad, weight_sizes)
@@ -109,11 +116,14 @@ def convolution_weight_backward(grad: Tensor, input: Tensor, weight_sizes: list[
 
 
 @helper
-def convolution_bias_backward(grad: Tensor) -> Tensor:
-    """Gradient of a convolution's bias: ``grad`` summed over every dim but the channels (dim 1)."""
-    dims = [0]
-    for d in range(2, grad.dim()):
-        dims.append(d)
+def convolution_bias_backward(grad: Tensor, weight_dim: int) -> Tensor:
+    """Gradient of a convolution's bias: ``grad`` summed over every dim but the channels (dim 1,
+    or dim 0 when unbatched: one dim fewer than the weight)."""
+    channels = 1 if grad.dim() == weight_dim else 0
+    dims = []
+    for d in range(grad.dim()):
+        if d != channels:
+            dims.append(d)
     return at.sum(grad, dims, False)
 
 
@@ -132,7 +142,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
         if needs_input_grad[1]:
             grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation,
                                                       transposed, groups)
-        grad_bias = convolution_bias_backward(grad) if needs_input_grad[2] else None
+        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         # bilinear in (input, weight), affine in bias
@@ -144,25 +154,6 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     return result, backward
 
 
-@helper
-def batched(t: Tensor, weight_dim: int) -> Tensor:
-    """``t`` with a batch dim of 1 put in front when it is unbatched (one dim fewer than the weight)."""
-    return at.unsqueeze(t, 0) if t.dim() < weight_dim else t
-
-
-@helper
-def conv_input_backward(grad: Tensor, weight: Tensor, input_sizes: list[int], stride: list[int],
-                        padding: list[int], dilation: list[int], transposed: bool, groups: int) -> Tensor:
-    """Gradient of ``conv1d``/``conv2d``/``conv_transpose*`` for its input of ``input_sizes``,
-    batched or not (an unbatched input has one dim fewer than the weight)."""
-    if len(input_sizes) == weight.dim():
-        return convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, transposed, groups)
-    batched_sizes = [1]
-    for d in range(len(input_sizes)):
-        batched_sizes.append(input_sizes[d])
-    return at.squeeze(convolution_input_backward(at.unsqueeze(grad, 0), weight, batched_sizes, stride, padding,
-                                                 dilation, transposed, groups), 0)
-
 
 @derivative("conv1d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, SymInt[1] padding=0, "
             "SymInt[1] dilation=1, SymInt groups=1) -> Tensor")
@@ -171,15 +162,15 @@ def conv1d(input, weight, bias=None, stride=[1], padding=[0], dilation=[1], grou
     input_sizes = input.sizes()
     weight_sizes = weight.sizes()
     def backward(grad, *, needs_input_grad):
-        # convolution's backward, on a batch of one when the input is unbatched
         grad_input = None
         if needs_input_grad[0]:
-            grad_input = conv_input_backward(grad, weight, input_sizes, stride, padding, dilation, False, groups)
+            grad_input = convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, False,
+                                                    groups)
         grad_weight = None
         if needs_input_grad[1]:
-            grad_weight = convolution_weight_backward(batched(grad, 3), batched(input, 3), weight_sizes, stride,
-                                                      padding, dilation, False, groups)
-        grad_bias = convolution_bias_backward(batched(grad, 3)) if needs_input_grad[2] else None
+            grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, False,
+                                                      groups)
+        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         result_t = (at.conv1d(input_t, weight, bias_t, stride, padding, dilation, groups)
@@ -195,15 +186,15 @@ def conv2d(input, weight, bias=None, stride=[1, 1], padding=[0, 0], dilation=[1,
     input_sizes = input.sizes()
     weight_sizes = weight.sizes()
     def backward(grad, *, needs_input_grad):
-        # convolution's backward, on a batch of one when the input is unbatched
         grad_input = None
         if needs_input_grad[0]:
-            grad_input = conv_input_backward(grad, weight, input_sizes, stride, padding, dilation, False, groups)
+            grad_input = convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, False,
+                                                    groups)
         grad_weight = None
         if needs_input_grad[1]:
-            grad_weight = convolution_weight_backward(batched(grad, 4), batched(input, 4), weight_sizes, stride,
-                                                      padding, dilation, False, groups)
-        grad_bias = convolution_bias_backward(batched(grad, 4)) if needs_input_grad[2] else None
+            grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, False,
+                                                      groups)
+        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         result_t = (at.conv2d(input_t, weight, bias_t, stride, padding, dilation, groups)
@@ -219,15 +210,15 @@ def conv_transpose1d(input, weight, bias=None, stride=[1], padding=[0], output_p
     input_sizes = input.sizes()
     weight_sizes = weight.sizes()
     def backward(grad, *, needs_input_grad):
-        # transposed convolution's backward, on a batch of one when the input is unbatched
         grad_input = None
         if needs_input_grad[0]:
-            grad_input = conv_input_backward(grad, weight, input_sizes, stride, padding, dilation, True, groups)
+            grad_input = convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, True,
+                                                    groups)
         grad_weight = None
         if needs_input_grad[1]:
-            grad_weight = convolution_weight_backward(batched(grad, 3), batched(input, 3), weight_sizes, stride,
-                                                      padding, dilation, True, groups)
-        grad_bias = convolution_bias_backward(batched(grad, 3)) if needs_input_grad[2] else None
+            grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, True,
+                                                      groups)
+        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         result_t = (at.conv_transpose1d(input_t, weight, bias_t, stride, padding, output_padding, groups, dilation)
@@ -244,15 +235,15 @@ def conv_transpose2d_input(input, weight, bias=None, stride=[1, 1], padding=[0, 
     input_sizes = input.sizes()
     weight_sizes = weight.sizes()
     def backward(grad, *, needs_input_grad):
-        # transposed convolution's backward, on a batch of one when the input is unbatched
         grad_input = None
         if needs_input_grad[0]:
-            grad_input = conv_input_backward(grad, weight, input_sizes, stride, padding, dilation, True, groups)
+            grad_input = convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, True,
+                                                    groups)
         grad_weight = None
         if needs_input_grad[1]:
-            grad_weight = convolution_weight_backward(batched(grad, 4), batched(input, 4), weight_sizes, stride,
-                                                      padding, dilation, True, groups)
-        grad_bias = convolution_bias_backward(batched(grad, 4)) if needs_input_grad[2] else None
+            grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, True,
+                                                      groups)
+        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         result_t = (at.conv_transpose2d(input_t, weight, bias_t, stride, padding, output_padding, groups, dilation)

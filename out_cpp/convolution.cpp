@@ -68,7 +68,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution(
   if (needs_input_grad[1]) {
     grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, transposed, groups);
   }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad) : at::Tensor();
+  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
@@ -302,13 +302,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d(
     const std::array<bool, 3>& needs_input_grad) {
   auto grad_input = at::Tensor();
   if (needs_input_grad[0]) {
-    grad_input = helpers::conv_input_backward(grad, weight, input_sizes, stride, padding, dilation, false, groups);
+    grad_input = helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, false, groups);
   }
   auto grad_weight = at::Tensor();
   if (needs_input_grad[1]) {
-    grad_weight = helpers::convolution_weight_backward(helpers::batched(grad, 3), helpers::batched(input, 3), weight_sizes, stride, padding, dilation, false, groups);
+    grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, false, groups);
   }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(helpers::batched(grad, 3)) : at::Tensor();
+  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
@@ -533,13 +533,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d(
     const std::array<bool, 3>& needs_input_grad) {
   auto grad_input = at::Tensor();
   if (needs_input_grad[0]) {
-    grad_input = helpers::conv_input_backward(grad, weight, input_sizes, stride, padding, dilation, false, groups);
+    grad_input = helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, false, groups);
   }
   auto grad_weight = at::Tensor();
   if (needs_input_grad[1]) {
-    grad_weight = helpers::convolution_weight_backward(helpers::batched(grad, 4), helpers::batched(input, 4), weight_sizes, stride, padding, dilation, false, groups);
+    grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, false, groups);
   }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(helpers::batched(grad, 4)) : at::Tensor();
+  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
@@ -764,13 +764,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_transpose1d(
     const std::array<bool, 3>& needs_input_grad) {
   auto grad_input = at::Tensor();
   if (needs_input_grad[0]) {
-    grad_input = helpers::conv_input_backward(grad, weight, input_sizes, stride, padding, dilation, true, groups);
+    grad_input = helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, true, groups);
   }
   auto grad_weight = at::Tensor();
   if (needs_input_grad[1]) {
-    grad_weight = helpers::convolution_weight_backward(helpers::batched(grad, 3), helpers::batched(input, 3), weight_sizes, stride, padding, dilation, true, groups);
+    grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, true, groups);
   }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(helpers::batched(grad, 3)) : at::Tensor();
+  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
@@ -996,13 +996,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_transpose2d_input(
     const std::array<bool, 3>& needs_input_grad) {
   auto grad_input = at::Tensor();
   if (needs_input_grad[0]) {
-    grad_input = helpers::conv_input_backward(grad, weight, input_sizes, stride, padding, dilation, true, groups);
+    grad_input = helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, true, groups);
   }
   auto grad_weight = at::Tensor();
   if (needs_input_grad[1]) {
-    grad_weight = helpers::convolution_weight_backward(helpers::batched(grad, 4), helpers::batched(input, 4), weight_sizes, stride, padding, dilation, true, groups);
+    grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, true, groups);
   }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(helpers::batched(grad, 4)) : at::Tensor();
+  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards

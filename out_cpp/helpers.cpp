@@ -57,31 +57,36 @@ at::Tensor crop_spatial(const at::Tensor& t, at::IntArrayRef sizes) {
   return cropped;
 }
 
+at::Tensor batched(const at::Tensor& t, int64_t weight_dim) {
+  return (t.dim() < weight_dim) ? at::unsqueeze(t, 0) : t;
+}
+
 at::Tensor convolution_input_backward(const at::Tensor& grad, const at::Tensor& weight, at::IntArrayRef input_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups) {
   int64_t reach{};
-  int64_t spatial = static_cast<int64_t>(input_sizes.size()) - 2;
+  std::vector<int64_t> sizes = std::vector<int64_t>{};
+  if (static_cast<int64_t>(input_sizes.size()) < weight.dim()) {
+    sizes.push_back(1);
+  }
+  for (int64_t d = 0; d < static_cast<int64_t>(input_sizes.size()); ++d) {
+    sizes.push_back(input_sizes[d]);
+  }
+  int64_t spatial = static_cast<int64_t>(sizes.size()) - 2;
   std::vector<int64_t> stride_ = helpers::per_spatial_dim(stride, spatial);
   std::vector<int64_t> padding_ = helpers::per_spatial_dim(padding, spatial);
   std::vector<int64_t> dilation_ = helpers::per_spatial_dim(dilation, spatial);
-  std::vector<int64_t> no_padding = std::vector<int64_t>{};
-  for (int64_t d = 0; d < spatial; ++d) {
-    no_padding.push_back(0);
-  }
-  if (transposed) {
-    return helpers::crop_spatial(at::convolution(grad, weight, at::Tensor(), stride_, padding_, dilation_, false, no_padding, groups), input_sizes);
-  }
   std::vector<int64_t> output_padding = std::vector<int64_t>{};
   for (int64_t d = 0; d < spatial; ++d) {
     reach = (dilation_[d] * (weight.size(d + 2) - 1)) + 1;
-    output_padding.push_back(formulas::runtime::pymod((input_sizes[formulas::runtime::wrap_index(d + 2, input_sizes.size())] + (2 * padding_[d])) - reach, stride_[d]));
+    output_padding.push_back(transposed ? 0 : formulas::runtime::pymod((sizes[formulas::runtime::wrap_index(d + 2, sizes.size())] + (2 * padding_[d])) - reach, stride_[d]));
   }
-  return at::convolution(grad, weight, at::Tensor(), stride_, padding_, dilation_, true, output_padding, groups);
+  auto gradient = helpers::crop_spatial(at::convolution(helpers::batched(grad, weight.dim()), weight, at::Tensor(), stride_, padding_, dilation_, !transposed, output_padding, groups), sizes);
+  return (static_cast<int64_t>(input_sizes.size()) < weight.dim()) ? at::squeeze(gradient, 0) : gradient;
 }
 
 at::Tensor convolution_weight_backward(const at::Tensor& grad, const at::Tensor& input, at::IntArrayRef weight_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups) {
   int64_t spatial = static_cast<int64_t>(weight_sizes.size()) - 2;
-  auto signal = transposed ? grad : input;
-  auto kernel = transposed ? input : grad;
+  auto signal = helpers::batched(transposed ? grad : input, static_cast<int64_t>(weight_sizes.size()));
+  auto kernel = helpers::batched(transposed ? input : grad, static_cast<int64_t>(weight_sizes.size()));
   int64_t batch = signal.size(0);
   if (batch == 0) {
     return grad.new_zeros(weight_sizes);
@@ -103,27 +108,15 @@ at::Tensor convolution_weight_backward(const at::Tensor& grad, const at::Tensor&
   return helpers::crop_spatial(at::transpose(correlation, 0, 1), weight_sizes);
 }
 
-at::Tensor convolution_bias_backward(const at::Tensor& grad) {
-  std::vector<int64_t> dims = std::vector<int64_t>{0};
-  for (int64_t d = 2; d < grad.dim(); ++d) {
-    dims.push_back(d);
+at::Tensor convolution_bias_backward(const at::Tensor& grad, int64_t weight_dim) {
+  int64_t channels = (grad.dim() == weight_dim) ? 1 : 0;
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t d = 0; d < grad.dim(); ++d) {
+    if (d != channels) {
+      dims.push_back(d);
+    }
   }
   return at::sum(grad, dims, false);
-}
-
-at::Tensor batched(const at::Tensor& t, int64_t weight_dim) {
-  return (t.dim() < weight_dim) ? at::unsqueeze(t, 0) : t;
-}
-
-at::Tensor conv_input_backward(const at::Tensor& grad, const at::Tensor& weight, at::IntArrayRef input_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups) {
-  if (static_cast<int64_t>(input_sizes.size()) == weight.dim()) {
-    return helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, transposed, groups);
-  }
-  std::vector<int64_t> batched_sizes = std::vector<int64_t>{1};
-  for (int64_t d = 0; d < static_cast<int64_t>(input_sizes.size()); ++d) {
-    batched_sizes.push_back(input_sizes[d]);
-  }
-  return at::squeeze(helpers::convolution_input_backward(at::unsqueeze(grad, 0), weight, batched_sizes, stride, padding, dilation, transposed, groups), 0);
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {

@@ -347,7 +347,8 @@ def test_convolution_refuses_what_torch_refuses_with_its_own_message():
 
 
 @pytest.mark.parametrize("op, input_shape, weight_shape, message", [
-    ("conv1d", (4,), (6, 4, 3), r"Expected 2D \(unbatched\) or 3D \(batched\) input to conv1d, but got input of size: \[4\]"),
+    ("conv1d", (4,), (6, 4, 3),
+     r"Expected 2D \(unbatched\) or 3D \(batched\) input to conv1d, but got input of size: \[4\]"),
     ("conv2d", (4, 5), (6, 4, 3, 3), r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"),
     ("conv_transpose1d", (4,), (4, 3, 3), r"Expected 2D \(unbatched\) or 3D \(batched\) input to conv_transpose1d")])
 def test_conv_functions_check_the_input_rank_as_torch_does(op, input_shape, weight_shape, message):

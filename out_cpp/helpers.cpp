@@ -6,6 +6,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/conj.h>
 #include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/convolution.h>
 #include <ATen/ops/cumprod.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
@@ -22,6 +23,7 @@
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/narrow.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
@@ -36,11 +38,95 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/tanh_backward.h>
+#include <ATen/ops/transpose.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 
 namespace formulas::helpers {
+
+std::vector<int64_t> per_spatial_dim(at::IntArrayRef values, int64_t spatial) {
+  if (static_cast<int64_t>(values.size()) != 1) {
+    return formulas::runtime::to_owned(values);
+  }
+  std::vector<int64_t> expanded = std::vector<int64_t>{};
+  for (int64_t d = 0; d < spatial; ++d) {
+    expanded.push_back(values[0]);
+  }
+  return expanded;
+}
+
+at::Tensor crop_spatial(const at::Tensor& t, at::IntArrayRef sizes) {
+  auto cropped = t;
+  for (int64_t d = 2; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (cropped.size(d) > sizes[d]) {
+      cropped = at::narrow(cropped, d, 0, sizes[d]);
+    }
+  }
+  return cropped;
+}
+
+at::Tensor batched(const at::Tensor& t, int64_t weight_dim) {
+  return (t.dim() < weight_dim) ? at::unsqueeze(t, 0) : t;
+}
+
+at::Tensor convolution_input_backward(const at::Tensor& grad, const at::Tensor& weight, at::IntArrayRef input_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups) {
+  int64_t reach{};
+  std::vector<int64_t> sizes = std::vector<int64_t>{};
+  if (static_cast<int64_t>(input_sizes.size()) < weight.dim()) {
+    sizes.push_back(1);
+  }
+  for (int64_t d = 0; d < static_cast<int64_t>(input_sizes.size()); ++d) {
+    sizes.push_back(input_sizes[d]);
+  }
+  int64_t spatial = static_cast<int64_t>(sizes.size()) - 2;
+  std::vector<int64_t> stride_ = helpers::per_spatial_dim(stride, spatial);
+  std::vector<int64_t> padding_ = helpers::per_spatial_dim(padding, spatial);
+  std::vector<int64_t> dilation_ = helpers::per_spatial_dim(dilation, spatial);
+  std::vector<int64_t> output_padding = std::vector<int64_t>{};
+  for (int64_t d = 0; d < spatial; ++d) {
+    reach = (dilation_[d] * (weight.size(d + 2) - 1)) + 1;
+    output_padding.push_back(transposed ? 0 : formulas::runtime::pymod((sizes[formulas::runtime::wrap_index(d + 2, sizes.size())] + (2 * padding_[d])) - reach, stride_[d]));
+  }
+  auto gradient = helpers::crop_spatial(at::convolution(helpers::batched(grad, weight.dim()), weight, at::Tensor(), stride_, padding_, dilation_, !transposed, output_padding, groups), sizes);
+  return (static_cast<int64_t>(input_sizes.size()) < weight.dim()) ? at::squeeze(gradient, 0) : gradient;
+}
+
+at::Tensor convolution_weight_backward(const at::Tensor& grad, const at::Tensor& input, at::IntArrayRef weight_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups) {
+  int64_t spatial = static_cast<int64_t>(weight_sizes.size()) - 2;
+  auto signal = helpers::batched(transposed ? grad : input, static_cast<int64_t>(weight_sizes.size()));
+  auto kernel = helpers::batched(transposed ? input : grad, static_cast<int64_t>(weight_sizes.size()));
+  int64_t batch = signal.size(0);
+  if (batch == 0) {
+    return grad.new_zeros(weight_sizes);
+  }
+  std::vector<int64_t> grouped_sizes = std::vector<int64_t>{batch, groups, formulas::runtime::floordiv(signal.size(1), groups)};
+  std::vector<int64_t> swapped_sizes = std::vector<int64_t>{formulas::runtime::floordiv(signal.size(1), groups), groups * batch};
+  std::vector<int64_t> order = std::vector<int64_t>{2, 1, 0};
+  for (int64_t d = 0; d < spatial; ++d) {
+    grouped_sizes.push_back(signal.size(d + 2));
+    swapped_sizes.push_back(signal.size(d + 2));
+    order.push_back(d + 3);
+  }
+  auto swapped_signal = at::reshape(at::permute(at::reshape(signal, grouped_sizes), order), swapped_sizes);
+  std::vector<int64_t> no_padding = std::vector<int64_t>{};
+  for (int64_t d = 0; d < spatial; ++d) {
+    no_padding.push_back(0);
+  }
+  auto correlation = at::convolution(swapped_signal, at::transpose(kernel, 0, 1), at::Tensor(), helpers::per_spatial_dim(dilation, spatial), helpers::per_spatial_dim(padding, spatial), helpers::per_spatial_dim(stride, spatial), false, no_padding, groups);
+  return helpers::crop_spatial(at::transpose(correlation, 0, 1), weight_sizes);
+}
+
+at::Tensor convolution_bias_backward(const at::Tensor& grad, int64_t weight_dim) {
+  int64_t channels = (grad.dim() == weight_dim) ? 1 : 0;
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t d = 0; d < grad.dim(); ++d) {
+    if (d != channels) {
+      dims.push_back(d);
+    }
+  }
+  return at::sum(grad, dims, false);
+}
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
   int64_t bound = (ndim > 0) ? ndim : 1;

@@ -5,6 +5,12 @@
 
 namespace formulas::helpers {
 
+std::vector<int64_t> per_spatial_dim(at::IntArrayRef values, int64_t spatial);
+at::Tensor crop_spatial(const at::Tensor& t, at::IntArrayRef sizes);
+at::Tensor batched(const at::Tensor& t, int64_t weight_dim);
+at::Tensor convolution_input_backward(const at::Tensor& grad, const at::Tensor& weight, at::IntArrayRef input_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups);
+at::Tensor convolution_weight_backward(const at::Tensor& grad, const at::Tensor& input, at::IntArrayRef weight_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups);
+at::Tensor convolution_bias_backward(const at::Tensor& grad, int64_t weight_dim);
 int64_t wrap_dim(int64_t dim, int64_t ndim);
 bool is_reduced_dim(at::OptionalIntArrayRef dim, int64_t d, int64_t ndim);
 int64_t reduced_numel(at::IntArrayRef sizes, at::OptionalIntArrayRef dim);

@@ -954,7 +954,7 @@ def build_cases() -> list[OpCase]:
         + _shape_more_cases() + _indexing_more_cases()
         + _more_reduction_cases() + _moment_cases() + _pooling_cases()
         + _list_output_cases() + _advanced_indexing_cases() + _nn_more_cases()
-        + _reduction_extra_cases()
+        + _reduction_extra_cases() + _convolution_cases()
     )
 
 
@@ -1536,6 +1536,67 @@ def _reduction_extra_cases() -> list[OpCase]:
         values = _distinct(rng, shape) if p == -inf else _away_from_zero(rng, shape)
         out.append(OpCase(op, f"{_shape_id(shape)}_p{p}_dim{'_'.join(map(str, dim)) or 'empty'}_keep{int(keepdim)}",
                           (values, p, dim, keepdim)))
+    return out
+
+
+def _convolution_cases() -> list[OpCase]:
+    """``convolution`` and ``conv1d``/``conv2d``/``conv_transpose1d``/``conv_transpose2d.input``
+    (formulas/convolution.py): strides that do not divide the input (the input gradient's
+    output_padding), padding, dilation, groups, one parameter value for every dim, transposed with
+    output_padding at and above the stride, an empty batch, unbatched inputs."""
+    out = []
+    rng = _rng("convolution")
+    for input_shape, weight_shape, with_bias, stride, padding, dilation, transposed, output_padding, groups in (
+            ((2, 4, 7), (6, 2, 3), True, [1], [0], [1], False, [0], 2),
+            ((2, 3, 8), (4, 3, 3), False, [2], [1], [2], False, [0], 1),
+            ((2, 2, 5, 4), (3, 2, 2, 3), True, [2, 1], [1, 0], [2, 1], False, [0, 0], 1),
+            ((1, 4, 5, 5), (4, 2, 3, 3), True, [2], [1], [1], False, [0], 2),
+            ((1, 1, 1), (1, 1, 1), True, [1], [0], [1], False, [0], 1),
+            ((0, 2, 5), (3, 2, 2), True, [1], [0], [1], False, [0], 1),
+            ((2, 4, 3), (4, 3, 3), True, [2], [1], [1], True, [1], 2),
+            ((1, 2, 3, 2), (2, 2, 2, 2), False, [2, 1], [1, 0], [3, 2], True, [2, 1], 1),
+            ((2, 2, 3, 3), (2, 1, 2, 2), True, [1], [0], [1], True, [0], 2)):
+        kind = "transposed" if transposed else "conv"
+        out.append(OpCase("convolution", f"{kind}_{_shape_id(input_shape, weight_shape)}{'_bias' if with_bias else ''}"
+                          f"_s{'_'.join(map(str, stride))}_p{'_'.join(map(str, padding))}"
+                          f"_d{'_'.join(map(str, dilation))}_op{'_'.join(map(str, output_padding))}_g{groups}",
+                          (_normal(rng, input_shape), _normal(rng, weight_shape),
+                           _normal(rng, (weight_shape[1] * groups if transposed else weight_shape[0],))
+                           if with_bias else None,
+                           stride, padding, dilation, transposed, output_padding, groups)))
+    for op, cases in (
+            ("conv1d", (((2, 4, 7), (6, 2, 3), True, {"stride": [2], "padding": [1], "dilation": [1], "groups": 2}),
+                        ((3, 6), (2, 3, 2), False, {"stride": [1], "padding": [0], "dilation": [2], "groups": 1}),
+                        ((1, 2, 5), (3, 2, 3), True, {}))),
+            ("conv2d", (((2, 2, 5, 4), (3, 2, 2, 3), True, {"stride": [2, 1], "padding": [1, 0], "dilation": [2, 1],
+                                                            "groups": 1}),
+                        ((4, 4, 5), (4, 2, 3, 2), True, {"stride": [1, 2], "padding": [0, 1], "dilation": [1, 1],
+                                                         "groups": 2}),
+                        ((1, 1, 3, 3), (2, 1, 2, 2), False, {}))),
+            ("conv_transpose1d", (((2, 4, 3), (4, 3, 3), True, {"stride": [2], "padding": [1], "output_padding": [1],
+                                                                "groups": 2, "dilation": [1]}),
+                                  ((2, 4), (2, 1, 2), False, {"stride": [3], "padding": [0], "output_padding": [2],
+                                                              "groups": 1, "dilation": [3]}),
+                                  ((1, 1, 4), (1, 2, 3), True, {}))),
+            ("conv_transpose2d.input", (((1, 2, 3, 2), (2, 2, 2, 2), True, {"stride": [2, 1], "padding": [1, 0],
+                                                                            "output_padding": [1, 0], "groups": 1,
+                                                                            "dilation": [1, 2]}),
+                                        ((2, 2, 3), (2, 1, 2, 2), False, {"stride": [1, 1], "padding": [0, 0],
+                                                                          "output_padding": [0, 0], "groups": 2,
+                                                                          "dilation": [1, 1]}),
+                                        ((1, 1, 2, 2), (1, 1, 2, 2), True, {})))):
+        rng = _rng(op)
+        transposed = op.startswith("conv_transpose")
+        for input_shape, weight_shape, with_bias, params in cases:
+            groups = params.get("groups", 1)
+            bias = _normal(rng, (weight_shape[1] * groups if transposed else weight_shape[0],)) if with_bias else None
+            names = ("stride", "padding", "output_padding", "groups", "dilation") if transposed else \
+                ("stride", "padding", "dilation", "groups")
+            extra = "".join(f"_{name}{'_'.join(map(str, np.atleast_1d(params[name])))}"
+                            for name in names if name in params)
+            out.append(OpCase(op, f"{_shape_id(input_shape, weight_shape)}{'_bias' if with_bias else ''}{extra}",
+                              (_normal(rng, input_shape), _normal(rng, weight_shape), bias,
+                               *(params[name] for name in names if name in params))))
     return out
 
 

@@ -48,7 +48,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from reference_engine.binding import REQUIRED, parse_default
 from tests.op_cases import OpCase, torch_op
 from tests.torch_backend import accepts, wrap
-from transpiler.schema import FunctionSchema, parse_schema
+from transpiler.schema import Argument, FunctionSchema, ListType, parse_schema
 
 MAX_CASES_PER_OPINFO = 12
 """Cases taken from one OpInfo (variant) for one formula: the first ones that convert."""
@@ -60,6 +60,7 @@ OPINFO_NAMES: dict[str, tuple[str, ...]] = {
     "max_pool2d_with_indices": ("nn.functional.max_pool2d",),
     "index": ("__getitem__",),     # x[idx], x[mask], x[:, idx] record index.Tensor
     "native_layer_norm": ("layer_norm",),
+    "convolution": ("conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"),
 }
 
 _NUMPY_DTYPES = {torch.float64: np.float64, torch.bool: np.bool_, torch.int64: np.int64}
@@ -214,13 +215,22 @@ def _numpy(value: Any) -> Any:
     raise _SkipSample(f"a {type(value).__name__} argument")
 
 
+def _default(arg: Argument) -> Any:
+    """``arg``'s default as torch passes it: a single value of a fixed-size list (``SymInt[2]
+    stride=1``) is that value repeated, as the operator's own declaration has it (``[1, 1]``)."""
+    default = parse_default(arg.default)
+    if isinstance(arg.type, ListType) and arg.type.size is not None and isinstance(default, int):
+        return [default] * arg.type.size
+    return default
+
+
 def _case(op: str, schema: FunctionSchema, bound: dict[str, Any], info: Any, index: int) -> OpInfoCase:
     """The bound call as an :class:`OpInfoCase`: positional arguments up to the last one given
     (earlier gaps filled with their defaults), keyword-only ones as keywords."""
     given = [i for i, arg in enumerate(schema.positional) if arg.name in bound]
     args = []
     for arg in schema.positional[:given[-1] + 1 if given else 0]:
-        default = parse_default(arg.default)
+        default = _default(arg)
         if arg.name not in bound and default is REQUIRED:
             raise _SkipSample(f"no value for `{arg.name}`")
         args.append(_numpy(bound[arg.name]) if arg.name in bound else default)

@@ -464,6 +464,83 @@ def test_norm_methods_and_functions_reach_the_declared_overloads():
     np.testing.assert_allclose(x.cumprod(1).numpy(), t.cumprod(1).numpy())
 
 
+_CONVOLUTION_ERRORS = [
+    # (input shape, weight shape, bias shape, stride, padding, dilation, transposed, output_padding, groups), message
+    (((2, 4), (6, 2, 3), None, [1], [0], [1], False, [0], 2),
+     r"Expected 3-dimensional input for 3-dimensional weight \[6, 2, 3\], but got 2-dimensional input of size \[2, 4\]"),
+    (((2, 4, 7), (6, 2, 3), None, [1], [0], [1], False, [0], 1),
+     r"Given groups=1, weight of size \[6, 2, 3\], expected input\[2, 4, 7\] to have 2 channels, but got 4 channels"),
+    (((2, 4, 7), (5, 2, 3), None, [1], [0], [1], False, [0], 2),
+     r"Given groups=2, expected weight to be divisible by 2 at dimension 0"),
+    (((2, 4, 7), (1, 4, 3), None, [1], [0], [1], False, [0], 2),
+     r"Given groups=2, expected weight to be at least 2 at dimension 0"),
+    (((2, 4, 7), (6, 2, 9), None, [1], [0], [1], False, [0], 2),
+     r"Calculated padded input size per channel: \(7\). Kernel size: \(9\). Kernel size can't be greater"),
+    (((2, 4, 7), (6, 2, 3), (5,), [1], [0], [1], False, [0], 2),
+     r"expected bias to be 1-dimensional with 6 elements, but got bias of size \[5\]"),
+    (((2, 4, 7), (4, 3, 3), (5,), [2], [1], [1], True, [1], 2),
+     r"Given transposed=1, weight of size \[4, 3, 3\], expected bias to be 1-dimensional with 6 elements"),
+    (((2, 4, 7), (6, 2, 3), None, [1], [0], [1], True, [0], 2),
+     r"Given transposed=1, weight of size \[6, 2, 3\], expected input\[2, 4, 7\] to have 6 channels"),
+    (((2, 4, 7), (6, 2, 3), None, [1, 1], [0], [1], False, [0], 2),
+     r"expected stride to be a single integer value or a list of 1 values to match the convolution dimensions"),
+    (((2, 4, 7), (6, 2, 3), None, [0], [0], [1], False, [0], 2), "non-positive stride is not supported"),
+    (((2, 4, 7), (6, 2, 3), None, [1], [-1], [1], False, [0], 2), "negative padding is not supported"),
+    (((2, 4, 7), (6, 2, 3), None, [1], [0], [0], False, [0], 2), "non-positive dilation is not supported"),
+    (((2, 4, 7), (6, 2, 3), None, [1], [0], [1], False, [0], 0), "non-positive groups is not supported"),
+    (((2, 4, 7), (4, 3, 3), None, [2], [1], [1], True, [-1], 2), "negative output_padding is not supported"),
+    (((4, 7), (6, 4), None, [1], [0], [1], False, [0], 1), "weight should have at least three dimensions"),
+]
+
+
+@pytest.mark.parametrize("arguments, message", _CONVOLUTION_ERRORS, ids=lambda v: str(v)[:40])
+def test_convolution_errors_say_what_torch_says(arguments, message):
+    input_shape, weight_shape, bias_shape, *rest = arguments
+    with pytest.raises(RuntimeError, match=message):
+        dispatcher.call("convolution", (f64(np.zeros(input_shape)), f64(np.zeros(weight_shape)),
+                                        None if bias_shape is None else f64(np.zeros(bias_shape)), *rest), {})
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.aten.convolution(torch.zeros(input_shape), torch.zeros(weight_shape),
+                                   None if bias_shape is None else torch.zeros(bias_shape), *rest)
+
+
+def test_convolution_refuses_what_torch_refuses_with_its_own_message():
+    # torch's message here comes from its backend (oneDNN: "could not construct a memory descriptor"): ours names
+    # the cause; both refuse
+    with pytest.raises(RuntimeError, match="the calculated output size \\[-11\\] is too small"):
+        dispatcher.call("convolution", (f64(np.zeros((2, 4, 7))), f64(np.zeros((4, 3, 3))), None, [1], [10], [1],
+                                        True, [0], 2), {})
+    with pytest.raises(RuntimeError):
+        torch.ops.aten.convolution(torch.zeros(2, 4, 7), torch.zeros(4, 3, 3), None, [1], [10], [1], True, [0], 2)
+    # torch spells the output_padding bound per height and width; ours per dim
+    with pytest.raises(RuntimeError, match="output padding must be smaller than either stride or dilation"):
+        dispatcher.call("convolution", (f64(np.zeros((2, 4, 7))), f64(np.zeros((4, 3, 3))), None, [2], [1], [1],
+                                        True, [2], 2), {})
+    with pytest.raises(RuntimeError, match="output padding must be smaller than either stride or dilation"):
+        torch.ops.aten.convolution(torch.zeros(2, 4, 7), torch.zeros(4, 3, 3), None, [2], [1], [1], True, [2], 2)
+
+
+@pytest.mark.parametrize("op, input_shape, weight_shape, message", [
+    ("conv1d", (4,), (6, 4, 3),
+     r"Expected 2D \(unbatched\) or 3D \(batched\) input to conv1d, but got input of size: \[4\]"),
+    ("conv2d", (4, 5), (6, 4, 3, 3), r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"),
+    ("conv_transpose1d", (4,), (4, 3, 3), r"Expected 2D \(unbatched\) or 3D \(batched\) input to conv_transpose1d")])
+def test_conv_functions_check_the_input_rank_as_torch_does(op, input_shape, weight_shape, message):
+    with pytest.raises(RuntimeError, match=message):
+        getattr(engine, op)(f64(np.zeros(input_shape)), f64(np.zeros(weight_shape)))
+    with pytest.raises(RuntimeError, match=message):
+        getattr(torch.nn.functional, op)(torch.zeros(input_shape), torch.zeros(weight_shape))
+
+
+def test_conv2d_as_users_call_it_matches_torch():
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((2, 3, 6, 5)), rng.standard_normal((4, 3, 3, 2)), rng.standard_normal(4)
+    ours = engine.conv2d(f64(x, True), f64(w, True), f64(b, True), stride=2, padding=1, dilation=(1, 2))
+    theirs = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), stride=2,
+                                        padding=1, dilation=(1, 2))
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
 # ----------------------------------------------------------------------------- pictures
 def test_to_dot_labels_operators_shapes_dtypes_values_and_grads():
     x = f64([1.0, 2.0], True)

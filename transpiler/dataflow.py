@@ -526,6 +526,21 @@ def _names_in_target(node: cst.CSTNode) -> Iterator[cst.Name]:
         yield from _names_in_target(node.value)
 
 
+def assigned_names(statements: Iterable[cst.BaseStatement]) -> set[str]:
+    """Names the statements rebind with an assignment (``=``, ``+=``, annotated) or as a ``for``
+    target, nested functions not entered: what the C++ translator can rebind (a closure's
+    parameter among them is taken by value). Not Python's scope (:func:`scope_names`, which also
+    counts walrus, ``with``/``except`` targets, imports and ``def`` names, less ``global`` ones)."""
+    found: set[str] = set()
+    for statement in statements:
+        for node in walk(statement, lambda child: not isinstance(child, cst.FunctionDef)):
+            if isinstance(node, cst.AssignTarget):
+                found.update(n.value for n in _names_in_target(node.target))
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+                found.update(n.value for n in _names_in_target(node.target))
+    return found
+
+
 def helper_call_kinds(helper_returns: Mapping[str, str | None]) -> Callable[[str, list[ValueKind]], ValueKind | None]:
     """Kind of a call to a named helper, from its return annotation.
 

@@ -531,14 +531,18 @@ def assigned_names(statements: Iterable[cst.BaseStatement]) -> set[str]:
     target, nested functions not entered: what the C++ translator can rebind (a closure's
     parameter among them is taken by value). Not Python's scope (:func:`scope_names`, which also
     counts walrus, ``with``/``except`` targets, imports and ``def`` names, less ``global`` ones)."""
-    found: set[str] = set()
-    for statement in statements:
-        for node in walk(statement, lambda child: not isinstance(child, cst.FunctionDef)):
-            if isinstance(node, cst.AssignTarget):
-                found.update(n.value for n in _names_in_target(node.target))
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
-                found.update(n.value for n in _names_in_target(node.target))
-    return found
+    return {name for statement in statements if _not_a_function(statement)
+            for node in walk(statement, _not_a_function) for name in assignment_names(node)}
+
+
+def assignment_names(node: cst.CSTNode) -> Iterator[str]:
+    """The names one node rebinds, as :func:`assigned_names` counts them."""
+    if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
+        yield from (name.value for name in _names_in_target(node.target))
+
+
+def _not_a_function(node: cst.CSTNode) -> bool:
+    return not isinstance(node, cst.FunctionDef)
 
 
 def helper_call_kinds(helper_returns: Mapping[str, str | None]) -> Callable[[str, list[ValueKind]], ValueKind | None]:

@@ -24,6 +24,7 @@ from transpiler.dataflow import (
     ValueKind,
     analyze_body,
     assigned_names,
+    assignment_names,
     bound_names,
     scope_names,
     closure_reads,
@@ -411,8 +412,7 @@ class _ModuleReader:
                                     bindings[-1].value if bindings else None, reason, metadata[name]))
         captures.sort(key=lambda c: c.first_use)
         names = tuple(p.name.value for p in node.params.params)
-        return Jvp(node, span, names, tuple(captures), kind, index,
-                   frozenset(assigned_names(node.body.body)), own_returns(node))
+        return Jvp(node, span, names, tuple(captures), kind, index, *closure_facts(node))
 
     def check_jvp_params(self, node: cst.FunctionDef, schema: FunctionSchema) -> None:
         params = node.params
@@ -485,8 +485,7 @@ class _ModuleReader:
         if len(grads) != expected:
             raise MalformedFormula(node.name, f"backward takes {len(grads)} gradient(s) but the formula has "
                                    f"{expected} differentiable output(s); take one gradient per output")
-        return Backward(node, self.positions[node], grads, mask, index,
-                        frozenset(assigned_names(node.body.body)), own_returns(node))
+        return Backward(node, self.positions[node], grads, mask, index, *closure_facts(node))
 
     # ---- captures --------------------------------------------------------------
     def captures(self, function: cst.FunctionDef, params: tuple[str, ...], backward: cst.FunctionDef,
@@ -697,10 +696,17 @@ def _names_read(expression: cst.BaseExpression, names: set[str]) -> list[cst.Nam
     return list(closure_reads(holder, names))
 
 
-def own_returns(function: cst.FunctionDef) -> tuple[cst.Return, ...]:
-    """The ``return`` statements of ``function``'s own body (not of the functions nested in it)."""
-    return tuple(node for node in walk(function.body, lambda child: not isinstance(child, cst.FunctionDef))
-                 if isinstance(node, cst.Return))
+def closure_facts(function: cst.FunctionDef) -> tuple[frozenset[str], tuple[cst.Return, ...]]:
+    """What a closure's own body (nested functions not entered) rebinds (see
+    :func:`~transpiler.dataflow.assigned_names`) and its ``return`` statements, in one walk."""
+    rebound: set[str] = set()
+    returns: list[cst.Return] = []
+    for node in walk(function.body, lambda child: not isinstance(child, cst.FunctionDef)):
+        if isinstance(node, cst.Return):
+            returns.append(node)
+        else:
+            rebound.update(assignment_names(node))
+    return frozenset(rebound), tuple(returns)
 
 
 def _find_return(node: cst.CSTNode) -> cst.Return | None:

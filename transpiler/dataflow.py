@@ -526,6 +526,25 @@ def _names_in_target(node: cst.CSTNode) -> Iterator[cst.Name]:
         yield from _names_in_target(node.value)
 
 
+def assigned_names(statements: Iterable[cst.BaseStatement]) -> set[str]:
+    """Names the statements rebind with an assignment (``=``, ``+=``, annotated) or as a ``for``
+    target, nested functions not entered: what the C++ translator can rebind (a closure's
+    parameter among them is taken by value). Not Python's scope (:func:`scope_names`, which also
+    counts walrus, ``with``/``except`` targets, imports and ``def`` names, less ``global`` ones)."""
+    return {name for statement in statements if _not_a_function(statement)
+            for node in walk(statement, _not_a_function) for name in assignment_names(node)}
+
+
+def assignment_names(node: cst.CSTNode) -> Iterator[str]:
+    """The names one node rebinds, as :func:`assigned_names` counts them."""
+    if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
+        yield from (name.value for name in _names_in_target(node.target))
+
+
+def _not_a_function(node: cst.CSTNode) -> bool:
+    return not isinstance(node, cst.FunctionDef)
+
+
 def helper_call_kinds(helper_returns: Mapping[str, str | None]) -> Callable[[str, list[ValueKind]], ValueKind | None]:
     """Kind of a call to a named helper, from its return annotation.
 

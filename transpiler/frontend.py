@@ -23,6 +23,8 @@ from transpiler.dataflow import (
     FlowResult,
     ValueKind,
     analyze_body,
+    assigned_names,
+    assignment_names,
     bound_names,
     scope_names,
     closure_reads,
@@ -246,7 +248,7 @@ class _ModuleReader:
             for p in (*function.params.params, *function.params.kwonly_params)
         )
         return Helper(self.path, function.name.value, self.positions[function], params,
-                      self.annotation(function.returns), function)
+                      self.annotation(function.returns), function, frozenset(assigned_names(function.body.body)))
 
     def nondifferentiable(self, line: cst.SimpleStatementLine) -> Iterator[FunctionSchema]:
         for small in line.body:
@@ -285,12 +287,12 @@ class _ModuleReader:
                                        "`return <outputs>, backward`")
         returned = self.returned(final_return, schema)
         outputs = tuple(item.value if isinstance(item, cst.Name) else None for item in returned)
-        backward = self.backward(backward_def, schema, output_diff)
+        backward = self.backward(backward_def, backward_index, schema, output_diff)
         facts = forward_dataflow(schema, params, function, backward_def, helper_returns)
         captures = self.captures(function, params, backward_def, outputs, facts)
         jvp = None
         if jvp_def is not None or jvp_rule is not None:
-            jvp = self.jvp(function, schema, params, backward, jvp_def, jvp_rule, outputs, facts)
+            jvp = self.jvp(function, schema, params, backward, jvp_def, jvp_index, jvp_rule, outputs, facts)
         return Formula(
             path=self.path,
             function=function.name.value,
@@ -305,6 +307,7 @@ class _ModuleReader:
             returned_display=final_return.value.elements[0].value,
             rebound_inputs=frozenset(p for p in params if p in facts.bindings),
             forward=forward,
+            forward_flow=facts,
             backward=backward,
             captures=captures,
             node=function,
@@ -387,8 +390,8 @@ class _ModuleReader:
         return found[0] if found else (None, None)
 
     def jvp(self, function: cst.FunctionDef, schema: FunctionSchema, params: tuple[str, ...],
-            backward: Backward, written: cst.FunctionDef | None, rule: tuple[JvpRule, cst.Arg] | None,
-            outputs: tuple[str | None, ...], facts: FlowResult) -> Jvp:
+            backward: Backward, written: cst.FunctionDef | None, index: int | None,
+            rule: tuple[JvpRule, cst.Arg] | None, outputs: tuple[str | None, ...], facts: FlowResult) -> Jvp:
         """The written ``def jvp`` checked, or the one its rule stands for (see :func:`synthesise_jvp`)."""
         if written is not None:
             node, span, kind = written, self.positions[written], JvpRule.WRITTEN
@@ -409,7 +412,7 @@ class _ModuleReader:
                                     bindings[-1].value if bindings else None, reason, metadata[name]))
         captures.sort(key=lambda c: c.first_use)
         names = tuple(p.name.value for p in node.params.params)
-        return Jvp(node, span, names, tuple(captures), kind)
+        return Jvp(node, span, names, tuple(captures), kind, index, *closure_facts(node))
 
     def check_jvp_params(self, node: cst.FunctionDef, schema: FunctionSchema) -> None:
         params = node.params
@@ -464,7 +467,7 @@ class _ModuleReader:
                                        "as a tuple of names: `return (a, b), backward`")
         return tuple(items)
 
-    def backward(self, node: cst.FunctionDef, schema: FunctionSchema,
+    def backward(self, node: cst.FunctionDef, index: int, schema: FunctionSchema,
                  output_diff: tuple[bool, ...] | None) -> Backward:
         params = node.params
         if params.star_kwarg is not None or isinstance(params.star_arg, cst.Param) or params.posonly_params:
@@ -482,7 +485,7 @@ class _ModuleReader:
         if len(grads) != expected:
             raise MalformedFormula(node.name, f"backward takes {len(grads)} gradient(s) but the formula has "
                                    f"{expected} differentiable output(s); take one gradient per output")
-        return Backward(node, self.positions[node], grads, mask)
+        return Backward(node, self.positions[node], grads, mask, index, *closure_facts(node))
 
     # ---- captures --------------------------------------------------------------
     def captures(self, function: cst.FunctionDef, params: tuple[str, ...], backward: cst.FunctionDef,
@@ -691,6 +694,19 @@ def _names_read(expression: cst.BaseExpression, names: set[str]) -> list[cst.Nam
     """Reads of ``names`` in an expression evaluated in the forward's own scope."""
     holder = cst.Lambda(params=cst.Parameters(), body=expression)
     return list(closure_reads(holder, names))
+
+
+def closure_facts(function: cst.FunctionDef) -> tuple[frozenset[str], tuple[cst.Return, ...]]:
+    """What a closure's own body (nested functions not entered) rebinds (see
+    :func:`~transpiler.dataflow.assigned_names`) and its ``return`` statements, in one walk."""
+    rebound: set[str] = set()
+    returns: list[cst.Return] = []
+    for node in walk(function.body, lambda child: not isinstance(child, cst.FunctionDef)):
+        if isinstance(node, cst.Return):
+            returns.append(node)
+        else:
+            rebound.update(assignment_names(node))
+    return frozenset(rebound), tuple(returns)
 
 
 def _find_return(node: cst.CSTNode) -> cst.Return | None:

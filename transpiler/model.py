@@ -11,6 +11,7 @@ from typing import Mapping
 
 import libcst as cst
 
+from transpiler.dataflow import FlowResult
 from transpiler.diagnostics import Diagnostic
 from transpiler.schema import Argument, FunctionSchema
 
@@ -48,6 +49,15 @@ class Capture:
     metadata_methods: tuple[str, ...] = ()
 
 
+def returned_values(statement: cst.Return) -> tuple[cst.BaseExpression | None, ...]:
+    """What one ``return`` of a closure gives back: the items of a tuple display, else the one
+    value (None for a bare ``return``)."""
+    value = statement.value
+    if isinstance(value, cst.Tuple):
+        return tuple(element.value for element in value.elements)
+    return (value,)
+
+
 @dataclass(frozen=True)
 class Backward:
     """The nested ``def backward(...)``."""
@@ -56,6 +66,11 @@ class Backward:
     span: Span
     grad_params: tuple[str, ...]         # one per differentiable output
     needs_input_grad: str | None         # the keyword-only mask parameter, when declared
+    index: int                           # its position among the formula's body statements
+    # Names its own body rebinds (assignment and loop targets, see ``assigned_names``): a
+    # parameter among them is taken by value in C++.
+    rebound: frozenset[str]
+    returns: tuple[cst.Return, ...]      # its own ``return`` statements (nested functions' left out)
 
 
 class JvpRule(enum.Enum):
@@ -81,6 +96,9 @@ class Jvp:
     params: tuple[str, ...]
     captures: tuple[Capture, ...]        # forward names the jvp reads, classified like a backward's
     rule: JvpRule
+    index: int | None                    # its position among the formula's body statements (None: synthesised)
+    rebound: frozenset[str]              # names its own body rebinds, as ``Backward.rebound``
+    returns: tuple[cst.Return, ...]      # its own ``return`` statements (nested functions' left out)
 
     @property
     def tangents(self) -> dict[str, str]:
@@ -105,6 +123,10 @@ class Formula:
     returned_display: cst.BaseExpression  # the outputs as written: the expression, or the tuple/list display
     rebound_inputs: frozenset[str]        # parameters the forward binds again (they hold intermediates)
     forward: tuple[cst.BaseStatement, ...]  # body statements other than the backward def and the return
+    # The dataflow over the forward (the body but the backward, the jvp and the final return),
+    # from the file's own function annotations: final kinds, every binding of each name (their
+    # ``index`` counts the formula's body statements, as ``Backward.index``), mutated containers.
+    forward_flow: FlowResult = field(compare=False, repr=False)
     backward: Backward
     captures: tuple[Capture, ...]
     node: cst.FunctionDef
@@ -132,6 +154,7 @@ class Helper:
     params: tuple[HelperParam, ...]
     returns: str | None                  # return annotation source text
     node: cst.FunctionDef
+    rebound: frozenset[str]              # names its body rebinds, as ``Backward.rebound``
 
 
 @dataclass(frozen=True)

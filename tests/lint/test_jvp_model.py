@@ -246,3 +246,33 @@ def test_an_index_list_argument_gets_no_gradient(returned: str, count: int) -> N
         ''').replace("RETURNED", returned)
     findings = check_formula_module(parse_module("f.py", source), source, {"index", "index_put", "new_zeros"})
     assert [d.code for d in findings] == ["DB106"] * count
+
+
+def test_the_model_carries_the_closures_own_facts() -> None:
+    """Position, rebound names and own returns of the backward and the jvp, and the forward's
+    dataflow: computed once by the front-end, read by lint and the emitter."""
+    formula = only_formula('''
+        @derivative("mul.Tensor(Tensor self, Tensor other) -> Tensor")
+        def mul_tensor(self, other):
+            result = at.mul(self, other)
+            n = self.dim()
+            def backward(grad):
+                if n == 0:
+                    grad = grad * 1
+                def unused():
+                    return grad
+                return grad * other, grad * self
+            def jvp(self_t, other_t):
+                for i in range(n):
+                    self_t = self_t * 1
+                return self_t * other + other_t * self
+            return result, backward
+    ''')
+    assert formula.backward.index == 2 and formula.jvp.index == 3
+    assert formula.backward.rebound == {"grad"} and formula.jvp.rebound == {"i", "self_t"}
+    [own] = formula.backward.returns
+    assert cst.Module([]).code_for_node(own) == "return grad * other, grad * self"
+    assert len(formula.jvp.returns) == 1
+    flow = formula.forward_flow
+    assert set(flow.bindings) == {"result", "n"} and [b.index for b in flow.bindings["n"]] == [1]
+    assert flow.env["result"].name == "TENSOR" and flow.env["n"].name == "METADATA"

@@ -27,7 +27,7 @@ from transpiler.cpp.nodes import (
 )
 from transpiler.cpp.operators import method_only_operators
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER
-from transpiler.cpp.statements import assigned_names, translate_body
+from transpiler.cpp.statements import translate_body
 from transpiler.dataflow import syntax_children, walk
 from transpiler.diagnostics import Diagnostic
 from transpiler.model import FormulaModule, Helper, Library
@@ -102,7 +102,7 @@ def _helpers_files(library: Library, context: Context, diagnostics: list[Diagnos
     modules = {m.path: m for m in library.modules}
     for helper in library.helpers:
         signature = context.helpers[helper.name]
-        by_value = assigned_names(helper.node.body.body) & {p[0] for p in signature.params}
+        by_value = helper.rebound & {p[0] for p in signature.params}
         declaration = _helper_declaration(signature, by_value)
         scope = replace(context, called=set()).bind({
             n: Binding(t, cpp_name(n), borrowed=n not in by_value and is_view(t)) for n, t, _ in signature.params})

@@ -23,9 +23,9 @@ from transpiler.cpp import types as T
 from transpiler.cpp.expressions import Binding, cpp_name, unsupported
 import libcst as cst
 
-from transpiler.cpp.statements import assigned_names, translate_body, walk_outside_functions
+from transpiler.cpp.statements import translate_body
 from transpiler.cpp.types import PyType
-from transpiler.model import CaptureKind, Jvp
+from transpiler.model import CaptureKind, Jvp, returned_values
 
 if TYPE_CHECKING:
     from transpiler.cpp.nodes import FormulaEmitter
@@ -61,12 +61,10 @@ def _returned_outputs(emitter: FormulaEmitter, jvp: Jvp) -> list[int]:
     by_name = {f"{emitter.formula.outputs[i]}_t": i for i in emitter.differentiable_outputs
                if emitter.formula.outputs[i] is not None}
     shapes = set()
-    for node in walk_outside_functions(jvp.node.body):
-        if isinstance(node, cst.Return):
-            items = node.value.elements if isinstance(node.value, cst.Tuple) else [node.value]
-            values = [item.value if isinstance(item, cst.BaseElement) else item for item in items]
-            named = all(isinstance(v, cst.Name) and v.value in by_name for v in values)
-            shapes.add(tuple(by_name[v.value] for v in values) if named else None)
+    for statement in jvp.returns:
+        values = returned_values(statement)
+        named = all(isinstance(v, cst.Name) and v.value in by_name for v in values)
+        shapes.add(tuple(by_name[v.value] for v in values) if named else None)
     if len(shapes) == 1 and None not in shapes:
         return list(shapes.pop())
     return list(emitter.differentiable_outputs)
@@ -92,7 +90,7 @@ def jvp_function(emitter: FormulaEmitter) -> str:
         if param.name.value[:-2] not in inputs:     # original_self_t / _p: in-place ops
             raise unsupported(param, f"the jvp parameter `{param.name.value}` (the value before an "
                               "in-place write; in-place operators are not emitted)")
-    rebound = assigned_names(jvp.node.body.body)
+    rebound = jvp.rebound
     declarations: list[str] = []
     bindings: dict[str, Binding] = {}
     for name, ty in _parameters(emitter, jvp):

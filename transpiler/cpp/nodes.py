@@ -28,7 +28,7 @@ from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     EMITTED_METADATA, UNSUPPORTED_TYPE, Binding, Context, Untranslatable, cpp_name, translate, unsupported,
 )
-from transpiler.cpp.statements import assigned_names, translate_body
+from transpiler.cpp.statements import translate_body
 from transpiler.cpp.types import Kind, PyType
 from transpiler.frontend import python_name
 from transpiler.model import Capture, CaptureKind, Formula
@@ -118,7 +118,7 @@ def is_view(ty: PyType) -> bool:
     return borrowed_param(ty) != T.cpp_param(ty)
 
 
-def closure_parameter(name: str, ty: PyType, rebound: set[str], declared: str | None = None
+def closure_parameter(name: str, ty: PyType, rebound: frozenset[str], declared: str | None = None
                       ) -> tuple[str, Binding]:
     """A parameter of a generated closure function (backward, jvp) and the binding its body sees:
     taken as ``declared`` (default :func:`borrowed_param`), or by value when the body rebinds it."""
@@ -378,7 +378,7 @@ class FormulaEmitter(ViewEmitter):
     def _backward_params(self) -> tuple[list[str], dict[str, Binding]]:
         """The backward function's parameter declarations (apply() passes them in this order)
         and the bindings its body sees; a parameter the body rebinds is taken by value."""
-        rebound = assigned_names(self.formula.backward.node.body.body)
+        rebound = self.formula.backward.rebound
         declarations: list[str] = []
         bindings: dict[str, Binding] = {}
 

@@ -22,7 +22,7 @@ from transpiler.cpp.expressions import (
     translate_condition, unsupported,
 )
 from transpiler.cpp.types import Kind, PyType
-from transpiler.dataflow import walk
+from transpiler.dataflow import assigned_names, walk
 
 INDENT = "  "
 
@@ -38,26 +38,6 @@ class Locals:
 def walk_outside_functions(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and every node under it, parents first, not entering a nested ``def``."""
     return walk(node, lambda child: not isinstance(child, cst.FunctionDef))
-
-
-def assigned_names(statements: Sequence[cst.BaseStatement]) -> set[str]:
-    """Names a block binds anywhere (assignment targets and loop variables; not nested functions)."""
-    found: set[str] = set()
-    for statement in statements:
-        for node in walk_outside_functions(statement):
-            if isinstance(node, cst.AssignTarget):
-                found.update(_target_names(node.target))
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
-                found.update(_target_names(node.target))
-    return found
-
-
-def _target_names(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _target_names(e.value)]
-    return []
 
 
 def narrowing(test: cst.BaseExpression, context: Context, rebound: Mapping[str, PyType]

@@ -8,8 +8,8 @@ import libcst as cst
 
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules import RULES, db105_undeclared_operator, db106_gradient_count
-from transpiler.lint.rules.context import FormulaContext, operator_table, walk_own_body
-from transpiler.model import Backward, Formula, FormulaModule, Helper, JvpRule
+from transpiler.lint.rules.context import FormulaContext, operator_table
+from transpiler.model import Backward, Formula, FormulaModule, Helper, JvpRule, returned_values
 
 # The capture rules a jvp is held to (a jvp returns output tangents, so DB106 does not apply).
 JVP_RULES = tuple(rule for rule in RULES if rule is not db106_gradient_count)
@@ -54,7 +54,8 @@ def _jvp_findings(module: FormulaModule, formula: Formula, operators: frozenset[
     if jvp is None or jvp.rule is not JvpRule.WRITTEN:
         return
     as_closure = dataclasses.replace(
-        formula, backward=Backward(jvp.node, jvp.span, jvp.params, None), captures=jvp.captures)
+        formula, backward=Backward(jvp.node, jvp.span, jvp.params, None, jvp.index, jvp.rebound, jvp.returns),
+        captures=jvp.captures)
     context = FormulaContext(module, as_closure, operators, helpers)
     for rule in JVP_RULES:
         for finding in rule.check(context):
@@ -71,14 +72,13 @@ def _tangent_count(context: FormulaContext, expected: int) -> Iterator[Diagnosti
                         if flag)
     shape = ("the tangent itself (None for none), not a tuple" if expected == 1
              else f"a tuple of {expected} tangents (None for none), one per differentiable output")
-    returns = [n for n in walk_own_body(context.backward_node) if isinstance(n, cst.Return)]
+    returns = context.formula.backward.returns
     if not returns:
         yield context.diagnostic(context.backward_node.name, db106_gradient_count.CODE,
                                  f"jvp never returns its tangents; return {shape} (outputs: {outputs})")
     named = {f"{name}_t" for name in context.formula.outputs if name is not None}
     for node in returns:
-        items = node.value.elements if isinstance(node.value, cst.Tuple) else [node.value]
-        values = [item.value if isinstance(item, cst.BaseElement) else item for item in items]
+        values = returned_values(node)
         if all(isinstance(v, cst.Name) and v.value in named for v in values):
             continue
         if expected == 1 and isinstance(node.value, cst.Tuple):

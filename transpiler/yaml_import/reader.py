@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 
 import libcst as cst
-import libcst.matchers as m
 
 from transpiler import codes
 from transpiler.diagnostics import Diagnostic, TranspileError
@@ -154,7 +153,7 @@ class _FormulaReader:
             comment = line.trailing_whitespace.comment
             comment_text = comment.value if comment is not None else ""
             expression = _code(statement.value)
-            if "\n" in expression and m.findall(statement.value, m.Comment()):
+            if "\n" in expression and _has_comment(statement.value):
                 raise self.error(statement, f"`{expression}`: a comment inside a formula has no "
                                  "place in derivatives.yaml; move it after the line")
             try:
@@ -192,6 +191,12 @@ class _FormulaReader:
         if not (isinstance(layout, dict) and all(isinstance(v, str) for v in layout.values())):
             raise self.error(statement, "the layout comment must map token positions to spacing strings")
         return layout
+
+
+def _has_comment(node: cst.CSTNode) -> bool:
+    """Whether a comment sits anywhere in ``node``, its whitespace included (a tree walk rather
+    than ``libcst.matchers.findall``: importing the matchers costs emit-yaml more than it reads)."""
+    return isinstance(node, cst.Comment) or any(_has_comment(child) for child in node.children)
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -127,7 +127,7 @@ class BackwardAnalysis(Interpreter):
 
 def nonlocal_statements(function: ast.FunctionDef) -> list[ast.Global | ast.Nonlocal]:
     """``global`` anywhere in ``function``; ``nonlocal`` naming something outside it."""
-    own = _assigned_names(function)
+    own = _names_stored_anywhere(function)
     found: list[ast.Global | ast.Nonlocal] = []
     for node, nested in _walk_scopes(function):
         if isinstance(node, ast.Global):
@@ -149,7 +149,11 @@ def _walk_scopes(function: ast.FunctionDef) -> list[tuple[ast.AST, bool]]:
     return found
 
 
-def _assigned_names(function: ast.FunctionDef) -> set[str]:
+def _names_stored_anywhere(function: ast.FunctionDef) -> set[str]:
+    """``function``'s parameters and every name stored anywhere in it, nested functions included:
+    the names a nested ``nonlocal`` may refer to without leaving ``function``. (The ctx rules read
+    ``ast``, not libcst, so :func:`transpiler.dataflow.scope_names`, one scope's names, and
+    :func:`transpiler.dataflow.assigned_names`, what the C++ translator rebinds, do not apply.)"""
     names = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
     for node in ast.walk(function):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):

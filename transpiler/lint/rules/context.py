@@ -9,7 +9,7 @@ import libcst as cst
 
 from transpiler.dataflow import BindingSite, FlowResult, ValueKind, analyze_body, walk
 from transpiler.diagnostics import Diagnostic
-from transpiler.frontend import forward_dataflow, parameter_arguments
+from transpiler.frontend import parameter_arguments
 from transpiler.model import CaptureKind, Formula, FormulaModule, Helper, Span
 
 
@@ -35,16 +35,15 @@ class FormulaContext:
         """Return annotations of what the formula may call: this file's functions and the helpers."""
         return {**self.module.function_returns, **{name: h.returns for name, h in self.helpers.items()}}
 
-    @cached_property
+    @property
     def forward(self) -> FlowResult:
-        """Dataflow over the forward: final kinds and every binding of each name."""
-        return forward_dataflow(self.formula.schema, self.formula.params, self.formula.node,
-                                self.backward_node, self.helper_returns)
+        """Dataflow over the forward (the front-end's): final kinds and every binding of each name."""
+        return self.formula.forward_flow
 
-    @cached_property
+    @property
     def backward_index(self) -> int:
         """Position of ``def backward`` among the formula's body statements."""
-        return list(self.formula.node.body.body).index(self.backward_node)
+        return self.formula.backward.index
 
     @cached_property
     def backward_env(self) -> dict[str, ValueKind]:
@@ -67,7 +66,9 @@ class FormulaContext:
 
     @cached_property
     def backward(self) -> FlowResult:
-        """Dataflow over the backward's own body (nested functions are analysed separately)."""
+        """Dataflow over the backward's own body (nested functions are analysed separately).
+        Here, not in the model: its helper calls are typed with the library's helpers (other
+        files' too), which the front-end, reading one file, does not see."""
         return analyze_body(self.backward_node.body.body, self.backward_env, helper_returns=self.helper_returns)
 
     @cached_property

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import ValueKind, analyze_body, annotation_kind, at_operator, dotted_name, walk
+from transpiler.dataflow import FlowResult, ValueKind, analyze_body, annotation_kind, at_operator, dotted_name, walk
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk_own_body
 from transpiler.model import FormulaModule, Helper
@@ -31,9 +31,12 @@ class OperatorCall:
 
 
 def operator_calls(function: cst.FunctionDef, env: Mapping[str, ValueKind],
-                   helper_returns: Mapping[str, str | None]) -> Iterator[OperatorCall]:
-    """Operators run by ``function``'s body and by the functions nested in it."""
-    flow = analyze_body(function.body.body, env, helper_returns=helper_returns)
+                   helper_returns: Mapping[str, str | None], flow: FlowResult | None = None
+                   ) -> Iterator[OperatorCall]:
+    """Operators run by ``function``'s body and by the functions nested in it; ``flow``: the
+    dataflow over that body from ``env``, when the caller has it already."""
+    if flow is None:
+        flow = analyze_body(function.body.body, env, helper_returns=helper_returns)
     for node in walk_own_body(function):
         if isinstance(node, cst.Call) and (name := at_operator(node)) is not None:
             yield OperatorCall(node, name, f"at.{name}")
@@ -105,7 +108,8 @@ class HelperChecker:
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
     reported: set[cst.CSTNode] = set()
-    for call in operator_calls(context.backward_node, context.backward_env, context.helper_returns):
+    for call in operator_calls(context.backward_node, context.backward_env, context.helper_returns,
+                               context.backward):
         if context.is_declared(call.operator) or call.node in reported:
             continue
         reported.add(call.node)

@@ -14,7 +14,7 @@ import libcst as cst
 from transpiler import codes
 from transpiler.dataflow import BindingSite, dotted_name
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint.rules.context import FormulaContext, walk_own_body
+from transpiler.lint.rules.context import FormulaContext
 
 CODE = codes.GRADIENT_COUNT.code
 SINGLE = 1
@@ -93,7 +93,7 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
         shape = "the gradient itself (None for zero; a list for a Tensor[] input), not a tuple"
     else:
         shape = f"a tuple of {expected} gradients (None for zero), one per input in schema order"
-    returns = [n for n in walk_own_body(context.backward_node) if isinstance(n, cst.Return)]
+    returns = context.formula.backward.returns
     if not returns:
         yield context.diagnostic(
             context.backward_node.name, CODE,

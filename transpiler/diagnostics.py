@@ -37,3 +37,13 @@ class TranspileError(Exception):
     def __init__(self, diagnostics: list[Diagnostic]) -> None:
         super().__init__("\n".join(d.format() for d in diagnostics))
         self.diagnostics = diagnostics
+
+
+UNPLACED = "<unplaced>"   # the path of a diagnostic raised below the code that knows the position
+
+
+def unplaced(code: str, message: str, col: int = 1) -> TranspileError:
+    """A problem found where the file position is not known (in the text of one formula, ``col``
+    is 1 + the character offset in it): the caller that knows the entry or the line reports
+    the diagnostic's message at its own position."""
+    return TranspileError([Diagnostic(UNPLACED, 1, col, code, message)])

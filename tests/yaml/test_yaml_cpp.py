@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from transpiler import codes
+from transpiler.diagnostics import TranspileError
 from transpiler.yaml_import import cpp
 from transpiler.yaml_import.syntax import (
     Binary, BraceList, Call, Conditional, Index, Lambda, Literal, Member, Name, Paren, Qualified, Template, Unary,
@@ -68,6 +70,9 @@ def test_comments_and_spacing_are_trivia_kept_by_the_layout():
     ("a $ b", "unexpected character"),
 ])
 def test_syntax_errors_say_what_and_where(source, message):
-    with pytest.raises(cpp.CppSyntaxError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+    with pytest.raises(TranspileError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
         cpp.parse(source)
-    assert 0 <= info.value.offset <= len(source)
+    (diagnostic,) = info.value.diagnostics
+    assert diagnostic.code == codes.IMPORT_YAML_ENTRY.code
+    assert 1 <= diagnostic.col <= len(source) + 1        # 1 + the character offset in the formula
+    assert diagnostic.message.endswith(f"(at character {diagnostic.col - 1})")

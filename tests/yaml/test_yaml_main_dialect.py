@@ -5,6 +5,7 @@ import ast
 
 import pytest
 
+from transpiler.diagnostics import TranspileError
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 
@@ -81,12 +82,12 @@ def test_torch_signatures_know_keyword_only_parameters():
     ("a is None == b", "chained comparison"),
 ])
 def test_none_tests_outside_the_dialect_are_refused(python, message):
-    with pytest.raises(pydialect.DialectError, match=message):
+    with pytest.raises(TranspileError, match=message):
         pydialect.from_python(python)
 
 
 def test_a_none_test_as_operand_of_a_bitwise_operator_is_refused():
     # Python reads `a is not None & b` as `a is not (None & b)`
     tree = pydialect.from_python("(a is not None) & b")
-    with pytest.raises(pydialect.DialectError, match="parenthesize"):
+    with pytest.raises(TranspileError, match="parenthesize"):
         pydialect.to_python(type(tree)(tree.op, tree.left.inner, tree.right))

@@ -5,6 +5,8 @@ import ast
 
 import pytest
 
+from transpiler import codes
+from transpiler.diagnostics import TranspileError
 from transpiler.yaml_import import cpp, pydialect
 
 
@@ -43,21 +45,33 @@ def test_precedence_that_python_reads_differently_is_detected():
     # C++ reads `a == b & c` as `(a == b) & c`; Python would read `a == (b & c)`.
     tree = cpp.parse("a == b & c")
     assert pydialect.from_python(pydialect.to_python(tree)) != tree
-    with pytest.raises(pydialect.DialectError, match="chain"):
+    with pytest.raises(TranspileError, match="chain"):
         pydialect.to_python(cpp.parse("a < b == c"))
     # C++ `a != !b` would be `a != not b`, which is not Python: the dialect refuses it too
     assert pydialect.to_python(cpp.parse("a != !b")) == "a != not b"
-    with pytest.raises(pydialect.DialectError, match="not a Python expression"):
+    with pytest.raises(TranspileError, match="not a Python expression"):
         pydialect.from_python("a != not b")
     assert pydialect.from_python("a and not not b") == cpp.parse("a && !!b")
-    with pytest.raises(pydialect.DialectError, match="chained comparison"):
+    with pytest.raises(TranspileError, match="chained comparison"):
         pydialect.from_python("a < b == c")
     assert pydialect.from_python("(a < b) == c") == cpp.parse("(a < b) == c")
 
 
 def test_unknown_namespace_is_refused():
-    with pytest.raises(pydialect.DialectError, match="namespace 'torch'"):
+    with pytest.raises(TranspileError, match="namespace 'torch'"):
         pydialect.to_python(cpp.parse("torch::foo(x)"))
+
+
+def test_refusals_carry_the_code_of_their_direction():
+    """A tree with no Python spelling stops import-yaml (DB301); Python outside the dialect
+    stops emit-yaml (DB300). The callers place the diagnostic at the entry or the line."""
+    with pytest.raises(TranspileError) as printing:
+        pydialect.to_python(cpp.parse("torch::foo(x)"))
+    with pytest.raises(TranspileError) as reading:
+        pydialect.from_python("a in b")
+    assert [d.code for d in printing.value.diagnostics] == [codes.IMPORT_YAML_ENTRY.code]
+    assert [d.code for d in reading.value.diagnostics] == [codes.EMIT_YAML_SHAPE.code]
+    assert reading.value.diagnostics[0].message == "`in` has no C++ spelling"
 
 
 def test_a_formula_name_that_is_a_namespace_shadows_it():

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from transpiler import codes
+from transpiler.diagnostics import TranspileError, unplaced
 from transpiler.yaml_import.syntax import (
     BINARY_PRECEDENCE,
     CONDITIONAL_PRECEDENCE,
@@ -40,12 +42,9 @@ PUNCTUATORS = ("::", "->", "&&", "||", "==", "!=", "<=", ">=") + tuple("+-*/%<>!
 BARE_TEMPLATES = frozenset({"get", "tuple", "vector", "optional"})
 
 
-class CppSyntaxError(ValueError):
-    """A formula the parser does not accept; ``offset`` is the character position."""
-
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(f"{message} (at character {offset})")
-        self.offset = offset
+def syntax_error(message: str, offset: int) -> TranspileError:
+    """A formula the parser does not accept: a DB301 at character ``offset`` of the formula's text."""
+    return unplaced(codes.IMPORT_YAML_ENTRY.code, f"{message} (at character {offset})", offset + 1)
 
 
 @dataclass(frozen=True)
@@ -67,10 +66,10 @@ def tokenize(text: str) -> list[Token]:
             elif text.startswith("/*", pos):
                 close = text.find("*/", pos + 2)
                 if close < 0:
-                    raise CppSyntaxError("unterminated comment", pos)
+                    raise syntax_error("unterminated comment", pos)
                 pos = close + 2
             elif text.startswith("//", pos):
-                raise CppSyntaxError("a line comment cannot end a one-line formula", pos)
+                raise syntax_error("a line comment cannot end a one-line formula", pos)
             else:
                 break
         gap = text[gap_start:pos]
@@ -90,13 +89,13 @@ def tokenize(text: str) -> list[Token]:
             while pos < n and text[pos] != '"':
                 pos += 2 if text[pos] == "\\" else 1
             if pos >= n:
-                raise CppSyntaxError("unterminated string literal", start)
+                raise syntax_error("unterminated string literal", start)
             pos += 1
             kind = "string"
         else:
             punct = next((p for p in PUNCTUATORS if text.startswith(p, pos)), None)
             if punct is None:
-                raise CppSyntaxError(f"unexpected character {ch!r}", pos)
+                raise syntax_error(f"unexpected character {ch!r}", pos)
             pos += len(punct)
             kind = "punct"
         tokens.append(Token(kind, text[start:pos], gap, start))
@@ -112,7 +111,7 @@ def _scan_number(text: str, pos: int) -> int:
         while pos < n and text[pos].isdigit():
             pos += 1
     if pos < n and (text[pos].isalpha() or text[pos] == "_"):
-        raise CppSyntaxError(f"number suffix {text[pos]!r} is not supported", pos)
+        raise syntax_error(f"number suffix {text[pos]!r} is not supported", pos)
     return pos
 
 
@@ -132,13 +131,13 @@ class _Parser:
     def advance(self) -> Token:
         tok = self.current
         if tok.kind == "end":
-            raise CppSyntaxError("unexpected end of formula", tok.offset)
+            raise syntax_error("unexpected end of formula", tok.offset)
         self.pos += 1
         return tok
 
     def expect(self, text: str) -> Token:
         if not self.at(text):
-            raise CppSyntaxError(f"expected {text!r}, found {self.current.text or 'end of formula'!r}",
+            raise syntax_error(f"expected {text!r}, found {self.current.text or 'end of formula'!r}",
                                  self.current.offset)
         return self.advance()
 
@@ -180,7 +179,7 @@ class _Parser:
                 arrow = self.advance().text == "->"
                 name = self.advance()
                 if name.kind != "ident":
-                    raise CppSyntaxError("expected a member name", name.offset)
+                    raise syntax_error("expected a member name", name.offset)
                 node = Member(node, name.text, arrow)
             else:
                 return node
@@ -218,7 +217,7 @@ class _Parser:
             return BraceList(self.arguments("{", "}"))
         if self.at("["):
             return self.lambda_()
-        raise CppSyntaxError(f"unexpected {tok.text or 'end of formula'!r}", tok.offset)
+        raise syntax_error(f"unexpected {tok.text or 'end of formula'!r}", tok.offset)
 
     def name(self) -> Node:
         rooted = self.at("::")
@@ -235,7 +234,7 @@ class _Parser:
     def identifier(self) -> str:
         tok = self.advance()
         if tok.kind != "ident":
-            raise CppSyntaxError("expected an identifier", tok.offset)
+            raise syntax_error("expected an identifier", tok.offset)
         return tok.text
 
     def maybe_template(self, base: Node) -> Node:
@@ -247,7 +246,7 @@ class _Parser:
         saved = self.pos
         try:
             args = self.template_arguments()
-        except CppSyntaxError:
+        except TranspileError:
             self.pos = saved
             return base
         return Template(base, args)
@@ -268,13 +267,13 @@ class _Parser:
 
     def type_name(self) -> Node:
         if self.current.kind != "ident" and not self.at("::"):
-            raise CppSyntaxError("expected a type", self.current.offset)
+            raise syntax_error("expected a type", self.current.offset)
         return self.maybe_template(self.name())
 
     def lambda_(self) -> Node:
         start = self.expect("[")
         if not self.at("]"):
-            raise CppSyntaxError("only capture-less lambdas '[]' are supported", start.offset)
+            raise syntax_error("only capture-less lambdas '[]' are supported", start.offset)
         self.advance()
         self.expect("(")
         params: list[tuple[Node, str]] = []
@@ -292,11 +291,12 @@ class _Parser:
 
 
 def parse(text: str) -> Node:
-    """Parse one formula; raises :class:`CppSyntaxError` when it is not understood."""
+    """Parse one formula; raises a :class:`TranspileError` (DB301, see
+    :func:`syntax_error`) when it is not understood."""
     parser = _Parser(tokenize(text))
     tree = parser.expression()
     if parser.current.kind != "end":
-        raise CppSyntaxError(f"unexpected {parser.current.text!r} after the expression", parser.current.offset)
+        raise syntax_error(f"unexpected {parser.current.text!r} after the expression", parser.current.offset)
     return tree
 
 

@@ -19,7 +19,7 @@ from typing import Iterable
 import yaml
 
 from transpiler import codes
-from transpiler.diagnostics import Diagnostic
+from transpiler.diagnostics import Diagnostic, TranspileError, unplaced
 from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.main_dialect import to_main
@@ -54,10 +54,6 @@ NODE_VALUES = ("retain_variables", "i")
 _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class EntryError(ValueError):
-    """An entry the importer cannot translate (the message says why)."""
-
-
 def untranslated(path: str, line: int, entry: str, message: str) -> Diagnostic:
     """The DB301 of an entry left out of the import."""
     return Diagnostic(path, line, 1, codes.IMPORT_YAML_ENTRY.code, f"entry `{entry}`: {message}")
@@ -78,8 +74,8 @@ class ImportResult:
 
 # --------------------------------------------------------------------------- YAML
 
-def read_entries(text: str) -> list[Entry | EntryError]:
-    """The entries of a derivatives.yaml, in order (a malformed item becomes an EntryError)."""
+def read_entries(text: str) -> list[Entry | str]:
+    """The entries of a derivatives.yaml, in order (a malformed item becomes the reason it is)."""
     items = yaml.load(text, Loader=_YamlLoader) or []
     return [_entry(item) for item in items]
 
@@ -89,23 +85,24 @@ def entry_lines(text: str) -> list[int]:
     return [i for i, line in enumerate(text.splitlines(), 1) if line.startswith("- name:")]
 
 
-def _entry(item: object) -> Entry | EntryError:
+def _entry(item: object) -> Entry | str:
+    """The entry an item of the YAML list describes, or why it describes none."""
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-        return EntryError("an item without a `name: <schema>` string")
+        return "an item without a `name: <schema>` string"
     flags = item.get("output_differentiability")
     if flags is not None and not (isinstance(flags, list) and all(isinstance(f, (bool, str)) for f in flags)):
-        return EntryError("output_differentiability must be a list of booleans or condition strings")
+        return "output_differentiability must be a list of booleans or condition strings"
     if "dispatch" in item:
         dispatch = item["dispatch"]
         if not isinstance(dispatch, dict):
-            return EntryError("dispatch must map dispatch keys to formulas")
+            return "dispatch must map dispatch keys to formulas"
         raw_sections = [(key, value) for key, value in dispatch.items()]
     else:
         raw_sections = [(None, {k: v for k, v in item.items() if k not in ("name", "output_differentiability")})]
     sections = []
     for key, formulas in raw_sections:
         if not isinstance(formulas, dict) or not all(isinstance(v, str) for v in formulas.values()):
-            return EntryError(f"the formulas of {key or 'the entry'} must be `name: formula` strings")
+            return f"the formulas of {key or 'the entry'} must be `name: formula` strings"
         sections.append(Section(key, tuple(FormulaLine(str(k), v) for k, v in formulas.items())))
     return Entry(item["name"], None if flags is None else tuple(flags), tuple(sections))
 
@@ -116,21 +113,27 @@ def translate_expression(source: str, names: dict[str, str], non_tensors: frozen
                          ) -> tuple[str, Node, cpp.Layout, str | None]:
     """A C++ formula as a Python expression of the main dialect (:mod:`.main_dialect`), its tree,
     its layout, and the original formula when the main dialect rewrote it (else None); checked to
-    round-trip. ``non_tensors``: the entry's arguments that are not tensors."""
+    round-trip (else raises a DB301 for :func:`import_yaml` to place at the entry). ``non_tensors``:
+    the entry's arguments that are not tensors."""
     try:
         tree = cpp.parse(source)
         main = to_main(tree, non_tensors)
         python = pydialect.to_python(main, names)
         back = pydialect.from_python(python, pydialect.inverse_names(names))
-    except (cpp.CppSyntaxError, pydialect.DialectError) as error:
-        raise EntryError(f"cannot translate `{source}`: {error}") from None
+    except TranspileError as error:
+        raise _untranslatable(f"cannot translate `{source}`: {error.diagnostics[0].message}") from None
     if back != main:
-        raise EntryError(f"`{source}` has no faithful Python spelling (operator precedence differs); "
-                         "parenthesize it in the YAML")
+        raise _untranslatable(f"`{source}` has no faithful Python spelling (operator precedence differs); "
+                              "parenthesize it in the YAML")
     if main != tree:
         return python, main, {}, source
     printed = cpp.print_tokens(tree)
     return python, tree, cpp.layout_of(source, printed), None
+
+
+def _untranslatable(message: str) -> TranspileError:
+    """Why an entry cannot be translated, raised below :func:`import_yaml` (which names the entry)."""
+    return unplaced(codes.IMPORT_YAML_ENTRY.code, message)
 
 
 def non_tensor_arguments(schema: FunctionSchema) -> frozenset[str]:
@@ -191,7 +194,7 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
     auto = [line for line in forward_lines if line.formula in AUTO_JVP]
     if auto:
         if len(forward_lines) != 1 or auto[0].key != "result":
-            raise EntryError(f"`{auto[0].formula}` is supported only as the single `result:` forward line")
+            raise _untranslatable(f"`{auto[0].formula}` is supported only as the single `result:` forward line")
         details.append(("jvp", auto[0].formula))
     elif forward_lines:
         jvp, jvp_trees = _jvp(schema, diff_args, forward_lines, local)
@@ -284,7 +287,7 @@ def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine],
         python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema))
         trees.append(tree)
         if not all(n in targets for n in line.names):
-            raise EntryError(f"`{line.key}` names neither an input nor an output")
+            raise _untranslatable(f"`{line.key}` names neither an input nor an output")
         assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout, original))
     used = free_names(trees)
     params = [f"{a}_t" for a in diff_args]
@@ -347,14 +350,17 @@ def _translate_entries(text: str, path: str) -> tuple[list[_Translated], list[Di
     problems: list[Diagnostic] = []
     for index, entry in enumerate(read_entries(text)):
         line = lines[index] if index < len(lines) else 1
-        if isinstance(entry, EntryError):
-            problems.append(untranslated(path, line, f"#{index}", str(entry)))
+        if isinstance(entry, str):
+            problems.append(untranslated(path, line, f"#{index}", entry))
             continue
         try:
             schema = parse_schema(entry.name)
             results = [translate_section(entry, section, schema) for section in entry.sections]
-        except (EntryError, SchemaError) as error:
+        except SchemaError as error:
             problems.append(untranslated(path, line, entry.name, str(error)))
+            continue
+        except TranspileError as error:
+            problems.append(untranslated(path, line, entry.name, error.diagnostics[0].message))
             continue
         translated.append(_Translated(entry, tuple(r[0] for r in results),
                                       frozenset().union(*(r[1] for r in results)),

@@ -35,6 +35,8 @@ from typing import Iterable
 
 import libcst as cst
 
+from transpiler import codes
+from transpiler.diagnostics import TranspileError, unplaced
 from transpiler.yaml_import.syntax import (
     BraceList,
     Binary,
@@ -64,8 +66,14 @@ _LOGICAL = {"&&": "and", "||": "or"}
 _LOGICAL_BACK = {v: k for k, v in _LOGICAL.items()}
 
 
-class DialectError(ValueError):
-    """An expression outside the Python dialect (or a tree it cannot spell)."""
+def unspellable(message: str) -> TranspileError:
+    """A tree :func:`to_python` cannot spell in the dialect: a DB301 (the importer names the entry)."""
+    return unplaced(codes.IMPORT_YAML_ENTRY.code, message)
+
+
+def outside_dialect(message: str) -> TranspileError:
+    """A Python expression :func:`from_cst` does not read back: a DB300 (emit-yaml names the line)."""
+    return unplaced(codes.EMIT_YAML_SHAPE.code, message)
 
 
 def _reserved(ident: str, plain: bool) -> bool:
@@ -122,7 +130,7 @@ class _Printer:
                 if node == NULLOPT:
                     return "None"
                 if not rooted and parts[0] not in NAMESPACES:
-                    raise DialectError(f"namespace {parts[0]!r} is not one of {', '.join(NAMESPACES)}")
+                    raise unspellable(f"namespace {parts[0]!r} is not one of {', '.join(NAMESPACES)}")
                 dotted = ".".join(escape(p) for p in parts)
                 return f"{DIALECT_NAMESPACE}.root.{dotted}" if rooted else dotted
             case Template(base, args):
@@ -142,9 +150,9 @@ class _Printer:
                 return f"{op}{self.expr(operand)}"
             case Binary(op, left, right):
                 if op in _COMPARISONS and any(_is_comparison(side) for side in (left, right)):
-                    raise DialectError("a comparison of a comparison would chain in Python; parenthesize it")
+                    raise unspellable("a comparison of a comparison would chain in Python; parenthesize it")
                 if op not in _LOGICAL and any(isinstance(side, NoneTest) for side in (left, right)):
-                    raise DialectError(f"`is None` as an operand of `{op}` reads differently in Python; parenthesize it")
+                    raise unspellable(f"`is None` as an operand of `{op}` reads differently in Python; parenthesize it")
                 return f"{self.expr(left)} {_LOGICAL.get(op, op)} {self.expr(right)}"
             case Conditional(cond, then, orelse):
                 return f"{self.expr(then)} if {self.expr(cond)} else {self.expr(orelse)}"
@@ -152,7 +160,7 @@ class _Printer:
                 return f"({self.expr(inner)})"
             case NoneTest(operand, negated):
                 if _is_comparison(operand):
-                    raise DialectError("a comparison of a comparison would chain in Python; parenthesize it")
+                    raise unspellable("a comparison of a comparison would chain in Python; parenthesize it")
                 return f"{self.expr(operand)} is {'not ' if negated else ''}None"
             case Keyword(name, value):
                 return f"{escape(name)}={self.expr(value)}"
@@ -166,7 +174,7 @@ class _Printer:
                 inner = _Printer({**self.names, **{n: escape(n, plain=True) for _, n in params}})
                 args = ", ".join(escape(n, plain=True) for _, n in params)
                 return f"{DIALECT_NAMESPACE}.lambda_({types})(lambda {args}: {inner.expr(body)})"
-        raise DialectError(f"not an expression node: {node!r}")
+        raise unspellable(f"not an expression node: {node!r}")
 
 
 # --------------------------------------------------------------------------- parsing
@@ -185,7 +193,7 @@ def from_python(text: str, names: dict[str, str] | None = None) -> Node:
     try:
         expression = cst.parse_expression(text)
     except cst.ParserSyntaxError as error:
-        raise DialectError(f"not a Python expression: {error.message}") from None
+        raise outside_dialect(f"not a Python expression: {error.message}") from None
     return from_cst(expression, names)
 
 
@@ -233,13 +241,13 @@ class _CstReader:
                                                                              comparator=cst.Name(value="None"))]):
                 return NoneTest(self.expr(left), isinstance(operator, cst.IsNot))
             case cst.Comparison(comparisons=[cst.ComparisonTarget(operator=cst.Is() | cst.IsNot())]):
-                raise DialectError("`is` is only a test for None (`x is None`, `x is not None`)")
+                raise outside_dialect("`is` is only a test for None (`x is None`, `x is not None`)")
             case cst.Comparison(left=left, comparisons=[cst.ComparisonTarget(operator=operator, comparator=right)]):
                 if type(operator) not in _CST_COMPARISON:
-                    raise DialectError(f"`{_code(operator).strip()}` has no C++ spelling")
+                    raise outside_dialect(f"`{_code(operator).strip()}` has no C++ spelling")
                 return Binary(_CST_COMPARISON[type(operator)], self.expr(left), self.expr(right))
             case cst.Comparison():
-                raise DialectError("a chained comparison (`a < b < c`) has no C++ spelling; parenthesize it")
+                raise outside_dialect("a chained comparison (`a < b < c`) has no C++ spelling; parenthesize it")
             case cst.IfExp(test=cond, body=then, orelse=orelse):
                 return Conditional(self.expr(cond), self.expr(then), self.expr(orelse))
             case cst.List(elements=elements):
@@ -254,7 +262,7 @@ class _CstReader:
                 return self.call(self.expr(func), [self.element(a) for a in args])
             case cst.Lambda():
                 return self.lambda_(node)
-        raise DialectError(f"`{_code(node)}` is outside the formula dialect")
+        raise outside_dialect(f"`{_code(node)}` is outside the formula dialect")
 
     def element(self, node: cst.Element | cst.SubscriptElement | cst.Arg) -> Node:
         """A list element, subscript item or call argument: a plain expression."""
@@ -265,7 +273,7 @@ class _CstReader:
                 return self.expr(value)
             case cst.Arg(value=value, keyword=cst.Name(value=name), star=""):
                 return Keyword(unescape(name), self.expr(value))
-        raise DialectError(f"`{_code(node)}` is outside the formula dialect "
+        raise outside_dialect(f"`{_code(node)}` is outside the formula dialect "
                            "(stars and slices have no C++ spelling)")
 
     def subscript(self, node: Node, items: list[Node]) -> Node:
@@ -273,7 +281,7 @@ class _CstReader:
             return Template(node, tuple(items))
         if len(items) == 1:
             return Index(node, items[0])
-        raise DialectError("a subscript with several items needs a namespace-qualified template")
+        raise outside_dialect("a subscript with several items needs a namespace-qualified template")
 
     def attribute(self, node: Node, name: str) -> Node:
         if isinstance(node, Qualified) and node != NULLOPT:
@@ -289,10 +297,10 @@ class _CstReader:
             return self.dialect_call(func.name, args)
         if isinstance(func, _LambdaTypes):
             if len(args) != 1 or not isinstance(args[0], _PyLambda):
-                raise DialectError("cpp.lambda_(types) must be applied to one lambda")
+                raise outside_dialect("cpp.lambda_(types) must be applied to one lambda")
             lam = args[0]
             if len(lam.params) != len(func.types):
-                raise DialectError("cpp.lambda_ needs one type per lambda parameter")
+                raise outside_dialect("cpp.lambda_ needs one type per lambda parameter")
             return Lambda(tuple(zip(func.types, lam.params)), lam.body)
         return Call(func, tuple(args))
 
@@ -303,14 +311,14 @@ class _CstReader:
             return _Arrow(args[0])
         if name == "lambda":      # spelled lambda_ (a keyword, escaped)
             return _LambdaTypes(tuple(args))
-        raise DialectError(f"unknown dialect call cpp.{name}")
+        raise outside_dialect(f"unknown dialect call cpp.{name}")
 
     def lambda_(self, node: cst.Lambda) -> Node:
         parameters = node.params
         if (parameters.posonly_params or parameters.kwonly_params or parameters.star_kwarg is not None
                 or not isinstance(parameters.star_arg, cst.MaybeSentinel)
                 or any(p.default is not None for p in parameters.params)):
-            raise DialectError("a lambda takes plain parameters only")
+            raise outside_dialect("a lambda takes plain parameters only")
         params = [p.name.value for p in parameters.params]
         inner = _CstReader({**self.names, **{p: unescape(p, plain=True) for p in params}})
         return _PyLambda(tuple(unescape(p, plain=True) for p in params), inner.expr(node.body))

@@ -158,8 +158,8 @@ class _FormulaReader:
                                  "place in derivatives.yaml; move it after the line")
             try:
                 tree = pydialect.from_cst(statement.value, names)
-            except pydialect.DialectError as error:
-                raise self.error(statement, f"`{expression}`: {error}") from None
+            except TranspileError as error:
+                raise self.error(statement, f"`{expression}`: {error.diagnostics[0].message}") from None
             formula = self.original(statement, comment_text, tree, non_tensors)
             if formula is None:
                 formula = cpp.render(cpp.print_tokens(tree), self.layout(statement, comment_text))
@@ -174,8 +174,11 @@ class _FormulaReader:
         try:
             original = json.loads(comment[len(ORIGINAL_COMMENT):])
             rewritten = to_main(cpp.parse(original), non_tensors) if isinstance(original, str) else None
-        except (json.JSONDecodeError, cpp.CppSyntaxError) as error:
+        except json.JSONDecodeError as error:
             raise self.error(statement, f"the yaml comment is not a JSON string of a C++ formula: {error}") from None
+        except TranspileError as error:
+            raise self.error(statement, "the yaml comment is not a JSON string of a C++ formula: "
+                             f"{error.diagnostics[0].message}") from None
         if rewritten is None:
             raise self.error(statement, "the yaml comment must be a JSON string")
         return original if rewritten == tree else None

@@ -138,7 +138,7 @@ class _Parser:
     def expect(self, text: str) -> Token:
         if not self.at(text):
             raise syntax_error(f"expected {text!r}, found {self.current.text or 'end of formula'!r}",
-                                 self.current.offset)
+                               self.current.offset)
         return self.advance()
 
     def expression(self, min_power: int = 0) -> Node:

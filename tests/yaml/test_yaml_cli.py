@@ -48,6 +48,15 @@ def test_untranslatable_entries_are_named_and_the_rest_imported():
     assert result.summary() == "imported 3 of 5 entries into 1 formula files; 2 could not be translated"
 
 
+
+def test_a_malformed_item_does_not_shift_the_lines_of_the_entries_after_it():
+    """Each problem names its own item's line, also after an item that is not a ``- name:`` mapping."""
+    text = "- 42\n-   name: cos(Tensor self) -> Tensor\n    self: grad * -self.sin( +\n\n" + SMALL_YAML
+    problems = import_yaml(text, "small.yaml").problems
+    assert [(p.line, p.message.split(": ")[0]) for p in problems] == [
+        (1, "entry `#0`"), (2, "entry `cos(Tensor self) -> Tensor`"),
+        (15, "entry `cos(Tensor self) -> Tensor`"), (23, "entry `not_an_op(Tensor self -> Tensor`")]
+
 def test_generated_formula_shape():
     text = import_yaml(SMALL_YAML, "small.yaml").files["derivatives_000.py"]
     assert '''@derivative("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", \

@@ -81,8 +81,12 @@ def read_entries(text: str) -> list[Entry | str]:
 
 
 def entry_lines(text: str) -> list[int]:
-    """1-based line number of each ``- name:`` item, in order."""
-    return [i for i, line in enumerate(text.splitlines(), 1) if line.startswith("- name:")]
+    """1-based line number of each item of the top-level list, in order (every item, so a
+    malformed one does not shift the lines of those after it)."""
+    root = yaml.compose(text, Loader=_YamlLoader)
+    if not isinstance(root, yaml.SequenceNode):
+        return []
+    return [item.start_mark.line + 1 for item in root.value]
 
 
 def _entry(item: object) -> Entry | str:

@@ -93,14 +93,22 @@ def _inputs() -> dict[str, tuple[tuple, dict]]:
     }
 
 
-# Why an op's compiled backward takes more kernels than torch's built-in one, where the cause is
-# known and not removable by a formula (printed next to the ops above 1.3x).
+# Why an op's compiled backward takes more time than torch's built-in one, where the cause is
+# known (printed next to the ops above 1.3x): a floor a formula cannot remove, or, said so, work
+# not done yet.
 FLOORS = {
     "hardsigmoid": "torch's fused hardsigmoid_backward has no derivative, and the compiled double backward "
                    "differentiates what the backward calls: hardtanh_backward then / 6, 2 kernels",
-    "layer_norm": "torch's fused native_layer_norm_backward reads the forward's mean and rstd, which carry no "
-                  "gradient: a backward capturing them would lose double backward; composed from the input",
-    "native_layer_norm": "as layer_norm: composed from the input, about a dozen kernels",
+    "layer_norm": "not a floor: torch runs one fused native_layer_norm_backward; the library composes the "
+                  "backward from the input (about a dozen kernels), since calling the fused op needs a formula "
+                  "of its own for its derivative (torch's layer_norm_double_backward), not written yet",
+    "native_layer_norm": "as layer_norm",
+    "ger": "a one-column result (vec2 of size 1): every BLAS product of the (N, 1) gradient with a vector "
+           "(mv, mm, matmul alike) takes ~5x torch's broadcast multiply and sum; outer, the same formula, "
+           "is below 1x on a square case",
+    "linalg_vector_norm": "not a floor: general p guards the zero norm and zero elements with where/ones_like "
+                          "(about 14 small kernels against torch's ~6); not sped up yet",
+    "norm.ScalarOpt_dim": "as linalg_vector_norm (general p)",
     "logit": "torch calls its fused logit_backward only when no double backward is recorded (it has no "
              "derivative); a formula has one backward for both, composed: 5 kernels",
     "silu": "as logit: torch's fused silu_backward runs only without double backward; composed: 4 kernels",

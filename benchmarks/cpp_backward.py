@@ -99,9 +99,10 @@ def _inputs() -> dict[str, tuple[tuple, dict]]:
 FLOORS = {
     "hardsigmoid": "torch's fused hardsigmoid_backward has no derivative, and the compiled double backward "
                    "differentiates what the backward calls: hardtanh_backward then / 6, 2 kernels",
-    "layer_norm": "not a floor: torch runs one fused native_layer_norm_backward; the library composes the "
-                  "backward from the input (about a dozen kernels), since calling the fused op needs a formula "
-                  "of its own for its derivative (torch's layer_norm_double_backward), not written yet",
+    "layer_norm": "torch runs one fused native_layer_norm_backward, whose own derivative (torch's "
+                  "layer_norm_double_backward) takes the total derivative through its mean and rstd arguments "
+                  "and refuses gradients for them: not a formula of that op's own inputs, so not one the library "
+                  "can prove by finite differences; composed from the input instead (about a dozen kernels)",
     "native_layer_norm": "as layer_norm",
     "ger": "a one-column result (vec2 of size 1): every BLAS product of the (N, 1) gradient with a vector "
            "(mv, mm, matmul alike) takes ~5x torch's broadcast multiply and sum; outer, the same formula, "

@@ -182,3 +182,59 @@ def test_an_argument_named_like_a_python_keyword(tmp_path: Path):
     assert checks.returncode == 0, checks.stderr[-3000:]
     assert checks.stdout.split(" schema=")[0].split() == ["gradchecks=True", "grad=True"]
     assert "int from, int to" in checks.stdout
+
+
+# A literal None or [] for a helper's optional list parameter, given or by default (``None`` and
+# ``[]`` differ: the helper branches on ``is None``).
+OPTIONAL_LIST_ARGUMENT = '''\
+from formulas import at, derivative, helper
+
+
+@helper
+def dims_weight(dims: list[int] | None = None) -> float:
+    """2 for None; 3 plus one per listed dim otherwise."""
+    weight = 2.0
+    if dims is not None:
+        weight = 3.0
+        for d in dims:
+            weight = weight + 1.0
+    return weight
+
+
+@derivative("dims_scaled(Tensor self) -> Tensor")
+def dims_scaled(self):
+    scale = dims_weight(None) + dims_weight([]) * 10.0 + dims_weight() * 100.0 + dims_weight([0, 1]) * 1000.0
+    result = at.mul(self, scale)
+    def backward(grad):
+        return grad * scale
+    return result, backward
+'''
+
+OPTIONAL_LIST_CHECK = """
+import sys, torch
+from transpiler.build import load_library
+load_library(sys.argv[1])
+op = torch.ops.optops.dims_scaled
+x = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64, requires_grad=True)
+ok = torch.autograd.gradcheck(op, (x,)) and torch.autograd.gradgradcheck(op, (x,))
+(g,) = torch.autograd.grad(op(x).sum(), x)
+print(f"gradchecks={ok} grad={torch.equal(g, torch.full_like(x, 5232.0))}")
+"""
+
+
+def test_a_literal_none_or_empty_list_for_a_helpers_optional_list(tmp_path: Path):
+    """``dims_weight(None)``, ``dims_weight([])`` and ``dims_weight()`` compile (a ``std::optional``
+    of a vector does not convert to the ``at::OptionalIntArrayRef`` parameter) and keep Python's
+    meaning: None is not the empty list (2 + 10 * 3 + 100 * 2 + 1000 * 5 = 5232)."""
+    from transpiler.lint.runner import lint_paths
+
+    package, out = tmp_path / "optops", tmp_path / "opt_cpp"
+    package.mkdir()
+    (package / "scaled.py").write_text(OPTIONAL_LIST_ARGUMENT)
+    assert lint_paths([str(package)]) == []
+    assert generate.main(["--formulas", str(package), "--out", str(out)]) == 0
+    library = build_library(out, tmp_path / "build")
+    checks = subprocess.run([sys.executable, "-c", OPTIONAL_LIST_CHECK, str(library)], cwd=REPO,
+                            capture_output=True, text=True)
+    assert checks.returncode == 0, checks.stderr[-3000:]
+    assert checks.stdout.split() == ["gradchecks=True", "grad=True"]

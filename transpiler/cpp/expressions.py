@@ -570,12 +570,10 @@ def _helper_call(node: cst.Call, helper: HelperSignature, context: Context) -> T
         raise unsupported(node, f"this call of helper '{helper.name}' (it {error})") from None
     texts = []
     for name, ty, default in helper.params:
-        if name in bound:
-            value = translate(bound[name], context, ty)
-        elif default is not None:
-            value = translate(default, context, ty)
-        else:
+        given = bound[name] if name in bound else default
+        if given is None:
             raise unsupported(node, f"this call of helper '{helper.name}' (missing argument '{name}')")
+        value = translate(given, context, None if is_none(given) else ty)
         if value.type.kind is Kind.OPTIONAL and value.type.elem == ty:
             # an optional passed where the helper takes its value (after an ``is None`` test in
             # the caller): std::optional::value() throws if it is empty, never reads garbage
@@ -584,5 +582,13 @@ def _helper_call(node: cst.Call, helper: HelperSignature, context: Context) -> T
         if not accepts(ty, value.type) and value.type.kind is not Kind.TUPLE:
             raise Untranslatable(node, TYPE_CONFLICT, f"helper '{helper.name}' takes {ty} for '{name}', "
                                  f"got {value.type}")
-        texts.append(value.text if value.borrowed else coerce(value, ty))   # helper lists are views too
+        if value.type.kind is Kind.NONE or (value.type.kind is Kind.LIST and value.type.elem.kind is Kind.UNKNOWN):
+            texts.append(_argument_text(value, ty))     # a literal None / [] as ATen's arguments spell it
+            continue
+        if value.borrowed:
+            texts.append(value.text)                   # helper lists are views too
+        elif ty == T.optional(T.INT_LIST):              # an owned list as the at::OptionalIntArrayRef view
+            texts.append(f"formulas::runtime::borrow({coerce(value, ty)})")
+        else:
+            texts.append(coerce(value, ty))
     return Typed(f"helpers::{helper.name}({', '.join(texts)})", helper.returns)

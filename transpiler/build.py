@@ -28,6 +28,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from transpiler.needs import TorchMissing, torch_missing
 from transpiler.output import OutputError, check_directory, describe, locked
 from transpiler.project import SHIPPED_NAMESPACE, ProjectError, find_project
 
@@ -172,13 +173,16 @@ def main(argv: list[str] | None = None) -> int:
         if not sources.is_dir() or not any(p.suffix == ".cpp" for p in sources.iterdir()):
             print(f"{sources}: no generated C++ here; run `transpile` first", file=sys.stderr)
             return 2
+        missing = torch_missing("python -m transpiler.build")
+        if missing:
+            print(missing, file=sys.stderr)
+            return 2
         path = build(sources, args.build_dir or project.build_dir, args.name or default_name(sources), args.verbose)
     except (OutputError, ProjectError) as error:
         print(f"python -m transpiler.build: {error}", file=sys.stderr)
         return 2
     except (ImportError, metadata.PackageNotFoundError):
-        print("python -m transpiler.build: torch is not installed; "
-              "python3 -m pip install 'derivatives-transpiler[test]' (torch==2.13.0, ninja)", file=sys.stderr)
+        print(f"{TorchMissing('python -m transpiler.build')}", file=sys.stderr)
         return 2
     except subprocess.CalledProcessError as error:
         print(f"precompiling the libtorch headers failed:\n{error.stderr}", file=sys.stderr)

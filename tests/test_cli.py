@@ -34,8 +34,8 @@ def test_help_lists_every_command_with_one_line(capsys):
 
 
 @pytest.mark.parametrize("command", sorted(cli.SUBCOMMANDS))
-def test_help_command_prints_its_usage(command, capsys, monkeypatch):
-    monkeypatch.setattr(needs, "has_torch", lambda: True)
+def test_help_command_prints_its_usage_even_without_torch(command, capsys, monkeypatch):
+    monkeypatch.setattr(needs, "has_torch", lambda: False)
     code, out, _ = run(["help", command], capsys)
     assert code == 0 and out.startswith("usage: ") and ("transpile " + command in out or "transpiler." in out)
 

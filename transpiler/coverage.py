@@ -116,7 +116,8 @@ def _library_ops(repo: Path) -> tuple[list[str], frozenset[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    missing = repository_missing("transpile coverage", "tests") or torch_missing("transpile coverage")
+    asks_help = bool({"-h", "--help"} & set(argv or ()))
+    missing = None if asks_help else repository_missing("transpile coverage", "tests") or torch_missing("transpile coverage")
     if missing:
         print(missing, file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 
 ``cpp_extension.load`` runs ``ninja -v`` and, when asked to be verbose, lets it write to file
 descriptor 1. :func:`ninja_progress` points that descriptor at a pipe for the duration, turns
-ninja's ``[N/M] c++ ... -c unit.cpp`` status lines into ``compiled N/M unit.cpp`` and keeps every
+ninja's ``[N/M] c++ ... -c unit.cpp`` status lines into ``compile N/M unit.cpp`` and keeps every
 other line (compiler errors) for the failure message. On a terminal a unit's line replaces the
 previous one; elsewhere (a log, CI) each is a line of its own. Quiet: nothing is printed.
 """
@@ -86,6 +86,6 @@ def _report(line: str, progress: Progress, other: list[str]) -> None:
     done, total, command = status.groups()
     unit = _UNIT.search(command + " ")
     if unit is not None:
-        progress.say(f"compiled {done}/{total} {os.path.basename(unit.group(1))}", replaceable=True)
+        progress.say(f"compile {done}/{total} {os.path.basename(unit.group(1))}", replaceable=True)
     else:
-        progress.say(f"linked {done}/{total} {progress.name}.so", replaceable=True)
+        progress.say(f"link {done}/{total} {progress.name}.so", replaceable=True)

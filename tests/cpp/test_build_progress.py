@@ -1,4 +1,4 @@
-"""``python -m transpiler.build`` says what it does: ninja's status lines become ``compiled N/M
+"""``python -m transpiler.build`` says what it does: ninja's status lines become ``compile N/M
 unit`` lines on stderr (one per line off a terminal), other output is kept for a failure's
 message, and ``--quiet`` prints nothing; packages share the precompiled libtorch header."""
 from __future__ import annotations
@@ -26,8 +26,8 @@ def test_ninja_lines_become_progress_lines_and_the_rest_is_kept(capfd):
         subprocess.run(["printf", "%s", NINJA], stdout=1, check=True)    # as cpp_extension runs ninja
     out, err = capfd.readouterr()
     assert out == ""
-    assert err.splitlines() == ["build myops_ops: compiled 1/3 sinh.cpp", "build myops_ops: compiled 2/3 helpers.cpp",
-                                "build myops_ops: linked 3/3 myops_ops.so"]
+    assert err.splitlines() == ["build myops_ops: compile 1/3 sinh.cpp", "build myops_ops: compile 2/3 helpers.cpp",
+                                "build myops_ops: link 3/3 myops_ops.so"]
     assert other == ["/tmp/p/sinh.cpp:3:1: error: expected ';'"]
 
 
@@ -43,11 +43,11 @@ def test_quiet_prints_nothing(capfd):
 def test_on_a_terminal_a_unit_replaces_the_previous_line(monkeypatch, capsys):
     progress = Progress("myops_ops")
     progress.terminal = True
-    progress.say("compiled 1/2 a.cpp", replaceable=True)
-    progress.say("compiled 2/2 b.cpp", replaceable=True)
+    progress.say("compile 1/2 a.cpp", replaceable=True)
+    progress.say("compile 2/2 b.cpp", replaceable=True)
     progress.done()
     err = capsys.readouterr().err
-    assert err.startswith("\r\033[Kbuild myops_ops: compiled 1/2 a.cpp\r\033[Kbuild myops_ops: compiled 2/2 b.cpp")
+    assert err.startswith("\r\033[Kbuild myops_ops: compile 1/2 a.cpp\r\033[Kbuild myops_ops: compile 2/2 b.cpp")
     assert err.endswith(" s\n") and err.count("\n") == 1
 
 
@@ -78,7 +78,7 @@ def test_two_packages_share_one_precompiled_header_and_say_what_they_compile(tmp
         done = subprocess.run([sys.executable, "-m", "transpiler.build", "--sources", str(out),
                                "--build-dir", str(build_dir)], cwd=REPO, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
-        assert f"build {package}_ops: compiled " in done.stderr and f" {op}.cpp\n" in done.stderr
+        assert f"build {package}_ops: compile " in done.stderr and f" {op}.cpp\n" in done.stderr
         cflags = (build_dir / f"{package}_ops" / "build.ninja").read_text().split("\ncflags = ", 1)[1].split("\n")[0]
         headers.append(cflags.split("-include ", 1)[1].split()[0])
         included = subprocess.run(["c++", *cflags.split(), "-Winvalid-pch", "-H", "-fsyntax-only", str(out / f"{op}.cpp")],

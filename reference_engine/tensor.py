@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from reference_engine.dtypes import DType, TensorOptions, from_numpy
+from reference_engine.printing import tensor_repr
 
 _new_object = object.__new__
 
@@ -241,15 +242,17 @@ class Tensor:
         return int(self._data.item())
 
     def __repr__(self) -> str:
-        body = np.array2string(self._data, separator=", ", prefix="tensor(")
-        extras = []
-        if self._data.dtype != np.float32 and self._data.dtype != np.int64 and self._data.dtype != np.bool_:
-            extras.append(f"dtype={self.dtype!r}")
+        """torch's repr (:mod:`reference_engine.printing`): ``tensor([1.5000, 2.2500], requires_grad=True)``."""
+        array = self._data
+        default_dtype = array.dtype in (np.float32, np.int64, np.bool_)
+        suffixes = []
+        if not default_dtype or (array.size == 0 and array.dtype != np.float32):
+            suffixes.append(f"dtype={self.dtype!r}")
         if self._grad_fn is not None:
-            extras.append(f"grad_fn=<{self._grad_fn.name()}>")
+            suffixes.append(f"grad_fn=<{self._grad_fn.name()}>")
         elif self._requires_grad:
-            extras.append("requires_grad=True")
-        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+            suffixes.append("requires_grad=True")
+        return tensor_repr(array, suffixes, default_dtype)
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:

@@ -101,9 +101,10 @@ refresh()
 install()
 
 __all__ = [
-    "CPU", "DType", "Device", "Function", "FunctionCtx", "GradcheckError", "Generator", "Tensor", "arange", "as_tensor",
-    "autograd", "backend", "backward", "bool", "bool_", "define", "device", "double", "enable_grad", "eye", "float", "float32", "float64",
-    "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install", "is_grad_enabled",
-    "is_tensor", "jvp", "linspace", "long", "manual_seed", "nn", "no_grad", "once_differentiable", "ones", "ones_like", "op",
-    "rand", "randn", "refresh", "render", "set_grad_enabled", "tensor", "to_dot", "zeros", "zeros_like",
+    "CPU", "DType", "Device", "Function", "FunctionCtx", "Generator", "GradcheckError", "Tensor", "arange",
+    "as_tensor", "autograd", "backend", "backward", "bool", "bool_", "define", "device", "double", "enable_grad",
+    "eye", "float", "float32", "float64", "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "install",
+    "int64", "is_grad_enabled", "is_tensor", "jvp", "linspace", "long", "manual_seed", "nn", "no_grad",
+    "once_differentiable", "ones", "ones_like", "op", "rand", "randn", "refresh", "render", "set_grad_enabled",
+    "tensor", "to_dot", "zeros", "zeros_like",
 ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
+
 from reference_engine import functions
 from reference_engine.dispatch import dispatcher
 from reference_engine.missing import missing_attribute
@@ -140,6 +142,34 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
     return input.log_softmax(_softmax_dim("log_softmax", input.dim()) if dim is None else dim, dtype)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    return (-input).softmax(_softmax_dim("softmin", input.dim()) if dim is None else dim, dtype)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
+    """``input`` divided by its ``p``-norm along ``dim``, the norm clamped below at ``eps``."""
+    if out is not None:
+        raise NotImplementedError("normalize(out=...) is not offered by the reference engine")
+    norm = dispatcher.call("norm", (input, p, [dim], True), {})
+    return input / dispatcher.call("clamp_min", (norm, eps), {}).expand_as(input)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """An int64 tensor with one more dimension, 1 at each index of ``tensor`` (not differentiable)."""
+    indices = tensor._data
+    if indices.dtype != np.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        if not indices.size:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(indices.max()) + 1
+    if indices.size and indices.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if indices.size and indices.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return Tensor._wrap(np.eye(num_classes, dtype=np.int64)[indices])
 
 
 # ----------------------------------------------------------------------------- layers

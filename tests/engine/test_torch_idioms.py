@@ -259,7 +259,8 @@ FUNCTIONAL = [
     ("huber_loss", lambda x, t, p: (x, p), {"delta": 0.5}),
     ("binary_cross_entropy", lambda x, t, p: (x.sigmoid(), p), {}),
     ("binary_cross_entropy_with_logits", lambda x, t, p: (x, p), {"reduction": "sum"}),
-    ("layer_norm", lambda x, t, p: (x, (3,)), {}), ("pad", lambda x, t, p: (x, (1, 2)), {"value": 0.5}),
+    ("softmin", lambda x, t, p: (x, 1), {}), ("normalize", lambda x, t, p: (x,), {}),
+    ("normalize", lambda x, t, p: (x, 1.0, 0), {}), ("layer_norm", lambda x, t, p: (x, (3,)), {}), ("pad", lambda x, t, p: (x, (1, 2)), {"value": 0.5}),
 ]
 
 
@@ -294,6 +295,18 @@ def test_nn_functional_layers_match_torch():
             if gt is not None:
                 assert_same(g, gt)
         assert_same(ours, theirs)
+
+
+def test_one_hot_is_torch_s():
+    for values, classes in (([0, 2], -1), ([[1], [3]], 5), ([], 3)):
+        index = np.asarray(values, dtype=np.int64)
+        ours, theirs = EF.one_hot(engine.tensor(index), classes), F.one_hot(torch.tensor(index), classes)
+        assert_same(ours, theirs)
+    for values, classes in (([-1, 2], -1), ([0, 3], 3), ([], -1)):
+        index = np.asarray(values, dtype=np.int64)
+        same_error(lambda i=index, n=classes: EF.one_hot(engine.tensor(i), n),
+                   lambda i=index, n=classes: F.one_hot(torch.tensor(i), n))
+    same_error(lambda: EF.one_hot(engine.tensor([0.0])), lambda: F.one_hot(torch.tensor([0.0])))
 
 
 def test_nn_functional_softmax_without_dim_warns_and_picks_torch_s_dim():

@@ -132,6 +132,24 @@ class Tensor:
         t._version = self._version or self._counter()
         return t
 
+    @property
+    def data(self) -> Tensor:
+        """The values as a tensor outside the graph, sharing memory but not the version counter:
+        an in-place write through it is not seen by autograd (torch's ``.data``; prefer
+        ``detach()``, whose writes are checked)."""
+        t = Tensor._wrap(self._data)
+        t._value = self._value
+        return t
+
+    @data.setter
+    def data(self, other: Tensor) -> None:
+        if not isinstance(other, Tensor):
+            raise TypeError(f"data must be a Tensor, not {type(other).__name__}")
+        if self._requires_grad and not other.is_floating_point():
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex "
+                               "dtype")
+        self._data = self._value = other._data
+
     def detach_(self) -> Tensor:
         """Cut this tensor from the graph in place."""
         self._grad_fn = None

@@ -125,6 +125,29 @@ def test_next_functions_walk_the_graph_as_torch():
     assert [f is None for f, _ in y.grad_fn.next_functions] == [f is None for f, _ in yt.grad_fn.next_functions]
 
 
+def test_data_is_torch_s_unchecked_view_of_the_values():
+    x, xt = both([1.0, 2.0])
+    y, yt = x.sin(), xt.sin()
+    version, version_t = x._version_value, xt._version
+    x.data.mul_(2)          # not seen by autograd: the backward reads the new values, as torch's
+    xt.data.mul_(2)
+    assert x._version_value == version and xt._version == version_t
+    assert not x.data.requires_grad and x.data.grad_fn is None and x.data.is_leaf
+    y.sum().backward()
+    yt.sum().backward()
+    assert_same(x.grad, xt.grad)
+    x.data, xt.data = engine.tensor([5.0, 6.0, 7.0], dtype=engine.float64), torch.tensor([5.0, 6.0, 7.0],
+                                                                                       dtype=torch.float64)
+    assert_same(x, xt)
+    assert x.requires_grad and xt.requires_grad
+    same_error(lambda: setattr(x, "data", engine.tensor([1, 2])), lambda: setattr(xt, "data", torch.tensor([1, 2])))
+    p, pt = both([1.0, 2.0])        # the training-loop idiom
+    p.grad, pt.grad = engine.tensor([0.5, 0.5], dtype=engine.float64), torch.tensor([0.5, 0.5], dtype=torch.float64)
+    p.data -= 0.1 * p.grad
+    pt.data -= 0.1 * pt.grad
+    assert_same(p, pt)
+
+
 # ----------------------------------------------------------------------------- in place
 def _inplace_cases():
     return [("relu_", (), {}), ("clamp_", (0.0, 1.9), {}), ("clamp_", (), {"min": 0.7}), ("fill_", (2.5,), {}),

@@ -419,6 +419,20 @@ def test_graph_pictures_for_notebooks():
         assert graph._repr_png_().startswith(b"\x89PNG")
 
 
+def test_graph_pictures_run_dot_on_the_text(monkeypatch, tmp_path):
+    """With a stand-in ``dot`` on PATH: the text goes to its stdin, ``-Tsvg`` / ``-Tpng`` pick
+    the format, its stdout is the picture (str for SVG, bytes for PNG)."""
+    script = tmp_path / "dot"
+    script.write_text('#!/bin/sh\n/bin/cat > "$0.$1.in"\nif [ "$1" = -Tsvg ]; then echo "<svg>drawn</svg>"; '
+                      'else printf "\\211PNG"; fi\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    graph = engine.to_dot(engine.tensor([1.0], requires_grad=True).exp())
+    assert graph._repr_svg_() == "<svg>drawn</svg>\n"
+    assert graph._repr_png_() == b"\x89PNG"
+    assert (tmp_path / "dot.-Tsvg.in").read_text() == graph == (tmp_path / "dot.-Tpng.in").read_text()
+
+
 def test_graph_pictures_without_graphviz_fall_back_to_text_with_one_line(monkeypatch):
     """A notebook shows the DOT text (the method returns None) after a one-line warning."""
     graph = engine.to_dot(engine.tensor([1.0], requires_grad=True).exp())

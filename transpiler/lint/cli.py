@@ -6,7 +6,9 @@ Prints one finding per line (``path:line:col: CODE message``), or JSON, SARIF
 friends override them. Results are cached (:mod:`transpiler.lint.cache`) in
 the project's cache directory unless ``--no-cache``. ``--fix`` on stdin (``-``) writes the fixed source to
 stdout (the input unchanged when there is nothing to fix) and the findings left
-to stderr. Exit status: 0 no findings (always with ``--exit-zero``), 1 findings
+to stderr; a ``--fix`` that changes nothing says so in one line on stderr.
+Unsafe fixes (``@once_differentiable`` on a Function's backward) are applied or
+shown only with ``--unsafe-fixes``. Exit status: 0 no findings (always with ``--exit-zero``), 1 findings
 (after ``--fix``: findings left; with ``--diff``: fixes to apply), 2 usage
 error, configuration error, unreadable input or a dead worker process.
 """
@@ -18,6 +20,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from transpiler.diagnostics import Diagnostic
 from transpiler.lint import output
 from transpiler.lint.runner import LintResult, WorkerDied, lint
 from transpiler.lint.settings import ConfigError, Settings, codes, load_settings
@@ -40,11 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="files or directories (searched for *.py), or - for stdin; default: . (less the excludes)")
     parser.add_argument("--format", choices=output.FORMATS, default="text", help="output format")
     parser.add_argument("--fix", action="store_true",
-                        help="rewrite formula files in place where a fix exists, then report what is left "
+                        help="rewrite files in place where a (safe) fix exists, then report what is left "
                              "(on stdin: print the fixed source, report to stderr)")
     parser.add_argument("--diff", action="store_true",
                         help="print the fixes --fix would make as a unified diff, write nothing "
                              "(exit 1 when there are some)")
+    parser.add_argument("--unsafe-fixes", action="store_true",
+                        help="with --fix or --diff, include the unsafe fixes too (they change behaviour: "
+                             "@once_differentiable on a Function's backward makes double backward raise)")
     parser.add_argument("--select", type=_code_list, metavar="CODES",
                         help="codes or prefixes to report, comma-separated (default: all, or the configuration's)")
     parser.add_argument("--ignore", type=_code_list, metavar="CODES", help="codes or prefixes not to report")
@@ -154,7 +160,7 @@ def main(argv: list[str]) -> int:
         settings = settings_from(args)
         result = lint(args.paths or DEFAULT_PATHS, fix=args.fix, jobs=args.jobs,
                       trust_bytecode=args.trust_bytecode, settings=settings, diff=args.diff, stdin=stdin,
-                      cache_dir=cache_directory(args))
+                      cache_dir=cache_directory(args), unsafe_fixes=args.unsafe_fixes)
     except (ConfigError, WorkerDied) as error:
         return _usage_error(str(error))
     if result.cache_warning is not None:
@@ -163,21 +169,40 @@ def main(argv: list[str]) -> int:
         print(f"transpile lint: error: {diagnostic.path}: {diagnostic.message}", file=sys.stderr)
     if args.diff:
         _write("".join(result.diffs))
+        if result.unsafe_hidden:
+            print(f"transpile lint: not shown: {_hidden(result.unsafe_hidden)} (add --unsafe-fixes)", file=sys.stderr)
         return 2 if result.unreadable else 1 if result.diffs and not args.exit_zero else 0
     findings = result.findings
     if result.fixed_stdin is not None:       # like ruff: the fixed source to stdout, what is left to stderr
         sys.stdout.buffer.write(result.fixed_stdin)
         sys.stdout.flush()
         sys.stderr.write(output.render(args.format, findings))
+        if findings and result.fixed_stdin == stdin[1]:
+            print(nothing_fixed(findings, result.unsafe_hidden), file=sys.stderr)
         return 1 if findings and not args.exit_zero else 0
     _write(output.render(args.format, findings))
     for path in result.fixed:
         print(f"transpile lint: fixed {path}", file=sys.stderr)
+    if args.fix and findings and not result.fixed:
+        print(nothing_fixed(findings, result.unsafe_hidden), file=sys.stderr)
     if args.statistics:
         print(statistics(result), file=sys.stderr)
     if result.unreadable:
         return 2
     return 1 if findings and not args.exit_zero else 0
+
+
+def nothing_fixed(findings: tuple[Diagnostic, ...], unsafe_hidden: int) -> str:
+    """One line for a ``--fix`` that changed nothing: how many findings, and why none was fixed."""
+    found = f"{len(findings)} finding{'s' if len(findings) != 1 else ''}"
+    if unsafe_hidden:
+        return (f"transpile lint: --fix fixed nothing: {found}, of which {unsafe_hidden} "
+                f"{'has' if unsafe_hidden == 1 else 'have'} an unsafe fix (add --unsafe-fixes to apply it)")
+    return f"transpile lint: --fix fixed nothing: {found}, none fixable (each message names its remedy)"
+
+
+def _hidden(count: int) -> str:
+    return "1 finding's unsafe fix" if count == 1 else f"{count} findings' unsafe fixes"
 
 
 def statistics(result: LintResult) -> str:

@@ -147,6 +147,7 @@ class LintResult:
     diffs: tuple[str, ...] = ()     # ``--diff``: one unified diff per file the fixes would change
     fixed_stdin: bytes | None = None  # ``--fix`` on stdin: the fixed source (the input when nothing changed)
     cache_warning: str | None = None  # the result cache could not be written (one line)
+    unsafe_hidden: int = 0          # findings an unsafe fix would address, not applied (no ``unsafe_fixes``)
 
     @property
     def unreadable(self) -> tuple[Diagnostic, ...]:
@@ -169,7 +170,8 @@ def lint_paths(paths: list[str]) -> list[Diagnostic]:
 
 def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
          trust_bytecode: bool = True, settings: Settings | None = None, diff: bool = False,
-         stdin: tuple[str, bytes] | None = None, cache_dir: Path | None = None) -> LintResult:
+         stdin: tuple[str, bytes] | None = None, cache_dir: Path | None = None,
+         unsafe_fixes: bool = False) -> LintResult:
     """Run every rule on ``paths`` (files, or directories searched for ``*.py``).
 
     ``trust_bytecode``: skip the syntax check of files whose up-to-date bytecode
@@ -178,7 +180,9 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     compute the fixes as diffs instead of writing them. ``stdin``: lint this
     (name, bytes) instead of files; with ``fix`` the fixed bytes are returned,
     nothing is written. ``cache_dir``: reuse and keep results there
-    (:mod:`transpiler.lint.cache`; never for stdin). Raises :class:`WorkerDied`.
+    (:mod:`transpiler.lint.cache`; never for stdin). ``unsafe_fixes``: ``fix`` and
+    ``diff`` include the unsafe fixes (otherwise they are only counted). Raises
+    :class:`WorkerDied`.
     """
     settings = settings or Settings()
     paths = list(paths)
@@ -200,13 +204,17 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     closure_findings, fixed, diffs, fixed_sources = (
         _formula_rules(formula_paths, sources, fix or diff, diff, wanted, cache) if formula_paths
         else ({}, [], [], {}))
+    unsafe_hidden = 0
+    if fix or diff:
+        reports, unsafe_hidden = _function_fixes(reports, sources, settings, unsafe_fixes, write=not diff,
+                                                 fixed=fixed, diffs=diffs, fixed_sources=fixed_sources)
     fixed_stdin = fixed_sources.get(stdin[0], stdin[1]) if stdin is not None and fix and not diff else None
     diagnostics = {d for r in reports for d in r.diagnostics} | set(missing)
     diagnostics.update(d for found in closure_findings.values() for d in found)
     kept = (d for d in diagnostics if d.code == UNREADABLE or settings.enabled(d.code, d.path))
     return LintResult(tuple(sorted(kept)), len(files), sum(r.functions for r in reports),
                       len(formula_paths), tuple(fixed), tuple(diffs), fixed_stdin,
-                      cache.save() if cache is not None else None)
+                      cache.save() if cache is not None else None, unsafe_hidden)
 
 
 def _wanted(settings: Settings, path: str, code: str, line_text: str) -> bool:
@@ -240,6 +248,55 @@ def _formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, di
             else:
                 fixed.append(path)
     return {path: closure.check(path) for path in paths}, fixed, diffs, fixed_sources
+
+
+def _function_fixes(reports: list[FileReport], sources: Mapping[str, bytes], settings: Settings,
+                    unsafe: bool, write: bool, fixed: list[str], diffs: list[str],
+                    fixed_sources: dict[str, bytes]) -> tuple[list[FileReport], int]:
+    """The unsafe fix of ctx-style Functions (:mod:`transpiler.lint.function_fix`): a backward
+    whose Function has a reported DB100 gets ``@once_differentiable``. With ``unsafe``, each
+    changed file goes to ``diffs`` (not ``write``), to ``fixed_sources`` (given in memory) or
+    is written and listed in ``fixed``, and its report is made again; without, the findings
+    it would address are only counted. Formula files are left to the closure fix."""
+    from transpiler.lint.function_fix import once_differentiable_fix
+
+    kept_intermediate = codes.KEPT_INTERMEDIATE.code
+    out: list[FileReport] = []
+    hidden = 0
+    for report in reports:
+        path = report.path
+        lines = {d.line for d in report.diagnostics
+                 if d.code == kept_intermediate and settings.enabled(d.code, path)}
+        if not lines or report.formula_file:
+            out.append(report)
+            continue
+        try:
+            raw = sources[path] if path in sources else Path(path).read_bytes()
+            before = decode_source(path, raw)
+            change = once_differentiable_fix(before, lines)
+        except Exception:  # noqa: BLE001 - no fix for this file; its findings stand as reported
+            out.append(report)
+            continue
+        if not change.lines:
+            out.append(report)
+        elif not unsafe:
+            hidden += sum(1 for d in report.diagnostics if d.code == kept_intermediate and d.line in change.lines)
+            out.append(report)
+        elif not write:
+            diffs.append("".join(difflib.unified_diff(
+                before.splitlines(keepends=True), change.source.splitlines(keepends=True),
+                f"a/{path}", f"b/{path}")))
+            out.append(report)
+        else:
+            data = encode_source(change.source, source_encoding(path, raw))
+            if path in sources:
+                fixed_sources[path] = data
+                out.append(check_source(path, data, trust_bytecode=False))
+            else:
+                _write_through(path, data)
+                fixed.append(path)
+                out.append(check_file(path, trust_bytecode=False))
+    return out, hidden
 
 
 CLOSURE_KEY = "closure"
@@ -436,7 +493,7 @@ def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bo
     diagnostics: tuple[Diagnostic, ...] = ()
     if report.findings:
         lines = _decode(path, source).splitlines()
-        found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message,
+        found = (Diagnostic(path, f.line, _column(lines, f.line, f.col_offset), f.code, f.message, f.fix,
                             related=tuple((line, _column(lines, line, col)) for line, col in f.related))
                  for f in report.findings)
         diagnostics = _without_file_noqa(without_suppressed(found, lines), file_noqa)

@@ -48,6 +48,7 @@ class Finding:
     code: str
     message: str
     related: tuple[tuple[int, int], ...] = ()    # other places with the same root cause (line, col offset)
+    fix: str | None = None                       # the fix offered, described (``--format json``)
 
 
 @dataclass(frozen=True)
@@ -171,8 +172,9 @@ def check_class(cls: ast.ClassDef, imports: ImportTable, module: ModuleScope | N
             for hazard in analysis.hazards():
                 if hazard.attribute is None or hazard.attribute in used:
                     reported.setdefault(hazard.sites | {hazard.code}, []).append(hazard)
+            decoratable = isinstance(backward, ast.FunctionDef) and _class_lines(cls)
             for same_cause in reported.values():
-                findings.append(_finding(same_cause, opaque))
+                findings.append(_finding(same_cause, opaque, decoratable or None))
     if backward is not None:
         findings.extend(_check_backward(backward, imports, tensor_attributes))
     return findings
@@ -199,8 +201,18 @@ def recomputes_when_recording(backward: ast.FunctionDef, imports: ImportTable) -
     return False
 
 
-def _finding(hazards: list[Hazard], opaque: list[ast.Call]) -> Finding:
-    """One finding per root cause: the first place keeping it, the others as related locations."""
+ONCE_DIFFERENTIABLE_FIX = ("unsafe (--unsafe-fixes): mark backward @once_differentiable, so that double "
+                           "backward raises instead of being silently wrong")
+
+
+def _class_lines(cls: ast.ClassDef) -> range:
+    return range(cls.lineno, (cls.end_lineno or cls.lineno) + 1)
+
+
+def _finding(hazards: list[Hazard], opaque: list[ast.Call], decoratable: range | None = None) -> Finding:
+    """One finding per root cause: the first place keeping it, the others as related locations.
+    ``decoratable``: the lines of a class whose own backward ``--unsafe-fixes`` can decorate
+    (the fix of :mod:`transpiler.lint.function_fix`, offered on a DB100 inside them)."""
     first, *others = hazards
     located = first.element if first.element is not None else first.node
     message = first.message
@@ -220,7 +232,10 @@ def _finding(hazards: list[Hazard], opaque: list[ast.Call]) -> Finding:
     if related:
         message += f" (the same value is also kept at line{'s' if len(related) > 1 else ''} " \
                    f"{', '.join(str(line) for line, _ in related)})"
-    return Finding(located.lineno, located.col_offset, first.code, message, related)
+    fixable = (first.code == codes.KEPT_INTERMEDIATE.code and decoratable is not None
+               and located.lineno in decoratable)
+    return Finding(located.lineno, located.col_offset, first.code, message, related,
+                   ONCE_DIFFERENTIABLE_FIX if fixable else None)
 
 
 def _callee(call: ast.Call) -> str:

@@ -4,6 +4,7 @@ the formula library, the configuration, the linter) is seen; a broken or unwrita
 only costs speed."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -190,6 +191,35 @@ def test_another_linter_computes_everything_again(tmp_path, checked, monkeypatch
     monkeypatch.setattr(result_cache, "tool_fingerprint", lambda: "another version")
     lint([str(tmp_path)], cache_dir=tmp_path / "cache")
     assert checked == ["f.py"]
+
+
+def test_the_linter_is_identified_by_the_bytes_of_its_sources(tmp_path, monkeypatch):
+    """An edit of the linter that keeps its sources' sizes and modification times is another linter."""
+    source = write(tmp_path / "linter" / "rule.py", "MESSAGE = 'old'\n")
+    status = source.stat()
+    monkeypatch.setattr(result_cache, "PACKAGE", tmp_path / "linter")
+    before = result_cache.tool_fingerprint()
+    source.write_text("MESSAGE = 'new'\n")
+    os.utime(source, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert source.stat().st_size == status.st_size
+    assert result_cache.tool_fingerprint() != before
+
+
+def forged_bytecode(path: Path) -> None:
+    """A hash-based pyc that matches ``path``'s bytes, as if CPython had compiled them."""
+    header = importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little") + importlib.util.source_hash(path.read_bytes())
+    pyc = Path(importlib.util.cache_from_source(str(path)))
+    pyc.parent.mkdir(exist_ok=True)
+    pyc.write_bytes(header)
+
+
+def test_a_result_that_trusted_bytecode_is_not_reused_without_that_trust(tmp_path):
+    broken = write(tmp_path / "src" / "broken.py", "def (\n")
+    forged_bytecode(broken)
+    assert lint([str(tmp_path / "src")], cache_dir=tmp_path / "cache").diagnostics == ()   # trusted
+    untrusting = lint([str(tmp_path / "src")], trust_bytecode=False, cache_dir=tmp_path / "cache")
+    assert [(d.line, d.code) for d in untrusting.diagnostics] == [(1, "DB000")]
+    assert lint([str(tmp_path / "src")], cache_dir=tmp_path / "cache").diagnostics == ()
 
 
 @pytest.mark.parametrize("garbage", [b"", b"\x00\xff not json", b"[]", b'{"format": 1, "entries": []}',

@@ -185,10 +185,11 @@ class ResultCache:
         self._current: dict[tuple[str, FileStamp], bool] = {}
 
     @staticmethod
-    def open(directory: Path, paths: Iterable[str]) -> ResultCache:
-        """The cache of a run over ``paths`` from the working directory (empty when there is none
-        or it cannot be read)."""
-        key = "\0".join([tool_fingerprint(), os.getcwd(), *sorted(os.path.abspath(p) for p in paths)])
+    def open(directory: Path, paths: Iterable[str], options: str = "") -> ResultCache:
+        """The cache of a run over ``paths`` from the working directory with the ``options`` that
+        change what a file's result is (``--no-bytecode-cache``); empty when there is none or it
+        cannot be read."""
+        key = "\0".join([tool_fingerprint(), options, os.getcwd(), *sorted(os.path.abspath(p) for p in paths)])
         path = directory / f"{blake2b(key.encode('utf-8', 'surrogateescape'), digest_size=12).hexdigest()}.json"
         try:
             with open(path, "rb") as file:
@@ -268,16 +269,18 @@ def _prune(directory: Path) -> None:
 
 
 def tool_fingerprint() -> str:
-    """What identifies the linter that computes the results: this interpreter, the transpiler's
-    sources (their stamps) and libcst's (the formula front-end)."""
-    parts = [sys.version, str(PACKAGE)]
-    for directory, _, names in sorted(os.walk(PACKAGE)):
-        for name in sorted(names):
-            if name.endswith(".py"):
-                status = os.stat(os.path.join(directory, name))
-                parts.append(f"{directory}/{name}:{status.st_mtime_ns}:{status.st_size}")
+    """What identifies the linter that computes the results: this interpreter, and the bytes of
+    the transpiler's sources and of libcst's entry module (the formula front-end). Bytes, not
+    stamps: an edit that restores a source's size and modification time is still another
+    linter (hashing them costs about 3 ms a run). libcst's version file names its release."""
+    digest = blake2b(f"{sys.version}\0{PACKAGE}".encode("utf-8", "surrogateescape"), digest_size=16)
+    sources = [os.path.join(directory, name) for directory, _, names in sorted(os.walk(PACKAGE))
+               for name in sorted(names) if name.endswith(".py")]
     libcst = importlib.util.find_spec("libcst")
     if libcst is not None and libcst.origin is not None:
-        status = os.stat(libcst.origin)
-        parts.append(f"{libcst.origin}:{status.st_mtime_ns}:{status.st_size}")
-    return blake2b("\n".join(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+        sources += [libcst.origin, os.path.join(os.path.dirname(libcst.origin), "_version.py")]
+    for source in sources:
+        digest.update(f"\0{source}\0".encode("utf-8", "surrogateescape"))
+        with contextlib.suppress(OSError), open(source, "rb") as file:
+            digest.update(file.read())
+    return digest.hexdigest()

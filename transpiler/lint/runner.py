@@ -192,7 +192,8 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
         missing = [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing_paths]
         sources = {}
         ctx.use_tree(files)                   # names resolve across the files of this run
-        cache = ResultCache.open(cache_dir, paths) if cache_dir is not None else None
+        options = f"trust_bytecode={trust_bytecode}"       # the settings are applied after the cache
+        cache = ResultCache.open(cache_dir, paths, options) if cache_dir is not None else None
         reports = check_files(files, jobs, trust_bytecode, cache)
         reports = _subclasses_of_tree_functions(reports, trust_bytecode, cache)
     formula_paths = [r.path for r in reports if r.formula_file]
@@ -486,17 +487,19 @@ def compiled_before(path: str, source: bytes) -> bool:
     CPython (at import, or pip at install time) writes a ``.pyc`` only after
     compiling the source without error, so an up-to-date one proves there is
     no syntax error. Up to date means: the magic number of this interpreter,
-    and either the source hash (hash-based pycs) or the source's mtime and
-    size as recorded (timestamp pycs), the pyc itself written in a later
-    second than the source's last change, so that an edit in the second the
-    pyc was written cannot go unnoticed. Only the 16-byte header is read.
+    and either the source hash (hash-based pycs) or, for timestamp pycs, the
+    source's mtime and size as recorded, the pyc itself written in a later
+    second than the source's recorded mtime (an edit in the second the pyc was
+    written cannot go unnoticed) and after the source's last change of any
+    kind (its ctime: an edit whose mtime was set back, by ``cp -p``, ``tar``
+    or ``os.utime``, moves the ctime on). Only the 16-byte header is read.
     """
     try:
         pyc = importlib.util.cache_from_source(path)
         with open(pyc, "rb") as file:
             header = file.read(16)
-        pyc_written = int(os.stat(pyc).st_mtime)
-        source_changed = int(os.stat(path).st_mtime)
+            pyc_written = os.fstat(file.fileno()).st_mtime_ns
+        source_status = os.stat(path)
     except (OSError, ValueError, NotImplementedError):
         return False
     if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
@@ -506,8 +509,10 @@ def compiled_before(path: str, source: bytes) -> bool:
         return header[8:16] == importlib.util.source_hash(source)
     recorded_mtime = int.from_bytes(header[8:12], "little")
     recorded_size = int.from_bytes(header[12:16], "little")
+    source_changed = source_status.st_mtime_ns // 1_000_000_000
     return (flags == 0 and recorded_mtime == source_changed & 0xFFFFFFFF
-            and recorded_size == len(source) & 0xFFFFFFFF and pyc_written > source_changed)
+            and recorded_size == len(source) & 0xFFFFFFFF and pyc_written // 1_000_000_000 > source_changed
+            and pyc_written > source_status.st_ctime_ns)
 
 
 def uses_derivative(tree: ast.Module) -> bool:

@@ -6,12 +6,17 @@ endings are kept as written, so a rewrite (``lint --fix``) keeps them too.
 Bytes that do not decode are a ``DB000`` diagnostic at their place (line,
 column and byte offset), never a ``UnicodeDecodeError``. Kept free of libcst so
 the lint driver can use it on every file. A file too deeply nested for the
-linter's recursive passes is a ``DB000`` too (:func:`too_deep`).
+linter's recursive passes is a ``DB000`` too (:func:`too_deep`). Every read
+is bounded (:func:`read_regular`): a FIFO, a device or a file larger than the
+limit is an ``OSError`` saying so, never a hang or an unbounded read.
 """
 from __future__ import annotations
 
 import ast
+import errno
 import io
+import os
+import stat
 import sys
 import tokenize
 from pathlib import Path
@@ -20,6 +25,7 @@ from transpiler import codes
 from transpiler.diagnostics import Diagnostic
 
 SYNTAX = codes.UNPARSABLE.code
+MAX_SOURCE_BYTES = 32 * 2**20    # the largest Python sources in the wild are ~6 MB (generated API clients)
 
 
 class UndecodableSource(Exception):
@@ -63,7 +69,35 @@ def decode_source(path: str, data: bytes) -> str:
 
 def read_source(path: str | Path) -> str:
     """The text of the file at ``path``; raises :class:`UndecodableSource` or ``OSError``."""
-    return decode_source(str(path), Path(path).read_bytes())
+    return decode_source(str(path), read_regular(path)[1])
+
+
+def read_regular(path: str | Path, limit: int = MAX_SOURCE_BYTES) -> tuple[os.stat_result, bytes]:
+    """The status and bytes of the regular file at ``path`` (symlinks followed), at most ``limit``
+    bytes. Raises ``OSError`` (``strerror`` says what, in words) for anything else: a FIFO or
+    a device (opened without blocking, never read), a larger file, a missing or looping path."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({special_kind(status.st_mode)})", str(path))
+        with open(descriptor, "rb", closefd=False) as file:
+            data = file.read(limit + 1)
+    finally:
+        os.close(descriptor)
+    if len(data) > limit:
+        amount = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit} bytes"
+        raise OSError(errno.EFBIG, f"larger than {amount}, the most this reads", str(path))
+    return status, data
+
+
+def special_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return kind
+    return "a special file"
 
 
 def encode_source(text: str, encoding: str) -> bytes:

@@ -7,11 +7,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from lint.test_driver import FORMULA, function_file, run_cli, write
+from lint.test_driver import FORMULA, child_env, function_file, run_cli, write
 
 from transpiler.lint import cache as result_cache
 from transpiler.lint import runner
@@ -231,6 +233,35 @@ def test_a_corrupt_cache_is_an_empty_one(tmp_path, garbage):
     cache_file.write_bytes(garbage)
     assert cached([tmp_path / "src"], tmp_path / "cache") == [("f.py", 8, "DB100"), ("f.py", 14, "DB104")]
     assert json.loads(cache_file.read_bytes())["format"] == result_cache.FORMAT     # written again, whole
+
+
+HOSTILE_CACHES = {
+    "fifo": lambda path: os.mkfifo(path),
+    "device": lambda path: os.symlink("/dev/zero", path),
+    "symlink loop": lambda path: os.symlink(path.name, path),
+    "deeply nested": lambda path: path.write_text('{"format": 1, "entries": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+    "nested within the parser's depth": lambda path: path.write_text(
+        '{"format": 1, "entries": {"file:x": {"value": ' + "[" * 500 + "]" * 500 + ', "depends": {}}}}'),
+    "huge": lambda path: path.write_bytes(b" " * (result_cache.MAX_CACHE_BYTES + 1)),
+}
+
+
+@pytest.mark.parametrize("kind", HOSTILE_CACHES)
+def test_a_cache_file_that_is_special_huge_or_deep_is_rebuilt_in_bounded_time(tmp_path, kind):
+    """A FIFO is never waited on, a device or a huge file never read whole, a deep document never
+    a RecursionError: the run reports what a fresh one does, and writes a cache of its own."""
+    source = function_file(tmp_path / "src" / "f.py")
+    argv = [sys.executable, "-m", "transpiler", "lint", "--cache-dir", str(tmp_path / "cache"), str(source)]
+    fresh = subprocess.run(argv[:4] + ["--no-cache", str(source)], capture_output=True, text=True, timeout=120,
+                           env=child_env())
+    subprocess.run(argv, capture_output=True, timeout=120, env=child_env())
+    (cache_file,) = (tmp_path / "cache").glob("*.json")
+    cache_file.unlink()
+    HOSTILE_CACHES[kind](cache_file)
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=child_env())
+    assert (run.returncode, run.stdout, run.stderr) == (1, fresh.stdout, "")
+    assert cache_file.is_file() and not cache_file.is_symlink()
+    assert json.loads(cache_file.read_bytes())["format"] == result_cache.FORMAT
 
 
 DAMAGES = [

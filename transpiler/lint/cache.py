@@ -17,8 +17,9 @@ added where a module was missing, or another linter computes it again. What
 the configuration selects, ignores or excludes is applied to the findings
 after the cache (a different file list is a different tree: the recorded
 lookups see it). A cache that cannot be read (missing, corrupt, from
-another version) is empty; one that cannot be written leaves the run
-uncached with a one-line warning.
+another version, not a regular file, larger than :data:`MAX_CACHE_BYTES`,
+nested deeper than :data:`MAX_NESTING`) is empty and replaced by this run's;
+one that cannot be written leaves the run uncached with a one-line warning.
 """
 from __future__ import annotations
 
@@ -34,12 +35,15 @@ from pathlib import Path
 from typing import NamedTuple, Protocol, final
 
 import transpiler
+from transpiler.sources import read_regular
 
 try:                                  # hashlib's own blake2b; importing hashlib loads OpenSSL (about 15 ms)
     from _blake2 import blake2b
 except ImportError:                   # pragma: no cover - an interpreter without the module
     from hashlib import blake2b
 
+MAX_CACHE_BYTES = 256 * 2**20              # a larger file is not read (the torch tree's cache: about 1 MB)
+MAX_NESTING = 16                           # the entries this code writes are 9 deep; a deeper document is not read
 FORMAT = 1                                 # the layout of a cache file; another one is not read
 SETTLED_NS = 2_000_000_000                 # a file changed this recently may change again unseen
 KEPT_FILES = 64                            # cache files kept in the directory (least recently used go)
@@ -164,6 +168,17 @@ def record_module_name(path: str, name: str | None) -> None:
         _recorder.module_names[path] = name
 
 
+def nesting(document: object) -> int:
+    """How deeply lists and dicts nest in ``document`` (an explicit stack: never a RecursionError)."""
+    deepest, stack = 0, [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
 def python_files_below(directory: str) -> tuple[str, ...]:
     """Every ``*.py`` file below ``directory`` (recursively), sorted."""
     return tuple(sorted(str(path) for path in Path(directory).rglob("*.py") if path.is_file()))
@@ -192,11 +207,10 @@ class ResultCache:
         key = "\0".join([tool_fingerprint(), options, os.getcwd(), *sorted(os.path.abspath(p) for p in paths)])
         path = directory / f"{blake2b(key.encode('utf-8', 'surrogateescape'), digest_size=12).hexdigest()}.json"
         try:
-            with open(path, "rb") as file:
-                document = json.loads(file.read())
-            entries = document["entries"] if document.get("format") == FORMAT else {}
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
-            return ResultCache(path, {})
+            document = json.loads(read_regular(path, MAX_CACHE_BYTES)[1])
+            entries = document["entries"] if document.get("format") == FORMAT and nesting(document) <= MAX_NESTING else {}
+        except (OSError, ValueError, AttributeError, KeyError, TypeError, RecursionError, MemoryError):
+            return ResultCache(path, {})         # a FIFO or device, huge, corrupt, deeply nested: rebuilt
         with contextlib.suppress(OSError):
             os.utime(path)                                  # recently used: kept by the pruning
         return ResultCache(path, entries if isinstance(entries, dict) else {})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from transpiler.lint import cli, runner
+from transpiler.lint import cli, prefilter, runner
 from transpiler.lint.runner import check_files, lint, lint_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -344,4 +344,4 @@ PREFILTER_CASES = [   # (source, may it define a torch.autograd.Function subclas
 @pytest.mark.parametrize(("source", "expected"), PREFILTER_CASES)
 def test_prefilter_skips_function_classes_of_other_packages(source, expected):
     # sympy.Function (torch/_inductor/utils.py) cost a full parse and analysis for nothing
-    assert runner.may_define_function("module.py", source) is expected
+    assert prefilter.may_define_function("module.py", source) is expected

@@ -10,8 +10,8 @@ file that CPython itself already compiled (its up-to-date bytecode is in
 it. ``# transpile: noqa`` on a line of its own skips a file (``: CODES``, those
 codes in it); ``# noqa[: CODES]`` a line, codes matched as prefixes. The
 closure rules of formula files include what ``transpile`` would refuse (the
-C++ emitter's own check). A cheap text prefilter decides
-what else a file needs: files whose text can name ``torch.autograd.Function``
+C++ emitter's own check). A cheap text prefilter (:mod:`transpiler.lint.prefilter`,
+never turning away a file the analysis would flag) decides what else a file needs: files whose text can name ``torch.autograd.Function``
 are parsed to an ``ast`` for the ctx rules (:mod:`transpiler.lint.ctx`); files
 that use ``@derivative`` are formula files and also get the closure rules of
 :mod:`transpiler.lint.closure_rules` (libcst, through
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import transpiler
 from transpiler import codes
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint import ctx
+from transpiler.lint import ctx, prefilter
 from transpiler.lint.cache import (
     Depends,
     FileStamp,
@@ -73,19 +73,9 @@ UNKNOWN_OPERATOR = codes.UNKNOWN_OPERATOR.code         # the emitter's name for 
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
 PARALLEL_MIN_FILES = 200   # fewer files left to check run serially: starting 2 workers costs ~35 ms CPU (measured), about
                            # what 200 typical torch files cost serially (50 ms; 400: 230 ms)
-CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
-QUALIFIED_FUNCTION = re.compile(rb"((?:\w+[ \t]*\.[ \t]*)*)\w*Function\b")   # InplaceFunction; not FunctionalTensor
-FOREIGN_IMPORT = re.compile(rb"^[ \t]*import[ \t]+(?!torch\b)(\w+)[\w.]*(?:[ \t]+as[ \t]+(\w+))?[ \t]*(?:#.*)?$",
-                            re.MULTILINE)          # ``import sympy``, ``import numpy.linalg as la``
-TORCH_IMPORT_LINE = re.compile(rb"^.*\bimport\b.*$", re.MULTILINE)   # filtered for ``torch`` after
-FUNCTION_ALIAS = re.compile(rb"Function[ \t]+as[ \t]+(\w+)")
-DERIVATIVE_DECORATOR = re.compile(rb"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*derivative\b")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
 FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*transpile:[ \t]*noqa(?:[ \t]*:[ \t]*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?[ \t]*$",
                        re.IGNORECASE | re.MULTILINE)
-
-WORD = re.compile(rb"[A-Za-z_]\w*")
-
 
 class WorkerDied(Exception):
     """A ``--jobs`` worker process died: the run cannot be completed (exit 2)."""
@@ -100,7 +90,7 @@ class FileReport:
     functions: int = 0              # torch.autograd.Function subclasses analysed
     formula_file: bool = False      # uses @derivative: the closure rules still have to run
     function_names: tuple[str, ...] = ()   # their class names (other files may derive from them)
-    base_names: frozenset[bytes] = frozenset()  # words in the bases of classes the ctx rules skipped
+    base_names: frozenset[bytes] = frozenset()  # words in class bases, but the file's own Function classes
     depends: Depends = field(default=Depends(), compare=False)   # the file and what its analysis read
 
     def as_json(self) -> list[object]:
@@ -322,7 +312,7 @@ def _subclasses_of_tree_functions(reports: list[FileReport], trust_bytecode: boo
     """Check again the files whose classes derive from a Function class of another linted file
     (``class Impl(ProjectBase)``: the text prefilter cannot see that ``ProjectBase`` is one)."""
     names = {name.encode() for r in reports for name in r.function_names}
-    subclass_files = {r.path for r in reports if r.base_names & names and not r.diagnostics}
+    subclass_files = {r.path for r in reports if r.base_names & names and all(d.code != SYNTAX for d in r.diagnostics)}
     ctx.derive_from_tree(subclass_files)
     return [_check_tree_bases(r.path, trust_bytecode, cache) if r.path in subclass_files else r
             for r in reports]
@@ -338,19 +328,6 @@ def _check_tree_bases(path: str, trust_bytecode: bool, cache: ResultCache | None
     if cache is not None and report.cacheable:
         cache.put(f"bases:{path}", report.as_json(), report.depends)
     return report
-
-
-def class_base_words(source: bytes) -> frozenset[bytes]:
-    """The identifiers in the bases of every ``class X(...)`` statement (a text scan, no parse)."""
-    words: set[bytes] = set()
-    start = source.find(b"class ")
-    while start >= 0:
-        if not source[source.rfind(b"\n", 0, start) + 1:start].strip():
-            opening, colon = source.find(b"(", start, start + 200), source.find(b":", start, start + 200)
-            if opening >= 0 and (colon < 0 or opening < colon):
-                words.update(WORD.findall(source, opening + 1, max(source.find(b")", opening), opening)))
-        start = source.find(b"class ", start + 6)
-    return frozenset(words)
 
 
 def check_file(path: str, trust_bytecode: bool = True, tree_bases: bool = False) -> FileReport:
@@ -383,55 +360,19 @@ def check_source(path: str, source: bytes, trust_bytecode: bool = True, tree_bas
         return FileReport(path, (_internal_error(path, error),))
 
 
-def may_define_function(path: str, source: bytes) -> bool:
-    """Whether the text can hold a ``torch.autograd.Function`` subclass (a necessary condition).
-
-    Any spelling of the base goes through the word ``Function`` (``torch.autograd.Function``,
-    ``ag.Function``, ``from torch.autograd import Function [as F]``) and through ``autograd``
-    (or the file is in torch's own autograd package); and some ``class`` statement names
-    ``Function`` or such an alias among its bases. A subclass of a local subclass has that
-    local root in the same file. ``sympy.Function`` does not count where ``sympy`` is bound
-    only by ``import sympy`` (a package other than torch: it cannot name autograd's class).
-    """
-    if b"Function" not in source or not (b"autograd" in source or "autograd" in path):
-        return False
-    aliases = [re.compile(rb"\b%s\b" % re.escape(alias)) for alias in set(FUNCTION_ALIAS.findall(source))]
-    foreign = None                                  # computed at the first qualified spelling (costly)
-    for header in CLASS_BASES.finditer(source):
-        bases = header.group(1)
-        if any(alias.search(bases) for alias in aliases):
-            return True
-        for spelling in QUALIFIED_FUNCTION.finditer(bases):
-            foreign = _foreign_modules(source) if foreign is None else foreign
-            if spelling.group(1).split(b".", 1)[0].strip() not in foreign:
-                return True
-    return False
-
-
-def _foreign_modules(source: bytes) -> frozenset[bytes]:
-    """Names bound by a plain ``import`` of a package other than torch that no line importing
-    from torch names (``from torch import autograd`` next to ``import autograd`` is ambiguous)."""
-    if b"import" not in source:
-        return frozenset()
-    bound = {alias or head for head, alias in FOREIGN_IMPORT.findall(source)}
-    if not bound:
-        return frozenset()
-    torch_imports = b"\n".join(line for line in TORCH_IMPORT_LINE.findall(source) if b"torch" in line)
-    return frozenset(name for name in bound if not re.search(rb"\b%s\b" % name, torch_imports))
-
-
 def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bool = False) -> FileReport:
     file_noqa = _file_noqa(source) if b"transpile" in source else None
     if file_noqa is not None and not file_noqa:
         return FileReport(path, ())                  # ``# transpile: noqa``: the whole file is skipped
-    function_candidate = tree_bases or may_define_function(path, source)
-    may_use_derivative = b"derivative" in source and DERIVATIVE_DECORATOR.search(source) is not None
+    function_candidate = tree_bases or prefilter.may_define_function(path, source)
+    derivative_candidate = prefilter.may_use_derivative(source)
     if not (trust_bytecode and compiled_before(path, source)):
         problem = syntax_problem(path, source)
         if problem is not None:
             return FileReport(path, _without_file_noqa((problem,), file_noqa))
-    if not (function_candidate or may_use_derivative):
-        return FileReport(path, (), base_names=class_base_words(source) if b"class" in source else frozenset())
+    base_names = prefilter.class_base_words(source) if b"class" in source and not tree_bases else frozenset()
+    if not (function_candidate or derivative_candidate):
+        return FileReport(path, (), base_names=base_names)
     tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     report = ctx.check_module(tree, path) if function_candidate else ctx.CtxReport(0, ())
     diagnostics: tuple[Diagnostic, ...] = ()
@@ -441,8 +382,9 @@ def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bo
                             related=tuple((line, _column(lines, line, col)) for line, col in f.related))
                  for f in report.findings)
         diagnostics = _without_file_noqa(without_suppressed(found, lines), file_noqa)
-    formula_file = may_use_derivative and uses_derivative(tree)
-    return FileReport(path, diagnostics, report.functions, formula_file, report.classes)
+    formula_file = derivative_candidate and uses_derivative(tree)
+    return FileReport(path, diagnostics, report.functions, formula_file, report.classes,
+                      base_names - {name.encode() for name in report.classes})
 
 
 def syntax_problem(path: str, source: bytes) -> Diagnostic | None:

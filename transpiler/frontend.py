@@ -13,7 +13,6 @@ import keyword
 import re
 from dataclasses import replace
 from collections.abc import Collection, Iterator, Mapping
-from pathlib import Path
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -47,7 +46,7 @@ from transpiler.model import (
     Library,
     Span,
 )
-from transpiler.sources import UndecodableSource, caused_by_recursion, read_source, too_deep
+from transpiler.sources import UndecodableSource, caused_by_recursion, python_sources, read_source, too_deep
 from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
 
 BACKWARD = "backward"
@@ -173,8 +172,7 @@ def read_tree(path: str, tree: cst.Module) -> FormulaModule:
 
 def load_library(directory: str) -> Library:
     """Every ``*.py`` file under ``directory`` (sorted by path), one FormulaModule each."""
-    files = sorted(p for p in Path(directory).rglob("*.py") if p.is_file())
-    return Library(tuple(read_module(str(p)) for p in files))
+    return Library(tuple(read_module(str(p)) for p in python_sources(directory).files))
 
 
 def read_module(path: str) -> FormulaModule:

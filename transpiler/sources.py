@@ -20,9 +20,10 @@ import stat
 import sys
 import tokenize
 from pathlib import Path
+from typing import NamedTuple
 
 from transpiler import codes
-from transpiler.diagnostics import Diagnostic
+from transpiler.diagnostics import Diagnostic, printable
 
 SYNTAX = codes.UNPARSABLE.code
 MAX_SOURCE_BYTES = 32 * 2**20    # the largest Python sources in the wild are ~6 MB (generated API clients)
@@ -89,6 +90,36 @@ def read_regular(path: str | Path, limit: int = MAX_SOURCE_BYTES) -> tuple[os.st
         amount = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit} bytes"
         raise OSError(errno.EFBIG, f"larger than {amount}, the most this reads", str(path))
     return status, data
+
+
+class SourceListing(NamedTuple):
+    """The ``*.py`` files below a directory, as ``transpile`` reads a formula directory."""
+
+    files: list[Path]        # regular files (symlinks to them followed), sorted
+    skipped: list[str]       # one-line notes: ``*.py`` entries that are no regular file (never opened)
+    misnamed: list[Path]     # regular files whose name (or a directory's below) is not a Python module name
+
+
+def python_sources(directory: str | Path) -> SourceListing:
+    """Every ``*.py`` file below ``directory``; FIFOs, devices and symlink loops are skipped, never
+    opened. A formula file is a module of its package, so its name and its directories' must be
+    identifiers (``with space.py``, a name with a line break or with bytes that are not UTF-8, kept
+    as surrogates, are not): C++ file names and the MANIFEST's lines follow from them."""
+    files, skipped, misnamed = [], [], []
+    for path in sorted(Path(directory).rglob("*.py")):
+        try:
+            mode = path.stat().st_mode
+        except OSError as error:
+            skipped.append(f"{printable(str(path))}: cannot be read ({error.strerror}); skipped")
+            continue
+        if not stat.S_ISREG(mode):
+            if not stat.S_ISDIR(mode):
+                skipped.append(f"{printable(str(path))}: not a regular file ({special_kind(mode)}); skipped")
+        elif all(part.isidentifier() for part in path.relative_to(directory).with_suffix("").parts):
+            files.append(path)
+        else:
+            misnamed.append(path)
+    return SourceListing(files, skipped, misnamed)
 
 
 def special_kind(mode: int) -> str:

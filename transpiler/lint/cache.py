@@ -79,8 +79,7 @@ class FileStamp(NamedTuple):
         if self.digest is None:
             return True
         try:
-            with open(path, "rb") as file:
-                return _digest(file.read()) == self.digest
+            return _digest(read_regular(path)[1]) == self.digest
         except OSError:
             return False
 
@@ -88,9 +87,7 @@ class FileStamp(NamedTuple):
 def stamp_file(path: str) -> FileStamp | None:
     """The stamp of ``path`` as it is now (None when it cannot be read)."""
     try:
-        with open(path, "rb") as file:
-            status = os.fstat(file.fileno())
-            data = file.read() if max(status.st_mtime_ns, status.st_ctime_ns) > time.time_ns() - SETTLED_NS else b""
+        status, data = read_regular(path)        # bounded, and never waits on a FIFO
     except OSError:
         return None
     return FileStamp.of(status, data)

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from transpiler.diagnostics import printable
 from transpiler.lint import output
 from transpiler.lint.runner import LintResult, WorkerDied, lint
 from transpiler.lint.settings import ConfigError, Settings, codes, load_settings
@@ -159,8 +160,10 @@ def main(argv: list[str]) -> int:
         return _usage_error(str(error))
     if result.cache_warning is not None:
         print(f"transpile lint: warning: {result.cache_warning}", file=sys.stderr)
+    for note in result.skipped:
+        print(f"transpile lint: note: {note}", file=sys.stderr)
     for diagnostic in result.unreadable:
-        print(f"transpile lint: error: {diagnostic.path}: {diagnostic.message}", file=sys.stderr)
+        print(f"transpile lint: error: {printable(diagnostic.path)}: {diagnostic.message}", file=sys.stderr)
     if args.diff:
         _write("".join(result.diffs))
         return 2 if result.unreadable else 1 if result.diffs and not args.exit_zero else 0

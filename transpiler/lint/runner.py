@@ -58,6 +58,7 @@ from transpiler.sources import (
     caused_by_recursion,
     decode_source,
     encode_source,
+    read_regular,
     source_encoding,
     too_deep,
 )
@@ -137,6 +138,7 @@ class LintResult:
     diffs: tuple[str, ...] = ()     # ``--diff``: one unified diff per file the fixes would change
     fixed_stdin: bytes | None = None  # ``--fix`` on stdin: the fixed source (the input when nothing changed)
     cache_warning: str | None = None  # the result cache could not be written (one line)
+    skipped: tuple[str, ...] = ()     # one-line notes: special files (FIFOs, devices, symlink loops) not read
 
     @property
     def unreadable(self) -> tuple[Diagnostic, ...]:
@@ -174,12 +176,12 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     paths = list(paths)
     cache = None
     if stdin is not None:
-        files, missing, sources = [stdin[0]], [], {stdin[0]: stdin[1]}
+        files, missing, sources, skipped = [stdin[0]], [], {stdin[0]: stdin[1]}, []
         ctx.use_tree([])                      # standard input alone: no other files to resolve names in
         reports = [check_source(stdin[0], stdin[1], trust_bytecode=False)]
     else:
-        files, missing_paths = python_files(paths, settings)
-        missing = [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing_paths]
+        files, unreadable, skipped = python_files(paths, settings)
+        missing = [Diagnostic(path, 1, 1, UNREADABLE, reason) for path, reason in unreadable]
         sources = {}
         ctx.use_tree(files)                   # names resolve across the files of this run
         options = f"trust_bytecode={trust_bytecode}"       # the settings are applied after the cache
@@ -197,7 +199,7 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     kept = (d for d in diagnostics if d.code == UNREADABLE or settings.enabled(d.code, d.path))
     return LintResult(tuple(sorted(kept)), len(files), sum(r.functions for r in reports),
                       len(formula_paths), tuple(fixed), tuple(diffs), fixed_stdin,
-                      cache.save() if cache is not None else None)
+                      cache.save() if cache is not None else None, tuple(skipped))
 
 
 def _wanted(settings: Settings, path: str, code: str, line_text: str) -> bool:
@@ -261,8 +263,8 @@ def _cached_formula_rules(paths: list[str], cache: ResultCache) -> dict[str, tup
 def collect_files(paths: Iterable[str], settings: Settings | None = None) -> tuple[list[str], list[Diagnostic]]:
     """Files to lint (directories: every ``*.py`` below, sorted, less the excluded) and DB001
     for missing paths."""
-    files, missing = python_files(paths, settings or Settings())
-    return files, [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing]
+    files, unreadable, _ = python_files(paths, settings or Settings())
+    return files, [Diagnostic(path, 1, 1, UNREADABLE, reason) for path, reason in unreadable]
 
 
 def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool = True,
@@ -337,11 +339,9 @@ def check_file(path: str, trust_bytecode: bool = True, tree_bases: bool = False)
     The report's ``depends`` are the file's stamp and what its analysis read of the tree.
     """
     try:
-        with open(path, "rb") as file:
-            status = os.fstat(file.fileno())
-            source = file.read()
+        status, source = read_regular(path)
     except OSError as error:
-        return FileReport(path, (Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror}"),))
+        return FileReport(path, (_unreadable(path, error),))
     with Recorder() as followed:
         r = check_source(path, source, trust_bytecode, tree_bases)
     depends = Depends(((path, FileStamp.of(status, source)),)) + followed.depends()
@@ -504,11 +504,13 @@ class _ClosureRules:
         self.modules: dict[str, FormulaModule] = {}
         for path in paths:
             try:
-                self.raw[path] = given[path] if path in given else Path(path).read_bytes()
+                self.raw[path] = given[path] if path in given else read_regular(path)[1]
                 self.sources[path] = decode_source(path, self.raw[path])
                 self.modules[path] = parse_module(path, self.sources[path])
             except UndecodableSource as problem:
                 self.errors[path] = problem.diagnostic
+            except OSError as error:              # it vanished, or became another kind of file, since
+                self.errors[path] = _unreadable(path, error)
             except Exception as error:  # noqa: BLE001 - reported as this file's internal error
                 self.errors[path] = _internal_error(path, error)
         self.library = shipped_library(exclude={Path(path).resolve() for path in paths})
@@ -614,12 +616,10 @@ def _write_through(path: str, data: bytes) -> None:
 
 def shipped_library(exclude: set[Path]) -> list[FormulaModule]:
     """The shipped ``formulas/`` library (read statically), but for the files in ``exclude``."""
-    from transpiler.frontend import read_module
-
     if not SHIPPED_FORMULAS.is_dir():
         return []
     files = sorted(p for p in SHIPPED_FORMULAS.rglob("*.py") if p.is_file() and p.resolve() not in exclude)
-    return [read_module(str(p)) for p in files]
+    return [module for module in map(_library_module, files) if module is not None]
 
 
 def package_root(path: str) -> Path:
@@ -639,21 +639,30 @@ def package_library(root: Path, exclude: set[Path]) -> list[FormulaModule]:
     """The modules under ``root`` (but ``exclude``) that can declare operators or helpers: what
     ``transpile --formulas root`` would emit along with the linted files (others, by their
     text, add nothing to the library and are not parsed)."""
-    from transpiler.frontend import read_module
-
     if root == SHIPPED_FORMULAS:
         return shipped_library(exclude)
     modules = []
     for path in sorted(root.rglob("*.py")):
-        if path.resolve() in exclude or not path.is_file():
+        if not path.is_file() or path.resolve() in exclude:     # is_file first: resolve() raises on a loop
             continue
         try:
-            text = path.read_bytes()
+            text = read_regular(path)[1]
         except OSError:
             continue
-        if any(marker in text for marker in LIBRARY_MARKERS):
-            modules.append(read_module(str(path)))
+        module = _library_module(path) if any(marker in text for marker in LIBRARY_MARKERS) else None
+        if module is not None:
+            modules.append(module)
     return modules
+
+
+def _library_module(path: Path) -> FormulaModule | None:
+    """A module of the library the linted files see (None: it could not be read, it vanished)."""
+    from transpiler.frontend import read_module
+
+    try:
+        return read_module(str(path))
+    except OSError:
+        return None
 
 
 def _operator_names(modules: Iterable[FormulaModule]) -> set[str]:
@@ -675,6 +684,10 @@ def _syntax_diagnostic(path: str, source: bytes, error: Exception) -> Diagnostic
     column = _column(lines, error.lineno, (error.offset or 1) - 1)
     return Diagnostic(path, error.lineno, column, SYNTAX,
                       f"cannot parse the file: {error.msg}; fix the syntax error")
+
+
+def _unreadable(path: str, error: OSError) -> Diagnostic:
+    return Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror or error}")
 
 
 def _internal_error(path: str, error: BaseException) -> Diagnostic:

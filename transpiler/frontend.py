@@ -46,7 +46,14 @@ from transpiler.model import (
     Library,
     Span,
 )
-from transpiler.sources import UndecodableSource, caused_by_recursion, python_sources, read_source, too_deep
+from transpiler.sources import (
+    UndecodableSource,
+    caused_by_recursion,
+    python_sources,
+    read_source,
+    too_deep,
+    too_large_for_formulas,
+)
 from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
 
 BACKWARD = "backward"
@@ -150,6 +157,9 @@ def parse_module(path: str, source: str) -> FormulaModule:
     Pure and memoised: the model is immutable, so the passes of one process
     (lint, then the C++ emitter, in ``transpile``) share one parse per file.
     """
+    too_large = too_large_for_formulas(path, source)
+    if too_large is not None:
+        return FormulaModule(path, (), (), (), (too_large,))
     try:
         tree = cst.parse_module(source)
     except (cst.ParserSyntaxError, cst.CSTValidationError) as error:   # the latter: a name that is no identifier

@@ -27,6 +27,8 @@ from transpiler.diagnostics import Diagnostic, printable
 
 SYNTAX = codes.UNPARSABLE.code
 MAX_SOURCE_BYTES = 32 * 2**20    # the largest Python sources in the wild are ~6 MB (generated API clients)
+MAX_FORMULA_CHARS = 2 * 2**20    # libcst's tree costs ~0.5 GB per MB and its parser aborts when an allocation
+                                 # fails (a 10 MB line under a 6 GB limit); formula files are ~20 kB
 
 
 class UndecodableSource(Exception):
@@ -147,6 +149,16 @@ def caused_by_recursion(error: BaseException) -> bool:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
+
+
+def too_large_for_formulas(path: str, source: str) -> Diagnostic | None:
+    """DB000 for a formula file too large for the formula front-end (libcst), None for the others."""
+    if len(source) <= MAX_FORMULA_CHARS:
+        return None
+    return Diagnostic(path, 1, 1, SYNTAX,
+                      f"cannot analyse the file: {len(source):,} characters of formulas, more than the "
+                      f"{MAX_FORMULA_CHARS // 2**20} Mi the formula front-end reads (its syntax tree costs about "
+                      "0.5 GB a MB); split it into several files")
 
 
 def too_deep(path: str, source: str) -> Diagnostic:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from lint.test_driver import FORMULA, FUNCTION, child_env, write
 
+from transpiler import sources
 from transpiler.lint import runner
 from transpiler.lint.runner import lint
 
@@ -107,3 +108,16 @@ def test_a_generated_comment_never_breaks_on_a_directory_name():
     assert shown == "pkg/f.py"
     shown = _display("/tmp/x/new\nline\x1b/f.py", "/tmp/x/new\nline\x1b")
     assert shown == "new\\nline\\x1b/f.py" and "\n" not in shown
+
+
+def test_a_formula_file_too_large_for_the_front_end_is_one_line_under_a_memory_limit(tmp_path):
+    """libcst's parser aborts the process (SIGABRT) when an allocation fails: a formula file over
+    the front-end's limit is one DB000 line instead, in lint and in transpile."""
+    line = "x = [" + "1, " * (sources.MAX_FORMULA_CHARS // 3 + 1000) + "]\n"
+    huge = write(tmp_path / "pkg" / "huge.py", FORMULA + line)
+    runs = [transpile("lint", "--no-cache", str(huge), cwd=tmp_path),
+            transpile("--formulas", str(huge.parent), "--out", str(tmp_path / "out"), cwd=tmp_path)]
+    for run in runs:
+        (finding,) = run.stdout.decode().splitlines()
+        assert run.returncode == 1 and "huge.py:1:1: DB000 cannot analyse the file: 2," in finding
+        assert b"Traceback" not in run.stderr and "split it" in finding

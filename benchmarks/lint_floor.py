@@ -41,11 +41,8 @@ def python_files(tree: Path) -> list[str]:
 
 def run_stage(stage: str, files: list[str]) -> int:
     """Do ``stage`` on ``files``; the number of files that were read."""
-    from transpiler.lint.runner import (
-        DERIVATIVE_DECORATOR,
-        compiled_before,
-        may_define_function,
-    )
+    from transpiler.lint.prefilter import may_define_function, may_use_derivative
+    from transpiler.lint.runner import compiled_before
 
     warnings.simplefilter("ignore")                  # the compiler's warnings about the code read
     done = 0
@@ -53,7 +50,7 @@ def run_stage(stage: str, files: list[str]) -> int:
         source = Path(path).read_bytes()
         if stage == "read":
             may_define_function(path, source)
-            DERIVATIVE_DECORATOR.search(source)
+            may_use_derivative(source)
             compiled_before(path, source)
         else:
             flags = ast.PyCF_ONLY_AST if stage == "parse" else 0

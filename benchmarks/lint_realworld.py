@@ -17,7 +17,11 @@ A finding or a sampled Function with no judgement is listed as unjudged (a new
 finding after a change of the linter is to be judged, not counted). Not part of
 the test suite: it needs the network (or a warm ``--cache``).
 
-Run: ``python benchmarks/lint_realworld.py [--cache DIR] [--sample-new N]``.
+``--compare-prefilter`` also lints the corpus with the text prefilter switched
+off (every file through the full analysis) and prints whether the findings are
+identical, and the time of each run.
+
+Run: ``python benchmarks/lint_realworld.py [--cache DIR] [--sample-new N] [--compare-prefilter]``.
 """
 from __future__ import annotations
 
@@ -126,6 +130,32 @@ def function_classes(root: Path) -> list[tuple[str, str, int, int]]:
     return found
 
 
+def compare_prefilter(paths: list[str]) -> None:
+    """Lint ``paths`` with and without the text prefilter; print whether the findings agree."""
+    import time
+
+    from transpiler.lint import prefilter
+
+    timings, results = {}, {}
+    for mode in ("with", "without"):
+        saved = prefilter.may_define_function, prefilter.may_use_derivative
+        if mode == "without":
+            prefilter.may_define_function = lambda path, source: True
+            prefilter.may_use_derivative = lambda source: True
+        start = time.perf_counter()
+        try:
+            results[mode] = lint(paths, trust_bytecode=False).diagnostics
+        finally:
+            prefilter.may_define_function, prefilter.may_use_derivative = saved
+        timings[mode] = time.perf_counter() - start
+    differ = set(results["with"]) ^ set(results["without"])
+    print(f"prefilter: {len(results['with'])} findings with it ({timings['with']:.2f} s), "
+          f"{len(results['without'])} without it ({timings['without']:.2f} s): "
+          + ("identical" if not differ else f"{len(differ)} differ"))
+    for diagnostic in sorted(differ):
+        print(f"  {'only with' if diagnostic in results['with'] else 'only without'}: {diagnostic.format()[:200]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/lint_realworld"))
@@ -133,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the CONFIRM cases under gradcheck/gradgradcheck in a scratch directory")
     parser.add_argument("--sample-new", type=int, default=0,
                         help="print N more random silent Functions to judge (seeded)")
+    parser.add_argument("--compare-prefilter", action="store_true",
+                        help="lint again without the text prefilter and compare the findings")
     args = parser.parse_args(argv)
     judged = json.loads(JUDGEMENTS.read_text())
     verdicts = {(j["package"], j["path"], j["line"], j["code"]): j for j in judged["findings"]}
@@ -140,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
 
     roots = {package: download(package, version, args.cache) for package, version in PACKAGES}
     result = lint([str(root) for root in roots.values()])
+    if args.compare_prefilter:
+        compare_prefilter([str(root) for root in roots.values()])
     counts: Counter[str] = Counter()
     flagged: set[tuple[str, str, int]] = set()     # (package, path, line) of each finding
     for diagnostic in result.diagnostics:

@@ -1,7 +1,26 @@
 """Diagnostics: ``path:line:col: CODE message`` findings shared by every pass."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that could break a line or a terminal escaped (``\\n``,
+    ``\\x1b``; a byte that was not UTF-8 in a file name, kept by ``surrogateescape``, as
+    ``\\xNN``): a file name never forges another line of output or of a generated comment."""
+    return UNPRINTABLE.sub(_escaped, text) if UNPRINTABLE.search(text) else text
+
+
+def _escaped(match: re.Match[str]) -> str:
+    character = match.group()
+    code = ord(character)
+    if 0xDC80 <= code <= 0xDCFF:                   # surrogateescape: the undecodable byte itself
+        return f"\\x{code - 0xDC00:02x}"
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(character) or (
+        f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
 
 
 @dataclass(frozen=True, order=True)
@@ -17,7 +36,8 @@ class Diagnostic:
     related: tuple[tuple[int, int], ...] = field(default=(), compare=False)  # other (line, col) of the same cause
 
     def format(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+        """One line, whatever the path or message hold (:func:`printable`)."""
+        return f"{printable(self.path)}:{self.line}:{self.col}: {self.code} {printable(self.message)}"
 
     def as_json(self) -> dict[str, object]:
         data: dict[str, object] = {

@@ -13,7 +13,6 @@ import keyword
 import re
 from dataclasses import replace
 from collections.abc import Collection, Iterator, Mapping
-from pathlib import Path
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -47,7 +46,14 @@ from transpiler.model import (
     Library,
     Span,
 )
-from transpiler.sources import UndecodableSource, caused_by_recursion, read_source, too_deep
+from transpiler.sources import (
+    UndecodableSource,
+    caused_by_recursion,
+    python_sources,
+    read_source,
+    too_deep,
+    too_large_for_formulas,
+)
 from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
 
 BACKWARD = "backward"
@@ -151,6 +157,9 @@ def parse_module(path: str, source: str) -> FormulaModule:
     Pure and memoised: the model is immutable, so the passes of one process
     (lint, then the C++ emitter, in ``transpile``) share one parse per file.
     """
+    too_large = too_large_for_formulas(path, source)
+    if too_large is not None:
+        return FormulaModule(path, (), (), (), (too_large,))
     try:
         tree = cst.parse_module(source)
     except (cst.ParserSyntaxError, cst.CSTValidationError) as error:   # the latter: a name that is no identifier
@@ -173,8 +182,7 @@ def read_tree(path: str, tree: cst.Module) -> FormulaModule:
 
 def load_library(directory: str) -> Library:
     """Every ``*.py`` file under ``directory`` (sorted by path), one FormulaModule each."""
-    files = sorted(p for p in Path(directory).rglob("*.py") if p.is_file())
-    return Library(tuple(read_module(str(p)) for p in files))
+    return Library(tuple(read_module(str(p)) for p in python_sources(directory).files))
 
 
 def read_module(path: str) -> FormulaModule:

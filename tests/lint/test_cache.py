@@ -4,13 +4,16 @@ the formula library, the configuration, the linter) is seen; a broken or unwrita
 only costs speed."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from lint.test_driver import FORMULA, function_file, run_cli, write
+from lint.test_driver import FORMULA, child_env, function_file, run_cli, write
 
 from transpiler.lint import cache as result_cache
 from transpiler.lint import runner
@@ -192,6 +195,35 @@ def test_another_linter_computes_everything_again(tmp_path, checked, monkeypatch
     assert checked == ["f.py"]
 
 
+def test_the_linter_is_identified_by_the_bytes_of_its_sources(tmp_path, monkeypatch):
+    """An edit of the linter that keeps its sources' sizes and modification times is another linter."""
+    source = write(tmp_path / "linter" / "rule.py", "MESSAGE = 'old'\n")
+    status = source.stat()
+    monkeypatch.setattr(result_cache, "PACKAGE", tmp_path / "linter")
+    before = result_cache.tool_fingerprint()
+    source.write_text("MESSAGE = 'new'\n")
+    os.utime(source, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert source.stat().st_size == status.st_size
+    assert result_cache.tool_fingerprint() != before
+
+
+def forged_bytecode(path: Path) -> None:
+    """A hash-based pyc that matches ``path``'s bytes, as if CPython had compiled them."""
+    header = importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little") + importlib.util.source_hash(path.read_bytes())
+    pyc = Path(importlib.util.cache_from_source(str(path)))
+    pyc.parent.mkdir(exist_ok=True)
+    pyc.write_bytes(header)
+
+
+def test_a_result_that_trusted_bytecode_is_not_reused_without_that_trust(tmp_path):
+    broken = write(tmp_path / "src" / "broken.py", "def (\n")
+    forged_bytecode(broken)
+    assert lint([str(tmp_path / "src")], cache_dir=tmp_path / "cache").diagnostics == ()   # trusted
+    untrusting = lint([str(tmp_path / "src")], trust_bytecode=False, cache_dir=tmp_path / "cache")
+    assert [(d.line, d.code) for d in untrusting.diagnostics] == [(1, "DB000")]
+    assert lint([str(tmp_path / "src")], cache_dir=tmp_path / "cache").diagnostics == ()
+
+
 @pytest.mark.parametrize("garbage", [b"", b"\x00\xff not json", b"[]", b'{"format": 1, "entries": []}',
                                      b'{"format": 1, "entries": {"file:x": 3}}'])
 def test_a_corrupt_cache_is_an_empty_one(tmp_path, garbage):
@@ -201,6 +233,35 @@ def test_a_corrupt_cache_is_an_empty_one(tmp_path, garbage):
     cache_file.write_bytes(garbage)
     assert cached([tmp_path / "src"], tmp_path / "cache") == [("f.py", 8, "DB100"), ("f.py", 14, "DB104")]
     assert json.loads(cache_file.read_bytes())["format"] == result_cache.FORMAT     # written again, whole
+
+
+HOSTILE_CACHES = {
+    "fifo": lambda path: os.mkfifo(path),
+    "device": lambda path: os.symlink("/dev/zero", path),
+    "symlink loop": lambda path: os.symlink(path.name, path),
+    "deeply nested": lambda path: path.write_text('{"format": 1, "entries": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+    "nested within the parser's depth": lambda path: path.write_text(
+        '{"format": 1, "entries": {"file:x": {"value": ' + "[" * 500 + "]" * 500 + ', "depends": {}}}}'),
+    "huge": lambda path: path.write_bytes(b" " * (result_cache.MAX_CACHE_BYTES + 1)),
+}
+
+
+@pytest.mark.parametrize("kind", HOSTILE_CACHES)
+def test_a_cache_file_that_is_special_huge_or_deep_is_rebuilt_in_bounded_time(tmp_path, kind):
+    """A FIFO is never waited on, a device or a huge file never read whole, a deep document never
+    a RecursionError: the run reports what a fresh one does, and writes a cache of its own."""
+    source = function_file(tmp_path / "src" / "f.py")
+    argv = [sys.executable, "-m", "transpiler", "lint", "--cache-dir", str(tmp_path / "cache"), str(source)]
+    fresh = subprocess.run(argv[:4] + ["--no-cache", str(source)], capture_output=True, text=True, timeout=120,
+                           env=child_env())
+    subprocess.run(argv, capture_output=True, timeout=120, env=child_env())
+    (cache_file,) = (tmp_path / "cache").glob("*.json")
+    cache_file.unlink()
+    HOSTILE_CACHES[kind](cache_file)
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=child_env())
+    assert (run.returncode, run.stdout, run.stderr) == (1, fresh.stdout, "")
+    assert cache_file.is_file() and not cache_file.is_symlink()
+    assert json.loads(cache_file.read_bytes())["format"] == result_cache.FORMAT
 
 
 DAMAGES = [

@@ -6,12 +6,13 @@ import os
 import py_compile
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
 import pytest
 
-from transpiler.lint import cli, runner
+from transpiler.lint import cli, prefilter, runner
 from transpiler.lint.runner import check_files, lint, lint_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -254,6 +255,9 @@ def test_compiler_warnings_about_the_linted_code_are_not_passed_on(tmp_path, cap
     assert caught == []
 
 
+LATER = int(time.time()) + 3600    # a second after the test files' last change of any kind (their ctime)
+
+
 def compile_with_timestamps(path: Path, source_second: int, pyc_second: float) -> Path:
     """``path``'s pyc as CPython writes it, with chosen source and pyc modification times."""
     os.utime(path, (source_second, source_second))
@@ -264,13 +268,13 @@ def compile_with_timestamps(path: Path, source_second: int, pyc_second: float) -
 
 def test_up_to_date_bytecode_proves_the_syntax(tmp_path):
     path = write(tmp_path / "ok.py", "x = 1\n")
-    compile_with_timestamps(path, 1_700_000_000, 1_700_000_005)
+    compile_with_timestamps(path, LATER, LATER + 5)
     assert runner.compiled_before(str(path), path.read_bytes())
 
 
 def test_edited_source_is_checked_again(tmp_path):
     path = write(tmp_path / "edited.py", "x = 1\n")
-    compile_with_timestamps(path, 1_700_000_000, 1_700_000_005)
+    compile_with_timestamps(path, LATER, LATER + 5)
     path.write_text("x = (\n")                              # other size, new mtime
     assert not runner.compiled_before(str(path), path.read_bytes())
     assert [d.code for d in lint([str(path)]).diagnostics] == ["DB000"]
@@ -278,11 +282,26 @@ def test_edited_source_is_checked_again(tmp_path):
 
 def test_same_size_edit_in_the_second_the_pyc_was_written_is_checked_again(tmp_path):
     path = write(tmp_path / "racy.py", "x = 1\n")
-    compile_with_timestamps(path, 1_700_000_000, 1_700_000_000.4)
+    compile_with_timestamps(path, LATER, LATER + 0.4)
     path.write_text("x = (\n")
     assert len("x = (\n") == len("x = 1\n")
-    os.utime(path, (1_700_000_000.8, 1_700_000_000.8))      # same second: the header still matches
+    os.utime(path, (LATER + 0.8, LATER + 0.8))      # same second: the header still matches
     assert [d.code for d in lint([str(path)]).diagnostics] == ["DB000"]
+
+
+def test_an_edit_whose_modification_time_was_set_back_is_checked_again(tmp_path):
+    """``cp -p``, ``tar`` or ``os.utime`` restore the recorded mtime of an edited file of the same
+    size; its ctime, which cannot be set back, says it changed after the pyc was written."""
+    path = write(tmp_path / "restored.py", "x = 1\n")
+    long_ago = int(time.time()) - 100
+    os.utime(path, (long_ago, long_ago))
+    py_compile.compile(str(path), doraise=True)            # written now, seconds after the recorded mtime
+    time.sleep(0.05)                                        # the edit is in a later clock tick
+    path.write_text("x = (\n")
+    os.utime(path, (long_ago, long_ago))
+    assert not runner.compiled_before(str(path), path.read_bytes())
+    assert [d.code for d in lint([str(path)]).diagnostics] == ["DB000"]                  # --no-cache
+    assert [d.code for d in lint([str(path)], cache_dir=tmp_path / "cache").diagnostics] == ["DB000"]
 
 
 def test_hash_based_bytecode_is_checked_against_the_source_hash(tmp_path):
@@ -294,7 +313,7 @@ def test_hash_based_bytecode_is_checked_against_the_source_hash(tmp_path):
 
 def test_bytecode_from_another_python_is_not_trusted(tmp_path):
     path = write(tmp_path / "other.py", "x = 1\n")
-    pyc = compile_with_timestamps(path, 1_700_000_000, 1_700_000_005)
+    pyc = compile_with_timestamps(path, LATER, LATER + 5)
     pyc.write_bytes(b"\x00\x00\r\n" + pyc.read_bytes()[4:])
     assert not runner.compiled_before(str(path), path.read_bytes())
 
@@ -327,4 +346,4 @@ PREFILTER_CASES = [   # (source, may it define a torch.autograd.Function subclas
 @pytest.mark.parametrize(("source", "expected"), PREFILTER_CASES)
 def test_prefilter_skips_function_classes_of_other_packages(source, expected):
     # sympy.Function (torch/_inductor/utils.py) cost a full parse and analysis for nothing
-    assert runner.may_define_function("module.py", source) is expected
+    assert prefilter.may_define_function("module.py", source) is expected

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lint.test_driver import FORMULA, child_env, compile_with_timestamps, function_file, run_cli, write
+from lint.test_driver import FORMULA, LATER, child_env, compile_with_timestamps, function_file, run_cli, write
 from transpiler.frontend import load_library
 from transpiler.lint import ctx
 from transpiler.lint.runner import lint
@@ -65,7 +65,7 @@ def test_expression_too_deep_for_the_compiler_or_the_ctx_rules_is_one_db000(tmp_
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(100_000)
         try:
-            compile_with_timestamps(deep, 1_700_000_000, 1_700_000_005)
+            compile_with_timestamps(deep, LATER, LATER + 5)
         finally:
             sys.setrecursionlimit(limit)
     found = lint([str(tmp_path)]).diagnostics

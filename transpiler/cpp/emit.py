@@ -28,7 +28,7 @@ from transpiler.cpp.nodes import (
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER
 from transpiler.cpp.statements import translate_body
 from transpiler.dataflow import syntax_children, walk
-from transpiler.diagnostics import Diagnostic
+from transpiler.diagnostics import Diagnostic, printable
 from transpiler.model import FormulaModule, Helper, Library
 from transpiler.schema import FunctionSchema
 
@@ -244,9 +244,10 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
 
 def _display(path: str, root: str) -> str:
     """A stable, machine-independent name for a source path in generated comments: the formula
-    directory's own name, then the path below it (the same however the directory was spelled)."""
+    directory's own name, then the path below it (the same however the directory was spelled);
+    a line break or other control character in a name is escaped, so it cannot end the comment."""
     below = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
-    return "/".join([os.path.basename(os.path.realpath(root)), *below.split(os.sep)])
+    return printable("/".join([os.path.basename(os.path.realpath(root)), *below.split(os.sep)]))
 
 
 def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema] | None = None,

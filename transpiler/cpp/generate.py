@@ -40,9 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from transpiler.diagnostics import Diagnostic
+from transpiler.diagnostics import Diagnostic, printable
 from transpiler.output import OutputError, check_directory, replace_directory
 from transpiler.project import SHIPPED_NAMESPACE, ProjectError, check_namespace, default_namespace, find_project
+from transpiler.sources import python_sources, read_regular
 
 REPO = Path(__file__).resolve().parents[2]   # the installed packages' root (site-packages or a checkout)
 SHIPPED_FORMULAS = REPO / "formulas"
@@ -60,7 +61,7 @@ def _digest(data: bytes) -> str:
 
 
 def input_files(formulas: Path) -> list[Path]:
-    return sorted(formulas.rglob("*.py"))
+    return python_sources(formulas).files
 
 
 def manifest_text(formulas: Path, files: dict[str, str], namespace: str, keep_going: bool = False) -> str:
@@ -71,7 +72,7 @@ def manifest_text(formulas: Path, files: dict[str, str], namespace: str, keep_go
         generator.update(path.read_bytes())
     lines = [f"generator {generator.hexdigest()}", f"namespace {namespace}"]
     lines += ["mode per-formula"] if keep_going else []
-    lines += [f"input {p.relative_to(formulas).as_posix()} {_digest(p.read_bytes())}" for p in input_files(formulas)]
+    lines += [f"input {p.relative_to(formulas).as_posix()} {_digest(read_regular(p)[1])}" for p in input_files(formulas)]
     lines += [f"output {name} {_digest(text.encode())}" for name, text in sorted(files.items())]
     return "\n".join(lines) + "\n"
 
@@ -372,6 +373,14 @@ def _run(args: argparse.Namespace) -> int:
     if not formulas.is_dir():
         print(f"transpile: {formulas}: not a directory (give --formulas DIR or run in the project)",
               file=sys.stderr)
+        return 2
+    listing = python_sources(formulas)
+    for note in listing.skipped:
+        print(f"transpile: note: {note}", file=sys.stderr)
+    for path in listing.misnamed:
+        print(f"transpile: {printable(str(path))}: not a Python module name; rename it (a formula file and the "
+              "directories below --formulas are modules of their package: letters, digits and _)", file=sys.stderr)
+    if listing.misnamed:
         return 2
     if not args.check:
         check_directory(out, lambda d: recorded(d) is not None, written_by_transpile, "transpile", [formulas])

@@ -17,8 +17,9 @@ added where a module was missing, or another linter computes it again. What
 the configuration selects, ignores or excludes is applied to the findings
 after the cache (a different file list is a different tree: the recorded
 lookups see it). A cache that cannot be read (missing, corrupt, from
-another version) is empty; one that cannot be written leaves the run
-uncached with a one-line warning.
+another version, not a regular file, larger than :data:`MAX_CACHE_BYTES`,
+nested deeper than :data:`MAX_NESTING`) is empty and replaced by this run's;
+one that cannot be written leaves the run uncached with a one-line warning.
 """
 from __future__ import annotations
 
@@ -34,12 +35,15 @@ from pathlib import Path
 from typing import NamedTuple, Protocol, final
 
 import transpiler
+from transpiler.sources import read_regular
 
 try:                                  # hashlib's own blake2b; importing hashlib loads OpenSSL (about 15 ms)
     from _blake2 import blake2b
 except ImportError:                   # pragma: no cover - an interpreter without the module
     from hashlib import blake2b
 
+MAX_CACHE_BYTES = 256 * 2**20              # a larger file is not read (the torch tree's cache: about 1 MB)
+MAX_NESTING = 16                           # the entries this code writes are 9 deep; a deeper document is not read
 FORMAT = 1                                 # the layout of a cache file; another one is not read
 SETTLED_NS = 2_000_000_000                 # a file changed this recently may change again unseen
 KEPT_FILES = 64                            # cache files kept in the directory (least recently used go)
@@ -75,8 +79,7 @@ class FileStamp(NamedTuple):
         if self.digest is None:
             return True
         try:
-            with open(path, "rb") as file:
-                return _digest(file.read()) == self.digest
+            return _digest(read_regular(path)[1]) == self.digest
         except OSError:
             return False
 
@@ -84,9 +87,7 @@ class FileStamp(NamedTuple):
 def stamp_file(path: str) -> FileStamp | None:
     """The stamp of ``path`` as it is now (None when it cannot be read)."""
     try:
-        with open(path, "rb") as file:
-            status = os.fstat(file.fileno())
-            data = file.read() if max(status.st_mtime_ns, status.st_ctime_ns) > time.time_ns() - SETTLED_NS else b""
+        status, data = read_regular(path)        # bounded, and never waits on a FIFO
     except OSError:
         return None
     return FileStamp.of(status, data)
@@ -164,6 +165,17 @@ def record_module_name(path: str, name: str | None) -> None:
         _recorder.module_names[path] = name
 
 
+def nesting(document: object) -> int:
+    """How deeply lists and dicts nest in ``document`` (an explicit stack: never a RecursionError)."""
+    deepest, stack = 0, [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
 def python_files_below(directory: str) -> tuple[str, ...]:
     """Every ``*.py`` file below ``directory`` (recursively), sorted."""
     return tuple(sorted(str(path) for path in Path(directory).rglob("*.py") if path.is_file()))
@@ -185,17 +197,17 @@ class ResultCache:
         self._current: dict[tuple[str, FileStamp], bool] = {}
 
     @staticmethod
-    def open(directory: Path, paths: Iterable[str]) -> ResultCache:
-        """The cache of a run over ``paths`` from the working directory (empty when there is none
-        or it cannot be read)."""
-        key = "\0".join([tool_fingerprint(), os.getcwd(), *sorted(os.path.abspath(p) for p in paths)])
+    def open(directory: Path, paths: Iterable[str], options: str = "") -> ResultCache:
+        """The cache of a run over ``paths`` from the working directory with the ``options`` that
+        change what a file's result is (``--no-bytecode-cache``); empty when there is none or it
+        cannot be read."""
+        key = "\0".join([tool_fingerprint(), options, os.getcwd(), *sorted(os.path.abspath(p) for p in paths)])
         path = directory / f"{blake2b(key.encode('utf-8', 'surrogateescape'), digest_size=12).hexdigest()}.json"
         try:
-            with open(path, "rb") as file:
-                document = json.loads(file.read())
-            entries = document["entries"] if document.get("format") == FORMAT else {}
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
-            return ResultCache(path, {})
+            document = json.loads(read_regular(path, MAX_CACHE_BYTES)[1])
+            entries = document["entries"] if document.get("format") == FORMAT and nesting(document) <= MAX_NESTING else {}
+        except (OSError, ValueError, AttributeError, KeyError, TypeError, RecursionError, MemoryError):
+            return ResultCache(path, {})         # a FIFO or device, huge, corrupt, deeply nested: rebuilt
         with contextlib.suppress(OSError):
             os.utime(path)                                  # recently used: kept by the pruning
         return ResultCache(path, entries if isinstance(entries, dict) else {})
@@ -268,16 +280,18 @@ def _prune(directory: Path) -> None:
 
 
 def tool_fingerprint() -> str:
-    """What identifies the linter that computes the results: this interpreter, the transpiler's
-    sources (their stamps) and libcst's (the formula front-end)."""
-    parts = [sys.version, str(PACKAGE)]
-    for directory, _, names in sorted(os.walk(PACKAGE)):
-        for name in sorted(names):
-            if name.endswith(".py"):
-                status = os.stat(os.path.join(directory, name))
-                parts.append(f"{directory}/{name}:{status.st_mtime_ns}:{status.st_size}")
+    """What identifies the linter that computes the results: this interpreter, and the bytes of
+    the transpiler's sources and of libcst's entry module (the formula front-end). Bytes, not
+    stamps: an edit that restores a source's size and modification time is still another
+    linter (hashing them costs about 3 ms a run). libcst's version file names its release."""
+    digest = blake2b(f"{sys.version}\0{PACKAGE}".encode("utf-8", "surrogateescape"), digest_size=16)
+    sources = [os.path.join(directory, name) for directory, _, names in sorted(os.walk(PACKAGE))
+               for name in sorted(names) if name.endswith(".py")]
     libcst = importlib.util.find_spec("libcst")
     if libcst is not None and libcst.origin is not None:
-        status = os.stat(libcst.origin)
-        parts.append(f"{libcst.origin}:{status.st_mtime_ns}:{status.st_size}")
-    return blake2b("\n".join(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+        sources += [libcst.origin, os.path.join(os.path.dirname(libcst.origin), "_version.py")]
+    for source in sources:
+        digest.update(f"\0{source}\0".encode("utf-8", "surrogateescape"))
+        with contextlib.suppress(OSError), open(source, "rb") as file:
+            digest.update(file.read())
+    return digest.hexdigest()

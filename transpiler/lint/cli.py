@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from transpiler.diagnostics import Diagnostic
+from transpiler.diagnostics import Diagnostic, printable
 from transpiler.lint import output
 from transpiler.lint.runner import LintResult, WorkerDied, lint
 from transpiler.lint.settings import ConfigError, Settings, codes, load_settings
@@ -165,8 +165,10 @@ def main(argv: list[str]) -> int:
         return _usage_error(str(error))
     if result.cache_warning is not None:
         print(f"transpile lint: warning: {result.cache_warning}", file=sys.stderr)
+    for note in result.skipped:
+        print(f"transpile lint: note: {note}", file=sys.stderr)
     for diagnostic in result.unreadable:
-        print(f"transpile lint: error: {diagnostic.path}: {diagnostic.message}", file=sys.stderr)
+        print(f"transpile lint: error: {printable(diagnostic.path)}: {diagnostic.message}", file=sys.stderr)
     if args.diff:
         _write("".join(result.diffs))
         if result.unsafe_hidden:

@@ -20,6 +20,7 @@ from transpiler.frontend import read_tree
 from transpiler.lint.rules.context import FormulaContext, operator_table
 from transpiler.lint.rules.recompute import assignment_targets, plan_recomputation, read_names
 from transpiler.model import CaptureKind, Formula, Helper
+from transpiler.sources import too_large_for_formulas
 
 
 def fix_source(path: str, source: str, known_operators: Collection[str],
@@ -29,8 +30,10 @@ def fix_source(path: str, source: str, known_operators: Collection[str],
 
     ``wanted(line, code)``: whether the finding at ``line`` is reported (not silenced by
     ``# noqa`` or the configuration); findings that are not are left as written.
-    Files that do not parse, and formulas with nothing to fix, come back unchanged.
+    Files that do not parse or are too large to (DB000), and formulas with nothing to fix, come back unchanged.
     """
+    if too_large_for_formulas(path, source) is not None:
+        return source
     try:
         tree = cst.parse_module(source)
     except (cst.ParserSyntaxError, cst.CSTValidationError):

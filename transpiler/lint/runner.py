@@ -10,8 +10,8 @@ file that CPython itself already compiled (its up-to-date bytecode is in
 it. ``# transpile: noqa`` on a line of its own skips a file (``: CODES``, those
 codes in it); ``# noqa[: CODES]`` a line, codes matched as prefixes. The
 closure rules of formula files include what ``transpile`` would refuse (the
-C++ emitter's own check). A cheap text prefilter decides
-what else a file needs: files whose text can name ``torch.autograd.Function``
+C++ emitter's own check). A cheap text prefilter (:mod:`transpiler.lint.prefilter`,
+never turning away a file the analysis would flag) decides what else a file needs: files whose text can name ``torch.autograd.Function``
 are parsed to an ``ast`` for the ctx rules (:mod:`transpiler.lint.ctx`); files
 that use ``@derivative`` are formula files and also get the closure rules of
 :mod:`transpiler.lint.closure_rules` (libcst, through
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import transpiler
 from transpiler import codes
 from transpiler.diagnostics import Diagnostic
-from transpiler.lint import ctx
+from transpiler.lint import ctx, prefilter
 from transpiler.lint.cache import (
     Depends,
     FileStamp,
@@ -58,6 +58,7 @@ from transpiler.sources import (
     caused_by_recursion,
     decode_source,
     encode_source,
+    read_regular,
     source_encoding,
     too_deep,
 )
@@ -73,19 +74,9 @@ UNKNOWN_OPERATOR = codes.UNKNOWN_OPERATOR.code         # the emitter's name for 
 SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
 PARALLEL_MIN_FILES = 200   # fewer files left to check run serially: starting 2 workers costs ~35 ms CPU (measured), about
                            # what 200 typical torch files cost serially (50 ms; 400: 230 ms)
-CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
-QUALIFIED_FUNCTION = re.compile(rb"((?:\w+[ \t]*\.[ \t]*)*)\w*Function\b")   # InplaceFunction; not FunctionalTensor
-FOREIGN_IMPORT = re.compile(rb"^[ \t]*import[ \t]+(?!torch\b)(\w+)[\w.]*(?:[ \t]+as[ \t]+(\w+))?[ \t]*(?:#.*)?$",
-                            re.MULTILINE)          # ``import sympy``, ``import numpy.linalg as la``
-TORCH_IMPORT_LINE = re.compile(rb"^.*\bimport\b.*$", re.MULTILINE)   # filtered for ``torch`` after
-FUNCTION_ALIAS = re.compile(rb"Function[ \t]+as[ \t]+(\w+)")
-DERIVATIVE_DECORATOR = re.compile(rb"@[ \t]*(?:\w+[ \t]*\.[ \t]*)*derivative\b")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?", re.IGNORECASE)
 FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*transpile:[ \t]*noqa(?:[ \t]*:[ \t]*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*))?[ \t]*$",
                        re.IGNORECASE | re.MULTILINE)
-
-WORD = re.compile(rb"[A-Za-z_]\w*")
-
 
 class WorkerDied(Exception):
     """A ``--jobs`` worker process died: the run cannot be completed (exit 2)."""
@@ -100,7 +91,7 @@ class FileReport:
     functions: int = 0              # torch.autograd.Function subclasses analysed
     formula_file: bool = False      # uses @derivative: the closure rules still have to run
     function_names: tuple[str, ...] = ()   # their class names (other files may derive from them)
-    base_names: frozenset[bytes] = frozenset()  # words in the bases of classes the ctx rules skipped
+    base_names: frozenset[bytes] = frozenset()  # words in class bases, but the file's own Function classes
     depends: Depends = field(default=Depends(), compare=False)   # the file and what its analysis read
 
     def as_json(self) -> list[object]:
@@ -148,6 +139,7 @@ class LintResult:
     fixed_stdin: bytes | None = None  # ``--fix`` on stdin: the fixed source (the input when nothing changed)
     cache_warning: str | None = None  # the result cache could not be written (one line)
     unsafe_hidden: int = 0          # findings an unsafe fix would address, not applied (no ``unsafe_fixes``)
+    skipped: tuple[str, ...] = ()     # one-line notes: special files (FIFOs, devices, symlink loops) not read
 
     @property
     def unreadable(self) -> tuple[Diagnostic, ...]:
@@ -188,15 +180,16 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     paths = list(paths)
     cache = None
     if stdin is not None:
-        files, missing, sources = [stdin[0]], [], {stdin[0]: stdin[1]}
+        files, missing, sources, skipped = [stdin[0]], [], {stdin[0]: stdin[1]}, []
         ctx.use_tree([])                      # standard input alone: no other files to resolve names in
         reports = [check_source(stdin[0], stdin[1], trust_bytecode=False)]
     else:
-        files, missing_paths = python_files(paths, settings)
-        missing = [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing_paths]
+        files, unreadable, skipped = python_files(paths, settings)
+        missing = [Diagnostic(path, 1, 1, UNREADABLE, reason) for path, reason in unreadable]
         sources = {}
         ctx.use_tree(files)                   # names resolve across the files of this run
-        cache = ResultCache.open(cache_dir, paths) if cache_dir is not None else None
+        options = f"trust_bytecode={trust_bytecode}"       # the settings are applied after the cache
+        cache = ResultCache.open(cache_dir, paths, options) if cache_dir is not None else None
         reports = check_files(files, jobs, trust_bytecode, cache)
         reports = _subclasses_of_tree_functions(reports, trust_bytecode, cache)
     formula_paths = [r.path for r in reports if r.formula_file]
@@ -214,7 +207,7 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     kept = (d for d in diagnostics if d.code == UNREADABLE or settings.enabled(d.code, d.path))
     return LintResult(tuple(sorted(kept)), len(files), sum(r.functions for r in reports),
                       len(formula_paths), tuple(fixed), tuple(diffs), fixed_stdin,
-                      cache.save() if cache is not None else None, unsafe_hidden)
+                      cache.save() if cache is not None else None, unsafe_hidden, tuple(skipped))
 
 
 def _wanted(settings: Settings, path: str, code: str, line_text: str) -> bool:
@@ -327,8 +320,8 @@ def _cached_formula_rules(paths: list[str], cache: ResultCache) -> dict[str, tup
 def collect_files(paths: Iterable[str], settings: Settings | None = None) -> tuple[list[str], list[Diagnostic]]:
     """Files to lint (directories: every ``*.py`` below, sorted, less the excluded) and DB001
     for missing paths."""
-    files, missing = python_files(paths, settings or Settings())
-    return files, [Diagnostic(path, 1, 1, UNREADABLE, "no such file or directory") for path in missing]
+    files, unreadable, _ = python_files(paths, settings or Settings())
+    return files, [Diagnostic(path, 1, 1, UNREADABLE, reason) for path, reason in unreadable]
 
 
 def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool = True,
@@ -378,7 +371,7 @@ def _subclasses_of_tree_functions(reports: list[FileReport], trust_bytecode: boo
     """Check again the files whose classes derive from a Function class of another linted file
     (``class Impl(ProjectBase)``: the text prefilter cannot see that ``ProjectBase`` is one)."""
     names = {name.encode() for r in reports for name in r.function_names}
-    subclass_files = {r.path for r in reports if r.base_names & names and not r.diagnostics}
+    subclass_files = {r.path for r in reports if r.base_names & names and all(d.code != SYNTAX for d in r.diagnostics)}
     ctx.derive_from_tree(subclass_files)
     return [_check_tree_bases(r.path, trust_bytecode, cache) if r.path in subclass_files else r
             for r in reports]
@@ -396,19 +389,6 @@ def _check_tree_bases(path: str, trust_bytecode: bool, cache: ResultCache | None
     return report
 
 
-def class_base_words(source: bytes) -> frozenset[bytes]:
-    """The identifiers in the bases of every ``class X(...)`` statement (a text scan, no parse)."""
-    words: set[bytes] = set()
-    start = source.find(b"class ")
-    while start >= 0:
-        if not source[source.rfind(b"\n", 0, start) + 1:start].strip():
-            opening, colon = source.find(b"(", start, start + 200), source.find(b":", start, start + 200)
-            if opening >= 0 and (colon < 0 or opening < colon):
-                words.update(WORD.findall(source, opening + 1, max(source.find(b")", opening), opening)))
-        start = source.find(b"class ", start + 6)
-    return frozenset(words)
-
-
 def check_file(path: str, trust_bytecode: bool = True, tree_bases: bool = False) -> FileReport:
     """Syntax check, ctx rules, formula-file detection; never raises.
 
@@ -416,11 +396,9 @@ def check_file(path: str, trust_bytecode: bool = True, tree_bases: bool = False)
     The report's ``depends`` are the file's stamp and what its analysis read of the tree.
     """
     try:
-        with open(path, "rb") as file:
-            status = os.fstat(file.fileno())
-            source = file.read()
+        status, source = read_regular(path)
     except OSError as error:
-        return FileReport(path, (Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror}"),))
+        return FileReport(path, (_unreadable(path, error),))
     with Recorder() as followed:
         r = check_source(path, source, trust_bytecode, tree_bases)
     depends = Depends(((path, FileStamp.of(status, source)),)) + followed.depends()
@@ -439,55 +417,19 @@ def check_source(path: str, source: bytes, trust_bytecode: bool = True, tree_bas
         return FileReport(path, (_internal_error(path, error),))
 
 
-def may_define_function(path: str, source: bytes) -> bool:
-    """Whether the text can hold a ``torch.autograd.Function`` subclass (a necessary condition).
-
-    Any spelling of the base goes through the word ``Function`` (``torch.autograd.Function``,
-    ``ag.Function``, ``from torch.autograd import Function [as F]``) and through ``autograd``
-    (or the file is in torch's own autograd package); and some ``class`` statement names
-    ``Function`` or such an alias among its bases. A subclass of a local subclass has that
-    local root in the same file. ``sympy.Function`` does not count where ``sympy`` is bound
-    only by ``import sympy`` (a package other than torch: it cannot name autograd's class).
-    """
-    if b"Function" not in source or not (b"autograd" in source or "autograd" in path):
-        return False
-    aliases = [re.compile(rb"\b%s\b" % re.escape(alias)) for alias in set(FUNCTION_ALIAS.findall(source))]
-    foreign = None                                  # computed at the first qualified spelling (costly)
-    for header in CLASS_BASES.finditer(source):
-        bases = header.group(1)
-        if any(alias.search(bases) for alias in aliases):
-            return True
-        for spelling in QUALIFIED_FUNCTION.finditer(bases):
-            foreign = _foreign_modules(source) if foreign is None else foreign
-            if spelling.group(1).split(b".", 1)[0].strip() not in foreign:
-                return True
-    return False
-
-
-def _foreign_modules(source: bytes) -> frozenset[bytes]:
-    """Names bound by a plain ``import`` of a package other than torch that no line importing
-    from torch names (``from torch import autograd`` next to ``import autograd`` is ambiguous)."""
-    if b"import" not in source:
-        return frozenset()
-    bound = {alias or head for head, alias in FOREIGN_IMPORT.findall(source)}
-    if not bound:
-        return frozenset()
-    torch_imports = b"\n".join(line for line in TORCH_IMPORT_LINE.findall(source) if b"torch" in line)
-    return frozenset(name for name in bound if not re.search(rb"\b%s\b" % name, torch_imports))
-
-
 def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bool = False) -> FileReport:
     file_noqa = _file_noqa(source) if b"transpile" in source else None
     if file_noqa is not None and not file_noqa:
         return FileReport(path, ())                  # ``# transpile: noqa``: the whole file is skipped
-    function_candidate = tree_bases or may_define_function(path, source)
-    may_use_derivative = b"derivative" in source and DERIVATIVE_DECORATOR.search(source) is not None
+    function_candidate = tree_bases or prefilter.may_define_function(path, source)
+    derivative_candidate = prefilter.may_use_derivative(source)
     if not (trust_bytecode and compiled_before(path, source)):
         problem = syntax_problem(path, source)
         if problem is not None:
             return FileReport(path, _without_file_noqa((problem,), file_noqa))
-    if not (function_candidate or may_use_derivative):
-        return FileReport(path, (), base_names=class_base_words(source) if b"class" in source else frozenset())
+    base_names = prefilter.class_base_words(source) if b"class" in source and not tree_bases else frozenset()
+    if not (function_candidate or derivative_candidate):
+        return FileReport(path, (), base_names=base_names)
     tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     report = ctx.check_module(tree, path) if function_candidate else ctx.CtxReport(0, ())
     diagnostics: tuple[Diagnostic, ...] = ()
@@ -497,8 +439,9 @@ def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bo
                             related=tuple((line, _column(lines, line, col)) for line, col in f.related))
                  for f in report.findings)
         diagnostics = _without_file_noqa(without_suppressed(found, lines), file_noqa)
-    formula_file = may_use_derivative and uses_derivative(tree)
-    return FileReport(path, diagnostics, report.functions, formula_file, report.classes)
+    formula_file = derivative_candidate and uses_derivative(tree)
+    return FileReport(path, diagnostics, report.functions, formula_file, report.classes,
+                      base_names - {name.encode() for name in report.classes})
 
 
 def syntax_problem(path: str, source: bytes) -> Diagnostic | None:
@@ -543,17 +486,19 @@ def compiled_before(path: str, source: bytes) -> bool:
     CPython (at import, or pip at install time) writes a ``.pyc`` only after
     compiling the source without error, so an up-to-date one proves there is
     no syntax error. Up to date means: the magic number of this interpreter,
-    and either the source hash (hash-based pycs) or the source's mtime and
-    size as recorded (timestamp pycs), the pyc itself written in a later
-    second than the source's last change, so that an edit in the second the
-    pyc was written cannot go unnoticed. Only the 16-byte header is read.
+    and either the source hash (hash-based pycs) or, for timestamp pycs, the
+    source's mtime and size as recorded, the pyc itself written in a later
+    second than the source's recorded mtime (an edit in the second the pyc was
+    written cannot go unnoticed) and after the source's last change of any
+    kind (its ctime: an edit whose mtime was set back, by ``cp -p``, ``tar``
+    or ``os.utime``, moves the ctime on). Only the 16-byte header is read.
     """
     try:
         pyc = importlib.util.cache_from_source(path)
         with open(pyc, "rb") as file:
             header = file.read(16)
-        pyc_written = int(os.stat(pyc).st_mtime)
-        source_changed = int(os.stat(path).st_mtime)
+            pyc_written = os.fstat(file.fileno()).st_mtime_ns
+        source_status = os.stat(path)
     except (OSError, ValueError, NotImplementedError):
         return False
     if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
@@ -563,8 +508,10 @@ def compiled_before(path: str, source: bytes) -> bool:
         return header[8:16] == importlib.util.source_hash(source)
     recorded_mtime = int.from_bytes(header[8:12], "little")
     recorded_size = int.from_bytes(header[12:16], "little")
+    source_changed = source_status.st_mtime_ns // 1_000_000_000
     return (flags == 0 and recorded_mtime == source_changed & 0xFFFFFFFF
-            and recorded_size == len(source) & 0xFFFFFFFF and pyc_written > source_changed)
+            and recorded_size == len(source) & 0xFFFFFFFF and pyc_written // 1_000_000_000 > source_changed
+            and pyc_written > source_status.st_ctime_ns)
 
 
 def uses_derivative(tree: ast.Module) -> bool:
@@ -614,11 +561,13 @@ class _ClosureRules:
         self.modules: dict[str, FormulaModule] = {}
         for path in paths:
             try:
-                self.raw[path] = given[path] if path in given else Path(path).read_bytes()
+                self.raw[path] = given[path] if path in given else read_regular(path)[1]
                 self.sources[path] = decode_source(path, self.raw[path])
                 self.modules[path] = parse_module(path, self.sources[path])
             except UndecodableSource as problem:
                 self.errors[path] = problem.diagnostic
+            except OSError as error:              # it vanished, or became another kind of file, since
+                self.errors[path] = _unreadable(path, error)
             except Exception as error:  # noqa: BLE001 - reported as this file's internal error
                 self.errors[path] = _internal_error(path, error)
         self.library = shipped_library(exclude={Path(path).resolve() for path in paths})
@@ -724,12 +673,10 @@ def _write_through(path: str, data: bytes) -> None:
 
 def shipped_library(exclude: set[Path]) -> list[FormulaModule]:
     """The shipped ``formulas/`` library (read statically), but for the files in ``exclude``."""
-    from transpiler.frontend import read_module
-
     if not SHIPPED_FORMULAS.is_dir():
         return []
     files = sorted(p for p in SHIPPED_FORMULAS.rglob("*.py") if p.is_file() and p.resolve() not in exclude)
-    return [read_module(str(p)) for p in files]
+    return [module for module in map(_library_module, files) if module is not None]
 
 
 def package_root(path: str) -> Path:
@@ -749,21 +696,30 @@ def package_library(root: Path, exclude: set[Path]) -> list[FormulaModule]:
     """The modules under ``root`` (but ``exclude``) that can declare operators or helpers: what
     ``transpile --formulas root`` would emit along with the linted files (others, by their
     text, add nothing to the library and are not parsed)."""
-    from transpiler.frontend import read_module
-
     if root == SHIPPED_FORMULAS:
         return shipped_library(exclude)
     modules = []
     for path in sorted(root.rglob("*.py")):
-        if path.resolve() in exclude or not path.is_file():
+        if not path.is_file() or path.resolve() in exclude:     # is_file first: resolve() raises on a loop
             continue
         try:
-            text = path.read_bytes()
+            text = read_regular(path)[1]
         except OSError:
             continue
-        if any(marker in text for marker in LIBRARY_MARKERS):
-            modules.append(read_module(str(path)))
+        module = _library_module(path) if any(marker in text for marker in LIBRARY_MARKERS) else None
+        if module is not None:
+            modules.append(module)
     return modules
+
+
+def _library_module(path: Path) -> FormulaModule | None:
+    """A module of the library the linted files see (None: it could not be read, it vanished)."""
+    from transpiler.frontend import read_module
+
+    try:
+        return read_module(str(path))
+    except OSError:
+        return None
 
 
 def _operator_names(modules: Iterable[FormulaModule]) -> set[str]:
@@ -785,6 +741,10 @@ def _syntax_diagnostic(path: str, source: bytes, error: Exception) -> Diagnostic
     column = _column(lines, error.lineno, (error.offset or 1) - 1)
     return Diagnostic(path, error.lineno, column, SYNTAX,
                       f"cannot parse the file: {error.msg}; fix the syntax error")
+
+
+def _unreadable(path: str, error: OSError) -> Diagnostic:
+    return Diagnostic(path, 1, 1, UNREADABLE, f"cannot read the file: {error.strerror or error}")
 
 
 def _internal_error(path: str, error: BaseException) -> Diagnostic:

@@ -22,14 +22,20 @@ ignores it); a file named on the command line is checked anyway unless
 """
 from __future__ import annotations
 
+import errno
 import fnmatch
 import functools
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
+
+from transpiler.diagnostics import printable
+from transpiler.sources import special_kind
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -185,24 +191,40 @@ def codes(where: object, prefixes: Iterable[str], key: str) -> tuple[str, ...]:
     return tuple(result)
 
 
-def python_files(paths: Iterable[str], settings: Settings) -> tuple[list[str], list[str]]:
+class Listing(NamedTuple):
+    """The files a run lints, and what it cannot or does not."""
+
+    files: list[str]                         # in order
+    unreadable: list[tuple[str, str]]        # a path named that cannot be read -> why (exit 2)
+    skipped: list[str]                       # one-line notes: ``*.py`` entries that are no regular file
+
+
+def python_files(paths: Iterable[str], settings: Settings) -> Listing:
     """Files to lint, in order (directories: ``*.py`` below, sorted, pruned by excludes and
-    ``.gitignore``), and the paths that do not exist."""
+    ``.gitignore``), the paths named that cannot be read, and the special files skipped (a FIFO,
+    a device, a symlink loop: never opened)."""
     files: dict[str, None] = {}
-    missing: list[str] = []
+    unreadable: list[tuple[str, str]] = []
+    skipped: list[str] = []
     for path in paths:
-        if os.path.isdir(path):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as error:
+            unreadable.append((path, "no such file or directory" if error.errno == errno.ENOENT
+                               else f"cannot read: {error.strerror}"))
+            continue
+        if stat.S_ISDIR(mode):
             if not (settings.force_exclude and settings.excluded(path)):
-                files.update((found, None) for found in _walk(str(Path(path)), settings, []))
-        elif os.path.isfile(path):
+                files.update((found, None) for found in _walk(str(Path(path)), settings, [], skipped))
+        elif stat.S_ISREG(mode):
             if not (settings.force_exclude and (settings.excluded(path) or _git_ignored(path, settings))):
                 files[path] = None
         else:
-            missing.append(path)
-    return list(files), missing
+            skipped.append(f"{printable(path)}: not a regular file ({special_kind(mode)}); skipped")
+    return Listing(list(files), unreadable, skipped)
 
 
-def _walk(directory: str, settings: Settings, ignores: list[tuple[str, object]]) -> list[str]:
+def _walk(directory: str, settings: Settings, ignores: list[tuple[str, object]], skipped: list[str]) -> list[str]:
     ignores = [*ignores, *_gitignore(directory, settings)]
     try:
         entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
@@ -211,13 +233,23 @@ def _walk(directory: str, settings: Settings, ignores: list[tuple[str, object]])
     found: list[str] = []
     for entry in entries:
         path = entry.name if directory == "." else os.path.join(directory, entry.name)
-        is_dir = entry.is_dir()
+        python = entry.name.endswith(".py")
+        try:
+            is_dir = entry.is_dir()
+            regular = python and not is_dir and entry.is_file()      # file types from the directory: no stat
+            special = python and not (is_dir or regular) and special_kind(entry.stat().st_mode)
+        except OSError as error:                    # a symlink loop, a link into nowhere
+            if python:
+                skipped.append(f"{printable(path)}: cannot be read ({error.strerror}); skipped")
+            continue
         if settings.excluded(path, walked=True) or (ignores and _ignored(path, is_dir, ignores)):
             continue
         if is_dir:
-            found.extend(_walk(path, settings, ignores))
-        elif entry.name.endswith(".py") and entry.is_file():
+            found.extend(_walk(path, settings, ignores, skipped))
+        elif regular:
             found.append(path)
+        elif special:
+            skipped.append(f"{printable(path)}: not a regular file ({special}); skipped")
     return found
 
 

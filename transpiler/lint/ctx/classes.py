@@ -111,6 +111,7 @@ def function_classes(tree: ast.Module, imports: ImportTable, tree_bases: bool = 
     """Classes deriving (directly, or through classes of this module) from autograd.Function."""
     classes = [node for node in statements(tree) if isinstance(node, ast.ClassDef)]
     by_name = {cls.name: cls for cls in classes}
+    aliases = function_aliases(tree, imports)
     verdicts: dict[str, bool] = {}
 
     def is_function(cls: ast.ClassDef) -> bool:
@@ -119,8 +120,8 @@ def function_classes(tree: ast.Module, imports: ImportTable, tree_bases: bool = 
         verdicts[cls.name] = False                     # guards against cycles
         verdict = False
         for base in cls.bases:
-            qualified = imports.qualify(base)
-            if qualified in FUNCTION_BASES:
+            qualified = resolve_base(base, imports, aliases)
+            if qualified in FUNCTION_BASES or _star_imported_function(base, qualified, imports, by_name):
                 verdict = True
             elif isinstance(base, ast.Name) and base.id in by_name and base.id not in imports.names:
                 verdict = verdict or is_function(by_name[base.id])
@@ -130,6 +131,59 @@ def function_classes(tree: ast.Module, imports: ImportTable, tree_bases: bool = 
         return verdict
 
     return sorted((cls for cls in classes if is_function(cls)), key=lambda c: (c.lineno, c.col_offset))
+
+
+def resolve_base(node: ast.expr, imports: ImportTable, aliases: dict[str, str]) -> str | None:
+    """The dotted name a class base statically is: through imports, names assigned a Function
+    class (``aliases``), ``getattr(module, "Name")`` and ``importlib.import_module("a.b")`` with
+    constant strings; None when it is not statically known."""
+    if isinstance(node, ast.Name) and node.id in aliases:
+        return aliases[node.id]
+    if isinstance(node, ast.Attribute):
+        owner = resolve_base(node.value, imports, aliases)
+        return None if owner is None else f"{owner}.{node.attr}"
+    if isinstance(node, ast.Call):
+        function = imports.qualify(node.func)
+        constant = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if function == "getattr" and len(node.args) == 2 and constant and node.args[1].value == constant[0]:
+            owner = resolve_base(node.args[0], imports, aliases)
+            return None if owner is None else f"{owner}.{constant[0]}"
+        if function == "importlib.import_module" and len(node.args) == 1 and constant \
+                and not constant[0].startswith("."):
+            return constant[0]
+        if function == "__import__" and len(node.args) == 1 and constant:
+            return constant[0].partition(".")[0]           # __import__("a.b") is package a
+        return None
+    return imports.qualify(node)
+
+
+def function_aliases(tree: ast.Module, imports: ImportTable) -> dict[str, str]:
+    """Names a module assigns a Function class (``Base = torch.autograd.Function``, a chain of
+    such names, ``Base: type = ...``): name -> the class's dotted name."""
+    assignments = [(node.targets[0].id, node.value) for node in statements(tree) if isinstance(node, ast.Assign)
+                   and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)]
+    assignments += [(node.target.id, node.value) for node in statements(tree) if isinstance(node, ast.AnnAssign)
+                    and isinstance(node.target, ast.Name) and node.value is not None]
+    aliases: dict[str, str] = {}
+    for _ in range(4):                                   # a chain of aliases, a few deep
+        found = {name: qualified for name, value in assignments
+                 if (qualified := resolve_base(value, imports, aliases)) in FUNCTION_BASES}
+        if found.keys() <= aliases.keys():
+            break
+        aliases.update(found)
+    return aliases
+
+
+def _star_imported_function(base: ast.expr, qualified: str | None, imports: ImportTable,
+                            local_classes: dict[str, ast.ClassDef]) -> bool:
+    """``from torch.autograd import *`` then ``class F(Function)``: a base whose first name is
+    bound by no import or class of the module, resolved in each star-imported module."""
+    head = base
+    while isinstance(head, ast.Attribute):
+        head = head.value
+    if qualified is None or not isinstance(head, ast.Name) or head.id in imports.names or head.id in local_classes:
+        return False
+    return any(f"{module}.{qualified}" in FUNCTION_BASES for module in imports.star_modules)
 
 
 def _function_in_tree(qualified: str, depth: int) -> bool:

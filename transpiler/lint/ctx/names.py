@@ -23,6 +23,7 @@ class ImportTable:
 
     module: str                      # this file's dotted module name ("" when no relative import needed it)
     names: dict[str, str]
+    star_modules: tuple[str, ...] = ()   # ``from M import *``: M, for each
 
     def qualify(self, node: ast.expr) -> str | None:
         """``ag.Function`` -> ``torch.autograd.Function``; None for anything but a dotted name."""
@@ -84,6 +85,7 @@ def package_of(directory: str) -> str:
 def import_table(tree: ast.Module, path: str) -> ImportTable:
     """Collect the aliases every ``import`` / ``from ... import`` in ``tree`` binds."""
     names: dict[str, str] = {}
+    stars: list[str] = []
     module = ""
     for node in statements(tree):
         if isinstance(node, ast.Import):
@@ -100,7 +102,9 @@ def import_table(tree: ast.Module, path: str) -> ImportTable:
             for alias in node.names:
                 if alias.name != "*":
                     names[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
-    return ImportTable(module, names)
+                elif base:
+                    stars.append(base)
+    return ImportTable(module, names, tuple(stars))
 
 
 def _absolute(module: str, level: int, current: str, path: str) -> str:

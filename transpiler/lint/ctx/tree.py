@@ -11,12 +11,12 @@ result's dependencies.
 from __future__ import annotations
 
 import ast
-import os
 import re
 from functools import lru_cache
 
 from transpiler.lint.cache import FileStamp, record_file, record_module
 from transpiler.lint.ctx.names import ImportTable, import_table, module_name, package_of
+from transpiler.sources import read_regular
 
 MAX_REEXPORTS = 4
 
@@ -91,9 +91,7 @@ def _read(path: str) -> bytes | None:
 @lru_cache(maxsize=512)
 def _stamped(path: str) -> tuple[bytes | None, FileStamp | None]:
     try:
-        with open(path, "rb") as file:
-            status = os.fstat(file.fileno())
-            source = file.read()
+        status, source = read_regular(path)
     except OSError:
         return None, None
     return source, FileStamp.of(status, source)

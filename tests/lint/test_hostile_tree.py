@@ -1,0 +1,123 @@
+"""Hostile trees: ``transpile lint``, ``transpile`` and ``transpile --check`` end in bounded time and
+memory with a documented exit status, one line per problem and never a traceback.
+
+Among the formula files: a FIFO (never opened: opening one waits for a writer), a symlink to
+``/dev/zero`` (never read), a symlink loop, and file names with a space, a line break or bytes
+that are not UTF-8. Special files are skipped with a one-line note; ``transpile`` refuses a
+file name that is not a module name (exit 2) and lint reads it, printing the name escaped so
+that it cannot forge a line of output. Each command runs in a child process under a time
+limit and an address-space limit.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lint.test_driver import FORMULA, FUNCTION, child_env, write
+
+from transpiler import sources
+from transpiler.lint import runner
+from transpiler.lint.runner import lint
+
+MEMORY_LIMIT = 3 * 2**30          # bytes of address space for each command (a read of /dev/zero would pass it)
+TIME_LIMIT = 120                  # seconds: a FIFO opened for reading would wait forever
+
+
+def limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def transpile(*argv: str | bytes, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "transpiler", *argv], capture_output=True, timeout=TIME_LIMIT,
+                          preexec_fn=limited, env=child_env(), cwd=cwd)
+
+
+HOSTILE = {
+    "fifo": lambda package: os.mkfifo(package / "fifo.py"),
+    "device": lambda package: os.symlink("/dev/zero", package / "zero.py"),
+    "symlink loop": lambda package: os.symlink("loop.py", package / "loop.py"),
+    "space": lambda package: write(package / "with space.py", FUNCTION.format(noqa="", noqa_global="")),
+    "line break": lambda package: write(package / "new\nline.py", FUNCTION.format(noqa="", noqa_global="")),
+    "not UTF-8": lambda package: (package / os.fsdecode(b"bad\xff.py")).write_text(
+        FUNCTION.format(noqa="", noqa_global="")),
+}
+CLEAN_FORMULA = FORMULA.replace("c = at.cos(self)\n", "").replace("grad * c", "grad * at.cos(self)")
+SPECIAL = {"fifo": "a FIFO", "device": "a character device", "symlink loop": "Too many levels of symbolic links"}
+MISNAMED = {"space": "with space.py", "line break": "new\\nline.py", "not UTF-8": "bad\\xff.py"}
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_every_command_ends_with_a_documented_status_and_one_line_per_problem(tmp_path, kind):
+    package = tmp_path / "hostile"
+    write(package / "__init__.py", "")
+    write(package / "ok.py", CLEAN_FORMULA)
+    HOSTILE[kind](package)
+    out = tmp_path / "out"
+    runs = {"lint": transpile("lint", "--no-cache", str(package), cwd=tmp_path),
+            "transpile": transpile("--formulas", str(package), "--out", str(out), cwd=tmp_path),
+            "again": transpile("--formulas", str(package), "--out", str(out), cwd=tmp_path),
+            "check": transpile("--formulas", str(package), "--out", str(out), "--check", cwd=tmp_path)}
+    for name, run in runs.items():
+        assert b"Traceback" not in run.stdout + run.stderr, (name, run.stderr.decode(errors="replace"))
+    if kind in SPECIAL:
+        for name, run in runs.items():
+            assert run.returncode == 0, (name, run.stdout, run.stderr)
+            (note,) = [line for line in run.stderr.decode().splitlines() if "note:" in line]
+            assert SPECIAL[kind] in note and note.endswith("skipped")
+        assert b"up to date" in runs["again"].stdout and b"up to date" in runs["check"].stdout
+    else:
+        lines = runs["lint"].stdout.decode().splitlines()
+        assert runs["lint"].returncode == 1 and len(lines) == 2            # DB100 and DB104, one line each
+        assert all(line.startswith(f"{package}/{MISNAMED[kind]}:") for line in lines)
+        for name in ("transpile", "again", "check"):
+            run = runs[name]
+            (line,) = run.stderr.decode().splitlines()
+            assert run.returncode == 2 and MISNAMED[kind] in line and "not a Python module name" in line
+        assert not out.exists()
+
+
+def test_a_file_that_vanishes_during_the_run_is_unreadable_not_an_internal_error(tmp_path, monkeypatch):
+    formula = write(tmp_path / "formula.py", FORMULA)
+    check_files = runner.check_files
+
+    def then_delete(*args, **kwargs):
+        reports = check_files(*args, **kwargs)
+        formula.unlink()                               # after the per-file pass, before the closure rules
+        return reports
+
+    monkeypatch.setattr(runner, "check_files", then_delete)
+    (found,) = lint([str(formula)]).diagnostics
+    assert (found.code, found.message) == ("DB001", "cannot read the file: No such file or directory")
+
+
+def test_a_file_larger_than_the_limit_is_one_unreadable_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner.read_regular, "__defaults__", (1000,))
+    big = write(tmp_path / "big.py", "x = 1\n" * 200)
+    (found,) = lint([str(big)]).diagnostics
+    assert (found.code, found.message) == ("DB001", "cannot read the file: larger than 1000 bytes, the most this reads")
+
+
+def test_a_generated_comment_never_breaks_on_a_directory_name():
+    from transpiler.cpp.emit import _display
+
+    shown = _display("/tmp/odd\nname/pkg/f.py", "/tmp/odd\nname/pkg")
+    assert shown == "pkg/f.py"
+    shown = _display("/tmp/x/new\nline\x1b/f.py", "/tmp/x/new\nline\x1b")
+    assert shown == "new\\nline\\x1b/f.py" and "\n" not in shown
+
+
+def test_a_formula_file_too_large_for_the_front_end_is_one_line_under_a_memory_limit(tmp_path):
+    """libcst's parser aborts the process (SIGABRT) when an allocation fails: a formula file over
+    the front-end's limit is one DB000 line instead, in lint and in transpile."""
+    line = "x = [" + "1, " * (sources.MAX_FORMULA_CHARS // 3 + 1000) + "]\n"
+    huge = write(tmp_path / "pkg" / "huge.py", FORMULA + line)
+    runs = [transpile("lint", "--no-cache", str(huge), cwd=tmp_path),
+            transpile("--formulas", str(huge.parent), "--out", str(tmp_path / "out"), cwd=tmp_path)]
+    for run in runs:
+        (finding,) = run.stdout.decode().splitlines()
+        assert run.returncode == 1 and "huge.py:1:1: DB000 cannot analyse the file: 2," in finding
+        assert b"Traceback" not in run.stderr and "split it" in finding

@@ -1,0 +1,20 @@
+"""Testing your formulas: ``check_formula`` (``docs/testing.md``).
+
+``from formulas.testing import check_formula`` costs nothing: torch and the checks load
+when it is first called, and without torch it says what to install.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+
+def check_formula(formula: Callable[..., Any] | str, *inputs: Any, tiers: Iterable[str] | None = None,
+                  package: str | None = None) -> list[Any]:
+    """Run every applicable proof tier on ``formula`` (a ``@derivative`` function or an
+    operator name of ``package``, default the shipped library) at ``inputs`` (the operator's
+    arguments in schema order; none: inputs made from its schema). Raises one
+    ``AssertionError`` naming the formula, tier, input, worst element with both values, the
+    wrong term of the backward where one explains it, and a call that reproduces it."""
+    from transpiler.prove.check import check_formula as run
+
+    return run(formula, *inputs, tiers=tiers, package=package)

@@ -1,0 +1,178 @@
+"""``check_formula``: every applicable proof tier on one formula, one ``AssertionError``.
+
+The formula is the decorated function itself or an operator name (``"sin"``,
+``"mul.Tensor"``) of ``package`` (default: the shipped library). The inputs are the
+operator's arguments in schema order (torch tensors or NumPy arrays; float64 ones are
+differentiated); without inputs, the cases :mod:`transpiler.prove.cases` makes from the
+schema are used. See ``docs/testing.md``.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from formulas.dsl import DeclaredFormula, registry
+from transpiler.prove.cases import Case, NoCases, schema_cases
+from transpiler.prove.tiers import (
+    RUNNERS,
+    TIER_MEANING,
+    TIERS,
+    NotApplicable,
+    Subject,
+    TierFailure,
+    named_values,
+)
+
+TORCH_MISSING = "proving formulas needs torch: pip install torch==2.13.0"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One tier of one formula: ``ok``, ``FAIL`` or ``n/a`` and what to say about it."""
+
+    tier: str
+    status: str
+    message: str = ""
+    case: Case | None = None
+
+
+def require_torch() -> None:
+    """Raise ``ModuleNotFoundError`` with the one line to install torch when it is missing."""
+    try:
+        import torch  # noqa: F401
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(TORCH_MISSING) from None
+
+
+def import_package(package: str) -> None:
+    """Import every module of ``package`` (its formulas register themselves)."""
+    if package == "formulas":
+        import formulas
+
+        formulas.load_library()
+        return
+    imported = importlib.import_module(package)
+    for info in pkgutil.walk_packages(getattr(imported, "__path__", []), f"{package}."):
+        importlib.import_module(info.name)
+
+
+def subject_of(formula: Callable[..., Any] | str, package: str | None) -> Subject:
+    """The formula named by a decorated function or an operator name."""
+    if callable(formula):
+        owner = package or formula.__module__.split(".", 1)[0]
+        found = [d for d in registry(owner).formulas.values() if d.fn is formula]
+        if not found:
+            raise ValueError(f"{getattr(formula, '__name__', formula)!r} is not a @derivative of package {owner!r}")
+        return Subject(owner, found[0])
+    owner = package or "formulas"
+    import_package(owner)
+    table = registry(owner).formulas
+    declared: DeclaredFormula | None = table.get(formula) or table.get(f"{formula}.")
+    if declared is None:
+        matches = [d for name, d in table.items() if name.split(".", 1)[0] == formula]
+        declared = matches[0] if len(matches) == 1 else None
+    if declared is None:
+        raise ValueError(f"package {owner!r} has no formula for {formula!r}")
+    return Subject(owner, declared)
+
+
+def _as_array(value: Any) -> Any:
+    """A torch tensor as a NumPy array (lists of them too); anything else unchanged."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
+        return value.detach().cpu().numpy().copy()
+    if isinstance(value, (list, tuple)) and any(type(v).__module__.startswith("torch") for v in value):
+        return [_as_array(v) for v in value]
+    return value
+
+
+def given_case(subject: Subject, inputs: tuple[Any, ...]) -> Case:
+    """The inputs as a case: positional in schema order, keyword-only arguments by name."""
+    schema = subject.schema
+    arguments = [a for a in schema.arguments if not a.is_out]
+    if len(inputs) > len(arguments):
+        raise TypeError(f"{subject.name} takes {len(arguments)} arguments ({schema}); {len(inputs)} were given")
+    args = tuple(_as_array(v) for a, v in zip(arguments, inputs) if not a.kwarg_only)
+    kwargs = {a.name: _as_array(v) for a, v in zip(arguments, inputs) if a.kwarg_only}
+    return Case("given", args, kwargs)
+
+
+def run_tiers(subject: Subject, cases: Iterable[Case], tiers: Iterable[str] = TIERS) -> list[Outcome]:
+    """Each tier on every case (L once): the first failing case makes the tier ``FAIL``; a tier
+    that applies to no case is ``n/a`` with the reason."""
+    cases = list(cases)
+    outcomes = []
+    for tier in tiers:
+        if tier not in RUNNERS:
+            raise ValueError(f"unknown tier {tier!r}; expected some of {', '.join(TIERS)}")
+        outcome: Outcome | None = None
+        reason = "no case"
+        ran = False
+        for case in cases[:1] if tier == "L" else cases:
+            try:
+                RUNNERS[tier](subject, named_values(subject.schema, case))
+                ran = True
+            except NotApplicable as why:
+                reason = str(why)
+            except TierFailure as failure:
+                outcome = Outcome(tier, "FAIL", str(failure), case)
+                break
+            except Exception as error:       # the formula itself raised: that is the failure
+                first_line = (str(error).splitlines() or [""])[0]
+                outcome = Outcome(tier, "FAIL", f"raised {type(error).__name__}: {first_line}", case)
+                break
+        outcomes.append(outcome or (Outcome(tier, "ok") if ran else Outcome(tier, "n/a", reason)))
+    return outcomes
+
+
+def reproduction(subject: Subject, case: Case) -> str:
+    """A ``check_formula`` call with the case's inputs."""
+    def spell(value: Any) -> str:
+        if isinstance(value, np.ndarray):
+            return f"torch.tensor({value.tolist()!r}, dtype=torch.{value.dtype})"
+        if isinstance(value, list):
+            return "[" + ", ".join(spell(v) for v in value) + "]"
+        return repr(value)
+    values = [*case.args, *case.kwargs.values()]
+    return f"check_formula({subject.name!r}, {', '.join(spell(v) for v in values)}, package={subject.package!r})"
+
+
+def failure_report(subject: Subject, outcomes: list[Outcome]) -> str:
+    """The ``AssertionError`` message: every failing tier, each with its input and case."""
+    lines = [f"formula {subject.name} ({subject.declared.schema}) of package {subject.package!r}:"]
+    for outcome in outcomes:
+        if outcome.status != "FAIL":
+            continue
+        assert outcome.case is not None
+        lines.append(f"tier {outcome.tier} ({TIER_MEANING[outcome.tier]}), case {outcome.case.name}: {outcome.message}")
+        lines.append(f"  reproduce: {reproduction(subject, outcome.case)}")
+    return "\n".join(lines)
+
+
+def check_formula(formula: Callable[..., Any] | str, *inputs: Any, tiers: Iterable[str] | None = None,
+                  package: str | None = None) -> list[Outcome]:
+    """Run the applicable tiers; raise one ``AssertionError`` naming every failing tier (the
+    formula, the input, the worst element with both values, the term of the backward that
+    explains it where one does, and a call that reproduces it). A tier named in ``tiers``
+    that does not apply is a failure too. Returns the outcomes."""
+    require_torch()
+    subject = subject_of(formula, package)
+    if inputs:
+        cases = [given_case(subject, inputs)]
+    else:
+        try:
+            cases = schema_cases(subject.schema)
+        except NoCases as why:
+            raise ValueError(f"{subject.name}: {why}") from None
+    asked = tuple(tiers) if tiers is not None else TIERS
+    outcomes = run_tiers(subject, cases, asked)
+    failed = [o for o in outcomes if o.status == "FAIL"]
+    missing = [o for o in outcomes if tiers is not None and o.status == "n/a"]
+    if failed or missing:
+        report = failure_report(subject, failed)
+        report += "".join(f"\ntier {o.tier} was asked for but does not apply: {o.message}" for o in missing)
+        raise AssertionError(report)
+    return outcomes

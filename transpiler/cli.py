@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "emit-yaml": "transpiler.yaml_import.emit_cli",
     "coverage": "transpiler.coverage",
     "rule": "transpiler.rule",
+    "prove": "transpiler.prove.cli",
 }
 GENERATE = "transpiler.cpp.generate"
 

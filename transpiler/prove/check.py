@@ -43,7 +43,7 @@ class Outcome:
 def require_torch() -> None:
     """Raise ``ModuleNotFoundError`` with the one line to install torch when it is missing."""
     try:
-        import torch  # noqa: F401
+        importlib.import_module("torch")
     except ModuleNotFoundError:
         raise ModuleNotFoundError(TORCH_MISSING) from None
 

@@ -1,0 +1,200 @@
+"""``transpile prove [PATH]``: every applicable proof tier on every formula of a package.
+
+PATH is a formula package directory (default: the project's formulas, ``[tool.transpile]``
+``formulas``); it is imported as the package named after the directory, from its parent
+directory. L is the linter on the files (static); the other tiers run each formula on its
+inputs: the package's own (a module-level ``PROVE_CASES`` in any of its modules) or inputs
+made from the schema (:mod:`transpiler.prove.cases`). Prints the op x tier table (``ok``,
+``FAIL``, ``n/a`` with the reason, ``-`` not run), the reasons and every failure; exit 0
+only when every applicable tier passed, 1 otherwise, 2 on a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from transpiler.prove.cases import Case, NoCases, schema_cases
+from transpiler.prove.tiers import TIER_MEANING, TIERS
+
+SYMBOL = {"ok": "ok", "FAIL": "FAIL", "n/a": "n/a", "-": "-"}
+
+
+@dataclass
+class OpRow:
+    """One operator's outcomes: tier -> (status, message), and the case of each failure."""
+
+    op: str
+    cells: dict[str, tuple[str, str]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def proven(self) -> bool:
+        return all(status in ("ok", "n/a") for status, _ in self.cells.values())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="transpile prove", description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", nargs="?", type=Path,
+                        help="formula package directory (default: the project's formulas)")
+    parser.add_argument("-k", dest="select", action="append", default=[], metavar="TEXT",
+                        help="only the ops whose name contains TEXT (repeat for several)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_request:       # usage error (2) or --help (0), already printed
+        return int(exit_request.code or 0)
+    try:
+        directory, package = _package_of(args.path)
+    except ValueError as problem:
+        print(f"transpile prove: {problem}", file=sys.stderr)
+        return 2
+    from transpiler.prove.check import TORCH_MISSING, import_package, require_torch
+
+    try:
+        require_torch()
+    except ModuleNotFoundError:
+        print(f"transpile prove: {TORCH_MISSING}", file=sys.stderr)
+        return 2
+    from transpiler.frontend import load_library
+
+    library = load_library(str(directory))
+    names = sorted(f.op_name for f in library.formulas if _selected(f.op_name, args.select))
+    if not names:
+        print(f"transpile prove: {directory}: no formula" + (" matches -k" if args.select else ""), file=sys.stderr)
+        return 2
+    if str(directory.parent) not in sys.path and package != "formulas":
+        sys.path.insert(0, str(directory.parent))
+    try:
+        import_package(package)
+    except Exception as error:           # the user's package does not import: say where, no traceback
+        print(f"transpile prove: cannot import {package} from {directory.parent}: {type(error).__name__}: {error}",
+              file=sys.stderr)
+        return 2
+    rows = prove(package, names, _lint_by_op(directory, library))
+    if args.format == "json":
+        print(json.dumps({r.op: {t: {"status": s, "message": m} for t, (s, m) in r.cells.items()} for r in rows},
+                         indent=1, sort_keys=True))
+    else:
+        print(render(rows))
+    return 0 if all(r.proven for r in rows) else 1
+
+
+def _selected(name: str, select: list[str]) -> bool:
+    return not select or any(text in name for text in select)
+
+
+def _package_of(path: Path | None) -> tuple[Path, str]:
+    """The formula directory and the package name it is imported as."""
+    from transpiler.lint.runner import SHIPPED_FORMULAS
+    from transpiler.project import ProjectError, find_project
+
+    if path is None:
+        try:
+            path = find_project().formulas
+        except ProjectError as error:
+            raise ValueError(str(error)) from None
+    if not path.is_dir():
+        raise ValueError(f"{path}: not a directory (give a formula package directory, or run in the project)")
+    directory = path.resolve()
+    if directory == SHIPPED_FORMULAS.resolve():
+        return directory, "formulas"
+    if directory.name == "formulas":
+        raise ValueError(f"{path}: a package called `formulas` would shadow the shipped library; rename it")
+    if not directory.name.isidentifier():
+        raise ValueError(f"{path}: `{directory.name}` cannot be imported as a package name; rename it")
+    return directory, directory.name
+
+
+def _lint_by_op(directory: Path, library: Any) -> dict[str, list[str]]:
+    """Tier L, static: the linter's findings on the package, given to the formula whose lines
+    hold them (a finding outside every formula goes to every op of its file)."""
+    import libcst as cst
+
+    from transpiler.lint.runner import lint_paths
+
+    findings = lint_paths([str(directory)])
+    found: dict[str, list[str]] = {}
+    for module in library.modules:
+        path = Path(module.path).resolve()
+        mine = [d for d in findings if Path(d.path).resolve() == path]
+        spans = {f.op_name: (f.span.line, f.span.line + len(cst.Module([f.node]).code.splitlines()))
+                 for f in module.formulas}
+        for op, (first, end) in spans.items():
+            inside = [d for d in mine if first <= d.line < end]
+            outside = [d for d in mine if not any(a <= d.line < b for a, b in spans.values())]
+            found[op] = [d.format() for d in inside + outside]
+    return found
+
+
+def declared_cases(package: str) -> dict[str, list[Case]]:
+    """The package's ``PROVE_CASES`` (op name -> argument tuples), from every module of it."""
+    from formulas.dsl import registry
+
+    modules = [m for name, m in sys.modules.items() if name == package or name.startswith(f"{package}.")]
+    cases: dict[str, list[Case]] = {}
+    for module in sorted(modules, key=lambda m: m.__name__):
+        for op, calls in (getattr(module, "PROVE_CASES", None) or {}).items():
+            cases.setdefault(op, []).extend(Case(f"{module.__name__.rsplit('.', 1)[-1]}[{i}]", tuple(args))
+                                            for i, args in enumerate(calls))
+    unknown = set(cases) - set(registry(package).formulas)
+    if unknown:
+        raise ValueError(f"PROVE_CASES names ops without a formula: {', '.join(sorted(unknown))}")
+    return cases
+
+
+def prove(package: str, names: list[str], lint: dict[str, list[str]]) -> list[OpRow]:
+    """Every tier of every named op of ``package`` (imported)."""
+    from formulas.dsl import registry
+    from transpiler.prove.check import given_case, reproduction, run_tiers
+    from transpiler.prove.tiers import Subject
+
+    own = declared_cases(package)
+    rows = []
+    for name in names:
+        subject = Subject(package, registry(package).formulas[name])
+        row = OpRow(name)
+        findings = lint.get(name, [])
+        row.cells["L"] = ("FAIL", "; ".join(findings)) if findings else ("ok", "")
+        if findings:
+            row.failures.append(f"{name}: tier L: " + "\n  ".join(findings))
+        try:
+            cases = [replace(given_case(subject, c.args), name=c.name) for c in own[name]] if name in own else schema_cases(subject.schema)
+        except NoCases as why:
+            row.cells.update((t, ("-", f"not run: {why}")) for t in TIERS if t != "L")
+            rows.append(row)
+            continue
+        for outcome in run_tiers(subject, cases, [t for t in TIERS if t != "L"]):
+            row.cells[outcome.tier] = (outcome.status, outcome.message)
+            if outcome.status == "FAIL":
+                assert outcome.case is not None
+                row.failures.append(f"{name}: tier {outcome.tier} ({TIER_MEANING[outcome.tier]}), case "
+                                    f"{outcome.case.name}: {outcome.message}\n  reproduce: "
+                                    f"{reproduction(subject, outcome.case)}")
+        rows.append(row)
+    return rows
+
+
+def render(rows: list[OpRow]) -> str:
+    """The table, the tiers' meanings, why a tier does not apply or did not run, the failures."""
+    width = max([len(r.op) for r in rows] + [2])
+    lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in TIERS)]
+    lines += [f"{r.op:<{width}}  " + "  ".join(f"{SYMBOL[r.cells[t][0]]:>4}" for t in TIERS) for r in rows]
+    lines.append(f"{sum(r.proven for r in rows)}/{len(rows)} ops proven on every applicable tier")
+    lines += [f"  {t:>2}: {TIER_MEANING[t]}" for t in TIERS]
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        for tier, (status, message) in row.cells.items():
+            if status in ("n/a", "-"):
+                reasons.setdefault((status, message), []).append(f"{row.op} {tier}")
+    lines += [f"{status}: {', '.join(where)}: {message}" for (status, message), where in sorted(reasons.items())]
+    lines += [failure for row in rows for failure in row.failures]
+    return "\n".join(lines)

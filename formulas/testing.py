@@ -18,3 +18,18 @@ def check_formula(formula: Callable[..., Any] | str, *inputs: Any, tiers: Iterab
     from transpiler.prove.check import check_formula as run
 
     return run(formula, *inputs, tiers=tiers, package=package)
+
+
+def prove_package(package: str, tiers: Iterable[str] | None = None) -> Callable[[str], None]:
+    """A pytest test with one item per formula of ``package``, each running :func:`check_formula`
+    on the package's own cases (``PROVE_CASES``) or inputs made from the schema:
+    ``test_myops = prove_package("myops")`` in a test module."""
+    import pytest
+
+    from transpiler.prove.check import formula_names
+
+    def test_formula(op: str) -> None:
+        check_formula(op, package=package, tiers=tiers)
+
+    test_formula.__name__ = f"test_{package}"
+    return pytest.mark.parametrize("op", formula_names(package))(test_formula)

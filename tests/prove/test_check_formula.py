@@ -2,6 +2,7 @@
 the formula, tier, input, worst element, reproduction and the wrong term of the backward."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -142,3 +143,18 @@ def test_importing_it_does_not_import_torch_and_without_torch_it_says_what_to_in
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2])
     assert (done.returncode, done.stdout, done.stderr) == (0, "proving formulas needs torch: pip install torch==2.13.0\n", "")
+
+
+def test_prove_package_is_one_pytest_item_per_formula(tmp_path):
+    (tmp_path / "plugin_ops").mkdir()
+    (tmp_path / "plugin_ops" / "sinh.py").write_text(SINH.format(sign="+"))
+    (tmp_path / "plugin_ops" / "sin.py").write_text(WRONG_SIN)
+    (tmp_path / "test_plugin_ops.py").write_text(
+        "from formulas.testing import prove_package\n\ntest_plugin_ops = prove_package('plugin_ops', tiers=['T1'])\n")
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_plugin_ops.py"],
+                          capture_output=True, text=True, cwd=tmp_path, check=False,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(tmp_path)])})
+    assert "1 failed, 1 passed" in done.stdout, done.stdout + done.stderr
+    assert "FAILED test_plugin_ops.py::test_plugin_ops[sin]" in done.stdout
+    assert "the term `0.1 * self` at " in done.stdout

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -78,6 +79,36 @@ def subject_of(formula: Callable[..., Any] | str, package: str | None) -> Subjec
     if declared is None:
         raise ValueError(f"package {owner!r} has no formula for {formula!r}")
     return Subject(owner, declared)
+
+
+def formula_names(package: str) -> list[str]:
+    """The operator names of every formula of ``package`` (imported), sorted."""
+    import_package(package)
+    return sorted(registry(package).formulas)
+
+
+def declared_cases(package: str) -> dict[str, list[Case]]:
+    """The package's ``PROVE_CASES`` (op name -> argument tuples in schema order), from every
+    module of it; the cases are named ``<module>[<index>]``."""
+    modules = [m for name, m in sys.modules.items() if name == package or name.startswith(f"{package}.")]
+    cases: dict[str, list[Case]] = {}
+    for module in sorted(modules, key=lambda m: m.__name__):
+        for op, calls in (getattr(module, "PROVE_CASES", None) or {}).items():
+            cases.setdefault(op, []).extend(Case(f"{module.__name__.rsplit('.', 1)[-1]}[{i}]", tuple(args))
+                                            for i, args in enumerate(calls))
+    unknown = set(cases) - set(registry(package).formulas)
+    if unknown:
+        raise ValueError(f"PROVE_CASES of {package} names ops without a formula: {', '.join(sorted(unknown))}")
+    return cases
+
+
+def package_cases(subject: Subject) -> list[Case]:
+    """The subject's cases: its package's ``PROVE_CASES`` for it, else made from its schema
+    (:class:`NoCases` when the schema has an argument no generated case can choose)."""
+    own = declared_cases(subject.package).get(subject.name)
+    if own is not None:
+        return [replace(given_case(subject, case.args), name=case.name) for case in own]
+    return schema_cases(subject.schema)
 
 
 def _as_array(value: Any) -> Any:
@@ -164,7 +195,7 @@ def check_formula(formula: Callable[..., Any] | str, *inputs: Any, tiers: Iterab
         cases = [given_case(subject, inputs)]
     else:
         try:
-            cases = schema_cases(subject.schema)
+            cases = package_cases(subject)
         except NoCases as why:
             raise ValueError(f"{subject.name}: {why}") from None
     asked = tuple(tiers) if tiers is not None else TIERS

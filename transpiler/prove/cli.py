@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transpiler.prove.cases import Case, NoCases, schema_cases
+from transpiler.prove.cases import NoCases
 from transpiler.prove.tiers import TIER_MEANING, TIERS
 
 SYMBOL = {"ok": "ok", "FAIL": "FAIL", "n/a": "n/a", "-": "-"}
@@ -79,7 +79,11 @@ def main(argv: list[str]) -> int:
         print(f"transpile prove: cannot import {package} from {directory.parent}: {type(error).__name__}: {error}",
               file=sys.stderr)
         return 2
-    rows = prove(package, names, _lint_by_op(directory, library))
+    try:
+        rows = prove(package, names, _lint_by_op(directory, library))
+    except ValueError as problem:        # PROVE_CASES that name no formula
+        print(f"transpile prove: {problem}", file=sys.stderr)
+        return 2
     if args.format == "json":
         print(json.dumps({r.op: {t: {"status": s, "message": m} for t, (s, m) in r.cells.items()} for r in rows},
                          indent=1, sort_keys=True))
@@ -135,29 +139,12 @@ def _lint_by_op(directory: Path, library: Any) -> dict[str, list[str]]:
     return found
 
 
-def declared_cases(package: str) -> dict[str, list[Case]]:
-    """The package's ``PROVE_CASES`` (op name -> argument tuples), from every module of it."""
-    from formulas.dsl import registry
-
-    modules = [m for name, m in sys.modules.items() if name == package or name.startswith(f"{package}.")]
-    cases: dict[str, list[Case]] = {}
-    for module in sorted(modules, key=lambda m: m.__name__):
-        for op, calls in (getattr(module, "PROVE_CASES", None) or {}).items():
-            cases.setdefault(op, []).extend(Case(f"{module.__name__.rsplit('.', 1)[-1]}[{i}]", tuple(args))
-                                            for i, args in enumerate(calls))
-    unknown = set(cases) - set(registry(package).formulas)
-    if unknown:
-        raise ValueError(f"PROVE_CASES names ops without a formula: {', '.join(sorted(unknown))}")
-    return cases
-
-
 def prove(package: str, names: list[str], lint: dict[str, list[str]]) -> list[OpRow]:
     """Every tier of every named op of ``package`` (imported)."""
     from formulas.dsl import registry
-    from transpiler.prove.check import given_case, reproduction, run_tiers
+    from transpiler.prove.check import package_cases, reproduction, run_tiers
     from transpiler.prove.tiers import Subject
 
-    own = declared_cases(package)
     rows = []
     for name in names:
         subject = Subject(package, registry(package).formulas[name])
@@ -167,7 +154,7 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]]) -> list[Op
         if findings:
             row.failures.append(f"{name}: tier L: " + "\n  ".join(findings))
         try:
-            cases = [replace(given_case(subject, c.args), name=c.name) for c in own[name]] if name in own else schema_cases(subject.schema)
+            cases = package_cases(subject)
         except NoCases as why:
             row.cells.update((t, ("-", f"not run: {why}")) for t in TIERS if t != "L")
             rows.append(row)

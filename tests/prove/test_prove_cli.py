@@ -58,8 +58,7 @@ def test_a_wrong_term_fails_with_exit_1_and_points_at_the_term(elsewhere, capsys
     out = capsys.readouterr().out
     assert "sin    ok  FAIL    ok  FAIL  FAIL  FAIL   n/a" in out
     assert "sin: tier T1 (formula on torch tensors: backward == finite differences), case 2x3: input `self`" in out
-    sin_py = elsewhere / "wrong_cli_ops" / "sin.py"
-    assert f"the term `0.1 * self` at {sin_py}:8:39 explains it: without it the gradient matches" in out
+    assert "the term `0.1 * self` at wrong_cli_ops/sin.py:8:39 explains it: without it the gradient matches" in out
 
 
 def test_json_and_selection(elsewhere, capsys):

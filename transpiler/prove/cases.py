@@ -3,11 +3,11 @@
 Every Tensor argument is float64 with values drawn from (0.2, 0.9): away from the kinks
 of the usual pointwise functions (0 for ``abs``/``relu``, ±1 for ``asin``, the poles and
 branch cuts of ``log``/``sqrt``...) and with no ties. The shapes are one family per case:
-a matrix, shapes that broadcast against each other, size 1, a 0-dim scalar and size 0;
-the checks drop a case that torch's forward refuses (size 0 where the op does not allow
-it). Non-tensor arguments take their schema default; the ones without a default that a
-case can still choose are ``dim``-like ints (0), ``bool`` (False) and numbers (0.5);
-any other makes the op need cases of its own (``formulas.testing.check_formula``).
+a matrix, shapes that broadcast against each other, size 1, a 0-dim scalar and size 0
+(``transpiler.prove.check.package_cases`` drops those torch's operator refuses).
+Non-tensor arguments take their schema default; the ones without a default that a case
+can still choose are ``dim``-like ints (0), ``bool`` (False) and numbers (0.5); any
+other makes the op need cases of its own (``PROVE_CASES``, ``docs/testing.md``).
 """
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from transpiler.prove.tiers import (
     named_values,
 )
 
+NO_CASE = "not run: torch's operator refuses every generated case; give the op PROVE_CASES"
 TORCH_MISSING = "proving formulas needs torch: pip install torch==2.13.0"
 
 
@@ -108,7 +109,27 @@ def package_cases(subject: Subject) -> list[Case]:
     own = declared_cases(subject.package).get(subject.name)
     if own is not None:
         return [replace(given_case(subject, case.args), name=case.name) for case in own]
-    return schema_cases(subject.schema)
+    return [case for case in schema_cases(subject.schema) if accepted(subject, case)]
+
+
+def accepted(subject: Subject, case: Case) -> bool:
+    """Whether torch's built-in operator (or, without one, the formula's forward on torch)
+    runs on a generated case: size 0 or a 0-dim tensor is kept only where the op allows it."""
+    from transpiler.prove.tiers import TorchRun, builtin, positional
+
+    run = TorchRun(subject, named_values(subject.schema, case))
+    named, _ = run.named(run.arrays())
+    try:
+        try:
+            operator = builtin(subject)
+        except NotApplicable:
+            run.forward(run.arrays())
+        else:
+            args, kwargs = positional(subject.schema, named)
+            operator(*args, **kwargs)
+    except Exception:            # torch refuses these inputs: not a case of this operator
+        return False
+    return True
 
 
 def _as_array(value: Any) -> Any:
@@ -135,6 +156,8 @@ def run_tiers(subject: Subject, cases: Iterable[Case], tiers: Iterable[str] = TI
     """Each tier on every case (L once): the first failing case makes the tier ``FAIL``; a tier
     that applies to no case is ``n/a`` with the reason."""
     cases = list(cases)
+    if not cases:
+        return [Outcome(tier, "-", NO_CASE) for tier in tiers]
     outcomes = []
     for tier in tiers:
         if tier not in RUNNERS:
@@ -201,9 +224,10 @@ def check_formula(formula: Callable[..., Any] | str, *inputs: Any, tiers: Iterab
     asked = tuple(tiers) if tiers is not None else TIERS
     outcomes = run_tiers(subject, cases, asked)
     failed = [o for o in outcomes if o.status == "FAIL"]
-    missing = [o for o in outcomes if tiers is not None and o.status == "n/a"]
+    missing = [o for o in outcomes if o.status == "-" or (tiers is not None and o.status == "n/a")]
     if failed or missing:
         report = failure_report(subject, failed)
-        report += "".join(f"\ntier {o.tier} was asked for but does not apply: {o.message}" for o in missing)
+        report += "".join(f"\ntier {o.tier} did not run: {o.message}" if o.status == "-" else
+                          f"\ntier {o.tier} was asked for but does not apply: {o.message}" for o in missing)
         raise AssertionError(report)
     return outcomes

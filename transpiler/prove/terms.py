@@ -13,6 +13,7 @@ by the factor ``1 - a``).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ class Explanation:
     factor: float          # multiplying the term by this makes the gradient right
 
     def __str__(self) -> str:
-        where = f"{self.path}:{self.line}:{self.col}"
+        where = f"{shown(self.path)}:{self.line}:{self.col}"
         if abs(self.factor) < 1e-3:
             how = "without it the gradient matches"
         elif abs(self.factor + 1) < 1e-3:
@@ -115,6 +116,12 @@ def explain(fn: Any, run_backward: Any, returned_index: int, expected: np.ndarra
         listed = ", ".join(f"`{cst.Module([]).code_for_node(t)}`" for t in terms)
         return f"no single term of its return ({listed}) explains the gap"
     return min(fitted, key=lambda item: item[0])[1]
+
+
+def shown(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def module_code(function: cst.FunctionDef) -> str:

@@ -32,11 +32,12 @@ LOW, HIGH = 0.2, 0.9
 
 @dataclass(frozen=True)
 class Case:
-    """One call of an operator: positional values (numpy arrays for tensors) and keywords."""
+    """One call of an operator: positional values (NumPy arrays for tensors) and keywords."""
 
     name: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    differentiable: tuple[int, ...] | None = None   # positions of ``args`` differentiated (None: every float64 one)
 
 
 class NoCases(ValueError):

@@ -88,27 +88,64 @@ def formula_names(package: str) -> list[str]:
     return sorted(registry(package).formulas)
 
 
-def declared_cases(package: str) -> dict[str, list[Case]]:
-    """The package's ``PROVE_CASES`` (op name -> argument tuples in schema order), from every
-    module of it; the cases are named ``<module>[<index>]``."""
-    modules = [m for name, m in sys.modules.items() if name == package or name.startswith(f"{package}.")]
+def load_case_file(path: str) -> Any:
+    """The Python file ``path`` imported as a module (its directory first on ``sys.path`` while
+    it imports), for its ``PROVE_CASES`` (``transpile prove --cases``)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(f"_prove_cases_{Path(path).stem}", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(Path(path).resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def _entry_case(label: str, entry: Any) -> Case:
+    """One ``PROVE_CASES`` entry: a tuple of arguments in schema order, or a dict with ``args``
+    and optionally ``kwargs`` (keyword-only arguments by name), ``name`` and ``differentiable``
+    (the positions in ``args`` to differentiate; default every float64 tensor)."""
+    if isinstance(entry, dict):
+        positions = entry.get("differentiable")
+        return Case(str(entry.get("name", label)), tuple(entry["args"]), dict(entry.get("kwargs", {})),
+                    None if positions is None else tuple(positions))
+    return Case(label, tuple(entry))
+
+
+def declared_cases(package: str, case_files: Iterable[Any] = ()) -> dict[str, list[Case]]:
+    """The package's ``PROVE_CASES`` (op name -> entries), from every module of it; those of
+    ``case_files`` (modules from :func:`load_case_file`) replace them for the ops they name. A
+    case is named ``<module>[<index>]`` unless it names itself."""
+    modules = sorted((m for name, m in sys.modules.items() if name == package or name.startswith(f"{package}.")),
+                     key=lambda m: m.__name__)
     cases: dict[str, list[Case]] = {}
-    for module in sorted(modules, key=lambda m: m.__name__):
+    for module in modules:
         for op, calls in (getattr(module, "PROVE_CASES", None) or {}).items():
-            cases.setdefault(op, []).extend(Case(f"{module.__name__.rsplit('.', 1)[-1]}[{i}]", tuple(args))
-                                            for i, args in enumerate(calls))
+            cases.setdefault(op, []).extend(_entry_case(f"{module.__name__.rsplit('.', 1)[-1]}[{i}]", entry)
+                                            for i, entry in enumerate(calls))
+    for module in case_files:
+        for op, calls in (getattr(module, "PROVE_CASES", None) or {}).items():
+            stem = module.__name__.removeprefix("_prove_cases_")
+            cases[op] = [_entry_case(f"{stem}[{i}]", entry) for i, entry in enumerate(calls)]
     unknown = set(cases) - set(registry(package).formulas)
     if unknown:
         raise ValueError(f"PROVE_CASES of {package} names ops without a formula: {', '.join(sorted(unknown))}")
     return cases
 
 
-def package_cases(subject: Subject) -> list[Case]:
-    """The subject's cases: its package's ``PROVE_CASES`` for it, else made from its schema
-    (:class:`NoCases` when the schema has an argument no generated case can choose)."""
-    own = declared_cases(subject.package).get(subject.name)
+def package_cases(subject: Subject, case_files: Iterable[Any] = ()) -> list[Case]:
+    """The subject's cases: its package's (or ``case_files``') ``PROVE_CASES`` for it, else
+    made from its schema (:class:`NoCases` when the schema has an argument no generated case
+    can choose)."""
+    own = declared_cases(subject.package, case_files).get(subject.name)
     if own is not None:
-        return [replace(given_case(subject, case.args), name=case.name) for case in own]
+        return [replace(given_case(subject, case.args), name=case.name, kwargs={**case.kwargs},
+                        differentiable=case.differentiable) for case in own]
     return [case for case in schema_cases(subject.schema) if accepted(subject, case)]
 
 
@@ -126,7 +163,10 @@ def accepted(subject: Subject, case: Case) -> bool:
             run.forward(run.arrays())
         else:
             args, kwargs = positional(subject.schema, named)
-            operator(*args, **kwargs)
+            outputs = operator(*args, **kwargs)
+            if not all(bool(o.isfinite().all()) for o in (outputs if isinstance(outputs, tuple) else (outputs,))
+                       if o.is_floating_point()):
+                return False     # outside the domain (a variance of one element): no derivative to check
     except Exception:            # torch refuses these inputs: not a case of this operator
         return False
     return True

@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-k", dest="select", action="append", default=[], metavar="TEXT",
                         help="only the ops whose name contains TEXT (repeat for several)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--cases", action="append", default=[], metavar="FILE",
+                        help="a Python file whose PROVE_CASES replace the package's cases of the ops it names")
     return parser
 
 
@@ -60,7 +62,7 @@ def main(argv: list[str]) -> int:
     except ValueError as problem:
         print(f"transpile prove: {problem}", file=sys.stderr)
         return 2
-    from transpiler.prove.check import TORCH_MISSING, import_package, require_torch
+    from transpiler.prove.check import TORCH_MISSING, import_package, load_case_file, require_torch
 
     try:
         require_torch()
@@ -78,14 +80,15 @@ def main(argv: list[str]) -> int:
         sys.path.insert(0, str(directory.parent))
     try:
         import_package(package)
+        case_files = [load_case_file(path) for path in args.cases]
     except Exception as error:           # the user's package does not import: say where, no traceback
-        print(f"transpile prove: cannot import {package} from {directory.parent}: {type(error).__name__}: {error}",
-              file=sys.stderr)
+        print(f"transpile prove: cannot import {package} from {directory.parent} (or a --cases file): "
+              f"{type(error).__name__}: {error}", file=sys.stderr)
         return 2
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):   # the failures say what matters
             warnings.simplefilter("ignore")
-            rows = prove(package, names, _lint_by_op(directory, library))
+            rows = prove(package, names, _lint_by_op(directory, library), case_files)
     except ValueError as problem:        # PROVE_CASES that name no formula
         print(f"transpile prove: {problem}", file=sys.stderr)
         return 2
@@ -144,8 +147,9 @@ def _lint_by_op(directory: Path, library: Any) -> dict[str, list[str]]:
     return found
 
 
-def prove(package: str, names: list[str], lint: dict[str, list[str]]) -> list[OpRow]:
-    """Every tier of every named op of ``package`` (imported)."""
+def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files: list[Any]) -> list[OpRow]:
+    """Every tier of every named op of ``package`` (imported), on the cases of the package or
+    of ``case_files``."""
     from formulas.dsl import registry
     from transpiler.prove.check import package_cases, reproduction, run_tiers
     from transpiler.prove.tiers import Subject
@@ -159,7 +163,7 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]]) -> list[Op
         if findings:
             row.failures.append(f"{name}: tier L: " + "\n  ".join(findings))
         try:
-            cases = package_cases(subject)
+            cases = package_cases(subject, case_files)
         except NoCases as why:
             row.cells.update((t, ("-", f"not run: {why}")) for t in TIERS if t != "L")
             rows.append(row)

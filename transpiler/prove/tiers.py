@@ -38,7 +38,8 @@ TIER_MEANING = {
     "F1": "reference engine: jvp == directional finite differences",
 }
 TIERS = tuple(TIER_MEANING)
-EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
+EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3          # against finite differences, as gradcheck
+EXACT_ATOL, EXACT_RTOL = 1e-10, 1e-7        # two analytic gradients (against torch's), as the suite's RT
 
 
 class NotApplicable(Exception):
@@ -83,19 +84,30 @@ class Subject:
 
 # -- the case as named values, and its differentiable slots ------------------------------
 
-def named_values(schema: FunctionSchema, case: Case) -> dict[str, Any]:
+class CaseValues(dict):
+    """A case's arguments by name, and the names of those differentiated (None: every float64
+    one of a differentiable argument)."""
+
+    differentiated: frozenset[str] | None = None
+
+
+def named_values(schema: FunctionSchema, case: Case) -> CaseValues:
     """The case's arguments by name (positional ones in schema order)."""
     names = [a.name for a in schema.arguments if not a.is_out]
-    values = dict(zip(names, case.args))
+    values = CaseValues(zip(names, case.args))
     values.update(case.kwargs)
+    if case.differentiable is not None:
+        values.differentiated = frozenset(names[i] for i in case.differentiable)
     return values
 
 
-def slots(schema: FunctionSchema, values: dict[str, Any]) -> list[tuple[str, str, int | None]]:
+def slots(schema: FunctionSchema, values: CaseValues) -> list[tuple[str, str, int | None]]:
     """``(label, argument, list index)`` of every float64 array a gradient is taken for."""
     found = []
     for argument in schema.arguments:
         if argument.is_out or not argument.is_differentiable or argument.name not in values:
+            continue
+        if getattr(values, "differentiated", None) is not None and argument.name not in values.differentiated:
             continue
         value = values[argument.name]
         if isinstance(value, np.ndarray) and value.dtype == np.float64:
@@ -168,29 +180,48 @@ def numerical_vjp(forward: Callable[[list[np.ndarray]], list[np.ndarray]], input
     return gradients
 
 
-def compare(where: str, got: np.ndarray | None, expected: np.ndarray, expected_name: str) -> None:
+def compare(where: str, got: np.ndarray | None, expected: np.ndarray, expected_name: str,
+            atol: float = ATOL, rtol: float = RTOL) -> None:
     """Raise :class:`TierFailure` at the worst element where ``got`` is not close to ``expected``."""
     got = np.zeros_like(expected) if got is None else np.asarray(got, np.float64)
     if got.shape != expected.shape:
         raise TierFailure(where, f"a value of shape {got.shape}, the input has shape {expected.shape}")
-    bad = ~np.isclose(got, expected, rtol=RTOL, atol=ATOL)
+    bad = ~np.isclose(got, expected, rtol=rtol, atol=atol)
     if not bad.any():
         return
     error = np.where(bad, np.abs(got - expected), -1)
     worst = np.unravel_index(int(np.argmax(error)), got.shape)
-    raise TierFailure(where, f"{int(bad.sum())} of {bad.size} elements differ; atol={ATOL}, rtol={RTOL}",
+    raise TierFailure(where, f"{int(bad.sum())} of {bad.size} elements differ; atol={atol}, rtol={rtol}",
                       tuple(int(i) for i in worst), float(got[worst]), float(expected[worst]), expected_name)
 
 
 # -- the two ways of running a formula -------------------------------------------------------
 
-def _differentiable_outputs(subject: Subject, outputs: list[Any]) -> list[Any]:
-    flags = subject.declared.output_differentiability or (True,) * len(outputs)
-    return [o for o, keep in zip(outputs, flags) if keep]
+def _differentiable_returns(subject: Subject, outputs: Any) -> list[Any]:
+    """The outputs of the schema's differentiable returns, one per return (a list for a
+    ``Tensor[]`` return), in order."""
+    count = len(subject.schema.returns)
+    per_return = [outputs] if count == 1 else list(outputs)
+    flags = subject.declared.output_differentiability or (True,) * count
+    return [o for o, keep in zip(per_return, flags) if keep]
 
 
-def _as_list(outputs: Any) -> list[Any]:
-    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+def _flat(returns: list[Any]) -> list[Any]:
+    """The tensors of :func:`_differentiable_returns`, lists flattened."""
+    return [t for r in returns for t in (r if isinstance(r, (list, tuple)) else [r])]
+
+
+def _regrouped(returns: list[Any], flat: list[Any]) -> list[Any]:
+    """``flat`` (one value per float tensor of ``returns``) grouped as ``returns`` are."""
+    grouped, k = [], 0
+    for r in returns:
+        if isinstance(r, (list, tuple)):
+            grouped.append(list(flat[k:k + len(r)]))
+            k += len(r)
+        else:
+            grouped.append(flat[k])
+            k += 1
+    return grouped
 
 
 @dataclass
@@ -204,12 +235,12 @@ class EngineRun:
         self.where = slots(self.subject.schema, self.values)
         self.overload = engine_overload(self.subject)
 
-    def call(self, tensors: list[Any]) -> list[Any]:
+    def call(self, tensors: list[Any]) -> Any:
         import reference_engine as engine
 
         def convert(v: Any) -> Any:
             return engine.Tensor(v.copy()) if isinstance(v, np.ndarray) else v
-        return _as_list(_call(self.overload, self.subject.schema, substituted(self.values, self.where, tensors, convert)))
+        return _call(self.overload, self.subject.schema, substituted(self.values, self.where, tensors, convert))
 
     def inputs(self, requires_grad: bool = True) -> list[Any]:
         import reference_engine as engine
@@ -222,14 +253,14 @@ class EngineRun:
     def forward(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         import reference_engine as engine
 
-        outs = _differentiable_outputs(self.subject, self.call([engine.Tensor(a.copy()) for a in arrays]))
+        outs = _flat(_differentiable_returns(self.subject, self.call([engine.Tensor(a.copy()) for a in arrays])))
         return _float_arrays(outs, lambda t: np.asarray(t._data))
 
     def vjp(self, weights: list[np.ndarray]) -> list[np.ndarray | None]:
         import reference_engine as engine
 
         tensors = self.inputs()
-        outs = [o for o in _differentiable_outputs(self.subject, self.call(tensors))
+        outs = [o for o in _flat(_differentiable_returns(self.subject, self.call(tensors)))
                 if o is not None and o.is_floating_point()]
         grads = engine.grad(outs, tensors, [engine.Tensor(w) for w in weights], allow_unused=True)
         return [None if g is None else np.asarray(g._data) for g in grads]
@@ -283,8 +314,8 @@ class TorchRun:
         from transpiler.prove.torch_run import run_formula
 
         named, _ = self.named(arrays)
-        outputs, _ = run_formula(self.subject.declared.fn, *positional(self.subject.schema, named))
-        return _float_arrays(_differentiable_outputs(self.subject, _as_list(outputs)), lambda t: t.detach().numpy())
+        outputs, _ = run_formula(self.subject.declared.fn, *positional(self.subject.schema, named), self.mask())
+        return _float_arrays(_flat(_differentiable_returns(self.subject, outputs)), lambda t: t.detach().numpy())
 
     def vjp(self, weights: list[np.ndarray], backward_source: str | None = None) -> list[np.ndarray | None]:
         """The formula's backward (or the one ``backward_source`` defines) applied to
@@ -294,8 +325,10 @@ class TorchRun:
         from transpiler.prove.torch_run import run_formula
 
         named, _ = self.named(self.arrays())
-        _, backward = run_formula(self.subject.declared.fn, *positional(self.subject.schema, named), backward_source)
-        return self.by_slot(backward(*[torch.from_numpy(w) for w in weights]))
+        outputs, backward = run_formula(self.subject.declared.fn, *positional(self.subject.schema, named),
+                                        self.mask(), backward_source)
+        grads = _regrouped(_differentiable_returns(self.subject, outputs), [torch.from_numpy(w) for w in weights])
+        return self.by_slot(backward(*grads))
 
     def explain(self, slot: int, expected: np.ndarray, weights: list[np.ndarray]) -> str:
         """Which term of the backward's return explains the gap at ``slot`` (a line)."""
@@ -309,6 +342,11 @@ class TorchRun:
                         differentiable.index(argument), expected, expected.size == 1)
         return str(found)
 
+    def mask(self) -> tuple[bool, ...]:
+        """``needs_input_grad``: per differentiable argument, whether a slot differentiates it."""
+        wanted = {argument for _, argument, _ in self.where}
+        return tuple(a.name in wanted for a in self.subject.schema.arguments if a.is_differentiable and not a.is_out)
+
     def by_slot(self, returned: Any) -> list[np.ndarray | None]:
         """A backward's return value as one gradient (or None) per slot."""
         differentiable = [a.name for a in self.subject.schema.arguments if a.is_differentiable and not a.is_out]
@@ -319,7 +357,7 @@ class TorchRun:
             g = by_argument.get(argument)
             if g is not None and index is not None:
                 g = g[index]
-            found.append(None if g is None else g.detach().numpy())
+            found.append(None if g is None else _numpy(g))
         return found
 
     def builtin_vjp(self, weights: list[np.ndarray]) -> list[np.ndarray | None]:
@@ -328,16 +366,33 @@ class TorchRun:
 
         overload = builtin(self.subject)
         named, tensors = self.named(self.arrays(), requires_grad=True)
-        outs = [o for o in _differentiable_outputs(self.subject, _as_list(_call(overload, self.subject.schema, named)))
-                if isinstance(o, torch.Tensor) and o.is_floating_point()]
-        grads = torch.autograd.grad(outs, tensors, [torch.from_numpy(w) for w in weights], allow_unused=True)
-        return [None if g is None else g.numpy() for g in grads]
+        try:
+            outputs = _call(overload, self.subject.schema, named)
+            outs = [o for o in _flat(_differentiable_returns(self.subject, outputs))
+                    if isinstance(o, torch.Tensor) and o.is_floating_point()]
+            grads = torch.autograd.grad(outs, tensors, [torch.from_numpy(w) for w in weights], allow_unused=True)
+        except RuntimeError as error:
+            if "is not differentiable with respect to" in str(error) or "is not implemented" in str(error):
+                raise NotApplicable(f"torch's aten::{self.subject.name} gives no such gradient: "
+                                    f"{str(error).splitlines()[0].strip()}") from None
+            raise
+        return [None if g is None else _numpy(g) for g in grads]
 
 
 def to_torch(value: Any) -> Any:
+    """An array as a torch tensor, a NumPy dtype as torch's; anything else unchanged."""
     import torch
 
-    return torch.from_numpy(value.copy()) if isinstance(value, np.ndarray) else value
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy())
+    if isinstance(value, type) and issubclass(value, np.generic) or isinstance(value, np.dtype):
+        return getattr(torch, np.dtype(value).name)
+    return value
+
+
+def _numpy(tensor: Any) -> np.ndarray:
+    """A torch gradient's values (a ZeroTensor's too)."""
+    return tensor.detach().numpy(force=True)
 
 
 def builtin(subject: Subject) -> Any:
@@ -372,8 +427,9 @@ def _check_against(where: list[tuple[str, str, int | None]], got: list[np.ndarra
             e = np.zeros_like(g) if g is not None else None
         if e is None:
             continue
+        exact = expected_name != "finite differences"
         try:
-            compare(f"input `{label}`", g, e, expected_name)
+            compare(f"input `{label}`", g, e, expected_name, *((EXACT_ATOL, EXACT_RTOL) if exact else (ATOL, RTOL)))
         except TierFailure as failure:
             if explain is not None:
                 failure.explanation = explain(slot, e)
@@ -395,7 +451,7 @@ def tier_r2(subject: Subject, values: dict[str, Any]) -> None:
     run = EngineRun(subject, values)
     tensors = run.inputs()
     try:
-        engine.gradgradcheck(lambda *t: tuple(run.call(list(t))), tensors)
+        engine.gradgradcheck(lambda *t: run.call(list(t)), tensors)
     except engine.GradcheckError as error:
         raise TierFailure("second order", str(error)) from None
 
@@ -430,13 +486,13 @@ def tier_f1(subject: Subject, values: dict[str, Any]) -> None:
     arrays = [run.array(i).copy() for i in range(len(run.where))]
     tangents = output_weights([a.shape for a in arrays], seed=2)
     try:
-        _, got = engine.jvp(lambda *t: tuple(run.call(list(t))), run.inputs(False),
+        _, got = engine.jvp(lambda *t: run.call(list(t)), run.inputs(False),
                             [engine.Tensor(t) for t in tangents])
     except NotImplementedError as error:
         raise NotApplicable("the formula defines no jvp") from error
     plus = run.forward([a + EPS * t for a, t in zip(arrays, tangents)])
     minus = run.forward([a - EPS * t for a, t in zip(arrays, tangents)])
-    differentiable = _differentiable_outputs(subject, list(got))
+    differentiable = [g for g in _flat(_differentiable_returns(subject, got)) if g.is_floating_point()]
     for i, (g, p, m) in enumerate(zip(differentiable, plus, minus)):
         compare(f"output {i} (jvp)", np.asarray(g._data), (p - m) / (2 * EPS), "finite differences")
 

@@ -146,11 +146,11 @@ class AtenBackend:
         return wrap(packet(*unwrap(args), **unwrap(kwargs)))
 
 
-def run_formula(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any],
+def run_formula(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], needs_input_grad: tuple[bool, ...],
                 backward_source: str | None = None) -> tuple[Any, Callable[..., Any]]:
     """``fn``'s outputs (torch tensors) and its backward, which takes and returns torch
     tensors (``None`` kept), both run with ``at`` on torch; a backward with a
-    ``needs_input_grad`` mask is asked for every gradient. With ``backward_source`` (a
+    ``needs_input_grad`` parameter gets the mask given. With ``backward_source`` (a
     module holding one ``def``), that function replaces the backward, closing over the same
     forward values."""
     backend = AtenBackend()
@@ -160,7 +160,7 @@ def run_formula(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any],
         backward = recompiled(backward, backward_source)
     code = backward.__code__
     keywords = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-    mask = {"needs_input_grad": _AllTrue()} if "needs_input_grad" in keywords else {}
+    mask = {"needs_input_grad": needs_input_grad} if "needs_input_grad" in keywords else {}
 
     def torch_backward(*grads: Any) -> Any:
         with use_backend(backend):
@@ -179,13 +179,6 @@ def recompiled(closure: Callable[..., Any], source: str) -> Callable[..., Any]:
     exec(compile(source, closure.__code__.co_filename, "exec"), environment)
     (defined,) = [environment[name] for name in set(environment) - before if callable(environment[name])]
     return defined
-
-
-class _AllTrue(tuple):
-    """A ``needs_input_grad`` mask asking for every input's gradient, however it is indexed."""
-
-    def __getitem__(self, index: Any) -> bool:  # type: ignore[override]
-        return True
 
 
 def builtin_overload(schema_name: str) -> Any | None:

@@ -192,22 +192,23 @@ def given_case(subject: Subject, inputs: tuple[Any, ...]) -> Case:
     return Case("given", args, kwargs)
 
 
-def run_tiers(subject: Subject, cases: Iterable[Case], tiers: Iterable[str] = TIERS) -> list[Outcome]:
+def run_tiers(subject: Subject, cases: Iterable[Case], tiers: Iterable[str] = TIERS,
+              runners: dict[str, Callable[[Subject, Any], None]] = RUNNERS) -> list[Outcome]:
     """Each tier on every case (L once): the first failing case makes the tier ``FAIL``; a tier
     that applies to no case is ``n/a`` with the reason."""
-    cases = list(cases)
+    cases, tiers = list(cases), list(tiers)
     if not cases:
         return [Outcome(tier, "-", NO_CASE) for tier in tiers]
     outcomes = []
     for tier in tiers:
-        if tier not in RUNNERS:
-            raise ValueError(f"unknown tier {tier!r}; expected some of {', '.join(TIERS)}")
+        if tier not in runners:
+            raise ValueError(f"unknown tier {tier!r}; expected some of {', '.join(runners)}")
         outcome: Outcome | None = None
         reason = "no case"
         ran = False
         for case in cases[:1] if tier == "L" else cases:
             try:
-                RUNNERS[tier](subject, named_values(subject.schema, case))
+                runners[tier](subject, named_values(subject.schema, case))
                 ran = True
             except NotApplicable as why:
                 reason = str(why)

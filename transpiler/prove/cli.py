@@ -21,7 +21,10 @@ from typing import Any
 import numpy as np
 
 from transpiler.prove.cases import NoCases
-from transpiler.prove.tiers import TIER_MEANING, TIERS
+from transpiler.prove.compiled import COMPILED_MEANING
+from transpiler.prove.tiers import RUNNERS, TIER_MEANING
+
+MEANING = {**TIER_MEANING, **COMPILED_MEANING}
 
 SYMBOL = {"ok": "ok", "FAIL": "FAIL", "n/a": "n/a", "-": "-"}
 
@@ -46,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-k", dest="select", action="append", default=[], metavar="TEXT",
                         help="only the ops whose name contains TEXT (repeat for several)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--compiled", action="store_true",
+                        help="also transpile and build the package (cached) and prove its compiled ops (C1, CT)")
     parser.add_argument("--cases", action="append", default=[], metavar="FILE",
                         help="a Python file whose PROVE_CASES replace the package's cases of the ops it names")
     return parser
@@ -85,10 +90,20 @@ def main(argv: list[str]) -> int:
         print(f"transpile prove: cannot import {package} from {directory.parent} (or a --cases file): "
               f"{type(error).__name__}: {error}", file=sys.stderr)
         return 2
+    runners = dict(RUNNERS)
+    if args.compiled:
+        from transpiler.prove.compiled import COMPILED_RUNNERS, BuildFailed, build_package
+
+        try:
+            build_package(directory, package)
+        except BuildFailed as failure:
+            print(f"transpile prove: {failure}", file=sys.stderr)
+            return 1
+        runners.update(COMPILED_RUNNERS)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):   # the failures say what matters
             warnings.simplefilter("ignore")
-            rows = prove(package, names, _lint_by_op(directory, library), case_files)
+            rows = prove(package, names, _lint_by_op(directory, library), case_files, runners)
     except ValueError as problem:        # PROVE_CASES that name no formula
         print(f"transpile prove: {problem}", file=sys.stderr)
         return 2
@@ -147,9 +162,10 @@ def _lint_by_op(directory: Path, library: Any) -> dict[str, list[str]]:
     return found
 
 
-def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files: list[Any]) -> list[OpRow]:
-    """Every tier of every named op of ``package`` (imported), on the cases of the package or
-    of ``case_files``."""
+def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files: list[Any],
+          runners: dict[str, Any]) -> list[OpRow]:
+    """Every tier of ``runners`` (and L, from ``lint``) on every named op of ``package``
+    (imported), on the cases of the package or of ``case_files``."""
     from formulas.dsl import registry
     from transpiler.prove.check import package_cases, reproduction, run_tiers
     from transpiler.prove.tiers import Subject
@@ -165,14 +181,14 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files
         try:
             cases = package_cases(subject, case_files)
         except NoCases as why:
-            row.cells.update((t, ("-", f"not run: {why}")) for t in TIERS if t != "L")
+            row.cells.update((t, ("-", f"not run: {why}")) for t in runners if t != "L")
             rows.append(row)
             continue
-        for outcome in run_tiers(subject, cases, [t for t in TIERS if t != "L"]):
+        for outcome in run_tiers(subject, cases, [t for t in runners if t != "L"], runners):
             row.cells[outcome.tier] = (outcome.status, outcome.message)
             if outcome.status == "FAIL":
                 assert outcome.case is not None
-                row.failures.append(f"{name}: tier {outcome.tier} ({TIER_MEANING[outcome.tier]}), case "
+                row.failures.append(f"{name}: tier {outcome.tier} ({MEANING[outcome.tier]}), case "
                                     f"{outcome.case.name}: {outcome.message}\n  reproduce: "
                                     f"{reproduction(subject, outcome.case)}")
         rows.append(row)
@@ -182,10 +198,11 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files
 def render(rows: list[OpRow]) -> str:
     """The table, the tiers' meanings, why a tier does not apply or did not run, the failures."""
     width = max([len(r.op) for r in rows] + [2])
-    lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in TIERS)]
-    lines += [f"{r.op:<{width}}  " + "  ".join(f"{SYMBOL[r.cells[t][0]]:>4}" for t in TIERS) for r in rows]
+    tiers = list(rows[0].cells)
+    lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in tiers)]
+    lines += [f"{r.op:<{width}}  " + "  ".join(f"{SYMBOL[r.cells[t][0]]:>4}" for t in tiers) for r in rows]
     lines.append(f"{sum(r.proven for r in rows)}/{len(rows)} ops proven on every applicable tier")
-    lines += [f"  {t:>2}: {TIER_MEANING[t]}" for t in TIERS]
+    lines += [f"  {t:>2}: {MEANING[t]}" for t in tiers]
     reasons: dict[tuple[str, str], list[str]] = {}
     for row in rows:
         for tier, (status, message) in row.cells.items():

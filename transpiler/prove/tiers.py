@@ -304,7 +304,7 @@ class TorchRun:
     def named(self, arrays: list[np.ndarray], requires_grad: bool = False) -> tuple[dict[str, Any], list[Any]]:
         import torch
 
-        tensors = [torch.tensor(a, dtype=torch.float64, requires_grad=requires_grad) for a in arrays]
+        tensors = [to_torch(a).requires_grad_(requires_grad) for a in arrays]
         return substituted(self.values, self.where, tensors, to_torch), tensors
 
     def arrays(self) -> list[np.ndarray]:
@@ -383,8 +383,9 @@ def to_torch(value: Any) -> Any:
     """An array as a torch tensor, a NumPy dtype as torch's; anything else unchanged."""
     import torch
 
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(value.copy())
+    if isinstance(value, np.ndarray):      # default strides, even at size 0 (gradcheck needs them)
+        source = torch.from_numpy(value.copy(order="C"))
+        return torch.empty(source.shape, dtype=source.dtype).copy_(source)
     if isinstance(value, type) and issubclass(value, np.generic) or isinstance(value, np.dtype):
         return getattr(torch, np.dtype(value).name)
     return value

@@ -6,7 +6,8 @@ directory. L is the linter on the files (static); the other tiers run each formu
 inputs: the package's own (a module-level ``PROVE_CASES`` in any of its modules) or inputs
 made from the schema (:mod:`transpiler.prove.cases`). Prints the op x tier table (``ok``,
 ``FAIL``, ``n/a`` with the reason, ``-`` not run), the reasons and every failure; exit 0
-only when every applicable tier passed, 1 otherwise, 2 on a usage error.
+only when every applicable tier passed, 1 otherwise, 2 on a usage error. ``--compiled``
+builds the package (cached) and adds its compiled tiers (:mod:`transpiler.prove.compiled`).
 """
 from __future__ import annotations
 

@@ -68,7 +68,12 @@ def main(argv: list[str]) -> int:
     except ValueError as problem:
         print(f"transpile prove: {problem}", file=sys.stderr)
         return 2
-    from transpiler.prove.check import TORCH_MISSING, import_package, load_case_file, require_torch
+    from transpiler.prove.check import (
+        TORCH_MISSING,
+        import_package,
+        load_case_file,
+        require_torch,
+    )
 
     try:
         require_torch()
@@ -93,7 +98,11 @@ def main(argv: list[str]) -> int:
         return 2
     runners = dict(RUNNERS)
     if args.compiled:
-        from transpiler.prove.compiled import COMPILED_RUNNERS, BuildFailed, build_package
+        from transpiler.prove.compiled import (
+            COMPILED_RUNNERS,
+            BuildFailed,
+            build_package,
+        )
 
         try:
             build_package(directory, package)

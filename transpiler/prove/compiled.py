@@ -16,8 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from transpiler.prove.tiers import (EXACT_ATOL, EXACT_RTOL, NotApplicable, Subject, TierFailure, TorchRun,
-                                    _differentiable_returns, _flat, _numpy, compare, positional)
+from transpiler.prove.tiers import (
+    EXACT_ATOL,
+    EXACT_RTOL,
+    NotApplicable,
+    Subject,
+    TierFailure,
+    TorchRun,
+    as_numpy,
+    compare,
+    differentiable_returns,
+    flat_tensors,
+    positional,
+)
 
 COMPILED_MEANING = {
     "C1": "compiled op: torch gradcheck + gradgradcheck",
@@ -82,7 +93,7 @@ def tier_c1(subject: Subject, values: dict[str, Any]) -> None:
         raise NotApplicable("no differentiable input")
 
     def fn(*inputs: Any) -> Any:
-        outs = [o for o in _flat(_differentiable_returns(subject, _call_compiled(run, list(inputs))))
+        outs = [o for o in flat_tensors(differentiable_returns(subject, _call_compiled(run, list(inputs))))
                 if isinstance(o, torch.Tensor) and o.is_floating_point()]
         return tuple(outs)
     for check, order in ((torch.autograd.gradcheck, "first order"), (torch.autograd.gradgradcheck, "second order")):
@@ -100,7 +111,7 @@ def tier_ct(subject: Subject, values: dict[str, Any]) -> None:
     builtin(subject)
     run = TorchRun(subject, values)
     _, tensors = run.named(run.arrays(), requires_grad=True)
-    outs = [o for o in _flat(_differentiable_returns(subject, _call_compiled(run, tensors)))
+    outs = [o for o in flat_tensors(differentiable_returns(subject, _call_compiled(run, tensors)))
             if isinstance(o, torch.Tensor) and o.is_floating_point()]
     weights = output_weights([tuple(o.shape) for o in outs])
     got = torch.autograd.grad(outs, tensors, [torch.from_numpy(w) for w in weights], allow_unused=True)
@@ -108,7 +119,7 @@ def tier_ct(subject: Subject, values: dict[str, Any]) -> None:
     for slot, ((label, _, _), g, e) in enumerate(zip(run.where, got, expected)):
         e = np.zeros(run.arrays()[slot].shape) if e is None else e
         try:
-            compare(f"input `{label}`", None if g is None else _numpy(g), e, "torch's built-in", EXACT_ATOL, EXACT_RTOL)
+            compare(f"input `{label}`", None if g is None else as_numpy(g), e, "torch's built-in", EXACT_ATOL, EXACT_RTOL)
         except TierFailure as failure:
             failure.explanation = run.explain(slot, e, weights)
             raise

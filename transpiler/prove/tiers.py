@@ -197,7 +197,7 @@ def compare(where: str, got: np.ndarray | None, expected: np.ndarray, expected_n
 
 # -- the two ways of running a formula -------------------------------------------------------
 
-def _differentiable_returns(subject: Subject, outputs: Any) -> list[Any]:
+def differentiable_returns(subject: Subject, outputs: Any) -> list[Any]:
     """The outputs of the schema's differentiable returns, one per return (a list for a
     ``Tensor[]`` return), in order."""
     count = len(subject.schema.returns)
@@ -206,12 +206,12 @@ def _differentiable_returns(subject: Subject, outputs: Any) -> list[Any]:
     return [o for o, keep in zip(per_return, flags) if keep]
 
 
-def _flat(returns: list[Any]) -> list[Any]:
-    """The tensors of :func:`_differentiable_returns`, lists flattened."""
+def flat_tensors(returns: list[Any]) -> list[Any]:
+    """The tensors of :func:`differentiable_returns`, lists flattened."""
     return [t for r in returns for t in (r if isinstance(r, (list, tuple)) else [r])]
 
 
-def _regrouped(returns: list[Any], flat: list[Any]) -> list[Any]:
+def regrouped(returns: list[Any], flat: list[Any]) -> list[Any]:
     """``flat`` (one value per float tensor of ``returns``) grouped as ``returns`` are."""
     grouped, k = [], 0
     for r in returns:
@@ -253,14 +253,14 @@ class EngineRun:
     def forward(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         import reference_engine as engine
 
-        outs = _flat(_differentiable_returns(self.subject, self.call([engine.Tensor(a.copy()) for a in arrays])))
+        outs = flat_tensors(differentiable_returns(self.subject, self.call([engine.Tensor(a.copy()) for a in arrays])))
         return _float_arrays(outs, lambda t: np.asarray(t._data))
 
     def vjp(self, weights: list[np.ndarray]) -> list[np.ndarray | None]:
         import reference_engine as engine
 
         tensors = self.inputs()
-        outs = [o for o in _flat(_differentiable_returns(self.subject, self.call(tensors)))
+        outs = [o for o in flat_tensors(differentiable_returns(self.subject, self.call(tensors)))
                 if o is not None and o.is_floating_point()]
         grads = engine.grad(outs, tensors, [engine.Tensor(w) for w in weights], allow_unused=True)
         return [None if g is None else np.asarray(g._data) for g in grads]
@@ -302,8 +302,7 @@ class TorchRun:
         self.where = slots(self.subject.schema, self.values)
 
     def named(self, arrays: list[np.ndarray], requires_grad: bool = False) -> tuple[dict[str, Any], list[Any]]:
-        import torch
-
+        """The case's arguments as torch values, with ``arrays`` as the slots' tensors."""
         tensors = [to_torch(a).requires_grad_(requires_grad) for a in arrays]
         return substituted(self.values, self.where, tensors, to_torch), tensors
 
@@ -315,7 +314,7 @@ class TorchRun:
 
         named, _ = self.named(arrays)
         outputs, _ = run_formula(self.subject.declared.fn, *positional(self.subject.schema, named), self.mask())
-        return _float_arrays(_flat(_differentiable_returns(self.subject, outputs)), lambda t: t.detach().numpy())
+        return _float_arrays(flat_tensors(differentiable_returns(self.subject, outputs)), lambda t: t.detach().numpy())
 
     def vjp(self, weights: list[np.ndarray], backward_source: str | None = None) -> list[np.ndarray | None]:
         """The formula's backward (or the one ``backward_source`` defines) applied to
@@ -327,7 +326,7 @@ class TorchRun:
         named, _ = self.named(self.arrays())
         outputs, backward = run_formula(self.subject.declared.fn, *positional(self.subject.schema, named),
                                         self.mask(), backward_source)
-        grads = _regrouped(_differentiable_returns(self.subject, outputs), [torch.from_numpy(w) for w in weights])
+        grads = regrouped(differentiable_returns(self.subject, outputs), [torch.from_numpy(w) for w in weights])
         return self.by_slot(backward(*grads))
 
     def explain(self, slot: int, expected: np.ndarray, weights: list[np.ndarray]) -> str:
@@ -357,7 +356,7 @@ class TorchRun:
             g = by_argument.get(argument)
             if g is not None and index is not None:
                 g = g[index]
-            found.append(None if g is None else _numpy(g))
+            found.append(None if g is None else as_numpy(g))
         return found
 
     def builtin_vjp(self, weights: list[np.ndarray]) -> list[np.ndarray | None]:
@@ -368,7 +367,7 @@ class TorchRun:
         named, tensors = self.named(self.arrays(), requires_grad=True)
         try:
             outputs = _call(overload, self.subject.schema, named)
-            outs = [o for o in _flat(_differentiable_returns(self.subject, outputs))
+            outs = [o for o in flat_tensors(differentiable_returns(self.subject, outputs))
                     if isinstance(o, torch.Tensor) and o.is_floating_point()]
             grads = torch.autograd.grad(outs, tensors, [torch.from_numpy(w) for w in weights], allow_unused=True)
         except RuntimeError as error:
@@ -376,7 +375,7 @@ class TorchRun:
                 raise NotApplicable(f"torch's aten::{self.subject.name} gives no such gradient: "
                                     f"{str(error).splitlines()[0].strip()}") from None
             raise
-        return [None if g is None else _numpy(g) for g in grads]
+        return [None if g is None else as_numpy(g) for g in grads]
 
 
 def to_torch(value: Any) -> Any:
@@ -391,7 +390,7 @@ def to_torch(value: Any) -> Any:
     return value
 
 
-def _numpy(tensor: Any) -> np.ndarray:
+def as_numpy(tensor: Any) -> np.ndarray:
     """A torch gradient's values (a ZeroTensor's too)."""
     return tensor.detach().numpy(force=True)
 
@@ -493,7 +492,7 @@ def tier_f1(subject: Subject, values: dict[str, Any]) -> None:
         raise NotApplicable("the formula defines no jvp") from error
     plus = run.forward([a + EPS * t for a, t in zip(arrays, tangents)])
     minus = run.forward([a - EPS * t for a, t in zip(arrays, tangents)])
-    differentiable = [g for g in _flat(_differentiable_returns(subject, got)) if g.is_floating_point()]
+    differentiable = [g for g in flat_tensors(differentiable_returns(subject, got)) if g.is_floating_point()]
     for i, (g, p, m) in enumerate(zip(differentiable, plus, minus)):
         compare(f"output {i} (jvp)", np.asarray(g._data), (p - m) / (2 * EPS), "finite differences")
 

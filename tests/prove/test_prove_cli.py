@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +91,14 @@ def test_usage_errors_are_one_line(elsewhere, capsys):
     write(elsewhere, "empty_ops", {"sinh.py": SINH.format(sign="+")})
     assert main(["prove", "empty_ops", "-k", "tan"]) == 2
     assert capsys.readouterr().err.endswith("empty_ops: no formula matches -k\n")
+
+
+def test_without_torch_it_says_what_to_install(elsewhere):
+    write(elsewhere, "no_torch_ops", {"sinh.py": SINH.format(sign="+")})
+    program = ("import sys; sys.modules['torch'] = None\n"
+               "from transpiler.cli import main\nsys.exit(main(['prove', 'no_torch_ops']))\n")
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=elsewhere,
+                          env={**os.environ, "PYTHONPATH": str(repo)}, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == \
+        (2, "", "transpile prove: proving formulas needs torch: pip install torch==2.13.0\n")

@@ -23,7 +23,8 @@ from typing import Any, Callable
 import formulas
 from reference_engine import methods  # noqa: F401 - installs the Tensor operators and registers their refresh hook
 from reference_engine.dispatch import Dispatcher, Overload, dispatcher
-from reference_engine.dtypes import DType, bool_, float32, float64, int64
+from reference_engine import autograd, nn
+from reference_engine.dtypes import CPU, Device, DType, bool_, float32, float64, int64
 from reference_engine.dot import render, to_dot
 from reference_engine.engine import backward, grad
 from reference_engine.forward_ad import jvp
@@ -42,6 +43,10 @@ from reference_engine.tensor import Tensor, is_tensor
 del dot  # noqa: F821
 
 bool = bool_  # noqa: A001 - the dtype, as torch.bool
+# torch's other names of the dtypes (torch.float is torch.float32...)
+float = float32
+double = float64
+long = int64
 
 
 class EngineBackend:
@@ -81,6 +86,11 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_function_names()))
 
 
+def device(type: str | Device = "cpu") -> Device:
+    """``torch.device``: the engine's one device, the CPU (any other is an error)."""
+    return Device.of(type)
+
+
 def install() -> None:
     """Make this engine the default ``at`` backend (done on import)."""
     formulas.set_default_backend(backend)
@@ -91,9 +101,10 @@ refresh()
 install()
 
 __all__ = [
-    "DType", "Function", "FunctionCtx", "GradcheckError", "Generator", "Tensor", "arange", "as_tensor",
-    "backend", "backward", "bool", "bool_", "define", "enable_grad", "eye", "float32", "float64",
-    "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "int64", "install", "is_grad_enabled",
-    "is_tensor", "jvp", "linspace", "manual_seed", "no_grad", "once_differentiable", "ones", "ones_like", "op",
-    "rand", "randn", "refresh", "render", "set_grad_enabled", "tensor", "to_dot", "zeros", "zeros_like",
+    "CPU", "DType", "Device", "Function", "FunctionCtx", "Generator", "GradcheckError", "Tensor", "arange",
+    "as_tensor", "autograd", "backend", "backward", "bool", "bool_", "define", "device", "double", "enable_grad",
+    "eye", "float", "float32", "float64", "from_numpy", "full", "grad", "gradcheck", "gradgradcheck", "install",
+    "int64", "is_grad_enabled", "is_tensor", "jvp", "linspace", "long", "manual_seed", "nn", "no_grad",
+    "once_differentiable", "ones", "ones_like", "op", "rand", "randn", "refresh", "render", "set_grad_enabled",
+    "tensor", "to_dot", "zeros", "zeros_like",
 ]

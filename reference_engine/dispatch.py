@@ -505,11 +505,31 @@ class OperatorPacket:
                 wrapped_match = overload
         if wrapped_match is not None:
             return wrapped_match
+        foreign = _torch_tensor_argument(self.overloads[0].signature.names, args, kwargs)
+        if foreign is not None:
+            raise TypeError(f"at.{self.name}: argument '{foreign}' is a torch.Tensor; the reference engine "
+                            f"computes on its own tensors only: convert with engine.tensor(t.detach().numpy()) "
+                            f"or torch.from_numpy(x.detach().numpy())")
         given = ", ".join([type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kwargs.items()])
         raise TypeError(f"at.{self.name}({given}) matches no declared overload:\n" + "\n".join(reasons))
 
     def __repr__(self) -> str:
         return f"at.{self.name}"
+
+
+def is_torch_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor (told by its type's module: torch is never imported)."""
+    return type(value).__module__.split(".", 1)[0] == "torch" and hasattr(value, "requires_grad")
+
+
+def _torch_tensor_argument(names: tuple[str, ...], args: tuple, kwargs: dict) -> str | None:
+    """The name of the first argument that is, or is a list holding, a torch tensor."""
+    given = [*zip(names, args), *kwargs.items()]
+    for name, value in given:
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        if any(is_torch_tensor(v) for v in values):
+            return name
+    return None
 
 
 # Non-differentiable operators the Tensor API offers beyond the library (Python comparisons);

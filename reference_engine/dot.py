@@ -5,12 +5,14 @@ A node's box names its ``grad_fn`` class and operator (``MulTensorBackward0``,
 ``mul.Tensor``) and the shape and dtype of each output it computed (read from
 the nodes that consumed them); a leaf's box (``AccumulateGrad``) shows its
 name, when given, shape and dtype; values and gradients of the output and the
-leaves are shown on request, like micrograd's ``draw_dot``.
+leaves are shown on request, like micrograd's ``draw_dot``. In a notebook, the DOT text
+``to_dot`` returns is shown as the picture (:class:`Dot`).
 """
 from __future__ import annotations
 
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Mapping
 
@@ -46,8 +48,37 @@ def _tensor_lines(t: Tensor, title: str, show_values: bool, show_grads: bool) ->
     return lines
 
 
+_NO_GRAPHVIZ = ("Graphviz's `dot` program, which is not on PATH: install Graphviz (apt-get install graphviz, "
+                "brew install graphviz or conda install graphviz)")
+
+
+class Dot(str):
+    """DOT text (a ``str``) that a notebook shows as a picture: ``_repr_svg_`` and ``_repr_png_``
+    run Graphviz's ``dot``; without it they warn in one line and return None, so the notebook
+    shows the text."""
+
+    __slots__ = ()
+
+    def _picture(self, fmt: str) -> bytes | None:
+        program = shutil.which("dot")
+        if program is None:
+            warnings.warn(f"showing the graph needs {_NO_GRAPHVIZ}; the DOT text is shown instead", stacklevel=3)
+            return None
+        done = subprocess.run([program, f"-T{fmt}"], input=self.encode(), capture_output=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"dot -T{fmt} failed: {done.stderr.decode(errors='replace').strip()}")
+        return done.stdout
+
+    def _repr_svg_(self) -> str | None:
+        picture = self._picture("svg")
+        return None if picture is None else picture.decode()
+
+    def _repr_png_(self) -> bytes | None:
+        return self._picture("png")
+
+
 def to_dot(tensor: Tensor, name: str = "output", *, params: Mapping[str, Tensor] | None = None,
-           show_values: bool = False, show_grads: bool = False) -> str:
+           show_values: bool = False, show_grads: bool = False) -> Dot:
     """The graph that computed ``tensor``, as DOT: one box per node (class, operator, output
     shapes and dtypes), leaves as ``AccumulateGrad`` boxes named from ``params`` (name ->
     tensor), an edge from each node to the nodes its gradients flow into. ``show_values``
@@ -105,7 +136,7 @@ def to_dot(tensor: Tensor, name: str = "output", *, params: Mapping[str, Tensor]
                      f"style=filled, fillcolor=lightblue];")
     lines.extend(edges)
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return Dot("\n".join(lines) + "\n")
 
 
 def render(tensor: Tensor, path: str | Path, name: str = "output", *,
@@ -120,9 +151,7 @@ def render(tensor: Tensor, path: str | Path, name: str = "output", *,
                          f"{' or '.join('.' + f for f in _FORMATS)}")
     program = shutil.which("dot")
     if program is None:
-        raise RuntimeError("render needs Graphviz's `dot` program, which is not on PATH: install "
-                           "Graphviz (apt-get install graphviz, brew install graphviz or conda install "
-                           "graphviz); engine.to_dot(tensor) gives the DOT text without it")
+        raise RuntimeError(f"render needs {_NO_GRAPHVIZ}; engine.to_dot(tensor) gives the DOT text without it")
     text = to_dot(tensor, name, params=params, show_values=show_values, show_grads=show_grads)
     done = subprocess.run([program, f"-T{fmt}", "-o", str(path)], input=text.encode(), capture_output=True)
     if done.returncode != 0:

@@ -46,6 +46,30 @@ def to_numpy(dtype: DType | np.dtype | type | None) -> np.dtype | None:
 
 
 @dataclass(frozen=True)
+class Device:
+    """``x.device``: the engine computes on the CPU only (``torch.device('cpu')``)."""
+
+    type: str = "cpu"
+
+    @staticmethod
+    def of(device: Device | str) -> Device:
+        """The device a ``device=`` argument names; a clear error for any but the CPU."""
+        name = device.type if isinstance(device, Device) else str(device)
+        if name != "cpu":
+            raise RuntimeError(f"the reference engine computes on the CPU only, not on '{name}'")
+        return CPU
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}')"
+
+    def __str__(self) -> str:
+        return self.type
+
+
+CPU = Device()
+
+
+@dataclass(frozen=True)
 class TensorOptions:
     """What ``x.options()`` returns: the dtype (the engine has one device, the CPU)."""
 

@@ -13,11 +13,12 @@ from typing import Any, Callable
 
 from reference_engine.dispatch import dispatcher
 from reference_engine.dtypes import bool_
+from reference_engine.missing import missing_attribute
 from reference_engine.tensor import Tensor
 
 #: Tensor methods built from declared operators that torch also offers as ``torch.<name>``.
-COMPOSITES = ("argmax", "argmin", "clone", "flatten", "log_softmax", "matmul", "max", "mean", "min",
-              "permute", "reshape", "softmax", "transpose")
+COMPOSITES = ("argmax", "argmin", "clone", "flatten", "floor_divide", "log_softmax", "matmul", "max", "mean",
+              "min", "permute", "reshape", "softmax", "transpose")
 
 
 def stack(tensors: list[Tensor] | tuple[Tensor, ...], dim: int = 0) -> Tensor:
@@ -102,7 +103,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {"stack": stack, "nll_loss": nll_loss
 
 def module_function(name: str) -> Callable[..., Any]:
     """``engine.<name>``: a composite, else the declared operator ``name`` (any overload);
-    AttributeError naming what to declare when there is neither. A composite steps aside
+    a plain AttributeError when there is neither (saying so when torch has the name). A composite steps aside
     for a declared operator of its name, except the methods of :data:`COMPOSITES`, which
     choose per call (``max()`` and ``max(dim)``)."""
     if name in COMPOSITES:
@@ -111,7 +112,10 @@ def module_function(name: str) -> Callable[..., Any]:
         return FUNCTIONS[name]
     if name.startswith("__"):
         raise AttributeError(f"module 'reference_engine' has no attribute '{name}'")
-    return dispatcher.packet(name).op
+    try:
+        return dispatcher.packet(name).op
+    except AttributeError:
+        raise missing_attribute("reference_engine", "torch", name) from None
 
 
 def names() -> list[str]:

@@ -54,8 +54,57 @@ class Node:
     def release(self) -> None:
         """Free saved values after a backward without ``retain_graph``."""
 
+    @property
+    def next_functions(self) -> tuple:
+        """torch's view of ``next_edges``: ``(node, output_nr)`` per differentiable input, an
+        :class:`AccumulateGrad` for a leaf that requires grad, ``(None, 0)`` for an input
+        that gets no gradient."""
+        return tuple((None, 0) if edge is None else (AccumulateGrad(edge[0]), 0) if type(edge[0]) is Tensor
+                     else edge for edge in self.next_edges)
+
     def __repr__(self) -> str:
         return f"<{self.name()}>"
+
+
+class AccumulateGrad:
+    """What ``next_functions`` shows for a leaf: ``variable`` is the leaf tensor (the engine
+    accumulates into ``.grad`` without such a node; two of the same leaf compare equal)."""
+
+    __slots__ = ("variable",)
+    next_functions: tuple = ()
+
+    def __init__(self, variable: Tensor) -> None:
+        self.variable = variable
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AccumulateGrad) and other.variable is self.variable
+
+    def __hash__(self) -> int:
+        return id(self.variable)
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad>"
+
+
+class NotImplementedBackward(Node):
+    """``grad_fn`` of an operator torch declares no derivative for (``floor_divide``): reached
+    by a backward, it raises torch's error; a backward that does not need it runs."""
+
+    __slots__ = ("operator",)
+
+    def __init__(self, operator: str, inputs: list[Tensor]) -> None:
+        super().__init__([(t, 0) if t._grad_fn is None else (t._grad_fn, t._output_nr) for t in inputs],
+                         [(t._data.shape, t._data.dtype) for t in inputs], 1)
+        self.operator = operator
+
+    def name(self) -> str:
+        return "NotImplemented"
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
+        raise RuntimeError(f"derivative for aten::{self.operator} is not implemented")
 
 
 class SavedTensor:

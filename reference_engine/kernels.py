@@ -137,26 +137,46 @@ _multiply, _add, _subtract = _promoting(np.multiply), _promoting(np.add), _promo
 
 # ----------------------------------------------------------------------------- elementwise
 # NumPy ufuncs whose semantics are torch's serve as kernels directly (no wrapper frame).
-for _name, _ufunc in (("neg", np.negative), ("exp", np.exp), ("sin", np.sin), ("cos", np.cos),
-                      ("tanh", np.tanh)):
-    KERNELS[_name] = _ufunc
+KERNELS["neg"] = np.negative
+
+
+def _float_ufunc(ufunc: np.ufunc) -> Callable[[Any], Any]:
+    """``ufunc`` computing integers and bools in the default float32, as torch does (NumPy
+    gives float64, or float16 for bools)."""
+    def run(x):
+        if type(x) is np.ndarray and x.dtype.kind != "f":
+            x = x.astype(_FLOAT32)
+        return ufunc(x)
+
+    run.__name__ = ufunc.__name__
+    return run
+
+
+for _name, _ufunc in (("exp", np.exp), ("sin", np.sin), ("cos", np.cos), ("tanh", np.tanh)):
+    KERNELS[_name] = _float_ufunc(_ufunc)
 KERNELS["mul.Tensor"] = KERNELS["mul.Scalar"] = _multiply
 
 
 @kernel("log")
 def log(x):
+    if type(x) is np.ndarray and x.dtype.kind != "f":
+        x = x.astype(_FLOAT32)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(x)
 
 
 @kernel("sigmoid")
 def sigmoid(x):
+    if type(x) is np.ndarray and x.dtype.kind != "f":
+        x = x.astype(_FLOAT32)
     with np.errstate(over="ignore"):
         return 1 / (1 + np.exp(np.negative(x)))
 
 
 @kernel("sqrt")
 def sqrt(x):
+    if type(x) is np.ndarray and x.dtype.kind != "f":
+        x = x.astype(_FLOAT32)
     with np.errstate(invalid="ignore"):
         return np.sqrt(x)
 
@@ -200,6 +220,9 @@ def pow_(x, exponent):
 
 @kernel("where.self")
 def where(condition, x, other):
+    if type(condition) is np.ndarray and condition.dtype != _BOOL:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{_TORCH_DTYPE_NAMES[condition.dtype.name]}")
     out = np.where(condition, x, other)
     dtype = result_dtype(x, other)
     return out if out.dtype == dtype else out.astype(dtype)
@@ -262,8 +285,17 @@ KERNELS["max.dim"] = _value_selecting(np.max, np.argmax)
 
 
 # ----------------------------------------------------------------------------- linear algebra
+#: C++'s names of the element types, as torch's matrix products print them.
+_CPP_TYPE_NAMES = {"float64": "double", "float32": "float", "int64": "long int", "bool": "bool"}
+
+
 @kernel("mm")
 def mm(x, other):
+    if x.dtype is not other.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_CPP_TYPE_NAMES[x.dtype.name]} "
+                           f"!= {_CPP_TYPE_NAMES[other.dtype.name]}")
+    if x.dtype == _BOOL:
+        raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
     return np.matmul(x, other)
 
 
@@ -295,10 +327,23 @@ def _infer_size(size: list[int], numel: int) -> list[int]:
     return size
 
 
-@kernel("view", "reshape", view=True)
-def view(x, size):
+@kernel("reshape", view=True)
+def reshape(x, size):
     x = _array(x)
     return np.reshape(x, _infer_size(size, x.size))
+
+
+@kernel("view", view=True)
+def view(x, size):
+    """``reshape`` that never copies: torch refuses a shape the strides cannot express."""
+    x = _array(x)
+    out = x.view()
+    try:
+        out.shape = _infer_size(size, x.size)       # NumPy's no-copy reshape, or AttributeError
+    except AttributeError:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                           "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+    return out
 
 
 @kernel("permute", view=True)
@@ -374,6 +419,20 @@ def _fit_to(array: np.ndarray, shape: tuple[int, ...], dim: int) -> np.ndarray:
     return array[tuple(slice(None) if d == dim else slice(0, s) for d, s in enumerate(shape))]
 
 
+def _first_out_of_bounds(index: np.ndarray, size: int) -> int | None:
+    """The first entry of ``index`` outside ``[0, size)``, else None. torch's gather, scatter,
+    index_add and index_copy refuse negative indices (no wrapping); index_fill wraps them."""
+    bad = (index < 0) | (index >= size)
+    return int(index[bad].flat[0]) if bad.any() else None
+
+
+def _check_index(index: np.ndarray, size: int, dim: int) -> None:
+    """torch's bounds check of gather / scatter / scatter_add / index_add."""
+    bad = _first_out_of_bounds(index, size)
+    if bad is not None:
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
 def _scatter_coordinates(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
     grid = list(np.indices(index.shape, sparse=True))
     grid[dim] = index
@@ -384,8 +443,10 @@ def _scatter_coordinates(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
 def gather(x, dim, index, sparse_grad=False):
     x, index = _array(x), _array(index)
     if x.ndim == 0:
+        _check_index(index, 1, _wrap_dim(dim, 0))
         return np.broadcast_to(x, index.shape).copy()
     axis = _wrap_dim(dim, x.ndim)
+    _check_index(index, x.shape[axis], axis)
     return np.take_along_axis(_fit_to(x, index.shape, axis), index, axis=axis)
 
 
@@ -396,6 +457,7 @@ def scatter_add(x, dim, index, src):
         return scatter_add(x.reshape(1), dim, index.reshape(1), src.reshape(1)).reshape(())
     out = x.copy()
     axis = _wrap_dim(dim, x.ndim)
+    _check_index(index, x.shape[axis], axis)
     if index.size:
         np.add.at(out, _scatter_coordinates(index, axis), _fit_to(src, index.shape, axis))
     return out
@@ -406,9 +468,18 @@ def _keep(x: np.ndarray, dim: int) -> int | None:
     return None if x.ndim == 0 else _wrap_dim(dim, x.ndim)
 
 
+def _check_softmax_input(name: str, x: np.ndarray, dim: int) -> None:
+    """torch has no integer or bool softmax kernel (pass ``dtype=`` to compute in a float)."""
+    if x.dtype.kind != "f":
+        last = x.ndim == 0 or _wrap_dim(dim, x.ndim) == x.ndim - 1
+        raise NotImplementedError(f'"{name}_{"lastdim_" if last else ""}kernel_impl" not implemented for '
+                                  f"'{_TORCH_DTYPE_NAMES[x.dtype.name]}'")
+
+
 @kernel("_softmax")
 def softmax(x, dim, half_to_float=False):
     x = _array(x)
+    _check_softmax_input("softmax", x, dim)
     axis = _keep(x, dim)
     shifted = x - np.max(x, axis=axis, keepdims=True) if x.size else x
     e = np.exp(shifted)
@@ -418,6 +489,7 @@ def softmax(x, dim, half_to_float=False):
 @kernel("_log_softmax")
 def log_softmax(x, dim, half_to_float=False):
     x = _array(x)
+    _check_softmax_input("log_softmax", x, dim)
     axis = _keep(x, dim)
     shifted = x - np.max(x, axis=axis, keepdims=True) if x.size else x
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
@@ -736,6 +808,9 @@ def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, t
     if reduction == 1:
         with np.errstate(invalid="ignore", divide="ignore"):
             scale = scale / total_weight
+        # an ignored target contributes nothing, not 0 / 0: with every target ignored the loss
+        # is NaN (0 / 0) but its gradient is zero, as torch's
+        scale = np.where(np.asarray(target) != ignore_index, scale, 0)
     out = np.zeros(x.shape, grad_output.dtype)
     rows = out.reshape(-1, x.shape[-1])
     np.put_along_axis(rows, safe.reshape(-1, 1), np.broadcast_to(scale, safe.shape).reshape(-1, 1), axis=1)
@@ -1414,8 +1489,16 @@ def index_select(x, dim, index):
     if x.ndim == 0:
         if index.size != 1:
             raise IndexError(f"index_select(): Index to scalar can have only 1 value, got {index.size} value(s)")
+        if _first_out_of_bounds(index, 1) is not None:
+            raise IndexError("index out of range in self")
         return x.reshape(1)[index.reshape(-1)].reshape(())
-    return np.take(x, index.reshape(-1), axis=_wrap_dim(dim, x.ndim))
+    axis = _wrap_dim(dim, x.ndim)
+    bad = _first_out_of_bounds(index, x.shape[axis])
+    if bad is not None:     # torch's two CPU paths word it differently: dim 1 has its own
+        if axis == 1:
+            raise RuntimeError(f"INDICES element is out of DATA bounds, id={bad} axis_dim={x.shape[axis]}")
+        raise IndexError("index out of range in self")
+    return np.take(x, index.reshape(-1), axis=axis)
 
 
 @kernel("index_select_backward")
@@ -1474,6 +1557,7 @@ def scatter(x, dim, index, src):
         return scatter(x.reshape(1), dim, index.reshape(-1), src.reshape(-1) if src.ndim else src).reshape(())
     out = x.copy()
     axis = _wrap_dim(dim, x.ndim)
+    _check_index(index, x.shape[axis], axis)
     if index.size:
         values = _array(src)
         values = _fit_to(values, index.shape, axis) if values.ndim else values
@@ -1523,6 +1607,8 @@ def _index_key(ndim: int, dim: int, index: np.ndarray) -> tuple:
 def index_add(x, dim, index, source, alpha=1):
     x, index, source = _array(x), _array(index), _array(source)
     out = x.copy().reshape(x.shape or (1,))
+    axis = _wrap_dim(dim, out.ndim)
+    _check_index(index, out.shape[axis], axis)
     np.add.at(out, _index_key(out.ndim, dim, index), _scale(source.reshape(source.shape or (1,)), alpha))
     return out.reshape(x.shape)
 
@@ -1539,6 +1625,11 @@ def index_fill(x, dim, index, value):
 def index_copy(x, dim, index, source):
     x, index, source = _array(x), _array(index), _array(source)
     out = x.copy().reshape(x.shape or (1,))
+    axis = _wrap_dim(dim, out.ndim)
+    bad = _first_out_of_bounds(index, out.shape[axis])
+    if bad is not None:
+        raise IndexError(f"index_copy_(): index {bad} is out of bounds for dimension {axis} with size "
+                         f"{out.shape[axis]}")
     out[_index_key(out.ndim, dim, index)] = source.reshape(source.shape or (1,))
     return out.reshape(x.shape)
 

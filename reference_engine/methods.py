@@ -16,10 +16,12 @@ from typing import Any, Callable
 import numpy as np
 
 from reference_engine import forward_ad
-from reference_engine.dispatch import dispatcher
-from reference_engine.dtypes import DType
+from reference_engine.dispatch import dispatcher, is_torch_tensor
+from reference_engine.dtypes import CPU, DType, Device, bool_, float32, float64, int64
 from reference_engine.engine import run_backward
 from reference_engine.grad_mode import grad_mode
+from reference_engine.graph import NotImplementedBackward
+from reference_engine.kernels import result_dtype
 from reference_engine.tensor import Tensor
 from reference_engine.views import OVERLAP_MESSAGE, check_view_write, overlapping, rebase, regenerate_views
 
@@ -38,9 +40,25 @@ def _op(name: str) -> Callable[..., Any]:
 _add, _sub, _mul, _div = (_op(n) for n in ("add", "sub", "mul", "div"))
 
 
+#: A reference_engine tensor handed to torch, or a torch tensor to the engine: say how to convert.
+MIXED_MESSAGE = ("{what}: a torch.Tensor and a reference_engine Tensor do not mix, each library computes on its own "
+                 "tensors only; convert with engine.tensor(t.detach().numpy()) or torch.from_numpy(x.detach().numpy())")
+
+
+def _torch_function(cls: type, func: Any, types: tuple, args: tuple = (), kwargs: dict | None = None) -> Any:
+    """torch's override protocol: a torch function given an engine tensor raises, saying so
+    (torch would otherwise read it as a sequence of numbers and drop its graph)."""
+    raise TypeError(MIXED_MESSAGE.format(what=f"torch's {getattr(func, '__name__', func)}"))
+
+
+Tensor.__torch_function__ = classmethod(_torch_function)
+
+
 def _reflected(name: str) -> Callable[[Tensor, Any], Any]:
     """``other <op> self`` for a Python number ``other`` (it becomes a wrapped number)."""
     def method(self: Tensor, other: Any) -> Any:
+        if is_torch_tensor(other):
+            raise TypeError(MIXED_MESSAGE.format(what=f"'{name}'"))
         left = other if isinstance(other, Tensor) else Tensor._wrapped_number(other)
         return (_packets.get(name) or dispatcher.packet(name)).call((left, self), {})
 
@@ -192,10 +210,11 @@ def _transpose(self: Tensor, dim0: int, dim1: int) -> Tensor:
 
 
 def _getitem(self: Tensor, key: Any) -> Tensor:
-    """Basic indexing (ints, slices with step 1, ``None``, ``...``) composed from
-    ``narrow``, ``reshape``; integer-array and boolean-mask keys through ``index.Tensor``
-    (:func:`_advanced_index`)."""
+    """Basic indexing (ints, slices, ``None``, ``...``) composed from ``narrow`` (``slice``
+    for a stepped slice: views, as torch's), ``reshape``; integer-array and boolean-mask keys
+    through ``index.Tensor`` (:func:`_advanced_index`)."""
     keys = key if isinstance(key, tuple) else (key,)
+    _check_steps(keys)
     if not _is_basic(keys):
         if _supported_advanced(keys):
             return _advanced_index(*_split_advanced(self, keys))
@@ -218,9 +237,13 @@ def _getitem(self: Tensor, key: Any) -> Tensor:
             continue
         size = self.size(dim)
         if isinstance(k, slice):
-            start, stop, _ = k.indices(size)
-            length = max(stop - start, 0)
-            out = dispatcher.call("narrow", (out, dim, start, length), {})
+            start, stop, step = k.indices(size)
+            if step == 1:
+                length = max(stop - start, 0)
+                out = dispatcher.call("narrow", (out, dim, start, length), {})
+            else:
+                length = len(range(start, stop, step))
+                out = dispatcher.call("slice", (out, dim, start, stop, step), {})
             final_size.append(length)
         else:
             index = int(k)
@@ -231,6 +254,13 @@ def _getitem(self: Tensor, key: Any) -> Tensor:
     final_size.extend(out.sizes()[dim:])
     return out if out.sizes() == final_size else out.reshape(final_size)
 
+
+
+def _check_steps(keys: tuple) -> None:
+    """torch's refusal of slices that step backwards (``x[::-1]``; ``flip`` does that)."""
+    for k in keys:
+        if isinstance(k, slice) and k.step is not None and k.step <= 0:
+            raise ValueError("slice step cannot be zero" if k.step == 0 else "step must be greater than zero")
 
 
 def _supported_advanced(keys: tuple) -> bool:
@@ -297,7 +327,7 @@ def _is_index_put(keys: tuple) -> bool:
 
 
 def _is_basic(keys: tuple) -> bool:
-    return all(k is None or k is Ellipsis or (isinstance(k, slice) and k.step in (None, 1))
+    return all(k is None or k is Ellipsis or isinstance(k, slice)
                or (isinstance(k, (int, np.integer)) and not isinstance(k, bool)) for k in keys)
 
 
@@ -381,8 +411,8 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
         if view is not None:
             check_view_write(self, view)
         elif self._requires_grad and self._grad_fn is None:
-            raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation "
-                               f"({what}); wrap it in no_grad() if this is a parameter update")
+            raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation. "
+                               f"({what}: wrap it in no_grad() if this is a parameter update)")
         old = Tensor._wrap(self._data.copy())     # the value before the write, for the backward
         old._grad_fn, old._output_nr, old._requires_grad = self._grad_fn, self._output_nr, self._requires_grad
         result = compute(old)
@@ -418,16 +448,56 @@ def _div_(self: Tensor, other: Any) -> Tensor:
     return _inplace(self, lambda s: _div(s, other), "div_", (other,))
 
 
-def _zero_(self: Tensor) -> Tensor:
-    """Fill with zeros; when recording, the gradient through it is zero (``mul`` by 0)."""
-    def zeros(s: Tensor) -> Tensor:
-        if not (grad_mode.enabled and s._requires_grad):
-            return Tensor._wrap(np.zeros_like(s._data))
-        result = _mul(s, 0)
-        result._data[...] = 0       # NaN * 0 is NaN; the values are zeros regardless
-        return result
+def _overwrite(self: Tensor, value: Any, what: str) -> Tensor:
+    """``self`` overwritten with ``value`` (a number or a tensor broadcast to ``self``'s shape,
+    cast to its dtype): ``where(all true, value, self)``, so the gradient of the old value is
+    exactly zero (also where the incoming gradient is NaN) and a tensor ``value`` receives
+    its part, summed over what it was broadcast to."""
+    if isinstance(value, Tensor):
+        _check_broadcasts_to(value.shape, self.shape)
+        if value.dtype is not self.dtype:
+            value = _to(value, self.dtype)
+    else:
+        value = Tensor._wrap(np.asarray(value, dtype=self._data.dtype))
+    everywhere = Tensor._wrap(np.ones(self._data.shape, np.bool_))
+    return _inplace(self, lambda s: dispatcher.call("where", (everywhere, value, s), {}), what, (value,))
 
-    return _inplace(self, zeros, "zero_")
+
+def _check_broadcasts_to(source: tuple[int, ...], target: tuple[int, ...]) -> None:
+    """torch's error for a source that does not broadcast to the written shape (more dimensions
+    than the target: the shape check of :func:`_inplace` reports it)."""
+    for dim, (a, b) in enumerate(zip(target[::-1], source[::-1])):
+        if b != 1 and a != b:
+            raise RuntimeError(f"The size of tensor a ({a}) must match the size of tensor b ({b}) at "
+                               f"non-singleton dimension {len(target) - 1 - dim}")
+
+
+def _zero_(self: Tensor) -> Tensor:
+    """Fill with zeros; when recording, the gradient through it is zero."""
+    return _overwrite(self, 0, "zero_")
+
+
+def _fill_(self: Tensor, value: Any) -> Tensor:
+    """Fill with ``value`` (a number or a 0-d tensor, whose gradient is the sum of the incoming one)."""
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} "
+                           f"dimensions.")
+    return _overwrite(self, value, "fill_")
+
+
+def _copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
+    """Copy ``src``'s values (broadcast to this shape, cast to this dtype) into this tensor."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    return _overwrite(self, src, "copy_")
+
+
+def _relu_(self: Tensor) -> Tensor:
+    return _inplace(self, lambda s: dispatcher.call("relu", (s,), {}), "relu_")
+
+
+def _clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    return _inplace(self, lambda s: dispatcher.call("clamp", (s, min, max), {}), "clamp_")
 
 
 def _setitem(self: Tensor, key: Any, value: Any) -> None:
@@ -480,6 +550,10 @@ Tensor.sub_ = _sub_
 Tensor.mul_ = _mul_
 Tensor.div_ = _div_
 Tensor.zero_ = _zero_
+Tensor.fill_ = _fill_
+Tensor.copy_ = _copy_
+Tensor.relu_ = _relu_
+Tensor.clamp_ = _clamp_
 Tensor.__iadd__ = lambda self, other: _add_(self, other)
 Tensor.__isub__ = lambda self, other: _sub_(self, other)
 Tensor.__imul__ = lambda self, other: _mul_(self, other)
@@ -487,26 +561,117 @@ Tensor.__itruediv__ = lambda self, other: _div_(self, other)
 Tensor.__setitem__ = _setitem
 
 
-def _clone(self: Tensor) -> Tensor:
-    """A copy in the graph (``_to_copy`` keeps the dtype and has a formula)."""
-    return dispatcher.call("_to_copy", (self,), {})
+def _clone(self: Tensor, *, memory_format: Any = None) -> Tensor:
+    """A copy in the graph: the declared ``clone`` (``CloneBackward0``, as torch records)."""
+    return dispatcher.call("clone", (self,), {})
 
 
 Tensor.clone = _clone
 
 
-def _to(self: Tensor, dtype: Any) -> Tensor:
-    """``to(dtype)``: this tensor when it has that dtype, else a copy of that dtype in the
-    graph (torch's ``Tensor.to``; devices, ``copy=`` and the other forms are not offered)."""
-    if not isinstance(dtype, DType):
-        raise TypeError(f"to() takes a dtype (engine.float64...) here, got {type(dtype).__name__}; "
-                        "the reference engine has one device and converts dtypes only")
-    if dtype == self.dtype:
+def _to(self: Tensor, *args: Any, dtype: DType | None = None, device: Any = None) -> Tensor:
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``: this tensor when
+    nothing changes, else a copy of the new dtype in the graph (torch's ``Tensor.to``; the
+    engine's one device is the CPU). A copy to an integer or bool dtype is cut from the graph,
+    as torch's."""
+    for arg in args:
+        if isinstance(arg, DType):
+            dtype = arg
+        elif isinstance(arg, Tensor):
+            dtype = arg.dtype
+        elif isinstance(arg, (str, Device)):
+            device = arg
+        else:
+            raise TypeError(f"to() received an invalid combination of arguments: got {type(arg).__name__}; "
+                            f"pass a dtype (engine.float64...), a device ('cpu') or a tensor")
+    if device is not None:
+        Device.of(device)
+    if dtype is None or dtype is self.dtype:
         return self
     return dispatcher.call("_to_copy", (self,), {"dtype": dtype})
 
 
+def _conversion(dtype: DType) -> Callable[[Tensor], Tensor]:
+    def convert(self: Tensor) -> Tensor:
+        return _to(self, dtype)
+
+    convert.__name__ = dtype.name
+    convert.__doc__ = f"``self.to({dtype.name})``"
+    return convert
+
+
+#: ``x.type()``'s names, torch's tensor type names (``x.type(name)`` converts to the dtype).
+_TYPE_NAMES = {float64: "torch.DoubleTensor", float32: "torch.FloatTensor", int64: "torch.LongTensor",
+               bool_: "torch.BoolTensor"}
+
+
+def _type(self: Tensor, dtype: DType | str | None = None) -> Any:
+    """``x.type()``: torch's name of the tensor type (``'torch.FloatTensor'``); ``x.type(dtype)``
+    (a dtype or such a name): ``x.to(dtype)``."""
+    if dtype is None:
+        return _TYPE_NAMES[self.dtype]
+    if isinstance(dtype, str):
+        by_name = {name: d for d, name in _TYPE_NAMES.items()}
+        if dtype not in by_name:
+            raise ValueError(f"invalid type: '{dtype}': the reference engine has {', '.join(by_name)}")
+        dtype = by_name[dtype]
+    return _to(self, dtype)
+
+
+def _repeat(self: Tensor, *repeats: Any) -> Tensor:
+    """``repeat(2, 3)`` or ``repeat([2, 3])``: the declared ``repeat``."""
+    sizes = list(repeats[0]) if len(repeats) == 1 and isinstance(repeats[0], (list, tuple)) else list(repeats)
+    return dispatcher.call("repeat", (self, sizes), {})
+
+
+def _matrix_transpose(self: Tensor) -> Tensor:
+    """``x.mT``: the last two dimensions swapped (a view)."""
+    if self.dim() < 2:
+        raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.dim()}-D "
+                           f"tensor.")
+    return dispatcher.call("transpose", (self, -2, -1), {})
+
+
 Tensor.to = _to
+Tensor.double = _conversion(float64)
+Tensor.float = _conversion(float32)
+Tensor.long = _conversion(int64)
+Tensor.bool = _conversion(bool_)
+Tensor.type = _type
+Tensor.cpu = lambda self: self
+Tensor.device = property(lambda self: CPU, doc="The tensor's device: the CPU (the engine's only device).")
+Tensor.mT = property(_matrix_transpose)
+Tensor.repeat = _repeat
+
+
+# ----------------------------------------------------------------------------- floor division
+def _floor_divide(self: Any, other: Any) -> Tensor:
+    """``a // b`` (``torch.floor_divide``): the quotient rounded towards minus infinity, in the
+    promoted dtype. Its derivative is zero almost everywhere and undefined at the jumps; torch
+    declares none, so a result that depends on a tensor requiring grad gets a node whose backward
+    raises torch's error, never a silent zero."""
+    if is_torch_tensor(self) or is_torch_tensor(other):
+        raise TypeError(MIXED_MESSAGE.format(what="'floor_divide'"))
+    a = self if isinstance(self, Tensor) else Tensor._wrapped_number(self)
+    b = other if isinstance(other, Tensor) else Tensor._wrapped_number(other)
+    if forward_ad.state.tangents is not None and any(forward_ad.tangent_of(t) is not None for t in (a, b)):
+        raise NotImplementedError("Trying to use forward AD with aten::floor_divide that does not support it.")
+    dtype = result_dtype(a._value, b._value)
+    if dtype == np.bool_:
+        raise NotImplementedError("\"div_floor_cpu\" not implemented for 'Bool'")
+    if dtype.kind != "f" and np.any(np.asarray(b._value) == 0):
+        raise RuntimeError("ZeroDivisionError")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = Tensor._wrap(np.asarray(np.floor_divide(a._value, b._value, dtype=dtype)))
+    sources = [t for t in (a, b) if t._requires_grad]
+    if grad_mode.enabled and sources and dtype.kind == "f":
+        out._grad_fn = NotImplementedBackward("floor_divide", sources)
+        out._requires_grad = True
+    return out
+
+
+Tensor.__floordiv__ = Tensor.floor_divide = _floor_divide
+Tensor.__rfloordiv__ = lambda self, other: _floor_divide(other, self)
 def _backward(self: Tensor, gradient: Any = None, retain_graph: bool | None = None,
               create_graph: bool = False) -> None:
     """Accumulate the gradient of this tensor into the leaves' ``.grad``."""

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from reference_engine.dtypes import DType, TensorOptions, from_numpy
+from reference_engine.printing import tensor_repr
 
 _new_object = object.__new__
 
@@ -131,6 +132,24 @@ class Tensor:
         t._version = self._version or self._counter()
         return t
 
+    @property
+    def data(self) -> Tensor:
+        """The values as a tensor outside the graph, sharing memory but not the version counter:
+        an in-place write through it is not seen by autograd (torch's ``.data``; prefer
+        ``detach()``, whose writes are checked)."""
+        t = Tensor._wrap(self._data)
+        t._value = self._value
+        return t
+
+    @data.setter
+    def data(self, other: Tensor) -> None:
+        if not isinstance(other, Tensor):
+            raise TypeError(f"data must be a Tensor, not {type(other).__name__}")
+        if self._requires_grad and not other.is_floating_point():
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex "
+                               "dtype")
+        self._data = self._value = other._data
+
     def detach_(self) -> Tensor:
         """Cut this tensor from the graph in place."""
         self._grad_fn = None
@@ -241,15 +260,17 @@ class Tensor:
         return int(self._data.item())
 
     def __repr__(self) -> str:
-        body = np.array2string(self._data, separator=", ", prefix="tensor(")
-        extras = []
-        if self._data.dtype != np.float32 and self._data.dtype != np.int64 and self._data.dtype != np.bool_:
-            extras.append(f"dtype={self.dtype!r}")
+        """torch's repr (:mod:`reference_engine.printing`): ``tensor([1.5000, 2.2500], requires_grad=True)``."""
+        array = self._data
+        default_dtype = array.dtype in (np.float32, np.int64, np.bool_)
+        suffixes = []
+        if not default_dtype or (array.size == 0 and array.dtype != np.float32):
+            suffixes.append(f"dtype={self.dtype!r}")
         if self._grad_fn is not None:
-            extras.append(f"grad_fn=<{self._grad_fn.name()}>")
+            suffixes.append(f"grad_fn=<{self._grad_fn.name()}>")
         elif self._requires_grad:
-            extras.append("requires_grad=True")
-        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+            suffixes.append("requires_grad=True")
+        return tensor_repr(array, suffixes, default_dtype)
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:

@@ -1,16 +1,26 @@
 """The README's tour, as a user runs it: a plain (non-editable) ``pip install .`` into a fresh
-virtual environment, every step from a directory that has nothing to do with this clone."""
+virtual environment, every step from a directory that has nothing to do with this clone.
+
+The environment first has the base install only (its dependencies from the package index, no
+torch): lint, ``transpile`` and the engine run there, and building says in one line what to
+install. Then it is given the running interpreter's site-packages (a ``.pth`` file, so it works
+whether the suite runs in the system interpreter or in a virtualenv of its own) and the tour
+builds and gradchecks the C++.
+"""
 from __future__ import annotations
 
 import os
 import re
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+INSTALL_HINT = "needs torch (torch==2.13.0, not installed); install it with: " \
+               "python3 -m pip install 'derivatives-transpiler[torch]'"
 
 pytest.importorskip("torch")
 
@@ -30,11 +40,11 @@ def tour_blocks() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """A fresh venv (seeing the system's libcst, numpy, torch) with this project installed as a wheel."""
+    """A fresh venv with this project installed as a wheel, its dependencies from the package index."""
     environment = tmp_path_factory.mktemp("venv") / "env"
-    venv.create(environment, system_site_packages=True, with_pip=True)
+    venv.create(environment, with_pip=True)
     python = environment / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(REPO)],
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", str(REPO)],
                           capture_output=True, text=True, env=_clean_env(), cwd=environment)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return environment
@@ -44,6 +54,20 @@ def _clean_env(**extra: str) -> dict[str, str]:
     """The environment without this checkout on the path (the suite runs with PYTHONPATH set)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     return {**env, **extra}
+
+
+def _site_packages(environment: Path) -> Path:
+    (found,) = (environment / "lib").glob("python3*/site-packages")
+    return found
+
+
+def _see_running_interpreters_packages(environment: Path) -> None:
+    """Put the site-packages of the interpreter running the suite (torch, ninja) on the venv's path,
+    after its own: a ``.pth`` line, whose own ``.pth`` files (an editable install of this clone)
+    are not processed."""
+    outer = [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages"))
+             and Path(p).is_dir() and not Path(p).resolve().is_relative_to(environment.resolve())]
+    (_site_packages(environment) / "zz_running_interpreter.pth").write_text("".join(f"{p}\n" for p in outer))
 
 
 def test_readme_tour_runs_from_an_unrelated_directory(installed: Path, tmp_path: Path):
@@ -62,8 +86,12 @@ def test_readme_tour_runs_from_an_unrelated_directory(installed: Path, tmp_path:
 
     blocks = tour_blocks()
     (work / "myops" / "sinh.py").write_text(blocks["formula"])
+    no_torch = run(str(python), "-c", "import torch")
+    assert no_torch.returncode == 1 and "No module named 'torch'" in no_torch.stderr
     lint = run(str(transpile), "lint", "myops")                                   # step 2
     assert (lint.returncode, lint.stdout) == (0, ""), lint.stdout + lint.stderr
+    shipped = run(str(transpile), "lint", "--no-cache", str(_site_packages(installed) / "formulas"))
+    assert (shipped.returncode, shipped.stdout) == (0, ""), shipped.stdout + shipped.stderr
     generated = run(str(transpile), "--formulas", "myops", "--out", "my_cpp")     # step 3
     assert generated.returncode == 0, generated.stdout + generated.stderr
     assert "TORCH_LIBRARY_FRAGMENT(myops, m)" in (work / "my_cpp" / "sinh.cpp").read_text()
@@ -71,6 +99,11 @@ def test_readme_tour_runs_from_an_unrelated_directory(installed: Path, tmp_path:
     assert check.returncode == 0, check.stdout + check.stderr
     engine = run(str(python), "-c", blocks["engine"])                              # step 4
     assert engine.returncode == 0 and "digraph" in engine.stdout, engine.stderr[-3000:]
+    unbuilt = run(str(transpile), "build", "--sources", "my_cpp")
+    assert (unbuilt.returncode, unbuilt.stdout) == (2, "")
+    assert unbuilt.stderr == f"python -m transpiler.build {INSTALL_HINT}\n"
+
+    _see_running_interpreters_packages(installed)
     built = run(str(python), "-c", blocks["build"])                                # step 5
     assert built.returncode == 0, built.stderr[-3000:]
     assert (REPO / "build" / "tour" / "myops_ops" / "myops_ops.so").is_file()

@@ -28,12 +28,15 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from transpiler.build_progress import Progress, ninja_progress
+from transpiler.needs import TorchMissing, torch_missing
 from transpiler.output import OutputError, check_directory, describe, locked
 from transpiler.project import SHIPPED_NAMESPACE, ProjectError, find_project
 
 MANIFEST = "MANIFEST"
 MARKER = ".transpiler-build"    # marks a build directory as ours: only such a directory is written
 CFLAGS = ("-O2", "-DNDEBUG")
+PRECOMPILED_DIRECTORY = "precompiled"   # in the build directory: the shared precompiled headers
 
 # The libtorch headers every generated file includes: parsing them is most of a file's compile
 # time, so they are precompiled once (a GCC precompiled header; if it cannot be used, GCC
@@ -81,9 +84,10 @@ def _ours(directory: Path) -> bool:
     return any((directory / name).exists() for name in (MARKER, "build.ninja")) or any(directory.glob("*.stamp"))
 
 
-def build(sources: Path, build_dir: Path, name: str, verbose: bool = False) -> Path:
-    """Compile ``sources`` (cached in ``build_dir/name/``) and return the shared library's path.
-    Raises :class:`OutputError` when that directory must not or cannot be written."""
+def build(sources: Path, build_dir: Path, name: str, verbose: bool = False, quiet: bool = False) -> Path:
+    """Compile ``sources`` (cached in ``build_dir/name/``) and return the shared library's path,
+    saying on stderr what it does (unless ``quiet``; ``verbose`` shows the compiler commands
+    instead). Raises :class:`OutputError` when that directory must not or cannot be written."""
     sources, build_dir = sources.resolve(), build_dir.resolve()
     target = library_path(build_dir, name)
     stamp_file, ops_file = target.with_suffix(".stamp"), target.with_suffix(".ops")
@@ -96,21 +100,30 @@ def build(sources: Path, build_dir: Path, name: str, verbose: bool = False) -> P
         (target.parent / MARKER).touch()
     except OSError as error:
         raise describe(error, target.parent) from None
+    progress = Progress(name, quiet=quiet or verbose)
     with locked(target.parent, target.parent):
         import torch
         from torch.utils.cpp_extension import load
 
-        header = precompile_headers(sources, target.parent, name)
+        header = precompile_headers(build_dir, progress)
+        for own in ("precompiled.h", "precompiled.h.gch"):   # the per-library header of earlier versions
+            (target.parent / own).unlink(missing_ok=True)
         before = set(torch._C._dispatch_get_all_op_names())
-        load(   # with is_python_module=False this also loads the library: the registered names follow
-            name=name,
-            sources=[str(p) for p in source_files(sources) if p.suffix == ".cpp"],
-            extra_cflags=[*CFLAGS, "-include", str(header)],
-            extra_include_paths=[str(sources)],
-            build_directory=str(target.parent),
-            is_python_module=False,
-            verbose=verbose,
-        )
+
+        def compile_and_load() -> None:   # is_python_module=False loads it too: the registered names follow
+            load(name=name, sources=[str(p) for p in source_files(sources) if p.suffix == ".cpp"],
+                 extra_cflags=[*CFLAGS, "-include", str(header)], extra_include_paths=[str(sources)],
+                 build_directory=str(target.parent), is_python_module=False, verbose=True)
+
+        if verbose:
+            compile_and_load()
+        else:
+            with ninja_progress(progress) as compiler_output:
+                try:
+                    compile_and_load()
+                except RuntimeError as error:     # its message lacks what ninja printed: add it
+                    raise RuntimeError("\n".join([*compiler_output, str(error)])) from None
+        progress.done()
         registered = sorted(set(torch._C._dispatch_get_all_op_names()) - before)
         ops_file.write_text("".join(f"{op}\n" for op in registered))
         stamp_file.write_text(current)
@@ -138,22 +151,40 @@ def load_library(path: str | os.PathLike) -> None:
     torch.ops.load_library(str(path))
 
 
-def precompile_headers(sources: Path, directory: Path, name: str) -> Path:
-    """Write and precompile the common libtorch headers with the flags cpp_extension will use."""
+def precompile_headers(build_dir: Path, progress: Progress) -> Path:
+    """The common libtorch headers precompiled with the flags cpp_extension will use, shared by
+    every library of ``build_dir`` built with the same torch, compiler and flags (keyed on them
+    in ``build_dir/precompiled/``); built once, under a lock, atomically."""
     import sysconfig
 
     from torch.utils.cpp_extension import include_paths
 
-    header = directory / "precompiled.h"
-    flags = [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", f"-I{sources}"]
+    # A library's own flags (-DTORCH_EXTENSION_NAME, -I of its sources) are left out: GCC accepts a
+    # precompiled header under other definitions of macros the header does not use, and other -I.
+    flags = ["-DTORCH_API_INCLUDE_EXTENSION_H"]
     flags += [f"-isystem{path}" for path in [*include_paths(), sysconfig.get_paths()["include"]]]
     flags += ["-fPIC", "-std=c++20", *CFLAGS]
+    compiler = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=True).stdout
     recipe = PRECOMPILED + "// " + " ".join(flags) + "\n"
-    compiled = directory / "precompiled.h.gch"
-    if not (header.exists() and header.read_text() == recipe and compiled.exists()):
-        header.write_text(recipe)
-        subprocess.run(["c++", *flags, "-x", "c++-header", str(header), "-o", str(compiled)],
-                       check=True, capture_output=True, text=True)
+    key = hashlib.sha256("\0".join([metadata.version("torch"), compiler, recipe]).encode()).hexdigest()[:16]
+    directory = build_dir / PRECOMPILED_DIRECTORY / key
+    header, compiled = directory / "precompiled.h", directory / "precompiled.h.gch"
+    if compiled.exists():
+        return header
+    check_directory(directory, _ours, lambda d: {p.name for p in d.iterdir()}, "the build", [])
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / MARKER).touch()
+    except OSError as error:
+        raise describe(error, directory) from None
+    with locked(directory, directory):
+        if not compiled.exists():     # another build may have made it while this one waited
+            progress.say(f"precompiling the libtorch headers (once for this torch and these flags: {directory})")
+            header.write_text(recipe)
+            partial = directory / "precompiled.h.gch.partial"
+            subprocess.run(["c++", *flags, "-x", "c++-header", str(header), "-o", str(partial)],
+                           check=True, capture_output=True, text=True)
+            os.replace(partial, compiled)
     return header
 
 
@@ -165,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                              "or ~/.cache/derivatives-transpiler)")
     parser.add_argument("--name", help="library name (default: <namespace>_ops, from the sources' MANIFEST)")
     parser.add_argument("--verbose", action="store_true", help="show the compiler commands")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the library's path")
     args = parser.parse_args(argv)
     try:
         project = find_project()
@@ -172,13 +204,17 @@ def main(argv: list[str] | None = None) -> int:
         if not sources.is_dir() or not any(p.suffix == ".cpp" for p in sources.iterdir()):
             print(f"{sources}: no generated C++ here; run `transpile` first", file=sys.stderr)
             return 2
-        path = build(sources, args.build_dir or project.build_dir, args.name or default_name(sources), args.verbose)
+        missing = torch_missing("python -m transpiler.build")
+        if missing:
+            print(missing, file=sys.stderr)
+            return 2
+        path = build(sources, args.build_dir or project.build_dir, args.name or default_name(sources),
+                     args.verbose, args.quiet)
     except (OutputError, ProjectError) as error:
         print(f"python -m transpiler.build: {error}", file=sys.stderr)
         return 2
     except (ImportError, metadata.PackageNotFoundError):
-        print("python -m transpiler.build: torch is not installed; "
-              "python3 -m pip install 'derivatives-transpiler[test]' (torch==2.13.0, ninja)", file=sys.stderr)
+        print(f"{TorchMissing('python -m transpiler.build')}", file=sys.stderr)
         return 2
     except subprocess.CalledProcessError as error:
         print(f"precompiling the libtorch headers failed:\n{error.stderr}", file=sys.stderr)

@@ -1,14 +1,21 @@
 """The ``transpile`` command line (DESIGN section 4).
 
 ``transpile [--formulas DIR] [--out DIR] [--check]`` generates the C++;
-``transpile lint|import-yaml|emit-yaml|coverage|rule ...`` are subcommands. Each
-subcommand lives in its own module and exposes ``main(argv) -> int``.
+``transpile lint|import-yaml|emit-yaml|coverage|rule|build ...`` are subcommands. Each
+subcommand lives in its own module and exposes ``main(argv) -> int``; ``transpile
+--help`` lists them (:data:`SUMMARIES`, else the first line of the module's
+docstring) and ``transpile help [COMMAND]`` shows one's help.
 """
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import os
 import sys
+from pathlib import Path
+
+from transpiler.needs import TorchMissing
 
 SUBCOMMANDS = {
     "lint": "transpiler.lint.cli",
@@ -16,7 +23,17 @@ SUBCOMMANDS = {
     "emit-yaml": "transpiler.yaml_import.emit_cli",
     "coverage": "transpiler.coverage",
     "rule": "transpiler.rule",
+    "build": "transpiler.build",
     "prove": "transpiler.prove.cli",
+}
+SUMMARIES = {
+    "lint": "check formula files and torch.autograd.Functions for captures that break double backward",
+    "rule": "explain a diagnostic code (`transpile rule DB100`, `--all`)",
+    "import-yaml": "translate a derivatives.yaml into formula files (needs torch)",
+    "emit-yaml": "write imported formulas back as a derivatives.yaml torchgen accepts",
+    "coverage": "run the proof tiers and print the op x tier table (in a clone; needs torch)",
+    "build": "compile generated C++ into a library torch.ops.load_library loads (needs torch)",
+    "prove": "prove every formula of a package on its tiers and print the op x tier table (needs torch)",
 }
 GENERATE = "transpiler.cpp.generate"
 
@@ -24,11 +41,48 @@ GENERATE = "transpiler.cpp.generate"
 BROKEN_PIPE = 141      # 128 + SIGPIPE, what a C tool killed by the closed pipe would report
 
 
+def summary(command: str) -> str:
+    """One line saying what ``command`` does (read from its module without importing it)."""
+    if command in SUMMARIES:
+        return SUMMARIES[command]
+    origin = importlib.util.find_spec(SUBCOMMANDS[command]).origin
+    docstring = ast.get_docstring(ast.parse(Path(origin).read_text(encoding="utf-8"))) or ""
+    return docstring.splitlines()[0] if docstring else ""
+
+
+def commands_help() -> str:
+    """The command list ``transpile --help`` ends with."""
+    width = max(map(len, SUBCOMMANDS)) + 2
+    lines = ["commands (`transpile help COMMAND` or `transpile COMMAND --help` for one's options):",
+             f"  {'(none)':<{width}}lint the project's formulas/ and write out_cpp/ (the options above)"]
+    lines += [f"  {name:<{width}}{summary(name)}" for name in SUBCOMMANDS]
+    lines.append(f"  {'help':<{width}}this help, or `transpile help COMMAND` for a command's")
+    return "\n".join(lines)
+
+
+def _help(topic: list[str]) -> list[str]:
+    """``transpile help [COMMAND]`` as the arguments that print it."""
+    if not topic or topic[0] == "help":
+        return ["--help"]
+    return [topic[0], "--help"]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["help"]:
+        if args[1:2] and args[1] not in SUBCOMMANDS and args[1] != "help":
+            print(f"transpile help: unknown command {args[1]!r}; commands: {', '.join(SUBCOMMANDS)}",
+                  file=sys.stderr)
+            return 2
+        args = _help(args[1:])
+    command = args[0] if args and args[0] in SUBCOMMANDS else None
+    if args and command is None and not args[0].startswith("-"):
+        print(f"transpile: unknown command {args[0]!r}; commands: {', '.join(SUBCOMMANDS)} "
+              "(`transpile --help`)", file=sys.stderr)
+        return 2
     try:
-        if args and args[0] in SUBCOMMANDS:
-            module = importlib.import_module(SUBCOMMANDS[args[0]])
+        if command is not None:
+            module = importlib.import_module(SUBCOMMANDS[command])
             return module.main(args[1:])
         if args in (["--version"], ["-V"]):
             from transpiler.lint.cli import version
@@ -36,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"transpile {version()}")
             return 0
         return importlib.import_module(GENERATE).main(args)
+    except TorchMissing as missing:
+        print(f"transpile{' ' + command if command else ''}: {missing}", file=sys.stderr)
+        return 2
     except BrokenPipeError:            # ``transpile lint | head``: the reader has gone, stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())   # the interpreter's last flush must not fail again

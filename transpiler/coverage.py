@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transpiler.needs import repository_missing, torch_missing
+
 TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "CA")
 TIER_MEANING = {
     "L": "transpile lint reports nothing",
@@ -114,6 +116,11 @@ def _library_ops(repo: Path) -> tuple[list[str], frozenset[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    asks_help = bool({"-h", "--help"} & set(argv or ()))
+    missing = None if asks_help else repository_missing("transpile coverage", "tests") or torch_missing("transpile coverage")
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
     if argv and argv[0] == "--corpus":          # the derivatives.yaml funnel (transpiler.corpus)
         from transpiler.corpus import main as corpus_main
 

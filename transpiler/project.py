@@ -79,7 +79,7 @@ def _transpile_table(pyproject: Path) -> dict | None:
 
 
 def _project(root: Path, table: dict) -> Project:
-    unknown = set(table) - {"formulas", "out", "namespace", "build-dir"}
+    unknown = set(table) - {"formulas", "out", "namespace", "build-dir", "lint"}   # [tool.transpile.lint]: lint's
     if unknown:
         raise ProjectError(f"{root / 'pyproject.toml'}: unknown [tool.transpile] key(s) {', '.join(sorted(unknown))}")
     namespace = table.get("namespace")

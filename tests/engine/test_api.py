@@ -93,8 +93,8 @@ def test_stack_refuses_what_torch_refuses():
             torch.stack([torch.tensor(t.numpy()) for t in tensors])
 
 
-def test_an_undeclared_name_says_what_to_declare_and_a_defined_one_appears():
-    with pytest.raises(AttributeError, match="operator 'sinc_api_test' is not declared"):
+def test_an_undeclared_name_is_a_plain_attribute_error_and_a_defined_one_appears():
+    with pytest.raises(AttributeError, match="^module 'reference_engine' has no attribute 'sinc_api_test'$"):
         engine.sinc_api_test
     assert not hasattr(engine, "__wrapped__")
     try:
@@ -590,5 +590,6 @@ def test_to_a_dtype_is_torchs_to_and_its_gradient_comes_back_in_the_input_dtype(
     assert x.grad.dtype == engine.float64
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
     assert not x.is_complex() and not xt.is_complex()
-    with pytest.raises(TypeError, match="to\\(\\) takes a dtype"):
-        x.to("cpu")
+    assert x.to("cpu") is x and xt.to("cpu") is xt
+    with pytest.raises(TypeError, match="to\\(\\) received an invalid combination of arguments"):
+        x.to(3)

@@ -25,7 +25,6 @@ from transpiler.cpp.expressions import (
 from transpiler.cpp.nodes import (
     borrowed_param, emit_formula, emit_nondifferentiable, is_view, node_name,
 )
-from transpiler.cpp.operators import method_only_operators
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER
 from transpiler.cpp.statements import translate_body
 from transpiler.dataflow import syntax_children, walk
@@ -146,7 +145,7 @@ def _helpers_files(library: Library, context: Context, diagnostics: list[Diagnos
 def _operator_includes(called: set[str]) -> list[str]:
     """Per-operator ATen headers for the ATen functions the code calls (only what is used)."""
     includes = ["#include <ATen/TensorOperators.h>"]
-    headers = sorted({_header(name) for name in called if name not in method_only_operators()})
+    headers = sorted({_header(name) for name in called})
     return includes + [f"#include <ATen/ops/{header}.h>" for header in headers]
 
 

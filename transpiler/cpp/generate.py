@@ -341,7 +341,10 @@ def _shown(path: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="transpile", description="Lint the formulas and write them as C++.")
+    from transpiler.cli import commands_help
+
+    parser = argparse.ArgumentParser(prog="transpile", description="Lint the formulas and write them as C++.",
+                                     epilog=commands_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--formulas", type=Path, help="formula directory (default: the project's formulas/)")
     parser.add_argument("--out", type=Path, help="output directory (default: the project's out_cpp/)")
     parser.add_argument("--namespace", help="register as torch.ops.NAMESPACE (default: the formula directory's name)")
@@ -379,7 +382,8 @@ def _run(args: argparse.Namespace) -> int:
             print(report, end="")
             print(f"{out}: up to date ({time.perf_counter() - started:.3f} s)")
             return 1 if report.count("\n") > 1 else 0
-        print(f"{out}: up to date ({time.perf_counter() - started:.3f} s)")
+        print(f"{out}: up to date: {formulas} and the transpiler are unchanged since they were linted "
+              f"clean and written there (MANIFEST) ({time.perf_counter() - started:.3f} s)")
         return 0
     result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going)
     for diagnostic in result.diagnostics:

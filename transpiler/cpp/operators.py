@@ -2,9 +2,14 @@
 
 The library declares every operator its code calls (``@derivative`` or
 ``nondifferentiable``); those schemas give argument positions and types.
-Whether the C++ API has a function ``at::X`` or only a method ``x.X()`` comes
-from ``native_functions.yaml`` shipped with torchgen (read as text: its
-``variants`` lines), as in torchgen's own generated code.
+Whether the C++ API has a function ``at::X`` or only a method ``x.X()`` is
+ATen's ``variants`` line in ``native_functions.yaml``. For the operators the
+shipped library declares that fact is kept here (:data:`SHIPPED_METHOD_ONLY`,
+checked against the installed torch by ``tests/cpp/test_operators.py``), so
+lint and ``transpile`` need no torch; any other operator is looked up lazily in
+the torchgen that torch ships, and without torch it is taken to be a function
+``at::X`` (the C++ is compiled with torch installed, where a wrong guess would
+be a compile error, never a wrong derivative).
 """
 from __future__ import annotations
 
@@ -15,14 +20,21 @@ from dataclasses import dataclass
 
 from transpiler.cpp import types as T
 from transpiler.cpp.types import Kind, PyType
-from transpiler.schema import Argument, FunctionSchema
+from transpiler.schema import Argument, FunctionSchema, OperatorName
+
+#: The shipped library's operators that ATen offers only as Tensor methods (``x.view(...)``;
+#: there is no ``at::view``), by ``name`` or ``name.overload`` as ``variants`` lines say.
+SHIPPED_METHOD_ONLY = frozenset({"contiguous", "expand", "expand_as", "new_zeros", "repeat", "view"})
 
 
 @functools.cache
-def method_only_operators() -> frozenset[str]:
-    """``name.overload`` of every ATen operator the C++ API offers only as a Tensor method."""
-    import torchgen  # a file lookup only: torchgen ships the yaml
-
+def torchgen_method_only_operators() -> frozenset[str] | None:
+    """``name.overload`` of every ATen operator the C++ API offers only as a Tensor method, read
+    from the installed torchgen's ``native_functions.yaml``; None when torch is not installed."""
+    try:
+        import torchgen  # a file lookup only: torchgen ships the yaml
+    except ImportError:
+        return None
     path = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "native_functions.yaml")
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -33,6 +45,17 @@ def method_only_operators() -> frozenset[str]:
         if variants and "function" not in variants.group(1).split("#", 1)[0]:
             methods.add(name)
     return frozenset(methods)
+
+
+def is_method_only(name: OperatorName) -> bool:
+    """Whether ATen spells the operator ``name`` only as a Tensor method (see the module docstring)."""
+    def listed(methods: frozenset[str]) -> bool:
+        return str(name) in methods or (name.overload == "" and name.base in methods)
+
+    if listed(SHIPPED_METHOD_ONLY):
+        return True
+    methods = torchgen_method_only_operators()
+    return methods is not None and listed(methods)
 
 
 @dataclass(frozen=True)
@@ -52,11 +75,9 @@ class Resolved:
     @property
     def function(self) -> str | None:
         """The ATen function ``at::<name>`` the call is spelled with; None for a Tensor method."""
-        base = self.schema.name.base
-        methods = method_only_operators()
-        if str(self.schema.name) in methods or (self.schema.name.overload == "" and base in methods):
+        if is_method_only(self.schema.name):
             return None
-        return base
+        return self.schema.name.base
 
     def cpp(self) -> str:
         function = self.function

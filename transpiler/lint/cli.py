@@ -23,7 +23,7 @@ from transpiler.lint.runner import LintResult, WorkerDied, lint
 from transpiler.lint.settings import ConfigError, Settings, codes, load_settings
 from transpiler.project import ProjectError, build_cache, find_project
 
-DEFAULT_PATHS = ["formulas/"]
+DEFAULT_PATHS = ["."]             # as ruff and flake8: the working directory, less the excludes
 STDIN = "-"
 CACHE_DIRECTORY = "lint-cache"       # in the build cache; a hyphen: no library (an identifier) is named so
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Check backward formulas (closure rules) and torch.autograd.Function subclasses "
         "(ctx rules) statically: the files read are never imported or executed."))
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="files or directories (searched for *.py), or - for stdin; default: formulas/")
+                        help="files or directories (searched for *.py), or - for stdin; default: . (less the excludes)")
     parser.add_argument("--format", choices=output.FORMATS, default="text", help="output format")
     parser.add_argument("--fix", action="store_true",
                         help="rewrite formula files in place where a fix exists, then report what is left "

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from transpiler.codes import BY_CODE
 from transpiler.diagnostics import Diagnostic
+from transpiler.needs import REPOSITORY
 
 FORMATS = ("text", "json", "sarif", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+CODE_PAGES = REPOSITORY / "docs" / "codes"     # one page per code (`transpile rule --pages`)
 
 
 def render(format: str, findings: Sequence[Diagnostic]) -> str:
@@ -48,6 +50,9 @@ def sarif(findings: Sequence[Diagnostic]) -> dict[str, object]:
         if entry is not None:
             rule.update(shortDescription={"text": entry.summary}, fullDescription={"text": entry.what},
                         help={"text": entry.explain()})
+            page = CODE_PAGES / f"{code}.md"
+            if page.is_file():            # a clone has the pages; an installed package has only `help`
+                rule["helpUri"] = page.as_uri()
         rules.append(rule)
     results = [{
         "ruleId": d.code,

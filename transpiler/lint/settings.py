@@ -179,7 +179,8 @@ def codes(where: object, prefixes: Iterable[str], key: str) -> tuple[str, ...]:
     for prefix in prefixes:
         prefix = prefix.strip().upper()
         if not prefix or not matching(prefix):
-            raise ConfigError(f"{where}: {key}: {prefix!r} matches no code; `transpile rule` lists them")
+            place = key if str(where) == key else f"{where}: {key}"     # the flag, or the file and its key
+            raise ConfigError(f"{place}: {prefix!r} matches no code; `transpile rule` lists them")
         result.append(prefix)
     return tuple(result)
 

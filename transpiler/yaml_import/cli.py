@@ -16,6 +16,7 @@ import yaml
 
 from transpiler import codes
 from transpiler.diagnostics import Diagnostic
+from transpiler.needs import torch_missing
 from transpiler.output import OutputError, check_directory, replace_directory
 from transpiler.yaml_import.importer import FORMULA_FILE_PREFIX, GENERATED_MARKER, import_yaml
 
@@ -40,6 +41,10 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
         return 0 if exit_.code == 0 else 2
+    missing = torch_missing("transpile import-yaml")   # ATen's operators come from the installed torchgen
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
     path = Path(args.derivatives_yaml)
     try:
         text = path.read_text(encoding="utf-8")

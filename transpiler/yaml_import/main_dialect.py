@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transpiler.metadata import PLAIN_METADATA
+from transpiler.needs import TorchMissing
 from transpiler.schema import SchemaError, parse_schema
 from transpiler.yaml_import.syntax import (
     BraceList,
@@ -90,8 +91,10 @@ class AtenNames:
 @functools.cache
 def aten_names() -> AtenNames:
     """ATen's operators, from the installed torch's native_functions.yaml."""
-    import torchgen
-
+    try:
+        import torchgen
+    except ImportError:
+        raise TorchMissing("reading ATen's operators (torchgen's native_functions.yaml)") from None
     path = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
     text = path.read_text(encoding="utf-8")
     functions: set[str] = set()

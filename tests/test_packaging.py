@@ -1,0 +1,30 @@
+"""The metadata says what the project is: a licence file and its SPDX name, a changelog entry for
+the version (whose tag pre-commit users pin), and extras that say what they install."""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+
+
+def test_licence_file_is_the_declared_licence():
+    assert PROJECT["license"] == "BSD-3-Clause" and PROJECT["license-files"] == ["LICENSE"]
+    assert (REPO / "LICENSE").read_text().startswith("BSD 3-Clause License\n")
+
+
+def test_changelog_has_the_version_and_its_tag_scheme():
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## {re.escape(PROJECT['version'])}$", changelog, re.M)
+    assert f"rev: v{PROJECT['version']}" in changelog
+    assert f"rev: v{PROJECT['version']}" in (REPO / ".pre-commit-hooks.yaml").read_text()
+
+
+def test_extras_say_what_they_install():
+    extras = PROJECT["optional-dependencies"]
+    assert extras["torch"] == ["torch==2.13.0", "ninja"]
+    assert "derivatives-transpiler[torch]" in extras["test"] and "pytest>=7" in extras["test"]
+    assert extras["flake8"] == ["flake8>=6"]
+    assert not any(dep.startswith("torch") for dep in PROJECT["dependencies"])

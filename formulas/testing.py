@@ -1,7 +1,7 @@
 """Testing your formulas: ``check_formula`` (``docs/testing.md``).
 
 ``from formulas.testing import check_formula`` costs nothing: torch and the checks load
-when it is first called, and without torch it says what to install.
+when it is first called, and without torch it raises ``ImportError`` saying what to install.
 """
 from __future__ import annotations
 

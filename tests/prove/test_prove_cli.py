@@ -101,4 +101,5 @@ def test_without_torch_it_says_what_to_install(elsewhere):
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=elsewhere,
                           env={**os.environ, "PYTHONPATH": str(repo)}, check=False)
     assert (done.returncode, done.stdout, done.stderr) == \
-        (2, "", "transpile prove: proving formulas needs torch: pip install torch==2.13.0\n")
+        (2, "", "transpile prove: proving formulas needs torch (torch==2.13.0, not installed); install it with: "
+                "python3 -m pip install 'derivatives-transpiler[torch]'\n")

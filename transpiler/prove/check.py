@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from formulas.dsl import DeclaredFormula, registry
+from transpiler.needs import TorchMissing
 from transpiler.prove.cases import Case, NoCases, schema_cases
 from transpiler.prove.tiers import (
     RUNNERS,
@@ -29,7 +30,6 @@ from transpiler.prove.tiers import (
 )
 
 NO_CASE = "not run: torch's operator refuses every generated case; give the op PROVE_CASES"
-TORCH_MISSING = "proving formulas needs torch: pip install torch==2.13.0"
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,12 @@ class Outcome:
 
 
 def require_torch() -> None:
-    """Raise ``ModuleNotFoundError`` with the one line to install torch when it is missing."""
+    """Raise :class:`~transpiler.needs.TorchMissing` (one line, with the install command) when
+    torch is not installed."""
     try:
         importlib.import_module("torch")
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError(TORCH_MISSING) from None
+    except ImportError:
+        raise TorchMissing("proving formulas") from None
 
 
 def import_package(package: str) -> None:

@@ -68,18 +68,9 @@ def main(argv: list[str]) -> int:
     except ValueError as problem:
         print(f"transpile prove: {problem}", file=sys.stderr)
         return 2
-    from transpiler.prove.check import (
-        TORCH_MISSING,
-        import_package,
-        load_case_file,
-        require_torch,
-    )
+    from transpiler.prove.check import import_package, load_case_file, require_torch
 
-    try:
-        require_torch()
-    except ModuleNotFoundError:
-        print(f"transpile prove: {TORCH_MISSING}", file=sys.stderr)
-        return 2
+    require_torch()              # without torch: one line from transpiler.cli, exit 2
     from transpiler.frontend import load_library
 
     library = load_library(str(directory))

@@ -160,3 +160,8 @@ def test_prove_package_is_one_pytest_item_per_formula(tmp_path):
     assert "1 failed, 1 passed" in done.stdout, done.stdout + done.stderr
     assert "FAILED test_plugin_ops.py::test_plugin_ops[sin]" in done.stdout
     assert "the term `0.1 * self` at " in done.stdout
+
+
+def test_an_operator_name_with_several_overloads_asks_for_one():
+    with pytest.raises(ValueError, match=r"package 'formulas' has 2 formulas for 'add'; give one of add.Scalar, add.Tensor"):
+        check_formula("add")

@@ -74,12 +74,13 @@ def subject_of(formula: Callable[..., Any] | str, package: str | None) -> Subjec
     owner = package or "formulas"
     import_package(owner)
     table = registry(owner).formulas
-    declared: DeclaredFormula | None = table.get(formula) or table.get(f"{formula}.")
-    if declared is None:
-        matches = [d for name, d in table.items() if name.split(".", 1)[0] == formula]
-        declared = matches[0] if len(matches) == 1 else None
-    if declared is None:
-        raise ValueError(f"package {owner!r} has no formula for {formula!r}")
+    declared: DeclaredFormula | None = table.get(formula)
+    if declared is None:      # a base name: its one overload
+        matches = sorted(name for name in table if name.split(".", 1)[0] == formula)
+        if len(matches) != 1:
+            found = f"; give one of {', '.join(matches)}" if matches else ""
+            raise ValueError(f"package {owner!r} has {len(matches) or 'no'} formulas for {formula!r}{found}")
+        declared = table[matches[0]]
     return Subject(owner, declared)
 
 

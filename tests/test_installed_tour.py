@@ -26,13 +26,14 @@ pytest.importorskip("torch")
 
 
 def tour_blocks() -> dict[str, str]:
-    """The tour's Python blocks: the formula file, the engine step, the build step."""
+    """The tour's Python blocks: the formula file, the engine step, the build step, the test file."""
     readme = (REPO / "README.md").read_text()
     tour = readme[readme.index("## A tour"):readme.index("## derivatives.yaml")]
     blocks = re.findall(r"```python\n(.*?)```", tour, re.S)
     named = {"formula": [b for b in blocks if b.startswith("# myops/sinh.py")],
-             "engine": [b for b in blocks if "from myops.sinh import sinh" in b],
-             "build": [b for b in blocks if "transpiler.build" in b]}
+             "engine": [b for b in blocks if "import reference_engine as engine" in b and "myops" in b],
+             "build": [b for b in blocks if "transpiler.build" in b],
+             "test": [b for b in blocks if b.startswith("# test_myops.py")]}
     assert all(len(found) == 1 for found in named.values()), named
     return {name: found[0] for name, found in named.items()}
 
@@ -112,3 +113,34 @@ def test_readme_tour_runs_from_an_unrelated_directory(installed: Path, tmp_path:
     assert bare.returncode == 2 and "formulas: not a directory" in bare.stderr, bare.stderr
     assert sorted(p.name for p in work.iterdir()) == ["my_cpp", "myops"]
     assert not list(site.rglob("out_cpp"))
+
+    proved = run(str(transpile), "prove", "myops")                                # step 7
+    assert proved.returncode == 0, proved.stdout + proved.stderr
+    assert proved.stdout.splitlines()[1].split() == ["sinh", "ok", "ok", "ok", "ok", "ok", "ok", "n/a"]
+    compiled = run(str(transpile), "prove", "myops", "--compiled")
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    assert compiled.stdout.splitlines()[:2] == ["op       L    R1    R2    RT    T1    TT    F1    C1    CT",
+                                                "sinh    ok    ok    ok    ok    ok    ok   n/a    ok    ok"]
+    (work / "test_myops.py").write_text(blocks["test"])
+    tested = run(str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_myops.py")
+    assert "2 passed" in tested.stdout, tested.stdout[-3000:] + tested.stderr[-3000:]
+    (work / "wrongops").mkdir()
+    (work / "wrongops" / "sin.py").write_text(WRONG_SIN)
+    wrong = run(str(transpile), "prove", "wrongops")
+    assert wrong.returncode == 1, wrong.stdout + wrong.stderr
+    assert "sin: tier T1 (formula on torch tensors: backward == finite differences), case 2x3: input `self`" \
+        in wrong.stdout
+    assert "the term `0.1 * self` at wrongops/sin.py:8:39 explains it" in wrong.stdout
+
+
+WRONG_SIN = """\
+from formulas import at, derivative
+
+
+@derivative("sin(Tensor self) -> Tensor")
+def sin(self):
+    result = at.sin(self)
+    def backward(grad):
+        return grad * (at.cos(self) + 0.1 * self)
+    return result, backward
+"""

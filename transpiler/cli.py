@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "coverage": "transpiler.coverage",
     "rule": "transpiler.rule",
     "build": "transpiler.build",
+    "prove": "transpiler.prove.cli",
 }
 SUMMARIES = {
     "lint": "check formula files and torch.autograd.Functions for captures that break double backward",
@@ -32,6 +33,7 @@ SUMMARIES = {
     "emit-yaml": "write imported formulas back as a derivatives.yaml torchgen accepts",
     "coverage": "run the proof tiers and print the op x tier table (in a clone; needs torch)",
     "build": "compile generated C++ into a library torch.ops.load_library loads (needs torch)",
+    "prove": "prove every formula of a package on its tiers and print the op x tier table (needs torch)",
 }
 GENERATE = "transpiler.cpp.generate"
 

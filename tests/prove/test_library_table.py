@@ -1,0 +1,48 @@
+"""``transpile prove`` on the shipped library gives the suite's table: on a subset of ops, the
+tiers both run (L, R1, R2, RT) have the same outcome in ``transpile prove --cases
+tests/prove_library_cases.py`` (the suite's input catalogue) as in the report of the suite's
+tier tests on the same cases (``pytest --tier-report``)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from transpiler.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SUBSET = ["tanh", "index_select", "where.self", "cumsum", "unbind.int"]
+SHARED_TIERS = ("L", "R1", "R2", "RT")
+SUITE_STATUS = {"passed": "ok", "failed": "FAIL", "skipped": "-"}
+
+
+def suite_tests() -> list[str]:
+    """The node ids of the suite's L, R1, R2 and RT tests of the subset on the catalogue's
+    cases (the OpInfo samples, which prove does not run, left out)."""
+    from op_cases import ALL_CASES
+
+    tiers = "tests/engine/test_tiers.py::"
+    ids = [f"tests/test_library_lint.py::test_formula_lints_clean[{op}]" for op in SUBSET]
+    for case in ALL_CASES:
+        if case.op in SUBSET:
+            ids += [f"{tiers}{test}[{case.name}]" for test in ("test_gradcheck", "test_gradgradcheck",
+                                                                 "test_gradients_equal_torch")]
+    return ids
+
+
+def test_prove_on_the_library_agrees_with_the_suite(tmp_path, capsys, monkeypatch):
+    report = tmp_path / "tiers.json"
+    suite = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suite_tests(),
+                            "--tier-report", str(report)], cwd=REPO, capture_output=True, text=True, check=False)
+    assert report.exists(), suite.stdout[-3000:] + suite.stderr[-3000:]
+    expected = json.loads(report.read_text())["tiers"]
+
+    monkeypatch.chdir(tmp_path)                 # from an unrelated directory, the library by its path
+    status = main(["prove", str(REPO / "formulas"), "--cases", str(REPO / "tests" / "prove_library_cases.py"),
+                   "--format", "json", *[arg for op in SUBSET for arg in ("-k", op)]])
+    proved = json.loads(capsys.readouterr().out)
+    assert status == 0 and set(SUBSET) <= set(proved)
+    for op in SUBSET:
+        assert {t: SUITE_STATUS[expected[op][t]] for t in SHARED_TIERS} == \
+            {t: proved[op][t]["status"] for t in SHARED_TIERS}, op

@@ -1,0 +1,190 @@
+"""A formula's Python run on torch tensors: ``at.<op>(...)`` is ``torch.ops.aten.<op>``.
+
+:class:`AtenBackend` is the operator backend (``formulas.use_backend``); formulas see
+:class:`TorchValue`, a torch tensor with the metadata methods of the authoring conventions
+(``sizes()``, ``scalar_type()``, ``options()``) and the Python operators routed to ``at``.
+Autograd is torch's own, so a backward run on tensors that require grad can be
+differentiated again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from formulas import use_backend
+
+
+@dataclass(frozen=True)
+class TorchOptions:
+    """What ``x.options()`` gives: the dtype and device of a tensor."""
+
+    dtype: torch.dtype
+    device: torch.device
+
+
+class TorchValue:
+    """A torch tensor as a formula sees it."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def __repr__(self) -> str:
+        return f"TorchValue({self.tensor!r})"
+
+    def sizes(self) -> list[int]:
+        return list(self.tensor.shape)
+
+    def size(self, dim: int) -> int:
+        return self.tensor.size(dim)
+
+    def dim(self) -> int:
+        return self.tensor.dim()
+
+    def numel(self) -> int:
+        return self.tensor.numel()
+
+    def scalar_type(self) -> torch.dtype:
+        return self.tensor.dtype
+
+    def options(self) -> TorchOptions:
+        return TorchOptions(self.tensor.dtype, self.tensor.device)
+
+    def _call(self, name: str, *args: Any) -> Any:
+        from formulas import at
+
+        return getattr(at, name)(*args)
+
+    def __add__(self, other: Any) -> Any:
+        return self._call("add", self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._call("add", self, other)
+
+    def __sub__(self, other: Any) -> Any:
+        return self._call("sub", self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._call("rsub", self, other)
+
+    def __mul__(self, other: Any) -> Any:
+        return self._call("mul", self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return self._call("mul", self, other)
+
+    def __truediv__(self, other: Any) -> Any:
+        return self._call("div", self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return self._call("mul", self._call("reciprocal", self), other)
+
+    def __neg__(self) -> Any:
+        return self._call("neg", self)
+
+    def __pow__(self, other: Any) -> Any:
+        return self._call("pow", self, other)
+
+    def __matmul__(self, other: Any) -> Any:
+        return self._call("matmul", self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return self._call("gt", self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return self._call("ge", self, other)
+
+    def __lt__(self, other: Any) -> Any:
+        return self._call("lt", self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return self._call("le", self, other)
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._call("eq", self, other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._call("ne", self, other)
+
+    __hash__ = object.__hash__
+
+
+def wrap(value: Any) -> Any:
+    """torch tensors (also inside tuples and lists) as :class:`TorchValue`."""
+    if isinstance(value, torch.Tensor):
+        return TorchValue(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(wrap(v) for v in value)
+    return value
+
+
+def unwrap(value: Any) -> Any:
+    """The inverse of :func:`wrap`."""
+    if isinstance(value, TorchValue):
+        return value.tensor
+    if isinstance(value, (tuple, list)):
+        return type(value)(unwrap(v) for v in value)
+    return value
+
+
+#: schema defaults a formula spells as the schema does, as torch values
+_SYMBOLIC_DEFAULTS: dict[str, Any] = {"contiguous_format": torch.contiguous_format}
+
+
+class AtenBackend:
+    """``at.<name>(...)`` runs ``torch.ops.aten.<name>``, whose overload torch picks."""
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is None:
+            raise LookupError(f"at.{name}: torch has no aten operator `{name}`")
+        kwargs = {key: _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else value
+                  for key, value in kwargs.items()}
+        return wrap(packet(*unwrap(args), **unwrap(kwargs)))
+
+
+def run_formula(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], needs_input_grad: tuple[bool, ...],
+                backward_source: str | None = None) -> tuple[Any, Callable[..., Any]]:
+    """``fn``'s outputs (torch tensors) and its backward, which takes and returns torch
+    tensors (``None`` kept), both run with ``at`` on torch; a backward with a
+    ``needs_input_grad`` parameter gets the mask given. With ``backward_source`` (a
+    module holding one ``def``), that function replaces the backward, closing over the same
+    forward values."""
+    backend = AtenBackend()
+    with use_backend(backend):
+        outputs, backward = fn(*wrap(args), **wrap(kwargs))
+    if backward_source is not None:
+        backward = recompiled(backward, backward_source)
+    code = backward.__code__
+    keywords = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    mask = {"needs_input_grad": needs_input_grad} if "needs_input_grad" in keywords else {}
+
+    def torch_backward(*grads: Any) -> Any:
+        with use_backend(backend):
+            return unwrap(backward(*wrap(list(grads)), **mask))
+
+    return unwrap(outputs), torch_backward
+
+
+def recompiled(closure: Callable[..., Any], source: str) -> Callable[..., Any]:
+    """The function ``source`` defines, run where ``closure`` runs: its module's globals and
+    the values of its free names."""
+    environment = dict(closure.__globals__)
+    cells = closure.__closure__ or ()
+    environment.update((name, cell.cell_contents) for name, cell in zip(closure.__code__.co_freevars, cells))
+    before = set(environment)
+    exec(compile(source, closure.__code__.co_filename, "exec"), environment)
+    (defined,) = [environment[name] for name in set(environment) - before if callable(environment[name])]
+    return defined
+
+
+def builtin_overload(schema_name: str) -> Any | None:
+    """``torch.ops.aten.<name>.<overload>`` for ``name.overload``, or None when torch has none."""
+    base, _, overload = schema_name.partition(".")
+    packet = getattr(torch.ops.aten, base, None)
+    if packet is None:
+        return None
+    return getattr(packet, overload or "default", None)

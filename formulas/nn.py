@@ -145,10 +145,14 @@ def smooth_l1_loss(self, target, reduction=1, beta=1.0):
         if beta > 0.0:
             # 1 / beta scales grad, not diff: one full-size kernel less where grad is the reduced 0-d one
             grad_diff = clip_derivative(diff, beta, 1.0) * at.div(scale, beta)
+            grad_self = sum_to(grad_diff, self_sizes) if needs_input_grad[0] else None
+            grad_target = sum_to(-grad_diff, target_sizes) if needs_input_grad[1] else None
         else:
-            grad_diff = scale * sign_of(diff)
-        grad_self = sum_to(grad_diff, self_sizes) if needs_input_grad[0] else None
-        grad_target = sum_to(-grad_diff, target_sizes) if needs_input_grad[1] else None
+            # the L1 loss; at its kink d = 0 torch's kernel takes the left derivative -1 for self, and
+            # for target too (its target gradient is the same kernel with self and target swapped)
+            kink = at.eq(diff, 0.0)
+            grad_self = sum_to(scale * (sign_of(diff) - kink), self_sizes) if needs_input_grad[0] else None
+            grad_target = sum_to(-scale * (sign_of(diff) + kink), target_sizes) if needs_input_grad[1] else None
         return grad_self, grad_target
     def jvp(self_t, target_t):
         diff = self - target
@@ -184,10 +188,13 @@ def binary_cross_entropy(self, target, weight=None, reduction=1):
     self_numel = self.numel()
     def backward(grad, *, needs_input_grad):
         # loss = -w (t log x + (1 - t) log(1 - x)), with log(1 - x) = log(x - x^2) - log x:
-        # d/dx = w (x - t) / (x - x^2), d/dt = w (log(1 - x) - log x) = -w logit(x), d/dw = loss / w
+        # d/dx = w (x - t) / (x - x^2), d/dt = w (log(1 - x) - log x) = -w logit(x), d/dw = loss / w.
+        # At x = 0 or 1 torch's loss clamps its logs at -100 but its gradient is this d/dx with the
+        # denominator floored at 1e-12 (0 where x = t, -+1e12 w where x = 1 - t): that is the value taken
         scaled = loss_scale(grad, reduction, self_numel)
         weighted = scaled * weight if weight is not None else scaled
-        grad_self = weighted * (self - target) / (self - self * self) if needs_input_grad[0] else None
+        grad_self = (weighted * (self - target) / at.clamp_min(self - self * self, 1e-12)
+                     if needs_input_grad[0] else None)
         grad_target = -(weighted * at.logit(self)) if needs_input_grad[1] else None
         grad_weight = None
         if needs_input_grad[2]:

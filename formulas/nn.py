@@ -49,8 +49,10 @@ def clip_derivative(diff: Tensor, bound: float, slope: float) -> Tensor:
 def linear(input, weight, bias=None):
     result = at.linear(input, weight, bias)
     input_sizes = input.sizes()
-    out_features = weight.size(0)
-    in_features = weight.size(1)
+    # a 1-d weight is one output feature whose dim the result leaves out: input @ weight
+    weight_is_vector = weight.dim() == 1
+    out_features = 1 if weight_is_vector else weight.size(0)
+    in_features = weight.size(-1)
     rows = 1
     for d in range(len(input_sizes) - 1):
         rows = rows * input_sizes[d]
@@ -59,10 +61,18 @@ def linear(input, weight, bias=None):
         bias_sizes = bias.sizes()
     def backward(grad, *, needs_input_grad):
         # result = input weight^T + bias over the last dim of input
-        grad_input = at.matmul(grad, weight) if needs_input_grad[0] else None
+        grad_input = None
         grad_weight = None
-        if needs_input_grad[1]:
-            grad_weight = at.mm(at.t(at.reshape(grad, [rows, out_features])), at.reshape(input, [rows, in_features]))
+        if weight_is_vector:
+            # result = input @ weight: grad_input = grad weight^T (an outer product), grad_weight = input^T grad
+            if needs_input_grad[0]:
+                grad_input = at.unsqueeze(grad, -1) * weight
+            if needs_input_grad[1]:
+                grad_weight = at.mv(at.t(at.reshape(input, [rows, in_features])), at.reshape(grad, [rows]))
+        else:
+            grad_input = at.matmul(grad, weight) if needs_input_grad[0] else None
+            if needs_input_grad[1]:
+                grad_weight = at.mm(at.t(at.reshape(grad, [rows, out_features])), at.reshape(input, [rows, in_features]))
         grad_bias = sum_to(grad, bias_sizes) if needs_input_grad[2] else None
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):

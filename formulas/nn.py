@@ -160,7 +160,7 @@ def smooth_l1_loss(self, target, reduction=1, beta=1.0):
         else:
             # the L1 loss; at its kink d = 0 torch's kernel takes the left derivative -1 for self, and
             # for target too (its target gradient is the same kernel with self and target swapped)
-            kink = at.eq(diff, 0.0)
+            kink = at._to_copy(at.eq(diff, 0.0), dtype=diff.scalar_type())   # torch subtracts no bools
             grad_self = sum_to(scale * (sign_of(diff) - kink), self_sizes) if needs_input_grad[0] else None
             grad_target = sum_to(-scale * (sign_of(diff) + kink), target_sizes) if needs_input_grad[1] else None
         return grad_self, grad_target

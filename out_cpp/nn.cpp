@@ -1008,7 +1008,7 @@ std::tuple<at::Tensor, at::Tensor> smooth_l1_loss(
     grad_self = needs_input_grad[0] ? helpers::sum_to(grad_diff, self_sizes) : at::Tensor();
     grad_target = needs_input_grad[1] ? helpers::sum_to(-grad_diff, target_sizes) : at::Tensor();
   } else {
-    kink = at::eq(diff, 0.0);
+    kink = at::_to_copy(at::eq(diff, 0.0), diff.scalar_type());
     grad_self = needs_input_grad[0] ? helpers::sum_to(scale * (helpers::sign_of(diff) - kink), self_sizes) : at::Tensor();
     grad_target = needs_input_grad[1] ? helpers::sum_to(-scale * (helpers::sign_of(diff) + kink), target_sizes) : at::Tensor();
   }

@@ -237,7 +237,9 @@ def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_resu
                 # the negative branch's slope, times input_scale once more
                 curvature = at.mul(at.elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result),
                                    input_scale)
-            grad_self_or_result = sum_to(at.where(self_or_result > 0, at.zeros_like(curvature), curvature),
+            # at x = 0 (or y = 0) torch's second derivative is the positive branch's 0, though its
+            # elu_backward there is the negative branch's slope: 0 is the value taken
+            grad_self_or_result = sum_to(at.where(self_or_result >= 0, at.zeros_like(curvature), curvature),
                                          self_or_result_sizes)
         return grad_grad_output, grad_self_or_result
     def jvp(grad_output_t, self_or_result_t):

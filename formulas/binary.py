@@ -69,8 +69,10 @@ def atan2(self, other):
     self_sizes = self.sizes()
     other_sizes = other.sizes()
     def backward(grad, *, needs_input_grad):
-        # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
-        scaled = grad / (self * self + other * other)
+        # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2); at the origin (no derivative) torch picks 0
+        # (signed as grad * x and -grad * y are: 0 and -0 at (+0, +0))
+        squared_radius = self * self + other * other
+        scaled = at.where(at.eq(squared_radius, 0.0), at.zeros_like(grad), grad / squared_radius)
         grad_self = sum_to(scaled * other, self_sizes) if needs_input_grad[0] else None
         grad_other = sum_to(-scaled * self, other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other

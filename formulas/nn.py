@@ -49,8 +49,10 @@ def clip_derivative(diff: Tensor, bound: float, slope: float) -> Tensor:
 def linear(input, weight, bias=None):
     result = at.linear(input, weight, bias)
     input_sizes = input.sizes()
-    out_features = weight.size(0)
-    in_features = weight.size(1)
+    # a 1-d weight is one output feature whose dim the result leaves out: input @ weight
+    weight_is_vector = weight.dim() == 1
+    out_features = 1 if weight_is_vector else weight.size(0)
+    in_features = weight.size(-1)
     rows = 1
     for d in range(len(input_sizes) - 1):
         rows = rows * input_sizes[d]
@@ -59,10 +61,18 @@ def linear(input, weight, bias=None):
         bias_sizes = bias.sizes()
     def backward(grad, *, needs_input_grad):
         # result = input weight^T + bias over the last dim of input
-        grad_input = at.matmul(grad, weight) if needs_input_grad[0] else None
+        grad_input = None
         grad_weight = None
-        if needs_input_grad[1]:
-            grad_weight = at.mm(at.t(at.reshape(grad, [rows, out_features])), at.reshape(input, [rows, in_features]))
+        if weight_is_vector:
+            # result = input @ weight: grad_input = grad weight^T (an outer product), grad_weight = input^T grad
+            if needs_input_grad[0]:
+                grad_input = at.unsqueeze(grad, -1) * weight
+            if needs_input_grad[1]:
+                grad_weight = at.mv(at.t(at.reshape(input, [rows, in_features])), at.reshape(grad, [rows]))
+        else:
+            grad_input = at.matmul(grad, weight) if needs_input_grad[0] else None
+            if needs_input_grad[1]:
+                grad_weight = at.mm(at.t(at.reshape(grad, [rows, out_features])), at.reshape(input, [rows, in_features]))
         grad_bias = sum_to(grad, bias_sizes) if needs_input_grad[2] else None
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
@@ -145,10 +155,14 @@ def smooth_l1_loss(self, target, reduction=1, beta=1.0):
         if beta > 0.0:
             # 1 / beta scales grad, not diff: one full-size kernel less where grad is the reduced 0-d one
             grad_diff = clip_derivative(diff, beta, 1.0) * at.div(scale, beta)
+            grad_self = sum_to(grad_diff, self_sizes) if needs_input_grad[0] else None
+            grad_target = sum_to(-grad_diff, target_sizes) if needs_input_grad[1] else None
         else:
-            grad_diff = scale * sign_of(diff)
-        grad_self = sum_to(grad_diff, self_sizes) if needs_input_grad[0] else None
-        grad_target = sum_to(-grad_diff, target_sizes) if needs_input_grad[1] else None
+            # the L1 loss; at its kink d = 0 torch's kernel takes the left derivative -1 for self, and
+            # for target too (its target gradient is the same kernel with self and target swapped)
+            kink = at._to_copy(at.eq(diff, 0.0), dtype=diff.scalar_type())   # torch subtracts no bools
+            grad_self = sum_to(scale * (sign_of(diff) - kink), self_sizes) if needs_input_grad[0] else None
+            grad_target = sum_to(-scale * (sign_of(diff) + kink), target_sizes) if needs_input_grad[1] else None
         return grad_self, grad_target
     def jvp(self_t, target_t):
         diff = self - target
@@ -184,10 +198,13 @@ def binary_cross_entropy(self, target, weight=None, reduction=1):
     self_numel = self.numel()
     def backward(grad, *, needs_input_grad):
         # loss = -w (t log x + (1 - t) log(1 - x)), with log(1 - x) = log(x - x^2) - log x:
-        # d/dx = w (x - t) / (x - x^2), d/dt = w (log(1 - x) - log x) = -w logit(x), d/dw = loss / w
+        # d/dx = w (x - t) / (x - x^2), d/dt = w (log(1 - x) - log x) = -w logit(x), d/dw = loss / w.
+        # At x = 0 or 1 torch's loss clamps its logs at -100 but its gradient is this d/dx with the
+        # denominator floored at 1e-12 (0 where x = t, -+1e12 w where x = 1 - t): that is the value taken
         scaled = loss_scale(grad, reduction, self_numel)
         weighted = scaled * weight if weight is not None else scaled
-        grad_self = weighted * (self - target) / (self - self * self) if needs_input_grad[0] else None
+        grad_self = (weighted * (self - target) / at.clamp_min(self - self * self, 1e-12)
+                     if needs_input_grad[0] else None)
         grad_target = -(weighted * at.logit(self)) if needs_input_grad[1] else None
         grad_weight = None
         if needs_input_grad[2]:

@@ -134,7 +134,7 @@ def vector_norm_backward(grad: Tensor, self: Tensor, p: float, norm: Tensor, dim
     ``d norm / d x_i = sign(x_i) |x_i|^(p-1) / norm^(p-1)``, which is ``sign(x_i)`` for p = 1 and
     ``x_i / norm`` for p = 2. p = 0 counts the non-zero elements: a step function, gradient 0.
     p = +-inf is ``max``/``min`` of ``|x|``: the gradient ``sign(x_i)`` is shared evenly by the
-    elements where ``|x_i|`` is the extreme. Where the norm is 0 the gradient is 0 (the
+    elements where ``|x_i|`` is the extreme (none where a NaN makes the norm NaN: gradient 0). Where the norm is 0 the gradient is 0 (the
     subgradient torch picks), and so is ``|x_i|^(p-1)`` at ``x_i = 0`` for p < 1 (where it is
     infinite); ones stand in for those zeros before any division or negative power, so no NaN
     reaches the double backward either. The factor that depends on the norm is computed at the
@@ -147,8 +147,11 @@ def vector_norm_backward(grad: Tensor, self: Tensor, p: float, norm: Tensor, dim
         return at.sign(self) * grad_kept
     norm_kept = keep_reduced_dims(norm, dim, keepdim, self.dim())
     if is_infinite(p):
+        # a NaN norm ties with no element: the count is floored at 1 so the gradient is 0, as torch's
         extreme = at.eq(at.abs(self), norm_kept)
-        return at.sign(self) * at.mul(at.div(grad_kept, at.sum(extreme, dim, True)), extreme)
+        ties = at.clamp_min(at.sum(extreme, dim, True), 1)
+        shares = at.where(extreme, at.sign(self), at.zeros_like(self))
+        return shares * at.div(grad_kept, ties)
     norm_is_zero = at.eq(norm_kept, 0.0)
     scale_zeros = at.zeros_like(grad_kept)
     safe_norm = at.where(norm_is_zero, at.ones_like(norm_kept), norm_kept)

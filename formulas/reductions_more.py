@@ -159,15 +159,28 @@ def prod_others(x: Tensor, dim: int) -> Tensor:
     * ``c >= 3``: 0 (every product of the others has two zero factors: so have its derivatives).
 
     Zeros are replaced by ones before dividing, so no branch divides by zero.
+
+    ``P / x_i`` is the product of the other non-zero elements only while ``x_i`` is finite: at
+    ``x_i = +-inf`` or NaN it is NaN. With one zero, that product is what ``Z`` multiplies, and
+    torch's value there is ``0 * (product of the others)``: 0 when the others are finite. So at a
+    non-finite ``x_i`` that is the slice's only non-finite element the product of the others is
+    ``F``, the product of its finite non-zero elements (``prod([inf, 0, 2])``: 0 at the inf);
+    with several non-finite elements it is non-finite and ``P / x_i`` (NaN) stands for it. With no
+    zero, ``P / x_i`` is torch's own ``result / x_i`` (NaN at an infinity too).
     """
     is_zero = at.eq(x, 0.0)
     count = at.sum(is_zero, [dim], True)
     nonzero = at.where(is_zero, at.ones_like(x), x)
     product = at.prod(nonzero, dim, True)
-    zeros_sum = at.sum(at.mul(x, is_zero), [dim], True)
     zeros = at.zeros_like(x)
+    zeros_sum = at.sum(at.where(is_zero, x, zeros), [dim], True)     # selected: inf * 0 would be NaN
     no_zero = product / nonzero
-    one_zero = at.where(is_zero, product, zeros_sum * product / nonzero)
+    finite = at.isfinite(x)
+    lone_non_finite = at.logical_and(at.logical_not(finite),
+                                     at.eq(at.sum(at.logical_not(finite), [dim], True), 1))
+    finite_product = at.prod(at.where(finite, nonzero, at.ones_like(x)), dim, True)
+    others = at.where(lone_non_finite, finite_product, no_zero)
+    one_zero = at.where(is_zero, product, zeros_sum * others)
     two_zeros = at.where(is_zero, (zeros_sum - x) * product, zeros)
     return at.where(at.eq(count, 0), no_zero,
                     at.where(at.eq(count, 1), one_zero, at.where(at.eq(count, 2), two_zeros, zeros)))
@@ -208,6 +221,16 @@ def variance_divisor(count: int, correction: float) -> float:
     return count - correction
 
 
+@helper
+def grad_over_std(grad: Tensor, std: Tensor) -> Tensor:
+    """``grad / std``, 0 where ``std`` is 0: at a constant slice ``std = sqrt(var)`` has an
+    infinite slope in ``var`` while every deviation ``x_i - mean`` is 0, and torch picks the
+    subgradient 0 (first and second order). The division runs on ``std`` with its zeros replaced
+    by ones, so neither the kept branch nor its derivative carries a NaN into double backward."""
+    is_zero = at.eq(std, 0.0)
+    return at.where(is_zero, at.zeros_like(grad), grad / at.where(is_zero, at.ones_like(std), std))
+
+
 @derivative("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor")
 def var_correction(self, dim=None, *, correction=None, keepdim=False):
     result = at.var(self, dim, correction=correction, keepdim=keepdim)
@@ -235,10 +258,10 @@ def std_correction(self, dim=None, *, correction=None, keepdim=False):
     def backward(grad):
         # std = sqrt(var): d std / d x_i = (x_i - mean) / (divisor std)
         centered = self - at.mean(self, dim, True)
-        return sum_backward(at.div(grad / result, divisor), self_sizes, dim, keepdim) * centered
+        return sum_backward(at.div(grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered
     def jvp(self_t):
         centered = self - at.mean(self, dim, True)
-        result_t = at.div(at.sum(centered * self_t, dim, keepdim) / result, divisor)
+        result_t = at.div(grad_over_std(at.sum(centered * self_t, dim, keepdim), result), divisor)
         return result_t
     return result, backward
 
@@ -276,9 +299,9 @@ def std_all(self, unbiased=True):
     result = at.std(self, unbiased)
     divisor = variance_divisor(self.numel(), 1.0 if unbiased else 0.0)
     def backward(grad):
-        return at.div(grad / result, divisor) * (self - at.mean(self))
+        return at.div(grad_over_std(grad, result), divisor) * (self - at.mean(self))
     def jvp(self_t):
-        result_t = at.div(at.sum((self - at.mean(self)) * self_t) / result, divisor)
+        result_t = at.div(grad_over_std(at.sum((self - at.mean(self)) * self_t), result), divisor)
         return result_t
     return result, backward
 
@@ -290,9 +313,9 @@ def std_dim(self, dim, unbiased=True, keepdim=False):
     divisor = variance_divisor(reduced_numel(self_sizes, dim), 1.0 if unbiased else 0.0)
     def backward(grad):
         centered = self - at.mean(self, dim, True)
-        return sum_backward(at.div(grad / result, divisor), self_sizes, dim, keepdim) * centered
+        return sum_backward(at.div(grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered
     def jvp(self_t):
         centered = self - at.mean(self, dim, True)
-        result_t = at.div(at.sum(centered * self_t, dim, keepdim) / result, divisor)
+        result_t = at.div(grad_over_std(at.sum(centered * self_t, dim, keepdim), result), divisor)
         return result_t
     return result, backward

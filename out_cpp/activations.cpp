@@ -165,7 +165,10 @@ at::Tensor leaky_relu(const at::Tensor& self, const at::Scalar& negative_slope) 
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::leaky_relu(self, negative_slope);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("leaky_relu", self);
     formulas::runtime::refuse_complex("leaky_relu", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -317,7 +320,10 @@ at::Tensor elu(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::elu(self, alpha, scale, input_scale);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("elu", self);
     formulas::runtime::refuse_complex("elu", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -444,7 +450,10 @@ at::Tensor selu(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::selu(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("selu", self);
     formulas::runtime::refuse_complex("selu", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -577,7 +586,10 @@ at::Tensor celu(const at::Tensor& self, const at::Scalar& alpha) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::celu(self, alpha);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("celu", self);
     formulas::runtime::refuse_complex("celu", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -711,7 +723,10 @@ at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::gelu(self, approximate);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("gelu", self);
     formulas::runtime::refuse_complex("gelu", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -838,7 +853,10 @@ at::Tensor silu(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::silu(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("silu", self);
     formulas::runtime::refuse_complex("silu", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -964,7 +982,10 @@ at::Tensor mish(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::mish(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("mish", self);
     formulas::runtime::refuse_complex("mish", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1106,7 +1127,10 @@ at::Tensor softplus(const at::Tensor& self, const at::Scalar& beta, const at::Sc
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::softplus(self, beta, threshold);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("softplus", self);
     formulas::runtime::refuse_complex("softplus", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1232,7 +1256,10 @@ at::Tensor log_sigmoid(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::log_sigmoid(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("log_sigmoid", self);
     formulas::runtime::refuse_complex("log_sigmoid", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1374,7 +1401,10 @@ at::Tensor hardtanh(const at::Tensor& self, const at::Scalar& min_val, const at:
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::hardtanh(self, min_val, max_val);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("hardtanh", self);
     formulas::runtime::refuse_complex("hardtanh", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1500,7 +1530,10 @@ at::Tensor relu6(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::relu6(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("relu6", self);
     formulas::runtime::refuse_complex("relu6", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1624,7 +1657,10 @@ at::Tensor hardswish(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::hardswish(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("hardswish", self);
     formulas::runtime::refuse_complex("hardswish", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1757,7 +1793,10 @@ at::Tensor threshold(const at::Tensor& self, const at::Scalar& threshold, const 
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::threshold(self, threshold, value);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("threshold", self);
     formulas::runtime::refuse_complex("threshold", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1891,7 +1930,10 @@ at::Tensor softshrink(const at::Tensor& self, const at::Scalar& lambd) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::softshrink(self, lambd);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("softshrink", self);
     formulas::runtime::refuse_complex("softshrink", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2025,7 +2067,10 @@ at::Tensor hardshrink(const at::Tensor& self, const at::Scalar& lambd) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::hardshrink(self, lambd);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("hardshrink", self);
     formulas::runtime::refuse_complex("hardshrink", result);
     const auto self_t = formulas::runtime::tangent(self);

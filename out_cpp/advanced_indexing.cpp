@@ -144,7 +144,10 @@ at::Tensor index_tensor(const at::Tensor& self, const c10::List<std::optional<at
   auto result = at::index(self, indices);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("index.Tensor", self);
     formulas::runtime::refuse_complex("index.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -312,7 +315,10 @@ at::Tensor index_put(const at::Tensor& self, const c10::List<std::optional<at::T
   auto result = at::index_put(self, indices, values, accumulate);
   std::vector<int64_t> values_sizes = values.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(values)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(values)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("index_put", self);
     formulas::runtime::refuse_complex("index_put", values);
     formulas::runtime::refuse_complex("index_put", result);

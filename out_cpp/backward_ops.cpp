@@ -197,7 +197,10 @@ at::Tensor tanh_backward(const at::Tensor& grad_output, const at::Tensor& output
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   std::vector<int64_t> output_sizes = output.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("tanh_backward", grad_output);
     formulas::runtime::refuse_complex("tanh_backward", output);
     formulas::runtime::refuse_complex("tanh_backward", result);
@@ -378,7 +381,10 @@ at::Tensor sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& out
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   std::vector<int64_t> output_sizes = output.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("sigmoid_backward", grad_output);
     formulas::runtime::refuse_complex("sigmoid_backward", output);
     formulas::runtime::refuse_complex("sigmoid_backward", result);
@@ -537,7 +543,10 @@ at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& s
   auto result = at::threshold_backward(grad_output, self, threshold);
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("threshold_backward", grad_output);
     formulas::runtime::refuse_complex("threshold_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -712,7 +721,10 @@ at::Tensor _softmax_backward_data(const at::Tensor& grad_output, const at::Tenso
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::_softmax_backward_data(grad_output, output, dim, input_dtype);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("_softmax_backward_data", grad_output);
     formulas::runtime::refuse_complex("_softmax_backward_data", output);
     formulas::runtime::refuse_complex("_softmax_backward_data", result);
@@ -880,7 +892,10 @@ at::Tensor _log_softmax_backward_data(const at::Tensor& grad_output, const at::T
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::_log_softmax_backward_data(grad_output, output, dim, input_dtype);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("_log_softmax_backward_data", grad_output);
     formulas::runtime::refuse_complex("_log_softmax_backward_data", output);
     formulas::runtime::refuse_complex("_log_softmax_backward_data", result);
@@ -1060,7 +1075,10 @@ at::Tensor value_selecting_reduction_backward(const at::Tensor& grad, int64_t di
   auto result = at::value_selecting_reduction_backward(grad, dim, indices, sizes, keepdim);
   std::vector<int64_t> grad_sizes = grad.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("value_selecting_reduction_backward", grad);
     formulas::runtime::refuse_complex("value_selecting_reduction_backward", result);
     const auto grad_t = formulas::runtime::tangent(grad);
@@ -1219,7 +1237,10 @@ at::Tensor gather_backward(const at::Tensor& grad, const at::Tensor& self, int64
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::gather_backward(grad, self, dim, index, sparse_grad);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("gather_backward", grad);
     formulas::runtime::refuse_complex("gather_backward", result);
     const auto grad_t = formulas::runtime::tangent(grad);
@@ -1384,7 +1405,10 @@ at::Tensor hardtanh_backward(const at::Tensor& grad_output, const at::Tensor& se
   auto result = at::hardtanh_backward(grad_output, self, min_val, max_val);
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("hardtanh_backward", grad_output);
     formulas::runtime::refuse_complex("hardtanh_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -1550,7 +1574,10 @@ at::Tensor leaky_relu_backward(const at::Tensor& grad_output, const at::Tensor& 
   auto result = at::leaky_relu_backward(grad_output, self, negative_slope, self_is_result);
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("leaky_relu_backward", grad_output);
     formulas::runtime::refuse_complex("leaky_relu_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -1707,7 +1734,10 @@ at::Tensor softshrink_backward(const at::Tensor& grad_output, const at::Tensor& 
   auto result = at::softshrink_backward(grad_output, self, lambd);
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("softshrink_backward", grad_output);
     formulas::runtime::refuse_complex("softshrink_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -1863,7 +1893,10 @@ at::Tensor hardshrink_backward(const at::Tensor& grad_out, const at::Tensor& sel
   auto result = at::hardshrink_backward(grad_out, self, lambd);
   std::vector<int64_t> grad_out_sizes = grad_out.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_out)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_out)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("hardshrink_backward", grad_out);
     formulas::runtime::refuse_complex("hardshrink_backward", result);
     const auto grad_out_t = formulas::runtime::tangent(grad_out);
@@ -2038,7 +2071,10 @@ at::Tensor hardswish_backward(const at::Tensor& grad_output, const at::Tensor& s
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("hardswish_backward", grad_output);
     formulas::runtime::refuse_complex("hardswish_backward", self);
     formulas::runtime::refuse_complex("hardswish_backward", result);
@@ -2107,7 +2143,7 @@ std::tuple<at::Tensor, at::Tensor> elu_backward(
     } else {
       curvature = at::mul(at::elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result), input_scale);
     }
-    grad_self_or_result = helpers::sum_to(at::where(self_or_result > 0, at::zeros_like(curvature), curvature), self_or_result_sizes);
+    grad_self_or_result = helpers::sum_to(at::where(self_or_result >= 0, at::zeros_like(curvature), curvature), self_or_result_sizes);
   }
   return {grad_grad_output, grad_self_or_result};
 }
@@ -2270,7 +2306,10 @@ at::Tensor elu_backward(const at::Tensor& grad_output, const at::Scalar& alpha, 
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   std::vector<int64_t> self_or_result_sizes = self_or_result.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self_or_result)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self_or_result)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("elu_backward", grad_output);
     formulas::runtime::refuse_complex("elu_backward", self_or_result);
     formulas::runtime::refuse_complex("elu_backward", result);
@@ -2464,7 +2503,10 @@ at::Tensor gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, 
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("gelu_backward", grad_output);
     formulas::runtime::refuse_complex("gelu_backward", self);
     formulas::runtime::refuse_complex("gelu_backward", result);
@@ -2670,7 +2712,10 @@ at::Tensor softplus_backward(const at::Tensor& grad_output, const at::Tensor& se
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("softplus_backward", grad_output);
     formulas::runtime::refuse_complex("softplus_backward", self);
     formulas::runtime::refuse_complex("softplus_backward", result);

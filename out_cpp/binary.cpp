@@ -149,7 +149,10 @@ at::Tensor add_scalar(const at::Tensor& self, const at::Scalar& other, const at:
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::add(self, other, alpha);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("add.Scalar", self);
     formulas::runtime::refuse_complex("add.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -260,7 +263,10 @@ at::Tensor sub_scalar(const at::Tensor& self, const at::Scalar& other, const at:
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::sub(self, other, alpha);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("sub.Scalar", self);
     formulas::runtime::refuse_complex("sub.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -415,7 +421,10 @@ at::Tensor rsub_tensor(const at::Tensor& self, const at::Tensor& other, const at
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("rsub.Tensor", self);
     formulas::runtime::refuse_complex("rsub.Tensor", other);
     formulas::runtime::refuse_complex("rsub.Tensor", result);
@@ -541,7 +550,10 @@ at::Tensor rsub_scalar(const at::Tensor& self, const at::Scalar& other, const at
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::rsub(self, other, alpha);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("rsub.Scalar", self);
     formulas::runtime::refuse_complex("rsub.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -582,7 +594,8 @@ std::tuple<at::Tensor, at::Tensor> atan2(
     at::IntArrayRef self_sizes,
     at::IntArrayRef other_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto scaled = grad / ((self * self) + (other * other));
+  auto squared_radius = (self * self) + (other * other);
+  auto scaled = at::where(at::eq(squared_radius, 0.0), at::zeros_like(grad), grad / squared_radius);
   auto grad_self = needs_input_grad[0] ? helpers::sum_to(scaled * other, self_sizes) : at::Tensor();
   auto grad_other = needs_input_grad[1] ? helpers::sum_to(-scaled * self, other_sizes) : at::Tensor();
   return {grad_self, grad_other};
@@ -711,7 +724,10 @@ at::Tensor atan2(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("atan2", self);
     formulas::runtime::refuse_complex("atan2", other);
     formulas::runtime::refuse_complex("atan2", result);
@@ -899,7 +915,10 @@ at::Tensor hypot(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("hypot", self);
     formulas::runtime::refuse_complex("hypot", other);
     formulas::runtime::refuse_complex("hypot", result);
@@ -1083,7 +1102,10 @@ at::Tensor minimum(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("minimum", self);
     formulas::runtime::refuse_complex("minimum", other);
     formulas::runtime::refuse_complex("minimum", result);
@@ -1266,7 +1288,10 @@ at::Tensor maximum(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("maximum", self);
     formulas::runtime::refuse_complex("maximum", other);
     formulas::runtime::refuse_complex("maximum", result);
@@ -1449,7 +1474,10 @@ at::Tensor fmin(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("fmin", self);
     formulas::runtime::refuse_complex("fmin", other);
     formulas::runtime::refuse_complex("fmin", result);
@@ -1632,7 +1660,10 @@ at::Tensor fmax(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("fmax", self);
     formulas::runtime::refuse_complex("fmax", other);
     formulas::runtime::refuse_complex("fmax", result);
@@ -1807,7 +1838,10 @@ at::Tensor fmod_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("fmod.Tensor", self);
     formulas::runtime::refuse_complex("fmod.Tensor", other);
     formulas::runtime::refuse_complex("fmod.Tensor", result);
@@ -1925,7 +1959,10 @@ at::Tensor fmod_scalar(const at::Tensor& self, const at::Scalar& other) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::fmod(self, other);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("fmod.Scalar", self);
     formulas::runtime::refuse_complex("fmod.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2093,7 +2130,10 @@ at::Tensor remainder_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("remainder.Tensor", self);
     formulas::runtime::refuse_complex("remainder.Tensor", other);
     formulas::runtime::refuse_complex("remainder.Tensor", result);
@@ -2211,7 +2251,10 @@ at::Tensor remainder_scalar(const at::Tensor& self, const at::Scalar& other) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::remainder(self, other);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("remainder.Scalar", self);
     formulas::runtime::refuse_complex("remainder.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2403,7 +2446,10 @@ at::Tensor pow_tensor_tensor(const at::Tensor& self, const at::Tensor& exponent)
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> exponent_sizes = exponent.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(exponent)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(exponent)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("pow.Tensor_Tensor", self);
     formulas::runtime::refuse_complex("pow.Tensor_Tensor", exponent);
     formulas::runtime::refuse_complex("pow.Tensor_Tensor", result);
@@ -2560,7 +2606,10 @@ at::Tensor pow_scalar(const at::Scalar& self, const at::Tensor& exponent) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::pow(self, exponent);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(exponent)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(exponent)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("pow.Scalar", exponent);
     formulas::runtime::refuse_complex("pow.Scalar", result);
     const auto exponent_t = formulas::runtime::tangent(exponent);
@@ -2716,7 +2765,10 @@ at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> end_sizes = end.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(end)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(end)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("lerp.Scalar", self);
     formulas::runtime::refuse_complex("lerp.Scalar", end);
     formulas::runtime::refuse_complex("lerp.Scalar", result);
@@ -2922,7 +2974,10 @@ at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::
   std::vector<int64_t> end_sizes = end.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(end) || torch::autograd::isFwGradDefined(weight)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(end) || torch::autograd::isFwGradDefined(weight)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("lerp.Tensor", self);
     formulas::runtime::refuse_complex("lerp.Tensor", end);
     formulas::runtime::refuse_complex("lerp.Tensor", weight);
@@ -3109,7 +3164,10 @@ at::Tensor xlogy_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("xlogy.Tensor", self);
     formulas::runtime::refuse_complex("xlogy.Tensor", other);
     formulas::runtime::refuse_complex("xlogy.Tensor", result);
@@ -3284,7 +3342,10 @@ at::Tensor logaddexp(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("logaddexp", self);
     formulas::runtime::refuse_complex("logaddexp", other);
     formulas::runtime::refuse_complex("logaddexp", result);
@@ -3465,7 +3526,10 @@ at::Tensor logaddexp2(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("logaddexp2", self);
     formulas::runtime::refuse_complex("logaddexp2", other);
     formulas::runtime::refuse_complex("logaddexp2", result);
@@ -3612,7 +3676,10 @@ at::Tensor xlogy_scalar_other(const at::Tensor& self, const at::Scalar& other) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::xlogy(self, other);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("xlogy.Scalar_Other", self);
     formulas::runtime::refuse_complex("xlogy.Scalar_Other", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -3774,7 +3841,10 @@ at::Tensor copysign_tensor(const at::Tensor& self, const at::Tensor& other) {
   auto result = at::copysign(self, other);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("copysign.Tensor", self);
     formulas::runtime::refuse_complex("copysign.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -3974,7 +4044,10 @@ at::Tensor addcmul(const at::Tensor& self, const at::Tensor& tensor1, const at::
   std::vector<int64_t> tensor1_sizes = tensor1.sizes().vec();
   std::vector<int64_t> tensor2_sizes = tensor2.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor1) || torch::autograd::isFwGradDefined(tensor2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor1) || torch::autograd::isFwGradDefined(tensor2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("addcmul", self);
     formulas::runtime::refuse_complex("addcmul", tensor1);
     formulas::runtime::refuse_complex("addcmul", tensor2);
@@ -4188,7 +4261,10 @@ at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::
   std::vector<int64_t> tensor1_sizes = tensor1.sizes().vec();
   std::vector<int64_t> tensor2_sizes = tensor2.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor1) || torch::autograd::isFwGradDefined(tensor2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor1) || torch::autograd::isFwGradDefined(tensor2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("addcdiv", self);
     formulas::runtime::refuse_complex("addcdiv", tensor1);
     formulas::runtime::refuse_complex("addcdiv", tensor2);

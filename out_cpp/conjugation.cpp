@@ -132,7 +132,10 @@ at::Tensor conj(const at::Tensor& self) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("conj", self);
     formulas::runtime::refuse_complex("conj", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -259,7 +262,10 @@ at::Tensor resolve_conj(const at::Tensor& self) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("resolve_conj", self);
     formulas::runtime::refuse_complex("resolve_conj", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -386,7 +392,10 @@ at::Tensor real(const at::Tensor& self) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("real", self);
     formulas::runtime::refuse_complex("real", result);
     const auto self_t = formulas::runtime::tangent(self);

@@ -241,7 +241,10 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("convolution", input);
     formulas::runtime::refuse_complex("convolution", weight);
     formulas::runtime::refuse_complex("convolution", bias);
@@ -477,7 +480,10 @@ at::Tensor conv1d(const at::Tensor& input, const at::Tensor& weight, const std::
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("conv1d", input);
     formulas::runtime::refuse_complex("conv1d", weight);
     formulas::runtime::refuse_complex("conv1d", bias);
@@ -712,7 +718,10 @@ at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("conv2d", input);
     formulas::runtime::refuse_complex("conv2d", weight);
     formulas::runtime::refuse_complex("conv2d", bias);
@@ -948,7 +957,10 @@ at::Tensor conv_transpose1d(const at::Tensor& input, const at::Tensor& weight, c
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("conv_transpose1d", input);
     formulas::runtime::refuse_complex("conv_transpose1d", weight);
     formulas::runtime::refuse_complex("conv_transpose1d", bias);
@@ -1184,7 +1196,10 @@ at::Tensor conv_transpose2d_input(const at::Tensor& input, const at::Tensor& wei
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("conv_transpose2d.input", input);
     formulas::runtime::refuse_complex("conv_transpose2d.input", weight);
     formulas::runtime::refuse_complex("conv_transpose2d.input", bias);

@@ -4,6 +4,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/clamp_min.h>
 #include <ATen/ops/conj.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/convolution.h>
@@ -17,9 +18,11 @@
 #include <ATen/ops/gather.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/hardtanh.h>
+#include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/logical_and.h>
+#include <ATen/ops/logical_not.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
@@ -583,6 +586,8 @@ at::Tensor keep_reduced_dims(const at::Tensor& output, at::OptionalIntArrayRef d
 
 at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
   at::Tensor extreme{};
+  at::Tensor ties{};
+  at::Tensor shares{};
   if (p == 0.0) {
     return at::zeros_like(self);
   }
@@ -593,7 +598,9 @@ at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, 
   auto norm_kept = helpers::keep_reduced_dims(norm, dim, keepdim, self.dim());
   if (helpers::is_infinite(p)) {
     extreme = at::eq(at::abs(self), norm_kept);
-    return at::sign(self) * at::mul(at::div(grad_kept, at::sum(extreme, dim, true)), extreme);
+    ties = at::clamp_min(at::sum(extreme, dim, true), 1);
+    shares = at::where(extreme, at::sign(self), at::zeros_like(self));
+    return shares * at::div(grad_kept, ties);
   }
   auto norm_is_zero = at::eq(norm_kept, 0.0);
   auto scale_zeros = at::zeros_like(grad_kept);
@@ -636,16 +643,25 @@ at::Tensor prod_others(const at::Tensor& x, int64_t dim) {
   auto count = at::sum(is_zero, std::vector<int64_t>{dim}, true);
   auto nonzero = at::where(is_zero, at::ones_like(x), x);
   auto product = at::prod(nonzero, dim, true);
-  auto zeros_sum = at::sum(at::mul(x, is_zero), std::vector<int64_t>{dim}, true);
   auto zeros = at::zeros_like(x);
+  auto zeros_sum = at::sum(at::where(is_zero, x, zeros), std::vector<int64_t>{dim}, true);
   auto no_zero = product / nonzero;
-  auto one_zero = at::where(is_zero, product, (zeros_sum * product) / nonzero);
+  auto finite = at::isfinite(x);
+  auto lone_non_finite = at::logical_and(at::logical_not(finite), at::eq(at::sum(at::logical_not(finite), std::vector<int64_t>{dim}, true), 1));
+  auto finite_product = at::prod(at::where(finite, nonzero, at::ones_like(x)), dim, true);
+  auto others = at::where(lone_non_finite, finite_product, no_zero);
+  auto one_zero = at::where(is_zero, product, zeros_sum * others);
   auto two_zeros = at::where(is_zero, (zeros_sum - x) * product, zeros);
   return at::where(at::eq(count, 0), no_zero, at::where(at::eq(count, 1), one_zero, at::where(at::eq(count, 2), two_zeros, zeros)));
 }
 
 double variance_divisor(int64_t count, double correction) {
   return count - correction;
+}
+
+at::Tensor grad_over_std(const at::Tensor& grad, const at::Tensor& std) {
+  auto is_zero = at::eq(std, 0.0);
+  return at::where(is_zero, at::zeros_like(grad), grad / at::where(is_zero, at::ones_like(std), std));
 }
 
 }  // namespace formulas::helpers

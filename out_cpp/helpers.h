@@ -67,5 +67,6 @@ at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, con
 at::Tensor amaxamin_jvp(const at::Tensor& self, const at::Tensor& self_t, const at::Tensor& result, at::IntArrayRef dim, bool keepdim);
 at::Tensor prod_others(const at::Tensor& x, int64_t dim);
 double variance_divisor(int64_t count, double correction);
+at::Tensor grad_over_std(const at::Tensor& grad, const at::Tensor& std);
 
 }  // namespace formulas::helpers

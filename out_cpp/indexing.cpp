@@ -175,7 +175,10 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("where.self", self);
     formulas::runtime::refuse_complex("where.self", other);
     formulas::runtime::refuse_complex("where.self", result);
@@ -345,7 +348,10 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::gather(self, dim, index, sparse_grad);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("gather", self);
     formulas::runtime::refuse_complex("gather", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -505,7 +511,10 @@ at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& in
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::scatter_add(self, dim, index, src);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("scatter_add", self);
     formulas::runtime::refuse_complex("scatter_add", src);
     formulas::runtime::refuse_complex("scatter_add", result);

@@ -172,7 +172,10 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   auto result = at::index_select(self, dim, index);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("index_select", self);
     formulas::runtime::refuse_complex("index_select", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -319,7 +322,10 @@ at::Tensor masked_fill_scalar(const at::Tensor& self, const at::Tensor& mask, co
   auto result = at::masked_fill(self, mask, value);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("masked_fill.Scalar", self);
     formulas::runtime::refuse_complex("masked_fill.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -489,7 +495,10 @@ at::Tensor masked_fill_tensor(const at::Tensor& self, const at::Tensor& mask, co
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> value_sizes = value.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(value)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(value)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("masked_fill.Tensor", self);
     formulas::runtime::refuse_complex("masked_fill.Tensor", value);
     formulas::runtime::refuse_complex("masked_fill.Tensor", result);
@@ -676,7 +685,10 @@ at::Tensor masked_scatter(const at::Tensor& self, const at::Tensor& mask, const 
   std::vector<int64_t> source_sizes = source.sizes().vec();
   int64_t source_numel = source.numel();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("masked_scatter", self);
     formulas::runtime::refuse_complex("masked_scatter", source);
     formulas::runtime::refuse_complex("masked_scatter", result);
@@ -837,7 +849,10 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> full_sizes = helpers::broadcast_sizes(self.sizes().vec(), mask.sizes().vec());
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("masked_select", self);
     formulas::runtime::refuse_complex("masked_select", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -996,7 +1011,10 @@ at::Tensor scatter_src(const at::Tensor& self, int64_t dim, const at::Tensor& in
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::scatter(self, dim, index, src);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("scatter.src", self);
     formulas::runtime::refuse_complex("scatter.src", src);
     formulas::runtime::refuse_complex("scatter.src", result);
@@ -1145,7 +1163,10 @@ at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& 
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::scatter(self, dim, index, value);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("scatter.value", self);
     formulas::runtime::refuse_complex("scatter.value", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1312,7 +1333,10 @@ at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::index_add(self, dim, index, source, alpha);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("index_add", self);
     formulas::runtime::refuse_complex("index_add", source);
     formulas::runtime::refuse_complex("index_add", result);
@@ -1462,7 +1486,10 @@ at::Tensor index_fill_int_scalar(const at::Tensor& self, int64_t dim, const at::
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::index_fill(self, dim, index, value);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("index_fill.int_Scalar", self);
     formulas::runtime::refuse_complex("index_fill.int_Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1620,7 +1647,10 @@ at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& ind
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::index_copy(self, dim, index, source);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("index_copy", self);
     formulas::runtime::refuse_complex("index_copy", source);
     formulas::runtime::refuse_complex("index_copy", result);

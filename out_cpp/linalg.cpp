@@ -160,7 +160,10 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::mm(self, mat2);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("mm", self);
     formulas::runtime::refuse_complex("mm", mat2);
     formulas::runtime::refuse_complex("mm", result);
@@ -352,7 +355,10 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
   auto result = at::addmm(self, mat1, mat2, beta, alpha);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat1) || torch::autograd::isFwGradDefined(mat2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat1) || torch::autograd::isFwGradDefined(mat2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("addmm", self);
     formulas::runtime::refuse_complex("addmm", mat1);
     formulas::runtime::refuse_complex("addmm", mat2);
@@ -486,7 +492,10 @@ at::Tensor t(const at::Tensor& self) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("t", self);
     formulas::runtime::refuse_complex("t", result);
     const auto self_t = formulas::runtime::tangent(self);

@@ -171,7 +171,10 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::bmm(self, mat2);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("bmm", self);
     formulas::runtime::refuse_complex("bmm", mat2);
     formulas::runtime::refuse_complex("bmm", result);
@@ -326,7 +329,10 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::dot(self, tensor);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("dot", self);
     formulas::runtime::refuse_complex("dot", tensor);
     formulas::runtime::refuse_complex("dot", result);
@@ -481,7 +487,10 @@ at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::mv(self, vec);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("mv", self);
     formulas::runtime::refuse_complex("mv", vec);
     formulas::runtime::refuse_complex("mv", result);
@@ -636,7 +645,10 @@ at::Tensor outer(const at::Tensor& self, const at::Tensor& vec2) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::outer(self, vec2);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("outer", self);
     formulas::runtime::refuse_complex("outer", vec2);
     formulas::runtime::refuse_complex("outer", result);
@@ -791,7 +803,10 @@ at::Tensor ger(const at::Tensor& self, const at::Tensor& vec2) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::ger(self, vec2);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("ger", self);
     formulas::runtime::refuse_complex("ger", vec2);
     formulas::runtime::refuse_complex("ger", result);
@@ -996,7 +1011,10 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("matmul", self);
     formulas::runtime::refuse_complex("matmul", other);
     formulas::runtime::refuse_complex("matmul", result);
@@ -1196,7 +1214,10 @@ at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor
   auto result = at::addmv(self, mat, vec, beta, alpha);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat) || torch::autograd::isFwGradDefined(vec)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat) || torch::autograd::isFwGradDefined(vec)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("addmv", self);
     formulas::runtime::refuse_complex("addmv", mat);
     formulas::runtime::refuse_complex("addmv", vec);
@@ -1400,7 +1421,10 @@ at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor
   auto result = at::addr(self, vec1, vec2, beta, alpha);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec1) || torch::autograd::isFwGradDefined(vec2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec1) || torch::autograd::isFwGradDefined(vec2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("addr", self);
     formulas::runtime::refuse_complex("addr", vec1);
     formulas::runtime::refuse_complex("addr", vec2);
@@ -1598,7 +1622,10 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& batch1, const at::T
   auto result = at::baddbmm(self, batch1, batch2, beta, alpha);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(batch1) || torch::autograd::isFwGradDefined(batch2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(batch1) || torch::autograd::isFwGradDefined(batch2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("baddbmm", self);
     formulas::runtime::refuse_complex("baddbmm", batch1);
     formulas::runtime::refuse_complex("baddbmm", batch2);
@@ -1824,7 +1851,10 @@ at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Te
   int64_t rows = batch1.size(1);
   int64_t columns = batch2.size(2);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(batch1) || torch::autograd::isFwGradDefined(batch2)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(batch1) || torch::autograd::isFwGradDefined(batch2)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("addbmm", self);
     formulas::runtime::refuse_complex("addbmm", batch1);
     formulas::runtime::refuse_complex("addbmm", batch2);

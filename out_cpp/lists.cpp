@@ -158,7 +158,10 @@ std::vector<at::Tensor> split_tensor(const at::Tensor& self, int64_t split_size,
   }
   below_autograd.reset();
   formulas::runtime::as_multi_output_views(self, result);
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("split.Tensor", self);
     formulas::runtime::refuse_complex("split.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -305,7 +308,10 @@ std::vector<at::Tensor> split_with_sizes(const at::Tensor& self, at::IntArrayRef
   }
   below_autograd.reset();
   formulas::runtime::as_multi_output_views(self, result);
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("split_with_sizes", self);
     formulas::runtime::refuse_complex("split_with_sizes", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -452,7 +458,10 @@ std::vector<at::Tensor> split_sizes(const at::Tensor& self, at::IntArrayRef spli
   }
   below_autograd.reset();
   formulas::runtime::as_multi_output_views(self, result);
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("split.sizes", self);
     formulas::runtime::refuse_complex("split.sizes", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -603,7 +612,10 @@ std::vector<at::Tensor> chunk(const at::Tensor& self, int64_t chunks, int64_t di
   }
   below_autograd.reset();
   formulas::runtime::as_multi_output_views(self, result);
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("chunk", self);
     formulas::runtime::refuse_complex("chunk", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -741,7 +753,10 @@ std::vector<at::Tensor> unbind_int(const at::Tensor& self, int64_t dim) {
   }
   below_autograd.reset();
   formulas::runtime::as_multi_output_views(self, result);
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("unbind.int", self);
     formulas::runtime::refuse_complex("unbind.int", result);
     const auto self_t = formulas::runtime::tangent(self);

@@ -8,9 +8,11 @@
 #include <ATen/ops/_to_copy.h>
 #include <ATen/ops/binary_cross_entropy.h>
 #include <ATen/ops/binary_cross_entropy_with_logits.h>
+#include <ATen/ops/clamp_min.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/embedding_dense_backward.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/huber_loss.h>
@@ -22,6 +24,7 @@
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/mse_loss.h>
+#include <ATen/ops/mv.h>
 #include <ATen/ops/nll_loss_backward.h>
 #include <ATen/ops/nll_loss_forward.h>
 #include <ATen/ops/reshape.h>
@@ -30,6 +33,7 @@
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/t.h>
+#include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/where.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -59,35 +63,47 @@ struct LinearBackward0 : public torch::autograd::TraceableFunction {
     weight_.reset_data();
     input_.reset_data();
   }
+  bool weight_is_vector_{};
   torch::autograd::SavedVariable weight_;
-  int64_t rows_{};
-  int64_t out_features_{};
   torch::autograd::SavedVariable input_;
+  int64_t rows_{};
   int64_t in_features_{};
+  int64_t out_features_{};
   std::vector<int64_t> bias_sizes_{};
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linear(
     const at::Tensor& grad,
+    bool weight_is_vector,
     const at::Tensor& weight,
-    int64_t rows,
-    int64_t out_features,
     const at::Tensor& input,
+    int64_t rows,
     int64_t in_features,
+    int64_t out_features,
     at::IntArrayRef bias_sizes,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_input = needs_input_grad[0] ? at::matmul(grad, weight) : at::Tensor();
+  auto grad_input = at::Tensor();
   auto grad_weight = at::Tensor();
-  if (needs_input_grad[1]) {
-    grad_weight = at::mm(at::t(at::reshape(grad, std::vector<int64_t>{rows, out_features})), at::reshape(input, std::vector<int64_t>{rows, in_features}));
+  if (weight_is_vector) {
+    if (needs_input_grad[0]) {
+      grad_input = at::unsqueeze(grad, -1) * weight;
+    }
+    if (needs_input_grad[1]) {
+      grad_weight = at::mv(at::t(at::reshape(input, std::vector<int64_t>{rows, in_features})), at::reshape(grad, std::vector<int64_t>{rows}));
+    }
+  } else {
+    grad_input = needs_input_grad[0] ? at::matmul(grad, weight) : at::Tensor();
+    if (needs_input_grad[1]) {
+      grad_weight = at::mm(at::t(at::reshape(grad, std::vector<int64_t>{rows, out_features})), at::reshape(input, std::vector<int64_t>{rows, in_features}));
+    }
   }
   auto grad_bias = needs_input_grad[2] ? helpers::sum_to(grad, bias_sizes) : at::Tensor();
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list LinearBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& weight_, const int64_t& rows_, const int64_t& out_features_, const at::Tensor& input_, const int64_t& in_features_, const std::vector<int64_t>& bias_sizes_) {
+torch::autograd::variable_list LinearBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const bool& weight_is_vector_, const at::Tensor& weight_, const at::Tensor& input_, const int64_t& rows_, const int64_t& in_features_, const int64_t& out_features_, const std::vector<int64_t>& bias_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto input_ix = ranges.next(1);
   const auto weight_ix = ranges.next(1);
@@ -99,7 +115,7 @@ torch::autograd::variable_list LinearBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::linear(grads[0], weight_, rows_, out_features_, input_, in_features_, bias_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::linear(grads[0], weight_is_vector_, weight_, input_, rows_, in_features_, out_features_, bias_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, input_ix, std::get<0>(input_grads));
   }
@@ -116,13 +132,14 @@ torch::autograd::variable_list LinearBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto weight_is_vector_ = packed_args.unpack<bool>();
   auto weight_ = packed_args.unpack<at::Tensor>();
-  auto rows_ = packed_args.unpack<int64_t>();
-  auto out_features_ = packed_args.unpack<int64_t>();
   auto input_ = packed_args.unpack<at::Tensor>();
+  auto rows_ = packed_args.unpack<int64_t>();
   auto in_features_ = packed_args.unpack<int64_t>();
+  auto out_features_ = packed_args.unpack<int64_t>();
   auto bias_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return LinearBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, weight_, rows_, out_features_, input_, in_features_, bias_sizes_);
+  return LinearBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, weight_is_vector_, weight_, input_, rows_, in_features_, out_features_, bias_sizes_);
 }
 
 torch::autograd::variable_list LinearBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -138,35 +155,38 @@ torch::autograd::variable_list LinearBackward0::apply(torch::autograd::variable_
   };
   const auto weight = weight_.unpack();
   const auto input = input_.unpack();
-  return LinearBackward0_apply_functional(std::move(grads), needs_input_grad, weight, rows_, out_features_, input, in_features_, bias_sizes_);
+  return LinearBackward0_apply_functional(std::move(grads), needs_input_grad, weight_is_vector_, weight, input, rows_, in_features_, out_features_, bias_sizes_);
 }
 
 void LinearBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(weight_is_vector_);
   args.collect(weight_, false);
-  args.collect(rows_);
-  args.collect(out_features_);
   args.collect(input_, false);
+  args.collect(rows_);
   args.collect(in_features_);
+  args.collect(out_features_);
   args.collect(bias_sizes_);
 }
 
 torch::autograd::variable_list LinearBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(weight_is_vector_);
   saved.before(weight_);
-  saved.before(rows_);
-  saved.before(out_features_);
   saved.before(input_);
+  saved.before(rows_);
   saved.before(in_features_);
+  saved.before(out_features_);
   saved.before(bias_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
@@ -187,11 +207,12 @@ torch::autograd::variable_list LinearBackward0::apply_with_saved(
   const auto input = input_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(weight_is_vector_);
   functional_args.pack(weight);
-  functional_args.pack(rows_);
-  functional_args.pack(out_features_);
   functional_args.pack(input);
+  functional_args.pack(rows_);
   functional_args.pack(in_features_);
+  functional_args.pack(out_features_);
   functional_args.pack(bias_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
@@ -200,11 +221,12 @@ torch::autograd::variable_list LinearBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_LinearBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(weight_is_vector_);
   saved.after(weight_);
-  saved.after(rows_);
-  saved.after(out_features_);
   saved.after(input_);
+  saved.after(rows_);
   saved.after(in_features_);
+  saved.after(out_features_);
   saved.after(bias_sizes_);
   return functional_outputs;
 }
@@ -229,8 +251,9 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight, const std::
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::linear(input, weight, bias);
   std::vector<int64_t> input_sizes = input.sizes().vec();
-  int64_t out_features = weight.size(0);
-  int64_t in_features = weight.size(1);
+  bool weight_is_vector = weight.dim() == 1;
+  int64_t out_features = weight_is_vector ? 1 : weight.size(0);
+  int64_t in_features = weight.size(-1);
   int64_t rows = 1;
   for (int64_t d = 0; d < static_cast<int64_t>(input_sizes.size()) - 1; ++d) {
     rows = rows * input_sizes[d];
@@ -240,7 +263,10 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight, const std::
     bias_sizes = bias.sizes().vec();
   }
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("linear", input);
     formulas::runtime::refuse_complex("linear", weight);
     formulas::runtime::refuse_complex("linear", bias);
@@ -256,11 +282,12 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight, const std::
     formulas::runtime::refuse_complex("linear", bias);
     formulas::runtime::refuse_complex("linear", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->weight_is_vector_ = weight_is_vector;
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
-    grad_fn->rows_ = rows;
-    grad_fn->out_features_ = out_features;
     grad_fn->input_ = torch::autograd::SavedVariable(input, false);
+    grad_fn->rows_ = rows;
     grad_fn->in_features_ = in_features;
+    grad_fn->out_features_ = out_features;
     grad_fn->bias_sizes_ = std::move(bias_sizes);
   }
   return result;
@@ -393,7 +420,10 @@ at::Tensor softmax_int(const at::Tensor& self, int64_t dim, std::optional<at::Sc
   auto result = at::softmax(self, dim, dtype);
   auto result_dtype = result.scalar_type();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("softmax.int", self);
     formulas::runtime::refuse_complex("softmax.int", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -537,7 +567,10 @@ at::Tensor log_softmax_int(const at::Tensor& self, int64_t dim, std::optional<at
   auto result = at::log_softmax(self, dim, dtype);
   auto result_dtype = result.scalar_type();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("log_softmax.int", self);
     formulas::runtime::refuse_complex("log_softmax.int", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -719,7 +752,10 @@ at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t re
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> target_sizes = target.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("mse_loss", self);
     formulas::runtime::refuse_complex("mse_loss", target);
     formulas::runtime::refuse_complex("mse_loss", result);
@@ -906,7 +942,10 @@ at::Tensor l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t red
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> target_sizes = target.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("l1_loss", self);
     formulas::runtime::refuse_complex("l1_loss", target);
     formulas::runtime::refuse_complex("l1_loss", result);
@@ -959,15 +998,20 @@ std::tuple<at::Tensor, at::Tensor> smooth_l1_loss(
     at::IntArrayRef target_sizes,
     const std::array<bool, 2>& needs_input_grad) {
   at::Tensor grad_diff{};
+  at::Tensor grad_self{};
+  at::Tensor grad_target{};
+  at::Tensor kink{};
   auto diff = self - target;
   auto scale = helpers::loss_scale(grad, reduction, diff.numel());
   if (beta > 0.0) {
     grad_diff = helpers::clip_derivative(diff, beta, 1.0) * at::div(scale, beta);
+    grad_self = needs_input_grad[0] ? helpers::sum_to(grad_diff, self_sizes) : at::Tensor();
+    grad_target = needs_input_grad[1] ? helpers::sum_to(-grad_diff, target_sizes) : at::Tensor();
   } else {
-    grad_diff = scale * helpers::sign_of(diff);
+    kink = at::_to_copy(at::eq(diff, 0.0), diff.scalar_type());
+    grad_self = needs_input_grad[0] ? helpers::sum_to(scale * (helpers::sign_of(diff) - kink), self_sizes) : at::Tensor();
+    grad_target = needs_input_grad[1] ? helpers::sum_to(-scale * (helpers::sign_of(diff) + kink), target_sizes) : at::Tensor();
   }
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad_diff, self_sizes) : at::Tensor();
-  auto grad_target = needs_input_grad[1] ? helpers::sum_to(-grad_diff, target_sizes) : at::Tensor();
   return {grad_self, grad_target};
 }
 }  // namespace backwards
@@ -1113,7 +1157,10 @@ at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int6
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> target_sizes = target.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("smooth_l1_loss", self);
     formulas::runtime::refuse_complex("smooth_l1_loss", target);
     formulas::runtime::refuse_complex("smooth_l1_loss", result);
@@ -1310,7 +1357,10 @@ at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t 
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> target_sizes = target.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("huber_loss", self);
     formulas::runtime::refuse_complex("huber_loss", target);
     formulas::runtime::refuse_complex("huber_loss", result);
@@ -1367,7 +1417,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> binary_cross_entropy(
   at::Tensor unweighted{};
   auto scaled = helpers::loss_scale(grad, reduction, self_numel);
   auto weighted = (weight.defined()) ? (scaled * weight) : scaled;
-  auto grad_self = needs_input_grad[0] ? ((weighted * (self - target)) / (self - (self * self))) : at::Tensor();
+  auto grad_self = needs_input_grad[0] ? ((weighted * (self - target)) / at::clamp_min(self - (self * self), 1e-12)) : at::Tensor();
   auto grad_target = needs_input_grad[1] ? -(weighted * at::logit(self)) : at::Tensor();
   auto grad_weight = at::Tensor();
   if (needs_input_grad[2]) {
@@ -1529,7 +1579,10 @@ at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target
   auto result = at::binary_cross_entropy(self, target, weight, reduction);
   int64_t self_numel = self.numel();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target) || torch::autograd::isFwGradDefined(weight)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target) || torch::autograd::isFwGradDefined(weight)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("binary_cross_entropy", self);
     formulas::runtime::refuse_complex("binary_cross_entropy", target);
     formulas::runtime::refuse_complex("binary_cross_entropy", weight);
@@ -1803,7 +1856,10 @@ at::Tensor binary_cross_entropy_with_logits(const at::Tensor& self, const at::Te
   auto result = at::binary_cross_entropy_with_logits(self, target, weight, pos_weight, reduction);
   int64_t self_numel = self.numel();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(pos_weight)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(target) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(pos_weight)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", self);
     formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", target);
     formulas::runtime::refuse_complex("binary_cross_entropy_with_logits", weight);
@@ -2062,7 +2118,10 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto [output, total_weight] = at::nll_loss_forward(self, target, weight, reduction, ignore_index);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(weight)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(output))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(weight)) && (formulas::runtime::differentiable_dtype(output))) {
     formulas::runtime::refuse_complex("nll_loss_forward", self);
     formulas::runtime::refuse_complex("nll_loss_forward", weight);
     formulas::runtime::refuse_complex("nll_loss_forward", output);
@@ -2324,7 +2383,10 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("nll_loss_backward", grad_output);
     formulas::runtime::refuse_complex("nll_loss_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -2498,7 +2560,10 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
   auto result = at::embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse);
   int64_t num_weights = weight.size(0);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(weight)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(weight)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("embedding", weight);
     formulas::runtime::refuse_complex("embedding", result);
     const auto weight_t = formulas::runtime::tangent(weight);
@@ -2677,7 +2742,10 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("embedding_dense_backward", grad_output);
     formulas::runtime::refuse_complex("embedding_dense_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);

@@ -201,7 +201,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
   auto [out, mean, rstd] = at::native_layer_norm(input, normalized_shape, weight, bias, eps);
   std::vector<int64_t> norm_dims = helpers::trailing_dims(input.dim(), static_cast<int64_t>(normalized_shape.size()));
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(out))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) && (formulas::runtime::differentiable_dtype(out))) {
     formulas::runtime::refuse_complex("native_layer_norm", input);
     formulas::runtime::refuse_complex("native_layer_norm", weight);
     formulas::runtime::refuse_complex("native_layer_norm", bias);
@@ -401,7 +404,10 @@ at::Tensor layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
   auto result = at::layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable);
   std::vector<int64_t> norm_dims = helpers::trailing_dims(input.dim(), static_cast<int64_t>(normalized_shape.size()));
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(input) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(bias)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("layer_norm", input);
     formulas::runtime::refuse_complex("layer_norm", weight);
     formulas::runtime::refuse_complex("layer_norm", bias);
@@ -552,7 +558,10 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     scale = (p == 1.0) ? 0.0 : (static_cast<double>(1.0) / (1.0 - p));
   }
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(input)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(input)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("native_dropout", input);
     formulas::runtime::refuse_complex("native_dropout", result);
     const auto input_t = formulas::runtime::tangent(input);
@@ -706,7 +715,10 @@ at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tens
   auto result = at::native_dropout_backward(grad_output, mask, scale);
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("native_dropout_backward", grad_output);
     formulas::runtime::refuse_complex("native_dropout_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -833,7 +845,10 @@ at::Tensor hardsigmoid(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::hardsigmoid(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("hardsigmoid", self);
     formulas::runtime::refuse_complex("hardsigmoid", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -977,7 +992,10 @@ at::Tensor hardsigmoid_backward(const at::Tensor& grad_output, const at::Tensor&
   auto result = at::hardsigmoid_backward(grad_output, self);
   std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("hardsigmoid_backward", grad_output);
     formulas::runtime::refuse_complex("hardsigmoid_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);

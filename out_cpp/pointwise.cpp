@@ -133,7 +133,10 @@ at::Tensor neg(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::neg(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("neg", self);
     formulas::runtime::refuse_complex("neg", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -256,7 +259,10 @@ at::Tensor exp(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::exp(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("exp", self);
     formulas::runtime::refuse_complex("exp", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -380,7 +386,10 @@ at::Tensor log(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::log(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("log", self);
     formulas::runtime::refuse_complex("log", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -504,7 +513,10 @@ at::Tensor sin(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::sin(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("sin", self);
     formulas::runtime::refuse_complex("sin", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -628,7 +640,10 @@ at::Tensor cos(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::cos(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("cos", self);
     formulas::runtime::refuse_complex("cos", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -752,7 +767,10 @@ at::Tensor tanh(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::tanh(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("tanh", self);
     formulas::runtime::refuse_complex("tanh", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -876,7 +894,10 @@ at::Tensor sigmoid(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::sigmoid(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("sigmoid", self);
     formulas::runtime::refuse_complex("sigmoid", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1000,7 +1021,10 @@ at::Tensor sqrt(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::sqrt(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("sqrt", self);
     formulas::runtime::refuse_complex("sqrt", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1124,7 +1148,10 @@ at::Tensor relu(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::relu(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("relu", self);
     formulas::runtime::refuse_complex("relu", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1257,7 +1284,10 @@ at::Tensor pow_tensor_scalar(const at::Tensor& self, const at::Scalar& exponent)
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::pow(self, exponent);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("pow.Tensor_Scalar", self);
     formulas::runtime::refuse_complex("pow.Tensor_Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1411,7 +1441,10 @@ at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("add.Tensor", self);
     formulas::runtime::refuse_complex("add.Tensor", other);
     formulas::runtime::refuse_complex("add.Tensor", result);
@@ -1569,7 +1602,10 @@ at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at:
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("sub.Tensor", self);
     formulas::runtime::refuse_complex("sub.Tensor", other);
     formulas::runtime::refuse_complex("sub.Tensor", result);
@@ -1743,7 +1779,10 @@ at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> other_sizes = other.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("mul.Tensor", self);
     formulas::runtime::refuse_complex("mul.Tensor", other);
     formulas::runtime::refuse_complex("mul.Tensor", result);
@@ -1927,7 +1966,10 @@ at::Tensor div_tensor(const at::Tensor& self, const at::Tensor& other) {
   std::vector<int64_t> other_sizes = other.sizes().vec();
   auto self_type = self.scalar_type();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("div.Tensor", self);
     formulas::runtime::refuse_complex("div.Tensor", other);
     formulas::runtime::refuse_complex("div.Tensor", result);
@@ -2054,7 +2096,10 @@ at::Tensor mul_scalar(const at::Tensor& self, const at::Scalar& other) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::mul(self, other);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("mul.Scalar", self);
     formulas::runtime::refuse_complex("mul.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2174,7 +2219,10 @@ at::Tensor div_scalar(const at::Tensor& self, const at::Scalar& other) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::div(self, other);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("div.Scalar", self);
     formulas::runtime::refuse_complex("div.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2300,7 +2348,10 @@ at::Tensor _to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype,
   auto result = at::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("_to_copy", self);
     formulas::runtime::refuse_complex("_to_copy", result);
     const auto self_t = formulas::runtime::tangent(self);

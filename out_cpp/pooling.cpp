@@ -183,7 +183,10 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& sel
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto [result, indices] = at::max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("max_pool2d_with_indices", self);
     formulas::runtime::refuse_complex("max_pool2d_with_indices", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -338,7 +341,10 @@ at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad_output, const
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("max_pool2d_with_indices_backward", grad_output);
     formulas::runtime::refuse_complex("max_pool2d_with_indices_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -516,7 +522,10 @@ at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef kernel_size, at::I
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("avg_pool2d", self);
     formulas::runtime::refuse_complex("avg_pool2d", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -700,7 +709,10 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& 
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("avg_pool2d_backward", grad_output);
     formulas::runtime::refuse_complex("avg_pool2d_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);

@@ -137,7 +137,10 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
   auto result = at::sum(self, dtype);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("sum", self);
     formulas::runtime::refuse_complex("sum", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -276,7 +279,10 @@ at::Tensor sum_dim_intlist(const at::Tensor& self, at::OptionalIntArrayRef dim, 
   auto result = at::sum(self, dim, keepdim, dtype);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("sum.dim_IntList", self);
     formulas::runtime::refuse_complex("sum.dim_IntList", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -426,7 +432,10 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   std::vector<int64_t> self_sizes = self.sizes().vec();
   int64_t count = helpers::reduced_numel(self_sizes, dim);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("mean.dim", self);
     formulas::runtime::refuse_complex("mean.dim", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -626,7 +635,10 @@ std::tuple<at::Tensor, at::Tensor> var_mean_dim(const at::Tensor& self, at::Opti
   int64_t count = helpers::reduced_numel(self_sizes, dim);
   int64_t divisor = unbiased ? (count - 1) : count;
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(var) || formulas::runtime::differentiable_dtype(mean))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(var) || formulas::runtime::differentiable_dtype(mean))) {
     formulas::runtime::refuse_complex("var_mean.dim", self);
     formulas::runtime::refuse_complex("var_mean.dim", var);
     formulas::runtime::refuse_complex("var_mean.dim", mean);
@@ -788,7 +800,10 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
   std::vector<int64_t> self_sizes = self.sizes().vec();
   int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(values))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(values))) {
     formulas::runtime::refuse_complex("max.dim", self);
     formulas::runtime::refuse_complex("max.dim", values);
     const auto self_t = formulas::runtime::tangent(self);
@@ -933,7 +948,10 @@ at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
   auto result = at::_softmax(self, dim, half_to_float);
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("_softmax", self);
     formulas::runtime::refuse_complex("_softmax", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1077,7 +1095,10 @@ at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float)
   auto result = at::_log_softmax(self, dim, half_to_float);
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("_log_softmax", self);
     formulas::runtime::refuse_complex("_log_softmax", result);
     const auto self_t = formulas::runtime::tangent(self);

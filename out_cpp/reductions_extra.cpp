@@ -175,7 +175,10 @@ at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::Scalar
   int64_t scan_dim = helpers::wrap_dim(dim, self.dim());
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("cumprod", self);
     formulas::runtime::refuse_complex("cumprod", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -368,7 +371,10 @@ at::Tensor linalg_vector_norm(const at::Tensor& self, const at::Scalar& ord, at:
   auto result = at::linalg_vector_norm(self, ord, dim, keepdim, dtype);
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("linalg_vector_norm", self);
     formulas::runtime::refuse_complex("linalg_vector_norm", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -532,7 +538,10 @@ at::Tensor norm_scalar(const at::Tensor& self, const at::Scalar& p) {
     every_dim.push_back(d);
   }
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("norm.Scalar", self);
     formulas::runtime::refuse_complex("norm.Scalar", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -705,7 +714,10 @@ at::Tensor norm_scalaropt_dim(const at::Tensor& self, const std::optional<at::Sc
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::norm(self, p, dim, keepdim);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("norm.ScalarOpt_dim", self);
     formulas::runtime::refuse_complex("norm.ScalarOpt_dim", result);
     const auto self_t = formulas::runtime::tangent(self);

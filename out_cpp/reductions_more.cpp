@@ -159,7 +159,10 @@ at::Tensor max_all(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::max(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("max", self);
     formulas::runtime::refuse_complex("max", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -295,7 +298,10 @@ at::Tensor min_all(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::min(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("min", self);
     formulas::runtime::refuse_complex("min", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -447,7 +453,10 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, 
   std::vector<int64_t> self_sizes = self.sizes().vec();
   int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(values))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(values))) {
     formulas::runtime::refuse_complex("min.dim", self);
     formulas::runtime::refuse_complex("min.dim", values);
     const auto self_t = formulas::runtime::tangent(self);
@@ -613,7 +622,10 @@ at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   auto result = at::amax(self, dim, keepdim);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("amax", self);
     formulas::runtime::refuse_complex("amax", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -780,7 +792,10 @@ at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   auto result = at::amin(self, dim, keepdim);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("amin", self);
     formulas::runtime::refuse_complex("amin", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -914,7 +929,10 @@ at::Tensor mean_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
   std::vector<int64_t> self_sizes = self.sizes().vec();
   int64_t count = self.numel();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("mean", self);
     formulas::runtime::refuse_complex("mean", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1080,7 +1098,10 @@ at::Tensor logsumexp(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) 
   auto result = at::logsumexp(self, dim, keepdim);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("logsumexp", self);
     formulas::runtime::refuse_complex("logsumexp", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1226,7 +1247,10 @@ at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarT
   auto result = at::cumsum(self, dim, dtype);
   auto self_dtype = self.scalar_type();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("cumsum", self);
     formulas::runtime::refuse_complex("cumsum", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1375,7 +1399,10 @@ at::Tensor prod_dim_int(const at::Tensor& self, int64_t dim, bool keepdim, std::
   auto result = at::prod(self, dim, keepdim, dtype);
   int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("prod.dim_int", self);
     formulas::runtime::refuse_complex("prod.dim_int", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1510,7 +1537,10 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype)
   auto result = at::prod(self, dtype);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("prod", self);
     formulas::runtime::refuse_complex("prod", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1675,7 +1705,10 @@ at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
   int64_t count = helpers::reduced_numel(self_sizes, dim);
   double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("var.correction", self);
     formulas::runtime::refuse_complex("var.correction", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1724,7 +1757,7 @@ at::Tensor std_correction(
     at::IntArrayRef self_sizes,
     bool keepdim) {
   auto centered = self - at::mean(self, dim, true);
-  return helpers::sum_backward(at::div(grad / result, divisor), self_sizes, dim, keepdim) * centered;
+  return helpers::sum_backward(at::div(helpers::grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered;
 }
 }  // namespace backwards
 
@@ -1839,7 +1872,7 @@ at::Tensor std_correction_jvp(
     const at::Tensor& result,
     double divisor) {
   auto centered = self - at::mean(self, dim, true);
-  auto result_t = at::div(at::sum(centered * self_t, dim, keepdim) / result, divisor);
+  auto result_t = at::div(helpers::grad_over_std(at::sum(centered * self_t, dim, keepdim), result), divisor);
   return result_t;
 }
 
@@ -1855,7 +1888,10 @@ at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
   int64_t count = helpers::reduced_numel(self_sizes, dim);
   double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("std.correction", self);
     formulas::runtime::refuse_complex("std.correction", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1995,7 +2031,10 @@ at::Tensor var_all(const at::Tensor& self, bool unbiased) {
   int64_t count = self.numel();
   double divisor = helpers::variance_divisor(count, unbiased ? 1.0 : 0.0);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("var", self);
     formulas::runtime::refuse_complex("var", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2159,7 +2198,10 @@ at::Tensor var_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
   std::vector<int64_t> self_sizes = self.sizes().vec();
   double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("var.dim", self);
     formulas::runtime::refuse_complex("var.dim", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2201,7 +2243,7 @@ at::Tensor std_all(
     const at::Tensor& result,
     double divisor,
     const at::Tensor& self) {
-  return at::div(grad / result, divisor) * (self - at::mean(self));
+  return at::div(helpers::grad_over_std(grad, result), divisor) * (self - at::mean(self));
 }
 }  // namespace backwards
 
@@ -2295,7 +2337,7 @@ at::Tensor std_all_jvp(
     const at::Tensor& self,
     const at::Tensor& result,
     double divisor) {
-  auto result_t = at::div(at::sum((self - at::mean(self)) * self_t) / result, divisor);
+  auto result_t = at::div(helpers::grad_over_std(at::sum((self - at::mean(self)) * self_t), result), divisor);
   return result_t;
 }
 
@@ -2309,7 +2351,10 @@ at::Tensor std_all(const at::Tensor& self, bool unbiased) {
   auto result = at::std(self, unbiased);
   double divisor = helpers::variance_divisor(self.numel(), unbiased ? 1.0 : 0.0);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("std", self);
     formulas::runtime::refuse_complex("std", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2356,7 +2401,7 @@ at::Tensor std_dim(
     at::IntArrayRef self_sizes,
     bool keepdim) {
   auto centered = self - at::mean(self, dim, true);
-  return helpers::sum_backward(at::div(grad / result, divisor), self_sizes, dim, keepdim) * centered;
+  return helpers::sum_backward(at::div(helpers::grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered;
 }
 }  // namespace backwards
 
@@ -2471,7 +2516,7 @@ at::Tensor std_dim_jvp(
     const at::Tensor& result,
     double divisor) {
   auto centered = self - at::mean(self, dim, true);
-  auto result_t = at::div(at::sum(centered * self_t, dim, keepdim) / result, divisor);
+  auto result_t = at::div(helpers::grad_over_std(at::sum(centered * self_t, dim, keepdim), result), divisor);
   return result_t;
 }
 
@@ -2486,7 +2531,10 @@ at::Tensor std_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
   std::vector<int64_t> self_sizes = self.sizes().vec();
   double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("std.dim", self);
     formulas::runtime::refuse_complex("std.dim", result);
     const auto self_t = formulas::runtime::tangent(self);

@@ -137,6 +137,20 @@ inline void refuse_complex(const char* op, at::ITensorListRef tensors) {
   }
 }
 
+// Whether autograd differentiates an output of this dtype (floating or complex): `x.long()`,
+// `_to_copy` to an integer or bool dtype, gives a result with no history and no tangent, as in torch.
+inline bool differentiable_dtype(const at::Tensor& output) {
+  return output.defined() && torch::autograd::isDifferentiableType(output.scalar_type());
+}
+inline bool differentiable_dtype(at::ITensorListRef outputs) {
+  for (const auto& output : outputs) {
+    if (differentiable_dtype(output)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 inline bool any_defined(const variable_list& grads) {
   for (const auto& grad : grads) {
     if (grad.defined()) {

@@ -146,7 +146,10 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("view", self);
     formulas::runtime::refuse_complex("view", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -286,7 +289,10 @@ at::Tensor reshape(const at::Tensor& self, at::IntArrayRef shape) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("reshape", self);
     formulas::runtime::refuse_complex("reshape", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -426,7 +432,10 @@ at::Tensor unsqueeze(const at::Tensor& self, int64_t dim) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("unsqueeze", self);
     formulas::runtime::refuse_complex("unsqueeze", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -566,7 +575,10 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef dims) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("permute", self);
     formulas::runtime::refuse_complex("permute", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -709,7 +721,10 @@ at::Tensor expand(const at::Tensor& self, at::IntArrayRef size, bool implicit) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("expand", self);
     formulas::runtime::refuse_complex("expand", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -854,7 +869,10 @@ at::Tensor expand_as(const at::Tensor& self, const at::Tensor& other) {
       return std::unique_ptr<torch::autograd::ViewFunc>();
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("expand_as", self);
     formulas::runtime::refuse_complex("expand_as", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1005,7 +1023,10 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
     sizes_along_dim.push_back(skipped ? -1 : tensors[i].size(cat_dim));
   }
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefinedTensorList(tensors)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefinedTensorList(tensors)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("cat", tensors);
     formulas::runtime::refuse_complex("cat", result);
     const auto tensors_t = formulas::runtime::tangents(tensors);
@@ -1175,7 +1196,10 @@ at::Tensor narrow(const at::Tensor& self, int64_t dim, int64_t start, int64_t le
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("narrow", self);
     formulas::runtime::refuse_complex("narrow", result);
     const auto self_t = formulas::runtime::tangent(self);

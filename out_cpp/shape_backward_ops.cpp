@@ -142,7 +142,10 @@ at::Tensor select_backward(const at::Tensor& grad_output, at::IntArrayRef input_
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::select_backward(grad_output, input_sizes, dim, index);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("select_backward", grad_output);
     formulas::runtime::refuse_complex("select_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -291,7 +294,10 @@ at::Tensor slice_backward(const at::Tensor& grad_output, at::IntArrayRef input_s
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::slice_backward(grad_output, input_sizes, dim, start, end, step);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("slice_backward", grad_output);
     formulas::runtime::refuse_complex("slice_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -433,7 +439,10 @@ at::Tensor diagonal_backward(const at::Tensor& grad_output, at::IntArrayRef inpu
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::diagonal_backward(grad_output, input_sizes, offset, dim1, dim2);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad_output)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("diagonal_backward", grad_output);
     formulas::runtime::refuse_complex("diagonal_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
@@ -580,7 +589,10 @@ at::Tensor index_select_backward(const at::Tensor& grad, at::IntArrayRef self_si
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::index_select_backward(grad, self_sizes, dim, index);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(grad)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("index_select_backward", grad);
     formulas::runtime::refuse_complex("index_select_backward", result);
     const auto grad_t = formulas::runtime::tangent(grad);

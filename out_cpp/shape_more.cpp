@@ -167,7 +167,10 @@ at::Tensor squeeze(const at::Tensor& self) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("squeeze", self);
     formulas::runtime::refuse_complex("squeeze", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -307,7 +310,10 @@ at::Tensor squeeze_dim(const at::Tensor& self, int64_t dim) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("squeeze.dim", self);
     formulas::runtime::refuse_complex("squeeze.dim", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -447,7 +453,10 @@ at::Tensor squeeze_dims(const at::Tensor& self, at::IntArrayRef dim) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("squeeze.dims", self);
     formulas::runtime::refuse_complex("squeeze.dims", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -590,7 +599,10 @@ at::Tensor flatten_using_ints(const at::Tensor& self, int64_t start_dim, int64_t
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("flatten.using_ints", self);
     formulas::runtime::refuse_complex("flatten.using_ints", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -740,7 +752,10 @@ at::Tensor transpose_int(const at::Tensor& self, int64_t dim0, int64_t dim1) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("transpose.int", self);
     formulas::runtime::refuse_complex("transpose.int", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -891,7 +906,10 @@ at::Tensor movedim_int(const at::Tensor& self, int64_t source, int64_t destinati
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("movedim.int", self);
     formulas::runtime::refuse_complex("movedim.int", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1035,7 +1053,10 @@ at::Tensor stack(at::TensorList tensors, int64_t dim) {
   int64_t stack_dim = helpers::wrap_dim(dim, result.dim());
   int64_t count = static_cast<int64_t>(tensors.size());
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefinedTensorList(tensors)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefinedTensorList(tensors)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("stack", tensors);
     formulas::runtime::refuse_complex("stack", result);
     const auto tensors_t = formulas::runtime::tangents(tensors);
@@ -1194,7 +1215,10 @@ at::Tensor select_int(const at::Tensor& self, int64_t dim, int64_t index) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("select.int", self);
     formulas::runtime::refuse_complex("select.int", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1381,7 +1405,10 @@ at::Tensor slice_tensor(const at::Tensor& self, int64_t dim, std::optional<int64
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("slice.Tensor", self);
     formulas::runtime::refuse_complex("slice.Tensor", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1555,7 +1582,10 @@ at::Tensor diagonal(const at::Tensor& self, int64_t offset, int64_t dim1, int64_
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("diagonal", self);
     formulas::runtime::refuse_complex("diagonal", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1691,7 +1721,10 @@ at::Tensor repeat(const at::Tensor& self, at::IntArrayRef repeats) {
   auto result = self.repeat(repeats);
   std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("repeat", self);
     formulas::runtime::refuse_complex("repeat", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1812,7 +1845,10 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::flip(self, dims);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("flip", self);
     formulas::runtime::refuse_complex("flip", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -1942,7 +1978,10 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
   auto result = at::roll(self, shifts, dims);
   std::vector<int64_t> back_shifts = helpers::negated(shifts);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("roll", self);
     formulas::runtime::refuse_complex("roll", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2063,7 +2102,10 @@ at::Tensor tril(const at::Tensor& self, int64_t diagonal) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::tril(self, diagonal);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("tril", self);
     formulas::runtime::refuse_complex("tril", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2183,7 +2225,10 @@ at::Tensor triu(const at::Tensor& self, int64_t diagonal) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::triu(self, diagonal);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("triu", self);
     formulas::runtime::refuse_complex("triu", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2295,7 +2340,10 @@ at::Tensor clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::clone(self, memory_format);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("clone", self);
     formulas::runtime::refuse_complex("clone", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2421,7 +2469,10 @@ at::Tensor contiguous(const at::Tensor& self, at::MemoryFormat memory_format) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("contiguous", self);
     formulas::runtime::refuse_complex("contiguous", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2570,7 +2621,10 @@ at::Tensor movedim_intlist(const at::Tensor& self, at::IntArrayRef source, at::I
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("movedim.intlist", self);
     formulas::runtime::refuse_complex("movedim.intlist", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -2728,7 +2782,10 @@ at::Tensor select_scatter(const at::Tensor& self, const at::Tensor& src, int64_t
   auto result = at::select_scatter(self, src, dim, index);
   std::vector<int64_t> src_sizes = src.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("select_scatter", self);
     formulas::runtime::refuse_complex("select_scatter", src);
     formulas::runtime::refuse_complex("select_scatter", result);
@@ -2907,7 +2964,10 @@ at::Tensor slice_scatter(const at::Tensor& self, const at::Tensor& src, int64_t 
   auto result = at::slice_scatter(self, src, dim, start, end, step);
   std::vector<int64_t> src_sizes = src.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("slice_scatter", self);
     formulas::runtime::refuse_complex("slice_scatter", src);
     formulas::runtime::refuse_complex("slice_scatter", result);
@@ -3079,7 +3139,10 @@ at::Tensor diagonal_scatter(const at::Tensor& self, const at::Tensor& src, int64
   auto result = at::diagonal_scatter(self, src, offset, dim1, dim2);
   std::vector<int64_t> src_sizes = src.sizes().vec();
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("diagonal_scatter", self);
     formulas::runtime::refuse_complex("diagonal_scatter", src);
     formulas::runtime::refuse_complex("diagonal_scatter", result);
@@ -3231,7 +3294,10 @@ at::Tensor swapaxes(const at::Tensor& self, int64_t axis0, int64_t axis1) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("swapaxes", self);
     formulas::runtime::refuse_complex("swapaxes", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -3382,7 +3448,10 @@ at::Tensor swapdims(const at::Tensor& self, int64_t dim0, int64_t dim1) {
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("swapdims", self);
     formulas::runtime::refuse_complex("swapdims", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -3526,7 +3595,10 @@ at::Tensor unflatten_int(const at::Tensor& self, int64_t dim, at::IntArrayRef si
       return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
     });
   }
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("unflatten.int", self);
     formulas::runtime::refuse_complex("unflatten.int", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -3679,7 +3751,10 @@ at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, int64_t start, int64
   int64_t narrow_dim = helpers::wrap_dim(dim, self.dim());
   int64_t narrow_start = (start < 0) ? (start + self_sizes[formulas::runtime::wrap_index(narrow_dim, self_sizes.size())]) : start;
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("narrow_copy", self);
     formulas::runtime::refuse_complex("narrow_copy", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -3803,7 +3878,10 @@ at::Tensor constant_pad_nd(const at::Tensor& self, at::IntArrayRef pad, const at
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::constant_pad_nd(self, pad, value);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("constant_pad_nd", self);
     formulas::runtime::refuse_complex("constant_pad_nd", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -3914,7 +3992,10 @@ at::Tensor fliplr(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::fliplr(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("fliplr", self);
     formulas::runtime::refuse_complex("fliplr", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -4024,7 +4105,10 @@ at::Tensor flipud(const at::Tensor& self) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::flipud(self);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("flipud", self);
     formulas::runtime::refuse_complex("flipud", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -4152,7 +4236,10 @@ at::Tensor rot90(const at::Tensor& self, int64_t k, at::IntArrayRef dims) {
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::rot90(self, k, dims);
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("rot90", self);
     formulas::runtime::refuse_complex("rot90", result);
     const auto self_t = formulas::runtime::tangent(self);
@@ -4283,7 +4370,10 @@ at::Tensor tile(const at::Tensor& self, at::IntArrayRef dims) {
   std::vector<int64_t> self_sizes = self.sizes().vec();
   std::vector<int64_t> repeats = helpers::padded_repeats(dims, self.dim());
   below_autograd.reset();
-  if (torch::autograd::isFwGradDefined(self)) {
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("tile", self);
     formulas::runtime::refuse_complex("tile", result);
     const auto self_t = formulas::runtime::tangent(self);

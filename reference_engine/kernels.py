@@ -694,6 +694,8 @@ def _reduce_loss(elements: np.ndarray, reduction: int) -> np.ndarray:
 
 @kernel("linear")
 def linear(x, weight, bias=None):
+    if np.ndim(weight) == 1 and bias is None:      # torch: input @ weight, the feature dim left out
+        return np.matmul(x, weight)
     if np.ndim(weight) != 2:
         raise RuntimeError(f"linear: weight must be a 2D tensor (out_features, in_features), got {np.ndim(weight)}D")
     product = np.matmul(x, np.transpose(weight))

@@ -645,6 +645,10 @@ def _nn_cases() -> list[OpCase]:
         bias = _normal(rng, (out_features,)) if with_bias else None
         out.append(OpCase("linear", f"{_shape_id(input_shape, (out_features, in_features))}{'_bias' if with_bias else ''}",
                           (_normal(rng, input_shape), _normal(rng, (out_features, in_features)), bias)))
+    rng = _rng("linear_vector_weight")         # a 1-d weight: input @ weight (torch allows no bias then)
+    for input_shape in ((2, 3), (2, 2, 3), (3,)):
+        out.append(OpCase("linear", f"{_shape_id(input_shape, (3,))}_vector_weight",
+                          (_normal(rng, input_shape), _normal(rng, (3,)), None)))
 
     for op in ("softmax.int", "log_softmax.int"):
         rng = _rng(op)

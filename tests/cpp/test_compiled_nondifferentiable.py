@@ -52,3 +52,25 @@ def test_jvp_equals_builtin(formulas_ops, case: OpCase):
     theirs = torch.func.jvp(calling(torch_op(case.op)), primals, tangents)
     for mine, expected in zip(ours, theirs, strict=True):    # the output, then its tangent
         torch.testing.assert_close(mine, expected, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.uint8])
+def test_a_cast_to_an_integer_dtype_has_no_gradient_as_in_torch(formulas_ops, dtype):
+    """``x.long()`` is ``_to_copy(x, dtype=int64)``: on a tensor requiring grad (or carrying a
+    tangent) torch returns a result with no history and no tangent, and no error; so does the
+    compiled op, while a cast to another floating dtype keeps both."""
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.tensor([-1.5, 0.0, 2.5], dtype=torch.float64, requires_grad=True)
+    want = torch.ops.aten._to_copy(x, dtype=dtype)
+    got = formulas_ops._to_copy(x, dtype=dtype)
+    assert torch.equal(got, want) and got.dtype == dtype
+    assert not want.requires_grad and not got.requires_grad and got.grad_fn is None
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x.detach(), torch.ones_like(x))
+        assert fwAD.unpack_dual(torch.ops.aten._to_copy(dual, dtype=dtype)).tangent is None
+        assert fwAD.unpack_dual(formulas_ops._to_copy(dual, dtype=dtype)).tangent is None
+        kept = fwAD.unpack_dual(formulas_ops._to_copy(dual, dtype=torch.float32)).tangent
+        assert kept is not None and torch.equal(kept, torch.ones(3, dtype=torch.float32))
+    (g,) = torch.autograd.grad(formulas_ops._to_copy(x, dtype=torch.float32).sum(), x)
+    assert torch.equal(g, torch.ones_like(x))

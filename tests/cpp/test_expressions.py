@@ -9,7 +9,7 @@ import pytest
 from transpiler.cpp import types as T
 from transpiler.cpp.emit import _header
 from transpiler.cpp.expressions import (
-    Binding, Context, HelperSignature, Untranslatable, translate, translate_condition,
+    Binding, Context, HelperSignature, Untranslatable, cpp_name, translate, translate_condition,
 )
 from transpiler.cpp.statements import translate_body
 from transpiler.schema import parse_schema
@@ -71,6 +71,11 @@ TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR, "alpha": T.SCA
     ("list(self.sizes())", ("formulas::runtime::to_list<std::vector<int64_t>>(self.sizes().vec())", T.INT_LIST)),
     ("self > 0", ("self > 0", T.TENSOR)),
     ("alpha == 1", ("alpha.toDouble() == 1", T.BOOL)),
+    # string literals by value, C++-escaped (octal escapes cannot run into the next character)
+    (r"'\x74anh'", ('"tanh"', T.STR)),
+    (r"'a\\b\"c\n'", ('"a\\134b\\042c\\012"', T.STR)),
+    ("r'\\x74'", ('"\\134x74"', T.STR)),
+    ("'\u00e9?1'", ('"\\303\\251\\0771"', T.STR)),
 ])
 def test_expressions(source, expected):
     assert cpp(source, **TENSORS) == expected
@@ -256,3 +261,15 @@ def test_operator_headers(name, header):
     torch = pytest.importorskip("torch")
     assert _header(name) == header
     assert (Path(torch.__file__).parent / "include" / "ATen" / "ops" / f"{header}.h").is_file()
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("grad", "grad"), ("self_sizes", "self_sizes"), ("_private", "_private"), ("x_", "x_"),
+    ("delete", "py_delete"), ("register", "py_register"), ("xor", "py_xor"), ("grad_fn", "py_grad_fn"),
+    ("_Scale", "py_Scale"), ("__w", "py_u_w"), ("a__b", "py_a_u_b"), ("___", "py_u_u_"),
+])
+def test_cpp_names_avoid_keywords_and_reserved_identifiers(name, expected):
+    """Keywords and reserved identifiers (``_`` + capital, ``__`` anywhere) are mangled; the result
+    is neither."""
+    assert cpp_name(name) == expected
+    assert "__" not in cpp_name(name) and not (cpp_name(name)[0] == "_" and cpp_name(name)[1:2].isupper())

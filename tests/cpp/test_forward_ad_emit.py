@@ -33,7 +33,11 @@ CASES = [
         "  return result_t;\n"
         "}\n",
         "  below_autograd.reset();\n"
-        "  if (torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) {\n"
+        "  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {\n"
+        "    grad_fn.reset();\n"
+        "  }\n"
+        "  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && "
+        "(formulas::runtime::differentiable_dtype(result))) {\n"
         "    formulas::runtime::refuse_complex(\"mul.Tensor\", self);\n"
         "    formulas::runtime::refuse_complex(\"mul.Tensor\", other);\n"
         "    formulas::runtime::refuse_complex(\"mul.Tensor\", result);\n"

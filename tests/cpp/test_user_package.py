@@ -238,3 +238,66 @@ def test_a_literal_none_or_empty_list_for_a_helpers_optional_list(tmp_path: Path
                             capture_output=True, text=True)
     assert checks.returncode == 0, checks.stderr[-3000:]
     assert checks.stdout.split() == ["gradchecks=True", "grad=True"]
+
+
+# Names C++ keeps for itself, as formula, helper, parameter and local names (keywords; an underscore
+# and a capital; a double underscore), and a string literal written with an escape ('\x74anh' is
+# "tanh"): each is emitted under a name C++ accepts, and the literal by its value.
+CPP_NAMES = '''\
+from formulas import Tensor, at, derivative, helper
+
+
+@helper
+def register(xor: Tensor, __scale: float) -> Tensor:
+    """``xor * __scale``."""
+    _Local = at.mul(xor, __scale)
+    return _Local
+
+
+@derivative("delete(Tensor self, float __w=2.0) -> Tensor")
+def delete(self, __w=2.0):
+    result = at.mul(at.sin(self), __w)
+    def backward(grad):
+        new = register(grad, __w)
+        return new * at.cos(self)
+    return result, backward
+
+
+@derivative("_Reserved(Tensor register) -> Tensor")
+def _Reserved(register):
+    result = at.gelu(register, approximate='\\x74anh')
+    def backward(grad):
+        xor = at.gelu_backward(grad, register, approximate='\\x74anh')
+        return xor
+    return result, backward
+'''
+
+CPP_NAMES_CHECK = """
+import sys, torch
+from transpiler.build import load_library
+load_library(sys.argv[1])
+ops = torch.ops.cppnames
+x = torch.linspace(-1.5, 2.0, 6, dtype=torch.float64, requires_grad=True)
+ok = all(torch.autograd.gradcheck(op, (x,)) and torch.autograd.gradgradcheck(op, (x,))
+         for op in (ops.delete, lambda t: ops.delete(t, 0.5), getattr(ops, "_Reserved")))
+(g,) = torch.autograd.grad(ops.delete(x, 0.5).sum(), x)
+tanh_gelu = torch.equal(getattr(ops, "_Reserved")(x), torch.nn.functional.gelu(x, approximate="tanh"))
+print(f"gradchecks={ok} grad={torch.allclose(g, 0.5 * torch.cos(x))} tanh={tanh_gelu}")
+"""
+
+
+def test_cpp_keywords_reserved_names_and_escaped_strings(tmp_path: Path):
+    """A package whose formula, helper, parameter and local names are C++ keywords or reserved
+    identifiers, and whose string literal is written with an escape, transpiles, compiles,
+    gradchecks and means what the Python means."""
+    package, out = tmp_path / "cppnames", tmp_path / "names_cpp"
+    package.mkdir()
+    (package / "names.py").write_text(CPP_NAMES)
+    assert generate.main(["--formulas", str(package), "--out", str(out)]) == 0
+    code = (out / "names.cpp").read_text() + (out / "helpers.cpp").read_text()
+    assert '"tanh"' in code and "x74" not in code
+    library = build_library(out, REPO / "build")
+    checks = subprocess.run([sys.executable, "-c", CPP_NAMES_CHECK, str(library)], cwd=REPO,
+                            capture_output=True, text=True)
+    assert checks.returncode == 0, checks.stderr[-3000:]
+    assert checks.stdout.split() == ["gradchecks=True", "grad=True", "tanh=True"]

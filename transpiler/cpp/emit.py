@@ -92,7 +92,7 @@ def _helper_declaration(signature: HelperSignature, by_value: set[str]) -> str:
     params = ", ".join(
         f"{T.cpp_value(ty) if name in by_value else borrowed_param(ty)} {cpp_name(name)}"
         for name, ty, _ in signature.params)
-    return f"{_return_spelling(signature.returns)} {signature.name}({params})"
+    return f"{_return_spelling(signature.returns)} {cpp_name(signature.name)}({params})"
 
 
 def _helpers_files(library: Library, context: Context, diagnostics: list[Diagnostic]) -> tuple[str, str]:

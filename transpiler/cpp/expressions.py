@@ -106,8 +106,26 @@ CPP_KEYWORDS = frozenset("""
 
 
 def cpp_name(name: str) -> str:
-    """A Python identifier as a C++ identifier (C++ keywords get a trailing underscore)."""
-    return f"{name}_" if name in CPP_KEYWORDS else name
+    """A Python identifier as a C++ identifier. C++ keywords (and the wrapper's own ``grad_fn``)
+    and the identifiers C++ reserves (an underscore and a capital letter first, or a double
+    underscore anywhere) get the prefix ``py``, with each ``__`` then spelled ``_u_``:
+    ``delete`` -> ``py_delete``, ``_Scale`` -> ``py_Scale``, ``__w`` -> ``py_u_w``. Members add a
+    trailing underscore to the result, so no mangled name meets a member's."""
+    reserved = name.startswith("_") and name[1:2].isupper() or "__" in name
+    if name not in CPP_KEYWORDS and not reserved:
+        return name
+    mangled = ("py" if name.startswith("_") else "py_") + name
+    while "__" in mangled:
+        mangled = mangled.replace("__", "_u_")
+    return mangled
+
+
+def cpp_string_literal(value: str) -> str:
+    """``value`` (a Python string's value, escapes already resolved) as a C++ string literal of the
+    same characters: its UTF-8 bytes, printable ASCII as themselves and every other byte, ``"``,
+    ``\\`` and ``?`` (trigraphs) as three-digit octal escapes, which never run into the next character."""
+    printable = {c for c in range(0x20, 0x7F)} - {ord('"'), ord("\\"), ord("?")}
+    return '"' + "".join(chr(b) if b in printable else f"\\{b:03o}" for b in value.encode("utf-8", "surrogatepass")) + '"'
 
 
 # --- conversions ---------------------------------------------------------------------------------
@@ -145,8 +163,8 @@ def translate(node: cst.BaseExpression, context: Context, expected: PyType | Non
     if isinstance(node, cst.Float):
         text = node.value.replace("_", "")
         return Typed(text if any(c in text for c in ".eE") else f"{text}.0", T.FLOAT)
-    if isinstance(node, cst.SimpleString) and not node.prefix:
-        return Typed('"' + node.raw_value.replace("\\", "\\\\").replace('"', '\\"') + '"', T.STR)
+    if isinstance(node, cst.SimpleString) and node.prefix.lower() in ("", "r", "u"):
+        return Typed(cpp_string_literal(node.evaluated_value), T.STR)
     if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
         return _arithmetic(node, context)
     if isinstance(node, cst.Comparison):
@@ -591,4 +609,4 @@ def _helper_call(node: cst.Call, helper: HelperSignature, context: Context) -> T
             texts.append(f"formulas::runtime::borrow({coerce(value, ty)})")
         else:
             texts.append(coerce(value, ty))
-    return Typed(f"helpers::{helper.name}({', '.join(texts)})", helper.returns)
+    return Typed(f"helpers::{cpp_name(helper.name)}({', '.join(texts)})", helper.returns)

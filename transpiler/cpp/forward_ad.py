@@ -75,7 +75,7 @@ def _return_type(count: int) -> PyType:
 
 
 def jvp_function_name(emitter: FormulaEmitter) -> str:
-    return f"{emitter.formula.function}_jvp"
+    return cpp_name(f"{emitter.formula.function}_jvp")
 
 
 def jvp_function(emitter: FormulaEmitter) -> str:
@@ -160,7 +160,9 @@ def tangent_lines(emitter: FormulaEmitter, outputs: list[str]) -> list[str]:
     returned = _returned_outputs(emitter, jvp)
     refused = [_given(emitter, name) for name in inputs] + [outputs[index] for index in returned]
     op = emitter.formula.op_name
-    lines = [f"  if ({condition}) {{"]
+    # no tangent on an integer or bool result (``x.long()``), as in torch
+    differentiable = " || ".join(f"formulas::runtime::differentiable_dtype({outputs[index]})" for index in returned)
+    lines = [f"  if (({condition}) && ({differentiable})) {{"]
     lines += [f'    formulas::runtime::refuse_complex("{op}", {tensor});' for tensor in refused]
     for param, source in jvp.tangents.items():
         read = "tangents" if _input_type(emitter, source) == T.TENSOR_LIST else "tangent"

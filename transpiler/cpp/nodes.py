@@ -192,7 +192,7 @@ class ViewEmitter:
         structs = []
         for index, _ in views:
             name = self._view_func_name(index)
-            members = [f"  {T.cpp_value(T.from_schema(a.type))} {a.name}_{{}};" for a in kept]
+            members = [f"  {T.cpp_value(T.from_schema(a.type))} {cpp_name(a.name)}_{{}};" for a in kept]
             structs += [
                 f"struct {name} : public formulas::runtime::ReplayViewFunc<{name}> {{",
                 "  at::Tensor operator()(const at::Tensor& base) const override;",
@@ -214,9 +214,9 @@ class ViewEmitter:
                 if arg is source:
                     arguments.append("base")
                 elif T.from_schema(arg.type) == T.optional(T.INT_LIST):
-                    arguments.append(f"formulas::runtime::borrow({arg.name}_)")
+                    arguments.append(f"formulas::runtime::borrow({cpp_name(arg.name)}_)")
                 else:
-                    arguments.append(f"{arg.name}_")
+                    arguments.append(f"{cpp_name(arg.name)}_")
             call = f"formulas::{self.wrapper_name}({', '.join(arguments)})"
             if len(self.schema.returns) > 1:
                 call = f"std::get<{index}>({call})"
@@ -242,7 +242,7 @@ class ViewEmitter:
                 lines.append("      return std::unique_ptr<torch::autograd::ViewFunc>();")
             else:
                 lines += [f"      auto replay = std::make_unique<{self._view_func_name(index)}>();",
-                          *(f"      replay->{a.name}_ = formulas::runtime::to_owned({self._dispatcher_argument(a)});"
+                          *(f"      replay->{cpp_name(a.name)}_ = formulas::runtime::to_owned({self._dispatcher_argument(a)});"
                             for a in kept),
                           "      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));"]
             lines += ["    });", "  }"]
@@ -297,11 +297,11 @@ class FormulaEmitter(ViewEmitter):
         saved: list[Saved] = []
         for capture in self.formula.captures:
             ty = self.type_of(capture.name)
-            member = f"{capture.name}_"
+            member = f"{cpp_name(capture.name)}_"
             if ty.kind is Kind.TENSOR:
                 methods = _saved_metadata(capture)
                 if methods is not None:
-                    saved.extend(SavedMetadata(capture.name, m, f"{capture.name}_{m}_", f"saved_{capture.name}_{m}",
+                    saved.extend(SavedMetadata(capture.name, m, f"{cpp_name(capture.name)}_{m}_", f"saved_{cpp_name(capture.name)}_{m}",
                                                EMITTED_METADATA[m][0]) for m in methods)
                     continue
                 saved.append(SavedTensor(capture.name, member, capture.kind is CaptureKind.OUTPUT, False))
@@ -340,16 +340,16 @@ class FormulaEmitter(ViewEmitter):
     def backward_name(self) -> str:
         """In its own namespace: the backward of ``diagonal`` never collides with the wrapper of
         an operator ``diagonal_backward``."""
-        return f"backwards::{self.formula.function}"
+        return f"backwards::{cpp_name(self.formula.function)}"
 
     def struct_text(self) -> str:
         members, releases = [], []
         for item in self.saved:
             if isinstance(item, SavedTensor) and item.is_list:
                 members.append(f"  std::vector<torch::autograd::SavedVariable> {item.member};")
-                members.append(f"  bool {item.name}_released_ = false;")
+                members.append(f"  bool {cpp_name(item.name)}_released_ = false;")
                 releases.append(f"    {item.member}.clear();")
-                releases.append(f"    {item.name}_released_ = true;")
+                releases.append(f"    {cpp_name(item.name)}_released_ = true;")
             elif isinstance(item, SavedTensor):
                 members.append(f"  torch::autograd::SavedVariable {item.member};")
                 releases.append(f"    {item.member}.reset_data();")
@@ -357,7 +357,7 @@ class FormulaEmitter(ViewEmitter):
                 members.append(f"  {T.cpp_value(item.type)} {item.member}{{}};")
         for arg in self.formula.differentiable_inputs:
             if T.from_schema(arg.type) == T.TENSOR_LIST:
-                members.append(f"  size_t {arg.name}_size_ = 0;")
+                members.append(f"  size_t {cpp_name(arg.name)}_size_ = 0;")
         release_body = "\n".join(["    std::lock_guard<std::mutex> lock(mutex_);", *releases])
         return "\n".join([
             f"struct {self.struct} : public torch::autograd::TraceableFunction {{",
@@ -413,7 +413,7 @@ class FormulaEmitter(ViewEmitter):
         body = translate_body(self.formula.backward.node.body.body, self.context.bind(bindings), self.backward_return)
         return "\n".join([
             "namespace backwards {",
-            f"{T.cpp_value(self.backward_return)} {self.formula.function}(",
+            f"{T.cpp_value(self.backward_return)} {cpp_name(self.formula.function)}(",
             "    " + ",\n    ".join(declarations) + ") {",
             *body.lines,
             "}",
@@ -434,20 +434,20 @@ class FormulaEmitter(ViewEmitter):
             params.append((item.member, f"const {packed}&", packed))
         for arg in self.formula.differentiable_inputs:
             if T.from_schema(arg.type) == T.TENSOR_LIST:
-                params.append((f"{arg.name}_size_", "size_t", "size_t"))
+                params.append((f"{cpp_name(arg.name)}_size_", "size_t", "size_t"))
         return params
 
     def _index_ranges(self, size_prefix: str) -> list[str]:
         lines = ["  formulas::runtime::IndexRanges ranges;"]
         for arg in self.formula.differentiable_inputs:
-            count = f"{size_prefix}{arg.name}_size_" if T.from_schema(arg.type) == T.TENSOR_LIST else "1"
-            lines.append(f"  const auto {arg.name}_ix = ranges.next({count});")
+            count = f"{size_prefix}{cpp_name(arg.name)}_size_" if T.from_schema(arg.type) == T.TENSOR_LIST else "1"
+            lines.append(f"  const auto {cpp_name(arg.name)}_ix = ranges.next({count});")
         return lines
 
     def _needs_input_grad(self) -> list[str]:
         inputs = self.formula.differentiable_inputs
         return [f"  const std::array<bool, {len(inputs)}> needs_input_grad = {{",
-                *(f"      formulas::runtime::should_compute(*this, {a.name}_ix)," for a in inputs),
+                *(f"      formulas::runtime::should_compute(*this, {cpp_name(a.name)}_ix)," for a in inputs),
                 "  };"]
 
     def _unpacked(self) -> tuple[list[str], list[str]]:
@@ -456,7 +456,7 @@ class FormulaEmitter(ViewEmitter):
         for item in self.saved:
             if isinstance(item, SavedTensor) and item.is_list:
                 # released, the list is empty rather than undefined: torch's error, as a SavedVariable gives
-                lines.append(f"  TORCH_CHECK(!{item.name}_released_, torch::autograd::ERR_BACKWARD_TWICE);")
+                lines.append(f"  TORCH_CHECK(!{cpp_name(item.name)}_released_, torch::autograd::ERR_BACKWARD_TWICE);")
                 unpack = "unpack_index_list" if item.is_index_list else "unpack_list"
                 lines.append(f"  const auto {cpp_name(item.name)} = formulas::runtime::{unpack}({item.member});")
                 arguments.append(cpp_name(item.name))
@@ -466,7 +466,7 @@ class FormulaEmitter(ViewEmitter):
                 arguments.append(cpp_name(item.name))
             else:
                 arguments.append(item.member)
-        arguments += [f"{a.name}_size_" for a in self.formula.differentiable_inputs
+        arguments += [f"{cpp_name(a.name)}_size_" for a in self.formula.differentiable_inputs
                       if T.from_schema(a.type) == T.TENSOR_LIST]
         return lines, arguments
 
@@ -502,12 +502,12 @@ class FormulaEmitter(ViewEmitter):
             arguments.append("needs_input_grad")
         call = f"formulas::{self.backward_name}({', '.join(arguments)})"   # qualified: no ADL into at::
         if len(inputs) == 1:
-            lines.append(f"  formulas::runtime::store(grad_inputs, {inputs[0].name}_ix, {call});")
+            lines.append(f"  formulas::runtime::store(grad_inputs, {cpp_name(inputs[0].name)}_ix, {call});")
         else:
             lines.append(f"  const auto input_grads = {call};")
             for index, arg in enumerate(inputs):
                 lines.append(f"  if (needs_input_grad[{index}]) {{")
-                lines.append(f"    formulas::runtime::store(grad_inputs, {arg.name}_ix, std::get<{index}>(input_grads));")
+                lines.append(f"    formulas::runtime::store(grad_inputs, {cpp_name(arg.name)}_ix, std::get<{index}>(input_grads));")
                 lines.append("  }")
         lines += ["  return grad_inputs;", "}", ""]
         unpack = [f"  auto {member} = packed_args.unpack<{packed}>();" for member, _, packed in params]
@@ -543,7 +543,7 @@ class FormulaEmitter(ViewEmitter):
         members: list[tuple[str, bool | None]] = []
         for item in self.saved:
             members.append((item.member, item.is_output if isinstance(item, SavedTensor) else None))
-        members += [(f"{a.name}_size_", None) for a in self.formula.differentiable_inputs
+        members += [(f"{cpp_name(a.name)}_size_", None) for a in self.formula.differentiable_inputs
                     if T.from_schema(a.type) == T.TENSOR_LIST]
         return members
 
@@ -621,7 +621,7 @@ class FormulaEmitter(ViewEmitter):
         if arg.name not in self.formula.rebound_inputs:
             return cpp_name(arg.name)
         optional_tensor = isinstance(arg.type, OptionalType) and T.from_schema(arg.type) == T.TENSOR
-        return f"{arg.name}_opt" if optional_tensor else f"{arg.name}_arg"
+        return f"{cpp_name(arg.name)}_opt" if optional_tensor else f"{cpp_name(arg.name)}_arg"
 
     def wrapper_text(self) -> str:
         params, prologue = [], []
@@ -629,13 +629,13 @@ class FormulaEmitter(ViewEmitter):
             declared = T.cpp_kernel_param(arg.type)
             name = cpp_name(arg.name)
             if isinstance(arg.type, OptionalType) and isinstance(arg.type.elem, BaseType) and arg.type.elem.name == "Tensor":
-                params.append(f"{declared} {arg.name}_opt")
+                params.append(f"{declared} {cpp_name(arg.name)}_opt")
                 constness = "" if arg.name in self.formula.rebound_inputs else "const "
-                prologue.append(f"  {constness}at::Tensor {name} = {arg.name}_opt.value_or(at::Tensor());")
+                prologue.append(f"  {constness}at::Tensor {name} = {cpp_name(arg.name)}_opt.value_or(at::Tensor());")
             elif arg.name in self.formula.rebound_inputs:   # a local copy, not the dispatcher's argument
-                params.append(f"{declared} {arg.name}_arg")
+                params.append(f"{declared} {cpp_name(arg.name)}_arg")
                 ty = T.cpp_value(T.from_schema(arg.type))
-                prologue.append(f"  {ty} {name} = formulas::runtime::to_owned({arg.name}_arg);")
+                prologue.append(f"  {ty} {name} = formulas::runtime::to_owned({cpp_name(arg.name)}_arg);")
             else:
                 params.append(f"{declared} {name}")
         returns = [T.cpp_value(t) for t in self.output_types]
@@ -662,6 +662,10 @@ class FormulaEmitter(ViewEmitter):
         lines += self._alias_guards(outputs)
         lines.append("  below_autograd.reset();")
         lines += self.view_marking(outputs)
+        differentiable = " || ".join(f"formulas::runtime::differentiable_dtype({outputs[index]})"
+                                     for index in self.differentiable_outputs)
+        if differentiable:          # an integer or bool result (``x.long()``) gets no history, as in torch
+            lines += [f"  if (grad_fn && !({differentiable})) {{", "    grad_fn.reset();", "  }"]
         lines += forward_ad.tangent_lines(self, outputs)
         lines.append("  if (grad_fn) {")
         checked = [self._dispatcher_argument(a) for a in self.formula.differentiable_inputs]
@@ -671,7 +675,7 @@ class FormulaEmitter(ViewEmitter):
             lines.append(f"    torch::autograd::set_history({outputs[index]}, grad_fn);")
         for arg in self.formula.differentiable_inputs:
             if T.from_schema(arg.type) == T.TENSOR_LIST:
-                lines.append(f"    grad_fn->{arg.name}_size_ = {cpp_name(arg.name)}.size();")
+                lines.append(f"    grad_fn->{cpp_name(arg.name)}_size_ = {cpp_name(arg.name)}.size();")
         for item in self.saved:
             source = cpp_name(item.tensor if isinstance(item, SavedMetadata) else item.name)
             if isinstance(item, SavedTensor) and item.is_list:

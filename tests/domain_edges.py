@@ -1,0 +1,101 @@
+"""Inputs at the domain edges of reductions, losses and activations where a formula's algebra
+divides by zero or multiplies zero by infinity but torch's built-in gradient is a number: a
+zero-variance row (``std``: 0), ``atan2(0, 0)`` (0 and -0), a product with an infinity and a
+zero (``prod``, ``cumprod``), a NaN under an infinity norm (0), ``binary_cross_entropy`` at
+inputs 0 and 1 (torch clamps the logs at -100), a variance whose correction exceeds the count,
+and ``smooth_l1_loss(beta=0)`` / ``elu_backward`` at their kinks (torch's one-sided derivative).
+
+The engine (``tests/engine/test_domain_edges.py``) and the compiled ops
+(``tests/cpp/test_compiled_domain_edges.py``) must give torch's first-order gradient on each
+(NaN where torch's is NaN) and, where torch's second-order gradient is finite, that too.
+
+``cumprod`` with an infinity or a NaN is not among them: torch's own first-order gradient there
+depends on grad mode (``TORCH_SELF_DISAGREES`` holds the proof), so there is no single answer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from op_cases import OpCase, torch_args, torch_op
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def _array(*values: float) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)
+
+
+_CONSTANT_ROW = np.asarray([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]])
+"""A zero-variance row beside an ordinary one."""
+
+EDGE_CASES: list[OpCase] = [
+    OpCase("std", "constant", (np.ones(3),)),
+    OpCase("std", "constant_biased", (np.ones(3), False)),
+    OpCase("std.dim", "constant_row", (_CONSTANT_ROW.copy(), [1])),
+    OpCase("std.correction", "constant_row", (_CONSTANT_ROW.copy(), [1]), {"correction": 0}),
+    OpCase("std.correction", "constant_row_default", (_CONSTANT_ROW.copy(), [1])),
+    OpCase("std.correction", "correction_above_count", (_CONSTANT_ROW.copy(), [1]), {"correction": 5}),
+    OpCase("std.correction", "correction_equals_count", (_CONSTANT_ROW.copy(), [1]), {"correction": 3}),
+    OpCase("var.correction", "correction_above_count", (_CONSTANT_ROW.copy(), [1]), {"correction": 5}),
+    OpCase("var.correction", "correction_equals_count", (_CONSTANT_ROW.copy(), [1]), {"correction": 3}),
+    OpCase("atan2", "origin", (_array(0.0, 0.0, 1.0, -0.0), _array(0.0, -0.0, 0.0, 0.0))),
+    OpCase("prod", "inf_and_zero", (_array(INF, 0.0, 2.0),)),
+    OpCase("prod", "nan_and_zero", (_array(NAN, 0.0, 2.0),)),
+    OpCase("prod.dim_int", "inf_and_zero", (np.asarray([[INF, 0.0, 2.0], [3.0, -INF, 0.0], [1.0, 2.0, 3.0]]), 1)),
+    *[OpCase("linalg_vector_norm", f"nan_ord_{name}", (_array(1.0, NAN, -3.0), ord))
+      for name, ord in (("inf", INF), ("minus_inf", -INF))],
+    OpCase("binary_cross_entropy", "at_zero_and_one",
+           (_array(0.0, 1.0, 0.0, 1.0, 0.5), _array(0.0, 1.0, 1.0, 0.0, 0.5), None, 0)),
+    OpCase("binary_cross_entropy", "at_zero_and_one_mean_weight",
+           (_array(0.0, 1.0, 0.0, 1.0, 0.5), _array(0.0, 1.0, 1.0, 0.0, 0.5), _array(1.0, 2.0, 0.5, 3.0, 1.5), 1),
+           differentiable=(0, 1)),
+    OpCase("smooth_l1_loss", "beta0_at_kink", (_array(1.0, 2.0, 0.0), _array(1.0, 1.0, 1.0), 0, 0.0)),
+    OpCase("elu_backward", "at_zero_of_input", (_array(1.0, 1.0, 1.0), 0.5, 2.0, 1.5, False, _array(0.0, -1.0, 1.0))),
+    OpCase("elu_backward", "at_zero_of_result", (_array(1.0, 1.0, 1.0), 0.5, 2.0, 1.5, True, _array(0.0, -0.5, 1.0))),
+]
+
+TORCH_SELF_DISAGREES: list[OpCase] = [
+    OpCase("cumprod", "inf_then_zero", (_array(2.0, INF, 0.0, 3.0), 0)),
+    OpCase("cumprod", "nan_then_zero", (_array(2.0, NAN, 0.0, 3.0), 0)),
+    OpCase("cumprod", "zero_then_inf", (_array(2.0, 0.0, INF, 3.0), 0)),
+]
+"""Where torch's first-order gradient differs between ``create_graph=False`` and ``True``
+(``tests/engine/test_domain_edges.py`` proves it), so neither can be the oracle."""
+
+
+def _weights(t, low: float, high: float):
+    import torch
+
+    return torch.linspace(low, high, t.numel(), dtype=t.dtype).reshape(t.shape)
+
+
+def torch_gradients(case: OpCase, create_graph: bool = True) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+    """torch's gradient of ``sum(op(...) * w)`` for each differentiated input, and the gradient of
+    ``sum(first * v)`` (second order; ``None`` without ``create_graph``), as arrays."""
+    import torch
+
+    args, kwargs = torch_args(case)
+    inputs = [args[i] for i in case.differentiable]
+    out = torch_op(case.op)(*args, **kwargs)
+    first = torch.autograd.grad((out * _weights(out, 0.5, 1.5)).sum(), inputs, create_graph=create_graph,
+                                allow_unused=True)
+    first = [torch.zeros_like(t) if g is None else g for g, t in zip(first, inputs)]
+    if not create_graph:
+        return [g.numpy(force=True) for g in first], [None] * len(inputs)
+    weighted = [(g * _weights(g, 0.7, 1.3)).sum() for g in first if g.requires_grad]
+    second = (torch.autograd.grad(sum(weighted), inputs, allow_unused=True) if weighted
+              else [None] * len(inputs))
+    return ([g.numpy(force=True) for g in first],
+            [np.zeros(t.shape) if h is None else h.numpy(force=True) for h, t in zip(second, inputs)])
+
+
+def assert_gradients_match(first: list, second: list, expected_first: list, expected_second: list) -> None:
+    """First order equal (NaN where torch's is NaN); second order equal where torch's is finite."""
+    for mine, expected in zip(first, expected_first, strict=True):
+        np.testing.assert_allclose(np.zeros(expected.shape) if mine is None else mine, expected,
+                                   rtol=1e-7, atol=1e-12, equal_nan=True)
+    for mine, expected in zip(second, expected_second, strict=True):
+        finite = np.isfinite(expected)
+        got = np.zeros(expected.shape) if mine is None else np.broadcast_to(mine, expected.shape)
+        np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-7, atol=1e-9)

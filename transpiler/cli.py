@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "rule": "transpiler.rule",
 }
 GENERATE = "transpiler.cpp.generate"
+SHOW_JVP = "transpiler.show_jvp"        # ``transpile --show-jvp OP``
 
 
 BROKEN_PIPE = 141      # 128 + SIGPIPE, what a C tool killed by the closed pipe would report
@@ -29,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         if args and args[0] in SUBCOMMANDS:
             module = importlib.import_module(SUBCOMMANDS[args[0]])
             return module.main(args[1:])
+        if args and args[0] == "--show-jvp":
+            return importlib.import_module(SHOW_JVP).main(args[1:])
         if args in (["--version"], ["-V"]):
             from transpiler.lint.cli import version
 

@@ -115,6 +115,7 @@ class Operand:
 
     linear: str | None = None
     constant: cst.BaseExpression | None = None
+    zero_value: cst.BaseExpression | None = None   # a zero's own expression, when it can be built
 
     @property
     def is_zero(self) -> bool:
@@ -122,6 +123,7 @@ class Operand:
 
 
 ZERO = Operand()
+UNKNOWN_ZERO = "_zero_of_unknown_metadata"   # stands for a zero whose metadata the jvp cannot know
 
 
 def code(node: cst.CSTNode) -> str:
@@ -144,7 +146,10 @@ class _Renamer(cst.CSTTransformer):
         self.names = names
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
-        return self.names.get(original.value, updated)
+        value = self.names.get(original.value, updated)
+        if isinstance(value, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)) or value.lpar:
+            return value
+        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])   # keeps precedence
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
         return updated.with_changes(attr=original.attr)
@@ -300,8 +305,9 @@ def single_exit(statements) -> list[cst.BaseStatement]:
 class _Builder:
     """Turns backward source into the linear program (``Plain``/``Linear``/``Branch``)."""
 
-    def __init__(self, table: OperatorTable, taken: set[str]) -> None:
+    def __init__(self, table: OperatorTable, taken: set[str], witnesses: Mapping[str, str | None]) -> None:
         self.table = table
+        self.witnesses = witnesses          # gradient parameter -> its output (same metadata)
         self.taken = taken
         self.counter = itertools.count(1)
         self.adjoint_names: set[str] = set()
@@ -452,7 +458,7 @@ class _Builder:
         live = {p: o.linear for p, o in by_param.items() if o.linear is not None}
         if formula is None:
             if str(schema.name) in ZERO_MAKERS:
-                return ZERO
+                return Operand(zero_value=self.zero_value(node, schema, operands, by_param))
             raise DerivationRefused(node, f"`{schema.name}` has no formula and is applied to a linear value")
         if not live:
             return ZERO                         # every linear argument is zero
@@ -462,7 +468,8 @@ class _Builder:
             operand = by_param.get(argument.name)
             if operand is None or operand.linear is not None:
                 continue
-            value = operand.constant if operand.constant is not None else cst.Name("None")
+            value = operand.constant if operand.constant is not None else (
+                operand.zero_value if operand.zero_value is not None else cst.Name(UNKNOWN_ZERO))
             if not isinstance(value, cst.Name) and self.is_tensor(value, tensors):
                 bound = self.fresh("factor")            # computed once, read by the transposes
                 program.append(Plain(_stmt(f"{bound} = {code(value)}")))
@@ -472,6 +479,16 @@ class _Builder:
         program.append(Linear(target, node, formula=formula, arguments=constants, linear=live))
         linear.add(target)
         return Operand(linear=target)
+
+    def zero_value(self, node: cst.Call, schema: FunctionSchema, operands, by_param) -> cst.BaseExpression | None:
+        """A zero maker applied to a gradient, rewritten on the gradient's output (the same
+        dtype, device and sizes), so a transpose may read its metadata."""
+        self_operand = by_param.get("self")
+        witness = self.witnesses.get(self_operand.linear) if self_operand is not None else None
+        if witness is None or any(o.linear is not None for o in operands[1:]):
+            return None
+        first = node.args[0].with_changes(value=cst.Name(witness))
+        return node.with_changes(args=[first, *node.args[1:]])
 
     def resolve(self, node, base, operands, named, tensors) -> tuple[FunctionSchema, Formula | None]:
         def tensorish(o: Operand) -> bool:
@@ -697,15 +714,41 @@ class _Sweep:
 
     # -- the forward sweep
     def forward(self, program: list) -> list[cst.BaseStatement]:
+        """The constant statements in order. A branch's own are run again where the reverse sweep
+        reverses it, so here only a branch whose names the statements beside it read is kept."""
         out: list[cst.BaseStatement] = []
+        beside = self.names_read_beside(program)
         for item in program:
             if isinstance(item, Plain):
                 out.append(item.statement)
-            elif isinstance(item, Branch):
+            elif isinstance(item, Branch) and self.bound_in(item) & beside:
                 body, orelse = self.forward(item.body), self.forward(item.orelse)
                 if body or orelse:
                     out.append(_if(item.condition, body, orelse))
         return out
+
+    def names_read_beside(self, program: list) -> set[str]:
+        """Names read by the constant statements of ``program`` itself (not inside its branches)
+        and by the sizes its linear steps' transposes use."""
+        read: set[str] = set()
+        for item in program:
+            nodes = []
+            if isinstance(item, Plain):
+                nodes = [item.statement]
+            elif isinstance(item, Linear):
+                nodes = [*item.arguments.values(), *(v for v in self.sizes_before.get(id(item), {}).values() if v)]
+            for node in nodes:
+                read |= {n.value for n in _nodes(node) if isinstance(n, cst.Name)}
+        return read
+
+    def bound_in(self, branch: Branch) -> set[str]:
+        bound: set[str] = set()
+        for item in (*branch.body, *branch.orelse):
+            if isinstance(item, Plain):
+                bound |= _assigned(item.statement)
+            elif isinstance(item, Branch):
+                bound |= self.bound_in(item)
+        return bound
 
     # -- the reverse sweep
     def reverse(self, program: list, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
@@ -829,6 +872,9 @@ class _Sweep:
             converted, some = _returns_to_assignment(statement, component, result)
             nothing = nothing and not some
             out.append(converted)
+        if any(isinstance(n, cst.Name) and n.value == UNKNOWN_ZERO for s in out for n in _nodes(s)):
+            raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` reads the metadata of a zero "
+                                    "made from an intermediate gradient")
         if nothing:
             return [], None
         return _fold_statements(out, _MaskFolder(None, lambda i: False)), result
@@ -955,7 +1001,7 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
 
     backward = formula.backward
     taken = {n.value for n in _nodes(formula.node) if isinstance(n, cst.Name)}
-    builder = _Builder(table, taken)
+    builder = _Builder(table, taken, {})
     inputs = [a.name for a in formula.differentiable_inputs]
     tensor_inputs = {a.name for a in formula.differentiable_inputs}
     tensors = tensor_inputs | {o for o in formula.outputs if o is not None}
@@ -970,6 +1016,7 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
             or any(isinstance(r.type, ListType) for r in formula.schema.returns):
         raise DerivationRefused(formula.schema_node, "Tensor[] inputs or outputs are not transposed yet")
     witness = differentiable_outputs[0] if differentiable_outputs else None
+    builder.witnesses = dict(zip(grads, differentiable_outputs))
     body = single_exit(_without_docstring(backward.node.body.body))
     # forward mode wants every input's contribution; an optional input only when it is given
     optional = [isinstance(a.type, OptionalType) for a in formula.differentiable_inputs]

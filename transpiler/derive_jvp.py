@@ -650,7 +650,7 @@ class _Sweep:
         formula = step.formula
         name = str(formula.schema.name)
         arguments = {**step.arguments, **{p: cst.Name(n) for p, n in step.linear.items()}}
-        if name in ELEMENTWISE or (formula.jvp is not None and formula.jvp.rule.value == "auto_element_wise"):
+        if name in ELEMENTWISE or broadcasts(formula):
             parts = []
             for argument in formula.schema.arguments:
                 if not is_tensor_like(argument.type) or argument.name not in arguments:
@@ -910,6 +910,30 @@ class _Sweep:
                 chosen.append(statement)
                 wanted |= {n.value for n in _nodes(statement) if isinstance(n, cst.Name)} - set(formula.params)
         return list(reversed(chosen))
+
+
+def broadcasts(formula: Formula) -> bool:
+    """Whether the op's result has the broadcast sizes of its tensor arguments, as its formula
+    says: declared ``auto_element_wise``, or a backward that sums each input's gradient back to
+    that input's sizes (``sum_to(..., <input>_sizes)`` with ``<input>_sizes = <input>.sizes()``)."""
+    if formula.jvp is not None and formula.jvp.rule.value == "auto_element_wise":
+        return True
+    sizes_of: dict[str, str] = {}
+    for statement in formula.forward:
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            small = statement.body[0]
+            if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name) \
+                    and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute) \
+                    and small.value.func.attr.value == "sizes" and isinstance(small.value.func.value, cst.Name):
+                sizes_of[small.targets[0].target.value] = small.value.func.value.value
+    summed = {sizes_of.get(n.args[1].value.value) for n in _nodes(formula.backward.node)
+              if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "sum_to"
+              and len(n.args) == 2 and isinstance(n.args[1].value, cst.Name)}
+    inputs = [a.name for a in formula.differentiable_inputs]
+    never = {name for i, name in enumerate(inputs)          # a slot that is None in every return
+             if all(len(values := _returned(r)) == len(inputs) and values[i] is None
+                    for r in formula.backward.returns)}
+    return bool(summed & set(inputs)) and set(inputs) <= summed | never
 
 
 def _returns_to_assignment(statement: cst.BaseStatement, component: int, target: str

@@ -1,4 +1,4 @@
-"""Derived jvps on torch tensors (tests/torch_backend.py): tier fwgrad_bwgrad.
+"""Derived jvps on torch tensors (tests/torch_backend.py): the fwgrad_bwgrad check (not yet a column of the op x tier table).
 
 The derived jvp of a formula is itself made of the library's operators, so torch's autograd
 differentiates it. For every case whose formula's jvp derives, the reverse-mode derivative of
@@ -42,7 +42,6 @@ def _derived_tangents(case: OpCase, tangents: list[torch.Tensor]) -> list[torch.
     return [unwrap(t) for t in as_tuple(result)]
 
 
-@pytest.mark.tier("fwgrad_bwgrad")
 @pytest.mark.parametrize("case", DERIVED_CASES, ids=lambda c: c.name)
 def test_reverse_over_derived_jvp_equals_reverse_over_reverse(case: OpCase):
     call = formula_call(case)

@@ -1,4 +1,5 @@
-"""Derived jvps on torch tensors (tests/torch_backend.py): the fwgrad_bwgrad check (not yet a column of the op x tier table).
+"""Derived jvps on torch tensors (tests/torch_backend.py): the fwgrad_bwgrad check (not yet a
+column of the op x tier table).
 
 The derived jvp of a formula is itself made of the library's operators, so torch's autograd
 differentiates it. For every case whose formula's jvp derives, the reverse-mode derivative of
@@ -10,13 +11,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from op_cases import OpCase, torch_op
+from test_formulas_torch import (
+    BACKEND,
+    as_tuple,
+    differentiable,
+    formula_call,
+    random_like,
+)
+from torch_backend import unwrap, wrap
 
 from formulas import use_backend
-from op_cases import OpCase, torch_jvp_op, torch_op
 from reference_engine.forward_ad import derived_formula
-from test_formulas_torch import BACKEND, as_tuple, differentiable, formula_call, random_like
 from tests.engine.test_derived_jvp import DERIVED_CASES
-from torch_backend import unwrap, wrap
 from transpiler.frontend import python_name
 from transpiler.schema import parse_schema
 

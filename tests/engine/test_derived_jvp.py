@@ -9,10 +9,10 @@ import functools
 import numpy as np
 import pytest
 import torch
+from op_cases import ALL_CASES, OpCase, differentiable_view, torch_jvp_op
 
 import reference_engine as engine
 from formulas import FORMULAS
-from op_cases import ALL_CASES, OpCase, differentiable_view, torch_jvp_op
 from reference_engine.forward_ad import derived_jvps
 from tests.engine.test_tiers import _as_list, _weights, engine_call
 from transpiler.derive_jvp import DerivationRefused, derive_jvp

@@ -28,9 +28,8 @@ from transpiler.frontend import python_name
 from transpiler.schema import parse_schema
 
 
-def _derived_tangents(case: OpCase, tangents: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The derived jvp's output tangents on torch values, still connected to the inputs."""
-    call = formula_call(case)
+def _derived_tangents(case: OpCase, call, tangents: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The derived jvp's output tangents on torch values, still connected to the inputs of ``call``."""
     function = derived_formula(call.formula.fn, return_jvp=True)
     schema = parse_schema(call.formula.schema)
     positions = call.tensor_positions
@@ -60,7 +59,7 @@ def test_reverse_over_derived_jvp_equals_reverse_over_reverse(case: OpCase):
     terms = [(g * t).sum() for g, t in zip(first, tangents) if g is not None and g.requires_grad]
     want = torch.autograd.grad(sum(terms), inputs, allow_unused=True) if terms else [None] * len(inputs)
 
-    got_tangents = _derived_tangents(case, tangents)
+    got_tangents = _derived_tangents(case, call, tangents)
     assert len(got_tangents) == len(expected)
     for tangent, output in zip(got_tangents, expected):
         assert tangent is None or tangent.shape == output.shape

@@ -21,7 +21,7 @@ class DeclaredFormula:
     schema: str
     fn: Callable[..., Any]
     output_differentiability: tuple[bool, ...] | None
-    jvp: str | None = None     # "auto_linear" / "auto_element_wise"; None: a nested ``def jvp`` or none
+    jvp: str | None = None     # "auto_linear" / "auto_element_wise" / "derived"; None: a nested ``def jvp`` or none
 
     @property
     def op_name(self) -> str:
@@ -84,7 +84,7 @@ HELPERS: dict[str, Callable[..., Any]] = LIBRARY.helpers
 NONDIFFERENTIABLE: dict[str, str] = LIBRARY.nondifferentiable
 
 
-JVP_RULES = ("auto_linear", "auto_element_wise")
+JVP_RULES = ("auto_linear", "auto_element_wise", "derived")
 
 
 def derivative(schema: str, *, output_differentiability: Sequence[bool] | None = None, jvp: str | None = None):
@@ -102,6 +102,16 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
         return fn
 
     return register
+
+
+def declared(fn: Callable[..., Any]) -> DeclaredFormula | None:
+    """What ``@derivative`` recorded for the function ``fn`` (in any package's registry), None
+    when ``fn`` was not declared with it."""
+    for table in REGISTRIES.values():
+        for entry in table.formulas.values():
+            if entry.fn is fn:
+                return entry
+    return None
 
 
 def helper(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -298,3 +298,17 @@ def scale_grad_by_count(grad: Tensor, mask: Tensor, dims: list[int]) -> Tensor:
     """``grad`` (reduced dims kept) shared evenly by the elements of each slice over ``dims``
     where ``mask`` holds: the gradient of ``amax``/``amin`` with ties."""
     return at.mul(at.div(grad, at.sum(mask, dims, True)), mask)
+
+
+@helper
+def reduced_sizes(sizes: list[int], dim: list[int] | None, keepdim: bool) -> list[int]:
+    """The sizes of a sum over ``dim`` (``None`` or empty: every dim) of a tensor of ``sizes``;
+    a reduced dim stays as 1 when ``keepdim``. (Derived jvps ask it for the sizes of a gradient
+    summed inside a backward.)"""
+    reduced = []
+    for d in range(len(sizes)):
+        if not is_reduced_dim(dim, d, len(sizes)):
+            reduced.append(sizes[d])
+        elif keepdim:
+            reduced.append(1)
+    return reduced

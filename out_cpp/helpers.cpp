@@ -390,6 +390,18 @@ at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, a
   return at::mul(at::div(grad, at::sum(mask, dims, true)), mask);
 }
 
+std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim) {
+  std::vector<int64_t> reduced = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (!helpers::is_reduced_dim(dim, d, static_cast<int64_t>(sizes.size()))) {
+      reduced.push_back(sizes[d]);
+    } else if (keepdim) {
+      reduced.push_back(1);
+    }
+  }
+  return reduced;
+}
+
 at::Tensor matrix_transpose(const at::Tensor& x) {
   int64_t n = x.dim();
   std::vector<int64_t> dims = std::vector<int64_t>{};

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from formulas.dsl import LIBRARY, DeclaredFormula, Registry
+from formulas.dsl import LIBRARY, DeclaredFormula, Registry, declared as declared_formula
 from reference_engine.binding import Signature
 from reference_engine import forward_ad
 from reference_engine.dtypes import DType
@@ -578,7 +578,11 @@ class Dispatcher:
         engine's kernel table): its schema, NumPy kernel and optionally a formula written like
         a library one."""
         name = schema.split("(", 1)[0].strip()
-        declared = None if formula is None else DeclaredFormula(schema, formula, output_differentiability)
+        recorded = None if formula is None else declared_formula(formula)   # its @derivative(jvp=...)
+        jvp_rule = recorded.jvp if recorded is not None else None
+        if output_differentiability is None and recorded is not None:
+            output_differentiability = recorded.output_differentiability
+        declared = None if formula is None else DeclaredFormula(schema, formula, output_differentiability, jvp_rule)
         self.local[name] = (schema, declared, kernel)
         self.refresh()
         return self.overload(name)

@@ -11,7 +11,10 @@ tangent in the level's table. Every operator call on a dual goes through
   outputs become duals of the tangents it returns. The jvp is the formula's
   nested ``def jvp`` (taken from the formula's frame when it returns), or what
   ``@derivative(jvp=...)`` names: ``auto_element_wise`` calls the backward on
-  the tangent, ``auto_linear`` calls the operator on the tangents;
+  the tangent, ``auto_linear`` calls the operator on the tangents, ``derived``
+  runs the jvp :mod:`transpiler.derive_jvp` writes from the backward (the
+  formula's source with that ``def jvp`` added, compiled once; inside
+  :func:`derived_jvps` every formula runs its derived jvp instead of its own);
 * a formula with neither raises torch's "Trying to use forward AD with <op>
   that does not support it" error.
 
@@ -21,8 +24,9 @@ backward graph (no forward-over-reverse), and in-place methods on a dual raise.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,13 +36,15 @@ from reference_engine.tensor import Tensor
 
 
 class _ForwardState:
-    """The open dual level: tangents by tensor identity, and whether formulas are running."""
+    """The open dual level: tangents by tensor identity, whether formulas are running, and
+    whether every formula runs its derived jvp (:func:`derived_jvps`)."""
 
-    __slots__ = ("tangents", "suspended")
+    __slots__ = ("tangents", "suspended", "derived")
 
     def __init__(self) -> None:
         self.tangents: dict[int, tuple[Tensor, Tensor]] | None = None   # None: no level open
         self.suspended = False
+        self.derived = False
 
     @property
     def active(self) -> bool:
@@ -142,9 +148,13 @@ def _tensor_inputs(overload: Any, bound: list) -> list[tuple[int, Any]]:
 
 
 def _call_formula(overload: Any, bound: list) -> tuple[Any, Callable[..., Any], Callable[..., Any] | None]:
-    """Run the formula's forward; also return its nested ``jvp`` (the local of its frame)."""
+    """Run the formula's forward; also return its nested ``jvp`` (the local of its frame): the
+    derived one when the formula asks for it or :func:`derived_jvps` is on."""
     first, names = overload.keyword_only
-    code = overload.formula.__code__
+    formula = overload.formula
+    if state.derived or overload.jvp_rule == "derived":
+        formula = _derived_formula(overload.formula)
+    code = formula.__code__
     found: dict[str, Any] = {}
 
     def profile(frame: Any, event: str, arg: Any) -> None:
@@ -154,7 +164,7 @@ def _call_formula(overload: Any, bound: list) -> tuple[Any, Callable[..., Any], 
     previous = sys.getprofile()
     sys.setprofile(profile)
     try:
-        outputs, backward = overload.formula(*bound[:first], **dict(zip(names, bound[first:])))
+        outputs, backward = formula(*bound[:first], **dict(zip(names, bound[first:])))
     finally:
         sys.setprofile(previous)
     return outputs, backward, found.get("jvp")
@@ -168,6 +178,76 @@ def _tangent(value: Any) -> Any:
         return None
     found = tangent_of(value)
     return found if found is not None else Tensor._wrap(np.zeros_like(value._value))
+
+
+_DERIVED: dict[Any, Callable[..., Any]] = {}       # formula code object -> the formula with its derived jvp
+
+
+@contextlib.contextmanager
+def derived_jvps() -> Iterator[None]:
+    """Inside the block every formula runs the jvp derived from its backward, whatever jvp it
+    declares (how the tests prove the derivation against the written and auto jvps)."""
+    previous, state.derived = state.derived, True
+    try:
+        yield
+    finally:
+        state.derived = previous
+
+
+def derived_source(fn: Callable[..., Any], return_jvp: bool = False) -> str:
+    """The source of formula ``fn`` with the jvp derived from its backward in place of its own
+    (``def jvp`` before the final return; decorators dropped; ``return_jvp``: the formula returns
+    ``outputs, backward, jvp``). Raises ``NotImplementedError`` with the derivation's reason when
+    the backward cannot be transposed."""
+    import libcst as cst
+
+    from transpiler.derive_jvp import DerivationRefused, derive_jvp
+    from transpiler.frontend import SHIPPED_LIBRARY, load_library, operator_table, read_module
+    from transpiler.model import Library
+
+    original = getattr(fn, "__wrapped__", fn)
+    module = read_module(original.__code__.co_filename)
+    formula = next((f for f in module.formulas if f.function == original.__name__), None)
+    if formula is None:
+        raise NotImplementedError(f"{original.__name__}: no formula of that name in {module.path}")
+    operators = operator_table(load_library(str(SHIPPED_LIBRARY)), Library((module,)))
+    try:
+        jvp = derive_jvp(formula, operators)
+    except DerivationRefused as refusal:
+        raise NotImplementedError(f"Trying to use forward AD with {formula.op_name}: its derived jvp is refused: "
+                                  f"{refusal.reason}") from None
+    body = [s for s in formula.node.body.body
+            if not (isinstance(s, cst.FunctionDef) and s.name.value == "jvp")]
+    body.insert(len(body) - 1, jvp)
+    if return_jvp:
+        body[-1] = cst.parse_statement(f"return {cst.Module([]).code_for_node(formula.returned_display)}, backward, jvp")
+    node = formula.node.with_changes(decorators=(), body=formula.node.body.with_changes(body=body))
+    return cst.Module([]).code_for_node(node)
+
+
+def derived_formula(fn: Callable[..., Any], return_jvp: bool = False) -> Callable[..., Any]:
+    """Formula ``fn`` compiled from :func:`derived_source`, in ``fn``'s globals plus every
+    declared helper (a derived jvp calls the helpers its transposes use)."""
+    from formulas.dsl import REGISTRIES
+
+    namespace = dict(fn.__globals__)
+    for table in REGISTRIES.values():
+        for name, helper in table.helpers.items():
+            namespace.setdefault(name, helper)
+    local: dict[str, Any] = {}
+    exec(compile(derived_source(fn, return_jvp), fn.__code__.co_filename, "exec"), namespace, local)
+    return local[getattr(fn, "__wrapped__", fn).__name__]
+
+
+def _derived_formula(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`derived_formula` calling the engine's operators directly (as formulas are run), cached."""
+    found = _DERIVED.get(fn.__code__)
+    if found is None:
+        from reference_engine import dispatcher
+        from reference_engine.rebind import rebind
+
+        found = _DERIVED[fn.__code__] = rebind(derived_formula(fn), dispatcher.operators, {}, dispatcher.helpers)
+    return found
 
 
 def _jvp(overload: Any, bound: list, backward: Callable[..., Any], written: Callable[..., Any] | None) -> Any:
@@ -194,4 +274,4 @@ def _jvp(overload: Any, bound: list, backward: Callable[..., Any], written: Call
                               "@derivative(..., jvp=\"auto_linear\" / \"auto_element_wise\")) to the formula")
 
 
-__all__ = ["jvp", "run", "state", "tangent_of"]
+__all__ = ["derived_formula", "derived_jvps", "derived_source", "jvp", "run", "state", "tangent_of"]

@@ -36,6 +36,7 @@ SUMMARIES = {
     "prove": "prove every formula of a package on its tiers and print the op x tier table (needs torch)",
 }
 GENERATE = "transpiler.cpp.generate"
+SHOW_JVP = "transpiler.show_jvp"        # ``transpile --show-jvp OP``
 
 
 BROKEN_PIPE = 141      # 128 + SIGPIPE, what a C tool killed by the closed pipe would report
@@ -84,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         if command is not None:
             module = importlib.import_module(SUBCOMMANDS[command])
             return module.main(args[1:])
+        if args and args[0] == "--show-jvp":
+            return importlib.import_module(SHOW_JVP).main(args[1:])
         if args in (["--version"], ["-V"]):
             from transpiler.lint.cli import version
 

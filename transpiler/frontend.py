@@ -31,6 +31,7 @@ from transpiler.dataflow import (
     syntax_children,
     walk,
 )
+from transpiler.derive_jvp import DerivationRefused, OperatorTable, derive_jvp
 from transpiler.diagnostics import Diagnostic
 from transpiler.metadata import METADATA_METHODS
 from transpiler.model import (
@@ -174,15 +175,47 @@ def parse_module(path: str, source: str) -> FormulaModule:
         return FormulaModule(path, (), (), (), (too_deep(path, source),))
 
 
-def read_tree(path: str, tree: cst.Module) -> FormulaModule:
-    """The model of an already parsed file; its nodes are ``tree``'s own (for codemods)."""
+def read_tree(path: str, tree: cst.Module, operators: OperatorTable | None = None) -> FormulaModule:
+    """The model of an already parsed file; its nodes are ``tree``'s own (for codemods).
+    ``operators``: what ``jvp="derived"`` formulas are derived against (None: left pending)."""
     positions = _Positions(start_positions(tree))
-    return _ModuleReader(path, tree, positions).read()
+    return _ModuleReader(path, tree, positions, operators).read()
+
+
+SHIPPED_LIBRARY = Path(__file__).resolve().parent.parent / "formulas"
 
 
 def load_library(directory: str) -> Library:
-    """Every ``*.py`` file under ``directory`` (sorted by path), one FormulaModule each."""
-    return Library(tuple(read_module(str(p)) for p in python_sources(directory).files))
+    """Every ``*.py`` file under ``directory`` (sorted by path), one FormulaModule each, with the
+    ``jvp="derived"`` formulas' jvps derived (:func:`with_derived_jvps`)."""
+    library = Library(tuple(read_module(str(p)) for p in python_sources(directory).files))
+    if not any(f.derives_jvp for f in library.formulas):
+        return library
+    same = Path(directory).resolve() == SHIPPED_LIBRARY
+    return with_derived_jvps(library, None if same else load_library(str(SHIPPED_LIBRARY)))
+
+
+def operator_table(*libraries: Library) -> OperatorTable:
+    """The formulas, helpers and non-differentiable operators of ``libraries`` (later ones win)."""
+    formulas, helpers, nondifferentiable = {}, {}, {}
+    for library in libraries:
+        formulas.update((f.op_name, f) for f in library.formulas)
+        helpers.update((h.name, h) for h in library.helpers)
+        nondifferentiable.update((str(s.name), s) for m in library.modules for s in m.nondifferentiable)
+    return OperatorTable(formulas, helpers, nondifferentiable)
+
+
+def with_derived_jvps(library: Library, context: Library | None = None) -> Library:
+    """``library`` with the jvp of each ``jvp="derived"`` formula derived from its backward against
+    the operators of ``context`` (the shipped library, for another package) and ``library``; a
+    formula whose backward cannot be transposed is a DB107 naming the step."""
+    operators = operator_table(*([context] if context is not None else []), library)
+    modules = []
+    for module in library.modules:
+        if any(f.derives_jvp for f in module.formulas):
+            module = read_tree(module.path, cst.parse_module(read_source(module.path)), operators)
+        modules.append(module)
+    return Library(tuple(modules))
 
 
 def read_module(path: str) -> FormulaModule:
@@ -213,10 +246,12 @@ def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError | cs
 class _ModuleReader:
     """Reads the top-level statements of one parsed file into a FormulaModule."""
 
-    def __init__(self, path: str, tree: cst.Module, positions: _Positions) -> None:
+    def __init__(self, path: str, tree: cst.Module, positions: _Positions,
+                 operators: OperatorTable | None = None) -> None:
         self.path = path
         self.tree = tree
         self.positions = positions
+        self.operators = operators
         self.diagnostics: list[Diagnostic] = []
 
     def read(self) -> FormulaModule:
@@ -299,9 +334,10 @@ class _ModuleReader:
         facts = forward_dataflow(schema, params, function, backward_def, helper_returns)
         captures = self.captures(function, params, backward_def, outputs, facts)
         jvp = None
-        if jvp_def is not None or jvp_rule is not None:
+        derived = jvp_rule is not None and jvp_rule[0] is JvpRule.DERIVED
+        if jvp_def is not None or (jvp_rule is not None and not derived):
             jvp = self.jvp(function, schema, params, backward, jvp_def, jvp_index, jvp_rule, outputs, facts)
-        return Formula(
+        formula = Formula(
             path=self.path,
             function=function.name.value,
             span=self.positions[function],
@@ -320,7 +356,17 @@ class _ModuleReader:
             captures=captures,
             node=function,
             jvp=jvp,
+            derives_jvp=derived,
         )
+        if derived and self.operators is not None:
+            try:
+                node = derive_jvp(formula, self.operators)
+            except DerivationRefused as refusal:
+                raise MalformedFormula(jvp_rule[1], f"jvp=\"derived\": the backward cannot be transposed: "
+                                       f"{refusal.reason}; write a nested `def jvp(...)`") from None
+            jvp = self.jvp(function, schema, params, backward, node, None, jvp_rule, outputs, facts)
+            formula = replace(formula, jvp=jvp)
+        return formula
 
     def decorator_arguments(self, decorator: cst.Decorator
                             ) -> tuple[FunctionSchema, tuple[bool, ...] | None, tuple[JvpRule, cst.Arg] | None]:
@@ -401,7 +447,9 @@ class _ModuleReader:
             backward: Backward, written: cst.FunctionDef | None, index: int | None,
             rule: tuple[JvpRule, cst.Arg] | None, outputs: tuple[str | None, ...], facts: FlowResult) -> Jvp:
         """The written ``def jvp`` checked, or the one its rule stands for (see :func:`synthesise_jvp`)."""
-        if written is not None:
+        if rule is not None and rule[0] is JvpRule.DERIVED:
+            node, span, kind = written, self.positions[rule[1]], JvpRule.DERIVED
+        elif written is not None:
             node, span, kind = written, self.positions[written], JvpRule.WRITTEN
             self.check_jvp_params(node, schema)
         else:
@@ -590,7 +638,7 @@ def _jvp_rule(arg: cst.Arg) -> JvpRule:
     for rule in rules:
         if text == rule.value:
             return rule
-    raise MalformedFormula(arg.value, "jvp= takes \"auto_linear\" or \"auto_element_wise\"; "
+    raise MalformedFormula(arg.value, "jvp= takes \"auto_linear\", \"auto_element_wise\" or \"derived\"; "
                            "otherwise write a nested `def jvp(...)`")
 
 

@@ -79,6 +79,7 @@ class JvpRule(enum.Enum):
     WRITTEN = "written"                      # a nested ``def jvp(...)``
     AUTO_ELEMENT_WISE = "auto_element_wise"  # one input, element-wise: the backward applied to the tangent
     AUTO_LINEAR = "auto_linear"              # linear in every tensor input: the op applied to the tangents
+    DERIVED = "derived"                      # the backward transposed (``transpiler.derive_jvp``)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,9 @@ class Formula:
     captures: tuple[Capture, ...]
     node: cst.FunctionDef
     jvp: Jvp | None = None               # None: forward AD raises torch's "not supported" error
+    # ``jvp="derived"`` declared: the jvp is derived once the library's operators are known
+    # (``frontend.load_library``); until then ``jvp`` is None.
+    derives_jvp: bool = False
 
     @property
     def op_name(self) -> str:

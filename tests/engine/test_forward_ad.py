@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import reference_engine as engine
-from formulas import at
+from formulas import at, derivative
 
 
 def _tensor(values) -> engine.Tensor:
@@ -78,3 +78,40 @@ def test_tangents_for_a_subset_of_outputs_are_refused():
                        _moments)
     with pytest.raises(RuntimeError, match="returned 1 tangent\\(s\\) for 2 differentiable outputs"):
         engine.jvp(lambda a: op(a, [0]), (_tensor([1.0, 2.0]),), (_tensor([1.0, 1.0]),))
+
+
+@derivative("exp_auto_jvp(Tensor self) -> Tensor", jvp="auto_element_wise")
+def _exp_auto_jvp(self):
+    result = at.exp(self)
+    def backward(grad):
+        return grad * result
+    return result, backward
+
+
+@derivative("scaled_cube(Tensor self, Tensor other) -> Tensor", jvp="derived")
+def _scaled_cube(self, other):
+    result = self * self * self * other
+    def backward(grad, *, needs_input_grad):
+        grad_self = grad * (self * self * other) * 3.0 if needs_input_grad[0] else None
+        grad_other = grad * (self * self * self) if needs_input_grad[1] else None
+        return grad_self, grad_other
+    return result, backward
+
+
+def test_a_defined_formula_keeps_its_declared_jvp_rule():
+    op = engine.define("exp_auto_jvp(Tensor self) -> Tensor", np.exp, _exp_auto_jvp)
+    x, t = _tensor([0.5, -1.0]), _tensor([2.0, 3.0])
+    _, tangent = engine.jvp(op, (x,), (t,))
+    np.testing.assert_allclose(tangent.numpy(), np.exp([0.5, -1.0]) * [2.0, 3.0])
+
+
+def test_a_derived_jvp_runs_in_the_engine_and_matches_finite_differences():
+    op = engine.define("scaled_cube(Tensor self, Tensor other) -> Tensor",
+                       lambda a, b: a * a * a * b, _scaled_cube)
+    x, y = np.array([[0.5], [-1.0]]), np.array([1.5, 2.0, -0.5])     # broadcast both ways
+    tx, ty = np.array([[2.0], [3.0]]), np.array([-1.0, 0.5, 1.0])
+    _, tangent = engine.jvp(op, (_tensor(x), _tensor(y)), (_tensor(tx), _tensor(ty)))
+    eps = 1e-6
+    f = lambda a, b: a ** 3 * b                                      # noqa: E731
+    expected = (f(x + eps * tx, y + eps * ty) - f(x - eps * tx, y - eps * ty)) / (2 * eps)
+    np.testing.assert_allclose(tangent.numpy(), expected, rtol=1e-6)

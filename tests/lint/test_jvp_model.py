@@ -138,7 +138,7 @@ BAD = [
          def backward(grad):
              return grad
          return result, backward
-     ''', "jvp= takes \"auto_linear\" or \"auto_element_wise\""),
+     ''', "jvp= takes \"auto_linear\", \"auto_element_wise\" or \"derived\""),
     ('''
      @derivative("mul.Tensor(Tensor self, Tensor other) -> Tensor", jvp="auto_element_wise")
      def mul(self, other):

@@ -303,6 +303,7 @@ def with_helpers_of(library: Library, other: Library) -> Library:
     offered = {h.name: h for h in other.helpers if h.name not in own}
     wanted: set[str] = set()
     pending = [item.node for item in (*library.formulas, *library.helpers)]
+    pending += [f.jvp.node for f in library.formulas if f.jvp is not None]   # a derived jvp calls helpers too
     while pending:
         called = names_used(pending.pop()) & offered.keys() - wanted
         wanted |= called

@@ -1,0 +1,1083 @@
+"""Forward mode derived from the backward by transposition (``@derivative(..., jvp="derived")``).
+
+A backward is linear in its gradients: ``backward(g) = Jᵀ g``. Its transpose is the
+forward-mode derivative, ``jvp(t) = J t``. :func:`derive_jvp` writes that jvp as formula
+source, statically (nothing is imported or run), by reverse-mode differentiation of the
+backward with respect to its gradient parameters:
+
+1. **Linearity.** A value is *linear* when it depends on a gradient parameter; every other
+   value (inputs, outputs, metadata, what is computed from them) is a constant of the jvp.
+   Helpers called on linear values are inlined (their locals renamed); ``needs_input_grad[i]``
+   is ``True`` (forward mode wants every input's contribution) and folds away.
+2. **Forward sweep.** The jvp first runs every constant statement of the backward in order
+   (metadata, conditions of branches that hold linear steps, the sizes of linear values that
+   a transpose needs), with the branch structure kept.
+3. **Reverse sweep.** The adjoint of each returned gradient is the tangent of its input
+   (``<input>_t``); the linear steps are walked backwards and each step ``y = op(..., x, ...)``
+   adds to the adjoint of ``x`` the **op's own backward** with respect to that argument, taken
+   from the library and inlined, with ``grad = adjoint(y)``. (``grad * cos(self)`` -> mul's
+   backward for ``self`` -> ``t * cos(self)``; ``sum_to(grad, sizes)`` -> sum's backward ->
+   ``t`` expanded back.) A branch reverses into the same branch. The adjoint of each
+   gradient parameter is the tangent of its output.
+
+Refused, with the step named: a step that is not linear (a backward that reads the value of
+its linear argument, a gradient that does not depend on ``grad``), an operator without a
+formula applied to a linear value (the zero makers ``zeros_like``/``new_zeros`` excepted),
+a loop or a list that carries linear values (``Tensor[]`` gradients), and a transpose that
+needs the sizes of a linear value the sizes rules below cannot tell.
+
+Sizes of linear values (the one table here: formulas carry no shape functions): a gradient
+parameter has its output's sizes; an elementwise operator broadcasts its tensor arguments'
+sizes; ``expand``/``view``/``reshape`` take the sizes they are given; ``sum`` over dims
+follows ``reduced_sizes``.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from transpiler.model import Formula, Helper
+from transpiler.schema import FunctionSchema, ListType, OptionalType, is_tensor_like
+
+#: Operators whose result has the broadcast sizes of their tensor arguments (besides the
+#: formulas declared ``jvp="auto_element_wise"``).
+ELEMENTWISE = frozenset({
+    "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "sub.Scalar", "mul.Scalar",
+    "div.Scalar", "neg", "where.self", "rsub.Tensor", "rsub.Scalar", "conj", "_conj", "real",
+})
+#: Non-differentiable operators whose result is zero whatever their tensor argument holds.
+ZERO_MAKERS = frozenset({"zeros_like", "new_zeros"})
+#: Metadata methods a transpose may ask of a linear value.
+METADATA_READS = frozenset({"sizes", "dim", "scalar_type", "options", "size"})
+META = "_metadata_of"      # marks a metadata read of a linear value until its sizes are known
+
+
+class DerivationRefused(Exception):
+    """The backward cannot be transposed: ``node`` is the step, ``reason`` says why."""
+
+    def __init__(self, node: cst.CSTNode | None, reason: str) -> None:
+        super().__init__(reason)
+        self.node = node
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class OperatorTable:
+    """What transposition reads from the library: formulas by ``name.overload``, helpers by
+    name, and the non-differentiable operators' schemas."""
+
+    formulas: Mapping[str, Formula]
+    helpers: Mapping[str, Helper]
+    nondifferentiable: Mapping[str, FunctionSchema]
+
+    def overloads(self, base: str) -> list[tuple[FunctionSchema, Formula | None]]:
+        found = [(f.schema, f) for f in self.formulas.values() if f.schema.name.base == base]
+        found += [(s, None) for s in self.nondifferentiable.values() if s.name.base == base]
+        return found
+
+
+# ---- the linear program ------------------------------------------------------------------
+@dataclass
+class Plain:
+    """A constant statement (it reads no linear value): it runs in the forward sweep."""
+
+    statement: cst.BaseStatement
+
+
+@dataclass
+class Linear:
+    """``target = op(args)`` on linear values: ``source`` alone (a copy), nothing (zero), or an
+    operator formula with its arguments (a linear name or a constant expression each)."""
+
+    target: str
+    node: cst.CSTNode
+    source: str | None = None
+    formula: Formula | None = None
+    arguments: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    linear: dict[str, str] = field(default_factory=dict)     # formula parameter -> linear name
+
+
+@dataclass
+class Branch:
+    """``if <condition>:`` with linear statements inside; ``condition`` is a forward-sweep name."""
+
+    condition: str
+    body: list
+    orelse: list
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A value of the linear program: a linear name, the zero, or a constant expression."""
+
+    linear: str | None = None
+    constant: cst.BaseExpression | None = None
+    zero_value: cst.BaseExpression | None = None   # a zero's own expression, when it can be built
+
+    @property
+    def is_zero(self) -> bool:
+        return self.linear is None and self.constant is None
+
+
+ZERO = Operand()
+UNKNOWN_ZERO = "_zero_of_unknown_metadata"   # stands for a zero whose metadata the jvp cannot know
+
+
+def code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _expr(text: str) -> cst.BaseExpression:
+    return cst.parse_expression(text)
+
+
+def _stmt(text: str) -> cst.BaseStatement:
+    return cst.parse_statement(text)
+
+
+class _Renamer(cst.CSTTransformer):
+    """Renames (or replaces by expressions) the names of a code fragment; attribute names and
+    keyword names stay."""
+
+    def __init__(self, names: Mapping[str, cst.BaseExpression]) -> None:
+        self.names = names
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        value = self.names.get(original.value, updated)
+        if isinstance(value, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)) or value.lpar:
+            return value
+        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])   # keeps precedence
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+def rename(node: cst.CSTNode, names: Mapping[str, cst.BaseExpression]) -> cst.CSTNode:
+    return node.visit(_Renamer(names)) if names else node
+
+
+class _MaskFolder(cst.CSTTransformer):
+    """``needs_input_grad[i]`` -> the constant it is here, then constant tests folded."""
+
+    def __init__(self, mask: str | None, wanted) -> None:
+        self.mask = mask
+        self.wanted = wanted
+
+    def leave_Subscript(self, original, updated):
+        if (self.mask is not None and isinstance(updated.value, cst.Name) and updated.value.value == self.mask
+                and len(updated.slice) == 1 and isinstance(updated.slice[0].slice, cst.Index)
+                and isinstance(updated.slice[0].slice.value, cst.Integer)):
+            wanted = self.wanted(int(updated.slice[0].slice.value.value))
+            return wanted if isinstance(wanted, cst.BaseExpression) else cst.Name("True" if wanted else "False")
+        return updated
+
+    def leave_IfExp(self, original, updated):
+        truth = _truth(updated.test)
+        if truth is None:
+            return updated
+        return updated.body if truth else updated.orelse
+
+    def leave_UnaryOperation(self, original, updated):
+        if isinstance(updated.operator, cst.Not) and _truth(updated.expression) is not None:
+            return cst.Name("False" if _truth(updated.expression) else "True")
+        return updated
+
+    def leave_BooleanOperation(self, original, updated):
+        left = _truth(updated.left)
+        if left is None:
+            return updated
+        if isinstance(updated.operator, cst.And):
+            return updated.right if left else cst.Name("False")
+        return cst.Name("True") if left else updated.right
+
+
+def _truth(node: cst.BaseExpression) -> bool | None:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def _fold_statements(statements, folder: _MaskFolder) -> list[cst.BaseStatement]:
+    """Fold the mask, then drop branches whose test is a constant."""
+    out: list[cst.BaseStatement] = []
+    for statement in statements:
+        statement = statement.visit(folder)
+        out.extend(_drop_constant_ifs(statement))
+    return out
+
+
+def _drop_constant_ifs(statement: cst.BaseStatement) -> list[cst.BaseStatement]:
+    if isinstance(statement, cst.If):
+        truth = _truth(statement.test)
+        if truth is True:
+            return [s for inner in statement.body.body for s in _drop_constant_ifs(inner)]
+        if truth is False:
+            orelse = statement.orelse
+            if orelse is None:
+                return []
+            if isinstance(orelse, cst.If):
+                return _drop_constant_ifs(orelse)
+            return [s for inner in orelse.body.body for s in _drop_constant_ifs(inner)]
+        body = [s for inner in statement.body.body for s in _drop_constant_ifs(inner)] or [_stmt("pass")]
+        orelse = statement.orelse
+        if isinstance(orelse, cst.Else):
+            inner = [s for x in orelse.body.body for s in _drop_constant_ifs(x)] or [_stmt("pass")]
+            orelse = orelse.with_changes(body=orelse.body.with_changes(body=inner))
+        elif isinstance(orelse, cst.If):
+            folded = _drop_constant_ifs(orelse)
+            if len(folded) == 1 and isinstance(folded[0], cst.If):
+                orelse = folded[0]
+            else:
+                orelse = cst.Else(body=cst.IndentedBlock(body=folded or [_stmt("pass")]))
+        return [statement.with_changes(body=statement.body.with_changes(body=body), orelse=orelse)]
+    return [statement]
+
+
+# ---- single exit -------------------------------------------------------------------------
+def _always_returns(statements) -> bool:
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return any(isinstance(s, cst.Return) for s in last.body)
+    if isinstance(last, cst.If):
+        return _always_returns(last.body.body) and last.orelse is not None and _always_returns(_else_body(last))
+    return False
+
+
+def _else_body(statement: cst.If) -> list[cst.BaseStatement]:
+    orelse = statement.orelse
+    if orelse is None:
+        return []
+    if isinstance(orelse, cst.If):
+        return [orelse]
+    return list(orelse.body.body)
+
+
+def _has_return(statements) -> bool:
+    return any(isinstance(n, cst.Return) for s in statements for n in _nodes(s))
+
+
+def _nodes(node: cst.CSTNode):
+    """Every node under ``node`` but attribute and keyword names (``at.sum``'s ``sum``, ``dim=``)."""
+    yield node
+    if isinstance(node, cst.Attribute):
+        yield from _nodes(node.value)
+        return
+    for child in node.children:
+        if isinstance(node, cst.Arg) and child is node.keyword:
+            continue
+        yield from _nodes(child)
+
+
+def single_exit(statements) -> list[cst.BaseStatement]:
+    """The statements with every ``return`` at the end of a path: what follows an ``if`` whose
+    body always returns moves into its ``else``."""
+    statements = list(statements)
+    for i, statement in enumerate(statements):
+        if isinstance(statement, cst.If) and _has_return([statement]):
+            rest = statements[i + 1:]
+            body = list(statement.body.body)
+            orelse = _else_body(statement)
+            if _always_returns(body):
+                orelse = single_exit(orelse if _always_returns(orelse) else orelse + rest)
+                body = single_exit(body)
+            elif _always_returns(orelse) and orelse:
+                body = single_exit(body + rest)
+                orelse = single_exit(orelse)
+            else:
+                raise DerivationRefused(statement, "a `return` inside a branch that does not always return")
+            new = statement.with_changes(body=statement.body.with_changes(body=body),
+                                         orelse=cst.Else(body=cst.IndentedBlock(body=orelse)))
+            return statements[:i] + [new]
+        if isinstance(statement, (cst.For, cst.While)) and _has_return([statement]):
+            raise DerivationRefused(statement, "a `return` inside a loop")
+    return statements
+
+
+# ---- building the linear program ---------------------------------------------------------
+class _Builder:
+    """Turns backward source into the linear program (``Plain``/``Linear``/``Branch``)."""
+
+    def __init__(self, table: OperatorTable, taken: set[str], witnesses: Mapping[str, str | None]) -> None:
+        self.table = table
+        self.witnesses = witnesses          # gradient parameter -> its output (same metadata)
+        self.taken = taken
+        self.counter = itertools.count(1)
+        self.adjoint_names: set[str] = set()
+
+    def fresh(self, stem: str) -> str:
+        while True:
+            name = f"{stem}_{next(self.counter)}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+    # -- statements
+    def statements(self, statements, linear: set[str], tensors: set[str], returns: list[str] | None,
+                   program: list) -> None:
+        for statement in statements:
+            self.statement(statement, linear, tensors, returns, program)
+
+    def statement(self, statement, linear, tensors, returns, program) -> None:
+        marked = self.metadata(statement, linear)
+        if not self.reads_linear(marked, linear):
+            statement = marked
+            if isinstance(statement, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in statement.body):
+                pass            # a constant return: handled below
+            else:
+                program.append(Plain(statement))
+                for name in _assigned(statement):
+                    linear.discard(name)
+                    if self.assigns_tensor(statement, tensors):
+                        tensors.add(name)
+                return
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                self.small(small, linear, tensors, returns, program)
+            return
+        if isinstance(statement, cst.If):
+            if self.reads_linear(self.metadata(statement.test, linear), linear):
+                raise DerivationRefused(statement.test, "a branch on the gradient's values")
+            condition = self.fresh("taken")
+            program.append(Plain(_stmt(f"{condition} = {code(self.metadata(statement.test, linear))}")))
+            body, orelse = [], []
+            body_linear, else_linear = set(linear), set(linear)
+            self.statements(statement.body.body, body_linear, tensors, returns, body)
+            self.statements(_else_body(statement), else_linear, tensors, returns, orelse)
+            linear |= body_linear | else_linear
+            program.append(Branch(condition, body, orelse))
+            return
+        raise DerivationRefused(statement, "a loop over linear values (the gradient); only loops over "
+                                "metadata can be transposed")
+
+    def small(self, small, linear, tensors, returns, program) -> None:
+        if isinstance(small, cst.Return):
+            values = _returned(small)
+            if returns is None or len(values) != len(returns):
+                raise DerivationRefused(small, "a return of another arity than the differentiable inputs")
+            for target, value in zip(returns, values):
+                self.bind(target, value, linear, tensors, program, none_is_zero=True)
+            return
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+            self.bind(small.targets[0].target.value, small.value, linear, tensors, program)
+            return
+        if isinstance(small, cst.Pass):
+            return
+        raise DerivationRefused(small, f"`{code(small)}` on a linear value (only `name = expression` "
+                                "and `return` can be transposed)")
+
+    def bind(self, target: str, value: cst.BaseExpression | None, linear, tensors, program,
+             none_is_zero: bool = False) -> None:
+        operand = ZERO if value is None else self.operand(value, linear, tensors, program)
+        if operand.linear is not None:
+            program.append(Linear(target, value, source=operand.linear))
+            linear.add(target)
+        elif operand.is_zero:
+            program.append(Linear(target, value))
+            linear.add(target)
+        else:
+            if none_is_zero and _is_none(operand.constant):
+                program.append(Linear(target, value))
+                linear.add(target)
+                return
+            program.append(Plain(_stmt(f"{target} = {code(operand.constant)}")))
+            linear.discard(target)
+            if self.is_tensor(operand.constant, tensors):
+                tensors.add(target)
+
+    # -- expressions
+    def operand(self, node: cst.BaseExpression, linear, tensors, program) -> Operand:
+        if not self.reads_linear(node, linear):
+            return Operand(constant=node)
+        if isinstance(node, cst.Name):
+            return Operand(linear=node.value)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            return self.apply(node, "neg", [node.expression], {}, linear, tensors, program)
+        if isinstance(node, cst.BinaryOperation):
+            names = {cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div"}
+            op = names.get(type(node.operator))
+            if op is None:
+                raise DerivationRefused(node, f"the operator `{code(node.operator).strip()}` on a linear value")
+            return self.apply(node, op, [node.left, node.right], {}, linear, tensors, program)
+        if isinstance(node, cst.IfExp):
+            test = self.metadata(node.test, linear)
+            if self.reads_linear(test, linear):
+                raise DerivationRefused(node.test, "a conditional on the gradient's values")
+            condition, target = self.fresh("taken"), self.fresh("chosen")
+            program.append(Plain(_stmt(f"{condition} = {code(test)}")))
+            body, orelse = [], []
+            self.bind(target, node.body, set(linear), set(tensors), body, none_is_zero=True)
+            self.bind(target, node.orelse, set(linear), set(tensors), orelse, none_is_zero=True)
+            program.append(Branch(condition, body, orelse))
+            linear.add(target)
+            return Operand(linear=target)
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) \
+                    and node.func.value.value == "at":
+                positional = [a.value for a in node.args if a.keyword is None]
+                keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+                return self.apply(node, node.func.attr.value, positional, keywords, linear, tensors, program)
+            if isinstance(node.func, cst.Name) and node.func.value in self.table.helpers:
+                return self.inline_helper(node, self.table.helpers[node.func.value], linear, tensors, program)
+            marked = self.metadata(node, linear)
+            if not self.reads_linear(marked, linear):
+                return Operand(constant=marked)
+        raise DerivationRefused(node, f"`{code(node)}` on a linear value has no transpose (an operator "
+                                "without a formula, or a construct outside the formula language)")
+
+    def metadata(self, node: cst.BaseExpression, linear) -> cst.BaseExpression:
+        """Metadata of linear values read in a constant position: kept as ``_meta(x).method()`` marks
+        resolved when the sweep knows each linear value's sizes (``SizesOf``)."""
+        class Marker(cst.CSTTransformer):
+            def leave_Call(self, original, updated):
+                func = updated.func
+                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
+                        and func.value.value in linear and func.attr.value in METADATA_READS:
+                    return updated.with_changes(func=func.with_changes(
+                        value=cst.Call(cst.Name(META), [cst.Arg(cst.SimpleString(f'"{func.value.value}"'))])))
+                return updated
+        return node.visit(Marker())
+
+    def apply(self, node, base: str, positional, keywords, linear, tensors, program) -> Operand:
+        operands = [self.operand(a, linear, tensors, program) for a in positional]
+        named = {k: self.operand(v, linear, tensors, program) for k, v in keywords.items()}
+        schema, formula = self.resolve(node, base, operands, named, tensors)
+        params = [a for a in schema.arguments if not a.is_out]
+        by_param: dict[str, Operand] = {}
+        for argument, operand in zip(params, operands):
+            by_param[argument.name] = operand
+        for name, operand in named.items():
+            by_param[name] = operand
+        live = {p: o.linear for p, o in by_param.items() if o.linear is not None}
+        if formula is None:
+            if str(schema.name) in ZERO_MAKERS:
+                return Operand(zero_value=self.zero_value(node, schema, operands, by_param))
+            raise DerivationRefused(node, f"`{schema.name}` has no formula and is applied to a linear value")
+        if not live:
+            return ZERO                         # every linear argument is zero
+        target = self.fresh("lin")
+        constants = {}
+        for argument in params:
+            operand = by_param.get(argument.name)
+            if operand is None or operand.linear is not None:
+                continue
+            value = operand.constant if operand.constant is not None else (
+                operand.zero_value if operand.zero_value is not None else cst.Name(UNKNOWN_ZERO))
+            if not isinstance(value, cst.Name) and self.is_tensor(value, tensors):
+                bound = self.fresh("factor")            # computed once, read by the transposes
+                program.append(Plain(_stmt(f"{bound} = {code(value)}")))
+                tensors.add(bound)
+                value = cst.Name(bound)
+            constants[argument.name] = value
+        program.append(Linear(target, node, formula=formula, arguments=constants, linear=live))
+        linear.add(target)
+        return Operand(linear=target)
+
+    def zero_value(self, node: cst.Call, schema: FunctionSchema, operands, by_param) -> cst.BaseExpression | None:
+        """A zero maker applied to a gradient, rewritten on the gradient's output (the same
+        dtype, device and sizes), so a transpose may read its metadata."""
+        self_operand = by_param.get("self")
+        witness = self.witnesses.get(self_operand.linear) if self_operand is not None else None
+        if witness is None or any(o.linear is not None for o in operands[1:]):
+            return None
+        first = node.args[0].with_changes(value=cst.Name(witness))
+        return node.with_changes(args=[first, *node.args[1:]])
+
+    def resolve(self, node, base, operands, named, tensors) -> tuple[FunctionSchema, Formula | None]:
+        def tensorish(o: Operand) -> bool:
+            return o.linear is not None or (o.is_zero) or self.is_tensor(o.constant, tensors)
+
+        matches = []
+        for schema, formula in self.table.overloads(base):
+            params = [a for a in schema.arguments if not a.is_out]
+            if len(operands) > len(params):
+                continue
+            given = {a.name: o for a, o in zip(params, operands)}
+            if any(k in given or k not in {a.name for a in params} for k in named):
+                continue
+            given.update(named)
+            if any(a.default is None and a.name not in given for a in params):
+                continue
+            if all(is_tensor_like(a.type) == tensorish(given[a.name]) for a in params if a.name in given
+                   if not (given[a.name].constant is not None and _is_none(given[a.name].constant))):
+                matches.append((schema, formula))
+        if len(matches) != 1:
+            raise DerivationRefused(node, f"`at.{base}` matches {len(matches)} declared overloads for these "
+                                    "arguments")
+        return matches[0]
+
+    def inline_helper(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
+        body = helper.node.body.body
+        local_names = {p.name for p in helper.params} | _assigned_in(body)
+        renames = {name: cst.Name(self.fresh(name)) for name in sorted(local_names)}
+        given = [a.value for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        inner_linear, inner_tensors = set(linear), set(tensors)
+        for i, param in enumerate(helper.params):
+            value = given[i] if i < len(given) else keywords.get(param.name, param.default)
+            if value is None:
+                raise DerivationRefused(node, f"helper `{helper.name}` is called without `{param.name}`")
+            self.bind(renames[param.name].value, value, inner_linear, inner_tensors, program)
+        result = self.fresh(f"{helper.name}_result")
+        statements = [rename(s, renames) for s in single_exit(_without_docstring(body))]
+        self.statements(statements, inner_linear, inner_tensors, [result], program)
+        linear.update(inner_linear)
+        tensors.update(inner_tensors)
+        if result in inner_linear:
+            return Operand(linear=result)
+        return Operand(constant=cst.Name(result))
+
+    # -- facts
+    def reads_linear(self, node: cst.CSTNode, linear: set[str]) -> bool:
+        return any(isinstance(n, cst.Name) and n.value in linear for n in _nodes(node))
+
+    def is_tensor(self, node: cst.BaseExpression | None, tensors: set[str]) -> bool:
+        if node is None:
+            return False
+        if isinstance(node, cst.Name):
+            return node.value in tensors
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) \
+                    and node.func.value.value == "at":
+                return True
+            if isinstance(node.func, cst.Name) and node.func.value in self.table.helpers:
+                return (self.table.helpers[node.func.value].returns or "") in ("Tensor", "Tensor | None")
+            return False
+        if isinstance(node, cst.BinaryOperation):
+            return self.is_tensor(node.left, tensors) or self.is_tensor(node.right, tensors)
+        if isinstance(node, cst.UnaryOperation):
+            return self.is_tensor(node.expression, tensors)
+        if isinstance(node, cst.IfExp):
+            return self.is_tensor(node.body, tensors) or self.is_tensor(node.orelse, tensors)
+        return False
+
+    def assigns_tensor(self, statement, tensors: set[str]) -> bool:
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+                and isinstance(statement.body[0], cst.Assign):
+            return self.is_tensor(statement.body[0].value, tensors)
+        return False
+
+
+def _is_none(node) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _returned(statement: cst.Return) -> list[cst.BaseExpression | None]:
+    value = statement.value
+    if isinstance(value, cst.Tuple):
+        return [None if _is_none(e.value) else e.value for e in value.elements]
+    return [None if value is None or _is_none(value) else value]
+
+
+def _assigned(statement) -> set[str]:
+    return _assigned_in([statement])
+
+
+def _assigned_in(statements) -> set[str]:
+    from transpiler.dataflow import assigned_names
+    return set(assigned_names(statements))
+
+
+def _without_docstring(body) -> list[cst.BaseStatement]:
+    body = list(body)
+    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr) \
+            and isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+        return body[1:]
+    return body
+
+
+# ---- sizes of linear values and the forward sweep -------------------------------------------
+class _Sweep:
+    """Walks the linear program: the forward sweep (constants, with the sizes of linear values
+    known at each step) and the reverse sweep (adjoints, transposes inlined)."""
+
+    def __init__(self, builder: _Builder, witness: str | None) -> None:
+        self.builder = builder
+        self.witness = witness
+        self.sizes_before: dict[int, dict[str, cst.BaseExpression | None]] = {}   # id(step) -> sizes env
+        self.read_linear: set[str] = set()      # names some linear step reads (their adjoints matter)
+
+    def reads(self, program: list) -> None:
+        for item in program:
+            if isinstance(item, Linear):
+                self.read_linear |= {item.source} if item.source else set(item.linear.values())
+            elif isinstance(item, Branch):
+                self.reads(item.body)
+                self.reads(item.orelse)
+
+    # -- sizes
+    def annotate(self, program: list, sizes: dict[str, cst.BaseExpression | None]) -> None:
+        """Resolve metadata marks in constant statements and record, for each linear step, the
+        sizes of the linear values it reads (None: unknown)."""
+        for i, item in enumerate(program):
+            if isinstance(item, Plain):
+                item.statement = self.resolve_marks(item.statement, sizes)
+                for name in _assigned(item.statement):
+                    sizes.pop(name, None)
+            elif isinstance(item, Linear):
+                self.sizes_before[id(item)] = dict(sizes)
+                sizes[item.target] = self.sizes_of(item, sizes)
+            else:
+                body_sizes, else_sizes = dict(sizes), dict(sizes)
+                self.sizes_before[id(item)] = dict(sizes)
+                self.annotate(item.body, body_sizes)
+                self.annotate(item.orelse, else_sizes)
+                sizes.clear()
+                for name in sorted(body_sizes.keys() | else_sizes.keys()):
+                    a, b = body_sizes.get(name), else_sizes.get(name)
+                    if a is None or b is None:
+                        sizes[name] = None
+                    elif code(a) == code(b):
+                        sizes[name] = a
+                    else:                   # bound on both sides, so the name outlives the branch
+                        merged = self.builder.fresh(f"{name}_sizes")
+                        item.body.append(Plain(_stmt(f"{merged} = {code(a)}")))
+                        item.orelse.append(Plain(_stmt(f"{merged} = {code(b)}")))
+                        sizes[name] = cst.Name(merged)
+
+    def sizes_of(self, step: Linear, sizes) -> cst.BaseExpression | None:
+        if step.source is not None:
+            return sizes.get(step.source)
+        if step.formula is None:
+            return None
+        formula = step.formula
+        name = str(formula.schema.name)
+        arguments = {**step.arguments, **{p: cst.Name(n) for p, n in step.linear.items()}}
+        if name in ELEMENTWISE or broadcasts(formula):
+            parts = []
+            for argument in formula.schema.arguments:
+                if not is_tensor_like(argument.type) or argument.name not in arguments:
+                    continue
+                if argument.name in step.linear:
+                    part = sizes.get(step.linear[argument.name])
+                else:
+                    value = arguments[argument.name]
+                    part = None if _is_none(value) else cst.parse_expression(f"{code(value)}.sizes()")
+                if part is None:
+                    return None
+                parts.append(part)
+            if not parts:
+                return None
+            combined = parts[0]
+            for part in parts[1:]:
+                combined = _expr(f"broadcast_sizes({code(combined)}, {code(part)})")
+            return combined
+        shape_argument = {"expand": "size", "view": "size", "reshape": "shape"}.get(formula.schema.name.base)
+        if shape_argument is not None and shape_argument in step.arguments:
+            return step.arguments[shape_argument]
+        if name == "sum.dim_IntList":
+            source = sizes.get(step.linear.get("self", ""))
+            if source is None:
+                return None
+            dim = step.arguments.get("dim", cst.Name("None"))
+            keepdim = step.arguments.get("keepdim", cst.Name("False"))
+            return _expr(f"reduced_sizes({code(source)}, {code(dim)}, {code(keepdim)})")
+        return None
+
+    def resolve_marks(self, node: cst.CSTNode, sizes) -> cst.CSTNode:
+        sweep = self
+
+        class Resolve(cst.CSTTransformer):
+            def leave_Call(self, original, updated):
+                func = updated.func
+                if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
+                        and isinstance(func.value.func, cst.Name) and func.value.func.value == META):
+                    return updated
+                name = func.value.args[0].value.value.strip('"')
+                return sweep.metadata_read(name, func.attr.value, updated.args, sizes.get(name), original)
+        return node.visit(Resolve())
+
+    def metadata_read(self, name: str, method: str, args, sizes, node) -> cst.BaseExpression:
+        if method in ("scalar_type", "options"):
+            if self.witness is None:
+                raise DerivationRefused(node, f"the dtype of the linear value `{name}`: the gradient's output "
+                                        "is not a named output")
+            return _expr(f"{self.witness}.{method}()")
+        if sizes is None:
+            raise DerivationRefused(node, f"the sizes of the linear value `{name}` are needed and the sizes "
+                                    "rules cannot tell them")
+        if method == "sizes":
+            return sizes
+        if method == "dim":
+            return _expr(f"len({code(sizes)})")
+        if method == "size" and len(args) == 1:
+            dim = code(args[0].value)
+            return _expr(f"{code(sizes)}[wrap_dim({dim}, len({code(sizes)}))]")
+        raise DerivationRefused(node, f"`.{method}(...)` of the linear value `{name}`")
+
+    # -- the forward sweep
+    def forward(self, program: list) -> list[cst.BaseStatement]:
+        """The constant statements in order. A branch's own are run again where the reverse sweep
+        reverses it, so here only a branch whose names the statements beside it read is kept."""
+        out: list[cst.BaseStatement] = []
+        beside = self.names_read_beside(program)
+        for item in program:
+            if isinstance(item, Plain):
+                out.append(item.statement)
+            elif isinstance(item, Branch) and self.bound_in(item) & beside:
+                body, orelse = self.forward(item.body), self.forward(item.orelse)
+                if body or orelse:
+                    out.append(_if(item.condition, body, orelse))
+        return out
+
+    def names_read_beside(self, program: list) -> set[str]:
+        """Names read by the constant statements of ``program`` itself (not inside its branches)
+        and by the sizes its linear steps' transposes use."""
+        read: set[str] = set()
+        for item in program:
+            nodes = []
+            if isinstance(item, Plain):
+                nodes = [item.statement]
+            elif isinstance(item, Linear):
+                nodes = [*item.arguments.values(), *(v for v in self.sizes_before.get(id(item), {}).values() if v)]
+            for node in nodes:
+                read |= {n.value for n in _nodes(node) if isinstance(n, cst.Name)}
+        return read
+
+    def bound_in(self, branch: Branch) -> set[str]:
+        bound: set[str] = set()
+        for item in (*branch.body, *branch.orelse):
+            if isinstance(item, Plain):
+                bound |= _assigned(item.statement)
+            elif isinstance(item, Branch):
+                bound |= self.bound_in(item)
+        return bound
+
+    # -- the reverse sweep
+    def reverse(self, program: list, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        out: list[cst.BaseStatement] = []
+        for item in reversed(program):
+            if isinstance(item, Linear):
+                out += self.transpose_step(item, adjoints)
+            elif isinstance(item, Branch):
+                out += self.reverse_branch(item, adjoints)
+        return out
+
+    def reverse_branch(self, branch: Branch, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        body_adjoints, else_adjoints = dict(adjoints), dict(adjoints)
+        reversed_body = self.reverse(branch.body, body_adjoints)
+        reversed_else = self.reverse(branch.orelse, else_adjoints)
+        if not reversed_body and not reversed_else and body_adjoints == adjoints == else_adjoints:
+            return []
+        body = self.forward(branch.body) + reversed_body
+        orelse = self.forward(branch.orelse) + reversed_else
+        adjoints.clear()
+        sizes = self.sizes_before[id(branch)]
+        live = (body_adjoints.keys() | else_adjoints.keys()) & self.read_linear
+        for name in sorted(live):
+            if body_adjoints.get(name) == else_adjoints.get(name):
+                adjoints[name] = body_adjoints[name]
+                continue
+            merged = self.adjoint_name(name)
+            for side, statements in ((body_adjoints, body), (else_adjoints, orelse)):
+                current = side.get(name)
+                if current == merged:
+                    continue
+                if current is not None:
+                    statements.append(_stmt(f"{merged} = {current}"))
+                    continue
+                size = sizes.get(name)
+                if size is None or self.witness is None:
+                    raise DerivationRefused(None, f"the adjoint of `{name}` is zero on one branch and its sizes "
+                                            "are unknown")
+                statements.append(_stmt(f"{merged} = at.new_zeros({self.witness}, {code(size)})"))
+            adjoints[name] = merged
+        return [_if(branch.condition, body, orelse)]
+
+    def adjoint_name(self, name: str) -> str:
+        candidate = f"d_{name}"
+        while candidate in self.builder.taken and candidate not in self.builder.adjoint_names:
+            candidate += "_"
+        self.builder.taken.add(candidate)
+        self.builder.adjoint_names.add(candidate)
+        return candidate
+
+    def accumulate(self, name: str, value: str, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        current = adjoints.get(name)
+        if current is None:
+            adjoints[name] = value
+            return []
+        merged = self.adjoint_name(name)
+        adjoints[name] = merged
+        return [_stmt(f"{merged} = {current} + {value}")]
+
+    def transpose_step(self, step: Linear, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        adjoint = adjoints.pop(step.target, None)
+        if adjoint is None:
+            return []
+        if step.source is not None:
+            return self.accumulate(step.source, adjoint, adjoints)
+        if step.formula is None:
+            return []                            # a zero: nothing flows back
+        out: list[cst.BaseStatement] = []
+        for param, name in step.linear.items():
+            statements, value = self.inline_backward(step, param, adjoint)
+            out += statements
+            if value is not None:
+                out += self.accumulate(name, value, adjoints)
+        return out
+
+    def inline_backward(self, step: Linear, param: str, adjoint: str) -> tuple[list[cst.BaseStatement], str | None]:
+        """The op's own backward for ``param`` at ``grad = adjoint``: its statements (locals renamed)
+        and the name holding the result (None: the op gives ``param`` no gradient)."""
+        formula = step.formula
+        backward = formula.backward
+        if len(backward.grad_params) != 1:
+            raise DerivationRefused(step.node, f"`{formula.op_name}` has several outputs; its transpose is "
+                                    "not supported inside a backward")
+        sizes = self.sizes_before[id(step)]
+        linear_params = set(step.linear)
+        inputs = [a.name for a in formula.differentiable_inputs]
+        component = inputs.index(param)
+        # what the backward reads of the forward: the captured metadata's definitions
+        needed = self.forward_slice(formula, {c.name for c in formula.captures})
+        body = needed + single_exit(_without_docstring(backward.node.body.body))
+        folder = _MaskFolder(backward.needs_input_grad, lambda i: i == component)
+        body = _fold_statements(body, folder)
+        # metadata of the linear arguments and of the output (the step's target)
+        outputs = {o for o in formula.outputs if o is not None}
+        linear_sizes = {p: sizes.get(n) for p, n in step.linear.items()}
+        checked = [self.linear_metadata(s, linear_params | outputs, linear_sizes, step, dummy=True) for s in body]
+        body = [self.linear_metadata(s, linear_params | outputs, linear_sizes, step) for s in body]
+        for statement in checked:
+            for n in _nodes(statement):
+                if isinstance(n, cst.Name) and (n.value in linear_params or n.value in outputs):
+                    raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` reads the value of "
+                                            f"`{n.value}`, so `{code(step.node)}` is not linear in the gradient")
+                if isinstance(n, cst.Name) and n.value == backward.needs_input_grad:
+                    raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` uses "
+                                            "needs_input_grad other than as needs_input_grad[i]")
+        result = self.builder.fresh("t")
+        renames: dict[str, cst.BaseExpression] = {backward.grad_params[0]: cst.Name(adjoint)}
+        defaults = {p.name.value: p.default for p in formula.node.params.params + formula.node.params.kwonly_params}
+        for p in formula.params:
+            if p in step.arguments:
+                renames[p] = step.arguments[p]
+            elif p not in linear_params:
+                renames[p] = defaults.get(p) or cst.Name("None")
+        local = (_assigned_in(body) | {p.name.value for p in backward.node.params.params}) - set(renames)
+        for name in sorted(local):
+            renames[name] = cst.Name(self.builder.fresh(name))
+        out: list[cst.BaseStatement] = []
+        nothing = True
+        for statement in body:
+            statement = rename(statement, renames)
+            converted, some = _returns_to_assignment(statement, component, result)
+            nothing = nothing and not some
+            out.append(converted)
+        if any(isinstance(n, cst.Name) and n.value == UNKNOWN_ZERO for s in out for n in _nodes(s)):
+            raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` reads the metadata of a zero "
+                                    "made from an intermediate gradient")
+        if nothing:
+            return [], None
+        return _fold_statements(out, _MaskFolder(None, lambda i: False)), result
+
+    def linear_metadata(self, statement, names: set[str], sizes, step: Linear, dummy: bool = False):
+        """``x.sizes()`` / ``x.dim()`` / ``x.scalar_type()`` of a linear argument (or of the output,
+        whose sizes are the step's target's) as known expressions."""
+        sweep = self
+        target_sizes = self.sizes_of(step, self.sizes_before[id(step)])
+
+        class Replace(cst.CSTTransformer):
+            def leave_Call(self, original, updated):
+                func = updated.func
+                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
+                        and func.value.value in names and func.attr.value in METADATA_READS:
+                    if dummy:
+                        return cst.Name("None")
+                    name = func.value.value
+                    known = sizes.get(name) if name in sizes else target_sizes
+                    return sweep.metadata_read(code(step.node), func.attr.value, updated.args, known, step.node)
+                return updated
+        return statement.visit(Replace())
+
+    @staticmethod
+    def forward_slice(formula: Formula, names: set[str]) -> list[cst.BaseStatement]:
+        """The forward statements that bind ``names`` (and what they read), in order; the op's own
+        computation is left out."""
+        wanted = set(names) - set(formula.params) - {o for o in formula.outputs if o is not None}
+        chosen: list[cst.BaseStatement] = []
+        for statement in reversed(formula.forward):
+            bound = _assigned(statement)
+            if bound & wanted:
+                chosen.append(statement)
+                wanted |= {n.value for n in _nodes(statement) if isinstance(n, cst.Name)} - set(formula.params)
+        return list(reversed(chosen))
+
+
+def broadcasts(formula: Formula) -> bool:
+    """Whether the op's result has the broadcast sizes of its tensor arguments, as its formula
+    says: declared ``auto_element_wise``, or a backward that sums each input's gradient back to
+    that input's sizes (``sum_to(..., <input>_sizes)`` with ``<input>_sizes = <input>.sizes()``)."""
+    if formula.jvp is not None and formula.jvp.rule.value == "auto_element_wise":
+        return True
+    sizes_of: dict[str, str] = {}
+    for statement in formula.forward:
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            small = statement.body[0]
+            if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name) \
+                    and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute) \
+                    and small.value.func.attr.value == "sizes" and isinstance(small.value.func.value, cst.Name):
+                sizes_of[small.targets[0].target.value] = small.value.func.value.value
+    summed = {sizes_of.get(n.args[1].value.value) for n in _nodes(formula.backward.node)
+              if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "sum_to"
+              and len(n.args) == 2 and isinstance(n.args[1].value, cst.Name)}
+    inputs = [a.name for a in formula.differentiable_inputs]
+    never = {name for i, name in enumerate(inputs)          # a slot that is None in every return
+             if all(len(values := _returned(r)) == len(inputs) and values[i] is None
+                    for r in formula.backward.returns)}
+    return bool(summed & set(inputs)) and set(inputs) <= summed | never
+
+
+def _returns_to_assignment(statement: cst.BaseStatement, component: int, target: str
+                           ) -> tuple[cst.BaseStatement, bool]:
+    """Each ``return`` (at the end of its path) -> ``target = <its component>``; whether some path
+    gives a value (not None)."""
+    gives = False
+
+    class Convert(cst.CSTTransformer):
+        def leave_Return(self, original, updated):
+            nonlocal gives
+            values = _returned(updated)
+            value = values[component] if len(values) > 1 else values[0]
+            if value is None:
+                raise DerivationRefused(original, "a transposed step whose gradient is None on some path only")
+            gives = True
+            return cst.Assign([cst.AssignTarget(cst.Name(target))], value)
+
+    converted = statement.visit(Convert())
+    return converted, gives
+
+
+def _if(condition: str, body, orelse) -> cst.If:
+    block = cst.IndentedBlock(body=body or [_stmt("pass")])
+    orelse_block = cst.Else(body=cst.IndentedBlock(body=orelse)) if orelse else None
+    return cst.If(test=cst.Name(condition), body=block, orelse=orelse_block)
+
+
+def _dead_code_removed(statements: list[cst.BaseStatement], returned: set[str]) -> list[cst.BaseStatement]:
+    """Drop ``name = expression`` statements whose name nothing reads (the forward sweep binds more
+    than the transposes use); repeated until nothing changes."""
+    while True:
+        module = cst.Module(body=statements)
+        reads: set[str] = set(returned)
+        for node in _nodes(module):
+            if isinstance(node, cst.Name):
+                reads.add(node.value)
+        # a name only counts as read where it is not the target of a plain assignment
+        targets: dict[str, int] = {}
+        for node in _nodes(module):
+            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+                targets[node.target.value] = targets.get(node.target.value, 0) + 1
+        counts: dict[str, int] = {}
+        for node in _nodes(module):
+            if isinstance(node, cst.Name):
+                counts[node.value] = counts.get(node.value, 0) + 1
+        dead = {n for n, c in targets.items() if counts.get(n, 0) == c and n not in returned}
+        if not dead:
+            return statements
+        statements = _without_assignments(statements, dead)
+
+
+def _without_assignments(statements, dead: set[str]) -> list[cst.BaseStatement]:
+    out = []
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            kept = [s for s in statement.body if not (isinstance(s, cst.Assign) and len(s.targets) == 1
+                                                     and isinstance(s.targets[0].target, cst.Name)
+                                                     and s.targets[0].target.value in dead)]
+            if kept:
+                out.append(statement.with_changes(body=kept))
+        elif isinstance(statement, cst.If):
+            body = _without_assignments(statement.body.body, dead)
+            orelse = statement.orelse
+            if isinstance(orelse, cst.Else):
+                inner = _without_assignments(orelse.body.body, dead)
+                orelse = orelse.with_changes(body=orelse.body.with_changes(body=inner)) if inner else None
+            elif isinstance(orelse, cst.If):
+                inner = _without_assignments([orelse], dead)
+                orelse = inner[0] if inner else None
+            if not body and orelse is None:
+                continue
+            out.append(statement.with_changes(body=statement.body.with_changes(body=body or [_stmt("pass")]),
+                                              orelse=orelse))
+        elif isinstance(statement, cst.For):
+            body = _without_assignments(statement.body.body, dead)
+            if body:
+                out.append(statement.with_changes(body=statement.body.with_changes(body=body)))
+        else:
+            out.append(statement)
+    return out
+
+
+# ---- the entry point ---------------------------------------------------------------------
+def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
+    """The ``def jvp(...)`` of ``formula``, by transposing its backward (module docstring);
+    raises :class:`DerivationRefused` naming the step it cannot transpose."""
+    from transpiler.dataflow import ValueKind
+
+    backward = formula.backward
+    taken = {n.value for n in _nodes(formula.node) if isinstance(n, cst.Name)}
+    builder = _Builder(table, taken, {})
+    inputs = [a.name for a in formula.differentiable_inputs]
+    tensor_inputs = {a.name for a in formula.differentiable_inputs}
+    tensors = tensor_inputs | {o for o in formula.outputs if o is not None}
+    tensors |= {n for n, k in formula.forward_flow.env.items() if k == ValueKind.TENSOR}
+    grads = list(backward.grad_params)
+    linear = set(grads)
+    returns = [builder.fresh(f"{name}_gradient") for name in inputs]
+    flags = formula.output_differentiability or (True,) * len(formula.schema.returns)
+    differentiable_outputs = [o for o, ret, flag in zip(formula.outputs, formula.schema.returns, flags)
+                              if flag and is_tensor_like(ret.type)]
+    if any(isinstance(a.type, ListType) for a in formula.differentiable_inputs) \
+            or any(isinstance(r.type, ListType) for r in formula.schema.returns):
+        raise DerivationRefused(formula.schema_node, "Tensor[] inputs or outputs are not transposed yet")
+    witness = differentiable_outputs[0] if differentiable_outputs else None
+    builder.witnesses = dict(zip(grads, differentiable_outputs))
+    body = single_exit(_without_docstring(backward.node.body.body))
+    # forward mode wants every input's contribution; an optional input only when it is given
+    optional = [isinstance(a.type, OptionalType) for a in formula.differentiable_inputs]
+    body = _fold_statements(body, _MaskFolder(
+        backward.needs_input_grad, lambda i: _expr(f"{inputs[i]} is not None") if optional[i] else True))
+    program: list = []
+    builder.statements(body, linear, tensors, returns, program)
+    sweep = _Sweep(builder, witness)
+    sweep.reads(program)
+    initial = {g: (_expr(f"{o}.sizes()") if o is not None else None) for g, o in zip(grads, differentiable_outputs)}
+    sweep.annotate(program, initial)
+    adjoints: dict[str, str] = {}
+    tangents = []
+    for name, ret in zip(inputs, returns):
+        if ret in linear:
+            adjoints[ret] = f"{name}_t"
+            tangents.append(f"{name}_t")
+        elif not _only_none(program, ret):
+            raise DerivationRefused(backward.node.name, f"the gradient of `{name}` does not depend on the "
+                                    "incoming gradient: the backward is not linear")
+    statements = sweep.forward(program) + sweep.reverse(program, adjoints)
+    results = [adjoints.get(g) for g in grads]
+    returned = ", ".join(r if r is not None else "None" for r in results)
+    statements = _dead_code_removed(statements, {r for r in results if r is not None})
+    if backward.needs_input_grad is not None and any(
+            isinstance(n, cst.Name) and n.value == backward.needs_input_grad for s in statements for n in _nodes(s)):
+        raise DerivationRefused(backward.node, "needs_input_grad is used other than as needs_input_grad[i]")
+    statements.append(_stmt(f"return {returned}"))
+    head = cst.parse_statement(f"def jvp({', '.join(tangents)}):\n    pass\n")
+    return head.with_changes(body=head.body.with_changes(body=statements))
+
+
+def _only_none(program: list, name: str) -> bool:
+    """Whether ``name`` is never bound to anything but None/zero in the program."""
+    for item in program:
+        if isinstance(item, Plain) and name in _assigned(item.statement):
+            return False
+        if isinstance(item, Branch) and not (_only_none(item.body, name) and _only_none(item.orelse, name)):
+            return False
+    return True

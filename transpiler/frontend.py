@@ -13,6 +13,7 @@ import keyword
 import re
 from dataclasses import replace
 from collections.abc import Collection, Iterator, Mapping
+from pathlib import Path
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState

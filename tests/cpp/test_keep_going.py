@@ -138,3 +138,50 @@ def test_includes_name_only_the_operators_of_emitted_code(tmp_path, capsys):
 
     assert includes("trig.cpp") == {"#include <ATen/ops/sin.h>", "#include <ATen/ops/cos.h>"}
     assert includes("helpers.cpp") == set()
+
+
+# digamma is refused for its own reason; lgamma only calls the operator, which stays declared
+CALLS_A_REFUSED_OPERATOR = '''\
+from formulas import at, derivative
+
+
+@derivative("lgamma(Tensor self) -> Tensor")
+def lgamma(self):
+    result = at.lgamma(self)
+    def backward(grad):
+        return grad * at.digamma(self)
+    return result, backward
+
+
+@derivative("digamma(Tensor self) -> Tensor")
+def digamma(self):
+    result = at.digamma(self)
+    def backward(grad):
+        orders = {1: 1}
+        return grad * at.polygamma(1, self)
+    return result, backward
+
+
+@derivative("polygamma(int n, Tensor self) -> Tensor")
+def polygamma(n, self):
+    result = at.polygamma(n, self)
+    def backward(grad):
+        return grad * at.polygamma(n + 1, self)
+    return result, backward
+'''
+
+
+def test_a_refused_formula_keeps_its_operator_declared_for_its_callers(tmp_path, capsys):
+    """Leaving digamma's node out must not refuse lgamma as calling an "unknown operator": at.digamma
+    is still declared (lint, which sees the whole package, resolves it too)."""
+    formulas = tmp_path / "pkg"
+    formulas.mkdir()
+    (formulas / "gamma.py").write_text(CALLS_A_REFUSED_OPERATOR)
+    code, lines = run(formulas, tmp_path / "out", capsys)
+    assert code == 1
+    refused = [line for line in lines if line.startswith(str(formulas))]
+    assert len(refused) == 1 and " DB200 " in refused[0] and refused[0].endswith("[digamma]")
+    source = (tmp_path / "out" / "gamma.cpp").read_text()
+    assert "struct LgammaBackward0" in source and "at::digamma(" in source
+    assert "DigammaBackward0" not in source
+    assert "2 of 3 formulas emitted" in lines

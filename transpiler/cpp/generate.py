@@ -20,7 +20,8 @@ not be written is a one-line diagnostic and exit 2.
 derivatives.yaml): every formula that lints and transliterates is written,
 each one that does not is reported as ``path:line:col: CODE message [entry]``
 (also kept in ``REFUSED`` in the output), then ``N of M formulas emitted``.
-A helper that cannot be transliterated is left out with its callers. Exit 0
+A helper that cannot be transliterated is left out with its callers; a refused
+formula's operator stays declared, so formulas calling it are emitted. Exit 0
 when nothing was left out, 1 when something was (what could be emitted is
 written all the same), 2 as always. Without it (the default, and what the
 shipped library uses) any finding writes nothing.
@@ -191,6 +192,10 @@ def generate_each(formulas: Path, lint: bool, namespace: str) -> Generated:
     if shipped is not None and namespace == SHIPPED_NAMESPACE:
         found += _registered_twice(library, shipped)
     known = shipped.operators if shipped is not None else {}
+    # A refused formula's operator stays declared (after every other, so no call that resolved
+    # without it changes): it is still an operator its callers may call, only its node is left out;
+    # lint, which sees the whole library, resolves it the same way.
+    known = {**known, **{name: schema for name, schema in library.operators.items() if name not in known}}
     entries = _Entries(library)
     refused: dict[tuple[str, int], Refusal] = {}
     while True:

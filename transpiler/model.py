@@ -131,6 +131,8 @@ class Formula:
     captures: tuple[Capture, ...]
     node: cst.FunctionDef
     jvp: Jvp | None = None               # None: forward AD raises torch's "not supported" error
+    # Why a written jvp was left out (per-formula mode, ``CODE message``): its error says so.
+    jvp_left_out: str | None = None
 
     @property
     def op_name(self) -> str:

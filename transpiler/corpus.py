@@ -46,16 +46,18 @@ def main(argv: list[str]) -> int:
     from transpiler.frontend import load_library
     from transpiler.lint.runner import lint_paths
     from transpiler.output import replace_directory
-    from transpiler.yaml_import.importer import import_yaml
+    from transpiler.yaml_import.importer import import_yaml, left_out_entries
 
     yaml_path = Path(torchgen.__file__).parent / "packaged" / "autograd" / "derivatives.yaml"
     work = args.build_dir / "corpus"
     formulas, out = work / "formulas", work / "cpp"
-    imported = import_yaml(yaml_path.read_text(encoding="utf-8"), str(yaml_path))
+    yaml_text = yaml_path.read_text(encoding="utf-8")
+    imported = import_yaml(yaml_text, str(yaml_path))
     if differs(formulas, imported.files, manifest=False):
         replace_directory(formulas, imported.files)
     library = load_library(str(formulas))
-    entries = sorted({f.op_name for f in library.formulas})
+    not_imported = left_out_entries(yaml_text, imported)
+    entries = sorted({f.op_name for f in library.formulas} | not_imported.keys())
     owners = _Entries(library)
     # An entry with dispatch sections is several formulas (its Default one first): it goes on while
     # any of them does, and falls out with the reason of its first formula.
@@ -64,7 +66,9 @@ def main(argv: list[str]) -> int:
         for formula in module.formulas:
             sections.setdefault(formula.op_name, set()).add(owners.key(module, formula.node))
     stopped: dict[tuple, tuple[str, str]] = {}      # formula key -> (stage, reason)
-    fallen: dict[str, tuple[str, str]] = {}          # entry -> (stage, reason)
+    fallen: dict[str, tuple[str, str]] = {name: ("import", problem.format())   # entry -> (stage, reason)
+                                          for name, problem in not_imported.items()}
+    imported_entries = [e for e in entries if e not in fallen]
 
     def stop(diagnostics, stage: str) -> None:
         for diagnostic in diagnostics:
@@ -113,7 +117,7 @@ def main(argv: list[str]) -> int:
                     fallen[entry] = ("C1", f"no inputs: {result['reason']}")
     total = len(entries)
     print(f"derivatives.yaml corpus ({yaml_path}): {total} entries ({len(library.formulas)} formulas)")
-    for label, count in (("imported", len(entries)), ("lint-clean", len(lint_clean)), ("emitted", len(emitted)),
+    for label, count in (("imported", len(imported_entries)), ("lint-clean", len(lint_clean)), ("emitted", len(emitted)),
                          ("compiled", len(compiled)), ("C1", len(c1)), ("CT", len(ct))):
         print(f"  {label:<11}{count:>5} of {total}")
     if ct:

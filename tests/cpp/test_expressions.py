@@ -127,7 +127,9 @@ def test_optional_passed_to_a_helper_taking_its_value_is_unwrapped_checked():
 @pytest.mark.parametrize("source, code, fragment", [
     ("[x for x in xs]", "DB200", "list comprehension"),
     ("grad ** 2", "DB200", "'**'"),
-    ("grad.exp()", "DB200", "tensor method 'exp'"),
+    ("grad.exp()", "DB200", "tensor method 'exp' (tensor methods are metadata only; call at.exp)"),
+    # metadata the C++ path does not write: never advised as an operator (there is no at.strides)
+    ("grad.strides()", "DB200", "tensor metadata method 'strides' (the C++ path writes only sizes, size, dim"),
     ("xs[1:2]", "DB200", "slicing"),
     ("at.sinh(grad)", "DB201", "unknown operator 'at.sinh'"),
     ("print(grad)", "DB201", "'print'"),

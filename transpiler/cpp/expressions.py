@@ -476,6 +476,9 @@ def _method_call(node: cst.Call, func: cst.Attribute, context: Context) -> Typed
         if len(args) != template.count("{") - 1:
             raise unsupported(node, f"'{method}' with {len(args)} arguments")
         return Typed(template.format(receiver.operand(), *args), ty)
+    if receiver.type.kind is Kind.TENSOR and method in METADATA_METHODS:
+        raise unsupported(node, f"the tensor metadata method '{method}' (the C++ path writes only "
+                          f"{', '.join(EMITTED_METADATA)}: see transpiler/metadata.py)")
     if receiver.type.kind is Kind.TENSOR:
         raise unsupported(node, f"the tensor method '{method}' (tensor methods are metadata only; call at.{method})")
     raise unsupported(node, f"the method '{method}' of a {receiver.type}")

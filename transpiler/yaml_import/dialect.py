@@ -4,8 +4,9 @@ An imported directory has an ``externals.py`` that binds every non-formula
 name the formulas call, from this module:
 
 - ``external("sum_backward")``: a C++ function that exists in libtorch
-  (``FunctionsManual.cpp``, ATen, c10); the transpiler emits a call to it.
-  It has no Python body, so calling it from Python raises.
+  (``FunctionsManual.cpp``, ATen, c10). ``transpile`` transliterates a call to
+  it only through the library's ``@helper`` of that name (refused, DB201,
+  without one). It has no Python body, so calling it from Python raises.
 - ``node_value("retain_variables")``: a value the generated autograd node
   provides (``retain_variables``; ``i``, the element index of a ``_foreach_`` formula).
 - ``namespace("std")``: a C++ namespace or class whose members are named with

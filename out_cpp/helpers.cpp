@@ -128,6 +128,63 @@ at::Tensor convolution_bias_backward(const at::Tensor& grad, int64_t weight_dim)
   return at::sum(grad, dims, false);
 }
 
+at::Tensor mul_tensor_backward__scalar(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type) {
+  return helpers::handle_r_to_c(self_type, at::conj(at::mul(at::conj(grad), other)));
+}
+
+at::Tensor div_tensor_self_backward__scalar(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type) {
+  return helpers::handle_r_to_c(self_type, at::conj(at::div(at::conj(grad), other)));
+}
+
+at::Tensor div_tensor_self_backward__mode(const at::Tensor& grad, const at::Tensor& other, at::ScalarType self_type, const std::optional<std::string>& rounding_mode) {
+  if (rounding_mode.has_value()) {
+    return at::zeros_like(grad);
+  }
+  return helpers::div_tensor_self_backward(grad, other, self_type);
+}
+
+at::Tensor div_tensor_self_backward__scalar_mode(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type, const std::optional<std::string>& rounding_mode) {
+  if (rounding_mode.has_value()) {
+    return at::zeros_like(grad);
+  }
+  return helpers::div_tensor_self_backward__scalar(grad, other, self_type);
+}
+
+at::Tensor div_tensor_other_backward__mode(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& other, const std::optional<std::string>& rounding_mode) {
+  if (rounding_mode.has_value()) {
+    return at::zeros_like(grad);
+  }
+  return helpers::div_tensor_other_backward(grad, self, other);
+}
+
+at::Tensor unsqueeze_to__dim(const at::Tensor& grad, int64_t dim, at::IntArrayRef sizes) {
+  if (static_cast<int64_t>(sizes.size()) == 0) {
+    return grad;
+  }
+  int64_t d = helpers::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+  if (sizes[formulas::runtime::wrap_index(d, sizes.size())] == 1) {
+    return at::unsqueeze(grad, d);
+  }
+  return grad;
+}
+
+at::Tensor unsqueeze_to__dims(const at::Tensor& grad, at::IntArrayRef dims, at::IntArrayRef sizes) {
+  bool listed{};
+  auto restored = grad;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    listed = false;
+    for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
+      if (helpers::wrap_dim(dims[i], static_cast<int64_t>(sizes.size())) == d) {
+        listed = true;
+      }
+    }
+    if (listed && (sizes[d] == 1)) {
+      restored = at::unsqueeze(restored, d);
+    }
+  }
+  return restored;
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
   int64_t bound = (ndim > 0) ? ndim : 1;
   return (dim < 0) ? (dim + bound) : dim;

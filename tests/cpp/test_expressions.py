@@ -258,3 +258,30 @@ def test_operator_headers(name, header):
     torch = pytest.importorskip("torch")
     assert _header(name) == header
     assert (Path(torch.__file__).parent / "include" / "ATen" / "ops" / f"{header}.h").is_file()
+
+
+def test_a_helper_call_resolves_among_its_overloads_in_order():
+    """``name__variant`` helpers are FunctionsManual's other signatures of ``name``: a call of
+    ``name`` is the first whose parameters accept the arguments (``unsqueeze_to(grad, dim, sizes)``
+    for ``squeeze.dim``, with a list ``dim`` for ``squeeze.dims``)."""
+    def signature(name: str, *params: tuple[str, T.PyType]) -> HelperSignature:
+        return HelperSignature(name, tuple((n, t, None) for n, t in params), T.TENSOR)
+
+    helpers = {h.name: h for h in (
+        signature("unsqueeze_to", ("grad", T.TENSOR), ("sizes", T.INT_LIST)),
+        signature("unsqueeze_to__dim", ("grad", T.TENSOR), ("dim", T.INT), ("sizes", T.INT_LIST)),
+        signature("unsqueeze_to__dims", ("grad", T.TENSOR), ("dims", T.INT_LIST), ("sizes", T.INT_LIST)),
+        signature("unsqueeze_to__dim__x", ("grad", T.TENSOR), ("x", T.TENSOR), ("y", T.TENSOR)))}
+    scope = Context({}, helpers, {n: Binding(t, n) for n, t in {**TENSORS, "d": T.INT, "ds": T.INT_LIST}.items()})
+
+    def call(source: str) -> str:
+        return translate(cst.parse_expression(source), scope).text
+
+    assert call("unsqueeze_to(grad, ds)") == "helpers::unsqueeze_to(grad, ds)"
+    assert call("unsqueeze_to(grad, d, ds)") == "helpers::unsqueeze_to__dim(grad, d, ds)"
+    assert call("unsqueeze_to(grad, ds, ds)") == "helpers::unsqueeze_to__dims(grad, ds, ds)"
+    with pytest.raises(Untranslatable) as raised:     # an overload's overload is not one of the name's
+        call("unsqueeze_to(grad, self, other)")
+    assert raised.value.code == "DB204"
+    assert raised.value.message.startswith("no overload of helper 'unsqueeze_to' accepts these arguments "
+                                           "(unsqueeze_to: cannot transliterate this call")

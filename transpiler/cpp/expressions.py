@@ -430,7 +430,7 @@ def _call(node: cst.Call, context: Context, expected: PyType | None) -> Typed:
     if isinstance(func, cst.Name):
         name = func.value
         if name in context.helpers:
-            return _helper_call(node, context.helpers[name], context)
+            return _overloaded_helper_call(node, name, context)
         if name == "len" and len(node.args) == 1 and node.args[0].keyword is None:
             value = deref_optional_list(translate(node.args[0].value, context))
             if value.type.kind not in (Kind.LIST, Kind.TUPLE):
@@ -563,6 +563,33 @@ def _argument_text(value: Typed, param: PyType) -> str:
         target = param.elem if param.kind is Kind.OPTIONAL else param
         return f"{T.cpp_value(target)}{{}}"
     return value.text
+
+
+#: ``name__variant`` is an overload of the helper ``name`` (FunctionsManual's C++ overloads, such as
+#: ``unsqueeze_to(grad, sizes)`` and ``unsqueeze_to(grad, dim, sizes)``): a call of ``name`` is the
+#: first of them, in declaration order, whose parameters accept its arguments.
+OVERLOAD_SEPARATOR = "__"
+
+
+def helper_overloads(name: str, helpers: Mapping[str, HelperSignature]) -> list[HelperSignature]:
+    """The helper ``name`` and its overloads ``name__variant``, in declaration order."""
+    prefix = name + OVERLOAD_SEPARATOR
+    return [signature for helper, signature in helpers.items()
+            if helper == name or (helper.startswith(prefix) and OVERLOAD_SEPARATOR not in helper[len(prefix):])]
+
+
+def _overloaded_helper_call(node: cst.Call, name: str, context: Context) -> Typed:
+    overloads = helper_overloads(name, context.helpers)
+    refusals = []
+    for helper in overloads:
+        try:
+            return _helper_call(node, helper, context)
+        except Untranslatable as error:
+            if len(overloads) == 1:
+                raise
+            refusals.append(f"{helper.name}: {error.message}")
+    raise Untranslatable(node, TYPE_CONFLICT, f"no overload of helper '{name}' accepts these arguments "
+                         f"({'; '.join(refusals)})")
 
 
 def _helper_call(node: cst.Call, helper: HelperSignature, context: Context) -> Typed:

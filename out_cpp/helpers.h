@@ -18,6 +18,12 @@ at::Tensor div_tensor_self_backward__scalar_mode(const at::Tensor& grad, const a
 at::Tensor div_tensor_other_backward__mode(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& other, const std::optional<std::string>& rounding_mode);
 at::Tensor unsqueeze_to__dim(const at::Tensor& grad, int64_t dim, at::IntArrayRef sizes);
 at::Tensor unsqueeze_to__dims(const at::Tensor& grad, at::IntArrayRef dims, at::IntArrayRef sizes);
+at::Tensor max_pool_double_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t dim);
+at::Tensor slice_backward_wrapper(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step);
+at::Tensor split_with_sizes_backward(at::TensorList grads, at::IntArrayRef split_sizes, int64_t dim, at::IntArrayRef sizes, const at::TensorOptions& options);
+at::Tensor split_backward(at::TensorList grads, int64_t split_size, int64_t dim, at::IntArrayRef sizes, const at::TensorOptions& options);
+at::Tensor pow_backward_self(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& exponent);
+at::Tensor pow_backward_exponent(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& exponent, const at::Tensor& result);
 int64_t wrap_dim(int64_t dim, int64_t ndim);
 bool is_reduced_dim(at::OptionalIntArrayRef dim, int64_t d, int64_t ndim);
 int64_t reduced_numel(at::IntArrayRef sizes, at::OptionalIntArrayRef dim);

@@ -285,3 +285,17 @@ def test_a_helper_call_resolves_among_its_overloads_in_order():
     assert raised.value.code == "DB204"
     assert raised.value.message.startswith("no overload of helper 'unsqueeze_to' accepts these arguments "
                                            "(unsqueeze_to: cannot transliterate this call")
+
+
+def test_a_fixed_length_list_argument_must_have_that_length():
+    """``native_batch_norm_backward``'s ``bool[3] output_mask`` is a C++ ``std::array<bool, 3>``: the
+    ``needs_input_grad`` of a formula with five inputs does not fit it (DB202, not a compile error)."""
+    schema = parse_schema("native_batch_norm_backward(Tensor grad_out, Tensor input, bool[3] output_mask) "
+                          "-> (Tensor, Tensor, Tensor)")
+    names = {"grad": T.TENSOR, "self": T.TENSOR, "mask3": T.list_of(T.BOOL, 3), "mask5": T.list_of(T.BOOL, 5)}
+    scope = Context({"native_batch_norm_backward": (schema,)}, {}, {n: Binding(t, n) for n, t in names.items()})
+    fits = translate(cst.parse_expression("at.native_batch_norm_backward(grad, self, mask3)"), scope)
+    assert fits.text == "at::native_batch_norm_backward(grad, self, mask3)"
+    with pytest.raises(Untranslatable) as raised:
+        translate(cst.parse_expression("at.native_batch_norm_backward(grad, self, mask5)"), scope)
+    assert raised.value.code == "DB202"

@@ -20,7 +20,7 @@ from transpiler.cpp import types as T
 from transpiler.cpp.operators import Resolved, accepts, cpp_default
 from transpiler.cpp.types import Kind, PyType
 from transpiler.metadata import METADATA_METHODS
-from transpiler.schema import FunctionSchema
+from transpiler.schema import FunctionSchema, ListType, Type
 
 # Diagnostic codes of the C++ emitter (documented in transpiler/codes.py).
 UNSUPPORTED = codes.UNSUPPORTED.code
@@ -548,12 +548,19 @@ def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolv
             continue
         argument = bound[param.name]
         value = translate(argument, context, None if is_none(argument) else param_type)
-        if not accepts(param_type, value.type):
+        if not accepts(param_type, value.type) or _wrong_length(param.type, value.type):
             return None
         texts.append(_argument_text(value, param_type))
     if any(p.default is None and p.name not in bound for p in params):
         return None
     return Resolved(schema, tuple(texts))
+
+
+def _wrong_length(schema_type: Type, value: PyType) -> bool:
+    """A fixed-length list (``bool[3] output_mask``, a C++ ``std::array``) given a list of another
+    fixed length (the formula's ``needs_input_grad`` mask of five inputs)."""
+    return (isinstance(schema_type, ListType) and schema_type.size is not None
+            and value.kind is Kind.LIST and value.size is not None and value.size != schema_type.size)
 
 
 def _argument_text(value: Typed, param: PyType) -> str:

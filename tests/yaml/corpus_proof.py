@@ -29,8 +29,8 @@ The cases, in order of preference (``source`` names the one used):
 Every float64 tensor argument of a case is differentiated. A case torch's own overload
 rejects, or whose output torch does not differentiate, is skipped, never counted.
 
-Each entry's failure is its own: the operators are proven in forked children, ``CHUNK`` at a
-time, each reporting every result as it has it; a child that dies (torch 2.13 segfaults on
+Each entry's failure is its own: the operators are proven in forked children (``WORKERS`` at
+once), ``CHUNK`` at a time, each reporting every result as it has it; a child that dies (torch 2.13 segfaults on
 ``_batch_norm_no_update`` without running stats) fails the entry it was proving, with the
 signal, and the chunk goes on in a fresh child from the next entry.
 """
@@ -52,6 +52,7 @@ from torch.utils._pytree import tree_map
 
 MAX_SAMPLES = 4
 CHUNK = 32          # entries proven per forked child
+WORKERS = 2         # forked children proving at once (each on every WORKERS-th entry)
 # gradcheck builds dense Jacobians: a case whose input elements times output elements pass this is skipped
 MAX_JACOBIAN = 200_000
 RECORDED_PER_OP = 8
@@ -362,7 +363,36 @@ def main(library: str, namespace: str, ops_json: str) -> None:
                 reason = f"{opinfo_reason}; our inputs: {reason or 'none'}"
         return {"status": status, "samples": used, "source": source, "reason": reason}
 
-    print(json.dumps(prove_isolated(ops, prove_entry), sort_keys=True))
+    print(json.dumps(prove_in_parallel(ops, prove_entry, WORKERS), sort_keys=True))
+
+
+def prove_in_parallel(ops: list[str], prove_entry: Callable[[str], dict], workers: int) -> dict[str, dict]:
+    """:func:`prove_isolated` on every ``workers``-th op in each of ``workers`` forked processes at once."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as holder:
+        children = []
+        for index in range(workers):
+            path = os.path.join(holder, f"{index}.json")
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    results = prove_isolated(ops[index::workers], prove_entry)
+                    with open(path, "w", encoding="utf-8") as out:
+                        json.dump(results, out)
+                finally:
+                    os._exit(0)
+            children.append((pid, path))
+        results: dict[str, dict] = {}
+        for pid, path in children:
+            _, status = os.waitpid(pid, 0)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as report:
+                    results.update(json.load(report))
+    for op in ops:      # a worker that died outside every entry's proof leaves its entries unproven
+        results.setdefault(op, {"status": "failed", "samples": 0, "source": "",
+                                "reason": "C1: the process proving it died"})
+    return {op: results[op] for op in ops}
 
 
 def prove_isolated(ops: list[str], prove_entry: Callable[[str], dict]) -> dict[str, dict]:

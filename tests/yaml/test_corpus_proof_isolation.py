@@ -32,3 +32,12 @@ def test_a_crash_or_an_error_is_the_failure_of_its_entry_only(monkeypatch):
     assert results["crashes"]["reason"] == "C1: the process proving it died (signal 11, SIGSEGV)"
     assert results["raises"] == {"status": "failed", "samples": 0, "source": "",
                                  "reason": "C1: the proof raised ValueError: a broken case"}
+
+
+def test_workers_split_the_entries_and_keep_their_order(monkeypatch):
+    monkeypatch.setattr(corpus_proof, "CHUNK", 2)
+    ops = ["a", "crashes", "b", "c", "raises", "d"]
+    results = corpus_proof.prove_in_parallel(ops, _prove, 2)
+    assert list(results) == ops
+    assert [results[op]["status"] for op in ops] == ["proven", "failed", "proven", "proven", "failed", "proven"]
+    assert results["crashes"]["reason"] == "C1: the process proving it died (signal 11, SIGSEGV)"

@@ -299,3 +299,19 @@ def test_a_fixed_length_list_argument_must_have_that_length():
     with pytest.raises(Untranslatable) as raised:
         translate(cst.parse_expression("at.native_batch_norm_backward(grad, self, mask5)"), scope)
     assert raised.value.code == "DB202"
+
+
+def test_an_owned_optional_list_is_lent_to_an_optional_list_parameter():
+    """``bias.sizes() if bias is not None else None`` is an owned ``std::optional<std::vector>``, which
+    does not convert to ``at::OptionalIntArrayRef`` (``convolution_backward``'s ``bias_sizes``): it is
+    lent for the call (C++ that did not compile before)."""
+    schema = parse_schema("convolution_backward(Tensor grad_output, SymInt[]? bias_sizes) -> Tensor")
+    names = {"grad": T.TENSOR, "bias": T.TENSOR, "sizes": T.optional(T.INT_LIST)}
+    scope = Context({"convolution_backward": (schema,)}, {}, {n: Binding(t, n) for n, t in names.items()})
+    text = translate(cst.parse_expression(
+        "at.convolution_backward(grad, bias.sizes() if bias is not None else None)"), scope).text
+    assert text.startswith("at::convolution_backward(grad, formulas::runtime::borrow((bias.defined()) ? ")
+    assert translate(cst.parse_expression("at.convolution_backward(grad, sizes)"), scope).text == \
+        "at::convolution_backward(grad, formulas::runtime::borrow(sizes))"
+    assert translate(cst.parse_expression("at.convolution_backward(grad, None)"), scope).text == \
+        "at::convolution_backward(grad, std::nullopt)"

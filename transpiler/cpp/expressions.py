@@ -569,6 +569,10 @@ def _argument_text(value: Typed, param: PyType) -> str:
     if value.type.kind is Kind.LIST and value.type.elem.kind is Kind.UNKNOWN:
         target = param.elem if param.kind is Kind.OPTIONAL else param
         return f"{T.cpp_value(target)}{{}}"
+    if param == T.optional(T.INT_LIST) and value.type == param and not value.borrowed:
+        # an owned std::optional<std::vector> does not convert to at::OptionalIntArrayRef: borrow it
+        # (``bias.sizes() if bias is not None else None``, lent for the call's full expression)
+        return f"formulas::runtime::borrow({value.text})"
     return value.text
 
 

@@ -21,6 +21,7 @@
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
+#include <ATen/ops/log.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
 #include <ATen/ops/logsumexp.h>
@@ -36,6 +37,7 @@
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/sign.h>
+#include <ATen/ops/slice_backward.h>
 #include <ATen/ops/squeeze.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sum.h>
@@ -129,6 +131,122 @@ at::Tensor convolution_bias_backward(const at::Tensor& grad, int64_t weight_dim)
     }
   }
   return at::sum(grad, dims, false);
+}
+
+at::Tensor py_mul_tensor_backward_u_scalar(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type) {
+  return helpers::handle_r_to_c(self_type, at::conj(at::mul(at::conj(grad), other)));
+}
+
+at::Tensor py_div_tensor_self_backward_u_scalar(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type) {
+  return helpers::handle_r_to_c(self_type, at::conj(at::div(at::conj(grad), other)));
+}
+
+at::Tensor py_div_tensor_self_backward_u_mode(const at::Tensor& grad, const at::Tensor& other, at::ScalarType self_type, const std::optional<std::string>& rounding_mode) {
+  if (rounding_mode.has_value()) {
+    return at::zeros_like(grad);
+  }
+  return helpers::div_tensor_self_backward(grad, other, self_type);
+}
+
+at::Tensor py_div_tensor_self_backward_u_scalar_mode(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type, const std::optional<std::string>& rounding_mode) {
+  if (rounding_mode.has_value()) {
+    return at::zeros_like(grad);
+  }
+  return helpers::py_div_tensor_self_backward_u_scalar(grad, other, self_type);
+}
+
+at::Tensor py_div_tensor_other_backward_u_mode(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& other, const std::optional<std::string>& rounding_mode) {
+  if (rounding_mode.has_value()) {
+    return at::zeros_like(grad);
+  }
+  return helpers::div_tensor_other_backward(grad, self, other);
+}
+
+at::Tensor py_unsqueeze_to_u_dim(const at::Tensor& grad, int64_t dim, at::IntArrayRef sizes) {
+  if (static_cast<int64_t>(sizes.size()) == 0) {
+    return grad;
+  }
+  int64_t d = helpers::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+  if (sizes[formulas::runtime::wrap_index(d, sizes.size())] == 1) {
+    return at::unsqueeze(grad, d);
+  }
+  return grad;
+}
+
+at::Tensor py_unsqueeze_to_u_dims(const at::Tensor& grad, at::IntArrayRef dims, at::IntArrayRef sizes) {
+  bool listed{};
+  auto restored = grad;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    listed = false;
+    for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
+      if (helpers::wrap_dim(dims[i], static_cast<int64_t>(sizes.size())) == d) {
+        listed = true;
+      }
+    }
+    if (listed && (sizes[d] == 1)) {
+      restored = at::unsqueeze(restored, d);
+    }
+  }
+  return restored;
+}
+
+at::Tensor max_pool_double_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t dim) {
+  auto positions = at::flatten(indices, indices.dim() - dim, -1);
+  auto gathered = at::gather(at::flatten(grad, grad.dim() - dim, -1), -1, positions);
+  return gathered.view(indices.sizes().vec());
+}
+
+at::Tensor slice_backward_wrapper(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+  int64_t first = 0;
+  if (start.has_value()) {
+    first = (*start);
+  }
+  int64_t last = sizes[formulas::runtime::wrap_index(helpers::wrap_dim(dim, static_cast<int64_t>(sizes.size())), sizes.size())];
+  if (end.has_value()) {
+    last = (*end);
+  }
+  return at::slice_backward(grad, sizes, dim, first, last, step);
+}
+
+at::Tensor split_with_sizes_backward(at::TensorList grads, at::IntArrayRef split_sizes, int64_t dim, at::IntArrayRef sizes, const at::TensorOptions& options) {
+  std::vector<int64_t> piece_sizes{};
+  int64_t d = helpers::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+  auto like = grads[0];
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    if (grads[i].defined()) {
+      like = grads[i];
+    }
+  }
+  std::vector<at::Tensor> pieces = std::vector<at::Tensor>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    if (grads[i].defined()) {
+      pieces.push_back(grads[i]);
+    } else {
+      piece_sizes = formulas::runtime::to_list<std::vector<int64_t>>(sizes);
+      piece_sizes[formulas::runtime::wrap_index(d, piece_sizes.size())] = split_sizes[i];
+      pieces.push_back(like.new_zeros(piece_sizes));
+    }
+  }
+  return at::cat(pieces, d);
+}
+
+at::Tensor split_backward(at::TensorList grads, int64_t split_size, int64_t dim, at::IntArrayRef sizes, const at::TensorOptions& options) {
+  int64_t d = helpers::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+  std::vector<int64_t> split_sizes = std::vector<int64_t>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    split_sizes.push_back(std::min<int64_t>(split_size, sizes[formulas::runtime::wrap_index(d, sizes.size())] - (i * split_size)));
+  }
+  return helpers::split_with_sizes_backward(grads, split_sizes, dim, sizes, options);
+}
+
+at::Tensor pow_backward_self(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& exponent) {
+  auto slope = exponent * at::pow(self, exponent - 1);
+  return at::where(at::eq(exponent, 0.0), grad.new_zeros(std::vector<int64_t>{}), grad * at::conj(slope));
+}
+
+at::Tensor pow_backward_exponent(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& exponent, const at::Tensor& result) {
+  auto at_zero = at::logical_and(at::eq(self, 0.0), at::ge(exponent, 0.0));
+  return at::where(at_zero, grad.new_zeros(std::vector<int64_t>{}), grad * at::conj(result * at::log(self)));
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {

@@ -194,7 +194,7 @@ def accepts(schema: FunctionSchema, args: tuple[Any, ...], kwargs: Mapping[str, 
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "int": (int,), "SymInt": (int,), "float": (int, float), "bool": (bool,),
-    "Scalar": (int, float, bool), "ScalarType": (torch.dtype,), "Layout": (torch.layout,),
+    "Scalar": (int, float, bool, complex), "ScalarType": (torch.dtype,), "Layout": (torch.layout,),
     "Device": (torch.device, str), "MemoryFormat": (torch.memory_format,), "str": (str,),
 }
 

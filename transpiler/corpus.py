@@ -9,7 +9,7 @@ first and second derivatives equal torch's built-in overload's) on float64 cases
 torch's OpInfo samples first (bound to the overload's schema, or the ATen calls an
 OpInfo sample makes), our inputs (``tests/yaml/corpus_inputs.py``) where none
 reaches the overload. Prints, as counts of the entries: imported, lint-clean (no
-DB0xx/DB1xx finding), emitted, compiled, C1, CT, how many CT entries were proven
+DB0xx/DB1xx finding outside a jvp: a finding inside one leaves out the jvp alone), emitted, compiled, C1, CT, how many CT entries were proven
 on OpInfo samples and how many on our inputs, and the entries with a jvp
 (imported, emitted with it); then each entry that falls out, with the stage and
 the reason. The reference engine runs the
@@ -46,16 +46,18 @@ def main(argv: list[str]) -> int:
     from transpiler.frontend import load_library
     from transpiler.lint.runner import lint_paths
     from transpiler.output import replace_directory
-    from transpiler.yaml_import.importer import import_yaml
+    from transpiler.yaml_import.importer import import_yaml, left_out_entries
 
     yaml_path = Path(torchgen.__file__).parent / "packaged" / "autograd" / "derivatives.yaml"
     work = args.build_dir / "corpus"
     formulas, out = work / "formulas", work / "cpp"
-    imported = import_yaml(yaml_path.read_text(encoding="utf-8"), str(yaml_path))
+    yaml_text = yaml_path.read_text(encoding="utf-8")
+    imported = import_yaml(yaml_text, str(yaml_path))
     if differs(formulas, imported.files, manifest=False):
         replace_directory(formulas, imported.files)
     library = load_library(str(formulas))
-    entries = sorted({f.op_name for f in library.formulas})
+    not_imported = left_out_entries(yaml_text, imported)
+    entries = sorted({f.op_name for f in library.formulas} | not_imported.keys())
     owners = _Entries(library)
     # An entry with dispatch sections is several formulas (its Default one first): it goes on while
     # any of them does, and falls out with the reason of its first formula.
@@ -64,7 +66,9 @@ def main(argv: list[str]) -> int:
         for formula in module.formulas:
             sections.setdefault(formula.op_name, set()).add(owners.key(module, formula.node))
     stopped: dict[tuple, tuple[str, str]] = {}      # formula key -> (stage, reason)
-    fallen: dict[str, tuple[str, str]] = {}          # entry -> (stage, reason)
+    fallen: dict[str, tuple[str, str]] = {name: ("import", problem.format())   # entry -> (stage, reason)
+                                          for name, problem in not_imported.items()}
+    imported_entries = [e for e in entries if e not in fallen]
 
     def stop(diagnostics, stage: str) -> None:
         for diagnostic in diagnostics:
@@ -73,7 +77,10 @@ def main(argv: list[str]) -> int:
         for entry, keys in sections.items():
             if entry not in fallen and keys <= stopped.keys():
                 fallen[entry] = stopped[min(keys)]
-    stop([d for d in lint_paths([str(formulas)]) if d.code[:3] in ("DB0", "DB1")], "lint")
+    # a finding inside a written jvp leaves out the jvp alone (the backward is emitted, forward AD
+    # raises torch's error), as per-formula mode does
+    stop([d for d in lint_paths([str(formulas)])
+          if d.code[:3] in ("DB0", "DB1") and not owners.in_jvp(owners.owner(d)[0], d)], "lint")
     lint_clean = [e for e in entries if e not in fallen]
     generated = generate_each(formulas, True, NAMESPACE)
     if differs(out, generated.files):
@@ -110,7 +117,7 @@ def main(argv: list[str]) -> int:
                     fallen[entry] = ("C1", f"no inputs: {result['reason']}")
     total = len(entries)
     print(f"derivatives.yaml corpus ({yaml_path}): {total} entries ({len(library.formulas)} formulas)")
-    for label, count in (("imported", len(entries)), ("lint-clean", len(lint_clean)), ("emitted", len(emitted)),
+    for label, count in (("imported", len(imported_entries)), ("lint-clean", len(lint_clean)), ("emitted", len(emitted)),
                          ("compiled", len(compiled)), ("C1", len(c1)), ("CT", len(ct))):
         print(f"  {label:<11}{count:>5} of {total}")
     if ct:
@@ -118,12 +125,17 @@ def main(argv: list[str]) -> int:
     # forward mode: entries whose formula has a jvp (derivatives.yaml's ``result:``), and how many of
     # them were emitted with it (the jvp is transliterated into the forward wrapper with its formula)
     with_jvp = sorted({f.op_name for f in library.formulas if f.jvp is not None})
-    print(f"  with a jvp {len(with_jvp):>5} imported, {len(set(with_jvp) & set(emitted))} emitted with their jvp")
+    without_jvp = {refusal.entry for refusal in generated.jvp_left_out}
+    print(f"  with a jvp {len(with_jvp):>5} imported, {len(set(with_jvp) & set(emitted) - without_jvp)} emitted "
+          f"with their jvp, {len(without_jvp & set(emitted))} without (forward AD raises torch's error)")
     fallen = {entry: fallen[entry] for entry in entries if entry in fallen}   # not helpers or module-level code
     stages = Counter(stage for stage, _ in fallen.values())
     print("fallen out: " + ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items())))
     for entry, (stage, reason) in sorted(fallen.items()):
         print(f"  {entry} [{stage}]: {reason}")
+    for refusal in sorted(generated.jvp_left_out, key=lambda r: r.entry):
+        if refusal.entry in emitted:
+            print(f"  {refusal.entry} [jvp left out]: {refusal.diagnostic.format()}")
     if not args.no_compile:
         _print_engine_tiers(formulas)
     return 0

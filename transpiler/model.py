@@ -135,6 +135,8 @@ class Formula:
     # ``jvp="derived"`` declared: the jvp is derived once the library's operators are known
     # (``frontend.load_library``); until then ``jvp`` is None.
     derives_jvp: bool = False
+    # Why a written jvp was left out (per-formula mode, ``CODE message``): its error says so.
+    jvp_left_out: str | None = None
 
     @property
     def op_name(self) -> str:

@@ -132,7 +132,9 @@ def test_optional_passed_to_a_helper_taking_its_value_is_unwrapped_checked():
 @pytest.mark.parametrize("source, code, fragment", [
     ("[x for x in xs]", "DB200", "list comprehension"),
     ("grad ** 2", "DB200", "'**'"),
-    ("grad.exp()", "DB200", "tensor method 'exp'"),
+    ("grad.exp()", "DB200", "tensor method 'exp' (tensor methods are metadata only; call at.exp)"),
+    # metadata the C++ path does not write: never advised as an operator (there is no at.strides)
+    ("grad.strides()", "DB200", "tensor metadata method 'strides' (the C++ path writes only sizes, size, dim"),
     ("xs[1:2]", "DB200", "slicing"),
     ("at.sinh(grad)", "DB201", "unknown operator 'at.sinh'"),
     ("print(grad)", "DB201", "'print'"),
@@ -273,3 +275,61 @@ def test_cpp_names_avoid_keywords_and_reserved_identifiers(name, expected):
     is neither."""
     assert cpp_name(name) == expected
     assert "__" not in cpp_name(name) and not (cpp_name(name)[0] == "_" and cpp_name(name)[1:2].isupper())
+
+
+def test_a_helper_call_resolves_among_its_overloads_in_order():
+    """``name__variant`` helpers are FunctionsManual's other signatures of ``name``: a call of
+    ``name`` is the first whose parameters accept the arguments (``unsqueeze_to(grad, dim, sizes)``
+    for ``squeeze.dim``, with a list ``dim`` for ``squeeze.dims``)."""
+    def signature(name: str, *params: tuple[str, T.PyType]) -> HelperSignature:
+        return HelperSignature(name, tuple((n, t, None) for n, t in params), T.TENSOR)
+
+    helpers = {h.name: h for h in (
+        signature("unsqueeze_to", ("grad", T.TENSOR), ("sizes", T.INT_LIST)),
+        signature("unsqueeze_to__dim", ("grad", T.TENSOR), ("dim", T.INT), ("sizes", T.INT_LIST)),
+        signature("unsqueeze_to__dims", ("grad", T.TENSOR), ("dims", T.INT_LIST), ("sizes", T.INT_LIST)),
+        signature("unsqueeze_to__dim__x", ("grad", T.TENSOR), ("x", T.TENSOR), ("y", T.TENSOR)))}
+    scope = Context({}, helpers, {n: Binding(t, n) for n, t in {**TENSORS, "d": T.INT, "ds": T.INT_LIST}.items()})
+
+    def call(source: str) -> str:
+        return translate(cst.parse_expression(source), scope).text
+
+    assert call("unsqueeze_to(grad, ds)") == "helpers::unsqueeze_to(grad, ds)"
+    # the overloads' own names hold ``__``, reserved in C++: emitted mangled, as everywhere (cpp_name)
+    assert call("unsqueeze_to(grad, d, ds)") == "helpers::py_unsqueeze_to_u_dim(grad, d, ds)"
+    assert call("unsqueeze_to(grad, ds, ds)") == "helpers::py_unsqueeze_to_u_dims(grad, ds, ds)"
+    with pytest.raises(Untranslatable) as raised:     # an overload's overload is not one of the name's
+        call("unsqueeze_to(grad, self, other)")
+    assert raised.value.code == "DB204"
+    assert raised.value.message.startswith("no overload of helper 'unsqueeze_to' accepts these arguments "
+                                           "(unsqueeze_to: cannot transliterate this call")
+
+
+def test_a_fixed_length_list_argument_must_have_that_length():
+    """``native_batch_norm_backward``'s ``bool[3] output_mask`` is a C++ ``std::array<bool, 3>``: the
+    ``needs_input_grad`` of a formula with five inputs does not fit it (DB202, not a compile error)."""
+    schema = parse_schema("native_batch_norm_backward(Tensor grad_out, Tensor input, bool[3] output_mask) "
+                          "-> (Tensor, Tensor, Tensor)")
+    names = {"grad": T.TENSOR, "self": T.TENSOR, "mask3": T.list_of(T.BOOL, 3), "mask5": T.list_of(T.BOOL, 5)}
+    scope = Context({"native_batch_norm_backward": (schema,)}, {}, {n: Binding(t, n) for n, t in names.items()})
+    fits = translate(cst.parse_expression("at.native_batch_norm_backward(grad, self, mask3)"), scope)
+    assert fits.text == "at::native_batch_norm_backward(grad, self, mask3)"
+    with pytest.raises(Untranslatable) as raised:
+        translate(cst.parse_expression("at.native_batch_norm_backward(grad, self, mask5)"), scope)
+    assert raised.value.code == "DB202"
+
+
+def test_an_owned_optional_list_is_lent_to_an_optional_list_parameter():
+    """``bias.sizes() if bias is not None else None`` is an owned ``std::optional<std::vector>``, which
+    does not convert to ``at::OptionalIntArrayRef`` (``convolution_backward``'s ``bias_sizes``): it is
+    lent for the call (C++ that did not compile before)."""
+    schema = parse_schema("convolution_backward(Tensor grad_output, SymInt[]? bias_sizes) -> Tensor")
+    names = {"grad": T.TENSOR, "bias": T.TENSOR, "sizes": T.optional(T.INT_LIST)}
+    scope = Context({"convolution_backward": (schema,)}, {}, {n: Binding(t, n) for n, t in names.items()})
+    text = translate(cst.parse_expression(
+        "at.convolution_backward(grad, bias.sizes() if bias is not None else None)"), scope).text
+    assert text.startswith("at::convolution_backward(grad, formulas::runtime::borrow((bias.defined()) ? ")
+    assert translate(cst.parse_expression("at.convolution_backward(grad, sizes)"), scope).text == \
+        "at::convolution_backward(grad, formulas::runtime::borrow(sizes))"
+    assert translate(cst.parse_expression("at.convolution_backward(grad, None)"), scope).text == \
+        "at::convolution_backward(grad, std::nullopt)"

@@ -138,3 +138,86 @@ def test_includes_name_only_the_operators_of_emitted_code(tmp_path, capsys):
 
     assert includes("trig.cpp") == {"#include <ATen/ops/sin.h>", "#include <ATen/ops/cos.h>"}
     assert includes("helpers.cpp") == set()
+
+
+# digamma is refused for its own reason; lgamma only calls the operator, which stays declared
+CALLS_A_REFUSED_OPERATOR = '''\
+from formulas import at, derivative
+
+
+@derivative("lgamma(Tensor self) -> Tensor")
+def lgamma(self):
+    result = at.lgamma(self)
+    def backward(grad):
+        return grad * at.digamma(self)
+    return result, backward
+
+
+@derivative("digamma(Tensor self) -> Tensor")
+def digamma(self):
+    result = at.digamma(self)
+    def backward(grad):
+        orders = {1: 1}
+        return grad * at.polygamma(1, self)
+    return result, backward
+
+
+@derivative("polygamma(int n, Tensor self) -> Tensor")
+def polygamma(n, self):
+    result = at.polygamma(n, self)
+    def backward(grad):
+        return grad * at.polygamma(n + 1, self)
+    return result, backward
+'''
+
+
+def test_a_refused_formula_keeps_its_operator_declared_for_its_callers(tmp_path, capsys):
+    """Leaving digamma's node out must not refuse lgamma as calling an "unknown operator": at.digamma
+    is still declared (lint, which sees the whole package, resolves it too)."""
+    formulas = tmp_path / "pkg"
+    formulas.mkdir()
+    (formulas / "gamma.py").write_text(CALLS_A_REFUSED_OPERATOR)
+    code, lines = run(formulas, tmp_path / "out", capsys)
+    assert code == 1
+    refused = [line for line in lines if line.startswith(str(formulas))]
+    assert len(refused) == 1 and " DB200 " in refused[0] and refused[0].endswith("[digamma]")
+    source = (tmp_path / "out" / "gamma.cpp").read_text()
+    assert "struct LgammaBackward0" in source and "at::digamma(" in source
+    assert "DigammaBackward0" not in source
+    assert "2 of 3 formulas emitted" in lines
+
+
+# tan's jvp calls an operator the package does not declare; its backward is fine
+JVP_NOT_TRANSLITERABLE = '''\
+from formulas import at, derivative
+
+
+@derivative("tan(Tensor self) -> Tensor")
+def tan(self):
+    result = at.tan(self)
+    def backward(grad):
+        return grad * (1 + result * result)
+    def jvp(self_t):
+        result_t = self_t * at.undeclared_sec2(self)
+        return result_t
+    return result, backward
+'''
+
+
+def test_a_jvp_that_does_not_transliterate_leaves_out_the_jvp_alone(tmp_path, capsys):
+    """The backward is emitted; forward AD raises torch's "does not support it" error with the reason,
+    and the report names the jvp (never a silently missing tangent)."""
+    formulas = tmp_path / "pkg"
+    formulas.mkdir()
+    (formulas / "trig.py").write_text(JVP_NOT_TRANSLITERABLE)
+    code, lines = run(formulas, tmp_path / "out", capsys)
+    assert code == 1
+    source = (tmp_path / "out" / "trig.cpp").read_text()
+    assert "struct TanBackward0" in source and "tan_jvp" not in source
+    assert ('TORCH_CHECK_NOT_IMPLEMENTED(!(torch::autograd::isFwGradDefined(self)), "Trying to use forward AD '
+            "with tan that does not support it because its jvp could not be transliterated to C++ (DB105 jvp "
+            "calls at.undeclared_sec2, which has no formula in the library") in source
+    reported = [line for line in lines if line.startswith(str(formulas))]
+    assert len(reported) == 1 and reported[0].startswith(f"{formulas / 'trig.py'}:10:29: DB105 ")
+    assert reported[0].endswith("[tan jvp]")
+    assert "1 of 1 formulas emitted" in lines

@@ -28,13 +28,21 @@ The cases, in order of preference (``source`` names the one used):
 
 Every float64 tensor argument of a case is differentiated. A case torch's own overload
 rejects, or whose output torch does not differentiate, is skipped, never counted.
+
+Each entry's failure is its own: the operators are proven in forked children (``WORKERS`` at
+once), ``CHUNK`` at a time, each reporting every result as it has it; a child that dies (torch 2.13 segfaults on
+``_batch_norm_no_update`` without running stats) fails the entry it was proving, with the
+signal, and the chunk goes on in a fresh child from the next entry.
 """
 from __future__ import annotations
 
 import gc
 import json
+import os
 import re
+import signal
 import sys
+from typing import Callable
 
 import corpus_inputs  # next to this script: a script's own directory is on sys.path
 import torch
@@ -43,6 +51,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 MAX_SAMPLES = 4
+CHUNK = 32          # entries proven per forked child
+WORKERS = 2         # forked children proving at once (each on every WORKERS-th entry)
 # gradcheck builds dense Jacobians: a case whose input elements times output elements pass this is skipped
 MAX_JACOBIAN = 200_000
 RECORDED_PER_OP = 8
@@ -322,6 +332,7 @@ def _opinfo_cases(schema, infos) -> list:
 
 
 def main(library: str, namespace: str, ops_json: str) -> None:
+    torch.set_num_threads(1)        # small cases; and forked children (prove_isolated) need no thread team
     torch.ops.load_library(library)
     torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
     ops = json.loads(ops_json)
@@ -334,8 +345,8 @@ def main(library: str, namespace: str, ops_json: str) -> None:
     unbound = {op: theirs for op, theirs in theirs_by_op.items()     # no OpInfo sample binds to them
                if not _opinfo_cases(theirs._schema, table.get(op.partition(".")[0], []))}
     recorded = record(unbound, list(unique.values()))
-    results = {}
-    for op in ops:
+
+    def prove_entry(op: str) -> dict:
         base, _, overload = op.partition(".")
         ours = getattr(getattr(getattr(torch.ops, namespace), base), overload or "default")
         theirs = theirs_by_op[op]
@@ -350,8 +361,89 @@ def main(library: str, namespace: str, ops_json: str) -> None:
             if status == "no inputs":
                 source = ""
                 reason = f"{opinfo_reason}; our inputs: {reason or 'none'}"
-        results[op] = {"status": status, "samples": used, "source": source, "reason": reason}
-    print(json.dumps(results, sort_keys=True))
+        return {"status": status, "samples": used, "source": source, "reason": reason}
+
+    print(json.dumps(prove_in_parallel(ops, prove_entry, WORKERS), sort_keys=True))
+
+
+def prove_in_parallel(ops: list[str], prove_entry: Callable[[str], dict], workers: int) -> dict[str, dict]:
+    """:func:`prove_isolated` on every ``workers``-th op in each of ``workers`` forked processes at once."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as holder:
+        children = []
+        for index in range(workers):
+            path = os.path.join(holder, f"{index}.json")
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    results = prove_isolated(ops[index::workers], prove_entry)
+                    with open(path, "w", encoding="utf-8") as out:
+                        json.dump(results, out)
+                finally:
+                    os._exit(0)
+            children.append((pid, path))
+        results: dict[str, dict] = {}
+        for pid, path in children:
+            _, status = os.waitpid(pid, 0)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as report:
+                    results.update(json.load(report))
+    for op in ops:      # a worker that died outside every entry's proof leaves its entries unproven
+        results.setdefault(op, {"status": "failed", "samples": 0, "source": "",
+                                "reason": "C1: the process proving it died"})
+    return {op: results[op] for op in ops}
+
+
+def prove_isolated(ops: list[str], prove_entry: Callable[[str], dict]) -> dict[str, dict]:
+    """``prove_entry`` of every op, in forked children (``CHUNK`` ops each), so that a crash is the
+    failure of the op it happened on: the child reports each result as it has it, and the parent
+    starts the next child after the op that was running when one died."""
+    torch.set_num_threads(1)        # no OpenMP thread team in the parent: a forked child would hang on it
+    results: dict[str, dict] = {}
+    pending = list(ops)
+    while pending:
+        chunk = pending[:CHUNK]
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:                                     # the child: prove, report, never return
+            os.close(read_end)
+            with os.fdopen(write_end, "w") as report:
+                for op in chunk:
+                    report.write(json.dumps([op, _proof_or_error(prove_entry, op)]) + "\n")
+                    report.flush()
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as report:
+            for line in report:
+                if line.endswith("\n"):                  # a line cut short by a crash is no result
+                    op, result = json.loads(line)
+                    results[op] = result
+        _, status = os.waitpid(pid, 0)
+        done = sum(op in results for op in chunk)
+        pending = pending[done:]
+        if done < len(chunk):
+            crashed = pending.pop(0)
+            results[crashed] = {"status": "failed", "samples": 0, "source": "",
+                                "reason": f"C1: the process proving it died ({_death(status)})"}
+    return results
+
+
+def _proof_or_error(prove_entry: Callable[[str], dict], op: str) -> dict:
+    """``prove_entry(op)``, or the failure that an exception outside the checks is."""
+    try:
+        return prove_entry(op)
+    except Exception as error:  # noqa: BLE001 - one entry's error is that entry's failure
+        return {"status": "failed", "samples": 0, "source": "",
+                "reason": f"C1: the proof raised {type(error).__name__}: {str(error).splitlines()[0][:160]}"}
+
+
+def _death(status: int) -> str:
+    """How a child ended, from its wait status (``signal 11, SIGSEGV``, ``exit code 1``)."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        return f"signal {number}, {signal.Signals(number).name}"
+    return f"exit code {os.WEXITSTATUS(status)}"
 
 
 if __name__ == "__main__":

@@ -148,3 +148,14 @@ def test_imported_package_imports(imported_dir):
     assert registered == 687       # one per operator: the dispatch variants of an entry share it
     assert in_library == 0         # the library's registry is not the corpus's
     assert with_details > 300
+
+
+def test_cpp_semantics_survive_the_import(import_result):
+    """C++'s integer division stays integer division (channel_shuffle's ``grad.sym_size(1) / groups``
+    is not Python's true division), ``at::sum_to`` is the ``sum_to`` helper rather than an operator,
+    and a factory's spelled-out options go by keyword (``_to_copy``'s jvp)."""
+    text = "".join(import_result.files.values())
+    assert "channel_shuffle(grad, cpp.int_div(grad.size(1), groups))" in text
+    assert "at.sum_to(" not in text and "grad_self = sum_to(grad, self.sizes())" in text
+    assert ("at._to_copy(self_t, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory, "
+            "non_blocking=non_blocking, memory_format=memory_format)") in text

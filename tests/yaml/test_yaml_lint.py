@@ -5,7 +5,8 @@ derivatives.yaml call ATen operators that have no entry in derivatives.yaml
 itself (factories, boolean ops, nested-tensor accessors, the ATen ``*_backward``
 operators that formulas call as compute methods or bare names, which the main
 dialect spells ``at.<op>``, method-only operators such as ``contiguous``, ``to``
-and ``mT``, also ``at.<op>`` there, and C++-only helpers spelled ``at::``), so within
+and ``mT``, also ``at.<op>`` there; ``at::sum_to``, a C++ utility, is the ``sum_to``
+helper), so within
 that library double backward through those calls is not declared. Its 243 written jvps (``result:`` formulas) pass the same
 capture rules; a few call such operators too.
 """
@@ -47,7 +48,7 @@ REAL_DB105 = {
     'at.mkldnn_max_pool3d_backward', 'at.mps_convolution_transpose_backward', 'at.multi_margin_loss_backward',
     'at.multilabel_margin_loss_backward', 'at.narrow', 'at.native_group_norm_backward', 'at.nll_loss',
     'at.nll_loss2d', 'at.ones_like', 'at.real', 'at.reshape', 'at.resolve_conj', 'at.scalar_tensor',
-    'at.silu_backward', 'at.square', 'at.sum_to', 'at.to_dense_backward', 'at.to_mkldnn_backward',
+    'at.silu_backward', 'at.square', 'at.to_dense_backward', 'at.to_mkldnn_backward',
     'at.trace_backward', 'at.value_selecting_reduction_backward', 'at.zeros', 'at.zeros_like',
 }
 REAL_JVP_DB105 = {

@@ -10,7 +10,8 @@ from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 
 # A small operator table, so that the cases do not depend on the installed torch's.
-FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj"})
+FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
+                       "_to_copy"})
 METHODS = frozenset({"contiguous", "view_as", "mul_"})
 SIGNATURES = {
     "gelu": ((("self",), ("approximate",)),),
@@ -20,6 +21,9 @@ SIGNATURES = {
     "div": ((("self", "other"), ()), (("self", "other"), ("rounding_mode",))),
     # two overloads that disagree on the keyword: left positional
     "sum": ((("self",), ("dtype",)), (("self", "dim", "keepdim"), ("dtype",)), (("self",), ("other",))),
+    # a factory's options: one TensorOptions position, or all four spelled out
+    "_to_copy": ((("self",), ("dtype", "layout", "device", "pin_memory", "non_blocking", "memory_format")),),
+    "contiguous": ((("self",), ("memory_format",)),),       # a method-only operator has keywords too
 }
 ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES)
 
@@ -43,9 +47,23 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES)
     ("f(grad, {{0, 0}}, {{}})", "f(grad, [0, 0], [[]])"),
     ("f(grad, bias->sym_sizes())", "f(grad, bias.sizes() if bias is not None else None)"),  # Tensor? bias
     ("std::tuple<Tensor, int64_t>()", "std.tuple[Tensor, int64_t]()"),  # only tuples of tensors are None
+    ("at::sum_to(grad, self.sym_sizes())", "sum_to(grad, self.sizes())"),   # an ATen utility: the helper
+    ("_to_copy(self_t, dtype, layout, device, pin_memory, non_blocking, memory_format)",
+     "at._to_copy(self_t, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory, "
+     "non_blocking=non_blocking, memory_format=memory_format)"),
+    ("_to_copy(self_t, options)", "at._to_copy(self_t, options)"),          # packed: no keyword
+    ("grad.contiguous(fmt)", "at.contiguous(grad, memory_format=fmt)"),
+    # integers: C++ `/` truncates toward zero; `//` (floor) is the same on non-negative operands
+    ("grad.sym_size(1) / 2", "grad.size(1) // 2"),
+    ("(self.sym_numel() + 1) % self.dim()", "(self.numel() + 1) % self.dim()"),
+    ("grad.sym_size(1) / groups", "cpp.int_div(grad.size(1), groups)"),   # an int argument may be negative
+    ("-n % 3", "cpp.int_mod(-n, 3)"),
+    ("grad / self.sym_numel()", "grad / self.numel()"),                    # a tensor: true division
+    ("1.0 / (1.0 - p)", "1.0 / (1.0 - p)"),
 ])
 def test_rewrite_and_its_python(source, python):
-    main = to_main(cpp.parse(source), frozenset({"alpha"}), aten=ATEN)
+    main = to_main(cpp.parse(source), frozenset({"alpha", "groups", "n", "p"}), aten=ATEN,
+                   integers=frozenset({"groups", "n"}))
     assert pydialect.to_python(main) == python
     ast.parse(python, mode="eval")
     assert pydialect.from_python(python) == main           # the importer's round-trip check holds
@@ -55,11 +73,12 @@ def test_rewrite_and_its_python(source, python):
     ("grad.defined() ? f(grad) : std::tuple<Tensor, Tensor>()", "grad.defined() ? f(grad) : std::tuple<Tensor, Tensor>()"),
     ("!grad.defined()", "!grad.defined()"),
     ("at::gelu_backward(grad, self, approximate)", "at::gelu_backward(grad, self, approximate)"),
+    ("grad.sym_size(1) / 2 + n / groups", "grad.size(1) / 2 + n / groups"),
 ])
 def test_an_edited_line_prints_back_as_cpp(source, cpp_text):
     """emit-yaml prints a line whose Python was edited from its tree: keywords go in position,
     `is None` is `defined()`, a tuple of Nones is an empty tuple of tensors."""
-    main = to_main(cpp.parse(source), aten=ATEN)
+    main = to_main(cpp.parse(source), aten=ATEN, integers=frozenset({"groups", "n"}))
     assert cpp.render(cpp.print_tokens(main)) == cpp_text
     assert cpp.render(cpp.print_tokens(pydialect.from_python("(a, b)"))) == "std::make_tuple(a, b)"
 
@@ -91,3 +110,16 @@ def test_a_none_test_as_operand_of_a_bitwise_operator_is_refused():
     tree = pydialect.from_python("(a is not None) & b")
     with pytest.raises(TranspileError, match="parenthesize"):
         pydialect.to_python(type(tree)(tree.op, tree.left.inner, tree.right))
+
+
+@pytest.mark.parametrize("a", [-7, -6, -1, 0, 1, 6, 7])
+@pytest.mark.parametrize("b", [-3, -2, 2, 3])
+def test_cpp_integer_division_and_remainder_truncate_as_cpp_does(a, b):
+    """``cpp.int_div`` / ``cpp.int_mod`` run C++'s integer ``/`` and ``%`` in Python (C's fmod is the oracle)."""
+    import math
+
+    from transpiler.yaml_import.dialect import cpp as dialect
+
+    assert dialect.int_div(a, b) == math.trunc(a / b)
+    assert dialect.int_mod(a, b) == math.fmod(a, b)
+    assert dialect.int_div(a, b) * b + dialect.int_mod(a, b) == a

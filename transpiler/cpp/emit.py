@@ -20,7 +20,8 @@ import libcst as cst
 
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
-    DUPLICATE_OPERATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature, Untranslatable, cpp_name,
+    DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature,
+    Untranslatable, cpp_name,
 )
 from transpiler.cpp.nodes import (
     borrowed_param, emit_formula, emit_nondifferentiable, is_view, node_name,
@@ -305,7 +306,9 @@ def with_helpers_of(library: Library, other: Library) -> Library:
     pending = [item.node for item in (*library.formulas, *library.helpers)]
     pending += [f.jvp.node for f in library.formulas if f.jvp is not None]   # a derived jvp calls helpers too
     while pending:
-        called = names_used(pending.pop()) & offered.keys() - wanted
+        used = names_used(pending.pop())
+        called = {name for name in offered.keys() - wanted
+                  if name in used or name.rpartition(OVERLOAD_SEPARATOR)[0] in used}   # with its overloads
         wanted |= called
         pending += [offered[name].node for name in called]
     if not wanted:

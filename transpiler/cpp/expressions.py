@@ -20,7 +20,7 @@ from transpiler.cpp import types as T
 from transpiler.cpp.operators import Resolved, accepts, cpp_default
 from transpiler.cpp.types import Kind, PyType
 from transpiler.metadata import METADATA_METHODS
-from transpiler.schema import FunctionSchema
+from transpiler.schema import FunctionSchema, ListType, Type
 
 # Diagnostic codes of the C++ emitter (documented in transpiler/codes.py).
 UNSUPPORTED = codes.UNSUPPORTED.code
@@ -448,7 +448,7 @@ def _call(node: cst.Call, context: Context, expected: PyType | None) -> Typed:
     if isinstance(func, cst.Name):
         name = func.value
         if name in context.helpers:
-            return _helper_call(node, context.helpers[name], context)
+            return _overloaded_helper_call(node, name, context)
         if name == "len" and len(node.args) == 1 and node.args[0].keyword is None:
             value = deref_optional_list(translate(node.args[0].value, context))
             if value.type.kind not in (Kind.LIST, Kind.TUPLE):
@@ -494,6 +494,9 @@ def _method_call(node: cst.Call, func: cst.Attribute, context: Context) -> Typed
         if len(args) != template.count("{") - 1:
             raise unsupported(node, f"'{method}' with {len(args)} arguments")
         return Typed(template.format(receiver.operand(), *args), ty)
+    if receiver.type.kind is Kind.TENSOR and method in METADATA_METHODS:
+        raise unsupported(node, f"the tensor metadata method '{method}' (the C++ path writes only "
+                          f"{', '.join(EMITTED_METADATA)}: see transpiler/metadata.py)")
     if receiver.type.kind is Kind.TENSOR:
         raise unsupported(node, f"the tensor method '{method}' (tensor methods are metadata only; call at.{method})")
     raise unsupported(node, f"the method '{method}' of a {receiver.type}")
@@ -563,12 +566,19 @@ def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolv
             continue
         argument = bound[param.name]
         value = translate(argument, context, None if is_none(argument) else param_type)
-        if not accepts(param_type, value.type):
+        if not accepts(param_type, value.type) or _wrong_length(param.type, value.type):
             return None
         texts.append(_argument_text(value, param_type))
     if any(p.default is None and p.name not in bound for p in params):
         return None
     return Resolved(schema, tuple(texts))
+
+
+def _wrong_length(schema_type: Type, value: PyType) -> bool:
+    """A fixed-length list (``bool[3] output_mask``, a C++ ``std::array``) given a list of another
+    fixed length (the formula's ``needs_input_grad`` mask of five inputs)."""
+    return (isinstance(schema_type, ListType) and schema_type.size is not None
+            and value.kind is Kind.LIST and value.size is not None and value.size != schema_type.size)
 
 
 def _argument_text(value: Typed, param: PyType) -> str:
@@ -577,7 +587,38 @@ def _argument_text(value: Typed, param: PyType) -> str:
     if value.type.kind is Kind.LIST and value.type.elem.kind is Kind.UNKNOWN:
         target = param.elem if param.kind is Kind.OPTIONAL else param
         return f"{T.cpp_value(target)}{{}}"
+    if param == T.optional(T.INT_LIST) and value.type == param and not value.borrowed:
+        # an owned std::optional<std::vector> does not convert to at::OptionalIntArrayRef: borrow it
+        # (``bias.sizes() if bias is not None else None``, lent for the call's full expression)
+        return f"formulas::runtime::borrow({value.text})"
     return value.text
+
+
+#: ``name__variant`` is an overload of the helper ``name`` (FunctionsManual's C++ overloads, such as
+#: ``unsqueeze_to(grad, sizes)`` and ``unsqueeze_to(grad, dim, sizes)``): a call of ``name`` is the
+#: first of them, in declaration order, whose parameters accept its arguments.
+OVERLOAD_SEPARATOR = "__"
+
+
+def helper_overloads(name: str, helpers: Mapping[str, HelperSignature]) -> list[HelperSignature]:
+    """The helper ``name`` and its overloads ``name__variant``, in declaration order."""
+    prefix = name + OVERLOAD_SEPARATOR
+    return [signature for helper, signature in helpers.items()
+            if helper == name or (helper.startswith(prefix) and OVERLOAD_SEPARATOR not in helper[len(prefix):])]
+
+
+def _overloaded_helper_call(node: cst.Call, name: str, context: Context) -> Typed:
+    overloads = helper_overloads(name, context.helpers)
+    refusals = []
+    for helper in overloads:
+        try:
+            return _helper_call(node, helper, context)
+        except Untranslatable as error:
+            if len(overloads) == 1:
+                raise
+            refusals.append(f"{helper.name}: {error.message}")
+    raise Untranslatable(node, TYPE_CONFLICT, f"no overload of helper '{name}' accepts these arguments "
+                         f"({'; '.join(refusals)})")
 
 
 def _helper_call(node: cst.Call, helper: HelperSignature, context: Context) -> Typed:

@@ -137,6 +137,10 @@ def forbid_lines(emitter: FormulaEmitter) -> list[str]:
         return []
     condition = " || ".join(_defined(emitter, a.name) for a in emitter.formula.differentiable_inputs)
     op = emitter.formula.op_name
+    if emitter.formula.jvp_left_out is not None:     # per-formula mode left a written jvp out
+        reason = emitter.formula.jvp_left_out.replace("\\", "\\\\").replace('"', '\\"')
+        return [f'  TORCH_CHECK_NOT_IMPLEMENTED(!({condition}), "Trying to use forward AD with {op} that does not '
+                f'support it because its jvp could not be transliterated to C++ ({reason})");']
     return [f'  TORCH_CHECK_NOT_IMPLEMENTED(!({condition}), "Trying to use forward AD with {op} that does not '
             f'support it because its formula defines no jvp; add a nested `def jvp(...)` (or '
             f'@derivative(..., jvp=\\"auto_linear\\" / \\"auto_element_wise\\")) to the formula");']

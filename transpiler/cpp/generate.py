@@ -20,7 +20,10 @@ not be written is a one-line diagnostic and exit 2.
 derivatives.yaml): every formula that lints and transliterates is written,
 each one that does not is reported as ``path:line:col: CODE message [entry]``
 (also kept in ``REFUSED`` in the output), then ``N of M formulas emitted``.
-A helper that cannot be transliterated is left out with its callers. Exit 0
+A helper that cannot be transliterated is left out with its callers; a refused
+formula's operator stays declared, so formulas calling it are emitted; a finding
+inside a ``jvp`` leaves out the jvp alone (reported as ``[op jvp]``): the backward
+is emitted and forward AD raises torch's "does not support it" error. Exit 0
 when nothing was left out, 1 when something was (what could be emitted is
 written all the same), 2 as always. Without it (the default, and what the
 shipped library uses) any finding writes nothing.
@@ -53,7 +56,7 @@ GENERATOR_SOURCES = REPO / "transpiler"
 if TYPE_CHECKING:   # imported lazily: an up-to-date run never loads libcst
     import libcst as cst
 
-    from transpiler.model import FormulaModule, Library
+    from transpiler.model import Formula, FormulaModule, Library
 
 
 def _digest(data: bytes) -> str:
@@ -128,6 +131,7 @@ class Generated:
     helpers: int = 0
     formulas: int = 0                    # formulas read (the M of "N of M formulas emitted")
     refused: tuple[Refusal, ...] = ()    # per-formula mode: what was left out, and why
+    jvp_left_out: tuple[Refusal, ...] = ()  # per-formula mode: formulas emitted without their jvp, and why
 
 
 @dataclass(frozen=True, order=True)
@@ -137,9 +141,10 @@ class Refusal:
 
     diagnostic: Diagnostic
     entry: str
+    part: str = ""      # "jvp": only the formula's jvp was left out
 
     def format(self) -> str:
-        return f"{self.diagnostic.format()} [{self.entry}]"
+        return f"{self.diagnostic.format()} [{' '.join(filter(None, (self.entry, self.part)))}]"
 
 
 def generate(formulas: Path, lint: bool = True, namespace: str | None = None,
@@ -192,25 +197,38 @@ def generate_each(formulas: Path, lint: bool, namespace: str) -> Generated:
     if shipped is not None and namespace == SHIPPED_NAMESPACE:
         found += _registered_twice(library, shipped)
     known = shipped.operators if shipped is not None else {}
+    # A refused formula's operator stays declared (after every other, so no call that resolved
+    # without it changes): it is still an operator its callers may call, only its node is left out;
+    # lint, which sees the whole library, resolves it the same way.
+    known = {**known, **{name: schema for name, schema in library.operators.items() if name not in known}}
     entries = _Entries(library)
     refused: dict[tuple[str, int], Refusal] = {}
+    # A finding inside a written jvp leaves out the jvp alone: the backward is emitted and forward
+    # AD raises torch's "does not support it" error saying why.
+    jvp_left_out: dict[tuple[str, int], Refusal] = {}
     while True:
-        before = len(refused)
+        before = len(refused) + len(jvp_left_out)
         for diagnostic in sorted(set(found)):
             key, name = entries.owner(diagnostic)
-            refused.setdefault(key, Refusal(diagnostic, name))
+            if entries.in_jvp(key, diagnostic):
+                jvp_left_out.setdefault(key, Refusal(diagnostic, name, "jvp"))
+            else:
+                refused.setdefault(key, Refusal(diagnostic, name))
         refused.update(entries.callers_of_refused(refused))
-        kept = entries.without(set(refused))
+        kept = entries.without(set(refused), jvp_left_out)
         with_shipped = with_helpers_of(kept, shipped) if shipped is not None else kept
         output, found = emit_library(with_shipped, known, namespace, str(formulas))
-        if not found or len(refused) == before:
+        if not found or len(refused) + len(jvp_left_out) == before:
             break
     formula_keys = entries.formula_keys
     left_out = tuple(sorted(r for k, r in refused.items() if k in formula_keys))
-    report = [r.format() for r in sorted(refused.values())] + [summary_line(output.ops, len(formula_keys))]
+    without_jvp = tuple(sorted(r for k, r in jvp_left_out.items() if k not in refused))
+    report = [r.format() for r in sorted([*refused.values(), *without_jvp])]
+    report.append(summary_line(output.ops, len(formula_keys)))
     files = {**output.files, REFUSED: "\n".join(report) + "\n"}
     files[MANIFEST] = manifest_text(formulas, files, namespace, keep_going=True)
-    return Generated(files, [], output.ops, output.nodes, output.helpers, len(formula_keys), left_out)
+    return Generated(files, [], output.ops, output.nodes, output.helpers, len(formula_keys), left_out,
+                     without_jvp)
 
 
 def summary_line(emitted: int, total: int) -> str:
@@ -230,11 +248,16 @@ class _Entries:
         self.starts: dict[str, list[tuple[int, str]]] = {}
         self.formula_keys: set[tuple[str, int]] = set()
         self.helper_keys: dict[str, tuple[str, int]] = {}
+        self.jvp_lines: dict[tuple[str, int], range] = {}   # a formula's written jvp: its lines
         for module in library.modules:
             found = []
             for formula in module.formulas:
                 found.append((_first_line(module, formula.node), formula.op_name))
                 self.formula_keys.add((module.path, found[-1][0]))
+                if formula.jvp is not None and formula.jvp.index is not None:
+                    after = formula.node.body.body[formula.jvp.index + 1]   # the final return follows it
+                    self.jvp_lines[module.path, found[-1][0]] = range(module.span(formula.jvp.node).line,
+                                                                      module.span(after).line)
             for helper in module.helpers:
                 found.append((_first_line(module, helper.node), helper.name))
                 self.helper_keys[helper.name] = (module.path, found[-1][0])
@@ -251,6 +274,10 @@ class _Entries:
                 break
             owner = ((diagnostic.path, line), name)
         return owner
+
+    def in_jvp(self, key: tuple[str, int], diagnostic: Diagnostic) -> bool:
+        """Whether the diagnostic lies inside the written jvp of the formula ``key``."""
+        return diagnostic.line in self.jvp_lines.get(key, ())
 
     def callers_of_refused(self, refused: dict[tuple[str, int], Refusal]) -> dict[tuple[str, int], Refusal]:
         """Formulas and helpers that call a refused helper: their C++ would not link."""
@@ -278,15 +305,22 @@ class _Entries:
             names = new
         return added
 
-    def without(self, refused: set[tuple[str, int]]) -> Library:
-        """The library less the refused formulas and helpers."""
+    def without(self, refused: set[tuple[str, int]], jvp_left_out: dict[tuple[str, int], Refusal]) -> Library:
+        """The library less the refused formulas and helpers, and less the jvps left out."""
         import dataclasses
 
         from transpiler.model import Library
 
+        def kept(module: FormulaModule, formula: Formula) -> Formula:
+            why = jvp_left_out.get(self.key(module, formula.node))
+            if why is None:
+                return formula
+            return dataclasses.replace(formula, jvp=None,
+                                       jvp_left_out=f"{why.diagnostic.code} {why.diagnostic.message}")
+
         return Library(tuple(dataclasses.replace(
             module,
-            formulas=tuple(f for f in module.formulas if self.key(module, f.node) not in refused),
+            formulas=tuple(kept(module, f) for f in module.formulas if self.key(module, f.node) not in refused),
             helpers=tuple(h for h in module.helpers if self.key(module, h.node) not in refused))
             for module in self.library.modules))
 

@@ -16,6 +16,7 @@ from transpiler.diagnostics import TranspileError, unplaced
 from transpiler.yaml_import.syntax import (
     BINARY_PRECEDENCE,
     CONDITIONAL_PRECEDENCE,
+    CPP_SPELLING,
     UNARY_OPERATORS,
     UNARY_PRECEDENCE,
     BraceList,
@@ -358,7 +359,7 @@ def _emit(node: Node, out: list[Printed], gap: str) -> None:
             _emit(operand, out, "")
         case Binary(op, left, right):
             _emit(left, out, gap)
-            out.append(Printed(op, " "))
+            out.append(Printed(CPP_SPELLING.get(op, op), " "))
             _emit(right, out, " ")
         case Conditional(cond, then, orelse):
             _emit(cond, out, gap)

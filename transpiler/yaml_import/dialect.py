@@ -4,15 +4,17 @@ An imported directory has an ``externals.py`` that binds every non-formula
 name the formulas call, from this module:
 
 - ``external("sum_backward")``: a C++ function that exists in libtorch
-  (``FunctionsManual.cpp``, ATen, c10); the transpiler emits a call to it.
-  It has no Python body, so calling it from Python raises.
+  (``FunctionsManual.cpp``, ATen, c10). ``transpile`` transliterates a call to
+  it only through the library's ``@helper`` of that name (refused, DB201,
+  without one). It has no Python body, so calling it from Python raises.
 - ``node_value("retain_variables")``: a value the generated autograd node
   provides (``retain_variables``; ``i``, the element index of a ``_foreach_`` formula).
 - ``namespace("std")``: a C++ namespace or class whose members are named with
   dots (``std.get[0](t)`` is ``std::get<0>(t)``).
 - ``cpp``: the dialect's spellings of C++ syntax Python does not have
   (``cpp.arrow(x).m`` for ``x->m``, ``cpp.deref(x)`` for ``*x``,
-  ``cpp.lambda_(T)(lambda i: ...)`` for a typed lambda, ``cpp.root.std`` for ``::std``).
+  ``cpp.lambda_(T)(lambda i: ...)`` for a typed lambda, ``cpp.root.std`` for ``::std``,
+  ``cpp.int_div(a, b)`` / ``cpp.int_mod(a, b)`` for C++'s truncating ``/`` and ``%`` of integers).
 - ``@yaml_entry(...)``: what derivatives.yaml says about an entry beyond the
   formula (its dispatch key, inputs marked ``non_differentiable``, an
   ``auto_linear``/``auto_element_wise`` forward-mode rule, and the
@@ -91,6 +93,17 @@ class _CppSyntax:
     def deref(pointer: Any) -> Any:
         """``cpp.deref(p)`` is ``*p``."""
         return pointer
+
+    @staticmethod
+    def int_div(a: int, b: int) -> int:
+        """``cpp.int_div(a, b)`` is C++'s ``a / b`` of integers: the quotient truncated toward zero."""
+        quotient = abs(a) // abs(b)
+        return quotient if (a < 0) == (b < 0) else -quotient
+
+    @staticmethod
+    def int_mod(a: int, b: int) -> int:
+        """``cpp.int_mod(a, b)`` is C++'s ``a % b`` of integers: the remainder takes the sign of ``a``."""
+        return a - b * _CppSyntax.int_div(a, b)
 
     @staticmethod
     def lambda_(*param_types: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -40,7 +40,7 @@ from transpiler.yaml_import.model import (
     tangent_locals,
 )
 from transpiler.yaml_import.pyformula import Assignment, Closure, PyFormula, module_source
-from transpiler.yaml_import.syntax import Lambda, Member, Name, Node, Qualified, Unary, walk
+from transpiler.yaml_import.syntax import INTEGER_OPERATORS, Binary, Lambda, Member, Name, Node, Qualified, Unary, walk
 
 ENTRIES_PER_FILE = 32
 FORMULA_FILE_PREFIX = "derivatives_"
@@ -113,15 +113,15 @@ def _entry(item: object) -> Entry | str:
 
 # --------------------------------------------------------------------------- translation
 
-def translate_expression(source: str, names: dict[str, str], non_tensors: frozenset[str] = frozenset()
-                         ) -> tuple[str, Node, cpp.Layout, str | None]:
+def translate_expression(source: str, names: dict[str, str], non_tensors: frozenset[str] = frozenset(),
+                         integers: frozenset[str] = frozenset()) -> tuple[str, Node, cpp.Layout, str | None]:
     """A C++ formula as a Python expression of the main dialect (:mod:`.main_dialect`), its tree,
     its layout, and the original formula when the main dialect rewrote it (else None); checked to
     round-trip (else raises a DB301 for :func:`import_yaml` to place at the entry). ``non_tensors``:
-    the entry's arguments that are not tensors."""
+    the entry's arguments that are not tensors; ``integers``: those that are integers."""
     try:
         tree = cpp.parse(source)
-        main = to_main(tree, non_tensors)
+        main = to_main(tree, non_tensors, integers=integers)
         python = pydialect.to_python(main, names)
         back = pydialect.from_python(python, pydialect.inverse_names(names))
     except TranspileError as error:
@@ -146,6 +146,11 @@ def non_tensor_arguments(schema: FunctionSchema) -> frozenset[str]:
     return frozenset(a.name for a in schema.arguments if a.name not in tensors)
 
 
+def integer_arguments(schema: FunctionSchema) -> frozenset[str]:
+    """The arguments of ``schema`` that are integers (``int``, ``SymInt``), for integer division."""
+    return frozenset(a.name for a in schema.arguments if str(a.type) in ("int", "SymInt"))
+
+
 def free_names(trees: list[Node]) -> set[str]:
     """Plain identifiers the trees read (lambda parameters excluded)."""
     found, bound = set(), set()
@@ -166,7 +171,8 @@ def dialect_names(trees: list[Node]) -> set[str]:
             if isinstance(node, Qualified) and node != pydialect.NULLOPT:
                 needed.add("cpp" if node.rooted else node.parts[0])
             elif isinstance(node, Lambda) or (isinstance(node, Member) and node.arrow) or (
-                    isinstance(node, Unary) and node.op == "*"):
+                    isinstance(node, Unary) and node.op == "*") or (
+                    isinstance(node, Binary) and node.op in INTEGER_OPERATORS.values()):
                 needed.add("cpp")
     return needed
 
@@ -242,7 +248,8 @@ def _backward(schema: FunctionSchema, flags: tuple[bool | str, ...] | None, line
     targets = gradient_locals(schema)
     trees, assignments = [], []
     for line in lines:
-        python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema))
+        python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema),
+                                                              integer_arguments(schema))
         trees.append(tree)
         assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout, original))
     used = free_names(trees)
@@ -288,7 +295,8 @@ def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine],
     trees, assignments = [], []
     targets = tangent_locals(schema)
     for line in lines:
-        python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema))
+        python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema),
+                                                              integer_arguments(schema))
         trees.append(tree)
         if not all(n in targets for n in line.names):
             raise _untranslatable(f"`{line.key}` names neither an input nor an output")
@@ -370,6 +378,19 @@ def _translate_entries(text: str, path: str) -> tuple[list[_Translated], list[Di
                                       frozenset().union(*(r[1] for r in results)),
                                       frozenset().union(*(r[2] for r in results))))
     return translated, problems
+
+
+def left_out_entries(text: str, result: ImportResult) -> dict[str, Diagnostic]:
+    """Operator name (``name.overload``) -> the DB301 of each entry of ``text`` that ``result`` left out."""
+    by_line = {problem.line: problem for problem in result.problems}
+    left_out = {}
+    for line, entry in zip(entry_lines(text), read_entries(text)):
+        if isinstance(entry, Entry) and line in by_line:
+            try:
+                left_out[str(parse_schema(entry.name).name)] = by_line[line]
+            except SchemaError:
+                left_out[entry.name] = by_line[line]
+    return left_out
 
 
 def _module(docstring: str, chunk: list[_Translated]) -> str:

@@ -17,11 +17,26 @@ C++ (as derivatives.yaml says it)  main dialect
 ``at::gelu(self, approximate)``    ``at.gelu(self, approximate=approximate)``
 ``bias->sym_sizes()``              ``bias.sizes() if bias is not None else None``
 ``{{0, 0}}``                       ``[0, 0]``
+``at::sum_to(grad, sizes)``        ``sum_to(grad, sizes)`` (an ATen utility, the helper)
+``x.size(1) / 2`` (integers)       ``x.size(1) // 2``
+``x.size(1) / groups`` (int arg)   ``cpp.int_div(x.size(1), groups)``
 =================================  ==================================
 
-The last row: an argument passed in the position of a keyword-only parameter
-(C++ has no keywords) is passed by its keyword, when every overload that
-takes that many arguments agrees on the keyword.
+An argument passed in the position of a keyword-only parameter (C++ has no
+keywords) is passed by its keyword, when every overload that takes that many
+arguments agrees on the keyword (a factory's TensorOptions are one position, or
+its ``dtype, layout, device, pin_memory`` spelled out, as ``_to_copy(self_t, dtype,
+layout, device, pin_memory, non_blocking, memory_format)`` does).
+
+C++ and Python differ on integers: ``a / b`` of two integers truncates toward zero
+in C++ and is true division in Python; ``%`` takes the sign of ``a`` in C++ and of
+``b`` in Python. Python's ``//`` and ``%`` agree with C++ when both operands are
+non-negative (sizes, ``numel()``, ``dim()``, literals and their sums and
+products), so such a division is written ``//``; one whose operands may be
+negative (an ``int`` argument) is written ``cpp.int_div(a, b)`` (``cpp.int_mod(a, b)``),
+C++'s truncating operator, never Python's ``/`` (true division). Division by zero
+gives ``inf`` for doubles in C++ and raises in Python (an error, never a wrong
+value); the other operators mean the same on the types derivatives.yaml uses them on.
 
 A method becomes an operator call only when it is an ATen operator (a function,
 or a method-only operator such as ``contiguous`` or ``view_as``, which the
@@ -43,6 +58,8 @@ from transpiler.metadata import PLAIN_METADATA
 from transpiler.needs import TorchMissing
 from transpiler.schema import SchemaError, parse_schema
 from transpiler.yaml_import.syntax import (
+    INTEGER_OPERATORS,
+    Binary,
     BraceList,
     Call,
     Conditional,
@@ -77,6 +94,10 @@ Signature = tuple[tuple[str, ...], tuple[str, ...]]
 # argument (``at::zeros(sizes, grad.options())``): that position has no keyword.
 TENSOR_OPTIONS = ("dtype", "layout", "device", "pin_memory")
 PACKED_OPTIONS = ""
+# ATen C++ functions that are not operators, and the library helper of the same name and meaning.
+ATEN_UTILITIES = frozenset({"sum_to"})
+# Metadata methods whose value is a non-negative integer (after the ``sym_`` rewrite).
+NON_NEGATIVE_METADATA = frozenset({"size", "numel", "dim"})
 
 
 @dataclass(frozen=True)
@@ -106,16 +127,16 @@ def aten_names() -> AtenNames:
             continue
         variants = _VARIANTS.search(block)
         if variants is not None and "function" not in variants.group(1):
-            methods.add(name.group(1))
-            continue
-        functions.add(name.group(1))
+            methods.add(name.group(1))     # its keywords count too (``x.contiguous(memory_format)``)
+        else:
+            functions.add(name.group(1))
         try:
             schema = parse_schema(schema_text.group(1).strip())
         except SchemaError:
             continue
         if not schema.out:
             table.setdefault(schema.name.base, []).append(
-                (tuple(a.name for a in schema.positional), _cpp_keywords(tuple(a.name for a in schema.kwarg_only))))
+                (tuple(a.name for a in schema.positional), tuple(a.name for a in schema.kwarg_only)))
     return AtenNames(frozenset(functions), frozenset(methods - functions),
                      {name: tuple(signatures) for name, signatures in table.items()})
 
@@ -131,9 +152,15 @@ def _cpp_keywords(kwonly: tuple[str, ...]) -> tuple[str, ...]:
 def keyword_arguments(name: str, args: tuple[Node, ...], signatures: dict[str, tuple[Signature, ...]]
                       ) -> tuple[Node, ...]:
     """``args`` of ``at.<name>(...)`` with those in keyword-only positions passed by keyword, when
-    every overload taking that many arguments agrees on the keywords (else ``args`` unchanged)."""
-    fits = [(positional, kwonly) for positional, kwonly in signatures.get(name, ())
-            if len(args) <= len(positional) + len(kwonly)]
+    every overload taking that many arguments agrees on the keywords (else ``args`` unchanged).
+    C++ takes a factory's options packed (one TensorOptions) or, all of them given, spelled out."""
+    fits = []
+    for positional, kwonly in signatures.get(name, ()):
+        packed = _cpp_keywords(kwonly)
+        if len(args) <= len(positional) + len(packed):
+            fits.append((positional, packed))
+        if packed != kwonly and len(args) == len(positional) + len(kwonly):
+            fits.append((positional, kwonly))
     if not fits or any(len(args) <= len(positional) for positional, _ in fits):
         return args
     spellings = {(len(positional), kwonly[:len(args) - len(positional)]) for positional, kwonly in fits}
@@ -143,17 +170,26 @@ def keyword_arguments(name: str, args: tuple[Node, ...], signatures: dict[str, t
     return (*args[:count], *(Keyword(k, a) for k, a in zip(keywords, args[count:])))
 
 
-def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNames | None = None) -> Node:
+def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNames | None = None,
+            integers: frozenset[str] = frozenset()) -> Node:
     """``tree`` in the main dialect. ``non_tensors``: names that are not tensors (Scalar or int
-    arguments), whose methods stay methods; ``aten``: ATen's operators (default: torch's)."""
+    arguments), whose methods stay methods; ``aten``: ATen's operators (default: torch's);
+    ``integers``: the names that are integers (int arguments), for integer division."""
     aten = aten_names() if aten is None else aten
     known, overloads = aten.functions, aten.signatures
 
     def main(node: Node) -> Node:
-        return to_main(node, non_tensors, aten)
+        return to_main(node, non_tensors, aten, integers)
 
     def replacement(node: Node) -> Node | None:
         match node:
+            case Binary("/" | "%" as op, left, right):
+                left, right = main(left), main(right)
+                if not (_integral(left, integers) and _integral(right, integers)):
+                    return Binary(op, left, right)
+                if _non_negative(left) and _non_negative(right):
+                    return Binary("//" if op == "/" else op, left, right)
+                return Binary(INTEGER_OPERATORS[op], left, right)    # C++'s own: cpp.int_div / int_mod
             case Unary("!", Call(Member(operand, "defined", False), ())):
                 return NoneTest(main(operand), negated=False)
             case Call(Member(operand, "defined", False), ()):
@@ -189,6 +225,8 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
             return Call(Member(receiver, func.name), args)
         if isinstance(func, Qualified) and func.parts[:1] == ("at",) and len(func.parts) == 2:
             name = _plain(func.parts[1])
+            if name in ATEN_UTILITIES:
+                return Call(Name(name), args)
             return Call(Qualified(("at", name)), keyword_arguments(name, args, overloads))
         if isinstance(func, Name):
             name = _plain(func.ident)
@@ -200,6 +238,33 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
 
 
 _NULLOPT = Qualified(("std", "nullopt"))
+
+
+def _non_negative(node: Node) -> bool:
+    """Whether ``node`` is an integer that cannot be negative: a decimal literal, a size, ``numel()``
+    or ``dim()``, and sums, products and quotients of those."""
+    match node:
+        case Literal("number", text):
+            return text.isdigit()
+        case Call(Member(_, method, False), _):
+            return method in NON_NEGATIVE_METADATA
+        case Paren(inner):
+            return _non_negative(inner)
+        case Binary("+" | "*" | "//" | "%", left, right):
+            return _non_negative(left) and _non_negative(right)
+    return False
+
+
+def _integral(node: Node, integers: frozenset[str]) -> bool:
+    """Whether ``node`` is an integer: a non-negative one, an ``int`` argument, or arithmetic on those."""
+    match node:
+        case Name(ident):
+            return ident in integers
+        case Paren(inner) | Unary("-" | "+", inner):
+            return _integral(inner, integers)
+        case Binary("+" | "-" | "*" | "//" | "%" | "int/" | "int%", left, right):
+            return _integral(left, integers) and _integral(right, integers)
+    return _non_negative(node)
 
 
 def _method_operator(name: str, aten: AtenNames) -> bool:

@@ -148,6 +148,8 @@ class _Printer:
                 return f"{DIALECT_NAMESPACE}.deref({self.expr(operand)})"
             case Unary(op, operand):
                 return f"{op}{self.expr(operand)}"
+            case Binary("int/" | "int%" as op, left, right):
+                return f"{DIALECT_NAMESPACE}.{_INTEGER_CALLS[op]}({self.expr(left)}, {self.expr(right)})"
             case Binary(op, left, right):
                 if op in _COMPARISONS and any(_is_comparison(side) for side in (left, right)):
                     raise unspellable("a comparison of a comparison would chain in Python; parenthesize it")
@@ -180,7 +182,10 @@ class _Printer:
 # --------------------------------------------------------------------------- parsing
 
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
-_CST_BINARY = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.Modulo: "%",
+# C++'s truncating integer ``/`` and ``%`` (of integers that may be negative) as dialect calls
+_INTEGER_CALLS = {"int/": "int_div", "int%": "int_mod"}
+_INTEGER_OPERATORS = {call: op for op, call in _INTEGER_CALLS.items()}
+_CST_BINARY = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//", cst.Modulo: "%",
                cst.BitOr: "|", cst.BitXor: "^", cst.BitAnd: "&"}
 _CST_COMPARISON = {cst.Equal: "==", cst.NotEqual: "!=", cst.LessThan: "<", cst.LessThanEqual: "<=",
                    cst.GreaterThan: ">", cst.GreaterThanEqual: ">="}
@@ -305,6 +310,8 @@ class _CstReader:
         return Call(func, tuple(args))
 
     def dialect_call(self, name: str, args: list[Node]) -> Node:
+        if name in _INTEGER_OPERATORS and len(args) == 2:
+            return Binary(_INTEGER_OPERATORS[name], args[0], args[1])
         if name == "deref" and len(args) == 1:
             return Unary("*", args[0])
         if name == "arrow" and len(args) == 1:

@@ -20,7 +20,9 @@ from transpiler.diagnostics import Diagnostic, TranspileError
 from transpiler.frontend import find_decorator, read_module
 from transpiler.model import Formula, FormulaModule, JvpRule
 from transpiler.yaml_import import cpp, pydialect
-from transpiler.yaml_import.importer import FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, non_tensor_arguments, primal_names
+from transpiler.yaml_import.importer import (
+    FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, integer_arguments, non_tensor_arguments, primal_names,
+)
 from transpiler.yaml_import.main_dialect import to_main
 from transpiler.yaml_import.model import (
     NEEDS_INPUT_GRAD,
@@ -119,14 +121,14 @@ class _FormulaReader:
         flags = details.get("output_differentiability", keywords.get("output_differentiability"))
         local = pydialect.local_names((*(a.name for a in schema.arguments), *return_names(schema)))
         backward_names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
-        non_tensors = non_tensor_arguments(schema)
+        arguments = (non_tensor_arguments(schema), integer_arguments(schema))
         gradients = self.lines_of(formula.backward.node, gradient_locals(schema),
-                                  pydialect.inverse_names(backward_names), non_tensors)
+                                  pydialect.inverse_names(backward_names), arguments)
         tangents: tuple[FormulaLine, ...] = ()
         if formula.jvp is not None and formula.jvp.rule is JvpRule.WRITTEN:
             diff_args = [a.name for a in schema.arguments if any(a.name in g.names for g in gradients)]
             tangents = self.lines_of(formula.jvp.node, tangent_locals(schema),
-                                     pydialect.inverse_names(primal_names(schema, diff_args, local)), non_tensors)
+                                     pydialect.inverse_names(primal_names(schema, diff_args, local)), arguments)
         lines = [*gradients, *(FormulaLine(key, NON_DIFFERENTIABLE) for key in details.get("non_differentiable", ()))]
         if details.get("jvp") is not None:
             lines.append(FormulaLine("result", details["jvp"]))
@@ -134,7 +136,7 @@ class _FormulaReader:
         return Entry(schema_text, tuple(flags) if flags is not None else None, (section,))
 
     def lines_of(self, closure: cst.FunctionDef, locals_: dict[str, str], names: dict[str, str],
-                 non_tensors: frozenset[str]) -> tuple[FormulaLine, ...]:
+                 arguments: tuple[frozenset[str], frozenset[str]]) -> tuple[FormulaLine, ...]:
         """The formula assignments of a closure as YAML lines: those whose targets are
         the gradient (or tangent) locals ``locals_`` gives (YAML name -> Python local)."""
         keys = pydialect.inverse_names(locals_)
@@ -160,20 +162,23 @@ class _FormulaReader:
                 tree = pydialect.from_cst(statement.value, names)
             except TranspileError as error:
                 raise self.error(statement, f"`{expression}`: {error.diagnostics[0].message}") from None
-            formula = self.original(statement, comment_text, tree, non_tensors)
+            formula = self.original(statement, comment_text, tree, arguments)
             if formula is None:
                 formula = cpp.render(cpp.print_tokens(tree), self.layout(statement, comment_text))
             lines.append(FormulaLine(key, formula))
         return tuple(lines)
 
-    def original(self, statement: cst.Assign, comment: str, tree: Node, non_tensors: frozenset[str]) -> str | None:
+    def original(self, statement: cst.Assign, comment: str, tree: Node,
+                 arguments: tuple[frozenset[str], frozenset[str]]) -> str | None:
         """The ``# yaml: "..."`` formula of a line the main dialect rewrote, as long as the Python is
-        still its rewrite (an edited line is printed from its tree instead)."""
+        still its rewrite (an edited line is printed from its tree instead). ``arguments``: the
+        entry's non-tensor and integer arguments."""
         if not comment.startswith(ORIGINAL_COMMENT):
             return None
         try:
             original = json.loads(comment[len(ORIGINAL_COMMENT):])
-            rewritten = to_main(cpp.parse(original), non_tensors) if isinstance(original, str) else None
+            rewritten = (to_main(cpp.parse(original), arguments[0], integers=arguments[1])
+                         if isinstance(original, str) else None)
         except json.JSONDecodeError as error:
             raise self.error(statement, f"the yaml comment is not a JSON string of a C++ formula: {error}") from None
         except TranspileError as error:

@@ -148,6 +148,11 @@ BINARY_PRECEDENCE: dict[str, int] = {
     "==": 9, "!=": 9, "<": 10, "<=": 10, ">": 10, ">=": 10,
     "+": 12, "-": 12, "*": 13, "/": 13, "%": 13,
 }
+# Binary operators of the main dialect's trees that C++ spells otherwise: ``//`` (the main
+# dialect's division of non-negative integers) and C++'s integer ``/`` and ``%`` of integers that
+# may be negative (truncating toward zero), which Python spells ``cpp.int_div`` / ``cpp.int_mod``.
+INTEGER_OPERATORS = {"/": "int/", "%": "int%"}
+CPP_SPELLING = {"//": "/", "int/": "/", "int%": "%"}
 CONDITIONAL_PRECEDENCE = 2
 UNARY_PRECEDENCE = 14
 UNARY_OPERATORS = frozenset({"!", "-", "+", "*", "~"})

@@ -1,7 +1,7 @@
 """The formula library proven with torch as the oracle, independent of the engine and the C++.
 
 For every formula and every case of ``tests/op_cases.py``, on float64 torch
-tensors (``tests/torch_backend.py`` runs ``at.<op>`` with torch):
+tensors (``formulas/torch/backend.py`` runs ``at.<op>`` with torch):
 
 * the formula's forward equals the built-in op, bit for bit;
 * its backward closure's gradients equal ``torch.autograd.grad`` of the
@@ -39,7 +39,7 @@ import torchgen
 import formulas
 from formulas import DeclaredFormula, at, use_backend
 from op_cases import ALL_CASES, OpCase, build_cases, ops, torch_args, torch_op
-from torch_backend import OracleTensor, OverloadError, TorchBackend, unwrap, wrap
+from formulas.torch.backend import OracleTensor, OverloadError, TorchBackend, unwrap, wrap
 from transpiler.schema import FunctionSchema, ListType, is_index_list, parse_schema
 
 LIBRARY = formulas.load_library()

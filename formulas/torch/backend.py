@@ -1,4 +1,4 @@
-"""Torch as the oracle operator backend: runs formulas on torch tensors.
+"""Torch as an operator backend: runs formulas on torch tensors.
 
 ``with use_backend(TorchBackend.for_library()):`` makes ``at.<op>(...)`` run
 the built-in ``torch.ops.aten.<op>.<overload>``. The overload is the one of
@@ -14,6 +14,8 @@ the wrapped tensors record is an ordinary torch graph.
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from typing import Any
 
 import torch
 
-from formulas import at
+from formulas.dsl import Registry, at, registry
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
 
 
@@ -106,6 +108,20 @@ class OracleTensor:
     __hash__ = object.__hash__
 
 
+def load_package(package: str) -> Registry:
+    """Import every module of the formula package ``package`` and return its registry
+    (``formulas``: the shipped library, without this torch back end)."""
+    if package == "formulas":
+        import formulas
+
+        formulas.load_library()
+    else:
+        imported = importlib.import_module(package)
+        for info in pkgutil.walk_packages(getattr(imported, "__path__", []), f"{package}."):
+            importlib.import_module(info.name)
+    return registry(package.split(".", 1)[0])
+
+
 def wrap(value: Any) -> Any:
     """torch tensors (also inside tuples and lists) as :class:`OracleTensor`."""
     if isinstance(value, torch.Tensor):
@@ -141,11 +157,17 @@ class TorchBackend:
     @classmethod
     def for_library(cls) -> TorchBackend:
         """A backend for every operator the shipped library declares."""
-        import formulas
+        return cls.for_package("formulas")
 
-        registry = formulas.load_library()
-        schemas = {name: declared.schema for name, declared in registry.items()}
-        schemas.update(formulas.NONDIFFERENTIABLE)
+    @classmethod
+    def for_package(cls, package: str) -> TorchBackend:
+        """A backend for every operator the shipped library or ``package`` (imported here,
+        every module of it) declares; the package's schema wins on a shared name."""
+        schemas: dict[str, str] = {}
+        for name in dict.fromkeys(("formulas", package)):
+            declared = load_package(name)
+            schemas.update({op: formula.schema for op, formula in declared.formulas.items()})
+            schemas.update(declared.nondifferentiable)
         return cls(schemas)
 
     def resolve(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> FunctionSchema:

@@ -138,6 +138,7 @@ class TorchFormula:
         self.backend = backend
         self.signature = inspect.signature(declared.fn)
         self.names = tuple(self.signature.parameters)
+        self.keyword_only = sum(p.kind is p.KEYWORD_ONLY for p in self.signature.parameters.values())
 
     @property
     def op_name(self) -> str:
@@ -199,11 +200,16 @@ class TorchFormula:
             sys.setprofile(profile)
         try:
             with use_backend(self.backend):
-                outputs, backward = self.declared.fn(*wrap(list(values)))
+                outputs, backward = self.apply_fn(wrap(list(values)))
         finally:
             if want_jvp:
                 sys.setprofile(previous)
         return unwrap(outputs), backward, found.get("jvp")
+
+    def apply_fn(self, values: list[Any]) -> Any:
+        """The formula's Python function called with one value per parameter."""
+        first = len(values) - self.keyword_only
+        return self.declared.fn(*values[:first], **dict(zip(self.names[first:], values[first:])))
 
     def run_backward(self, backward: Callable[..., Any], grads: Sequence[torch.Tensor | None],
                      needs_input_grad: Sequence[bool]) -> tuple[Any, ...]:
@@ -242,7 +248,7 @@ class TorchFormula:
                 substituted = list(values)
                 for slot in self.gradient_slots:
                     substituted[slot] = tangents[slot]
-                return unwrap(self.declared.fn(*wrap(substituted))[0])
+                return unwrap(self.apply_fn(wrap(substituted))[0])
         raise NoForwardAD(f"Trying to use forward AD with {self.op_name} that does not support it because "
                           "its formula defines no jvp; add a nested `def jvp(...)` (or @derivative(..., "
                           "jvp=\"auto_linear\" / \"auto_element_wise\")) to the formula")

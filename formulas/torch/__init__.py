@@ -17,11 +17,12 @@ try:
 except ImportError:     # pragma: no cover - exercised only without torch
     raise ImportError("formulas.torch needs torch: pip install torch==2.13.0") from None
 
+from formulas.torch.custom_ops import CustomOps, NoShapeRule, custom_ops
 from formulas.torch.backend import OracleTensor, TorchBackend, load_package, unwrap, wrap
 from formulas.torch.function import CapturedIntermediate, NoForwardAD, TorchFormula
 from formulas.torch.override import Installation, OverrideError, install, overridable, override, uninstall
 
 __all__ = [
-    "CapturedIntermediate", "Installation", "NoForwardAD", "OracleTensor", "OverrideError", "TorchBackend",
-    "TorchFormula", "install", "load_package", "overridable", "override", "uninstall", "unwrap", "wrap",
+    "CapturedIntermediate", "CustomOps", "Installation", "NoShapeRule", "NoForwardAD", "OracleTensor", "OverrideError", "TorchBackend",
+    "TorchFormula", "custom_ops", "install", "load_package", "overridable", "override", "uninstall", "unwrap", "wrap",
 ]

@@ -215,8 +215,9 @@ def accepts(schema: FunctionSchema, args: tuple[Any, ...], kwargs: Mapping[str, 
 
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,), "SymInt": (int,), "float": (int, float), "bool": (bool,),
-    "Scalar": (int, float, bool), "ScalarType": (torch.dtype,), "Layout": (torch.layout,),
+    "int": (int, torch.SymInt), "SymInt": (int, torch.SymInt), "float": (int, float, torch.SymInt, torch.SymFloat),
+    "bool": (bool, torch.SymBool), "Scalar": (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool),
+    "ScalarType": (torch.dtype,), "Layout": (torch.layout,),
     "Device": (torch.device, str), "MemoryFormat": (torch.memory_format,), "str": (str,),
 }
 

@@ -19,7 +19,7 @@ import sys
 import types
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -69,17 +69,17 @@ class ClosurePlan:
         return rebuilt
 
 
-def plan_closure(closure: Callable[..., Any], saveable: Sequence[torch.Tensor],
+def plan_closure(closure: Callable[..., Any], saveable: Mapping[int, torch.Tensor],
                  op_name: str) -> tuple[ClosurePlan, list[torch.Tensor]]:
-    """The plan of ``closure`` and the tensors to save: those of ``saveable`` (inputs and
-    outputs) it captures, each once. Any other captured tensor is a :class:`CapturedIntermediate`."""
-    allowed = {id(t): t for t in saveable}
+    """The plan of ``closure`` and the tensors to save: for each tensor it captures whose ``id``
+    is a key of ``saveable`` (the forward's inputs and outputs), that key's value, once. Any
+    other captured tensor is a :class:`CapturedIntermediate`."""
     to_save: dict[int, int] = {}
 
     def slot(name: str, value: Any) -> Any:
         if isinstance(value, OracleTensor):
             key = id(value.tensor)
-            if key not in allowed:
+            if key not in saveable:
                 raise CapturedIntermediate(
                     f"the {closure.__name__} of {op_name} captures `{name}`, a tensor that is neither an input "
                     "nor an output of its forward: double backward through it would be silently wrong; "
@@ -92,7 +92,12 @@ def plan_closure(closure: Callable[..., Any], saveable: Sequence[torch.Tensor],
     cells = tuple(slot(name, cell.cell_contents)
                   for name, cell in zip(closure.__code__.co_freevars, closure.__closure__ or ()))
     plan = ClosurePlan(closure.__code__, closure.__globals__, closure.__defaults__, closure.__kwdefaults__, cells)
-    return plan, [allowed[key] for key in to_save]
+    return plan, [saveable[key] for key in to_save]
+
+
+def by_id(tensors: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
+    """``{id(t): t}``: tensors a closure may capture, each standing for itself."""
+    return {id(t): t for t in tensors}
 
 
 @dataclass(frozen=True)
@@ -169,11 +174,28 @@ class TorchFormula:
         name = "".join(part[:1].upper() + part[1:] for part in self.op_name.replace(".", "_").split("_")) + "Formula"
         return type(name, (FormulaFunction,), {"__module__": __name__})
 
+    @cached_property
+    def single_tensor_slots(self) -> tuple[int, ...]:
+        """Positions (in :attr:`names`) of the ``Tensor`` and ``Tensor?`` arguments."""
+        return tuple(self.names.index(arg.name) for arg in self.schema.arguments
+                     if not arg.is_out and not isinstance(arg.type, ListType) and arg.is_tensor_like)
+
     def bind(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
-        """One value per parameter of the formula, defaults filled in."""
+        """One value per parameter of the formula, defaults filled in. A Python number given for a
+        ``Tensor`` (torch hands a Python kernel its wrapped scalars as numbers) becomes a 0-d tensor
+        of the dtype torch computes in with it (``result_type`` with the first tensor argument), so
+        the formula sees a tensor and computes what torch does."""
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        return [bound.arguments[name] for name in self.names]
+        values = [bound.arguments[name] for name in self.names]
+        numbers = [i for i in self.single_tensor_slots if isinstance(values[i], (bool, int, float, complex))]
+        if numbers:
+            tensors = [values[i] for i in self.single_tensor_slots if isinstance(values[i], torch.Tensor)]
+            for i in numbers:
+                dtype = torch.result_type(tensors[0], values[i]) if tensors else None
+                device = tensors[0].device if tensors else None
+                values[i] = torch.scalar_tensor(values[i], dtype=dtype, device=device)
+        return values
 
     def call(self, values: Sequence[Any]) -> Any:
         """The operator applied to ``values`` (as :meth:`bind` gives them) through the formula's
@@ -284,7 +306,7 @@ class FormulaFunction(torch.autograd.Function):
         with below_autograd():
             outputs, backward, written = formula.forward(values, want_jvp)
         flat_outputs = formula.flat_outputs(outputs)
-        plan, to_save = plan_closure(backward, (*tensors, *flat_outputs), formula.op_name)
+        plan, to_save = plan_closure(backward, by_id((*tensors, *flat_outputs)), formula.op_name)
         ctx.save_for_backward(*to_save)
         ctx.formula, ctx.flat, ctx.plan = formula, flat, plan
         if want_jvp:    # forward mode runs right after forward: no graph to keep, the closures stay as they are

@@ -129,9 +129,18 @@ def override(ops: Iterable[str] | None = None, *, package: str = "formulas",
         uninstall(installation)
 
 
+_PREPARED: dict[str, tuple[tuple[tuple[str, int], ...], dict[str, TorchFormula]]] = {}
+
+
 def _formulas(package: str) -> dict[str, TorchFormula]:
-    backend = TorchBackend.for_package(package)
-    return {name: TorchFormula(declared, backend) for name, declared in load_package(package).formulas.items()}
+    """``package``'s formulas ready to run; prepared again only when its declarations changed."""
+    declared = load_package(package).formulas
+    key = tuple((name, id(formula)) for name, formula in declared.items())
+    cached = _PREPARED.get(package)
+    if cached is None or cached[0] != key:
+        backend = TorchBackend.for_package(package)
+        cached = _PREPARED[package] = (key, {name: TorchFormula(f, backend) for name, f in declared.items()})
+    return cached[1]
 
 
 def _kernel(formula: TorchFormula) -> Any:

@@ -136,15 +136,17 @@ def _backward(formula: TorchFormula) -> Any:
         nothing = tuple(None for _ in ctx.needs_input_grad)
         if all(g is None for g in output_grads):
             return nothing
-        needs = [bool(ctx.needs_input_grad[i]) for i in formula.gradient_slots]
+        asked = list(ctx.needs_input_grad)
+        needs = [i < len(asked) and (any(asked[i]) if isinstance(asked[i], (list, tuple)) else bool(asked[i]))
+                 for i in formula.gradient_slots]
         per_slot = formula.run_backward(ctx.plan.rebuild(ctx.saved_tensors), output_grads, needs)
         per_argument = list(nothing)
         for slot, grad in zip(formula.gradient_slots, per_slot):
-            if slot >= len(per_argument):
-                continue        # a trailing default argument: None, no tensor to differentiate
-            given = ctx.positional[slot]
-            if grad is None and isinstance(given, list):
-                grad = [None] * len(given)
-            per_argument[slot] = grad
+            if slot < len(per_argument):    # else a trailing default argument: no tensor to differentiate
+                per_argument[slot] = grad
+        for position, grad in enumerate(per_argument):     # a tensor list's gradient is a list
+            given = ctx.positional[position]
+            if grad is None and isinstance(given, list) and any(isinstance(t, torch.Tensor) for t in given):
+                per_argument[position] = [None] * len(given)
         return tuple(per_argument)
     return backward

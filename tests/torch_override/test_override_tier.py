@@ -23,8 +23,7 @@ import torch
 import formulas
 from formulas.torch import overridable, override
 from formulas.torch.override import aten_overload
-from tests.cpp.test_compiled_ops import _first_and_second_order
-from tests.op_cases import ALL_CASES, OpCase, differentiable_view
+from tests.op_cases import ALL_CASES, OpCase, differentiable_view, first_and_second_order
 from tests.opinfo_cases import catalogue
 
 CASES_PER_OP = 2
@@ -61,7 +60,7 @@ def test_every_formula_is_overridable_or_refused_with_a_reason():
 @pytest.mark.parametrize("case", OP_CASES, ids=lambda c: c.name)
 def test_through_the_aten_operator(case: OpCase):
     aten = aten_overload(case.op)
-    theirs = _first_and_second_order(aten, case)
+    theirs = first_and_second_order(aten, case)
     with override():
         call, leaves = differentiable_view(case, aten)
         outputs = call(*leaves)
@@ -69,7 +68,7 @@ def test_through_the_aten_operator(case: OpCase):
         assert recorded and all(o.grad_fn.name().endswith("FormulaBackward") for o in recorded)
         assert torch.autograd.gradcheck(call, leaves, check_forward_ad=has_jvp(case.op))
         assert torch.autograd.gradgradcheck(call, leaves)
-        ours = _first_and_second_order(aten, case)
+        ours = first_and_second_order(aten, case)
     for order in range(3):   # outputs, first-order gradients, second-order gradients
         assert len(ours[order]) == len(theirs[order])
         for mine, builtin in zip(ours[order], theirs[order]):

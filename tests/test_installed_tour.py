@@ -16,13 +16,14 @@ pytest.importorskip("torch")
 
 
 def tour_blocks() -> dict[str, str]:
-    """The tour's Python blocks: the formula file, the engine step, the build step."""
+    """The tour's Python blocks: the formula file, the engine step, the build step, the torch step."""
     readme = (REPO / "README.md").read_text()
     tour = readme[readme.index("## A tour"):readme.index("## derivatives.yaml")]
     blocks = re.findall(r"```python\n(.*?)```", tour, re.S)
     named = {"formula": [b for b in blocks if b.startswith("# myops/sinh.py")],
              "engine": [b for b in blocks if "from myops.sinh import sinh" in b],
-             "build": [b for b in blocks if "transpiler.build" in b]}
+             "build": [b for b in blocks if "transpiler.build" in b],
+             "torch": [b for b in blocks if "from formulas.torch import" in b]}
     assert all(len(found) == 1 for found in named.values()), named
     return {name: found[0] for name, found in named.items()}
 
@@ -73,6 +74,8 @@ def test_readme_tour_runs_from_an_unrelated_directory(installed: Path, tmp_path:
     built = run(str(python), "-c", blocks["build"])                                # step 5
     assert built.returncode == 0, built.stderr[-3000:]
     assert (REPO / "build" / "tour" / "myops_ops" / "myops_ops.so").is_file()
+    swapped = run(str(python), "-c", blocks["torch"])                              # step 5b
+    assert swapped.returncode == 0, swapped.stderr[-3000:]
 
     # the defaults are this directory's, never the installed package's
     bare = run(str(transpile))

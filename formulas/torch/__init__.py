@@ -15,7 +15,7 @@ from __future__ import annotations
 try:
     import torch  # noqa: F401
 except ImportError:     # pragma: no cover - exercised only without torch
-    raise ImportError("formulas.torch needs torch: pip install torch==2.13.0") from None
+    raise ImportError("formulas.torch needs torch: pip install torch==2.13.0 (or the [torch] extra)") from None
 
 from formulas.torch.custom_ops import CustomOps, NoShapeRule, custom_ops
 from formulas.torch.backend import OracleTensor, TorchBackend, load_package, unwrap, wrap

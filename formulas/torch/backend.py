@@ -153,6 +153,9 @@ class TorchBackend:
             schema = parse_schema(text)
             overloads[schema.name.base].append(schema)
         self._overloads = dict(overloads)
+        # just an optimization: which overload a call binds to depends only on its arguments'
+        # types (and symbolic string values), so it is resolved once per such signature
+        self._resolved: dict[tuple[Any, ...], tuple[FunctionSchema, Any]] = {}
 
     @classmethod
     def for_library(cls) -> TorchBackend:
@@ -185,11 +188,23 @@ class TorchBackend:
         return matches[0]
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        schema = self.resolve(name, args, kwargs)
-        overload = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")
+        key = (name, *map(_type_key, args), *((k, _type_key(v)) for k, v in kwargs.items()))
+        found = self._resolved.get(key)
+        if found is None:
+            schema = self.resolve(name, args, kwargs)
+            overload = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")
+            found = self._resolved[key] = (schema, overload)
+        overload = found[1]
         kwargs = {key: _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else value
                   for key, value in kwargs.items()}
         return wrap(overload(*unwrap(args), **unwrap(kwargs)))
+
+
+def _type_key(value: Any) -> Any:
+    """What :func:`accepts` reads of ``value``: its type, a list's element types, a string itself."""
+    if isinstance(value, (list, tuple)):
+        return (type(value), *map(_type_key, value))
+    return value if isinstance(value, str) else type(value)
 
 
 def accepts(schema: FunctionSchema, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:

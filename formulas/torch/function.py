@@ -14,6 +14,7 @@ override (:mod:`formulas.torch.override`) and the custom ops
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import types
@@ -144,6 +145,8 @@ class TorchFormula:
         self.signature = inspect.signature(declared.fn)
         self.names = tuple(self.signature.parameters)
         self.keyword_only = sum(p.kind is p.KEYWORD_ONLY for p in self.signature.parameters.values())
+        self.positions = {name: i for i, name in enumerate(self.names)}
+        self.defaults = tuple(p.default for p in self.signature.parameters.values())
 
     @property
     def op_name(self) -> str:
@@ -185,9 +188,17 @@ class TorchFormula:
         ``Tensor`` (torch hands a Python kernel its wrapped scalars as numbers) becomes a 0-d tensor
         of the dtype torch computes in with it (``result_type`` with the first tensor argument), so
         the formula sees a tensor and computes what torch does."""
-        bound = self.signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        values = [bound.arguments[name] for name in self.names]
+        if len(args) > len(self.names) - self.keyword_only:
+            raise TypeError(f"{self.op_name}: {len(args)} positional arguments for "
+                            f"{len(self.names) - self.keyword_only}")
+        values = [*args, *self.defaults[len(args):]]
+        for name, value in kwargs.items():
+            if name not in self.positions:
+                raise TypeError(f"{self.op_name}: no argument `{name}`")
+            values[self.positions[name]] = value
+        if any(value is inspect.Parameter.empty for value in values):
+            missing = [name for name, value in zip(self.names, values) if value is inspect.Parameter.empty]
+            raise TypeError(f"{self.op_name}: missing argument(s) {', '.join(missing)}")
         numbers = [i for i in self.single_tensor_slots if isinstance(values[i], (bool, int, float, complex))]
         if numbers:
             tensors = [values[i] for i in self.single_tensor_slots if isinstance(values[i], torch.Tensor)]
@@ -237,7 +248,7 @@ class TorchFormula:
                      needs_input_grad: Sequence[bool]) -> tuple[Any, ...]:
         """The closure's gradients, one per gradient slot (``None``: zero); ``grads`` holds one per
         differentiable output (per part of a ``Tensor[]`` output)."""
-        declares_mask = "needs_input_grad" in inspect.signature(backward).parameters
+        declares_mask = _declares_mask(backward.__code__)
         mask = {"needs_input_grad": list(needs_input_grad)} if declares_mask else {}
         with use_backend(self.backend):
             if self.list_output:
@@ -283,6 +294,12 @@ class TorchFormula:
         if self.list_output:
             return list(flat_outputs)
         return [out for out, diff in zip(flat_outputs, self.output_flags) if diff]
+
+
+@functools.cache
+def _declares_mask(code: types.CodeType) -> bool:
+    """Whether a backward with this code takes ``needs_input_grad``."""
+    return "needs_input_grad" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
 
 
 def forward_ad_active() -> bool:

@@ -26,7 +26,7 @@ from formulas.torch.override import aten_overload
 from tests.op_cases import ALL_CASES, OpCase, differentiable_view, first_and_second_order
 from tests.opinfo_cases import catalogue
 
-CASES_PER_OP = 2
+CASES_PER_OP = 1
 """Cases taken per op from each source (the catalogue's first ones): bounds the run time."""
 
 ACCEPTED, REFUSED = overridable()

@@ -121,6 +121,9 @@ def _setup_context(formula: TorchFormula) -> Any:
         saveable.update(zip(map(id, formula.flat_outputs(rerun)), formula.flat_outputs(output)))
         plan, to_save = plan_closure(backward, saveable, formula.op_name)
         ctx.save_for_backward(*to_save)
+        outputs = formula.flat_outputs(output)
+        kept = {id(o) for o in formula.differentiable(outputs)}
+        ctx.mark_non_differentiable(*(o for o in outputs if id(o) not in kept))
         ctx.plan = plan
         ctx.positional = list(inputs)     # what backward needs of them: their count, list lengths
     return setup_context

@@ -1,7 +1,8 @@
 """Formulas swapped in for aten's own autograd, in process, with no build.
 
 :func:`install` registers, for each chosen aten operator, a Python kernel at
-the ``Autograd`` dispatch key (``torch.library.Library("aten", "IMPL")``). The
+the autograd dispatch keys of the devices (:data:`AUTOGRAD_KEYS`, with
+``torch.library.Library("aten", "IMPL")``). The
 kernel runs the operator through the formula's ``autograd.Function``
 (:mod:`formulas.torch.function`): the forward below autograd, the backward the
 formula's closure rebuilt from the saved inputs and outputs, so a
@@ -30,6 +31,13 @@ import torch
 
 from formulas.torch.backend import TorchBackend, load_package
 from formulas.torch.function import TorchFormula, below_autograd, forward_ad_active
+
+
+#: The per-device autograd keys the kernels are registered at. A registration at the ``Autograd``
+#: alias would not reach an operator torch implements as ``CompositeImplicitAutograd``
+#: (``var_mean.dim``, ``gather_backward``...): the dispatcher prefers that over the alias, but
+#: not over a kernel registered at the device's own key.
+AUTOGRAD_KEYS = ("AutogradCPU", "AutogradCUDA", "AutogradMeta", "AutogradXPU", "AutogradMPS")
 
 
 class OverrideError(ValueError):
@@ -107,7 +115,9 @@ def install(ops: Iterable[str] | None = None, *, package: str = "formulas", comp
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         for name in chosen:
-            library.impl(name, _kernel(formulas[name]), "Autograd")
+            kernel = _kernel(formulas[name])
+            for key in AUTOGRAD_KEYS:
+                library.impl(name, kernel, key)
     return Installation(package, tuple(chosen), library)
 
 

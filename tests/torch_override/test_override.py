@@ -193,3 +193,17 @@ def test_every_refused_shipped_operator_is_a_view():
     accepted, refused = overridable()
     assert accepted and refused
     assert all("view or in-place operator" in reason for reason in refused.values())
+
+
+def test_torch_compile_traces_the_swapped_in_formula(wrong_package):
+    x = leaf(4)
+    with override(["sin"], package=wrong_package):
+        compiled = torch.compile(lambda a: torch.sin(a).sum(), fullgraph=True, backend="aot_eager")
+        (grad,) = torch.autograd.grad(compiled(x), x)
+    torch.testing.assert_close(grad, 2 * torch.cos(x.detach()))
+
+
+def test_torch_func_transforms_raise_torchs_error():
+    x = torch.randn(3, dtype=torch.float64)
+    with override(["sin"]), pytest.raises(RuntimeError, match="must override the setup_context staticmethod"):
+        torch.func.grad(lambda a: torch.sin(a).sum())(x)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -207,3 +208,15 @@ def test_torch_func_transforms_raise_torchs_error():
     x = torch.randn(3, dtype=torch.float64)
     with override(["sin"]), pytest.raises(RuntimeError, match="must override the setup_context staticmethod"):
         torch.func.grad(lambda a: torch.sin(a).sum())(x)
+
+
+def test_formulas_imports_without_torch_and_formulas_torch_says_what_to_install():
+    import subprocess
+
+    script = ("import sys; sys.modules['torch'] = None\n"
+              "import formulas; assert len(formulas.load_library()) > 200\n"
+              "try:\n    import formulas.torch\nexcept ImportError as error:\n    print(error)\n")
+    repo = Path(__file__).resolve().parents[2]         # `python -c` imports from its working directory first
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "formulas.torch needs torch: pip install torch==2.13.0 (or the [torch] extra)"

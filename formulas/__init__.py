@@ -46,6 +46,6 @@ __all__ = [
 def load_library() -> dict[str, DeclaredFormula]:
     """Import every module of the shipped library and return the registry."""
     for info in pkgutil.iter_modules(__path__):
-        if info.name not in {"dsl"}:
+        if info.name not in {"dsl", "torch"}:     # formulas.torch: the torch back end, not formulas
             importlib.import_module(f"{__name__}.{info.name}")
     return FORMULAS

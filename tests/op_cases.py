@@ -1606,3 +1606,25 @@ def _convolution_cases() -> list[OpCase]:
 
 ALL_CASES: list[OpCase] = build_cases()
 
+
+def first_and_second_order(fn, case: OpCase):
+    """``fn``'s outputs, first-order gradients (random upstream) and second-order gradients (of
+    the first ones along random probes) on ``case``'s differentiated tensors, seeded: two
+    implementations of one op compare equal on them."""
+    import torch
+
+    call, leaves = differentiable_view(case, fn)
+    out = call(*leaves)
+    # a floating output may carry no gradient (nll_loss_forward's total_weight), in torch's op as in
+    # ours: the count of those that do is compared
+    outs = [o for o in (list(out) if isinstance(out, (tuple, list)) else [out]) if o.requires_grad]
+    generator = torch.Generator().manual_seed(0)
+    upstream = [torch.randn(o.shape, dtype=o.dtype, generator=generator) for o in outs]
+    firsts = torch.autograd.grad(outs, leaves, upstream, create_graph=True, allow_unused=True)
+    firsts = [g if g is not None else torch.zeros_like(x) for g, x in zip(firsts, leaves)]
+    probes = [torch.randn(g.shape, dtype=g.dtype, generator=generator) for g in firsts]
+    total = sum((g * p).sum() for g, p in zip(firsts, probes))
+    seconds = (torch.autograd.grad(total, leaves, allow_unused=True) if total.requires_grad
+               else [None] * len(leaves))
+    seconds = [g if g is not None else torch.zeros_like(x) for g, x in zip(seconds, leaves)]
+    return outs, firsts, seconds

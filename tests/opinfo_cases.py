@@ -47,7 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from reference_engine.binding import REQUIRED, parse_default
 from tests.op_cases import OpCase, torch_op
-from tests.torch_backend import accepts, wrap
+from formulas.torch.backend import accepts, wrap
 from transpiler.schema import Argument, FunctionSchema, ListType, parse_schema
 
 MAX_CASES_PER_OPINFO = 12

@@ -1,4 +1,4 @@
-"""Derived jvps on torch tensors (tests/torch_backend.py): the fwgrad_bwgrad check (not yet a
+"""Derived jvps on torch tensors (formulas/torch/backend.py): the fwgrad_bwgrad check (not yet a
 column of the op x tier table).
 
 The derived jvp of a formula is itself made of the library's operators, so torch's autograd
@@ -19,7 +19,7 @@ from test_formulas_torch import (
     formula_call,
     random_like,
 )
-from torch_backend import unwrap, wrap
+from formulas.torch.backend import unwrap, wrap
 
 from formulas import use_backend
 from reference_engine.forward_ad import derived_formula

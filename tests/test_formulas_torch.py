@@ -1,7 +1,7 @@
 """The formula library proven with torch as the oracle, independent of the engine and the C++.
 
 For every formula and every case of ``tests/op_cases.py``, on float64 torch
-tensors (``tests/torch_backend.py`` runs ``at.<op>`` with torch):
+tensors (``formulas/torch/backend.py`` runs ``at.<op>`` with torch):
 
 * the formula's forward equals the built-in op, bit for bit;
 * its backward closure's gradients equal ``torch.autograd.grad`` of the
@@ -9,10 +9,10 @@ tensors (``tests/torch_backend.py`` runs ``at.<op>`` with torch):
 * second order: the closure run with ``create_graph=True`` on inputs that
   require grad, differentiated again along a random projection, equals the
   built-in op's double backward;
-* the formula wrapped in a ``torch.autograd.Function`` whose backward calls the
-  closure passes ``gradcheck`` and ``gradgradcheck``. The Function saves the
-  inputs and outputs with ``save_for_backward`` and rebinds the closure's
-  captured tensors to the saved ones, so double backward differentiates the
+* the formula as the package's ``torch.autograd.Function`` (``formulas.torch.TorchFormula``,
+  which the override and custom ops run too) passes ``gradcheck`` and ``gradgradcheck``.
+  The Function saves the captured inputs and outputs with ``save_for_backward`` and
+  rebuilds the closure on the saved ones, so double backward differentiates the
   formula through its own node; a captured tensor that is neither an input nor
   an output is reported (the hazard the linter's DB100 is about). Gradients of
   unused outputs reach the closure as ``None``, as the contract says.
@@ -25,7 +25,6 @@ and the torch backend resolves ``at.<op>`` among the declared overloads only.
 from __future__ import annotations
 
 import inspect
-import types
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -39,16 +38,13 @@ import torchgen
 import formulas
 from formulas import DeclaredFormula, at, use_backend
 from op_cases import ALL_CASES, OpCase, build_cases, ops, torch_args, torch_op
-from torch_backend import OracleTensor, OverloadError, TorchBackend, unwrap, wrap
+from formulas.torch import CapturedIntermediate, TorchFormula
+from formulas.torch.backend import OracleTensor, OverloadError, TorchBackend, unwrap, wrap
 from transpiler.schema import FunctionSchema, ListType, is_index_list, parse_schema
 
 LIBRARY = formulas.load_library()
 BACKEND = TorchBackend.for_library()
 EXACT = {"rtol": 0.0, "atol": 0.0}
-
-
-class CapturedIntermediate(AssertionError):
-    """A backward closure holds a tensor that is neither an input nor an output of its forward."""
 
 
 @dataclass(frozen=True)
@@ -370,70 +366,16 @@ def test_second_order_matches_builtin(case: OpCase):
 # ---------------------------------------------------------------------------
 # gradcheck and gradgradcheck through a torch.autograd.Function calling the closure
 
-def rebind_captures(backward: Callable, saved: dict[int, torch.Tensor]) -> Callable:
-    """``backward`` with every captured tensor replaced by its saved counterpart.
-
-    ``saved`` maps ``id`` of each forward input and output to the tensor
-    ``ctx.saved_tensors`` gives back for it (which carries the graph).
-    """
-
-    def substitute(name: str, value: Any) -> Any:
-        if isinstance(value, OracleTensor):
-            if id(value.tensor) not in saved:
-                raise CapturedIntermediate(f"backward captures `{name}`, a tensor that is neither "
-                                           "an input nor an output of the forward")
-            return OracleTensor(saved[id(value.tensor)])
-        if isinstance(value, (list, tuple)):
-            return type(value)(substitute(name, v) for v in value)
-        return value
-
-    cells = tuple(types.CellType(substitute(name, cell.cell_contents))
-                  for name, cell in zip(backward.__code__.co_freevars, backward.__closure__ or ()))
-    rebound = types.FunctionType(backward.__code__, backward.__globals__, backward.__name__,
-                                 backward.__defaults__, cells)
-    rebound.__kwdefaults__ = backward.__kwdefaults__
-    return rebound
-
-
-class FormulaFunction(torch.autograd.Function):
-    """A formula as a custom autograd Function: forward runs the formula's forward,
-    backward runs its closure on the saved inputs and outputs."""
-
-    @staticmethod
-    def forward(ctx, call: FormulaCall, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        outputs, backward = run_forward(call, call.with_flat_tensors(flat))
-        ctx.call = call
-        ctx.backward = backward
-        ctx.saved_ids = [id(t) for t in (*flat, *outputs)]
-        ctx.save_for_backward(*flat, *outputs)
-        kept = {id(o) for o in call.differentiable_outputs(outputs)}
-        ctx.mark_non_differentiable(*(o for o in outputs if id(o) not in kept))
-        ctx.set_materialize_grads(False)     # unused outputs reach the closure as None, as in the contract
-        return outputs
-
-    @staticmethod
-    def backward(ctx, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        call: FormulaCall = ctx.call
-        saved = dict(zip(ctx.saved_ids, ctx.saved_tensors))
-        saved.update((id(t), t) for t in call.index_tensors())     # inputs too, never differentiated
-        backward = rebind_captures(ctx.backward, saved)
-        flat_needs = iter(ctx.needs_input_grad[1:])
-        needs = []
-        for position in call.tensor_positions:
-            value = call.args[position]
-            width = len(value) if isinstance(value, list) else 1
-            needs.append(any([next(flat_needs) for _ in range(width)]))
-        diff_grads = call.differentiable_outputs(grads)
-        if all(g is None for g in diff_grads):
-            return (None,) * (1 + len(call.flat_tensors()))    # a backward is never called without a gradient
-        per_argument = run_backward(call, backward, diff_grads, tuple(needs))
-        return (None, *call.flat_gradients(per_argument))
-
-
 def apply_formula(call: FormulaCall) -> Callable[..., tuple[torch.Tensor, ...]]:
-    """The formula's Function, returning its floating outputs (gradcheck cannot take finite
-    differences of a bool output such as native_dropout's mask)."""
-    return lambda *flat: tuple(o for o in FormulaFunction.apply(call, *flat) if o.is_floating_point())
+    """The formula as the package's ``torch.autograd.Function`` (``formulas.torch.TorchFormula``),
+    returning its floating outputs (gradcheck cannot take finite differences of a bool output
+    such as native_dropout's mask)."""
+    formula = TorchFormula(call.formula, BACKEND)
+
+    def run(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outputs = formula.call(formula.bind(call.with_flat_tensors(flat), call.kwargs))
+        return tuple(o for o in formula.flat_outputs(outputs) if o.is_floating_point())
+    return run
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=case_ids)

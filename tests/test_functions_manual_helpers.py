@@ -10,7 +10,7 @@ from formulas import use_backend
 from formulas.helpers import (clamp_backward, copysign_tensor_self_backward, div_tensor_other_backward,
                               div_tensor_self_backward, gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp,
                               maybe_multiply, mul_tensor_backward, unsqueeze_to)
-from tests.torch_backend import TorchBackend, unwrap, wrap
+from formulas.torch.backend import TorchBackend, unwrap, wrap
 
 torch = pytest.importorskip("torch")
 

@@ -12,7 +12,7 @@ from formulas.functions_manual import (div_tensor_other_backward__mode, div_tens
                                        max_pool_double_backward, mul_tensor_backward__scalar, pow_backward_exponent,
                                        pow_backward_self, slice_backward_wrapper, split_backward,
                                        split_with_sizes_backward, unsqueeze_to__dim, unsqueeze_to__dims)
-from tests.torch_backend import TorchBackend, unwrap, wrap
+from formulas.torch.backend import TorchBackend, unwrap, wrap
 
 torch = pytest.importorskip("torch")
 

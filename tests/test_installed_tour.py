@@ -26,13 +26,15 @@ pytest.importorskip("torch")
 
 
 def tour_blocks() -> dict[str, str]:
-    """The tour's Python blocks: the formula file, the engine step, the build step, the test file."""
+    """The tour's Python blocks: the formula file, the engine step, the build step, the torch step,
+    the test file."""
     readme = (REPO / "README.md").read_text()
     tour = readme[readme.index("## A tour"):readme.index("## derivatives.yaml")]
     blocks = re.findall(r"```python\n(.*?)```", tour, re.S)
     named = {"formula": [b for b in blocks if b.startswith("# myops/sinh.py")],
              "engine": [b for b in blocks if "import reference_engine as engine" in b and "myops" in b],
              "build": [b for b in blocks if "transpiler.build" in b],
+             "torch": [b for b in blocks if "from formulas.torch import" in b],
              "test": [b for b in blocks if b.startswith("# test_myops.py")]}
     assert all(len(found) == 1 for found in named.values()), named
     return {name: found[0] for name, found in named.items()}
@@ -107,6 +109,8 @@ def test_readme_tour_runs_from_an_unrelated_directory(installed: Path, tmp_path:
     built = run(str(python), "-c", blocks["build"])                                # step 5
     assert built.returncode == 0, built.stderr[-3000:]
     assert (REPO / "build" / "tour" / "myops_ops" / "myops_ops.so").is_file()
+    swapped = run(str(python), "-c", blocks["torch"])                              # step 5b
+    assert swapped.returncode == 0, swapped.stderr[-3000:]
 
     # the defaults are this directory's, never the installed package's
     bare = run(str(transpile))

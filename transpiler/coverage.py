@@ -17,7 +17,7 @@ from pathlib import Path
 
 from transpiler.needs import repository_missing, torch_missing
 
-TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "CA")
+TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "CA", "OP")
 TIER_MEANING = {
     "L": "transpile lint reports nothing",
     "R1": "reference engine gradcheck",
@@ -28,13 +28,15 @@ TIER_MEANING = {
     "F1": "compiled op: torch gradcheck(check_forward_ad=True), torch.func.jvp == built-in op's",
     "RF": "reference engine jvp == torch.func.jvp of the built-in op",
     "CA": "compiled op: backward under compiled autograd == eager",
+    "OP": "torch's aten op with the formula swapped in (formulas.torch.override): gradcheck, "
+          "gradgradcheck, forward AD, == torch's own autograd",
 }
 _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
 #: Tiers that prove gradients: they do not apply to an operator declared ``nondifferentiable``
 #: (its output carries no gradient, in torch too), shown ``n/a``. Such an operator is proven by
 #: L, RT and CT (engine and compiled op return torch's values, with no gradient) and RF and F1
 #: (their jvps give torch's tangents: none).
-GRADIENT_TIERS = ("R1", "R2", "C1", "CA")
+GRADIENT_TIERS = ("R1", "R2", "C1", "CA", "OP")
 NOT_APPLICABLE = "n/a"
 
 

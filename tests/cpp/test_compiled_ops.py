@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.op_cases import ALL_CASES, OpCase, cases, differentiable_view, torch_op
+from tests.op_cases import ALL_CASES, OpCase, cases, differentiable_view, first_and_second_order, torch_op
 from transpiler.frontend import load_library
 from tests.opinfo_cases import catalogue
 
@@ -40,29 +40,11 @@ def test_gradcheck_and_gradgradcheck(formulas_ops, case: OpCase):
     assert torch.autograd.gradgradcheck(call, leaves, raise_exception=True)
 
 
-def _first_and_second_order(fn, case: OpCase):
-    call, leaves = differentiable_view(case, fn)
-    out = call(*leaves)
-    # a floating output may carry no gradient (nll_loss_forward's total_weight), in torch's op as in
-    # ours: the count of those that do is compared
-    outs = [o for o in (list(out) if isinstance(out, (tuple, list)) else [out]) if o.requires_grad]
-    generator = torch.Generator().manual_seed(0)
-    upstream = [torch.randn(o.shape, dtype=o.dtype, generator=generator) for o in outs]
-    firsts = torch.autograd.grad(outs, leaves, upstream, create_graph=True, allow_unused=True)
-    firsts = [g if g is not None else torch.zeros_like(x) for g, x in zip(firsts, leaves)]
-    probes = [torch.randn(g.shape, dtype=g.dtype, generator=generator) for g in firsts]
-    total = sum((g * p).sum() for g, p in zip(firsts, probes))
-    seconds = (torch.autograd.grad(total, leaves, allow_unused=True) if total.requires_grad
-               else [None] * len(leaves))
-    seconds = [g if g is not None else torch.zeros_like(x) for g, x in zip(seconds, leaves)]
-    return outs, firsts, seconds
-
-
 @pytest.mark.tier("CT")
 @pytest.mark.parametrize("case", ALL_CASES + list(catalogue().cases), ids=lambda c: c.name)
 def test_gradients_equal_builtin(formulas_ops, case: OpCase):
-    ours = _first_and_second_order(compiled_op(formulas_ops, case.op), case)
-    theirs = _first_and_second_order(torch_op(case.op), case)
+    ours = first_and_second_order(compiled_op(formulas_ops, case.op), case)
+    theirs = first_and_second_order(torch_op(case.op), case)
     for order in range(3):   # outputs, first-order gradients, second-order gradients
         assert len(ours[order]) == len(theirs[order])
         for mine, builtin in zip(ours[order], theirs[order]):

@@ -1,4 +1,4 @@
-"""Torch as the oracle operator backend: runs formulas on torch tensors.
+"""Torch as an operator backend: runs formulas on torch tensors.
 
 ``with use_backend(TorchBackend.for_library()):`` makes ``at.<op>(...)`` run
 the built-in ``torch.ops.aten.<op>.<overload>``. The overload is the one of
@@ -14,6 +14,8 @@ the wrapped tensors record is an ordinary torch graph.
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from typing import Any
 
 import torch
 
-from formulas import at
+from formulas.dsl import Registry, at, registry
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
 
 
@@ -106,6 +108,20 @@ class OracleTensor:
     __hash__ = object.__hash__
 
 
+def load_package(package: str) -> Registry:
+    """Import every module of the formula package ``package`` and return its registry
+    (``formulas``: the shipped library, without this torch back end)."""
+    if package == "formulas":
+        import formulas
+
+        formulas.load_library()
+    else:
+        imported = importlib.import_module(package)
+        for info in pkgutil.walk_packages(getattr(imported, "__path__", []), f"{package}."):
+            importlib.import_module(info.name)
+    return registry(package.split(".", 1)[0])
+
+
 def wrap(value: Any) -> Any:
     """torch tensors (also inside tuples and lists) as :class:`OracleTensor`."""
     if isinstance(value, torch.Tensor):
@@ -137,15 +153,24 @@ class TorchBackend:
             schema = parse_schema(text)
             overloads[schema.name.base].append(schema)
         self._overloads = dict(overloads)
+        # just an optimization: which overload a call binds to depends only on its arguments'
+        # types (and symbolic string values), so it is resolved once per such signature
+        self._resolved: dict[tuple[Any, ...], tuple[FunctionSchema, Any]] = {}
 
     @classmethod
     def for_library(cls) -> TorchBackend:
         """A backend for every operator the shipped library declares."""
-        import formulas
+        return cls.for_package("formulas")
 
-        registry = formulas.load_library()
-        schemas = {name: declared.schema for name, declared in registry.items()}
-        schemas.update(formulas.NONDIFFERENTIABLE)
+    @classmethod
+    def for_package(cls, package: str) -> TorchBackend:
+        """A backend for every operator the shipped library or ``package`` (imported here,
+        every module of it) declares; the package's schema wins on a shared name."""
+        schemas: dict[str, str] = {}
+        for name in dict.fromkeys(("formulas", package)):
+            declared = load_package(name)
+            schemas.update({op: formula.schema for op, formula in declared.formulas.items()})
+            schemas.update(declared.nondifferentiable)
         return cls(schemas)
 
     def resolve(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> FunctionSchema:
@@ -163,11 +188,23 @@ class TorchBackend:
         return matches[0]
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        schema = self.resolve(name, args, kwargs)
-        overload = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")
+        key = (name, *map(_type_key, args), *((k, _type_key(v)) for k, v in kwargs.items()))
+        found = self._resolved.get(key)
+        if found is None:
+            schema = self.resolve(name, args, kwargs)
+            overload = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")
+            found = self._resolved[key] = (schema, overload)
+        overload = found[1]
         kwargs = {key: _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else value
                   for key, value in kwargs.items()}
         return wrap(overload(*unwrap(args), **unwrap(kwargs)))
+
+
+def _type_key(value: Any) -> Any:
+    """What :func:`accepts` reads of ``value``: its type, a list's element types, a string itself."""
+    if isinstance(value, (list, tuple)):
+        return (type(value), *map(_type_key, value))
+    return value if isinstance(value, str) else type(value)
 
 
 def accepts(schema: FunctionSchema, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
@@ -193,8 +230,9 @@ def accepts(schema: FunctionSchema, args: tuple[Any, ...], kwargs: Mapping[str, 
 
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,), "SymInt": (int,), "float": (int, float), "bool": (bool,),
-    "Scalar": (int, float, bool, complex), "ScalarType": (torch.dtype,), "Layout": (torch.layout,),
+    "int": (int, torch.SymInt), "SymInt": (int, torch.SymInt), "float": (int, float, torch.SymInt, torch.SymFloat),
+    "bool": (bool, torch.SymBool), "Scalar": (int, float, bool, complex, torch.SymInt, torch.SymFloat, torch.SymBool),
+    "ScalarType": (torch.dtype,), "Layout": (torch.layout,),
     "Device": (torch.device, str), "MemoryFormat": (torch.memory_format,), "str": (str,),
 }
 

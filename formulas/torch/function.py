@@ -1,0 +1,378 @@
+"""One formula run inside torch's autograd: :class:`TorchFormula` and its ``autograd.Function``.
+
+:class:`TorchFormula` binds a call's arguments to the formula, runs its
+forward below autograd with :class:`~formulas.torch.backend.TorchBackend` as
+``at``, and plans what the backward closure captures. :meth:`TorchFormula.function`
+is the formula as a ``torch.autograd.Function`` (named ``<Op>Formula``, so the
+node's name is ``<Op>FormulaBackward``): its forward saves exactly the inputs
+and outputs the closure captures with ``ctx.save_for_backward`` and keeps its
+metadata as plain values; its backward rebuilds the closure with the saved
+tensors (which carry the graph) in place of the forward's, so a
+``create_graph=True`` backward differentiates the formula itself. The
+override (:mod:`formulas.torch.override`) and the custom ops
+(:mod:`formulas.torch.custom_ops`) both run formulas through this module.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import types
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from formulas.dsl import DeclaredFormula, use_backend
+from formulas.torch.backend import OracleTensor, TorchBackend, unwrap, wrap
+from transpiler.schema import FunctionSchema, ListType, parse_schema
+
+
+class CapturedIntermediate(RuntimeError):
+    """A backward closure holds a tensor that is neither an input nor an output of its forward."""
+
+
+class NoForwardAD(NotImplementedError):
+    """The formula has no jvp; raised, as torch raises it, when a tangent reaches the operator."""
+
+
+@dataclass(frozen=True)
+class SavedSlot:
+    """Stands in a closure plan for the ``index``-th tensor saved with ``save_for_backward``."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class ClosurePlan:
+    """A backward (or jvp) closure with its captured tensors taken out: ``cells`` hold the
+    captured values with every tensor replaced by a :class:`SavedSlot`."""
+
+    code: types.CodeType
+    globals: dict[str, Any]
+    defaults: tuple[Any, ...] | None
+    kwdefaults: dict[str, Any] | None
+    cells: tuple[Any, ...]
+
+    def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
+        """The closure again, each :class:`SavedSlot` now the saved tensor it stands for."""
+        def fill(value: Any) -> Any:
+            if isinstance(value, SavedSlot):
+                return OracleTensor(saved[value.index])
+            if isinstance(value, (list, tuple)):
+                return type(value)(fill(v) for v in value)
+            return value
+
+        cells = tuple(types.CellType(fill(value)) for value in self.cells)
+        rebuilt = types.FunctionType(self.code, self.globals, self.code.co_name, self.defaults, cells)
+        rebuilt.__kwdefaults__ = self.kwdefaults
+        return rebuilt
+
+
+def plan_closure(closure: Callable[..., Any], saveable: Mapping[int, torch.Tensor],
+                 op_name: str) -> tuple[ClosurePlan, list[torch.Tensor]]:
+    """The plan of ``closure`` and the tensors to save: for each tensor it captures whose ``id``
+    is a key of ``saveable`` (the forward's inputs and outputs), that key's value, once. Any
+    other captured tensor is a :class:`CapturedIntermediate`."""
+    to_save: dict[int, int] = {}
+
+    def slot(name: str, value: Any) -> Any:
+        if isinstance(value, OracleTensor):
+            key = id(value.tensor)
+            if key not in saveable:
+                raise CapturedIntermediate(
+                    f"the {closure.__name__} of {op_name} captures `{name}`, a tensor that is neither an input "
+                    "nor an output of its forward: double backward through it would be silently wrong; "
+                    "`transpile lint` reports it as DB100")
+            return SavedSlot(to_save.setdefault(key, len(to_save)))
+        if isinstance(value, (list, tuple)):
+            return type(value)(slot(name, v) for v in value)
+        return value
+
+    cells = tuple(slot(name, cell.cell_contents)
+                  for name, cell in zip(closure.__code__.co_freevars, closure.__closure__ or ()))
+    plan = ClosurePlan(closure.__code__, closure.__globals__, closure.__defaults__, closure.__kwdefaults__, cells)
+    return plan, [saveable[key] for key in to_save]
+
+
+def by_id(tensors: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
+    """``{id(t): t}``: tensors a closure may capture, each standing for itself."""
+    return {id(t): t for t in tensors}
+
+
+@dataclass(frozen=True)
+class FlatArguments:
+    """A call's arguments (one value per schema argument) with every tensor taken out into
+    ``tensors``; ``template`` holds :class:`SavedSlot` markers in their places."""
+
+    template: tuple[Any, ...]
+    tensors: tuple[torch.Tensor, ...]
+
+    @classmethod
+    def of(cls, values: Sequence[Any]) -> FlatArguments:
+        tensors: list[torch.Tensor] = []
+
+        def take(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                tensors.append(value)
+                return SavedSlot(len(tensors) - 1)
+            if isinstance(value, (list, tuple)):
+                return type(value)(take(v) for v in value)
+            return value
+
+        template = tuple(take(v) for v in values)
+        return cls(template, tuple(tensors))
+
+    def values(self, tensors: Sequence[torch.Tensor]) -> list[Any]:
+        """The arguments with ``tensors`` in the places of the taken-out ones."""
+        def put(value: Any) -> Any:
+            if isinstance(value, SavedSlot):
+                return tensors[value.index]
+            if isinstance(value, (list, tuple)):
+                return type(value)(put(v) for v in value)
+            return value
+
+        return [put(v) for v in self.template]
+
+
+class TorchFormula:
+    """A declared formula ready to run on torch tensors with ``backend`` as ``at``."""
+
+    def __init__(self, declared: DeclaredFormula, backend: TorchBackend) -> None:
+        self.declared = declared
+        self.backend = backend
+        self.signature = inspect.signature(declared.fn)
+        self.names = tuple(self.signature.parameters)
+        self.keyword_only = sum(p.kind is p.KEYWORD_ONLY for p in self.signature.parameters.values())
+        self.positions = {name: i for i, name in enumerate(self.names)}
+        self.defaults = tuple(p.default for p in self.signature.parameters.values())
+
+    @property
+    def op_name(self) -> str:
+        return self.declared.op_name
+
+    @cached_property
+    def schema(self) -> FunctionSchema:
+        return parse_schema(self.declared.schema)
+
+    @cached_property
+    def gradient_slots(self) -> tuple[int, ...]:
+        """Positions (in :attr:`names`) of the arguments a backward returns a gradient for."""
+        return tuple(self.names.index(arg.name) for arg in self.schema.tensor_inputs)
+
+    @cached_property
+    def list_output(self) -> bool:
+        """Whether the schema returns one ``Tensor[]`` (split, unbind): every part is an output."""
+        return len(self.schema.returns) == 1 and isinstance(self.schema.returns[0].type, ListType)
+
+    @cached_property
+    def output_flags(self) -> tuple[bool, ...]:
+        """Differentiability of each schema output."""
+        return self.declared.output_differentiability or (True,) * len(self.schema.returns)
+
+    @cached_property
+    def function(self) -> type[torch.autograd.Function]:
+        """The formula as a ``torch.autograd.Function`` subclass named ``<Op>Formula``."""
+        name = "".join(part[:1].upper() + part[1:] for part in self.op_name.replace(".", "_").split("_")) + "Formula"
+        return type(name, (FormulaFunction,), {"__module__": __name__})
+
+    @cached_property
+    def single_tensor_slots(self) -> tuple[int, ...]:
+        """Positions (in :attr:`names`) of the ``Tensor`` and ``Tensor?`` arguments."""
+        return tuple(self.names.index(arg.name) for arg in self.schema.arguments
+                     if not arg.is_out and not isinstance(arg.type, ListType) and arg.is_tensor_like)
+
+    def bind(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
+        """One value per parameter of the formula, defaults filled in. A Python number given for a
+        ``Tensor`` (torch hands a Python kernel its wrapped scalars as numbers) becomes a 0-d tensor
+        of the dtype torch computes in with it (``result_type`` with the first tensor argument), so
+        the formula sees a tensor and computes what torch does."""
+        if len(args) > len(self.names) - self.keyword_only:
+            raise TypeError(f"{self.op_name}: {len(args)} positional arguments for "
+                            f"{len(self.names) - self.keyword_only}")
+        values = [*args, *self.defaults[len(args):]]
+        for name, value in kwargs.items():
+            if name not in self.positions:
+                raise TypeError(f"{self.op_name}: no argument `{name}`")
+            values[self.positions[name]] = value
+        if any(value is inspect.Parameter.empty for value in values):
+            missing = [name for name, value in zip(self.names, values) if value is inspect.Parameter.empty]
+            raise TypeError(f"{self.op_name}: missing argument(s) {', '.join(missing)}")
+        numbers = [i for i in self.single_tensor_slots if isinstance(values[i], (bool, int, float, complex))]
+        if numbers:
+            tensors = [values[i] for i in self.single_tensor_slots if isinstance(values[i], torch.Tensor)]
+            for i in numbers:
+                dtype = torch.result_type(tensors[0], values[i]) if tensors else None
+                device = tensors[0].device if tensors else None
+                values[i] = torch.scalar_tensor(values[i], dtype=dtype, device=device)
+        return values
+
+    def call(self, values: Sequence[Any]) -> Any:
+        """The operator applied to ``values`` (as :meth:`bind` gives them) through the formula's
+        Function: torch records one ``<Op>FormulaBackward`` node. The result has the schema's shape
+        (a tensor, a tuple, or a list for ``Tensor[]``)."""
+        flat = FlatArguments.of(values)
+        outputs = self.function.apply(self, flat, forward_ad_active(), *flat.tensors)
+        if self.list_output:
+            return list(outputs)
+        return outputs if len(self.schema.returns) > 1 else outputs[0]
+
+    def forward(self, values: Sequence[Any], want_jvp: bool = False) -> tuple[Any, Callable[..., Any], Any]:
+        """The formula's forward on torch values (run it below autograd): its outputs as it
+        returns them, its backward closure and, with ``want_jvp``, its nested ``jvp`` (or None)."""
+        code = self.declared.fn.__code__
+        found: dict[str, Any] = {}
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "return" and frame.f_code is code:
+                found["jvp"] = frame.f_locals.get("jvp")
+
+        previous = sys.getprofile()
+        if want_jvp:        # the nested jvp is a local of the formula's frame; only forward mode pays for this
+            sys.setprofile(profile)
+        try:
+            with use_backend(self.backend):
+                outputs, backward = self.apply_fn(wrap(list(values)))
+        finally:
+            if want_jvp:
+                sys.setprofile(previous)
+        return unwrap(outputs), backward, found.get("jvp")
+
+    def apply_fn(self, values: list[Any]) -> Any:
+        """The formula's Python function called with one value per parameter."""
+        first = len(values) - self.keyword_only
+        return self.declared.fn(*values[:first], **dict(zip(self.names[first:], values[first:])))
+
+    def run_backward(self, backward: Callable[..., Any], grads: Sequence[torch.Tensor | None],
+                     needs_input_grad: Sequence[bool]) -> tuple[Any, ...]:
+        """The closure's gradients, one per gradient slot (``None``: zero); ``grads`` holds one per
+        differentiable output (per part of a ``Tensor[]`` output)."""
+        declares_mask = _declares_mask(backward.__code__)
+        mask = {"needs_input_grad": list(needs_input_grad)} if declares_mask else {}
+        with use_backend(self.backend):
+            if self.list_output:
+                returned = backward(wrap(list(grads)), **mask)
+            else:
+                returned = backward(*wrap(list(grads)), **mask)
+        if len(self.gradient_slots) == 1:
+            returned = (returned,)
+        if not isinstance(returned, tuple) or len(returned) != len(self.gradient_slots):
+            raise RuntimeError(f"the backward of {self.op_name} must return {len(self.gradient_slots)} "
+                               f"gradient(s), returned {returned!r}")
+        return tuple(unwrap(g) for g in returned)
+
+    def run_jvp(self, values: Sequence[Any], tangents: Sequence[Any], backward: Callable[..., Any],
+                written: Callable[..., Any] | None) -> Any:
+        """Tangents of the outputs from the inputs' ``tangents`` (one per parameter; zeros for
+        the tensors without one), by the formula's nested jvp or its ``jvp=`` rule."""
+        with use_backend(self.backend):
+            if written is not None:
+                code = written.__code__
+                by_name = dict(zip(self.names, values))
+                tangent_of = dict(zip(self.names, tangents))
+                arguments = {param: wrap(tangent_of[param[:-2]] if param.endswith("_t") else by_name[param])
+                             for param in code.co_varnames[:code.co_argcount]}
+                return unwrap(written(**arguments))
+            if self.declared.jvp == "auto_element_wise":
+                (slot,) = self.gradient_slots
+                return unwrap(backward(wrap(tangents[slot])))
+            if self.declared.jvp == "auto_linear":
+                substituted = list(values)
+                for slot in self.gradient_slots:
+                    substituted[slot] = tangents[slot]
+                return unwrap(self.apply_fn(wrap(substituted))[0])
+        raise NoForwardAD(f"Trying to use forward AD with {self.op_name} that does not support it because "
+                          "its formula defines no jvp; add a nested `def jvp(...)` (or @derivative(..., "
+                          "jvp=\"auto_linear\" / \"auto_element_wise\")) to the formula")
+
+    def flat_outputs(self, outputs: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+
+    def differentiable(self, flat_outputs: Sequence[Any]) -> list[Any]:
+        """The entries of ``flat_outputs`` that belong to differentiable outputs."""
+        if self.list_output:
+            return list(flat_outputs)
+        return [out for out, diff in zip(flat_outputs, self.output_flags) if diff]
+
+
+@functools.cache
+def _declares_mask(code: types.CodeType) -> bool:
+    """Whether a backward with this code takes ``needs_input_grad``."""
+    return "needs_input_grad" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
+
+def forward_ad_active() -> bool:
+    """Whether a forward-mode level is open (``torch.autograd.forward_ad.dual_level``)."""
+    return torch.autograd.forward_ad._current_level >= 0
+
+
+def below_autograd() -> Any:
+    """A guard under which aten operators run their kernels without autograd (as torch's own
+    autograd kernels run theirs)."""
+    return torch._C._AutoDispatchBelowAutograd()
+
+
+class FormulaFunction(torch.autograd.Function):
+    """Base of every ``<Op>Formula``: see the module docstring."""
+
+    @staticmethod
+    def forward(ctx: Any, formula: TorchFormula, flat: FlatArguments, want_jvp: bool,
+                *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        values = flat.values(tensors)
+        with below_autograd():
+            outputs, backward, written = formula.forward(values, want_jvp)
+        flat_outputs = formula.flat_outputs(outputs)
+        plan, to_save = plan_closure(backward, by_id((*tensors, *flat_outputs)), formula.op_name)
+        ctx.save_for_backward(*to_save)
+        ctx.formula, ctx.flat, ctx.plan = formula, flat, plan
+        if want_jvp:    # forward mode runs right after forward: no graph to keep, the closures stay as they are
+            ctx.jvp = (values, backward, written)
+        kept = {id(o) for o in formula.differentiable(flat_outputs)}
+        ctx.mark_non_differentiable(*(o for o in flat_outputs if id(o) not in kept))
+        ctx.set_materialize_grads(False)     # an unused output's gradient reaches the closure as None
+        return flat_outputs
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        formula: TorchFormula = ctx.formula
+        flat: FlatArguments = ctx.flat
+        nothing = (None, None, None, *(None for _ in flat.tensors))
+        output_grads = formula.differentiable(grads)
+        if all(g is None for g in output_grads):
+            return nothing      # a backward is never called without a gradient
+        needs_flat = ctx.needs_input_grad[3:]
+        slots_needing = flat.values(needs_flat)   # per argument: a flag, or a list of flags
+        needs = [any(v) if isinstance(v, list) else bool(v) for v in (slots_needing[i] for i in formula.gradient_slots)]
+        backward = ctx.plan.rebuild(ctx.saved_tensors)
+        per_slot = formula.run_backward(backward, output_grads, needs)
+        flat_grads: list[torch.Tensor | None] = [None] * len(flat.tensors)
+        for slot, grad in zip(formula.gradient_slots, per_slot):
+            marker = flat.template[slot]
+            if isinstance(marker, SavedSlot):
+                flat_grads[marker.index] = grad
+            elif isinstance(marker, list) and grad is not None:
+                for part, part_grad in zip(marker, grad):
+                    flat_grads[part.index] = part_grad
+        return (None, None, None, *flat_grads)
+
+    @staticmethod
+    def jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
+        formula: TorchFormula = ctx.formula
+        flat: FlatArguments = ctx.flat
+        values, backward, written = ctx.jvp
+        zero_filled = [torch.zeros_like(t) if tangent is None else tangent
+                       for t, tangent in zip(flat.tensors, input_tangents[3:])]
+        tangents = flat.values(zero_filled)
+        per_parameter = [tangents[i] if i in formula.gradient_slots else None for i in range(len(values))]
+        output_tangents = formula.run_jvp(values, per_parameter, backward, written)
+        if formula.list_output:
+            return tuple(output_tangents)
+        returned = output_tangents if isinstance(output_tangents, tuple) else (output_tangents,)
+        count = sum(formula.output_flags)
+        if len(returned) != count:
+            raise RuntimeError(f"the jvp of {formula.op_name} returned {len(returned)} tangent(s) for "
+                               f"{count} differentiable output(s)")
+        remaining = iter(returned)
+        tangents_out = tuple(next(remaining) if diff else None for diff in formula.output_flags)
+        return tangents_out if len(tangents_out) > 1 else tangents_out[0]

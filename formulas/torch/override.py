@@ -1,0 +1,179 @@
+"""Formulas swapped in for aten's own autograd, in process, with no build.
+
+:func:`install` registers, for each chosen aten operator, a Python kernel at
+the autograd dispatch keys of the devices (:data:`AUTOGRAD_KEYS`, with
+``torch.library.Library("aten", "IMPL")``). The
+kernel runs the operator through the formula's ``autograd.Function``
+(:mod:`formulas.torch.function`): the forward below autograd, the backward the
+formula's closure rebuilt from the saved inputs and outputs, so a
+``create_graph=True`` backward runs the formulas again; forward mode runs the
+formula's jvp. A call that records nothing (grad mode off, no input requiring
+grad, no forward-mode level) goes straight to torch's kernel below autograd.
+
+:func:`uninstall` removes exactly those registrations: torch's own kernels
+come back. :func:`override` is the two as a context manager.
+
+Nesting: registrations stack per operator; the most recent installation still
+installed wins, and uninstalling it uncovers the one below (or torch's own).
+Threads: the dispatcher is process-wide, so an installation changes the
+operators for every thread while it lasts (the context manager is not a
+thread-local switch); install and uninstall from one thread while no other
+thread is running the operators.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+import torch
+
+from formulas.torch.backend import TorchBackend, load_package
+from formulas.torch.function import TorchFormula, below_autograd, forward_ad_active
+
+
+#: The per-device autograd keys the kernels are registered at. A registration at the ``Autograd``
+#: alias would not reach an operator torch implements as ``CompositeImplicitAutograd``
+#: (``var_mean.dim``, ``gather_backward``...): the dispatcher prefers that over the alias, but
+#: not over a kernel registered at the device's own key.
+AUTOGRAD_KEYS = ("AutogradCPU", "AutogradCUDA", "AutogradMeta", "AutogradXPU", "AutogradMPS")
+
+
+class OverrideError(ValueError):
+    """An operator cannot be overridden by the package's formula (named in the message)."""
+
+
+def aten_overload(op_name: str) -> torch._ops.OpOverload:
+    """``torch.ops.aten.<name>.<overload>`` for ``"name.overload"`` (``"name"``: the default overload)."""
+    name, _, overload = op_name.partition(".")
+    try:
+        return getattr(getattr(torch.ops.aten, name), overload or "default")
+    except AttributeError:
+        raise OverrideError(f"{op_name}: torch {torch.__version__} has no operator aten::{op_name}") from None
+
+
+def refusal(formula: TorchFormula) -> str | None:
+    """Why ``formula`` cannot stand in for its aten operator, or None when it can."""
+    try:
+        overload = aten_overload(formula.op_name)
+    except OverrideError as error:
+        return str(error)
+    declared = str(torch._C.parse_schema(f"aten::{formula.declared.schema}"))
+    if declared != str(overload._schema):
+        return f"{formula.op_name}: the formula's schema `{declared}` is not torch's `{overload._schema}`"
+    if any(arg.annotation is not None for arg in (*formula.schema.arguments, *formula.schema.returns)):
+        return (f"{formula.op_name}: a view or in-place operator (its schema aliases an input); an "
+                "autograd.Function cannot make torch's own views, so it is left to torch")
+    return None
+
+
+@dataclass
+class Installation:
+    """The registrations one :func:`install` made; :func:`uninstall` takes them back."""
+
+    package: str
+    ops: tuple[str, ...]
+    library: Any = field(repr=False)
+    active: bool = True
+
+
+def overridable(package: str = "formulas") -> tuple[list[str], dict[str, str]]:
+    """The operators of ``package`` that :func:`install` can override, and the others with the reason."""
+    formulas = _formulas(package)
+    accepted: list[str] = []
+    refused: dict[str, str] = {}
+    for name, formula in formulas.items():
+        reason = refusal(formula)
+        if reason is None:
+            accepted.append(name)
+        else:
+            refused[name] = reason
+    return accepted, refused
+
+
+def install(ops: Iterable[str] | None = None, *, package: str = "formulas", compiled: bool = False) -> Installation:
+    """Make the aten operators ``ops`` (``"sin"``, ``"mul.Tensor"``; None: every operator of
+    ``package`` that can be, see :func:`overridable`) run ``package``'s formulas for autograd.
+    A named operator that cannot be is an :class:`OverrideError`, and nothing is installed."""
+    if compiled:
+        raise NotImplementedError("formulas.torch.override(compiled=True): the generated C++ has no "
+                                  "registration variant for aten's Autograd key yet; use the Python path "
+                                  "(compiled=False) or the compiled torch.ops.<namespace> operators")
+    formulas = _formulas(package)
+    if ops is None:
+        chosen = overridable(package)[0]
+    else:
+        chosen = list(dict.fromkeys(ops))
+        for name in chosen:
+            if name not in formulas:
+                raise OverrideError(f"{name}: package `{package}` has no formula for it")
+            reason = refusal(formulas[name])
+            if reason is not None:
+                raise OverrideError(reason)
+    library = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+        for name in chosen:
+            kernel = _kernel(formulas[name])
+            for key in AUTOGRAD_KEYS:
+                library.impl(name, kernel, key)
+    return Installation(package, tuple(chosen), library)
+
+
+def uninstall(installation: Installation) -> None:
+    """Remove ``installation``'s registrations (idempotent); what was below comes back."""
+    if installation.active:
+        installation.library._destroy()
+        installation.active = False
+
+
+@contextlib.contextmanager
+def override(ops: Iterable[str] | None = None, *, package: str = "formulas",
+             compiled: bool = False) -> Iterator[Installation]:
+    """:func:`install` for the ``with`` block, :func:`uninstall` on leaving it."""
+    installation = install(ops, package=package, compiled=compiled)
+    try:
+        yield installation
+    finally:
+        uninstall(installation)
+
+
+_PREPARED: dict[str, tuple[tuple[tuple[str, int], ...], dict[str, TorchFormula]]] = {}
+
+
+def _formulas(package: str) -> dict[str, TorchFormula]:
+    """``package``'s formulas ready to run; prepared again only when its declarations changed."""
+    declared = load_package(package).formulas
+    key = tuple((name, id(formula)) for name, formula in declared.items())
+    cached = _PREPARED.get(package)
+    if cached is None or cached[0] != key:
+        backend = TorchBackend.for_package(package)
+        cached = _PREPARED[package] = (key, {name: TorchFormula(f, backend) for name, f in declared.items()})
+    return cached[1]
+
+
+def _kernel(formula: TorchFormula) -> Any:
+    overload = aten_overload(formula.op_name)
+
+    def autograd_kernel(*args: Any, **kwargs: Any) -> Any:
+        if not _records(args, kwargs):
+            with below_autograd():
+                return overload(*args, **kwargs)
+        return formula.call(formula.bind(args, kwargs))
+
+    autograd_kernel.__name__ = f"{formula.op_name}_formula_autograd"
+    return autograd_kernel
+
+
+def _records(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether autograd has anything to record for a call with these arguments."""
+    if forward_ad_active():
+        return True
+    if not torch.is_grad_enabled():
+        return False
+    def requires_grad(value: Any) -> bool:
+        if isinstance(value, torch.Tensor):
+            return value.requires_grad
+        return isinstance(value, (list, tuple)) and any(requires_grad(v) for v in value)
+    return any(requires_grad(v) for v in args) or any(requires_grad(v) for v in kwargs.values())

@@ -1,0 +1,121 @@
+"""``formulas.torch.custom_ops``: formulas as ``torch.library`` custom operators, no build.
+
+``torch.library.opcheck`` (schema, autograd registration, fake tensors, AOT
+dispatch with dynamic shapes) passes on a sample of the shipped ops (the first
+op case of every op in :data:`OPCHECK_SAMPLE`) and on a user package; gradcheck
+and gradgradcheck pass on the first case of every registered op, whose outputs
+and gradients equal torch's built-in op; ``torch.compile(fullgraph=True)`` runs
+a function of them.
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from formulas.torch import NoShapeRule, custom_ops
+from tests.op_cases import ALL_CASES, OpCase, differentiable_view, first_and_second_order, torch_args, torch_op
+
+SHIPPED = custom_ops("formulas", namespace="formulas_py")
+
+
+def first_cases() -> list[OpCase]:
+    seen: dict[str, OpCase] = {}
+    for case in ALL_CASES:
+        if case.op in SHIPPED.ops:
+            seen.setdefault(case.op, case)
+    return list(seen.values())
+
+
+FIRST_CASES = first_cases()
+OPCHECK_SAMPLE = ("sin", "mul.Tensor", "div.Tensor", "sum.dim_IntList", "max.dim", "cat", "mm", "where.self",
+                  "_softmax", "index.Tensor", "mean.dim", "pow.Tensor_Scalar", "layer_norm", "stack")
+
+
+def test_every_formula_is_registered_or_refused_with_a_reason():
+    import formulas
+
+    assert sorted([*SHIPPED.ops, *SHIPPED.refused]) == sorted(formulas.load_library())
+    assert all("alias" in reason or "keyword-only" in reason for reason in SHIPPED.refused.values())
+    assert {op for op in SHIPPED.ops if not any(c.op == op for c in FIRST_CASES)} == set()
+
+
+@pytest.mark.parametrize("case", [c for c in FIRST_CASES if c.op in OPCHECK_SAMPLE], ids=lambda c: c.name)
+def test_opcheck(case: OpCase):
+    args, kwargs = torch_args(case)
+    result = torch.library.opcheck(SHIPPED.ops[case.op], args, kwargs)
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+@pytest.mark.parametrize("case", FIRST_CASES, ids=lambda c: c.name)
+def test_gradcheck_gradgradcheck_and_equal_to_builtin(case: OpCase):
+    call, leaves = differentiable_view(case, SHIPPED.ops[case.op])
+    assert torch.autograd.gradcheck(call, leaves)
+    assert torch.autograd.gradgradcheck(call, leaves)
+    ours = first_and_second_order(SHIPPED.ops[case.op], case)
+    theirs = first_and_second_order(torch_op(case.op), case)
+    for order in range(3):
+        assert len(ours[order]) == len(theirs[order])
+        for mine, builtin in zip(ours[order], theirs[order]):
+            torch.testing.assert_close(mine, builtin)
+
+
+def test_torch_compile_fullgraph_runs_them():
+    ops = SHIPPED.ops
+    def loss(a, b):
+        return ops["sum.dim_IntList"](ops["mul.Tensor"](ops["sin"](a), b), [1], False).sum()
+
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    got = torch.autograd.grad(compiled(a, b), (a, b))
+    want = torch.autograd.grad((torch.sin(a) * b).sum(), (a, b))
+    for mine, expected in zip(got, want):
+        torch.testing.assert_close(mine, expected)
+
+
+@pytest.fixture
+def user_package(tmp_path, monkeypatch):
+    package = tmp_path / "myops_custom"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "ops.py").write_text(textwrap.dedent('''
+        from formulas import at, derivative
+
+        @derivative("sinh(Tensor self) -> Tensor")
+        def sinh(self):
+            result = at.sinh(self)
+            def backward(grad):
+                # d/dx sinh(x) = cosh(x) = (e^x + e^-x) / 2
+                return grad * (at.exp(self) + at.exp(-self)) / 2
+            return result, backward
+
+        @derivative("nonzero(Tensor self) -> Tensor", output_differentiability=[False])
+        def nonzero(self):
+            result = at.nonzero(self)
+            def backward(grad):
+                return None
+            return result, backward
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "myops_custom"
+    for name in [m for m in sys.modules if m.startswith("myops_custom")]:
+        del sys.modules[name]
+
+
+def test_a_user_package_passes_opcheck_and_refuses_a_value_dependent_shape(user_package):
+    registered = custom_ops(user_package)
+    assert registered.namespace == "myops_custom"
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    sinh = torch.ops.myops_custom.sinh.default
+    assert set(torch.library.opcheck(sinh, (x,)).values()) == {"SUCCESS"}
+    assert torch.autograd.gradgradcheck(sinh, (x,))
+    assert "myops_custom_sinh" in sinh(x).grad_fn.name()
+    nonzero = torch.ops.myops_custom.nonzero.default
+    # with a shape environment (opcheck, torch.compile) the value-dependent size is a symbol
+    assert set(torch.library.opcheck(nonzero, (torch.tensor([0.0, 1.0]),)).values()) == {"SUCCESS"}
+    with FakeTensorMode() as mode, pytest.raises(NoShapeRule, match="nonzero: its output shape depends on tensor values"):
+        nonzero(mode.from_tensor(torch.tensor([0.0, 1.0])))

@@ -1,0 +1,222 @@
+"""``formulas.torch.override``: the package's formulas stand in for aten's own autograd.
+
+torch 2.13 is the oracle: inside the context torch's operators record the
+formulas' nodes and compute their gradients; outside, torch's own kernels are
+back (values and node names before, inside and after).
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+
+from formulas.torch import CapturedIntermediate, OverrideError, install, overridable, override, uninstall
+
+
+@pytest.fixture
+def wrong_package(tmp_path, monkeypatch):
+    """A formula package ``wrongops`` whose ``sin`` backward is twice the right one and has no jvp,
+    and whose ``cos`` captures an intermediate."""
+    package = tmp_path / "wrongops"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "trig.py").write_text(textwrap.dedent('''
+        from formulas import at, derivative
+
+        @derivative("sin(Tensor self) -> Tensor")
+        def sin(self):
+            result = at.sin(self)
+            def backward(grad):
+                return grad * at.cos(self) * 2.0
+            return result, backward
+
+        @derivative("cos(Tensor self) -> Tensor")
+        def cos(self):
+            sin_self = at.sin(self)
+            result = at.cos(self)
+            def backward(grad):
+                return -grad * sin_self
+            return result, backward
+
+        @derivative("exp(Tensor self, int dim) -> Tensor")
+        def exp(self, dim):
+            result = at.exp(self)
+            def backward(grad):
+                return grad * result
+            return result, backward
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "wrongops"
+    for name in [m for m in sys.modules if m == "wrongops" or m.startswith("wrongops.")]:
+        del sys.modules[name]
+
+
+def leaf(*shape: int, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, dtype=torch.float64, generator=generator).requires_grad_()
+
+
+def sin_grad(x: torch.Tensor) -> torch.Tensor:
+    (grad,) = torch.autograd.grad(torch.sin(x).sum(), x)
+    return grad
+
+
+def test_a_wrong_formula_changes_torch_sin_inside_the_context_only(wrong_package):
+    x = leaf(5)
+    right = torch.cos(x.detach())
+    torch.testing.assert_close(sin_grad(x), right)
+    with override(["sin"], package=wrong_package):
+        torch.testing.assert_close(sin_grad(x), 2 * right)
+    torch.testing.assert_close(sin_grad(x), right)
+
+
+def test_leaving_restores_torchs_kernels_values_and_node_names():
+    x = leaf(3, 4)
+    def observe():
+        y = torch.sin(x) * torch.mean(x, [1], True)
+        grad, = torch.autograd.grad(y.sum(), x, create_graph=True)
+        second, = torch.autograd.grad(grad.sum(), x)
+        return y.grad_fn.name(), y.grad_fn.next_functions[0][0].name(), (y, grad, second)
+
+    before = observe()
+    with override(["sin", "mul.Tensor", "mean.dim"]):
+        inside = observe()
+    after = observe()
+    assert before[:2] == after[:2] == ("MulBackward0", "SinBackward0")
+    assert inside[:2] == ("MulTensorFormulaBackward", "SinFormulaBackward")
+    for values in (inside[2], after[2]):
+        for got, want in zip(values, before[2]):
+            torch.testing.assert_close(got, want)
+
+
+def test_double_backward_runs_the_formulas_again():
+    x = leaf(6)
+    with override(["sin", "cos", "mul.Tensor", "neg"]):
+        grad, = torch.autograd.grad(torch.sin(x).sum(), x, create_graph=True)
+        assert grad.grad_fn.name() == "MulTensorFormulaBackward"      # grad * cos(self), recorded by the formulas
+        second, = torch.autograd.grad(grad.sum(), x)
+        assert torch.autograd.gradgradcheck(torch.sin, (x,))
+    torch.testing.assert_close(second, -torch.sin(x.detach()))
+
+
+def test_nested_overrides_stack_and_unwind(wrong_package):
+    x = leaf(4)
+    right = torch.cos(x.detach())
+    with override(["sin"]) as outer:
+        torch.testing.assert_close(sin_grad(x), right)
+        assert torch.sin(x).grad_fn.name() == "SinFormulaBackward"
+        with override(["sin"], package=wrong_package):
+            torch.testing.assert_close(sin_grad(x), 2 * right)       # the innermost wins
+        torch.testing.assert_close(sin_grad(x), right)
+        assert torch.sin(x).grad_fn.name() == "SinFormulaBackward"
+        assert outer.active
+    assert torch.sin(x).grad_fn.name() == "SinBackward0"
+
+
+def test_install_and_uninstall_out_of_order(wrong_package):
+    x = leaf(4)
+    right = torch.cos(x.detach())
+    first = install(["sin"], package=wrong_package)
+    second = install(["sin"])
+    uninstall(first)                          # the later installation still holds
+    assert torch.sin(x).grad_fn.name() == "SinFormulaBackward"
+    torch.testing.assert_close(sin_grad(x), right)
+    uninstall(second)
+    uninstall(second)                         # idempotent
+    assert torch.sin(x).grad_fn.name() == "SinBackward0"
+
+
+def test_the_override_is_process_wide_across_threads(wrong_package):
+    x = leaf(3)
+    seen = {}
+    with override(["sin"], package=wrong_package):
+        thread = threading.Thread(target=lambda: seen.setdefault("grad", sin_grad(x)))
+        thread.start()
+        thread.join()
+    torch.testing.assert_close(seen["grad"], 2 * torch.cos(x.detach()))
+
+
+def test_calls_that_record_nothing_run_torchs_kernel():
+    x = leaf(5)
+    with override(["sin"]):
+        with torch.no_grad():
+            plain = torch.sin(x)
+        detached = torch.sin(x.detach())
+    assert plain.grad_fn is None and detached.grad_fn is None
+    torch.testing.assert_close(plain, torch.sin(x.detach()), rtol=0, atol=0)
+
+
+def test_forward_mode_runs_the_jvp_and_refuses_without_one(wrong_package):
+    x, tangent = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    with override(["sin", "cos", "mul.Tensor"]), fwAD.dual_level():
+        out = torch.sin(fwAD.make_dual(x, tangent))
+        torch.testing.assert_close(fwAD.unpack_dual(out).tangent, torch.cos(x) * tangent)
+    with override(["sin"], package=wrong_package), fwAD.dual_level():
+        with pytest.raises(NotImplementedError, match="Trying to use forward AD with sin that does not support it"):
+            torch.sin(fwAD.make_dual(x, tangent))
+
+
+def test_multiple_outputs_lists_and_masks():
+    x = leaf(3, 4)
+    parts = [leaf(2, 3, seed=1), leaf(1, 3, seed=2)]
+    with override(["max.dim", "cat", "sum.dim_IntList", "index.Tensor"]):
+        values, indices = torch.max(x, 1)
+        assert values.grad_fn.name() == "MaxDimFormulaBackward" and not indices.requires_grad
+        assert torch.autograd.gradcheck(lambda t: torch.max(t, 1)[0], (x,))
+        assert torch.autograd.gradgradcheck(lambda a, b: torch.cat([a, b]), parts)
+        assert torch.autograd.gradgradcheck(lambda a: a[torch.tensor([0, 2, 0])], (x,))
+
+
+def test_a_captured_intermediate_is_refused_at_the_call(wrong_package):
+    with override(["cos"], package=wrong_package):
+        with pytest.raises(CapturedIntermediate, match="captures `sin_self`.*DB100"):
+            torch.cos(leaf(3))
+
+
+def test_operators_that_cannot_be_overridden_are_refused_with_the_reason(wrong_package):
+    with pytest.raises(OverrideError, match=r"exp: torch .* has no operator aten::exp\b|schema"):
+        install(["exp"], package=wrong_package)
+    with pytest.raises(OverrideError, match="package `wrongops` has no formula for it"):
+        install(["tan"], package=wrong_package)
+    with pytest.raises(OverrideError, match="view or in-place operator"):
+        install(["t"])
+    with pytest.raises(NotImplementedError, match="compiled=True"):
+        install(["sin"], compiled=True)
+    assert torch.sin(leaf(2)).grad_fn.name() == "SinBackward0"      # nothing was left installed
+
+
+def test_every_refused_shipped_operator_is_a_view():
+    accepted, refused = overridable()
+    assert accepted and refused
+    assert all("view or in-place operator" in reason for reason in refused.values())
+
+
+def test_torch_compile_traces_the_swapped_in_formula(wrong_package):
+    x = leaf(4)
+    with override(["sin"], package=wrong_package):
+        compiled = torch.compile(lambda a: torch.sin(a).sum(), fullgraph=True, backend="aot_eager")
+        (grad,) = torch.autograd.grad(compiled(x), x)
+    torch.testing.assert_close(grad, 2 * torch.cos(x.detach()))
+
+
+def test_torch_func_transforms_raise_torchs_error():
+    x = torch.randn(3, dtype=torch.float64)
+    with override(["sin"]), pytest.raises(RuntimeError, match="must override the setup_context staticmethod"):
+        torch.func.grad(lambda a: torch.sin(a).sum())(x)
+
+
+def test_formulas_imports_without_torch_and_formulas_torch_says_what_to_install():
+    import subprocess
+
+    script = ("import sys; sys.modules['torch'] = None\n"
+              "import formulas; assert len(formulas.load_library()) > 200\n"
+              "try:\n    import formulas.torch\nexcept ImportError as error:\n    print(error)\n")
+    repo = Path(__file__).resolve().parents[2]         # `python -c` imports from its working directory first
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "formulas.torch needs torch: pip install torch==2.13.0 (or the [torch] extra)"

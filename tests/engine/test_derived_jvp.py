@@ -50,6 +50,8 @@ REFUSED = {
     'xlogy.Tensor': 'reads the metadata of a zero',
     'xlogy.Scalar_Other': 'reads the metadata of a zero',
     'copysign.Tensor': 'reads the metadata of a zero',
+    'std': 'reads the metadata of a zero',           # since its zero-variance mask (grad_over_std)
+    'linear': 'sizes of the linear value',            # since its 1-D weight branch
     'convolution': 'a loop over linear values',
     'conv1d': 'a loop over linear values',
     'conv2d': 'a loop over linear values',
@@ -145,4 +147,4 @@ def test_every_other_formula_is_refused_for_its_listed_reason():
     assert sorted(refused) == sorted(REFUSED)
     for op, reason in refused.items():
         assert REFUSED[op] in reason, (op, reason)
-    assert len(found) - len(refused) >= 177
+    assert len(found) - len(refused) >= 175

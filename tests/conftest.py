@@ -62,8 +62,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         return
     terminalreporter.section("proof tiers (DESIGN section 7)")
     from formulas import FORMULAS, NONDIFFERENTIABLE
+    from formulas.torch import overridable
 
-    terminalreporter.write_line(table.render(nondifferentiable=frozenset(NONDIFFERENTIABLE) - set(FORMULAS)))
+    terminalreporter.write_line(table.render(nondifferentiable=frozenset(NONDIFFERENTIABLE) - set(FORMULAS),
+                                             not_overridable=frozenset(overridable()[1])))
     path = config.getoption("--tier-report")
     if path:
         with open(path, "w") as f:

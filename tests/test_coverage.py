@@ -69,3 +69,19 @@ def test_gradient_tiers_do_not_apply_to_a_nondifferentiable_op():
     assert text.splitlines()[-1] == "1/3 ops proven on every tier"
     # without the declaration, the same results are incomplete
     assert not table.proven("lt.Tensor") and table.proven("lt.Tensor", nondifferentiable=True)
+
+
+def test_tier_op_does_not_apply_to_an_op_the_override_refuses():
+    """A view (torch lets no Python kernel replace its autograd) shows ``n/a`` on OP and is proven
+    by the other tiers; one that ran OP anyway is held to it."""
+    table = TierTable()
+    for op in ("view", "sin"):
+        for tier in ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "CA"):
+            table.record(op, tier, "passed")
+    text = table.render(["view", "sin"], not_overridable=frozenset({"view"}))
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[1:-1]}
+    assert rows["view"][-1] == "n/a" and rows["sin"][-1] == "-"
+    assert text.splitlines()[-1] == "1/2 ops proven on every tier"
+    assert not table.proven("view") and table.proven("view", not_overridable=True)
+    table.record("view", "OP", "failed")
+    assert not table.proven("view", not_overridable=True)

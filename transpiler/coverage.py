@@ -37,7 +37,15 @@ _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
 #: L, RT and CT (engine and compiled op return torch's values, with no gradient) and RF and F1
 #: (their jvps give torch's tangents: none).
 GRADIENT_TIERS = ("R1", "R2", "C1", "CA", "OP")
+#: Tier OP does not apply to an operator ``formulas.torch.override`` refuses (a view or an in-place
+#: op: torch does not let a Python kernel replace their autograd); shown ``n/a``, listed in docs/torch.md.
+OVERRIDE_TIERS = ("OP",)
 NOT_APPLICABLE = "n/a"
+
+
+def _exempt(nondifferentiable: bool, not_overridable: bool) -> frozenset[str]:
+    """The tiers that do not apply to an operator (shown ``n/a`` unless a test of them ran)."""
+    return frozenset((GRADIENT_TIERS if nondifferentiable else ()) + (OVERRIDE_TIERS if not_overridable else ()))
 
 
 def _worst(previous: str | None, outcome: str) -> str:
@@ -75,28 +83,29 @@ class TierTable:
             line += f"; no OpInfo sample for: {', '.join(without)}"
         return line
 
-    def render(self, ops: list[str] | None = None, nondifferentiable: frozenset[str] = frozenset()) -> str:
-        """The table; ``nondifferentiable`` ops show ``n/a`` on the gradient tiers, which they
-        need not pass."""
+    def render(self, ops: list[str] | None = None, nondifferentiable: frozenset[str] = frozenset(),
+               not_overridable: frozenset[str] = frozenset()) -> str:
+        """The table; ``nondifferentiable`` ops show ``n/a`` on the gradient tiers and
+        ``not_overridable`` ones on tier OP, which they need not pass."""
         names = sorted(set(self.results) | set(ops or ()))
         width = max([len(n) for n in names] + [2])
         lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in TIERS)]
         for name in names:
             row = self.results.get(name, {})
-            cells = [NOT_APPLICABLE if name in nondifferentiable and t in GRADIENT_TIERS and t not in row
-                     else _SYMBOL[row.get(t)] for t in TIERS]
+            exempt = _exempt(name in nondifferentiable, name in not_overridable)
+            cells = [NOT_APPLICABLE if t in exempt and t not in row else _SYMBOL[row.get(t)] for t in TIERS]
             lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>4}" for c in cells))
-        complete = sum(self.proven(n, n in nondifferentiable) for n in names)
+        complete = sum(self.proven(n, n in nondifferentiable, n in not_overridable) for n in names)
         lines.append(f"{complete}/{len(names)} ops proven on every tier")
         if self.opinfo:
             lines.append(self.opinfo_summary(ops))
         return "\n".join(lines)
 
-    def proven(self, op: str, nondifferentiable: bool = False) -> bool:
+    def proven(self, op: str, nondifferentiable: bool = False, not_overridable: bool = False) -> bool:
         """Whether every tier that applies to ``op`` passed."""
         row = self.results.get(op, {})
-        needed = [t for t in TIERS if not (nondifferentiable and t in GRADIENT_TIERS and t not in row)]
-        return all(row.get(t) == "passed" for t in needed)
+        exempt = _exempt(nondifferentiable, not_overridable)
+        return all(row.get(t) == "passed" for t in TIERS if not (t in exempt and t not in row))
 
     def as_json(self) -> dict[str, dict[str, dict[str, str]]]:
         return {"tiers": self.results, "opinfo": self.opinfo}
@@ -157,9 +166,13 @@ def main(argv: list[str] | None = None) -> int:
               f"(written by `pytest --tier-report FILE`): {err!r}", file=sys.stderr)
         return 2
     ops, nondifferentiable = _library_ops(repo)
-    print(table.render(ops, nondifferentiable))
+    from formulas.torch import overridable      # torch is there: checked above
+
+    not_overridable = frozenset(overridable()[1])
+    print(table.render(ops, nondifferentiable, not_overridable))
     for tier in TIERS:
         print(f"  {tier:>2}: {TIER_MEANING[tier]}")
-    print(f"  {NOT_APPLICABLE}: a gradient tier of an operator declared nondifferentiable")
-    proven = all(table.proven(op, op in nondifferentiable) for op in ops)
+    print(f"  {NOT_APPLICABLE}: a gradient tier of an operator declared nondifferentiable, or tier OP of "
+          "an operator formulas.torch.override refuses (docs/torch.md)")
+    proven = all(table.proven(op, op in nondifferentiable, op in not_overridable) for op in ops)
     return 0 if proven else 1

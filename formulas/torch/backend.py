@@ -84,8 +84,20 @@ class OracleTensor:
     def __truediv__(self, other: Any) -> Any:
         return at.div(self, other)
 
+    def __rsub__(self, other: Any) -> Any:
+        return at.rsub(self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return at.mul(at.reciprocal(self), other)
+
     def __neg__(self) -> Any:
         return at.neg(self)
+
+    def __pow__(self, other: Any) -> Any:
+        return at.pow(self, other)
+
+    def __matmul__(self, other: Any) -> Any:
+        return at.matmul(self, other)
 
     def __gt__(self, other: Any) -> Any:
         return at.gt(self, other)

@@ -1,134 +1,19 @@
 """A formula's Python run on torch tensors: ``at.<op>(...)`` is ``torch.ops.aten.<op>``.
 
-:class:`AtenBackend` is the operator backend (``formulas.use_backend``); formulas see
-:class:`TorchValue`, a torch tensor with the metadata methods of the authoring conventions
-(``sizes()``, ``scalar_type()``, ``options()``) and the Python operators routed to ``at``.
+:class:`AtenBackend` is the operator backend (``formulas.use_backend``); formulas see the torch
+back end's :class:`~formulas.torch.backend.OracleTensor` (``wrap``/``unwrap``), a torch tensor with
+the metadata methods of the authoring conventions and the Python operators routed to ``at``.
 Autograd is torch's own, so a backward run on tensors that require grad can be
 differentiated again.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 from formulas import use_backend
-
-
-@dataclass(frozen=True)
-class TorchOptions:
-    """What ``x.options()`` gives: the dtype and device of a tensor."""
-
-    dtype: torch.dtype
-    device: torch.device
-
-
-class TorchValue:
-    """A torch tensor as a formula sees it."""
-
-    __slots__ = ("tensor",)
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-    def __repr__(self) -> str:
-        return f"TorchValue({self.tensor!r})"
-
-    def sizes(self) -> list[int]:
-        return list(self.tensor.shape)
-
-    def size(self, dim: int) -> int:
-        return self.tensor.size(dim)
-
-    def dim(self) -> int:
-        return self.tensor.dim()
-
-    def numel(self) -> int:
-        return self.tensor.numel()
-
-    def scalar_type(self) -> torch.dtype:
-        return self.tensor.dtype
-
-    def options(self) -> TorchOptions:
-        return TorchOptions(self.tensor.dtype, self.tensor.device)
-
-    def _call(self, name: str, *args: Any) -> Any:
-        from formulas import at
-
-        return getattr(at, name)(*args)
-
-    def __add__(self, other: Any) -> Any:
-        return self._call("add", self, other)
-
-    def __radd__(self, other: Any) -> Any:
-        return self._call("add", self, other)
-
-    def __sub__(self, other: Any) -> Any:
-        return self._call("sub", self, other)
-
-    def __rsub__(self, other: Any) -> Any:
-        return self._call("rsub", self, other)
-
-    def __mul__(self, other: Any) -> Any:
-        return self._call("mul", self, other)
-
-    def __rmul__(self, other: Any) -> Any:
-        return self._call("mul", self, other)
-
-    def __truediv__(self, other: Any) -> Any:
-        return self._call("div", self, other)
-
-    def __rtruediv__(self, other: Any) -> Any:
-        return self._call("mul", self._call("reciprocal", self), other)
-
-    def __neg__(self) -> Any:
-        return self._call("neg", self)
-
-    def __pow__(self, other: Any) -> Any:
-        return self._call("pow", self, other)
-
-    def __matmul__(self, other: Any) -> Any:
-        return self._call("matmul", self, other)
-
-    def __gt__(self, other: Any) -> Any:
-        return self._call("gt", self, other)
-
-    def __ge__(self, other: Any) -> Any:
-        return self._call("ge", self, other)
-
-    def __lt__(self, other: Any) -> Any:
-        return self._call("lt", self, other)
-
-    def __le__(self, other: Any) -> Any:
-        return self._call("le", self, other)
-
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        return self._call("eq", self, other)
-
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        return self._call("ne", self, other)
-
-    __hash__ = object.__hash__
-
-
-def wrap(value: Any) -> Any:
-    """torch tensors (also inside tuples and lists) as :class:`TorchValue`."""
-    if isinstance(value, torch.Tensor):
-        return TorchValue(value)
-    if isinstance(value, (tuple, list)):
-        return type(value)(wrap(v) for v in value)
-    return value
-
-
-def unwrap(value: Any) -> Any:
-    """The inverse of :func:`wrap`."""
-    if isinstance(value, TorchValue):
-        return value.tensor
-    if isinstance(value, (tuple, list)):
-        return type(value)(unwrap(v) for v in value)
-    return value
-
+from formulas.torch.backend import unwrap, wrap
 
 #: schema defaults a formula spells as the schema does, as torch values
 _SYMBOLIC_DEFAULTS: dict[str, Any] = {"contiguous_format": torch.contiguous_format}

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from formulas import use_backend
 from formulas.helpers import (clamp_backward, copysign_tensor_self_backward, div_tensor_other_backward,
                               div_tensor_self_backward, gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp,
                               maybe_multiply, mul_tensor_backward, unsqueeze_to)
-from formulas.torch.backend import TorchBackend, unwrap, wrap
+from formulas.torch.backend import TorchBackend
 
 torch = pytest.importorskip("torch")
 
@@ -18,11 +17,6 @@ torch = pytest.importorskip("torch")
 @pytest.fixture(scope="module")
 def backend() -> TorchBackend:
     return TorchBackend.for_library()
-
-
-def _call(backend: TorchBackend, helper, *args):
-    with use_backend(backend):
-        return unwrap(helper(*wrap(args)))
 
 
 @pytest.mark.parametrize("input_dtype, gradient_dtype, real_part", [
@@ -36,7 +30,7 @@ def test_handle_r_to_c_takes_the_real_part_only_for_a_real_input(backend, input_
     gradient = torch.tensor([1.5, -2.0], dtype=gradient_dtype)
     if gradient.is_complex():
         gradient = gradient + 0.25j
-    got = _call(backend, handle_r_to_c, input_dtype, gradient)
+    got = backend.run(handle_r_to_c, input_dtype, gradient)
     expected = gradient.real if real_part else gradient
     assert got.dtype == expected.dtype
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
@@ -45,7 +39,7 @@ def test_handle_r_to_c_takes_the_real_part_only_for_a_real_input(backend, input_
 @pytest.mark.parametrize("alpha", [1, 1.0, 2.5, -1, 0])
 def test_maybe_multiply(backend, alpha):
     t = torch.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=torch.float64)
-    got = _call(backend, maybe_multiply, t, alpha)
+    got = backend.run(maybe_multiply, t, alpha)
     torch.testing.assert_close(got, t * alpha, rtol=0, atol=0)
     if alpha == 1:
         assert got is t
@@ -61,11 +55,11 @@ def test_gather_with_keepdimed_indices_picks_the_reduced_elements(backend, shape
     x = torch.randn(shape, dtype=torch.float64, generator=generator)
     tangent = torch.randn(shape, dtype=torch.float64, generator=generator)
     values, indices = torch.max(x, dim, keepdim)
-    torch.testing.assert_close(_call(backend, gather_with_keepdimed_indices, x, dim, indices, keepdim), values)
+    torch.testing.assert_close(backend.run(gather_with_keepdimed_indices, x, dim, indices, keepdim), values)
     import torch.autograd.forward_ad as fwAD
     with fwAD.dual_level():
         expected = fwAD.unpack_dual(torch.max(fwAD.make_dual(x, tangent), dim, keepdim).values).tangent
-    got = _call(backend, gather_with_keepdimed_indices, tangent, dim, indices, keepdim)
+    got = backend.run(gather_with_keepdimed_indices, tangent, dim, indices, keepdim)
     assert got.shape == values.shape
     torch.testing.assert_close(got, expected)
 
@@ -83,11 +77,11 @@ def test_product_and_quotient_gradients_equal_torch(backend, op, self_dtype, oth
     grad = torch.randn(result.shape, dtype=result.dtype, generator=generator)
     expected = torch.autograd.grad(result, [self, other], grad)
     if op == "mul":
-        got = (_call(backend, mul_tensor_backward, grad, other.detach(), self_dtype),
-               _call(backend, mul_tensor_backward, grad, self.detach(), other_dtype))
+        got = (backend.run(mul_tensor_backward, grad, other.detach(), self_dtype),
+               backend.run(mul_tensor_backward, grad, self.detach(), other_dtype))
     else:
-        got = (_call(backend, div_tensor_self_backward, grad, other.detach(), self_dtype),
-               _call(backend, div_tensor_other_backward, grad, self.detach(), other.detach()))
+        got = (backend.run(div_tensor_self_backward, grad, other.detach(), self_dtype),
+               backend.run(div_tensor_other_backward, grad, self.detach(), other.detach()))
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype
         torch.testing.assert_close(g, e)
@@ -99,7 +93,7 @@ def test_clamp_backward_equals_torch_bounds_included(backend, low, high):
     grad = torch.arange(1.0, 7.0, dtype=torch.float64)
     expected, = torch.autograd.grad(torch.clamp(self, low, high) if (low, high) != (None, None) else self * 1.0,
                                     [self], grad)
-    torch.testing.assert_close(_call(backend, clamp_backward, grad, self.detach(), low, high), expected)
+    torch.testing.assert_close(backend.run(clamp_backward, grad, self.detach(), low, high), expected)
 
 
 def test_copysign_tensor_self_backward_is_zero_at_zero(backend):
@@ -108,7 +102,7 @@ def test_copysign_tensor_self_backward_is_zero_at_zero(backend):
     result = torch.copysign(self, other)
     grad = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
     expected, = torch.autograd.grad(result, [self], grad)
-    got = _call(backend, copysign_tensor_self_backward, grad, self.detach(), result.detach())
+    got = backend.run(copysign_tensor_self_backward, grad, self.detach(), result.detach())
     torch.testing.assert_close(got, expected)
 
 
@@ -117,7 +111,7 @@ def test_unsqueeze_to_undoes_squeeze(backend, shape):
     x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
     grad = torch.randn(x.squeeze().shape, dtype=torch.float64)
     expected, = torch.autograd.grad(x.squeeze(), [x], grad)
-    got = _call(backend, unsqueeze_to, grad, list(shape))
+    got = backend.run(unsqueeze_to, grad, list(shape))
     assert got.shape == expected.shape
     torch.testing.assert_close(got, expected)
 
@@ -136,7 +130,7 @@ def test_logsumexp_jvp_equals_forward_ad(backend, shape, dim, keepdim):
         dual = fwAD.make_dual(x, tangent)
         expected = fwAD.unpack_dual(torch.logsumexp(dual, dim, keepdim)).tangent
         expected_log_softmax = fwAD.unpack_dual(torch.log_softmax(dual, dim[0])).tangent if x.dim() else None
-    torch.testing.assert_close(_call(backend, logsumexp_jvp, x, tangent, dim, keepdim), expected)
+    torch.testing.assert_close(backend.run(logsumexp_jvp, x, tangent, dim, keepdim), expected)
     if expected_log_softmax is not None:
-        got = tangent - _call(backend, logsumexp_jvp, x, tangent, [dim[0]], True)
+        got = tangent - backend.run(logsumexp_jvp, x, tangent, [dim[0]], True)
         torch.testing.assert_close(got, expected_log_softmax)

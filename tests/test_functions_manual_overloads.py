@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from formulas import use_backend
 from formulas.functions_manual import (div_tensor_other_backward__mode, div_tensor_self_backward__mode,
                                        div_tensor_self_backward__scalar, div_tensor_self_backward__scalar_mode,
                                        max_pool_double_backward, mul_tensor_backward__scalar, pow_backward_exponent,
                                        pow_backward_self, slice_backward_wrapper, split_backward,
                                        split_with_sizes_backward, unsqueeze_to__dim, unsqueeze_to__dims)
-from formulas.torch.backend import TorchBackend, unwrap, wrap
+from formulas.torch.backend import TorchBackend
 
 torch = pytest.importorskip("torch")
 
@@ -20,11 +19,6 @@ torch = pytest.importorskip("torch")
 @pytest.fixture(scope="module")
 def backend() -> TorchBackend:
     return TorchBackend.for_library()
-
-
-def _call(backend: TorchBackend, helper, *args):
-    with use_backend(backend):
-        return unwrap(helper(*wrap(args)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
@@ -39,7 +33,7 @@ def test_product_and_quotient_by_a_scalar_equal_torch(backend, op, dtype, other)
     grad = torch.randn(result.shape, dtype=result.dtype, generator=generator)
     expected, = torch.autograd.grad(result, [self], grad)
     helper = mul_tensor_backward__scalar if op == "mul" else div_tensor_self_backward__scalar
-    got = _call(backend, helper, grad, other, dtype)
+    got = backend.run(helper, grad, other, dtype)
     assert got.dtype == expected.dtype
     torch.testing.assert_close(got, expected)
 
@@ -54,13 +48,13 @@ def test_division_with_a_rounding_mode_equals_torch(backend, rounding_mode):
     grad = torch.randn(result.shape, dtype=torch.float64, generator=generator)
     expected_self, expected_other = torch.autograd.grad(result, [self, other], grad)
     torch.testing.assert_close(
-        _call(backend, div_tensor_self_backward__mode, grad, other.detach(), torch.float64, rounding_mode), expected_self)
+        backend.run(div_tensor_self_backward__mode, grad, other.detach(), torch.float64, rounding_mode), expected_self)
     torch.testing.assert_close(
-        _call(backend, div_tensor_other_backward__mode, grad, self.detach(), other.detach(), rounding_mode),
+        backend.run(div_tensor_other_backward__mode, grad, self.detach(), other.detach(), rounding_mode),
         expected_other)
     expected_scalar, = torch.autograd.grad(torch.div(self, 1.5, rounding_mode=rounding_mode), [self], grad)
     torch.testing.assert_close(
-        _call(backend, div_tensor_self_backward__scalar_mode, grad, 1.5, torch.float64, rounding_mode), expected_scalar)
+        backend.run(div_tensor_self_backward__scalar_mode, grad, 1.5, torch.float64, rounding_mode), expected_scalar)
 
 
 @pytest.mark.parametrize("shape, dim", [((1, 3, 1), 0), ((1, 3, 1), -1), ((1, 3, 1), 1), ((2, 1), -1), ((), 0),
@@ -69,7 +63,7 @@ def test_unsqueeze_to_dim_undoes_squeeze_dim(backend, shape, dim):
     x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
     grad = torch.randn(x.squeeze(dim).shape, dtype=torch.float64)
     expected, = torch.autograd.grad(x.squeeze(dim), [x], grad)
-    got = _call(backend, unsqueeze_to__dim, grad, dim, list(shape))
+    got = backend.run(unsqueeze_to__dim, grad, dim, list(shape))
     assert got.shape == expected.shape
     torch.testing.assert_close(got, expected)
 
@@ -80,7 +74,7 @@ def test_unsqueeze_to_dims_undoes_squeeze_dims(backend, shape, dims):
     x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
     grad = torch.randn(x.squeeze(dims).shape, dtype=torch.float64)
     expected, = torch.autograd.grad(x.squeeze(dims), [x], grad)
-    got = _call(backend, unsqueeze_to__dims, grad, dims, list(shape))
+    got = backend.run(unsqueeze_to__dims, grad, dims, list(shape))
     assert got.shape == expected.shape
     torch.testing.assert_close(got, expected)
 
@@ -98,7 +92,7 @@ def test_max_pool_double_backward_is_the_transpose_of_max_pool_backward(backend,
     grad_input, = torch.autograd.grad(output, [x], grad_output, create_graph=True)
     upstream = torch.randn(shape, dtype=torch.float64, generator=generator)
     expected, = torch.autograd.grad(grad_input, [grad_output], upstream)
-    got = _call(backend, max_pool_double_backward, upstream, indices, dims)
+    got = backend.run(max_pool_double_backward, upstream, indices, dims)
     torch.testing.assert_close(got, expected)
 
 
@@ -110,7 +104,7 @@ def test_slice_backward_wrapper_equals_torch(backend, shape, dim, start, end, st
     result = torch.ops.aten.slice.Tensor(x, dim, start, end, step)
     grad = torch.randn(result.shape, dtype=torch.float64)
     expected, = torch.autograd.grad(result, [x], grad)
-    torch.testing.assert_close(_call(backend, slice_backward_wrapper, grad, list(shape), dim, start, end, step),
+    torch.testing.assert_close(backend.run(slice_backward_wrapper, grad, list(shape), dim, start, end, step),
                                expected)
 
 
@@ -127,9 +121,9 @@ def test_split_backwards_equal_torch(backend, shape, dim, split, missing):
     used = [i for i in range(len(pieces)) if grads[i] is not None]
     expected, = torch.autograd.grad([pieces[i] for i in used], [x], [grads[i] for i in used])
     if isinstance(split, int):
-        got = _call(backend, split_backward, grads, split, dim, list(shape), None)
+        got = backend.run(split_backward, grads, split, dim, list(shape), None)
     else:
-        got = _call(backend, split_with_sizes_backward, grads, split, dim, list(shape), None)
+        got = backend.run(split_with_sizes_backward, grads, split, dim, list(shape), None)
     torch.testing.assert_close(got, expected)
 
 
@@ -143,8 +137,8 @@ def test_pow_backwards_equal_torch_at_zeros_and_negative_bases(backend):
     result = torch.pow(self, exponent)
     grad = torch.ones_like(result)
     expected_self, expected_exponent = torch.autograd.grad(result, [self, exponent], grad)
-    torch.testing.assert_close(_call(backend, pow_backward_self, grad, self.detach(), exponent.detach()),
+    torch.testing.assert_close(backend.run(pow_backward_self, grad, self.detach(), exponent.detach()),
                                expected_self, equal_nan=True)
     torch.testing.assert_close(
-        _call(backend, pow_backward_exponent, grad, self.detach(), exponent.detach(), result.detach()),
+        backend.run(pow_backward_exponent, grad, self.detach(), exponent.detach(), result.detach()),
         expected_exponent, equal_nan=True)

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from formulas.dsl import Registry, at, registry
+from formulas.dsl import Registry, at, registry, use_backend
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
 
 
@@ -198,6 +198,12 @@ class TorchBackend:
             problem = "matches no declared overload" if not matches else "is ambiguous between declared overloads"
             raise OverloadError(f"at.{name}({given}) {problem}: {declared}")
         return matches[0]
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        """``fn`` (a formula, helper or closure) called on torch values with this back end: torch
+        tensors in and out (also inside tuples and lists)."""
+        with use_backend(self):
+            return unwrap(fn(*wrap(args)))
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         key = (name, *map(_type_key, args), *((k, _type_key(v)) for k, v in kwargs.items()))

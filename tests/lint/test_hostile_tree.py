@@ -20,7 +20,7 @@ import pytest
 from lint.test_driver import FORMULA, FUNCTION, child_env, write
 
 from transpiler import sources
-from transpiler.lint import runner
+from transpiler.lint import file_check, runner
 from transpiler.lint.runner import lint
 
 MEMORY_LIMIT = 3 * 2**30          # bytes of address space for each command (a read of /dev/zero would pass it)
@@ -95,7 +95,7 @@ def test_a_file_that_vanishes_during_the_run_is_unreadable_not_an_internal_error
 
 
 def test_a_file_larger_than_the_limit_is_one_unreadable_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner.read_regular, "__defaults__", (1000,))
+    monkeypatch.setattr(file_check.read_regular, "__defaults__", (1000,))
     big = write(tmp_path / "big.py", "x = 1\n" * 200)
     (found,) = lint([str(big)]).diagnostics
     assert (found.code, found.message) == ("DB001", "cannot read the file: larger than 1000 bytes, the most this reads")

@@ -20,8 +20,8 @@ from transpiler.sources import decode_source, encode_source, source_encoding
 
 
 def function_fixes(reports: list[FileReport], sources: Mapping[str, bytes], settings: Settings,
-                    unsafe: bool, write: bool, fixed: list[str], diffs: list[str],
-                    fixed_sources: dict[str, bytes]) -> tuple[list[FileReport], int]:
+                   unsafe: bool, write: bool, fixed: list[str], diffs: list[str],
+                   fixed_sources: dict[str, bytes]) -> tuple[list[FileReport], int]:
     """The unsafe fix of ctx-style Functions (:mod:`transpiler.lint.function_fix`): a backward
     whose Function has a reported DB100 gets ``@once_differentiable``. With ``unsafe``, each
     changed file goes to ``diffs`` (not ``write``), to ``fixed_sources`` (given in memory) or

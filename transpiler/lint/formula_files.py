@@ -2,25 +2,24 @@
 
 Formula files (those that use ``@derivative``, found by the per-file pass)
 are read by the front-end (:func:`transpiler.frontend.parse_module`, libcst)
-and checked by :mod:`transpiler.lint.closure_rules` against the library they
-see (:mod:`transpiler.library_discovery`), plus what ``transpile`` would
-refuse in them (the C++ emitter's own check). Owns the fix-its of formula
-files (planned by :mod:`transpiler.lint.fix`) and the closure entry of the
-result cache. A file that cannot be read or analysed is that file's
-diagnostic; the others go on.
+and checked by the pipeline's steps (:mod:`transpiler.pipeline`: the closure
+rules against the library they see, plus what ``transpile`` would refuse in
+them, by the C++ emitter's own check). Owns reading them, their fix-its
+(planned by :mod:`transpiler.lint.fix`) and the closure entry of the result
+cache. A file that cannot be read or analysed is that file's diagnostic; the
+others go on.
 """
 from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from transpiler import codes
-from transpiler.diagnostics import Diagnostic
 from transpiler import library_discovery
-from transpiler.library_discovery import package_library, package_root, shipped_library
+from transpiler.diagnostics import Diagnostic
+from transpiler.library_discovery import package_root, shipped_library
 from transpiler.lint.cache import Depends, ResultCache, python_files_below, stamp_file
 from transpiler.lint.ctx.tree import current_tree
 from transpiler.lint.file_check import (
@@ -31,20 +30,19 @@ from transpiler.lint.file_check import (
     unreadable,
 )
 from transpiler.lint.fix_writer import write_through
-from transpiler.lint.noqa import file_noqa, without_file_noqa, without_suppressed
+from transpiler.lint.noqa import file_noqa
+from transpiler.pipeline import formula_findings, library_view, package_refusals
 from transpiler.sources import UndecodableSource, decode_source, encode_source, read_regular, source_encoding
 
 if TYPE_CHECKING:                    # the model imports libcst: only formula files need it
     from transpiler.model import FormulaModule
 
-UNDECLARED_OPERATOR = codes.UNDECLARED_OPERATOR.code   # the closure rule's name for an operator without a formula
-UNKNOWN_OPERATOR = codes.UNKNOWN_OPERATOR.code         # the emitter's name for the same call
 CLOSURE_KEY = "closure"
 
 
 def formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, diff: bool,
-                   wanted: Callable[[str, str, str], bool], cache: ResultCache | None = None,
-                   ) -> tuple[dict[str, tuple[Diagnostic, ...]], list[str], list[str], dict[str, bytes]]:
+                  wanted: Callable[[str, str, str], bool], cache: ResultCache | None = None,
+                  ) -> tuple[dict[str, tuple[Diagnostic, ...]], list[str], list[str], dict[str, bytes]]:
     """Closure findings per formula file (after the fix-its when ``fix``), the files fixed
     and, when ``diff``, the fixes as unified diffs instead (nothing written); last, the fixed
     bytes of the ``sources`` given in memory (stdin), which are never written. ``cache``:
@@ -70,7 +68,6 @@ def formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, dif
     return {path: closure.check(path) for path in paths}, fixed, diffs, fixed_sources
 
 
-
 def cached_formula_rules(paths: list[str], cache: ResultCache) -> dict[str, tuple[Diagnostic, ...]]:
     """The closure findings of ``paths`` from ``cache``, or computed and stored there. They
     depend on every formula file linted, the shipped library and every file of the packages
@@ -91,7 +88,6 @@ def cached_formula_rules(paths: list[str], cache: ResultCache) -> dict[str, tupl
         rows = {path: diagnostics_as_json(found) for path, found in findings.items()}
         cache.put(CLOSURE_KEY, {"paths": paths, "roots": roots, "findings": rows}, depends)
     return findings
-
 
 
 class FormulaFiles:
@@ -123,57 +119,24 @@ class FormulaFiles:
             except Exception as error:  # noqa: BLE001 - reported as this file's internal error
                 self.errors[path] = internal_error(path, error)
         self.library = shipped_library(exclude={Path(path).resolve() for path in paths})
-        every_module = [*self.library, *self.modules.values()]
-        self.known_operators = frozenset(_operator_names(every_module))
-        self.helpers = {helper.name: helper for module in every_module for helper in module.helpers}
+        self.view = library_view([*self.library, *self.modules.values()])
 
     def check(self, path: str) -> tuple[Diagnostic, ...]:
-        from transpiler.lint.closure_rules import check_formula_module
-
+        """The findings of ``path`` (after its fixes, if any), less what ``# noqa`` silences."""
         if path in self.errors:
             return (self.errors[path],)
         try:
-            module = self.modules[path]
-            found = {*module.diagnostics,
-                     *check_formula_module(module, self.sources[path], self.known_operators, self.helpers)}
-            reported = {(d.line, d.col) for d in found if d.code == UNDECLARED_OPERATOR}
-            found.update(d for d in self.refusals.get(path, ())
-                         if not (d.code == UNKNOWN_OPERATOR and (d.line, d.col) in reported))
+            return formula_findings(self.modules[path], self.sources[path], self.raw[path], self.view,
+                                    self.refusals.get(path, ()))
         except Exception as error:  # noqa: BLE001 - reported as this file's internal error
             return (internal_error(path, error),)
-        lines = self.sources[path].splitlines()
-        silenced = file_noqa(self.raw[path]) if b"transpile" in self.raw[path] else None
-        return without_file_noqa(without_suppressed(sorted(found), lines), silenced)
 
     @functools.cached_property
     def refusals(self) -> dict[str, list[Diagnostic]]:
-        """What ``transpile`` would refuse (DB2xx) in the linted files, by the C++ emitter's own
-        check, each file seen as ``transpile --formulas <its package>`` sees it (the shipped
-        library's operators callable from another package); an unknown operator that DB105
-        reports already is not reported twice as DB201."""
-        from transpiler.cpp.emit import refusals, with_helpers_of
-        from transpiler.model import Library
-
+        """What ``transpile`` would refuse (DB2xx) in the files read, from the pipeline
+        (:func:`transpiler.pipeline.package_refusals`), once all fixes are made."""
         ok = [module for path, module in self.modules.items() if path not in self.errors]
-        packages: dict[Path, list[FormulaModule]] = {}
-        for module in ok:
-            packages.setdefault(package_root(module.path), []).append(module)
-        shipped = Library(tuple(self.library))
-        shipped_operators = shipped.operators
-        found: list[Diagnostic] = []
-        for root, modules in packages.items():
-            try:
-                rest = tuple(package_library(root, exclude={Path(m.path).resolve() for m in modules}))
-                known = None if root == library_discovery.SHIPPED_FORMULAS else shipped_operators
-                if known is not None:     # the shipped helpers it calls are emitted with it
-                    rest = with_helpers_of(Library((*modules, *rest)), shipped).modules[len(modules):]
-                found += refusals(tuple(modules), rest, known)
-            except Exception as error:  # noqa: BLE001 - the emitter failed: an internal error of these files
-                found += [internal_error(module.path, error) for module in modules]
-        by_path: dict[str, list[Diagnostic]] = {}
-        for diagnostic in found:
-            by_path.setdefault(diagnostic.path, []).append(diagnostic)
-        return by_path
+        return package_refusals(ok, self.library)
 
     def fix(self, path: str, wanted: Callable[[str, str, str], bool], write: bool = True) -> str | None:
         """Apply the fix-its of ``path``'s findings that are ``wanted`` (not silenced); write the
@@ -196,7 +159,7 @@ class FormulaFiles:
             return not silenced and wanted(path, code, text)
 
         try:
-            after = fix_source(path, before, self.known_operators, self.helpers, wanted=keep)
+            after = fix_source(path, before, self.view.known_operators, self.view.helpers, wanted=keep)
         except Exception as error:  # noqa: BLE001 - reported as this file's internal error
             self.errors[path] = internal_error(path, error)
             return None
@@ -210,14 +173,3 @@ class FormulaFiles:
             self.sources[path] = after
             self.modules[path] = self.parse_module(path, after)
         return change
-
-
-
-def _operator_names(modules: Iterable[FormulaModule]) -> set[str]:
-    """``name.overload`` and the base ``name`` of every operator the modules declare."""
-    names: set[str] = set()
-    for module in modules:
-        for schema in [*(f.schema for f in module.formulas), *module.nondifferentiable]:
-            names.update({str(schema.name), schema.name.base})
-    return names
-

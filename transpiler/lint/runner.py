@@ -25,8 +25,8 @@ from transpiler.lint.file_check import INTERNAL, SYNTAX, UNREADABLE, check_sourc
 from transpiler.lint.fix_writer import function_fixes
 from transpiler.lint.formula_files import formula_rules
 from transpiler.lint.noqa import suppressed_by_line
-from transpiler.lint.settings import Settings
-from transpiler.lint.workers import WorkerDied, check_files, subclasses_of_tree_functions
+from transpiler.lint.settings import EVERY_FILE, Settings
+from transpiler.lint.workers import WorkerDied, per_file_pass
 
 __all__ = ["INTERNAL", "SYNTAX", "UNREADABLE", "LintResult", "WorkerDied", "lint", "lint_paths"]
 
@@ -55,9 +55,6 @@ class LintResult:
         return tuple(d for d in self.diagnostics if d.code != UNREADABLE)
 
 
-EVERY_FILE = Settings(exclude=(), respect_gitignore=False)
-
-
 def lint_paths(paths: list[str]) -> list[Diagnostic]:
     """Lint files and directories, every ``*.py`` file below them (as ``transpile`` reads a
     formula directory: no excludes, no ``.gitignore``); every finding (unreadable paths
@@ -72,7 +69,7 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     """Run every rule on ``paths`` (files, or directories searched for ``*.py``).
 
     ``trust_bytecode``: skip the syntax check of files whose up-to-date bytecode
-    CPython already wrote (see :func:`compiled_before`). ``settings``: which
+    CPython already wrote (:func:`transpiler.lint.bytecode.compiled_before`). ``settings``: which
     files and codes (default: every code, the default excludes). ``diff``:
     compute the fixes as diffs instead of writing them. ``stdin``: lint this
     (name, bytes) instead of files; with ``fix`` the fixed bytes are returned,
@@ -92,11 +89,9 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
         files, unreadable, skipped = python_files(paths, settings)
         missing = [Diagnostic(path, 1, 1, UNREADABLE, reason) for path, reason in unreadable]
         sources = {}
-        ctx.use_tree(files)                   # names resolve across the files of this run
         options = f"trust_bytecode={trust_bytecode}"       # the settings are applied after the cache
         cache = ResultCache.open(cache_dir, paths, options) if cache_dir is not None else None
-        reports = check_files(files, jobs, trust_bytecode, cache)
-        reports = subclasses_of_tree_functions(reports, trust_bytecode, cache)
+        reports = per_file_pass(files, jobs, trust_bytecode, cache)
     formula_paths = [r.path for r in reports if r.formula_file]
     wanted = functools.partial(_wanted, settings)
     closure_findings, fixed, diffs, fixed_sources = (
@@ -105,7 +100,7 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     unsafe_hidden = 0
     if fix or diff:
         reports, unsafe_hidden = function_fixes(reports, sources, settings, unsafe_fixes, write=not diff,
-                                                 fixed=fixed, diffs=diffs, fixed_sources=fixed_sources)
+                                                fixed=fixed, diffs=diffs, fixed_sources=fixed_sources)
     fixed_stdin = fixed_sources.get(stdin[0], stdin[1]) if stdin is not None and fix and not diff else None
     diagnostics = {d for r in reports for d in r.diagnostics} | set(missing)
     diagnostics.update(d for found in closure_findings.values() for d in found)

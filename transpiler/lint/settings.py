@@ -182,3 +182,6 @@ def codes(where: object, prefixes: Iterable[str], key: str) -> tuple[str, ...]:
             raise ConfigError(f"{place}: {prefix!r} matches no code; `transpile rule` lists them")
         result.append(prefix)
     return tuple(result)
+
+
+EVERY_FILE = Settings(exclude=(), respect_gitignore=False)   # as ``transpile`` reads a formula directory

@@ -27,6 +27,16 @@ class WorkerDied(Exception):
     """A ``--jobs`` worker process died: the run cannot be completed (exit 2)."""
 
 
+def per_file_pass(files: list[str], jobs: int | None = None, trust_bytecode: bool = True,
+                  cache: ResultCache | None = None) -> list[FileReport]:
+    """The per-file pass of one run: names resolve across ``files`` (:func:`ctx.use_tree`), every
+    file is checked (:func:`check_files`), then again each file whose classes derive from a
+    Function class of another of them."""
+    ctx.use_tree(files)
+    reports = check_files(files, jobs, trust_bytecode, cache)
+    return subclasses_of_tree_functions(reports, trust_bytecode, cache)
+
+
 def check_files(files: list[str], jobs: int | None = None, trust_bytecode: bool = True,
                 cache: ResultCache | None = None) -> list[FileReport]:
     """The per-file pass over ``files``, in parallel when there are many of them; with a
@@ -70,7 +80,7 @@ def _check_files(files: list[str], jobs: int | None, trust_bytecode: bool) -> li
 
 
 def subclasses_of_tree_functions(reports: list[FileReport], trust_bytecode: bool,
-                                  cache: ResultCache | None = None) -> list[FileReport]:
+                                 cache: ResultCache | None = None) -> list[FileReport]:
     """Check again the files whose classes derive from a Function class of another linted file
     (``class Impl(ProjectBase)``: the text prefilter cannot see that ``ProjectBase`` is one)."""
     names = {name.encode() for r in reports for name in r.function_names}

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import pytest
 from lint.test_driver import FORMULA, child_env, function_file, run_cli, write
 
-from transpiler.lint import cache as result_cache
 from transpiler import library_discovery
+from transpiler.lint import cache as result_cache
 from transpiler.lint import runner, workers
 from transpiler.lint.cache import FileStamp
 from transpiler.lint.runner import lint

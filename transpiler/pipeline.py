@@ -124,9 +124,11 @@ def run(formulas: Path, namespace: str, lint: bool = True, keep_going: bool = Fa
     """``transpile``'s run on the formula package ``formulas``, registered as ``torch.ops.<namespace>``:
     read it and the shipped library once, lint it (unless ``lint`` is False), emit it once.
 
-    Strict mode: any finding (lint's, the front-end's, the emitter's) writes nothing.
-    ``keep_going``: per-formula mode, every formula that lints and transliterates is emitted and
-    each one that does not is left out (:mod:`transpiler.cpp.per_formula`)."""
+    Strict mode: any finding (lint's, the front-end's, the emitter's) writes nothing; the one
+    emission gives lint its refusals. ``keep_going``: per-formula mode, every formula that lints
+    and transliterates is emitted and each one that does not is left out
+    (:mod:`transpiler.cpp.per_formula`); it emits until nothing more is left out, and lint checks
+    the refusals as ``transpile lint`` does, so that each entry is left out for its first finding."""
     from transpiler.cpp.emit import emit_library, with_helpers_of
     from transpiler.frontend import read_module, with_derived_jvps
     from transpiler.model import Library

@@ -6,10 +6,11 @@ working directory's ``formulas/`` and ``out_cpp/``, or the paths of a
 ``torch.ops.<namespace>``, by default the formula directory's name (the
 shipped ``formulas/`` keeps ``formulas``), so packages load side by side.
 
-Lints first (any finding: exit 1, nothing written), transliterates, and writes
-through :mod:`transpiler.output`: only into a missing or empty directory or
-one that holds nothing but what ``transpile`` wrote (its ``MANIFEST``),
-swapped in whole (files whose bytes did not change keep their timestamps, so
+The run itself is :func:`transpiler.pipeline.run` (the package and the shipped
+library read once, linted, emitted once; any finding: exit 1, nothing
+written); this command writes what it returns through :mod:`transpiler.output`:
+only into a missing or empty directory or one that holds nothing but what
+``transpile`` wrote (its ``MANIFEST``), swapped in whole (files whose bytes did not change keep their timestamps, so
 ninja recompiles only what changed). Output is deterministic, whatever the
 spelling of ``--formulas``. ``MANIFEST`` in the output records the namespace
 and content hashes of the inputs, the generator and the outputs, so a run with

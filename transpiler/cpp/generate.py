@@ -10,8 +10,8 @@ The run itself is :func:`transpiler.pipeline.run` (the package and the shipped
 library read once, linted, emitted once; any finding: exit 1, nothing
 written); this command writes what it returns through :mod:`transpiler.output`:
 only into a missing or empty directory or one that holds nothing but what
-``transpile`` wrote (its ``MANIFEST``), swapped in whole (files whose bytes did not change keep their timestamps, so
-ninja recompiles only what changed). Output is deterministic, whatever the
+``transpile`` wrote (its ``MANIFEST``), swapped in whole (files whose bytes
+did not change keep their timestamps, so ninja recompiles only what changed). Output is deterministic, whatever the
 spelling of ``--formulas``. ``MANIFEST`` in the output records the namespace
 and content hashes of the inputs, the generator and the outputs, so a run with
 nothing changed stops before parsing anything. An output that cannot or must

@@ -41,8 +41,8 @@ def python_files(tree: Path) -> list[str]:
 
 def run_stage(stage: str, files: list[str]) -> int:
     """Do ``stage`` on ``files``; the number of files that were read."""
+    from transpiler.lint.bytecode import compiled_before
     from transpiler.lint.prefilter import may_define_function, may_use_derivative
-    from transpiler.lint.runner import compiled_before
 
     warnings.simplefilter("ignore")                  # the compiler's warnings about the code read
     done = 0

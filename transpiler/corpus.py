@@ -42,7 +42,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     import torchgen
 
-    from transpiler.cpp.generate import _Entries, differs, generate_each
+    from transpiler.cpp.generate import differs, generate_each
+    from transpiler.cpp.per_formula import Entries
     from transpiler.frontend import load_library
     from transpiler.lint.runner import lint_paths
     from transpiler.output import replace_directory
@@ -58,7 +59,7 @@ def main(argv: list[str]) -> int:
     library = load_library(str(formulas))
     not_imported = left_out_entries(yaml_text, imported)
     entries = sorted({f.op_name for f in library.formulas} | not_imported.keys())
-    owners = _Entries(library)
+    owners = Entries(library)
     # An entry with dispatch sections is several formulas (its Default one first): it goes on while
     # any of them does, and falls out with the reason of its first formula.
     sections: dict[str, set] = {}

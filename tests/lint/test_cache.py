@@ -15,8 +15,9 @@ from types import SimpleNamespace
 import pytest
 from lint.test_driver import FORMULA, child_env, function_file, run_cli, write
 
+from transpiler import library_discovery
 from transpiler.lint import cache as result_cache
-from transpiler.lint import runner
+from transpiler.lint import runner, workers
 from transpiler.lint.cache import FileStamp
 from transpiler.lint.runner import lint
 
@@ -52,13 +53,13 @@ HELPER_PASSES_INPUT = "def normalize(x):\n    return x, x\n"
 def checked(monkeypatch) -> list[str]:
     """The paths the per-file pass really checks (not taken from the cache)."""
     seen: list[str] = []
-    check_file = runner.check_file
+    check_file = workers.check_file
 
     def spy(path, *args, **kwargs):
         seen.append(Path(path).name)
         return check_file(path, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "check_file", spy)
+    monkeypatch.setattr(workers, "check_file", spy)
     return seen
 
 
@@ -166,7 +167,7 @@ def cos(self):
 def test_the_formula_library_is_a_dependency(tmp_path, monkeypatch):
     shipped = tmp_path / "shipped"
     write(shipped / "trig.py", LIBRARY)
-    monkeypatch.setattr(runner, "SHIPPED_FORMULAS", shipped)
+    monkeypatch.setattr(library_discovery, "SHIPPED_FORMULAS", shipped)
     formula = write(tmp_path / "mine" / "op.py",
                     FORMULA.replace("at.sin(self)", "at.cos(self)").replace("grad * c", "at.cos(grad)"))
     assert cached([formula], tmp_path / "cache") == []

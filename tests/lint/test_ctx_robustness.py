@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from transpiler.lint.runner import check_file
+from transpiler.lint.file_check import check_file
 
 NAMES = ["x", "y", "a", "b", "buf"]
 ATOMS = st.sampled_from(NAMES + ["2.5", "None", "ctx.kept", "x.shape", "n"])

@@ -13,7 +13,8 @@ import pytest
 from transpiler.lint.ctx.forward import ForwardAnalysis
 from transpiler.lint.ctx.names import ImportTable
 from transpiler.lint.ctx.values import Role, Value
-from transpiler.lint.runner import check_file, lint
+from transpiler.lint.file_check import check_file
+from transpiler.lint.runner import lint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ctx"
 EXPECT = re.compile(r"#\s*expect:\s*(?P<code>DB\d{3}):col=(?P<col>\d+)")

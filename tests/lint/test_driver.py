@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from transpiler.lint import cli, prefilter, runner
-from transpiler.lint.runner import check_files, lint, lint_paths
+from transpiler.lint import bytecode, cli, prefilter, runner, workers
+from transpiler.lint.runner import lint, lint_paths
+from transpiler.lint.workers import check_files
 
 REPO = Path(__file__).resolve().parents[2]
 CTX_FIXTURES = REPO / "tests" / "lint" / "fixtures" / "ctx"
@@ -207,7 +208,7 @@ def test_lint_paths_is_the_api_for_transpile(tmp_path):
 
 def test_parallel_run_gives_the_same_result_as_a_sequential_one(monkeypatch):
     files = sorted(str(p) for p in CTX_FIXTURES.glob("*.py"))
-    monkeypatch.setattr(runner, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_FILES", 1)
     assert check_files(files, jobs=2) == check_files(files, jobs=1)
 
 
@@ -269,14 +270,14 @@ def compile_with_timestamps(path: Path, source_second: int, pyc_second: float) -
 def test_up_to_date_bytecode_proves_the_syntax(tmp_path):
     path = write(tmp_path / "ok.py", "x = 1\n")
     compile_with_timestamps(path, LATER, LATER + 5)
-    assert runner.compiled_before(str(path), path.read_bytes())
+    assert bytecode.compiled_before(str(path), path.read_bytes())
 
 
 def test_edited_source_is_checked_again(tmp_path):
     path = write(tmp_path / "edited.py", "x = 1\n")
     compile_with_timestamps(path, LATER, LATER + 5)
     path.write_text("x = (\n")                              # other size, new mtime
-    assert not runner.compiled_before(str(path), path.read_bytes())
+    assert not bytecode.compiled_before(str(path), path.read_bytes())
     assert [d.code for d in lint([str(path)]).diagnostics] == ["DB000"]
 
 
@@ -299,7 +300,7 @@ def test_an_edit_whose_modification_time_was_set_back_is_checked_again(tmp_path)
     time.sleep(0.05)                                        # the edit is in a later clock tick
     path.write_text("x = (\n")
     os.utime(path, (long_ago, long_ago))
-    assert not runner.compiled_before(str(path), path.read_bytes())
+    assert not bytecode.compiled_before(str(path), path.read_bytes())
     assert [d.code for d in lint([str(path)]).diagnostics] == ["DB000"]                  # --no-cache
     assert [d.code for d in lint([str(path)], cache_dir=tmp_path / "cache").diagnostics] == ["DB000"]
 
@@ -307,15 +308,15 @@ def test_an_edit_whose_modification_time_was_set_back_is_checked_again(tmp_path)
 def test_hash_based_bytecode_is_checked_against_the_source_hash(tmp_path):
     path = write(tmp_path / "hashed.py", "x = 1\n")
     py_compile.compile(str(path), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-    assert runner.compiled_before(str(path), path.read_bytes())
-    assert not runner.compiled_before(str(path), b"x = 2\n")
+    assert bytecode.compiled_before(str(path), path.read_bytes())
+    assert not bytecode.compiled_before(str(path), b"x = 2\n")
 
 
 def test_bytecode_from_another_python_is_not_trusted(tmp_path):
     path = write(tmp_path / "other.py", "x = 1\n")
     pyc = compile_with_timestamps(path, LATER, LATER + 5)
     pyc.write_bytes(b"\x00\x00\r\n" + pyc.read_bytes()[4:])
-    assert not runner.compiled_before(str(path), path.read_bytes())
+    assert not bytecode.compiled_before(str(path), path.read_bytes())
 
 
 def test_no_bytecode_cache_gives_the_same_result():

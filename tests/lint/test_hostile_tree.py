@@ -20,7 +20,7 @@ import pytest
 from lint.test_driver import FORMULA, FUNCTION, child_env, write
 
 from transpiler import sources
-from transpiler.lint import runner
+from transpiler.lint import file_check, workers
 from transpiler.lint.runner import lint
 
 MEMORY_LIMIT = 3 * 2**30          # bytes of address space for each command (a read of /dev/zero would pass it)
@@ -82,20 +82,20 @@ def test_every_command_ends_with_a_documented_status_and_one_line_per_problem(tm
 
 def test_a_file_that_vanishes_during_the_run_is_unreadable_not_an_internal_error(tmp_path, monkeypatch):
     formula = write(tmp_path / "formula.py", FORMULA)
-    check_files = runner.check_files
+    check_files = workers.check_files
 
     def then_delete(*args, **kwargs):
         reports = check_files(*args, **kwargs)
         formula.unlink()                               # after the per-file pass, before the closure rules
         return reports
 
-    monkeypatch.setattr(runner, "check_files", then_delete)
+    monkeypatch.setattr(workers, "check_files", then_delete)
     (found,) = lint([str(formula)]).diagnostics
     assert (found.code, found.message) == ("DB001", "cannot read the file: No such file or directory")
 
 
 def test_a_file_larger_than_the_limit_is_one_unreadable_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner.read_regular, "__defaults__", (1000,))
+    monkeypatch.setattr(file_check.read_regular, "__defaults__", (1000,))
     big = write(tmp_path / "big.py", "x = 1\n" * 200)
     (found,) = lint([str(big)]).diagnostics
     assert (found.code, found.message) == ("DB001", "cannot read the file: larger than 1000 bytes, the most this reads")

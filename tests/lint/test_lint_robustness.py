@@ -166,15 +166,15 @@ def test_compile_stage_syntax_errors_are_db000(tmp_path, source, line, message):
 
 DEAD_WORKER = """
 import os, sys
-from transpiler.lint import runner, cli
+from transpiler.lint import cli, workers
 
-real = runner.check_file
+real = workers.check_file
 def check_file(path, trust_bytecode=True):
     if path.endswith("f007.py"):
         os._exit(9)                   # a worker killed mid-run
     return real(path, trust_bytecode)
-runner.check_file = check_file
-runner.PARALLEL_MIN_FILES = 1
+workers.check_file = check_file
+workers.PARALLEL_MIN_FILES = 1
 sys.exit(cli.main(["--jobs", "2", sys.argv[1]]))
 """
 

@@ -6,11 +6,12 @@ working directory's ``formulas/`` and ``out_cpp/``, or the paths of a
 ``torch.ops.<namespace>``, by default the formula directory's name (the
 shipped ``formulas/`` keeps ``formulas``), so packages load side by side.
 
-Lints first (any finding: exit 1, nothing written), transliterates, and writes
-through :mod:`transpiler.output`: only into a missing or empty directory or
-one that holds nothing but what ``transpile`` wrote (its ``MANIFEST``),
-swapped in whole (files whose bytes did not change keep their timestamps, so
-ninja recompiles only what changed). Output is deterministic, whatever the
+The run itself is :func:`transpiler.pipeline.run` (the package and the shipped
+library read once, linted, emitted once; any finding: exit 1, nothing
+written); this command writes what it returns through :mod:`transpiler.output`:
+only into a missing or empty directory or one that holds nothing but what
+``transpile`` wrote (its ``MANIFEST``), swapped in whole (files whose bytes
+did not change keep their timestamps, so ninja recompiles only what changed). Output is deterministic, whatever the
 spelling of ``--formulas``. ``MANIFEST`` in the output records the namespace
 and content hashes of the inputs, the generator and the outputs, so a run with
 nothing changed stops before parsing anything. An output that cannot or must
@@ -39,25 +40,20 @@ import hashlib
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from transpiler.diagnostics import Diagnostic, printable
+from transpiler.cpp.per_formula import REFUSED, summary_line
+from transpiler.diagnostics import printable
+from transpiler.library_discovery import SHIPPED_FORMULAS
 from transpiler.output import OutputError, check_directory, replace_directory
-from transpiler.project import SHIPPED_NAMESPACE, ProjectError, check_namespace, default_namespace, find_project
+from transpiler.pipeline import PipelineResult, run
+from transpiler.project import ProjectError, check_namespace, default_namespace, find_project
 from transpiler.sources import python_sources, read_regular
 
 REPO = Path(__file__).resolve().parents[2]   # the installed packages' root (site-packages or a checkout)
-SHIPPED_FORMULAS = REPO / "formulas"
 MANIFEST = "MANIFEST"
 GENERATOR_SOURCES = REPO / "transpiler"
-
-if TYPE_CHECKING:   # imported lazily: an up-to-date run never loads libcst
-    import libcst as cst
-
-    from transpiler.model import Formula, FormulaModule, Library
-
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -120,241 +116,31 @@ def up_to_date(formulas: Path, out: Path, namespace: str, keep_going: bool = Fal
     return [line for line in recorded_lines if not line.startswith("output ")] == expected.splitlines()
 
 
-@dataclass(frozen=True)
-class Generated:
-    """What a run would write (``files``, MANIFEST included) or why it writes nothing (``diagnostics``)."""
-
-    files: dict[str, str]
-    diagnostics: list[Diagnostic]
-    ops: int = 0
-    nodes: int = 0
-    helpers: int = 0
-    formulas: int = 0                    # formulas read (the M of "N of M formulas emitted")
-    refused: tuple[Refusal, ...] = ()    # per-formula mode: what was left out, and why
-    jvp_left_out: tuple[Refusal, ...] = ()  # per-formula mode: formulas emitted without their jvp, and why
-
-
-@dataclass(frozen=True, order=True)
-class Refusal:
-    """A formula (``entry``: its operator; a helper's name or ``<module>`` outside formulas) left out
-    by per-formula mode, with the diagnostic that refused it."""
-
-    diagnostic: Diagnostic
-    entry: str
-    part: str = ""      # "jvp": only the formula's jvp was left out
-
-    def format(self) -> str:
-        return f"{self.diagnostic.format()} [{' '.join(filter(None, (self.entry, self.part)))}]"
-
-
 def generate(formulas: Path, lint: bool = True, namespace: str | None = None,
-             keep_going: bool = False) -> Generated:
-    """Lint and transliterate ``formulas`` in memory, registered as ``torch.ops.<namespace>``
-    (default: the directory's name). ``keep_going``: per-formula mode (:func:`generate_each`)."""
-    from transpiler.frontend import load_library
-
+             keep_going: bool = False) -> PipelineResult:
+    """Lint and transliterate ``formulas`` in memory (:func:`transpiler.pipeline.run`), registered as
+    ``torch.ops.<namespace>`` (default: the directory's name); the files it would write include
+    ``MANIFEST`` and, in per-formula mode (``keep_going``, :func:`generate_each`), ``REFUSED``."""
     namespace = namespace or default_namespace(formulas, SHIPPED_FORMULAS)
     if keep_going:
         return generate_each(formulas, lint, namespace)
-    if lint:
-        from transpiler.lint.runner import lint_paths
-
-        findings = lint_paths([str(formulas)])
-        if findings:
-            return Generated({}, sorted(findings))
-    library = load_library(str(formulas))
-    if library.diagnostics:
-        return Generated({}, sorted(library.diagnostics))
-    from transpiler.cpp.emit import emit_library, with_helpers_of
-
-    shipped = _shipped_library(formulas)
-    known = shipped.operators if shipped is not None else {}
-    callable_helpers = with_helpers_of(library, shipped) if shipped is not None else library
-    output, diagnostics = emit_library(callable_helpers, known, namespace, str(formulas))
-    if shipped is not None and namespace == SHIPPED_NAMESPACE:
-        diagnostics = sorted(diagnostics + _registered_twice(library, shipped))
-    if diagnostics:
-        return Generated({}, diagnostics)
-    files = {**output.files, MANIFEST: manifest_text(formulas, output.files, namespace)}
-    return Generated(files, [], output.ops, output.nodes, output.helpers)
+    result = run(formulas, namespace, lint)
+    if result.diagnostics:
+        return result
+    return replace(result, files={**result.files, MANIFEST: manifest_text(formulas, result.files, namespace)})
 
 
-def generate_each(formulas: Path, lint: bool, namespace: str) -> Generated:
+def generate_each(formulas: Path, lint: bool, namespace: str) -> PipelineResult:
     """Per-formula mode: emit every formula that lints and transliterates and leave out each one
     that does not (its first diagnostic says why); a helper that cannot be transliterated is left
     out with the formulas that call it. The files hold what was emitted, and ``REFUSED`` the
     refusals, so that a run with nothing changed reports them again without parsing anything."""
-    from transpiler.cpp.emit import emit_library, with_helpers_of
-    from transpiler.frontend import load_library
-
-    library = load_library(str(formulas))
-    found = list(library.diagnostics)
-    if lint:
-        from transpiler.lint.runner import lint_paths
-
-        found += lint_paths([str(formulas)])
-    shipped = _shipped_library(formulas)
-    if shipped is not None and namespace == SHIPPED_NAMESPACE:
-        found += _registered_twice(library, shipped)
-    known = shipped.operators if shipped is not None else {}
-    # A refused formula's operator stays declared (after every other, so no call that resolved
-    # without it changes): it is still an operator its callers may call, only its node is left out;
-    # lint, which sees the whole library, resolves it the same way.
-    known = {**known, **{name: schema for name, schema in library.operators.items() if name not in known}}
-    entries = _Entries(library)
-    refused: dict[tuple[str, int], Refusal] = {}
-    # A finding inside a written jvp leaves out the jvp alone: the backward is emitted and forward
-    # AD raises torch's "does not support it" error saying why.
-    jvp_left_out: dict[tuple[str, int], Refusal] = {}
-    while True:
-        before = len(refused) + len(jvp_left_out)
-        for diagnostic in sorted(set(found)):
-            key, name = entries.owner(diagnostic)
-            if entries.in_jvp(key, diagnostic):
-                jvp_left_out.setdefault(key, Refusal(diagnostic, name, "jvp"))
-            else:
-                refused.setdefault(key, Refusal(diagnostic, name))
-        refused.update(entries.callers_of_refused(refused))
-        kept = entries.without(set(refused), jvp_left_out)
-        with_shipped = with_helpers_of(kept, shipped) if shipped is not None else kept
-        output, found = emit_library(with_shipped, known, namespace, str(formulas))
-        if not found or len(refused) + len(jvp_left_out) == before:
-            break
-    formula_keys = entries.formula_keys
-    left_out = tuple(sorted(r for k, r in refused.items() if k in formula_keys))
-    without_jvp = tuple(sorted(r for k, r in jvp_left_out.items() if k not in refused))
-    report = [r.format() for r in sorted([*refused.values(), *without_jvp])]
-    report.append(summary_line(output.ops, len(formula_keys)))
-    files = {**output.files, REFUSED: "\n".join(report) + "\n"}
+    result = run(formulas, namespace, lint, keep_going=True)
+    report = [r.format() for r in result.every_refusal]
+    report.append(summary_line(result.ops, result.formulas))
+    files = {**result.files, REFUSED: "\n".join(report) + "\n"}
     files[MANIFEST] = manifest_text(formulas, files, namespace, keep_going=True)
-    return Generated(files, [], output.ops, output.nodes, output.helpers, len(formula_keys), left_out,
-                     without_jvp)
-
-
-def summary_line(emitted: int, total: int) -> str:
-    return f"{emitted} of {total} formulas emitted"
-
-
-REFUSED = "REFUSED"            # per-formula mode: one refused entry a line, ``path:line:col: CODE message [entry]``
-MODULE_LEVEL = "<module>"      # a finding outside every formula and helper
-
-
-class _Entries:
-    """The formulas and helpers of a library as entries keyed by (path, first line, decorators
-    included), to attribute diagnostics to them and leave refused ones out."""
-
-    def __init__(self, library: Library) -> None:
-        self.library = library
-        self.starts: dict[str, list[tuple[int, str]]] = {}
-        self.formula_keys: set[tuple[str, int]] = set()
-        self.helper_keys: dict[str, tuple[str, int]] = {}
-        self.jvp_lines: dict[tuple[str, int], range] = {}   # a formula's written jvp: its lines
-        for module in library.modules:
-            found = []
-            for formula in module.formulas:
-                found.append((_first_line(module, formula.node), formula.op_name))
-                self.formula_keys.add((module.path, found[-1][0]))
-                if formula.jvp is not None and formula.jvp.index is not None:
-                    after = formula.node.body.body[formula.jvp.index + 1]   # the final return follows it
-                    self.jvp_lines[module.path, found[-1][0]] = range(module.span(formula.jvp.node).line,
-                                                                      module.span(after).line)
-            for helper in module.helpers:
-                found.append((_first_line(module, helper.node), helper.name))
-                self.helper_keys[helper.name] = (module.path, found[-1][0])
-            self.starts[module.path] = sorted(found)
-
-    def key(self, module: FormulaModule, node: cst.FunctionDef) -> tuple[str, int]:
-        return module.path, _first_line(module, node)
-
-    def owner(self, diagnostic: Diagnostic) -> tuple[tuple[str, int], str]:
-        """The entry whose definition holds the diagnostic's line (the last one starting above it)."""
-        owner = ((diagnostic.path, 0), MODULE_LEVEL)
-        for line, name in self.starts.get(diagnostic.path, ()):
-            if line > diagnostic.line:
-                break
-            owner = ((diagnostic.path, line), name)
-        return owner
-
-    def in_jvp(self, key: tuple[str, int], diagnostic: Diagnostic) -> bool:
-        """Whether the diagnostic lies inside the written jvp of the formula ``key``."""
-        return diagnostic.line in self.jvp_lines.get(key, ())
-
-    def callers_of_refused(self, refused: dict[tuple[str, int], Refusal]) -> dict[tuple[str, int], Refusal]:
-        """Formulas and helpers that call a refused helper: their C++ would not link."""
-        from transpiler.cpp.emit import names_in, names_used
-
-        names = {name for name, key in self.helper_keys.items() if key in refused}
-        added: dict[tuple[str, int], Refusal] = {}
-        while names:
-            new = set()
-            for module in self.library.modules:
-                for item, label in [*((f, f.op_name) for f in module.formulas),
-                                    *((h, h.name) for h in module.helpers)]:
-                    key = self.key(module, item.node)
-                    called = names_used(item.node) & names
-                    if key in refused or key in added or not called:
-                        continue
-                    used = names_in(item.node)
-                    helper = sorted(called)[0]
-                    cause = refused.get(self.helper_keys[helper]) or added[self.helper_keys[helper]]
-                    where = module.span(used[helper])
-                    added[key] = Refusal(Diagnostic(module.path, where.line, where.col, cause.diagnostic.code,
-                                                    f"calls helper '{helper}', which was left out"), label)
-                    if label in self.helper_keys:
-                        new.add(label)
-            names = new
-        return added
-
-    def without(self, refused: set[tuple[str, int]], jvp_left_out: dict[tuple[str, int], Refusal]) -> Library:
-        """The library less the refused formulas and helpers, and less the jvps left out."""
-        import dataclasses
-
-        from transpiler.model import Library
-
-        def kept(module: FormulaModule, formula: Formula) -> Formula:
-            why = jvp_left_out.get(self.key(module, formula.node))
-            if why is None:
-                return formula
-            return dataclasses.replace(formula, jvp=None,
-                                       jvp_left_out=f"{why.diagnostic.code} {why.diagnostic.message}")
-
-        return Library(tuple(dataclasses.replace(
-            module,
-            formulas=tuple(kept(module, f) for f in module.formulas if self.key(module, f.node) not in refused),
-            helpers=tuple(h for h in module.helpers if self.key(module, h.node) not in refused))
-            for module in self.library.modules))
-
-
-def _first_line(module: FormulaModule, node: cst.FunctionDef) -> int:
-    return min([module.span(d).line for d in node.decorators] + [module.span(node).line])
-
-
-def _shipped_library(formulas: Path) -> Library | None:
-    """The shipped library, whose operators another formula directory may call (as lint allows);
-    None when ``formulas`` is the shipped library itself."""
-    if formulas.resolve() == SHIPPED_FORMULAS.resolve():
-        return None
-    from transpiler.frontend import load_library
-
-    return load_library(str(SHIPPED_FORMULAS))
-
-
-def _registered_twice(library: Library, shipped: Library) -> list[Diagnostic]:
-    """Formulas that would register an operator the shipped library registers in the same namespace:
-    loading both libraries would abort the process (``registered multiple times``)."""
-    from transpiler.cpp.expressions import DUPLICATE_OPERATOR
-
-    taken = {f.op_name for f in shipped.formulas}
-    found = []
-    for module in library.modules:
-        for formula in module.formulas:
-            if formula.op_name in taken:
-                where = module.span(formula.schema_node)
-                found.append(Diagnostic(
-                    module.path, where.line, where.col, DUPLICATE_OPERATOR,
-                    f"{SHIPPED_NAMESPACE}::{formula.op_name} is registered by the shipped library too; "
-                    f"choose another `--namespace` (e.g. the package's name) so both can be loaded"))
-    return found
+    return replace(result, files=files)
 
 
 def differs(out: Path, files: dict[str, str], manifest: bool = True) -> list[str]:

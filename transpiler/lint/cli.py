@@ -178,11 +178,11 @@ def main(argv: list[str]) -> int:
     if result.fixed_stdin is not None:       # like ruff: the fixed source to stdout, what is left to stderr
         sys.stdout.buffer.write(result.fixed_stdin)
         sys.stdout.flush()
-        sys.stderr.write(output.render(args.format, findings))
+        sys.stderr.write(output.render(args.format, findings, version))
         if findings and result.fixed_stdin == stdin[1]:
             print(nothing_fixed(findings, result.unsafe_hidden), file=sys.stderr)
         return 1 if findings and not args.exit_zero else 0
-    _write(output.render(args.format, findings))
+    _write(output.render(args.format, findings, version))
     for path in result.fixed:
         print(f"transpile lint: fixed {path}", file=sys.stderr)
     if args.fix and findings and not result.fixed:

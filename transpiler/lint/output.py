@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from transpiler.codes import BY_CODE
@@ -15,12 +15,13 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 CODE_PAGES = REPOSITORY / "docs" / "codes"     # one page per code (`transpile rule --pages`)
 
 
-def render(format: str, findings: Sequence[Diagnostic]) -> str:
-    """``findings`` in ``format``; "" when a line-oriented format has nothing to say."""
+def render(format: str, findings: Sequence[Diagnostic], version: Callable[[], str]) -> str:
+    """``findings`` in ``format``; "" when a line-oriented format has nothing to say. ``version``
+    gives the tool's version, which SARIF records (called only for it: looking it up is slow)."""
     if format == "json":
         return json.dumps([d.as_json() for d in findings], indent=2) + "\n"
     if format == "sarif":
-        return json.dumps(sarif(findings), indent=2) + "\n"
+        return json.dumps(sarif(findings, version()), indent=2) + "\n"
     if format == "github":
         return "".join(github(d) + "\n" for d in findings)
     return "".join(d.format() + "\n" for d in findings)
@@ -38,10 +39,9 @@ def _escape(text: str, property: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if property else text
 
 
-def sarif(findings: Sequence[Diagnostic]) -> dict[str, object]:
-    """A SARIF 2.1.0 log with one run: the rules that fired (from the table of codes) and the results."""
-    from transpiler.lint.cli import version
-
+def sarif(findings: Sequence[Diagnostic], version: str) -> dict[str, object]:
+    """A SARIF 2.1.0 log with one run of ``transpile lint`` ``version``: the rules that fired (from
+    the table of codes) and the results."""
     fired = sorted({d.code for d in findings})
     rules = []
     for code in fired:
@@ -68,7 +68,7 @@ def sarif(findings: Sequence[Diagnostic]) -> dict[str, object]:
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {"name": "transpile lint", "version": version(), "rules": rules}},
+            "tool": {"driver": {"name": "transpile lint", "version": version, "rules": rules}},
             "results": results,
         }],
     }

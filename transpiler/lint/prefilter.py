@@ -2,7 +2,7 @@
 
 Each test here is a necessary condition, never a sufficient one: a file it
 turns away is one the full analysis (:mod:`transpiler.lint.ctx`,
-:func:`transpiler.lint.runner.uses_derivative`) would not flag, whatever its
+:func:`transpiler.lint.file_check.uses_derivative`) would not flag, whatever its
 spelling (a class name or alias outside ASCII, a comment or a backslash
 continuation inside a class header, ``\\r`` or form-feed line breaks, a base
 assigned to a name first). What may look like a Function or a formula is parsed

@@ -122,7 +122,7 @@ def _selected(name: str, select: list[str]) -> bool:
 
 def _package_of(path: Path | None) -> tuple[Path, str]:
     """The formula directory and the package name it is imported as."""
-    from transpiler.lint.runner import SHIPPED_FORMULAS
+    from transpiler.library_discovery import SHIPPED_FORMULAS
     from transpiler.project import ProjectError, find_project
 
     if path is None:

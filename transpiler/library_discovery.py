@@ -1,0 +1,72 @@
+"""Library discovery: which formula modules a formula file sees besides itself.
+
+A formula may call the operators and helpers of the shipped ``formulas/``
+library and of the other modules of its own package (what ``transpile
+--formulas <package>`` emits with it). Owns where the shipped library lies,
+which directory is a file's package, and which of a package's files can add
+to the library (read statically through :mod:`transpiler.frontend`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import transpiler
+from transpiler.sources import read_regular
+
+if TYPE_CHECKING:                    # the model imports libcst: only formula files need it
+    from transpiler.model import FormulaModule
+
+SHIPPED_FORMULAS = Path(transpiler.__file__).resolve().parent.parent / "formulas"
+
+
+def shipped_library(exclude: set[Path]) -> list[FormulaModule]:
+    """The shipped ``formulas/`` library (read statically), but for the files in ``exclude``."""
+    if not SHIPPED_FORMULAS.is_dir():
+        return []
+    files = sorted(p for p in SHIPPED_FORMULAS.rglob("*.py") if p.is_file() and p.resolve() not in exclude)
+    return [module for module in map(_library_module, files) if module is not None]
+
+
+def package_root(path: str) -> Path:
+    """The formula package a file belongs to, as ``transpile --formulas`` would be given it: the
+    top of its chain of ``__init__.py`` directories, or its own directory outside a package."""
+    directory = Path(path).resolve().parent
+    root = directory
+    while (root / "__init__.py").is_file() and (root.parent / "__init__.py").is_file():
+        root = root.parent
+    return root if (root / "__init__.py").is_file() else directory
+
+
+LIBRARY_MARKERS = (b"@helper", b"derivative", b"nondifferentiable")
+
+
+def package_library(root: Path, exclude: set[Path]) -> list[FormulaModule]:
+    """The modules under ``root`` (but ``exclude``) that can declare operators or helpers: what
+    ``transpile --formulas root`` would emit along with the linted files (others, by their
+    text, add nothing to the library and are not parsed)."""
+    if root == SHIPPED_FORMULAS:
+        return shipped_library(exclude)
+    modules = []
+    for path in sorted(root.rglob("*.py")):
+        if not path.is_file() or path.resolve() in exclude:     # is_file first: resolve() raises on a loop
+            continue
+        try:
+            text = read_regular(path)[1]
+        except OSError:
+            continue
+        module = _library_module(path) if any(marker in text for marker in LIBRARY_MARKERS) else None
+        if module is not None:
+            modules.append(module)
+    return modules
+
+
+def _library_module(path: Path) -> FormulaModule | None:
+    """A module of the library the linted files see (None: it could not be read, it vanished)."""
+    from transpiler.frontend import read_module
+
+    try:
+        return read_module(str(path))
+    except OSError:
+        return None
+

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from transpiler import model_cache
 from transpiler.diagnostics import Diagnostic, printable
 from transpiler.output import OutputError, check_directory, replace_directory
 from transpiler.project import SHIPPED_NAMESPACE, ProjectError, check_namespace, default_namespace, find_project
@@ -51,7 +52,6 @@ from transpiler.sources import python_sources, read_regular
 REPO = Path(__file__).resolve().parents[2]   # the installed packages' root (site-packages or a checkout)
 SHIPPED_FORMULAS = REPO / "formulas"
 MANIFEST = "MANIFEST"
-GENERATOR_SOURCES = REPO / "transpiler"
 
 if TYPE_CHECKING:   # imported lazily: an up-to-date run never loads libcst
     import libcst as cst
@@ -70,10 +70,7 @@ def input_files(formulas: Path) -> list[Path]:
 def manifest_text(formulas: Path, files: dict[str, str], namespace: str, keep_going: bool = False) -> str:
     """The namespace, the mode and the hashes of the generator, every input and every output (one
     per line, sorted)."""
-    generator = hashlib.sha256()
-    for path in sorted(GENERATOR_SOURCES.rglob("*.py")):
-        generator.update(path.read_bytes())
-    lines = [f"generator {generator.hexdigest()}", f"namespace {namespace}"]
+    lines = [f"generator {model_cache.generator_digest()}", f"namespace {namespace}"]
     lines += ["mode per-formula"] if keep_going else []
     lines += [f"input {p.relative_to(formulas).as_posix()} {_digest(read_regular(p)[1])}" for p in input_files(formulas)]
     lines += [f"output {name} {_digest(text.encode())}" for name, text in sorted(files.items())]
@@ -387,6 +384,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--keep-going", action="store_true",
                         help="per-formula mode: emit every formula that lints and transliterates, report each "
                              "one that does not (exit 1 when any is left out, the others still written)")
+    parser.add_argument("--cache-dir", type=Path,
+                        help=f"keep parsed formula files here (default: the project's build directory's {model_cache.DIRECTORY}/)")
+    parser.add_argument("--no-cache", action="store_true", help="parse every formula file, keep nothing")
     parser.add_argument("--no-lint", action="store_true",
                         help="DANGEROUS: skip the linter; formulas it rejects compile and give wrong double backward")
     args = parser.parse_args(argv)
@@ -428,7 +428,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{out}: up to date: {formulas} and the transpiler are unchanged since they were linted "
               f"clean and written there (MANIFEST) ({time.perf_counter() - started:.3f} s)")
         return 0
-    result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going)
+    cache_dir = None if args.no_cache else args.cache_dir or project.build_dir / model_cache.DIRECTORY
+    with model_cache.kept_in(cache_dir) as cache:
+        if cache is not None:       # both cores parse what was not parsed before
+            from transpiler.frontend import parse_module
+
+            shipped = [] if formulas.resolve() == SHIPPED_FORMULAS.resolve() else input_files(SHIPPED_FORMULAS)
+            cache.prepare([str(p) for p in [*listing.files, *shipped]], parse_module)
+        result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going)
     for diagnostic in result.diagnostics:
         print(diagnostic.format())
     if result.diagnostics:

@@ -176,20 +176,23 @@ def generate(formulas: Path, lint: bool = True, namespace: str | None = None,
     return Generated(files, [], output.ops, output.nodes, output.helpers)
 
 
-def generate_each(formulas: Path, lint: bool, namespace: str) -> Generated:
+def generate_each(formulas: Path, lint: bool, namespace: str,
+                  lint_findings: list[Diagnostic] | None = None) -> Generated:
     """Per-formula mode: emit every formula that lints and transliterates and leave out each one
     that does not (its first diagnostic says why); a helper that cannot be transliterated is left
     out with the formulas that call it. The files hold what was emitted, and ``REFUSED`` the
-    refusals, so that a run with nothing changed reports them again without parsing anything."""
+    refusals, so that a run with nothing changed reports them again without parsing anything.
+    ``lint_findings``: what ``lint_paths([formulas])`` found, when the caller linted already."""
     from transpiler.cpp.emit import emit_library, with_helpers_of
     from transpiler.frontend import load_library
 
     library = load_library(str(formulas))
     found = list(library.diagnostics)
-    if lint:
+    if lint and lint_findings is None:
         from transpiler.lint.runner import lint_paths
 
-        found += lint_paths([str(formulas)])
+        lint_findings = lint_paths([str(formulas)])
+    found += lint_findings if lint else []
     shipped = _shipped_library(formulas)
     if shipped is not None and namespace == SHIPPED_NAMESPACE:
         found += _registered_twice(library, shipped)

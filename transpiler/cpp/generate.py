@@ -13,8 +13,10 @@ swapped in whole (files whose bytes did not change keep their timestamps, so
 ninja recompiles only what changed). Output is deterministic, whatever the
 spelling of ``--formulas``. ``MANIFEST`` in the output records the namespace
 and content hashes of the inputs, the generator and the outputs, so a run with
-nothing changed stops before parsing anything. An output that cannot or must
-not be written is a one-line diagnostic and exit 2.
+nothing changed stops before parsing anything; a run after an edit parses only
+the edited files, the others' models are loaded (:mod:`transpiler.model_cache`:
+``--cache-dir DIR``, ``--no-cache``). An output that cannot or must not be
+written is a one-line diagnostic and exit 2.
 
 ``--keep-going`` is per-formula mode (for a corpus such as an imported
 derivatives.yaml): every formula that lints and transliterates is written,
@@ -388,7 +390,7 @@ def main(argv: list[str]) -> int:
                         help="per-formula mode: emit every formula that lints and transliterates, report each "
                              "one that does not (exit 1 when any is left out, the others still written)")
     parser.add_argument("--cache-dir", type=Path,
-                        help=f"keep parsed formula files here (default: the project's build directory's {model_cache.DIRECTORY}/)")
+                        help=f"keep parsed formula files here (default: {model_cache.DIRECTORY}/ of the project's build cache)")
     parser.add_argument("--no-cache", action="store_true", help="parse every formula file, keep nothing")
     parser.add_argument("--no-lint", action="store_true",
                         help="DANGEROUS: skip the linter; formulas it rejects compile and give wrong double backward")

@@ -13,7 +13,9 @@ and every other file's model is loaded (about three times faster than parsing it
 
 Entries are pickles (the model holds libcst trees, which JSON cannot carry), one file
 each under the build cache (:func:`transpiler.project.build_cache`, ``model-cache/``),
-written atomically through :func:`transpiler.output.write_file`; they are trusted as
+written atomically through :func:`transpiler.output.write_file` by a second process
+while the run goes on with lint and emission (the second core; the run waits for it
+before it ends, so its cost is the run's); they are trusted as
 the interpreter trusts its ``__pycache__``: only the user writes there. An entry that
 cannot be read, or a model that cannot be pickled (too deep for the pickler), is
 parsed again; a cache that cannot be written leaves the run uncached, silently (it
@@ -25,7 +27,6 @@ import contextlib
 import functools
 import hashlib
 import os
-import pickle
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -72,7 +73,9 @@ class ModelCache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self.pending: dict[Path, FormulaModule] = {}   # parsed by this run, not stored yet (entry -> model)
         self.stored = 0                 # entries written by this run (for the pruning)
+        self.writers: list[int] = []    # processes storing entries in the background
 
     def key(self, path: str, source: str) -> str:
         digest = hashlib.blake2b(digest_size=20)
@@ -82,7 +85,10 @@ class ModelCache:
         return digest.hexdigest()
 
     def parse(self, path: str, source: str, parse: Callable[[str, str], FormulaModule]) -> FormulaModule:
-        """The stored model of (``path``, ``source``), else ``parse(path, source)``, stored."""
+        """The stored model of (``path``, ``source``), else ``parse(path, source)``, to be stored
+        (:meth:`store`)."""
+        import pickle
+
         entry = self.directory / f"{self.key(path, source)}.pickle"
         with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
                                  IndexError, TypeError, ValueError, RecursionError, MemoryError):
@@ -92,41 +98,53 @@ class ModelCache:
             if isinstance(stored, _formula_module()) and stored.path == path:
                 return stored
         module = parse(path, source)
-        try:
-            data = pickle.dumps(module, protocol=pickle.HIGHEST_PROTOCOL)
-            write_file(entry, data)
-        except (pickle.PicklingError, TypeError, AttributeError, RecursionError, MemoryError, OutputError):
-            return module
-        self.stored += 1
+        self.pending[entry] = module
         return module
 
     def prepare(self, paths: list[str], parse: Callable[[str, str], FormulaModule]) -> None:
-        """Parse the files of ``paths`` that have no entry yet on both cores: a second process parses
-        and stores every other one (largest first) while this one parses the rest through
-        ``parse(path, source)`` (which should come back here, so that its results are kept for the
-        process too); the passes that follow load the second process's entries. Fewer than two
-        files to parse, or a machine with one core: this process parses them, as it would anyway."""
-        missing = []
+        """Read the models of ``paths`` through ``parse(path, source)`` (which should come back to
+        :meth:`parse`, so that the process keeps them), then store the new ones on the second core
+        while this process goes on with lint and emission."""
         for path in paths:
-            with contextlib.suppress(OSError, UndecodableSource):
-                source = read_source(path)
-                if not (self.directory / f"{self.key(path, source)}.pickle").is_file():
-                    missing.append((os.path.getsize(path), path, source))
-        if len(missing) < 2 or (os.cpu_count() or 1) < 2:
+            with contextlib.suppress(OSError, UndecodableSource):   # the reader reports them later
+                parse(path, read_source(path))
+        self.store(background=True)
+
+    def store(self, background: bool = False) -> None:
+        """Write the models parsed since the last call; ``background``: in a second process (when
+        the machine has a second core), which :meth:`finish` waits for."""
+        pending, self.pending = self.pending, {}
+        if not pending:
             return
-        missing.sort(reverse=True)
-        import multiprocessing
+        self.stored += len(pending)
+        if background and (os.cpu_count() or 1) > 1:
+            writer = os.fork()
+            if writer:
+                self.writers.append(writer)
+                return
+            try:                        # the child: write, and leave without running the parent's exit code
+                self._write(pending)
+            finally:
+                os._exit(0)
+        self._write(pending)
 
-        worker = multiprocessing.get_context("fork").Process(
-            target=self._store_each, args=([(path, source) for _, path, source in missing[1::2]], parse))
-        worker.start()
-        for _, path, source in missing[0::2]:
-            parse(path, source)
-        worker.join()
+    def _write(self, pending: dict[Path, FormulaModule]) -> None:
+        import pickle
 
-    def _store_each(self, files: list[tuple[str, str]], parse: Callable[[str, str], FormulaModule]) -> None:
-        for path, source in files:
-            parse(path, source)
+        for entry, module in pending.items():
+            try:
+                write_file(entry, pickle.dumps(module, protocol=pickle.HIGHEST_PROTOCOL))
+            except (pickle.PicklingError, TypeError, AttributeError, RecursionError, MemoryError, OutputError):
+                continue                # not kept: parsed again next time
+
+    def finish(self) -> None:
+        """Store what is still pending, wait for the background writers, prune."""
+        self.store()
+        for writer in self.writers:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(writer, 0)
+        self.writers.clear()
+        self.prune()
 
     def prune(self) -> None:
         """Remove the least recently used entries beyond :data:`KEPT_ENTRIES`."""
@@ -140,14 +158,14 @@ class ModelCache:
 
 @contextlib.contextmanager
 def kept_in(directory: Path | None) -> Iterator[ModelCache | None]:
-    """Keep parsed models in ``directory`` while the block runs (None: keep none), then prune it."""
+    """Keep parsed models in ``directory`` while the block runs (None: keep none)."""
     global _active
     outer, _active = _active, ModelCache(directory) if directory is not None else None
     try:
         yield _active
     finally:
         if _active is not None:
-            _active.prune()
+            _active.finish()
         _active = outer
 
 

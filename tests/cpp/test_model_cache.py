@@ -97,6 +97,7 @@ def test_a_stored_model_is_reused_and_an_unreadable_one_is_parsed_again(tmp_path
         return frontend._parse_module(path, source)
 
     first = cache.parse("pkg/trig.py", SOURCE, parse)
+    cache.store()
     again = cache.parse("pkg/trig.py", SOURCE, parse)
     assert parsed == ["pkg/trig.py"] and again is not first
     assert repr(again) == repr(first)           # the same model (libcst nodes compare by identity)
@@ -108,11 +109,17 @@ def test_a_stored_model_is_reused_and_an_unreadable_one_is_parsed_again(tmp_path
     assert parsed == ["pkg/trig.py"] * 2
 
 
-def test_prune_keeps_the_most_recently_used_entries(tmp_path, monkeypatch):
+def test_entries_written_in_the_background_are_pruned_to_the_most_recently_used(tmp_path, monkeypatch):
     monkeypatch.setattr(model_cache, "KEPT_ENTRIES", 2)
     cache = model_cache.ModelCache(tmp_path)
     for index in range(3):
         cache.parse(f"pkg/m{index}.py", SOURCE, frontend._parse_module)
+    cache.store(background=True)        # written by a second process, waited for
+    cache.finish()
+    assert len(list(tmp_path.glob("*.pickle"))) == 2     # pruned at the end of the run
+    for index in range(3):
+        cache.parse(f"pkg/m{index}.py", SOURCE, frontend._parse_module)
+    cache.store()
     oldest = cache.directory / f"{cache.key('pkg/m0.py', SOURCE)}.pickle"
     os.utime(oldest, ns=(1, 1))
     cache.prune()

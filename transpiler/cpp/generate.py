@@ -435,7 +435,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     cache_dir = None if args.no_cache else args.cache_dir or project.build_dir / model_cache.DIRECTORY
     with model_cache.kept_in(cache_dir) as cache:
-        if cache is not None:       # both cores parse what was not parsed before
+        if cache is not None:       # every model read first: the new ones are stored on the second core
             from transpiler.frontend import parse_module
 
             shipped = [] if formulas.resolve() == SHIPPED_FORMULAS.resolve() else input_files(SHIPPED_FORMULAS)

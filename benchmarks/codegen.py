@@ -8,9 +8,11 @@ from outside, best of ``--repeat``.
 Rows per corpus (a formula directory; ``--corpus NAME=DIR``, repeatable; the
 default is the shipped ``formulas/``):
 
-* cold: empty output directory;
+* cold: empty output directory and empty parse cache (``--cache-dir``, which
+  the run fills: :mod:`transpiler.model_cache`);
 * nothing changed: the same command again (the MANIFEST short-cut);
-* one file changed: one formula file edited, then ``transpile``;
+* one file changed: one formula file edited, then ``transpile`` (the other
+  files' models loaded from the parse cache the runs before filled);
 * 1x / 4x / 16x: the corpus plus renamed copies of its formula modules, cold,
   to show how time grows with the formula count.
 
@@ -76,9 +78,16 @@ def timed(command: list[str], repeat: int, prepare=None) -> float:
 
 
 def transpile_command(formulas: Path, out: Path) -> list[str]:
-    # its own namespace: a copy of the shipped library registering torch.ops.formulas is refused (DB206)
+    # its own namespace: a copy of the shipped library registering torch.ops.formulas is refused (DB206);
+    # its parse cache next to the output (removed with it for a cold run)
     return [sys.executable, "-m", "transpiler", "--formulas", str(formulas), "--out", str(out),
-            "--namespace", "codegen_bench"]
+            "--namespace", "codegen_bench", "--cache-dir", f"{out}.cache"]
+
+
+def removed(out: Path) -> None:
+    """No output directory and no parse cache: what a cold run starts from."""
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(f"{out}.cache", ignore_errors=True)
 
 
 _DERIVATIVE = re.compile(r'(@derivative\(\s*")([A-Za-z_]\w*)')
@@ -108,7 +117,7 @@ def bench_corpus(name: str, corpus: Path, repeat: int, scratch: Path, torchgen_s
     work = scratch / name
     formulas = replicate(corpus, 1, work / "formulas")
     out = work / "out_cpp"
-    cold = timed(transpile_command(formulas, out), repeat, lambda: shutil.rmtree(out, ignore_errors=True))
+    cold = timed(transpile_command(formulas, out), repeat, lambda: removed(out))
     rows.append((f"{name}: cold ({formula_count(formulas)} formulas)", cold))
     rows.append((f"{name}: nothing changed", timed(transpile_command(formulas, out), repeat)))
     edited = next(p for p in sorted(formulas.glob("*.py")) if _DERIVATIVE.search(p.read_text()))
@@ -123,7 +132,7 @@ def bench_corpus(name: str, corpus: Path, repeat: int, scratch: Path, torchgen_s
         grown = replicate(corpus, factor, work / f"x{factor}")
         grown_out = work / f"x{factor}_out"
         seconds = timed(transpile_command(grown, grown_out), repeat,
-                        lambda: shutil.rmtree(grown_out, ignore_errors=True))
+                        lambda: removed(grown_out))
         rows.append((f"{name}: {factor}x cold ({formula_count(grown)} formulas)", seconds))
     stages = subprocess.run([sys.executable, "-c", STAGES, str(grown)], cwd=REPO, capture_output=True, text=True)
     lint_s, frontend_s, emit_s = map(float, stages.stdout.split())

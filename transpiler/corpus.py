@@ -27,6 +27,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from transpiler import model_cache
+
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "derivatives"
 PROOF = REPO / "tests" / "yaml" / "corpus_proof.py"
@@ -40,12 +42,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-compile", action="store_true",
                         help="stop after emitting (no build, no proof on the compiled ops or the engine)")
     args = parser.parse_args(argv)
+    with model_cache.kept_in(args.build_dir / model_cache.DIRECTORY):   # a rerun parses what changed only
+        return _funnel(args)
+
+
+def _funnel(args: argparse.Namespace) -> int:
     import torchgen
 
     from transpiler.cpp.generate import differs, generate_each
     from transpiler.cpp.per_formula import Entries
     from transpiler.frontend import load_library
-    from transpiler.lint.runner import lint_paths
     from transpiler.output import replace_directory
     from transpiler.yaml_import.importer import import_yaml, left_out_entries
 
@@ -80,10 +86,10 @@ def main(argv: list[str]) -> int:
                 fallen[entry] = stopped[min(keys)]
     # a finding inside a written jvp leaves out the jvp alone (the backward is emitted, forward AD
     # raises torch's error), as per-formula mode does
-    stop([d for d in lint_paths([str(formulas)])
+    generated = generate_each(formulas, True, NAMESPACE)     # lints once: its findings are the lint stage's
+    stop([d for d in generated.lint_findings
           if d.code[:3] in ("DB0", "DB1") and not owners.in_jvp(owners.owner(d)[0], d)], "lint")
     lint_clean = [e for e in entries if e not in fallen]
-    generated = generate_each(formulas, True, NAMESPACE)
     if differs(out, generated.files):
         replace_directory(out, generated.files)
     stop([refusal.diagnostic for refusal in generated.refused], "emit")

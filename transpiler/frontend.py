@@ -18,7 +18,7 @@ from pathlib import Path
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from transpiler import codes
+from transpiler import codes, model_cache
 from transpiler.dataflow import (
     FlowResult,
     ValueKind,
@@ -157,8 +157,14 @@ def parse_module(path: str, source: str) -> FormulaModule:
     """Build the typed model of one formula file; diagnostics instead of exceptions.
 
     Pure and memoised: the model is immutable, so the passes of one process
-    (lint, then the C++ emitter, in ``transpile``) share one parse per file.
+    (lint, then the C++ emitter, in ``transpile``) share one parse per file, and
+    ``transpile`` keeps it between runs (:mod:`transpiler.model_cache`).
     """
+    cache = model_cache.active()
+    return cache.parse(path, source, _parse_module) if cache is not None else _parse_module(path, source)
+
+
+def _parse_module(path: str, source: str) -> FormulaModule:
     too_large = too_large_for_formulas(path, source)
     if too_large is not None:
         return FormulaModule(path, (), (), (), (too_large,))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +53,7 @@ class PipelineResult:
     refused: tuple[Refusal, ...] = ()         # per-formula mode: what was left out, and why
     jvp_left_out: tuple[Refusal, ...] = ()    # per-formula mode: formulas emitted without their jvp, and why
     every_refusal: tuple[Refusal, ...] = ()   # per-formula mode: the above and the helpers left out, sorted
+    lint_findings: tuple[Diagnostic, ...] = ()  # per-formula mode: what lint found (the refusals' first cause)
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,9 @@ def run(formulas: Path, namespace: str, lint: bool = True, keep_going: bool = Fa
     known = shipped.operators if shipped is not None else {}
     twice = _registered_twice(library, shipped) if shipped is not None and namespace == SHIPPED_NAMESPACE else []
     if keep_going:
-        found = [*library.diagnostics, *(_lint(formulas, read, shipped, None) if lint else ()), *twice]
-        return _run_each(formulas, library, shipped, known, namespace, found)
+        linted = tuple(_lint(formulas, read, shipped, None)) if lint else ()
+        result = _run_each(formulas, library, shipped, known, namespace, [*library.diagnostics, *linted, *twice])
+        return replace(result, lint_findings=linted)
     if not lint and library.diagnostics:
         return PipelineResult({}, tuple(sorted(library.diagnostics)))
     with_shipped = with_helpers_of(library, shipped) if shipped is not None else library

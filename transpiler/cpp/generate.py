@@ -14,8 +14,10 @@ only into a missing or empty directory or one that holds nothing but what
 did not change keep their timestamps, so ninja recompiles only what changed). Output is deterministic, whatever the
 spelling of ``--formulas``. ``MANIFEST`` in the output records the namespace
 and content hashes of the inputs, the generator and the outputs, so a run with
-nothing changed stops before parsing anything. An output that cannot or must
-not be written is a one-line diagnostic and exit 2.
+nothing changed stops before parsing anything; a run after an edit parses only
+the edited files, the others' models are loaded (:mod:`transpiler.model_cache`:
+``--cache-dir DIR``, ``--no-cache``). An output that cannot or must not be
+written is a one-line diagnostic and exit 2.
 
 ``--keep-going`` is per-formula mode (for a corpus such as an imported
 derivatives.yaml): every formula that lints and transliterates is written,
@@ -43,6 +45,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from transpiler import model_cache
 from transpiler.cpp.per_formula import REFUSED, summary_line
 from transpiler.diagnostics import printable
 from transpiler.library_discovery import SHIPPED_FORMULAS
@@ -53,7 +56,6 @@ from transpiler.sources import python_sources, read_regular
 
 REPO = Path(__file__).resolve().parents[2]   # the installed packages' root (site-packages or a checkout)
 MANIFEST = "MANIFEST"
-GENERATOR_SOURCES = REPO / "transpiler"
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -66,10 +68,7 @@ def input_files(formulas: Path) -> list[Path]:
 def manifest_text(formulas: Path, files: dict[str, str], namespace: str, keep_going: bool = False) -> str:
     """The namespace, the mode and the hashes of the generator, every input and every output (one
     per line, sorted)."""
-    generator = hashlib.sha256()
-    for path in sorted(GENERATOR_SOURCES.rglob("*.py")):
-        generator.update(path.read_bytes())
-    lines = [f"generator {generator.hexdigest()}", f"namespace {namespace}"]
+    lines = [f"generator {model_cache.generator_digest()}", f"namespace {namespace}"]
     lines += ["mode per-formula"] if keep_going else []
     lines += [f"input {p.relative_to(formulas).as_posix()} {_digest(read_regular(p)[1])}" for p in input_files(formulas)]
     lines += [f"output {name} {_digest(text.encode())}" for name, text in sorted(files.items())]
@@ -173,6 +172,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--keep-going", action="store_true",
                         help="per-formula mode: emit every formula that lints and transliterates, report each "
                              "one that does not (exit 1 when any is left out, the others still written)")
+    parser.add_argument("--cache-dir", type=Path,
+                        help=f"keep parsed formula files here (default: {model_cache.DIRECTORY}/ of the project's build cache)")
+    parser.add_argument("--no-cache", action="store_true", help="parse every formula file, keep nothing")
     parser.add_argument("--no-lint", action="store_true",
                         help="DANGEROUS: skip the linter; formulas it rejects compile and give wrong double backward")
     args = parser.parse_args(argv)
@@ -214,7 +216,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{out}: up to date: {formulas} and the transpiler are unchanged since they were linted "
               f"clean and written there (MANIFEST) ({time.perf_counter() - started:.3f} s)")
         return 0
-    result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going)
+    cache_dir = None if args.no_cache else args.cache_dir or project.build_dir / model_cache.DIRECTORY
+    with model_cache.kept_in(cache_dir) as cache:
+        if cache is not None:       # every model read first: the new ones are stored on the second core
+            from transpiler.frontend import parse_module
+
+            shipped = [] if formulas.resolve() == SHIPPED_FORMULAS.resolve() else input_files(SHIPPED_FORMULAS)
+            cache.prepare([str(p) for p in [*listing.files, *shipped]], parse_module)
+        result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going)
     for diagnostic in result.diagnostics:
         print(diagnostic.format())
     if result.diagnostics:

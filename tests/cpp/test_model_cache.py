@@ -1,0 +1,126 @@
+"""``transpile``'s parse cache (:mod:`transpiler.model_cache`): a run that reuses it writes what a
+cold run writes, and a model is reused only for the input, transpiler and libcst it came from."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.cpp.test_keep_going import GOOD, REFUSED
+from transpiler import frontend, model_cache
+from transpiler.cpp import generate
+
+EXP = '''\
+from formulas import at, derivative
+
+
+@derivative("exp(Tensor self) -> Tensor")
+def exp(self):
+    result = at.exp(self)
+    def backward(grad):
+        return grad * result
+    return result, backward
+'''
+# the same file edited as a developer would: another body; in per-formula mode, also a formula that is refused
+EXP_EDITED = EXP.replace("return grad * result", "return result * grad")
+EDITS = {"default": ([], EXP_EDITED, 0), "keep-going": (["--keep-going"], EXP_EDITED + REFUSED.split("@helper")[0], 1)}
+
+
+@pytest.fixture
+def parses(monkeypatch) -> list[str]:
+    """The files parsed (not loaded from the cache) from now on; the process's own memo cleared."""
+    parsed: list[str] = []
+    parse = frontend._parse_module
+
+    def counted(path: str, source: str):
+        parsed.append(path)
+        return parse(path, source)
+
+    monkeypatch.setattr(frontend, "_parse_module", counted)
+    frontend.parse_module.cache_clear()
+    yield parsed
+    frontend.parse_module.cache_clear()
+
+
+def transpile(formulas, out, *options: str) -> int:
+    frontend.parse_module.cache_clear()     # each run as a fresh process would make it
+    return generate.main(["--formulas", str(formulas), "--out", str(out), *options])
+
+
+def files(directory) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_run_after_editing_one_file_writes_what_a_cold_run_writes(tmp_path, capsys, parses, edit):
+    mode, edited, code = EDITS[edit]
+    formulas, out, cache = tmp_path / "pkg", tmp_path / "out", tmp_path / "cache"
+    formulas.mkdir()
+    (formulas / "trig.py").write_text(GOOD)
+    (formulas / "more.py").write_text(EXP)
+    assert transpile(formulas, out, "--cache-dir", str(cache), *mode) == 0
+    unchanged = (out / "trig.cpp").stat().st_mtime_ns
+    (formulas / "more.py").write_text(edited)
+    parses.clear()
+    warm = transpile(formulas, out, "--cache-dir", str(cache), *mode)
+    assert parses == [str(formulas / "more.py")]          # the other file and the shipped library: loaded
+    cold = transpile(formulas, tmp_path / "cold", "--no-cache", *mode)
+    assert warm == cold == code
+    assert files(out) == files(tmp_path / "cold")
+    assert b"result * grad" in (out / "more.cpp").read_bytes()
+    assert (out / "trig.cpp").stat().st_mtime_ns == unchanged   # ninja recompiles only what changed
+    capsys.readouterr()
+
+
+SOURCE = GOOD
+
+
+def test_a_model_is_kept_for_its_path_text_transpiler_and_libcst_only(tmp_path, monkeypatch):
+    cache = model_cache.ModelCache(tmp_path)
+    key = cache.key("pkg/trig.py", SOURCE)
+    assert key == cache.key("pkg/trig.py", SOURCE)
+    others = {cache.key("pkg/other.py", SOURCE), cache.key("pkg/trig.py", SOURCE + "\n# edited\n")}
+    monkeypatch.setattr(model_cache, "generator_digest", lambda: "another transpiler")
+    others.add(cache.key("pkg/trig.py", SOURCE))
+    monkeypatch.undo()
+    monkeypatch.setattr(model_cache, "_libcst_version", lambda: "0.0.0")
+    others.add(cache.key("pkg/trig.py", SOURCE))
+    assert key not in others and len(others) == 4
+
+
+def test_a_stored_model_is_reused_and_an_unreadable_one_is_parsed_again(tmp_path):
+    cache = model_cache.ModelCache(tmp_path)
+    parsed: list[str] = []
+
+    def parse(path: str, source: str):
+        parsed.append(path)
+        return frontend._parse_module(path, source)
+
+    first = cache.parse("pkg/trig.py", SOURCE, parse)
+    cache.store()
+    again = cache.parse("pkg/trig.py", SOURCE, parse)
+    assert parsed == ["pkg/trig.py"] and again is not first
+    assert repr(again) == repr(first)           # the same model (libcst nodes compare by identity)
+    assert [f.op_name for f in again.formulas] == ["sin", "cos"]
+    assert again.span(again.formulas[0].node) == first.span(first.formulas[0].node)
+    (entry,) = tmp_path.glob("*.pickle")
+    entry.write_bytes(b"not a pickle")
+    assert repr(cache.parse("pkg/trig.py", SOURCE, parse)) == repr(first)
+    assert parsed == ["pkg/trig.py"] * 2
+
+
+def test_entries_written_in_the_background_are_pruned_to_the_most_recently_used(tmp_path, monkeypatch):
+    monkeypatch.setattr(model_cache, "KEPT_ENTRIES", 2)
+    cache = model_cache.ModelCache(tmp_path)
+    for index in range(3):
+        cache.parse(f"pkg/m{index}.py", SOURCE, frontend._parse_module)
+    cache.store(background=True)        # written by a second process, waited for
+    cache.finish()
+    assert len(list(tmp_path.glob("*.pickle"))) == 2     # pruned at the end of the run
+    for index in range(3):
+        cache.parse(f"pkg/m{index}.py", SOURCE, frontend._parse_module)
+    cache.store()
+    oldest = cache.directory / f"{cache.key('pkg/m0.py', SOURCE)}.pickle"
+    os.utime(oldest, ns=(1, 1))
+    cache.prune()
+    assert len(list(tmp_path.glob("*.pickle"))) == 2 and not oldest.exists()

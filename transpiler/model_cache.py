@@ -1,0 +1,174 @@
+"""The parsed model of each formula file, kept between runs of ``transpile`` (its parse cache).
+
+Parsing a file with libcst and reading it into a :class:`~transpiler.model.FormulaModule`
+is the largest part of a run's work (``transpile --keep-going`` on the imported
+derivatives.yaml corpus, which parses the shipped library too: about 40 % of its CPU
+time, two thirds under a profiler). :func:`transpiler.frontend.parse_module` is a
+pure function of the file's path, its text and the transpiler itself, so its result is
+kept here, content-addressed: the key hashes the path, the text, the generator (every
+source file of ``transpiler/``), libcst's version and the interpreter's. An edited
+file, another transpiler or another libcst is another key, so a stored model is never
+used for an input it was not computed from; a file edited in a corpus is parsed again
+and every other file's model is loaded (about three times faster than parsing it).
+
+Entries are pickles (the model holds libcst trees, which JSON cannot carry), one file
+each under the build cache (:func:`transpiler.project.build_cache`, ``model-cache/``),
+written atomically through :func:`transpiler.output.write_file` by a second process
+while the run goes on with lint and emission (the second core; the run waits for it
+before it ends, so its cost is the run's); they are trusted as
+the interpreter trusts its ``__pycache__``: only the user writes there. An entry that
+cannot be read, or a model that cannot be pickled (too deep for the pickler), is
+parsed again; a cache that cannot be written leaves the run uncached, silently (it
+only costs time). The least recently used entries beyond :data:`KEPT_ENTRIES` go.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from transpiler.output import OutputError, write_file
+from transpiler.sources import UndecodableSource, read_source
+
+if TYPE_CHECKING:
+    from transpiler.model import FormulaModule
+
+DIRECTORY = "model-cache"
+KEPT_ENTRIES = 512          # the imported corpus is 24 files, the shipped library 34: room for several versions
+GENERATOR_SOURCES = Path(__file__).resolve().parent
+FORMAT = 1                  # the layout of an entry; bump when what is stored changes shape
+
+_active: ModelCache | None = None
+
+
+@functools.cache
+def generator_digest() -> str:
+    """The hash of every source file of the transpiler (what ``MANIFEST`` calls the generator)."""
+    generator = hashlib.sha256()
+    for path in sorted(GENERATOR_SOURCES.rglob("*.py")):
+        generator.update(path.read_bytes())
+    return generator.hexdigest()
+
+
+@functools.cache
+def _libcst_version() -> str:
+    from importlib.metadata import version
+
+    return version("libcst")
+
+
+def _formula_module() -> type:
+    from transpiler.model import FormulaModule
+
+    return FormulaModule
+
+
+class ModelCache:
+    """Parsed formula modules stored in ``directory``, by the hash of everything they depend on."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.pending: dict[Path, FormulaModule] = {}   # parsed by this run, not stored yet (entry -> model)
+        self.stored = 0                 # entries written by this run (for the pruning)
+        self.writers: list[int] = []    # processes storing entries in the background
+
+    def key(self, path: str, source: str) -> str:
+        digest = hashlib.blake2b(digest_size=20)
+        for part in (f"format {FORMAT}", generator_digest(), _libcst_version(), sys.version, path, source):
+            digest.update(part.encode("utf-8", "surrogatepass"))
+            digest.update(b"\0")
+        return digest.hexdigest()
+
+    def parse(self, path: str, source: str, parse: Callable[[str, str], FormulaModule]) -> FormulaModule:
+        """The stored model of (``path``, ``source``), else ``parse(path, source)``, to be stored
+        (:meth:`store`)."""
+        import pickle
+
+        entry = self.directory / f"{self.key(path, source)}.pickle"
+        with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
+                                 IndexError, TypeError, ValueError, RecursionError, MemoryError):
+            data = entry.read_bytes()
+            os.utime(entry)             # recently used: kept by the pruning
+            stored = pickle.loads(data)
+            if isinstance(stored, _formula_module()) and stored.path == path:
+                return stored
+        module = parse(path, source)
+        self.pending[entry] = module
+        return module
+
+    def prepare(self, paths: list[str], parse: Callable[[str, str], FormulaModule]) -> None:
+        """Read the models of ``paths`` through ``parse(path, source)`` (which should come back to
+        :meth:`parse`, so that the process keeps them), then store the new ones on the second core
+        while this process goes on with lint and emission."""
+        for path in paths:
+            with contextlib.suppress(OSError, UndecodableSource):   # the reader reports them later
+                parse(path, read_source(path))
+        self.store(background=True)
+
+    def store(self, background: bool = False) -> None:
+        """Write the models parsed since the last call; ``background``: in a second process (when
+        the machine has a second core), which :meth:`finish` waits for."""
+        pending, self.pending = self.pending, {}
+        if not pending:
+            return
+        self.stored += len(pending)
+        if background and (os.cpu_count() or 1) > 1:
+            writer = os.fork()
+            if writer:
+                self.writers.append(writer)
+                return
+            try:                        # the child: write, and leave without running the parent's exit code
+                self._write(pending)
+            finally:
+                os._exit(0)
+        self._write(pending)
+
+    def _write(self, pending: dict[Path, FormulaModule]) -> None:
+        import pickle
+
+        for entry, module in pending.items():
+            try:
+                write_file(entry, pickle.dumps(module, protocol=pickle.HIGHEST_PROTOCOL))
+            except (pickle.PicklingError, TypeError, AttributeError, RecursionError, MemoryError, OutputError):
+                continue                # not kept: parsed again next time
+
+    def finish(self) -> None:
+        """Store what is still pending, wait for the background writers, prune."""
+        self.store()
+        for writer in self.writers:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(writer, 0)
+        self.writers.clear()
+        self.prune()
+
+    def prune(self) -> None:
+        """Remove the least recently used entries beyond :data:`KEPT_ENTRIES`."""
+        if not self.stored:
+            return
+        with contextlib.suppress(OSError):
+            entries = sorted(self.directory.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+            for stale in entries[KEPT_ENTRIES:]:
+                stale.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def kept_in(directory: Path | None) -> Iterator[ModelCache | None]:
+    """Keep parsed models in ``directory`` while the block runs (None: keep none)."""
+    global _active
+    outer, _active = _active, ModelCache(directory) if directory is not None else None
+    try:
+        yield _active
+    finally:
+        if _active is not None:
+            _active.finish()
+        _active = outer
+
+
+def active() -> ModelCache | None:
+    """The cache :func:`kept_in` set, if any."""
+    return _active

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
+from transpiler.codes import opt_in_selected
 from transpiler.diagnostics import printable
 from transpiler.sources import special_kind
 
@@ -71,6 +72,8 @@ class Settings:
     def enabled(self, code: str, path: str) -> bool:
         """Whether findings of ``code`` in ``path`` are reported."""
         if not _matches_prefix(code, self.select) or _matches_prefix(code, self.ignore):
+            return False
+        if not opt_in_selected(code, self.select):       # DB11x: only when selected by name
             return False
         if self.per_file_ignores:
             relative = self.relative(path)

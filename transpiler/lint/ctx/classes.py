@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from transpiler import codes
+from transpiler.lint.ctx import hygiene
 from transpiler.lint.ctx.backward import BackwardAnalysis, nonlocal_statements
 from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard, global_key
 from transpiler.lint.ctx.interpreter import Env
@@ -229,9 +230,21 @@ def check_class(cls: ast.ClassDef, imports: ImportTable, module: ModuleScope | N
             decoratable = isinstance(backward, ast.FunctionDef) and _class_lines(cls)
             for same_cause in reported.values():
                 findings.append(_finding(same_cause, opaque, decoratable or None))
+        findings.extend(_hygiene(cls, methods, keeper, analysis))
     if backward is not None:
         findings.extend(_check_backward(backward, imports, tensor_attributes))
     return findings
+
+
+def _hygiene(cls: ast.ClassDef, methods: dict[str, ast.FunctionDef], keeper: ast.FunctionDef,
+             analysis: ForwardAnalysis) -> list[Finding]:
+    """DB110/DB111 (:mod:`transpiler.lint.ctx.hygiene`): what is kept, said once per place."""
+    reported = {id(h.node) for h in analysis.hazards()}
+    used = _attributes_read(cls, exclude=KEEPING_METHODS)
+    backward = methods.get("backward")
+    others = [m for name, m in methods.items() if name not in ("backward", keeper.name)]
+    return [*hygiene.attribute_findings(analysis, used, reported),
+            *hygiene.metadata_findings(keeper, backward, others)]
 
 
 def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool:

@@ -48,6 +48,13 @@ PACKAGES = [
     ("torch-scatter", "2.1.2"), ("kornia", "0.9.0"), ("gpytorch", "1.15.2"), ("pyro-ppl", "1.9.2"),
     ("torchdiffeq", "0.2.5"), ("entmax", "1.3"), ("unsloth", "2026.10.9"), ("peft", "0.21.2"),
     ("pykeops", "2.3"), ("geomloss", "0.3.1"), ("torchsde", "0.2.6"),
+    # grown for issue 23: quantisation, graph and point-cloud ops, renderers, probabilistic
+    # programming, scientific ML, spiking networks (surrogate gradients)
+    ("bitsandbytes", "0.42.0"), ("torchao", "0.18.0"), ("optimum-quanto", "0.2.7"), ("brevitas", "0.13.4"),
+    ("torch-geometric", "2.8.1"), ("torch-harmonics", "0.9.3"), ("neuraloperator", "2.0.0"),
+    ("gsplat", "1.5.3"), ("nerfacc", "0.5.3"), ("botorch", "0.18.1"), ("monai", "1.6.1"),
+    ("torch-struct", "0.5"), ("sparsemax", "0.1.9"), ("pytorch-wavelets", "1.3.0"), ("torchaudio", "2.11.0"),
+    ("snntorch", "1.0.0"), ("spikingjelly", "2.0.0"), ("norse", "0.0.4"),
 ]
 
 
@@ -93,7 +100,7 @@ def download(package: str, version: str, cache: Path) -> Path:
     archives = cache / "archives"
     spec = f"{package}=={version}"
     wheel = ["--only-binary", ":all:", "--python-version", "3.12", "--platform", "manylinux2014_x86_64",
-             "--platform", "any"]
+             "--platform", "manylinux_2_28_x86_64", "--platform", "any"]
     for options in (wheel, ["--no-binary", ":all:", "--no-build-isolation"]):
         done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", *options, spec,
                                "-d", str(archives)], capture_output=True, text=True)

@@ -30,6 +30,8 @@ METADATA_METHODS = frozenset({"size", "dim", "numel", "stride", "ndimension", "n
                               "get_device", "is_contiguous", "is_floating_point", "is_complex"})
 SAVED_TENSORS = ("saved_tensors", "saved_variables")
 
+# The fixes, described (``--format json``): set by the runner where the fix's plan succeeds
+# (:func:`transpiler.lint.function_fix.describe_fixes`), not here, where libcst is not run.
 ATTRIBUTE_FIX = "unsafe (--unsafe-fixes): keep it with ctx.save_for_backward and read it from ctx.saved_tensors"
 METADATA_FIX = "safe: keep the metadata on ctx instead of the tensor"
 
@@ -65,8 +67,7 @@ def attribute_findings(analysis: ForwardAnalysis, used: set[str], reported: set[
             "in-place changes, saved_tensors_hooks, checkpointing and offloading see only "
             "ctx.save_for_backward" + (", and an output kept this way is a reference cycle that leaks "
                                         "memory" if what == "an output" else "")
-            + "; save it with ctx.save_for_backward and read it from ctx.saved_tensors in backward",
-            fix=ATTRIBUTE_FIX))
+            + "; save it with ctx.save_for_backward and read it from ctx.saved_tensors in backward"))
     return found
 
 
@@ -103,7 +104,7 @@ def metadata_findings(keeper: ast.FunctionDef, backward: ast.FunctionDef | None,
             element.lineno, element.col_offset, codes.METADATA_ONLY_SAVE.code,
             f"ctx.save_for_backward keeps `{ast.unparse(element)}` whole, but backward reads only its "
             f"metadata ({shown}): the tensor stays in memory until backward for nothing; keep the "
-            "metadata on ctx instead", fix=METADATA_FIX))
+            "metadata on ctx instead"))
     return found
 
 

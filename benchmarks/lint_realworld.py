@@ -6,11 +6,14 @@ them, lints every file, and scores the findings against the judgements kept in
 ``benchmarks/lint_realworld.json``:
 
 - every finding (package, path, line, code) was judged by reading the code:
-  ``TP`` (a hazard: backward uses a kept tensor with a gradient path to a
-  differentiable input that is neither an input nor an output, and backward is
-  not ``@once_differentiable``) or ``FP``; precision = TP / (TP + FP);
+  ``S`` (silently wrong: backward is differentiable torch code that uses a kept
+  tensor with a gradient path to a differentiable input, neither an input nor
+  an output, so double backward drops that dependence), ``P`` (in principle:
+  the same keeping, but backward launches kernels or extension calls, so
+  double backward cannot work, and backward is not ``@once_differentiable``)
+  or ``FP``, each with its reason; precision = (S + P) / (S + P + FP);
 - a random sample of the Functions the linter leaves silent was read too:
-  ``hazard`` (missed) or ``safe``; sampled recall = Functions with a TP finding /
+  ``hazard`` (missed) or ``safe``; sampled recall = Functions with a finding /
   (those + missed hazards scaled from the sample to all silent Functions).
 
 A finding or a sampled Function with no judgement is listed as unjudged (a new
@@ -205,12 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     sample_size = sum(1 for key in silent if key in sampled)
     scale = len(silent) / sample_size if sample_size else 0.0
 
-    precision = counts["TP"] / max(1, counts["TP"] + counts["FP"])
+    hazards = counts["S"] + counts["P"]
+    precision = hazards / max(1, hazards + counts["FP"])
     estimated_missed = missed * scale
     recall = found_functions / max(1.0, found_functions + estimated_missed)
     print(f"packages: {len(PACKAGES)}, files: {result.files}, Functions analysed: {result.functions}")
-    print(f"DB100/DB101 findings: {sum(counts.values())} (TP {counts['TP']}, FP {counts['FP']}, "
-          f"unjudged {counts['unjudged']}); precision {precision:.1%}")
+    print(f"DB100/DB101 findings: {sum(counts.values())} (S {counts['S']}, P {counts['P']}, FP {counts['FP']}, "
+          f"unjudged {counts['unjudged']}); precision (S+P)/(S+P+FP) {precision:.1%}")
+    for key in silent:
+        if sampled.get(key, {}).get("verdict") == "hazard":
+            print("MISSED", *key, "-", sampled[key]["reason"][:160])
     print(f"Functions with a finding: {found_functions}; silent: {len(silent)}, of which {sample_size} "
           f"sampled and read: {missed} missed hazard(s) -> about {estimated_missed:.1f} missed in all; "
           f"sampled recall {recall:.1%}")

@@ -259,11 +259,12 @@ def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool
 
 def recomputes_when_recording(backward: ast.FunctionDef, imports: ImportTable) -> bool:
     """``if torch.is_grad_enabled(): ... return``: a backward with its own path for double backward
-    (create_graph), which recomputes from inputs rather than use what ctx kept."""
+    (create_graph), which recomputes from inputs rather than use what ctx kept; or ``... raise``:
+    one that refuses double backward with an error, as ``@once_differentiable`` does."""
     for statement in backward.body:
         if isinstance(statement, ast.If) and isinstance(statement.test, ast.Call) \
                 and (imports.qualify(statement.test.func) or "").endswith("is_grad_enabled") \
-                and statement.body and isinstance(statement.body[-1], ast.Return):
+                and statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)):
             return True
     return False
 

@@ -80,6 +80,7 @@ class ModuleScope:
     functions: dict[str, FunctionSource]
     globals: frozenset[str]
     path: str | None = None
+    extensions: frozenset[str] = frozenset()   # module globals holding a compiled extension module
 
     @staticmethod
     def of(tree: ast.Module, imports: ImportTable, path: str | None = None) -> "ModuleScope":
@@ -93,7 +94,7 @@ class ModuleScope:
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names.update(t.id for t in targets if isinstance(t, ast.Name))
-        return ModuleScope(functions, frozenset(names), path)
+        return ModuleScope(functions, frozenset(names), path, extension_globals(tree, imports))
 
     def function(self, qualified: str) -> FunctionSource | None:
         """A function of this module, or of another module of the linted tree."""
@@ -106,6 +107,39 @@ class ModuleScope:
             return None
         definition, imports, path = found
         return FunctionSource(definition, imports, None if path == self.path else path)
+
+
+# Calls that load a compiled extension module (``torch.utils.cpp_extension.load(...)``, monai's
+# ``optional_import("monai._C")``, ``importlib.import_module(...)``).
+EXTENSION_LOADERS = ("cpp_extension.load", "cpp_extension.load_inline", "optional_import", "import_module")
+
+
+def extension_globals(tree: ast.Module, imports: ImportTable) -> frozenset[str]:
+    """Module globals bound (at module level, or in a function under ``global NAME``) to a compiled
+    extension: an imported module outside torch and Python, or what an extension loader returns."""
+    found: set[str] = set()
+    declared = {name for node in statements(tree) if isinstance(node, ast.Global) for name in node.names}
+    for node in statements(tree):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Tuple) and target.elts:            # ``_C, _ = optional_import(...)``
+            target = target.elts[0]
+        if not isinstance(target, ast.Name) or (target.id not in declared and not _module_level(tree, node)):
+            continue
+        if isinstance(value, ast.Call):
+            loader = imports.qualify(value.func) or ""
+            if loader.endswith(EXTENSION_LOADERS):
+                found.add(target.id)
+        elif isinstance(value, ast.Name) and value.id in imports.names:
+            qualified = imports.names[value.id] + "."
+            if not qualified.startswith(DIFFERENTIABLE_MODULES) and not qualified.startswith("numpy."):
+                found.add(target.id)
+    return frozenset(found)
+
+
+def _module_level(tree: ast.Module, node: ast.stmt) -> bool:
+    return any(node is statement for statement in tree.body)
 
 
 def function_classes(tree: ast.Module, imports: ImportTable, tree_bases: bool = False) -> list[ast.ClassDef]:
@@ -393,6 +427,8 @@ def _is_opaque(call: ast.Call, imports: ImportTable, module: ModuleScope, depth:
     qualified = imports.qualify(func)
     if qualified is None:
         return False
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in module.extensions:
+        return True                                                  # ``_C.backward(...)``: a loaded extension
     if qualified.startswith("torch.ops."):
         return not qualified.startswith(("torch.ops.aten.", "torch.ops.prims."))
     head = func

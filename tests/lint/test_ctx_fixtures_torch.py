@@ -66,6 +66,11 @@ CASES = {
         "KernelHeldInAVariableOutputKept": lambda: (leaf(2, 3),),
     },
     "once_differentiable": {"RaisesOnlyOnOneBranch": lambda: (leaf(3),)},
+    "gradients_in_forward": {
+        "GradientsAccumulatedInAClosure": lambda: (leaf(4),),
+        "FunctionalGradients": lambda: (leaf(3),),
+        "ClosureCollectsInputs": lambda: (leaf(3), leaf(3)),
+    },
     "ctx_forms": {name: (lambda: (leaf(3),)) for name in [
         "Setattr", "CtxDict", "ListOnCtx", "LambdaOnCtx", "PartialOnCtx", "ModuleGlobal",
         "ClassAttribute", "AliasedSave", "ClassmethodForward", "SetattrOfAnInput"]},

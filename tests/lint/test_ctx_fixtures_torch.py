@@ -44,7 +44,6 @@ CASES = {
         "ViewOfTheOutputSaved": lambda: (leaf(3),),
         "BaseOfTheReturnedView": lambda: (leaf(1, 3),),
         "NonDifferentiableOutput": lambda: (leaf(3),),
-        "SetupContextMarksAndSaves": lambda: (leaf(3),),
     },
     "enable_grad": {
         "GraphRecordedInForward": lambda: (leaf(3),),

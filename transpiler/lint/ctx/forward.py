@@ -564,11 +564,11 @@ class ForwardAnalysis(Interpreter):
         arguments = [self.evaluate(a, env) for a in node.args]
         keywords = {k.arg: self.evaluate(k.value, env) for k in node.keywords}
         if receiver == CTX:
-            return self.ctx_call(node, func.attr, arguments, env)
+            return self.ctx_call(node, func.attr, arguments)
         if receiver == CLASS:                                 # ``cls.project(X, alpha)``
             return self.opaque_call(node, [*arguments, *keywords.values()])
         if isinstance(func, ast.Name) and env.get(func.id) == SAVE_FOR_BACKWARD:
-            return self.ctx_call(node, "save_for_backward", arguments, env)
+            return self.ctx_call(node, "save_for_backward", arguments)
         local = self.local_functions.get(func.id) if isinstance(func, ast.Name) else None
         if local is not None and len(self.frames) < MAX_CALL_DEPTH:
             path = self.frames[-1].source.path if self.frames else None
@@ -707,7 +707,7 @@ class ForwardAnalysis(Interpreter):
         module = tree.module_name(path) if tree is not None else None
         return f"{module}.{qualified}" if module else qualified
 
-    def ctx_call(self, node: ast.Call, method: str, arguments: list[Values], env: Env) -> Values:
+    def ctx_call(self, node: ast.Call, method: str, arguments: list[Values]) -> Values:
         if method == "save_for_backward":
             kept = []
             for expression, values in zip(node.args, arguments):
@@ -719,14 +719,6 @@ class ForwardAnalysis(Interpreter):
         if method == "mark_non_differentiable":        # such an output is a constant to autograd
             self.marked_nondifferentiable.update(v.site for a in arguments for v in flatten(a)
                                           if v.kind is Role.TENSOR and v.site is not None)
-            for expression, values in zip(node.args, arguments):
-                if isinstance(expression, ast.Name) and values and all(
-                        v.kind is Role.OUTPUT and not v.star for v in values):
-                    # setup_context's ``_, s, v = output``: from here on a tensor computed in forward
-                    # that autograd does not see as an output
-                    site = self.site(expression)
-                    self.marked_nondifferentiable.add(site)
-                    env[expression.id] = frozenset({Value(Role.TENSOR, site=site)})
             return PLAIN
         return UNKNOWN
 

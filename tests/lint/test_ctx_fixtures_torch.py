@@ -65,6 +65,12 @@ CASES = {
         "KernelHeldInAVariableOnLabels": lambda: (leaf(3), torch.tensor([0, 1, 2])),
         "KernelHeldInAVariableOutputKept": lambda: (leaf(2, 3),),
     },
+    "once_differentiable": {"RaisesOnlyOnOneBranch": lambda: (leaf(3),)},
+    "gradients_in_forward": {
+        "GradientsAccumulatedInAClosure": lambda: (leaf(4),),
+        "FunctionalGradients": lambda: (leaf(3),),
+        "ClosureCollectsInputs": lambda: (leaf(3), leaf(3)),
+    },
     "ctx_forms": {name: (lambda: (leaf(3),)) for name in [
         "Setattr", "CtxDict", "ListOnCtx", "LambdaOnCtx", "PartialOnCtx", "ModuleGlobal",
         "ClassAttribute", "AliasedSave", "ClassmethodForward", "SetattrOfAnInput"]},
@@ -105,3 +111,16 @@ def test_flagged_exactly_when_double_backward_is_wrong(fixture: str, name: str):
         correct = torch.autograd.gradgradcheck(first_output, tuple(arguments[i] for i in positions),
                                                raise_exception=False)
     assert (name in flagged_classes(fixture)) == (not correct)
+
+
+def test_a_backward_that_refuses_double_backward_raises_instead_of_being_wrong():
+    """once_differentiable.py's RefusesDoubleBackward is silent: first order is right, and double
+    backward is torch's error, not a wrong number (the spikingjelly construct of issue 23)."""
+    function = load("once_differentiable").RefusesDoubleBackward
+    assert "RefusesDoubleBackward" not in flagged_classes("once_differentiable")
+    x = leaf(3)
+    assert torch.autograd.gradcheck(function.apply, (x,))
+    (first,) = torch.autograd.grad(function.apply(x).sum(), x, create_graph=False)
+    assert torch.allclose(first, 2 * x.exp())
+    with pytest.raises(RuntimeError, match="first-order backward only"):
+        torch.autograd.grad(function.apply(x).sum(), x, create_graph=True)

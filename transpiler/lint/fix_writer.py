@@ -11,6 +11,7 @@ import difflib
 import os
 import stat
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from transpiler import codes
@@ -22,34 +23,31 @@ from transpiler.sources import decode_source, encode_source, source_encoding
 def function_fixes(reports: list[FileReport], sources: Mapping[str, bytes], settings: Settings,
                    unsafe: bool, write: bool, fixed: list[str], diffs: list[str],
                    fixed_sources: dict[str, bytes]) -> tuple[list[FileReport], int]:
-    """The unsafe fix of ctx-style Functions (:mod:`transpiler.lint.function_fix`): a backward
-    whose Function has a reported DB100 gets ``@once_differentiable``. With ``unsafe``, each
-    changed file goes to ``diffs`` (not ``write``), to ``fixed_sources`` (given in memory) or
-    is written and listed in ``fixed``, and its report is made again; without, the findings
-    it would address are only counted. Formula files are left to the closure fix."""
-    from transpiler.lint.function_fix import once_differentiable_fix
+    """The fixes of ctx-style Functions (:func:`transpiler.lint.function_fix.fix_functions`): the
+    safe ones always, the unsafe ones with ``unsafe`` (otherwise the findings they would address
+    are only counted). Each changed file goes to ``diffs`` (not ``write``), to ``fixed_sources``
+    (given in memory) or is written and listed in ``fixed``, and its report is made again.
+    Formula files are left to the closure fix."""
+    from transpiler.lint.function_fix import FIXABLE, Located, fix_functions
 
-    kept_intermediate = codes.KEPT_INTERMEDIATE.code
     out: list[FileReport] = []
     hidden = 0
     for report in reports:
         path = report.path
-        lines = {d.line for d in report.diagnostics
-                 if d.code == kept_intermediate and settings.enabled(d.code, path)}
-        if not lines or report.formula_file:
+        findings = [Located(d.line, d.col, d.code) for d in report.diagnostics
+                    if d.code in FIXABLE and settings.enabled(d.code, path)]
+        if not findings or report.formula_file:
             out.append(report)
             continue
         try:
             raw = sources[path] if path in sources else Path(path).read_bytes()
             before = decode_source(path, raw)
-            change = once_differentiable_fix(before, lines)
+            change = fix_functions(before, findings, unsafe)
         except Exception:  # noqa: BLE001 - no fix for this file; its findings stand as reported
             out.append(report)
             continue
-        if not change.lines:
-            out.append(report)
-        elif not unsafe:
-            hidden += sum(1 for d in report.diagnostics if d.code == kept_intermediate and d.line in change.lines)
+        hidden += len(change.withheld)
+        if not change.applied:
             out.append(report)
         elif not write:
             diffs.append("".join(difflib.unified_diff(
@@ -66,6 +64,30 @@ def function_fixes(reports: list[FileReport], sources: Mapping[str, bytes], sett
                 fixed.append(path)
                 out.append(check_file(path, trust_bytecode=False))
     return out, hidden
+
+
+def describe_function_fixes(reports: list[FileReport], sources: Mapping[str, bytes],
+                            settings: Settings) -> list[FileReport]:
+    """The reported DB110/DB111 findings (opt-in) with the fix each gets, where it gets one: planned
+    here, with libcst, only for the files that have such findings."""
+    from transpiler.lint.function_fix import Located, describe_fixes
+
+    hygiene = (codes.CTX_ATTRIBUTE_TENSOR.code, codes.METADATA_ONLY_SAVE.code)
+    out = []
+    for report in reports:
+        wanted = [d for d in report.diagnostics if d.code in hygiene and settings.enabled(d.code, report.path)]
+        if not wanted:
+            out.append(report)
+            continue
+        try:
+            raw = sources[report.path] if report.path in sources else Path(report.path).read_bytes()
+            fixes = describe_fixes(decode_source(report.path, raw), [Located(d.line, d.col, d.code) for d in wanted])
+        except Exception:  # noqa: BLE001 - no fix described; the findings stand as reported
+            fixes = {}
+        described = tuple(replace(d, fix=fixes.get(Located(d.line, d.col, d.code), d.fix))
+                          for d in report.diagnostics)
+        out.append(replace(report, diagnostics=described))
+    return out
 
 
 def write_through(path: str, data: bytes) -> None:

@@ -2,7 +2,8 @@
 reports the DB codes (entry point ``flake8.extension`` ``DB`` in pyproject.toml).
 
 flake8 hands each file over; the plugin runs the same checks as ``transpile
-lint`` on it (every code, ``# noqa`` honoured by both), never importing it.
+lint`` on it (every code but the opt-in DB11x, which ``transpile lint --select DB11``
+reports; ``# noqa`` honoured by both), never importing it.
 """
 from __future__ import annotations
 

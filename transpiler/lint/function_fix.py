@@ -17,13 +17,21 @@ alias, which is then used).
 """
 from __future__ import annotations
 
+import difflib
 from collections.abc import Collection
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
+
+from transpiler import codes
+from transpiler.diagnostics import Diagnostic
+from transpiler.sources import decode_source
+from transpiler.lint.hygiene_fix import Edits, FunctionClass, attribute_edits, metadata_edits, walk
 
 MODULE = "torch.autograd.function"
 NAME = "once_differentiable"
@@ -143,3 +151,180 @@ class _Decorate(cst.CSTTransformer):
                   len(decorators))
         decorators.insert(at, cst.Decorator(decorator=cst.Name(self.plan.name)))
         return updated_node.with_changes(decorators=decorators)
+
+
+# --- every fix of a Function, in one transform --------------------------------------------------
+
+class Located(NamedTuple):
+    """A finding to fix: its 1-based line and column (as reported) and its code."""
+
+    line: int
+    col: int
+    code: str
+
+
+@dataclass(frozen=True)
+class FunctionFixes:
+    source: str                                   # the fixed source (the input when nothing changed)
+    applied: frozenset[Located]                   # the findings the applied fixes address
+    withheld: frozenset[Located]                  # findings with an unsafe fix, not applied (no ``unsafe``)
+
+
+SAFE_CODES = frozenset({codes.METADATA_ONLY_SAVE.code})
+UNSAFE_CODES = frozenset({codes.KEPT_INTERMEDIATE.code, codes.CTX_ATTRIBUTE_TENSOR.code})
+FIXABLE = SAFE_CODES | UNSAFE_CODES
+
+
+def fix_functions(source: str, findings: Collection[Located], unsafe: bool) -> FunctionFixes:
+    """``source`` with the fixes of ``findings`` in its Functions: the safe ones (DB111) always, the
+    unsafe ones (DB100's ``@once_differentiable``, DB110's move to ``save_for_backward``) with
+    ``unsafe``. One fix per Function and per pass where two would edit the same statement (the
+    finding left over stays reported; ``--fix`` again fixes it)."""
+    findings = [f for f in findings if f.code in FIXABLE]
+    unchanged = FunctionFixes(source, frozenset(), frozenset())
+    try:
+        module = cst.parse_module(source)
+    except (cst.ParserSyntaxError, cst.CSTValidationError):
+        return unchanged
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    edits, applied, withheld = Edits(), set(), set()
+    for cls, inside in _by_class(wrapper.module, positions, findings):
+        for code, planner in ((codes.METADATA_ONLY_SAVE.code, _plan_metadata),
+                              (codes.CTX_ATTRIBUTE_TENSOR.code, _plan_attribute)):
+            chosen = [f for f in inside if f.code == code]
+            planned = planner(cls, chosen, positions) if chosen else None
+            if planned is None or planned.touches(edits):
+                continue
+            if code in UNSAFE_CODES and not unsafe:
+                withheld.update(chosen)
+                continue
+            edits.update(planned)
+            applied.update(chosen)
+    once = [f for f in findings if f.code == codes.KEPT_INTERMEDIATE.code]
+    plan = _plan(wrapper, {f.line for f in once}) if once else None
+    if plan is not None and plan.backwards:
+        addressed = {f for f in once if f.line in plan.lines}
+        if unsafe:
+            edits.decorate |= plan.backwards
+            applied |= addressed
+        else:
+            withheld |= addressed
+    if not applied:
+        return FunctionFixes(source, frozenset(), frozenset(withheld))
+    fixed = wrapper.module.visit(_Apply(edits, plan.name if plan is not None else NAME))
+    if edits.decorate and plan.import_needed:
+        context = CodemodContext()
+        AddImportsVisitor.add_needed_import(context, MODULE, NAME)
+        fixed = AddImportsVisitor(context).transform_module(fixed)
+    return FunctionFixes(fixed.code, frozenset(applied), frozenset(withheld))
+
+
+def _by_class(module: cst.Module, positions, findings: list[Located]) -> list[tuple[FunctionClass, list[Located]]]:
+    """The findings inside each class (the innermost one around each)."""
+    classes = [node for node in walk(module) if isinstance(node, cst.ClassDef)]
+    grouped: dict[int, tuple[FunctionClass, list[Located]]] = {}
+    for finding in findings:
+        around = [c for c in classes if positions[c].start.line <= finding.line <= positions[c].end.line]
+        if around:
+            innermost = max(around, key=lambda c: positions[c].start.line)
+            grouped.setdefault(id(innermost), (FunctionClass.of(innermost), []))[1].append(finding)
+    return list(grouped.values())
+
+
+def _at(node: cst.CSTNode, positions, finding: Located) -> bool:
+    start = positions[node].start
+    return start.line == finding.line and start.column + 1 == finding.col
+
+
+def _plan_metadata(cls: FunctionClass, findings: list[Located], positions) -> Edits | None:
+    keeper = cls.keeper
+    names = [n for n in walk(keeper) if isinstance(n, cst.Name)] if keeper is not None else []
+    elements = [next((n for n in names if _at(n, positions, f)), None) for f in findings]
+    return None if None in elements else metadata_edits(cls, elements, positions)
+
+
+def _plan_attribute(cls: FunctionClass, findings: list[Located], positions) -> Edits | None:
+    keeper = cls.keeper
+    body = list(keeper.body.body) if keeper is not None and isinstance(keeper.body, cst.IndentedBlock) else []
+    statements = []
+    for finding in findings:
+        statement = next((s for s in body if isinstance(s, cst.SimpleStatementLine) and any(
+            isinstance(n, cst.Attribute) and _at(n, positions, finding) for n in walk(s))), None)
+        if statement is None:
+            return None
+        statements.append(statement)
+    return attribute_edits(cls, statements)
+
+
+class _Apply(cst.CSTTransformer):
+    """Applies :class:`Edits` (keyed by the original nodes) and the ``@once_differentiable`` decorations."""
+
+    def __init__(self, edits: Edits, decorator: str) -> None:
+        super().__init__()
+        self.edits = edits
+        self.decorator = decorator
+
+    def on_leave(self, original_node, updated_node):
+        updated = super().on_leave(original_node, updated_node)
+        return self.edits.replace.get(original_node, updated)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
+        body: list[cst.BaseStatement] = []
+        for original, updated in zip(original_node.body, updated_node.body):
+            if original in self.edits.statements:
+                body.extend(self.edits.statements[original])
+            else:
+                body.append(updated)
+        return updated_node.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef):
+        top = self.edits.top_of.get(original_node)
+        if top and isinstance(updated_node.body, cst.IndentedBlock):
+            body = list(updated_node.body.body)
+            at = 1 if body and _is_docstring(body[0]) else 0
+            updated_node = updated_node.with_changes(body=updated_node.body.with_changes(
+                body=[*body[:at], *top, *body[at:]]))
+        if original_node not in self.edits.decorate:
+            return updated_node
+        decorators = list(updated_node.decorators)
+        at = next((i + 1 for i, d in enumerate(decorators) if _dotted(d.decorator).endswith("staticmethod")),
+                  len(decorators))
+        decorators.insert(at, cst.Decorator(decorator=cst.Name(self.decorator)))
+        return updated_node.with_changes(decorators=decorators)
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and \
+        isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString)
+
+
+def describe_fixes(source: str, findings: Collection[Located]) -> dict[Located, str]:
+    """The fix each of ``findings`` (DB110, DB111) gets, described, where its plan succeeds."""
+    from transpiler.lint.ctx.hygiene import ATTRIBUTE_FIX, METADATA_FIX
+
+    described = {codes.CTX_ATTRIBUTE_TENSOR.code: ATTRIBUTE_FIX, codes.METADATA_ONLY_SAVE.code: METADATA_FIX}
+    planned = fix_functions(source, [f for f in findings if f.code in described], unsafe=True)
+    return {f: described[f.code] for f in planned.applied}
+
+
+def sarif_fixes(diagnostic: Diagnostic, uri: str) -> list[dict[str, object]]:
+    """The SARIF 2.1.0 ``fixes`` of a finding of a Function (``[]`` when it has none): its one fix
+    as ``artifactChanges[].replacements[]`` on whole lines of the file (``uri``), as read now."""
+    if diagnostic.fix is None or diagnostic.code not in FIXABLE:
+        return []
+    try:
+        before = decode_source(diagnostic.path, Path(diagnostic.path).read_bytes())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+    change = fix_functions(before, [Located(diagnostic.line, diagnostic.col, diagnostic.code)], unsafe=True)
+    if not change.applied:
+        return []
+    old, new = before.splitlines(keepends=True), change.source.splitlines(keepends=True)
+    replacements = [{
+        "deletedRegion": {"startLine": i1 + 1, "startColumn": 1, "endLine": i2 + 1, "endColumn": 1},
+        "insertedContent": {"text": "".join(new[j1:j2])},
+    } for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+        if tag != "equal"]
+    return [{"description": {"text": diagnostic.fix},
+             "artifactChanges": [{"artifactLocation": {"uri": uri}, "replacements": replacements}]}]

@@ -42,6 +42,8 @@ def _escape(text: str, property: bool = False) -> str:
 def sarif(findings: Sequence[Diagnostic], version: str) -> dict[str, object]:
     """A SARIF 2.1.0 log with one run of ``transpile lint`` ``version``: the rules that fired (from
     the table of codes) and the results."""
+    from transpiler.lint.function_fix import sarif_fixes
+
     fired = sorted({d.code for d in findings})
     rules = []
     for code in fired:
@@ -63,6 +65,7 @@ def sarif(findings: Sequence[Diagnostic], version: str) -> dict[str, object]:
             "artifactLocation": {"uri": _uri(d.path)},
             "region": {"startLine": d.line, "startColumn": d.col},
         }}],
+        **({"fixes": fixes} if (fixes := sarif_fixes(d, _uri(d.path))) else {}),
     } for d in findings]
     return {
         "$schema": SARIF_SCHEMA,

@@ -22,7 +22,7 @@ from transpiler.lint import ctx
 from transpiler.lint.cache import ResultCache
 from transpiler.lint.discovery import python_files
 from transpiler.lint.file_check import INTERNAL, SYNTAX, UNREADABLE, check_source
-from transpiler.lint.fix_writer import function_fixes
+from transpiler.lint.fix_writer import describe_function_fixes, function_fixes
 from transpiler.lint.formula_files import formula_rules
 from transpiler.lint.noqa import suppressed_by_line
 from transpiler.lint.settings import EVERY_FILE, Settings
@@ -97,6 +97,7 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     closure_findings, fixed, diffs, fixed_sources = (
         formula_rules(formula_paths, sources, fix or diff, diff, wanted, cache) if formula_paths
         else ({}, [], [], {}))
+    reports = describe_function_fixes(reports, sources, settings)
     unsafe_hidden = 0
     if fix or diff:
         reports, unsafe_hidden = function_fixes(reports, sources, settings, unsafe_fixes, write=not diff,

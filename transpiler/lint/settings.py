@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from transpiler.codes import opt_in_selected
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:                                       # pragma: no cover - Python 3.10
@@ -64,6 +66,8 @@ class Settings:
     def enabled(self, code: str, path: str) -> bool:
         """Whether findings of ``code`` in ``path`` are reported."""
         if not _matches_prefix(code, self.select) or _matches_prefix(code, self.ignore):
+            return False
+        if not opt_in_selected(code, self.select):       # DB11x: only when selected by name
             return False
         if self.per_file_ignores:
             relative = self.relative(path)

@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from transpiler import codes
+from transpiler.lint.ctx import hygiene
 from transpiler.lint.ctx.backward import BackwardAnalysis, nonlocal_statements
 from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard, global_key
 from transpiler.lint.ctx.interpreter import Env
@@ -79,6 +80,7 @@ class ModuleScope:
     functions: dict[str, FunctionSource]
     globals: frozenset[str]
     path: str | None = None
+    extensions: frozenset[str] = frozenset()   # module globals holding a compiled extension module
 
     @staticmethod
     def of(tree: ast.Module, imports: ImportTable, path: str | None = None) -> "ModuleScope":
@@ -92,7 +94,7 @@ class ModuleScope:
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names.update(t.id for t in targets if isinstance(t, ast.Name))
-        return ModuleScope(functions, frozenset(names), path)
+        return ModuleScope(functions, frozenset(names), path, extension_globals(tree, imports))
 
     def function(self, qualified: str) -> FunctionSource | None:
         """A function of this module, or of another module of the linted tree."""
@@ -105,6 +107,39 @@ class ModuleScope:
             return None
         definition, imports, path = found
         return FunctionSource(definition, imports, None if path == self.path else path)
+
+
+# Calls that load a compiled extension module (``torch.utils.cpp_extension.load(...)``, monai's
+# ``optional_import("monai._C")``, ``importlib.import_module(...)``).
+EXTENSION_LOADERS = ("cpp_extension.load", "cpp_extension.load_inline", "optional_import", "import_module")
+
+
+def extension_globals(tree: ast.Module, imports: ImportTable) -> frozenset[str]:
+    """Module globals bound (at module level, or in a function under ``global NAME``) to a compiled
+    extension: an imported module outside torch and Python, or what an extension loader returns."""
+    found: set[str] = set()
+    declared = {name for node in statements(tree) if isinstance(node, ast.Global) for name in node.names}
+    for node in statements(tree):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Tuple) and target.elts:            # ``_C, _ = optional_import(...)``
+            target = target.elts[0]
+        if not isinstance(target, ast.Name) or (target.id not in declared and not _module_level(tree, node)):
+            continue
+        if isinstance(value, ast.Call):
+            loader = imports.qualify(value.func) or ""
+            if loader.endswith(EXTENSION_LOADERS):
+                found.add(target.id)
+        elif isinstance(value, ast.Name) and value.id in imports.names:
+            qualified = imports.names[value.id] + "."
+            if not qualified.startswith(DIFFERENTIABLE_MODULES) and not qualified.startswith("numpy."):
+                found.add(target.id)
+    return frozenset(found)
+
+
+def _module_level(tree: ast.Module, node: ast.stmt) -> bool:
+    return any(node is statement for statement in tree.body)
 
 
 def function_classes(tree: ast.Module, imports: ImportTable, tree_bases: bool = False) -> list[ast.ClassDef]:
@@ -229,9 +264,21 @@ def check_class(cls: ast.ClassDef, imports: ImportTable, module: ModuleScope | N
             decoratable = isinstance(backward, ast.FunctionDef) and _class_lines(cls)
             for same_cause in reported.values():
                 findings.append(_finding(same_cause, opaque, decoratable or None))
+        findings.extend(_hygiene(cls, methods, keeper, analysis))
     if backward is not None:
         findings.extend(_check_backward(backward, imports, tensor_attributes))
     return findings
+
+
+def _hygiene(cls: ast.ClassDef, methods: dict[str, ast.FunctionDef], keeper: ast.FunctionDef,
+             analysis: ForwardAnalysis) -> list[Finding]:
+    """DB110/DB111 (:mod:`transpiler.lint.ctx.hygiene`): what is kept, said once per place."""
+    reported = {id(h.node) for h in analysis.hazards()}
+    used = _attributes_read(cls, exclude=KEEPING_METHODS)
+    backward = methods.get("backward")
+    others = [m for name, m in methods.items() if name not in ("backward", keeper.name)]
+    return [*hygiene.attribute_findings(analysis, used, reported),
+            *hygiene.metadata_findings(keeper, backward, others)]
 
 
 def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool:
@@ -246,11 +293,12 @@ def once_differentiable(function: ast.FunctionDef, imports: ImportTable) -> bool
 
 def recomputes_when_recording(backward: ast.FunctionDef, imports: ImportTable) -> bool:
     """``if torch.is_grad_enabled(): ... return``: a backward with its own path for double backward
-    (create_graph), which recomputes from inputs rather than use what ctx kept."""
+    (create_graph), which recomputes from inputs rather than use what ctx kept; or ``... raise``:
+    one that refuses double backward with an error, as ``@once_differentiable`` does."""
     for statement in backward.body:
         if isinstance(statement, ast.If) and isinstance(statement.test, ast.Call) \
                 and (imports.qualify(statement.test.func) or "").endswith("is_grad_enabled") \
-                and statement.body and isinstance(statement.body[-1], ast.Return):
+                and statement.body and isinstance(statement.body[-1], (ast.Return, ast.Raise)):
             return True
     return False
 
@@ -379,6 +427,8 @@ def _is_opaque(call: ast.Call, imports: ImportTable, module: ModuleScope, depth:
     qualified = imports.qualify(func)
     if qualified is None:
         return False
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in module.extensions:
+        return True                                                  # ``_C.backward(...)``: a loaded extension
     if qualified.startswith("torch.ops."):
         return not qualified.startswith(("torch.ops.aten.", "torch.ops.prims."))
     head = func

@@ -126,6 +126,13 @@ BUFFER_FACTORIES = frozenset({"empty", "empty_like", "new_empty", "empty_strided
 CLASS: Values = frozenset({Value(Role.PLAIN, name="<class>")})         # ``cls`` of a classmethod
 SAVE_FOR_BACKWARD: Values = frozenset({Value(Role.CTX, name="save_for_backward")})
 PARTIAL = frozenset({"functools.partial", "functools.partialmethod"})
+# Transforms whose result, called, gives gradients of the function at the arguments.
+FUNCTIONAL_GRADIENTS = frozenset({f"{module}.{name}" for module in ("torch.func", "functorch")
+                                  for name in ("grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian")})
+# Gradients computed in forward (``torch.autograd.grad(loss, inputs)``): tensors computed from the
+# inputs, without a graph of their own unless ``create_graph=True``.
+GRADIENT_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.functional.vjp",
+                                "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian"})
 
 
 @dataclass(frozen=True)
@@ -289,11 +296,21 @@ class ForwardAnalysis(Interpreter):
         if isinstance(target, ast.Name) and target.id in self.declared_globals() and not self.frames:
             self.store_global(target, values, source)
         if isinstance(target, ast.Name):
+            compiled = self.compiled_function(source)
             if isinstance(source, ast.Lambda):
                 self.local_functions[target.id] = source
+            elif compiled is not None:                  # ``f = torch.compile(f)``: still f's body
+                self.local_functions[target.id] = compiled
             else:
                 self.local_functions.pop(target.id, None)
         super().bind(target, values, env, source)
+
+    def compiled_function(self, source: ast.expr | None):
+        """The function of the forward that ``torch.compile(f)`` (or ``torch.jit.script(f)``) wraps."""
+        if isinstance(source, ast.Call) and source.args and isinstance(source.args[0], ast.Name) and \
+                (self.imports.qualify(source.func) or "") in ("torch.compile", "torch.jit.script"):
+            return self.local_functions.get(source.args[0].id)
+        return None
 
     def closure(self, function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, env: Env) -> Values:
         """A function defined here holds what its defaults and body read from ``env``."""
@@ -531,6 +548,18 @@ class ForwardAnalysis(Interpreter):
 
     def call(self, node: ast.Call, env: Env) -> Values:
         func = node.func
+        if isinstance(func, ast.Call) and (self.imports.qualify(func.func) or "") in FUNCTIONAL_GRADIENTS:
+            # ``torch.func.grad_and_value(loss_fn)(x, w)``: gradients (and values) computed from the arguments
+            self.evaluate(func, env)
+            operands = [self.evaluate(a, env) for a in node.args] + [self.evaluate(k.value, env) for k in node.keywords]
+            gradients = self.gradients(node, operands)
+            if (self.imports.qualify(func.func) or "").endswith("_and_value"):
+                # (gradients, value): the value (or (value, aux)) is the function's, told apart from the
+                # gradients by its own site (where the function is named)
+                named = func.args[0] if func.args else func.func
+                value = self.arithmetic(named, [_inputs_as_tensors(o) for o in operands])
+                return sequence([gradients, value])
+            return gradients
         receiver = self.evaluate(func.value, env) if isinstance(func, ast.Attribute) else None
         arguments = [self.evaluate(a, env) for a in node.args]
         keywords = {k.arg: self.evaluate(k.value, env) for k in node.keywords}
@@ -555,6 +584,8 @@ class ForwardAnalysis(Interpreter):
                 self.keep(node, name if isinstance(name, str) else None, [(node.args[2], arguments[2])],
                           where=f"`{_text(node)}`")
                 return PLAIN
+            if qualified in GRADIENT_FUNCTIONS:
+                return self.gradients(node, [*arguments, *keywords.values()])
             if qualified in PARTIAL:                    # the partial holds its bound arguments
                 held = [a for a in [*arguments, *keywords.values()] if a != PLAIN]
                 return sequence(held, exact=False) if held else PLAIN
@@ -577,6 +608,16 @@ class ForwardAnalysis(Interpreter):
             # ``kernel[grid](...)``, or a kernel held in a variable (``compiled = cute.compile(...)``)
             self.launch(node, [*arguments, *keywords.values()], env)
         return UNKNOWN
+
+    def gradients(self, node: ast.Call, operands: list[Values]) -> Values:
+        """``torch.autograd.grad(loss, inputs)`` in forward: gradients computed from the inputs; with
+        no graph (so not recorded under ``enable_grad``) unless ``create_graph=True``."""
+        computed = self.arithmetic(node, [_inputs_as_tensors(o) for o in operands])
+        create_graph = any(k.arg == "create_graph" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                           for k in node.keywords)
+        if not create_graph:
+            self.recorded.discard(self.site(node))
+        return sequence([computed], exact=False)
 
     def opaque_call(self, node: ast.Call, operands: list[Values]) -> Values:
         """A callable the analysis cannot see into (passed in, or ``cls.project`` of a subclass):
@@ -644,6 +685,10 @@ class ForwardAnalysis(Interpreter):
         finally:
             self.frames.pop()
             self.imports = imports
+        if closure is not None:               # what a nested function did to the enclosing objects
+            for name in closure.keys() - _local_names(definition):
+                if name in env:
+                    closure[name] = env[name]
         return union(frame.returns) if frame.returns else PLAIN
 
     def qualified(self, func: ast.expr, env: Env) -> str | None:
@@ -679,6 +724,9 @@ class ForwardAnalysis(Interpreter):
 
     def builtin_call(self, node: ast.Call, name: str, arguments: list[Values],
                      keywords: dict[str | None, Values]) -> Values:
+        if name == "dict" and (arguments or keywords):        # ``dict(zip(keys, grads))``: holds their elements
+            held = [element_of(element_of(a)) for a in arguments] + list(keywords.values())
+            return sequence([union(held)], exact=False)
         if name in PLAIN_BUILTINS:
             return PLAIN
         if name in ARITHMETIC_BUILTINS:
@@ -746,6 +794,8 @@ class ForwardAnalysis(Interpreter):
                 added = element_of(arguments[0]) if method == "extend" else arguments[-1]
             self.store_into(func.value.id, added, env)
             return PLAIN
+        if method in ("get", "pop", "setdefault") and _all_sequences(receiver):   # a dict's or list's element
+            return element_of(receiver) | (arguments[1] if len(arguments) > 1 else frozenset())
         values = flatten(receiver)
         tensor_receiver = any(is_tensor(v) for v in values) or (
             method in TENSOR_METHODS and any((v.kind is Role.INPUT and not v.star) or v.maybe for v in values))
@@ -802,6 +852,22 @@ class ForwardAnalysis(Interpreter):
     def store_into(self, name: str, values: Values, env: Env) -> None:
         if name in env:
             env[name] = frozenset(self.absorb(v, values) for v in env[name])
+
+
+def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """The names local to a nested function (its parameters and what it binds, less ``nonlocal``
+    ones): the others are the enclosing function's, whose objects it may change in place
+    (``grads.append(g)``, ``total.add_(g)``)."""
+    arguments = function.args
+    names = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+    names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    shared: set[str] = set()
+    for node in ast.walk(function) if not isinstance(function, ast.Lambda) else ():
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Nonlocal, ast.Global)):
+            shared.update(node.names)
+    return names - shared
 
 
 def _elements(expression: ast.expr, values: Values) -> list[tuple[ast.expr, Values]]:

@@ -71,7 +71,7 @@ def manifest_text(formulas: Path, files: dict[str, str], namespace: str, keep_go
     """The namespace, the mode and the hashes of the generator, every input and every output (one
     per line, sorted)."""
     generator = hashlib.sha256()
-    for path in sorted(GENERATOR_SOURCES.rglob("*.py")):
+    for path in sorted(p for p in GENERATOR_SOURCES.rglob("*") if p.suffix in (".py", ".h")):   # .h: runtime.h
         generator.update(path.read_bytes())
     lines = [f"generator {generator.hexdigest()}", f"namespace {namespace}"]
     lines += ["mode per-formula"] if keep_going else []

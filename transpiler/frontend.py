@@ -334,9 +334,11 @@ class _ModuleReader:
                                        "`return <outputs>, backward`")
         returned = self.returned(final_return, schema)
         outputs = tuple(item.value if isinstance(item, cst.Name) else None for item in returned)
+        grads, mask = self.backward_params(backward_def, schema, output_diff)
         facts = forward_dataflow(schema, params, function, backward_def, helper_returns)
         closure_scope = _ClosureScope(function, params, outputs, facts)
-        backward = self.backward(backward_def, backward_index, schema, output_diff, closure_scope)
+        backward = self.closure(ClosureRole.BACKWARD, backward_def, self.positions[backward_def], grads,
+                                backward_index, closure_scope, needs_input_grad=mask)
         jvp = None
         derived = jvp_rule is not None and jvp_rule[0] is JvpRule.DERIVED
         if jvp_def is not None or (jvp_rule is not None and not derived):
@@ -517,8 +519,9 @@ class _ModuleReader:
                                        "as a tuple of names: `return (a, b), backward`")
         return tuple(items)
 
-    def backward(self, node: cst.FunctionDef, index: int, schema: FunctionSchema,
-                 output_diff: tuple[bool, ...] | None, scope: _ClosureScope) -> Closure:
+    def backward_params(self, node: cst.FunctionDef, schema: FunctionSchema,
+                        output_diff: tuple[bool, ...] | None) -> tuple[tuple[str, ...], str | None]:
+        """The backward's gradient parameters and its mask parameter (None when not declared), checked."""
         params = node.params
         if params.star_kwarg is not None or isinstance(params.star_arg, cst.Param) or params.posonly_params:
             raise MalformedFormula(params, "backward takes one gradient per differentiable output and "
@@ -535,8 +538,7 @@ class _ModuleReader:
         if len(grads) != expected:
             raise MalformedFormula(node.name, f"backward takes {len(grads)} gradient(s) but the formula has "
                                    f"{expected} differentiable output(s); take one gradient per output")
-        return self.closure(ClosureRole.BACKWARD, node, self.positions[node], grads, index, scope,
-                            needs_input_grad=mask)
+        return grads, mask
 
     def closure(self, role: ClosureRole, node: cst.FunctionDef, span: Span, params: tuple[str, ...],
                 index: int | None, scope: _ClosureScope, needs_input_grad: str | None = None,
@@ -568,13 +570,14 @@ class _ModuleReader:
         defaults = [n for d in _backward_defaults(closure) for n in _names_read(d, forward_names)]
         for read in [*defaults, *closure_reads(closure, forward_names)]:
             current = uses.get(read.value)
-            if current is None or self.positions.get(read, _NOWHERE) < self.positions.get(current, _NOWHERE):
+            if current is None or _earlier(self.positions.get(read), self.positions.get(current)):
                 uses[read.value] = read
         return uses
 
 
-#: Where a node of a synthesised closure is (after every real position: the first read met stays).
-_NOWHERE = Span(1 << 62, 0)
+def _earlier(position: Span | None, than: Span | None) -> bool:
+    """Whether ``position`` comes before ``than`` (None: a synthesised node, after every real one)."""
+    return position is not None and (than is None or position < than)
 
 
 class _ClosureScope:

@@ -565,7 +565,8 @@ class _ModuleReader:
 
     def first_uses(self, closure: cst.FunctionDef, forward_names: set[str]) -> dict[str, cst.Name]:
         """For each forward name ``closure`` reads, the read that comes first in the source (the
-        first one met when none has a position)."""
+        reads are met in evaluation order: a comprehension's iterable before its element); of a
+        synthesised closure, the first read met."""
         uses: dict[str, cst.Name] = {}
         defaults = [n for d in _backward_defaults(closure) for n in _names_read(d, forward_names)]
         for read in [*defaults, *closure_reads(closure, forward_names)]:
@@ -576,8 +577,9 @@ class _ModuleReader:
 
 
 def _earlier(position: Span | None, than: Span | None) -> bool:
-    """Whether ``position`` comes before ``than`` (None: a synthesised node, after every real one)."""
-    return position is not None and (than is None or position < than)
+    """Whether ``position`` comes before ``than`` in the source; a synthesised node's (None) is
+    compared with nothing, so the first read met stays."""
+    return position is not None and than is not None and position < than
 
 
 class _ClosureScope:

@@ -14,6 +14,7 @@ import re
 from dataclasses import replace
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -294,7 +295,7 @@ class _ModuleReader:
         )
         return Helper(self.path, function.name.value, self.positions[function], params,
                       self.annotation(function.returns), function, frozenset(assigned_names(function.body.body)),
-                      calls_in(function))
+                      closure_facts(function).calls)
 
     def nondifferentiable(self, line: cst.SimpleStatementLine) -> Iterator[FunctionSchema]:
         for small in line.body:
@@ -544,9 +545,9 @@ class _ModuleReader:
                 index: int | None, scope: _ClosureScope, needs_input_grad: str | None = None,
                 rule: JvpRule = JvpRule.WRITTEN) -> Closure:
         """The model of one closure: its own facts and its captures (see :meth:`captures`)."""
-        rebound, returns = closure_facts(node)
+        rebound, returns, calls = closure_facts(node)
         return Closure(role, node, span, params, self.captures(node, span, scope), index, rebound, returns,
-                       calls_in(node), needs_input_grad, rule)
+                       calls, needs_input_grad, rule)
 
     # ---- captures --------------------------------------------------------------
     def captures(self, closure: cst.FunctionDef, span: Span, scope: _ClosureScope) -> tuple[Capture, ...]:
@@ -747,23 +748,6 @@ def yaml_dispatch_key(function: cst.FunctionDef) -> tuple[cst.Decorator | None, 
     return None, None
 
 
-def calls_in(function: cst.FunctionDef) -> tuple[CallSite, ...]:
-    """The calls by name in ``function``'s body (nested functions included), in source order:
-    ``at.X(...)`` as the operator ``X``, ``f(...)`` / ``m.f(...)`` as the function ``f``."""
-    calls = []
-    for node in walk(function.body):
-        if not isinstance(node, cst.Call):
-            continue
-        operator = at_operator(node)
-        if operator is not None:
-            calls.append(CallSite(node, operator, True))
-            continue
-        dotted = dotted_name(node.func)
-        if dotted is not None and dotted.split(".", 1)[0] != "at":
-            calls.append(CallSite(node, dotted.rsplit(".", 1)[-1], False))
-    return tuple(calls)
-
-
 def find_decorator(function: cst.FunctionDef, name: str) -> cst.Decorator | None:
     """The decorator ``@name``/``@name(...)``/``@pkg.name(...)`` of ``function``, if any."""
     for decorator in function.decorators:
@@ -808,17 +792,46 @@ def _names_read(expression: cst.BaseExpression, names: set[str]) -> list[cst.Nam
     return list(closure_reads(holder, names))
 
 
-def closure_facts(function: cst.FunctionDef) -> tuple[frozenset[str], tuple[cst.Return, ...]]:
-    """What a closure's own body (nested functions not entered) rebinds (see
-    :func:`~transpiler.dataflow.assigned_names`) and its ``return`` statements, in one walk."""
+class BodyFacts(NamedTuple):
+    """What :func:`closure_facts` finds in a function's body."""
+
+    rebound: frozenset[str]           # what its own body rebinds (see :func:`~transpiler.dataflow.assigned_names`)
+    returns: tuple[cst.Return, ...]   # its own ``return`` statements
+    calls: tuple[CallSite, ...]       # its calls by name, nested functions included, in source order
+
+
+def closure_facts(function: cst.FunctionDef) -> BodyFacts:
+    """What a closure's own body (nested functions not entered) rebinds and returns, and the calls
+    by name of its whole body (``at.X(...)`` as the operator ``X``, ``f(...)`` / ``m.f(...)`` as
+    the function ``f``), in one walk."""
     rebound: set[str] = set()
     returns: list[cst.Return] = []
-    for node in walk(function.body, lambda child: not isinstance(child, cst.FunctionDef)):
-        if isinstance(node, cst.Return):
-            returns.append(node)
-        else:
-            rebound.update(assignment_names(node))
-    return frozenset(rebound), tuple(returns)
+    calls: list[CallSite] = []
+    stack: list[tuple[cst.CSTNode, bool]] = [(function.body, True)]   # (node, in the function's own scope)
+    while stack:
+        node, own = stack.pop()
+        if own:
+            if isinstance(node, cst.Return):
+                returns.append(node)
+            else:
+                rebound.update(assignment_names(node))
+        if isinstance(node, cst.Call):
+            call = _call_site(node)
+            if call is not None:
+                calls.append(call)
+        inner = own and not isinstance(node, cst.FunctionDef)
+        stack.extend((child, inner) for child in reversed(list(syntax_children(node))))
+    return BodyFacts(frozenset(rebound), tuple(returns), tuple(calls))
+
+
+def _call_site(node: cst.Call) -> CallSite | None:
+    operator = at_operator(node)
+    if operator is not None:
+        return CallSite(node, operator, True)
+    dotted = dotted_name(node.func)
+    if dotted is None or dotted.split(".", 1)[0] == "at":
+        return None
+    return CallSite(node, dotted.rsplit(".", 1)[-1], False)
 
 
 def _find_return(node: cst.CSTNode) -> cst.Return | None:

@@ -829,7 +829,7 @@ class _Sweep:
         and the name holding the result (None: the op gives ``param`` no gradient)."""
         formula = step.formula
         backward = formula.backward
-        if len(backward.grad_params) != 1:
+        if len(backward.params) != 1:
             raise DerivationRefused(step.node, f"`{formula.op_name}` has several outputs; its transpose is "
                                     "not supported inside a backward")
         sizes = self.sizes_before[id(step)]
@@ -855,7 +855,7 @@ class _Sweep:
                     raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` uses "
                                             "needs_input_grad other than as needs_input_grad[i]")
         result = self.builder.fresh("t")
-        renames: dict[str, cst.BaseExpression] = {backward.grad_params[0]: cst.Name(adjoint)}
+        renames: dict[str, cst.BaseExpression] = {backward.params[0]: cst.Name(adjoint)}
         defaults = {p.name.value: p.default for p in formula.node.params.params + formula.node.params.kwonly_params}
         for p in formula.params:
             if p in step.arguments:
@@ -1030,12 +1030,11 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     tensor_inputs = {a.name for a in formula.differentiable_inputs}
     tensors = tensor_inputs | {o for o in formula.outputs if o is not None}
     tensors |= {n for n, k in formula.forward_flow.env.items() if k == ValueKind.TENSOR}
-    grads = list(backward.grad_params)
+    grads = list(backward.params)
     linear = set(grads)
     returns = [builder.fresh(f"{name}_gradient") for name in inputs]
-    flags = formula.output_differentiability or (True,) * len(formula.schema.returns)
-    differentiable_outputs = [o for o, ret, flag in zip(formula.outputs, formula.schema.returns, flags)
-                              if flag and is_tensor_like(ret.type)]
+    differentiable_outputs = [formula.outputs[i] for i in formula.differentiable_outputs
+                              if is_tensor_like(formula.schema.returns[i].type)]
     if any(isinstance(a.type, ListType) for a in formula.differentiable_inputs) \
             or any(isinstance(r.type, ListType) for r in formula.schema.returns):
         raise DerivationRefused(formula.schema_node, "Tensor[] inputs or outputs are not transposed yet")

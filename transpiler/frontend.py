@@ -14,6 +14,7 @@ import re
 from dataclasses import replace
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -25,7 +26,7 @@ from transpiler.dataflow import (
     analyze_body,
     assigned_names,
     assignment_names,
-    bound_names,
+    at_operator,
     scope_names,
     closure_reads,
     dotted_name,
@@ -36,14 +37,15 @@ from transpiler.derive_jvp import DerivationRefused, OperatorTable, derive_jvp
 from transpiler.diagnostics import Diagnostic
 from transpiler.metadata import METADATA_METHODS
 from transpiler.model import (
-    Backward,
+    CallSite,
     Capture,
     CaptureKind,
+    Closure,
+    ClosureRole,
     Formula,
     FormulaModule,
     Helper,
     HelperParam,
-    Jvp,
     JvpRule,
     Library,
     Span,
@@ -298,7 +300,8 @@ class _ModuleReader:
             for p in (*function.params.params, *function.params.kwonly_params)
         )
         return Helper(self.path, function.name.value, self.positions[function], params,
-                      self.annotation(function.returns), function, frozenset(assigned_names(function.body.body)))
+                      self.annotation(function.returns), function, frozenset(assigned_names(function.body.body)),
+                      closure_facts(function).calls)
 
     def nondifferentiable(self, line: cst.SimpleStatementLine) -> Iterator[FunctionSchema]:
         for small in line.body:
@@ -324,6 +327,7 @@ class _ModuleReader:
     def formula(self, function: cst.FunctionDef, decorator: cst.Decorator,
                 helper_returns: Mapping[str, str | None]) -> Formula:
         schema, output_diff, jvp_rule = self.decorator_arguments(decorator)
+        dispatch_node, dispatch = yaml_dispatch_key(function)
         params = self.check_params(function, schema)
         body = list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
         backward_index, backward_def = self.find_backward(function, body)
@@ -337,13 +341,15 @@ class _ModuleReader:
                                        "`return <outputs>, backward`")
         returned = self.returned(final_return, schema)
         outputs = tuple(item.value if isinstance(item, cst.Name) else None for item in returned)
-        backward = self.backward(backward_def, backward_index, schema, output_diff)
+        grads, mask = self.backward_params(backward_def, schema, output_diff)
         facts = forward_dataflow(schema, params, function, backward_def, helper_returns)
-        captures = self.captures(function, params, backward_def, outputs, facts)
+        closure_scope = _ClosureScope(function, params, outputs, facts)
+        backward = self.closure(ClosureRole.BACKWARD, backward_def, self.positions[backward_def], grads,
+                                backward_index, closure_scope, needs_input_grad=mask)
         jvp = None
         derived = jvp_rule is not None and jvp_rule[0] is JvpRule.DERIVED
         if jvp_def is not None or (jvp_rule is not None and not derived):
-            jvp = self.jvp(function, schema, params, backward, jvp_def, jvp_index, jvp_rule, outputs, facts)
+            jvp = self.jvp(schema, params, backward, jvp_def, jvp_index, jvp_rule, closure_scope)
         formula = Formula(
             path=self.path,
             function=function.name.value,
@@ -351,6 +357,7 @@ class _ModuleReader:
             schema=schema,
             schema_node=next(a.value for a in decorator.decorator.args if a.keyword is None),
             output_differentiability=output_diff,
+            differentiable_outputs=tuple(i for i, flag in enumerate(output_flags(schema, output_diff)) if flag),
             params=params,
             differentiable_inputs=tuple(replace(a, name=python_name(a.name)) for a in schema.tensor_inputs),
             outputs=outputs,
@@ -360,10 +367,11 @@ class _ModuleReader:
             forward=forward,
             forward_flow=facts,
             backward=backward,
-            captures=captures,
             node=function,
             jvp=jvp,
             derives_jvp=derived,
+            dispatch=dispatch,
+            dispatch_node=dispatch_node,
         )
         if derived and self.operators is not None:
             try:
@@ -371,7 +379,7 @@ class _ModuleReader:
             except DerivationRefused as refusal:
                 raise MalformedFormula(jvp_rule[1], f"jvp=\"derived\": the backward cannot be transposed: "
                                        f"{refusal.reason}; write a nested `def jvp(...)`") from None
-            jvp = self.jvp(function, schema, params, backward, node, None, jvp_rule, outputs, facts)
+            jvp = self.jvp(schema, params, backward, node, None, jvp_rule, closure_scope)
             formula = replace(formula, jvp=jvp)
         return formula
 
@@ -450,9 +458,9 @@ class _ModuleReader:
                                    "keep one of them")
         return found[0] if found else (None, None)
 
-    def jvp(self, function: cst.FunctionDef, schema: FunctionSchema, params: tuple[str, ...],
-            backward: Backward, written: cst.FunctionDef | None, index: int | None,
-            rule: tuple[JvpRule, cst.Arg] | None, outputs: tuple[str | None, ...], facts: FlowResult) -> Jvp:
+    def jvp(self, schema: FunctionSchema, params: tuple[str, ...], backward: Closure,
+            written: cst.FunctionDef | None, index: int | None, rule: tuple[JvpRule, cst.Arg] | None,
+            scope: _ClosureScope) -> Closure:
         """The written ``def jvp`` checked, or the one its rule stands for (see :func:`synthesise_jvp`)."""
         if rule is not None and rule[0] is JvpRule.DERIVED:
             node, span, kind = written, self.positions[rule[1]], JvpRule.DERIVED
@@ -462,20 +470,8 @@ class _ModuleReader:
         else:
             kind, arg = rule
             node, span = synthesise_jvp(kind, schema, params, backward, arg), self.positions[arg]
-        forward_names = bound_names(function) - {BACKWARD, JVP}
-        first: dict[str, cst.Name] = {}
-        for read in closure_reads(node, forward_names):
-            first.setdefault(read.value, read)
-        captures = []
-        metadata = metadata_reads(node, first)
-        for name, read in first.items():
-            kind_of, reason = classify_capture(name, params, outputs, facts)
-            bindings = [b for b in facts.bindings.get(name, []) if b.value is not None]
-            captures.append(Capture(name, kind_of, self.positions.get(read, span),
-                                    bindings[-1].value if bindings else None, reason, metadata[name]))
-        captures.sort(key=lambda c: c.first_use)
         names = tuple(p.name.value for p in node.params.params)
-        return Jvp(node, span, names, tuple(captures), kind, index, *closure_facts(node))
+        return self.closure(ClosureRole.JVP, node, span, names, index, scope, rule=kind)
 
     def check_jvp_params(self, node: cst.FunctionDef, schema: FunctionSchema) -> None:
         params = node.params
@@ -530,8 +526,9 @@ class _ModuleReader:
                                        "as a tuple of names: `return (a, b), backward`")
         return tuple(items)
 
-    def backward(self, node: cst.FunctionDef, index: int, schema: FunctionSchema,
-                 output_diff: tuple[bool, ...] | None) -> Backward:
+    def backward_params(self, node: cst.FunctionDef, schema: FunctionSchema,
+                        output_diff: tuple[bool, ...] | None) -> tuple[tuple[str, ...], str | None]:
+        """The backward's gradient parameters and its mask parameter (None when not declared), checked."""
         params = node.params
         if params.star_kwarg is not None or isinstance(params.star_arg, cst.Param) or params.posonly_params:
             raise MalformedFormula(params, "backward takes one gradient per differentiable output and "
@@ -548,36 +545,60 @@ class _ModuleReader:
         if len(grads) != expected:
             raise MalformedFormula(node.name, f"backward takes {len(grads)} gradient(s) but the formula has "
                                    f"{expected} differentiable output(s); take one gradient per output")
-        return Backward(node, self.positions[node], grads, mask, index, *closure_facts(node))
+        return grads, mask
+
+    def closure(self, role: ClosureRole, node: cst.FunctionDef, span: Span, params: tuple[str, ...],
+                index: int | None, scope: _ClosureScope, needs_input_grad: str | None = None,
+                rule: JvpRule = JvpRule.WRITTEN) -> Closure:
+        """The model of one closure: its own facts and its captures (see :meth:`captures`)."""
+        rebound, returns, calls = closure_facts(node)
+        return Closure(role, node, span, params, self.captures(node, span, scope), index, rebound, returns,
+                       calls, needs_input_grad, rule)
 
     # ---- captures --------------------------------------------------------------
-    def captures(self, function: cst.FunctionDef, params: tuple[str, ...], backward: cst.FunctionDef,
-                 outputs: tuple[str | None, ...], facts: FlowResult) -> tuple[Capture, ...]:
-        """Every forward name the backward reads, classified, in order of first use."""
-        first_uses = self.first_uses(function, backward, facts)
+    def captures(self, closure: cst.FunctionDef, span: Span, scope: _ClosureScope) -> tuple[Capture, ...]:
+        """Every forward name ``closure`` reads (its parameters' defaults included), classified, in
+        order of first use; a synthesised closure's reads have no position: they are at ``span``."""
+        first_uses = self.first_uses(closure, scope.forward_names)
+        metadata = metadata_reads(closure, first_uses)
         captures = []
-        metadata = metadata_reads(backward, first_uses)
-        for name, first_use in sorted(first_uses.items(), key=lambda item: self.positions[item[1]]):
-            kind, reason = classify_capture(name, params, outputs, facts)
-            bindings = [b for b in facts.bindings.get(name, []) if b.value is not None]
+        for name, first_use in first_uses.items():
+            kind, reason = classify_capture(name, scope.params, scope.outputs, scope.facts)
+            bindings = [b for b in scope.facts.bindings.get(name, []) if b.value is not None]
             definition = bindings[-1].value if bindings else None
-            captures.append(Capture(name, kind, self.positions[first_use], definition, reason, metadata[name]))
-        return tuple(captures)
+            captures.append(Capture(name, kind, self.positions.get(first_use, span), definition, reason,
+                                    metadata[name]))
+        return tuple(sorted(captures, key=lambda capture: capture.first_use))
 
-    def first_uses(self, function: cst.FunctionDef, backward: cst.FunctionDef,
-                   facts: FlowResult) -> dict[str, cst.Name]:
-        """For each forward name the backward reads, the read that comes first in the source."""
-        scope = scope_names(function)
-        # a name the forward declares ``global`` and binds is forward state the backward can read
-        assigned_globals = {name for name in scope.globals if name in facts.bindings}
-        forward_names = (set(scope.local) | assigned_globals) - {backward.name.value}
+    def first_uses(self, closure: cst.FunctionDef, forward_names: set[str]) -> dict[str, cst.Name]:
+        """For each forward name ``closure`` reads, the read that comes first in the source (the
+        reads are met in evaluation order: a comprehension's iterable before its element); of a
+        synthesised closure, the first read met."""
         uses: dict[str, cst.Name] = {}
-        defaults = [n for d in _backward_defaults(backward) for n in _names_read(d, forward_names)]
-        for read in [*defaults, *closure_reads(backward, forward_names)]:
+        defaults = [n for d in _backward_defaults(closure) for n in _names_read(d, forward_names)]
+        for read in [*defaults, *closure_reads(closure, forward_names)]:
             current = uses.get(read.value)
-            if current is None or self.positions[read] < self.positions[current]:
+            if current is None or _earlier(self.positions.get(read), self.positions.get(current)):
                 uses[read.value] = read
         return uses
+
+
+def _earlier(position: Span | None, than: Span | None) -> bool:
+    """Whether ``position`` comes before ``than`` in the source; a synthesised node's (None) is
+    compared with nothing, so the first read met stays."""
+    return position is not None and than is not None and position < than
+
+
+class _ClosureScope:
+    """What a formula's closures may read from its forward, and how each name is classified."""
+
+    def __init__(self, function: cst.FunctionDef, params: tuple[str, ...], outputs: tuple[str | None, ...],
+                 facts: FlowResult) -> None:
+        self.params, self.outputs, self.facts = params, outputs, facts
+        scope = scope_names(function)
+        # a name the forward declares ``global`` and binds is forward state a closure can read
+        assigned_globals = {name for name in scope.globals if name in facts.bindings}
+        self.forward_names = (set(scope.local) | assigned_globals) - {BACKWARD, JVP}
 
 
 def python_name(argument: str) -> str:
@@ -590,9 +611,14 @@ def parameter_arguments(schema: FunctionSchema, params: tuple[str, ...]) -> dict
     return dict(zip(params, (a for a in schema.arguments if not a.is_out)))
 
 
+def output_flags(schema: FunctionSchema, output_diff: tuple[bool, ...] | None) -> tuple[bool, ...]:
+    """Whether each schema return is differentiable: ``output_differentiability``, all by default."""
+    return output_diff if output_diff is not None else (True,) * len(schema.returns)
+
+
 def differentiable_output_count(schema: FunctionSchema, output_diff: tuple[bool, ...] | None) -> int:
     """How many gradients a backward takes: tensor returns marked differentiable."""
-    flags = output_diff if output_diff is not None else (True,) * len(schema.returns)
+    flags = output_flags(schema, output_diff)
     return sum(1 for ret, flag in zip(schema.returns, flags) if flag and is_tensor_like(ret.type))
 
 
@@ -609,7 +635,7 @@ def forward_dataflow(schema: FunctionSchema, params: tuple[str, ...], function: 
                                                               and node.name.value == JVP))
 
 
-def synthesise_jvp(rule: JvpRule, schema: FunctionSchema, params: tuple[str, ...], backward: Backward,
+def synthesise_jvp(rule: JvpRule, schema: FunctionSchema, params: tuple[str, ...], backward: Closure,
                    where: cst.CSTNode) -> cst.FunctionDef:
     """The ``def jvp`` a rule stands for (derivatives.yaml's ``auto_element_wise`` / ``auto_linear``).
 
@@ -626,10 +652,10 @@ def synthesise_jvp(rule: JvpRule, schema: FunctionSchema, params: tuple[str, ...
     tensors = [name for name, arg in arguments.items() if arg.is_differentiable]
     tangents = ", ".join(f"{name}_t" for name in tensors)
     if rule is JvpRule.AUTO_ELEMENT_WISE:
-        if len(tensors) != 1 or len(backward.grad_params) != 1 or backward.needs_input_grad is not None:
+        if len(tensors) != 1 or len(backward.params) != 1 or backward.needs_input_grad is not None:
             raise MalformedFormula(where, "jvp=\"auto_element_wise\" needs one tensor input, one differentiable "
                                    "output and a backward without needs_input_grad; write `def jvp` instead")
-        head = cst.parse_statement(f"def jvp({tangents}):\n    {backward.grad_params[0]} = {tangents}\n")
+        head = cst.parse_statement(f"def jvp({tangents}):\n    {backward.params[0]} = {tangents}\n")
         body = (*head.body.body, *backward.node.body.body)
         return head.with_changes(body=head.body.with_changes(body=body))
     keyword_only = {a.name for a in schema.arguments if a.kwarg_only}
@@ -715,6 +741,19 @@ def _nonlocal_names(node: cst.CSTNode) -> set[str]:
     return names
 
 
+def yaml_dispatch_key(function: cst.FunctionDef) -> tuple[cst.Decorator | None, str | None]:
+    """The ``@yaml_entry(dispatch="<key>")`` decorator of an imported formula and its key; (None, None)
+    when it declares none (or not as a string literal)."""
+    decorator = find_decorator(function, "yaml_entry")
+    if decorator is None or not isinstance(decorator.decorator, cst.Call):
+        return None, None
+    for arg in decorator.decorator.args:
+        if arg.keyword is not None and arg.keyword.value == "dispatch":
+            key = _string_value(arg.value)
+            return (decorator, key) if key is not None else (None, None)
+    return None, None
+
+
 def find_decorator(function: cst.FunctionDef, name: str) -> cst.Decorator | None:
     """The decorator ``@name``/``@name(...)``/``@pkg.name(...)`` of ``function``, if any."""
     for decorator in function.decorators:
@@ -759,17 +798,46 @@ def _names_read(expression: cst.BaseExpression, names: set[str]) -> list[cst.Nam
     return list(closure_reads(holder, names))
 
 
-def closure_facts(function: cst.FunctionDef) -> tuple[frozenset[str], tuple[cst.Return, ...]]:
-    """What a closure's own body (nested functions not entered) rebinds (see
-    :func:`~transpiler.dataflow.assigned_names`) and its ``return`` statements, in one walk."""
+class BodyFacts(NamedTuple):
+    """What :func:`closure_facts` finds in a function's body."""
+
+    rebound: frozenset[str]           # what its own body rebinds (see :func:`~transpiler.dataflow.assigned_names`)
+    returns: tuple[cst.Return, ...]   # its own ``return`` statements
+    calls: tuple[CallSite, ...]       # its calls by name, nested functions included, in source order
+
+
+def closure_facts(function: cst.FunctionDef) -> BodyFacts:
+    """What a closure's own body (nested functions not entered) rebinds and returns, and the calls
+    by name of its whole body (``at.X(...)`` as the operator ``X``, ``f(...)`` / ``m.f(...)`` as
+    the function ``f``), in one walk."""
     rebound: set[str] = set()
     returns: list[cst.Return] = []
-    for node in walk(function.body, lambda child: not isinstance(child, cst.FunctionDef)):
-        if isinstance(node, cst.Return):
-            returns.append(node)
-        else:
-            rebound.update(assignment_names(node))
-    return frozenset(rebound), tuple(returns)
+    calls: list[CallSite] = []
+    stack: list[tuple[cst.CSTNode, bool]] = [(function.body, True)]   # (node, in the function's own scope)
+    while stack:
+        node, own = stack.pop()
+        if own:
+            if isinstance(node, cst.Return):
+                returns.append(node)
+            else:
+                rebound.update(assignment_names(node))
+        if isinstance(node, cst.Call):
+            call = _call_site(node)
+            if call is not None:
+                calls.append(call)
+        inner = own and not isinstance(node, cst.FunctionDef)
+        stack.extend((child, inner) for child in reversed(list(syntax_children(node))))
+    return BodyFacts(frozenset(rebound), tuple(returns), tuple(calls))
+
+
+def _call_site(node: cst.Call) -> CallSite | None:
+    operator = at_operator(node)
+    if operator is not None:
+        return CallSite(node, operator, True)
+    dotted = dotted_name(node.func)
+    if dotted is None or dotted.split(".", 1)[0] == "at":
+        return None
+    return CallSite(node, dotted.rsplit(".", 1)[-1], False)
 
 
 def _find_return(node: cst.CSTNode) -> cst.Return | None:

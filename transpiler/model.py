@@ -36,17 +36,29 @@ class CaptureKind(enum.Enum):
 
 @dataclass(frozen=True)
 class Capture:
-    """A name the backward reads from the forward's scope."""
+    """A name a closure (backward or jvp) reads from the forward's scope."""
 
     name: str
     kind: CaptureKind
-    first_use: Span                      # first use inside the backward (where findings point)
+    # First use inside the closure (where findings point); the jvp's ``jvp=`` for a synthesised jvp.
+    first_use: Span
     definition: cst.BaseExpression | None  # the forward expression that binds it (None for inputs)
     reason: str = ""                     # for ILLEGAL: why (shown in the diagnostic)
     # The metadata methods (``METADATA_METHODS`` names, as called) through which the closure
     # reads the name, sorted; empty when it reads the name otherwise or not at all in its body
     # (the C++ emitter saves a tensor read only through these as plain members).
     metadata_methods: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A call, by name, in a closure's or helper's body (nested functions included)."""
+
+    node: cst.Call
+    # ``exp`` for ``at.exp(...)`` (an ATen operator); ``sum_to`` for ``sum_to(...)`` or
+    # ``helpers.sum_to(...)`` (a function: a helper when the library has one of that name).
+    name: str
+    operator: bool                       # ``at.<name>``: an ATen operator
 
 
 def returned_values(statement: cst.Return) -> tuple[cst.BaseExpression | None, ...]:
@@ -58,52 +70,69 @@ def returned_values(statement: cst.Return) -> tuple[cst.BaseExpression | None, .
     return (value,)
 
 
-@dataclass(frozen=True)
-class Backward:
-    """The nested ``def backward(...)``."""
-
-    node: cst.FunctionDef
-    span: Span
-    grad_params: tuple[str, ...]         # one per differentiable output
-    needs_input_grad: str | None         # the keyword-only mask parameter, when declared
-    index: int                           # its position among the formula's body statements
-    # Names its own body rebinds (assignment and loop targets, see ``assigned_names``): a
-    # parameter among them is taken by value in C++.
-    rebound: frozenset[str]
-    returns: tuple[cst.Return, ...]      # its own ``return`` statements (nested functions' left out)
-
-
 class JvpRule(enum.Enum):
     """How a formula's forward-mode derivative is given (``@derivative(..., jvp=...)``)."""
 
-    WRITTEN = "written"                      # a nested ``def jvp(...)``
+    WRITTEN = "written"                      # a nested ``def jvp(...)`` (a backward is always written)
     AUTO_ELEMENT_WISE = "auto_element_wise"  # one input, element-wise: the backward applied to the tangent
     AUTO_LINEAR = "auto_linear"              # linear in every tensor input: the op applied to the tangents
     DERIVED = "derived"                      # the backward transposed (``transpiler.derive_jvp``)
 
 
+class ClosureRole(enum.Enum):
+    """Which of a formula's two closures a :class:`Closure` is; the rules word their messages from it."""
+
+    # ``def backward(grad, ..., *, needs_input_grad)``: one gradient per differentiable output in,
+    # one gradient per differentiable input out.
+    BACKWARD = "backward"
+    # ``def jvp(self_t, ..., self_p, ...)``: tangents ``<input>_t`` of differentiable inputs (undefined
+    # tangents arrive as zeros) and, in the derivatives.yaml dialect, primals ``<input>_p`` and
+    # ``original_self_t`` / ``original_self_p``; one tangent per differentiable output out (a tuple
+    # when several, ``None`` for none).
+    JVP = "jvp"
+
+    @property
+    def differentiated(self) -> str:
+        """What a captured intermediate makes silently wrong (message wording)."""
+        return "double backward through it" if self is ClosureRole.BACKWARD else "differentiating the tangent"
+
+    @property
+    def arguments(self) -> str:
+        """What the closure is a function of, besides inputs and outputs (message wording)."""
+        return "gradients" if self is ClosureRole.BACKWARD else "tangents"
+
+
 @dataclass(frozen=True)
-class Jvp:
-    """The forward-mode derivative: a nested ``def jvp(...)``, written or synthesised from the rule.
+class Closure:
+    """A formula's nested ``def backward(...)`` or ``def jvp(...)`` (written, or synthesised from the
+    jvp rule), with what it reads from the forward. Both roles share the capture rules: a closure
+    may read inputs, outputs, metadata and scalars of the forward, never a tensor intermediate."""
 
-    Its parameters are tangents ``<input>_t`` of differentiable inputs (undefined
-    tangents arrive as zeros) and, in the derivatives.yaml dialect, primals
-    ``<input>_p`` and ``original_self_t`` / ``original_self_p``; it returns one tangent per differentiable output (a tuple when
-    several, ``None`` for none) and may read what a backward may capture.
-    """
-
-    node: cst.FunctionDef                # synthesised for the auto rules (no source positions)
-    span: Span                           # the def, or the decorator's ``jvp=`` for the auto rules
+    role: ClosureRole
+    node: cst.FunctionDef                # synthesised jvps (the auto rules, derived) have no source positions
+    span: Span                           # the def, or the decorator's ``jvp=`` for a synthesised jvp
+    # Its positional parameters without defaults, as written: ``("grad",)`` for a backward (one per
+    # differentiable output), ``("self_t", "other_p")`` for a jvp. A backward parameter with a
+    # default binds a forward value: a capture, not a parameter.
     params: tuple[str, ...]
-    captures: tuple[Capture, ...]        # forward names the jvp reads, classified like a backward's
-    rule: JvpRule
+    captures: tuple[Capture, ...]        # forward names it reads (parameter defaults included), by first use
     index: int | None                    # its position among the formula's body statements (None: synthesised)
-    rebound: frozenset[str]              # names its own body rebinds, as ``Backward.rebound``
+    # Names its own body rebinds (assignment and loop targets, see ``dataflow.assigned_names``): a
+    # parameter among them is taken by value in C++.
+    rebound: frozenset[str]
     returns: tuple[cst.Return, ...]      # its own ``return`` statements (nested functions' left out)
+    calls: tuple[CallSite, ...]          # the calls by name in its body, source order
+    needs_input_grad: str | None = None  # a backward's keyword-only mask parameter, when declared
+    rule: JvpRule = JvpRule.WRITTEN      # how a jvp is given (a backward: always WRITTEN)
+
+    @property
+    def name(self) -> str:
+        """``backward`` or ``jvp``: how messages name the closure."""
+        return self.role.value
 
     @property
     def tangents(self) -> dict[str, str]:
-        """Parameter -> the input whose tangent it is (``self_t`` -> ``self``)."""
+        """A jvp's tangent parameters -> the input whose tangent each is (``self_t`` -> ``self``)."""
         return {p: p[:-2] for p in self.params if p.endswith("_t")}
 
 
@@ -116,7 +145,11 @@ class Formula:
     span: Span
     schema: FunctionSchema
     schema_node: cst.BaseExpression       # the decorator's schema string (where schema findings point)
+    # As written: ``output_differentiability=[True, False]`` -> (True, False); None when not given.
     output_differentiability: tuple[bool, ...] | None
+    # Processed: the schema returns marked differentiable, as indices (``[True, False]`` -> (0,);
+    # not given -> every return). Tensor-like or not: the C++ emitter refuses a non-tensor one.
+    differentiable_outputs: tuple[int, ...]
     params: tuple[str, ...]
     differentiable_inputs: tuple[Argument, ...]   # Tensor, Tensor?, Tensor[] arguments, schema order
     outputs: tuple[str | None, ...]      # forward names returned as outputs (None: not a plain name)
@@ -126,21 +159,40 @@ class Formula:
     forward: tuple[cst.BaseStatement, ...]  # body statements other than the backward def and the return
     # The dataflow over the forward (the body but the backward, the jvp and the final return),
     # from the file's own function annotations: final kinds, every binding of each name (their
-    # ``index`` counts the formula's body statements, as ``Backward.index``), mutated containers.
+    # ``index`` counts the formula's body statements, as ``Closure.index``), mutated containers.
     forward_flow: FlowResult = field(compare=False, repr=False)
-    backward: Backward
-    captures: tuple[Capture, ...]
+    backward: Closure                    # role BACKWARD
     node: cst.FunctionDef
-    jvp: Jvp | None = None               # None: forward AD raises torch's "not supported" error
+    jvp: Closure | None = None           # role JVP; None: forward AD raises torch's "not supported" error
     # ``jvp="derived"`` declared: the jvp is derived once the library's operators are known
     # (``frontend.load_library``); until then ``jvp`` is None.
     derives_jvp: bool = False
     # Why a written jvp was left out (per-formula mode, ``CODE message``): its error says so.
     jvp_left_out: str | None = None
+    # The derivatives.yaml dispatch key an imported formula holds for, as written in
+    # ``@yaml_entry(dispatch="AutogradNestedTensor")`` -> "AutogradNestedTensor"; None when not
+    # declared (every tensor). ``dispatch_node`` is that decorator (where findings point).
+    dispatch: str | None = None
+    dispatch_node: cst.Decorator | None = None
 
     @property
     def op_name(self) -> str:
         return str(self.schema.name)
+
+    @property
+    def captures(self) -> tuple[Capture, ...]:
+        """The backward's captures."""
+        return self.backward.captures
+
+    @property
+    def closures(self) -> tuple[Closure, ...]:
+        """The backward, then the jvp when there is one."""
+        return (self.backward,) if self.jvp is None else (self.backward, self.jvp)
+
+    @property
+    def calls(self) -> tuple[CallSite, ...]:
+        """The calls by name its closures make (the backward's, then the jvp's)."""
+        return tuple(call for closure in self.closures for call in closure.calls)
 
 
 @dataclass(frozen=True)
@@ -160,7 +212,8 @@ class Helper:
     params: tuple[HelperParam, ...]
     returns: str | None                  # return annotation source text
     node: cst.FunctionDef
-    rebound: frozenset[str]              # names its body rebinds, as ``Backward.rebound``
+    rebound: frozenset[str]              # names its body rebinds, as ``Closure.rebound``
+    calls: tuple[CallSite, ...]          # the calls by name in its body, as ``Closure.calls``
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,10 @@ _active: ModelCache | None = None
 
 @functools.cache
 def generator_digest() -> str:
-    """The hash of every source file of the transpiler (what ``MANIFEST`` calls the generator)."""
+    """The hash of every source file of the transpiler, its C++ headers included (what ``MANIFEST``
+    calls the generator)."""
     generator = hashlib.sha256()
-    for path in sorted(GENERATOR_SOURCES.rglob("*.py")):
+    for path in sorted(p for p in GENERATOR_SOURCES.rglob("*") if p.suffix in (".py", ".h")):   # .h: runtime.h
         generator.update(path.read_bytes())
     return generator.hexdigest()
 

@@ -75,7 +75,7 @@ def test_formula_model_of_a_binary_op() -> None:
     assert [code(s) for s in formula.forward] == [
         "result = at.mul(self, other)", "self_sizes = self.sizes()", "other_sizes = other.sizes()",
     ]
-    assert formula.backward.grad_params == ("grad",)
+    assert formula.backward.params == ("grad",)
     assert formula.backward.needs_input_grad == "needs_input_grad"
     assert formula.backward.span == Span(10, 5)
     assert module.span(formula.backward.node.name) == Span(10, 9)
@@ -106,7 +106,7 @@ def test_tuple_outputs_output_differentiability_helpers_and_nondifferentiable() 
     assert [code(e) for e in formula.returned] == ["values", "indices"]
     assert code(formula.returned_display) == "(values, indices)"
     assert formula.output_differentiability == (True, False)
-    assert formula.backward.grad_params == ("grad",)
+    assert formula.backward.params == ("grad",)
     assert formula.backward.needs_input_grad is None
     assert {c.name: c.kind for c in formula.captures} == {
         "dim": CaptureKind.INPUT, "indices": CaptureKind.OUTPUT,
@@ -284,7 +284,7 @@ def test_shipped_library_builds_a_model_for_every_formula() -> None:
     assert library.diagnostics == ()
     assert len(library.formulas) >= 10
     for formula in library.formulas:
-        assert formula.backward.grad_params, formula.op_name
+        assert formula.backward.params, formula.op_name
         assert all(c.kind is not ILLEGAL for c in formula.captures), formula.op_name
 
 

@@ -23,14 +23,13 @@ from transpiler.cpp.expressions import (
     DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature,
     Untranslatable, cpp_name,
 )
-from transpiler.cpp.nodes import (
-    borrowed_param, emit_formula, emit_nondifferentiable, is_view, node_name,
-)
+from transpiler.cpp.nodes import emit_formula, emit_nondifferentiable, node_name
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER
+from transpiler.cpp.signature import borrowed_param, is_view
 from transpiler.cpp.statements import translate_body
 from transpiler.dataflow import syntax_children, walk
 from transpiler.diagnostics import Diagnostic, printable
-from transpiler.model import FormulaModule, Helper, Library
+from transpiler.model import Formula, FormulaModule, Helper, Library
 from transpiler.schema import FunctionSchema
 
 
@@ -162,22 +161,16 @@ def _header(name: str) -> str:
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
-def _refuse_other_dispatch_keys(function: cst.FunctionDef) -> None:
+def _refuse_other_dispatch_keys(formula: Formula) -> None:
     """An imported formula of a derivatives.yaml ``dispatch:`` section other than ``Default``
     (``@yaml_entry(dispatch="AutogradNestedTensor")``) holds only for tensors of that key; the C++
     path registers one formula for every tensor, so such a section is refused (registered for all
     tensors, a nested-tensor formula would give dense tensors a wrong derivative)."""
-    for decorator in function.decorators:
-        match decorator.decorator:
-            case cst.Call(func=cst.Name("yaml_entry"), args=args):
-                for arg in args:
-                    if (arg.keyword is not None and arg.keyword.value == "dispatch"
-                            and isinstance(arg.value, cst.SimpleString)
-                            and arg.value.evaluated_value != "Default"):
-                        raise Untranslatable(decorator, UNSUPPORTED,
-                                             f"a formula for the dispatch key {arg.value.evaluated_value} "
-                                             "only: the C++ path registers one formula for every tensor, so "
-                                             "only a derivatives.yaml Default section is transliterated")
+    if formula.dispatch not in (None, "Default"):
+        raise Untranslatable(formula.dispatch_node, UNSUPPORTED,
+                             f"a formula for the dispatch key {formula.dispatch} only: the C++ path registers "
+                             "one formula for every tensor, so only a derivatives.yaml Default section is "
+                             "transliterated")
 
 
 def _module_file(module: FormulaModule, context: Context, taken: set[str], diagnostics: list[Diagnostic],
@@ -189,7 +182,7 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
     for formula in module.formulas:
         struct = node_name(formula, taken)
         try:
-            _refuse_other_dispatch_keys(formula.node)
+            _refuse_other_dispatch_keys(formula)
             emitted.append(emit_formula(formula, context, struct))
         except Untranslatable as error:
             diagnostics.append(_diagnostic(module, error))

@@ -17,49 +17,40 @@ Two parts per formula, both placed by :mod:`transpiler.cpp.nodes`:
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from transpiler.cpp import types as T
-from transpiler.cpp.expressions import Binding, cpp_name, unsupported
 import libcst as cst
 
+from transpiler.cpp import types as T
+from transpiler.cpp.expressions import Binding, Context, cpp_name, unsupported
+from transpiler.cpp.signature import WrapperSignature, closure_parameter, is_borrowed, is_view
 from transpiler.cpp.statements import translate_body
 from transpiler.cpp.types import PyType
-from transpiler.model import CaptureKind, Jvp, returned_values
-
-if TYPE_CHECKING:
-    from transpiler.cpp.nodes import FormulaEmitter
+from transpiler.model import CaptureKind, Closure, Formula, returned_values
 
 
-def _input_type(emitter: FormulaEmitter, name: str) -> PyType:
-    return T.from_schema(next(a.type for a in emitter.arguments if a.name == name))
+def _input_type(signature: WrapperSignature, name: str) -> PyType:
+    return signature.argument(name).type
 
 
-def _given(emitter: FormulaEmitter, name: str) -> str:
+def _given(signature: WrapperSignature, name: str) -> str:
     """The kernel's own argument ``name`` (tangents belong to the inputs as given, even when the
     forward rebinds the name)."""
-    argument = next(a for a in emitter.arguments if a.name == name)
-    given = emitter._dispatcher_argument(argument)
-    return cpp_name(name) if given.endswith("_opt") else given
+    return signature.argument(name).given_tensor
 
 
-def _param_type(emitter: FormulaEmitter, param: str) -> PyType:
-    """A tangent has its input's tensor type (``Tensor[]`` for a list); a primal its input's type."""
-    return _input_type(emitter, param[:-2])
-
-
-def _tangent_inputs(emitter: FormulaEmitter, jvp: Jvp) -> list[str]:
+def _tangent_inputs(formula: Formula, jvp: Closure) -> list[str]:
     """Differentiable inputs whose tangents the jvp takes, in schema order."""
     taken = set(jvp.tangents.values())
-    return [a.name for a in emitter.formula.differentiable_inputs if a.name in taken]
+    return [a.name for a in formula.differentiable_inputs if a.name in taken]
 
 
-def _returned_outputs(emitter: FormulaEmitter, jvp: Jvp) -> list[int]:
+def _returned_outputs(formula: Formula, jvp: Closure) -> list[int]:
     """Which outputs the jvp's tangents belong to, in the order it returns them: every
     differentiable output, or, when every ``return`` names the same ``<output>_t`` (the
     derivatives.yaml dialect: the others get no tangent), those outputs."""
-    by_name = {f"{emitter.formula.outputs[i]}_t": i for i in emitter.differentiable_outputs
-               if emitter.formula.outputs[i] is not None}
+    by_name = {f"{formula.outputs[i]}_t": i for i in formula.differentiable_outputs
+               if formula.outputs[i] is not None}
     shapes = set()
     for statement in jvp.returns:
         values = returned_values(statement)
@@ -67,39 +58,39 @@ def _returned_outputs(emitter: FormulaEmitter, jvp: Jvp) -> list[int]:
         shapes.add(tuple(by_name[v.value] for v in values) if named else None)
     if len(shapes) == 1 and None not in shapes:
         return list(shapes.pop())
-    return list(emitter.differentiable_outputs)
+    return list(formula.differentiable_outputs)
 
 
 def _return_type(count: int) -> PyType:
     return T.TENSOR if count == 1 else T.tuple_of(*([T.TENSOR] * count))
 
 
-def jvp_function_name(emitter: FormulaEmitter) -> str:
-    return cpp_name(f"{emitter.formula.function}_jvp")
+def jvp_function_name(formula: Formula) -> str:
+    return cpp_name(f"{formula.function}_jvp")
 
 
-def jvp_function(emitter: FormulaEmitter) -> str:
-    """``<function>_jvp(...)``: the formula's jvp as a C++ function ('' when it has none)."""
-    jvp = emitter.formula.jvp
+def jvp_function(formula: Formula, signature: WrapperSignature, context: Context,
+                 type_of: Callable[[str], PyType]) -> str:
+    """``<function>_jvp(...)``: the formula's jvp as a C++ function ('' when it has none).
+    ``context``: the library's; ``type_of``: the type of a forward name (what a capture is)."""
+    jvp = formula.jvp
     if jvp is None:
         return ""
-    from transpiler.cpp.nodes import closure_parameter   # nodes imports this module
-
-    inputs = {a.name for a in emitter.arguments}
     for param in jvp.node.params.params:
-        if param.name.value[:-2] not in inputs:     # original_self_t / _p: in-place ops
+        if param.name.value[:-2] not in signature:     # original_self_t / _p: in-place ops
             raise unsupported(param, f"the jvp parameter `{param.name.value}` (the value before an "
                               "in-place write; in-place operators are not emitted)")
-    rebound = jvp.rebound
     declarations: list[str] = []
     bindings: dict[str, Binding] = {}
-    for name, ty in _parameters(emitter, jvp):
-        declaration, bindings[name] = closure_parameter(name, ty, rebound)
+    parameters = [(p, _input_type(signature, p[:-2])) for p in jvp.params]   # a tangent or primal: its input's type
+    parameters += [(c.name, type_of(c.name)) for c in jvp.captures]
+    for name, ty in parameters:
+        declaration, bindings[name] = closure_parameter(name, ty, jvp.rebound)
         declarations.append(declaration)
-    returns = T.TENSOR_LIST if emitter.list_output else _return_type(len(_returned_outputs(emitter, jvp)))
-    body = translate_body(jvp.node.body.body, emitter.context.bind(bindings), returns)
+    returns = T.TENSOR_LIST if signature.list_output else _return_type(len(_returned_outputs(formula, jvp)))
+    body = translate_body(jvp.node.body.body, context.bind(bindings), returns)
     return "\n".join([
-        f"{T.cpp_value(returns)} {jvp_function_name(emitter)}(",
+        f"{T.cpp_value(returns)} {jvp_function_name(formula)}(",
         "    " + ",\n    ".join(declarations) + ") {",
         *body.lines,
         "}",
@@ -107,38 +98,30 @@ def jvp_function(emitter: FormulaEmitter) -> str:
     ])
 
 
-def _parameters(emitter: FormulaEmitter, jvp: Jvp) -> list[tuple[str, PyType]]:
-    params = [(p, _param_type(emitter, p)) for p in jvp.params]
-    params += [(c.name, emitter.type_of(c.name)) for c in jvp.captures]
-    return params
-
-
-def _argument(emitter: FormulaEmitter, jvp: Jvp, name: str, kind: CaptureKind | None) -> str:
+def _argument(signature: WrapperSignature, jvp: Closure, name: str, kind: CaptureKind | None) -> str:
     """What the wrapper passes for a jvp parameter or capture."""
     if name in jvp.tangents:
         return f"{name}"                                   # read once before the call
     source = name[:-2] if kind is None else name             # ``self_p`` is the primal of ``self``
     if kind is None or kind is CaptureKind.INPUT:
-        ty = _input_type(emitter, source)
+        ty = _input_type(signature, source)
         if ty == T.TENSOR:
-            return f"formulas::runtime::primal({_given(emitter, source)})"
+            return f"formulas::runtime::primal({_given(signature, source)})"
         if ty == T.TENSOR_LIST:
-            return f"formulas::runtime::primals({_given(emitter, source)})"
-        from transpiler.cpp.nodes import _is_borrowed, is_view
-
-        if _is_borrowed(ty) and not is_view(ty) and source in emitter.forward_context.names:
+            return f"formulas::runtime::primals({_given(signature, source)})"
+        if is_borrowed(ty) and not is_view(ty):
             return f"formulas::runtime::to_owned({cpp_name(source)})"   # the dispatcher lends an ArrayRef
     return cpp_name(source)
 
 
-def forbid_lines(emitter: FormulaEmitter) -> list[str]:
+def forbid_lines(formula: Formula, signature: WrapperSignature) -> list[str]:
     """A formula without a jvp: torch's error when an input carries a tangent."""
-    if emitter.formula.jvp is not None or not emitter.formula.differentiable_inputs:
+    if formula.jvp is not None or not formula.differentiable_inputs:
         return []
-    condition = " || ".join(_defined(emitter, a.name) for a in emitter.formula.differentiable_inputs)
-    op = emitter.formula.op_name
-    if emitter.formula.jvp_left_out is not None:     # per-formula mode left a written jvp out
-        reason = emitter.formula.jvp_left_out.replace("\\", "\\\\").replace('"', '\\"')
+    condition = " || ".join(_defined(signature, a.name) for a in formula.differentiable_inputs)
+    op = formula.op_name
+    if formula.jvp_left_out is not None:     # per-formula mode left a written jvp out
+        reason = formula.jvp_left_out.replace("\\", "\\\\").replace('"', '\\"')
         return [f'  TORCH_CHECK_NOT_IMPLEMENTED(!({condition}), "Trying to use forward AD with {op} that does not '
                 f'support it because its jvp could not be transliterated to C++ ({reason})");']
     return [f'  TORCH_CHECK_NOT_IMPLEMENTED(!({condition}), "Trying to use forward AD with {op} that does not '
@@ -146,34 +129,35 @@ def forbid_lines(emitter: FormulaEmitter) -> list[str]:
             f'@derivative(..., jvp=\\"auto_linear\\" / \\"auto_element_wise\\")) to the formula");']
 
 
-def _defined(emitter: FormulaEmitter, name: str) -> str:
-    if _input_type(emitter, name) == T.TENSOR_LIST:
-        return f"torch::autograd::isFwGradDefinedTensorList({_given(emitter, name)})"
-    return f"torch::autograd::isFwGradDefined({_given(emitter, name)})"
+def _defined(signature: WrapperSignature, name: str) -> str:
+    if _input_type(signature, name) == T.TENSOR_LIST:
+        return f"torch::autograd::isFwGradDefinedTensorList({_given(signature, name)})"
+    return f"torch::autograd::isFwGradDefined({_given(signature, name)})"
 
 
-def tangent_lines(emitter: FormulaEmitter, outputs: list[str]) -> list[str]:
-    """The wrapper's forward-mode block (after the forward, with autograd on again)."""
-    jvp = emitter.formula.jvp
+def tangent_lines(formula: Formula, signature: WrapperSignature, outputs: list[str]) -> list[str]:
+    """The wrapper's forward-mode block (after the forward, with autograd on again); ``outputs``:
+    the C++ names of the wrapper's outputs, one per schema return."""
+    jvp = formula.jvp
     if jvp is None:
         return []
-    inputs = _tangent_inputs(emitter, jvp)
+    inputs = _tangent_inputs(formula, jvp)
     if not inputs:
         return []
-    condition = " || ".join(_defined(emitter, name) for name in inputs)
-    returned = _returned_outputs(emitter, jvp)
-    refused = [_given(emitter, name) for name in inputs] + [outputs[index] for index in returned]
-    op = emitter.formula.op_name
+    condition = " || ".join(_defined(signature, name) for name in inputs)
+    returned = _returned_outputs(formula, jvp)
+    refused = [_given(signature, name) for name in inputs] + [outputs[index] for index in returned]
+    op = formula.op_name
     # no tangent on an integer or bool result (``x.long()``), as in torch
     differentiable = " || ".join(f"formulas::runtime::differentiable_dtype({outputs[index]})" for index in returned)
     lines = [f"  if (({condition}) && ({differentiable})) {{"]
     lines += [f'    formulas::runtime::refuse_complex("{op}", {tensor});' for tensor in refused]
     for param, source in jvp.tangents.items():
-        read = "tangents" if _input_type(emitter, source) == T.TENSOR_LIST else "tangent"
-        lines.append(f"    const auto {cpp_name(param)} = formulas::runtime::{read}({_given(emitter, source)});")
-    arguments = [_argument(emitter, jvp, p, None) for p in jvp.params]
-    arguments += [_argument(emitter, jvp, c.name, c.kind) for c in jvp.captures]
-    call = f"formulas::{jvp_function_name(emitter)}({', '.join(arguments)})"
+        read = "tangents" if _input_type(signature, source) == T.TENSOR_LIST else "tangent"
+        lines.append(f"    const auto {cpp_name(param)} = formulas::runtime::{read}({_given(signature, source)});")
+    arguments = [_argument(signature, jvp, p, None) for p in jvp.params]
+    arguments += [_argument(signature, jvp, c.name, c.kind) for c in jvp.captures]
+    call = f"formulas::{jvp_function_name(formula)}({', '.join(arguments)})"
     if len(returned) == 1:
         lines.append(f"    formulas::runtime::set_tangent({outputs[returned[0]]}, {call});")
     else:
@@ -184,4 +168,4 @@ def tangent_lines(emitter: FormulaEmitter, outputs: list[str]) -> list[str]:
     return lines
 
 
-__all__ = ["forbid_lines", "jvp_function", "tangent_lines"]
+__all__ = ["forbid_lines", "jvp_function", "jvp_function_name", "tangent_lines"]

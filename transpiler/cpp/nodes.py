@@ -28,12 +28,12 @@ from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     EMITTED_METADATA, UNSUPPORTED_TYPE, Binding, Context, Untranslatable, cpp_name, translate, unsupported,
 )
+from transpiler.cpp.signature import borrowed_param, closure_parameter, is_borrowed, is_view, wrapper_signature
 from transpiler.cpp.statements import translate_body
 from transpiler.cpp.types import Kind, PyType
-from transpiler.frontend import python_name
 from transpiler.model import Capture, CaptureKind, Formula
 from transpiler.cpp.operators import Resolved
-from transpiler.schema import Argument, BaseType, FunctionSchema, OptionalType
+from transpiler.schema import Argument, FunctionSchema, OptionalType
 
 
 @dataclass(frozen=True)
@@ -102,31 +102,6 @@ def node_name(formula: Formula, taken: set[str]) -> str:
     return f"{base}Backward{index}"
 
 
-def borrowed_param(ty: PyType) -> str:
-    """Parameter type of a generated function (helpers, backward): lists are borrowed views."""
-    if ty == T.INT_LIST:
-        return "at::IntArrayRef"
-    if ty == T.optional(T.INT_LIST):
-        return "at::OptionalIntArrayRef"
-    if ty == T.TENSOR_LIST:
-        return "at::TensorList"
-    return T.cpp_param(ty)
-
-
-def is_view(ty: PyType) -> bool:
-    """Whether generated functions take ``ty`` as a non-owning view (see :func:`borrowed_param`)."""
-    return borrowed_param(ty) != T.cpp_param(ty)
-
-
-def closure_parameter(name: str, ty: PyType, rebound: frozenset[str], declared: str | None = None
-                      ) -> tuple[str, Binding]:
-    """A parameter of a generated closure function (backward, jvp) and the binding its body sees:
-    taken as ``declared`` (default :func:`borrowed_param`), or by value when the body rebinds it."""
-    if name in rebound:
-        return f"{T.cpp_value(ty)} {cpp_name(name)}", Binding(ty, cpp_name(name))
-    return f"{declared or borrowed_param(ty)} {cpp_name(name)}", Binding(ty, cpp_name(name), borrowed=is_view(ty))
-
-
 def _saved_metadata(capture: Capture) -> list[str] | None:
     """The metadata the backward reads from a tensor capture, as saved (``size(i)`` is answered
     from the saved ``sizes``), or None when it reads more than the metadata the emitter writes."""
@@ -134,12 +109,6 @@ def _saved_metadata(capture: Capture) -> list[str] | None:
     if not methods or any(m not in EMITTED_METADATA for m in methods):
         return None
     return sorted({"sizes" if m == "size" else m for m in methods})
-
-
-def _is_borrowed(ty: PyType) -> bool:
-    """Whether a value of ``ty`` may be a borrowed view (ArrayRef, string_view) that a node must copy."""
-    inner = ty.elem if ty.kind is Kind.OPTIONAL else ty
-    return inner.kind in (Kind.LIST, Kind.STR)
 
 
 def _lend(item: SavedValue) -> str:
@@ -232,7 +201,7 @@ class ViewEmitter:
         lines = []
         kept = self._replay_arguments()
         for index, source in self.view_outputs():
-            out, base = outputs[index], self._dispatcher_argument(source)
+            out, base = outputs[index], self.signature.argument(source.name).given
             if self.list_output:    # several views: no view function (never written in place)
                 lines.append(f"  formulas::runtime::as_multi_output_views({base}, {out});")
                 continue
@@ -242,8 +211,8 @@ class ViewEmitter:
                 lines.append("      return std::unique_ptr<torch::autograd::ViewFunc>();")
             else:
                 lines += [f"      auto replay = std::make_unique<{self._view_func_name(index)}>();",
-                          *(f"      replay->{cpp_name(a.name)}_ = formulas::runtime::to_owned({self._dispatcher_argument(a)});"
-                            for a in kept),
+                          *(f"      replay->{cpp_name(a.name)}_ = formulas::runtime::to_owned("
+                            f"{self.signature.argument(a.name).given});" for a in kept),
                           "      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));"]
             lines += ["    });", "  }"]
         return lines
@@ -257,25 +226,23 @@ class FormulaEmitter(ViewEmitter):
         self.context = context
         self.struct = struct
         self.schema = formula.schema
-        # Named as the formula's parameters: a schema argument ``from`` (a Python keyword) is ``from_``.
-        self.arguments = [replace(a, name=python_name(a.name)) for a in self.schema.arguments if not a.is_out]
         written = [a.name for a in self.schema.arguments if a.annotation is not None and a.annotation.is_write]
         if written:
             raise Untranslatable(formula.schema_node, UNSUPPORTED_TYPE,
                                  f"{formula.op_name}: writes its argument '{written[0]}' in place (Tensor(a!)); "
                                  "in-place and out= operators are not supported yet")
+        self.signature = wrapper_signature(formula)
+        # Named as the formula's parameters: a schema argument ``from`` (a Python keyword) is ``from_``.
+        self.arguments = [a.argument for a in self.signature.arguments]
         self.forward_context = context.bind({
-            a.name: Binding(T.from_schema(a.type), cpp_name(a.name),
-                            borrowed=is_view(T.from_schema(a.type)) and a.name not in self.formula.rebound_inputs)
-            for a in self.arguments})
+            a.name: Binding(a.type, cpp_name(a.name), borrowed=is_view(a.type) and not a.rebound)
+            for a in self.signature.arguments})
         self.forward = translate_body(formula.forward, self.forward_context, return_type=None)
         if len(self.schema.returns) > 1 and not isinstance(formula.returned_display, cst.Tuple):
             raise unsupported(formula.returned_display, "outputs that are not a tuple of names")
-        self.output_types = [T.from_schema(r.type) for r in self.schema.returns]
-        diff = formula.output_differentiability or (True,) * len(self.schema.returns)
-        self.differentiable_outputs = [i for i, d in enumerate(diff) if d]
-        #: the schema returns one ``Tensor[]`` (split, unbind): its backward takes the list of gradients
-        self.list_output = self.output_types == [T.TENSOR_LIST]
+        self.output_types = list(self.signature.output_types)
+        self.differentiable_outputs = formula.differentiable_outputs
+        self.list_output = self.signature.list_output
         if not self.list_output and any(self.output_types[i] != T.TENSOR for i in self.differentiable_outputs):
             raise Untranslatable(formula.schema_node, UNSUPPORTED_TYPE,
                                  f"{formula.op_name}: only Tensor outputs, or one Tensor[] output, can be "
@@ -326,7 +293,9 @@ class FormulaEmitter(ViewEmitter):
     def emit(self) -> EmittedFormula:
         views = self.view_outputs()
         parts = [self.struct_text(), self.backward_function(), self.functional_text(), self.apply_text(),
-                 self.compiled_autograd_text(), forward_ad.jvp_function(self), self.view_func_struct(views),
+                 self.compiled_autograd_text(),
+                 forward_ad.jvp_function(self.formula, self.signature, self.context, self.type_of),
+                 self.view_func_struct(views),
                  self.wrapper_text(), self.view_func_replay(views)]
         schema = str(self.schema).replace("\\", "\\\\").replace('"', '\\"')
         registration = f'm.def("{schema}", TORCH_FN(formulas::{self.wrapper_name}));'
@@ -334,7 +303,7 @@ class FormulaEmitter(ViewEmitter):
 
     @property
     def wrapper_name(self) -> str:
-        return cpp_name(self.formula.function)
+        return self.signature.name
 
     @property
     def backward_name(self) -> str:
@@ -386,7 +355,7 @@ class FormulaEmitter(ViewEmitter):
             declaration, bindings[name] = closure_parameter(name, ty, rebound, declared)
             declarations.append(declaration)
 
-        for grad in self.formula.backward.grad_params:
+        for grad in self.formula.backward.params:
             if self.list_output:
                 parameter(grad, T.TENSOR_LIST, "at::TensorList")
             else:
@@ -495,7 +464,7 @@ class FormulaEmitter(ViewEmitter):
         if self.list_output:
             arguments = ["grads"]       # one gradient per output of the list, undefined for none
         else:
-            arguments = [f"grads[{index}]" for index in range(len(self.formula.backward.grad_params))]
+            arguments = [f"grads[{index}]" for index in range(len(self.formula.backward.params))]
         for item in self.saved:
             arguments.append(_lend(item) if isinstance(item, SavedValue) else item.member)
         if self.formula.backward.needs_input_grad is not None:
@@ -616,33 +585,12 @@ class FormulaEmitter(ViewEmitter):
                               "  }"]
         return lines
 
-    def _dispatcher_argument(self, arg) -> str:
-        """The kernel's own parameter for ``arg`` (edges go to the inputs as given, not as rebound)."""
-        if arg.name not in self.formula.rebound_inputs:
-            return cpp_name(arg.name)
-        optional_tensor = isinstance(arg.type, OptionalType) and T.from_schema(arg.type) == T.TENSOR
-        return f"{cpp_name(arg.name)}_opt" if optional_tensor else f"{cpp_name(arg.name)}_arg"
-
     def wrapper_text(self) -> str:
-        params, prologue = [], []
-        for arg in self.arguments:
-            declared = T.cpp_kernel_param(arg.type)
-            name = cpp_name(arg.name)
-            if isinstance(arg.type, OptionalType) and isinstance(arg.type.elem, BaseType) and arg.type.elem.name == "Tensor":
-                params.append(f"{declared} {cpp_name(arg.name)}_opt")
-                constness = "" if arg.name in self.formula.rebound_inputs else "const "
-                prologue.append(f"  {constness}at::Tensor {name} = {cpp_name(arg.name)}_opt.value_or(at::Tensor());")
-            elif arg.name in self.formula.rebound_inputs:   # a local copy, not the dispatcher's argument
-                params.append(f"{declared} {cpp_name(arg.name)}_arg")
-                ty = T.cpp_value(T.from_schema(arg.type))
-                prologue.append(f"  {ty} {name} = formulas::runtime::to_owned({cpp_name(arg.name)}_arg);")
-            else:
-                params.append(f"{declared} {name}")
-        returns = [T.cpp_value(t) for t in self.output_types]
-        return_type = returns[0] if len(returns) == 1 else f"std::tuple<{', '.join(returns)}>"
-        inputs = ", ".join(self._dispatcher_argument(a) for a in self.formula.differentiable_inputs)
-        lines = [f"{return_type} {self.wrapper_name}({', '.join(params)}) {{", *prologue,
-                 *forward_ad.forbid_lines(self),
+        params, prologue = self.signature.declarations()
+        given = [self.signature.argument(a.name).given for a in self.formula.differentiable_inputs]
+        inputs = ", ".join(given)
+        lines = [f"{self.signature.return_type} {self.wrapper_name}({', '.join(params)}) {{", *prologue,
+                 *forward_ad.forbid_lines(self.formula, self.signature),
                  f"  c10::intrusive_ptr<{self.struct}> grad_fn;",
                  f"  if (torch::autograd::compute_requires_grad({inputs})) {{",
                  f"    grad_fn = c10::make_intrusive<{self.struct}>();",
@@ -666,9 +614,9 @@ class FormulaEmitter(ViewEmitter):
                                      for index in self.differentiable_outputs)
         if differentiable:          # an integer or bool result (``x.long()``) gets no history, as in torch
             lines += [f"  if (grad_fn && !({differentiable})) {{", "    grad_fn.reset();", "  }"]
-        lines += forward_ad.tangent_lines(self, outputs)
+        lines += forward_ad.tangent_lines(self.formula, self.signature, outputs)
         lines.append("  if (grad_fn) {")
-        checked = [self._dispatcher_argument(a) for a in self.formula.differentiable_inputs]
+        checked = list(given)
         checked += [outputs[index] for index in self.differentiable_outputs]
         lines += [f'    formulas::runtime::refuse_complex("{self.formula.op_name}", {tensor});' for tensor in checked]
         for index in self.differentiable_outputs:
@@ -687,7 +635,7 @@ class FormulaEmitter(ViewEmitter):
             elif isinstance(item, SavedMetadata):
                 template = EMITTED_METADATA[item.method][1]
                 lines.append(f"    grad_fn->{item.member} = {template.format(source)};")
-            elif _is_borrowed(item.type) and item.name in self.forward_context.names:   # a kernel argument
+            elif is_borrowed(item.type) and item.name in self.forward_context.names:   # a kernel argument
                 lines.append(f"    grad_fn->{item.member} = formulas::runtime::to_owned({source});")
             elif item.type.kind in (Kind.LIST, Kind.OPTIONAL, Kind.STR):
                 lines.append(f"    grad_fn->{item.member} = std::move({source});")   # a forward local, last use
@@ -730,4 +678,4 @@ def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedForm
     return replace(emitted, called=frozenset(scope.called))
 
 
-__all__ = ["EmittedFormula", "borrowed_param", "emit_formula", "emit_nondifferentiable", "is_view", "node_name"]
+__all__ = ["EmittedFormula", "emit_formula", "emit_nondifferentiable", "node_name"]

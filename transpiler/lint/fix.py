@@ -43,7 +43,7 @@ def fix_source(path: str, source: str, known_operators: Collection[str],
     all_helpers = {**(helpers or {}), **{h.name: h for h in module.helpers}}
     edits: dict[cst.FunctionDef, _FormulaEdit] = {}
     for formula in module.formulas:
-        edit = _plan_formula(FormulaContext(module, formula, operators, all_helpers), wanted)
+        edit = _plan_formula(FormulaContext(module, formula, operators, all_helpers, formula.backward), wanted)
         if edit is not None:
             edits[formula.node] = edit
             edits[formula.backward.node] = edit
@@ -60,10 +60,10 @@ class _FormulaEdit:
 
 
 def _plan_formula(context: FormulaContext, wanted: Callable[[int, str], bool] | None) -> _FormulaEdit | None:
-    if not isinstance(context.backward_node.body, cst.IndentedBlock):
+    if not isinstance(context.closure_node.body, cst.IndentedBlock):
         return None  # ``def backward(grad): return ...`` on one line has no top to insert at
     replay: dict[int, cst.SimpleStatementLine] = {}
-    for capture in context.formula.captures:
+    for capture in context.closure.captures:
         if capture.kind is CaptureKind.ILLEGAL and capture.name not in context.formula.params:
             if wanted is not None and not wanted(capture.first_use.line, codes.KEPT_INTERMEDIATE.code):
                 continue
@@ -81,7 +81,7 @@ def _dead_after_move(context: FormulaContext, replay: Mapping[int, cst.SimpleSta
     body = list(context.formula.node.body.body)
     reads = {
         index: read_names(statement) for index, statement in enumerate(body)
-        if index != context.backward_index
+        if index != context.closure_index
     }
     outputs = {name for name in context.formula.outputs if name is not None}
     moved: set[int] = set()

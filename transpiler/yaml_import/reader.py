@@ -132,7 +132,7 @@ class _FormulaReader:
         lines = [*gradients, *(FormulaLine(key, NON_DIFFERENTIABLE) for key in details.get("non_differentiable", ()))]
         if details.get("jvp") is not None:
             lines.append(FormulaLine("result", details["jvp"]))
-        section = Section(details.get("dispatch"), (*lines, *tangents))
+        section = Section(formula.dispatch, (*lines, *tangents))
         return Entry(schema_text, tuple(flags) if flags is not None else None, (section,))
 
     def lines_of(self, closure: cst.FunctionDef, locals_: dict[str, str], names: dict[str, str],

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from transpiler import codes
 from transpiler.lint.ctx import hygiene
+from transpiler.lint.ctx.finding import Finding
 from transpiler.lint.ctx.backward import BackwardAnalysis, nonlocal_statements
 from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard, global_key
 from transpiler.lint.ctx.interpreter import Env
@@ -38,18 +39,6 @@ FUNCTION_BASES = frozenset({
     "torch.autograd.NestedIOFunction", "torch.autograd.function._SingleLevelFunction",
 })
 KEEPING_METHODS = ("forward", "setup_context")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A ctx-rule finding; ``col_offset`` is ast's (UTF-8 bytes, 0-based)."""
-
-    line: int
-    col_offset: int
-    code: str
-    message: str
-    related: tuple[tuple[int, int], ...] = ()    # other places with the same root cause (line, col offset)
-    fix: str | None = None                       # the fix offered, described (``--format json``)
 
 
 @dataclass(frozen=True)

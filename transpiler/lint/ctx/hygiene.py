@@ -20,6 +20,7 @@ import ast
 from dataclasses import dataclass
 
 from transpiler import codes
+from transpiler.lint.ctx.finding import Finding
 from transpiler.lint.ctx.forward import ForwardAnalysis
 from transpiler.lint.ctx.values import Role, flatten, is_tensor
 
@@ -48,8 +49,6 @@ def attribute_findings(analysis: ForwardAnalysis, used: set[str], reported: set[
     """DB110 on each ``ctx.<attr> = value`` whose every value is a tensor backward reads back
     (``used``: attribute names read outside forward); ``reported``: ids of the nodes that
     DB100/DB101 already report."""
-    from transpiler.lint.ctx.classes import Finding
-
     outputs = {(v.site, v.view_site) for v in analysis.returned_values if v.site is not None}
     found = []
     for kept in analysis.kept.values():
@@ -84,8 +83,6 @@ def metadata_findings(keeper: ast.FunctionDef, backward: ast.FunctionDef | None,
                       other_methods: list[ast.FunctionDef]):
     """DB111 on each element of the one ``ctx.save_for_backward(...)`` of ``keeper`` that
     backward only reads the metadata of."""
-    from transpiler.lint.ctx.classes import Finding
-
     if backward is None or any(_reads_saved(m) for m in other_methods):
         return []
     save = single_save(keeper)

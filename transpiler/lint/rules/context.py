@@ -10,25 +10,32 @@ import libcst as cst
 from transpiler.dataflow import BindingSite, FlowResult, ValueKind, analyze_body, walk
 from transpiler.diagnostics import Diagnostic
 from transpiler.frontend import parameter_arguments
-from transpiler.model import CaptureKind, Formula, FormulaModule, Helper, Span
+from transpiler.model import CaptureKind, Closure, Formula, FormulaModule, Helper, Span
 
 
 @dataclass(frozen=True)
 class FormulaContext:
-    """One formula of a module, with the facts the rules share."""
+    """One closure of a formula (its backward, or its written jvp), with the facts the rules share.
+    The rules word their messages from ``closure.role``."""
 
     module: FormulaModule
     formula: Formula
     known_operators: frozenset[str]      # ``name.overload`` and base names declared in the library
-    helpers: Mapping[str, Helper]        # helpers the backward may call, by name
+    helpers: Mapping[str, Helper]        # helpers the closure may call, by name
+    closure: Closure                     # ``formula.backward`` or ``formula.jvp``
 
     @property
     def path(self) -> str:
         return self.module.path
 
     @property
-    def backward_node(self) -> cst.FunctionDef:
-        return self.formula.backward.node
+    def name(self) -> str:
+        """``backward`` or ``jvp``: how messages name the closure."""
+        return self.closure.name
+
+    @property
+    def closure_node(self) -> cst.FunctionDef:
+        return self.closure.node
 
     @cached_property
     def helper_returns(self) -> dict[str, str | None]:
@@ -41,16 +48,17 @@ class FormulaContext:
         return self.formula.forward_flow
 
     @property
-    def backward_index(self) -> int:
-        """Position of ``def backward`` among the formula's body statements."""
-        return self.formula.backward.index
+    def closure_index(self) -> int | None:
+        """Position of the closure's ``def`` among the formula's body statements."""
+        return self.closure.index
 
     @cached_property
-    def backward_env(self) -> dict[str, ValueKind]:
-        """Kinds of the names a backward starts with: gradients, the mask and its captures."""
+    def closure_env(self) -> dict[str, ValueKind]:
+        """Kinds of the names a closure starts with: its parameters (gradients or tangents and
+        primals), the mask and its captures."""
         env: dict[str, ValueKind] = {}
         arguments = parameter_arguments(self.formula.schema, self.formula.params)
-        for capture in self.formula.captures:
+        for capture in self.closure.captures:
             if capture.kind is CaptureKind.INPUT:
                 argument = arguments[capture.name]
                 env[capture.name] = ValueKind.TENSOR if argument.is_tensor_like else ValueKind.SCALAR
@@ -58,25 +66,25 @@ class FormulaContext:
                 env[capture.name] = ValueKind.TENSOR
             else:
                 env[capture.name] = self.forward.env.get(capture.name, ValueKind.SCALAR)
-        for grad in self.formula.backward.grad_params:
-            env[grad] = ValueKind.TENSOR
-        if self.formula.backward.needs_input_grad is not None:
-            env[self.formula.backward.needs_input_grad] = ValueKind.METADATA
+        for param in self.closure.params:
+            env[param] = ValueKind.TENSOR
+        if self.closure.needs_input_grad is not None:
+            env[self.closure.needs_input_grad] = ValueKind.METADATA
         return env
 
     @cached_property
-    def backward(self) -> FlowResult:
-        """Dataflow over the backward's own body (nested functions are analysed separately).
+    def closure_flow(self) -> FlowResult:
+        """Dataflow over the closure's own body (nested functions are analysed separately).
         Here, not in the model: its helper calls are typed with the library's helpers (other
         files' too), which the front-end, reading one file, does not see."""
-        return analyze_body(self.backward_node.body.body, self.backward_env, helper_returns=self.helper_returns)
+        return analyze_body(self.closure_node.body.body, self.closure_env, helper_returns=self.helper_returns)
 
     @cached_property
-    def backward_locals(self) -> frozenset[str]:
-        """Names the backward binds itself: its parameters and assignments."""
-        params = self.backward_node.params
+    def closure_locals(self) -> frozenset[str]:
+        """Names the closure binds itself: its parameters and assignments."""
+        params = self.closure_node.params
         names = {p.name.value for p in (*params.params, *params.kwonly_params)}
-        return frozenset(names | set(self.backward.bindings))
+        return frozenset(names | set(self.closure_flow.bindings))
 
     def forward_bindings(self, name: str) -> list[BindingSite]:
         return self.forward.bindings.get(name, [])

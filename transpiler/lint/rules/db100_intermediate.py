@@ -1,4 +1,4 @@
-"""DB100: the backward captures a tensor (or tensor-read value) computed in the forward."""
+"""DB100: a closure (backward or jvp) captures a tensor (or tensor-read value) computed in the forward."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -11,7 +11,7 @@ from transpiler.metadata import METADATA_ATTRIBUTES, METADATA_METHODS
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext
 from transpiler.lint.rules.recompute import describe_recomputation, plan_recomputation
-from transpiler.model import Capture, CaptureKind
+from transpiler.model import Capture, CaptureKind, ClosureRole
 
 CODE = codes.KEPT_INTERMEDIATE.code
 
@@ -33,11 +33,11 @@ def aliased_input_or_output(context: FormulaContext, name: str) -> str | None:
 
 
 def metadata_only_uses(context: FormulaContext, name: str) -> list[str]:
-    """The metadata (``sizes``, ``dtype``...) read from ``name`` when that is all the backward reads; else []."""
-    backward = context.backward_node
-    reads = {id(read) for read in closure_reads(backward, {name})}
+    """The metadata (``sizes``, ``dtype``...) read from ``name`` when that is all the closure reads; else []."""
+    closure = context.closure_node
+    reads = {id(read) for read in closure_reads(closure, {name})}
     accessed = {
-        id(node.value): node.attr.value for node in walk(backward.body)
+        id(node.value): node.attr.value for node in walk(closure.body)
         if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == name
         and (node.attr.value in METADATA_METHODS or node.attr.value in METADATA_ATTRIBUTES)
     }
@@ -53,56 +53,59 @@ def _metadata_binding(name: str, attribute: str) -> str:
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
-    for capture in context.formula.captures:
+    for capture in context.closure.captures:
         if capture.kind is not CaptureKind.ILLEGAL or capture.name in context.formula.rebound_inputs:
             continue
         yield _finding(context, capture)
 
 
 def bound_by_default(context: FormulaContext, name: str) -> bool:
-    """Whether a default of the backward's parameters (``def backward(grad, t=name)``) reads ``name``."""
-    params = context.backward_node.params
+    """Whether a default of the closure's parameters (``def backward(grad, t=name)``) reads ``name``."""
+    params = context.closure_node.params
     defaults = [p.default for p in (*params.params, *params.kwonly_params) if p.default is not None]
     return any(type(node) is cst.Name and node.value == name for d in defaults for node in walk(d))
 
 
 def _finding(context: FormulaContext, capture: Capture) -> Diagnostic:
+    closure, differentiated = context.name, context.closure.role.differentiated
     if bound_by_default(context, capture.name):
         return context.diagnostic(
             capture.first_use, CODE,
-            f"a default of backward's parameters binds `{capture.name}`: {capture.reason}, and a default is "
-            f"evaluated once in the forward, so double backward through it is silently wrong; drop the "
-            f"parameter and recompute the value in the backward from inputs and outputs",
+            f"a default of {closure}'s parameters binds `{capture.name}`: {capture.reason}, and a default is "
+            f"evaluated once in the forward, so {differentiated} is silently wrong; drop the "
+            f"parameter and recompute the value in the {closure} from inputs and outputs",
         )
     plan = plan_recomputation(context, capture.name)
-    fix = describe_recomputation(plan) if plan is not None else None
+    # ``--fix`` rewrites backwards only
+    fixed = plan is not None and context.closure.role is ClosureRole.BACKWARD
+    fix = describe_recomputation(plan) if fixed else None
     alias = aliased_input_or_output(context, capture.name)
     if alias is not None:
         return context.diagnostic(
             capture.first_use, CODE,
-            f"backward captures `{capture.name}`, a forward alias of `{alias}`; a backward may capture "
-            f"inputs and outputs only by their own names: use `{alias}` in the backward",
+            f"{closure} captures `{capture.name}`, a forward alias of `{alias}`; a {closure} may capture "
+            f"inputs and outputs only by their own names: use `{alias}` in the {closure}",
             fix,
         )
     metadata = metadata_only_uses(context, capture.name)
     if metadata:
         return context.diagnostic(
             capture.first_use, CODE,
-            f"backward captures `{capture.name}`, a tensor computed in the forward, only for its metadata "
+            f"{closure} captures `{capture.name}`, a tensor computed in the forward, only for its metadata "
             f"({', '.join('.' + m for m in metadata)}); compute that in the forward "
             f"(`{_metadata_binding(capture.name, metadata[0])}`) and capture it instead, so no "
             f"intermediate tensor is saved",
             fix,
         )
     if plan is not None:
-        advice = "recompute it in the backward from inputs and outputs (`--fix` does it)"
+        advice = f"recompute it in the {closure} from inputs and outputs" + (" (`--fix` does it)" if fixed else "")
     else:
         advice = ("it cannot be recomputed from inputs and outputs alone: return it as an output "
                   "(add it to the schema's returns with output_differentiability False and to "
-                  "`return (...), backward`), or recompute it in the backward")
+                  f"`return (...), backward`), or recompute it in the {closure}")
     return context.diagnostic(
         capture.first_use, CODE,
-        f"backward captures `{capture.name}`: {capture.reason}, so double backward through it "
+        f"{closure} captures `{capture.name}`: {capture.reason}, so {differentiated} "
         f"is silently wrong; {advice}",
         fix,
     )

@@ -1,4 +1,4 @@
-"""DB102: the backward modifies a captured input or output in place."""
+"""DB102: a closure (backward or jvp) modifies a captured input or output in place."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -19,18 +19,18 @@ def _is_in_place(name: str) -> bool:
 
 
 def saved_tensors(context: FormulaContext) -> dict[str, str]:
-    """Backward names that refer to a captured input/output tensor -> the captured name.
+    """Closure names that refer to a captured input/output tensor -> the captured name.
 
-    Includes backward locals that only ever alias one (``o = out``).
+    Includes closure locals that only ever alias one (``o = out``).
     """
     saved = {
-        c.name: c.name for c in context.formula.captures
-        if c.kind in (CaptureKind.INPUT, CaptureKind.OUTPUT) and context.backward_env.get(c.name) == ValueKind.TENSOR
+        c.name: c.name for c in context.closure.captures
+        if c.kind in (CaptureKind.INPUT, CaptureKind.OUTPUT) and context.closure_env.get(c.name) == ValueKind.TENSOR
     }
     changed = True
     while changed:
         changed = False
-        for name, bindings in context.backward.bindings.items():
+        for name, bindings in context.closure_flow.bindings.items():
             if name in saved or len(bindings) != 1:
                 continue
             value = bindings[0].value
@@ -48,7 +48,7 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
         captured = saved.get(name, name)
         return context.diagnostic(
             node, CODE,
-            f"backward modifies captured `{captured}` in place ({how}); saved inputs and outputs must "
+            f"{context.name} modifies captured `{captured}` in place ({how}); saved inputs and outputs must "
             f"stay unchanged for double backward and for the caller: compute a new tensor instead "
             f"(out-of-place `at.X(...)` or `a + b`)",
         )
@@ -57,7 +57,7 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
         root = root_name(expression)
         return root.value if root is not None and root.value in saved else None
 
-    for node in walk(context.backward_node.body):
+    for node in walk(context.closure_node.body):
         if isinstance(node, cst.Call):
             operator = at_operator(node)
             if operator is not None:
@@ -82,13 +82,13 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
                   and _only_augmented_in_backward(context, target.value)):
                 yield context.diagnostic(
                     node, CODE,
-                    f"augmented assignment to `{target.value}` inside backward updates the forward's "
+                    f"augmented assignment to `{target.value}` inside {context.name} updates the forward's "
                     f"`{target.value}` (and Python makes it an unbound local); write the result to a new "
                     f"name instead: `new_{target.value} = {target.value} + ...`",
                 )
 
 
 def _only_augmented_in_backward(context: FormulaContext, name: str) -> bool:
-    """``name`` is bound in the backward by augmented assignments only (so it means the forward's)."""
-    bindings = context.backward.bindings.get(name, [])
+    """``name`` is bound in the closure by augmented assignments only (so it means the forward's)."""
+    bindings = context.closure_flow.bindings.get(name, [])
     return bool(bindings) and all(b.augmented for b in bindings)

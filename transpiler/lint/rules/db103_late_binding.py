@@ -1,4 +1,4 @@
-"""DB103: a name the backward captures is (re)bound after ``def backward``."""
+"""DB103: a name a closure (backward or jvp) captures is (re)bound after its ``def``."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -11,14 +11,14 @@ CODE = codes.LATE_BINDING.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
-    for capture in context.formula.captures:
-        late = [b for b in context.forward_bindings(capture.name) if b.index > context.backward_index]
+    for capture in context.closure.captures:
+        late = [b for b in context.forward_bindings(capture.name) if b.index > context.closure_index]
         if not late:
             continue
         where = context.span(late[0].target)
         yield context.diagnostic(
             capture.first_use, CODE,
-            f"backward captures `{capture.name}`, which is bound again (or deleted) at line {where.line} "
-            f"after `def backward`: the closure sees that late state; bind `{capture.name}` before the "
-            f"backward and give later values another name",
+            f"{context.name} captures `{capture.name}`, which is bound again (or deleted) at line {where.line} "
+            f"after `def {context.name}`: the closure sees that late state; bind `{capture.name}` before the "
+            f"{context.name} and give later values another name",
         )

@@ -1,4 +1,4 @@
-"""DB104: ``nonlocal`` or ``global`` inside a backward (or a function nested in it)."""
+"""DB104: ``nonlocal`` or ``global`` inside a closure, backward or jvp (or a function nested in it)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -14,12 +14,13 @@ CODE = codes.NONLOCAL.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
-    for node in walk(context.backward_node.body):
+    for node in walk(context.closure_node.body):
         if isinstance(node, (cst.Nonlocal, cst.Global)):
             keyword = "nonlocal" if isinstance(node, cst.Nonlocal) else "global"
             names = ", ".join(n.name.value for n in node.names)
             yield context.diagnostic(
                 node, CODE,
-                f"`{keyword} {names}` inside backward rebinds state outside the closure; a backward "
-                f"must be a pure function of its gradients, inputs and outputs: use a local name",
+                f"`{keyword} {names}` inside {context.name} rebinds state outside the closure; a {context.name} "
+                f"must be a pure function of its {context.closure.role.arguments}, inputs and outputs: "
+                f"use a local name",
             )

@@ -1,4 +1,4 @@
-"""DB105: the backward runs an operator the library has no formula for.
+"""DB105: a closure (backward or jvp) runs an operator the library has no formula for.
 
 Three ways in: ``at.X(...)``, a Python operator on tensors (``a * b`` is
 ``mul``), and a helper that does either (checked transitively).
@@ -11,14 +11,18 @@ from dataclasses import dataclass
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import FlowResult, ValueKind, analyze_body, annotation_kind, at_operator, dotted_name, walk
+from transpiler.dataflow import FlowResult, ValueKind, analyze_body, annotation_kind
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk_own_body
-from transpiler.model import FormulaModule, Helper
+from transpiler.model import CallSite, ClosureRole, FormulaModule, Helper
 
 CODE = codes.UNDECLARED_OPERATOR.code
-ADVICE = ("double backward through it is impossible; declare it with @derivative (or "
-          "nondifferentiable(...) when its output carries no gradient) or use declared operators")
+
+
+def advice(role: ClosureRole = ClosureRole.BACKWARD) -> str:
+    """What an undeclared operator breaks, and what to do."""
+    return (f"{role.differentiated} is impossible; declare it with @derivative (or "
+            "nondifferentiable(...) when its output carries no gradient) or use declared operators")
 
 
 @dataclass(frozen=True)
@@ -30,16 +34,25 @@ class OperatorCall:
     spelled: str        # how the source says it: ``at.exp`` or ``*``
 
 
-def operator_calls(function: cst.FunctionDef, env: Mapping[str, ValueKind],
+def operator_calls(function: cst.FunctionDef, calls: tuple[CallSite, ...], env: Mapping[str, ValueKind],
                    helper_returns: Mapping[str, str | None], flow: FlowResult | None = None
                    ) -> Iterator[OperatorCall]:
-    """Operators run by ``function``'s body and by the functions nested in it; ``flow``: the
-    dataflow over that body from ``env``, when the caller has it already."""
+    """Operators run by ``function``'s body and by the functions nested in it: its ``at.X``
+    calls (``calls``, the model's) and its Python operators on tensors; ``flow``: the dataflow
+    over that body from ``env``, when the caller has it already."""
+    for call in calls:
+        if call.operator:
+            yield OperatorCall(call.node, call.name, f"at.{call.name}")
+    yield from _python_operators(function, env, helper_returns, flow)
+
+
+def _python_operators(function: cst.FunctionDef, env: Mapping[str, ValueKind],
+                      helper_returns: Mapping[str, str | None], flow: FlowResult | None = None
+                      ) -> Iterator[OperatorCall]:
+    """The Python operators on tensors (``a * b`` is ``mul``) of ``function``'s body and of the
+    functions nested in it (their parameters typed from their annotations)."""
     if flow is None:
         flow = analyze_body(function.body.body, env, helper_returns=helper_returns)
-    for node in walk_own_body(function):
-        if isinstance(node, cst.Call) and (name := at_operator(node)) is not None:
-            yield OperatorCall(node, name, f"at.{name}")
     for use in flow.operator_uses.values():
         yield OperatorCall(use.node, use.operator, f"`{_operator_token(use.node)}` (aten `{use.operator}`)")
     nested_env = {**env, **flow.env}
@@ -51,11 +64,7 @@ def operator_calls(function: cst.FunctionDef, env: Mapping[str, ValueKind],
                 annotation = param.annotation
                 text = cst.Module([]).code_for_node(annotation.annotation) if annotation is not None else None
                 inner[param.name.value] = annotation_kind(text)
-            yield from operator_calls(node, inner, helper_returns)
-        elif isinstance(node, cst.Lambda):
-            for inner_node in walk(node.body):
-                if isinstance(inner_node, cst.Call) and (name := at_operator(inner_node)) is not None:
-                    yield OperatorCall(inner_node, name, f"at.{name}")
+            yield from _python_operators(node, inner, helper_returns)
 
 
 def _operator_token(node: cst.CSTNode) -> str:
@@ -76,7 +85,7 @@ class HelperChecker:
     def own_calls(self, helper: Helper) -> Iterator[OperatorCall]:
         """The undeclared operators ``helper``'s own body runs."""
         env = {p.name: annotation_kind(p.annotation) for p in helper.params}
-        for call in operator_calls(helper.node, env, self.helper_returns):
+        for call in operator_calls(helper.node, helper.calls, env, self.helper_returns):
             if call.operator not in self.known_operators:
                 yield call
 
@@ -88,46 +97,38 @@ class HelperChecker:
             return ()
         helper = self.helpers[name]
         found = list(dict.fromkeys(call.operator for call in self.own_calls(helper)))
-        for called in self.helpers_called(helper.node):
-            found += [op for op in self.missing(called, visiting | {name}) if op not in found]
+        for called in self.helpers_called(helper.calls):
+            found += [op for op in self.missing(called.name, visiting | {name}) if op not in found]
         self.memo[name] = tuple(found)
         return self.memo[name]
 
-    def helpers_called(self, node: cst.CSTNode) -> Iterator[str]:
-        for inner in walk(node):
-            if isinstance(inner, cst.Call) and (name := self.helper_name(inner)) is not None:
-                yield name
-
-    def helper_name(self, call: cst.Call) -> str | None:
-        dotted = dotted_name(call.func)
-        if dotted is None or dotted.split(".", 1)[0] == "at":
-            return None
-        name = dotted.rsplit(".", 1)[-1]
-        return name if name in self.helpers else None
+    def helpers_called(self, calls: tuple[CallSite, ...]) -> Iterator[CallSite]:
+        """The calls among ``calls`` of a helper of the library."""
+        return (call for call in calls if not call.operator and call.name in self.helpers)
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    closure = context.closure
     reported: set[cst.CSTNode] = set()
-    for call in operator_calls(context.backward_node, context.backward_env, context.helper_returns,
-                               context.backward):
+    for call in operator_calls(context.closure_node, closure.calls, context.closure_env, context.helper_returns,
+                               context.closure_flow):
         if context.is_declared(call.operator) or call.node in reported:
             continue
         reported.add(call.node)
         yield context.diagnostic(
-            call.node, CODE, f"backward calls {call.spelled}, which has no formula in the library: {ADVICE}",
+            call.node, CODE,
+            f"{context.name} calls {call.spelled}, which has no formula in the library: {advice(closure.role)}",
         )
     helpers = HelperChecker(context.helpers, context.helper_returns, context.known_operators)
-    for node in walk(context.backward_node.body):
-        if not isinstance(node, cst.Call) or (name := helpers.helper_name(node)) is None:
-            continue
-        missing = helpers.missing(name)
+    for call in helpers.helpers_called(closure.calls):
+        missing = helpers.missing(call.name)
         if missing:
-            helper = context.helpers[name]
+            helper = context.helpers[call.name]
             listed = ", ".join(f"`{op}`" for op in missing)
             yield context.diagnostic(
-                node, CODE,
-                f"backward calls helper `{name}` ({helper.path}:{helper.span.line}), which runs {listed} "
-                f"with no formula in the library: {ADVICE}",
+                call.node, CODE,
+                f"{context.name} calls helper `{call.name}` ({helper.path}:{helper.span.line}), which runs "
+                f"{listed} with no formula in the library: {advice(closure.role)}",
             )
 
 
@@ -141,5 +142,5 @@ def check_helpers(module: FormulaModule, helpers: Mapping[str, Helper],
             span = module.span(call.node)
             yield Diagnostic(
                 module.path, span.line, span.col, CODE,
-                f"helper `{helper.name}` calls {call.spelled}, which has no formula in the library: {ADVICE}",
+                f"helper `{helper.name}` calls {call.spelled}, which has no formula in the library: {advice()}",
             )

@@ -52,16 +52,16 @@ def _collect(context: FormulaContext, name: str, needed: dict[int, cst.SimpleSta
         return False
     binding = bindings[0]
     statement = binding.statement
-    if binding.conditional or binding.augmented or binding.index > context.backward_index:
+    if binding.conditional or binding.augmented or binding.index > context.closure_index:
         return False
     value = _single_assignment_value(statement)
     if value is None or any(isinstance(n, _PURE_EXPRESSION_BLOCKERS) for n in walk(value)):
         return False
-    if any(target in context.backward_locals for target in assignment_targets(statement)):
+    if any(target in context.closure_locals for target in assignment_targets(statement)):
         return False
     formula = context.formula
     for read in read_names(value):
-        if read in context.backward_locals or read in context.forward.mutated:
+        if read in context.closure_locals or read in context.forward.mutated:
             return False  # shadowed by the backward's own name, or changed in place
         read_bindings = context.forward_bindings(read)
         if not read_bindings:

@@ -143,3 +143,20 @@ def test_a_file_edited_after_import_is_reported_until_it_is_reloaded(tmp_path: P
         assert _inspected(op(x)) == ()
     finally:
         del sys.modules["engine_plan_edited"]
+
+
+def test_facts_are_read_once_per_file_and_kept_with_the_operator(plans):
+    from transpiler.frontend import parse_module
+
+    x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+    plans["metadata"](x)
+    parsed = parse_module.cache_info().misses
+    for op in plans.values():      # the file was read for the first: the others reuse its model
+        op(x)
+    assert parse_module.cache_info().misses == parsed
+    facts = plans["output"].facts
+    assert plans["output"].facts is facts                    # kept, not recomputed
+    assert facts.settled == frozenset() and facts.mask_parameter is None and facts.jvp is None   # result: inspected
+    assert plans["metadata"].facts.settled == {"self", "count", "dims"}
+    with pytest.raises(AttributeError):                      # frozen
+        facts.settled = frozenset()

@@ -486,7 +486,6 @@ def _tensors_in(value: Any) -> list[Tensor]:
     return []
 
 
-
 def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: int,
                      keywords: dict[str, Any]) -> Callable[..., Any]:
     """The runner of a formula called with ``arity`` positional arguments, its tensor
@@ -526,9 +525,9 @@ def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: in
                 out, backward = formula(a, *more, **keywords)
             finally:
                 mode.enabled = True
-            fn, data = a._grad_fn, a._data
-            return _record_one_output(overload, backward, out, (a, *more), ((a, 0) if fn is None else (fn, a._output_nr),),
-                                      ((data.shape, data.dtype),))
+            fn, data = a._grad_fn, a._data      # the edge: _edge, inlined
+            edge = (a, 0) if fn is None else (fn, a._output_nr)
+            return _record_one_output(overload, backward, out, (a, *more), (edge,), ((data.shape, data.dtype),))
         return record_unary
 
     if positions == (0, 1) and arity == 2:

@@ -210,7 +210,8 @@ def _source(facts: Any, derived: bool, return_jvp: bool) -> str:
         body = [s for s in body if not (isinstance(s, cst.FunctionDef) and s.name.value == "jvp")]
         body.insert(len(body) - 1, jvp)
     if return_jvp:
-        body[-1] = cst.parse_statement(f"return {cst.Module([]).code_for_node(formula.returned_display)}, backward, jvp")
+        outputs = cst.Module([]).code_for_node(formula.returned_display)
+        body[-1] = cst.parse_statement(f"return {outputs}, backward, jvp")
     node = formula.node.with_changes(decorators=(), body=formula.node.body.with_changes(body=body))
     return cst.Module([]).code_for_node(node)
 

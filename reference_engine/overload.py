@@ -126,8 +126,8 @@ class Overload:
         """Unwrap tensors (numbers stay Python scalars), call the NumPy kernel, wrap its result."""
         kernel = self.kernel
         if kernel is None:
-            raise NotImplementedError(f"operator {self.name} is declared but the reference engine has "
-                                      f"no NumPy kernel for it; add one to reference_engine/kernels/ (the module of its topic)")
+            raise NotImplementedError(f"operator {self.name} is declared but the reference engine has no NumPy "
+                                      f"kernel for it; add one to reference_engine/kernels/ (the module of its topic)")
         if self.signature.converted_positions:
             self.signature.convert(bound)
         first = bound[0] if bound else None
@@ -191,5 +191,3 @@ def _return_type(schema: FunctionSchema) -> type | None:
     named = namedtuple(schema.name.base, names)
     named.__module__ = "reference_engine.return_types"
     return named
-
-

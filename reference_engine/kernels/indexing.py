@@ -1,4 +1,5 @@
-"""Indexing: gather/scatter, index_select, masked ops, ``index_add``/``index_fill``/``index_copy``, ``index.Tensor``, ``index_put``."""
+"""Indexing: gather/scatter, index_select, masked ops, ``index_add``/``index_fill``/``index_copy``,
+``index.Tensor``, ``index_put``."""
 from __future__ import annotations
 
 from typing import Any

@@ -8,7 +8,8 @@ from typing import Any, Callable
 import numpy as np
 
 from reference_engine.kernels.registry import DEFAULT_KEYWORD_KERNELS, kernel, KERNELS
-from reference_engine.kernels.common import _add, _array, _BOOL, _FLOAT32, _multiply, _NUMBERS, _scale, _subtract, _TORCH_DTYPE_NAMES, result_dtype
+from reference_engine.kernels.common import (
+    _add, _array, _BOOL, _FLOAT32, _multiply, _NUMBERS, _scale, _subtract, _TORCH_DTYPE_NAMES, result_dtype)
 
 
 # ----------------------------------------------------------------------------- elementwise

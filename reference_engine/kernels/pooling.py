@@ -1,4 +1,5 @@
-"""Pooling over the last two dims of a (C, H, W) or (N, C, H, W) input: max and average, and their backward operators."""
+"""Pooling over the last two dims of a (C, H, W) or (N, C, H, W) input: max and average, and their
+backward operators."""
 from __future__ import annotations
 
 import numpy as np

@@ -110,7 +110,7 @@ def to_copy(x, dtype=None, *_options):
     return np.array(x, dtype=_np_dtype(dtype), copy=True)
 
 
-# ----------------------------------------------------------------------------- squeeze, transpose, select, slice, diagonal...
+# ----------------------------------------------------------------------------- squeeze, select, slice, diagonal...
 def _squeezable(x: np.ndarray, dims: list[int]) -> tuple[int, ...]:
     """The dims of ``dims`` (wrapped) that have size 1: torch squeezes those, ignores the rest."""
     return tuple(sorted({a for a in (_wrap_dim(d, x.ndim) for d in dims) if x.shape[a] == 1})) if x.ndim else ()

@@ -600,12 +600,6 @@ def _record_one_output(overload: Any, backward: Callable[..., Any], out: Tensor,
     return out
 
 
-def _holds_tensors(values: list | tuple) -> bool:
-    """Formula lists are homogeneous (``list[int]`` or ``list[Tensor]``, ``None`` allowed)."""
-    first = values[0]
-    return type(first) is Tensor or (first is None and any(isinstance(v, Tensor) for v in values))
-
-
 def save_captured(value: Any, name: str, held: set[int], output_nr: dict[int, int]) -> Any:
     """The record replacing a captured value that holds tensors (None when it holds none).
 

@@ -9,9 +9,28 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence
+
+
+class SourceStamp(NamedTuple):
+    """A formula file as it was when the formula was declared (what was imported): consumers
+    that read the file later (the reference engine's facts) check it has not changed since."""
+
+    path: str
+    mtime_ns: int
+    size: int
+
+
+def source_stamp(path: str) -> SourceStamp | None:
+    """The stamp of the file at ``path`` now; None when there is no such file (``<string>``)."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return SourceStamp(path, status.st_mtime_ns, status.st_size)
 
 
 @dataclass(frozen=True)
@@ -22,6 +41,7 @@ class DeclaredFormula:
     fn: Callable[..., Any]
     output_differentiability: tuple[bool, ...] | None
     jvp: str | None = None     # "auto_linear" / "auto_element_wise" / "derived"; None: a nested ``def jvp`` or none
+    source: SourceStamp | None = None   # the file ``fn`` was defined in, when it was declared
 
     @property
     def op_name(self) -> str:
@@ -97,7 +117,7 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         diff = tuple(output_differentiability) if output_differentiability is not None else None
-        declared = DeclaredFormula(schema, fn, diff, jvp)
+        declared = DeclaredFormula(schema, fn, diff, jvp, source_stamp(fn.__code__.co_filename))
         _registry_of(fn.__module__).formulas[declared.op_name] = declared
         return fn
 

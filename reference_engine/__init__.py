@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import formulas
 from reference_engine import methods  # noqa: F401 - installs the Tensor operators and registers their refresh hook
-from reference_engine.dispatch import Dispatcher, Overload, dispatcher
+from reference_engine.dispatch import Dispatcher, dispatcher
 from reference_engine import autograd, nn
 from reference_engine.dtypes import CPU, Device, DType, bool_, float32, float64, int64
 from reference_engine.dot import render, to_dot
@@ -34,6 +34,7 @@ from reference_engine.factories import (
 )
 from reference_engine.function import Function, FunctionCtx, once_differentiable
 from reference_engine.functions import module_function, names as _function_names
+from reference_engine.overload import Overload
 from reference_engine.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from reference_engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from reference_engine.tensor import Tensor, is_tensor

@@ -7,7 +7,7 @@ Layers, top to bottom:
    argument types binds against each declared schema in declaration order,
    exact matches before ones that need a number wrapped as a tensor, and
    caches the winner for that signature.
-2. **Autograd** (:meth:`Overload.run`): when grad mode is on, a formula
+2. **Autograd** (:meth:`~reference_engine.overload.Overload.run`): when grad mode is on, a formula
    exists and an input requires grad, the formula runs *below autograd*
    (grad mode off, so its ``at.*`` calls reach the kernels) and a
    :class:`~reference_engine.formula_node.FormulaNode` holding its backward
@@ -17,168 +17,21 @@ Layers, top to bottom:
 from __future__ import annotations
 
 import weakref
-from collections import namedtuple
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from formulas.dsl import LIBRARY, DeclaredFormula, Registry, declared as declared_formula
-from reference_engine.binding import Signature
-from reference_engine import forward_ad
+from formulas.dsl import LIBRARY, DeclaredFormula, Registry, declared as declared_formula, source_stamp
+from reference_engine import forward_mode
 from reference_engine.dtypes import DType
-from reference_engine.formula_node import formula_recorder, record_formula
+from reference_engine.formula_node import formula_recorder
 from reference_engine.grad_mode import grad_mode
-from reference_engine.kernels import DEFAULT_KEYWORD_KERNELS, KERNELS, VIEW_OPS
-from reference_engine.rebind import EngineOperators, rebind
+from reference_engine.kernels import DEFAULT_KEYWORD_KERNELS, KERNELS
+from reference_engine.overload import Overload
+from reference_engine.rebind import EngineOperators
 from reference_engine.tensor import Tensor
 from reference_engine.views import make_view, mark_recorded
-from transpiler.schema import FunctionSchema, is_tensor_like, parse_schema
-
-
-class Overload:
-    """One declared operator: its schema binding, kernel and (optional) formula."""
-
-    __slots__ = ("name", "schema", "signature", "kernel", "formula", "node_name", "returns_kind",
-                 "output_differentiability", "differentiable_positions", "is_view", "backward_info",
-                 "keyword_only", "num_differentiable_outputs", "return_type", "jvp_rule")
-
-    def __init__(self, schema: FunctionSchema, kernel: Callable[..., Any] | None,
-                 formula: DeclaredFormula | None) -> None:
-        self.name = str(schema.name)
-        self.schema = schema
-        self.signature = Signature(schema)
-        self.kernel = kernel
-        self.formula = formula.fn if formula is not None else None
-        self.jvp_rule = formula.jvp if formula is not None else None   # @derivative(jvp=...)
-        self.node_name = schema.name.node_prefix + "Backward0"   # torch-style: SumDimIntListBackward0
-        self.returns_kind = _returns_kind(schema)
-        #: the named tuple of a several-output op whose returns are named (``max.dim`` gives
-        #: ``(values, indices)``, as ``torch.return_types.max``); None: a plain tuple.
-        self.return_type = _return_type(schema) if self.returns_kind == "tuple" else None
-        diff = formula.output_differentiability if formula is not None else None
-        self.output_differentiability = diff or tuple(
-            is_tensor_like(r.type) for r in schema.returns)
-        self.num_differentiable_outputs = sum(self.output_differentiability)
-        self.differentiable_positions = tuple(
-            i for i, a in enumerate(a for a in schema.arguments if not a.is_out) if a.is_differentiable)
-        self.is_view = self.name in VIEW_OPS or any(
-            r.annotation is not None and not r.annotation.is_write for r in schema.returns)
-        self.backward_info: dict = {}     # backward code object -> formula_node.backward_plan
-        # Formulas take the schema's keyword-only arguments as keywords: (first index, names).
-        self.keyword_only = (self.signature.n_positional, self.signature.names[self.signature.n_positional:])
-
-    def run(self, bound: list) -> Any:
-        """Run on bound arguments: through the formula when recording, else the kernel."""
-        if self.formula is not None and grad_mode.enabled and self._wrap_inputs(bound):
-            if self.signature.converted_positions:
-                self.signature.convert(bound)
-            grad_mode.enabled = False
-            try:
-                first, names = self.keyword_only
-                if names:
-                    outputs, backward = self.formula(*bound[:first], **dict(zip(names, bound[first:])))
-                else:
-                    outputs, backward = self.formula(*bound)
-            finally:
-                grad_mode.enabled = True
-            recorded = record_formula(self, bound, outputs, backward)
-            if not self.is_view:
-                result = recorded
-            elif self.returns_kind == "list":
-                result = [mark_recorded(out) for out in recorded]
-            else:
-                result = mark_recorded(recorded)
-            return result if self.return_type is None else self.return_type(*result)
-        return self.run_kernel(bound)
-
-    def _wrap_inputs(self, bound: list) -> bool:
-        """Make every tensor argument a Tensor (numbers become wrapped numbers); whether
-        one of them requires grad."""
-        requires_grad = False
-        for i in self.signature.tensor_positions:
-            value = bound[i]
-            if type(value) is Tensor:
-                if value._requires_grad:
-                    requires_grad = True
-            elif value is not None:
-                value = bound[i] = _as_tensor(value)
-                requires_grad = requires_grad or value._requires_grad
-        for i in self.signature.tensor_list_positions:
-            values = bound[i]
-            if values is not None:
-                values = bound[i] = [v if v is None or isinstance(v, Tensor) else _as_tensor(v) for v in values]
-                requires_grad = requires_grad or any(v is not None and v._requires_grad for v in values)
-        return requires_grad
-
-    def run_kernel(self, bound: list) -> Any:
-        """Unwrap tensors (numbers stay Python scalars), call the NumPy kernel, wrap its result."""
-        kernel = self.kernel
-        if kernel is None:
-            raise NotImplementedError(f"operator {self.name} is declared but the reference engine has "
-                                      f"no NumPy kernel for it; add one to reference_engine/kernels.py")
-        if self.signature.converted_positions:
-            self.signature.convert(bound)
-        first = bound[0] if bound else None
-        view_arguments = bound[1:] if self.is_view else None
-        for i in self.signature.tensor_positions:
-            value = bound[i]
-            if type(value) is Tensor or isinstance(value, Tensor):
-                bound[i] = value._value
-        for i in self.signature.tensor_list_positions:
-            if bound[i] is not None:
-                bound[i] = [v._value if isinstance(v, Tensor) else v for v in bound[i]]
-        out = kernel(*bound)
-        kind = self.returns_kind
-        if kind == "tensor":
-            result = Tensor._wrap(out if type(out) is np.ndarray else np.asarray(out))
-            if self.is_view and type(first) is Tensor and np.may_share_memory(result._data, first._data):
-                make_view(result, first, self, view_arguments)
-            return result
-        if kind == "tuple":
-            results = tuple(Tensor._wrap(np.asarray(o)) for o in out)
-            return results if self.return_type is None else self.return_type(*results)
-        if kind == "list":
-            results = [Tensor._wrap(np.asarray(o)) for o in out]
-            if self.is_view and type(first) is Tensor:
-                for result in results:
-                    if np.may_share_memory(result._data, first._data):
-                        make_view(result, first, self, view_arguments, multi_output=True)
-            return results
-        return out
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call exactly this overload (``dispatcher.overload("sum.dim_IntList")(x, [0])``)."""
-        bound = self.signature.bind(args, kwargs)
-        if forward_ad.state.active:
-            return forward_ad.run(self, bound)
-        return self.run(bound)
-
-    def __repr__(self) -> str:
-        return f"<operator {self.schema}>"
-
-
-def _as_tensor(value: Any) -> Tensor:
-    if isinstance(value, Tensor):
-        return value
-    return Tensor._wrapped_number(value)
-
-
-def _returns_kind(schema: FunctionSchema) -> str:
-    returns = schema.returns
-    if len(returns) == 1 and is_tensor_like(returns[0].type):
-        return "list" if "[" in str(returns[0].type) else "tensor"
-    if len(returns) > 1 and all(is_tensor_like(r.type) for r in returns):
-        return "tuple"
-    return "value"
-
-
-def _return_type(schema: FunctionSchema) -> type | None:
-    names = [r.name for r in schema.returns]
-    if None in names:
-        return None
-    named = namedtuple(schema.name.base, names)
-    named.__module__ = "reference_engine.return_types"
-    return named
+from transpiler.schema import FunctionSchema, parse_schema
 
 
 _NO_CONVERSION = (list, type(None), DType)
@@ -210,18 +63,11 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
     wrap, asarray, ndarray = Tensor._wrap, np.asarray, np.ndarray
     unwrap = tuple(t is Tensor for t in arg_types)
     simple = not overload.is_view        # views also share the version counter: run_any
-    # The runners below are the hottest code of the engine: each inlines ``Tensor._wrap``.
-    new = object.__new__
+    # The runners below are the hottest code of the engine (kept to a kernel call and a wrap).
     if unwrap == (True,) and simple and not tail:
         def run_unary(a):
             out = kernel(a._value)
-            t = new(Tensor)
-            t._data = t._value = out if type(out) is ndarray else asarray(out)
-            t._requires_grad = False
-            t._grad_fn = t.grad = None
-            t._output_nr = 0
-            t._version = None
-            return t
+            return wrap(out if type(out) is ndarray else asarray(out))
         run_unary.direct_kernel = kernel     # OperatorPacket's entry point inlines this runner
         return run_unary
     # Operands of one dtype: NumPy's result type is torch's, and a promoting kernel's bare ufunc
@@ -233,37 +79,19 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
                 out = same_dtype(a._value, b._value)
             else:
                 out = kernel(a._value, b._value)
-            t = new(Tensor)
-            t._data = t._value = out if type(out) is ndarray else asarray(out)
-            t._requires_grad = False
-            t._grad_fn = t.grad = None
-            t._output_nr = 0
-            t._version = None
-            return t
+            return wrap(out if type(out) is ndarray else asarray(out))
         run_binary.direct_kernel = same_dtype
         run_binary.mixed_kernel = kernel
         return run_binary
     if unwrap[:2] == (True, True) and not any(unwrap[2:]) and simple:
         def run_binary_and_values(a, b, *values):       # values: non-tensor arguments (``alpha``)
             out = kernel(a._value, b._value, *values, *tail)
-            t = new(Tensor)
-            t._data = t._value = out if type(out) is ndarray else asarray(out)
-            t._requires_grad = False
-            t._grad_fn = t.grad = None
-            t._output_nr = 0
-            t._version = None
-            return t
+            return wrap(out if type(out) is ndarray else asarray(out))
         return run_binary_and_values
     if unwrap == (True, False) and simple:
         def run_tensor_other(a, b):
             out = kernel(a._value, b, *tail)
-            t = new(Tensor)
-            t._data = t._value = out if type(out) is ndarray else asarray(out)
-            t._requires_grad = False
-            t._grad_fn = t.grad = None
-            t._output_nr = 0
-            t._version = None
-            return t
+            return wrap(out if type(out) is ndarray else asarray(out))
         return run_tensor_other
 
     def run_any(*args):
@@ -302,6 +130,21 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
     return record_view
 
 
+class CacheEntry(NamedTuple):
+    """A resolved call signature of an :class:`OperatorPacket`. A runner is None where the
+    call needs general binding; runners take the positional arguments, then the keyword
+    values (in schema order)."""
+
+    overload: Overload
+    unrecorded: Callable[..., Any] | None       # the runner with grad mode off
+    recording: Callable[..., Any] | None        # the runner with grad mode on
+    #: set when ``unrecorded`` only unwraps one or two Tensors, calls it and wraps the result:
+    #: the entry points then do that inline (an optimization, as the kernel runners are)
+    kernel: Callable[..., Any] | None
+    #: the kernel of two Tensors of different dtypes (it applies torch's type promotion)
+    mixed_kernel: Callable[..., Any] | None
+
+
 class OperatorPacket:
     """Every overload of one operator name, with a per-signature resolution cache.
 
@@ -316,7 +159,7 @@ class OperatorPacket:
     def __init__(self, name: str, overloads: list[Overload]) -> None:
         self.name = name
         self.overloads = overloads
-        self.cache: dict[tuple, tuple[Overload, Callable[..., Any] | None, Callable[..., Any] | None]] = {}
+        self.cache: dict[tuple, CacheEntry] = {}
         one_tensor = all(len(o.schema.arguments) == 1 and o.signature.tensor_positions == (0,)
                          for o in overloads)
         #: ``at.<name>`` in formulas and the Tensor method: ``op(*args, **kwargs)``, or, when
@@ -332,7 +175,7 @@ class OperatorPacket:
         """``op(*args, **kwargs)``: :meth:`call` with a cached positional call inlined. It is
         ``at.<name>`` for the engine's formulas and the Tensor methods/operators of this name."""
         cache, call, mode = self.cache, self.call, grad_mode
-        new, ndarray, asarray = object.__new__, np.ndarray, np.asarray
+        wrap, ndarray, asarray = Tensor._wrap, np.ndarray, np.asarray
         defaults = self._keyword_defaults()
 
         def op(*args: Any, **kwargs: Any) -> Any:
@@ -348,22 +191,18 @@ class OperatorPacket:
             else:
                 entry = cache.get(tuple(map(type, args)))
             if entry is not None:
+                _, unrecorded, recording, kernel, mixed_kernel = entry
                 if mode.enabled:
-                    run = entry[2]
-                elif entry[3] is not None:      # run_unary / run_binary, inlined
+                    run = recording
+                elif kernel is not None:      # run_unary / run_binary, inlined
                     if n == 1:
-                        out = entry[3](args[0]._value)
+                        out = kernel(args[0]._value)
                     else:
                         a, b = args
-                        out = (entry[3] if a._data.dtype is b._data.dtype else entry[4])(a._value, b._value)
-                    t = new(Tensor)
-                    t._data = t._value = out if type(out) is ndarray else asarray(out)
-                    t._requires_grad = False
-                    t._grad_fn = t.grad = t._version = None
-                    t._output_nr = 0
-                    return t
+                        out = (kernel if a._data.dtype is b._data.dtype else mixed_kernel)(a._value, b._value)
+                    return wrap(out if type(out) is ndarray else asarray(out))
                 else:
-                    run = entry[1]
+                    run = unrecorded
                 if run is not None:
                     return run(*args)
             return call(args, {})
@@ -375,26 +214,22 @@ class OperatorPacket:
         """``op(a)``: :meth:`_entry_point` for operators that take one tensor (no ``*args``,
         no keywords to look at); more arguments go to :meth:`call`, which reports them."""
         cache, call, mode = self.cache, self.call, grad_mode
-        new, ndarray, asarray = object.__new__, np.ndarray, np.asarray
+        wrap, ndarray, asarray = Tensor._wrap, np.ndarray, np.asarray
 
         def op(a: Any, *more: Any, **kwargs: Any) -> Any:
             if more or kwargs:
                 return call((a, *more), kwargs)
             entry = cache.get((type(a),))
             if entry is not None:
+                _, unrecorded, recording, kernel, _ = entry
                 if mode.enabled:
-                    if entry[2] is not None:
-                        return entry[2](a)
-                elif entry[3] is not None:      # run_unary, inlined
-                    out = entry[3](a._value)
-                    t = new(Tensor)
-                    t._data = t._value = out if type(out) is ndarray else asarray(out)
-                    t._requires_grad = False
-                    t._grad_fn = t.grad = t._version = None
-                    t._output_nr = 0
-                    return t
-                elif entry[1] is not None:
-                    return entry[1](a)
+                    if recording is not None:
+                        return recording(a)
+                elif kernel is not None:      # run_unary, inlined
+                    out = kernel(a._value)
+                    return wrap(out if type(out) is ndarray else asarray(out))
+                elif unrecorded is not None:
+                    return unrecorded(a)
             return call((a,), {})
 
         op.__name__ = op.__qualname__ = self.name
@@ -403,24 +238,20 @@ class OperatorPacket:
     def _binary_entry_point(self) -> Callable[..., Any]:
         """``binary(a, b)``: :meth:`_entry_point` for a call with exactly two arguments."""
         cache, call, mode = self.cache, self.call, grad_mode
-        new, ndarray, asarray = object.__new__, np.ndarray, np.asarray
+        wrap, ndarray, asarray = Tensor._wrap, np.ndarray, np.asarray
 
         def binary(a: Any, b: Any) -> Any:
             entry = cache.get((type(a), type(b)))
             if entry is not None:
+                _, unrecorded, recording, kernel, mixed_kernel = entry
                 if mode.enabled:
-                    if entry[2] is not None:
-                        return entry[2](a, b)
-                elif entry[3] is not None:      # run_binary, inlined
-                    out = (entry[3] if a._data.dtype is b._data.dtype else entry[4])(a._value, b._value)
-                    t = new(Tensor)
-                    t._data = t._value = out if type(out) is ndarray else asarray(out)
-                    t._requires_grad = False
-                    t._grad_fn = t.grad = t._version = None
-                    t._output_nr = 0
-                    return t
-                elif entry[1] is not None:
-                    return entry[1](a, b)
+                    if recording is not None:
+                        return recording(a, b)
+                elif kernel is not None:      # run_binary, inlined
+                    out = (kernel if a._data.dtype is b._data.dtype else mixed_kernel)(a._value, b._value)
+                    return wrap(out if type(out) is ndarray else asarray(out))
+                elif unrecorded is not None:
+                    return unrecorded(a, b)
             if type(b) is np.ndarray:       # ``t + array``: the array is a tensor, as in torch
                 b = Tensor(b)
             elif isinstance(b, np.generic):     # ``t * np.float64(2)``: a Python number (weak dtype)
@@ -446,31 +277,25 @@ class OperatorPacket:
         if kwargs:
             key += tuple(kwargs) + tuple(map(type, kwargs.values()))
         entry = self.cache.get(key) or self.entry(key, args, kwargs)
-        run = entry[2] if grad_mode.enabled else entry[1]
+        run = entry.recording if grad_mode.enabled else entry.unrecorded
         if run is not None:
             return run(*args, *kwargs.values()) if kwargs else run(*args)
-        overload = entry[0]
+        overload = entry.overload
         if not kwargs and len(args) == overload.signature.positional_arity:
             bound = list(args)
         else:
             bound = overload.signature.bind(args, kwargs)
-        if forward_ad.state.active:
-            return forward_ad.run(overload, bound)
+        if forward_mode.state.active:
+            return forward_mode.run(overload, bound)
         if overload.formula is not None and grad_mode.enabled:
             return overload.run(bound)
         return overload.run_kernel(bound)
 
-    def entry(self, key: tuple, args: tuple, kwargs: dict) -> tuple:
-        """Resolve and cache a call signature: ``(overload, runner with grad mode off,
-        runner with grad mode on, kernel, mixed-dtype kernel)``; a runner is None where the
-        call needs general binding. Runners take the positional arguments, then the keyword
-        values (in schema order). ``kernel`` is set when the grad-mode-off runner only unwraps
-        one or two Tensors, calls it and wraps the result: the entry point then does that
-        inline (with two Tensors of different dtypes it calls the mixed-dtype kernel, which
-        applies torch's type promotion)."""
+    def entry(self, key: tuple, args: tuple, kwargs: dict) -> CacheEntry:
+        """Resolve and cache a call signature (see :class:`CacheEntry`)."""
         overload = self.resolve(args, kwargs)
-        if forward_ad.state.tangents is not None:      # a dual level is open: no fast paths (see forward_ad)
-            entry = self.cache[key] = (overload, None, None, None)
+        if forward_mode.state.tangents is not None:      # a dual level is open: no fast paths (see forward_mode)
+            entry = self.cache[key] = CacheEntry(overload, None, None, None, None)
             return entry
         if not kwargs:
             runner = _kernel_runner(overload, key)
@@ -482,8 +307,8 @@ class OperatorPacket:
             recording = runner if overload.formula is None else None
         else:
             runner = recording = None
-        entry = self.cache[key] = (overload, runner, recording, getattr(runner, "direct_kernel", None),
-                                   getattr(runner, "mixed_kernel", None))
+        entry = self.cache[key] = CacheEntry(overload, runner, recording, getattr(runner, "direct_kernel", None),
+                                             getattr(runner, "mixed_kernel", None))
         return entry
 
     def resolve(self, args: tuple, kwargs: dict) -> Overload:
@@ -579,10 +404,13 @@ class Dispatcher:
         a library one."""
         name = schema.split("(", 1)[0].strip()
         recorded = None if formula is None else declared_formula(formula)   # its @derivative(jvp=...)
-        jvp_rule = recorded.jvp if recorded is not None else None
         if output_differentiability is None and recorded is not None:
             output_differentiability = recorded.output_differentiability
-        declared = None if formula is None else DeclaredFormula(schema, formula, output_differentiability, jvp_rule)
+        declared = None
+        if formula is not None:     # the source stamp of its declaration, or of this call
+            source = recorded.source if recorded is not None else source_stamp(formula.__code__.co_filename)
+            declared = DeclaredFormula(schema, formula, output_differentiability,
+                                       recorded.jvp if recorded is not None else None, source)
         self.local[name] = (schema, declared, kernel)
         self.refresh()
         return self.overload(name)
@@ -612,7 +440,7 @@ class Dispatcher:
         for overloads in by_base.values():
             for overload in overloads:
                 if overload.formula is not None:
-                    overload.formula = rebind(overload.formula, self.operators, rebound, self.helpers)
+                    overload.bind_operators(self.operators, self.helpers, rebound)
         for hook in self.refresh_hooks:
             hook()
 
@@ -647,7 +475,7 @@ class Dispatcher:
         if not kwargs:      # the common case, inlined: a cached positional call
             entry = packet.cache.get(tuple(map(type, args)))
             if entry is not None:
-                run = entry[2] if grad_mode.enabled else entry[1]
+                run = entry.recording if grad_mode.enabled else entry.unrecorded
                 if run is not None:
                     return run(*args)
         return packet.call(args, kwargs)

@@ -12,11 +12,13 @@ the gradients of the inputs are returned instead of accumulated in ``.grad``.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from reference_engine.graph import Node, conform_gradient
+from reference_engine.dispatch import dispatcher
+from reference_engine.dtypes import from_numpy
+from reference_engine.graph import Node
 from reference_engine.grad_mode import check_thread, grad_mode
 from reference_engine.tensor import Tensor
 
@@ -222,3 +224,24 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     """The gradients of ``outputs`` with respect to ``inputs`` (``torch.autograd.grad``)."""
     input_list = _as_list(inputs)
     return tuple(run_backward(outputs, grad_outputs, retain_graph, create_graph, input_list, allow_unused))
+
+
+def conform_gradient(node: Node, grads: Sequence[Any], grad: Any, meta: tuple) -> Tensor:
+    """``grad`` (one of ``grads``; its input's ``(shape, dtype)`` is ``meta``, which it does
+    not match) as the input's gradient: a floating gradient of another floating dtype is
+    cast to the input's, as torch does (recorded under ``create_graph``); anything else
+    raises, naming the node and the input."""
+    index = next(i for i, (g, m) in enumerate(zip(grads, node.input_meta)) if g is grad and m is meta)
+    shape, dtype = meta
+    if type(grad) is not Tensor:
+        raise TypeError(f"Function {node.name()} returned an invalid gradient at index {index}: "
+                        f"expected a Tensor or None, got {type(grad).__name__}")
+    if grad._data.shape != shape:
+        raise RuntimeError(
+            f"Function {node.name()} returned an invalid gradient at index {index} - got "
+            f"{list(grad._data.shape)} but expected shape compatible with {list(shape)}")
+    if grad._data.dtype.kind != "f" or dtype.kind != "f":
+        raise RuntimeError(
+            f"Function {node.name()} returned an invalid gradient at index {index} - expected "
+            f"dtype {dtype} but got {grad._data.dtype}")
+    return dispatcher.call("_to_copy", (grad,), {"dtype": from_numpy(dtype)})

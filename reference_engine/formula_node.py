@@ -1,9 +1,11 @@
 """The autograd node of a formula: its backward closure and what that closure captured.
 
-After a formula's forward ran, the recorder makes a :class:`FormulaNode`, sets
-it as ``grad_fn`` of the differentiable outputs and looks at the closure
-cells that can hold something other than an argument (see
-:func:`backward_plan`):
+After a formula's forward ran, :func:`record` (the one recorder; the
+dispatcher's per-call-shape recorders, :func:`formula_recorder`, run the same
+steps) makes a :class:`FormulaNode`, sets it as ``grad_fn`` of the
+differentiable outputs and looks at the closure cells that can hold something
+other than an argument (see :func:`backward_plan`, which reads the formula's
+facts, :mod:`reference_engine.facts`):
 
 * an **input** stays in its cell (it points to earlier nodes only: no cycle);
 * an **output** is replaced in its cell by a *shadow*: a tensor over the same
@@ -26,25 +28,35 @@ the node was made.
 from __future__ import annotations
 
 import dis
-import gc
-import os
 from types import CodeType, FunctionType
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from reference_engine.grad_mode import grad_mode
 from reference_engine.graph import RELEASED_MESSAGE, Node, SavedTensor, poisoned_alias
 from reference_engine.tensor import Tensor, last_write, ticks
 
-if TYPE_CHECKING:
-    from reference_engine.dispatch import Overload
+# ``overload`` below is a :class:`reference_engine.overload.Overload` (a module above this one).
 
-#: Roles of a captured value (the second field of a :data:`Saved` entry).
+#: Roles of a captured value (:attr:`Saved.role`).
 OUTPUT, INTERMEDIATE, SEQUENCE = "output", "intermediate", "sequence"
 
-#: ``(cell, role, extra)``; ``extra`` is the output number of an OUTPUT, the capture name of an
-#: INTERMEDIATE (None: the backward's own cell of that name), the
-#: :class:`SavedSequence` of a SEQUENCE, else None.
-Saved = tuple
+
+class Saved(NamedTuple):
+    """A captured cell the backward call may need swapped (see the module docstring)."""
+
+    cell: Any
+    role: str       # OUTPUT, INTERMEDIATE or SEQUENCE
+    #: the output number of an OUTPUT, the capture name of an INTERMEDIATE, the
+    #: :class:`SavedSequence` / :class:`SavedMapping` of a SEQUENCE
+    extra: Any
+
+
+class BackwardPlan(NamedTuple):
+    """What recording needs to know about one backward closure (one per code object)."""
+
+    takes_mask: bool                 # it takes ``needs_input_grad``
+    inspected: tuple[int, ...]       # indices of the cells to look at (the others are settled)
+    has_defaults: bool               # its def statement has default arguments (checked for tensors)
 
 
 class SavedSequence:
@@ -78,14 +90,17 @@ class FormulaNode(Node):
     __slots__ = ("overload", "backward_fn", "takes_mask", "saved", "needs_input_grad", "list_lengths",
                  "swaps")
 
-    def __init__(self, overload: Overload, backward_fn: Callable[..., Any], next_edges: list,
-                 input_meta: list, num_outputs: int, needs_input_grad: tuple[bool, ...],
-                 list_lengths: tuple[int | None, ...] | None, takes_mask: bool) -> None:
-        super().__init__(next_edges, input_meta, num_outputs)
+    def __init__(self, overload: Any, backward_fn: Callable[..., Any], next_edges: tuple,
+                 input_meta: tuple, needs_input_grad: tuple[bool, ...], takes_mask: bool,
+                 num_outputs: int = 1, list_lengths: tuple[int | None, ...] | None = None) -> None:
+        self.next_edges = next_edges        # Node's fields, set here: this runs once per recorded op
+        self.input_meta = input_meta
+        self.num_outputs = num_outputs
+        self.seq = next(ticks)
         self.overload = overload
         self.backward_fn = backward_fn
         self.takes_mask = takes_mask
-        self.saved: list[Saved] = []
+        self.saved: list[Saved] | tuple = ()    # a list once something is saved
         self.swaps = False      # whether a first-order backward must swap cells (a SEQUENCE)
         self.needs_input_grad = needs_input_grad
         self.list_lengths = list_lengths
@@ -123,14 +138,12 @@ class FormulaNode(Node):
             elif not create_graph:
                 continue
             elif role is OUTPUT:
-                unpacked = Tensor._wrap(value._data)     # the output, grad_fn = this node
-                unpacked._value = value._value
-                unpacked._version = value._version
+                unpacked = value.detach()       # the output (same counter), grad_fn = this node
                 unpacked._grad_fn = self
                 unpacked._output_nr = extra
                 unpacked._requires_grad = True
             elif value.is_floating_point():
-                unpacked = poisoned_alias(value, self, extra or self._capture_name(cell))
+                unpacked = poisoned_alias(value, self, extra)
             else:
                 continue
             idle.append((cell, value))
@@ -142,13 +155,6 @@ class FormulaNode(Node):
         finally:
             for cell, value in idle:
                 cell.cell_contents = value
-
-    def _capture_name(self, cell: Any) -> str:
-        fn = self.backward_fn
-        for name, candidate in zip(fn.__code__.co_freevars, fn.__closure__):
-            if candidate is cell:
-                return name
-        return "?"
 
     def _check_versions(self) -> None:
         """Raise, naming the capture, if a captured tensor was written in place after this
@@ -208,75 +214,38 @@ class ListOutputNode(FormulaNode):
         return super().apply([list(grads)], create_graph)
 
 
-def backward_plan(overload: Overload, backward: Callable[..., Any]) -> tuple[bool, tuple[int, ...]]:
-    """``(takes needs_input_grad, cells to inspect)`` for a backward closure, cached per code.
+def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
+    """The :class:`BackwardPlan` of a backward closure, made once per code object.
 
-    When the backward is the ``def backward`` of the formula's body, the cells the
-    front-end settles statically (:func:`transpiler.frontend.settled_captures`: inputs the
-    forward never rebinds, metadata) need no look at record time; every other cell
-    (``result``, anything computed) is inspected. A formula the front-end cannot match to
-    its file (defined in a function, edited since it was imported) has every cell inspected.
+    When the backward is the ``def backward`` of the formula's body that the front-end
+    modelled, the mask parameter and the settled captures (inputs the forward never
+    rebinds, metadata) are its facts, and only the other cells (``result``, anything
+    computed) are inspected. Any other closure (one the formula did not define in its body,
+    or a formula the front-end has no model of) has every cell inspected and takes the mask
+    when its signature names it.
     """
     code = backward.__code__
-    info = overload.backward_info.get(code)
-    if info is None:
-        kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-        formula_code = overload.formula.__code__
-        _refuse_written_globals(overload, formula_code, code)
-        settled = _settled_captures(overload.name, formula_code, code) if code in formula_code.co_consts \
-            else frozenset()
-        inspected = tuple(i for i, name in enumerate(code.co_freevars) if name not in settled)
-        if backward.__defaults__ or backward.__kwdefaults__:     # the def statement has defaults
-            inspected += (DEFAULTS,)
-        info = overload.backward_info[code] = ("needs_input_grad" in kwonly, inspected)
-    return info
+    plan = overload.backward_plans.get(code)
+    if plan is None:
+        facts = overload.facts
+        if (facts.model is not None and code.co_name == facts.backward_name
+                and code in overload.formula.__code__.co_consts):
+            takes_mask, settled = facts.mask_parameter is not None, facts.settled
+        else:
+            keyword_only = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+            takes_mask, settled = "needs_input_grad" in keyword_only, frozenset()
+        _refuse_written_globals(overload, overload.formula.__code__, code)
+        plan = overload.backward_plans[code] = BackwardPlan(
+            takes_mask, tuple(i for i, name in enumerate(code.co_freevars) if name not in settled),
+            bool(backward.__defaults__ or backward.__kwdefaults__))
+    return plan
 
 
-#: formula code object -> the names :func:`_settled_captures` found (one read of its file per formula).
-_SETTLED: dict[CodeType, frozenset[str]] = {}
-
-
-def _settled_captures(op_name: str, formula_code: CodeType, backward_code: CodeType) -> frozenset[str]:
-    """The backward's captures the front-end's model of the formula's file settles (read from
-    the source, never imported), or none when the model is not this code's: no such file, no
-    single formula of that function and operator there, or one whose decorator line or captured
-    names differ from the code's (the file was edited after it was imported)."""
-    found = _SETTLED.get(formula_code)
-    if found is None:
-        found = _SETTLED[formula_code] = _read_settled_captures(op_name, formula_code, backward_code)
-    return found
-
-
-def _read_settled_captures(op_name: str, formula_code: CodeType, backward_code: CodeType) -> frozenset[str]:
-    from transpiler.frontend import parse_module, read_module, settled_captures    # libcst: on first use
-
-    path = formula_code.co_filename
-    if not os.path.isfile(path):
-        return frozenset()
-    parsed = parse_module.cache_info().misses
-    module = read_module(path)
-    if parse_module.cache_info().misses != parsed:
-        # libcst's parser leaves reference cycles behind: free them now, once per file, rather
-        # than leave them to the program's cycle collector (or to none, with gc disabled)
-        gc.collect()
-    matches = [f for f in module.formulas if f.function == formula_code.co_name and f.op_name == op_name]
-    if len(matches) != 1:
-        return frozenset()
-    formula = matches[0]
-    first_line = module.span(formula.node.decorators[0]).line if formula.node.decorators else formula.span.line
-    if first_line != formula_code.co_firstlineno or not set(backward_code.co_freevars) <= {
-            c.name for c in formula.captures}:
-        return frozenset()
-    return settled_captures(formula)
-
-
-#: In a backward plan's inspected cells: look at the backward's default arguments too.
-DEFAULTS = -1
 #: Methods that change a container in place (``CACHE.append(e)``).
 _MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "__setitem__"})
 
 
-def _refuse_written_globals(overload: Overload, formula_code: CodeType, backward_code: CodeType) -> None:
+def _refuse_written_globals(overload: Any, formula_code: CodeType, backward_code: CodeType) -> None:
     """Raise when the backward reads a module global that the formula assigns (``global E``)
     or changes in place (a dict, list or set: ``CACHE[k] = e``, ``CACHE.append(e)``): it would
     hold a forward intermediate the recorder cannot see, so a double backward would be
@@ -328,6 +297,9 @@ _SKIPPED_OPCODES = frozenset({"PRECALL", "PUSH_NULL", "CACHE", "NOP", "EXTENDED_
 
 
 # Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
+
+
+# Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
 # equal ones are shared, so a recorded operation adds no objects for them (fewer objects for
 # the cycle collector to track while a large graph is alive). The table is cleared when it
 # reaches _SHARED_LIMIT entries (programs with ever-changing shapes).
@@ -343,7 +315,13 @@ def _share_inputs(input_meta: tuple) -> tuple:
     return shared
 
 
-def _collect_inputs(overload: Overload, bound: Sequence[Any]) -> tuple[list, tuple, tuple, tuple | None, set[int]]:
+def _edge(t: Tensor) -> tuple:
+    """The edge to an input that requires grad: its node and output number, or the leaf itself."""
+    fn = t._grad_fn
+    return (t, 0) if fn is None else (fn, t._output_nr)
+
+
+def _collect_inputs(overload: Any, bound: Sequence[Any]) -> tuple[tuple, tuple, tuple, tuple | None, set[int]]:
     """Edges, (shape, dtype) metadata, the needs_input_grad mask, Tensor[] lengths (None
     without Tensor[] arguments) and the ids of the input tensors."""
     edges: list = []
@@ -365,22 +343,22 @@ def _collect_inputs(overload: Overload, bound: Sequence[Any]) -> tuple[list, tup
             if t is not None:
                 held.add(id(t))
                 if t._requires_grad:
-                    fn = t._grad_fn
-                    edges.append((t, 0) if fn is None else (fn, t._output_nr))
+                    edges.append(_edge(t))
                     meta.append((t._data.shape, t._data.dtype))
                     continue
             edges.append(None)
             meta.append(None)
-    has_lists = any(length is not None for length in lengths)
-    if not has_lists:
+    if not any(length is not None for length in lengths):
         input_meta, mask = _SHARED_INPUTS.get(tuple(meta)) or _share_inputs(tuple(meta))
-        return edges, input_meta, mask, None, held
-    return edges, tuple(meta), tuple(needs), tuple(lengths), held
+        return tuple(edges), input_meta, mask, None, held
+    return tuple(edges), tuple(meta), tuple(needs), tuple(lengths), held
 
 
-def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: dict[int, int]) -> Tensor:
-    if out._requires_grad or id(out) in held:
-        out = out.detach()      # an input returned as is: a new tensor object
+def _attach(out: Tensor, node: FormulaNode, nr: int, inputs: set[int], output_nr: dict[int, int]) -> Tensor:
+    """Make ``out`` the ``nr``-th output of ``node`` (a floating tensor; others stay as they are);
+    an input returned as is becomes a new tensor object first."""
+    if out._requires_grad or id(out) in inputs:
+        out = out.detach()
     if out._data.dtype.kind == "f":
         out._grad_fn = node
         out._output_nr = nr
@@ -389,20 +367,21 @@ def _attach(out: Tensor, node: FormulaNode, nr: int, held: set[int], output_nr: 
     return out
 
 
-def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
-    """Attach a node for ``backward`` to the formula's ``outputs``; return them (the general
-    recorder: any number of outputs, ``Tensor[]`` arguments, bound arguments)."""
+def record(overload: Any, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
+    """Attach a node for ``backward`` to the formula's ``outputs`` (what it returned for the
+    bound arguments ``bound``) and return them: the one recorder, for any call shape."""
     edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
-    takes_mask, inspected = backward_plan(overload, backward)
-    if overload.returns_kind == "list":
-        node = ListOutputNode(overload, backward, edges, meta, len(outputs), needs, lengths, takes_mask)
-    else:
-        node = FormulaNode(overload, backward, edges, meta, overload.num_differentiable_outputs, needs,
-                           lengths, takes_mask)
+    plan = backward_plan(overload, backward)
     output_nr: dict[int, int] = {}
     if overload.returns_kind == "tensor":
+        node = FormulaNode(overload, backward, edges, meta, needs, plan.takes_mask, 1, lengths)
         result = _attach(outputs, node, 0, held, output_nr)
     else:
+        if overload.returns_kind == "list":
+            node = ListOutputNode(overload, backward, edges, meta, needs, plan.takes_mask, len(outputs), lengths)
+        else:
+            node = FormulaNode(overload, backward, edges, meta, needs, plan.takes_mask,
+                               overload.num_differentiable_outputs, lengths)
         differentiability = overload.output_differentiability
         outs = list(outputs)
         nr = 0
@@ -413,30 +392,27 @@ def record_formula(overload: Overload, bound: Sequence[Any], outputs: Any, backw
             outs[i] = _attach(out, node, nr, held, output_nr)
             nr += 1
         result = tuple(outs) if type(outputs) is tuple else outs
-    if backward.__closure__:
-        _save_cells(node, backward, held, output_nr)
-    if DEFAULTS in inspected:
-        refuse_tensor_defaults(node, backward, held, output_nr)
+    _save(node, backward, plan, held, output_nr)
     return result
 
 
-def _save_cells(node: FormulaNode, backward: Callable[..., Any], held: set[int],
-                output_nr: dict[int, int]) -> None:
-    """List every cell of ``backward`` holding an output, intermediate or container of them in
-    ``node.saved`` (outputs replaced by their shadows); the cells of functions it captured too."""
-    for name, cell in zip(backward.__code__.co_freevars, backward.__closure__):
-        _save_cell(node, cell, name, held, output_nr)
-
-
-def _saved_list(node: FormulaNode) -> list:
-    if type(node.saved) is not list:
-        node.saved = list(node.saved)
-    return node.saved
+def _save(node: FormulaNode, backward: Callable[..., Any], plan: BackwardPlan, held: set[int],
+          output_nr: dict[int, int]) -> None:
+    """Save the cells of ``backward`` the plan inspects (:func:`_save_cell`) and refuse a tensor
+    kept in a default argument. ``held``: ids of the tensors referenced as they are (inputs,
+    non-differentiable outputs); ``output_nr``: the differentiable outputs' numbers by id."""
+    if plan.inspected:
+        cells, names = backward.__closure__, backward.__code__.co_freevars
+        for index in plan.inspected:
+            _save_cell(node, cells[index], names[index], held, output_nr)
+    if plan.has_defaults:
+        refuse_tensor_defaults(node, backward, held, output_nr)
 
 
 def _save_cell(node: FormulaNode, cell: Any, name: str, held: set[int], output_nr: dict[int, int]) -> None:
-    """Save one cell: an output (shadowed), an intermediate (guarded), a list, tuple or dict
-    holding tensors (a saved record), a captured function (its own cells and defaults)."""
+    """Save one cell: an output (replaced by its shadow), an intermediate (guarded), a list,
+    tuple or dict holding tensors (a saved record), a captured function (its own cells and
+    defaults); sizes, dims and scalars need nothing."""
     try:
         value = cell.cell_contents
     except ValueError:      # an empty cell: a name the backward reads that was never bound
@@ -446,14 +422,22 @@ def _save_cell(node: FormulaNode, cell: Any, name: str, held: set[int], output_n
         nr = output_nr.get(id(value))
         if nr is not None:
             cell.cell_contents = value.detach()     # the shadow: same data and version counter
-            _saved_list(node).append((cell, OUTPUT, nr))
+            saved = Saved(cell, OUTPUT, nr)
         elif id(value) not in held and not value._requires_grad:
-            _saved_list(node).append((cell, INTERMEDIATE, name))
+            saved = Saved(cell, INTERMEDIATE, name)
+        else:
+            return
+        if type(node.saved) is list:
+            node.saved.append(saved)
+        else:
+            node.saved = [saved]
     elif kind is list or kind is tuple or kind is dict:
-        record = save_captured(value, name, held, output_nr) if value else None
+        if not value or (kind is not dict and type(value[0]) is int):      # sizes, dims: nothing to save
+            return
+        record = save_captured(value, name, held, output_nr)
         if record is not None:
             cell.cell_contents = record
-            _saved_list(node).append((cell, SEQUENCE, record))
+            node.saved = [*node.saved, Saved(cell, SEQUENCE, record)]
             node.swaps = True
     elif kind is FunctionType:
         _save_function(node, value, held, output_nr)
@@ -464,7 +448,7 @@ def _save_function(node: FormulaNode, fn: FunctionType, held: set[int], output_n
     reads are saved like the backward's own, so a tensor it hides is still guarded."""
     refuse_tensor_defaults(node, fn, held, output_nr)
     for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-        if any(entry[0] is cell for entry in node.saved):      # shared with the backward: saved once
+        if any(saved.cell is cell for saved in node.saved):      # shared with the backward: saved once
             continue
         try:
             value = cell.cell_contents
@@ -502,175 +486,73 @@ def _tensors_in(value: Any) -> list[Tensor]:
     return []
 
 
-def _save_inspected(node: FormulaNode, backward: Callable[..., Any], inspected: tuple[int, ...],
-                    out: Tensor, is_output: bool, args: tuple) -> None:
-    """:func:`_save_cells` for one output, over the cells :func:`backward_plan` could not
-    rule out (an input is the same object as one of ``args``, or requires grad)."""
-    cells = backward.__closure__
-    saved = None
-    for index in inspected:
-        if index == DEFAULTS:
-            refuse_tensor_defaults(node, backward, {id(a) for a in args if type(a) is Tensor},
-                                   {id(out): 0} if is_output else {})
-            continue
-        cell = cells[index]
-        try:
-            value = cell.cell_contents
-        except ValueError:      # an empty cell: a name the backward reads that was never bound
-            continue
-        kind = type(value)
-        if kind is Tensor:
-            if value is out:
-                if not is_output:
-                    continue
-                counter = value._version
-                if counter is None:
-                    counter = value._version = [0, 0]       # shared with the shadow
-                shadow = _new(Tensor)       # out.detach(), inlined: same data and counter
-                shadow._data = value._data
-                shadow._value = value._value
-                shadow._requires_grad = False
-                shadow._grad_fn = shadow.grad = None
-                shadow._output_nr = 0
-                shadow._version = counter
-                cell.cell_contents = shadow
-                entry = (cell, OUTPUT, 0)
-            elif value._requires_grad or any(value is a for a in args):
-                continue
-            else:
-                entry = (cell, INTERMEDIATE, None)
-        elif (kind is list or kind is tuple) and value and type(value[0]) is not int and (
-                type(value[0]) is Tensor or (value[0] is None and _holds_tensors(value))):
-            held = {id(a) for a in args if type(a) is Tensor}
-            name = backward.__code__.co_freevars[index]
-            record = save_captured(value, name, held, {id(out): 0} if is_output else {})
-            cell.cell_contents = record
-            entry = (cell, SEQUENCE, record)
-            node.swaps = True
-        elif kind is dict or kind is FunctionType:      # rare: the general cell saver
-            if saved is not None:
-                node.saved = saved
-            _save_cell(node, cell, backward.__code__.co_freevars[index], {id(a) for a in args if type(a) is Tensor},
-                       {id(out): 0} if is_output else {})
-            saved = node.saved if node.saved else None
-            continue
-        else:       # sizes, dims, scalars: nothing to save
-            continue
-        if saved is None:
-            saved = node.saved = []
-        saved.append(entry)
-
-
-_new = object.__new__
-
-
-def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any], arity: int,
+def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: int,
                      keywords: dict[str, Any]) -> Callable[..., Any]:
     """The runner of a formula called with ``arity`` positional arguments, its tensor
     arguments as Tensors (keyword-only arguments at ``keywords``): it runs the kernel when
-    no input requires grad, else the formula below autograd and records its node.
+    no input requires grad, else the formula below autograd and :func:`record`.
 
-    For one tensor output and no ``Tensor[]`` argument (nearly every operator) everything
-    :func:`record_formula` does is inlined here: this is the per-operator cost of recording.
+    These are just optimizations of calling :func:`record` (tests/engine/test_fast_paths.py
+    holds them to it): for one tensor output and no ``Tensor[]`` argument (nearly every
+    operator) the edges are collected per call shape (one tensor, two tensors, any) without
+    binding, and :func:`_record_one_output` does the rest of what :func:`record` does.
     """
     formula = overload.formula
     positions = overload.signature.tensor_positions
     mode = grad_mode
-    general = bool(overload.signature.tensor_list_positions or overload.num_differentiable_outputs != 1
-                   or overload.returns_kind != "tensor")     # recorded by record_formula
-    infos = overload.backward_info
-    shared_inputs = _SHARED_INPUTS
-    new = _new
-    tick = ticks.__next__
+    if (overload.signature.tensor_list_positions or overload.num_differentiable_outputs != 1
+            or overload.returns_kind != "tensor"):
+        def record_general(*args):
+            for i in positions:
+                if args[i]._requires_grad:
+                    break
+            else:
+                return kernel_runner(*args)
+            mode.enabled = False
+            try:
+                out, backward = formula(*args, **keywords)
+            finally:
+                mode.enabled = True
+            return record(overload, args + tuple(keywords.values()), out, backward)
+        return record_general
 
-    if not general and positions == (0,):
+    if positions == (0,):
         def record_unary(a, *more):       # more: non-tensor arguments (``x * 2.0``)
             if not a._requires_grad:
                 return kernel_runner(a, *more)
             mode.enabled = False
             try:
-                if keywords:
-                    out, backward = formula(a, *more, **keywords)
-                else:
-                    out, backward = formula(a, *more) if more else formula(a)
+                out, backward = formula(a, *more, **keywords)
             finally:
                 mode.enabled = True
-            data = a._data
-            fn = a._grad_fn
-            info = infos.get(backward.__code__) or backward_plan(overload, backward)
-            node = new(FormulaNode)     # FormulaNode.__init__, inlined (as in record_binary)
-            node.next_edges = ((a, 0) if fn is None else (fn, a._output_nr),)
-            meta_key = ((data.shape, data.dtype),)
-            node.input_meta, node.needs_input_grad = shared_inputs.get(meta_key) or _share_inputs(meta_key)
-            node.num_outputs = 1
-            node.seq = tick()
-            node.overload = overload
-            node.backward_fn = backward
-            node.saved = ()
-            node.swaps = False
-            node.list_lengths = None
-            node.takes_mask = info[0]
-            if out._requires_grad:      # an input returned as is: a new tensor object
-                out = out.detach()
-            is_output = out._data.dtype.kind == "f"
-            if is_output:
-                out._grad_fn = node
-                out._output_nr = 0
-                out._requires_grad = True
-            if info[1]:
-                _save_inspected(node, backward, info[1], out, is_output, (a, *more))
-            return out
+            fn, data = a._grad_fn, a._data      # the edge: _edge, inlined
+            edge = (a, 0) if fn is None else (fn, a._output_nr)
+            return _record_one_output(overload, backward, out, (a, *more), (edge,), ((data.shape, data.dtype),))
         return record_unary
 
-    if not general and positions == (0, 1) and arity == 2:
+    if positions == (0, 1) and arity == 2:
         def record_binary(a, b):
-            if a._requires_grad:
+            if a._requires_grad:       # the edges: _edge, inlined
                 fn = a._grad_fn
-                edge_a = (a, 0) if fn is None else (fn, a._output_nr)
-                data = a._data
-                meta_a = (data.shape, data.dtype)
+                edge_a, meta_a = (a, 0) if fn is None else (fn, a._output_nr), (a._data.shape, a._data.dtype)
             elif b._requires_grad:
                 edge_a = meta_a = None
             else:
                 return kernel_runner(a, b)
             if b._requires_grad:
                 fn = b._grad_fn
-                edge_b = (b, 0) if fn is None else (fn, b._output_nr)
-                data = b._data
-                meta_b = (data.shape, data.dtype)
+                edge_b, meta_b = (b, 0) if fn is None else (fn, b._output_nr), (b._data.shape, b._data.dtype)
             else:
                 edge_b = meta_b = None
             mode.enabled = False
             try:
-                out, backward = formula(a, b, **keywords) if keywords else formula(a, b)
+                out, backward = formula(a, b, **keywords)
             finally:
                 mode.enabled = True
-            info = infos.get(backward.__code__) or backward_plan(overload, backward)
-            node = new(FormulaNode)     # FormulaNode.__init__, inlined (as in record_unary)
-            node.next_edges = (edge_a, edge_b)
-            meta_key = (meta_a, meta_b)
-            node.input_meta, node.needs_input_grad = shared_inputs.get(meta_key) or _share_inputs(meta_key)
-            node.num_outputs = 1
-            node.seq = tick()
-            node.overload = overload
-            node.backward_fn = backward
-            node.saved = ()
-            node.swaps = False
-            node.list_lengths = None
-            node.takes_mask = info[0]
-            if out._requires_grad or out is a or out is b:
-                out = out.detach()
-            is_output = out._data.dtype.kind == "f"
-            if is_output:
-                out._grad_fn = node
-                out._output_nr = 0
-                out._requires_grad = True
-            if info[1]:
-                _save_inspected(node, backward, info[1], out, is_output, (a, b))
-            return out
+            return _record_one_output(overload, backward, out, (a, b), (edge_a, edge_b), (meta_a, meta_b))
         return record_binary
 
-    def record(*args):
+    def record_positional(*args):
         for i in positions:
             if args[i]._requires_grad:
                 break
@@ -681,41 +563,41 @@ def formula_recorder(overload: Overload, kernel_runner: Callable[..., Any], arit
             out, backward = formula(*args, **keywords)
         finally:
             mode.enabled = True
-        if general:
-            return record_formula(overload, args + tuple(keywords.values()), out, backward)
-        edges = []
-        meta = []
+        edges, meta = [], []
         for i in positions:
             t = args[i]
             if t._requires_grad:
-                fn = t._grad_fn
-                edges.append((t, 0) if fn is None else (fn, t._output_nr))
-                data = t._data
-                meta.append((data.shape, data.dtype))
+                edges.append(_edge(t))
+                meta.append((t._data.shape, t._data.dtype))
             else:
                 edges.append(None)
                 meta.append(None)
-        meta_key = tuple(meta)
-        input_meta, needs_input_grad = shared_inputs.get(meta_key) or _share_inputs(meta_key)
-        takes_mask, inspected = infos.get(backward.__code__) or backward_plan(overload, backward)
-        node = FormulaNode(overload, backward, tuple(edges), input_meta, 1, needs_input_grad, None, takes_mask)
-        if out._requires_grad or any(out is args[i] for i in positions):
-            out = out.detach()
-        is_output = out._data.dtype.kind == "f"
-        if is_output:
-            out._grad_fn = node
-            out._output_nr = 0
-            out._requires_grad = True
-        if inspected:
-            _save_inspected(node, backward, inspected, out, is_output, args)
-        return out
-    return record
+        return _record_one_output(overload, backward, out, args, tuple(edges), tuple(meta))
+    return record_positional
 
 
-def _holds_tensors(values: list | tuple) -> bool:
-    """Formula lists are homogeneous (``list[int]`` or ``list[Tensor]``, ``None`` allowed)."""
-    first = values[0]
-    return type(first) is Tensor or (first is None and any(isinstance(v, Tensor) for v in values))
+def _record_one_output(overload: Any, backward: Callable[..., Any], out: Tensor, args: tuple,
+                       edges: tuple, meta_key: tuple) -> Tensor:
+    """:func:`record` for one tensor output and no ``Tensor[]`` argument, the edges and input
+    metadata already collected (the shared tail of :func:`formula_recorder`'s runners)."""
+    plan = overload.backward_plans.get(backward.__code__) or backward_plan(overload, backward)
+    input_meta, needs_input_grad = _SHARED_INPUTS.get(meta_key) or _share_inputs(meta_key)
+    node = FormulaNode(overload, backward, edges, input_meta, needs_input_grad, plan.takes_mask)
+    returns_an_input = out._requires_grad
+    for a in args:
+        if a is out:
+            returns_an_input = True
+    if returns_an_input:
+        out = out.detach()
+    is_output = out._data.dtype.kind == "f"
+    if is_output:        # _attach, inlined
+        out._grad_fn = node
+        out._output_nr = 0
+        out._requires_grad = True
+    if plan.inspected or plan.has_defaults:
+        # held: the arguments' ids (a number's id is never a live tensor's)
+        _save(node, backward, plan, set(map(id, args)), {id(out): 0} if is_output else {})
+    return out
 
 
 def save_captured(value: Any, name: str, held: set[int], output_nr: dict[int, int]) -> Any:

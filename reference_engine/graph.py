@@ -15,9 +15,8 @@ formula nodes compare write ticks with their ``seq`` (see formula_node).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from reference_engine.dtypes import from_numpy
 from reference_engine.tensor import Tensor, ticks
 
 RELEASED_MESSAGE = (
@@ -48,7 +47,7 @@ class Node:
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
         """One gradient (or None) per entry of ``next_edges``; the engine checks each
-        against ``input_meta`` (:func:`conform_gradient`)."""
+        against ``input_meta`` (:func:`reference_engine.engine.conform_gradient`)."""
         raise NotImplementedError
 
     def release(self) -> None:
@@ -185,25 +184,3 @@ def poisoned_alias(tensor: Tensor, node: Node, capture_name: str) -> Tensor:
     t._grad_fn = CapturedIntermediateBackward(node.name(), capture_name)
     t._requires_grad = True
     return t
-
-
-def conform_gradient(node: Node, grads: Sequence[Any], grad: Any, meta: tuple) -> Tensor:
-    """``grad`` (one of ``grads``; its input's ``(shape, dtype)`` is ``meta``, which it does
-    not match) as the input's gradient: a floating gradient of another floating dtype is
-    cast to the input's, as torch does (recorded under ``create_graph``); anything else
-    raises, naming the node and the input."""
-    index = next(i for i, (g, m) in enumerate(zip(grads, node.input_meta)) if g is grad and m is meta)
-    shape, dtype = meta
-    if type(grad) is not Tensor:
-        raise TypeError(f"Function {node.name()} returned an invalid gradient at index {index}: "
-                        f"expected a Tensor or None, got {type(grad).__name__}")
-    if grad._data.shape != shape:
-        raise RuntimeError(
-            f"Function {node.name()} returned an invalid gradient at index {index} - got "
-            f"{list(grad._data.shape)} but expected shape compatible with {list(shape)}")
-    if grad._data.dtype.kind != "f" or dtype.kind != "f":
-        raise RuntimeError(
-            f"Function {node.name()} returned an invalid gradient at index {index} - expected "
-            f"dtype {dtype} but got {grad._data.dtype}")
-    from reference_engine.dispatch import dispatcher     # graph.py sits below the dispatcher
-    return dispatcher.call("_to_copy", (grad,), {"dtype": from_numpy(dtype)})

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from reference_engine import forward_ad
+from reference_engine import forward_mode
 from reference_engine.dispatch import dispatcher, is_torch_tensor
 from reference_engine.dtypes import CPU, DType, Device, bool_, float32, float64, int64
 from reference_engine.engine import run_backward
@@ -395,8 +395,8 @@ Tensor.__array_ufunc__ = _array_ufunc
 
 # ----------------------------------------------------------------------------- in place
 def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, others: tuple = ()) -> Tensor:
-    if forward_ad.state.tangents is not None and any(
-            forward_ad.tangent_of(t) is not None for t in (self, *others)):
+    if forward_mode.state.tangents is not None and any(
+            forward_mode.tangent_of(t) is not None for t in (self, *others)):
         raise RuntimeError(f"{what} on a dual tensor inside jvp: the reference engine's forward mode does not "
                            f"track in-place writes; use the out-of-place operator")
     if not self._data.flags.writeable:
@@ -505,8 +505,8 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
     torch's ``copy_`` into a view); with index arrays or masks an in-place ``index_put``, recorded
     (into the view the ints and slices beside them select first, as torch does); other keys write
     the values without recording."""
-    if forward_ad.state.tangents is not None and any(
-            forward_ad.tangent_of(t) is not None for t in (self, value)):
+    if forward_mode.state.tangents is not None and any(
+            forward_mode.tangent_of(t) is not None for t in (self, value)):
         raise RuntimeError("item assignment to or from a dual tensor inside jvp: the reference engine's "
                            "forward mode does not track in-place writes; use where / cat instead")
     keys = key if isinstance(key, tuple) else (key,)
@@ -654,7 +654,7 @@ def _floor_divide(self: Any, other: Any) -> Tensor:
         raise TypeError(MIXED_MESSAGE.format(what="'floor_divide'"))
     a = self if isinstance(self, Tensor) else Tensor._wrapped_number(self)
     b = other if isinstance(other, Tensor) else Tensor._wrapped_number(other)
-    if forward_ad.state.tangents is not None and any(forward_ad.tangent_of(t) is not None for t in (a, b)):
+    if forward_mode.state.tangents is not None and any(forward_mode.tangent_of(t) is not None for t in (a, b)):
         raise NotImplementedError("Trying to use forward AD with aten::floor_divide that does not support it.")
     dtype = result_dtype(a._value, b._value)
     if dtype == np.bool_:

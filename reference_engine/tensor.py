@@ -129,7 +129,10 @@ class Tensor:
         """A tensor sharing this data (and version counter), cut from the graph."""
         t = Tensor._wrap(self._data)
         t._value = self._value
-        t._version = self._version or self._counter()
+        counter = self._version
+        if counter is None:      # _counter, inlined: every recorded output a backward captures comes here
+            counter = self._version = [0, 0]
+        t._version = counter
         return t
 
     @property

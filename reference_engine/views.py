@@ -24,16 +24,13 @@ recorded write to its root its history raises (torch's multi-output views).
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from reference_engine.graph import Node
 from reference_engine.grad_mode import grad_mode, set_grad_enabled
 from reference_engine.tensor import Tensor
-
-if TYPE_CHECKING:
-    from reference_engine.dispatch import Overload
 
 VIEW_OF_LEAF_MESSAGE = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 NO_GRAD_VIEW_MESSAGE = (
@@ -50,8 +47,13 @@ OVERLAP_MESSAGE = (
     "location. Please clone() the tensor before performing the operation.")
 
 
-#: One view operator of a chain: ``(overload, the schema's arguments after the tensor)``.
-ViewStep = tuple
+class ViewStep(NamedTuple):
+    """One view operator of a chain."""
+
+    #: the :class:`~reference_engine.overload.Overload` (a module above this one): its ``run``
+    #: replays the step, recorded when grad mode is on
+    overload: Any
+    arguments: tuple        # the schema's arguments after the tensor
 
 
 class ViewInfo:
@@ -71,7 +73,7 @@ class ViewInfo:
         self.multi_output = multi_output
 
 
-def make_view(result: Tensor, source: Tensor, overload: Overload, arguments: Sequence[Any],
+def make_view(result: Tensor, source: Tensor, overload: Any, arguments: Sequence[Any],
               multi_output: bool = False) -> None:
     """Mark ``result`` (an array over ``source``'s memory) as a view of ``source``'s root
     (``multi_output``: one of several views the operator returned).
@@ -94,7 +96,7 @@ def make_view(result: Tensor, source: Tensor, overload: Overload, arguments: Seq
         else:
             views = parent.base._views
     result._version = counter
-    step = (overload, tuple(arguments))
+    step = ViewStep(overload, tuple(arguments))
     if parent is None:
         result._view = ViewInfo(source, (step,), grad_mode.enabled, multi_output)
     else:

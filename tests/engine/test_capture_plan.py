@@ -8,6 +8,7 @@ formulas below are written to a file, imported and declared as engine operators.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 import reference_engine as engine
+from reference_engine.facts import StaleFormulaError
 
 SOURCE = textwrap.dedent('''\
     from formulas import at, derivative
@@ -91,8 +93,8 @@ def plans(tmp_path_factory: pytest.TempPathFactory):
 
 def _inspected(out: engine.Tensor) -> tuple[str, ...]:
     backward = out.grad_fn.backward_fn
-    [(_, inspected)] = out.grad_fn.overload.backward_info.values()
-    return tuple(backward.__code__.co_freevars[i] for i in inspected)
+    [plan] = out.grad_fn.overload.backward_plans.values()
+    return tuple(backward.__code__.co_freevars[i] for i in plan.inspected)
 
 
 def test_inputs_and_metadata_computed_from_metadata_are_settled(plans):
@@ -121,14 +123,40 @@ def test_a_rebound_input_is_inspected_and_guarded(plans, function):
         engine.grad(g.sum(), x)
 
 
-def test_a_file_edited_after_import_has_every_cell_inspected(tmp_path: Path):
+def test_a_file_edited_after_import_is_reported_until_it_is_reloaded(tmp_path: Path):
+    """The facts are the front-end's model of the file: a file changed since the formula was
+    imported is not the code that runs, so recording refuses (naming the file and the way out)
+    rather than use another file's facts; after a reload the facts are the new file's."""
     path = tmp_path / "engine_plan_edited.py"
-    path.write_text("\n" + SOURCE, encoding="utf-8")      # not the fixture's code (plans are cached per code)
+    path.write_text("\n" + SOURCE, encoding="utf-8")
     module = _load(path, "engine_plan_edited")
     try:
-        path.write_text("\n\n" + SOURCE, encoding="utf-8")   # every line moved: the model is not this code's
+        path.write_text("\n\n" + SOURCE, encoding="utf-8")   # edited, not reloaded
         op = engine.define("engine_plan_edited(Tensor self) -> Tensor", np.sin, module.metadata)
         x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
-        assert set(_inspected(op(x))) == {"self", "count", "dims"}
+        with pytest.raises(StaleFormulaError, match=rf"{re.escape(str(path))}: the file changed .*reload the module"):
+            op(x)
+        with engine.no_grad():      # nothing recorded: no facts needed
+            np.testing.assert_allclose(op(x).numpy(), np.sin([0.2, 0.9]))
+        module = _load(path, "engine_plan_edited")     # the reload
+        op = engine.define("engine_plan_edited(Tensor self) -> Tensor", np.sin, module.metadata)
+        assert _inspected(op(x)) == ()
     finally:
         del sys.modules["engine_plan_edited"]
+
+
+def test_facts_are_read_once_per_file_and_kept_with_the_operator(plans):
+    from transpiler.frontend import parse_module
+
+    x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+    plans["metadata"](x)
+    parsed = parse_module.cache_info().misses
+    for op in plans.values():      # the file was read for the first: the others reuse its model
+        op(x)
+    assert parse_module.cache_info().misses == parsed
+    facts = plans["output"].facts
+    assert plans["output"].facts is facts                    # kept, not recomputed
+    assert facts.settled == frozenset() and facts.mask_parameter is None and facts.jvp is None   # result: inspected
+    assert plans["metadata"].facts.settled == {"self", "count", "dims"}
+    with pytest.raises(AttributeError):                      # frozen
+        facts.settled = frozenset()

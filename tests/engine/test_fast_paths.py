@@ -19,7 +19,7 @@ def test_keyword_call_takes_a_cached_runner_with_the_keyword_value():
         first = at.add(a, b, alpha=3)
         entry = dispatcher.packet("add").cache[(engine.Tensor, engine.Tensor, "alpha", int)]
         second = at.add(a, b, alpha=-1)
-    assert entry[1] is not None                 # the keyword call has a specialised runner
+    assert entry.unrecorded is not None                 # the keyword call has a specialised runner
     np.testing.assert_array_equal(first.numpy(), [31.0, 62.0])
     np.testing.assert_array_equal(second.numpy(), [-9.0, -18.0])
 
@@ -88,3 +88,43 @@ def test_size_of_a_dimension(dim, expected):
 def test_size_of_a_dimension_out_of_range_raises(dim):
     with pytest.raises(IndexError, match="Dimension out of range"):
         f64(np.zeros((2, 3))).size(dim)
+
+
+# The per-call-shape recorders (formula_node.formula_recorder) are optimizations of record():
+# each shape must record the node the general path (Overload.run -> record) records.
+def _node_facts(out):
+    node = out.grad_fn
+    edges = tuple(None if e is None else (type(e[0]).__name__, e[1]) for e in node.next_edges)
+    saved = tuple((s.role, s.extra if s.role != "sequence" else None) for s in node.saved)
+    return (type(node).__name__, node.name(), edges, node.input_meta, node.needs_input_grad,
+            node.takes_mask, node.num_outputs, node.list_lengths, saved, node.swaps, out._output_nr)
+
+
+@pytest.mark.parametrize("name, arguments", [
+    ("sin", lambda x, y: (x,)),                  # one tensor (record_unary)
+    ("tanh", lambda x, y: (x,)),                 # captures its output: a shadow is saved
+    ("mul", lambda x, y: (x, y)),                # two tensors (record_binary)
+    ("mul", lambda x, y: (y, x)),                # the second one requires grad
+    ("mul", lambda x, y: (x, 2.5)),              # a tensor and a number (record_unary's extras)
+    ("pow", lambda x, y: (x, 3)),
+    ("where", lambda x, y: (x > 0.5, x, y)),     # a condition and two tensors (record_positional)
+    ("sum", lambda x, y: (x, [0], True)),
+])
+def test_each_call_shape_records_the_node_the_general_recorder_records(name, arguments):
+    x = f64([[0.2, 0.9], [0.7, 0.4]], requires_grad=True)
+    y = f64([[1.5, -0.5], [2.0, 0.25]])
+    args = arguments(x.exp(), y)                 # a non-leaf input: its edge is a node
+    packet = dispatcher.packet(name)
+    fast = packet.op(*args)
+    entry = packet.cache[tuple(map(type, args))]
+    assert entry.recording is not None          # the call took a fast path
+    # binding done: Overload.run records with record() (on a graph of its own)
+    overload = entry.overload
+    general = overload.run(overload.signature.bind(arguments(x.exp(), y), {}))
+    assert _node_facts(fast) == _node_facts(general)
+    (g_fast,) = engine.grad(fast.sum(), x, create_graph=True)
+    (g_general,) = engine.grad(general.sum(), x, create_graph=True)
+    np.testing.assert_array_equal(g_fast.detach().numpy(), g_general.detach().numpy())
+    (gg_fast,) = engine.grad(g_fast.sum(), x)
+    (gg_general,) = engine.grad(g_general.sum(), x)
+    np.testing.assert_array_equal(gg_fast.numpy(), gg_general.numpy())

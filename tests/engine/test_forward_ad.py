@@ -62,6 +62,7 @@ def test_reverse_mode_and_fast_paths_work_after_a_level():
     assert engine.is_grad_enabled()
 
 
+@derivative("moments_subset(Tensor self, int[] dim) -> (Tensor total, Tensor squares)")
 def _moments(self, dim):
     total, squares = at.sum(self, dim, True), at.sum(self * self, dim, True)
     def backward(grad_total, grad_squares):
@@ -78,6 +79,28 @@ def test_tangents_for_a_subset_of_outputs_are_refused():
                        _moments)
     with pytest.raises(RuntimeError, match="returned 1 tangent\\(s\\) for 2 differentiable outputs"):
         engine.jvp(lambda a: op(a, [0]), (_tensor([1.0, 2.0]),), (_tensor([1.0, 1.0]),))
+
+
+def _undeclared_with_jvp(self):
+    result = at.exp(self)
+    def backward(grad):
+        return grad * result
+    def jvp(self_t):
+        return self_t * result
+    return result, backward
+
+
+def test_a_nested_jvp_the_front_end_cannot_read_is_reported_not_skipped():
+    """The engine reads a formula's jvp from the front-end's model of its file: a function not
+    declared with @derivative has none, and forward mode says so (its reverse mode still runs)."""
+    op = engine.define("exp_undeclared_jvp(Tensor self) -> Tensor", np.exp, _undeclared_with_jvp)
+    x = _tensor([0.5, 1.0])
+    with pytest.raises(NotImplementedError, match="the front-end has no model of its formula .*_undeclared_with_jvp "
+                                                  "declared with @derivative"):
+        engine.jvp(op, (x,), (_tensor([1.0, 1.0]),))
+    x.requires_grad_()
+    (g,) = engine.grad(op(x).sum(), x)
+    np.testing.assert_allclose(g.numpy(), np.exp([0.5, 1.0]))
 
 
 @derivative("exp_auto_jvp(Tensor self) -> Tensor", jvp="auto_element_wise")

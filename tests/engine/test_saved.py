@@ -264,11 +264,11 @@ def test_cells_that_only_look_like_inputs_are_guarded(formula, capture, recorder
 def test_inputs_and_their_sizes_are_not_inspected_at_record_time():
     x, w = f64([0.2, 0.9], requires_grad=True), f64([1.0, 2.0], requires_grad=True)
     node = (x * w).grad_fn                       # mul captures self, other and both sizes
-    [(takes_mask, inspected)] = node.overload.backward_info.values()
-    assert takes_mask and inspected == ()
+    [plan] = node.overload.backward_plans.values()
+    assert plan.takes_mask and plan.inspected == ()
     node = x.tanh().grad_fn                      # tanh captures its output: inspected
-    [(_, inspected)] = node.overload.backward_info.values()
-    assert inspected == (0,)
+    [plan] = node.overload.backward_plans.values()
+    assert plan.inspected == (0,)
 
 
 # Intermediates hidden where a cell check does not look: a dict, a captured function's cells.

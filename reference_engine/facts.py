@@ -1,0 +1,120 @@
+"""What the engine needs to know about a formula, read once from the front-end's model.
+
+The front-end (:mod:`transpiler.frontend`, the one reader of formula files)
+models each ``@derivative`` function of a file. The engine keeps, per
+formula, a frozen :class:`FormulaFacts` taken from that model the first time
+the formula is recorded or run in forward mode (one read per source file):
+
+* ``settled``: the backward's captures whose cells never need a look when a
+  node is recorded (inputs the forward never rebinds, metadata);
+* ``mask_parameter``: the backward's keyword-only ``needs_input_grad``;
+* ``jvp``: how the formula gives its forward-mode derivative (a nested
+  ``def jvp``, an ``@derivative(jvp=...)`` rule, or none);
+* ``differentiable_outputs``: the declared ``output_differentiability``.
+
+The facts describe the file as the front-end reads it, so they must be the
+facts of the code that runs: ``@derivative`` stamps the file when it declares
+the formula (:class:`formulas.dsl.SourceStamp`), and a file changed since then
+raises :class:`StaleFormulaError` rather than running with another file's
+facts. A formula the front-end has no model of (not declared with
+``@derivative`` at the top level of a file, or no file at all) gets
+:func:`unread_facts`: nothing settled (every captured cell is looked at) and
+no nested jvp (forward mode raises, saying why).
+"""
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from formulas.dsl import DeclaredFormula, SourceStamp, source_stamp
+
+if TYPE_CHECKING:
+    from transpiler.model import Formula, FormulaModule
+
+
+class StaleFormulaError(RuntimeError):
+    """A formula's file changed after the formula was declared (imported)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FormulaFacts:
+    """The front-end's facts about one formula, as the engine uses them."""
+
+    settled: frozenset[str]                     # captures recording never looks at
+    mask_parameter: str | None                  # the backward's ``needs_input_grad`` parameter
+    jvp: str | None                             # "written" (a nested def jvp), a jvp= rule, or None
+    differentiable_outputs: tuple[bool, ...] | None   # as declared; None: torch's default
+    model: Formula | None = field(default=None, compare=False, repr=False)  # None: unread
+    source: SourceStamp | None = None           # the file ``model`` was read from
+    #: the nested functions' names, as the front-end found them (what ``model`` describes)
+    backward_name: str = "backward"
+    #: why there is no model (shown when forward mode needs one); "" when read
+    unread_because: str = ""
+
+
+def unread_facts(declared: DeclaredFormula, because: str) -> FormulaFacts:
+    """Facts for a formula the front-end has no model of: nothing settled, no nested jvp."""
+    return FormulaFacts(frozenset(), None, declared.jvp, declared.output_differentiability,
+                        unread_because=because)
+
+
+#: A file's stamp -> the front-end's model of it (read once per file and stamp).
+_FILES: dict[SourceStamp, FormulaModule] = {}
+
+
+def facts_of(declared: DeclaredFormula) -> FormulaFacts:
+    """The facts of ``declared``, from the front-end's model of its file (read once per file).
+
+    Raises :class:`StaleFormulaError` when the file changed since the formula was declared."""
+    fn = getattr(declared.fn, "__wrapped__", declared.fn)
+    stamp = declared.source
+    if stamp is None:
+        return unread_facts(declared, f"{fn.__qualname__} has no source file the front-end can read")
+    if fn.__qualname__ != fn.__name__:
+        return unread_facts(declared, f"{fn.__qualname__} is not defined at the top level of "
+                                      f"{stamp.path}")
+    candidates = [f for f in model_of_file(stamp).formulas if f.function == fn.__name__]
+    if len(candidates) > 1:
+        candidates = [f for f in candidates if f.op_name == declared.op_name]
+    if len(candidates) != 1:
+        return unread_facts(declared, f"{stamp.path} has no single formula {fn.__name__} declared with "
+                                      f"@derivative")
+    return _facts_from_model(candidates[0], declared)
+
+
+def model_of_file(stamp: SourceStamp) -> FormulaModule:
+    """The front-end's model of the file ``stamp`` names, read once; the file must still be as
+    stamped (:class:`StaleFormulaError` otherwise)."""
+    found = _FILES.get(stamp)
+    if found is None:
+        found = _FILES[stamp] = _read_file(stamp)
+    return found
+
+
+def _read_file(stamp: SourceStamp) -> FormulaModule:
+    from transpiler.frontend import parse_module, read_module    # libcst: on first use only
+
+    if source_stamp(stamp.path) != stamp:
+        raise StaleFormulaError(f"{stamp.path}: the file changed after its formulas were imported, so the "
+                                f"front-end's facts about them would not be those of the code that runs; "
+                                f"reload the module (importlib.reload) or restart the program")
+    parsed = parse_module.cache_info().misses
+    module = read_module(stamp.path)
+    if parse_module.cache_info().misses != parsed:
+        # libcst's parser leaves reference cycles behind: free them now, once per file, rather
+        # than leave them to the program's cycle collector (or to none, with gc disabled)
+        gc.collect()
+    if source_stamp(stamp.path) != stamp:     # changed while it was read
+        raise StaleFormulaError(f"{stamp.path}: the file changed while the engine read it; reload the "
+                                f"module (importlib.reload) or restart the program")
+    return module
+
+
+def _facts_from_model(formula: Formula, declared: DeclaredFormula) -> FormulaFacts:
+    from transpiler.frontend import settled_captures
+
+    jvp = "derived" if formula.derives_jvp else formula.jvp.rule.value if formula.jvp is not None else None
+    return FormulaFacts(settled_captures(formula), formula.backward.needs_input_grad, jvp,
+                        formula.output_differentiability, formula, declared.source,
+                        formula.backward.node.name.value)

@@ -1,0 +1,97 @@
+"""Matrix products: ``mm``, ``bmm``, ``matmul``, ``addmm`` and their relatives."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from reference_engine.kernels.registry import kernel
+from reference_engine.kernels.common import _BOOL, _scale
+
+
+# ----------------------------------------------------------------------------- linear algebra
+#: C++'s names of the element types, as torch's matrix products print them.
+_CPP_TYPE_NAMES = {"float64": "double", "float32": "float", "int64": "long int", "bool": "bool"}
+
+
+@kernel("mm")
+def mm(x, other):
+    if x.dtype is not other.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_CPP_TYPE_NAMES[x.dtype.name]} "
+                           f"!= {_CPP_TYPE_NAMES[other.dtype.name]}")
+    if x.dtype == _BOOL:
+        raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
+    return np.matmul(x, other)
+
+
+def _add_product(bias, product, beta, alpha):
+    """``beta * bias + alpha * product``; torch ignores the bias values (even NaN) when beta is 0."""
+    product = _scale(product, alpha)
+    if beta == 0:
+        return np.broadcast_to(product, np.broadcast_shapes(np.shape(bias), product.shape)).copy()
+    return product + _scale(bias, beta)
+
+
+@kernel("addmm")
+def addmm(bias, mat1, mat2, beta=1, alpha=1):
+    return _add_product(bias, np.matmul(mat1, mat2), beta, alpha)
+
+
+# ----------------------------------------------------------------------------- more matrix products
+def _require_dims(name: str, **arrays: Any) -> None:
+    """torch's dimension checks of the fixed-rank products (``bmm`` wants 3-D, ``mv`` 2-D and 1-D...)."""
+    for label, (array, ndim) in arrays.items():
+        if np.ndim(array) != ndim:
+            raise RuntimeError(f"{name}: {label} must be a {ndim}D tensor, got {np.ndim(array)}D")
+
+
+@kernel("bmm")
+def bmm(x, mat2):
+    _require_dims("bmm", self=(x, 3), mat2=(mat2, 3))
+    return np.matmul(x, mat2)
+
+
+@kernel("dot")
+def dot(x, tensor):
+    _require_dims("dot", self=(x, 1), tensor=(tensor, 1))
+    return np.asarray(np.dot(x, tensor))
+
+
+@kernel("mv")
+def mv(x, vec):
+    _require_dims("mv", self=(x, 2), vec=(vec, 1))
+    return np.matmul(x, vec)
+
+
+@kernel("outer", "ger")
+def outer(x, vec2):
+    _require_dims("outer", self=(x, 1), vec2=(vec2, 1))
+    return np.multiply.outer(x, vec2)
+
+
+@kernel("matmul")
+def matmul(x, other):
+    if np.ndim(x) == 0 or np.ndim(other) == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{np.ndim(x)}D and {np.ndim(other)}D")
+    return np.asarray(np.matmul(x, other))
+
+
+@kernel("addmv")
+def addmv(x, mat, vec, beta=1, alpha=1):
+    return _add_product(x, mv(mat, vec), beta, alpha)
+
+
+@kernel("addr")
+def addr(x, vec1, vec2, beta=1, alpha=1):
+    return _add_product(x, outer(vec1, vec2), beta, alpha)
+
+
+@kernel("baddbmm")
+def baddbmm(x, batch1, batch2, beta=1, alpha=1):
+    return _add_product(x, bmm(batch1, batch2), beta, alpha)
+
+
+@kernel("addbmm")
+def addbmm(x, batch1, batch2, beta=1, alpha=1):
+    return _add_product(x, np.sum(bmm(batch1, batch2), axis=0), beta, alpha)

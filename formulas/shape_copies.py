@@ -1,71 +1,43 @@
-"""More shape operators: squeezes, flatten, transpose, movedim, stack, select, slice, diagonal,
-repeat, flip, roll, constant padding (affine: its jvp pads the tangent with zeros), tril/triu,
-clone and contiguous, with the fused backward ops (``formulas/shape_backward_ops.py``) their
-views' backwards call.
+"""Shape operators that copy: cat, stack, the ``select``/``slice``/``diagonal`` scatters,
+narrow_copy, constant padding (affine: its jvp pads the tangent with zeros), repeat, tile, flip,
+fliplr, flipud, rot90, roll, tril/triu and clone.
 
-Every view and permutation here is linear and only moves elements, so its backward puts the
-gradient back where each element came from (a reshape, the inverse permutation, or zeros
-around the selected region) and its jvp is the op applied to the tangent.
+Each is linear in its tensor inputs and only moves (or drops, or zero-fills) elements: the
+backward takes the gradient back to where each element came from, the jvp is the op applied to
+the tangents.
 """
 from __future__ import annotations
 
 from formulas import at, derivative
-from formulas.helpers import (narrow_backward, negated, padded_repeats, repeat_backward, slice_bound, unsqueeze_to,
-                              wrap_dim)
+from formulas.helpers import (
+    narrow_backward,
+    negated,
+    padded_repeats,
+    repeat_backward,
+    wrap_dim,
+)
 
 
-@derivative("squeeze(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
-def squeeze(self):
-    result = at.squeeze(self)
-    self_sizes = self.sizes()
+@derivative("cat(Tensor[] tensors, int dim=0) -> Tensor", jvp="auto_linear")
+def cat(tensors, dim=0):
+    result = at.cat(tensors, dim)
+    cat_dim = wrap_dim(dim, result.dim())
+    # size of each input along cat_dim; -1 marks a legacy 1-d empty input, which
+    # cat accepts next to tensors of any rank and skips
+    sizes_along_dim = []
+    for i in range(len(tensors)):
+        skipped = result.dim() != 1 and tensors[i].dim() == 1 and tensors[i].size(0) == 0
+        sizes_along_dim.append(-1 if skipped else tensors[i].size(cat_dim))
     def backward(grad):
-        return unsqueeze_to(grad, self_sizes)
-    return result, backward
-
-
-@derivative("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", jvp="auto_linear")
-def squeeze_dim(self, dim):
-    result = at.squeeze(self, dim)
-    self_sizes = self.sizes()
-    def backward(grad):
-        return at.reshape(grad, self_sizes)
-    return result, backward
-
-
-@derivative("squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)", jvp="auto_linear")
-def squeeze_dims(self, dim):
-    result = at.squeeze(self, dim)
-    self_sizes = self.sizes()
-    def backward(grad):
-        return at.reshape(grad, self_sizes)
-    return result, backward
-
-
-@derivative("flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)",
-            jvp="auto_linear")
-def flatten_using_ints(self, start_dim=0, end_dim=-1):
-    result = at.flatten(self, start_dim, end_dim)
-    self_sizes = self.sizes()
-    def backward(grad):
-        return at.reshape(grad, self_sizes)
-    return result, backward
-
-
-@derivative("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", jvp="auto_linear")
-def transpose_int(self, dim0, dim1):
-    result = at.transpose(self, dim0, dim1)
-    def backward(grad):
-        # a swap of two dims is its own inverse
-        return at.transpose(grad, dim0, dim1)
-    return result, backward
-
-
-@derivative("movedim.int(Tensor(a) self, int source, int destination) -> Tensor(a)", jvp="auto_linear")
-def movedim_int(self, source, destination):
-    result = at.movedim(self, source, destination)
-    def backward(grad):
-        # moving the dim back from destination to source undoes the move
-        return at.movedim(grad, destination, source)
+        grads = []
+        offset = 0
+        for i in range(len(sizes_along_dim)):
+            if sizes_along_dim[i] < 0:
+                grads.append(at.new_zeros(grad, [0]))
+            else:
+                grads.append(at.narrow(grad, cat_dim, offset, sizes_along_dim[i]))
+                offset = offset + sizes_along_dim[i]
+        return grads
     return result, backward
 
 
@@ -79,40 +51,6 @@ def stack(tensors, dim=0):
         for i in range(count):
             grads.append(at.select(grad, stack_dim, i))
         return grads
-    return result, backward
-
-
-@derivative("select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", jvp="auto_linear")
-def select_int(self, dim, index):
-    result = at.select(self, dim, index)
-    self_sizes = self.sizes()
-    select_dim = wrap_dim(dim, self.dim())
-    select_index = index + self_sizes[select_dim] if index < 0 else index
-    def backward(grad):
-        return at.select_backward(grad, self_sizes, select_dim, select_index)
-    return result, backward
-
-
-@derivative("slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) "
-            "-> Tensor(a)", jvp="auto_linear")
-def slice_tensor(self, dim=0, start=None, end=None, step=1):
-    result = at.slice(self, dim, start, end, step)
-    self_sizes = self.sizes()
-    slice_dim = wrap_dim(dim, self.dim())
-    dim_size = self_sizes[slice_dim]
-    slice_start = 0 if start is None else slice_bound(start, dim_size)
-    slice_end = dim_size if end is None else slice_bound(end, dim_size)
-    def backward(grad):
-        return at.slice_backward(grad, self_sizes, slice_dim, slice_start, slice_end, step)
-    return result, backward
-
-
-@derivative("diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", jvp="auto_linear")
-def diagonal(self, offset=0, dim1=0, dim2=1):
-    result = at.diagonal(self, offset, dim1, dim2)
-    self_sizes = self.sizes()
-    def backward(grad):
-        return at.diagonal_backward(grad, self_sizes, offset, dim1, dim2)
     return result, backward
 
 
@@ -167,23 +105,6 @@ def clone(self, *, memory_format=None):
     return result, backward
 
 
-@derivative("contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)",
-            jvp="auto_linear")
-def contiguous(self, *, memory_format="contiguous_format"):
-    result = at.contiguous(self, memory_format=memory_format)
-    def backward(grad):
-        return grad
-    return result, backward
-
-
-@derivative("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", jvp="auto_linear")
-def movedim_intlist(self, source, destination):
-    result = at.movedim(self, source, destination)
-    def backward(grad):
-        return at.movedim(grad, destination, source)
-    return result, backward
-
-
 @derivative("select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor", jvp="auto_linear")
 def select_scatter(self, src, dim, index):
     result = at.select_scatter(self, src, dim, index)
@@ -221,31 +142,6 @@ def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
             grad_self = at.diagonal_scatter(grad, at.new_zeros(grad, src_sizes), offset, dim1, dim2)
         grad_src = at.diagonal(grad, offset, dim1, dim2) if needs_input_grad[1] else None
         return grad_self, grad_src
-    return result, backward
-
-
-@derivative("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)", jvp="auto_linear")
-def swapaxes(self, axis0, axis1):
-    result = at.swapaxes(self, axis0, axis1)
-    def backward(grad):
-        return at.swapaxes(grad, axis0, axis1)
-    return result, backward
-
-
-@derivative("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", jvp="auto_linear")
-def swapdims(self, dim0, dim1):
-    result = at.swapdims(self, dim0, dim1)
-    def backward(grad):
-        return at.swapdims(grad, dim0, dim1)
-    return result, backward
-
-
-@derivative("unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)", jvp="auto_linear")
-def unflatten_int(self, dim, sizes):
-    result = at.unflatten(self, dim, sizes)
-    self_sizes = self.sizes()
-    def backward(grad):
-        return at.reshape(grad, self_sizes)
     return result, backward
 
 

@@ -1,15 +1,95 @@
-"""Elementwise binary math: scalar and reversed arithmetic, atan2, hypot, minimum/maximum,
-fmin/fmax, fmod/remainder, pow with a tensor exponent or a scalar base, lerp, xlogy and
-logaddexp, copysign, addcmul and addcdiv.
+"""Elementwise functions of several tensors (broadcasting): add/sub/mul/div (``.Tensor`` and
+``.Scalar``), rsub, atan2, hypot, minimum/maximum, fmin/fmax, fmod/remainder, pow with a tensor
+exponent or a scalar base, lerp, xlogy, logaddexp/logaddexp2, copysign, addcmul and addcdiv.
 
 Tensor-tensor gradients are summed back to each input's shape with ``sum_to``. At ties
 ``minimum``/``maximum`` split the gradient in halves and ``fmin``/``fmax`` give it all to
-``self``, as torch does; a NaN operand keeps torch's routing too.
+``self``, as torch does; a NaN operand keeps torch's routing too. Each pair is one formula
+family (``@variant``): the second is the first with its operator and comparisons swapped.
 """
 from __future__ import annotations
 
-from formulas import at, derivative
-from formulas.helpers import copysign_tensor_self_backward, sum_to
+from formulas import at, derivative, variant
+from formulas.helpers import (
+    copysign_tensor_self_backward,
+    div_tensor_other_backward,
+    div_tensor_self_backward,
+    maybe_multiply,
+    sum_to,
+)
+
+
+@derivative("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", jvp="auto_linear")
+def add_tensor(self, other, *, alpha=1):
+    result = at.add(self, other, alpha=alpha)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(maybe_multiply(grad, alpha), other_sizes) if needs_input_grad[1] else None
+        return grad_self, grad_other
+    return result, backward
+
+
+@derivative("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", jvp="auto_linear")
+def sub_tensor(self, other, *, alpha=1):
+    result = at.sub(self, other, alpha=alpha)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(-maybe_multiply(grad, alpha), other_sizes) if needs_input_grad[1] else None
+        return grad_self, grad_other
+    return result, backward
+
+
+@derivative("mul.Tensor(Tensor self, Tensor other) -> Tensor")
+def mul_tensor(self, other):
+    result = at.mul(self, other)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self = sum_to(grad * other, self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(grad * self, other_sizes) if needs_input_grad[1] else None
+        return grad_self, grad_other
+    def jvp(self_t, other_t):
+        # product rule
+        result_t = self_t * other + other_t * self
+        return result_t
+    return result, backward
+
+
+@derivative("div.Tensor(Tensor self, Tensor other) -> Tensor")
+def div_tensor(self, other):
+    result = at.div(self, other)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    self_type = self.scalar_type()
+    def backward(grad, *, needs_input_grad):
+        grad_self = sum_to(div_tensor_self_backward(grad, other, self_type), self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(div_tensor_other_backward(grad, self, other), other_sizes) if needs_input_grad[1] else None
+        return grad_self, grad_other
+    def jvp(self_t, other_t):
+        # quotient rule: (self_t - other_t * self / other) / other
+        result_t = (self_t - other_t * result) / other
+        return result_t
+    return result, backward
+
+
+@derivative("mul.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_linear")
+def mul_scalar(self, other):
+    result = at.mul(self, other)
+    def backward(grad):
+        return at.mul(grad, other)
+    return result, backward
+
+
+@derivative("div.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_linear")
+def div_scalar(self, other):
+    result = at.div(self, other)
+    def backward(grad):
+        return at.div(grad, other)
+    return result, backward
 
 
 @derivative("add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor")
@@ -100,6 +180,7 @@ def hypot(self, other):
 
 
 @derivative("minimum(Tensor self, Tensor other) -> Tensor")
+@variant("maximum(Tensor self, Tensor other) -> Tensor", rename={"minimum": "maximum", "lt": "gt", "gt": "lt"})
 def minimum(self, other):
     result = at.minimum(self, other)
     self_sizes = self.sizes()
@@ -119,30 +200,6 @@ def minimum(self, other):
     def jvp(self_t, other_t):
         result_t = at.where(at.eq(self, other), (self_t + other_t) * 0.5,
                             at.where(at.lt(self, other), self_t, other_t))
-        return result_t
-    return result, backward
-
-
-@derivative("maximum(Tensor self, Tensor other) -> Tensor")
-def maximum(self, other):
-    result = at.maximum(self, other)
-    self_sizes = self.sizes()
-    other_sizes = other.sizes()
-    def backward(grad, *, needs_input_grad):
-        # the larger input takes the gradient; a tie splits it in halves (torch's rule, which
-        # also gives a NaN comparison's gradient to both)
-        zeros = at.zeros_like(grad)
-        tie = at.eq(self, other)
-        grad_self = None
-        if needs_input_grad[0]:
-            grad_self = sum_to(at.where(tie, grad * 0.5, at.where(at.lt(self, other), zeros, grad)), self_sizes)
-        grad_other = None
-        if needs_input_grad[1]:
-            grad_other = sum_to(at.where(tie, grad * 0.5, at.where(at.gt(self, other), zeros, grad)), other_sizes)
-        return grad_self, grad_other
-    def jvp(self_t, other_t):
-        result_t = at.where(at.eq(self, other), (self_t + other_t) * 0.5,
-                            at.where(at.gt(self, other), self_t, other_t))
         return result_t
     return result, backward
 

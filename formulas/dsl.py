@@ -1,4 +1,4 @@
-"""The formula DSL: ``derivative`` (and its families: ``variant``), ``helper``, ``nondifferentiable``
+"""The formula DSL: ``derivative`` (and its families: ``family_member``), ``helper``, ``nondifferentiable``
 and ``at``.
 
 Importing this module (or a formula file) only records what is declared; it
@@ -102,7 +102,7 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
         table = _registry_of(fn.__module__).formulas
         declared = DeclaredFormula(schema, fn, diff, jvp)
         table[declared.op_name] = declared
-        for member in reversed(fn.__dict__.get(VARIANTS, ())):     # stacked bottom-up: source order
+        for member in reversed(fn.__dict__.get(FAMILY_MEMBERS, ())):     # stacked bottom-up: source order
             declared = DeclaredFormula(member.schema, member.function(fn), diff, jvp)
             table[declared.op_name] = declared
         return fn
@@ -110,13 +110,13 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
     return register
 
 
-#: The attribute of a formula function that holds the ``@variant``\ s stacked below its ``@derivative``.
-VARIANTS = "__formula_variants__"
+#: The attribute of a formula function that holds the ``@family_member``\ s stacked below its ``@derivative``.
+FAMILY_MEMBERS = "__family_members__"
 
 
 @dataclass(frozen=True)
-class Variant:
-    """One more member of a formula family (:func:`variant`): the operator ``schema`` whose formula is
+class FamilyMember:
+    """One more member of a formula family (:func:`family_member`): the operator ``schema`` whose formula is
     the family's body with the identifiers of ``rename`` replaced and the Python ``defaults`` given."""
 
     schema: str
@@ -149,7 +149,7 @@ class Variant:
             elif name in keyword_only and name in (member.__kwdefaults__ or {}):
                 member.__kwdefaults__[name] = value
             else:
-                raise TypeError(f"@variant({self.schema!r}): defaults names `{name}`, which is no parameter "
+                raise TypeError(f"@family_member({self.schema!r}): defaults names `{name}`, which is no parameter "
                                 f"with a default of {template.__name__} (after renaming); give defaults only "
                                 "for parameters that have one")
         return member
@@ -173,7 +173,7 @@ def _renamed_code(code: types.CodeType, rename: Mapping[str, str], old_qualname:
                         co_consts=consts, co_name=name, co_qualname=qualname)
 
 
-def variant(schema: str, *, rename: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None):
+def family_member(schema: str, *, rename: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None):
     """Declare one more member of a formula family: the operator ``schema``, whose formula is the
     function below it with every identifier of ``rename`` replaced (``{"minimum": "maximum",
     "lt": "gt", "gt": "lt"}``: operators, locals, parameters; not keyword names in calls nor
@@ -185,16 +185,16 @@ def variant(schema: str, *, rename: Mapping[str, str] | None = None, defaults: M
     rename = dict(rename or {})
     for old, new in rename.items():
         if not (isinstance(old, str) and old.isidentifier() and isinstance(new, str) and new.isidentifier()):
-            raise ValueError(f"@variant({schema!r}): rename maps identifiers to identifiers, not {old!r}: {new!r}")
+            raise ValueError(f"@family_member({schema!r}): rename maps identifiers to identifiers, not {old!r}: {new!r}")
         if {old, new} & {"backward", "jvp", "needs_input_grad"}:
-            raise ValueError(f"@variant({schema!r}): rename may not change backward, jvp or needs_input_grad")
-    member = Variant(schema, rename, dict(defaults or {}))
+            raise ValueError(f"@family_member({schema!r}): rename may not change backward, jvp or needs_input_grad")
+    member = FamilyMember(schema, rename, dict(defaults or {}))
 
     def stack(fn: Callable[..., Any]) -> Callable[..., Any]:
         if declared(fn) is not None:
-            raise TypeError(f"@variant({schema!r}) sits above @derivative on {fn.__name__}; put it below the "
+            raise TypeError(f"@family_member({schema!r}) sits above @derivative on {fn.__name__}; put it below the "
                             "@derivative of the family's body")
-        fn.__dict__.setdefault(VARIANTS, []).append(member)
+        fn.__dict__.setdefault(FAMILY_MEMBERS, []).append(member)
         return fn
 
     return stack

@@ -5,11 +5,11 @@ exponent or a scalar base, lerp, xlogy, logaddexp/logaddexp2, copysign, addcmul 
 Tensor-tensor gradients are summed back to each input's shape with ``sum_to``. At ties
 ``minimum``/``maximum`` split the gradient in halves and ``fmin``/``fmax`` give it all to
 ``self``, as torch does; a NaN operand keeps torch's routing too. Each pair is one formula
-family (``@variant``): the second is the first with its operator and comparisons swapped.
+family (``@family_member``): the second is the first with its operator and comparisons swapped.
 """
 from __future__ import annotations
 
-from formulas import at, derivative, variant
+from formulas import at, derivative, family_member
 from formulas.helpers import (
     copysign_tensor_self_backward,
     div_tensor_other_backward,
@@ -180,7 +180,7 @@ def hypot(self, other):
 
 
 @derivative("minimum(Tensor self, Tensor other) -> Tensor")
-@variant("maximum(Tensor self, Tensor other) -> Tensor", rename={"minimum": "maximum", "lt": "gt", "gt": "lt"})
+@family_member("maximum(Tensor self, Tensor other) -> Tensor", rename={"minimum": "maximum", "lt": "gt", "gt": "lt"})
 def minimum(self, other):
     result = at.minimum(self, other)
     self_sizes = self.sizes()
@@ -205,6 +205,7 @@ def minimum(self, other):
 
 
 @derivative("fmin(Tensor self, Tensor other) -> Tensor")
+@family_member("fmax(Tensor self, Tensor other) -> Tensor", rename={"fmin": "fmax", "le": "ge"})
 def fmin(self, other):
     result = at.fmin(self, other)
     self_sizes = self.sizes()
@@ -222,28 +223,6 @@ def fmin(self, other):
         return grad_self, grad_other
     def jvp(self_t, other_t):
         result_t = at.where(at.le(self, other), self_t, at.where(at.ne(other, other), self_t, other_t))
-        return result_t
-    return result, backward
-
-
-@derivative("fmax(Tensor self, Tensor other) -> Tensor")
-def fmax(self, other):
-    result = at.fmax(self, other)
-    self_sizes = self.sizes()
-    other_sizes = other.sizes()
-    def backward(grad, *, needs_input_grad):
-        # fmax picks self where self >= other or other is NaN (ties go to self)
-        zeros = at.zeros_like(grad)
-        nan_other = at.ne(other, other)
-        grad_self = None
-        if needs_input_grad[0]:
-            grad_self = sum_to(at.where(at.ge(self, other), grad, at.where(nan_other, grad, zeros)), self_sizes)
-        grad_other = None
-        if needs_input_grad[1]:
-            grad_other = sum_to(at.where(at.ge(self, other), zeros, at.where(nan_other, zeros, grad)), other_sizes)
-        return grad_self, grad_other
-    def jvp(self_t, other_t):
-        result_t = at.where(at.ge(self, other), self_t, at.where(at.ne(other, other), self_t, other_t))
         return result_t
     return result, backward
 

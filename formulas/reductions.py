@@ -9,7 +9,7 @@ reductions in ``scans.py``.
 """
 from __future__ import annotations
 
-from formulas import Tensor, at, derivative, helper
+from formulas import Tensor, at, derivative, family_member, helper
 from formulas.helpers import (
     gather_with_keepdimed_indices,
     reduced_numel,
@@ -80,6 +80,8 @@ def var_mean_dim(self, dim, unbiased=True, keepdim=False):
 
 @derivative("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
             output_differentiability=[True, False])
+@family_member("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+               rename={"max": "min"})
 def max_dim(self, dim, keepdim=False):
     values, indices = at.max(self, dim, keepdim)
     self_sizes = self.sizes()
@@ -129,19 +131,6 @@ def min_all(self):
     def jvp(self_t):
         return evenly_read_jvp(self_t, self, result)
     return result, backward
-
-
-@derivative("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-            output_differentiability=[True, False])
-def min_dim(self, dim, keepdim=False):
-    values, indices = at.min(self, dim, keepdim)
-    self_sizes = self.sizes()
-    reduced_dim = wrap_dim(dim, self.dim())
-    def backward(grad):
-        return at.value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim)
-    def jvp(self_t):
-        return gather_with_keepdimed_indices(self_t, reduced_dim, indices, keepdim)
-    return (values, indices), backward
 
 
 @helper

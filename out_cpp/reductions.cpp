@@ -827,6 +827,163 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
   return std::make_tuple(values, indices);
 }
 
+struct MinDimBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MinDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    indices_.reset_data();
+  }
+  int64_t reduced_dim_{};
+  torch::autograd::SavedVariable indices_;
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
+};
+
+namespace backwards {
+at::Tensor min_dim(
+    const at::Tensor& grad,
+    int64_t reduced_dim,
+    const at::Tensor& indices,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  return at::value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MinDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& reduced_dim_, const at::Tensor& indices_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::min_dim(grads[0], reduced_dim_, indices_, self_sizes_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MinDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto reduced_dim_ = packed_args.unpack<int64_t>();
+  auto indices_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return MinDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, reduced_dim_, indices_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list MinDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto indices = indices_.unpack(getptr());
+  return MinDimBackward0_apply_functional(std::move(grads), needs_input_grad, reduced_dim_, indices, self_sizes_, keepdim_);
+}
+
+void MinDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(reduced_dim_);
+  args.collect(indices_, true);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list MinDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(reduced_dim_);
+  saved.before(indices_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MinDimBackward0", MinDimBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto indices = indices_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(reduced_dim_);
+  functional_args.pack(indices);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MinDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(reduced_dim_);
+  saved.after(indices_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor min_dim_jvp(
+    const at::Tensor& self_t,
+    int64_t reduced_dim,
+    const at::Tensor& indices,
+    bool keepdim) {
+  return helpers::gather_with_keepdimed_indices(self_t, reduced_dim, indices, keepdim);
+}
+
+std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  c10::intrusive_ptr<MinDimBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<MinDimBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto [values, indices] = at::min(self, dim, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(values))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(values))) {
+    formulas::runtime::refuse_complex("min.dim", self);
+    formulas::runtime::refuse_complex("min.dim", values);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(values, formulas::min_dim_jvp(self_t, reduced_dim, indices, keepdim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("min.dim", self);
+    formulas::runtime::refuse_complex("min.dim", values);
+    torch::autograd::set_history(values, grad_fn);
+    grad_fn->reduced_dim_ = reduced_dim;
+    grad_fn->indices_ = torch::autograd::SavedVariable(indices, true);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return std::make_tuple(values, indices);
+}
+
 struct MaxBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -1103,163 +1260,6 @@ at::Tensor min_all(const at::Tensor& self) {
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
   return result;
-}
-
-struct MinDimBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "MinDimBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    indices_.reset_data();
-  }
-  int64_t reduced_dim_{};
-  torch::autograd::SavedVariable indices_;
-  std::vector<int64_t> self_sizes_{};
-  bool keepdim_{};
-};
-
-namespace backwards {
-at::Tensor min_dim(
-    const at::Tensor& grad,
-    int64_t reduced_dim,
-    const at::Tensor& indices,
-    at::IntArrayRef self_sizes,
-    bool keepdim) {
-  return at::value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list MinDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& reduced_dim_, const at::Tensor& indices_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::min_dim(grads[0], reduced_dim_, indices_, self_sizes_, keepdim_));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list MinDimBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto reduced_dim_ = packed_args.unpack<int64_t>();
-  auto indices_ = packed_args.unpack<at::Tensor>();
-  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  auto keepdim_ = packed_args.unpack<bool>();
-  return MinDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, reduced_dim_, indices_, self_sizes_, keepdim_);
-}
-
-torch::autograd::variable_list MinDimBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  const auto indices = indices_.unpack(getptr());
-  return MinDimBackward0_apply_functional(std::move(grads), needs_input_grad, reduced_dim_, indices, self_sizes_, keepdim_);
-}
-
-void MinDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(reduced_dim_);
-  args.collect(indices_, true);
-  args.collect(self_sizes_);
-  args.collect(keepdim_);
-}
-
-torch::autograd::variable_list MinDimBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(reduced_dim_);
-  saved.before(indices_);
-  saved.before(self_sizes_);
-  saved.before(keepdim_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_MinDimBackward0", MinDimBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  const auto indices = indices_.unpack(getptr());
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(reduced_dim_);
-  functional_args.pack(indices);
-  functional_args.pack(self_sizes_);
-  functional_args.pack(keepdim_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_MinDimBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(reduced_dim_);
-  saved.after(indices_);
-  saved.after(self_sizes_);
-  saved.after(keepdim_);
-  return functional_outputs;
-}
-
-at::Tensor min_dim_jvp(
-    const at::Tensor& self_t,
-    int64_t reduced_dim,
-    const at::Tensor& indices,
-    bool keepdim) {
-  return helpers::gather_with_keepdimed_indices(self_t, reduced_dim, indices, keepdim);
-}
-
-std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  c10::intrusive_ptr<MinDimBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<MinDimBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto [values, indices] = at::min(self, dim, keepdim);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
-  int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(values))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(values))) {
-    formulas::runtime::refuse_complex("min.dim", self);
-    formulas::runtime::refuse_complex("min.dim", values);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(values, formulas::min_dim_jvp(self_t, reduced_dim, indices, keepdim));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("min.dim", self);
-    formulas::runtime::refuse_complex("min.dim", values);
-    torch::autograd::set_history(values, grad_fn);
-    grad_fn->reduced_dim_ = reduced_dim;
-    grad_fn->indices_ = torch::autograd::SavedVariable(indices, true);
-    grad_fn->self_sizes_ = std::move(self_sizes);
-    grad_fn->keepdim_ = keepdim;
-  }
-  return std::make_tuple(values, indices);
 }
 
 struct AmaxBackward0 : public torch::autograd::TraceableFunction {
@@ -3204,9 +3204,9 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::mean_dim));
   m.def("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)", TORCH_FN(formulas::var_mean_dim));
   m.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", TORCH_FN(formulas::max_dim));
+  m.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", TORCH_FN(formulas::min_dim));
   m.def("max(Tensor self) -> Tensor", TORCH_FN(formulas::max_all));
   m.def("min(Tensor self) -> Tensor", TORCH_FN(formulas::min_all));
-  m.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", TORCH_FN(formulas::min_dim));
   m.def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", TORCH_FN(formulas::amax));
   m.def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", TORCH_FN(formulas::amin));
   m.def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::mean_all));

@@ -1,20 +1,20 @@
-"""Formula families: one ``@derivative`` body shared by several operators (``formulas.variant``).
+"""Formula families: one ``@derivative`` body shared by several operators (``formulas.family_member``).
 
 ::
 
     @derivative("minimum(Tensor self, Tensor other) -> Tensor")
-    @variant("maximum(Tensor self, Tensor other) -> Tensor", rename={"minimum": "maximum", "lt": "gt", "gt": "lt"})
+    @family_member("maximum(Tensor self, Tensor other) -> Tensor", rename={"minimum": "maximum", "lt": "gt", "gt": "lt"})
     def minimum(self, other):
         ...
 
 The front-end reads such a function as one formula per member, each exactly the formula that
 would be written out by hand: :func:`family_members` gives, after the function itself, one
-function per ``@variant`` below its ``@derivative``, with
+function per ``@family_member`` below its ``@derivative``, with
 
 - every identifier of ``rename`` replaced in the parameters and the body (operators, locals,
   parameters, the attribute after ``at.``), keyword names at call sites (``f(dim=...)``), the
   template's parameter defaults and string literals left as they are (what
-  ``formulas.dsl.Variant.function`` does to the code at run time);
+  ``formulas.dsl.FamilyMember.function`` does to the code at run time);
 - the parameter defaults of ``defaults`` put in;
 - the member's name (its operator, ``max.dim`` -> ``max_dim``) and, in place of the family's
   ``@derivative``, one with the member's schema and the family's other arguments.
@@ -30,13 +30,13 @@ import libcst as cst
 
 from transpiler.dataflow import dotted_name
 
-VARIANT = "variant"
+MEMBER = "family_member"
 #: Names the front-end looks for in a formula: a family may not rename them.
 RESERVED = frozenset({"backward", "jvp", "needs_input_grad"})
 
 
-class MalformedVariant(Exception):
-    """A ``@variant`` that cannot be read (DB107 at ``node``)."""
+class MalformedMember(Exception):
+    """A ``@family_member`` that cannot be read (DB107 at ``node``)."""
 
     def __init__(self, node: cst.CSTNode, message: str) -> None:
         super().__init__(message)
@@ -49,36 +49,36 @@ Member = tuple[cst.FunctionDef, cst.Decorator]     # a member's function and its
 
 def family_members(function: cst.FunctionDef, derivative: cst.Decorator
                    ) -> tuple[tuple[Member, ...], dict[cst.CSTNode, cst.CSTNode]]:
-    """``function`` (decorated ``derivative``) and one function per ``@variant`` of it, in source
+    """``function`` (decorated ``derivative``) and one function per ``@family_member`` of it, in source
     order; with each new node mapped to the node of the source it stands for."""
-    variants = [(i, d) for i, d in enumerate(function.decorators) if _is_variant(d)]
-    if not variants:
+    members_found = [(i, d) for i, d in enumerate(function.decorators) if _is_member(d)]
+    if not members_found:
         return ((function, derivative),), {}
     below = function.decorators.index(derivative)
     origins: dict[cst.CSTNode, cst.CSTNode] = {}
     members: list[Member] = [(function, derivative)]
-    for index, decorator in variants:
+    for index, decorator in members_found:
         if index < below:
-            raise MalformedVariant(decorator, "@variant sits above @derivative; put it below the @derivative "
+            raise MalformedMember(decorator, "@family_member sits above @derivative; put it below the @derivative "
                                    "of the family's body, whose arguments every member shares")
         members.append(_member(function, derivative, decorator, origins))
     return tuple(members), origins
 
 
-def stray_variant(function: cst.FunctionDef) -> cst.Decorator | None:
-    """A ``@variant`` of a function without ``@derivative`` (it declares nothing)."""
-    return next((d for d in function.decorators if _is_variant(d)), None)
+def stray_member(function: cst.FunctionDef) -> cst.Decorator | None:
+    """A ``@family_member`` of a function without ``@derivative`` (it declares nothing)."""
+    return next((d for d in function.decorators if _is_member(d)), None)
 
 
-def _is_variant(decorator: cst.Decorator) -> bool:
+def _is_member(decorator: cst.Decorator) -> bool:
     target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
     name = dotted_name(target)
-    return name is not None and name.rsplit(".", 1)[-1] == VARIANT
+    return name is not None and name.rsplit(".", 1)[-1] == MEMBER
 
 
 def _member(function: cst.FunctionDef, derivative: cst.Decorator, decorator: cst.Decorator,
             origins: dict[cst.CSTNode, cst.CSTNode]) -> Member:
-    schema, rename, defaults = _variant_arguments(decorator)
+    schema, rename, defaults = _member_arguments(decorator)
     params = _with_defaults(function.params.visit(_Renamer(rename, origins, own_params=True)), defaults, origins)
     body = function.body.visit(_Renamer(rename, origins, own_params=False))
     name = schema.evaluated_value.split("(", 1)[0].strip().replace(".", "_").lower()
@@ -98,36 +98,36 @@ def _member(function: cst.FunctionDef, derivative: cst.Decorator, decorator: cst
     return member, member_derivative
 
 
-def _variant_arguments(decorator: cst.Decorator
+def _member_arguments(decorator: cst.Decorator
                        ) -> tuple[cst.SimpleString | cst.ConcatenatedString, dict[str, str],
                                   dict[str, tuple[cst.BaseExpression, cst.BaseExpression]]]:
     call = decorator.decorator
-    usage = ("@variant(\"name.overload(...) -> ...\", rename={\"old\": \"new\", ...}, "
+    usage = ("@family_member(\"name.overload(...) -> ...\", rename={\"old\": \"new\", ...}, "
              "defaults={\"parameter\": value, ...})")
     positional = [a for a in call.args if a.keyword is None] if isinstance(call, cst.Call) else []
     if len(positional) != 1 or not isinstance(positional[0].value, (cst.SimpleString, cst.ConcatenatedString)) \
             or not isinstance(positional[0].value.evaluated_value, str):
-        raise MalformedVariant(call, f"@variant takes the member's schema as one string literal: {usage}")
+        raise MalformedMember(call, f"@family_member takes the member's schema as one string literal: {usage}")
     rename: dict[str, str] = {}
     defaults: dict[str, tuple[cst.BaseExpression, cst.BaseExpression]] = {}
     for arg in call.args:
         if arg.keyword is None:
             continue
         if arg.keyword.value not in ("rename", "defaults") or not isinstance(arg.value, cst.Dict):
-            raise MalformedVariant(arg, f"@variant takes rename={{...}} and defaults={{...}}, dict literals: {usage}")
+            raise MalformedMember(arg, f"@family_member takes rename={{...}} and defaults={{...}}, dict literals: {usage}")
         for element in arg.value.elements:
             key = _identifier(element.key) if isinstance(element, cst.DictElement) else None
             if key is None:
-                raise MalformedVariant(element, f"@variant's {arg.keyword.value} has string keys that are "
+                raise MalformedMember(element, f"@family_member's {arg.keyword.value} has string keys that are "
                                        f"identifiers: {usage}")
             if arg.keyword.value == "defaults":
                 defaults[key] = (element.key, element.value)
                 continue
             value = _identifier(element.value)
             if value is None:
-                raise MalformedVariant(element.value, f"@variant renames an identifier to an identifier: {usage}")
+                raise MalformedMember(element.value, f"@family_member renames an identifier to an identifier: {usage}")
             if RESERVED & {key, value}:
-                raise MalformedVariant(element, f"@variant may not rename {', '.join(sorted(RESERVED))}: the "
+                raise MalformedMember(element, f"@family_member may not rename {', '.join(sorted(RESERVED))}: the "
                                        "formula's shape rests on them")
             rename[key] = value
     return positional[0].value, rename, defaults
@@ -148,7 +148,7 @@ def _with_defaults(params: cst.Parameters, defaults: Mapping[str, tuple[cst.Base
     given = {p.name.value: p for p in (*params.params, *params.kwonly_params) if p.default is not None}
     for name, (key, _) in defaults.items():
         if name not in given:
-            raise MalformedVariant(key, f"@variant gives a default for `{name}`, which is no parameter with a "
+            raise MalformedMember(key, f"@family_member gives a default for `{name}`, which is no parameter with a "
                                    "default (after renaming); give defaults only for parameters that have one")
 
     def put(param: cst.Param) -> cst.Param:

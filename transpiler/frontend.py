@@ -34,7 +34,7 @@ from transpiler.dataflow import (
 )
 from transpiler.derive_jvp import DerivationRefused, OperatorTable, derive_jvp
 from transpiler.diagnostics import Diagnostic
-from transpiler.family import MalformedVariant, Member, family_members, stray_variant
+from transpiler.family import MalformedMember, Member, family_members, stray_member
 from transpiler.metadata import METADATA_METHODS
 from transpiler.model import (
     Backward,
@@ -269,15 +269,15 @@ class _ModuleReader:
         for function in functions:
             decorator = find_decorator(function, "derivative")
             if decorator is None:
-                if (stray := stray_variant(function)) is not None:
-                    self.report(stray, codes.FORMULA_SHAPE.code, "@variant without @derivative declares nothing; "
+                if (stray := stray_member(function)) is not None:
+                    self.report(stray, codes.FORMULA_SHAPE.code, "@family_member without @derivative declares nothing; "
                                 "put it below the @derivative of the family's body")
                 continue
             members: tuple[Member, ...] = ((function, decorator),)
             try:    # a formula family: one formula per member (transpiler/family.py)
                 members, origins = family_members(function, decorator)
                 self.positions.add_copies(origins)
-            except MalformedVariant as problem:
+            except MalformedMember as problem:
                 self.report(problem.node, codes.FORMULA_SHAPE.code, problem.message)
             for member, member_decorator in members:
                 try:

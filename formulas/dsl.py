@@ -185,7 +185,8 @@ def family_member(schema: str, *, rename: Mapping[str, str] | None = None, defau
     rename = dict(rename or {})
     for old, new in rename.items():
         if not (isinstance(old, str) and old.isidentifier() and isinstance(new, str) and new.isidentifier()):
-            raise ValueError(f"@family_member({schema!r}): rename maps identifiers to identifiers, not {old!r}: {new!r}")
+            raise ValueError(f"@family_member({schema!r}): rename maps identifiers to identifiers, "
+                             f"not {old!r}: {new!r}")
         if {old, new} & {"backward", "jvp", "needs_input_grad"}:
             raise ValueError(f"@family_member({schema!r}): rename may not change backward, jvp or needs_input_grad")
     member = FamilyMember(schema, rename, dict(defaults or {}))

@@ -3,7 +3,8 @@
 ::
 
     @derivative("minimum(Tensor self, Tensor other) -> Tensor")
-    @family_member("maximum(Tensor self, Tensor other) -> Tensor", rename={"minimum": "maximum", "lt": "gt", "gt": "lt"})
+    @family_member("maximum(Tensor self, Tensor other) -> Tensor",
+                   rename={"minimum": "maximum", "lt": "gt", "gt": "lt"})
     def minimum(self, other):
         ...
 
@@ -114,7 +115,8 @@ def _member_arguments(decorator: cst.Decorator
         if arg.keyword is None:
             continue
         if arg.keyword.value not in ("rename", "defaults") or not isinstance(arg.value, cst.Dict):
-            raise MalformedMember(arg, f"@family_member takes rename={{...}} and defaults={{...}}, dict literals: {usage}")
+            raise MalformedMember(arg, "@family_member takes rename={...} and defaults={...}, dict literals: "
+                                  f"{usage}")
         for element in arg.value.elements:
             key = _identifier(element.key) if isinstance(element, cst.DictElement) else None
             if key is None:

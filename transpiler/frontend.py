@@ -84,7 +84,8 @@ class _Positions(Mapping[cst.CSTNode, Span]):
     def add_copies(self, origins: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
         """Give each new node of ``origins`` (a family member's, :mod:`transpiler.family`) the
         position of the node of the source it stands for."""
-        self._starts = {**self._starts, **{new: self._starts[old] for new, old in origins.items() if old in self._starts}}
+        starts = self._starts
+        self._starts = {**starts, **{new: starts[old] for new, old in origins.items() if old in starts}}
 
 
 _NEWLINE = re.compile(r"\r\n?|\n")

@@ -13,7 +13,7 @@ together and get no gradient slot.
 """
 from __future__ import annotations
 
-from formulas import at, derivative
+from formulas import at, derivative, family_member
 from formulas.helpers import broadcast_sizes, sum_to
 
 
@@ -161,6 +161,8 @@ def scatter_src(self, dim, index, src):
 
 
 @derivative("scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor")
+@family_member("index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor",
+               rename={"scatter": "index_fill"})
 def scatter_value(self, dim, index, value):
     result = at.scatter(self, dim, index, value)
     def backward(grad):
@@ -182,17 +184,6 @@ def index_add(self, dim, index, source, *, alpha=1):
         return grad_self, None, grad_source
     def jvp(self_t, source_t):
         result_t = at.index_add(self_t, dim, index, source_t, alpha=alpha)
-        return result_t
-    return result, backward
-
-
-@derivative("index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor")
-def index_fill_int_scalar(self, dim, index, value):
-    result = at.index_fill(self, dim, index, value)
-    def backward(grad):
-        return at.index_fill(grad, dim, index, 0), None
-    def jvp(self_t):
-        result_t = at.index_fill(self_t, dim, index, 0)
         return result_t
     return result, backward
 

@@ -11,7 +11,7 @@ are ATen's own entry points (the engine's ``x.norm(...)`` among them). Every ord
 """
 from __future__ import annotations
 
-from formulas import Tensor, at, derivative, helper
+from formulas import Tensor, at, derivative, family_member, helper
 from formulas.helpers import is_reduced_dim, sum_to
 
 
@@ -108,6 +108,7 @@ def mv(self, vec):
 
 
 @derivative("outer(Tensor self, Tensor vec2) -> Tensor")
+@family_member("ger(Tensor self, Tensor vec2) -> Tensor", rename={"outer": "ger"})
 def outer(self, vec2):
     result = at.outer(self, vec2)
     def backward(grad, *, needs_input_grad):
@@ -116,20 +117,6 @@ def outer(self, vec2):
         return grad_self, grad_vec2
     def jvp(self_t, vec2_t):
         result_t = at.outer(self_t, vec2) + at.outer(self, vec2_t)
-        return result_t
-    return result, backward
-
-
-@derivative("ger(Tensor self, Tensor vec2) -> Tensor")
-def ger(self, vec2):
-    # ger is outer under its BLAS name
-    result = at.ger(self, vec2)
-    def backward(grad, *, needs_input_grad):
-        grad_self = at.mv(grad, vec2) if needs_input_grad[0] else None
-        grad_vec2 = at.mv(at.t(grad), self) if needs_input_grad[1] else None
-        return grad_self, grad_vec2
-    def jvp(self_t, vec2_t):
-        result_t = at.ger(self_t, vec2) + at.ger(self, vec2_t)
         return result_t
     return result, backward
 

@@ -4,8 +4,9 @@ exponent or a scalar base, lerp, xlogy, logaddexp/logaddexp2, copysign, addcmul 
 
 Tensor-tensor gradients are summed back to each input's shape with ``sum_to``. At ties
 ``minimum``/``maximum`` split the gradient in halves and ``fmin``/``fmax`` give it all to
-``self``, as torch does; a NaN operand keeps torch's routing too. Each pair is one formula
-family (``@family_member``): the second is the first with its operator and comparisons swapped.
+``self``, as torch does; a NaN operand keeps torch's routing too. Formulas equal up to names are
+one formula family (``@family_member``): maximum is minimum's with its operator and comparisons
+swapped, fmax is fmin's, sub.Scalar/div.Scalar/remainder.Scalar are add/mul/fmod.Scalar's.
 """
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ def div_tensor(self, other):
 
 
 @derivative("mul.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_linear")
+@family_member("div.Scalar(Tensor self, Scalar other) -> Tensor", rename={"mul": "div"})
 def mul_scalar(self, other):
     result = at.mul(self, other)
     def backward(grad):
@@ -84,29 +86,10 @@ def mul_scalar(self, other):
     return result, backward
 
 
-@derivative("div.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_linear")
-def div_scalar(self, other):
-    result = at.div(self, other)
-    def backward(grad):
-        return at.div(grad, other)
-    return result, backward
-
-
 @derivative("add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor")
+@family_member("sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", rename={"add": "sub"})
 def add_scalar(self, other, alpha=1):
     result = at.add(self, other, alpha)
-    def backward(grad):
-        return grad
-    def jvp(self_t):
-        # affine in self: the tangent passes unchanged
-        result_t = self_t
-        return result_t
-    return result, backward
-
-
-@derivative("sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor")
-def sub_scalar(self, other, alpha=1):
-    result = at.sub(self, other, alpha)
     def backward(grad):
         return grad
     def jvp(self_t):
@@ -244,6 +227,7 @@ def fmod_tensor(self, other):
 
 
 @derivative("fmod.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_element_wise")
+@family_member("remainder.Scalar(Tensor self, Scalar other) -> Tensor", rename={"fmod": "remainder"})
 def fmod_scalar(self, other):
     result = at.fmod(self, other)
     def backward(grad):
@@ -264,14 +248,6 @@ def remainder_tensor(self, other):
     def jvp(self_t, other_t):
         result_t = self_t - other_t * at.floor(self / other)
         return result_t
-    return result, backward
-
-
-@derivative("remainder.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_element_wise")
-def remainder_scalar(self, other):
-    result = at.remainder(self, other)
-    def backward(grad):
-        return grad
     return result, backward
 
 

@@ -11,7 +11,7 @@ output (``exp``, ``tanh``, ``sigmoid``, ``sqrt``, ``expm1``, ``exp2``, ``rsqrt``
 """
 from __future__ import annotations
 
-from formulas import at, derivative
+from formulas import at, derivative, family_member
 from formulas.helpers import clamp_backward, pow_backward
 
 
@@ -112,15 +112,6 @@ def absolute(self):
     return result, backward
 
 
-@derivative("sign(Tensor self) -> Tensor", jvp="auto_element_wise")
-def sign(self):
-    result = at.sign(self)
-    def backward(grad):
-        # piecewise constant: zero gradient (torch's too)
-        return at.zeros_like(grad)
-    return result, backward
-
-
 @derivative("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", jvp="auto_element_wise")
 def clamp(self, min=None, max=None):
     result = at.clamp(self, min, max)
@@ -145,26 +136,16 @@ def clamp_max(self, max):
     return result, backward
 
 
-@derivative("floor(Tensor self) -> Tensor", jvp="auto_element_wise")
-def floor(self):
-    result = at.floor(self)
-    def backward(grad):
-        return at.zeros_like(grad)
-    return result, backward
-
-
-@derivative("ceil(Tensor self) -> Tensor", jvp="auto_element_wise")
-def ceil(self):
-    result = at.ceil(self)
-    def backward(grad):
-        return at.zeros_like(grad)
-    return result, backward
-
-
 @derivative("round(Tensor self) -> Tensor", jvp="auto_element_wise")
+@family_member("sign(Tensor self) -> Tensor", rename={"round": "sign"})
+@family_member("floor(Tensor self) -> Tensor", rename={"round": "floor"})
+@family_member("ceil(Tensor self) -> Tensor", rename={"round": "ceil"})
+@family_member("trunc(Tensor self) -> Tensor", rename={"round": "trunc"})
+@family_member("sgn(Tensor self) -> Tensor", rename={"round": "sgn"})
 def round_half_even(self):
     result = at.round(self)
     def backward(grad):
+        # piecewise constant: zero gradient (torch's too)
         return at.zeros_like(grad)
     return result, backward
 
@@ -172,14 +153,6 @@ def round_half_even(self):
 @derivative("round.decimals(Tensor self, *, int decimals) -> Tensor", jvp="auto_element_wise")
 def round_decimals(self, *, decimals):
     result = at.round(self, decimals=decimals)
-    def backward(grad):
-        return at.zeros_like(grad)
-    return result, backward
-
-
-@derivative("trunc(Tensor self) -> Tensor", jvp="auto_element_wise")
-def trunc(self):
-    result = at.trunc(self)
     def backward(grad):
         return at.zeros_like(grad)
     return result, backward
@@ -393,15 +366,6 @@ def logit(self, eps=None):
             # the input is clamped to [eps, 1 - eps] first: no gradient beyond those bounds
             zeros = at.zeros_like(grad)
             return at.where(at.lt(self, eps), zeros, at.where(at.gt(self, 1.0 - eps), zeros, grad_self))
-    return result, backward
-
-
-@derivative("sgn(Tensor self) -> Tensor", jvp="auto_element_wise")
-def sgn(self):
-    result = at.sgn(self)
-    def backward(grad):
-        # sign of a real tensor: piecewise constant, zero gradient (torch's too)
-        return at.zeros_like(grad)
     return result, backward
 
 

@@ -142,22 +142,9 @@ def amaxamin_jvp(self: Tensor, self_t: Tensor, result: Tensor, dim: list[int], k
 
 
 @derivative("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor")
+@family_member("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", rename={"amax": "amin"})
 def amax(self, dim=[], keepdim=False):
     result = at.amax(self, dim, keepdim)
-    self_sizes = self.sizes()
-    def backward(grad):
-        # sum_to: a 0-d self reduced over dim 0 gets a 0-d gradient (restored, the dim is back)
-        shared = scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim),
-                                     at.eq(restore_reduced_dims(result, dim, keepdim), self), dim)
-        return sum_to(shared, self_sizes)
-    def jvp(self_t):
-        return amaxamin_jvp(self, self_t, result, dim, keepdim)
-    return result, backward
-
-
-@derivative("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor")
-def amin(self, dim=[], keepdim=False):
-    result = at.amin(self, dim, keepdim)
     self_sizes = self.sizes()
     def backward(grad):
         # sum_to: a 0-d self reduced over dim 0 gets a 0-d gradient (restored, the dim is back)

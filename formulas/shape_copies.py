@@ -8,7 +8,7 @@ the tangents.
 """
 from __future__ import annotations
 
-from formulas import at, derivative
+from formulas import at, derivative, family_member
 from formulas.helpers import (
     narrow_backward,
     negated,
@@ -81,19 +81,12 @@ def roll(self, shifts, dims=[]):
 
 
 @derivative("tril(Tensor self, SymInt diagonal=0) -> Tensor", jvp="auto_linear")
+@family_member("triu(Tensor self, SymInt diagonal=0) -> Tensor", rename={"tril": "triu"})
 def tril(self, diagonal=0):
     result = at.tril(self, diagonal)
     def backward(grad):
         # a mask: the kept elements pass their gradient, the zeroed ones none
         return at.tril(grad, diagonal)
-    return result, backward
-
-
-@derivative("triu(Tensor self, SymInt diagonal=0) -> Tensor", jvp="auto_linear")
-def triu(self, diagonal=0):
-    result = at.triu(self, diagonal)
-    def backward(grad):
-        return at.triu(grad, diagonal)
     return result, backward
 
 
@@ -172,18 +165,11 @@ def constant_pad_nd(self, pad, value=0):
 
 
 @derivative("fliplr(Tensor self) -> Tensor", jvp="auto_linear")
+@family_member("flipud(Tensor self) -> Tensor", rename={"fliplr": "flipud"})
 def fliplr(self):
     result = at.fliplr(self)
     def backward(grad):
         return at.fliplr(grad)
-    return result, backward
-
-
-@derivative("flipud(Tensor self) -> Tensor", jvp="auto_linear")
-def flipud(self):
-    result = at.flipud(self)
-    def backward(grad):
-        return at.flipud(grad)
     return result, backward
 
 

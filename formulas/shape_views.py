@@ -10,7 +10,7 @@ jvp is the op applied to the tangent. The splits, whose output is a list of view
 """
 from __future__ import annotations
 
-from formulas import at, derivative
+from formulas import at, derivative, family_member
 from formulas.helpers import (
     invert_permutation,
     narrow_backward,
@@ -41,6 +41,8 @@ def reshape(self, shape):
 
 
 @derivative("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", jvp="auto_linear")
+@family_member("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", rename={"unsqueeze": "squeeze"})
+@family_member("squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)", rename={"unsqueeze": "squeeze"})
 def unsqueeze(self, dim):
     result = at.unsqueeze(self, dim)
     self_sizes = self.sizes()
@@ -100,24 +102,6 @@ def squeeze(self):
     return result, backward
 
 
-@derivative("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", jvp="auto_linear")
-def squeeze_dim(self, dim):
-    result = at.squeeze(self, dim)
-    self_sizes = self.sizes()
-    def backward(grad):
-        return at.reshape(grad, self_sizes)
-    return result, backward
-
-
-@derivative("squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)", jvp="auto_linear")
-def squeeze_dims(self, dim):
-    result = at.squeeze(self, dim)
-    self_sizes = self.sizes()
-    def backward(grad):
-        return at.reshape(grad, self_sizes)
-    return result, backward
-
-
 @derivative("flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)",
             jvp="auto_linear")
 def flatten_using_ints(self, start_dim=0, end_dim=-1):
@@ -129,6 +113,7 @@ def flatten_using_ints(self, start_dim=0, end_dim=-1):
 
 
 @derivative("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", jvp="auto_linear")
+@family_member("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", rename={"transpose": "swapdims"})
 def transpose_int(self, dim0, dim1):
     result = at.transpose(self, dim0, dim1)
     def backward(grad):
@@ -138,6 +123,7 @@ def transpose_int(self, dim0, dim1):
 
 
 @derivative("movedim.int(Tensor(a) self, int source, int destination) -> Tensor(a)", jvp="auto_linear")
+@family_member("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)")
 def movedim_int(self, source, destination):
     result = at.movedim(self, source, destination)
     def backward(grad):
@@ -189,27 +175,11 @@ def contiguous(self, *, memory_format="contiguous_format"):
     return result, backward
 
 
-@derivative("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", jvp="auto_linear")
-def movedim_intlist(self, source, destination):
-    result = at.movedim(self, source, destination)
-    def backward(grad):
-        return at.movedim(grad, destination, source)
-    return result, backward
-
-
 @derivative("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)", jvp="auto_linear")
 def swapaxes(self, axis0, axis1):
     result = at.swapaxes(self, axis0, axis1)
     def backward(grad):
         return at.swapaxes(grad, axis0, axis1)
-    return result, backward
-
-
-@derivative("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", jvp="auto_linear")
-def swapdims(self, dim0, dim1):
-    result = at.swapdims(self, dim0, dim1)
-    def backward(grad):
-        return at.swapdims(grad, dim0, dim1)
     return result, backward
 
 

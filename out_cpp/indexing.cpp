@@ -1697,6 +1697,155 @@ at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& 
   return result;
 }
 
+struct IndexFillIntScalarBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexFillIntScalarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> index_fill_int_scalar(
+    const at::Tensor& grad,
+    int64_t dim,
+    const at::Tensor& index) {
+  return {at::index_fill(grad, dim, index, 0), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::index_fill_int_scalar(grads[0], dim_, index_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return IndexFillIntScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  return IndexFillIntScalarBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void IndexFillIntScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexFillIntScalarBackward0", IndexFillIntScalarBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexFillIntScalarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor index_fill_int_scalar_jvp(
+    const at::Tensor& self_t,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::index_fill(self_t, dim, index, 0);
+  return result_t;
+}
+
+at::Tensor index_fill_int_scalar(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  c10::intrusive_ptr<IndexFillIntScalarBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index)) {
+    grad_fn = c10::make_intrusive<IndexFillIntScalarBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_fill(self, dim, index, value);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", self);
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::index_fill_int_scalar_jvp(self_t, dim, formulas::runtime::primal(index)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", self);
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", index);
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+  }
+  return result;
+}
+
 struct IndexAddBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -1867,155 +2016,6 @@ at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& inde
     grad_fn->dim_ = dim;
     grad_fn->index_ = torch::autograd::SavedVariable(index, false);
     grad_fn->alpha_ = alpha;
-  }
-  return result;
-}
-
-struct IndexFillIntScalarBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "IndexFillIntScalarBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    index_.reset_data();
-  }
-  int64_t dim_{};
-  torch::autograd::SavedVariable index_;
-};
-
-namespace backwards {
-std::tuple<at::Tensor, at::Tensor> index_fill_int_scalar(
-    const at::Tensor& grad,
-    int64_t dim,
-    const at::Tensor& index) {
-  return {at::index_fill(grad, dim, index, 0), at::Tensor()};
-}
-}  // namespace backwards
-
-torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const auto index_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0] && !needs_input_grad[1]) {
-    return grad_inputs;
-  }
-  const auto input_grads = formulas::backwards::index_fill_int_scalar(grads[0], dim_, index_);
-  if (needs_input_grad[0]) {
-    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
-  }
-  if (needs_input_grad[1]) {
-    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
-  }
-  return grad_inputs;
-}
-
-torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
-  auto dim_ = packed_args.unpack<int64_t>();
-  auto index_ = packed_args.unpack<at::Tensor>();
-  return IndexFillIntScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
-}
-
-torch::autograd::variable_list IndexFillIntScalarBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const auto index_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, index_ix),
-  };
-  const auto index = index_.unpack();
-  return IndexFillIntScalarBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
-}
-
-void IndexFillIntScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(dim_);
-  args.collect(index_, false);
-}
-
-torch::autograd::variable_list IndexFillIntScalarBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(dim_);
-  saved.before(index_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_IndexFillIntScalarBackward0", IndexFillIntScalarBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const auto index_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, index_ix),
-  };
-  const auto index = index_.unpack();
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(dim_);
-  functional_args.pack(index);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_IndexFillIntScalarBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(dim_);
-  saved.after(index_);
-  return functional_outputs;
-}
-
-at::Tensor index_fill_int_scalar_jvp(
-    const at::Tensor& self_t,
-    int64_t dim,
-    const at::Tensor& index) {
-  auto result_t = at::index_fill(self_t, dim, index, 0);
-  return result_t;
-}
-
-at::Tensor index_fill_int_scalar(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
-  c10::intrusive_ptr<IndexFillIntScalarBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self, index)) {
-    grad_fn = c10::make_intrusive<IndexFillIntScalarBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::index_fill(self, dim, index, value);
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("index_fill.int_Scalar", self);
-    formulas::runtime::refuse_complex("index_fill.int_Scalar", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::index_fill_int_scalar_jvp(self_t, dim, formulas::runtime::primal(index)));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("index_fill.int_Scalar", self);
-    formulas::runtime::refuse_complex("index_fill.int_Scalar", index);
-    formulas::runtime::refuse_complex("index_fill.int_Scalar", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->dim_ = dim;
-    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
   }
   return result;
 }
@@ -2515,8 +2515,8 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("masked_select(Tensor self, Tensor mask) -> Tensor", TORCH_FN(formulas::masked_select));
   m.def("scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", TORCH_FN(formulas::scatter_src));
   m.def("scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", TORCH_FN(formulas::scatter_value));
-  m.def("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::index_add));
   m.def("index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", TORCH_FN(formulas::index_fill_int_scalar));
+  m.def("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::index_add));
   m.def("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor", TORCH_FN(formulas::index_copy));
   m.def("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", TORCH_FN(formulas::index_tensor));
   m.def("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor", TORCH_FN(formulas::index_put));

@@ -2911,6 +2911,120 @@ at::Tensor fmod_scalar(const at::Tensor& self, const at::Scalar& other) {
   return result;
 }
 
+struct RemainderScalarBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "RemainderScalarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+namespace backwards {
+at::Tensor remainder_scalar(
+    const at::Tensor& grad) {
+  return grad;
+}
+}  // namespace backwards
+
+torch::autograd::variable_list RemainderScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::remainder_scalar(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list RemainderScalarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return RemainderScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list RemainderScalarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return RemainderScalarBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void RemainderScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list RemainderScalarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_RemainderScalarBackward0", RemainderScalarBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_RemainderScalarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor remainder_scalar_jvp(
+    const at::Tensor& self_t) {
+  auto grad = self_t;
+  return grad;
+}
+
+at::Tensor remainder_scalar(const at::Tensor& self, const at::Scalar& other) {
+  c10::intrusive_ptr<RemainderScalarBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<RemainderScalarBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::remainder(self, other);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("remainder.Scalar", self);
+    formulas::runtime::refuse_complex("remainder.Scalar", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::remainder_scalar_jvp(self_t));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("remainder.Scalar", self);
+    formulas::runtime::refuse_complex("remainder.Scalar", result);
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
 struct RemainderTensorBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -3085,120 +3199,6 @@ at::Tensor remainder_tensor(const at::Tensor& self, const at::Tensor& other) {
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->other_ = torch::autograd::SavedVariable(other, false);
     grad_fn->other_sizes_ = std::move(other_sizes);
-  }
-  return result;
-}
-
-struct RemainderScalarBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "RemainderScalarBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-};
-
-namespace backwards {
-at::Tensor remainder_scalar(
-    const at::Tensor& grad) {
-  return grad;
-}
-}  // namespace backwards
-
-torch::autograd::variable_list RemainderScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::remainder_scalar(grads[0]));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list RemainderScalarBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  return RemainderScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
-}
-
-torch::autograd::variable_list RemainderScalarBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return RemainderScalarBackward0_apply_functional(std::move(grads), needs_input_grad);
-}
-
-void RemainderScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-}
-
-torch::autograd::variable_list RemainderScalarBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_RemainderScalarBackward0", RemainderScalarBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_RemainderScalarBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  return functional_outputs;
-}
-
-at::Tensor remainder_scalar_jvp(
-    const at::Tensor& self_t) {
-  auto grad = self_t;
-  return grad;
-}
-
-at::Tensor remainder_scalar(const at::Tensor& self, const at::Scalar& other) {
-  c10::intrusive_ptr<RemainderScalarBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<RemainderScalarBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::remainder(self, other);
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("remainder.Scalar", self);
-    formulas::runtime::refuse_complex("remainder.Scalar", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::remainder_scalar_jvp(self_t));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("remainder.Scalar", self);
-    formulas::runtime::refuse_complex("remainder.Scalar", result);
-    torch::autograd::set_history(result, grad_fn);
   }
   return result;
 }
@@ -5247,8 +5247,8 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("fmax(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::fmax));
   m.def("fmod.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::fmod_tensor));
   m.def("fmod.Scalar(Tensor self, Scalar other) -> Tensor", TORCH_FN(formulas::fmod_scalar));
-  m.def("remainder.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::remainder_tensor));
   m.def("remainder.Scalar(Tensor self, Scalar other) -> Tensor", TORCH_FN(formulas::remainder_scalar));
+  m.def("remainder.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::remainder_tensor));
   m.def("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", TORCH_FN(formulas::pow_tensor_tensor));
   m.def("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", TORCH_FN(formulas::pow_scalar));
   m.def("lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor", TORCH_FN(formulas::lerp_scalar));

@@ -1470,120 +1470,6 @@ at::Tensor absolute(const at::Tensor& self) {
   return result;
 }
 
-struct SignBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "SignBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-};
-
-namespace backwards {
-at::Tensor sign(
-    const at::Tensor& grad) {
-  return at::zeros_like(grad);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list SignBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sign(grads[0]));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list SignBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  return SignBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
-}
-
-torch::autograd::variable_list SignBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return SignBackward0_apply_functional(std::move(grads), needs_input_grad);
-}
-
-void SignBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-}
-
-torch::autograd::variable_list SignBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_SignBackward0", SignBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_SignBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  return functional_outputs;
-}
-
-at::Tensor sign_jvp(
-    const at::Tensor& self_t) {
-  auto grad = self_t;
-  return at::zeros_like(grad);
-}
-
-at::Tensor sign(const at::Tensor& self) {
-  c10::intrusive_ptr<SignBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<SignBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::sign(self);
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("sign", self);
-    formulas::runtime::refuse_complex("sign", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::sign_jvp(self_t));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("sign", self);
-    formulas::runtime::refuse_complex("sign", result);
-    torch::autograd::set_history(result, grad_fn);
-  }
-  return result;
-}
-
 struct ClampBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -2005,6 +1891,234 @@ at::Tensor clamp_max(const at::Tensor& self, const at::Scalar& max) {
   return result;
 }
 
+struct RoundBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "RoundBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+namespace backwards {
+at::Tensor round_half_even(
+    const at::Tensor& grad) {
+  return at::zeros_like(grad);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list RoundBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::round_half_even(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list RoundBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return RoundBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list RoundBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return RoundBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void RoundBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list RoundBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_RoundBackward0", RoundBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_RoundBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor round_half_even_jvp(
+    const at::Tensor& self_t) {
+  auto grad = self_t;
+  return at::zeros_like(grad);
+}
+
+at::Tensor round_half_even(const at::Tensor& self) {
+  c10::intrusive_ptr<RoundBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<RoundBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::round(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("round", self);
+    formulas::runtime::refuse_complex("round", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::round_half_even_jvp(self_t));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("round", self);
+    formulas::runtime::refuse_complex("round", result);
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
+struct SignBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SignBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+namespace backwards {
+at::Tensor sign(
+    const at::Tensor& grad) {
+  return at::zeros_like(grad);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SignBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sign(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SignBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return SignBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list SignBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SignBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void SignBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list SignBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SignBackward0", SignBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SignBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor sign_jvp(
+    const at::Tensor& self_t) {
+  auto grad = self_t;
+  return at::zeros_like(grad);
+}
+
+at::Tensor sign(const at::Tensor& self) {
+  c10::intrusive_ptr<SignBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SignBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::sign(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("sign", self);
+    formulas::runtime::refuse_complex("sign", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::sign_jvp(self_t));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("sign", self);
+    formulas::runtime::refuse_complex("sign", result);
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
 struct FloorBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -2233,10 +2347,10 @@ at::Tensor ceil(const at::Tensor& self) {
   return result;
 }
 
-struct RoundBackward0 : public torch::autograd::TraceableFunction {
+struct TruncBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "RoundBackward0"; }
+  std::string name() const override { return "TruncBackward0"; }
   void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
   torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
@@ -2246,13 +2360,13 @@ struct RoundBackward0 : public torch::autograd::TraceableFunction {
 };
 
 namespace backwards {
-at::Tensor round_half_even(
+at::Tensor trunc(
     const at::Tensor& grad) {
   return at::zeros_like(grad);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list RoundBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+torch::autograd::variable_list TruncBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -2262,31 +2376,31 @@ torch::autograd::variable_list RoundBackward0_apply_functional(torch::autograd::
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::round_half_even(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::trunc(grads[0]));
   return grad_inputs;
 }
 
-torch::autograd::variable_list RoundBackward0_apply_functional_ivalue(
+torch::autograd::variable_list TruncBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  return RoundBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+  return TruncBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
 }
 
-torch::autograd::variable_list RoundBackward0::apply(torch::autograd::variable_list&& grads) {
+torch::autograd::variable_list TruncBackward0::apply(torch::autograd::variable_list&& grads) {
   std::lock_guard<std::mutex> lock(mutex_);
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  return RoundBackward0_apply_functional(std::move(grads), needs_input_grad);
+  return TruncBackward0_apply_functional(std::move(grads), needs_input_grad);
 }
 
-void RoundBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+void TruncBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
 }
 
-torch::autograd::variable_list RoundBackward0::apply_with_saved(
+torch::autograd::variable_list TruncBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   static bool functional_bound = false;
   if (!functional_bound) {
@@ -2295,7 +2409,7 @@ torch::autograd::variable_list RoundBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_RoundBackward0", RoundBackward0_apply_functional_ivalue,
+        saved.get_py_compiler(), std::string(library_namespace) + "_TruncBackward0", TruncBackward0_apply_functional_ivalue,
         functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
@@ -2310,38 +2424,152 @@ torch::autograd::variable_list RoundBackward0::apply_with_saved(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
   auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
       saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_RoundBackward0", grads, functional_args.vec(),
+      std::string(library_namespace) + "_TruncBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   return functional_outputs;
 }
 
-at::Tensor round_half_even_jvp(
+at::Tensor trunc_jvp(
     const at::Tensor& self_t) {
   auto grad = self_t;
   return at::zeros_like(grad);
 }
 
-at::Tensor round_half_even(const at::Tensor& self) {
-  c10::intrusive_ptr<RoundBackward0> grad_fn;
+at::Tensor trunc(const at::Tensor& self) {
+  c10::intrusive_ptr<TruncBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<RoundBackward0>();
+    grad_fn = c10::make_intrusive<TruncBackward0>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::round(self);
+  auto result = at::trunc(self);
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
   }
   if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("round", self);
-    formulas::runtime::refuse_complex("round", result);
+    formulas::runtime::refuse_complex("trunc", self);
+    formulas::runtime::refuse_complex("trunc", result);
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::round_half_even_jvp(self_t));
+    formulas::runtime::set_tangent(result, formulas::trunc_jvp(self_t));
   }
   if (grad_fn) {
-    formulas::runtime::refuse_complex("round", self);
-    formulas::runtime::refuse_complex("round", result);
+    formulas::runtime::refuse_complex("trunc", self);
+    formulas::runtime::refuse_complex("trunc", result);
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
+struct SgnBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SgnBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+namespace backwards {
+at::Tensor sgn(
+    const at::Tensor& grad) {
+  return at::zeros_like(grad);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SgnBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sgn(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SgnBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return SgnBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list SgnBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SgnBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void SgnBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list SgnBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SgnBackward0", SgnBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SgnBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor sgn_jvp(
+    const at::Tensor& self_t) {
+  auto grad = self_t;
+  return at::zeros_like(grad);
+}
+
+at::Tensor sgn(const at::Tensor& self) {
+  c10::intrusive_ptr<SgnBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SgnBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::sgn(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("sgn", self);
+    formulas::runtime::refuse_complex("sgn", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::sgn_jvp(self_t));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("sgn", self);
+    formulas::runtime::refuse_complex("sgn", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -2456,120 +2684,6 @@ at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
   if (grad_fn) {
     formulas::runtime::refuse_complex("round.decimals", self);
     formulas::runtime::refuse_complex("round.decimals", result);
-    torch::autograd::set_history(result, grad_fn);
-  }
-  return result;
-}
-
-struct TruncBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "TruncBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-};
-
-namespace backwards {
-at::Tensor trunc(
-    const at::Tensor& grad) {
-  return at::zeros_like(grad);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list TruncBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::trunc(grads[0]));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list TruncBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  return TruncBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
-}
-
-torch::autograd::variable_list TruncBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return TruncBackward0_apply_functional(std::move(grads), needs_input_grad);
-}
-
-void TruncBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-}
-
-torch::autograd::variable_list TruncBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_TruncBackward0", TruncBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_TruncBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  return functional_outputs;
-}
-
-at::Tensor trunc_jvp(
-    const at::Tensor& self_t) {
-  auto grad = self_t;
-  return at::zeros_like(grad);
-}
-
-at::Tensor trunc(const at::Tensor& self) {
-  c10::intrusive_ptr<TruncBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<TruncBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::trunc(self);
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("trunc", self);
-    formulas::runtime::refuse_complex("trunc", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::trunc_jvp(self_t));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("trunc", self);
-    formulas::runtime::refuse_complex("trunc", result);
     torch::autograd::set_history(result, grad_fn);
   }
   return result;
@@ -5535,120 +5649,6 @@ at::Tensor logit(const at::Tensor& self, std::optional<double> eps) {
   return result;
 }
 
-struct SgnBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "SgnBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-};
-
-namespace backwards {
-at::Tensor sgn(
-    const at::Tensor& grad) {
-  return at::zeros_like(grad);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list SgnBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::sgn(grads[0]));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list SgnBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  return SgnBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
-}
-
-torch::autograd::variable_list SgnBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return SgnBackward0_apply_functional(std::move(grads), needs_input_grad);
-}
-
-void SgnBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-}
-
-torch::autograd::variable_list SgnBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_SgnBackward0", SgnBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_SgnBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  return functional_outputs;
-}
-
-at::Tensor sgn_jvp(
-    const at::Tensor& self_t) {
-  auto grad = self_t;
-  return at::zeros_like(grad);
-}
-
-at::Tensor sgn(const at::Tensor& self) {
-  c10::intrusive_ptr<SgnBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<SgnBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::sgn(self);
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("sgn", self);
-    formulas::runtime::refuse_complex("sgn", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::sgn_jvp(self_t));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("sgn", self);
-    formulas::runtime::refuse_complex("sgn", result);
-    torch::autograd::set_history(result, grad_fn);
-  }
-  return result;
-}
-
 struct Deg2radBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -5890,15 +5890,16 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", TORCH_FN(formulas::pow_tensor_scalar));
   m.def("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor", TORCH_FN(formulas::_to_copy));
   m.def("abs(Tensor self) -> Tensor", TORCH_FN(formulas::absolute));
-  m.def("sign(Tensor self) -> Tensor", TORCH_FN(formulas::sign));
   m.def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", TORCH_FN(formulas::clamp));
   m.def("clamp_min(Tensor self, Scalar min) -> Tensor", TORCH_FN(formulas::clamp_min));
   m.def("clamp_max(Tensor self, Scalar max) -> Tensor", TORCH_FN(formulas::clamp_max));
+  m.def("round(Tensor self) -> Tensor", TORCH_FN(formulas::round_half_even));
+  m.def("sign(Tensor self) -> Tensor", TORCH_FN(formulas::sign));
   m.def("floor(Tensor self) -> Tensor", TORCH_FN(formulas::floor));
   m.def("ceil(Tensor self) -> Tensor", TORCH_FN(formulas::ceil));
-  m.def("round(Tensor self) -> Tensor", TORCH_FN(formulas::round_half_even));
-  m.def("round.decimals(Tensor self, *, int decimals) -> Tensor", TORCH_FN(formulas::round_decimals));
   m.def("trunc(Tensor self) -> Tensor", TORCH_FN(formulas::trunc));
+  m.def("sgn(Tensor self) -> Tensor", TORCH_FN(formulas::sgn));
+  m.def("round.decimals(Tensor self, *, int decimals) -> Tensor", TORCH_FN(formulas::round_decimals));
   m.def("frac(Tensor self) -> Tensor", TORCH_FN(formulas::frac));
   m.def("erf(Tensor self) -> Tensor", TORCH_FN(formulas::erf));
   m.def("erfc(Tensor self) -> Tensor", TORCH_FN(formulas::erfc));
@@ -5922,7 +5923,6 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("sinc(Tensor self) -> Tensor", TORCH_FN(formulas::sinc));
   m.def("square(Tensor self) -> Tensor", TORCH_FN(formulas::square));
   m.def("logit(Tensor self, float? eps=None) -> Tensor", TORCH_FN(formulas::logit));
-  m.def("sgn(Tensor self) -> Tensor", TORCH_FN(formulas::sgn));
   m.def("deg2rad(Tensor self) -> Tensor", TORCH_FN(formulas::deg2rad));
   m.def("rad2deg(Tensor self) -> Tensor", TORCH_FN(formulas::rad2deg));
 }

@@ -467,6 +467,292 @@ at::Tensor UnsqueezeViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::unsqueeze(base, dim_);
 }
 
+struct SqueezeDimBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SqueezeDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+at::Tensor squeeze_dim(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes) {
+  return at::reshape(grad, self_sizes);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SqueezeDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::squeeze_dim(grads[0], self_sizes_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SqueezeDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return SqueezeDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list SqueezeDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SqueezeDimBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void SqueezeDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list SqueezeDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SqueezeDimBackward0", SqueezeDimBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SqueezeDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor squeeze_dim_jvp(
+    const at::Tensor& self_t,
+    int64_t dim) {
+  return at::squeeze(self_t, dim);
+}
+
+struct SqueezeDimViewFunc0 : public formulas::runtime::ReplayViewFunc<SqueezeDimViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  int64_t dim_{};
+};
+
+at::Tensor squeeze_dim(const at::Tensor& self, int64_t dim) {
+  c10::intrusive_ptr<SqueezeDimBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SqueezeDimBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::squeeze(self, dim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<SqueezeDimViewFunc0>();
+      replay->dim_ = formulas::runtime::to_owned(dim);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("squeeze.dim", self);
+    formulas::runtime::refuse_complex("squeeze.dim", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::squeeze_dim_jvp(self_t, dim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("squeeze.dim", self);
+    formulas::runtime::refuse_complex("squeeze.dim", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+at::Tensor SqueezeDimViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::squeeze_dim(base, dim_);
+}
+
+struct SqueezeDimsBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SqueezeDimsBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+at::Tensor squeeze_dims(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes) {
+  return at::reshape(grad, self_sizes);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SqueezeDimsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::squeeze_dims(grads[0], self_sizes_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SqueezeDimsBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return SqueezeDimsBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list SqueezeDimsBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SqueezeDimsBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void SqueezeDimsBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list SqueezeDimsBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SqueezeDimsBackward0", SqueezeDimsBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SqueezeDimsBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor squeeze_dims_jvp(
+    const at::Tensor& self_t,
+    at::IntArrayRef dim) {
+  return at::squeeze(self_t, dim);
+}
+
+struct SqueezeDimsViewFunc0 : public formulas::runtime::ReplayViewFunc<SqueezeDimsViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::vector<int64_t> dim_{};
+};
+
+at::Tensor squeeze_dims(const at::Tensor& self, at::IntArrayRef dim) {
+  c10::intrusive_ptr<SqueezeDimsBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SqueezeDimsBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::squeeze(self, dim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<SqueezeDimsViewFunc0>();
+      replay->dim_ = formulas::runtime::to_owned(dim);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("squeeze.dims", self);
+    formulas::runtime::refuse_complex("squeeze.dims", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::squeeze_dims_jvp(self_t, dim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("squeeze.dims", self);
+    formulas::runtime::refuse_complex("squeeze.dims", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+at::Tensor SqueezeDimsViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::squeeze_dims(base, dim_);
+}
+
 struct PermuteBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -1219,292 +1505,6 @@ at::Tensor SqueezeViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::squeeze(base);
 }
 
-struct SqueezeDimBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "SqueezeDimBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-  std::vector<int64_t> self_sizes_{};
-};
-
-namespace backwards {
-at::Tensor squeeze_dim(
-    const at::Tensor& grad,
-    at::IntArrayRef self_sizes) {
-  return at::reshape(grad, self_sizes);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list SqueezeDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::squeeze_dim(grads[0], self_sizes_));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list SqueezeDimBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return SqueezeDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
-}
-
-torch::autograd::variable_list SqueezeDimBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return SqueezeDimBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
-}
-
-void SqueezeDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_sizes_);
-}
-
-torch::autograd::variable_list SqueezeDimBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_sizes_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_SqueezeDimBackward0", SqueezeDimBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(self_sizes_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_SqueezeDimBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(self_sizes_);
-  return functional_outputs;
-}
-
-at::Tensor squeeze_dim_jvp(
-    const at::Tensor& self_t,
-    int64_t dim) {
-  return at::squeeze(self_t, dim);
-}
-
-struct SqueezeDimViewFunc0 : public formulas::runtime::ReplayViewFunc<SqueezeDimViewFunc0> {
-  at::Tensor operator()(const at::Tensor& base) const override;
-  int64_t dim_{};
-};
-
-at::Tensor squeeze_dim(const at::Tensor& self, int64_t dim) {
-  c10::intrusive_ptr<SqueezeDimBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<SqueezeDimBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::squeeze(self, dim);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
-  if (result.is_same(self)) {
-    result = result.alias();
-  }
-  below_autograd.reset();
-  if (formulas::runtime::shares_storage(result, self)) {
-    result = formulas::runtime::as_view(self, result, [&] {
-      auto replay = std::make_unique<SqueezeDimViewFunc0>();
-      replay->dim_ = formulas::runtime::to_owned(dim);
-      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
-    });
-  }
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("squeeze.dim", self);
-    formulas::runtime::refuse_complex("squeeze.dim", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::squeeze_dim_jvp(self_t, dim));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("squeeze.dim", self);
-    formulas::runtime::refuse_complex("squeeze.dim", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = std::move(self_sizes);
-  }
-  return result;
-}
-
-at::Tensor SqueezeDimViewFunc0::operator()(const at::Tensor& base) const {
-  return formulas::squeeze_dim(base, dim_);
-}
-
-struct SqueezeDimsBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "SqueezeDimsBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-  std::vector<int64_t> self_sizes_{};
-};
-
-namespace backwards {
-at::Tensor squeeze_dims(
-    const at::Tensor& grad,
-    at::IntArrayRef self_sizes) {
-  return at::reshape(grad, self_sizes);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list SqueezeDimsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::squeeze_dims(grads[0], self_sizes_));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list SqueezeDimsBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return SqueezeDimsBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
-}
-
-torch::autograd::variable_list SqueezeDimsBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return SqueezeDimsBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
-}
-
-void SqueezeDimsBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_sizes_);
-}
-
-torch::autograd::variable_list SqueezeDimsBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_sizes_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_SqueezeDimsBackward0", SqueezeDimsBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(self_sizes_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_SqueezeDimsBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(self_sizes_);
-  return functional_outputs;
-}
-
-at::Tensor squeeze_dims_jvp(
-    const at::Tensor& self_t,
-    at::IntArrayRef dim) {
-  return at::squeeze(self_t, dim);
-}
-
-struct SqueezeDimsViewFunc0 : public formulas::runtime::ReplayViewFunc<SqueezeDimsViewFunc0> {
-  at::Tensor operator()(const at::Tensor& base) const override;
-  std::vector<int64_t> dim_{};
-};
-
-at::Tensor squeeze_dims(const at::Tensor& self, at::IntArrayRef dim) {
-  c10::intrusive_ptr<SqueezeDimsBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<SqueezeDimsBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::squeeze(self, dim);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
-  if (result.is_same(self)) {
-    result = result.alias();
-  }
-  below_autograd.reset();
-  if (formulas::runtime::shares_storage(result, self)) {
-    result = formulas::runtime::as_view(self, result, [&] {
-      auto replay = std::make_unique<SqueezeDimsViewFunc0>();
-      replay->dim_ = formulas::runtime::to_owned(dim);
-      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
-    });
-  }
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("squeeze.dims", self);
-    formulas::runtime::refuse_complex("squeeze.dims", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::squeeze_dims_jvp(self_t, dim));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("squeeze.dims", self);
-    formulas::runtime::refuse_complex("squeeze.dims", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = std::move(self_sizes);
-  }
-  return result;
-}
-
-at::Tensor SqueezeDimsViewFunc0::operator()(const at::Tensor& base) const {
-  return formulas::squeeze_dims(base, dim_);
-}
-
 struct FlattenUsingIntsBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -1805,6 +1805,160 @@ at::Tensor TransposeIntViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::transpose_int(base, dim0_, dim1_);
 }
 
+struct SwapdimsBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SwapdimsBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  int64_t dim0_{};
+  int64_t dim1_{};
+};
+
+namespace backwards {
+at::Tensor swapdims(
+    const at::Tensor& grad,
+    int64_t dim0,
+    int64_t dim1) {
+  return at::swapdims(grad, dim0, dim1);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SwapdimsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim0_, const int64_t& dim1_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::swapdims(grads[0], dim0_, dim1_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SwapdimsBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto dim0_ = packed_args.unpack<int64_t>();
+  auto dim1_ = packed_args.unpack<int64_t>();
+  return SwapdimsBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim0_, dim1_);
+}
+
+torch::autograd::variable_list SwapdimsBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SwapdimsBackward0_apply_functional(std::move(grads), needs_input_grad, dim0_, dim1_);
+}
+
+void SwapdimsBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim0_);
+  args.collect(dim1_);
+}
+
+torch::autograd::variable_list SwapdimsBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim0_);
+  saved.before(dim1_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SwapdimsBackward0", SwapdimsBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim0_);
+  functional_args.pack(dim1_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SwapdimsBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim0_);
+  saved.after(dim1_);
+  return functional_outputs;
+}
+
+at::Tensor swapdims_jvp(
+    const at::Tensor& self_t,
+    int64_t dim0,
+    int64_t dim1) {
+  return at::swapdims(self_t, dim0, dim1);
+}
+
+struct SwapdimsViewFunc0 : public formulas::runtime::ReplayViewFunc<SwapdimsViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  int64_t dim0_{};
+  int64_t dim1_{};
+};
+
+at::Tensor swapdims(const at::Tensor& self, int64_t dim0, int64_t dim1) {
+  c10::intrusive_ptr<SwapdimsBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SwapdimsBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::swapdims(self, dim0, dim1);
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<SwapdimsViewFunc0>();
+      replay->dim0_ = formulas::runtime::to_owned(dim0);
+      replay->dim1_ = formulas::runtime::to_owned(dim1);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("swapdims", self);
+    formulas::runtime::refuse_complex("swapdims", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::swapdims_jvp(self_t, dim0, dim1));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("swapdims", self);
+    formulas::runtime::refuse_complex("swapdims", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim0_ = dim0;
+    grad_fn->dim1_ = dim1;
+  }
+  return result;
+}
+
+at::Tensor SwapdimsViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::swapdims(base, dim0_, dim1_);
+}
+
 struct MovedimIntBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -1957,6 +2111,160 @@ at::Tensor movedim_int(const at::Tensor& self, int64_t source, int64_t destinati
 
 at::Tensor MovedimIntViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::movedim_int(base, source_, destination_);
+}
+
+struct MovedimIntlistBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MovedimIntlistBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> destination_{};
+  std::vector<int64_t> source_{};
+};
+
+namespace backwards {
+at::Tensor movedim_intlist(
+    const at::Tensor& grad,
+    at::IntArrayRef destination,
+    at::IntArrayRef source) {
+  return at::movedim(grad, destination, source);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MovedimIntlistBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& destination_, const std::vector<int64_t>& source_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::movedim_intlist(grads[0], destination_, source_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MovedimIntlistBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto destination_ = packed_args.unpack<std::vector<int64_t>>();
+  auto source_ = packed_args.unpack<std::vector<int64_t>>();
+  return MovedimIntlistBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, destination_, source_);
+}
+
+torch::autograd::variable_list MovedimIntlistBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return MovedimIntlistBackward0_apply_functional(std::move(grads), needs_input_grad, destination_, source_);
+}
+
+void MovedimIntlistBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(destination_);
+  args.collect(source_);
+}
+
+torch::autograd::variable_list MovedimIntlistBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(destination_);
+  saved.before(source_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MovedimIntlistBackward0", MovedimIntlistBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(destination_);
+  functional_args.pack(source_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MovedimIntlistBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(destination_);
+  saved.after(source_);
+  return functional_outputs;
+}
+
+at::Tensor movedim_intlist_jvp(
+    const at::Tensor& self_t,
+    at::IntArrayRef source,
+    at::IntArrayRef destination) {
+  return at::movedim(self_t, source, destination);
+}
+
+struct MovedimIntlistViewFunc0 : public formulas::runtime::ReplayViewFunc<MovedimIntlistViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  std::vector<int64_t> source_{};
+  std::vector<int64_t> destination_{};
+};
+
+at::Tensor movedim_intlist(const at::Tensor& self, at::IntArrayRef source, at::IntArrayRef destination) {
+  c10::intrusive_ptr<MovedimIntlistBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<MovedimIntlistBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::movedim(self, source, destination);
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<MovedimIntlistViewFunc0>();
+      replay->source_ = formulas::runtime::to_owned(source);
+      replay->destination_ = formulas::runtime::to_owned(destination);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("movedim.intlist", self);
+    formulas::runtime::refuse_complex("movedim.intlist", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::movedim_intlist_jvp(self_t, source, destination));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("movedim.intlist", self);
+    formulas::runtime::refuse_complex("movedim.intlist", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->destination_ = formulas::runtime::to_owned(destination);
+    grad_fn->source_ = formulas::runtime::to_owned(source);
+  }
+  return result;
+}
+
+at::Tensor MovedimIntlistViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::movedim_intlist(base, source_, destination_);
 }
 
 struct SelectIntBackward0 : public torch::autograd::TraceableFunction {
@@ -2626,160 +2934,6 @@ at::Tensor ContiguousViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::contiguous(base, memory_format_);
 }
 
-struct MovedimIntlistBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "MovedimIntlistBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-  std::vector<int64_t> destination_{};
-  std::vector<int64_t> source_{};
-};
-
-namespace backwards {
-at::Tensor movedim_intlist(
-    const at::Tensor& grad,
-    at::IntArrayRef destination,
-    at::IntArrayRef source) {
-  return at::movedim(grad, destination, source);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list MovedimIntlistBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& destination_, const std::vector<int64_t>& source_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::movedim_intlist(grads[0], destination_, source_));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list MovedimIntlistBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto destination_ = packed_args.unpack<std::vector<int64_t>>();
-  auto source_ = packed_args.unpack<std::vector<int64_t>>();
-  return MovedimIntlistBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, destination_, source_);
-}
-
-torch::autograd::variable_list MovedimIntlistBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return MovedimIntlistBackward0_apply_functional(std::move(grads), needs_input_grad, destination_, source_);
-}
-
-void MovedimIntlistBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(destination_);
-  args.collect(source_);
-}
-
-torch::autograd::variable_list MovedimIntlistBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(destination_);
-  saved.before(source_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_MovedimIntlistBackward0", MovedimIntlistBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(destination_);
-  functional_args.pack(source_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_MovedimIntlistBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(destination_);
-  saved.after(source_);
-  return functional_outputs;
-}
-
-at::Tensor movedim_intlist_jvp(
-    const at::Tensor& self_t,
-    at::IntArrayRef source,
-    at::IntArrayRef destination) {
-  return at::movedim(self_t, source, destination);
-}
-
-struct MovedimIntlistViewFunc0 : public formulas::runtime::ReplayViewFunc<MovedimIntlistViewFunc0> {
-  at::Tensor operator()(const at::Tensor& base) const override;
-  std::vector<int64_t> source_{};
-  std::vector<int64_t> destination_{};
-};
-
-at::Tensor movedim_intlist(const at::Tensor& self, at::IntArrayRef source, at::IntArrayRef destination) {
-  c10::intrusive_ptr<MovedimIntlistBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<MovedimIntlistBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::movedim(self, source, destination);
-  if (result.is_same(self)) {
-    result = result.alias();
-  }
-  below_autograd.reset();
-  if (formulas::runtime::shares_storage(result, self)) {
-    result = formulas::runtime::as_view(self, result, [&] {
-      auto replay = std::make_unique<MovedimIntlistViewFunc0>();
-      replay->source_ = formulas::runtime::to_owned(source);
-      replay->destination_ = formulas::runtime::to_owned(destination);
-      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
-    });
-  }
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("movedim.intlist", self);
-    formulas::runtime::refuse_complex("movedim.intlist", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::movedim_intlist_jvp(self_t, source, destination));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("movedim.intlist", self);
-    formulas::runtime::refuse_complex("movedim.intlist", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->destination_ = formulas::runtime::to_owned(destination);
-    grad_fn->source_ = formulas::runtime::to_owned(source);
-  }
-  return result;
-}
-
-at::Tensor MovedimIntlistViewFunc0::operator()(const at::Tensor& base) const {
-  return formulas::movedim_intlist(base, source_, destination_);
-}
-
 struct SwapaxesBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -2932,160 +3086,6 @@ at::Tensor swapaxes(const at::Tensor& self, int64_t axis0, int64_t axis1) {
 
 at::Tensor SwapaxesViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::swapaxes(base, axis0_, axis1_);
-}
-
-struct SwapdimsBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "SwapdimsBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-  int64_t dim0_{};
-  int64_t dim1_{};
-};
-
-namespace backwards {
-at::Tensor swapdims(
-    const at::Tensor& grad,
-    int64_t dim0,
-    int64_t dim1) {
-  return at::swapdims(grad, dim0, dim1);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list SwapdimsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim0_, const int64_t& dim1_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::swapdims(grads[0], dim0_, dim1_));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list SwapdimsBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto dim0_ = packed_args.unpack<int64_t>();
-  auto dim1_ = packed_args.unpack<int64_t>();
-  return SwapdimsBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim0_, dim1_);
-}
-
-torch::autograd::variable_list SwapdimsBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return SwapdimsBackward0_apply_functional(std::move(grads), needs_input_grad, dim0_, dim1_);
-}
-
-void SwapdimsBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(dim0_);
-  args.collect(dim1_);
-}
-
-torch::autograd::variable_list SwapdimsBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(dim0_);
-  saved.before(dim1_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_SwapdimsBackward0", SwapdimsBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(dim0_);
-  functional_args.pack(dim1_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_SwapdimsBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(dim0_);
-  saved.after(dim1_);
-  return functional_outputs;
-}
-
-at::Tensor swapdims_jvp(
-    const at::Tensor& self_t,
-    int64_t dim0,
-    int64_t dim1) {
-  return at::swapdims(self_t, dim0, dim1);
-}
-
-struct SwapdimsViewFunc0 : public formulas::runtime::ReplayViewFunc<SwapdimsViewFunc0> {
-  at::Tensor operator()(const at::Tensor& base) const override;
-  int64_t dim0_{};
-  int64_t dim1_{};
-};
-
-at::Tensor swapdims(const at::Tensor& self, int64_t dim0, int64_t dim1) {
-  c10::intrusive_ptr<SwapdimsBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<SwapdimsBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::swapdims(self, dim0, dim1);
-  if (result.is_same(self)) {
-    result = result.alias();
-  }
-  below_autograd.reset();
-  if (formulas::runtime::shares_storage(result, self)) {
-    result = formulas::runtime::as_view(self, result, [&] {
-      auto replay = std::make_unique<SwapdimsViewFunc0>();
-      replay->dim0_ = formulas::runtime::to_owned(dim0);
-      replay->dim1_ = formulas::runtime::to_owned(dim1);
-      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
-    });
-  }
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("swapdims", self);
-    formulas::runtime::refuse_complex("swapdims", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::swapdims_jvp(self_t, dim0, dim1));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("swapdims", self);
-    formulas::runtime::refuse_complex("swapdims", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->dim0_ = dim0;
-    grad_fn->dim1_ = dim1;
-  }
-  return result;
-}
-
-at::Tensor SwapdimsViewFunc0::operator()(const at::Tensor& base) const {
-  return formulas::swapdims(base, dim0_, dim1_);
 }
 
 struct UnflattenIntBackward0 : public torch::autograd::TraceableFunction {
@@ -3371,23 +3371,23 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("view(Tensor(a) self, SymInt[] size) -> Tensor(a)", TORCH_FN(formulas::view));
   m.def("reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", TORCH_FN(formulas::reshape));
   m.def("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", TORCH_FN(formulas::unsqueeze));
+  m.def("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", TORCH_FN(formulas::squeeze_dim));
+  m.def("squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)", TORCH_FN(formulas::squeeze_dims));
   m.def("permute(Tensor(a) self, int[] dims) -> Tensor(a)", TORCH_FN(formulas::permute));
   m.def("expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", TORCH_FN(formulas::expand));
   m.def("expand_as(Tensor(a) self, Tensor other) -> Tensor(a)", TORCH_FN(formulas::expand_as));
   m.def("narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)", TORCH_FN(formulas::narrow));
   m.def("squeeze(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::squeeze));
-  m.def("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", TORCH_FN(formulas::squeeze_dim));
-  m.def("squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)", TORCH_FN(formulas::squeeze_dims));
   m.def("flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", TORCH_FN(formulas::flatten_using_ints));
   m.def("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", TORCH_FN(formulas::transpose_int));
+  m.def("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", TORCH_FN(formulas::swapdims));
   m.def("movedim.int(Tensor(a) self, int source, int destination) -> Tensor(a)", TORCH_FN(formulas::movedim_int));
+  m.def("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", TORCH_FN(formulas::movedim_intlist));
   m.def("select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", TORCH_FN(formulas::select_int));
   m.def("slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)", TORCH_FN(formulas::slice_tensor));
   m.def("diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", TORCH_FN(formulas::diagonal));
   m.def("contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)", TORCH_FN(formulas::contiguous));
-  m.def("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", TORCH_FN(formulas::movedim_intlist));
   m.def("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)", TORCH_FN(formulas::swapaxes));
-  m.def("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", TORCH_FN(formulas::swapdims));
   m.def("unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)", TORCH_FN(formulas::unflatten_int));
   m.def("t(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::t));
 }

@@ -1,6 +1,6 @@
 """The formula library and its DSL.
 
-``from formulas import derivative, helper, at`` in a formula file. Importing
+``from formulas import derivative, helper, at`` in a formula file (``family_member`` for a formula family). Importing
 ``formulas`` registers nothing by itself; :func:`load_library` imports every
 formula module of this package (what the reference engine runs). Declarations
 go to the registry of the declaring module's top-level package
@@ -19,14 +19,15 @@ from formulas.dsl import (
     NONDIFFERENTIABLE,
     REGISTRIES,
     Backend,
+    DeclaredFormula,
+    Registry,
     Scalar,
     ScalarType,
     Tensor,
     TensorOptions,
-    DeclaredFormula,
-    Registry,
     at,
     derivative,
+    family_member,
     helper,
     nondifferentiable,
     registry,
@@ -38,7 +39,7 @@ __all__ = [
     "FORMULAS", "HELPERS", "LIBRARY", "NONDIFFERENTIABLE", "REGISTRIES", "Backend", "DeclaredFormula",
     "Registry", "at", "registry",
     "Scalar", "ScalarType", "Tensor", "TensorOptions",
-    "derivative", "helper", "nondifferentiable", "set_default_backend", "use_backend",
+    "derivative", "helper", "nondifferentiable", "set_default_backend", "use_backend", "family_member",
     "load_library",
 ]
 

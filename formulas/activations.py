@@ -1,13 +1,23 @@
-"""Activation functions: leaky_relu, elu, selu, celu, gelu (exact and tanh), silu, mish,
-softplus, log_sigmoid, hardtanh, relu6, hardswish, threshold, softshrink, hardshrink.
+"""Activation functions: relu, leaky_relu, elu, selu, celu, gelu (exact and tanh), silu, mish,
+softplus, log_sigmoid, hardtanh, relu6, hardswish, hardsigmoid, threshold, softshrink, hardshrink.
 
 At a kink the gradient is torch's one-sided choice: the negative branch at 0 for
 ``leaky_relu``/``elu``/``selu``/``celu``, zero at the bounds of ``hardtanh``/``relu6``,
-``threshold``'s ``self > threshold`` test.
+``threshold``'s ``self > threshold`` test. Their fused backward ops are in ``backward_ops.py``;
+the softmaxes are in ``softmax.py``.
 """
 from __future__ import annotations
 
 from formulas import at, derivative
+
+
+@derivative("relu(Tensor self) -> Tensor", jvp="auto_element_wise")
+def relu(self):
+    result = at.relu(self)
+    def backward(grad):
+        # grad where the output is positive, else 0: one kernel
+        return at.threshold_backward(grad, result, 0)
+    return result, backward
 
 
 @derivative("leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor", jvp="auto_element_wise")
@@ -145,4 +155,18 @@ def hardshrink(self, lambd=0.5):
     def backward(grad):
         # x outside [-lambd, lambd], 0 inside (bounds included, as torch): one kernel
         return at.hardshrink_backward(grad, self, lambd)
+    return result, backward
+
+
+# --- hardsigmoid ---------------------------------------------------------------------
+# torch has no derivative of its fused hardsigmoid_backward, so the compiled backwards, whose ATen
+# calls torch differentiates, write it as hardtanh_backward(grad, self, -3, 3) / 6 (two kernels):
+# the same function, differentiable in torch and here.
+
+@derivative("hardsigmoid(Tensor self) -> Tensor", jvp="auto_element_wise")
+def hardsigmoid(self):
+    result = at.hardsigmoid(self)
+    def backward(grad):
+        # relu6(x + 3) / 6: slope 1/6 strictly inside (-3, 3), 0 at and beyond (torch's choice at the kinks)
+        return at.hardtanh_backward(grad, self, -3.0, 3.0) / 6.0
     return result, backward

@@ -1,10 +1,21 @@
-"""ATen's fused backward operators, called by the backwards of tanh, sigmoid, relu, the
-softmaxes, max.dim, gather and the activations (hardtanh, relu6, leaky_relu, the shrinks,
-hardswish, elu, selu, celu, gelu, softplus): one kernel where the composed expression takes
-three or more (torch's own backwards call the same ops). Each has its own formula, so double backward through them
-exists: they are linear in the incoming gradient, so their gradient with respect to it is
-the op itself (or its adjoint), and the other input gets the derivative of the op's
-expression.
+"""ATen's fused backward operators that the backwards of other modules call (one kernel where
+the composed expression takes several; torch's own backwards call the same ops), each with its
+own formula so that double backward through them exists:
+
+- of pointwise functions and activations: tanh_backward, sigmoid_backward, threshold_backward,
+  hardtanh_backward, leaky_relu_backward, softshrink_backward, hardshrink_backward,
+  hardswish_backward, hardsigmoid_backward, elu_backward, gelu_backward, softplus_backward.
+  They are linear in the incoming gradient, so their gradient with respect to it is the op
+  itself, and the other input gets the derivative of the op's expression;
+- of the softmaxes, ``max.dim``/``min.dim`` and ``gather``: _softmax_backward_data,
+  _log_softmax_backward_data, value_selecting_reduction_backward, gather_backward;
+- of views and ``index_select``: select_backward, slice_backward, diagonal_backward,
+  index_select_backward, the gradient placed into zeros of the input's shape. Their own gradient
+  is the adjoint placement (the forward view or selection applied to the gradient) and their
+  jvp is the op applied to the tangent.
+
+A topic's fused backward op that shares a helper with its forward stays with it (pooling,
+``nll_loss_backward``, ``embedding_dense_backward``, ``native_dropout_backward``).
 """
 from __future__ import annotations
 
@@ -298,5 +309,60 @@ def softplus_backward(grad_output, self, beta, threshold):
         curvature = at.mul(at.sigmoid_backward(grad_output * self_t, at.sigmoid(scaled)), beta)
         result_t = (at.softplus_backward(grad_output_t, self, beta, threshold)
                     + at.where(scaled > threshold, at.zeros_like(curvature), curvature))
+        return result_t
+    return result, backward
+
+
+@derivative("select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor",
+            jvp="auto_linear")
+def select_backward(grad_output, input_sizes, dim, index):
+    result = at.select_backward(grad_output, input_sizes, dim, index)
+    def backward(grad):
+        # result is grad_output placed at ``index`` of zeros: its adjoint reads that slice back
+        return at.select(grad, dim, index)
+    return result, backward
+
+
+@derivative("slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, "
+            "SymInt step) -> Tensor", jvp="auto_linear")
+def slice_backward(grad_output, input_sizes, dim, start, end, step):
+    result = at.slice_backward(grad_output, input_sizes, dim, start, end, step)
+    def backward(grad):
+        return at.slice(grad, dim, start, end, step)
+    return result, backward
+
+
+@derivative("diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) "
+            "-> Tensor", jvp="auto_linear")
+def diagonal_backward(grad_output, input_sizes, offset, dim1, dim2):
+    result = at.diagonal_backward(grad_output, input_sizes, offset, dim1, dim2)
+    def backward(grad):
+        return at.diagonal(grad, offset, dim1, dim2)
+    return result, backward
+
+
+@derivative("index_select_backward(Tensor grad, SymInt[] self_sizes, int dim, Tensor index) -> Tensor")
+def index_select_backward(grad, self_sizes, dim, index):
+    result = at.index_select_backward(grad, self_sizes, dim, index)
+    def backward(grad_result):
+        # result is grad added at ``index`` into zeros: its adjoint reads the rows at ``index``
+        return at.index_select(grad_result, dim, index), None
+    def jvp(grad_t):
+        result_t = at.index_select_backward(grad_t, self_sizes, dim, index)
+        return result_t
+    return result, backward
+
+
+@derivative("hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor")
+def hardsigmoid_backward(grad_output, self):
+    result = at.hardsigmoid_backward(grad_output, self)
+    grad_output_sizes = grad_output.sizes()
+    def backward(grad):
+        # result = grad_output / 6 strictly inside (-3, 3), else 0: linear in grad_output (its own
+        # adjoint), piecewise constant in self (no gradient)
+        return sum_to(at.hardtanh_backward(grad, self, -3.0, 3.0) / 6.0, grad_output_sizes), None
+    def jvp(grad_output_t):
+        # linear in grad_output; piecewise constant in self
+        result_t = at.hardtanh_backward(grad_output_t, self, -3.0, 3.0) / 6.0
         return result_t
     return result, backward

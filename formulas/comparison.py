@@ -1,8 +1,7 @@
 """Comparisons, logical operators, tests of values and index reductions: no gradient.
 
 Their outputs are bool or int64 tensors, so torch gives them no gradient and no tangent
-(``x < y`` with ``x`` requiring grad is a tensor that does not). ``gt.Scalar`` is declared in
-``nondiff.py``.
+(``x < y`` with ``x`` requiring grad is a tensor that does not).
 """
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ nondifferentiable(
     "ge.Tensor(Tensor self, Tensor other) -> Tensor",
     "ge.Scalar(Tensor self, Scalar other) -> Tensor",
     "gt.Tensor(Tensor self, Tensor other) -> Tensor",
+    "gt.Scalar(Tensor self, Scalar other) -> Tensor",
     "logical_not(Tensor self) -> Tensor",
     "logical_and(Tensor self, Tensor other) -> Tensor",
     "logical_or(Tensor self, Tensor other) -> Tensor",

@@ -8,10 +8,12 @@ real part), and its jvp applies it to the tangent.
 """
 from __future__ import annotations
 
-from formulas import at, derivative
+from formulas import at, derivative, family_member
 
 
 @derivative("conj(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
+@family_member("resolve_conj(Tensor(a) self) -> Tensor(a)", rename={"conj": "resolve_conj"})
+@family_member("real(Tensor(a) self) -> Tensor(a)", rename={"conj": "real"})
 def conj(self):
     result = at.conj(self)
     def backward(grad):
@@ -19,17 +21,3 @@ def conj(self):
     return result, backward
 
 
-@derivative("resolve_conj(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
-def resolve_conj(self):
-    result = at.resolve_conj(self)
-    def backward(grad):
-        return at.resolve_conj(grad)
-    return result, backward
-
-
-@derivative("real(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
-def real(self):
-    result = at.real(self)
-    def backward(grad):
-        return at.real(grad)
-    return result, backward

@@ -1,6 +1,8 @@
 """Convolution: ``convolution`` (N-d, strided, padded, dilated, grouped, transposed or not) and
 ``conv1d``, ``conv2d``, ``conv_transpose1d``, ``conv_transpose2d.input`` as users call them (batched
-or unbatched input; their backwards are ``convolution``'s).
+or unbatched input; their backwards are ``convolution``'s). ``conv2d`` is ``conv1d``'s formula and
+``conv_transpose2d.input`` is ``conv_transpose1d``'s (formula families: the operator renamed, the
+defaults two-dimensional).
 
 A convolution of ``input`` (N, g*ci, *L) with ``weight`` (g*co, ci, *K), per spatial dim with
 stride s, padding p, dilation d, is
@@ -31,7 +33,7 @@ the kernel.
 """
 from __future__ import annotations
 
-from formulas import Tensor, at, derivative, helper
+from formulas import Tensor, at, derivative, family_member, helper
 
 
 @helper
@@ -157,6 +159,9 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
 
 @derivative("conv1d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, SymInt[1] padding=0, "
             "SymInt[1] dilation=1, SymInt groups=1) -> Tensor")
+@family_member("conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, "
+               "SymInt[2] dilation=1, SymInt groups=1) -> Tensor",
+               rename={"conv1d": "conv2d"}, defaults={"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1]})
 def conv1d(input, weight, bias=None, stride=[1], padding=[0], dilation=[1], groups=1):
     result = at.conv1d(input, weight, bias, stride, padding, dilation, groups)
     input_sizes = input.sizes()
@@ -179,32 +184,12 @@ def conv1d(input, weight, bias=None, stride=[1], padding=[0], dilation=[1], grou
     return result, backward
 
 
-@derivative("conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, "
-            "SymInt[2] dilation=1, SymInt groups=1) -> Tensor")
-def conv2d(input, weight, bias=None, stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=1):
-    result = at.conv2d(input, weight, bias, stride, padding, dilation, groups)
-    input_sizes = input.sizes()
-    weight_sizes = weight.sizes()
-    def backward(grad, *, needs_input_grad):
-        grad_input = None
-        if needs_input_grad[0]:
-            grad_input = convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, False,
-                                                    groups)
-        grad_weight = None
-        if needs_input_grad[1]:
-            grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, False,
-                                                      groups)
-        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
-        return grad_input, grad_weight, grad_bias
-    def jvp(input_t, weight_t, bias_t):
-        result_t = (at.conv2d(input_t, weight, bias_t, stride, padding, dilation, groups)
-                    + at.conv2d(input, weight_t, None, stride, padding, dilation, groups))
-        return result_t
-    return result, backward
-
-
 @derivative("conv_transpose1d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, "
             "SymInt[1] padding=0, SymInt[1] output_padding=0, SymInt groups=1, SymInt[1] dilation=1) -> Tensor")
+@family_member("conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, "
+               "SymInt[2] padding=0, SymInt[2] output_padding=0, SymInt groups=1, SymInt[2] dilation=1) -> Tensor",
+               rename={"conv_transpose1d": "conv_transpose2d"},
+               defaults={"stride": [1, 1], "padding": [0, 0], "output_padding": [0, 0], "dilation": [1, 1]})
 def conv_transpose1d(input, weight, bias=None, stride=[1], padding=[0], output_padding=[0], groups=1, dilation=[1]):
     result = at.conv_transpose1d(input, weight, bias, stride, padding, output_padding, groups, dilation)
     input_sizes = input.sizes()
@@ -227,26 +212,3 @@ def conv_transpose1d(input, weight, bias=None, stride=[1], padding=[0], output_p
     return result, backward
 
 
-@derivative("conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, "
-            "SymInt[2] padding=0, SymInt[2] output_padding=0, SymInt groups=1, SymInt[2] dilation=1) -> Tensor")
-def conv_transpose2d_input(input, weight, bias=None, stride=[1, 1], padding=[0, 0], output_padding=[0, 0], groups=1,
-                           dilation=[1, 1]):
-    result = at.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
-    input_sizes = input.sizes()
-    weight_sizes = weight.sizes()
-    def backward(grad, *, needs_input_grad):
-        grad_input = None
-        if needs_input_grad[0]:
-            grad_input = convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, True,
-                                                    groups)
-        grad_weight = None
-        if needs_input_grad[1]:
-            grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, True,
-                                                      groups)
-        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
-        return grad_input, grad_weight, grad_bias
-    def jvp(input_t, weight_t, bias_t):
-        result_t = (at.conv_transpose2d(input_t, weight, bias_t, stride, padding, output_padding, groups, dilation)
-                    + at.conv_transpose2d(input, weight_t, None, stride, padding, output_padding, groups, dilation))
-        return result_t
-    return result, backward

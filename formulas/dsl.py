@@ -1,4 +1,5 @@
-"""The formula DSL: ``derivative``, ``helper``, ``nondifferentiable`` and ``at``.
+"""The formula DSL: ``derivative`` (and its families: ``family_member``), ``helper``, ``nondifferentiable``
+and ``at``.
 
 Importing this module (or a formula file) only records what is declared; it
 depends on neither the transpiler nor the reference engine. A consumer that
@@ -11,8 +12,9 @@ import contextlib
 import contextvars
 import os
 import sys
+import types
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
 
 class SourceStamp(NamedTuple):
@@ -117,11 +119,107 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         diff = tuple(output_differentiability) if output_differentiability is not None else None
-        declared = DeclaredFormula(schema, fn, diff, jvp, source_stamp(fn.__code__.co_filename))
-        _registry_of(fn.__module__).formulas[declared.op_name] = declared
+        table = _registry_of(fn.__module__).formulas
+        stamp = source_stamp(fn.__code__.co_filename)
+        declared = DeclaredFormula(schema, fn, diff, jvp, stamp)
+        table[declared.op_name] = declared
+        for member in reversed(fn.__dict__.get(FAMILY_MEMBERS, ())):     # stacked bottom-up: source order
+            declared = DeclaredFormula(member.schema, member.function(fn), diff, jvp, stamp)
+            table[declared.op_name] = declared
         return fn
 
     return register
+
+
+#: The attribute of a formula function that holds the ``@family_member``\ s stacked below its ``@derivative``.
+FAMILY_MEMBERS = "__family_members__"
+
+
+@dataclass(frozen=True)
+class FamilyMember:
+    """One more member of a formula family (:func:`family_member`): the operator ``schema`` whose formula is
+    the family's body with the identifiers of ``rename`` replaced and the Python ``defaults`` given."""
+
+    schema: str
+    rename: Mapping[str, str]
+    defaults: Mapping[str, Any]
+
+    @property
+    def function_name(self) -> str:
+        """The member's function name: the operator's ``name.overload``, ``_`` for ``.``, lower case."""
+        return self.schema.split("(", 1)[0].strip().replace(".", "_").lower()
+
+    def function(self, template: Callable[..., Any]) -> Callable[..., Any]:
+        """The member's formula function: ``template``'s code with the identifiers renamed (what the
+        front-end's expansion does to the source), under the member's name and defaults."""
+        code = _renamed_code(template.__code__, self.rename, template.__code__.co_qualname, self.function_name)
+        member = types.FunctionType(code, template.__globals__, self.function_name,
+                                    template.__defaults__, template.__closure__)
+        member.__kwdefaults__ = dict(template.__kwdefaults__) if template.__kwdefaults__ else None
+        member.__qualname__ = self.function_name
+        member.__module__ = template.__module__
+        member.__doc__ = template.__doc__
+        positional = code.co_varnames[:code.co_argcount]
+        keyword_only = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+        first_default = len(positional) - len(template.__defaults__ or ())
+        for name, value in self.defaults.items():
+            if name in positional[first_default:]:
+                values = list(member.__defaults__)
+                values[positional.index(name) - first_default] = value
+                member.__defaults__ = tuple(values)
+            elif name in keyword_only and name in (member.__kwdefaults__ or {}):
+                member.__kwdefaults__[name] = value
+            else:
+                raise TypeError(f"@family_member({self.schema!r}): defaults names `{name}`, which is no parameter "
+                                f"with a default of {template.__name__} (after renaming); give defaults only "
+                                "for parameters that have one")
+        return member
+
+
+def _renamed_code(code: types.CodeType, rename: Mapping[str, str], old_qualname: str,
+                  new_qualname: str) -> types.CodeType:
+    """``code`` (and the functions nested in it) with every identifier of ``rename`` replaced:
+    global, attribute and local names (parameters included); keyword names at call sites and
+    string constants stay, as the front-end leaves ``f(name=...)``'s ``name`` and literals."""
+    def renamed(names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(rename.get(name, name) for name in names)
+
+    consts = tuple(_renamed_code(c, rename, old_qualname, new_qualname) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    qualname = new_qualname + code.co_qualname[len(old_qualname):] \
+        if code.co_qualname.startswith(old_qualname) else code.co_qualname
+    name = new_qualname if code.co_qualname == old_qualname else code.co_name
+    return code.replace(co_names=renamed(code.co_names), co_varnames=renamed(code.co_varnames),
+                        co_cellvars=renamed(code.co_cellvars), co_freevars=renamed(code.co_freevars),
+                        co_consts=consts, co_name=name, co_qualname=qualname)
+
+
+def family_member(schema: str, *, rename: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None):
+    """Declare one more member of a formula family: the operator ``schema``, whose formula is the
+    function below it with every identifier of ``rename`` replaced (``{"minimum": "maximum",
+    "lt": "gt", "gt": "lt"}``: operators, locals, parameters; not keyword names in calls nor
+    strings) and the Python ``defaults`` given for the parameters that differ.
+
+    Stack it below the family's ``@derivative``, whose other arguments (``output_differentiability``,
+    ``jvp``) every member shares; the member's function is named after its operator
+    (``max.dim`` -> ``max_dim``). ``docs/formulas.md`` ("Formula families") has the rules."""
+    rename = dict(rename or {})
+    for old, new in rename.items():
+        if not (isinstance(old, str) and old.isidentifier() and isinstance(new, str) and new.isidentifier()):
+            raise ValueError(f"@family_member({schema!r}): rename maps identifiers to identifiers, "
+                             f"not {old!r}: {new!r}")
+        if {old, new} & {"backward", "jvp", "needs_input_grad"}:
+            raise ValueError(f"@family_member({schema!r}): rename may not change backward, jvp or needs_input_grad")
+    member = FamilyMember(schema, rename, dict(defaults or {}))
+
+    def stack(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if declared(fn) is not None:
+            raise TypeError(f"@family_member({schema!r}) sits above @derivative on {fn.__name__}; put it below the "
+                            "@derivative of the family's body")
+        fn.__dict__.setdefault(FAMILY_MEMBERS, []).append(member)
+        return fn
+
+    return stack
 
 
 def declared(fn: Callable[..., Any]) -> DeclaredFormula | None:

@@ -1,8 +1,18 @@
-"""Matrix products: ``mm``, ``addmm`` and the transpose ``t`` their gradients use."""
+"""Linear algebra: the matrix products ``mm``, ``addmm``, ``bmm``, ``dot``, ``mv``, ``outer`` (and
+``ger``, its BLAS name), ``matmul`` (batched, broadcast batch dims), ``addmv``, ``addr``,
+``baddbmm``, ``addbmm``; and the vector norms ``linalg_vector_norm``, ``norm.Scalar`` and
+``norm.ScalarOpt_dim``.
+
+Every product is bilinear: the gradient of one factor is the incoming gradient multiplied by
+the other factor transposed, and the jvp is the product rule. ``x.norm()``, ``x.norm(p, dim,
+keepdim)`` and ``torch.norm`` call ``linalg_vector_norm`` in torch 2.13; the ``norm`` overloads
+are ATen's own entry points (the engine's ``x.norm(...)`` among them). Every order p is handled:
+0, 1, 2, +-inf and any other p, with torch's subgradient 0 where the norm or an element is 0.
+"""
 from __future__ import annotations
 
-from formulas import at, derivative
-from formulas.helpers import sum_to
+from formulas import Tensor, at, derivative, family_member, helper
+from formulas.helpers import is_reduced_dim, sum_to
 
 
 @derivative("mm(Tensor self, Tensor mat2) -> Tensor")
@@ -35,9 +45,315 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     return result, backward
 
 
-@derivative("t(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
-def t(self):
-    result = at.t(self)
+@helper
+def matrix_transpose(x: Tensor) -> Tensor:
+    """``x`` with its last two dims swapped (``x.mT``)."""
+    n = x.dim()
+    dims = []
+    for d in range(n):
+        dims.append(d)
+    dims[n - 2] = n - 1
+    dims[n - 1] = n - 2
+    return at.permute(x, dims)
+
+
+@helper
+def fold_batch(x: Tensor) -> Tensor:
+    """``x`` (at least 2-D) with its leading dims folded into rows: a matrix of ``x.size(-1)`` columns."""
+    n = x.dim()
+    rows = 1
+    for d in range(n - 1):
+        rows = rows * x.size(d)
+    return at.reshape(x, [rows, x.size(n - 1)])
+
+
+@derivative("bmm(Tensor self, Tensor mat2) -> Tensor")
+def bmm(self, mat2):
+    result = at.bmm(self, mat2)
+    def backward(grad, *, needs_input_grad):
+        grad_self = at.bmm(grad, matrix_transpose(mat2)) if needs_input_grad[0] else None
+        grad_mat2 = at.bmm(matrix_transpose(self), grad) if needs_input_grad[1] else None
+        return grad_self, grad_mat2
+    def jvp(self_t, mat2_t):
+        result_t = at.bmm(self_t, mat2) + at.bmm(self, mat2_t)
+        return result_t
+    return result, backward
+
+
+@derivative("dot(Tensor self, Tensor tensor) -> Tensor")
+def dot(self, tensor):
+    result = at.dot(self, tensor)
+    def backward(grad, *, needs_input_grad):
+        # grad is 0-d: it scales the other vector
+        grad_self = grad * tensor if needs_input_grad[0] else None
+        grad_tensor = grad * self if needs_input_grad[1] else None
+        return grad_self, grad_tensor
+    def jvp(self_t, tensor_t):
+        result_t = at.dot(self_t, tensor) + at.dot(self, tensor_t)
+        return result_t
+    return result, backward
+
+
+@derivative("mv(Tensor self, Tensor vec) -> Tensor")
+def mv(self, vec):
+    result = at.mv(self, vec)
+    def backward(grad, *, needs_input_grad):
+        grad_self = at.outer(grad, vec) if needs_input_grad[0] else None
+        grad_vec = at.mv(at.t(self), grad) if needs_input_grad[1] else None
+        return grad_self, grad_vec
+    def jvp(self_t, vec_t):
+        result_t = at.mv(self_t, vec) + at.mv(self, vec_t)
+        return result_t
+    return result, backward
+
+
+@derivative("outer(Tensor self, Tensor vec2) -> Tensor")
+@family_member("ger(Tensor self, Tensor vec2) -> Tensor", rename={"outer": "ger"})
+def outer(self, vec2):
+    result = at.outer(self, vec2)
+    def backward(grad, *, needs_input_grad):
+        grad_self = at.mv(grad, vec2) if needs_input_grad[0] else None
+        grad_vec2 = at.mv(at.t(grad), self) if needs_input_grad[1] else None
+        return grad_self, grad_vec2
+    def jvp(self_t, vec2_t):
+        result_t = at.outer(self_t, vec2) + at.outer(self, vec2_t)
+        return result_t
+    return result, backward
+
+
+@derivative("matmul(Tensor self, Tensor other) -> Tensor")
+def matmul(self, other):
+    result = at.matmul(self, other)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    def backward(grad, *, needs_input_grad):
+        # result[..., i, j] = sum_k self[..., i, k] other[..., k, j], a vector self (n,) read as one
+        # row (1, n) and a vector other (n,) as one column (n, 1), the added dim dropped from result.
+        # A vector factor makes its partner's gradient an outer product (one broadcast multiply);
+        # a factor without batch dims sums over the partner's batch, which folds into its rows (one mm)
+        grad_self = None
+        grad_other = None
+        if len(self_sizes) == 1 and len(other_sizes) == 1:
+            grad_self = grad * other if needs_input_grad[0] else None
+            grad_other = grad * self if needs_input_grad[1] else None
+        elif len(other_sizes) == 1:
+            # grad (..., m): grad_self[..., i, k] = grad[..., i] other[k]
+            if needs_input_grad[0]:
+                grad_self = at.mul(at.unsqueeze(grad, -1), other)
+            if needs_input_grad[1]:
+                grad_other = at.mv(at.t(fold_batch(self)), at.reshape(grad, [-1]))
+        elif len(self_sizes) == 1:
+            # grad (..., p): grad_other[..., k, j] = self[k] grad[..., j]
+            if needs_input_grad[0]:
+                grad_self = at.reshape(sum_to(at.matmul(at.unsqueeze(grad, -2), matrix_transpose(other)),
+                                              [1, self_sizes[0]]), self_sizes)
+            if needs_input_grad[1]:
+                grad_other = at.mul(at.unsqueeze(self, -1), at.unsqueeze(grad, -2))
+        elif len(other_sizes) == 2:
+            # self (..., m, n) folds to (rows, n), grad (..., m, p) to (rows, p)
+            if needs_input_grad[0]:
+                grad_self = at.matmul(grad, at.t(other))
+            if needs_input_grad[1]:
+                grad_other = at.mm(at.t(fold_batch(self)), fold_batch(grad))
+        else:
+            if needs_input_grad[0]:
+                grad_self = sum_to(at.matmul(grad, matrix_transpose(other)), self_sizes)
+            if needs_input_grad[1]:
+                grad_other = sum_to(at.matmul(matrix_transpose(self), grad), other_sizes)
+        return grad_self, grad_other
+    def jvp(self_t, other_t):
+        result_t = at.matmul(self_t, other) + at.matmul(self, other_t)
+        return result_t
+    return result, backward
+
+
+@derivative("addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor")
+def addmv(self, mat, vec, *, beta=1, alpha=1):
+    result = at.addmv(self, mat, vec, beta=beta, alpha=alpha)
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        # the scalings are skipped when they are 1 (one kernel less each)
+        grad_self = sum_to(grad if beta == 1 else at.mul(grad, beta), self_sizes) if needs_input_grad[0] else None
+        grad_mat = None
+        if needs_input_grad[1]:
+            grad_mat = at.outer(grad, vec) if alpha == 1 else at.mul(at.outer(grad, vec), alpha)
+        grad_vec = None
+        if needs_input_grad[2]:
+            grad_vec = at.mv(at.t(mat), grad) if alpha == 1 else at.mul(at.mv(at.t(mat), grad), alpha)
+        return grad_self, grad_mat, grad_vec
+    def jvp(self_t, mat_t, vec_t):
+        # beta self_t + alpha (mat_t vec + mat vec_t)
+        result_t = at.addmv(self_t, mat_t, vec, beta=beta, alpha=alpha) + at.mul(at.mv(mat, vec_t), alpha)
+        return result_t
+    return result, backward
+
+
+@derivative("addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor")
+def addr(self, vec1, vec2, *, beta=1, alpha=1):
+    result = at.addr(self, vec1, vec2, beta=beta, alpha=alpha)
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        # the scalings are skipped when they are 1 (one kernel less each)
+        grad_self = sum_to(grad if beta == 1 else at.mul(grad, beta), self_sizes) if needs_input_grad[0] else None
+        grad_vec1 = None
+        if needs_input_grad[1]:
+            grad_vec1 = at.mv(grad, vec2) if alpha == 1 else at.mul(at.mv(grad, vec2), alpha)
+        grad_vec2 = None
+        if needs_input_grad[2]:
+            grad_vec2 = at.mv(at.t(grad), vec1) if alpha == 1 else at.mul(at.mv(at.t(grad), vec1), alpha)
+        return grad_self, grad_vec1, grad_vec2
+    def jvp(self_t, vec1_t, vec2_t):
+        result_t = at.addr(self_t, vec1_t, vec2, beta=beta, alpha=alpha) + at.mul(at.outer(vec1, vec2_t), alpha)
+        return result_t
+    return result, backward
+
+
+@derivative("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor")
+def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    result = at.baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self = sum_to(at.mul(grad, beta), self_sizes) if needs_input_grad[0] else None
+        grad_batch1 = at.mul(at.bmm(grad, matrix_transpose(batch2)), alpha) if needs_input_grad[1] else None
+        grad_batch2 = at.mul(at.bmm(matrix_transpose(batch1), grad), alpha) if needs_input_grad[2] else None
+        return grad_self, grad_batch1, grad_batch2
+    def jvp(self_t, batch1_t, batch2_t):
+        result_t = (at.baddbmm(self_t, batch1_t, batch2, beta=beta, alpha=alpha)
+                    + at.mul(at.bmm(batch1, batch2_t), alpha))
+        return result_t
+    return result, backward
+
+
+@derivative("addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor")
+def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    result = at.addbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+    self_sizes = self.sizes()
+    batches = batch1.size(0)
+    rows = batch1.size(1)
+    columns = batch2.size(2)
+    def backward(grad, *, needs_input_grad):
+        # result = beta self + alpha sum_b batch1[b] batch2[b]: every batch sees the same gradient
+        grad_self = sum_to(at.mul(grad, beta), self_sizes) if needs_input_grad[0] else None
+        grad_batches = at.expand(at.unsqueeze(grad, 0), [batches, rows, columns])
+        grad_batch1 = at.mul(at.bmm(grad_batches, matrix_transpose(batch2)), alpha) if needs_input_grad[1] else None
+        grad_batch2 = at.mul(at.bmm(matrix_transpose(batch1), grad_batches), alpha) if needs_input_grad[2] else None
+        return grad_self, grad_batch1, grad_batch2
+    def jvp(self_t, batch1_t, batch2_t):
+        result_t = (at.addbmm(self_t, batch1_t, batch2, beta=beta, alpha=alpha)
+                    + at.mul(at.sum(at.bmm(batch1, batch2_t), [0], False), alpha))
+        return result_t
+    return result, backward
+
+
+# ----------------------------------------------------------------------------- vector norms
+@helper
+def is_infinite(value: float) -> bool:
+    """Whether ``value`` is +inf or -inf: the only non-zero floats that doubling leaves unchanged."""
+    return value != 0.0 and value * 2.0 == value
+
+
+@helper
+def keep_reduced_dims(output: Tensor, dim: list[int] | None, keepdim: bool, ndim: int) -> Tensor:
+    """``output`` of a reduction over ``dim`` of an ``ndim``-dim tensor with the reduced dims back
+    as size 1 (not expanded), so that it broadcasts against the input."""
+    restored = output
+    if not keepdim and output.dim() > 0:    # a 0-d output broadcasts as it is
+        for d in range(ndim):
+            if is_reduced_dim(dim, d, ndim):
+                restored = at.unsqueeze(restored, d)
+    return restored
+
+
+@helper
+def vector_norm_backward(grad: Tensor, self: Tensor, p: float, norm: Tensor, dim: list[int] | None,
+                         keepdim: bool) -> Tensor:
+    """Gradient of ``norm = (sum |x_i|^p)^(1/p)`` over ``dim`` (``None`` or empty: every dim).
+
+    ``d norm / d x_i = sign(x_i) |x_i|^(p-1) / norm^(p-1)``, which is ``sign(x_i)`` for p = 1 and
+    ``x_i / norm`` for p = 2. p = 0 counts the non-zero elements: a step function, gradient 0.
+    p = +-inf is ``max``/``min`` of ``|x|``: the gradient ``sign(x_i)`` is shared evenly by the
+    elements where ``|x_i|`` is the extreme (none where a NaN makes the norm NaN: gradient 0). Where the norm is 0 the gradient is 0 (the
+    subgradient torch picks), and so is ``|x_i|^(p-1)`` at ``x_i = 0`` for p < 1 (where it is
+    infinite); ones stand in for those zeros before any division or negative power, so no NaN
+    reaches the double backward either. The factor that depends on the norm is computed at the
+    reduced size and broadcast once: p = 2 costs one full-size product.
+    """
+    if p == 0.0:
+        return at.zeros_like(self)
+    grad_kept = keep_reduced_dims(grad, dim, keepdim, self.dim())
+    if p == 1.0:
+        return at.sign(self) * grad_kept
+    norm_kept = keep_reduced_dims(norm, dim, keepdim, self.dim())
+    if is_infinite(p):
+        # a NaN norm ties with no element: the count is floored at 1 so the gradient is 0, as torch's
+        extreme = at.eq(at.abs(self), norm_kept)
+        ties = at.clamp_min(at.sum(extreme, dim, True), 1)
+        shares = at.where(extreme, at.sign(self), at.zeros_like(self))
+        return shares * at.div(grad_kept, ties)
+    norm_is_zero = at.eq(norm_kept, 0.0)
+    scale_zeros = at.zeros_like(grad_kept)
+    safe_norm = at.where(norm_is_zero, at.ones_like(norm_kept), norm_kept)
+    if p == 2.0:
+        return self * at.where(norm_is_zero, scale_zeros, grad_kept / safe_norm)
+    safe_abs = at.where(at.eq(self, 0.0), at.ones_like(self), at.abs(self))
+    scale = at.where(norm_is_zero, scale_zeros, grad_kept / at.pow(safe_norm, p - 1.0))
+    return at.sign(self) * at.pow(safe_abs, p - 1.0) * scale
+
+
+@helper
+def vector_norm_jvp(self: Tensor, self_t: Tensor, p: float, norm: Tensor, dim: list[int] | None,
+                    keepdim: bool) -> Tensor:
+    """Tangent of the p-norm over ``dim``: ``sum_i (d norm / d x_i) t_i`` with the derivative of
+    :func:`vector_norm_backward` (its gradient for an incoming gradient of ones)."""
+    slope = vector_norm_backward(at.ones_like(norm), self, p, norm, dim, keepdim)
+    return at.sum(slope * self_t, dim, keepdim)
+
+
+@derivative("linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, "
+            "ScalarType? dtype=None) -> Tensor")
+def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    result = at.linalg_vector_norm(self, ord, dim, keepdim, dtype=dtype)
+    self_dtype = self.scalar_type()
     def backward(grad):
-        return at.t(grad)
+        gradient = vector_norm_backward(grad, self, ord, result, dim, keepdim)
+        if dtype is None:
+            return gradient
+        else:
+            return at._to_copy(gradient, dtype=self_dtype)
+    def jvp(self_t):
+        tangent = vector_norm_jvp(self, self_t, ord, result, dim, keepdim)
+        if dtype is None:
+            return tangent
+        else:
+            return at._to_copy(tangent, dtype=dtype)
+    return result, backward
+
+
+@derivative("norm.Scalar(Tensor self, Scalar p=2) -> Tensor")
+def norm_scalar(self, p=2):
+    result = at.norm(self, p)
+    every_dim = []
+    for d in range(self.dim()):
+        every_dim.append(d)
+    def backward(grad):
+        return vector_norm_backward(grad, self, p, result, every_dim, False)
+    def jvp(self_t):
+        result_t = vector_norm_jvp(self, self_t, p, result, every_dim, False)
+        return result_t
+    return result, backward
+
+
+@derivative("norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor")
+def norm_scalaropt_dim(self, p, dim, keepdim=False):
+    result = at.norm(self, p, dim, keepdim)
+    def backward(grad):
+        if p is None:       # the 2-norm
+            return vector_norm_backward(grad, self, 2.0, result, dim, keepdim)
+        else:
+            return vector_norm_backward(grad, self, p, result, dim, keepdim)
+    def jvp(self_t):
+        if p is None:
+            return vector_norm_jvp(self, self_t, 2.0, result, dim, keepdim)
+        else:
+            return vector_norm_jvp(self, self_t, p, result, dim, keepdim)
     return result, backward

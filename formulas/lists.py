@@ -7,10 +7,12 @@ gradient back where the part came from (a ``cat`` of the parts' gradients along 
 
 The backward of a ``Tensor[]`` output takes ``grads``, one entry per output; an output that
 received no gradient has ``None`` there (zero), so the helpers fill those parts with zeros.
+``chunk`` is ``split.Tensor``'s formula and ``split.sizes`` is ``split_with_sizes``'s (formula
+families).
 """
 from __future__ import annotations
 
-from formulas import Tensor, at, derivative, helper
+from formulas import Tensor, at, derivative, family_member, helper
 from formulas.helpers import wrap_dim
 
 
@@ -55,6 +57,8 @@ def unbind_backward_parts(grads: list[Tensor], dim: int, self_sizes: list[int]) 
 
 
 @derivative("split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", jvp="auto_linear")
+@family_member("chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]",
+               rename={"split": "chunk", "split_size": "chunks", "split_dim": "chunk_dim"})
 def split_tensor(self, split_size, dim=0):
     result = at.split(self, split_size, dim)
     self_sizes = self.sizes()
@@ -69,36 +73,15 @@ def split_tensor(self, split_size, dim=0):
 
 @derivative("split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]",
             jvp="auto_linear")
+# ``x.split([1, 3])``: split_with_sizes, reached through split's name
+@family_member("split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]",
+               rename={"split_with_sizes": "split", "split_sizes": "split_size"})
 def split_with_sizes(self, split_sizes, dim=0):
     result = at.split_with_sizes(self, split_sizes, dim)
     self_sizes = self.sizes()
     split_dim = wrap_dim(dim, self.dim())
     def backward(grads):
         return split_backward_parts(grads, split_dim, self_sizes, split_sizes)
-    return result, backward
-
-
-@derivative("split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]", jvp="auto_linear")
-def split_sizes(self, split_size, dim=0):
-    # ``x.split([1, 3])``: split_with_sizes, reached through split's name
-    result = at.split(self, split_size, dim)
-    self_sizes = self.sizes()
-    split_dim = wrap_dim(dim, self.dim())
-    def backward(grads):
-        return split_backward_parts(grads, split_dim, self_sizes, split_size)
-    return result, backward
-
-
-@derivative("chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]", jvp="auto_linear")
-def chunk(self, chunks, dim=0):
-    result = at.chunk(self, chunks, dim)
-    self_sizes = self.sizes()
-    chunk_dim = wrap_dim(dim, self.dim())
-    part_sizes = []
-    for i in range(len(result)):
-        part_sizes.append(result[i].size(chunk_dim))
-    def backward(grads):
-        return split_backward_parts(grads, chunk_dim, self_sizes, part_sizes)
     return result, backward
 
 

@@ -10,6 +10,7 @@
 #include <ATen/ops/gelu_backward.h>
 #include <ATen/ops/hardshrink.h>
 #include <ATen/ops/hardshrink_backward.h>
+#include <ATen/ops/hardsigmoid.h>
 #include <ATen/ops/hardswish.h>
 #include <ATen/ops/hardswish_backward.h>
 #include <ATen/ops/hardtanh.h>
@@ -18,6 +19,7 @@
 #include <ATen/ops/leaky_relu_backward.h>
 #include <ATen/ops/log_sigmoid.h>
 #include <ATen/ops/mish.h>
+#include <ATen/ops/relu.h>
 #include <ATen/ops/relu6.h>
 #include <ATen/ops/selu.h>
 #include <ATen/ops/sigmoid.h>
@@ -46,6 +48,133 @@ namespace {
 // the operators' namespace: compiled autograd binds each node's functional under
 // <namespace>_<Node>, so packages loaded side by side never share a binding
 constexpr const char* library_namespace = "formulas";
+
+struct ReluBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ReluBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable result_;
+};
+
+namespace backwards {
+at::Tensor relu(
+    const at::Tensor& grad,
+    const at::Tensor& result) {
+  return at::threshold_backward(grad, result, 0);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ReluBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::relu(grads[0], result_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ReluBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return ReluBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_);
+}
+
+torch::autograd::variable_list ReluBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  return ReluBackward0_apply_functional(std::move(grads), needs_input_grad, result);
+}
+
+void ReluBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list ReluBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ReluBackward0", ReluBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ReluBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(result_);
+  return functional_outputs;
+}
+
+at::Tensor relu_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& result) {
+  auto grad = self_t;
+  return at::threshold_backward(grad, result, 0);
+}
+
+at::Tensor relu(const at::Tensor& self) {
+  c10::intrusive_ptr<ReluBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<ReluBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::relu(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("relu", self);
+    formulas::runtime::refuse_complex("relu", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::relu_jvp(self_t, result));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("relu", self);
+    formulas::runtime::refuse_complex("relu", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+  }
+  return result;
+}
 
 struct LeakyReluBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
@@ -2086,10 +2215,138 @@ at::Tensor hardshrink(const at::Tensor& self, const at::Scalar& lambd) {
   return result;
 }
 
+struct HardsigmoidBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "HardsigmoidBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+at::Tensor hardsigmoid(
+    const at::Tensor& grad,
+    const at::Tensor& self) {
+  return at::hardtanh_backward(grad, self, -3.0, 3.0) / 6.0;
+}
+}  // namespace backwards
+
+torch::autograd::variable_list HardsigmoidBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::hardsigmoid(grads[0], self_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list HardsigmoidBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return HardsigmoidBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_);
+}
+
+torch::autograd::variable_list HardsigmoidBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return HardsigmoidBackward0_apply_functional(std::move(grads), needs_input_grad, self);
+}
+
+void HardsigmoidBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list HardsigmoidBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_HardsigmoidBackward0", HardsigmoidBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_HardsigmoidBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor hardsigmoid_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self) {
+  auto grad = self_t;
+  return at::hardtanh_backward(grad, self, -3.0, 3.0) / 6.0;
+}
+
+at::Tensor hardsigmoid(const at::Tensor& self) {
+  c10::intrusive_ptr<HardsigmoidBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<HardsigmoidBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::hardsigmoid(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("hardsigmoid", self);
+    formulas::runtime::refuse_complex("hardsigmoid", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::hardsigmoid_jvp(self_t, formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("hardsigmoid", self);
+    formulas::runtime::refuse_complex("hardsigmoid", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
 TORCH_LIBRARY_FRAGMENT(formulas, m) {
+  m.def("relu(Tensor self) -> Tensor", TORCH_FN(formulas::relu));
   m.def("leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor", TORCH_FN(formulas::leaky_relu));
   m.def("elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor", TORCH_FN(formulas::elu));
   m.def("selu(Tensor self) -> Tensor", TORCH_FN(formulas::selu));
@@ -2105,4 +2362,5 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor", TORCH_FN(formulas::threshold));
   m.def("softshrink(Tensor self, Scalar lambd=0.5) -> Tensor", TORCH_FN(formulas::softshrink));
   m.def("hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor", TORCH_FN(formulas::hardshrink));
+  m.def("hardsigmoid(Tensor self) -> Tensor", TORCH_FN(formulas::hardsigmoid));
 }

@@ -5,19 +5,28 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_log_softmax_backward_data.h>
 #include <ATen/ops/_softmax_backward_data.h>
+#include <ATen/ops/diagonal.h>
+#include <ATen/ops/diagonal_backward.h>
 #include <ATen/ops/elu_backward.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/gather.h>
 #include <ATen/ops/gather_backward.h>
 #include <ATen/ops/gelu_backward.h>
 #include <ATen/ops/hardshrink_backward.h>
+#include <ATen/ops/hardsigmoid_backward.h>
 #include <ATen/ops/hardswish_backward.h>
 #include <ATen/ops/hardtanh_backward.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/index_select_backward.h>
 #include <ATen/ops/leaky_relu_backward.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/select.h>
+#include <ATen/ops/select_backward.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sigmoid_backward.h>
+#include <ATen/ops/slice.h>
+#include <ATen/ops/slice_backward.h>
 #include <ATen/ops/softplus_backward.h>
 #include <ATen/ops/softshrink_backward.h>
 #include <ATen/ops/sum.h>
@@ -2738,6 +2747,737 @@ at::Tensor softplus_backward(const at::Tensor& grad_output, const at::Tensor& se
   return result;
 }
 
+struct SelectBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SelectBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  int64_t dim_{};
+  int64_t index_{};
+};
+
+namespace backwards {
+at::Tensor select_backward(
+    const at::Tensor& grad,
+    int64_t dim,
+    int64_t index) {
+  return at::select(grad, dim, index);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SelectBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim_, const int64_t& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, grad_output_ix, formulas::backwards::select_backward(grads[0], dim_, index_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SelectBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<int64_t>();
+  return SelectBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list SelectBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+  };
+  return SelectBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index_);
+}
+
+void SelectBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_);
+}
+
+torch::autograd::variable_list SelectBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SelectBackwardBackward0", SelectBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SelectBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor select_backward_jvp(
+    const at::Tensor& grad_output_t,
+    at::IntArrayRef input_sizes,
+    int64_t dim,
+    int64_t index) {
+  return at::select_backward(grad_output_t, input_sizes, dim, index);
+}
+
+at::Tensor select_backward(const at::Tensor& grad_output, at::IntArrayRef input_sizes, int64_t dim, int64_t index) {
+  c10::intrusive_ptr<SelectBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output)) {
+    grad_fn = c10::make_intrusive<SelectBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::select_backward(grad_output, input_sizes, dim, index);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("select_backward", grad_output);
+    formulas::runtime::refuse_complex("select_backward", result);
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::select_backward_jvp(grad_output_t, input_sizes, dim, index));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("select_backward", grad_output);
+    formulas::runtime::refuse_complex("select_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = index;
+  }
+  return result;
+}
+
+struct SliceBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SliceBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  int64_t dim_{};
+  int64_t start_{};
+  int64_t end_{};
+  int64_t step_{};
+};
+
+namespace backwards {
+at::Tensor slice_backward(
+    const at::Tensor& grad,
+    int64_t dim,
+    int64_t start,
+    int64_t end,
+    int64_t step) {
+  return at::slice(grad, dim, start, end, step);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SliceBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& dim_, const int64_t& start_, const int64_t& end_, const int64_t& step_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, grad_output_ix, formulas::backwards::slice_backward(grads[0], dim_, start_, end_, step_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SliceBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto start_ = packed_args.unpack<int64_t>();
+  auto end_ = packed_args.unpack<int64_t>();
+  auto step_ = packed_args.unpack<int64_t>();
+  return SliceBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, start_, end_, step_);
+}
+
+torch::autograd::variable_list SliceBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+  };
+  return SliceBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, start_, end_, step_);
+}
+
+void SliceBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(start_);
+  args.collect(end_);
+  args.collect(step_);
+}
+
+torch::autograd::variable_list SliceBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(start_);
+  saved.before(end_);
+  saved.before(step_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SliceBackwardBackward0", SliceBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(start_);
+  functional_args.pack(end_);
+  functional_args.pack(step_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SliceBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(start_);
+  saved.after(end_);
+  saved.after(step_);
+  return functional_outputs;
+}
+
+at::Tensor slice_backward_jvp(
+    const at::Tensor& grad_output_t,
+    at::IntArrayRef input_sizes,
+    int64_t dim,
+    int64_t start,
+    int64_t end,
+    int64_t step) {
+  return at::slice_backward(grad_output_t, input_sizes, dim, start, end, step);
+}
+
+at::Tensor slice_backward(const at::Tensor& grad_output, at::IntArrayRef input_sizes, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  c10::intrusive_ptr<SliceBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output)) {
+    grad_fn = c10::make_intrusive<SliceBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::slice_backward(grad_output, input_sizes, dim, start, end, step);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("slice_backward", grad_output);
+    formulas::runtime::refuse_complex("slice_backward", result);
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::slice_backward_jvp(grad_output_t, input_sizes, dim, start, end, step));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("slice_backward", grad_output);
+    formulas::runtime::refuse_complex("slice_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->start_ = start;
+    grad_fn->end_ = end;
+    grad_fn->step_ = step;
+  }
+  return result;
+}
+
+struct DiagonalBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "DiagonalBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  int64_t offset_{};
+  int64_t dim1_{};
+  int64_t dim2_{};
+};
+
+namespace backwards {
+at::Tensor diagonal_backward(
+    const at::Tensor& grad,
+    int64_t offset,
+    int64_t dim1,
+    int64_t dim2) {
+  return at::diagonal(grad, offset, dim1, dim2);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list DiagonalBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& offset_, const int64_t& dim1_, const int64_t& dim2_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, grad_output_ix, formulas::backwards::diagonal_backward(grads[0], offset_, dim1_, dim2_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list DiagonalBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto offset_ = packed_args.unpack<int64_t>();
+  auto dim1_ = packed_args.unpack<int64_t>();
+  auto dim2_ = packed_args.unpack<int64_t>();
+  return DiagonalBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, offset_, dim1_, dim2_);
+}
+
+torch::autograd::variable_list DiagonalBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+  };
+  return DiagonalBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, offset_, dim1_, dim2_);
+}
+
+void DiagonalBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(offset_);
+  args.collect(dim1_);
+  args.collect(dim2_);
+}
+
+torch::autograd::variable_list DiagonalBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(offset_);
+  saved.before(dim1_);
+  saved.before(dim2_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_DiagonalBackwardBackward0", DiagonalBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(offset_);
+  functional_args.pack(dim1_);
+  functional_args.pack(dim2_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_DiagonalBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(offset_);
+  saved.after(dim1_);
+  saved.after(dim2_);
+  return functional_outputs;
+}
+
+at::Tensor diagonal_backward_jvp(
+    const at::Tensor& grad_output_t,
+    at::IntArrayRef input_sizes,
+    int64_t offset,
+    int64_t dim1,
+    int64_t dim2) {
+  return at::diagonal_backward(grad_output_t, input_sizes, offset, dim1, dim2);
+}
+
+at::Tensor diagonal_backward(const at::Tensor& grad_output, at::IntArrayRef input_sizes, int64_t offset, int64_t dim1, int64_t dim2) {
+  c10::intrusive_ptr<DiagonalBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output)) {
+    grad_fn = c10::make_intrusive<DiagonalBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::diagonal_backward(grad_output, input_sizes, offset, dim1, dim2);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("diagonal_backward", grad_output);
+    formulas::runtime::refuse_complex("diagonal_backward", result);
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::diagonal_backward_jvp(grad_output_t, input_sizes, offset, dim1, dim2));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("diagonal_backward", grad_output);
+    formulas::runtime::refuse_complex("diagonal_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->offset_ = offset;
+    grad_fn->dim1_ = dim1;
+    grad_fn->dim2_ = dim2;
+  }
+  return result;
+}
+
+struct IndexSelectBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexSelectBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> index_select_backward(
+    const at::Tensor& grad_result,
+    int64_t dim,
+    const at::Tensor& index) {
+  return {at::index_select(grad_result, dim, index), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list IndexSelectBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::index_select_backward(grads[0], dim_, index_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexSelectBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return IndexSelectBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list IndexSelectBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  return IndexSelectBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void IndexSelectBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list IndexSelectBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexSelectBackwardBackward0", IndexSelectBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexSelectBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor index_select_backward_jvp(
+    const at::Tensor& grad_t,
+    at::IntArrayRef self_sizes,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::index_select_backward(grad_t, self_sizes, dim, index);
+  return result_t;
+}
+
+at::Tensor index_select_backward(const at::Tensor& grad, at::IntArrayRef self_sizes, int64_t dim, const at::Tensor& index) {
+  c10::intrusive_ptr<IndexSelectBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad, index)) {
+    grad_fn = c10::make_intrusive<IndexSelectBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad, index));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_select_backward(grad, self_sizes, dim, index);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("index_select_backward", grad);
+    formulas::runtime::refuse_complex("index_select_backward", result);
+    const auto grad_t = formulas::runtime::tangent(grad);
+    formulas::runtime::set_tangent(result, formulas::index_select_backward_jvp(grad_t, self_sizes, dim, formulas::runtime::primal(index)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("index_select_backward", grad);
+    formulas::runtime::refuse_complex("index_select_backward", index);
+    formulas::runtime::refuse_complex("index_select_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+  }
+  return result;
+}
+
+struct HardsigmoidBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "HardsigmoidBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::vector<int64_t> grad_output_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> hardsigmoid_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::IntArrayRef grad_output_sizes) {
+  return {helpers::sum_to(at::hardtanh_backward(grad, self, -3.0, 3.0) / 6.0, grad_output_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list HardsigmoidBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const std::vector<int64_t>& grad_output_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::hardsigmoid_backward(grads[0], self_, grad_output_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list HardsigmoidBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return HardsigmoidBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, grad_output_sizes_);
+}
+
+torch::autograd::variable_list HardsigmoidBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return HardsigmoidBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, grad_output_sizes_);
+}
+
+void HardsigmoidBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(grad_output_sizes_);
+}
+
+torch::autograd::variable_list HardsigmoidBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(grad_output_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_HardsigmoidBackwardBackward0", HardsigmoidBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(grad_output_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_HardsigmoidBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(grad_output_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor hardsigmoid_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self) {
+  auto result_t = at::hardtanh_backward(grad_output_t, self, -3.0, 3.0) / 6.0;
+  return result_t;
+}
+
+at::Tensor hardsigmoid_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  c10::intrusive_ptr<HardsigmoidBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<HardsigmoidBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::hardsigmoid_backward(grad_output, self);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("hardsigmoid_backward", grad_output);
+    formulas::runtime::refuse_complex("hardsigmoid_backward", result);
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::hardsigmoid_backward_jvp(grad_output_t, formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("hardsigmoid_backward", grad_output);
+    formulas::runtime::refuse_complex("hardsigmoid_backward", self);
+    formulas::runtime::refuse_complex("hardsigmoid_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -2757,4 +3497,9 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor", TORCH_FN(formulas::elu_backward));
   m.def("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor", TORCH_FN(formulas::gelu_backward));
   m.def("softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor", TORCH_FN(formulas::softplus_backward));
+  m.def("select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor", TORCH_FN(formulas::select_backward));
+  m.def("slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor", TORCH_FN(formulas::slice_backward));
+  m.def("diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor", TORCH_FN(formulas::diagonal_backward));
+  m.def("index_select_backward(Tensor grad, SymInt[] self_sizes, int dim, Tensor index) -> Tensor", TORCH_FN(formulas::index_select_backward));
+  m.def("hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor", TORCH_FN(formulas::hardsigmoid_backward));
 }

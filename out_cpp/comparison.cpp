@@ -90,6 +90,11 @@ at::Tensor nondifferentiable_gt_Tensor(const at::Tensor& self, const at::Tensor&
   return at::gt(self, other);
 }
 
+at::Tensor nondifferentiable_gt_Scalar(const at::Tensor& self, const at::Scalar& other) {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return at::gt(self, other);
+}
+
 at::Tensor nondifferentiable_logical_not(const at::Tensor& self) {
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   return at::logical_not(self);
@@ -165,6 +170,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("ge.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::nondifferentiable_ge_Tensor));
   m.def("ge.Scalar(Tensor self, Scalar other) -> Tensor", TORCH_FN(formulas::nondifferentiable_ge_Scalar));
   m.def("gt.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::nondifferentiable_gt_Tensor));
+  m.def("gt.Scalar(Tensor self, Scalar other) -> Tensor", TORCH_FN(formulas::nondifferentiable_gt_Scalar));
   m.def("logical_not(Tensor self) -> Tensor", TORCH_FN(formulas::nondifferentiable_logical_not));
   m.def("logical_and(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::nondifferentiable_logical_and));
   m.def("logical_or(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::nondifferentiable_logical_or));

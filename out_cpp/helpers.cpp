@@ -540,6 +540,56 @@ at::Tensor fold_batch(const at::Tensor& x) {
   return at::reshape(x, std::vector<int64_t>{rows, x.size(n - 1)});
 }
 
+bool is_infinite(double value) {
+  return (value != 0.0) && ((value * 2.0) == value);
+}
+
+at::Tensor keep_reduced_dims(const at::Tensor& output, at::OptionalIntArrayRef dim, bool keepdim, int64_t ndim) {
+  auto restored = output;
+  if (!keepdim && (output.dim() > 0)) {
+    for (int64_t d = 0; d < ndim; ++d) {
+      if (helpers::is_reduced_dim(dim, d, ndim)) {
+        restored = at::unsqueeze(restored, d);
+      }
+    }
+  }
+  return restored;
+}
+
+at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
+  at::Tensor extreme{};
+  at::Tensor ties{};
+  at::Tensor shares{};
+  if (p == 0.0) {
+    return at::zeros_like(self);
+  }
+  auto grad_kept = helpers::keep_reduced_dims(grad, dim, keepdim, self.dim());
+  if (p == 1.0) {
+    return at::sign(self) * grad_kept;
+  }
+  auto norm_kept = helpers::keep_reduced_dims(norm, dim, keepdim, self.dim());
+  if (helpers::is_infinite(p)) {
+    extreme = at::eq(at::abs(self), norm_kept);
+    ties = at::clamp_min(at::sum(extreme, dim, true), 1);
+    shares = at::where(extreme, at::sign(self), at::zeros_like(self));
+    return shares * at::div(grad_kept, ties);
+  }
+  auto norm_is_zero = at::eq(norm_kept, 0.0);
+  auto scale_zeros = at::zeros_like(grad_kept);
+  auto safe_norm = at::where(norm_is_zero, at::ones_like(norm_kept), norm_kept);
+  if (p == 2.0) {
+    return self * at::where(norm_is_zero, scale_zeros, grad_kept / safe_norm);
+  }
+  auto safe_abs = at::where(at::eq(self, 0.0), at::ones_like(self), at::abs(self));
+  auto scale = at::where(norm_is_zero, scale_zeros, grad_kept / at::pow(safe_norm, p - 1.0));
+  return (at::sign(self) * at::pow(safe_abs, p - 1.0)) * scale;
+}
+
+at::Tensor vector_norm_jvp(const at::Tensor& self, const at::Tensor& self_t, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
+  auto slope = helpers::vector_norm_backward(at::ones_like(norm), self, p, norm, dim, keepdim);
+  return at::sum(slope * self_t, dim, keepdim);
+}
+
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes) {
   std::vector<int64_t> sizes{};
   int64_t defined = 0;
@@ -662,92 +712,6 @@ at::Tensor gather_by_plane_indices(const at::Tensor& source, const at::Tensor& i
   return at::reshape(picked, indices.sizes().vec());
 }
 
-at::Tensor reversed_cumsum(const at::Tensor& x, int64_t dim) {
-  return at::flip(at::cumsum(at::flip(x, std::vector<int64_t>{dim}), dim), std::vector<int64_t>{dim});
-}
-
-at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
-  auto is_zero = at::eq(self, 0.0);
-  auto segment = at::cumsum(is_zero, dim);
-  auto nonzero = at::where(is_zero, at::ones_like(self), self);
-  auto weighted = grad * at::cumprod(nonzero, dim);
-  auto zeros = at::zeros_like(weighted);
-  auto in_0 = at::eq(segment, 0);
-  auto in_1 = at::eq(segment, 1);
-  auto in_2 = at::eq(segment, 2);
-  auto tail_0 = helpers::reversed_cumsum(at::where(in_0, weighted, zeros), dim);
-  auto tail_1 = helpers::reversed_cumsum(at::where(in_1, weighted, zeros), dim);
-  auto tail_2 = helpers::reversed_cumsum(at::where(in_2, weighted, zeros), dim);
-  auto self_zeros = at::zeros_like(self);
-  auto first_zero = at::sum(at::where(at::logical_and(is_zero, in_1), self, self_zeros), std::vector<int64_t>{dim}, true);
-  auto second_zero = at::sum(at::where(at::logical_and(is_zero, in_2), self, self_zeros), std::vector<int64_t>{dim}, true);
-  auto in_segment_1 = at::where(is_zero, tail_1 + (second_zero * tail_2), first_zero * tail_1);
-  auto at_second_zero = at::where(is_zero, first_zero * tail_2, zeros);
-  auto scaled = at::where(in_0, tail_0 + (first_zero * tail_1), at::where(in_1, in_segment_1, at::where(in_2, at_second_zero, zeros)));
-  return scaled / nonzero;
-}
-
-at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim) {
-  auto is_zero = at::eq(self, 0.0);
-  auto segment = at::cumsum(is_zero, dim);
-  auto nonzero = at::where(is_zero, at::ones_like(self), self);
-  auto prefix = at::cumprod(nonzero, dim);
-  auto zeros = at::zeros_like(prefix);
-  auto in_1 = at::eq(segment, 1);
-  auto first_zero_t = at::sum(at::where(at::logical_and(is_zero, in_1), self_t, at::zeros_like(self_t)), std::vector<int64_t>{dim}, true);
-  return at::where(at::eq(segment, 0), prefix * at::cumsum(self_t / nonzero, dim), at::where(in_1, prefix * first_zero_t, zeros));
-}
-
-bool is_infinite(double value) {
-  return (value != 0.0) && ((value * 2.0) == value);
-}
-
-at::Tensor keep_reduced_dims(const at::Tensor& output, at::OptionalIntArrayRef dim, bool keepdim, int64_t ndim) {
-  auto restored = output;
-  if (!keepdim && (output.dim() > 0)) {
-    for (int64_t d = 0; d < ndim; ++d) {
-      if (helpers::is_reduced_dim(dim, d, ndim)) {
-        restored = at::unsqueeze(restored, d);
-      }
-    }
-  }
-  return restored;
-}
-
-at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
-  at::Tensor extreme{};
-  at::Tensor ties{};
-  at::Tensor shares{};
-  if (p == 0.0) {
-    return at::zeros_like(self);
-  }
-  auto grad_kept = helpers::keep_reduced_dims(grad, dim, keepdim, self.dim());
-  if (p == 1.0) {
-    return at::sign(self) * grad_kept;
-  }
-  auto norm_kept = helpers::keep_reduced_dims(norm, dim, keepdim, self.dim());
-  if (helpers::is_infinite(p)) {
-    extreme = at::eq(at::abs(self), norm_kept);
-    ties = at::clamp_min(at::sum(extreme, dim, true), 1);
-    shares = at::where(extreme, at::sign(self), at::zeros_like(self));
-    return shares * at::div(grad_kept, ties);
-  }
-  auto norm_is_zero = at::eq(norm_kept, 0.0);
-  auto scale_zeros = at::zeros_like(grad_kept);
-  auto safe_norm = at::where(norm_is_zero, at::ones_like(norm_kept), norm_kept);
-  if (p == 2.0) {
-    return self * at::where(norm_is_zero, scale_zeros, grad_kept / safe_norm);
-  }
-  auto safe_abs = at::where(at::eq(self, 0.0), at::ones_like(self), at::abs(self));
-  auto scale = at::where(norm_is_zero, scale_zeros, grad_kept / at::pow(safe_norm, p - 1.0));
-  return (at::sign(self) * at::pow(safe_abs, p - 1.0)) * scale;
-}
-
-at::Tensor vector_norm_jvp(const at::Tensor& self, const at::Tensor& self_t, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
-  auto slope = helpers::vector_norm_backward(at::ones_like(norm), self, p, norm, dim, keepdim);
-  return at::sum(slope * self_t, dim, keepdim);
-}
-
 at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value) {
   return at::where(at::isnan(value), at::isnan(self), at::eq(self, value));
 }
@@ -792,6 +756,42 @@ double variance_divisor(int64_t count, double correction) {
 at::Tensor grad_over_std(const at::Tensor& grad, const at::Tensor& std) {
   auto is_zero = at::eq(std, 0.0);
   return at::where(is_zero, at::zeros_like(grad), grad / at::where(is_zero, at::ones_like(std), std));
+}
+
+at::Tensor reversed_cumsum(const at::Tensor& x, int64_t dim) {
+  return at::flip(at::cumsum(at::flip(x, std::vector<int64_t>{dim}), dim), std::vector<int64_t>{dim});
+}
+
+at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  auto is_zero = at::eq(self, 0.0);
+  auto segment = at::cumsum(is_zero, dim);
+  auto nonzero = at::where(is_zero, at::ones_like(self), self);
+  auto weighted = grad * at::cumprod(nonzero, dim);
+  auto zeros = at::zeros_like(weighted);
+  auto in_0 = at::eq(segment, 0);
+  auto in_1 = at::eq(segment, 1);
+  auto in_2 = at::eq(segment, 2);
+  auto tail_0 = helpers::reversed_cumsum(at::where(in_0, weighted, zeros), dim);
+  auto tail_1 = helpers::reversed_cumsum(at::where(in_1, weighted, zeros), dim);
+  auto tail_2 = helpers::reversed_cumsum(at::where(in_2, weighted, zeros), dim);
+  auto self_zeros = at::zeros_like(self);
+  auto first_zero = at::sum(at::where(at::logical_and(is_zero, in_1), self, self_zeros), std::vector<int64_t>{dim}, true);
+  auto second_zero = at::sum(at::where(at::logical_and(is_zero, in_2), self, self_zeros), std::vector<int64_t>{dim}, true);
+  auto in_segment_1 = at::where(is_zero, tail_1 + (second_zero * tail_2), first_zero * tail_1);
+  auto at_second_zero = at::where(is_zero, first_zero * tail_2, zeros);
+  auto scaled = at::where(in_0, tail_0 + (first_zero * tail_1), at::where(in_1, in_segment_1, at::where(in_2, at_second_zero, zeros)));
+  return scaled / nonzero;
+}
+
+at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim) {
+  auto is_zero = at::eq(self, 0.0);
+  auto segment = at::cumsum(is_zero, dim);
+  auto nonzero = at::where(is_zero, at::ones_like(self), self);
+  auto prefix = at::cumprod(nonzero, dim);
+  auto zeros = at::zeros_like(prefix);
+  auto in_1 = at::eq(segment, 1);
+  auto first_zero_t = at::sum(at::where(at::logical_and(is_zero, in_1), self_t, at::zeros_like(self_t)), std::vector<int64_t>{dim}, true);
+  return at::where(at::eq(segment, 0), prefix * at::cumsum(self_t / nonzero, dim), at::where(in_1, prefix * first_zero_t, zeros));
 }
 
 }  // namespace formulas::helpers

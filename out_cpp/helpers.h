@@ -54,6 +54,10 @@ at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, a
 std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor fold_batch(const at::Tensor& x);
+bool is_infinite(double value);
+at::Tensor keep_reduced_dims(const at::Tensor& output, at::OptionalIntArrayRef dim, bool keepdim, int64_t ndim);
+at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim);
+at::Tensor vector_norm_jvp(const at::Tensor& self, const at::Tensor& self_t, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes);
 at::Tensor unbind_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes);
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);
@@ -68,13 +72,6 @@ at::Tensor layer_norm_weight_backward(const at::Tensor& grad, const at::Tensor& 
 at::Tensor layer_norm_jvp(const at::Tensor& input, const at::Tensor& input_t, const at::Tensor& weight, const at::Tensor& weight_t, const at::Tensor& bias_t, at::IntArrayRef norm_dims, double eps);
 std::vector<int64_t> trailing_dims(int64_t ndim, int64_t count);
 at::Tensor gather_by_plane_indices(const at::Tensor& source, const at::Tensor& indices);
-at::Tensor reversed_cumsum(const at::Tensor& x, int64_t dim);
-at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim);
-at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim);
-bool is_infinite(double value);
-at::Tensor keep_reduced_dims(const at::Tensor& output, at::OptionalIntArrayRef dim, bool keepdim, int64_t ndim);
-at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim);
-at::Tensor vector_norm_jvp(const at::Tensor& self, const at::Tensor& self_t, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor extreme_mask(const at::Tensor& self, const at::Tensor& value);
 at::Tensor evenly_distribute_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& value);
 at::Tensor evenly_read_jvp(const at::Tensor& self_t, const at::Tensor& self, const at::Tensor& value);
@@ -82,5 +79,8 @@ at::Tensor amaxamin_jvp(const at::Tensor& self, const at::Tensor& self_t, const 
 at::Tensor prod_others(const at::Tensor& x, int64_t dim);
 double variance_divisor(int64_t count, double correction);
 at::Tensor grad_over_std(const at::Tensor& grad, const at::Tensor& std);
+at::Tensor reversed_cumsum(const at::Tensor& x, int64_t dim);
+at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim);
+at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim);
 
 }  // namespace formulas::helpers

@@ -3,8 +3,22 @@
 #include "runtime.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/gather.h>
 #include <ATen/ops/gather_backward.h>
+#include <ATen/ops/index.h>
+#include <ATen/ops/index_add.h>
+#include <ATen/ops/index_copy.h>
+#include <ATen/ops/index_fill.h>
+#include <ATen/ops/index_put.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/index_select_backward.h>
+#include <ATen/ops/masked_fill.h>
+#include <ATen/ops/masked_scatter.h>
+#include <ATen/ops/masked_select.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/reshape.h>
+#include <ATen/ops/scatter.h>
 #include <ATen/ops/scatter_add.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -534,6 +548,1959 @@ at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& in
   return result;
 }
 
+struct IndexSelectBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexSelectBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  std::vector<int64_t> self_sizes_{};
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> index_select(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes,
+    int64_t dim,
+    const at::Tensor& index) {
+  return {at::index_select_backward(grad, self_sizes, dim, index), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list IndexSelectBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& dim_, const at::Tensor& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::index_select(grads[0], self_sizes_, dim_, index_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexSelectBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return IndexSelectBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, dim_, index_);
+}
+
+torch::autograd::variable_list IndexSelectBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  return IndexSelectBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, dim_, index);
+}
+
+void IndexSelectBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list IndexSelectBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexSelectBackward0", IndexSelectBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexSelectBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor index_select_jvp(
+    const at::Tensor& self_t,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::index_select(self_t, dim, index);
+  return result_t;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  c10::intrusive_ptr<IndexSelectBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index)) {
+    grad_fn = c10::make_intrusive<IndexSelectBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_select(self, dim, index);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("index_select", self);
+    formulas::runtime::refuse_complex("index_select", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::index_select_jvp(self_t, dim, formulas::runtime::primal(index)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("index_select", self);
+    formulas::runtime::refuse_complex("index_select", index);
+    formulas::runtime::refuse_complex("index_select", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+  }
+  return result;
+}
+
+struct MaskedFillScalarBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MaskedFillScalarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mask_.reset_data();
+  }
+  torch::autograd::SavedVariable mask_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> masked_fill_scalar(
+    const at::Tensor& grad,
+    const at::Tensor& mask,
+    at::IntArrayRef self_sizes) {
+  return {helpers::sum_to(at::masked_fill(grad, mask, 0), self_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MaskedFillScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mask_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::masked_fill_scalar(grads[0], mask_, self_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, mask_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MaskedFillScalarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto mask_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return MaskedFillScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, self_sizes_);
+}
+
+torch::autograd::variable_list MaskedFillScalarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+  };
+  const auto mask = mask_.unpack();
+  return MaskedFillScalarBackward0_apply_functional(std::move(grads), needs_input_grad, mask, self_sizes_);
+}
+
+void MaskedFillScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(mask_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list MaskedFillScalarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(mask_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MaskedFillScalarBackward0", MaskedFillScalarBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+  };
+  const auto mask = mask_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(mask);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MaskedFillScalarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(mask_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor masked_fill_scalar_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& mask) {
+  auto result_t = at::masked_fill(self_t, mask, 0);
+  return result_t;
+}
+
+at::Tensor masked_fill_scalar(const at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  c10::intrusive_ptr<MaskedFillScalarBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, mask)) {
+    grad_fn = c10::make_intrusive<MaskedFillScalarBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, mask));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::masked_fill(self, mask, value);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("masked_fill.Scalar", self);
+    formulas::runtime::refuse_complex("masked_fill.Scalar", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::masked_fill_scalar_jvp(self_t, formulas::runtime::primal(mask)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("masked_fill.Scalar", self);
+    formulas::runtime::refuse_complex("masked_fill.Scalar", mask);
+    formulas::runtime::refuse_complex("masked_fill.Scalar", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct MaskedFillTensorBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MaskedFillTensorBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mask_.reset_data();
+  }
+  torch::autograd::SavedVariable mask_;
+  std::vector<int64_t> self_sizes_{};
+  std::vector<int64_t> value_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_fill_tensor(
+    const at::Tensor& grad,
+    const at::Tensor& mask,
+    at::IntArrayRef self_sizes,
+    at::IntArrayRef value_sizes,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(at::masked_fill(grad, mask, 0), self_sizes) : at::Tensor();
+  auto grad_value = at::Tensor();
+  if (needs_input_grad[2]) {
+    grad_value = helpers::sum_to(at::where(mask, grad, at::zeros_like(grad)), value_sizes);
+  }
+  return {grad_self, at::Tensor(), grad_value};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MaskedFillTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& mask_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& value_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const auto value_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::masked_fill_tensor(grads[0], mask_, self_sizes_, value_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, mask_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, value_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MaskedFillTensorBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto mask_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto value_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return MaskedFillTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, self_sizes_, value_sizes_);
+}
+
+torch::autograd::variable_list MaskedFillTensorBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const auto value_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+      formulas::runtime::should_compute(*this, value_ix),
+  };
+  const auto mask = mask_.unpack();
+  return MaskedFillTensorBackward0_apply_functional(std::move(grads), needs_input_grad, mask, self_sizes_, value_sizes_);
+}
+
+void MaskedFillTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(mask_, false);
+  args.collect(self_sizes_);
+  args.collect(value_sizes_);
+}
+
+torch::autograd::variable_list MaskedFillTensorBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(mask_);
+  saved.before(self_sizes_);
+  saved.before(value_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MaskedFillTensorBackward0", MaskedFillTensorBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const auto value_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+      formulas::runtime::should_compute(*this, value_ix),
+  };
+  const auto mask = mask_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(mask);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(value_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MaskedFillTensorBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(mask_);
+  saved.after(self_sizes_);
+  saved.after(value_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor masked_fill_tensor_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& value_t,
+    const at::Tensor& mask) {
+  auto result_t = at::masked_fill(self_t, mask, value_t);
+  return result_t;
+}
+
+at::Tensor masked_fill_tensor(const at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  c10::intrusive_ptr<MaskedFillTensorBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, mask, value)) {
+    grad_fn = c10::make_intrusive<MaskedFillTensorBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, mask, value));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::masked_fill(self, mask, value);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> value_sizes = value.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(value)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("masked_fill.Tensor", self);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", value);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto value_t = formulas::runtime::tangent(value);
+    formulas::runtime::set_tangent(result, formulas::masked_fill_tensor_jvp(self_t, value_t, formulas::runtime::primal(mask)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("masked_fill.Tensor", self);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", mask);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", value);
+    formulas::runtime::refuse_complex("masked_fill.Tensor", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->value_sizes_ = std::move(value_sizes);
+  }
+  return result;
+}
+
+struct MaskedScatterBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MaskedScatterBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mask_.reset_data();
+  }
+  torch::autograd::SavedVariable mask_;
+  std::vector<int64_t> self_sizes_{};
+  int64_t source_numel_{};
+  std::vector<int64_t> source_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_scatter(
+    const at::Tensor& grad,
+    const at::Tensor& mask,
+    at::IntArrayRef self_sizes,
+    int64_t source_numel,
+    at::IntArrayRef source_sizes,
+    const std::array<bool, 3>& needs_input_grad) {
+  at::Tensor selected{};
+  at::Tensor unused{};
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(at::masked_fill(grad, mask, 0), self_sizes) : at::Tensor();
+  auto grad_source = at::Tensor();
+  if (needs_input_grad[2]) {
+    selected = at::masked_select(grad, mask);
+    unused = selected.new_zeros(std::vector<int64_t>{source_numel - selected.size(0)});
+    grad_source = at::reshape(at::cat(std::vector<at::Tensor>{selected, unused}, 0), source_sizes);
+  }
+  return {grad_self, at::Tensor(), grad_source};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MaskedScatterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& mask_, const std::vector<int64_t>& self_sizes_, const int64_t& source_numel_, const std::vector<int64_t>& source_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::masked_scatter(grads[0], mask_, self_sizes_, source_numel_, source_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, mask_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, source_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MaskedScatterBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto mask_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto source_numel_ = packed_args.unpack<int64_t>();
+  auto source_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return MaskedScatterBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, self_sizes_, source_numel_, source_sizes_);
+}
+
+torch::autograd::variable_list MaskedScatterBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto mask = mask_.unpack();
+  return MaskedScatterBackward0_apply_functional(std::move(grads), needs_input_grad, mask, self_sizes_, source_numel_, source_sizes_);
+}
+
+void MaskedScatterBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(mask_, false);
+  args.collect(self_sizes_);
+  args.collect(source_numel_);
+  args.collect(source_sizes_);
+}
+
+torch::autograd::variable_list MaskedScatterBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(mask_);
+  saved.before(self_sizes_);
+  saved.before(source_numel_);
+  saved.before(source_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MaskedScatterBackward0", MaskedScatterBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto mask = mask_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(mask);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(source_numel_);
+  functional_args.pack(source_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MaskedScatterBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(mask_);
+  saved.after(self_sizes_);
+  saved.after(source_numel_);
+  saved.after(source_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor masked_scatter_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& source_t,
+    const at::Tensor& mask) {
+  auto result_t = at::masked_scatter(self_t, mask, source_t);
+  return result_t;
+}
+
+at::Tensor masked_scatter(const at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  c10::intrusive_ptr<MaskedScatterBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, mask, source)) {
+    grad_fn = c10::make_intrusive<MaskedScatterBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, mask, source));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::masked_scatter(self, mask, source);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> source_sizes = source.sizes().vec();
+  int64_t source_numel = source.numel();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("masked_scatter", self);
+    formulas::runtime::refuse_complex("masked_scatter", source);
+    formulas::runtime::refuse_complex("masked_scatter", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto source_t = formulas::runtime::tangent(source);
+    formulas::runtime::set_tangent(result, formulas::masked_scatter_jvp(self_t, source_t, formulas::runtime::primal(mask)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("masked_scatter", self);
+    formulas::runtime::refuse_complex("masked_scatter", mask);
+    formulas::runtime::refuse_complex("masked_scatter", source);
+    formulas::runtime::refuse_complex("masked_scatter", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->source_numel_ = source_numel;
+    grad_fn->source_sizes_ = std::move(source_sizes);
+  }
+  return result;
+}
+
+struct MaskedSelectBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MaskedSelectBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mask_.reset_data();
+  }
+  std::vector<int64_t> full_sizes_{};
+  torch::autograd::SavedVariable mask_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> masked_select(
+    const at::Tensor& grad,
+    at::IntArrayRef full_sizes,
+    const at::Tensor& mask,
+    at::IntArrayRef self_sizes) {
+  auto zeros = grad.new_zeros(full_sizes);
+  return {helpers::sum_to(at::masked_scatter(zeros, mask, grad), self_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MaskedSelectBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& full_sizes_, const at::Tensor& mask_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::masked_select(grads[0], full_sizes_, mask_, self_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, mask_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MaskedSelectBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto full_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto mask_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return MaskedSelectBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, full_sizes_, mask_, self_sizes_);
+}
+
+torch::autograd::variable_list MaskedSelectBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+  };
+  const auto mask = mask_.unpack();
+  return MaskedSelectBackward0_apply_functional(std::move(grads), needs_input_grad, full_sizes_, mask, self_sizes_);
+}
+
+void MaskedSelectBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(full_sizes_);
+  args.collect(mask_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list MaskedSelectBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(full_sizes_);
+  saved.before(mask_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MaskedSelectBackward0", MaskedSelectBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+  };
+  const auto mask = mask_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(full_sizes_);
+  functional_args.pack(mask);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MaskedSelectBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(full_sizes_);
+  saved.after(mask_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor masked_select_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& mask) {
+  auto result_t = at::masked_select(self_t, mask);
+  return result_t;
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  c10::intrusive_ptr<MaskedSelectBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, mask)) {
+    grad_fn = c10::make_intrusive<MaskedSelectBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, mask));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::masked_select(self, mask);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> full_sizes = helpers::broadcast_sizes(self.sizes().vec(), mask.sizes().vec());
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("masked_select", self);
+    formulas::runtime::refuse_complex("masked_select", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::masked_select_jvp(self_t, formulas::runtime::primal(mask)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("masked_select", self);
+    formulas::runtime::refuse_complex("masked_select", mask);
+    formulas::runtime::refuse_complex("masked_select", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->full_sizes_ = std::move(full_sizes);
+    grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct ScatterSrcBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ScatterSrcBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> scatter_src(
+    const at::Tensor& grad,
+    int64_t dim,
+    const at::Tensor& index,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? at::scatter(grad, dim, index, 0) : at::Tensor();
+  auto grad_src = needs_input_grad[2] ? at::gather(grad, dim, index) : at::Tensor();
+  return {grad_self, at::Tensor(), grad_src};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ScatterSrcBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::scatter_src(grads[0], dim_, index_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, src_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ScatterSrcBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return ScatterSrcBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list ScatterSrcBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  const auto index = index_.unpack();
+  return ScatterSrcBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void ScatterSrcBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list ScatterSrcBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ScatterSrcBackward0", ScatterSrcBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto src_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, src_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ScatterSrcBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor scatter_src_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& src_t,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::scatter(self_t, dim, index, src_t);
+  return result_t;
+}
+
+at::Tensor scatter_src(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  c10::intrusive_ptr<ScatterSrcBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index, src)) {
+    grad_fn = c10::make_intrusive<ScatterSrcBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index, src));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::scatter(self, dim, index, src);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(src)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("scatter.src", self);
+    formulas::runtime::refuse_complex("scatter.src", src);
+    formulas::runtime::refuse_complex("scatter.src", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto src_t = formulas::runtime::tangent(src);
+    formulas::runtime::set_tangent(result, formulas::scatter_src_jvp(self_t, src_t, dim, formulas::runtime::primal(index)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("scatter.src", self);
+    formulas::runtime::refuse_complex("scatter.src", index);
+    formulas::runtime::refuse_complex("scatter.src", src);
+    formulas::runtime::refuse_complex("scatter.src", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+  }
+  return result;
+}
+
+struct ScatterValueBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ScatterValueBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> scatter_value(
+    const at::Tensor& grad,
+    int64_t dim,
+    const at::Tensor& index) {
+  return {at::scatter(grad, dim, index, 0), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ScatterValueBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::scatter_value(grads[0], dim_, index_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ScatterValueBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return ScatterValueBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list ScatterValueBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  return ScatterValueBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void ScatterValueBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list ScatterValueBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ScatterValueBackward0", ScatterValueBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ScatterValueBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor scatter_value_jvp(
+    const at::Tensor& self_t,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::scatter(self_t, dim, index, 0);
+  return result_t;
+}
+
+at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  c10::intrusive_ptr<ScatterValueBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index)) {
+    grad_fn = c10::make_intrusive<ScatterValueBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::scatter(self, dim, index, value);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("scatter.value", self);
+    formulas::runtime::refuse_complex("scatter.value", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::scatter_value_jvp(self_t, dim, formulas::runtime::primal(index)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("scatter.value", self);
+    formulas::runtime::refuse_complex("scatter.value", index);
+    formulas::runtime::refuse_complex("scatter.value", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+  }
+  return result;
+}
+
+struct IndexFillIntScalarBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexFillIntScalarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> index_fill_int_scalar(
+    const at::Tensor& grad,
+    int64_t dim,
+    const at::Tensor& index) {
+  return {at::index_fill(grad, dim, index, 0), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::index_fill_int_scalar(grads[0], dim_, index_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return IndexFillIntScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  return IndexFillIntScalarBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void IndexFillIntScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list IndexFillIntScalarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexFillIntScalarBackward0", IndexFillIntScalarBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexFillIntScalarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor index_fill_int_scalar_jvp(
+    const at::Tensor& self_t,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::index_fill(self_t, dim, index, 0);
+  return result_t;
+}
+
+at::Tensor index_fill_int_scalar(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  c10::intrusive_ptr<IndexFillIntScalarBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index)) {
+    grad_fn = c10::make_intrusive<IndexFillIntScalarBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_fill(self, dim, index, value);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", self);
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::index_fill_int_scalar_jvp(self_t, dim, formulas::runtime::primal(index)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", self);
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", index);
+    formulas::runtime::refuse_complex("index_fill.int_Scalar", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+  }
+  return result;
+}
+
+struct IndexAddBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexAddBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+  at::Scalar alpha_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> index_add(
+    const at::Tensor& grad,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Scalar& alpha,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? grad : at::Tensor();
+  auto grad_source = needs_input_grad[2] ? at::mul(at::index_select(grad, dim, index), alpha) : at::Tensor();
+  return {grad_self, at::Tensor(), grad_source};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list IndexAddBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_, const at::Scalar& alpha_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::index_add(grads[0], dim_, index_, alpha_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, source_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexAddBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  return IndexAddBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_, alpha_);
+}
+
+torch::autograd::variable_list IndexAddBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto index = index_.unpack();
+  return IndexAddBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index, alpha_);
+}
+
+void IndexAddBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+  args.collect(alpha_);
+}
+
+torch::autograd::variable_list IndexAddBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  saved.before(alpha_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexAddBackward0", IndexAddBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  functional_args.pack(alpha_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexAddBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  saved.after(alpha_);
+  return functional_outputs;
+}
+
+at::Tensor index_add_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& source_t,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Scalar& alpha) {
+  auto result_t = at::index_add(self_t, dim, index, source_t, alpha);
+  return result_t;
+}
+
+at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source, const at::Scalar& alpha) {
+  c10::intrusive_ptr<IndexAddBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index, source)) {
+    grad_fn = c10::make_intrusive<IndexAddBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index, source));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_add(self, dim, index, source, alpha);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("index_add", self);
+    formulas::runtime::refuse_complex("index_add", source);
+    formulas::runtime::refuse_complex("index_add", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto source_t = formulas::runtime::tangent(source);
+    formulas::runtime::set_tangent(result, formulas::index_add_jvp(self_t, source_t, dim, formulas::runtime::primal(index), alpha));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("index_add", self);
+    formulas::runtime::refuse_complex("index_add", index);
+    formulas::runtime::refuse_complex("index_add", source);
+    formulas::runtime::refuse_complex("index_add", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+    grad_fn->alpha_ = alpha;
+  }
+  return result;
+}
+
+struct IndexCopyBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexCopyBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable index_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> index_copy(
+    const at::Tensor& grad,
+    int64_t dim,
+    const at::Tensor& index,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? at::index_fill(grad, dim, index, 0) : at::Tensor();
+  auto grad_source = needs_input_grad[2] ? at::index_select(grad, dim, index) : at::Tensor();
+  return {grad_self, at::Tensor(), grad_source};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list IndexCopyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& index_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::index_copy(grads[0], dim_, index_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, index_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, source_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexCopyBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto index_ = packed_args.unpack<at::Tensor>();
+  return IndexCopyBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, index_);
+}
+
+torch::autograd::variable_list IndexCopyBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto index = index_.unpack();
+  return IndexCopyBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, index);
+}
+
+void IndexCopyBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(index_, false);
+}
+
+torch::autograd::variable_list IndexCopyBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(index_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexCopyBackward0", IndexCopyBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto index_ix = ranges.next(1);
+  const auto source_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, index_ix),
+      formulas::runtime::should_compute(*this, source_ix),
+  };
+  const auto index = index_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(index);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexCopyBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(index_);
+  return functional_outputs;
+}
+
+at::Tensor index_copy_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& source_t,
+    int64_t dim,
+    const at::Tensor& index) {
+  auto result_t = at::index_copy(self_t, dim, index, source_t);
+  return result_t;
+}
+
+at::Tensor index_copy(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+  c10::intrusive_ptr<IndexCopyBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, index, source)) {
+    grad_fn = c10::make_intrusive<IndexCopyBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, index, source));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_copy(self, dim, index, source);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(source)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("index_copy", self);
+    formulas::runtime::refuse_complex("index_copy", source);
+    formulas::runtime::refuse_complex("index_copy", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto source_t = formulas::runtime::tangent(source);
+    formulas::runtime::set_tangent(result, formulas::index_copy_jvp(self_t, source_t, dim, formulas::runtime::primal(index)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("index_copy", self);
+    formulas::runtime::refuse_complex("index_copy", index);
+    formulas::runtime::refuse_complex("index_copy", source);
+    formulas::runtime::refuse_complex("index_copy", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->index_ = torch::autograd::SavedVariable(index, false);
+  }
+  return result;
+}
+
+struct IndexTensorBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexTensorBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    indices_.clear();
+    indices_released_ = true;
+  }
+  std::vector<int64_t> self_sizes_{};
+  std::vector<torch::autograd::SavedVariable> indices_;
+  bool indices_released_ = false;
+};
+
+namespace backwards {
+at::Tensor index_tensor(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes,
+    const c10::List<std::optional<at::Tensor>>& indices) {
+  auto zeros = grad.new_zeros(std::vector<int64_t>{}).expand(self_sizes);
+  return at::index_put(zeros, indices, grad, true);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list IndexTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const c10::List<std::optional<at::Tensor>>& indices_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::index_tensor(grads[0], self_sizes_, indices_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexTensorBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto indices_ = packed_args.unpack<c10::List<std::optional<at::Tensor>>>();
+  return IndexTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, indices_);
+}
+
+torch::autograd::variable_list IndexTensorBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  TORCH_CHECK(!indices_released_, torch::autograd::ERR_BACKWARD_TWICE);
+  const auto indices = formulas::runtime::unpack_index_list(indices_);
+  return IndexTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, indices);
+}
+
+void IndexTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(indices_, false);
+}
+
+torch::autograd::variable_list IndexTensorBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(indices_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<c10::List<std::optional<at::Tensor>>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexTensorBackward0", IndexTensorBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  TORCH_CHECK(!indices_released_, torch::autograd::ERR_BACKWARD_TWICE);
+  const auto indices = formulas::runtime::unpack_index_list(indices_);
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(indices);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexTensorBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  saved.after(indices_);
+  return functional_outputs;
+}
+
+at::Tensor index_tensor_jvp(
+    const at::Tensor& self_t,
+    const c10::List<std::optional<at::Tensor>>& indices) {
+  auto result_t = at::index(self_t, indices);
+  return result_t;
+}
+
+at::Tensor index_tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  c10::intrusive_ptr<IndexTensorBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<IndexTensorBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index(self, indices);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("index.Tensor", self);
+    formulas::runtime::refuse_complex("index.Tensor", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::index_tensor_jvp(self_t, formulas::runtime::to_owned(indices)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("index.Tensor", self);
+    formulas::runtime::refuse_complex("index.Tensor", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->indices_ = formulas::runtime::save_index_list(indices);
+  }
+  return result;
+}
+
+struct IndexPutBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "IndexPutBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    indices_.clear();
+    indices_released_ = true;
+  }
+  bool accumulate_{};
+  std::vector<torch::autograd::SavedVariable> indices_;
+  bool indices_released_ = false;
+  std::vector<int64_t> values_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> index_put(
+    const at::Tensor& grad,
+    bool accumulate,
+    const c10::List<std::optional<at::Tensor>>& indices,
+    at::IntArrayRef values_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_self = accumulate ? grad : at::index_put(grad, indices, grad.new_zeros(std::vector<int64_t>{}), false);
+  }
+  auto grad_values = at::Tensor();
+  if (needs_input_grad[1]) {
+    grad_values = helpers::sum_to(at::index(grad, indices), values_sizes);
+  }
+  return {grad_self, grad_values};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list IndexPutBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const bool& accumulate_, const c10::List<std::optional<at::Tensor>>& indices_, const std::vector<int64_t>& values_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto values_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::index_put(grads[0], accumulate_, indices_, values_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, values_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list IndexPutBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto accumulate_ = packed_args.unpack<bool>();
+  auto indices_ = packed_args.unpack<c10::List<std::optional<at::Tensor>>>();
+  auto values_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return IndexPutBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, accumulate_, indices_, values_sizes_);
+}
+
+torch::autograd::variable_list IndexPutBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto values_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, values_ix),
+  };
+  TORCH_CHECK(!indices_released_, torch::autograd::ERR_BACKWARD_TWICE);
+  const auto indices = formulas::runtime::unpack_index_list(indices_);
+  return IndexPutBackward0_apply_functional(std::move(grads), needs_input_grad, accumulate_, indices, values_sizes_);
+}
+
+void IndexPutBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(accumulate_);
+  args.collect(indices_, false);
+  args.collect(values_sizes_);
+}
+
+torch::autograd::variable_list IndexPutBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(accumulate_);
+  saved.before(indices_);
+  saved.before(values_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<c10::List<std::optional<at::Tensor>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_IndexPutBackward0", IndexPutBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto values_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, values_ix),
+  };
+  TORCH_CHECK(!indices_released_, torch::autograd::ERR_BACKWARD_TWICE);
+  const auto indices = formulas::runtime::unpack_index_list(indices_);
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(accumulate_);
+  functional_args.pack(indices);
+  functional_args.pack(values_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_IndexPutBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(accumulate_);
+  saved.after(indices_);
+  saved.after(values_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor index_put_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& values_t,
+    const c10::List<std::optional<at::Tensor>>& indices,
+    bool accumulate) {
+  auto result_t = at::index_put(self_t, indices, values_t, accumulate);
+  return result_t;
+}
+
+at::Tensor index_put(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& values, bool accumulate) {
+  c10::intrusive_ptr<IndexPutBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, values)) {
+    grad_fn = c10::make_intrusive<IndexPutBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, values));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::index_put(self, indices, values, accumulate);
+  std::vector<int64_t> values_sizes = values.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(values)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("index_put", self);
+    formulas::runtime::refuse_complex("index_put", values);
+    formulas::runtime::refuse_complex("index_put", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto values_t = formulas::runtime::tangent(values);
+    formulas::runtime::set_tangent(result, formulas::index_put_jvp(self_t, values_t, formulas::runtime::to_owned(indices), accumulate));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("index_put", self);
+    formulas::runtime::refuse_complex("index_put", values);
+    formulas::runtime::refuse_complex("index_put", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->accumulate_ = accumulate;
+    grad_fn->indices_ = formulas::runtime::save_index_list(indices);
+    grad_fn->values_sizes_ = std::move(values_sizes);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -541,4 +2508,16 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::where_self));
   m.def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", TORCH_FN(formulas::gather));
   m.def("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", TORCH_FN(formulas::scatter_add));
+  m.def("index_select(Tensor self, int dim, Tensor index) -> Tensor", TORCH_FN(formulas::index_select));
+  m.def("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", TORCH_FN(formulas::masked_fill_scalar));
+  m.def("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", TORCH_FN(formulas::masked_fill_tensor));
+  m.def("masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor", TORCH_FN(formulas::masked_scatter));
+  m.def("masked_select(Tensor self, Tensor mask) -> Tensor", TORCH_FN(formulas::masked_select));
+  m.def("scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", TORCH_FN(formulas::scatter_src));
+  m.def("scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", TORCH_FN(formulas::scatter_value));
+  m.def("index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", TORCH_FN(formulas::index_fill_int_scalar));
+  m.def("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::index_add));
+  m.def("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor", TORCH_FN(formulas::index_copy));
+  m.def("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", TORCH_FN(formulas::index_tensor));
+  m.def("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor", TORCH_FN(formulas::index_put));
 }

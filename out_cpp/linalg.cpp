@@ -3,12 +3,27 @@
 #include "runtime.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/_to_copy.h>
+#include <ATen/ops/addbmm.h>
 #include <ATen/ops/addmm.h>
+#include <ATen/ops/addmv.h>
+#include <ATen/ops/addr.h>
+#include <ATen/ops/baddbmm.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/dot.h>
+#include <ATen/ops/ger.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/matmul.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/mv.h>
+#include <ATen/ops/norm.h>
+#include <ATen/ops/outer.h>
+#include <ATen/ops/reshape.h>
+#include <ATen/ops/sum.h>
 #include <ATen/ops/t.h>
+#include <ATen/ops/unsqueeze.h>
 #include <ATen/core/LegacyTypeDispatch.h>
-#include "views.h"
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
@@ -383,26 +398,1894 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
   return result;
 }
 
-struct TBackward0 : public torch::autograd::TraceableFunction {
+struct BmmBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "TBackward0"; }
+  std::string name() const override { return "BmmBackward0"; }
   void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
   torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
+    mat2_.reset_data();
+    self_.reset_data();
   }
+  torch::autograd::SavedVariable mat2_;
+  torch::autograd::SavedVariable self_;
 };
 
 namespace backwards {
-at::Tensor t(
-    const at::Tensor& grad) {
-  return at::t(grad);
+std::tuple<at::Tensor, at::Tensor> bmm(
+    const at::Tensor& grad,
+    const at::Tensor& mat2,
+    const at::Tensor& self,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? at::bmm(grad, helpers::matrix_transpose(mat2)) : at::Tensor();
+  auto grad_mat2 = needs_input_grad[1] ? at::bmm(helpers::matrix_transpose(self), grad) : at::Tensor();
+  return {grad_self, grad_mat2};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list TBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+torch::autograd::variable_list BmmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mat2_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat2_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::bmm(grads[0], mat2_, self_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, mat2_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list BmmBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto mat2_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return BmmBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mat2_, self_);
+}
+
+torch::autograd::variable_list BmmBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mat2_ix),
+  };
+  const auto mat2 = mat2_.unpack();
+  const auto self = self_.unpack();
+  return BmmBackward0_apply_functional(std::move(grads), needs_input_grad, mat2, self);
+}
+
+void BmmBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(mat2_, false);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list BmmBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(mat2_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_BmmBackward0", BmmBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mat2_ix),
+  };
+  const auto mat2 = mat2_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(mat2);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_BmmBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(mat2_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor bmm_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& mat2_t,
+    const at::Tensor& mat2,
+    const at::Tensor& self) {
+  auto result_t = at::bmm(self_t, mat2) + at::bmm(self, mat2_t);
+  return result_t;
+}
+
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  c10::intrusive_ptr<BmmBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, mat2)) {
+    grad_fn = c10::make_intrusive<BmmBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, mat2));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::bmm(self, mat2);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat2)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("bmm", self);
+    formulas::runtime::refuse_complex("bmm", mat2);
+    formulas::runtime::refuse_complex("bmm", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto mat2_t = formulas::runtime::tangent(mat2);
+    formulas::runtime::set_tangent(result, formulas::bmm_jvp(self_t, mat2_t, formulas::runtime::primal(mat2), formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("bmm", self);
+    formulas::runtime::refuse_complex("bmm", mat2);
+    formulas::runtime::refuse_complex("bmm", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->mat2_ = torch::autograd::SavedVariable(mat2, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct DotBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "DotBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tensor_.reset_data();
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable tensor_;
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> dot(
+    const at::Tensor& grad,
+    const at::Tensor& tensor,
+    const at::Tensor& self,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? (grad * tensor) : at::Tensor();
+  auto grad_tensor = needs_input_grad[1] ? (grad * self) : at::Tensor();
+  return {grad_self, grad_tensor};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list DotBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& tensor_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto tensor_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::dot(grads[0], tensor_, self_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, tensor_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list DotBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto tensor_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return DotBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, tensor_, self_);
+}
+
+torch::autograd::variable_list DotBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto tensor_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, tensor_ix),
+  };
+  const auto tensor = tensor_.unpack();
+  const auto self = self_.unpack();
+  return DotBackward0_apply_functional(std::move(grads), needs_input_grad, tensor, self);
+}
+
+void DotBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(tensor_, false);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list DotBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(tensor_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_DotBackward0", DotBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto tensor_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, tensor_ix),
+  };
+  const auto tensor = tensor_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(tensor);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_DotBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(tensor_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor dot_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& tensor_t,
+    const at::Tensor& tensor,
+    const at::Tensor& self) {
+  auto result_t = at::dot(self_t, tensor) + at::dot(self, tensor_t);
+  return result_t;
+}
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& tensor) {
+  c10::intrusive_ptr<DotBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, tensor)) {
+    grad_fn = c10::make_intrusive<DotBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, tensor));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::dot(self, tensor);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(tensor)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("dot", self);
+    formulas::runtime::refuse_complex("dot", tensor);
+    formulas::runtime::refuse_complex("dot", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto tensor_t = formulas::runtime::tangent(tensor);
+    formulas::runtime::set_tangent(result, formulas::dot_jvp(self_t, tensor_t, formulas::runtime::primal(tensor), formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("dot", self);
+    formulas::runtime::refuse_complex("dot", tensor);
+    formulas::runtime::refuse_complex("dot", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->tensor_ = torch::autograd::SavedVariable(tensor, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct MvBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MvBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    vec_.reset_data();
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable vec_;
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> mv(
+    const at::Tensor& grad,
+    const at::Tensor& vec,
+    const at::Tensor& self,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? at::outer(grad, vec) : at::Tensor();
+  auto grad_vec = needs_input_grad[1] ? at::mv(at::t(self), grad) : at::Tensor();
+  return {grad_self, grad_vec};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MvBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& vec_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::mv(grads[0], vec_, self_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, vec_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MvBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto vec_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return MvBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, vec_, self_);
+}
+
+torch::autograd::variable_list MvBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec_ix),
+  };
+  const auto vec = vec_.unpack();
+  const auto self = self_.unpack();
+  return MvBackward0_apply_functional(std::move(grads), needs_input_grad, vec, self);
+}
+
+void MvBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(vec_, false);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list MvBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(vec_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MvBackward0", MvBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec_ix),
+  };
+  const auto vec = vec_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(vec);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MvBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(vec_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor mv_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& vec_t,
+    const at::Tensor& vec,
+    const at::Tensor& self) {
+  auto result_t = at::mv(self_t, vec) + at::mv(self, vec_t);
+  return result_t;
+}
+
+at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
+  c10::intrusive_ptr<MvBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, vec)) {
+    grad_fn = c10::make_intrusive<MvBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, vec));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::mv(self, vec);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("mv", self);
+    formulas::runtime::refuse_complex("mv", vec);
+    formulas::runtime::refuse_complex("mv", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto vec_t = formulas::runtime::tangent(vec);
+    formulas::runtime::set_tangent(result, formulas::mv_jvp(self_t, vec_t, formulas::runtime::primal(vec), formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("mv", self);
+    formulas::runtime::refuse_complex("mv", vec);
+    formulas::runtime::refuse_complex("mv", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->vec_ = torch::autograd::SavedVariable(vec, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct OuterBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "OuterBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    vec2_.reset_data();
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable vec2_;
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> outer(
+    const at::Tensor& grad,
+    const at::Tensor& vec2,
+    const at::Tensor& self,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? at::mv(grad, vec2) : at::Tensor();
+  auto grad_vec2 = needs_input_grad[1] ? at::mv(at::t(grad), self) : at::Tensor();
+  return {grad_self, grad_vec2};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list OuterBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& vec2_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::outer(grads[0], vec2_, self_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, vec2_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list OuterBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto vec2_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return OuterBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, vec2_, self_);
+}
+
+torch::autograd::variable_list OuterBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec2_ix),
+  };
+  const auto vec2 = vec2_.unpack();
+  const auto self = self_.unpack();
+  return OuterBackward0_apply_functional(std::move(grads), needs_input_grad, vec2, self);
+}
+
+void OuterBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(vec2_, false);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list OuterBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(vec2_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_OuterBackward0", OuterBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec2_ix),
+  };
+  const auto vec2 = vec2_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(vec2);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_OuterBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(vec2_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor outer_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& vec2_t,
+    const at::Tensor& vec2,
+    const at::Tensor& self) {
+  auto result_t = at::outer(self_t, vec2) + at::outer(self, vec2_t);
+  return result_t;
+}
+
+at::Tensor outer(const at::Tensor& self, const at::Tensor& vec2) {
+  c10::intrusive_ptr<OuterBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, vec2)) {
+    grad_fn = c10::make_intrusive<OuterBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, vec2));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::outer(self, vec2);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec2)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("outer", self);
+    formulas::runtime::refuse_complex("outer", vec2);
+    formulas::runtime::refuse_complex("outer", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto vec2_t = formulas::runtime::tangent(vec2);
+    formulas::runtime::set_tangent(result, formulas::outer_jvp(self_t, vec2_t, formulas::runtime::primal(vec2), formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("outer", self);
+    formulas::runtime::refuse_complex("outer", vec2);
+    formulas::runtime::refuse_complex("outer", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->vec2_ = torch::autograd::SavedVariable(vec2, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct GerBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "GerBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    vec2_.reset_data();
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable vec2_;
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> ger(
+    const at::Tensor& grad,
+    const at::Tensor& vec2,
+    const at::Tensor& self,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? at::mv(grad, vec2) : at::Tensor();
+  auto grad_vec2 = needs_input_grad[1] ? at::mv(at::t(grad), self) : at::Tensor();
+  return {grad_self, grad_vec2};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list GerBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& vec2_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::ger(grads[0], vec2_, self_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, vec2_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list GerBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto vec2_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return GerBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, vec2_, self_);
+}
+
+torch::autograd::variable_list GerBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec2_ix),
+  };
+  const auto vec2 = vec2_.unpack();
+  const auto self = self_.unpack();
+  return GerBackward0_apply_functional(std::move(grads), needs_input_grad, vec2, self);
+}
+
+void GerBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(vec2_, false);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list GerBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(vec2_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_GerBackward0", GerBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec2_ix),
+  };
+  const auto vec2 = vec2_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(vec2);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_GerBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(vec2_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor ger_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& vec2_t,
+    const at::Tensor& vec2,
+    const at::Tensor& self) {
+  auto result_t = at::ger(self_t, vec2) + at::ger(self, vec2_t);
+  return result_t;
+}
+
+at::Tensor ger(const at::Tensor& self, const at::Tensor& vec2) {
+  c10::intrusive_ptr<GerBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, vec2)) {
+    grad_fn = c10::make_intrusive<GerBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, vec2));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::ger(self, vec2);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec2)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("ger", self);
+    formulas::runtime::refuse_complex("ger", vec2);
+    formulas::runtime::refuse_complex("ger", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto vec2_t = formulas::runtime::tangent(vec2);
+    formulas::runtime::set_tangent(result, formulas::ger_jvp(self_t, vec2_t, formulas::runtime::primal(vec2), formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("ger", self);
+    formulas::runtime::refuse_complex("ger", vec2);
+    formulas::runtime::refuse_complex("ger", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->vec2_ = torch::autograd::SavedVariable(vec2, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct MatmulBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MatmulBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    other_.reset_data();
+    self_.reset_data();
+  }
+  std::vector<int64_t> self_sizes_{};
+  std::vector<int64_t> other_sizes_{};
+  torch::autograd::SavedVariable other_;
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> matmul(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes,
+    at::IntArrayRef other_sizes,
+    const at::Tensor& other,
+    const at::Tensor& self,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = at::Tensor();
+  auto grad_other = at::Tensor();
+  if ((static_cast<int64_t>(self_sizes.size()) == 1) && (static_cast<int64_t>(other_sizes.size()) == 1)) {
+    grad_self = needs_input_grad[0] ? (grad * other) : at::Tensor();
+    grad_other = needs_input_grad[1] ? (grad * self) : at::Tensor();
+  } else if (static_cast<int64_t>(other_sizes.size()) == 1) {
+    if (needs_input_grad[0]) {
+      grad_self = at::mul(at::unsqueeze(grad, -1), other);
+    }
+    if (needs_input_grad[1]) {
+      grad_other = at::mv(at::t(helpers::fold_batch(self)), at::reshape(grad, std::vector<int64_t>{-1}));
+    }
+  } else if (static_cast<int64_t>(self_sizes.size()) == 1) {
+    if (needs_input_grad[0]) {
+      grad_self = at::reshape(helpers::sum_to(at::matmul(at::unsqueeze(grad, -2), helpers::matrix_transpose(other)), std::vector<int64_t>{1, self_sizes[0]}), self_sizes);
+    }
+    if (needs_input_grad[1]) {
+      grad_other = at::mul(at::unsqueeze(self, -1), at::unsqueeze(grad, -2));
+    }
+  } else if (static_cast<int64_t>(other_sizes.size()) == 2) {
+    if (needs_input_grad[0]) {
+      grad_self = at::matmul(grad, at::t(other));
+    }
+    if (needs_input_grad[1]) {
+      grad_other = at::mm(at::t(helpers::fold_batch(self)), helpers::fold_batch(grad));
+    }
+  } else {
+    if (needs_input_grad[0]) {
+      grad_self = helpers::sum_to(at::matmul(grad, helpers::matrix_transpose(other)), self_sizes);
+    }
+    if (needs_input_grad[1]) {
+      grad_other = helpers::sum_to(at::matmul(helpers::matrix_transpose(self), grad), other_sizes);
+    }
+  }
+  return {grad_self, grad_other};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MatmulBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& other_sizes_, const at::Tensor& other_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::matmul(grads[0], self_sizes_, other_sizes_, other_, self_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, other_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MatmulBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto other_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return MatmulBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, other_sizes_, other_, self_);
+}
+
+torch::autograd::variable_list MatmulBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto other = other_.unpack();
+  const auto self = self_.unpack();
+  return MatmulBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, other_sizes_, other, self);
+}
+
+void MatmulBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(other_sizes_);
+  args.collect(other_, false);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list MatmulBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(other_sizes_);
+  saved.before(other_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MatmulBackward0", MatmulBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto other = other_.unpack();
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(other_sizes_);
+  functional_args.pack(other);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MatmulBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  saved.after(other_sizes_);
+  saved.after(other_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor matmul_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& other_t,
+    const at::Tensor& other,
+    const at::Tensor& self) {
+  auto result_t = at::matmul(self_t, other) + at::matmul(self, other_t);
+  return result_t;
+}
+
+at::Tensor matmul(const at::Tensor& self, const at::Tensor& other) {
+  c10::intrusive_ptr<MatmulBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, other)) {
+    grad_fn = c10::make_intrusive<MatmulBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::matmul(self, other);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> other_sizes = other.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("matmul", self);
+    formulas::runtime::refuse_complex("matmul", other);
+    formulas::runtime::refuse_complex("matmul", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto other_t = formulas::runtime::tangent(other);
+    formulas::runtime::set_tangent(result, formulas::matmul_jvp(self_t, other_t, formulas::runtime::primal(other), formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("matmul", self);
+    formulas::runtime::refuse_complex("matmul", other);
+    formulas::runtime::refuse_complex("matmul", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->other_sizes_ = std::move(other_sizes);
+    grad_fn->other_ = torch::autograd::SavedVariable(other, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct AddmvBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "AddmvBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    vec_.reset_data();
+    mat_.reset_data();
+  }
+  at::Scalar beta_{};
+  std::vector<int64_t> self_sizes_{};
+  torch::autograd::SavedVariable vec_;
+  at::Scalar alpha_{};
+  torch::autograd::SavedVariable mat_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addmv(
+    const at::Tensor& grad,
+    const at::Scalar& beta,
+    at::IntArrayRef self_sizes,
+    const at::Tensor& vec,
+    const at::Scalar& alpha,
+    const at::Tensor& mat,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to((beta.toDouble() == 1) ? grad : at::mul(grad, beta), self_sizes) : at::Tensor();
+  auto grad_mat = at::Tensor();
+  if (needs_input_grad[1]) {
+    grad_mat = (alpha.toDouble() == 1) ? at::outer(grad, vec) : at::mul(at::outer(grad, vec), alpha);
+  }
+  auto grad_vec = at::Tensor();
+  if (needs_input_grad[2]) {
+    grad_vec = (alpha.toDouble() == 1) ? at::mv(at::t(mat), grad) : at::mul(at::mv(at::t(mat), grad), alpha);
+  }
+  return {grad_self, grad_mat, grad_vec};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list AddmvBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const at::Tensor& vec_, const at::Scalar& alpha_, const at::Tensor& mat_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat_ix = ranges.next(1);
+  const auto vec_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::addmv(grads[0], beta_, self_sizes_, vec_, alpha_, mat_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, mat_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, vec_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list AddmvBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto beta_ = packed_args.unpack<at::Scalar>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto vec_ = packed_args.unpack<at::Tensor>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  auto mat_ = packed_args.unpack<at::Tensor>();
+  return AddmvBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, beta_, self_sizes_, vec_, alpha_, mat_);
+}
+
+torch::autograd::variable_list AddmvBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat_ix = ranges.next(1);
+  const auto vec_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mat_ix),
+      formulas::runtime::should_compute(*this, vec_ix),
+  };
+  const auto vec = vec_.unpack();
+  const auto mat = mat_.unpack();
+  return AddmvBackward0_apply_functional(std::move(grads), needs_input_grad, beta_, self_sizes_, vec, alpha_, mat);
+}
+
+void AddmvBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(beta_);
+  args.collect(self_sizes_);
+  args.collect(vec_, false);
+  args.collect(alpha_);
+  args.collect(mat_, false);
+}
+
+torch::autograd::variable_list AddmvBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(beta_);
+  saved.before(self_sizes_);
+  saved.before(vec_);
+  saved.before(alpha_);
+  saved.before(mat_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_AddmvBackward0", AddmvBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto mat_ix = ranges.next(1);
+  const auto vec_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, mat_ix),
+      formulas::runtime::should_compute(*this, vec_ix),
+  };
+  const auto vec = vec_.unpack();
+  const auto mat = mat_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(beta_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(vec);
+  functional_args.pack(alpha_);
+  functional_args.pack(mat);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_AddmvBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(beta_);
+  saved.after(self_sizes_);
+  saved.after(vec_);
+  saved.after(alpha_);
+  saved.after(mat_);
+  return functional_outputs;
+}
+
+at::Tensor addmv_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& mat_t,
+    const at::Tensor& vec_t,
+    const at::Tensor& vec,
+    const at::Scalar& beta,
+    const at::Scalar& alpha,
+    const at::Tensor& mat) {
+  auto result_t = at::addmv(self_t, mat_t, vec, beta, alpha) + at::mul(at::mv(mat, vec_t), alpha);
+  return result_t;
+}
+
+at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta, const at::Scalar& alpha) {
+  c10::intrusive_ptr<AddmvBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, mat, vec)) {
+    grad_fn = c10::make_intrusive<AddmvBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, mat, vec));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::addmv(self, mat, vec, beta, alpha);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(mat) || torch::autograd::isFwGradDefined(vec)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("addmv", self);
+    formulas::runtime::refuse_complex("addmv", mat);
+    formulas::runtime::refuse_complex("addmv", vec);
+    formulas::runtime::refuse_complex("addmv", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto mat_t = formulas::runtime::tangent(mat);
+    const auto vec_t = formulas::runtime::tangent(vec);
+    formulas::runtime::set_tangent(result, formulas::addmv_jvp(self_t, mat_t, vec_t, formulas::runtime::primal(vec), beta, alpha, formulas::runtime::primal(mat)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("addmv", self);
+    formulas::runtime::refuse_complex("addmv", mat);
+    formulas::runtime::refuse_complex("addmv", vec);
+    formulas::runtime::refuse_complex("addmv", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->beta_ = beta;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->vec_ = torch::autograd::SavedVariable(vec, false);
+    grad_fn->alpha_ = alpha;
+    grad_fn->mat_ = torch::autograd::SavedVariable(mat, false);
+  }
+  return result;
+}
+
+struct AddrBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "AddrBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    vec2_.reset_data();
+    vec1_.reset_data();
+  }
+  at::Scalar beta_{};
+  std::vector<int64_t> self_sizes_{};
+  torch::autograd::SavedVariable vec2_;
+  at::Scalar alpha_{};
+  torch::autograd::SavedVariable vec1_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addr(
+    const at::Tensor& grad,
+    const at::Scalar& beta,
+    at::IntArrayRef self_sizes,
+    const at::Tensor& vec2,
+    const at::Scalar& alpha,
+    const at::Tensor& vec1,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to((beta.toDouble() == 1) ? grad : at::mul(grad, beta), self_sizes) : at::Tensor();
+  auto grad_vec1 = at::Tensor();
+  if (needs_input_grad[1]) {
+    grad_vec1 = (alpha.toDouble() == 1) ? at::mv(grad, vec2) : at::mul(at::mv(grad, vec2), alpha);
+  }
+  auto grad_vec2 = at::Tensor();
+  if (needs_input_grad[2]) {
+    grad_vec2 = (alpha.toDouble() == 1) ? at::mv(at::t(grad), vec1) : at::mul(at::mv(at::t(grad), vec1), alpha);
+  }
+  return {grad_self, grad_vec1, grad_vec2};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list AddrBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const at::Tensor& vec2_, const at::Scalar& alpha_, const at::Tensor& vec1_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec1_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::addr(grads[0], beta_, self_sizes_, vec2_, alpha_, vec1_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, vec1_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, vec2_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list AddrBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto beta_ = packed_args.unpack<at::Scalar>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto vec2_ = packed_args.unpack<at::Tensor>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  auto vec1_ = packed_args.unpack<at::Tensor>();
+  return AddrBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, beta_, self_sizes_, vec2_, alpha_, vec1_);
+}
+
+torch::autograd::variable_list AddrBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec1_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec1_ix),
+      formulas::runtime::should_compute(*this, vec2_ix),
+  };
+  const auto vec2 = vec2_.unpack();
+  const auto vec1 = vec1_.unpack();
+  return AddrBackward0_apply_functional(std::move(grads), needs_input_grad, beta_, self_sizes_, vec2, alpha_, vec1);
+}
+
+void AddrBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(beta_);
+  args.collect(self_sizes_);
+  args.collect(vec2_, false);
+  args.collect(alpha_);
+  args.collect(vec1_, false);
+}
+
+torch::autograd::variable_list AddrBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(beta_);
+  saved.before(self_sizes_);
+  saved.before(vec2_);
+  saved.before(alpha_);
+  saved.before(vec1_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_AddrBackward0", AddrBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto vec1_ix = ranges.next(1);
+  const auto vec2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, vec1_ix),
+      formulas::runtime::should_compute(*this, vec2_ix),
+  };
+  const auto vec2 = vec2_.unpack();
+  const auto vec1 = vec1_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(beta_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(vec2);
+  functional_args.pack(alpha_);
+  functional_args.pack(vec1);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_AddrBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(beta_);
+  saved.after(self_sizes_);
+  saved.after(vec2_);
+  saved.after(alpha_);
+  saved.after(vec1_);
+  return functional_outputs;
+}
+
+at::Tensor addr_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& vec1_t,
+    const at::Tensor& vec2_t,
+    const at::Tensor& vec2,
+    const at::Scalar& beta,
+    const at::Scalar& alpha,
+    const at::Tensor& vec1) {
+  auto result_t = at::addr(self_t, vec1_t, vec2, beta, alpha) + at::mul(at::outer(vec1, vec2_t), alpha);
+  return result_t;
+}
+
+at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta, const at::Scalar& alpha) {
+  c10::intrusive_ptr<AddrBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, vec1, vec2)) {
+    grad_fn = c10::make_intrusive<AddrBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, vec1, vec2));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::addr(self, vec1, vec2, beta, alpha);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(vec1) || torch::autograd::isFwGradDefined(vec2)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("addr", self);
+    formulas::runtime::refuse_complex("addr", vec1);
+    formulas::runtime::refuse_complex("addr", vec2);
+    formulas::runtime::refuse_complex("addr", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto vec1_t = formulas::runtime::tangent(vec1);
+    const auto vec2_t = formulas::runtime::tangent(vec2);
+    formulas::runtime::set_tangent(result, formulas::addr_jvp(self_t, vec1_t, vec2_t, formulas::runtime::primal(vec2), beta, alpha, formulas::runtime::primal(vec1)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("addr", self);
+    formulas::runtime::refuse_complex("addr", vec1);
+    formulas::runtime::refuse_complex("addr", vec2);
+    formulas::runtime::refuse_complex("addr", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->beta_ = beta;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->vec2_ = torch::autograd::SavedVariable(vec2, false);
+    grad_fn->alpha_ = alpha;
+    grad_fn->vec1_ = torch::autograd::SavedVariable(vec1, false);
+  }
+  return result;
+}
+
+struct BaddbmmBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "BaddbmmBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch2_.reset_data();
+    batch1_.reset_data();
+  }
+  at::Scalar beta_{};
+  std::vector<int64_t> self_sizes_{};
+  torch::autograd::SavedVariable batch2_;
+  at::Scalar alpha_{};
+  torch::autograd::SavedVariable batch1_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> baddbmm(
+    const at::Tensor& grad,
+    const at::Scalar& beta,
+    at::IntArrayRef self_sizes,
+    const at::Tensor& batch2,
+    const at::Scalar& alpha,
+    const at::Tensor& batch1,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(at::mul(grad, beta), self_sizes) : at::Tensor();
+  auto grad_batch1 = needs_input_grad[1] ? at::mul(at::bmm(grad, helpers::matrix_transpose(batch2)), alpha) : at::Tensor();
+  auto grad_batch2 = needs_input_grad[2] ? at::mul(at::bmm(helpers::matrix_transpose(batch1), grad), alpha) : at::Tensor();
+  return {grad_self, grad_batch1, grad_batch2};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list BaddbmmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const at::Tensor& batch2_, const at::Scalar& alpha_, const at::Tensor& batch1_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto batch1_ix = ranges.next(1);
+  const auto batch2_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::baddbmm(grads[0], beta_, self_sizes_, batch2_, alpha_, batch1_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, batch1_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, batch2_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list BaddbmmBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto beta_ = packed_args.unpack<at::Scalar>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto batch2_ = packed_args.unpack<at::Tensor>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  auto batch1_ = packed_args.unpack<at::Tensor>();
+  return BaddbmmBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, beta_, self_sizes_, batch2_, alpha_, batch1_);
+}
+
+torch::autograd::variable_list BaddbmmBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto batch1_ix = ranges.next(1);
+  const auto batch2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, batch1_ix),
+      formulas::runtime::should_compute(*this, batch2_ix),
+  };
+  const auto batch2 = batch2_.unpack();
+  const auto batch1 = batch1_.unpack();
+  return BaddbmmBackward0_apply_functional(std::move(grads), needs_input_grad, beta_, self_sizes_, batch2, alpha_, batch1);
+}
+
+void BaddbmmBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(beta_);
+  args.collect(self_sizes_);
+  args.collect(batch2_, false);
+  args.collect(alpha_);
+  args.collect(batch1_, false);
+}
+
+torch::autograd::variable_list BaddbmmBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(beta_);
+  saved.before(self_sizes_);
+  saved.before(batch2_);
+  saved.before(alpha_);
+  saved.before(batch1_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_BaddbmmBackward0", BaddbmmBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto batch1_ix = ranges.next(1);
+  const auto batch2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, batch1_ix),
+      formulas::runtime::should_compute(*this, batch2_ix),
+  };
+  const auto batch2 = batch2_.unpack();
+  const auto batch1 = batch1_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(beta_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(batch2);
+  functional_args.pack(alpha_);
+  functional_args.pack(batch1);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_BaddbmmBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(beta_);
+  saved.after(self_sizes_);
+  saved.after(batch2_);
+  saved.after(alpha_);
+  saved.after(batch1_);
+  return functional_outputs;
+}
+
+at::Tensor baddbmm_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& batch1_t,
+    const at::Tensor& batch2_t,
+    const at::Tensor& batch2,
+    const at::Scalar& beta,
+    const at::Scalar& alpha,
+    const at::Tensor& batch1) {
+  auto result_t = at::baddbmm(self_t, batch1_t, batch2, beta, alpha) + at::mul(at::bmm(batch1, batch2_t), alpha);
+  return result_t;
+}
+
+at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const at::Scalar& beta, const at::Scalar& alpha) {
+  c10::intrusive_ptr<BaddbmmBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, batch1, batch2)) {
+    grad_fn = c10::make_intrusive<BaddbmmBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, batch1, batch2));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::baddbmm(self, batch1, batch2, beta, alpha);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(batch1) || torch::autograd::isFwGradDefined(batch2)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("baddbmm", self);
+    formulas::runtime::refuse_complex("baddbmm", batch1);
+    formulas::runtime::refuse_complex("baddbmm", batch2);
+    formulas::runtime::refuse_complex("baddbmm", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto batch1_t = formulas::runtime::tangent(batch1);
+    const auto batch2_t = formulas::runtime::tangent(batch2);
+    formulas::runtime::set_tangent(result, formulas::baddbmm_jvp(self_t, batch1_t, batch2_t, formulas::runtime::primal(batch2), beta, alpha, formulas::runtime::primal(batch1)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("baddbmm", self);
+    formulas::runtime::refuse_complex("baddbmm", batch1);
+    formulas::runtime::refuse_complex("baddbmm", batch2);
+    formulas::runtime::refuse_complex("baddbmm", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->beta_ = beta;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->batch2_ = torch::autograd::SavedVariable(batch2, false);
+    grad_fn->alpha_ = alpha;
+    grad_fn->batch1_ = torch::autograd::SavedVariable(batch1, false);
+  }
+  return result;
+}
+
+struct AddbmmBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "AddbmmBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch2_.reset_data();
+    batch1_.reset_data();
+  }
+  at::Scalar beta_{};
+  std::vector<int64_t> self_sizes_{};
+  int64_t batches_{};
+  int64_t rows_{};
+  int64_t columns_{};
+  torch::autograd::SavedVariable batch2_;
+  at::Scalar alpha_{};
+  torch::autograd::SavedVariable batch1_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addbmm(
+    const at::Tensor& grad,
+    const at::Scalar& beta,
+    at::IntArrayRef self_sizes,
+    int64_t batches,
+    int64_t rows,
+    int64_t columns,
+    const at::Tensor& batch2,
+    const at::Scalar& alpha,
+    const at::Tensor& batch1,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(at::mul(grad, beta), self_sizes) : at::Tensor();
+  auto grad_batches = at::unsqueeze(grad, 0).expand(std::vector<int64_t>{batches, rows, columns});
+  auto grad_batch1 = needs_input_grad[1] ? at::mul(at::bmm(grad_batches, helpers::matrix_transpose(batch2)), alpha) : at::Tensor();
+  auto grad_batch2 = needs_input_grad[2] ? at::mul(at::bmm(helpers::matrix_transpose(batch1), grad_batches), alpha) : at::Tensor();
+  return {grad_self, grad_batch1, grad_batch2};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list AddbmmBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Scalar& beta_, const std::vector<int64_t>& self_sizes_, const int64_t& batches_, const int64_t& rows_, const int64_t& columns_, const at::Tensor& batch2_, const at::Scalar& alpha_, const at::Tensor& batch1_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto batch1_ix = ranges.next(1);
+  const auto batch2_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::addbmm(grads[0], beta_, self_sizes_, batches_, rows_, columns_, batch2_, alpha_, batch1_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, batch1_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, batch2_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list AddbmmBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto beta_ = packed_args.unpack<at::Scalar>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto batches_ = packed_args.unpack<int64_t>();
+  auto rows_ = packed_args.unpack<int64_t>();
+  auto columns_ = packed_args.unpack<int64_t>();
+  auto batch2_ = packed_args.unpack<at::Tensor>();
+  auto alpha_ = packed_args.unpack<at::Scalar>();
+  auto batch1_ = packed_args.unpack<at::Tensor>();
+  return AddbmmBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, beta_, self_sizes_, batches_, rows_, columns_, batch2_, alpha_, batch1_);
+}
+
+torch::autograd::variable_list AddbmmBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto batch1_ix = ranges.next(1);
+  const auto batch2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, batch1_ix),
+      formulas::runtime::should_compute(*this, batch2_ix),
+  };
+  const auto batch2 = batch2_.unpack();
+  const auto batch1 = batch1_.unpack();
+  return AddbmmBackward0_apply_functional(std::move(grads), needs_input_grad, beta_, self_sizes_, batches_, rows_, columns_, batch2, alpha_, batch1);
+}
+
+void AddbmmBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(beta_);
+  args.collect(self_sizes_);
+  args.collect(batches_);
+  args.collect(rows_);
+  args.collect(columns_);
+  args.collect(batch2_, false);
+  args.collect(alpha_);
+  args.collect(batch1_, false);
+}
+
+torch::autograd::variable_list AddbmmBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(beta_);
+  saved.before(self_sizes_);
+  saved.before(batches_);
+  saved.before(rows_);
+  saved.before(columns_);
+  saved.before(batch2_);
+  saved.before(alpha_);
+  saved.before(batch1_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_AddbmmBackward0", AddbmmBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto batch1_ix = ranges.next(1);
+  const auto batch2_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, batch1_ix),
+      formulas::runtime::should_compute(*this, batch2_ix),
+  };
+  const auto batch2 = batch2_.unpack();
+  const auto batch1 = batch1_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(beta_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(batches_);
+  functional_args.pack(rows_);
+  functional_args.pack(columns_);
+  functional_args.pack(batch2);
+  functional_args.pack(alpha_);
+  functional_args.pack(batch1);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_AddbmmBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(beta_);
+  saved.after(self_sizes_);
+  saved.after(batches_);
+  saved.after(rows_);
+  saved.after(columns_);
+  saved.after(batch2_);
+  saved.after(alpha_);
+  saved.after(batch1_);
+  return functional_outputs;
+}
+
+at::Tensor addbmm_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& batch1_t,
+    const at::Tensor& batch2_t,
+    const at::Tensor& batch2,
+    const at::Scalar& beta,
+    const at::Scalar& alpha,
+    const at::Tensor& batch1) {
+  auto result_t = at::addbmm(self_t, batch1_t, batch2, beta, alpha) + at::mul(at::sum(at::bmm(batch1, batch2_t), std::vector<int64_t>{0}, false), alpha);
+  return result_t;
+}
+
+at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const at::Scalar& beta, const at::Scalar& alpha) {
+  c10::intrusive_ptr<AddbmmBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, batch1, batch2)) {
+    grad_fn = c10::make_intrusive<AddbmmBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, batch1, batch2));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::addbmm(self, batch1, batch2, beta, alpha);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t batches = batch1.size(0);
+  int64_t rows = batch1.size(1);
+  int64_t columns = batch2.size(2);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(batch1) || torch::autograd::isFwGradDefined(batch2)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("addbmm", self);
+    formulas::runtime::refuse_complex("addbmm", batch1);
+    formulas::runtime::refuse_complex("addbmm", batch2);
+    formulas::runtime::refuse_complex("addbmm", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto batch1_t = formulas::runtime::tangent(batch1);
+    const auto batch2_t = formulas::runtime::tangent(batch2);
+    formulas::runtime::set_tangent(result, formulas::addbmm_jvp(self_t, batch1_t, batch2_t, formulas::runtime::primal(batch2), beta, alpha, formulas::runtime::primal(batch1)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("addbmm", self);
+    formulas::runtime::refuse_complex("addbmm", batch1);
+    formulas::runtime::refuse_complex("addbmm", batch2);
+    formulas::runtime::refuse_complex("addbmm", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->beta_ = beta;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->batches_ = batches;
+    grad_fn->rows_ = rows;
+    grad_fn->columns_ = columns;
+    grad_fn->batch2_ = torch::autograd::SavedVariable(batch2, false);
+    grad_fn->alpha_ = alpha;
+    grad_fn->batch1_ = torch::autograd::SavedVariable(batch1, false);
+  }
+  return result;
+}
+
+struct LinalgVectorNormBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "LinalgVectorNormBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar ord_{};
+  torch::autograd::SavedVariable result_;
+  std::optional<std::vector<int64_t>> dim_{};
+  bool keepdim_{};
+  std::optional<at::ScalarType> dtype_{};
+  at::ScalarType self_dtype_{};
+};
+
+namespace backwards {
+at::Tensor linalg_vector_norm(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& ord,
+    const at::Tensor& result,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    std::optional<at::ScalarType> dtype,
+    at::ScalarType self_dtype) {
+  auto gradient = helpers::vector_norm_backward(grad, self, ord.toDouble(), result, dim, keepdim);
+  if (!dtype.has_value()) {
+    return gradient;
+  } else {
+    return at::_to_copy(gradient, self_dtype);
+  }
+}
+}  // namespace backwards
+
+torch::autograd::variable_list LinalgVectorNormBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& ord_, const at::Tensor& result_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_, const std::optional<at::ScalarType>& dtype_, const at::ScalarType& self_dtype_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -412,40 +2295,70 @@ torch::autograd::variable_list TBackward0_apply_functional(torch::autograd::vari
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::t(grads[0]));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::linalg_vector_norm(grads[0], self_, ord_, result_, formulas::runtime::borrow(dim_), keepdim_, dtype_, self_dtype_));
   return grad_inputs;
 }
 
-torch::autograd::variable_list TBackward0_apply_functional_ivalue(
+torch::autograd::variable_list LinalgVectorNormBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  return TBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto ord_ = packed_args.unpack<at::Scalar>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  auto dtype_ = packed_args.unpack<std::optional<at::ScalarType>>();
+  auto self_dtype_ = packed_args.unpack<at::ScalarType>();
+  return LinalgVectorNormBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, ord_, result_, dim_, keepdim_, dtype_, self_dtype_);
 }
 
-torch::autograd::variable_list TBackward0::apply(torch::autograd::variable_list&& grads) {
+torch::autograd::variable_list LinalgVectorNormBackward0::apply(torch::autograd::variable_list&& grads) {
   std::lock_guard<std::mutex> lock(mutex_);
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  return TBackward0_apply_functional(std::move(grads), needs_input_grad);
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return LinalgVectorNormBackward0_apply_functional(std::move(grads), needs_input_grad, self, ord_, result, dim_, keepdim_, dtype_, self_dtype_);
 }
 
-void TBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+void LinalgVectorNormBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(ord_);
+  args.collect(result_, true);
+  args.collect(dim_);
+  args.collect(keepdim_);
+  args.collect(dtype_);
+  args.collect(self_dtype_);
 }
 
-torch::autograd::variable_list TBackward0::apply_with_saved(
+torch::autograd::variable_list LinalgVectorNormBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(ord_);
+  saved.before(result_);
+  saved.before(dim_);
+  saved.before(keepdim_);
+  saved.before(dtype_);
+  saved.before(self_dtype_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<at::ScalarType>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_TBackward0", TBackward0_apply_functional_ivalue,
+        saved.get_py_compiler(), std::string(library_namespace) + "_LinalgVectorNormBackward0", LinalgVectorNormBackward0_apply_functional_ivalue,
         functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
@@ -453,64 +2366,423 @@ torch::autograd::variable_list TBackward0::apply_with_saved(
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(ord_);
+  functional_args.pack(result);
+  functional_args.pack(dim_);
+  functional_args.pack(keepdim_);
+  functional_args.pack(dtype_);
+  functional_args.pack(self_dtype_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
   auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
       saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_TBackward0", grads, functional_args.vec(),
+      std::string(library_namespace) + "_LinalgVectorNormBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(self_);
+  saved.after(ord_);
+  saved.after(result_);
+  saved.after(dim_);
+  saved.after(keepdim_);
+  saved.after(dtype_);
+  saved.after(self_dtype_);
   return functional_outputs;
 }
 
-at::Tensor t_jvp(
-    const at::Tensor& self_t) {
-  return at::t(self_t);
+at::Tensor linalg_vector_norm_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Scalar& ord,
+    const at::Tensor& result,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    std::optional<at::ScalarType> dtype) {
+  auto tangent = helpers::vector_norm_jvp(self, self_t, ord.toDouble(), result, dim, keepdim);
+  if (!dtype.has_value()) {
+    return tangent;
+  } else {
+    return at::_to_copy(tangent, (*dtype));
+  }
 }
 
-struct TViewFunc0 : public formulas::runtime::ReplayViewFunc<TViewFunc0> {
-  at::Tensor operator()(const at::Tensor& base) const override;
-};
-
-at::Tensor t(const at::Tensor& self) {
-  c10::intrusive_ptr<TBackward0> grad_fn;
+at::Tensor linalg_vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  c10::intrusive_ptr<LinalgVectorNormBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<TBackward0>();
+    grad_fn = c10::make_intrusive<LinalgVectorNormBackward0>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::t(self);
-  if (result.is_same(self)) {
-    result = result.alias();
-  }
+  auto result = at::linalg_vector_norm(self, ord, dim, keepdim, dtype);
+  auto self_dtype = self.scalar_type();
   below_autograd.reset();
-  if (formulas::runtime::shares_storage(result, self)) {
-    result = formulas::runtime::as_view(self, result, [&] {
-      auto replay = std::make_unique<TViewFunc0>();
-      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
-    });
-  }
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
   }
   if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("t", self);
-    formulas::runtime::refuse_complex("t", result);
+    formulas::runtime::refuse_complex("linalg_vector_norm", self);
+    formulas::runtime::refuse_complex("linalg_vector_norm", result);
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::t_jvp(self_t));
+    formulas::runtime::set_tangent(result, formulas::linalg_vector_norm_jvp(self_t, formulas::runtime::primal(self), ord, result, dim, keepdim, dtype));
   }
   if (grad_fn) {
-    formulas::runtime::refuse_complex("t", self);
-    formulas::runtime::refuse_complex("t", result);
+    formulas::runtime::refuse_complex("linalg_vector_norm", self);
+    formulas::runtime::refuse_complex("linalg_vector_norm", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->ord_ = ord;
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->keepdim_ = keepdim;
+    grad_fn->dtype_ = std::move(dtype);
+    grad_fn->self_dtype_ = self_dtype;
   }
   return result;
 }
 
-at::Tensor TViewFunc0::operator()(const at::Tensor& base) const {
-  return formulas::t(base);
+struct NormScalarBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "NormScalarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar p_{};
+  torch::autograd::SavedVariable result_;
+  std::vector<int64_t> every_dim_{};
+};
+
+namespace backwards {
+at::Tensor norm_scalar(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& p,
+    const at::Tensor& result,
+    at::IntArrayRef every_dim) {
+  return helpers::vector_norm_backward(grad, self, p.toDouble(), result, every_dim, false);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list NormScalarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Scalar& p_, const at::Tensor& result_, const std::vector<int64_t>& every_dim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::norm_scalar(grads[0], self_, p_, result_, every_dim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list NormScalarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto p_ = packed_args.unpack<at::Scalar>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto every_dim_ = packed_args.unpack<std::vector<int64_t>>();
+  return NormScalarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, p_, result_, every_dim_);
+}
+
+torch::autograd::variable_list NormScalarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return NormScalarBackward0_apply_functional(std::move(grads), needs_input_grad, self, p_, result, every_dim_);
+}
+
+void NormScalarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(p_);
+  args.collect(result_, true);
+  args.collect(every_dim_);
+}
+
+torch::autograd::variable_list NormScalarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(p_);
+  saved.before(result_);
+  saved.before(every_dim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_NormScalarBackward0", NormScalarBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(p_);
+  functional_args.pack(result);
+  functional_args.pack(every_dim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_NormScalarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(p_);
+  saved.after(result_);
+  saved.after(every_dim_);
+  return functional_outputs;
+}
+
+at::Tensor norm_scalar_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Scalar& p,
+    const at::Tensor& result,
+    at::IntArrayRef every_dim) {
+  auto result_t = helpers::vector_norm_jvp(self, self_t, p.toDouble(), result, every_dim, false);
+  return result_t;
+}
+
+at::Tensor norm_scalar(const at::Tensor& self, const at::Scalar& p) {
+  c10::intrusive_ptr<NormScalarBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<NormScalarBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::norm(self, p);
+  std::vector<int64_t> every_dim = std::vector<int64_t>{};
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    every_dim.push_back(d);
+  }
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("norm.Scalar", self);
+    formulas::runtime::refuse_complex("norm.Scalar", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::norm_scalar_jvp(self_t, formulas::runtime::primal(self), p, result, every_dim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("norm.Scalar", self);
+    formulas::runtime::refuse_complex("norm.Scalar", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->p_ = p;
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->every_dim_ = std::move(every_dim);
+  }
+  return result;
+}
+
+struct NormScalarOptDimBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "NormScalarOptDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  std::optional<at::Scalar> p_{};
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable result_;
+  std::vector<int64_t> dim_{};
+  bool keepdim_{};
+};
+
+namespace backwards {
+at::Tensor norm_scalaropt_dim(
+    const at::Tensor& grad,
+    const std::optional<at::Scalar>& p,
+    const at::Tensor& self,
+    const at::Tensor& result,
+    at::IntArrayRef dim,
+    bool keepdim) {
+  if (!p.has_value()) {
+    return helpers::vector_norm_backward(grad, self, 2.0, result, dim, keepdim);
+  } else {
+    return helpers::vector_norm_backward(grad, self, (*p).toDouble(), result, dim, keepdim);
+  }
+}
+}  // namespace backwards
+
+torch::autograd::variable_list NormScalarOptDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::optional<at::Scalar>& p_, const at::Tensor& self_, const at::Tensor& result_, const std::vector<int64_t>& dim_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::norm_scalaropt_dim(grads[0], p_, self_, result_, dim_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list NormScalarOptDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto p_ = packed_args.unpack<std::optional<at::Scalar>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return NormScalarOptDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, p_, self_, result_, dim_, keepdim_);
+}
+
+torch::autograd::variable_list NormScalarOptDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return NormScalarOptDimBackward0_apply_functional(std::move(grads), needs_input_grad, p_, self, result, dim_, keepdim_);
+}
+
+void NormScalarOptDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(p_);
+  args.collect(self_, false);
+  args.collect(result_, true);
+  args.collect(dim_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list NormScalarOptDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(p_);
+  saved.before(self_);
+  saved.before(result_);
+  saved.before(dim_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<at::Scalar>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_NormScalarOptDimBackward0", NormScalarOptDimBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(p_);
+  functional_args.pack(self);
+  functional_args.pack(result);
+  functional_args.pack(dim_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_NormScalarOptDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(p_);
+  saved.after(self_);
+  saved.after(result_);
+  saved.after(dim_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor norm_scalaropt_dim_jvp(
+    const at::Tensor& self_t,
+    const std::optional<at::Scalar>& p,
+    const at::Tensor& self,
+    const at::Tensor& result,
+    at::IntArrayRef dim,
+    bool keepdim) {
+  if (!p.has_value()) {
+    return helpers::vector_norm_jvp(self, self_t, 2.0, result, dim, keepdim);
+  } else {
+    return helpers::vector_norm_jvp(self, self_t, (*p).toDouble(), result, dim, keepdim);
+  }
+}
+
+at::Tensor norm_scalaropt_dim(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim, bool keepdim) {
+  c10::intrusive_ptr<NormScalarOptDimBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<NormScalarOptDimBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::norm(self, p, dim, keepdim);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("norm.ScalarOpt_dim", self);
+    formulas::runtime::refuse_complex("norm.ScalarOpt_dim", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::norm_scalaropt_dim_jvp(self_t, p, formulas::runtime::primal(self), result, dim, keepdim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("norm.ScalarOpt_dim", self);
+    formulas::runtime::refuse_complex("norm.ScalarOpt_dim", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->p_ = std::move(p);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return result;
 }
 
 }  // namespace
@@ -519,5 +2791,17 @@ at::Tensor TViewFunc0::operator()(const at::Tensor& base) const {
 TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("mm(Tensor self, Tensor mat2) -> Tensor", TORCH_FN(formulas::mm));
   m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::addmm));
-  m.def("t(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::t));
+  m.def("bmm(Tensor self, Tensor mat2) -> Tensor", TORCH_FN(formulas::bmm));
+  m.def("dot(Tensor self, Tensor tensor) -> Tensor", TORCH_FN(formulas::dot));
+  m.def("mv(Tensor self, Tensor vec) -> Tensor", TORCH_FN(formulas::mv));
+  m.def("outer(Tensor self, Tensor vec2) -> Tensor", TORCH_FN(formulas::outer));
+  m.def("ger(Tensor self, Tensor vec2) -> Tensor", TORCH_FN(formulas::ger));
+  m.def("matmul(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::matmul));
+  m.def("addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::addmv));
+  m.def("addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::addr));
+  m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::baddbmm));
+  m.def("addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::addbmm));
+  m.def("linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::linalg_vector_norm));
+  m.def("norm.Scalar(Tensor self, Scalar p=2) -> Tensor", TORCH_FN(formulas::norm_scalar));
+  m.def("norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor", TORCH_FN(formulas::norm_scalaropt_dim));
 }

@@ -178,6 +178,160 @@ std::vector<at::Tensor> split_tensor(const at::Tensor& self, int64_t split_size,
   return result;
 }
 
+struct ChunkBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ChunkBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  int64_t chunk_dim_{};
+  std::vector<int64_t> self_sizes_{};
+  std::vector<int64_t> part_sizes_{};
+};
+
+namespace backwards {
+at::Tensor chunk(
+    at::TensorList grads,
+    int64_t chunk_dim,
+    at::IntArrayRef self_sizes,
+    at::IntArrayRef part_sizes) {
+  return helpers::split_backward_parts(grads, chunk_dim, self_sizes, part_sizes);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ChunkBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& chunk_dim_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& part_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::chunk(grads, chunk_dim_, self_sizes_, part_sizes_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ChunkBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto chunk_dim_ = packed_args.unpack<int64_t>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto part_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ChunkBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, chunk_dim_, self_sizes_, part_sizes_);
+}
+
+torch::autograd::variable_list ChunkBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return ChunkBackward0_apply_functional(std::move(grads), needs_input_grad, chunk_dim_, self_sizes_, part_sizes_);
+}
+
+void ChunkBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(chunk_dim_);
+  args.collect(self_sizes_);
+  args.collect(part_sizes_);
+}
+
+torch::autograd::variable_list ChunkBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(chunk_dim_);
+  saved.before(self_sizes_);
+  saved.before(part_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ChunkBackward0", ChunkBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(chunk_dim_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(part_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ChunkBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(chunk_dim_);
+  saved.after(self_sizes_);
+  saved.after(part_sizes_);
+  return functional_outputs;
+}
+
+std::vector<at::Tensor> chunk_jvp(
+    const at::Tensor& self_t,
+    int64_t chunks,
+    int64_t dim) {
+  return at::chunk(self_t, chunks, dim);
+}
+
+std::vector<at::Tensor> chunk(const at::Tensor& self, int64_t chunks, int64_t dim) {
+  c10::intrusive_ptr<ChunkBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<ChunkBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  std::vector<at::Tensor> result = at::chunk(self, chunks, dim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t chunk_dim = helpers::wrap_dim(dim, self.dim());
+  std::vector<int64_t> part_sizes = std::vector<int64_t>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(result.size()); ++i) {
+    part_sizes.push_back(result[i].size(chunk_dim));
+  }
+  for (auto& part : result) {
+    if (part.is_same(self)) {
+      part = part.alias();
+    }
+  }
+  below_autograd.reset();
+  formulas::runtime::as_multi_output_views(self, result);
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("chunk", self);
+    formulas::runtime::refuse_complex("chunk", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::chunk_jvp(self_t, chunks, dim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("chunk", self);
+    formulas::runtime::refuse_complex("chunk", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->chunk_dim_ = chunk_dim;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->part_sizes_ = std::move(part_sizes);
+  }
+  return result;
+}
+
 struct SplitWithSizesBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -478,160 +632,6 @@ std::vector<at::Tensor> split_sizes(const at::Tensor& self, at::IntArrayRef spli
   return result;
 }
 
-struct ChunkBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "ChunkBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-  int64_t chunk_dim_{};
-  std::vector<int64_t> self_sizes_{};
-  std::vector<int64_t> part_sizes_{};
-};
-
-namespace backwards {
-at::Tensor chunk(
-    at::TensorList grads,
-    int64_t chunk_dim,
-    at::IntArrayRef self_sizes,
-    at::IntArrayRef part_sizes) {
-  return helpers::split_backward_parts(grads, chunk_dim, self_sizes, part_sizes);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list ChunkBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& chunk_dim_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& part_sizes_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::chunk(grads, chunk_dim_, self_sizes_, part_sizes_));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list ChunkBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto chunk_dim_ = packed_args.unpack<int64_t>();
-  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  auto part_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return ChunkBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, chunk_dim_, self_sizes_, part_sizes_);
-}
-
-torch::autograd::variable_list ChunkBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return ChunkBackward0_apply_functional(std::move(grads), needs_input_grad, chunk_dim_, self_sizes_, part_sizes_);
-}
-
-void ChunkBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(chunk_dim_);
-  args.collect(self_sizes_);
-  args.collect(part_sizes_);
-}
-
-torch::autograd::variable_list ChunkBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(chunk_dim_);
-  saved.before(self_sizes_);
-  saved.before(part_sizes_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_ChunkBackward0", ChunkBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(chunk_dim_);
-  functional_args.pack(self_sizes_);
-  functional_args.pack(part_sizes_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_ChunkBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(chunk_dim_);
-  saved.after(self_sizes_);
-  saved.after(part_sizes_);
-  return functional_outputs;
-}
-
-std::vector<at::Tensor> chunk_jvp(
-    const at::Tensor& self_t,
-    int64_t chunks,
-    int64_t dim) {
-  return at::chunk(self_t, chunks, dim);
-}
-
-std::vector<at::Tensor> chunk(const at::Tensor& self, int64_t chunks, int64_t dim) {
-  c10::intrusive_ptr<ChunkBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<ChunkBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  std::vector<at::Tensor> result = at::chunk(self, chunks, dim);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
-  int64_t chunk_dim = helpers::wrap_dim(dim, self.dim());
-  std::vector<int64_t> part_sizes = std::vector<int64_t>{};
-  for (int64_t i = 0; i < static_cast<int64_t>(result.size()); ++i) {
-    part_sizes.push_back(result[i].size(chunk_dim));
-  }
-  for (auto& part : result) {
-    if (part.is_same(self)) {
-      part = part.alias();
-    }
-  }
-  below_autograd.reset();
-  formulas::runtime::as_multi_output_views(self, result);
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("chunk", self);
-    formulas::runtime::refuse_complex("chunk", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::chunk_jvp(self_t, chunks, dim));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("chunk", self);
-    formulas::runtime::refuse_complex("chunk", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->chunk_dim_ = chunk_dim;
-    grad_fn->self_sizes_ = std::move(self_sizes);
-    grad_fn->part_sizes_ = std::move(part_sizes);
-  }
-  return result;
-}
-
 struct UnbindIntBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -777,8 +777,8 @@ std::vector<at::Tensor> unbind_int(const at::Tensor& self, int64_t dim) {
 
 TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", TORCH_FN(formulas::split_tensor));
+  m.def("chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]", TORCH_FN(formulas::chunk));
   m.def("split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]", TORCH_FN(formulas::split_with_sizes));
   m.def("split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]", TORCH_FN(formulas::split_sizes));
-  m.def("chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]", TORCH_FN(formulas::chunk));
   m.def("unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]", TORCH_FN(formulas::unbind_int));
 }

@@ -3,17 +3,23 @@
 #include "runtime.h"
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/_log_softmax.h>
-#include <ATen/ops/_log_softmax_backward_data.h>
-#include <ATen/ops/_softmax.h>
-#include <ATen/ops/_softmax_backward_data.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
+#include <ATen/ops/logsumexp.h>
 #include <ATen/ops/max.h>
 #include <ATen/ops/mean.h>
+#include <ATen/ops/min.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/prod.h>
+#include <ATen/ops/reshape.h>
+#include <ATen/ops/std.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/value_selecting_reduction_backward.h>
+#include <ATen/ops/var.h>
 #include <ATen/ops/var_mean.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -821,33 +827,35 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
   return std::make_tuple(values, indices);
 }
 
-struct SoftmaxBackward0 : public torch::autograd::TraceableFunction {
+struct MinDimBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "SoftmaxBackward0"; }
+  std::string name() const override { return "MinDimBackward0"; }
   void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
   torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    result_.reset_data();
+    indices_.reset_data();
   }
-  torch::autograd::SavedVariable result_;
-  int64_t dim_{};
-  at::ScalarType self_dtype_{};
+  int64_t reduced_dim_{};
+  torch::autograd::SavedVariable indices_;
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
 };
 
 namespace backwards {
-at::Tensor _softmax(
+at::Tensor min_dim(
     const at::Tensor& grad,
-    const at::Tensor& result,
-    int64_t dim,
-    at::ScalarType self_dtype) {
-  return at::_softmax_backward_data(grad, result, dim, self_dtype);
+    int64_t reduced_dim,
+    const at::Tensor& indices,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  return at::value_selecting_reduction_backward(grad, reduced_dim, indices, self_sizes, keepdim);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list SoftmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const int64_t& dim_, const at::ScalarType& self_dtype_) {
+torch::autograd::variable_list MinDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& reduced_dim_, const at::Tensor& indices_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -857,53 +865,57 @@ torch::autograd::variable_list SoftmaxBackward0_apply_functional(torch::autograd
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::_softmax(grads[0], result_, dim_, self_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::min_dim(grads[0], reduced_dim_, indices_, self_sizes_, keepdim_));
   return grad_inputs;
 }
 
-torch::autograd::variable_list SoftmaxBackward0_apply_functional_ivalue(
+torch::autograd::variable_list MinDimBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto result_ = packed_args.unpack<at::Tensor>();
-  auto dim_ = packed_args.unpack<int64_t>();
-  auto self_dtype_ = packed_args.unpack<at::ScalarType>();
-  return SoftmaxBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, dim_, self_dtype_);
+  auto reduced_dim_ = packed_args.unpack<int64_t>();
+  auto indices_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return MinDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, reduced_dim_, indices_, self_sizes_, keepdim_);
 }
 
-torch::autograd::variable_list SoftmaxBackward0::apply(torch::autograd::variable_list&& grads) {
+torch::autograd::variable_list MinDimBackward0::apply(torch::autograd::variable_list&& grads) {
   std::lock_guard<std::mutex> lock(mutex_);
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto result = result_.unpack(getptr());
-  return SoftmaxBackward0_apply_functional(std::move(grads), needs_input_grad, result, dim_, self_dtype_);
+  const auto indices = indices_.unpack(getptr());
+  return MinDimBackward0_apply_functional(std::move(grads), needs_input_grad, reduced_dim_, indices, self_sizes_, keepdim_);
 }
 
-void SoftmaxBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(result_, true);
-  args.collect(dim_);
-  args.collect(self_dtype_);
+void MinDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(reduced_dim_);
+  args.collect(indices_, true);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
 }
 
-torch::autograd::variable_list SoftmaxBackward0::apply_with_saved(
+torch::autograd::variable_list MinDimBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(result_);
-  saved.before(dim_);
-  saved.before(self_dtype_);
+  saved.before(reduced_dim_);
+  saved.before(indices_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_SoftmaxBackward0", SoftmaxBackward0_apply_functional_ivalue,
+        saved.get_py_compiler(), std::string(library_namespace) + "_MinDimBackward0", MinDimBackward0_apply_functional_ivalue,
         functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
@@ -911,90 +923,232 @@ torch::autograd::variable_list SoftmaxBackward0::apply_with_saved(
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto result = result_.unpack(getptr());
+  const auto indices = indices_.unpack(getptr());
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(result);
-  functional_args.pack(dim_);
-  functional_args.pack(self_dtype_);
+  functional_args.pack(reduced_dim_);
+  functional_args.pack(indices);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
   auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
       saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_SoftmaxBackward0", grads, functional_args.vec(),
+      std::string(library_namespace) + "_MinDimBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(result_);
-  saved.after(dim_);
-  saved.after(self_dtype_);
+  saved.after(reduced_dim_);
+  saved.after(indices_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
   return functional_outputs;
 }
 
-at::Tensor _softmax_jvp(
+at::Tensor min_dim_jvp(
     const at::Tensor& self_t,
-    const at::Tensor& result,
-    int64_t dim) {
-  auto result_t = result * (self_t - at::sum(self_t * result, std::vector<int64_t>{dim}, true));
-  return result_t;
+    int64_t reduced_dim,
+    const at::Tensor& indices,
+    bool keepdim) {
+  return helpers::gather_with_keepdimed_indices(self_t, reduced_dim, indices, keepdim);
 }
 
-at::Tensor _softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  c10::intrusive_ptr<SoftmaxBackward0> grad_fn;
+std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  c10::intrusive_ptr<MinDimBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<SoftmaxBackward0>();
+    grad_fn = c10::make_intrusive<MinDimBackward0>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::_softmax(self, dim, half_to_float);
-  auto self_dtype = self.scalar_type();
+  auto [values, indices] = at::min(self, dim, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(values))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(values))) {
+    formulas::runtime::refuse_complex("min.dim", self);
+    formulas::runtime::refuse_complex("min.dim", values);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(values, formulas::min_dim_jvp(self_t, reduced_dim, indices, keepdim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("min.dim", self);
+    formulas::runtime::refuse_complex("min.dim", values);
+    torch::autograd::set_history(values, grad_fn);
+    grad_fn->reduced_dim_ = reduced_dim;
+    grad_fn->indices_ = torch::autograd::SavedVariable(indices, true);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return std::make_tuple(values, indices);
+}
+
+struct MaxBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MaxBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable result_;
+};
+
+namespace backwards {
+at::Tensor max_all(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  return helpers::evenly_distribute_backward(grad, self, result);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::max_all(grads[0], self_, result_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MaxBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return MaxBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_);
+}
+
+torch::autograd::variable_list MaxBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return MaxBackward0_apply_functional(std::move(grads), needs_input_grad, self, result);
+}
+
+void MaxBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list MaxBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(result_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MaxBackward0", MaxBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MaxBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(result_);
+  return functional_outputs;
+}
+
+at::Tensor max_all_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  return helpers::evenly_read_jvp(self_t, self, result);
+}
+
+at::Tensor max_all(const at::Tensor& self) {
+  c10::intrusive_ptr<MaxBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<MaxBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::max(self);
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
   }
   if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("_softmax", self);
-    formulas::runtime::refuse_complex("_softmax", result);
+    formulas::runtime::refuse_complex("max", self);
+    formulas::runtime::refuse_complex("max", result);
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::_softmax_jvp(self_t, result, dim));
+    formulas::runtime::set_tangent(result, formulas::max_all_jvp(self_t, formulas::runtime::primal(self), result));
   }
   if (grad_fn) {
-    formulas::runtime::refuse_complex("_softmax", self);
-    formulas::runtime::refuse_complex("_softmax", result);
+    formulas::runtime::refuse_complex("max", self);
+    formulas::runtime::refuse_complex("max", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
-    grad_fn->dim_ = dim;
-    grad_fn->self_dtype_ = self_dtype;
   }
   return result;
 }
 
-struct LogSoftmaxBackward0 : public torch::autograd::TraceableFunction {
+struct MinBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "LogSoftmaxBackward0"; }
+  std::string name() const override { return "MinBackward0"; }
   void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
   torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
     result_.reset_data();
   }
+  torch::autograd::SavedVariable self_;
   torch::autograd::SavedVariable result_;
-  int64_t dim_{};
-  at::ScalarType self_dtype_{};
 };
 
 namespace backwards {
-at::Tensor _log_softmax(
+at::Tensor min_all(
     const at::Tensor& grad,
-    const at::Tensor& result,
-    int64_t dim,
-    at::ScalarType self_dtype) {
-  return at::_log_softmax_backward_data(grad, result, dim, self_dtype);
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  return helpers::evenly_distribute_backward(grad, self, result);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list LogSoftmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const int64_t& dim_, const at::ScalarType& self_dtype_) {
+torch::autograd::variable_list MinBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -1004,21 +1158,169 @@ torch::autograd::variable_list LogSoftmaxBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::_log_softmax(grads[0], result_, dim_, self_dtype_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::min_all(grads[0], self_, result_));
   return grad_inputs;
 }
 
-torch::autograd::variable_list LogSoftmaxBackward0_apply_functional_ivalue(
+torch::autograd::variable_list MinBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
   auto result_ = packed_args.unpack<at::Tensor>();
-  auto dim_ = packed_args.unpack<int64_t>();
-  auto self_dtype_ = packed_args.unpack<at::ScalarType>();
-  return LogSoftmaxBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, dim_, self_dtype_);
+  return MinBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_);
 }
 
-torch::autograd::variable_list LogSoftmaxBackward0::apply(torch::autograd::variable_list&& grads) {
+torch::autograd::variable_list MinBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return MinBackward0_apply_functional(std::move(grads), needs_input_grad, self, result);
+}
+
+void MinBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list MinBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(result_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MinBackward0", MinBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MinBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(result_);
+  return functional_outputs;
+}
+
+at::Tensor min_all_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  return helpers::evenly_read_jvp(self_t, self, result);
+}
+
+at::Tensor min_all(const at::Tensor& self) {
+  c10::intrusive_ptr<MinBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<MinBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::min(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("min", self);
+    formulas::runtime::refuse_complex("min", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::min_all_jvp(self_t, formulas::runtime::primal(self), result));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("min", self);
+    formulas::runtime::refuse_complex("min", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+  }
+  return result;
+}
+
+struct AmaxBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "AmaxBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_.reset_data();
+    self_.reset_data();
+  }
+  std::vector<int64_t> dim_{};
+  bool keepdim_{};
+  torch::autograd::SavedVariable result_;
+  torch::autograd::SavedVariable self_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+at::Tensor amax(
+    const at::Tensor& grad,
+    at::IntArrayRef dim,
+    bool keepdim,
+    const at::Tensor& result,
+    const at::Tensor& self,
+    at::IntArrayRef self_sizes) {
+  auto shared = helpers::scale_grad_by_count(helpers::restore_reduced_dims(grad, dim, keepdim), at::eq(helpers::restore_reduced_dims(result, dim, keepdim), self), dim);
+  return helpers::sum_to(shared, self_sizes);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list AmaxBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& dim_, const bool& keepdim_, const at::Tensor& result_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::amax(grads[0], dim_, keepdim_, result_, self_, self_sizes_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list AmaxBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto dim_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return AmaxBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, keepdim_, result_, self_, self_sizes_);
+}
+
+torch::autograd::variable_list AmaxBackward0::apply(torch::autograd::variable_list&& grads) {
   std::lock_guard<std::mutex> lock(mutex_);
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
@@ -1026,31 +1328,38 @@ torch::autograd::variable_list LogSoftmaxBackward0::apply(torch::autograd::varia
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto result = result_.unpack(getptr());
-  return LogSoftmaxBackward0_apply_functional(std::move(grads), needs_input_grad, result, dim_, self_dtype_);
+  const auto self = self_.unpack();
+  return AmaxBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, keepdim_, result, self, self_sizes_);
 }
 
-void LogSoftmaxBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(result_, true);
+void AmaxBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(dim_);
-  args.collect(self_dtype_);
+  args.collect(keepdim_);
+  args.collect(result_, true);
+  args.collect(self_, false);
+  args.collect(self_sizes_);
 }
 
-torch::autograd::variable_list LogSoftmaxBackward0::apply_with_saved(
+torch::autograd::variable_list AmaxBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(result_);
   saved.before(dim_);
-  saved.before(self_dtype_);
+  saved.before(keepdim_);
+  saved.before(result_);
+  saved.before(self_);
+  saved.before(self_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::ScalarType>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_LogSoftmaxBackward0", LogSoftmaxBackward0_apply_functional_ivalue,
+        saved.get_py_compiler(), std::string(library_namespace) + "_AmaxBackward0", AmaxBackward0_apply_functional_ivalue,
         functional_schema);
   }
   formulas::runtime::IndexRanges ranges;
@@ -1059,58 +1368,1829 @@ torch::autograd::variable_list LogSoftmaxBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(result);
   functional_args.pack(dim_);
-  functional_args.pack(self_dtype_);
+  functional_args.pack(keepdim_);
+  functional_args.pack(result);
+  functional_args.pack(self);
+  functional_args.pack(self_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
   auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
       saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_LogSoftmaxBackward0", grads, functional_args.vec(),
+      std::string(library_namespace) + "_AmaxBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(result_);
   saved.after(dim_);
-  saved.after(self_dtype_);
+  saved.after(keepdim_);
+  saved.after(result_);
+  saved.after(self_);
+  saved.after(self_sizes_);
   return functional_outputs;
 }
 
-at::Tensor _log_softmax_jvp(
+at::Tensor amax_jvp(
     const at::Tensor& self_t,
+    const at::Tensor& self,
     const at::Tensor& result,
-    int64_t dim) {
-  auto result_t = self_t - at::sum(at::exp(result) * self_t, std::vector<int64_t>{dim}, true);
-  return result_t;
+    at::IntArrayRef dim,
+    bool keepdim) {
+  return helpers::amaxamin_jvp(self, self_t, result, dim, keepdim);
 }
 
-at::Tensor _log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  c10::intrusive_ptr<LogSoftmaxBackward0> grad_fn;
+at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  c10::intrusive_ptr<AmaxBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<LogSoftmaxBackward0>();
+    grad_fn = c10::make_intrusive<AmaxBackward0>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::_log_softmax(self, dim, half_to_float);
-  auto self_dtype = self.scalar_type();
+  auto result = at::amax(self, dim, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
   }
   if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("_log_softmax", self);
-    formulas::runtime::refuse_complex("_log_softmax", result);
+    formulas::runtime::refuse_complex("amax", self);
+    formulas::runtime::refuse_complex("amax", result);
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::_log_softmax_jvp(self_t, result, dim));
+    formulas::runtime::set_tangent(result, formulas::amax_jvp(self_t, formulas::runtime::primal(self), result, dim, keepdim));
   }
   if (grad_fn) {
-    formulas::runtime::refuse_complex("_log_softmax", self);
-    formulas::runtime::refuse_complex("_log_softmax", result);
+    formulas::runtime::refuse_complex("amax", self);
+    formulas::runtime::refuse_complex("amax", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->keepdim_ = keepdim;
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct AminBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "AminBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_.reset_data();
+    self_.reset_data();
+  }
+  std::vector<int64_t> dim_{};
+  bool keepdim_{};
+  torch::autograd::SavedVariable result_;
+  torch::autograd::SavedVariable self_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+at::Tensor amin(
+    const at::Tensor& grad,
+    at::IntArrayRef dim,
+    bool keepdim,
+    const at::Tensor& result,
+    const at::Tensor& self,
+    at::IntArrayRef self_sizes) {
+  auto shared = helpers::scale_grad_by_count(helpers::restore_reduced_dims(grad, dim, keepdim), at::eq(helpers::restore_reduced_dims(result, dim, keepdim), self), dim);
+  return helpers::sum_to(shared, self_sizes);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list AminBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& dim_, const bool& keepdim_, const at::Tensor& result_, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::amin(grads[0], dim_, keepdim_, result_, self_, self_sizes_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list AminBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto dim_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return AminBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, keepdim_, result_, self_, self_sizes_);
+}
+
+torch::autograd::variable_list AminBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
+  return AminBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, keepdim_, result, self, self_sizes_);
+}
+
+void AminBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(keepdim_);
+  args.collect(result_, true);
+  args.collect(self_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list AminBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(keepdim_);
+  saved.before(result_);
+  saved.before(self_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_AminBackward0", AminBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(keepdim_);
+  functional_args.pack(result);
+  functional_args.pack(self);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_AminBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(keepdim_);
+  saved.after(result_);
+  saved.after(self_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor amin_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result,
+    at::IntArrayRef dim,
+    bool keepdim) {
+  return helpers::amaxamin_jvp(self, self_t, result, dim, keepdim);
+}
+
+at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  c10::intrusive_ptr<AminBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<AminBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::amin(self, dim, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("amin", self);
+    formulas::runtime::refuse_complex("amin", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::amin_jvp(self_t, formulas::runtime::primal(self), result, dim, keepdim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("amin", self);
+    formulas::runtime::refuse_complex("amin", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->keepdim_ = keepdim;
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct MeanBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MeanBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> self_sizes_{};
+  int64_t count_{};
+};
+
+namespace backwards {
+at::Tensor mean_all(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes,
+    int64_t count) {
+  return at::div(grad.expand(self_sizes), count);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MeanBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& count_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::mean_all(grads[0], self_sizes_, count_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MeanBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto count_ = packed_args.unpack<int64_t>();
+  return MeanBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, count_);
+}
+
+torch::autograd::variable_list MeanBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return MeanBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, count_);
+}
+
+void MeanBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(count_);
+}
+
+torch::autograd::variable_list MeanBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(count_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MeanBackward0", MeanBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(count_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MeanBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  saved.after(count_);
+  return functional_outputs;
+}
+
+at::Tensor mean_all_jvp(
+    const at::Tensor& self_t,
+    std::optional<at::ScalarType> dtype) {
+  return at::mean(self_t, dtype);
+}
+
+at::Tensor mean_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  c10::intrusive_ptr<MeanBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<MeanBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::mean(self, dtype);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t count = self.numel();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("mean", self);
+    formulas::runtime::refuse_complex("mean", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::mean_all_jvp(self_t, dtype));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("mean", self);
+    formulas::runtime::refuse_complex("mean", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->count_ = count;
+  }
+  return result;
+}
+
+struct LogsumexpBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "LogsumexpBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  std::vector<int64_t> self_sizes_{};
+  std::vector<int64_t> dim_{};
+  bool keepdim_{};
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable result_;
+};
+
+namespace backwards {
+at::Tensor logsumexp(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes,
+    at::IntArrayRef dim,
+    bool keepdim,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  return helpers::sum_backward(grad, self_sizes, dim, keepdim) * at::exp(self - helpers::sum_backward(result, self_sizes, dim, keepdim));
+}
+}  // namespace backwards
+
+torch::autograd::variable_list LogsumexpBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& dim_, const bool& keepdim_, const at::Tensor& self_, const at::Tensor& result_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::logsumexp(grads[0], self_sizes_, dim_, keepdim_, self_, result_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list LogsumexpBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto dim_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return LogsumexpBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, dim_, keepdim_, self_, result_);
+}
+
+torch::autograd::variable_list LogsumexpBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return LogsumexpBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, dim_, keepdim_, self, result);
+}
+
+void LogsumexpBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(dim_);
+  args.collect(keepdim_);
+  args.collect(self_, false);
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list LogsumexpBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(dim_);
+  saved.before(keepdim_);
+  saved.before(self_);
+  saved.before(result_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_LogsumexpBackward0", LogsumexpBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(dim_);
+  functional_args.pack(keepdim_);
+  functional_args.pack(self);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_LogsumexpBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  saved.after(dim_);
+  saved.after(keepdim_);
+  saved.after(self_);
+  saved.after(result_);
+  return functional_outputs;
+}
+
+at::Tensor logsumexp_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result,
+    at::IntArrayRef self_sizes,
+    at::IntArrayRef dim,
+    bool keepdim) {
+  auto softmax = at::exp(self - helpers::sum_backward(result, self_sizes, dim, keepdim));
+  auto result_t = at::sum(softmax * self_t, dim, keepdim);
+  return result_t;
+}
+
+at::Tensor logsumexp(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  c10::intrusive_ptr<LogsumexpBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<LogsumexpBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::logsumexp(self, dim, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("logsumexp", self);
+    formulas::runtime::refuse_complex("logsumexp", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::logsumexp_jvp(self_t, formulas::runtime::primal(self), result, self_sizes, dim, keepdim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("logsumexp", self);
+    formulas::runtime::refuse_complex("logsumexp", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->keepdim_ = keepdim;
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+  }
+  return result;
+}
+
+struct ProdDimIntBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ProdDimIntBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  bool keepdim_{};
+  torch::autograd::SavedVariable self_;
+  int64_t reduced_dim_{};
+};
+
+namespace backwards {
+at::Tensor prod_dim_int(
+    const at::Tensor& grad,
+    bool keepdim,
+    const at::Tensor& self,
+    int64_t reduced_dim) {
+  auto grad_kept = grad;
+  if (!keepdim && (self.dim() > 0)) {
+    grad_kept = at::unsqueeze(grad, reduced_dim);
+  }
+  return grad_kept * helpers::prod_others(self, reduced_dim);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ProdDimIntBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const bool& keepdim_, const at::Tensor& self_, const int64_t& reduced_dim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::prod_dim_int(grads[0], keepdim_, self_, reduced_dim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ProdDimIntBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto reduced_dim_ = packed_args.unpack<int64_t>();
+  return ProdDimIntBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, keepdim_, self_, reduced_dim_);
+}
+
+torch::autograd::variable_list ProdDimIntBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return ProdDimIntBackward0_apply_functional(std::move(grads), needs_input_grad, keepdim_, self, reduced_dim_);
+}
+
+void ProdDimIntBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(keepdim_);
+  args.collect(self_, false);
+  args.collect(reduced_dim_);
+}
+
+torch::autograd::variable_list ProdDimIntBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(keepdim_);
+  saved.before(self_);
+  saved.before(reduced_dim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ProdDimIntBackward0", ProdDimIntBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(keepdim_);
+  functional_args.pack(self);
+  functional_args.pack(reduced_dim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ProdDimIntBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(keepdim_);
+  saved.after(self_);
+  saved.after(reduced_dim_);
+  return functional_outputs;
+}
+
+at::Tensor prod_dim_int_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    int64_t reduced_dim,
+    bool keepdim) {
+  auto result_t = at::sum(helpers::prod_others(self, reduced_dim) * self_t, std::vector<int64_t>{reduced_dim}, keepdim);
+  return result_t;
+}
+
+at::Tensor prod_dim_int(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  c10::intrusive_ptr<ProdDimIntBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<ProdDimIntBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::prod(self, dim, keepdim, dtype);
+  int64_t reduced_dim = helpers::wrap_dim(dim, self.dim());
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("prod.dim_int", self);
+    formulas::runtime::refuse_complex("prod.dim_int", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::prod_dim_int_jvp(self_t, formulas::runtime::primal(self), reduced_dim, keepdim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("prod.dim_int", self);
+    formulas::runtime::refuse_complex("prod.dim_int", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->keepdim_ = keepdim;
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->reduced_dim_ = reduced_dim;
+  }
+  return result;
+}
+
+struct ProdBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ProdBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+at::Tensor prod_all(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::IntArrayRef self_sizes) {
+  return at::reshape(grad * helpers::prod_others(at::reshape(self, std::vector<int64_t>{-1}), 0), self_sizes);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ProdBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::prod_all(grads[0], self_, self_sizes_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ProdBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ProdBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, self_sizes_);
+}
+
+torch::autograd::variable_list ProdBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return ProdBackward0_apply_functional(std::move(grads), needs_input_grad, self, self_sizes_);
+}
+
+void ProdBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list ProdBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ProdBackward0", ProdBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ProdBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor prod_all_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self) {
+  auto result_t = at::sum(helpers::prod_others(at::reshape(self, std::vector<int64_t>{-1}), 0) * at::reshape(self_t, std::vector<int64_t>{-1}));
+  return result_t;
+}
+
+at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  c10::intrusive_ptr<ProdBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<ProdBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::prod(self, dtype);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("prod", self);
+    formulas::runtime::refuse_complex("prod", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::prod_all_jvp(self_t, formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("prod", self);
+    formulas::runtime::refuse_complex("prod", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct VarCorrectionBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "VarCorrectionBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<std::vector<int64_t>> dim_{};
+  double divisor_{};
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
+};
+
+namespace backwards {
+at::Tensor var_correction(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    double divisor,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  auto centered = self - at::mean(self, dim, true);
+  return helpers::sum_backward(at::div(at::mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered;
+}
+}  // namespace backwards
+
+torch::autograd::variable_list VarCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_correction(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list VarCorrectionBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return VarCorrectionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, divisor_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list VarCorrectionBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return VarCorrectionBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, divisor_, self_sizes_, keepdim_);
+}
+
+void VarCorrectionBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(dim_);
+  args.collect(divisor_);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list VarCorrectionBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(dim_);
+  saved.before(divisor_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_VarCorrectionBackward0", VarCorrectionBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(dim_);
+  functional_args.pack(divisor_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_VarCorrectionBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(dim_);
+  saved.after(divisor_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor var_correction_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    double divisor) {
+  auto centered = self - at::mean(self, dim, true);
+  auto result_t = at::div(at::mul(at::sum(centered * self_t, dim, keepdim), 2.0), divisor);
+  return result_t;
+}
+
+at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim) {
+  c10::intrusive_ptr<VarCorrectionBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<VarCorrectionBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::var(self, dim, correction, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t count = helpers::reduced_numel(self_sizes, dim);
+  double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("var.correction", self);
+    formulas::runtime::refuse_complex("var.correction", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::var_correction_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, divisor));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("var.correction", self);
+    formulas::runtime::refuse_complex("var.correction", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return result;
+}
+
+struct StdCorrectionBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "StdCorrectionBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<std::vector<int64_t>> dim_{};
+  torch::autograd::SavedVariable result_;
+  double divisor_{};
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
+};
+
+namespace backwards {
+at::Tensor std_correction(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    const at::Tensor& result,
+    double divisor,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  auto centered = self - at::mean(self, dim, true);
+  return helpers::sum_backward(at::div(helpers::grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered;
+}
+}  // namespace backwards
+
+torch::autograd::variable_list StdCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const at::Tensor& result_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_correction(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list StdCorrectionBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return StdCorrectionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, result_, divisor_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list StdCorrectionBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return StdCorrectionBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, result, divisor_, self_sizes_, keepdim_);
+}
+
+void StdCorrectionBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(dim_);
+  args.collect(result_, true);
+  args.collect(divisor_);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list StdCorrectionBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(dim_);
+  saved.before(result_);
+  saved.before(divisor_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_StdCorrectionBackward0", StdCorrectionBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(dim_);
+  functional_args.pack(result);
+  functional_args.pack(divisor_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_StdCorrectionBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(dim_);
+  saved.after(result_);
+  saved.after(divisor_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor std_correction_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    const at::Tensor& result,
+    double divisor) {
+  auto centered = self - at::mean(self, dim, true);
+  auto result_t = at::div(helpers::grad_over_std(at::sum(centered * self_t, dim, keepdim), result), divisor);
+  return result_t;
+}
+
+at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim) {
+  c10::intrusive_ptr<StdCorrectionBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<StdCorrectionBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::std(self, dim, correction, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  int64_t count = helpers::reduced_numel(self_sizes, dim);
+  double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("std.correction", self);
+    formulas::runtime::refuse_complex("std.correction", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::std_correction_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, result, divisor));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("std.correction", self);
+    formulas::runtime::refuse_complex("std.correction", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return result;
+}
+
+struct VarBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "VarBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  double divisor_{};
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+at::Tensor var_all(
+    const at::Tensor& grad,
+    double divisor,
+    const at::Tensor& self) {
+  return at::div(at::mul(grad, 2.0), divisor) * (self - at::mean(self));
+}
+}  // namespace backwards
+
+torch::autograd::variable_list VarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const double& divisor_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_all(grads[0], divisor_, self_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list VarBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return VarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, divisor_, self_);
+}
+
+torch::autograd::variable_list VarBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return VarBackward0_apply_functional(std::move(grads), needs_input_grad, divisor_, self);
+}
+
+void VarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(divisor_);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list VarBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(divisor_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_VarBackward0", VarBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(divisor_);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_VarBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(divisor_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor var_all_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    double divisor) {
+  auto result_t = at::div(at::mul(at::sum((self - at::mean(self)) * self_t), 2.0), divisor);
+  return result_t;
+}
+
+at::Tensor var_all(const at::Tensor& self, bool unbiased) {
+  c10::intrusive_ptr<VarBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<VarBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::var(self, unbiased);
+  int64_t count = self.numel();
+  double divisor = helpers::variance_divisor(count, unbiased ? 1.0 : 0.0);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("var", self);
+    formulas::runtime::refuse_complex("var", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::var_all_jvp(self_t, formulas::runtime::primal(self), divisor));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("var", self);
+    formulas::runtime::refuse_complex("var", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct VarDimBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "VarDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<std::vector<int64_t>> dim_{};
+  double divisor_{};
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
+};
+
+namespace backwards {
+at::Tensor var_dim(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    double divisor,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  auto centered = self - at::mean(self, dim, true);
+  return helpers::sum_backward(at::div(at::mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered;
+}
+}  // namespace backwards
+
+torch::autograd::variable_list VarDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_dim(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list VarDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return VarDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, divisor_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list VarDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return VarDimBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, divisor_, self_sizes_, keepdim_);
+}
+
+void VarDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(dim_);
+  args.collect(divisor_);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list VarDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(dim_);
+  saved.before(divisor_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_VarDimBackward0", VarDimBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(dim_);
+  functional_args.pack(divisor_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_VarDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(dim_);
+  saved.after(divisor_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor var_dim_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    double divisor) {
+  auto centered = self - at::mean(self, dim, true);
+  auto result_t = at::div(at::mul(at::sum(centered * self_t, dim, keepdim), 2.0), divisor);
+  return result_t;
+}
+
+at::Tensor var_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unbiased, bool keepdim) {
+  c10::intrusive_ptr<VarDimBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<VarDimBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::var(self, dim, unbiased, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("var.dim", self);
+    formulas::runtime::refuse_complex("var.dim", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::var_dim_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, divisor));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("var.dim", self);
+    formulas::runtime::refuse_complex("var.dim", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
+  }
+  return result;
+}
+
+struct StdBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "StdBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_.reset_data();
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable result_;
+  double divisor_{};
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+at::Tensor std_all(
+    const at::Tensor& grad,
+    const at::Tensor& result,
+    double divisor,
+    const at::Tensor& self) {
+  return at::div(helpers::grad_over_std(grad, result), divisor) * (self - at::mean(self));
+}
+}  // namespace backwards
+
+torch::autograd::variable_list StdBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const double& divisor_, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_all(grads[0], result_, divisor_, self_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list StdBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return StdBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, divisor_, self_);
+}
+
+torch::autograd::variable_list StdBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
+  return StdBackward0_apply_functional(std::move(grads), needs_input_grad, result, divisor_, self);
+}
+
+void StdBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
+  args.collect(divisor_);
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list StdBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
+  saved.before(divisor_);
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_StdBackward0", StdBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
+  functional_args.pack(divisor_);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_StdBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(result_);
+  saved.after(divisor_);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor std_all_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result,
+    double divisor) {
+  auto result_t = at::div(helpers::grad_over_std(at::sum((self - at::mean(self)) * self_t), result), divisor);
+  return result_t;
+}
+
+at::Tensor std_all(const at::Tensor& self, bool unbiased) {
+  c10::intrusive_ptr<StdBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<StdBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::std(self, unbiased);
+  double divisor = helpers::variance_divisor(self.numel(), unbiased ? 1.0 : 0.0);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("std", self);
+    formulas::runtime::refuse_complex("std", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::std_all_jvp(self_t, formulas::runtime::primal(self), result, divisor));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("std", self);
+    formulas::runtime::refuse_complex("std", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
-    grad_fn->dim_ = dim;
-    grad_fn->self_dtype_ = self_dtype;
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct StdDimBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "StdDimBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<std::vector<int64_t>> dim_{};
+  torch::autograd::SavedVariable result_;
+  double divisor_{};
+  std::vector<int64_t> self_sizes_{};
+  bool keepdim_{};
+};
+
+namespace backwards {
+at::Tensor std_dim(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    const at::Tensor& result,
+    double divisor,
+    at::IntArrayRef self_sizes,
+    bool keepdim) {
+  auto centered = self - at::mean(self, dim, true);
+  return helpers::sum_backward(at::div(helpers::grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered;
+}
+}  // namespace backwards
+
+torch::autograd::variable_list StdDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const at::Tensor& result_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_dim(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list StdDimBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto divisor_ = packed_args.unpack<double>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto keepdim_ = packed_args.unpack<bool>();
+  return StdDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, result_, divisor_, self_sizes_, keepdim_);
+}
+
+torch::autograd::variable_list StdDimBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return StdDimBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, result, divisor_, self_sizes_, keepdim_);
+}
+
+void StdDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(dim_);
+  args.collect(result_, true);
+  args.collect(divisor_);
+  args.collect(self_sizes_);
+  args.collect(keepdim_);
+}
+
+torch::autograd::variable_list StdDimBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(dim_);
+  saved.before(result_);
+  saved.before(divisor_);
+  saved.before(self_sizes_);
+  saved.before(keepdim_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_StdDimBackward0", StdDimBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(dim_);
+  functional_args.pack(result);
+  functional_args.pack(divisor_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(keepdim_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_StdDimBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(dim_);
+  saved.after(result_);
+  saved.after(divisor_);
+  saved.after(self_sizes_);
+  saved.after(keepdim_);
+  return functional_outputs;
+}
+
+at::Tensor std_dim_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    const at::Tensor& result,
+    double divisor) {
+  auto centered = self - at::mean(self, dim, true);
+  auto result_t = at::div(helpers::grad_over_std(at::sum(centered * self_t, dim, keepdim), result), divisor);
+  return result_t;
+}
+
+at::Tensor std_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unbiased, bool keepdim) {
+  c10::intrusive_ptr<StdDimBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<StdDimBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::std(self, dim, unbiased, keepdim);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("std.dim", self);
+    formulas::runtime::refuse_complex("std.dim", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::std_dim_jvp(self_t, formulas::runtime::primal(self), dim, keepdim, result, divisor));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("std.dim", self);
+    formulas::runtime::refuse_complex("std.dim", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->dim_ = formulas::runtime::to_owned(dim);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->divisor_ = divisor;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->keepdim_ = keepdim;
   }
   return result;
 }
@@ -1124,6 +3204,19 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::mean_dim));
   m.def("var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> (Tensor, Tensor)", TORCH_FN(formulas::var_mean_dim));
   m.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", TORCH_FN(formulas::max_dim));
-  m.def("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", TORCH_FN(formulas::_softmax));
-  m.def("_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", TORCH_FN(formulas::_log_softmax));
+  m.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", TORCH_FN(formulas::min_dim));
+  m.def("max(Tensor self) -> Tensor", TORCH_FN(formulas::max_all));
+  m.def("min(Tensor self) -> Tensor", TORCH_FN(formulas::min_all));
+  m.def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", TORCH_FN(formulas::amax));
+  m.def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", TORCH_FN(formulas::amin));
+  m.def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::mean_all));
+  m.def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor", TORCH_FN(formulas::logsumexp));
+  m.def("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::prod_dim_int));
+  m.def("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::prod_all));
+  m.def("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor", TORCH_FN(formulas::var_correction));
+  m.def("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor", TORCH_FN(formulas::std_correction));
+  m.def("var(Tensor self, bool unbiased=True) -> Tensor", TORCH_FN(formulas::var_all));
+  m.def("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", TORCH_FN(formulas::var_dim));
+  m.def("std(Tensor self, bool unbiased=True) -> Tensor", TORCH_FN(formulas::std_all));
+  m.def("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", TORCH_FN(formulas::std_dim));
 }

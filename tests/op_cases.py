@@ -556,7 +556,7 @@ def _fused_backward_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# more matrix products (formulas/linalg_more.py)
+# more matrix products (formulas/linalg.py)
 
 def _linalg_more_cases() -> list[OpCase]:
     out = []
@@ -629,7 +629,7 @@ def _linalg_more_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# neural-network functions (formulas/nn.py)
+# neural-network functions (formulas/layers.py, softmax.py, losses.py)
 
 def _probabilities(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """In [0.1, 0.9): inside (0, 1), away from the edges of the binary cross-entropy."""
@@ -730,7 +730,7 @@ def _nn_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# shape and indexing operators of formulas/shape_more.py and formulas/indexing_more.py
+# shape and indexing operators of formulas/shape_views.py, shape_copies.py and indexing.py
 
 def _unique_index(rng: np.random.Generator, shape: tuple[int, ...], dim: int, bound: int) -> np.ndarray:
     """An index for ``scatter`` along ``dim``: distinct positions in every slice (a repeated
@@ -963,7 +963,7 @@ def build_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# pointwise math and activations (formulas/unary.py, binary.py, activations.py)
+# pointwise math and activations (formulas/pointwise_unary.py, pointwise_binary.py, activations.py)
 
 def _uniform(low: float, high: float) -> Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]:
     def draw(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -1228,7 +1228,7 @@ NONDIFFERENTIABLE_CASES: list[OpCase] = _nondifferentiable_cases()
 
 
 # ---------------------------------------------------------------------------
-# more reductions (formulas/reductions_more.py). Ties (max/min/amax/amin) are not
+# more reductions (formulas/reductions.py, scans.py). Ties (max/min/amax/amin) are not
 # differentiable points, so they are proven against torch in tests/engine/test_reduction_ties.py
 # and tests/cpp/test_compiled_reduction_ties.py, not here; prod's zeros are (prod is smooth).
 
@@ -1297,7 +1297,7 @@ def _more_reduction_cases() -> list[OpCase]:
 
 
 def _moment_cases() -> list[OpCase]:
-    """``var`` / ``std``: ``.correction``, all elements and ``.dim`` (formulas/reductions_more.py)."""
+    """``var`` / ``std``: ``.correction``, all elements and ``.dim`` (formulas/reductions.py)."""
     out = []
     for op in ("var.correction", "std.correction"):
         rng = _rng(op)
@@ -1398,7 +1398,7 @@ def _list_output_cases() -> list[OpCase]:
     return out
 
 
-# index.Tensor and index_put (formulas/advanced_indexing.py): a Tensor?[] argument is a list of
+# index.Tensor and index_put (formulas/indexing.py): a Tensor?[] argument is a list of
 # int64 / bool arrays and None (a whole dimension)
 
 def _indices_id(indices: list) -> str:
@@ -1447,7 +1447,7 @@ def _advanced_indexing_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# layer_norm, dropout with its mask, hardsigmoid (formulas/nn_more.py)
+# layer_norm, dropout with its mask, hardsigmoid (formulas/normalization.py, layers.py, activations.py)
 
 def _nn_more_cases() -> list[OpCase]:
     out = []
@@ -1489,7 +1489,7 @@ def _nn_more_cases() -> list[OpCase]:
 
 
 # ---------------------------------------------------------------------------
-# cumprod and the vector norms (formulas/reductions_extra.py). cumprod is a polynomial, so its
+# cumprod and the vector norms (formulas/scans.py, linalg.py). cumprod is a polynomial, so its
 # zeros (one to four in a slice) are ordinary points: first and second order are checked there.
 # A norm's zero is a kink: its subgradient is compared with torch's in tests/pointwise_kinks.py.
 

@@ -35,6 +35,7 @@ from transpiler.dataflow import (
 )
 from transpiler.derive_jvp import DerivationRefused, OperatorTable, derive_jvp
 from transpiler.diagnostics import Diagnostic
+from transpiler.family import MalformedMember, Member, family_members, stray_member
 from transpiler.metadata import METADATA_METHODS
 from transpiler.model import (
     CallSite,
@@ -81,6 +82,12 @@ class _Positions(Mapping[cst.CSTNode, Span]):
 
     def __len__(self) -> int:
         return len(self._starts)
+
+    def add_copies(self, origins: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
+        """Give each new node of ``origins`` (a family member's, :mod:`transpiler.family`) the
+        position of the node of the source it stands for."""
+        starts = self._starts
+        self._starts = {**starts, **{new: starts[old] for new, old in origins.items() if old in starts}}
 
 
 _NEWLINE = re.compile(r"\r\n?|\n")
@@ -271,11 +278,21 @@ class _ModuleReader:
         for function in functions:
             decorator = find_decorator(function, "derivative")
             if decorator is None:
+                if (stray := stray_member(function)) is not None:
+                    self.report(stray, codes.FORMULA_SHAPE.code, "@family_member without @derivative declares nothing; "
+                                "put it below the @derivative of the family's body")
                 continue
-            try:
-                formulas.append(self.formula(function, decorator, helper_returns))
-            except MalformedFormula as problem:
+            members: tuple[Member, ...] = ((function, decorator),)
+            try:    # a formula family: one formula per member (transpiler/family.py)
+                members, origins = family_members(function, decorator)
+                self.positions.add_copies(origins)
+            except MalformedMember as problem:
                 self.report(problem.node, codes.FORMULA_SHAPE.code, problem.message)
+            for member, member_decorator in members:
+                try:
+                    formulas.append(self.formula(member, member_decorator, helper_returns))
+                except MalformedFormula as problem:
+                    self.report(problem.node, codes.FORMULA_SHAPE.code, problem.message)
         nondifferentiable = tuple(
             schema for statement in self.tree.body if isinstance(statement, cst.SimpleStatementLine)
             for schema in self.nondifferentiable(statement)

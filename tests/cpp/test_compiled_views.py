@@ -81,7 +81,7 @@ CASES = [issue_example, permute_add, narrow_mul, transpose_then_builtin_slice, v
          reshape_that_copies_is_not_a_view, base_without_grad_gets_history]
 
 
-# --- the view operators of formulas/shape_more.py -----------------------------------------
+# --- the view operators of formulas/shape_views.py ----------------------------------------
 BUILTIN.select, BUILTIN.slice, BUILTIN.transpose = torch.ops.aten.select, torch.ops.aten.slice, torch.ops.aten.transpose
 BUILTIN.squeeze, BUILTIN.diagonal, BUILTIN.movedim = torch.ops.aten.squeeze, torch.ops.aten.diagonal, torch.ops.aten.movedim
 BUILTIN.flatten = torch.ops.aten.flatten

@@ -61,7 +61,7 @@ def test_saved_variable_inference_in_generated_code():
     sum_node = reductions[reductions.index("struct SumBackward0"):reductions.index("at::Tensor sum_all(")]
     assert "std::vector<int64_t> self_sizes_" in sum_node         # metadata, not the tensor
     assert "torch::autograd::SavedVariable" not in sum_node
-    pointwise = (OUT_CPP / "pointwise.cpp").read_text()
-    assert "grad_fn->result_ = torch::autograd::SavedVariable(result, true);" in pointwise   # exp: output
-    assert "grad_fn->self_ = torch::autograd::SavedVariable(self, false);" in pointwise      # sin: input
-    assert "formulas::runtime::should_compute(*this, other_ix)" in pointwise
+    unary = (OUT_CPP / "pointwise_unary.cpp").read_text()
+    assert "grad_fn->result_ = torch::autograd::SavedVariable(result, true);" in unary   # exp: output
+    assert "grad_fn->self_ = torch::autograd::SavedVariable(self, false);" in unary      # sin: input
+    assert "formulas::runtime::should_compute(*this, other_ix)" in (OUT_CPP / "pointwise_binary.cpp").read_text()

@@ -1,4 +1,4 @@
-"""The losses of ``formulas/nn.py`` (and ``engine.dot``) beyond what torch itself proves: the gradients of the
+"""The losses of ``formulas/losses.py`` (and ``engine.dot``) beyond what torch itself proves: the gradients of the
 weights torch refuses to differentiate (computed, never silently zero), and the engine's
 ``cross_entropy`` / ``nll_loss`` module functions against torch's (values, first and second
 order gradients) and their refusals."""

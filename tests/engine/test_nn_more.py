@@ -1,4 +1,4 @@
-"""The engine's layer normalization and dropout (formulas/nn_more.py) beyond the tier tests: torch's
+"""The engine's layer normalization and dropout (formulas/normalization.py, layers.py) beyond the tier tests: torch's
 errors on bad arguments, dropout's random case (the tier cases are the deterministic ones) and
 ``engine.dropout`` replaying a torch run's mask."""
 from __future__ import annotations

@@ -9,16 +9,16 @@ import pytest
 import formulas
 import reference_engine as engine
 from formulas import at
-from formulas import helpers, pointwise
+from formulas import helpers, pointwise_unary
 from reference_engine.dispatch import dispatcher
 
 
 def test_the_engine_runs_the_formula_code_with_its_own_operator_table():
     formula = dispatcher.overload("sin").formula
-    assert formula.__code__ is pointwise.sin.__code__          # the very code of formulas/pointwise.py
-    assert formula.__wrapped__ is pointwise.sin
+    assert formula.__code__ is pointwise_unary.sin.__code__    # the very code of formulas/pointwise_unary.py
+    assert formula.__wrapped__ is pointwise_unary.sin
     assert formula.__globals__["at"] is dispatcher.operators
-    assert pointwise.sin.__globals__["at"] is formulas.at       # the module itself is untouched
+    assert pointwise_unary.sin.__globals__["at"] is formulas.at       # the module itself is untouched
     assert formula.__globals__["at"].sin is dispatcher.packet("sin").op
 
 

@@ -111,7 +111,7 @@ CASES = [issue_example, permute_add, narrow_mul, transpose_write_through_t, slic
 
 
 
-# --- in-place writes through the view operators of formulas/shape_more.py ---------------
+# --- in-place writes through the view operators of formulas/shape_views.py --------------
 def _slice(lib, tensor, dim, start, end, step):
     return engine.slice(tensor, dim, start, end, step) if lib is engine else \
         torch.ops.aten.slice.Tensor(tensor, dim, start, end, step)

@@ -1,16 +1,17 @@
-"""Neural-network functions: ``linear``, ``softmax.int``, ``log_softmax.int``, the regression losses
-(``mse_loss``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``), the binary cross-entropies and
-``nll_loss_forward`` with its fused backward ``nll_loss_backward``.
+"""Loss functions: the regression losses (``mse_loss``, ``l1_loss``, ``smooth_l1_loss``,
+``huber_loss``), the binary cross-entropies and ``nll_loss_forward`` with its fused backward
+``nll_loss_backward``.
 
 Losses take torch's ``reduction`` enum as its numbers (the emitter has no module constants):
-0 none, 1 mean, 2 sum. A pointwise loss's gradient is the
-incoming gradient (divided by the element count for mean) times the elementwise derivative.
-Weights that torch refuses to differentiate (``weight``, ``pos_weight``) get their true gradient.
+0 none, 1 mean, 2 sum. A pointwise loss's gradient is the incoming gradient (divided by the
+element count for mean) times the elementwise derivative. Weights that torch refuses to
+differentiate (``weight``, ``pos_weight``) get their true gradient.
 """
 from __future__ import annotations
 
 from formulas import Tensor, at, derivative, helper
 from formulas.helpers import sum_to
+
 
 @helper
 def loss_scale(grad: Tensor, reduction: int, numel: int) -> Tensor:
@@ -43,68 +44,6 @@ def clip_derivative(diff: Tensor, bound: float, slope: float) -> Tensor:
     # hardtanh clips to [-bound, bound] with slope 1 strictly inside, 0 at the bounds and beyond
     clipped = at.hardtanh(diff, -bound, bound)
     return clipped if slope == 1.0 else at.mul(clipped, slope)
-
-
-@derivative("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor")
-def linear(input, weight, bias=None):
-    result = at.linear(input, weight, bias)
-    input_sizes = input.sizes()
-    # a 1-d weight is one output feature whose dim the result leaves out: input @ weight
-    weight_is_vector = weight.dim() == 1
-    out_features = 1 if weight_is_vector else weight.size(0)
-    in_features = weight.size(-1)
-    rows = 1
-    for d in range(len(input_sizes) - 1):
-        rows = rows * input_sizes[d]
-    bias_sizes = [out_features]       # read only when there is a bias
-    if bias is not None:
-        bias_sizes = bias.sizes()
-    def backward(grad, *, needs_input_grad):
-        # result = input weight^T + bias over the last dim of input
-        grad_input = None
-        grad_weight = None
-        if weight_is_vector:
-            # result = input @ weight: grad_input = grad weight^T (an outer product), grad_weight = input^T grad
-            if needs_input_grad[0]:
-                grad_input = at.unsqueeze(grad, -1) * weight
-            if needs_input_grad[1]:
-                grad_weight = at.mv(at.t(at.reshape(input, [rows, in_features])), at.reshape(grad, [rows]))
-        else:
-            grad_input = at.matmul(grad, weight) if needs_input_grad[0] else None
-            if needs_input_grad[1]:
-                grad_weight = at.mm(at.t(at.reshape(grad, [rows, out_features])), at.reshape(input, [rows, in_features]))
-        grad_bias = sum_to(grad, bias_sizes) if needs_input_grad[2] else None
-        return grad_input, grad_weight, grad_bias
-    def jvp(input_t, weight_t, bias_t):
-        result_t = at.linear(input_t, weight, bias_t) + at.matmul(input, at.t(weight_t))
-        return result_t
-    return result, backward
-
-
-@derivative("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")
-def softmax_int(self, dim, dtype=None):
-    result = at.softmax(self, dim, dtype)
-    result_dtype = result.scalar_type()
-    def backward(grad):
-        # d softmax_i / d x_j = y_i (delta_ij - y_j)
-        return at._softmax_backward_data(grad, result, dim, result_dtype)
-    def jvp(self_t):
-        result_t = result * (self_t - at.sum(self_t * result, [dim], True))
-        return result_t
-    return result, backward
-
-
-@derivative("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")
-def log_softmax_int(self, dim, dtype=None):
-    result = at.log_softmax(self, dim, dtype)
-    result_dtype = result.scalar_type()
-    def backward(grad):
-        # d log_softmax_i / d x_j = delta_ij - softmax_j
-        return at._log_softmax_backward_data(grad, result, dim, result_dtype)
-    def jvp(self_t):
-        result_t = self_t - at.sum(at.exp(result) * self_t, [dim], True)
-        return result_t
-    return result, backward
 
 
 @derivative("mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor")
@@ -341,45 +280,5 @@ def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index
         return grad_grad_output, None, None, grad_weight, grad_total_weight
     def jvp(grad_output_t):
         result_t = at.nll_loss_backward(grad_output_t, self, target, weight, reduction, ignore_index, total_weight)
-        return result_t
-    return result, backward
-
-
-@derivative("embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, "
-            "bool sparse=False) -> Tensor")
-def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    result = at.embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
-    num_weights = weight.size(0)
-    def backward(grad):
-        # result[i] = weight[indices[i]]: the gradient sums the rows back (padding row and
-        # frequency scaling as torch), fused in ATen's embedding_dense_backward
-        return at.embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq), None
-    def jvp(weight_t):
-        result_t = at.embedding(weight_t, indices, padding_idx, scale_grad_by_freq, sparse)
-        return result_t
-    return result, backward
-
-
-@derivative("embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, "
-            "bool scale_grad_by_freq) -> Tensor")
-def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
-    result = at.embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
-    def backward(grad):
-        # result[r] = s_r sum_{i: indices[i] = r} grad_output[i], s_r = 0 for the padding row and
-        # 1 / count_r when scaled: the adjoint reads row indices[i] back, times s_{indices[i]}
-        read = at.embedding(grad, indices, -1, False, False)
-        if padding_idx < 0 and not scale_grad_by_freq:
-            return read, None
-        position_sizes = list(indices.sizes())
-        position_sizes.append(1)
-        ones = at.exp(at.new_zeros(grad, position_sizes))
-        counts = at.embedding_dense_backward(ones, indices, num_weights, padding_idx, False)
-        used = at.gt(counts, 0.0)
-        row_factor = at._to_copy(used, dtype=counts.scalar_type())
-        if scale_grad_by_freq:
-            row_factor = at.where(used, row_factor / counts, row_factor)
-        return read * at.embedding(row_factor, indices, -1, False, False), None
-    def jvp(grad_output_t):
-        result_t = at.embedding_dense_backward(grad_output_t, indices, num_weights, padding_idx, scale_grad_by_freq)
         return result_t
     return result, backward

@@ -1,9 +1,6 @@
-"""More neural-network functions: layer normalization (``native_layer_norm`` and the ``layer_norm``
-users call), dropout as its deterministic part (``native_dropout`` with the mask it drew, and
-``native_dropout_backward``, which applies a given mask) and ``hardsigmoid`` with its fused
-backward ``hardsigmoid_backward``.
+"""Layer normalization: ``native_layer_norm`` and the ``layer_norm`` users call.
 
-Layer norm over the last ``k = len(normalized_shape)`` dims, ``N`` elements each:
+Over the last ``k = len(normalized_shape)`` dims, ``N`` elements each:
 ``mean = sum(x) / N``, ``rstd = 1 / sqrt(sum((x - mean)^2) / N + eps)``, ``x_hat = (x - mean) rstd``,
 ``out = x_hat * weight + bias``. ``native_layer_norm`` also returns ``mean`` and ``rstd``, which
 carry no gradient (as in torch): a backward that captured them would lose their dependence on the
@@ -14,7 +11,6 @@ from __future__ import annotations
 
 from formulas import Tensor, at, derivative, helper
 from formulas.helpers import sum_to
-
 
 # --- layer normalization -------------------------------------------------------------
 
@@ -116,71 +112,5 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         result_t = layer_norm_jvp(input, input_t, weight, weight_t, bias_t, norm_dims, eps)
-        return result_t
-    return result, backward
-
-
-# --- dropout -------------------------------------------------------------------------
-
-@derivative("native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)",
-            output_differentiability=[True, False])
-def native_dropout(input, p, train):
-    result, mask = at.native_dropout(input, p, train)
-    # training (train None or True) keeps an element with probability 1 - p and scales it by
-    # 1 / (1 - p) (0 for p = 1, where every element is dropped); evaluation is the identity
-    training = True
-    if train is not None:
-        training = train
-    scale = 1.0
-    if training:
-        scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    def backward(grad):
-        # result = input * mask * scale with the mask drawn in the forward: linear in input
-        return at.native_dropout_backward(grad, mask, scale)
-    def jvp(input_t):
-        result_t = at.native_dropout_backward(input_t, mask, scale)
-        return result_t
-    return (result, mask), backward
-
-
-@derivative("native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor")
-def native_dropout_backward(grad_output, mask, scale):
-    result = at.native_dropout_backward(grad_output, mask, scale)
-    grad_output_sizes = grad_output.sizes()
-    def backward(grad):
-        # result = grad_output * mask * scale: diagonal and linear in grad_output (its own adjoint);
-        # the mask is data (boolean), no gradient
-        return sum_to(at.native_dropout_backward(grad, mask, scale), grad_output_sizes), None
-    def jvp(grad_output_t):
-        result_t = at.native_dropout_backward(grad_output_t, mask, scale)
-        return result_t
-    return result, backward
-
-
-# --- hardsigmoid ---------------------------------------------------------------------
-# torch has no derivative of its fused hardsigmoid_backward, so the compiled backwards, whose ATen
-# calls torch differentiates, write it as hardtanh_backward(grad, self, -3, 3) / 6 (two kernels):
-# the same function, differentiable in torch and here.
-
-@derivative("hardsigmoid(Tensor self) -> Tensor", jvp="auto_element_wise")
-def hardsigmoid(self):
-    result = at.hardsigmoid(self)
-    def backward(grad):
-        # relu6(x + 3) / 6: slope 1/6 strictly inside (-3, 3), 0 at and beyond (torch's choice at the kinks)
-        return at.hardtanh_backward(grad, self, -3.0, 3.0) / 6.0
-    return result, backward
-
-
-@derivative("hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor")
-def hardsigmoid_backward(grad_output, self):
-    result = at.hardsigmoid_backward(grad_output, self)
-    grad_output_sizes = grad_output.sizes()
-    def backward(grad):
-        # result = grad_output / 6 strictly inside (-3, 3), else 0: linear in grad_output (its own
-        # adjoint), piecewise constant in self (no gradient)
-        return sum_to(at.hardtanh_backward(grad, self, -3.0, 3.0) / 6.0, grad_output_sizes), None
-    def jvp(grad_output_t):
-        # linear in grad_output; piecewise constant in self
-        result_t = at.hardtanh_backward(grad_output_t, self, -3.0, 3.0) / 6.0
         return result_t
     return result, backward

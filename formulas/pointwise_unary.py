@@ -1,16 +1,106 @@
-"""Elementwise unary math: abs, sign, clamps, rounding, erf family, logs and exps, inverse and
-hyperbolic trigonometry, sinc, square, logit, sgn, deg2rad, rad2deg.
+"""Elementwise functions of one tensor: neg, exp, log, the trigonometric and hyperbolic
+functions and their inverses, sqrt, rsqrt, pow with a scalar exponent, abs, sign, sgn, clamps,
+rounding, the erf family, logs and exps of other bases, reciprocal, sinc, square, logit,
+deg2rad, rad2deg, and ``_to_copy`` (a dtype/device copy).
 
 Rounding ops and ``sign`` are differentiable with a zero gradient, as in torch. Where torch
 picks a subgradient at a kink it is kept: ``abs'(0) = sign(0) = 0``, a clamp passes the
 gradient at its bounds (``min <= self <= max``), ``sinc'(0) = 0``. Gradients that read the
-output (``expm1``, ``exp2``, ``rsqrt``, ``reciprocal``, ``tan``, ``erfinv``) read ``result``,
-an output, so double backward sees it.
+output (``exp``, ``tanh``, ``sigmoid``, ``sqrt``, ``expm1``, ``exp2``, ``rsqrt``, ``reciprocal``,
+``tan``, ``erfinv``) read ``result``, an output, so double backward sees it; never an intermediate.
 """
 from __future__ import annotations
 
-from formulas import at, derivative
-from formulas.helpers import clamp_backward
+from formulas import at, derivative, family_member
+from formulas.helpers import clamp_backward, pow_backward
+
+
+@derivative("neg(Tensor self) -> Tensor", jvp="auto_linear")
+def neg(self):
+    result = at.neg(self)
+    def backward(grad):
+        return -grad
+    return result, backward
+
+
+@derivative("exp(Tensor self) -> Tensor", jvp="auto_element_wise")
+def exp(self):
+    result = at.exp(self)
+    def backward(grad):
+        return grad * result
+    return result, backward
+
+
+@derivative("log(Tensor self) -> Tensor", jvp="auto_element_wise")
+def log(self):
+    result = at.log(self)
+    def backward(grad):
+        return grad / self
+    return result, backward
+
+
+@derivative("sin(Tensor self) -> Tensor", jvp="auto_element_wise")
+def sin(self):
+    result = at.sin(self)
+    def backward(grad):
+        return grad * at.cos(self)
+    return result, backward
+
+
+@derivative("cos(Tensor self) -> Tensor", jvp="auto_element_wise")
+def cos(self):
+    result = at.cos(self)
+    def backward(grad):
+        return -grad * at.sin(self)
+    return result, backward
+
+
+@derivative("tanh(Tensor self) -> Tensor", jvp="auto_element_wise")
+def tanh(self):
+    result = at.tanh(self)
+    def backward(grad):
+        # d tanh = 1 - tanh^2, fused in ATen's tanh_backward
+        return at.tanh_backward(grad, result)
+    return result, backward
+
+
+@derivative("sigmoid(Tensor self) -> Tensor", jvp="auto_element_wise")
+def sigmoid(self):
+    result = at.sigmoid(self)
+    def backward(grad):
+        # d sigmoid = sigmoid * (1 - sigmoid), fused in ATen's sigmoid_backward
+        return at.sigmoid_backward(grad, result)
+    return result, backward
+
+
+@derivative("sqrt(Tensor self) -> Tensor", jvp="auto_element_wise")
+def sqrt(self):
+    result = at.sqrt(self)
+    def backward(grad):
+        return grad / (result + result)
+    return result, backward
+
+
+@derivative("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", jvp="auto_element_wise")
+def pow_tensor_scalar(self, exponent):
+    result = at.pow(self, exponent)
+    def backward(grad):
+        return pow_backward(grad, self, exponent)
+    return result, backward
+
+
+@derivative("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+            "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+            jvp="auto_linear")
+def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    result = at._to_copy(self, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory,
+                         non_blocking=non_blocking, memory_format=memory_format)
+    self_dtype = self.scalar_type()
+    def backward(grad):
+        # no copy when the dtype did not change
+        return grad if grad.scalar_type() == self_dtype else at._to_copy(grad, dtype=self_dtype)
+    return result, backward
 
 
 @derivative("abs(Tensor self) -> Tensor", jvp="auto_element_wise")
@@ -19,15 +109,6 @@ def absolute(self):
     def backward(grad):
         # torch's subgradient at 0 is sign(0) = 0
         return grad * at.sign(self)
-    return result, backward
-
-
-@derivative("sign(Tensor self) -> Tensor", jvp="auto_element_wise")
-def sign(self):
-    result = at.sign(self)
-    def backward(grad):
-        # piecewise constant: zero gradient (torch's too)
-        return at.zeros_like(grad)
     return result, backward
 
 
@@ -55,26 +136,16 @@ def clamp_max(self, max):
     return result, backward
 
 
-@derivative("floor(Tensor self) -> Tensor", jvp="auto_element_wise")
-def floor(self):
-    result = at.floor(self)
-    def backward(grad):
-        return at.zeros_like(grad)
-    return result, backward
-
-
-@derivative("ceil(Tensor self) -> Tensor", jvp="auto_element_wise")
-def ceil(self):
-    result = at.ceil(self)
-    def backward(grad):
-        return at.zeros_like(grad)
-    return result, backward
-
-
 @derivative("round(Tensor self) -> Tensor", jvp="auto_element_wise")
+@family_member("sign(Tensor self) -> Tensor", rename={"round": "sign"})
+@family_member("floor(Tensor self) -> Tensor", rename={"round": "floor"})
+@family_member("ceil(Tensor self) -> Tensor", rename={"round": "ceil"})
+@family_member("trunc(Tensor self) -> Tensor", rename={"round": "trunc"})
+@family_member("sgn(Tensor self) -> Tensor", rename={"round": "sgn"})
 def round_half_even(self):
     result = at.round(self)
     def backward(grad):
+        # piecewise constant: zero gradient (torch's too)
         return at.zeros_like(grad)
     return result, backward
 
@@ -82,14 +153,6 @@ def round_half_even(self):
 @derivative("round.decimals(Tensor self, *, int decimals) -> Tensor", jvp="auto_element_wise")
 def round_decimals(self, *, decimals):
     result = at.round(self, decimals=decimals)
-    def backward(grad):
-        return at.zeros_like(grad)
-    return result, backward
-
-
-@derivative("trunc(Tensor self) -> Tensor", jvp="auto_element_wise")
-def trunc(self):
-    result = at.trunc(self)
     def backward(grad):
         return at.zeros_like(grad)
     return result, backward
@@ -303,15 +366,6 @@ def logit(self, eps=None):
             # the input is clamped to [eps, 1 - eps] first: no gradient beyond those bounds
             zeros = at.zeros_like(grad)
             return at.where(at.lt(self, eps), zeros, at.where(at.gt(self, 1.0 - eps), zeros, grad_self))
-    return result, backward
-
-
-@derivative("sgn(Tensor self) -> Tensor", jvp="auto_element_wise")
-def sgn(self):
-    result = at.sgn(self)
-    def backward(grad):
-        # sign of a real tensor: piecewise constant, zero gradient (torch's too)
-        return at.zeros_like(grad)
     return result, backward
 
 

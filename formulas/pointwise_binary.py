@@ -1,32 +1,95 @@
-"""Elementwise binary math: scalar and reversed arithmetic, atan2, hypot, minimum/maximum,
-fmin/fmax, fmod/remainder, pow with a tensor exponent or a scalar base, lerp, xlogy and
-logaddexp, copysign, addcmul and addcdiv.
+"""Elementwise functions of several tensors (broadcasting): add/sub/mul/div (``.Tensor`` and
+``.Scalar``), rsub, atan2, hypot, minimum/maximum, fmin/fmax, fmod/remainder, pow with a tensor
+exponent or a scalar base, lerp, xlogy, logaddexp/logaddexp2, copysign, addcmul and addcdiv.
 
 Tensor-tensor gradients are summed back to each input's shape with ``sum_to``. At ties
 ``minimum``/``maximum`` split the gradient in halves and ``fmin``/``fmax`` give it all to
-``self``, as torch does; a NaN operand keeps torch's routing too.
+``self``, as torch does; a NaN operand keeps torch's routing too. Formulas equal up to names are
+one formula family (``@family_member``): maximum is minimum's with its operator and comparisons
+swapped, fmax is fmin's, sub.Scalar/div.Scalar/remainder.Scalar are add/mul/fmod.Scalar's.
 """
 from __future__ import annotations
 
-from formulas import at, derivative
-from formulas.helpers import copysign_tensor_self_backward, sum_to
+from formulas import at, derivative, family_member
+from formulas.helpers import (
+    copysign_tensor_self_backward,
+    div_tensor_other_backward,
+    div_tensor_self_backward,
+    maybe_multiply,
+    sum_to,
+)
 
 
-@derivative("add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor")
-def add_scalar(self, other, alpha=1):
-    result = at.add(self, other, alpha)
-    def backward(grad):
-        return grad
-    def jvp(self_t):
-        # affine in self: the tangent passes unchanged
-        result_t = self_t
+@derivative("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", jvp="auto_linear")
+def add_tensor(self, other, *, alpha=1):
+    result = at.add(self, other, alpha=alpha)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(maybe_multiply(grad, alpha), other_sizes) if needs_input_grad[1] else None
+        return grad_self, grad_other
+    return result, backward
+
+
+@derivative("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", jvp="auto_linear")
+def sub_tensor(self, other, *, alpha=1):
+    result = at.sub(self, other, alpha=alpha)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(-maybe_multiply(grad, alpha), other_sizes) if needs_input_grad[1] else None
+        return grad_self, grad_other
+    return result, backward
+
+
+@derivative("mul.Tensor(Tensor self, Tensor other) -> Tensor")
+def mul_tensor(self, other):
+    result = at.mul(self, other)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self = sum_to(grad * other, self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(grad * self, other_sizes) if needs_input_grad[1] else None
+        return grad_self, grad_other
+    def jvp(self_t, other_t):
+        # product rule
+        result_t = self_t * other + other_t * self
         return result_t
     return result, backward
 
 
-@derivative("sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor")
-def sub_scalar(self, other, alpha=1):
-    result = at.sub(self, other, alpha)
+@derivative("div.Tensor(Tensor self, Tensor other) -> Tensor")
+def div_tensor(self, other):
+    result = at.div(self, other)
+    self_sizes = self.sizes()
+    other_sizes = other.sizes()
+    self_type = self.scalar_type()
+    def backward(grad, *, needs_input_grad):
+        grad_self = sum_to(div_tensor_self_backward(grad, other, self_type), self_sizes) if needs_input_grad[0] else None
+        grad_other = sum_to(div_tensor_other_backward(grad, self, other), other_sizes) if needs_input_grad[1] else None
+        return grad_self, grad_other
+    def jvp(self_t, other_t):
+        # quotient rule: (self_t - other_t * self / other) / other
+        result_t = (self_t - other_t * result) / other
+        return result_t
+    return result, backward
+
+
+@derivative("mul.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_linear")
+@family_member("div.Scalar(Tensor self, Scalar other) -> Tensor", rename={"mul": "div"})
+def mul_scalar(self, other):
+    result = at.mul(self, other)
+    def backward(grad):
+        return at.mul(grad, other)
+    return result, backward
+
+
+@derivative("add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor")
+@family_member("sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", rename={"add": "sub"})
+def add_scalar(self, other, alpha=1):
+    result = at.add(self, other, alpha)
     def backward(grad):
         return grad
     def jvp(self_t):
@@ -100,6 +163,7 @@ def hypot(self, other):
 
 
 @derivative("minimum(Tensor self, Tensor other) -> Tensor")
+@family_member("maximum(Tensor self, Tensor other) -> Tensor", rename={"minimum": "maximum", "lt": "gt", "gt": "lt"})
 def minimum(self, other):
     result = at.minimum(self, other)
     self_sizes = self.sizes()
@@ -123,31 +187,8 @@ def minimum(self, other):
     return result, backward
 
 
-@derivative("maximum(Tensor self, Tensor other) -> Tensor")
-def maximum(self, other):
-    result = at.maximum(self, other)
-    self_sizes = self.sizes()
-    other_sizes = other.sizes()
-    def backward(grad, *, needs_input_grad):
-        # the larger input takes the gradient; a tie splits it in halves (torch's rule, which
-        # also gives a NaN comparison's gradient to both)
-        zeros = at.zeros_like(grad)
-        tie = at.eq(self, other)
-        grad_self = None
-        if needs_input_grad[0]:
-            grad_self = sum_to(at.where(tie, grad * 0.5, at.where(at.lt(self, other), zeros, grad)), self_sizes)
-        grad_other = None
-        if needs_input_grad[1]:
-            grad_other = sum_to(at.where(tie, grad * 0.5, at.where(at.gt(self, other), zeros, grad)), other_sizes)
-        return grad_self, grad_other
-    def jvp(self_t, other_t):
-        result_t = at.where(at.eq(self, other), (self_t + other_t) * 0.5,
-                            at.where(at.gt(self, other), self_t, other_t))
-        return result_t
-    return result, backward
-
-
 @derivative("fmin(Tensor self, Tensor other) -> Tensor")
+@family_member("fmax(Tensor self, Tensor other) -> Tensor", rename={"fmin": "fmax", "le": "ge"})
 def fmin(self, other):
     result = at.fmin(self, other)
     self_sizes = self.sizes()
@@ -169,28 +210,6 @@ def fmin(self, other):
     return result, backward
 
 
-@derivative("fmax(Tensor self, Tensor other) -> Tensor")
-def fmax(self, other):
-    result = at.fmax(self, other)
-    self_sizes = self.sizes()
-    other_sizes = other.sizes()
-    def backward(grad, *, needs_input_grad):
-        # fmax picks self where self >= other or other is NaN (ties go to self)
-        zeros = at.zeros_like(grad)
-        nan_other = at.ne(other, other)
-        grad_self = None
-        if needs_input_grad[0]:
-            grad_self = sum_to(at.where(at.ge(self, other), grad, at.where(nan_other, grad, zeros)), self_sizes)
-        grad_other = None
-        if needs_input_grad[1]:
-            grad_other = sum_to(at.where(at.ge(self, other), zeros, at.where(nan_other, zeros, grad)), other_sizes)
-        return grad_self, grad_other
-    def jvp(self_t, other_t):
-        result_t = at.where(at.ge(self, other), self_t, at.where(at.ne(other, other), self_t, other_t))
-        return result_t
-    return result, backward
-
-
 @derivative("fmod.Tensor(Tensor self, Tensor other) -> Tensor")
 def fmod_tensor(self, other):
     result = at.fmod(self, other)
@@ -208,6 +227,7 @@ def fmod_tensor(self, other):
 
 
 @derivative("fmod.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_element_wise")
+@family_member("remainder.Scalar(Tensor self, Scalar other) -> Tensor", rename={"fmod": "remainder"})
 def fmod_scalar(self, other):
     result = at.fmod(self, other)
     def backward(grad):
@@ -228,14 +248,6 @@ def remainder_tensor(self, other):
     def jvp(self_t, other_t):
         result_t = self_t - other_t * at.floor(self / other)
         return result_t
-    return result, backward
-
-
-@derivative("remainder.Scalar(Tensor self, Scalar other) -> Tensor", jvp="auto_element_wise")
-def remainder_scalar(self, other):
-    result = at.remainder(self, other)
-    def backward(grad):
-        return grad
     return result, backward
 
 

@@ -1,0 +1,62 @@
+"""Softmax and log-softmax along a dim: ATen's ``_softmax``/``_log_softmax`` and the
+``softmax.int``/``log_softmax.int`` users call (with an optional dtype). Their backwards call the
+fused ``_softmax_backward_data``/``_log_softmax_backward_data`` of ``backward_ops.py``.
+"""
+from __future__ import annotations
+
+from formulas import at, derivative
+
+
+@derivative("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor")
+def _softmax(self, dim, half_to_float):
+    result = at._softmax(self, dim, half_to_float)
+    self_dtype = self.scalar_type()
+    def backward(grad):
+        # d softmax_i / d x_j = y_i (delta_ij - y_j), fused in ATen's _softmax_backward_data
+        return at._softmax_backward_data(grad, result, dim, self_dtype)
+    def jvp(self_t):
+        # the Jacobian diag(y) - y y^T is symmetric: the backward's expression on the tangent
+        result_t = result * (self_t - at.sum(self_t * result, [dim], True))
+        return result_t
+    return result, backward
+
+
+@derivative("_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor")
+def _log_softmax(self, dim, half_to_float):
+    result = at._log_softmax(self, dim, half_to_float)
+    self_dtype = self.scalar_type()
+    def backward(grad):
+        # d log_softmax_i / d x_j = delta_ij - softmax_j, softmax = exp(result); fused in
+        # ATen's _log_softmax_backward_data
+        return at._log_softmax_backward_data(grad, result, dim, self_dtype)
+    def jvp(self_t):
+        # (I - 1 softmax^T) x_t
+        result_t = self_t - at.sum(at.exp(result) * self_t, [dim], True)
+        return result_t
+    return result, backward
+
+
+@derivative("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")
+def softmax_int(self, dim, dtype=None):
+    result = at.softmax(self, dim, dtype)
+    result_dtype = result.scalar_type()
+    def backward(grad):
+        # d softmax_i / d x_j = y_i (delta_ij - y_j)
+        return at._softmax_backward_data(grad, result, dim, result_dtype)
+    def jvp(self_t):
+        result_t = result * (self_t - at.sum(self_t * result, [dim], True))
+        return result_t
+    return result, backward
+
+
+@derivative("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")
+def log_softmax_int(self, dim, dtype=None):
+    result = at.log_softmax(self, dim, dtype)
+    result_dtype = result.scalar_type()
+    def backward(grad):
+        # d log_softmax_i / d x_j = delta_ij - softmax_j
+        return at._log_softmax_backward_data(grad, result, dim, result_dtype)
+    def jvp(self_t):
+        result_t = self_t - at.sum(at.exp(result) * self_t, [dim], True)
+        return result_t
+    return result, backward

@@ -505,6 +505,16 @@ def zeros_like(x, dtype=None, *_options):
 def new_zeros(x, size, dtype=None, *_options):
     return np.zeros(size, dtype=_np_dtype(dtype) or _array(x).dtype)
 
+
+@kernel("new_ones")
+def new_ones(x, size, dtype=None, *_options):
+    return np.ones(size, dtype=_np_dtype(dtype) or _array(x).dtype)
+
+
+@kernel("new_full")
+def new_full(x, size, fill_value, dtype=None, *_options):
+    return np.full(size, fill_value, dtype=_np_dtype(dtype) or _array(x).dtype)
+
 # ----------------------------------------------------------------------------- fused backward ops
 @kernel("tanh_backward")
 def tanh_backward(grad_output, output):

@@ -4,8 +4,12 @@ dtypes, which the reference engine lacks, and the raw negative dims derivatives.
 Compiled: ``tests/cpp/test_compiled_functions_manual_helpers.py``."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import pytest
 
+import formulas.functions_manual as fm
 from formulas.helpers import (clamp_backward, copysign_tensor_self_backward, div_tensor_other_backward,
                               div_tensor_self_backward, gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp,
                               maybe_multiply, mul_tensor_backward, unsqueeze_to)
@@ -142,10 +146,6 @@ def test_logsumexp_jvp_equals_forward_ad(backend, shape, dim, keepdim):
 # gradient for the ``*_double_backward`` helpers); the helper must equal torch's gradient, and as a
 # function of its tensor inputs pass gradcheck and gradgradcheck (finite differences, first and
 # second order, float64).
-
-from typing import Callable, NamedTuple  # noqa: E402
-
-import formulas.functions_manual as fm  # noqa: E402
 
 
 class HelperCase(NamedTuple):
@@ -290,27 +290,27 @@ for _reduction, _code in _REDUCTIONS.items():
     _target = _randn(3, 4, seed=9)
     _go = (lambda: _randn(3, 4, seed=2)) if _reduction == "none" else (lambda: torch.tensor(1.7, dtype=torch.float64))
     HELPER_CASES += [
-        HelperCase(f"mse_loss_backward {_reduction}", _second(lambda x, r=_reduction: _F.mse_loss(x, _target, reduction=r)),
+        HelperCase(f"mse_loss_backward {_reduction}", _second(lambda x, r=_reduction, t=_target: _F.mse_loss(x, t, reduction=r)),
                    lambda go=_go: (go(), _randn(3, 4, seed=1)),
                    lambda b, g, go, x, c=_code: b.run(fm.mse_loss_double_backward, g * go, x, c), wrt=(1,)),
         HelperCase(f"smooth_l1_loss_backward {_reduction}",
-                   _second(lambda x, r=_reduction: _F.smooth_l1_loss(x, _target, reduction=r, beta=0.8)),
+                   _second(lambda x, r=_reduction, t=_target: _F.smooth_l1_loss(x, t, reduction=r, beta=0.8)),
                    lambda go=_go: (go(), _randn(3, 4, seed=1)),
-                   lambda b, g, go, x, c=_code: b.run(fm.smooth_l1_loss_double_backward, g * go, x, _target, c, 0.8),
+                   lambda b, g, go, x, c=_code, t=_target: b.run(fm.smooth_l1_loss_double_backward, g * go, x, t, c, 0.8),
                    wrt=(1,), smooth=False),
         HelperCase(f"huber_loss_backward {_reduction}",
-                   _second(lambda x, r=_reduction: _F.huber_loss(x, _target, reduction=r, delta=0.8)),
+                   _second(lambda x, r=_reduction, t=_target: _F.huber_loss(x, t, reduction=r, delta=0.8)),
                    lambda go=_go: (go(), _randn(3, 4, seed=1)),
-                   lambda b, g, go, x, c=_code: (
-                       b.run(fm.huber_loss_double_backward_grad_output, g, go, x, _target, c, 0.8),
-                       b.run(fm.huber_loss_double_backward, g * go, x, _target, c, 0.8)),
+                   lambda b, g, go, x, c=_code, t=_target: (
+                       b.run(fm.huber_loss_double_backward_grad_output, g, go, x, t, c, 0.8),
+                       b.run(fm.huber_loss_double_backward, g * go, x, t, c, 0.8)),
                    wrt=(0, 1), smooth=False),
         HelperCase(f"soft_margin_loss_backward {_reduction}",
-                   _second(lambda x, r=_reduction: _F.soft_margin_loss(x, torch.sign(_target), reduction=r)),
+                   _second(lambda x, r=_reduction, t=_target: _F.soft_margin_loss(x, torch.sign(t), reduction=r)),
                    lambda go=_go: (go(), _randn(3, 4, seed=1)),
-                   lambda b, g, go, x, c=_code: (
-                       b.run(fm.soft_margin_loss_double_backward_grad_output, g, go, x, torch.sign(_target), c),
-                       b.run(fm.soft_margin_loss_double_backward, g * go, x, torch.sign(_target), c)),
+                   lambda b, g, go, x, c=_code, t=_target: (
+                       b.run(fm.soft_margin_loss_double_backward_grad_output, g, go, x, torch.sign(t), c),
+                       b.run(fm.soft_margin_loss_double_backward, g * go, x, torch.sign(t), c)),
                    wrt=(0, 1)),
     ]
 

@@ -11,8 +11,11 @@ backward, slicing and splitting's backward, ``pow``'s gradients) are derived in 
 """
 from __future__ import annotations
 
-from formulas import Scalar, ScalarType, Tensor, TensorOptions, at, helper
-from formulas.helpers import div_tensor_other_backward, div_tensor_self_backward, handle_r_to_c, wrap_dim
+from formulas import Scalar, ScalarType, Tensor, TensorOptions, at, helper, nondifferentiable
+from formulas.helpers import (div_tensor_other_backward, div_tensor_self_backward, handle_r_to_c, invert_permutation,
+                              negated, reduced_numel, restore_reduced_dims, sum_backward, wrap_dim)
+from formulas.linalg import vector_norm_backward
+from formulas.reductions import prod_others
 
 
 # --- product and quotient by a Scalar ------------------------------------------------------------
@@ -170,3 +173,447 @@ def pow_backward_exponent(grad: Tensor, self: Tensor, exponent: Tensor, result: 
     it is defined, so the derivative is taken as 0 there rather than ``0 * -inf``."""
     at_zero = at.logical_and(at.eq(self, 0.0), at.ge(exponent, 0.0))
     return at.where(at_zero, at.new_zeros(grad, []), grad * at.conj(result * at.log(self)))
+
+
+# --- element-wise functions ------------------------------------------------------------------------
+
+@helper
+def log1p_backward(grad: Tensor, self: Tensor) -> Tensor:
+    """Gradient of ``log(1 + self)``: ``1 / (1 + self)``, conjugated."""
+    return grad / at.conj(self + 1.0)
+
+
+@helper
+def sinc_backward(grad: Tensor, self: Tensor) -> Tensor:
+    """Gradient of ``sinc(x) = sin(pi x) / (pi x)``: the quotient rule gives
+    ``(pi x cos(pi x) - sin(pi x)) / (pi x^2) = (cos(pi x) - sinc(x)) / x``, conjugated; at ``x = 0``
+    sinc is even, so its slope is 0 (a 1 stands in for the zero before the division)."""
+    at_zero = at.eq(self, 0.0)
+    safe = at.where(at_zero, at.ones_like(self), self)
+    slope = (at.cos(self * 3.141592653589793) - at.sinc(self)) / safe
+    return at.where(at_zero, at.new_zeros(grad, []), grad * at.conj(slope))
+
+
+@helper
+def deg2rad_backward(grad: Tensor) -> Tensor:
+    """Gradient of ``deg2rad(x) = x * pi / 180``: the constant factor."""
+    return at.mul(grad, 0.017453292519943295)
+
+
+@helper
+def rad2deg_backward(grad: Tensor) -> Tensor:
+    """Gradient of ``rad2deg(x) = x * 180 / pi``: the constant factor."""
+    return at.mul(grad, 57.29577951308232)
+
+
+@helper
+def sgn_backward(self: Tensor, grad: Tensor, result: Tensor) -> Tensor:
+    """Gradient of ``sgn(z) = z / |z|`` (``result``). With Wirtinger derivatives ``d sgn / dz =
+    1 / (2|z|)`` and ``d sgn / d conj(z) = -sgn^2 / (2|z|)``; torch's gradient
+    ``grad * conj(d/dz) + conj(grad) * d/d conj(z)`` is then ``(grad - sgn^2 conj(grad)) / (2|z|)``,
+    which is ``(grad - Re(grad conj(sgn)) sgn) / |z|`` (write ``grad = sgn w``): the part of
+    ``grad`` along the unit circle's tangent. It is exactly 0 for a real input (``sgn^2 = 1``),
+    and 0 at ``z = 0``, where sgn is 0 on no neighbourhood (torch's subgradient)."""
+    magnitude = at.abs(self)
+    at_zero = at.eq(magnitude, 0.0)
+    safe = at.where(at_zero, at.ones_like(magnitude), magnitude)
+    tangential = (grad - at.real(grad * at.conj(result)) * result) / safe
+    return at.where(at_zero, at.new_zeros(tangential, []), tangential)
+
+
+@helper
+def atan2_backward(grad: Tensor, self: Tensor, other: Tensor, output_mask: list[bool]) -> tuple[Tensor, Tensor]:
+    """Gradients of ``atan2(self, other)`` (the angle of the point ``(other, self)``) for the inputs
+    ``output_mask`` asks for: ``d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)``; at the origin, where
+    it has none, 0 (torch's subgradient). Not yet summed to the inputs' shapes; None where not asked."""
+    squared_radius = self * self + other * other
+    scaled = at.where(at.eq(squared_radius, 0.0), at.zeros_like(grad), grad / squared_radius)
+    grad_self = None
+    grad_other = None
+    if output_mask[0]:
+        grad_self = scaled * other
+    if output_mask[1]:
+        grad_other = -scaled * self
+    return grad_self, grad_other
+
+
+# --- reductions ------------------------------------------------------------------------------------
+
+@helper
+def mean_backward(grad: Tensor, sizes: list[int], dim: list[int] | None, numel: int, keepdim: bool) -> Tensor:
+    """Gradient of ``mean(self, dim, keepdim)`` for ``self`` of ``sizes``: the sum's gradient
+    (``grad`` broadcast back) divided by how many elements each mean averages."""
+    return at.div(sum_backward(grad, sizes, dim, keepdim), reduced_numel(sizes, dim))
+
+
+@helper
+def logsumexp_backward(grad: Tensor, self: Tensor, result: Tensor, dim: list[int], keepdim: bool) -> Tensor:
+    """Gradient of ``r = logsumexp(self, dim)``: ``d r / d x_i = exp(x_i) / sum_j exp(x_j) =
+    exp(x_i - r)`` (the softmax of the slice), ``grad`` and ``r`` broadcast back over ``dim``."""
+    grad_kept = restore_reduced_dims(grad, dim, keepdim)
+    result_kept = restore_reduced_dims(result, dim, keepdim)
+    return grad_kept * at.exp(self - result_kept)
+
+
+@helper
+def var_backward(grad: Tensor, self: Tensor, dim: list[int] | None, correction: Scalar | None,
+                 keepdim: bool) -> Tensor:
+    """Gradient of ``var = sum_i |x_i - mean|^2 / (N - correction)`` over ``dim`` (``correction`` 1
+    when not given): ``var_backward_corrected``."""
+    if correction is not None:
+        return var_backward_corrected(grad, self, dim, correction, keepdim)
+    return var_backward_corrected(grad, self, dim, 1.0, keepdim)
+
+
+@helper
+def var_backward_corrected(grad: Tensor, self: Tensor, dim: list[int] | None, correction: float,
+                           keepdim: bool) -> Tensor:
+    """Gradient of ``var = sum_i |x_i - mean|^2 / (N - correction)`` over ``dim``: the mean's own
+    variation drops out (the deviations sum to 0), leaving ``2 (x_i - mean) / (N - correction)``.
+    ``N - correction <= 0`` divides by 0 or less, as torch's forward does (inf or NaN)."""
+    divisor = reduced_numel(self.sizes(), dim) - correction
+    centered = self - at.mean(self, dim, True)
+    grad_kept = restore_reduced_dims(grad, reduced_dims(dim, self.dim()), keepdim)
+    return at.div(grad_kept * centered * 2.0, divisor)
+
+
+@helper
+def reduced_dims(dim: list[int] | None, ndim: int) -> list[int]:
+    """The dims a reduction over ``dim`` folds (``None`` or empty: every dim), non-negative."""
+    dims = []
+    for d in range(ndim):
+        if dim is None or len(dim) == 0:
+            dims.append(d)
+        else:
+            for i in range(len(dim)):
+                if wrap_dim(dim[i], ndim) == d:
+                    dims.append(d)
+    return dims
+
+
+@helper
+def std_backward(result: Tensor, grad: Tensor, self: Tensor, dim: list[int] | None, correction: Scalar | None,
+                 keepdim: bool) -> Tensor:
+    """Gradient of ``std = sqrt(var)``: ``d std = d var / (2 std)``, so the variance's gradient
+    of ``grad / (2 std)``; where ``std`` is 0 (a constant slice) the square root has no
+    derivative and torch's subgradient is 0 (a 1 stands in before the division)."""
+    at_zero = at.eq(result, 0.0)
+    safe = at.where(at_zero, at.ones_like(result), result)
+    grad_var = at.where(at_zero, at.new_zeros(grad, []), grad / (safe * 2.0))
+    return var_backward(grad_var, self, dim, correction, keepdim)
+
+
+@helper
+def var_mean_backward(grad_var: Tensor | None, grad_mean: Tensor | None, self: Tensor, dim: list[int] | None,
+                      correction: Scalar | None, keepdim: bool) -> Tensor:
+    """Gradient of ``(var, mean) = var_mean(self, dim)``: the sum of each output's gradient (a
+    missing one contributes nothing)."""
+    gradient = at.zeros_like(self)
+    if grad_var is not None:
+        gradient = var_backward(grad_var, self, dim, correction, keepdim)
+    if grad_mean is not None:
+        gradient = gradient + mean_backward(grad_mean, self.sizes(), dim, self.numel(), keepdim)
+    return gradient
+
+
+@helper
+def std_mean_backward(grad_std: Tensor | None, grad_mean: Tensor | None, self: Tensor, std: Tensor,
+                      dim: list[int] | None, correction: Scalar | None, keepdim: bool) -> Tensor:
+    """Gradient of ``(std, mean) = std_mean(self, dim)``: the sum of each output's gradient."""
+    gradient = at.zeros_like(self)
+    if grad_std is not None:
+        gradient = std_backward(std, grad_std, self, dim, correction, keepdim)
+    if grad_mean is not None:
+        gradient = gradient + mean_backward(grad_mean, self.sizes(), dim, self.numel(), keepdim)
+    return gradient
+
+
+@helper
+def norm_backward(grad: Tensor, self: Tensor, p: Scalar | None, norm: Tensor) -> Tensor:
+    """Gradient of the p-norm of every element (``p`` 2 when not given): ``vector_norm_backward``
+    (``formulas/linalg.py``) over every dim."""
+    every_dim = []
+    for d in range(self.dim()):
+        every_dim.append(d)
+    if p is not None:
+        return vector_norm_backward(grad, self, p, norm, every_dim, False)
+    return vector_norm_backward(grad, self, 2.0, norm, every_dim, False)
+
+
+@helper
+def norm_backward__dim(grad: Tensor, self: Tensor, p: Scalar | None, norm: Tensor, dim: list[int],
+                       keepdim: bool) -> Tensor:
+    """Gradient of the p-norm over ``dim`` (``p`` 2 when not given)."""
+    if p is not None:
+        return vector_norm_backward(grad, self, p, norm, dim, keepdim)
+    return vector_norm_backward(grad, self, 2.0, norm, dim, keepdim)
+
+
+@helper
+def linalg_vector_norm_backward(grad: Tensor, self: Tensor, ord: Scalar, result: Tensor, dim: list[int] | None,
+                                keepdim: bool) -> Tensor:
+    """Gradient of ``linalg_vector_norm(self, ord, dim, keepdim)``: ``vector_norm_backward``."""
+    return vector_norm_backward(grad, self, ord, result, dim, keepdim)
+
+
+@helper
+def cumsum_backward(grad: Tensor, dim: int) -> Tensor:
+    """Gradient of ``cumsum(self, dim)``: ``out_k = sum_{i <= k} x_i``, so ``x_i`` receives
+    ``sum_{k >= i} g_k``, the reversed cumulative sum ``total - cumsum(g) + g``."""
+    return at.sum(grad, [dim], True) - at.cumsum(grad, dim) + grad
+
+
+@helper
+def nansum_backward(grad: Tensor, self: Tensor, dim: list[int] | None, keepdim: bool) -> Tensor:
+    """Gradient of ``nansum(self, dim)``: the sum's gradient where ``self`` is a number, 0 at a NaN
+    (which the sum skips)."""
+    gradient = sum_backward(grad, self.sizes(), dim, keepdim)
+    return at.where(at.isnan(self), at.new_zeros(gradient, []), gradient)
+
+
+@helper
+def prod_backward(grad: Tensor, self: Tensor, result: Tensor) -> Tensor:
+    """Gradient of ``prod(self)``: each element's slope is the product of the others
+    (``prod_others``, exact where ``self`` has zeros), conjugated, over the flattened tensor."""
+    others = prod_others(at.reshape(self, [-1]), 0)
+    return at.reshape(grad * at.conj(others), self.sizes())
+
+
+@helper
+def prod_backward__dim(grad: Tensor, self: Tensor, result: Tensor, dim: int, keepdim: bool) -> Tensor:
+    """Gradient of ``prod(self, dim, keepdim)``: ``grad`` broadcast back over ``dim`` times the
+    product of the others along it (conjugated); a 0-d ``self`` is its own product."""
+    if self.dim() == 0:
+        return grad
+    d = wrap_dim(dim, self.dim())
+    grad_kept = grad
+    if not keepdim:
+        grad_kept = at.unsqueeze(grad, d)
+    return grad_kept * at.conj(prod_others(self, d))
+
+
+@helper
+def softmax_double_backward(grad: Tensor, grad_output: Tensor, dim: int, output: Tensor) -> Tensor:
+    """Gradient of ``_softmax_backward_data(grad_output, output, dim) = y (g - sum(g y))`` (``y`` the
+    softmax ``output``, ``g`` ``grad_output``, sums over ``dim``) for ``output``: along ``grad``,
+    ``d/dy_j sum_i grad_i y_i (g_i - sum(g y)) = grad_j (g_j - sum(g y)) - g_j sum(grad y)``."""
+    return grad * (grad_output - at.sum(grad_output * output, [dim], True)) - \
+        grad_output * at.sum(grad * output, [dim], True)
+
+
+# --- shape, padding and indexing -------------------------------------------------------------------
+
+@helper
+def permute_backwards(grad: Tensor, dims: list[int]) -> Tensor:
+    """Gradient of ``permute(self, dims)``: ``grad`` permuted back by the inverse permutation."""
+    return at.permute(grad, invert_permutation(dims, len(dims)))
+
+
+@helper
+def constant_pad_nd_backward(grad: Tensor, pad: list[int]) -> Tensor:
+    """Gradient of ``constant_pad_nd(self, pad)``: the padding is constant, so ``grad`` with the
+    padding cut off again, which is padding by the negated amounts (a negative pad crops; a
+    negative pad of the forward, which cropped, becomes a zero padding)."""
+    return at.constant_pad_nd(grad, negated(pad), 0)
+
+
+@helper
+def masked_fill_backward(grad: Tensor, mask: Tensor) -> Tensor:
+    """Gradient of ``masked_fill(self, mask, value)`` for the 0-d tensor ``value``: it is copied
+    to every position ``mask`` selects (``mask`` broadcast to ``grad``), so it gathers their sum."""
+    return at.sum(at.where(mask, grad, at.new_zeros(grad, [])))
+
+
+@helper
+def take_backward(grad: Tensor, self: Tensor, index: Tensor) -> Tensor:
+    """Gradient of ``take(self, index)`` (``self`` read as flat, negative indices from the end):
+    each ``grad`` element goes back to the flat position it was read from, positions read
+    several times gathering the sum."""
+    numel = self.numel()
+    flat_index = at.reshape(at.where(at.lt(index, 0), index + numel, index), [-1])
+    flat = at.index_add(at.new_zeros(grad, [numel]), 0, flat_index, at.reshape(grad, [-1]))
+    return at.view(flat, self.sizes())
+
+
+@helper
+def unbind_backward(grads: list[Tensor], dim: int) -> Tensor:
+    """Gradient of ``unbind(self, dim)``: the slices' gradients stacked back along ``dim``, a
+    slice without one (None) contributing zeros (the slices all have one shape; at least one has
+    a gradient when this runs)."""
+    like = grads[0]
+    for i in range(len(grads)):
+        if grads[i] is not None:
+            like = grads[i]
+    slices = []
+    for i in range(len(grads)):
+        if grads[i] is not None:
+            slices.append(grads[i])
+        else:
+            slices.append(at.zeros_like(like))
+    return at.stack(slices, dim)
+
+
+@helper
+def embedding_dense_double_backward(grad: Tensor, indices: Tensor, padding_idx: int) -> Tensor:
+    """Gradient of ``embedding_dense_backward(grad_output, indices, ...)`` for ``grad_output``: that
+    backward adds each ``grad_output`` row into the weight row its index names (none for
+    ``padding_idx``), which is linear; its transpose reads ``grad``'s rows back at ``indices``
+    (zero rows where the index is ``padding_idx``)."""
+    rows = at.embedding(grad, indices)
+    padded = at.unsqueeze(at.eq(indices, padding_idx), -1)
+    return at.where(padded, at.new_zeros(rows, []), rows)
+
+
+# --- losses and activations: second derivatives ---------------------------------------------------
+
+@helper
+def mse_loss_double_backward(grad: Tensor, self: Tensor, reduction: int) -> Tensor:
+    """Gradient of ``mse_loss_backward`` for ``self``: the loss ``sum (x - t)^2`` (over N for the
+    mean, ``reduction`` 1) has second derivative ``2`` (``2 / N``) on the diagonal, so ``grad``
+    (already times ``grad_output``) scaled by it."""
+    if reduction == 1:
+        return at.div(grad * 2.0, self.numel())
+    return grad * 2.0
+
+
+@helper
+def log_sigmoid_double_backward(grad: Tensor, self: Tensor) -> Tensor:
+    """Gradient of ``log_sigmoid_backward`` for ``self``: ``d/dx log sigmoid(x) = 1 - sigmoid(x)``,
+    whose derivative is ``-sigmoid(x) (1 - sigmoid(x))``."""
+    s = at.sigmoid(self)
+    return grad * (s * s - s)
+
+
+@helper
+def softplus_double_backward(grad: Tensor, self: Tensor, beta: float, threshold: float) -> Tensor:
+    """Gradient of ``softplus_backward`` for ``self``: ``softplus(x) = log(1 + exp(beta x)) / beta``
+    has slope ``sigmoid(beta x)`` and curvature ``beta sigmoid(beta x) (1 - sigmoid(beta x))``;
+    where ``beta x > threshold`` softplus is ``x`` itself (curvature 0)."""
+    s = at.sigmoid(self * beta)
+    curvature = (s - s * s) * beta
+    return at.where(at.gt(self * beta, threshold), at.new_zeros(grad, []), grad * curvature)
+
+
+@helper
+def smooth_l1_loss_double_backward(grad: Tensor, self: Tensor, target: Tensor, reduction: int,
+                                   beta: float) -> Tensor:
+    """Gradient of ``smooth_l1_loss_backward`` for ``self``: the loss is ``d^2 / (2 beta)`` for
+    ``|d| < beta`` (``d = x - t``) and ``|d| - beta / 2`` beyond, so its curvature is ``1 / beta``
+    inside and 0 outside (0 everywhere for ``beta = 0``, the L1 loss), over N for the mean."""
+    if beta == 0.0:
+        return at.zeros_like(grad)
+    inside = at.lt(at.abs(self - target), beta)
+    curvature = at.where(inside, grad / beta, at.new_zeros(grad, []))
+    if reduction == 1:
+        return at.div(curvature, self.numel())
+    return curvature
+
+
+@helper
+def huber_loss_double_backward_grad_output(grad: Tensor, grad_output: Tensor, self: Tensor, target: Tensor,
+                                           reduction: int, delta: float) -> Tensor:
+    """Gradient of ``huber_loss_backward(grad_output, self, target, reduction, delta)`` for
+    ``grad_output``: that backward is ``grad_output`` times the loss's slope ``h'(d)`` (``d = x - t``:
+    ``d`` for ``|d| <= delta``, ``delta sign(d)`` beyond; over N for the mean), linear in
+    ``grad_output``, so the transpose is ``grad * h'(d)``, summed to the 0-d ``grad_output`` of a
+    reduced loss."""
+    d = self - target
+    slope = at.where(at.le(at.abs(d), delta), d, at.sign(d) * delta)
+    return reduce_like_loss(grad * slope, reduction)
+
+
+@helper
+def soft_margin_loss_double_backward_grad_output(grad: Tensor, grad_output: Tensor, self: Tensor,
+                                                 target: Tensor, reduction: int) -> Tensor:
+    """Gradient of ``soft_margin_loss_backward`` for ``grad_output``: the loss ``log(1 + exp(-y x))``
+    has slope ``-y sigmoid(-y x)``; the backward is ``grad_output`` times it (over N for the mean),
+    so the transpose is ``grad`` times it, summed for a reduced loss."""
+    slope = -target * at.sigmoid(-target * self)
+    return reduce_like_loss(grad * slope, reduction)
+
+
+@helper
+def reduce_like_loss(elementwise: Tensor, reduction: int) -> Tensor:
+    """``elementwise`` reduced as a loss's ``reduction`` says: 0 none, 1 mean, 2 sum."""
+    if reduction == 1:
+        return at.mean(elementwise)
+    if reduction == 2:
+        return at.sum(elementwise)
+    return elementwise
+
+
+@helper
+def glu_double_backward_grad_output(grad: Tensor, self: Tensor, dim: int) -> Tensor:
+    """Gradient of ``glu_backward(grad_output, self, dim)`` for ``grad_output``: with ``self`` split
+    in halves ``a, b`` along ``dim``, glu's backward is ``[grad_output s, grad_output a s (1 - s)]``
+    (``s = sigmoid(b)``), linear in ``grad_output``; its transpose reads ``grad``'s halves
+    ``g_a s + g_b a s (1 - s)``."""
+    d = wrap_dim(dim, self.dim())
+    half = self.size(d) // 2
+    a = at.narrow(self, d, 0, half)
+    s = at.sigmoid(at.narrow(self, d, half, half))
+    grad_a = at.narrow(grad, d, 0, half)
+    grad_b = at.narrow(grad, d, half, half)
+    return grad_a * s + grad_b * a * (s - s * s)
+
+
+@helper
+def native_dropout_double_backward(grad: Tensor, grad_output: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """Gradient of ``native_dropout_backward(grad_output, mask, scale) = grad_output * mask * scale``
+    for ``grad_output``: ``grad * mask * scale``."""
+    return at.mul(grad, mask) * scale
+
+
+@helper
+def huber_loss_double_backward(grad: Tensor, self: Tensor, target: Tensor, reduction: int, delta: float) -> Tensor:
+    """Gradient of ``huber_loss_backward`` for ``self`` (``grad`` already times ``grad_output``): the
+    slope ``h'(d)`` is ``d`` for ``|d| <= delta`` and constant beyond, so the curvature is 1 inside
+    and 0 outside, over N for the mean."""
+    inside = at.le(at.abs(self - target), delta)
+    curvature = at.where(inside, grad, at.new_zeros(grad, []))
+    if reduction == 1:
+        return at.div(curvature, self.numel())
+    return curvature
+
+
+@helper
+def soft_margin_loss_double_backward(grad: Tensor, self: Tensor, target: Tensor, reduction: int) -> Tensor:
+    """Gradient of ``soft_margin_loss_backward`` for ``self`` (``grad`` already times
+    ``grad_output``): the slope ``-y sigmoid(-y x)`` has derivative ``y^2 s (1 - s)`` with
+    ``s = sigmoid(-y x)``, over N for the mean."""
+    s = at.sigmoid(-target * self)
+    curvature = grad * target * target * (s - s * s)
+    if reduction == 1:
+        return at.div(curvature, self.numel())
+    return curvature
+
+
+@helper
+def glu_double_backward(grad: Tensor, grad_output: Tensor, self: Tensor, dim: int) -> Tensor:
+    """Gradient of ``glu_backward(grad_output, self, dim)`` for ``self``: with halves ``a, b`` of
+    ``self`` and of ``grad`` (``g_a, g_b``) and ``s = sigmoid(b)``, the backward's inner product with
+    ``grad`` is ``go (g_a s + g_b a s (1 - s))``; its derivative for ``a`` is ``go g_b s (1 - s)``
+    and for ``b`` ``go (g_a + g_b a (1 - 2 s)) s (1 - s)`` (``s' = s (1 - s)``)."""
+    d = wrap_dim(dim, self.dim())
+    half = self.size(d) // 2
+    a = at.narrow(self, d, 0, half)
+    s = at.sigmoid(at.narrow(self, d, half, half))
+    slope = s - s * s
+    grad_a = at.narrow(grad, d, 0, half)
+    grad_b = at.narrow(grad, d, half, half)
+    wrt_a = grad_output * grad_b * slope
+    wrt_b = grad_output * (grad_a + grad_b * a - grad_b * a * s * 2.0) * slope
+    return at.cat([wrt_a, wrt_b], d)
+
+
+# --- factories like a tensor (no gradient) ---------------------------------------------------------
+# derivatives.yaml makes constants with another tensor's options (``at::zeros(sizes, x.options())``,
+# ``at::scalar_tensor(0., grad.options())``), which the importer writes ``at.new_zeros(x, sizes)``,
+# ``at.new_ones`` and ``at.new_full`` (transpiler/yaml_import/main_dialect.py).
+
+nondifferentiable(
+    "new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, "
+    "Device? device=None, bool? pin_memory=None) -> Tensor",
+    "new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, "
+    "Device? device=None, bool? pin_memory=None) -> Tensor",
+)

@@ -8,16 +8,20 @@
 #include <ATen/ops/conj.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/convolution.h>
+#include <ATen/ops/cos.h>
 #include <ATen/ops/cumprod.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/embedding.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/flatten.h>
 #include <ATen/ops/flip.h>
 #include <ATen/ops/gather.h>
 #include <ATen/ops/ge.h>
+#include <ATen/ops/gt.h>
 #include <ATen/ops/hardtanh.h>
+#include <ATen/ops/index_add.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
@@ -25,6 +29,7 @@
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
 #include <ATen/ops/logsumexp.h>
+#include <ATen/ops/lt.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/narrow.h>
@@ -36,7 +41,9 @@
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/rsub.h>
+#include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sign.h>
+#include <ATen/ops/sinc.h>
 #include <ATen/ops/slice_backward.h>
 #include <ATen/ops/squeeze.h>
 #include <ATen/ops/stack.h>
@@ -247,6 +254,307 @@ at::Tensor pow_backward_self(const at::Tensor& grad, const at::Tensor& self, con
 at::Tensor pow_backward_exponent(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& exponent, const at::Tensor& result) {
   auto at_zero = at::logical_and(at::eq(self, 0.0), at::ge(exponent, 0.0));
   return at::where(at_zero, grad.new_zeros(std::vector<int64_t>{}), grad * at::conj(result * at::log(self)));
+}
+
+at::Tensor log1p_backward(const at::Tensor& grad, const at::Tensor& self) {
+  return grad / at::conj(self + 1.0);
+}
+
+at::Tensor sinc_backward(const at::Tensor& grad, const at::Tensor& self) {
+  auto at_zero = at::eq(self, 0.0);
+  auto safe = at::where(at_zero, at::ones_like(self), self);
+  auto slope = (at::cos(self * 3.141592653589793) - at::sinc(self)) / safe;
+  return at::where(at_zero, grad.new_zeros(std::vector<int64_t>{}), grad * at::conj(slope));
+}
+
+at::Tensor deg2rad_backward(const at::Tensor& grad) {
+  return at::mul(grad, 0.017453292519943295);
+}
+
+at::Tensor rad2deg_backward(const at::Tensor& grad) {
+  return at::mul(grad, 57.29577951308232);
+}
+
+at::Tensor sgn_backward(const at::Tensor& self, const at::Tensor& grad, const at::Tensor& result) {
+  auto magnitude = at::abs(self);
+  auto at_zero = at::eq(magnitude, 0.0);
+  auto safe = at::where(at_zero, at::ones_like(magnitude), magnitude);
+  auto tangential = (grad - (at::real(grad * at::conj(result)) * result)) / safe;
+  return at::where(at_zero, tangential.new_zeros(std::vector<int64_t>{}), tangential);
+}
+
+std::tuple<at::Tensor, at::Tensor> atan2_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& other, const std::vector<bool>& output_mask) {
+  auto squared_radius = (self * self) + (other * other);
+  auto scaled = at::where(at::eq(squared_radius, 0.0), at::zeros_like(grad), grad / squared_radius);
+  auto grad_self = at::Tensor();
+  auto grad_other = at::Tensor();
+  if (output_mask[0]) {
+    grad_self = scaled * other;
+  }
+  if (output_mask[1]) {
+    grad_other = -scaled * self;
+  }
+  return {grad_self, grad_other};
+}
+
+at::Tensor mean_backward(const at::Tensor& grad, at::IntArrayRef sizes, at::OptionalIntArrayRef dim, int64_t numel, bool keepdim) {
+  return at::div(helpers::sum_backward(grad, sizes, dim, keepdim), helpers::reduced_numel(sizes, dim));
+}
+
+at::Tensor logsumexp_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, at::IntArrayRef dim, bool keepdim) {
+  auto grad_kept = helpers::restore_reduced_dims(grad, dim, keepdim);
+  auto result_kept = helpers::restore_reduced_dims(result, dim, keepdim);
+  return grad_kept * at::exp(self - result_kept);
+}
+
+at::Tensor var_backward(const at::Tensor& grad, const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim) {
+  if (correction.has_value()) {
+    return helpers::var_backward_corrected(grad, self, dim, (*correction).toDouble(), keepdim);
+  }
+  return helpers::var_backward_corrected(grad, self, dim, 1.0, keepdim);
+}
+
+at::Tensor var_backward_corrected(const at::Tensor& grad, const at::Tensor& self, at::OptionalIntArrayRef dim, double correction, bool keepdim) {
+  double divisor = helpers::reduced_numel(self.sizes().vec(), dim) - correction;
+  auto centered = self - at::mean(self, dim, true);
+  auto grad_kept = helpers::restore_reduced_dims(grad, helpers::reduced_dims(dim, self.dim()), keepdim);
+  return at::div((grad_kept * centered) * 2.0, divisor);
+}
+
+std::vector<int64_t> reduced_dims(at::OptionalIntArrayRef dim, int64_t ndim) {
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t d = 0; d < ndim; ++d) {
+    if ((!dim.has_value()) || (static_cast<int64_t>((*dim).size()) == 0)) {
+      dims.push_back(d);
+    } else {
+      for (int64_t i = 0; i < static_cast<int64_t>((*dim).size()); ++i) {
+        if (helpers::wrap_dim((*dim)[i], ndim) == d) {
+          dims.push_back(d);
+        }
+      }
+    }
+  }
+  return dims;
+}
+
+at::Tensor std_backward(const at::Tensor& result, const at::Tensor& grad, const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim) {
+  auto at_zero = at::eq(result, 0.0);
+  auto safe = at::where(at_zero, at::ones_like(result), result);
+  auto grad_var = at::where(at_zero, grad.new_zeros(std::vector<int64_t>{}), grad / (safe * 2.0));
+  return helpers::var_backward(grad_var, self, dim, correction, keepdim);
+}
+
+at::Tensor var_mean_backward(const at::Tensor& grad_var, const at::Tensor& grad_mean, const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim) {
+  auto gradient = at::zeros_like(self);
+  if (grad_var.defined()) {
+    gradient = helpers::var_backward(grad_var, self, dim, correction, keepdim);
+  }
+  if (grad_mean.defined()) {
+    gradient = gradient + helpers::mean_backward(grad_mean, self.sizes().vec(), dim, self.numel(), keepdim);
+  }
+  return gradient;
+}
+
+at::Tensor std_mean_backward(const at::Tensor& grad_std, const at::Tensor& grad_mean, const at::Tensor& self, const at::Tensor& std, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim) {
+  auto gradient = at::zeros_like(self);
+  if (grad_std.defined()) {
+    gradient = helpers::std_backward(std, grad_std, self, dim, correction, keepdim);
+  }
+  if (grad_mean.defined()) {
+    gradient = gradient + helpers::mean_backward(grad_mean, self.sizes().vec(), dim, self.numel(), keepdim);
+  }
+  return gradient;
+}
+
+at::Tensor norm_backward(const at::Tensor& grad, const at::Tensor& self, const std::optional<at::Scalar>& p, const at::Tensor& norm) {
+  std::vector<int64_t> every_dim = std::vector<int64_t>{};
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    every_dim.push_back(d);
+  }
+  if (p.has_value()) {
+    return helpers::vector_norm_backward(grad, self, (*p).toDouble(), norm, formulas::runtime::borrow(std::optional<std::vector<int64_t>>(every_dim)), false);
+  }
+  return helpers::vector_norm_backward(grad, self, 2.0, norm, formulas::runtime::borrow(std::optional<std::vector<int64_t>>(every_dim)), false);
+}
+
+at::Tensor py_norm_backward_u_dim(const at::Tensor& grad, const at::Tensor& self, const std::optional<at::Scalar>& p, const at::Tensor& norm, at::IntArrayRef dim, bool keepdim) {
+  if (p.has_value()) {
+    return helpers::vector_norm_backward(grad, self, (*p).toDouble(), norm, dim, keepdim);
+  }
+  return helpers::vector_norm_backward(grad, self, 2.0, norm, dim, keepdim);
+}
+
+at::Tensor linalg_vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& ord, const at::Tensor& result, at::OptionalIntArrayRef dim, bool keepdim) {
+  return helpers::vector_norm_backward(grad, self, ord.toDouble(), result, dim, keepdim);
+}
+
+at::Tensor cumsum_backward(const at::Tensor& grad, int64_t dim) {
+  return (at::sum(grad, std::vector<int64_t>{dim}, true) - at::cumsum(grad, dim)) + grad;
+}
+
+at::Tensor nansum_backward(const at::Tensor& grad, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  auto gradient = helpers::sum_backward(grad, self.sizes().vec(), dim, keepdim);
+  return at::where(at::isnan(self), gradient.new_zeros(std::vector<int64_t>{}), gradient);
+}
+
+at::Tensor prod_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result) {
+  auto others = helpers::prod_others(at::reshape(self, std::vector<int64_t>{-1}), 0);
+  return at::reshape(grad * at::conj(others), self.sizes().vec());
+}
+
+at::Tensor py_prod_backward_u_dim(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, int64_t dim, bool keepdim) {
+  if (self.dim() == 0) {
+    return grad;
+  }
+  int64_t d = helpers::wrap_dim(dim, self.dim());
+  auto grad_kept = grad;
+  if (!keepdim) {
+    grad_kept = at::unsqueeze(grad, d);
+  }
+  return grad_kept * at::conj(helpers::prod_others(self, d));
+}
+
+at::Tensor softmax_double_backward(const at::Tensor& grad, const at::Tensor& grad_output, int64_t dim, const at::Tensor& output) {
+  return (grad * (grad_output - at::sum(grad_output * output, std::vector<int64_t>{dim}, true))) - (grad_output * at::sum(grad * output, std::vector<int64_t>{dim}, true));
+}
+
+at::Tensor permute_backwards(const at::Tensor& grad, at::IntArrayRef dims) {
+  return at::permute(grad, helpers::invert_permutation(dims, static_cast<int64_t>(dims.size())));
+}
+
+at::Tensor constant_pad_nd_backward(const at::Tensor& grad, at::IntArrayRef pad) {
+  return at::constant_pad_nd(grad, helpers::negated(pad), 0);
+}
+
+at::Tensor masked_fill_backward(const at::Tensor& grad, const at::Tensor& mask) {
+  return at::sum(at::where(mask, grad, grad.new_zeros(std::vector<int64_t>{})));
+}
+
+at::Tensor take_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& index) {
+  int64_t numel = self.numel();
+  auto flat_index = at::reshape(at::where(at::lt(index, 0), index + numel, index), std::vector<int64_t>{-1});
+  auto flat = at::index_add(grad.new_zeros(std::vector<int64_t>{numel}), 0, flat_index, at::reshape(grad, std::vector<int64_t>{-1}));
+  return flat.view(self.sizes().vec());
+}
+
+at::Tensor unbind_backward(at::TensorList grads, int64_t dim) {
+  auto like = grads[0];
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    if (grads[i].defined()) {
+      like = grads[i];
+    }
+  }
+  std::vector<at::Tensor> slices = std::vector<at::Tensor>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    if (grads[i].defined()) {
+      slices.push_back(grads[i]);
+    } else {
+      slices.push_back(at::zeros_like(like));
+    }
+  }
+  return at::stack(slices, dim);
+}
+
+at::Tensor embedding_dense_double_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t padding_idx) {
+  auto rows = at::embedding(grad, indices);
+  auto padded = at::unsqueeze(at::eq(indices, padding_idx), -1);
+  return at::where(padded, rows.new_zeros(std::vector<int64_t>{}), rows);
+}
+
+at::Tensor mse_loss_double_backward(const at::Tensor& grad, const at::Tensor& self, int64_t reduction) {
+  if (reduction == 1) {
+    return at::div(grad * 2.0, self.numel());
+  }
+  return grad * 2.0;
+}
+
+at::Tensor log_sigmoid_double_backward(const at::Tensor& grad, const at::Tensor& self) {
+  auto s = at::sigmoid(self);
+  return grad * ((s * s) - s);
+}
+
+at::Tensor softplus_double_backward(const at::Tensor& grad, const at::Tensor& self, double beta, double threshold) {
+  auto s = at::sigmoid(self * beta);
+  auto curvature = (s - (s * s)) * beta;
+  return at::where(at::gt(self * beta, threshold), grad.new_zeros(std::vector<int64_t>{}), grad * curvature);
+}
+
+at::Tensor smooth_l1_loss_double_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
+  if (beta == 0.0) {
+    return at::zeros_like(grad);
+  }
+  auto inside = at::lt(at::abs(self - target), beta);
+  auto curvature = at::where(inside, grad / beta, grad.new_zeros(std::vector<int64_t>{}));
+  if (reduction == 1) {
+    return at::div(curvature, self.numel());
+  }
+  return curvature;
+}
+
+at::Tensor huber_loss_double_backward_grad_output(const at::Tensor& grad, const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
+  auto d = self - target;
+  auto slope = at::where(at::le(at::abs(d), delta), d, at::sign(d) * delta);
+  return helpers::reduce_like_loss(grad * slope, reduction);
+}
+
+at::Tensor soft_margin_loss_double_backward_grad_output(const at::Tensor& grad, const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  auto slope = -target * at::sigmoid(-target * self);
+  return helpers::reduce_like_loss(grad * slope, reduction);
+}
+
+at::Tensor reduce_like_loss(const at::Tensor& elementwise, int64_t reduction) {
+  if (reduction == 1) {
+    return at::mean(elementwise);
+  }
+  if (reduction == 2) {
+    return at::sum(elementwise);
+  }
+  return elementwise;
+}
+
+at::Tensor glu_double_backward_grad_output(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  int64_t d = helpers::wrap_dim(dim, self.dim());
+  int64_t half = formulas::runtime::floordiv(self.size(d), 2);
+  auto a = at::narrow(self, d, 0, half);
+  auto s = at::sigmoid(at::narrow(self, d, half, half));
+  auto grad_a = at::narrow(grad, d, 0, half);
+  auto grad_b = at::narrow(grad, d, half, half);
+  return (grad_a * s) + ((grad_b * a) * (s - (s * s)));
+}
+
+at::Tensor native_dropout_double_backward(const at::Tensor& grad, const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
+  return at::mul(grad, mask) * scale;
+}
+
+at::Tensor huber_loss_double_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
+  auto inside = at::le(at::abs(self - target), delta);
+  auto curvature = at::where(inside, grad, grad.new_zeros(std::vector<int64_t>{}));
+  if (reduction == 1) {
+    return at::div(curvature, self.numel());
+  }
+  return curvature;
+}
+
+at::Tensor soft_margin_loss_double_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  auto s = at::sigmoid(-target * self);
+  auto curvature = ((grad * target) * target) * (s - (s * s));
+  if (reduction == 1) {
+    return at::div(curvature, self.numel());
+  }
+  return curvature;
+}
+
+at::Tensor glu_double_backward(const at::Tensor& grad, const at::Tensor& grad_output, const at::Tensor& self, int64_t dim) {
+  int64_t d = helpers::wrap_dim(dim, self.dim());
+  int64_t half = formulas::runtime::floordiv(self.size(d), 2);
+  auto a = at::narrow(self, d, 0, half);
+  auto s = at::sigmoid(at::narrow(self, d, half, half));
+  auto slope = s - (s * s);
+  auto grad_a = at::narrow(grad, d, 0, half);
+  auto grad_b = at::narrow(grad, d, half, half);
+  auto wrt_a = (grad_output * grad_b) * slope;
+  auto wrt_b = (grad_output * ((grad_a + (grad_b * a)) - (((grad_b * a) * s) * 2.0))) * slope;
+  return at::cat(std::vector<at::Tensor>{wrt_a, wrt_b}, d);
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {

@@ -1221,6 +1221,15 @@ def _nondifferentiable_cases() -> list[OpCase]:
     for shape, size, kwargs in (((2, 3), [4], {}), ((), [2, 0], {}), ((3,), [], {"dtype": np.int64})):
         out.append(OpCase("new_zeros", f"{_shape_id(shape)}_to_{'_'.join(map(str, size)) or 'scalar'}"
                           f"{'_dtype' if kwargs else ''}", (_normal(rng, shape), size), kwargs))
+    rng = _rng("new_ones")
+    for shape, size, kwargs in (((2, 3), [4], {}), ((), [2, 0], {}), ((3,), [], {"dtype": np.int64})):
+        out.append(OpCase("new_ones", f"{_shape_id(shape)}_to_{'_'.join(map(str, size)) or 'scalar'}"
+                          f"{'_dtype' if kwargs else ''}", (_normal(rng, shape), size), kwargs))
+    rng = _rng("new_full")
+    for shape, size, fill, kwargs in (((2, 3), [4], 0.5, {}), ((), [2, 0], 1.5, {}), ((3,), [], 0.0, {}),
+                                      ((2,), [2, 2], 3, {"dtype": np.int64})):
+        out.append(OpCase("new_full", f"{_shape_id(shape)}_to_{'_'.join(map(str, size)) or 'scalar'}_fill{fill}"
+                          f"{'_dtype' if kwargs else ''}", (_normal(rng, shape), size, fill), kwargs))
     return out
 
 

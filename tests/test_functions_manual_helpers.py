@@ -4,8 +4,12 @@ dtypes, which the reference engine lacks, and the raw negative dims derivatives.
 Compiled: ``tests/cpp/test_compiled_functions_manual_helpers.py``."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import pytest
 
+import formulas.functions_manual as fm
 from formulas.helpers import (clamp_backward, copysign_tensor_self_backward, div_tensor_other_backward,
                               div_tensor_self_backward, gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp,
                               maybe_multiply, mul_tensor_backward, unsqueeze_to)
@@ -134,3 +138,219 @@ def test_logsumexp_jvp_equals_forward_ad(backend, shape, dim, keepdim):
     if expected_log_softmax is not None:
         got = tangent - backend.run(logsumexp_jvp, x, tangent, [dim[0]], True)
         torch.testing.assert_close(got, expected_log_softmax)
+
+
+# --- helpers written from the mathematics for the imported corpus (formulas/functions_manual.py) ---
+#
+# Each case gives torch's function, its inputs and the helper's gradient of it (a backward's own
+# gradient for the ``*_double_backward`` helpers); the helper must equal torch's gradient, and as a
+# function of its tensor inputs pass gradcheck and gradgradcheck (finite differences, first and
+# second order, float64).
+
+
+class HelperCase(NamedTuple):
+    """``torch_fn(*inputs)`` and ``helper_fn(backend, grad, *inputs)``, the helper's gradient of it for the
+    inputs at positions ``wrt`` (a tensor, or a tuple of them in that order)."""
+
+    name: str
+    torch_fn: Callable
+    inputs: Callable[[], tuple]
+    helper_fn: Callable
+    wrt: tuple[int, ...] = (0,)
+    smooth: bool = True         # gradcheck the helper too (False: a step function of its inputs)
+
+
+def _randn(*shape, low=None, dtype=torch.float64, seed=0):
+    generator = torch.Generator().manual_seed(seed + len(shape))
+    x = torch.randn(shape, dtype=dtype, generator=generator)
+    return x.abs() + low if low is not None else x
+
+
+def _second(first: Callable, wrt_first: int = 0) -> Callable:
+    """``(grad_output, *inputs) -> first derivative of first(*inputs) for input wrt_first, along
+    grad_output``: a backward as a function, whose own gradient the double-backward helpers give."""
+    def backward(grad_output, *inputs):
+        inputs = [x.detach().requires_grad_() if not x.requires_grad and x.is_floating_point() else x
+                  for x in inputs]
+        out = first(*inputs)
+        return torch.autograd.grad(out, inputs[wrt_first], grad_output, create_graph=True)[0]
+    return backward
+
+
+_F = torch.nn.functional
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+HELPER_CASES = [
+    HelperCase("log1p", torch.log1p, lambda: (_randn(3, 4, low=0.2),),
+               lambda b, g, x: b.run(fm.log1p_backward, g, x)),
+    HelperCase("log1p complex", torch.log1p, lambda: (_randn(3, 4, dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.log1p_backward, g, x)),
+    HelperCase("sinc", torch.sinc, lambda: (_randn(3, 4),), lambda b, g, x: b.run(fm.sinc_backward, g, x)),
+    HelperCase("sinc at 0", torch.sinc, lambda: (torch.tensor([0.0, 0.5, -1.5], dtype=torch.float64),),
+               lambda b, g, x: b.run(fm.sinc_backward, g, x), smooth=False),
+    HelperCase("deg2rad", torch.deg2rad, lambda: (_randn(5),), lambda b, g, x: b.run(fm.deg2rad_backward, g)),
+    HelperCase("rad2deg", torch.rad2deg, lambda: (_randn(5),), lambda b, g, x: b.run(fm.rad2deg_backward, g)),
+    HelperCase("sgn complex", torch.sgn, lambda: (_randn(2, 3, dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.sgn_backward, x, g, torch.sgn(x))),
+    HelperCase("sgn complex at 0", torch.sgn, lambda: (torch.tensor([0j, 1 - 2j], dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.sgn_backward, x, g, torch.sgn(x)), smooth=False),
+    HelperCase("sgn real", torch.sgn, lambda: (_randn(4),),
+               lambda b, g, x: b.run(fm.sgn_backward, x, g, torch.sgn(x)), smooth=False),
+    HelperCase("mean dims", lambda x: torch.mean(x, [0, -1]), lambda: (_randn(2, 3, 4),),
+               lambda b, g, x: b.run(fm.mean_backward, g, list(x.shape), [0, -1], x.numel(), False)),
+    HelperCase("mean keepdim", lambda x: torch.mean(x, [1], True), lambda: (_randn(2, 3, 4),),
+               lambda b, g, x: b.run(fm.mean_backward, g, list(x.shape), [1], x.numel(), True)),
+    HelperCase("mean all", lambda x: torch.mean(x, None), lambda: (_randn(2, 3),),
+               lambda b, g, x: b.run(fm.mean_backward, g, list(x.shape), None, x.numel(), False)),
+    HelperCase("logsumexp", lambda x: torch.logsumexp(x, [1]), lambda: (_randn(3, 4) * 5,),
+               lambda b, g, x: b.run(fm.logsumexp_backward, g, x, torch.logsumexp(x, [1]), [1], False)),
+    HelperCase("logsumexp keepdim", lambda x: torch.logsumexp(x, [0, 2], True), lambda: (_randn(2, 3, 2),),
+               lambda b, g, x: b.run(fm.logsumexp_backward, g, x, torch.logsumexp(x, [0, 2], True), [0, 2], True)),
+    HelperCase("var", lambda x: torch.var(x, [1]), lambda: (_randn(3, 4),),
+               lambda b, g, x: b.run(fm.var_backward, g, x, [1], None, False)),
+    HelperCase("var correction 0 all", lambda x: torch.var(x, None, correction=0), lambda: (_randn(3, 4),),
+               lambda b, g, x: b.run(fm.var_backward, g, x, None, 0, False)),
+    HelperCase("var complex keepdim", lambda x: torch.var(x, [-1], correction=2, keepdim=True),
+               lambda: (_randn(3, 5, dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.var_backward, g, x, [-1], 2, True)),
+    HelperCase("std", lambda x: torch.std(x, [0], correction=1), lambda: (_randn(4, 3),),
+               lambda b, g, x: b.run(fm.std_backward, torch.std(x, [0]), g, x, [0], 1, False)),
+    HelperCase("std of a constant row", lambda x: torch.std(x, [1]),
+               lambda: (torch.tensor([[1.0, 1.0, 1.0], [0.5, -1.0, 2.0]], dtype=torch.float64),),
+               lambda b, g, x: b.run(fm.std_backward, torch.std(x, [1]), g, x, [1], None, False), smooth=False),
+    HelperCase("var_mean", lambda x: torch.var_mean(x, [1], correction=0), lambda: (_randn(3, 4),),
+               lambda b, g, x: b.run(fm.var_mean_backward, g[0], g[1], x, [1], 0, False)),
+    HelperCase("std_mean", lambda x: torch.std_mean(x, [0, 1], keepdim=True), lambda: (_randn(3, 4),),
+               lambda b, g, x: b.run(fm.std_mean_backward, g[0], g[1], x, torch.std(x, [0, 1], keepdim=True),
+                                     [0, 1], None, True)),
+    HelperCase("std_mean, mean only", lambda x: torch.std_mean(x, [1])[1] * 1.0, lambda: (_randn(3, 4),),
+               lambda b, g, x: b.run(fm.std_mean_backward, None, g, x, torch.std(x, [1]), [1], None, False)),
+    *[HelperCase(f"norm p={p}", lambda x, p=p: torch.norm(x, p), lambda: (_randn(3, 4),),
+                 lambda b, g, x, p=p: b.run(fm.norm_backward, g, x, p, torch.norm(x, p)), smooth=p != float("inf"))
+      for p in (2, 1, 3, 0.5, float("inf"), None)],
+    HelperCase("norm dim", lambda x: torch.norm(x, 3, [1], True), lambda: (_randn(3, 4),),
+               lambda b, g, x: b.run(fm.norm_backward__dim, g, x, 3, torch.norm(x, 3, [1], True), [1], True)),
+    HelperCase("linalg_vector_norm", lambda x: torch.linalg.vector_norm(x, 2, [0]), lambda: (_randn(3, 4),),
+               lambda b, g, x: b.run(fm.linalg_vector_norm_backward, g, x, 2, torch.linalg.vector_norm(x, 2, [0]),
+                                     [0], False)),
+    HelperCase("cumsum", lambda x: torch.cumsum(x, -1), lambda: (_randn(3, 4),),
+               lambda b, g, x: b.run(fm.cumsum_backward, g, -1)),
+    HelperCase("nansum", lambda x: torch.nansum(x, [1]),
+               lambda: (torch.tensor([[1.0, float("nan"), 2.0], [0.5, -1.0, 3.0]], dtype=torch.float64),),
+               lambda b, g, x: b.run(fm.nansum_backward, g, x, [1], False), smooth=False),
+    HelperCase("prod", torch.prod, lambda: (_randn(2, 3),), lambda b, g, x: b.run(fm.prod_backward, g, x, torch.prod(x))),
+    HelperCase("prod with a zero", torch.prod, lambda: (torch.tensor([[2.0, 0.0], [-1.5, 3.0]], dtype=torch.float64),),
+               lambda b, g, x: b.run(fm.prod_backward, g, x, torch.prod(x)), smooth=False),   # FD leaves the zero
+    HelperCase("prod complex", torch.prod, lambda: (_randn(4, dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.prod_backward, g, x, torch.prod(x))),
+    HelperCase("prod dim", lambda x: torch.prod(x, 1), lambda: (torch.tensor([[2.0, 0.0, 1.5], [-1.5, 3.0, 0.5]],
+                                                                            dtype=torch.float64),),
+               lambda b, g, x: b.run(fm.prod_backward__dim, g, x, torch.prod(x, 1), 1, False), smooth=False),
+    HelperCase("prod dim keepdim", lambda x: torch.prod(x, -2, True), lambda: (_randn(3, 2),),
+               lambda b, g, x: b.run(fm.prod_backward__dim, g, x, torch.prod(x, -2, True), -2, True)),
+    HelperCase("atan2", torch.atan2, lambda: (_randn(3, 4), _randn(3, 4, seed=4)),
+               lambda b, g, y, x: b.run(fm.atan2_backward, g, y, x, [True, True]), wrt=(0, 1)),
+    HelperCase("atan2 at the origin", torch.atan2, lambda: (torch.tensor([0.0, 1.0], dtype=torch.float64),
+                                                            torch.tensor([0.0, -2.0], dtype=torch.float64)),
+               lambda b, g, y, x: b.run(fm.atan2_backward, g, y, x, [True, True]), wrt=(0, 1), smooth=False),
+    HelperCase("atan2, other only", torch.atan2, lambda: (_randn(3), _randn(3, seed=4)),
+               lambda b, g, y, x: b.run(fm.atan2_backward, g, y, x, [False, True])[1], wrt=(1,)),
+    HelperCase("_softmax_backward_data", lambda go, y: torch.ops.aten._softmax_backward_data(go, y, 1, torch.float64),
+               lambda: (_randn(3, 4), torch.softmax(_randn(3, 4, seed=6), 1)),
+               lambda b, g, go, y: (b.run(fm.softmax_double_backward, g, go, 1, y),), wrt=(1,)),
+    HelperCase("permute", lambda x: x.permute(2, 0, 1), lambda: (_randn(2, 3, 4),),
+               lambda b, g, x: b.run(fm.permute_backwards, g, [2, 0, -2])),
+    HelperCase("constant_pad_nd", lambda x: _F.pad(x, [1, 2, -1, 0]), lambda: (_randn(3, 4),),
+               lambda b, g, x: b.run(fm.constant_pad_nd_backward, g, [1, 2, -1, 0])),
+    HelperCase("masked_fill value", lambda v: torch.masked_fill(_randn(3, 4), _randn(4, seed=5) > 0, v),
+               lambda: (torch.tensor(0.5, dtype=torch.float64),),
+               lambda b, g, v: b.run(fm.masked_fill_backward, g, _randn(4, seed=5) > 0)),
+    HelperCase("take", lambda x: torch.take(x, torch.tensor([[0, 5, -1], [5, 2, 0]])), lambda: (_randn(2, 3),),
+               lambda b, g, x: b.run(fm.take_backward, g, x, torch.tensor([[0, 5, -1], [5, 2, 0]]))),
+    HelperCase("unbind", lambda x: torch.unbind(x, 1), lambda: (_randn(2, 3, 2),),
+               lambda b, g, x: b.run(fm.unbind_backward, list(g), 1)),
+    HelperCase("unbind, one slice used", lambda x: torch.unbind(x, -1)[1] * 1.0, lambda: (_randn(2, 3),),
+               lambda b, g, x: b.run(fm.unbind_backward, [None, g, None], -1)),
+    HelperCase("embedding_dense_backward", lambda go: torch.ops.aten.embedding_dense_backward(
+        go, torch.tensor([[0, 2], [2, 3]]), 5, 3, False), lambda: (_randn(2, 2, 3),),
+        lambda b, g, go: b.run(fm.embedding_dense_double_backward, g, torch.tensor([[0, 2], [2, 3]]), 3)),
+    HelperCase("native_dropout_backward", lambda go: torch.ops.aten.native_dropout_backward(
+        go, _randn(3, 4, seed=7) > 0, 2.0), lambda: (_randn(3, 4),),
+        lambda b, g, go: b.run(fm.native_dropout_double_backward, g, go, _randn(3, 4, seed=7) > 0, 2.0)),
+    HelperCase("glu_backward", _second(lambda x: _F.glu(x, 1)), lambda: (_randn(3, 4), _randn(3, 8, seed=1)),
+               lambda b, g, go, x: (b.run(fm.glu_double_backward_grad_output, g, x, 1),
+                                    b.run(fm.glu_double_backward, g, go, x, 1)), wrt=(0, 1)),
+    HelperCase("log_sigmoid_backward", _second(_F.logsigmoid), lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
+               lambda b, g, go, x: b.run(fm.log_sigmoid_double_backward, g * go, x), wrt=(1,)),
+    HelperCase("softplus_backward", _second(lambda x: _F.softplus(x, 2.0, 1.5)),
+               lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
+               lambda b, g, go, x: b.run(fm.softplus_double_backward, g * go, x, 2.0, 1.5), wrt=(1,), smooth=False),
+]
+for _reduction, _code in _REDUCTIONS.items():
+    _target = _randn(3, 4, seed=9)
+    _go = (lambda: _randn(3, 4, seed=2)) if _reduction == "none" else (lambda: torch.tensor(1.7, dtype=torch.float64))
+    HELPER_CASES += [
+        HelperCase(f"mse_loss_backward {_reduction}", _second(lambda x, r=_reduction, t=_target: _F.mse_loss(x, t, reduction=r)),
+                   lambda go=_go: (go(), _randn(3, 4, seed=1)),
+                   lambda b, g, go, x, c=_code: b.run(fm.mse_loss_double_backward, g * go, x, c), wrt=(1,)),
+        HelperCase(f"smooth_l1_loss_backward {_reduction}",
+                   _second(lambda x, r=_reduction, t=_target: _F.smooth_l1_loss(x, t, reduction=r, beta=0.8)),
+                   lambda go=_go: (go(), _randn(3, 4, seed=1)),
+                   lambda b, g, go, x, c=_code, t=_target: b.run(fm.smooth_l1_loss_double_backward, g * go, x, t, c, 0.8),
+                   wrt=(1,), smooth=False),
+        HelperCase(f"huber_loss_backward {_reduction}",
+                   _second(lambda x, r=_reduction, t=_target: _F.huber_loss(x, t, reduction=r, delta=0.8)),
+                   lambda go=_go: (go(), _randn(3, 4, seed=1)),
+                   lambda b, g, go, x, c=_code, t=_target: (
+                       b.run(fm.huber_loss_double_backward_grad_output, g, go, x, t, c, 0.8),
+                       b.run(fm.huber_loss_double_backward, g * go, x, t, c, 0.8)),
+                   wrt=(0, 1), smooth=False),
+        HelperCase(f"soft_margin_loss_backward {_reduction}",
+                   _second(lambda x, r=_reduction, t=_target: _F.soft_margin_loss(x, torch.sign(t), reduction=r)),
+                   lambda go=_go: (go(), _randn(3, 4, seed=1)),
+                   lambda b, g, go, x, c=_code, t=_target: (
+                       b.run(fm.soft_margin_loss_double_backward_grad_output, g, go, x, torch.sign(t), c),
+                       b.run(fm.soft_margin_loss_double_backward, g * go, x, torch.sign(t), c)),
+                   wrt=(0, 1)),
+    ]
+
+
+def _grad_like(out):
+    if isinstance(out, (tuple, list)):
+        return tuple(_randn(*o.shape, dtype=o.dtype, seed=11 + i) for i, o in enumerate(out))
+    return _randn(*out.shape, dtype=out.dtype, seed=11)
+
+
+@pytest.mark.parametrize("case", HELPER_CASES, ids=lambda case: case.name)
+def test_functions_manual_helper_equals_torch(backend, case):
+    inputs = [x.requires_grad_() if i in case.wrt else x for i, x in enumerate(case.inputs())]
+    out = case.torch_fn(*inputs)
+    grad = _grad_like(out)
+    expected = torch.autograd.grad(out, [inputs[i] for i in case.wrt], grad, allow_unused=True)
+    expected = [torch.zeros_like(inputs[i]) if e is None else e for i, e in zip(case.wrt, expected)]
+    got = case.helper_fn(backend, grad, *[x.detach() for x in inputs])
+    got = list(got) if isinstance(got, tuple) else [got]
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("case", [c for c in HELPER_CASES if c.smooth], ids=lambda case: case.name)
+def test_functions_manual_helper_passes_gradcheck_and_gradgradcheck(backend, case):
+    """The helper's own first and second derivatives by finite differences: what the double backward
+    of an entry that calls it computes."""
+    inputs = case.inputs()
+    out = case.torch_fn(*[x.requires_grad_() if i in case.wrt else x for i, x in enumerate(inputs)])
+    grad = _grad_like(out)
+    grads = list(grad) if isinstance(grad, tuple) else [grad]
+    floating = [i for i, x in enumerate(inputs) if x.is_floating_point() or x.is_complex()]
+
+    def helper(*values):
+        grad_values, input_values = values[:len(grads)], list(inputs)
+        for i, value in zip(floating, values[len(grads):]):
+            input_values[i] = value
+        got = case.helper_fn(backend, grad_values if isinstance(grad, tuple) else grad_values[0], *input_values)
+        return got
+    values = [g.detach().requires_grad_() for g in grads] + [inputs[i].detach().requires_grad_() for i in floating]
+    assert torch.autograd.gradcheck(helper, values)
+    assert torch.autograd.gradgradcheck(helper, values)

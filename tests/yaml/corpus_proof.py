@@ -247,8 +247,8 @@ def _grads(fn, args, kwargs, inputs, seed):
     total = sum((o * w).sum() for o, w in zip(outputs, weights))
     first = torch.autograd.grad(total, inputs, create_graph=True, allow_unused=True)
     firsts = [g for g in first if g is not None and g.requires_grad]
-    if not firsts:
-        return [o.detach() for o in outputs], first, ()
+    if not firsts:      # no first derivative depends on the inputs: every second derivative is 0
+        return [o.detach() for o in outputs], first, (None,) * len(inputs)
     second = torch.autograd.grad(sum((g * g).sum() for g in firsts), inputs, allow_unused=True)
     return [o.detach() for o in outputs], first, second
 

@@ -41,3 +41,17 @@ def test_workers_split_the_entries_and_keep_their_order(monkeypatch):
     assert list(results) == ops
     assert [results[op]["status"] for op in ops] == ["proven", "failed", "proven", "proven", "failed", "proven"]
     assert results["crashes"]["reason"] == "C1: the process proving it died (signal 11, SIGSEGV)"
+
+
+def test_a_first_derivative_without_history_has_zero_second_derivatives():
+    """torch's ``sgn`` of a real tensor has a first derivative that depends on nothing (no graph); an
+    implementation whose zero first derivative keeps a graph has zero second derivatives, the
+    same, and is proven; one whose second derivative is not zero is not."""
+    x = torch.tensor([-1.5, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    same = corpus_proof.prove(lambda t: torch.sgn(t) + 0 * t * t, torch.sgn, [((x,), {})])
+    assert same[0] == "proven"
+    curved = corpus_proof.prove(lambda t: torch.sgn(t) + 1e-3 * t * t * t, lambda t: torch.sgn(t) + 1e-3 * t ** 3,
+                                [((x,), {})])
+    assert curved[0] == "proven"         # a real second derivative on both sides, equal
+    wrong = corpus_proof.prove(lambda t: torch.sgn(t) + 1e-3 * t * t * t, torch.sgn, [((x,), {})])
+    assert wrong[0] == "failed"

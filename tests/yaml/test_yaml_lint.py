@@ -25,7 +25,7 @@ REAL_DB105 = {
     'at._fake_quantize_learnable_per_tensor_affine_backward', 'at._flash_attention_backward',
     'at._fused_rms_norm_backward', 'at._masked_softmax_backward', 'at._nested_tensor_size',
     'at._nested_tensor_storage_offsets', 'at._nested_tensor_strides', 'at.contiguous', 'at.mH', 'at.mT',
-    'at.new_zeros', 'at.reshape_as', 'at.to', 'at.to_dense', 'at._nested_get_jagged_dummy',
+    'at.new_full', 'at.new_zeros', 'at.reshape_as', 'at.to_dense', 'at._nested_get_jagged_dummy',
     'at._nested_get_lengths', 'at._nested_get_max_seqlen', 'at._nested_get_min_seqlen',
     'at._nested_get_offsets', 'at._nested_get_ragged_idx', 'at._nested_select_backward',
     'at._nested_sum_backward', 'at._pack_padded_sequence_backward',
@@ -47,14 +47,14 @@ REAL_DB105 = {
     'at.mkldnn_adaptive_avg_pool2d_backward', 'at.mkldnn_linear_backward', 'at.mkldnn_max_pool2d_backward',
     'at.mkldnn_max_pool3d_backward', 'at.mps_convolution_transpose_backward', 'at.multi_margin_loss_backward',
     'at.multilabel_margin_loss_backward', 'at.narrow', 'at.native_group_norm_backward', 'at.nll_loss',
-    'at.nll_loss2d', 'at.ones_like', 'at.real', 'at.reshape', 'at.resolve_conj', 'at.scalar_tensor',
+    'at.nll_loss2d', 'at.ones_like', 'at.real', 'at.reshape', 'at.resolve_conj',
     'at.silu_backward', 'at.square', 'at.to_dense_backward', 'at.to_mkldnn_backward',
-    'at.trace_backward', 'at.value_selecting_reduction_backward', 'at.zeros', 'at.zeros_like',
+    'at.trace_backward', 'at.value_selecting_reduction_backward', 'at.zeros_like',
 }
 REAL_JVP_DB105 = {
     '`&` (aten `bitwise_and`)', 'at.conj', 'at.conj_physical', 'at.expand_as', 'at.flatten',
-    'at.glu_backward_jvp', 'at.glu_jvp', 'at.logical_and', 'at.logical_or', 'at.narrow', 'at.new_zeros',
-    'at.ones', 'at.outer', 'at.real', 'at.scalar_tensor', 'at.to', 'at.view_as', 'at.zeros', 'at.zeros_like',
+    'at.glu_backward_jvp', 'at.glu_jvp', 'at.logical_and', 'at.logical_or', 'at.narrow', 'at.new_full',
+    'at.new_ones', 'at.new_zeros', 'at.outer', 'at.real', 'at.to', 'at.view_as', 'at.zeros_like',
 }
 
 

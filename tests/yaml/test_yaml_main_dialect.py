@@ -11,8 +11,8 @@ from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 
 # A small operator table, so that the cases do not depend on the installed torch's.
 FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
-                       "_to_copy"})
-METHODS = frozenset({"contiguous", "view_as", "mul_"})
+                       "_to_copy", "ones", "full", "scalar_tensor"})
+METHODS = frozenset({"contiguous", "view_as", "mul_", "to"})
 SIGNATURES = {
     "gelu": ((("self",), ("approximate",)),),
     "gelu_backward": ((("grad_output", "self"), ("approximate",)),),
@@ -60,6 +60,18 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES)
     ("-n % 3", "cpp.int_mod(-n, 3)"),
     ("grad / self.sym_numel()", "grad / self.numel()"),                    # a tensor: true division
     ("1.0 / (1.0 - p)", "1.0 / (1.0 - p)"),
+    # a factory given another tensor's options makes a tensor like that one: its new_* method
+    ("at::zeros_symint(self.sym_sizes(), grad.options())", "at.new_zeros(grad, self.sizes())"),
+    ("zeros({}, self.options())", "at.new_zeros(self, [])"),
+    ("at::ones({}, (result).options())", "at.new_ones(result, [])"),
+    ("at::full({2}, 0.5, grad.options())", "at.new_full(grad, [2], 0.5)"),
+    ("at::scalar_tensor(0., grad.options())", "at.new_full(grad, [], 0.)"),
+    ("at::zeros(sizes, options)", "at.zeros(sizes, options)"),                 # not a tensor's options
+    ("at::scalar_tensor(0.)", "at.scalar_tensor(0.)"),
+    # a conversion to another tensor's dtype is _to_copy with that dtype
+    ("grad.to(self.scalar_type())", "at._to_copy(grad, dtype=self.scalar_type())"),
+    ("(grad * 2).to(output.dtype())", "at._to_copy(grad * 2, dtype=output.scalar_type())"),
+    ("grad.to(dtype)", "at.to(grad, dtype)"),                                  # a dtype argument, or a device
 ])
 def test_rewrite_and_its_python(source, python):
     main = to_main(cpp.parse(source), frozenset({"alpha", "groups", "n", "p"}), aten=ATEN,
@@ -90,8 +102,8 @@ def test_torch_signatures_know_keyword_only_parameters():
     python = pydialect.to_python(to_main(cpp.parse("at::round(self, decimals)")))
     assert python == "at.round(self, decimals=decimals)"
     # C++ packs a factory's dtype, layout, device and pin_memory into one TensorOptions argument
-    python = pydialect.to_python(to_main(cpp.parse("at::zeros_symint(self.sym_sizes(), grad.options())")))
-    assert python == "at.zeros(self.sizes(), grad.options())"
+    python = pydialect.to_python(to_main(cpp.parse("at::zeros_symint(self.sym_sizes(), options)")))
+    assert python == "at.zeros(self.sizes(), options)"
     python = pydialect.to_python(to_main(cpp.parse("at::empty_like(self, options, at::MemoryFormat::Contiguous)")))
     assert python == "at.empty_like(self, options, at.MemoryFormat.Contiguous)"
 

@@ -20,7 +20,16 @@ C++ (as derivatives.yaml says it)  main dialect
 ``at::sum_to(grad, sizes)``        ``sum_to(grad, sizes)`` (an ATen utility, the helper)
 ``x.size(1) / 2`` (integers)       ``x.size(1) // 2``
 ``x.size(1) / groups`` (int arg)   ``cpp.int_div(x.size(1), groups)``
+``at::zeros(sizes, x.options())``  ``at.new_zeros(x, sizes)`` (``ones``, ``full``)
+``at::scalar_tensor(v, x.options())``  ``at.new_full(x, [], v)``
+``grad.to(self.scalar_type())``    ``at._to_copy(grad, dtype=self.scalar_type())`` (or ``.dtype()``)
 =================================  ==================================
+
+A factory given another tensor's options (``x.options()``: its dtype, layout and device)
+makes a tensor like ``x``, which is what ``x.new_<factory>(...)`` is; the main dialect
+has no TensorOptions value to pass. ``x.to(t.scalar_type())`` converts to a dtype, which
+is ``_to_copy`` with that dtype (``to`` returns ``x`` itself when the dtype is already
+``t``'s, ``_to_copy`` a copy: the same values, and autograd treats both alike).
 
 An argument passed in the position of a keyword-only parameter (C++ has no
 keywords) is passed by its keyword, when every overload that takes that many
@@ -218,6 +227,8 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
             method = _plain(func.name)
             if func.name in PLAIN_METADATA:
                 return Call(Member(receiver, PLAIN_METADATA[func.name]), args)
+            if method == "to" and len(args) == 1 and _dtype_of(args[0]) is not None:
+                return Call(Qualified(("at", "_to_copy")), (_unwrapped(receiver), Keyword("dtype", _dtype_of(args[0]))))
             if (method not in KEPT_METHODS and (method in known or _method_operator(method, aten))
                     and not (isinstance(receiver, Name) and receiver.ident in non_tensors)):
                 receiver_and_args = (_unwrapped(receiver), *args)
@@ -227,10 +238,16 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
             name = _plain(func.parts[1])
             if name in ATEN_UTILITIES:
                 return Call(Name(name), args)
+            like = _factory_like(name, args)
+            if like is not None:
+                return like
             return Call(Qualified(("at", name)), keyword_arguments(name, args, overloads))
         if isinstance(func, Name):
             name = _plain(func.ident)
             if name in known:
+                like = _factory_like(name, args)
+                if like is not None:
+                    return like
                 return Call(Qualified(("at", name)), keyword_arguments(name, args, overloads))
             return Call(Name(name), args)
         return Call(func, args)
@@ -238,6 +255,31 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
 
 
 _NULLOPT = Qualified(("std", "nullopt"))
+# Factories whose last argument may be another tensor's options, and the ``new_*`` method making
+# the same tensor like that one: (factory, the arguments before the options, the new_ operator).
+_FACTORIES_LIKE = {"zeros": (1, "new_zeros"), "ones": (1, "new_ones"), "full": (2, "new_full"),
+                   "scalar_tensor": (1, "new_full")}
+
+
+def _factory_like(name: str, args: tuple[Node, ...]) -> Node | None:
+    """``at.new_zeros(x, sizes)`` for ``at::zeros(sizes, x.options())`` (``ones``, ``full``;
+    ``scalar_tensor(v, x.options())`` is ``new_full(x, [], v)``), else None."""
+    if name not in _FACTORIES_LIKE or len(args) != _FACTORIES_LIKE[name][0] + 1:
+        return None
+    match args[-1]:
+        case Call(Member(like, "options", False), ()):
+            values = args[:-1] if name != "scalar_tensor" else (BraceList(()), args[0])
+            return Call(Qualified(("at", _FACTORIES_LIKE[name][1])), (_unwrapped(like), *values))
+    return None
+
+
+def _dtype_of(node: Node) -> Node | None:
+    """``t.scalar_type()`` when ``node`` is a dtype read off a tensor ``t`` (``t.scalar_type()``, or
+    ``t.dtype()``, C++'s TypeMeta of the same dtype), else None."""
+    match node:
+        case Call(Member(tensor, "scalar_type" | "dtype", False), ()):
+            return Call(Member(tensor, "scalar_type"), ())
+    return None
 
 
 def _non_negative(node: Node) -> bool:

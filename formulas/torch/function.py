@@ -261,6 +261,11 @@ class TorchFormula:
     def forward(self, values: Sequence[Any], want_jvp: bool = False) -> tuple[Any, Callable[..., Any], Any]:
         """The formula's forward on torch values (run it below autograd): its outputs as it
         returns them, its backward closure and, with ``want_jvp``, its nested ``jvp`` (or None)."""
+        if not want_jvp:
+            with use_backend(self.backend):
+                outputs, backward = self.apply_fn(wrap(list(values)))
+            return unwrap(outputs), backward, None
+        # the nested jvp is a local of the formula's frame; only forward mode pays for this
         code = self.declared.fn.__code__
         found: dict[str, Any] = {}
 
@@ -269,14 +274,12 @@ class TorchFormula:
                 found["jvp"] = frame.f_locals.get("jvp")
 
         previous = sys.getprofile()
-        if want_jvp:        # the nested jvp is a local of the formula's frame; only forward mode pays for this
-            sys.setprofile(profile)
+        sys.setprofile(profile)
         try:
             with use_backend(self.backend):
                 outputs, backward = self.apply_fn(wrap(list(values)))
         finally:
-            if want_jvp:
-                sys.setprofile(previous)
+            sys.setprofile(previous)
         return unwrap(outputs), backward, found.get("jvp")
 
     def apply_fn(self, values: list[Any]) -> Any:

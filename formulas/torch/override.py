@@ -105,6 +105,35 @@ def _python_refusal(formula: TorchFormula) -> str | None:
     return None
 
 
+def functional_twin(op_name: str) -> str | None:
+    """``"sin"`` for the in-place ``"sin_"`` (``"mul.Tensor"`` for ``"mul_.Tensor"``), else None."""
+    name, dot, overload = op_name.partition(".")
+    if len(name) < 2 or not name.endswith("_") or name.endswith("__"):
+        return None
+    return name[:-1] + dot + overload
+
+
+def in_place_refusal(op_name: str, twin: TorchFormula) -> str | None:
+    """Why the in-place ``op_name`` cannot run through its functional twin's formula ``twin``
+    (its schema must be the twin's with ``self`` written in place and returned), or None."""
+    reason = _python_refusal(twin)
+    if reason is not None:
+        return f"{op_name}: its functional twin cannot be overridden ({reason})"
+    try:
+        in_place = aten_overload(op_name)._schema
+    except OverrideError as error:
+        return str(error)
+    functional = aten_overload(twin.op_name)._schema
+    def signature(schema: Any) -> list[tuple[str, str]]:
+        return [(arg.name, str(arg.type)) for arg in schema.arguments]
+    writes_self = bool(in_place.arguments) and in_place.arguments[0].name == "self" and \
+        in_place.arguments[0].alias_info is not None and in_place.arguments[0].alias_info.is_write
+    if not writes_self or signature(in_place) != signature(functional) or len(in_place.returns) != 1:
+        return (f"{op_name}: torch's schema `{in_place}` is not its functional twin's `{functional}` "
+                "with self written in place")
+    return None
+
+
 @dataclass
 class Installation:
     """The registrations one :func:`install` made; :func:`uninstall` takes them back."""
@@ -144,16 +173,24 @@ def install(ops: Iterable[str] | None = None, *, package: str = "formulas", comp
     else:
         chosen = list(dict.fromkeys(ops))
         for name in chosen:
-            if name not in formulas:
+            twin = functional_twin(name)
+            if twin is not None and twin in formulas and name not in formulas and namespace is None:
+                reason = in_place_refusal(name, formulas[twin])
+            elif name not in formulas:
                 raise OverrideError(f"{name}: package `{package}` has no formula for it")
-            reason = refusal(formulas[name], namespace)
+            else:
+                reason = refusal(formulas[name], namespace)
             if reason is not None:
                 raise OverrideError(reason)
     library = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         for name in chosen:
-            if namespace is None:
+            if namespace is None and name not in formulas:
+                kernel = _in_place_kernel(name, formulas[functional_twin(name)])
+                for key in AUTOGRAD_KEYS:
+                    library.impl(name, kernel, key)
+            elif namespace is None:
                 kernel = _kernel(formulas[name])
                 for key in AUTOGRAD_KEYS:
                     library.impl(name, kernel, key)
@@ -207,6 +244,32 @@ def _kernel(formula: TorchFormula) -> Any:
 
     autograd_kernel.__name__ = f"{formula.op_name}_formula_autograd"
     return autograd_kernel
+
+
+def _in_place_kernel(op_name: str, twin: TorchFormula) -> Any:
+    """The in-place operator's autograd kernel through its functional twin's formula: the twin
+    applied to a copy of ``self`` (its saved input must not change), then ``self.copy_`` of the
+    result with autograd on, which rebases ``self``'s history (views included), bumps its version
+    and raises torch's own errors (a leaf that requires grad)."""
+    overload = aten_overload(op_name)
+
+    def in_place_kernel(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if not records((self, *args), kwargs):
+            with below_autograd():
+                return overload(self, *args, **kwargs)
+        result = twin.call(twin.bind((self.clone(), *args), kwargs))
+        if not torch.can_cast(result.dtype, self.dtype):    # copy_ would cast where torch refuses
+            raise RuntimeError(f"result type {_scalar_type(result.dtype)} can't be cast to the desired "
+                               f"output type {_scalar_type(self.dtype)}")
+        return self.copy_(result)
+
+    in_place_kernel.__name__ = f"{op_name}_formula_autograd"
+    return in_place_kernel
+
+
+def _scalar_type(dtype: torch.dtype) -> str:
+    """The name torch's messages give ``dtype`` (``Float`` for ``torch.float32``)."""
+    return torch.empty(0, dtype=dtype).type().rsplit(".", 1)[-1].removesuffix("Tensor")
 
 
 def _compiled_kernel(op_name: str, compiled: torch._ops.OpOverload, key: str) -> Any:

@@ -108,3 +108,16 @@ def test_compiled_and_python_overrides_nest(compiled_package):
 def test_overridable_on_the_compiled_path_lists_what_the_library_registers(compiled_package):
     accepted, refused = overridable(compiled_package, compiled=True)
     assert sorted(accepted) == ["cos", "sin"] and refused == {}
+
+
+def test_torch_func_and_torch_compile_through_the_compiled_node(compiled_package):
+    x, t = leaf(3).detach(), leaf(4).detach()
+    with override(["cos"], package=compiled_package, compiled=True):
+        grad = torch.func.grad(lambda a: torch.cos(a).sum())
+        second = torch.func.grad(lambda a: grad(a).sum())(x)
+        tangent = torch.func.jvp(grad, (x,), (t,))[1]
+        compiled = torch.compile(lambda a: torch.cos(a).sum(), fullgraph=True, backend="aot_eager")
+        (traced,) = torch.autograd.grad(compiled(x.requires_grad_()), x)
+    torch.testing.assert_close(second, -torch.cos(x.detach()))
+    torch.testing.assert_close(tangent, -torch.cos(x.detach()) * t)
+    torch.testing.assert_close(traced, -torch.sin(x.detach()))

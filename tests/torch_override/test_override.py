@@ -289,3 +289,63 @@ def test_formulas_imports_without_torch_and_formulas_torch_says_what_to_install(
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=repo)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "formulas.torch needs torch: pip install torch==2.13.0 (or the [torch] extra)"
+
+
+IN_PLACE = {   # an in-place op named to the override: a call of it on y (a non-leaf float64 tensor)
+    "sin_": lambda y, w: y.sin_(),
+    "exp_": lambda y, w: y.exp_(),
+    "mul_.Tensor": lambda y, w: y.mul_(w),
+    "addcmul_": lambda y, w: y.addcmul_(w, w, value=0.5),
+    "index_add_": lambda y, w: y.index_add_(0, torch.tensor([0, 2]), w[:2]),
+}
+
+
+@pytest.mark.parametrize("op", sorted(IN_PLACE))
+def test_an_in_place_op_runs_its_functional_twins_formula_and_equals_torch(op):
+    """``sin_`` through the ``sin`` formula: the twin on a copy of self, then copy_ rebases self
+    (on a view too); first and second order equal torch's own in-place op."""
+    def observe():
+        x, w = leaf(5), leaf(5, seed=1)
+        y, through_view = x * 1.0, x * 2.0
+        IN_PLACE[op](y, w)
+        recorded.append(y.grad_fn.name())
+        IN_PLACE[op](through_view[1:], w[1:])
+        first = torch.autograd.grad((y + through_view).sum(), (x, w), create_graph=True, allow_unused=True)
+        first = [g if g is not None else torch.zeros(5, dtype=torch.float64) for g in first]
+        total = sum(g.sum() for g in first)
+        second = torch.autograd.grad(total, (x, w), allow_unused=True) if total.requires_grad else ()
+        return y + through_view, first, [g for g in second if g is not None]
+    recorded: list[str] = []
+    want = observe()
+    with override([op]):
+        got = observe()
+    assert recorded[0].endswith("Backward0") and recorded[1] == "torch::autograd::CopyBackwards"   # torch's, ours
+    torch.testing.assert_close(got[0], want[0])
+    for mine, theirs in zip(got[1] + got[2], want[1] + want[2]):
+        torch.testing.assert_close(mine, theirs)
+
+
+def test_in_place_twins_raise_torchs_errors():
+    x = leaf(3)
+    with override(["sin_", "mul_.Tensor"]):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+            x.sin_()
+        y = x * 1.0
+        z = y * y                                  # saves y
+        y.sin_()
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            torch.autograd.grad(z.sum(), x)
+        with pytest.raises(RuntimeError, match="result type Double can't be cast to the desired output type Long"):
+            torch.ones(3, dtype=torch.long).mul_(x)
+        tangent = torch.ones(3, dtype=torch.float64)
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(x.detach(), tangent) * 1.0
+            dual.sin_()
+            torch.testing.assert_close(fwAD.unpack_dual(dual).tangent, torch.cos(x.detach()))
+
+
+def test_an_in_place_op_whose_twin_is_refused_is_refused():
+    with pytest.raises(OverrideError, match=r"t_: its functional twin cannot be overridden \(t: a view"):
+        install(["t_"])
+    with pytest.raises(OverrideError, match="pow_.Scalar: torch's schema .* is not its functional twin's"):
+        install(["pow_.Scalar"])

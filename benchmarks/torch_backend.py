@@ -10,13 +10,16 @@ interleaved, median of ``--repeat`` rounds of ``--calls`` calls:
   autograd, ``save_for_backward``, backward in torch ops);
 * ``custom_op``: a hand-written ``torch.library.custom_op`` + ``register_autograd``;
 * ``override``: the aten op with the formula swapped in (``formulas.torch.override``);
-* ``formula_op``: the formula as a custom op (``formulas.torch.custom_ops``).
+* ``formula_op``: the formula as a custom op (``formulas.torch.custom_ops``);
+* ``compiled``: with ``--library PATH`` (the shipped library built by
+  ``python -m transpiler.build``), the aten op with the formula's transpiled
+  C++ node swapped in (``override(compiled=True)``).
 
 Prints microseconds per call and the ratios override / function, formula_op /
 custom_op and each / builtin (aims: override no slower than the hand-written
-Function).
+Function, compiled within 1.1x of builtin).
 
-Usage: ``python benchmarks/torch_backend.py [--repeat N] [--calls N] [--size N]``
+Usage: ``python benchmarks/torch_backend.py [--repeat N] [--calls N] [--size N] [--library PATH]``
 """
 from __future__ import annotations
 
@@ -133,15 +136,21 @@ def cases(size: int) -> dict[str, tuple[tuple, dict[str, Callable]]]:
     }
 
 
-def per_call_us(fn: Callable, args: tuple, calls: int, op: str | None) -> float:
+def per_call_us(fn: Callable, args: tuple, calls: int, op: str | None, compiled: bool = False) -> float:
     """Microseconds per forward+backward call of ``fn`` (``op``: run with that op overridden)."""
     leaves = [a for a in args if isinstance(a, torch.Tensor)]
-    context = override([op]) if op else _nothing()
+    context = override([op], compiled=compiled) if op else _nothing()
     with context:
         start = time.perf_counter()
         for _ in range(calls):
             torch.autograd.grad(fn(*args).sum(), leaves)
         return (time.perf_counter() - start) / calls * 1e6
+
+
+def measure(op: str, name: str, impls: dict[str, Callable], args: tuple, calls: int) -> float:
+    """:func:`per_call_us` of implementation ``name`` of ``op``."""
+    overridden = op if name in ("override", "compiled") else None
+    return per_call_us(impls[name], args, calls, overridden, compiled=name == "compiled")
 
 
 class _nothing:
@@ -154,19 +163,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--size", type=int, default=16)
+    parser.add_argument("--library", help="the built shipped library (formulas_ops.so): adds the compiled override")
     options = parser.parse_args(argv)
     torch.set_num_threads(1)
-    names = ("builtin", "function", "custom_op", "override", "formula_op")
+    names: tuple[str, ...] = ("builtin", "function", "custom_op", "override", "formula_op")
+    if options.library:
+        from transpiler.build import load_library
+
+        load_library(options.library)
+        names += ("compiled",)
     print(f"per call forward+backward, float32 {options.size}x{options.size}, median of {options.repeat} x "
           f"{options.calls} calls, us (ratio to builtin)")
     print(f"{'op':<18}" + "".join(f"{n:>20}" for n in names) + f"{'override/function':>20}{'formula_op/custom_op':>22}")
     for op, (args, impls) in cases(options.size).items():
         times: dict[str, list[float]] = {n: [] for n in names}
+        impls["compiled"] = impls["override"]
         for name in names:                          # warm up (first calls build caches)
-            per_call_us(impls[name], args, 5, op if name == "override" else None)
+            measure(op, name, impls, args, 5)
         for _ in range(options.repeat):
             for name in names:
-                times[name].append(per_call_us(impls[name], args, options.calls, op if name == "override" else None))
+                times[name].append(measure(op, name, impls, args, options.calls))
         median = {n: statistics.median(t) for n, t in times.items()}
         cells = "".join(f"{median[n]:>11.1f} ({median[n] / median['builtin']:>5.2f}x)" for n in names)
         print(f"{op:<18}{cells}{median['override'] / median['function']:>19.2f}x"

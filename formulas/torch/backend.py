@@ -206,16 +206,32 @@ class TorchBackend:
             return unwrap(fn(*wrap(args)))
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        key = (name, *map(_type_key, args), *((k, _type_key(v)) for k, v in kwargs.items()))
+        if kwargs:
+            key = (name, *map(_type_key, args), *((k, _type_key(v)) for k, v in kwargs.items()))
+        else:
+            # just an optimization (the per-call cost of every formula): plain types key the
+            # common call, a list or a string among them falls back to _type_key
+            key = (name, *map(type, args))
+            if _list_or_string(key):
+                key = (name, *map(_type_key, args))
         found = self._resolved.get(key)
         if found is None:
             schema = self.resolve(name, args, kwargs)
             overload = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")
-            found = self._resolved[key] = (schema, overload)
+            found = self._resolved[key] = (schema, overload._op)      # what OpOverload.__call__ calls
         overload = found[1]
-        kwargs = {key: _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else value
-                  for key, value in kwargs.items()}
-        return wrap(overload(*unwrap(args), **unwrap(kwargs)))
+        arguments = [a.tensor if type(a) is OracleTensor else unwrap(a) for a in args]
+        if kwargs:
+            kwargs = {key: _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else unwrap(value)
+                      for key, value in kwargs.items()}
+            result = overload(*arguments, **kwargs)
+        else:
+            result = overload(*arguments)
+        return OracleTensor(result) if type(result) is torch.Tensor else wrap(result)
+
+
+def _list_or_string(types: tuple[Any, ...]) -> bool:
+    return list in types or tuple in types or str in types
 
 
 def _type_key(value: Any) -> Any:

@@ -7,26 +7,30 @@ with ``torch.library.custom_op`` (the formula's schema, verbatim):
 * ``register_fake`` runs the same forward on fake tensors: the forward is the
   shape rule. An output whose shape depends on tensor values has none, and the
   fake kernel refuses with :class:`NoShapeRule`;
-* ``register_autograd``: ``setup_context`` runs the forward again (on the
-  inputs, with no grad) to rebuild the backward closure, saves exactly the
-  inputs and outputs it captures (``ctx.save_for_backward``) and keeps its
-  metadata as plain values; the backward rebuilds the closure on the saved
-  tensors, so double backward differentiates the formula again.
+* autograd: the formula's ``autograd.Function`` (:mod:`formulas.torch.function`)
+  at the ``Autograd`` key, where ``register_autograd`` would put its own (which
+  has no forward mode). Its forward redispatches to the op's kernel (or fake
+  kernel), which runs the formula's forward once and hands the Function its
+  backward closure; ``setup_context`` saves exactly the inputs and outputs the
+  closure captures, metadata as plain values; the backward rebuilds the closure
+  on the saved tensors, so double backward differentiates the formula again;
+  forward mode (``torch.autograd.forward_ad``, ``torch.func.jvp``) runs the
+  formula's jvp.
 
 Views and in-place operators (a schema that aliases an input) are refused: a
-custom op's outputs may not alias its inputs. ``torch.library`` has no
-forward-mode registration for custom ops, so a tangent reaching one raises
-torch's own error.
+custom op's outputs may not alias its inputs.
 """
 from __future__ import annotations
 
+import threading
+import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
 from formulas.torch.backend import TorchBackend, load_package
-from formulas.torch.function import TorchFormula, below_autograd, by_id, plan_closure
+from formulas.torch.function import FlatArguments, PlannedForward, TorchFormula, below_autograd, records
 
 
 class NoShapeRule(RuntimeError):
@@ -41,6 +45,7 @@ class CustomOps:
     namespace: str
     ops: dict[str, torch._ops.OpOverload] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    library: Any = field(default=None, repr=False)     # holds the Autograd registrations
 
 
 _REGISTERED: dict[str, CustomOps] = {}
@@ -53,7 +58,7 @@ def custom_ops(package: str, namespace: str | None = None) -> CustomOps:
     if namespace in _REGISTERED:
         return _REGISTERED[namespace]
     backend = TorchBackend.for_package(package)
-    registered = CustomOps(namespace)
+    registered = CustomOps(namespace, library=torch.library.Library(namespace, "IMPL"))
     for name, declared in load_package(package).formulas.items():
         formula = TorchFormula(declared, backend)
         if any(arg.annotation is not None for arg in (*formula.schema.arguments, *formula.schema.returns)):
@@ -64,26 +69,47 @@ def custom_ops(package: str, namespace: str | None = None) -> CustomOps:
             registered.refused[name] = (f"{name}: a keyword-only tensor argument; torch.library's autograd "
                                         "takes gradients for positional arguments only")
             continue
-        registered.ops[name] = _define(namespace, formula)
+        registered.ops[name] = _define(namespace, formula, registered.library)
     _REGISTERED[namespace] = registered
     return registered
 
 
-def _define(namespace: str, formula: TorchFormula) -> torch._ops.OpOverload:
+def _define(namespace: str, formula: TorchFormula, library: Any) -> torch._ops.OpOverload:
     schema = formula.declared.schema
     arguments = schema[schema.index("("):]
     definition = torch.library.custom_op(f"{namespace}::{formula.op_name}", _kernel(formula),
                                          mutates_args=(), schema=arguments)
     definition.register_fake(_fake(formula))
-    definition.register_autograd(_backward(formula), setup_context=_setup_context(formula))
-    name, _, overload = formula.op_name.partition(".")
-    return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
+    name, _, overload_name = formula.op_name.partition(".")
+    overload = getattr(getattr(getattr(torch.ops, namespace), name), overload_name or "default")
+    with warnings.catch_warnings():      # custom_op put its own (backward-less) kernel there
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+        library.impl(formula.op_name, _autograd(formula, overload), "Autograd", with_keyset=True)
+    return overload
+
+
+@dataclass(eq=False)
+class _Armed:
+    """A Function's forward waiting for the op's kernel to run the formula: the kernel leaves its
+    planned forward here, so the formula's forward runs once per call."""
+
+    formula: TorchFormula
+    want_jvp: bool
+    planned: PlannedForward | None = None
+
+
+_WAITING = threading.local()     # .armed: the _Armed of the forward redispatching on this thread
 
 
 def _outputs(formula: TorchFormula, values: list[Any]) -> Any:
-    """The formula's forward on ``values``; an output that is one of the inputs is copied (a
-    custom op's output never aliases an input)."""
-    outputs, _, _ = formula.forward(values)
+    """The formula's forward on ``values``, planned for a Function waiting for it; an output
+    that is one of the inputs is copied (a custom op's output never aliases an input)."""
+    armed = getattr(_WAITING, "armed", None)
+    if armed is not None and armed.formula is formula and armed.planned is None:
+        armed.planned = formula.planned_forward(values, FlatArguments.of(values).tensors, armed.want_jvp)
+        outputs = armed.planned.outputs
+    else:
+        outputs = formula.forward(values)[0]
     inputs = {id(v) for v in values if isinstance(v, torch.Tensor)}
     def fresh(output: Any) -> Any:
         return output.clone() if id(output) in inputs else output
@@ -109,47 +135,31 @@ def _fake(formula: TorchFormula) -> Any:
     return fake
 
 
-def _setup_context(formula: TorchFormula) -> Any:
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any,
-                      keyword_only_inputs: dict[str, Any] | None = None) -> None:
-        keyword_only = keyword_only_inputs or {}
-        values = [*inputs, *(keyword_only[name] for name in formula.names[len(inputs):])]
-        with torch.no_grad(), below_autograd():
-            rerun, backward, _ = formula.forward(values)
-        saveable = by_id([t for v in values for t in (v if isinstance(v, (list, tuple)) else [v])
-                          if isinstance(t, torch.Tensor)])
-        saveable.update(zip(map(id, formula.flat_outputs(rerun)), formula.flat_outputs(output)))
-        plan, to_save = plan_closure(backward, saveable, formula.op_name)
-        ctx.save_for_backward(*to_save)
-        outputs = formula.flat_outputs(output)
-        kept = {id(o) for o in formula.differentiable(outputs)}
-        ctx.mark_non_differentiable(*(o for o in outputs if id(o) not in kept))
-        ctx.plan = plan
-        ctx.positional = list(inputs)     # what backward needs of them: their count, list lengths
-    return setup_context
+def _autograd(formula: TorchFormula, overload: torch._ops.OpOverload) -> Any:
+    """The op's kernel at the Autograd key: the call through the formula's Function, whose forward
+    redispatches below autograd (to the kernel, or the fake kernel) as ``register_autograd``'s does."""
+    first_keyword = len(formula.names) - formula.keyword_only
 
+    def autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        below = keyset & torch._C._after_autograd_keyset
+        if not records(args, kwargs):
+            with below_autograd():
+                return overload.redispatch(below, *args, **kwargs)
 
-def _backward(formula: TorchFormula) -> Any:
-    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
-        if formula.list_output:
-            (grads,) = grads
-        output_grads = formula.differentiable(grads)
-        # one gradient per argument the dispatcher passed: it drops trailing ones equal to their
-        # defaults (setup_context saw them filled in), needs_input_grad has the count it passed
-        nothing = tuple(None for _ in ctx.needs_input_grad)
-        if all(g is None for g in output_grads):
-            return nothing
-        asked = list(ctx.needs_input_grad)
-        needs = [i < len(asked) and (any(asked[i]) if isinstance(asked[i], (list, tuple)) else bool(asked[i]))
-                 for i in formula.gradient_slots]
-        per_slot = formula.run_backward(ctx.plan.rebuild(ctx.saved_tensors), output_grads, needs)
-        per_argument = list(nothing)
-        for slot, grad in zip(formula.gradient_slots, per_slot):
-            if slot < len(per_argument):    # else a trailing default argument: no tensor to differentiate
-                per_argument[slot] = grad
-        for position, grad in enumerate(per_argument):     # a tensor list's gradient is a list
-            given = ctx.positional[position]
-            if grad is None and isinstance(given, list) and any(isinstance(t, torch.Tensor) for t in given):
-                per_argument[position] = [None] * len(given)
-        return tuple(per_argument)
-    return backward
+        def redispatch(values: Sequence[Any], tensors: Sequence[torch.Tensor], want_jvp: bool) -> PlannedForward:
+            armed = _Armed(formula, want_jvp)
+            waiting, _WAITING.armed = getattr(_WAITING, "armed", None), armed
+            try:
+                with below_autograd():
+                    outputs = overload.redispatch(below, *values[:first_keyword],
+                                                  **dict(zip(formula.names[first_keyword:], values[first_keyword:])))
+            finally:
+                _WAITING.armed = waiting
+            # the general path, should the kernel not have run (a dispatch mode answering for it)
+            planned = armed.planned or formula.planned_forward(values, tensors, want_jvp)
+            return planned._replace(outputs=outputs, flat_outputs=formula.flat_outputs(outputs))
+
+        return formula.call(formula.bind(args, kwargs), run=redispatch)
+
+    autograd_kernel.__name__ = f"{formula.op_name}_formula_autograd"
+    return autograd_kernel

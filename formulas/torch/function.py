@@ -4,13 +4,16 @@
 forward below autograd with :class:`~formulas.torch.backend.TorchBackend` as
 ``at``, and plans what the backward closure captures. :meth:`TorchFormula.function`
 is the formula as a ``torch.autograd.Function`` (named ``<Op>Formula``, so the
-node's name is ``<Op>FormulaBackward``): its forward saves exactly the inputs
-and outputs the closure captures with ``ctx.save_for_backward`` and keeps its
+node's name is ``<Op>FormulaBackward``) with ``setup_context``: its forward
+runs the formula once (or, for a custom op, redispatches to the kernel that
+does) and plans the closure against the positions of the inputs and outputs;
+``setup_context`` saves exactly those with ``ctx.save_for_backward`` and keeps
 metadata as plain values; its backward rebuilds the closure with the saved
 tensors (which carry the graph) in place of the forward's, so a
-``create_graph=True`` backward differentiates the formula itself. The
-override (:mod:`formulas.torch.override`) and the custom ops
-(:mod:`formulas.torch.custom_ops`) both run formulas through this module.
+``create_graph=True`` backward differentiates the formula itself; its jvp runs
+the formula's. The override (:mod:`formulas.torch.override`) and the custom ops
+(:mod:`formulas.torch.custom_ops`) both run formulas through this module, as
+operators' autograd kernels (see :attr:`TorchFormula.apply`).
 """
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ import sys
 import types
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
+from torch._functorch.utils import enable_single_level_autograd_function, unwrap_dead_wrappers
 
 from formulas.dsl import DeclaredFormula, use_backend
 from formulas.torch.backend import OracleTensor, TorchBackend, unwrap, wrap
@@ -70,22 +74,25 @@ class ClosurePlan:
         return rebuilt
 
 
-def plan_closure(closure: Callable[..., Any], saveable: Mapping[int, torch.Tensor],
-                 op_name: str) -> tuple[ClosurePlan, list[torch.Tensor]]:
-    """The plan of ``closure`` and the tensors to save: for each tensor it captures whose ``id``
-    is a key of ``saveable`` (the forward's inputs and outputs), that key's value, once. Any
-    other captured tensor is a :class:`CapturedIntermediate`."""
+def plan_closure(closure: Callable[..., Any], candidates: Sequence[torch.Tensor],
+                 op_name: str) -> tuple[ClosurePlan, tuple[int, ...]]:
+    """The plan of ``closure`` and what to save: the positions in ``candidates`` (the forward's
+    inputs and outputs) of the tensors it captures, each once. Any other captured tensor is a
+    :class:`CapturedIntermediate`. Positions, not the tensors themselves, so that the tensors
+    saved may be other objects standing for the same values (``setup_context``'s, which
+    torch.func transforms wrap, where the forward saw them unwrapped)."""
+    position_of = {id(t): i for i, t in enumerate(candidates)}
     to_save: dict[int, int] = {}
 
     def slot(name: str, value: Any) -> Any:
         if isinstance(value, OracleTensor):
-            key = id(value.tensor)
-            if key not in saveable:
+            position = position_of.get(id(value.tensor))
+            if position is None:
                 raise CapturedIntermediate(
                     f"the {closure.__name__} of {op_name} captures `{name}`, a tensor that is neither an input "
                     "nor an output of its forward: double backward through it would be silently wrong; "
                     "`transpile lint` reports it as DB100")
-            return SavedSlot(to_save.setdefault(key, len(to_save)))
+            return SavedSlot(to_save.setdefault(position, len(to_save)))
         if isinstance(value, (list, tuple)):
             return type(value)(slot(name, v) for v in value)
         return value
@@ -93,12 +100,7 @@ def plan_closure(closure: Callable[..., Any], saveable: Mapping[int, torch.Tenso
     cells = tuple(slot(name, cell.cell_contents)
                   for name, cell in zip(closure.__code__.co_freevars, closure.__closure__ or ()))
     plan = ClosurePlan(closure.__code__, closure.__globals__, closure.__defaults__, closure.__kwdefaults__, cells)
-    return plan, [saveable[key] for key in to_save]
-
-
-def by_id(tensors: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
-    """``{id(t): t}``: tensors a closure may capture, each standing for itself."""
-    return {id(t): t for t in tensors}
+    return plan, tuple(to_save)
 
 
 @dataclass(frozen=True)
@@ -124,16 +126,21 @@ class FlatArguments:
         template = tuple(take(v) for v in values)
         return cls(template, tuple(tensors))
 
-    def values(self, tensors: Sequence[torch.Tensor]) -> list[Any]:
+    def values(self, tensors: Sequence[Any]) -> list[Any]:
         """The arguments with ``tensors`` in the places of the taken-out ones."""
-        def put(value: Any) -> Any:
-            if isinstance(value, SavedSlot):
-                return tensors[value.index]
-            if isinstance(value, (list, tuple)):
-                return type(value)(put(v) for v in value)
-            return value
+        return place(self.template, tensors)
 
-        return [put(v) for v in self.template]
+
+def place(template: Sequence[Any], items: Sequence[Any]) -> list[Any]:
+    """``template`` with ``items[i]`` in the place of each ``SavedSlot(i)`` (in lists too)."""
+    def put(value: Any) -> Any:
+        if isinstance(value, SavedSlot):
+            return items[value.index]
+        if isinstance(value, (list, tuple)):
+            return type(value)(put(v) for v in value)
+        return value
+
+    return [put(v) for v in template]
 
 
 class TorchFormula:
@@ -172,10 +179,25 @@ class TorchFormula:
         return self.declared.output_differentiability or (True,) * len(self.schema.returns)
 
     @cached_property
+    def has_jvp(self) -> bool:
+        """Whether the formula has a jvp: a ``jvp=`` rule or a nested ``def jvp``."""
+        code = self.declared.fn.__code__
+        return self.declared.jvp is not None or "jvp" in code.co_varnames + code.co_cellvars
+
+    @cached_property
     def function(self) -> type[torch.autograd.Function]:
         """The formula as a ``torch.autograd.Function`` subclass named ``<Op>Formula``."""
         name = "".join(part[:1].upper() + part[1:] for part in self.op_name.replace(".", "_").split("_")) + "Formula"
         return type(name, (FormulaFunction,), {"__module__": __name__})
+
+    @cached_property
+    def apply(self) -> Callable[..., Any]:
+        """:attr:`function`'s ``apply`` below ``Function.apply``'s Python layer, which binds the
+        arguments by signature and routes a call under a torch.func transform to
+        ``custom_function_call``. The Function is an operator's autograd kernel: it records its
+        node at the level it is called at, as torch's own C++ kernels do (torch.func transforms
+        reach a kernel unwrapped to its level); and the binding was a third of the per-call cost."""
+        return super(torch.autograd.Function, self.function).apply
 
     @cached_property
     def single_tensor_slots(self) -> tuple[int, ...]:
@@ -208,19 +230,42 @@ class TorchFormula:
                 values[i] = torch.scalar_tensor(values[i], dtype=dtype, device=device)
         return values
 
-    def call(self, values: Sequence[Any]) -> Any:
+    def call(self, values: Sequence[Any], run: Runner | None = None) -> Any:
         """The operator applied to ``values`` (as :meth:`bind` gives them) through the formula's
         Function: torch records one ``<Op>FormulaBackward`` node. The result has the schema's shape
-        (a tensor, a tuple, or a list for ``Tensor[]``)."""
+        (a tensor, a tuple, or a list for ``Tensor[]``). ``run`` computes the forward (default:
+        :meth:`planned_forward`; a custom op's redispatches to its kernel)."""
         flat = FlatArguments.of(values)
-        outputs = self.function.apply(self, flat, forward_ad_active(), *flat.tensors)
+        application = Application(self, flat, forward_ad_active(), torch.is_grad_enabled(), run or self.planned_forward)
+        if not torch._C._are_functorch_transforms_active():
+            return self.shaped(self.apply(application, *unwrap_dead_wrappers(flat.tensors)))
+        with enable_single_level_autograd_function():
+            return self.shaped(self.apply(application, *flat.tensors))
+
+    def shaped(self, flat_outputs: Sequence[Any]) -> Any:
+        """The flat outputs as the schema returns them: a tensor, a tuple or a ``Tensor[]`` list."""
         if self.list_output:
-            return list(outputs)
-        return outputs if len(self.schema.returns) > 1 else outputs[0]
+            return list(flat_outputs)
+        return tuple(flat_outputs) if len(self.schema.returns) > 1 else flat_outputs[0]
+
+    def planned_forward(self, values: Sequence[Any], tensors: Sequence[torch.Tensor],
+                        want_jvp: bool) -> PlannedForward:
+        """The formula's forward on ``values`` (whose tensors are ``tensors``) below autograd, its
+        backward closure planned against those tensors and the outputs."""
+        with below_autograd():
+            outputs, backward, written = self.forward(values, want_jvp)
+        flat_outputs = self.flat_outputs(outputs)
+        plan, saved = plan_closure(backward, (*tensors, *flat_outputs), self.op_name)
+        return PlannedForward(outputs, flat_outputs, plan, saved, (values, backward, written) if want_jvp else None)
 
     def forward(self, values: Sequence[Any], want_jvp: bool = False) -> tuple[Any, Callable[..., Any], Any]:
         """The formula's forward on torch values (run it below autograd): its outputs as it
         returns them, its backward closure and, with ``want_jvp``, its nested ``jvp`` (or None)."""
+        if not want_jvp:
+            with use_backend(self.backend):
+                outputs, backward = self.apply_fn(wrap(list(values)))
+            return unwrap(outputs), backward, None
+        # the nested jvp is a local of the formula's frame; only forward mode pays for this
         code = self.declared.fn.__code__
         found: dict[str, Any] = {}
 
@@ -229,14 +274,12 @@ class TorchFormula:
                 found["jvp"] = frame.f_locals.get("jvp")
 
         previous = sys.getprofile()
-        if want_jvp:        # the nested jvp is a local of the formula's frame; only forward mode pays for this
-            sys.setprofile(profile)
+        sys.setprofile(profile)
         try:
             with use_backend(self.backend):
                 outputs, backward = self.apply_fn(wrap(list(values)))
         finally:
-            if want_jvp:
-                sys.setprofile(previous)
+            sys.setprofile(previous)
         return unwrap(outputs), backward, found.get("jvp")
 
     def apply_fn(self, values: list[Any]) -> Any:
@@ -307,65 +350,132 @@ def forward_ad_active() -> bool:
     return torch.autograd.forward_ad._current_level >= 0
 
 
+def records(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether autograd has anything to record for a call with these arguments: a forward-mode
+    level is open, or grad mode is on and an input (also inside a list) requires grad."""
+    if forward_ad_active():
+        return True
+    return torch.is_grad_enabled() and (_requires_grad(args) or _requires_grad(kwargs.values()))
+
+
+def _requires_grad(values: Any) -> bool:
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            if value.requires_grad:
+                return True
+        elif isinstance(value, (list, tuple)) and _requires_grad(value):
+            return True
+    return False
+
+
 def below_autograd() -> Any:
     """A guard under which aten operators run their kernels without autograd (as torch's own
     autograd kernels run theirs)."""
     return torch._C._AutoDispatchBelowAutograd()
 
 
+class PlannedForward(NamedTuple):
+    """A forward run of a formula with its backward closure planned (:func:`plan_closure`)."""
+
+    outputs: Any                        # as the formula returns them
+    flat_outputs: tuple[Any, ...]
+    plan: ClosurePlan
+    saved: tuple[int, ...]              # positions in (input tensors, flat outputs) to save
+    jvp_state: tuple[list[Any], Callable[..., Any], Callable[..., Any] | None] | None  # forward mode: values, closures
+
+
+#: How a Function's forward computes a formula's outputs: ``(values, tensors, want_jvp)``.
+Runner = Callable[[Sequence[Any], Sequence[torch.Tensor], bool], PlannedForward]
+
+
+@dataclass(eq=False)
+class Application:
+    """One application of a formula through its Function: the first argument of ``apply``. A
+    Function with ``setup_context`` has a forward without ``ctx``; the forward leaves what
+    ``setup_context`` and ``jvp`` need here (``planned``)."""
+
+    formula: TorchFormula
+    flat: FlatArguments
+    want_jvp: bool
+    grad_enabled: bool      # the caller's grad mode, which apply turns off for forward
+    run: Runner
+    planned: PlannedForward | None = None
+
+
 class FormulaFunction(torch.autograd.Function):
-    """Base of every ``<Op>Formula``: see the module docstring."""
+    """Base of every ``<Op>Formula``: see the module docstring. ``apply(application, *tensors)``
+    with ``tensors`` the application's :class:`FlatArguments` tensors."""
 
     @staticmethod
-    def forward(ctx: Any, formula: TorchFormula, flat: FlatArguments, want_jvp: bool,
-                *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        values = flat.values(tensors)
-        with below_autograd():
-            outputs, backward, written = formula.forward(values, want_jvp)
-        flat_outputs = formula.flat_outputs(outputs)
-        plan, to_save = plan_closure(backward, by_id((*tensors, *flat_outputs)), formula.op_name)
-        ctx.save_for_backward(*to_save)
-        ctx.formula, ctx.flat, ctx.plan = formula, flat, plan
-        if want_jvp:    # forward mode runs right after forward: no graph to keep, the closures stay as they are
-            ctx.jvp = (values, backward, written)
-        kept = {id(o) for o in formula.differentiable(flat_outputs)}
-        ctx.mark_non_differentiable(*(o for o in flat_outputs if id(o) not in kept))
+    def forward(application: Application, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        # The forward runs below this level's autograd (the runner makes sure), with the caller's
+        # grad modes, as torch's C++ kernels run theirs: under nested torch.func transforms the
+        # levels below still record it (with apply's modes, off, a grad of grad, or a jvp of a
+        # grad, would come out zero).
+        torch._C._set_grad_enabled(application.grad_enabled)
+        torch._C._set_fwd_grad_enabled(True)
+        try:
+            planned = application.run(application.flat.values(tensors), tensors, application.want_jvp)
+        finally:
+            torch._C._set_grad_enabled(False)
+            torch._C._set_fwd_grad_enabled(False)
+        application.planned = planned
+        return planned.flat_outputs
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
+        application: Application = inputs[0]
+        planned, formula = application.planned, application.formula
+        candidates = (*inputs[1:], *output)     # setup_context's own objects: torch.func wraps them
+        ctx.save_for_backward(*(candidates[position] for position in planned.saved))
+        # what backward needs, and no tensor: the inputs stay free to go (torch keeps only the saved)
+        ctx.formula, ctx.template, ctx.count, ctx.plan = formula, application.flat.template, len(inputs) - 1, planned.plan
+        if planned.jvp_state is not None:
+            ctx.jvp_state = planned.jvp_state   # forward mode runs right after forward; jvp drops it
+        application.planned = None
+        if not formula.list_output and not all(formula.output_flags):
+            kept = {id(o) for o in formula.differentiable(output)}
+            ctx.mark_non_differentiable(*(o for o in output if id(o) not in kept))
         ctx.set_materialize_grads(False)     # an unused output's gradient reaches the closure as None
-        return flat_outputs
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         formula: TorchFormula = ctx.formula
-        flat: FlatArguments = ctx.flat
-        nothing = (None, None, None, *(None for _ in flat.tensors))
+        template = ctx.template
         output_grads = formula.differentiable(grads)
         if all(g is None for g in output_grads):
-            return nothing      # a backward is never called without a gradient
-        needs_flat = ctx.needs_input_grad[3:]
-        slots_needing = flat.values(needs_flat)   # per argument: a flag, or a list of flags
+            return (None,) * (1 + ctx.count)      # a backward is never called without a gradient
+        slots_needing = place(template, ctx.needs_input_grad[1:])   # per argument: a flag, or a list of flags
         needs = [any(v) if isinstance(v, list) else bool(v) for v in (slots_needing[i] for i in formula.gradient_slots)]
         backward = ctx.plan.rebuild(ctx.saved_tensors)
         per_slot = formula.run_backward(backward, output_grads, needs)
-        flat_grads: list[torch.Tensor | None] = [None] * len(flat.tensors)
+        flat_grads: list[torch.Tensor | None] = [None] * ctx.count
         for slot, grad in zip(formula.gradient_slots, per_slot):
-            marker = flat.template[slot]
+            marker = template[slot]
             if isinstance(marker, SavedSlot):
                 flat_grads[marker.index] = grad
             elif isinstance(marker, list) and grad is not None:
                 for part, part_grad in zip(marker, grad):
                     flat_grads[part.index] = part_grad
-        return (None, None, None, *flat_grads)
+        return (None, *flat_grads)
 
     @staticmethod
     def jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
         formula: TorchFormula = ctx.formula
-        flat: FlatArguments = ctx.flat
-        values, backward, written = ctx.jvp
+        values, backward, written = ctx.jvp_state
+        del ctx.jvp_state
+        tensors = FlatArguments.of(values).tensors
         zero_filled = [torch.zeros_like(t) if tangent is None else tangent
-                       for t, tangent in zip(flat.tensors, input_tangents[3:])]
-        tangents = flat.values(zero_filled)
+                       for t, tangent in zip(tensors, input_tangents[1:])]
+        tangents = place(ctx.template, zero_filled)
         per_parameter = [tangents[i] if i in formula.gradient_slots else None for i in range(len(values))]
-        output_tangents = formula.run_jvp(values, per_parameter, backward, written)
+        if torch._C._are_functorch_transforms_active():
+            # the levels below this one record the jvp's computation (a jvp of a jvp), as the
+            # forward's: with apply's modes, off, they would not
+            with torch.enable_grad(), torch.autograd.forward_ad._set_fwd_grad_enabled(True), below_autograd():
+                output_tangents = formula.run_jvp(values, per_parameter, backward, written)
+        else:
+            output_tangents = formula.run_jvp(values, per_parameter, backward, written)
         if formula.list_output:
             return tuple(output_tangents)
         returned = output_tangents if isinstance(output_tangents, tuple) else (output_tangents,)
@@ -374,5 +484,4 @@ class FormulaFunction(torch.autograd.Function):
             raise RuntimeError(f"the jvp of {formula.op_name} returned {len(returned)} tangent(s) for "
                                f"{count} differentiable output(s)")
         remaining = iter(returned)
-        tangents_out = tuple(next(remaining) if diff else None for diff in formula.output_flags)
-        return tangents_out if len(tangents_out) > 1 else tangents_out[0]
+        return tuple(next(remaining) if diff else None for diff in formula.output_flags)

@@ -9,6 +9,8 @@ formula's closure rebuilt from the saved inputs and outputs, so a
 ``create_graph=True`` backward runs the formulas again; forward mode runs the
 formula's jvp. A call that records nothing (grad mode off, no input requiring
 grad, no forward-mode level) goes straight to torch's kernel below autograd.
+With ``compiled=True`` the kernel calls the package's transpiled C++ function
+from its loaded library instead, which records the generated node.
 
 :func:`uninstall` removes exactly those registrations: torch's own kernels
 come back. :func:`override` is the two as a context manager.
@@ -30,7 +32,7 @@ from typing import Any, Iterable, Iterator
 import torch
 
 from formulas.torch.backend import TorchBackend, load_package
-from formulas.torch.function import TorchFormula, below_autograd, forward_ad_active
+from formulas.torch.function import TorchFormula, below_autograd, records
 
 
 #: The per-device autograd keys the kernels are registered at. A registration at the ``Autograd``
@@ -53,8 +55,43 @@ def aten_overload(op_name: str) -> torch._ops.OpOverload:
         raise OverrideError(f"{op_name}: torch {torch.__version__} has no operator aten::{op_name}") from None
 
 
-def refusal(formula: TorchFormula) -> str | None:
-    """Why ``formula`` cannot stand in for its aten operator, or None when it can."""
+def compiled_namespace(package: str) -> str:
+    """The namespace ``transpile`` registers ``package``'s C++ in by default: its directory's name."""
+    return package.rsplit(".", 1)[-1]
+
+
+def compiled_overload(op_name: str, namespace: str) -> torch._ops.OpOverload | None:
+    """``torch.ops.<namespace>.<name>.<overload>``, or None when no loaded library registers it."""
+    name, _, overload = op_name.partition(".")
+    if not torch._C._dispatch_has_kernel(f"{namespace}::{op_name}") and not torch._C._dispatch_has_kernel(
+            f"{namespace}::{name}"):
+        return None
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def refusal(formula: TorchFormula, compiled_in: str | None = None) -> str | None:
+    """Why ``formula`` cannot stand in for its aten operator (through its compiled node in the
+    loaded namespace ``compiled_in``, if given), or None when it can."""
+    reason = _python_refusal(formula)
+    if reason is not None or compiled_in is None:
+        return reason
+    compiled = compiled_overload(formula.op_name, compiled_in)
+    if compiled is None:
+        return (f"{formula.op_name}: compiled=True runs torch.ops.{compiled_in}.{formula.op_name}, which no "
+                f"loaded library registers: transpile the package (python -m transpiler --formulas DIR "
+                f"--out OUT), build it (python -m transpiler.build --sources OUT) and load the library it "
+                f"prints (transpiler.build.load_library(path)) first")
+    aten = str(aten_overload(formula.op_name)._schema)
+    if str(compiled._schema).replace(f"{compiled_in}::", "aten::", 1) != aten:
+        return (f"{formula.op_name}: the loaded torch.ops.{compiled_in}.{formula.op_name} has the schema "
+                f"`{compiled._schema}`, not torch's `{aten}`: rebuild the library from the package")
+    return None
+
+
+def _python_refusal(formula: TorchFormula) -> str | None:
     try:
         overload = aten_overload(formula.op_name)
     except OverrideError as error:
@@ -68,6 +105,35 @@ def refusal(formula: TorchFormula) -> str | None:
     return None
 
 
+def functional_twin(op_name: str) -> str | None:
+    """``"sin"`` for the in-place ``"sin_"`` (``"mul.Tensor"`` for ``"mul_.Tensor"``), else None."""
+    name, dot, overload = op_name.partition(".")
+    if len(name) < 2 or not name.endswith("_") or name.endswith("__"):
+        return None
+    return name[:-1] + dot + overload
+
+
+def in_place_refusal(op_name: str, twin: TorchFormula) -> str | None:
+    """Why the in-place ``op_name`` cannot run through its functional twin's formula ``twin``
+    (its schema must be the twin's with ``self`` written in place and returned), or None."""
+    reason = _python_refusal(twin)
+    if reason is not None:
+        return f"{op_name}: its functional twin cannot be overridden ({reason})"
+    try:
+        in_place = aten_overload(op_name)._schema
+    except OverrideError as error:
+        return str(error)
+    functional = aten_overload(twin.op_name)._schema
+    def signature(schema: Any) -> list[tuple[str, str]]:
+        return [(arg.name, str(arg.type)) for arg in schema.arguments]
+    writes_self = bool(in_place.arguments) and in_place.arguments[0].name == "self" and \
+        in_place.arguments[0].alias_info is not None and in_place.arguments[0].alias_info.is_write
+    if not writes_self or signature(in_place) != signature(functional) or len(in_place.returns) != 1:
+        return (f"{op_name}: torch's schema `{in_place}` is not its functional twin's `{functional}` "
+                "with self written in place")
+    return None
+
+
 @dataclass
 class Installation:
     """The registrations one :func:`install` made; :func:`uninstall` takes them back."""
@@ -78,13 +144,15 @@ class Installation:
     active: bool = True
 
 
-def overridable(package: str = "formulas") -> tuple[list[str], dict[str, str]]:
-    """The operators of ``package`` that :func:`install` can override, and the others with the reason."""
+def overridable(package: str = "formulas", compiled: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The operators of ``package`` that :func:`install` can override (on the compiled path: whose
+    compiled node a loaded library registers), and the others with the reason."""
     formulas = _formulas(package)
+    namespace = compiled_namespace(package) if compiled else None
     accepted: list[str] = []
     refused: dict[str, str] = {}
     for name, formula in formulas.items():
-        reason = refusal(formula)
+        reason = refusal(formula, namespace)
         if reason is None:
             accepted.append(name)
         else:
@@ -95,29 +163,41 @@ def overridable(package: str = "formulas") -> tuple[list[str], dict[str, str]]:
 def install(ops: Iterable[str] | None = None, *, package: str = "formulas", compiled: bool = False) -> Installation:
     """Make the aten operators ``ops`` (``"sin"``, ``"mul.Tensor"``; None: every operator of
     ``package`` that can be, see :func:`overridable`) run ``package``'s formulas for autograd.
+    ``compiled``: run the package's transpiled C++ nodes, from its built library, loaded (its
+    ``torch.ops.<package's directory name>`` operators), instead of the Python formulas.
     A named operator that cannot be is an :class:`OverrideError`, and nothing is installed."""
-    if compiled:
-        raise NotImplementedError("formulas.torch.override(compiled=True): the generated C++ has no "
-                                  "registration variant for aten's Autograd key yet; use the Python path "
-                                  "(compiled=False) or the compiled torch.ops.<namespace> operators")
     formulas = _formulas(package)
+    namespace = compiled_namespace(package) if compiled else None
     if ops is None:
-        chosen = overridable(package)[0]
+        chosen = overridable(package, compiled)[0]
     else:
         chosen = list(dict.fromkeys(ops))
         for name in chosen:
-            if name not in formulas:
+            twin = functional_twin(name)
+            if twin is not None and twin in formulas and name not in formulas and namespace is None:
+                reason = in_place_refusal(name, formulas[twin])
+            elif name not in formulas:
                 raise OverrideError(f"{name}: package `{package}` has no formula for it")
-            reason = refusal(formulas[name])
+            else:
+                reason = refusal(formulas[name], namespace)
             if reason is not None:
                 raise OverrideError(reason)
     library = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         for name in chosen:
-            kernel = _kernel(formulas[name])
-            for key in AUTOGRAD_KEYS:
-                library.impl(name, kernel, key)
+            if namespace is None and name not in formulas:
+                kernel = _in_place_kernel(name, formulas[functional_twin(name)])
+                for key in AUTOGRAD_KEYS:
+                    library.impl(name, kernel, key)
+            elif namespace is None:
+                kernel = _kernel(formulas[name])
+                for key in AUTOGRAD_KEYS:
+                    library.impl(name, kernel, key)
+            else:
+                compiled = compiled_overload(name, namespace)
+                for key in AUTOGRAD_KEYS:
+                    library.impl(name, _compiled_kernel(name, compiled, key), key, with_keyset=True)
     return Installation(package, tuple(chosen), library)
 
 
@@ -157,7 +237,7 @@ def _kernel(formula: TorchFormula) -> Any:
     overload = aten_overload(formula.op_name)
 
     def autograd_kernel(*args: Any, **kwargs: Any) -> Any:
-        if not _records(args, kwargs):
+        if not records(args, kwargs):
             with below_autograd():
                 return overload(*args, **kwargs)
         return formula.call(formula.bind(args, kwargs))
@@ -166,14 +246,40 @@ def _kernel(formula: TorchFormula) -> Any:
     return autograd_kernel
 
 
-def _records(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether autograd has anything to record for a call with these arguments."""
-    if forward_ad_active():
-        return True
-    if not torch.is_grad_enabled():
-        return False
-    def requires_grad(value: Any) -> bool:
-        if isinstance(value, torch.Tensor):
-            return value.requires_grad
-        return isinstance(value, (list, tuple)) and any(requires_grad(v) for v in value)
-    return any(requires_grad(v) for v in args) or any(requires_grad(v) for v in kwargs.values())
+def _in_place_kernel(op_name: str, twin: TorchFormula) -> Any:
+    """The in-place operator's autograd kernel through its functional twin's formula: the twin
+    applied to a copy of ``self`` (its saved input must not change), then ``self.copy_`` of the
+    result with autograd on, which rebases ``self``'s history (views included), bumps its version
+    and raises torch's own errors (a leaf that requires grad)."""
+    overload = aten_overload(op_name)
+
+    def in_place_kernel(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if not records((self, *args), kwargs):
+            with below_autograd():
+                return overload(self, *args, **kwargs)
+        result = twin.call(twin.bind((self.clone(), *args), kwargs))
+        if not torch.can_cast(result.dtype, self.dtype):    # copy_ would cast where torch refuses
+            raise RuntimeError(f"result type {_scalar_type(result.dtype)} can't be cast to the desired "
+                               f"output type {_scalar_type(self.dtype)}")
+        return self.copy_(result)
+
+    in_place_kernel.__name__ = f"{op_name}_formula_autograd"
+    return in_place_kernel
+
+
+def _scalar_type(dtype: torch.dtype) -> str:
+    """The name torch's messages give ``dtype`` (``Float`` for ``torch.float32``)."""
+    return torch.empty(0, dtype=dtype).type().rsplit(".", 1)[-1].removesuffix("Tensor")
+
+
+def _compiled_kernel(op_name: str, compiled: torch._ops.OpOverload, key: str) -> Any:
+    """The aten operator's kernel at autograd key ``key`` running the compiled op's C++ function
+    (its kernel at that key) directly: it records the transpiled node, computes the jvp, and
+    runs aten's kernel below autograd."""
+    function = torch.library.get_kernel(compiled, key).call_boxed
+
+    def compiled_autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(keyset, *args, **kwargs)
+
+    compiled_autograd_kernel.__name__ = f"{op_name}_compiled_autograd"
+    return compiled_autograd_kernel

@@ -16,7 +16,9 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from formulas.torch import NoShapeRule, custom_ops
+import formulas
+import formulas.torch.function
+from formulas.torch import NoShapeRule, TorchFormula, custom_ops
 from tests.op_cases import ALL_CASES, OpCase, differentiable_view, first_and_second_order, torch_args, torch_op
 
 SHIPPED = custom_ops("formulas", namespace="formulas_py")
@@ -31,6 +33,10 @@ def first_cases() -> list[OpCase]:
 
 
 FIRST_CASES = first_cases()
+def has_jvp(op: str) -> bool:
+    return TorchFormula(formulas.load_library()[op], None).has_jvp
+
+
 OPCHECK_SAMPLE = ("sin", "mul.Tensor", "div.Tensor", "sum.dim_IntList", "max.dim", "cat", "mm", "where.self",
                   "_softmax", "index.Tensor", "mean.dim", "pow.Tensor_Scalar", "layer_norm", "stack")
 
@@ -61,6 +67,65 @@ def test_gradcheck_gradgradcheck_and_equal_to_builtin(case: OpCase):
         assert len(ours[order]) == len(theirs[order])
         for mine, builtin in zip(ours[order], theirs[order]):
             torch.testing.assert_close(mine, builtin)
+
+
+@pytest.mark.parametrize("case", [c for c in FIRST_CASES if c.op in OPCHECK_SAMPLE and has_jvp(c.op)], ids=lambda c: c.name)
+def test_forward_mode_runs_the_formulas_jvp_and_equals_torchs(case: OpCase):
+    """Forward AD (gradcheck's check_forward_ad) and ``torch.func.jvp`` through the custom op
+    equal torch's own operator's."""
+    call, leaves = differentiable_view(case, SHIPPED.ops[case.op])
+    assert torch.autograd.gradcheck(call, leaves, check_forward_ad=True)
+    theirs, _ = differentiable_view(case, torch_op(case.op))
+    primals = [leaf.detach() for leaf in leaves]
+    generator = torch.Generator().manual_seed(0)
+    tangents = [torch.randn(p.shape, dtype=p.dtype, generator=generator) for p in primals]
+    got = torch.func.jvp(call, tuple(primals), tuple(tangents))
+    want = torch.func.jvp(theirs, tuple(primals), tuple(tangents))
+    torch.testing.assert_close(got, want)
+
+
+def test_the_formulas_forward_runs_once_per_call(monkeypatch):
+    """The kernel the autograd forward redispatches to runs the formula's forward and hands the
+    Function its closure: once per call, not again in setup_context."""
+    runs = []
+    original = formulas.torch.function.TorchFormula.forward
+    def counted(self, values, want_jvp=False):
+        runs.append(self.op_name)
+        return original(self, values, want_jvp)
+    monkeypatch.setattr(formulas.torch.function.TorchFormula, "forward", counted)
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    y = SHIPPED.ops["mul.Tensor"](x, x)
+    assert runs == ["mul.Tensor"]
+    torch.autograd.grad(y.sum(), x)
+    assert runs == ["mul.Tensor"]
+
+
+class AnswersSinh(torch.utils._python_dispatch.TorchDispatchMode):
+    """A dispatch mode that answers the custom sinh itself, so its kernel never runs."""
+
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is self.op:
+            return torch.sinh(args[0])
+        return func(*args, **(kwargs or {}))
+
+
+def test_without_the_kernel_the_function_plans_the_closure_itself(user_package):
+    """The general path: when the redispatch does not reach the kernel (a dispatch mode answered
+    it), the Function runs the formula's forward to plan the closure; gradients are the same."""
+    custom_ops(user_package)
+    sinh = torch.ops.myops_custom.sinh.default
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    with AnswersSinh(sinh):
+        y = sinh(x)
+    assert y.grad_fn.name() == "SinhFormulaBackward"
+    (grad,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+    (second,) = torch.autograd.grad(grad.sum(), x)
+    torch.testing.assert_close(grad, torch.cosh(x.detach()))
+    torch.testing.assert_close(second, torch.sinh(x.detach()))
 
 
 def test_torch_compile_fullgraph_runs_them():
@@ -113,7 +178,7 @@ def test_a_user_package_passes_opcheck_and_refuses_a_value_dependent_shape(user_
     sinh = torch.ops.myops_custom.sinh.default
     assert set(torch.library.opcheck(sinh, (x,)).values()) == {"SUCCESS"}
     assert torch.autograd.gradgradcheck(sinh, (x,))
-    assert "myops_custom_sinh" in sinh(x).grad_fn.name()
+    assert sinh(x).grad_fn.name() == "SinhFormulaBackward"
     nonzero = torch.ops.myops_custom.nonzero.default
     # with a shape environment (opcheck, torch.compile) the value-dependent size is a symbol
     assert set(torch.library.opcheck(nonzero, (torch.tensor([0.0, 1.0]),)).values()) == {"SUCCESS"}

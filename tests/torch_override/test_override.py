@@ -185,8 +185,9 @@ def test_operators_that_cannot_be_overridden_are_refused_with_the_reason(wrong_p
         install(["tan"], package=wrong_package)
     with pytest.raises(OverrideError, match="view or in-place operator"):
         install(["t"])
-    with pytest.raises(NotImplementedError, match="compiled=True"):
-        install(["sin"], compiled=True)
+    with pytest.raises(OverrideError, match=r"sin: compiled=True runs torch.ops.wrongops.sin, which no loaded "
+                                            r"library registers: transpile .* build .* load"):
+        install(["sin"], package=wrong_package, compiled=True)
     assert torch.sin(leaf(2)).grad_fn.name() == "SinBackward0"      # nothing was left installed
 
 
@@ -194,6 +195,49 @@ def test_every_refused_shipped_operator_is_a_view():
     accepted, refused = overridable()
     assert accepted and refused
     assert all("view or in-place operator" in reason for reason in refused.values())
+
+
+@pytest.mark.parametrize("op", sorted(overridable()[1]))
+def test_naming_a_view_is_refused_and_installs_nothing(op):
+    with pytest.raises(OverrideError, match=f"{op}: a view or in-place operator"):
+        install(["sin", op])
+    assert torch.sin(leaf(2)).grad_fn.name() == "SinBackward0"
+
+
+def in_place_after(op_output):
+    """An in-place write to an op's output (whose backward saves it), then backward: the error."""
+    x = leaf(4)
+    y = op_output(x)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as raised:
+        torch.autograd.grad(y.sum(), x)
+    return str(raised.value)
+
+
+def test_an_in_place_write_to_a_saved_output_raises_torchs_error():
+    """The formula's Function saves its outputs with save_for_backward: torch's version counter
+    catches a later in-place write, as it does for its own node."""
+    torchs = in_place_after(torch.exp)
+    with override(["exp"]):
+        ours = in_place_after(torch.exp)
+    assert "output 0 of Exp," in torchs and "output 0 of ExpFormula," in ours
+
+
+def test_in_place_writes_through_torchs_views_of_outputs_equal_torchs():
+    """Views and in-place ops stay torch's: on an overridden op's output they rebase its node."""
+    def observe():
+        x = leaf(5)
+        y = torch.sin(x) * 1.0
+        y[1:3].mul_(torch.cos(x[1:3]))
+        y.unsqueeze(0).add_(1.0)
+        (grad,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+        (second,) = torch.autograd.grad(grad.sum(), x)
+        return grad, second
+    want = observe()
+    with override(["sin", "cos", "mul.Tensor"]):
+        got = observe()
+    for mine, theirs in zip(got, want):
+        torch.testing.assert_close(mine, theirs)
 
 
 def test_torch_compile_traces_the_swapped_in_formula(wrong_package):
@@ -204,10 +248,35 @@ def test_torch_compile_traces_the_swapped_in_formula(wrong_package):
     torch.testing.assert_close(grad, 2 * torch.cos(x.detach()))
 
 
-def test_torch_func_transforms_raise_torchs_error():
-    x = torch.randn(3, dtype=torch.float64)
-    with override(["sin"]), pytest.raises(RuntimeError, match="must override the setup_context staticmethod"):
-        torch.func.grad(lambda a: torch.sin(a).sum())(x)
+def func_compositions(f, x, t):
+    """torch.func transforms of ``f`` and their compositions, first and second order."""
+    grad = torch.func.grad(lambda a: f(a).sum())
+    return {
+        "grad": grad(x),
+        "jvp": torch.func.jvp(f, (x,), (t,))[1],
+        "vjp": torch.func.vjp(f, x)[1](t)[0],
+        "grad of grad": torch.func.grad(lambda a: grad(a).sum())(x),
+        "jvp of grad": torch.func.jvp(grad, (x,), (t,))[1],
+        "grad of jvp": torch.func.grad(lambda a: torch.func.jvp(f, (a,), (t,))[1].sum())(x),
+        "jvp of jvp": torch.func.jvp(lambda a: torch.func.jvp(f, (a,), (t,))[1], (x,), (t,))[1],
+        "jacrev of jacrev": torch.func.jacrev(torch.func.jacrev(f))(x),
+        "jacfwd of jacrev (vmap)": torch.func.jacfwd(torch.func.jacrev(f))(x),
+    }
+
+
+@pytest.mark.parametrize("ops", [["sin"], ["cos"], ["sin", "cos", "mul.Tensor", "neg"], None], ids=str)
+def test_torch_func_transforms_and_their_compositions_equal_torchs(ops):
+    """The overridden kernel records its node at the level it is called at, with the caller's
+    grad modes for the levels below: every composition equals torch's own (a formula reached
+    inside another op's backward, ``cos`` in ``sin``'s, included)."""
+    x, t = leaf(5).detach(), leaf(5, seed=1).detach()
+    def f(a):
+        return torch.sin(a) * torch.cos(a).sum(0, keepdim=True)
+    want = func_compositions(f, x, t)
+    with override(ops):
+        got = func_compositions(f, x, t)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], msg=name)
 
 
 def test_formulas_imports_without_torch_and_formulas_torch_says_what_to_install():
@@ -220,3 +289,63 @@ def test_formulas_imports_without_torch_and_formulas_torch_says_what_to_install(
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=repo)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "formulas.torch needs torch: pip install torch==2.13.0 (or the [torch] extra)"
+
+
+IN_PLACE = {   # an in-place op named to the override: a call of it on y (a non-leaf float64 tensor)
+    "sin_": lambda y, w: y.sin_(),
+    "exp_": lambda y, w: y.exp_(),
+    "mul_.Tensor": lambda y, w: y.mul_(w),
+    "addcmul_": lambda y, w: y.addcmul_(w, w, value=0.5),
+    "index_add_": lambda y, w: y.index_add_(0, torch.tensor([0, 2]), w[:2]),
+}
+
+
+@pytest.mark.parametrize("op", sorted(IN_PLACE))
+def test_an_in_place_op_runs_its_functional_twins_formula_and_equals_torch(op):
+    """``sin_`` through the ``sin`` formula: the twin on a copy of self, then copy_ rebases self
+    (on a view too); first and second order equal torch's own in-place op."""
+    def observe():
+        x, w = leaf(5), leaf(5, seed=1)
+        y, through_view = x * 1.0, x * 2.0
+        IN_PLACE[op](y, w)
+        recorded.append(y.grad_fn.name())
+        IN_PLACE[op](through_view[1:], w[1:])
+        first = torch.autograd.grad((y + through_view).sum(), (x, w), create_graph=True, allow_unused=True)
+        first = [g if g is not None else torch.zeros(5, dtype=torch.float64) for g in first]
+        total = sum(g.sum() for g in first)
+        second = torch.autograd.grad(total, (x, w), allow_unused=True) if total.requires_grad else ()
+        return y + through_view, first, [g for g in second if g is not None]
+    recorded: list[str] = []
+    want = observe()
+    with override([op]):
+        got = observe()
+    assert recorded[0].endswith("Backward0") and recorded[1] == "torch::autograd::CopyBackwards"   # torch's, ours
+    torch.testing.assert_close(got[0], want[0])
+    for mine, theirs in zip(got[1] + got[2], want[1] + want[2]):
+        torch.testing.assert_close(mine, theirs)
+
+
+def test_in_place_twins_raise_torchs_errors():
+    x = leaf(3)
+    with override(["sin_", "mul_.Tensor"]):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+            x.sin_()
+        y = x * 1.0
+        z = y * y                                  # saves y
+        y.sin_()
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            torch.autograd.grad(z.sum(), x)
+        with pytest.raises(RuntimeError, match="result type Double can't be cast to the desired output type Long"):
+            torch.ones(3, dtype=torch.long).mul_(x)
+        tangent = torch.ones(3, dtype=torch.float64)
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(x.detach(), tangent) * 1.0
+            dual.sin_()
+            torch.testing.assert_close(fwAD.unpack_dual(dual).tangent, torch.cos(x.detach()))
+
+
+def test_an_in_place_op_whose_twin_is_refused_is_refused():
+    with pytest.raises(OverrideError, match=r"t_: its functional twin cannot be overridden \(t: a view"):
+        install(["t_"])
+    with pytest.raises(OverrideError, match="pow_.Scalar: torch's schema .* is not its functional twin's"):
+        install(["pow_.Scalar"])

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import formulas
-from formulas.torch import overridable, override
+from formulas.torch import TorchFormula, overridable, override
 from formulas.torch.override import aten_overload
 from tests.op_cases import ALL_CASES, OpCase, differentiable_view, first_and_second_order, torch_op
 from tests.opinfo_cases import catalogue
@@ -48,8 +48,7 @@ OP_CASES = sample(ALL_CASES) + sample(list(catalogue().cases))
 
 
 def has_jvp(op: str) -> bool:
-    declared = LIBRARY[op]
-    return declared.jvp is not None or "jvp" in declared.fn.__code__.co_varnames + declared.fn.__code__.co_cellvars
+    return TorchFormula(LIBRARY[op], None).has_jvp
 
 
 def test_every_formula_is_overridable_or_refused_with_a_reason():

@@ -1,0 +1,123 @@
+"""``formulas.torch.override(compiled=True)``: the package's transpiled C++ nodes stand in for aten's autograd.
+
+A small formula package (a deliberately wrong ``sin``, a right ``cos`` with its jvp)
+is transpiled and built once (cached in ``build/``), and its library loaded: inside the
+context torch's own ``torch.sin`` records the compiled node and computes what
+the package's C++ computes; outside, torch's kernels are back.
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+
+from formulas.torch import install, overridable, override, uninstall
+from tests.cpp.compiled import REPO, build_library
+from transpiler.build import load_library
+from transpiler.cpp import generate
+
+PACKAGE = "compiledops"
+SOURCE = '''
+from formulas import at, derivative
+
+
+@derivative("sin(Tensor self) -> Tensor")
+def sin(self):
+    result = at.sin(self)
+    def backward(grad):
+        return grad * at.cos(self) * 2.0
+    return result, backward
+
+
+@derivative("cos(Tensor self) -> Tensor")
+def cos(self):
+    result = at.cos(self)
+    def backward(grad):
+        return -grad * at.sin(self)
+    def jvp(self_t):
+        return -self_t * at.sin(self)
+    return result, backward
+'''
+
+
+@pytest.fixture(scope="module")
+def compiled_package(tmp_path_factory):
+    """The package importable and its library built and loaded; its name."""
+    root = tmp_path_factory.mktemp("compiled")
+    package = root / PACKAGE
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "trig.py").write_text(textwrap.dedent(SOURCE))
+    assert generate.main(["--formulas", str(package), "--out", str(root / "out")]) == 0
+    load_library(build_library(root / "out", REPO / "build"))
+    sys.path.insert(0, str(root))
+    yield PACKAGE
+    sys.path.remove(str(root))
+    for name in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
+        del sys.modules[name]
+
+
+def leaf(seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(6, dtype=torch.float64, generator=generator).requires_grad_()
+
+
+def test_the_compiled_node_runs_inside_the_context_only(compiled_package):
+    x = leaf()
+    right = torch.cos(x.detach())
+    with override(["sin"], package=compiled_package, compiled=True):
+        y = torch.sin(x)
+        assert type(y.grad_fn).__name__ == "CppFunction"        # the transpiled node, not torch's
+        (grad,) = torch.autograd.grad(y.sum(), x)
+        torch.testing.assert_close(grad, 2 * right)
+    y = torch.sin(x)
+    assert type(y.grad_fn).__name__ == "SinBackward0"
+    torch.testing.assert_close(torch.autograd.grad(y.sum(), x)[0], right)
+
+
+def test_compiled_nodes_pass_gradcheck_gradgradcheck_and_forward_ad(compiled_package):
+    x = leaf(1)
+    with override(["cos"], package=compiled_package, compiled=True):
+        assert torch.autograd.gradcheck(torch.cos, (x,), check_forward_ad=True)
+        assert torch.autograd.gradgradcheck(torch.cos, (x,))
+        (grad,) = torch.autograd.grad(torch.cos(x).sum(), x, create_graph=True)
+        (second,) = torch.autograd.grad(grad.sum(), x)
+        tangent = torch.ones(6, dtype=torch.float64)
+        with fwAD.dual_level():
+            forward = fwAD.unpack_dual(torch.cos(fwAD.make_dual(x.detach(), tangent))).tangent
+    torch.testing.assert_close(grad, -torch.sin(x.detach()))
+    torch.testing.assert_close(second, -torch.cos(x.detach()))
+    torch.testing.assert_close(forward, -torch.sin(x.detach()))
+
+
+def test_compiled_and_python_overrides_nest(compiled_package):
+    x = leaf(2)
+    right = torch.cos(x.detach())
+    outer = install(["sin"], package=compiled_package, compiled=True)
+    with override(["sin"]):                                  # the Python path of the shipped formula
+        assert torch.sin(x).grad_fn.name() == "SinFormulaBackward"
+        torch.testing.assert_close(torch.autograd.grad(torch.sin(x).sum(), x)[0], right)
+    torch.testing.assert_close(torch.autograd.grad(torch.sin(x).sum(), x)[0], 2 * right)
+    uninstall(outer)
+    assert torch.sin(x).grad_fn.name() == "SinBackward0"
+
+
+def test_overridable_on_the_compiled_path_lists_what_the_library_registers(compiled_package):
+    accepted, refused = overridable(compiled_package, compiled=True)
+    assert sorted(accepted) == ["cos", "sin"] and refused == {}
+
+
+def test_torch_func_and_torch_compile_through_the_compiled_node(compiled_package):
+    x, t = leaf(3).detach(), leaf(4).detach()
+    with override(["cos"], package=compiled_package, compiled=True):
+        grad = torch.func.grad(lambda a: torch.cos(a).sum())
+        second = torch.func.grad(lambda a: grad(a).sum())(x)
+        tangent = torch.func.jvp(grad, (x,), (t,))[1]
+        compiled = torch.compile(lambda a: torch.cos(a).sum(), fullgraph=True, backend="aot_eager")
+        (traced,) = torch.autograd.grad(compiled(x.requires_grad_()), x)
+    torch.testing.assert_close(second, -torch.cos(x.detach()))
+    torch.testing.assert_close(tangent, -torch.cos(x.detach()) * t)
+    torch.testing.assert_close(traced, -torch.sin(x.detach()))

@@ -101,8 +101,8 @@ def test_a_functions_manual_name_runs_the_librarys_helper(corpus: str):
 
 
 def test_a_name_with_no_library_helper_still_refuses_to_run(corpus: str):
-    """sgn's corpus backward calls FunctionsManual's sgn_backward, which the library lacks."""
-    sgn = package_dispatcher(corpus).overload("sgn")
-    x = engine.tensor(VALUES, dtype=engine.float64, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="sgn_backward is a C\\+\\+ function of libtorch"):
-        engine.grad(sgn(x).sum(), [x])
+    """logit's corpus backward asks libtorch's GradMode::is_enabled, which the library lacks."""
+    logit = package_dispatcher(corpus).overload("logit")
+    x = engine.tensor(np.array([0.2, 0.5, 0.7]), dtype=engine.float64, requires_grad=True)   # inside (0, 1)
+    with pytest.raises(NotImplementedError, match="GradMode::is_enabled is a C\\+\\+ function of libtorch"):
+        engine.grad(logit(x).sum(), [x])

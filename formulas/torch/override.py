@@ -198,6 +198,7 @@ def install(ops: Iterable[str] | None = None, *, package: str = "formulas", comp
                 compiled = compiled_overload(name, namespace)
                 for key in AUTOGRAD_KEYS:
                     library.impl(name, _compiled_kernel(name, compiled, key), key, with_keyset=True)
+    _forget_traced_dispatch(chosen)
     return Installation(package, tuple(chosen), library)
 
 
@@ -206,6 +207,18 @@ def uninstall(installation: Installation) -> None:
     if installation.active:
         installation.library._destroy()
         installation.active = False
+        _forget_traced_dispatch(installation.ops)
+
+
+def _forget_traced_dispatch(names: Iterable[str]) -> None:
+    """Forget what torch.compile and torch's Python dispatcher learnt before a registration change:
+    torch.compile's graphs hold the autograd of the aten operators as it was when traced (its guards
+    do not see a registration change), and each operator caches the kernel it chose per dispatch
+    key the first time a trace called it; either would run the replaced formula silently."""
+    torch._dynamo.reset()
+    for name in names:
+        base, _, overload = name.partition(".")
+        getattr(getattr(torch.ops.aten, base), overload or "default")._dispatch_cache.clear()
 
 
 @contextlib.contextmanager

@@ -248,6 +248,16 @@ def test_torch_compile_traces_the_swapped_in_formula(wrong_package):
     torch.testing.assert_close(grad, 2 * torch.cos(x.detach()))
 
 
+def test_a_graph_compiled_before_the_override_runs_the_swapped_in_formula_inside_it(wrong_package):
+    """torch.compile's guards do not see a registration change: install and uninstall drop its graphs."""
+    x = leaf(4)
+    compiled = torch.compile(lambda a: torch.sin(a).sum(), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(torch.autograd.grad(compiled(x), x)[0], torch.cos(x.detach()))
+    with override(["sin"], package=wrong_package):
+        torch.testing.assert_close(torch.autograd.grad(compiled(x), x)[0], 2 * torch.cos(x.detach()))
+    torch.testing.assert_close(torch.autograd.grad(compiled(x), x)[0], torch.cos(x.detach()))
+
+
 def func_compositions(f, x, t):
     """torch.func transforms of ``f`` and their compositions, first and second order."""
     grad = torch.func.grad(lambda a: f(a).sum())

@@ -490,9 +490,9 @@ class OverwriteBackward(Node):
 
     def __init__(self, node_name: str, old: Tensor, source: Tensor | None) -> None:
         tensors = [old] if source is None else [old, source]
-        super().__init__([None if not t._requires_grad else (t, 0) if t._grad_fn is None else (t._grad_fn, t._output_nr)
-                          for t in tensors],
-                         [(t._data.shape, t._data.dtype) if t._requires_grad else None for t in tensors], 1)
+        edges = [None if not t._requires_grad else (t, 0) if t._grad_fn is None else (t._grad_fn, t._output_nr)
+                 for t in tensors]
+        super().__init__(edges, [(t._data.shape, t._data.dtype) if t._requires_grad else None for t in tensors], 1)
         self.node_name = node_name
         self.source_shape = None if source is None else source._data.shape
 

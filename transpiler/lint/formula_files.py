@@ -48,10 +48,12 @@ def formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, dif
     """Closure findings per formula file (after the fix-its when ``fix``), the files fixed
     and, when ``diff``, the fixes as unified diffs instead (nothing written); last, the fixed
     bytes of the ``sources`` given in memory (stdin), which are never written. ``cache``:
-    the findings of an unchanged library (never with ``fix`` or ``edits``). ``edits``: each
-    finding with a fix-it carries it as line edits (:meth:`FormulaFiles.edits`)."""
-    if cache is not None and not fix and not edits:
-        return cached_formula_rules(paths, cache), [], [], {}
+    the findings of an unchanged library (never with ``fix``). ``edits``: each finding with a
+    fix-it carries it as line edits (:meth:`FormulaFiles.edits`)."""
+    if cache is not None and not fix:
+        found = cached_formula_rules(paths, cache)
+        if not edits or all(d.fix is None for findings in found.values() for d in findings):
+            return found, [], [], {}
     try:
         closure = FormulaFiles(paths, sources)
     except Exception as error:  # noqa: BLE001 - the library itself could not be read

@@ -54,20 +54,21 @@ def _torch_function(cls: type, func: Any, types: tuple, args: tuple = (), kwargs
 Tensor.__torch_function__ = classmethod(_torch_function)
 
 
-def _reflected(name: str) -> Callable[[Tensor, Any], Any]:
-    """``other <op> self`` for a Python number ``other`` (it becomes a wrapped number)."""
+def _reflected(name: str, commutative: bool = False) -> Callable[[Tensor, Any], Any]:
+    """``other <op> self`` for a Python number ``other`` (it becomes a wrapped number); a
+    ``commutative`` one is recorded as ``self <op> other``, as torch does (``2 * x`` is ``x * 2``)."""
     def method(self: Tensor, other: Any) -> Any:
         if is_torch_tensor(other):
             raise TypeError(MIXED_MESSAGE.format(what=f"'{name}'"))
         left = other if isinstance(other, Tensor) else Tensor._wrapped_number(other)
-        return (_packets.get(name) or dispatcher.packet(name)).call((left, self), {})
+        return (_packets.get(name) or dispatcher.packet(name)).call((self, left) if commutative else (left, self), {})
 
     method.__name__ = f"r{name}"
     return method
 
 
 for _name in ("add", "sub", "mul", "pow"):
-    setattr(Tensor, f"__r{_name}__", _reflected(_name))
+    setattr(Tensor, f"__r{_name}__", _reflected(_name, commutative=_name in ("add", "mul")))
 Tensor.__rtruediv__ = _reflected("div")
 
 # Python operators that are declared operators: ``a * b`` is the entry point of ``mul``

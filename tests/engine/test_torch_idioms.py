@@ -130,7 +130,8 @@ def edge_names(node):
 
 
 @pytest.mark.parametrize("make", [lambda t: t * 2, lambda t: t + 2, lambda t: t - 2, lambda t: t / 2,
-                                  lambda t: t.mul(2)], ids=["mul", "add", "sub", "div", "mul-method"])
+                                  lambda t: t.mul(2), lambda t: 2 * t, lambda t: 2 + t],
+                         ids=["mul", "add", "sub", "div", "mul-method", "rmul", "radd"])
 def test_a_number_operand_shows_as_torch_s_wrapped_tensor_in_next_functions(make):
     x, xt = both(DATA)
     ours, theirs = make(x), make(xt)

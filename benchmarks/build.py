@@ -12,13 +12,20 @@ each in a fresh interpreter, compiler cache off:
   saving (aim: at most 0.5x);
 * the cache's size, and how much of it the shared header is.
 
+With ``--library`` and ``--corpus``, the shipped library (``out_cpp/``) and the
+emitted derivatives.yaml corpus (:func:`corpus_build.emitted_corpus`, not timed)
+are built the same way, each in an empty cache of its own: ``cold`` (the header
+precompiled too), ``again`` (nothing changed), and that cache's size.
+``--no-packages`` leaves out the one-op packages.
+
 Prints one line per build, wall-clock and CPU seconds (the CPU time of every
 process the build ran: on a loaded machine it is the steadier figure).
 
-Run: ``python benchmarks/build.py``.
+Run: ``python benchmarks/build.py [--library] [--corpus] [--no-packages]``.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import subprocess
@@ -60,30 +67,70 @@ def size(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
 
 
-def main() -> None:
+HEADER = f"{'build':<28}{'wall s':>8}{'cpu s':>8}{'x cold (wall)':>15}"
+
+
+def row(label: str, timing: tuple[float, float], cold: tuple[float, float]) -> str:
+    wall, cpu = timing
+    return f"{label:<28}{wall:>8.1f}{cpu:>8.1f}{wall / cold[0]:>15.2f}"
+
+
+def build(sources: Path, cache: Path, cwd: Path, *name: str) -> tuple[float, float]:
+    """``python -m transpiler.build`` of ``sources`` into ``cache``, timed."""
+    return run(sys.executable, "-m", "transpiler.build", "--quiet", "--sources", str(sources),
+               "--build-dir", str(cache), *name, cwd=cwd)
+
+
+def one_op_packages(work: Path) -> None:
+    """Two one-op packages in one cache: the first cold and again, the second on the shared header."""
+    cache = work / "cache"
+    for package, (op, derivative) in PACKAGES.items():
+        (work / package).mkdir()
+        (work / package / f"{op}.py").write_text(FORMULA.format(op=op, derivative=derivative))
+        run(sys.executable, "-m", "transpiler", "--formulas", package, "--out", f"{package}_cpp", cwd=work)
+    first, second = PACKAGES
+    cold = build(Path(f"{first}_cpp"), cache, work)
+    again = build(Path(f"{first}_cpp"), cache, work)
+    other = build(Path(f"{second}_cpp"), cache, work)
+    shared = size(cache / "precompiled")
+    print(HEADER)
+    for label, timing in [("first package, cold", cold), ("first package, again", again),
+                          ("second package", other)]:
+        print(row(label, timing, cold))
+    print(f"cache {size(cache) / 2**20:.0f} MB, of which the shared precompiled header "
+          f"{shared / 2**20:.0f} MB; per package {(size(cache) - shared) / 2 / 2**20:.1f} MB")
+
+
+def cold_and_again(label: str, sources: Path, cache: Path, *name: str) -> None:
+    """One library built cold into an empty ``cache`` and again with nothing changed; the cache's size."""
+    cold = build(sources, cache, REPO, *name)
+    again = build(sources, cache, REPO, *name)
+    print(HEADER)
+    print(row(f"{label}, cold", cold, cold))
+    print(row(f"{label}, again", again, cold))
+    print(f"{label}: cache {size(cache) / 2**20:.0f} MB, of which the precompiled header "
+          f"{size(cache / 'precompiled') / 2**20:.0f} MB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--library", action="store_true", help="also the shipped library (out_cpp/): cold, again")
+    parser.add_argument("--corpus", action="store_true", help="also the emitted derivatives.yaml corpus: cold, again")
+    parser.add_argument("--no-packages", action="store_true", help="leave out the one-op packages")
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        work, cache = Path(tmp), Path(tmp) / "cache"
-        for package, (op, derivative) in PACKAGES.items():
-            (work / package).mkdir()
-            (work / package / f"{op}.py").write_text(FORMULA.format(op=op, derivative=derivative))
-            run(sys.executable, "-m", "transpiler", "--formulas", package, "--out", f"{package}_cpp", cwd=work)
+        work = Path(tmp)
+        if not args.no_packages:
+            one_op_packages(work)
+        if args.library:
+            cold_and_again("shipped library", REPO / "out_cpp", work / "library-cache")
+        if args.corpus:
+            from corpus_build import emitted_corpus
 
-        def build(package: str) -> tuple[float, float]:
-            return run(sys.executable, "-m", "transpiler.build", "--quiet", "--sources", f"{package}_cpp",
-                       "--build-dir", str(cache), cwd=work)
-
-        first, _ = PACKAGES
-        cold = build(first)
-        again = build(first)
-        second = build("coshops")
-        shared = size(cache / "precompiled")
-        print(f"{'build':<28}{'wall s':>8}{'cpu s':>8}{'x cold (wall)':>15}")
-        for label, (wall, cpu) in [("first package, cold", cold), ("first package, again", again),
-                                   ("second package", second)]:
-            print(f"{label:<28}{wall:>8.1f}{cpu:>8.1f}{wall / cold[0]:>15.2f}")
-        print(f"cache {size(cache) / 2**20:.0f} MB, of which the shared precompiled header "
-              f"{shared / 2**20:.0f} MB; per package {(size(cache) - shared) / 2 / 2**20:.1f} MB")
+            cold_and_again("corpus", emitted_corpus(work / "corpus"), work / "corpus-cache",
+                           "--name", "derivatives_ops")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

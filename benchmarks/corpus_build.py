@@ -68,18 +68,25 @@ def nodes(path: Path) -> int:
     return len(NODE.findall(path.read_text(encoding="utf-8")))
 
 
+def emitted_corpus(work: Path) -> Path:
+    """The installed torch's derivatives.yaml imported into ``work/formulas`` and transpiled per
+    formula (``--keep-going``, namespace ``derivatives``) into ``work/cpp``, returned."""
+    formulas, out = work / "formulas", work / "cpp"
+    replace_directory(formulas, import_yaml(DERIVATIVES.read_text(encoding="utf-8"), str(DERIVATIVES)).files)
+    done = subprocess.run([sys.executable, "-m", "transpiler", "--formulas", str(formulas), "--out", str(out),
+                           "--namespace", "derivatives", "--keep-going"], capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"transpile failed: {done.stderr[-2000:]}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="4,8,16", help="numbers of formula translation units for the scaling")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="corpus_build."))
     try:
-        formulas, out = work / "formulas", work / "cpp"
-        replace_directory(formulas, import_yaml(DERIVATIVES.read_text(encoding="utf-8"), str(DERIVATIVES)).files)
-        done = subprocess.run([sys.executable, "-m", "transpiler", "--formulas", str(formulas), "--out", str(out),
-                               "--namespace", "derivatives", "--keep-going"], capture_output=True, text=True)
-        if done.returncode not in (0, 1):
-            raise SystemExit(f"transpile failed: {done.stderr[-2000:]}")
+        out = emitted_corpus(work)
         units = sorted(p for p in out.iterdir() if p.suffix == ".cpp" and p.name != "helpers.cpp")
         total_nodes = sum(nodes(p) for p in units)
         cores = len(os.sched_getaffinity(0))

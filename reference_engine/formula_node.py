@@ -84,6 +84,10 @@ class SavedMapping:
         return {k: v.unpack(node, create_graph) if type(v) is SavedTensor else v for k, v in self.items}
 
 
+#: Scalar overloads that torch's Python operators reach as the Tensor overload, the number wrapped
+NUMBER_AS_TENSOR = frozenset({"add.Scalar", "sub.Scalar", "mul.Scalar", "div.Scalar"})
+
+
 class FormulaNode(Node):
     """``grad_fn`` of a formula's outputs."""
 
@@ -107,6 +111,13 @@ class FormulaNode(Node):
 
     def name(self) -> str:
         return self.overload.node_name
+
+    @property
+    def next_functions(self) -> tuple:
+        """:attr:`Node.next_functions`, and ``(None, 0)`` for the number where torch's Python
+        operators wrap it as a tensor and record the Tensor overload (``x * 2``)."""
+        shown = Node.next_functions.fget(self)
+        return (*shown[:1], (None, 0), *shown[1:]) if self.overload.name in NUMBER_AS_TENSOR else shown
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
         fn = self.backward_fn

@@ -20,7 +20,7 @@ from reference_engine.dispatch import dispatcher, is_torch_tensor
 from reference_engine.dtypes import CPU, DType, Device, bool_, float32, float64, int64
 from reference_engine.engine import run_backward
 from reference_engine.grad_mode import grad_mode
-from reference_engine.graph import NotImplementedBackward
+from reference_engine.graph import Node, NotImplementedBackward
 from reference_engine.kernels import result_dtype
 from reference_engine.tensor import Tensor
 from reference_engine.views import OVERLAP_MESSAGE, check_view_write, overlapping, rebase, regenerate_views
@@ -54,20 +54,21 @@ def _torch_function(cls: type, func: Any, types: tuple, args: tuple = (), kwargs
 Tensor.__torch_function__ = classmethod(_torch_function)
 
 
-def _reflected(name: str) -> Callable[[Tensor, Any], Any]:
-    """``other <op> self`` for a Python number ``other`` (it becomes a wrapped number)."""
+def _reflected(name: str, commutative: bool = False) -> Callable[[Tensor, Any], Any]:
+    """``other <op> self`` for a Python number ``other`` (it becomes a wrapped number); a
+    ``commutative`` one is recorded as ``self <op> other``, as torch does (``2 * x`` is ``x * 2``)."""
     def method(self: Tensor, other: Any) -> Any:
         if is_torch_tensor(other):
             raise TypeError(MIXED_MESSAGE.format(what=f"'{name}'"))
         left = other if isinstance(other, Tensor) else Tensor._wrapped_number(other)
-        return (_packets.get(name) or dispatcher.packet(name)).call((left, self), {})
+        return (_packets.get(name) or dispatcher.packet(name)).call((self, left) if commutative else (left, self), {})
 
     method.__name__ = f"r{name}"
     return method
 
 
 for _name in ("add", "sub", "mul", "pow"):
-    setattr(Tensor, f"__r{_name}__", _reflected(_name))
+    setattr(Tensor, f"__r{_name}__", _reflected(_name, commutative=_name in ("add", "mul")))
 Tensor.__rtruediv__ = _reflected("div")
 
 # Python operators that are declared operators: ``a * b`` is the entry point of ``mul``
@@ -388,8 +389,19 @@ def _array_ufunc(self: Tensor, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
     return Tensor._wrap(np.asarray(out))
 
 
+def _dlpack(self: Tensor, **options: Any) -> Any:
+    """DLPack export, what ``torch.tensor(t)`` (a copy) and ``torch.as_tensor(t)`` /
+    ``torch.from_dlpack(t)`` (the same memory) read; refused, with torch's message, while the
+    tensor requires grad."""
+    if self._requires_grad:
+        raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+    return self._data.__dlpack__(**options)
+
+
 _COMPOSITE_UFUNCS = frozenset({"matmul"})
 Tensor.__array__ = _array
+Tensor.__dlpack__ = _dlpack
+Tensor.__dlpack_device__ = lambda self: self._data.__dlpack_device__()
 Tensor.__array_ufunc__ = _array_ufunc
 
 
@@ -448,19 +460,63 @@ def _div_(self: Tensor, other: Any) -> Tensor:
     return _inplace(self, lambda s: _div(s, other), "div_", (other,))
 
 
-def _overwrite(self: Tensor, value: Any, what: str) -> Tensor:
+def _overwrite(self: Tensor, value: Any, what: str, node_name: str) -> Tensor:
     """``self`` overwritten with ``value`` (a number or a tensor broadcast to ``self``'s shape,
-    cast to its dtype): ``where(all true, value, self)``, so the gradient of the old value is
-    exactly zero (also where the incoming gradient is NaN) and a tensor ``value`` receives
-    its part, summed over what it was broadcast to."""
-    if isinstance(value, Tensor):
+    cast to its dtype), recorded as an :class:`OverwriteBackward` named ``node_name``: the old
+    value's gradient is exactly zero (also where the incoming gradient is NaN) and a tensor
+    ``value`` receives its part, summed over what it was broadcast to."""
+    source = value if isinstance(value, Tensor) else None
+    if source is not None:
         _check_broadcasts_to(value.shape, self.shape)
-        if value.dtype is not self.dtype:
-            value = _to(value, self.dtype)
-    else:
-        value = Tensor._wrap(np.asarray(value, dtype=self._data.dtype))
-    everywhere = Tensor._wrap(np.ones(self._data.shape, np.bool_))
-    return _inplace(self, lambda s: dispatcher.call("where", (everywhere, value, s), {}), what, (value,))
+        value = value._data
+    value = np.asarray(value, dtype=self._data.dtype)
+    written = np.broadcast_to(value, np.broadcast_shapes(self._data.shape, value.shape))   # more dims: refused below
+
+    def compute(old: Tensor) -> Tensor:
+        result = Tensor._wrap(written.copy())
+        if grad_mode.enabled and (old._requires_grad or source is not None and source._requires_grad):
+            result._grad_fn, result._output_nr, result._requires_grad = (
+                OverwriteBackward(node_name, old, source), 0, True)
+        return result
+
+    return _inplace(self, compute, what, () if source is None else (source,))
+
+
+class OverwriteBackward(Node):
+    """``grad_fn`` of ``zero_``, ``fill_`` and ``copy_``, with torch's names and edges: the old
+    value (first edge) gets a zero gradient; the tensor written, if any (second edge), gets the
+    incoming one summed over what it was broadcast to (the engine casts it to its dtype)."""
+
+    __slots__ = ("node_name", "source_shape")
+
+    def __init__(self, node_name: str, old: Tensor, source: Tensor | None) -> None:
+        tensors = [old] if source is None else [old, source]
+        edges = [None if not t._requires_grad else (t, 0) if t._grad_fn is None else (t._grad_fn, t._output_nr)
+                 for t in tensors]
+        super().__init__(edges, [(t._data.shape, t._data.dtype) if t._requires_grad else None for t in tensors], 1)
+        self.node_name = node_name
+        self.source_shape = None if source is None else source._data.shape
+
+    def name(self) -> str:
+        return self.node_name
+
+    def apply(self, grads: list, create_graph: bool) -> tuple[Tensor | None, ...]:
+        (grad,) = grads
+        old_grad = None if self.next_edges[0] is None else Tensor._wrap(np.zeros_like(grad._data))
+        if len(self.next_edges) == 1:
+            return (old_grad,)
+        source_grad = None if self.next_edges[1] is None else _sum_to(grad, self.source_shape)
+        return old_grad, source_grad
+
+
+def _sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``grad`` summed over the dimensions a tensor of ``shape`` was broadcast along (recorded
+    under ``create_graph``)."""
+    lead = grad.dim() - len(shape)
+    dims = [*range(lead), *(lead + i for i, n in enumerate(shape) if n == 1 and grad._data.shape[lead + i] != 1)]
+    if dims:
+        grad = grad.sum(dims, keepdim=True)
+    return grad if grad._data.shape == shape else grad.reshape(list(shape))
 
 
 def _check_broadcasts_to(source: tuple[int, ...], target: tuple[int, ...]) -> None:
@@ -474,7 +530,7 @@ def _check_broadcasts_to(source: tuple[int, ...], target: tuple[int, ...]) -> No
 
 def _zero_(self: Tensor) -> Tensor:
     """Fill with zeros; when recording, the gradient through it is zero."""
-    return _overwrite(self, 0, "zero_")
+    return _overwrite(self, 0, "zero_", "ZeroBackward0")
 
 
 def _fill_(self: Tensor, value: Any) -> Tensor:
@@ -482,14 +538,14 @@ def _fill_(self: Tensor, value: Any) -> Tensor:
     if isinstance(value, Tensor) and value.dim() != 0:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} "
                            f"dimensions.")
-    return _overwrite(self, value, "fill_")
+    return _overwrite(self, value, "fill_", "FillBackward3" if isinstance(value, Tensor) else "FillBackward2")
 
 
 def _copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
     """Copy ``src``'s values (broadcast to this shape, cast to this dtype) into this tensor."""
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
-    return _overwrite(self, src, "copy_")
+    return _overwrite(self, src, "copy_", "torch::autograd::CopyBackwards")
 
 
 def _relu_(self: Tensor) -> Tensor:

@@ -27,6 +27,12 @@ from reference_engine.views import make_view, mark_recorded
 from transpiler.schema import FunctionSchema, is_tensor_like
 
 
+#: torch's node names where the engine's (the overload spelled out, ``Backward0``) differ from them
+#: for an everyday idiom: ``x.clamp(0, 1)`` and ``clamp_`` (torch numbers the derivatives of one
+#: name, Tensor bounds first) and ``x[::2]``.
+TORCH_NODE_NAMES = {"clamp": "ClampBackward1", "slice.Tensor": "SliceBackward0"}
+
+
 class Overload:
     """One declared operator: its schema binding, kernel and (optional) formula."""
 
@@ -46,7 +52,7 @@ class Overload:
         self.operators: Any = None      # the engine operators and helpers the formula is rebound to
         self.helpers: dict[str, Callable[..., Any]] = {}
         self._facts: FormulaFacts | None = None
-        self.node_name = schema.name.node_prefix + "Backward0"   # torch-style: SumDimIntListBackward0
+        self.node_name = TORCH_NODE_NAMES.get(self.name, schema.name.node_prefix + "Backward0")  # SumDimIntListBackward0
         self.returns_kind = _returns_kind(schema)
         #: the named tuple of a several-output op whose returns are named (``max.dim`` gives
         #: ``(values, indices)``, as ``torch.return_types.max``); None: a plain tuple.

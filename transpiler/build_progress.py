@@ -1,4 +1,5 @@
-"""Progress of ``python -m transpiler.build`` on stderr: a line per stage and per compiled unit.
+"""Progress of ``python -m transpiler.build`` on stderr: a line per stage and per compiled unit
+(``transpile coverage --corpus`` says its stages the same way, and its build's units).
 
 ``cpp_extension.load`` runs ``ninja -v`` and, when asked to be verbose, lets it write to file
 descriptor 1. :func:`ninja_progress` points that descriptor at a pipe for the duration, turns
@@ -11,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -21,10 +24,11 @@ _UNIT = re.compile(r" -c (\S+) ")
 
 
 class Progress:
-    """Stage lines for one library's build, on stderr; silent when ``quiet``."""
+    """Stage lines for one library's build (``command`` names another long command), on stderr;
+    silent when ``quiet``."""
 
-    def __init__(self, name: str, quiet: bool = False):
-        self.name, self.quiet = name, quiet
+    def __init__(self, name: str, quiet: bool = False, command: str = "build"):
+        self.name, self.quiet, self.command = name, quiet, command
         self.started = time.perf_counter()
         self.terminal = sys.stderr.isatty()
         self._pending_return = False        # a terminal line that the next one replaces
@@ -32,7 +36,7 @@ class Progress:
     def say(self, text: str, replaceable: bool = False) -> None:
         if self.quiet:
             return
-        line = f"build {self.name}: {text}"
+        line = f"{self.command} {self.name}: {text}"
         if self.terminal and replaceable:
             sys.stderr.write(f"\r\033[K{line}")
             self._pending_return = True
@@ -89,3 +93,25 @@ def _report(line: str, progress: Progress, other: list[str]) -> None:
         progress.say(f"compile {done}/{total} {os.path.basename(unit.group(1))}", replaceable=True)
     else:
         progress.say(f"link {done}/{total} {progress.name}.so", replaceable=True)
+
+
+def run_child_build(command: list[str], progress: Progress) -> subprocess.CompletedProcess[str]:
+    """Run a ``python -m transpiler.build`` process, its progress lines (``build NAME: ...``) said
+    again by ``progress`` (a unit's line replaceable, as the build's own); the result's ``stderr``
+    holds its other lines (compiler errors), ``stdout`` what it printed there (the library's path)."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as stdout:
+        child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True, errors="replace")
+        other = []
+        for line in child.stderr:
+            said = _CHILD.match(line.rstrip("\n"))
+            if said is None:
+                other.append(line)
+            elif not said.group(1).startswith("done in"):
+                progress.say(said.group(1), replaceable=said.group(1).startswith(("compile ", "link ")))
+        child.stderr.close()
+        returncode = child.wait()
+        stdout.seek(0)
+        return subprocess.CompletedProcess(command, returncode, stdout.read(), "".join(other))
+
+
+_CHILD = re.compile(r"^build \S+: (.*)$")

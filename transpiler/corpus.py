@@ -16,7 +16,8 @@ the reason. The reference engine runs the
 imported formulas too (``tests/yaml/corpus_engine.py``, in a table of their own:
 the library's operators are untouched): R1, R2 and RT on the library's OpCases
 for each entry whose operator has an engine kernel, printed after the funnel
-with each entry that fails a tier. Exit 0.
+with each entry that fails a tier. Says each stage on stderr as it starts (import, lint and
+emit, compile N/M with the unit, prove, engine), as the build does (``-q``: nothing). Exit 0.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--build-dir", type=Path, default=REPO / "build", help="where the corpus is built")
     parser.add_argument("--no-compile", action="store_true",
                         help="stop after emitting (no build, no proof on the compiled ops or the engine)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     with model_cache.kept_in(args.build_dir / model_cache.DIRECTORY):   # a rerun parses what changed only
         return _funnel(args)
@@ -49,6 +51,7 @@ def main(argv: list[str]) -> int:
 def _funnel(args: argparse.Namespace) -> int:
     import torchgen
 
+    from transpiler.build_progress import Progress, run_child_build
     from transpiler.cpp.generate import differs, generate_each
     from transpiler.cpp.per_formula import Entries
     from transpiler.frontend import load_library
@@ -58,6 +61,8 @@ def _funnel(args: argparse.Namespace) -> int:
     yaml_path = Path(torchgen.__file__).parent / "packaged" / "autograd" / "derivatives.yaml"
     work = args.build_dir / "corpus"
     formulas, out = work / "formulas", work / "cpp"
+    progress = Progress("--corpus", quiet=args.quiet, command="coverage")
+    progress.say(f"import {yaml_path.name}")
     yaml_text = yaml_path.read_text(encoding="utf-8")
     imported = import_yaml(yaml_text, str(yaml_path))
     if differs(formulas, imported.files, manifest=False):
@@ -86,6 +91,7 @@ def _funnel(args: argparse.Namespace) -> int:
                 fallen[entry] = stopped[min(keys)]
     # a finding inside a written jvp leaves out the jvp alone (the backward is emitted, forward AD
     # raises torch's error), as per-formula mode does
+    progress.say(f"lint and emit {len(library.formulas)} formulas, each on its own")
     generated = generate_each(formulas, True, NAMESPACE)     # lints once: its findings are the lint stage's
     stop([d for d in generated.lint_findings
           if d.code[:3] in ("DB0", "DB1") and not owners.in_jvp(owners.owner(d)[0], d)], "lint")
@@ -97,8 +103,9 @@ def _funnel(args: argparse.Namespace) -> int:
     compiled, c1, ct = [], [], []
     sources: Counter = Counter()                      # CT entries by where their cases came from
     if not args.no_compile:
-        build = subprocess.run([sys.executable, "-m", "transpiler.build", "--sources", str(out), "--build-dir",
-                                str(args.build_dir), "--name", f"{NAMESPACE}_ops"], capture_output=True, text=True)
+        progress.say(f"compile the {len(emitted)} emitted entries")
+        build = run_child_build([sys.executable, "-m", "transpiler.build", "--sources", str(out), "--build-dir",
+                                 str(args.build_dir), "--name", f"{NAMESPACE}_ops"], progress)
         if build.returncode != 0:
             for entry in emitted:
                 fallen.setdefault(entry, ("compile", "the corpus library does not compile (see the build log)"))
@@ -106,6 +113,7 @@ def _funnel(args: argparse.Namespace) -> int:
         else:
             compiled = emitted
             library_path = build.stdout.strip().splitlines()[-1]
+            progress.say(f"prove the {len(compiled)} compiled entries (C1, CT) in a fresh process")
             proof = subprocess.run([sys.executable, str(PROOF), library_path, NAMESPACE, json.dumps(compiled)],
                                    capture_output=True, text=True)
             results = json.loads(proof.stdout.strip().splitlines()[-1]) if proof.returncode == 0 else {}
@@ -144,7 +152,10 @@ def _funnel(args: argparse.Namespace) -> int:
         if refusal.entry in emitted:
             print(f"  {refusal.entry} [jvp left out]: {refusal.diagnostic.format()}")
     if not args.no_compile:
+        sys.stdout.flush()          # the funnel, before the engine's stage line
+        progress.say("run the entries with an engine kernel in the reference engine (R1, R2, RT)")
         _print_engine_tiers(formulas)
+    progress.done()
     return 0
 
 

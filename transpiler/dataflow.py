@@ -145,6 +145,11 @@ def at_operator(call: cst.Call) -> str | None:
     return None
 
 
+def _in_place(name: str) -> bool:
+    """An in-place tensor operator's name (``mul_``), not a dunder."""
+    return name.endswith("_") and not name.endswith("__")
+
+
 @dataclass(frozen=True)
 class BindingSite:
     """One place where the analysed code binds a name."""
@@ -465,7 +470,10 @@ class _Interpreter:
     def call(self, node: cst.Call) -> ValueKind:
         args = [self.expr(a.value) for a in node.args]
         func = node.func
-        if at_operator(node) is not None:
+        operator = at_operator(node)
+        if operator is not None:
+            if _in_place(operator) and node.args:       # ``at.mul_(t, 2)``: ``t`` changed in place
+                self.mutate(node.args[0].value, ValueKind.TENSOR)
             return ValueKind.TENSOR
         if isinstance(func, cst.Attribute):
             receiver = self.expr(func.value)
@@ -474,6 +482,8 @@ class _Interpreter:
                 self.mutate(func.value, join(*args))
                 return ValueKind.SCALAR
             if receiver == ValueKind.TENSOR:
+                if _in_place(method):                   # ``t.mul_(2)``
+                    self.mutate(func.value, receiver)
                 if method in METADATA_METHODS:
                     return ValueKind.METADATA
                 if method in VALUE_METHODS:

@@ -1,8 +1,10 @@
 """Diagnostics: ``path:line:col: CODE message`` findings shared by every pass."""
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
@@ -23,6 +25,23 @@ def _escaped(match: re.Match[str]) -> str:
         f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
 
 
+class LineEdit(NamedTuple):
+    """Lines ``first`` up to ``end`` (1-based, ``end`` excluded) of a file replaced by ``text``;
+    ``first == end``: ``text`` inserted before line ``first``."""
+
+    first: int
+    end: int
+    text: str
+
+
+def line_edits(before: str, after: str) -> tuple[LineEdit, ...]:
+    """The whole-line edits that turn ``before`` into ``after``."""
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    return tuple(LineEdit(i1 + 1, i2 + 1, "".join(new[j1:j2]))
+                 for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+                 if tag != "equal")
+
+
 @dataclass(frozen=True, order=True)
 class Diagnostic:
     """One finding. ``line`` and ``col`` are 1-based (flake8 style)."""
@@ -34,6 +53,7 @@ class Diagnostic:
     message: str
     fix: str | None = field(default=None, compare=False)
     related: tuple[tuple[int, int], ...] = field(default=(), compare=False)  # other (line, col) of the same cause
+    edits: tuple[LineEdit, ...] = field(default=(), compare=False)   # ``fix`` as edits (asked for by SARIF)
 
     def format(self) -> str:
         """One line, whatever the path or message hold (:func:`printable`)."""

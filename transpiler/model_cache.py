@@ -102,6 +102,14 @@ class ModelCache:
         self.pending[entry] = module
         return module
 
+    def uncached(self, paths: list[str]) -> int:
+        """How many of ``paths`` have no stored model (they will be parsed: the slow part of a run)."""
+        count = 0
+        for path in paths:
+            with contextlib.suppress(OSError, UndecodableSource):
+                count += not (self.directory / f"{self.key(path, read_source(path))}.pickle").is_file()
+        return count
+
     def prepare(self, paths: list[str], parse: Callable[[str, str], FormulaModule]) -> None:
         """Read the models of ``paths`` through ``parse(path, source)`` (which should come back to
         :meth:`parse`, so that the process keeps them), then store the new ones on the second core

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from transpiler.build_progress import Progress, ninja_progress
+from transpiler.build_progress import Progress, ninja_progress, run_child_build
 from transpiler.cpp import generate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,6 +50,39 @@ def test_on_a_terminal_a_unit_replaces_the_previous_line(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("\r\033[Kbuild myops_ops: compile 1/2 a.cpp\r\033[Kbuild myops_ops: compile 2/2 b.cpp")
     assert err.endswith(" s\n") and err.count("\n") == 1
+
+
+CHILD = """
+import sys
+for line in ("build derivatives_ops: precompiling libtorch's headers", "build derivatives_ops: compile 1/2 a.cpp",
+             "a.cpp:3:1: warning: unused", "build derivatives_ops: link 2/2 derivatives_ops.so",
+             "build derivatives_ops: done in 1.0 s"):
+    print(line, file=sys.stderr)
+print("/tmp/derivatives_ops.so")
+"""
+
+
+def test_a_child_build_s_progress_is_said_by_the_command_that_runs_it(capfd):
+    """``transpile coverage --corpus`` builds in a child process: its stage and unit lines come
+    under the corpus command's name, the rest stays for a failure's message."""
+    progress = Progress("--corpus", command="coverage")
+    done = run_child_build([sys.executable, "-c", CHILD], progress)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "/tmp/derivatives_ops.so\n", "a.cpp:3:1: warning: unused\n")
+    assert capfd.readouterr().err.splitlines() == [
+        "coverage --corpus: precompiling libtorch's headers", "coverage --corpus: compile 1/2 a.cpp",
+        "coverage --corpus: link 2/2 derivatives_ops.so"]
+    run_child_build([sys.executable, "-c", CHILD], Progress("--corpus", quiet=True, command="coverage"))
+    assert capfd.readouterr().err == ""
+
+
+def test_a_child_build_s_units_replace_each_other_on_a_terminal(capfd):
+    progress = Progress("--corpus", command="coverage")
+    progress.terminal = True
+    run_child_build([sys.executable, "-c", CHILD], progress)
+    progress.say("prove")
+    assert capfd.readouterr().err == (
+        "coverage --corpus: precompiling libtorch's headers\n\r\033[Kcoverage --corpus: compile 1/2 a.cpp"
+        "\r\033[Kcoverage --corpus: link 2/2 derivatives_ops.so\r\033[Kcoverage --corpus: prove\n")
 
 
 FORMULA = '''\

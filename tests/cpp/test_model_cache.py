@@ -69,7 +69,10 @@ def test_a_run_after_editing_one_file_writes_what_a_cold_run_writes(tmp_path, ca
     assert files(out) == files(tmp_path / "cold")
     assert b"result * grad" in (out / "more.cpp").read_bytes()
     assert (out / "trig.cpp").stat().st_mtime_ns == unchanged   # ninja recompiles only what changed
-    capsys.readouterr()
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("transpile: reading ")]
+    shipped = len(generate.input_files(generate.SHIPPED_FORMULAS))
+    assert said == [f"transpile: reading {2 + shipped} formula files (once: kept parsed in {cache})",   # cold
+                    f"transpile: reading 1 formula files (once: kept parsed in {cache})"]               # the edit
 
 
 SOURCE = GOOD

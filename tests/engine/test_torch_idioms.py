@@ -124,6 +124,87 @@ def test_next_functions_walk_the_graph_as_torch():
     assert [f is None for f, _ in y.grad_fn.next_functions] == [f is None for f, _ in yt.grad_fn.next_functions]
 
 
+def edge_names(node):
+    """``next_functions`` as the next nodes' names (None for an input that gets no gradient)."""
+    return [None if f is None else f.name() for f, _ in node.next_functions]
+
+
+@pytest.mark.parametrize("make", [lambda t: t * 2, lambda t: t + 2, lambda t: t - 2, lambda t: t / 2,
+                                  lambda t: t.mul(2), lambda t: 2 * t, lambda t: 2 + t],
+                         ids=["mul", "add", "sub", "div", "mul-method", "rmul", "radd"])
+def test_a_number_operand_shows_as_torch_s_wrapped_tensor_in_next_functions(make):
+    x, xt = both(DATA)
+    ours, theirs = make(x), make(xt)
+    assert [None if f is None else f.variable is x for f, _ in ours.grad_fn.next_functions] == [True, None]
+    assert [None if f is None else f.variable is xt for f, _ in theirs.grad_fn.next_functions] == [True, None]
+    assert_same_gradient(ours, theirs, x, xt)
+
+
+# (label, engine call, torch call); ``source`` is the tensor written, in the engine or torch
+NAMED_INPLACE = [
+    ("fill_ number", lambda t, source: t.fill_(2.5)),
+    ("fill_ tensor", lambda t, source: t.fill_(source.sum())),
+    ("copy_", lambda t, source: t.copy_(source.exp())),
+    ("copy_ constant", lambda t, source: t.copy_(source.detach())),
+    ("zero_", lambda t, source: t.zero_()),
+    ("clamp_ numbers", lambda t, source: t.clamp_(0.0, 1.9)),
+    ("clamp_ min", lambda t, source: t.clamp_(min=0.7)),
+    ("clamp", lambda t, source: t.clamp(-1.0, 1.0)),
+]
+
+
+@pytest.mark.parametrize("write", [w for _, w in NAMED_INPLACE], ids=[label for label, _ in NAMED_INPLACE])
+def test_inplace_nodes_have_torch_s_names_edges_and_gradients(write):
+    x, xt = both(DATA)
+    s, st = both([0.5, -2.0, 4.0])
+    ours, theirs = write(x.sin(), s), write(xt.sin(), st)
+    assert ours.grad_fn.name() == theirs.grad_fn.name()
+    assert edge_names(ours.grad_fn) == edge_names(theirs.grad_fn)
+    assert_same_gradient(ours * x, theirs * xt, x, xt)
+    (g,) = engine.grad((write(x.sin(), s) * x).sum(), s, allow_unused=True)
+    (gt,) = torch.autograd.grad((write(xt.sin(), st) * xt).sum(), st, allow_unused=True)
+    assert (g is None) == (gt is None)
+    if gt is not None:
+        assert_same(g, gt)
+
+
+def test_inplace_overwrites_keep_torch_s_double_backward():
+    x, xt = both(DATA)
+    s, st = both([[0.5, -2.0, 4.0]])
+    ours, theirs = (x * x).copy_(s * s * s) * x, (xt * xt).copy_(st * st * st) * xt
+    (g,) = engine.grad(ours.sum(), s, create_graph=True)
+    (gt,) = torch.autograd.grad(theirs.sum(), st, create_graph=True)
+    assert_same_gradient(g, gt, s, st)
+
+
+def test_slices_record_torch_s_slice_node():
+    x, xt = both(np.arange(24.0).reshape(6, 4))
+    for key in (np.s_[::2], np.s_[:, 1::3], np.s_[1:5:2, ::2]):
+        ours, theirs = x[key], xt[key]
+        assert ours.grad_fn.name() == theirs.grad_fn.name() == "SliceBackward0"
+        assert_same_gradient(ours, theirs, x, xt)
+
+
+def test_torch_tensor_of_an_engine_tensor_copies_its_values_as_from_numpy():
+    for values, dtype in (([1.5, 2.0], engine.float32), ([[1, 2], [3, 4]], engine.int64), (3.0, engine.float64),
+                          ([True, False], engine.bool)):
+        x = engine.tensor(values, dtype=dtype)
+        copied, shared = torch.tensor(x), torch.as_tensor(x)
+        expected = torch.tensor(np.asarray(values, dtype=dtype.numpy))
+        assert copied.dtype == shared.dtype == expected.dtype and torch.equal(copied, expected)
+        with engine.no_grad():
+            x.fill_(0)
+        assert torch.equal(shared, torch.zeros_like(expected)) and torch.equal(copied, expected)
+    expanded = engine.tensor([1.0, 2.0, 3.0]).expand(2, 3).t()
+    assert torch.equal(torch.tensor(expanded), torch.tensor([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]))
+    x, xt = both(DATA)
+    with pytest.raises(BufferError, match=re.escape("use tensor.detach()")):
+        torch.tensor(x)
+    with pytest.raises(BufferError, match=re.escape("use tensor.detach()")):
+        xt.__dlpack__()         # torch's own refusal, same words
+    assert torch.equal(torch.tensor(x.detach()), xt.detach())
+
+
 def test_data_is_torch_s_unchecked_view_of_the_values():
     x, xt = both([1.0, 2.0])
     y, yt = x.sin(), xt.sin()

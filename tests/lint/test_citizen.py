@@ -180,6 +180,42 @@ def test_sarif_output(tmp_path, capsys):
     assert region["artifactLocation"]["uri"] == (tmp_path / "f.py").as_uri()
 
 
+def applied(text: str, replacements: list[dict]) -> str:
+    """``text`` with SARIF whole-line replacements applied (last first, as they do not overlap)."""
+    lines = text.splitlines(keepends=True)
+    for replacement in reversed(replacements):
+        region = replacement["deletedRegion"]
+        assert region["startColumn"] == region["endColumn"] == 1
+        lines[region["startLine"] - 1:region["endLine"] - 1] = [replacement["insertedContent"]["text"]]
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("name, text, flags", [("pkg/sin.py", FORMULA, []),
+                                               ("f.py", FUNCTION.format(noqa="", noqa_global=""), ["--unsafe-fixes"])],
+                         ids=["formula", "function"])
+def test_sarif_fixes_are_the_edits_of_lint_fix(tmp_path, capsys, name, text, flags):
+    """A finding with a fix carries it as SARIF ``fixes`` (its edits on the file's lines), in a
+    formula file (DB100's recompute) as in a Function (DB100's @once_differentiable); applied,
+    they give what ``--fix`` writes."""
+    path = write(tmp_path / name, text)
+    status, out, _ = run_cli(["--no-cache", "--select", "DB100", "--format", "sarif", str(path)], capsys)
+    [result] = json.loads(out)["runs"][0]["results"]
+    [fix] = result["fixes"]
+    [change] = fix["artifactChanges"]
+    assert change["artifactLocation"]["uri"] == path.as_uri()
+    assert fix["description"]["text"] == lint([str(path)]).diagnostics[0].fix
+    expected = applied(text, change["replacements"])
+    run_cli(["--no-cache", "--select", "DB100", "--fix", *flags, str(path)], capsys)
+    assert path.read_text() == expected != text
+
+
+def test_sarif_results_without_a_fix_have_no_fixes(tmp_path, capsys):
+    path = write(tmp_path / "pkg" / "sin.py", FORMULA.replace("c = at.cos(self)", "c = at.cos(self)\n    if self.dim() > 1:\n        c = at.sin(self)"))
+    status, out, _ = run_cli(["--no-cache", "--format", "sarif", str(path)], capsys)
+    results = json.loads(out)["runs"][0]["results"]
+    assert "DB100" in [r["ruleId"] for r in results] and all("fixes" not in r for r in results)
+
+
 def test_github_annotations_escape_what_workflow_commands_need(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     function_file(tmp_path / "a,b.py")

@@ -324,3 +324,24 @@ def test_rebound_inputs_are_not_replayed() -> None:
             return result, backward
     ''')
     assert fix(before) == before
+
+
+def test_an_intermediate_changed_in_place_is_not_recomputed() -> None:
+    """Replaying ``c = at.cos(self)`` alone would drop the in-place write after it (a silently
+    wrong backward): such a capture gets no fix."""
+    for write in ("c.mul_(2)", "at.mul_(c, 2)"):
+        before = src(f'''
+            from formulas import at, derivative
+
+
+            @derivative("sin(Tensor self) -> Tensor")
+            def sin(self):
+                result = at.sin(self)
+                c = at.cos(self)
+                {write}
+                def backward(grad):
+                    return grad * c
+                return result, backward
+        ''')
+        assert ("DB100", 10, 23) in lint(before)
+        assert fix(before) == before

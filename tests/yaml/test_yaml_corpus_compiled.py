@@ -61,3 +61,8 @@ def test_the_corpus_funnel_reaches_c1_and_ct():
               in re.findall(r"^  engine (R1|R2|RT)\s+(\d+) of (\d+)$", done.stdout, re.MULTILINE)}
     assert engine["R1"][0] >= ENGINE_AT_LEAST["R1"] and engine["R2"][0] >= ENGINE_AT_LEAST["R2"]
     assert engine["RT"][0] >= ENGINE_AT_LEAST["RT"] and engine["R1"][1] >= 170
+    # its stages, said on stderr as they start (a line each: stderr is not a terminal here)
+    stages = [line.split(": ", 1)[1].split()[0] for line in done.stderr.splitlines()
+              if line.startswith("coverage --corpus: ")]
+    assert stages[:3] == ["import", "lint", "compile"] and stages[-3:] == ["prove", "run", "done"]
+    assert all(stage in ("compile", "link", "precompiling") for stage in stages[3:-3])

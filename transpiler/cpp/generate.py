@@ -222,7 +222,10 @@ def _run(args: argparse.Namespace) -> int:
             from transpiler.frontend import parse_module
 
             shipped = [] if formulas.resolve() == SHIPPED_FORMULAS.resolve() else input_files(SHIPPED_FORMULAS)
-            cache.prepare([str(p) for p in [*listing.files, *shipped]], parse_module)
+            paths = [str(p) for p in [*listing.files, *shipped]]
+            if fresh := cache.uncached(paths):       # the slow part, said (later runs read them back)
+                print(f"transpile: reading {fresh} formula files (once: kept parsed in {cache_dir})", file=sys.stderr)
+            cache.prepare(paths, parse_module)
         result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going)
     for diagnostic in result.diagnostics:
         print(diagnostic.format())

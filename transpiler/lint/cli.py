@@ -160,7 +160,7 @@ def main(argv: list[str]) -> int:
         settings = settings_from(args)
         result = lint(args.paths or DEFAULT_PATHS, fix=args.fix, jobs=args.jobs,
                       trust_bytecode=args.trust_bytecode, settings=settings, diff=args.diff, stdin=stdin,
-                      cache_dir=cache_directory(args), unsafe_fixes=args.unsafe_fixes)
+                      cache_dir=cache_directory(args), unsafe_fixes=args.unsafe_fixes, edits=args.format == "sarif")
     except (ConfigError, WorkerDied) as error:
         return _usage_error(str(error))
     if result.cache_warning is not None:

@@ -90,6 +90,26 @@ def describe_function_fixes(reports: list[FileReport], sources: Mapping[str, byt
     return out
 
 
+def with_function_edits(reports: list[FileReport], sources: Mapping[str, bytes]) -> list[FileReport]:
+    """The reports with each fixable finding of a Function carrying its own fix as line edits
+    (:func:`transpiler.lint.function_fix.fix_edits`: what SARIF's ``fixes`` hold)."""
+    from transpiler.lint.function_fix import FIXABLE, fix_edits
+
+    out = []
+    for report in reports:
+        if report.formula_file or not any(d.fix is not None and d.code in FIXABLE for d in report.diagnostics):
+            out.append(report)
+            continue
+        try:
+            raw = sources[report.path] if report.path in sources else Path(report.path).read_bytes()
+            source = decode_source(report.path, raw)
+            edited = tuple(replace(d, edits=fix_edits(source, d)) for d in report.diagnostics)
+        except Exception:  # noqa: BLE001 - no edits; the findings stand as described
+            edited = report.diagnostics
+        out.append(replace(report, diagnostics=edited))
+    return out
+
+
 def write_through(path: str, data: bytes) -> None:
     """Replace the file's bytes atomically, keeping its mode; a symlink keeps pointing at
     its target, which gets the new bytes."""

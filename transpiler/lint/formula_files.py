@@ -14,11 +14,12 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transpiler import library_discovery
-from transpiler.diagnostics import Diagnostic
+from transpiler.diagnostics import Diagnostic, LineEdit, line_edits
 from transpiler.library_discovery import package_root, shipped_library
 from transpiler.lint.cache import Depends, ResultCache, python_files_below, stamp_file
 from transpiler.lint.ctx.tree import current_tree
@@ -42,13 +43,17 @@ CLOSURE_KEY = "closure"
 
 def formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, diff: bool,
                   wanted: Callable[[str, str, str], bool], cache: ResultCache | None = None,
+                  edits: bool = False,
                   ) -> tuple[dict[str, tuple[Diagnostic, ...]], list[str], list[str], dict[str, bytes]]:
     """Closure findings per formula file (after the fix-its when ``fix``), the files fixed
     and, when ``diff``, the fixes as unified diffs instead (nothing written); last, the fixed
     bytes of the ``sources`` given in memory (stdin), which are never written. ``cache``:
-    the findings of an unchanged library (never with ``fix``)."""
+    the findings of an unchanged library (never with ``fix``). ``edits``: each finding with a
+    fix-it carries it as line edits (:meth:`FormulaFiles.edits`)."""
     if cache is not None and not fix:
-        return cached_formula_rules(paths, cache), [], [], {}
+        found = cached_formula_rules(paths, cache)
+        if not edits or all(d.fix is None for findings in found.values() for d in findings):
+            return found, [], [], {}
     try:
         closure = FormulaFiles(paths, sources)
     except Exception as error:  # noqa: BLE001 - the library itself could not be read
@@ -65,7 +70,11 @@ def formula_rules(paths: list[str], sources: Mapping[str, bytes], fix: bool, dif
                 fixed_sources[path] = encode_source(closure.sources[path], source_encoding(path, sources[path]))
             else:
                 fixed.append(path)
-    return {path: closure.check(path) for path in paths}, fixed, diffs, fixed_sources
+    findings = {path: closure.check(path) for path in paths}
+    if edits:
+        findings = {path: tuple(replace(d, edits=closure.edits(d)) if d.fix is not None else d for d in found)
+                    for path, found in findings.items()}
+    return findings, fixed, diffs, fixed_sources
 
 
 def cached_formula_rules(paths: list[str], cache: ResultCache) -> dict[str, tuple[Diagnostic, ...]]:
@@ -137,6 +146,21 @@ class FormulaFiles:
         (:func:`transpiler.pipeline.package_refusals`), once all fixes are made."""
         ok = [module for path, module in self.modules.items() if path not in self.errors]
         return package_refusals(ok, self.library)
+
+    def edits(self, finding: Diagnostic) -> tuple[LineEdit, ...]:
+        """``finding``'s own fix-it (:func:`transpiler.lint.fix.fix_source` on that finding alone),
+        as line edits of its file as read; ``()`` when it has none."""
+        from transpiler.lint.fix import fix_source
+
+        if finding.path in self.errors or finding.path not in self.sources:
+            return ()
+        before = self.sources[finding.path]
+        try:
+            after = fix_source(finding.path, before, self.view.known_operators, self.view.helpers,
+                               wanted=lambda line, code: (line, code) == (finding.line, finding.code))
+        except Exception:  # noqa: BLE001 - no edits; the finding stands as described
+            return ()
+        return line_edits(before, after)
 
     def fix(self, path: str, wanted: Callable[[str, str, str], bool], write: bool = True) -> str | None:
         """Apply the fix-its of ``path``'s findings that are ``wanted`` (not silenced); write the

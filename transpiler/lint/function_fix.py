@@ -17,10 +17,8 @@ alias, which is then used).
 """
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import libcst as cst
@@ -29,8 +27,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from transpiler import codes
-from transpiler.diagnostics import Diagnostic
-from transpiler.sources import decode_source
+from transpiler.diagnostics import Diagnostic, LineEdit, line_edits
 from transpiler.lint.hygiene_fix import Edits, FunctionClass, attribute_edits, metadata_edits, walk
 
 MODULE = "torch.autograd.function"
@@ -308,23 +305,10 @@ def describe_fixes(source: str, findings: Collection[Located]) -> dict[Located, 
     return {f: described[f.code] for f in planned.applied}
 
 
-def sarif_fixes(diagnostic: Diagnostic, uri: str) -> list[dict[str, object]]:
-    """The SARIF 2.1.0 ``fixes`` of a finding of a Function (``[]`` when it has none): its one fix
-    as ``artifactChanges[].replacements[]`` on whole lines of the file (``uri``), as read now."""
+def fix_edits(source: str, diagnostic: Diagnostic) -> tuple[LineEdit, ...]:
+    """The fix of one finding of a Function alone, as edits of ``source``'s lines (``()`` when it
+    has none)."""
     if diagnostic.fix is None or diagnostic.code not in FIXABLE:
-        return []
-    try:
-        before = decode_source(diagnostic.path, Path(diagnostic.path).read_bytes())
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return []
-    change = fix_functions(before, [Located(diagnostic.line, diagnostic.col, diagnostic.code)], unsafe=True)
-    if not change.applied:
-        return []
-    old, new = before.splitlines(keepends=True), change.source.splitlines(keepends=True)
-    replacements = [{
-        "deletedRegion": {"startLine": i1 + 1, "startColumn": 1, "endLine": i2 + 1, "endColumn": 1},
-        "insertedContent": {"text": "".join(new[j1:j2])},
-    } for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
-        if tag != "equal"]
-    return [{"description": {"text": diagnostic.fix},
-             "artifactChanges": [{"artifactLocation": {"uri": uri}, "replacements": replacements}]}]
+        return ()
+    change = fix_functions(source, [Located(diagnostic.line, diagnostic.col, diagnostic.code)], unsafe=True)
+    return line_edits(source, change.source) if change.applied else ()

@@ -42,8 +42,6 @@ def _escape(text: str, property: bool = False) -> str:
 def sarif(findings: Sequence[Diagnostic], version: str) -> dict[str, object]:
     """A SARIF 2.1.0 log with one run of ``transpile lint`` ``version``: the rules that fired (from
     the table of codes) and the results."""
-    from transpiler.lint.function_fix import sarif_fixes
-
     fired = sorted({d.code for d in findings})
     rules = []
     for code in fired:
@@ -65,7 +63,7 @@ def sarif(findings: Sequence[Diagnostic], version: str) -> dict[str, object]:
             "artifactLocation": {"uri": _uri(d.path)},
             "region": {"startLine": d.line, "startColumn": d.col},
         }}],
-        **({"fixes": fixes} if (fixes := sarif_fixes(d, _uri(d.path))) else {}),
+        **({"fixes": [_fix(d)]} if d.edits else {}),
     } for d in findings]
     return {
         "$schema": SARIF_SCHEMA,
@@ -75,6 +73,16 @@ def sarif(findings: Sequence[Diagnostic], version: str) -> dict[str, object]:
             "results": results,
         }],
     }
+
+
+def _fix(diagnostic: Diagnostic) -> dict[str, object]:
+    """A finding's fix as SARIF's ``artifactChanges[].replacements[]``, on whole lines of its file."""
+    replacements = [{
+        "deletedRegion": {"startLine": edit.first, "startColumn": 1, "endLine": edit.end, "endColumn": 1},
+        "insertedContent": {"text": edit.text},
+    } for edit in diagnostic.edits]
+    return {"description": {"text": diagnostic.fix},
+            "artifactChanges": [{"artifactLocation": {"uri": _uri(diagnostic.path)}, "replacements": replacements}]}
 
 
 def _uri(path: str) -> str:

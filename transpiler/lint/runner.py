@@ -22,7 +22,7 @@ from transpiler.lint import ctx
 from transpiler.lint.cache import ResultCache
 from transpiler.lint.discovery import python_files
 from transpiler.lint.file_check import INTERNAL, SYNTAX, UNREADABLE, check_source
-from transpiler.lint.fix_writer import describe_function_fixes, function_fixes
+from transpiler.lint.fix_writer import describe_function_fixes, function_fixes, with_function_edits
 from transpiler.lint.formula_files import formula_rules
 from transpiler.lint.noqa import suppressed_by_line
 from transpiler.lint.settings import EVERY_FILE, Settings
@@ -65,7 +65,7 @@ def lint_paths(paths: list[str]) -> list[Diagnostic]:
 def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
          trust_bytecode: bool = True, settings: Settings | None = None, diff: bool = False,
          stdin: tuple[str, bytes] | None = None, cache_dir: Path | None = None,
-         unsafe_fixes: bool = False) -> LintResult:
+         unsafe_fixes: bool = False, edits: bool = False) -> LintResult:
     """Run every rule on ``paths`` (files, or directories searched for ``*.py``).
 
     ``trust_bytecode``: skip the syntax check of files whose up-to-date bytecode
@@ -75,7 +75,8 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     (name, bytes) instead of files; with ``fix`` the fixed bytes are returned,
     nothing is written. ``cache_dir``: reuse and keep results there
     (:mod:`transpiler.lint.cache`; never for stdin). ``unsafe_fixes``: ``fix`` and
-    ``diff`` include the unsafe fixes (otherwise they are only counted). Raises
+    ``diff`` include the unsafe fixes (otherwise they are only counted). ``edits``: each
+    finding with a fix carries it as line edits (``Diagnostic.edits``, for SARIF). Raises
     :class:`WorkerDied`.
     """
     settings = settings or Settings()
@@ -95,13 +96,15 @@ def lint(paths: Iterable[str], fix: bool = False, jobs: int | None = None,
     formula_paths = [r.path for r in reports if r.formula_file]
     wanted = functools.partial(_wanted, settings)
     closure_findings, fixed, diffs, fixed_sources = (
-        formula_rules(formula_paths, sources, fix or diff, diff, wanted, cache) if formula_paths
+        formula_rules(formula_paths, sources, fix or diff, diff, wanted, cache, edits) if formula_paths
         else ({}, [], [], {}))
     reports = describe_function_fixes(reports, sources, settings)
     unsafe_hidden = 0
     if fix or diff:
         reports, unsafe_hidden = function_fixes(reports, sources, settings, unsafe_fixes, write=not diff,
                                                 fixed=fixed, diffs=diffs, fixed_sources=fixed_sources)
+    if edits:
+        reports = with_function_edits(reports, {**sources, **fixed_sources})
     fixed_stdin = fixed_sources.get(stdin[0], stdin[1]) if stdin is not None and fix and not diff else None
     diagnostics = {d for r in reports for d in r.diagnostics} | set(missing)
     diagnostics.update(d for found in closure_findings.values() for d in found)

@@ -163,6 +163,13 @@ def test_shipped_out_cpp_is_current():
     assert generate.differs(REPO / "out_cpp", result.files, manifest=False) == []
 
 
+def test_shipped_manifest_is_current():
+    """The README's first command finds out_cpp/ up to date in a fresh clone and rewrites nothing:
+    the checked-in MANIFEST records the hashes of today's formulas and transpiler (after changing
+    either, run ``python -m transpiler`` and commit its MANIFEST)."""
+    assert generate.up_to_date(REPO / "formulas", REPO / "out_cpp", "formulas")
+
+
 def test_output_does_not_depend_on_hash_seed(tmp_path):
     """Byte-identical across processes (set and dict orders must not leak into the C++)."""
     outputs = []

@@ -28,12 +28,16 @@ the node was made.
 from __future__ import annotations
 
 import dis
+import linecache
+import textwrap
+from keyword import iskeyword
 from types import CodeType, FunctionType
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from reference_engine.grad_mode import grad_mode
 from reference_engine.graph import RELEASED_MESSAGE, Node, SavedTensor, poisoned_alias
 from reference_engine.tensor import Tensor, last_write, ticks
+from reference_engine.views import mark_recorded
 
 # ``overload`` below is a :class:`reference_engine.overload.Overload` (a module above this one).
 
@@ -90,20 +94,25 @@ class FormulaNode(Node):
     __slots__ = ("overload", "backward_fn", "takes_mask", "saved", "needs_input_grad", "list_lengths",
                  "swaps")
 
-    def __init__(self, overload: Any, backward_fn: Callable[..., Any], next_edges: tuple,
-                 input_meta: tuple, needs_input_grad: tuple[bool, ...], takes_mask: bool,
-                 num_outputs: int = 1, list_lengths: tuple[int | None, ...] | None = None) -> None:
-        self.next_edges = next_edges        # Node's fields, set here: this runs once per recorded op
-        self.input_meta = input_meta
-        self.num_outputs = num_outputs
-        self.seq = next(ticks)
-        self.overload = overload
-        self.backward_fn = backward_fn
-        self.takes_mask = takes_mask
-        self.saved: list[Saved] | tuple = ()    # a list once something is saved
-        self.swaps = False      # whether a first-order backward must swap cells (a SEQUENCE)
-        self.needs_input_grad = needs_input_grad
-        self.list_lengths = list_lengths
+    #: Each field of a new node and what a recorder sets it to, in the recorder's names (its
+    #: backward, the :class:`BackwardPlan`...): ``__init__`` and the generated recorders
+    #: (:func:`formula_recorder`) are made from this one table, as dataclasses make ``__init__``.
+    FIELDS = {
+        "next_edges": "edges",                  # Node's fields
+        "input_meta": "input_meta",
+        "num_outputs": "num_outputs",
+        "seq": "tick()",
+        "overload": "overload",
+        "backward_fn": "backward",
+        "takes_mask": "plan.takes_mask",
+        "saved": "()",                          # a list of Saved once something is saved
+        "swaps": "False",                       # whether a first-order backward must swap cells (a SEQUENCE)
+        "needs_input_grad": "needs_input_grad",
+        "list_lengths": "list_lengths",         # None without Tensor[] arguments
+    }
+
+    # __init__(overload, backward, edges, input_meta, needs_input_grad, plan, num_outputs=1,
+    # list_lengths=None) is made from FIELDS below the class.
 
     def name(self) -> str:
         return self.overload.node_name
@@ -212,6 +221,34 @@ class ListOutputNode(FormulaNode):
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
         return super().apply([list(grads)], create_graph)
+
+
+# ----------------------------------------------------------------------------- generated code
+_COMPILED: dict[str, CodeType] = {}     # generated source -> its code, compiled once
+
+
+def generated_function(source: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+    """The function that ``source`` defines, with ``namespace`` as its globals. Each distinct
+    source is compiled once, its lines kept in :mod:`linecache` so that tracebacks and
+    debuggers show them."""
+    code = _COMPILED.get(source)
+    if code is None:
+        filename = f"<generated {len(_COMPILED)}: {source.split('(', 1)[0].removeprefix('def ')}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        code = _COMPILED[source] = compile(source, filename, "exec")
+    defined: dict[str, Any] = {}
+    exec(code, namespace, defined)
+    (fn,) = defined.values()
+    return fn
+
+
+def _node_fields(indent: str) -> str:
+    return "".join(f"{indent}node.{field} = {value}\n" for field, value in FormulaNode.FIELDS.items())
+
+
+FormulaNode.__init__ = generated_function(     # type: ignore[method-assign]
+    "def __init__(node, overload, backward, edges, input_meta, needs_input_grad, plan, num_outputs=1,\n"
+    "             list_lengths=None):\n" + _node_fields("    "), {"tick": ticks.__next__})
 
 
 def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
@@ -374,14 +411,14 @@ def record(overload: Any, bound: Sequence[Any], outputs: Any, backward: Callable
     plan = backward_plan(overload, backward)
     output_nr: dict[int, int] = {}
     if overload.returns_kind == "tensor":
-        node = FormulaNode(overload, backward, edges, meta, needs, plan.takes_mask, 1, lengths)
+        node = FormulaNode(overload, backward, edges, meta, needs, plan, 1, lengths)
         result = _attach(outputs, node, 0, held, output_nr)
     else:
         if overload.returns_kind == "list":
-            node = ListOutputNode(overload, backward, edges, meta, needs, plan.takes_mask, len(outputs), lengths)
+            node = ListOutputNode(overload, backward, edges, meta, needs, plan, len(outputs), lengths)
         else:
-            node = FormulaNode(overload, backward, edges, meta, needs, plan.takes_mask,
-                               overload.num_differentiable_outputs, lengths)
+            node = FormulaNode(overload, backward, edges, meta, needs, plan, overload.num_differentiable_outputs,
+                               lengths)
         differentiability = overload.output_differentiability
         outs = list(outputs)
         nr = 0
@@ -486,22 +523,71 @@ def _tensors_in(value: Any) -> list[Tensor]:
     return []
 
 
+# ----------------------------------------------------------------------------- fast paths
+# These are just optimizations of record() (tests/engine/test_fast_paths.py holds them to it):
+# for one tensor output and no Tensor[] argument (nearly every operator), the runner of a call
+# shape is generated from one template, so that recording an operator costs one Python call
+# besides the formula (a hand-written runner calling record() costs five: binding, input
+# collection, the node's __init__, saving).
+
+#: :func:`record` for a call shape of one tensor output, no ``Tensor[]`` argument, its tensor
+#: arguments Tensors: what the shape settles (which arguments are tensors, the keywords, one
+#: output) is written in, the node's fields are :attr:`FormulaNode.FIELDS`.
+_ONE_OUTPUT_RECORDER = """\
+def record_{shape}({arguments}):
+    if not ({any_requires_grad}):
+        return kernel_runner({arguments})
+{collect_edges}
+    mode.enabled = False
+    try:
+        out, backward = formula({arguments}{keywords})
+    finally:
+        mode.enabled = True
+    plan = plans.get(backward.__code__) or backward_plan(overload, backward)
+    input_meta, needs_input_grad = shared_inputs.get(meta_key) or share_inputs(meta_key)
+    node = new(FormulaNode)
+{node_fields}
+    if out._requires_grad or {out_is_an_argument}:      # an input returned as is: a new tensor object
+        out = out.detach()
+    is_output = out._data.dtype.kind == "f"
+    if is_output:
+        out._grad_fn = node
+        out._output_nr = 0
+        out._requires_grad = True
+    if plan.inspected or plan.has_defaults:     # held: the arguments (a number's id is never a live tensor's)
+        save(node, backward, plan, {{{held}}}, {{id(out): 0}} if is_output else {{}})
+    return {result}
+"""
+
+#: The edge and input metadata of the tensor argument ``{a}`` (``{i}``: its place among them).
+_EDGE = """\
+    fn = {a}._grad_fn
+    edge{i}, meta{i} = ({a}, 0) if fn is None else (fn, {a}._output_nr), ({a}._data.shape, {a}._data.dtype)
+"""
+_EDGE_IF_REQUIRED = """\
+    if {a}._requires_grad:
+{edge}\
+    else:
+        edge{i} = meta{i} = None
+"""
+
+
+def _tuple_display(items: Iterable[str]) -> str:
+    items = list(items)
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
 def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: int,
                      keywords: dict[str, Any]) -> Callable[..., Any]:
     """The runner of a formula called with ``arity`` positional arguments, its tensor
     arguments as Tensors (keyword-only arguments at ``keywords``): it runs the kernel when
-    no input requires grad, else the formula below autograd and :func:`record`.
-
-    These are just optimizations of calling :func:`record` (tests/engine/test_fast_paths.py
-    holds them to it): for one tensor output and no ``Tensor[]`` argument (nearly every
-    operator) the edges are collected per call shape (one tensor, two tensors, any) without
-    binding, and :func:`_record_one_output` does the rest of what :func:`record` does.
-    """
-    formula = overload.formula
+    no input requires grad, else the formula below autograd and :func:`record` (for one
+    tensor output and no ``Tensor[]`` argument, a recorder made from ``_ONE_OUTPUT_RECORDER``)."""
     positions = overload.signature.tensor_positions
-    mode = grad_mode
     if (overload.signature.tensor_list_positions or overload.num_differentiable_outputs != 1
             or overload.returns_kind != "tensor"):
+        formula, mode = overload.formula, grad_mode
+
         def record_general(*args):
             for i in positions:
                 if args[i]._requires_grad:
@@ -513,91 +599,38 @@ def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: in
                 out, backward = formula(*args, **keywords)
             finally:
                 mode.enabled = True
-            return record(overload, args + tuple(keywords.values()), out, backward)
+            result = record(overload, args + tuple(keywords.values()), out, backward)
+            return mark_recorded(result) if overload.is_view else result
         return record_general
 
-    if positions == (0,):
-        def record_unary(a, *more):       # more: non-tensor arguments (``x * 2.0``)
-            if not a._requires_grad:
-                return kernel_runner(a, *more)
-            mode.enabled = False
-            try:
-                out, backward = formula(a, *more, **keywords)
-            finally:
-                mode.enabled = True
-            fn, data = a._grad_fn, a._data      # the edge: _edge, inlined
-            edge = (a, 0) if fn is None else (fn, a._output_nr)
-            return _record_one_output(overload, backward, out, (a, *more), (edge,), ((data.shape, data.dtype),))
-        return record_unary
-
-    if positions == (0, 1) and arity == 2:
-        def record_binary(a, b):
-            if a._requires_grad:       # the edges: _edge, inlined
-                fn = a._grad_fn
-                edge_a, meta_a = (a, 0) if fn is None else (fn, a._output_nr), (a._data.shape, a._data.dtype)
-            elif b._requires_grad:
-                edge_a = meta_a = None
-            else:
-                return kernel_runner(a, b)
-            if b._requires_grad:
-                fn = b._grad_fn
-                edge_b, meta_b = (b, 0) if fn is None else (fn, b._output_nr), (b._data.shape, b._data.dtype)
-            else:
-                edge_b = meta_b = None
-            mode.enabled = False
-            try:
-                out, backward = formula(a, b, **keywords)
-            finally:
-                mode.enabled = True
-            return _record_one_output(overload, backward, out, (a, b), (edge_a, edge_b), (meta_a, meta_b))
-        return record_binary
-
-    def record_positional(*args):
-        for i in positions:
-            if args[i]._requires_grad:
-                break
-        else:
-            return kernel_runner(*args)
-        mode.enabled = False
-        try:
-            out, backward = formula(*args, **keywords)
-        finally:
-            mode.enabled = True
-        edges, meta = [], []
-        for i in positions:
-            t = args[i]
-            if t._requires_grad:
-                edges.append(_edge(t))
-                meta.append((t._data.shape, t._data.dtype))
-            else:
-                edges.append(None)
-                meta.append(None)
-        return _record_one_output(overload, backward, out, args, tuple(edges), tuple(meta))
-    return record_positional
-
-
-def _record_one_output(overload: Any, backward: Callable[..., Any], out: Tensor, args: tuple,
-                       edges: tuple, meta_key: tuple) -> Tensor:
-    """:func:`record` for one tensor output and no ``Tensor[]`` argument, the edges and input
-    metadata already collected (the shared tail of :func:`formula_recorder`'s runners)."""
-    plan = overload.backward_plans.get(backward.__code__) or backward_plan(overload, backward)
-    input_meta, needs_input_grad = _SHARED_INPUTS.get(meta_key) or _share_inputs(meta_key)
-    node = FormulaNode(overload, backward, edges, input_meta, needs_input_grad, plan.takes_mask)
-    returns_an_input = out._requires_grad
-    for a in args:
-        if a is out:
-            returns_an_input = True
-    if returns_an_input:
-        out = out.detach()
-    is_output = out._data.dtype.kind == "f"
-    if is_output:        # _attach, inlined
-        out._grad_fn = node
-        out._output_nr = 0
-        out._requires_grad = True
-    if plan.inspected or plan.has_defaults:
-        # held: the arguments' ids (a number's id is never a live tensor's)
-        _save(node, backward, plan, set(map(id, args)), {id(out): 0} if is_output else {})
-    return out
+    arguments = [f"a{i}" for i in range(arity)]
+    tensors = [arguments[i] for i in positions]
+    if len(tensors) == 1:
+        edges = _EDGE.format(a=tensors[0], i=0)
+    else:
+        edges = "".join(_EDGE_IF_REQUIRED.format(a=a, i=i, edge=textwrap.indent(_EDGE.format(a=a, i=i), "    "))
+                        for i, a in enumerate(tensors))
+    per_tensor = range(len(tensors))
+    edges += (f"    edges, meta_key = {_tuple_display(f'edge{i}' for i in per_tensor)}, "
+              f"{_tuple_display(f'meta{i}' for i in per_tensor)}\n")
+    # keyword-only arguments by name (a name Python reserves, as a dict)
+    named = all(name.isidentifier() and not iskeyword(name) for name in keywords)
+    source = _ONE_OUTPUT_RECORDER.format(
+        shape="_".join(["tensor" if i in positions else "value" for i in range(arity)]) or "nothing",
+        arguments=", ".join(arguments),
+        any_requires_grad=" or ".join(f"{a}._requires_grad" for a in tensors),
+        collect_edges=edges.rstrip("\n"),
+        keywords="".join(f", {name}=keyword_{name}" for name in keywords) if named else ", **keywords",
+        node_fields=_node_fields("    ").rstrip("\n"),
+        out_is_an_argument=" or ".join(f"out is {a}" for a in arguments),
+        held=", ".join(f"id({a})" for a in arguments),
+        result="mark_recorded(out)" if overload.is_view else "out")
+    return generated_function(source, {
+        "overload": overload, "formula": overload.formula, "kernel_runner": kernel_runner, "keywords": keywords,
+        "mode": grad_mode, "plans": overload.backward_plans, "backward_plan": backward_plan,
+        "shared_inputs": _SHARED_INPUTS, "share_inputs": _share_inputs, "new": object.__new__,
+        "FormulaNode": FormulaNode, "tick": ticks.__next__, "num_outputs": 1, "list_lengths": None,
+        "save": _save, "mark_recorded": mark_recorded, **{f"keyword_{name}": keywords[name] for name in keywords}})
 
 
 def save_captured(value: Any, name: str, held: set[int], output_nr: dict[int, int]) -> Any:

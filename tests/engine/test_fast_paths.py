@@ -140,3 +140,29 @@ def test_a_generated_recorder_shows_its_source_in_tracebacks():
     f64([0.5], requires_grad=True).sin()
     code = dispatcher.packet("sin").cache[(engine.Tensor,)].recording.__code__
     assert linecache.getline(code.co_filename, code.co_firstlineno) == "def record_tensor(a0):\n"
+
+
+def test_a_keyword_only_argument_named_with_a_python_keyword_reaches_the_formula():
+    """The recorder passes keyword-only defaults by name, or as a dict where Python reserves
+    the name (a formula taking ``**options``)."""
+    def scaled(self, **options):
+        scale = options["lambda"]
+        result = at.mul(self, scale)
+
+        def backward(grad):
+            return grad * scale
+        return result, backward
+
+    try:
+        engine.define("engine_test_reserved_keyword(Tensor self, *, float lambda=0.5) -> Tensor",
+                      kernel=lambda x, scale: x * scale, formula=scaled)
+        packet = dispatcher.packet("engine_test_reserved_keyword")
+        x = f64([1.0, 2.0], requires_grad=True)
+        out = packet.op(x)
+        assert packet.cache[(engine.Tensor,)].recording is not None      # a generated recorder ran
+        out.sum().backward()
+        np.testing.assert_array_equal(out.detach().numpy(), [0.5, 1.0])
+        np.testing.assert_array_equal(x.grad.numpy(), [0.5, 0.5])
+    finally:
+        dispatcher.local.pop("engine_test_reserved_keyword")
+        engine.refresh()

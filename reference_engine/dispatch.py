@@ -30,7 +30,7 @@ from reference_engine.kernels import DEFAULT_KEYWORD_KERNELS, KERNELS
 from reference_engine.overload import Overload
 from reference_engine.rebind import EngineOperators
 from reference_engine.tensor import Tensor
-from reference_engine.views import make_view, mark_recorded
+from reference_engine.views import make_view
 from transpiler.schema import FunctionSchema, parse_schema
 
 
@@ -121,13 +121,7 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
     if (overload.formula is None or kernel_runner is None
             or any(i >= len(arg_types) or arg_types[i] is not Tensor for i in positions)):
         return None
-    recorder = formula_recorder(overload, kernel_runner, len(arg_types), dict(zip(overload.keyword_only[1], tail)))
-    if not overload.is_view:
-        return recorder
-
-    def record_view(*args: Any) -> Any:
-        return mark_recorded(recorder(*args))
-    return record_view
+    return formula_recorder(overload, kernel_runner, len(arg_types), dict(zip(overload.keyword_only[1], tail)))
 
 
 class CacheEntry(NamedTuple):

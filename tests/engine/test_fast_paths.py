@@ -1,6 +1,8 @@
 """The cached runners and the fused recorder behave exactly like the general paths."""
 from __future__ import annotations
 
+import linecache
+
 import numpy as np
 import pytest
 
@@ -96,19 +98,23 @@ def _node_facts(out):
     node = out.grad_fn
     edges = tuple(None if e is None else (type(e[0]).__name__, e[1]) for e in node.next_edges)
     saved = tuple((s.role, s.extra if s.role != "sequence" else None) for s in node.saved)
+    view = getattr(out, "_view", None)
     return (type(node).__name__, node.name(), edges, node.input_meta, node.needs_input_grad,
-            node.takes_mask, node.num_outputs, node.list_lengths, saved, node.swaps, out._output_nr)
+            node.takes_mask, node.num_outputs, node.list_lengths, saved, node.swaps, out._output_nr,
+            None if view is None else view.grad_mode)
 
 
 @pytest.mark.parametrize("name, arguments", [
-    ("sin", lambda x, y: (x,)),                  # one tensor (record_unary)
+    ("sin", lambda x, y: (x,)),                  # one tensor (record_tensor)
     ("tanh", lambda x, y: (x,)),                 # captures its output: a shadow is saved
-    ("mul", lambda x, y: (x, y)),                # two tensors (record_binary)
+    ("mul", lambda x, y: (x, y)),                # two tensors (record_tensor_tensor)
     ("mul", lambda x, y: (y, x)),                # the second one requires grad
-    ("mul", lambda x, y: (x, 2.5)),              # a tensor and a number (record_unary's extras)
+    ("mul", lambda x, y: (x, 2.5)),              # a tensor and a number (record_tensor_value)
+    ("add", lambda x, y: (x, y)),                # a keyword-only argument at its default (alpha=1)
     ("pow", lambda x, y: (x, 3)),
-    ("where", lambda x, y: (x > 0.5, x, y)),     # a condition and two tensors (record_positional)
+    ("where", lambda x, y: (x > 0.5, x, y)),     # a condition and two tensors
     ("sum", lambda x, y: (x, [0], True)),
+    ("transpose", lambda x, y: (x, 0, 1)),       # a view: its output is marked as made in grad mode
 ])
 def test_each_call_shape_records_the_node_the_general_recorder_records(name, arguments):
     x = f64([[0.2, 0.9], [0.7, 0.4]], requires_grad=True)
@@ -128,3 +134,35 @@ def test_each_call_shape_records_the_node_the_general_recorder_records(name, arg
     (gg_fast,) = engine.grad(g_fast.sum(), x)
     (gg_general,) = engine.grad(g_general.sum(), x)
     np.testing.assert_array_equal(gg_fast.numpy(), gg_general.numpy())
+
+
+def test_a_generated_recorder_shows_its_source_in_tracebacks():
+    f64([0.5], requires_grad=True).sin()
+    code = dispatcher.packet("sin").cache[(engine.Tensor,)].recording.__code__
+    assert linecache.getline(code.co_filename, code.co_firstlineno) == "def record_tensor(a0):\n"
+
+
+def test_a_keyword_only_argument_named_with_a_python_keyword_reaches_the_formula():
+    """The recorder passes keyword-only defaults by name, or as a dict where Python reserves
+    the name (a formula taking ``**options``)."""
+    def scaled(self, **options):
+        scale = options["lambda"]
+        result = at.mul(self, scale)
+
+        def backward(grad):
+            return grad * scale
+        return result, backward
+
+    try:
+        engine.define("engine_test_reserved_keyword(Tensor self, *, float lambda=0.5) -> Tensor",
+                      kernel=lambda x, scale: x * scale, formula=scaled)
+        packet = dispatcher.packet("engine_test_reserved_keyword")
+        x = f64([1.0, 2.0], requires_grad=True)
+        out = packet.op(x)
+        assert packet.cache[(engine.Tensor,)].recording is not None      # a generated recorder ran
+        out.sum().backward()
+        np.testing.assert_array_equal(out.detach().numpy(), [0.5, 1.0])
+        np.testing.assert_array_equal(x.grad.numpy(), [0.5, 0.5])
+    finally:
+        dispatcher.local.pop("engine_test_reserved_keyword")
+        engine.refresh()

@@ -12,6 +12,7 @@
 #include <ATen/ops/cumprod.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/elu_backward.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
@@ -25,32 +26,43 @@
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
+#include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/log.h>
+#include <ATen/ops/log_sigmoid.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/lt.h>
+#include <ATen/ops/matmul.h>
 #include <ATen/ops/mean.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/movedim.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/narrow.h>
+#include <ATen/ops/ne.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
 #include <ATen/ops/real.h>
+#include <ATen/ops/reciprocal.h>
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/rsub.h>
+#include <ATen/ops/select.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sign.h>
 #include <ATen/ops/sinc.h>
 #include <ATen/ops/slice_backward.h>
+#include <ATen/ops/sqrt.h>
 #include <ATen/ops/squeeze.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/t.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/transpose.h>
+#include <ATen/ops/triu.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -555,6 +567,261 @@ at::Tensor glu_double_backward(const at::Tensor& grad, const at::Tensor& grad_ou
   auto wrt_a = (grad_output * grad_b) * slope;
   auto wrt_b = (grad_output * ((grad_a + (grad_b * a)) - (((grad_b * a) * s) * 2.0))) * slope;
   return at::cat(std::vector<at::Tensor>{wrt_a, wrt_b}, d);
+}
+
+std::vector<std::vector<int64_t>> to_args_sizes(at::TensorList tensors) {
+  std::vector<std::vector<int64_t>> sizes = std::vector<std::vector<int64_t>>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(tensors.size()); ++i) {
+    sizes.push_back(tensors[i].sizes().vec());
+  }
+  return sizes;
+}
+
+std::vector<at::ScalarType> to_args_scalartypes(at::TensorList tensors) {
+  std::vector<at::ScalarType> dtypes = std::vector<at::ScalarType>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(tensors.size()); ++i) {
+    dtypes.push_back(tensors[i].scalar_type());
+  }
+  return dtypes;
+}
+
+std::vector<at::Tensor> cat_tensors_backward(const at::Tensor& grad, const std::vector<std::vector<int64_t>>& sizes, const std::vector<at::ScalarType>& dtypes, int64_t dim) {
+  int64_t d = helpers::wrap_dim(dim, grad.dim());
+  std::vector<at::Tensor> grads = std::vector<at::Tensor>{};
+  int64_t offset = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    if ((static_cast<int64_t>(sizes[i].size()) == 1) && (sizes[i][0] == 0)) {
+      grads.push_back(grad.new_zeros(std::vector<int64_t>{0}));
+    } else {
+      grads.push_back(helpers::handle_r_to_c(dtypes[i], at::narrow(grad, d, offset, sizes[i][formulas::runtime::wrap_index(d, sizes[i].size())])));
+      offset = offset + sizes[i][formulas::runtime::wrap_index(d, sizes[i].size())];
+    }
+  }
+  return grads;
+}
+
+std::vector<at::Tensor> stack_tensors_backward(const at::Tensor& grad, int64_t dim, const std::vector<at::ScalarType>& dtypes) {
+  int64_t d = helpers::wrap_dim(dim, grad.dim());
+  std::vector<at::Tensor> grads = std::vector<at::Tensor>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(dtypes.size()); ++i) {
+    grads.push_back(helpers::handle_r_to_c(dtypes[i], at::select(grad, d, i)));
+  }
+  return grads;
+}
+
+std::vector<at::Tensor> block_diag_backward(const at::Tensor& grad, const std::vector<std::vector<int64_t>>& sizes, const std::vector<at::ScalarType>& dtypes) {
+  int64_t rows{};
+  int64_t columns{};
+  at::Tensor block{};
+  std::vector<at::Tensor> grads = std::vector<at::Tensor>{};
+  int64_t row = 0;
+  int64_t column = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    rows = 1;
+    columns = 1;
+    if (static_cast<int64_t>(sizes[i].size()) == 2) {
+      rows = sizes[i][0];
+      columns = sizes[i][1];
+    }
+    if (static_cast<int64_t>(sizes[i].size()) == 1) {
+      columns = sizes[i][0];
+    }
+    block = at::narrow(at::narrow(grad, 0, row, rows), 1, column, columns);
+    grads.push_back(helpers::handle_r_to_c(dtypes[i], at::reshape(block, sizes[i])));
+    row = row + rows;
+    column = column + columns;
+  }
+  return grads;
+}
+
+at::Tensor angle_backward(const at::Tensor& grad, const at::Tensor& self) {
+  if (helpers::is_real_type(self.scalar_type(), self)) {
+    return at::zeros_like(grad);
+  }
+  auto at_zero = at::eq(self, 0.0);
+  auto imaginary_unit = at::sqrt(self.new_full(std::vector<int64_t>{}, -1.0));
+  auto safe = at::where(at_zero, at::ones_like(self), self);
+  return at::where(at_zero, safe.new_zeros(std::vector<int64_t>{}), (grad * imaginary_unit) / at::conj(safe));
+}
+
+at::Tensor extreme_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& extreme, at::IntArrayRef dims, bool keepdim) {
+  auto grad_kept = helpers::restore_reduced_dims(grad, dims, keepdim);
+  auto mask = at::eq(self, helpers::restore_reduced_dims(extreme, dims, keepdim));
+  return helpers::scale_grad_by_count(grad_kept, mask, dims);
+}
+
+at::Tensor aminmax_backward(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, const at::Tensor& grad_min, const at::Tensor& grad_max, const at::Tensor& min, const at::Tensor& max) {
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  if (self.dim() > 0) {
+    if (dim.has_value()) {
+      dims.push_back(helpers::wrap_dim((*dim), self.dim()));
+    } else {
+      for (int64_t d = 0; d < self.dim(); ++d) {
+        dims.push_back(d);
+      }
+    }
+  }
+  auto gradient = at::zeros_like(self);
+  if (grad_min.defined()) {
+    gradient = gradient + helpers::extreme_backward(grad_min, self, min, dims, keepdim);
+  }
+  if (grad_max.defined()) {
+    gradient = gradient + helpers::extreme_backward(grad_max, self, max, dims, keepdim);
+  }
+  return gradient;
+}
+
+at::Tensor logcumsumexp_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, int64_t dim) {
+  if (self.dim() == 0) {
+    return grad;
+  }
+  int64_t d = helpers::wrap_dim(dim, self.dim());
+  int64_t n = self.size(d);
+  auto x = at::unsqueeze(at::movedim(self, d, -1), -1);
+  auto r = at::unsqueeze(at::movedim(result, d, -1), -2);
+  auto g = at::unsqueeze(at::movedim(grad, d, -1), -2);
+  auto prefix = at::ne(at::triu(self.new_ones(std::vector<int64_t>{n, n})), 0.0);
+  auto exponent = x - r;
+  auto zero = exponent.new_zeros(std::vector<int64_t>{});
+  auto weights = at::where(prefix, at::exp(at::where(prefix, exponent, zero)), zero);
+  return at::movedim(at::sum(g * at::conj(weights), std::vector<int64_t>{-1}, false), -1, d);
+}
+
+at::Tensor renorm_backward(const at::Tensor& grad, const at::Tensor& self, double p, int64_t dim, double maxnorm) {
+  int64_t d = helpers::wrap_dim(dim, self.dim());
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t other = 0; other < self.dim(); ++other) {
+    if (other != d) {
+      dims.push_back(other);
+    }
+  }
+  auto norm = at::linalg_vector_norm(self, p, dims, true);
+  auto scaled = at::gt(norm, maxnorm);
+  auto shifted = norm + 1e-7;
+  auto zero = norm.new_zeros(std::vector<int64_t>{});
+  auto factor = at::where(scaled, at::mul(at::reciprocal(shifted), maxnorm), at::ones_like(norm));
+  auto inner = at::sum(grad * self, dims, true);
+  auto coefficient = at::where(scaled, at::mul(inner / (shifted * shifted), -maxnorm), zero);
+  return (grad * factor) + helpers::vector_norm_backward(coefficient, self, p, norm, formulas::runtime::borrow(std::optional<std::vector<int64_t>>(dims)), true);
+}
+
+std::tuple<at::Tensor, at::Tensor> _euclidean_dist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& result) {
+  auto at_zero = at::eq(result, 0.0);
+  auto safe = at::where(at_zero, at::ones_like(result), result);
+  auto ratio = at::unsqueeze(at::where(at_zero, grad.new_zeros(std::vector<int64_t>{}), grad / safe), -1);
+  auto weighted = ratio * (at::unsqueeze(x1, -2) - at::unsqueeze(x2, -3));
+  auto grad_x1 = helpers::sum_to(at::sum(weighted, std::vector<int64_t>{-2}, false), x1.sizes().vec());
+  auto grad_x2 = helpers::sum_to(-at::sum(weighted, std::vector<int64_t>{-3}, false), x2.sizes().vec());
+  return {grad_x1, grad_x2};
+}
+
+at::Tensor binary_cross_entropy_target_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad, reduction, self.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  auto log_self = at::clamp_min(at::log(self), -100.0);
+  auto log_complement = at::clamp_min(at::log(at::rsub(self, 1.0)), -100.0);
+  return scaled * (log_complement - log_self);
+}
+
+at::Tensor binary_cross_entropy_double_backward(const at::Tensor& grad_output, const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad_output, reduction, input.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  auto product = input - (input * input);
+  auto denominator = at::clamp_min(product, 1e-12);
+  auto varying = at::gt(product, 1e-12);
+  auto slope = at::where(varying, at::rsub(input * 2.0, 1.0), input.new_zeros(std::vector<int64_t>{}));
+  return (grad * scaled) * (at::reciprocal(denominator) - (((input - target) * slope) / (denominator * denominator)));
+}
+
+at::Tensor binary_cross_entropy_double_backward_grad_output(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight, int64_t reduction) {
+  auto factor = (input - target) / at::clamp_min(input - (input * input), 1e-12);
+  if (weight.defined()) {
+    factor = factor * weight;
+  }
+  if (reduction == 0) {
+    return grad * factor;
+  }
+  return helpers::loss_scale(at::sum(grad * factor), reduction, input.numel());
+}
+
+at::Tensor binary_cross_entropy_double_backward_target(const at::Tensor& grad, const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad_output, reduction, self.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  return -((grad * scaled) / at::clamp_min(self - (self * self), 1e-12));
+}
+
+at::Tensor binary_cross_entropy_with_logits_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight, const at::Tensor& pos_weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad, reduction, input.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  if (!pos_weight.defined()) {
+    return scaled * (at::sigmoid(input) - target);
+  }
+  auto positive = at::sigmoid(input);
+  return scaled * ((positive - (target * positive)) - ((target * pos_weight) * at::sigmoid(-input)));
+}
+
+at::Tensor binary_cross_entropy_with_logits_target_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight, const at::Tensor& pos_weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad, reduction, input.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  if (!pos_weight.defined()) {
+    return -(scaled * input);
+  }
+  return scaled * (at::log_sigmoid(-input) - (at::log_sigmoid(input) * pos_weight));
+}
+
+at::Tensor elu_double_backward(const at::Tensor& grad, const at::Tensor& grad_output, double alpha, double scale, double input_scale, bool is_result, const at::Tensor& self_or_result) {
+  auto scaled = grad * grad_output;
+  auto curvature = at::mul(scaled, input_scale);
+  if (!is_result) {
+    curvature = at::mul(at::elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result), input_scale);
+  }
+  return at::where(at::ge(self_or_result, 0.0), curvature.new_zeros(std::vector<int64_t>{}), curvature);
+}
+
+at::Tensor gelu_double_backward(const at::Tensor& grad, const at::Tensor& grad_output, const at::Tensor& self, const std::string& approximate) {
+  return (grad * grad_output) * helpers::gelu_second_derivative(self, approximate);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_double_backward(at::TensorList grads, const at::Tensor& self, const at::Tensor& grad_output, const at::Tensor& weight) {
+  at::Tensor flat_grad_output{};
+  at::Tensor from_weight{};
+  at::Tensor from_bias{};
+  auto grad_self = at::Tensor();
+  auto grad_grad_output = at::Tensor();
+  auto grad_weight = at::Tensor();
+  if (grads[0].defined()) {
+    grad_grad_output = at::matmul(grads[0], at::t(weight));
+    flat_grad_output = at::reshape(grad_output, std::vector<int64_t>{-1, grad_output.size(-1)});
+    grad_weight = at::mm(at::t(flat_grad_output), at::reshape(grads[0], std::vector<int64_t>{-1, self.size(-1)}));
+  }
+  if (grads[1].defined()) {
+    grad_self = at::matmul(grad_output, grads[1]);
+    from_weight = at::matmul(self, at::t(grads[1]));
+    if (!grad_grad_output.defined()) {
+      grad_grad_output = from_weight;
+    } else {
+      grad_grad_output = grad_grad_output + from_weight;
+    }
+  }
+  if (grads[2].defined()) {
+    from_bias = grads[2].expand(grad_output.sizes().vec());
+    if (!grad_grad_output.defined()) {
+      grad_grad_output = from_bias;
+    } else {
+      grad_grad_output = grad_grad_output + from_bias;
+    }
+  }
+  return {grad_self, grad_grad_output, grad_weight};
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {

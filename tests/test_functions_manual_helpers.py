@@ -286,6 +286,146 @@ HELPER_CASES = [
                lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
                lambda b, g, go, x: b.run(fm.softplus_double_backward, g * go, x, 2.0, 1.5), wrt=(1,), smooth=False),
 ]
+def _sizes_and_dtypes(*tensors):
+    return [list(t.shape) for t in tensors], [t.dtype for t in tensors]
+
+
+def _on_the_unit_interval(*shape, seed=0):
+    return torch.sigmoid(_randn(*shape, seed=seed))
+
+
+HELPER_CASES += [
+    HelperCase("to_args_sizes and to_args_scalartypes", lambda a, b: torch.cat([a, b]),
+               lambda: (_randn(2, 3), _randn(1, 3, dtype=torch.complex128)),
+               lambda b, g, x, y: tuple(b.run(fm.cat_tensors_backward, g, b.run(fm.to_args_sizes, [x, y]),
+                                         b.run(fm.to_args_scalartypes, [x, y]), 0)), wrt=(0, 1)),
+    HelperCase("cat", lambda a, b, c: torch.cat([a, b, c], -1), lambda: (_randn(2, 3), _randn(2, 1), _randn(2, 2)),
+               lambda b, g, *xs: tuple(b.run(fm.cat_tensors_backward, g, *_sizes_and_dtypes(*xs), -1)),
+               wrt=(0, 1, 2)),
+    HelperCase("cat, a legacy empty input skipped", lambda a, b, c: torch.cat([a, b, c], 1),
+               lambda: (_randn(2, 3), _randn(0), _randn(2, 2)),
+               lambda b, g, *xs: tuple(b.run(fm.cat_tensors_backward, g, *_sizes_and_dtypes(*xs), 1)),
+               wrt=(0, 1, 2)),
+    HelperCase("cat, real and complex", lambda a, b: torch.cat([a, b]),
+               lambda: (_randn(2, 3), _randn(1, 3, dtype=torch.complex128)),
+               lambda b, g, *xs: tuple(b.run(fm.cat_tensors_backward, g, *_sizes_and_dtypes(*xs), 0)), wrt=(0, 1)),
+    HelperCase("stack", lambda a, b: torch.stack([a, b], -2), lambda: (_randn(2, 3), _randn(2, 3, seed=1)),
+               lambda b, g, x, y: tuple(b.run(fm.stack_tensors_backward, g, -2, [x.dtype, y.dtype])), wrt=(0, 1)),
+    HelperCase("stack 0-d", lambda a, b: torch.stack([a, b]), lambda: (_randn(), _randn(seed=1)),
+               lambda b, g, x, y: tuple(b.run(fm.stack_tensors_backward, g, 0, [x.dtype, y.dtype])), wrt=(0, 1)),
+    HelperCase("block_diag", torch.block_diag, lambda: (_randn(2, 3), _randn(), _randn(4), _randn(0, 2), _randn(3, 1)),
+               lambda b, g, *xs: tuple(b.run(fm.block_diag_backward, g, *_sizes_and_dtypes(*xs))),
+               wrt=(0, 1, 2, 3, 4)),
+    HelperCase("angle complex", torch.angle, lambda: (_randn(2, 3, dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.angle_backward, g, x)),
+    HelperCase("angle complex at 0", torch.angle, lambda: (torch.tensor([0j, -1 + 2j], dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.angle_backward, g, x), smooth=False),
+    HelperCase("angle real", torch.angle, lambda: (torch.tensor([-1.5, 0.0, 2.0], dtype=torch.float64),),
+               lambda b, g, x: b.run(fm.angle_backward, g, x), smooth=False),
+    *[HelperCase(f"aminmax dim={dim} keepdim={keepdim}", lambda x, d=dim, k=keepdim: torch.aminmax(x, dim=d, keepdim=k),
+                 lambda: (torch.tensor([[1.0, 3.0, 3.0, -2.0], [0.5, 0.5, 0.25, 4.0], [2.0, -2.0, -2.0, 2.0]],
+                                       dtype=torch.float64),),
+                 lambda b, g, x, d=dim, k=keepdim: b.run(fm.aminmax_backward, x, d, k, g[0], g[1],
+                                                         *torch.aminmax(x, dim=d, keepdim=k)), smooth=False)
+      for dim, keepdim in ((None, False), (None, True), (1, False), (-2, True))],
+    HelperCase("aminmax, max only", lambda x: torch.aminmax(x, dim=0).max * 1.0, lambda: (_randn(3, 2),),
+               lambda b, g, x: b.run(fm.aminmax_backward, x, 0, False, None, g, *torch.aminmax(x, dim=0)),
+               smooth=False),
+    HelperCase("aminmax 0-d", lambda x: torch.aminmax(x, dim=0), lambda: (_randn(),),
+               lambda b, g, x: b.run(fm.aminmax_backward, x, 0, False, g[0], g[1], *torch.aminmax(x, dim=0)),
+               smooth=False),
+    HelperCase("logcumsumexp", lambda x: torch.logcumsumexp(x, 1), lambda: (_randn(3, 5) * 4,),
+               lambda b, g, x: b.run(fm.logcumsumexp_backward, g, x, torch.logcumsumexp(x, 1), 1)),
+    HelperCase("logcumsumexp far apart", lambda x: torch.logcumsumexp(x, -2),
+               lambda: (torch.tensor([[900.0, -3.0], [0.0, 700.0], [-800.0, 1.0]], dtype=torch.float64),),
+               lambda b, g, x: b.run(fm.logcumsumexp_backward, g, x, torch.logcumsumexp(x, -2), -2), smooth=False),
+    HelperCase("logcumsumexp complex", lambda x: torch.logcumsumexp(x, 0),
+               lambda: (_randn(4, 2, dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.logcumsumexp_backward, g, x, torch.logcumsumexp(x, 0), 0)),
+    HelperCase("logcumsumexp 0-d", lambda x: torch.logcumsumexp(x, 0), lambda: (_randn(),),
+               lambda b, g, x: b.run(fm.logcumsumexp_backward, g, x, torch.logcumsumexp(x, 0), 0)),
+    *[HelperCase(f"renorm p={p} dim={dim}", lambda x, p=p, dim=dim: torch.renorm(x, p, dim, 1.5),
+                 lambda: (_randn(3, 4, 2) * 2,),
+                 lambda b, g, x, p=p, dim=dim: b.run(fm.renorm_backward, g, x, p, dim, 1.5))
+      for p, dim in ((2, 0), (1, -1), (3.5, 1))],
+    HelperCase("_euclidean_dist", torch.ops.aten._euclidean_dist, lambda: (_randn(4, 3), _randn(5, 3, seed=1)),
+               lambda b, g, x1, x2: b.run(fm._euclidean_dist_backward, g, x1, x2,
+                                          torch.ops.aten._euclidean_dist(x1, x2)), wrt=(0, 1)),
+    HelperCase("_euclidean_dist batched", torch.ops.aten._euclidean_dist,
+               lambda: (_randn(2, 4, 3), _randn(2, 5, 3, seed=1)),
+               lambda b, g, x1, x2: b.run(fm._euclidean_dist_backward, g, x1, x2,
+                                          torch.ops.aten._euclidean_dist(x1, x2)), wrt=(0, 1)),
+    HelperCase("gelu_backward none", _second(_F.gelu), lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
+               lambda b, g, go, x: b.run(fm.gelu_double_backward, g, go, x, "none"), wrt=(1,)),
+    HelperCase("gelu_backward tanh", _second(lambda x: _F.gelu(x, approximate="tanh")),
+               lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
+               lambda b, g, go, x: b.run(fm.gelu_double_backward, g, go, x, "tanh"), wrt=(1,)),
+    HelperCase("elu_backward of the input", lambda go, x: torch.ops.aten.elu_backward(go, 1.3, 1.1, 0.7, False, x),
+               lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
+               lambda b, g, go, x: b.run(fm.elu_double_backward, g, go, 1.3, 1.1, 0.7, False, x), wrt=(1,),
+               smooth=False),
+    HelperCase("elu_backward of the result", lambda go, y: torch.ops.aten.elu_backward(go, 1.3, 1.1, 0.7, True, y),
+               lambda: (_randn(3, 4), _F.elu(_randn(3, 4, seed=1), 1.3) * 1.1),
+               lambda b, g, go, y: b.run(fm.elu_double_backward, g, go, 1.3, 1.1, 0.7, True, y), wrt=(1,),
+               smooth=False),
+]
+for _weighted in (False, True):
+    _w = _randn(4, seed=8) if _weighted else None
+    _pw = _randn(4, low=0.5, seed=10) if _weighted else None
+    for _reduction, _code in _REDUCTIONS.items():
+        HELPER_CASES += [
+            HelperCase(f"binary_cross_entropy target {_reduction} weighted={_weighted}",
+                       lambda x, t, r=_reduction, w=_w: _F.binary_cross_entropy(x, t, w, reduction=r),
+                       lambda: (_on_the_unit_interval(3, 4), _on_the_unit_interval(3, 4, seed=1)),
+                       lambda b, g, x, t, c=_code, w=_w: b.run(fm.binary_cross_entropy_target_backward, g, x, t, w, c),
+                       wrt=(1,)),
+            HelperCase(f"binary_cross_entropy_backward {_reduction} weighted={_weighted}",
+                       lambda go, x, t, r=_code, w=_w: torch.ops.aten.binary_cross_entropy_backward(go, x, t, w, r),
+                       lambda r=_reduction: (_randn(3, 4, seed=2) if r == "none" else torch.tensor(1.3, dtype=torch.float64),
+                                             _on_the_unit_interval(3, 4), _on_the_unit_interval(3, 4, seed=1)),
+                       lambda b, g, go, x, t, c=_code, w=_w: (
+                           b.run(fm.binary_cross_entropy_double_backward_grad_output, g, x, t, w, c),
+                           b.run(fm.binary_cross_entropy_double_backward, go, g, x, t, w, c),
+                           b.run(fm.binary_cross_entropy_double_backward_target, g, go, x, t, w, c)),
+                       wrt=(0, 1, 2)),
+            HelperCase(f"binary_cross_entropy_with_logits {_reduction} weighted={_weighted}",
+                       lambda x, t, r=_reduction, w=_w, pw=_pw: _F.binary_cross_entropy_with_logits(
+                           x, t, w, reduction=r, pos_weight=pw),
+                       lambda: (_randn(3, 4) * 3, _on_the_unit_interval(3, 4, seed=1)),
+                       lambda b, g, x, t, c=_code, w=_w, pw=_pw: (
+                           b.run(fm.binary_cross_entropy_with_logits_backward, g, x, t, w, pw, c),
+                           b.run(fm.binary_cross_entropy_with_logits_target_backward, g, x, t, w, pw, c)),
+                       wrt=(0, 1)),
+        ]
+HELPER_CASES += [
+    HelperCase(f"linear_backward {which}",
+               lambda x, go, w, m=mask: tuple(o for o, keep in zip(_linear_backward(x, go, w), m) if keep),
+               lambda: (_randn(2, 3, 4), _randn(2, 3, 5, seed=1), _randn(5, 4, seed=2)),
+               lambda b, g, x, go, w, m=mask: tuple(
+                   torch.zeros_like(like) if out is None else out   # None: no gradient reaches that input
+                   for out, like in zip(b.run(fm.linear_double_backward, _fill(g, m), x, go, w), (x, go, w))),
+               wrt=(0, 1, 2))
+    for which, mask in (("all", [True, True, True]), ("input only", [True, False, False]),
+                        ("weight and bias", [False, True, True]))
+]
+
+
+def _linear_backward(x, go, w):
+    """``aten.linear_backward``'s three outputs, which torch 2.13 runs on no CPU kernel, spelled with
+    the products that define them (input: ``go W``, weight: ``go^T x`` over the batch, bias: the
+    batch sum of ``go``), so that torch's autograd gives their gradients."""
+    flat_go = go.reshape(-1, go.shape[-1])
+    return go @ w, flat_go.T @ x.reshape(-1, x.shape[-1]), flat_go.sum(0)
+
+
+def _fill(grads, mask):
+    """The gradients of the outputs ``mask`` keeps, None for the others (a tuple of one output or a
+    tensor for a single one)."""
+    grads = list(grads) if isinstance(grads, tuple) else [grads]
+    return [grads.pop(0) if keep else None for keep in mask]
+
+
+
 for _reduction, _code in _REDUCTIONS.items():
     _target = _randn(3, 4, seed=9)
     _go = (lambda: _randn(3, 4, seed=2)) if _reduction == "none" else (lambda: torch.tensor(1.7, dtype=torch.float64))

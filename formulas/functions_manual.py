@@ -17,6 +17,7 @@ from formulas.helpers import (div_tensor_other_backward, div_tensor_self_backwar
                               restore_reduced_dims, scale_grad_by_count, sum_backward, sum_to, wrap_dim)
 from formulas.linalg import vector_norm_backward
 from formulas.losses import loss_scale
+from formulas.normalization import layer_norm_normalized_backward
 from formulas.reductions import prod_others
 
 
@@ -934,6 +935,270 @@ def linear_double_backward(grads: list[Tensor], self: Tensor, grad_output: Tenso
         else:
             grad_grad_output = grad_grad_output + from_bias
     return grad_self, grad_grad_output, grad_weight
+
+
+# --- forward mode: tangents of norms, scans and extremes --------------------------------------------
+# Each tangent is the transpose of the backward above: ``d out = sum_i (d out / d x_i) t_i``, with the
+# same subgradients at the kinks, so forward and reverse mode agree.
+
+@helper
+def norm_jvp(self_p: Tensor, self_t: Tensor, p: Scalar | None, norm: Tensor) -> Tensor:
+    """Tangent of the p-norm of every element (``p`` 2 when not given) along ``self_t``."""
+    every_dim = []
+    for d in range(self_p.dim()):
+        every_dim.append(d)
+    return norm_jvp__dim(self_p, self_t, p, norm, every_dim, False)
+
+
+@helper
+def norm_jvp__dim(self_p: Tensor, self_t: Tensor, p: Scalar | None, norm: Tensor, dim: list[int] | None,
+                  keepdim: bool) -> Tensor:
+    """Tangent of the p-norm over ``dim`` (``None`` or empty: every dim; ``p`` 2 when not given):
+    ``d norm = Re sum_i conj(d norm / d x_i) t_i``, the gradient from ``vector_norm_backward`` for a
+    gradient of ones (real for a complex input, whose norm is real)."""
+    slope = vector_norm_backward(at.ones_like(norm), self_p, 2.0, norm, dim, keepdim)
+    if p is not None:
+        slope = vector_norm_backward(at.ones_like(norm), self_p, p, norm, dim, keepdim)
+    return at.real(at.sum(at.conj(slope) * self_t, reduced_dims(dim, self_p.dim()), keepdim))
+
+
+@helper
+def linalg_vector_norm_jvp(self_p: Tensor, self_t: Tensor, ord: Scalar, norm: Tensor, dim: list[int] | None,
+                           keepdim: bool) -> Tensor:
+    """Tangent of ``linalg_vector_norm(self, ord, dim, keepdim)``: ``norm_jvp``."""
+    return norm_jvp__dim(self_p, self_t, ord, norm, dim, keepdim)
+
+
+@helper
+def aminmax_jvp(self_p: Tensor, self_t: Tensor, extreme: Tensor, dim: int | None, keepdim: bool) -> Tensor:
+    """Tangent of the min or max (``extreme``) of ``aminmax(self, dim, keepdim)``: the tangent's mean
+    over the elements equal to it (ties share, as the backward splits the gradient evenly)."""
+    dims = []
+    if self_p.dim() > 0:
+        if dim is not None:
+            dims.append(wrap_dim(dim, self_p.dim()))
+        else:
+            for d in range(self_p.dim()):
+                dims.append(d)
+    mask = at.eq(self_p, restore_reduced_dims(extreme, dims, keepdim))
+    return at.sum(self_t * mask, dims, keepdim) / at.sum(mask, dims, keepdim)
+
+
+@helper
+def logcumsumexp_jvp(self_p: Tensor, self_t: Tensor, dim: int) -> Tensor:
+    """Tangent of ``r_k = log sum_{i <= k} exp(x_i)`` along ``dim``: ``sum_{i <= k} exp(x_i - r_k) t_i``,
+    the prefix's softmax applied to the tangent. ``r_k`` is the ``logsumexp`` of the prefix, the
+    later elements masked with ``-inf`` (``log 0``), which adds nothing to it; the pairs ``i > k``
+    are masked before the exponential as in ``logcumsumexp_backward``."""
+    if self_p.dim() == 0:
+        return self_t
+    d = wrap_dim(dim, self_p.dim())
+    n = self_p.size(d)
+    x = at.unsqueeze(at.movedim(self_p, d, -1), -1)               # [..., i, 1]
+    t = at.unsqueeze(at.movedim(self_t, d, -1), -1)
+    prefix = at.ne(at.triu(at.new_ones(self_p, [n, n])), 0.0)    # i <= k
+    masked = at.where(prefix, x, at.log(at.new_zeros(x, [])))
+    r = at.logsumexp(masked, [-2], True)                           # [..., 1, k]
+    zero = at.new_zeros(masked, [])
+    weights = at.where(prefix, at.exp(at.where(prefix, x - r, zero)), zero)
+    return at.movedim(at.sum(weights * t, [-2], False), -1, d)
+
+
+@helper
+def renorm_jvp(self_p: Tensor, self_t: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """Tangent of ``renorm(self, p, dim, maxnorm)``: where a slice is scaled by
+    ``f(n) = maxnorm / (n + 1e-7)``, ``d (f x) = f t + x f'(n) dn`` with ``dn`` the norm's tangent
+    (``renorm_backward``'s transpose); elsewhere the tangent itself."""
+    d = wrap_dim(dim, self_p.dim())
+    dims = []
+    for other in range(self_p.dim()):
+        if other != d:
+            dims.append(other)
+    norm = at.linalg_vector_norm(self_p, p, dims, True)
+    scaled = at.gt(norm, maxnorm)
+    shifted = norm + 1e-7
+    factor = at.where(scaled, at.mul(at.reciprocal(shifted), maxnorm), at.ones_like(norm))
+    norm_t = norm_jvp__dim(self_p, self_t, p, norm, dims, True)
+    coefficient = at.where(scaled, at.mul(norm_t / (shifted * shifted), -maxnorm), at.new_zeros(norm, []))
+    return self_t * factor + self_p * coefficient
+
+
+@helper
+def safe_logsumexp_jvp(self_p: Tensor, self_t: Tensor, dim: list[int], keepdim: bool) -> Tensor:
+    """Tangent of ``logsumexp(self, dim, keepdim)`` (``logsumexp_jvp``), 0 for a slice that is all
+    ``-inf`` (whose logsumexp is ``-inf``: ``_safe_softmax`` gives such a slice zeros)."""
+    total = at.logsumexp(self_p, dim, True)
+    empty = at.logical_and(at.logical_not(at.isfinite(total)), at.lt(total, 0.0))
+    safe = at.where(empty, at.new_zeros(total, []), total)
+    return at.sum(at.exp(self_p - safe) * self_t, dim, keepdim)
+
+
+# --- products of three: _trilinear ----------------------------------------------------------------
+
+@helper
+def wrap_opt_if(t: Tensor, condition: bool) -> Tensor | None:
+    """``t`` when ``condition`` holds, else None (a saved input that no asked-for gradient reads)."""
+    if condition:
+        return t
+    return None
+
+
+@helper
+def listed(values: list[int], value: int) -> bool:
+    """Whether ``value`` is one of ``values``."""
+    for i in range(len(values)):
+        if values[i] == value:
+            return True
+    return False
+
+
+@helper
+def unsqueezed_at(t: Tensor, dims: list[int], ndim: int) -> Tensor:
+    """``t`` with a size-1 dim inserted at each of ``dims`` (indices into the ``ndim`` dims of the
+    result), in increasing order so that each lands at its own index."""
+    expanded = t
+    for d in range(ndim):
+        if listed(dims, d):
+            expanded = at.unsqueeze(expanded, d)
+    return expanded
+
+
+@helper
+def trilinear_factor_backward(g: Tensor, a: Tensor, expand_a: list[int], b: Tensor, expand_b: list[int],
+                              expand_own: list[int]) -> Tensor:
+    """One input's gradient in ``_trilinear_backward``: ``g`` (``grad`` with the summed dims back) times
+    the two other inputs ``a`` and ``b`` unsqueezed at their ``expand`` dims, summed over the input's
+    own ``expand_own`` dims (where it was broadcast) and viewed without them. The input's sizes are
+    the product's elsewhere, so it need not be saved."""
+    ndim = g.dim()
+    product = g * unsqueezed_at(a, expand_a, ndim) * unsqueezed_at(b, expand_b, ndim)
+    unsqueezed_sizes = []
+    own_sizes = []
+    for d in range(ndim):
+        if listed(expand_own, d):
+            unsqueezed_sizes.append(1)
+        else:
+            unsqueezed_sizes.append(product.size(d))
+            own_sizes.append(product.size(d))
+    return at.reshape(sum_to(product, unsqueezed_sizes), own_sizes)
+
+
+@helper
+def _trilinear_backward(grad: Tensor, i1: Tensor | None, i2: Tensor | None, i3: Tensor | None, expand1: list[int],
+                        expand2: list[int], expand3: list[int], sumdim: list[int],
+                        grad_mask: list[bool]) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of ``_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim)``: each input is
+    unsqueezed at its ``expand`` dims, the three are multiplied (broadcasting) and the product is
+    summed over ``sumdim``. The product is linear in each factor, so one input's gradient is
+    ``grad`` (unsqueezed back at ``sumdim``) times the two other factors, summed over the input's
+    own ``expand`` dims (``trilinear_factor_backward``). An input not in ``grad_mask`` gets None; an
+    input is given (not None) when another input's gradient needs it."""
+    grad_i1 = None
+    grad_i2 = None
+    grad_i3 = None
+    g = unsqueezed_at(grad, sumdim, grad.dim() + len(sumdim))
+    if grad_mask[0]:
+        grad_i1 = trilinear_factor_backward(g, i2, expand2, i3, expand3, expand1)
+    if grad_mask[1]:
+        grad_i2 = trilinear_factor_backward(g, i1, expand1, i3, expand3, expand2)
+    if grad_mask[2]:
+        grad_i3 = trilinear_factor_backward(g, i1, expand1, i2, expand2, expand3)
+    return grad_i1, grad_i2, grad_i3
+
+
+# --- clamp by tensors, a power of a Scalar, layer norm's tangent from its saved statistics ----------
+
+@helper
+def clamp_backward__tensor(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None) -> Tensor:
+    """Gradient of ``clamp(self, min, max)`` for ``self``, ``min`` and ``max`` tensors (broadcast):
+    ``grad`` where ``min <= self <= max`` (bounds included; a missing bound does not bind), 0
+    elsewhere, also where ``min > max`` (the result is then ``max``)."""
+    zero = at.new_zeros(grad, [])
+    if min is not None:
+        if max is not None:
+            return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
+        return at.where(at.ge(self, min), grad, zero)
+    if max is not None:
+        return at.where(at.le(self, max), grad, zero)
+    return grad
+
+
+@helper
+def clamp_backward_min_max(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None,
+                           grad_input_mask: list[bool]) -> tuple[Tensor, Tensor]:
+    """Gradients of ``clamp(self, min, max) = minimum(maximum(self, min), max)`` for the bounds:
+    ``min`` takes ``grad`` where it is the result (``self < min``, and ``min <= max`` when both are
+    given), ``max`` where it is (``self > max``, or ``min > max``); None for a bound not given or
+    not asked for. Not yet summed to the bounds' shapes."""
+    zero = at.new_zeros(grad, [])
+    grad_min = None
+    grad_max = None
+    if min is not None and grad_input_mask[1]:
+        below = at.lt(self, min)
+        if max is not None:
+            below = at.logical_and(below, at.le(min, max))
+        grad_min = at.where(below, grad, zero)
+    if max is not None and grad_input_mask[2]:
+        above = at.gt(self, max)
+        if min is not None:
+            above = at.logical_or(above, at.gt(min, max))
+        grad_max = at.where(above, grad, zero)
+    return grad_min, grad_max
+
+
+@helper
+def clamp_jvp(self_p: Tensor, self_t: Tensor, min_p: Tensor | None, min_t: Tensor | None, max_p: Tensor | None,
+              max_t: Tensor | None) -> Tensor:
+    """Tangent of ``clamp(self, min, max)`` for tensor bounds: the tangent of whichever of ``self``,
+    ``min`` and ``max`` the result is (as ``clamp_backward__tensor`` and ``clamp_backward_min_max``
+    split the gradient); a bound without a tangent contributes 0."""
+    tangent = self_t
+    if min_p is not None:
+        below = at.lt(self_p, min_p)
+        if max_p is not None:
+            below = at.logical_and(below, at.le(min_p, max_p))
+        from_min = at.zeros_like(self_t)
+        if min_t is not None:
+            from_min = min_t
+        tangent = at.where(below, from_min, tangent)
+    if max_p is not None:
+        above = at.gt(self_p, max_p)
+        if min_p is not None:
+            above = at.logical_or(above, at.gt(min_p, max_p))
+        from_max = at.zeros_like(self_t)
+        if max_t is not None:
+            from_max = max_t
+        tangent = at.where(above, from_max, tangent)
+    return tangent
+
+
+@helper
+def pow_backward_exponent__scalar(grad: Tensor, self: Scalar, exponent: Tensor, result: Tensor) -> Tensor:
+    """Gradient of ``self ** exponent`` for ``exponent``, ``self`` a Scalar: ``pow_backward_exponent``
+    with the base as a 0-d tensor of the result's dtype."""
+    return pow_backward_exponent(grad, at.new_full(result, [], self), exponent, result)
+
+
+@helper
+def layer_norm_jvp__saved(input: Tensor, input_t: Tensor, weight: Tensor | None, weight_t: Tensor | None,
+                          bias: Tensor | None, bias_t: Tensor | None, mean: Tensor, rstd: Tensor,
+                          normalized_shape: list[int]) -> Tensor:
+    """Tangent of ``native_layer_norm``'s output ``x_hat * weight + bias`` from the saved ``mean`` and
+    ``rstd`` (``x_hat = (x - mean) rstd`` over the last ``len(normalized_shape)`` dims): ``x_hat``'s
+    tangent is ``layer_norm_normalized_backward`` of ``input_t`` (its Jacobian is symmetric); a
+    missing tangent contributes 0."""
+    norm_dims = []
+    for d in range(input.dim() - len(normalized_shape), input.dim()):
+        norm_dims.append(d)
+    normalized = (input - mean) * rstd
+    out_t = layer_norm_normalized_backward(input_t, normalized, rstd, norm_dims)
+    if weight is not None:
+        out_t = out_t * weight
+    if weight_t is not None:
+        out_t = out_t + normalized * weight_t
+    if bias_t is not None:
+        out_t = out_t + bias_t
+    return out_t
 
 
 # --- factories like a tensor (no gradient) ---------------------------------------------------------

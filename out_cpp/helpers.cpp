@@ -31,6 +31,7 @@
 #include <ATen/ops/log_sigmoid.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
+#include <ATen/ops/logical_or.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/matmul.h>
@@ -822,6 +823,231 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_double_backward(at::Tensor
     }
   }
   return {grad_self, grad_grad_output, grad_weight};
+}
+
+at::Tensor norm_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const std::optional<at::Scalar>& p, const at::Tensor& norm) {
+  std::vector<int64_t> every_dim = std::vector<int64_t>{};
+  for (int64_t d = 0; d < self_p.dim(); ++d) {
+    every_dim.push_back(d);
+  }
+  return helpers::py_norm_jvp_u_dim(self_p, self_t, p, norm, formulas::runtime::borrow(std::optional<std::vector<int64_t>>(every_dim)), false);
+}
+
+at::Tensor py_norm_jvp_u_dim(const at::Tensor& self_p, const at::Tensor& self_t, const std::optional<at::Scalar>& p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
+  auto slope = helpers::vector_norm_backward(at::ones_like(norm), self_p, 2.0, norm, dim, keepdim);
+  if (p.has_value()) {
+    slope = helpers::vector_norm_backward(at::ones_like(norm), self_p, (*p).toDouble(), norm, dim, keepdim);
+  }
+  return at::real(at::sum(at::conj(slope) * self_t, helpers::reduced_dims(dim, self_p.dim()), keepdim));
+}
+
+at::Tensor linalg_vector_norm_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Scalar& ord, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
+  return helpers::py_norm_jvp_u_dim(self_p, self_t, std::optional<at::Scalar>(ord), norm, dim, keepdim);
+}
+
+at::Tensor aminmax_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Tensor& extreme, std::optional<int64_t> dim, bool keepdim) {
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  if (self_p.dim() > 0) {
+    if (dim.has_value()) {
+      dims.push_back(helpers::wrap_dim((*dim), self_p.dim()));
+    } else {
+      for (int64_t d = 0; d < self_p.dim(); ++d) {
+        dims.push_back(d);
+      }
+    }
+  }
+  auto mask = at::eq(self_p, helpers::restore_reduced_dims(extreme, dims, keepdim));
+  return at::sum(self_t * mask, dims, keepdim) / at::sum(mask, dims, keepdim);
+}
+
+at::Tensor logcumsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, int64_t dim) {
+  if (self_p.dim() == 0) {
+    return self_t;
+  }
+  int64_t d = helpers::wrap_dim(dim, self_p.dim());
+  int64_t n = self_p.size(d);
+  auto x = at::unsqueeze(at::movedim(self_p, d, -1), -1);
+  auto t = at::unsqueeze(at::movedim(self_t, d, -1), -1);
+  auto prefix = at::ne(at::triu(self_p.new_ones(std::vector<int64_t>{n, n})), 0.0);
+  auto masked = at::where(prefix, x, at::log(x.new_zeros(std::vector<int64_t>{})));
+  auto r = at::logsumexp(masked, std::vector<int64_t>{-2}, true);
+  auto zero = masked.new_zeros(std::vector<int64_t>{});
+  auto weights = at::where(prefix, at::exp(at::where(prefix, x - r, zero)), zero);
+  return at::movedim(at::sum(weights * t, std::vector<int64_t>{-2}, false), -1, d);
+}
+
+at::Tensor renorm_jvp(const at::Tensor& self_p, const at::Tensor& self_t, double p, int64_t dim, double maxnorm) {
+  int64_t d = helpers::wrap_dim(dim, self_p.dim());
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t other = 0; other < self_p.dim(); ++other) {
+    if (other != d) {
+      dims.push_back(other);
+    }
+  }
+  auto norm = at::linalg_vector_norm(self_p, p, dims, true);
+  auto scaled = at::gt(norm, maxnorm);
+  auto shifted = norm + 1e-7;
+  auto factor = at::where(scaled, at::mul(at::reciprocal(shifted), maxnorm), at::ones_like(norm));
+  auto norm_t = helpers::py_norm_jvp_u_dim(self_p, self_t, std::optional<at::Scalar>(p), norm, formulas::runtime::borrow(std::optional<std::vector<int64_t>>(dims)), true);
+  auto coefficient = at::where(scaled, at::mul(norm_t / (shifted * shifted), -maxnorm), norm.new_zeros(std::vector<int64_t>{}));
+  return (self_t * factor) + (self_p * coefficient);
+}
+
+at::Tensor safe_logsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, at::IntArrayRef dim, bool keepdim) {
+  auto total = at::logsumexp(self_p, dim, true);
+  auto empty = at::logical_and(at::logical_not(at::isfinite(total)), at::lt(total, 0.0));
+  auto safe = at::where(empty, total.new_zeros(std::vector<int64_t>{}), total);
+  return at::sum(at::exp(self_p - safe) * self_t, dim, keepdim);
+}
+
+at::Tensor wrap_opt_if(const at::Tensor& t, bool condition) {
+  if (condition) {
+    return t;
+  }
+  return at::Tensor();
+}
+
+bool listed(at::IntArrayRef values, int64_t value) {
+  for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
+    if (values[i] == value) {
+      return true;
+    }
+  }
+  return false;
+}
+
+at::Tensor unsqueezed_at(const at::Tensor& t, at::IntArrayRef dims, int64_t ndim) {
+  auto expanded = t;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (helpers::listed(dims, d)) {
+      expanded = at::unsqueeze(expanded, d);
+    }
+  }
+  return expanded;
+}
+
+at::Tensor trilinear_factor_backward(const at::Tensor& g, const at::Tensor& a, at::IntArrayRef expand_a, const at::Tensor& b, at::IntArrayRef expand_b, at::IntArrayRef expand_own) {
+  int64_t ndim = g.dim();
+  auto product = (g * helpers::unsqueezed_at(a, expand_a, ndim)) * helpers::unsqueezed_at(b, expand_b, ndim);
+  std::vector<int64_t> unsqueezed_sizes = std::vector<int64_t>{};
+  std::vector<int64_t> own_sizes = std::vector<int64_t>{};
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (helpers::listed(expand_own, d)) {
+      unsqueezed_sizes.push_back(1);
+    } else {
+      unsqueezed_sizes.push_back(product.size(d));
+      own_sizes.push_back(product.size(d));
+    }
+  }
+  return at::reshape(helpers::sum_to(product, unsqueezed_sizes), own_sizes);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> _trilinear_backward(const at::Tensor& grad, const at::Tensor& i1, const at::Tensor& i2, const at::Tensor& i3, at::IntArrayRef expand1, at::IntArrayRef expand2, at::IntArrayRef expand3, at::IntArrayRef sumdim, const std::vector<bool>& grad_mask) {
+  auto grad_i1 = at::Tensor();
+  auto grad_i2 = at::Tensor();
+  auto grad_i3 = at::Tensor();
+  auto g = helpers::unsqueezed_at(grad, sumdim, grad.dim() + static_cast<int64_t>(sumdim.size()));
+  if (grad_mask[0]) {
+    grad_i1 = helpers::trilinear_factor_backward(g, i2, expand2, i3, expand3, expand1);
+  }
+  if (grad_mask[1]) {
+    grad_i2 = helpers::trilinear_factor_backward(g, i1, expand1, i3, expand3, expand2);
+  }
+  if (grad_mask[2]) {
+    grad_i3 = helpers::trilinear_factor_backward(g, i1, expand1, i2, expand2, expand3);
+  }
+  return {grad_i1, grad_i2, grad_i3};
+}
+
+at::Tensor py_clamp_backward_u_tensor(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  if (min.defined()) {
+    if (max.defined()) {
+      return at::where(at::logical_and(at::ge(self, min), at::le(self, max)), grad, zero);
+    }
+    return at::where(at::ge(self, min), grad, zero);
+  }
+  if (max.defined()) {
+    return at::where(at::le(self, max), grad, zero);
+  }
+  return grad;
+}
+
+std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max, const std::vector<bool>& grad_input_mask) {
+  at::Tensor below{};
+  at::Tensor above{};
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  auto grad_min = at::Tensor();
+  auto grad_max = at::Tensor();
+  if ((min.defined()) && grad_input_mask[1]) {
+    below = at::lt(self, min);
+    if (max.defined()) {
+      below = at::logical_and(below, at::le(min, max));
+    }
+    grad_min = at::where(below, grad, zero);
+  }
+  if ((max.defined()) && grad_input_mask[2]) {
+    above = at::gt(self, max);
+    if (min.defined()) {
+      above = at::logical_or(above, at::gt(min, max));
+    }
+    grad_max = at::where(above, grad, zero);
+  }
+  return {grad_min, grad_max};
+}
+
+at::Tensor clamp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Tensor& min_p, const at::Tensor& min_t, const at::Tensor& max_p, const at::Tensor& max_t) {
+  at::Tensor below{};
+  at::Tensor from_min{};
+  at::Tensor above{};
+  at::Tensor from_max{};
+  auto tangent = self_t;
+  if (min_p.defined()) {
+    below = at::lt(self_p, min_p);
+    if (max_p.defined()) {
+      below = at::logical_and(below, at::le(min_p, max_p));
+    }
+    from_min = at::zeros_like(self_t);
+    if (min_t.defined()) {
+      from_min = min_t;
+    }
+    tangent = at::where(below, from_min, tangent);
+  }
+  if (max_p.defined()) {
+    above = at::gt(self_p, max_p);
+    if (min_p.defined()) {
+      above = at::logical_or(above, at::gt(min_p, max_p));
+    }
+    from_max = at::zeros_like(self_t);
+    if (max_t.defined()) {
+      from_max = max_t;
+    }
+    tangent = at::where(above, from_max, tangent);
+  }
+  return tangent;
+}
+
+at::Tensor py_pow_backward_exponent_u_scalar(const at::Tensor& grad, const at::Scalar& self, const at::Tensor& exponent, const at::Tensor& result) {
+  return helpers::pow_backward_exponent(grad, result.new_full(std::vector<int64_t>{}, self), exponent, result);
+}
+
+at::Tensor py_layer_norm_jvp_u_saved(const at::Tensor& input, const at::Tensor& input_t, const at::Tensor& weight, const at::Tensor& weight_t, const at::Tensor& bias, const at::Tensor& bias_t, const at::Tensor& mean, const at::Tensor& rstd, at::IntArrayRef normalized_shape) {
+  std::vector<int64_t> norm_dims = std::vector<int64_t>{};
+  for (int64_t d = input.dim() - static_cast<int64_t>(normalized_shape.size()); d < input.dim(); ++d) {
+    norm_dims.push_back(d);
+  }
+  auto normalized = (input - mean) * rstd;
+  auto out_t = helpers::layer_norm_normalized_backward(input_t, normalized, rstd, norm_dims);
+  if (weight.defined()) {
+    out_t = out_t * weight;
+  }
+  if (weight_t.defined()) {
+    out_t = out_t + (normalized * weight_t);
+  }
+  if (bias_t.defined()) {
+    out_t = out_t + bias_t;
+  }
+  return out_t;
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {

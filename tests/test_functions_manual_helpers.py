@@ -494,3 +494,164 @@ def test_functions_manual_helper_passes_gradcheck_and_gradgradcheck(backend, cas
     values = [g.detach().requires_grad_() for g in grads] + [inputs[i].detach().requires_grad_() for i in floating]
     assert torch.autograd.gradcheck(helper, values)
     assert torch.autograd.gradgradcheck(helper, values)
+
+
+_TRILINEAR = {"bilinear": ([1, 3], [0], [1, 2], [2, 3]),        # torch.nn.functional.bilinear's call
+              "outer": ([1], [0], [], [])}                        # x_i y_j z_ij (no sum)
+
+
+def _trilinear_inputs(kind):
+    if kind == "bilinear":
+        return _randn(4, 3), _randn(5, 3, 2, seed=1), _randn(4, 2, seed=2)
+    return _randn(3), _randn(2, seed=1), _randn(3, 2, seed=2)
+
+
+HELPER_CASES += [
+    HelperCase(f"_trilinear {kind} mask={mask}",
+               lambda a, b, c, e=expands: torch.ops.aten._trilinear(a, b, c, *e),
+               lambda kind=kind: _trilinear_inputs(kind),
+               lambda b_, g, x, y, z, e=expands, m=mask: tuple(
+                   out for out in b_.run(fm._trilinear_backward, g, b_.run(fm.wrap_opt_if, x, m[1] or m[2]),
+                                         b_.run(fm.wrap_opt_if, y, m[0] or m[2]),
+                                         b_.run(fm.wrap_opt_if, z, m[0] or m[1]), *e, m) if out is not None),
+               wrt=tuple(i for i in range(3) if mask[i]))
+    for kind, expands in _TRILINEAR.items() for mask in ([True, True, True], [True, False, False], [False, True, True])
+]
+
+
+class JvpCase(NamedTuple):
+    """``torch_fn(x)`` and ``helper_fn(backend, x, tangent)``, its tangent along ``tangent``."""
+
+    name: str
+    torch_fn: Callable
+    x: Callable[[], torch.Tensor]
+    helper_fn: Callable
+
+
+JVP_CASES = [
+    *[JvpCase(f"norm p={p}", lambda x, p=p: torch.norm(x, p), lambda: _randn(3, 4),
+              lambda b, x, t, p=p: b.run(fm.norm_jvp, x, t, p, torch.norm(x, p))) for p in (2, 1, 3.5, float("inf"))],
+    JvpCase("norm dim keepdim", lambda x: torch.norm(x, 3, [1], True), lambda: _randn(3, 4),
+            lambda b, x, t: b.run(fm.norm_jvp__dim, x, t, 3, torch.norm(x, 3, [1], True), [1], True)),
+    JvpCase("norm, every dim as []", lambda x: torch.dist(x, torch.zeros(()), 2), lambda: _randn(2, 3),
+            lambda b, x, t: b.run(fm.norm_jvp__dim, x, t, 2, torch.dist(x, torch.zeros(()), 2), [], False)),
+    JvpCase("norm complex", lambda x: torch.norm(x), lambda: _randn(2, 3, dtype=torch.complex128),
+            lambda b, x, t: b.run(fm.norm_jvp, x, t, None, torch.norm(x))),
+    JvpCase("linalg_vector_norm", lambda x: torch.linalg.vector_norm(x, 1.5, [0]), lambda: _randn(3, 4),
+            lambda b, x, t: b.run(fm.linalg_vector_norm_jvp, x, t, 1.5, torch.linalg.vector_norm(x, 1.5, [0]),
+                                  [0], False)),
+    *[JvpCase(f"aminmax dim={dim} keepdim={keepdim}", lambda x, d=dim, k=keepdim: torch.aminmax(x, dim=d, keepdim=k),
+              lambda: torch.tensor([[1.0, 3.0, 3.0], [0.5, 0.5, -4.0]], dtype=torch.float64),
+              lambda b, x, t, d=dim, k=keepdim: tuple(b.run(fm.aminmax_jvp, x, t, extreme, d, k)
+                                                      for extreme in torch.aminmax(x, dim=d, keepdim=k)))
+      for dim, keepdim in ((None, False), (1, False), (-1, True), (0, True))],
+    JvpCase("logcumsumexp", lambda x: torch.logcumsumexp(x, -1), lambda: _randn(3, 5) * 4,
+            lambda b, x, t: b.run(fm.logcumsumexp_jvp, x, t, -1)),
+    JvpCase("logcumsumexp 0-d", lambda x: torch.logcumsumexp(x, 0), lambda: _randn(),
+            lambda b, x, t: b.run(fm.logcumsumexp_jvp, x, t, 0)),
+    *[JvpCase(f"renorm p={p} dim={dim}", lambda x, p=p, dim=dim: torch.renorm(x, p, dim, 1.5), lambda: _randn(3, 4, 2) * 2,
+              lambda b, x, t, p=p, dim=dim: b.run(fm.renorm_jvp, x, t, p, dim, 1.5)) for p, dim in ((2, 0), (1, -1))],
+    JvpCase("safe_logsumexp", lambda x: torch.logsumexp(x, [1], True), lambda: _randn(3, 4),
+            lambda b, x, t: b.run(fm.safe_logsumexp_jvp, x, t, [1], True)),
+]
+
+
+@pytest.mark.parametrize("case", JVP_CASES, ids=lambda case: case.name)
+def test_functions_manual_jvp_equals_forward_ad(backend, case):
+    import torch.autograd.forward_ad as fwAD
+    x = case.x()
+    tangent = _randn(*x.shape, dtype=x.dtype, seed=13)
+    with fwAD.dual_level():
+        out = case.torch_fn(fwAD.make_dual(x, tangent))
+        outs = out if isinstance(out, tuple) else (out,)
+        expected = [fwAD.unpack_dual(o).tangent for o in outs]
+    got = case.helper_fn(backend, x, tangent)
+    got = list(got) if isinstance(got, tuple) else [got]
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        torch.testing.assert_close(g, e)
+
+
+def test_safe_logsumexp_jvp_is_zero_on_a_slice_of_minus_infinity(backend):
+    """``_safe_softmax`` of a slice that is all ``-inf`` is zeros, and so is its tangent: the jvp
+    ``result * (t - safe_logsumexp_jvp(...))`` needs a finite value there (``logsumexp_jvp`` gives NaN)."""
+    x = torch.tensor([[float("-inf")] * 3, [0.5, -1.0, float("-inf")]], dtype=torch.float64)
+    tangent = _randn(2, 3, seed=13)
+    got = backend.run(fm.safe_logsumexp_jvp, x, tangent, [1], True)
+    torch.testing.assert_close(got[0], torch.zeros(1, dtype=torch.float64), rtol=0, atol=0)
+    softmax = torch.softmax(x[1], 0)
+    torch.testing.assert_close(got[1], (softmax * tangent[1]).sum(0, keepdim=True))
+
+
+def test_logcumsumexp_jvp_is_the_prefix_softmax_at_any_scale(backend):
+    """Elements hundreds apart: the tangent of ``r_k`` is the softmax of the prefix ``x_0..x_k``
+    applied to the tangent (torch's own forward AD loses it here, so the softmaxes are the oracle)."""
+    x = torch.tensor([[900.0, -3.0], [0.0, 700.0], [-800.0, 1.0]], dtype=torch.float64)
+    tangent = _randn(3, 2, seed=13)
+    expected = torch.stack([(torch.softmax(x[:k + 1], 0) * tangent[:k + 1]).sum(0) for k in range(3)])
+    torch.testing.assert_close(backend.run(fm.logcumsumexp_jvp, x, tangent, 0), expected)
+
+
+def _bounds():
+    """Bounds that cross (``min > max`` in some places) and broadcast against a (3, 4) ``self``."""
+    return _randn(3, 4, seed=20) * 0.5 - 0.3, _randn(4, seed=21) * 0.5 + 0.3
+
+
+HELPER_CASES_CLAMP = [
+    HelperCase("clamp.Tensor", lambda x, lo, hi: torch.clamp(x, lo, hi), lambda: (_randn(3, 4), *_bounds()),
+               lambda b, g, x, lo, hi: (b.run(fm.clamp_backward__tensor, g, x, lo, hi),
+                                        *[b.run(fm.sum_to, out, list(like.shape)) for out, like in
+                                          zip(b.run(fm.clamp_backward_min_max, g, x, lo, hi, [True, True, True]),
+                                              (lo, hi))]),
+               wrt=(0, 1, 2), smooth=False),
+    HelperCase("clamp.Tensor min only", lambda x, lo: torch.clamp(x, lo, None), lambda: (_randn(3, 4), _bounds()[0]),
+               lambda b, g, x, lo: (b.run(fm.clamp_backward__tensor, g, x, lo, None),
+                                    b.run(fm.clamp_backward_min_max, g, x, lo, None, [True, True, False])[0]),
+               wrt=(0, 1), smooth=False),
+    HelperCase("clamp.Tensor max only", lambda x, hi: torch.clamp(x, None, hi), lambda: (_randn(3, 4), _bounds()[1]),
+               lambda b, g, x, hi: (b.run(fm.clamp_backward__tensor, g, x, None, hi),
+                                    b.run(fm.sum_to, b.run(fm.clamp_backward_min_max, g, x, None, hi,
+                                                          [True, False, True])[1], list(hi.shape))),
+               wrt=(0, 1), smooth=False),
+    HelperCase("pow.Scalar", lambda e: torch.pow(2.5, e), lambda: (_randn(3, 4),),
+               lambda b, g, e: b.run(fm.pow_backward_exponent__scalar, g, 2.5, e, torch.pow(2.5, e))),
+    HelperCase("pow.Scalar of 0", lambda e: torch.pow(0.0, e), lambda: (_randn(5).abs() + 0.5,),
+               lambda b, g, e: b.run(fm.pow_backward_exponent__scalar, g, 0.0, e, torch.pow(0.0, e)), smooth=False),
+]
+
+
+@pytest.mark.parametrize("case", HELPER_CASES_CLAMP, ids=lambda case: case.name)
+def test_clamp_and_scalar_power_helpers_equal_torch(backend, case):
+    test_functions_manual_helper_equals_torch(backend, case)
+
+
+@pytest.mark.parametrize("case", [c for c in HELPER_CASES_CLAMP if c.smooth], ids=lambda case: case.name)
+def test_clamp_and_scalar_power_helpers_pass_gradcheck(backend, case):
+    test_functions_manual_helper_passes_gradcheck_and_gradgradcheck(backend, case)
+
+
+@pytest.mark.parametrize("with_bounds", [(True, True), (True, False), (False, True)])
+def test_clamp_jvp_equals_forward_ad(backend, with_bounds):
+    import torch.autograd.forward_ad as fwAD
+    x, (lo, hi) = _randn(3, 4), _bounds()
+    lo, hi = (lo if with_bounds[0] else None), (hi if with_bounds[1] else None)
+    tangents = [_randn(*t.shape, seed=30 + i) if t is not None else None for i, t in enumerate((x, lo, hi))]
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(t, dt) if t is not None else None for t, dt in zip((x, lo, hi), tangents)]
+        expected = fwAD.unpack_dual(torch.clamp(*duals)).tangent
+    got = backend.run(fm.clamp_jvp, x, tangents[0], lo, tangents[1], hi, tangents[2])
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_jvp_from_the_saved_statistics_equals_forward_ad(backend, affine):
+    import torch.autograd.forward_ad as fwAD
+    x, weight, bias = _randn(2, 3, 4), (_randn(3, 4, seed=1) if affine else None), (_randn(3, 4, seed=2) if affine else None)
+    tangents = [_randn(*t.shape, seed=40 + i) if t is not None else None for i, t in enumerate((x, weight, bias))]
+    out, mean, rstd = torch.native_layer_norm(x, [3, 4], weight, bias, 1e-5)
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(t, dt) if t is not None else None for t, dt in zip((x, weight, bias), tangents)]
+        expected = fwAD.unpack_dual(torch.native_layer_norm(duals[0], [3, 4], duals[1], duals[2], 1e-5)[0]).tangent
+    got = backend.run(fm.layer_norm_jvp__saved, x, tangents[0], weight, tangents[1], bias, tangents[2], mean, rstd,
+                      [3, 4])
+    torch.testing.assert_close(got, expected)

@@ -1201,6 +1201,49 @@ def layer_norm_jvp__saved(input: Tensor, input_t: Tensor, weight: Tensor | None,
     return out_t
 
 
+# --- convolution's tangent --------------------------------------------------------------------------
+
+@helper
+def convolution_jvp(input_p: Tensor, input_t: Tensor | None, weight_p: Tensor, weight_t: Tensor | None,
+                    bias_p: Tensor | None, bias_t: Tensor | None, stride: list[int], padding: list[int],
+                    dilation: list[int], transposed: bool, output_padding: list[int], groups: int) -> Tensor:
+    """Tangent of ``convolution(input, weight, bias, ...)``: the convolution is bilinear in ``input``
+    and ``weight`` and adds ``bias`` per output channel (dim 1), so its tangent is
+    ``conv(input_t, weight) + conv(input, weight_t) + bias_t`` (``bias_t`` viewed along dim 1); a
+    missing tangent contributes 0."""
+    tangent = None
+    if input_t is not None:
+        tangent = at.convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding,
+                                 groups)
+    if weight_t is not None:
+        from_weight = at.convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding,
+                                     groups)
+        if tangent is None:
+            tangent = from_weight
+        else:
+            tangent = tangent + from_weight
+    if tangent is None:
+        tangent = at.zeros_like(at.convolution(input_p, weight_p, None, stride, padding, dilation, transposed,
+                                               output_padding, groups))
+    if bias_t is not None:
+        channel_sizes = [1, bias_t.numel()]
+        for d in range(2, tangent.dim()):
+            channel_sizes.append(1)
+        tangent = tangent + at.reshape(bias_t, channel_sizes)
+    return tangent
+
+
+@helper
+def _convolution_jvp(input_p: Tensor, input_t: Tensor | None, weight_p: Tensor, weight_t: Tensor | None,
+                     bias_p: Tensor | None, bias_t: Tensor | None, stride: list[int], padding: list[int],
+                     dilation: list[int], transposed: bool, output_padding: list[int], groups: int, benchmark: bool,
+                     deterministic: bool, cudnn_enabled: bool, allow_tf32: bool) -> Tensor:
+    """Tangent of ``_convolution``: ``convolution_jvp`` (the backend flags change how the convolution
+    is computed, not its value)."""
+    return convolution_jvp(input_p, input_t, weight_p, weight_t, bias_p, bias_t, stride, padding, dilation, transposed,
+                           output_padding, groups)
+
+
 # --- factories like a tensor (no gradient) ---------------------------------------------------------
 # derivatives.yaml makes constants with another tensor's options (``at::zeros(sizes, x.options())``,
 # ``at::scalar_tensor(0., grad.options())``), which the importer writes ``at.new_zeros(x, sizes)``,

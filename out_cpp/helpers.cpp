@@ -1050,6 +1050,38 @@ at::Tensor py_layer_norm_jvp_u_saved(const at::Tensor& input, const at::Tensor& 
   return out_t;
 }
 
+at::Tensor convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups) {
+  at::Tensor from_weight{};
+  std::vector<int64_t> channel_sizes{};
+  auto tangent = at::Tensor();
+  if (input_t.defined()) {
+    tangent = at::convolution(input_t, weight_p, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups);
+  }
+  if (weight_t.defined()) {
+    from_weight = at::convolution(input_p, weight_t, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups);
+    if (!tangent.defined()) {
+      tangent = from_weight;
+    } else {
+      tangent = tangent + from_weight;
+    }
+  }
+  if (!tangent.defined()) {
+    tangent = at::zeros_like(at::convolution(input_p, weight_p, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups));
+  }
+  if (bias_t.defined()) {
+    channel_sizes = std::vector<int64_t>{1, bias_t.numel()};
+    for (int64_t d = 2; d < tangent.dim(); ++d) {
+      channel_sizes.push_back(1);
+    }
+    tangent = tangent + at::reshape(bias_t, channel_sizes);
+  }
+  return tangent;
+}
+
+at::Tensor _convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) {
+  return helpers::convolution_jvp(input_p, input_t, weight_p, weight_t, bias_p, bias_t, stride, padding, dilation, transposed, output_padding, groups);
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
   int64_t bound = (ndim > 0) ? ndim : 1;
   return (dim < 0) ? (dim + bound) : dim;

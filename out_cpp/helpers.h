@@ -101,6 +101,8 @@ std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad
 at::Tensor clamp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Tensor& min_p, const at::Tensor& min_t, const at::Tensor& max_p, const at::Tensor& max_t);
 at::Tensor py_pow_backward_exponent_u_scalar(const at::Tensor& grad, const at::Scalar& self, const at::Tensor& exponent, const at::Tensor& result);
 at::Tensor py_layer_norm_jvp_u_saved(const at::Tensor& input, const at::Tensor& input_t, const at::Tensor& weight, const at::Tensor& weight_t, const at::Tensor& bias, const at::Tensor& bias_t, const at::Tensor& mean, const at::Tensor& rstd, at::IntArrayRef normalized_shape);
+at::Tensor convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups);
+at::Tensor _convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32);
 int64_t wrap_dim(int64_t dim, int64_t ndim);
 bool is_reduced_dim(at::OptionalIntArrayRef dim, int64_t d, int64_t ndim);
 int64_t reduced_numel(at::IntArrayRef sizes, at::OptionalIntArrayRef dim);

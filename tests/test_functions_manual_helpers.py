@@ -655,3 +655,23 @@ def test_layer_norm_jvp_from_the_saved_statistics_equals_forward_ad(backend, aff
     got = backend.run(fm.layer_norm_jvp__saved, x, tangents[0], weight, tangents[1], bias, tangents[2], mean, rstd,
                       [3, 4])
     torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("tangents", [(True, True, True), (True, False, False), (False, True, False), (False, False, True)])
+def test_convolution_jvp_equals_forward_ad(backend, transposed, tangents):
+    import torch.autograd.forward_ad as fwAD
+    x = _randn(2, 4, 5, 6)
+    weight = _randn(4, 3, 3, 2, seed=1) if transposed else _randn(6, 2, 3, 2, seed=1)
+    bias = _randn(6, seed=2)       # six output channels either way
+    args = ([2, 1], [1, 0], [1, 2], transposed, [1, 0] if transposed else [0, 0], 2)
+    primal = (x, weight, bias)
+    tangent = [_randn(*t.shape, seed=50 + i) if keep else None for i, (t, keep) in enumerate(zip(primal, tangents))]
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(p, t) if t is not None else p for p, t in zip(primal, tangent)]
+        expected = fwAD.unpack_dual(torch.ops.aten.convolution(*duals, *args)).tangent
+    got = backend.run(fm.convolution_jvp, x, tangent[0], weight, tangent[1], bias, tangent[2], *args)
+    torch.testing.assert_close(got, expected)
+    got = backend.run(fm._convolution_jvp, x, tangent[0], weight, tangent[1], bias, tangent[2], *args,
+                      False, False, True, True)
+    torch.testing.assert_close(got, expected)

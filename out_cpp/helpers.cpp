@@ -26,6 +26,7 @@
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
+#include <ATen/ops/linalg_solve_triangular.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/log_sigmoid.h>
@@ -63,6 +64,7 @@
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/transpose.h>
+#include <ATen/ops/tril.h>
 #include <ATen/ops/triu.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/where.h>
@@ -1371,6 +1373,33 @@ at::Tensor fold_batch(const at::Tensor& x) {
     rows = rows * x.size(d);
   }
   return at::reshape(x, std::vector<int64_t>{rows, x.size(n - 1)});
+}
+
+at::Tensor triangle(const at::Tensor& a, bool upper, bool unitriangular) {
+  if (upper) {
+    return at::triu(a, unitriangular ? 1 : 0);
+  }
+  return at::tril(a, unitriangular ? -1 : 0);
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, bool upper, bool left, bool unitriangular, const std::vector<bool>& output_mask) {
+  at::Tensor solved{};
+  at::Tensor result_h{};
+  at::Tensor product{};
+  auto grad_self = at::Tensor();
+  auto grad_B = at::Tensor();
+  if (output_mask[0] || output_mask[1]) {
+    solved = at::linalg_solve_triangular(at::conj(helpers::matrix_transpose(self)), grad, !upper, left, unitriangular);
+    if (output_mask[0]) {
+      result_h = at::conj(helpers::matrix_transpose(result));
+      product = left ? at::matmul(solved, result_h) : at::matmul(result_h, solved);
+      grad_self = -helpers::triangle(product, upper, unitriangular);
+    }
+    if (output_mask[1]) {
+      grad_B = solved;
+    }
+  }
+  return {grad_self, grad_B};
 }
 
 bool is_infinite(double value) {

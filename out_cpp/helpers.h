@@ -133,6 +133,8 @@ at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, a
 std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor fold_batch(const at::Tensor& x);
+at::Tensor triangle(const at::Tensor& a, bool upper, bool unitriangular);
+std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, bool upper, bool left, bool unitriangular, const std::vector<bool>& output_mask);
 bool is_infinite(double value);
 at::Tensor keep_reduced_dims(const at::Tensor& output, at::OptionalIntArrayRef dim, bool keepdim, int64_t ndim);
 at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim);

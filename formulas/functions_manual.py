@@ -12,9 +12,12 @@ backward, slicing and splitting's backward, ``pow``'s gradients) are derived in 
 from __future__ import annotations
 
 from formulas import Scalar, ScalarType, Tensor, TensorOptions, at, helper, nondifferentiable
-from formulas.helpers import (div_tensor_other_backward, div_tensor_self_backward, handle_r_to_c, invert_permutation,
-                              negated, reduced_numel, restore_reduced_dims, sum_backward, wrap_dim)
+from formulas.helpers import (div_tensor_other_backward, div_tensor_self_backward, gelu_second_derivative,
+                              handle_r_to_c, invert_permutation, is_real_type, negated, reduced_numel,
+                              restore_reduced_dims, scale_grad_by_count, sum_backward, sum_to, wrap_dim)
 from formulas.linalg import vector_norm_backward
+from formulas.losses import loss_scale
+from formulas.normalization import layer_norm_normalized_backward
 from formulas.reductions import prod_others
 
 
@@ -604,6 +607,641 @@ def glu_double_backward(grad: Tensor, grad_output: Tensor, self: Tensor, dim: in
     wrt_a = grad_output * grad_b * slope
     wrt_b = grad_output * (grad_a + grad_b * a - grad_b * a * s * 2.0) * slope
     return at.cat([wrt_a, wrt_b], d)
+
+
+# --- lists of tensors: cat, stack, block_diag ------------------------------------------------------
+# derivatives.yaml hands these backwards each input's sizes and dtype (``to_args_sizes(tensors)``,
+# ``to_args_scalartypes(tensors)``), read from the inputs when the backward runs.
+
+@helper
+def to_args_sizes(tensors: list[Tensor]) -> list[list[int]]:
+    """The sizes of each tensor of ``tensors``."""
+    sizes = []
+    for i in range(len(tensors)):
+        sizes.append(tensors[i].sizes())
+    return sizes
+
+
+@helper
+def to_args_scalartypes(tensors: list[Tensor]) -> list[ScalarType]:
+    """The dtype of each tensor of ``tensors``."""
+    dtypes = []
+    for i in range(len(tensors)):
+        dtypes.append(tensors[i].scalar_type())
+    return dtypes
+
+
+@helper
+def cat_tensors_backward(grad: Tensor, sizes: list[list[int]], dtypes: list[ScalarType], dim: int) -> list[Tensor]:
+    """Gradient of ``cat(tensors, dim)`` for each input (of ``sizes`` and ``dtypes``): the inputs are
+    consecutive slices of the result along ``dim``, so each gets its slice of ``grad`` (the real part
+    for a real input of a complex result). ``cat`` skips a 1-d empty input whatever ``dim`` says (a
+    legacy rule), so it takes no slice and gets an empty gradient."""
+    d = wrap_dim(dim, grad.dim())
+    grads = []
+    offset = 0
+    for i in range(len(sizes)):
+        if len(sizes[i]) == 1 and sizes[i][0] == 0:
+            grads.append(at.new_zeros(grad, [0]))
+        else:
+            grads.append(handle_r_to_c(dtypes[i], at.narrow(grad, d, offset, sizes[i][d])))
+            offset = offset + sizes[i][d]
+    return grads
+
+
+@helper
+def stack_tensors_backward(grad: Tensor, dim: int, dtypes: list[ScalarType]) -> list[Tensor]:
+    """Gradient of ``stack(tensors, dim)`` for each input (of ``dtypes``): input ``i`` is the result's
+    index ``i`` along the new ``dim``, so it gets ``grad`` selected there (the real part for a real
+    input of a complex result)."""
+    d = wrap_dim(dim, grad.dim())
+    grads = []
+    for i in range(len(dtypes)):
+        grads.append(handle_r_to_c(dtypes[i], at.select(grad, d, i)))
+    return grads
+
+
+@helper
+def block_diag_backward(grad: Tensor, sizes: list[list[int]], dtypes: list[ScalarType]) -> list[Tensor]:
+    """Gradient of ``block_diag(tensors)`` for each input (of ``sizes`` and ``dtypes``): input ``i`` is
+    the block of the result's diagonal that starts where the blocks before it end (a 0-d input is a
+    1 x 1 block, a 1-d input of n elements a 1 x n block), zeros elsewhere, so it gets that block of
+    ``grad``, in its own shape (the real part for a real input of a complex result)."""
+    grads = []
+    row = 0
+    column = 0
+    for i in range(len(sizes)):
+        rows = 1
+        columns = 1
+        if len(sizes[i]) == 2:
+            rows = sizes[i][0]
+            columns = sizes[i][1]
+        if len(sizes[i]) == 1:
+            columns = sizes[i][0]
+        block = at.narrow(at.narrow(grad, 0, row, rows), 1, column, columns)
+        grads.append(handle_r_to_c(dtypes[i], at.reshape(block, sizes[i])))
+        row = row + rows
+        column = column + columns
+    return grads
+
+
+# --- angles, extremes, scans and norms -------------------------------------------------------------
+
+@helper
+def angle_backward(grad: Tensor, self: Tensor) -> Tensor:
+    """Gradient of ``angle(z) = atan2(y, x)`` (``z = x + iy``): ``d angle = (x dy - y dx) / |z|^2``, so
+    torch's gradient of a real output for a complex input, ``grad (d/dx + i d/dy)``, is
+    ``grad (-y + ix) / |z|^2 = grad i z / |z|^2 = grad i / conj(z)``; 0 at ``z = 0`` (torch's
+    subgradient). A real input's angle is 0 or pi, piecewise constant: gradient 0. (``i`` is the
+    square root of -1 in the input's complex dtype.)"""
+    if is_real_type(self.scalar_type(), self):
+        return at.zeros_like(grad)
+    at_zero = at.eq(self, 0.0)
+    imaginary_unit = at.sqrt(at.new_full(self, [], -1.0))
+    safe = at.where(at_zero, at.ones_like(self), self)
+    return at.where(at_zero, at.new_zeros(safe, []), grad * imaginary_unit / at.conj(safe))
+
+
+@helper
+def extreme_backward(grad: Tensor, self: Tensor, extreme: Tensor, dims: list[int], keepdim: bool) -> Tensor:
+    """Gradient of a max or min (``extreme``) of ``self`` over ``dims``: shared evenly by the elements
+    equal to it (ties split the gradient, as ``amax``/``amin`` do)."""
+    grad_kept = restore_reduced_dims(grad, dims, keepdim)
+    mask = at.eq(self, restore_reduced_dims(extreme, dims, keepdim))
+    return scale_grad_by_count(grad_kept, mask, dims)
+
+
+@helper
+def aminmax_backward(self: Tensor, dim: int | None, keepdim: bool, grad_min: Tensor | None,
+                     grad_max: Tensor | None, min: Tensor, max: Tensor) -> Tensor:
+    """Gradient of ``(min, max) = aminmax(self, dim, keepdim)``: ``amin``'s and ``amax``'s (ties
+    share) over ``dim`` (every dim when None; none of a 0-d ``self``), summed; a missing gradient
+    contributes nothing."""
+    dims = []
+    if self.dim() > 0:
+        if dim is not None:
+            dims.append(wrap_dim(dim, self.dim()))
+        else:
+            for d in range(self.dim()):
+                dims.append(d)
+    gradient = at.zeros_like(self)
+    if grad_min is not None:
+        gradient = gradient + extreme_backward(grad_min, self, min, dims, keepdim)
+    if grad_max is not None:
+        gradient = gradient + extreme_backward(grad_max, self, max, dims, keepdim)
+    return gradient
+
+
+@helper
+def logcumsumexp_backward(grad: Tensor, self: Tensor, result: Tensor, dim: int) -> Tensor:
+    """Gradient of ``r_k = log sum_{i <= k} exp(x_i)`` along ``dim``: ``d r_k / d x_i = exp(x_i - r_k)``
+    for ``i <= k`` (the softmax of the prefix), so ``x_i`` receives ``sum_{k >= i} g_k exp(x_i - r_k)``
+    (conjugated for complex inputs). Each exponent is at most 0 (``r_k >= x_i``), so it is
+    computed as it stands, for every pair ``(i, k)`` (quadratic in the length of ``dim``, exact
+    at any scale); the pairs ``i > k`` are masked before the exponential, so nothing overflows
+    there and double backward sees no infinity. A 0-d ``self`` is its own result."""
+    if self.dim() == 0:
+        return grad
+    d = wrap_dim(dim, self.dim())
+    n = self.size(d)
+    x = at.unsqueeze(at.movedim(self, d, -1), -1)                # [..., i, 1]
+    r = at.unsqueeze(at.movedim(result, d, -1), -2)              # [..., 1, k]
+    g = at.unsqueeze(at.movedim(grad, d, -1), -2)                # [..., 1, k]
+    prefix = at.ne(at.triu(at.new_ones(self, [n, n])), 0.0)     # i <= k
+    exponent = x - r
+    zero = at.new_zeros(exponent, [])
+    weights = at.where(prefix, at.exp(at.where(prefix, exponent, zero)), zero)
+    return at.movedim(at.sum(g * at.conj(weights), [-1], False), -1, d)
+
+
+@helper
+def renorm_backward(grad: Tensor, self: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """Gradient of ``renorm(self, p, dim, maxnorm)``: each slice ``x`` along ``dim`` whose p-norm ``n``
+    exceeds ``maxnorm`` is scaled by ``f(n) = maxnorm / (n + 1e-7)`` (torch's forward adds the
+    1e-7), the others are kept. Where scaled, ``d (f x) = f dx + x f'(n) dn`` with
+    ``f'(n) = -maxnorm / (n + 1e-7)^2``, so ``x`` receives ``f g + f'(n) <g, x> dn/dx``, the last
+    term the norm's gradient (``vector_norm_backward``) for the coefficient ``f'(n) <g, x>``."""
+    d = wrap_dim(dim, self.dim())
+    dims = []
+    for other in range(self.dim()):
+        if other != d:
+            dims.append(other)
+    norm = at.linalg_vector_norm(self, p, dims, True)
+    scaled = at.gt(norm, maxnorm)
+    shifted = norm + 1e-7
+    zero = at.new_zeros(norm, [])
+    factor = at.where(scaled, at.mul(at.reciprocal(shifted), maxnorm), at.ones_like(norm))
+    inner = at.sum(grad * self, dims, True)
+    coefficient = at.where(scaled, at.mul(inner / (shifted * shifted), -maxnorm), zero)
+    return grad * factor + vector_norm_backward(coefficient, self, p, norm, dims, True)
+
+
+@helper
+def _euclidean_dist_backward(grad: Tensor, x1: Tensor, x2: Tensor, result: Tensor) -> tuple[Tensor, Tensor]:
+    """Gradients of ``r_pq = |x1_p - x2_q|`` (rows of ``x1 [..., P, M]`` and ``x2 [..., Q, M]``):
+    ``d r_pq = <x1_p - x2_q, dx1_p - dx2_q> / r_pq``, so ``x1_p`` receives
+    ``sum_q g_pq (x1_p - x2_q) / r_pq`` and ``x2_q`` the negated sum over ``p``; 0 where
+    ``r_pq`` is 0 (torch's subgradient). The differences are formed as they are, not expanded as
+    ``|x1|^2 + |x2|^2 - 2 x1 x2``, so nearby points lose no precision."""
+    at_zero = at.eq(result, 0.0)
+    safe = at.where(at_zero, at.ones_like(result), result)
+    ratio = at.unsqueeze(at.where(at_zero, at.new_zeros(grad, []), grad / safe), -1)   # [..., P, Q, 1]
+    weighted = ratio * (at.unsqueeze(x1, -2) - at.unsqueeze(x2, -3))                     # [..., P, Q, M]
+    grad_x1 = sum_to(at.sum(weighted, [-2], False), x1.sizes())
+    grad_x2 = sum_to(-at.sum(weighted, [-3], False), x2.sizes())
+    return grad_x1, grad_x2
+
+
+# --- losses and activations: gradients for the other inputs, second derivatives --------------------
+
+@helper
+def binary_cross_entropy_target_backward(grad: Tensor, self: Tensor, target: Tensor, weight: Tensor | None,
+                                         reduction: int) -> Tensor:
+    """Gradient of ``binary_cross_entropy`` for ``target``: the loss ``-w (t log x + (1 - t) log(1 - x))``
+    (torch's logs floored at -100) is linear in ``t``, with slope ``-w (log x - log(1 - x))``,
+    over N for the mean."""
+    scaled = loss_scale(grad, reduction, self.numel())
+    if weight is not None:
+        scaled = scaled * weight
+    log_self = at.clamp_min(at.log(self), -100.0)
+    log_complement = at.clamp_min(at.log(at.rsub(self, 1.0)), -100.0)
+    return scaled * (log_complement - log_self)
+
+
+@helper
+def binary_cross_entropy_double_backward(grad_output: Tensor, grad: Tensor, input: Tensor, target: Tensor,
+                                         weight: Tensor | None, reduction: int) -> Tensor:
+    """Gradient of ``binary_cross_entropy_backward(grad_output, input, target, weight, reduction)`` for
+    ``input``: that backward is ``s w (x - t) / max(x (1 - x), 1e-12)`` (``s`` the ``grad_output``,
+    over N for the mean; torch floors the denominator at 1e-12), whose derivative for ``x`` is
+    ``s w (1 / q - (x - t) (1 - 2 x) / q^2)`` with ``q`` the floored denominator (the second term
+    0 where the floor holds ``q`` constant), times ``grad``."""
+    scaled = loss_scale(grad_output, reduction, input.numel())
+    if weight is not None:
+        scaled = scaled * weight
+    product = input - input * input
+    denominator = at.clamp_min(product, 1e-12)
+    varying = at.gt(product, 1e-12)
+    slope = at.where(varying, at.rsub(input * 2.0, 1.0), at.new_zeros(input, []))
+    return grad * scaled * (at.reciprocal(denominator) - (input - target) * slope / (denominator * denominator))
+
+
+@helper
+def binary_cross_entropy_double_backward_grad_output(grad: Tensor, input: Tensor, target: Tensor,
+                                                     weight: Tensor | None, reduction: int) -> Tensor:
+    """Gradient of ``binary_cross_entropy_backward`` for ``grad_output``: that backward is linear in it
+    (``grad_output`` times ``w (x - t) / max(x (1 - x), 1e-12)``, over N for the mean), so the
+    transpose is ``grad`` times that factor, summed to the 0-d ``grad_output`` of a reduced loss."""
+    factor = (input - target) / at.clamp_min(input - input * input, 1e-12)
+    if weight is not None:
+        factor = factor * weight
+    if reduction == 0:
+        return grad * factor
+    return loss_scale(at.sum(grad * factor), reduction, input.numel())
+
+
+@helper
+def binary_cross_entropy_double_backward_target(grad: Tensor, grad_output: Tensor, self: Tensor, target: Tensor,
+                                                weight: Tensor | None, reduction: int) -> Tensor:
+    """Gradient of ``binary_cross_entropy_backward`` for ``target``: the backward
+    ``s w (x - t) / max(x (1 - x), 1e-12)`` is linear in ``t`` with slope
+    ``-s w / max(x (1 - x), 1e-12)``, times ``grad``."""
+    scaled = loss_scale(grad_output, reduction, self.numel())
+    if weight is not None:
+        scaled = scaled * weight
+    return -(grad * scaled / at.clamp_min(self - self * self, 1e-12))
+
+
+@helper
+def binary_cross_entropy_with_logits_backward(grad: Tensor, input: Tensor, target: Tensor, weight: Tensor | None,
+                                              pos_weight: Tensor | None, reduction: int) -> Tensor:
+    """Gradient of ``binary_cross_entropy_with_logits`` for ``input``: the loss
+    ``-w (p t log s(x) + (1 - t) log s(-x))`` (``s`` the sigmoid, ``p`` the ``pos_weight``, 1 when
+    None) has slope ``w (s(x) (1 - t) - p t s(-x))``, which is ``w (s(x) - t)`` for ``p = 1``;
+    over N for the mean."""
+    scaled = loss_scale(grad, reduction, input.numel())
+    if weight is not None:
+        scaled = scaled * weight
+    if pos_weight is None:
+        return scaled * (at.sigmoid(input) - target)
+    positive = at.sigmoid(input)
+    return scaled * (positive - target * positive - target * pos_weight * at.sigmoid(-input))
+
+
+@helper
+def binary_cross_entropy_with_logits_target_backward(grad: Tensor, input: Tensor, target: Tensor,
+                                                     weight: Tensor | None, pos_weight: Tensor | None,
+                                                     reduction: int) -> Tensor:
+    """Gradient of ``binary_cross_entropy_with_logits`` for ``target``: the loss is linear in ``t``
+    with slope ``w (log s(-x) - p log s(x))`` (``-w x`` for ``p = 1``), the logs of sigmoids taken as
+    ``log_sigmoid`` (no underflow to ``log 0``); over N for the mean."""
+    scaled = loss_scale(grad, reduction, input.numel())
+    if weight is not None:
+        scaled = scaled * weight
+    if pos_weight is None:
+        return -(scaled * input)
+    return scaled * (at.log_sigmoid(-input) - at.log_sigmoid(input) * pos_weight)
+
+
+@helper
+def elu_double_backward(grad: Tensor, grad_output: Tensor, alpha: float, scale: float, input_scale: float,
+                        is_result: bool, self_or_result: Tensor) -> Tensor:
+    """Gradient of ``elu_backward`` for ``self_or_result``: that backward is ``grad_output`` times
+    elu's slope, ``scale`` for ``x > 0`` and ``input_scale alpha scale exp(input_scale x)`` below,
+    the latter ``input_scale (y + alpha scale)`` in terms of the result ``y``. Its derivative is 0 on
+    the positive side and, below, ``input_scale`` times the slope (for ``x``) or ``input_scale`` (for
+    ``y``); at 0 torch takes the positive side's 0."""
+    scaled = grad * grad_output
+    curvature = at.mul(scaled, input_scale)
+    if not is_result:
+        curvature = at.mul(at.elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result), input_scale)
+    return at.where(at.ge(self_or_result, 0.0), at.new_zeros(curvature, []), curvature)
+
+
+@helper
+def gelu_double_backward(grad: Tensor, grad_output: Tensor, self: Tensor, approximate: str) -> Tensor:
+    """Gradient of ``gelu_backward(grad_output, self, approximate)`` for ``self``: ``grad_output``
+    times gelu's second derivative (``gelu_second_derivative``), times ``grad``."""
+    return grad * grad_output * gelu_second_derivative(self, approximate)
+
+
+@helper
+def linear_double_backward(grads: list[Tensor], self: Tensor, grad_output: Tensor,
+                           weight: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of ``linear_backward(self, grad_output, weight)`` = (``gi = go W``,
+    ``gw = sum_b go_b^T x_b``, ``gb = sum_b go_b``) for ``self``, ``grad_output`` and ``weight``,
+    given ``grads`` = (``Gi``, ``Gw``, ``Gb``) of those outputs (None: no gradient). The three are
+    bilinear: ``<Gi, go W>`` gives ``go`` ``Gi W^T`` and ``W`` ``go^T Gi``; ``<Gw, go^T x>`` gives
+    ``x`` ``go Gw`` and ``go`` ``x Gw^T``; ``<Gb, sum go>`` gives ``go`` ``Gb`` broadcast. The batch
+    dims of ``x`` and ``go`` are flattened for the products with ``W``'s shape."""
+    grad_self = None
+    grad_grad_output = None
+    grad_weight = None
+    if grads[0] is not None:
+        grad_grad_output = at.matmul(grads[0], at.t(weight))
+        flat_grad_output = at.reshape(grad_output, [-1, grad_output.size(-1)])
+        grad_weight = at.mm(at.t(flat_grad_output), at.reshape(grads[0], [-1, self.size(-1)]))
+    if grads[1] is not None:
+        grad_self = at.matmul(grad_output, grads[1])
+        from_weight = at.matmul(self, at.t(grads[1]))
+        if grad_grad_output is None:
+            grad_grad_output = from_weight
+        else:
+            grad_grad_output = grad_grad_output + from_weight
+    if grads[2] is not None:
+        from_bias = at.expand(grads[2], grad_output.sizes())
+        if grad_grad_output is None:
+            grad_grad_output = from_bias
+        else:
+            grad_grad_output = grad_grad_output + from_bias
+    return grad_self, grad_grad_output, grad_weight
+
+
+# --- forward mode: tangents of norms, scans and extremes --------------------------------------------
+# Each tangent is the transpose of the backward above: ``d out = sum_i (d out / d x_i) t_i``, with the
+# same subgradients at the kinks, so forward and reverse mode agree.
+
+@helper
+def norm_jvp(self_p: Tensor, self_t: Tensor, p: Scalar | None, norm: Tensor) -> Tensor:
+    """Tangent of the p-norm of every element (``p`` 2 when not given) along ``self_t``."""
+    every_dim = []
+    for d in range(self_p.dim()):
+        every_dim.append(d)
+    return norm_jvp__dim(self_p, self_t, p, norm, every_dim, False)
+
+
+@helper
+def norm_jvp__dim(self_p: Tensor, self_t: Tensor, p: Scalar | None, norm: Tensor, dim: list[int] | None,
+                  keepdim: bool) -> Tensor:
+    """Tangent of the p-norm over ``dim`` (``None`` or empty: every dim; ``p`` 2 when not given):
+    ``d norm = Re sum_i conj(d norm / d x_i) t_i``, the gradient from ``vector_norm_backward`` for a
+    gradient of ones (real for a complex input, whose norm is real)."""
+    slope = vector_norm_backward(at.ones_like(norm), self_p, 2.0, norm, dim, keepdim)
+    if p is not None:
+        slope = vector_norm_backward(at.ones_like(norm), self_p, p, norm, dim, keepdim)
+    return at.real(at.sum(at.conj(slope) * self_t, reduced_dims(dim, self_p.dim()), keepdim))
+
+
+@helper
+def linalg_vector_norm_jvp(self_p: Tensor, self_t: Tensor, ord: Scalar, norm: Tensor, dim: list[int] | None,
+                           keepdim: bool) -> Tensor:
+    """Tangent of ``linalg_vector_norm(self, ord, dim, keepdim)``: ``norm_jvp``."""
+    return norm_jvp__dim(self_p, self_t, ord, norm, dim, keepdim)
+
+
+@helper
+def aminmax_jvp(self_p: Tensor, self_t: Tensor, extreme: Tensor, dim: int | None, keepdim: bool) -> Tensor:
+    """Tangent of the min or max (``extreme``) of ``aminmax(self, dim, keepdim)``: the tangent's mean
+    over the elements equal to it (ties share, as the backward splits the gradient evenly)."""
+    dims = []
+    if self_p.dim() > 0:
+        if dim is not None:
+            dims.append(wrap_dim(dim, self_p.dim()))
+        else:
+            for d in range(self_p.dim()):
+                dims.append(d)
+    mask = at.eq(self_p, restore_reduced_dims(extreme, dims, keepdim))
+    return at.sum(self_t * mask, dims, keepdim) / at.sum(mask, dims, keepdim)
+
+
+@helper
+def logcumsumexp_jvp(self_p: Tensor, self_t: Tensor, dim: int) -> Tensor:
+    """Tangent of ``r_k = log sum_{i <= k} exp(x_i)`` along ``dim``: ``sum_{i <= k} exp(x_i - r_k) t_i``,
+    the prefix's softmax applied to the tangent. ``r_k`` is the ``logsumexp`` of the prefix, the
+    later elements masked with ``-inf`` (``log 0``), which adds nothing to it; the pairs ``i > k``
+    are masked before the exponential as in ``logcumsumexp_backward``."""
+    if self_p.dim() == 0:
+        return self_t
+    d = wrap_dim(dim, self_p.dim())
+    n = self_p.size(d)
+    x = at.unsqueeze(at.movedim(self_p, d, -1), -1)               # [..., i, 1]
+    t = at.unsqueeze(at.movedim(self_t, d, -1), -1)
+    prefix = at.ne(at.triu(at.new_ones(self_p, [n, n])), 0.0)    # i <= k
+    masked = at.where(prefix, x, at.log(at.new_zeros(x, [])))
+    r = at.logsumexp(masked, [-2], True)                           # [..., 1, k]
+    zero = at.new_zeros(masked, [])
+    weights = at.where(prefix, at.exp(at.where(prefix, x - r, zero)), zero)
+    return at.movedim(at.sum(weights * t, [-2], False), -1, d)
+
+
+@helper
+def renorm_jvp(self_p: Tensor, self_t: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """Tangent of ``renorm(self, p, dim, maxnorm)``: where a slice is scaled by
+    ``f(n) = maxnorm / (n + 1e-7)``, ``d (f x) = f t + x f'(n) dn`` with ``dn`` the norm's tangent
+    (``renorm_backward``'s transpose); elsewhere the tangent itself."""
+    d = wrap_dim(dim, self_p.dim())
+    dims = []
+    for other in range(self_p.dim()):
+        if other != d:
+            dims.append(other)
+    norm = at.linalg_vector_norm(self_p, p, dims, True)
+    scaled = at.gt(norm, maxnorm)
+    shifted = norm + 1e-7
+    factor = at.where(scaled, at.mul(at.reciprocal(shifted), maxnorm), at.ones_like(norm))
+    norm_t = norm_jvp__dim(self_p, self_t, p, norm, dims, True)
+    coefficient = at.where(scaled, at.mul(norm_t / (shifted * shifted), -maxnorm), at.new_zeros(norm, []))
+    return self_t * factor + self_p * coefficient
+
+
+@helper
+def safe_logsumexp_jvp(self_p: Tensor, self_t: Tensor, dim: list[int], keepdim: bool) -> Tensor:
+    """Tangent of ``logsumexp(self, dim, keepdim)`` (``logsumexp_jvp``), 0 for a slice that is all
+    ``-inf`` (whose logsumexp is ``-inf``: ``_safe_softmax`` gives such a slice zeros)."""
+    total = at.logsumexp(self_p, dim, True)
+    empty = at.logical_and(at.logical_not(at.isfinite(total)), at.lt(total, 0.0))
+    safe = at.where(empty, at.new_zeros(total, []), total)
+    return at.sum(at.exp(self_p - safe) * self_t, dim, keepdim)
+
+
+# --- products of three: _trilinear ----------------------------------------------------------------
+
+@helper
+def wrap_opt_if(t: Tensor, condition: bool) -> Tensor | None:
+    """``t`` when ``condition`` holds, else None (a saved input that no asked-for gradient reads)."""
+    if condition:
+        return t
+    return None
+
+
+@helper
+def listed(values: list[int], value: int) -> bool:
+    """Whether ``value`` is one of ``values``."""
+    for i in range(len(values)):
+        if values[i] == value:
+            return True
+    return False
+
+
+@helper
+def unsqueezed_at(t: Tensor, dims: list[int], ndim: int) -> Tensor:
+    """``t`` with a size-1 dim inserted at each of ``dims`` (indices into the ``ndim`` dims of the
+    result), in increasing order so that each lands at its own index."""
+    expanded = t
+    for d in range(ndim):
+        if listed(dims, d):
+            expanded = at.unsqueeze(expanded, d)
+    return expanded
+
+
+@helper
+def trilinear_factor_backward(g: Tensor, a: Tensor, expand_a: list[int], b: Tensor, expand_b: list[int],
+                              expand_own: list[int]) -> Tensor:
+    """One input's gradient in ``_trilinear_backward``: ``g`` (``grad`` with the summed dims back) times
+    the two other inputs ``a`` and ``b`` unsqueezed at their ``expand`` dims, summed over the input's
+    own ``expand_own`` dims (where it was broadcast) and viewed without them. The input's sizes are
+    the product's elsewhere, so it need not be saved."""
+    ndim = g.dim()
+    product = g * unsqueezed_at(a, expand_a, ndim) * unsqueezed_at(b, expand_b, ndim)
+    unsqueezed_sizes = []
+    own_sizes = []
+    for d in range(ndim):
+        if listed(expand_own, d):
+            unsqueezed_sizes.append(1)
+        else:
+            unsqueezed_sizes.append(product.size(d))
+            own_sizes.append(product.size(d))
+    return at.reshape(sum_to(product, unsqueezed_sizes), own_sizes)
+
+
+@helper
+def _trilinear_backward(grad: Tensor, i1: Tensor | None, i2: Tensor | None, i3: Tensor | None, expand1: list[int],
+                        expand2: list[int], expand3: list[int], sumdim: list[int],
+                        grad_mask: list[bool]) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of ``_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim)``: each input is
+    unsqueezed at its ``expand`` dims, the three are multiplied (broadcasting) and the product is
+    summed over ``sumdim``. The product is linear in each factor, so one input's gradient is
+    ``grad`` (unsqueezed back at ``sumdim``) times the two other factors, summed over the input's
+    own ``expand`` dims (``trilinear_factor_backward``). An input not in ``grad_mask`` gets None; an
+    input is given (not None) when another input's gradient needs it."""
+    grad_i1 = None
+    grad_i2 = None
+    grad_i3 = None
+    g = unsqueezed_at(grad, sumdim, grad.dim() + len(sumdim))
+    if grad_mask[0]:
+        grad_i1 = trilinear_factor_backward(g, i2, expand2, i3, expand3, expand1)
+    if grad_mask[1]:
+        grad_i2 = trilinear_factor_backward(g, i1, expand1, i3, expand3, expand2)
+    if grad_mask[2]:
+        grad_i3 = trilinear_factor_backward(g, i1, expand1, i2, expand2, expand3)
+    return grad_i1, grad_i2, grad_i3
+
+
+# --- clamp by tensors, a power of a Scalar, layer norm's tangent from its saved statistics ----------
+
+@helper
+def clamp_backward__tensor(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None) -> Tensor:
+    """Gradient of ``clamp(self, min, max)`` for ``self``, ``min`` and ``max`` tensors (broadcast):
+    ``grad`` where ``min <= self <= max`` (bounds included; a missing bound does not bind), 0
+    elsewhere, also where ``min > max`` (the result is then ``max``)."""
+    zero = at.new_zeros(grad, [])
+    if min is not None:
+        if max is not None:
+            return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
+        return at.where(at.ge(self, min), grad, zero)
+    if max is not None:
+        return at.where(at.le(self, max), grad, zero)
+    return grad
+
+
+@helper
+def clamp_backward_min_max(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None,
+                           grad_input_mask: list[bool]) -> tuple[Tensor, Tensor]:
+    """Gradients of ``clamp(self, min, max) = minimum(maximum(self, min), max)`` for the bounds:
+    ``min`` takes ``grad`` where it is the result (``self < min``, and ``min <= max`` when both are
+    given), ``max`` where it is (``self > max``, or ``min > max``); None for a bound not given or
+    not asked for. Not yet summed to the bounds' shapes."""
+    zero = at.new_zeros(grad, [])
+    grad_min = None
+    grad_max = None
+    if min is not None and grad_input_mask[1]:
+        below = at.lt(self, min)
+        if max is not None:
+            below = at.logical_and(below, at.le(min, max))
+        grad_min = at.where(below, grad, zero)
+    if max is not None and grad_input_mask[2]:
+        above = at.gt(self, max)
+        if min is not None:
+            above = at.logical_or(above, at.gt(min, max))
+        grad_max = at.where(above, grad, zero)
+    return grad_min, grad_max
+
+
+@helper
+def clamp_jvp(self_p: Tensor, self_t: Tensor, min_p: Tensor | None, min_t: Tensor | None, max_p: Tensor | None,
+              max_t: Tensor | None) -> Tensor:
+    """Tangent of ``clamp(self, min, max)`` for tensor bounds: the tangent of whichever of ``self``,
+    ``min`` and ``max`` the result is (as ``clamp_backward__tensor`` and ``clamp_backward_min_max``
+    split the gradient); a bound without a tangent contributes 0."""
+    tangent = self_t
+    if min_p is not None:
+        below = at.lt(self_p, min_p)
+        if max_p is not None:
+            below = at.logical_and(below, at.le(min_p, max_p))
+        from_min = at.zeros_like(self_t)
+        if min_t is not None:
+            from_min = min_t
+        tangent = at.where(below, from_min, tangent)
+    if max_p is not None:
+        above = at.gt(self_p, max_p)
+        if min_p is not None:
+            above = at.logical_or(above, at.gt(min_p, max_p))
+        from_max = at.zeros_like(self_t)
+        if max_t is not None:
+            from_max = max_t
+        tangent = at.where(above, from_max, tangent)
+    return tangent
+
+
+@helper
+def pow_backward_exponent__scalar(grad: Tensor, self: Scalar, exponent: Tensor, result: Tensor) -> Tensor:
+    """Gradient of ``self ** exponent`` for ``exponent``, ``self`` a Scalar: ``pow_backward_exponent``
+    with the base as a 0-d tensor of the result's dtype."""
+    return pow_backward_exponent(grad, at.new_full(result, [], self), exponent, result)
+
+
+@helper
+def layer_norm_jvp__saved(input: Tensor, input_t: Tensor, weight: Tensor | None, weight_t: Tensor | None,
+                          bias: Tensor | None, bias_t: Tensor | None, mean: Tensor, rstd: Tensor,
+                          normalized_shape: list[int]) -> Tensor:
+    """Tangent of ``native_layer_norm``'s output ``x_hat * weight + bias`` from the saved ``mean`` and
+    ``rstd`` (``x_hat = (x - mean) rstd`` over the last ``len(normalized_shape)`` dims): ``x_hat``'s
+    tangent is ``layer_norm_normalized_backward`` of ``input_t`` (its Jacobian is symmetric); a
+    missing tangent contributes 0."""
+    norm_dims = []
+    for d in range(input.dim() - len(normalized_shape), input.dim()):
+        norm_dims.append(d)
+    normalized = (input - mean) * rstd
+    out_t = layer_norm_normalized_backward(input_t, normalized, rstd, norm_dims)
+    if weight is not None:
+        out_t = out_t * weight
+    if weight_t is not None:
+        out_t = out_t + normalized * weight_t
+    if bias_t is not None:
+        out_t = out_t + bias_t
+    return out_t
+
+
+# --- convolution's tangent --------------------------------------------------------------------------
+
+@helper
+def convolution_jvp(input_p: Tensor, input_t: Tensor | None, weight_p: Tensor, weight_t: Tensor | None,
+                    bias_p: Tensor | None, bias_t: Tensor | None, stride: list[int], padding: list[int],
+                    dilation: list[int], transposed: bool, output_padding: list[int], groups: int) -> Tensor:
+    """Tangent of ``convolution(input, weight, bias, ...)``: the convolution is bilinear in ``input``
+    and ``weight`` and adds ``bias`` per output channel (dim 1), so its tangent is
+    ``conv(input_t, weight) + conv(input, weight_t) + bias_t`` (``bias_t`` viewed along dim 1); a
+    missing tangent contributes 0."""
+    tangent = None
+    if input_t is not None:
+        tangent = at.convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding,
+                                 groups)
+    if weight_t is not None:
+        from_weight = at.convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding,
+                                     groups)
+        if tangent is None:
+            tangent = from_weight
+        else:
+            tangent = tangent + from_weight
+    if tangent is None:
+        tangent = at.zeros_like(at.convolution(input_p, weight_p, None, stride, padding, dilation, transposed,
+                                               output_padding, groups))
+    if bias_t is not None:
+        channel_sizes = [1, bias_t.numel()]
+        for d in range(2, tangent.dim()):
+            channel_sizes.append(1)
+        tangent = tangent + at.reshape(bias_t, channel_sizes)
+    return tangent
+
+
+@helper
+def _convolution_jvp(input_p: Tensor, input_t: Tensor | None, weight_p: Tensor, weight_t: Tensor | None,
+                     bias_p: Tensor | None, bias_t: Tensor | None, stride: list[int], padding: list[int],
+                     dilation: list[int], transposed: bool, output_padding: list[int], groups: int, benchmark: bool,
+                     deterministic: bool, cudnn_enabled: bool, allow_tf32: bool) -> Tensor:
+    """Tangent of ``_convolution``: ``convolution_jvp`` (the backend flags change how the convolution
+    is computed, not its value)."""
+    return convolution_jvp(input_p, input_t, weight_p, weight_t, bias_p, bias_t, stride, padding, dilation, transposed,
+                           output_padding, groups)
 
 
 # --- factories like a tensor (no gradient) ---------------------------------------------------------

@@ -1,7 +1,7 @@
 """Linear algebra: the matrix products ``mm``, ``addmm``, ``bmm``, ``dot``, ``mv``, ``outer`` (and
 ``ger``, its BLAS name), ``matmul`` (batched, broadcast batch dims), ``addmv``, ``addr``,
-``baddbmm``, ``addbmm``; and the vector norms ``linalg_vector_norm``, ``norm.Scalar`` and
-``norm.ScalarOpt_dim``.
+``baddbmm``, ``addbmm``; the triangular solve ``linalg_solve_triangular``; and the vector norms
+``linalg_vector_norm``, ``norm.Scalar`` and ``norm.ScalarOpt_dim``.
 
 Every product is bilinear: the gradient of one factor is the incoming gradient multiplied by
 the other factor transposed, and the jvp is the product rule. ``x.norm()``, ``x.norm(p, dim,
@@ -241,6 +241,62 @@ def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     def jvp(self_t, batch1_t, batch2_t):
         result_t = (at.addbmm(self_t, batch1_t, batch2, beta=beta, alpha=alpha)
                     + at.mul(at.sum(at.bmm(batch1, batch2_t), [0], False), alpha))
+        return result_t
+    return result, backward
+
+
+# ----------------------------------------------------------------------------- triangular solves
+@helper
+def triangle(a: Tensor, upper: bool, unitriangular: bool) -> Tensor:
+    """The part of ``a`` a triangular solve reads: its upper or lower triangle, without the diagonal
+    when ``unitriangular`` (which takes the diagonal as ones)."""
+    if upper:
+        return at.triu(a, 1 if unitriangular else 0)
+    return at.tril(a, -1 if unitriangular else 0)
+
+
+@helper
+def linalg_solve_triangular_backward(grad: Tensor, self: Tensor, result: Tensor, upper: bool, left: bool,
+                                     unitriangular: bool, output_mask: list[bool]) -> tuple[Tensor, Tensor]:
+    """Gradients of ``X = solve_triangular(A, B)`` (``A X = B`` for ``left``, else ``X A = B``; ``A`` the
+    triangle ``self`` names) for ``A`` and ``B``, those ``output_mask`` asks for. ``dX`` solves
+    ``A dX = dB - dA X``, so ``B`` receives ``A^-H grad`` (``grad A^-H`` on the right), a triangular
+    solve with ``A^H``, whose triangle is the other one, and ``A`` receives ``-gB X^H`` (``-X^H gB``)
+    restricted to the entries the solve reads (the others do not change ``X``). Not yet summed over
+    broadcast batch dims."""
+    grad_self = None
+    grad_B = None
+    if output_mask[0] or output_mask[1]:
+        solved = at.linalg_solve_triangular(at.conj(matrix_transpose(self)), grad, upper=not upper, left=left,
+                                            unitriangular=unitriangular)
+        if output_mask[0]:
+            result_h = at.conj(matrix_transpose(result))
+            product = at.matmul(solved, result_h) if left else at.matmul(result_h, solved)
+            grad_self = -triangle(product, upper, unitriangular)
+        if output_mask[1]:
+            grad_B = solved
+    return grad_self, grad_B
+
+
+@derivative("linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, "
+            "bool unitriangular=False) -> Tensor")
+def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
+    result = at.linalg_solve_triangular(self, B, upper=upper, left=left, unitriangular=unitriangular)
+    self_sizes = self.sizes()
+    B_sizes = B.sizes()
+    def backward(grad, *, needs_input_grad):
+        grad_self, grad_B = linalg_solve_triangular_backward(grad, self, result, upper, left, unitriangular,
+                                                             needs_input_grad)
+        if grad_self is not None:
+            grad_self = sum_to(grad_self, self_sizes)
+        if grad_B is not None:
+            grad_B = sum_to(grad_B, B_sizes)
+        return grad_self, grad_B
+    def jvp(self_t, B_t):
+        # A dX + dA X = dB (left), dX A + X dA = dB (right), dA the read triangle of self_t
+        self_t_read = triangle(self_t, upper, unitriangular)
+        moved = B_t - at.matmul(self_t_read, result) if left else B_t - at.matmul(result, self_t_read)
+        result_t = at.linalg_solve_triangular(self, moved, upper=upper, left=left, unitriangular=unitriangular)
         return result_t
     return result, backward
 

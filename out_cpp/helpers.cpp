@@ -12,6 +12,7 @@
 #include <ATen/ops/cumprod.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/elu_backward.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
@@ -25,32 +26,46 @@
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
+#include <ATen/ops/linalg_solve_triangular.h>
+#include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/log.h>
+#include <ATen/ops/log_sigmoid.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
+#include <ATen/ops/logical_or.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/lt.h>
+#include <ATen/ops/matmul.h>
 #include <ATen/ops/mean.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/movedim.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/narrow.h>
+#include <ATen/ops/ne.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
 #include <ATen/ops/real.h>
+#include <ATen/ops/reciprocal.h>
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/rsub.h>
+#include <ATen/ops/select.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sign.h>
 #include <ATen/ops/sinc.h>
 #include <ATen/ops/slice_backward.h>
+#include <ATen/ops/sqrt.h>
 #include <ATen/ops/squeeze.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/t.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/transpose.h>
+#include <ATen/ops/tril.h>
+#include <ATen/ops/triu.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -557,6 +572,518 @@ at::Tensor glu_double_backward(const at::Tensor& grad, const at::Tensor& grad_ou
   return at::cat(std::vector<at::Tensor>{wrt_a, wrt_b}, d);
 }
 
+std::vector<std::vector<int64_t>> to_args_sizes(at::TensorList tensors) {
+  std::vector<std::vector<int64_t>> sizes = std::vector<std::vector<int64_t>>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(tensors.size()); ++i) {
+    sizes.push_back(tensors[i].sizes().vec());
+  }
+  return sizes;
+}
+
+std::vector<at::ScalarType> to_args_scalartypes(at::TensorList tensors) {
+  std::vector<at::ScalarType> dtypes = std::vector<at::ScalarType>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(tensors.size()); ++i) {
+    dtypes.push_back(tensors[i].scalar_type());
+  }
+  return dtypes;
+}
+
+std::vector<at::Tensor> cat_tensors_backward(const at::Tensor& grad, const std::vector<std::vector<int64_t>>& sizes, const std::vector<at::ScalarType>& dtypes, int64_t dim) {
+  int64_t d = helpers::wrap_dim(dim, grad.dim());
+  std::vector<at::Tensor> grads = std::vector<at::Tensor>{};
+  int64_t offset = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    if ((static_cast<int64_t>(sizes[i].size()) == 1) && (sizes[i][0] == 0)) {
+      grads.push_back(grad.new_zeros(std::vector<int64_t>{0}));
+    } else {
+      grads.push_back(helpers::handle_r_to_c(dtypes[i], at::narrow(grad, d, offset, sizes[i][formulas::runtime::wrap_index(d, sizes[i].size())])));
+      offset = offset + sizes[i][formulas::runtime::wrap_index(d, sizes[i].size())];
+    }
+  }
+  return grads;
+}
+
+std::vector<at::Tensor> stack_tensors_backward(const at::Tensor& grad, int64_t dim, const std::vector<at::ScalarType>& dtypes) {
+  int64_t d = helpers::wrap_dim(dim, grad.dim());
+  std::vector<at::Tensor> grads = std::vector<at::Tensor>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(dtypes.size()); ++i) {
+    grads.push_back(helpers::handle_r_to_c(dtypes[i], at::select(grad, d, i)));
+  }
+  return grads;
+}
+
+std::vector<at::Tensor> block_diag_backward(const at::Tensor& grad, const std::vector<std::vector<int64_t>>& sizes, const std::vector<at::ScalarType>& dtypes) {
+  int64_t rows{};
+  int64_t columns{};
+  at::Tensor block{};
+  std::vector<at::Tensor> grads = std::vector<at::Tensor>{};
+  int64_t row = 0;
+  int64_t column = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    rows = 1;
+    columns = 1;
+    if (static_cast<int64_t>(sizes[i].size()) == 2) {
+      rows = sizes[i][0];
+      columns = sizes[i][1];
+    }
+    if (static_cast<int64_t>(sizes[i].size()) == 1) {
+      columns = sizes[i][0];
+    }
+    block = at::narrow(at::narrow(grad, 0, row, rows), 1, column, columns);
+    grads.push_back(helpers::handle_r_to_c(dtypes[i], at::reshape(block, sizes[i])));
+    row = row + rows;
+    column = column + columns;
+  }
+  return grads;
+}
+
+at::Tensor angle_backward(const at::Tensor& grad, const at::Tensor& self) {
+  if (helpers::is_real_type(self.scalar_type(), self)) {
+    return at::zeros_like(grad);
+  }
+  auto at_zero = at::eq(self, 0.0);
+  auto imaginary_unit = at::sqrt(self.new_full(std::vector<int64_t>{}, -1.0));
+  auto safe = at::where(at_zero, at::ones_like(self), self);
+  return at::where(at_zero, safe.new_zeros(std::vector<int64_t>{}), (grad * imaginary_unit) / at::conj(safe));
+}
+
+at::Tensor extreme_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& extreme, at::IntArrayRef dims, bool keepdim) {
+  auto grad_kept = helpers::restore_reduced_dims(grad, dims, keepdim);
+  auto mask = at::eq(self, helpers::restore_reduced_dims(extreme, dims, keepdim));
+  return helpers::scale_grad_by_count(grad_kept, mask, dims);
+}
+
+at::Tensor aminmax_backward(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, const at::Tensor& grad_min, const at::Tensor& grad_max, const at::Tensor& min, const at::Tensor& max) {
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  if (self.dim() > 0) {
+    if (dim.has_value()) {
+      dims.push_back(helpers::wrap_dim((*dim), self.dim()));
+    } else {
+      for (int64_t d = 0; d < self.dim(); ++d) {
+        dims.push_back(d);
+      }
+    }
+  }
+  auto gradient = at::zeros_like(self);
+  if (grad_min.defined()) {
+    gradient = gradient + helpers::extreme_backward(grad_min, self, min, dims, keepdim);
+  }
+  if (grad_max.defined()) {
+    gradient = gradient + helpers::extreme_backward(grad_max, self, max, dims, keepdim);
+  }
+  return gradient;
+}
+
+at::Tensor logcumsumexp_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, int64_t dim) {
+  if (self.dim() == 0) {
+    return grad;
+  }
+  int64_t d = helpers::wrap_dim(dim, self.dim());
+  int64_t n = self.size(d);
+  auto x = at::unsqueeze(at::movedim(self, d, -1), -1);
+  auto r = at::unsqueeze(at::movedim(result, d, -1), -2);
+  auto g = at::unsqueeze(at::movedim(grad, d, -1), -2);
+  auto prefix = at::ne(at::triu(self.new_ones(std::vector<int64_t>{n, n})), 0.0);
+  auto exponent = x - r;
+  auto zero = exponent.new_zeros(std::vector<int64_t>{});
+  auto weights = at::where(prefix, at::exp(at::where(prefix, exponent, zero)), zero);
+  return at::movedim(at::sum(g * at::conj(weights), std::vector<int64_t>{-1}, false), -1, d);
+}
+
+at::Tensor renorm_backward(const at::Tensor& grad, const at::Tensor& self, double p, int64_t dim, double maxnorm) {
+  int64_t d = helpers::wrap_dim(dim, self.dim());
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t other = 0; other < self.dim(); ++other) {
+    if (other != d) {
+      dims.push_back(other);
+    }
+  }
+  auto norm = at::linalg_vector_norm(self, p, dims, true);
+  auto scaled = at::gt(norm, maxnorm);
+  auto shifted = norm + 1e-7;
+  auto zero = norm.new_zeros(std::vector<int64_t>{});
+  auto factor = at::where(scaled, at::mul(at::reciprocal(shifted), maxnorm), at::ones_like(norm));
+  auto inner = at::sum(grad * self, dims, true);
+  auto coefficient = at::where(scaled, at::mul(inner / (shifted * shifted), -maxnorm), zero);
+  return (grad * factor) + helpers::vector_norm_backward(coefficient, self, p, norm, formulas::runtime::borrow(std::optional<std::vector<int64_t>>(dims)), true);
+}
+
+std::tuple<at::Tensor, at::Tensor> _euclidean_dist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& result) {
+  auto at_zero = at::eq(result, 0.0);
+  auto safe = at::where(at_zero, at::ones_like(result), result);
+  auto ratio = at::unsqueeze(at::where(at_zero, grad.new_zeros(std::vector<int64_t>{}), grad / safe), -1);
+  auto weighted = ratio * (at::unsqueeze(x1, -2) - at::unsqueeze(x2, -3));
+  auto grad_x1 = helpers::sum_to(at::sum(weighted, std::vector<int64_t>{-2}, false), x1.sizes().vec());
+  auto grad_x2 = helpers::sum_to(-at::sum(weighted, std::vector<int64_t>{-3}, false), x2.sizes().vec());
+  return {grad_x1, grad_x2};
+}
+
+at::Tensor binary_cross_entropy_target_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad, reduction, self.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  auto log_self = at::clamp_min(at::log(self), -100.0);
+  auto log_complement = at::clamp_min(at::log(at::rsub(self, 1.0)), -100.0);
+  return scaled * (log_complement - log_self);
+}
+
+at::Tensor binary_cross_entropy_double_backward(const at::Tensor& grad_output, const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad_output, reduction, input.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  auto product = input - (input * input);
+  auto denominator = at::clamp_min(product, 1e-12);
+  auto varying = at::gt(product, 1e-12);
+  auto slope = at::where(varying, at::rsub(input * 2.0, 1.0), input.new_zeros(std::vector<int64_t>{}));
+  return (grad * scaled) * (at::reciprocal(denominator) - (((input - target) * slope) / (denominator * denominator)));
+}
+
+at::Tensor binary_cross_entropy_double_backward_grad_output(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight, int64_t reduction) {
+  auto factor = (input - target) / at::clamp_min(input - (input * input), 1e-12);
+  if (weight.defined()) {
+    factor = factor * weight;
+  }
+  if (reduction == 0) {
+    return grad * factor;
+  }
+  return helpers::loss_scale(at::sum(grad * factor), reduction, input.numel());
+}
+
+at::Tensor binary_cross_entropy_double_backward_target(const at::Tensor& grad, const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad_output, reduction, self.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  return -((grad * scaled) / at::clamp_min(self - (self * self), 1e-12));
+}
+
+at::Tensor binary_cross_entropy_with_logits_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight, const at::Tensor& pos_weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad, reduction, input.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  if (!pos_weight.defined()) {
+    return scaled * (at::sigmoid(input) - target);
+  }
+  auto positive = at::sigmoid(input);
+  return scaled * ((positive - (target * positive)) - ((target * pos_weight) * at::sigmoid(-input)));
+}
+
+at::Tensor binary_cross_entropy_with_logits_target_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& target, const at::Tensor& weight, const at::Tensor& pos_weight, int64_t reduction) {
+  auto scaled = helpers::loss_scale(grad, reduction, input.numel());
+  if (weight.defined()) {
+    scaled = scaled * weight;
+  }
+  if (!pos_weight.defined()) {
+    return -(scaled * input);
+  }
+  return scaled * (at::log_sigmoid(-input) - (at::log_sigmoid(input) * pos_weight));
+}
+
+at::Tensor elu_double_backward(const at::Tensor& grad, const at::Tensor& grad_output, double alpha, double scale, double input_scale, bool is_result, const at::Tensor& self_or_result) {
+  auto scaled = grad * grad_output;
+  auto curvature = at::mul(scaled, input_scale);
+  if (!is_result) {
+    curvature = at::mul(at::elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result), input_scale);
+  }
+  return at::where(at::ge(self_or_result, 0.0), curvature.new_zeros(std::vector<int64_t>{}), curvature);
+}
+
+at::Tensor gelu_double_backward(const at::Tensor& grad, const at::Tensor& grad_output, const at::Tensor& self, const std::string& approximate) {
+  return (grad * grad_output) * helpers::gelu_second_derivative(self, approximate);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_double_backward(at::TensorList grads, const at::Tensor& self, const at::Tensor& grad_output, const at::Tensor& weight) {
+  at::Tensor flat_grad_output{};
+  at::Tensor from_weight{};
+  at::Tensor from_bias{};
+  auto grad_self = at::Tensor();
+  auto grad_grad_output = at::Tensor();
+  auto grad_weight = at::Tensor();
+  if (grads[0].defined()) {
+    grad_grad_output = at::matmul(grads[0], at::t(weight));
+    flat_grad_output = at::reshape(grad_output, std::vector<int64_t>{-1, grad_output.size(-1)});
+    grad_weight = at::mm(at::t(flat_grad_output), at::reshape(grads[0], std::vector<int64_t>{-1, self.size(-1)}));
+  }
+  if (grads[1].defined()) {
+    grad_self = at::matmul(grad_output, grads[1]);
+    from_weight = at::matmul(self, at::t(grads[1]));
+    if (!grad_grad_output.defined()) {
+      grad_grad_output = from_weight;
+    } else {
+      grad_grad_output = grad_grad_output + from_weight;
+    }
+  }
+  if (grads[2].defined()) {
+    from_bias = grads[2].expand(grad_output.sizes().vec());
+    if (!grad_grad_output.defined()) {
+      grad_grad_output = from_bias;
+    } else {
+      grad_grad_output = grad_grad_output + from_bias;
+    }
+  }
+  return {grad_self, grad_grad_output, grad_weight};
+}
+
+at::Tensor norm_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const std::optional<at::Scalar>& p, const at::Tensor& norm) {
+  std::vector<int64_t> every_dim = std::vector<int64_t>{};
+  for (int64_t d = 0; d < self_p.dim(); ++d) {
+    every_dim.push_back(d);
+  }
+  return helpers::py_norm_jvp_u_dim(self_p, self_t, p, norm, formulas::runtime::borrow(std::optional<std::vector<int64_t>>(every_dim)), false);
+}
+
+at::Tensor py_norm_jvp_u_dim(const at::Tensor& self_p, const at::Tensor& self_t, const std::optional<at::Scalar>& p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
+  auto slope = helpers::vector_norm_backward(at::ones_like(norm), self_p, 2.0, norm, dim, keepdim);
+  if (p.has_value()) {
+    slope = helpers::vector_norm_backward(at::ones_like(norm), self_p, (*p).toDouble(), norm, dim, keepdim);
+  }
+  return at::real(at::sum(at::conj(slope) * self_t, helpers::reduced_dims(dim, self_p.dim()), keepdim));
+}
+
+at::Tensor linalg_vector_norm_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Scalar& ord, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
+  return helpers::py_norm_jvp_u_dim(self_p, self_t, std::optional<at::Scalar>(ord), norm, dim, keepdim);
+}
+
+at::Tensor aminmax_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Tensor& extreme, std::optional<int64_t> dim, bool keepdim) {
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  if (self_p.dim() > 0) {
+    if (dim.has_value()) {
+      dims.push_back(helpers::wrap_dim((*dim), self_p.dim()));
+    } else {
+      for (int64_t d = 0; d < self_p.dim(); ++d) {
+        dims.push_back(d);
+      }
+    }
+  }
+  auto mask = at::eq(self_p, helpers::restore_reduced_dims(extreme, dims, keepdim));
+  return at::sum(self_t * mask, dims, keepdim) / at::sum(mask, dims, keepdim);
+}
+
+at::Tensor logcumsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, int64_t dim) {
+  if (self_p.dim() == 0) {
+    return self_t;
+  }
+  int64_t d = helpers::wrap_dim(dim, self_p.dim());
+  int64_t n = self_p.size(d);
+  auto x = at::unsqueeze(at::movedim(self_p, d, -1), -1);
+  auto t = at::unsqueeze(at::movedim(self_t, d, -1), -1);
+  auto prefix = at::ne(at::triu(self_p.new_ones(std::vector<int64_t>{n, n})), 0.0);
+  auto masked = at::where(prefix, x, at::log(x.new_zeros(std::vector<int64_t>{})));
+  auto r = at::logsumexp(masked, std::vector<int64_t>{-2}, true);
+  auto zero = masked.new_zeros(std::vector<int64_t>{});
+  auto weights = at::where(prefix, at::exp(at::where(prefix, x - r, zero)), zero);
+  return at::movedim(at::sum(weights * t, std::vector<int64_t>{-2}, false), -1, d);
+}
+
+at::Tensor renorm_jvp(const at::Tensor& self_p, const at::Tensor& self_t, double p, int64_t dim, double maxnorm) {
+  int64_t d = helpers::wrap_dim(dim, self_p.dim());
+  std::vector<int64_t> dims = std::vector<int64_t>{};
+  for (int64_t other = 0; other < self_p.dim(); ++other) {
+    if (other != d) {
+      dims.push_back(other);
+    }
+  }
+  auto norm = at::linalg_vector_norm(self_p, p, dims, true);
+  auto scaled = at::gt(norm, maxnorm);
+  auto shifted = norm + 1e-7;
+  auto factor = at::where(scaled, at::mul(at::reciprocal(shifted), maxnorm), at::ones_like(norm));
+  auto norm_t = helpers::py_norm_jvp_u_dim(self_p, self_t, std::optional<at::Scalar>(p), norm, formulas::runtime::borrow(std::optional<std::vector<int64_t>>(dims)), true);
+  auto coefficient = at::where(scaled, at::mul(norm_t / (shifted * shifted), -maxnorm), norm.new_zeros(std::vector<int64_t>{}));
+  return (self_t * factor) + (self_p * coefficient);
+}
+
+at::Tensor safe_logsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, at::IntArrayRef dim, bool keepdim) {
+  auto total = at::logsumexp(self_p, dim, true);
+  auto empty = at::logical_and(at::logical_not(at::isfinite(total)), at::lt(total, 0.0));
+  auto safe = at::where(empty, total.new_zeros(std::vector<int64_t>{}), total);
+  return at::sum(at::exp(self_p - safe) * self_t, dim, keepdim);
+}
+
+at::Tensor wrap_opt_if(const at::Tensor& t, bool condition) {
+  if (condition) {
+    return t;
+  }
+  return at::Tensor();
+}
+
+bool listed(at::IntArrayRef values, int64_t value) {
+  for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
+    if (values[i] == value) {
+      return true;
+    }
+  }
+  return false;
+}
+
+at::Tensor unsqueezed_at(const at::Tensor& t, at::IntArrayRef dims, int64_t ndim) {
+  auto expanded = t;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (helpers::listed(dims, d)) {
+      expanded = at::unsqueeze(expanded, d);
+    }
+  }
+  return expanded;
+}
+
+at::Tensor trilinear_factor_backward(const at::Tensor& g, const at::Tensor& a, at::IntArrayRef expand_a, const at::Tensor& b, at::IntArrayRef expand_b, at::IntArrayRef expand_own) {
+  int64_t ndim = g.dim();
+  auto product = (g * helpers::unsqueezed_at(a, expand_a, ndim)) * helpers::unsqueezed_at(b, expand_b, ndim);
+  std::vector<int64_t> unsqueezed_sizes = std::vector<int64_t>{};
+  std::vector<int64_t> own_sizes = std::vector<int64_t>{};
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (helpers::listed(expand_own, d)) {
+      unsqueezed_sizes.push_back(1);
+    } else {
+      unsqueezed_sizes.push_back(product.size(d));
+      own_sizes.push_back(product.size(d));
+    }
+  }
+  return at::reshape(helpers::sum_to(product, unsqueezed_sizes), own_sizes);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> _trilinear_backward(const at::Tensor& grad, const at::Tensor& i1, const at::Tensor& i2, const at::Tensor& i3, at::IntArrayRef expand1, at::IntArrayRef expand2, at::IntArrayRef expand3, at::IntArrayRef sumdim, const std::vector<bool>& grad_mask) {
+  auto grad_i1 = at::Tensor();
+  auto grad_i2 = at::Tensor();
+  auto grad_i3 = at::Tensor();
+  auto g = helpers::unsqueezed_at(grad, sumdim, grad.dim() + static_cast<int64_t>(sumdim.size()));
+  if (grad_mask[0]) {
+    grad_i1 = helpers::trilinear_factor_backward(g, i2, expand2, i3, expand3, expand1);
+  }
+  if (grad_mask[1]) {
+    grad_i2 = helpers::trilinear_factor_backward(g, i1, expand1, i3, expand3, expand2);
+  }
+  if (grad_mask[2]) {
+    grad_i3 = helpers::trilinear_factor_backward(g, i1, expand1, i2, expand2, expand3);
+  }
+  return {grad_i1, grad_i2, grad_i3};
+}
+
+at::Tensor py_clamp_backward_u_tensor(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  if (min.defined()) {
+    if (max.defined()) {
+      return at::where(at::logical_and(at::ge(self, min), at::le(self, max)), grad, zero);
+    }
+    return at::where(at::ge(self, min), grad, zero);
+  }
+  if (max.defined()) {
+    return at::where(at::le(self, max), grad, zero);
+  }
+  return grad;
+}
+
+std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max, const std::vector<bool>& grad_input_mask) {
+  at::Tensor below{};
+  at::Tensor above{};
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  auto grad_min = at::Tensor();
+  auto grad_max = at::Tensor();
+  if ((min.defined()) && grad_input_mask[1]) {
+    below = at::lt(self, min);
+    if (max.defined()) {
+      below = at::logical_and(below, at::le(min, max));
+    }
+    grad_min = at::where(below, grad, zero);
+  }
+  if ((max.defined()) && grad_input_mask[2]) {
+    above = at::gt(self, max);
+    if (min.defined()) {
+      above = at::logical_or(above, at::gt(min, max));
+    }
+    grad_max = at::where(above, grad, zero);
+  }
+  return {grad_min, grad_max};
+}
+
+at::Tensor clamp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Tensor& min_p, const at::Tensor& min_t, const at::Tensor& max_p, const at::Tensor& max_t) {
+  at::Tensor below{};
+  at::Tensor from_min{};
+  at::Tensor above{};
+  at::Tensor from_max{};
+  auto tangent = self_t;
+  if (min_p.defined()) {
+    below = at::lt(self_p, min_p);
+    if (max_p.defined()) {
+      below = at::logical_and(below, at::le(min_p, max_p));
+    }
+    from_min = at::zeros_like(self_t);
+    if (min_t.defined()) {
+      from_min = min_t;
+    }
+    tangent = at::where(below, from_min, tangent);
+  }
+  if (max_p.defined()) {
+    above = at::gt(self_p, max_p);
+    if (min_p.defined()) {
+      above = at::logical_or(above, at::gt(min_p, max_p));
+    }
+    from_max = at::zeros_like(self_t);
+    if (max_t.defined()) {
+      from_max = max_t;
+    }
+    tangent = at::where(above, from_max, tangent);
+  }
+  return tangent;
+}
+
+at::Tensor py_pow_backward_exponent_u_scalar(const at::Tensor& grad, const at::Scalar& self, const at::Tensor& exponent, const at::Tensor& result) {
+  return helpers::pow_backward_exponent(grad, result.new_full(std::vector<int64_t>{}, self), exponent, result);
+}
+
+at::Tensor py_layer_norm_jvp_u_saved(const at::Tensor& input, const at::Tensor& input_t, const at::Tensor& weight, const at::Tensor& weight_t, const at::Tensor& bias, const at::Tensor& bias_t, const at::Tensor& mean, const at::Tensor& rstd, at::IntArrayRef normalized_shape) {
+  std::vector<int64_t> norm_dims = std::vector<int64_t>{};
+  for (int64_t d = input.dim() - static_cast<int64_t>(normalized_shape.size()); d < input.dim(); ++d) {
+    norm_dims.push_back(d);
+  }
+  auto normalized = (input - mean) * rstd;
+  auto out_t = helpers::layer_norm_normalized_backward(input_t, normalized, rstd, norm_dims);
+  if (weight.defined()) {
+    out_t = out_t * weight;
+  }
+  if (weight_t.defined()) {
+    out_t = out_t + (normalized * weight_t);
+  }
+  if (bias_t.defined()) {
+    out_t = out_t + bias_t;
+  }
+  return out_t;
+}
+
+at::Tensor convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups) {
+  at::Tensor from_weight{};
+  std::vector<int64_t> channel_sizes{};
+  auto tangent = at::Tensor();
+  if (input_t.defined()) {
+    tangent = at::convolution(input_t, weight_p, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups);
+  }
+  if (weight_t.defined()) {
+    from_weight = at::convolution(input_p, weight_t, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups);
+    if (!tangent.defined()) {
+      tangent = from_weight;
+    } else {
+      tangent = tangent + from_weight;
+    }
+  }
+  if (!tangent.defined()) {
+    tangent = at::zeros_like(at::convolution(input_p, weight_p, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups));
+  }
+  if (bias_t.defined()) {
+    channel_sizes = std::vector<int64_t>{1, bias_t.numel()};
+    for (int64_t d = 2; d < tangent.dim(); ++d) {
+      channel_sizes.push_back(1);
+    }
+    tangent = tangent + at::reshape(bias_t, channel_sizes);
+  }
+  return tangent;
+}
+
+at::Tensor _convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) {
+  return helpers::convolution_jvp(input_p, input_t, weight_p, weight_t, bias_p, bias_t, stride, padding, dilation, transposed, output_padding, groups);
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
   int64_t bound = (ndim > 0) ? ndim : 1;
   return (dim < 0) ? (dim + bound) : dim;
@@ -846,6 +1373,33 @@ at::Tensor fold_batch(const at::Tensor& x) {
     rows = rows * x.size(d);
   }
   return at::reshape(x, std::vector<int64_t>{rows, x.size(n - 1)});
+}
+
+at::Tensor triangle(const at::Tensor& a, bool upper, bool unitriangular) {
+  if (upper) {
+    return at::triu(a, unitriangular ? 1 : 0);
+  }
+  return at::tril(a, unitriangular ? -1 : 0);
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, bool upper, bool left, bool unitriangular, const std::vector<bool>& output_mask) {
+  at::Tensor solved{};
+  at::Tensor result_h{};
+  at::Tensor product{};
+  auto grad_self = at::Tensor();
+  auto grad_B = at::Tensor();
+  if (output_mask[0] || output_mask[1]) {
+    solved = at::linalg_solve_triangular(at::conj(helpers::matrix_transpose(self)), grad, !upper, left, unitriangular);
+    if (output_mask[0]) {
+      result_h = at::conj(helpers::matrix_transpose(result));
+      product = left ? at::matmul(solved, result_h) : at::matmul(result_h, solved);
+      grad_self = -helpers::triangle(product, upper, unitriangular);
+    }
+    if (output_mask[1]) {
+      grad_B = solved;
+    }
+  }
+  return {grad_self, grad_B};
 }
 
 bool is_infinite(double value) {

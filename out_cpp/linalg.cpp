@@ -12,6 +12,7 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/dot.h>
 #include <ATen/ops/ger.h>
+#include <ATen/ops/linalg_solve_triangular.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mm.h>
@@ -2245,6 +2246,221 @@ at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Te
   return result;
 }
 
+struct LinalgSolveTriangularBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "LinalgSolveTriangularBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable result_;
+  bool upper_{};
+  bool left_{};
+  bool unitriangular_{};
+  std::vector<int64_t> self_sizes_{};
+  std::vector<int64_t> B_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& result,
+    bool upper,
+    bool left,
+    bool unitriangular,
+    at::IntArrayRef self_sizes,
+    at::IntArrayRef B_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto [grad_self, grad_B] = helpers::linalg_solve_triangular_backward(grad, self, result, upper, left, unitriangular, std::vector<bool>(needs_input_grad.begin(), needs_input_grad.end()));
+  if (grad_self.defined()) {
+    grad_self = helpers::sum_to(grad_self, self_sizes);
+  }
+  if (grad_B.defined()) {
+    grad_B = helpers::sum_to(grad_B, B_sizes);
+  }
+  return {grad_self, grad_B};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list LinalgSolveTriangularBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_, const bool& upper_, const bool& left_, const bool& unitriangular_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& B_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto B_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::linalg_solve_triangular(grads[0], self_, result_, upper_, left_, unitriangular_, self_sizes_, B_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, B_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list LinalgSolveTriangularBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  auto upper_ = packed_args.unpack<bool>();
+  auto left_ = packed_args.unpack<bool>();
+  auto unitriangular_ = packed_args.unpack<bool>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto B_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return LinalgSolveTriangularBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_, upper_, left_, unitriangular_, self_sizes_, B_sizes_);
+}
+
+torch::autograd::variable_list LinalgSolveTriangularBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto B_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, B_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return LinalgSolveTriangularBackward0_apply_functional(std::move(grads), needs_input_grad, self, result, upper_, left_, unitriangular_, self_sizes_, B_sizes_);
+}
+
+void LinalgSolveTriangularBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(result_, true);
+  args.collect(upper_);
+  args.collect(left_);
+  args.collect(unitriangular_);
+  args.collect(self_sizes_);
+  args.collect(B_sizes_);
+}
+
+torch::autograd::variable_list LinalgSolveTriangularBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(result_);
+  saved.before(upper_);
+  saved.before(left_);
+  saved.before(unitriangular_);
+  saved.before(self_sizes_);
+  saved.before(B_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_LinalgSolveTriangularBackward0", LinalgSolveTriangularBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto B_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, B_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(result);
+  functional_args.pack(upper_);
+  functional_args.pack(left_);
+  functional_args.pack(unitriangular_);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(B_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_LinalgSolveTriangularBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(result_);
+  saved.after(upper_);
+  saved.after(left_);
+  saved.after(unitriangular_);
+  saved.after(self_sizes_);
+  saved.after(B_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor linalg_solve_triangular_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& B_t,
+    bool upper,
+    bool unitriangular,
+    const at::Tensor& result,
+    bool left,
+    const at::Tensor& self) {
+  auto self_t_read = helpers::triangle(self_t, upper, unitriangular);
+  auto moved = left ? (B_t - at::matmul(self_t_read, result)) : (B_t - at::matmul(result, self_t_read));
+  auto result_t = at::linalg_solve_triangular(self, moved, upper, left, unitriangular);
+  return result_t;
+}
+
+at::Tensor linalg_solve_triangular(const at::Tensor& self, const at::Tensor& B, bool upper, bool left, bool unitriangular) {
+  c10::intrusive_ptr<LinalgSolveTriangularBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, B)) {
+    grad_fn = c10::make_intrusive<LinalgSolveTriangularBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, B));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::linalg_solve_triangular(self, B, upper, left, unitriangular);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> B_sizes = B.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(B)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("linalg_solve_triangular", self);
+    formulas::runtime::refuse_complex("linalg_solve_triangular", B);
+    formulas::runtime::refuse_complex("linalg_solve_triangular", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto B_t = formulas::runtime::tangent(B);
+    formulas::runtime::set_tangent(result, formulas::linalg_solve_triangular_jvp(self_t, B_t, upper, unitriangular, result, left, formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("linalg_solve_triangular", self);
+    formulas::runtime::refuse_complex("linalg_solve_triangular", B);
+    formulas::runtime::refuse_complex("linalg_solve_triangular", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+    grad_fn->upper_ = upper;
+    grad_fn->left_ = left;
+    grad_fn->unitriangular_ = unitriangular;
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->B_sizes_ = std::move(B_sizes);
+  }
+  return result;
+}
+
 struct LinalgVectorNormBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -2801,6 +3017,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::addr));
   m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::baddbmm));
   m.def("addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::addbmm));
+  m.def("linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor", TORCH_FN(formulas::linalg_solve_triangular));
   m.def("linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::linalg_vector_norm));
   m.def("norm.Scalar(Tensor self, Scalar p=2) -> Tensor", TORCH_FN(formulas::norm_scalar));
   m.def("norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor", TORCH_FN(formulas::norm_scalaropt_dim));

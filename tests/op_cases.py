@@ -389,6 +389,24 @@ def _linalg_cases() -> list[OpCase]:
 
     rng = _rng("t")
     out += [OpCase("t", _shape_id(shape), (_normal(rng, shape),)) for shape in ((2, 3), (4,), (), (0, 2))]
+
+    # a full matrix (the solve reads one triangle: the other gets a zero gradient) whose diagonal is
+    # kept away from 0, so the triangle is well conditioned
+    op = "linalg_solve_triangular"
+    rng = _rng(op)
+    for a_shape, b_shape, kwargs in (
+        ((3, 3), (3, 2), {"upper": True}),
+        ((3, 3), (3, 2), {"upper": False}),
+        ((3, 3), (2, 3), {"upper": True, "left": False}),
+        ((3, 3), (4, 3), {"upper": False, "left": False, "unitriangular": True}),
+        ((3, 3), (3, 1), {"upper": True, "unitriangular": True}),
+        ((2, 3, 3), (3, 2), {"upper": False}),              # A's batch broadcast over B
+        ((3, 3), (2, 3, 2), {"upper": True}),               # B's batch broadcast over A
+        ((1, 1), (1, 3), {"upper": False}),
+    ):
+        a = _normal(rng, a_shape) * 0.5 + 3.0 * np.eye(a_shape[-1])
+        flags = "".join(f"_{key}{int(value)}" for key, value in kwargs.items())
+        out.append(OpCase(op, f"{_shape_id(a_shape, b_shape)}{flags}", (a, _normal(rng, b_shape)), kwargs))
     return out
 
 

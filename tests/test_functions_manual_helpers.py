@@ -286,6 +286,146 @@ HELPER_CASES = [
                lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
                lambda b, g, go, x: b.run(fm.softplus_double_backward, g * go, x, 2.0, 1.5), wrt=(1,), smooth=False),
 ]
+def _sizes_and_dtypes(*tensors):
+    return [list(t.shape) for t in tensors], [t.dtype for t in tensors]
+
+
+def _on_the_unit_interval(*shape, seed=0):
+    return torch.sigmoid(_randn(*shape, seed=seed))
+
+
+HELPER_CASES += [
+    HelperCase("to_args_sizes and to_args_scalartypes", lambda a, b: torch.cat([a, b]),
+               lambda: (_randn(2, 3), _randn(1, 3, dtype=torch.complex128)),
+               lambda b, g, x, y: tuple(b.run(fm.cat_tensors_backward, g, b.run(fm.to_args_sizes, [x, y]),
+                                         b.run(fm.to_args_scalartypes, [x, y]), 0)), wrt=(0, 1)),
+    HelperCase("cat", lambda a, b, c: torch.cat([a, b, c], -1), lambda: (_randn(2, 3), _randn(2, 1), _randn(2, 2)),
+               lambda b, g, *xs: tuple(b.run(fm.cat_tensors_backward, g, *_sizes_and_dtypes(*xs), -1)),
+               wrt=(0, 1, 2)),
+    HelperCase("cat, a legacy empty input skipped", lambda a, b, c: torch.cat([a, b, c], 1),
+               lambda: (_randn(2, 3), _randn(0), _randn(2, 2)),
+               lambda b, g, *xs: tuple(b.run(fm.cat_tensors_backward, g, *_sizes_and_dtypes(*xs), 1)),
+               wrt=(0, 1, 2)),
+    HelperCase("cat, real and complex", lambda a, b: torch.cat([a, b]),
+               lambda: (_randn(2, 3), _randn(1, 3, dtype=torch.complex128)),
+               lambda b, g, *xs: tuple(b.run(fm.cat_tensors_backward, g, *_sizes_and_dtypes(*xs), 0)), wrt=(0, 1)),
+    HelperCase("stack", lambda a, b: torch.stack([a, b], -2), lambda: (_randn(2, 3), _randn(2, 3, seed=1)),
+               lambda b, g, x, y: tuple(b.run(fm.stack_tensors_backward, g, -2, [x.dtype, y.dtype])), wrt=(0, 1)),
+    HelperCase("stack 0-d", lambda a, b: torch.stack([a, b]), lambda: (_randn(), _randn(seed=1)),
+               lambda b, g, x, y: tuple(b.run(fm.stack_tensors_backward, g, 0, [x.dtype, y.dtype])), wrt=(0, 1)),
+    HelperCase("block_diag", torch.block_diag, lambda: (_randn(2, 3), _randn(), _randn(4), _randn(0, 2), _randn(3, 1)),
+               lambda b, g, *xs: tuple(b.run(fm.block_diag_backward, g, *_sizes_and_dtypes(*xs))),
+               wrt=(0, 1, 2, 3, 4)),
+    HelperCase("angle complex", torch.angle, lambda: (_randn(2, 3, dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.angle_backward, g, x)),
+    HelperCase("angle complex at 0", torch.angle, lambda: (torch.tensor([0j, -1 + 2j], dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.angle_backward, g, x), smooth=False),
+    HelperCase("angle real", torch.angle, lambda: (torch.tensor([-1.5, 0.0, 2.0], dtype=torch.float64),),
+               lambda b, g, x: b.run(fm.angle_backward, g, x), smooth=False),
+    *[HelperCase(f"aminmax dim={dim} keepdim={keepdim}", lambda x, d=dim, k=keepdim: torch.aminmax(x, dim=d, keepdim=k),
+                 lambda: (torch.tensor([[1.0, 3.0, 3.0, -2.0], [0.5, 0.5, 0.25, 4.0], [2.0, -2.0, -2.0, 2.0]],
+                                       dtype=torch.float64),),
+                 lambda b, g, x, d=dim, k=keepdim: b.run(fm.aminmax_backward, x, d, k, g[0], g[1],
+                                                         *torch.aminmax(x, dim=d, keepdim=k)), smooth=False)
+      for dim, keepdim in ((None, False), (None, True), (1, False), (-2, True))],
+    HelperCase("aminmax, max only", lambda x: torch.aminmax(x, dim=0).max * 1.0, lambda: (_randn(3, 2),),
+               lambda b, g, x: b.run(fm.aminmax_backward, x, 0, False, None, g, *torch.aminmax(x, dim=0)),
+               smooth=False),
+    HelperCase("aminmax 0-d", lambda x: torch.aminmax(x, dim=0), lambda: (_randn(),),
+               lambda b, g, x: b.run(fm.aminmax_backward, x, 0, False, g[0], g[1], *torch.aminmax(x, dim=0)),
+               smooth=False),
+    HelperCase("logcumsumexp", lambda x: torch.logcumsumexp(x, 1), lambda: (_randn(3, 5) * 4,),
+               lambda b, g, x: b.run(fm.logcumsumexp_backward, g, x, torch.logcumsumexp(x, 1), 1)),
+    HelperCase("logcumsumexp far apart", lambda x: torch.logcumsumexp(x, -2),
+               lambda: (torch.tensor([[900.0, -3.0], [0.0, 700.0], [-800.0, 1.0]], dtype=torch.float64),),
+               lambda b, g, x: b.run(fm.logcumsumexp_backward, g, x, torch.logcumsumexp(x, -2), -2), smooth=False),
+    HelperCase("logcumsumexp complex", lambda x: torch.logcumsumexp(x, 0),
+               lambda: (_randn(4, 2, dtype=torch.complex128),),
+               lambda b, g, x: b.run(fm.logcumsumexp_backward, g, x, torch.logcumsumexp(x, 0), 0)),
+    HelperCase("logcumsumexp 0-d", lambda x: torch.logcumsumexp(x, 0), lambda: (_randn(),),
+               lambda b, g, x: b.run(fm.logcumsumexp_backward, g, x, torch.logcumsumexp(x, 0), 0)),
+    *[HelperCase(f"renorm p={p} dim={dim}", lambda x, p=p, dim=dim: torch.renorm(x, p, dim, 1.5),
+                 lambda: (_randn(3, 4, 2) * 2,),
+                 lambda b, g, x, p=p, dim=dim: b.run(fm.renorm_backward, g, x, p, dim, 1.5))
+      for p, dim in ((2, 0), (1, -1), (3.5, 1))],
+    HelperCase("_euclidean_dist", torch.ops.aten._euclidean_dist, lambda: (_randn(4, 3), _randn(5, 3, seed=1)),
+               lambda b, g, x1, x2: b.run(fm._euclidean_dist_backward, g, x1, x2,
+                                          torch.ops.aten._euclidean_dist(x1, x2)), wrt=(0, 1)),
+    HelperCase("_euclidean_dist batched", torch.ops.aten._euclidean_dist,
+               lambda: (_randn(2, 4, 3), _randn(2, 5, 3, seed=1)),
+               lambda b, g, x1, x2: b.run(fm._euclidean_dist_backward, g, x1, x2,
+                                          torch.ops.aten._euclidean_dist(x1, x2)), wrt=(0, 1)),
+    HelperCase("gelu_backward none", _second(_F.gelu), lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
+               lambda b, g, go, x: b.run(fm.gelu_double_backward, g, go, x, "none"), wrt=(1,)),
+    HelperCase("gelu_backward tanh", _second(lambda x: _F.gelu(x, approximate="tanh")),
+               lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
+               lambda b, g, go, x: b.run(fm.gelu_double_backward, g, go, x, "tanh"), wrt=(1,)),
+    HelperCase("elu_backward of the input", lambda go, x: torch.ops.aten.elu_backward(go, 1.3, 1.1, 0.7, False, x),
+               lambda: (_randn(3, 4), _randn(3, 4, seed=1)),
+               lambda b, g, go, x: b.run(fm.elu_double_backward, g, go, 1.3, 1.1, 0.7, False, x), wrt=(1,),
+               smooth=False),
+    HelperCase("elu_backward of the result", lambda go, y: torch.ops.aten.elu_backward(go, 1.3, 1.1, 0.7, True, y),
+               lambda: (_randn(3, 4), _F.elu(_randn(3, 4, seed=1), 1.3) * 1.1),
+               lambda b, g, go, y: b.run(fm.elu_double_backward, g, go, 1.3, 1.1, 0.7, True, y), wrt=(1,),
+               smooth=False),
+]
+for _weighted in (False, True):
+    _w = _randn(4, seed=8) if _weighted else None
+    _pw = _randn(4, low=0.5, seed=10) if _weighted else None
+    for _reduction, _code in _REDUCTIONS.items():
+        HELPER_CASES += [
+            HelperCase(f"binary_cross_entropy target {_reduction} weighted={_weighted}",
+                       lambda x, t, r=_reduction, w=_w: _F.binary_cross_entropy(x, t, w, reduction=r),
+                       lambda: (_on_the_unit_interval(3, 4), _on_the_unit_interval(3, 4, seed=1)),
+                       lambda b, g, x, t, c=_code, w=_w: b.run(fm.binary_cross_entropy_target_backward, g, x, t, w, c),
+                       wrt=(1,)),
+            HelperCase(f"binary_cross_entropy_backward {_reduction} weighted={_weighted}",
+                       lambda go, x, t, r=_code, w=_w: torch.ops.aten.binary_cross_entropy_backward(go, x, t, w, r),
+                       lambda r=_reduction: (_randn(3, 4, seed=2) if r == "none" else torch.tensor(1.3, dtype=torch.float64),
+                                             _on_the_unit_interval(3, 4), _on_the_unit_interval(3, 4, seed=1)),
+                       lambda b, g, go, x, t, c=_code, w=_w: (
+                           b.run(fm.binary_cross_entropy_double_backward_grad_output, g, x, t, w, c),
+                           b.run(fm.binary_cross_entropy_double_backward, go, g, x, t, w, c),
+                           b.run(fm.binary_cross_entropy_double_backward_target, g, go, x, t, w, c)),
+                       wrt=(0, 1, 2)),
+            HelperCase(f"binary_cross_entropy_with_logits {_reduction} weighted={_weighted}",
+                       lambda x, t, r=_reduction, w=_w, pw=_pw: _F.binary_cross_entropy_with_logits(
+                           x, t, w, reduction=r, pos_weight=pw),
+                       lambda: (_randn(3, 4) * 3, _on_the_unit_interval(3, 4, seed=1)),
+                       lambda b, g, x, t, c=_code, w=_w, pw=_pw: (
+                           b.run(fm.binary_cross_entropy_with_logits_backward, g, x, t, w, pw, c),
+                           b.run(fm.binary_cross_entropy_with_logits_target_backward, g, x, t, w, pw, c)),
+                       wrt=(0, 1)),
+        ]
+HELPER_CASES += [
+    HelperCase(f"linear_backward {which}",
+               lambda x, go, w, m=mask: tuple(o for o, keep in zip(_linear_backward(x, go, w), m) if keep),
+               lambda: (_randn(2, 3, 4), _randn(2, 3, 5, seed=1), _randn(5, 4, seed=2)),
+               lambda b, g, x, go, w, m=mask: tuple(
+                   torch.zeros_like(like) if out is None else out   # None: no gradient reaches that input
+                   for out, like in zip(b.run(fm.linear_double_backward, _fill(g, m), x, go, w), (x, go, w))),
+               wrt=(0, 1, 2))
+    for which, mask in (("all", [True, True, True]), ("input only", [True, False, False]),
+                        ("weight and bias", [False, True, True]))
+]
+
+
+def _linear_backward(x, go, w):
+    """``aten.linear_backward``'s three outputs, which torch 2.13 runs on no CPU kernel, spelled with
+    the products that define them (input: ``go W``, weight: ``go^T x`` over the batch, bias: the
+    batch sum of ``go``), so that torch's autograd gives their gradients."""
+    flat_go = go.reshape(-1, go.shape[-1])
+    return go @ w, flat_go.T @ x.reshape(-1, x.shape[-1]), flat_go.sum(0)
+
+
+def _fill(grads, mask):
+    """The gradients of the outputs ``mask`` keeps, None for the others (a tuple of one output or a
+    tensor for a single one)."""
+    grads = list(grads) if isinstance(grads, tuple) else [grads]
+    return [grads.pop(0) if keep else None for keep in mask]
+
+
+
 for _reduction, _code in _REDUCTIONS.items():
     _target = _randn(3, 4, seed=9)
     _go = (lambda: _randn(3, 4, seed=2)) if _reduction == "none" else (lambda: torch.tensor(1.7, dtype=torch.float64))
@@ -354,3 +494,184 @@ def test_functions_manual_helper_passes_gradcheck_and_gradgradcheck(backend, cas
     values = [g.detach().requires_grad_() for g in grads] + [inputs[i].detach().requires_grad_() for i in floating]
     assert torch.autograd.gradcheck(helper, values)
     assert torch.autograd.gradgradcheck(helper, values)
+
+
+_TRILINEAR = {"bilinear": ([1, 3], [0], [1, 2], [2, 3]),        # torch.nn.functional.bilinear's call
+              "outer": ([1], [0], [], [])}                        # x_i y_j z_ij (no sum)
+
+
+def _trilinear_inputs(kind):
+    if kind == "bilinear":
+        return _randn(4, 3), _randn(5, 3, 2, seed=1), _randn(4, 2, seed=2)
+    return _randn(3), _randn(2, seed=1), _randn(3, 2, seed=2)
+
+
+HELPER_CASES += [
+    HelperCase(f"_trilinear {kind} mask={mask}",
+               lambda a, b, c, e=expands: torch.ops.aten._trilinear(a, b, c, *e),
+               lambda kind=kind: _trilinear_inputs(kind),
+               lambda b_, g, x, y, z, e=expands, m=mask: tuple(
+                   out for out in b_.run(fm._trilinear_backward, g, b_.run(fm.wrap_opt_if, x, m[1] or m[2]),
+                                         b_.run(fm.wrap_opt_if, y, m[0] or m[2]),
+                                         b_.run(fm.wrap_opt_if, z, m[0] or m[1]), *e, m) if out is not None),
+               wrt=tuple(i for i in range(3) if mask[i]))
+    for kind, expands in _TRILINEAR.items() for mask in ([True, True, True], [True, False, False], [False, True, True])
+]
+
+
+class JvpCase(NamedTuple):
+    """``torch_fn(x)`` and ``helper_fn(backend, x, tangent)``, its tangent along ``tangent``."""
+
+    name: str
+    torch_fn: Callable
+    x: Callable[[], torch.Tensor]
+    helper_fn: Callable
+
+
+JVP_CASES = [
+    *[JvpCase(f"norm p={p}", lambda x, p=p: torch.norm(x, p), lambda: _randn(3, 4),
+              lambda b, x, t, p=p: b.run(fm.norm_jvp, x, t, p, torch.norm(x, p))) for p in (2, 1, 3.5, float("inf"))],
+    JvpCase("norm dim keepdim", lambda x: torch.norm(x, 3, [1], True), lambda: _randn(3, 4),
+            lambda b, x, t: b.run(fm.norm_jvp__dim, x, t, 3, torch.norm(x, 3, [1], True), [1], True)),
+    JvpCase("norm, every dim as []", lambda x: torch.dist(x, torch.zeros(()), 2), lambda: _randn(2, 3),
+            lambda b, x, t: b.run(fm.norm_jvp__dim, x, t, 2, torch.dist(x, torch.zeros(()), 2), [], False)),
+    JvpCase("norm complex", lambda x: torch.norm(x), lambda: _randn(2, 3, dtype=torch.complex128),
+            lambda b, x, t: b.run(fm.norm_jvp, x, t, None, torch.norm(x))),
+    JvpCase("linalg_vector_norm", lambda x: torch.linalg.vector_norm(x, 1.5, [0]), lambda: _randn(3, 4),
+            lambda b, x, t: b.run(fm.linalg_vector_norm_jvp, x, t, 1.5, torch.linalg.vector_norm(x, 1.5, [0]),
+                                  [0], False)),
+    *[JvpCase(f"aminmax dim={dim} keepdim={keepdim}", lambda x, d=dim, k=keepdim: torch.aminmax(x, dim=d, keepdim=k),
+              lambda: torch.tensor([[1.0, 3.0, 3.0], [0.5, 0.5, -4.0]], dtype=torch.float64),
+              lambda b, x, t, d=dim, k=keepdim: tuple(b.run(fm.aminmax_jvp, x, t, extreme, d, k)
+                                                      for extreme in torch.aminmax(x, dim=d, keepdim=k)))
+      for dim, keepdim in ((None, False), (1, False), (-1, True), (0, True))],
+    JvpCase("logcumsumexp", lambda x: torch.logcumsumexp(x, -1), lambda: _randn(3, 5) * 4,
+            lambda b, x, t: b.run(fm.logcumsumexp_jvp, x, t, -1)),
+    JvpCase("logcumsumexp 0-d", lambda x: torch.logcumsumexp(x, 0), lambda: _randn(),
+            lambda b, x, t: b.run(fm.logcumsumexp_jvp, x, t, 0)),
+    *[JvpCase(f"renorm p={p} dim={dim}", lambda x, p=p, dim=dim: torch.renorm(x, p, dim, 1.5), lambda: _randn(3, 4, 2) * 2,
+              lambda b, x, t, p=p, dim=dim: b.run(fm.renorm_jvp, x, t, p, dim, 1.5)) for p, dim in ((2, 0), (1, -1))],
+    JvpCase("safe_logsumexp", lambda x: torch.logsumexp(x, [1], True), lambda: _randn(3, 4),
+            lambda b, x, t: b.run(fm.safe_logsumexp_jvp, x, t, [1], True)),
+]
+
+
+@pytest.mark.parametrize("case", JVP_CASES, ids=lambda case: case.name)
+def test_functions_manual_jvp_equals_forward_ad(backend, case):
+    import torch.autograd.forward_ad as fwAD
+    x = case.x()
+    tangent = _randn(*x.shape, dtype=x.dtype, seed=13)
+    with fwAD.dual_level():
+        out = case.torch_fn(fwAD.make_dual(x, tangent))
+        outs = out if isinstance(out, tuple) else (out,)
+        expected = [fwAD.unpack_dual(o).tangent for o in outs]
+    got = case.helper_fn(backend, x, tangent)
+    got = list(got) if isinstance(got, tuple) else [got]
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        torch.testing.assert_close(g, e)
+
+
+def test_safe_logsumexp_jvp_is_zero_on_a_slice_of_minus_infinity(backend):
+    """``_safe_softmax`` of a slice that is all ``-inf`` is zeros, and so is its tangent: the jvp
+    ``result * (t - safe_logsumexp_jvp(...))`` needs a finite value there (``logsumexp_jvp`` gives NaN)."""
+    x = torch.tensor([[float("-inf")] * 3, [0.5, -1.0, float("-inf")]], dtype=torch.float64)
+    tangent = _randn(2, 3, seed=13)
+    got = backend.run(fm.safe_logsumexp_jvp, x, tangent, [1], True)
+    torch.testing.assert_close(got[0], torch.zeros(1, dtype=torch.float64), rtol=0, atol=0)
+    softmax = torch.softmax(x[1], 0)
+    torch.testing.assert_close(got[1], (softmax * tangent[1]).sum(0, keepdim=True))
+
+
+def test_logcumsumexp_jvp_is_the_prefix_softmax_at_any_scale(backend):
+    """Elements hundreds apart: the tangent of ``r_k`` is the softmax of the prefix ``x_0..x_k``
+    applied to the tangent (torch's own forward AD loses it here, so the softmaxes are the oracle)."""
+    x = torch.tensor([[900.0, -3.0], [0.0, 700.0], [-800.0, 1.0]], dtype=torch.float64)
+    tangent = _randn(3, 2, seed=13)
+    expected = torch.stack([(torch.softmax(x[:k + 1], 0) * tangent[:k + 1]).sum(0) for k in range(3)])
+    torch.testing.assert_close(backend.run(fm.logcumsumexp_jvp, x, tangent, 0), expected)
+
+
+def _bounds():
+    """Bounds that cross (``min > max`` in some places) and broadcast against a (3, 4) ``self``."""
+    return _randn(3, 4, seed=20) * 0.5 - 0.3, _randn(4, seed=21) * 0.5 + 0.3
+
+
+HELPER_CASES_CLAMP = [
+    HelperCase("clamp.Tensor", lambda x, lo, hi: torch.clamp(x, lo, hi), lambda: (_randn(3, 4), *_bounds()),
+               lambda b, g, x, lo, hi: (b.run(fm.clamp_backward__tensor, g, x, lo, hi),
+                                        *[b.run(fm.sum_to, out, list(like.shape)) for out, like in
+                                          zip(b.run(fm.clamp_backward_min_max, g, x, lo, hi, [True, True, True]),
+                                              (lo, hi))]),
+               wrt=(0, 1, 2), smooth=False),
+    HelperCase("clamp.Tensor min only", lambda x, lo: torch.clamp(x, lo, None), lambda: (_randn(3, 4), _bounds()[0]),
+               lambda b, g, x, lo: (b.run(fm.clamp_backward__tensor, g, x, lo, None),
+                                    b.run(fm.clamp_backward_min_max, g, x, lo, None, [True, True, False])[0]),
+               wrt=(0, 1), smooth=False),
+    HelperCase("clamp.Tensor max only", lambda x, hi: torch.clamp(x, None, hi), lambda: (_randn(3, 4), _bounds()[1]),
+               lambda b, g, x, hi: (b.run(fm.clamp_backward__tensor, g, x, None, hi),
+                                    b.run(fm.sum_to, b.run(fm.clamp_backward_min_max, g, x, None, hi,
+                                                          [True, False, True])[1], list(hi.shape))),
+               wrt=(0, 1), smooth=False),
+    HelperCase("pow.Scalar", lambda e: torch.pow(2.5, e), lambda: (_randn(3, 4),),
+               lambda b, g, e: b.run(fm.pow_backward_exponent__scalar, g, 2.5, e, torch.pow(2.5, e))),
+    HelperCase("pow.Scalar of 0", lambda e: torch.pow(0.0, e), lambda: (_randn(5).abs() + 0.5,),
+               lambda b, g, e: b.run(fm.pow_backward_exponent__scalar, g, 0.0, e, torch.pow(0.0, e)), smooth=False),
+]
+
+
+@pytest.mark.parametrize("case", HELPER_CASES_CLAMP, ids=lambda case: case.name)
+def test_clamp_and_scalar_power_helpers_equal_torch(backend, case):
+    test_functions_manual_helper_equals_torch(backend, case)
+
+
+@pytest.mark.parametrize("case", [c for c in HELPER_CASES_CLAMP if c.smooth], ids=lambda case: case.name)
+def test_clamp_and_scalar_power_helpers_pass_gradcheck(backend, case):
+    test_functions_manual_helper_passes_gradcheck_and_gradgradcheck(backend, case)
+
+
+@pytest.mark.parametrize("with_bounds", [(True, True), (True, False), (False, True)])
+def test_clamp_jvp_equals_forward_ad(backend, with_bounds):
+    import torch.autograd.forward_ad as fwAD
+    x, (lo, hi) = _randn(3, 4), _bounds()
+    lo, hi = (lo if with_bounds[0] else None), (hi if with_bounds[1] else None)
+    tangents = [_randn(*t.shape, seed=30 + i) if t is not None else None for i, t in enumerate((x, lo, hi))]
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(t, dt) if t is not None else None for t, dt in zip((x, lo, hi), tangents)]
+        expected = fwAD.unpack_dual(torch.clamp(*duals)).tangent
+    got = backend.run(fm.clamp_jvp, x, tangents[0], lo, tangents[1], hi, tangents[2])
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_jvp_from_the_saved_statistics_equals_forward_ad(backend, affine):
+    import torch.autograd.forward_ad as fwAD
+    x, weight, bias = _randn(2, 3, 4), (_randn(3, 4, seed=1) if affine else None), (_randn(3, 4, seed=2) if affine else None)
+    tangents = [_randn(*t.shape, seed=40 + i) if t is not None else None for i, t in enumerate((x, weight, bias))]
+    out, mean, rstd = torch.native_layer_norm(x, [3, 4], weight, bias, 1e-5)
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(t, dt) if t is not None else None for t, dt in zip((x, weight, bias), tangents)]
+        expected = fwAD.unpack_dual(torch.native_layer_norm(duals[0], [3, 4], duals[1], duals[2], 1e-5)[0]).tangent
+    got = backend.run(fm.layer_norm_jvp__saved, x, tangents[0], weight, tangents[1], bias, tangents[2], mean, rstd,
+                      [3, 4])
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("tangents", [(True, True, True), (True, False, False), (False, True, False), (False, False, True)])
+def test_convolution_jvp_equals_forward_ad(backend, transposed, tangents):
+    import torch.autograd.forward_ad as fwAD
+    x = _randn(2, 4, 5, 6)
+    weight = _randn(4, 3, 3, 2, seed=1) if transposed else _randn(6, 2, 3, 2, seed=1)
+    bias = _randn(6, seed=2)       # six output channels either way
+    args = ([2, 1], [1, 0], [1, 2], transposed, [1, 0] if transposed else [0, 0], 2)
+    primal = (x, weight, bias)
+    tangent = [_randn(*t.shape, seed=50 + i) if keep else None for i, (t, keep) in enumerate(zip(primal, tangents))]
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(p, t) if t is not None else p for p, t in zip(primal, tangent)]
+        expected = fwAD.unpack_dual(torch.ops.aten.convolution(*duals, *args)).tangent
+    got = backend.run(fm.convolution_jvp, x, tangent[0], weight, tangent[1], bias, tangent[2], *args)
+    torch.testing.assert_close(got, expected)
+    got = backend.run(fm._convolution_jvp, x, tangent[0], weight, tangent[1], bias, tangent[2], *args,
+                      False, False, True, True)
+    torch.testing.assert_close(got, expected)

@@ -1,4 +1,4 @@
-"""Matrix products: ``mm``, ``bmm``, ``matmul``, ``addmm`` and their relatives."""
+"""Matrix products: ``mm``, ``bmm``, ``matmul``, ``addmm`` and their relatives; the triangular solve."""
 from __future__ import annotations
 
 from typing import Any
@@ -95,3 +95,17 @@ def baddbmm(x, batch1, batch2, beta=1, alpha=1):
 @kernel("addbmm")
 def addbmm(x, batch1, batch2, beta=1, alpha=1):
     return _add_product(x, np.sum(bmm(batch1, batch2), axis=0), beta, alpha)
+
+
+# ----------------------------------------------------------------------------- triangular solve
+@kernel("linalg_solve_triangular")
+def linalg_solve_triangular(a, b, upper, left=True, unitriangular=False):
+    """``A X = B`` (``left``) or ``X A = B`` for the triangle of ``a`` that ``upper`` names (its diagonal
+    taken as ones when ``unitriangular``); the other triangle is never read. Batch dims broadcast."""
+    if unitriangular:
+        triangle = (np.triu(a, 1) if upper else np.tril(a, -1)) + np.eye(a.shape[-1], dtype=a.dtype)
+    else:
+        triangle = np.triu(a) if upper else np.tril(a)
+    if left:
+        return np.linalg.solve(triangle, b)
+    return np.swapaxes(np.linalg.solve(np.swapaxes(triangle, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)

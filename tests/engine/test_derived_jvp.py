@@ -85,6 +85,7 @@ REFUSED = {
     'var_mean.dim': 'a branch on the gradient',
     'cumprod': 'sizes of the linear value',
     'linalg_vector_norm': 'a loop over linear values',
+    'linalg_solve_triangular': 'on a linear value',
     'norm.Scalar': 'a loop over linear values',
     'norm.ScalarOpt_dim': 'a loop over linear values',
     'amax': 'a loop over linear values',

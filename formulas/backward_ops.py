@@ -19,7 +19,7 @@ A topic's fused backward op that shares a helper with its forward stays with it 
 """
 from __future__ import annotations
 
-from formulas import at, derivative
+from formulas import Scalar, Tensor, at, derivative, helper
 from formulas.helpers import gelu_second_derivative, sum_to
 
 
@@ -50,13 +50,12 @@ def sigmoid_backward(grad_output, output):
         grad_grad_output = sum_to(at.sigmoid_backward(grad, output), grad_output_sizes) if needs_input_grad[0] else None
         grad_out = None
         if needs_input_grad[1]:
-            scaled = grad * grad_output
-            grad_out = sum_to(scaled - scaled * (output + output), output_sizes)
+            # one product (not scaled - 2 scaled output): an infinite output gives -inf, as torch, not inf - inf
+            grad_out = sum_to(grad * grad_output * (1.0 - (output + output)), output_sizes)
         return grad_grad_output, grad_out
     def jvp(grad_output_t, output_t):
         # d [g o (1 - o)] = g_t o (1 - o) + g (1 - 2 o) o_t
-        scaled = grad_output * output_t
-        result_t = at.sigmoid_backward(grad_output_t, output) + (scaled - scaled * (output + output))
+        result_t = at.sigmoid_backward(grad_output_t, output) + grad_output * output_t * (1.0 - (output + output))
         return result_t
     return result, backward
 
@@ -213,16 +212,24 @@ def hardswish_backward(grad_output, self):
     self_sizes = self.sizes()
     def backward(grad, *, needs_input_grad):
         # result = grad_output * (0 up to -3, x / 3 + 1/2 inside, 1 from 3 on): the slope in
-        # self is 1/3 strictly inside (-3, 3), else 0
+        # self is 1/3 strictly inside (-3, 3), else 0 (at NaN too: torch's kernel takes the last branch)
         grad_grad_output = sum_to(at.hardswish_backward(grad, self), grad_output_sizes) if needs_input_grad[0] else None
         grad_self = None
         if needs_input_grad[1]:
-            grad_self = sum_to(at.hardtanh_backward(grad * grad_output, self, -3.0, 3.0) / 3.0, self_sizes)
+            scaled = grad * grad_output / 3.0
+            grad_self = sum_to(at.where(at.abs(self) < 3.0, scaled, at.zeros_like(scaled)), self_sizes)
         return grad_grad_output, grad_self
     def jvp(grad_output_t, self_t):
-        result_t = at.hardswish_backward(grad_output_t, self) + at.hardtanh_backward(grad_output * self_t, self, -3.0, 3.0) / 3.0
+        slope_t = grad_output * self_t / 3.0
+        result_t = at.hardswish_backward(grad_output_t, self) + at.where(at.abs(self) < 3.0, slope_t, at.zeros_like(slope_t))
         return result_t
     return result, backward
+
+
+@helper
+def below_threshold(scaled: Tensor, threshold: Scalar) -> Tensor:
+    """1 where ``scaled < threshold``, else 0, in ``scaled``'s dtype: a mask to multiply by."""
+    return at.where(scaled < threshold, at.ones_like(scaled), at.zeros_like(scaled))
 
 
 @derivative("elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, "
@@ -249,9 +256,10 @@ def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_resu
                 curvature = at.mul(at.elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result),
                                    input_scale)
             # at x = 0 (or y = 0) torch's second derivative is the positive branch's 0, though its
-            # elu_backward there is the negative branch's slope: 0 is the value taken
-            grad_self_or_result = sum_to(at.where(self_or_result >= 0, at.zeros_like(curvature), curvature),
-                                         self_or_result_sizes)
+            # elu_backward there is the negative branch's slope: 0 is the value taken; at NaN the
+            # positive branch too (its kernel's). The 0/1 mask multiplies, so an infinite
+            # grad_output gives inf * 0 = NaN on the positive branch, as torch
+            grad_self_or_result = sum_to(curvature * below_threshold(self_or_result, 0.0), self_or_result_sizes)
         return grad_grad_output, grad_self_or_result
     def jvp(grad_output_t, self_or_result_t):
         scaled = grad_output * self_or_result_t
@@ -261,7 +269,7 @@ def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_resu
             curvature = at.mul(at.elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result),
                                input_scale)
         result_t = (at.elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result)
-                    + at.where(self_or_result > 0, at.zeros_like(curvature), curvature))
+                    + curvature * below_threshold(self_or_result, 0.0))
         return result_t
     return result, backward
 
@@ -294,7 +302,9 @@ def softplus_backward(grad_output, self, beta, threshold):
     self_sizes = self.sizes()
     def backward(grad, *, needs_input_grad):
         # result = grad_output * sigmoid(beta x), grad_output alone where beta x > threshold:
-        # the slope in self is beta s (1 - s) below the threshold, 0 above
+        # the slope in self is beta s (1 - s) strictly below the threshold, 0 from it on (torch's
+        # one-sided choice at it), multiplied by the 0/1 mask: an infinite grad_output gives
+        # inf * 0 = NaN where the result is infinite, as torch
         grad_grad_output = None
         if needs_input_grad[0]:
             grad_grad_output = sum_to(at.softplus_backward(grad, self, beta, threshold), grad_output_sizes)
@@ -302,13 +312,13 @@ def softplus_backward(grad_output, self, beta, threshold):
         if needs_input_grad[1]:
             scaled = at.mul(self, beta)
             curvature = at.mul(at.sigmoid_backward(grad * grad_output, at.sigmoid(scaled)), beta)
-            grad_self = sum_to(at.where(scaled > threshold, at.zeros_like(curvature), curvature), self_sizes)
+            grad_self = sum_to(curvature * below_threshold(scaled, threshold), self_sizes)
         return grad_grad_output, grad_self
     def jvp(grad_output_t, self_t):
         scaled = at.mul(self, beta)
         curvature = at.mul(at.sigmoid_backward(grad_output * self_t, at.sigmoid(scaled)), beta)
         result_t = (at.softplus_backward(grad_output_t, self, beta, threshold)
-                    + at.where(scaled > threshold, at.zeros_like(curvature), curvature))
+                    + curvature * below_threshold(scaled, threshold))
         return result_t
     return result, backward
 
@@ -358,11 +368,14 @@ def hardsigmoid_backward(grad_output, self):
     result = at.hardsigmoid_backward(grad_output, self)
     grad_output_sizes = grad_output.sizes()
     def backward(grad):
-        # result = grad_output / 6 strictly inside (-3, 3), else 0: linear in grad_output (its own
-        # adjoint), piecewise constant in self (no gradient)
-        return sum_to(at.hardtanh_backward(grad, self, -3.0, 3.0) / 6.0, grad_output_sizes), None
+        # result = grad_output / 6 strictly inside (-3, 3), else 0 (at NaN too): linear in grad_output
+        # (its own adjoint), piecewise constant in self (no gradient)
+        # (a where, not hardsigmoid_backward itself: torch has no derivative of that)
+        sixth = grad / 6.0
+        return sum_to(at.where(at.abs(self) < 3.0, sixth, at.zeros_like(sixth)), grad_output_sizes), None
     def jvp(grad_output_t):
         # linear in grad_output; piecewise constant in self
-        result_t = at.hardtanh_backward(grad_output_t, self, -3.0, 3.0) / 6.0
+        sixth_t = grad_output_t / 6.0
+        result_t = at.where(at.abs(self) < 3.0, sixth_t, at.zeros_like(sixth_t))
         return result_t
     return result, backward

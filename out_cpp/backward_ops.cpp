@@ -5,6 +5,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_log_softmax_backward_data.h>
 #include <ATen/ops/_softmax_backward_data.h>
+#include <ATen/ops/abs.h>
 #include <ATen/ops/diagonal.h>
 #include <ATen/ops/diagonal_backward.h>
 #include <ATen/ops/elu_backward.h>
@@ -256,12 +257,10 @@ std::tuple<at::Tensor, at::Tensor> sigmoid_backward(
     const at::Tensor& grad_output,
     at::IntArrayRef output_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  at::Tensor scaled{};
   auto grad_grad_output = needs_input_grad[0] ? helpers::sum_to(at::sigmoid_backward(grad, output), grad_output_sizes) : at::Tensor();
   auto grad_out = at::Tensor();
   if (needs_input_grad[1]) {
-    scaled = grad * grad_output;
-    grad_out = helpers::sum_to(scaled - (scaled * (output + output)), output_sizes);
+    grad_out = helpers::sum_to((grad * grad_output) * (1.0 - (output + output)), output_sizes);
   }
   return {grad_grad_output, grad_out};
 }
@@ -372,10 +371,9 @@ torch::autograd::variable_list SigmoidBackwardBackward0::apply_with_saved(
 at::Tensor sigmoid_backward_jvp(
     const at::Tensor& grad_output_t,
     const at::Tensor& output_t,
-    const at::Tensor& grad_output,
-    const at::Tensor& output) {
-  auto scaled = grad_output * output_t;
-  auto result_t = at::sigmoid_backward(grad_output_t, output) + (scaled - (scaled * (output + output)));
+    const at::Tensor& output,
+    const at::Tensor& grad_output) {
+  auto result_t = at::sigmoid_backward(grad_output_t, output) + ((grad_output * output_t) * (1.0 - (output + output)));
   return result_t;
 }
 
@@ -399,7 +397,7 @@ at::Tensor sigmoid_backward(const at::Tensor& grad_output, const at::Tensor& out
     formulas::runtime::refuse_complex("sigmoid_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto output_t = formulas::runtime::tangent(output);
-    formulas::runtime::set_tangent(result, formulas::sigmoid_backward_jvp(grad_output_t, output_t, formulas::runtime::primal(grad_output), formulas::runtime::primal(output)));
+    formulas::runtime::set_tangent(result, formulas::sigmoid_backward_jvp(grad_output_t, output_t, formulas::runtime::primal(output), formulas::runtime::primal(grad_output)));
   }
   if (grad_fn) {
     formulas::runtime::refuse_complex("sigmoid_backward", grad_output);
@@ -1949,10 +1947,12 @@ std::tuple<at::Tensor, at::Tensor> hardswish_backward(
     const at::Tensor& grad_output,
     at::IntArrayRef self_sizes,
     const std::array<bool, 2>& needs_input_grad) {
+  at::Tensor scaled{};
   auto grad_grad_output = needs_input_grad[0] ? helpers::sum_to(at::hardswish_backward(grad, self), grad_output_sizes) : at::Tensor();
   auto grad_self = at::Tensor();
   if (needs_input_grad[1]) {
-    grad_self = helpers::sum_to(at::hardtanh_backward(grad * grad_output, self, -3.0, 3.0) / 3.0, self_sizes);
+    scaled = (grad * grad_output) / 3.0;
+    grad_self = helpers::sum_to(at::where(at::abs(self) < 3.0, scaled, at::zeros_like(scaled)), self_sizes);
   }
   return {grad_grad_output, grad_self};
 }
@@ -2063,9 +2063,10 @@ torch::autograd::variable_list HardswishBackwardBackward0::apply_with_saved(
 at::Tensor hardswish_backward_jvp(
     const at::Tensor& grad_output_t,
     const at::Tensor& self_t,
-    const at::Tensor& self,
-    const at::Tensor& grad_output) {
-  auto result_t = at::hardswish_backward(grad_output_t, self) + (at::hardtanh_backward(grad_output * self_t, self, -3.0, 3.0) / 3.0);
+    const at::Tensor& grad_output,
+    const at::Tensor& self) {
+  auto slope_t = (grad_output * self_t) / 3.0;
+  auto result_t = at::hardswish_backward(grad_output_t, self) + at::where(at::abs(self) < 3.0, slope_t, at::zeros_like(slope_t));
   return result_t;
 }
 
@@ -2089,7 +2090,7 @@ at::Tensor hardswish_backward(const at::Tensor& grad_output, const at::Tensor& s
     formulas::runtime::refuse_complex("hardswish_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::hardswish_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), formulas::runtime::primal(grad_output)));
+    formulas::runtime::set_tangent(result, formulas::hardswish_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(grad_output), formulas::runtime::primal(self)));
   }
   if (grad_fn) {
     formulas::runtime::refuse_complex("hardswish_backward", grad_output);
@@ -2152,7 +2153,7 @@ std::tuple<at::Tensor, at::Tensor> elu_backward(
     } else {
       curvature = at::mul(at::elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result), input_scale);
     }
-    grad_self_or_result = helpers::sum_to(at::where(self_or_result >= 0, at::zeros_like(curvature), curvature), self_or_result_sizes);
+    grad_self_or_result = helpers::sum_to(curvature * helpers::below_threshold(self_or_result, 0.0), self_or_result_sizes);
   }
   return {grad_grad_output, grad_self_or_result};
 }
@@ -2300,7 +2301,7 @@ at::Tensor elu_backward_jvp(
   } else {
     curvature = at::mul(at::elu_backward(scaled, alpha, scale, input_scale, is_result, self_or_result), input_scale);
   }
-  auto result_t = at::elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result) + at::where(self_or_result > 0, at::zeros_like(curvature), curvature);
+  auto result_t = at::elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result) + (curvature * helpers::below_threshold(self_or_result, 0.0));
   return result_t;
 }
 
@@ -2577,7 +2578,7 @@ std::tuple<at::Tensor, at::Tensor> softplus_backward(
   if (needs_input_grad[1]) {
     scaled = at::mul(self, beta);
     curvature = at::mul(at::sigmoid_backward(grad * grad_output, at::sigmoid(scaled)), beta);
-    grad_self = helpers::sum_to(at::where(scaled > threshold.toDouble(), at::zeros_like(curvature), curvature), self_sizes);
+    grad_self = helpers::sum_to(curvature * helpers::below_threshold(scaled, threshold), self_sizes);
   }
   return {grad_grad_output, grad_self};
 }
@@ -2706,7 +2707,7 @@ at::Tensor softplus_backward_jvp(
     const at::Scalar& threshold) {
   auto scaled = at::mul(self, beta);
   auto curvature = at::mul(at::sigmoid_backward(grad_output * self_t, at::sigmoid(scaled)), beta);
-  auto result_t = at::softplus_backward(grad_output_t, self, beta, threshold) + at::where(scaled > threshold.toDouble(), at::zeros_like(curvature), curvature);
+  auto result_t = at::softplus_backward(grad_output_t, self, beta, threshold) + (curvature * helpers::below_threshold(scaled, threshold));
   return result_t;
 }
 
@@ -3349,7 +3350,8 @@ std::tuple<at::Tensor, at::Tensor> hardsigmoid_backward(
     const at::Tensor& grad,
     const at::Tensor& self,
     at::IntArrayRef grad_output_sizes) {
-  return {helpers::sum_to(at::hardtanh_backward(grad, self, -3.0, 3.0) / 6.0, grad_output_sizes), at::Tensor()};
+  auto sixth = grad / 6.0;
+  return {helpers::sum_to(at::where(at::abs(self) < 3.0, sixth, at::zeros_like(sixth)), grad_output_sizes), at::Tensor()};
 }
 }  // namespace backwards
 
@@ -3444,7 +3446,8 @@ torch::autograd::variable_list HardsigmoidBackwardBackward0::apply_with_saved(
 at::Tensor hardsigmoid_backward_jvp(
     const at::Tensor& grad_output_t,
     const at::Tensor& self) {
-  auto result_t = at::hardtanh_backward(grad_output_t, self, -3.0, 3.0) / 6.0;
+  auto sixth_t = grad_output_t / 6.0;
+  auto result_t = at::where(at::abs(self) < 3.0, sixth_t, at::zeros_like(sixth_t));
   return result_t;
 }
 

@@ -72,6 +72,10 @@
 
 namespace formulas::helpers {
 
+at::Tensor below_threshold(const at::Tensor& scaled, const at::Scalar& threshold) {
+  return at::where(scaled < threshold.toDouble(), at::ones_like(scaled), at::zeros_like(scaled));
+}
+
 std::vector<int64_t> per_spatial_dim(at::IntArrayRef values, int64_t spatial) {
   if (static_cast<int64_t>(values.size()) != 1) {
     return formulas::runtime::to_owned(values);

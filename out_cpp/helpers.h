@@ -5,6 +5,7 @@
 
 namespace formulas::helpers {
 
+at::Tensor below_threshold(const at::Tensor& scaled, const at::Scalar& threshold);
 std::vector<int64_t> per_spatial_dim(at::IntArrayRef values, int64_t spatial);
 at::Tensor crop_spatial(const at::Tensor& t, at::IntArrayRef sizes);
 at::Tensor batched(const at::Tensor& t, int64_t weight_dim);

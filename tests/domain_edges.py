@@ -10,13 +10,14 @@ The engine (``tests/engine/test_domain_edges.py``) and the compiled ops
 (NaN where torch's is NaN) and, where torch's second-order gradient is finite, that too.
 
 ``cumprod`` with an infinity or a NaN is not among them: torch's own first-order gradient there
-depends on grad mode (``TORCH_SELF_DISAGREES`` holds the proof), so there is no single answer.
+depends on grad mode, and only its ``create_graph=True`` one is the exact gradient
+(``TORCH_SELF_DISAGREES``; ``tests/engine/test_domain_edges.py`` proves it against the definition).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from op_cases import OpCase, torch_args, torch_op
+from op_cases import ALL_CASES, NONDIFFERENTIABLE_CASES, OpCase, torch_args, torch_op
 
 NAN = float("nan")
 INF = float("inf")
@@ -60,8 +61,52 @@ TORCH_SELF_DISAGREES: list[OpCase] = [
     OpCase("cumprod", "nan_then_zero", (_array(2.0, NAN, 0.0, 3.0), 0)),
     OpCase("cumprod", "zero_then_inf", (_array(2.0, 0.0, INF, 3.0), 0)),
 ]
-"""Where torch's first-order gradient differs between ``create_graph=False`` and ``True``
-(``tests/engine/test_domain_edges.py`` proves it), so neither can be the oracle."""
+"""Where torch's first-order gradient differs between ``create_graph=False`` and ``True``: the
+definition (the sum of products of the other entries) is the oracle (``tests/engine/test_domain_edges.py``)."""
+
+
+EDGE_PATTERNS = {
+    "zeros": (0.0,),
+    "ties": (1.0,),
+    "special": (0.0, INF, -1.0, NAN, -INF, 1.0, 1.0, -0.0),
+}
+"""The values the edge tier writes into every floating input, cycled over its elements: all zeros
+(a zero divisor, base, norm, variance; log and sqrt at 0), all equal (ties of every extreme,
+sort and clamp, a zero-variance slice), and zeros of both signs, +-inf, NaN and a tie side by side
+(0 * inf, inf - inf and NaN through every branch)."""
+
+
+def _floating_size(case: OpCase) -> int:
+    tensors = [a for arg in case.args for a in (arg if isinstance(arg, list) else [arg])]
+    return sum(a.size for a in tensors if isinstance(a, np.ndarray) and a.dtype == np.float64)
+
+
+def _at_edge(values: tuple[float, ...], arg):
+    if isinstance(arg, np.ndarray) and arg.dtype == np.float64:
+        return np.resize(np.asarray(values), arg.size).reshape(arg.shape)
+    if isinstance(arg, list):
+        return [_at_edge(values, a) for a in arg]
+    return arg
+
+
+def edge_tier_cases(ops: list[str]) -> list[OpCase]:
+    """For each operator of ``ops``, its catalogued case with the most floating elements (the
+    catalogue gives each operator's shapes, dims and non-tensor arguments from its schema) with
+    every floating tensor filled from each of :data:`EDGE_PATTERNS`, plus its catalogued cases
+    with a size-0 input (empty and degenerate reductions). Index and mask inputs are kept."""
+    catalogue: dict[str, list[OpCase]] = {}
+    for case in ALL_CASES + NONDIFFERENTIABLE_CASES:
+        catalogue.setdefault(case.op, []).append(case)
+    edge_cases = []
+    for op in ops:
+        widest = max(catalogue[op], key=_floating_size)
+        for pattern, values in EDGE_PATTERNS.items():
+            edge_cases.append(OpCase(op, f"{widest.id}_{pattern}", tuple(_at_edge(values, a) for a in widest.args),
+                                     {k: _at_edge(values, v) for k, v in widest.kwargs.items()},
+                                     widest.differentiable))
+        edge_cases.extend(case for case in catalogue[op]
+                          if any(isinstance(a, np.ndarray) and a.size == 0 for a in case.args))
+    return edge_cases
 
 
 def _weights(t, low: float, high: float):
@@ -91,11 +136,17 @@ def torch_gradients(case: OpCase, create_graph: bool = True) -> tuple[list[np.nd
 
 
 def assert_gradients_match(first: list, second: list, expected_first: list, expected_second: list) -> None:
-    """First order equal (NaN where torch's is NaN); second order equal where torch's is finite."""
+    """First order equal (NaN where torch's is NaN); second order equal where torch's is finite and
+    so is every first-order gradient of the same shape at that element (the derivative of an
+    undefined first derivative is undefined: torch's number there, often a 0 from a rule that
+    ignores the value, such as a rounding division's, is not an answer to check)."""
     for mine, expected in zip(first, expected_first, strict=True):
         np.testing.assert_allclose(np.zeros(expected.shape) if mine is None else mine, expected,
                                    rtol=1e-7, atol=1e-12, equal_nan=True)
     for mine, expected in zip(second, expected_second, strict=True):
         finite = np.isfinite(expected)
+        for gradient in expected_first:
+            finite &= (np.isfinite(gradient) if gradient.shape == expected.shape
+                       else np.full(expected.shape, bool(np.isfinite(gradient).all())))
         got = np.zeros(expected.shape) if mine is None else np.broadcast_to(mine, expected.shape)
         np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-7, atol=1e-9)

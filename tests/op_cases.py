@@ -82,8 +82,10 @@ _ONE_SIXTH_FLOAT32 = float(np.float32(1.0) / np.float32(6.0))
 def _hardsigmoid_backward(grad_output: Any, self: Any) -> Any:
     import torch
 
-    # torch's kernel multiplies by 1/6 rounded to float32 (3e-8 off 1/6 in float64): the same bits
-    return torch.ops.aten.hardtanh_backward(grad_output, self, -3.0, 3.0) * _ONE_SIXTH_FLOAT32
+    # torch's kernel multiplies by 1/6 rounded to float32 (3e-8 off 1/6 in float64): the same bits;
+    # 0 outside (-3, 3) and at NaN, as its comparisons
+    inside = (self > -3.0) & (self < 3.0)
+    return torch.where(inside, grad_output * _ONE_SIXTH_FLOAT32, torch.zeros((), dtype=grad_output.dtype))
 
 
 def _native_dropout_backward(grad_output: Any, mask: Any, scale: float) -> Any:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from transpiler.needs import repository_missing, torch_missing
 
-TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "CA", "OP")
+TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "CA", "OP", "E")
 TIER_MEANING = {
     "L": "transpile lint reports nothing",
     "R1": "reference engine gradcheck",
@@ -30,6 +30,8 @@ TIER_MEANING = {
     "CA": "compiled op: backward under compiled autograd == eager",
     "OP": "torch's aten op with the formula swapped in (formulas.torch.override): gradcheck, "
           "gradgradcheck, forward AD, == torch's own autograd",
+    "E": "at the op's domain edges (zeros, ties, +-inf, NaN, size-0 inputs): reference engine == built-in "
+         "torch op, values and 1st and 2nd order (or torch's error), or torch's bug named and proven",
 }
 _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
 #: Tiers that prove gradients: they do not apply to an operator declared ``nondifferentiable``

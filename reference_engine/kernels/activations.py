@@ -57,7 +57,7 @@ def hardtanh(x, min_val=-1, max_val=1):
 @kernel("threshold")
 def threshold(x, threshold, value):
     x = _array(x)
-    return np.where(x > threshold, x, np.asarray(value, dtype=x.dtype))
+    return np.where(x <= threshold, np.asarray(value, dtype=x.dtype), x)      # NaN is kept, as torch
 
 
 @kernel("logit")
@@ -71,13 +71,13 @@ def logit(x, eps=None):
 @kernel("softshrink")
 def softshrink(x, lambd=0.5):
     x = _array(x)
-    return np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, np.zeros((), x.dtype)))
+    return np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, x * 0))     # NaN stays NaN, as torch
 
 
 @kernel("hardshrink")
 def hardshrink(x, lambd=0.5):
     x = _array(x)
-    return np.where(np.abs(x) > lambd, x, np.zeros((), x.dtype))
+    return np.where(np.abs(x) <= lambd, np.zeros((), x.dtype), x)         # NaN stays NaN, as torch
 
 
 KERNELS["hardsigmoid"] = _float_unary(lambda x: np.minimum(np.maximum(x + 3, 0), 6) / 6)

@@ -55,7 +55,7 @@ def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_resu
     grad_output, y = _array(grad_output), _array(self_or_result)
     with np.errstate(all="ignore"):
         negative = y + alpha * scale if is_result else np.exp(y * input_scale) * (alpha * scale)
-        slope = np.where(y > 0, scale, negative * input_scale)
+        slope = np.where(y <= 0, negative * input_scale, scale)       # NaN: the positive branch, as torch
     return (grad_output * slope).astype(np.result_type(grad_output, y), copy=False)
 
 

@@ -159,7 +159,8 @@ def nll_loss_forward(x, target, weight, reduction, ignore_index):
     x = _array(x)
     row_weight, safe = _nll_picks(x, target, weight, ignore_index)
     picked = np.take_along_axis(x.reshape(-1, x.shape[-1]), safe.reshape(-1, 1), axis=1).reshape(safe.shape)
-    elements = -row_weight * picked
+    with np.errstate(invalid="ignore"):     # an ignored target's entry is skipped, as torch (not 0 * inf)
+        elements = np.where(np.asarray(target) == ignore_index, np.zeros((), x.dtype), -row_weight * picked)
     total = np.asarray(np.sum(row_weight), dtype=x.dtype)
     if reduction == 0:      # torch reports the total weight of a 1-D input only
         return elements, total if x.ndim == 1 else np.zeros((), x.dtype)

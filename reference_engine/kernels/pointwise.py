@@ -173,7 +173,14 @@ for _name, _fn in (
     KERNELS[_name] = _float_unary(_fn)
 
 # Ops that keep integer dtypes (torch's abs, sign, square and rounding of an int tensor are ints).
-for _name, _ufunc in (("abs", np.abs), ("sign", np.sign), ("floor", np.floor), ("ceil", np.ceil),
+def _sign(x: Any) -> np.ndarray:
+    """``np.sign`` but 0 at NaN, as torch's ``sign`` and ``sgn`` of a real tensor."""
+    x = np.asarray(x)
+    signs = np.sign(x)
+    return np.where(np.isnan(x), np.zeros((), signs.dtype), signs) if signs.dtype.kind == "f" else signs
+
+
+for _name, _ufunc in (("abs", np.abs), ("sign", _sign), ("floor", np.floor), ("ceil", np.ceil),
                       ("round", np.round), ("trunc", np.trunc), ("square", np.square)):
     KERNELS[_name] = _ufunc
 
@@ -274,7 +281,7 @@ def xlogy(x, other):
     return np.asarray(out, dtype=dtype)
 
 
-KERNELS["sgn"] = np.sign
+KERNELS["sgn"] = _sign
 KERNELS["deg2rad"] = _float_unary(lambda x: x * (np.pi / 180))
 KERNELS["rad2deg"] = _float_unary(lambda x: x * (180 / np.pi))
 KERNELS["copysign.Tensor"] = _float_binary(np.copysign)

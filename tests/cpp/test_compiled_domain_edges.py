@@ -16,6 +16,7 @@ def _weights(t, low: float, high: float):
     return torch.linspace(low, high, t.numel(), dtype=t.dtype).reshape(t.shape)
 
 
+@pytest.mark.tier("E")
 @pytest.mark.parametrize("case", EDGE_CASES, ids=lambda c: c.name)
 def test_compiled_gradients_at_domain_edges_equal_torch(formulas_ops, case: OpCase):
     name, _, overload = case.op.partition(".")

@@ -12,6 +12,7 @@ from tests.engine.test_kinks import torch_first_order
 torch = pytest.importorskip("torch")
 
 
+@pytest.mark.tier("E")
 @pytest.mark.parametrize("case", KINK_CASES, ids=lambda c: c.name)
 def test_compiled_gradient_at_kinks_equals_torch(formulas_ops, case: OpCase):
     call, leaves = differentiable_view(case, compiled_op(formulas_ops, case.op))

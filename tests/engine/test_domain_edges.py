@@ -32,6 +32,7 @@ def _weights(t: engine.Tensor, low: float, high: float) -> engine.Tensor:
     return engine.Tensor(np.linspace(low, high, t.numel()).reshape(t.shape))
 
 
+@pytest.mark.tier("E")
 @pytest.mark.parametrize("case", EDGE_CASES, ids=lambda c: c.name)
 def test_engine_gradients_at_domain_edges_equal_torch(case: OpCase):
     with warnings.catch_warnings():
@@ -50,9 +51,36 @@ def test_engine_gradients_at_domain_edges_equal_torch(case: OpCase):
                            [None if h is None else h.numpy() for h in second], expected_first, expected_second)
 
 
+def _exact_cumprod_gradient(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The definition, term by term: ``G_i = sum_{k >= i} w_k prod_{j <= k, j != i} x_j`` in IEEE
+    arithmetic (a product with a NaN, or with both an infinity and a zero, is NaN)."""
+    gradient = np.zeros(len(values))
+    for i in range(len(values)):
+        for k in range(i, len(values)):
+            gradient[i] += weights[k] * np.prod(np.delete(values[:k + 1], i))
+    return gradient
+
+
+@pytest.mark.tier("E")
 @pytest.mark.parametrize("case", TORCH_SELF_DISAGREES, ids=lambda c: c.name)
-def test_torch_first_order_depends_on_grad_mode_there(case: OpCase):
-    """Why these cases are not in EDGE_CASES: torch gives two first-order gradients."""
-    plain, _ = torch_gradients(case, create_graph=False)
-    graphed, _ = torch_gradients(case, create_graph=True)
-    assert not all(np.allclose(a, b, equal_nan=True) for a, b in zip(plain, graphed))
+def test_cumprod_with_an_infinity_or_a_nan_is_exact_or_nan(case: OpCase):
+    """torch's gradient with ``create_graph=True`` is the exact one and its plain one is wrong (a
+    number where the exact gradient is NaN, or another number), so neither mode is the oracle
+    here: the definition is. Ours is the exact gradient at every finite entry; at an infinite or
+    NaN entry whose exact gradient is a number it is NaN (left: the zero-segment algorithm of
+    ``cumprod_backward`` divides by the entry), never a wrong number."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values = case.args[0]
+        exact = _exact_cumprod_gradient(values, np.linspace(0.5, 1.5, values.size))
+        (plain,), _ = torch_gradients(case, create_graph=False)
+        (graphed,), _ = torch_gradients(case, create_graph=True)
+        fn, inputs = engine_call(case)
+        out = fn(*inputs)
+        (ours,) = engine.grad((out * _weights(out, 0.5, 1.5)).sum(), inputs)
+    np.testing.assert_allclose(graphed, exact, rtol=1e-12, equal_nan=True)
+    assert not np.allclose(plain, exact, equal_nan=True)
+    ours = ours.numpy()
+    finite_entry = np.isfinite(values)
+    np.testing.assert_allclose(ours[finite_entry], exact[finite_entry], rtol=1e-12, equal_nan=True)
+    assert np.isnan(ours[~finite_entry]).all()

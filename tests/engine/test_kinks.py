@@ -21,6 +21,7 @@ def torch_first_order(case: OpCase) -> list[np.ndarray]:
     return [np.zeros(t.shape) if g is None else g.numpy(force=True) for g, t in zip(grads, inputs)]
 
 
+@pytest.mark.tier("E")
 @pytest.mark.parametrize("case", KINK_CASES, ids=lambda c: c.name)
 def test_engine_gradient_at_kinks_equals_torch(case: OpCase):
     import reference_engine as engine

@@ -25,7 +25,8 @@ TIER_MEANING = {
     "RT": "reference engine == torch, 1st and 2nd order",
     "C1": "compiled op: torch gradcheck + gradgradcheck",
     "CT": "compiled op == built-in torch op, 1st and 2nd order",
-    "F1": "compiled op: torch gradcheck(check_forward_ad=True), torch.func.jvp == built-in op's",
+    "F1": "forward mode: jvp == finite differences (prove: the engine's; compiled op: torch gradcheck("
+          "check_forward_ad=True)), compiled op's torch.func.jvp == built-in op's",
     "RF": "reference engine jvp == torch.func.jvp of the built-in op",
     "CA": "compiled op: backward under compiled autograd == eager",
     "OP": "torch's aten op with the formula swapped in (formulas.torch.override): gradcheck, "

@@ -21,7 +21,7 @@ from transpiler.needs import TorchMissing
 from transpiler.prove.cases import Case, NoCases, schema_cases
 from transpiler.prove.tiers import (
     RUNNERS,
-    TIER_MEANING,
+    MEANING,
     TIERS,
     NotApplicable,
     Subject,
@@ -244,7 +244,7 @@ def failure_report(subject: Subject, outcomes: list[Outcome]) -> str:
         if outcome.status != "FAIL":
             continue
         assert outcome.case is not None
-        lines.append(f"tier {outcome.tier} ({TIER_MEANING[outcome.tier]}), case {outcome.case.name}: {outcome.message}")
+        lines.append(f"tier {outcome.tier} ({MEANING[outcome.tier]}), case {outcome.case.name}: {outcome.message}")
         lines.append(f"  reproduce: {reproduction(subject, outcome.case)}")
     return "\n".join(lines)
 

@@ -22,10 +22,7 @@ from typing import Any
 import numpy as np
 
 from transpiler.prove.cases import NoCases
-from transpiler.prove.compiled import COMPILED_MEANING
-from transpiler.prove.tiers import RUNNERS, TIER_MEANING
-
-MEANING = {**TIER_MEANING, **COMPILED_MEANING}
+from transpiler.prove.tiers import MEANING, RUNNERS, in_column_order
 
 SYMBOL = {"ok": "ok", "FAIL": "FAIL", "n/a": "n/a", "-": "-"}
 
@@ -101,6 +98,7 @@ def main(argv: list[str]) -> int:
             print(f"transpile prove: {failure}", file=sys.stderr)
             return 1
         runners.update(COMPILED_RUNNERS)
+    runners = {tier: runners[tier] for tier in in_column_order(runners)}
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):   # the failures say what matters
             warnings.simplefilter("ignore")

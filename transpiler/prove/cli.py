@@ -34,6 +34,7 @@ class OpRow:
     op: str
     cells: dict[str, tuple[str, str]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    opinfo_cases: int = 0          # cases made from torch's OpInfo samples
 
     @property
     def proven(self) -> bool:
@@ -166,7 +167,7 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files
     """Every tier of ``runners`` (and L, from ``lint``) on every named op of ``package``
     (imported), on the cases of the package or of ``case_files``."""
     from formulas.dsl import registry
-    from transpiler.prove.check import package_cases, reproduction, run_tiers
+    from transpiler.prove.check import OPINFO_TIERS, package_cases, reproduction, run_tiers
     from transpiler.prove.tiers import Subject
 
     rows = []
@@ -183,6 +184,7 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files
             row.cells.update((t, ("-", f"not run: {why}")) for t in runners if t != "L")
             rows.append(row)
             continue
+        row.opinfo_cases = sum(case.tiers == OPINFO_TIERS for case in cases)
         for outcome in run_tiers(subject, cases, [t for t in runners if t != "L"], runners):
             row.cells[outcome.tier] = (outcome.status, outcome.message)
             if outcome.status == "FAIL":
@@ -196,11 +198,17 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files
 
 def render(rows: list[OpRow]) -> str:
     """The table, the tiers' meanings, why a tier does not apply or did not run, the failures."""
+    from transpiler.prove.check import OPINFO_TIERS
+
     width = max([len(r.op) for r in rows] + [2])
     tiers = list(rows[0].cells)
     lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in tiers)]
     lines += [f"{r.op:<{width}}  " + "  ".join(f"{SYMBOL[r.cells[t][0]]:>4}" for t in tiers) for r in rows]
     lines.append(f"{sum(r.proven for r in rows)}/{len(rows)} ops proven on every applicable tier")
+    with_opinfo = [r for r in rows if r.opinfo_cases]
+    if with_opinfo:
+        lines.append(f"OpInfo samples: {len(with_opinfo)} ops, {sum(r.opinfo_cases for r in with_opinfo)} cases "
+                     f"(tiers {', '.join(t for t in tiers if t in OPINFO_TIERS)})")
     lines += [f"  {t:>2}: {MEANING[t]}" for t in tiers]
     reasons: dict[tuple[str, str], list[str]] = {}
     for row in rows:

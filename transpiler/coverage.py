@@ -44,6 +44,15 @@ OVERRIDE_TIERS = ("OP",)
 NOT_APPLICABLE = "n/a"
 
 
+def grid(columns: list[str] | tuple[str, ...], rows: list[tuple[str, list[str]]]) -> list[str]:
+    """The op x tier table's lines: a header, then one line per op with its cells under their
+    tiers. ``transpile coverage`` (the suite's report) and ``transpile prove`` print with it."""
+    width = max([len(op) for op, _ in rows] + [2])
+    lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in columns)]
+    lines += [f"{op:<{width}}  " + "  ".join(f"{c:>4}" for c in cells) for op, cells in rows]
+    return lines
+
+
 def _exempt(nondifferentiable: bool, not_overridable: bool) -> frozenset[str]:
     """The tiers that do not apply to an operator (shown ``n/a`` unless a test of them ran)."""
     return frozenset((GRADIENT_TIERS if nondifferentiable else ()) + (OVERRIDE_TIERS if not_overridable else ()))
@@ -89,13 +98,12 @@ class TierTable:
         """The table; ``nondifferentiable`` ops show ``n/a`` on the gradient tiers and
         ``not_overridable`` ones on tier OP, which they need not pass."""
         names = sorted(set(self.results) | set(ops or ()))
-        width = max([len(n) for n in names] + [2])
-        lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in TIERS)]
+        rows = []
         for name in names:
             row = self.results.get(name, {})
             exempt = _exempt(name in nondifferentiable, name in not_overridable)
-            cells = [NOT_APPLICABLE if t in exempt and t not in row else _SYMBOL[row.get(t)] for t in TIERS]
-            lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>4}" for c in cells))
+            rows.append((name, [NOT_APPLICABLE if t in exempt and t not in row else _SYMBOL[row.get(t)] for t in TIERS]))
+        lines = grid(TIERS, rows)
         complete = sum(self.proven(n, n in nondifferentiable, n in not_overridable) for n in names)
         lines.append(f"{complete}/{len(names)} ops proven on every tier")
         if self.opinfo:

@@ -21,10 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from transpiler.coverage import grid
 from transpiler.prove.cases import NoCases
 from transpiler.prove.tiers import MEANING, RUNNERS, in_column_order
-
-SYMBOL = {"ok": "ok", "FAIL": "FAIL", "n/a": "n/a", "-": "-"}
 
 
 @dataclass
@@ -200,10 +199,8 @@ def render(rows: list[OpRow]) -> str:
     """The table, the tiers' meanings, why a tier does not apply or did not run, the failures."""
     from transpiler.prove.check import OPINFO_TIERS
 
-    width = max([len(r.op) for r in rows] + [2])
     tiers = list(rows[0].cells)
-    lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in tiers)]
-    lines += [f"{r.op:<{width}}  " + "  ".join(f"{SYMBOL[r.cells[t][0]]:>4}" for t in tiers) for r in rows]
+    lines = grid(tiers, [(r.op, [r.cells[t][0] for t in tiers]) for r in rows])
     lines.append(f"{sum(r.proven for r in rows)}/{len(rows)} ops proven on every applicable tier")
     with_opinfo = [r for r in rows if r.opinfo_cases]
     if with_opinfo:

@@ -102,7 +102,8 @@ class TierTable:
         for name in names:
             row = self.results.get(name, {})
             exempt = _exempt(name in nondifferentiable, name in not_overridable)
-            rows.append((name, [NOT_APPLICABLE if t in exempt and t not in row else _SYMBOL[row.get(t)] for t in TIERS]))
+            cells = [NOT_APPLICABLE if t in exempt and t not in row else _SYMBOL[row.get(t)] for t in TIERS]
+            rows.append((name, cells))
         lines = grid(TIERS, rows)
         complete = sum(self.proven(n, n in nondifferentiable, n in not_overridable) for n in names)
         lines.append(f"{complete}/{len(names)} ops proven on every tier")

@@ -128,7 +128,8 @@ def tier_ct(subject: Subject, values: dict[str, Any]) -> None:
     for slot, ((label, _, _), g, e) in enumerate(zip(run.where, got, expected)):
         e = np.zeros(run.arrays()[slot].shape) if e is None else e
         try:
-            compare(f"input `{label}`", None if g is None else as_numpy(g), e, "torch's built-in", CLOSE_ATOL, CLOSE_RTOL)
+            compare(f"input `{label}`", None if g is None else as_numpy(g), e, "torch's built-in",
+                    CLOSE_ATOL, CLOSE_RTOL)
         except TierFailure as failure:
             failure.explanation = run.explain(slot, e, weights)
             raise

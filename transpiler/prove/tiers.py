@@ -348,8 +348,8 @@ class TorchRun:
         from transpiler.prove.torch_run import run_formula
 
         named, _ = self.named(arrays)
-        outputs, _ = run_formula(self.subject.declared.fn, self.subject.package, *positional(self.subject.schema, named),
-                                 self.mask())
+        outputs, _ = run_formula(self.subject.declared.fn, self.subject.package,
+                                 *positional(self.subject.schema, named), self.mask())
         return _float_arrays(flat_tensors(differentiable_returns(self.subject, outputs)), lambda t: t.detach().numpy())
 
     def vjp(self, weights: list[np.ndarray], backward_source: str | None = None) -> list[np.ndarray | None]:

@@ -76,15 +76,16 @@ def run_jvp(fn: Callable[..., Any], package: str, named: dict[str, Any], tangent
     backend = backend_for(package)
     arguments = [a for a in formula.schema.arguments if not a.is_out]
     with use_backend(backend):
-        _, _, jvp = returning_jvp(*wrap([named[a.name] for a in arguments if not a.kwarg_only and a.name in named]),
-                                  **{a.name: wrap(named[a.name]) for a in arguments if a.kwarg_only and a.name in named})
+        given = [a for a in arguments if a.name in named]
+        _, _, jvp = returning_jvp(*wrap([named[a.name] for a in given if not a.kwarg_only]),
+                                  **{a.name: wrap(named[a.name]) for a in given if a.kwarg_only})
         code = jvp.__code__
         values = {}
         for param in code.co_varnames[:code.co_argcount]:
             name = param[:-2]
             if param.endswith("_t"):
-                given = tangents.get(name)
-                values[param] = given if given is not None else _zeros_like(named[name])
+                tangent = tangents.get(name)
+                values[param] = tangent if tangent is not None else _zeros_like(named[name])
             elif param.endswith("_p"):
                 values[param] = named[name]
             else:

@@ -52,6 +52,7 @@ def test_the_tour_package_is_proven_on_every_applicable_tier(elsewhere, capsys):
                        "cosh    ok    ok    ok    ok    ok    ok   n/a   n/a",
                        "sinh    ok    ok    ok    ok    ok    ok   n/a   n/a",
                        "2/2 ops proven on every applicable tier"]
+    assert out[4].startswith("OpInfo samples: 2 ops, ") and out[4].endswith(" cases (tiers RT, RF)")
     assert "n/a: cosh F1, cosh RF, sinh F1, sinh RF: the formula defines no jvp" in out
 
 

@@ -16,4 +16,5 @@ def test_the_columns_are_the_suites_with_proves_own_after_rt():
 
 
 def test_runners_are_shown_in_column_order():
-    assert in_column_order({**RUNNERS, **COMPILED_RUNNERS}) == [t for t in COLUMNS if t in {**RUNNERS, **COMPILED_RUNNERS}]
+    runners = {**RUNNERS, **COMPILED_RUNNERS}
+    assert in_column_order(runners) == [t for t in COLUMNS if t in runners]

@@ -120,11 +120,11 @@ def test_readme_tour_runs_from_an_unrelated_directory(installed: Path, tmp_path:
 
     proved = run(str(transpile), "prove", "myops")                                # step 7
     assert proved.returncode == 0, proved.stdout + proved.stderr
-    assert proved.stdout.splitlines()[1].split() == ["sinh", "ok", "ok", "ok", "ok", "ok", "ok", "n/a"]
+    assert proved.stdout.splitlines()[1].split() == ["sinh", "ok", "ok", "ok", "ok", "ok", "ok", "n/a", "n/a"]
     compiled = run(str(transpile), "prove", "myops", "--compiled")
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
-    assert compiled.stdout.splitlines()[:2] == ["op       L    R1    R2    RT    T1    TT    F1    C1    CT",
-                                                "sinh    ok    ok    ok    ok    ok    ok   n/a    ok    ok"]
+    assert compiled.stdout.splitlines()[:2] == ["op       L    R1    R2    RT    T1    TT    C1    CT    F1    RF    CA",
+                                                "sinh    ok    ok    ok    ok    ok    ok    ok    ok   n/a   n/a    ok"]
     (work / "test_myops.py").write_text(blocks["test"])
     tested = run(str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_myops.py")
     assert "2 passed" in tested.stdout, tested.stdout[-3000:] + tested.stderr[-3000:]

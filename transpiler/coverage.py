@@ -25,7 +25,8 @@ TIER_MEANING = {
     "RT": "reference engine == torch, 1st and 2nd order",
     "C1": "compiled op: torch gradcheck + gradgradcheck",
     "CT": "compiled op == built-in torch op, 1st and 2nd order",
-    "F1": "compiled op: torch gradcheck(check_forward_ad=True), torch.func.jvp == built-in op's",
+    "F1": "forward mode: jvp == finite differences (prove: the engine's; compiled op: torch gradcheck("
+          "check_forward_ad=True)), compiled op's torch.func.jvp == built-in op's",
     "RF": "reference engine jvp == torch.func.jvp of the built-in op",
     "CA": "compiled op: backward under compiled autograd == eager",
     "OP": "torch's aten op with the formula swapped in (formulas.torch.override): gradcheck, "
@@ -43,6 +44,15 @@ GRADIENT_TIERS = ("R1", "R2", "C1", "CA", "OP")
 #: op: torch does not let a Python kernel replace their autograd); shown ``n/a``, listed in docs/torch.md.
 OVERRIDE_TIERS = ("OP",)
 NOT_APPLICABLE = "n/a"
+
+
+def grid(columns: list[str] | tuple[str, ...], rows: list[tuple[str, list[str]]]) -> list[str]:
+    """The op x tier table's lines: a header, then one line per op with its cells under their
+    tiers. ``transpile coverage`` (the suite's report) and ``transpile prove`` print with it."""
+    width = max([len(op) for op, _ in rows] + [2])
+    lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in columns)]
+    lines += [f"{op:<{width}}  " + "  ".join(f"{c:>4}" for c in cells) for op, cells in rows]
+    return lines
 
 
 def _exempt(nondifferentiable: bool, not_overridable: bool) -> frozenset[str]:
@@ -90,13 +100,13 @@ class TierTable:
         """The table; ``nondifferentiable`` ops show ``n/a`` on the gradient tiers and
         ``not_overridable`` ones on tier OP, which they need not pass."""
         names = sorted(set(self.results) | set(ops or ()))
-        width = max([len(n) for n in names] + [2])
-        lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in TIERS)]
+        rows = []
         for name in names:
             row = self.results.get(name, {})
             exempt = _exempt(name in nondifferentiable, name in not_overridable)
             cells = [NOT_APPLICABLE if t in exempt and t not in row else _SYMBOL[row.get(t)] for t in TIERS]
-            lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>4}" for c in cells))
+            rows.append((name, cells))
+        lines = grid(TIERS, rows)
         complete = sum(self.proven(n, n in nondifferentiable, n in not_overridable) for n in names)
         lines.append(f"{complete}/{len(names)} ops proven on every tier")
         if self.opinfo:

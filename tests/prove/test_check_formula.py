@@ -50,6 +50,21 @@ def mul_tensor(self, other):
 '''
 
 
+WRONG_JVP_MUL = '''\
+from formulas import at, derivative
+
+@derivative("mul.Tensor(Tensor self, Tensor other) -> Tensor")
+def mul_tensor(self, other):
+    result = at.mul(self, other)
+    def backward(grad):
+        return grad * other, grad * self
+    def jvp(self_t, other_t):
+        result_t = self_t * other + other_t * self + self_t * self
+        return result_t
+    return result, backward
+'''
+
+
 def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, files: dict[str, str]) -> Path:
     """A formula package ``name`` (a directory of formula files) importable from ``tmp_path``."""
     directory = tmp_path / name
@@ -68,7 +83,7 @@ def test_a_wrong_term_is_named_with_its_line(tmp_path, monkeypatch):
     message = str(failed.value)
     assert message.startswith("formula sin (sin(Tensor self) -> Tensor) of package 'wrong_term_ops':")
     assert "tier T1 (formula on torch tensors: backward == finite differences), case given: input `self`" in message
-    assert "tier R1 (reference engine: gradients == finite differences)" in message
+    assert "tier R1 (reference engine gradcheck)" in message
     # the first-order tiers weigh the output by standard normal weights (seed 1): the gradient is
     # w cos(x), the formula's w (cos(x) + 0.1 x); the worst element is where |0.1 w x| is largest
     w = np.random.default_rng(1).standard_normal((2, 2))
@@ -113,7 +128,8 @@ def test_a_right_formula_passes_every_applicable_tier(tmp_path, monkeypatch):
 
     outcomes = {o.tier: (o.status, o.message) for o in check_formula(sinh)}
     assert outcomes == {"L": ("ok", ""), "R1": ("ok", ""), "R2": ("ok", ""), "RT": ("ok", ""), "T1": ("ok", ""),
-                        "TT": ("ok", ""), "F1": ("n/a", "the formula defines no jvp")}
+                        "TT": ("ok", ""), "F1": ("n/a", "the formula defines no jvp"),
+                        "RF": ("n/a", "the formula defines no jvp")}
 
 
 def test_a_tier_asked_for_that_does_not_apply_fails(tmp_path, monkeypatch):
@@ -127,6 +143,22 @@ def test_the_shipped_library_by_name_with_broadcasting_inputs():
     b = torch.rand(3, dtype=torch.float64)
     statuses = {o.tier: o.status for o in check_formula("mul.Tensor", a, b, tiers=["R1", "RT", "T1", "TT", "F1"])}
     assert statuses == dict.fromkeys(["R1", "RT", "T1", "TT", "F1"], "ok")
+
+
+def test_a_wrong_jvp_term_is_named_with_its_line(tmp_path, monkeypatch):
+    """Forward mode: the tangent differs from finite differences (F1) and from torch.func.jvp of
+    the built-in op (RF); the term of the jvp (a returned name stands for its assignment) whose
+    removal closes the gap is named with its line."""
+    where = package(tmp_path, monkeypatch, "wrong_jvp_ops", {"mul.py": WRONG_JVP_MUL})
+    a = torch.tensor([0.3, 0.5, 0.8], dtype=torch.float64)
+    b = torch.tensor([0.6, 0.2, 0.9], dtype=torch.float64)
+    with pytest.raises(AssertionError) as failed:
+        check_formula("mul.Tensor", a, b, package="wrong_jvp_ops", tiers=["R1", "F1", "RF"])
+    message = str(failed.value)
+    assert "tier R1" not in message
+    term = f"the term `self_t * self` at {where / 'mul.py'}:9:54 explains it: without it the tangent matches"
+    assert "tier F1 (" in message and "tier RF (reference engine jvp == torch.func.jvp of the built-in op)" in message
+    assert "output 0 (jvp), worst at element" in message and message.count(term) == 2, message
 
 
 def test_importing_it_does_not_import_torch_and_without_torch_it_says_what_to_install():

@@ -1,7 +1,10 @@
 """``transpile prove`` on the shipped library gives the suite's table: on a subset of ops, the
-tiers both run (L, R1, R2, RT) have the same outcome in ``transpile prove --cases
-tests/prove_library_cases.py`` (the suite's input catalogue) as in the report of the suite's
-tier tests on the same cases (``pytest --tier-report``)."""
+tiers both run without a build (L, R1, R2, RT, RF) have the same outcome in ``transpile prove
+--cases tests/prove_library_cases.py`` (the suite's input catalogue, and for RT torch's OpInfo
+samples, which both make with ``transpiler.prove.opinfo``) as in the report of the suite's
+tier tests on the same cases (``pytest --tier-report``). The compiled tiers (C1, CT, F1, CA)
+are compared the same way by ``transpile prove --compiled`` against ``tests/cpp/``; they need
+the shipped library built, which this test does not do."""
 from __future__ import annotations
 
 import json
@@ -13,21 +16,24 @@ from transpiler.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SUBSET = ["tanh", "index_select", "where.self", "cumsum", "unbind.int"]
-SHARED_TIERS = ("L", "R1", "R2", "RT")
+SHARED_TIERS = ("L", "R1", "R2", "RT", "RF")
 SUITE_STATUS = {"passed": "ok", "failed": "FAIL", "skipped": "-"}
 
 
 def suite_tests() -> list[str]:
-    """The node ids of the suite's L, R1, R2 and RT tests of the subset on the catalogue's
-    cases (the OpInfo samples, which prove does not run, left out)."""
+    """The node ids of the suite's L, R1, R2, RT and RF tests of the subset: on the catalogue's
+    cases, and RT also on the OpInfo samples."""
     from op_cases import ALL_CASES
+
+    from tests.opinfo_cases import catalogue
 
     tiers = "tests/engine/test_tiers.py::"
     ids = [f"tests/test_library_lint.py::test_formula_lints_clean[{op}]" for op in SUBSET]
     for case in ALL_CASES:
         if case.op in SUBSET:
             ids += [f"{tiers}{test}[{case.name}]" for test in ("test_gradcheck", "test_gradgradcheck",
-                                                                 "test_gradients_equal_torch")]
+                                                                 "test_gradients_equal_torch", "test_jvp_equals_torch")]
+    ids += [f"{tiers}test_gradients_equal_torch[{case.name}]" for case in catalogue().cases if case.op in SUBSET]
     return ids
 
 

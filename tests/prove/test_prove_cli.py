@@ -48,18 +48,19 @@ def test_the_tour_package_is_proven_on_every_applicable_tier(elsewhere, capsys):
     write(elsewhere, "tour_ops", {"sinh.py": SINH.format(sign="+"), "cosh.py": COSH})
     assert main(["prove", "tour_ops"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[:4] == ["op       L    R1    R2    RT    T1    TT    F1",
-                       "cosh    ok    ok    ok    ok    ok    ok   n/a",
-                       "sinh    ok    ok    ok    ok    ok    ok   n/a",
+    assert out[:4] == ["op       L    R1    R2    RT    T1    TT    F1    RF",
+                       "cosh    ok    ok    ok    ok    ok    ok   n/a   n/a",
+                       "sinh    ok    ok    ok    ok    ok    ok   n/a   n/a",
                        "2/2 ops proven on every applicable tier"]
-    assert "n/a: cosh F1, sinh F1: the formula defines no jvp" in out
+    assert out[4].startswith("OpInfo samples: 2 ops, ") and out[4].endswith(" cases (tiers RT, RF)")
+    assert "n/a: cosh F1, cosh RF, sinh F1, sinh RF: the formula defines no jvp" in out
 
 
 def test_a_wrong_term_fails_with_exit_1_and_points_at_the_term(elsewhere, capsys):
     write(elsewhere, "wrong_cli_ops", {"sin.py": WRONG_SIN})
     assert main(["prove", "wrong_cli_ops"]) == 1
     out = capsys.readouterr().out
-    assert "sin    ok  FAIL    ok  FAIL  FAIL  FAIL   n/a" in out
+    assert "sin    ok  FAIL    ok  FAIL  FAIL  FAIL   n/a   n/a" in out
     assert "sin: tier T1 (formula on torch tensors: backward == finite differences), case 2x3: input `self`" in out
     assert "the term `0.1 * self` at wrong_cli_ops/sin.py:8:39 explains it: without it the gradient matches" in out
 

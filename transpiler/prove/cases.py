@@ -38,6 +38,7 @@ class Case:
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
     differentiable: tuple[int, ...] | None = None   # positions of ``args`` differentiated (None: every float64 one)
+    tiers: tuple[str, ...] | None = None            # the tiers it is run on (None: every tier)
 
 
 class NoCases(ValueError):

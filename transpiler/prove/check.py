@@ -21,7 +21,7 @@ from transpiler.needs import TorchMissing
 from transpiler.prove.cases import Case, NoCases, schema_cases
 from transpiler.prove.tiers import (
     RUNNERS,
-    TIER_MEANING,
+    MEANING,
     TIERS,
     NotApplicable,
     Subject,
@@ -140,15 +140,36 @@ def declared_cases(package: str, case_files: Iterable[Any] = ()) -> dict[str, li
     return cases
 
 
+#: the tiers run on torch's OpInfo samples: those that compare with torch's built-in op
+OPINFO_TIERS = ("RT", "CT", "RF")
+
+
 def package_cases(subject: Subject, case_files: Iterable[Any] = ()) -> list[Case]:
     """The subject's cases: its package's (or ``case_files``') ``PROVE_CASES`` for it, else
     made from its schema (:class:`NoCases` when the schema has an argument no generated case
-    can choose)."""
+    can choose); then, for :data:`OPINFO_TIERS`, torch's OpInfo samples of the operator."""
     own = declared_cases(subject.package, case_files).get(subject.name)
     if own is not None:
-        return [replace(given_case(subject, case.args), name=case.name, kwargs={**case.kwargs},
-                        differentiable=case.differentiable) for case in own]
-    return [case for case in schema_cases(subject.schema) if accepted(subject, case)]
+        cases = [replace(given_case(subject, case.args), name=case.name, kwargs={**case.kwargs},
+                         differentiable=case.differentiable) for case in own]
+    else:
+        cases = [case for case in schema_cases(subject.schema) if accepted(subject, case)]
+    return cases + opinfo_cases(subject)
+
+
+def opinfo_cases(subject: Subject) -> list[Case]:
+    """torch's OpInfo samples that are calls of the subject's operator (:mod:`transpiler.prove.opinfo`),
+    when torch has an operator of the same schema; none without the ``expecttest`` package."""
+    from transpiler.prove.opinfo import opinfo_database, samples_of
+    from transpiler.prove.tiers import builtin
+
+    try:
+        builtin(subject)
+    except NotApplicable:
+        return []
+    samples, _ = samples_of(subject.name, subject.declared.schema, list(opinfo_database()))
+    return [Case(sample.id, sample.args, dict(sample.kwargs), sample.differentiable, OPINFO_TIERS)
+            for sample in samples]
 
 
 def accepted(subject: Subject, case: Case) -> bool:
@@ -209,6 +230,8 @@ def run_tiers(subject: Subject, cases: Iterable[Case], tiers: Iterable[str] = TI
         reason = "no case"
         ran = False
         for case in cases[:1] if tier == "L" else cases:
+            if case.tiers is not None and tier not in case.tiers:
+                continue
             try:
                 runners[tier](subject, named_values(subject.schema, case))
                 ran = True
@@ -244,7 +267,7 @@ def failure_report(subject: Subject, outcomes: list[Outcome]) -> str:
         if outcome.status != "FAIL":
             continue
         assert outcome.case is not None
-        lines.append(f"tier {outcome.tier} ({TIER_MEANING[outcome.tier]}), case {outcome.case.name}: {outcome.message}")
+        lines.append(f"tier {outcome.tier} ({MEANING[outcome.tier]}), case {outcome.case.name}: {outcome.message}")
         lines.append(f"  reproduce: {reproduction(subject, outcome.case)}")
     return "\n".join(lines)
 

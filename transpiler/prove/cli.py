@@ -21,13 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from transpiler.coverage import grid
 from transpiler.prove.cases import NoCases
-from transpiler.prove.compiled import COMPILED_MEANING
-from transpiler.prove.tiers import RUNNERS, TIER_MEANING
-
-MEANING = {**TIER_MEANING, **COMPILED_MEANING}
-
-SYMBOL = {"ok": "ok", "FAIL": "FAIL", "n/a": "n/a", "-": "-"}
+from transpiler.prove.tiers import MEANING, RUNNERS, in_column_order
 
 
 @dataclass
@@ -37,6 +33,7 @@ class OpRow:
     op: str
     cells: dict[str, tuple[str, str]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    opinfo_cases: int = 0          # cases made from torch's OpInfo samples
 
     @property
     def proven(self) -> bool:
@@ -101,6 +98,7 @@ def main(argv: list[str]) -> int:
             print(f"transpile prove: {failure}", file=sys.stderr)
             return 1
         runners.update(COMPILED_RUNNERS)
+    runners = {tier: runners[tier] for tier in in_column_order(runners)}
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):   # the failures say what matters
             warnings.simplefilter("ignore")
@@ -168,7 +166,7 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files
     """Every tier of ``runners`` (and L, from ``lint``) on every named op of ``package``
     (imported), on the cases of the package or of ``case_files``."""
     from formulas.dsl import registry
-    from transpiler.prove.check import package_cases, reproduction, run_tiers
+    from transpiler.prove.check import OPINFO_TIERS, package_cases, reproduction, run_tiers
     from transpiler.prove.tiers import Subject
 
     rows = []
@@ -185,6 +183,7 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files
             row.cells.update((t, ("-", f"not run: {why}")) for t in runners if t != "L")
             rows.append(row)
             continue
+        row.opinfo_cases = sum(case.tiers == OPINFO_TIERS for case in cases)
         for outcome in run_tiers(subject, cases, [t for t in runners if t != "L"], runners):
             row.cells[outcome.tier] = (outcome.status, outcome.message)
             if outcome.status == "FAIL":
@@ -198,11 +197,15 @@ def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files
 
 def render(rows: list[OpRow]) -> str:
     """The table, the tiers' meanings, why a tier does not apply or did not run, the failures."""
-    width = max([len(r.op) for r in rows] + [2])
+    from transpiler.prove.check import OPINFO_TIERS
+
     tiers = list(rows[0].cells)
-    lines = [f"{'op':<{width}}  " + "  ".join(f"{t:>4}" for t in tiers)]
-    lines += [f"{r.op:<{width}}  " + "  ".join(f"{SYMBOL[r.cells[t][0]]:>4}" for t in tiers) for r in rows]
+    lines = grid(tiers, [(r.op, [r.cells[t][0] for t in tiers]) for r in rows])
     lines.append(f"{sum(r.proven for r in rows)}/{len(rows)} ops proven on every applicable tier")
+    with_opinfo = [r for r in rows if r.opinfo_cases]
+    if with_opinfo:
+        lines.append(f"OpInfo samples: {len(with_opinfo)} ops, {sum(r.opinfo_cases for r in with_opinfo)} cases "
+                     f"(tiers {', '.join(t for t in tiers if t in OPINFO_TIERS)})")
     lines += [f"  {t:>2}: {MEANING[t]}" for t in tiers]
     reasons: dict[tuple[str, str], list[str]] = {}
     for row in rows:

@@ -1,15 +1,16 @@
-"""Which term of a backward makes its gradient wrong.
+"""Which term of a backward (or a jvp) makes its gradient (or tangent) wrong.
 
-The backward's returned expression for one input is read with the project's front-end
-(``transpiler.frontend``, never imported from the formula's module) and split into its
-additive terms: every operand of a ``+`` or ``-`` anywhere inside it, so
-``grad * (at.cos(self) + 0.1 * self)`` has the terms ``at.cos(self)`` and ``0.1 * self``.
-The backward is run once per term with that term multiplied by zero, on torch tensors,
-which gives the term's contribution ``c`` to the gradient ``g``. With ``e`` the gradient the
-tier expected (finite differences), the term explains the gap when ``g - a * c`` matches
-``e`` for ``a = 1`` (the term should not be there), ``a = 2`` (its sign is wrong) or, for
-inputs of more than one element, the least-squares ``a = <g - e, c> / <c, c>`` (it is off
-by the factor ``1 - a``).
+The closure's returned expression for one input (for a jvp: one output) is read with the
+project's front-end (``transpiler.frontend``, never imported from the formula's module); a
+returned name assigned once in the closure (``result_t = ...; return result_t``) stands for
+its assigned expression. It is split into its additive terms: every operand of a ``+`` or
+``-`` anywhere inside it, so ``grad * (at.cos(self) + 0.1 * self)`` has the terms
+``at.cos(self)`` and ``0.1 * self``. The closure is run once per term with that term
+multiplied by zero, on torch tensors, which gives the term's contribution ``c`` to the value
+``g``. With ``e`` the value the tier expected (finite differences, or torch's), the term
+explains the gap when ``g - a * c`` matches ``e`` for ``a = 1`` (the term should not be
+there), ``a = 2`` (its sign is wrong) or, for values of more than one element, the
+least-squares ``a = <g - e, c> / <c, c>`` (it is off by the factor ``1 - a``).
 """
 from __future__ import annotations
 
@@ -32,15 +33,16 @@ class Explanation:
     line: int
     col: int
     factor: float          # multiplying the term by this makes the gradient right
+    value: str = "gradient"     # what the closure gives: "gradient" (backward) or "tangent" (jvp)
 
     def __str__(self) -> str:
         where = f"{shown(self.path)}:{self.line}:{self.col}"
         if abs(self.factor) < 1e-3:
-            how = "without it the gradient matches"
+            how = f"without it the {self.value} matches"
         elif abs(self.factor + 1) < 1e-3:
-            how = "its sign is wrong: negated, the gradient matches"
+            how = f"its sign is wrong: negated, the {self.value} matches"
         else:
-            how = f"multiplied by {self.factor:.6g}, the gradient matches"
+            how = f"multiplied by {self.factor:.6g}, the {self.value} matches"
         return f"the term `{self.term}` at {where} explains it: {how}"
 
 
@@ -75,32 +77,36 @@ def model_of(fn: Any) -> tuple[FormulaModule, Formula] | None:
     return (module, found[0]) if len(found) == 1 else None
 
 
-def explain(fn: Any, run_backward: Any, returned_index: int, expected: np.ndarray,
-            single_element: bool) -> Explanation | str:
-    """The term of the backward's return for differentiable input ``returned_index`` that
-    explains ``got - expected``, or a line saying why none does.
+def explain(fn: Any, run_closure: Any, returned_index: int, expected: np.ndarray,
+            single_element: bool, role: str = "backward") -> Explanation | str:
+    """The term of the closure's return (``role``: ``backward`` or ``jvp``) for differentiable
+    input (for a jvp: output) ``returned_index`` that explains ``got - expected``, or a line
+    saying why none does.
 
-    ``run_backward(backward_source)`` runs the backward compiled from ``backward_source``
-    (the formula's own closure environment) and gives that input's gradient."""
+    ``run_closure(source)`` runs the formula with the closure compiled from ``source`` (in the
+    formula's own environment) and gives that input's gradient (output's tangent)."""
     model = model_of(fn)
     if model is None:
         return "the formula's source could not be read, so no term is named"
     module, formula = model
-    backward = formula.backward
-    if len(backward.returns) != 1:
-        return "the backward has several `return`s, so no term is named"
-    values = returned_values(backward.returns[0])
+    closure = formula.backward if role == "backward" else formula.jvp
+    if closure is None or closure.index is None:
+        return f"the formula has no written {role}, so no term is named"
+    if len(closure.returns) != 1:
+        return f"the {role} has several `return`s, so no term is named"
+    values = returned_values(closure.returns[0])
     if returned_index >= len(values) or values[returned_index] is None:
-        return "the backward returns no expression for this input"
-    terms = additive_terms(values[returned_index])
+        return f"the {role} returns no expression for this " + ("input" if role == "backward" else "output")
+    returned = assigned_expression(closure.node, values[returned_index])
+    terms = additive_terms(returned)
     if not terms:
         return "its return expression is a single term"
-    got = run_backward(module_code(backward.node))
+    got = run_closure(module_code(closure.node))
     gap = got - expected
     fitted: list[tuple[float, Explanation]] = []
     for term in terms:
         zeroed = cst.parse_expression(f"0 * ({cst.Module([]).code_for_node(term)})")
-        contribution = got - run_backward(module_code(backward.node.deep_replace(term, zeroed)))
+        contribution = got - run_closure(module_code(closure.node.deep_replace(term, zeroed)))
         norm = float(np.sum(contribution * contribution))
         if not np.isfinite(norm) or norm == 0.0:
             continue
@@ -110,12 +116,28 @@ def explain(fn: Any, run_backward: Any, returned_index: int, expected: np.ndarra
                 span = module.span(term)
                 residual = float(np.max(np.abs(got - a * contribution - expected), initial=0.0))
                 fitted.append((residual, Explanation(cst.Module([]).code_for_node(term), formula.path,
-                                                     span.line, span.col, 1.0 - a)))
+                                                     span.line, span.col, 1.0 - a,
+                                                     "gradient" if role == "backward" else "tangent")))
                 break
     if not fitted:
         listed = ", ".join(f"`{cst.Module([]).code_for_node(t)}`" for t in terms)
         return f"no single term of its return ({listed}) explains the gap"
     return min(fitted, key=lambda item: item[0])[1]
+
+
+def assigned_expression(function: cst.FunctionDef, value: cst.BaseExpression) -> cst.BaseExpression:
+    """``value``, or for a name the function's body assigns exactly once (``x = ...``), the
+    expression assigned."""
+    if not isinstance(value, cst.Name):
+        return value
+    assigned = [statement.body[0].value for statement in function.body.body
+                if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Assign)
+                and any(isinstance(t.target, cst.Name) and t.target.value == value.value
+                        for t in statement.body[0].targets)]
+    rebound = [statement for statement in function.body.body if isinstance(statement, cst.SimpleStatementLine)
+               and isinstance(statement.body[0], cst.AugAssign)
+               and isinstance(statement.body[0].target, cst.Name) and statement.body[0].target.value == value.value]
+    return assigned[0] if len(assigned) == 1 and not rebound else value
 
 
 def shown(path: str) -> str:

@@ -11,11 +11,17 @@ element ``k`` (central differences, float64), or against torch's built-in gradie
 L      ``transpile lint`` reports nothing on the formula's file
 R1     reference engine: gradients == finite differences
 R2     reference engine: ``gradgradcheck``
-RT     reference engine gradients == the built-in torch op's (same schema)
+RT     reference engine gradients == the built-in torch op's (same schema), first and second order
 T1     the formula's Python on torch tensors (``at`` is ``torch.ops.aten``): backward == finite differences
 TT     the formula's Python on torch tensors: backward == the built-in torch op's gradient
 F1     reference engine: the formula's jvp == directional finite differences
+RF     reference engine: the formula's jvp == ``torch.func.jvp`` of the built-in op
 =====  ============================================================================
+
+The columns and the meaning of the tiers the suite also proves are the suite's
+(:data:`transpiler.coverage.TIERS`, ``TIER_MEANING``): one list, so a tier added there
+takes its place here once it has a runner. T1 and TT are this module's own (a package
+without engine kernels is proven through them).
 """
 from __future__ import annotations
 
@@ -25,19 +31,26 @@ from typing import Any, Callable
 import numpy as np
 
 from formulas.dsl import DeclaredFormula
+from transpiler.coverage import TIER_MEANING as SUITE_MEANING
+from transpiler.coverage import TIERS as SUITE_TIERS
 from transpiler.prove.cases import Case
 from transpiler.schema import FunctionSchema, parse_schema
 
-TIER_MEANING = {
-    "L": "transpile lint reports nothing",
-    "R1": "reference engine: gradients == finite differences",
-    "R2": "reference engine: gradgradcheck",
-    "RT": "reference engine gradients == the built-in torch op's",
+#: tiers only ``transpile prove`` runs: the formula's Python on torch tensors
+PROVE_ONLY_MEANING = {
     "T1": "formula on torch tensors: backward == finite differences",
     "TT": "formula on torch tensors: backward == the built-in torch op's gradient",
-    "F1": "reference engine: jvp == directional finite differences",
 }
-TIERS = tuple(TIER_MEANING)
+#: every column, in order: the suite's, with prove's own after RT
+COLUMNS = (*SUITE_TIERS[:SUITE_TIERS.index("RT") + 1], *PROVE_ONLY_MEANING, *SUITE_TIERS[SUITE_TIERS.index("RT") + 1:])
+MEANING = {**SUITE_MEANING, **PROVE_ONLY_MEANING}
+
+
+def in_column_order(tiers: Any) -> list[str]:
+    """``tiers`` (names) in :data:`COLUMNS` order."""
+    return sorted(tiers, key=COLUMNS.index)
+
+
 EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3          # against finite differences, as gradcheck
 EXACT_ATOL, EXACT_RTOL = 1e-10, 1e-7        # two analytic gradients (against torch's), as the suite's RT
 
@@ -265,6 +278,31 @@ class EngineRun:
         grads = engine.grad(outs, tensors, [engine.Tensor(w) for w in weights], allow_unused=True)
         return [None if g is None else np.asarray(g._data) for g in grads]
 
+    def second_order(self, weights: list[np.ndarray], grad_weights: list[np.ndarray]) -> list[np.ndarray | None]:
+        """The engine's second-order gradients (:func:`first_and_second_order`)."""
+        import reference_engine as engine
+
+        tensors = self.inputs()
+        outs = [o for o in flat_tensors(differentiable_returns(self.subject, self.call(tensors)))
+                if o is not None and o.is_floating_point()]
+        second = first_and_second_order(engine.grad, outs, tensors, [engine.Tensor(w) for w in weights],
+                                        [engine.Tensor(v) for v in grad_weights])
+        return [None if g is None else np.asarray(g.detach()._data) for g in second]
+
+
+def first_and_second_order(grad: Callable[..., Any], outs: list[Any], inputs: list[Any], weights: list[Any],
+                           grad_weights: list[Any]) -> list[Any]:
+    """The second-order gradients ``d/dx <v2, d/dx <v, f(x)>>`` with ``grad`` (the engine's or
+    torch's ``autograd.grad``), built as the suite's RT builds them (the weighted sums as
+    losses); ``None`` where no first-order gradient has a graph."""
+    products = [(o * w).sum() for o, w in zip(outs, weights)]
+    first = grad(sum(products[1:], products[0]), inputs, create_graph=True, allow_unused=True)
+    weighted = [(g * v).sum() for g, v in zip(first, grad_weights) if g is not None]
+    loss = sum(weighted[1:], weighted[0]) if weighted else None
+    if loss is None or not loss.requires_grad:
+        return [None] * len(inputs)
+    return list(grad(loss, inputs, allow_unused=True))
+
 
 def engine_overload(subject: Subject) -> Any:
     """The engine's overload running the subject's formula; NotApplicable without a kernel."""
@@ -313,7 +351,8 @@ class TorchRun:
         from transpiler.prove.torch_run import run_formula
 
         named, _ = self.named(arrays)
-        outputs, _ = run_formula(self.subject.declared.fn, *positional(self.subject.schema, named), self.mask())
+        outputs, _ = run_formula(self.subject.declared.fn, self.subject.package,
+                                 *positional(self.subject.schema, named), self.mask())
         return _float_arrays(flat_tensors(differentiable_returns(self.subject, outputs)), lambda t: t.detach().numpy())
 
     def vjp(self, weights: list[np.ndarray], backward_source: str | None = None) -> list[np.ndarray | None]:
@@ -324,8 +363,8 @@ class TorchRun:
         from transpiler.prove.torch_run import run_formula
 
         named, _ = self.named(self.arrays())
-        outputs, backward = run_formula(self.subject.declared.fn, *positional(self.subject.schema, named),
-                                        self.mask(), backward_source)
+        outputs, backward = run_formula(self.subject.declared.fn, self.subject.package,
+                                        *positional(self.subject.schema, named), self.mask(), backward_source)
         grads = regrouped(differentiable_returns(self.subject, outputs), [torch.from_numpy(w) for w in weights])
         return self.by_slot(backward(*grads))
 
@@ -339,6 +378,39 @@ class TorchRun:
         differentiable = [a.name for a in self.subject.schema.arguments if a.is_differentiable and not a.is_out]
         found = explain(self.subject.declared.fn, lambda source: self.vjp(weights, source)[slot],
                         differentiable.index(argument), expected, expected.size == 1)
+        return str(found)
+
+    def jvp(self, tangents: list[np.ndarray], jvp_source: str | None = None) -> list[np.ndarray]:
+        """The formula's written jvp (or the one ``jvp_source`` defines) on torch tensors: the
+        tangent of every differentiable float output for ``tangents`` (one per slot)."""
+        from transpiler.prove.torch_run import run_jvp
+
+        named, _ = self.named(self.arrays())
+        by_argument: dict[str, Any] = {}
+        for (_, argument, index), tangent in zip(self.where, tangents):
+            if index is None:
+                by_argument[argument] = to_torch(tangent)
+            else:
+                listed = by_argument.setdefault(argument, [None] * len(named[argument]))
+                listed[index] = to_torch(tangent)
+        for argument, value in by_argument.items():
+            if isinstance(value, list):
+                by_argument[argument] = [v if v is not None else _zeros(t) for v, t in zip(value, named[argument])]
+        returned = run_jvp(self.subject.declared.fn, self.subject.package, named, by_argument, jvp_source)
+        flags = self.subject.declared.output_differentiability or (True,) * len(self.subject.schema.returns)
+        per_output = returned if sum(flags) > 1 else (returned,)
+        return [as_numpy(t) for t in flat_tensors(list(per_output)) if t is not None]
+
+    def explain_jvp(self, output: int, expected: np.ndarray, tangents: list[np.ndarray]) -> str:
+        """Which term of the jvp's return explains the gap at differentiable output ``output``."""
+        from transpiler.prove.terms import explain
+
+        def tangent_of(source: str) -> np.ndarray:
+            return self.jvp(tangents, source)[output]
+        try:
+            found = explain(self.subject.declared.fn, tangent_of, output, expected, expected.size == 1, role="jvp")
+        except LookupError as why:
+            return f"no term is named: {why}"
         return str(found)
 
     def mask(self) -> tuple[bool, ...]:
@@ -376,6 +448,37 @@ class TorchRun:
                                     f"{str(error).splitlines()[0].strip()}") from None
             raise
         return [None if g is None else as_numpy(g) for g in grads]
+
+    def builtin_second_order(self, weights: list[np.ndarray], grad_weights: list[np.ndarray]
+                             ) -> list[np.ndarray | None]:
+        """torch's second-order gradients of the built-in operator (:func:`first_and_second_order`)."""
+        import torch
+
+        _, tensors = self.named(self.arrays(), requires_grad=True)
+        try:
+            second = first_and_second_order(torch.autograd.grad, builtin_outputs(self, tensors), tensors,
+                                            [torch.from_numpy(w) for w in weights],
+                                            [torch.from_numpy(v) for v in grad_weights])
+        except RuntimeError as error:      # torch's own double backward fails: no oracle on this case
+            raise NotApplicable(f"torch's aten::{self.subject.name} gives no second-order gradient: "
+                                f"{str(error).splitlines()[0].strip()}") from None
+        return [None if g is None else as_numpy(g) for g in second]
+
+
+def builtin_outputs(run: "TorchRun", tensors: list[Any]) -> list[Any]:
+    """The built-in operator's differentiable float outputs with ``tensors`` at the slots."""
+    import torch
+
+    named = substituted(run.values, run.where, tensors, to_torch)
+    outputs = _call(builtin(run.subject), run.subject.schema, named)
+    return [o for o in flat_tensors(differentiable_returns(run.subject, outputs))
+            if isinstance(o, torch.Tensor) and o.is_floating_point()]
+
+
+def _zeros(like: Any) -> Any:
+    import torch
+
+    return torch.zeros_like(like)
 
 
 def to_torch(value: Any) -> Any:
@@ -420,7 +523,7 @@ def _weights_for(outputs: list[np.ndarray]) -> list[np.ndarray]:
 
 def _check_against(where: list[tuple[str, str, int | None]], got: list[np.ndarray | None],
                    expected: list[np.ndarray | None], expected_name: str,
-                   explain: Callable[[int, np.ndarray], str] | None = None) -> None:
+                   explain: Callable[[int, np.ndarray], str] | None = None, what: str = "input") -> None:
     """Compare slot by slot; ``explain(slot, expected)`` names the term behind a failure."""
     for slot, ((label, _, _), g, e) in enumerate(zip(where, got, expected)):
         if e is None:
@@ -429,7 +532,7 @@ def _check_against(where: list[tuple[str, str, int | None]], got: list[np.ndarra
             continue
         exact = expected_name != "finite differences"
         try:
-            compare(f"input `{label}`", g, e, expected_name, *((EXACT_ATOL, EXACT_RTOL) if exact else (ATOL, RTOL)))
+            compare(f"{what} `{label}`", g, e, expected_name, *((EXACT_ATOL, EXACT_RTOL) if exact else (ATOL, RTOL)))
         except TierFailure as failure:
             if explain is not None:
                 failure.explanation = explain(slot, e)
@@ -459,8 +562,15 @@ def tier_r2(subject: Subject, values: dict[str, Any]) -> None:
 def tier_rt(subject: Subject, values: dict[str, Any]) -> None:
     builtin(subject)
     run = EngineRun(subject, values)
-    weights = _weights_for(run.forward([run.array(i).copy() for i in range(len(run.where))]))
-    _check_against(run.where, run.vjp(weights), TorchRun(subject, values).builtin_vjp(weights), "torch's built-in")
+    torch_run = TorchRun(subject, values)
+    arrays = [run.array(i).copy() for i in range(len(run.where))]
+    weights = _weights_for(run.forward(arrays))
+    _check_against(run.where, run.vjp(weights), torch_run.builtin_vjp(weights), "torch's built-in",
+                   lambda slot, expected: torch_run.explain(slot, expected, weights))
+    grad_weights = output_weights([a.shape for a in arrays], seed=2)
+    _check_against(run.where, run.second_order(weights, grad_weights),
+                   torch_run.builtin_second_order(weights, grad_weights), "torch's built-in",
+                   what="second-order gradient of input")
 
 
 def tier_t1(subject: Subject, values: dict[str, Any]) -> None:
@@ -479,22 +589,65 @@ def tier_tt(subject: Subject, values: dict[str, Any]) -> None:
                    lambda slot, expected: run.explain(slot, expected, weights))
 
 
-def tier_f1(subject: Subject, values: dict[str, Any]) -> None:
+def _engine_jvp(run: EngineRun, tangents: list[np.ndarray]) -> list[np.ndarray]:
+    """The engine's tangents of the differentiable float outputs (forward mode)."""
     import reference_engine as engine
 
+    try:
+        _, got = engine.jvp(lambda *t: run.call(list(t)), run.inputs(False), [engine.Tensor(t) for t in tangents])
+    except NotImplementedError as error:
+        raise NotApplicable("the formula defines no jvp") from error
+    return [np.asarray(g._data) for g in flat_tensors(differentiable_returns(run.subject, got))
+            if g.is_floating_point()]
+
+
+def tier_f1(subject: Subject, values: dict[str, Any]) -> None:
     run = EngineRun(subject, values)
     arrays = [run.array(i).copy() for i in range(len(run.where))]
     tangents = output_weights([a.shape for a in arrays], seed=2)
-    try:
-        _, got = engine.jvp(lambda *t: run.call(list(t)), run.inputs(False),
-                            [engine.Tensor(t) for t in tangents])
-    except NotImplementedError as error:
-        raise NotApplicable("the formula defines no jvp") from error
+    got = _engine_jvp(run, tangents)
     plus = run.forward([a + EPS * t for a, t in zip(arrays, tangents)])
     minus = run.forward([a - EPS * t for a, t in zip(arrays, tangents)])
-    differentiable = [g for g in flat_tensors(differentiable_returns(subject, got)) if g.is_floating_point()]
-    for i, (g, p, m) in enumerate(zip(differentiable, plus, minus)):
-        compare(f"output {i} (jvp)", np.asarray(g._data), (p - m) / (2 * EPS), "finite differences")
+    torch_run = TorchRun(subject, values)
+    for i, (g, p, m) in enumerate(zip(got, plus, minus)):
+        expected = (p - m) / (2 * EPS)
+        try:
+            compare(f"output {i} (jvp)", g, expected, "finite differences")
+        except TierFailure as failure:
+            failure.explanation = torch_run.explain_jvp(i, expected, tangents)
+            raise
+
+
+def tier_rf(subject: Subject, values: dict[str, Any]) -> None:
+    import torch
+
+    overload = builtin(subject)
+    run = EngineRun(subject, values)
+    arrays = [run.array(i).copy() for i in range(len(run.where))]
+    if not arrays:
+        raise NotApplicable("no differentiable input")
+    tangents = output_weights([a.shape for a in arrays], seed=3)
+    got = _engine_jvp(run, tangents)
+
+    def call(*tensors: Any) -> tuple[Any, ...]:
+        named = substituted(values, run.where, list(tensors), to_torch)
+        outputs = flat_tensors(differentiable_returns(subject, _call(overload, subject.schema, named)))
+        return tuple(o for o in outputs if o.is_floating_point())
+    try:
+        _, expected = torch.func.jvp(call, tuple(to_torch(a) for a in arrays),
+                                     tuple(torch.from_numpy(t) for t in tangents))
+    except RuntimeError as error:      # torch's own forward AD fails (NotImplementedError too): no oracle
+        raise NotApplicable(f"torch's aten::{subject.name} gives no forward-mode derivative here: "
+                            f"{str(error).splitlines()[0].strip()}") from None
+    if len(got) != len(expected):
+        raise TierFailure("outputs", f"{len(got)} tangents, torch's built-in gives {len(expected)}")
+    torch_run = TorchRun(subject, values)
+    for i, (g, e) in enumerate(zip(got, expected)):
+        try:
+            compare(f"output {i} (jvp)", g, as_numpy(e), "torch's built-in", EXACT_ATOL, EXACT_RTOL)
+        except TierFailure as failure:
+            failure.explanation = torch_run.explain_jvp(i, as_numpy(e), tangents)
+            raise
 
 
 def tier_l(subject: Subject, values: dict[str, Any]) -> None:
@@ -512,6 +665,9 @@ def tier_l(subject: Subject, values: dict[str, Any]) -> None:
 
 RUNNERS: dict[str, Callable[[Subject, dict[str, Any]], None]] = {
     "L": tier_l, "R1": tier_r1, "R2": tier_r2, "RT": tier_rt, "T1": tier_t1, "TT": tier_tt, "F1": tier_f1,
+    "RF": tier_rf,
 }
+#: the tiers ``check_formula`` runs by default (the compiled ones need ``transpile prove --compiled``)
+TIERS = tuple(in_column_order(RUNNERS))
 #: tiers that compare a backward with finite differences: a failure there is explained by a term
 FINITE_DIFFERENCE_TIERS = ("R1", "T1")

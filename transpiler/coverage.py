@@ -17,7 +17,7 @@ from pathlib import Path
 
 from transpiler.needs import repository_missing, torch_missing
 
-TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "CA", "OP")
+TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "FB", "CA", "OP")
 TIER_MEANING = {
     "L": "transpile lint reports nothing",
     "R1": "reference engine gradcheck",
@@ -27,6 +27,8 @@ TIER_MEANING = {
     "CT": "compiled op == built-in torch op, 1st and 2nd order",
     "F1": "compiled op: torch gradcheck(check_forward_ad=True), torch.func.jvp == built-in op's",
     "RF": "reference engine jvp == torch.func.jvp of the built-in op",
+    "FB": "fwgrad_bwgrad: forward mode over the backward, every jvp derived (reference engine) == "
+          "reverse-over-reverse of the built-in op",
     "CA": "compiled op: backward under compiled autograd == eager",
     "OP": "torch's aten op with the formula swapped in (formulas.torch.override): gradcheck, "
           "gradgradcheck, forward AD, == torch's own autograd",
@@ -36,7 +38,7 @@ _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
 #: (its output carries no gradient, in torch too), shown ``n/a``. Such an operator is proven by
 #: L, RT and CT (engine and compiled op return torch's values, with no gradient) and RF and F1
 #: (their jvps give torch's tangents: none).
-GRADIENT_TIERS = ("R1", "R2", "C1", "CA", "OP")
+GRADIENT_TIERS = ("R1", "R2", "C1", "FB", "CA", "OP")
 #: Tier OP does not apply to an operator ``formulas.torch.override`` refuses (a view or an in-place
 #: op: torch does not let a Python kernel replace their autograd); shown ``n/a``, listed in docs/torch.md.
 OVERRIDE_TIERS = ("OP",)

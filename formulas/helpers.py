@@ -301,6 +301,21 @@ def scale_grad_by_count(grad: Tensor, mask: Tensor, dims: list[int]) -> Tensor:
 
 
 @helper
+def unsqueezed_sizes(sizes: list[int], dim: int) -> list[int]:
+    """The sizes of ``unsqueeze`` at ``dim`` of a tensor of ``sizes``. (Derived jvps ask it for
+    the sizes of a gradient unsqueezed inside a backward.)"""
+    at_dim = wrap_dim(dim, len(sizes) + 1)
+    unsqueezed = []
+    for d in range(len(sizes)):
+        if d == at_dim:
+            unsqueezed.append(1)
+        unsqueezed.append(sizes[d])
+    if at_dim == len(sizes):
+        unsqueezed.append(1)
+    return unsqueezed
+
+
+@helper
 def reduced_sizes(sizes: list[int], dim: list[int] | None, keepdim: bool) -> list[int]:
     """The sizes of a sum over ``dim`` (``None`` or empty: every dim) of a tensor of ``sizes``;
     a reduced dim stays as 1 when ``keepdim``. (Derived jvps ask it for the sizes of a gradient

@@ -1347,6 +1347,21 @@ at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, a
   return at::mul(at::div(grad, at::sum(mask, dims, true)), mask);
 }
 
+std::vector<int64_t> unsqueezed_sizes(at::IntArrayRef sizes, int64_t dim) {
+  int64_t at_dim = helpers::wrap_dim(dim, static_cast<int64_t>(sizes.size()) + 1);
+  std::vector<int64_t> unsqueezed = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (d == at_dim) {
+      unsqueezed.push_back(1);
+    }
+    unsqueezed.push_back(sizes[d]);
+  }
+  if (at_dim == static_cast<int64_t>(sizes.size())) {
+    unsqueezed.push_back(1);
+  }
+  return unsqueezed;
+}
+
 std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim) {
   std::vector<int64_t> reduced = std::vector<int64_t>{};
   for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {

@@ -131,6 +131,7 @@ at::Tensor unsqueeze_to(const at::Tensor& grad, at::IntArrayRef sizes);
 at::Tensor logsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, at::IntArrayRef dim, bool keepdim);
 at::Tensor restore_reduced_dims(const at::Tensor& output, at::IntArrayRef dims, bool keepdim);
 at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, at::IntArrayRef dims);
+std::vector<int64_t> unsqueezed_sizes(at::IntArrayRef sizes, int64_t dim);
 std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor fold_batch(const at::Tensor& x);

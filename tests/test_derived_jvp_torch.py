@@ -1,5 +1,5 @@
-"""Derived jvps on torch tensors (formulas/torch/backend.py): the fwgrad_bwgrad check (not yet a
-column of the op x tier table).
+"""Derived jvps on torch tensors (formulas/torch/backend.py): reverse-over-derived-jvp, the torch
+side of the fwgrad_bwgrad check (the table's column FB is tests/engine/test_fwgrad_bwgrad.py).
 
 The derived jvp of a formula is itself made of the library's operators, so torch's autograd
 differentiates it. For every case whose formula's jvp derives, the reverse-mode derivative of

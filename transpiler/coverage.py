@@ -17,7 +17,7 @@ from pathlib import Path
 
 from transpiler.needs import repository_missing, torch_missing
 
-TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "CA", "OP", "E")
+TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "FB", "CA", "OP", "E")
 TIER_MEANING = {
     "L": "transpile lint reports nothing",
     "R1": "reference engine gradcheck",
@@ -28,6 +28,8 @@ TIER_MEANING = {
     "F1": "forward mode: jvp == finite differences (prove: the engine's; compiled op: torch gradcheck("
           "check_forward_ad=True)), compiled op's torch.func.jvp == built-in op's",
     "RF": "reference engine jvp == torch.func.jvp of the built-in op",
+    "FB": "fwgrad_bwgrad: forward mode over the backward, every jvp derived (reference engine) == "
+          "reverse-over-reverse of the built-in op",
     "CA": "compiled op: backward under compiled autograd == eager",
     "OP": "torch's aten op with the formula swapped in (formulas.torch.override): gradcheck, "
           "gradgradcheck, forward AD, == torch's own autograd",
@@ -39,7 +41,7 @@ _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
 #: (its output carries no gradient, in torch too), shown ``n/a``. Such an operator is proven by
 #: L, RT and CT (engine and compiled op return torch's values, with no gradient) and RF and F1
 #: (their jvps give torch's tangents: none).
-GRADIENT_TIERS = ("R1", "R2", "C1", "CA", "OP")
+GRADIENT_TIERS = ("R1", "R2", "C1", "FB", "CA", "OP")
 #: Tier OP does not apply to an operator ``formulas.torch.override`` refuses (a view or an in-place
 #: op: torch does not let a Python kernel replace their autograd); shown ``n/a``, listed in docs/torch.md.
 OVERRIDE_TIERS = ("OP",)

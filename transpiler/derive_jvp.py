@@ -28,12 +28,15 @@ needs the sizes of a linear value the sizes rules below cannot tell.
 
 Sizes of linear values (the one table here: formulas carry no shape functions): a gradient
 parameter has its output's sizes; an elementwise operator broadcasts its tensor arguments'
-sizes; ``expand``/``view``/``reshape`` take the sizes they are given; ``sum`` over dims
-follows ``reduced_sizes``.
+sizes; ``expand``/``view``/``reshape`` take the sizes they are given; ``sum``/``mean`` over
+dims follow ``reduced_sizes``, ``unsqueeze`` ``unsqueezed_sizes``; ``gather`` has its index's
+sizes; the ``SAME_SIZES`` operators keep their input's; a zero made by ``zeros_like(x)`` has
+``x``'s sizes, one made by ``new_zeros(x, sizes)`` the sizes given.
 """
 from __future__ import annotations
 
 import itertools
+import keyword
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -48,6 +51,13 @@ ELEMENTWISE = frozenset({
     "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "sub.Scalar", "mul.Scalar",
     "div.Scalar", "neg", "where.self", "rsub.Tensor", "rsub.Scalar", "conj", "_conj", "real",
 })
+#: Operators whose result has the sizes of their ``self`` argument.
+SAME_SIZES = frozenset({
+    "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
+    "softmax", "log_softmax", "resolve_conj", "resolve_neg", "masked_fill",
+})
+#: Reductions over ``dim`` whose result has the sizes ``reduced_sizes`` gives.
+REDUCTIONS = frozenset({"sum.dim_IntList", "mean.dim"})
 #: Non-differentiable operators whose result is zero whatever their tensor argument holds.
 ZERO_MAKERS = frozenset({"zeros_like", "new_zeros"})
 #: Metadata methods a transpose may ask of a linear value.
@@ -98,6 +108,7 @@ class Linear:
     formula: Formula | None = None
     arguments: dict[str, cst.BaseExpression] = field(default_factory=dict)
     linear: dict[str, str] = field(default_factory=dict)     # formula parameter -> linear name
+    zero_sizes: cst.BaseExpression | None = None             # a zero's sizes (metadata marks allowed)
 
 
 @dataclass
@@ -116,6 +127,7 @@ class Operand:
     linear: str | None = None
     constant: cst.BaseExpression | None = None
     zero_value: cst.BaseExpression | None = None   # a zero's own expression, when it can be built
+    zero_sizes: cst.BaseExpression | None = None   # a zero's sizes, when they can be told
 
     @property
     def is_zero(self) -> bool:
@@ -311,6 +323,7 @@ class _Builder:
         self.taken = taken
         self.counter = itertools.count(1)
         self.adjoint_names: set[str] = set()
+        self.parameter_types: dict[str, object] = {}   # the formula's parameters' schema types
 
     def fresh(self, stem: str) -> str:
         while True:
@@ -380,7 +393,7 @@ class _Builder:
             program.append(Linear(target, value, source=operand.linear))
             linear.add(target)
         elif operand.is_zero:
-            program.append(Linear(target, value))
+            program.append(Linear(target, value, zero_sizes=operand.zero_sizes))
             linear.add(target)
         else:
             if none_is_zero and _is_none(operand.constant):
@@ -435,15 +448,32 @@ class _Builder:
     def metadata(self, node: cst.BaseExpression, linear) -> cst.BaseExpression:
         """Metadata of linear values read in a constant position: kept as ``_meta(x).method()`` marks
         resolved when the sweep knows each linear value's sizes (``SizesOf``)."""
+        builder = self
+
         class Marker(cst.CSTTransformer):
             def leave_Call(self, original, updated):
                 func = updated.func
+                if isinstance(func, cst.Name) and func.value in builder.table.helpers:
+                    return builder.device_only_arguments(updated, builder.table.helpers[func.value], linear)
                 if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
                         and func.value.value in linear and func.attr.value in METADATA_READS:
                     return updated.with_changes(func=func.with_changes(
                         value=cst.Call(cst.Name(META), [cst.Arg(cst.SimpleString(f'"{func.value.value}"'))])))
                 return updated
         return node.visit(Marker())
+
+    def device_only_arguments(self, call: cst.Call, helper: Helper, linear) -> cst.Call:
+        """A helper that reads of a linear argument only its device (``like`` in
+        ``at.new_zeros(like, sizes, dtype=...)``) is given the gradient's output instead."""
+        outputs = [o for o in self.witnesses.values() if o is not None]
+        if not outputs:
+            return call
+        args = list(call.args)
+        for i, (arg, param) in enumerate(zip(args, helper.params)):
+            if arg.keyword is None and isinstance(arg.value, cst.Name) and arg.value.value in linear \
+                    and _reads_only_device(helper, param.name):
+                args[i] = arg.with_changes(value=cst.Name(outputs[0]))
+        return call.with_changes(args=args)
 
     def apply(self, node, base: str, positional, keywords, linear, tensors, program) -> Operand:
         operands = [self.operand(a, linear, tensors, program) for a in positional]
@@ -458,7 +488,7 @@ class _Builder:
         live = {p: o.linear for p, o in by_param.items() if o.linear is not None}
         if formula is None:
             if str(schema.name) in ZERO_MAKERS:
-                return Operand(zero_value=self.zero_value(node, schema, operands, by_param))
+                return self.zero(node, schema, operands, by_param)
             raise DerivationRefused(node, f"`{schema.name}` has no formula and is applied to a linear value")
         if not live:
             return ZERO                         # every linear argument is zero
@@ -480,15 +510,30 @@ class _Builder:
         linear.add(target)
         return Operand(linear=target)
 
-    def zero_value(self, node: cst.Call, schema: FunctionSchema, operands, by_param) -> cst.BaseExpression | None:
-        """A zero maker applied to a gradient, rewritten on the gradient's output (the same
-        dtype, device and sizes), so a transpose may read its metadata."""
+    def zero(self, node: cst.Call, schema: FunctionSchema, operands, by_param) -> Operand:
+        """A zero maker applied to a linear value: a zero of known metadata, rebuilt on the
+        gradient's output (the same dtype and device) with the sizes it copies or is given, so a
+        transpose may read its metadata."""
         self_operand = by_param.get("self")
-        witness = self.witnesses.get(self_operand.linear) if self_operand is not None else None
-        if witness is None or any(o.linear is not None for o in operands[1:]):
-            return None
-        first = node.args[0].with_changes(value=cst.Name(witness))
-        return node.with_changes(args=[first, *node.args[1:]])
+        like = self_operand.linear if self_operand is not None else None
+        outputs = [o for o in self.witnesses.values() if o is not None]
+        if like is None or not outputs or any(o.linear is not None for o in operands[1:]):
+            return ZERO
+        if str(schema.name) == "new_zeros":
+            size = by_param.get("size")
+            if size is None or size.constant is None or len(node.args) != 2:
+                return ZERO
+            sizes = size.constant
+        elif self.witnesses.get(like) is not None:       # zeros_like(a gradient): on its output
+            witness = self.witnesses[like]
+            first = node.args[0].with_changes(value=cst.Name(witness))
+            return Operand(zero_value=node.with_changes(args=[first, *node.args[1:]]),
+                           zero_sizes=_expr(f"{witness}.sizes()"))
+        elif len(node.args) != 1:
+            return ZERO
+        else:
+            sizes = _expr(f'{META}("{like}").sizes()')
+        return Operand(zero_value=_expr(f"at.new_zeros({outputs[0]}, {code(sizes)})"), zero_sizes=sizes)
 
     def resolve(self, node, base, operands, named, tensors) -> tuple[FunctionSchema, Formula | None]:
         def tensorish(o: Operand) -> bool:
@@ -506,12 +551,22 @@ class _Builder:
             if any(a.default is None and a.name not in given for a in params):
                 continue
             if all(is_tensor_like(a.type) == tensorish(given[a.name]) for a in params if a.name in given
-                   if not (given[a.name].constant is not None and _is_none(given[a.name].constant))):
+                   if not (given[a.name].constant is not None and _is_none(given[a.name].constant))) \
+                    and all(self.fits(a.type, given[a.name]) for a in params if a.name in given):
                 matches.append((schema, formula))
         if len(matches) != 1:
             raise DerivationRefused(node, f"`at.{base}` matches {len(matches)} declared overloads for these "
                                     "arguments")
         return matches[0]
+
+    def fits(self, wanted, operand: Operand) -> bool:
+        """Whether a constant that is one of the formula's parameters has ``wanted``'s list-ness
+        (``movedim(grad, destination, source)`` picks ``.int`` or ``.intlist`` by the parameters'
+        types)."""
+        if not isinstance(operand.constant, cst.Name) or operand.constant.value not in self.parameter_types:
+            return True
+        given = self.parameter_types[operand.constant.value]
+        return isinstance(_unwrapped(wanted), ListType) == isinstance(_unwrapped(given), ListType)
 
     def inline_helper(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
         body = helper.node.body.body
@@ -554,6 +609,9 @@ class _Builder:
             return self.is_tensor(node.left, tensors) or self.is_tensor(node.right, tensors)
         if isinstance(node, cst.UnaryOperation):
             return self.is_tensor(node.expression, tensors)
+        if isinstance(node, cst.Comparison):
+            return self.is_tensor(node.left, tensors) or any(self.is_tensor(c.comparator, tensors)
+                                                             for c in node.comparisons)
         if isinstance(node, cst.IfExp):
             return self.is_tensor(node.body, tensors) or self.is_tensor(node.orelse, tensors)
         return False
@@ -563,6 +621,29 @@ class _Builder:
                 and isinstance(statement.body[0], cst.Assign):
             return self.is_tensor(statement.body[0].value, tensors)
         return False
+
+
+def _reads_only_device(helper: Helper, param: str) -> bool:
+    """Whether every use of ``param`` in ``helper`` is the first argument of a zero maker given
+    its sizes and dtype (so only the tensor's device is read)."""
+    uses = sum(1 for n in _nodes(helper.node.body) if isinstance(n, cst.Name) and n.value == param)
+    device_reads = 0
+    for n in _nodes(helper.node.body):
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name) \
+                and n.func.value.value == "at" and n.func.attr.value in ("new_zeros", "new_ones", "new_empty") \
+                and len(n.args) >= 2 and n.args[0].keyword is None and isinstance(n.args[0].value, cst.Name) \
+                and n.args[0].value.value == param and any(a.keyword is not None and a.keyword.value == "dtype"
+                                                           for a in n.args):
+            device_reads += 1
+    return uses > 0 and uses == device_reads
+
+
+def _sizes_of_constant(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    return None if value is None or _is_none(value) else _expr(f"{code(value)}.sizes()")
+
+
+def _unwrapped(type_):
+    return type_.elem if isinstance(type_, OptionalType) else type_
 
 
 def _is_none(node) -> bool:
@@ -646,7 +727,12 @@ class _Sweep:
         if step.source is not None:
             return sizes.get(step.source)
         if step.formula is None:
-            return None
+            if step.zero_sizes is None:
+                return None
+            try:
+                return self.resolve_marks(step.zero_sizes, sizes)
+            except DerivationRefused:
+                return None
         formula = step.formula
         name = str(formula.schema.name)
         arguments = {**step.arguments, **{p: cst.Name(n) for p, n in step.linear.items()}}
@@ -672,7 +758,17 @@ class _Sweep:
         shape_argument = {"expand": "size", "view": "size", "reshape": "shape"}.get(formula.schema.name.base)
         if shape_argument is not None and shape_argument in step.arguments:
             return step.arguments[shape_argument]
-        if name == "sum.dim_IntList":
+        if formula.schema.name.base in SAME_SIZES:
+            return sizes.get(step.linear["self"]) if "self" in step.linear else _sizes_of_constant(arguments.get("self"))
+        if name == "gather":
+            return _sizes_of_constant(arguments.get("index"))
+        if name == "unsqueeze":
+            source = sizes.get(step.linear.get("self", ""))
+            dim = step.arguments.get("dim")
+            if source is None or dim is None:
+                return None
+            return _expr(f"unsqueezed_sizes({code(source)}, {code(dim)})")
+        if name in REDUCTIONS:
             source = sizes.get(step.linear.get("self", ""))
             if source is None:
                 return None
@@ -770,7 +866,8 @@ class _Sweep:
         orelse = self.forward(branch.orelse) + reversed_else
         adjoints.clear()
         sizes = self.sizes_before[id(branch)]
-        live = (body_adjoints.keys() | else_adjoints.keys()) & self.read_linear
+        # only the linear values bound before the branch carry an adjoint out of it
+        live = (body_adjoints.keys() | else_adjoints.keys()) & self.read_linear & sizes.keys()
         for name in sorted(live):
             if body_adjoints.get(name) == else_adjoints.get(name):
                 adjoints[name] = body_adjoints[name]
@@ -1026,6 +1123,8 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     backward = formula.backward
     taken = {n.value for n in _nodes(formula.node) if isinstance(n, cst.Name)}
     builder = _Builder(table, taken, {})
+    builder.parameter_types = {f"{a.name}_" if keyword.iskeyword(a.name) else a.name: a.type
+                               for a in formula.schema.arguments if not a.is_out}
     inputs = [a.name for a in formula.differentiable_inputs]
     tensor_inputs = {a.name for a in formula.differentiable_inputs}
     tensors = tensor_inputs | {o for o in formula.outputs if o is not None}

@@ -76,6 +76,16 @@ TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR, "alpha": T.SCA
     (r"'a\\b\"c\n'", ('"a\\134b\\042c\\012"', T.STR)),
     ("r'\\x74'", ('"\\134x74"', T.STR)),
     ("'\u00e9?1'", ('"\\303\\251\\0771"', T.STR)),
+    # a Scalar's own methods (c10::Scalar's), as derivatives.yaml calls them
+    ("alpha.conj()", ("alpha.conj()", T.SCALAR)),
+    ("1.0 / alpha.toFloat()", ("static_cast<double>(1.0) / alpha.toFloat()", T.FLOAT)),
+    ("alpha.toDouble() > 0.", ("alpha.toDouble() > 0.", T.BOOL)),
+    ("alpha.isComplex()", ("alpha.isComplex()", T.BOOL)),
+    ("self.is_complex()", ("self.is_complex()", T.BOOL)),                        # metadata
+    # Python's math: constants as the same double, functions of numbers as <cmath>'s
+    ("2.0 / math.sqrt(math.pi)", ("static_cast<double>(2.0) / std::sqrt(static_cast<double>(3.141592653589793))",
+                                  T.FLOAT)),
+    ("grad * math.log(2.0)", ("grad * std::log(static_cast<double>(2.0))", T.TENSOR)),
 ])
 def test_expressions(source, expected):
     assert cpp(source, **TENSORS) == expected
@@ -136,6 +146,9 @@ def test_optional_passed_to_a_helper_taking_its_value_is_unwrapped_checked():
     # metadata the C++ path does not write: never advised as an operator (there is no at.strides)
     ("grad.strides()", "DB200", "tensor metadata method 'strides' (the C++ path writes only sizes, size, dim"),
     ("xs[1:2]", "DB200", "slicing"),
+    ("alpha.toComplexDouble()", "DB200", "the method 'toComplexDouble' of a Scalar"),
+    ("math.sqrt(grad)", "DB200", "math.sqrt of a Tensor (call at.sqrt on tensors)"),
+    ("math.tau", "DB200", "an attribute access"),
     ("at.sinh(grad)", "DB201", "unknown operator 'at.sinh'"),
     ("print(grad)", "DB201", "'print'"),
     ("at.mul(grad)", "DB202", "no declared overload of 'at.mul'"),

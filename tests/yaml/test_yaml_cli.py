@@ -288,3 +288,25 @@ def test_parentheses_around_a_whole_formula_are_kept(tmp_path: Path):
     emitted = tmp_path / "emitted.yaml"
     assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
     assert yaml.safe_load(emitted.read_text())[0]["self"] == "(grad * self)"
+
+
+MATH_YAML = """\
+- name: erf(Tensor self) -> Tensor
+  self: 2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad
+  result: auto_element_wise
+"""
+
+
+def test_cmath_constants_import_python_math_and_round_trip(tmp_path: Path):
+    """``M_PI`` is ``math.pi``: the formula file imports ``math`` (never declared an external) and
+    emit-yaml gives the C++ back from the line's ``# yaml:`` comment."""
+    imported = import_yaml(MATH_YAML, "math.yaml")
+    text = imported.files["derivatives_000.py"]
+    assert "\nimport math\n" in text and "grad_self = 2.0 / math.sqrt(math.pi) * at.exp(" in text
+    assert "math" not in imported.files["externals.py"]
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(MATH_YAML)
+    out, emitted = tmp_path / "imported", tmp_path / "emitted.yaml"
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(MATH_YAML)

@@ -181,7 +181,21 @@ def translate(node: cst.BaseExpression, context: Context, expected: PyType | Non
         return _subscript(node, context)
     if isinstance(node, (cst.List, cst.Tuple)):
         return _sequence(node, context, expected)
+    if _in_math(node, context) and node.attr.value in MATH_CONSTANTS:
+        return Typed(MATH_CONSTANTS[node.attr.value], T.FLOAT)
     raise unsupported(node, _describe(node))
+
+
+#: Python's ``math`` in formula code: its constants (as C++ literals of the same double) and the
+#: functions of one number the formulas call (``math.sqrt(2 * math.pi)``), as <cmath>'s.
+MATH_CONSTANTS = {"pi": "3.141592653589793", "e": "2.718281828459045"}
+MATH_FUNCTIONS = frozenset({"sqrt", "log", "exp"})
+
+
+def _in_math(node: cst.BaseExpression, context: Context) -> bool:
+    """Whether ``node`` is ``math.<name>`` (``math`` the module, not a local of that name)."""
+    return (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "math"
+            and "math" not in context.names)
 
 
 def translate_condition(node: cst.BaseExpression, context: Context) -> Typed:
@@ -437,12 +451,27 @@ EMITTED_METADATA: dict[str, tuple[PyType, str]] = {
 }
 
 
+#: The methods of a ``Scalar`` argument (``c10::Scalar``'s own, which derivatives.yaml calls: ``alpha.conj()``,
+#: ``other.toDouble()``) and the type of their value. ``toFloat`` is C++'s ``float``, rounded to single
+#: precision as torch's formula rounds it, then widened to double wherever it meets one.
+SCALAR_METHODS: dict[str, PyType] = {
+    "conj": T.SCALAR, "toDouble": T.FLOAT, "toFloat": T.FLOAT, "toLong": T.INT,
+    "isComplex": T.BOOL, "isFloatingPoint": T.BOOL,
+}
+
+
 def _call(node: cst.Call, context: Context, expected: PyType | None) -> Typed:
     func = node.func
     if any(arg.star for arg in node.args):
         raise unsupported(node, "a call with *args or **kwargs")
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "at":
         return _operator_call(node, func.attr.value, context)
+    if _in_math(func, context) and func.attr.value in MATH_FUNCTIONS and len(node.args) == 1 \
+            and node.args[0].keyword is None:
+        number = translate(node.args[0].value, context)
+        if number.type.kind not in (Kind.INT, Kind.FLOAT, Kind.BOOL):
+            raise unsupported(node, f"math.{func.attr.value} of a {number.type} (call at.{func.attr.value} on tensors)")
+        return Typed(f"std::{func.attr.value}(static_cast<double>({number.text}))", T.FLOAT)
     if isinstance(func, cst.Attribute):
         return _method_call(node, func, context)
     if isinstance(func, cst.Name):
@@ -499,6 +528,8 @@ def _method_call(node: cst.Call, func: cst.Attribute, context: Context) -> Typed
                           f"{', '.join(EMITTED_METADATA)}: see transpiler/metadata.py)")
     if receiver.type.kind is Kind.TENSOR:
         raise unsupported(node, f"the tensor method '{method}' (tensor methods are metadata only; call at.{method})")
+    if receiver.type.kind is Kind.SCALAR and method in SCALAR_METHODS and not node.args:
+        return Typed(f"{receiver.operand()}.{method}()", SCALAR_METHODS[method])
     raise unsupported(node, f"the method '{method}' of a {receiver.type}")
 
 

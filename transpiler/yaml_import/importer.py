@@ -22,7 +22,7 @@ from transpiler import codes
 from transpiler.diagnostics import Diagnostic, TranspileError, unplaced
 from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
-from transpiler.yaml_import.main_dialect import to_main
+from transpiler.yaml_import.main_dialect import MATH, to_main
 from transpiler.yaml_import.model import (
     AUTO_JVP,
     NEEDS_INPUT_GRAD,
@@ -47,6 +47,8 @@ FORMULA_FILE_PREFIX = "derivatives_"
 GENERATED_MARKER = "by `transpile import-yaml` (@generated)"
 GRAD_INPUT_MASK = "grad_input_mask"
 DIALECT_IMPORTS = ("cpp", "yaml_entry")
+# Python modules the main dialect's formulas use (``math.pi`` for derivatives.yaml's ``M_PI``)
+PYTHON_MODULES = (MATH,)
 # Free names that torchgen's generated node provides rather than libtorch: whether the
 # graph is retained, and the element index of a ``_foreach_`` formula (applied per element).
 NODE_VALUES = ("retain_variables", "i")
@@ -217,6 +219,8 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
     jvp_locals = {*arg_names, *outputs, *ORIGINAL_SELF, *(f"{a}_t" for a in arg_names),
                   *(f"{a}_p" for a in arg_names)}
     externals = (free_names(backward_trees) - backward_locals) | (free_names(jvp_trees) - jvp_locals)
+    modules = externals & set(PYTHON_MODULES)       # imported as themselves, not declared external
+    externals -= modules
     formula = PyFormula(
         function="",
         schema=entry.name,
@@ -228,7 +232,7 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
         backward=backward,
         jvp=jvp,
     )
-    needed = dialect_names(backward_trees + jvp_trees) | ({"yaml_entry"} if details else set())
+    needed = dialect_names(backward_trees + jvp_trees) | ({"yaml_entry"} if details else set()) | modules
     return formula, externals, needed
 
 
@@ -397,9 +401,11 @@ def _module(docstring: str, chunk: list[_Translated]) -> str:
     """One formula file: the chunk's functions, importing exactly the names they use."""
     externals = set().union(*(c.externals for c in chunk))
     dialect = set().union(*(c.dialect for c in chunk)) - {"at"}
+    modules = tuple(sorted(dialect & set(PYTHON_MODULES)))
+    dialect -= set(modules)
     imports = tuple(sorted(dialect, key=lambda n: (n not in DIALECT_IMPORTS, n))) + tuple(
         sorted(pydialect.escape(n, plain=True) for n in externals))
-    return module_source(docstring, imports, tuple(f for c in chunk for f in c.formulas))
+    return module_source(docstring, imports, tuple(f for c in chunk for f in c.formulas), modules)
 
 
 def externals_source(names: set[str]) -> str:

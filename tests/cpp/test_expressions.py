@@ -91,6 +91,20 @@ def test_expressions(source, expected):
     assert cpp(source, **TENSORS) == expected
 
 
+@pytest.mark.parametrize("source, expected", [
+    # the imported dialect's C++ spellings: truncating integer division, grad mode, std::optional
+    ("cpp.int_div(grad.size(1), groups)", ("grad.size(1) / groups", T.INT)),
+    ("cpp.int_mod(-groups, 3)", ("-groups % 3", T.INT)),
+    ("grad if GradMode.is_enabled() else self", ("at::GradMode::is_enabled() ? grad : self", T.TENSOR)),
+    ("1.0 if not train.has_value() or not train.value() else 0.5",
+     ("(!train.has_value() || !train.value()) ? 1.0 : 0.5", T.FLOAT)),
+    ("eps.value_or(1e-6)", ("eps.value_or(1e-6)", T.FLOAT)),
+])
+def test_imported_dialect_expressions(source, expected):
+    names = {"groups": T.INT, "train": T.optional(T.BOOL), "eps": T.optional(T.FLOAT)}
+    assert cpp(source, **TENSORS, **names) == expected
+
+
 def test_a_conditional_narrows_an_optional_tested_against_none():
     """``x if c is None else f(c)``: the branch where ``c`` is not None sees its value (a Scalar
     passed to a float parameter), both for ``is None`` and ``is not None``."""

@@ -192,6 +192,13 @@ MATH_CONSTANTS = {"pi": "3.141592653589793", "e": "2.718281828459045"}
 MATH_FUNCTIONS = frozenset({"sqrt", "log", "exp"})
 
 
+def _dialect_call(func: cst.BaseExpression, context: Context, owner: str, name: str) -> bool:
+    """Whether ``func`` is ``<owner>.<name>`` of the imported dialect (``cpp.int_div``,
+    ``GradMode.is_enabled``), ``owner`` not a local of that name."""
+    return (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == owner
+            and func.attr.value == name and owner not in context.names)
+
+
 def _in_math(node: cst.BaseExpression, context: Context) -> bool:
     """Whether ``node`` is ``math.<name>`` (``math`` the module, not a local of that name)."""
     return (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "math"
@@ -460,6 +467,16 @@ SCALAR_METHODS: dict[str, PyType] = {
 }
 
 
+#: ``std::optional``'s methods derivatives.yaml calls on an optional argument (``train.has_value()``,
+#: ``correction.value_or(1)``), with their number of arguments.
+OPTIONAL_METHODS = {"has_value": 0, "value": 0, "value_or": 1}
+
+
+def is_view_type(ty: PyType) -> bool:
+    """An optional list, which a kernel takes as a view (``at::OptionalIntArrayRef``), not a ``std::optional``."""
+    return ty.kind is Kind.OPTIONAL and ty.elem.kind is Kind.LIST
+
+
 def _call(node: cst.Call, context: Context, expected: PyType | None) -> Typed:
     func = node.func
     if any(arg.star for arg in node.args):
@@ -472,6 +489,14 @@ def _call(node: cst.Call, context: Context, expected: PyType | None) -> Typed:
         if number.type.kind not in (Kind.INT, Kind.FLOAT, Kind.BOOL):
             raise unsupported(node, f"math.{func.attr.value} of a {number.type} (call at.{func.attr.value} on tensors)")
         return Typed(f"std::{func.attr.value}(static_cast<double>({number.text}))", T.FLOAT)
+    if _dialect_call(func, context, "GradMode", "is_enabled") and not node.args:
+        return Typed("at::GradMode::is_enabled()", T.BOOL)     # on in a backward when create_graph=True
+    for method, operator in (("int_div", "/"), ("int_mod", "%")):
+        if _dialect_call(func, context, "cpp", method) and len(node.args) == 2:
+            left, right = (translate(a.value, context) for a in node.args)
+            if {left.type.kind, right.type.kind} <= {Kind.INT, Kind.BOOL}:     # C++'s own: truncating
+                return Typed(f"{left.operand()} {operator} {right.operand()}", T.INT, atomic=False)
+            raise unsupported(node, f"cpp.{method} of {left.type} and {right.type}")
     if isinstance(func, cst.Attribute):
         return _method_call(node, func, context)
     if isinstance(func, cst.Name):
@@ -530,6 +555,17 @@ def _method_call(node: cst.Call, func: cst.Attribute, context: Context) -> Typed
         raise unsupported(node, f"the tensor method '{method}' (tensor methods are metadata only; call at.{method})")
     if receiver.type.kind is Kind.SCALAR and method in SCALAR_METHODS and not node.args:
         return Typed(f"{receiver.operand()}.{method}()", SCALAR_METHODS[method])
+    if receiver.type.kind is Kind.OPTIONAL and method in OPTIONAL_METHODS and len(node.args) == OPTIONAL_METHODS[method]:
+        if receiver.borrowed or is_view_type(receiver.type):
+            raise unsupported(node, f"the method '{method}' of a borrowed {receiver.type}")
+        if method == "has_value":
+            return Typed(f"{receiver.operand()}.has_value()", T.BOOL)
+        if method == "value":       # std::optional::value() throws on an empty optional, never reads garbage
+            return Typed(f"{receiver.operand()}.value()", receiver.type.elem)
+        default = translate(node.args[0].value, context, receiver.type.elem)
+        if not accepts(receiver.type.elem, default.type):
+            raise unsupported(node, f"value_or of a {receiver.type} given a {default.type}")
+        return Typed(f"{receiver.operand()}.value_or({coerce(default, receiver.type.elem)})", receiver.type.elem)
     raise unsupported(node, f"the method '{method}' of a {receiver.type}")
 
 

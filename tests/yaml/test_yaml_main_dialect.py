@@ -12,7 +12,7 @@ from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 # A small operator table, so that the cases do not depend on the installed torch's.
 FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
                        "_to_copy", "ones", "full", "scalar_tensor", "where", "masked_fill", "logical_or",
-                       "logical_not", "isnan", "diagonal", "sqrt", "exp", "mul", "pow"})
+                       "logical_not", "isnan", "diagonal", "sqrt", "exp", "mul", "pow", "logical_and"})
 METHODS = frozenset({"contiguous", "view_as", "mul_", "to", "masked_fill_", "logical_or_", "logical_not_"})
 VIEWS = frozenset({"diagonal", "view_as", "contiguous", "to"})
 SIGNATURES = {
@@ -87,6 +87,11 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES, VIEWS)
     ("grad * std::sqrt(2 * M_PI)", "grad * math.sqrt(2 * math.pi)"),
     ("grad * result.conj() * M_LN2", "grad * at.conj(result) * math.log(2.0)"),
     ("grad * sqrt(self)", "grad * at.sqrt(self)"),
+    # `&` of two tensor comparisons is their logical and; of Scalar or int arguments it stays
+    ("grad.masked_fill((self == 0.) & (other <= 0.), 0.)",
+     "at.masked_fill(grad, at.logical_and(self == 0., other <= 0.), 0.)"),
+    ("(self < 0) | (other > 1)", "at.logical_or(self < 0, other > 1)"),
+    ("(n == 0) & (alpha == 1)", "(n == 0) & (alpha == 1)"),
 ])
 def test_rewrite_and_its_python(source, python):
     main = to_main(cpp.parse(source), frozenset({"alpha", "groups", "n", "p"}), aten=ATEN,

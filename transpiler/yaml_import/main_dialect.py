@@ -25,6 +25,7 @@ C++ (as derivatives.yaml says it)  main dialect
 ``grad.to(self.scalar_type())``    ``at._to_copy(grad, dtype=self.scalar_type())`` (or ``.dtype()``)
 ``at::where(...).masked_fill_(m, 0)``  ``at.masked_fill(at.where(...), m, 0)`` (a temporary)
 ``(a >= b).logical_or_(c)``        ``at.logical_or(a >= b, c)`` (a boolean temporary)
+``(a == 0.) & (b <= 0.)`` (tensors)  ``at.logical_and(a == 0., b <= 0.)`` (``|``: ``logical_or``)
 ``M_PI``, ``M_LN2``                ``math.pi``, ``math.log(2.0)``
 ``sqrt(M_PI)``, ``std::sqrt(2 * M_PI)``  ``math.sqrt(math.pi)``, ``math.sqrt(2 * math.pi)``
 =================================  ==================================
@@ -233,6 +234,11 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
             case Call(Template(Qualified(("std", "get")) | Name("get"), (Literal("number", index),)), (tuple_,)) \
                     if index.isdigit():
                 return Index(main(tuple_), Literal("number", index))
+            case Binary("&" | "|" as op, left, right) \
+                    if _tensor_comparison(left, non_tensors) and _tensor_comparison(right, non_tensors):
+                # `&` of two boolean tensors is their logical and (`|`: or), which the library declares
+                logical = "logical_and" if op == "&" else "logical_or"
+                return Call(Qualified(("at", logical)), (_unwrapped(main(left)), _unwrapped(main(right))))
             case Name(constant) if constant in _MATH_CONSTANTS:
                 return _MATH_CONSTANTS[constant]
             case Call(Name(function) | Qualified(("std", function)), (argument,)) \
@@ -400,6 +406,17 @@ def _boolean(node: Node) -> bool:
             return op in _COMPARISONS
         case Call(Qualified(("at", name)), _):
             return name in _BOOLEAN_OPERATORS
+    return False
+
+
+def _tensor_comparison(node: Node, non_tensors: frozenset[str]) -> bool:
+    """Whether ``node`` is a comparison of a tensor (a boolean tensor): a name that is not a
+    Scalar or int argument compared with anything."""
+    match node:
+        case Paren(inner):
+            return _tensor_comparison(inner, non_tensors)
+        case Binary(op, left, right) if op in _COMPARISONS:
+            return any(isinstance(side, Name) and side.ident not in non_tensors for side in (left, right))
     return False
 
 

@@ -22,7 +22,7 @@ from transpiler import codes
 from transpiler.diagnostics import Diagnostic, TranspileError, unplaced
 from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
-from transpiler.yaml_import.main_dialect import MATH, to_main
+from transpiler.yaml_import.main_dialect import GRAD_INPUT_MASK, MATH, mask_positions, to_main
 from transpiler.yaml_import.model import (
     AUTO_JVP,
     NEEDS_INPUT_GRAD,
@@ -45,7 +45,6 @@ from transpiler.yaml_import.syntax import INTEGER_OPERATORS, Binary, Lambda, Mem
 ENTRIES_PER_FILE = 32
 FORMULA_FILE_PREFIX = "derivatives_"
 GENERATED_MARKER = "by `transpile import-yaml` (@generated)"
-GRAD_INPUT_MASK = "grad_input_mask"
 DIALECT_IMPORTS = ("cpp", "yaml_entry")
 # Python modules the main dialect's formulas use (``math.pi`` for derivatives.yaml's ``M_PI``)
 PYTHON_MODULES = (MATH,)
@@ -116,14 +115,16 @@ def _entry(item: object) -> Entry | str:
 # --------------------------------------------------------------------------- translation
 
 def translate_expression(source: str, names: dict[str, str], non_tensors: frozenset[str] = frozenset(),
-                         integers: frozenset[str] = frozenset()) -> tuple[str, Node, cpp.Layout, str | None]:
+                         integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None
+                         ) -> tuple[str, Node, cpp.Layout, str | None]:
     """A C++ formula as a Python expression of the main dialect (:mod:`.main_dialect`), its tree,
     its layout, and the original formula when the main dialect rewrote it (else None); checked to
     round-trip (else raises a DB301 for :func:`import_yaml` to place at the entry). ``non_tensors``:
-    the entry's arguments that are not tensors; ``integers``: those that are integers."""
+    the entry's arguments that are not tensors; ``integers``: those that are integers; ``mask``:
+    where the line's ``grad_input_mask`` flags are in ``needs_input_grad`` (``mask_positions``)."""
     try:
         tree = cpp.parse(source)
-        main = to_main(tree, non_tensors, integers=integers)
+        main = to_main(tree, non_tensors, integers=integers, mask=mask)
         python = pydialect.to_python(main, names)
         back = pydialect.from_python(python, pydialect.inverse_names(names))
     except TranspileError as error:
@@ -251,9 +252,11 @@ def _backward(schema: FunctionSchema, flags: tuple[bool | str, ...] | None, line
     names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
     targets = gradient_locals(schema)
     trees, assignments = [], []
+    tensor_inputs = tuple(a.name for a in schema.tensor_inputs)
     for line in lines:
         python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema),
-                                                              integer_arguments(schema))
+                                                              integer_arguments(schema),
+                                                              mask_positions(line.names, tensor_inputs))
         trees.append(tree)
         assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout, original))
     used = free_names(trees)

@@ -195,19 +195,38 @@ def keyword_arguments(name: str, args: tuple[Node, ...], signatures: dict[str, t
     return (*args[:count], *(Keyword(k, a) for k, a in zip(keywords, args[count:])))
 
 
+GRAD_INPUT_MASK = "grad_input_mask"
+
+
+def mask_positions(line_inputs: tuple[str, ...], tensor_inputs: tuple[str, ...]) -> tuple[int, ...] | None:
+    """Where a line's ``grad_input_mask`` flags are in the formula's ``needs_input_grad``: torchgen
+    gives a line one flag per input it names (``input, weight, grad_out: f(grad_input_mask)``), the
+    formula one per tensor input in schema order; None when the two are the same list."""
+    positions = tuple(tensor_inputs.index(name) for name in line_inputs)
+    return None if positions == tuple(range(len(tensor_inputs))) else positions
+
+
 def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNames | None = None,
-            integers: frozenset[str] = frozenset()) -> Node:
+            integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None) -> Node:
     """``tree`` in the main dialect. ``non_tensors``: names that are not tensors (Scalar or int
     arguments), whose methods stay methods; ``aten``: ATen's operators (default: torch's);
-    ``integers``: the names that are integers (int arguments), for integer division."""
+    ``integers``: the names that are integers (int arguments), for integer division; ``mask``:
+    the line's :func:`mask_positions` (its ``grad_input_mask`` is those flags of the formula's)."""
     aten = aten_names() if aten is None else aten
     known, overloads = aten.functions, aten.signatures
 
     def main(node: Node) -> Node:
-        return to_main(node, non_tensors, aten, integers)
+        return to_main(node, non_tensors, aten, integers, mask)
+
+    def flag(position: int) -> Node:
+        return Index(Name(GRAD_INPUT_MASK), Literal("number", str(position)))
 
     def replacement(node: Node) -> Node | None:
         match node:
+            case Index(Name(name), Literal("number", index)) if name == GRAD_INPUT_MASK and mask is not None:
+                return flag(mask[int(index)])
+            case Name(name) if name == GRAD_INPUT_MASK and mask is not None:
+                return BraceList(tuple(flag(position) for position in mask))
             case Binary("/" | "%" as op, left, right):
                 left, right = main(left), main(right)
                 if not (_integral(left, integers) and _integral(right, integers)):

@@ -13,7 +13,7 @@ from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
                        "_to_copy", "ones", "full", "scalar_tensor", "where", "masked_fill", "logical_or",
                        "logical_not", "isnan", "diagonal", "sqrt", "exp", "mul", "pow", "logical_and"})
-METHODS = frozenset({"contiguous", "view_as", "mul_", "to", "masked_fill_", "logical_or_", "logical_not_"})
+METHODS = frozenset({"contiguous", "view_as", "mul_", "to", "masked_fill_", "logical_or_", "logical_not_", "new_zeros"})
 VIEWS = frozenset({"diagonal", "view_as", "contiguous", "to"})
 SIGNATURES = {
     "gelu": ((("self",), ("approximate",)),),
@@ -69,6 +69,8 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES, VIEWS)
     ("at::full({2}, 0.5, grad.options())", "at.new_full(grad, [2], 0.5)"),
     ("at::scalar_tensor(0., grad.options())", "at.new_full(grad, [], 0.)"),
     ("at::zeros(sizes, options)", "at.zeros(sizes, options)"),                 # not a tensor's options
+    ("grad.new_zeros_symint(self.sym_sizes(), self.options())", "at.new_zeros(self, self.sizes())"),
+    ("grad.new_zeros(sizes)", "at.new_zeros(grad, sizes)"),
     ("at::scalar_tensor(0.)", "at.scalar_tensor(0.)"),
     # a conversion to another tensor's dtype is _to_copy with that dtype
     ("grad.to(self.scalar_type())", "at._to_copy(grad, dtype=self.scalar_type())"),

@@ -22,6 +22,7 @@ C++ (as derivatives.yaml says it)  main dialect
 ``x.size(1) / groups`` (int arg)   ``cpp.int_div(x.size(1), groups)``
 ``at::zeros(sizes, x.options())``  ``at.new_zeros(x, sizes)`` (``ones``, ``full``)
 ``at::scalar_tensor(v, x.options())``  ``at.new_full(x, [], v)``
+``g.new_zeros(sizes, x.options())``  ``at.new_zeros(x, sizes)`` (a tensor like ``x``)
 ``grad.to(self.scalar_type())``    ``at._to_copy(grad, dtype=self.scalar_type())`` (or ``.dtype()``)
 ``at::where(...).masked_fill_(m, 0)``  ``at.masked_fill(at.where(...), m, 0)`` (a temporary)
 ``(a >= b).logical_or_(c)``        ``at.logical_or(a >= b, c)`` (a boolean temporary)
@@ -276,6 +277,9 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
                 functional = func.name[:-1]
                 return Call(Qualified(("at", functional)),
                             keyword_arguments(functional, (_unwrapped(receiver), *args), overloads))
+            if method in _NEW_LIKE and len(args) == _NEW_LIKE[method] + 1 and _options_of(args[-1]) is not None:
+                # `x.new_zeros(sizes, y.options())` is a tensor like `y`, whatever `x` is
+                return Call(Qualified(("at", method)), (_options_of(args[-1]), *args[:-1]))
             if method == "to" and len(args) == 1 and _dtype_of(args[0]) is not None:
                 return Call(Qualified(("at", "_to_copy")), (_unwrapped(receiver), Keyword("dtype", _dtype_of(args[0]))))
             if (method not in KEPT_METHODS and (method in known or _method_operator(method, aten))
@@ -328,6 +332,18 @@ def _constant(node: Node) -> bool:
 # the same tensor like that one: (factory, the arguments before the options, the new_ operator).
 _FACTORIES_LIKE = {"zeros": (1, "new_zeros"), "ones": (1, "new_ones"), "full": (2, "new_full"),
                    "scalar_tensor": (1, "new_full")}
+
+
+# ``new_*`` methods and the number of their arguments before a TensorOptions one.
+_NEW_LIKE = {"new_zeros": 1, "new_ones": 1, "new_full": 2}
+
+
+def _options_of(node: Node) -> Node | None:
+    """``t`` when ``node`` is ``t.options()``, else None."""
+    match node:
+        case Call(Member(tensor, "options", False), ()):
+            return _unwrapped(tensor)
+    return None
 
 
 def _factory_like(name: str, args: tuple[Node, ...]) -> Node | None:

@@ -19,6 +19,7 @@ SCHEMAS = [
     "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
     "mul.Tensor(Tensor self, Tensor other) -> Tensor",
     "mul.Scalar(Tensor self, Scalar other) -> Tensor",
+    "native_dropout_backward(Tensor grad_output, Tensor mask, float scale, bool[2] output_mask) -> Tensor",
     "expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
     "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
     "_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
@@ -99,9 +100,12 @@ def test_expressions(source, expected):
     ("1.0 if not train.has_value() or not train.value() else 0.5",
      ("(!train.has_value() || !train.value()) ? 1.0 : 0.5", T.FLOAT)),
     ("eps.value_or(1e-6)", ("eps.value_or(1e-6)", T.FLOAT)),
+    # a list display for a fixed-size list parameter is that std::array (a line's grad_input_mask flags)
+    ("at.native_dropout_backward(grad, self, 0.5, [needs[1], needs[0]])",
+     ("at::native_dropout_backward(grad, self, 0.5, std::array<bool, 2>{needs[1], needs[0]})", T.TENSOR)),
 ])
 def test_imported_dialect_expressions(source, expected):
-    names = {"groups": T.INT, "train": T.optional(T.BOOL), "eps": T.optional(T.FLOAT)}
+    names = {"groups": T.INT, "train": T.optional(T.BOOL), "eps": T.optional(T.FLOAT), "needs": T.list_of(T.BOOL, 3)}
     assert cpp(source, **TENSORS, **names) == expected
 
 

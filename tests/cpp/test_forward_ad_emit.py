@@ -181,6 +181,7 @@ def test_an_in_place_formula_writes_its_input_as_torch_does(tmp_path: Path) -> N
         "        def jvp(self_t, other_t, original_self_p):\n"
         "            result_t = self_t * other + other_t * original_self_p\n            return result_t\n", ""))
     assert diagnostics == []
+    assert "py_mul_u_tensor(at::Tensor& self, const at::Tensor& other) {" in code     # ATen's mutable kernel argument
     wrapper = code[code.index("c10::intrusive_ptr<MulTensorBackward0> grad_fn;"):]
     order = ["torch::autograd::check_inplace(self, static_cast<bool>(grad_fn));",
              "grad_fn->self_ = torch::autograd::SavedVariable(self.clone(), false);",

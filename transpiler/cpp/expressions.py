@@ -400,7 +400,9 @@ def _sequence(node: cst.List | cst.Tuple, context: Context, expected: PyType | N
             elem = T.unify(elem, item.type)
         except T.TypeConflict as conflict:
             raise Untranslatable(node, TYPE_CONFLICT, f"list elements have types {conflict}") from None
-    ty = T.list_of(elem)
+    # a display of as many items as a fixed-size list parameter takes is that std::array (``bool[3] output_mask``)
+    size = expected.size if expected is not None and expected.kind is Kind.LIST and expected.size == len(items) else None
+    ty = T.list_of(elem, size)
     if elem.kind is Kind.UNKNOWN:
         return Typed("{}", ty)
     return Typed(f"{T.cpp_value(ty)}{{{', '.join(coerce(i, elem) for i in items)}}}", ty)
@@ -632,7 +634,10 @@ def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolv
             texts.append(cpp_default(param))
             continue
         argument = bound[param.name]
-        value = translate(argument, context, None if is_none(argument) else param_type)
+        hint = param_type
+        if isinstance(param.type, ListType) and param.type.size is not None and param_type.elem == T.BOOL:
+            hint = T.list_of(T.BOOL, param.type.size)     # ``bool[3] output_mask``: a std::array in C++
+        value = translate(argument, context, None if is_none(argument) else hint)
         if not accepts(param_type, value.type) or _wrong_length(param.type, value.type):
             return None
         texts.append(_argument_text(value, param_type))

@@ -116,6 +116,21 @@ CASES = [
         "at::Tensor var_mean_dim_jvp(\n",
         "    formulas::runtime::set_tangent(mean, formulas::var_mean_dim_jvp(self_t, dim, keepdim));\n  }\n",
     ]),
+    ("optional_string_captured", '''
+     @derivative("div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor")
+     def div_Tensor_mode(self, other, *, rounding_mode):
+         result = at.div(self, other, rounding_mode=rounding_mode)
+         def backward(grad):
+             return grad / other, None
+         def jvp(self_t, other_t):
+             result_t = at.new_zeros(result, result.sizes()) if rounding_mode is not None else self_t / other
+             return result_t
+         return result, backward
+     ''', [
+        # the dispatcher lends an optional string_view; the jvp keeps an owned optional string
+        "    const std::optional<std::string>& rounding_mode,\n",
+        "result, std::optional<std::string>(rounding_mode), formulas::runtime::primal(other)));\n",
+    ]),
     ("no_jvp", '''
      @derivative("exp(Tensor self) -> Tensor")
      def exp(self):

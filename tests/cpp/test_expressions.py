@@ -19,6 +19,7 @@ SCHEMAS = [
     "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
     "mul.Tensor(Tensor self, Tensor other) -> Tensor",
     "mul.Scalar(Tensor self, Scalar other) -> Tensor",
+    "native_dropout_backward(Tensor grad_output, Tensor mask, float scale, bool[2] output_mask) -> Tensor",
     "expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
     "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
     "_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
@@ -76,9 +77,36 @@ TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR, "alpha": T.SCA
     (r"'a\\b\"c\n'", ('"a\\134b\\042c\\012"', T.STR)),
     ("r'\\x74'", ('"\\134x74"', T.STR)),
     ("'\u00e9?1'", ('"\\303\\251\\0771"', T.STR)),
+    # a Scalar's own methods (c10::Scalar's), as derivatives.yaml calls them
+    ("alpha.conj()", ("alpha.conj()", T.SCALAR)),
+    ("1.0 / alpha.toFloat()", ("static_cast<double>(1.0) / alpha.toFloat()", T.FLOAT)),
+    ("alpha.toDouble() > 0.", ("alpha.toDouble() > 0.", T.BOOL)),
+    ("alpha.isComplex()", ("alpha.isComplex()", T.BOOL)),
+    ("self.is_complex()", ("self.is_complex()", T.BOOL)),                        # metadata
+    # Python's math: constants as the same double, functions of numbers as <cmath>'s
+    ("2.0 / math.sqrt(math.pi)", ("static_cast<double>(2.0) / std::sqrt(static_cast<double>(3.141592653589793))",
+                                  T.FLOAT)),
+    ("grad * math.log(2.0)", ("grad * std::log(static_cast<double>(2.0))", T.TENSOR)),
 ])
 def test_expressions(source, expected):
     assert cpp(source, **TENSORS) == expected
+
+
+@pytest.mark.parametrize("source, expected", [
+    # the imported dialect's C++ spellings: truncating integer division, grad mode, std::optional
+    ("cpp.int_div(grad.size(1), groups)", ("grad.size(1) / groups", T.INT)),
+    ("cpp.int_mod(-groups, 3)", ("-groups % 3", T.INT)),
+    ("grad if GradMode.is_enabled() else self", ("at::GradMode::is_enabled() ? grad : self", T.TENSOR)),
+    ("1.0 if not train.has_value() or not train.value() else 0.5",
+     ("(!train.has_value() || !train.value()) ? 1.0 : 0.5", T.FLOAT)),
+    ("eps.value_or(1e-6)", ("eps.value_or(1e-6)", T.FLOAT)),
+    # a list display for a fixed-size list parameter is that std::array (a line's grad_input_mask flags)
+    ("at.native_dropout_backward(grad, self, 0.5, [needs[1], needs[0]])",
+     ("at::native_dropout_backward(grad, self, 0.5, std::array<bool, 2>{needs[1], needs[0]})", T.TENSOR)),
+])
+def test_imported_dialect_expressions(source, expected):
+    names = {"groups": T.INT, "train": T.optional(T.BOOL), "eps": T.optional(T.FLOAT), "needs": T.list_of(T.BOOL, 3)}
+    assert cpp(source, **TENSORS, **names) == expected
 
 
 def test_a_conditional_narrows_an_optional_tested_against_none():
@@ -136,6 +164,9 @@ def test_optional_passed_to_a_helper_taking_its_value_is_unwrapped_checked():
     # metadata the C++ path does not write: never advised as an operator (there is no at.strides)
     ("grad.strides()", "DB200", "tensor metadata method 'strides' (the C++ path writes only sizes, size, dim"),
     ("xs[1:2]", "DB200", "slicing"),
+    ("alpha.toComplexDouble()", "DB200", "the method 'toComplexDouble' of a Scalar"),
+    ("math.sqrt(grad)", "DB200", "math.sqrt of a Tensor (call at.sqrt on tensors)"),
+    ("math.tau", "DB200", "an attribute access"),
     ("at.sinh(grad)", "DB201", "unknown operator 'at.sinh'"),
     ("print(grad)", "DB201", "'print'"),
     ("at.mul(grad)", "DB202", "no declared overload of 'at.mul'"),

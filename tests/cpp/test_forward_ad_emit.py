@@ -116,6 +116,21 @@ CASES = [
         "at::Tensor var_mean_dim_jvp(\n",
         "    formulas::runtime::set_tangent(mean, formulas::var_mean_dim_jvp(self_t, dim, keepdim));\n  }\n",
     ]),
+    ("optional_string_captured", '''
+     @derivative("div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor")
+     def div_Tensor_mode(self, other, *, rounding_mode):
+         result = at.div(self, other, rounding_mode=rounding_mode)
+         def backward(grad):
+             return grad / other, None
+         def jvp(self_t, other_t):
+             result_t = at.new_zeros(result, result.sizes()) if rounding_mode is not None else self_t / other
+             return result_t
+         return result, backward
+     ''', [
+        # the dispatcher lends an optional string_view; the jvp keeps an owned optional string
+        "    const std::optional<std::string>& rounding_mode,\n",
+        "result, std::optional<std::string>(rounding_mode), formulas::runtime::primal(other)));\n",
+    ]),
     ("no_jvp", '''
      @derivative("exp(Tensor self) -> Tensor")
      def exp(self):
@@ -144,22 +159,58 @@ def test_jvp_transliteration(tmp_path: Path, source: str, expected: list[str]) -
     assert ("_jvp(" in code) == ("jvp" in source)
 
 
+IN_PLACE = '''\
+    from formulas import at, derivative
+
+
+    @derivative("mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+    def mul__tensor(self, other):
+        result = at.mul_(self, other)
+        def backward(grad):
+            return grad * other, grad * self
+        def jvp(self_t, other_t, original_self_p):
+            result_t = self_t * other + other_t * original_self_p
+            return result_t
+        return result, backward
+    '''
+
+
+def _emit_in_place(tmp_path: Path, source: str) -> tuple[str, list]:
+    (tmp_path / "ops.py").write_text(textwrap.dedent(source))
+    output, diagnostics = emit_library(load_library(str(tmp_path)), load_library(str(REPO / "formulas")).operators)
+    return output.files.get("ops.cpp", ""), diagnostics
+
+
 def test_in_place_jvp_is_a_diagnostic_not_a_crash(tmp_path: Path) -> None:
-    (tmp_path / "ops.py").write_text(textwrap.dedent('''\
-        from formulas import at, derivative
-
-
-        @derivative("mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)")
-        def mul__tensor(self, other):
-            result = at.mul(self, other)
-            def backward(grad):
-                return grad * other, grad * self
-            def jvp(self_t, other_t, original_self_p):
-                result_t = self_t * other + other_t * original_self_p
-                return result_t
-            return result, backward
-        '''))
-    _, diagnostics = emit_library(load_library(str(tmp_path)), load_library(str(REPO / "formulas")).operators)
+    _, diagnostics = _emit_in_place(tmp_path, IN_PLACE)
     [diagnostic] = diagnostics
-    assert (diagnostic.line, diagnostic.col, diagnostic.code) == (4, 13, "DB205")    # in-place: refused whole
-    assert "writes its argument 'self' in place (Tensor(a!))" in diagnostic.message
+    assert (diagnostic.line, diagnostic.col, diagnostic.code) == (9, 5, "DB200")     # the jvp, left out per formula
+    assert "the jvp of an in-place operator" in diagnostic.message
+
+
+def test_an_in_place_formula_writes_its_input_as_torch_does(tmp_path: Path) -> None:
+    """torch's in-place bookkeeping: a leaf or a view it may not write is refused (check_inplace),
+    what the backward reads of the written input is kept from before the write (its values as a
+    copy made with autograd on), the version is bumped and the input's history rebased onto the node."""
+    code, diagnostics = _emit_in_place(tmp_path, IN_PLACE.replace(
+        "        def jvp(self_t, other_t, original_self_p):\n"
+        "            result_t = self_t * other + other_t * original_self_p\n            return result_t\n", ""))
+    assert diagnostics == []
+    assert "py_mul_u_tensor(at::Tensor& self, const at::Tensor& other) {" in code     # ATen's mutable kernel argument
+    wrapper = code[code.index("c10::intrusive_ptr<MulTensorBackward0> grad_fn;"):]
+    order = ["torch::autograd::check_inplace(self, static_cast<bool>(grad_fn));",
+             "grad_fn->self_ = torch::autograd::SavedVariable(self.clone(), false);",
+             "std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);",
+             "below_autograd.reset();", "torch::autograd::increment_version(self);",
+             "torch::autograd::rebase_history(result, grad_fn);"]
+    assert [wrapper.index(line) for line in order] == sorted(wrapper.index(line) for line in order)
+    assert "set_history" not in wrapper.split("\n}\n")[0] and '#include "views.h"' in code
+
+
+def test_an_in_place_formula_must_return_what_the_operator_writes(tmp_path: Path) -> None:
+    """A forward that computes a new tensor would leave the input unwritten and rebase the wrong
+    tensor's history: refused, never silently wrong."""
+    _, diagnostics = _emit_in_place(tmp_path, IN_PLACE.replace("at.mul_(self, other)", "at.mul(self, other)"))
+    [diagnostic] = diagnostics
+    assert (diagnostic.line, diagnostic.col, diagnostic.code) == (4, 13, "DB205")
+    assert "forward returns what the in-place operator returns (`result = at.mul_(...)`)" in diagnostic.message

@@ -67,6 +67,9 @@ def _written() -> dict[str, list]:
         "xlogy.Scalar_Self": [((0.5, _positive(3, 4)), {}), ((2.0, _positive(5)), {})],
         "special_xlog1py.self_scalar": [((0.5, _positive(3, 4)), {}), ((2.0, _positive(5)), {})],
         "fill.Tensor": [((t(3, 4), t()), {})],
+        "fill_.Tensor": [((t(3, 4), t()), {})],
+        # a probability per element, in [0, 1]
+        "bernoulli_.Tensor": [((t(3, 4), _constant(3, 4)), {})],
         # noise is rrelu's random slope, not differentiated
         "rrelu_with_noise_backward": [((t(3, 4), t(3, 4), _constant(3, 4), 0.1, 0.3, True, False), {})],
         # padding: (left, right, top, bottom, front, back), smaller than the padded dims

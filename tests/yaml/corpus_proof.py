@@ -26,6 +26,10 @@ The cases, in order of preference (``source`` names the one used):
 2. ``ours``: :mod:`tests.yaml.corpus_inputs`: arguments written by hand for entries whose
    arguments carry meaning, then arguments generated from the schema.
 
+An in-place overload (``celu_``) takes its functional twin's OpInfos, and is called, ours and
+torch's alike, on a fresh copy of each tensor it writes (:func:`as_called`); an operator with a
+``Generator?`` argument draws the same numbers on every call.
+
 Every float64 tensor argument of a case is differentiated. A case torch's own overload
 rejects, or whose output torch does not differentiate, is skipped, never counted.
 
@@ -331,6 +335,45 @@ def _opinfo_cases(schema, infos) -> list:
     return cases
 
 
+def _written(schema) -> list[int]:
+    """The positions of the arguments an in-place operator writes (``Tensor(a!) self``)."""
+    return [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+
+
+def _infos(base: str, schema, table: dict[str, list]) -> list:
+    """The OpInfos of an operator; an in-place one (``celu_``) takes its functional twin's samples."""
+    if base in table or not _written(schema):
+        return table.get(base, [])
+    return table.get(base.removesuffix("_"), [])
+
+
+def as_called(op, schema):
+    """``op`` as the proof calls it. An in-place operator writes a fresh copy of each tensor it
+    writes (the inputs stay leaves, and the copy's history is what it rebases), so the in-place
+    operator itself is what is checked; an operator that draws random numbers (a ``Generator?``
+    argument) draws the same ones on every call (a fixed seed, the caller's stream untouched),
+    so that its finite differences and the two operators' values compare like for like."""
+    written = _written(schema)
+    names = [a.name for a in schema.arguments]
+    random = any(str(a.type) == "Optional[Generator]" for a in schema.arguments)
+    if not written and not random:
+        return op
+
+    def call(*args, **kwargs):
+        args = list(args)
+        for i in written:
+            if i < len(args) and isinstance(args[i], torch.Tensor):
+                args[i] = args[i].clone()
+            elif names[i] in kwargs and isinstance(kwargs[names[i]], torch.Tensor):
+                kwargs[names[i]] = kwargs[names[i]].clone()
+        if not random:
+            return op(*args, **kwargs)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return op(*args, **kwargs)
+    return call
+
+
 def main(library: str, namespace: str, ops_json: str) -> None:
     torch.set_num_threads(1)        # small cases; and forked children (prove_isolated) need no thread team
     torch.ops.load_library(library)
@@ -343,21 +386,24 @@ def main(library: str, namespace: str, ops_json: str) -> None:
         theirs_by_op[op] = getattr(getattr(torch.ops.aten, base), overload or "default")
     unique = {id(info): info for infos in table.values() for info in infos}
     unbound = {op: theirs for op, theirs in theirs_by_op.items()     # no OpInfo sample binds to them
-               if not _opinfo_cases(theirs._schema, table.get(op.partition(".")[0], []))}
+               if not _opinfo_cases(theirs._schema, _infos(op.partition(".")[0], theirs._schema, table))}
     recorded = record(unbound, list(unique.values()))
 
     def prove_entry(op: str) -> dict:
         base, _, overload = op.partition(".")
         ours = getattr(getattr(getattr(torch.ops, namespace), base), overload or "default")
         theirs = theirs_by_op[op]
-        infos = table.get(base, [])
-        status, used, reason = prove(ours, theirs, _opinfo_cases(theirs._schema, infos) + recorded.get(op, []))
+        infos = _infos(base, theirs._schema, table)
+        cases = _opinfo_cases(theirs._schema, infos) + recorded.get(op, [])
+        schema = theirs._schema
+        ours, theirs = as_called(ours, schema), as_called(theirs, schema)
+        status, used, reason = prove(ours, theirs, cases)
         source = "OpInfo"
         if status == "no inputs":
             opinfo_reason = reason or ("no OpInfo sample calls this overload" if infos or op in recorded
                                        else "no OpInfo")
             source = "ours"
-            status, used, reason = prove(ours, theirs, corpus_inputs.cases(op, theirs._schema))
+            status, used, reason = prove(ours, theirs, corpus_inputs.cases(op, schema))
             if status == "no inputs":
                 source = ""
                 reason = f"{opinfo_reason}; our inputs: {reason or 'none'}"

@@ -55,3 +55,38 @@ def test_a_first_derivative_without_history_has_zero_second_derivatives():
     assert curved[0] == "proven"         # a real second derivative on both sides, equal
     wrong = corpus_proof.prove(lambda t: torch.sgn(t) + 1e-3 * t * t * t, torch.sgn, [((x,), {})])
     assert wrong[0] == "failed"
+
+
+def _cases(op) -> list:
+    import corpus_inputs
+
+    schema = op._schema
+    name = schema.name.removeprefix("aten::") + (f".{schema.overload_name}" if schema.overload_name else "")
+    return corpus_inputs.cases(name, schema)
+
+
+def test_an_in_place_operator_is_proven_writing_a_copy_of_its_input():
+    """``celu_`` cannot write a leaf that requires grad: the proof calls it on a copy of each written
+    tensor, so the in-place operator itself (and its rebased history) is what is checked."""
+    celu_ = torch.ops.aten.celu_.default
+    assert corpus_proof.prove(celu_, celu_, _cases(celu_))[0] == "no inputs"    # torch refuses the leaf
+    called = corpus_proof.as_called(celu_, celu_._schema)
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    before = x.detach().clone()
+    y = called(x, 1.0)
+    assert torch.equal(x.detach(), before) and y.grad_fn.name() == "CeluBackward1"
+    assert corpus_proof.prove(called, called, _cases(celu_))[0] == "proven"
+    wrong = corpus_proof.as_called(lambda x, alpha: torch.ops.aten.celu_(x, alpha) * 1.001, celu_._schema)
+    assert corpus_proof.prove(wrong, called, _cases(celu_))[0] == "failed"
+
+
+def test_a_random_operator_draws_the_same_numbers_on_every_call():
+    """``bernoulli_.float`` (a ``Generator?`` argument) is reproducible under the proof: the same
+    draws on every call, the caller's random stream left as it was."""
+    bernoulli_ = torch.ops.aten.bernoulli_.float
+    called = corpus_proof.as_called(bernoulli_, bernoulli_._schema)
+    x = torch.rand(5, dtype=torch.float64)
+    state = torch.random.get_rng_state()
+    assert torch.equal(called(x, 0.5), called(x, 0.5))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert corpus_proof.prove(called, called, _cases(bernoulli_))[0] == "proven"

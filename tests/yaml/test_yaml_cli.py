@@ -288,3 +288,48 @@ def test_parentheses_around_a_whole_formula_are_kept(tmp_path: Path):
     emitted = tmp_path / "emitted.yaml"
     assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
     assert yaml.safe_load(emitted.read_text())[0]["self"] == "(grad * self)"
+
+
+MATH_YAML = """\
+- name: erf(Tensor self) -> Tensor
+  self: 2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad
+  result: auto_element_wise
+"""
+
+
+def test_cmath_constants_import_python_math_and_round_trip(tmp_path: Path):
+    """``M_PI`` is ``math.pi``: the formula file imports ``math`` (never declared an external) and
+    emit-yaml gives the C++ back from the line's ``# yaml:`` comment."""
+    imported = import_yaml(MATH_YAML, "math.yaml")
+    text = imported.files["derivatives_000.py"]
+    assert "\nimport math\n" in text and "grad_self = 2.0 / math.sqrt(math.pi) * at.exp(" in text
+    assert "math" not in imported.files["externals.py"]
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(MATH_YAML)
+    out, emitted = tmp_path / "imported", tmp_path / "emitted.yaml"
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(MATH_YAML)
+
+
+MASK_YAML = """\
+- name: bar(Tensor self, Tensor other, Tensor weight) -> Tensor
+  other, self: bar_backward(grad, self, other, grad_input_mask)
+  weight: bar_weight_backward(grad, weight, grad_input_mask[0])
+"""
+
+
+def test_a_lines_grad_input_mask_is_its_own_inputs_flags(tmp_path: Path):
+    """torchgen gives a line one ``grad_input_mask`` flag per input it names, in the line's order;
+    ``needs_input_grad`` has one per tensor input in schema order: the importer picks the line's
+    (passing the formula's whole mask would ask for the wrong gradients), and emit-yaml gives the
+    YAML back."""
+    text = import_yaml(MASK_YAML, "mask.yaml").files["derivatives_000.py"]
+    assert "bar_backward(grad, self, other, [needs_input_grad[1], needs_input_grad[0]])" in text
+    assert "bar_weight_backward(grad, weight, needs_input_grad[2])" in text
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(MASK_YAML)
+    out, emitted = tmp_path / "imported", tmp_path / "emitted.yaml"
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(MASK_YAML)

@@ -11,8 +11,10 @@ from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 
 # A small operator table, so that the cases do not depend on the installed torch's.
 FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
-                       "_to_copy", "ones", "full", "scalar_tensor"})
-METHODS = frozenset({"contiguous", "view_as", "mul_", "to"})
+                       "_to_copy", "ones", "full", "scalar_tensor", "where", "masked_fill", "logical_or",
+                       "logical_not", "isnan", "diagonal", "sqrt", "exp", "mul", "pow", "logical_and"})
+METHODS = frozenset({"contiguous", "view_as", "mul_", "to", "masked_fill_", "logical_or_", "logical_not_", "new_zeros"})
+VIEWS = frozenset({"diagonal", "view_as", "contiguous", "to"})
 SIGNATURES = {
     "gelu": ((("self",), ("approximate",)),),
     "gelu_backward": ((("grad_output", "self"), ("approximate",)),),
@@ -25,7 +27,7 @@ SIGNATURES = {
     "_to_copy": ((("self",), ("dtype", "layout", "device", "pin_memory", "non_blocking", "memory_format")),),
     "contiguous": ((("self",), ("memory_format",)),),       # a method-only operator has keywords too
 }
-ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES)
+ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES, VIEWS)
 
 
 @pytest.mark.parametrize("source, python", [
@@ -67,11 +69,31 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES)
     ("at::full({2}, 0.5, grad.options())", "at.new_full(grad, [2], 0.5)"),
     ("at::scalar_tensor(0., grad.options())", "at.new_full(grad, [], 0.)"),
     ("at::zeros(sizes, options)", "at.zeros(sizes, options)"),                 # not a tensor's options
+    ("grad.new_zeros_symint(self.sym_sizes(), self.options())", "at.new_zeros(self, self.sizes())"),
+    ("grad.new_zeros(sizes)", "at.new_zeros(grad, sizes)"),
     ("at::scalar_tensor(0.)", "at.scalar_tensor(0.)"),
     # a conversion to another tensor's dtype is _to_copy with that dtype
     ("grad.to(self.scalar_type())", "at._to_copy(grad, dtype=self.scalar_type())"),
     ("(grad * 2).to(output.dtype())", "at._to_copy(grad * 2, dtype=output.scalar_type())"),
     ("grad.to(dtype)", "at.to(grad, dtype)"),                                  # a dtype argument, or a device
+    # an in-place write into a temporary nobody else sees is the functional operator
+    ("at::where(self == other, grad / 2, grad).masked_fill_(self < other, 0)",
+     "at.masked_fill(at.where(self == other, grad / 2, grad), self < other, 0)"),
+    ("grad.masked_fill((self >= other).logical_or_(other.isnan()).logical_not_(), 0)",
+     "at.masked_fill(grad, at.logical_not(at.logical_or(self >= other, at.isnan(other))), 0)"),
+    ("grad.masked_fill_(self < other, 0)", "grad.masked_fill_(self < other, 0)"),          # a named tensor
+    ("self.diagonal().masked_fill_(mask, 0)", "at.diagonal(self).masked_fill_(mask, 0)"),  # a view: writes self
+    ("(grad * 2).logical_or_(mask)", "(grad * 2).logical_or_(mask)"),    # not boolean: logical_or_ keeps its dtype
+    # <cmath>'s constants and the arithmetic on them are numbers: Python's math, not at.sqrt
+    ("2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad", "2.0 / math.sqrt(math.pi) * at.exp(-(at.pow(self, 2))) * grad"),
+    ("grad * std::sqrt(2 * M_PI)", "grad * math.sqrt(2 * math.pi)"),
+    ("grad * result.conj() * M_LN2", "grad * at.conj(result) * math.log(2.0)"),
+    ("grad * sqrt(self)", "grad * at.sqrt(self)"),
+    # `&` of two tensor comparisons is their logical and; of Scalar or int arguments it stays
+    ("grad.masked_fill((self == 0.) & (other <= 0.), 0.)",
+     "at.masked_fill(grad, at.logical_and(self == 0., other <= 0.), 0.)"),
+    ("(self < 0) | (other > 1)", "at.logical_or(self < 0, other > 1)"),
+    ("(n == 0) & (alpha == 1)", "(n == 0) & (alpha == 1)"),
 ])
 def test_rewrite_and_its_python(source, python):
     main = to_main(cpp.parse(source), frozenset({"alpha", "groups", "n", "p"}), aten=ATEN,

@@ -181,7 +181,28 @@ def translate(node: cst.BaseExpression, context: Context, expected: PyType | Non
         return _subscript(node, context)
     if isinstance(node, (cst.List, cst.Tuple)):
         return _sequence(node, context, expected)
+    if _in_math(node, context) and node.attr.value in MATH_CONSTANTS:
+        return Typed(MATH_CONSTANTS[node.attr.value], T.FLOAT)
     raise unsupported(node, _describe(node))
+
+
+#: Python's ``math`` in formula code: its constants (as C++ literals of the same double) and the
+#: functions of one number the formulas call (``math.sqrt(2 * math.pi)``), as <cmath>'s.
+MATH_CONSTANTS = {"pi": "3.141592653589793", "e": "2.718281828459045"}
+MATH_FUNCTIONS = frozenset({"sqrt", "log", "exp"})
+
+
+def _dialect_call(func: cst.BaseExpression, context: Context, owner: str, name: str) -> bool:
+    """Whether ``func`` is ``<owner>.<name>`` of the imported dialect (``cpp.int_div``,
+    ``GradMode.is_enabled``), ``owner`` not a local of that name."""
+    return (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == owner
+            and func.attr.value == name and owner not in context.names)
+
+
+def _in_math(node: cst.BaseExpression, context: Context) -> bool:
+    """Whether ``node`` is ``math.<name>`` (``math`` the module, not a local of that name)."""
+    return (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "math"
+            and "math" not in context.names)
 
 
 def translate_condition(node: cst.BaseExpression, context: Context) -> Typed:
@@ -379,7 +400,9 @@ def _sequence(node: cst.List | cst.Tuple, context: Context, expected: PyType | N
             elem = T.unify(elem, item.type)
         except T.TypeConflict as conflict:
             raise Untranslatable(node, TYPE_CONFLICT, f"list elements have types {conflict}") from None
-    ty = T.list_of(elem)
+    # a display of as many items as a fixed-size list parameter takes is that std::array (``bool[3] output_mask``)
+    size = expected.size if expected is not None and expected.kind is Kind.LIST and expected.size == len(items) else None
+    ty = T.list_of(elem, size)
     if elem.kind is Kind.UNKNOWN:
         return Typed("{}", ty)
     return Typed(f"{T.cpp_value(ty)}{{{', '.join(coerce(i, elem) for i in items)}}}", ty)
@@ -437,12 +460,45 @@ EMITTED_METADATA: dict[str, tuple[PyType, str]] = {
 }
 
 
+#: The methods of a ``Scalar`` argument (``c10::Scalar``'s own, which derivatives.yaml calls: ``alpha.conj()``,
+#: ``other.toDouble()``) and the type of their value. ``toFloat`` is C++'s ``float``, rounded to single
+#: precision as torch's formula rounds it, then widened to double wherever it meets one.
+SCALAR_METHODS: dict[str, PyType] = {
+    "conj": T.SCALAR, "toDouble": T.FLOAT, "toFloat": T.FLOAT, "toLong": T.INT,
+    "isComplex": T.BOOL, "isFloatingPoint": T.BOOL,
+}
+
+
+#: ``std::optional``'s methods derivatives.yaml calls on an optional argument (``train.has_value()``,
+#: ``correction.value_or(1)``), with their number of arguments.
+OPTIONAL_METHODS = {"has_value": 0, "value": 0, "value_or": 1}
+
+
+def is_view_type(ty: PyType) -> bool:
+    """An optional list, which a kernel takes as a view (``at::OptionalIntArrayRef``), not a ``std::optional``."""
+    return ty.kind is Kind.OPTIONAL and ty.elem.kind is Kind.LIST
+
+
 def _call(node: cst.Call, context: Context, expected: PyType | None) -> Typed:
     func = node.func
     if any(arg.star for arg in node.args):
         raise unsupported(node, "a call with *args or **kwargs")
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "at":
         return _operator_call(node, func.attr.value, context)
+    if _in_math(func, context) and func.attr.value in MATH_FUNCTIONS and len(node.args) == 1 \
+            and node.args[0].keyword is None:
+        number = translate(node.args[0].value, context)
+        if number.type.kind not in (Kind.INT, Kind.FLOAT, Kind.BOOL):
+            raise unsupported(node, f"math.{func.attr.value} of a {number.type} (call at.{func.attr.value} on tensors)")
+        return Typed(f"std::{func.attr.value}(static_cast<double>({number.text}))", T.FLOAT)
+    if _dialect_call(func, context, "GradMode", "is_enabled") and not node.args:
+        return Typed("at::GradMode::is_enabled()", T.BOOL)     # on in a backward when create_graph=True
+    for method, operator in (("int_div", "/"), ("int_mod", "%")):
+        if _dialect_call(func, context, "cpp", method) and len(node.args) == 2:
+            left, right = (translate(a.value, context) for a in node.args)
+            if {left.type.kind, right.type.kind} <= {Kind.INT, Kind.BOOL}:     # C++'s own: truncating
+                return Typed(f"{left.operand()} {operator} {right.operand()}", T.INT, atomic=False)
+            raise unsupported(node, f"cpp.{method} of {left.type} and {right.type}")
     if isinstance(func, cst.Attribute):
         return _method_call(node, func, context)
     if isinstance(func, cst.Name):
@@ -499,6 +555,19 @@ def _method_call(node: cst.Call, func: cst.Attribute, context: Context) -> Typed
                           f"{', '.join(EMITTED_METADATA)}: see transpiler/metadata.py)")
     if receiver.type.kind is Kind.TENSOR:
         raise unsupported(node, f"the tensor method '{method}' (tensor methods are metadata only; call at.{method})")
+    if receiver.type.kind is Kind.SCALAR and method in SCALAR_METHODS and not node.args:
+        return Typed(f"{receiver.operand()}.{method}()", SCALAR_METHODS[method])
+    if receiver.type.kind is Kind.OPTIONAL and method in OPTIONAL_METHODS and len(node.args) == OPTIONAL_METHODS[method]:
+        if receiver.borrowed or is_view_type(receiver.type):
+            raise unsupported(node, f"the method '{method}' of a borrowed {receiver.type}")
+        if method == "has_value":
+            return Typed(f"{receiver.operand()}.has_value()", T.BOOL)
+        if method == "value":       # std::optional::value() throws on an empty optional, never reads garbage
+            return Typed(f"{receiver.operand()}.value()", receiver.type.elem)
+        default = translate(node.args[0].value, context, receiver.type.elem)
+        if not accepts(receiver.type.elem, default.type):
+            raise unsupported(node, f"value_or of a {receiver.type} given a {default.type}")
+        return Typed(f"{receiver.operand()}.value_or({coerce(default, receiver.type.elem)})", receiver.type.elem)
     raise unsupported(node, f"the method '{method}' of a {receiver.type}")
 
 
@@ -565,7 +634,10 @@ def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolv
             texts.append(cpp_default(param))
             continue
         argument = bound[param.name]
-        value = translate(argument, context, None if is_none(argument) else param_type)
+        hint = param_type
+        if isinstance(param.type, ListType) and param.type.size is not None and param_type.elem == T.BOOL:
+            hint = T.list_of(T.BOOL, param.type.size)     # ``bool[3] output_mask``: a std::array in C++
+        value = translate(argument, context, None if is_none(argument) else hint)
         if not accepts(param_type, value.type) or _wrong_length(param.type, value.type):
             return None
         texts.append(_argument_text(value, param_type))

@@ -109,6 +109,8 @@ def _argument(signature: WrapperSignature, jvp: Closure, name: str, kind: Captur
             return f"formulas::runtime::primal({_given(signature, source)})"
         if ty == T.TENSOR_LIST:
             return f"formulas::runtime::primals({_given(signature, source)})"
+        if ty == T.optional(T.STR):     # the dispatcher lends an optional string_view: the jvp keeps a string
+            return f"std::optional<std::string>({cpp_name(source)})"
         if is_borrowed(ty) and not is_view(ty):
             return f"formulas::runtime::to_owned({cpp_name(source)})"   # the dispatcher lends an ArrayRef
     return cpp_name(source)

@@ -31,6 +31,7 @@ from transpiler.cpp.expressions import (
 from transpiler.cpp.signature import borrowed_param, closure_parameter, is_borrowed, is_view, wrapper_signature
 from transpiler.cpp.statements import translate_body
 from transpiler.cpp.types import Kind, PyType
+from transpiler.frontend import python_name
 from transpiler.model import Capture, CaptureKind, Formula
 from transpiler.cpp.operators import Resolved
 from transpiler.schema import Argument, FunctionSchema, OptionalType
@@ -226,11 +227,7 @@ class FormulaEmitter(ViewEmitter):
         self.context = context
         self.struct = struct
         self.schema = formula.schema
-        written = [a.name for a in self.schema.arguments if a.annotation is not None and a.annotation.is_write]
-        if written:
-            raise Untranslatable(formula.schema_node, UNSUPPORTED_TYPE,
-                                 f"{formula.op_name}: writes its argument '{written[0]}' in place (Tensor(a!)); "
-                                 "in-place and out= operators are not supported yet")
+        self.written = _written_in_place(formula)
         self.signature = wrapper_signature(formula)
         # Named as the formula's parameters: a schema argument ``from`` (a Python keyword) is ``from_``.
         self.arguments = [a.argument for a in self.signature.arguments]
@@ -253,6 +250,21 @@ class FormulaEmitter(ViewEmitter):
                               f"{self.type_of(formula.returned[0].value)} for its Tensor[] output; return the "
                               "list of tensors the operator gives (`result = at.split(...)`)")
         self.saved = self._saved()
+        if self.written is not None:
+            self._check_in_place()
+
+    def _check_in_place(self) -> None:
+        """An in-place formula's output is what the in-place operator itself returns (its input,
+        written); its jvp is not transliterated (the tangent is written in place too)."""
+        operator = self.schema.name.base
+        if not any(_assigns_call(statement, self.formula.outputs[0], operator) for statement in self.formula.forward):
+            raise Untranslatable(self.formula.schema_node, UNSUPPORTED_TYPE,
+                                 f"{self.formula.op_name}: an in-place formula's forward returns what the in-place "
+                                 f"operator returns (`{self.formula.outputs[0] or 'result'} = at.{operator}(...)`), "
+                                 "the tensor it writes")
+        if self.formula.jvp is not None:
+            raise unsupported(self.formula.jvp.node, "the jvp of an in-place operator (forward AD raises torch's "
+                              "error for it)")
 
     # --- model ---------------------------------------------------------------------------------
     def type_of(self, name: str) -> PyType:
@@ -299,7 +311,8 @@ class FormulaEmitter(ViewEmitter):
                  self.wrapper_text(), self.view_func_replay(views)]
         schema = str(self.schema).replace("\\", "\\\\").replace('"', '\\"')
         registration = f'm.def("{schema}", TORCH_FN(formulas::{self.wrapper_name}));'
-        return EmittedFormula(self.struct, "\n".join(p for p in parts if p), registration, bool(views))
+        return EmittedFormula(self.struct, "\n".join(p for p in parts if p), registration,
+                              bool(views) or self.written is not None)    # in place: VariableTypeUtils.h
 
     @property
     def wrapper_name(self) -> str:
@@ -567,7 +580,7 @@ class FormulaEmitter(ViewEmitter):
         lines = []
         for index in self.differentiable_outputs:
             returned = self.schema.returns[index].annotation
-            if returned is None:
+            if returned is None or returned.is_write:      # an in-place output is its input, rebased
                 continue
             for arg in self.arguments:
                 if not (arg.annotation is not None and set(arg.annotation.alias_set) & set(returned.alias_set)
@@ -585,6 +598,31 @@ class FormulaEmitter(ViewEmitter):
                               "  }"]
         return lines
 
+    def _saved_before_the_write(self, item: Saved) -> bool:
+        """Whether ``item`` is the written tensor's metadata or values, kept from before the write."""
+        if isinstance(item, SavedMetadata):
+            return item.tensor == self.written
+        return isinstance(item, SavedTensor) and item.name == self.written and not item.is_output
+
+    def _before_the_write(self) -> list[str]:
+        """An in-place operator's wrapper: torch's checks (a leaf that requires grad, a view it may
+        not write) and the written tensor's metadata the backward reads, saved before the write."""
+        if self.written is None:
+            return []
+        tensor = cpp_name(self.written)
+        lines = [f"  torch::autograd::check_inplace({tensor}, static_cast<bool>(grad_fn));"]
+        saved = []
+        for item in filter(self._saved_before_the_write, self.saved):
+            if isinstance(item, SavedMetadata):
+                saved.append(f"    grad_fn->{item.member} = {EMITTED_METADATA[item.method][1].format(tensor)};")
+            else:
+                # its values before the write: a copy made with autograd on, so that a double
+                # backward through it reaches the input (torchgen saves ``self.clone()`` alike)
+                saved.append(f"    grad_fn->{item.member} = torch::autograd::SavedVariable({tensor}.clone(), false);")
+        if saved:
+            lines += ["  if (grad_fn) {", *saved, "  }"]
+        return lines
+
     def wrapper_text(self) -> str:
         params, prologue = self.signature.declarations()
         given = [self.signature.argument(a.name).given for a in self.formula.differentiable_inputs]
@@ -596,6 +634,7 @@ class FormulaEmitter(ViewEmitter):
                  f"    grad_fn = c10::make_intrusive<{self.struct}>();",
                  f"    grad_fn->set_next_edges(torch::autograd::collect_next_edges({inputs}));",
                  "  }",
+                 *self._before_the_write(),
                  "  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);",
                  *self.forward.lines]
         outputs = []
@@ -609,6 +648,8 @@ class FormulaEmitter(ViewEmitter):
                 outputs.append(f"output{index}")
         lines += self._alias_guards(outputs)
         lines.append("  below_autograd.reset();")
+        if self.written is not None:     # what ADInplaceOrView does for torch's in-place kernels
+            lines.append(f"  torch::autograd::increment_version({cpp_name(self.written)});")
         lines += self.view_marking(outputs)
         differentiable = " || ".join(f"formulas::runtime::differentiable_dtype({outputs[index]})"
                                      for index in self.differentiable_outputs)
@@ -620,12 +661,17 @@ class FormulaEmitter(ViewEmitter):
         checked += [outputs[index] for index in self.differentiable_outputs]
         lines += [f'    formulas::runtime::refuse_complex("{self.formula.op_name}", {tensor});' for tensor in checked]
         for index in self.differentiable_outputs:
-            lines.append(f"    torch::autograd::set_history({outputs[index]}, grad_fn);")
+            if self.written is not None:      # the input's own history (a view's base's: CopySlices)
+                lines.append(f"    torch::autograd::rebase_history({outputs[index]}, grad_fn);")
+            else:
+                lines.append(f"    torch::autograd::set_history({outputs[index]}, grad_fn);")
         for arg in self.formula.differentiable_inputs:
             if T.from_schema(arg.type) == T.TENSOR_LIST:
                 lines.append(f"    grad_fn->{cpp_name(arg.name)}_size_ = {cpp_name(arg.name)}.size();")
         for item in self.saved:
             source = cpp_name(item.tensor if isinstance(item, SavedMetadata) else item.name)
+            if self._saved_before_the_write(item):
+                continue
             if isinstance(item, SavedTensor) and item.is_list:
                 save = "save_index_list" if item.is_index_list else "save_list"
                 lines.append(f"    grad_fn->{item.member} = formulas::runtime::{save}({source});")
@@ -645,6 +691,34 @@ class FormulaEmitter(ViewEmitter):
         result = outputs[0] if len(outputs) == 1 else f"std::make_tuple({', '.join(outputs)})"
         lines += [f"  return {result};", "}", ""]
         return "\n".join(lines)
+
+
+def _assigns_call(statement: cst.BaseStatement, name: str | None, operator: str) -> bool:
+    """Whether ``statement`` is ``<name> = at.<operator>(...)``."""
+    match statement:
+        case cst.SimpleStatementLine(body=[cst.Assign(
+                targets=[cst.AssignTarget(target=cst.Name(value=target))],
+                value=cst.Call(func=cst.Attribute(value=cst.Name(value="at"), attr=cst.Name(value=called))))]):
+            return target == name and called == operator
+    return False
+
+
+def _written_in_place(formula: Formula) -> str | None:
+    """The tensor an in-place operator writes and returns (``celu_(Tensor(a!) self, ...) ->
+    Tensor(a!)``), None for a functional one; other writes (``out=``, a running statistic
+    updated on the side) are refused."""
+    written = [a for a in formula.schema.arguments if a.annotation is not None and a.annotation.is_write]
+    if not written:
+        return None
+    returns = formula.schema.returns
+    if (len(written) == 1 and not written[0].is_out and T.from_schema(written[0].type) == T.TENSOR
+            and not isinstance(written[0].type, OptionalType) and len(returns) == 1
+            and returns[0].annotation is not None and returns[0].annotation.is_write
+            and returns[0].annotation.alias_set == written[0].annotation.alias_set):
+        return python_name(written[0].name)
+    raise Untranslatable(formula.schema_node, UNSUPPORTED_TYPE,
+                         f"{formula.op_name}: writes its argument '{written[0].name}' in place (Tensor(a!)) besides "
+                         "what it returns; out= operators and writes on the side are not supported")
 
 
 def emit_nondifferentiable(schema: FunctionSchema) -> EmittedFormula:

@@ -121,6 +121,8 @@ class WrapperSignature:
         params, prologue = [], []
         for arg in self.arguments:
             declared = T.cpp_kernel_param(arg.argument.type)
+            if arg.argument.annotation is not None and arg.argument.annotation.is_write:
+                declared = "at::Tensor&"        # the tensor an in-place operator writes, as ATen takes it
             name = cpp_name(arg.name)
             params.append(f"{declared} {arg.parameter}")
             if arg.optional_tensor:

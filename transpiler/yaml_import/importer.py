@@ -22,7 +22,7 @@ from transpiler import codes
 from transpiler.diagnostics import Diagnostic, TranspileError, unplaced
 from transpiler.schema import FunctionSchema, ListType, SchemaError, parse_schema
 from transpiler.yaml_import import cpp, pydialect
-from transpiler.yaml_import.main_dialect import to_main
+from transpiler.yaml_import.main_dialect import GRAD_INPUT_MASK, MATH, mask_positions, to_main
 from transpiler.yaml_import.model import (
     AUTO_JVP,
     NEEDS_INPUT_GRAD,
@@ -45,8 +45,9 @@ from transpiler.yaml_import.syntax import INTEGER_OPERATORS, Binary, Lambda, Mem
 ENTRIES_PER_FILE = 32
 FORMULA_FILE_PREFIX = "derivatives_"
 GENERATED_MARKER = "by `transpile import-yaml` (@generated)"
-GRAD_INPUT_MASK = "grad_input_mask"
 DIALECT_IMPORTS = ("cpp", "yaml_entry")
+# Python modules the main dialect's formulas use (``math.pi`` for derivatives.yaml's ``M_PI``)
+PYTHON_MODULES = (MATH,)
 # Free names that torchgen's generated node provides rather than libtorch: whether the
 # graph is retained, and the element index of a ``_foreach_`` formula (applied per element).
 NODE_VALUES = ("retain_variables", "i")
@@ -114,14 +115,16 @@ def _entry(item: object) -> Entry | str:
 # --------------------------------------------------------------------------- translation
 
 def translate_expression(source: str, names: dict[str, str], non_tensors: frozenset[str] = frozenset(),
-                         integers: frozenset[str] = frozenset()) -> tuple[str, Node, cpp.Layout, str | None]:
+                         integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None
+                         ) -> tuple[str, Node, cpp.Layout, str | None]:
     """A C++ formula as a Python expression of the main dialect (:mod:`.main_dialect`), its tree,
     its layout, and the original formula when the main dialect rewrote it (else None); checked to
     round-trip (else raises a DB301 for :func:`import_yaml` to place at the entry). ``non_tensors``:
-    the entry's arguments that are not tensors; ``integers``: those that are integers."""
+    the entry's arguments that are not tensors; ``integers``: those that are integers; ``mask``:
+    where the line's ``grad_input_mask`` flags are in ``needs_input_grad`` (``mask_positions``)."""
     try:
         tree = cpp.parse(source)
-        main = to_main(tree, non_tensors, integers=integers)
+        main = to_main(tree, non_tensors, integers=integers, mask=mask)
         python = pydialect.to_python(main, names)
         back = pydialect.from_python(python, pydialect.inverse_names(names))
     except TranspileError as error:
@@ -217,6 +220,8 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
     jvp_locals = {*arg_names, *outputs, *ORIGINAL_SELF, *(f"{a}_t" for a in arg_names),
                   *(f"{a}_p" for a in arg_names)}
     externals = (free_names(backward_trees) - backward_locals) | (free_names(jvp_trees) - jvp_locals)
+    modules = externals & set(PYTHON_MODULES)       # imported as themselves, not declared external
+    externals -= modules
     formula = PyFormula(
         function="",
         schema=entry.name,
@@ -228,7 +233,7 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
         backward=backward,
         jvp=jvp,
     )
-    needed = dialect_names(backward_trees + jvp_trees) | ({"yaml_entry"} if details else set())
+    needed = dialect_names(backward_trees + jvp_trees) | ({"yaml_entry"} if details else set()) | modules
     return formula, externals, needed
 
 
@@ -247,9 +252,11 @@ def _backward(schema: FunctionSchema, flags: tuple[bool | str, ...] | None, line
     names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
     targets = gradient_locals(schema)
     trees, assignments = [], []
+    tensor_inputs = tuple(a.name for a in schema.tensor_inputs)
     for line in lines:
         python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema),
-                                                              integer_arguments(schema))
+                                                              integer_arguments(schema),
+                                                              mask_positions(line.names, tensor_inputs))
         trees.append(tree)
         assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout, original))
     used = free_names(trees)
@@ -397,9 +404,11 @@ def _module(docstring: str, chunk: list[_Translated]) -> str:
     """One formula file: the chunk's functions, importing exactly the names they use."""
     externals = set().union(*(c.externals for c in chunk))
     dialect = set().union(*(c.dialect for c in chunk)) - {"at"}
+    modules = tuple(sorted(dialect & set(PYTHON_MODULES)))
+    dialect -= set(modules)
     imports = tuple(sorted(dialect, key=lambda n: (n not in DIALECT_IMPORTS, n))) + tuple(
         sorted(pydialect.escape(n, plain=True) for n in externals))
-    return module_source(docstring, imports, tuple(f for c in chunk for f in c.formulas))
+    return module_source(docstring, imports, tuple(f for c in chunk for f in c.formulas), modules)
 
 
 def externals_source(names: set[str]) -> str:

@@ -22,8 +22,21 @@ C++ (as derivatives.yaml says it)  main dialect
 ``x.size(1) / groups`` (int arg)   ``cpp.int_div(x.size(1), groups)``
 ``at::zeros(sizes, x.options())``  ``at.new_zeros(x, sizes)`` (``ones``, ``full``)
 ``at::scalar_tensor(v, x.options())``  ``at.new_full(x, [], v)``
+``g.new_zeros(sizes, x.options())``  ``at.new_zeros(x, sizes)`` (a tensor like ``x``)
 ``grad.to(self.scalar_type())``    ``at._to_copy(grad, dtype=self.scalar_type())`` (or ``.dtype()``)
+``at::where(...).masked_fill_(m, 0)``  ``at.masked_fill(at.where(...), m, 0)`` (a temporary)
+``(a >= b).logical_or_(c)``        ``at.logical_or(a >= b, c)`` (a boolean temporary)
+``(a == 0.) & (b <= 0.)`` (tensors)  ``at.logical_and(a == 0., b <= 0.)`` (``|``: ``logical_or``)
+``M_PI``, ``M_LN2``                ``math.pi``, ``math.log(2.0)``
+``sqrt(M_PI)``, ``std::sqrt(2 * M_PI)``  ``math.sqrt(math.pi)``, ``math.sqrt(2 * math.pi)``
 =================================  ==================================
+
+An in-place method on a tensor the expression itself made (arithmetic, a comparison, an
+operator that never returns a view) writes where no one else looks: it is the functional
+operator, when that gives the same values in the same dtype (``masked_fill_``; the logical
+operators on a boolean receiver). A write into a named tensor or a view stays in place.
+<cmath>'s constants are Python's ``math`` (the formula file imports it), and so is a math
+function of a number (``sqrt(M_PI)`` is not ATen's ``sqrt`` of a tensor).
 
 A factory given another tensor's options (``x.options()``: its dtype, layout and device)
 makes a tensor like ``x``, which is what ``x.new_<factory>(...)`` is; the main dialect
@@ -116,6 +129,7 @@ class AtenNames:
     functions: frozenset[str]                       # operators that are functions ``at::<name>``
     methods: frozenset[str]                         # operators that are only tensor methods (``contiguous``)
     signatures: dict[str, tuple[Signature, ...]]    # per function, its overloads without ``out=``
+    views: frozenset[str] = frozenset()             # operators with an overload returning a view (``Tensor(a)``)
 
 
 @functools.cache
@@ -130,6 +144,7 @@ def aten_names() -> AtenNames:
     functions: set[str] = set()
     methods: set[str] = set()
     table: dict[str, list[Signature]] = {}
+    views: set[str] = set()
     for block in re.split(r"(?m)^(?=- func: )", text):
         name, schema_text = _FUNC.match(block), _SCHEMA.match(block)
         if not name or not schema_text:
@@ -146,8 +161,10 @@ def aten_names() -> AtenNames:
         if not schema.out:
             table.setdefault(schema.name.base, []).append(
                 (tuple(a.name for a in schema.positional), tuple(a.name for a in schema.kwarg_only)))
+        if any(r.annotation is not None and not r.annotation.is_write for r in schema.returns):
+            views.add(schema.name.base)
     return AtenNames(frozenset(functions), frozenset(methods - functions),
-                     {name: tuple(signatures) for name, signatures in table.items()})
+                     {name: tuple(signatures) for name, signatures in table.items()}, frozenset(views))
 
 
 def _cpp_keywords(kwonly: tuple[str, ...]) -> tuple[str, ...]:
@@ -179,19 +196,38 @@ def keyword_arguments(name: str, args: tuple[Node, ...], signatures: dict[str, t
     return (*args[:count], *(Keyword(k, a) for k, a in zip(keywords, args[count:])))
 
 
+GRAD_INPUT_MASK = "grad_input_mask"
+
+
+def mask_positions(line_inputs: tuple[str, ...], tensor_inputs: tuple[str, ...]) -> tuple[int, ...] | None:
+    """Where a line's ``grad_input_mask`` flags are in the formula's ``needs_input_grad``: torchgen
+    gives a line one flag per input it names (``input, weight, grad_out: f(grad_input_mask)``), the
+    formula one per tensor input in schema order; None when the two are the same list."""
+    positions = tuple(tensor_inputs.index(name) for name in line_inputs)
+    return None if positions == tuple(range(len(tensor_inputs))) else positions
+
+
 def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNames | None = None,
-            integers: frozenset[str] = frozenset()) -> Node:
+            integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None) -> Node:
     """``tree`` in the main dialect. ``non_tensors``: names that are not tensors (Scalar or int
     arguments), whose methods stay methods; ``aten``: ATen's operators (default: torch's);
-    ``integers``: the names that are integers (int arguments), for integer division."""
+    ``integers``: the names that are integers (int arguments), for integer division; ``mask``:
+    the line's :func:`mask_positions` (its ``grad_input_mask`` is those flags of the formula's)."""
     aten = aten_names() if aten is None else aten
     known, overloads = aten.functions, aten.signatures
 
     def main(node: Node) -> Node:
-        return to_main(node, non_tensors, aten, integers)
+        return to_main(node, non_tensors, aten, integers, mask)
+
+    def flag(position: int) -> Node:
+        return Index(Name(GRAD_INPUT_MASK), Literal("number", str(position)))
 
     def replacement(node: Node) -> Node | None:
         match node:
+            case Index(Name(name), Literal("number", index)) if name == GRAD_INPUT_MASK and mask is not None:
+                return flag(mask[int(index)])
+            case Name(name) if name == GRAD_INPUT_MASK and mask is not None:
+                return BraceList(tuple(flag(position) for position in mask))
             case Binary("/" | "%" as op, left, right):
                 left, right = main(left), main(right)
                 if not (_integral(left, integers) and _integral(right, integers)):
@@ -218,6 +254,16 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
             case Call(Template(Qualified(("std", "get")) | Name("get"), (Literal("number", index),)), (tuple_,)) \
                     if index.isdigit():
                 return Index(main(tuple_), Literal("number", index))
+            case Binary("&" | "|" as op, left, right) \
+                    if _tensor_comparison(left, non_tensors) and _tensor_comparison(right, non_tensors):
+                # `&` of two boolean tensors is their logical and (`|`: or), which the library declares
+                logical = "logical_and" if op == "&" else "logical_or"
+                return Call(Qualified(("at", logical)), (_unwrapped(main(left)), _unwrapped(main(right))))
+            case Name(constant) if constant in _MATH_CONSTANTS:
+                return _MATH_CONSTANTS[constant]
+            case Call(Name(function) | Qualified(("std", function)), (argument,)) \
+                    if function in MATH_FUNCTIONS and _constant(argument):
+                return Call(Member(Name(MATH), function), (main(argument),))
         if not isinstance(node, Call):
             return None
         args = tuple(main(a) for a in node.args)
@@ -227,6 +273,13 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
             method = _plain(func.name)
             if func.name in PLAIN_METADATA:
                 return Call(Member(receiver, PLAIN_METADATA[func.name]), args)
+            if _writes_a_temporary(func.name, receiver, aten):
+                functional = func.name[:-1]
+                return Call(Qualified(("at", functional)),
+                            keyword_arguments(functional, (_unwrapped(receiver), *args), overloads))
+            if method in _NEW_LIKE and len(args) == _NEW_LIKE[method] + 1 and _options_of(args[-1]) is not None:
+                # `x.new_zeros(sizes, y.options())` is a tensor like `y`, whatever `x` is
+                return Call(Qualified(("at", method)), (_options_of(args[-1]), *args[:-1]))
             if method == "to" and len(args) == 1 and _dtype_of(args[0]) is not None:
                 return Call(Qualified(("at", "_to_copy")), (_unwrapped(receiver), Keyword("dtype", _dtype_of(args[0]))))
             if (method not in KEPT_METHODS and (method in known or _method_operator(method, aten))
@@ -255,10 +308,42 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
 
 
 _NULLOPT = Qualified(("std", "nullopt"))
+# <cmath>'s constants, as Python's ``math`` spells the same double, and the functions of ``math``
+# a constant's arithmetic calls (``sqrt(M_PI)``, ``std::sqrt(2 * M_PI)``: numbers, not tensors).
+MATH = "math"
+_MATH_CONSTANTS = {"M_PI": Member(Name(MATH), "pi"),
+                   "M_LN2": Call(Member(Name(MATH), "log"), (Literal("number", "2.0"),))}
+MATH_FUNCTIONS = frozenset({"sqrt", "log", "exp"})
+
+
+def _constant(node: Node) -> bool:
+    """Whether ``node`` is arithmetic on number literals and <cmath> constants."""
+    match node:
+        case Literal("number", _):
+            return True
+        case Name(constant):
+            return constant in _MATH_CONSTANTS
+        case Paren(inner) | Unary("-" | "+", inner):
+            return _constant(inner)
+        case Binary("+" | "-" | "*" | "/", left, right):
+            return _constant(left) and _constant(right)
+    return False
 # Factories whose last argument may be another tensor's options, and the ``new_*`` method making
 # the same tensor like that one: (factory, the arguments before the options, the new_ operator).
 _FACTORIES_LIKE = {"zeros": (1, "new_zeros"), "ones": (1, "new_ones"), "full": (2, "new_full"),
                    "scalar_tensor": (1, "new_full")}
+
+
+# ``new_*`` methods and the number of their arguments before a TensorOptions one.
+_NEW_LIKE = {"new_zeros": 1, "new_ones": 1, "new_full": 2}
+
+
+def _options_of(node: Node) -> Node | None:
+    """``t`` when ``node`` is ``t.options()``, else None."""
+    match node:
+        case Call(Member(tensor, "options", False), ()):
+            return _unwrapped(tensor)
+    return None
 
 
 def _factory_like(name: str, args: tuple[Node, ...]) -> Node | None:
@@ -307,6 +392,67 @@ def _integral(node: Node, integers: frozenset[str]) -> bool:
         case Binary("+" | "-" | "*" | "//" | "%" | "int/" | "int%", left, right):
             return _integral(left, integers) and _integral(right, integers)
     return _non_negative(node)
+
+
+# In-place methods whose functional operator gives the same values in the receiver's dtype, and those
+# that do on a boolean receiver (``logical_or_`` keeps the receiver's dtype, ``logical_or`` gives bool).
+_SAME_DTYPE_IN_PLACE = frozenset({"masked_fill_"})
+_LOGICAL_IN_PLACE = frozenset({"logical_or_", "logical_and_", "logical_not_", "logical_xor_"})
+_ARITHMETIC = frozenset({"+", "-", "*", "/"})
+_COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+_BOOLEAN_OPERATORS = frozenset({"logical_or", "logical_and", "logical_not", "logical_xor", "isnan", "isinf",
+                                "isfinite", "eq", "ne", "lt", "le", "gt", "ge"})
+
+
+def _writes_a_temporary(method: str, receiver: Node, aten: AtenNames) -> bool:
+    """Whether ``receiver.<method>(...)`` writes in place into a tensor no one else sees, with the
+    values and dtype of the functional operator: ``at.where(...).masked_fill_(m, 0)`` is
+    ``at.masked_fill(at.where(...), m, 0)``, ``(a >= b).logical_or_(c)`` is ``at.logical_or(a >= b, c)``.
+    A named tensor or a view stays written in place (the write is seen through the other names)."""
+    functional = method[:-1]
+    if not (method.endswith("_") and (functional in aten.functions or functional in aten.methods)):
+        return False
+    if method in _SAME_DTYPE_IN_PLACE:
+        return _fresh(receiver, aten)
+    return method in _LOGICAL_IN_PLACE and _boolean(receiver) and _fresh(receiver, aten)
+
+
+def _fresh(node: Node, aten: AtenNames) -> bool:
+    """Whether ``node`` is a tensor made by the expression itself: arithmetic, a comparison, or an
+    ATen operator that never returns a view of its inputs."""
+    match node:
+        case Paren(inner):
+            return _fresh(inner, aten)
+        case Binary(op, _, _):
+            return op in _ARITHMETIC or op in _COMPARISONS
+        case Unary("-", _):
+            return True
+        case Call(Qualified(("at", name)), _):
+            return name not in aten.views
+    return False
+
+
+def _boolean(node: Node) -> bool:
+    """Whether ``node`` is a boolean tensor: a comparison or a logical operator's result."""
+    match node:
+        case Paren(inner):
+            return _boolean(inner)
+        case Binary(op, _, _):
+            return op in _COMPARISONS
+        case Call(Qualified(("at", name)), _):
+            return name in _BOOLEAN_OPERATORS
+    return False
+
+
+def _tensor_comparison(node: Node, non_tensors: frozenset[str]) -> bool:
+    """Whether ``node`` is a comparison of a tensor (a boolean tensor): a name that is not a
+    Scalar or int argument compared with anything."""
+    match node:
+        case Paren(inner):
+            return _tensor_comparison(inner, non_tensors)
+        case Binary(op, left, right) if op in _COMPARISONS:
+            return any(isinstance(side, Name) and side.ident not in non_tensors for side in (left, right))
+    return False
 
 
 def _method_operator(name: str, aten: AtenNames) -> bool:

@@ -113,9 +113,13 @@ def _literal(value: object) -> str:
     return repr(value)
 
 
-def module_source(docstring: str, imports: tuple[str, ...], formulas: tuple[PyFormula, ...]) -> str:
-    """A formula file: docstring, imports from ``formulas`` and ``.externals``, the functions."""
-    head = [f'"""{docstring}"""', "from __future__ import annotations", "", "from formulas import at, derivative"]
+def module_source(docstring: str, imports: tuple[str, ...], formulas: tuple[PyFormula, ...],
+                  modules: tuple[str, ...] = ()) -> str:
+    """A formula file: docstring, the Python ``modules`` it uses (``math``), imports from ``formulas``
+    and ``.externals``, the functions."""
+    head = [f'"""{docstring}"""', "from __future__ import annotations", ""]
+    head += [f"import {module}" for module in modules] + ([""] if modules else [])
+    head.append("from formulas import at, derivative")
     if imports:
         head.append("")
         head.append("from .externals import (")

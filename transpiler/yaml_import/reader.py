@@ -23,7 +23,7 @@ from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.importer import (
     FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, integer_arguments, non_tensor_arguments, primal_names,
 )
-from transpiler.yaml_import.main_dialect import to_main
+from transpiler.yaml_import.main_dialect import mask_positions, to_main
 from transpiler.yaml_import.model import (
     NEEDS_INPUT_GRAD,
     NON_DIFFERENTIABLE,
@@ -123,7 +123,8 @@ class _FormulaReader:
         backward_names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
         arguments = (non_tensor_arguments(schema), integer_arguments(schema))
         gradients = self.lines_of(formula.backward.node, gradient_locals(schema),
-                                  pydialect.inverse_names(backward_names), arguments)
+                                  pydialect.inverse_names(backward_names), arguments,
+                                  tuple(a.name for a in schema.tensor_inputs))
         tangents: tuple[FormulaLine, ...] = ()
         if formula.jvp is not None and formula.jvp.rule is JvpRule.WRITTEN:
             diff_args = [a.name for a in schema.arguments if any(a.name in g.names for g in gradients)]
@@ -136,9 +137,11 @@ class _FormulaReader:
         return Entry(schema_text, tuple(flags) if flags is not None else None, (section,))
 
     def lines_of(self, closure: cst.FunctionDef, locals_: dict[str, str], names: dict[str, str],
-                 arguments: tuple[frozenset[str], frozenset[str]]) -> tuple[FormulaLine, ...]:
+                 arguments: tuple[frozenset[str], frozenset[str]], tensor_inputs: tuple[str, ...] = ()
+                 ) -> tuple[FormulaLine, ...]:
         """The formula assignments of a closure as YAML lines: those whose targets are
-        the gradient (or tangent) locals ``locals_`` gives (YAML name -> Python local)."""
+        the gradient (or tangent) locals ``locals_`` gives (YAML name -> Python local);
+        ``tensor_inputs``: the entry's, for the gradient lines' ``grad_input_mask``."""
         keys = pydialect.inverse_names(locals_)
         lines = []
         for line in closure.body.body:
@@ -162,22 +165,23 @@ class _FormulaReader:
                 tree = pydialect.from_cst(statement.value, names)
             except TranspileError as error:
                 raise self.error(statement, f"`{expression}`: {error.diagnostics[0].message}") from None
-            formula = self.original(statement, comment_text, tree, arguments)
+            mask = mask_positions(tuple(keys[i] for i in idents), tensor_inputs) if tensor_inputs else None
+            formula = self.original(statement, comment_text, tree, arguments, mask)
             if formula is None:
                 formula = cpp.render(cpp.print_tokens(tree), self.layout(statement, comment_text))
             lines.append(FormulaLine(key, formula))
         return tuple(lines)
 
     def original(self, statement: cst.Assign, comment: str, tree: Node,
-                 arguments: tuple[frozenset[str], frozenset[str]]) -> str | None:
+                 arguments: tuple[frozenset[str], frozenset[str]], mask: tuple[int, ...] | None = None) -> str | None:
         """The ``# yaml: "..."`` formula of a line the main dialect rewrote, as long as the Python is
         still its rewrite (an edited line is printed from its tree instead). ``arguments``: the
-        entry's non-tensor and integer arguments."""
+        entry's non-tensor and integer arguments; ``mask``: the line's ``grad_input_mask`` positions."""
         if not comment.startswith(ORIGINAL_COMMENT):
             return None
         try:
             original = json.loads(comment[len(ORIGINAL_COMMENT):])
-            rewritten = (to_main(cpp.parse(original), arguments[0], integers=arguments[1])
+            rewritten = (to_main(cpp.parse(original), arguments[0], integers=arguments[1], mask=mask)
                          if isinstance(original, str) else None)
         except json.JSONDecodeError as error:
             raise self.error(statement, f"the yaml comment is not a JSON string of a C++ formula: {error}") from None

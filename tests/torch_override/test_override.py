@@ -258,6 +258,21 @@ def test_a_graph_compiled_before_the_override_runs_the_swapped_in_formula_inside
     torch.testing.assert_close(torch.autograd.grad(compiled(x), x)[0], torch.cos(x.detach()))
 
 
+def test_install_and_uninstall_forget_the_kernels_torchs_python_dispatcher_cached(wrong_package):
+    """torch's Python dispatcher (which torch.compile and make_fx trace under) caches, per operator,
+    the kernel it chose per dispatch key; install and uninstall clear the overridden operators'
+    cache, so a call cached before the override runs the swapped-in formula inside it."""
+    from torch._dispatch.python import enable_python_dispatcher
+
+    x = leaf(4)
+    with enable_python_dispatcher():
+        torch.testing.assert_close(sin_grad(x), torch.cos(x.detach()))     # caches sin's autograd kernel
+        assert torch._C.DispatchKey.AutogradCPU in torch.ops.aten.sin.default._dispatch_cache
+        with override(["sin"], package=wrong_package):
+            torch.testing.assert_close(sin_grad(x), 2 * torch.cos(x.detach()))
+        torch.testing.assert_close(sin_grad(x), torch.cos(x.detach()))
+
+
 def func_compositions(f, x, t):
     """torch.func transforms of ``f`` and their compositions, first and second order."""
     grad = torch.func.grad(lambda a: f(a).sum())

@@ -161,6 +161,43 @@ def test_forward_mode_runs_the_jvp_and_refuses_without_one(wrong_package):
             torch.sin(fwAD.make_dual(x, tangent))
 
 
+def test_forward_mode_reads_the_jvp_from_the_front_ends_model(tmp_path, monkeypatch):
+    """The nested jvp and a ``jvp="derived"`` one (derived from the backward) as the engine reads them."""
+    package = tmp_path / "jvpops"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "trig.py").write_text(textwrap.dedent('''
+        from formulas import at, derivative
+
+        @derivative("sin(Tensor self) -> Tensor", jvp="derived")
+        def sin(self):
+            result = at.sin(self)
+            def backward(grad):
+                return grad * at.cos(self)
+            return result, backward
+
+        @derivative("cos(Tensor self) -> Tensor")
+        def cos(self):
+            result = at.cos(self)
+            def backward(grad):
+                return -grad * at.sin(self)
+            def jvp(self_t):
+                return self_t * at.sin(self) * 3.0
+            return result, backward
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    x, t = leaf(4).detach(), leaf(4, seed=1).detach()
+    try:
+        with override(["sin", "cos"], package="jvpops"), fwAD.dual_level():
+            sin_t = fwAD.unpack_dual(torch.sin(fwAD.make_dual(x, t))).tangent
+            cos_t = fwAD.unpack_dual(torch.cos(fwAD.make_dual(x, t))).tangent
+    finally:
+        for name in [m for m in sys.modules if m == "jvpops" or m.startswith("jvpops.")]:
+            del sys.modules[name]
+    torch.testing.assert_close(sin_t, torch.cos(x) * t)
+    torch.testing.assert_close(cos_t, 3 * torch.sin(x) * t)      # the package's (wrong) jvp, not torch's
+
+
 def test_multiple_outputs_lists_and_masks():
     x = leaf(3, 4)
     parts = [leaf(2, 3, seed=1), leaf(1, 3, seed=2)]

@@ -62,10 +62,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         return
     terminalreporter.section("proof tiers (DESIGN section 7)")
     from formulas import FORMULAS, NONDIFFERENTIABLE
-    from formulas.torch import overridable
+    from formulas.torch import in_place_twins, overridable
 
     terminalreporter.write_line(table.render(nondifferentiable=frozenset(NONDIFFERENTIABLE) - set(FORMULAS),
-                                             not_overridable=frozenset(overridable()[1])))
+                                             not_overridable=frozenset(overridable()[1]),
+                                             with_in_place_twin=frozenset(in_place_twins()[0].values())))
     path = config.getoption("--tier-report")
     if path:
         with open(path, "w") as f:

@@ -64,7 +64,7 @@ def test_gradient_tiers_do_not_apply_to_a_nondifferentiable_op():
     table.record("isnan", "CT", "failed")
     text = table.render(["lt.Tensor", "isnan", "sin"], nondifferentiable=frozenset({"lt.Tensor", "isnan"}))
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[1:-1]}
-    assert rows["lt.Tensor"] == ["ok", "n/a", "n/a", "ok", "n/a", "ok", "ok", "ok", "n/a", "n/a", "n/a", "ok"]
+    assert rows["lt.Tensor"] == ["ok", "n/a", "n/a", "ok", "n/a", "ok", "ok", "ok", "n/a", "n/a", "n/a", "n/a", "n/a", "ok"]
     assert rows["isnan"][5] == "FAIL"
     assert text.splitlines()[-1] == "1/3 ops proven on every tier"
     # without the declaration, the same results are incomplete
@@ -78,11 +78,25 @@ def test_tier_op_does_not_apply_to_an_op_the_override_refuses():
     for op in ("view", "sin"):
         for tier in ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "FB", "CA", "E"):
             table.record(op, tier, "passed")
-    text = table.render(["view", "sin"], not_overridable=frozenset({"view"}))
+    text = table.render(["view", "sin"], not_overridable=frozenset({"view"}), with_in_place_twin=frozenset())
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[1:-1]}
-    op_column = TIERS.index("OP")
-    assert rows["view"][op_column] == "n/a" and rows["sin"][op_column] == "-"
+    for tier in ("OP", "OC"):
+        assert rows["view"][TIERS.index(tier)] == "n/a" and rows["sin"][TIERS.index(tier)] == "-"
     assert text.splitlines()[-1] == "1/2 ops proven on every tier"
-    assert not table.proven("view") and table.proven("view", not_overridable=True)
+    assert not table.proven("view") and table.proven("view", not_overridable=True, no_in_place_twin=True)
     table.record("view", "OP", "failed")
-    assert not table.proven("view", not_overridable=True)
+    assert not table.proven("view", not_overridable=True, no_in_place_twin=True)
+
+
+def test_tier_oi_applies_only_to_an_op_with_an_in_place_twin():
+    """``sin`` has ``sin_``, which the override runs through the ``sin`` formula; ``mm`` has no
+    in-place twin in torch: OI is ``n/a`` for it, and it is proven without."""
+    table = TierTable()
+    for op in ("sin", "mm"):
+        for tier in (t for t in TIERS if t != "OI"):
+            table.record(op, tier, "passed")
+    text = table.render(["sin", "mm"], with_in_place_twin=frozenset({"sin"}))
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[1:-1]}
+    assert rows["mm"][TIERS.index("OI")] == "n/a" and rows["sin"][TIERS.index("OI")] == "-"
+    assert text.splitlines()[-1] == "1/2 ops proven on every tier"
+    assert table.proven("mm", no_in_place_twin=True) and not table.proven("sin")

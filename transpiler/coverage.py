@@ -17,7 +17,7 @@ from pathlib import Path
 
 from transpiler.needs import repository_missing, torch_missing
 
-TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "FB", "CA", "OP", "E")
+TIERS = ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "FB", "CA", "OP", "OC", "OI", "E")
 TIER_MEANING = {
     "L": "transpile lint reports nothing",
     "R1": "reference engine gradcheck",
@@ -33,6 +33,10 @@ TIER_MEANING = {
     "CA": "compiled op: backward under compiled autograd == eager",
     "OP": "torch's aten op with the formula swapped in (formulas.torch.override): gradcheck, "
           "gradgradcheck, forward AD, == torch's own autograd",
+    "OC": "torch's aten op with the compiled node swapped in (override(compiled=True)): gradcheck, "
+          "gradgradcheck, forward AD, == torch's own autograd",
+    "OI": "the op's in-place twin (sin_ for sin) through the override, its functional formula: gradcheck, "
+          "gradgradcheck, forward AD, == torch's own in-place op",
     "E": "at the op's domain edges (zeros, ties, +-inf, NaN, size-0 inputs): reference engine == built-in "
          "torch op, values and 1st and 2nd order (or torch's error), or torch's bug named and proven",
 }
@@ -41,10 +45,13 @@ _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
 #: (its output carries no gradient, in torch too), shown ``n/a``. Such an operator is proven by
 #: L, RT and CT (engine and compiled op return torch's values, with no gradient) and RF and F1
 #: (their jvps give torch's tangents: none).
-GRADIENT_TIERS = ("R1", "R2", "C1", "FB", "CA", "OP")
-#: Tier OP does not apply to an operator ``formulas.torch.override`` refuses (a view or an in-place
+GRADIENT_TIERS = ("R1", "R2", "C1", "FB", "CA", "OP", "OC", "OI")
+#: Tiers OP and OC do not apply to an operator ``formulas.torch.override`` refuses (a view or an in-place
 #: op: torch does not let a Python kernel replace their autograd); shown ``n/a``, listed in docs/torch.md.
-OVERRIDE_TIERS = ("OP",)
+OVERRIDE_TIERS = ("OP", "OC")
+#: Tier OI does not apply to an operator without an in-place twin the override runs
+#: (``formulas.torch.in_place_twins``): torch has none, or its twin is refused.
+IN_PLACE_TIERS = ("OI",)
 NOT_APPLICABLE = "n/a"
 
 
@@ -57,9 +64,10 @@ def grid(columns: list[str] | tuple[str, ...], rows: list[tuple[str, list[str]]]
     return lines
 
 
-def _exempt(nondifferentiable: bool, not_overridable: bool) -> frozenset[str]:
+def _exempt(nondifferentiable: bool, not_overridable: bool, no_in_place_twin: bool = False) -> frozenset[str]:
     """The tiers that do not apply to an operator (shown ``n/a`` unless a test of them ran)."""
-    return frozenset((GRADIENT_TIERS if nondifferentiable else ()) + (OVERRIDE_TIERS if not_overridable else ()))
+    return frozenset((GRADIENT_TIERS if nondifferentiable else ()) + (OVERRIDE_TIERS if not_overridable else ())
+                     + (IN_PLACE_TIERS if no_in_place_twin else ()))
 
 
 def _worst(previous: str | None, outcome: str) -> str:
@@ -98,27 +106,31 @@ class TierTable:
         return line
 
     def render(self, ops: list[str] | None = None, nondifferentiable: frozenset[str] = frozenset(),
-               not_overridable: frozenset[str] = frozenset()) -> str:
-        """The table; ``nondifferentiable`` ops show ``n/a`` on the gradient tiers and
-        ``not_overridable`` ones on tier OP, which they need not pass."""
+               not_overridable: frozenset[str] = frozenset(), with_in_place_twin: frozenset[str] | None = None) -> str:
+        """The table; ``nondifferentiable`` ops show ``n/a`` on the gradient tiers,
+        ``not_overridable`` ones on tiers OP and OC, and (``with_in_place_twin`` given) the others
+        on tier OI, which they need not pass."""
         names = sorted(set(self.results) | set(ops or ()))
         rows = []
         for name in names:
             row = self.results.get(name, {})
-            exempt = _exempt(name in nondifferentiable, name in not_overridable)
+            exempt = _exempt(name in nondifferentiable, name in not_overridable,
+                             with_in_place_twin is not None and name not in with_in_place_twin)
             cells = [NOT_APPLICABLE if t in exempt and t not in row else _SYMBOL[row.get(t)] for t in TIERS]
             rows.append((name, cells))
         lines = grid(TIERS, rows)
-        complete = sum(self.proven(n, n in nondifferentiable, n in not_overridable) for n in names)
+        complete = sum(self.proven(n, n in nondifferentiable, n in not_overridable,
+                                   with_in_place_twin is not None and n not in with_in_place_twin) for n in names)
         lines.append(f"{complete}/{len(names)} ops proven on every tier")
         if self.opinfo:
             lines.append(self.opinfo_summary(ops))
         return "\n".join(lines)
 
-    def proven(self, op: str, nondifferentiable: bool = False, not_overridable: bool = False) -> bool:
+    def proven(self, op: str, nondifferentiable: bool = False, not_overridable: bool = False,
+               no_in_place_twin: bool = False) -> bool:
         """Whether every tier that applies to ``op`` passed."""
         row = self.results.get(op, {})
-        exempt = _exempt(nondifferentiable, not_overridable)
+        exempt = _exempt(nondifferentiable, not_overridable, no_in_place_twin)
         return all(row.get(t) == "passed" for t in TIERS if not (t in exempt and t not in row))
 
     def as_json(self) -> dict[str, dict[str, dict[str, str]]]:
@@ -180,13 +192,16 @@ def main(argv: list[str] | None = None) -> int:
               f"(written by `pytest --tier-report FILE`): {err!r}", file=sys.stderr)
         return 2
     ops, nondifferentiable = _library_ops(repo)
-    from formulas.torch import overridable      # torch is there: checked above
+    from formulas.torch import in_place_twins, overridable      # torch is there: checked above
 
     not_overridable = frozenset(overridable()[1])
-    print(table.render(ops, nondifferentiable, not_overridable))
+    with_in_place_twin = frozenset(in_place_twins()[0].values())
+    print(table.render(ops, nondifferentiable, not_overridable, with_in_place_twin))
     for tier in TIERS:
         print(f"  {tier:>2}: {TIER_MEANING[tier]}")
-    print(f"  {NOT_APPLICABLE}: a gradient tier of an operator declared nondifferentiable, or tier OP of "
-          "an operator formulas.torch.override refuses (docs/torch.md)")
-    proven = all(table.proven(op, op in nondifferentiable, op in not_overridable) for op in ops)
+    print(f"  {NOT_APPLICABLE}: a gradient tier of an operator declared nondifferentiable, tiers OP and OC of "
+          "an operator formulas.torch.override refuses, or tier OI of one without an in-place twin it runs "
+          "(docs/torch.md)")
+    proven = all(table.proven(op, op in nondifferentiable, op in not_overridable, op not in with_in_place_twin)
+                 for op in ops)
     return 0 if proven else 1

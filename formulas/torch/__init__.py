@@ -20,9 +20,10 @@ except ImportError:     # pragma: no cover - exercised only without torch
 from formulas.torch.custom_ops import CustomOps, NoShapeRule, custom_ops
 from formulas.torch.backend import OracleTensor, TorchBackend, load_package, unwrap, wrap
 from formulas.torch.function import CapturedIntermediate, NoForwardAD, TorchFormula
-from formulas.torch.override import Installation, OverrideError, install, overridable, override, uninstall
+from formulas.torch.override import (Installation, OverrideError, in_place_twins, install, overridable, override,
+                                     uninstall)
 
 __all__ = [
     "CapturedIntermediate", "CustomOps", "Installation", "NoShapeRule", "NoForwardAD", "OracleTensor", "OverrideError", "TorchBackend",
-    "TorchFormula", "custom_ops", "install", "load_package", "overridable", "override", "uninstall", "unwrap", "wrap",
+    "TorchFormula", "custom_ops", "in_place_twins", "install", "load_package", "overridable", "override", "uninstall", "unwrap", "wrap",
 ]

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 import types
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import torch
 from torch._functorch.utils import enable_single_level_autograd_function, unwrap_dead_wrappers
@@ -31,6 +30,9 @@ from torch._functorch.utils import enable_single_level_autograd_function, unwrap
 from formulas.dsl import DeclaredFormula, use_backend
 from formulas.torch.backend import OracleTensor, TorchBackend, unwrap, wrap
 from transpiler.schema import FunctionSchema, ListType, parse_schema
+
+if TYPE_CHECKING:
+    from reference_engine.facts import FormulaFacts
 
 
 class CapturedIntermediate(RuntimeError):
@@ -179,10 +181,30 @@ class TorchFormula:
         return self.declared.output_differentiability or (True,) * len(self.schema.returns)
 
     @cached_property
+    def facts(self) -> FormulaFacts:
+        """The front-end's facts about the formula (how it gives its jvp), read once per file."""
+        from reference_engine.facts import facts_of     # the engine's reader of them, on first use
+
+        return facts_of(self.declared)
+
+    @cached_property
     def has_jvp(self) -> bool:
-        """Whether the formula has a jvp: a ``jvp=`` rule or a nested ``def jvp``."""
-        code = self.declared.fn.__code__
-        return self.declared.jvp is not None or "jvp" in code.co_varnames + code.co_cellvars
+        """Whether the formula has a jvp: a nested ``def jvp``, a ``jvp=`` rule or a derived one."""
+        return self.facts.jvp is not None
+
+    @cached_property
+    def returning_jvp(self) -> Callable[..., Any]:
+        """The formula compiled from the front-end's model to return ``outputs, backward, jvp``:
+        its nested jvp or (``jvp="derived"``) the one derived from its backward."""
+        from reference_engine.forward_mode import derived_formula, formula_source    # forward mode only
+
+        fn = self.declared.fn
+        if self.facts.jvp == "derived":
+            return derived_formula(fn, return_jvp=True)
+        source = formula_source(fn, derived=False, return_jvp=True)
+        compiled: dict[str, Any] = {}
+        exec(compile(source, fn.__code__.co_filename, "exec"), fn.__globals__, compiled)
+        return compiled[getattr(fn, "__wrapped__", fn).__name__]
 
     @cached_property
     def function(self) -> type[torch.autograd.Function]:
@@ -261,31 +283,18 @@ class TorchFormula:
     def forward(self, values: Sequence[Any], want_jvp: bool = False) -> tuple[Any, Callable[..., Any], Any]:
         """The formula's forward on torch values (run it below autograd): its outputs as it
         returns them, its backward closure and, with ``want_jvp``, its nested ``jvp`` (or None)."""
-        if not want_jvp:
+        if not want_jvp or self.facts.jvp not in ("written", "derived"):
             with use_backend(self.backend):
                 outputs, backward = self.apply_fn(wrap(list(values)))
             return unwrap(outputs), backward, None
-        # the nested jvp is a local of the formula's frame; only forward mode pays for this
-        code = self.declared.fn.__code__
-        found: dict[str, Any] = {}
+        with use_backend(self.backend):
+            outputs, backward, jvp = self.apply_fn(wrap(list(values)), self.returning_jvp)
+        return unwrap(outputs), backward, jvp
 
-        def profile(frame: Any, event: str, arg: Any) -> None:
-            if event == "return" and frame.f_code is code:
-                found["jvp"] = frame.f_locals.get("jvp")
-
-        previous = sys.getprofile()
-        sys.setprofile(profile)
-        try:
-            with use_backend(self.backend):
-                outputs, backward = self.apply_fn(wrap(list(values)))
-        finally:
-            sys.setprofile(previous)
-        return unwrap(outputs), backward, found.get("jvp")
-
-    def apply_fn(self, values: list[Any]) -> Any:
-        """The formula's Python function called with one value per parameter."""
+    def apply_fn(self, values: list[Any], fn: Callable[..., Any] | None = None) -> Any:
+        """The formula's Python function (or ``fn``, a version of it) called with one value per parameter."""
         first = len(values) - self.keyword_only
-        return self.declared.fn(*values[:first], **dict(zip(self.names[first:], values[first:])))
+        return (fn or self.declared.fn)(*values[:first], **dict(zip(self.names[first:], values[first:])))
 
     def run_backward(self, backward: Callable[..., Any], grads: Sequence[torch.Tensor | None],
                      needs_input_grad: Sequence[bool]) -> tuple[Any, ...]:

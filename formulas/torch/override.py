@@ -160,6 +160,27 @@ def overridable(package: str = "formulas", compiled: bool = False) -> tuple[list
     return accepted, refused
 
 
+def in_place_twins(package: str = "formulas") -> tuple[dict[str, str], dict[str, str]]:
+    """The in-place aten operators (``"sin_"``, ``"mul_.Tensor"``) that :func:`install` can run
+    through their functional twin's formula in ``package``, each with its twin; and the other
+    in-place twins torch has of the package's operators, with the reason they cannot be."""
+    accepted: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    for name, formula in _formulas(package).items():
+        base, dot, overload = name.partition(".")
+        in_place = f"{base}_{dot}{overload}"
+        try:
+            aten_overload(in_place)
+        except OverrideError:
+            continue        # torch has no in-place twin of it
+        reason = in_place_refusal(in_place, formula)
+        if reason is None:
+            accepted[in_place] = name
+        else:
+            refused[in_place] = reason
+    return accepted, refused
+
+
 def install(ops: Iterable[str] | None = None, *, package: str = "formulas", compiled: bool = False) -> Installation:
     """Make the aten operators ``ops`` (``"sin"``, ``"mul.Tensor"``; None: every operator of
     ``package`` that can be, see :func:`overridable`) run ``package``'s formulas for autograd.
@@ -290,9 +311,25 @@ def _compiled_kernel(op_name: str, compiled: torch._ops.OpOverload, key: str) ->
     (its kernel at that key) directly: it records the transpiled node, computes the jvp, and
     runs aten's kernel below autograd."""
     function = torch.library.get_kernel(compiled, key).call_boxed
+    schema = aten_overload(op_name)._schema
+    tensor_slots = [i for i, arg in enumerate(schema.arguments) if str(arg.type) in ("Tensor", "Optional[Tensor]")]
 
     def compiled_autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(isinstance(args[i], (bool, int, float, complex)) for i in tensor_slots if i < len(args)):
+            args = _numbers_as_tensors(args, tensor_slots)   # torch hands a Python kernel its wrapped scalars as numbers
         return function(keyset, *args, **kwargs)
 
     compiled_autograd_kernel.__name__ = f"{op_name}_compiled_autograd"
     return compiled_autograd_kernel
+
+
+def _numbers_as_tensors(args: tuple[Any, ...], tensor_slots: list[int]) -> tuple[Any, ...]:
+    """``args`` with each Python number at a ``Tensor`` position a 0-d tensor of the dtype torch
+    computes in with it (``result_type`` with the first tensor argument), as the Python path's bind."""
+    values = list(args)
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    for i in tensor_slots:
+        if i < len(values) and isinstance(values[i], (bool, int, float, complex)):
+            dtype = torch.result_type(tensors[0], values[i]) if tensors else None
+            values[i] = torch.scalar_tensor(values[i], dtype=dtype, device=tensors[0].device if tensors else None)
+    return tuple(values)

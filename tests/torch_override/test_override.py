@@ -161,6 +161,43 @@ def test_forward_mode_runs_the_jvp_and_refuses_without_one(wrong_package):
             torch.sin(fwAD.make_dual(x, tangent))
 
 
+def test_forward_mode_reads_the_jvp_from_the_front_ends_model(tmp_path, monkeypatch):
+    """The nested jvp and a ``jvp="derived"`` one (derived from the backward) as the engine reads them."""
+    package = tmp_path / "jvpops"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "trig.py").write_text(textwrap.dedent('''
+        from formulas import at, derivative
+
+        @derivative("sin(Tensor self) -> Tensor", jvp="derived")
+        def sin(self):
+            result = at.sin(self)
+            def backward(grad):
+                return grad * at.cos(self)
+            return result, backward
+
+        @derivative("cos(Tensor self) -> Tensor")
+        def cos(self):
+            result = at.cos(self)
+            def backward(grad):
+                return -grad * at.sin(self)
+            def jvp(self_t):
+                return self_t * at.sin(self) * 3.0
+            return result, backward
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    x, t = leaf(4).detach(), leaf(4, seed=1).detach()
+    try:
+        with override(["sin", "cos"], package="jvpops"), fwAD.dual_level():
+            sin_t = fwAD.unpack_dual(torch.sin(fwAD.make_dual(x, t))).tangent
+            cos_t = fwAD.unpack_dual(torch.cos(fwAD.make_dual(x, t))).tangent
+    finally:
+        for name in [m for m in sys.modules if m == "jvpops" or m.startswith("jvpops.")]:
+            del sys.modules[name]
+    torch.testing.assert_close(sin_t, torch.cos(x) * t)
+    torch.testing.assert_close(cos_t, 3 * torch.sin(x) * t)      # the package's (wrong) jvp, not torch's
+
+
 def test_multiple_outputs_lists_and_masks():
     x = leaf(3, 4)
     parts = [leaf(2, 3, seed=1), leaf(1, 3, seed=2)]
@@ -256,6 +293,21 @@ def test_a_graph_compiled_before_the_override_runs_the_swapped_in_formula_inside
     with override(["sin"], package=wrong_package):
         torch.testing.assert_close(torch.autograd.grad(compiled(x), x)[0], 2 * torch.cos(x.detach()))
     torch.testing.assert_close(torch.autograd.grad(compiled(x), x)[0], torch.cos(x.detach()))
+
+
+def test_install_and_uninstall_forget_the_kernels_torchs_python_dispatcher_cached(wrong_package):
+    """torch's Python dispatcher (which torch.compile and make_fx trace under) caches, per operator,
+    the kernel it chose per dispatch key; install and uninstall clear the overridden operators'
+    cache, so a call cached before the override runs the swapped-in formula inside it."""
+    from torch._dispatch.python import enable_python_dispatcher
+
+    x = leaf(4)
+    with enable_python_dispatcher():
+        torch.testing.assert_close(sin_grad(x), torch.cos(x.detach()))     # caches sin's autograd kernel
+        assert torch._C.DispatchKey.AutogradCPU in torch.ops.aten.sin.default._dispatch_cache
+        with override(["sin"], package=wrong_package):
+            torch.testing.assert_close(sin_grad(x), 2 * torch.cos(x.detach()))
+        torch.testing.assert_close(sin_grad(x), torch.cos(x.detach()))
 
 
 def func_compositions(f, x, t):

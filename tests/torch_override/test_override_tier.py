@@ -1,4 +1,4 @@
-"""Tier OP: every overridable formula proven through torch's own aten operator.
+"""Tiers OP, OC and OI: every overridable formula proven through torch's own aten operator.
 
 With ``formulas.torch.override()`` on (every formula of the library swapped in,
 so double backward runs the formulas again), for a sample of each op's cases
@@ -12,19 +12,31 @@ OpInfo samples, ``tests/opinfo_cases.py``), calling ``torch.ops.aten.<op>``:
   same op on the same inputs and upstream gradients (``op_cases.torch_op``: for an op
   torch cannot differentiate twice, ``hardsigmoid``, the torch composition standing in).
 
+OC is the same with ``override(compiled=True)``: the shipped library built from
+out_cpp/ and loaded, so ``torch.ops.aten.<op>`` records the transpiled C++ node
+(a ``CppFunction``), whose backward and jvp run in C++ (forward AD is checked for
+every op: the C++ has a jvp for each, tier F1).
+
+OI runs each op's in-place twin (``sin_`` for ``sin``, :func:`formulas.torch.in_place_twins`)
+through the override, on a copy of ``self``, on the same cases where torch's own in-place
+op accepts them (``self`` holds the result without broadcasting or casting), against
+torch's own in-place op; it is recorded in the functional op's row.
+
 The operators the override refuses (views, whose outputs an
 ``autograd.Function`` cannot make torch's own views) are listed by
 ``formulas.torch.overridable()`` and in docs/torch.md.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 import torch
 
 import formulas
-from formulas.torch import TorchFormula, overridable, override
+from formulas.torch import TorchFormula, in_place_twins, overridable, override
 from formulas.torch.override import aten_overload
-from tests.op_cases import ALL_CASES, OpCase, differentiable_view, first_and_second_order, torch_op
+from tests.op_cases import ALL_CASES, OpCase, differentiable_view, first_and_second_order, torch_args, torch_op
 from tests.opinfo_cases import catalogue
 
 CASES_PER_OP = 1
@@ -34,17 +46,19 @@ ACCEPTED, REFUSED = overridable()
 LIBRARY = formulas.load_library()
 
 
-def sample(cases: list[OpCase]) -> list[OpCase]:
+def sample(cases: list[OpCase], fits: Callable[[OpCase], bool] = lambda case: case.op in ACCEPTED) -> list[OpCase]:
+    """The first :data:`CASES_PER_OP` cases of each op that ``fits`` them."""
     taken: dict[str, int] = {}
     chosen = []
     for case in cases:
-        if case.op in ACCEPTED and taken.get(case.op, 0) < CASES_PER_OP:
+        if taken.get(case.op, 0) < CASES_PER_OP and fits(case):
             taken[case.op] = taken.get(case.op, 0) + 1
             chosen.append(case)
     return chosen
 
 
 OP_CASES = sample(ALL_CASES) + sample(list(catalogue().cases))
+IN_PLACE = {twin: in_place for in_place, twin in in_place_twins()[0].items()}   # "sin" -> "sin_"
 
 
 def has_jvp(op: str) -> bool:
@@ -70,6 +84,85 @@ def test_through_the_aten_operator(case: OpCase):
         assert torch.autograd.gradgradcheck(call, leaves)
         ours = first_and_second_order(aten, case)
     for order in range(3):   # outputs, first-order gradients, second-order gradients
+        assert len(ours[order]) == len(theirs[order])
+        for mine, builtin in zip(ours[order], theirs[order]):
+            torch.testing.assert_close(mine, builtin)
+
+
+@pytest.mark.tier("OC")
+@pytest.mark.parametrize("case", OP_CASES, ids=lambda c: c.name)
+def test_through_the_aten_operator_compiled(formulas_ops, case: OpCase):
+    aten = aten_overload(case.op)
+    theirs = first_and_second_order(torch_op(case.op), case)
+    with override(compiled=True) as installation:
+        assert case.op in installation.ops
+        call, leaves = differentiable_view(case, aten)
+        outputs = call(*leaves)
+        recorded = [o for o in (outputs if isinstance(outputs, tuple) else (outputs,)) if o.grad_fn is not None]
+        assert recorded and all(type(o.grad_fn).__name__ == "CppFunction" for o in recorded)   # not torch's node
+        assert torch.autograd.gradcheck(call, leaves, check_forward_ad=True)
+        assert torch.autograd.gradgradcheck(call, leaves)
+        ours = first_and_second_order(aten, case)
+    for order in range(3):
+        assert len(ours[order]) == len(theirs[order])
+        for mine, builtin in zip(ours[order], theirs[order]):
+            torch.testing.assert_close(mine, builtin)
+
+
+def in_place_on_a_copy(in_place):
+    """``in_place`` (an in-place operator) applied to a copy of ``self``: a function of the case."""
+    def call(self, *args, **kwargs):
+        return in_place(self.clone(), *args, **kwargs)
+    return call
+
+
+def torch_accepts_in_place(case: OpCase) -> bool:
+    """Whether torch's own in-place twin runs on ``case`` and gives its functional op's result
+    (``self`` holds it: no broadcasting to a larger shape, no cast)."""
+    args, kwargs = torch_args(case, requires_grad=False)
+    if not args or not isinstance(args[0], torch.Tensor) or 0 not in case.differentiable:
+        return False
+    try:
+        functional = aten_overload(case.op)(*args, **kwargs)
+        in_place = in_place_on_a_copy(aten_overload(IN_PLACE[case.op]))(*args, **kwargs)
+    except RuntimeError:
+        return False
+    return functional.shape == in_place.shape and functional.dtype == in_place.dtype
+
+
+def has_in_place_case(case: OpCase) -> bool:
+    return case.op in IN_PLACE and torch_accepts_in_place(case)
+
+
+IN_PLACE_CASES = sample(ALL_CASES, has_in_place_case) + sample(list(catalogue().cases), has_in_place_case)
+
+
+def test_every_in_place_twin_has_a_case():
+    assert sorted(IN_PLACE) == sorted({case.op for case in IN_PLACE_CASES})
+
+
+@pytest.mark.tier("OI")
+@pytest.mark.parametrize("case", IN_PLACE_CASES, ids=lambda c: f"{IN_PLACE[c.op]}[{c.id}]")
+def test_the_in_place_twin_through_the_aten_operator(case: OpCase):
+    in_place = in_place_on_a_copy(aten_overload(IN_PLACE[case.op]))
+    try:
+        theirs = first_and_second_order(in_place, case)
+    except (NotImplementedError, RuntimeError) as error:
+        if "not implemented" not in str(error):
+            raise
+        # torch does not differentiate it (asinh_), or not twice (hardsigmoid_): its functional
+        # op (for hardsigmoid, the composition standing in) does
+        theirs = first_and_second_order(torch_op(case.op), case)
+    with override([IN_PLACE[case.op], *ACCEPTED]):     # the twin, and every formula for double backward
+        call, leaves = differentiable_view(case, in_place)
+        output = call(*leaves)
+        assert output.grad_fn.name() == "torch::autograd::CopyBackwards"
+        assert any(node is not None and node.name().endswith("FormulaBackward")
+                   for node, _ in output.grad_fn.next_functions)
+        assert torch.autograd.gradcheck(call, leaves, check_forward_ad=has_jvp(case.op))
+        assert torch.autograd.gradgradcheck(call, leaves)
+        ours = first_and_second_order(in_place, case)
+    for order in range(3):
         assert len(ours[order]) == len(theirs[order])
         for mine, builtin in zip(ours[order], theirs[order]):
             torch.testing.assert_close(mine, builtin)

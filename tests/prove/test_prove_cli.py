@@ -56,6 +56,17 @@ def test_the_tour_package_is_proven_on_every_applicable_tier(elsewhere, capsys):
     assert "n/a: cosh F1, cosh RF, sinh F1, sinh RF: the formula defines no jvp" in out
 
 
+def test_progress_says_each_op_on_stderr_and_quiet_silences_it(elsewhere, capsys):
+    """Off a terminal each op is a line of its own on stderr, then the time it took; ``-q``: none."""
+    write(elsewhere, "progress_ops", {"sinh.py": SINH.format(sign="+"), "cosh.py": COSH})
+    assert main(["prove", "progress_ops", "-k", "sinh"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[:2] == ["prove progress_ops: lint 2 formula files", "prove progress_ops: 1/1 sinh"]
+    assert err[2].startswith("prove progress_ops: done in ") and len(err) == 3
+    assert main(["prove", "progress_ops", "-k", "sinh", "-q"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_a_wrong_term_fails_with_exit_1_and_points_at_the_term(elsewhere, capsys):
     write(elsewhere, "wrong_cli_ops", {"sin.py": WRONG_SIN})
     assert main(["prove", "wrong_cli_ops"]) == 1

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from transpiler.build_progress import Progress
 from transpiler.coverage import grid
 from transpiler.prove.cases import NoCases
 from transpiler.prove.tiers import MEANING, RUNNERS, in_column_order
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also transpile and build the package (cached) and prove its compiled ops (C1, CT)")
     parser.add_argument("--cases", action="append", default=[], metavar="FILE",
                         help="a Python file whose PROVE_CASES replace the package's cases of the ops it names")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     return parser
 
 
@@ -99,10 +101,13 @@ def main(argv: list[str]) -> int:
             return 1
         runners.update(COMPILED_RUNNERS)
     runners = {tier: runners[tier] for tier in in_column_order(runners)}
+    progress = Progress(package, quiet=args.quiet, command="prove")
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):   # the failures say what matters
             warnings.simplefilter("ignore")
-            rows = prove(package, names, _lint_by_op(directory, library), case_files, runners)
+            progress.say(f"lint {len(library.modules)} formula files")
+            lint = _lint_by_op(directory, library)
+            rows = prove(package, names, lint, case_files, runners, progress)
     except ValueError as problem:        # PROVE_CASES that name no formula
         print(f"transpile prove: {problem}", file=sys.stderr)
         return 2
@@ -111,6 +116,7 @@ def main(argv: list[str]) -> int:
                          indent=1, sort_keys=True))
     else:
         print(render(rows))
+    progress.done()
     return 0 if all(r.proven for r in rows) else 1
 
 
@@ -162,15 +168,17 @@ def _lint_by_op(directory: Path, library: Any) -> dict[str, list[str]]:
 
 
 def prove(package: str, names: list[str], lint: dict[str, list[str]], case_files: list[Any],
-          runners: dict[str, Any]) -> list[OpRow]:
+          runners: dict[str, Any], progress: Progress | None = None) -> list[OpRow]:
     """Every tier of ``runners`` (and L, from ``lint``) on every named op of ``package``
-    (imported), on the cases of the package or of ``case_files``."""
+    (imported), on the cases of the package or of ``case_files``; each op said on ``progress``."""
     from formulas.dsl import registry
     from transpiler.prove.check import OPINFO_TIERS, package_cases, reproduction, run_tiers
     from transpiler.prove.tiers import Subject
 
     rows = []
-    for name in names:
+    for number, name in enumerate(names, 1):
+        if progress is not None:
+            progress.say(f"{number}/{len(names)} {name}", replaceable=True)
         subject = Subject(package, registry(package).formulas[name])
         row = OpRow(name)
         findings = lint.get(name, [])

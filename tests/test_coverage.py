@@ -100,3 +100,33 @@ def test_tier_oi_applies_only_to_an_op_with_an_in_place_twin():
     assert rows["mm"][TIERS.index("OI")] == "n/a" and rows["sin"][TIERS.index("OI")] == "-"
     assert text.splitlines()[-1] == "1/2 ops proven on every tier"
     assert table.proven("mm", no_in_place_twin=True) and not table.proven("sin")
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_running_the_tier_tests_shows_their_progress_unless_quiet(monkeypatch, capsys, quiet):
+    """``transpile coverage`` says on stderr that it runs the tier tests and lets pytest's own
+    progress through there (stdout keeps the table); ``-q``: nothing on stderr."""
+    import subprocess
+    import sys
+
+    from transpiler import coverage
+
+    seen = {}
+
+    def tier_tests(cmd, cwd, stdout, check):      # the suite's run, reporting one op
+        seen["stdout"] = stdout
+        report = TierTable()
+        report.record("sin", "L", "passed")
+        path = cmd[cmd.index("--tier-report") + 1]
+        with open(path, "w") as file:
+            json.dump(report.as_json(), file)
+
+    monkeypatch.setattr(coverage.subprocess, "run", tier_tests)
+    assert coverage.main(["-q"] if quiet else []) == 1     # one op's L only: the table is incomplete
+    out, err = capsys.readouterr()
+    assert out.startswith("op ") and "\nsin " in out
+    if quiet:
+        assert (seen["stdout"], err) == (subprocess.DEVNULL, "")
+    else:
+        assert seen["stdout"] is sys.stderr
+        assert err == "transpile coverage: running the tier tests (-m pytest -q -m tier); their progress follows\n"

@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transpile coverage", description=__doc__)
     parser.add_argument("--from", dest="report", metavar="FILE",
                         help="print a report written by `pytest --tier-report FILE` instead of running the tests")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress on stderr (by default the tier tests' own, as pytest -q prints it)")
     parser.add_argument("pytest_args", nargs="*", help="extra arguments for pytest (e.g. -k sin)")
     args = parser.parse_args(argv)
     repo = Path(__file__).resolve().parent.parent
@@ -179,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
             out = os.path.join(tmp, "tiers.json")
             cmd = [sys.executable, "-m", "pytest", "-q", "-m", "tier", "-p", "no:cacheprovider",
                    "--tier-report", out, *args.pytest_args]
-            subprocess.run(cmd, cwd=repo, stdout=subprocess.DEVNULL, check=False)
+            if not args.quiet:
+                print(f"transpile coverage: running the tier tests ({' '.join(cmd[1:6])}); their progress "
+                      "follows", file=sys.stderr, flush=True)
+            subprocess.run(cmd, cwd=repo, stdout=subprocess.DEVNULL if args.quiet else sys.stderr, check=False)
             if not os.path.exists(out):
                 print("transpile coverage: the tier tests did not run (see `python -m pytest -m tier`)",
                       file=sys.stderr)

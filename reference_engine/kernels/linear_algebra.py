@@ -107,5 +107,21 @@ def linalg_solve_triangular(a, b, upper, left=True, unitriangular=False):
     else:
         triangle = np.triu(a) if upper else np.tril(a)
     if left:
-        return np.linalg.solve(triangle, b)
-    return np.swapaxes(np.linalg.solve(np.swapaxes(triangle, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+        return _substitute(triangle, b, upper)
+    return np.swapaxes(_substitute(np.swapaxes(triangle, -1, -2), np.swapaxes(b, -1, -2), not upper), -1, -2)
+
+
+def _substitute(triangle, b, upper):
+    """``triangle @ x = b`` by back (``upper``) or forward substitution, row by row, as BLAS's
+    triangular solve does: no singularity check, so a zero on the diagonal gives torch's inf and
+    NaN (``np.linalg.solve`` would raise). Batch dims broadcast."""
+    batch = np.broadcast_shapes(triangle.shape[:-2], b.shape[:-2])
+    t = np.broadcast_to(triangle, batch + triangle.shape[-2:])
+    x = np.array(np.broadcast_to(b, batch + b.shape[-2:]), dtype=np.result_type(triangle, b))
+    n = t.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in (range(n - 1, -1, -1) if upper else range(n)):
+            solved = slice(i + 1, n) if upper else slice(0, i)
+            known = np.einsum("...k,...kj->...j", t[..., i, solved], x[..., solved, :])
+            x[..., i, :] = (x[..., i, :] - known) / t[..., i, i, None]
+    return x

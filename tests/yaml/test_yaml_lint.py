@@ -19,7 +19,7 @@ from transpiler.frontend import parse_module
 from transpiler.lint.closure_rules import check_formula_module
 
 REAL_DB105 = {
-    '`&` (aten `bitwise_and`)', 'at._convolution_double_backward', 'at._ctc_loss_backward',
+    'at._convolution_double_backward', 'at._ctc_loss_backward',
     'at._cudnn_attention_backward', 'at._efficient_attention_backward',
     'at._embedding_bag_per_sample_weights_backward', 'at._fake_quantize_learnable_per_channel_affine_backward',
     'at._fake_quantize_learnable_per_tensor_affine_backward', 'at._flash_attention_backward',
@@ -43,6 +43,7 @@ REAL_DB105 = {
     'at.fake_quantize_per_channel_affine_cachemask_backward',
     'at.fake_quantize_per_tensor_affine_cachemask_backward', 'at.gather_backward', 'at.ger',
     'at.hardsigmoid_backward', 'at.imag', 'at.index_select_backward', 'at.isfinite', 'at.logical_and',
+    'at.logical_not', 'at.logical_or',
     'at.logit_backward', 'at.masked_select_backward', 'at.matmul_backward', 'at.mish_backward',
     'at.mkldnn_adaptive_avg_pool2d_backward', 'at.mkldnn_linear_backward', 'at.mkldnn_max_pool2d_backward',
     'at.mkldnn_max_pool3d_backward', 'at.mps_convolution_transpose_backward', 'at.multi_margin_loss_backward',
@@ -52,7 +53,7 @@ REAL_DB105 = {
     'at.trace_backward', 'at.value_selecting_reduction_backward', 'at.zeros_like',
 }
 REAL_JVP_DB105 = {
-    '`&` (aten `bitwise_and`)', 'at.conj', 'at.conj_physical', 'at.expand_as', 'at.flatten',
+    'at.conj', 'at.conj_physical', 'at.expand_as', 'at.flatten',
     'at.glu_backward_jvp', 'at.glu_jvp', 'at.logical_and', 'at.logical_or', 'at.narrow', 'at.new_full',
     'at.new_ones', 'at.new_zeros', 'at.outer', 'at.real', 'at.to', 'at.view_as', 'at.zeros_like',
 }

@@ -22,7 +22,7 @@ CONDITION = torch.tensor([[True, False, True], [False, True, False]])
 def _opinfo(name: str, op, samples: list[SampleInput]) -> SimpleNamespace:
     return SimpleNamespace(name=name, aten_name=name, variant_test_name="", op=op,
                            supported_dtypes=lambda device: {torch.float64, torch.float32},
-                           sample_inputs=lambda device, dtype, requires_grad: iter(samples))
+                           sample_inputs_func=lambda info, device, dtype, requires_grad: iter(samples))
 
 
 MAPPED = [
@@ -113,11 +113,11 @@ def test_cases_per_opinfo_are_capped_in_sample_order():
 
 
 def test_samples_are_the_same_on_every_run():
-    def random_samples(device, dtype, requires_grad):
+    def random_samples(info, device, dtype, requires_grad):
         return iter([SampleInput(torch.randn(3, dtype=dtype)) for _ in range(3)])
 
     info = _opinfo("sin", torch.sin, [])
-    info.sample_inputs = random_samples
+    info.sample_inputs_func = random_samples
     first, _ = _cases_of("sin", "sin(Tensor self) -> Tensor", [info])
     torch.randn(5)                       # the global generator moves on
     second, _ = _cases_of("sin", "sin(Tensor self) -> Tensor", [info])

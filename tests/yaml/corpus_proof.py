@@ -53,6 +53,7 @@ import torch
 from torch.autograd import gradcheck, gradgradcheck
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
+from transpiler.prove.opinfo import float64_samples
 
 MAX_SAMPLES = 4
 CHUNK = 32          # entries proven per forked child
@@ -83,10 +84,10 @@ _SAMPLES: dict[int, list] = {}
 
 
 def samples(info) -> list:
-    """An OpInfo's float64 samples that require grad (made once)."""
+    """An OpInfo's float64 samples that require grad (made once, as the library's proof makes them)."""
     if id(info) not in _SAMPLES:
         try:
-            _SAMPLES[id(info)] = list(info.sample_inputs("cpu", torch.float64, requires_grad=True))
+            _SAMPLES[id(info)] = float64_samples(info)
         except Exception:  # noqa: BLE001 - an OpInfo whose sample generator does not run here gives none
             _SAMPLES[id(info)] = []
     return _SAMPLES[id(info)]

@@ -26,7 +26,7 @@ keyword the schema lacks, another dtype, another overload called...). Each OpInf
 samples are generated under their own fixed seed, so the cases are the same on every
 run; at most :data:`MAX_CASES_PER_OPINFO` cases are taken from one OpInfo (the first
 ones, in OpInfo's order), which bounds the run time. Importing ``op_db`` costs about
-2.5 s of CPU once per process; ``sample_inputs`` inspects the call stack on every call.
+2.5 s of CPU once per process; the samples are drawn by :func:`float64_samples`.
 
 The suite's catalogue (``tests/opinfo_cases.py``) and ``transpile prove`` both make their
 OpInfo cases here. Nothing here names an operator except :data:`OPINFO_NAMES`.
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -260,11 +261,28 @@ def _opinfos_of(op: str, op_db: list[Any]) -> list[Any]:
     return [info for info in op_db if _names_of(info) & wanted]
 
 
-def _samples(info: Any) -> list[Any]:
-    """The OpInfo's float64 CPU samples, generated under a seed of their own."""
+def float64_samples(info: Any) -> list[Any]:
+    """The OpInfo's float64 CPU samples, the same ones ``info.sample_inputs`` gives outside a
+    unittest case: the generator made under a seed of its own, then the random generators
+    reseeded with torch's test ``SEED`` before each sample, as its tracking iterator does. Drawn
+    here without that iterator, which walks the whole interpreter stack (with source lines)
+    twice per OpInfo looking for a running unittest: two thirds of the collection time. The
+    seeding is that of ``set_rng_seed`` for the CPU alone (``torch.manual_seed`` also queues a
+    seeding of each uninitialised accelerator, recording the Python stack each time)."""
+    from torch.testing._internal.common_utils import SEED
+
     with torch.random.fork_rng():
         torch.manual_seed(zlib.crc32(_opinfo_label(info).encode()))
-        return list(info.sample_inputs("cpu", torch.float64, requires_grad=True))
+        generator = iter(info.sample_inputs_func(info, "cpu", torch.float64, True))
+        samples = []
+        while True:
+            torch.default_generator.manual_seed(SEED)
+            random.seed(SEED)
+            np.random.seed(SEED)
+            try:
+                samples.append(next(generator))
+            except StopIteration:
+                return samples
 
 
 def aten_op(op: str) -> Any:
@@ -287,7 +305,7 @@ def samples_of(op: str, schema_text: str, op_db: list[Any], torch_op: Callable[[
             dropped.append(Dropped(op, label, -1, "no float64 support on CPU"))
             continue
         taken = 0
-        for index, sample in enumerate(_samples(info)):
+        for index, sample in enumerate(float64_samples(info)):
             if taken == MAX_CASES_PER_OPINFO:
                 break
             try:

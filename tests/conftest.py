@@ -17,6 +17,20 @@ from transpiler.coverage import TIERS, TierTable
 _table_key = pytest.StashKey[TierTable]()
 
 
+class _TierRecorder:
+    """Records the labelled reports in the run's table: in the one process, or in xdist's
+    controller, which receives every worker's reports."""
+
+    def __init__(self, table: TierTable) -> None:
+        self.table = table
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        label = getattr(report, "proof_tier", None)
+        if label is not None:
+            op, tier, opinfo_case = label
+            self.table.record(op, tier, report.outcome, opinfo_case)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--tier-report", metavar="FILE", default=None,
                      help="write per-op proof-tier outcomes as JSON to FILE")
@@ -25,6 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"tier(name): the proof tier a test establishes, one of {', '.join(TIERS)}")
     config.stash[_table_key] = TierTable()
+    config.pluginmanager.register(_TierRecorder(config.stash[_table_key]), "proof-tier-recorder")
 
 
 def _op_of(item: pytest.Item) -> str | None:
@@ -46,6 +61,8 @@ def _opinfo_case_of(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Label the report that settles a tier test with ``[op, tier, OpInfo case]``: an attribute
+    of the report travels from an xdist worker to the controller, where it is recorded."""
     outcome = yield
     report = outcome.get_result()
     marker = item.get_closest_marker("tier")
@@ -53,7 +70,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if marker is None or op is None:
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        item.config.stash[_table_key].record(op, marker.args[0], report.outcome, _opinfo_case_of(item))
+        report.proof_tier = [op, marker.args[0], _opinfo_case_of(item)]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

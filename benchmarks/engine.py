@@ -17,9 +17,15 @@ The chain is also run as *formulas alone*: the four formulas called directly
 with no recording, scheduling or checks. No engine that runs these formulas as
 written can beat that time; the engine's time minus it is its bookkeeping.
 
-Run: ``python benchmarks/engine.py [--repeat N]``; ``--count`` prints Python calls and
-bytecodes per chain operator (engine and HIPS autograd) instead: deterministic where
-timings on a loaded machine are not.
+The chain and the large workload are also run as *NumPy calls alone*: the
+bare NumPy calls their math needs, no framework. Where torch beats that (its
+C++ dispatch against NumPy's per-call overhead on 16 elements, its vectorised
+kernels on 1M), no engine that calls NumPy can match torch.
+
+Run: ``python benchmarks/engine.py [--repeat N] [--cpu-time]``; ``--cpu-time`` times with
+the process's CPU time (steadier on a shared, loaded machine); ``--count`` prints Python
+calls and bytecodes per chain operator (engine and HIPS autograd) instead: deterministic
+where timings on a loaded machine are not.
 """
 from __future__ import annotations
 
@@ -42,6 +48,10 @@ CHAIN_OPS = 1200
 LARGE_OPS = 24
 
 
+#: The clock timings read: wall time, or with ``--cpu-time`` the process's CPU time.
+clock = time.perf_counter
+
+
 def _best_interleaved(runs: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
     """Best time of each system; the systems take turns, so a load spike hits all of them."""
     for fn in runs.values():
@@ -49,9 +59,9 @@ def _best_interleaved(runs: dict[str, Callable[[], object]], repeat: int) -> dic
     best = {name: float("inf") for name in runs}
     for _ in range(repeat):
         for name, fn in runs.items():
-            start = time.perf_counter()
+            start = clock()
             fn()
-            best[name] = min(best[name], time.perf_counter() - start)
+            best[name] = min(best[name], clock() - start)
     return best
 
 
@@ -113,6 +123,26 @@ def formulas_alone(size: int, ops: int) -> Callable[[], object]:
             for i in range(len(tape) - 1, -1, -1):
                 grad = tape[i](grad, needs_input_grad=first_only)[0] if i % 2 else tape[i](grad)
             return grad
+    return run
+
+
+def numpy_alone(size: int, ops: int) -> Callable[[], object]:
+    """The chain's forward and backward as the bare NumPy calls its math needs (sin, multiply,
+    tanh, add; then the chain rule backwards, ``cos`` recomputed as the sin formula does): the
+    floor of any engine that calls NumPy once per operation, framework-free."""
+    rng = np.random.default_rng(0)
+    x0, c0 = rng.standard_normal(size), rng.uniform(0.5, 1.0, size)
+
+    def run():
+        x, saved = x0, []
+        for _ in range(ops // 4):
+            y = np.tanh(np.sin(x) * c0)
+            saved.append((x, y))
+            x = y + c0
+        grad = np.ones(size)
+        for x, y in reversed(saved):      # add: grad; tanh: grad (1 - y^2); mul: grad c; sin: grad cos x
+            grad = grad * (1 - y * y) * c0 * np.cos(x)
+        return grad
     return run
 
 
@@ -243,29 +273,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--count", action="store_true",
                         help="print Python calls and bytecodes per chain operator instead of timings")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time with the process's CPU time, not wall time: steadier on a loaded machine "
+                             "(waiting for a core is not counted)")
     args = parser.parse_args(argv)
     if args.count:
         print_counts(CHAIN_OPS)
         return 0
+    if args.cpu_time:
+        global clock
+        clock = time.process_time
     torch.set_num_threads(1)
     chain = f"chain ({CHAIN_OPS} ops, 16 elements)"
+    large = f"large ({LARGE_OPS} ops, 1M elements)"
     workloads = {
-        chain: {**chain_workloads(16, CHAIN_OPS), "formulas": formulas_alone(16, CHAIN_OPS)},
+        chain: {**chain_workloads(16, CHAIN_OPS), "formulas": formulas_alone(16, CHAIN_OPS),
+                "numpy": numpy_alone(16, CHAIN_OPS)},
         "mlp training step (64x32 -> 64 -> 10)": mlp_workloads(),
-        f"large ({LARGE_OPS} ops, 1M elements)": chain_workloads(1_000_000, LARGE_OPS),
+        large: {**chain_workloads(1_000_000, LARGE_OPS), "numpy": numpy_alone(1_000_000, LARGE_OPS)},
     }
-    print(f"{'workload':40} {'engine':>10} {'autograd':>10} {'torch':>10} {'vs autograd':>12} {'vs torch':>9}")
-    floor = None
+    print(f"{'workload':40} {'engine':>10} {'autograd':>10} {'torch':>10} {'vs autograd':>12} {'vs torch':>9}"
+          f"  ({'CPU' if args.cpu_time else 'wall'} time)")
+    timed = {}
     for name, runs in workloads.items():
-        times = _best_interleaved(runs, args.repeat)
+        times = timed[name] = _best_interleaved(runs, args.repeat)
         print(f"{name:40} {times['engine'] * 1e3:8.2f}ms {times['autograd'] * 1e3:8.2f}ms "
               f"{times['torch'] * 1e3:8.2f}ms {times['engine'] / times['autograd']:11.2f}x "
               f"{times['engine'] / times['torch']:8.2f}x")
-        if "formulas" in times:
-            floor = times
+    floor = timed[chain]
     print(f"chain, formulas alone (no autograd):     {floor['formulas'] * 1e3:8.2f}ms = "
           f"{floor['formulas'] / floor['autograd']:.2f}x autograd, {floor['formulas'] / floor['torch']:.2f}x torch; "
           f"the engine's bookkeeping: {(floor['engine'] - floor['formulas']) / CHAIN_OPS * 1e6:.2f}us per op")
+    for name in (chain, large):     # the NumPy calls alone: what no engine calling NumPy can go below
+        times = timed[name]
+        print(f"{name.split(' (')[0] + ', NumPy calls alone (floor):':40} {times['numpy'] * 1e3:8.2f}ms = "
+              f"{times['numpy'] / times['autograd']:.2f}x autograd, {times['numpy'] / times['torch']:.2f}x torch")
     per_op = single_op_costs(args.repeat)
     print(f"x.sin() on 16 elements: recorded {per_op['recorded'] * 1e6:.2f}us, unrecorded "
           f"{per_op['unrecorded'] * 1e6:.2f}us, numpy.sin {per_op['numpy'] * 1e6:.2f}us "

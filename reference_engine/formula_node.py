@@ -61,6 +61,10 @@ class BackwardPlan(NamedTuple):
     takes_mask: bool                 # it takes ``needs_input_grad``
     inspected: tuple[int, ...]       # indices of the cells to look at (the others are settled)
     has_defaults: bool               # its def statement has default arguments (checked for tensors)
+    #: the one inspected cell, when the model says it holds the formula's one output (``result``
+    #: of ``exp``, ``tanh``...) and there are no defaults: a one-output recorder shadows it
+    #: without the general look (:func:`_save`), after checking that it holds the output
+    output_cell: int | None = None
 
 
 class SavedSequence:
@@ -276,16 +280,21 @@ def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
     plan = overload.backward_plans.get(code)
     if plan is None:
         facts = overload.facts
-        if (facts.model is not None and code.co_name == facts.backward_name
-                and code in overload.formula.__code__.co_consts):
+        modelled = (facts.model is not None and code.co_name == facts.backward_name
+                    and code in overload.formula.__code__.co_consts)
+        if modelled:
             takes_mask, settled = facts.mask_parameter is not None, facts.settled
         else:
             keyword_only = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
             takes_mask, settled = "needs_input_grad" in keyword_only, frozenset()
         _refuse_written_globals(overload, overload.formula.__code__, code)
-        plan = overload.backward_plans[code] = BackwardPlan(
-            takes_mask, tuple(i for i, name in enumerate(code.co_freevars) if name not in settled),
-            bool(backward.__defaults__ or backward.__kwdefaults__))
+        inspected = tuple(i for i, name in enumerate(code.co_freevars) if name not in settled)
+        has_defaults = bool(backward.__defaults__ or backward.__kwdefaults__)
+        output_cell = None
+        if (modelled and len(inspected) == 1 and not has_defaults
+                and facts.model.outputs == (code.co_freevars[inspected[0]],)):
+            output_cell = inspected[0]
+        plan = overload.backward_plans[code] = BackwardPlan(takes_mask, inspected, has_defaults, output_cell)
     return plan
 
 
@@ -457,6 +466,23 @@ def _save(node: FormulaNode, backward: Callable[..., Any], plan: BackwardPlan, h
         refuse_tensor_defaults(node, backward, held, output_nr)
 
 
+def _save_output(node: FormulaNode, backward: Callable[..., Any], plan: BackwardPlan, out: Tensor) -> bool:
+    """:func:`_save` for a plan whose one inspected cell is the model's output (``result``) when
+    that cell holds ``out``, output 0 (just an optimization: no tables of held tensors and
+    outputs to build, no look at the value's kind). False, saving nothing, when it does not apply."""
+    if plan.output_cell is None:
+        return False
+    cell = backward.__closure__[plan.output_cell]
+    try:
+        if cell.cell_contents is not out:       # an input returned as is: ``out`` is a new object
+            return False
+    except ValueError:      # an empty cell (another return than the model's): _save ignores it
+        return False
+    cell.cell_contents = out.detach()       # the shadow, as _save_cell makes it
+    node.saved = [Saved(cell, OUTPUT, 0)]
+    return True
+
+
 def _save_cell(node: FormulaNode, cell: Any, name: str, held: set[int], output_nr: dict[int, int]) -> None:
     """Save one cell: an output (replaced by its shadow), an intermediate (guarded), a list,
     tuple or dict holding tensors (a saved record), a captured function (its own cells and
@@ -565,7 +591,8 @@ def record_{shape}({arguments}):
         out._grad_fn = node
         out._output_nr = 0
         out._requires_grad = True
-    if plan.inspected or plan.has_defaults:     # held: the arguments (a number's id is never a live tensor's)
+    if (plan.inspected or plan.has_defaults) and not (is_output and save_output(node, backward, plan, out)):
+        # held: the arguments (a number's id is never a live tensor's)
         save(node, backward, plan, {{{held}}}, {{id(out): 0}} if is_output else {{}})
     return {result}
 """
@@ -643,7 +670,7 @@ def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: in
         "mode": grad_mode, "plans": overload.backward_plans, "backward_plan": backward_plan,
         "shared_inputs": _SHARED_INPUTS, "share_inputs": _share_inputs, "new": object.__new__,
         "FormulaNode": FormulaNode, "tick": ticks.__next__, "num_outputs": 1, "list_lengths": None,
-        "save": _save, "mark_recorded": mark_recorded, **{f"keyword_{name}": keywords[name] for name in keywords}})
+        "save": _save, "save_output": _save_output, "mark_recorded": mark_recorded, **{f"keyword_{name}": keywords[name] for name in keywords}})
 
 
 def save_captured(value: Any, name: str, held: set[int], output_nr: dict[int, int]) -> Any:

@@ -65,6 +65,15 @@ SOURCE = textwrap.dedent('''\
         def backward(grad):
             return grad * result
         return result, backward
+
+
+    @derivative("engine_plan_returned_input(Tensor self) -> Tensor")
+    def returned_input(self):
+        result = self                     # the output is the input, returned as is
+
+        def backward(grad):
+            return grad * result / result
+        return result, backward
 ''')
 
 
@@ -81,7 +90,8 @@ def plans(tmp_path_factory: pytest.TempPathFactory):
     path = tmp_path_factory.mktemp("plan") / "engine_plan_formulas.py"
     path.write_text(SOURCE, encoding="utf-8")
     module = _load(path, "engine_plan_formulas")
-    kernels = {"metadata": np.sin, "rebound": np.sin, "rebound_by_a_nested_function": np.sin, "output": np.exp}
+    kernels = {"metadata": np.sin, "rebound": np.sin, "rebound_by_a_nested_function": np.sin, "output": np.exp,
+               "returned_input": np.positive}
     ops = {}
     for function, kernel in kernels.items():
         formula = getattr(module, function)
@@ -110,6 +120,26 @@ def test_inputs_and_metadata_computed_from_metadata_are_settled(plans):
 def test_an_output_is_inspected(plans):
     x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
     assert _inspected(plans["output"](x)) == ("result",)
+
+
+@pytest.mark.parametrize("function, saved", [("output", (("output", 0),)), ("returned_input", ())])
+def test_the_models_output_cell_is_saved_as_the_general_recorder_saves_it(plans, function, saved):
+    """The one-output recorder shadows the model's output cell (``result``) directly when it
+    holds the output; an input returned as is is a new tensor object, so the cell holds the
+    input, and the general look keeps it as it is."""
+    x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True).exp()   # a non-leaf
+    packet = engine.dispatcher.packet(plans[function].name)
+    out = packet.op(x)
+    assert packet.cache[(engine.Tensor,)].recording is not None        # the one-output recorder ran
+    [plan] = out.grad_fn.overload.backward_plans.values()
+    assert plan.output_cell == 0
+    node = out.grad_fn
+    assert tuple((s.role, s.extra) for s in node.saved) == saved
+    assert node.backward_fn.__closure__[0].cell_contents is not out     # no tensor -> node -> tensor cycle
+    general = plans[function](x)                # Overload.__call__: bound, then record()
+    assert tuple((s.role, s.extra) for s in general.grad_fn.saved) == saved
+    (g,) = engine.grad(out.sum(), x)
+    np.testing.assert_allclose(g.numpy(), out.detach().numpy() if function == "output" else np.ones(2))
 
 
 @pytest.mark.parametrize("function", ["rebound", "rebound_by_a_nested_function"])

@@ -45,7 +45,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from transpiler import model_cache
+from transpiler import model_cache, module_results
 from transpiler.cpp.per_formula import REFUSED, summary_line
 from transpiler.diagnostics import printable
 from transpiler.library_discovery import SHIPPED_FORMULAS
@@ -217,7 +217,8 @@ def _run(args: argparse.Namespace) -> int:
               f"clean and written there (MANIFEST) ({time.perf_counter() - started:.3f} s)")
         return 0
     cache_dir = None if args.no_cache else args.cache_dir or project.build_dir / model_cache.DIRECTORY
-    with model_cache.kept_in(cache_dir) as cache:
+    with model_cache.kept_in(cache_dir) as cache, module_results.kept_in(cache_dir, formulas, namespace,
+                                                                         args.keep_going):
         if cache is not None:       # every model read first: the new ones are stored on the second core
             from transpiler.frontend import parse_module
 

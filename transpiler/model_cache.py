@@ -20,6 +20,9 @@ the interpreter trusts its ``__pycache__``: only the user writes there. An entry
 cannot be read, or a model that cannot be pickled (too deep for the pickler), is
 parsed again; a cache that cannot be written leaves the run uncached, silently (it
 only costs time). The least recently used entries beyond :data:`KEPT_ENTRIES` go.
+The same directory keeps what the run computed from the models
+(:mod:`transpiler.module_results`) and the per-file lint findings
+(:mod:`transpiler.lint.cache`).
 """
 from __future__ import annotations
 

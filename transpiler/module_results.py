@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,6 +74,8 @@ class ModuleResults:
 
     def finish(self) -> None:
         """Replace the file with what this run used, when that differs from what it read."""
+        import pickle
+
         if self.used.keys() == self.kept.keys():
             return
         with contextlib.suppress(OutputError, pickle.PicklingError, TypeError, AttributeError, RecursionError):
@@ -82,6 +83,8 @@ class ModuleResults:
 
 
 def _read(entry: Path) -> dict[str, object]:
+    import pickle
+
     with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
                              IndexError, KeyError, TypeError, ValueError, RecursionError, MemoryError):
         stored = pickle.loads(entry.read_bytes())

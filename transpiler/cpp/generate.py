@@ -16,7 +16,9 @@ spelling of ``--formulas``. ``MANIFEST`` in the output records the namespace
 and content hashes of the inputs, the generator and the outputs, so a run with
 nothing changed stops before parsing anything; a run after an edit parses only
 the edited files, the others' models are loaded (:mod:`transpiler.model_cache`:
-``--cache-dir DIR``, ``--no-cache``). An output that cannot or must not be
+``--cache-dir DIR``, ``--no-cache``) and only the edited modules and what depends
+on them are linted and emitted again, the others' results kept in the same
+directory (:mod:`transpiler.module_results`). An output that cannot or must not be
 written is a one-line diagnostic and exit 2.
 
 ``--keep-going`` is per-formula mode (for a corpus such as an imported

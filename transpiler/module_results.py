@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from transpiler.model_cache import generator_digest
@@ -53,6 +53,11 @@ def key(*parts: object) -> str:
     return digest.hexdigest()
 
 
+def all_of(kind: type, items: object) -> bool:
+    """Whether ``items`` is a tuple (or frozenset) of ``kind`` only: a part of a result's shape."""
+    return isinstance(items, (tuple, frozenset)) and all(isinstance(item, kind) for item in items)
+
+
 class ModuleResults:
     """The results kept in ``entry``, and the ones this run used or computed."""
 
@@ -61,10 +66,11 @@ class ModuleResults:
         self.kept = _read(entry)
         self.used: dict[str, object] = {}
 
-    def get(self, key: str, kind: type | tuple[type, ...]) -> object | None:
-        """The result stored under ``key`` if it is a ``kind``, else None (computed again)."""
+    def get(self, key: str, valid: Callable[[object], bool]) -> object | None:
+        """The result stored under ``key`` if ``valid(result)`` (it has the shape the caller
+        stores), else None: computed again."""
         found = self.kept.get(key)
-        if not isinstance(found, kind):
+        if found is None or not valid(found):
             return None
         self.used[key] = found
         return found

@@ -246,7 +246,7 @@ def _kept_formula_findings(module: FormulaModule, source: str, raw: bytes, view:
         return formula_findings(module, source, raw, view, refusals)
     key = module_results.key("lint", view_key, module.path, module.source_digest, hashlib.sha256(raw).hexdigest(),
                              sorted(refusals))
-    found = kept.get(key, tuple)
+    found = kept.get(key, lambda kept: module_results.all_of(Diagnostic, kept) and isinstance(kept, tuple))
     if found is None:
         found = formula_findings(module, source, raw, view, refusals)
     kept.put(key, found)

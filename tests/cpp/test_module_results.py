@@ -137,7 +137,7 @@ def test_a_corrupt_or_truncated_results_file_is_computed_again(tmp_path, models,
     kept = results.read_bytes()
     _, entries = pickle.loads(kept)
     damaged = {"truncated": kept[:len(kept) // 2],
-               "another shape": pickle.dumps((module_results.FORMAT, {key: "junk" for key in entries}))}
+               "another shape": pickle.dumps((module_results.FORMAT, {key: ("junk",) for key in entries}))}
     for name, data in damaged.items():
         results.write_bytes(data)
         computed["emitted"].clear()

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from transpiler import module_results
+from transpiler.module_results import all_of
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature,
@@ -117,7 +118,8 @@ def _kept_helpers_files(library: Library, context: Context, context_key: str | N
     if kept is None or context_key is None or not all(digest for _, _, digest in helpers):
         return _helpers_files(library, context)
     key = module_results.key("helpers", context_key, helpers)
-    found = kept.get(key, tuple)
+    found = kept.get(key, lambda kept: isinstance(kept, tuple) and len(kept) == 3 and all_of(str, kept[:2])
+                     and all_of(Diagnostic, kept[2]))
     if found is None:
         found = _helpers_files(library, context)
     kept.put(key, found)
@@ -217,11 +219,17 @@ def _kept_module_file(module: FormulaModule, context: Context, context_key: str 
     key = module_results.key(
         "module", context_key, _display(module.path, root), *_identity(module),
         sorted(n for n in taken if n.rpartition("Backward")[0] in bases), sorted(registered & declared))
-    found = kept.get(key, ModuleFile)
+    found = kept.get(key, _is_module_file)
     if found is None:
         found = _module_file(module, context, taken, namespace, root, registered)
     kept.put(key, found)
     return found
+
+
+def _is_module_file(kept: object) -> bool:
+    return (isinstance(kept, ModuleFile) and isinstance(kept.text, (str, type(None))) and type(kept.ops) is int
+            and type(kept.has_views) is bool and all_of(Diagnostic, kept.diagnostics) and all_of(str, kept.nodes)
+            and all_of(str, kept.registered))
 
 
 def _identity(module: FormulaModule) -> tuple[object, ...]:
@@ -395,7 +403,7 @@ def _names_used_by(module: FormulaModule) -> frozenset[str]:
     ``module`` use, kept between runs (:mod:`transpiler.module_results`)."""
     kept = module_results.active() if module.source_digest else None
     key = module_results.key("names", *_identity(module)) if kept is not None else ""
-    found = kept.get(key, frozenset) if kept is not None else None
+    found = kept.get(key, lambda kept: isinstance(kept, frozenset) and all_of(str, kept)) if kept is not None else None
     if found is None:
         nodes = [item.node for item in (*module.formulas, *module.helpers)]
         nodes += [f.jvp.node for f in module.formulas if f.jvp is not None]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import keyword
 import re
 from dataclasses import replace
@@ -174,6 +175,19 @@ def parse_module(path: str, source: str) -> FormulaModule:
 
 
 def _parse_module(path: str, source: str) -> FormulaModule:
+    return replace(_read_source(path, source), source_digest=source_digest(path, source))
+
+
+def source_digest(path: str, source: str) -> str:
+    """The hash of a formula file's path and text (:attr:`FormulaModule.source_digest`)."""
+    digest = hashlib.blake2b(digest_size=20)
+    for part in (path, source):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _read_source(path: str, source: str) -> FormulaModule:
     too_large = too_large_for_formulas(path, source)
     if too_large is not None:
         return FormulaModule(path, (), (), (), (too_large,))

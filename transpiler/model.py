@@ -229,6 +229,10 @@ class FormulaModule:
     positions: Mapping[cst.CSTNode, Span] = field(default_factory=dict, compare=False, repr=False)
     # Return annotation text of every top-level function (helpers or not), None when absent.
     function_returns: Mapping[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+    # The hash of the path and text the module was parsed from (:func:`transpiler.frontend.parse_module`);
+    # "" when it was read otherwise (a codemod's tree, a derived jvp): the key of its kept results
+    # (:mod:`transpiler.module_results`), which are kept only for a module that has one.
+    source_digest: str = field(default="", compare=False, repr=False)
 
     def span(self, node: cst.CSTNode) -> Span:
         """Where ``node`` starts (1-based line and column)."""

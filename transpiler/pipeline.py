@@ -173,7 +173,9 @@ def _lint(formulas: Path, read: Library, shipped: Library | None, refused: Seque
     the modules the front-end ``read`` already; the emitter's refusals are ``refused`` (None: checked
     here, as ``transpile lint`` checks them). ``emission_error``: the emitter failed, an internal
     error of every formula file."""
+    from transpiler import module_results
     from transpiler.frontend import read_module
+    from transpiler.lint.cache import ResultCache
     from transpiler.lint.discovery import python_files
     from transpiler.lint.file_check import UNREADABLE, internal_error, unreadable
     from transpiler.lint.settings import EVERY_FILE
@@ -182,7 +184,11 @@ def _lint(formulas: Path, read: Library, shipped: Library | None, refused: Seque
 
     listing = python_files([str(formulas)], EVERY_FILE)
     found = {Diagnostic(path, 1, 1, UNREADABLE, reason) for path, reason in listing.unreadable}
-    reports = per_file_pass(listing.files)
+    kept = module_results.active()     # the per-file findings are kept as ``transpile lint`` keeps them
+    cache = ResultCache.open(kept.entry.parent, listing.files, "trust_bytecode=True") if kept is not None else None
+    reports = per_file_pass(listing.files, cache=cache)
+    if cache is not None:
+        cache.save()        # a cache that cannot be written only costs time
     found.update(d for report in reports for d in report.diagnostics)
     formula_paths = [report.path for report in reports if report.formula_file]
     by_file = {os.path.realpath(m.path): m for m in read.modules}
@@ -202,16 +208,49 @@ def _lint(formulas: Path, read: Library, shipped: Library | None, refused: Seque
         refusals = {}
         for diagnostic in refused:
             refusals.setdefault(os.path.realpath(diagnostic.path), []).append(diagnostic)
+    view_key = _view_key(view, [*seen, *modules.values()])
     for path, module in modules.items():
         try:
             if emission_error is not None:
                 raise emission_error
             raw = read_regular(path)[1]
             own = refusals.get(os.path.realpath(path), ())
-            found.update(formula_findings(module, decode_source(path, raw), raw, view, own))
+            found.update(_kept_formula_findings(module, decode_source(path, raw), raw, view, view_key, own))
         except Exception as error:  # noqa: BLE001 - reported as this file's internal error
             found.add(internal_error(path, error))
     return sorted(d for d in found if d.code == UNREADABLE or EVERY_FILE.enabled(d.code, d.path))
+
+
+def _view_key(view: LibraryView, modules: Sequence[FormulaModule]) -> str | None:
+    """What a formula file's findings depend on beyond the file and its refusals: the operators
+    declared anywhere and the text of every module that defines a helper it may follow into;
+    None when results are not kept or a helper's module has no source digest."""
+    from transpiler import module_results
+
+    digests = {m.path: m.source_digest for m in modules}
+    helpers = sorted((name, h.path, digests.get(h.path, "")) for name, h in view.helpers.items())
+    if module_results.active() is None or not all(digest for _, _, digest in helpers):
+        return None
+    return module_results.key("view", sorted(view.known_operators), helpers)
+
+
+def _kept_formula_findings(module: FormulaModule, source: str, raw: bytes, view: LibraryView,
+                           view_key: str | None, refusals: Sequence[Diagnostic]) -> tuple[Diagnostic, ...]:
+    """:func:`formula_findings`, kept between runs under its inputs (:mod:`transpiler.module_results`)."""
+    import hashlib
+
+    from transpiler import module_results
+
+    kept = module_results.active()
+    if kept is None or view_key is None or not module.source_digest:
+        return formula_findings(module, source, raw, view, refusals)
+    key = module_results.key("lint", view_key, module.path, module.source_digest, hashlib.sha256(raw).hexdigest(),
+                             sorted(refusals))
+    found = kept.get(key, lambda kept: module_results.all_of(Diagnostic, kept) and isinstance(kept, tuple))
+    if found is None:
+        found = formula_findings(module, source, raw, view, refusals)
+    kept.put(key, found)
+    return found
 
 
 def _run_each(formulas: Path, library: Library, shipped: Library | None, known: Mapping[str, object],

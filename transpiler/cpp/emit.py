@@ -15,9 +15,12 @@ import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import libcst as cst
 
+from transpiler import module_results
+from transpiler.module_results import all_of
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
     DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature,
@@ -41,6 +44,17 @@ class Output:
     ops: int
     nodes: int
     helpers: int
+
+
+class ModuleFile(NamedTuple):
+    """One formula module's part of the output, as kept between runs (:mod:`transpiler.module_results`)."""
+
+    text: str | None                      # its ``.cpp`` (None: nothing emitted)
+    ops: int                              # operators emitted
+    has_views: bool                       # it needs ``views.h``
+    diagnostics: tuple[Diagnostic, ...]   # what it refused
+    nodes: tuple[str, ...]                # the node names it took
+    registered: tuple[str, ...]           # the non-differentiable operators it registered
 
 
 def _diagnostic(module: FormulaModule, error: Untranslatable) -> Diagnostic:
@@ -95,7 +109,26 @@ def _helper_declaration(signature: HelperSignature, by_value: set[str]) -> str:
     return f"{_return_spelling(signature.returns)} {cpp_name(signature.name)}({params})"
 
 
-def _helpers_files(library: Library, context: Context, diagnostics: list[Diagnostic]) -> tuple[str, str]:
+def _kept_helpers_files(library: Library, context: Context, context_key: str | None,
+                        ) -> tuple[str, str, tuple[Diagnostic, ...]]:
+    """:func:`_helpers_files`, kept between runs under the text of every helper's module."""
+    kept = module_results.active()
+    digests = {m.path: m.source_digest for m in library.modules}
+    helpers = [(h.path, h.name, digests[h.path]) for h in library.helpers]
+    if kept is None or context_key is None or not all(digest for _, _, digest in helpers):
+        return _helpers_files(library, context)
+    key = module_results.key("helpers", context_key, helpers)
+    found = kept.get(key, lambda kept: isinstance(kept, tuple) and len(kept) == 3 and all_of(str, kept[:2])
+                     and all_of(Diagnostic, kept[2]))
+    if found is None:
+        found = _helpers_files(library, context)
+    kept.put(key, found)
+    return found
+
+
+def _helpers_files(library: Library, context: Context) -> tuple[str, str, tuple[Diagnostic, ...]]:
+    """``helpers.h``, ``helpers.cpp`` and what could not be transliterated."""
+    diagnostics: list[Diagnostic] = []
     declarations, definitions = [], []
     called: set[str] = set()
     modules = {m.path: m for m in library.modules}
@@ -139,7 +172,7 @@ def _helpers_files(library: Library, context: Context, diagnostics: list[Diagnos
         "}  // namespace formulas::helpers",
         "",
     ])
-    return header, source
+    return header, source, tuple(diagnostics)
 
 
 def _operator_includes(called: set[str]) -> list[str]:
@@ -173,11 +206,49 @@ def _refuse_other_dispatch_keys(formula: Formula) -> None:
                              "transliterated")
 
 
-def _module_file(module: FormulaModule, context: Context, taken: set[str], diagnostics: list[Diagnostic],
-                 namespace: str, root: str, registered: set[str]) -> tuple[str, int, bool] | None:
-    """The module's C++, its number of operators, and whether it has view operators (views.h).
-    ``registered``: the operators registered so far (each non-differentiable one is registered
-    once, by the first module declaring it, and not at all when it has a formula)."""
+def _kept_module_file(module: FormulaModule, context: Context, context_key: str | None, taken: set[str],
+                      namespace: str, root: str, registered: set[str]) -> ModuleFile:
+    """:func:`_module_file`, kept between runs under its inputs: the module (its text and what
+    per-formula mode left out of it), the ``context`` (``context_key``), and the node names and
+    registrations taken before it that its own could meet."""
+    kept = module_results.active()
+    if kept is None or context_key is None or not module.source_digest:
+        return _module_file(module, context, taken, namespace, root, registered)
+    bases = {f.schema.name.node_prefix for f in module.formulas}
+    declared = {str(s.name) for s in module.nondifferentiable}
+    key = module_results.key(
+        "module", context_key, _display(module.path, root), *_identity(module),
+        sorted(n for n in taken if n.rpartition("Backward")[0] in bases), sorted(registered & declared))
+    found = kept.get(key, _is_module_file)
+    if found is None:
+        found = _module_file(module, context, taken, namespace, root, registered)
+    kept.put(key, found)
+    return found
+
+
+def _is_module_file(kept: object) -> bool:
+    return (isinstance(kept, ModuleFile) and isinstance(kept.text, (str, type(None))) and type(kept.ops) is int
+            and type(kept.has_views) is bool and all_of(Diagnostic, kept.diagnostics) and all_of(str, kept.nodes)
+            and all_of(str, kept.registered))
+
+
+def _identity(module: FormulaModule) -> tuple[object, ...]:
+    """What a module is, for a key of :mod:`transpiler.module_results`: its path and text, and what
+    per-formula mode kept of it (its formulas, whether each kept its jvp, its helpers)."""
+    return (module.path, module.source_digest,
+            [(f.op_name, f.span.line, f.jvp is None, f.jvp_left_out) for f in module.formulas],
+            [h.name for h in module.helpers], module.nondifferentiable)
+
+
+def _module_file(module: FormulaModule, context: Context, taken: set[str],
+                 namespace: str, root: str, registered: set[str]) -> ModuleFile:
+    """The module's C++, its number of operators, whether it has view operators (views.h), and the
+    node names (``taken`` so far) and registrations it adds. ``registered``: the operators
+    registered so far (each non-differentiable one is registered once, by the first module
+    declaring it, and not at all when it has a formula)."""
+    taken_before, registered_before = taken, registered
+    taken, registered = set(taken), set(registered)
+    diagnostics: list[Diagnostic] = []
     emitted = []
     for formula in module.formulas:
         struct = node_name(formula, taken)
@@ -198,8 +269,9 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
             diagnostics.append(Diagnostic(module.path, 1, 1, UNSUPPORTED_TYPE,
                                           f"no C++ spelling for the schema type '{error}' of the "
                                           f"non-differentiable {schema.name}"))
+    added = (tuple(diagnostics), tuple(sorted(taken - taken_before)), tuple(sorted(registered - registered_before)))
     if not emitted:
-        return None
+        return ModuleFile(None, 0, False, *added)
     code = "\n".join(e.code for e in emitted)
     text = "\n".join([
         f"// @generated by transpiler.cpp from {_display(module.path, root)}: do not edit.",
@@ -233,7 +305,7 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str], diagn
         "}",
         "",
     ])
-    return text, len(emitted), any(e.has_views for e in emitted)
+    return ModuleFile(text, len(emitted), any(e.has_views for e in emitted), *added)
 
 
 def _display(path: str, root: str) -> str:
@@ -259,20 +331,37 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
         except Untranslatable as error:
             diagnostics.append(_diagnostic(modules[helper.path], error))
     context = Context(operator_table(library, known_operators), helpers, {})
-    header, source = _helpers_files(library, context, diagnostics)
+    context_key = _context_key(context, namespace)
+    header, source, refused = _kept_helpers_files(library, context, context_key)
+    diagnostics += refused
     files = {"runtime.h": RUNTIME_HEADER, "helpers.h": header, "helpers.cpp": source}
     diagnostics += _duplicate_operators(library)
     taken: set[str] = set()
     registered = {f.op_name for f in library.formulas}
     ops = 0
     for module in sorted(library.modules, key=lambda m: m.path):
-        result = _module_file(module, context, taken, diagnostics, namespace, root, registered)
-        if result is not None:
-            files[_file_name(module.path, files)] = result[0]
-            ops += result[1]
-            if result[2]:       # a module with view operators
+        result = _kept_module_file(module, context, context_key, taken, namespace, root, registered)
+        diagnostics += result.diagnostics
+        taken.update(result.nodes)
+        registered.update(result.registered)
+        if result.text is not None:
+            files[_file_name(module.path, files)] = result.text
+            ops += result.ops
+            if result.has_views:       # a module with view operators
                 files["views.h"] = VIEWS_HEADER
     return Output(files, ops, len(taken), len(helpers)), sorted(set(diagnostics))
+
+
+def _context_key(context: Context, namespace: str) -> str | None:
+    """What every module's C++ depends on beyond the module: the operator table (in declaration
+    order) and the helpers' signatures (a default as its source text); None when results are not
+    kept."""
+    if module_results.active() is None:
+        return None
+    helpers = [(name, [(p, ty, None if default is None else cst.Module([]).code_for_node(default))
+                       for p, ty, default in signature.params], signature.returns)
+               for name, signature in context.helpers.items()]
+    return module_results.key("context", namespace, list(context.operators.items()), helpers, context.names)
 
 
 def refusals(modules: tuple[FormulaModule, ...], library: tuple[FormulaModule, ...] = (),
@@ -296,20 +385,32 @@ def with_helpers_of(library: Library, other: Library) -> Library:
     own = {h.name for h in library.helpers}
     offered = {h.name: h for h in other.helpers if h.name not in own}
     wanted: set[str] = set()
-    pending = [item.node for item in (*library.formulas, *library.helpers)]
-    pending += [f.jvp.node for f in library.formulas if f.jvp is not None]   # a derived jvp calls helpers too
-    while pending:
-        used = names_used(pending.pop())
-        called = {name for name in offered.keys() - wanted
-                  if name in used or name.rpartition(OVERLOAD_SEPARATOR)[0] in used}   # with its overloads
+    used = set().union(*map(_names_used_by, library.modules))
+    while called := {name for name in offered.keys() - wanted
+                     if name in used or name.rpartition(OVERLOAD_SEPARATOR)[0] in used}:   # with its overloads
         wanted |= called
-        pending += [offered[name].node for name in called]
+        used = set().union(*(names_used(offered[name].node) for name in called))
     if not wanted:
         return library
     added = tuple(replace(m, formulas=(), nondifferentiable=(),
                           helpers=tuple(h for h in m.helpers if h.name in wanted))
                   for m in other.modules if any(h.name in wanted for h in m.helpers))
     return Library((*library.modules, *added))
+
+
+def _names_used_by(module: FormulaModule) -> frozenset[str]:
+    """Every name the formulas (their jvps too: a derived jvp calls helpers) and helpers of
+    ``module`` use, kept between runs (:mod:`transpiler.module_results`)."""
+    kept = module_results.active() if module.source_digest else None
+    key = module_results.key("names", *_identity(module)) if kept is not None else ""
+    found = kept.get(key, lambda kept: isinstance(kept, frozenset) and all_of(str, kept)) if kept is not None else None
+    if found is None:
+        nodes = [item.node for item in (*module.formulas, *module.helpers)]
+        nodes += [f.jvp.node for f in module.formulas if f.jvp is not None]
+        found = frozenset().union(*map(names_used, nodes))
+    if kept is not None:
+        kept.put(key, found)
+    return found
 
 
 def names_in(node: cst.CSTNode) -> dict[str, cst.Name]:

@@ -16,7 +16,9 @@ spelling of ``--formulas``. ``MANIFEST`` in the output records the namespace
 and content hashes of the inputs, the generator and the outputs, so a run with
 nothing changed stops before parsing anything; a run after an edit parses only
 the edited files, the others' models are loaded (:mod:`transpiler.model_cache`:
-``--cache-dir DIR``, ``--no-cache``). An output that cannot or must not be
+``--cache-dir DIR``, ``--no-cache``) and only the edited modules and what depends
+on them are linted and emitted again, the others' results kept in the same
+directory (:mod:`transpiler.module_results`). An output that cannot or must not be
 written is a one-line diagnostic and exit 2.
 
 ``--keep-going`` is per-formula mode (for a corpus such as an imported
@@ -45,7 +47,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from transpiler import model_cache
+from transpiler import model_cache, module_results
 from transpiler.cpp.per_formula import REFUSED, summary_line
 from transpiler.diagnostics import printable
 from transpiler.library_discovery import SHIPPED_FORMULAS
@@ -217,7 +219,8 @@ def _run(args: argparse.Namespace) -> int:
               f"clean and written there (MANIFEST) ({time.perf_counter() - started:.3f} s)")
         return 0
     cache_dir = None if args.no_cache else args.cache_dir or project.build_dir / model_cache.DIRECTORY
-    with model_cache.kept_in(cache_dir) as cache:
+    with model_cache.kept_in(cache_dir) as cache, module_results.kept_in(cache_dir, formulas, namespace,
+                                                                         args.keep_going):
         if cache is not None:       # every model read first: the new ones are stored on the second core
             from transpiler.frontend import parse_module
 

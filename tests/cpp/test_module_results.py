@@ -1,0 +1,154 @@
+"""Per-module results kept between runs (:mod:`transpiler.module_results`): a run after an edit
+re-lints and re-emits the edited module and what depends on it, and writes what a cold run writes."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from tests.cpp.test_model_cache import EXP, EXP_EDITED, files, transpile
+from tests.cpp.test_transpile_cli import GOOD
+from transpiler import module_results, pipeline
+from transpiler.cpp import emit
+
+HELPER = """\
+
+
+@helper
+def twice(x: Tensor) -> Tensor:
+    return x + x
+"""
+CALLER = """\
+from formulas import at, derivative
+
+from .a import twice
+
+
+@derivative("sin(Tensor self) -> Tensor")
+def sin(self):
+    result = at.sin(self)
+    def backward(grad):
+        return twice(grad * at.cos(self))
+    return result, backward
+"""
+WITH_HELPER = EXP.replace("import at, derivative", "import Tensor, at, derivative, helper") + HELPER
+EDITS = {   # the helper's body, then its signature
+    "body": WITH_HELPER.replace("return x + x", "return 2 * x"),
+    "signature": WITH_HELPER.replace("(x: Tensor)", "(x: Tensor, times: int = 2)").replace("return x + x",
+                                                                                        "return x * times"),
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """One parse cache for the module's runs: the shipped library is parsed once."""
+    return tmp_path_factory.mktemp("models")
+
+
+def forget(models) -> None:
+    """Remove every kept result (the parsed models stay)."""
+    for results in models.glob("results-*.pickle"):
+        results.unlink()
+
+
+def cold(formulas, out, models, *mode: str) -> int:
+    """A run that computes every module's results (none kept), the parsed models reused."""
+    forget(models)
+    return transpile(formulas, out, "--cache-dir", str(models), *mode)
+
+
+@pytest.fixture
+def computed(monkeypatch) -> dict[str, list[str]]:
+    """The modules whose C++ (``emitted``) and lint findings (``linted``) were computed, not kept,
+    from now on, and each computation of ``helpers.cpp`` (``helpers``)."""
+    found: dict[str, list[str]] = {"emitted": [], "linted": [], "helpers": []}
+    module_file, findings, helpers_files = emit._module_file, pipeline.formula_findings, emit._helpers_files
+
+    def emitted(module, *args):
+        found["emitted"].append(module.path)
+        return module_file(module, *args)
+
+    def linted(module, *args):
+        found["linted"].append(module.path)
+        return findings(module, *args)
+
+    def helpers(library, *args):
+        found["helpers"].append("helpers.cpp")
+        return helpers_files(library, *args)
+
+    monkeypatch.setattr(emit, "_module_file", emitted)
+    monkeypatch.setattr(pipeline, "formula_findings", linted)
+    monkeypatch.setattr(emit, "_helpers_files", helpers)
+    return found
+
+
+def below(paths: list[str], directory) -> list[str]:
+    """The file names of ``paths`` in ``directory`` (not the shipped library's), sorted, once each."""
+    return sorted({path.rpartition("/")[2] for path in paths if path.startswith(str(directory))})
+
+
+def test_an_edit_recomputes_only_the_edited_module_and_writes_what_a_cold_run_writes(tmp_path, models, computed):
+    mode = ["--keep-going"]         # per-formula mode, as for the imported corpus (the helper test runs the default)
+    formulas, out, cache = tmp_path / "pkg", tmp_path / "out", models
+    formulas.mkdir()
+    (formulas / "trig.py").write_text(GOOD)
+    (formulas / "more.py").write_text(EXP)
+    assert transpile(formulas, out, "--cache-dir", str(cache), *mode) == 0
+    assert below(computed["emitted"], formulas) == below(computed["linted"], formulas) == ["more.py", "trig.py"]
+    (formulas / "more.py").write_text(EXP_EDITED)
+    for done in computed.values():
+        done.clear()
+    assert transpile(formulas, out, "--cache-dir", str(cache), *mode) == 0
+    assert below(computed["emitted"], formulas) == below(computed["linted"], formulas) == ["more.py"]
+    assert computed["helpers"] == []
+    assert cold(formulas, tmp_path / "cold", models, *mode) == 0
+    assert files(out) == files(tmp_path / "cold")
+    assert b"result * grad" in (out / "more.cpp").read_bytes()
+
+
+def test_an_edit_of_a_helper_recomputes_what_depends_on_it(tmp_path, models, computed):
+    formulas, out, cache = tmp_path / "pkg", tmp_path / "out", models
+    formulas.mkdir()
+    (formulas / "a.py").write_text(WITH_HELPER)
+    (formulas / "b.py").write_text(CALLER)
+    assert transpile(formulas, out, "--cache-dir", str(cache)) == 0
+    for edit, text in EDITS.items():
+        (formulas / "a.py").write_text(text)
+        for done in computed.values():
+            done.clear()
+        assert transpile(formulas, out, "--cache-dir", str(cache)) == 0
+        # lint follows calls into helper bodies: the caller is linted again; the helper's body
+        # leaves the caller's C++ as it was (helpers.cpp changes), its signature changes the call
+        assert below(computed["linted"], formulas) == ["a.py", "b.py"], edit
+        assert below(computed["emitted"], formulas) == (["a.py", "b.py"] if edit == "signature" else ["a.py"]), edit
+        assert computed["helpers"] == ["helpers.cpp"], edit
+    assert cold(formulas, tmp_path / "cold", models) == 0
+    assert files(out) == files(tmp_path / "cold")
+    assert b"times" in (out / "helpers.cpp").read_bytes()
+
+
+def test_a_corrupt_or_truncated_results_file_is_computed_again(tmp_path, models, computed):
+    formulas, cache = tmp_path / "pkg", models
+    forget(models)      # this package's results only, below
+    formulas.mkdir()
+    (formulas / "trig.py").write_text(GOOD)
+    assert transpile(formulas, tmp_path / "first", "--cache-dir", str(cache)) == 0
+    (results,) = cache.glob("results-*.pickle")
+    kept = results.read_bytes()
+    _, entries = pickle.loads(kept)
+    damaged = {"truncated": kept[:len(kept) // 2],
+               "another shape": pickle.dumps((module_results.FORMAT, {key: ("junk",) for key in entries}))}
+    for name, data in damaged.items():
+        results.write_bytes(data)
+        computed["emitted"].clear()
+        assert transpile(formulas, tmp_path / name, "--cache-dir", str(cache)) == 0, name
+        assert below(computed["emitted"], formulas) == ["trig.py"], name
+        assert files(tmp_path / name) == files(tmp_path / "first"), name
+
+
+def test_a_key_changes_with_the_generator(monkeypatch):
+    key = module_results.key("module", "pkg/trig.py", ("sin", 5))
+    assert key == module_results.key("module", "pkg/trig.py", ("sin", 5))
+    assert key != module_results.key("module", "pkg/trig.py", ("sin", 6))
+    monkeypatch.setattr(module_results, "generator_digest", lambda: "another transpiler")
+    assert key != module_results.key("module", "pkg/trig.py", ("sin", 5))

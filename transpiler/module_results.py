@@ -1,0 +1,124 @@
+"""What ``transpile`` computed for each formula module, kept between runs: its C++ and its lint findings.
+
+A run after an edit of one formula file re-lints and re-emits that file and
+what depends on it; every other module's result is taken from here. Each
+result is stored under a key that hashes every input its computation read
+(:func:`key`): the generator (every source file of ``transpiler/``, as
+:func:`transpiler.model_cache.generator_digest`), the module's own path and
+text (:attr:`transpiler.model.FormulaModule.source_digest`) and what it sees
+of the rest of the library. For the emitted C++ of a module
+(:func:`transpiler.cpp.emit.emit_library`) that is the whole operator table
+and every helper's signature, the node names and registrations taken before
+it that it could collide with, the namespace and the formulas per-formula mode
+left out; for ``helpers.cpp`` every helper's module text; for a module's lint
+findings (:func:`transpiler.pipeline.formula_findings`) the operators declared
+anywhere, the text of every module that defines a helper, and what the
+emitter refused in it. An edit of a helper or of a schema is another key for
+every module that sees it, an edit of the transpiler another key for all, so a
+kept result is never used for inputs it was not computed from. A module read
+otherwise than from its file's text (a formula whose jvp is derived against
+the library) has no source digest and is never kept.
+
+The results of one formula directory, namespace and mode are one pickle in the
+model cache's directory (:mod:`transpiler.model_cache`, trusted as it is),
+read once at the start and replaced atomically at the end with the results
+this run used, so it holds one version of each module. A file that cannot be
+read or holds something else (truncated, corrupt, another format) is ignored:
+everything is computed again; one that cannot be written leaves the next run
+to compute again, silently (it only costs time).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from transpiler.model_cache import generator_digest
+from transpiler.output import OutputError, write_file
+
+FORMAT = 1                  # the layout of the file; bump when what is stored changes shape
+
+_active: ModuleResults | None = None
+
+
+def key(*parts: object) -> str:
+    """The key of a result computed from ``parts`` (strings, or anything whose ``repr`` is
+    deterministic and complete: frozen dataclasses of strings and numbers), by this generator."""
+    digest = hashlib.blake2b(digest_size=20)
+    for part in (f"format {FORMAT}", generator_digest(), *parts):
+        digest.update((part if isinstance(part, str) else repr(part)).encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def all_of(kind: type, items: object) -> bool:
+    """Whether ``items`` is a tuple (or frozenset) of ``kind`` only: a part of a result's shape."""
+    return isinstance(items, (tuple, frozenset)) and all(isinstance(item, kind) for item in items)
+
+
+class ModuleResults:
+    """The results kept in ``entry``, and the ones this run used or computed."""
+
+    def __init__(self, entry: Path) -> None:
+        self.entry = entry
+        self.kept = _read(entry)
+        self.used: dict[str, object] = {}
+
+    def get(self, key: str, valid: Callable[[object], bool]) -> object | None:
+        """The result stored under ``key`` if ``valid(result)`` (it has the shape the caller
+        stores), else None: computed again."""
+        found = self.kept.get(key)
+        if found is None or not valid(found):
+            return None
+        self.used[key] = found
+        return found
+
+    def put(self, key: str, result: object) -> None:
+        self.used[key] = result
+
+    def finish(self) -> None:
+        """Replace the file with what this run used, when that differs from what it read."""
+        import pickle
+
+        if self.used.keys() == self.kept.keys():
+            return
+        with contextlib.suppress(OutputError, pickle.PicklingError, TypeError, AttributeError, RecursionError):
+            write_file(self.entry, pickle.dumps((FORMAT, self.used), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _read(entry: Path) -> dict[str, object]:
+    import pickle
+
+    with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
+                             IndexError, KeyError, TypeError, ValueError, RecursionError, MemoryError):
+        stored = pickle.loads(entry.read_bytes())
+        if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == FORMAT and isinstance(stored[1], dict):
+            return stored[1]
+    return {}
+
+
+@contextlib.contextmanager
+def kept_in(directory: Path | None, formulas: Path, namespace: str, keep_going: bool,
+            ) -> Iterator[ModuleResults | None]:
+    """Keep the per-module results of ``transpile`` on ``formulas`` in ``directory`` while the
+    block runs (None: keep none)."""
+    global _active
+    results = None
+    if directory is not None:
+        run = hashlib.blake2b(digest_size=20)       # one file per run's inputs, whatever the generator
+        run.update("\0".join([os.path.realpath(formulas), namespace, str(keep_going)]).encode("utf-8", "surrogatepass"))
+        results = ModuleResults(directory / f"results-{run.hexdigest()}.pickle")
+    outer, _active = _active, results
+    try:
+        yield results
+        if results is not None:
+            results.finish()
+    finally:
+        _active = outer
+
+
+def active() -> ModuleResults | None:
+    """The results :func:`kept_in` set, if any."""
+    return _active

@@ -3,6 +3,7 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/conj.h>
@@ -42,6 +43,7 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/narrow.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/neg.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
@@ -59,6 +61,7 @@
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/squeeze.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/t.h>
 #include <ATen/ops/tanh.h>
@@ -1469,6 +1472,91 @@ at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, 
 at::Tensor vector_norm_jvp(const at::Tensor& self, const at::Tensor& self_t, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
   auto slope = helpers::vector_norm_backward(at::ones_like(norm), self, p, norm, dim, keepdim);
   return at::sum(slope * self_t, dim, keepdim);
+}
+
+at::Tensor adjoint(const at::Tensor& x) {
+  return at::conj(helpers::matrix_transpose(x));
+}
+
+at::Tensor hermitian_part(const at::Tensor& x) {
+  return at::mul(at::add(x, helpers::adjoint(x)), 0.5);
+}
+
+at::Tensor lower_half_diagonal(const at::Tensor& x) {
+  return at::mul(at::add(at::tril(x), at::tril(x, -1)), 0.5);
+}
+
+at::Tensor lower_factor(const at::Tensor& factor, bool upper) {
+  return upper ? helpers::adjoint(factor) : factor;
+}
+
+at::Tensor cholesky_solved(const at::Tensor& b, const at::Tensor& L) {
+  auto half = at::linalg_solve_triangular(L, b, false);
+  return at::linalg_solve_triangular(helpers::adjoint(L), half, true);
+}
+
+at::Tensor cholesky_backward(const at::Tensor& grad, bool upper, const at::Tensor& L) {
+  auto lower = helpers::lower_factor(L, upper);
+  auto grad_lower = upper ? helpers::adjoint(grad) : grad;
+  auto middle = helpers::lower_half_diagonal(at::matmul(helpers::adjoint(lower), grad_lower));
+  auto left_solved = at::linalg_solve_triangular(helpers::adjoint(lower), middle, true);
+  return helpers::hermitian_part(at::linalg_solve_triangular(lower, left_solved, false, false));
+}
+
+at::Tensor cholesky_jvp(const at::Tensor& input_tangent, const at::Tensor& L, bool upper) {
+  auto lower = helpers::lower_factor(L, upper);
+  auto left_solved = at::linalg_solve_triangular(lower, input_tangent, false);
+  auto both_solved = at::linalg_solve_triangular(helpers::adjoint(lower), left_solved, true, false);
+  auto lower_tangent = at::matmul(lower, helpers::lower_half_diagonal(both_solved));
+  return upper ? helpers::adjoint(lower_tangent) : lower_tangent;
+}
+
+at::Tensor factor_gradient(const at::Tensor& grad_A, const at::Tensor& factor, bool upper) {
+  auto both = at::add(grad_A, helpers::adjoint(grad_A));
+  return upper ? at::matmul(factor, both) : at::matmul(both, factor);
+}
+
+at::Tensor factor_tangent(const at::Tensor& factor, const at::Tensor& tangent, bool upper) {
+  at::Tensor half{};
+  if (upper) {
+    half = at::matmul(helpers::adjoint(tangent), factor);
+  } else {
+    half = at::matmul(tangent, helpers::adjoint(factor));
+  }
+  return at::add(half, helpers::adjoint(half));
+}
+
+at::Tensor cholesky_inverse_backward(const at::Tensor& grad, const at::Tensor& L, bool upper, const at::Tensor& inverse) {
+  auto grad_A = at::neg(at::matmul(at::matmul(inverse, grad), inverse));
+  return helpers::factor_gradient(grad_A, L, upper);
+}
+
+at::Tensor cholesky_inverse_jvp(const at::Tensor& L, const at::Tensor& L_tangent, const at::Tensor& inverse, bool upper) {
+  auto read = upper ? at::triu(L_tangent) : at::tril(L_tangent);
+  return at::neg(at::matmul(at::matmul(inverse, helpers::factor_tangent(L, read, upper)), inverse));
+}
+
+std::tuple<at::Tensor, at::Tensor> cholesky_solve_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& input2, const at::Tensor& result, bool upper, const std::vector<bool>& output_mask) {
+  at::Tensor solved{};
+  at::Tensor grad_A{};
+  auto grad_self = at::Tensor();
+  auto grad_input2 = at::Tensor();
+  if (output_mask[0] || output_mask[1]) {
+    solved = helpers::cholesky_solved(grad, helpers::lower_factor(input2, upper));
+    if (output_mask[0]) {
+      grad_self = helpers::sum_to(solved, self.sizes().vec());
+    }
+    if (output_mask[1]) {
+      grad_A = at::neg(at::matmul(solved, helpers::adjoint(result)));
+      grad_input2 = helpers::sum_to(helpers::factor_gradient(grad_A, input2, upper), input2.sizes().vec());
+    }
+  }
+  return {grad_self, grad_input2};
+}
+
+at::Tensor cholesky_solve_jvp(const at::Tensor& result, const at::Tensor& input2, const at::Tensor& input2_tangent, const at::Tensor& self_tangent, bool upper) {
+  auto moved = at::sub(self_tangent, at::matmul(helpers::factor_tangent(input2, input2_tangent, upper), result));
+  return helpers::cholesky_solved(moved, helpers::lower_factor(input2, upper));
 }
 
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes) {

@@ -1,6 +1,7 @@
 """Matrix decompositions and the functions built on them: the FunctionsManual helpers that
-derivatives.yaml's ``cholesky``, ``linalg_cholesky_ex``, ``cholesky_solve`` and ``cholesky_inverse``
-call, derived here from the mathematics.
+derivatives.yaml's ``cholesky``, ``linalg_cholesky_ex``, ``cholesky_solve``, ``cholesky_inverse``,
+``triangular_solve``, ``lu_unpack``, ``linalg_pinv`` and ``linalg_qr`` call, derived here from the
+mathematics.
 
 Conventions: ``X^H`` is the conjugate transpose (``adjoint``); the gradient of a real loss ``l``
 for a matrix ``X`` is ``G`` with ``dl = <G, dX> = Re tr(G^H dX)``, torch's convention, so a
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from formulas import Tensor, at, helper
 from formulas.helpers import sum_to
-from formulas.linalg import matrix_transpose
+from formulas.linalg import linalg_solve_triangular_backward, matrix_transpose, triangle
 
 
 @helper
@@ -137,3 +138,176 @@ def cholesky_solve_jvp(result: Tensor, input2: Tensor, input2_tangent: Tensor, s
     """Tangent of ``X = cholesky_solve(B, factor)``: ``dX = A^-1 (dB - dA X)``."""
     moved = at.sub(self_tangent, at.matmul(factor_tangent(input2, input2_tangent, upper), result))
     return cholesky_solved(moved, lower_factor(input2, upper))
+
+
+
+# ----------------------------------------------------------------------------- triangular_solve
+@helper
+def triangular_solve_backward(grad_solution: Tensor | None, grad_cloned_coefficient: Tensor | None, self: Tensor,
+                              A: Tensor, solution: Tensor, upper: bool, transpose: bool, unitriangular: bool,
+                              output_mask: list[bool]) -> tuple[Tensor, Tensor]:
+    """Gradients of ``(X, A_copy) = triangular_solve(B, A)`` (``op(A) X = B``, ``op(A)`` = ``A^T`` for
+    ``transpose``, its triangle named by ``upper``) for ``B`` (``self``) and ``A``: the solve is
+    ``linalg_solve_triangular`` with ``op(A)``, whose triangle is the other one when transposed
+    (:func:`linalg_solve_triangular_backward`, transposed back for ``A``); the copy of ``A`` passes its
+    gradient through whole. Each summed over the batch dims it was broadcast along."""
+    grad_self = None
+    grad_A = None
+    if grad_solution is not None:
+        coefficient = matrix_transpose(A) if transpose else A
+        grad_coefficient, grad_self = linalg_solve_triangular_backward(
+            grad_solution, coefficient, solution, upper != transpose, True, unitriangular, output_mask)
+        if grad_coefficient is not None:
+            grad_A = matrix_transpose(grad_coefficient) if transpose else grad_coefficient
+    if output_mask[1] and grad_cloned_coefficient is not None:
+        grad_A = grad_cloned_coefficient if grad_A is None else at.add(grad_A, grad_cloned_coefficient)
+    if grad_self is not None:
+        grad_self = sum_to(grad_self, self.sizes())
+    if grad_A is not None:
+        grad_A = sum_to(grad_A, A.sizes())
+    return grad_self, grad_A
+
+
+@helper
+def triangular_solve_jvp(solution: Tensor, A: Tensor, A_tangent: Tensor, self_tangent: Tensor, upper: bool,
+                         transpose: bool, unitriangular: bool) -> Tensor:
+    """Tangent of ``X = triangular_solve(B, A).solution``: ``op(A) dX = dB - op(dA) X``, ``op(dA)`` the
+    triangle of the (transposed) tangent the solve reads."""
+    coefficient = matrix_transpose(A) if transpose else A
+    coefficient_tangent = matrix_transpose(A_tangent) if transpose else A_tangent
+    coefficient_upper = upper != transpose
+    moved = at.sub(self_tangent, at.matmul(triangle(coefficient_tangent, coefficient_upper, unitriangular), solution))
+    return at.linalg_solve_triangular(coefficient, moved, upper=coefficient_upper, unitriangular=unitriangular)
+
+
+# ----------------------------------------------------------------------------- lu_unpack
+@helper
+def lu_unpack_backward(grad_L: Tensor | None, grad_U: Tensor | None, m: int, n: int) -> Tensor:
+    """Gradient of ``(P, L, U) = lu_unpack(LU)`` for the packed ``m x n`` ``LU``, ``k = min(m, n)``:
+    ``L`` is the strict lower triangle of its first ``k`` columns (its unit diagonal is no entry of
+    ``LU``), ``U`` the upper triangle of its first ``k`` rows. Each gradient goes back to the entries
+    it was read from, padded with zeros to ``m x n``."""
+    k = min(m, n)
+    grad = None
+    if grad_L is not None:
+        grad = at.constant_pad_nd(at.tril(grad_L, -1), [0, n - k])
+    if grad_U is not None:
+        from_U = at.constant_pad_nd(at.triu(grad_U), [0, 0, 0, m - k])
+        grad = from_U if grad is None else at.add(grad, from_U)
+    return grad
+
+
+# ----------------------------------------------------------------------------- pseudo-inverse
+@helper
+def pinv_jvp(A: Tensor, pinvA: Tensor, A_tangent: Tensor) -> Tensor:
+    """Tangent of ``B = pinv(A)`` where ``A``'s rank does not change (Golub and Pereyra):
+    ``dB = -B dA B + B B^H dA^H (I - A B) + (I - B A) dA^H B^H B``, ``(I - A B) Y`` spelled
+    ``Y - A (B Y)``."""
+    tangent_h = adjoint(A_tangent)
+    pinv_h = adjoint(pinvA)
+    inner = at.neg(at.matmul(at.matmul(pinvA, A_tangent), pinvA))
+    row_space = at.matmul(at.matmul(pinvA, pinv_h), tangent_h)
+    column_space = at.matmul(tangent_h, at.matmul(pinv_h, pinvA))
+    return at.add(at.add(inner, at.sub(row_space, at.matmul(at.matmul(row_space, A), pinvA))),
+                  at.sub(column_space, at.matmul(pinvA, at.matmul(A, column_space))))
+
+
+@helper
+def pinv_backward(grad: Tensor, pinvA: Tensor, A: Tensor) -> Tensor:
+    """Gradient of ``B = pinv(A)`` for ``A``, the adjoint of :func:`pinv_jvp`:
+    ``gA = -B^H G B^H + (I - A B) G^H B B^H + B^H B G^H (I - B A)``."""
+    grad_h = adjoint(grad)
+    pinv_h = adjoint(pinvA)
+    inner = at.neg(at.matmul(at.matmul(pinv_h, grad), pinv_h))
+    left = at.matmul(grad_h, at.matmul(pinvA, pinv_h))
+    right = at.matmul(at.matmul(pinv_h, pinvA), grad_h)
+    return at.add(at.add(inner, at.sub(left, at.matmul(A, at.matmul(pinvA, left)))),
+                  at.sub(right, at.matmul(at.matmul(right, pinvA), A)))
+
+
+# ----------------------------------------------------------------------------- QR
+@helper
+def diagonal_part(x: Tensor) -> Tensor:
+    """``x`` with every entry off its diagonal set to zero."""
+    return at.sub(at.triu(x), at.triu(x, 1))
+
+
+@helper
+def hermitian_from_upper(w: Tensor) -> Tensor:
+    """The Hermitian matrix with ``w``'s strict upper triangle and the real part of its diagonal."""
+    strict = at.triu(w, 1)
+    diagonal = diagonal_part(w)
+    return at.add(at.add(strict, adjoint(strict)), at.mul(at.add(diagonal, at.conj(diagonal)), 0.5))
+
+
+@helper
+def qr_tall_backward(grad_Q: Tensor | None, grad_R: Tensor | None, Q: Tensor, R: Tensor) -> Tensor:
+    """Gradient of ``A = Q R`` for an ``m x n`` ``A`` with ``m >= n`` (``Q^H Q = I``, ``R`` square upper
+    triangular with a real diagonal). With ``M = Q^H dA R^-1``, ``dR R^-1`` is upper triangular with a
+    real diagonal and ``C = Q^H dQ`` skew-Hermitian, so ``C`` is the strict lower triangle of ``M``
+    minus its adjoint plus the imaginary part of ``M``'s diagonal; ``dR = (M - C) R`` and
+    ``dQ = dA R^-1 - Q (M - C)``. The adjoint: with ``W = gR R^H - Q^H gQ`` and ``N`` the Hermitian matrix
+    of ``W``'s strict upper triangle and real diagonal (:func:`hermitian_from_upper`),
+    ``gA = (gQ + Q N) R^-H``."""
+    w = at.zeros_like(R)
+    if grad_R is not None:
+        w = at.matmul(grad_R, adjoint(R))
+    if grad_Q is not None:
+        w = at.sub(w, at.matmul(adjoint(Q), grad_Q))
+    moved = at.matmul(Q, hermitian_from_upper(w))
+    if grad_Q is not None:
+        moved = at.add(moved, grad_Q)
+    return at.linalg_solve_triangular(adjoint(R), moved, upper=False, left=False)
+
+
+@helper
+def linalg_qr_backward(grad_Q: Tensor | None, grad_R: Tensor | None, Q: Tensor, R: Tensor, mode: str) -> Tensor:
+    """Gradient of ``(Q, R) = linalg_qr(A, mode)`` for ``A`` (``m x n``). For ``m >= n``, see
+    :func:`qr_tall_backward`. For ``m < n``, ``A = [X | Y]`` with ``X = Q U`` the square QR of ``X``
+    and ``Y = Q V`` (``R = [U | V]``): ``dV = dQ^H Y + Q^H dY``, so ``Y`` receives ``Q gV`` and ``Q``'s
+    gradient gains ``Y gV^H`` before ``X``'s is formed. ``mode`` does not enter: ``'r'`` (no ``Q``) and
+    ``'complete'`` with ``m > n`` (a ``Q`` with columns ``A`` does not determine) do not fit these shapes,
+    and the products raise."""
+    m = Q.size(-2)
+    n = R.size(-1)
+    if m >= n:
+        return qr_tall_backward(grad_Q, grad_R, Q, R)
+    U = at.narrow(R, -1, 0, m)
+    V = at.narrow(R, -1, m, n - m)
+    grad_U = None
+    grad_Y = at.zeros_like(at.matmul(Q, V))
+    grad_Q_moved = grad_Q
+    if grad_R is not None:
+        grad_U = at.narrow(grad_R, -1, 0, m)
+        grad_V = at.narrow(grad_R, -1, m, n - m)
+        grad_Y = at.matmul(Q, grad_V)
+        from_V = at.matmul(at.matmul(Q, V), adjoint(grad_V))
+        grad_Q_moved = from_V if grad_Q is None else at.add(grad_Q, from_V)
+    return at.cat([qr_tall_backward(grad_Q_moved, grad_U, Q, U), grad_Y], -1)
+
+
+@helper
+def qr_tall_jvp(A_tangent: Tensor, Q: Tensor, R: Tensor) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dQ, dR)`` of ``A = Q R`` for ``m >= n`` (derived in :func:`qr_tall_backward`)."""
+    right_solved = at.linalg_solve_triangular(R, A_tangent, upper=True, left=False)
+    m_matrix = at.matmul(adjoint(Q), right_solved)
+    strict = at.tril(m_matrix, -1)
+    diagonal = diagonal_part(m_matrix)
+    skew = at.add(at.sub(strict, adjoint(strict)), at.mul(at.sub(diagonal, at.conj(diagonal)), 0.5))
+    triangular = at.sub(m_matrix, skew)
+    return at.sub(right_solved, at.matmul(Q, triangular)), at.matmul(triangular, R)
+
+
+@helper
+def linalg_qr_jvp(A_tangent: Tensor, Q: Tensor, R: Tensor, mode: str) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dQ, dR)`` of ``(Q, R) = linalg_qr(A, mode)``; for ``m < n``, ``dU`` and ``dQ`` of the
+    square part and ``dV = dQ^H Y + Q^H dY`` (see :func:`linalg_qr_backward`)."""
+    m = Q.size(-2)
+    n = R.size(-1)
+    if m >= n:
+        return qr_tall_jvp(A_tangent, Q, R)
+    V = at.narrow(R, -1, m, n - m)
+    Q_tangent, U_tangent = qr_tall_jvp(at.narrow(A_tangent, -1, 0, m), Q, at.narrow(R, -1, 0, m))
+    V_tangent = at.add(at.matmul(adjoint(Q_tangent), at.matmul(Q, V)),
+                       at.matmul(adjoint(Q), at.narrow(A_tangent, -1, m, n - m)))
+    return Q_tangent, at.cat([U_tangent, V_tangent], -1)

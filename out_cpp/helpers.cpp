@@ -1559,6 +1559,140 @@ at::Tensor cholesky_solve_jvp(const at::Tensor& result, const at::Tensor& input2
   return helpers::cholesky_solved(moved, helpers::lower_factor(input2, upper));
 }
 
+std::tuple<at::Tensor, at::Tensor> triangular_solve_backward(const at::Tensor& grad_solution, const at::Tensor& grad_cloned_coefficient, const at::Tensor& self, const at::Tensor& A, const at::Tensor& solution, bool upper, bool transpose, bool unitriangular, const std::vector<bool>& output_mask) {
+  at::Tensor coefficient{};
+  at::Tensor grad_coefficient{};
+  auto grad_self = at::Tensor();
+  auto grad_A = at::Tensor();
+  if (grad_solution.defined()) {
+    coefficient = transpose ? helpers::matrix_transpose(A) : A;
+    std::tie(grad_coefficient, grad_self) = helpers::linalg_solve_triangular_backward(grad_solution, coefficient, solution, upper != transpose, true, unitriangular, output_mask);
+    if (grad_coefficient.defined()) {
+      grad_A = transpose ? helpers::matrix_transpose(grad_coefficient) : grad_coefficient;
+    }
+  }
+  if (output_mask[1] && (grad_cloned_coefficient.defined())) {
+    grad_A = (!grad_A.defined()) ? grad_cloned_coefficient : at::add(grad_A, grad_cloned_coefficient);
+  }
+  if (grad_self.defined()) {
+    grad_self = helpers::sum_to(grad_self, self.sizes().vec());
+  }
+  if (grad_A.defined()) {
+    grad_A = helpers::sum_to(grad_A, A.sizes().vec());
+  }
+  return {grad_self, grad_A};
+}
+
+at::Tensor triangular_solve_jvp(const at::Tensor& solution, const at::Tensor& A, const at::Tensor& A_tangent, const at::Tensor& self_tangent, bool upper, bool transpose, bool unitriangular) {
+  auto coefficient = transpose ? helpers::matrix_transpose(A) : A;
+  auto coefficient_tangent = transpose ? helpers::matrix_transpose(A_tangent) : A_tangent;
+  bool coefficient_upper = upper != transpose;
+  auto moved = at::sub(self_tangent, at::matmul(helpers::triangle(coefficient_tangent, coefficient_upper, unitriangular), solution));
+  return at::linalg_solve_triangular(coefficient, moved, coefficient_upper, true, unitriangular);
+}
+
+at::Tensor lu_unpack_backward(const at::Tensor& grad_L, const at::Tensor& grad_U, int64_t m, int64_t n) {
+  at::Tensor from_U{};
+  int64_t k = std::min<int64_t>(m, n);
+  auto grad = at::Tensor();
+  if (grad_L.defined()) {
+    grad = at::constant_pad_nd(at::tril(grad_L, -1), std::vector<int64_t>{0, n - k});
+  }
+  if (grad_U.defined()) {
+    from_U = at::constant_pad_nd(at::triu(grad_U), std::vector<int64_t>{0, 0, 0, m - k});
+    grad = (!grad.defined()) ? from_U : at::add(grad, from_U);
+  }
+  return grad;
+}
+
+at::Tensor pinv_jvp(const at::Tensor& A, const at::Tensor& pinvA, const at::Tensor& A_tangent) {
+  auto tangent_h = helpers::adjoint(A_tangent);
+  auto pinv_h = helpers::adjoint(pinvA);
+  auto inner = at::neg(at::matmul(at::matmul(pinvA, A_tangent), pinvA));
+  auto row_space = at::matmul(at::matmul(pinvA, pinv_h), tangent_h);
+  auto column_space = at::matmul(tangent_h, at::matmul(pinv_h, pinvA));
+  return at::add(at::add(inner, at::sub(row_space, at::matmul(at::matmul(row_space, A), pinvA))), at::sub(column_space, at::matmul(pinvA, at::matmul(A, column_space))));
+}
+
+at::Tensor pinv_backward(const at::Tensor& grad, const at::Tensor& pinvA, const at::Tensor& A) {
+  auto grad_h = helpers::adjoint(grad);
+  auto pinv_h = helpers::adjoint(pinvA);
+  auto inner = at::neg(at::matmul(at::matmul(pinv_h, grad), pinv_h));
+  auto left = at::matmul(grad_h, at::matmul(pinvA, pinv_h));
+  auto right = at::matmul(at::matmul(pinv_h, pinvA), grad_h);
+  return at::add(at::add(inner, at::sub(left, at::matmul(A, at::matmul(pinvA, left)))), at::sub(right, at::matmul(at::matmul(right, pinvA), A)));
+}
+
+at::Tensor diagonal_part(const at::Tensor& x) {
+  return at::sub(at::triu(x), at::triu(x, 1));
+}
+
+at::Tensor hermitian_from_upper(const at::Tensor& w) {
+  auto strict = at::triu(w, 1);
+  auto diagonal = helpers::diagonal_part(w);
+  return at::add(at::add(strict, helpers::adjoint(strict)), at::mul(at::add(diagonal, at::conj(diagonal)), 0.5));
+}
+
+at::Tensor qr_tall_backward(const at::Tensor& grad_Q, const at::Tensor& grad_R, const at::Tensor& Q, const at::Tensor& R) {
+  auto w = at::zeros_like(R);
+  if (grad_R.defined()) {
+    w = at::matmul(grad_R, helpers::adjoint(R));
+  }
+  if (grad_Q.defined()) {
+    w = at::sub(w, at::matmul(helpers::adjoint(Q), grad_Q));
+  }
+  auto moved = at::matmul(Q, helpers::hermitian_from_upper(w));
+  if (grad_Q.defined()) {
+    moved = at::add(moved, grad_Q);
+  }
+  return at::linalg_solve_triangular(helpers::adjoint(R), moved, false, false);
+}
+
+at::Tensor linalg_qr_backward(const at::Tensor& grad_Q, const at::Tensor& grad_R, const at::Tensor& Q, const at::Tensor& R, const std::string& mode) {
+  at::Tensor grad_V{};
+  at::Tensor from_V{};
+  int64_t m = Q.size(-2);
+  int64_t n = R.size(-1);
+  if (m >= n) {
+    return helpers::qr_tall_backward(grad_Q, grad_R, Q, R);
+  }
+  auto U = at::narrow(R, -1, 0, m);
+  auto V = at::narrow(R, -1, m, n - m);
+  auto grad_U = at::Tensor();
+  auto grad_Y = at::zeros_like(at::matmul(Q, V));
+  auto grad_Q_moved = grad_Q;
+  if (grad_R.defined()) {
+    grad_U = at::narrow(grad_R, -1, 0, m);
+    grad_V = at::narrow(grad_R, -1, m, n - m);
+    grad_Y = at::matmul(Q, grad_V);
+    from_V = at::matmul(at::matmul(Q, V), helpers::adjoint(grad_V));
+    grad_Q_moved = (!grad_Q.defined()) ? from_V : at::add(grad_Q, from_V);
+  }
+  return at::cat(std::vector<at::Tensor>{helpers::qr_tall_backward(grad_Q_moved, grad_U, Q, U), grad_Y}, -1);
+}
+
+std::tuple<at::Tensor, at::Tensor> qr_tall_jvp(const at::Tensor& A_tangent, const at::Tensor& Q, const at::Tensor& R) {
+  auto right_solved = at::linalg_solve_triangular(R, A_tangent, true, false);
+  auto m_matrix = at::matmul(helpers::adjoint(Q), right_solved);
+  auto strict = at::tril(m_matrix, -1);
+  auto diagonal = helpers::diagonal_part(m_matrix);
+  auto skew = at::add(at::sub(strict, helpers::adjoint(strict)), at::mul(at::sub(diagonal, at::conj(diagonal)), 0.5));
+  auto triangular = at::sub(m_matrix, skew);
+  return {at::sub(right_solved, at::matmul(Q, triangular)), at::matmul(triangular, R)};
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_qr_jvp(const at::Tensor& A_tangent, const at::Tensor& Q, const at::Tensor& R, const std::string& mode) {
+  int64_t m = Q.size(-2);
+  int64_t n = R.size(-1);
+  if (m >= n) {
+    return helpers::qr_tall_jvp(A_tangent, Q, R);
+  }
+  auto V = at::narrow(R, -1, m, n - m);
+  auto [Q_tangent, U_tangent] = helpers::qr_tall_jvp(at::narrow(A_tangent, -1, 0, m), Q, at::narrow(R, -1, 0, m));
+  auto V_tangent = at::add(at::matmul(helpers::adjoint(Q_tangent), at::matmul(Q, V)), at::matmul(helpers::adjoint(Q), at::narrow(A_tangent, -1, m, n - m)));
+  return {Q_tangent, at::cat(std::vector<at::Tensor>{U_tangent, V_tangent}, -1)};
+}
+
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes) {
   std::vector<int64_t> sizes{};
   int64_t defined = 0;

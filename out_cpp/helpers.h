@@ -154,6 +154,17 @@ at::Tensor cholesky_inverse_backward(const at::Tensor& grad, const at::Tensor& L
 at::Tensor cholesky_inverse_jvp(const at::Tensor& L, const at::Tensor& L_tangent, const at::Tensor& inverse, bool upper);
 std::tuple<at::Tensor, at::Tensor> cholesky_solve_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& input2, const at::Tensor& result, bool upper, const std::vector<bool>& output_mask);
 at::Tensor cholesky_solve_jvp(const at::Tensor& result, const at::Tensor& input2, const at::Tensor& input2_tangent, const at::Tensor& self_tangent, bool upper);
+std::tuple<at::Tensor, at::Tensor> triangular_solve_backward(const at::Tensor& grad_solution, const at::Tensor& grad_cloned_coefficient, const at::Tensor& self, const at::Tensor& A, const at::Tensor& solution, bool upper, bool transpose, bool unitriangular, const std::vector<bool>& output_mask);
+at::Tensor triangular_solve_jvp(const at::Tensor& solution, const at::Tensor& A, const at::Tensor& A_tangent, const at::Tensor& self_tangent, bool upper, bool transpose, bool unitriangular);
+at::Tensor lu_unpack_backward(const at::Tensor& grad_L, const at::Tensor& grad_U, int64_t m, int64_t n);
+at::Tensor pinv_jvp(const at::Tensor& A, const at::Tensor& pinvA, const at::Tensor& A_tangent);
+at::Tensor pinv_backward(const at::Tensor& grad, const at::Tensor& pinvA, const at::Tensor& A);
+at::Tensor diagonal_part(const at::Tensor& x);
+at::Tensor hermitian_from_upper(const at::Tensor& w);
+at::Tensor qr_tall_backward(const at::Tensor& grad_Q, const at::Tensor& grad_R, const at::Tensor& Q, const at::Tensor& R);
+at::Tensor linalg_qr_backward(const at::Tensor& grad_Q, const at::Tensor& grad_R, const at::Tensor& Q, const at::Tensor& R, const std::string& mode);
+std::tuple<at::Tensor, at::Tensor> qr_tall_jvp(const at::Tensor& A_tangent, const at::Tensor& Q, const at::Tensor& R);
+std::tuple<at::Tensor, at::Tensor> linalg_qr_jvp(const at::Tensor& A_tangent, const at::Tensor& Q, const at::Tensor& R, const std::string& mode);
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes);
 at::Tensor unbind_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes);
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);

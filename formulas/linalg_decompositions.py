@@ -1,7 +1,7 @@
 """Matrix decompositions and the functions built on them: the FunctionsManual helpers that
 derivatives.yaml's ``cholesky``, ``linalg_cholesky_ex``, ``cholesky_solve``, ``cholesky_inverse``,
-``triangular_solve``, ``lu_unpack``, ``linalg_pinv`` and ``linalg_qr`` call, derived here from the
-mathematics.
+``triangular_solve``, ``lu_unpack``, ``linalg_pinv``, ``linalg_qr`` and ``_linalg_svd`` call, derived
+here from the mathematics.
 
 Conventions: ``X^H`` is the conjugate transpose (``adjoint``); the gradient of a real loss ``l``
 for a matrix ``X`` is ``G`` with ``dl = <G, dX> = Re tr(G^H dX)``, torch's convention, so a
@@ -311,3 +311,97 @@ def linalg_qr_jvp(A_tangent: Tensor, Q: Tensor, R: Tensor, mode: str) -> tuple[T
     V_tangent = at.add(at.matmul(adjoint(Q_tangent), at.matmul(Q, V)),
                        at.matmul(adjoint(Q), at.narrow(A_tangent, -1, m, n - m)))
     return Q_tangent, at.cat([U_tangent, V_tangent], -1)
+
+
+# ----------------------------------------------------------------------------- SVD
+@helper
+def diagonal_matrix(values: Tensor) -> Tensor:
+    """The square matrices with ``values`` (``(..., k)``) on their diagonal."""
+    square = at.mul(at.unsqueeze(values, -1), at.unsqueeze(values, -2))
+    return at.diagonal_scatter(at.zeros_like(square), values, 0, -2, -1)
+
+
+@helper
+def svd_gaps(S: Tensor) -> Tensor:
+    """``F`` with ``F_ij = 1 / (s_j^2 - s_i^2)`` off the diagonal and 0 on it (``S`` distinct, as the
+    derivative of the singular vectors needs)."""
+    squares = at.mul(S, S)
+    gaps = at.sub(at.unsqueeze(squares, -2), at.unsqueeze(squares, -1))
+    identity = diagonal_matrix(at.ones_like(S))
+    return at.sub(at.reciprocal(at.add(gaps, identity)), identity)
+
+
+@helper
+def imaginary_diagonal(x: Tensor) -> Tensor:
+    """``i Im(diag(x))``, the vector of ``(d - conj(d)) / 2`` (zero for a real ``x``)."""
+    d = at.diagonal(x, 0, -2, -1)
+    return at.mul(at.sub(d, at.conj(d)), 0.5)
+
+
+@helper
+def svd_backward(grad_U: Tensor | None, grad_S: Tensor | None, grad_Vh: Tensor | None, U: Tensor, S: Tensor,
+                 Vh: Tensor) -> Tensor:
+    """Gradient of ``A = U diag(S) V^H`` (``m x n``, ``k = min(m, n)`` singular values, distinct and
+    nonzero where a singular vector's gradient is asked). With ``P = U^H dA V``, ``dS = Re diag(P)``,
+    ``U^H dU = (P S + S P^H) o F + D`` and ``V^H dV = (S P + P^H S) o F - D`` (``F``: :func:`svd_gaps`;
+    ``D = diag(i Im diag(P) / 2S)``, the phase ``P``'s diagonal fixes, shared between ``U`` and ``V``), ``dU = U (U^H dU) + (I - U U^H) dA V S^-1``, ``dV = V (V^H dV) + (I - V V^H) dA^H U
+    S^-1``. Their adjoint, with ``J_U = U^H gU``, ``J_V = V^H gV``, ``gV = gVh^H``:
+    ``gA = U [(F o (J_U - J_U^H)) S + S (F o (J_V - J_V^H)) + diag(gS + i Im diag(J_U - J_V) / 2S)] V^H
+    + (I - U U^H) gU S^-1 V^H + U S^-1 gV^H (I - V V^H)``. Complex singular vectors are defined up to a
+    phase each; a loss that depends on the phase has no gradient (torch raises for it; this returns
+    that of the phase convention above)."""
+    V = adjoint(Vh)
+    diagonal = at.zeros_like(S)
+    if grad_S is not None:
+        diagonal = grad_S
+    core = None
+    outer = None
+    if grad_U is not None or grad_Vh is not None:
+        gaps = svd_gaps(S)
+        core = at.zeros_like(at.matmul(adjoint(U), U))
+        outer = at.zeros_like(at.matmul(U, Vh))
+        if grad_U is not None:
+            J_U = at.matmul(adjoint(U), grad_U)
+            core = at.add(core, at.mul(at.mul(gaps, at.sub(J_U, adjoint(J_U))), at.unsqueeze(S, -2)))
+            diagonal = at.add(diagonal, at.div(imaginary_diagonal(J_U), at.mul(S, 2)))
+            beside_U = at.sub(grad_U, at.matmul(U, J_U))
+            outer = at.add(outer, at.matmul(at.div(beside_U, at.unsqueeze(S, -2)), Vh))
+        if grad_Vh is not None:
+            grad_V = adjoint(grad_Vh)
+            J_V = at.matmul(Vh, grad_V)
+            core = at.add(core, at.mul(at.unsqueeze(S, -1), at.mul(gaps, at.sub(J_V, adjoint(J_V)))))
+            diagonal = at.sub(diagonal, at.div(imaginary_diagonal(J_V), at.mul(S, 2)))
+            beside_V = at.sub(grad_Vh, at.matmul(adjoint(J_V), Vh))
+            outer = at.add(outer, at.matmul(U, at.div(beside_V, at.unsqueeze(S, -1))))
+    grad_A = at.matmul(at.mul(U, at.unsqueeze(diagonal, -2)), Vh)      # U diag(d) V^H, d real or complex
+    if core is not None:
+        grad_A = at.add(grad_A, at.matmul(at.matmul(U, core), Vh))
+    if outer is not None:
+        grad_A = at.add(grad_A, outer)
+    return grad_A
+
+
+@helper
+def linalg_svd_jvp(A_tangent: Tensor, U: Tensor, S: Tensor, Vh: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """Tangents ``(dU, dS, dVh)`` of ``A = U diag(S) V^H`` (derived in :func:`svd_backward`, with its
+    phase convention). With ``full_matrices`` the columns beyond ``k``
+    are not determined by ``A``: only square ``A`` fits (the tangents of the others have ``k`` columns
+    and rows, and torch refuses them as it sets them)."""
+    k = S.size(-1)
+    U_k = at.narrow(U, -1, 0, k) if full_matrices else U
+    Vh_k = at.narrow(Vh, -2, 0, k) if full_matrices else Vh
+    V = adjoint(Vh_k)
+    moved_V = at.matmul(A_tangent, V)
+    P = at.matmul(adjoint(U_k), moved_V)
+    S_tangent = at.real(at.diagonal(P, 0, -2, -1))
+    gaps = svd_gaps(S)
+    P_h = adjoint(P)
+    row = at.unsqueeze(S, -2)
+    column = at.unsqueeze(S, -1)
+    phase = diagonal_matrix(at.div(imaginary_diagonal(P), at.mul(S, 2)))
+    omega_U = at.add(at.mul(at.add(at.mul(P, row), at.mul(column, P_h)), gaps), phase)
+    omega_V = at.sub(at.mul(at.add(at.mul(column, P), at.mul(P_h, row)), gaps), phase)
+    U_tangent = at.add(at.matmul(U_k, omega_U), at.div(at.sub(moved_V, at.matmul(U_k, P)), row))
+    moved_U = at.matmul(adjoint(A_tangent), U_k)
+    V_tangent = at.add(at.matmul(V, omega_V), at.div(at.sub(moved_U, at.matmul(V, P_h)), row))
+    return U_tangent, S_tangent, adjoint(V_tangent)

@@ -12,6 +12,8 @@
 #include <ATen/ops/cos.h>
 #include <ATen/ops/cumprod.h>
 #include <ATen/ops/cumsum.h>
+#include <ATen/ops/diagonal.h>
+#include <ATen/ops/diagonal_scatter.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/elu_backward.h>
 #include <ATen/ops/embedding.h>
@@ -1691,6 +1693,88 @@ std::tuple<at::Tensor, at::Tensor> linalg_qr_jvp(const at::Tensor& A_tangent, co
   auto [Q_tangent, U_tangent] = helpers::qr_tall_jvp(at::narrow(A_tangent, -1, 0, m), Q, at::narrow(R, -1, 0, m));
   auto V_tangent = at::add(at::matmul(helpers::adjoint(Q_tangent), at::matmul(Q, V)), at::matmul(helpers::adjoint(Q), at::narrow(A_tangent, -1, m, n - m)));
   return {Q_tangent, at::cat(std::vector<at::Tensor>{U_tangent, V_tangent}, -1)};
+}
+
+at::Tensor diagonal_matrix(const at::Tensor& values) {
+  auto square = at::mul(at::unsqueeze(values, -1), at::unsqueeze(values, -2));
+  return at::diagonal_scatter(at::zeros_like(square), values, 0, -2, -1);
+}
+
+at::Tensor svd_gaps(const at::Tensor& S) {
+  auto squares = at::mul(S, S);
+  auto gaps = at::sub(at::unsqueeze(squares, -2), at::unsqueeze(squares, -1));
+  auto identity = helpers::diagonal_matrix(at::ones_like(S));
+  return at::sub(at::reciprocal(at::add(gaps, identity)), identity);
+}
+
+at::Tensor imaginary_diagonal(const at::Tensor& x) {
+  auto d = at::diagonal(x, 0, -2, -1);
+  return at::mul(at::sub(d, at::conj(d)), 0.5);
+}
+
+at::Tensor svd_backward(const at::Tensor& grad_U, const at::Tensor& grad_S, const at::Tensor& grad_Vh, const at::Tensor& U, const at::Tensor& S, const at::Tensor& Vh) {
+  at::Tensor gaps{};
+  at::Tensor J_U{};
+  at::Tensor beside_U{};
+  at::Tensor grad_V{};
+  at::Tensor J_V{};
+  at::Tensor beside_V{};
+  auto V = helpers::adjoint(Vh);
+  auto diagonal = at::zeros_like(S);
+  if (grad_S.defined()) {
+    diagonal = grad_S;
+  }
+  auto core = at::Tensor();
+  auto outer = at::Tensor();
+  if ((grad_U.defined()) || (grad_Vh.defined())) {
+    gaps = helpers::svd_gaps(S);
+    core = at::zeros_like(at::matmul(helpers::adjoint(U), U));
+    outer = at::zeros_like(at::matmul(U, Vh));
+    if (grad_U.defined()) {
+      J_U = at::matmul(helpers::adjoint(U), grad_U);
+      core = at::add(core, at::mul(at::mul(gaps, at::sub(J_U, helpers::adjoint(J_U))), at::unsqueeze(S, -2)));
+      diagonal = at::add(diagonal, at::div(helpers::imaginary_diagonal(J_U), at::mul(S, 2)));
+      beside_U = at::sub(grad_U, at::matmul(U, J_U));
+      outer = at::add(outer, at::matmul(at::div(beside_U, at::unsqueeze(S, -2)), Vh));
+    }
+    if (grad_Vh.defined()) {
+      grad_V = helpers::adjoint(grad_Vh);
+      J_V = at::matmul(Vh, grad_V);
+      core = at::add(core, at::mul(at::unsqueeze(S, -1), at::mul(gaps, at::sub(J_V, helpers::adjoint(J_V)))));
+      diagonal = at::sub(diagonal, at::div(helpers::imaginary_diagonal(J_V), at::mul(S, 2)));
+      beside_V = at::sub(grad_Vh, at::matmul(helpers::adjoint(J_V), Vh));
+      outer = at::add(outer, at::matmul(U, at::div(beside_V, at::unsqueeze(S, -1))));
+    }
+  }
+  auto grad_A = at::matmul(at::mul(U, at::unsqueeze(diagonal, -2)), Vh);
+  if (core.defined()) {
+    grad_A = at::add(grad_A, at::matmul(at::matmul(U, core), Vh));
+  }
+  if (outer.defined()) {
+    grad_A = at::add(grad_A, outer);
+  }
+  return grad_A;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_svd_jvp(const at::Tensor& A_tangent, const at::Tensor& U, const at::Tensor& S, const at::Tensor& Vh, bool full_matrices) {
+  int64_t k = S.size(-1);
+  auto U_k = full_matrices ? at::narrow(U, -1, 0, k) : U;
+  auto Vh_k = full_matrices ? at::narrow(Vh, -2, 0, k) : Vh;
+  auto V = helpers::adjoint(Vh_k);
+  auto moved_V = at::matmul(A_tangent, V);
+  auto P = at::matmul(helpers::adjoint(U_k), moved_V);
+  auto S_tangent = at::real(at::diagonal(P, 0, -2, -1));
+  auto gaps = helpers::svd_gaps(S);
+  auto P_h = helpers::adjoint(P);
+  auto row = at::unsqueeze(S, -2);
+  auto column = at::unsqueeze(S, -1);
+  auto phase = helpers::diagonal_matrix(at::div(helpers::imaginary_diagonal(P), at::mul(S, 2)));
+  auto omega_U = at::add(at::mul(at::add(at::mul(P, row), at::mul(column, P_h)), gaps), phase);
+  auto omega_V = at::sub(at::mul(at::add(at::mul(column, P), at::mul(P_h, row)), gaps), phase);
+  auto U_tangent = at::add(at::matmul(U_k, omega_U), at::div(at::sub(moved_V, at::matmul(U_k, P)), row));
+  auto moved_U = at::matmul(helpers::adjoint(A_tangent), U_k);
+  auto V_tangent = at::add(at::matmul(V, omega_V), at::div(at::sub(moved_U, at::matmul(V, P_h)), row));
+  return {U_tangent, S_tangent, helpers::adjoint(V_tangent)};
 }
 
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes) {

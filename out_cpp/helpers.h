@@ -165,6 +165,11 @@ at::Tensor qr_tall_backward(const at::Tensor& grad_Q, const at::Tensor& grad_R, 
 at::Tensor linalg_qr_backward(const at::Tensor& grad_Q, const at::Tensor& grad_R, const at::Tensor& Q, const at::Tensor& R, const std::string& mode);
 std::tuple<at::Tensor, at::Tensor> qr_tall_jvp(const at::Tensor& A_tangent, const at::Tensor& Q, const at::Tensor& R);
 std::tuple<at::Tensor, at::Tensor> linalg_qr_jvp(const at::Tensor& A_tangent, const at::Tensor& Q, const at::Tensor& R, const std::string& mode);
+at::Tensor diagonal_matrix(const at::Tensor& values);
+at::Tensor svd_gaps(const at::Tensor& S);
+at::Tensor imaginary_diagonal(const at::Tensor& x);
+at::Tensor svd_backward(const at::Tensor& grad_U, const at::Tensor& grad_S, const at::Tensor& grad_Vh, const at::Tensor& U, const at::Tensor& S, const at::Tensor& Vh);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_svd_jvp(const at::Tensor& A_tangent, const at::Tensor& U, const at::Tensor& S, const at::Tensor& Vh, bool full_matrices);
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes);
 at::Tensor unbind_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes);
 at::Tensor loss_scale(const at::Tensor& grad, int64_t reduction, int64_t numel);

@@ -104,6 +104,44 @@ CASES = [
 ]
 
 
+# the singular vectors' gradients on real inputs (a complex singular vector has a free phase, and
+# torch refuses a loss that depends on it: see the complex test below)
+CASES += [
+    Case(f"svd {m}x{n} {outputs}", lambda m=m, n=n: (_randn(2, m, n),),
+         lambda a, outputs=outputs: tuple(o for o, keep in zip(torch.linalg.svd(a, full_matrices=False), outputs)
+                                          if keep),
+         lambda b, g, out, a, outputs=outputs: (b.run(ld.svd_backward, *_fill(g, outputs),
+                                                     *torch.linalg.svd(a, full_matrices=False)),),
+         lambda b, out, inputs, tangents, outputs=outputs: tuple(
+             t for t, keep in zip(b.run(ld.linalg_svd_jvp, tangents[0], *torch.linalg.svd(inputs[0], full_matrices=False),
+                                        False), outputs) if keep))
+    for m, n, outputs in ((4, 3, (True, True, True)), (3, 5, (True, True, True)), (3, 3, (False, True, False)),
+                          (4, 3, (True, False, False)), (3, 5, (False, False, True)))
+]
+
+
+@pytest.mark.parametrize("m, n", [(4, 3), (3, 5)])
+def test_complex_svd_backward_and_jvp_equal_torch(backend, m, n):
+    """Complex ``A``: the jvp equals torch's forward AD (the phase of ``P``'s diagonal shared between
+    ``U`` and ``V``, as torch does), and the backward torch's gradient of a loss that does not depend on
+    the singular vectors' phases (``|U|``, ``S``, ``|Vh|``)."""
+    a = _randn(2, m, n, dtype=torch.complex128).requires_grad_()
+    tangent = _randn(2, m, n, dtype=torch.complex128, seed=5)
+    with fwAD.dual_level():
+        expected = [fwAD.unpack_dual(o).tangent for o in torch.linalg.svd(fwAD.make_dual(a.detach(), tangent),
+                                                                          full_matrices=False)]
+    factors = [f.detach() for f in torch.linalg.svd(a, full_matrices=False)]
+    for got, wanted in zip(backend.run(ld.linalg_svd_jvp, tangent, *factors, False), expected, strict=True):
+        torch.testing.assert_close(got, wanted)
+    u, s, vh = [f.clone().requires_grad_() for f in factors]
+    loss = (u.abs() * _randn(*u.shape, seed=1)).sum() + (s * _randn(*s.shape, seed=2)).sum() \
+        + (vh.abs() * _randn(*vh.shape, seed=3)).sum()
+    grads = torch.autograd.grad(loss, (u, s, vh))
+    outputs = torch.linalg.svd(a, full_matrices=False)
+    expected, = torch.autograd.grad(outputs, a, grads)
+    torch.testing.assert_close(backend.run(ld.svd_backward, *grads, *factors), expected)
+
+
 def _fill(grads, keep):
     """The output gradients a backward receives: those of the kept outputs, None for the others."""
     grads = list(grads)

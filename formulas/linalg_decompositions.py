@@ -1,7 +1,7 @@
 """Matrix decompositions and the functions built on them: the FunctionsManual helpers that
 derivatives.yaml's ``cholesky``, ``linalg_cholesky_ex``, ``cholesky_solve``, ``cholesky_inverse``,
-``triangular_solve``, ``lu_unpack``, ``linalg_pinv``, ``linalg_qr`` and ``_linalg_svd`` call, derived
-here from the mathematics.
+``triangular_solve``, ``lu_unpack``, ``linalg_lu``, ``linalg_pinv``, ``linalg_qr`` and ``_linalg_svd``
+call, derived here from the mathematics.
 
 Conventions: ``X^H`` is the conjugate transpose (``adjoint``); the gradient of a real loss ``l``
 for a matrix ``X`` is ``G`` with ``dl = <G, dX> = Re tr(G^H dX)``, torch's convention, so a
@@ -405,3 +405,88 @@ def linalg_svd_jvp(A_tangent: Tensor, U: Tensor, S: Tensor, Vh: Tensor, full_mat
     moved_U = at.matmul(adjoint(A_tangent), U_k)
     V_tangent = at.add(at.matmul(V, omega_V), at.div(at.sub(moved_U, at.matmul(V, P_h)), row))
     return U_tangent, S_tangent, adjoint(V_tangent)
+
+
+# ----------------------------------------------------------------------------- LU
+@helper
+def lu_square_backward(grad_L: Tensor | None, grad_U: Tensor | None, L: Tensor, U: Tensor) -> Tensor:
+    """Gradient of ``B = L U`` (square; ``L`` unit lower, ``U`` upper triangular) for ``B``. With
+    ``M = L^-1 dB U^-1 = L^-1 dL + dU U^-1`` (strictly lower plus upper), ``dL = L tril(M, -1)`` and
+    ``dU = triu(M) U``; the adjoint: ``gB = L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H``."""
+    middle = at.zeros_like(at.matmul(L, U))
+    if grad_L is not None:
+        middle = at.tril(at.matmul(adjoint(L), grad_L), -1)
+    if grad_U is not None:
+        middle = at.add(middle, at.triu(at.matmul(grad_U, adjoint(U))))
+    left_solved = at.linalg_solve_triangular(adjoint(L), middle, upper=True, unitriangular=True)
+    return at.linalg_solve_triangular(adjoint(U), left_solved, upper=False, left=False)
+
+
+@helper
+def linalg_lu_backward(grad_L: Tensor | None, grad_U: Tensor | None, P: Tensor, L: Tensor, U: Tensor,
+                       pivot: bool) -> Tensor:
+    """Gradient of ``(P, L, U) = linalg_lu(A)`` (``A = P L U``, ``m x n``) for ``A``: ``P^T A`` is
+    factored, so ``gA = P g(P^T A)``. Square: :func:`lu_square_backward`. Tall (``m > n``): the rows
+    below the first ``n``, ``A2 = L2 U``, give ``dL2 = (dA2 - L2 dU) U^-1``, so ``A2`` receives
+    ``gL2 U^-H`` and ``U``'s gradient loses ``L2^H gL2 U^-H``. Wide (``m < n``): the columns beyond the
+    first ``m``, ``A2 = L U2``, give ``dU2 = L^-1 (dA2 - dL U2)``, so ``A2`` receives ``L^-H gU2`` and
+    ``L``'s gradient loses ``L^-H gU2 U2^H``. ``pivot=False`` has no ``P`` on the CPU (torch refuses it)."""
+    m = L.size(-2)
+    n = U.size(-1)
+    k = L.size(-1)
+    if m == n:
+        grad = lu_square_backward(grad_L, grad_U, L, U)
+    elif m > n:
+        L1 = at.narrow(L, -2, 0, k)
+        grad_L1 = None
+        grad_below = at.zeros_like(at.narrow(L, -2, k, m - k))
+        grad_U_moved = grad_U
+        if grad_L is not None:
+            grad_L1 = at.narrow(grad_L, -2, 0, k)
+            grad_L2 = at.narrow(grad_L, -2, k, m - k)
+            grad_below = at.linalg_solve_triangular(adjoint(U), grad_L2, upper=False, left=False)
+            from_L2 = at.matmul(adjoint(at.narrow(L, -2, k, m - k)), grad_below)
+            grad_U_moved = at.neg(from_L2) if grad_U is None else at.sub(grad_U, from_L2)
+        grad = at.cat([lu_square_backward(grad_L1, grad_U_moved, L1, U), grad_below], -2)
+    else:
+        U1 = at.narrow(U, -1, 0, k)
+        grad_U1 = None
+        grad_beside = at.zeros_like(at.narrow(U, -1, k, n - k))
+        grad_L_moved = grad_L
+        if grad_U is not None:
+            grad_U1 = at.narrow(grad_U, -1, 0, k)
+            grad_beside = at.linalg_solve_triangular(adjoint(L), at.narrow(grad_U, -1, k, n - k), upper=True,
+                                                     unitriangular=True)
+            from_U2 = at.matmul(grad_beside, adjoint(at.narrow(U, -1, k, n - k)))
+            grad_L_moved = at.neg(from_U2) if grad_L is None else at.sub(grad_L, from_U2)
+        grad = at.cat([lu_square_backward(grad_L_moved, grad_U1, L, U1), grad_beside], -1)
+    return at.matmul(P, grad)
+
+
+@helper
+def lu_square_jvp(B_tangent: Tensor, L: Tensor, U: Tensor) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dL, dU)`` of ``B = L U`` (square): ``dL = L tril(M, -1)``, ``dU = triu(M) U``,
+    ``M = L^-1 dB U^-1``."""
+    left_solved = at.linalg_solve_triangular(L, B_tangent, upper=False, unitriangular=True)
+    m_matrix = at.linalg_solve_triangular(U, left_solved, upper=True, left=False)
+    return at.matmul(L, at.tril(m_matrix, -1)), at.matmul(at.triu(m_matrix), U)
+
+
+@helper
+def linalg_lu_jvp(A_tangent: Tensor, P: Tensor, L: Tensor, U: Tensor, pivot: bool) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dL, dU)`` of ``(P, L, U) = linalg_lu(A)`` (derived in :func:`linalg_lu_backward`)."""
+    m = L.size(-2)
+    n = U.size(-1)
+    k = L.size(-1)
+    moved = at.matmul(matrix_transpose(P), A_tangent)
+    if m == n:
+        return lu_square_jvp(moved, L, U)
+    if m > n:
+        L_top_tangent, U_tangent = lu_square_jvp(at.narrow(moved, -2, 0, k), at.narrow(L, -2, 0, k), U)
+        below = at.sub(at.narrow(moved, -2, k, m - k), at.matmul(at.narrow(L, -2, k, m - k), U_tangent))
+        L_below_tangent = at.linalg_solve_triangular(U, below, upper=True, left=False)
+        return at.cat([L_top_tangent, L_below_tangent], -2), U_tangent
+    L_tangent, U_left_tangent = lu_square_jvp(at.narrow(moved, -1, 0, k), L, at.narrow(U, -1, 0, k))
+    beside = at.sub(at.narrow(moved, -1, k, n - k), at.matmul(L_tangent, at.narrow(U, -1, k, n - k)))
+    U_beside_tangent = at.linalg_solve_triangular(L, beside, upper=False, unitriangular=True)
+    return L_tangent, at.cat([U_left_tangent, U_beside_tangent], -1)

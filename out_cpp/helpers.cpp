@@ -1777,6 +1777,95 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_svd_jvp(const at::Tensor& 
   return {U_tangent, S_tangent, helpers::adjoint(V_tangent)};
 }
 
+at::Tensor lu_square_backward(const at::Tensor& grad_L, const at::Tensor& grad_U, const at::Tensor& L, const at::Tensor& U) {
+  auto middle = at::zeros_like(at::matmul(L, U));
+  if (grad_L.defined()) {
+    middle = at::tril(at::matmul(helpers::adjoint(L), grad_L), -1);
+  }
+  if (grad_U.defined()) {
+    middle = at::add(middle, at::triu(at::matmul(grad_U, helpers::adjoint(U))));
+  }
+  auto left_solved = at::linalg_solve_triangular(helpers::adjoint(L), middle, true, true, true);
+  return at::linalg_solve_triangular(helpers::adjoint(U), left_solved, false, false);
+}
+
+at::Tensor linalg_lu_backward(const at::Tensor& grad_L, const at::Tensor& grad_U, const at::Tensor& P, const at::Tensor& L, const at::Tensor& U, bool pivot) {
+  at::Tensor grad{};
+  at::Tensor L1{};
+  at::Tensor grad_L1{};
+  at::Tensor grad_below{};
+  at::Tensor grad_U_moved{};
+  at::Tensor grad_L2{};
+  at::Tensor from_L2{};
+  at::Tensor U1{};
+  at::Tensor grad_U1{};
+  at::Tensor grad_beside{};
+  at::Tensor grad_L_moved{};
+  at::Tensor from_U2{};
+  int64_t m = L.size(-2);
+  int64_t n = U.size(-1);
+  int64_t k = L.size(-1);
+  if (m == n) {
+    grad = helpers::lu_square_backward(grad_L, grad_U, L, U);
+  } else if (m > n) {
+    L1 = at::narrow(L, -2, 0, k);
+    grad_L1 = at::Tensor();
+    grad_below = at::zeros_like(at::narrow(L, -2, k, m - k));
+    grad_U_moved = grad_U;
+    if (grad_L.defined()) {
+      grad_L1 = at::narrow(grad_L, -2, 0, k);
+      grad_L2 = at::narrow(grad_L, -2, k, m - k);
+      grad_below = at::linalg_solve_triangular(helpers::adjoint(U), grad_L2, false, false);
+      from_L2 = at::matmul(helpers::adjoint(at::narrow(L, -2, k, m - k)), grad_below);
+      grad_U_moved = (!grad_U.defined()) ? at::neg(from_L2) : at::sub(grad_U, from_L2);
+    }
+    grad = at::cat(std::vector<at::Tensor>{helpers::lu_square_backward(grad_L1, grad_U_moved, L1, U), grad_below}, -2);
+  } else {
+    U1 = at::narrow(U, -1, 0, k);
+    grad_U1 = at::Tensor();
+    grad_beside = at::zeros_like(at::narrow(U, -1, k, n - k));
+    grad_L_moved = grad_L;
+    if (grad_U.defined()) {
+      grad_U1 = at::narrow(grad_U, -1, 0, k);
+      grad_beside = at::linalg_solve_triangular(helpers::adjoint(L), at::narrow(grad_U, -1, k, n - k), true, true, true);
+      from_U2 = at::matmul(grad_beside, helpers::adjoint(at::narrow(U, -1, k, n - k)));
+      grad_L_moved = (!grad_L.defined()) ? at::neg(from_U2) : at::sub(grad_L, from_U2);
+    }
+    grad = at::cat(std::vector<at::Tensor>{helpers::lu_square_backward(grad_L_moved, grad_U1, L, U1), grad_beside}, -1);
+  }
+  return at::matmul(P, grad);
+}
+
+std::tuple<at::Tensor, at::Tensor> lu_square_jvp(const at::Tensor& B_tangent, const at::Tensor& L, const at::Tensor& U) {
+  auto left_solved = at::linalg_solve_triangular(L, B_tangent, false, true, true);
+  auto m_matrix = at::linalg_solve_triangular(U, left_solved, true, false);
+  return {at::matmul(L, at::tril(m_matrix, -1)), at::matmul(at::triu(m_matrix), U)};
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_lu_jvp(const at::Tensor& A_tangent, const at::Tensor& P, const at::Tensor& L, const at::Tensor& U, bool pivot) {
+  at::Tensor L_top_tangent{};
+  at::Tensor U_tangent{};
+  at::Tensor below{};
+  at::Tensor L_below_tangent{};
+  int64_t m = L.size(-2);
+  int64_t n = U.size(-1);
+  int64_t k = L.size(-1);
+  auto moved = at::matmul(helpers::matrix_transpose(P), A_tangent);
+  if (m == n) {
+    return helpers::lu_square_jvp(moved, L, U);
+  }
+  if (m > n) {
+    std::tie(L_top_tangent, U_tangent) = helpers::lu_square_jvp(at::narrow(moved, -2, 0, k), at::narrow(L, -2, 0, k), U);
+    below = at::sub(at::narrow(moved, -2, k, m - k), at::matmul(at::narrow(L, -2, k, m - k), U_tangent));
+    L_below_tangent = at::linalg_solve_triangular(U, below, true, false);
+    return {at::cat(std::vector<at::Tensor>{L_top_tangent, L_below_tangent}, -2), U_tangent};
+  }
+  auto [L_tangent, U_left_tangent] = helpers::lu_square_jvp(at::narrow(moved, -1, 0, k), L, at::narrow(U, -1, 0, k));
+  auto beside = at::sub(at::narrow(moved, -1, k, n - k), at::matmul(L_tangent, at::narrow(U, -1, k, n - k)));
+  auto U_beside_tangent = at::linalg_solve_triangular(L, beside, false, true, true);
+  return {L_tangent, at::cat(std::vector<at::Tensor>{U_left_tangent, U_beside_tangent}, -1)};
+}
+
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes) {
   std::vector<int64_t> sizes{};
   int64_t defined = 0;

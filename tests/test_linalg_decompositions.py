@@ -120,6 +120,21 @@ CASES += [
 ]
 
 
+CASES += [
+    Case(f"linalg_lu {dtype} {m}x{n} {outputs}", lambda d=dtype, m=m, n=n: (_randn(2, m, n, dtype=d),),
+         lambda a, outputs=outputs: tuple(o for o, keep in zip(torch.linalg.lu(a)[1:], outputs) if keep),
+         lambda b, g, out, a, outputs=outputs: (b.run(ld.linalg_lu_backward, *_fill(g, outputs), *torch.linalg.lu(a),
+                                                     True),),
+         lambda b, out, inputs, tangents, outputs=outputs: tuple(
+             t for t, keep in zip(b.run(ld.linalg_lu_jvp, tangents[0], *torch.linalg.lu(inputs[0]), True), outputs)
+             if keep))
+    for dtype, m, n, outputs in ((torch.float64, 3, 3, (True, True)), (torch.float64, 4, 3, (True, False)),
+                                 (torch.float64, 4, 3, (False, True)), (torch.float64, 3, 5, (True, False)),
+                                 (torch.float64, 3, 5, (False, True)), (torch.complex128, 4, 3, (True, True)),
+                                 (torch.complex128, 3, 5, (True, True)))
+]
+
+
 @pytest.mark.parametrize("m, n", [(4, 3), (3, 5)])
 def test_complex_svd_backward_and_jvp_equal_torch(backend, m, n):
     """Complex ``A``: the jvp equals torch's forward AD (the phase of ``P``'s diagonal shared between

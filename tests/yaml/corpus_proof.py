@@ -22,7 +22,9 @@ The cases, in order of preference (``source`` names the one used):
    ``max`` with a ``dim`` binds ``max.dim``; OpInfos are found by name, alias, ``aten_name``
    and ``nn.functional.<name>``), or the exact ATen call torch makes while running an
    OpInfo sample forward and backward (``nn.functional.pad`` calls ``reflection_pad2d``,
-   its backward ``reflection_pad2d_backward``), recorded with a dispatch mode;
+   its backward ``reflection_pad2d_backward``), recorded with a dispatch mode. A sample of an
+   OpInfo with a ``gradcheck_wrapper`` of its own (a Hermitian input for ``cholesky``, a
+   triangular one for ``cholesky_inverse``) is checked through that wrapper, ours and torch's alike;
 2. ``ours``: :mod:`tests.yaml.corpus_inputs`: arguments written by hand for entries whose
    arguments carry meaning, then arguments generated from the schema.
 

@@ -53,8 +53,7 @@ def _hermitian_tangent(t):
 
 CASES = [
     case
-    for dtype in (torch.float64, torch.complex128)
-    for upper in (False, True)
+    for dtype, upper in ((torch.float64, False), (torch.float64, True), (torch.complex128, True))
     for case in (
         Case(f"cholesky {dtype} upper={upper}", lambda d=dtype: (_spd(2, 3, 3, dtype=d),),
              lambda a, u=upper: torch.linalg.cholesky_ex(a, upper=u)[0],
@@ -81,14 +80,13 @@ CASES = [
          lambda b, out, inputs, tangents, u=upper, t=transpose, n=unit: b.run(
              ld.triangular_solve_jvp, out, inputs[1], tangents[1], tangents[0], u, t, n),
          tangent_of_op=False)       # torch 2.13's forward AD moves the triangle the solve does not read
-    for dtype in (torch.float64, torch.complex128)
-    for upper, transpose, unit in ((True, False, False), (False, True, True))
+    for dtype, upper, transpose, unit in ((torch.float64, True, False, False), (torch.float64, False, True, True),
+                                          (torch.complex128, False, True, False))
 ] + [
     Case(f"pinv {dtype} {m}x{n}", lambda d=dtype, m=m, n=n: (_randn(2, m, n, dtype=d),), torch.linalg.pinv,
          lambda b, g, out, a: (b.run(ld.pinv_backward, g, out, a),),
          lambda b, out, inputs, tangents: b.run(ld.pinv_jvp, inputs[0], out, tangents[0]))
-    for dtype in (torch.float64, torch.complex128)
-    for m, n in ((4, 3), (3, 4))
+    for dtype, m, n in ((torch.float64, 4, 3), (torch.complex128, 3, 4))
 ] + [
     Case(f"linalg_qr {dtype} {m}x{n} {mode} {outputs}", lambda d=dtype, m=m, n=n: (_randn(2, m, n, dtype=d),),
          lambda a, mode=mode, outputs=outputs: tuple(o for o, keep in zip(torch.linalg.qr(a, mode), outputs) if keep),
@@ -98,8 +96,7 @@ CASES = [
              t for t, keep in zip(b.run(ld.linalg_qr_jvp, tangents[0], *torch.linalg.qr(inputs[0], mode), mode), outputs)
              if keep))
     for dtype, m, n, mode, outputs in (
-        (torch.float64, 4, 3, "reduced", (True, True)), (torch.float64, 4, 3, "reduced", (True, False)),
-        (torch.float64, 3, 5, "reduced", (False, True)), (torch.float64, 3, 5, "reduced", (True, False)),
+        (torch.float64, 4, 3, "reduced", (True, False)), (torch.float64, 3, 5, "reduced", (False, True)),
         (torch.complex128, 3, 3, "complete", (True, True)), (torch.complex128, 3, 5, "reduced", (True, True)))
 ]
 
@@ -115,8 +112,7 @@ CASES += [
          lambda b, out, inputs, tangents, outputs=outputs: tuple(
              t for t, keep in zip(b.run(ld.linalg_svd_jvp, tangents[0], *torch.linalg.svd(inputs[0], full_matrices=False),
                                         False), outputs) if keep))
-    for m, n, outputs in ((4, 3, (True, True, True)), (3, 5, (True, True, True)), (3, 3, (False, True, False)),
-                          (4, 3, (True, False, False)), (3, 5, (False, False, True)))
+    for m, n, outputs in ((4, 3, (True, True, True)), (3, 5, (True, True, True)), (3, 3, (False, True, False)))
 ]
 
 
@@ -128,14 +124,13 @@ CASES += [
          lambda b, out, inputs, tangents, outputs=outputs: tuple(
              t for t, keep in zip(b.run(ld.linalg_lu_jvp, tangents[0], *torch.linalg.lu(inputs[0]), True), outputs)
              if keep))
-    for dtype, m, n, outputs in ((torch.float64, 3, 3, (True, True)), (torch.float64, 4, 3, (True, False)),
-                                 (torch.float64, 4, 3, (False, True)), (torch.float64, 3, 5, (True, False)),
-                                 (torch.float64, 3, 5, (False, True)), (torch.complex128, 4, 3, (True, True)),
+    for dtype, m, n, outputs in ((torch.float64, 3, 3, (True, True)), (torch.float64, 4, 3, (False, True)),
+                                 (torch.float64, 3, 5, (True, False)), (torch.complex128, 4, 3, (True, True)),
                                  (torch.complex128, 3, 5, (True, True)))
 ]
 
 
-@pytest.mark.parametrize("m, n", [(4, 3), (3, 5)])
+@pytest.mark.parametrize("m, n", [(3, 5)])
 def test_complex_svd_backward_and_jvp_equal_torch(backend, m, n):
     """Complex ``A``: the jvp equals torch's forward AD (the phase of ``P``'s diagonal shared between
     ``U`` and ``V``, as torch does), and the backward torch's gradient of a loss that does not depend on

@@ -344,13 +344,13 @@ def svd_backward(grad_U: Tensor | None, grad_S: Tensor | None, grad_Vh: Tensor |
     """Gradient of ``A = U diag(S) V^H`` (``m x n``, ``k = min(m, n)`` singular values, distinct and
     nonzero where a singular vector's gradient is asked). With ``P = U^H dA V``, ``dS = Re diag(P)``,
     ``U^H dU = (P S + S P^H) o F + D`` and ``V^H dV = (S P + P^H S) o F - D`` (``F``: :func:`svd_gaps`;
-    ``D = diag(i Im diag(P) / 2S)``, the phase ``P``'s diagonal fixes, shared between ``U`` and ``V``), ``dU = U (U^H dU) + (I - U U^H) dA V S^-1``, ``dV = V (V^H dV) + (I - V V^H) dA^H U
+    ``D = diag(i Im diag(P) / 2S)``, the phase ``P``'s diagonal fixes, shared between ``U`` and ``V``),
+    ``dU = U (U^H dU) + (I - U U^H) dA V S^-1``, ``dV = V (V^H dV) + (I - V V^H) dA^H U
     S^-1``. Their adjoint, with ``J_U = U^H gU``, ``J_V = V^H gV``, ``gV = gVh^H``:
     ``gA = U [(F o (J_U - J_U^H)) S + S (F o (J_V - J_V^H)) + diag(gS + i Im diag(J_U - J_V) / 2S)] V^H
     + (I - U U^H) gU S^-1 V^H + U S^-1 gV^H (I - V V^H)``. Complex singular vectors are defined up to a
     phase each; a loss that depends on the phase has no gradient (torch raises for it; this returns
     that of the phase convention above)."""
-    V = adjoint(Vh)
     diagonal = at.zeros_like(S)
     if grad_S is not None:
         diagonal = grad_S
@@ -382,11 +382,11 @@ def svd_backward(grad_U: Tensor | None, grad_S: Tensor | None, grad_Vh: Tensor |
 
 
 @helper
-def linalg_svd_jvp(A_tangent: Tensor, U: Tensor, S: Tensor, Vh: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
+def linalg_svd_jvp(A_tangent: Tensor, U: Tensor, S: Tensor, Vh: Tensor,
+                   full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
     """Tangents ``(dU, dS, dVh)`` of ``A = U diag(S) V^H`` (derived in :func:`svd_backward`, with its
-    phase convention). With ``full_matrices`` the columns beyond ``k``
-    are not determined by ``A``: only square ``A`` fits (the tangents of the others have ``k`` columns
-    and rows, and torch refuses them as it sets them)."""
+    phase convention). With ``full_matrices`` the columns of ``U`` and rows of ``Vh`` beyond ``k``, which
+    ``A`` does not determine, get a zero tangent, as in torch."""
     k = S.size(-1)
     U_k = at.narrow(U, -1, 0, k) if full_matrices else U
     Vh_k = at.narrow(Vh, -2, 0, k) if full_matrices else Vh
@@ -404,7 +404,11 @@ def linalg_svd_jvp(A_tangent: Tensor, U: Tensor, S: Tensor, Vh: Tensor, full_mat
     U_tangent = at.add(at.matmul(U_k, omega_U), at.div(at.sub(moved_V, at.matmul(U_k, P)), row))
     moved_U = at.matmul(adjoint(A_tangent), U_k)
     V_tangent = at.add(at.matmul(V, omega_V), at.div(at.sub(moved_U, at.matmul(V, P_h)), row))
-    return U_tangent, S_tangent, adjoint(V_tangent)
+    Vh_tangent = adjoint(V_tangent)
+    if full_matrices:       # the columns of U and rows of Vh beyond k do not move (torch's choice)
+        U_tangent = at.constant_pad_nd(U_tangent, [0, U.size(-1) - k])
+        Vh_tangent = at.constant_pad_nd(Vh_tangent, [0, 0, 0, Vh.size(-2) - k])
+    return U_tangent, S_tangent, Vh_tangent
 
 
 # ----------------------------------------------------------------------------- LU

@@ -1719,7 +1719,6 @@ at::Tensor svd_backward(const at::Tensor& grad_U, const at::Tensor& grad_S, cons
   at::Tensor grad_V{};
   at::Tensor J_V{};
   at::Tensor beside_V{};
-  auto V = helpers::adjoint(Vh);
   auto diagonal = at::zeros_like(S);
   if (grad_S.defined()) {
     diagonal = grad_S;
@@ -1774,7 +1773,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_svd_jvp(const at::Tensor& 
   auto U_tangent = at::add(at::matmul(U_k, omega_U), at::div(at::sub(moved_V, at::matmul(U_k, P)), row));
   auto moved_U = at::matmul(helpers::adjoint(A_tangent), U_k);
   auto V_tangent = at::add(at::matmul(V, omega_V), at::div(at::sub(moved_U, at::matmul(V, P_h)), row));
-  return {U_tangent, S_tangent, helpers::adjoint(V_tangent)};
+  auto Vh_tangent = helpers::adjoint(V_tangent);
+  if (full_matrices) {
+    U_tangent = at::constant_pad_nd(U_tangent, std::vector<int64_t>{0, U.size(-1) - k});
+    Vh_tangent = at::constant_pad_nd(Vh_tangent, std::vector<int64_t>{0, 0, 0, Vh.size(-2) - k});
+  }
+  return {U_tangent, S_tangent, Vh_tangent};
 }
 
 at::Tensor lu_square_backward(const at::Tensor& grad_L, const at::Tensor& grad_U, const at::Tensor& L, const at::Tensor& U) {

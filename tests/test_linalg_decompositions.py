@@ -93,8 +93,8 @@ CASES = [
          lambda b, g, out, a, mode=mode, outputs=outputs: (b.run(ld.linalg_qr_backward, *_fill(g, outputs),
                                                                   *torch.linalg.qr(a, mode), mode),),
          lambda b, out, inputs, tangents, mode=mode, outputs=outputs: tuple(
-             t for t, keep in zip(b.run(ld.linalg_qr_jvp, tangents[0], *torch.linalg.qr(inputs[0], mode), mode), outputs)
-             if keep))
+             t for t, keep in zip(b.run(ld.linalg_qr_jvp, tangents[0], *torch.linalg.qr(inputs[0], mode), mode),
+                                  outputs) if keep))
     for dtype, m, n, mode, outputs in (
         (torch.float64, 4, 3, "reduced", (True, False)), (torch.float64, 3, 5, "reduced", (False, True)),
         (torch.complex128, 3, 3, "complete", (True, True)), (torch.complex128, 3, 5, "reduced", (True, True)))
@@ -110,8 +110,8 @@ CASES += [
          lambda b, g, out, a, outputs=outputs: (b.run(ld.svd_backward, *_fill(g, outputs),
                                                      *torch.linalg.svd(a, full_matrices=False)),),
          lambda b, out, inputs, tangents, outputs=outputs: tuple(
-             t for t, keep in zip(b.run(ld.linalg_svd_jvp, tangents[0], *torch.linalg.svd(inputs[0], full_matrices=False),
-                                        False), outputs) if keep))
+             t for t, keep in zip(b.run(ld.linalg_svd_jvp, tangents[0],
+                                        *torch.linalg.svd(inputs[0], full_matrices=False), False), outputs) if keep))
     for m, n, outputs in ((4, 3, (True, True, True)), (3, 5, (True, True, True)), (3, 3, (False, True, False)))
 ]
 
@@ -128,6 +128,19 @@ CASES += [
                                  (torch.float64, 3, 5, (True, False)), (torch.complex128, 4, 3, (True, True)),
                                  (torch.complex128, 3, 5, (True, True)))
 ]
+
+
+@pytest.mark.parametrize("m, n", [(4, 3), (3, 5)])
+def test_svd_jvp_with_full_matrices_leaves_the_undetermined_vectors_still(backend, m, n):
+    """``full_matrices``: the columns of ``U`` and rows of ``Vh`` beyond ``min(m, n)`` get a zero
+    tangent, the others those of the reduced SVD (torch's forward AD)."""
+    a, tangent = _randn(m, n), _randn(m, n, seed=5)
+    with fwAD.dual_level():
+        expected = [fwAD.unpack_dual(o).tangent for o in torch.linalg.svd(fwAD.make_dual(a, tangent))]
+    got = backend.run(ld.linalg_svd_jvp, tangent, *torch.linalg.svd(a), True)
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape
+        torch.testing.assert_close(g, e)
 
 
 @pytest.mark.parametrize("m, n", [(3, 5)])

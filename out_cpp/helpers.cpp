@@ -3,6 +3,7 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/conj.h>
@@ -11,6 +12,8 @@
 #include <ATen/ops/cos.h>
 #include <ATen/ops/cumprod.h>
 #include <ATen/ops/cumsum.h>
+#include <ATen/ops/diagonal.h>
+#include <ATen/ops/diagonal_scatter.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/elu_backward.h>
 #include <ATen/ops/embedding.h>
@@ -42,6 +45,7 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/narrow.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/neg.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
@@ -59,6 +63,7 @@
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/squeeze.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/t.h>
 #include <ATen/ops/tanh.h>
@@ -1469,6 +1474,400 @@ at::Tensor vector_norm_backward(const at::Tensor& grad, const at::Tensor& self, 
 at::Tensor vector_norm_jvp(const at::Tensor& self, const at::Tensor& self_t, double p, const at::Tensor& norm, at::OptionalIntArrayRef dim, bool keepdim) {
   auto slope = helpers::vector_norm_backward(at::ones_like(norm), self, p, norm, dim, keepdim);
   return at::sum(slope * self_t, dim, keepdim);
+}
+
+at::Tensor adjoint(const at::Tensor& x) {
+  return at::conj(helpers::matrix_transpose(x));
+}
+
+at::Tensor hermitian_part(const at::Tensor& x) {
+  return at::mul(at::add(x, helpers::adjoint(x)), 0.5);
+}
+
+at::Tensor lower_half_diagonal(const at::Tensor& x) {
+  return at::mul(at::add(at::tril(x), at::tril(x, -1)), 0.5);
+}
+
+at::Tensor lower_factor(const at::Tensor& factor, bool upper) {
+  return upper ? helpers::adjoint(factor) : factor;
+}
+
+at::Tensor cholesky_solved(const at::Tensor& b, const at::Tensor& L) {
+  auto half = at::linalg_solve_triangular(L, b, false);
+  return at::linalg_solve_triangular(helpers::adjoint(L), half, true);
+}
+
+at::Tensor cholesky_backward(const at::Tensor& grad, bool upper, const at::Tensor& L) {
+  auto lower = helpers::lower_factor(L, upper);
+  auto grad_lower = upper ? helpers::adjoint(grad) : grad;
+  auto middle = helpers::lower_half_diagonal(at::matmul(helpers::adjoint(lower), grad_lower));
+  auto left_solved = at::linalg_solve_triangular(helpers::adjoint(lower), middle, true);
+  return helpers::hermitian_part(at::linalg_solve_triangular(lower, left_solved, false, false));
+}
+
+at::Tensor cholesky_jvp(const at::Tensor& input_tangent, const at::Tensor& L, bool upper) {
+  auto lower = helpers::lower_factor(L, upper);
+  auto left_solved = at::linalg_solve_triangular(lower, input_tangent, false);
+  auto both_solved = at::linalg_solve_triangular(helpers::adjoint(lower), left_solved, true, false);
+  auto lower_tangent = at::matmul(lower, helpers::lower_half_diagonal(both_solved));
+  return upper ? helpers::adjoint(lower_tangent) : lower_tangent;
+}
+
+at::Tensor factor_gradient(const at::Tensor& grad_A, const at::Tensor& factor, bool upper) {
+  auto both = at::add(grad_A, helpers::adjoint(grad_A));
+  return upper ? at::matmul(factor, both) : at::matmul(both, factor);
+}
+
+at::Tensor factor_tangent(const at::Tensor& factor, const at::Tensor& tangent, bool upper) {
+  at::Tensor half{};
+  if (upper) {
+    half = at::matmul(helpers::adjoint(tangent), factor);
+  } else {
+    half = at::matmul(tangent, helpers::adjoint(factor));
+  }
+  return at::add(half, helpers::adjoint(half));
+}
+
+at::Tensor cholesky_inverse_backward(const at::Tensor& grad, const at::Tensor& L, bool upper, const at::Tensor& inverse) {
+  auto grad_A = at::neg(at::matmul(at::matmul(inverse, grad), inverse));
+  return helpers::factor_gradient(grad_A, L, upper);
+}
+
+at::Tensor cholesky_inverse_jvp(const at::Tensor& L, const at::Tensor& L_tangent, const at::Tensor& inverse, bool upper) {
+  auto read = upper ? at::triu(L_tangent) : at::tril(L_tangent);
+  return at::neg(at::matmul(at::matmul(inverse, helpers::factor_tangent(L, read, upper)), inverse));
+}
+
+std::tuple<at::Tensor, at::Tensor> cholesky_solve_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& input2, const at::Tensor& result, bool upper, const std::vector<bool>& output_mask) {
+  at::Tensor solved{};
+  at::Tensor grad_A{};
+  auto grad_self = at::Tensor();
+  auto grad_input2 = at::Tensor();
+  if (output_mask[0] || output_mask[1]) {
+    solved = helpers::cholesky_solved(grad, helpers::lower_factor(input2, upper));
+    if (output_mask[0]) {
+      grad_self = helpers::sum_to(solved, self.sizes().vec());
+    }
+    if (output_mask[1]) {
+      grad_A = at::neg(at::matmul(solved, helpers::adjoint(result)));
+      grad_input2 = helpers::sum_to(helpers::factor_gradient(grad_A, input2, upper), input2.sizes().vec());
+    }
+  }
+  return {grad_self, grad_input2};
+}
+
+at::Tensor cholesky_solve_jvp(const at::Tensor& result, const at::Tensor& input2, const at::Tensor& input2_tangent, const at::Tensor& self_tangent, bool upper) {
+  auto moved = at::sub(self_tangent, at::matmul(helpers::factor_tangent(input2, input2_tangent, upper), result));
+  return helpers::cholesky_solved(moved, helpers::lower_factor(input2, upper));
+}
+
+std::tuple<at::Tensor, at::Tensor> triangular_solve_backward(const at::Tensor& grad_solution, const at::Tensor& grad_cloned_coefficient, const at::Tensor& self, const at::Tensor& A, const at::Tensor& solution, bool upper, bool transpose, bool unitriangular, const std::vector<bool>& output_mask) {
+  at::Tensor coefficient{};
+  at::Tensor grad_coefficient{};
+  auto grad_self = at::Tensor();
+  auto grad_A = at::Tensor();
+  if (grad_solution.defined()) {
+    coefficient = transpose ? helpers::matrix_transpose(A) : A;
+    std::tie(grad_coefficient, grad_self) = helpers::linalg_solve_triangular_backward(grad_solution, coefficient, solution, upper != transpose, true, unitriangular, output_mask);
+    if (grad_coefficient.defined()) {
+      grad_A = transpose ? helpers::matrix_transpose(grad_coefficient) : grad_coefficient;
+    }
+  }
+  if (output_mask[1] && (grad_cloned_coefficient.defined())) {
+    grad_A = (!grad_A.defined()) ? grad_cloned_coefficient : at::add(grad_A, grad_cloned_coefficient);
+  }
+  if (grad_self.defined()) {
+    grad_self = helpers::sum_to(grad_self, self.sizes().vec());
+  }
+  if (grad_A.defined()) {
+    grad_A = helpers::sum_to(grad_A, A.sizes().vec());
+  }
+  return {grad_self, grad_A};
+}
+
+at::Tensor triangular_solve_jvp(const at::Tensor& solution, const at::Tensor& A, const at::Tensor& A_tangent, const at::Tensor& self_tangent, bool upper, bool transpose, bool unitriangular) {
+  auto coefficient = transpose ? helpers::matrix_transpose(A) : A;
+  auto coefficient_tangent = transpose ? helpers::matrix_transpose(A_tangent) : A_tangent;
+  bool coefficient_upper = upper != transpose;
+  auto moved = at::sub(self_tangent, at::matmul(helpers::triangle(coefficient_tangent, coefficient_upper, unitriangular), solution));
+  return at::linalg_solve_triangular(coefficient, moved, coefficient_upper, true, unitriangular);
+}
+
+at::Tensor lu_unpack_backward(const at::Tensor& grad_L, const at::Tensor& grad_U, int64_t m, int64_t n) {
+  at::Tensor from_U{};
+  int64_t k = std::min<int64_t>(m, n);
+  auto grad = at::Tensor();
+  if (grad_L.defined()) {
+    grad = at::constant_pad_nd(at::tril(grad_L, -1), std::vector<int64_t>{0, n - k});
+  }
+  if (grad_U.defined()) {
+    from_U = at::constant_pad_nd(at::triu(grad_U), std::vector<int64_t>{0, 0, 0, m - k});
+    grad = (!grad.defined()) ? from_U : at::add(grad, from_U);
+  }
+  return grad;
+}
+
+at::Tensor pinv_jvp(const at::Tensor& A, const at::Tensor& pinvA, const at::Tensor& A_tangent) {
+  auto tangent_h = helpers::adjoint(A_tangent);
+  auto pinv_h = helpers::adjoint(pinvA);
+  auto inner = at::neg(at::matmul(at::matmul(pinvA, A_tangent), pinvA));
+  auto row_space = at::matmul(at::matmul(pinvA, pinv_h), tangent_h);
+  auto column_space = at::matmul(tangent_h, at::matmul(pinv_h, pinvA));
+  return at::add(at::add(inner, at::sub(row_space, at::matmul(at::matmul(row_space, A), pinvA))), at::sub(column_space, at::matmul(pinvA, at::matmul(A, column_space))));
+}
+
+at::Tensor pinv_backward(const at::Tensor& grad, const at::Tensor& pinvA, const at::Tensor& A) {
+  auto grad_h = helpers::adjoint(grad);
+  auto pinv_h = helpers::adjoint(pinvA);
+  auto inner = at::neg(at::matmul(at::matmul(pinv_h, grad), pinv_h));
+  auto left = at::matmul(grad_h, at::matmul(pinvA, pinv_h));
+  auto right = at::matmul(at::matmul(pinv_h, pinvA), grad_h);
+  return at::add(at::add(inner, at::sub(left, at::matmul(A, at::matmul(pinvA, left)))), at::sub(right, at::matmul(at::matmul(right, pinvA), A)));
+}
+
+at::Tensor diagonal_part(const at::Tensor& x) {
+  return at::sub(at::triu(x), at::triu(x, 1));
+}
+
+at::Tensor hermitian_from_upper(const at::Tensor& w) {
+  auto strict = at::triu(w, 1);
+  auto diagonal = helpers::diagonal_part(w);
+  return at::add(at::add(strict, helpers::adjoint(strict)), at::mul(at::add(diagonal, at::conj(diagonal)), 0.5));
+}
+
+at::Tensor qr_tall_backward(const at::Tensor& grad_Q, const at::Tensor& grad_R, const at::Tensor& Q, const at::Tensor& R) {
+  auto w = at::zeros_like(R);
+  if (grad_R.defined()) {
+    w = at::matmul(grad_R, helpers::adjoint(R));
+  }
+  if (grad_Q.defined()) {
+    w = at::sub(w, at::matmul(helpers::adjoint(Q), grad_Q));
+  }
+  auto moved = at::matmul(Q, helpers::hermitian_from_upper(w));
+  if (grad_Q.defined()) {
+    moved = at::add(moved, grad_Q);
+  }
+  return at::linalg_solve_triangular(helpers::adjoint(R), moved, false, false);
+}
+
+at::Tensor linalg_qr_backward(const at::Tensor& grad_Q, const at::Tensor& grad_R, const at::Tensor& Q, const at::Tensor& R, const std::string& mode) {
+  at::Tensor grad_V{};
+  at::Tensor from_V{};
+  int64_t m = Q.size(-2);
+  int64_t n = R.size(-1);
+  if (m >= n) {
+    return helpers::qr_tall_backward(grad_Q, grad_R, Q, R);
+  }
+  auto U = at::narrow(R, -1, 0, m);
+  auto V = at::narrow(R, -1, m, n - m);
+  auto grad_U = at::Tensor();
+  auto grad_Y = at::zeros_like(at::matmul(Q, V));
+  auto grad_Q_moved = grad_Q;
+  if (grad_R.defined()) {
+    grad_U = at::narrow(grad_R, -1, 0, m);
+    grad_V = at::narrow(grad_R, -1, m, n - m);
+    grad_Y = at::matmul(Q, grad_V);
+    from_V = at::matmul(at::matmul(Q, V), helpers::adjoint(grad_V));
+    grad_Q_moved = (!grad_Q.defined()) ? from_V : at::add(grad_Q, from_V);
+  }
+  return at::cat(std::vector<at::Tensor>{helpers::qr_tall_backward(grad_Q_moved, grad_U, Q, U), grad_Y}, -1);
+}
+
+std::tuple<at::Tensor, at::Tensor> qr_tall_jvp(const at::Tensor& A_tangent, const at::Tensor& Q, const at::Tensor& R) {
+  auto right_solved = at::linalg_solve_triangular(R, A_tangent, true, false);
+  auto m_matrix = at::matmul(helpers::adjoint(Q), right_solved);
+  auto strict = at::tril(m_matrix, -1);
+  auto diagonal = helpers::diagonal_part(m_matrix);
+  auto skew = at::add(at::sub(strict, helpers::adjoint(strict)), at::mul(at::sub(diagonal, at::conj(diagonal)), 0.5));
+  auto triangular = at::sub(m_matrix, skew);
+  return {at::sub(right_solved, at::matmul(Q, triangular)), at::matmul(triangular, R)};
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_qr_jvp(const at::Tensor& A_tangent, const at::Tensor& Q, const at::Tensor& R, const std::string& mode) {
+  int64_t m = Q.size(-2);
+  int64_t n = R.size(-1);
+  if (m >= n) {
+    return helpers::qr_tall_jvp(A_tangent, Q, R);
+  }
+  auto V = at::narrow(R, -1, m, n - m);
+  auto [Q_tangent, U_tangent] = helpers::qr_tall_jvp(at::narrow(A_tangent, -1, 0, m), Q, at::narrow(R, -1, 0, m));
+  auto V_tangent = at::add(at::matmul(helpers::adjoint(Q_tangent), at::matmul(Q, V)), at::matmul(helpers::adjoint(Q), at::narrow(A_tangent, -1, m, n - m)));
+  return {Q_tangent, at::cat(std::vector<at::Tensor>{U_tangent, V_tangent}, -1)};
+}
+
+at::Tensor diagonal_matrix(const at::Tensor& values) {
+  auto square = at::mul(at::unsqueeze(values, -1), at::unsqueeze(values, -2));
+  return at::diagonal_scatter(at::zeros_like(square), values, 0, -2, -1);
+}
+
+at::Tensor svd_gaps(const at::Tensor& S) {
+  auto squares = at::mul(S, S);
+  auto gaps = at::sub(at::unsqueeze(squares, -2), at::unsqueeze(squares, -1));
+  auto identity = helpers::diagonal_matrix(at::ones_like(S));
+  return at::sub(at::reciprocal(at::add(gaps, identity)), identity);
+}
+
+at::Tensor imaginary_diagonal(const at::Tensor& x) {
+  auto d = at::diagonal(x, 0, -2, -1);
+  return at::mul(at::sub(d, at::conj(d)), 0.5);
+}
+
+at::Tensor svd_backward(const at::Tensor& grad_U, const at::Tensor& grad_S, const at::Tensor& grad_Vh, const at::Tensor& U, const at::Tensor& S, const at::Tensor& Vh) {
+  at::Tensor gaps{};
+  at::Tensor J_U{};
+  at::Tensor beside_U{};
+  at::Tensor grad_V{};
+  at::Tensor J_V{};
+  at::Tensor beside_V{};
+  auto diagonal = at::zeros_like(S);
+  if (grad_S.defined()) {
+    diagonal = grad_S;
+  }
+  auto core = at::Tensor();
+  auto outer = at::Tensor();
+  if ((grad_U.defined()) || (grad_Vh.defined())) {
+    gaps = helpers::svd_gaps(S);
+    core = at::zeros_like(at::matmul(helpers::adjoint(U), U));
+    outer = at::zeros_like(at::matmul(U, Vh));
+    if (grad_U.defined()) {
+      J_U = at::matmul(helpers::adjoint(U), grad_U);
+      core = at::add(core, at::mul(at::mul(gaps, at::sub(J_U, helpers::adjoint(J_U))), at::unsqueeze(S, -2)));
+      diagonal = at::add(diagonal, at::div(helpers::imaginary_diagonal(J_U), at::mul(S, 2)));
+      beside_U = at::sub(grad_U, at::matmul(U, J_U));
+      outer = at::add(outer, at::matmul(at::div(beside_U, at::unsqueeze(S, -2)), Vh));
+    }
+    if (grad_Vh.defined()) {
+      grad_V = helpers::adjoint(grad_Vh);
+      J_V = at::matmul(Vh, grad_V);
+      core = at::add(core, at::mul(at::unsqueeze(S, -1), at::mul(gaps, at::sub(J_V, helpers::adjoint(J_V)))));
+      diagonal = at::sub(diagonal, at::div(helpers::imaginary_diagonal(J_V), at::mul(S, 2)));
+      beside_V = at::sub(grad_Vh, at::matmul(helpers::adjoint(J_V), Vh));
+      outer = at::add(outer, at::matmul(U, at::div(beside_V, at::unsqueeze(S, -1))));
+    }
+  }
+  auto grad_A = at::matmul(at::mul(U, at::unsqueeze(diagonal, -2)), Vh);
+  if (core.defined()) {
+    grad_A = at::add(grad_A, at::matmul(at::matmul(U, core), Vh));
+  }
+  if (outer.defined()) {
+    grad_A = at::add(grad_A, outer);
+  }
+  return grad_A;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linalg_svd_jvp(const at::Tensor& A_tangent, const at::Tensor& U, const at::Tensor& S, const at::Tensor& Vh, bool full_matrices) {
+  int64_t k = S.size(-1);
+  auto U_k = full_matrices ? at::narrow(U, -1, 0, k) : U;
+  auto Vh_k = full_matrices ? at::narrow(Vh, -2, 0, k) : Vh;
+  auto V = helpers::adjoint(Vh_k);
+  auto moved_V = at::matmul(A_tangent, V);
+  auto P = at::matmul(helpers::adjoint(U_k), moved_V);
+  auto S_tangent = at::real(at::diagonal(P, 0, -2, -1));
+  auto gaps = helpers::svd_gaps(S);
+  auto P_h = helpers::adjoint(P);
+  auto row = at::unsqueeze(S, -2);
+  auto column = at::unsqueeze(S, -1);
+  auto phase = helpers::diagonal_matrix(at::div(helpers::imaginary_diagonal(P), at::mul(S, 2)));
+  auto omega_U = at::add(at::mul(at::add(at::mul(P, row), at::mul(column, P_h)), gaps), phase);
+  auto omega_V = at::sub(at::mul(at::add(at::mul(column, P), at::mul(P_h, row)), gaps), phase);
+  auto U_tangent = at::add(at::matmul(U_k, omega_U), at::div(at::sub(moved_V, at::matmul(U_k, P)), row));
+  auto moved_U = at::matmul(helpers::adjoint(A_tangent), U_k);
+  auto V_tangent = at::add(at::matmul(V, omega_V), at::div(at::sub(moved_U, at::matmul(V, P_h)), row));
+  auto Vh_tangent = helpers::adjoint(V_tangent);
+  if (full_matrices) {
+    U_tangent = at::constant_pad_nd(U_tangent, std::vector<int64_t>{0, U.size(-1) - k});
+    Vh_tangent = at::constant_pad_nd(Vh_tangent, std::vector<int64_t>{0, 0, 0, Vh.size(-2) - k});
+  }
+  return {U_tangent, S_tangent, Vh_tangent};
+}
+
+at::Tensor lu_square_backward(const at::Tensor& grad_L, const at::Tensor& grad_U, const at::Tensor& L, const at::Tensor& U) {
+  auto middle = at::zeros_like(at::matmul(L, U));
+  if (grad_L.defined()) {
+    middle = at::tril(at::matmul(helpers::adjoint(L), grad_L), -1);
+  }
+  if (grad_U.defined()) {
+    middle = at::add(middle, at::triu(at::matmul(grad_U, helpers::adjoint(U))));
+  }
+  auto left_solved = at::linalg_solve_triangular(helpers::adjoint(L), middle, true, true, true);
+  return at::linalg_solve_triangular(helpers::adjoint(U), left_solved, false, false);
+}
+
+at::Tensor linalg_lu_backward(const at::Tensor& grad_L, const at::Tensor& grad_U, const at::Tensor& P, const at::Tensor& L, const at::Tensor& U, bool pivot) {
+  at::Tensor grad{};
+  at::Tensor L1{};
+  at::Tensor grad_L1{};
+  at::Tensor grad_below{};
+  at::Tensor grad_U_moved{};
+  at::Tensor grad_L2{};
+  at::Tensor from_L2{};
+  at::Tensor U1{};
+  at::Tensor grad_U1{};
+  at::Tensor grad_beside{};
+  at::Tensor grad_L_moved{};
+  at::Tensor from_U2{};
+  int64_t m = L.size(-2);
+  int64_t n = U.size(-1);
+  int64_t k = L.size(-1);
+  if (m == n) {
+    grad = helpers::lu_square_backward(grad_L, grad_U, L, U);
+  } else if (m > n) {
+    L1 = at::narrow(L, -2, 0, k);
+    grad_L1 = at::Tensor();
+    grad_below = at::zeros_like(at::narrow(L, -2, k, m - k));
+    grad_U_moved = grad_U;
+    if (grad_L.defined()) {
+      grad_L1 = at::narrow(grad_L, -2, 0, k);
+      grad_L2 = at::narrow(grad_L, -2, k, m - k);
+      grad_below = at::linalg_solve_triangular(helpers::adjoint(U), grad_L2, false, false);
+      from_L2 = at::matmul(helpers::adjoint(at::narrow(L, -2, k, m - k)), grad_below);
+      grad_U_moved = (!grad_U.defined()) ? at::neg(from_L2) : at::sub(grad_U, from_L2);
+    }
+    grad = at::cat(std::vector<at::Tensor>{helpers::lu_square_backward(grad_L1, grad_U_moved, L1, U), grad_below}, -2);
+  } else {
+    U1 = at::narrow(U, -1, 0, k);
+    grad_U1 = at::Tensor();
+    grad_beside = at::zeros_like(at::narrow(U, -1, k, n - k));
+    grad_L_moved = grad_L;
+    if (grad_U.defined()) {
+      grad_U1 = at::narrow(grad_U, -1, 0, k);
+      grad_beside = at::linalg_solve_triangular(helpers::adjoint(L), at::narrow(grad_U, -1, k, n - k), true, true, true);
+      from_U2 = at::matmul(grad_beside, helpers::adjoint(at::narrow(U, -1, k, n - k)));
+      grad_L_moved = (!grad_L.defined()) ? at::neg(from_U2) : at::sub(grad_L, from_U2);
+    }
+    grad = at::cat(std::vector<at::Tensor>{helpers::lu_square_backward(grad_L_moved, grad_U1, L, U1), grad_beside}, -1);
+  }
+  return at::matmul(P, grad);
+}
+
+std::tuple<at::Tensor, at::Tensor> lu_square_jvp(const at::Tensor& B_tangent, const at::Tensor& L, const at::Tensor& U) {
+  auto left_solved = at::linalg_solve_triangular(L, B_tangent, false, true, true);
+  auto m_matrix = at::linalg_solve_triangular(U, left_solved, true, false);
+  return {at::matmul(L, at::tril(m_matrix, -1)), at::matmul(at::triu(m_matrix), U)};
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_lu_jvp(const at::Tensor& A_tangent, const at::Tensor& P, const at::Tensor& L, const at::Tensor& U, bool pivot) {
+  at::Tensor L_top_tangent{};
+  at::Tensor U_tangent{};
+  at::Tensor below{};
+  at::Tensor L_below_tangent{};
+  int64_t m = L.size(-2);
+  int64_t n = U.size(-1);
+  int64_t k = L.size(-1);
+  auto moved = at::matmul(helpers::matrix_transpose(P), A_tangent);
+  if (m == n) {
+    return helpers::lu_square_jvp(moved, L, U);
+  }
+  if (m > n) {
+    std::tie(L_top_tangent, U_tangent) = helpers::lu_square_jvp(at::narrow(moved, -2, 0, k), at::narrow(L, -2, 0, k), U);
+    below = at::sub(at::narrow(moved, -2, k, m - k), at::matmul(at::narrow(L, -2, k, m - k), U_tangent));
+    L_below_tangent = at::linalg_solve_triangular(U, below, true, false);
+    return {at::cat(std::vector<at::Tensor>{L_top_tangent, L_below_tangent}, -2), U_tangent};
+  }
+  auto [L_tangent, U_left_tangent] = helpers::lu_square_jvp(at::narrow(moved, -1, 0, k), L, at::narrow(U, -1, 0, k));
+  auto beside = at::sub(at::narrow(moved, -1, k, n - k), at::matmul(L_tangent, at::narrow(U, -1, k, n - k)));
+  auto U_beside_tangent = at::linalg_solve_triangular(L, beside, false, true, true);
+  return {L_tangent, at::cat(std::vector<at::Tensor>{U_left_tangent, U_beside_tangent}, -1)};
 }
 
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes) {

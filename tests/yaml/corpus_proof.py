@@ -22,7 +22,9 @@ The cases, in order of preference (``source`` names the one used):
    ``max`` with a ``dim`` binds ``max.dim``; OpInfos are found by name, alias, ``aten_name``
    and ``nn.functional.<name>``), or the exact ATen call torch makes while running an
    OpInfo sample forward and backward (``nn.functional.pad`` calls ``reflection_pad2d``,
-   its backward ``reflection_pad2d_backward``), recorded with a dispatch mode;
+   its backward ``reflection_pad2d_backward``), recorded with a dispatch mode. A sample of an
+   OpInfo with a ``gradcheck_wrapper`` of its own (a Hermitian input for ``cholesky``, a
+   triangular one for ``cholesky_inverse``) is checked through that wrapper, ours and torch's alike;
 2. ``ours``: :mod:`tests.yaml.corpus_inputs`: arguments written by hand for entries whose
    arguments carry meaning, then arguments generated from the schema.
 
@@ -286,9 +288,15 @@ def _torch_differentiates(theirs, args, kwargs, inputs) -> str:
 
 
 def prove(ours, theirs, cases) -> tuple[str, int, str]:
-    """``(status, cases used, reason)`` over ``cases`` (``(args, kwargs)`` pairs)."""
+    """``(status, cases used, reason)`` over ``cases``: ``(args, kwargs)`` pairs, or ``(args, kwargs,
+    wrapper)`` for an OpInfo sample whose OpInfo checks the op through a ``gradcheck_wrapper``
+    (``wrapper(op, *args, **kwargs)``: a Hermitian or triangular input made so inside the checked
+    function, since finite differences leave that structure), which both ops are then called through."""
     used, skipped = 0, ""
-    for args, kwargs in cases:
+    plain_ours, plain_theirs = ours, theirs
+    for args, kwargs, *wrapper in cases:
+        ours, theirs = (_through(wrapper[0], plain_ours), _through(wrapper[0], plain_theirs)) if wrapper else \
+            (plain_ours, plain_theirs)
         inputs = _differentiated(args, kwargs)
         if not inputs:
             skipped = skipped or "no float64 tensor to differentiate"
@@ -326,13 +334,24 @@ def prove(ours, theirs, cases) -> tuple[str, int, str]:
     return ("proven", used, "") if used else ("no inputs", 0, skipped)
 
 
+def _through(wrapper, op):
+    """``op`` called through an OpInfo's ``gradcheck_wrapper``."""
+    return lambda *args, **kwargs: wrapper(op, *args, **kwargs)
+
+
 def _opinfo_cases(schema, infos) -> list:
+    """The samples of ``infos`` that bind to ``schema``; one whose OpInfo has a gradcheck wrapper of its
+    own keeps the sample's own call (the wrapper reads it: ``upper=`` by name) and the wrapper."""
+    from torch.testing._internal.opinfo.core import OpInfo
+
     cases = []
     for info in infos:
         for sample in samples(info):
-            bound = bind(schema, (sample.input, *sample.args), dict(sample.kwargs))
+            call = ((sample.input, *sample.args), dict(sample.kwargs))
+            bound = bind(schema, *call)
             if bound is not None:
-                cases.append(bound)
+                wrapped = info.gradcheck_wrapper is not OpInfo.gradcheck_wrapper
+                cases.append((*call, info.gradcheck_wrapper) if wrapped else bound)
     return cases
 
 

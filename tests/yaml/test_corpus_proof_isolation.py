@@ -90,3 +90,20 @@ def test_a_random_operator_draws_the_same_numbers_on_every_call():
     assert torch.equal(called(x, 0.5), called(x, 0.5))
     assert torch.equal(torch.random.get_rng_state(), state)
     assert corpus_proof.prove(called, called, _cases(bernoulli_))[0] == "proven"
+
+
+def test_an_opinfo_gradcheck_wrapper_makes_a_structured_input_checkable():
+    """``cholesky`` reads one triangle of a Hermitian input and torch's gradient is Hermitian, so
+    finite differences of the raw op disagree with torch's own backward (no case); through its
+    OpInfo's ``gradcheck_wrapper`` (``A + A^H``), as torch checks it, the case proves, and a wrong
+    gradient there fails."""
+    def gradcheck_wrapper_hermitian_input(op, a):       # torch's OpInfo wrapper of that name
+        return op(a + a.mH)
+
+    a = torch.tensor([[2.0, 0.3], [-0.2, 1.5]], dtype=torch.float64, requires_grad=True)
+    cholesky = torch.ops.aten.cholesky.default
+    assert corpus_proof.prove(cholesky, cholesky, [((a,), {})])[0] == "no inputs"
+    assert corpus_proof.prove(cholesky, cholesky, [((a,), {}, gradcheck_wrapper_hermitian_input)])[0] == "proven"
+    def skewed(x):
+        return cholesky(x) + 1e-3 * torch.triu(x, 1).sum()
+    assert corpus_proof.prove(skewed, cholesky, [((a,), {}, gradcheck_wrapper_hermitian_input)])[0] == "failed"

@@ -1,0 +1,496 @@
+"""Matrix decompositions and the functions built on them: the FunctionsManual helpers that
+derivatives.yaml's ``cholesky``, ``linalg_cholesky_ex``, ``cholesky_solve``, ``cholesky_inverse``,
+``triangular_solve``, ``lu_unpack``, ``linalg_lu``, ``linalg_pinv``, ``linalg_qr`` and ``_linalg_svd``
+call, derived here from the mathematics.
+
+Conventions: ``X^H`` is the conjugate transpose (``adjoint``); the gradient of a real loss ``l``
+for a matrix ``X`` is ``G`` with ``dl = <G, dX> = Re tr(G^H dX)``, torch's convention, so a
+linear map's adjoint gives the backward from the jvp. A Cholesky factor ``L`` is lower triangular
+with a real positive diagonal and ``A = L L^H``; ``upper`` names the factor ``U = L^H``, ``A = U^H U``.
+Every inverse is a triangular solve with the factor (``linalg_solve_triangular``), never an
+explicit inverse.
+"""
+from __future__ import annotations
+
+from formulas import Tensor, at, helper
+from formulas.helpers import sum_to
+from formulas.linalg import linalg_solve_triangular_backward, matrix_transpose, triangle
+
+
+@helper
+def adjoint(x: Tensor) -> Tensor:
+    """``x^H``: ``x`` with its last two dims swapped and conjugated (``x.mH``)."""
+    return at.conj(matrix_transpose(x))
+
+
+@helper
+def hermitian_part(x: Tensor) -> Tensor:
+    """``(x + x^H) / 2``: the projection onto Hermitian matrices, where the gradient of a function
+    of a Hermitian matrix lives."""
+    return at.mul(at.add(x, adjoint(x)), 0.5)
+
+
+@helper
+def lower_half_diagonal(x: Tensor) -> Tensor:
+    """``Phi(x)``: the strict lower triangle of ``x`` and half its diagonal. It inverts
+    ``S = Y + Y^H`` for a lower triangular ``Y`` with a real diagonal (``Y = Phi(S)``), and is its own
+    adjoint (a mask with real weights 1, 1/2 and 0)."""
+    return at.mul(at.add(at.tril(x), at.tril(x, -1)), 0.5)
+
+
+@helper
+def lower_factor(factor: Tensor, upper: bool) -> Tensor:
+    """The lower triangular Cholesky factor ``L``: ``factor`` itself, or ``U^H`` for ``upper``."""
+    return adjoint(factor) if upper else factor
+
+
+@helper
+def cholesky_solved(b: Tensor, L: Tensor) -> Tensor:
+    """``A^-1 b`` for ``A = L L^H``: ``L^-H (L^-1 b)``, two triangular solves."""
+    half = at.linalg_solve_triangular(L, b, upper=False)
+    return at.linalg_solve_triangular(adjoint(L), half, upper=True)
+
+
+@helper
+def cholesky_backward(grad: Tensor, upper: bool, L: Tensor) -> Tensor:
+    """Gradient of ``L = cholesky(A)`` for the Hermitian ``A``. From ``dA = dL L^H + L dL^H``,
+    ``L^-1 dA L^-H = L^-1 dL + (L^-1 dL)^H`` with ``L^-1 dL`` lower triangular with a real diagonal,
+    so ``dL = L Phi(L^-1 dA L^-H)`` (:func:`lower_half_diagonal`). Its adjoint:
+    ``<gL, L Phi(S)> = <L^-H Phi(L^H gL) L^-1, dA>``; the gradient is the Hermitian part of that
+    matrix (``A`` moves among Hermitian matrices only). For ``upper``, ``L = U^H`` and ``gL = gU^H``."""
+    lower = lower_factor(L, upper)
+    grad_lower = adjoint(grad) if upper else grad
+    middle = lower_half_diagonal(at.matmul(adjoint(lower), grad_lower))
+    left_solved = at.linalg_solve_triangular(adjoint(lower), middle, upper=True)
+    return hermitian_part(at.linalg_solve_triangular(lower, left_solved, upper=False, left=False))
+
+
+@helper
+def cholesky_jvp(input_tangent: Tensor, L: Tensor, upper: bool) -> Tensor:
+    """Tangent of ``L = cholesky(A)``: ``dL = L Phi(L^-1 dA L^-H)`` (see :func:`cholesky_backward`);
+    ``dU = dL^H`` for ``upper``."""
+    lower = lower_factor(L, upper)
+    left_solved = at.linalg_solve_triangular(lower, input_tangent, upper=False)
+    both_solved = at.linalg_solve_triangular(adjoint(lower), left_solved, upper=True, left=False)
+    lower_tangent = at.matmul(lower, lower_half_diagonal(both_solved))
+    return adjoint(lower_tangent) if upper else lower_tangent
+
+
+@helper
+def factor_gradient(grad_A: Tensor, factor: Tensor, upper: bool) -> Tensor:
+    """The gradient of a Cholesky factor from that of ``A`` it forms: ``dA = dL L^H + L dL^H`` gives
+    ``gL = (gA + gA^H) L``; ``dA = dU^H U + U^H dU`` gives ``gU = U (gA + gA^H)``. Not restricted to
+    the triangle (torch's convention for these entries: the factor is an ordinary matrix argument)."""
+    both = at.add(grad_A, adjoint(grad_A))
+    return at.matmul(factor, both) if upper else at.matmul(both, factor)
+
+
+@helper
+def factor_tangent(factor: Tensor, tangent: Tensor, upper: bool) -> Tensor:
+    """``dA`` of ``A = L L^H`` (``dL L^H + L dL^H``) or of ``A = U^H U`` (``dU^H U + U^H dU``)."""
+    if upper:
+        half = at.matmul(adjoint(tangent), factor)
+    else:
+        half = at.matmul(tangent, adjoint(factor))
+    return at.add(half, adjoint(half))
+
+
+@helper
+def cholesky_inverse_backward(grad: Tensor, L: Tensor, upper: bool, inverse: Tensor) -> Tensor:
+    """Gradient of ``R = cholesky_inverse(L) = A^-1`` (``A`` formed from the factor) for the factor:
+    ``dR = -R dA R`` with ``R`` Hermitian gives ``gA = -R G R``, then :func:`factor_gradient`."""
+    grad_A = at.neg(at.matmul(at.matmul(inverse, grad), inverse))
+    return factor_gradient(grad_A, L, upper)
+
+
+@helper
+def cholesky_inverse_jvp(L: Tensor, L_tangent: Tensor, inverse: Tensor, upper: bool) -> Tensor:
+    """Tangent of ``R = cholesky_inverse(L)``: ``dR = -R dA R``, ``dA`` from :func:`factor_tangent` of
+    the triangle of ``dL`` the kernel reads (checked by finite differences, with a real diagonal as a
+    factor's is; torch 2.13's own forward AD differs from them)."""
+    read = at.triu(L_tangent) if upper else at.tril(L_tangent)
+    return at.neg(at.matmul(at.matmul(inverse, factor_tangent(L, read, upper)), inverse))
+
+
+@helper
+def cholesky_solve_backward(grad: Tensor, self: Tensor, input2: Tensor, result: Tensor, upper: bool,
+                            output_mask: list[bool]) -> tuple[Tensor, Tensor]:
+    """Gradients of ``X = cholesky_solve(B, factor) = A^-1 B`` for ``B`` (``self``) and the factor
+    (``input2``), those ``output_mask`` asks for. ``dX = A^-1 (dB - dA X)``: ``B`` receives
+    ``A^-1 G`` (``A`` is Hermitian) and ``A`` receives ``-A^-1 G X^H``, which
+    :func:`factor_gradient` carries to the factor; each summed over the batch dims it was broadcast
+    along."""
+    grad_self = None
+    grad_input2 = None
+    if output_mask[0] or output_mask[1]:
+        solved = cholesky_solved(grad, lower_factor(input2, upper))
+        if output_mask[0]:
+            grad_self = sum_to(solved, self.sizes())
+        if output_mask[1]:
+            grad_A = at.neg(at.matmul(solved, adjoint(result)))
+            grad_input2 = sum_to(factor_gradient(grad_A, input2, upper), input2.sizes())
+    return grad_self, grad_input2
+
+
+@helper
+def cholesky_solve_jvp(result: Tensor, input2: Tensor, input2_tangent: Tensor, self_tangent: Tensor,
+                       upper: bool) -> Tensor:
+    """Tangent of ``X = cholesky_solve(B, factor)``: ``dX = A^-1 (dB - dA X)``."""
+    moved = at.sub(self_tangent, at.matmul(factor_tangent(input2, input2_tangent, upper), result))
+    return cholesky_solved(moved, lower_factor(input2, upper))
+
+
+
+# ----------------------------------------------------------------------------- triangular_solve
+@helper
+def triangular_solve_backward(grad_solution: Tensor | None, grad_cloned_coefficient: Tensor | None, self: Tensor,
+                              A: Tensor, solution: Tensor, upper: bool, transpose: bool, unitriangular: bool,
+                              output_mask: list[bool]) -> tuple[Tensor, Tensor]:
+    """Gradients of ``(X, A_copy) = triangular_solve(B, A)`` (``op(A) X = B``, ``op(A)`` = ``A^T`` for
+    ``transpose``, its triangle named by ``upper``) for ``B`` (``self``) and ``A``: the solve is
+    ``linalg_solve_triangular`` with ``op(A)``, whose triangle is the other one when transposed
+    (:func:`linalg_solve_triangular_backward`, transposed back for ``A``); the copy of ``A`` passes its
+    gradient through whole. Each summed over the batch dims it was broadcast along."""
+    grad_self = None
+    grad_A = None
+    if grad_solution is not None:
+        coefficient = matrix_transpose(A) if transpose else A
+        grad_coefficient, grad_self = linalg_solve_triangular_backward(
+            grad_solution, coefficient, solution, upper != transpose, True, unitriangular, output_mask)
+        if grad_coefficient is not None:
+            grad_A = matrix_transpose(grad_coefficient) if transpose else grad_coefficient
+    if output_mask[1] and grad_cloned_coefficient is not None:
+        grad_A = grad_cloned_coefficient if grad_A is None else at.add(grad_A, grad_cloned_coefficient)
+    if grad_self is not None:
+        grad_self = sum_to(grad_self, self.sizes())
+    if grad_A is not None:
+        grad_A = sum_to(grad_A, A.sizes())
+    return grad_self, grad_A
+
+
+@helper
+def triangular_solve_jvp(solution: Tensor, A: Tensor, A_tangent: Tensor, self_tangent: Tensor, upper: bool,
+                         transpose: bool, unitriangular: bool) -> Tensor:
+    """Tangent of ``X = triangular_solve(B, A).solution``: ``op(A) dX = dB - op(dA) X``, ``op(dA)`` the
+    triangle of the (transposed) tangent the solve reads."""
+    coefficient = matrix_transpose(A) if transpose else A
+    coefficient_tangent = matrix_transpose(A_tangent) if transpose else A_tangent
+    coefficient_upper = upper != transpose
+    moved = at.sub(self_tangent, at.matmul(triangle(coefficient_tangent, coefficient_upper, unitriangular), solution))
+    return at.linalg_solve_triangular(coefficient, moved, upper=coefficient_upper, unitriangular=unitriangular)
+
+
+# ----------------------------------------------------------------------------- lu_unpack
+@helper
+def lu_unpack_backward(grad_L: Tensor | None, grad_U: Tensor | None, m: int, n: int) -> Tensor:
+    """Gradient of ``(P, L, U) = lu_unpack(LU)`` for the packed ``m x n`` ``LU``, ``k = min(m, n)``:
+    ``L`` is the strict lower triangle of its first ``k`` columns (its unit diagonal is no entry of
+    ``LU``), ``U`` the upper triangle of its first ``k`` rows. Each gradient goes back to the entries
+    it was read from, padded with zeros to ``m x n``."""
+    k = min(m, n)
+    grad = None
+    if grad_L is not None:
+        grad = at.constant_pad_nd(at.tril(grad_L, -1), [0, n - k])
+    if grad_U is not None:
+        from_U = at.constant_pad_nd(at.triu(grad_U), [0, 0, 0, m - k])
+        grad = from_U if grad is None else at.add(grad, from_U)
+    return grad
+
+
+# ----------------------------------------------------------------------------- pseudo-inverse
+@helper
+def pinv_jvp(A: Tensor, pinvA: Tensor, A_tangent: Tensor) -> Tensor:
+    """Tangent of ``B = pinv(A)`` where ``A``'s rank does not change (Golub and Pereyra):
+    ``dB = -B dA B + B B^H dA^H (I - A B) + (I - B A) dA^H B^H B``, ``(I - A B) Y`` spelled
+    ``Y - A (B Y)``."""
+    tangent_h = adjoint(A_tangent)
+    pinv_h = adjoint(pinvA)
+    inner = at.neg(at.matmul(at.matmul(pinvA, A_tangent), pinvA))
+    row_space = at.matmul(at.matmul(pinvA, pinv_h), tangent_h)
+    column_space = at.matmul(tangent_h, at.matmul(pinv_h, pinvA))
+    return at.add(at.add(inner, at.sub(row_space, at.matmul(at.matmul(row_space, A), pinvA))),
+                  at.sub(column_space, at.matmul(pinvA, at.matmul(A, column_space))))
+
+
+@helper
+def pinv_backward(grad: Tensor, pinvA: Tensor, A: Tensor) -> Tensor:
+    """Gradient of ``B = pinv(A)`` for ``A``, the adjoint of :func:`pinv_jvp`:
+    ``gA = -B^H G B^H + (I - A B) G^H B B^H + B^H B G^H (I - B A)``."""
+    grad_h = adjoint(grad)
+    pinv_h = adjoint(pinvA)
+    inner = at.neg(at.matmul(at.matmul(pinv_h, grad), pinv_h))
+    left = at.matmul(grad_h, at.matmul(pinvA, pinv_h))
+    right = at.matmul(at.matmul(pinv_h, pinvA), grad_h)
+    return at.add(at.add(inner, at.sub(left, at.matmul(A, at.matmul(pinvA, left)))),
+                  at.sub(right, at.matmul(at.matmul(right, pinvA), A)))
+
+
+# ----------------------------------------------------------------------------- QR
+@helper
+def diagonal_part(x: Tensor) -> Tensor:
+    """``x`` with every entry off its diagonal set to zero."""
+    return at.sub(at.triu(x), at.triu(x, 1))
+
+
+@helper
+def hermitian_from_upper(w: Tensor) -> Tensor:
+    """The Hermitian matrix with ``w``'s strict upper triangle and the real part of its diagonal."""
+    strict = at.triu(w, 1)
+    diagonal = diagonal_part(w)
+    return at.add(at.add(strict, adjoint(strict)), at.mul(at.add(diagonal, at.conj(diagonal)), 0.5))
+
+
+@helper
+def qr_tall_backward(grad_Q: Tensor | None, grad_R: Tensor | None, Q: Tensor, R: Tensor) -> Tensor:
+    """Gradient of ``A = Q R`` for an ``m x n`` ``A`` with ``m >= n`` (``Q^H Q = I``, ``R`` square upper
+    triangular with a real diagonal). With ``M = Q^H dA R^-1``, ``dR R^-1`` is upper triangular with a
+    real diagonal and ``C = Q^H dQ`` skew-Hermitian, so ``C`` is the strict lower triangle of ``M``
+    minus its adjoint plus the imaginary part of ``M``'s diagonal; ``dR = (M - C) R`` and
+    ``dQ = dA R^-1 - Q (M - C)``. The adjoint: with ``W = gR R^H - Q^H gQ`` and ``N`` the Hermitian matrix
+    of ``W``'s strict upper triangle and real diagonal (:func:`hermitian_from_upper`),
+    ``gA = (gQ + Q N) R^-H``."""
+    w = at.zeros_like(R)
+    if grad_R is not None:
+        w = at.matmul(grad_R, adjoint(R))
+    if grad_Q is not None:
+        w = at.sub(w, at.matmul(adjoint(Q), grad_Q))
+    moved = at.matmul(Q, hermitian_from_upper(w))
+    if grad_Q is not None:
+        moved = at.add(moved, grad_Q)
+    return at.linalg_solve_triangular(adjoint(R), moved, upper=False, left=False)
+
+
+@helper
+def linalg_qr_backward(grad_Q: Tensor | None, grad_R: Tensor | None, Q: Tensor, R: Tensor, mode: str) -> Tensor:
+    """Gradient of ``(Q, R) = linalg_qr(A, mode)`` for ``A`` (``m x n``). For ``m >= n``, see
+    :func:`qr_tall_backward`. For ``m < n``, ``A = [X | Y]`` with ``X = Q U`` the square QR of ``X``
+    and ``Y = Q V`` (``R = [U | V]``): ``dV = dQ^H Y + Q^H dY``, so ``Y`` receives ``Q gV`` and ``Q``'s
+    gradient gains ``Y gV^H`` before ``X``'s is formed. ``mode`` does not enter: ``'r'`` (no ``Q``) and
+    ``'complete'`` with ``m > n`` (a ``Q`` with columns ``A`` does not determine) do not fit these shapes,
+    and the products raise."""
+    m = Q.size(-2)
+    n = R.size(-1)
+    if m >= n:
+        return qr_tall_backward(grad_Q, grad_R, Q, R)
+    U = at.narrow(R, -1, 0, m)
+    V = at.narrow(R, -1, m, n - m)
+    grad_U = None
+    grad_Y = at.zeros_like(at.matmul(Q, V))
+    grad_Q_moved = grad_Q
+    if grad_R is not None:
+        grad_U = at.narrow(grad_R, -1, 0, m)
+        grad_V = at.narrow(grad_R, -1, m, n - m)
+        grad_Y = at.matmul(Q, grad_V)
+        from_V = at.matmul(at.matmul(Q, V), adjoint(grad_V))
+        grad_Q_moved = from_V if grad_Q is None else at.add(grad_Q, from_V)
+    return at.cat([qr_tall_backward(grad_Q_moved, grad_U, Q, U), grad_Y], -1)
+
+
+@helper
+def qr_tall_jvp(A_tangent: Tensor, Q: Tensor, R: Tensor) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dQ, dR)`` of ``A = Q R`` for ``m >= n`` (derived in :func:`qr_tall_backward`)."""
+    right_solved = at.linalg_solve_triangular(R, A_tangent, upper=True, left=False)
+    m_matrix = at.matmul(adjoint(Q), right_solved)
+    strict = at.tril(m_matrix, -1)
+    diagonal = diagonal_part(m_matrix)
+    skew = at.add(at.sub(strict, adjoint(strict)), at.mul(at.sub(diagonal, at.conj(diagonal)), 0.5))
+    triangular = at.sub(m_matrix, skew)
+    return at.sub(right_solved, at.matmul(Q, triangular)), at.matmul(triangular, R)
+
+
+@helper
+def linalg_qr_jvp(A_tangent: Tensor, Q: Tensor, R: Tensor, mode: str) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dQ, dR)`` of ``(Q, R) = linalg_qr(A, mode)``; for ``m < n``, ``dU`` and ``dQ`` of the
+    square part and ``dV = dQ^H Y + Q^H dY`` (see :func:`linalg_qr_backward`)."""
+    m = Q.size(-2)
+    n = R.size(-1)
+    if m >= n:
+        return qr_tall_jvp(A_tangent, Q, R)
+    V = at.narrow(R, -1, m, n - m)
+    Q_tangent, U_tangent = qr_tall_jvp(at.narrow(A_tangent, -1, 0, m), Q, at.narrow(R, -1, 0, m))
+    V_tangent = at.add(at.matmul(adjoint(Q_tangent), at.matmul(Q, V)),
+                       at.matmul(adjoint(Q), at.narrow(A_tangent, -1, m, n - m)))
+    return Q_tangent, at.cat([U_tangent, V_tangent], -1)
+
+
+# ----------------------------------------------------------------------------- SVD
+@helper
+def diagonal_matrix(values: Tensor) -> Tensor:
+    """The square matrices with ``values`` (``(..., k)``) on their diagonal."""
+    square = at.mul(at.unsqueeze(values, -1), at.unsqueeze(values, -2))
+    return at.diagonal_scatter(at.zeros_like(square), values, 0, -2, -1)
+
+
+@helper
+def svd_gaps(S: Tensor) -> Tensor:
+    """``F`` with ``F_ij = 1 / (s_j^2 - s_i^2)`` off the diagonal and 0 on it (``S`` distinct, as the
+    derivative of the singular vectors needs)."""
+    squares = at.mul(S, S)
+    gaps = at.sub(at.unsqueeze(squares, -2), at.unsqueeze(squares, -1))
+    identity = diagonal_matrix(at.ones_like(S))
+    return at.sub(at.reciprocal(at.add(gaps, identity)), identity)
+
+
+@helper
+def imaginary_diagonal(x: Tensor) -> Tensor:
+    """``i Im(diag(x))``, the vector of ``(d - conj(d)) / 2`` (zero for a real ``x``)."""
+    d = at.diagonal(x, 0, -2, -1)
+    return at.mul(at.sub(d, at.conj(d)), 0.5)
+
+
+@helper
+def svd_backward(grad_U: Tensor | None, grad_S: Tensor | None, grad_Vh: Tensor | None, U: Tensor, S: Tensor,
+                 Vh: Tensor) -> Tensor:
+    """Gradient of ``A = U diag(S) V^H`` (``m x n``, ``k = min(m, n)`` singular values, distinct and
+    nonzero where a singular vector's gradient is asked). With ``P = U^H dA V``, ``dS = Re diag(P)``,
+    ``U^H dU = (P S + S P^H) o F + D`` and ``V^H dV = (S P + P^H S) o F - D`` (``F``: :func:`svd_gaps`;
+    ``D = diag(i Im diag(P) / 2S)``, the phase ``P``'s diagonal fixes, shared between ``U`` and ``V``),
+    ``dU = U (U^H dU) + (I - U U^H) dA V S^-1``, ``dV = V (V^H dV) + (I - V V^H) dA^H U
+    S^-1``. Their adjoint, with ``J_U = U^H gU``, ``J_V = V^H gV``, ``gV = gVh^H``:
+    ``gA = U [(F o (J_U - J_U^H)) S + S (F o (J_V - J_V^H)) + diag(gS + i Im diag(J_U - J_V) / 2S)] V^H
+    + (I - U U^H) gU S^-1 V^H + U S^-1 gV^H (I - V V^H)``. Complex singular vectors are defined up to a
+    phase each; a loss that depends on the phase has no gradient (torch raises for it; this returns
+    that of the phase convention above)."""
+    diagonal = at.zeros_like(S)
+    if grad_S is not None:
+        diagonal = grad_S
+    core = None
+    outer = None
+    if grad_U is not None or grad_Vh is not None:
+        gaps = svd_gaps(S)
+        core = at.zeros_like(at.matmul(adjoint(U), U))
+        outer = at.zeros_like(at.matmul(U, Vh))
+        if grad_U is not None:
+            J_U = at.matmul(adjoint(U), grad_U)
+            core = at.add(core, at.mul(at.mul(gaps, at.sub(J_U, adjoint(J_U))), at.unsqueeze(S, -2)))
+            diagonal = at.add(diagonal, at.div(imaginary_diagonal(J_U), at.mul(S, 2)))
+            beside_U = at.sub(grad_U, at.matmul(U, J_U))
+            outer = at.add(outer, at.matmul(at.div(beside_U, at.unsqueeze(S, -2)), Vh))
+        if grad_Vh is not None:
+            grad_V = adjoint(grad_Vh)
+            J_V = at.matmul(Vh, grad_V)
+            core = at.add(core, at.mul(at.unsqueeze(S, -1), at.mul(gaps, at.sub(J_V, adjoint(J_V)))))
+            diagonal = at.sub(diagonal, at.div(imaginary_diagonal(J_V), at.mul(S, 2)))
+            beside_V = at.sub(grad_Vh, at.matmul(adjoint(J_V), Vh))
+            outer = at.add(outer, at.matmul(U, at.div(beside_V, at.unsqueeze(S, -1))))
+    grad_A = at.matmul(at.mul(U, at.unsqueeze(diagonal, -2)), Vh)      # U diag(d) V^H, d real or complex
+    if core is not None:
+        grad_A = at.add(grad_A, at.matmul(at.matmul(U, core), Vh))
+    if outer is not None:
+        grad_A = at.add(grad_A, outer)
+    return grad_A
+
+
+@helper
+def linalg_svd_jvp(A_tangent: Tensor, U: Tensor, S: Tensor, Vh: Tensor,
+                   full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """Tangents ``(dU, dS, dVh)`` of ``A = U diag(S) V^H`` (derived in :func:`svd_backward`, with its
+    phase convention). With ``full_matrices`` the columns of ``U`` and rows of ``Vh`` beyond ``k``, which
+    ``A`` does not determine, get a zero tangent, as in torch."""
+    k = S.size(-1)
+    U_k = at.narrow(U, -1, 0, k) if full_matrices else U
+    Vh_k = at.narrow(Vh, -2, 0, k) if full_matrices else Vh
+    V = adjoint(Vh_k)
+    moved_V = at.matmul(A_tangent, V)
+    P = at.matmul(adjoint(U_k), moved_V)
+    S_tangent = at.real(at.diagonal(P, 0, -2, -1))
+    gaps = svd_gaps(S)
+    P_h = adjoint(P)
+    row = at.unsqueeze(S, -2)
+    column = at.unsqueeze(S, -1)
+    phase = diagonal_matrix(at.div(imaginary_diagonal(P), at.mul(S, 2)))
+    omega_U = at.add(at.mul(at.add(at.mul(P, row), at.mul(column, P_h)), gaps), phase)
+    omega_V = at.sub(at.mul(at.add(at.mul(column, P), at.mul(P_h, row)), gaps), phase)
+    U_tangent = at.add(at.matmul(U_k, omega_U), at.div(at.sub(moved_V, at.matmul(U_k, P)), row))
+    moved_U = at.matmul(adjoint(A_tangent), U_k)
+    V_tangent = at.add(at.matmul(V, omega_V), at.div(at.sub(moved_U, at.matmul(V, P_h)), row))
+    Vh_tangent = adjoint(V_tangent)
+    if full_matrices:       # the columns of U and rows of Vh beyond k do not move (torch's choice)
+        U_tangent = at.constant_pad_nd(U_tangent, [0, U.size(-1) - k])
+        Vh_tangent = at.constant_pad_nd(Vh_tangent, [0, 0, 0, Vh.size(-2) - k])
+    return U_tangent, S_tangent, Vh_tangent
+
+
+# ----------------------------------------------------------------------------- LU
+@helper
+def lu_square_backward(grad_L: Tensor | None, grad_U: Tensor | None, L: Tensor, U: Tensor) -> Tensor:
+    """Gradient of ``B = L U`` (square; ``L`` unit lower, ``U`` upper triangular) for ``B``. With
+    ``M = L^-1 dB U^-1 = L^-1 dL + dU U^-1`` (strictly lower plus upper), ``dL = L tril(M, -1)`` and
+    ``dU = triu(M) U``; the adjoint: ``gB = L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H``."""
+    middle = at.zeros_like(at.matmul(L, U))
+    if grad_L is not None:
+        middle = at.tril(at.matmul(adjoint(L), grad_L), -1)
+    if grad_U is not None:
+        middle = at.add(middle, at.triu(at.matmul(grad_U, adjoint(U))))
+    left_solved = at.linalg_solve_triangular(adjoint(L), middle, upper=True, unitriangular=True)
+    return at.linalg_solve_triangular(adjoint(U), left_solved, upper=False, left=False)
+
+
+@helper
+def linalg_lu_backward(grad_L: Tensor | None, grad_U: Tensor | None, P: Tensor, L: Tensor, U: Tensor,
+                       pivot: bool) -> Tensor:
+    """Gradient of ``(P, L, U) = linalg_lu(A)`` (``A = P L U``, ``m x n``) for ``A``: ``P^T A`` is
+    factored, so ``gA = P g(P^T A)``. Square: :func:`lu_square_backward`. Tall (``m > n``): the rows
+    below the first ``n``, ``A2 = L2 U``, give ``dL2 = (dA2 - L2 dU) U^-1``, so ``A2`` receives
+    ``gL2 U^-H`` and ``U``'s gradient loses ``L2^H gL2 U^-H``. Wide (``m < n``): the columns beyond the
+    first ``m``, ``A2 = L U2``, give ``dU2 = L^-1 (dA2 - dL U2)``, so ``A2`` receives ``L^-H gU2`` and
+    ``L``'s gradient loses ``L^-H gU2 U2^H``. ``pivot=False`` has no ``P`` on the CPU (torch refuses it)."""
+    m = L.size(-2)
+    n = U.size(-1)
+    k = L.size(-1)
+    if m == n:
+        grad = lu_square_backward(grad_L, grad_U, L, U)
+    elif m > n:
+        L1 = at.narrow(L, -2, 0, k)
+        grad_L1 = None
+        grad_below = at.zeros_like(at.narrow(L, -2, k, m - k))
+        grad_U_moved = grad_U
+        if grad_L is not None:
+            grad_L1 = at.narrow(grad_L, -2, 0, k)
+            grad_L2 = at.narrow(grad_L, -2, k, m - k)
+            grad_below = at.linalg_solve_triangular(adjoint(U), grad_L2, upper=False, left=False)
+            from_L2 = at.matmul(adjoint(at.narrow(L, -2, k, m - k)), grad_below)
+            grad_U_moved = at.neg(from_L2) if grad_U is None else at.sub(grad_U, from_L2)
+        grad = at.cat([lu_square_backward(grad_L1, grad_U_moved, L1, U), grad_below], -2)
+    else:
+        U1 = at.narrow(U, -1, 0, k)
+        grad_U1 = None
+        grad_beside = at.zeros_like(at.narrow(U, -1, k, n - k))
+        grad_L_moved = grad_L
+        if grad_U is not None:
+            grad_U1 = at.narrow(grad_U, -1, 0, k)
+            grad_beside = at.linalg_solve_triangular(adjoint(L), at.narrow(grad_U, -1, k, n - k), upper=True,
+                                                     unitriangular=True)
+            from_U2 = at.matmul(grad_beside, adjoint(at.narrow(U, -1, k, n - k)))
+            grad_L_moved = at.neg(from_U2) if grad_L is None else at.sub(grad_L, from_U2)
+        grad = at.cat([lu_square_backward(grad_L_moved, grad_U1, L, U1), grad_beside], -1)
+    return at.matmul(P, grad)
+
+
+@helper
+def lu_square_jvp(B_tangent: Tensor, L: Tensor, U: Tensor) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dL, dU)`` of ``B = L U`` (square): ``dL = L tril(M, -1)``, ``dU = triu(M) U``,
+    ``M = L^-1 dB U^-1``."""
+    left_solved = at.linalg_solve_triangular(L, B_tangent, upper=False, unitriangular=True)
+    m_matrix = at.linalg_solve_triangular(U, left_solved, upper=True, left=False)
+    return at.matmul(L, at.tril(m_matrix, -1)), at.matmul(at.triu(m_matrix), U)
+
+
+@helper
+def linalg_lu_jvp(A_tangent: Tensor, P: Tensor, L: Tensor, U: Tensor, pivot: bool) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dL, dU)`` of ``(P, L, U) = linalg_lu(A)`` (derived in :func:`linalg_lu_backward`)."""
+    m = L.size(-2)
+    n = U.size(-1)
+    k = L.size(-1)
+    moved = at.matmul(matrix_transpose(P), A_tangent)
+    if m == n:
+        return lu_square_jvp(moved, L, U)
+    if m > n:
+        L_top_tangent, U_tangent = lu_square_jvp(at.narrow(moved, -2, 0, k), at.narrow(L, -2, 0, k), U)
+        below = at.sub(at.narrow(moved, -2, k, m - k), at.matmul(at.narrow(L, -2, k, m - k), U_tangent))
+        L_below_tangent = at.linalg_solve_triangular(U, below, upper=True, left=False)
+        return at.cat([L_top_tangent, L_below_tangent], -2), U_tangent
+    L_tangent, U_left_tangent = lu_square_jvp(at.narrow(moved, -1, 0, k), L, at.narrow(U, -1, 0, k))
+    beside = at.sub(at.narrow(moved, -1, k, n - k), at.matmul(L_tangent, at.narrow(U, -1, k, n - k)))
+    U_beside_tangent = at.linalg_solve_triangular(L, beside, upper=False, unitriangular=True)
+    return L_tangent, at.cat([U_left_tangent, U_beside_tangent], -1)

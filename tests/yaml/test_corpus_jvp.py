@@ -42,7 +42,8 @@ def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
     lines = report(jvps, proofs, None)
     assert lines[0] == "  without a jvp   2 emitted (no forward formula in torch): 1 derive one, 1 refused"
     assert lines[1].endswith("1 proven, 0 failed, 0 without a case; 1 of the 1 derived with a case (100 %)")
-    assert lines[2:] == ["  cos [jvp not derived]: a loop over linear values (the gradient); only loops over "
-                         "metadata can be transposed"]
+    refusal = "  cos [jvp not derived]: a loop over linear values (the gradient); only loops over metadata can be " \
+              "transposed"
+    assert lines[2:] == [refusal]
     assert report(CorpusJvps({}, {}), {}, ["sin"])[2] == "    of those proven in reverse mode (CT): 0 of 0 (-) " \
                                                          "with a proven derived jvp"

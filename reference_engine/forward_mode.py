@@ -194,12 +194,12 @@ def formula_source(fn: Callable[..., Any], *, derived: bool, return_jvp: bool) -
 def _source(facts: Any, derived: bool, return_jvp: bool) -> str:
     import libcst as cst
 
-    from transpiler.derive_jvp import DerivationRefused, derive_jvp
+    from transpiler.derive_jvp import DerivationRefused, derive_jvp, with_jvp
     from transpiler.frontend import SHIPPED_LIBRARY, load_library, operator_table
     from transpiler.model import Library
 
     formula = facts.model
-    body = list(formula.node.body.body)
+    jvp = None
     if derived:
         operators = operator_table(load_library(str(SHIPPED_LIBRARY)), Library((model_of_file(facts.source),)))
         try:
@@ -207,13 +207,7 @@ def _source(facts: Any, derived: bool, return_jvp: bool) -> str:
         except DerivationRefused as refusal:
             raise NotImplementedError(f"Trying to use forward AD with {formula.op_name}: its derived jvp is "
                                       f"refused: {refusal.reason}") from None
-        body = [s for s in body if not (isinstance(s, cst.FunctionDef) and s.name.value == "jvp")]
-        body.insert(len(body) - 1, jvp)
-    if return_jvp:
-        outputs = cst.Module([]).code_for_node(formula.returned_display)
-        body[-1] = cst.parse_statement(f"return {outputs}, backward, jvp")
-    node = formula.node.with_changes(decorators=(), body=formula.node.body.with_changes(body=body))
-    return cst.Module([]).code_for_node(node)
+    return cst.Module([]).code_for_node(with_jvp(formula, jvp, return_jvp=return_jvp))
 
 
 def derived_source(fn: Callable[..., Any], return_jvp: bool = False) -> str:

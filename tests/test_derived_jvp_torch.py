@@ -9,6 +9,8 @@ derivative (torch's fwgrad_bwgrad), and the derived tangent itself equals torch'
 """
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from op_cases import OpCase, torch_op
@@ -28,9 +30,15 @@ from transpiler.frontend import python_name
 from transpiler.schema import parse_schema
 
 
+@functools.cache
+def _derived(fn):
+    """``fn`` with its derived jvp, derived once per formula (the cases of an op share it)."""
+    return derived_formula(fn, return_jvp=True)
+
+
 def _derived_tangents(case: OpCase, call, tangents: list[torch.Tensor]) -> list[torch.Tensor]:
     """The derived jvp's output tangents on torch values, still connected to the inputs of ``call``."""
-    function = derived_formula(call.formula.fn, return_jvp=True)
+    function = _derived(call.formula.fn)
     schema = parse_schema(call.formula.schema)
     positions = call.tensor_positions
     given = dict(zip(case.differentiable, tangents))

@@ -11,8 +11,10 @@ OpInfo sample makes), our inputs (``tests/yaml/corpus_inputs.py``) where none
 reaches the overload. Prints, as counts of the entries: imported, lint-clean (no
 DB0xx/DB1xx finding outside a jvp: a finding inside one leaves out the jvp alone), emitted, compiled, C1, CT, how many CT entries were proven
 on OpInfo samples and how many on our inputs, and the entries with a jvp
-(imported, emitted with it); then each entry that falls out, with the stage and
-the reason. The reference engine runs the
+(imported, emitted with it), and the entries without one (no ``result:``) whose jvp derives from
+their backward and passes F1 on torch (:mod:`transpiler.corpus_jvp`; each refusal and failure
+with its reason, and, compiled, the share of the CT entries); then each entry that falls out,
+with the stage and the reason. The reference engine runs the
 imported formulas too (``tests/yaml/corpus_engine.py``, in a table of their own:
 the library's operators are untouched): R1, R2 and RT on the library's OpCases
 for each entry whose operator has an engine kernel, printed after the funnel
@@ -41,7 +43,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="transpile coverage --corpus", description=__doc__)
     parser.add_argument("--build-dir", type=Path, default=REPO / "build", help="where the corpus is built")
     parser.add_argument("--no-compile", action="store_true",
-                        help="stop after emitting (no build, no proof on the compiled ops or the engine)")
+                        help="stop after emitting (no build, no proof on the compiled ops or the engine; "
+                             "the derived jvps' F1 on torch still runs)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     with model_cache.kept_in(args.build_dir / model_cache.DIRECTORY):   # a rerun parses what changed only
@@ -52,9 +55,12 @@ def _funnel(args: argparse.Namespace) -> int:
     import torchgen
 
     from transpiler.build_progress import Progress, run_child_build
+    from transpiler.corpus_jvp import derive_corpus_jvps
+    from transpiler.corpus_jvp import prove as prove_derived
+    from transpiler.corpus_jvp import report as derived_report
     from transpiler.cpp.generate import differs, generate_each
     from transpiler.cpp.per_formula import Entries
-    from transpiler.frontend import load_library
+    from transpiler.frontend import SHIPPED_LIBRARY, load_library
     from transpiler.output import replace_directory
     from transpiler.yaml_import.importer import import_yaml, left_out_entries
 
@@ -100,6 +106,10 @@ def _funnel(args: argparse.Namespace) -> int:
         replace_directory(out, generated.files)
     stop([refusal.diagnostic for refusal in generated.refused], "emit")
     emitted = [e for e in entries if e not in fallen]
+    # forward mode derived for the emitted entries torch gives none (transpiler.corpus_jvp)
+    progress.say("derive the jvps of the emitted entries without one, and prove them (F1 on torch)")
+    derived_jvps = derive_corpus_jvps(library, load_library(str(SHIPPED_LIBRARY)), set(emitted))
+    derived_proofs = prove_derived(formulas, derived_jvps, work)
     compiled, c1, ct = [], [], []
     sources: Counter = Counter()                      # CT entries by where their cases came from
     if not args.no_compile:
@@ -143,6 +153,7 @@ def _funnel(args: argparse.Namespace) -> int:
     without_jvp = {refusal.entry for refusal in generated.jvp_left_out}
     print(f"  with a jvp {len(with_jvp):>5} imported, {len(set(with_jvp) & set(emitted) - without_jvp)} emitted "
           f"with their jvp, {len(without_jvp & set(emitted))} without (forward AD raises torch's error)")
+    print("\n".join(derived_report(derived_jvps, derived_proofs, None if args.no_compile else ct)))
     fallen = {entry: fallen[entry] for entry in entries if entry in fallen}   # not helpers or module-level code
     stages = Counter(stage for stage, _ in fallen.values())
     print("fallen out: " + ", ".join(f"{stage} {n}" for stage, n in sorted(stages.items())))

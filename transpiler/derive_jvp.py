@@ -703,6 +703,7 @@ class _Sweep:
                 for name in _assigned(item.statement):
                     sizes.pop(name, None)
             elif isinstance(item, Linear):
+                item.arguments = {p: self.resolve_marks(v, sizes) for p, v in item.arguments.items()}
                 self.sizes_before[id(item)] = dict(sizes)
                 sizes[item.target] = self.sizes_of(item, sizes)
             else:
@@ -1166,9 +1167,25 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     if backward.needs_input_grad is not None and any(
             isinstance(n, cst.Name) and n.value == backward.needs_input_grad for s in statements for n in _nodes(s)):
         raise DerivationRefused(backward.node, "needs_input_grad is used other than as needs_input_grad[i]")
+    if any(isinstance(n, cst.Name) and n.value in (META, UNKNOWN_ZERO) for s in statements for n in _nodes(s)):
+        raise DerivationRefused(backward.node, "the metadata of a linear value is read where the sizes rules "
+                                "do not reach")
     statements.append(_stmt(f"return {returned}"))
     head = cst.parse_statement(f"def jvp({', '.join(tangents)}):\n    pass\n")
     return head.with_changes(body=head.body.with_changes(body=statements))
+
+
+def with_jvp(formula: Formula, jvp: cst.FunctionDef | None, *, return_jvp: bool) -> cst.FunctionDef:
+    """``formula``'s function, decorators dropped, with ``jvp`` (when given) in place of its own
+    nested jvp, just before the final return; ``return_jvp``: it returns ``outputs, backward, jvp``
+    (how the engine and the corpus proof run a formula's forward mode)."""
+    body = list(formula.node.body.body)
+    if jvp is not None:
+        body = [s for s in body if not (isinstance(s, cst.FunctionDef) and s.name.value == "jvp")]
+        body.insert(len(body) - 1, jvp)
+    if return_jvp:
+        body[-1] = _stmt(f"return {code(formula.returned_display)}, backward, jvp")
+    return formula.node.with_changes(decorators=(), body=formula.node.body.with_changes(body=body))
 
 
 def _only_none(program: list, name: str) -> bool:

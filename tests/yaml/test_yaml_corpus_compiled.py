@@ -28,6 +28,11 @@ ENGINE_AT_LEAST = {"R1": 132, "R2": 115, "RT": 127}
 # Entries emitted, and of those with a jvp the ones emitted with it (measured: 494 and 134 with torch 2.13.0).
 AT_LEAST_EMITTED = 494
 AT_LEAST_JVPS = 134
+# Emitted entries without a jvp whose derived jvp passes F1 on torch (measured: 143 of the 304
+# without one, 244 deriving, with torch 2.13.0); the lines' patterns.
+AT_LEAST_DERIVED_PROVEN = 143
+DERIVED_COUNTS = r"^  without a jvp\s+(\d+) emitted \(no forward formula in torch\): (\d+) derive one, (\d+) refused$"
+DERIVED_PROOFS = r"^    F1 of the derived jvp .+: (\d+) proven, (\d+) failed, (\d+) without a case; "
 
 
 def test_the_corpus_funnel_reaches_c1_and_ct():
@@ -52,6 +57,15 @@ def test_the_corpus_funnel_reaches_c1_and_ct():
     assert imported_jvps == 243 and AT_LEAST_JVPS <= emitted_jvps <= int(counts["emitted"])
     listed_without = re.findall(r"^  \S+ \[jvp left out\]: .+$", done.stdout, re.MULTILINE)
     assert len(listed_without) == without_jvps
+    # forward mode derived for the emitted entries torch gives none: counted, each refusal and
+    # each entry that does not pass F1 listed with its reason
+    without, derived, refused = map(int, re.search(DERIVED_COUNTS, done.stdout, re.MULTILINE).groups())
+    proven, failed, no_case = map(int, re.search(DERIVED_PROOFS, done.stdout, re.MULTILINE).groups())
+    assert derived + refused == without and proven + failed + no_case == derived
+    assert proven >= AT_LEAST_DERIVED_PROVEN
+    assert len(re.findall(r"^  \S+ \[jvp not derived\]: .+$", done.stdout, re.MULTILINE)) == refused
+    assert len(re.findall(r"^  \S+ \[derived jvp (failed|no inputs)\]: .+$", done.stdout, re.MULTILINE)) \
+        == failed + no_case
     # every entry that falls out is listed with its stage and reason
     listed = re.findall(r"^  \S+ \[(import|lint|emit|compile|C1|CT)\]: .+$", done.stdout, re.MULTILINE)
     assert len(listed) == 687 - int(counts["CT"])
@@ -64,5 +78,6 @@ def test_the_corpus_funnel_reaches_c1_and_ct():
     # its stages, said on stderr as they start (a line each: stderr is not a terminal here)
     stages = [line.split(": ", 1)[1].split()[0] for line in done.stderr.splitlines()
               if line.startswith("coverage --corpus: ")]
-    assert stages[:3] == ["import", "lint", "compile"] and stages[-3:] == ["prove", "run", "done"]
-    assert all(stage in ("compile", "link", "precompiling") for stage in stages[3:-3])
+    assert stages[:4] == ["import", "lint", "derive", "compile"] and stages[-3:] == ["prove", "run", "done"]
+    assert all(stage in ("compile", "link", "precompiling") for stage in stages[4:-3])
+

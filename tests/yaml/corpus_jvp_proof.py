@@ -1,0 +1,220 @@
+"""F1 of the jvps derived for the imported derivatives.yaml entries that have none in torch.
+
+Run as a script (a fresh process: it imports the corpus as a package)::
+
+    python tests/yaml/corpus_jvp_proof.py FORMULAS_DIR DERIVED_JSON
+
+``DERIVED_JSON``: a file holding entry -> ``{"function": name, "source": text}``, the source
+of the entry's formula with its derived jvp, returning ``outputs, backward, jvp``
+(:func:`transpiler.corpus_jvp.derive_corpus_jvps`). Each formula runs on torch tensors
+(``formulas.torch.backend``, the library's and the corpus's operators), in its module's
+namespace plus every declared helper (the library's win), on the float64 cases ``corpus_proof.py`` uses (torch's
+OpInfo samples, else our inputs), at most ``MAX_SAMPLES`` each. On a case, every
+differentiated input gets a random tangent ``t``; the derived jvp's output tangents must equal
+
+* central finite differences of torch's built-in overload along ``t`` (gradcheck's
+  tolerances), and
+* ``J t`` computed from torch's own reverse mode by the double-vjp trick (rtol 1e-7), where
+  torch can differentiate its backward.
+
+Torch has no forward AD for these entries, so it is no oracle of forward mode here. A case where
+torch's own double-vjp disagrees with the finite differences (a kink, outside the op's smooth
+domain) is skipped, as is one torch's overload rejects or does not differentiate. Prints one JSON object: entry ->
+``{"status": "proven" | "failed" | "no inputs", "samples": n, "source": ..., "reason": ...}``.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import corpus_inputs  # next to this script: a script's own directory is on sys.path
+import corpus_proof
+import torch
+from corpus_engine import PACKAGE
+
+REPO = Path(__file__).resolve().parents[2]
+MAX_SAMPLES = 2      # the proof runs in every funnel: two cases an entry
+EPSILON = 1e-6
+FINITE_DIFFERENCE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-5}     # torch gradcheck's
+EXACT_TOLERANCE = {"rtol": 1e-7, "atol": 1e-9}
+
+
+def main(formulas_dir: str, derived_json: str) -> dict[str, dict]:
+    sys.path[:0] = [str(REPO)]
+    derived = json.loads(Path(derived_json).read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory() as holder:      # kept while the formulas run
+        (Path(holder) / PACKAGE).symlink_to(Path(formulas_dir).resolve(), target_is_directory=True)
+        sys.path.insert(0, holder)
+        return _run(derived)
+
+
+def _run(derived: dict[str, dict]) -> dict[str, dict]:
+    from formulas.dsl import REGISTRIES, registry
+    from formulas.torch.backend import TorchBackend
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
+    backend = TorchBackend.for_package(PACKAGE)
+    declared = registry(PACKAGE).formulas
+    # the library's helpers win: a derived jvp calls those its transposes use, and the corpus's
+    # dialect holds only stubs of FunctionsManual's C++ ones (sum_to)
+    helpers = {name: fn for table in REGISTRIES.values() for name, fn in table.helpers.items()}
+    library_helpers = registry("formulas").helpers
+    theirs_by_op = {}
+    for op in derived:
+        base, _, overload = op.partition(".")
+        theirs_by_op[op] = getattr(getattr(torch.ops.aten, base), overload or "default")
+    table = corpus_proof.opinfos()
+    unique = {id(info): info for infos in table.values() for info in infos}
+    unbound = {op: theirs for op, theirs in theirs_by_op.items()
+               if not corpus_proof._opinfo_cases(theirs._schema,
+                                                 corpus_proof._infos(op.partition(".")[0], theirs._schema, table))}
+    recorded = corpus_proof.record(unbound, list(unique.values()))
+
+    def prove_entry(op: str) -> dict:
+        namespace = dict(declared[op].fn.__globals__)
+        for name, helper in helpers.items():
+            namespace.setdefault(name, helper)
+        namespace.update(library_helpers)
+        local: dict = {}
+        exec(compile(derived[op]["source"], f"<derived jvp of {op}>", "exec"), namespace, local)  # noqa: S102
+        theirs = theirs_by_op[op]
+        schema = theirs._schema
+        ours = corpus_proof.as_called(_on_torch(backend, local[derived[op]["function"]]), schema)
+        theirs = corpus_proof.as_called(theirs, schema)
+        infos = corpus_proof._infos(op.partition(".")[0], schema, table)
+        status, used, reason = prove(ours, theirs, schema, corpus_proof._opinfo_cases(schema, infos)
+                                     + recorded.get(op, []))
+        source = "OpInfo"
+        if status == "no inputs":
+            source, first = "ours", reason
+            status, used, reason = prove(ours, theirs, schema, corpus_inputs.cases(op, schema))
+            if status == "no inputs":
+                source, reason = "", f"OpInfo: {first or 'none'}; our inputs: {reason or 'none'}"
+        return {"status": status, "samples": used, "source": source, "reason": reason}
+
+    return corpus_proof.prove_in_parallel(list(derived), prove_entry, corpus_proof.WORKERS)
+
+
+def _on_torch(backend, formula):
+    """``formula`` (returning ``outputs, backward, jvp``) called on torch values: its jvp's
+    parameters (``<input>_t``) and the jvp, made to take and give torch tensors."""
+    from formulas.dsl import use_backend
+    from formulas.torch.backend import unwrap, wrap
+
+    def run(**arguments):
+        with use_backend(backend):
+            _, _, jvp = formula(**{name: wrap(value) for name, value in arguments.items()})
+
+        def tangents(**given):
+            with use_backend(backend):
+                return unwrap(jvp(**{name: wrap(value) for name, value in given.items()}))
+        return jvp.__code__.co_varnames[:jvp.__code__.co_argcount], tangents
+    return run
+
+
+def _arguments(schema, args: tuple, kwargs: dict) -> dict:
+    """The case's arguments by their Python names (``from`` -> ``from_``), the schema's
+    defaults for those not given: how a formula is called."""
+    import keyword
+
+    found = {}
+    for i, argument in enumerate(schema.arguments):
+        name = f"{argument.name}_" if keyword.iskeyword(argument.name) else argument.name
+        if i < len(args) and not argument.kwarg_only:
+            found[name] = args[i]
+        elif argument.name in kwargs:
+            found[name] = kwargs[argument.name]
+        else:
+            found[name] = argument.default_value
+    return found
+
+
+def _tuple(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, tolerance: dict) -> bool:
+    return a.shape == b.shape and torch.allclose(a, b, equal_nan=True, **tolerance)
+
+
+def _double_vjp(theirs, inputs, tangents, positions) -> list[torch.Tensor] | None:
+    """``J t`` of torch's overload from its reverse mode (vjp of the vjp); None where torch
+    cannot differentiate its backward."""
+    try:
+        outputs = [_tuple(theirs(*inputs))[i] for i in positions]
+        weights = [torch.zeros_like(o, requires_grad=True) for o in outputs]
+        firsts = torch.autograd.grad(outputs, inputs, weights, create_graph=True, allow_unused=True)
+        pairs = [(g, t) for g, t in zip(firsts, tangents) if g is not None and g.requires_grad]
+        if not pairs:
+            return [torch.zeros_like(o) for o in outputs]
+        seconds = torch.autograd.grad([g for g, _ in pairs], weights, [t for _, t in pairs], allow_unused=True)
+    except RuntimeError:
+        return None
+    return [torch.zeros_like(o) if s is None else s.detach() for s, o in zip(seconds, outputs)]
+
+
+def prove(ours, theirs, schema, cases) -> tuple[str, int, str]:
+    """``(status, cases used, reason)`` of the derived jvp ``ours`` over ``cases``."""
+    used, skipped = 0, ""
+    for args, kwargs in cases:
+        inputs = corpus_proof._differentiated(args, kwargs)
+        if not inputs:
+            skipped = skipped or "no float64 tensor to differentiate"
+            continue
+
+        def on(op, args=args, kwargs=kwargs, inputs=inputs):
+            return lambda *tensors: op(*corpus_proof._replace(args, inputs, tensors),
+                                       **corpus_proof._replace(kwargs, inputs, tensors))
+        try:
+            values = _tuple(theirs(*args, **kwargs))
+        except Exception as error:  # noqa: BLE001 - any refusal of torch's makes it no case
+            skipped = skipped or f"torch's own op rejects it: {str(error).splitlines()[0][:120]}"
+            continue
+        positions = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.requires_grad
+                     and v.dtype.is_floating_point]
+        if not positions:
+            skipped = skipped or "torch's own op gives no differentiable float64 output"
+            continue
+        generator = torch.Generator().manual_seed(used)
+        tangents = [torch.randn(x.shape, dtype=x.dtype, generator=generator) for x in inputs]
+        with torch.no_grad():
+            plus = _tuple(on(theirs)(*[x + EPSILON * t for x, t in zip(inputs, tangents)]))
+            minus = _tuple(on(theirs)(*[x - EPSILON * t for x, t in zip(inputs, tangents)]))
+        differences = [(plus[i] - minus[i]) / (2 * EPSILON) for i in positions]
+        exact = _double_vjp(on(theirs), inputs, tangents, positions)
+        if exact is not None and not all(_close(a, b, FINITE_DIFFERENCE_TOLERANCE)
+                                         for a, b in zip(exact, differences)):
+            skipped = skipped or "torch's own derivative differs from finite differences there (a kink)"
+            continue
+        used += 1
+        try:
+            with torch.no_grad():
+                arguments = _arguments(schema, args, kwargs)
+                parameters, jvp = ours(**arguments)
+                given = {}
+                for parameter in parameters:
+                    value = arguments.get(parameter[:-2])
+                    tangent = next((t for x, t in zip(inputs, tangents) if x is value), None)
+                    given[parameter] = tangent if tangent is not None else (
+                        None if value is None else torch.zeros_like(value))
+                got = list(_tuple(jvp(**given)))
+        except Exception as error:  # noqa: BLE001 - whatever the derived jvp raises is its failure
+            return "failed", used, f"F1: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+        if len(got) != len(differences):
+            return "failed", used, f"F1: {len(got)} tangents for {len(differences)} differentiable outputs"
+        for i, (tangent, difference) in enumerate(zip(got, differences)):
+            tangent = torch.zeros_like(difference) if tangent is None else tangent
+            if not _close(tangent, difference, FINITE_DIFFERENCE_TOLERANCE):
+                return "failed", used, f"F1: output {i}'s tangent differs from finite differences"
+            if exact is not None and not _close(tangent, exact[i], EXACT_TOLERANCE):
+                return "failed", used, f"F1: output {i}'s tangent differs from torch's double-vjp"
+        if used >= MAX_SAMPLES:
+            break
+    return ("proven", used, "") if used else ("no inputs", 0, skipped)
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], sys.argv[2]), sort_keys=True))

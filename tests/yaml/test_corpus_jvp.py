@@ -1,0 +1,49 @@
+"""The corpus funnel's derived jvps (``transpiler.corpus_jvp``) on a two-entry corpus: the entry
+whose backward transposes derives (its source returns ``outputs, backward, jvp``), the one with a
+loop over the gradient is refused with the reason, and the report counts and lists both."""
+from __future__ import annotations
+
+from transpiler.corpus_jvp import CorpusJvps, derive_corpus_jvps, report
+from transpiler.frontend import SHIPPED_LIBRARY, load_library
+
+CORPUS = '''
+from formulas import at, derivative
+
+
+@derivative("sin(Tensor self) -> Tensor")
+def sin(self):
+    result = at.sin(self)
+    def backward(grad):
+        return grad * at.conj(at.cos(self))
+    return result, backward
+
+
+@derivative("cos(Tensor self) -> Tensor")
+def cos(self):
+    result = at.cos(self)
+    def backward(grad):
+        total = grad
+        for _ in range(2):
+            total = total + grad
+        return total
+    return result, backward
+'''
+
+
+def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
+    (tmp_path / "corpus.py").write_text(CORPUS, encoding="utf-8")
+    jvps = derive_corpus_jvps(load_library(str(tmp_path)), load_library(str(SHIPPED_LIBRARY)), {"sin", "cos"})
+    assert sorted(jvps.derived) == ["sin"] and jvps.derived["sin"].function == "sin"
+    assert "def jvp(self_t):" in jvps.derived["sin"].source
+    assert "return result, backward, jvp" in jvps.derived["sin"].source
+    assert jvps.refused == {"cos": "a loop over linear values (the gradient); only loops over metadata can be "
+                                   "transposed"}
+    proofs = {"sin": {"status": "proven", "samples": 2, "source": "ours", "reason": ""}}
+    lines = report(jvps, proofs, None)
+    assert lines[0] == "  without a jvp   2 emitted (no forward formula in torch): 1 derive one, 1 refused"
+    assert lines[1].endswith("1 proven, 0 failed, 0 without a case; 1 of the 1 derived with a case (100 %)")
+    refusal = "  cos [jvp not derived]: a loop over linear values (the gradient); only loops over metadata can be " \
+              "transposed"
+    assert lines[2:] == [refusal]
+    assert report(CorpusJvps({}, {}), {}, ["sin"])[2] == "    of those proven in reverse mode (CT): 0 of 0 (-) " \
+                                                         "with a proven derived jvp"

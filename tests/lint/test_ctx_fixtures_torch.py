@@ -44,6 +44,10 @@ CASES = {
         "ViewOfTheOutputSaved": lambda: (leaf(3),),
         "BaseOfTheReturnedView": lambda: (leaf(1, 3),),
         "NonDifferentiableOutput": lambda: (leaf(3),),
+        "SetupContextMarksTheIndices": lambda: (leaf(4),),
+        "SavedOnlyWhereItIsTheOutput": lambda: (leaf(3),),
+        "SetupContextMarksAFloatOutput": lambda: (leaf(3),),
+        "ClonedOnlyWhenSaving": lambda: (leaf(3),),
     },
     "enable_grad": {
         "GraphRecordedInForward": lambda: (leaf(3),),
@@ -64,6 +68,11 @@ CASES = {
         "KernelHeldInAVariable": lambda: (leaf(2, 3),),
         "KernelHeldInAVariableOnLabels": lambda: (leaf(3), torch.tensor([0, 1, 2])),
         "KernelHeldInAVariableOutputKept": lambda: (leaf(2, 3),),
+        "HelperCalledTwice": lambda: (leaf(3),),
+        "CallThroughAModuleAlias": lambda: (leaf(3),),
+        "ComputedByADispatchedImplementation": lambda: (leaf(3),),
+        "HelperCalledTwiceOutputKept": lambda: (leaf(3),),
+        "DispatchedOnLabels": lambda: (leaf(3), torch.tensor([0.0, 1.0, 2.0], dtype=D)),
     },
     "once_differentiable": {"RaisesOnlyOnOneBranch": lambda: (leaf(3),)},
     "gradients_in_forward": {

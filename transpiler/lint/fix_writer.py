@@ -68,11 +68,12 @@ def function_fixes(reports: list[FileReport], sources: Mapping[str, bytes], sett
 
 def describe_function_fixes(reports: list[FileReport], sources: Mapping[str, bytes],
                             settings: Settings) -> list[FileReport]:
-    """The reported DB110/DB111 findings (opt-in) with the fix each gets, where it gets one: planned
-    here, with libcst, only for the files that have such findings."""
+    """The reported DB110/DB111 findings (opt-in) and DB100 findings with the fix each gets, where it
+    gets one (a DB100's recompute replaces its ``@once_differentiable``): planned here, with libcst,
+    only for the files that have such findings."""
     from transpiler.lint.function_fix import Located, describe_fixes
 
-    hygiene = (codes.CTX_ATTRIBUTE_TENSOR.code, codes.METADATA_ONLY_SAVE.code)
+    hygiene = (codes.CTX_ATTRIBUTE_TENSOR.code, codes.METADATA_ONLY_SAVE.code, codes.KEPT_INTERMEDIATE.code)
     out = []
     for report in reports:
         wanted = [d for d in report.diagnostics if d.code in hygiene and settings.enabled(d.code, report.path)]

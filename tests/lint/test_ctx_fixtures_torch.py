@@ -9,6 +9,7 @@ imports what it reads.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import warnings
 from pathlib import Path
@@ -93,12 +94,13 @@ def load(fixture: str):
     return module
 
 
-def flagged_classes(fixture: str) -> set[str]:
+@functools.cache                    # one lint per fixture file, not one per Function checked
+def flagged_classes(fixture: str) -> frozenset[str]:
     path = FIXTURES / f"{fixture}.py"
     lines = {d.line for d in lint([str(path)]).diagnostics}
     tree = ast.parse(path.read_text())
-    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)
-            and any(node.lineno <= line <= node.end_lineno for line in lines)}
+    return frozenset(node.name for node in tree.body if isinstance(node, ast.ClassDef)
+                     and any(node.lineno <= line <= node.end_lineno for line in lines))
 
 
 @pytest.mark.parametrize("fixture,name", [(f, n) for f, names in CASES.items() for n in names])

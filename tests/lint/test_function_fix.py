@@ -164,6 +164,10 @@ def test_findings_describe_the_unsafe_fix_only_where_it_applies(tmp_path) -> Non
     path = tmp_path / "f.py"
     path.write_text(KEPT_INTERMEDIATE)
     [finding] = lint([str(path)]).diagnostics
+    assert finding.fix.startswith("unsafe (--unsafe-fixes): where forward computes the intermediate from its "
+                                  "inputs alone, save those and recompute it in backward; otherwise mark "
+                                  "backward @once_differentiable")
+    [finding] = lint([str(path)], edits=True).diagnostics               # SARIF: the one it gets, planned
     assert finding.fix == ("unsafe (--unsafe-fixes): mark backward @once_differentiable, so that double "
                            "backward raises instead of being silently wrong")
     path.write_text(KEPT_INTERMEDIATE.replace("    @staticmethod\n    def backward", "    @staticmethod\n    def vjp"))

@@ -68,12 +68,11 @@ def function_fixes(reports: list[FileReport], sources: Mapping[str, bytes], sett
 
 def describe_function_fixes(reports: list[FileReport], sources: Mapping[str, bytes],
                             settings: Settings) -> list[FileReport]:
-    """The reported DB110/DB111 findings (opt-in) and DB100 findings with the fix each gets, where it
-    gets one (a DB100's recompute replaces its ``@once_differentiable``): planned here, with libcst,
-    only for the files that have such findings."""
+    """The reported DB110/DB111 findings (opt-in) with the fix each gets, where it gets one: planned
+    here, with libcst, only for the files that have such findings."""
     from transpiler.lint.function_fix import Located, describe_fixes
 
-    hygiene = (codes.CTX_ATTRIBUTE_TENSOR.code, codes.METADATA_ONLY_SAVE.code, codes.KEPT_INTERMEDIATE.code)
+    hygiene = (codes.CTX_ATTRIBUTE_TENSOR.code, codes.METADATA_ONLY_SAVE.code)
     out = []
     for report in reports:
         wanted = [d for d in report.diagnostics if d.code in hygiene and settings.enabled(d.code, report.path)]
@@ -93,7 +92,8 @@ def describe_function_fixes(reports: list[FileReport], sources: Mapping[str, byt
 
 def with_function_edits(reports: list[FileReport], sources: Mapping[str, bytes]) -> list[FileReport]:
     """The reports with each fixable finding of a Function carrying its own fix as line edits
-    (:func:`transpiler.lint.function_fix.fix_edits`: what SARIF's ``fixes`` hold)."""
+    (:func:`transpiler.lint.function_fix.fix_edits`: what SARIF's ``fixes`` hold); a DB100's says
+    which of its two fixes the edits make."""
     from transpiler.lint.function_fix import FIXABLE, fix_edits
 
     out = []
@@ -104,7 +104,7 @@ def with_function_edits(reports: list[FileReport], sources: Mapping[str, bytes])
         try:
             raw = sources[report.path] if report.path in sources else Path(report.path).read_bytes()
             source = decode_source(report.path, raw)
-            edited = tuple(replace(d, edits=fix_edits(source, d)) for d in report.diagnostics)
+            edited = tuple(replace(d, **fix_edits(source, d)._asdict()) for d in report.diagnostics)
         except Exception:  # noqa: BLE001 - no edits; the findings stand as described
             edited = report.diagnostics
         out.append(replace(report, diagnostics=edited))

@@ -36,6 +36,8 @@ from transpiler.lint.recompute_fix import recompute_edits
 MODULE = "torch.autograd.function"
 NAME = "once_differentiable"
 DESCRIPTION = "mark backward @once_differentiable (double backward raises instead of being silently wrong)"
+ONCE_FIX = ("unsafe (--unsafe-fixes): mark backward @once_differentiable, so that double backward raises "
+            "instead of being silently wrong")              # a DB100's, where it is not recomputed
 
 
 @dataclass(frozen=True)
@@ -329,21 +331,30 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
 
 
 def describe_fixes(source: str, findings: Collection[Located]) -> dict[Located, str]:
-    """The fix each of ``findings`` (DB110, DB111; DB100 where backward can recompute the
-    intermediate) gets, described, where its plan succeeds."""
+    """The fix each of ``findings`` (DB110, DB111, DB100) gets, described, where its plan succeeds
+    (a DB100's: the recompute or ``@once_differentiable``)."""
     from transpiler.lint.ctx.hygiene import ATTRIBUTE_FIX, METADATA_FIX
 
     described = {codes.CTX_ATTRIBUTE_TENSOR.code: ATTRIBUTE_FIX, codes.METADATA_ONLY_SAVE.code: METADATA_FIX,
-                 codes.KEPT_INTERMEDIATE.code: RECOMPUTE_FIX}
+                 codes.KEPT_INTERMEDIATE.code: ONCE_FIX}
     planned = fix_functions(source, [f for f in findings if f.code in described], unsafe=True)
-    return {f: described[f.code] for f in planned.applied
-            if f.code != codes.KEPT_INTERMEDIATE.code or f in planned.recomputed}
+    return {f: RECOMPUTE_FIX if f in planned.recomputed else described[f.code] for f in planned.applied}
 
 
-def fix_edits(source: str, diagnostic: Diagnostic) -> tuple[LineEdit, ...]:
-    """The fix of one finding of a Function alone, as edits of ``source``'s lines (``()`` when it
-    has none)."""
+class FindingFix(NamedTuple):
+    """One finding's fix: its edits of the source's lines (``()``: none) and its description."""
+
+    edits: tuple[LineEdit, ...]
+    fix: str | None
+
+
+def fix_edits(source: str, diagnostic: Diagnostic) -> FindingFix:
+    """The fix of one finding of a Function alone, as edits of ``source``'s lines, described."""
     if diagnostic.fix is None or diagnostic.code not in FIXABLE:
-        return ()
-    change = fix_functions(source, [Located(diagnostic.line, diagnostic.col, diagnostic.code)], unsafe=True)
-    return line_edits(source, change.source) if change.applied else ()
+        return FindingFix((), diagnostic.fix)
+    located = Located(diagnostic.line, diagnostic.col, diagnostic.code)
+    change = fix_functions(source, [located], unsafe=True)
+    if not change.applied:
+        return FindingFix((), diagnostic.fix)
+    return FindingFix(line_edits(source, change.source), RECOMPUTE_FIX if located in change.recomputed
+                      else ONCE_FIX if diagnostic.code == codes.KEPT_INTERMEDIATE.code else diagnostic.fix)

@@ -301,8 +301,10 @@ def recomputes_when_recording(backward: ast.FunctionDef, imports: ImportTable) -
     return False
 
 
-ONCE_DIFFERENTIABLE_FIX = ("unsafe (--unsafe-fixes): mark backward @once_differentiable, so that double "
-                           "backward raises instead of being silently wrong")
+# which of the two a finding gets is planned with libcst, for SARIF only (function_fix.fix_edits)
+ONCE_DIFFERENTIABLE_FIX = ("unsafe (--unsafe-fixes): where forward computes the intermediate from its inputs "
+                           "alone, save those and recompute it in backward; otherwise mark backward "
+                           "@once_differentiable, so that double backward raises instead of being silently wrong")
 
 
 def _class_lines(cls: ast.ClassDef) -> range:

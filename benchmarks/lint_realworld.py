@@ -70,6 +70,10 @@ CONFIRM = [
      "f = QuadFormDiagonal.apply"),
     ("gpytorch", "gpytorch/functions/_log_normal_cdf.py", "LogNormalCDF",
      "inputs = (torch.tensor([-3.0, -2.0, 0.5, 1.0], dtype=D, requires_grad=True),)\nf = LogNormalCDF.apply"),
+    ("gpytorch", "gpytorch/functions/rbf_covariance.py", "RBFCovariance",
+     "x1, x2 = torch.randn(4, 2, dtype=D), torch.randn(3, 2, dtype=D)\n"
+     "inputs = (torch.tensor([[0.7]], dtype=D, requires_grad=True),)\n"
+     "f = lambda lengthscale: RBFCovariance.apply(x1, x2, lengthscale, lambda a, b: torch.cdist(a, b) ** 2)"),
     ("entmax", "entmax/root_finding.py", "EntmaxBisectFunction",
      "x = torch.randn(2, 5, dtype=D)\ninputs = (torch.tensor(1.5, dtype=D, requires_grad=True),)\n"
      "f = lambda alpha: EntmaxBisectFunction.apply(x, alpha, -1, 50)"),

@@ -195,15 +195,15 @@ def applied(text: str, replacements: list[dict]) -> str:
                          ids=["formula", "function"])
 def test_sarif_fixes_are_the_edits_of_lint_fix(tmp_path, capsys, name, text, flags):
     """A finding with a fix carries it as SARIF ``fixes`` (its edits on the file's lines), in a
-    formula file (DB100's recompute) as in a Function (DB100's @once_differentiable); applied,
-    they give what ``--fix`` writes."""
+    formula file (DB100's recompute) as in a Function (DB100's recompute, or @once_differentiable);
+    applied, they give what ``--fix`` writes."""
     path = write(tmp_path / name, text)
     status, out, _ = run_cli(["--no-cache", "--select", "DB100", "--format", "sarif", str(path)], capsys)
     [result] = json.loads(out)["runs"][0]["results"]
     [fix] = result["fixes"]
     [change] = fix["artifactChanges"]
     assert change["artifactLocation"]["uri"] == path.as_uri()
-    assert fix["description"]["text"] == lint([str(path)]).diagnostics[0].fix
+    assert fix["description"]["text"] == lint([str(path)], edits=True).diagnostics[0].fix
     expected = applied(text, change["replacements"])
     run_cli(["--no-cache", "--select", "DB100", "--fix", *flags, str(path)], capsys)
     assert path.read_text() == expected != text

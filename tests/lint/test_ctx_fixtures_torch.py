@@ -9,6 +9,7 @@ imports what it reads.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import warnings
 from pathlib import Path
@@ -44,6 +45,10 @@ CASES = {
         "ViewOfTheOutputSaved": lambda: (leaf(3),),
         "BaseOfTheReturnedView": lambda: (leaf(1, 3),),
         "NonDifferentiableOutput": lambda: (leaf(3),),
+        "SetupContextMarksTheIndices": lambda: (leaf(4),),
+        "SavedOnlyWhereItIsTheOutput": lambda: (leaf(3),),
+        "SetupContextMarksAFloatOutput": lambda: (leaf(3),),
+        "ClonedOnlyWhenSaving": lambda: (leaf(3),),
     },
     "enable_grad": {
         "GraphRecordedInForward": lambda: (leaf(3),),
@@ -64,6 +69,11 @@ CASES = {
         "KernelHeldInAVariable": lambda: (leaf(2, 3),),
         "KernelHeldInAVariableOnLabels": lambda: (leaf(3), torch.tensor([0, 1, 2])),
         "KernelHeldInAVariableOutputKept": lambda: (leaf(2, 3),),
+        "HelperCalledTwice": lambda: (leaf(3),),
+        "CallThroughAModuleAlias": lambda: (leaf(3),),
+        "ComputedByADispatchedImplementation": lambda: (leaf(3),),
+        "HelperCalledTwiceOutputKept": lambda: (leaf(3),),
+        "DispatchedOnLabels": lambda: (leaf(3), torch.tensor([0.0, 1.0, 2.0], dtype=D)),
     },
     "once_differentiable": {"RaisesOnlyOnOneBranch": lambda: (leaf(3),)},
     "gradients_in_forward": {
@@ -84,12 +94,13 @@ def load(fixture: str):
     return module
 
 
-def flagged_classes(fixture: str) -> set[str]:
+@functools.cache                    # one lint per fixture file, not one per Function checked
+def flagged_classes(fixture: str) -> frozenset[str]:
     path = FIXTURES / f"{fixture}.py"
     lines = {d.line for d in lint([str(path)]).diagnostics}
     tree = ast.parse(path.read_text())
-    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)
-            and any(node.lineno <= line <= node.end_lineno for line in lines)}
+    return frozenset(node.name for node in tree.body if isinstance(node, ast.ClassDef)
+                     and any(node.lineno <= line <= node.end_lineno for line in lines))
 
 
 @pytest.mark.parametrize("fixture,name", [(f, n) for f, names in CASES.items() for n in names])

@@ -238,7 +238,8 @@ def test_intermediates_and_bases_are_followed_across_the_linted_tree(tmp_path: P
     assert result.functions == 2
     (finding,) = result.diagnostics
     assert (Path(finding.path).name, finding.line, finding.code) == ("impl.py", 8, "DB100")
-    assert "`rstd` (computed at " in finding.message and "helpers.py:2)" in finding.message
+    assert "`rstd` (computed at " in finding.message
+    assert "helpers.py:2 in `normalize`, called at line 7)" in finding.message     # the call that is the cause
 
 
 def test_rng_state_is_not_listed_among_the_kept_intermediates():
@@ -309,3 +310,55 @@ def test_an_extension_held_in_a_module_global_is_named_as_the_cause():
     by_line = {d.line: d for d in lint([str(FIXTURES / "messages.py")]).diagnostics}
     assert "backward calls `_C.backward` (line 83), which autograd cannot differentiate" in by_line[77].message
     assert "silently wrong" not in by_line[77].message
+
+
+def test_a_backward_helper_of_another_file_is_opaque_only_when_it_reaches_a_kernel(tmp_path: Path):
+    # pytorch-wavelets: backward calls `inv_j1`, torch code of another module (whose own helper
+    # computes padding indices with numpy); the message called it a call autograd cannot
+    # differentiate. A helper that launches a kernel two calls down still is one.
+    write_package(tmp_path / "pkg", {
+        "__init__.py": "",
+        "low.py": (
+            "import numpy as np\n"
+            "import torch.nn.functional as F\n\n"
+            "def pad_indices(n):\n"
+            "    return np.arange(-1, n + 1)\n\n"
+            "def filt(x, h):\n"
+            "    return F.conv1d(x[..., pad_indices(x.shape[-1])], h)\n\n"
+            "def launch(x):\n"
+            "    out = x.new_empty(x.shape)\n"
+            "    kernel[(1,)](x, out)\n"
+            "    return out\n"),
+        "transforms.py": (
+            "from pkg.low import filt, launch\n\n"
+            "def inverse(x, h):\n"
+            "    return filt(x, h)\n\n"
+            "def fused_inverse(x, h):\n"
+            "    return launch(filt(x, h))\n"),
+        "layer.py": (
+            "import torch\n"
+            "from pkg.transforms import fused_inverse, inverse\n\n"
+            "class Magnitude(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, h):\n"
+            "        r = x.abs() + 1\n"
+            "        ctx.save_for_backward(h, x / r)\n"       # line 8
+            "        return r\n\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, g):\n"
+            "        h, drdx = ctx.saved_tensors\n"
+            "        return inverse(g * drdx, h), None\n\n"
+            "class FusedMagnitude(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, h):\n"
+            "        r = x.abs() + 1\n"
+            "        ctx.save_for_backward(h, x / r)\n"       # line 20
+            "        return r\n\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, g):\n"
+            "        h, drdx = ctx.saved_tensors\n"
+            "        return fused_inverse(g * drdx, h), None\n"),
+    })
+    by_line = {d.line: d for d in lint([str(tmp_path / "pkg")]).diagnostics if d.path.endswith("layer.py")}
+    assert "silently wrong" in by_line[8].message and "cannot differentiate" not in by_line[8].message
+    assert "backward calls `fused_inverse` (line 26), which autograd cannot differentiate" in by_line[20].message

@@ -97,7 +97,7 @@ def test_json_output_has_the_contract_keys_and_fix_where_present(tmp_path, capsy
     assert [(r["path"].rsplit("/", 1)[1], r["line"], r["col"], r["code"]) for r in records] == [
         ("ctx_style.py", 8, 9, "DB100"), ("ctx_style.py", 14, 9, "DB104"), ("formula.py", 10, 23, "DB100")]
     assert set(records[0]) == {"path", "line", "col", "code", "message", "fix"}
-    assert records[0]["fix"].startswith("unsafe (--unsafe-fixes): mark backward @once_differentiable")
+    assert records[0]["fix"].startswith("unsafe (--unsafe-fixes): where forward computes the intermediate")
     assert set(records[1]) == {"path", "line", "col", "code", "message"}
     assert records[2]["fix"] == "recompute at the top of backward: c = at.cos(self)"
 

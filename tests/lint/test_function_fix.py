@@ -35,11 +35,11 @@ KEPT_INTERMEDIATE = src('''
 
 
     class Exp2(torch.autograd.Function):
-        """y = 2 exp(x), keeping exp(x): an intermediate."""
+        """y = 2 exp(x), keeping exp(x): an intermediate (written into a buffer: not recomputed)."""
 
         @staticmethod
         def forward(ctx, x):
-            e = x.exp()
+            e = torch.exp(x, out=torch.empty_like(x))
             ctx.save_for_backward(e)
             return e * 2
 
@@ -58,11 +58,11 @@ def test_decorator_goes_below_staticmethod_and_the_import_is_added(tmp_path) -> 
 
 
         class Exp2(torch.autograd.Function):
-            """y = 2 exp(x), keeping exp(x): an intermediate."""
+            """y = 2 exp(x), keeping exp(x): an intermediate (written into a buffer: not recomputed)."""
 
             @staticmethod
             def forward(ctx, x):
-                e = x.exp()
+                e = torch.exp(x, out=torch.empty_like(x))
                 ctx.save_for_backward(e)
                 return e * 2
 
@@ -164,6 +164,10 @@ def test_findings_describe_the_unsafe_fix_only_where_it_applies(tmp_path) -> Non
     path = tmp_path / "f.py"
     path.write_text(KEPT_INTERMEDIATE)
     [finding] = lint([str(path)]).diagnostics
+    assert finding.fix.startswith("unsafe (--unsafe-fixes): where forward computes the intermediate from its "
+                                  "inputs alone, save those and recompute it in backward; otherwise mark "
+                                  "backward @once_differentiable")
+    [finding] = lint([str(path)], edits=True).diagnostics               # SARIF: the one it gets, planned
     assert finding.fix == ("unsafe (--unsafe-fixes): mark backward @once_differentiable, so that double "
                            "backward raises instead of being silently wrong")
     path.write_text(KEPT_INTERMEDIATE.replace("    @staticmethod\n    def backward", "    @staticmethod\n    def vjp"))

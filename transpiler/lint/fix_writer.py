@@ -92,7 +92,8 @@ def describe_function_fixes(reports: list[FileReport], sources: Mapping[str, byt
 
 def with_function_edits(reports: list[FileReport], sources: Mapping[str, bytes]) -> list[FileReport]:
     """The reports with each fixable finding of a Function carrying its own fix as line edits
-    (:func:`transpiler.lint.function_fix.fix_edits`: what SARIF's ``fixes`` hold)."""
+    (:func:`transpiler.lint.function_fix.fix_edits`: what SARIF's ``fixes`` hold); a DB100's says
+    which of its two fixes the edits make."""
     from transpiler.lint.function_fix import FIXABLE, fix_edits
 
     out = []
@@ -103,7 +104,7 @@ def with_function_edits(reports: list[FileReport], sources: Mapping[str, bytes])
         try:
             raw = sources[report.path] if report.path in sources else Path(report.path).read_bytes()
             source = decode_source(report.path, raw)
-            edited = tuple(replace(d, edits=fix_edits(source, d)) for d in report.diagnostics)
+            edited = tuple(replace(d, **fix_edits(source, d)._asdict()) for d in report.diagnostics)
         except Exception:  # noqa: BLE001 - no edits; the findings stand as described
             edited = report.diagnostics
         out.append(replace(report, diagnostics=edited))

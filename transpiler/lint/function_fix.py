@@ -1,9 +1,10 @@
 """Unsafe fix for ``torch.autograd.Function``: mark ``backward`` ``@once_differentiable``.
 
 A DB100 on a ctx-style Function (an intermediate kept on ctx, or a backward that
-runs a kernel) makes double backward silently wrong. No recompute fix is offered
-for Functions yet, so the one fix is to declare that backward does not support
-double backward: ``torch.autograd.function.once_differentiable`` runs it under
+runs a kernel) makes double backward silently wrong. Where backward can recompute
+the intermediate from forward's inputs, :mod:`transpiler.lint.recompute_fix` does
+that; otherwise the fix is to declare that backward does not support double
+backward: ``torch.autograd.function.once_differentiable`` runs it under
 ``no_grad`` and makes differentiating its result raise torch's error. The fix is
 *unsafe* in ruff's sense: it changes behaviour (a silently wrong second
 derivative becomes an error), so ``--fix`` applies it only with
@@ -28,11 +29,15 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from transpiler import codes
 from transpiler.diagnostics import Diagnostic, LineEdit, line_edits
-from transpiler.lint.hygiene_fix import Edits, FunctionClass, attribute_edits, metadata_edits, walk
+from transpiler.lint.hygiene_fix import Edits, FunctionClass, _is_save, attribute_edits, metadata_edits, walk
+from transpiler.lint.recompute_fix import DESCRIPTION as RECOMPUTE_FIX
+from transpiler.lint.recompute_fix import recompute_edits
 
 MODULE = "torch.autograd.function"
 NAME = "once_differentiable"
 DESCRIPTION = "mark backward @once_differentiable (double backward raises instead of being silently wrong)"
+ONCE_FIX = ("unsafe (--unsafe-fixes): mark backward @once_differentiable, so that double backward raises "
+            "instead of being silently wrong")              # a DB100's, where it is not recomputed
 
 
 @dataclass(frozen=True)
@@ -165,6 +170,7 @@ class FunctionFixes:
     source: str                                   # the fixed source (the input when nothing changed)
     applied: frozenset[Located]                   # the findings the applied fixes address
     withheld: frozenset[Located]                  # findings with an unsafe fix, not applied (no ``unsafe``)
+    recomputed: frozenset[Located] = frozenset()  # DB100 findings whose fix recomputes (not @once_differentiable)
 
 
 SAFE_CODES = frozenset({codes.METADATA_ONLY_SAVE.code})
@@ -198,7 +204,12 @@ def fix_functions(source: str, findings: Collection[Located], unsafe: bool) -> F
                 continue
             edits.update(planned)
             applied.update(chosen)
-    once = [f for f in findings if f.code == codes.KEPT_INTERMEDIATE.code]
+    recomputed, deferred = _plan_recompute(wrapper.module, positions, findings, edits)
+    if unsafe:
+        applied |= recomputed
+    else:
+        withheld |= recomputed
+    once = [f for f in findings if f.code == codes.KEPT_INTERMEDIATE.code and f not in recomputed | deferred]
     plan = _plan(wrapper, {f.line for f in once}) if once else None
     if plan is not None and plan.backwards:
         addressed = {f for f in once if f.line in plan.lines}
@@ -214,7 +225,30 @@ def fix_functions(source: str, findings: Collection[Located], unsafe: bool) -> F
         context = CodemodContext()
         AddImportsVisitor.add_needed_import(context, MODULE, NAME)
         fixed = AddImportsVisitor(context).transform_module(fixed)
-    return FunctionFixes(fixed.code, frozenset(applied), frozenset(withheld))
+    return FunctionFixes(fixed.code, frozenset(applied), frozenset(withheld), frozenset(recomputed))
+
+
+def _plan_recompute(module: cst.Module, positions, findings: list[Located],
+                    edits: Edits) -> tuple[set[Located], set[Located]]:
+    """(addressed, deferred): the DB100 finding per Function whose intermediate forward computes
+    from its inputs alone (:mod:`transpiler.lint.recompute_fix`), its edits joined to ``edits``;
+    the class's other DB100 findings wait for the next pass (not decorated meanwhile)."""
+    addressed: set[Located] = set()
+    deferred: set[Located] = set()
+    for cls, inside in _by_class(module, positions, [f for f in findings if f.code == codes.KEPT_INTERMEDIATE.code]):
+        keeper = cls.methods.get("forward")
+        saves = [n for n in walk(keeper) if isinstance(n, cst.Call) and _is_save(n)] if keeper is not None else []
+        for finding in inside:
+            # at the saved element, or at the save call when it keeps one value
+            elements = [a.value for call in saves for a in call.args if _at(a.value, positions, finding)]
+            elements = elements or [a.value for call in saves if _at(call, positions, finding) for a in call.args]
+            change = next((c for c in map(lambda e: recompute_edits(cls, e), elements) if c is not None), None)
+            if change is not None and not change.touches(edits):
+                edits.update(change)
+                addressed.add(finding)
+                deferred.update(f for f in inside if f != finding)
+                break
+    return addressed, deferred
 
 
 def _by_class(module: cst.Module, positions, findings: list[Located]) -> list[tuple[FunctionClass, list[Located]]]:
@@ -297,18 +331,30 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
 
 
 def describe_fixes(source: str, findings: Collection[Located]) -> dict[Located, str]:
-    """The fix each of ``findings`` (DB110, DB111) gets, described, where its plan succeeds."""
+    """The fix each of ``findings`` (DB110, DB111, DB100) gets, described, where its plan succeeds
+    (a DB100's: the recompute or ``@once_differentiable``)."""
     from transpiler.lint.ctx.hygiene import ATTRIBUTE_FIX, METADATA_FIX
 
-    described = {codes.CTX_ATTRIBUTE_TENSOR.code: ATTRIBUTE_FIX, codes.METADATA_ONLY_SAVE.code: METADATA_FIX}
+    described = {codes.CTX_ATTRIBUTE_TENSOR.code: ATTRIBUTE_FIX, codes.METADATA_ONLY_SAVE.code: METADATA_FIX,
+                 codes.KEPT_INTERMEDIATE.code: ONCE_FIX}
     planned = fix_functions(source, [f for f in findings if f.code in described], unsafe=True)
-    return {f: described[f.code] for f in planned.applied}
+    return {f: RECOMPUTE_FIX if f in planned.recomputed else described[f.code] for f in planned.applied}
 
 
-def fix_edits(source: str, diagnostic: Diagnostic) -> tuple[LineEdit, ...]:
-    """The fix of one finding of a Function alone, as edits of ``source``'s lines (``()`` when it
-    has none)."""
+class FindingFix(NamedTuple):
+    """One finding's fix: its edits of the source's lines (``()``: none) and its description."""
+
+    edits: tuple[LineEdit, ...]
+    fix: str | None
+
+
+def fix_edits(source: str, diagnostic: Diagnostic) -> FindingFix:
+    """The fix of one finding of a Function alone, as edits of ``source``'s lines, described."""
     if diagnostic.fix is None or diagnostic.code not in FIXABLE:
-        return ()
-    change = fix_functions(source, [Located(diagnostic.line, diagnostic.col, diagnostic.code)], unsafe=True)
-    return line_edits(source, change.source) if change.applied else ()
+        return FindingFix((), diagnostic.fix)
+    located = Located(diagnostic.line, diagnostic.col, diagnostic.code)
+    change = fix_functions(source, [located], unsafe=True)
+    if not change.applied:
+        return FindingFix((), diagnostic.fix)
+    return FindingFix(line_edits(source, change.source), RECOMPUTE_FIX if located in change.recomputed
+                      else ONCE_FIX if diagnostic.code == codes.KEPT_INTERMEDIATE.code else diagnostic.fix)

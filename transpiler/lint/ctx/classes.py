@@ -9,13 +9,21 @@ output)``.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from transpiler import codes
 from transpiler.lint.ctx import hygiene
 from transpiler.lint.ctx.finding import Finding
 from transpiler.lint.ctx.backward import BackwardAnalysis, nonlocal_statements
-from transpiler.lint.ctx.forward import CLASS, ForwardAnalysis, FunctionSource, Hazard, global_key
+from transpiler.lint.ctx.forward import (
+    CLASS,
+    ForwardAnalysis,
+    FunctionSource,
+    Hazard,
+    correlated_conditions,
+    global_key,
+)
 from transpiler.lint.ctx.interpreter import Env
 from transpiler.lint.ctx.names import ImportTable, import_table, statements
 from transpiler.lint.ctx.tree import current_tree
@@ -31,6 +39,7 @@ from transpiler.lint.ctx.values import (
     flatten,
     is_tensor,
     sequence,
+    union,
 )
 
 FUNCTION_BASES = frozenset({
@@ -247,7 +256,7 @@ def check_class(cls: ast.ClassDef, imports: ImportTable, module: ModuleScope | N
             used = _attributes_read(cls, exclude=KEEPING_METHODS)
             opaque = opaque_calls(backward, imports, module) if backward is not None else []
             reported: dict[frozenset, list[Hazard]] = {}
-            for hazard in analysis.hazards():
+            for hazard in _path_hazards(analysis, keeper, imports, module, slots, forward):
                 if hazard.attribute is None or hazard.attribute in used:
                     reported.setdefault(hazard.sites | {hazard.code}, []).append(hazard)
             decoratable = isinstance(backward, ast.FunctionDef) and _class_lines(cls)
@@ -292,8 +301,10 @@ def recomputes_when_recording(backward: ast.FunctionDef, imports: ImportTable) -
     return False
 
 
-ONCE_DIFFERENTIABLE_FIX = ("unsafe (--unsafe-fixes): mark backward @once_differentiable, so that double "
-                           "backward raises instead of being silently wrong")
+# which of the two a finding gets is planned with libcst, for SARIF only (function_fix.fix_edits)
+ONCE_DIFFERENTIABLE_FIX = ("unsafe (--unsafe-fixes): where forward computes the intermediate from its inputs "
+                           "alone, save those and recompute it in backward; otherwise mark backward "
+                           "@once_differentiable, so that double backward raises instead of being silently wrong")
 
 
 def _class_lines(cls: ast.ClassDef) -> range:
@@ -406,7 +417,12 @@ def _given_tensors(call: ast.Call, tensors: set[str]) -> bool:
     return False
 
 
-def _is_opaque(call: ast.Call, imports: ImportTable, module: ModuleScope, depth: int) -> bool:
+OPAQUE_DEPTH = 3        # how deep calls into functions of the linted tree are searched for kernels
+
+
+def _is_opaque(call: ast.Call, imports: ImportTable, module: ModuleScope, depth: int,
+               path: str | None = None) -> bool:
+    """``path``: the other file of the tree whose function body ``call`` is in (None: this one)."""
     func = call.func
     if isinstance(func, ast.Subscript):                              # triton: kernel[grid](...)
         return True
@@ -423,20 +439,28 @@ def _is_opaque(call: ast.Call, imports: ImportTable, module: ModuleScope, depth:
     head = func
     while isinstance(head, ast.Attribute):
         head = head.value
-    if isinstance(head, ast.Name) and head.id in imports.names:
-        return "." in qualified and not (qualified + ".").startswith(DIFFERENTIABLE_MODULES)
+    imported = isinstance(head, ast.Name) and head.id in imports.names
+    if imported and ("." not in qualified or (qualified + ".").startswith(DIFFERENTIABLE_MODULES)):
+        return False
+    if imported and depth > 0 and qualified.startswith("numpy."):
+        return False            # a helper's numpy: indices and sizes (backward's own is checked above)
+    tree = current_tree()
+    if path is not None and "." not in qualified and tree is not None:
+        qualified = f"{tree.module_name(path)}.{qualified}"          # a function of that other file
     source = module.function(qualified)
-    if source is not None and depth < 2:
-        return any(isinstance(n, ast.Call) and _is_opaque(n, source.imports, module, depth + 1)
-                   for n in ast.walk(source.definition))
-    return False
+    if source is None:
+        return imported         # another library's function (an extension, a kernel wrapper)
+    return depth < OPAQUE_DEPTH and any(isinstance(n, ast.Call) and _is_opaque(n, source.imports, module, depth + 1, source.path or path)
+               for n in ast.walk(source.definition))
 
 
 def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, module: ModuleScope,
                     slots: tuple[frozenset[int], frozenset[int]] | None,
-                    forward: ast.FunctionDef | None) -> ForwardAnalysis:
-    """Run the forward analysis; ``forward`` is given for setup_context (it names the inputs)."""
+                    forward: ast.FunctionDef | None, assumptions: dict[str, bool] | None = None) -> ForwardAnalysis:
+    """Run the forward analysis; ``forward`` is given for setup_context (it names the inputs);
+    ``assumptions``: names whose tests the run takes as true or false."""
     analysis = ForwardAnalysis(imports, _tensor_names(function, imports), module.function, module.globals)
+    analysis.assumptions = assumptions or {}
     env: Env = {}
     positional = _positional(function)
     if _is_classmethod(function) and [*function.args.posonlyargs, *function.args.args]:
@@ -460,6 +484,13 @@ def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, module: Mod
             else:
                 env[names[1]] = frozenset({Value(Role.INPUT, name=names[1], star=True)})
             env[names[2]] = frozenset({Value(Role.OUTPUT, star=True)})
+            outputs = _forward_outputs(forward, imports, module, input_value)
+            if outputs is not None:                   # what forward returns, output by output
+                env[names[2]] = union(outputs.returns)
+                analysis.returned_values |= outputs.returned_values
+                analysis.recorded |= outputs.recorded
+                analysis.tainted |= outputs.tainted
+                analysis.callees.update(outputs.callees)
     elif positional:                                  # forward(ctx, *inputs)
         env[positional[0].arg] = CTX
         for index, arg in enumerate(positional[1:]):
@@ -471,6 +502,40 @@ def _analyse_keeper(function: ast.FunctionDef, imports: ImportTable, module: Mod
             analysis.input_containers.add(star.arg)
             env[star.arg] = frozenset({Value(Role.INPUT, name=star.arg, star=True)})
     analysis.run(function.body, env)
+    return analysis
+
+
+def _path_hazards(analysis: ForwardAnalysis, keeper: ast.FunctionDef, imports: ImportTable,
+                  module: ModuleScope, slots: tuple[frozenset[int], frozenset[int]] | None,
+                  forward: ast.FunctionDef | None) -> list[Hazard]:
+    """The hazards of ``analysis``; when the keeper tests a name several times
+    (:func:`~transpiler.lint.ctx.forward.correlated_conditions`), those of a run per truth value
+    of each such name instead, the same place said once."""
+    names = correlated_conditions(keeper)
+    if not names:
+        return analysis.hazards()
+    found: dict[tuple[int, str], Hazard] = {}
+    for name in names:
+        for truth in (True, False):
+            run = _analyse_keeper(keeper, imports, module, slots, forward, {name: truth})
+            for hazard in run.hazards():
+                found.setdefault((id(hazard.node), hazard.code), hazard)
+    return list(found.values())
+
+
+def _forward_outputs(forward: ast.FunctionDef, imports: ImportTable, module: ModuleScope,
+                     input_value: Callable[[int, str], Values]) -> ForwardAnalysis | None:
+    """The analysis of a ``forward(*inputs)`` whose ctx work is in setup_context: what it returns,
+    output by output (setup_context's ``output``); None when a return gives nothing it can tell."""
+    analysis = ForwardAnalysis(imports, _tensor_names(forward, imports), module.function, module.globals)
+    analysis.returns = []
+    env: Env = {arg.arg: input_value(index, arg.arg) for index, arg in enumerate(_positional(forward))}
+    for star in (forward.args.vararg, forward.args.kwarg):
+        if star is not None:
+            env[star.arg] = frozenset({Value(Role.INPUT, name=star.arg, star=True)})
+    analysis.run(forward.body, env)
+    if not analysis.returns or any(v.kind is Role.SEQUENCE and not v.exact for v in union(analysis.returns)):
+        return None                                   # outputs not told apart (``return tuple(outs)``)
     return analysis
 
 

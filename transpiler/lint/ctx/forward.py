@@ -115,6 +115,7 @@ class _Frame:
 
 
 MAX_CALL_DEPTH = 4
+MAX_CORRELATED = 2               # names whose tests the analysis splits paths on (two runs each)
 # a random generator's state (dropout kernels return seed and offset as integers, by convention)
 RNG_STATE_NAME = re.compile(r"(?:\w+_)?(?:rng_state|rng_seed|rng_offset|seeds?|philox_seed|philox_offset)\Z")
 # Modules of Python itself, numpy, triton helpers and torch: their functions are not extension kernels.
@@ -156,6 +157,8 @@ class ForwardAnalysis(Interpreter):
         self.globals = globals_                     # module-level names (and classes) of this file
         self.kept: dict[tuple[int, int, str | None], Kept] = {}
         self.returned_values: set[Value] = set()
+        self.assumptions: dict[str, bool] = {}       # names whose tests this run takes as given (one path)
+        self.returns: list[Values] | None = None     # what each ``return`` gives, when asked for (setup_context)
         self.input_names: set[str] = set()          # parameters, and names unpacked from *args/inputs
         self.input_containers: set[str] = set()     # the *args / **kwargs / setup_context ``inputs``
         self.tainted: set[Site] = set()             # constant tensors later written with gradient data
@@ -166,11 +169,17 @@ class ForwardAnalysis(Interpreter):
         self.frames: list[_Frame] = []              # functions of the tree being followed, innermost last
         self.own_globals: set[str] = set()          # names the forward declares ``global``
         self.local_functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = {}  # defined inside
+        self.callees: dict[tuple[int, int], str] = {}   # (line, col) of each followed call in the body -> callee
 
     def site(self, node: ast.AST) -> Site:
-        """Where ``node`` is: (line, col) in the analysed file, plus the path in another file."""
-        path = self.frames[-1].source.path if self.frames else None
-        site = (node.lineno, node.col_offset) if path is None else (node.lineno, node.col_offset, path)
+        """Where ``node`` is: (line, col) in the analysed body; in a followed function, plus its
+        file (None: this one) and the forward's call that reached it (one helper called twice
+        computes two values)."""
+        if self.frames:
+            call = self.frames[0].call
+            site = (node.lineno, node.col_offset, self.frames[-1].source.path, call.lineno, call.col_offset)
+        else:
+            site = (node.lineno, node.col_offset)
         if self.recording:
             self.recorded.add(site)
         return site
@@ -259,6 +268,8 @@ class ForwardAnalysis(Interpreter):
             frame = self.frames[-1]
             frame.returns.append(self.evaluate(node.value, env) if node.value is not None else PLAIN)
         elif node.value is not None:
+            if self.returns is not None:
+                self.returns.append(self.evaluate(node.value, env))
             self.returned_values |= flatten(self.output_values(node.value, env))
 
     def statement(self, node: ast.stmt, env: Env) -> Env | None:
@@ -269,6 +280,9 @@ class ForwardAnalysis(Interpreter):
             env[node.name] = self.closure(node, env)    # what it reads from here travels with it
             self.local_functions[node.name] = node
             return env
+        if isinstance(node, ast.If) and (truth := self.assumed(node.test)) is not None:
+            self.evaluate(node.test, env)
+            return self.block(node.body if truth else node.orelse, env)
         if isinstance(node, (ast.With, ast.AsyncWith)) and any(self.enables_grad(i.context_expr) for i in node.items):
             self.recording += 1
             try:
@@ -276,6 +290,16 @@ class ForwardAnalysis(Interpreter):
             finally:
                 self.recording -= 1
         return super().statement(node, env)
+
+    def assumed(self, test: ast.expr) -> bool | None:
+        """The truth of a test on a name this run assumes (:func:`correlated_conditions`), in the
+        analysed body itself; None for any other test."""
+        negated = False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, not negated
+        if self.frames or not isinstance(test, ast.Name) or test.id not in self.assumptions:
+            return None
+        return self.assumptions[test.id] != negated
 
     def enables_grad(self, expression: ast.expr) -> bool:
         """``torch.enable_grad()`` / ``torch.set_grad_enabled(True)``: forward records a graph of its own."""
@@ -332,6 +356,9 @@ class ForwardAnalysis(Interpreter):
         if isinstance(node, ast.Starred):
             return self.output_values(node.value, env)
         if isinstance(node, ast.IfExp):
+            truth = self.assumed(node.test)
+            if truth is not None:
+                return self.output_values(node.body if truth else node.orelse, env)
             return self.output_values(node.body, env) | self.output_values(node.orelse, env)
         values = self.evaluate(node, env)
         if isinstance(node, ast.Call) and values == UNKNOWN:
@@ -384,10 +411,14 @@ class ForwardAnalysis(Interpreter):
     def origin(self, intermediates: list[Value]) -> str:
         """Where the first of ``intermediates`` came from, for the message. A buffer created at a
         site and also a tensor computed there (paths that meet) is told as the buffer, whatever
-        the order of the set it came from."""
-        first = min(intermediates, key=lambda v: (v.site or (0, 0), v.kind is not Role.CONSTANT))
+        the order of the set it came from; a value of a followed function names the call."""
+        first = min(intermediates, key=lambda v: (*(v.site or (0, 0))[:2], repr((v.site or ())[2:]),
+                                                  v.kind is not Role.CONSTANT))
         place = "?" if first.site is None else (
-            f"line {first.site[0]}" if len(first.site) == 2 else f"{first.site[2]}:{first.site[0]}")
+            f"line {first.site[0]}" if len(first.site) == 2 or first.site[2] is None
+            else f"{first.site[2]}:{first.site[0]}")
+        if first.site is not None and len(first.site) == 5 and first.site[3:] in self.callees:
+            place += f" in `{self.callees[first.site[3:]]}`, called at line {first.site[3]}"
         if first.kind is Role.CONSTANT:
             return f"created at {place}, then written in place with values computed from the inputs"
         if first.site in self.marked_nondifferentiable:
@@ -433,6 +464,9 @@ class ForwardAnalysis(Interpreter):
             return self.nondifferentiable(node, operands)
         if isinstance(node, ast.IfExp):
             self.evaluate(node.test, env)
+            truth = self.assumed(node.test)
+            if truth is not None:
+                return self.evaluate(node.body if truth else node.orelse, env)
             return self.evaluate(node.body, env) | self.evaluate(node.orelse, env)
         if isinstance(node, ast.Call):
             return self.call(node, env)
@@ -607,7 +641,7 @@ class ForwardAnalysis(Interpreter):
         if isinstance(func, ast.Subscript) or (isinstance(func, ast.Name) and func.id in env):
             # ``kernel[grid](...)``, or a kernel held in a variable (``compiled = cute.compile(...)``)
             self.launch(node, [*arguments, *keywords.values()], env)
-        return UNKNOWN
+        return self.forwarding(node, [*arguments, *keywords.values()])
 
     def gradients(self, node: ast.Call, operands: list[Values]) -> Values:
         """``torch.autograd.grad(loss, inputs)`` in forward: gradients computed from the inputs; with
@@ -624,6 +658,18 @@ class ForwardAnalysis(Interpreter):
         given tensors with a gradient path, what it returns is computed from them."""
         if any(self.carries_gradient(a) for a in operands):
             return self.arithmetic(node, operands)
+        return UNKNOWN
+
+    def forwarding(self, node: ast.Call, operands: list[Values]) -> Values:
+        """A call the analysis cannot resolve that passes on the followed function's own
+        ``*args`` (a dispatcher: ``impl = registry[name]; return impl.call(*args)``): what the
+        implementation returns is computed from them, as for a callable passed in."""
+        if not self.frames:
+            return UNKNOWN
+        rest = self.frames[-1].source.definition.args.vararg
+        if rest is not None and any(isinstance(a, ast.Starred) and isinstance(a.value, ast.Name)
+                                    and a.value.id == rest.arg for a in node.args):
+            return self.opaque_call(node, operands)
         return UNKNOWN
 
     def imported(self, func: ast.expr) -> bool:
@@ -675,6 +721,8 @@ class ForwardAnalysis(Interpreter):
         if definition.args.kwarg is not None:
             env[definition.args.kwarg.arg] = UNKNOWN
         frame = _Frame(source, node)
+        if not self.frames:
+            self.callees[(node.lineno, node.col_offset)] = _text(node.func)
         imports, self.imports = self.imports, source.imports
         self.frames.append(frame)
         try:
@@ -741,11 +789,16 @@ class ForwardAnalysis(Interpreter):
         return UNKNOWN
 
     def write_out(self, node: ast.Call, result: Values, env: Env) -> Values:
-        """``torch.op(..., out=buf)`` writes the result into ``buf``, which is what it returns."""
+        """``torch.op(..., out=buf)`` writes the result into ``buf``, which is what it returns; with
+        ``out=None`` (or what may be None) it returns the result itself."""
         out = next((k.value for k in node.keywords if k.arg == "out"), None)
         if isinstance(out, ast.Name) and out.id in env:
-            env[out.id] = frozenset(self.absorb(v, result) for v in env[out.id])
-            return env[out.id]
+            buffers = frozenset(v for v in env[out.id] if v.kind in (Role.TENSOR, Role.CONSTANT))
+            others = env[out.id] - buffers              # None, or what the analysis cannot tell
+            written = frozenset(self.absorb(v, result) for v in buffers)
+            if buffers:
+                env[out.id] = written | others
+            return written | (result if others else frozenset())
         return result
 
     def torch_call(self, node: ast.Call, name: str, arguments: list[Values],
@@ -800,7 +853,7 @@ class ForwardAnalysis(Interpreter):
         tensor_receiver = any(is_tensor(v) for v in values) or (
             method in TENSOR_METHODS and any((v.kind is Role.INPUT and not v.star) or v.maybe for v in values))
         if not tensor_receiver:
-            return UNKNOWN
+            return self.forwarding(node, [*arguments, *keywords.values()])
         receiver = _inputs_as_tensors(receiver)
         if method.endswith("_") and not method.endswith("__"):
             return self.in_place(node, func, method, receiver, arguments, env)
@@ -852,6 +905,38 @@ class ForwardAnalysis(Interpreter):
     def store_into(self, name: str, values: Values, env: Env) -> None:
         if name in env:
             env[name] = frozenset(self.absorb(v, values) for v in env[name])
+
+
+def correlated_conditions(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """Names that several ``if``/``... if ... else ...`` of ``function`` test (``needs_grad``,
+    ``not needs_grad``), bound once before the first test (or parameters never rebound): the
+    tests agree on every run, so the paths that mix their arms (what the joined analysis
+    sees) never happen. Run once with each truth value, the analysis tells a value saved under
+    ``if needs_grad:`` from the one returned on the other arm."""
+    tests: dict[str, list[int]] = {}
+    bound: dict[str, list[int]] = {}
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.If, ast.IfExp)):
+            test = node.test
+            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test = test.operand
+            if isinstance(test, ast.Name):
+                tests.setdefault(test.id, []).append(test.lineno)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.setdefault(node.id, []).append(node.lineno)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                bound.setdefault(name, []).extend([0, 0])
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):     # rebound on every iteration
+            for name in (n for n in ast.walk(node.target) if isinstance(n, ast.Name)):
+                bound.setdefault(name.id, []).append(0)
+        pending.extend(ast.iter_child_nodes(node))
+    return sorted(name for name, lines in tests.items() if len(lines) >= 2 and len(bound.get(name, ())) <= 1
+                  and all(line < min(lines) for line in bound.get(name, ())))[:MAX_CORRELATED]
 
 
 def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:

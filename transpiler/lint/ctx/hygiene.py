@@ -76,7 +76,8 @@ def _kind(value, outputs) -> str:
     if value.kind is Role.INPUT:
         return f"the input `{value.name}`"
     verb = "created" if value.kind is Role.CONSTANT else "computed"
-    return f"a tensor {verb} at line {value.site[0]}" if value.site and len(value.site) == 2 else "a tensor"
+    in_this_file = value.site is not None and (len(value.site) == 2 or value.site[2] is None)
+    return f"a tensor {verb} at line {value.site[0]}" if in_this_file else "a tensor"
 
 
 def metadata_findings(keeper: ast.FunctionDef, backward: ast.FunctionDef | None,

@@ -104,7 +104,33 @@ def import_table(tree: ast.Module, path: str) -> ImportTable:
                     names[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
                 elif base:
                     stars.append(base)
+    names.update(_module_aliases(tree, names))
     return ImportTable(module, names, tuple(stars))
+
+
+def _module_aliases(tree: ast.Module, names: dict[str, str]) -> dict[str, str]:
+    """Module globals bound once, at module level, to an imported dotted name (``torch_matmul =
+    torch.matmul``): they name what the import names. A global bound twice, or rebound in a
+    function under ``global``, is not an alias."""
+    bindings: dict[str, list[ast.expr | None]] = {}
+    for node in statements(tree):
+        if isinstance(node, ast.Global):
+            for name in node.names:
+                bindings.setdefault(name, []).extend([None, None])
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
+                    bindings.setdefault(name.id, []).append(node.value if target is name else None)
+    aliases: dict[str, str] = {}
+    for name, values in bindings.items():
+        value = values[0] if len(values) == 1 else None
+        head = value
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        if name not in names and isinstance(head, ast.Name) and head.id in names and head.id != name \
+                and any(value is node.value for node in tree.body if isinstance(node, ast.Assign)):
+            aliases[name] = ImportTable("", names).qualify(value)
+    return aliases
 
 
 def _absolute(module: str, level: int, current: str, path: str) -> str:

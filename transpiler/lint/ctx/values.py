@@ -31,7 +31,7 @@ class Role(enum.Enum):
 
 
 Values = frozenset["Value"]
-Site = tuple  # (line, col offset) in the analysed file, (line, col offset, path) in another one
+Site = tuple  # (line, col offset); in a followed function (line, col offset, path or None, call line, call col)
 
 
 @dataclass(frozen=True)

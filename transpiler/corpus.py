@@ -18,7 +18,10 @@ with the stage and the reason. The reference engine runs the
 imported formulas too (``tests/yaml/corpus_engine.py``, in a table of their own:
 the library's operators are untouched): R1, R2 and RT on the library's OpCases
 for each entry whose operator has an engine kernel, printed after the funnel
-with each entry that fails a tier. Says each stage on stderr as it starts (import, lint and
+with each entry that fails a tier. ``--override`` adds tiers OP and OC
+(``tests/yaml/corpus_override.py``): each emitted entry swapped in for torch's own
+aten operator (``formulas.torch.override``, the Python path and the compiled node)
+and proven through it on the same cases, counted by outcome. Says each stage on stderr as it starts (import, lint and
 emit, compile N/M with the unit, prove, engine), as the build does (``-q``: nothing). Exit 0.
 """
 from __future__ import annotations
@@ -37,6 +40,7 @@ NAMESPACE = "derivatives"
 PROOF = REPO / "tests" / "yaml" / "corpus_proof.py"
 ENGINE_PROOF = REPO / "tests" / "yaml" / "corpus_engine.py"
 ENGINE_TIERS = ("R1", "R2", "RT")
+OVERRIDE_PROOF = REPO / "tests" / "yaml" / "corpus_override.py"
 
 
 def main(argv: list[str]) -> int:
@@ -45,6 +49,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-compile", action="store_true",
                         help="stop after emitting (no build, no proof on the compiled ops or the engine; "
                              "the derived jvps' F1 on torch still runs)")
+    parser.add_argument("--override", action="store_true",
+                        help="also prove every emitted entry swapped in for torch's own aten operator "
+                             "(tiers OP and OC, formulas.torch.override; long: minutes per hundred entries)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     with model_cache.kept_in(args.build_dir / model_cache.DIRECTORY):   # a rerun parses what changed only
@@ -166,6 +173,9 @@ def _funnel(args: argparse.Namespace) -> int:
         sys.stdout.flush()          # the funnel, before the engine's stage line
         progress.say("run the entries with an engine kernel in the reference engine (R1, R2, RT)")
         _print_engine_tiers(formulas)
+        if args.override and compiled:
+            progress.say(f"prove the {len(emitted)} emitted entries through torch's aten ops (OP, OC)")
+            _print_override_tiers(formulas, library_path, emitted, sorted(without_jvp))
     progress.done()
     return 0
 
@@ -184,3 +194,26 @@ def _print_engine_tiers(formulas: Path) -> None:
     for entry, result in sorted(results.items()):
         if result["reason"]:
             print(f"    {entry}: {result['reason']}")
+
+
+def _print_override_tiers(formulas: Path, library: str, emitted: list[str], without_jvp: list[str]) -> None:
+    """OP and OC of the emitted entries: each swapped in for torch's own aten operator, proven
+    through it (``tests/yaml/corpus_override.py``), counted; then each entry that is not, with why."""
+    done = subprocess.run([sys.executable, str(OVERRIDE_PROOF), str(formulas), library, json.dumps(emitted),
+                           json.dumps(without_jvp)], capture_output=True, text=True)
+    if done.returncode != 0:
+        print("override: the corpus did not run (tests/yaml/corpus_override.py failed):")
+        print(done.stderr[-3000:])
+        return
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"through torch's aten operators (formulas.torch.override): {len(emitted)} emitted entries")
+    for tier, by_entry in sorted(results.items()):
+        statuses = Counter(r["status"] for r in by_entry.values())
+        on_opinfo = sum(r["status"] == "proven" and r["source"] == "OpInfo" for r in by_entry.values())
+        print(f"  {tier} {statuses['proven']:>5} proven ({on_opinfo} on torch's OpInfo samples), "
+              f"{statuses['refused']} refused (views, in-place), {statuses['failed']} failed, "
+              f"{statuses['no inputs']} without inputs")
+    for tier, by_entry in sorted(results.items()):
+        for entry, result in sorted(by_entry.items()):
+            if result["status"] in ("failed", "no inputs"):
+                print(f"    {entry} [{tier} {result['status']}]: {result['reason']}")

@@ -17,6 +17,7 @@ operators' autograd kernels (see :attr:`TorchFormula.apply`).
 """
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import types
@@ -145,6 +146,15 @@ def place(template: Sequence[Any], items: Sequence[Any]) -> list[Any]:
     return [put(v) for v in template]
 
 
+def _global_names(code: types.CodeType) -> set[str]:
+    """Names ``code`` and the functions defined inside it may look up as globals."""
+    return set(code.co_names).union(*(_global_names(c) for c in code.co_consts if type(c) is types.CodeType))
+
+
+#: Schema defaults that are names, not Python literals (``Mean`` is ``at::Reduction::Mean``).
+_SYMBOLIC_DEFAULTS = {"contiguous_format": torch.contiguous_format, "Mean": 1}
+
+
 class TorchFormula:
     """A declared formula ready to run on torch tensors with ``backend`` as ``at``."""
 
@@ -155,11 +165,26 @@ class TorchFormula:
         self.names = tuple(self.signature.parameters)
         self.keyword_only = sum(p.kind is p.KEYWORD_ONLY for p in self.signature.parameters.values())
         self.positions = {name: i for i, name in enumerate(self.names)}
-        self.defaults = tuple(p.default for p in self.signature.parameters.values())
+        self.defaults = tuple(p.default if p.default is not p.empty else self._schema_default(name, p.empty)
+                              for name, p in self.signature.parameters.items())
 
     @property
     def op_name(self) -> str:
         return self.declared.op_name
+
+    def _schema_default(self, name: str, none: Any) -> Any:
+        """The schema's default of argument ``name`` (``none`` where it has none): a formula may
+        leave the defaults to its schema (the imported corpus does), and torch's Python kernel
+        is not handed a keyword argument left at its default."""
+        text = next((a.default for a in self.schema.arguments if a.name == name), None)
+        if text is None:
+            return none
+        if text in _SYMBOLIC_DEFAULTS:
+            return _SYMBOLIC_DEFAULTS[text]
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return text
 
     @cached_property
     def schema(self) -> FunctionSchema:
@@ -193,12 +218,30 @@ class TorchFormula:
         return self.facts.jvp is not None
 
     @cached_property
+    def fn(self) -> Callable[..., Any]:
+        """The formula's function; where it calls a C++ name it only declares (an imported corpus's
+        FunctionsManual helper, which raises when called from Python), a copy of it calling the
+        shipped library's ``@helper`` of that name instead, as the reference engine runs it."""
+        from formulas.dsl import HELPERS
+
+        fn = self.declared.fn
+        declared_only = {name: HELPERS[name] for name in _global_names(fn.__code__) if name in HELPERS
+                         and fn.__globals__.get(name) is not None
+                         and type(fn.__globals__.get(name)) is not types.FunctionType}
+        if not declared_only:
+            return fn
+        copy = types.FunctionType(fn.__code__, {**fn.__globals__, **declared_only}, fn.__name__,
+                                  fn.__defaults__, fn.__closure__)
+        copy.__kwdefaults__ = fn.__kwdefaults__
+        return copy
+
+    @cached_property
     def returning_jvp(self) -> Callable[..., Any]:
         """The formula compiled from the front-end's model to return ``outputs, backward, jvp``:
         its nested jvp or (``jvp="derived"``) the one derived from its backward."""
         from reference_engine.forward_mode import derived_formula, formula_source    # forward mode only
 
-        fn = self.declared.fn
+        fn = self.fn
         if self.facts.jvp == "derived":
             return derived_formula(fn, return_jvp=True)
         source = formula_source(fn, derived=False, return_jvp=True)
@@ -294,7 +337,7 @@ class TorchFormula:
     def apply_fn(self, values: list[Any], fn: Callable[..., Any] | None = None) -> Any:
         """The formula's Python function (or ``fn``, a version of it) called with one value per parameter."""
         first = len(values) - self.keyword_only
-        return (fn or self.declared.fn)(*values[:first], **dict(zip(self.names[first:], values[first:])))
+        return (fn or self.fn)(*values[:first], **dict(zip(self.names[first:], values[first:])))
 
     def run_backward(self, backward: Callable[..., Any], grads: Sequence[torch.Tensor | None],
                      needs_input_grad: Sequence[bool]) -> tuple[Any, ...]:

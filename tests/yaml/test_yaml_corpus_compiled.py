@@ -9,6 +9,7 @@ our inputs (``tests/yaml/corpus_inputs.py``) otherwise. The funnel is printed (`
 """
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import sys
 import pytest
 
 from tests.cpp.compiled import REPO
+from transpiler.corpus import OVERRIDE_PROOF
 
 pytest.importorskip("expecttest")     # OpInfo's module needs it
 pytest.importorskip("torch")
@@ -35,10 +37,18 @@ DERIVED_COUNTS = r"^  without a jvp\s+(\d+) emitted \(no forward formula in torc
 DERIVED_PROOFS = r"^    F1 of the derived jvp .+: (\d+) proven, (\d+) failed, (\d+) without a case; "
 
 
-def test_the_corpus_funnel_reaches_c1_and_ct():
+@pytest.fixture(scope="module")
+def funnel() -> subprocess.CompletedProcess:
+    """``transpile coverage --corpus`` run once: the corpus imported into build/corpus/formulas and
+    its library built into build/derivatives_ops."""
     done = subprocess.run([sys.executable, "-m", "transpiler", "coverage", "--corpus", "--build-dir",
                            str(REPO / "build")], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_the_corpus_funnel_reaches_c1_and_ct(funnel: subprocess.CompletedProcess):
+    done = funnel
     print("\n" + done.stdout)
     counts = dict(re.findall(r"^  (\S+)\s+(\d+) of 687$", done.stdout, re.MULTILINE))
     assert counts["imported"] == "687"
@@ -81,3 +91,23 @@ def test_the_corpus_funnel_reaches_c1_and_ct():
     assert stages[:4] == ["import", "lint", "derive", "compile"] and stages[-3:] == ["prove", "run", "done"]
     assert all(stage in ("compile", "link", "precompiling") for stage in stages[4:-3])
 
+
+# Emitted entries of different kinds (pointwise, binary, a helper of the shipped library's standing in for
+# FunctionsManual's, a reduction with a default keyword argument, multiple outputs) and a view the
+# override refuses; `transpile coverage --corpus --override` runs every emitted entry.
+OVERRIDE_SAMPLE = ["sin", "mul.Tensor", "mean.dim", "cumsum", "max.dim", "t"]
+
+
+def test_emitted_entries_swapped_in_for_torchs_aten_operators(funnel: subprocess.CompletedProcess):
+    """Tiers OP and OC on a sample of the corpus: each entry's formula (Python, then its compiled
+    node) stands in for torch's own aten operator and is proven through it on torch's OpInfo samples."""
+    done = subprocess.run([sys.executable, str(OVERRIDE_PROOF), str(REPO / "build" / "corpus" / "formulas"),
+                           str(REPO / "build" / "derivatives_ops" / "derivatives_ops.so"),
+                           json.dumps(OVERRIDE_SAMPLE), "[]"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    for tier in ("OP", "OC"):
+        by_entry = results[tier]
+        assert by_entry.pop("t")["status"] == "refused"
+        assert {entry: (r["status"], r["source"]) for entry, r in by_entry.items()} == {
+            entry: ("proven", "OpInfo") for entry in OVERRIDE_SAMPLE[:-1]}, by_entry

@@ -1,0 +1,165 @@
+"""Tiers OP and OC for the imported derivatives.yaml corpus: each emitted entry swapped in for
+torch's own aten operator (``formulas.torch.override``) and proven through that operator.
+
+Run as a script (a fresh process: it imports the corpus as a package and loads its library)::
+
+    python tests/yaml/corpus_override.py FORMULAS_DIR LIBRARY OPS_JSON WITHOUT_JVP_JSON
+
+``FORMULAS_DIR``: what ``transpile import-yaml`` wrote, imported as the package ``derivatives``
+(the namespace ``transpile coverage --corpus`` compiles it in, so ``override(compiled=True)``
+finds its nodes); ``LIBRARY``: the corpus library built from it (``""``: OP alone);
+``OPS_JSON``: the entries (``name.overload``); ``WITHOUT_JVP_JSON``: those emitted without
+their jvp (forward AD of the compiled node raises torch's error, so OC does not check it).
+Prints one JSON object: ``{"OP": {entry: result}, "OC": {...}}``, a result as
+``corpus_proof.py``'s (``proven``, ``failed``, ``no inputs``; ``source``: ``OpInfo`` or
+``ours``), or ``refused`` where the override refuses the entry (a view or in-place
+operator, and the reason).
+
+On each case (the cases of ``corpus_proof.py``: torch's float64 OpInfo samples bound to the
+overload or the ATen calls they make, our inputs where none reaches it; at most
+:data:`MAX_SAMPLES`), with the entry alone overridden (so a failure is its own), calling
+``torch.ops.aten.<op>``: the formula's node is recorded (``<Op>FormulaBackward``; a
+``CppFunction`` on OC), ``gradcheck`` (with forward AD where the formula has a jvp) and
+``gradgradcheck`` pass, and outputs, first and second derivatives equal torch's own operator's
+on the same case, computed outside the override. A case torch's own operator rejects, does not
+differentiate twice or fails gradcheck on is no case.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import corpus_inputs  # next to this script: a script's own directory is on sys.path
+import corpus_proof
+import torch
+from corpus_proof import (
+    _differentiated,
+    _grads,
+    _outputs,
+    _replace,
+    _same,
+    _too_large,
+    _torch_differentiates,
+)
+from torch.autograd import gradcheck, gradgradcheck
+
+REPO = Path(__file__).resolve().parents[2]
+#: The package name the corpus is imported under: the namespace its library registers.
+PACKAGE = "derivatives"
+MAX_SAMPLES = 2
+TIERS = ("OP", "OC")
+
+
+def aten_overload(op: str) -> torch._ops.OpOverload:
+    base, _, overload = op.partition(".")
+    return getattr(getattr(torch.ops.aten, base), overload or "default")
+
+
+def recorded_by_the_formula(tier: str, outputs: list[torch.Tensor]) -> bool:
+    """Whether every differentiable output's node is the formula's (not torch's own)."""
+    if tier == "OC":
+        return all(type(o.grad_fn).__name__ == "CppFunction" for o in outputs)
+    return all(o.grad_fn.name().endswith("FormulaBackward") for o in outputs)
+
+
+def prove(entry: str, tier: str, forward_ad: bool, cases: list) -> tuple[str, int, str]:
+    """``(status, cases used, reason)`` of ``entry`` through ``torch.ops.aten.<entry>`` with its
+    formula swapped in (``tier``: OP the Python path, OC the compiled node)."""
+    from formulas.torch import override
+
+    aten = corpus_proof.as_called(aten_overload(entry), aten_overload(entry)._schema)   # random ops: same draws
+    used, skipped = 0, ""
+    for args, kwargs in cases:
+        inputs = _differentiated(args, kwargs)
+        if not inputs:
+            skipped = skipped or "no float64 tensor to differentiate"
+            continue
+        why = _too_large(aten, args, kwargs, inputs) or _torch_differentiates(aten, args, kwargs, inputs)
+        if why:
+            skipped = skipped or why
+            continue
+
+        def on(args=args, kwargs=kwargs, inputs=inputs):
+            return lambda *tensors: aten(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
+        theirs = _grads(aten, args, kwargs, inputs, used)
+        failing = ""
+        try:
+            with override([entry], package=PACKAGE, compiled=tier == "OC"):
+                if not recorded_by_the_formula(tier, _outputs(aten(*args, **kwargs))):
+                    return "failed", used, f"{tier}: torch's own node is recorded, not the formula's"
+                checks = (("gradcheck", lambda f, x: gradcheck(f, x, check_forward_ad=forward_ad, raise_exception=False)),
+                          ("gradgradcheck", lambda f, x: gradgradcheck(f, x, raise_exception=False)))
+                failing = next((label for label, check in checks if not check(on(), tuple(inputs))), "")
+                mine = None if failing else _grads(aten, args, kwargs, inputs, used)
+        except Exception as error:  # noqa: BLE001 - whatever the override raises where torch does not is a failure
+            return "failed", used, f"{tier}: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+        if failing:
+            check = gradcheck if failing == "gradcheck" else gradgradcheck
+            if check(on(), tuple(inputs), raise_exception=False):
+                return "failed", used, f"{tier}: {failing}" + (" (with forward AD)" if forward_ad and
+                                                              failing == "gradcheck" else "")
+            skipped = skipped or f"torch's own op fails {failing} on it"     # outside its smooth domain: no case
+            continue
+        used += 1
+        for label, a, b in (("forward value", mine[0], theirs[0]), ("first derivative", mine[1], theirs[1]),
+                            ("second derivative", mine[2], theirs[2])):
+            if len(a) != len(b) or not all(_same(x, y) for x, y in zip(a, b)):
+                return "failed", used, f"{tier}: {label} differs from torch's"
+        if used >= MAX_SAMPLES:
+            break
+    return ("proven", used, "") if used else ("no inputs", 0, skipped)
+
+
+def main(formulas_dir: str, library: str, ops_json: str, without_jvp_json: str) -> dict[str, dict]:
+    sys.path[:0] = [str(REPO)]
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as holder:      # the corpus importable as ``derivatives``
+        (Path(holder) / PACKAGE).symlink_to(Path(formulas_dir).resolve(), target_is_directory=True)
+        sys.path.insert(0, holder)
+        if library:
+            torch.ops.load_library(library)
+        return _run(json.loads(ops_json), set(json.loads(without_jvp_json)), bool(library))
+
+
+def _run(ops: list[str], without_jvp: set[str], compiled: bool) -> dict[str, dict]:
+    from formulas.torch import TorchFormula, load_package, overridable
+
+    declared = load_package(PACKAGE).formulas
+    refused = {tier: overridable(PACKAGE, compiled=tier == "OC")[1] for tier in TIERS[:2 if compiled else 1]}
+    torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
+    table = corpus_proof.opinfos()
+    schemas = {op: aten_overload(op)._schema for op in ops}
+    unbound = {op: aten_overload(op) for op in ops
+               if not corpus_proof._opinfo_cases(schemas[op], corpus_proof._infos(op.partition(".")[0], schemas[op], table))}
+    unique = {id(info): info for infos in table.values() for info in infos}
+    recorded = corpus_proof.record(unbound, list(unique.values())) if unbound else {}
+
+    def prove_entry(key: str) -> dict:
+        tier, op = key.split(" ", 1)
+        if op in refused[tier]:
+            return {"status": "refused", "samples": 0, "source": "", "reason": refused[tier][op]}
+        schema = schemas[op]
+        forward_ad = TorchFormula(declared[op], None).has_jvp and not (tier == "OC" and op in without_jvp)
+        opinfo = corpus_proof._opinfo_cases(schema, corpus_proof._infos(op.partition(".")[0], schema, table))
+        status, used, reason = prove(op, tier, forward_ad, opinfo + recorded.get(op, []))
+        source = "OpInfo"
+        if status == "no inputs":
+            source, first_reason = "ours", reason or "no OpInfo sample calls this overload"
+            status, used, reason = prove(op, tier, forward_ad, corpus_inputs.cases(op, schema))
+            if status == "no inputs":
+                source, reason = "", f"{first_reason}; our inputs: {reason or 'none'}"
+        return {"status": status, "samples": used, "source": source, "reason": reason}
+
+    keys = [f"{tier} {op}" for tier in refused for op in ops]
+    results = corpus_proof.prove_in_parallel(keys, prove_entry, corpus_proof.WORKERS)
+    by_tier: dict[str, dict] = {tier: {} for tier in refused}
+    for key, result in results.items():
+        tier, op = key.split(" ", 1)
+        by_tier[tier][op] = result
+    return by_tier
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(*sys.argv[1:5]), sort_keys=True))

@@ -24,11 +24,7 @@ from tests.engine.test_nondifferentiable import _engine_args
 ALL_OPS = sorted(set(FORMULAS) | set(NONDIFFERENTIABLE))
 EDGE_CASES = edge_tier_cases(ALL_OPS)
 
-LEFT: dict[str, str] = {
-    "cumprod[2x3x4_dim-1_special]": "left: cumprod_backward's zero-segment algorithm divides by the entry, so an "
-                                    "infinite or NaN entry whose exact gradient is a number gets NaN "
-                                    "(tests/engine/test_domain_edges.py: exact or NaN, never a wrong number)",
-}
+LEFT: dict[str, str] = {}
 """Edge cases where the engine's gradient is not yet torch's: each fails (strict xfail) until fixed."""
 
 

@@ -87,6 +87,10 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     result = at.embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
     num_weights = weight.size(0)
     def backward(grad):
+        if sparse:
+            # torch's weight gradient is then a sparse COO tensor, which the library does not make
+            raise NotImplementedError("embedding(sparse=True): the formula library gives no sparse gradient; "
+                                      "use sparse=False (a dense weight gradient) or torch's own embedding")
         # result[i] = weight[indices[i]]: the gradient sums the rows back (padding row and
         # frequency scaling as torch), fused in ATen's embedding_dense_backward
         return at.embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq), None

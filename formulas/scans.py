@@ -1,7 +1,9 @@
-"""Cumulative reductions along a dim: ``cumsum`` and ``cumprod``, the latter exact where the input
-has zeros, to second order (helper ``cumprod_backward``).
+"""Cumulative reductions along a dim: ``cumsum`` and ``cumprod``, the latter exact for every input
+(zeros, infinities, NaN), to any order (helper ``cumprod_backward``: products and sums, no division).
 """
 from __future__ import annotations
+
+import math
 
 from formulas import Tensor, at, derivative, helper
 from formulas.helpers import wrap_dim
@@ -23,75 +25,80 @@ def cumsum(self, dim, *, dtype=None):
 
 # ----------------------------------------------------------------------------- cumprod
 @helper
-def reversed_cumsum(x: Tensor, dim: int) -> Tensor:
-    """``sum_{k >= i} x_k`` along ``dim``: the cumulative sum of the flipped tensor, flipped back
-    (no subtraction of partial sums, so no cancellation)."""
-    return at.flip(at.cumsum(at.flip(x, [dim]), dim), [dim])
+def reversed_linear_recurrence(offset: Tensor, factor: Tensor, dim: int) -> Tensor:
+    """The solution of ``h_i = offset_i + factor_i h_{i+1}`` along ``dim`` (``h`` is ``offset`` at
+    the last position; the last ``factor`` is not read), so ``h_i = sum_{k >= i} offset_k
+    prod_{i <= j < k} factor_j``. Each position holds the affine map ``h -> b + a h`` of the steps
+    from it to ``span`` places on, and composes it with the one there, doubling ``span``: ``ceil(log2
+    n)`` rounds of products and sums, no division, so a zero, an infinity or a NaN enters only the
+    terms that multiply it, as in the sum above, and every derivative of the result is exact too."""
+    n = offset.size(dim)
+    tail = offset
+    steps = factor
+    span = 1
+    while span < n:
+        kept = n - span
+        composed = at.narrow(tail, dim, 0, kept) + at.narrow(steps, dim, 0, kept) * at.narrow(tail, dim, span, kept)
+        tail = at.cat([composed, at.narrow(tail, dim, kept, span)], dim)
+        if 2 * span < n:
+            # only the maps that the next round composes: an unused product would put 0 * inf
+            # into the gradient of a used one
+            reused = n - 2 * span
+            doubled = at.narrow(steps, dim, 0, reused) * at.narrow(steps, dim, span, reused)
+            steps = at.cat([doubled, at.narrow(steps, dim, reused, n - reused)], dim)
+        span = span * 2
+    return tail
+
+
+@helper
+def exclusive_cumprod(self: Tensor, dim: int) -> Tensor:
+    """``prod_{j < i} x_j`` along ``dim`` (1 at the first position), from the entries it multiplies
+    only (so the gradient of an unused last product never meets an infinity)."""
+    n = self.size(dim)
+    first = at.ones_like(at.narrow(self, dim, 0, 1))
+    if n == 1:
+        return first
+    return at.cat([first, at.cumprod(at.narrow(self, dim, 0, n - 1), dim)], dim)
 
 
 @helper
 def cumprod_backward(grad: Tensor, self: Tensor, dim: int) -> Tensor:
-    """Gradient of ``out_k = prod_{j <= k} x_j`` along ``dim`` (wrapped), exact where ``x`` has
-    zeros, and with an exact derivative there (so double backward is exact too).
+    """Gradient of ``out_k = prod_{j <= k} x_j`` along ``dim`` (wrapped), exact for every input:
+    zeros, infinities and NaN included, and with an exact derivative (so double backward is exact).
 
     ``d out_k / d x_i = prod_{j <= k, j != i} x_j`` for ``k >= i``, so the gradient is
-    ``G_i = sum_{k >= i} g_k prod_{j <= k, j != i} x_j``. Write ``x~`` for ``x`` with its zeros
-    replaced by ones, ``Q = cumprod(x~)`` and ``W = g Q``; the zeros ``z1 < z2 < ...`` of a slice
-    cut it into segments (segment ``s``: positions with ``s`` zeros at or before them), and
-    ``A_s(i) = sum_{k >= i in segment s} W_k``. A product that skips ``i`` keeps every zero
-    ``<= k`` other than ``i``; to first order in the zero entries (what the value and the first
-    derivative need) it is 1 with none of them, ``x_z`` with one (value 0, derivative 1) and 0
-    with two or more. So, with ``Z1``, ``Z2`` the entries at the first two zeros (value 0):
-
-    * segment 0: ``G_i = (A_0(i) + Z1 A_1(i)) / x_i``;
-    * the first zero: ``G = A_1 + Z2 A_2`` (the product of the others, and its slope in ``x_z2``);
-    * segment 1, non-zero: ``G_i = Z1 A_1(i) / x_i``;  the second zero: ``G = Z1 A_2``;
-    * everything else: 0 (two zero factors).
-
-    Dividing by ``x~`` (1 at the zeros) is exact. Cost: O(n) per slice, about 25 elementwise or
-    scan kernels (three reversed cumulative sums, one ``cumprod``, eleven ``where``); torch
-    branches on the data and, without zeros, divides one reversed cumulative sum by ``x``: the
-    compiled backward measured 9-11x torch's (float32 44x66x88 along the last dim,
-    ``benchmarks/cpp_backward.py --ops cumprod``). Derivatives of third order at a point with two or more
-    zeros in a slice would need the products of several zero entries, which are left out
-    (as ``prod_others`` leaves them out for ``prod``).
+    ``G_i = sum_{k >= i} g_k prod_{j <= k, j != i} x_j = P_i h_i`` with ``P_i = prod_{j < i} x_j``
+    and ``h_i = sum_{k >= i} g_k prod_{i < j <= k} x_j``, that is ``h_i = g_i + x_{i+1} h_{i+1}``.
+    Products and sums only, as the definition: dividing the output by ``x_i`` (torch without
+    create_graph, or without a zero) gives NaN at an infinite entry whose gradient is a number.
+    Grouping the factors drops one IEEE case of the definition: a term whose factors hold both a
+    zero and an infinity is NaN (the last term of ``G_i`` has every other entry of the slice as
+    factors), which ``P_i h_i`` can miss when the two sit on either side of ``i``; such ``G_i``
+    get a NaN added (not filled in: the derivative of ``G_i`` in another entry is still a number,
+    as the definition's, so the second-order gradient stays exact).
     """
+    n = self.size(dim)
+    if n <= 1:
+        return grad
+    next_entries = at.cat([at.narrow(self, dim, 1, n - 1), at.ones_like(at.narrow(self, dim, 0, 1))], dim)
+    gradient = exclusive_cumprod(self, dim) * reversed_linear_recurrence(grad, next_entries, dim)
     is_zero = at.eq(self, 0.0)
-    segment = at.cumsum(is_zero, dim)          # how many zeros at or before each position
-    nonzero = at.where(is_zero, at.ones_like(self), self)
-    weighted = grad * at.cumprod(nonzero, dim)
-    zeros = at.zeros_like(weighted)
-    in_0 = at.eq(segment, 0)
-    in_1 = at.eq(segment, 1)
-    in_2 = at.eq(segment, 2)
-    tail_0 = reversed_cumsum(at.where(in_0, weighted, zeros), dim)
-    tail_1 = reversed_cumsum(at.where(in_1, weighted, zeros), dim)
-    tail_2 = reversed_cumsum(at.where(in_2, weighted, zeros), dim)
-    self_zeros = at.zeros_like(self)
-    first_zero = at.sum(at.where(at.logical_and(is_zero, in_1), self, self_zeros), [dim], True)
-    second_zero = at.sum(at.where(at.logical_and(is_zero, in_2), self, self_zeros), [dim], True)
-    in_segment_1 = at.where(is_zero, tail_1 + second_zero * tail_2, first_zero * tail_1)
-    at_second_zero = at.where(is_zero, first_zero * tail_2, zeros)
-    scaled = at.where(in_0, tail_0 + first_zero * tail_1,
-                      at.where(in_1, in_segment_1, at.where(in_2, at_second_zero, zeros)))
-    return scaled / nonzero
+    is_infinite = at.logical_not(at.logical_or(at.isfinite(self), at.isnan(self)))
+    zero_elsewhere = at.gt(at.sum(is_zero, [dim], True), is_zero)
+    infinity_elsewhere = at.gt(at.sum(is_infinite, [dim], True), is_infinite)
+    undefined = at.masked_fill(at.zeros_like(gradient), at.logical_and(zero_elsewhere, infinity_elsewhere), math.nan)
+    return gradient + undefined
 
 
 @helper
 def cumprod_jvp(self_t: Tensor, self: Tensor, dim: int) -> Tensor:
-    """Tangent of ``cumprod`` along ``dim`` (wrapped), exact at zeros: ``sum_{i <= k} t_i
-    prod_{j <= k, j != i} x_j`` is ``Q_k cumsum(t / x)_k`` before the first zero, ``t_z1 Q_k``
-    from the first zero to the second (only the term that skips it survives), 0 after
-    (``Q = cumprod`` of ``x`` with its zeros replaced by ones)."""
-    is_zero = at.eq(self, 0.0)
-    segment = at.cumsum(is_zero, dim)
-    nonzero = at.where(is_zero, at.ones_like(self), self)
-    prefix = at.cumprod(nonzero, dim)
-    zeros = at.zeros_like(prefix)
-    in_1 = at.eq(segment, 1)
-    first_zero_t = at.sum(at.where(at.logical_and(is_zero, in_1), self_t, at.zeros_like(self_t)), [dim], True)
-    return at.where(at.eq(segment, 0), prefix * at.cumsum(self_t / nonzero, dim),
-                    at.where(in_1, prefix * first_zero_t, zeros))
+    """Tangent of ``cumprod`` along ``dim`` (wrapped), exact for every input: ``J_k = sum_{i <= k}
+    t_i prod_{j <= k, j != i} x_j`` satisfies ``J_k = t_k P_k + x_k J_{k-1}`` (``P_k = prod_{j < k}
+    x_j``), the recurrence of :func:`reversed_linear_recurrence` read from the other end."""
+    if self.size(dim) <= 1:
+        return self_t
+    offset = at.flip(self_t * exclusive_cumprod(self, dim), [dim])
+    return at.flip(reversed_linear_recurrence(offset, at.flip(self, [dim]), dim), [dim])
 
 
 @derivative("cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor")

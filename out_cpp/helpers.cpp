@@ -38,6 +38,7 @@
 #include <ATen/ops/logical_or.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/lt.h>
+#include <ATen/ops/masked_fill.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mm.h>
@@ -2038,40 +2039,59 @@ at::Tensor grad_over_std(const at::Tensor& grad, const at::Tensor& std) {
   return at::where(is_zero, at::zeros_like(grad), grad / at::where(is_zero, at::ones_like(std), std));
 }
 
-at::Tensor reversed_cumsum(const at::Tensor& x, int64_t dim) {
-  return at::flip(at::cumsum(at::flip(x, std::vector<int64_t>{dim}), dim), std::vector<int64_t>{dim});
+at::Tensor reversed_linear_recurrence(const at::Tensor& offset, const at::Tensor& factor, int64_t dim) {
+  int64_t kept{};
+  at::Tensor composed{};
+  int64_t reused{};
+  at::Tensor doubled{};
+  int64_t n = offset.size(dim);
+  auto tail = offset;
+  auto steps = factor;
+  int64_t span = 1;
+  while (span < n) {
+    kept = n - span;
+    composed = at::narrow(tail, dim, 0, kept) + (at::narrow(steps, dim, 0, kept) * at::narrow(tail, dim, span, kept));
+    tail = at::cat(std::vector<at::Tensor>{composed, at::narrow(tail, dim, kept, span)}, dim);
+    if ((2 * span) < n) {
+      reused = n - (2 * span);
+      doubled = at::narrow(steps, dim, 0, reused) * at::narrow(steps, dim, span, reused);
+      steps = at::cat(std::vector<at::Tensor>{doubled, at::narrow(steps, dim, reused, n - reused)}, dim);
+    }
+    span = span * 2;
+  }
+  return tail;
+}
+
+at::Tensor exclusive_cumprod(const at::Tensor& self, int64_t dim) {
+  int64_t n = self.size(dim);
+  auto first = at::ones_like(at::narrow(self, dim, 0, 1));
+  if (n == 1) {
+    return first;
+  }
+  return at::cat(std::vector<at::Tensor>{first, at::cumprod(at::narrow(self, dim, 0, n - 1), dim)}, dim);
 }
 
 at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  int64_t n = self.size(dim);
+  if (n <= 1) {
+    return grad;
+  }
+  auto next_entries = at::cat(std::vector<at::Tensor>{at::narrow(self, dim, 1, n - 1), at::ones_like(at::narrow(self, dim, 0, 1))}, dim);
+  auto gradient = helpers::exclusive_cumprod(self, dim) * helpers::reversed_linear_recurrence(grad, next_entries, dim);
   auto is_zero = at::eq(self, 0.0);
-  auto segment = at::cumsum(is_zero, dim);
-  auto nonzero = at::where(is_zero, at::ones_like(self), self);
-  auto weighted = grad * at::cumprod(nonzero, dim);
-  auto zeros = at::zeros_like(weighted);
-  auto in_0 = at::eq(segment, 0);
-  auto in_1 = at::eq(segment, 1);
-  auto in_2 = at::eq(segment, 2);
-  auto tail_0 = helpers::reversed_cumsum(at::where(in_0, weighted, zeros), dim);
-  auto tail_1 = helpers::reversed_cumsum(at::where(in_1, weighted, zeros), dim);
-  auto tail_2 = helpers::reversed_cumsum(at::where(in_2, weighted, zeros), dim);
-  auto self_zeros = at::zeros_like(self);
-  auto first_zero = at::sum(at::where(at::logical_and(is_zero, in_1), self, self_zeros), std::vector<int64_t>{dim}, true);
-  auto second_zero = at::sum(at::where(at::logical_and(is_zero, in_2), self, self_zeros), std::vector<int64_t>{dim}, true);
-  auto in_segment_1 = at::where(is_zero, tail_1 + (second_zero * tail_2), first_zero * tail_1);
-  auto at_second_zero = at::where(is_zero, first_zero * tail_2, zeros);
-  auto scaled = at::where(in_0, tail_0 + (first_zero * tail_1), at::where(in_1, in_segment_1, at::where(in_2, at_second_zero, zeros)));
-  return scaled / nonzero;
+  auto is_infinite = at::logical_not(at::logical_or(at::isfinite(self), at::isnan(self)));
+  auto zero_elsewhere = at::gt(at::sum(is_zero, std::vector<int64_t>{dim}, true), is_zero);
+  auto infinity_elsewhere = at::gt(at::sum(is_infinite, std::vector<int64_t>{dim}, true), is_infinite);
+  auto undefined = at::masked_fill(at::zeros_like(gradient), at::logical_and(zero_elsewhere, infinity_elsewhere), std::numeric_limits<double>::quiet_NaN());
+  return gradient + undefined;
 }
 
 at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim) {
-  auto is_zero = at::eq(self, 0.0);
-  auto segment = at::cumsum(is_zero, dim);
-  auto nonzero = at::where(is_zero, at::ones_like(self), self);
-  auto prefix = at::cumprod(nonzero, dim);
-  auto zeros = at::zeros_like(prefix);
-  auto in_1 = at::eq(segment, 1);
-  auto first_zero_t = at::sum(at::where(at::logical_and(is_zero, in_1), self_t, at::zeros_like(self_t)), std::vector<int64_t>{dim}, true);
-  return at::where(at::eq(segment, 0), prefix * at::cumsum(self_t / nonzero, dim), at::where(in_1, prefix * first_zero_t, zeros));
+  if (self.size(dim) <= 1) {
+    return self_t;
+  }
+  auto offset = at::flip(self_t * helpers::exclusive_cumprod(self, dim), std::vector<int64_t>{dim});
+  return at::flip(helpers::reversed_linear_recurrence(offset, at::flip(self, std::vector<int64_t>{dim}), dim), std::vector<int64_t>{dim});
 }
 
 }  // namespace formulas::helpers

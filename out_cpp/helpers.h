@@ -195,7 +195,8 @@ at::Tensor amaxamin_jvp(const at::Tensor& self, const at::Tensor& self_t, const 
 at::Tensor prod_others(const at::Tensor& x, int64_t dim);
 double variance_divisor(int64_t count, double correction);
 at::Tensor grad_over_std(const at::Tensor& grad, const at::Tensor& std);
-at::Tensor reversed_cumsum(const at::Tensor& x, int64_t dim);
+at::Tensor reversed_linear_recurrence(const at::Tensor& offset, const at::Tensor& factor, int64_t dim);
+at::Tensor exclusive_cumprod(const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim);
 

@@ -591,6 +591,7 @@ struct EmbeddingBackward0 : public torch::autograd::TraceableFunction {
     std::lock_guard<std::mutex> lock(mutex_);
     indices_.reset_data();
   }
+  bool sparse_{};
   torch::autograd::SavedVariable indices_;
   int64_t num_weights_{};
   int64_t padding_idx_{};
@@ -600,15 +601,19 @@ struct EmbeddingBackward0 : public torch::autograd::TraceableFunction {
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor> embedding(
     const at::Tensor& grad,
+    bool sparse,
     const at::Tensor& indices,
     int64_t num_weights,
     int64_t padding_idx,
     bool scale_grad_by_freq) {
+  if (sparse) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "embedding(sparse=True): the formula library gives no sparse gradient; use sparse=False (a dense weight gradient) or torch's own embedding");
+  }
   return {at::embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq), at::Tensor()};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list EmbeddingBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& indices_, const int64_t& num_weights_, const int64_t& padding_idx_, const bool& scale_grad_by_freq_) {
+torch::autograd::variable_list EmbeddingBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const bool& sparse_, const at::Tensor& indices_, const int64_t& num_weights_, const int64_t& padding_idx_, const bool& scale_grad_by_freq_) {
   formulas::runtime::IndexRanges ranges;
   const auto weight_ix = ranges.next(1);
   const auto indices_ix = ranges.next(1);
@@ -619,7 +624,7 @@ torch::autograd::variable_list EmbeddingBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::embedding(grads[0], indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
+  const auto input_grads = formulas::backwards::embedding(grads[0], sparse_, indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, weight_ix, std::get<0>(input_grads));
   }
@@ -633,11 +638,12 @@ torch::autograd::variable_list EmbeddingBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto sparse_ = packed_args.unpack<bool>();
   auto indices_ = packed_args.unpack<at::Tensor>();
   auto num_weights_ = packed_args.unpack<int64_t>();
   auto padding_idx_ = packed_args.unpack<int64_t>();
   auto scale_grad_by_freq_ = packed_args.unpack<bool>();
-  return EmbeddingBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
+  return EmbeddingBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, sparse_, indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
 }
 
 torch::autograd::variable_list EmbeddingBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -650,10 +656,11 @@ torch::autograd::variable_list EmbeddingBackward0::apply(torch::autograd::variab
       formulas::runtime::should_compute(*this, indices_ix),
   };
   const auto indices = indices_.unpack();
-  return EmbeddingBackward0_apply_functional(std::move(grads), needs_input_grad, indices, num_weights_, padding_idx_, scale_grad_by_freq_);
+  return EmbeddingBackward0_apply_functional(std::move(grads), needs_input_grad, sparse_, indices, num_weights_, padding_idx_, scale_grad_by_freq_);
 }
 
 void EmbeddingBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(sparse_);
   args.collect(indices_, false);
   args.collect(num_weights_);
   args.collect(padding_idx_);
@@ -662,6 +669,7 @@ void EmbeddingBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs
 
 torch::autograd::variable_list EmbeddingBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(sparse_);
   saved.before(indices_);
   saved.before(num_weights_);
   saved.before(padding_idx_);
@@ -671,6 +679,7 @@ torch::autograd::variable_list EmbeddingBackward0::apply_with_saved(
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
@@ -690,6 +699,7 @@ torch::autograd::variable_list EmbeddingBackward0::apply_with_saved(
   const auto indices = indices_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(sparse_);
   functional_args.pack(indices);
   functional_args.pack(num_weights_);
   functional_args.pack(padding_idx_);
@@ -701,6 +711,7 @@ torch::autograd::variable_list EmbeddingBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_EmbeddingBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(sparse_);
   saved.after(indices_);
   saved.after(num_weights_);
   saved.after(padding_idx_);
@@ -742,6 +753,7 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
     formulas::runtime::refuse_complex("embedding", indices);
     formulas::runtime::refuse_complex("embedding", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->sparse_ = sparse;
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, false);
     grad_fn->num_weights_ = num_weights;
     grad_fn->padding_idx_ = padding_idx;

@@ -89,18 +89,26 @@ def _at_edge(values: tuple[float, ...], arg):
     return arg
 
 
-def edge_tier_cases(ops: list[str]) -> list[OpCase]:
+def edge_tier_cases(ops: list[str], element_wise: frozenset[str] = frozenset()) -> list[OpCase]:
     """For each operator of ``ops``, its catalogued case with the most floating elements (the
     catalogue gives each operator's shapes, dims and non-tensor arguments from its schema) with
     every floating tensor filled from each of :data:`EDGE_PATTERNS`, plus its catalogued cases
-    with a size-0 input (empty and degenerate reductions). Index and mask inputs are kept."""
+    with a size-0 input (empty and degenerate reductions). Index and mask inputs are kept.
+
+    An operator of ``element_wise`` (one tensor input, each output element a function of the
+    input element alone) gets the "special" pattern only when its widest case holds every value
+    of it up to the first tie: its zeros and its ties would prove nothing new there."""
     catalogue: dict[str, list[OpCase]] = {}
     for case in ALL_CASES + NONDIFFERENTIABLE_CASES:
         catalogue.setdefault(case.op, []).append(case)
     edge_cases = []
+    special = EDGE_PATTERNS["special"]
     for op in ops:
         widest = max(catalogue[op], key=_floating_size)
-        for pattern, values in EDGE_PATTERNS.items():
+        patterns = EDGE_PATTERNS
+        if op in element_wise and _floating_size(widest) > special.index(1.0):
+            patterns = {"special": special}
+        for pattern, values in patterns.items():
             edge_cases.append(OpCase(op, f"{widest.id}_{pattern}", tuple(_at_edge(values, a) for a in widest.args),
                                      {k: _at_edge(values, v) for k, v in widest.kwargs.items()},
                                      widest.differentiable))

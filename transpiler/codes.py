@@ -186,6 +186,18 @@ FORMULA_SHAPE = Code(
     '@derivative("sin(Tensor self) -> Tensor")\ndef sin(x):\n    ...',
     "Follow formulas/README.md: parameters named and ordered as the schema's arguments, "
     "`def backward(...)`, then `return <outputs>, backward`.")
+UNSUPPORTED_RAISE = Code(
+    "DB108", "backward or jvp raises in a form the back ends cannot reproduce",
+    "Reports a `raise` in a backward or jvp (or a function nested in it) other than "
+    "`raise NotImplementedError(\"...\")` (or `RuntimeError`, `ValueError`, `TypeError`, `IndexError`) with "
+    "one string literal: another error type, a computed or formatted message, a bare `raise` or "
+    "`raise ... from ...`.",
+    "The reference engine runs the statement as Python, but the C++ node can only throw torch's errors "
+    "(`TORCH_CHECK_NOT_IMPLEMENTED` and its siblings) with a fixed text: any other form would raise "
+    "something else, or nothing, once compiled.",
+    "def backward(grad):\n    if sparse:\n        raise ValueError(f\"sparse={sparse}\")\n    return grad",
+    "def backward(grad):\n    if sparse:    # refused as torch refuses a derivative it does not implement\n"
+    "        raise NotImplementedError(\"embedding(sparse=True): no sparse gradient\")\n    return grad")
 CTX_ATTRIBUTE_TENSOR = Code(
     "DB110", "a `torch.autograd.Function` keeps a tensor as a ctx attribute instead of saving it",
     "Reports `ctx.<attr> = t` in `forward` or `setup_context` where `t` is a tensor (an input, an output, a "
@@ -286,7 +298,7 @@ IMPORT_YAML_ENTRY = Code(
 # The table, in order of code.
 CODES: tuple[Code, ...] = (
     UNPARSABLE, UNREADABLE, INTERNAL_ERROR, KEPT_INTERMEDIATE, REBOUND_INPUT, IN_PLACE,
-    LATE_BINDING, NONLOCAL, UNDECLARED_OPERATOR, GRADIENT_COUNT, FORMULA_SHAPE, CTX_ATTRIBUTE_TENSOR,
+    LATE_BINDING, NONLOCAL, UNDECLARED_OPERATOR, GRADIENT_COUNT, FORMULA_SHAPE, UNSUPPORTED_RAISE, CTX_ATTRIBUTE_TENSOR,
     METADATA_ONLY_SAVE, UNSUPPORTED,
     UNKNOWN_OPERATOR, NO_OVERLOAD, UNKNOWN_NAME, TYPE_CONFLICT, UNSUPPORTED_TYPE,
     DUPLICATE_OPERATOR, EMIT_YAML_SHAPE, IMPORT_YAML_ENTRY,

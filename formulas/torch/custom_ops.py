@@ -80,6 +80,8 @@ def _define(namespace: str, formula: TorchFormula, library: Any) -> torch._ops.O
     definition = torch.library.custom_op(f"{namespace}::{formula.op_name}", _kernel(formula),
                                          mutates_args=(), schema=arguments)
     definition.register_fake(_fake(formula))
+    if "Tensor[]" in arguments or "Tensor?[]" in arguments:
+        definition.register_vmap(_vmap_by_example(definition))
     name, _, overload_name = formula.op_name.partition(".")
     overload = getattr(getattr(getattr(torch.ops, namespace), name), overload_name or "default")
     with warnings.catch_warnings():      # custom_op put its own (backward-less) kernel there
@@ -133,6 +135,24 @@ def _fake(formula: TorchFormula) -> Any:
             raise NoShapeRule(f"{formula.op_name}: its output shape depends on tensor values, so its "
                               f"forward is no shape rule for fake tensors ({error})") from None
     return fake
+
+
+def _vmap_by_example(op: Any) -> Any:
+    """``torch.vmap``'s rule for an op with a list of tensors among its arguments (``index.Tensor``'s
+    indices, ``cat``'s inputs), for which torch generates no fallback: the op on each example of the
+    batch, the results stacked along dim 0 (what the generated fallback does for the other ops)."""
+    def rule(info: Any, in_dims: tuple, *args: Any) -> tuple[Any, Any]:
+        def example(arg: Any, dim: Any, index: int) -> Any:
+            if isinstance(arg, (list, tuple)):
+                dims = dim if isinstance(dim, (list, tuple)) else [dim] * len(arg)
+                return type(arg)(example(a, d, index) for a, d in zip(arg, dims))
+            return arg if dim is None or arg is None else arg.select(dim, index)
+        results = [op(*(example(a, d, index) for a, d in zip(args, in_dims))) for index in range(info.batch_size)]
+        if isinstance(results[0], (tuple, list)):
+            stacked = type(results[0])(torch.stack(parts) for parts in zip(*results))
+            return stacked, type(results[0])(0 for _ in stacked)
+        return torch.stack(results), 0
+    return rule
 
 
 def _autograd(formula: TorchFormula, overload: torch._ops.OpOverload) -> Any:

@@ -364,3 +364,25 @@ def test_an_owned_optional_list_is_lent_to_an_optional_list_parameter():
         "at::convolution_backward(grad, formulas::runtime::borrow(sizes))"
     assert translate(cst.parse_expression("at.convolution_backward(grad, None)"), scope).text == \
         "at::convolution_backward(grad, std::nullopt)"
+
+
+@pytest.mark.parametrize("statement, expected", [
+    ('raise NotImplementedError("the derivative for \'igamma: input\' is not implemented.")',
+     'TORCH_CHECK_NOT_IMPLEMENTED(false, "the derivative for \'igamma: input\' is not implemented.");'),
+    ('raise RuntimeError("a" "b")', 'TORCH_CHECK(false, "ab");'),
+    ("raise ValueError('say \"no\"')", 'TORCH_CHECK_VALUE(false, "say \\042no\\042");'),
+    ('raise TypeError("t")', 'TORCH_CHECK_TYPE(false, "t");'),
+    ('raise IndexError("i")', 'TORCH_CHECK_INDEX(false, "i");'),
+])
+def test_raise_throws_torchs_error_of_that_type(statement, expected):
+    """``TORCH_CHECK_NOT_IMPLEMENTED`` reaches Python as ``NotImplementedError``, ``TORCH_CHECK_VALUE``
+    as ``ValueError`` (and so on), with the literal's text (:mod:`transpiler.raises`)."""
+    assert body(f"if flag:\n    {statement}\nreturn grad\n", T.TENSOR, grad=T.TENSOR, flag=T.BOOL)[1] == expected
+
+
+@pytest.mark.parametrize("statement", ['raise KeyError("k")', "raise", 'raise RuntimeError(f"{flag}")',
+                                       'raise RuntimeError("r") from None'])
+def test_another_raise_is_a_diagnostic(statement):
+    with pytest.raises(Untranslatable) as raised:
+        body(f"if flag:\n    {statement}\nreturn grad\n", T.TENSOR, grad=T.TENSOR, flag=T.BOOL)
+    assert raised.value.code == "DB200" and "NotImplementedError" in raised.value.message

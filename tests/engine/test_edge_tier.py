@@ -1,5 +1,6 @@
 """Proof tier E (DESIGN section 7) for every operator of the library: at its domain edges
-(``tests/domain_edges.py:edge_tier_cases``: zeros, ties, +-inf, NaN, size-0 inputs), the reference
+(``tests/domain_edges.py:edge_tier_cases``: zeros, ties, +-inf, NaN, size-0 inputs; an element-wise
+operator (``jvp="auto_element_wise"``) gets the mixed pattern alone, which holds its zeros and ties), the reference
 engine gives the built-in torch op's values and its first- and second-order gradients, or the error
 torch raises; an operator declared ``nondifferentiable`` gives torch's values. Where torch's own
 gradient there is wrong (``cumprod``'s, which depends on grad mode), ``tests/domain_edges.py``
@@ -22,13 +23,10 @@ from tests.engine.test_nondifferentiable import _engine_args
 
 
 ALL_OPS = sorted(set(FORMULAS) | set(NONDIFFERENTIABLE))
-EDGE_CASES = edge_tier_cases(ALL_OPS)
+EDGE_CASES = edge_tier_cases(ALL_OPS, frozenset(op for op, formula in FORMULAS.items()
+                                                if formula.jvp == "auto_element_wise"))
 
-LEFT: dict[str, str] = {
-    "cumprod[2x3x4_dim-1_special]": "left: cumprod_backward's zero-segment algorithm divides by the entry, so an "
-                                    "infinite or NaN entry whose exact gradient is a number gets NaN "
-                                    "(tests/engine/test_domain_edges.py: exact or NaN, never a wrong number)",
-}
+LEFT: dict[str, str] = {}
 """Edge cases where the engine's gradient is not yet torch's: each fails (strict xfail) until fixed."""
 
 

@@ -232,3 +232,33 @@ def test_floor_division_of_a_dual_tensor_is_refused_as_torch():
 
     same_error(lambda: engine.jvp(lambda t: t // 2, (engine.ones(2),), (engine.ones(2),)),
                lambda: jvp(lambda t: t // 2, (torch.ones(2),), (torch.ones(2),)))
+
+
+def test_a_refused_derivative_raises_the_same_error_in_the_engine_and_through_torch():
+    """``embedding(sparse=True)``: torch's weight gradient is a sparse tensor, which the library does
+    not make; its formula refuses with ``raise NotImplementedError("...")`` (the formula language's
+    raise, :mod:`transpiler.raises`), and the engine and the formula swapped into torch raise it,
+    rather than return a dense gradient where torch's is sparse."""
+    from formulas.torch import override
+
+    weight = np.linspace(0.0, 1.0, 12).reshape(4, 3)
+    ours = engine.tensor(weight, requires_grad=True)
+    with pytest.raises(NotImplementedError, match=r"^embedding\(sparse=True\): the formula library gives no sparse"):
+        EF.embedding(engine.tensor(np.array([0, 2])), ours, sparse=True).sum().backward()
+    theirs = torch.tensor(weight, requires_grad=True)
+    F.embedding(torch.tensor([0, 2]), theirs, sparse=True).sum().backward()
+    assert theirs.grad.layout == torch.sparse_coo
+    swapped = torch.tensor(weight, requires_grad=True)
+    with override(["embedding"]), pytest.raises(NotImplementedError, match=r"^embedding\(sparse=True\)"):
+        F.embedding(torch.tensor([0, 2]), swapped, sparse=True).sum().backward()
+
+
+def test_not_implemented_message_is_torch_s_text():
+    """derivatives.yaml's ``not_implemented("igamma: input")`` entries become ``raise
+    NotImplementedError(...)`` with :func:`transpiler.raises.not_implemented_message`'s text: torch's own."""
+    from transpiler.raises import not_implemented_message
+
+    x = torch.tensor([1.5, 2.0], dtype=torch.float64, requires_grad=True)
+    with pytest.raises(NotImplementedError) as raised:
+        torch.igamma(x, torch.ones(2, dtype=torch.float64)).sum().backward()
+    assert str(raised.value) == not_implemented_message("igamma: input")

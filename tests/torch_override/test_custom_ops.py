@@ -184,3 +184,23 @@ def test_a_user_package_passes_opcheck_and_refuses_a_value_dependent_shape(user_
     assert set(torch.library.opcheck(nonzero, (torch.tensor([0.0, 1.0]),)).values()) == {"SUCCESS"}
     with FakeTensorMode() as mode, pytest.raises(NoShapeRule, match="nonzero: its output shape depends on tensor values"):
         nonzero(mode.from_tensor(torch.tensor([0.0, 1.0])))
+
+
+def test_vmap_over_an_op_with_a_list_of_tensors_runs_it_per_example():
+    """torch generates no vmap fallback for an op with a ``Tensor?[]`` or ``Tensor[]`` argument
+    (``index.Tensor``, ``cat``): their custom ops carry a rule that runs the op per example, so
+    ``torch.vmap`` and what is built on it (``jacrev``) give torch's values and gradients."""
+    index, cat = SHIPPED.ops["index.Tensor"], SHIPPED.ops["cat"]
+    x = torch.linspace(0.0, 1.0, 15, dtype=torch.float64).reshape(3, 5).requires_grad_()
+    per_row = torch.tensor([[0, 1], [2, 3], [4, 4]])
+    ours = torch.vmap(lambda t, i: index(t, [i]))(x, per_row)
+    theirs = torch.vmap(lambda t, i: t[i])(x, per_row)
+    assert torch.equal(ours, theirs)
+    weights = torch.arange(6.0, dtype=torch.float64).reshape(3, 2)
+    assert torch.equal(torch.autograd.grad((ours * weights).sum(), x)[0],
+                       torch.autograd.grad((theirs * weights).sum(), x)[0])
+    shared = torch.tensor([0, 2, 4])
+    assert torch.equal(torch.func.jacrev(lambda t: index(t, [shared]))(x.detach()[0]),
+                       torch.func.jacrev(lambda t: t[shared])(x.detach()[0]))
+    tail = torch.ones(3, 2, dtype=torch.float64)
+    assert torch.equal(torch.vmap(lambda a, b: cat([a, b], 0))(x, tail), torch.vmap(lambda a, b: torch.cat([a, b]))(x, tail))

@@ -333,3 +333,29 @@ def test_a_lines_grad_input_mask_is_its_own_inputs_flags(tmp_path: Path):
     assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
     assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
     assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(MASK_YAML)
+
+
+NOT_IMPLEMENTED_YAML = """\
+- name: igamma(Tensor self, Tensor other) -> Tensor
+  self: 'not_implemented("igamma: input")'
+  other: grad * other
+"""
+
+
+def test_not_implemented_is_a_raise_of_torch_s_error_and_prints_back(tmp_path: Path):
+    """``self: not_implemented("igamma: input")`` raises torch's own NotImplementedError text when
+    ``self``'s gradient is asked for (the formula language's raise, compiled to
+    ``TORCH_CHECK_NOT_IMPLEMENTED``: ``tests/cpp/test_expressions.py``), the other input keeps its
+    formula, and emit-yaml gives the line back."""
+    text = import_yaml(NOT_IMPLEMENTED_YAML, "refused.yaml").files["derivatives_000.py"]
+    assert ("    def backward(grad, *, needs_input_grad):\n"
+            "        if needs_input_grad[0]:\n"
+            "            raise NotImplementedError(\"the derivative for 'igamma: input' is not implemented.\")\n"
+            "        grad_other = grad * other\n"
+            "        return None, grad_other\n") in text
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(NOT_IMPLEMENTED_YAML)
+    out, emitted = tmp_path / "imported", tmp_path / "emitted.yaml"
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(NOT_IMPLEMENTED_YAML)

@@ -188,7 +188,8 @@ def translate(node: cst.BaseExpression, context: Context, expected: PyType | Non
 
 #: Python's ``math`` in formula code: its constants (as C++ literals of the same double) and the
 #: functions of one number the formulas call (``math.sqrt(2 * math.pi)``), as <cmath>'s.
-MATH_CONSTANTS = {"pi": "3.141592653589793", "e": "2.718281828459045"}
+MATH_CONSTANTS = {"pi": "3.141592653589793", "e": "2.718281828459045",
+                  "inf": "std::numeric_limits<double>::infinity()", "nan": "std::numeric_limits<double>::quiet_NaN()"}
 MATH_FUNCTIONS = frozenset({"sqrt", "log", "exp"})
 
 

@@ -18,11 +18,12 @@ import libcst as cst
 
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
-    TYPE_CONFLICT, Binding, Context, Untranslatable, coerce, cpp_name, element_access, is_none, translate,
-    translate_condition, unsupported,
+    TYPE_CONFLICT, Binding, Context, Untranslatable, coerce, cpp_name, cpp_string_literal, element_access, is_none,
+    translate, translate_condition, unsupported,
 )
 from transpiler.cpp.types import Kind, PyType
 from transpiler.dataflow import assigned_names, walk
+from transpiler.raises import raised_error
 
 INDENT = "  "
 
@@ -301,6 +302,8 @@ class _Writer:
             return ["break;" if isinstance(small, cst.Break) else "continue;"]
         if isinstance(small, cst.Return):
             return [self.return_(small)]
+        if isinstance(small, cst.Raise):
+            return [self.raise_(small)]
         if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
             targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
             if len(targets) != 1:
@@ -318,6 +321,13 @@ class _Writer:
         if isinstance(small, cst.Expr):
             raise unsupported(small, "an expression statement other than xs.append(v)")
         raise unsupported(small, f"a '{type(small).__name__}' statement")
+
+    def raise_(self, node: cst.Raise) -> str:
+        error = raised_error(node)
+        if error is None:
+            raise unsupported(node, "a raise other than raise NotImplementedError(\"...\") (or RuntimeError, "
+                                    "ValueError, TypeError, IndexError) with one string literal")
+        return f"{error.torch_check}(false, {cpp_string_literal(error.message)});"
 
     def return_(self, node: cst.Return) -> str:
         if self.return_type is None:

@@ -12,6 +12,7 @@ other entries are still imported.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
@@ -39,7 +40,7 @@ from transpiler.yaml_import.model import (
     return_names,
     tangent_locals,
 )
-from transpiler.yaml_import.pyformula import Assignment, Closure, PyFormula, module_source
+from transpiler.yaml_import.pyformula import Assignment, Closure, PyFormula, Refusal, module_source
 from transpiler.yaml_import.syntax import INTEGER_OPERATORS, Binary, Lambda, Member, Name, Node, Qualified, Unary, walk
 
 ENTRIES_PER_FILE = 32
@@ -245,15 +246,24 @@ def forward_call(schema: FunctionSchema, local: dict[str, str]) -> str:
     return f"at.{schema.name.base}({', '.join(args)})"
 
 
+NOT_IMPLEMENTED = re.compile(r'not_implemented\("(?P<name>[^"\\]*)"\)')
+"""A gradient line torch refuses: the backward raises its NotImplementedError (:class:`Refusal`)."""
+
+
 def _backward(schema: FunctionSchema, flags: tuple[bool | str, ...] | None, lines: list[FormulaLine],
               local: dict[str, str]) -> tuple[Closure, list[Node]]:
     """The nested ``def backward``: one assignment per gradient line, one gradient returned
-    per tensor input (``None`` for an input without a formula)."""
+    per tensor input (``None`` for an input without a formula, or one torch refuses with
+    ``not_implemented("name")``: the backward raises torch's error when it is asked for)."""
     names = {**local, GRAD_INPUT_MASK: NEEDS_INPUT_GRAD}
     targets = gradient_locals(schema)
     trees, assignments = [], []
     tensor_inputs = tuple(a.name for a in schema.tensor_inputs)
     for line in lines:
+        refused = NOT_IMPLEMENTED.fullmatch(line.formula)
+        if refused is not None and len(line.names) == 1 and line.names[0] in tensor_inputs:
+            assignments.append(Refusal(tensor_inputs.index(line.names[0]), refused["name"]))
+            continue
         python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema),
                                                               integer_arguments(schema),
                                                               mask_positions(line.names, tensor_inputs))
@@ -261,9 +271,10 @@ def _backward(schema: FunctionSchema, flags: tuple[bool | str, ...] | None, line
         assignments.append(Assignment(tuple(targets[n] for n in line.names), python, layout, original))
     used = free_names(trees)
     params, prelude = _gradient_params(schema, flags, return_names(schema), used)
-    assigned = {n for line in lines for n in line.names}
-    returns = tuple(targets[a.name] if a.name in assigned else "None" for a in schema.tensor_inputs)
-    mask = (NEEDS_INPUT_GRAD,) if GRAD_INPUT_MASK in used else ()
+    assigned = {n for assignment in assignments if isinstance(assignment, Assignment) for n in assignment.targets}
+    returns = tuple(targets[a.name] if targets[a.name] in assigned else "None" for a in schema.tensor_inputs)
+    refuses = any(isinstance(assignment, Refusal) for assignment in assignments)
+    mask = (NEEDS_INPUT_GRAD,) if GRAD_INPUT_MASK in used or refuses else ()
     return Closure("backward", params, mask, prelude, tuple(assignments), returns), trees
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from transpiler.raises import not_implemented_message
 from transpiler.yaml_import.cpp import Layout
+from transpiler.yaml_import.model import NEEDS_INPUT_GRAD
 
 LAYOUT_COMMENT = "# cpp: "
 ORIGINAL_COMMENT = "# yaml: "      # the YAML formula of a line the main dialect rewrote (a JSON string)
@@ -29,6 +31,15 @@ class Assignment:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """derivatives.yaml's ``input: not_implemented("name")``: ``if needs_input_grad[position]:
+    raise NotImplementedError("<torch's text for name>")`` inside backward."""
+
+    position: int                     # the input's place among the tensor inputs (grad_input_mask)
+    name: str                         # not_implemented's argument
+
+
+@dataclass(frozen=True)
 class Closure:
     """A nested ``def backward(...)`` or ``def jvp(...)``."""
 
@@ -36,7 +47,7 @@ class Closure:
     params: tuple[str, ...]
     kwonly: tuple[str, ...]
     prelude: tuple[str, ...]          # plain statements before the formulas (``grads = [...]``)
-    assignments: tuple[Assignment, ...]
+    assignments: tuple[Assignment | Refusal, ...]   # one per derivatives.yaml line, in its order
     returns: tuple[str, ...]          # one name (or ``None``) per returned value
 
 
@@ -66,6 +77,10 @@ def _closure_lines(closure: Closure) -> list[str]:
     lines = [f"    def {closure.name}({', '.join(params)}):"]
     lines += [f"        {statement}" for statement in closure.prelude]
     for assignment in closure.assignments:
+        if isinstance(assignment, Refusal):
+            lines.append(f"        if {NEEDS_INPUT_GRAD}[{assignment.position}]:")
+            lines.append(f"            raise NotImplementedError({json.dumps(not_implemented_message(assignment.name))})")
+            continue
         text = f"        {', '.join(assignment.targets)} = {assignment.expression}"
         if assignment.original is not None:
             text += f"  {ORIGINAL_COMMENT}{json.dumps(assignment.original)}"

@@ -11,6 +11,7 @@ diagnostics; a formula outside the shape ``import-yaml`` writes is a DB300.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import libcst as cst
@@ -19,6 +20,7 @@ from transpiler import codes
 from transpiler.diagnostics import Diagnostic, TranspileError
 from transpiler.frontend import find_decorator, read_module
 from transpiler.model import Formula, FormulaModule, JvpRule
+from transpiler.raises import not_implemented_message, raised_error
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.importer import (
     FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, integer_arguments, non_tensor_arguments, primal_names,
@@ -148,6 +150,13 @@ class _FormulaReader:
             match line:
                 case cst.SimpleStatementLine(body=[cst.Assign(targets=[cst.AssignTarget(target=target)]) as statement]):
                     pass
+                case cst.If() if tensor_inputs and (refused := _refusal(line)) is not None:
+                    position, name = refused
+                    if position >= len(tensor_inputs):
+                        raise self.error(line, f"needs_input_grad[{position}]: the entry has "
+                                         f"{len(tensor_inputs)} tensor inputs")
+                    lines.append(FormulaLine(tensor_inputs[position], f'not_implemented("{name}")'))
+                    continue
                 case _:
                     continue
             targets = [e.value for e in target.elements] if isinstance(target, cst.Tuple) else [target]
@@ -203,6 +212,25 @@ class _FormulaReader:
         if not (isinstance(layout, dict) and all(isinstance(v, str) for v in layout.values())):
             raise self.error(statement, "the layout comment must map token positions to spacing strings")
         return layout
+
+
+def _refusal(statement: cst.If) -> tuple[int, str] | None:
+    """``(position, name)`` of ``if needs_input_grad[position]: raise NotImplementedError(<torch's
+    not_implemented("name") text>)``, what ``import-yaml`` writes for ``not_implemented("name")``."""
+    match statement:
+        case cst.If(test=cst.Subscript(value=cst.Name(value=mask), slice=[cst.SubscriptElement(
+                        slice=cst.Index(value=cst.Integer() as position))]),
+                    body=cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Raise() as raised])]),
+                    orelse=None) if mask == NEEDS_INPUT_GRAD:
+            error = raised_error(raised)
+            if error is None or error.error_type != "NotImplementedError":
+                return None
+            refused = NOT_IMPLEMENTED_TEXT.fullmatch(error.message)
+            return (int(position.value), refused["name"]) if refused is not None else None
+    return None
+
+
+NOT_IMPLEMENTED_TEXT = re.compile(re.escape(not_implemented_message("@")).replace("@", '(?P<name>[^"\\\\]*)'))
 
 
 def _has_comment(node: cst.CSTNode) -> bool:

@@ -9,7 +9,8 @@ over a :class:`~transpiler.lint.rules.context.FormulaContext`:
 - ``db103_late_binding``: a captured name is bound again after ``def backward``;
 - ``db104_nonlocal``: ``nonlocal``/``global`` inside a backward;
 - ``db105_undeclared_operator``: an operator with no formula runs in a backward or helper;
-- ``db106_gradient_count``: a ``return`` gives the wrong number of gradients.
+- ``db106_gradient_count``: a ``return`` gives the wrong number of gradients;
+- ``db108_raise``: a ``raise`` that the C++ node could not throw as the same error.
 
 DB000 and DB107 come from the front-end (:mod:`transpiler.frontend`) while it
 builds the model; :mod:`.recompute` plans the DB100 fix-its.
@@ -24,6 +25,7 @@ from transpiler.lint.rules import (
     db104_nonlocal,
     db105_undeclared_operator,
     db106_gradient_count,
+    db108_raise,
 )
 
 RULES = (
@@ -34,6 +36,7 @@ RULES = (
     db104_nonlocal,
     db105_undeclared_operator,
     db106_gradient_count,
+    db108_raise,
 )
 
 __all__ = ["RULES"]

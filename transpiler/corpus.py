@@ -10,7 +10,8 @@ torch's OpInfo samples first (bound to the overload's schema, or the ATen calls 
 OpInfo sample makes), our inputs (``tests/yaml/corpus_inputs.py``) where none
 reaches the overload. Prints, as counts of the entries: imported, lint-clean (no
 DB0xx/DB1xx finding outside a jvp: a finding inside one leaves out the jvp alone), emitted, compiled, C1, CT, how many CT entries were proven
-on OpInfo samples and how many on our inputs, and the entries with a jvp
+on OpInfo samples and how many on our inputs, how many of them without a gradient (entries torch does
+not differentiate: our values equal torch's and no output requires grad), and the entries with a jvp
 (imported, emitted with it); then each entry that falls out, with the stage and
 the reason. The reference engine runs the
 imported formulas too (``tests/yaml/corpus_engine.py``, in a table of their own:
@@ -102,6 +103,7 @@ def _funnel(args: argparse.Namespace) -> int:
     emitted = [e for e in entries if e not in fallen]
     compiled, c1, ct = [], [], []
     sources: Counter = Counter()                      # CT entries by where their cases came from
+    without_gradient = 0            # CT entries torch does not differentiate: values and no gradient proven
     if not args.no_compile:
         progress.say(f"compile the {len(emitted)} emitted entries")
         build = run_child_build([sys.executable, "-m", "transpiler.build", "--sources", str(out), "--build-dir",
@@ -123,6 +125,7 @@ def _funnel(args: argparse.Namespace) -> int:
                     c1.append(entry)
                     ct.append(entry)
                     sources[result["source"]] += 1
+                    without_gradient += result.get("without_gradient", False)
                 elif result["status"] == "failed" and result["reason"].startswith("CT"):
                     c1.append(entry)
                     fallen[entry] = ("CT", result["reason"])
@@ -137,6 +140,8 @@ def _funnel(args: argparse.Namespace) -> int:
         print(f"  {label:<11}{count:>5} of {total}")
     if ct:
         print(f"  CT proven on torch's OpInfo samples {sources['OpInfo']}, on our inputs {sources['ours']}")
+        print(f"  CT without a gradient {without_gradient} (derivatives.yaml declares none: torch's values, and no "
+              "output carries a gradient, as torch's)")
     # forward mode: entries whose formula has a jvp (derivatives.yaml's ``result:``), and how many of
     # them were emitted with it (the jvp is transliterated into the forward wrapper with its formula)
     with_jvp = sorted({f.op_name for f in library.formulas if f.jvp is not None})

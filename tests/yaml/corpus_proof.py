@@ -276,14 +276,17 @@ def _too_large(theirs, args, kwargs, inputs) -> str:
     return f"too large for gradcheck ({size} Jacobian entries)" if size > MAX_JACOBIAN else ""
 
 
-NO_GRADIENT = "torch's own op gives no differentiable float64 output"
+NO_GRADIENT = "torch's own op gives no output that requires grad"
 
 
 def _torch_differentiates(theirs, args, kwargs, inputs) -> str:
     """Empty if torch's overload takes the case and differentiates it twice, else why not."""
     try:
-        if not _outputs(theirs(*args, **kwargs)):
-            return NO_GRADIENT
+        value = theirs(*args, **kwargs)
+        if not _outputs(value):
+            if not any(t.requires_grad for t in _flat(value)):
+                return NO_GRADIENT
+            return "torch's own op gives no differentiable float64 output (a complex or integer one)"
         _grads(theirs, args, kwargs, inputs, 0)
     except Exception as error:  # noqa: BLE001 - any refusal of torch's makes it no case
         return f"torch's own op rejects it: {str(error).splitlines()[0][:120]}"
@@ -451,7 +454,7 @@ def main(library: str, namespace: str, ops_json: str) -> None:
             status, used, reason = prove(ours, theirs, corpus_inputs.cases(op, schema))
             if status == "no inputs":
                 source = ""
-                reason = f"{opinfo_reason}; our inputs: {reason or 'none'}"
+                reason = f"{opinfo_reason}; our inputs: {reason or corpus_inputs.why_none(schema)}"
         return {"status": status, "samples": used, "source": source, "reason": reason,
                 "without_gradient": status == "proven" and reason == WITHOUT_GRADIENT}
 

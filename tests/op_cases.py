@@ -846,10 +846,18 @@ def _shape_more_cases() -> list[OpCase]:
     rng = _rng("contiguous")
     for shape in ((2, 3), (), (0, 2), (1, 4, 1)):
         out.append(OpCase("contiguous", _shape_id(shape), (_normal(rng, shape),)))
-    for op in ("conj", "resolve_conj", "real"):
+    for op in ("conj", "resolve_conj", "real", "conj_physical"):
         rng = _rng(op)
         for shape in ((2, 3), (), (0, 2), (1, 4, 1)):
             out.append(OpCase(op, _shape_id(shape), (_normal(rng, shape),)))
+    for op in ("mT", "mH"):
+        rng = _rng(op)
+        for shape in ((2, 3), (2, 3, 4), (1, 1), (0, 2)):
+            out.append(OpCase(op, _shape_id(shape), (_normal(rng, shape),)))
+    rng = _rng("reshape_as")
+    for shape, target in (((2, 3, 4), (6, 4)), ((), (1,)), ((0, 3), (3, 0)), ((2, 3), (3, 1, 2))):
+        out.append(OpCase("reshape_as", f"{_shape_id(shape)}_as_{_shape_id(target)}",
+                          (_normal(rng, shape), _normal(rng, target))))
     rng = _rng("movedim.intlist")
     for shape, source, destination in (((2, 3, 4), [0, 1], [2, 0]), ((2, 3, 4), [-1], [0]), ((2, 3), [], []),
                                        ((0, 3, 1), [0, 2], [1, 0])):

@@ -1031,6 +1031,8 @@ POINTWISE_UNARY_DOMAINS: dict[str, Callable[[np.random.Generator, tuple[int, ...
     "hardtanh": _avoiding(-1.0, 1.0, low=-2.0, high=2.0), "relu6": _avoiding(0.0, 6.0, low=-2.0, high=8.0),
     "hardswish": _avoiding(-3.0, 3.0), "logit": _uniform(0.15, 0.85),
     "sgn": _away_from_zero, "deg2rad": _normal, "rad2deg": _normal,
+    # the scaled Bessel functions' e^-|x| has a kink at 0
+    "i0": _normal, "special_i1": _normal, "special_i0e": _away_from_zero, "special_i1e": _away_from_zero,
     "softshrink": _avoiding(-0.5, 0.5), "hardshrink": _avoiding(-0.5, 0.5),
 }
 

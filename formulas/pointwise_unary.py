@@ -1,7 +1,8 @@
 """Elementwise functions of one tensor: neg, exp, log, the trigonometric and hyperbolic
 functions and their inverses, sqrt, rsqrt, pow with a scalar exponent, abs, sign, sgn, clamps,
 rounding, the erf family, logs and exps of other bases, reciprocal, sinc, square, logit,
-deg2rad, rad2deg, and ``_to_copy`` (a dtype/device copy).
+deg2rad, rad2deg, the modified Bessel functions of orders 0 and 1 (``i0``, ``special_i1`` and
+their exponentially scaled ``special_i0e``, ``special_i1e``), and ``_to_copy`` (a dtype/device copy).
 
 Rounding ops and ``sign`` are differentiable with a zero gradient, as in torch. Where torch
 picks a subgradient at a kink it is kept: ``abs'(0) = sign(0) = 0``, a clamp passes the
@@ -12,7 +13,7 @@ output (``exp``, ``tanh``, ``sigmoid``, ``sqrt``, ``expm1``, ``exp2``, ``rsqrt``
 from __future__ import annotations
 
 from formulas import at, derivative, family_member
-from formulas.helpers import clamp_backward, pow_backward
+from formulas.helpers import clamp_backward, i1_backward, i1e_backward, pow_backward
 
 
 @derivative("neg(Tensor self) -> Tensor", jvp="auto_linear")
@@ -384,4 +385,39 @@ def rad2deg(self):
     def backward(grad):
         # x * 180 / pi
         return grad * 57.29577951308232
+    return result, backward
+
+
+# --- modified Bessel functions of the first kind: I_0' = I_1, I_1' = I_0 - I_1 / x -------------------
+
+@derivative("i0(Tensor self) -> Tensor", jvp="auto_element_wise")
+def i0(self):
+    result = at.i0(self)
+    def backward(grad):
+        return grad * at.special_i1(self)
+    return result, backward
+
+
+@derivative("special_i0e(Tensor self) -> Tensor", jvp="auto_element_wise")
+def special_i0e(self):
+    result = at.special_i0e(self)
+    def backward(grad):
+        # (e^-|x| I_0)' = e^-|x| I_1 - sgn(x) e^-|x| I_0
+        return grad * (at.special_i1e(self) - at.sgn(self) * result)
+    return result, backward
+
+
+@derivative("special_i1(Tensor self) -> Tensor", jvp="auto_element_wise")
+def special_i1(self):
+    result = at.special_i1(self)
+    def backward(grad):
+        return i1_backward(grad, self, result)
+    return result, backward
+
+
+@derivative("special_i1e(Tensor self) -> Tensor", jvp="auto_element_wise")
+def special_i1e(self):
+    result = at.special_i1e(self)
+    def backward(grad):
+        return i1e_backward(grad, self, result)
     return result, backward

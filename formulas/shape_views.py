@@ -1,6 +1,7 @@
 """Views: operators whose output aliases their input (``Tensor(a)`` in the schema): view, reshape,
-unsqueeze, squeezes, flatten, unflatten, permute, transpose/swapaxes/swapdims, ``t``, movedim,
-expand, expand_as, narrow, select, slice, diagonal and contiguous.
+unsqueeze, squeezes, flatten, unflatten, permute, transpose/swapaxes/swapdims, ``t``, ``mT`` and
+``mH`` (the last two dims), movedim, expand, expand_as, reshape_as, narrow, select, slice, diagonal
+and contiguous.
 
 Every one is linear and only moves elements, so its backward puts the gradient back where each
 element came from (a reshape, the inverse permutation, or zeros around the selected region: the
@@ -37,6 +38,19 @@ def reshape(self, shape):
     self_sizes = self.sizes()
     def backward(grad):
         return at.reshape(grad, self_sizes)
+    return result, backward
+
+
+@derivative("reshape_as(Tensor(a) self, Tensor other) -> Tensor(a)")
+def reshape_as(self, other):
+    result = at.reshape_as(self, other)
+    self_sizes = self.sizes()
+    def backward(grad):
+        # other lends only its shape: no gradient
+        return at.reshape(grad, self_sizes), None
+    def jvp(self_t):
+        result_t = at.reshape_as(self_t, other)
+        return result_t
     return result, backward
 
 
@@ -197,4 +211,22 @@ def t(self):
     result = at.t(self)
     def backward(grad):
         return at.t(grad)
+    return result, backward
+
+
+@derivative("mT(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
+def mT(self):
+    # the transpose of the last two dims (of each matrix of a batch): its own adjoint
+    result = at.mT(self)
+    def backward(grad):
+        return at.mT(grad)
+    return result, backward
+
+
+@derivative("mH(Tensor(a) self) -> Tensor(a)", jvp="auto_linear")
+def mH(self):
+    # the conjugate transpose of the last two dims: its own adjoint (mT on real dtypes)
+    result = at.mH(self)
+    def backward(grad):
+        return at.mH(grad)
     return result, backward

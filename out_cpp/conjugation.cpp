@@ -4,6 +4,7 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/conj.h>
+#include <ATen/ops/conj_physical.h>
 #include <ATen/ops/real.h>
 #include <ATen/ops/resolve_conj.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -413,6 +414,119 @@ at::Tensor RealViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::real(base);
 }
 
+struct ConjPhysicalBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ConjPhysicalBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+namespace backwards {
+at::Tensor conj_physical(
+    const at::Tensor& grad) {
+  return at::conj_physical(grad);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ConjPhysicalBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::conj_physical(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ConjPhysicalBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return ConjPhysicalBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list ConjPhysicalBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return ConjPhysicalBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void ConjPhysicalBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list ConjPhysicalBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ConjPhysicalBackward0", ConjPhysicalBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ConjPhysicalBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor conj_physical_jvp(
+    const at::Tensor& self_t) {
+  return at::conj_physical(self_t);
+}
+
+at::Tensor conj_physical(const at::Tensor& self) {
+  c10::intrusive_ptr<ConjPhysicalBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<ConjPhysicalBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::conj_physical(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("conj_physical", self);
+    formulas::runtime::refuse_complex("conj_physical", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::conj_physical_jvp(self_t));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("conj_physical", self);
+    formulas::runtime::refuse_complex("conj_physical", result);
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -420,4 +534,5 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("conj(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::conj));
   m.def("resolve_conj(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::resolve_conj));
   m.def("real(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::real));
+  m.def("conj_physical(Tensor self) -> Tensor", TORCH_FN(formulas::conj_physical));
 }

@@ -25,6 +25,7 @@
 #include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/hardtanh.h>
+#include <ATen/ops/i0.h>
 #include <ATen/ops/index_add.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
@@ -57,10 +58,12 @@
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/select.h>
+#include <ATen/ops/sgn.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sign.h>
 #include <ATen/ops/sinc.h>
 #include <ATen/ops/slice_backward.h>
+#include <ATen/ops/special_i0e.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/squeeze.h>
 #include <ATen/ops/stack.h>
@@ -1378,6 +1381,20 @@ std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRe
     }
   }
   return reduced;
+}
+
+at::Tensor i1_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result) {
+  auto at_zero = at::eq(self, 0.0);
+  auto safe = at::where(at_zero, at::ones_like(self), self);
+  auto slope = at::where(at_zero, at::ones_like(self) * 0.5, at::i0(self) - (result / safe));
+  return grad * slope;
+}
+
+at::Tensor i1e_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result) {
+  auto at_zero = at::eq(self, 0.0);
+  auto safe = at::where(at_zero, at::ones_like(self), self);
+  auto slope = at::where(at_zero, at::ones_like(self) * 0.5, (at::special_i0e(self) - (result / safe)) - (at::sgn(self) * result));
+  return grad * slope;
 }
 
 at::Tensor matrix_transpose(const at::Tensor& x) {

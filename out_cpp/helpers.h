@@ -133,6 +133,8 @@ at::Tensor restore_reduced_dims(const at::Tensor& output, at::IntArrayRef dims, 
 at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, at::IntArrayRef dims);
 std::vector<int64_t> unsqueezed_sizes(at::IntArrayRef sizes, int64_t dim);
 std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim);
+at::Tensor i1_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
+at::Tensor i1e_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor fold_batch(const at::Tensor& x);
 at::Tensor triangle(const at::Tensor& a, bool upper, bool unitriangular);

@@ -29,6 +29,7 @@
 #include <ATen/ops/frac.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/i0.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/log10.h>
@@ -51,6 +52,9 @@
 #include <ATen/ops/sin.h>
 #include <ATen/ops/sinc.h>
 #include <ATen/ops/sinh.h>
+#include <ATen/ops/special_i0e.h>
+#include <ATen/ops/special_i1.h>
+#include <ATen/ops/special_i1e.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/square.h>
 #include <ATen/ops/tan.h>
@@ -5875,6 +5879,553 @@ at::Tensor rad2deg(const at::Tensor& self) {
   return result;
 }
 
+struct I0Backward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "I0Backward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+at::Tensor i0(
+    const at::Tensor& grad,
+    const at::Tensor& self) {
+  return grad * at::special_i1(self);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list I0Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::i0(grads[0], self_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list I0Backward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return I0Backward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_);
+}
+
+torch::autograd::variable_list I0Backward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return I0Backward0_apply_functional(std::move(grads), needs_input_grad, self);
+}
+
+void I0Backward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list I0Backward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_I0Backward0", I0Backward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_I0Backward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor i0_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self) {
+  auto grad = self_t;
+  return grad * at::special_i1(self);
+}
+
+at::Tensor i0(const at::Tensor& self) {
+  c10::intrusive_ptr<I0Backward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<I0Backward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::i0(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("i0", self);
+    formulas::runtime::refuse_complex("i0", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::i0_jvp(self_t, formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("i0", self);
+    formulas::runtime::refuse_complex("i0", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
+struct SpecialI0eBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SpecialI0eBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable result_;
+};
+
+namespace backwards {
+at::Tensor special_i0e(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  return grad * (at::special_i1e(self) - (at::sgn(self) * result));
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SpecialI0eBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::special_i0e(grads[0], self_, result_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SpecialI0eBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return SpecialI0eBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_);
+}
+
+torch::autograd::variable_list SpecialI0eBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return SpecialI0eBackward0_apply_functional(std::move(grads), needs_input_grad, self, result);
+}
+
+void SpecialI0eBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list SpecialI0eBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(result_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SpecialI0eBackward0", SpecialI0eBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SpecialI0eBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(result_);
+  return functional_outputs;
+}
+
+at::Tensor special_i0e_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  auto grad = self_t;
+  return grad * (at::special_i1e(self) - (at::sgn(self) * result));
+}
+
+at::Tensor special_i0e(const at::Tensor& self) {
+  c10::intrusive_ptr<SpecialI0eBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SpecialI0eBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::special_i0e(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("special_i0e", self);
+    formulas::runtime::refuse_complex("special_i0e", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::special_i0e_jvp(self_t, formulas::runtime::primal(self), result));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("special_i0e", self);
+    formulas::runtime::refuse_complex("special_i0e", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+  }
+  return result;
+}
+
+struct SpecialI1Backward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SpecialI1Backward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable result_;
+};
+
+namespace backwards {
+at::Tensor special_i1(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  return helpers::i1_backward(grad, self, result);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SpecialI1Backward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::special_i1(grads[0], self_, result_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SpecialI1Backward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return SpecialI1Backward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_);
+}
+
+torch::autograd::variable_list SpecialI1Backward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return SpecialI1Backward0_apply_functional(std::move(grads), needs_input_grad, self, result);
+}
+
+void SpecialI1Backward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list SpecialI1Backward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(result_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SpecialI1Backward0", SpecialI1Backward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SpecialI1Backward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(result_);
+  return functional_outputs;
+}
+
+at::Tensor special_i1_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  auto grad = self_t;
+  return helpers::i1_backward(grad, self, result);
+}
+
+at::Tensor special_i1(const at::Tensor& self) {
+  c10::intrusive_ptr<SpecialI1Backward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SpecialI1Backward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::special_i1(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("special_i1", self);
+    formulas::runtime::refuse_complex("special_i1", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::special_i1_jvp(self_t, formulas::runtime::primal(self), result));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("special_i1", self);
+    formulas::runtime::refuse_complex("special_i1", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+  }
+  return result;
+}
+
+struct SpecialI1eBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SpecialI1eBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    result_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable result_;
+};
+
+namespace backwards {
+at::Tensor special_i1e(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  return helpers::i1e_backward(grad, self, result);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SpecialI1eBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::special_i1e(grads[0], self_, result_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SpecialI1eBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto result_ = packed_args.unpack<at::Tensor>();
+  return SpecialI1eBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_);
+}
+
+torch::autograd::variable_list SpecialI1eBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  return SpecialI1eBackward0_apply_functional(std::move(grads), needs_input_grad, self, result);
+}
+
+void SpecialI1eBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(result_, true);
+}
+
+torch::autograd::variable_list SpecialI1eBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(result_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SpecialI1eBackward0", SpecialI1eBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto result = result_.unpack(getptr());
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(result);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SpecialI1eBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(result_);
+  return functional_outputs;
+}
+
+at::Tensor special_i1e_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  auto grad = self_t;
+  return helpers::i1e_backward(grad, self, result);
+}
+
+at::Tensor special_i1e(const at::Tensor& self) {
+  c10::intrusive_ptr<SpecialI1eBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SpecialI1eBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::special_i1e(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("special_i1e", self);
+    formulas::runtime::refuse_complex("special_i1e", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::special_i1e_jvp(self_t, formulas::runtime::primal(self), result));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("special_i1e", self);
+    formulas::runtime::refuse_complex("special_i1e", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -5925,4 +6476,8 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("logit(Tensor self, float? eps=None) -> Tensor", TORCH_FN(formulas::logit));
   m.def("deg2rad(Tensor self) -> Tensor", TORCH_FN(formulas::deg2rad));
   m.def("rad2deg(Tensor self) -> Tensor", TORCH_FN(formulas::rad2deg));
+  m.def("i0(Tensor self) -> Tensor", TORCH_FN(formulas::i0));
+  m.def("special_i0e(Tensor self) -> Tensor", TORCH_FN(formulas::special_i0e));
+  m.def("special_i1(Tensor self) -> Tensor", TORCH_FN(formulas::special_i1));
+  m.def("special_i1e(Tensor self) -> Tensor", TORCH_FN(formulas::special_i1e));
 }

@@ -324,6 +324,151 @@ at::Tensor ReshapeViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::reshape(base, shape_);
 }
 
+struct ReshapeAsBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ReshapeAsBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> reshape_as(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes) {
+  return {at::reshape(grad, self_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ReshapeAsBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::reshape_as(grads[0], self_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, other_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ReshapeAsBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ReshapeAsBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_);
+}
+
+torch::autograd::variable_list ReshapeAsBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  return ReshapeAsBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_);
+}
+
+void ReshapeAsBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list ReshapeAsBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ReshapeAsBackward0", ReshapeAsBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ReshapeAsBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor reshape_as_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& other) {
+  auto result_t = self_t.reshape_as(other);
+  return result_t;
+}
+
+at::Tensor reshape_as(const at::Tensor& self, const at::Tensor& other) {
+  c10::intrusive_ptr<ReshapeAsBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, other)) {
+    grad_fn = c10::make_intrusive<ReshapeAsBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = self.reshape_as(other);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      return std::unique_ptr<torch::autograd::ViewFunc>();
+    });
+  }
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("reshape_as", self);
+    formulas::runtime::refuse_complex("reshape_as", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::reshape_as_jvp(self_t, formulas::runtime::primal(other)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("reshape_as", self);
+    formulas::runtime::refuse_complex("reshape_as", other);
+    formulas::runtime::refuse_complex("reshape_as", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
 struct UnsqueezeBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -3364,12 +3509,273 @@ at::Tensor TViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::t(base);
 }
 
+struct MTBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MTBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+namespace backwards {
+at::Tensor mT(
+    const at::Tensor& grad) {
+  return grad.mT();
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MTBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::mT(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MTBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return MTBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list MTBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return MTBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void MTBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list MTBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MTBackward0", MTBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MTBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor mT_jvp(
+    const at::Tensor& self_t) {
+  return self_t.mT();
+}
+
+struct MTViewFunc0 : public formulas::runtime::ReplayViewFunc<MTViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+};
+
+at::Tensor mT(const at::Tensor& self) {
+  c10::intrusive_ptr<MTBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<MTBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = self.mT();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<MTViewFunc0>();
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("mT", self);
+    formulas::runtime::refuse_complex("mT", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::mT_jvp(self_t));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("mT", self);
+    formulas::runtime::refuse_complex("mT", result);
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
+at::Tensor MTViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::mT(base);
+}
+
+struct MHBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MHBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+namespace backwards {
+at::Tensor mH(
+    const at::Tensor& grad) {
+  return grad.mH();
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MHBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::mH(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MHBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return MHBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list MHBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return MHBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void MHBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list MHBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MHBackward0", MHBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MHBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor mH_jvp(
+    const at::Tensor& self_t) {
+  return self_t.mH();
+}
+
+struct MHViewFunc0 : public formulas::runtime::ReplayViewFunc<MHViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+};
+
+at::Tensor mH(const at::Tensor& self) {
+  c10::intrusive_ptr<MHBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<MHBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = self.mH();
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<MHViewFunc0>();
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("mH", self);
+    formulas::runtime::refuse_complex("mH", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::mH_jvp(self_t));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("mH", self);
+    formulas::runtime::refuse_complex("mH", result);
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
+at::Tensor MHViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::mH(base);
+}
+
 }  // namespace
 }  // namespace formulas
 
 TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("view(Tensor(a) self, SymInt[] size) -> Tensor(a)", TORCH_FN(formulas::view));
   m.def("reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", TORCH_FN(formulas::reshape));
+  m.def("reshape_as(Tensor(a) self, Tensor other) -> Tensor(a)", TORCH_FN(formulas::reshape_as));
   m.def("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", TORCH_FN(formulas::unsqueeze));
   m.def("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", TORCH_FN(formulas::squeeze_dim));
   m.def("squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)", TORCH_FN(formulas::squeeze_dims));
@@ -3390,4 +3796,6 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)", TORCH_FN(formulas::swapaxes));
   m.def("unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)", TORCH_FN(formulas::unflatten_int));
   m.def("t(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::t));
+  m.def("mT(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::mT));
+  m.def("mH(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::mH));
 }

@@ -846,10 +846,18 @@ def _shape_more_cases() -> list[OpCase]:
     rng = _rng("contiguous")
     for shape in ((2, 3), (), (0, 2), (1, 4, 1)):
         out.append(OpCase("contiguous", _shape_id(shape), (_normal(rng, shape),)))
-    for op in ("conj", "resolve_conj", "real"):
+    for op in ("conj", "resolve_conj", "real", "conj_physical"):
         rng = _rng(op)
         for shape in ((2, 3), (), (0, 2), (1, 4, 1)):
             out.append(OpCase(op, _shape_id(shape), (_normal(rng, shape),)))
+    for op in ("mT", "mH"):
+        rng = _rng(op)
+        for shape in ((2, 3), (2, 3, 4), (1, 1), (0, 2)):
+            out.append(OpCase(op, _shape_id(shape), (_normal(rng, shape),)))
+    rng = _rng("reshape_as")
+    for shape, target in (((2, 3, 4), (6, 4)), ((), (1,)), ((0, 3), (3, 0)), ((2, 3), (3, 1, 2))):
+        out.append(OpCase("reshape_as", f"{_shape_id(shape)}_as_{_shape_id(target)}",
+                          (_normal(rng, shape), _normal(rng, target))))
     rng = _rng("movedim.intlist")
     for shape, source, destination in (((2, 3, 4), [0, 1], [2, 0]), ((2, 3, 4), [-1], [0]), ((2, 3), [], []),
                                        ((0, 3, 1), [0, 2], [1, 0])):
@@ -1023,6 +1031,8 @@ POINTWISE_UNARY_DOMAINS: dict[str, Callable[[np.random.Generator, tuple[int, ...
     "hardtanh": _avoiding(-1.0, 1.0, low=-2.0, high=2.0), "relu6": _avoiding(0.0, 6.0, low=-2.0, high=8.0),
     "hardswish": _avoiding(-3.0, 3.0), "logit": _uniform(0.15, 0.85),
     "sgn": _away_from_zero, "deg2rad": _normal, "rad2deg": _normal,
+    # the scaled Bessel functions' e^-|x| has a kink at 0
+    "i0": _normal, "special_i1": _normal, "special_i0e": _away_from_zero, "special_i1e": _away_from_zero,
     "softshrink": _avoiding(-0.5, 0.5), "hardshrink": _avoiding(-0.5, 0.5),
 }
 

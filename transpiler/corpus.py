@@ -10,7 +10,8 @@ torch's OpInfo samples first (bound to the overload's schema, or the ATen calls 
 OpInfo sample makes), our inputs (``tests/yaml/corpus_inputs.py``) where none
 reaches the overload. Prints, as counts of the entries: imported, lint-clean (no
 DB0xx/DB1xx finding outside a jvp: a finding inside one leaves out the jvp alone), emitted, compiled, C1, CT, how many CT entries were proven
-on OpInfo samples and how many on our inputs, and the entries with a jvp
+on OpInfo samples and how many on our inputs, how many of them without a gradient (entries torch does
+not differentiate: our values equal torch's and no output requires grad), and the entries with a jvp
 (imported, emitted with it), and the entries without one (no ``result:``) whose jvp derives from
 their backward and passes F1 on torch (:mod:`transpiler.corpus_jvp`; each refusal and failure
 with its reason, and, compiled, the share of the CT entries); then each entry that falls out,
@@ -119,6 +120,7 @@ def _funnel(args: argparse.Namespace) -> int:
     derived_proofs = prove_derived(formulas, derived_jvps, work)
     compiled, c1, ct = [], [], []
     sources: Counter = Counter()                      # CT entries by where their cases came from
+    without_gradient = 0            # CT entries torch does not differentiate: values and no gradient proven
     if not args.no_compile:
         progress.say(f"compile the {len(emitted)} emitted entries")
         build = run_child_build([sys.executable, "-m", "transpiler.build", "--sources", str(out), "--build-dir",
@@ -140,6 +142,7 @@ def _funnel(args: argparse.Namespace) -> int:
                     c1.append(entry)
                     ct.append(entry)
                     sources[result["source"]] += 1
+                    without_gradient += result.get("without_gradient", False)
                 elif result["status"] == "failed" and result["reason"].startswith("CT"):
                     c1.append(entry)
                     fallen[entry] = ("CT", result["reason"])
@@ -154,6 +157,8 @@ def _funnel(args: argparse.Namespace) -> int:
         print(f"  {label:<11}{count:>5} of {total}")
     if ct:
         print(f"  CT proven on torch's OpInfo samples {sources['OpInfo']}, on our inputs {sources['ours']}")
+        print(f"  CT without a gradient {without_gradient} (derivatives.yaml declares none: torch's values, and no "
+              "output carries a gradient, as torch's)")
     # forward mode: entries whose formula has a jvp (derivatives.yaml's ``result:``), and how many of
     # them were emitted with it (the jvp is transliterated into the forward wrapper with its formula)
     with_jvp = sorted({f.op_name for f in library.formulas if f.jvp is not None})

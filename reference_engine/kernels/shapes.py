@@ -59,6 +59,30 @@ def t(x):
     return x.T
 
 
+def _matrix_transpose(x, name: str):
+    x = _array(x)
+    if x.ndim < 2:
+        raise RuntimeError(f"tensor.{name} is only supported on matrices or batches of matrices. Got {x.ndim}-D tensor.")
+    return np.swapaxes(x, -2, -1)
+
+
+@kernel("mT", view=True)
+def mT(x):
+    """The transpose of the last two dims."""
+    return _matrix_transpose(x, "mT")
+
+
+@kernel("mH", view=True)
+def mH(x):
+    """The conjugate transpose of the last two dims: the transpose on real dtypes."""
+    return _matrix_transpose(x, "mH")
+
+
+@kernel("reshape_as", view=True)
+def reshape_as(x, other):
+    return reshape(x, list(np.shape(other)))
+
+
 @kernel("expand", view=True)
 def expand(x, size, implicit=False):
     x = _array(x)
@@ -319,6 +343,12 @@ def contiguous(x, memory_format="contiguous_format"):
 @kernel("conj", "resolve_conj", "real", view=True)
 def conj(x):
     return _array(x)
+
+
+@kernel("conj_physical")
+def conj_physical(x):
+    """A copy: conjugation is the identity on real dtypes, and conj_physical returns no view."""
+    return np.array(_array(x), copy=True)
 
 
 @kernel("movedim.intlist", view=True)

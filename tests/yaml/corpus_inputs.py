@@ -79,6 +79,47 @@ def _written() -> dict[str, list]:
         "reflection_pad3d_backward": [((t(1, 1, 3, 5, 6), t(1, 1, 2, 3, 4), [1, 1, 1, 1, 1, 0]), {})],
         "replication_pad3d": [((t(1, 1, 2, 3, 4), [1, 2, 1, 1, 0, 1]), {})],
         "replication_pad3d_backward": [((t(1, 1, 3, 5, 7), t(1, 1, 2, 3, 4), [1, 2, 1, 1, 0, 1]), {})],
+        # convolutions: input (N, C_in, *spatial), weight (C_out, C_in / groups, *kernel), bias (C_out)
+        "_convolution": [((t(1, 2, 5, 5), t(3, 2, 3, 3), t(3), [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                           False, False, False, False), {}),
+                         ((t(1, 2, 4, 4), t(2, 1, 2, 2), None, [2, 1], [0, 1], [1, 1], True, [1, 0], 2,
+                           False, False, False, False), {})],
+        "_slow_conv2d_forward": [((t(1, 2, 4, 4), t(3, 2, 2, 2), [2, 2], t(3), [1, 1], [0, 0]), {})],
+        "slow_conv3d_forward": [((t(1, 2, 3, 3, 3), t(2, 2, 2, 2, 2), [2, 2, 2], t(2), [1, 1, 1], [0, 0, 0]), {})],
+        # a transposed convolution's weight is (C_in, C_out, *kernel)
+        "slow_conv_transpose2d": [((t(1, 2, 3, 3), t(2, 3, 2, 2), [2, 2], t(3), [2, 1]), {})],
+        "slow_conv_transpose3d": [((t(1, 2, 2, 2, 3), t(2, 2, 2, 2, 2), [2, 2, 2], t(2)), {})],
+        "max_pool2d": [((t(1, 2, 4, 5), [2, 2]), {}), ((t(2, 5, 5), [3, 2], [2, 1], [1, 0]), {})],
+        # random_samples (one per batch and channel, per pooled dim) in [0, 1) are not differentiated
+        "fractional_max_pool2d": [((t(1, 2, 5, 5), [2, 2], [3, 3], _constant(1, 2, 2)), {})],
+        "fractional_max_pool3d": [((t(1, 1, 4, 4, 4), [2, 2, 2], [2, 2, 2], _constant(1, 1, 3)), {})],
+        "grid_sampler_2d": [((t(1, 2, 3, 4), _constant(1, 2, 3, 2) * 4 - 0.8, 0, 0, False), {})],
+        "bmm": [((t(2, 3, 4), t(2, 4, 2)), {})],
+        "clamp": [((t(3, 4), -0.5, 0.5), {}), ((t(5), None, 0.2), {})],
+        "count_nonzero.dim_IntList": [((t(3, 4), [1]), {})],
+        "unsafe_split_with_sizes": [((t(5, 4), [2, 3]), {}), ((t(3, 4), [1, 3], 1), {})],
+        "linear_backward": [((t(2, 3), t(2, 4), t(4, 3), [True, True, True]), {})],
+        "norm.ScalarOpt_dtype": [((t(3, 4), 2.0), {"dtype": torch.float64}),
+                                 ((t(5), 3.0), {"dtype": torch.float64})],
+        "norm.ScalarOpt_dim_dtype": [((t(3, 4), 2.0, [1], False), {"dtype": torch.float64}),
+                                     ((t(2, 3, 4), 1.5, [0, 2], True), {"dtype": torch.float64})],
+        # indices: a list of index tensors (None for a dim taken whole); distinct, so a put is a function
+        "_unsafe_index.Tensor": [((t(3, 4), [torch.tensor([0, 2, 2])]), {}),
+                                 ((t(3, 4), [None, torch.tensor([1, 3])]), {})],
+        "_unsafe_index_put": [((t(3, 4), [torch.tensor([0, 2])], t(2, 4), True), {}),
+                              ((t(3, 4), [torch.tensor([2, 0])], t(2, 4), False), {})],
+        "_index_put_impl_": [((t(3, 4), [torch.tensor([0, 2])], t(2, 4), True), {}),
+                             ((t(3, 4), [torch.tensor([2, 0])], t(2, 4), False), {})],
+        # the statistics of an evaluation-mode batch norm are not differentiated
+        "_native_batch_norm_legit_no_training": [((t(2, 3, 4), t(3), t(3), _constant(3), 0.5 + _constant(3),
+                                                   0.1, 1e-5), {})],
+        # the target of a soft-margin loss and rrelu's noise are not differentiated
+        "soft_margin_loss_backward": [((t(), t(3, 4), _constant(3, 4), 1), {}), ((t(3, 4), t(3, 4), _constant(3, 4), 0), {})],
+        "rrelu_with_noise_functional": [((t(3, 4), _constant(3, 4), 0.1, 0.3, False), {})],
+        # probabilities, rates
+        "multinomial": [((_positive(3, 4), 2), {})],
+        "poisson": [((_positive(3, 4),), {})],
+        "special_zeta.self_scalar": [((2.5, _positive(3, 4)), {})],
         # upsampling: output_size of the spatial dims; a backward's grad_output has that size
         # and input_size is the full input shape
         **{name: [((t(1, 2, 2, 3), [4, 5]), {})] for name in ("upsample_nearest2d", "_upsample_nearest_exact2d")},
@@ -106,6 +147,24 @@ def _default(argument):
     if kind == "BoolType":
         return False
     return None
+
+
+def _unfilled(argument) -> bool:
+    """Whether :func:`_generated` has no value for ``argument`` (it then makes no case)."""
+    kind = argument.real_type.kind()
+    if kind in ("TensorType", "OptionalType") or argument.has_default_value():
+        return False
+    if kind == "ListType" and argument.real_type.getElementType().kind() == "TensorType":
+        return False
+    return _default(argument) is None
+
+
+def why_none(schema) -> str:
+    """Why :func:`cases` makes no case for ``schema``: the first argument it has no value for."""
+    unfilled = [a for a in schema.arguments if _unfilled(a)]
+    if unfilled:
+        return f"none (no value is generated for the argument '{unfilled[0].name}' of type {unfilled[0].real_type})"
+    return "none"
 
 
 def _generated(schema) -> list:

@@ -5,14 +5,17 @@ Run as a script (a fresh process: the corpus library registers ``torch.ops.<name
     python tests/yaml/corpus_proof.py LIBRARY NAMESPACE OPS_JSON
 
 ``OPS_JSON``: the emitted operators (``name.overload`` list). Prints one JSON object:
-operator -> ``{"status": ..., "samples": n, "source": ..., "reason": ...}``, where status is
+operator -> ``{"status": ..., "samples": n, "source": ..., "reason": ..., "without_gradient": ...}``, where status is
 
 * ``proven``: on every usable float64 case (at most ``MAX_SAMPLES``), torch ``gradcheck``
   and ``gradgradcheck`` pass on the compiled op (C1) and its forward value, first and
   second derivatives equal those of torch's built-in overload on the same arguments (CT);
 * ``failed``: a case where one of those does not hold (``reason`` says which);
 * ``no inputs``: no case that torch's own overload accepts with a differentiable
-  float64 output (``reason`` says why).
+  float64 output (``reason`` says why), unless torch's overload differentiates none of the
+  cases it accepts (derivatives.yaml declares no gradient: a comparison, ``isnan``, the
+  ``special_*`` polynomials): then the entry is ``proven`` ``without_gradient`` where ours gives
+  torch's values and none of its outputs requires grad (:func:`prove_no_gradient`).
 
 The cases, in order of preference (``source`` names the one used):
 
@@ -276,11 +279,17 @@ def _too_large(theirs, args, kwargs, inputs) -> str:
     return f"too large for gradcheck ({size} Jacobian entries)" if size > MAX_JACOBIAN else ""
 
 
+NO_GRADIENT = "torch's own op gives no output that requires grad"
+
+
 def _torch_differentiates(theirs, args, kwargs, inputs) -> str:
     """Empty if torch's overload takes the case and differentiates it twice, else why not."""
     try:
-        if not _outputs(theirs(*args, **kwargs)):
-            return "torch's own op gives no differentiable float64 output"
+        value = theirs(*args, **kwargs)
+        if not _outputs(value):
+            if not any(t.requires_grad for t in _flat(value)):
+                return NO_GRADIENT
+            return "torch's own op gives no differentiable float64 output (a complex or integer one)"
         _grads(theirs, args, kwargs, inputs, 0)
     except Exception as error:  # noqa: BLE001 - any refusal of torch's makes it no case
         return f"torch's own op rejects it: {str(error).splitlines()[0][:120]}"
@@ -291,8 +300,10 @@ def prove(ours, theirs, cases) -> tuple[str, int, str]:
     """``(status, cases used, reason)`` over ``cases``: ``(args, kwargs)`` pairs, or ``(args, kwargs,
     wrapper)`` for an OpInfo sample whose OpInfo checks the op through a ``gradcheck_wrapper``
     (``wrapper(op, *args, **kwargs)``: a Hermitian or triangular input made so inside the checked
-    function, since finite differences leave that structure), which both ops are then called through."""
-    used, skipped = 0, ""
+    function, since finite differences leave that structure), which both ops are then called through.
+    Where no case has a differentiable output in torch but some run there, :func:`prove_no_gradient`
+    on those: status ``proven`` with reason :data:`WITHOUT_GRADIENT`."""
+    used, skipped, undifferentiated, differentiated = 0, "", [], False
     plain_ours, plain_theirs = ours, theirs
     for args, kwargs, *wrapper in cases:
         ours, theirs = (_through(wrapper[0], plain_ours), _through(wrapper[0], plain_theirs)) if wrapper else \
@@ -302,10 +313,14 @@ def prove(ours, theirs, cases) -> tuple[str, int, str]:
             skipped = skipped or "no float64 tensor to differentiate"
             continue
         why = _too_large(theirs, args, kwargs, inputs) or _torch_differentiates(theirs, args, kwargs, inputs)
+        if why == NO_GRADIENT:
+            undifferentiated.append((args, kwargs, *wrapper))
+        differentiated |= why.startswith("too large")
         if why:
             skipped = skipped or why
             continue
         used += 1
+        differentiated = True
 
         def on(op, args=args, kwargs=kwargs, inputs=inputs):
             return lambda *tensors: op(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
@@ -331,12 +346,46 @@ def prove(ours, theirs, cases) -> tuple[str, int, str]:
                 return "failed", used, f"CT: {label} differs from torch's"
         if used >= MAX_SAMPLES:
             break
+    if undifferentiated and not differentiated:       # torch differentiates none of the cases it runs
+        return prove_no_gradient(plain_ours, plain_theirs, undifferentiated)
     return ("proven", used, "") if used else ("no inputs", 0, skipped)
 
 
 def _through(wrapper, op):
     """``op`` called through an OpInfo's ``gradcheck_wrapper``."""
     return lambda *args, **kwargs: wrapper(op, *args, **kwargs)
+
+
+WITHOUT_GRADIENT = "without a gradient: values equal torch's, and neither op's output carries a gradient"
+
+
+def prove_no_gradient(ours, theirs, cases) -> tuple[str, int, str]:
+    """The proof of an entry whose output torch does not differentiate (derivatives.yaml's
+    ``output_differentiability: [False]`` or every input ``non_differentiable``), on cases whose
+    float64 inputs require grad: ours gives torch's values (dtype, shape, elements) and no output of
+    ours requires grad either, which is all that formula says. ``cases`` are ones torch runs."""
+    used = 0
+    for args, kwargs, *wrapper in cases[:MAX_SAMPLES]:
+        mine_op, theirs_op = (_through(wrapper[0], ours), _through(wrapper[0], theirs)) if wrapper else (ours, theirs)
+        try:
+            mine = _flat(mine_op(*args, **kwargs))
+        except Exception as error:  # noqa: BLE001 - torch's op runs this case: ours must too
+            return "failed", used, f"CT: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+        expected = _flat(theirs_op(*args, **kwargs))
+        used += 1
+        if any(t.requires_grad for t in mine):
+            return "failed", used, "CT: an output carries a gradient where torch's does not"
+        if len(mine) != len(expected) or not all(_same_value(a, b) for a, b in zip(mine, expected)):
+            return "failed", used, "CT: forward value differs from torch's"
+    return "proven", used, WITHOUT_GRADIENT
+
+
+def _same_value(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.is_floating_point or a.dtype.is_complex:
+        return torch.allclose(a, b, rtol=1e-7, atol=1e-9, equal_nan=True)
+    return torch.equal(a, b)
 
 
 def _opinfo_cases(schema, infos) -> list:
@@ -426,8 +475,9 @@ def main(library: str, namespace: str, ops_json: str) -> None:
             status, used, reason = prove(ours, theirs, corpus_inputs.cases(op, schema))
             if status == "no inputs":
                 source = ""
-                reason = f"{opinfo_reason}; our inputs: {reason or 'none'}"
-        return {"status": status, "samples": used, "source": source, "reason": reason}
+                reason = f"{opinfo_reason}; our inputs: {reason or corpus_inputs.why_none(schema)}"
+        return {"status": status, "samples": used, "source": source, "reason": reason,
+                "without_gradient": status == "proven" and reason == WITHOUT_GRADIENT}
 
     print(json.dumps(prove_in_parallel(ops, prove_entry, WORKERS), sort_keys=True))
 

@@ -107,3 +107,20 @@ def test_an_opinfo_gradcheck_wrapper_makes_a_structured_input_checkable():
     def skewed(x):
         return cholesky(x) + 1e-3 * torch.triu(x, 1).sum()
     assert corpus_proof.prove(skewed, cholesky, [((a,), {}, gradcheck_wrapper_hermitian_input)])[0] == "failed"
+
+
+def test_an_operator_torch_does_not_differentiate_is_proven_by_its_values_and_no_gradient():
+    """``special_airy_ai`` (derivatives.yaml: ``x: non_differentiable``) gives no output that
+    requires grad: an op with torch's values and no gradient is proven ``without_gradient``; one
+    that attaches a (zero) gradient, or gives other values, fails CT."""
+    airy = torch.ops.aten.special_airy_ai.default
+    x = torch.tensor([-1.5, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    assert corpus_proof.prove(airy, airy, [((x,), {})]) == ("proven", 1, corpus_proof.WITHOUT_GRADIENT)
+    with_gradient = corpus_proof.prove(lambda t: airy(t) + 0 * t, airy, [((x,), {})])
+    assert with_gradient == ("failed", 1, "CT: an output carries a gradient where torch's does not")
+    other_values = corpus_proof.prove(lambda t: airy(t.detach()) * 2, airy, [((x,), {})])
+    assert other_values == ("failed", 1, "CT: forward value differs from torch's")
+    # a case torch differentiates (sin) next to one it does not: no proof without a gradient
+    mixed = corpus_proof.prove(airy, lambda t: torch.sin(t) if t.numel() == 3 else airy(t),
+                               [((x,), {}), ((x[:2].detach().requires_grad_(),), {})])
+    assert mixed[0] == "failed"

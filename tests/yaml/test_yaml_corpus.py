@@ -89,6 +89,15 @@ def test_non_differentiable_markers_are_kept(original_entries, read_back):
     assert len(marked(original_entries)) > 50
 
 
+def test_an_entry_whose_every_input_is_non_differentiable_has_no_differentiable_output(import_result):
+    """torchgen builds no node for ``special_airy_ai`` (``x: non_differentiable``, no gradient line):
+    its output carries no gradient, as ``output_differentiability=[False]`` says; ``gather``'s
+    ``index: non_differentiable`` beside ``self``'s gradient leaves its output differentiable."""
+    text = "".join(str(body) for name, body in import_result.files.items() if name.startswith("derivatives_"))
+    assert '@derivative("special_airy_ai(Tensor x) -> Tensor", output_differentiability=[False])' in text
+    assert '@derivative("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor")\n' in text
+
+
 def test_emitted_yaml_loads_to_the_same_data(yaml_text, emitted_yaml):
     original = yaml.load(yaml_text, Loader=yaml.CSafeLoader)
     emitted = yaml.load(emitted_yaml.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)

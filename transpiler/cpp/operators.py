@@ -24,7 +24,8 @@ from transpiler.schema import Argument, FunctionSchema, OperatorName
 
 #: The shipped library's operators that ATen offers only as Tensor methods (``x.view(...)``;
 #: there is no ``at::view``), by ``name`` or ``name.overload`` as ``variants`` lines say.
-SHIPPED_METHOD_ONLY = frozenset({"contiguous", "expand", "expand_as", "new_full", "new_ones", "new_zeros", "repeat", "view"})
+SHIPPED_METHOD_ONLY = frozenset({"contiguous", "expand", "expand_as", "mH", "mT", "new_full", "new_ones", "new_zeros",
+                                 "repeat", "reshape_as", "view"})
 
 
 @functools.cache

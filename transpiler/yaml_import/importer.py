@@ -196,6 +196,10 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
 
     flags = implied_output_differentiability(schema, entry.output_differentiability,
                                              [line.formula for line in gradient_lines])
+    if flags is None and non_diff and not gradient_lines:
+        # torchgen builds no node when every input with a line is non_differentiable and none has
+        # a gradient: no output carries a gradient (``special_airy_ai``'s is not a zero-gradient one)
+        flags = (False,) * len(schema.returns)
     backward, backward_trees = _backward(schema, flags, gradient_lines, local)
     details: list[tuple[str, object]] = []
     if flags is not entry.output_differentiability:

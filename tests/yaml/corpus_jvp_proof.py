@@ -156,6 +156,19 @@ def _double_vjp(theirs, inputs, tangents, positions) -> list[torch.Tensor] | Non
     return [torch.zeros_like(o) if s is None else s.detach() for s, o in zip(seconds, outputs)]
 
 
+def _torch_refusal(theirs, inputs, positions) -> str:
+    """The first line of the not-implemented error torch's own reverse mode raises on these inputs
+    (derivatives.yaml's ``not_implemented``), or ``""`` when it differentiates them: a derived jvp
+    that raises ``NotImplementedError`` there refuses as torch does, and is no case."""
+    try:
+        outputs = [_tuple(theirs(*inputs))[i] for i in positions]
+        torch.autograd.grad(outputs, inputs, [torch.ones_like(o) for o in outputs], allow_unused=True)
+    except RuntimeError as error:
+        first = str(error).splitlines()[0]
+        return first[:160] if "not implemented" in first else ""
+    return ""
+
+
 def prove(ours, theirs, schema, cases) -> tuple[str, int, str]:
     """``(status, cases used, reason)`` of the derived jvp ``ours`` over ``cases``."""
     used, skipped = 0, ""
@@ -201,7 +214,13 @@ def prove(ours, theirs, schema, cases) -> tuple[str, int, str]:
                     given[parameter] = tangent if tangent is not None else (
                         None if value is None else torch.zeros_like(value))
                 got = list(_tuple(jvp(**given)))
-        except Exception as error:  # noqa: BLE001 - whatever the derived jvp raises is its failure
+        except NotImplementedError as error:
+            refusal = _torch_refusal(on(theirs), inputs, positions)
+            if not refusal:
+                return "failed", used, f"F1: NotImplementedError: {str(error).splitlines()[0][:160]}"
+            skipped, used = skipped or f"torch implements no derivative here either ({refusal})", used - 1
+            continue
+        except Exception as error:  # noqa: BLE001 - whatever else the derived jvp raises is its failure
             return "failed", used, f"F1: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
         if len(got) != len(differences):
             return "failed", used, f"F1: {len(got)} tangents for {len(differences)} differentiable outputs"

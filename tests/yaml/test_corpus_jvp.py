@@ -47,3 +47,36 @@ def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
     assert lines[2:] == [refusal]
     assert report(CorpusJvps({}, {}), {}, ["sin"])[2] == "    of those proven in reverse mode (CT): 0 of 0 (-) " \
                                                          "with a proven derived jvp"
+
+
+def test_a_derived_jvp_raising_where_torch_implements_no_derivative_is_no_case():
+    """``igamma``'s derivative in its first input is ``not_implemented`` in derivatives.yaml: a derived
+    jvp raising ``NotImplementedError`` there refuses as torch's reverse mode does (no case); the same
+    raise where torch differentiates (``mul``) is a failure."""
+    import torch
+
+    corpus_jvp_proof = _proof_script()
+
+    def raising(**arguments):
+        def jvp(**tangents):
+            raise NotImplementedError("the derivative for 'igamma: input' is not implemented.")
+        return ["self_t"], jvp
+
+    a = torch.tensor([0.7, 1.3, 2.1], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor([0.4, 1.1, 1.9], dtype=torch.float64)
+    schema = torch.ops.aten.igamma.default._schema
+    igamma = corpus_jvp_proof.prove(raising, torch.igamma, schema, [((a, b), {})])
+    assert igamma[0] == "no inputs" and "torch implements no derivative here either" in igamma[2]
+    mul = corpus_jvp_proof.prove(raising, torch.mul, schema, [((a, b), {})])
+    assert mul[0] == "failed" and mul[2].startswith("F1: NotImplementedError")
+
+
+def _proof_script():
+    """``tests/yaml/corpus_jvp_proof.py``, imported as its script imports its neighbours."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import corpus_jvp_proof
+
+    return corpus_jvp_proof

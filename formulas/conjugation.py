@@ -1,7 +1,8 @@
 """Complex conjugation and the real part: ``conj``, ``resolve_conj``, ``real``, ``conj_physical``.
 
 The library is real-valued: on a real tensor each of these is the identity (it returns its
-input itself, as torch's does; ``conj_physical``, not a view, returns a copy). They are declared because derivatives.yaml's formulas conjugate
+input itself, as torch's does; ``conj_physical`` returns a copy, where torch's returns a real
+input itself). They are declared because derivatives.yaml's formulas conjugate
 every factor, so that they are right for complex dtypes too. Each is linear over the reals: its backward applies the
 op to the gradient (the adjoint of conjugation is conjugation, of taking the real part the
 real part), and its jvp applies it to the tangent.
@@ -25,7 +26,9 @@ def conj(self):
 
 @derivative("conj_physical(Tensor self) -> Tensor", jvp="auto_linear")
 def conj_physical(self):
-    result = at.conj_physical(self)
+    # a new tensor always: torch's returns its real input itself, which a node of its own cannot
+    # take as its output (torch's has no node there); values and gradients are torch's
+    result = at.clone(at.conj_physical(self))
     def backward(grad):
         return at.conj_physical(grad)
     return result, backward

@@ -334,19 +334,21 @@ def i1_backward(grad: Tensor, self: Tensor, result: Tensor) -> Tensor:
     """Gradient of the modified Bessel function ``I_1``: from ``(x^-1 I_1)' = x^-1 I_2`` and
     ``I_0 - I_2 = (2/x) I_1``, ``I_1'(x) = I_0(x) - I_1(x) / x`` (``result`` is ``I_1(self)``); at
     ``x = 0`` the series ``I_1(x) = x/2 + x^3/16 + ...`` gives ``1/2`` (a 1 stands in for the zero
-    before the division, so no NaN reaches either branch's gradient)."""
-    at_zero = at.eq(self, 0.0)
+    in both branches, so no NaN reaches either branch's gradient). A NaN input gets ``1/2`` too,
+    torch's answer there (its test ``|x| > eps`` is false for NaN)."""
+    at_zero = at.logical_not(at.abs(self) > 0.0)
     safe = at.where(at_zero, at.ones_like(self), self)
-    slope = at.where(at_zero, at.ones_like(self) * 0.5, at.i0(self) - result / safe)
+    slope = at.where(at_zero, at.ones_like(self) * 0.5, at.i0(safe) - result / safe)
     return grad * slope
 
 
 @helper
 def i1e_backward(grad: Tensor, self: Tensor, result: Tensor) -> Tensor:
     """Gradient of ``i1e(x) = e^-|x| I_1(x)`` (``result``): the product rule with
-    :func:`i1_backward`'s ``I_1'`` gives ``i0e(x) - i1e(x) / x - sgn(x) i1e(x)``; ``1/2`` at 0."""
-    at_zero = at.eq(self, 0.0)
+    :func:`i1_backward`'s ``I_1'`` gives ``i0e(x) - i1e(x) / x - sgn(x) i1e(x)``; ``1/2`` at 0 (and
+    at NaN, as torch)."""
+    at_zero = at.logical_not(at.abs(self) > 0.0)
     safe = at.where(at_zero, at.ones_like(self), self)
     slope = at.where(at_zero, at.ones_like(self) * 0.5,
-                     at.special_i0e(self) - result / safe - at.sgn(self) * result)
+                     at.special_i0e(safe) - result / safe - at.sgn(safe) * result)
     return grad * slope

@@ -3,6 +3,7 @@
 #include "runtime.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/clone.h>
 #include <ATen/ops/conj.h>
 #include <ATen/ops/conj_physical.h>
 #include <ATen/ops/real.h>
@@ -508,7 +509,7 @@ at::Tensor conj_physical(const at::Tensor& self) {
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::conj_physical(self);
+  auto result = at::clone(at::conj_physical(self));
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();

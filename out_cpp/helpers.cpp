@@ -1384,16 +1384,16 @@ std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRe
 }
 
 at::Tensor i1_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result) {
-  auto at_zero = at::eq(self, 0.0);
+  auto at_zero = at::logical_not(at::abs(self) > 0.0);
   auto safe = at::where(at_zero, at::ones_like(self), self);
-  auto slope = at::where(at_zero, at::ones_like(self) * 0.5, at::i0(self) - (result / safe));
+  auto slope = at::where(at_zero, at::ones_like(self) * 0.5, at::i0(safe) - (result / safe));
   return grad * slope;
 }
 
 at::Tensor i1e_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result) {
-  auto at_zero = at::eq(self, 0.0);
+  auto at_zero = at::logical_not(at::abs(self) > 0.0);
   auto safe = at::where(at_zero, at::ones_like(self), self);
-  auto slope = at::where(at_zero, at::ones_like(self) * 0.5, (at::special_i0e(self) - (result / safe)) - (at::sgn(self) * result));
+  auto slope = at::where(at_zero, at::ones_like(self) * 0.5, (at::special_i0e(safe) - (result / safe)) - (at::sgn(safe) * result));
   return grad * slope;
 }
 

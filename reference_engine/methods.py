@@ -739,11 +739,14 @@ Tensor.backward = _backward
 
 # ----------------------------------------------------------------------------- declared ops as methods
 _EXPLICIT = frozenset(name for name in vars(Tensor))
+#: declared operators torch's Tensor exposes as attributes (``x.real``, ``x.mH``), not methods
+ATTRIBUTES = frozenset({"real", "imag", "mT", "mH"})
 
 
 def install_operator_methods() -> None:
     """Bind the Python operators and every declared operator whose first argument is
-    ``Tensor self`` (as a method) to the dispatcher's current entry points."""
+    ``Tensor self`` (as a method, or an attribute as in torch: :data:`ATTRIBUTES`) to the
+    dispatcher's current entry points."""
     for dunder, name in _OPERATOR_METHODS.items():
         packet = dispatcher.packets.get(name)
         if packet is None:
@@ -754,7 +757,7 @@ def install_operator_methods() -> None:
         if name in _EXPLICIT or name.startswith("_"):
             continue
         if any(o.schema.arguments and o.schema.arguments[0].name == "self" for o in packet.overloads):
-            setattr(Tensor, name, packet.op)
+            setattr(Tensor, name, property(packet.op) if name in ATTRIBUTES else packet.op)
 
 
 def _lazy(name: str) -> Callable[..., Any]:

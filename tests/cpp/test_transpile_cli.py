@@ -39,7 +39,7 @@ BAD_INPUTS = {
                     "    def backward(grad):\n        scale = {1: 2.0}\n        return grad * at.cos(self)\n",
                     "DB200", 8, 17),
     # an operator the library does not declare (forward code, which the linter does not check)
-    "unknown operator": ("    result = at.sin(self)\n", "    result = at.special_i1e(self)\n", "DB201", 6, 14),
+    "unknown operator": ("    result = at.sin(self)\n", "    result = at.special_bessel_j0(self)\n", "DB201", 6, 14),
     # a schema type with no C++ spelling here (reported at the formula)
     "unsupported schema type": ('"cos(Tensor self) -> Tensor")\ndef cos(self):',
                                 '"cos(Tensor self, Dimname name) -> Tensor")\n'

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import runpy
 import shutil
+import types
 from pathlib import Path
 
 import numpy as np
@@ -56,9 +58,19 @@ def test_every_declared_operator_is_a_module_function(name):
 
 
 def test_every_declared_operator_taking_self_is_a_method():
+    """... or an attribute where torch's is one (``x.real``, ``x.mT``, ``x.mH``)."""
     for name, packet in dispatcher.packets.items():
         if not name.startswith("_") and any(o.schema.arguments[0].name == "self" for o in packet.overloads):
-            assert callable(getattr(engine.Tensor, name)), name
+            if isinstance(inspect.getattr_static(torch.Tensor, name, None), types.GetSetDescriptorType):
+                assert isinstance(inspect.getattr_static(engine.Tensor, name), property), name
+            else:
+                assert callable(getattr(engine.Tensor, name)), name
+
+
+def test_matrix_attributes_are_torchs():
+    x, xt = both([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+    for attribute in ("real", "mT", "mH"):
+        np.testing.assert_array_equal(getattr(x, attribute).detach().numpy(), getattr(xt, attribute).detach().numpy())
 
 
 def test_module_functions_compute_what_torch_computes():

@@ -7,7 +7,8 @@ OpInfo samples, ``tests/opinfo_cases.py``), calling ``torch.ops.aten.<op>``:
 
 * the op records the formula's node (``<Op>FormulaBackward``);
 * ``gradcheck`` and ``gradgradcheck`` pass, and with ``check_forward_ad`` where
-  the formula has a jvp (or its ``jvp=`` rule);
+  the formula has a jvp (or its ``jvp=`` rule); in torch's fast mode for inputs of more than
+  :data:`FULL_JACOBIAN_UP_TO` elements;
 * outputs, first- and second-order gradients equal torch's own autograd of the
   same op on the same inputs and upstream gradients (``op_cases.torch_op``: for an op
   torch cannot differentiate twice, ``hardsigmoid``, the torch composition standing in).
@@ -77,6 +78,19 @@ def test_every_formula_is_overridable_or_refused_with_a_reason():
     assert sorted(case.op for case in OC_CASES) == sorted(ACCEPTED)
 
 
+#: inputs of more elements than this are gradchecked in torch's fast mode (random projections of
+#: the Jacobian rather than all of it: torch's OpInfo samples of slice_scatter hold 16,000 elements,
+#: minutes for the full Jacobians); the comparisons with torch's own first and second order below
+#: stay element by element
+FULL_JACOBIAN_UP_TO = 2000
+
+
+def _gradchecks(call, leaves, forward_ad: bool) -> None:
+    fast = sum(t.numel() for t in leaves) > FULL_JACOBIAN_UP_TO
+    assert torch.autograd.gradcheck(call, leaves, check_forward_ad=forward_ad, fast_mode=fast)
+    assert torch.autograd.gradgradcheck(call, leaves, fast_mode=fast)
+
+
 @pytest.mark.tier("OP")
 @pytest.mark.parametrize("case", OP_CASES, ids=lambda c: c.name)
 def test_through_the_aten_operator(case: OpCase):
@@ -87,8 +101,7 @@ def test_through_the_aten_operator(case: OpCase):
         outputs = call(*leaves)
         recorded = [o for o in (outputs if isinstance(outputs, tuple) else (outputs,)) if o.grad_fn is not None]
         assert recorded and all(o.grad_fn.name().endswith("FormulaBackward") for o in recorded)
-        assert torch.autograd.gradcheck(call, leaves, check_forward_ad=has_jvp(case.op))
-        assert torch.autograd.gradgradcheck(call, leaves)
+        _gradchecks(call, leaves, forward_ad=has_jvp(case.op))
         ours = first_and_second_order(aten, case)
     for order in range(3):   # outputs, first-order gradients, second-order gradients
         assert len(ours[order]) == len(theirs[order])
@@ -107,8 +120,7 @@ def test_through_the_aten_operator_compiled(formulas_ops, case: OpCase):
         outputs = call(*leaves)
         recorded = [o for o in (outputs if isinstance(outputs, tuple) else (outputs,)) if o.grad_fn is not None]
         assert recorded and all(type(o.grad_fn).__name__ == "CppFunction" for o in recorded)   # not torch's node
-        assert torch.autograd.gradcheck(call, leaves, check_forward_ad=True)
-        assert torch.autograd.gradgradcheck(call, leaves)
+        _gradchecks(call, leaves, forward_ad=True)
         ours = first_and_second_order(aten, case)
     for order in range(3):
         assert len(ours[order]) == len(theirs[order])
@@ -170,8 +182,7 @@ def test_the_in_place_twin_through_the_aten_operator(case: OpCase):
         assert output.grad_fn.name() == "torch::autograd::CopyBackwards"
         assert any(node is not None and node.name().endswith("FormulaBackward")
                    for node, _ in output.grad_fn.next_functions)
-        assert torch.autograd.gradcheck(call, leaves, check_forward_ad=has_jvp(case.op))
-        assert torch.autograd.gradgradcheck(call, leaves)
+        _gradchecks(call, leaves, forward_ad=has_jvp(case.op))
         ours = first_and_second_order(in_place, case)
     for order in range(3):
         assert len(ours[order]) == len(theirs[order])

@@ -10,7 +10,7 @@ from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 
 # A small operator table, so that the cases do not depend on the installed torch's.
-FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
+FUNCTIONS = frozenset({"cos", "sum", "gelu", "mse_loss_backward", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
                        "_to_copy", "ones", "full", "scalar_tensor", "where", "masked_fill", "logical_or",
                        "logical_not", "isnan", "diagonal", "sqrt", "exp", "mul", "pow", "logical_and"})
 METHODS = frozenset({"contiguous", "view_as", "mul_", "to", "masked_fill_", "logical_or_", "logical_not_", "new_zeros"})
@@ -42,7 +42,8 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES, VIEWS)
     ("at::div(grad, other)", "at.div(grad, other)"),
     ("at::sum(grad, dim, true)", "at.sum(grad, dim, True)"),
     ("grad.sum(dim)", "at.sum(grad, dim)"),
-    ("grad.contiguous().view_as(self)", "at.view_as(at.contiguous(grad), self)"),   # method-only operators
+    ("grad.contiguous().view_as(self)", "at.view(at.contiguous(grad), self.sizes())"),   # what view_as is
+    ("grad.contiguous(fmt)", "at.contiguous(grad, memory_format=fmt)"),     # a method-only operator
     ("grad.mul_(2)", "grad.mul_(2)"),                                # in-place: stays a method
     ("alpha.conj() * grad.dim()", "alpha.conj() * grad.dim()"),     # a Scalar's method; metadata
     ("bias->defined()", "cpp.arrow(bias).defined()"),               # not a tensor method call
@@ -54,7 +55,12 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES, VIEWS)
      "at._to_copy(self_t, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory, "
      "non_blocking=non_blocking, memory_format=memory_format)"),
     ("_to_copy(self_t, options)", "at._to_copy(self_t, options)"),          # packed: no keyword
-    ("grad.contiguous(fmt)", "at.contiguous(grad, memory_format=fmt)"),
+    # at::Reduction's members are the numbers the library's losses take; an optional's value_or
+    ("mse_loss_backward(self_t, self_p, target_p, at::Reduction::None)", "at.mse_loss_backward(self_t, self_p, "
+     "target_p, 0)"),
+    ("f(at::Reduction::Mean, at::Reduction::Sum)", "f(1, 2)"),
+    ("grad.sum(dim.value_or(IntArrayRef({})), keepdim)", "at.sum(grad, dim if dim is not None else [], keepdim)"),
+    ("alpha.value_or(1)", "alpha if alpha is not None else 1"),    # an optional argument of any type
     # integers: C++ `/` truncates toward zero; `//` (floor) is the same on non-negative operands
     ("grad.sym_size(1) / 2", "grad.size(1) // 2"),
     ("(self.sym_numel() + 1) % self.dim()", "(self.numel() + 1) % self.dim()"),

@@ -29,6 +29,9 @@ C++ (as derivatives.yaml says it)  main dialect
 ``(a == 0.) & (b <= 0.)`` (tensors)  ``at.logical_and(a == 0., b <= 0.)`` (``|``: ``logical_or``)
 ``M_PI``, ``M_LN2``                ``math.pi``, ``math.log(2.0)``
 ``sqrt(M_PI)``, ``std::sqrt(2 * M_PI)``  ``math.sqrt(math.pi)``, ``math.sqrt(2 * math.pi)``
+``at::Reduction::None``            ``0`` (``Mean`` 1, ``Sum`` 2: the library's losses take the numbers)
+``dim.value_or(IntArrayRef({}))``  ``dim if dim is not None else []``
+``x.view_as(y)``                   ``at.view(x, y.sizes())`` (what ``view_as`` is)
 =================================  ==================================
 
 An in-place method on a tensor the expression itself made (arithmetic, a comparison, an
@@ -261,6 +264,14 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
                 return Call(Qualified(("at", logical)), (_unwrapped(main(left)), _unwrapped(main(right))))
             case Name(constant) if constant in _MATH_CONSTANTS:
                 return _MATH_CONSTANTS[constant]
+            case Qualified(("at", "Reduction", member)) if member in REDUCTIONS:
+                return Literal("number", REDUCTIONS[member])
+            case Call(Member(Name() as operand, "value_or", False), (default,)):
+                # an optional argument or its default (`IntArrayRef({})` is the empty list)
+                return Conditional(NoneTest(operand, negated=True), operand, _list_literal(main(default)))
+            case Call(Member(tensor, "view_as", False), (other,)):
+                # `view_as(other)` is `view(other.sizes())`; the library declares `view`
+                return Call(Qualified(("at", "view")), (_unwrapped(main(tensor)), Call(Member(main(other), "sizes"), ())))
             case Call(Name(function) | Qualified(("std", function)), (argument,)) \
                     if function in MATH_FUNCTIONS and _constant(argument):
                 return Call(Member(Name(MATH), function), (main(argument),))
@@ -308,6 +319,16 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
 
 
 _NULLOPT = Qualified(("std", "nullopt"))
+# ``at::Reduction``'s members, as the numbers of its C++ enum (``int reduction=Mean`` in the schemas).
+REDUCTIONS = {"None": "0", "Mean": "1", "Sum": "2"}
+
+
+def _list_literal(node: Node) -> Node:
+    """``IntArrayRef({...})`` (an ArrayRef made of an initializer list) as that list."""
+    match node:
+        case Call(Name("IntArrayRef"), (BraceList() as items,)):
+            return items
+    return node
 # <cmath>'s constants, as Python's ``math`` spells the same double, and the functions of ``math``
 # a constant's arithmetic calls (``sqrt(M_PI)``, ``std::sqrt(2 * M_PI)``: numbers, not tensors).
 MATH = "math"

@@ -61,6 +61,9 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES, VIEWS)
     ("f(at::Reduction::Mean, at::Reduction::Sum)", "f(1, 2)"),
     ("grad.sum(dim.value_or(IntArrayRef({})), keepdim)", "at.sum(grad, dim if dim is not None else [], keepdim)"),
     ("alpha.value_or(1)", "alpha if alpha is not None else 1"),    # an optional argument of any type
+    # FunctionsManual's jvps of list operators read the list's tangents: the operator of those
+    ("cat_jvp(tensors, dim)", "at.cat(tensors_t, dim)"),
+    ("block_diag_jvp(tensors)", "at.block_diag(tensors_t)"),
     # integers: C++ `/` truncates toward zero; `//` (floor) is the same on non-negative operands
     ("grad.sym_size(1) / 2", "grad.size(1) // 2"),
     ("(self.sym_numel() + 1) % self.dim()", "(self.numel() + 1) % self.dim()"),

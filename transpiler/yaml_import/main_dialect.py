@@ -32,6 +32,7 @@ C++ (as derivatives.yaml says it)  main dialect
 ``at::Reduction::None``            ``0`` (``Mean`` 1, ``Sum`` 2: the library's losses take the numbers)
 ``dim.value_or(IntArrayRef({}))``  ``dim if dim is not None else []``
 ``x.view_as(y)``                   ``at.view(x, y.sizes())`` (what ``view_as`` is)
+``cat_jvp(tensors, dim)``          ``at.cat(tensors_t, dim)`` (``stack_jvp``, ``block_diag_jvp``)
 =================================  ==================================
 
 An in-place method on a tensor the expression itself made (arithmetic, a comparison, an
@@ -269,6 +270,10 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
             case Call(Member(Name() as operand, "value_or", False), (default,)):
                 # an optional argument or its default (`IntArrayRef({})` is the empty list)
                 return Conditional(NoneTest(operand, negated=True), operand, _list_literal(main(default)))
+            case Call(Name(function), (Name(tensors), *rest)) if function in LIST_JVPS:
+                # FunctionsManual's jvp of a linear list operator reads the list's tangents, which a
+                # formula's jvp takes as `<list>_t`: the operator applied to them
+                return Call(Qualified(("at", LIST_JVPS[function])), (Name(f"{tensors}_t"), *(main(a) for a in rest)))
             case Call(Member(tensor, "view_as", False), (other,)):
                 # `view_as(other)` is `view(other.sizes())`; the library declares `view`
                 return Call(Qualified(("at", "view")), (_unwrapped(main(tensor)), Call(Member(main(other), "sizes"), ())))
@@ -319,6 +324,9 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
 
 
 _NULLOPT = Qualified(("std", "nullopt"))
+# FunctionsManual's jvps of operators linear in a list of tensors (``cat_jvp(tensors, dim)`` reads
+# each tensor's forward grad, zeros where there is none): the operator itself.
+LIST_JVPS = {"cat_jvp": "cat", "stack_jvp": "stack", "block_diag_jvp": "block_diag"}
 # ``at::Reduction``'s members, as the numbers of its C++ enum (``int reduction=Mean`` in the schemas).
 REDUCTIONS = {"None": "0", "Mean": "1", "Sum": "2"}
 

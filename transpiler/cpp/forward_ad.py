@@ -76,13 +76,13 @@ def jvp_function_name(formula: Formula) -> str:
 
 
 def jvp_function(formula: Formula, signature: WrapperSignature, context: Context,
-                 type_of: Callable[[str], PyType]) -> str:
+                 type_of: Callable[[str], PyType], written: str | None = None) -> str:
     """``<function>_jvp(...)``: the formula's jvp as a C++ function ('' when it has none).
-    ``context``: the library's; ``type_of``: the type of a forward name (what a capture is)."""
+    ``context``: the library's; ``type_of``: the type of a forward name (what a capture is);
+    ``written``: the input an in-place operator writes (None: a functional one)."""
     jvp = formula.jvp
     if jvp is None:
         return ""
-    written = written_in_place(formula)
     for param in jvp.node.params.params:
         if _source(param.name.value, written) not in signature:
             raise unsupported(param, f"the jvp parameter `{param.name.value}` (the value before an "
@@ -109,14 +109,6 @@ def jvp_function(formula: Formula, signature: WrapperSignature, context: Context
 
 
 ORIGINAL = "original_"    # derivatives.yaml's ``original_self_t`` / ``original_self_p``: before an in-place write
-
-
-def written_in_place(formula: Formula) -> str | None:
-    """The input an in-place operator writes and returns (``Tensor(a!) self``), None for a functional one."""
-    for argument in formula.schema.arguments:
-        if argument.annotation is not None and argument.annotation.is_write and not argument.is_out:
-            return argument.name
-    return None
 
 
 def _source(param: str, written: str | None) -> str:
@@ -168,10 +160,10 @@ def forbid_lines(formula: Formula, signature: WrapperSignature) -> list[str]:
             f'@derivative(..., jvp=\\"auto_linear\\" / \\"auto_element_wise\\")) to the formula");']
 
 
-def before_write_lines(formula: Formula, signature: WrapperSignature) -> list[str]:
+def before_write_lines(formula: Formula, signature: WrapperSignature, written: str | None) -> list[str]:
     """An in-place operator's jvp reading ``original_self_t`` / ``original_self_p``: copies of the
-    written input's tangent and values, made before the write when a tangent is taken."""
-    jvp, written = formula.jvp, written_in_place(formula)
+    ``written`` input's tangent and values, made before the write when a tangent is taken."""
+    jvp = formula.jvp
     originals = [] if jvp is None or written is None else [p for p in jvp.params if _original(p, written)]
     inputs = [] if not originals else _tangent_inputs(formula, jvp)
     if not inputs:
@@ -191,16 +183,17 @@ def _defined(signature: WrapperSignature, name: str) -> str:
     return f"torch::autograd::isFwGradDefined({_given(signature, name)})"
 
 
-def tangent_lines(formula: Formula, signature: WrapperSignature, outputs: list[str]) -> list[str]:
+def tangent_lines(formula: Formula, signature: WrapperSignature, outputs: list[str],
+                  written: str | None = None) -> list[str]:
     """The wrapper's forward-mode block (after the forward, with autograd on again); ``outputs``:
-    the C++ names of the wrapper's outputs, one per schema return."""
+    the C++ names of the wrapper's outputs, one per schema return; ``written``: the input an
+    in-place operator writes."""
     jvp = formula.jvp
     if jvp is None:
         return []
     inputs = _tangent_inputs(formula, jvp)
     if not inputs:
         return []
-    written = written_in_place(formula)
     condition = " || ".join(_defined(signature, name) for name in inputs)
     returned = _returned_outputs(formula, jvp)
     refused = [_given(signature, name) for name in inputs] + [outputs[index] for index in returned]
@@ -240,5 +233,4 @@ def tangent_lines(formula: Formula, signature: WrapperSignature, outputs: list[s
     return lines
 
 
-__all__ = ["before_write_lines", "forbid_lines", "jvp_function", "jvp_function_name", "tangent_lines",
-           "written_in_place"]
+__all__ = ["before_write_lines", "forbid_lines", "jvp_function", "jvp_function_name", "tangent_lines"]

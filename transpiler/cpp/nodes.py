@@ -303,7 +303,7 @@ class FormulaEmitter(ViewEmitter):
         views = self.view_outputs()
         parts = [self.struct_text(), self.backward_function(), self.functional_text(), self.apply_text(),
                  self.compiled_autograd_text(),
-                 forward_ad.jvp_function(self.formula, self.signature, self.context, self.type_of),
+                 forward_ad.jvp_function(self.formula, self.signature, self.context, self.type_of, self.written),
                  self.view_func_struct(views),
                  self.wrapper_text(), self.view_func_replay(views)]
         schema = str(self.schema).replace("\\", "\\\\").replace('"', '\\"')
@@ -632,7 +632,7 @@ class FormulaEmitter(ViewEmitter):
                  f"    grad_fn->set_next_edges(torch::autograd::collect_next_edges({inputs}));",
                  "  }",
                  *self._before_the_write(),
-                 *forward_ad.before_write_lines(self.formula, self.signature),
+                 *forward_ad.before_write_lines(self.formula, self.signature, self.written),
                  "  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);",
                  *self.forward.lines]
         outputs = []
@@ -653,7 +653,7 @@ class FormulaEmitter(ViewEmitter):
                                      for index in self.differentiable_outputs)
         if differentiable:          # an integer or bool result (``x.long()``) gets no history, as in torch
             lines += [f"  if (grad_fn && !({differentiable})) {{", "    grad_fn.reset();", "  }"]
-        lines += forward_ad.tangent_lines(self.formula, self.signature, outputs)
+        lines += forward_ad.tangent_lines(self.formula, self.signature, outputs, self.written)
         lines.append("  if (grad_fn) {")
         checked = list(given)
         checked += [outputs[index] for index in self.differentiable_outputs]

@@ -1106,7 +1106,7 @@ def _trilinear_backward(grad: Tensor, i1: Tensor | None, i2: Tensor | None, i3: 
     return grad_i1, grad_i2, grad_i3
 
 
-# --- clamp by tensors, a power of a Scalar, layer norm's tangent from its saved statistics ----------
+# --- clamp by tensors, a power of a Scalar, layer and batch norm's tangents from saved statistics ---
 
 @helper
 def clamp_backward__tensor(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None) -> Tensor:
@@ -1198,6 +1198,39 @@ def layer_norm_jvp__saved(input: Tensor, input_t: Tensor, weight: Tensor | None,
         out_t = out_t + normalized * weight_t
     if bias_t is not None:
         out_t = out_t + bias_t
+    return out_t
+
+
+@helper
+def batch_norm_jvp(input_p: Tensor, input_t: Tensor, weight_p: Tensor | None, weight_t: Tensor | None,
+                   bias_p: Tensor | None, bias_t: Tensor | None, running_mean: Tensor | None,
+                   running_var: Tensor | None, save_mean: Tensor, save_invstd: Tensor, train: bool,
+                   eps: float) -> Tensor:
+    """Tangent of batch norm's output ``x_hat * weight + bias``, all per channel (dim 1).
+    Training: ``x_hat = (x - mean) invstd`` with the batch's statistics over every dim but 1 (the
+    saved ``save_mean``, ``save_invstd``), layer norm's algebra over those dims, so ``x_hat``'s
+    tangent is ``layer_norm_normalized_backward`` of ``input_t`` (a symmetric Jacobian).
+    Evaluation: the running statistics are constants, ``invstd = 1 / sqrt(running_var + eps)``
+    and ``x_hat``'s tangent is ``input_t * invstd``. A missing tangent contributes 0."""
+    channel_sizes = [1, input_p.size(1)]
+    batch_dims = [0]
+    for d in range(2, input_p.dim()):
+        channel_sizes.append(1)
+        batch_dims.append(d)
+    if not train and running_mean is not None and running_var is not None:
+        invstd = at.reshape(at.rsqrt(running_var + eps), channel_sizes)
+        normalized = (input_p - at.reshape(running_mean, channel_sizes)) * invstd
+        out_t = input_t * invstd
+    else:
+        invstd = at.reshape(save_invstd, channel_sizes)
+        normalized = (input_p - at.reshape(save_mean, channel_sizes)) * invstd
+        out_t = layer_norm_normalized_backward(input_t, normalized, invstd, batch_dims)
+    if weight_p is not None:
+        out_t = out_t * at.reshape(weight_p, channel_sizes)
+    if weight_t is not None:
+        out_t = out_t + normalized * at.reshape(weight_t, channel_sizes)
+    if bias_t is not None:
+        out_t = out_t + at.reshape(bias_t, channel_sizes)
     return out_t
 
 

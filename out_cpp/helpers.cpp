@@ -1065,6 +1065,37 @@ at::Tensor py_layer_norm_jvp_u_saved(const at::Tensor& input, const at::Tensor& 
   return out_t;
 }
 
+at::Tensor batch_norm_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, const at::Tensor& running_mean, const at::Tensor& running_var, const at::Tensor& save_mean, const at::Tensor& save_invstd, bool train, double eps) {
+  at::Tensor invstd{};
+  at::Tensor normalized{};
+  at::Tensor out_t{};
+  std::vector<int64_t> channel_sizes = std::vector<int64_t>{1, input_p.size(1)};
+  std::vector<int64_t> batch_dims = std::vector<int64_t>{0};
+  for (int64_t d = 2; d < input_p.dim(); ++d) {
+    channel_sizes.push_back(1);
+    batch_dims.push_back(d);
+  }
+  if ((!train && (running_mean.defined())) && (running_var.defined())) {
+    invstd = at::reshape(at::rsqrt(running_var + eps), channel_sizes);
+    normalized = (input_p - at::reshape(running_mean, channel_sizes)) * invstd;
+    out_t = input_t * invstd;
+  } else {
+    invstd = at::reshape(save_invstd, channel_sizes);
+    normalized = (input_p - at::reshape(save_mean, channel_sizes)) * invstd;
+    out_t = helpers::layer_norm_normalized_backward(input_t, normalized, invstd, batch_dims);
+  }
+  if (weight_p.defined()) {
+    out_t = out_t * at::reshape(weight_p, channel_sizes);
+  }
+  if (weight_t.defined()) {
+    out_t = out_t + (normalized * at::reshape(weight_t, channel_sizes));
+  }
+  if (bias_t.defined()) {
+    out_t = out_t + at::reshape(bias_t, channel_sizes);
+  }
+  return out_t;
+}
+
 at::Tensor convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups) {
   at::Tensor from_weight{};
   std::vector<int64_t> channel_sizes{};

@@ -657,6 +657,25 @@ def test_layer_norm_jvp_from_the_saved_statistics_equals_forward_ad(backend, aff
     torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.parametrize("train, affine", [(True, True), (True, False), (False, True)])
+def test_batch_norm_jvp_from_the_saved_statistics_equals_forward_ad(backend, train, affine):
+    """``native_batch_norm``'s output tangent, training (batch statistics) and evaluating (running ones)."""
+    import torch.autograd.forward_ad as fwAD
+    x = _randn(3, 2, 4, 5)
+    weight, bias = (_randn(2, seed=1), _randn(2, seed=2)) if affine else (None, None)
+    running_mean, running_var = _randn(2, seed=3), _randn(2, seed=4).abs() + 0.5
+    tangents = [_randn(*t.shape, seed=60 + i) if t is not None else None for i, t in enumerate((x, weight, bias))]
+    args = (running_mean, running_var, train, 0.1, 1e-5)
+    _, save_mean, save_invstd = torch.native_batch_norm(x, weight, bias, *args)
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(t, dt) if t is not None else None for t, dt in zip((x, weight, bias), tangents)]
+        expected = fwAD.unpack_dual(torch.native_batch_norm(*duals, running_mean.clone(), running_var.clone(),
+                                                            *args[2:])[0]).tangent
+    got = backend.run(fm.batch_norm_jvp, x, tangents[0], weight, tangents[1], bias, tangents[2], running_mean,
+                      running_var, save_mean, save_invstd, train, 1e-5)
+    torch.testing.assert_close(got, expected)
+
+
 @pytest.mark.parametrize("transposed", [False, True])
 @pytest.mark.parametrize("tangents", [(True, True, True), (True, False, False), (False, True, False), (False, False, True)])
 def test_convolution_jvp_equals_forward_ad(backend, transposed, tangents):

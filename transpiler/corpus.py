@@ -5,7 +5,8 @@ The installed torch's derivatives.yaml is imported (never committed) into
 (``--keep-going``) into ``<build-dir>/corpus/cpp``, compiled (cached, one
 translation unit per formula file) and every compiled operator proven in a fresh
 process by ``tests/yaml/corpus_proof.py`` (C1 gradcheck + gradgradcheck, CT value,
-first and second derivatives equal torch's built-in overload's) on float64 cases:
+first and second derivatives equal torch's built-in overload's; for an entry emitted with its jvp,
+F1 and RF: forward-mode gradcheck, and tangents equal torch's forward AD) on float64 cases:
 torch's OpInfo samples first (bound to the overload's schema, or the ATen calls an
 OpInfo sample makes), our inputs (``tests/yaml/corpus_inputs.py``) where none
 reaches the overload. Prints, as counts of the entries: imported, lint-clean (no
@@ -119,6 +120,7 @@ def _funnel(args: argparse.Namespace) -> int:
     derived_jvps = derive_corpus_jvps(library, load_library(str(SHIPPED_LIBRARY)), set(emitted))
     derived_proofs = prove_derived(formulas, derived_jvps, work)
     compiled, c1, ct = [], [], []
+    forward: dict[str, dict] = {}                     # entries compiled with their jvp -> F1 + RF's result
     sources: Counter = Counter()                      # CT entries by where their cases came from
     without_gradient = 0            # CT entries torch does not differentiate: values and no gradient proven
     if not args.no_compile:
@@ -133,11 +135,14 @@ def _funnel(args: argparse.Namespace) -> int:
             compiled = emitted
             library_path = build.stdout.strip().splitlines()[-1]
             progress.say(f"prove the {len(compiled)} compiled entries (C1, CT) in a fresh process")
-            proof = subprocess.run([sys.executable, str(PROOF), library_path, NAMESPACE, json.dumps(compiled)],
-                                   capture_output=True, text=True)
+            with_their_jvp = _with_their_jvp(library, compiled, generated)
+            proof = subprocess.run([sys.executable, str(PROOF), library_path, NAMESPACE, json.dumps(compiled),
+                                    json.dumps(with_their_jvp)], capture_output=True, text=True)
             results = json.loads(proof.stdout.strip().splitlines()[-1]) if proof.returncode == 0 else {}
             for entry in compiled:
                 result = results.get(entry, {"status": "failed", "reason": "the proof did not run"})
+                if entry in with_their_jvp:
+                    forward[entry] = result.get("forward", {"status": "failed", "reason": "F1: the proof did not run"})
                 if result["status"] == "proven":
                     c1.append(entry)
                     ct.append(entry)
@@ -165,6 +170,10 @@ def _funnel(args: argparse.Namespace) -> int:
     without_jvp = {refusal.entry for refusal in generated.jvp_left_out}
     print(f"  with a jvp {len(with_jvp):>5} imported, {len(set(with_jvp) & set(emitted) - without_jvp)} emitted "
           f"with their jvp, {len(without_jvp & set(emitted))} without (forward AD raises torch's error)")
+    if compiled:
+        outcomes = Counter(result["status"] for result in forward.values())
+        print(f"    F1 + RF of the jvps compiled (== finite differences and torch's forward AD): "
+              f"{outcomes['proven']} proven, {outcomes['failed']} failed, {outcomes['no inputs']} without a case")
     print("\n".join(derived_report(derived_jvps, derived_proofs, None if args.no_compile else ct)))
     fallen = {entry: fallen[entry] for entry in entries if entry in fallen}   # not helpers or module-level code
     stages = Counter(stage for stage, _ in fallen.values())
@@ -174,6 +183,9 @@ def _funnel(args: argparse.Namespace) -> int:
     for refusal in sorted(generated.jvp_left_out, key=lambda r: r.entry):
         if refusal.entry in emitted:
             print(f"  {refusal.entry} [jvp left out]: {refusal.diagnostic.format()}")
+    for entry, result in sorted(forward.items()):
+        if result["status"] != "proven":
+            print(f"  {entry} [jvp {result['status']}]: {result['reason']}")
     if not args.no_compile:
         sys.stdout.flush()          # the funnel, before the engine's stage line
         progress.say("run the entries with an engine kernel in the reference engine (R1, R2, RT)")
@@ -183,6 +195,13 @@ def _funnel(args: argparse.Namespace) -> int:
             _print_override_tiers(formulas, library_path, emitted, sorted(without_jvp))
     progress.done()
     return 0
+
+
+def _with_their_jvp(library, compiled: list[str], generated) -> list[str]:
+    """The compiled entries whose written jvp (derivatives.yaml's ``result:``) was emitted with them."""
+    left_out = {refusal.entry for refusal in generated.jvp_left_out}
+    written = {f.op_name for f in library.formulas if f.jvp is not None}
+    return [entry for entry in compiled if entry in written and entry not in left_out]
 
 
 def _print_engine_tiers(formulas: Path) -> None:

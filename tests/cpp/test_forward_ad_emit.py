@@ -181,11 +181,34 @@ def _emit_in_place(tmp_path: Path, source: str) -> tuple[str, list]:
     return output.files.get("ops.cpp", ""), diagnostics
 
 
-def test_in_place_jvp_is_a_diagnostic_not_a_crash(tmp_path: Path) -> None:
-    _, diagnostics = _emit_in_place(tmp_path, IN_PLACE)
+def test_an_in_place_jvp_writes_the_inputs_tangent_as_torch_does(tmp_path: Path) -> None:
+    """torchgen's in-place forward mode: the values before the write (``original_self_p``) are
+    copied before it, the outputs the jvp reads are primals (the written input carries a tangent),
+    and the input's own tangent takes the jvp's (written in place, or set when it had none)."""
+    code, diagnostics = _emit_in_place(tmp_path, IN_PLACE)
+    assert diagnostics == []
+    assert ("at::Tensor py_mul_u_tensor_jvp(\n    at::Tensor self_t,\n    const at::Tensor& other_t,\n"
+            "    const at::Tensor& original_self_p,\n    const at::Tensor& other) {\n") in code
+    wrapper = code[code.index("c10::intrusive_ptr<MulTensorBackward0> grad_fn;"):]
+    order = ["  at::Tensor original_self_p;\n",
+             "    original_self_p = formulas::runtime::primal(self).clone();\n",
+             "std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);",
+             "    const auto self_t = formulas::runtime::tangent(self);\n",
+             "    const auto written_tangent = formulas::py_mul_u_tensor_jvp(self_t, other_t, original_self_p, "
+             "formulas::runtime::primal(other));\n",
+             "    if (existing_tangent.defined() && !existing_tangent.is_same(written_tangent)) {\n"
+             "      existing_tangent.copy_(written_tangent);\n"
+             "    } else if (!existing_tangent.defined()) {\n"
+             "      result._set_fw_grad(written_tangent, /*level*/ 0, /*is_inplace_op*/ true);\n",
+             "torch::autograd::rebase_history(result, grad_fn);"]
+    assert [wrapper.index(line) for line in order] == sorted(wrapper.index(line) for line in order)
+
+
+def test_original_self_outside_an_in_place_jvp_is_a_diagnostic(tmp_path: Path) -> None:
+    source = IN_PLACE.replace("Tensor(a!) self", "Tensor self").replace("-> Tensor(a!)", "-> Tensor")
+    _, diagnostics = _emit_in_place(tmp_path, source.replace("at.mul_(self, other)", "at.mul(self, other)"))
     [diagnostic] = diagnostics
-    assert (diagnostic.line, diagnostic.col, diagnostic.code) == (9, 5, "DB200")     # the jvp, left out per formula
-    assert "the jvp of an in-place operator" in diagnostic.message
+    assert diagnostic.code == "DB200" and "the jvp parameter `original_self_p`" in diagnostic.message
 
 
 def test_an_in_place_formula_writes_its_input_as_torch_does(tmp_path: Path) -> None:

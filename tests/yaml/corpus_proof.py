@@ -2,10 +2,12 @@
 
 Run as a script (a fresh process: the corpus library registers ``torch.ops.<namespace>``)::
 
-    python tests/yaml/corpus_proof.py LIBRARY NAMESPACE OPS_JSON
+    python tests/yaml/corpus_proof.py LIBRARY NAMESPACE OPS_JSON [JVPS_JSON]
 
-``OPS_JSON``: the emitted operators (``name.overload`` list). Prints one JSON object:
-operator -> ``{"status": ..., "samples": n, "source": ..., "reason": ..., "without_gradient": ...}``, where status is
+``OPS_JSON``: the emitted operators (``name.overload`` list); ``JVPS_JSON``: those of them emitted
+with their jvp (derivatives.yaml's ``result:``), whose forward mode is proven too. Prints one JSON object:
+operator -> ``{"status": ..., "samples": n, "source": ..., "reason": ..., "without_gradient": ...}``
+(and ``"forward": {"status": ..., "samples": n, "reason": ...}`` for an operator with its jvp), where status is
 
 * ``proven``: on every usable float64 case (at most ``MAX_SAMPLES``), torch ``gradcheck``
   and ``gradgradcheck`` pass on the compiled op (C1) and its forward value, first and
@@ -38,6 +40,12 @@ torch's alike, on a fresh copy of each tensor it writes (:func:`as_called`); an 
 Every float64 tensor argument of a case is differentiated. A case torch's own overload
 rejects, or whose output torch does not differentiate, is skipped, never counted.
 
+Forward mode (:func:`prove_forward`), on the first ``FORWARD_SAMPLES`` of the same cases: F1,
+``gradcheck(..., check_forward_ad=True, fast_mode=True)`` of the compiled op (its output tangent
+along a random direction equals finite differences along it), and RF, its output tangents along
+random input tangents equal torch's forward AD of the built-in overload (rtol 1e-7). A case where
+torch's own forward AD fails that gradcheck (a kink) is skipped.
+
 Each entry's failure is its own: the operators are proven in forked children (``WORKERS`` at
 once), ``CHUNK`` at a time, each reporting every result as it has it; a child that dies (torch 2.13 segfaults on
 ``_batch_norm_no_update`` without running stats) fails the entry it was proving, with the
@@ -61,6 +69,7 @@ from torch.utils._pytree import tree_map
 from transpiler.prove.opinfo import float64_samples
 
 MAX_SAMPLES = 4
+FORWARD_SAMPLES = 2     # cases a jvp is proven on (F1 + RF; the tangents' random directions differ per case)
 CHUNK = 32          # entries proven per forked child
 WORKERS = 2         # forked children proving at once (each on every WORKERS-th entry)
 # gradcheck builds dense Jacobians: a case whose input elements times output elements pass this is skipped
@@ -351,6 +360,63 @@ def prove(ours, theirs, cases) -> tuple[str, int, str]:
     return ("proven", used, "") if used else ("no inputs", 0, skipped)
 
 
+def prove_forward(ours, theirs, cases) -> tuple[str, int, str]:
+    """``(status, cases used, reason)`` of the compiled op's jvp over ``cases`` (as :func:`prove`'s):
+    F1, forward-mode gradcheck (tangents against finite differences), and RF, output tangents equal to
+    torch's forward AD of its own overload along the same random tangents."""
+    used, skipped = 0, ""
+    plain_ours, plain_theirs = ours, theirs
+    for args, kwargs, *wrapper in cases:
+        ours, theirs = (_through(wrapper[0], plain_ours), _through(wrapper[0], plain_theirs)) if wrapper else \
+            (plain_ours, plain_theirs)
+        inputs = _differentiated(args, kwargs)
+        why = "" if inputs else "no float64 tensor to differentiate"
+        why = why or _too_large(theirs, args, kwargs, inputs) or _torch_differentiates(theirs, args, kwargs, inputs)
+        if why:
+            skipped = skipped or why
+            continue
+
+        def on(op, args=args, kwargs=kwargs, inputs=inputs):
+            return lambda *tensors: op(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
+        # fast mode: J u along a random u against finite differences along u (a few calls a case)
+        forward_only = {"check_forward_ad": True, "check_backward_ad": False, "check_undefined_grad": False,
+                        "check_batched_grad": False, "fast_mode": True, "raise_exception": False}
+        try:
+            if not gradcheck(on(theirs), tuple(inputs), **forward_only):
+                skipped = skipped or "torch's own forward AD fails gradcheck on it"
+                continue
+        except Exception as error:  # noqa: BLE001 - torch's own forward AD refuses this case: no case
+            skipped = skipped or f"torch's own forward AD rejects it: {str(error).splitlines()[0][:120]}"
+            continue
+        used += 1
+        try:
+            if not gradcheck(on(ours), tuple(inputs), **forward_only):
+                return "failed", used, "F1: forward-mode gradcheck"
+            mine = _tangents(ours, args, kwargs, inputs, used)
+        except Exception as error:  # noqa: BLE001 - whatever our jvp raises where torch's does not is a failure
+            return "failed", used, f"F1: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+        expected = _tangents(theirs, args, kwargs, inputs, used)
+        if len(mine) != len(expected) or not all(_same(a, b) for a, b in zip(mine, expected)):
+            return "failed", used, "RF: an output tangent differs from torch's forward AD"
+        if used >= FORWARD_SAMPLES:
+            break
+    return ("proven", used, "") if used else ("no inputs", 0, skipped)
+
+
+def _tangents(fn, args, kwargs, inputs, seed) -> list:
+    """The output tangents of ``fn`` along random tangents of ``inputs`` (forward AD, one level)."""
+    import torch.autograd.forward_ad as fwad
+
+    generator = torch.Generator().manual_seed(seed)
+    directions = [torch.randn(t.shape, dtype=t.dtype, generator=generator) for t in inputs]
+    with fwad.dual_level():
+        duals = [fwad.make_dual(t.detach(), d) for t, d in zip(inputs, directions)]
+        value = fn(*_replace(args, inputs, duals), **_replace(kwargs, inputs, duals))
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        return [fwad.unpack_dual(v).tangent for v in values
+                if isinstance(v, torch.Tensor) and v.dtype.is_floating_point]
+
+
 def _through(wrapper, op):
     """``op`` called through an OpInfo's ``gradcheck_wrapper``."""
     return lambda *args, **kwargs: wrapper(op, *args, **kwargs)
@@ -443,11 +509,12 @@ def as_called(op, schema):
     return call
 
 
-def main(library: str, namespace: str, ops_json: str) -> None:
+def main(library: str, namespace: str, ops_json: str, jvps_json: str = "[]") -> None:
     torch.set_num_threads(1)        # small cases; and forked children (prove_isolated) need no thread team
     torch.ops.load_library(library)
     torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
     ops = json.loads(ops_json)
+    with_jvp = set(json.loads(jvps_json))
     table = opinfos()
     theirs_by_op = {}
     for op in ops:
@@ -472,12 +539,17 @@ def main(library: str, namespace: str, ops_json: str) -> None:
             opinfo_reason = reason or ("no OpInfo sample calls this overload" if infos or op in recorded
                                        else "no OpInfo")
             source = "ours"
-            status, used, reason = prove(ours, theirs, corpus_inputs.cases(op, schema))
+            cases = corpus_inputs.cases(op, schema)
+            status, used, reason = prove(ours, theirs, cases)
             if status == "no inputs":
                 source = ""
                 reason = f"{opinfo_reason}; our inputs: {reason or corpus_inputs.why_none(schema)}"
-        return {"status": status, "samples": used, "source": source, "reason": reason,
-                "without_gradient": status == "proven" and reason == WITHOUT_GRADIENT}
+        result = {"status": status, "samples": used, "source": source, "reason": reason,
+                  "without_gradient": status == "proven" and reason == WITHOUT_GRADIENT}
+        if op in with_jvp:
+            forward, samples_used, why = prove_forward(ours, theirs, cases)
+            result["forward"] = {"status": forward, "samples": samples_used, "reason": why}
+        return result
 
     print(json.dumps(prove_in_parallel(ops, prove_entry, WORKERS), sort_keys=True))
 
@@ -563,4 +635,4 @@ def _death(status: int) -> str:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -35,6 +35,7 @@ AT_LEAST_JVPS = 137
 # without one, 244 deriving, with torch 2.13.0); the lines' patterns.
 AT_LEAST_DERIVED_PROVEN = 143
 DERIVED_COUNTS = r"^  without a jvp\s+(\d+) emitted \(no forward formula in torch\): (\d+) derive one, (\d+) refused$"
+FORWARD_PROOFS = r"^    F1 \+ RF of the jvps compiled .+: (\d+) proven, (\d+) failed, (\d+) without a case$"
 DERIVED_PROOFS = r"^    F1 of the derived jvp .+: (\d+) proven, (\d+) failed, (\d+) without a case; "
 
 
@@ -68,6 +69,11 @@ def test_the_corpus_funnel_reaches_c1_and_ct(funnel: subprocess.CompletedProcess
     assert imported_jvps == 243 and AT_LEAST_JVPS <= emitted_jvps <= int(counts["emitted"])
     listed_without = re.findall(r"^  \S+ \[jvp left out\]: .+$", done.stdout, re.MULTILINE)
     assert len(listed_without) == without_jvps
+    # those compiled with their jvp are proven in forward mode (F1 + RF), each that is not listed
+    proven_jvps, failed_jvps, no_case_jvps = map(int, re.search(FORWARD_PROOFS, done.stdout, re.MULTILINE).groups())
+    assert proven_jvps + failed_jvps + no_case_jvps == emitted_jvps
+    assert len(re.findall(r"^  \S+ \[jvp (failed|no inputs)\]: .+$", done.stdout, re.MULTILINE)) \
+        == failed_jvps + no_case_jvps
     # forward mode derived for the emitted entries torch gives none: counted, each refusal and
     # each entry that does not pass F1 listed with its reason
     without, derived, refused = map(int, re.search(DERIVED_COUNTS, done.stdout, re.MULTILINE).groups())

@@ -55,7 +55,7 @@ REAL_DB105 = {
 REAL_JVP_DB105 = {
     'at.conj', 'at.conj_physical', 'at.expand_as', 'at.flatten',
     'at.glu_backward_jvp', 'at.glu_jvp', 'at.logical_and', 'at.logical_or', 'at.narrow', 'at.new_full',
-    'at.new_ones', 'at.new_zeros', 'at.outer', 'at.real', 'at.to', 'at.view_as', 'at.zeros_like',
+    'at.new_ones', 'at.new_zeros', 'at.outer', 'at.real', 'at.to', 'at.zeros_like',
 }
 
 

@@ -12,7 +12,8 @@ from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 # A small operator table, so that the cases do not depend on the installed torch's.
 FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
                        "_to_copy", "ones", "full", "scalar_tensor", "where", "masked_fill", "logical_or",
-                       "logical_not", "isnan", "diagonal", "sqrt", "exp", "mul", "pow", "logical_and"})
+                       "logical_not", "isnan", "diagonal", "sqrt", "exp", "mul", "pow", "logical_and", "elu_backward",
+                       "polygamma", "mse_loss_backward"})
 METHODS = frozenset({"contiguous", "view_as", "mul_", "to", "masked_fill_", "logical_or_", "logical_not_", "new_zeros"})
 VIEWS = frozenset({"diagonal", "view_as", "contiguous", "to"})
 SIGNATURES = {
@@ -42,7 +43,8 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES, VIEWS)
     ("at::div(grad, other)", "at.div(grad, other)"),
     ("at::sum(grad, dim, true)", "at.sum(grad, dim, True)"),
     ("grad.sum(dim)", "at.sum(grad, dim)"),
-    ("grad.contiguous().view_as(self)", "at.view_as(at.contiguous(grad), self)"),   # method-only operators
+    ("grad.contiguous().view_as(self)", "at.view(at.contiguous(grad), self.sizes())"),   # what view_as is
+    ("grad.contiguous(fmt)", "at.contiguous(grad, memory_format=fmt)"),     # a method-only operator
     ("grad.mul_(2)", "grad.mul_(2)"),                                # in-place: stays a method
     ("alpha.conj() * grad.dim()", "alpha.conj() * grad.dim()"),     # a Scalar's method; metadata
     ("bias->defined()", "cpp.arrow(bias).defined()"),               # not a tensor method call
@@ -54,7 +56,15 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES, VIEWS)
      "at._to_copy(self_t, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory, "
      "non_blocking=non_blocking, memory_format=memory_format)"),
     ("_to_copy(self_t, options)", "at._to_copy(self_t, options)"),          # packed: no keyword
-    ("grad.contiguous(fmt)", "at.contiguous(grad, memory_format=fmt)"),
+    # at::Reduction's members are the numbers the library's losses take; an optional's value_or
+    ("mse_loss_backward(self_t, self_p, target_p, at::Reduction::None)", "at.mse_loss_backward(self_t, self_p, "
+     "target_p, 0)"),
+    ("f(at::Reduction::Mean, at::Reduction::Sum)", "f(1, 2)"),
+    ("grad.sum(dim.value_or(IntArrayRef({})), keepdim)", "at.sum(grad, dim if dim is not None else [], keepdim)"),
+    ("alpha.value_or(1)", "alpha if alpha is not None else 1"),    # an optional argument of any type
+    # FunctionsManual's jvps of list operators read the list's tangents: the operator of those
+    ("cat_jvp(tensors, dim)", "at.cat(tensors_t, dim)"),
+    ("block_diag_jvp(tensors)", "at.block_diag(tensors_t)"),
     # integers: C++ `/` truncates toward zero; `//` (floor) is the same on non-negative operands
     ("grad.sym_size(1) / 2", "grad.size(1) // 2"),
     ("(self.sym_numel() + 1) % self.dim()", "(self.numel() + 1) % self.dim()"),
@@ -157,3 +167,15 @@ def test_cpp_integer_division_and_remainder_truncate_as_cpp_does(a, b):
     assert dialect.int_div(a, b) == math.trunc(a / b)
     assert dialect.int_mod(a, b) == math.fmod(a, b)
     assert dialect.int_div(a, b) * b + dialect.int_mod(a, b) == a
+
+
+@pytest.mark.parametrize("source, python", [
+    ("self_t.copy_(elu_backward(original_self_t, alpha))", "at.elu_backward(original_self_t, alpha)"),
+    ("self_t.mul_(polygamma(n + 1, original_self_p))", "self_t * at.polygamma(n + 1, original_self_p)"),
+    ("other_t.mul_(2)", "other_t.mul_(2)"),                   # not the tangent the operator writes
+])
+def test_an_in_place_jvp_returns_the_written_inputs_new_tangent(source, python):
+    """In an in-place operator's jvp, the update of the written input's tangent is the new tangent
+    (the C++ writes it into the input's own: ``transpiler/cpp/forward_ad.py``)."""
+    main = to_main(cpp.parse(source), frozenset({"alpha", "n"}), aten=ATEN, written_tangent="self_t")
+    assert pydialect.to_python(main) == python

@@ -11,6 +11,12 @@ Two parts per formula, both placed by :mod:`transpiler.cpp.nodes`:
   (an undefined one as zeros), the jvp runs on the primals (``_fw_primal(0)``) with autograd on
   (so its own operations are differentiable), and each differentiable output
   gets its tangent with ``_set_fw_grad(..., /*level*/ 0, /*is_inplace_op*/ false)``.
+  An in-place operator (``celu_(Tensor(a!) self)``) writes its tangent in place too, as
+  torchgen's in-place kernels do: ``self_t`` is ``self``'s own tangent (zeros when it has none),
+  the jvp writes it (``self_t.zero_()``, ``self_t.copy_(...)``) and the output, ``self``
+  itself, gets it with ``is_inplace_op`` true; ``original_self_t`` / ``original_self_p`` are
+  copies of the tangent and of the values before the write, and the outputs the jvp reads are
+  their primals (the written ``self`` carries a tangent).
   A formula without a jvp gets torch's ``TORCH_CHECK_NOT_IMPLEMENTED`` "Trying to
   use forward AD with <op> that does not support it" instead: never a silently
   missing tangent.
@@ -70,22 +76,26 @@ def jvp_function_name(formula: Formula) -> str:
 
 
 def jvp_function(formula: Formula, signature: WrapperSignature, context: Context,
-                 type_of: Callable[[str], PyType]) -> str:
+                 type_of: Callable[[str], PyType], written: str | None = None) -> str:
     """``<function>_jvp(...)``: the formula's jvp as a C++ function ('' when it has none).
-    ``context``: the library's; ``type_of``: the type of a forward name (what a capture is)."""
+    ``context``: the library's; ``type_of``: the type of a forward name (what a capture is);
+    ``written``: the input an in-place operator writes (None: a functional one)."""
     jvp = formula.jvp
     if jvp is None:
         return ""
     for param in jvp.node.params.params:
-        if param.name.value[:-2] not in signature:     # original_self_t / _p: in-place ops
+        if _source(param.name.value, written) not in signature:
             raise unsupported(param, f"the jvp parameter `{param.name.value}` (the value before an "
-                              "in-place write; in-place operators are not emitted)")
+                              "in-place write, in a functional operator's jvp)")
     declarations: list[str] = []
     bindings: dict[str, Binding] = {}
-    parameters = [(p, _input_type(signature, p[:-2])) for p in jvp.params]   # a tangent or primal: its input's type
+    # a tangent or primal: its input's type
+    parameters = [(p, _input_type(signature, _source(p, written))) for p in jvp.params]
     parameters += [(c.name, type_of(c.name)) for c in jvp.captures]
+    # the written input's tangent is written in place: a handle of its own (the same tensor)
+    by_value = jvp.rebound | ({f"{written}_t"} if written is not None else set())
     for name, ty in parameters:
-        declaration, bindings[name] = closure_parameter(name, ty, jvp.rebound)
+        declaration, bindings[name] = closure_parameter(name, ty, by_value)
         declarations.append(declaration)
     returns = T.TENSOR_LIST if signature.list_output else _return_type(len(_returned_outputs(formula, jvp)))
     body = translate_body(jvp.node.body.body, context.bind(bindings), returns)
@@ -98,10 +108,29 @@ def jvp_function(formula: Formula, signature: WrapperSignature, context: Context
     ])
 
 
-def _argument(signature: WrapperSignature, jvp: Closure, name: str, kind: CaptureKind | None) -> str:
+ORIGINAL = "original_"    # derivatives.yaml's ``original_self_t`` / ``original_self_p``: before an in-place write
+
+
+def _source(param: str, written: str | None) -> str:
+    """The input a jvp parameter belongs to: ``self_t`` and ``original_self_p`` to ``self`` (the
+    latter only where ``self`` is written in place)."""
+    name = param[:-2]
+    if written is not None and name == ORIGINAL + written:
+        return written
+    return name
+
+
+def _original(param: str, written: str | None) -> bool:
+    return written is not None and param[:-2] == ORIGINAL + written
+
+
+def _argument(signature: WrapperSignature, jvp: Closure, name: str, kind: CaptureKind | None,
+              written: str | None = None) -> str:
     """What the wrapper passes for a jvp parameter or capture."""
-    if name in jvp.tangents:
-        return f"{name}"                                   # read once before the call
+    if name in jvp.tangents or (kind is None and _original(name, written)):
+        return cpp_name(name)                              # read once before the call
+    if kind is CaptureKind.OUTPUT and written is not None:
+        return f"formulas::runtime::primal({cpp_name(name)})"   # the written input, which carries a tangent
     source = name[:-2] if kind is None else name             # ``self_p`` is the primal of ``self``
     if kind is None or kind is CaptureKind.INPUT:
         ty = _input_type(signature, source)
@@ -131,15 +160,34 @@ def forbid_lines(formula: Formula, signature: WrapperSignature) -> list[str]:
             f'@derivative(..., jvp=\\"auto_linear\\" / \\"auto_element_wise\\")) to the formula");']
 
 
+def before_write_lines(formula: Formula, signature: WrapperSignature, written: str | None) -> list[str]:
+    """An in-place operator's jvp reading ``original_self_t`` / ``original_self_p``: copies of the
+    ``written`` input's tangent and values, made before the write when a tangent is taken."""
+    jvp = formula.jvp
+    originals = [] if jvp is None or written is None else [p for p in jvp.params if _original(p, written)]
+    inputs = [] if not originals else _tangent_inputs(formula, jvp)
+    if not inputs:
+        return []
+    condition = " || ".join(_defined(signature, name) for name in inputs)
+    given = _given(signature, written)
+    lines = [f"  at::Tensor {cpp_name(p)};" for p in originals] + [f"  if ({condition}) {{"]
+    for param in originals:
+        read = "tangent" if param.endswith("_t") else "primal"
+        lines.append(f"    {cpp_name(param)} = formulas::runtime::{read}({given}).clone();")
+    return lines + ["  }"]
+
+
 def _defined(signature: WrapperSignature, name: str) -> str:
     if _input_type(signature, name) == T.TENSOR_LIST:
         return f"torch::autograd::isFwGradDefinedTensorList({_given(signature, name)})"
     return f"torch::autograd::isFwGradDefined({_given(signature, name)})"
 
 
-def tangent_lines(formula: Formula, signature: WrapperSignature, outputs: list[str]) -> list[str]:
+def tangent_lines(formula: Formula, signature: WrapperSignature, outputs: list[str],
+                  written: str | None = None) -> list[str]:
     """The wrapper's forward-mode block (after the forward, with autograd on again); ``outputs``:
-    the C++ names of the wrapper's outputs, one per schema return."""
+    the C++ names of the wrapper's outputs, one per schema return; ``written``: the input an
+    in-place operator writes."""
     jvp = formula.jvp
     if jvp is None:
         return []
@@ -155,11 +203,26 @@ def tangent_lines(formula: Formula, signature: WrapperSignature, outputs: list[s
     lines = [f"  if (({condition}) && ({differentiable})) {{"]
     lines += [f'    formulas::runtime::refuse_complex("{op}", {tensor});' for tensor in refused]
     for param, source in jvp.tangents.items():
+        if _original(param, written):
+            continue
         read = "tangents" if _input_type(signature, source) == T.TENSOR_LIST else "tangent"
         lines.append(f"    const auto {cpp_name(param)} = formulas::runtime::{read}({_given(signature, source)});")
-    arguments = [_argument(signature, jvp, p, None) for p in jvp.params]
-    arguments += [_argument(signature, jvp, c.name, c.kind) for c in jvp.captures]
+    arguments = [_argument(signature, jvp, p, None, written) for p in jvp.params]
+    arguments += [_argument(signature, jvp, c.name, c.kind, written) for c in jvp.captures]
     call = f"formulas::{jvp_function_name(formula)}({', '.join(arguments)})"
+    if written is not None:
+        # the jvp wrote the input's own tangent and returns it (torch's in-place formulas do), or
+        # returns another tensor, which is copied into the tangent the input already has
+        output = outputs[returned[0]]
+        lines += [f"    const auto written_tangent = {call};",
+                  f"    const auto& existing_tangent = {output}._fw_grad(/*level*/ 0);",
+                  "    if (existing_tangent.defined() && !existing_tangent.is_same(written_tangent)) {",
+                  "      existing_tangent.copy_(written_tangent);",
+                  "    } else if (!existing_tangent.defined()) {",
+                  f"      {output}._set_fw_grad(written_tangent, /*level*/ 0, /*is_inplace_op*/ true);",
+                  "    }",
+                  "  }"]
+        return lines
     if len(returned) == 1:
         lines.append(f"    formulas::runtime::set_tangent({outputs[returned[0]]}, {call});")
     else:
@@ -170,4 +233,4 @@ def tangent_lines(formula: Formula, signature: WrapperSignature, outputs: list[s
     return lines
 
 
-__all__ = ["forbid_lines", "jvp_function", "jvp_function_name", "tangent_lines"]
+__all__ = ["before_write_lines", "forbid_lines", "jvp_function", "jvp_function_name", "tangent_lines"]

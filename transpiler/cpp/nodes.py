@@ -255,16 +255,13 @@ class FormulaEmitter(ViewEmitter):
 
     def _check_in_place(self) -> None:
         """An in-place formula's output is what the in-place operator itself returns (its input,
-        written); its jvp is not transliterated (the tangent is written in place too)."""
+        written); its jvp writes the input's tangent in place (:mod:`transpiler.cpp.forward_ad`)."""
         operator = self.schema.name.base
         if not any(_assigns_call(statement, self.formula.outputs[0], operator) for statement in self.formula.forward):
             raise Untranslatable(self.formula.schema_node, UNSUPPORTED_TYPE,
                                  f"{self.formula.op_name}: an in-place formula's forward returns what the in-place "
                                  f"operator returns (`{self.formula.outputs[0] or 'result'} = at.{operator}(...)`), "
                                  "the tensor it writes")
-        if self.formula.jvp is not None:
-            raise unsupported(self.formula.jvp.node, "the jvp of an in-place operator (forward AD raises torch's "
-                              "error for it)")
 
     # --- model ---------------------------------------------------------------------------------
     def type_of(self, name: str) -> PyType:
@@ -306,7 +303,7 @@ class FormulaEmitter(ViewEmitter):
         views = self.view_outputs()
         parts = [self.struct_text(), self.backward_function(), self.functional_text(), self.apply_text(),
                  self.compiled_autograd_text(),
-                 forward_ad.jvp_function(self.formula, self.signature, self.context, self.type_of),
+                 forward_ad.jvp_function(self.formula, self.signature, self.context, self.type_of, self.written),
                  self.view_func_struct(views),
                  self.wrapper_text(), self.view_func_replay(views)]
         schema = str(self.schema).replace("\\", "\\\\").replace('"', '\\"')
@@ -635,6 +632,7 @@ class FormulaEmitter(ViewEmitter):
                  f"    grad_fn->set_next_edges(torch::autograd::collect_next_edges({inputs}));",
                  "  }",
                  *self._before_the_write(),
+                 *forward_ad.before_write_lines(self.formula, self.signature, self.written),
                  "  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);",
                  *self.forward.lines]
         outputs = []
@@ -655,7 +653,7 @@ class FormulaEmitter(ViewEmitter):
                                      for index in self.differentiable_outputs)
         if differentiable:          # an integer or bool result (``x.long()``) gets no history, as in torch
             lines += [f"  if (grad_fn && !({differentiable})) {{", "    grad_fn.reset();", "  }"]
-        lines += forward_ad.tangent_lines(self.formula, self.signature, outputs)
+        lines += forward_ad.tangent_lines(self.formula, self.signature, outputs, self.written)
         lines.append("  if (grad_fn) {")
         checked = list(given)
         checked += [outputs[index] for index in self.differentiable_outputs]

@@ -163,22 +163,18 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                     if grad is not None:
                         capture(node_slot.get((node, nr)), grad)
                 if node in skipped:
-                    buffer = ()
-            input_grads = None
-            for grad in buffer:
-                if grad is not None:        # else no gradient arrived: backward not called
-                    input_grads = node.apply(buffer, create_graph)
-                    break
+                    buffer = (None,)
             edges = node.next_edges
-            if input_grads is None:
-                input_grads = (None,) * len(edges)
-            for edge, grad, meta in zip(edges, input_grads, node.input_meta, strict=True):    # apply: one per edge
+            if buffer[0] is None and all(grad is None for grad in buffer):     # no gradient arrived:
+                input_grads = (None,) * len(edges)                               # backward not called
+            else:
+                input_grads = node.apply(buffer, create_graph)      # one gradient (or None) per edge
+            for edge, grad, meta in zip(edges, input_grads, node.input_meta, strict=True):
                 if edge is None:
                     continue
-                if grad is not None and (type(grad) is not Tensor or grad._data.shape != meta[0]
-                                         or grad._data.dtype != meta[1]):
+                if grad is not None and (type(grad) is not Tensor or (grad._data.shape, grad._data.dtype) != meta):
                     grad = conform_gradient(node, input_grads, grad, meta)    # cast like torch, or raise
-                target = edge[0]
+                target, nr = edge
                 if type(target) is Tensor:
                     if grad is not None:
                         to_leaf(target, grad)
@@ -191,7 +187,6 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                         continue
                     target_buffer = buffers[target] = [None] * target.num_outputs
                 if grad is not None:
-                    nr = edge[1]
                     previous = target_buffer[nr]
                     target_buffer[nr] = grad if previous is None else previous + grad
         for leaf, grad in leaf_grads.values():
@@ -199,9 +194,9 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
     finally:
         grad_mode.enabled = previous_mode
     if not retain_graph:      # only after success: a failed backward leaves the graph usable
-        for node in visited:        # every reachable node ran through the loop above
-            if node not in skipped:
-                node.release()
+        # every reachable node ran through the loop above
+        for node in [node for node in visited if node not in skipped] if skipped else visited:
+            node.release()
 
     if captured is None:
         return None

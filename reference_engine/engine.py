@@ -58,10 +58,10 @@ def _creation_order(roots: list[Node]) -> list[Node]:
     seen = set(roots)
     stack = list(roots)
     while stack:                         # depth first, no recursion
-        for edge in stack.pop().next_edges:
-            if edge is not None and type(edge[0]) is not Tensor and edge[0] not in seen:
-                seen.add(edge[0])
-                stack.append(edge[0])
+        for target in stack.pop().edge_targets:
+            if target is not None and type(target) is not Tensor and target not in seen:
+                seen.add(target)
+                stack.append(target)
     return sorted(seen, key=lambda node: node.seq)
 
 
@@ -72,10 +72,9 @@ def _needed(oldest_first: list[Node], leaf_inputs: set[int], node_inputs: set[No
         if node.always_needed:
             needed.add(node)
             continue
-        for edge in node.next_edges:
-            if edge is None:
+        for target in node.edge_targets:
+            if target is None:
                 continue
-            target = edge[0]
             if id(target) in leaf_inputs if type(target) is Tensor else (target in needed or target in node_inputs):
                 needed.add(node)
                 break
@@ -164,17 +163,17 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                         capture(node_slot.get((node, nr)), grad)
                 if node in skipped:
                     buffer = (None,)
-            edges = node.next_edges
+            targets = node.edge_targets
             if buffer[0] is None and all(grad is None for grad in buffer):     # no gradient arrived:
-                input_grads = (None,) * len(edges)                               # backward not called
+                input_grads = (None,) * len(targets)                             # backward not called
             else:
                 input_grads = node.apply(buffer, create_graph)      # one gradient (or None) per edge
-            for edge, grad, meta in zip(edges, input_grads, node.input_meta, strict=True):
-                if edge is None:
+            for target, nr, grad, meta in zip(targets, node.edge_output_nrs, input_grads, node.input_meta,
+                                              strict=True):
+                if target is None:
                     continue
                 if grad is not None and (type(grad) is not Tensor or (grad._data.shape, grad._data.dtype) != meta):
                     grad = conform_gradient(node, input_grads, grad, meta)    # cast like torch, or raise
-                target, nr = edge
                 if type(target) is Tensor:
                     if grad is not None:
                         to_leaf(target, grad)

@@ -58,10 +58,10 @@ def _creation_order(roots: list[Node]) -> list[Node]:
     seen = set(roots)
     stack = list(roots)
     while stack:                         # depth first, no recursion
-        for edge in stack.pop().next_edges:
-            if edge is not None and type(edge[0]) is not Tensor and edge[0] not in seen:
-                seen.add(edge[0])
-                stack.append(edge[0])
+        for target in stack.pop().edge_targets:
+            if target is not None and type(target) is not Tensor and target not in seen:
+                seen.add(target)
+                stack.append(target)
     return sorted(seen, key=lambda node: node.seq)
 
 
@@ -72,10 +72,9 @@ def _needed(oldest_first: list[Node], leaf_inputs: set[int], node_inputs: set[No
         if node.always_needed:
             needed.add(node)
             continue
-        for edge in node.next_edges:
-            if edge is None:
+        for target in node.edge_targets:
+            if target is None:
                 continue
-            target = edge[0]
             if id(target) in leaf_inputs if type(target) is Tensor else (target in needed or target in node_inputs):
                 needed.add(node)
                 break
@@ -163,22 +162,18 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                     if grad is not None:
                         capture(node_slot.get((node, nr)), grad)
                 if node in skipped:
-                    buffer = ()
-            input_grads = None
-            for grad in buffer:
-                if grad is not None:        # else no gradient arrived: backward not called
-                    input_grads = node.apply(buffer, create_graph)
-                    break
-            edges = node.next_edges
-            if input_grads is None:
-                input_grads = (None,) * len(edges)
-            for edge, grad, meta in zip(edges, input_grads, node.input_meta, strict=True):    # apply: one per edge
-                if edge is None:
+                    buffer = (None,)
+            targets = node.edge_targets
+            if buffer[0] is None and all(grad is None for grad in buffer):     # no gradient arrived:
+                input_grads = (None,) * len(targets)                             # backward not called
+            else:
+                input_grads = node.apply(buffer, create_graph)      # one gradient (or None) per edge
+            for target, nr, grad, meta in zip(targets, node.edge_output_nrs, input_grads, node.input_meta,
+                                              strict=True):
+                if target is None:
                     continue
-                if grad is not None and (type(grad) is not Tensor or grad._data.shape != meta[0]
-                                         or grad._data.dtype != meta[1]):
+                if grad is not None and (type(grad) is not Tensor or (grad._data.shape, grad._data.dtype) != meta):
                     grad = conform_gradient(node, input_grads, grad, meta)    # cast like torch, or raise
-                target = edge[0]
                 if type(target) is Tensor:
                     if grad is not None:
                         to_leaf(target, grad)
@@ -191,7 +186,6 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                         continue
                     target_buffer = buffers[target] = [None] * target.num_outputs
                 if grad is not None:
-                    nr = edge[1]
                     previous = target_buffer[nr]
                     target_buffer[nr] = grad if previous is None else previous + grad
         for leaf, grad in leaf_grads.values():
@@ -199,9 +193,9 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
     finally:
         grad_mode.enabled = previous_mode
     if not retain_graph:      # only after success: a failed backward leaves the graph usable
-        for node in visited:        # every reachable node ran through the loop above
-            if node not in skipped:
-                node.release()
+        # every reachable node ran through the loop above
+        for node in [node for node in visited if node not in skipped] if skipped else visited:
+            node.release()
 
     if captured is None:
         return None

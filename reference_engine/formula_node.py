@@ -106,7 +106,8 @@ class FormulaNode(Node):
     #: backward, the :class:`BackwardPlan`...): ``__init__`` and the generated recorders
     #: (:func:`formula_recorder`) are made from this one table, as dataclasses make ``__init__``.
     FIELDS = {
-        "next_edges": "edges",                  # Node's fields
+        "edge_targets": "targets",              # Node's fields
+        "edge_output_nrs": "output_nrs",
         "input_meta": "input_meta",
         "num_outputs": "num_outputs",
         "seq": "tick()",
@@ -119,8 +120,8 @@ class FormulaNode(Node):
         "list_lengths": "list_lengths",         # None without Tensor[] arguments
     }
 
-    # __init__(overload, backward, edges, input_meta, needs_input_grad, plan, num_outputs=1,
-    # list_lengths=None) is made from FIELDS below the class.
+    # __init__(overload, backward, targets, output_nrs, input_meta, needs_input_grad, plan,
+    # num_outputs=1, list_lengths=None) is made from FIELDS below the class.
 
     def name(self) -> str:
         return self.overload.node_name
@@ -262,8 +263,8 @@ def _node_fields(indent: str) -> str:
 
 
 FormulaNode.__init__ = generated_function(     # type: ignore[method-assign]
-    "def __init__(node, overload, backward, edges, input_meta, needs_input_grad, plan, num_outputs=1,\n"
-    "             list_lengths=None):\n" + _node_fields("    "), {"tick": ticks.__next__})
+    "def __init__(node, overload, backward, targets, output_nrs, input_meta, needs_input_grad, plan,\n"
+    "             num_outputs=1, list_lengths=None):\n" + _node_fields("    "), {"tick": ticks.__next__})
 
 
 def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
@@ -353,36 +354,34 @@ def _global_writes(code: CodeType) -> tuple[set[str], set[str]]:
 _SKIPPED_OPCODES = frozenset({"PRECALL", "PUSH_NULL", "CACHE", "NOP", "EXTENDED_ARG"})
 
 
-# Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
-
-
-# Every node of a graph holds the (shape, dtype) of its inputs and its needs_input_grad mask;
-# equal ones are shared, so a recorded operation adds no objects for them (fewer objects for
-# the cycle collector to track while a large graph is alive). The table is cleared when it
-# reaches _SHARED_LIMIT entries (programs with ever-changing shapes).
-_SHARED_INPUTS: dict[tuple, tuple] = {}     # a node's input_meta -> (itself, its needs_input_grad)
+# Every node of a graph holds the (shape, dtype) of its inputs, its needs_input_grad mask and
+# the output numbers of its edges; equal ones are shared, so a recorded operation adds no
+# objects for them (fewer objects for the cycle collector to track while a large graph is
+# alive). The table is keyed by the node's *inputs*: per input ``(shape, dtype, output_nr)``,
+# or None for one that needs no gradient. It is cleared when it reaches _SHARED_LIMIT entries
+# (programs with ever-changing shapes).
+_SHARED_INPUTS: dict[tuple, tuple] = {}     # inputs -> (input_meta, needs_input_grad, edge_output_nrs)
 _SHARED_LIMIT = 4096
 
 
-def _share_inputs(input_meta: tuple) -> tuple:
+def _share_inputs(inputs: tuple) -> tuple:
     if len(_SHARED_INPUTS) >= _SHARED_LIMIT:
         _SHARED_INPUTS.clear()
-    shared = (input_meta, tuple(m is not None for m in input_meta))
-    _SHARED_INPUTS[input_meta] = shared
+    input_meta, output_nrs = _split_inputs(inputs)
+    shared = _SHARED_INPUTS[inputs] = (input_meta, tuple(i is not None for i in inputs), output_nrs)
     return shared
 
 
-def _edge(t: Tensor) -> tuple:
-    """The edge to an input that requires grad: its node and output number, or the leaf itself."""
-    fn = t._grad_fn
-    return (t, 0) if fn is None else (fn, t._output_nr)
+def _split_inputs(inputs: tuple) -> tuple[tuple, tuple]:
+    """``input_meta`` (``(shape, dtype)`` or None) and ``edge_output_nrs`` of ``inputs``."""
+    return (tuple(None if i is None else i[:2] for i in inputs), tuple(0 if i is None else i[2] for i in inputs))
 
 
-def _collect_inputs(overload: Any, bound: Sequence[Any]) -> tuple[tuple, tuple, tuple, tuple | None, set[int]]:
-    """Edges, (shape, dtype) metadata, the needs_input_grad mask, Tensor[] lengths (None
-    without Tensor[] arguments) and the ids of the input tensors."""
-    edges: list = []
-    meta: list = []
+def _collect_inputs(overload: Any, bound: Sequence[Any]) -> tuple[tuple, tuple, tuple, tuple, tuple | None, set[int]]:
+    """Edge targets and output numbers, (shape, dtype) metadata, the needs_input_grad mask,
+    Tensor[] lengths (None without Tensor[] arguments) and the ids of the input tensors."""
+    targets: list = []
+    inputs: list = []
     needs: list[bool] = []
     held: set[int] = set()
     lengths: list[int | None] = []
@@ -400,15 +399,17 @@ def _collect_inputs(overload: Any, bound: Sequence[Any]) -> tuple[tuple, tuple, 
             if t is not None:
                 held.add(id(t))
                 if t._requires_grad:
-                    edges.append(_edge(t))
-                    meta.append((t._data.shape, t._data.dtype))
+                    fn = t._grad_fn
+                    targets.append(t if fn is None else fn)
+                    inputs.append((t._data.shape, t._data.dtype, 0 if fn is None else t._output_nr))
                     continue
-            edges.append(None)
-            meta.append(None)
+            targets.append(None)
+            inputs.append(None)
     if not any(length is not None for length in lengths):
-        input_meta, mask = _SHARED_INPUTS.get(tuple(meta)) or _share_inputs(tuple(meta))
-        return tuple(edges), input_meta, mask, None, held
-    return tuple(edges), tuple(meta), tuple(needs), tuple(lengths), held
+        input_meta, mask, output_nrs = _SHARED_INPUTS.get(tuple(inputs)) or _share_inputs(tuple(inputs))
+        return tuple(targets), output_nrs, input_meta, mask, None, held
+    input_meta, output_nrs = _split_inputs(tuple(inputs))
+    return tuple(targets), output_nrs, input_meta, tuple(needs), tuple(lengths), held
 
 
 def _attach(out: Tensor, node: FormulaNode, nr: int, inputs: set[int], output_nr: dict[int, int]) -> Tensor:
@@ -427,18 +428,19 @@ def _attach(out: Tensor, node: FormulaNode, nr: int, inputs: set[int], output_nr
 def record(overload: Any, bound: Sequence[Any], outputs: Any, backward: Callable[..., Any]) -> Any:
     """Attach a node for ``backward`` to the formula's ``outputs`` (what it returned for the
     bound arguments ``bound``) and return them: the one recorder, for any call shape."""
-    edges, meta, needs, lengths, held = _collect_inputs(overload, bound)
+    targets, output_nrs, meta, needs, lengths, held = _collect_inputs(overload, bound)
     plan = backward_plan(overload, backward)
     output_nr: dict[int, int] = {}
     if overload.returns_kind == "tensor":
-        node = FormulaNode(overload, backward, edges, meta, needs, plan, 1, lengths)
+        node = FormulaNode(overload, backward, targets, output_nrs, meta, needs, plan, 1, lengths)
         result = _attach(outputs, node, 0, held, output_nr)
     else:
         if overload.returns_kind == "list":
-            node = ListOutputNode(overload, backward, edges, meta, needs, plan, len(outputs), lengths)
+            node = ListOutputNode(overload, backward, targets, output_nrs, meta, needs, plan, len(outputs),
+                                  lengths)
         else:
-            node = FormulaNode(overload, backward, edges, meta, needs, plan, overload.num_differentiable_outputs,
-                               lengths)
+            node = FormulaNode(overload, backward, targets, output_nrs, meta, needs, plan,
+                               overload.num_differentiable_outputs, lengths)
         differentiability = overload.output_differentiability
         outs = list(outputs)
         nr = 0
@@ -581,7 +583,7 @@ def record_{shape}({arguments}):
     finally:
         mode.enabled = True
     plan = plans.get(backward.__code__) or backward_plan(overload, backward)
-    input_meta, needs_input_grad = shared_inputs.get(meta_key) or share_inputs(meta_key)
+    input_meta, needs_input_grad, output_nrs = shared_inputs.get(inputs) or share_inputs(inputs)
     node = new(FormulaNode)
 {node_fields}
     if out._requires_grad or {out_is_an_argument}:      # an input returned as is: a new tensor object
@@ -597,16 +599,20 @@ def record_{shape}({arguments}):
     return {result}
 """
 
-#: The edge and input metadata of the tensor argument ``{a}`` (``{i}``: its place among them).
+#: The edge target and the ``(shape, dtype, output_nr)`` of the tensor argument ``{a}`` (``{i}``:
+#: its place among them), as :func:`_collect_inputs` makes them.
 _EDGE = """\
     fn = {a}._grad_fn
-    edge{i}, meta{i} = ({a}, 0) if fn is None else (fn, {a}._output_nr), ({a}._data.shape, {a}._data.dtype)
+    if fn is None:
+        target{i}, input{i} = {a}, ({a}._data.shape, {a}._data.dtype, 0)
+    else:
+        target{i}, input{i} = fn, ({a}._data.shape, {a}._data.dtype, {a}._output_nr)
 """
 _EDGE_IF_REQUIRED = """\
     if {a}._requires_grad:
 {edge}\
     else:
-        edge{i} = meta{i} = None
+        target{i} = input{i} = None
 """
 
 
@@ -651,8 +657,8 @@ def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: in
         edges = "".join(_EDGE_IF_REQUIRED.format(a=a, i=i, edge=textwrap.indent(_EDGE.format(a=a, i=i), "    "))
                         for i, a in enumerate(tensors))
     per_tensor = range(len(tensors))
-    edges += (f"    edges, meta_key = {_tuple_display(f'edge{i}' for i in per_tensor)}, "
-              f"{_tuple_display(f'meta{i}' for i in per_tensor)}\n")
+    edges += (f"    targets, inputs = {_tuple_display(f'target{i}' for i in per_tensor)}, "
+              f"{_tuple_display(f'input{i}' for i in per_tensor)}\n")
     # keyword-only arguments passed by name, or as a dict where Python reserves the name
     named = all(name.isidentifier() and not iskeyword(name) for name in keywords)
     source = _ONE_OUTPUT_RECORDER.format(

@@ -4,7 +4,10 @@ A :class:`Node` is one recorded operation. ``next_edges`` has one entry per
 differentiable input: ``None`` (no gradient wanted), ``(node, output_nr)``
 for a non-leaf input, or ``(tensor, 0)`` for a leaf that requires grad (its
 gradient is accumulated into ``tensor.grad``; there is no separate
-AccumulateGrad node, so a leaf never points back into the graph).
+AccumulateGrad node, so a leaf never points back into the graph). A node
+stores its edges as two tuples, ``edge_targets`` (``None``, the node or the
+leaf) and ``edge_output_nrs`` (shared between nodes with the same numbers):
+no object per edge for the cycle collector to track while the graph is alive.
 
 Saved tensors follow torch's ``SavedVariable``: an output captured by its own
 node's backward is stored as data plus output number, never as the tensor
@@ -30,14 +33,15 @@ RELEASED_MESSAGE = (
 class Node:
     """A recorded operation: maps gradients of its outputs to gradients of its inputs."""
 
-    __slots__ = ("next_edges", "input_meta", "num_outputs", "seq", "__weakref__")
+    __slots__ = ("edge_targets", "edge_output_nrs", "input_meta", "num_outputs", "seq", "__weakref__")
 
     #: Always executed by ``grad(...)`` even when it leads to no requested input
     #: (the guard nodes must raise rather than be pruned away).
     always_needed = False
 
     def __init__(self, next_edges: list, input_meta: list, num_outputs: int) -> None:
-        self.next_edges = next_edges
+        self.edge_targets = tuple(None if edge is None else edge[0] for edge in next_edges)
+        self.edge_output_nrs = tuple(0 if edge is None else edge[1] for edge in next_edges)
         self.input_meta = input_meta
         self.num_outputs = num_outputs
         self.seq = next(ticks)      # creation order: the engine runs nodes by decreasing seq
@@ -52,6 +56,12 @@ class Node:
 
     def release(self) -> None:
         """Free saved values after a backward without ``retain_graph``."""
+
+    @property
+    def next_edges(self) -> tuple:
+        """One entry per differentiable input: ``(node or leaf tensor, output_nr)``, or None."""
+        return tuple(None if target is None else (target, nr)
+                     for target, nr in zip(self.edge_targets, self.edge_output_nrs))
 
     @property
     def next_functions(self) -> tuple:

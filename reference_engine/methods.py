@@ -502,10 +502,10 @@ class OverwriteBackward(Node):
 
     def apply(self, grads: list, create_graph: bool) -> tuple[Tensor | None, ...]:
         (grad,) = grads
-        old_grad = None if self.next_edges[0] is None else Tensor._wrap(np.zeros_like(grad._data))
-        if len(self.next_edges) == 1:
+        old_grad = None if self.edge_targets[0] is None else Tensor._wrap(np.zeros_like(grad._data))
+        if len(self.edge_targets) == 1:
             return (old_grad,)
-        source_grad = None if self.next_edges[1] is None else _sum_to(grad, self.source_shape)
+        source_grad = None if self.edge_targets[1] is None else _sum_to(grad, self.source_shape)
         return old_grad, source_grad
 
 

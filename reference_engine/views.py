@@ -165,9 +165,9 @@ class CopySlices(Node):
     def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
         grad = grads[0]
         base_grad = view_grad = None
-        if self.next_edges[0] is not None:
+        if self.edge_targets[0] is not None:
             base_grad = grad * Tensor._wrap(self._outside_region(grad._data.shape, self.input_meta[0][1]))
-        if self.next_edges[1] is not None:
+        if self.edge_targets[1] is not None:
             view_grad = replay(self.steps, grad)
         return base_grad, view_grad
 

@@ -23,6 +23,7 @@ and the schema strings) travel with it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -52,15 +53,23 @@ class EntryLines:
 
 @dataclass(frozen=True)
 class ClosureSummary:
+    """A closure without its syntax."""
+
     values: tuple[object, ...]   # the :data:`CLOSURE_FIELDS`, in order
 
 
 @dataclass(frozen=True)
 class FormulaSummary:
+    """A formula without its syntax (but its schema string), and where per-formula mode places it."""
+
     values: tuple[object, ...]   # the :data:`FORMULA_FIELDS`, in order
     backward: ClosureSummary
     jvp: ClosureSummary | None
     lines: EntryLines
+
+    @property
+    def schema_node(self) -> cst.BaseExpression:
+        return self.values[FORMULA_FIELDS.index("schema_node")]
 
 
 @dataclass(frozen=True)
@@ -74,14 +83,22 @@ class ModuleSummary:
     nondifferentiable: tuple[FunctionSchema, ...]
     diagnostics: tuple[Diagnostic, ...]
     function_returns: Mapping[str, str | None]
-    starts: Mapping[cst.CSTNode, Span]           # the position of every node it holds (helpers, schema strings)
+    # Where each node it holds starts (helpers, schema strings: :meth:`held` order; None: no position),
+    # as (line, column) pairs: cheaper to load than a mapping of nodes, built on the first lookup.
+    starts: tuple[tuple[int, int] | None, ...]
+
+    def held(self) -> Iterator[cst.CSTNode]:
+        """The syntax nodes the summary holds: every node of its helpers, each formula's schema string."""
+        for helper in self.helpers:
+            yield from _subtree(helper.node)
+        yield from (f.schema_node for f in self.formulas)
 
     def deferred(self, load: Callable[[], FormulaModule]) -> FormulaModule:
         """The module, its formulas deferred: the first read of a field the summary lacks calls
         ``load`` (memoise it: it is called once per such read) for the full model."""
         formulas = tuple(_deferred_formula(summary, index, load) for index, summary in enumerate(self.formulas))
         return FormulaModule(self.path, formulas, self.helpers, self.nondifferentiable, self.diagnostics,
-                             positions=DeferredPositions(self.starts, load),
+                             positions=DeferredPositions(self, load),
                              function_returns=self.function_returns, source_digest=self.source_digest)
 
 
@@ -92,11 +109,10 @@ def summarize(module: FormulaModule) -> ModuleSummary:
 
     formulas = tuple(FormulaSummary(tuple(getattr(f, name) for name in FORMULA_FIELDS), closure(f.backward),
                                     closure(f.jvp), entry_lines(module, f)) for f in module.formulas)
-    held = [*(node for helper in module.helpers for node in _subtree(helper.node)),
-            *(f.schema_node for f in module.formulas)]
-    starts = {node: module.span(node) for node in held if node in module.positions}
-    return ModuleSummary(module.path, module.source_digest, formulas, module.helpers, module.nondifferentiable,
-                         module.diagnostics, dict(module.function_returns), starts)
+    summary = ModuleSummary(module.path, module.source_digest, formulas, module.helpers, module.nondifferentiable,
+                            module.diagnostics, dict(module.function_returns), ())
+    spans = [module.positions.get(node) for node in summary.held()]
+    return dataclasses.replace(summary, starts=tuple(None if s is None else (s.line, s.col) for s in spans))
 
 
 def entry_lines(module: FormulaModule, formula: Formula) -> EntryLines:
@@ -192,9 +208,14 @@ class DeferredPositions(Mapping[cst.CSTNode, Span]):
     """A deferred module's positions: of the nodes its summary holds from the summary, the rest from
     the full model."""
 
-    def __init__(self, starts: Mapping[cst.CSTNode, Span], load: Callable[[], FormulaModule]) -> None:
-        self._held = starts
+    def __init__(self, summary: ModuleSummary, load: Callable[[], FormulaModule]) -> None:
+        self._summary = summary
         self._load = load
+
+    @functools.cached_property
+    def _held(self) -> dict[cst.CSTNode, Span]:
+        return {node: Span(*start) for node, start in zip(self._summary.held(), self._summary.starts, strict=True)
+                if start is not None}
 
     def __getitem__(self, node: cst.CSTNode) -> Span:
         found = self._held.get(node)

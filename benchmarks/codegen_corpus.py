@@ -24,6 +24,7 @@ torchgen cold (aims, issue 21: cold <= 1.0, one file changed <= 0.25, nothing
 changed <= 0.05), and the floors under them, timed the same way: a fresh
 interpreter that does nothing (``python -c pass``, under nothing changed); one
 that imports what a run imports (the transpiler's emitter and linter, libcst);
+one that also reads the edited file into its model (under one file changed);
 one that only parses the corpus files with libcst (what any transpile of them
 must do first), and the corpus and the shipped library (what a cold run parses:
 the corpus calls the shipped library's operators and helpers); and, in this
@@ -96,6 +97,7 @@ for directory in sys.argv[1:]:
         libcst.parse_module(path.read_text(encoding="utf-8"))
 """
 IMPORTS_ONLY = "import libcst, transpiler.cpp.generate, transpiler.cpp.emit, transpiler.frontend, transpiler.lint.runner"
+ONE_FILE_ONLY = IMPORTS_ONLY + "; import sys; transpiler.frontend.read_module(sys.argv[1])"
 SHIPPED = Path(__file__).resolve().parent.parent / "formulas"
 
 
@@ -107,6 +109,12 @@ def floor_parse(*directories: Path) -> None:
 def floor_imports() -> None:
     """A fresh interpreter that imports what a transpile run imports, nothing else."""
     subprocess.run([sys.executable, "-c", IMPORTS_ONLY], check=True)
+
+
+def floor_one_file(path: Path) -> None:
+    """A fresh interpreter that imports what a run imports and reads one formula file into its model
+    (what a run after an edit of that file must do at least), nothing else."""
+    subprocess.run([sys.executable, "-c", ONE_FILE_ONLY, str(path)], check=True)
 
 
 def floor_torchgen_yaml() -> None:
@@ -186,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             ("floor parse corpus", lambda: floor_parse(formulas), None),
             ("floor parse corpus and shipped", lambda: floor_parse(formulas, SHIPPED), None),
             ("floor imports", floor_imports, None),
+            ("floor one file", lambda: floor_one_file(edited), None),
             ("floor nothing changed", floor_unchanged, None),
             ("floor torchgen yaml", floor_torchgen_yaml, None),
         ]
@@ -218,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             ("floor: libcst parse of the corpus files alone, fresh interpreter", "floor parse corpus", ""),
             ("floor: libcst parse of the corpus and the shipped library", "floor parse corpus and shipped", ""),
             ("floor: imports of a run alone (libcst, emitter, linter)", "floor imports", ""),
+            ("floor: those imports and the edited file read into its model", "floor one file", ""),
             ("floor: interpreter start alone", "floor nothing changed", ""),
             ("floor: torchgen's YAML reading alone (part of torchgen's time)", "floor torchgen yaml", "")]
     for text, label, aim in rows:

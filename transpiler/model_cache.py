@@ -19,7 +19,10 @@ before it ends, so its cost is the run's); they are trusted as
 the interpreter trusts its ``__pycache__``: only the user writes there. An entry that
 cannot be read, or a model that cannot be pickled (too deep for the pickler), is
 parsed again; a cache that cannot be written leaves the run uncached, silently (it
-only costs time). The least recently used entries beyond :data:`KEPT_ENTRIES` go.
+only costs time). Beside each model its summary is kept (:mod:`transpiler.model_summary`):
+a stored model is given to the run as its summary, whose syntax is loaded only when a
+computation reads it, so a run after an edit of one file loads that file's model and
+the small summaries of the others. The least recently used entries beyond :data:`KEPT_ENTRIES` go.
 The same directory keeps what the run computed from the models
 (:mod:`transpiler.module_results`) and the per-file lint findings
 (:mod:`transpiler.lint.cache`).
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
     from transpiler.model import FormulaModule
 
 DIRECTORY = "model-cache"
-KEPT_ENTRIES = 512          # the imported corpus is 24 files, the shipped library 34: room for several versions
+KEPT_ENTRIES = 1024         # a model and its summary: the imported corpus is 24 files, the shipped library 34: room for several versions
 GENERATOR_SOURCES = Path(__file__).resolve().parent
 FORMAT = 1                  # the layout of an entry; bump when what is stored changes shape
 
@@ -73,12 +76,19 @@ def _formula_module() -> type:
     return FormulaModule
 
 
+def _module_summary() -> type:
+    from transpiler.model_summary import ModuleSummary
+
+    return ModuleSummary
+
+
 class ModelCache:
     """Parsed formula modules stored in ``directory``, by the hash of everything they depend on."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.pending: dict[Path, FormulaModule] = {}   # parsed by this run, not stored yet (entry -> model)
+        self.pending_summaries: dict[Path, FormulaModule] = {}   # read whole by this run: their summaries
         self.stored = 0                 # entries written by this run (for the pruning)
         self.writers: list[int] = []    # processes storing entries in the background
 
@@ -91,20 +101,42 @@ class ModelCache:
 
     def parse(self, path: str, source: str, parse: Callable[[str, str], FormulaModule]) -> FormulaModule:
         """The stored model of (``path``, ``source``), else ``parse(path, source)``, to be stored
-        (:meth:`store`)."""
+        (:meth:`store`). A stored model is given as its summary (:mod:`transpiler.model_summary`):
+        its syntax is loaded only when a computation reads it."""
+        key = self.key(path, source)
+        entry, summary_entry = self.directory / f"{key}.pickle", self.directory / f"{key}.summary.pickle"
+        summary = self._stored(summary_entry, path, _module_summary())
+        if summary is not None and summary.source_digest:
+            with contextlib.suppress(OSError):
+                os.utime(entry)         # the full model goes with its summary in the pruning
+
+            @functools.cache
+            def load() -> FormulaModule:
+                full = self._stored(entry, path, _formula_module())
+                if full is None or full.source_digest != summary.source_digest:
+                    full = parse(path, source)      # gone or damaged: parsed again
+                    self.pending[entry] = full
+                return full
+            return summary.deferred(load)
+        module = self._stored(entry, path, _formula_module())
+        if module is None:
+            module = parse(path, source)
+            self.pending[entry] = module
+        self.pending_summaries[summary_entry] = module
+        return module
+
+    def _stored(self, entry: Path, path: str, kind: type) -> object | None:
+        """The ``kind`` of ``path`` pickled in ``entry``; None when it cannot be read or holds another thing."""
         import pickle
 
-        entry = self.directory / f"{self.key(path, source)}.pickle"
         with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
-                                 IndexError, TypeError, ValueError, RecursionError, MemoryError):
+                                 IndexError, KeyError, TypeError, ValueError, RecursionError, MemoryError):
             data = entry.read_bytes()
             os.utime(entry)             # recently used: kept by the pruning
             stored = pickle.loads(data)
-            if isinstance(stored, _formula_module()) and stored.path == path:
+            if isinstance(stored, kind) and stored.path == path:
                 return stored
-        module = parse(path, source)
-        self.pending[entry] = module
-        return module
+        return None
 
     def uncached(self, paths: list[str]) -> int:
         """How many of ``paths`` have no stored model (they will be parsed: the slow part of a run)."""
@@ -137,30 +169,36 @@ class ModelCache:
         self.store(background=True)
 
     def store(self, background: bool = False) -> None:
-        """Write the models parsed since the last call; ``background``: in a second process (when
-        the machine has a second core), which :meth:`finish` waits for."""
+        """Write the models parsed since the last call and the summaries of the models read whole;
+        ``background``: in a second process (when the machine has a second core), which
+        :meth:`finish` waits for."""
         pending, self.pending = self.pending, {}
-        if not pending:
+        summaries, self.pending_summaries = self.pending_summaries, {}
+        if not pending and not summaries:
             return
-        self.stored += len(pending)
+        self.stored += len(pending) + len(summaries)
         if background and (os.cpu_count() or 1) > 1:
             writer = os.fork()
             if writer:
                 self.writers.append(writer)
                 return
             try:                        # the child: write, and leave without running the parent's exit code
-                self._write(pending)
+                self._write(pending, summaries)
             finally:
                 os._exit(0)
-        self._write(pending)
+        self._write(pending, summaries)
 
-    def _write(self, pending: dict[Path, FormulaModule]) -> None:
+    def _write(self, pending: dict[Path, FormulaModule], summaries: dict[Path, FormulaModule]) -> None:
         import pickle
 
-        for entry, module in pending.items():
+        from transpiler.model_summary import summarize
+
+        for entry, module in [*pending.items(), *summaries.items()]:
             try:
-                write_file(entry, pickle.dumps(module, protocol=pickle.HIGHEST_PROTOCOL))
-            except (pickle.PicklingError, TypeError, AttributeError, RecursionError, MemoryError, OutputError):
+                stored = summarize(module) if entry in summaries else module
+                write_file(entry, pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL))
+            except (pickle.PicklingError, TypeError, AttributeError, KeyError, RecursionError, MemoryError,
+                    OutputError):
                 continue                # not kept: parsed again next time
 
     def finish(self) -> None:

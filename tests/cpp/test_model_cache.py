@@ -91,6 +91,11 @@ def test_a_model_is_kept_for_its_path_text_transpiler_and_libcst_only(tmp_path, 
     assert key not in others and len(others) == 4
 
 
+def plain(module) -> str:
+    """The model's repr with deferred formulas and closures (:mod:`transpiler.model_summary`) read in full."""
+    return repr(module).replace("DeferredFormula(", "Formula(").replace("DeferredClosure(", "Closure(")
+
+
 def test_a_stored_model_is_reused_and_an_unreadable_one_is_parsed_again(tmp_path):
     cache = model_cache.ModelCache(tmp_path)
     parsed: list[str] = []
@@ -103,13 +108,19 @@ def test_a_stored_model_is_reused_and_an_unreadable_one_is_parsed_again(tmp_path
     cache.store()
     again = cache.parse("pkg/trig.py", SOURCE, parse)
     assert parsed == ["pkg/trig.py"] and again is not first
-    assert repr(again) == repr(first)           # the same model (libcst nodes compare by identity)
-    assert [f.op_name for f in again.formulas] == ["sin", "cos"]
+    assert [f.op_name for f in again.formulas] == ["sin", "cos"]      # from the summary
+    assert plain(again) == plain(first)     # the same model (libcst nodes compare by identity)
     assert again.span(again.formulas[0].node) == first.span(first.formulas[0].node)
-    (entry,) = tmp_path.glob("*.pickle")
-    entry.write_bytes(b"not a pickle")
-    assert repr(cache.parse("pkg/trig.py", SOURCE, parse)) == repr(first)
+    assert parsed == ["pkg/trig.py"]        # the syntax was loaded, not parsed
+    key = cache.key("pkg/trig.py", SOURCE)
+    full, summary = tmp_path / f"{key}.pickle", tmp_path / f"{key}.summary.pickle"
+    full.write_bytes(b"not a pickle")       # the summary is read; the syntax, once read, is parsed again
+    deferred = cache.parse("pkg/trig.py", SOURCE, parse)
+    assert parsed == ["pkg/trig.py"] and plain(deferred) == plain(first)
     assert parsed == ["pkg/trig.py"] * 2
+    summary.write_bytes(b"not a pickle")
+    assert plain(cache.parse("pkg/trig.py", SOURCE, parse)) == plain(first)
+    assert parsed == ["pkg/trig.py"] * 3
 
 
 def test_entries_written_in_the_background_are_pruned_to_the_most_recently_used(tmp_path, monkeypatch):

@@ -2,13 +2,14 @@
 re-lints and re-emits the edited module and what depends on it, and writes what a cold run writes."""
 from __future__ import annotations
 
+import functools
 import pickle
 
 import pytest
 
 from tests.cpp.test_model_cache import EXP, EXP_EDITED, files, transpile
 from tests.cpp.test_transpile_cli import GOOD
-from transpiler import module_results, pipeline
+from transpiler import model_summary, module_results, pipeline
 from transpiler.cpp import emit
 
 HELPER = """\
@@ -60,9 +61,17 @@ def cold(formulas, out, models, *mode: str) -> int:
 @pytest.fixture
 def computed(monkeypatch) -> dict[str, list[str]]:
     """The modules whose C++ (``emitted``) and lint findings (``linted``) were computed, not kept,
-    from now on, and each computation of ``helpers.cpp`` (``helpers``)."""
-    found: dict[str, list[str]] = {"emitted": [], "linted": [], "helpers": []}
+    from now on, each computation of ``helpers.cpp`` (``helpers``), and the modules read from their
+    summary whose syntax was loaded (``loaded``, :mod:`transpiler.model_summary`)."""
+    found: dict[str, list[str]] = {"emitted": [], "linted": [], "helpers": [], "loaded": []}
     module_file, findings, helpers_files = emit._module_file, pipeline.formula_findings, emit._helpers_files
+    deferred = model_summary.ModuleSummary.deferred
+
+    def summarised(summary, load):
+        def counted():
+            found["loaded"].append(summary.path)
+            return load()
+        return deferred(summary, functools.cache(counted))
 
     def emitted(module, *args):
         found["emitted"].append(module.path)
@@ -79,6 +88,7 @@ def computed(monkeypatch) -> dict[str, list[str]]:
     monkeypatch.setattr(emit, "_module_file", emitted)
     monkeypatch.setattr(pipeline, "formula_findings", linted)
     monkeypatch.setattr(emit, "_helpers_files", helpers)
+    monkeypatch.setattr(model_summary.ModuleSummary, "deferred", summarised)
     return found
 
 
@@ -101,6 +111,8 @@ def test_an_edit_recomputes_only_the_edited_module_and_writes_what_a_cold_run_wr
     assert transpile(formulas, out, "--cache-dir", str(cache), *mode) == 0
     assert below(computed["emitted"], formulas) == below(computed["linted"], formulas) == ["more.py"]
     assert computed["helpers"] == []
+    assert computed["loaded"] == []     # the edited module is parsed; of the others (and the shipped library)
+                                        # only the summaries are read
     assert cold(formulas, tmp_path / "cold", models, *mode) == 0
     assert files(out) == files(tmp_path / "cold")
     assert b"result * grad" in (out / "more.cpp").read_bytes()
@@ -122,6 +134,7 @@ def test_an_edit_of_a_helper_recomputes_what_depends_on_it(tmp_path, models, com
         assert below(computed["linted"], formulas) == ["a.py", "b.py"], edit
         assert below(computed["emitted"], formulas) == (["a.py", "b.py"] if edit == "signature" else ["a.py"]), edit
         assert computed["helpers"] == ["helpers.cpp"], edit
+        assert below(computed["loaded"], formulas) == ["b.py"], edit    # the caller's syntax, to lint and emit it
     assert cold(formulas, tmp_path / "cold", models) == 0
     assert files(out) == files(tmp_path / "cold")
     assert b"times" in (out / "helpers.cpp").read_bytes()

@@ -358,10 +358,23 @@ def _context_key(context: Context, namespace: str) -> str | None:
     kept."""
     if module_results.active() is None:
         return None
-    helpers = [(name, [(p, ty, None if default is None else cst.Module([]).code_for_node(default))
-                       for p, ty, default in signature.params], signature.returns)
-               for name, signature in context.helpers.items()]
-    return module_results.key("context", namespace, list(context.operators.items()), helpers, context.names)
+    helpers = [(name, [(p, ty, None if default is None else _code(default)) for p, ty, default in signature.params],
+                signature.returns) for name, signature in context.helpers.items()]
+    operators = [(name, [_schema_text(schema) for schema in schemas]) for name, schemas in context.operators.items()]
+    return module_results.key("context", namespace, operators, helpers, context.names)
+
+
+# A run computes the context key of two emissions (lint's check and the one that writes) over the
+# same schemas and helper defaults: their text is made once.
+@functools.lru_cache(maxsize=None)
+def _schema_text(schema: FunctionSchema) -> str:
+    """The schema's ``repr``: every field (its ``str`` leaves out whether an argument is an ``out=``)."""
+    return repr(schema)
+
+
+@functools.lru_cache(maxsize=4096)
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
 
 
 def refusals(modules: tuple[FormulaModule, ...], library: tuple[FormulaModule, ...] = (),
@@ -383,13 +396,13 @@ def with_helpers_of(library: Library, other: Library) -> Library:
     helper it uses (``from formulas.helpers import sum_to``), since another package's C++ is not
     linked with it. They are added as helper-only modules, so no formula of ``other`` is emitted."""
     own = {h.name for h in library.helpers}
-    offered = {h.name: h for h in other.helpers if h.name not in own}
+    offered = {name: used for m in other.modules for name, used in _names_used_by_helpers(m).items() if name not in own}
     wanted: set[str] = set()
     used = set().union(*map(_names_used_by, library.modules))
     while called := {name for name in offered.keys() - wanted
                      if name in used or name.rpartition(OVERLOAD_SEPARATOR)[0] in used}:   # with its overloads
         wanted |= called
-        used = set().union(*(names_used(offered[name].node) for name in called))
+        used = set().union(*(offered[name] for name in called))
     if not wanted:
         return library
     added = tuple(replace(m, formulas=(), nondifferentiable=(),
@@ -408,6 +421,19 @@ def _names_used_by(module: FormulaModule) -> frozenset[str]:
         nodes = [item.node for item in (*module.formulas, *module.helpers)]
         nodes += [f.jvp.node for f in module.formulas if f.jvp is not None]
         found = frozenset().union(*map(names_used, nodes))
+    if kept is not None:
+        kept.put(key, found)
+    return found
+
+
+def _names_used_by_helpers(module: FormulaModule) -> dict[str, frozenset[str]]:
+    """Each helper of ``module`` -> the names its body uses, kept between runs as :func:`_names_used_by`."""
+    kept = module_results.active() if module.source_digest else None
+    key = module_results.key("helper names", *_identity(module)) if kept is not None else ""
+    found = kept.get(key, lambda kept: isinstance(kept, dict) and all_of(str, tuple(kept))
+                     and all(all_of(str, names) for names in kept.values())) if kept is not None else None
+    if found is None:
+        found = {helper.name: names_used(helper.node) for helper in module.helpers}
     if kept is not None:
         kept.put(key, found)
     return found

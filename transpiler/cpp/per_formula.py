@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING
 from transpiler.diagnostics import Diagnostic
 
 if TYPE_CHECKING:   # imported lazily: an up-to-date run (which reads ``REFUSED``) never loads libcst
-    import libcst as cst
-
-    from transpiler.model import Formula, FormulaModule, Library
+    from transpiler.model import Formula, FormulaModule, Helper, Library
 
 REFUSED = "REFUSED"            # per-formula mode: one refused entry a line, ``path:line:col: CODE message [entry]``
 MODULE_LEVEL = "<module>"      # a finding outside every formula and helper
@@ -49,6 +47,8 @@ class Entries:
     included), to attribute diagnostics to them and leave refused ones out."""
 
     def __init__(self, library: Library) -> None:
+        from transpiler.model_summary import entry_lines, first_line
+
         self.library = library
         self.starts: dict[str, list[tuple[int, str]]] = {}
         self.formula_keys: set[tuple[str, int]] = set()
@@ -57,19 +57,23 @@ class Entries:
         for module in library.modules:
             found = []
             for formula in module.formulas:
-                found.append((_first_line(module, formula.node), formula.op_name))
-                self.formula_keys.add((module.path, found[-1][0]))
-                if formula.jvp is not None and formula.jvp.index is not None:
-                    after = formula.node.body.body[formula.jvp.index + 1]   # the final return follows it
-                    self.jvp_lines[module.path, found[-1][0]] = range(module.span(formula.jvp.node).line,
-                                                                      module.span(after).line)
+                lines = entry_lines(module, formula)     # a summary's formula carries them (no syntax read)
+                found.append((lines.first, formula.op_name))
+                self.formula_keys.add((module.path, lines.first))
+                if lines.jvp is not None:
+                    self.jvp_lines[module.path, lines.first] = lines.jvp
             for helper in module.helpers:
-                found.append((_first_line(module, helper.node), helper.name))
+                found.append((first_line(module, helper.node), helper.name))
                 self.helper_keys[helper.name] = (module.path, found[-1][0])
             self.starts[module.path] = sorted(found)
 
-    def key(self, module: FormulaModule, node: cst.FunctionDef) -> tuple[str, int]:
-        return module.path, _first_line(module, node)
+    def key(self, module: FormulaModule, item: Formula | Helper) -> tuple[str, int]:
+        from transpiler.model import Helper
+        from transpiler.model_summary import entry_lines, first_line
+
+        if isinstance(item, Helper):
+            return module.path, first_line(module, item.node)
+        return module.path, entry_lines(module, item).first
 
     def owner(self, diagnostic: Diagnostic) -> tuple[tuple[str, int], str]:
         """The entry whose definition holds the diagnostic's line (the last one starting above it)."""
@@ -95,7 +99,7 @@ class Entries:
             for module in self.library.modules:
                 for item, label in [*((f, f.op_name) for f in module.formulas),
                                     *((h, h.name) for h in module.helpers)]:
-                    key = self.key(module, item.node)
+                    key = self.key(module, item)
                     called = names_used(item.node) & names
                     if key in refused or key in added or not called:
                         continue
@@ -113,21 +117,18 @@ class Entries:
     def without(self, refused: set[tuple[str, int]], jvp_left_out: dict[tuple[str, int], Refusal]) -> Library:
         """The library less the refused formulas and helpers, and less the jvps left out."""
         from transpiler.model import Library
+        from transpiler.model_summary import with_changes
 
         def kept(module: FormulaModule, formula: Formula) -> Formula:
-            why = jvp_left_out.get(self.key(module, formula.node))
+            why = jvp_left_out.get(self.key(module, formula))
             if why is None:
                 return formula
-            return dataclasses.replace(formula, jvp=None,
-                                       jvp_left_out=f"{why.diagnostic.code} {why.diagnostic.message}")
+            return with_changes(formula, jvp=None, jvp_left_out=f"{why.diagnostic.code} {why.diagnostic.message}")
 
         return Library(tuple(dataclasses.replace(
             module,
-            formulas=tuple(kept(module, f) for f in module.formulas if self.key(module, f.node) not in refused),
-            helpers=tuple(h for h in module.helpers if self.key(module, h.node) not in refused))
+            formulas=tuple(kept(module, f) for f in module.formulas if self.key(module, f) not in refused),
+            helpers=tuple(h for h in module.helpers if self.key(module, h) not in refused))
             for module in self.library.modules))
 
-
-def _first_line(module: FormulaModule, node: cst.FunctionDef) -> int:
-    return min([module.span(d).line for d in node.decorators] + [module.span(node).line])
 

@@ -1,0 +1,229 @@
+"""A formula module's summary: the part of its model the rest of a run reads, loaded without its syntax.
+
+A run after an edit of one file recomputes that file's results and takes every
+other module's from :mod:`transpiler.module_results`; what it still reads of an
+unchanged module is small: its operators (schemas), the facts that key its
+kept results (each formula's name, line, whether it has a jvp), its helpers
+(whole: lint follows calls into their bodies, the emitter declares them) and
+the lines per-formula mode attributes diagnostics by. A
+:class:`ModuleSummary` holds exactly that, pickled beside the full model by
+:mod:`transpiler.model_cache`; loading it is a small fraction of loading the
+module's syntax trees.
+
+:meth:`ModuleSummary.deferred` turns it back into a
+:class:`~transpiler.model.FormulaModule` whose formulas are deferred: the
+summary's fields are set, and the first read of any other field (a syntax
+node, the dataflow, a closure's captures) loads the full model through
+``load`` and takes that field from it. So every consumer reads the model it
+always read and a computation that needs the syntax gets the very nodes the
+full model holds (its positions included): a summary can make a run slower,
+never different. The positions of the nodes a summary holds (the helpers'
+and the schema strings) travel with it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import libcst as cst
+
+from transpiler.diagnostics import Diagnostic
+from transpiler.model import Closure, Formula, FormulaModule, Helper, Span
+from transpiler.schema import FunctionSchema
+
+# The fields a summary keeps: plain data and the schema string (where the duplicate-operator and
+# schema findings point), no other syntax. Every other field is deferred.
+FORMULA_FIELDS = ("path", "function", "span", "schema", "schema_node", "output_differentiability",
+                  "differentiable_outputs",
+                  "params", "differentiable_inputs", "outputs", "rebound_inputs", "derives_jvp", "jvp_left_out",
+                  "dispatch")
+CLOSURE_FIELDS = ("role", "span", "params", "index", "rebound", "needs_input_grad", "rule")
+CLOSURES = ("backward", "jvp")   # a formula's closures: deferred themselves, so ``formula.jvp is None`` is cheap
+
+
+@dataclass(frozen=True)
+class EntryLines:
+    """Where per-formula mode places a formula (:class:`transpiler.cpp.per_formula.Entries`)."""
+
+    first: int                   # the def's first line, decorators included
+    jvp: range | None            # the lines of a written jvp (up to the final return); None: none written
+
+
+@dataclass(frozen=True)
+class ClosureSummary:
+    """A closure without its syntax."""
+
+    values: tuple[object, ...]   # the :data:`CLOSURE_FIELDS`, in order
+
+
+@dataclass(frozen=True)
+class FormulaSummary:
+    """A formula without its syntax (but its schema string), and where per-formula mode places it."""
+
+    values: tuple[object, ...]   # the :data:`FORMULA_FIELDS`, in order
+    backward: ClosureSummary
+    jvp: ClosureSummary | None
+    lines: EntryLines
+
+    @property
+    def schema_node(self) -> cst.BaseExpression:
+        return self.values[FORMULA_FIELDS.index("schema_node")]
+
+
+@dataclass(frozen=True)
+class ModuleSummary:
+    """What a run reads of a module whose results are kept (the module docstring says why)."""
+
+    path: str
+    source_digest: str
+    formulas: tuple[FormulaSummary, ...]
+    helpers: tuple[Helper, ...]
+    nondifferentiable: tuple[FunctionSchema, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    function_returns: Mapping[str, str | None]
+    # Where each node it holds starts (helpers, schema strings: :meth:`held` order; None: no position),
+    # as (line, column) pairs: cheaper to load than a mapping of nodes, built on the first lookup.
+    starts: tuple[tuple[int, int] | None, ...]
+
+    def held(self) -> Iterator[cst.CSTNode]:
+        """The syntax nodes the summary holds: every node of its helpers, each formula's schema string."""
+        for helper in self.helpers:
+            yield from _subtree(helper.node)
+        yield from (f.schema_node for f in self.formulas)
+
+    def deferred(self, load: Callable[[], FormulaModule]) -> FormulaModule:
+        """The module, its formulas deferred: the first read of a field the summary lacks calls
+        ``load`` (memoise it: it is called once per such read) for the full model."""
+        formulas = tuple(_deferred_formula(summary, index, load) for index, summary in enumerate(self.formulas))
+        return FormulaModule(self.path, formulas, self.helpers, self.nondifferentiable, self.diagnostics,
+                             positions=DeferredPositions(self, load),
+                             function_returns=self.function_returns, source_digest=self.source_digest)
+
+
+def summarize(module: FormulaModule) -> ModuleSummary:
+    """The summary of a full model (not of a deferred one: its nodes would be loaded)."""
+    def closure(found: Closure | None) -> ClosureSummary | None:
+        return None if found is None else ClosureSummary(tuple(getattr(found, f) for f in CLOSURE_FIELDS))
+
+    formulas = tuple(FormulaSummary(tuple(getattr(f, name) for name in FORMULA_FIELDS), closure(f.backward),
+                                    closure(f.jvp), entry_lines(module, f)) for f in module.formulas)
+    summary = ModuleSummary(module.path, module.source_digest, formulas, module.helpers, module.nondifferentiable,
+                            module.diagnostics, dict(module.function_returns), ())
+    spans = [module.positions.get(node) for node in summary.held()]
+    return dataclasses.replace(summary, starts=tuple(None if s is None else (s.line, s.col) for s in spans))
+
+
+def entry_lines(module: FormulaModule, formula: Formula) -> EntryLines:
+    """Where ``formula`` of ``module`` starts and its written jvp lies; a deferred formula carries
+    them from its summary."""
+    lines = formula.__dict__.get("lines") if isinstance(formula, DeferredFormula) else None
+    if lines is not None:
+        return lines if formula.jvp is not None else EntryLines(lines.first, None)
+    jvp = None
+    if formula.jvp is not None and formula.jvp.index is not None:
+        after = formula.node.body.body[formula.jvp.index + 1]   # the final return follows it
+        jvp = range(module.span(formula.jvp.node).line, module.span(after).line)
+    return EntryLines(first_line(module, formula.node), jvp)
+
+
+def first_line(module: FormulaModule, node: cst.FunctionDef) -> int:
+    """The first line of a decorated ``def``."""
+    return min([module.span(d).line for d in node.decorators] + [module.span(node).line])
+
+
+def with_changes(formula: Formula, **changes: object) -> Formula:
+    """``dataclasses.replace(formula, **changes)``, without loading a deferred formula."""
+    if not isinstance(formula, DeferredFormula):
+        return dataclasses.replace(formula, **changes)
+    changed = object.__new__(DeferredFormula)
+    changed.__dict__.update(formula.__dict__)
+    changed.__dict__.update(changes)
+    return changed
+
+
+def _subtree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        pending.extend(current.children)
+
+
+class _Deferred:
+    """Fields missing from ``__dict__`` are taken, on first read, from the full object ``_full()``."""
+
+    _kept: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str) -> object:   # called only for attributes not set
+        full = self.__dict__.get("_full")
+        if full is None or name.startswith("__") or name in self._kept or name == "lines":
+            raise AttributeError(name)
+        found = full()
+        for field in dataclasses.fields(found):
+            self.__dict__.setdefault(field.name, getattr(found, field.name))
+        return self.__dict__[name]
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled (or copied) as the full object it stands for."""
+        plain = self._plain
+        return _rebuild, (plain, {f.name: getattr(self, f.name) for f in dataclasses.fields(plain)})
+
+
+def _rebuild(kind: type, values: dict[str, object]) -> object:
+    return kind(**values)
+
+
+class DeferredFormula(_Deferred, Formula):
+    """A :class:`~transpiler.model.Formula` read from a summary (:meth:`ModuleSummary.deferred`)."""
+
+    _kept = FORMULA_FIELDS + CLOSURES
+    _plain = Formula
+
+
+class DeferredClosure(_Deferred, Closure):
+    """A :class:`~transpiler.model.Closure` read from a summary."""
+
+    _kept = CLOSURE_FIELDS
+    _plain = Closure
+
+
+def _deferred_formula(summary: FormulaSummary, index: int, load: Callable[[], FormulaModule]) -> Formula:
+    formula = object.__new__(DeferredFormula)
+    formula.__dict__.update(zip(FORMULA_FIELDS, summary.values), lines=summary.lines,
+                            _full=lambda: load().formulas[index])
+    for role, found in zip(CLOSURES, (summary.backward, summary.jvp)):
+        formula.__dict__[role] = None if found is None else _deferred_closure(found, index, role, load)
+    return formula
+
+
+def _deferred_closure(summary: ClosureSummary, index: int, role: str, load: Callable[[], FormulaModule]) -> Closure:
+    closure = object.__new__(DeferredClosure)
+    closure.__dict__.update(zip(CLOSURE_FIELDS, summary.values), _full=lambda: getattr(load().formulas[index], role))
+    return closure
+
+
+class DeferredPositions(Mapping[cst.CSTNode, Span]):
+    """A deferred module's positions: of the nodes its summary holds from the summary, the rest from
+    the full model."""
+
+    def __init__(self, summary: ModuleSummary, load: Callable[[], FormulaModule]) -> None:
+        self._summary = summary
+        self._load = load
+
+    @functools.cached_property
+    def _held(self) -> dict[cst.CSTNode, Span]:
+        return {node: Span(*start) for node, start in zip(self._summary.held(), self._summary.starts, strict=True)
+                if start is not None}
+
+    def __getitem__(self, node: cst.CSTNode) -> Span:
+        found = self._held.get(node)
+        return found if found is not None else self._load().positions[node]
+
+    def __iter__(self) -> Iterator[cst.CSTNode]:
+        yield from self._held
+        yield from self._load().positions
+
+    def __len__(self) -> int:
+        return len(self._held) + len(self._load().positions)

@@ -35,6 +35,8 @@ AT_LEAST_JVPS = 137
 # without one, 244 deriving, with torch 2.13.0); the lines' patterns.
 AT_LEAST_DERIVED_PROVEN = 143
 DERIVED_COUNTS = r"^  without a jvp\s+(\d+) emitted \(no forward formula in torch\): (\d+) derive one, (\d+) refused$"
+GRADCHECKABLE = (r"^  (\d+) of (\d+) entries torch can gradcheck are proven \((\d+\.\d) %\): on torch's OpInfo "
+                 r"samples (\d+), on our inputs (\d+)$")
 DERIVED_PROOFS = r"^    F1 of the derived jvp .+: (\d+) proven, (\d+) failed, (\d+) without a case; "
 
 
@@ -77,6 +79,16 @@ def test_the_corpus_funnel_reaches_c1_and_ct(funnel: subprocess.CompletedProcess
     assert len(re.findall(r"^  \S+ \[jvp not derived\]: .+$", done.stdout, re.MULTILINE)) == refused
     assert len(re.findall(r"^  \S+ \[derived jvp (failed|no inputs)\]: .+$", done.stdout, re.MULTILINE)) \
         == failed + no_case
+    # the share of the entries torch itself can gradcheck (its own overload passes gradcheck and
+    # gradgradcheck on CPU float64 on one of the proof's cases) that are proven, split OpInfo/ours;
+    # each of those not proven listed under its stage and reason
+    proven_share = re.search(GRADCHECKABLE, done.stdout, re.MULTILINE)
+    assert proven_share, done.stdout[-3000:]
+    shared, gradcheckable, percent, share_opinfo, share_ours = proven_share.groups()
+    assert int(shared) == int(share_opinfo) + int(share_ours) <= min(int(gradcheckable), int(counts["CT"]))
+    assert f"{100 * int(shared) / int(gradcheckable):.1f}" == percent
+    grouped = re.findall(r"^    (?:import|lint|emit|compile|C1|CT) .+ \((\d+)\)$", done.stdout, re.MULTILINE)
+    assert sum(map(int, grouped)) == int(gradcheckable) - int(shared)
     # every entry that falls out is listed with its stage and reason
     listed = re.findall(r"^  \S+ \[(import|lint|emit|compile|C1|CT)\]: .+$", done.stdout, re.MULTILINE)
     assert len(listed) == 687 - int(counts["CT"])

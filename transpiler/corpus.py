@@ -207,10 +207,10 @@ def gradcheckable_report(torch_verdicts: dict[str, bool], proven_on: dict[str, s
     proven = [entry for entry in gradcheckable if entry in proven_on]
     on_opinfo = sum(proven_on[entry] == "OpInfo" for entry in proven)
     share = 100 * len(proven) / len(gradcheckable) if gradcheckable else 0.0
-    lines = [f"torch's own overload passes gradcheck and gradgradcheck (CPU, float64) on {len(gradcheckable)} of "
-             f"{len(torch_verdicts)} entries",
-             f"  {len(proven)} of {len(gradcheckable)} entries torch can gradcheck are proven ({share:.1f} %): "
-             f"on torch's OpInfo samples {on_opinfo}, on our inputs {len(proven) - on_opinfo}"]
+    lines = [(f"torch's own overload passes gradcheck and gradgradcheck (CPU, float64) on {len(gradcheckable)} of "
+              f"{len(torch_verdicts)} entries"),
+             (f"  {len(proven)} of {len(gradcheckable)} entries torch can gradcheck are proven ({share:.1f} %): "
+              f"on torch's OpInfo samples {on_opinfo}, on our inputs {len(proven) - on_opinfo}")]
     groups: dict[str, list[str]] = {}
     for entry in gradcheckable:
         if entry not in proven_on:

@@ -404,9 +404,9 @@ def torch_gradchecks(theirs, cases) -> bool:
     for args, kwargs, *wrapper in cases:
         op = _through(wrapper[0], theirs) if wrapper else theirs
         inputs = _differentiated(args, kwargs)
-        if inputs and not (_too_large(op, args, kwargs, inputs) or _torch_differentiates(op, args, kwargs, inputs)):
-            if not torch_fails(op, args, kwargs, inputs):
-                return True
+        usable = inputs and not (_too_large(op, args, kwargs, inputs) or _torch_differentiates(op, args, kwargs, inputs))
+        if usable and not torch_fails(op, args, kwargs, inputs):
+            return True
     return False
 
 

@@ -10,13 +10,13 @@ from transpiler.corpus import gradcheckable_report
 
 # The reasons the funnel gives, as it gives them (a diagnostic with its location, a proof's failure).
 FALLEN = {
-    "mvlgamma": ("emit", "/b/corpus/formulas/derivatives_007.py:117:21: DB201 cannot transliterate a call to "
-                         "'mvlgamma_backward' to C++"),
-    "index_reduce": ("emit", "/b/corpus/formulas/derivatives_004.py:314:34: DB201 cannot transliterate a call to "
-                             "'index_reduce_backward' to C++"),
+    "mvlgamma": ("emit", ("/b/corpus/formulas/derivatives_007.py:117:21: DB201 cannot transliterate a call to "
+                         "'mvlgamma_backward' to C++")),
+    "index_reduce": ("emit", ("/b/corpus/formulas/derivatives_004.py:314:34: DB201 cannot transliterate a call to "
+                             "'index_reduce_backward' to C++")),
     "clamp.Tensor": ("C1", "C1: gradcheck"),
-    "max_pool2d": ("C1", "C1: the formula calls aten::max_pool2d_backward, which torch has no CPU kernel for "
-                         "(torch's own op reaches another formula on CPU)"),
+    "max_pool2d": ("C1", ("C1: the formula calls aten::max_pool2d_backward, which torch has no CPU kernel for "
+                         "(torch's own op reaches another formula on CPU)")),
     "atan2": ("CT", "CT: first derivative differs from torch's"),
     "_conj": ("C1", "no inputs: no float64 tensor to differentiate"),    # torch cannot gradcheck it either
 }
@@ -40,8 +40,8 @@ def test_counts_only_the_entries_torch_gradchecks_and_groups_the_rest_by_reason(
         "      index_reduce: DB201 cannot transliterate a call to 'index_reduce_backward' to C++",
         "      mvlgamma: DB201 cannot transliterate a call to 'mvlgamma_backward' to C++",
         "    C1 calls a kernel torch has no CPU version of (1)",
-        "      max_pool2d: C1: the formula calls aten::max_pool2d_backward, which torch has no CPU kernel for "
-        "(torch's own op reaches another formula on CPU)",
+        ("      max_pool2d: C1: the formula calls aten::max_pool2d_backward, which torch has no CPU kernel for "
+        "(torch's own op reaches another formula on CPU)"),
         "    C1 gradcheck (1)",
         "      clamp.Tensor: C1: gradcheck",
         "    CT first derivative differs from torch's (1)",
@@ -51,5 +51,5 @@ def test_counts_only_the_entries_torch_gradchecks_and_groups_the_rest_by_reason(
 
 def test_every_entry_torch_gradchecks_proven():
     lines = gradcheckable_report({"sin": True, "cos": True}, {"sin": "OpInfo", "cos": "ours"}, {})
-    assert lines[1:] == ["  2 of 2 entries torch can gradcheck are proven (100.0 %): on torch's OpInfo samples 1, "
-                         "on our inputs 1"]
+    assert lines[1:] == [("  2 of 2 entries torch can gradcheck are proven (100.0 %): on torch's OpInfo samples 1, "
+                         "on our inputs 1")]

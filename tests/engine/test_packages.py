@@ -106,3 +106,23 @@ def test_a_name_with_no_library_helper_still_refuses_to_run(corpus: str):
     x = engine.tensor(np.array([0.2, 0.5, 0.7]), dtype=engine.float64, requires_grad=True)   # inside (0, 1)
     with pytest.raises(NotImplementedError, match="GradMode::is_enabled is a C\\+\\+ function of libtorch"):
         engine.grad(logit(x).sum(), [x])
+
+
+def test_formulas_calling_scalar_methods_run_as_torchs(corpus: str):
+    """The corpus's sub.Tensor calls ``alpha.conj()`` and celu ``alpha.toFloat()`` (c10::Scalar's
+    methods) and sub.Tensor leaves a broadcast gradient unreduced, as torch's engine allows:
+    first and second derivatives equal torch's."""
+    table = package_dispatcher(corpus)
+    x, y = np.linspace(0.5, 1.5, 3).reshape(3, 1), np.linspace(-1, 1, 4).reshape(1, 4)
+    for name, engine_fn, torch_fn, values in (
+            ("sub.Tensor", lambda op, a, b: op(a, b, alpha=2), lambda a, b: torch.sub(a, b, alpha=2), (x, y)),
+            ("celu", lambda op, a: op(a, 0.7), lambda a: torch.celu(a, 0.7), (x - 1.0,))):
+        op = table.overload(name)
+        inputs = [engine.tensor(v, dtype=engine.float64, requires_grad=True) for v in values]
+        firsts = engine.grad((engine_fn(op, *inputs) ** 3).sum(), inputs, create_graph=True)
+        seconds = engine.grad(sum(g.sum() for g in firsts), inputs, allow_unused=True)
+        tensors = [torch.tensor(v, requires_grad=True) for v in values]
+        expected = torch.autograd.grad((torch_fn(*tensors) ** 3).sum(), tensors, create_graph=True)
+        expected_seconds = torch.autograd.grad(sum(g.sum() for g in expected), tensors, allow_unused=True)
+        for got, want in zip([*firsts, *seconds], [*expected, *expected_seconds]):
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12, err_msg=name)

@@ -144,7 +144,8 @@ def _funnel(args: argparse.Namespace) -> int:
             proof = subprocess.run([sys.executable, str(PROOF), library_path, NAMESPACE, json.dumps(compiled),
                                     json.dumps(torch_only)], capture_output=True, text=True)
             results = json.loads(proof.stdout.strip().splitlines()[-1]) if proof.returncode == 0 else {}
-            torch_verdicts = {entry: result["torch_gradchecks"] for entry, result in results.items()}
+            # an entry whose proof died or raised has no verdict: not one torch was seen to gradcheck
+            torch_verdicts = {entry: result.get("torch_gradchecks", False) for entry, result in results.items()}
             for entry in compiled:
                 result = results.get(entry, {"status": "failed", "reason": "the proof did not run"})
                 if result["status"] == "proven":

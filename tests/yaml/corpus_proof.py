@@ -363,7 +363,8 @@ def prove(ours, theirs, cases) -> Proof:
                     if theirs_fail:
                         why = f"torch's own op fails {theirs_fail} on it"
                         break
-                    return Proof("failed", used, f"C1: {label}", torch_passes)
+                    return Proof("failed", used, f"C1: {label}{_check_message(check, on(ours), inputs)}",
+                                 torch_passes)
             else:
                 why = ""
             if why:         # outside the op's smooth domain (a log of a negative number, a kink): not a case
@@ -408,6 +409,17 @@ def torch_gradchecks(theirs, cases) -> bool:
         if usable and not torch_fails(op, args, kwargs, inputs):
             return True
     return False
+
+
+def _check_message(check, fn, inputs) -> str:
+    """What a failing check says, its first sentence (``Backward is not reentrant``, ``Jacobian
+    mismatch for output 0 with respect to input 1``), in parentheses."""
+    try:
+        check(fn, tuple(inputs))
+    except Exception as error:  # noqa: BLE001 - the check's own error is the message wanted
+        first = (str(error).strip().splitlines() or [""])[0]
+        return f" ({re.split(r'[,.]', first)[0][:120]})" if first else ""
+    return ""
 
 
 def _through(wrapper, op):

@@ -143,6 +143,9 @@ def test_torchs_own_verdict_is_recorded_with_the_proof():
     assert corpus_proof.torch_gradchecks(relu, [((at_zero,), {})]) is False
     assert corpus_proof.torch_gradchecks(relu, [((at_zero,), {}), ((away,), {})]) is True
 
+    wrong = corpus_proof.prove(lambda t: relu(t) + (t - t.detach()) / 2, relu, [((away,), {})])   # torch's values
+    assert wrong.status == "failed" and wrong.reason.startswith("C1: gradcheck (Jacobian mismatch for output 0")
+
     def no_cpu_kernel(t):
         return torch.ops.aten.linear_backward(t, t, t.unsqueeze(0), [True, True, True])[0]
     failed = corpus_proof.prove(no_cpu_kernel, torch.sin, [((away,), {})])

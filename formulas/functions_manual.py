@@ -1127,16 +1127,18 @@ def clamp_backward__tensor(grad: Tensor, self: Tensor, min: Tensor | None, max: 
 def clamp_backward_min_max(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None,
                            grad_input_mask: list[bool]) -> tuple[Tensor, Tensor]:
     """Gradients of ``clamp(self, min, max) = minimum(maximum(self, min), max)`` for the bounds:
-    ``min`` takes ``grad`` where it is the result (``self < min``, and ``min <= max`` when both are
+    ``min`` takes ``grad`` where it is the result (``self < min``, and ``min < max`` when both are
     given), ``max`` where it is (``self > max``, or ``min > max``); None for a bound not given or
-    not asked for. Not yet summed to the bounds' shapes."""
+    not asked for. Where ``min == max`` and ``self`` is outside, the result is both bounds at once;
+    the gradient goes to ``max`` alone (torch's choice), never to both. Not yet summed to the
+    bounds' shapes."""
     zero = at.new_zeros(grad, [])
     grad_min = None
     grad_max = None
     if min is not None and grad_input_mask[1]:
         below = at.lt(self, min)
         if max is not None:
-            below = at.logical_and(below, at.le(min, max))
+            below = at.logical_and(below, at.lt(min, max))
         grad_min = at.where(below, grad, zero)
     if max is not None and grad_input_mask[2]:
         above = at.gt(self, max)

@@ -1,4 +1,5 @@
-"""Selection by mask or index: ``where.self``, ``gather``, ``scatter_add``, ``scatter`` (``src``,
+"""Selection by mask or index: ``where.self`` (and a number for either side: ``where.ScalarSelf``,
+``where.ScalarOther``), ``gather``, ``scatter_add``, ``scatter`` (``src``,
 ``value``), ``index_select``, ``index_add``, ``index_fill``, ``index_copy``, ``masked_fill``,
 ``masked_scatter``, ``masked_select``, and advanced indexing: ``index.Tensor`` (``x[mask]``,
 ``x[idx]``, ``x[:, idx]``) and ``index_put`` (``x[mask] = v``).
@@ -30,6 +31,32 @@ def where_self(condition, self, other):
     def jvp(self_t, other_t):
         # the condition is boolean: no tangent
         result_t = at.where(condition, self_t, other_t)
+        return result_t
+    return result, backward
+
+
+@derivative("where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor")
+def where_scalar_self(condition, self, other):
+    result = at.where(condition, self, other)
+    other_sizes = other.sizes()
+    def backward(grad):
+        # the number stands where the condition holds: other's gradient is grad elsewhere
+        return None, sum_to(at.where(condition, 0, grad), other_sizes)
+    def jvp(other_t):
+        result_t = at.where(condition, 0, other_t)
+        return result_t
+    return result, backward
+
+
+@derivative("where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor")
+def where_scalar_other(condition, self, other):
+    result = at.where(condition, self, other)
+    self_sizes = self.sizes()
+    def backward(grad):
+        # self stands where the condition holds, the number elsewhere
+        return None, sum_to(at.where(condition, grad, 0), self_sizes)
+    def jvp(self_t):
+        result_t = at.where(condition, self_t, 0)
         return result_t
     return result, backward
 

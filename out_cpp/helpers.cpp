@@ -997,7 +997,7 @@ std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad
   if ((min.defined()) && grad_input_mask[1]) {
     below = at::lt(self, min);
     if (max.defined()) {
-      below = at::logical_and(below, at::le(min, max));
+      below = at::logical_and(below, at::lt(min, max));
     }
     grad_min = at::where(below, grad, zero);
   }

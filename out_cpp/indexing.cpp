@@ -213,6 +213,304 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
   return result;
 }
 
+struct WhereScalarSelfBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "WhereScalarSelfBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    condition_.reset_data();
+  }
+  torch::autograd::SavedVariable condition_;
+  std::vector<int64_t> other_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> where_scalar_self(
+    const at::Tensor& grad,
+    const at::Tensor& condition,
+    at::IntArrayRef other_sizes) {
+  return {at::Tensor(), helpers::sum_to(at::where(condition, 0, grad), other_sizes)};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list WhereScalarSelfBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& condition_, const std::vector<int64_t>& other_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto condition_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::where_scalar_self(grads[0], condition_, other_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, condition_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, other_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list WhereScalarSelfBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto condition_ = packed_args.unpack<at::Tensor>();
+  auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return WhereScalarSelfBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, condition_, other_sizes_);
+}
+
+torch::autograd::variable_list WhereScalarSelfBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto condition_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, condition_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto condition = condition_.unpack();
+  return WhereScalarSelfBackward0_apply_functional(std::move(grads), needs_input_grad, condition, other_sizes_);
+}
+
+void WhereScalarSelfBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(condition_, false);
+  args.collect(other_sizes_);
+}
+
+torch::autograd::variable_list WhereScalarSelfBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(condition_);
+  saved.before(other_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_WhereScalarSelfBackward0", WhereScalarSelfBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto condition_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, condition_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto condition = condition_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(condition);
+  functional_args.pack(other_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_WhereScalarSelfBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(condition_);
+  saved.after(other_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor where_scalar_self_jvp(
+    const at::Tensor& other_t,
+    const at::Tensor& condition) {
+  auto result_t = at::where(condition, 0, other_t);
+  return result_t;
+}
+
+at::Tensor where_scalar_self(const at::Tensor& condition, const at::Scalar& self, const at::Tensor& other) {
+  c10::intrusive_ptr<WhereScalarSelfBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(condition, other)) {
+    grad_fn = c10::make_intrusive<WhereScalarSelfBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(condition, other));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::where(condition, self, other);
+  std::vector<int64_t> other_sizes = other.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("where.ScalarSelf", other);
+    formulas::runtime::refuse_complex("where.ScalarSelf", result);
+    const auto other_t = formulas::runtime::tangent(other);
+    formulas::runtime::set_tangent(result, formulas::where_scalar_self_jvp(other_t, formulas::runtime::primal(condition)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("where.ScalarSelf", condition);
+    formulas::runtime::refuse_complex("where.ScalarSelf", other);
+    formulas::runtime::refuse_complex("where.ScalarSelf", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->condition_ = torch::autograd::SavedVariable(condition, false);
+    grad_fn->other_sizes_ = std::move(other_sizes);
+  }
+  return result;
+}
+
+struct WhereScalarOtherBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "WhereScalarOtherBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    condition_.reset_data();
+  }
+  torch::autograd::SavedVariable condition_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> where_scalar_other(
+    const at::Tensor& grad,
+    const at::Tensor& condition,
+    at::IntArrayRef self_sizes) {
+  return {at::Tensor(), helpers::sum_to(at::where(condition, grad, 0), self_sizes)};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list WhereScalarOtherBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& condition_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto condition_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::where_scalar_other(grads[0], condition_, self_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, condition_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list WhereScalarOtherBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto condition_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return WhereScalarOtherBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, condition_, self_sizes_);
+}
+
+torch::autograd::variable_list WhereScalarOtherBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto condition_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, condition_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto condition = condition_.unpack();
+  return WhereScalarOtherBackward0_apply_functional(std::move(grads), needs_input_grad, condition, self_sizes_);
+}
+
+void WhereScalarOtherBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(condition_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list WhereScalarOtherBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(condition_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_WhereScalarOtherBackward0", WhereScalarOtherBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto condition_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, condition_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto condition = condition_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(condition);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_WhereScalarOtherBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(condition_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor where_scalar_other_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& condition) {
+  auto result_t = at::where(condition, self_t, 0);
+  return result_t;
+}
+
+at::Tensor where_scalar_other(const at::Tensor& condition, const at::Tensor& self, const at::Scalar& other) {
+  c10::intrusive_ptr<WhereScalarOtherBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(condition, self)) {
+    grad_fn = c10::make_intrusive<WhereScalarOtherBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(condition, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::where(condition, self, other);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("where.ScalarOther", self);
+    formulas::runtime::refuse_complex("where.ScalarOther", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::where_scalar_other_jvp(self_t, formulas::runtime::primal(condition)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("where.ScalarOther", condition);
+    formulas::runtime::refuse_complex("where.ScalarOther", self);
+    formulas::runtime::refuse_complex("where.ScalarOther", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->condition_ = torch::autograd::SavedVariable(condition, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
 struct GatherBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -2506,6 +2804,8 @@ at::Tensor index_put(const at::Tensor& self, const c10::List<std::optional<at::T
 
 TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::where_self));
+  m.def("where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor", TORCH_FN(formulas::where_scalar_self));
+  m.def("where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor", TORCH_FN(formulas::where_scalar_other));
   m.def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", TORCH_FN(formulas::gather));
   m.def("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", TORCH_FN(formulas::scatter_add));
   m.def("index_select(Tensor self, int dim, Tensor index) -> Tensor", TORCH_FN(formulas::index_select));

@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 
 from reference_engine.dtypes import DType, from_numpy
+from reference_engine.scalars import SCALAR_TYPES, ScalarFloat, ScalarInt, scalar_value
 from reference_engine.tensor import Tensor
 from transpiler.schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, Type
 
 REQUIRED = object()
-_NUMBER = (bool, int, float)
+_NUMBER = (bool, int, float, *SCALAR_TYPES)     # a Scalar argument with its methods is that number
+_REAL = (int, float, ScalarInt, ScalarFloat)
 
 # Python spellings of the non-literal defaults that appear in native_functions.yaml.
 # (``Mean`` is at::Reduction::Mean; memory formats mean nothing on NumPy and stay names).
@@ -66,7 +68,7 @@ def _accepts_scalar(base: str, value: Any) -> bool:
     if base in ("int", "SymInt"):
         return type(value) is int or (isinstance(value, (int, np.integer)) and not isinstance(value, bool))
     if base in ("float", "SymFloat"):
-        return type(value) in (int, float) or isinstance(value, (np.floating, np.integer))
+        return type(value) in _REAL or isinstance(value, (np.floating, np.integer))
     if base in ("bool", "SymBool"):
         return isinstance(value, (bool, np.bool_))
     if base == "Scalar":
@@ -166,12 +168,21 @@ class Signature:
         """Whether binding puts a Python number where a Tensor is expected."""
         return any(needs_wrapping(bound[i]) for i in self.tensor_positions)
 
+    def give_scalar_methods(self, names: frozenset[str]) -> None:
+        """Convert the ``Scalar`` arguments ``names`` to numbers with ``c10::Scalar``'s methods
+        (:func:`~reference_engine.scalars.scalar_value`): their formula calls one."""
+        positions = {i for i, name in enumerate(self.names) if name in names and self.kinds[i].base == "Scalar"
+                     and not self.kinds[i].is_list}
+        self.converted_positions = tuple(sorted(positions | set(self.converted_positions)))
+
     def convert(self, bound: list) -> None:
         """Bring non-tensor arguments to the form formulas expect (in place)."""
         for i in self.converted_positions:
             value = bound[i]
             kind = self.kinds[i]
-            if kind.base == "ScalarType":
+            if kind.base == "Scalar":
+                bound[i] = scalar_value(value)
+            elif kind.base == "ScalarType":
                 if value is not None and not isinstance(value, DType):
                     bound[i] = from_numpy(np.dtype(value))
             elif type(value) is tuple:

@@ -222,20 +222,41 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
 
 def conform_gradient(node: Node, grads: Sequence[Any], grad: Any, meta: tuple) -> Tensor:
     """``grad`` (one of ``grads``; its input's ``(shape, dtype)`` is ``meta``, which it does
-    not match) as the input's gradient: a floating gradient of another floating dtype is
-    cast to the input's, as torch does (recorded under ``create_graph``); anything else
-    raises, naming the node and the input."""
+    not match) as the input's gradient, as torch's engine makes it: a gradient of a shape the
+    input's expands to (a formula that leaves a broadcast unreduced) is summed to the input's
+    shape, and a floating gradient of another floating dtype is cast to the input's (both
+    recorded under ``create_graph``); anything else raises, naming the node and the input."""
     index = next(i for i, (g, m) in enumerate(zip(grads, node.input_meta)) if g is grad and m is meta)
     shape, dtype = meta
     if type(grad) is not Tensor:
         raise TypeError(f"Function {node.name()} returned an invalid gradient at index {index}: "
                         f"expected a Tensor or None, got {type(grad).__name__}")
     if grad._data.shape != shape:
-        raise RuntimeError(
-            f"Function {node.name()} returned an invalid gradient at index {index} - got "
-            f"{list(grad._data.shape)} but expected shape compatible with {list(shape)}")
+        if not _expands_to(shape, grad._data.shape):
+            raise RuntimeError(
+                f"Function {node.name()} returned an invalid gradient at index {index} - got "
+                f"{list(grad._data.shape)} but expected shape compatible with {list(shape)}")
+        grad = _summed_to(grad, shape)
+        if grad._data.dtype == dtype:
+            return grad
     if grad._data.dtype.kind != "f" or dtype.kind != "f":
         raise RuntimeError(
             f"Function {node.name()} returned an invalid gradient at index {index} - expected "
             f"dtype {dtype} but got {grad._data.dtype}")
     return dispatcher.call("_to_copy", (grad,), {"dtype": from_numpy(dtype)})
+
+
+def _expands_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to ``target`` (torch's ``is_expandable_to``)."""
+    if len(shape) > len(target):
+        return False
+    return all(n == m or n == 1 for n, m in zip(reversed(shape), reversed(target)))
+
+
+def _summed_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``grad`` summed over the dims a tensor of ``shape`` was broadcast along (torch's ``sum_to``)."""
+    leading = grad._data.ndim - len(shape)
+    dims = [*range(leading), *(leading + i for i, n in enumerate(shape) if n == 1 and grad._data.shape[leading + i] != 1)]
+    if dims:
+        grad = dispatcher.call("sum", (grad, dims), {"keepdim": True})
+    return dispatcher.call("reshape", (grad, list(shape)), {})

@@ -22,6 +22,7 @@ from reference_engine.formula_node import record
 from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import VIEW_OPS
 from reference_engine.rebind import rebind
+from reference_engine.scalars import scalar_method_parameters
 from reference_engine.tensor import Tensor
 from reference_engine.views import make_view, mark_recorded
 from transpiler.schema import FunctionSchema, is_tensor_like
@@ -69,6 +70,12 @@ class Overload:
         self.backward_plans: dict = {}
         # Formulas take the schema's keyword-only arguments as keywords: (first index, names).
         self.keyword_only = (self.signature.n_positional, self.signature.names[self.signature.n_positional:])
+        if formula is not None:     # a formula calling ``alpha.conj()`` gets its Scalars with their methods
+            scalars = frozenset(name for name, kind in zip(self.signature.names, self.signature.kinds)
+                                if kind.base == "Scalar")
+            called = scalars and scalar_method_parameters(formula.fn.__code__, scalars)
+            if called:
+                self.signature.give_scalar_methods(called)
 
     @property
     def facts(self) -> FormulaFacts:

@@ -476,6 +476,11 @@ def _selection_cases() -> list[OpCase]:
                               ((), (2, 2), (2, 2)), ((4,), (2, 1), ()), ((0, 3), (1, 3), (0, 1))):
         out.append(OpCase("where.self", _shape_id(cond, left, right),
                           (_mask(rng, cond), _normal(rng, left), _normal(rng, right))))
+    for cond, tensor, number in (((3, 4), (3, 4), 0), ((3, 1), (1, 4), 2.5), ((), (2, 2), -1.5), ((0, 3), (1, 3), 0)):
+        out.append(OpCase("where.ScalarSelf", f"{_shape_id(cond, tensor)}_self{number}",
+                          (_mask(rng, cond), number, _normal(rng, tensor))))
+        out.append(OpCase("where.ScalarOther", f"{_shape_id(cond, tensor)}_other{number}",
+                          (_mask(rng, cond), _normal(rng, tensor), number)))
 
     rng = _rng("gather")
     for shape, dim, index_shape in (((3, 4), 1, (3, 2)), ((3, 4), 0, (2, 4)), ((3, 4), -1, (2, 5)),

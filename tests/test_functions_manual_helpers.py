@@ -597,7 +597,18 @@ def _bounds():
     return _randn(3, 4, seed=20) * 0.5 - 0.3, _randn(4, seed=21) * 0.5 + 0.3
 
 
+def _equal_bounds():
+    """Bounds equal in half the places (``self`` below, between and above them), crossing elsewhere."""
+    low = _randn(3, 4, seed=22) * 0.5
+    return low, torch.where(torch.arange(12).reshape(3, 4) % 2 == 0, low, _randn(3, 4, seed=23) * 0.5)
+
+
 HELPER_CASES_CLAMP = [
+    HelperCase("clamp.Tensor equal bounds", lambda x, lo, hi: torch.clamp(x, lo, hi),
+               lambda: (_randn(3, 4), *_equal_bounds()),
+               lambda b, g, x, lo, hi: (b.run(fm.clamp_backward__tensor, g, x, lo, hi),
+                                        *b.run(fm.clamp_backward_min_max, g, x, lo, hi, [True, True, True])),
+               wrt=(0, 1, 2), smooth=False),
     HelperCase("clamp.Tensor", lambda x, lo, hi: torch.clamp(x, lo, hi), lambda: (_randn(3, 4), *_bounds()),
                lambda b, g, x, lo, hi: (b.run(fm.clamp_backward__tensor, g, x, lo, hi),
                                         *[b.run(fm.sum_to, out, list(like.shape)) for out, like in

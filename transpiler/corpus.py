@@ -16,7 +16,10 @@ not differentiate: our values equal torch's and no output requires grad), and th
 (imported, emitted with it), and the entries without one (no ``result:``) whose jvp derives from
 their backward and passes F1 on torch (:mod:`transpiler.corpus_jvp`; each refusal and failure
 with its reason, and, compiled, the share of the CT entries); then each entry that falls out,
-with the stage and the reason. The reference engine runs the
+with the stage and the reason. Compiled, the proof also judges torch's own overload of every
+entry (gradcheck and gradgradcheck on CPU float64 on the proof's cases) and the funnel prints
+"N of M entries torch can gradcheck are proven (P %)", split OpInfo/ours, with each of those
+not proven grouped by stage and reason (:func:`gradcheckable_report`). The reference engine runs the
 imported formulas too (``tests/yaml/corpus_engine.py``, in a table of their own:
 the library's operators are untouched): R1, R2 and RT on the library's OpCases
 for each entry whose operator has an engine kernel, printed after the funnel
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -123,6 +127,8 @@ def _funnel(args: argparse.Namespace) -> int:
     forward: dict[str, dict] = {}                     # entries compiled with their jvp -> F1 + RF's result
     sources: Counter = Counter()                      # CT entries by where their cases came from
     without_gradient = 0            # CT entries torch does not differentiate: values and no gradient proven
+    proven_on: dict[str, str] = {}  # CT entry -> where its cases came from
+    torch_verdicts: dict[str, bool] = {}    # entry -> torch's own overload gradchecks on CPU float64
     if not args.no_compile:
         progress.say(f"compile the {len(emitted)} emitted entries")
         build = run_child_build([sys.executable, "-m", "transpiler.build", "--sources", str(out), "--build-dir",
@@ -134,11 +140,15 @@ def _funnel(args: argparse.Namespace) -> int:
         else:
             compiled = emitted
             library_path = build.stdout.strip().splitlines()[-1]
-            progress.say(f"prove the {len(compiled)} compiled entries (C1, CT) in a fresh process")
+            progress.say(f"prove the {len(compiled)} compiled entries (C1, CT) in a fresh process, and judge "
+                         "torch's own overload of every entry (gradcheck, gradgradcheck)")
             with_their_jvp = _with_their_jvp(library, compiled, generated)
+            torch_only = [e for e in entries if e not in compiled]
             proof = subprocess.run([sys.executable, str(PROOF), library_path, NAMESPACE, json.dumps(compiled),
-                                    json.dumps(with_their_jvp)], capture_output=True, text=True)
+                                    json.dumps(with_their_jvp), json.dumps(torch_only)], capture_output=True, text=True)
             results = json.loads(proof.stdout.strip().splitlines()[-1]) if proof.returncode == 0 else {}
+            # an entry whose proof died or raised has no verdict: not one torch was seen to gradcheck
+            torch_verdicts = {entry: result.get("torch_gradchecks", False) for entry, result in results.items()}
             for entry in compiled:
                 result = results.get(entry, {"status": "failed", "reason": "the proof did not run"})
                 if entry in with_their_jvp:
@@ -147,6 +157,7 @@ def _funnel(args: argparse.Namespace) -> int:
                     c1.append(entry)
                     ct.append(entry)
                     sources[result["source"]] += 1
+                    proven_on[entry] = result["source"]
                     without_gradient += result.get("without_gradient", False)
                 elif result["status"] == "failed" and result["reason"].startswith("CT"):
                     c1.append(entry)
@@ -186,6 +197,8 @@ def _funnel(args: argparse.Namespace) -> int:
     for entry, result in sorted(forward.items()):
         if result["status"] != "proven":
             print(f"  {entry} [jvp {result['status']}]: {result['reason']}")
+    if torch_verdicts:
+        print("\n".join(gradcheckable_report(torch_verdicts, proven_on, fallen)))
     if not args.no_compile:
         sys.stdout.flush()          # the funnel, before the engine's stage line
         progress.say("run the entries with an engine kernel in the reference engine (R1, R2, RT)")
@@ -202,6 +215,57 @@ def _with_their_jvp(library, compiled: list[str], generated) -> list[str]:
     left_out = {refusal.entry for refusal in generated.jvp_left_out}
     written = {f.op_name for f in library.formulas if f.jvp is not None}
     return [entry for entry in compiled if entry in written and entry not in left_out]
+
+
+def gradcheckable_report(torch_verdicts: dict[str, bool], proven_on: dict[str, str],
+                         fallen: dict[str, tuple[str, str]]) -> list[str]:
+    """The share of the entries torch itself can gradcheck (``torch_verdicts``: its own overload
+    passes gradcheck and gradgradcheck on CPU float64 on one of the proof's cases) that are proven
+    (``proven_on``: CT entry -> ``OpInfo`` or ``ours``), split by where the cases came from; then
+    each one that is not, grouped by its stage and reason (``fallen``: entry -> (stage, reason))."""
+    gradcheckable = sorted(entry for entry, passes in torch_verdicts.items() if passes)
+    proven = [entry for entry in gradcheckable if entry in proven_on]
+    on_opinfo = sum(proven_on[entry] == "OpInfo" for entry in proven)
+    share = 100 * len(proven) / len(gradcheckable) if gradcheckable else 0.0
+    lines = [(f"torch's own overload passes gradcheck and gradgradcheck (CPU, float64) on {len(gradcheckable)} of "
+              f"{len(torch_verdicts)} entries"),
+             (f"  {len(proven)} of {len(gradcheckable)} entries torch can gradcheck are proven ({share:.1f} %): "
+              f"on torch's OpInfo samples {on_opinfo}, on our inputs {len(proven) - on_opinfo}")]
+    groups: dict[str, list[str]] = {}
+    for entry in gradcheckable:
+        if entry not in proven_on:
+            stage, reason = fallen[entry]
+            groups.setdefault(_reason_group(stage, reason), []).append(f"{entry}: {_without_location(reason)}")
+    if groups:
+        lines.append(f"  the {len(gradcheckable) - len(proven)} not proven, by reason:")
+    for group, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+        lines.append(f"    {group} ({len(members)})")
+        lines.extend(f"      {member}" for member in members)
+    return lines
+
+
+_LOCATION = re.compile(r"^\S+:\d+:\d+: ")
+_CODE = re.compile(r"\b(DB\d{3})\b")
+
+
+def _without_location(reason: str) -> str:
+    return _LOCATION.sub("", reason)
+
+
+def _reason_group(stage: str, reason: str) -> str:
+    """The group of an unproven entry: its stage and the diagnostic's code (``emit DB201``), or the
+    check that failed (``C1 gradcheck``, ``CT first derivative differs from torch's``)."""
+    code = _CODE.search(reason)
+    if code:
+        return f"{stage} {code.group(1)}"
+    head = _without_location(reason).removeprefix(f"{stage}: ")
+    if NO_CPU_KERNEL_REASON in head:
+        return f"{stage} calls a kernel torch has no CPU version of"
+    return f"{stage} {head.split(':')[0]}"
+
+
+#: corpus_proof's words for a formula calling a kernel torch has no CPU version of
+NO_CPU_KERNEL_REASON = "which torch has no CPU kernel for"
 
 
 def _print_engine_tiers(formulas: Path) -> None:

@@ -105,6 +105,9 @@ def where(condition, x, other):
     return out if out.dtype == dtype else out.astype(dtype)
 
 
+KERNELS["where.ScalarSelf"] = KERNELS["where.ScalarOther"] = where     # a number on either side
+
+
 # ----------------------------------------------------------------------------- comparisons
 for _name, _ufunc in (("gt", np.greater), ("ge", np.greater_equal), ("lt", np.less),
                       ("le", np.less_equal), ("eq", np.equal), ("ne", np.not_equal)):

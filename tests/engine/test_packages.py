@@ -18,6 +18,12 @@ import torch
 import formulas
 import reference_engine as engine
 from reference_engine.packages import package_dispatcher
+from reference_engine.scalars import (
+    SCALAR_METHODS,
+    scalar_method_parameters,
+    scalar_value,
+)
+from transpiler.cpp.expressions import SCALAR_METHODS as EMITTED_SCALAR_METHODS
 from transpiler.yaml_import.importer import import_yaml
 
 PACKAGE = "engine_test_corpus"
@@ -41,6 +47,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> str:
         sys.path.remove(str(root))
         for name in [m for m in sys.modules if m == PACKAGE or m.startswith(f"{PACKAGE}.")]:
             del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def table(corpus: str):
+    """The corpus's operator table, built once (its formulas' front-end models are read on first use)."""
+    return package_dispatcher(corpus)
 
 
 def _torch_sin_gradients(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,8 +88,7 @@ def test_importing_a_corpus_leaves_the_library_as_it_was(corpus: str):
     assert engine.tensor(VALUES, requires_grad=True).sin().grad_fn.overload.formula.__module__.startswith("formulas.")
 
 
-def test_a_package_table_runs_the_corpus_formulas(corpus: str):
-    table = package_dispatcher(corpus)
+def test_a_package_table_runs_the_corpus_formulas(corpus: str, table):
     sin = table.overload("sin")
     x = engine.tensor(VALUES, dtype=engine.float64, requires_grad=True)
     assert sin(x).grad_fn.overload.formula.__module__ == f"{corpus}.derivatives_009"
@@ -88,9 +99,8 @@ def test_a_package_table_runs_the_corpus_formulas(corpus: str):
     assert engine.gradcheck(sin, (x,)) and engine.gradgradcheck(sin, (x,))
 
 
-def test_a_functions_manual_name_runs_the_librarys_helper(corpus: str):
+def test_a_functions_manual_name_runs_the_librarys_helper(table):
     """The corpus's pow.Tensor_Scalar calls FunctionsManual's pow_backward: the library's @helper."""
-    table = package_dispatcher(corpus)
     pow_ = table.overload("pow.Tensor_Scalar")
     x = engine.tensor(VALUES + 3.0, dtype=engine.float64, requires_grad=True)
     (got,) = engine.grad(pow_(x, 2.5).sum(), [x])
@@ -100,9 +110,65 @@ def test_a_functions_manual_name_runs_the_librarys_helper(corpus: str):
     assert engine.gradcheck(lambda a: pow_(a, 2.5), (x,))
 
 
-def test_a_name_with_no_library_helper_still_refuses_to_run(corpus: str):
+def test_a_name_with_no_library_helper_still_refuses_to_run(table):
     """logit's corpus backward asks libtorch's GradMode::is_enabled, which the library lacks."""
-    logit = package_dispatcher(corpus).overload("logit")
+    logit = table.overload("logit")
     x = engine.tensor(np.array([0.2, 0.5, 0.7]), dtype=engine.float64, requires_grad=True)   # inside (0, 1)
     with pytest.raises(NotImplementedError, match="GradMode::is_enabled is a C\\+\\+ function of libtorch"):
         engine.grad(logit(x).sum(), [x])
+
+
+def test_formulas_calling_scalar_methods_run_as_torchs(table):
+    """The corpus's sub.Tensor and rsub.Scalar call ``alpha.conj()`` (c10::Scalar's method; every
+    method's value: below) and sub.Tensor leaves a broadcast gradient unreduced, as torch's
+    engine allows: first and second derivatives equal torch's."""
+    x, y = np.linspace(0.5, 1.5, 3).reshape(3, 1), np.linspace(-1, 1, 4).reshape(1, 4)
+    for name, engine_fn, torch_fn, values in (
+            ("sub.Tensor", lambda op, a, b: op(a, b, alpha=2), lambda a, b: torch.sub(a, b, alpha=2), (x, y)),
+            ("rsub.Scalar", lambda op, a: op(a, 0.7, 3), lambda a: torch.rsub(a, 0.7, alpha=3), (x - 1.0,))):
+        op = table.overload(name)
+        inputs = [engine.tensor(v, dtype=engine.float64, requires_grad=True) for v in values]
+        firsts = engine.grad((engine_fn(op, *inputs) ** 3).sum(), inputs, create_graph=True)
+        seconds = engine.grad(sum(g.sum() for g in firsts), inputs, allow_unused=True)
+        tensors = [torch.tensor(v, requires_grad=True) for v in values]
+        expected = torch.autograd.grad((torch_fn(*tensors) ** 3).sum(), tensors, create_graph=True)
+        expected_seconds = torch.autograd.grad(sum(g.sum() for g in expected), tensors, allow_unused=True)
+        for got, want in zip([*firsts, *seconds], [*expected, *expected_seconds]):
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12, err_msg=name)
+
+
+# Scalar arguments carry c10::Scalar's methods in a formula that calls them (reference_engine.scalars):
+# each method's value is torch's.
+
+def test_the_engine_gives_the_methods_the_emitter_writes():
+    assert SCALAR_METHODS == set(EMITTED_SCALAR_METHODS)
+
+
+@pytest.mark.parametrize("number", [3, -2.7, 0.1, 1e40, 2 - 3j])
+def test_scalar_methods_equal_torchs(number):
+    """torch's value of each method, read from a 0-dim tensor of the number (c10::Scalar's own
+    are not exposed to Python): conjugate, single precision (overflowing to inf), truncation."""
+    dtype = {int: torch.int64, float: torch.float64, complex: torch.complex128}[type(number)]
+    value, t = scalar_value(number), torch.tensor(number, dtype=dtype)
+    assert value == number and isinstance(value, type(number))
+    assert value.conj() == t.conj().item() and type(value.conj()) is type(value)
+    assert value.isComplex() == t.is_complex() and value.isFloatingPoint() == t.is_floating_point()
+    if t.is_complex():
+        for method in ("toDouble", "toFloat", "toLong"):
+            with pytest.raises(RuntimeError, match="cannot be converted"):
+                getattr(value, method)()
+        return
+    assert value.toDouble() == t.double().item()
+    assert value.toFloat() == t.to(torch.float32).item()
+    if abs(number) < 2 ** 63:
+        assert value.toLong() == t.long().item()
+    assert scalar_value(True) is True and scalar_value(None) is None
+
+
+def test_only_parameters_whose_methods_are_called_are_found():
+    def formula(self, other, alpha, beta):
+        result = self
+        def backward(grad):
+            return grad * alpha.conj(), self.conj() * beta
+        return result, backward
+    assert scalar_method_parameters(formula.__code__, frozenset({"alpha", "beta"})) == {"alpha"}

@@ -51,6 +51,8 @@ def _written() -> dict[str, list]:
         "_unsafe_view": [((t(3, 4), [4, 3]), {}), ((t(2, 3, 4), [6, 4]), {})],
         "_reshape_copy": [((t(3, 4), [4, 3]), {}), ((t(2, 3, 4), [-1]), {})],
         "index_select": [((t(3, 4), 1, torch.tensor([0, 2, 2])), {})],
+        # a boolean condition (torch's OpInfo calls where with self first: it binds no overload)
+        "where.self": [((mask, t(3, 4), t(3, 4, seed=1)), {}), ((mask[:, :1], t(1, 4), t(3, 1)), {})],
         "index_fill.int_Scalar": [((t(3, 4), 1, torch.tensor([0, 2]), 1.5), {})],
         "repeat": [((t(2, 3), [2, 1, 3]), {})],
         "_neg_view": [((t(3, 4),), {})],

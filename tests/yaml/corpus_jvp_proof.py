@@ -103,10 +103,11 @@ def _on_torch(backend, formula):
     parameters (``<input>_t``) and the jvp, made to take and give torch tensors."""
     from formulas.dsl import use_backend
     from formulas.torch.backend import unwrap, wrap
+    from reference_engine.scalars import scalar_value
 
     def run(**arguments):
-        with use_backend(backend):
-            _, _, jvp = formula(**{name: wrap(value) for name, value in arguments.items()})
+        with use_backend(backend):      # numbers with c10::Scalar's methods (``alpha.conj()``), as the engine's
+            _, _, jvp = formula(**{name: scalar_value(wrap(value)) for name, value in arguments.items()})
 
         def tangents(**given):
             with use_backend(backend):

@@ -2,12 +2,17 @@
 
 Run as a script (a fresh process: the corpus library registers ``torch.ops.<namespace>``)::
 
-    python tests/yaml/corpus_proof.py LIBRARY NAMESPACE OPS_JSON [JVPS_JSON]
+    python tests/yaml/corpus_proof.py LIBRARY NAMESPACE OPS_JSON [JVPS_JSON [TORCH_ONLY_JSON]]
 
 ``OPS_JSON``: the emitted operators (``name.overload`` list); ``JVPS_JSON``: those of them emitted
-with their jvp (derivatives.yaml's ``result:``), whose forward mode is proven too. Prints one JSON object:
-operator -> ``{"status": ..., "samples": n, "source": ..., "reason": ..., "without_gradient": ...}``
-(and ``"forward": {"status": ..., "samples": n, "reason": ...}`` for an operator with its jvp), where status is
+with their jvp (derivatives.yaml's ``result:``), whose forward mode is proven too; ``TORCH_ONLY_JSON``:
+entries not compiled, whose torch overload is only judged. Prints one JSON object: operator ->
+``{"status": ..., "samples": n, "source": ..., "reason": ..., "without_gradient": ..., "torch_gradchecks": ...}``
+(and ``"forward": {"status": ..., "samples": n, "reason": ...}`` for an operator with its jvp),
+where ``torch_gradchecks`` says whether torch's own overload passes gradcheck and gradgradcheck on
+one of the entry's cases (the first it differentiates where it does; every case ours fails is judged
+too): the entries torch itself can gradcheck on CPU float64. Status is ``not compiled`` for a
+torch-only entry, else
 
 * ``proven``: on every usable float64 case (at most ``MAX_SAMPLES``), torch ``gradcheck``
   and ``gradgradcheck`` pass on the compiled op (C1) and its forward value, first and
@@ -59,7 +64,7 @@ import os
 import re
 import signal
 import sys
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import corpus_inputs  # next to this script: a script's own directory is on sys.path
 import torch
@@ -305,14 +310,38 @@ def _torch_differentiates(theirs, args, kwargs, inputs) -> str:
     return ""
 
 
-def prove(ours, theirs, cases) -> tuple[str, int, str]:
-    """``(status, cases used, reason)`` over ``cases``: ``(args, kwargs)`` pairs, or ``(args, kwargs,
+class Proof(NamedTuple):
+    """An entry's proof over its cases (:func:`prove`)."""
+
+    status: str             # proven, failed or no inputs
+    used: int               # the cases it was checked on
+    reason: str             # why it failed or had no inputs; WITHOUT_GRADIENT for a proof by values
+    torch_gradchecks: bool  # torch's own overload passes gradcheck and gradgradcheck on one of these cases
+
+
+def torch_fails(theirs, args, kwargs, inputs) -> str:
+    """The check torch's own overload fails on a case (``gradcheck``, ``gradgradcheck``, or why it
+    raised), empty when it passes both: whether torch itself can gradcheck the entry on CPU float64."""
+    def on(*tensors):
+        return theirs(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
+    try:
+        for label, check in (("gradcheck", gradcheck), ("gradgradcheck", gradgradcheck)):
+            if not check(on, tuple(inputs), raise_exception=False):
+                return label
+    except Exception as error:  # noqa: BLE001 - a check torch's own op raises in is one it fails
+        return f"{label} raised {type(error).__name__}"
+    return ""
+
+
+def prove(ours, theirs, cases) -> Proof:
+    """The :class:`Proof` over ``cases``: ``(args, kwargs)`` pairs, or ``(args, kwargs,
     wrapper)`` for an OpInfo sample whose OpInfo checks the op through a ``gradcheck_wrapper``
     (``wrapper(op, *args, **kwargs)``: a Hermitian or triangular input made so inside the checked
     function, since finite differences leave that structure), which both ops are then called through.
     Where no case has a differentiable output in torch but some run there, :func:`prove_no_gradient`
-    on those: status ``proven`` with reason :data:`WITHOUT_GRADIENT`."""
-    used, skipped, undifferentiated, differentiated = 0, "", [], False
+    on those: status ``proven`` with reason :data:`WITHOUT_GRADIENT`. Torch's own verdict
+    (:func:`torch_fails`) is taken on each case until one passes it, and on any case ours fails."""
+    used, skipped, undifferentiated, differentiated, torch_passes = 0, "", [], False, False
     plain_ours, plain_theirs = ours, theirs
     for args, kwargs, *wrapper in cases:
         ours, theirs = (_through(wrapper[0], plain_ours), _through(wrapper[0], plain_theirs)) if wrapper else \
@@ -333,13 +362,18 @@ def prove(ours, theirs, cases) -> tuple[str, int, str]:
 
         def on(op, args=args, kwargs=kwargs, inputs=inputs):
             return lambda *tensors: op(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
+        theirs_fail = None if torch_passes else torch_fails(theirs, args, kwargs, inputs)
+        torch_passes = torch_passes or theirs_fail == ""
         try:
             for label, check in (("gradcheck", gradcheck), ("gradgradcheck", gradgradcheck)):
                 if not check(on(ours), tuple(inputs), raise_exception=False):
-                    if not check(on(theirs), tuple(inputs), raise_exception=False):
-                        why = f"torch's own op fails {label} on it"
+                    if theirs_fail is None:
+                        theirs_fail = torch_fails(theirs, args, kwargs, inputs)
+                    if theirs_fail:
+                        why = f"torch's own op fails {theirs_fail} on it"
                         break
-                    return "failed", used, f"C1: {label}"
+                    return Proof("failed", used, f"C1: {label}{_check_message(check, on(ours), inputs)}",
+                                 torch_passes)
             else:
                 why = ""
             if why:         # outside the op's smooth domain (a log of a negative number, a kink): not a case
@@ -347,17 +381,54 @@ def prove(ours, theirs, cases) -> tuple[str, int, str]:
                 continue
             mine = _grads(ours, args, kwargs, inputs, used)
         except Exception as error:  # noqa: BLE001 - whatever our op raises where torch's does not is a failure
-            return "failed", used, f"C1: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+            return Proof("failed", used, _raised(error), torch_passes)
         theirs_ = _grads(theirs, args, kwargs, inputs, used)
         for label, a, b in (("forward value", mine[0], theirs_[0]), ("first derivative", mine[1], theirs_[1]),
                             ("second derivative", mine[2], theirs_[2])):
             if len(a) != len(b) or not all(_same(x, y) for x, y in zip(a, b)):
-                return "failed", used, f"CT: {label} differs from torch's"
+                return Proof("failed", used, f"CT: {label} differs from torch's", torch_passes)
         if used >= MAX_SAMPLES:
             break
     if undifferentiated and not differentiated:       # torch differentiates none of the cases it runs
-        return prove_no_gradient(plain_ours, plain_theirs, undifferentiated)
-    return ("proven", used, "") if used else ("no inputs", 0, skipped)
+        return Proof(*prove_no_gradient(plain_ours, plain_theirs, undifferentiated), False)
+    return Proof("proven", used, "", torch_passes) if used else Proof("no inputs", 0, skipped, torch_passes)
+
+
+#: torch's error for a kernel it has no CPU version of (``aten::max_pool2d_backward``)
+NO_CPU_KERNEL = re.compile(r"Could not run '(aten::\w+)' with arguments from the 'CPU' backend")
+
+
+def _raised(error: Exception) -> str:
+    """The C1 failure an exception of our op's is; a formula calling a kernel torch has no CPU
+    version of says so (torch's own CPU op differentiates through another path)."""
+    missing = NO_CPU_KERNEL.search(str(error))
+    if missing:
+        return (f"C1: the formula calls {missing.group(1)}, which torch has no CPU kernel for (torch's own op "
+                "reaches another formula on CPU)")
+    return f"C1: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+
+
+def torch_gradchecks(theirs, cases) -> bool:
+    """Whether torch's own overload passes gradcheck and gradgradcheck on one of ``cases`` it
+    differentiates (the verdict :func:`prove` takes, for an entry not compiled)."""
+    for args, kwargs, *wrapper in cases:
+        op = _through(wrapper[0], theirs) if wrapper else theirs
+        inputs = _differentiated(args, kwargs)
+        usable = inputs and not (_too_large(op, args, kwargs, inputs) or _torch_differentiates(op, args, kwargs, inputs))
+        if usable and not torch_fails(op, args, kwargs, inputs):
+            return True
+    return False
+
+
+def _check_message(check, fn, inputs) -> str:
+    """What a failing check says, its first sentence (``Backward is not reentrant``, ``Jacobian
+    mismatch for output 0 with respect to input 1``), in parentheses."""
+    try:
+        check(fn, tuple(inputs))
+    except Exception as error:  # noqa: BLE001 - the check's own error is the message wanted
+        first = (str(error).strip().splitlines() or [""])[0]
+        return f" ({re.split(r'[,.]', first)[0][:120]})" if first else ""
+    return ""
 
 
 def prove_forward(ours, theirs, cases) -> tuple[str, int, str]:
@@ -509,17 +580,19 @@ def as_called(op, schema):
     return call
 
 
-def main(library: str, namespace: str, ops_json: str, jvps_json: str = "[]") -> None:
+def main(library: str, namespace: str, ops_json: str, jvps_json: str = "[]", torch_only_json: str = "[]") -> None:
     torch.set_num_threads(1)        # small cases; and forked children (prove_isolated) need no thread team
     torch.ops.load_library(library)
     torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
-    ops = json.loads(ops_json)
+    ops, torch_only = json.loads(ops_json), json.loads(torch_only_json)
     with_jvp = set(json.loads(jvps_json))
     table = opinfos()
     theirs_by_op = {}
-    for op in ops:
+    for op in ops + torch_only:
         base, _, overload = op.partition(".")
-        theirs_by_op[op] = getattr(getattr(torch.ops.aten, base), overload or "default")
+        found = getattr(getattr(torch.ops.aten, base, None), overload or "default", None)
+        if found is not None:
+            theirs_by_op[op] = found
     unique = {id(info): info for infos in table.values() for info in infos}
     unbound = {op: theirs for op, theirs in theirs_by_op.items()     # no OpInfo sample binds to them
                if not _opinfo_cases(theirs._schema, _infos(op.partition(".")[0], theirs._schema, table))}
@@ -527,31 +600,38 @@ def main(library: str, namespace: str, ops_json: str, jvps_json: str = "[]") -> 
 
     def prove_entry(op: str) -> dict:
         base, _, overload = op.partition(".")
-        ours = getattr(getattr(getattr(torch.ops, namespace), base), overload or "default")
-        theirs = theirs_by_op[op]
+        theirs = theirs_by_op.get(op)
+        if theirs is None:
+            return {"status": "not compiled" if op in torch_only else "no inputs", "samples": 0, "source": "",
+                    "reason": "torch has no such aten overload", "torch_gradchecks": False}
         infos = _infos(base, theirs._schema, table)
         cases = _opinfo_cases(theirs._schema, infos) + recorded.get(op, [])
         schema = theirs._schema
-        ours, theirs = as_called(ours, schema), as_called(theirs, schema)
-        status, used, reason = prove(ours, theirs, cases)
+        theirs = as_called(theirs, schema)
+        if op in torch_only:        # not compiled: torch's own verdict alone
+            verdict = torch_gradchecks(theirs, cases) or torch_gradchecks(theirs, corpus_inputs.cases(op, schema))
+            return {"status": "not compiled", "samples": 0, "source": "", "reason": "", "torch_gradchecks": verdict}
+        ours = as_called(getattr(getattr(getattr(torch.ops, namespace), base), overload or "default"), schema)
+        status, used, reason, on_torch = prove(ours, theirs, cases)
         source = "OpInfo"
         if status == "no inputs":
             opinfo_reason = reason or ("no OpInfo sample calls this overload" if infos or op in recorded
                                        else "no OpInfo")
             source = "ours"
             cases = corpus_inputs.cases(op, schema)
-            status, used, reason = prove(ours, theirs, cases)
+            status, used, reason, on_ours = prove(ours, theirs, cases)
+            on_torch = on_torch or on_ours
             if status == "no inputs":
                 source = ""
                 reason = f"{opinfo_reason}; our inputs: {reason or corpus_inputs.why_none(schema)}"
         result = {"status": status, "samples": used, "source": source, "reason": reason,
-                  "without_gradient": status == "proven" and reason == WITHOUT_GRADIENT}
+                  "without_gradient": status == "proven" and reason == WITHOUT_GRADIENT, "torch_gradchecks": on_torch}
         if op in with_jvp:
             forward, samples_used, why = prove_forward(ours, theirs, cases)
             result["forward"] = {"status": forward, "samples": samples_used, "reason": why}
         return result
 
-    print(json.dumps(prove_in_parallel(ops, prove_entry, WORKERS), sort_keys=True))
+    print(json.dumps(prove_in_parallel(ops + torch_only, prove_entry, WORKERS), sort_keys=True))
 
 
 def prove_in_parallel(ops: list[str], prove_entry: Callable[[str], dict], workers: int) -> dict[str, dict]:
@@ -635,4 +715,4 @@ def _death(status: int) -> str:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

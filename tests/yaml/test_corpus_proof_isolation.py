@@ -115,12 +115,39 @@ def test_an_operator_torch_does_not_differentiate_is_proven_by_its_values_and_no
     that attaches a (zero) gradient, or gives other values, fails CT."""
     airy = torch.ops.aten.special_airy_ai.default
     x = torch.tensor([-1.5, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
-    assert corpus_proof.prove(airy, airy, [((x,), {})]) == ("proven", 1, corpus_proof.WITHOUT_GRADIENT)
+    # torch cannot gradcheck an op it does not differentiate: not one of the entries it can
+    assert corpus_proof.prove(airy, airy, [((x,), {})]) == ("proven", 1, corpus_proof.WITHOUT_GRADIENT, False)
     with_gradient = corpus_proof.prove(lambda t: airy(t) + 0 * t, airy, [((x,), {})])
-    assert with_gradient == ("failed", 1, "CT: an output carries a gradient where torch's does not")
+    assert with_gradient == ("failed", 1, "CT: an output carries a gradient where torch's does not", False)
     other_values = corpus_proof.prove(lambda t: airy(t.detach()) * 2, airy, [((x,), {})])
-    assert other_values == ("failed", 1, "CT: forward value differs from torch's")
+    assert other_values == ("failed", 1, "CT: forward value differs from torch's", False)
     # a case torch differentiates (sin) next to one it does not: no proof without a gradient
     mixed = corpus_proof.prove(airy, lambda t: torch.sin(t) if t.numel() == 3 else airy(t),
                                [((x,), {}), ((x[:2].detach().requires_grad_(),), {})])
     assert mixed[0] == "failed"
+
+
+def test_torchs_own_verdict_is_recorded_with_the_proof():
+    """Whether torch's own overload passes gradcheck and gradgradcheck on the proof's cases: ``relu``
+    at 0 does not (torch's derivative there is 0, the finite difference 1/2), so a case with a 0 is
+    no case and torch cannot gradcheck the entry on it; away from 0 it can, whether or not ours is
+    right there. A kernel torch has no CPU version of is named in the reason."""
+    at_zero = torch.tensor([-1.0, 0.0, 2.0], dtype=torch.float64, requires_grad=True)
+    away = torch.tensor([-1.0, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    relu = torch.relu
+    assert corpus_proof.prove(relu, relu, [((at_zero,), {})]) == ("no inputs", 0,
+                                                                   "torch's own op fails gradcheck on it", False)
+    assert corpus_proof.prove(relu, relu, [((at_zero,), {}), ((away,), {})]) == ("proven", 1, "", True)
+    assert corpus_proof.prove(lambda t: 2 * relu(t), relu, [((away,), {})]) == ("failed", 1, "CT: forward value "
+                                                                                "differs from torch's", True)
+    assert corpus_proof.torch_gradchecks(relu, [((at_zero,), {})]) is False
+    assert corpus_proof.torch_gradchecks(relu, [((at_zero,), {}), ((away,), {})]) is True
+
+    wrong = corpus_proof.prove(lambda t: relu(t) + (t - t.detach()) / 2, relu, [((away,), {})])   # torch's values
+    assert wrong.status == "failed" and wrong.reason.startswith("C1: gradcheck (Jacobian mismatch for output 0")
+
+    def no_cpu_kernel(t):
+        return torch.ops.aten.linear_backward(t, t, t.unsqueeze(0), [True, True, True])[0]
+    failed = corpus_proof.prove(no_cpu_kernel, torch.sin, [((away,), {})])
+    assert failed.status == "failed" and failed.torch_gradchecks
+    assert failed.reason.startswith("C1: the formula calls aten::linear_backward, which torch has no CPU kernel for")

@@ -1,0 +1,139 @@
+"""``Scalar`` arguments with the methods formulas call on them (``alpha.conj()``, ``other.toDouble()``).
+
+derivatives.yaml calls ``c10::Scalar``'s own methods on a ``Scalar`` argument, and the imported
+formulas keep them (the C++ emitter writes them as they are). In Python a Scalar is a number,
+which has none of them: an overload whose formula calls one on a Scalar parameter
+(:func:`scalar_method_parameters`, read from its code once) gets its Scalar arguments as
+:class:`ScalarInt`, :class:`ScalarFloat` or :class:`ScalarComplex` (:func:`scalar_value`): the
+number itself (a subclass, so every operator takes it as that number, and arithmetic gives plain
+numbers), with torch's meaning of each method:
+
+* ``conj()``: the complex conjugate; a real number is its own;
+* ``toDouble()``, ``toLong()``: the number as a double (``float``) and an ``int64`` (truncated,
+  as C++'s conversion); a complex one raises, as torch's does;
+* ``toFloat()``: rounded to single precision, as torch's formula rounds it (a Python ``float``);
+* ``isComplex()``, ``isFloatingPoint()``: the number's kind.
+
+A ``bool`` Scalar stays a ``bool`` (Python cannot subclass it; no formula calls a method on one).
+"""
+from __future__ import annotations
+
+import dis
+from types import CodeType
+from typing import Any
+
+import numpy as np
+
+#: The ``c10::Scalar`` methods formulas call (the C++ emitter's ``SCALAR_METHODS``).
+SCALAR_METHODS = frozenset({"conj", "toDouble", "toFloat", "toLong", "isComplex", "isFloatingPoint"})
+
+
+def _not_real(value: complex, target: str) -> RuntimeError:
+    return RuntimeError(f"value cannot be converted to type {target} without overflow: {value}")
+
+
+class ScalarInt(int):
+    """An integer ``Scalar`` argument."""
+
+    __slots__ = ()
+
+    def conj(self) -> ScalarInt:
+        return self
+
+    def toDouble(self) -> float:  # noqa: N802 - c10::Scalar's name
+        return float(self)
+
+    def toFloat(self) -> float:  # noqa: N802
+        return float(np.float32(self))
+
+    def toLong(self) -> int:  # noqa: N802
+        return int(self)
+
+    def isComplex(self) -> bool:  # noqa: N802
+        return False
+
+    def isFloatingPoint(self) -> bool:  # noqa: N802
+        return False
+
+
+class ScalarFloat(float):
+    """A floating ``Scalar`` argument."""
+
+    __slots__ = ()
+
+    def conj(self) -> ScalarFloat:
+        return self
+
+    def toDouble(self) -> float:  # noqa: N802
+        return float(self)
+
+    def toFloat(self) -> float:  # noqa: N802
+        return float(np.float32(self))
+
+    def toLong(self) -> int:  # noqa: N802
+        return int(self)
+
+    def isComplex(self) -> bool:  # noqa: N802
+        return False
+
+    def isFloatingPoint(self) -> bool:  # noqa: N802
+        return True
+
+
+class ScalarComplex(complex):
+    """A complex ``Scalar`` argument."""
+
+    __slots__ = ()
+
+    def conj(self) -> ScalarComplex:
+        return ScalarComplex(self.conjugate())
+
+    def toDouble(self) -> float:  # noqa: N802
+        raise _not_real(self, "double")
+
+    def toFloat(self) -> float:  # noqa: N802
+        raise _not_real(self, "float")
+
+    def toLong(self) -> int:  # noqa: N802
+        raise _not_real(self, "int64_t")
+
+    def isComplex(self) -> bool:  # noqa: N802
+        return True
+
+    def isFloatingPoint(self) -> bool:  # noqa: N802
+        return False
+
+
+#: the number types a Scalar argument becomes, which the engine takes as those numbers
+SCALAR_TYPES = (ScalarInt, ScalarFloat, ScalarComplex)
+_BY_TYPE = {int: ScalarInt, float: ScalarFloat, complex: ScalarComplex}
+
+
+def scalar_value(value: Any) -> Any:
+    """``value`` with ``c10::Scalar``'s methods (a bool, None or a value of another type: as it is)."""
+    kind = _BY_TYPE.get(type(value))
+    if kind is None:
+        if isinstance(value, np.number) and not isinstance(value, np.bool_):
+            kind = ScalarComplex if np.iscomplexobj(value) else ScalarFloat if np.issubdtype(
+                type(value), np.floating) else ScalarInt
+            return kind(value.item())
+        return value
+    return kind(value)
+
+
+def scalar_method_parameters(code: CodeType, scalars: frozenset[str]) -> frozenset[str]:
+    """The parameters among ``scalars`` whose methods in :data:`SCALAR_METHODS` ``code`` (or a
+    function defined in it: the backward, the jvp) calls: a load of the name followed by the
+    method's lookup (``alpha.conj()``; not ``at.conj(alpha)``, not a tensor's ``x.conj()``)."""
+    called: set[str] = set()
+    previous = None
+    for instruction in dis.get_instructions(code):
+        if (instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and instruction.argval in SCALAR_METHODS
+                and previous is not None and previous.opname in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE")
+                and previous.argval in scalars):
+            called.add(previous.argval)
+        previous = instruction
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            called |= scalar_method_parameters(const, scalars)
+    return frozenset(called)

@@ -58,7 +58,8 @@ SAME_SIZES = frozenset({
 })
 #: Reductions over ``dim`` whose result has the sizes ``reduced_sizes`` gives.
 REDUCTIONS = frozenset({"sum.dim_IntList", "mean.dim"})
-#: Non-differentiable operators whose result is zero whatever their tensor argument holds.
+#: Non-differentiable operators whose result is zero whatever their tensor argument holds
+#: (``new_full`` too when its fill value is a literal zero).
 ZERO_MAKERS = frozenset({"zeros_like", "new_zeros"})
 #: Metadata methods a transpose may ask of a linear value.
 METADATA_READS = frozenset({"sizes", "dim", "scalar_type", "options", "size"})
@@ -118,6 +119,23 @@ class Branch:
     condition: str
     body: list
     orelse: list
+
+
+@dataclass
+class Loop:
+    """``for <variable> in range(<start>, <stop>):`` with linear statements inside (the bounds are
+    forward-sweep expressions). The sweep adds ``sizes`` (per loop-carried linear value: the name
+    holding its sizes at the top of an iteration and the list of them per iteration) and
+    ``setup``/``updates`` statements that keep those names."""
+
+    variable: str
+    start: cst.BaseExpression
+    stop: cst.BaseExpression
+    body: list
+    carried: tuple[str, ...]        # linear values bound before the loop that the body reads or binds
+    setup: list = field(default_factory=list)
+    updates: list = field(default_factory=list)
+    seen: dict[str, str] = field(default_factory=dict)      # sizes name -> its list of per-iteration values
 
 
 @dataclass(frozen=True)
@@ -367,8 +385,46 @@ class _Builder:
             linear |= body_linear | else_linear
             program.append(Branch(condition, body, orelse))
             return
-        raise DerivationRefused(statement, "a loop over linear values (the gradient); only loops over "
-                                "metadata can be transposed")
+        if isinstance(statement, cst.For):
+            self.loop(statement, linear, tensors, returns, program)
+            return
+        raise DerivationRefused(statement, "a `while` loop on linear values: its trip count is not known "
+                                "before it runs, so it cannot be run backwards (only `for ... in range(...)`)")
+
+    def loop(self, statement: cst.For, linear, tensors, returns, program) -> None:
+        """``for v in range(...)`` whose body carries linear values: transposed by running the body's
+        transposes in reverse iteration order (``Loop``)."""
+        iterable = self.metadata(statement.iter, linear)
+        if self.reads_linear(iterable, linear):
+            raise DerivationRefused(statement.iter, "a loop over the gradient's values")
+        bounds = _range_bounds(iterable)
+        if bounds is None or statement.orelse is not None or not isinstance(statement.target, cst.Name):
+            raise DerivationRefused(statement, "a loop on linear values other than `for name in range(...)`")
+        variable = statement.target.value
+        start, stop = (self.constant_name(bound, program) for bound in bounds)   # evaluated once, before
+        body: list = []
+        body_linear = set(linear)
+        self.statements(statement.body.body, body_linear, tensors, returns, body)
+        read, bound_names = _linear_reads(body), _linear_binds(body)
+        became = (body_linear - linear) & read & (_assigned_in(statement.body.body))
+        if became:
+            raise DerivationRefused(statement, f"`{sorted(became)[0]}` is a constant before the loop and linear "
+                                    "inside it")
+        carried_constant = _carried_constants(body, variable)
+        if carried_constant is not None:
+            raise DerivationRefused(statement, f"the loop carries the constant `{carried_constant}` from one "
+                                    "iteration to the next, so its iterations cannot be replayed backwards")
+        carried = tuple(sorted((read | bound_names) & linear))
+        program.append(Loop(variable, start, stop, body, carried))
+        linear |= body_linear
+
+    def constant_name(self, value: cst.BaseExpression, program: list) -> cst.BaseExpression:
+        """``value`` itself when a name or a number, else a fresh name bound to it in the program."""
+        if isinstance(value, (cst.Name, cst.Integer)):
+            return value
+        name = self.fresh("bound")
+        program.append(Plain(_stmt(f"{name} = {code(value)}")))
+        return cst.Name(name)
 
     def small(self, small, linear, tensors, returns, program) -> None:
         if isinstance(small, cst.Return):
@@ -411,6 +467,9 @@ class _Builder:
             return Operand(constant=node)
         if isinstance(node, cst.Name):
             return Operand(linear=node.value)
+        marked = self.metadata(node, linear)
+        if not self.reads_linear(marked, linear):     # metadata of linear values only (`grad.dim() - 2`)
+            return Operand(constant=marked)
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             return self.apply(node, "neg", [node.expression], {}, linear, tensors, program)
         if isinstance(node, cst.BinaryOperation):
@@ -487,7 +546,7 @@ class _Builder:
             by_param[name] = operand
         live = {p: o.linear for p, o in by_param.items() if o.linear is not None}
         if formula is None:
-            if str(schema.name) in ZERO_MAKERS:
+            if str(schema.name) in ZERO_MAKERS or _fills_zero(schema, by_param):
                 return self.zero(node, schema, operands, by_param)
             raise DerivationRefused(node, f"`{schema.name}` has no formula and is applied to a linear value")
         if not live:
@@ -519,9 +578,9 @@ class _Builder:
         outputs = [o for o in self.witnesses.values() if o is not None]
         if like is None or not outputs or any(o.linear is not None for o in operands[1:]):
             return ZERO
-        if str(schema.name) == "new_zeros":
+        if str(schema.name) in ("new_zeros", "new_full"):
             size = by_param.get("size")
-            if size is None or size.constant is None or len(node.args) != 2:
+            if size is None or size.constant is None or len(node.args) != (2 if str(schema.name) == "new_zeros" else 3):
                 return ZERO
             sizes = size.constant
         elif self.witnesses.get(like) is not None:       # zeros_like(a gradient): on its output
@@ -554,10 +613,20 @@ class _Builder:
                    if not (given[a.name].constant is not None and _is_none(given[a.name].constant))) \
                     and all(self.fits(a.type, given[a.name]) for a in params if a.name in given):
                 matches.append((schema, formula))
+        if len(matches) > 1:          # a number written as such picks the overload taking one (`squeeze(x, 0)`)
+            matches = [m for m in matches if not self.list_for_number(m[0], operands, named)] or matches
         if len(matches) != 1:
             raise DerivationRefused(node, f"`at.{base}` matches {len(matches)} declared overloads for these "
                                     "arguments")
         return matches[0]
+
+    @staticmethod
+    def list_for_number(schema: FunctionSchema, operands, named) -> bool:
+        """Whether ``schema`` takes a list where a number literal is given."""
+        params = [a for a in schema.arguments if not a.is_out]
+        given = {**{a.name: o for a, o in zip(params, operands)}, **named}
+        return any(isinstance(_unwrapped(a.type), ListType) and isinstance(given[a.name].constant, cst.Integer)
+                   for a in params if a.name in given)
 
     def fits(self, wanted, operand: Operand) -> bool:
         """Whether a constant that is one of the formula's parameters has ``wanted``'s list-ness
@@ -638,6 +707,13 @@ def _reads_only_device(helper: Helper, param: str) -> bool:
     return uses > 0 and uses == device_reads
 
 
+def _fills_zero(schema: FunctionSchema, by_param: Mapping[str, Operand]) -> bool:
+    """``new_full(x, sizes, 0)``: a zero maker too."""
+    fill = by_param.get("fill_value")
+    return str(schema.name) == "new_full" and fill is not None and isinstance(fill.constant, (cst.Integer, cst.Float)) \
+        and float(fill.constant.value) == 0.0
+
+
 def _sizes_of_constant(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
     return None if value is None or _is_none(value) else _expr(f"{code(value)}.sizes()")
 
@@ -655,6 +731,56 @@ def _returned(statement: cst.Return) -> list[cst.BaseExpression | None]:
     if isinstance(value, cst.Tuple):
         return [None if _is_none(e.value) else e.value for e in value.elements]
     return [None if value is None or _is_none(value) else value]
+
+
+def _range_bounds(iterable: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``(start, stop)`` of ``range(stop)`` / ``range(start, stop)``; None for anything else."""
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range"
+            and 1 <= len(iterable.args) <= 2 and all(a.keyword is None and a.star == "" for a in iterable.args)):
+        return None
+    if len(iterable.args) == 1:
+        return cst.Integer("0"), iterable.args[0].value
+    return iterable.args[0].value, iterable.args[1].value
+
+
+def _items(program: list):
+    """Every item of ``program``, those inside branches and loops included, in source order."""
+    for item in program:
+        yield item
+        if isinstance(item, Branch):
+            yield from _items(item.body)
+            yield from _items(item.orelse)
+        elif isinstance(item, Loop):
+            yield from _items(item.body)
+
+
+def _linear_reads(program: list) -> set[str]:
+    return {name for item in _items(program) if isinstance(item, Linear)
+            for name in ({item.source} if item.source else set(item.linear.values()))}
+
+
+def _linear_binds(program: list) -> set[str]:
+    return {item.target for item in _items(program) if isinstance(item, Linear)}
+
+
+def _carried_constants(program: list, variable: str) -> str | None:
+    """A constant the loop body reads before it binds it (so its value comes from the previous
+    iteration), or None."""
+    plains = [item for item in _items(program) if isinstance(item, Plain)]
+    bound_in_body = {name for item in plains for name in _assigned(item.statement)} - {variable}
+    bound_so_far: set[str] = set()
+    for item in _items(program):
+        nodes = [item.statement] if isinstance(item, Plain) else (
+            list(item.arguments.values()) if isinstance(item, Linear) else [])
+        for node in nodes:
+            if isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.Assign):
+                node = node.body[0].value              # the value is read before the targets are bound
+            early = {n.value for n in _nodes(node) if isinstance(n, cst.Name)} & bound_in_body - bound_so_far
+            if early:
+                return sorted(early)[0]
+        if isinstance(item, Plain):
+            bound_so_far |= _assigned(item.statement)
+    return None
 
 
 def _assigned(statement) -> set[str]:
@@ -684,6 +810,7 @@ class _Sweep:
         self.witness = witness
         self.sizes_before: dict[int, dict[str, cst.BaseExpression | None]] = {}   # id(step) -> sizes env
         self.read_linear: set[str] = set()      # names some linear step reads (their adjoints matter)
+        self.exit_sizes: dict[int, dict[str, cst.BaseExpression | None]] = {}    # id(loop) -> sizes after it
 
     def reads(self, program: list) -> None:
         for item in program:
@@ -692,6 +819,8 @@ class _Sweep:
             elif isinstance(item, Branch):
                 self.reads(item.body)
                 self.reads(item.orelse)
+            elif isinstance(item, Loop):
+                self.reads(item.body)
 
     # -- sizes
     def annotate(self, program: list, sizes: dict[str, cst.BaseExpression | None]) -> None:
@@ -706,6 +835,8 @@ class _Sweep:
                 item.arguments = {p: self.resolve_marks(v, sizes) for p, v in item.arguments.items()}
                 self.sizes_before[id(item)] = dict(sizes)
                 sizes[item.target] = self.sizes_of(item, sizes)
+            elif isinstance(item, Loop):
+                self.annotate_loop(item, sizes)
             else:
                 body_sizes, else_sizes = dict(sizes), dict(sizes)
                 self.sizes_before[id(item)] = dict(sizes)
@@ -723,6 +854,34 @@ class _Sweep:
                         item.body.append(Plain(_stmt(f"{merged} = {code(a)}")))
                         item.orelse.append(Plain(_stmt(f"{merged} = {code(b)}")))
                         sizes[name] = cst.Name(merged)
+
+    def annotate_loop(self, loop: Loop, sizes: dict[str, cst.BaseExpression | None]) -> None:
+        """A carried linear value's sizes may change from one iteration to the next: they are held in
+        a name the forward loop updates at the end of each iteration, and listed per iteration for
+        the reverse loop (``Loop.seen``)."""
+        self.sizes_before[id(loop)] = dict(sizes)
+        body_sizes = dict(sizes)
+        holders: dict[str, str] = {}
+        for name in loop.carried:
+            if sizes.get(name) is not None:
+                holders[name] = self.builder.fresh(f"{name}_sizes")
+                loop.setup.append(_stmt(f"{holders[name]} = {code(sizes[name])}"))
+                body_sizes[name] = cst.Name(holders[name])
+        self.annotate(loop.body, body_sizes)
+        for name in loop.carried:
+            end, holder = body_sizes.get(name), holders.get(name)
+            if holder is None:
+                sizes[name] = None
+            elif end is None:
+                raise DerivationRefused(None, f"the sizes of `{name}` after an iteration of a loop are unknown")
+            else:
+                if code(end) != holder:
+                    loop.updates.append(_stmt(f"{holder} = {code(end)}"))
+                    loop.seen[holder] = self.builder.fresh(f"{holder}_seen")
+                sizes[name] = cst.Name(holder)
+        for name in _linear_binds(loop.body) - set(loop.carried):
+            sizes.pop(name, None)
+        self.exit_sizes[id(loop)] = dict(sizes)
 
     def sizes_of(self, step: Linear, sizes) -> cst.BaseExpression | None:
         if step.source is not None:
@@ -810,14 +969,22 @@ class _Sweep:
         raise DerivationRefused(node, f"`.{method}(...)` of the linear value `{name}`")
 
     # -- the forward sweep
-    def forward(self, program: list) -> list[cst.BaseStatement]:
+    def forward(self, program: list, also_read: frozenset[str] = frozenset()) -> list[cst.BaseStatement]:
         """The constant statements in order. A branch's own are run again where the reverse sweep
-        reverses it, so here only a branch whose names the statements beside it read is kept."""
+        reverses it, so here only a branch whose names the statements beside it (or ``also_read``)
+        read is kept. A loop runs forward whole: it lists the sizes its reverse loop reads."""
         out: list[cst.BaseStatement] = []
-        beside = self.names_read_beside(program)
+        beside = self.names_read_beside(program) | also_read
         for item in program:
             if isinstance(item, Plain):
                 out.append(item.statement)
+            elif isinstance(item, Loop):
+                out += item.setup + [_stmt(f"{seen} = []") for seen in item.seen.values()]
+                updates_read = {n.value for s in item.updates for n in _nodes(s) if isinstance(n, cst.Name)}
+                body = [_stmt(f"{seen}.append({holder})") for holder, seen in item.seen.items()]
+                body += self.forward(item.body, frozenset(updates_read)) + item.updates
+                if body:
+                    out.append(_for(item.variable, item.start, item.stop, body))
             elif isinstance(item, Branch) and self.bound_in(item) & beside:
                 body, orelse = self.forward(item.body), self.forward(item.orelse)
                 if body or orelse:
@@ -834,6 +1001,8 @@ class _Sweep:
                 nodes = [item.statement]
             elif isinstance(item, Linear):
                 nodes = [*item.arguments.values(), *(v for v in self.sizes_before.get(id(item), {}).values() if v)]
+            elif isinstance(item, Loop):
+                nodes = [item.start, item.stop, *item.setup, *(v for v in self.exit_sizes[id(item)].values() if v)]
             for node in nodes:
                 read |= {n.value for n in _nodes(node) if isinstance(n, cst.Name)}
         return read
@@ -845,7 +1014,8 @@ class _Sweep:
                 bound |= _assigned(item.statement)
             elif isinstance(item, Branch):
                 bound |= self.bound_in(item)
-        return bound
+        return bound | {name for item in (*branch.body, *branch.orelse) if isinstance(item, Loop)
+                        for statement in item.setup for name in _assigned(statement)}
 
     # -- the reverse sweep
     def reverse(self, program: list, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
@@ -855,7 +1025,45 @@ class _Sweep:
                 out += self.transpose_step(item, adjoints)
             elif isinstance(item, Branch):
                 out += self.reverse_branch(item, adjoints)
+            elif isinstance(item, Loop):
+                out += self.reverse_loop(item, adjoints)
         return out
+
+    def reverse_loop(self, loop: Loop, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        """The loop run backwards: each carried value's adjoint in one name across iterations, the
+        body's constants and sizes as they were in that iteration, its transposes reversed."""
+        escaping = (_linear_binds(loop.body) - set(loop.carried)) & adjoints.keys()
+        if escaping:
+            raise DerivationRefused(None, f"the linear value `{sorted(escaping)[0]}` is first bound inside a loop "
+                                    "and read after it")
+        if not any(name in adjoints for name in loop.carried):
+            return []                   # nothing after the loop reads what it computes
+        before: list[cst.BaseStatement] = []
+        held: dict[str, str] = {}
+        for name in loop.carried:
+            held[name] = self.adjoint_name(name)
+            before.append(_stmt(f"{held[name]} = {adjoints.get(name) or self.zero(name, self.exit_sizes[id(loop)])}"))
+        body_adjoints = dict(held)
+        turn = self.builder.fresh(f"{loop.variable}_reversed")
+        first = "" if code(loop.start) == "0" else f"{code(loop.start)} + "
+        offset = "" if code(loop.start) == "0" else f" - {code(loop.start)}"
+        body = [_stmt(f"{loop.variable} = {first}{code(loop.stop)} - 1 - {turn}")]
+        body += [_stmt(f"{holder} = {seen}[{loop.variable}{offset}]") for holder, seen in loop.seen.items()]
+        body += self.forward(loop.body)
+        body += self.reverse(loop.body, body_adjoints)
+        entry_sizes = self.exit_sizes[id(loop)]         # the holders, restored for this iteration
+        for name in loop.carried:
+            value = body_adjoints.get(name)
+            if value != held[name]:
+                body.append(_stmt(f"{held[name]} = {value or self.zero(name, entry_sizes)}"))
+            adjoints[name] = held[name]
+        return before + [_for(turn, loop.start, loop.stop, body)]
+
+    def zero(self, name: str, sizes: dict[str, cst.BaseExpression | None]) -> str:
+        """A zero adjoint for the linear value ``name`` (its sizes must be known)."""
+        if sizes.get(name) is None or self.witness is None:
+            raise DerivationRefused(None, f"the adjoint of `{name}` is zero in a loop and its sizes are unknown")
+        return f"at.new_zeros({self.witness}, {code(sizes[name])})"
 
     def reverse_branch(self, branch: Branch, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
         body_adjoints, else_adjoints = dict(adjoints), dict(adjoints)
@@ -1054,6 +1262,12 @@ def _returns_to_assignment(statement: cst.BaseStatement, component: int, target:
     return converted, gives
 
 
+def _for(variable: str, start: cst.BaseExpression, stop: cst.BaseExpression, body) -> cst.For:
+    bounds = code(stop) if code(start) == "0" else f"{code(start)}, {code(stop)}"
+    head = cst.parse_statement(f"for {variable} in range({bounds}):\n    pass\n")
+    return head.with_changes(body=head.body.with_changes(body=body))
+
+
 def _if(condition: str, body, orelse) -> cst.If:
     block = cst.IndentedBlock(body=body or [_stmt("pass")])
     orelse_block = cst.Else(body=cst.IndentedBlock(body=orelse)) if orelse else None
@@ -1194,5 +1408,7 @@ def _only_none(program: list, name: str) -> bool:
         if isinstance(item, Plain) and name in _assigned(item.statement):
             return False
         if isinstance(item, Branch) and not (_only_none(item.body, name) and _only_none(item.orelse, name)):
+            return False
+        if isinstance(item, Loop) and not _only_none(item.body, name):
             return False
     return True

@@ -51,6 +51,9 @@ ELEMENTWISE = frozenset({
     "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "sub.Scalar", "mul.Scalar",
     "div.Scalar", "neg", "where.self", "rsub.Tensor", "rsub.Scalar", "conj", "_conj", "real",
 })
+#: Operators whose backward sums each input's gradient to its sizes (the batch dims broadcast)
+#: but whose result is not the broadcast of their arguments (the last dims are contracted).
+CONTRACTIONS = frozenset({"matmul"})
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
@@ -110,6 +113,7 @@ class Linear:
     arguments: dict[str, cst.BaseExpression] = field(default_factory=dict)
     linear: dict[str, str] = field(default_factory=dict)     # formula parameter -> linear name
     zero_sizes: cst.BaseExpression | None = None             # a zero's sizes (metadata marks allowed)
+    sizes_binding: cst.BaseStatement | None = None           # the target's sizes, computed once
 
 
 @dataclass
@@ -497,7 +501,7 @@ class _Builder:
                 keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
                 return self.apply(node, node.func.attr.value, positional, keywords, linear, tensors, program)
             if isinstance(node.func, cst.Name) and node.func.value in self.table.helpers:
-                return self.inline_helper(node, self.table.helpers[node.func.value], linear, tensors, program)
+                return self.inline_helper(node, self.helper_overload(node), linear, tensors, program)
             marked = self.metadata(node, linear)
             if not self.reads_linear(marked, linear):
                 return Operand(constant=marked)
@@ -613,20 +617,28 @@ class _Builder:
                    if not (given[a.name].constant is not None and _is_none(given[a.name].constant))) \
                     and all(self.fits(a.type, given[a.name]) for a in params if a.name in given):
                 matches.append((schema, formula))
-        if len(matches) > 1:          # a number written as such picks the overload taking one (`squeeze(x, 0)`)
-            matches = [m for m in matches if not self.list_for_number(m[0], operands, named)] or matches
+        if len(matches) > 1:     # a literal number or list, or sizes, pick (`squeeze(x, 0)`, `view(x, y.sizes())`)
+            matches = [m for m in matches if not self.list_kind_differs(m[0], operands, named)] or matches
         if len(matches) != 1:
             raise DerivationRefused(node, f"`at.{base}` matches {len(matches)} declared overloads for these "
                                     "arguments")
         return matches[0]
 
     @staticmethod
-    def list_for_number(schema: FunctionSchema, operands, named) -> bool:
-        """Whether ``schema`` takes a list where a number literal is given."""
+    def list_kind_differs(schema: FunctionSchema, operands, named) -> bool:
+        """Whether ``schema`` takes a list where a number literal is given, or the reverse for a
+        list literal or ``x.sizes()``."""
         params = [a for a in schema.arguments if not a.is_out]
         given = {**{a.name: o for a, o in zip(params, operands)}, **named}
-        return any(isinstance(_unwrapped(a.type), ListType) and isinstance(given[a.name].constant, cst.Integer)
-                   for a in params if a.name in given)
+        for argument in params:
+            constant = given[argument.name].constant if argument.name in given else None
+            takes_list = isinstance(_unwrapped(argument.type), ListType)
+            if isinstance(constant, (cst.Integer, cst.Float)) and takes_list:
+                return True
+            if (isinstance(constant, cst.List) or (constant is not None and _plain_sizes(constant)
+                                                   and not isinstance(constant, cst.Name))) and not takes_list:
+                return True
+        return False
 
     def fits(self, wanted, operand: Operand) -> bool:
         """Whether a constant that is one of the formula's parameters has ``wanted``'s list-ness
@@ -636,6 +648,48 @@ class _Builder:
             return True
         given = self.parameter_types[operand.constant.value]
         return isinstance(_unwrapped(wanted), ListType) == isinstance(_unwrapped(given), ListType)
+
+    def helper_overload(self, node: cst.Call) -> Helper:
+        """The helper a call names: ``name`` or one of its overloads ``name__variant``
+        (``unsqueeze_to(grad, sizes)`` / ``unsqueeze_to(grad, dim, sizes)``), picked by the number
+        of arguments and, where one is a list, a number or a tensor for sure, by its annotation; the
+        first that fits in declaration order (as the C++ emitter picks)."""
+        name = node.func.value
+        prefix = name + "__"
+        overloads = [h for n, h in self.table.helpers.items()
+                     if n == name or (n.startswith(prefix) and "__" not in n[len(prefix):])]
+        positional = [a.value for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        fitting = []
+        for helper in overloads:
+            names = [p.name for p in helper.params]
+            if len(positional) > len(names) or any(k not in names[len(positional):] for k in keywords):
+                continue
+            given = {**dict(zip(names, positional)), **keywords}
+            if any(p.default is None and p.name not in given for p in helper.params):
+                continue
+            if all(self.kind_fits(p.annotation, given[p.name]) for p in helper.params if p.name in given):
+                fitting.append(helper)
+        if not fitting and len(overloads) > 1:
+            raise DerivationRefused(node, f"none of the {len(overloads)} overloads of `{name}` takes these arguments")
+        return fitting[0] if fitting else self.table.helpers[name]      # the first that fits, as in C++
+
+    def kind_fits(self, annotation: str | None, value: cst.BaseExpression) -> bool:
+        """Whether ``value`` can be a ``list[...]`` (or not one) as ``annotation`` says, where that
+        is sure: a literal number or list, ``x.sizes()``, or one of the formula's parameters."""
+        if annotation is None:
+            return True
+        wants_list = annotation.replace(" ", "").startswith(("list[", "list|", "Optional[list"))
+        if isinstance(value, (cst.Integer, cst.Float)):
+            return not wants_list
+        if isinstance(value, cst.List) or _plain_sizes(value) and not isinstance(value, cst.Name):
+            return wants_list
+        if isinstance(value, cst.Name) and value.value in self.parameter_types:
+            given = self.parameter_types[value.value]
+            if not wants_list and annotation.startswith("Tensor") != is_tensor_like(given):
+                return False
+            return isinstance(_unwrapped(given), ListType) == wants_list
+        return True
 
     def inline_helper(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
         body = helper.node.body.body
@@ -707,6 +761,13 @@ def _reads_only_device(helper: Helper, param: str) -> bool:
     return uses > 0 and uses == device_reads
 
 
+def _plain_sizes(sizes: cst.BaseExpression) -> bool:
+    """A name or ``x.sizes()``: cheap enough to read where it is needed."""
+    return isinstance(sizes, cst.Name) or (
+        isinstance(sizes, cst.Call) and not sizes.args and isinstance(sizes.func, cst.Attribute)
+        and isinstance(sizes.func.value, cst.Name) and sizes.func.attr.value == "sizes")
+
+
 def _fills_zero(schema: FunctionSchema, by_param: Mapping[str, Operand]) -> bool:
     """``new_full(x, sizes, 0)``: a zero maker too."""
     fill = by_param.get("fill_value")
@@ -773,9 +834,13 @@ def _carried_constants(program: list, variable: str) -> str | None:
         nodes = [item.statement] if isinstance(item, Plain) else (
             list(item.arguments.values()) if isinstance(item, Linear) else [])
         for node in nodes:
+            own_targets: set[str] = set()
             if isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.Assign):
                 node = node.body[0].value              # the value is read before the targets are bound
-            early = {n.value for n in _nodes(node) if isinstance(n, cst.Name)} & bound_in_body - bound_so_far
+            elif isinstance(node, cst.For):
+                own_targets = {n.value for n in _nodes(node.target) if isinstance(n, cst.Name)}
+            early = ({n.value for n in _nodes(node) if isinstance(n, cst.Name)} - own_targets) & bound_in_body \
+                - bound_so_far
             if early:
                 return sorted(early)[0]
         if isinstance(item, Plain):
@@ -834,7 +899,12 @@ class _Sweep:
             elif isinstance(item, Linear):
                 item.arguments = {p: self.resolve_marks(v, sizes) for p, v in item.arguments.items()}
                 self.sizes_before[id(item)] = dict(sizes)
-                sizes[item.target] = self.sizes_of(item, sizes)
+                found = self.sizes_of(item, sizes)
+                if found is not None and not _plain_sizes(found):      # computed once, read by name
+                    holder = self.builder.fresh(f"{item.target}_sizes")
+                    item.sizes_binding = _stmt(f"{holder} = {code(found)}")
+                    found = cst.Name(holder)
+                sizes[item.target] = found
             elif isinstance(item, Loop):
                 self.annotate_loop(item, sizes)
             else:
@@ -917,7 +987,10 @@ class _Sweep:
             return combined
         shape_argument = {"expand": "size", "view": "size", "reshape": "shape"}.get(formula.schema.name.base)
         if shape_argument is not None and shape_argument in step.arguments:
-            return step.arguments[shape_argument]
+            shape = step.arguments[shape_argument]
+            inferred = isinstance(shape, cst.List) and any(      # `[-1]`: a size left for the op to infer
+                isinstance(e.value, cst.UnaryOperation) and isinstance(e.value.operator, cst.Minus) for e in shape.elements)
+            return None if inferred else shape
         if formula.schema.name.base in SAME_SIZES:
             return sizes.get(step.linear["self"]) if "self" in step.linear else _sizes_of_constant(arguments.get("self"))
         if name == "gather":
@@ -978,6 +1051,8 @@ class _Sweep:
         for item in program:
             if isinstance(item, Plain):
                 out.append(item.statement)
+            elif isinstance(item, Linear) and item.sizes_binding is not None:
+                out.append(item.sizes_binding)
             elif isinstance(item, Loop):
                 out += item.setup + [_stmt(f"{seen} = []") for seen in item.seen.values()]
                 updates_read = {n.value for s in item.updates for n in _nodes(s) if isinstance(n, cst.Name)}
@@ -1012,6 +1087,8 @@ class _Sweep:
         for item in (*branch.body, *branch.orelse):
             if isinstance(item, Plain):
                 bound |= _assigned(item.statement)
+            elif isinstance(item, Linear) and item.sizes_binding is not None:
+                bound |= _assigned(item.sizes_binding)
             elif isinstance(item, Branch):
                 bound |= self.bound_in(item)
         return bound | {name for item in (*branch.body, *branch.orelse) if isinstance(item, Loop)
@@ -1224,6 +1301,8 @@ def broadcasts(formula: Formula) -> bool:
     that input's sizes (``sum_to(..., <input>_sizes)`` with ``<input>_sizes = <input>.sizes()``)."""
     if formula.jvp is not None and formula.jvp.rule.value == "auto_element_wise":
         return True
+    if formula.schema.name.base in CONTRACTIONS:
+        return False
     sizes_of: dict[str, str] = {}
     for statement in formula.forward:
         if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
@@ -1274,59 +1353,59 @@ def _if(condition: str, body, orelse) -> cst.If:
     return cst.If(test=cst.Name(condition), body=block, orelse=orelse_block)
 
 
-def _dead_code_removed(statements: list[cst.BaseStatement], returned: set[str]) -> list[cst.BaseStatement]:
-    """Drop ``name = expression`` statements whose name nothing reads (the forward sweep binds more
-    than the transposes use); repeated until nothing changes."""
-    while True:
-        module = cst.Module(body=statements)
-        reads: set[str] = set(returned)
-        for node in _nodes(module):
-            if isinstance(node, cst.Name):
-                reads.add(node.value)
-        # a name only counts as read where it is not the target of a plain assignment
-        targets: dict[str, int] = {}
-        for node in _nodes(module):
-            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
-                targets[node.target.value] = targets.get(node.target.value, 0) + 1
-        counts: dict[str, int] = {}
-        for node in _nodes(module):
-            if isinstance(node, cst.Name):
-                counts[node.value] = counts.get(node.value, 0) + 1
-        dead = {n for n, c in targets.items() if counts.get(n, 0) == c and n not in returned}
-        if not dead:
-            return statements
-        statements = _without_assignments(statements, dead)
-
-
-def _without_assignments(statements, dead: set[str]) -> list[cst.BaseStatement]:
-    out = []
-    for statement in statements:
+def _live_only(statements: list[cst.BaseStatement], live: set[str]) -> tuple[list[cst.BaseStatement], set[str]]:
+    """``statements`` without the assignments to names nothing after them reads (the forward
+    sweep and each branch's replay bind more than the transposes use), and the names live before
+    them; ``live``: those read after. The formula language's expressions have no side effects; any
+    other statement (a list's ``append``, a return) is kept and reads what it names."""
+    kept: list[cst.BaseStatement] = []
+    for statement in reversed(statements):
         if isinstance(statement, cst.SimpleStatementLine):
-            kept = [s for s in statement.body if not (isinstance(s, cst.Assign) and len(s.targets) == 1
-                                                     and isinstance(s.targets[0].target, cst.Name)
-                                                     and s.targets[0].target.value in dead)]
-            if kept:
-                out.append(statement.with_changes(body=kept))
+            smalls = []
+            for small in reversed(statement.body):
+                if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets):
+                    targets = {t.target.value for t in small.targets}
+                    if not targets & live:
+                        continue
+                    live = (live - targets) | _names(small.value)
+                elif not isinstance(small, cst.Pass):
+                    live = live | _names(small)
+                smalls.append(small)
+            if smalls:
+                kept.append(statement.with_changes(body=list(reversed(smalls))))
         elif isinstance(statement, cst.If):
-            body = _without_assignments(statement.body.body, dead)
-            orelse = statement.orelse
+            body, body_live = _live_only(list(statement.body.body), set(live))
+            orelse, else_live = statement.orelse, set(live)
             if isinstance(orelse, cst.Else):
-                inner = _without_assignments(orelse.body.body, dead)
+                inner, else_live = _live_only(list(orelse.body.body), set(live))
                 orelse = orelse.with_changes(body=orelse.body.with_changes(body=inner)) if inner else None
             elif isinstance(orelse, cst.If):
-                inner = _without_assignments([orelse], dead)
+                inner, else_live = _live_only([orelse], set(live))
                 orelse = inner[0] if inner else None
             if not body and orelse is None:
                 continue
-            out.append(statement.with_changes(body=statement.body.with_changes(body=body or [_stmt("pass")]),
-                                              orelse=orelse))
+            live = body_live | else_live | _names(statement.test)
+            kept.append(statement.with_changes(body=statement.body.with_changes(body=body or [_stmt("pass")]),
+                                               orelse=orelse))
         elif isinstance(statement, cst.For):
-            body = _without_assignments(statement.body.body, dead)
-            if body:
-                out.append(statement.with_changes(body=statement.body.with_changes(body=body)))
+            loop_live = set(live)            # an iteration may read what the one before it bound
+            while True:
+                body, body_live = _live_only(list(statement.body.body), set(loop_live))
+                if body_live <= loop_live:
+                    break
+                loop_live |= body_live
+            if not body:
+                continue
+            live = live | body_live | _names(statement.iter)
+            kept.append(statement.with_changes(body=statement.body.with_changes(body=body)))
         else:
-            out.append(statement)
-    return out
+            live = live | _names(statement)
+            kept.append(statement)
+    return list(reversed(kept)), live
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    return {n.value for n in _nodes(node) if isinstance(n, cst.Name)}
 
 
 # ---- the entry point ---------------------------------------------------------------------
@@ -1377,14 +1456,14 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     statements = sweep.forward(program) + sweep.reverse(program, adjoints)
     results = [adjoints.get(g) for g in grads]
     returned = ", ".join(r if r is not None else "None" for r in results)
-    statements = _dead_code_removed(statements, {r for r in results if r is not None})
+    statements.append(_stmt(f"return {returned}"))
+    statements, _ = _live_only(statements, set())
     if backward.needs_input_grad is not None and any(
             isinstance(n, cst.Name) and n.value == backward.needs_input_grad for s in statements for n in _nodes(s)):
         raise DerivationRefused(backward.node, "needs_input_grad is used other than as needs_input_grad[i]")
     if any(isinstance(n, cst.Name) and n.value in (META, UNKNOWN_ZERO) for s in statements for n in _nodes(s)):
         raise DerivationRefused(backward.node, "the metadata of a linear value is read where the sizes rules "
                                 "do not reach")
-    statements.append(_stmt(f"return {returned}"))
     head = cst.parse_statement(f"def jvp({', '.join(tangents)}):\n    pass\n")
     return head.with_changes(body=head.body.with_changes(body=statements))
 

@@ -65,6 +65,7 @@ REFUSED = {
     'avg_pool2d_backward': 'reads the value of',
     'var_mean.dim': 'a branch on the gradient',
     'linalg_solve_triangular': 'on a linear value',
+    'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
     'cat': 'Tensor[] inputs or outputs',
     'stack': 'Tensor[] inputs or outputs',
 }

@@ -51,6 +51,9 @@ ELEMENTWISE = frozenset({
     "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "sub.Scalar", "mul.Scalar",
     "div.Scalar", "neg", "where.self", "rsub.Tensor", "rsub.Scalar", "conj", "_conj", "real",
 })
+#: Operators whose backward sums each input's gradient to its sizes (the batch dims broadcast)
+#: but whose result is not the broadcast of their arguments (the last dims are contracted).
+CONTRACTIONS = frozenset({"matmul"})
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
@@ -58,7 +61,8 @@ SAME_SIZES = frozenset({
 })
 #: Reductions over ``dim`` whose result has the sizes ``reduced_sizes`` gives.
 REDUCTIONS = frozenset({"sum.dim_IntList", "mean.dim"})
-#: Non-differentiable operators whose result is zero whatever their tensor argument holds.
+#: Non-differentiable operators whose result is zero whatever their tensor argument holds
+#: (``new_full`` too when its fill value is a literal zero).
 ZERO_MAKERS = frozenset({"zeros_like", "new_zeros"})
 #: Metadata methods a transpose may ask of a linear value.
 METADATA_READS = frozenset({"sizes", "dim", "scalar_type", "options", "size"})
@@ -109,6 +113,7 @@ class Linear:
     arguments: dict[str, cst.BaseExpression] = field(default_factory=dict)
     linear: dict[str, str] = field(default_factory=dict)     # formula parameter -> linear name
     zero_sizes: cst.BaseExpression | None = None             # a zero's sizes (metadata marks allowed)
+    sizes_binding: cst.BaseStatement | None = None           # the target's sizes, computed once
 
 
 @dataclass
@@ -118,6 +123,23 @@ class Branch:
     condition: str
     body: list
     orelse: list
+
+
+@dataclass
+class Loop:
+    """``for <variable> in range(<start>, <stop>):`` with linear statements inside (the bounds are
+    forward-sweep expressions). The sweep adds ``sizes`` (per loop-carried linear value: the name
+    holding its sizes at the top of an iteration and the list of them per iteration) and
+    ``setup``/``updates`` statements that keep those names."""
+
+    variable: str
+    start: cst.BaseExpression
+    stop: cst.BaseExpression
+    body: list
+    carried: tuple[str, ...]        # linear values bound before the loop that the body reads or binds
+    setup: list = field(default_factory=list)
+    updates: list = field(default_factory=list)
+    seen: dict[str, str] = field(default_factory=dict)      # sizes name -> its list of per-iteration values
 
 
 @dataclass(frozen=True)
@@ -367,8 +389,46 @@ class _Builder:
             linear |= body_linear | else_linear
             program.append(Branch(condition, body, orelse))
             return
-        raise DerivationRefused(statement, "a loop over linear values (the gradient); only loops over "
-                                "metadata can be transposed")
+        if isinstance(statement, cst.For):
+            self.loop(statement, linear, tensors, returns, program)
+            return
+        raise DerivationRefused(statement, "a `while` loop on linear values: its trip count is not known "
+                                "before it runs, so it cannot be run backwards (only `for ... in range(...)`)")
+
+    def loop(self, statement: cst.For, linear, tensors, returns, program) -> None:
+        """``for v in range(...)`` whose body carries linear values: transposed by running the body's
+        transposes in reverse iteration order (``Loop``)."""
+        iterable = self.metadata(statement.iter, linear)
+        if self.reads_linear(iterable, linear):
+            raise DerivationRefused(statement.iter, "a loop over the gradient's values")
+        bounds = _range_bounds(iterable)
+        if bounds is None or statement.orelse is not None or not isinstance(statement.target, cst.Name):
+            raise DerivationRefused(statement, "a loop on linear values other than `for name in range(...)`")
+        variable = statement.target.value
+        start, stop = (self.constant_name(bound, program) for bound in bounds)   # evaluated once, before
+        body: list = []
+        body_linear = set(linear)
+        self.statements(statement.body.body, body_linear, tensors, returns, body)
+        read, bound_names = _linear_reads(body), _linear_binds(body)
+        became = (body_linear - linear) & read & (_assigned_in(statement.body.body))
+        if became:
+            raise DerivationRefused(statement, f"`{sorted(became)[0]}` is a constant before the loop and linear "
+                                    "inside it")
+        carried_constant = _carried_constants(body, variable)
+        if carried_constant is not None:
+            raise DerivationRefused(statement, f"the loop carries the constant `{carried_constant}` from one "
+                                    "iteration to the next, so its iterations cannot be replayed backwards")
+        carried = tuple(sorted((read | bound_names) & linear))
+        program.append(Loop(variable, start, stop, body, carried))
+        linear |= body_linear
+
+    def constant_name(self, value: cst.BaseExpression, program: list) -> cst.BaseExpression:
+        """``value`` itself when a name or a number, else a fresh name bound to it in the program."""
+        if isinstance(value, (cst.Name, cst.Integer)):
+            return value
+        name = self.fresh("bound")
+        program.append(Plain(_stmt(f"{name} = {code(value)}")))
+        return cst.Name(name)
 
     def small(self, small, linear, tensors, returns, program) -> None:
         if isinstance(small, cst.Return):
@@ -411,6 +471,9 @@ class _Builder:
             return Operand(constant=node)
         if isinstance(node, cst.Name):
             return Operand(linear=node.value)
+        marked = self.metadata(node, linear)
+        if not self.reads_linear(marked, linear):     # metadata of linear values only (`grad.dim() - 2`)
+            return Operand(constant=marked)
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             return self.apply(node, "neg", [node.expression], {}, linear, tensors, program)
         if isinstance(node, cst.BinaryOperation):
@@ -438,7 +501,7 @@ class _Builder:
                 keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
                 return self.apply(node, node.func.attr.value, positional, keywords, linear, tensors, program)
             if isinstance(node.func, cst.Name) and node.func.value in self.table.helpers:
-                return self.inline_helper(node, self.table.helpers[node.func.value], linear, tensors, program)
+                return self.inline_helper(node, self.helper_overload(node), linear, tensors, program)
             marked = self.metadata(node, linear)
             if not self.reads_linear(marked, linear):
                 return Operand(constant=marked)
@@ -487,7 +550,7 @@ class _Builder:
             by_param[name] = operand
         live = {p: o.linear for p, o in by_param.items() if o.linear is not None}
         if formula is None:
-            if str(schema.name) in ZERO_MAKERS:
+            if str(schema.name) in ZERO_MAKERS or _fills_zero(schema, by_param):
                 return self.zero(node, schema, operands, by_param)
             raise DerivationRefused(node, f"`{schema.name}` has no formula and is applied to a linear value")
         if not live:
@@ -519,9 +582,9 @@ class _Builder:
         outputs = [o for o in self.witnesses.values() if o is not None]
         if like is None or not outputs or any(o.linear is not None for o in operands[1:]):
             return ZERO
-        if str(schema.name) == "new_zeros":
+        if str(schema.name) in ("new_zeros", "new_full"):
             size = by_param.get("size")
-            if size is None or size.constant is None or len(node.args) != 2:
+            if size is None or size.constant is None or len(node.args) != (2 if str(schema.name) == "new_zeros" else 3):
                 return ZERO
             sizes = size.constant
         elif self.witnesses.get(like) is not None:       # zeros_like(a gradient): on its output
@@ -554,10 +617,28 @@ class _Builder:
                    if not (given[a.name].constant is not None and _is_none(given[a.name].constant))) \
                     and all(self.fits(a.type, given[a.name]) for a in params if a.name in given):
                 matches.append((schema, formula))
+        if len(matches) > 1:     # a literal number or list, or sizes, pick (`squeeze(x, 0)`, `view(x, y.sizes())`)
+            matches = [m for m in matches if not self.list_kind_differs(m[0], operands, named)] or matches
         if len(matches) != 1:
             raise DerivationRefused(node, f"`at.{base}` matches {len(matches)} declared overloads for these "
                                     "arguments")
         return matches[0]
+
+    @staticmethod
+    def list_kind_differs(schema: FunctionSchema, operands, named) -> bool:
+        """Whether ``schema`` takes a list where a number literal is given, or the reverse for a
+        list literal or ``x.sizes()``."""
+        params = [a for a in schema.arguments if not a.is_out]
+        given = {**{a.name: o for a, o in zip(params, operands)}, **named}
+        for argument in params:
+            constant = given[argument.name].constant if argument.name in given else None
+            takes_list = isinstance(_unwrapped(argument.type), ListType)
+            if isinstance(constant, (cst.Integer, cst.Float)) and takes_list:
+                return True
+            if (isinstance(constant, cst.List) or (constant is not None and _plain_sizes(constant)
+                                                   and not isinstance(constant, cst.Name))) and not takes_list:
+                return True
+        return False
 
     def fits(self, wanted, operand: Operand) -> bool:
         """Whether a constant that is one of the formula's parameters has ``wanted``'s list-ness
@@ -567,6 +648,48 @@ class _Builder:
             return True
         given = self.parameter_types[operand.constant.value]
         return isinstance(_unwrapped(wanted), ListType) == isinstance(_unwrapped(given), ListType)
+
+    def helper_overload(self, node: cst.Call) -> Helper:
+        """The helper a call names: ``name`` or one of its overloads ``name__variant``
+        (``unsqueeze_to(grad, sizes)`` / ``unsqueeze_to(grad, dim, sizes)``), picked by the number
+        of arguments and, where one is a list, a number or a tensor for sure, by its annotation; the
+        first that fits in declaration order (as the C++ emitter picks)."""
+        name = node.func.value
+        prefix = name + "__"
+        overloads = [h for n, h in self.table.helpers.items()
+                     if n == name or (n.startswith(prefix) and "__" not in n[len(prefix):])]
+        positional = [a.value for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        fitting = []
+        for helper in overloads:
+            names = [p.name for p in helper.params]
+            if len(positional) > len(names) or any(k not in names[len(positional):] for k in keywords):
+                continue
+            given = {**dict(zip(names, positional)), **keywords}
+            if any(p.default is None and p.name not in given for p in helper.params):
+                continue
+            if all(self.kind_fits(p.annotation, given[p.name]) for p in helper.params if p.name in given):
+                fitting.append(helper)
+        if not fitting and len(overloads) > 1:
+            raise DerivationRefused(node, f"none of the {len(overloads)} overloads of `{name}` takes these arguments")
+        return fitting[0] if fitting else self.table.helpers[name]      # the first that fits, as in C++
+
+    def kind_fits(self, annotation: str | None, value: cst.BaseExpression) -> bool:
+        """Whether ``value`` can be a ``list[...]`` (or not one) as ``annotation`` says, where that
+        is sure: a literal number or list, ``x.sizes()``, or one of the formula's parameters."""
+        if annotation is None:
+            return True
+        wants_list = annotation.replace(" ", "").startswith(("list[", "list|", "Optional[list"))
+        if isinstance(value, (cst.Integer, cst.Float)):
+            return not wants_list
+        if isinstance(value, cst.List) or _plain_sizes(value) and not isinstance(value, cst.Name):
+            return wants_list
+        if isinstance(value, cst.Name) and value.value in self.parameter_types:
+            given = self.parameter_types[value.value]
+            if not wants_list and annotation.startswith("Tensor") != is_tensor_like(given):
+                return False
+            return isinstance(_unwrapped(given), ListType) == wants_list
+        return True
 
     def inline_helper(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
         body = helper.node.body.body
@@ -638,6 +761,20 @@ def _reads_only_device(helper: Helper, param: str) -> bool:
     return uses > 0 and uses == device_reads
 
 
+def _plain_sizes(sizes: cst.BaseExpression) -> bool:
+    """A name or ``x.sizes()``: cheap enough to read where it is needed."""
+    return isinstance(sizes, cst.Name) or (
+        isinstance(sizes, cst.Call) and not sizes.args and isinstance(sizes.func, cst.Attribute)
+        and isinstance(sizes.func.value, cst.Name) and sizes.func.attr.value == "sizes")
+
+
+def _fills_zero(schema: FunctionSchema, by_param: Mapping[str, Operand]) -> bool:
+    """``new_full(x, sizes, 0)``: a zero maker too."""
+    fill = by_param.get("fill_value")
+    return str(schema.name) == "new_full" and fill is not None and isinstance(fill.constant, (cst.Integer, cst.Float)) \
+        and float(fill.constant.value) == 0.0
+
+
 def _sizes_of_constant(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
     return None if value is None or _is_none(value) else _expr(f"{code(value)}.sizes()")
 
@@ -655,6 +792,60 @@ def _returned(statement: cst.Return) -> list[cst.BaseExpression | None]:
     if isinstance(value, cst.Tuple):
         return [None if _is_none(e.value) else e.value for e in value.elements]
     return [None if value is None or _is_none(value) else value]
+
+
+def _range_bounds(iterable: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``(start, stop)`` of ``range(stop)`` / ``range(start, stop)``; None for anything else."""
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range"
+            and 1 <= len(iterable.args) <= 2 and all(a.keyword is None and a.star == "" for a in iterable.args)):
+        return None
+    if len(iterable.args) == 1:
+        return cst.Integer("0"), iterable.args[0].value
+    return iterable.args[0].value, iterable.args[1].value
+
+
+def _items(program: list):
+    """Every item of ``program``, those inside branches and loops included, in source order."""
+    for item in program:
+        yield item
+        if isinstance(item, Branch):
+            yield from _items(item.body)
+            yield from _items(item.orelse)
+        elif isinstance(item, Loop):
+            yield from _items(item.body)
+
+
+def _linear_reads(program: list) -> set[str]:
+    return {name for item in _items(program) if isinstance(item, Linear)
+            for name in ({item.source} if item.source else set(item.linear.values()))}
+
+
+def _linear_binds(program: list) -> set[str]:
+    return {item.target for item in _items(program) if isinstance(item, Linear)}
+
+
+def _carried_constants(program: list, variable: str) -> str | None:
+    """A constant the loop body reads before it binds it (so its value comes from the previous
+    iteration), or None."""
+    plains = [item for item in _items(program) if isinstance(item, Plain)]
+    bound_in_body = {name for item in plains for name in _assigned(item.statement)} - {variable}
+    bound_so_far: set[str] = set()
+    for item in _items(program):
+        nodes = [item.statement] if isinstance(item, Plain) else (
+            list(item.arguments.values()) if isinstance(item, Linear) else [])
+        for node in nodes:
+            own_targets: set[str] = set()
+            if isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.Assign):
+                node = node.body[0].value              # the value is read before the targets are bound
+            elif isinstance(node, cst.For):
+                own_targets = {n.value for n in _nodes(node.target) if isinstance(n, cst.Name)}
+            early = ({n.value for n in _nodes(node) if isinstance(n, cst.Name)} - own_targets) & bound_in_body \
+                - bound_so_far
+            if early:
+                return sorted(early)[0]
+        if isinstance(item, Plain):
+            bound_so_far |= _assigned(item.statement)
+    return None
 
 
 def _assigned(statement) -> set[str]:
@@ -684,6 +875,7 @@ class _Sweep:
         self.witness = witness
         self.sizes_before: dict[int, dict[str, cst.BaseExpression | None]] = {}   # id(step) -> sizes env
         self.read_linear: set[str] = set()      # names some linear step reads (their adjoints matter)
+        self.exit_sizes: dict[int, dict[str, cst.BaseExpression | None]] = {}    # id(loop) -> sizes after it
 
     def reads(self, program: list) -> None:
         for item in program:
@@ -692,6 +884,8 @@ class _Sweep:
             elif isinstance(item, Branch):
                 self.reads(item.body)
                 self.reads(item.orelse)
+            elif isinstance(item, Loop):
+                self.reads(item.body)
 
     # -- sizes
     def annotate(self, program: list, sizes: dict[str, cst.BaseExpression | None]) -> None:
@@ -705,7 +899,14 @@ class _Sweep:
             elif isinstance(item, Linear):
                 item.arguments = {p: self.resolve_marks(v, sizes) for p, v in item.arguments.items()}
                 self.sizes_before[id(item)] = dict(sizes)
-                sizes[item.target] = self.sizes_of(item, sizes)
+                found = self.sizes_of(item, sizes)
+                if found is not None and not _plain_sizes(found):      # computed once, read by name
+                    holder = self.builder.fresh(f"{item.target}_sizes")
+                    item.sizes_binding = _stmt(f"{holder} = {code(found)}")
+                    found = cst.Name(holder)
+                sizes[item.target] = found
+            elif isinstance(item, Loop):
+                self.annotate_loop(item, sizes)
             else:
                 body_sizes, else_sizes = dict(sizes), dict(sizes)
                 self.sizes_before[id(item)] = dict(sizes)
@@ -723,6 +924,34 @@ class _Sweep:
                         item.body.append(Plain(_stmt(f"{merged} = {code(a)}")))
                         item.orelse.append(Plain(_stmt(f"{merged} = {code(b)}")))
                         sizes[name] = cst.Name(merged)
+
+    def annotate_loop(self, loop: Loop, sizes: dict[str, cst.BaseExpression | None]) -> None:
+        """A carried linear value's sizes may change from one iteration to the next: they are held in
+        a name the forward loop updates at the end of each iteration, and listed per iteration for
+        the reverse loop (``Loop.seen``)."""
+        self.sizes_before[id(loop)] = dict(sizes)
+        body_sizes = dict(sizes)
+        holders: dict[str, str] = {}
+        for name in loop.carried:
+            if sizes.get(name) is not None:
+                holders[name] = self.builder.fresh(f"{name}_sizes")
+                loop.setup.append(_stmt(f"{holders[name]} = {code(sizes[name])}"))
+                body_sizes[name] = cst.Name(holders[name])
+        self.annotate(loop.body, body_sizes)
+        for name in loop.carried:
+            end, holder = body_sizes.get(name), holders.get(name)
+            if holder is None:
+                sizes[name] = None
+            elif end is None:
+                raise DerivationRefused(None, f"the sizes of `{name}` after an iteration of a loop are unknown")
+            else:
+                if code(end) != holder:
+                    loop.updates.append(_stmt(f"{holder} = {code(end)}"))
+                    loop.seen[holder] = self.builder.fresh(f"{holder}_seen")
+                sizes[name] = cst.Name(holder)
+        for name in _linear_binds(loop.body) - set(loop.carried):
+            sizes.pop(name, None)
+        self.exit_sizes[id(loop)] = dict(sizes)
 
     def sizes_of(self, step: Linear, sizes) -> cst.BaseExpression | None:
         if step.source is not None:
@@ -758,7 +987,10 @@ class _Sweep:
             return combined
         shape_argument = {"expand": "size", "view": "size", "reshape": "shape"}.get(formula.schema.name.base)
         if shape_argument is not None and shape_argument in step.arguments:
-            return step.arguments[shape_argument]
+            shape = step.arguments[shape_argument]
+            inferred = isinstance(shape, cst.List) and any(      # `[-1]`: a size left for the op to infer
+                isinstance(e.value, cst.UnaryOperation) and isinstance(e.value.operator, cst.Minus) for e in shape.elements)
+            return None if inferred else shape
         if formula.schema.name.base in SAME_SIZES:
             return sizes.get(step.linear["self"]) if "self" in step.linear else _sizes_of_constant(arguments.get("self"))
         if name == "gather":
@@ -810,14 +1042,24 @@ class _Sweep:
         raise DerivationRefused(node, f"`.{method}(...)` of the linear value `{name}`")
 
     # -- the forward sweep
-    def forward(self, program: list) -> list[cst.BaseStatement]:
+    def forward(self, program: list, also_read: frozenset[str] = frozenset()) -> list[cst.BaseStatement]:
         """The constant statements in order. A branch's own are run again where the reverse sweep
-        reverses it, so here only a branch whose names the statements beside it read is kept."""
+        reverses it, so here only a branch whose names the statements beside it (or ``also_read``)
+        read is kept. A loop runs forward whole: it lists the sizes its reverse loop reads."""
         out: list[cst.BaseStatement] = []
-        beside = self.names_read_beside(program)
+        beside = self.names_read_beside(program) | also_read
         for item in program:
             if isinstance(item, Plain):
                 out.append(item.statement)
+            elif isinstance(item, Linear) and item.sizes_binding is not None:
+                out.append(item.sizes_binding)
+            elif isinstance(item, Loop):
+                out += item.setup + [_stmt(f"{seen} = []") for seen in item.seen.values()]
+                updates_read = {n.value for s in item.updates for n in _nodes(s) if isinstance(n, cst.Name)}
+                body = [_stmt(f"{seen}.append({holder})") for holder, seen in item.seen.items()]
+                body += self.forward(item.body, frozenset(updates_read)) + item.updates
+                if body:
+                    out.append(_for(item.variable, item.start, item.stop, body))
             elif isinstance(item, Branch) and self.bound_in(item) & beside:
                 body, orelse = self.forward(item.body), self.forward(item.orelse)
                 if body or orelse:
@@ -834,6 +1076,8 @@ class _Sweep:
                 nodes = [item.statement]
             elif isinstance(item, Linear):
                 nodes = [*item.arguments.values(), *(v for v in self.sizes_before.get(id(item), {}).values() if v)]
+            elif isinstance(item, Loop):
+                nodes = [item.start, item.stop, *item.setup, *(v for v in self.exit_sizes[id(item)].values() if v)]
             for node in nodes:
                 read |= {n.value for n in _nodes(node) if isinstance(n, cst.Name)}
         return read
@@ -843,9 +1087,12 @@ class _Sweep:
         for item in (*branch.body, *branch.orelse):
             if isinstance(item, Plain):
                 bound |= _assigned(item.statement)
+            elif isinstance(item, Linear) and item.sizes_binding is not None:
+                bound |= _assigned(item.sizes_binding)
             elif isinstance(item, Branch):
                 bound |= self.bound_in(item)
-        return bound
+        return bound | {name for item in (*branch.body, *branch.orelse) if isinstance(item, Loop)
+                        for statement in item.setup for name in _assigned(statement)}
 
     # -- the reverse sweep
     def reverse(self, program: list, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
@@ -855,7 +1102,45 @@ class _Sweep:
                 out += self.transpose_step(item, adjoints)
             elif isinstance(item, Branch):
                 out += self.reverse_branch(item, adjoints)
+            elif isinstance(item, Loop):
+                out += self.reverse_loop(item, adjoints)
         return out
+
+    def reverse_loop(self, loop: Loop, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        """The loop run backwards: each carried value's adjoint in one name across iterations, the
+        body's constants and sizes as they were in that iteration, its transposes reversed."""
+        escaping = (_linear_binds(loop.body) - set(loop.carried)) & adjoints.keys()
+        if escaping:
+            raise DerivationRefused(None, f"the linear value `{sorted(escaping)[0]}` is first bound inside a loop "
+                                    "and read after it")
+        if not any(name in adjoints for name in loop.carried):
+            return []                   # nothing after the loop reads what it computes
+        before: list[cst.BaseStatement] = []
+        held: dict[str, str] = {}
+        for name in loop.carried:
+            held[name] = self.adjoint_name(name)
+            before.append(_stmt(f"{held[name]} = {adjoints.get(name) or self.zero(name, self.exit_sizes[id(loop)])}"))
+        body_adjoints = dict(held)
+        turn = self.builder.fresh(f"{loop.variable}_reversed")
+        first = "" if code(loop.start) == "0" else f"{code(loop.start)} + "
+        offset = "" if code(loop.start) == "0" else f" - {code(loop.start)}"
+        body = [_stmt(f"{loop.variable} = {first}{code(loop.stop)} - 1 - {turn}")]
+        body += [_stmt(f"{holder} = {seen}[{loop.variable}{offset}]") for holder, seen in loop.seen.items()]
+        body += self.forward(loop.body)
+        body += self.reverse(loop.body, body_adjoints)
+        entry_sizes = self.exit_sizes[id(loop)]         # the holders, restored for this iteration
+        for name in loop.carried:
+            value = body_adjoints.get(name)
+            if value != held[name]:
+                body.append(_stmt(f"{held[name]} = {value or self.zero(name, entry_sizes)}"))
+            adjoints[name] = held[name]
+        return before + [_for(turn, loop.start, loop.stop, body)]
+
+    def zero(self, name: str, sizes: dict[str, cst.BaseExpression | None]) -> str:
+        """A zero adjoint for the linear value ``name`` (its sizes must be known)."""
+        if sizes.get(name) is None or self.witness is None:
+            raise DerivationRefused(None, f"the adjoint of `{name}` is zero in a loop and its sizes are unknown")
+        return f"at.new_zeros({self.witness}, {code(sizes[name])})"
 
     def reverse_branch(self, branch: Branch, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
         body_adjoints, else_adjoints = dict(adjoints), dict(adjoints)
@@ -1016,6 +1301,8 @@ def broadcasts(formula: Formula) -> bool:
     that input's sizes (``sum_to(..., <input>_sizes)`` with ``<input>_sizes = <input>.sizes()``)."""
     if formula.jvp is not None and formula.jvp.rule.value == "auto_element_wise":
         return True
+    if formula.schema.name.base in CONTRACTIONS:
+        return False
     sizes_of: dict[str, str] = {}
     for statement in formula.forward:
         if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
@@ -1054,65 +1341,71 @@ def _returns_to_assignment(statement: cst.BaseStatement, component: int, target:
     return converted, gives
 
 
+def _for(variable: str, start: cst.BaseExpression, stop: cst.BaseExpression, body) -> cst.For:
+    bounds = code(stop) if code(start) == "0" else f"{code(start)}, {code(stop)}"
+    head = cst.parse_statement(f"for {variable} in range({bounds}):\n    pass\n")
+    return head.with_changes(body=head.body.with_changes(body=body))
+
+
 def _if(condition: str, body, orelse) -> cst.If:
     block = cst.IndentedBlock(body=body or [_stmt("pass")])
     orelse_block = cst.Else(body=cst.IndentedBlock(body=orelse)) if orelse else None
     return cst.If(test=cst.Name(condition), body=block, orelse=orelse_block)
 
 
-def _dead_code_removed(statements: list[cst.BaseStatement], returned: set[str]) -> list[cst.BaseStatement]:
-    """Drop ``name = expression`` statements whose name nothing reads (the forward sweep binds more
-    than the transposes use); repeated until nothing changes."""
-    while True:
-        module = cst.Module(body=statements)
-        reads: set[str] = set(returned)
-        for node in _nodes(module):
-            if isinstance(node, cst.Name):
-                reads.add(node.value)
-        # a name only counts as read where it is not the target of a plain assignment
-        targets: dict[str, int] = {}
-        for node in _nodes(module):
-            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
-                targets[node.target.value] = targets.get(node.target.value, 0) + 1
-        counts: dict[str, int] = {}
-        for node in _nodes(module):
-            if isinstance(node, cst.Name):
-                counts[node.value] = counts.get(node.value, 0) + 1
-        dead = {n for n, c in targets.items() if counts.get(n, 0) == c and n not in returned}
-        if not dead:
-            return statements
-        statements = _without_assignments(statements, dead)
-
-
-def _without_assignments(statements, dead: set[str]) -> list[cst.BaseStatement]:
-    out = []
-    for statement in statements:
+def _live_only(statements: list[cst.BaseStatement], live: set[str]) -> tuple[list[cst.BaseStatement], set[str]]:
+    """``statements`` without the assignments to names nothing after them reads (the forward
+    sweep and each branch's replay bind more than the transposes use), and the names live before
+    them; ``live``: those read after. The formula language's expressions have no side effects; any
+    other statement (a list's ``append``, a return) is kept and reads what it names."""
+    kept: list[cst.BaseStatement] = []
+    for statement in reversed(statements):
         if isinstance(statement, cst.SimpleStatementLine):
-            kept = [s for s in statement.body if not (isinstance(s, cst.Assign) and len(s.targets) == 1
-                                                     and isinstance(s.targets[0].target, cst.Name)
-                                                     and s.targets[0].target.value in dead)]
-            if kept:
-                out.append(statement.with_changes(body=kept))
+            smalls = []
+            for small in reversed(statement.body):
+                if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets):
+                    targets = {t.target.value for t in small.targets}
+                    if not targets & live:
+                        continue
+                    live = (live - targets) | _names(small.value)
+                elif not isinstance(small, cst.Pass):
+                    live = live | _names(small)
+                smalls.append(small)
+            if smalls:
+                kept.append(statement.with_changes(body=list(reversed(smalls))))
         elif isinstance(statement, cst.If):
-            body = _without_assignments(statement.body.body, dead)
-            orelse = statement.orelse
+            body, body_live = _live_only(list(statement.body.body), set(live))
+            orelse, else_live = statement.orelse, set(live)
             if isinstance(orelse, cst.Else):
-                inner = _without_assignments(orelse.body.body, dead)
+                inner, else_live = _live_only(list(orelse.body.body), set(live))
                 orelse = orelse.with_changes(body=orelse.body.with_changes(body=inner)) if inner else None
             elif isinstance(orelse, cst.If):
-                inner = _without_assignments([orelse], dead)
+                inner, else_live = _live_only([orelse], set(live))
                 orelse = inner[0] if inner else None
             if not body and orelse is None:
                 continue
-            out.append(statement.with_changes(body=statement.body.with_changes(body=body or [_stmt("pass")]),
-                                              orelse=orelse))
+            live = body_live | else_live | _names(statement.test)
+            kept.append(statement.with_changes(body=statement.body.with_changes(body=body or [_stmt("pass")]),
+                                               orelse=orelse))
         elif isinstance(statement, cst.For):
-            body = _without_assignments(statement.body.body, dead)
-            if body:
-                out.append(statement.with_changes(body=statement.body.with_changes(body=body)))
+            loop_live = set(live)            # an iteration may read what the one before it bound
+            while True:
+                body, body_live = _live_only(list(statement.body.body), set(loop_live))
+                if body_live <= loop_live:
+                    break
+                loop_live |= body_live
+            if not body:
+                continue
+            live = live | body_live | _names(statement.iter)
+            kept.append(statement.with_changes(body=statement.body.with_changes(body=body)))
         else:
-            out.append(statement)
-    return out
+            live = live | _names(statement)
+            kept.append(statement)
+    return list(reversed(kept)), live
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    return {n.value for n in _nodes(node) if isinstance(n, cst.Name)}
 
 
 # ---- the entry point ---------------------------------------------------------------------
@@ -1163,14 +1456,14 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     statements = sweep.forward(program) + sweep.reverse(program, adjoints)
     results = [adjoints.get(g) for g in grads]
     returned = ", ".join(r if r is not None else "None" for r in results)
-    statements = _dead_code_removed(statements, {r for r in results if r is not None})
+    statements.append(_stmt(f"return {returned}"))
+    statements, _ = _live_only(statements, set())
     if backward.needs_input_grad is not None and any(
             isinstance(n, cst.Name) and n.value == backward.needs_input_grad for s in statements for n in _nodes(s)):
         raise DerivationRefused(backward.node, "needs_input_grad is used other than as needs_input_grad[i]")
     if any(isinstance(n, cst.Name) and n.value in (META, UNKNOWN_ZERO) for s in statements for n in _nodes(s)):
         raise DerivationRefused(backward.node, "the metadata of a linear value is read where the sizes rules "
                                 "do not reach")
-    statements.append(_stmt(f"return {returned}"))
     head = cst.parse_statement(f"def jvp({', '.join(tangents)}):\n    pass\n")
     return head.with_changes(body=head.body.with_changes(body=statements))
 
@@ -1194,5 +1487,7 @@ def _only_none(program: list, name: str) -> bool:
         if isinstance(item, Plain) and name in _assigned(item.statement):
             return False
         if isinstance(item, Branch) and not (_only_none(item.body, name) and _only_none(item.orelse, name)):
+            return False
+        if isinstance(item, Loop) and not _only_none(item.body, name):
             return False
     return True

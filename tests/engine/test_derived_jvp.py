@@ -43,17 +43,16 @@ REFUSED = {
     'gather_backward': 'reads the value of',
     'xlogy.Tensor': 'reads the value of',
     'xlogy.Scalar_Other': 'reads the value of',
-    'convolution': 'a loop over linear values',
-    'cumprod': 'a loop over linear values',       # exact at zeros, infinities and NaN: a loop over the scanned dim
-    'conv1d': 'a loop over linear values',
-    'conv2d': 'a loop over linear values',
-    'conv_transpose1d': 'a loop over linear values',
-    'conv_transpose2d.input': 'a loop over linear values',
+    'convolution': 'sizes of the linear value',   # a convolution's result: no sizes rule
+    'cumprod': 'a `while` loop',       # exact at zeros, infinities and NaN: doubling spans until they cover the dim
+    'conv1d': 'sizes of the linear value',   # a convolution's result: no sizes rule
+    'conv2d': 'sizes of the linear value',   # a convolution's result: no sizes rule
+    'conv_transpose1d': 'sizes of the linear value',   # a convolution's result: no sizes rule
+    'conv_transpose2d.input': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'scatter_add': 'reads the value of',
     'masked_scatter': 'has no transpose',
     'masked_select': 'sizes of the linear value',
     'scatter.src': 'reads the value of',
-    'matmul': 'has no transpose',
     'split.Tensor': 'Tensor[] inputs or outputs',
     'split_with_sizes': 'Tensor[] inputs or outputs',
     'split.sizes': 'Tensor[] inputs or outputs',
@@ -64,22 +63,10 @@ REFUSED = {
     'embedding_dense_backward': 'has no formula and is applied',
     'max_pool2d_with_indices_backward': 'reads the value of',
     'avg_pool2d_backward': 'reads the value of',
-    'sum.dim_IntList': 'a loop over linear values',
-    'mean.dim': 'a loop over linear values',
     'var_mean.dim': 'a branch on the gradient',
-    'linalg_vector_norm': 'a loop over linear values',
     'linalg_solve_triangular': 'on a linear value',
-    'norm.Scalar': 'a loop over linear values',
-    'norm.ScalarOpt_dim': 'a loop over linear values',
-    'amax': 'a loop over linear values',
-    'amin': 'a loop over linear values',
-    'logsumexp': 'a loop over linear values',
-    'var.correction': 'a loop over linear values',
-    'std.correction': 'a loop over linear values',
-    'var.dim': 'a loop over linear values',
-    'std.dim': 'a loop over linear values',
+    'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
     'cat': 'Tensor[] inputs or outputs',
-    'squeeze': 'a loop over linear values',
     'stack': 'Tensor[] inputs or outputs',
 }
 

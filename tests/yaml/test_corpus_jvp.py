@@ -1,6 +1,7 @@
-"""The corpus funnel's derived jvps (``transpiler.corpus_jvp``) on a two-entry corpus: the entry
-whose backward transposes derives (its source returns ``outputs, backward, jvp``), the one with a
-loop over the gradient is refused with the reason, and the report counts and lists both."""
+"""The corpus funnel's derived jvps (``transpiler.corpus_jvp``) on a three-entry corpus: the entries
+whose backward transposes derive (their source returns ``outputs, backward, jvp``; one loops over
+a range, accumulating the gradient), the one not linear in the gradient is refused with the
+reason, and the report counts and lists them, with the share among those proven in reverse mode."""
 from __future__ import annotations
 
 from transpiler.corpus_jvp import CorpusJvps, derive_corpus_jvps, report
@@ -27,24 +28,35 @@ def cos(self):
             total = total + grad
         return total
     return result, backward
+
+
+@derivative("tan(Tensor self) -> Tensor")
+def tan(self):
+    result = at.tan(self)
+    def backward(grad):
+        return grad * grad
+    return result, backward
 '''
 
 
 def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
     (tmp_path / "corpus.py").write_text(CORPUS, encoding="utf-8")
-    jvps = derive_corpus_jvps(load_library(str(tmp_path)), load_library(str(SHIPPED_LIBRARY)), {"sin", "cos"})
-    assert sorted(jvps.derived) == ["sin"] and jvps.derived["sin"].function == "sin"
+    jvps = derive_corpus_jvps(load_library(str(tmp_path)), load_library(str(SHIPPED_LIBRARY)), {"sin", "cos", "tan"})
+    assert sorted(jvps.derived) == ["cos", "sin"] and jvps.derived["sin"].function == "sin"
     assert "def jvp(self_t):" in jvps.derived["sin"].source
     assert "return result, backward, jvp" in jvps.derived["sin"].source
-    assert jvps.refused == {"cos": "a loop over linear values (the gradient); only loops over metadata can be "
-                                   "transposed"}
-    proofs = {"sin": {"status": "proven", "samples": 2, "source": "ours", "reason": ""}}
+    assert "_reversed_" in jvps.derived["cos"].source
+    reason = "the backward of `mul.Tensor` reads the value of `other`, so `grad * grad` is not linear in the gradient"
+    assert jvps.refused == {"tan": reason}
+    proofs = {"sin": {"status": "proven", "samples": 2, "source": "ours", "reason": ""},
+              "cos": {"status": "failed", "samples": 2, "source": "ours", "reason": "F1: differs"}}
     lines = report(jvps, proofs, None)
-    assert lines[0] == "  without a jvp   2 emitted (no forward formula in torch): 1 derive one, 1 refused"
-    assert lines[1].endswith("1 proven, 0 failed, 0 without a case; 1 of the 1 derived with a case (100 %)")
-    refusal = "  cos [jvp not derived]: a loop over linear values (the gradient); only loops over metadata can be " \
-              "transposed"
-    assert lines[2:] == [refusal]
+    assert lines[0] == "  without a jvp   3 emitted (no forward formula in torch): 2 derive one, 1 refused"
+    assert lines[1].endswith("1 proven, 1 failed, 0 without a case; 1 of the 2 derived with a case (50 %)")
+    assert lines[2:] == [f"  tan [jvp not derived]: {reason}", "  cos [derived jvp failed]: F1: differs"]
+    # the share among the entries proven in reverse mode: those without a jvp only (exp has one)
+    among = report(jvps, proofs, ["sin", "tan", "exp"])[2]
+    assert among == "    of those proven in reverse mode (CT): 1 of 2 (50 %) with a proven derived jvp"
     assert report(CorpusJvps({}, {}), {}, ["sin"])[2] == "    of those proven in reverse mode (CT): 0 of 0 (-) " \
                                                          "with a proven derived jvp"
 

@@ -1464,6 +1464,11 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     if any(isinstance(n, cst.Name) and n.value in (META, UNKNOWN_ZERO) for s in statements for n in _nodes(s)):
         raise DerivationRefused(backward.node, "the metadata of a linear value is read where the sizes rules "
                                 "do not reach")
+    written = {a.name for a in formula.schema.arguments if a.annotation is not None and a.annotation.is_write}
+    read_after_write = sorted(written & {n.value for s in statements for n in _nodes(s) if isinstance(n, cst.Name)})
+    if read_after_write:        # ``squeeze_``: the jvp runs after the write, when ``self.sizes()`` is the result's
+        raise DerivationRefused(backward.node, f"the jvp reads `{read_after_write[0]}`, which the operator writes in "
+                                "place: it would see the written value, not the input (derive its functional twin)")
     head = cst.parse_statement(f"def jvp({', '.join(tangents)}):\n    pass\n")
     return head.with_changes(body=head.body.with_changes(body=statements))
 

@@ -1,7 +1,7 @@
 """The corpus funnel's derived jvps (``transpiler.corpus_jvp``) on a three-entry corpus: the entries
 whose backward transposes derive (their source returns ``outputs, backward, jvp``; one loops over
-a range, accumulating the gradient), the one not linear in the gradient is refused with the
-reason, and the report counts and lists them, with the share among those proven in reverse mode."""
+a range, accumulating the gradient), the one not linear in the gradient and the in-place one
+whose jvp would read the input it overwrites are refused with the reason, and the report counts and lists them, with the share among those proven in reverse mode."""
 from __future__ import annotations
 
 from transpiler.corpus_jvp import CorpusJvps, derive_corpus_jvps, report
@@ -36,18 +36,31 @@ def tan(self):
     def backward(grad):
         return grad * grad
     return result, backward
+
+
+@derivative("squeeze_(Tensor(a!) self) -> Tensor(a!)")
+def squeeze_(self):
+    result = at.squeeze_(self)
+    def backward(grad):
+        return unsqueeze_to(grad, self.sizes())
+    return result, backward
 '''
 
 
 def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
     (tmp_path / "corpus.py").write_text(CORPUS, encoding="utf-8")
-    jvps = derive_corpus_jvps(load_library(str(tmp_path)), load_library(str(SHIPPED_LIBRARY)), {"sin", "cos", "tan"})
+    jvps = derive_corpus_jvps(load_library(str(tmp_path)), load_library(str(SHIPPED_LIBRARY)),
+                              {"sin", "cos", "tan", "squeeze_"})
     assert sorted(jvps.derived) == ["cos", "sin"] and jvps.derived["sin"].function == "sin"
     assert "def jvp(self_t):" in jvps.derived["sin"].source
     assert "return result, backward, jvp" in jvps.derived["sin"].source
     assert "_reversed_" in jvps.derived["cos"].source
     reason = "the backward of `mul.Tensor` reads the value of `other`, so `grad * grad` is not linear in the gradient"
-    assert jvps.refused == {"tan": reason}
+    # squeeze_'s jvp runs after the write, when `self.sizes()` are the squeezed ones (it failed F1)
+    in_place = ("the jvp reads `self`, which the operator writes in place: it would see the written value, not "
+                "the input (derive its functional twin)")
+    assert jvps.refused == {"tan": reason, "squeeze_": in_place}
+    jvps = CorpusJvps(jvps.derived, {"tan": reason})        # the report below on three entries
     proofs = {"sin": {"status": "proven", "samples": 2, "source": "ours", "reason": ""},
               "cos": {"status": "failed", "samples": 2, "source": "ours", "reason": "F1: differs"}}
     lines = report(jvps, proofs, None)

@@ -121,3 +121,34 @@ def test_a_formula_file_too_large_for_the_front_end_is_one_line_under_a_memory_l
         (finding,) = run.stdout.decode().splitlines()
         assert run.returncode == 1 and "huge.py:1:1: DB000 cannot analyse the file: 2," in finding
         assert b"Traceback" not in run.stderr and "split it" in finding
+
+
+
+HOSTILE_CACHE_FILES = {"fifo": os.mkfifo, "device": lambda path: os.symlink("/dev/zero", path)}
+"""What hung ``transpile`` (a FIFO read waits for a writer) or ate its memory (``/dev/zero``) in
+the model and module-result caches; a symlink loop or a damaged pickle there was already an error
+the cache caught (computed again)."""
+
+
+def test_hostile_model_and_result_cache_files_are_computed_again_in_bounded_time(tmp_path):
+    """``transpile`` keeps parsed models and per-module results as pickles in the build cache: a
+    FIFO there is never waited on, a device never read; the run writes what a fresh one does (the
+    lint cache's hostile files: ``tests/lint/test_cache.py``)."""
+    package = tmp_path / "pkg"
+    write(package / "__init__.py", "")
+    write(package / "ok.py", CLEAN_FORMULA)
+    env = {**child_env(), "TRANSPILE_BUILD_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "transpiler", "--formulas", str(package), "--out", str(tmp_path / "out")]
+    first = subprocess.run(argv, capture_output=True, timeout=TIME_LIMIT, env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    written = (tmp_path / "out" / "ok.cpp").read_bytes()
+    caches = sorted((tmp_path / "cache").rglob("*.pickle"))
+    assert caches
+    for make in HOSTILE_CACHE_FILES.values():
+        (tmp_path / "out" / "ok.cpp").unlink()             # so that the run writes, reading its caches
+        for cache in caches:
+            cache.unlink()
+            make(cache)
+        run = subprocess.run(argv, capture_output=True, timeout=TIME_LIMIT, env=env, cwd=tmp_path, preexec_fn=limited)
+        assert run.returncode == 0 and b"Traceback" not in run.stderr, run.stderr
+        assert (tmp_path / "out" / "ok.cpp").read_bytes() == written

@@ -31,8 +31,8 @@ def limited() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def transpile(*argv: str | bytes, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "transpiler", *argv], capture_output=True, timeout=TIME_LIMIT,
+def transpile(*argv: str | bytes, cwd: Path, timeout: int = TIME_LIMIT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "transpiler", *argv], capture_output=True, timeout=timeout,
                           preexec_fn=limited, env=child_env(), cwd=cwd)
 
 
@@ -152,3 +152,20 @@ def test_hostile_model_and_result_cache_files_are_computed_again_in_bounded_time
         run = subprocess.run(argv, capture_output=True, timeout=TIME_LIMIT, env=env, cwd=tmp_path, preexec_fn=limited)
         assert run.returncode == 0 and b"Traceback" not in run.stderr, run.stderr
         assert (tmp_path / "out" / "ok.cpp").read_bytes() == written
+
+
+def test_prove_leaves_the_hostile_entries_of_a_package_out_with_one_note_each(tmp_path):
+    """``transpile prove`` imports the package's modules as ``transpile`` reads its files: a FIFO,
+    a ``/dev/zero`` link, a symlink loop and a file whose name is no module name are left out (one
+    note each, never opened), and the formulas beside them are proven (all kinds in one package)."""
+    package = tmp_path / "hostile"
+    write(package / "__init__.py", "")
+    write(package / "ok.py", CLEAN_FORMULA)
+    for make in HOSTILE.values():
+        make(package)
+    run = transpile("prove", "-q", str(package), cwd=tmp_path, timeout=5 * TIME_LIMIT)   # torch's import, the tiers
+    notes = run.stderr.decode().splitlines()
+    assert run.returncode == 0 and b"Traceback" not in run.stderr, notes
+    assert len(notes) == len(HOSTILE) and all(note.startswith("transpile prove: note: ") for note in notes)
+    assert all(note.endswith("skipped") for note in notes)
+    assert run.stdout.decode().splitlines()[1].split() == ["sin", "ok", "ok", "ok", "ok", "ok", "ok", "n/a", "n/a"]

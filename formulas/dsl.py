@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
 import os
 import sys
 import types
@@ -84,6 +85,22 @@ class Registry:
 
 #: Top-level package name -> its registry.
 REGISTRIES: dict[str, Registry] = {}
+
+
+def import_package_modules(package: str) -> None:
+    """Import every module of ``package`` (its formulas register themselves) whose file ``transpile``
+    reads: a regular file (symlinks followed) named as a module. A FIFO, a device, a symlink loop
+    or an odd name among its ``*.py`` files is left alone, never opened."""
+    from pathlib import Path
+
+    imported = importlib.import_module(package)
+    for directory in getattr(imported, "__path__", []):
+        for path in sorted(Path(directory).rglob("*.py")):
+            parts = path.relative_to(directory).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            if parts and path.is_file() and all(part.isidentifier() for part in parts):
+                importlib.import_module(".".join((package, *parts)))
 
 
 def registry(package: str) -> Registry:

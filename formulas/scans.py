@@ -53,12 +53,24 @@ def reversed_linear_recurrence(offset: Tensor, factor: Tensor, dim: int) -> Tens
 @helper
 def exclusive_cumprod(self: Tensor, dim: int) -> Tensor:
     """``prod_{j < i} x_j`` along ``dim`` (1 at the first position), from the entries it multiplies
-    only (so the gradient of an unused last product never meets an infinity)."""
+    only (so the gradient of an unused last product never meets an infinity). Products only, as
+    the backward's definition: each round multiplies every position by the one ``span`` places
+    before it, doubling ``span`` (``ceil(log2 n)`` rounds), so every derivative is the product
+    rule's, exact at zeros and infinities to any order. (``at.cumprod`` would be one call, but in
+    C++ it carries torch's own backward, which divides by the entries: NaN in the second order at
+    an infinite entry.)"""
     n = self.size(dim)
     first = at.ones_like(at.narrow(self, dim, 0, 1))
     if n == 1:
         return first
-    return at.cat([first, at.cumprod(at.narrow(self, dim, 0, n - 1), dim)], dim)
+    product = at.narrow(self, dim, 0, n - 1)
+    span = 1
+    while span < n - 1:
+        kept = n - 1 - span
+        shifted = at.narrow(product, dim, span, kept) * at.narrow(product, dim, 0, kept)
+        product = at.cat([at.narrow(product, dim, 0, span), shifted], dim)
+        span = span * 2
+    return at.cat([first, product], dim)
 
 
 @helper

@@ -10,7 +10,6 @@
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/cos.h>
-#include <ATen/ops/cumprod.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/diagonal.h>
 #include <ATen/ops/diagonal_scatter.h>
@@ -2111,12 +2110,22 @@ at::Tensor reversed_linear_recurrence(const at::Tensor& offset, const at::Tensor
 }
 
 at::Tensor exclusive_cumprod(const at::Tensor& self, int64_t dim) {
+  int64_t kept{};
+  at::Tensor shifted{};
   int64_t n = self.size(dim);
   auto first = at::ones_like(at::narrow(self, dim, 0, 1));
   if (n == 1) {
     return first;
   }
-  return at::cat(std::vector<at::Tensor>{first, at::cumprod(at::narrow(self, dim, 0, n - 1), dim)}, dim);
+  auto product = at::narrow(self, dim, 0, n - 1);
+  int64_t span = 1;
+  while (span < (n - 1)) {
+    kept = (n - 1) - span;
+    shifted = at::narrow(product, dim, span, kept) * at::narrow(product, dim, 0, kept);
+    product = at::cat(std::vector<at::Tensor>{at::narrow(product, dim, 0, span), shifted}, dim);
+    span = span * 2;
+  }
+  return at::cat(std::vector<at::Tensor>{first, product}, dim);
 }
 
 at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {

@@ -23,6 +23,7 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include "vmap.h"
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
@@ -2820,4 +2821,9 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor", TORCH_FN(formulas::index_copy));
   m.def("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", TORCH_FN(formulas::index_tensor));
   m.def("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor", TORCH_FN(formulas::index_put));
+}
+
+TORCH_LIBRARY_IMPL(formulas, FuncTorchBatched, m) {
+  m.impl("index.Tensor", torch::CppFunction::makeFromBoxedFunction<&formulas::runtime::vmap_by_example>());
+  m.impl("index_put", torch::CppFunction::makeFromBoxedFunction<&formulas::runtime::vmap_by_example>());
 }

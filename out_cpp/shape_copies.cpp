@@ -24,6 +24,7 @@
 #include <ATen/ops/tril.h>
 #include <ATen/ops/triu.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include "vmap.h"
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
@@ -2400,4 +2401,9 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("flipud(Tensor self) -> Tensor", TORCH_FN(formulas::flipud));
   m.def("rot90(Tensor self, int k=1, int[] dims=[0,1]) -> Tensor", TORCH_FN(formulas::rot90));
   m.def("tile(Tensor self, SymInt[] dims) -> Tensor", TORCH_FN(formulas::tile));
+}
+
+TORCH_LIBRARY_IMPL(formulas, FuncTorchBatched, m) {
+  m.impl("cat", torch::CppFunction::makeFromBoxedFunction<&formulas::runtime::vmap_by_example>());
+  m.impl("stack", torch::CppFunction::makeFromBoxedFunction<&formulas::runtime::vmap_by_example>());
 }

@@ -11,13 +11,11 @@ kernels stay the engine's), for running them on purpose:
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any, Callable
 
 import numpy as np
 
-from formulas.dsl import LIBRARY, registry
+from formulas.dsl import LIBRARY, import_package_modules, registry
 from reference_engine.dispatch import Dispatcher
 
 
@@ -26,9 +24,7 @@ def package_dispatcher(package: str) -> Dispatcher:
     every module of it) in place of the library's. A name the package's formulas read that
     is not a Python function there (an imported corpus's C++ FunctionsManual helper) runs the
     library's ``@helper`` of that name when there is one."""
-    imported = importlib.import_module(package)
-    for info in pkgutil.walk_packages(getattr(imported, "__path__", []), f"{package}."):
-        importlib.import_module(info.name)
+    import_package_modules(package)
     table = Dispatcher((LIBRARY, registry(package.split(".", 1)[0])), helpers=LIBRARY.helpers)
     table.define(CONJ_SCHEMA, _conj, _conj_formula)
     return table

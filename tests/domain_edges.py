@@ -64,6 +64,31 @@ TORCH_SELF_DISAGREES: list[OpCase] = [
 """Where torch's first-order gradient differs between ``create_graph=False`` and ``True``: the
 definition (the sum of products of the other entries) is the oracle (``tests/engine/test_domain_edges.py``)."""
 
+INFINITE_ENTRY_CASES: list[OpCase] = [
+    OpCase("cumprod", f"inf_at_{position}", (_array(*(INF if i == position else v for i, v in enumerate((2.0, 0.5, 3.0, 1.5)))), 0))
+    for position in (0, 1, 3)
+]
+"""``cumprod`` with one infinite entry among positive ones: the second derivative at that entry is
+a number (the products of the others), which torch's built-in gives as NaN (its backward divides by
+the entry). The oracle is torch's autograd of the definition, :func:`product_chain_gradients`."""
+
+
+def product_chain_gradients(case: OpCase) -> tuple[np.ndarray, np.ndarray]:
+    """First and second order (weighted as :func:`torch_gradients`) of ``cumprod`` along dim 0 of a
+    vector, by torch's autograd of the definition: ``out_k = out_{k-1} * x_k``, products only. On
+    positive entries with one infinity (:data:`INFINITE_ENTRY_CASES`) no term holds ``0 * inf`` or
+    ``inf - inf``, so its grouping of the products is the definition's value exactly."""
+    import torch
+
+    (x,) = [args for args in torch_args(case)[0] if isinstance(args, torch.Tensor)]
+    outputs = [x[0]]
+    for k in range(1, x.numel()):
+        outputs.append(outputs[-1] * x[k])
+    out = torch.stack(outputs)
+    (first,) = torch.autograd.grad((out * _weights(out, 0.5, 1.5)).sum(), x, create_graph=True)
+    (second,) = torch.autograd.grad((first * _weights(first, 0.7, 1.3)).sum(), x)
+    return first.numpy(force=True), second.numpy(force=True)
+
 
 EDGE_PATTERNS = {
     "zeros": (0.0,),

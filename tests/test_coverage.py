@@ -102,31 +102,42 @@ def test_tier_oi_applies_only_to_an_op_with_an_in_place_twin():
     assert table.proven("mm", no_in_place_twin=True) and not table.proven("sin")
 
 
-@pytest.mark.parametrize("quiet", [False, True])
-def test_running_the_tier_tests_shows_their_progress_unless_quiet(monkeypatch, capsys, quiet):
-    """``transpile coverage`` says on stderr that it runs the tier tests and lets pytest's own
-    progress through there (stdout keeps the table); ``-q``: nothing on stderr."""
-    import subprocess
-    import sys
+def test_coverage_is_prove_on_the_shipped_library_with_the_suites_inputs(monkeypatch):
+    """``transpile coverage`` is ``transpile prove`` on the shipped formulas and the suite's input
+    catalogue (``tests/prove_library_cases.py``): one code path, so one table
+    (``tests/prove/test_library_table.py`` compares that table with the suite's tier tests)."""
+    from pathlib import Path
 
+    import transpiler.prove.cli
     from transpiler import coverage
 
-    seen = {}
+    repo = Path(__file__).resolve().parents[1]
+    seen = []
+    monkeypatch.setattr(transpiler.prove.cli, "main", lambda argv: seen.append(argv) or 1)
+    assert coverage.main(["-k", "cumsum", "-k", "addmv", "--compiled", "--format", "json", "-q"]) == 1
+    assert coverage.main([]) == 1
+    catalogue = ["--cases", str(repo / "tests" / "prove_library_cases.py")]
+    assert seen == [[str(repo / "formulas"), *catalogue, "--format", "json", "-k", "cumsum", "-k", "addmv", "--compiled",
+                     "-q"],
+                    [str(repo / "formulas"), *catalogue, "--format", "text"]]
 
-    def tier_tests(cmd, cwd, stdout, check):      # the suite's run, reporting one op
-        seen["stdout"] = stdout
-        report = TierTable()
-        report.record("sin", "L", "passed")
-        path = cmd[cmd.index("--tier-report") + 1]
-        with open(path, "w") as file:
-            json.dump(report.as_json(), file)
 
-    monkeypatch.setattr(coverage.subprocess, "run", tier_tests)
-    assert coverage.main(["-q"] if quiet else []) == 1     # one op's L only: the table is incomplete
-    out, err = capsys.readouterr()
-    assert out.startswith("op ") and "\nsin " in out
-    if quiet:
-        assert (seen["stdout"], err) == (subprocess.DEVNULL, "")
-    else:
-        assert seen["stdout"] is sys.stderr
-        assert err == "transpile coverage: running the tier tests (-m pytest -q -m tier); their progress follows\n"
+def test_coverage_from_a_suite_report_prints_its_table(tmp_path, capsys):
+    """``--from FILE`` prints the report of the suite's own tier tests (with the tiers only the
+    suite runs); ``-k`` and ``--compiled`` prove the library, so they do not go with it."""
+    from transpiler import coverage
+
+    report = TierTable()
+    for tier in TIERS:
+        report.record("sin", tier, "passed")
+    (tmp_path / "tiers.json").write_text(json.dumps(report.as_json()))
+    assert coverage.main(["--from", str(tmp_path / "tiers.json")]) == 1      # the other ops did not run
+    out = capsys.readouterr().out
+    assert out.startswith("op ") and "  OI: " in out
+    sin = next(line for line in out.splitlines() if line.startswith("sin "))
+    assert sin.split()[1:] == ["ok"] * len(TIERS)
+    assert coverage.main(["--from", str(tmp_path / "tiers.json"), "-k", "sin"]) == 2
+    assert "--from prints a report as it is" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{}")
+    assert coverage.main(["--from", str(tmp_path / "bad.json")]) == 2
+    assert capsys.readouterr().err.startswith(f"transpile coverage: {tmp_path / 'bad.json'} is not a tier report")

@@ -31,7 +31,7 @@ SUMMARIES = {
     "rule": "explain a diagnostic code (`transpile rule DB100`, `--all`)",
     "import-yaml": "translate a derivatives.yaml into formula files (needs torch)",
     "emit-yaml": "write imported formulas back as a derivatives.yaml torchgen accepts",
-    "coverage": "run the proof tiers and print the op x tier table (in a clone; needs torch)",
+    "coverage": "transpile prove on the shipped library, the op x tier table (in a clone; needs torch)",
     "build": "compile generated C++ into a library torch.ops.load_library loads (needs torch)",
     "prove": "prove every formula of a package on its tiers and print the op x tier table (needs torch)",
 }

@@ -1,17 +1,16 @@
-"""``transpile coverage``: the op x proof-tier table of DESIGN section 7.
+"""``transpile coverage``: the op x proof-tier table of DESIGN section 7 for the shipped library.
 
-The tiers are established by the test suite (tests marked ``tier``); this
-command runs those tests (or reads a report a previous run wrote with
-``--tier-report``) and prints where every formula of the library stands.
+It is ``transpile prove`` on the shipped formulas (:mod:`transpiler.prove`, the code path a
+user's package is proven by), on the inputs of the suite's tier tests (the repository's
+``tests/prove_library_cases.py`` and torch's OpInfo samples); ``--compiled`` adds the compiled
+tiers. ``--from FILE`` prints instead the report the suite's own tier tests wrote (``pytest
+--tier-report FILE``), which holds the tiers only the suite runs (FB, CA, OP, OC, OI, E).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,7 +152,8 @@ def _library_ops(repo: Path) -> tuple[list[str], frozenset[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    asks_help = bool({"-h", "--help"} & set(argv or ()))
+    argv = list(argv or ())
+    asks_help = bool({"-h", "--help"} & set(argv))
     missing = None if asks_help else repository_missing("transpile coverage", "tests") or torch_missing("transpile coverage")
     if missing:
         print(missing, file=sys.stderr)
@@ -162,51 +162,52 @@ def main(argv: list[str] | None = None) -> int:
         from transpiler.corpus import main as corpus_main
 
         return corpus_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="transpile coverage", description=__doc__)
+    parser = argparse.ArgumentParser(prog="transpile coverage", description=__doc__.split("\n\n")[0])
     parser.add_argument("--from", dest="report", metavar="FILE",
-                        help="print a report written by `pytest --tier-report FILE` instead of running the tests")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress on stderr (by default the tier tests' own, as pytest -q prints it)")
-    parser.add_argument("pytest_args", nargs="*", help="extra arguments for pytest (e.g. -k sin)")
-    args = parser.parse_args(argv)
-    repo = Path(__file__).resolve().parent.parent
-    if args.report:
-        try:
-            data = json.loads(Path(args.report).read_text())
-        except (OSError, ValueError) as err:
-            print(f"transpile coverage: cannot read {args.report}: {err}", file=sys.stderr)
-            return 2
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "tiers.json")
-            cmd = [sys.executable, "-m", "pytest", "-q", "-m", "tier", "-p", "no:cacheprovider",
-                   "--tier-report", out, *args.pytest_args]
-            if not args.quiet:
-                print(f"transpile coverage: running the tier tests ({' '.join(cmd[1:6])}); their progress "
-                      "follows", file=sys.stderr, flush=True)
-            subprocess.run(cmd, cwd=repo, stdout=subprocess.DEVNULL if args.quiet else sys.stderr, check=False)
-            if not os.path.exists(out):
-                print("transpile coverage: the tier tests did not run (see `python -m pytest -m tier`)",
-                      file=sys.stderr)
-                return 2
-            data = json.loads(Path(out).read_text())
+                        help="print the report the suite's tier tests wrote (`pytest -m tier --tier-report FILE`) "
+                             "instead of proving the library")
+    parser.add_argument("-k", dest="select", action="append", default=[], metavar="TEXT",
+                        help="only the ops whose name contains TEXT (repeat for several)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--compiled", action="store_true",
+                        help="also build the library (cached) and prove its compiled ops (C1, CT, F1, CA)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     try:
-        table = TierTable.from_json(data)
+        args = parser.parse_args(argv)
+        if args.report is not None and (args.select or args.compiled):
+            parser.error("--from prints a report as it is: -k and --compiled prove the library instead")
+    except SystemExit as exit_request:       # usage error (2) or --help (0), already printed
+        return int(exit_request.code or 0)
+    repo = Path(__file__).resolve().parent.parent
+    if args.report is None:
+        from transpiler.prove.cli import main as prove_main
+
+        return prove_main([str(repo / "formulas"), "--cases", str(repo / "tests" / "prove_library_cases.py"),
+                           "--format", args.format, *[arg for text in args.select for arg in ("-k", text)],
+                           *(["--compiled"] if args.compiled else []), *(["-q"] if args.quiet else [])])
+    try:
+        table = TierTable.from_json(json.loads(Path(args.report).read_text()))
+    except (OSError, ValueError) as err:
+        print(f"transpile coverage: cannot read {args.report}: {err}", file=sys.stderr)
+        return 2
     except (KeyError, TypeError, AttributeError) as err:
-        print(f"transpile coverage: {args.report or 'the tier report'} is not a tier report "
-              f"(written by `pytest --tier-report FILE`): {err!r}", file=sys.stderr)
+        print(f"transpile coverage: {args.report} is not a tier report (written by `pytest --tier-report FILE`): "
+              f"{err!r}", file=sys.stderr)
         return 2
     ops, nondifferentiable = _library_ops(repo)
     from formulas.torch import in_place_twins, overridable      # torch is there: checked above
 
     not_overridable = frozenset(overridable()[1])
     with_in_place_twin = frozenset(in_place_twins()[0].values())
+    proven = all(table.proven(op, op in nondifferentiable, op in not_overridable, op not in with_in_place_twin)
+                 for op in ops)
+    if args.format == "json":
+        print(json.dumps(table.as_json(), indent=1, sort_keys=True))
+        return 0 if proven else 1
     print(table.render(ops, nondifferentiable, not_overridable, with_in_place_twin))
     for tier in TIERS:
         print(f"  {tier:>2}: {TIER_MEANING[tier]}")
     print(f"  {NOT_APPLICABLE}: a gradient tier of an operator declared nondifferentiable, tiers OP and OC of "
           "an operator formulas.torch.override refuses, or tier OI of one without an in-place twin it runs "
           "(docs/torch.md)")
-    proven = all(table.proven(op, op in nondifferentiable, op in not_overridable, op not in with_in_place_twin)
-                 for op in ops)
     return 0 if proven else 1

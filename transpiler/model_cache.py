@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transpiler.output import OutputError, write_file
-from transpiler.sources import UndecodableSource, read_source
+from transpiler.sources import UndecodableSource, read_regular, read_source
 
 if TYPE_CHECKING:
     from transpiler.model import FormulaModule
@@ -49,6 +49,7 @@ DIRECTORY = "model-cache"
 KEPT_ENTRIES = 1024         # a model and its summary: the imported corpus is 24 files, the shipped library 34: room for several versions
 GENERATOR_SOURCES = Path(__file__).resolve().parent
 FORMAT = 1                  # the layout of an entry; bump when what is stored changes shape
+MAX_ENTRY_BYTES = 256 * 2**20   # a larger entry is not read (a formula file's model: about 1 MB)
 
 _active: ModelCache | None = None
 
@@ -131,7 +132,7 @@ class ModelCache:
 
         with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
                                  IndexError, KeyError, TypeError, ValueError, RecursionError, MemoryError):
-            data = entry.read_bytes()
+            data = read_regular(entry, MAX_ENTRY_BYTES)[1]      # a FIFO never waited on, a device never read
             os.utime(entry)             # recently used: kept by the pruning
             stored = pickle.loads(data)
             if isinstance(stored, kind) and stored.path == path:

@@ -35,8 +35,9 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from transpiler.model_cache import generator_digest
+from transpiler.model_cache import MAX_ENTRY_BYTES, generator_digest
 from transpiler.output import OutputError, write_file
+from transpiler.sources import read_regular
 
 FORMAT = 1                  # the layout of the file; bump when what is stored changes shape
 
@@ -93,7 +94,7 @@ def _read(entry: Path) -> dict[str, object]:
 
     with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
                              IndexError, KeyError, TypeError, ValueError, RecursionError, MemoryError):
-        stored = pickle.loads(entry.read_bytes())
+        stored = pickle.loads(read_regular(entry, MAX_ENTRY_BYTES)[1])     # a FIFO never waited on, a device never read
         if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == FORMAT and isinstance(stored[1], dict):
             return stored[1]
     return {}

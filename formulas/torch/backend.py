@@ -14,8 +14,6 @@ the wrapped tensors record is an ordinary torch graph.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ from typing import Any
 
 import torch
 
-from formulas.dsl import Registry, at, registry, use_backend
+from formulas.dsl import Registry, at, import_package_modules, registry, use_backend
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
 
 
@@ -128,9 +126,7 @@ def load_package(package: str) -> Registry:
 
         formulas.load_library()
     else:
-        imported = importlib.import_module(package)
-        for info in pkgutil.walk_packages(getattr(imported, "__path__", []), f"{package}."):
-            importlib.import_module(info.name)
+        import_package_modules(package)
     return registry(package.split(".", 1)[0])
 
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 
-from tests.domain_edges import EDGE_CASES, assert_gradients_match, torch_gradients
+from tests.domain_edges import (
+    EDGE_CASES,
+    INFINITE_ENTRY_CASES,
+    assert_gradients_match,
+    product_chain_gradients,
+    torch_gradients,
+)
 from tests.op_cases import OpCase, torch_args, torch_op
 
 torch = pytest.importorskip("torch")
@@ -35,3 +42,20 @@ def test_compiled_gradients_at_domain_edges_equal_torch(formulas_ops, case: OpCa
     torch.testing.assert_close(out.detach(), expected_value, rtol=1e-12, atol=0, equal_nan=True)
     assert_gradients_match([None if g is None else g.detach().numpy() for g in first],
                            [None if h is None else h.numpy() for h in second], expected_first, expected_second)
+
+
+@pytest.mark.tier("E")
+@pytest.mark.parametrize("case", INFINITE_ENTRY_CASES, ids=lambda c: c.name)
+def test_compiled_cumprod_second_order_at_an_infinite_entry_is_exact(formulas_ops, case: OpCase):
+    """The compiled ``cumprod``'s first and second order equal torch's autograd of the definition,
+    the second derivative at the infinite entry included (its backward's exclusive products are
+    products only: ``at::cumprod`` there would carry torch's own backward, NaN at that entry)."""
+    (x,) = [a for a in torch_args(case)[0] if isinstance(a, torch.Tensor)]
+    out = formulas_ops.cumprod(x, 0)
+    (first,) = torch.autograd.grad((out * _weights(out, 0.5, 1.5)).sum(), x, create_graph=True)
+    (second,) = torch.autograd.grad((first * _weights(first, 0.7, 1.3)).sum(), x)
+    expected_first, expected_second = product_chain_gradients(case)
+    position = int(torch.isinf(x).nonzero())
+    assert np.isfinite(expected_second[position])
+    np.testing.assert_allclose(first.detach().numpy(), expected_first, rtol=1e-12)
+    np.testing.assert_allclose(second.numpy(), expected_second, rtol=1e-12)

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 import reference_engine as engine
-from domain_edges import EDGE_CASES, TORCH_SELF_DISAGREES, assert_gradients_match, torch_gradients
+from domain_edges import (
+    EDGE_CASES,
+    INFINITE_ENTRY_CASES,
+    TORCH_SELF_DISAGREES,
+    assert_gradients_match,
+    product_chain_gradients,
+    torch_gradients,
+)
 from op_cases import OpCase, torch_args, torch_op
 
 
@@ -80,3 +87,17 @@ def test_cumprod_with_an_infinity_or_a_nan_is_exact(case: OpCase):
     np.testing.assert_allclose(graphed, exact, rtol=1e-12, equal_nan=True)
     assert not np.allclose(plain, exact, equal_nan=True)
     np.testing.assert_allclose(ours.numpy(), exact, rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.tier("E")
+@pytest.mark.parametrize("case", INFINITE_ENTRY_CASES, ids=lambda c: c.name)
+def test_cumprod_second_order_at_an_infinite_entry_is_exact(case: OpCase):
+    """First and second order equal torch's autograd of the definition (a chain of products), the
+    second derivative at the infinite entry included (torch's built-in gives NaN there)."""
+    fn, inputs = engine_call(case)
+    out = fn(*inputs)
+    (first,) = engine.grad((out * _weights(out, 0.5, 1.5)).sum(), inputs, create_graph=True)
+    (second,) = engine.grad((first * _weights(first, 0.7, 1.3)).sum(), inputs)
+    expected_first, expected_second = product_chain_gradients(case)
+    np.testing.assert_allclose(first.detach().numpy(), expected_first, rtol=1e-12)
+    np.testing.assert_allclose(second.numpy(), expected_second, rtol=1e-12)

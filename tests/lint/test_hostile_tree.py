@@ -31,8 +31,8 @@ def limited() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def transpile(*argv: str | bytes, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "transpiler", *argv], capture_output=True, timeout=TIME_LIMIT,
+def transpile(*argv: str | bytes, cwd: Path, timeout: int = TIME_LIMIT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "transpiler", *argv], capture_output=True, timeout=timeout,
                           preexec_fn=limited, env=child_env(), cwd=cwd)
 
 
@@ -121,3 +121,50 @@ def test_a_formula_file_too_large_for_the_front_end_is_one_line_under_a_memory_l
         (finding,) = run.stdout.decode().splitlines()
         assert run.returncode == 1 and "huge.py:1:1: DB000 cannot analyse the file: 2," in finding
         assert b"Traceback" not in run.stderr and "split it" in finding
+
+
+
+HOSTILE_CACHE_FILES = {"fifo": os.mkfifo, "device": lambda path: os.symlink("/dev/zero", path)}
+"""What hung ``transpile`` (a FIFO read waits for a writer) or ate its memory (``/dev/zero``) in
+the model and module-result caches; a symlink loop or a damaged pickle there was already an error
+the cache caught (computed again)."""
+
+
+def test_hostile_model_and_result_cache_files_are_computed_again_in_bounded_time(tmp_path):
+    """``transpile`` keeps parsed models and per-module results as pickles in the build cache: a
+    FIFO there is never waited on, a device never read; the run writes what a fresh one does (the
+    lint cache's hostile files: ``tests/lint/test_cache.py``)."""
+    package = tmp_path / "pkg"
+    write(package / "__init__.py", "")
+    write(package / "ok.py", CLEAN_FORMULA)
+    env = {**child_env(), "TRANSPILE_BUILD_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "transpiler", "--formulas", str(package), "--out", str(tmp_path / "out")]
+    first = subprocess.run(argv, capture_output=True, timeout=TIME_LIMIT, env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    written = (tmp_path / "out" / "ok.cpp").read_bytes()
+    caches = sorted((tmp_path / "cache").rglob("*.pickle"))     # the modules' models, then the results
+    assert len(caches) >= 2 and caches[-1].name.startswith("results-")
+    (tmp_path / "out" / "ok.cpp").unlink()                 # so that the run writes, reading its caches
+    for number, cache in enumerate(caches):               # the kinds in turn
+        cache.unlink()
+        list(HOSTILE_CACHE_FILES.values())[number % 2](cache)
+    run = subprocess.run(argv, capture_output=True, timeout=TIME_LIMIT, env=env, cwd=tmp_path, preexec_fn=limited)
+    assert run.returncode == 0 and b"Traceback" not in run.stderr, run.stderr
+    assert (tmp_path / "out" / "ok.cpp").read_bytes() == written
+
+
+def test_prove_leaves_the_hostile_entries_of_a_package_out_with_one_note_each(tmp_path):
+    """``transpile prove`` imports the package's modules as ``transpile`` reads its files: a FIFO,
+    a ``/dev/zero`` link, a symlink loop and a file whose name is no module name are left out (one
+    note each, never opened), and the formulas beside them are proven (all kinds in one package)."""
+    package = tmp_path / "hostile"
+    write(package / "__init__.py", "")
+    write(package / "ok.py", CLEAN_FORMULA)
+    for make in HOSTILE.values():
+        make(package)
+    run = transpile("prove", "-q", str(package), cwd=tmp_path, timeout=5 * TIME_LIMIT)   # torch's import, the tiers
+    notes = run.stderr.decode().splitlines()
+    assert run.returncode == 0 and b"Traceback" not in run.stderr, notes
+    assert len(notes) == len(HOSTILE) and all(note.startswith("transpile prove: note: ") for note in notes)
+    assert all(note.endswith("skipped") for note in notes)
+    assert run.stdout.decode().splitlines()[1].split() == ["sin", "ok", "ok", "ok", "ok", "ok", "ok", "n/a", "n/a"]

@@ -34,7 +34,7 @@ from transpiler.cpp.types import Kind, PyType
 from transpiler.frontend import python_name
 from transpiler.model import Capture, CaptureKind, Formula
 from transpiler.cpp.operators import Resolved
-from transpiler.schema import Argument, FunctionSchema, OptionalType
+from transpiler.schema import Argument, FunctionSchema, ListType, OptionalType, is_tensor_like
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,16 @@ class EmittedFormula:
     registration: str    # the m.def(...) line
     has_views: bool = False    # the code marks views (it needs views.h)
     called: frozenset[str] = frozenset()   # the ATen functions (``at::<name>``) the code calls
+    vmap_by_example: str | None = None     # the operator's name, if it takes vmap's rule of vmap.h
+
+
+def vmap_by_example(schema: FunctionSchema) -> str | None:
+    """The operator's name when ``torch.vmap`` needs the rule of ``vmap.h`` for it: a functional
+    operator with a ``Tensor[]`` or ``Tensor?[]`` argument, for which torch generates no fallback
+    (a view or in-place one keeps torch's refusal: run per example, it would not alias)."""
+    functional = all(a.annotation is None for a in (*schema.arguments, *schema.returns))
+    takes_list = any(isinstance(a.type, ListType) and is_tensor_like(a.type) for a in schema.arguments)
+    return str(schema.name) if functional and takes_list else None
 
 
 def node_name(formula: Formula, taken: set[str]) -> str:
@@ -309,7 +319,8 @@ class FormulaEmitter(ViewEmitter):
         schema = str(self.schema).replace("\\", "\\\\").replace('"', '\\"')
         registration = f'm.def("{schema}", TORCH_FN(formulas::{self.wrapper_name}));'
         return EmittedFormula(self.struct, "\n".join(p for p in parts if p), registration,
-                              bool(views) or self.written is not None)    # in place: VariableTypeUtils.h
+                              bool(views) or self.written is not None,    # in place: VariableTypeUtils.h
+                              vmap_by_example=vmap_by_example(self.schema))
 
     @property
     def wrapper_name(self) -> str:
@@ -736,7 +747,8 @@ def emit_nondifferentiable(schema: FunctionSchema) -> EmittedFormula:
                       ""])
     text = str(schema).replace("\\", "\\\\").replace('"', '\\"')
     called = frozenset({resolved.function} - {None})
-    return EmittedFormula(name, code, f'm.def("{text}", TORCH_FN(formulas::{name}));', called=called)
+    return EmittedFormula(name, code, f'm.def("{text}", TORCH_FN(formulas::{name}));', called=called,
+                          vmap_by_example=vmap_by_example(schema))
 
 
 def emit_formula(formula: Formula, context: Context, struct: str) -> EmittedFormula:

@@ -1,14 +1,16 @@
-"""``runtime.h`` and ``views.h``: the small fixed support library the generated files include.
+"""``runtime.h``, ``views.h`` and ``vmap.h``: the small fixed support library the generated files include.
 
 The headers are real C++ files of this package (``transpiler/cpp/runtime.h``, ``views.h``,
-shipped as package data); the emitter copies them into the output, stamped as generated.
+``vmap.h``, shipped as package data); the emitter copies them into the output, stamped as generated.
 
 ``runtime.h``: Python semantics the transliteration relies on (negative indices,
 floor division, list concatenation), owning copies of the dispatcher's borrowed
 arguments, and the gradient-slot bookkeeping of ``apply()`` (what torchgen
 takes from ``FunctionsManual.h``, which is not part of the public headers'
 exported surface for all of it). ``views.h``: views, as torch's ADInplaceOrView
-kernels make them (see :class:`transpiler.cpp.nodes.ViewEmitter`).
+kernels make them (see :class:`transpiler.cpp.nodes.ViewEmitter`). ``vmap.h``: ``torch.vmap``'s
+rule for an operator taking a list of tensors (torch generates no fallback for one): the operator
+per example, the results stacked.
 """
 from importlib.resources import files
 
@@ -20,3 +22,4 @@ def _emitted(name: str, what: str) -> str:
 
 RUNTIME_HEADER = _emitted("runtime.h", "support code for the generated autograd nodes")
 VIEWS_HEADER = _emitted("views.h", "views, as torch's ADInplaceOrView kernels make them")
+VMAP_HEADER = _emitted("vmap.h", "torch.vmap over operators that take a list of tensors")

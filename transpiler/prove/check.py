@@ -9,7 +9,6 @@ schema are used. See ``docs/testing.md``.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
@@ -51,16 +50,26 @@ def require_torch() -> None:
         raise TorchMissing("proving formulas") from None
 
 
-def import_package(package: str) -> None:
-    """Import every module of ``package`` (its formulas register themselves)."""
+def import_package(package: str) -> list[str]:
+    """Import every module of ``package`` (its formulas register themselves); return a one-line
+    note for each ``*.py`` entry left out, as ``transpile`` leaves it out: a FIFO, a device or a
+    symlink loop (never opened), a file whose name is not a module name."""
     if package == "formulas":
         import formulas
 
         formulas.load_library()
-        return
-    imported = importlib.import_module(package)
-    for info in pkgutil.walk_packages(getattr(imported, "__path__", []), f"{package}."):
-        importlib.import_module(info.name)
+        return []
+    from formulas.dsl import import_package_modules
+    from transpiler.diagnostics import printable
+    from transpiler.sources import python_sources
+
+    import_package_modules(package)
+    notes = []
+    for directory in getattr(importlib.import_module(package), "__path__", []):
+        listing = python_sources(directory)
+        notes += listing.skipped
+        notes += [f"{printable(str(path))}: not a Python module name; skipped" for path in listing.misnamed]
+    return notes
 
 
 def subject_of(formula: Callable[..., Any] | str, package: str | None) -> Subject:

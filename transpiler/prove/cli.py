@@ -80,7 +80,8 @@ def main(argv: list[str]) -> int:
     if str(directory.parent) not in sys.path and package != "formulas":
         sys.path.insert(0, str(directory.parent))
     try:
-        import_package(package)
+        for note in import_package(package):
+            print(f"transpile prove: note: {note}", file=sys.stderr)
         case_files = [load_case_file(path) for path in args.cases]
     except Exception as error:           # the user's package does not import: say where, no traceback
         print(f"transpile prove: cannot import {package} from {directory.parent} (or a --cases file): "

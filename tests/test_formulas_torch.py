@@ -437,3 +437,38 @@ def test_oracle_tensor_metadata_and_operators():
         positive = y > 0
     torch.testing.assert_close(combined.tensor, torch.tensor([-1.0, -1.0], dtype=torch.float64))
     assert positive.tensor.tolist() == [True, False]
+
+
+# ---------------------------------------------------------------------------
+# the per-call fast paths against the general ones they stand for
+
+def test_fast_paths_agree_with_the_general_ones():
+    from formulas.torch.function import FlatArguments, plan_closure
+
+    x, y = torch.ones(2), torch.zeros(3)
+    for values in ([x, y, 2.0], [x, None, [1, 2]], [3, y, False]):     # Tensor, Tensor?, Scalar slots
+        single = FlatArguments.of_single(values, (0, 1))
+        general = FlatArguments.of(values)
+        assert (single.template, single.tensors) == (general.template, general.tensors)
+        assert single.values(general.tensors) == values == general.values(general.tensors)
+    sizes = [2, 3]
+    for value in (sizes, (1, None, True)):      # a list of sizes, copied without a call per element
+        assert wrap(value) == unwrap(value) == value
+    assert wrap(sizes) is not sizes and unwrap(sizes) is not sizes
+    with use_backend(BACKEND):      # resolved with keywords, then with a list: the key of each its own
+        summed = at.sum(OracleTensor(torch.ones(2, 3)), [1], False, dtype=torch.float64)
+        listed = at.sum(OracleTensor(torch.ones(2, 3)), [1], False)
+    assert summed.scalar_type() == torch.float64 and listed.scalar_type() == torch.float32
+    # a closure's captured list of sizes is kept as it is (as a Python closure shares it); one
+    # holding a tensor is planned and filled again, its tensor the saved one
+    inputs = OracleTensor(torch.ones(2))
+
+    def forward():
+        pair = [inputs, 1]
+        def backward(grad):
+            return sizes, pair
+        return backward
+    backward = forward()
+    plan, saved = plan_closure(backward, (inputs.tensor,), "op")
+    kept, filled = plan.rebuild([torch.full((2,), 5.0)])(None)
+    assert saved == (0,) and kept is sizes and filled[1] == 1 and filled[0].tensor.tolist() == [5.0, 5.0]

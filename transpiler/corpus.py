@@ -25,8 +25,8 @@ the library's operators are untouched): R1, R2 and RT on the library's OpCases
 for each entry whose operator has an engine kernel, printed after the funnel
 with each entry that fails a tier. ``--override`` adds tiers OP and OC
 (``tests/yaml/corpus_override.py``): each emitted entry swapped in for torch's own
-aten operator (``formulas.torch.override``, the Python path and the compiled node)
-and proven through it on the same cases, counted by outcome. Says each stage on stderr as it starts (import, lint and
+aten operator (``formulas.torch.override``, the Python path and the compiled node;
+with ``--no-compile`` the Python path alone) and proven through it on the same cases, counted by outcome. Says each stage on stderr as it starts (import, lint and
 emit, compile N/M with the unit, prove, engine), as the build does (``-q``: nothing). Exit 0.
 """
 from __future__ import annotations
@@ -57,7 +57,8 @@ def main(argv: list[str]) -> int:
                              "the derived jvps' F1 on torch still runs)")
     parser.add_argument("--override", action="store_true",
                         help="also prove every emitted entry swapped in for torch's own aten operator "
-                             "(tiers OP and OC, formulas.torch.override; long: minutes per hundred entries)")
+                             "(tiers OP and OC, formulas.torch.override; with --no-compile OP alone; long: "
+                             "minutes per hundred entries)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     with model_cache.kept_in(args.build_dir / model_cache.DIRECTORY):   # a rerun parses what changed only
@@ -206,6 +207,9 @@ def _funnel(args: argparse.Namespace) -> int:
         if args.override and compiled:
             progress.say(f"prove the {len(emitted)} emitted entries through torch's aten ops (OP, OC)")
             _print_override_tiers(formulas, library_path, emitted, sorted(without_jvp))
+    elif args.override:     # no corpus library: the Python path (OP) alone
+        progress.say(f"prove the {len(emitted)} emitted entries through torch's aten ops (OP)")
+        _print_override_tiers(formulas, "", emitted, sorted(without_jvp))
     progress.done()
     return 0
 

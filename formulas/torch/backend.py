@@ -14,6 +14,7 @@ the wrapped tensors record is an ordinary torch graph.
 """
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -130,11 +131,18 @@ def load_package(package: str) -> Registry:
     return registry(package.split(".", 1)[0])
 
 
+#: Types of the values a list of sizes or dims holds: such a list is copied as it is by
+#: :func:`wrap`, :func:`unwrap` and :func:`_type_key` (just an optimization: no call per element).
+SCALAR_TYPES = frozenset({int, float, bool, type(None), torch.SymInt})
+
+
 def wrap(value: Any) -> Any:
     """torch tensors (also inside tuples and lists) as :class:`OracleTensor`."""
     if isinstance(value, torch.Tensor):
         return OracleTensor(value)
     if isinstance(value, (tuple, list)):
+        if SCALAR_TYPES.issuperset(map(type, value)):
+            return type(value)(value)
         return type(value)(wrap(v) for v in value)
     return value
 
@@ -144,6 +152,8 @@ def unwrap(value: Any) -> Any:
     if isinstance(value, OracleTensor):
         return value.tensor
     if isinstance(value, (tuple, list)):
+        if SCALAR_TYPES.issuperset(map(type, value)):
+            return type(value)(value)
         return type(value)(unwrap(v) for v in value)
     return value
 
@@ -162,8 +172,9 @@ class TorchBackend:
             overloads[schema.name.base].append(schema)
         self._overloads = dict(overloads)
         # just an optimization: which overload a call binds to depends only on its arguments'
-        # types (and symbolic string values), so it is resolved once per such signature
-        self._resolved: dict[tuple[Any, ...], tuple[FunctionSchema, Any]] = {}
+        # types (and symbolic string values), so it is resolved once per such signature (with
+        # whether they are all tensors: then unwrapping them is all there is to do)
+        self._resolved: dict[tuple[Any, ...], tuple[FunctionSchema, Any, bool]] = {}
 
     @classmethod
     def for_library(cls) -> TorchBackend:
@@ -202,38 +213,44 @@ class TorchBackend:
             return unwrap(fn(*wrap(args)))
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # just an optimization (the per-call cost of every formula): plain types key the common
+        # call, a list or a string among them falls back to _type_key (keys of the two kinds
+        # differ: only plain keys hold _KEYWORDS, only the others tuples and strings as values)
         if kwargs:
-            key = (name, *map(_type_key, args), *((k, _type_key(v)) for k, v in kwargs.items()))
+            key = (name, *map(type, args), _KEYWORDS, *kwargs, *map(type, kwargs.values()))
         else:
-            # just an optimization (the per-call cost of every formula): plain types key the
-            # common call, a list or a string among them falls back to _type_key
             key = (name, *map(type, args))
-            if _list_or_string(key):
-                key = (name, *map(_type_key, args))
+        if list in key or tuple in key or str in key:
+            key = (name, *map(_type_key, args), *((k, _type_key(v)) for k, v in kwargs.items()))
         found = self._resolved.get(key)
         if found is None:
             schema = self.resolve(name, args, kwargs)
             overload = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")
-            found = self._resolved[key] = (schema, overload._op)      # what OpOverload.__call__ calls
+            tensors_only = not kwargs and all(t is OracleTensor for t in key[1:])
+            found = self._resolved[key] = (schema, overload._op, tensors_only)  # _op: what OpOverload.__call__ calls
         overload = found[1]
-        arguments = [a.tensor if type(a) is OracleTensor else unwrap(a) for a in args]
+        if found[2]:
+            result = overload(*map(_tensor_of, args))
+            return OracleTensor(result) if type(result) is torch.Tensor else wrap(result)
+        arguments = [a.tensor if type(a) is OracleTensor else unwrap(a) if isinstance(a, (list, tuple)) else a
+                     for a in args]
         if kwargs:
-            kwargs = {key: _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else unwrap(value)
-                      for key, value in kwargs.items()}
+            kwargs = {key: _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else
+                      value.tensor if type(value) is OracleTensor else unwrap(value) for key, value in kwargs.items()}
             result = overload(*arguments, **kwargs)
         else:
             result = overload(*arguments)
         return OracleTensor(result) if type(result) is torch.Tensor else wrap(result)
 
 
-def _list_or_string(types: tuple[Any, ...]) -> bool:
-    return list in types or tuple in types or str in types
+_tensor_of = operator.attrgetter("tensor")      # an OracleTensor's tensor
+_KEYWORDS = object()        # in a resolved call's key: the keyword arguments' names and types follow
 
 
 def _type_key(value: Any) -> Any:
     """What :func:`accepts` reads of ``value``: its type, a list's element types, a string itself."""
     if isinstance(value, (list, tuple)):
-        return (type(value), *map(_type_key, value))
+        return (type(value), *map(type if SCALAR_TYPES.issuperset(map(type, value)) else _type_key, value))
     return value if isinstance(value, str) else type(value)
 
 

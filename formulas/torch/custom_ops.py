@@ -75,6 +75,7 @@ def custom_ops(package: str, namespace: str | None = None) -> CustomOps:
 
 
 def _define(namespace: str, formula: TorchFormula, library: Any) -> torch._ops.OpOverload:
+    formula.prepare()
     schema = formula.declared.schema
     arguments = schema[schema.index("("):]
     definition = torch.library.custom_op(f"{namespace}::{formula.op_name}", _kernel(formula),

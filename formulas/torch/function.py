@@ -26,11 +26,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import torch
-from torch._functorch.utils import enable_single_level_autograd_function, unwrap_dead_wrappers
+from torch._C._functorch import unwrap_if_dead
+from torch._functorch.utils import enable_single_level_autograd_function
 
 from formulas.dsl import DeclaredFormula, use_backend
-from formulas.torch.backend import OracleTensor, TorchBackend, unwrap, wrap
-from transpiler.schema import FunctionSchema, ListType, parse_schema
+from formulas.dsl import _backend as _installed_backend    # just an optimization of use_backend, below
+from formulas.torch.backend import SCALAR_TYPES, OracleTensor, TorchBackend, unwrap, wrap
+from transpiler.schema import FunctionSchema, ListType, OptionalType, parse_schema
 
 if TYPE_CHECKING:
     from reference_engine.facts import FormulaFacts
@@ -51,10 +53,30 @@ class SavedSlot:
     index: int
 
 
+class _SlotTable(dict):
+    """``_SLOTS[i]`` is ``SavedSlot(i)``, made once: just an optimization (a frozen dataclass is
+    slow to make, and every call of a formula marks its tensors)."""
+
+    def __missing__(self, index: int) -> SavedSlot:
+        slot = self[index] = SavedSlot(index)
+        return slot
+
+
+_SLOTS = _SlotTable()
+
+
 @dataclass(frozen=True)
-class ClosurePlan:
+class HoldingSaved:
+    """Stands in a closure plan for a captured list or tuple that holds tensors: ``value`` with
+    :class:`SavedSlot` in their places."""
+
+    value: list[Any] | tuple[Any, ...]
+
+
+class ClosurePlan(NamedTuple):
     """A backward (or jvp) closure with its captured tensors taken out: ``cells`` hold the
-    captured values with every tensor replaced by a :class:`SavedSlot`."""
+    captured values with every tensor replaced by a :class:`SavedSlot` (in a list or tuple: by
+    a :class:`HoldingSaved`)."""
 
     code: types.CodeType
     globals: dict[str, Any]
@@ -64,17 +86,34 @@ class ClosurePlan:
 
     def rebuild(self, saved: Sequence[torch.Tensor]) -> Callable[..., Any]:
         """The closure again, each :class:`SavedSlot` now the saved tensor it stands for."""
-        def fill(value: Any) -> Any:
-            if isinstance(value, SavedSlot):
-                return OracleTensor(saved[value.index])
-            if isinstance(value, (list, tuple)):
-                return type(value)(fill(v) for v in value)
-            return value
-
-        cells = tuple(types.CellType(fill(value)) for value in self.cells)
-        rebuilt = types.FunctionType(self.code, self.globals, self.code.co_name, self.defaults, cells)
-        rebuilt.__kwdefaults__ = self.kwdefaults
+        cells = []
+        for value in self.cells:
+            if type(value) is SavedSlot:
+                value = OracleTensor(saved[value.index])
+            elif type(value) is HoldingSaved:
+                value = _filled(value.value, saved)
+            cells.append(types.CellType(value))
+        rebuilt = types.FunctionType(self.code, self.globals, self.code.co_name, self.defaults, tuple(cells))
+        if self.kwdefaults is not None:
+            rebuilt.__kwdefaults__ = self.kwdefaults
         return rebuilt
+
+
+def _holds_tensor(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether a list or tuple holds a formula's tensor (also in a list inside it)."""
+    for value in values:
+        if isinstance(value, OracleTensor) or isinstance(value, (list, tuple)) and _holds_tensor(value):
+            return True
+    return False
+
+
+def _filled(value: Any, saved: Sequence[torch.Tensor]) -> Any:
+    """``value`` (a captured list or tuple) with each :class:`SavedSlot` the saved tensor it stands for."""
+    if isinstance(value, SavedSlot):
+        return OracleTensor(saved[value.index])
+    if isinstance(value, (list, tuple)):
+        return type(value)(_filled(v, saved) for v in value)
+    return value
 
 
 def plan_closure(closure: Callable[..., Any], candidates: Sequence[torch.Tensor],
@@ -84,7 +123,7 @@ def plan_closure(closure: Callable[..., Any], candidates: Sequence[torch.Tensor]
     :class:`CapturedIntermediate`. Positions, not the tensors themselves, so that the tensors
     saved may be other objects standing for the same values (``setup_context``'s, which
     torch.func transforms wrap, where the forward saw them unwrapped)."""
-    position_of = {id(t): i for i, t in enumerate(candidates)}
+    position_of = dict(zip(map(id, candidates), range(len(candidates))))
     to_save: dict[int, int] = {}
 
     def slot(name: str, value: Any) -> Any:
@@ -95,24 +134,33 @@ def plan_closure(closure: Callable[..., Any], candidates: Sequence[torch.Tensor]
                     f"the {closure.__name__} of {op_name} captures `{name}`, a tensor that is neither an input "
                     "nor an output of its forward: double backward through it would be silently wrong; "
                     "`transpile lint` reports it as DB100")
-            return SavedSlot(to_save.setdefault(position, len(to_save)))
+            return _SLOTS[to_save.setdefault(position, len(to_save))]
         if isinstance(value, (list, tuple)):
             return type(value)(slot(name, v) for v in value)
         return value
 
-    cells = tuple(slot(name, cell.cell_contents)
-                  for name, cell in zip(closure.__code__.co_freevars, closure.__closure__ or ()))
-    plan = ClosurePlan(closure.__code__, closure.__globals__, closure.__defaults__, closure.__kwdefaults__, cells)
+    code = closure.__code__
+    cells = []
+    for name, cell in zip(code.co_freevars, closure.__closure__ or ()):
+        value = cell.cell_contents
+        if type(value) is OracleTensor:
+            value = slot(name, value)
+        elif isinstance(value, (list, tuple)) and not SCALAR_TYPES.issuperset(map(type, value)) \
+                and _holds_tensor(value):
+            value = HoldingSaved(slot(name, value))
+        cells.append(value)     # anything else as it is, as a Python closure shares it
+    plan = ClosurePlan(code, closure.__globals__, closure.__defaults__, closure.__kwdefaults__, tuple(cells))
     return plan, tuple(to_save)
 
 
-@dataclass(frozen=True)
-class FlatArguments:
+class FlatArguments(NamedTuple):
     """A call's arguments (one value per schema argument) with every tensor taken out into
-    ``tensors``; ``template`` holds :class:`SavedSlot` markers in their places."""
+    ``tensors``; ``template`` holds :class:`SavedSlot` markers in their places. ``positions``:
+    where the markers are, when every one is an argument of its own (no list of tensors)."""
 
     template: tuple[Any, ...]
     tensors: tuple[torch.Tensor, ...]
+    positions: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, values: Sequence[Any]) -> FlatArguments:
@@ -121,7 +169,7 @@ class FlatArguments:
         def take(value: Any) -> Any:
             if isinstance(value, torch.Tensor):
                 tensors.append(value)
-                return SavedSlot(len(tensors) - 1)
+                return _SLOTS[len(tensors) - 1]
             if isinstance(value, (list, tuple)):
                 return type(value)(take(v) for v in value)
             return value
@@ -129,9 +177,28 @@ class FlatArguments:
         template = tuple(take(v) for v in values)
         return cls(template, tuple(tensors))
 
+    @classmethod
+    def of_single(cls, values: Sequence[Any], slots: Sequence[int]) -> FlatArguments:
+        """:meth:`of` where the tensors can only be the arguments at ``slots`` (a schema without a
+        list of tensors, see :attr:`TorchFormula.single_slots`): just an optimization."""
+        template = list(values)
+        tensors: list[torch.Tensor] = []
+        positions: list[int] = []
+        for i in slots:
+            if isinstance(values[i], torch.Tensor):
+                template[i] = _SLOTS[len(tensors)]
+                tensors.append(values[i])
+                positions.append(i)
+        return cls(tuple(template), tuple(tensors), tuple(positions))
+
     def values(self, tensors: Sequence[Any]) -> list[Any]:
         """The arguments with ``tensors`` in the places of the taken-out ones."""
-        return place(self.template, tensors)
+        if self.positions is None:
+            return place(self.template, tensors)
+        values = list(self.template)
+        for i, tensor in zip(self.positions, tensors):
+            values[i] = tensor
+        return values
 
 
 def place(template: Sequence[Any], items: Sequence[Any]) -> list[Any]:
@@ -160,6 +227,7 @@ class TorchFormula:
 
     def __init__(self, declared: DeclaredFormula, backend: TorchBackend) -> None:
         self.declared = declared
+        self.op_name = declared.op_name
         self.backend = backend
         self.signature = inspect.signature(declared.fn)
         self.names = tuple(self.signature.parameters)
@@ -167,10 +235,17 @@ class TorchFormula:
         self.positions = {name: i for i, name in enumerate(self.names)}
         self.defaults = tuple(p.default if p.default is not p.empty else self._schema_default(name, p.empty)
                               for name, p in self.signature.parameters.items())
+        self.first_keyword = len(self.names) - self.keyword_only
+        #: how many leading parameters a call must give (the others have defaults)
+        self.required = max((i + 1 for i, d in enumerate(self.defaults) if d is inspect.Parameter.empty), default=0)
 
-    @property
-    def op_name(self) -> str:
-        return self.declared.op_name
+    def prepare(self) -> TorchFormula:
+        """Work out now what every call needs (schema, slots, the Function), so that no call
+        does: an override or a custom op prepares its formulas when it is installed."""
+        for name in ("fn", "apply", "gradient_slots", "single_slots", "single_tensor_slots", "list_output",
+                     "output_flags", "all_differentiable"):
+            getattr(self, name)
+        return self
 
     def _schema_default(self, name: str, none: Any) -> Any:
         """The schema's default of argument ``name`` (``none`` where it has none): a formula may
@@ -204,6 +279,11 @@ class TorchFormula:
     def output_flags(self) -> tuple[bool, ...]:
         """Differentiability of each schema output."""
         return self.declared.output_differentiability or (True,) * len(self.schema.returns)
+
+    @cached_property
+    def all_differentiable(self) -> bool:
+        """Whether every output is differentiable (a ``Tensor[]`` output is)."""
+        return self.list_output or all(self.output_flags)
 
     @cached_property
     def facts(self) -> FormulaFacts:
@@ -270,22 +350,35 @@ class TorchFormula:
         return tuple(self.names.index(arg.name) for arg in self.schema.arguments
                      if not arg.is_out and not isinstance(arg.type, ListType) and arg.is_tensor_like)
 
+    @cached_property
+    def single_slots(self) -> tuple[int, ...] | None:
+        """:attr:`single_tensor_slots` where they are the only places a call's tensors can be (no
+        list of tensors among the arguments), else None."""
+        if any(arg.is_tensor_like and (isinstance(arg.type, ListType) or isinstance(arg.type, OptionalType)
+                                       and isinstance(arg.type.elem, ListType)) for arg in self.schema.arguments):
+            return None     # Tensor[], Tensor?[] or Tensor[]?
+        return self.single_tensor_slots
+
     def bind(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
         """One value per parameter of the formula, defaults filled in. A Python number given for a
         ``Tensor`` (torch hands a Python kernel its wrapped scalars as numbers) becomes a 0-d tensor
         of the dtype torch computes in with it (``result_type`` with the first tensor argument), so
         the formula sees a tensor and computes what torch does."""
-        if len(args) > len(self.names) - self.keyword_only:
-            raise TypeError(f"{self.op_name}: {len(args)} positional arguments for "
-                            f"{len(self.names) - self.keyword_only}")
+        if len(args) > self.first_keyword:
+            raise TypeError(f"{self.op_name}: {len(args)} positional arguments for {self.first_keyword}")
         values = [*args, *self.defaults[len(args):]]
         for name, value in kwargs.items():
             if name not in self.positions:
                 raise TypeError(f"{self.op_name}: no argument `{name}`")
             values[self.positions[name]] = value
-        if any(value is inspect.Parameter.empty for value in values):
+        if len(args) < self.required and any(value is inspect.Parameter.empty for value in values):
             missing = [name for name, value in zip(self.names, values) if value is inspect.Parameter.empty]
             raise TypeError(f"{self.op_name}: missing argument(s) {', '.join(missing)}")
+        for i in self.single_tensor_slots:
+            if isinstance(values[i], (bool, int, float, complex)):
+                break
+        else:
+            return values
         numbers = [i for i in self.single_tensor_slots if isinstance(values[i], (bool, int, float, complex))]
         if numbers:
             tensors = [values[i] for i in self.single_tensor_slots if isinstance(values[i], torch.Tensor)]
@@ -300,12 +393,17 @@ class TorchFormula:
         Function: torch records one ``<Op>FormulaBackward`` node. The result has the schema's shape
         (a tensor, a tuple, or a list for ``Tensor[]``). ``run`` computes the forward (default:
         :meth:`planned_forward`; a custom op's redispatches to its kernel)."""
-        flat = FlatArguments.of(values)
-        application = Application(self, flat, forward_ad_active(), torch.is_grad_enabled(), run or self.planned_forward)
-        if not torch._C._are_functorch_transforms_active():
-            return self.shaped(self.apply(application, *unwrap_dead_wrappers(flat.tensors)))
-        with enable_single_level_autograd_function():
-            return self.shaped(self.apply(application, *flat.tensors))
+        slots = self.single_slots
+        flat = FlatArguments.of(values) if slots is None else FlatArguments.of_single(values, slots)
+        application = Application(self, flat, torch.autograd.forward_ad._current_level >= 0,
+                                  torch.is_grad_enabled(), run or self.planned_forward)
+        if torch._C._are_functorch_transforms_active():
+            with enable_single_level_autograd_function():
+                return self.shaped(self.apply(application, *flat.tensors))
+        flat_outputs = self.apply(application, *map(unwrap_if_dead, flat.tensors))
+        if self.list_output:
+            return list(flat_outputs)
+        return flat_outputs[0] if len(flat_outputs) == 1 else tuple(flat_outputs)
 
     def shaped(self, flat_outputs: Sequence[Any]) -> Any:
         """The flat outputs as the schema returns them: a tensor, a tuple or a ``Tensor[]`` list."""
@@ -317,9 +415,9 @@ class TorchFormula:
                         want_jvp: bool) -> PlannedForward:
         """The formula's forward on ``values`` (whose tensors are ``tensors``) below autograd, its
         backward closure planned against those tensors and the outputs."""
-        with below_autograd():
+        with torch._C._AutoDispatchBelowAutograd():
             outputs, backward, written = self.forward(values, want_jvp)
-        flat_outputs = self.flat_outputs(outputs)
+        flat_outputs = (outputs,) if type(outputs) is torch.Tensor else self.flat_outputs(outputs)
         plan, saved = plan_closure(backward, (*tensors, *flat_outputs), self.op_name)
         return PlannedForward(outputs, flat_outputs, plan, saved, (values, backward, written) if want_jvp else None)
 
@@ -327,9 +425,15 @@ class TorchFormula:
         """The formula's forward on torch values (run it below autograd): its outputs as it
         returns them, its backward closure and, with ``want_jvp``, its nested ``jvp`` (or None)."""
         if not want_jvp or self.facts.jvp not in ("written", "derived"):
-            with use_backend(self.backend):
-                outputs, backward = self.apply_fn(wrap(list(values)))
-            return unwrap(outputs), backward, None
+            # just an optimization of `with use_backend(self.backend): ...apply_fn(wrap(list(values)))`
+            wrapped = [OracleTensor(v) if isinstance(v, torch.Tensor) else wrap(v) if isinstance(v, (list, tuple))
+                       else v for v in values]
+            token = _installed_backend.set(self.backend)
+            try:
+                outputs, backward = self.apply_fn(wrapped) if self.keyword_only else self.fn(*wrapped)
+            finally:
+                _installed_backend.reset(token)
+            return outputs.tensor if type(outputs) is OracleTensor else unwrap(outputs), backward, None
         with use_backend(self.backend):
             outputs, backward, jvp = self.apply_fn(wrap(list(values)), self.returning_jvp)
         return unwrap(outputs), backward, jvp
@@ -343,19 +447,21 @@ class TorchFormula:
                      needs_input_grad: Sequence[bool]) -> tuple[Any, ...]:
         """The closure's gradients, one per gradient slot (``None``: zero); ``grads`` holds one per
         differentiable output (per part of a ``Tensor[]`` output)."""
-        declares_mask = _declares_mask(backward.__code__)
-        mask = {"needs_input_grad": list(needs_input_grad)} if declares_mask else {}
-        with use_backend(self.backend):
-            if self.list_output:
-                returned = backward(wrap(list(grads)), **mask)
-            else:
-                returned = backward(*wrap(list(grads)), **mask)
+        mask = {"needs_input_grad": list(needs_input_grad)} if _declares_mask(backward.__code__) else {}
+        wrapped = [OracleTensor(g) if type(g) is torch.Tensor else wrap(g) for g in grads]
+        token = _installed_backend.set(self.backend)   # just an optimization of `with use_backend(...)`
+        try:
+            returned = backward(wrapped, **mask) if self.list_output else backward(*wrapped, **mask)
+        finally:
+            _installed_backend.reset(token)
         if len(self.gradient_slots) == 1:
             returned = (returned,)
         if not isinstance(returned, tuple) or len(returned) != len(self.gradient_slots):
             raise RuntimeError(f"the backward of {self.op_name} must return {len(self.gradient_slots)} "
                                f"gradient(s), returned {returned!r}")
-        return tuple(unwrap(g) for g in returned)
+        if len(returned) == 1:      # just an optimization of the general line below
+            return (returned[0].tensor if type(returned[0]) is OracleTensor else unwrap(returned[0]),)
+        return tuple(g.tensor if type(g) is OracleTensor else unwrap(g) for g in returned)
 
     def run_jvp(self, values: Sequence[Any], tangents: Sequence[Any], backward: Callable[..., Any],
                 written: Callable[..., Any] | None) -> Any:
@@ -397,17 +503,20 @@ def _declares_mask(code: types.CodeType) -> bool:
     return "needs_input_grad" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
 
 
-def forward_ad_active() -> bool:
-    """Whether a forward-mode level is open (``torch.autograd.forward_ad.dual_level``)."""
-    return torch.autograd.forward_ad._current_level >= 0
-
-
 def records(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """Whether autograd has anything to record for a call with these arguments: a forward-mode
     level is open, or grad mode is on and an input (also inside a list) requires grad."""
-    if forward_ad_active():
+    if torch.autograd.forward_ad._current_level >= 0:
         return True
-    return torch.is_grad_enabled() and (_requires_grad(args) or _requires_grad(kwargs.values()))
+    if not torch.is_grad_enabled():
+        return False
+    for value in args:      # just an optimization of _requires_grad(args), the common call
+        if isinstance(value, torch.Tensor):
+            if value.requires_grad:
+                return True
+        elif isinstance(value, (list, tuple)) and _requires_grad(value):
+            return True
+    return bool(kwargs) and _requires_grad(kwargs.values())
 
 
 def _requires_grad(values: Any) -> bool:
@@ -479,13 +588,13 @@ class FormulaFunction(torch.autograd.Function):
         application: Application = inputs[0]
         planned, formula = application.planned, application.formula
         candidates = (*inputs[1:], *output)     # setup_context's own objects: torch.func wraps them
-        ctx.save_for_backward(*(candidates[position] for position in planned.saved))
+        ctx.save_for_backward(*map(candidates.__getitem__, planned.saved))
         # what backward needs, and no tensor: the inputs stay free to go (torch keeps only the saved)
         ctx.formula, ctx.template, ctx.count, ctx.plan = formula, application.flat.template, len(inputs) - 1, planned.plan
         if planned.jvp_state is not None:
             ctx.jvp_state = planned.jvp_state   # forward mode runs right after forward; jvp drops it
         application.planned = None
-        if not formula.list_output and not all(formula.output_flags):
+        if not formula.all_differentiable:
             kept = {id(o) for o in formula.differentiable(output)}
             ctx.mark_non_differentiable(*(o for o in output if id(o) not in kept))
         ctx.set_materialize_grads(False)     # an unused output's gradient reaches the closure as None
@@ -494,11 +603,21 @@ class FormulaFunction(torch.autograd.Function):
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         formula: TorchFormula = ctx.formula
         template = ctx.template
-        output_grads = formula.differentiable(grads)
-        if all(g is None for g in output_grads):
+        output_grads = grads if formula.all_differentiable else formula.differentiable(grads)
+        for grad in output_grads:
+            if grad is not None:
+                break
+        else:
             return (None,) * (1 + ctx.count)      # a backward is never called without a gradient
-        slots_needing = place(template, ctx.needs_input_grad[1:])   # per argument: a flag, or a list of flags
-        needs = [any(v) if isinstance(v, list) else bool(v) for v in (slots_needing[i] for i in formula.gradient_slots)]
+        flags = ctx.needs_input_grad        # per tensor of the call, after the Application's
+        needs = []                          # per gradient slot
+        for slot in formula.gradient_slots:
+            marker = template[slot]
+            if type(marker) is SavedSlot:
+                needs.append(flags[1 + marker.index])
+            else:       # a list of tensors (its flags in one), or an absent Tensor?
+                needs.append(isinstance(marker, (list, tuple)) and
+                             any(flags[1 + m.index] for m in marker if type(m) is SavedSlot))
         backward = ctx.plan.rebuild(ctx.saved_tensors)
         per_slot = formula.run_backward(backward, output_grads, needs)
         flat_grads: list[torch.Tensor | None] = [None] * ctx.count

@@ -268,13 +268,14 @@ def _formulas(package: str) -> dict[str, TorchFormula]:
 
 
 def _kernel(formula: TorchFormula) -> Any:
-    overload = aten_overload(formula.op_name)
+    below = aten_overload(formula.op_name)._op      # the OpOverload's own call, without its Python layer
+    call, bind = formula.prepare().call, formula.bind
 
     def autograd_kernel(*args: Any, **kwargs: Any) -> Any:
         if not records(args, kwargs):
-            with below_autograd():
-                return overload(*args, **kwargs)
-        return formula.call(formula.bind(args, kwargs))
+            with torch._C._AutoDispatchBelowAutograd():
+                return below(*args, **kwargs)
+        return call(bind(args, kwargs))
 
     autograd_kernel.__name__ = f"{formula.op_name}_formula_autograd"
     return autograd_kernel
@@ -286,6 +287,7 @@ def _in_place_kernel(op_name: str, twin: TorchFormula) -> Any:
     result with autograd on, which rebases ``self``'s history (views included), bumps its version
     and raises torch's own errors (a leaf that requires grad)."""
     overload = aten_overload(op_name)
+    twin.prepare()
 
     def in_place_kernel(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if not records((self, *args), kwargs):
@@ -315,8 +317,10 @@ def _compiled_kernel(op_name: str, compiled: torch._ops.OpOverload, key: str) ->
     tensor_slots = [i for i, arg in enumerate(schema.arguments) if str(arg.type) in ("Tensor", "Optional[Tensor]")]
 
     def compiled_autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        if any(isinstance(args[i], (bool, int, float, complex)) for i in tensor_slots if i < len(args)):
-            args = _numbers_as_tensors(args, tensor_slots)   # torch hands a Python kernel its wrapped scalars as numbers
+        for i in tensor_slots:
+            if i < len(args) and isinstance(args[i], (bool, int, float, complex)):
+                args = _numbers_as_tensors(args, tensor_slots)   # torch hands a Python kernel its wrapped scalars as numbers
+                break
         return function(keyset, *args, **kwargs)
 
     compiled_autograd_kernel.__name__ = f"{op_name}_compiled_autograd"

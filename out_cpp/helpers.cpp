@@ -128,7 +128,7 @@ at::Tensor convolution_input_backward(const at::Tensor& grad, const at::Tensor& 
     reach = (dilation_[d] * (weight.size(d + 2) - 1)) + 1;
     output_padding.push_back(transposed ? 0 : formulas::runtime::pymod((sizes[formulas::runtime::wrap_index(d + 2, sizes.size())] + (2 * padding_[d])) - reach, stride_[d]));
   }
-  auto gradient = helpers::crop_spatial(at::convolution(helpers::batched(grad, weight.dim()), weight, at::Tensor(), stride_, padding_, dilation_, !transposed, output_padding, groups), sizes);
+  auto gradient = helpers::crop_spatial(at::convolution(helpers::batched(grad, weight.dim()), weight, std::optional<at::Tensor>(), stride_, padding_, dilation_, !transposed, output_padding, groups), sizes);
   return (static_cast<int64_t>(input_sizes.size()) < weight.dim()) ? at::squeeze(gradient, 0) : gradient;
 }
 
@@ -153,7 +153,7 @@ at::Tensor convolution_weight_backward(const at::Tensor& grad, const at::Tensor&
   for (int64_t d = 0; d < spatial; ++d) {
     no_padding.push_back(0);
   }
-  auto correlation = at::convolution(swapped_signal, at::transpose(kernel, 0, 1), at::Tensor(), helpers::per_spatial_dim(dilation, spatial), helpers::per_spatial_dim(padding, spatial), helpers::per_spatial_dim(stride, spatial), false, no_padding, groups);
+  auto correlation = at::convolution(swapped_signal, at::transpose(kernel, 0, 1), std::optional<at::Tensor>(), helpers::per_spatial_dim(dilation, spatial), helpers::per_spatial_dim(padding, spatial), helpers::per_spatial_dim(stride, spatial), false, no_padding, groups);
   return helpers::crop_spatial(at::transpose(correlation, 0, 1), weight_sizes);
 }
 
@@ -1070,10 +1070,10 @@ at::Tensor convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t,
   std::vector<int64_t> channel_sizes{};
   auto tangent = at::Tensor();
   if (input_t.defined()) {
-    tangent = at::convolution(input_t, weight_p, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups);
+    tangent = at::convolution(input_t, weight_p, std::optional<at::Tensor>(), stride, padding, dilation, transposed, output_padding, groups);
   }
   if (weight_t.defined()) {
-    from_weight = at::convolution(input_p, weight_t, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups);
+    from_weight = at::convolution(input_p, weight_t, std::optional<at::Tensor>(), stride, padding, dilation, transposed, output_padding, groups);
     if (!tangent.defined()) {
       tangent = from_weight;
     } else {
@@ -1081,7 +1081,7 @@ at::Tensor convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t,
     }
   }
   if (!tangent.defined()) {
-    tangent = at::zeros_like(at::convolution(input_p, weight_p, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups));
+    tangent = at::zeros_like(at::convolution(input_p, weight_p, std::optional<at::Tensor>(), stride, padding, dilation, transposed, output_padding, groups));
   }
   if (bias_t.defined()) {
     channel_sizes = std::vector<int64_t>{1, bias_t.numel()};

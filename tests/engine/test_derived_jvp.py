@@ -69,6 +69,7 @@ REFUSED = {
     'var_mean.dim': 'a branch on the gradient',
     'linalg_vector_norm': 'a loop over linear values',
     'linalg_solve_triangular': 'on a linear value',
+    'linalg_matrix_exp': 'on a linear value',        # a list of tensors (the block matrix's rows) for at.cat
     'norm.Scalar': 'a loop over linear values',
     'norm.ScalarOpt_dim': 'a loop over linear values',
     'amax': 'a loop over linear values',

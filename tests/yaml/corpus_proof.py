@@ -326,7 +326,12 @@ def prove(ours, theirs, cases) -> tuple[str, int, str]:
             return lambda *tensors: op(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
         try:
             for label, check in (("gradcheck", gradcheck), ("gradgradcheck", gradgradcheck)):
+                # gradgradcheck draws random output gradients: the same ones for both ops, so that a
+                # case at the edge of finite differences' precision (matrix_exp's OpInfo samples) is
+                # judged alike for ours and torch's
+                torch.manual_seed(used)
                 if not check(on(ours), tuple(inputs), raise_exception=False):
+                    torch.manual_seed(used)
                     if not check(on(theirs), tuple(inputs), raise_exception=False):
                         why = f"torch's own op fails {label} on it"
                         break

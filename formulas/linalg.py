@@ -1,6 +1,7 @@
 """Linear algebra: the matrix products ``mm``, ``addmm``, ``bmm``, ``dot``, ``mv``, ``outer`` (and
 ``ger``, its BLAS name), ``matmul`` (batched, broadcast batch dims), ``addmv``, ``addr``,
-``baddbmm``, ``addbmm``; the triangular solve ``linalg_solve_triangular``; and the vector norms
+``baddbmm``, ``addbmm``; the triangular solve ``linalg_solve_triangular``; the matrix exponential
+``linalg_matrix_exp``; and the vector norms
 ``linalg_vector_norm``, ``norm.Scalar`` and ``norm.ScalarOpt_dim``.
 
 Every product is bilinear: the gradient of one factor is the incoming gradient multiplied by
@@ -297,6 +298,31 @@ def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
         self_t_read = triangle(self_t, upper, unitriangular)
         moved = B_t - at.matmul(self_t_read, result) if left else B_t - at.matmul(result, self_t_read)
         result_t = at.linalg_solve_triangular(self, moved, upper=upper, left=left, unitriangular=unitriangular)
+        return result_t
+    return result, backward
+
+
+# ----------------------------------------------------------------------------- matrix exponential
+@helper
+def linalg_matrix_exp_differential(self: Tensor, grad: Tensor, adjoint: bool) -> Tensor:
+    """The differential of ``exp`` at ``A = self`` applied to ``E = grad``, or its adjoint (``adjoint``).
+    ``exp([[A, E], [0, A]]) = [[exp(A), D], [0, exp(A)]]`` with ``D = int_0^1 exp(sA) E exp((1-s)A) ds``,
+    the differential of ``exp`` at ``A`` in the direction ``E`` (the block matrix's exponential solves
+    ``X' = M X``, whose upper right block is ``D``). Its adjoint under ``<X, Y> = Re tr(X^H Y)`` is the
+    same integral with ``A^H`` for ``A``: the differential at ``A^H`` applied to the gradient."""
+    n = self.size(-1)
+    base = at.conj(matrix_transpose(self)) if adjoint else self
+    block = at.cat([at.cat([base, grad], -1), at.cat([at.zeros_like(base), base], -1)], -2)
+    return at.narrow(at.narrow(at.linalg_matrix_exp(block), -2, 0, n), -1, n, n)
+
+
+@derivative("linalg_matrix_exp(Tensor self) -> Tensor")
+def linalg_matrix_exp(self):
+    result = at.linalg_matrix_exp(self)
+    def backward(grad):
+        return linalg_matrix_exp_differential(self, grad, True)
+    def jvp(self_t):
+        result_t = linalg_matrix_exp_differential(self, self_t, False)
         return result_t
     return result, backward
 

@@ -1,7 +1,7 @@
 """Matrix decompositions and the functions built on them: the FunctionsManual helpers that
 derivatives.yaml's ``cholesky``, ``linalg_cholesky_ex``, ``cholesky_solve``, ``cholesky_inverse``,
-``triangular_solve``, ``lu_unpack``, ``linalg_lu``, ``linalg_pinv``, ``linalg_qr`` and ``_linalg_svd``
-call, derived here from the mathematics.
+``triangular_solve``, ``lu_unpack``, ``linalg_lu``, ``linalg_lu_factor_ex``, ``linalg_lu_solve``,
+``linalg_pinv``, ``linalg_qr``, ``_linalg_svd`` and ``_linalg_eigh`` call, derived here from the mathematics.
 
 Conventions: ``X^H`` is the conjugate transpose (``adjoint``); the gradient of a real loss ``l``
 for a matrix ``X`` is ``G`` with ``dl = <G, dX> = Re tr(G^H dX)``, torch's convention, so a
@@ -494,3 +494,169 @@ def linalg_lu_jvp(A_tangent: Tensor, P: Tensor, L: Tensor, U: Tensor, pivot: boo
     beside = at.sub(at.narrow(moved, -1, k, n - k), at.matmul(L_tangent, at.narrow(U, -1, k, n - k)))
     U_beside_tangent = at.linalg_solve_triangular(L, beside, upper=False, unitriangular=True)
     return L_tangent, at.cat([U_left_tangent, U_beside_tangent], -1)
+
+
+# ----------------------------------------------------------------------------- LU factor and solve
+@helper
+def pivots_permutation(pivots: Tensor, LU: Tensor) -> Tensor:
+    """``P`` of ``A = P L U`` from LAPACK's 1-based ``pivots`` of the ``m x n`` ``LU``: row ``i`` was
+    swapped with row ``pivots[i] - 1``, for ``i = 0, ..., k - 1`` in turn, so ``P = T_0 T_1 ... T_{k-1}``
+    with ``T_i = I - d d^T``, ``d = e_i - e_{pivots[i] - 1}`` (the identity when the row stays). Built
+    from comparisons, in ``LU``'s dtype; no gradient flows into it."""
+    m = LU.size(-2)
+    rows = at.sub(at.cumsum(at.new_ones(LU, [m]), 0), 1)      # 0, 1, ..., m - 1
+    ones = at.ones_like(rows)
+    zeros = at.zeros_like(rows)
+    permutation = diagonal_matrix(ones)
+    for i in range(pivots.size(-1)):
+        swapped = at.unsqueeze(at.sub(at.select(pivots, -1, i), 1), -1)
+        d = at.sub(at.where(at.eq(rows, i), ones, zeros), at.where(at.eq(rows, swapped), ones, zeros))
+        permutation = at.matmul(permutation, at.sub(diagonal_matrix(ones), at.mul(at.unsqueeze(d, -1),
+                                                                                 at.unsqueeze(d, -2))))
+    return permutation
+
+
+@helper
+def unit_lower_factor(LU: Tensor) -> Tensor:
+    """``L`` (``m x k``, unit lower triangular) packed in the ``m x n`` ``LU``: its strict lower triangle
+    plus the identity."""
+    k = min(LU.size(-2), LU.size(-1))
+    strict = at.tril(at.narrow(LU, -1, 0, k), -1)
+    return at.diagonal_scatter(strict, at.add(at.diagonal(strict, 0, -2, -1), 1.0), 0, -2, -1)
+
+
+@helper
+def upper_factor(LU: Tensor) -> Tensor:
+    """``U`` (``k x n``, upper triangular) packed in the ``m x n`` ``LU``."""
+    k = min(LU.size(-2), LU.size(-1))
+    return at.triu(at.narrow(LU, -2, 0, k))
+
+
+@helper
+def lu_factor_ex_backward(grad: Tensor, LU: Tensor, pivots: Tensor, pivot: bool) -> Tensor:
+    """Gradient of ``(LU, pivots) = lu_factor(A)`` for ``A``: ``LU`` packs ``L``'s strict lower triangle
+    and ``U``, so ``L`` receives ``grad``'s strict lower triangle (first ``k`` columns) and ``U`` its upper
+    triangle (first ``k`` rows), then :func:`linalg_lu_backward` with ``P`` from the pivots."""
+    k = min(LU.size(-2), LU.size(-1))
+    grad_L = at.tril(at.narrow(grad, -1, 0, k), -1)
+    grad_U = at.triu(at.narrow(grad, -2, 0, k))
+    return linalg_lu_backward(grad_L, grad_U, pivots_permutation(pivots, LU), unit_lower_factor(LU),
+                              upper_factor(LU), pivot)
+
+
+@helper
+def lu_factor_ex_jvp(A_tangent: Tensor, LU: Tensor, pivots: Tensor, pivot: bool) -> Tensor:
+    """Tangent of ``LU``: ``dL`` (strictly lower, ``m x k``) and ``dU`` (upper, ``k x n``) of
+    :func:`linalg_lu_jvp`, packed as ``LU`` packs ``L`` and ``U``."""
+    m = LU.size(-2)
+    n = LU.size(-1)
+    k = min(m, n)
+    L_tangent, U_tangent = linalg_lu_jvp(A_tangent, pivots_permutation(pivots, LU), unit_lower_factor(LU),
+                                         upper_factor(LU), pivot)
+    return at.add(at.constant_pad_nd(L_tangent, [0, n - k]), at.constant_pad_nd(U_tangent, [0, 0, 0, m - k]))
+
+
+@helper
+def lu_solved(Y: Tensor, P: Tensor, L: Tensor, U: Tensor, left: bool, adjoint: bool) -> Tensor:
+    """``op(A)^-1 Y`` (``left``) or ``Y op(A)^-1`` for ``A = P L U``, ``op(A)`` = ``A^H`` for ``adjoint``:
+    triangular solves with ``L`` and ``U`` and a product with ``P`` (orthogonal, ``P^-1 = P^T``)."""
+    if left and not adjoint:        # U^-1 L^-1 P^T Y
+        moved = at.linalg_solve_triangular(L, at.matmul(matrix_transpose(P), Y), upper=False, unitriangular=True)
+        return at.linalg_solve_triangular(U, moved, upper=True)
+    if left:                        # P L^-H U^-H Y
+        moved = at.linalg_solve_triangular(adjoint_of(U), Y, upper=False)
+        return at.matmul(P, at.linalg_solve_triangular(adjoint_of(L), moved, upper=True, unitriangular=True))
+    if not adjoint:                 # Y U^-1 L^-1 P^T
+        moved = at.linalg_solve_triangular(U, Y, upper=True, left=False)
+        solved = at.linalg_solve_triangular(L, moved, upper=False, left=False, unitriangular=True)
+        return at.matmul(solved, matrix_transpose(P))
+    moved = at.linalg_solve_triangular(adjoint_of(L), at.matmul(Y, P), upper=True, left=False, unitriangular=True)
+    return at.linalg_solve_triangular(adjoint_of(U), moved, upper=False, left=False)     # Y P L^-H U^-H
+
+
+@helper
+def adjoint_of(x: Tensor) -> Tensor:
+    """:func:`adjoint` under a name that a flag called ``adjoint`` does not shadow."""
+    return adjoint(x)
+
+
+@helper
+def linalg_lu_solve_LU(grad: Tensor, LU: Tensor, pivots: Tensor, result: Tensor, left: bool,
+                       adjoint: bool) -> Tensor:
+    """Gradient of ``X = lu_solve(LU, pivots, B)`` for the packed ``LU`` (square, ``A = P L U``).
+    ``op(A) X = B`` (``left``) or ``X op(A) = B`` gives ``gA`` = ``-A^-H G X^H``, ``-X G^H A^-1``
+    (``adjoint``), ``-X^H G A^-H``, ``-A^-H G^H X`` (right, ``adjoint``) with ``G`` the output gradient;
+    ``dA = P (dL U + L dU)`` carries it to ``gL = tril(P^T gA U^H, -1)`` and ``gU = triu(L^H P^T gA)``,
+    packed as ``LU`` packs them."""
+    P = pivots_permutation(pivots, LU)
+    L = unit_lower_factor(LU)
+    U = upper_factor(LU)
+    if left and not adjoint:
+        grad_A = at.neg(at.matmul(lu_solved(grad, P, L, U, True, True), adjoint_of(result)))
+    elif left:
+        grad_A = at.neg(at.matmul(result, adjoint_of(lu_solved(grad, P, L, U, True, False))))
+    elif not adjoint:
+        grad_A = at.neg(at.matmul(adjoint_of(result), lu_solved(grad, P, L, U, False, True)))
+    else:
+        grad_A = at.neg(at.matmul(adjoint_of(lu_solved(grad, P, L, U, False, False)), result))
+    grad_moved = at.matmul(matrix_transpose(P), grad_A)
+    return at.add(at.tril(at.matmul(grad_moved, adjoint_of(U)), -1), at.triu(at.matmul(adjoint_of(L), grad_moved)))
+
+
+@helper
+def linalg_lu_solve_jvp(result: Tensor, LU: Tensor, pivots: Tensor, LU_tangent: Tensor, B_tangent: Tensor,
+                        left: bool, adjoint: bool) -> Tensor:
+    """Tangent of ``X = lu_solve(LU, pivots, B)``: ``dA = P (dL U + L dU)`` with ``dL`` and ``dU`` the
+    strict lower and upper triangles of ``dLU``, and ``dX = op(A)^-1 (dB - op(dA) X)`` (``left``) or
+    ``(dB - X op(dA)) op(A)^-1``."""
+    P = pivots_permutation(pivots, LU)
+    L = unit_lower_factor(LU)
+    U = upper_factor(LU)
+    A_tangent = at.matmul(P, at.add(at.matmul(at.tril(LU_tangent, -1), U), at.matmul(L, at.triu(LU_tangent))))
+    op_tangent = adjoint_of(A_tangent) if adjoint else A_tangent
+    moved = at.sub(B_tangent, at.matmul(op_tangent, result) if left else at.matmul(result, op_tangent))
+    return lu_solved(moved, P, L, U, left, adjoint)
+
+
+# ----------------------------------------------------------------------------- eigendecomposition
+@helper
+def eigenvalue_gaps(L: Tensor) -> Tensor:
+    """``E`` with ``E_ij = 1 / (l_j - l_i)`` off the diagonal and 0 on it (eigenvalues distinct, as the
+    derivative of the eigenvectors needs)."""
+    gaps = at.sub(at.unsqueeze(L, -2), at.unsqueeze(L, -1))
+    identity = diagonal_matrix(at.ones_like(L))
+    return at.sub(at.reciprocal(at.add(gaps, identity)), identity)
+
+
+@helper
+def linalg_eig_backward(grad_L: Tensor | None, grad_V: Tensor | None, L: Tensor, V: Tensor,
+                        is_hermitian: bool) -> Tensor:
+    """Gradient of ``A = V diag(L) V^-1`` for ``A`` (eigenvalues distinct where an eigenvector's
+    gradient is asked). With ``P = V^-1 dA V``: ``dL = diag(P)`` and ``dV = V C`` with ``C = E o P``
+    off the diagonal (``E``: :func:`eigenvalue_gaps`). For a Hermitian ``A`` (``is_hermitian``:
+    ``V^-1 = V^H``, ``L`` real, ``E`` real and antisymmetric) ``C`` is skew-Hermitian and torch fixes
+    ``diag(C) = 0``; the adjoint, with ``J = V^H gV``, is ``gA = V (diag(gL) + E o (J - J^H) / 2) V^H``,
+    Hermitian (``A`` moves among Hermitian matrices, so the gradient is taken there). A complex
+    eigenvector has a free phase; a loss that depends on it has no gradient (torch raises for it;
+    this returns that of ``diag(C) = 0``)."""
+    if not is_hermitian:
+        raise NotImplementedError("linalg_eig_backward: the gradient of a non-Hermitian eigendecomposition "
+                                  "needs a general solve, which the formula library does not declare")
+    inner = at.zeros_like(at.matmul(adjoint(V), V))
+    if grad_V is not None:
+        J = at.matmul(adjoint(V), grad_V)
+        inner = at.mul(eigenvalue_gaps(L), at.mul(at.sub(J, adjoint(J)), 0.5))
+    if grad_L is not None:
+        inner = at.add(inner, diagonal_matrix(grad_L))
+    return at.matmul(at.matmul(V, inner), adjoint(V))
+
+
+@helper
+def linalg_eig_jvp(A_tangent: Tensor, L: Tensor, V: Tensor, is_hermitian: bool) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dL, dV)`` of ``A = V diag(L) V^-1`` (derived in :func:`linalg_eig_backward`): with
+    ``P = V^H dA V`` for a Hermitian ``A``, ``dL = Re diag(P)`` and ``dV = V (E o P)``."""
+    if not is_hermitian:
+        raise NotImplementedError("linalg_eig_jvp: the tangent of a non-Hermitian eigendecomposition "
+                                  "needs a general solve, which the formula library does not declare")
+    P = at.matmul(at.matmul(adjoint(V), A_tangent), V)
+    return at.real(at.diagonal(P, 0, -2, -1)), at.matmul(V, at.mul(eigenvalue_gaps(L), P))

@@ -225,7 +225,7 @@ at::Tensor convolution_jvp(
     at::IntArrayRef output_padding,
     int64_t groups,
     const at::Tensor& input) {
-  auto result_t = at::convolution(input_t, weight, bias_t, stride, padding, dilation, transposed, output_padding, groups) + at::convolution(input, weight_t, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups);
+  auto result_t = at::convolution(input_t, weight, formulas::runtime::optional_tensor(bias_t), stride, padding, dilation, transposed, output_padding, groups) + at::convolution(input, weight_t, std::optional<at::Tensor>(), stride, padding, dilation, transposed, output_padding, groups);
   return result_t;
 }
 
@@ -237,7 +237,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  auto result = at::convolution(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, dilation, transposed, output_padding, groups);
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
@@ -464,7 +464,7 @@ at::Tensor conv1d_jvp(
     at::IntArrayRef dilation,
     int64_t groups,
     const at::Tensor& input) {
-  auto result_t = at::conv1d(input_t, weight, bias_t, stride, padding, dilation, groups) + at::conv1d(input, weight_t, at::Tensor(), stride, padding, dilation, groups);
+  auto result_t = at::conv1d(input_t, weight, formulas::runtime::optional_tensor(bias_t), stride, padding, dilation, groups) + at::conv1d(input, weight_t, std::optional<at::Tensor>(), stride, padding, dilation, groups);
   return result_t;
 }
 
@@ -476,7 +476,7 @@ at::Tensor conv1d(const at::Tensor& input, const at::Tensor& weight, const std::
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::conv1d(input, weight, bias, stride, padding, dilation, groups);
+  auto result = at::conv1d(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, dilation, groups);
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
@@ -702,7 +702,7 @@ at::Tensor conv2d_jvp(
     at::IntArrayRef dilation,
     int64_t groups,
     const at::Tensor& input) {
-  auto result_t = at::conv2d(input_t, weight, bias_t, stride, padding, dilation, groups) + at::conv2d(input, weight_t, at::Tensor(), stride, padding, dilation, groups);
+  auto result_t = at::conv2d(input_t, weight, formulas::runtime::optional_tensor(bias_t), stride, padding, dilation, groups) + at::conv2d(input, weight_t, std::optional<at::Tensor>(), stride, padding, dilation, groups);
   return result_t;
 }
 
@@ -714,7 +714,7 @@ at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::conv2d(input, weight, bias, stride, padding, dilation, groups);
+  auto result = at::conv2d(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, dilation, groups);
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
@@ -941,7 +941,7 @@ at::Tensor conv_transpose1d_jvp(
     int64_t groups,
     at::IntArrayRef dilation,
     const at::Tensor& input) {
-  auto result_t = at::conv_transpose1d(input_t, weight, bias_t, stride, padding, output_padding, groups, dilation) + at::conv_transpose1d(input, weight_t, at::Tensor(), stride, padding, output_padding, groups, dilation);
+  auto result_t = at::conv_transpose1d(input_t, weight, formulas::runtime::optional_tensor(bias_t), stride, padding, output_padding, groups, dilation) + at::conv_transpose1d(input, weight_t, std::optional<at::Tensor>(), stride, padding, output_padding, groups, dilation);
   return result_t;
 }
 
@@ -953,7 +953,7 @@ at::Tensor conv_transpose1d(const at::Tensor& input, const at::Tensor& weight, c
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::conv_transpose1d(input, weight, bias, stride, padding, output_padding, groups, dilation);
+  auto result = at::conv_transpose1d(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, output_padding, groups, dilation);
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
@@ -1180,7 +1180,7 @@ at::Tensor conv_transpose2d_input_jvp(
     int64_t groups,
     at::IntArrayRef dilation,
     const at::Tensor& input) {
-  auto result_t = at::conv_transpose2d(input_t, weight, bias_t, stride, padding, output_padding, groups, dilation) + at::conv_transpose2d(input, weight_t, at::Tensor(), stride, padding, output_padding, groups, dilation);
+  auto result_t = at::conv_transpose2d(input_t, weight, formulas::runtime::optional_tensor(bias_t), stride, padding, output_padding, groups, dilation) + at::conv_transpose2d(input, weight_t, std::optional<at::Tensor>(), stride, padding, output_padding, groups, dilation);
   return result_t;
 }
 
@@ -1192,7 +1192,7 @@ at::Tensor conv_transpose2d_input(const at::Tensor& input, const at::Tensor& wei
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation);
+  auto result = at::conv_transpose2d(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, output_padding, groups, dilation);
   std::vector<int64_t> input_sizes = input.sizes().vec();
   std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();

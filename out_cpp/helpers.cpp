@@ -29,6 +29,7 @@
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
+#include <ATen/ops/linalg_matrix_exp.h>
 #include <ATen/ops/linalg_solve_triangular.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/log.h>
@@ -127,7 +128,7 @@ at::Tensor convolution_input_backward(const at::Tensor& grad, const at::Tensor& 
     reach = (dilation_[d] * (weight.size(d + 2) - 1)) + 1;
     output_padding.push_back(transposed ? 0 : formulas::runtime::pymod((sizes[formulas::runtime::wrap_index(d + 2, sizes.size())] + (2 * padding_[d])) - reach, stride_[d]));
   }
-  auto gradient = helpers::crop_spatial(at::convolution(helpers::batched(grad, weight.dim()), weight, at::Tensor(), stride_, padding_, dilation_, !transposed, output_padding, groups), sizes);
+  auto gradient = helpers::crop_spatial(at::convolution(helpers::batched(grad, weight.dim()), weight, std::optional<at::Tensor>(), stride_, padding_, dilation_, !transposed, output_padding, groups), sizes);
   return (static_cast<int64_t>(input_sizes.size()) < weight.dim()) ? at::squeeze(gradient, 0) : gradient;
 }
 
@@ -152,7 +153,7 @@ at::Tensor convolution_weight_backward(const at::Tensor& grad, const at::Tensor&
   for (int64_t d = 0; d < spatial; ++d) {
     no_padding.push_back(0);
   }
-  auto correlation = at::convolution(swapped_signal, at::transpose(kernel, 0, 1), at::Tensor(), helpers::per_spatial_dim(dilation, spatial), helpers::per_spatial_dim(padding, spatial), helpers::per_spatial_dim(stride, spatial), false, no_padding, groups);
+  auto correlation = at::convolution(swapped_signal, at::transpose(kernel, 0, 1), std::optional<at::Tensor>(), helpers::per_spatial_dim(dilation, spatial), helpers::per_spatial_dim(padding, spatial), helpers::per_spatial_dim(stride, spatial), false, no_padding, groups);
   return helpers::crop_spatial(at::transpose(correlation, 0, 1), weight_sizes);
 }
 
@@ -1100,10 +1101,10 @@ at::Tensor convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t,
   std::vector<int64_t> channel_sizes{};
   auto tangent = at::Tensor();
   if (input_t.defined()) {
-    tangent = at::convolution(input_t, weight_p, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups);
+    tangent = at::convolution(input_t, weight_p, std::optional<at::Tensor>(), stride, padding, dilation, transposed, output_padding, groups);
   }
   if (weight_t.defined()) {
-    from_weight = at::convolution(input_p, weight_t, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups);
+    from_weight = at::convolution(input_p, weight_t, std::optional<at::Tensor>(), stride, padding, dilation, transposed, output_padding, groups);
     if (!tangent.defined()) {
       tangent = from_weight;
     } else {
@@ -1111,7 +1112,7 @@ at::Tensor convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t,
     }
   }
   if (!tangent.defined()) {
-    tangent = at::zeros_like(at::convolution(input_p, weight_p, at::Tensor(), stride, padding, dilation, transposed, output_padding, groups));
+    tangent = at::zeros_like(at::convolution(input_p, weight_p, std::optional<at::Tensor>(), stride, padding, dilation, transposed, output_padding, groups));
   }
   if (bias_t.defined()) {
     channel_sizes = std::vector<int64_t>{1, bias_t.numel()};
@@ -1472,6 +1473,13 @@ std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular_backward(const at::Te
     }
   }
   return {grad_self, grad_B};
+}
+
+at::Tensor linalg_matrix_exp_differential(const at::Tensor& self, const at::Tensor& grad, bool adjoint) {
+  int64_t n = self.size(-1);
+  auto base = adjoint ? at::conj(helpers::matrix_transpose(self)) : self;
+  auto block = at::cat(std::vector<at::Tensor>{at::cat(std::vector<at::Tensor>{base, grad}, -1), at::cat(std::vector<at::Tensor>{at::zeros_like(base), base}, -1)}, -2);
+  return at::narrow(at::narrow(at::linalg_matrix_exp(block), -2, 0, n), -1, n, n);
 }
 
 bool is_infinite(double value) {
@@ -1916,6 +1924,130 @@ std::tuple<at::Tensor, at::Tensor> linalg_lu_jvp(const at::Tensor& A_tangent, co
   auto beside = at::sub(at::narrow(moved, -1, k, n - k), at::matmul(L_tangent, at::narrow(U, -1, k, n - k)));
   auto U_beside_tangent = at::linalg_solve_triangular(L, beside, false, true, true);
   return {L_tangent, at::cat(std::vector<at::Tensor>{U_left_tangent, U_beside_tangent}, -1)};
+}
+
+at::Tensor pivots_permutation(const at::Tensor& pivots, const at::Tensor& LU) {
+  at::Tensor swapped{};
+  at::Tensor d{};
+  int64_t m = LU.size(-2);
+  auto rows = at::sub(at::cumsum(LU.new_ones(std::vector<int64_t>{m}), 0), 1);
+  auto ones = at::ones_like(rows);
+  auto zeros = at::zeros_like(rows);
+  auto permutation = helpers::diagonal_matrix(ones);
+  for (int64_t i = 0; i < pivots.size(-1); ++i) {
+    swapped = at::unsqueeze(at::sub(at::select(pivots, -1, i), 1), -1);
+    d = at::sub(at::where(at::eq(rows, i), ones, zeros), at::where(at::eq(rows, swapped), ones, zeros));
+    permutation = at::matmul(permutation, at::sub(helpers::diagonal_matrix(ones), at::mul(at::unsqueeze(d, -1), at::unsqueeze(d, -2))));
+  }
+  return permutation;
+}
+
+at::Tensor unit_lower_factor(const at::Tensor& LU) {
+  int64_t k = std::min<int64_t>(LU.size(-2), LU.size(-1));
+  auto strict = at::tril(at::narrow(LU, -1, 0, k), -1);
+  return at::diagonal_scatter(strict, at::add(at::diagonal(strict, 0, -2, -1), 1.0), 0, -2, -1);
+}
+
+at::Tensor upper_factor(const at::Tensor& LU) {
+  int64_t k = std::min<int64_t>(LU.size(-2), LU.size(-1));
+  return at::triu(at::narrow(LU, -2, 0, k));
+}
+
+at::Tensor lu_factor_ex_backward(const at::Tensor& grad, const at::Tensor& LU, const at::Tensor& pivots, bool pivot) {
+  int64_t k = std::min<int64_t>(LU.size(-2), LU.size(-1));
+  auto grad_L = at::tril(at::narrow(grad, -1, 0, k), -1);
+  auto grad_U = at::triu(at::narrow(grad, -2, 0, k));
+  return helpers::linalg_lu_backward(grad_L, grad_U, helpers::pivots_permutation(pivots, LU), helpers::unit_lower_factor(LU), helpers::upper_factor(LU), pivot);
+}
+
+at::Tensor lu_factor_ex_jvp(const at::Tensor& A_tangent, const at::Tensor& LU, const at::Tensor& pivots, bool pivot) {
+  int64_t m = LU.size(-2);
+  int64_t n = LU.size(-1);
+  int64_t k = std::min<int64_t>(m, n);
+  auto [L_tangent, U_tangent] = helpers::linalg_lu_jvp(A_tangent, helpers::pivots_permutation(pivots, LU), helpers::unit_lower_factor(LU), helpers::upper_factor(LU), pivot);
+  return at::add(at::constant_pad_nd(L_tangent, std::vector<int64_t>{0, n - k}), at::constant_pad_nd(U_tangent, std::vector<int64_t>{0, 0, 0, m - k}));
+}
+
+at::Tensor lu_solved(const at::Tensor& Y, const at::Tensor& P, const at::Tensor& L, const at::Tensor& U, bool left, bool adjoint) {
+  at::Tensor moved{};
+  at::Tensor solved{};
+  if (left && !adjoint) {
+    moved = at::linalg_solve_triangular(L, at::matmul(helpers::matrix_transpose(P), Y), false, true, true);
+    return at::linalg_solve_triangular(U, moved, true);
+  }
+  if (left) {
+    moved = at::linalg_solve_triangular(helpers::adjoint_of(U), Y, false);
+    return at::matmul(P, at::linalg_solve_triangular(helpers::adjoint_of(L), moved, true, true, true));
+  }
+  if (!adjoint) {
+    moved = at::linalg_solve_triangular(U, Y, true, false);
+    solved = at::linalg_solve_triangular(L, moved, false, false, true);
+    return at::matmul(solved, helpers::matrix_transpose(P));
+  }
+  moved = at::linalg_solve_triangular(helpers::adjoint_of(L), at::matmul(Y, P), true, false, true);
+  return at::linalg_solve_triangular(helpers::adjoint_of(U), moved, false, false);
+}
+
+at::Tensor adjoint_of(const at::Tensor& x) {
+  return helpers::adjoint(x);
+}
+
+at::Tensor linalg_lu_solve_LU(const at::Tensor& grad, const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& result, bool left, bool adjoint) {
+  at::Tensor grad_A{};
+  auto P = helpers::pivots_permutation(pivots, LU);
+  auto L = helpers::unit_lower_factor(LU);
+  auto U = helpers::upper_factor(LU);
+  if (left && !adjoint) {
+    grad_A = at::neg(at::matmul(helpers::lu_solved(grad, P, L, U, true, true), helpers::adjoint_of(result)));
+  } else if (left) {
+    grad_A = at::neg(at::matmul(result, helpers::adjoint_of(helpers::lu_solved(grad, P, L, U, true, false))));
+  } else if (!adjoint) {
+    grad_A = at::neg(at::matmul(helpers::adjoint_of(result), helpers::lu_solved(grad, P, L, U, false, true)));
+  } else {
+    grad_A = at::neg(at::matmul(helpers::adjoint_of(helpers::lu_solved(grad, P, L, U, false, false)), result));
+  }
+  auto grad_moved = at::matmul(helpers::matrix_transpose(P), grad_A);
+  return at::add(at::tril(at::matmul(grad_moved, helpers::adjoint_of(U)), -1), at::triu(at::matmul(helpers::adjoint_of(L), grad_moved)));
+}
+
+at::Tensor linalg_lu_solve_jvp(const at::Tensor& result, const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& LU_tangent, const at::Tensor& B_tangent, bool left, bool adjoint) {
+  auto P = helpers::pivots_permutation(pivots, LU);
+  auto L = helpers::unit_lower_factor(LU);
+  auto U = helpers::upper_factor(LU);
+  auto A_tangent = at::matmul(P, at::add(at::matmul(at::tril(LU_tangent, -1), U), at::matmul(L, at::triu(LU_tangent))));
+  auto op_tangent = adjoint ? helpers::adjoint_of(A_tangent) : A_tangent;
+  auto moved = at::sub(B_tangent, left ? at::matmul(op_tangent, result) : at::matmul(result, op_tangent));
+  return helpers::lu_solved(moved, P, L, U, left, adjoint);
+}
+
+at::Tensor eigenvalue_gaps(const at::Tensor& L) {
+  auto gaps = at::sub(at::unsqueeze(L, -2), at::unsqueeze(L, -1));
+  auto identity = helpers::diagonal_matrix(at::ones_like(L));
+  return at::sub(at::reciprocal(at::add(gaps, identity)), identity);
+}
+
+at::Tensor linalg_eig_backward(const at::Tensor& grad_L, const at::Tensor& grad_V, const at::Tensor& L, const at::Tensor& V, bool is_hermitian) {
+  at::Tensor J{};
+  if (!is_hermitian) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "linalg_eig_backward: the gradient of a non-Hermitian eigendecomposition needs a general solve, which the formula library does not declare");
+  }
+  auto inner = at::zeros_like(at::matmul(helpers::adjoint(V), V));
+  if (grad_V.defined()) {
+    J = at::matmul(helpers::adjoint(V), grad_V);
+    inner = at::mul(helpers::eigenvalue_gaps(L), at::mul(at::sub(J, helpers::adjoint(J)), 0.5));
+  }
+  if (grad_L.defined()) {
+    inner = at::add(inner, helpers::diagonal_matrix(grad_L));
+  }
+  return at::matmul(at::matmul(V, inner), helpers::adjoint(V));
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_eig_jvp(const at::Tensor& A_tangent, const at::Tensor& L, const at::Tensor& V, bool is_hermitian) {
+  if (!is_hermitian) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "linalg_eig_jvp: the tangent of a non-Hermitian eigendecomposition needs a general solve, which the formula library does not declare");
+  }
+  auto P = at::matmul(at::matmul(helpers::adjoint(V), A_tangent), V);
+  return {at::real(at::diagonal(P, 0, -2, -1)), at::matmul(V, at::mul(helpers::eigenvalue_gaps(L), P))};
 }
 
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes) {

@@ -524,7 +524,7 @@ at::Tensor linear_jvp(
     const at::Tensor& bias_t,
     const at::Tensor& weight,
     const at::Tensor& input) {
-  auto result_t = at::linear(input_t, weight, bias_t) + at::matmul(input, at::t(weight_t));
+  auto result_t = at::linear(input_t, weight, formulas::runtime::optional_tensor(bias_t)) + at::matmul(input, at::t(weight_t));
   return result_t;
 }
 
@@ -536,7 +536,7 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight, const std::
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::linear(input, weight, bias);
+  auto result = at::linear(input, weight, formulas::runtime::optional_tensor(bias));
   std::vector<int64_t> input_sizes = input.sizes().vec();
   bool weight_is_vector = weight.dim() == 1;
   int64_t out_features = weight_is_vector ? 1 : weight.size(0);

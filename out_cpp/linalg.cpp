@@ -12,6 +12,7 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/dot.h>
 #include <ATen/ops/ger.h>
+#include <ATen/ops/linalg_matrix_exp.h>
 #include <ATen/ops/linalg_solve_triangular.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/matmul.h>
@@ -2461,6 +2462,133 @@ at::Tensor linalg_solve_triangular(const at::Tensor& self, const at::Tensor& B, 
   return result;
 }
 
+struct LinalgMatrixExpBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "LinalgMatrixExpBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+};
+
+namespace backwards {
+at::Tensor linalg_matrix_exp(
+    const at::Tensor& grad,
+    const at::Tensor& self) {
+  return helpers::linalg_matrix_exp_differential(self, grad, true);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list LinalgMatrixExpBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::linalg_matrix_exp(grads[0], self_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list LinalgMatrixExpBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  return LinalgMatrixExpBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_);
+}
+
+torch::autograd::variable_list LinalgMatrixExpBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return LinalgMatrixExpBackward0_apply_functional(std::move(grads), needs_input_grad, self);
+}
+
+void LinalgMatrixExpBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+}
+
+torch::autograd::variable_list LinalgMatrixExpBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_LinalgMatrixExpBackward0", LinalgMatrixExpBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_LinalgMatrixExpBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  return functional_outputs;
+}
+
+at::Tensor linalg_matrix_exp_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& self) {
+  auto result_t = helpers::linalg_matrix_exp_differential(self, self_t, false);
+  return result_t;
+}
+
+at::Tensor linalg_matrix_exp(const at::Tensor& self) {
+  c10::intrusive_ptr<LinalgMatrixExpBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<LinalgMatrixExpBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::linalg_matrix_exp(self);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("linalg_matrix_exp", self);
+    formulas::runtime::refuse_complex("linalg_matrix_exp", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::linalg_matrix_exp_jvp(self_t, formulas::runtime::primal(self)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("linalg_matrix_exp", self);
+    formulas::runtime::refuse_complex("linalg_matrix_exp", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+  }
+  return result;
+}
+
 struct LinalgVectorNormBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -3018,6 +3146,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::baddbmm));
   m.def("addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", TORCH_FN(formulas::addbmm));
   m.def("linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor", TORCH_FN(formulas::linalg_solve_triangular));
+  m.def("linalg_matrix_exp(Tensor self) -> Tensor", TORCH_FN(formulas::linalg_matrix_exp));
   m.def("linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::linalg_vector_norm));
   m.def("norm.Scalar(Tensor self, Scalar p=2) -> Tensor", TORCH_FN(formulas::norm_scalar));
   m.def("norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor", TORCH_FN(formulas::norm_scalaropt_dim));

@@ -1025,7 +1025,7 @@ at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, target, weight));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::binary_cross_entropy(self, target, weight, reduction);
+  auto result = at::binary_cross_entropy(self, target, formulas::runtime::optional_tensor(weight), reduction);
   int64_t self_numel = self.numel();
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
@@ -1302,7 +1302,7 @@ at::Tensor binary_cross_entropy_with_logits(const at::Tensor& self, const at::Te
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, target, weight, pos_weight));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::binary_cross_entropy_with_logits(self, target, weight, pos_weight, reduction);
+  auto result = at::binary_cross_entropy_with_logits(self, target, formulas::runtime::optional_tensor(weight), formulas::runtime::optional_tensor(pos_weight), reduction);
   int64_t self_numel = self.numel();
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
@@ -1378,16 +1378,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nll_loss_forward(
   auto divisor = total_weight;
   if ((weight.defined()) && (reduction == 1)) {
     ones = at::exp(self.new_zeros(self.sizes().vec()));
-    std::tie(divisor, ones_total) = at::nll_loss_forward(ones, target, weight, 2, ignore_index);
+    std::tie(divisor, ones_total) = at::nll_loss_forward(ones, target, formulas::runtime::optional_tensor(weight), 2, ignore_index);
     divisor = -divisor;
   }
   auto grad_self = at::Tensor();
   if (needs_input_grad[0]) {
-    grad_self = at::nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, divisor);
+    grad_self = at::nll_loss_backward(grad_output, self, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index, divisor);
   }
   auto grad_weight = at::Tensor();
   if (needs_input_grad[2]) {
-    picked = at::nll_loss_backward(grad_output, self, target, at::Tensor(), (reduction == 1) ? 2 : reduction, ignore_index, total_weight);
+    picked = at::nll_loss_backward(grad_output, self, target, std::optional<at::Tensor>(), (reduction == 1) ? 2 : reduction, ignore_index, total_weight);
     grad_weight = helpers::sum_to(picked * self, weight.sizes().vec());
     if (reduction == 1) {
       grad_weight = (grad_weight + (output * helpers::sum_to(picked, weight.sizes().vec()))) / divisor;
@@ -1544,10 +1544,10 @@ at::Tensor nll_loss_forward_jvp(
   int64_t weight_reduction{};
   at::Tensor sum_t{};
   at::Tensor weight_total_t{};
-  auto [output_t, total_t] = at::nll_loss_forward(self_t, target, weight, reduction, ignore_index);
+  auto [output_t, total_t] = at::nll_loss_forward(self_t, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index);
   if (weight.defined()) {
     weight_reduction = (reduction == 1) ? 2 : reduction;
-    std::tie(sum_t, weight_total_t) = at::nll_loss_forward(self, target, weight_t, weight_reduction, ignore_index);
+    std::tie(sum_t, weight_total_t) = at::nll_loss_forward(self, target, formulas::runtime::optional_tensor(weight_t), weight_reduction, ignore_index);
     if (reduction == 1) {
       output_t = output_t + ((sum_t - (output * weight_total_t)) / total_weight);
     } else {
@@ -1565,7 +1565,7 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, target, weight));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto [output, total_weight] = at::nll_loss_forward(self, target, weight, reduction, ignore_index);
+  auto [output, total_weight] = at::nll_loss_forward(self, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index);
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(output))) {
     grad_fn.reset();
@@ -1637,11 +1637,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> nll_loss_
   at::Tensor picked{};
   auto grad_grad_output = at::Tensor();
   if (needs_input_grad[0]) {
-    std::tie(grad_grad_output, grad_total) = at::nll_loss_forward(grad, target, weight, reduction, ignore_index);
+    std::tie(grad_grad_output, grad_total) = at::nll_loss_forward(grad, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index);
   }
   auto grad_weight = at::Tensor();
   if (needs_input_grad[3]) {
-    picked = at::nll_loss_backward(grad_output, self, target, at::Tensor(), reduction, ignore_index, total_weight);
+    picked = at::nll_loss_backward(grad_output, self, target, std::optional<at::Tensor>(), reduction, ignore_index, total_weight);
     grad_weight = helpers::sum_to(picked * grad, weight.sizes().vec());
   }
   auto grad_total_weight = at::Tensor();
@@ -1818,7 +1818,7 @@ at::Tensor nll_loss_backward_jvp(
     int64_t reduction,
     int64_t ignore_index,
     const at::Tensor& total_weight) {
-  auto result_t = at::nll_loss_backward(grad_output_t, self, target, weight, reduction, ignore_index, total_weight);
+  auto result_t = at::nll_loss_backward(grad_output_t, self, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index, total_weight);
   return result_t;
 }
 
@@ -1830,7 +1830,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self, target, weight, total_weight));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight);
+  auto result = at::nll_loss_backward(grad_output, self, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index, total_weight);
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();

@@ -193,7 +193,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto [out, mean, rstd] = at::native_layer_norm(input, normalized_shape, weight, bias, eps);
+  auto [out, mean, rstd] = at::native_layer_norm(input, normalized_shape, formulas::runtime::optional_tensor(weight), formulas::runtime::optional_tensor(bias), eps);
   std::vector<int64_t> norm_dims = helpers::trailing_dims(input.dim(), static_cast<int64_t>(normalized_shape.size()));
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(out))) {
@@ -396,7 +396,7 @@ at::Tensor layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable);
+  auto result = at::layer_norm(input, normalized_shape, formulas::runtime::optional_tensor(weight), formulas::runtime::optional_tensor(bias), eps, cudnn_enable);
   std::vector<int64_t> norm_dims = helpers::trailing_dims(input.dim(), static_cast<int64_t>(normalized_shape.size()));
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {

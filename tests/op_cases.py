@@ -392,6 +392,12 @@ def _linalg_cases() -> list[OpCase]:
     rng = _rng("t")
     out += [OpCase("t", _shape_id(shape), (_normal(rng, shape),)) for shape in ((2, 3), (4,), (), (0, 2))]
 
+    # small norms (the series alone) and larger ones (scaled and squared), batched, 1x1 and empty
+    op = "linalg_matrix_exp"
+    rng = _rng(op)
+    for shape, scale in (((3, 3), 0.3), ((3, 3), 1.5), ((2, 3, 3), 0.8), ((1, 1), 2.0), ((0, 0), 1.0)):
+        out.append(OpCase(op, f"{_shape_id(shape)}_scale{scale}", (_normal(rng, shape) * scale,)))
+
     # a full matrix (the solve reads one triangle: the other gets a zero gradient) whose diagonal is
     # kept away from 0, so the triangle is well conditioned
     op = "linalg_solve_triangular"

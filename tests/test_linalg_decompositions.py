@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import pytest
 
+import formulas.linalg as la
 import formulas.linalg_decompositions as ld
 from formulas.torch.backend import TorchBackend
 
@@ -130,6 +131,55 @@ CASES += [
 ]
 
 
+def _hermitian(*shape, dtype=torch.float64, seed=0):
+    a = _randn(*shape, dtype=dtype, seed=seed)
+    return a + a.mH
+
+
+def _lu_factor_of(m, n, dtype=torch.float64):
+    """A fixed LU factorization (pivots are not differentiable) and its packed factor."""
+    return torch.linalg.lu_factor(_randn(2, m, n, dtype=dtype, seed=3))
+
+
+CASES += [
+    Case(f"eigh {dtype} {outputs}", lambda d=dtype: (_hermitian(2, 4, 4, dtype=d),),
+         lambda a, outputs=outputs: tuple(o for o, keep in zip(torch.linalg.eigh(a), outputs) if keep),
+         lambda b, g, out, a, outputs=outputs: (b.run(ld.linalg_eig_backward, *_fill(g, outputs),
+                                                     *torch.linalg.eigh(a), True),),
+         lambda b, out, inputs, tangents, outputs=outputs: tuple(
+             t for t, keep in zip(b.run(ld.linalg_eig_jvp, tangents[0], *torch.linalg.eigh(inputs[0]), True), outputs)
+             if keep))
+    # a complex eigenvector has a free phase: torch refuses a loss that depends on it
+    for dtype, outputs in ((torch.float64, (True, True)), (torch.float64, (False, True)),
+                           (torch.complex128, (True, False)))
+] + [
+    Case(f"lu_factor {dtype} {m}x{n}", lambda d=dtype, m=m, n=n: (_randn(2, m, n, dtype=d),),
+         lambda a: torch.linalg.lu_factor(a)[0],
+         lambda b, g, out, a: (b.run(ld.lu_factor_ex_backward, g, out, torch.linalg.lu_factor(a)[1], True),),
+         lambda b, out, inputs, tangents: b.run(ld.lu_factor_ex_jvp, tangents[0], out,
+                                                torch.linalg.lu_factor(inputs[0])[1], True))
+    for dtype, m, n in ((torch.float64, 3, 3), (torch.float64, 4, 3), (torch.float64, 3, 5), (torch.complex128, 3, 4))
+] + [
+    Case(f"lu_solve {dtype} left={left} adjoint={adjoint}",
+         lambda d=dtype, left=left: (_lu_factor_of(3, 3, d)[0], _randn(*((2, 3, 2) if left else (2, 2, 3)), dtype=d, seed=4)),
+         lambda lu, rhs, d=dtype, left=left, adjoint=adjoint: torch.linalg.lu_solve(
+             lu, _lu_factor_of(3, 3, d)[1], rhs, left=left, adjoint=adjoint),
+         lambda b, g, out, lu, rhs, d=dtype, left=left, adjoint=adjoint: (
+             b.run(ld.linalg_lu_solve_LU, g, lu, _lu_factor_of(3, 3, d)[1], out, left, adjoint),
+             torch.linalg.lu_solve(lu, _lu_factor_of(3, 3, d)[1], g, left=left, adjoint=not adjoint)),
+         lambda b, out, inputs, tangents, d=dtype, left=left, adjoint=adjoint: b.run(
+             ld.linalg_lu_solve_jvp, out, inputs[0], _lu_factor_of(3, 3, d)[1], *tangents, left, adjoint))
+    for dtype, left, adjoint in ((torch.float64, True, False), (torch.float64, True, True),
+                                 (torch.float64, False, False), (torch.complex128, False, True))
+] + [
+    Case(f"matrix_exp {dtype} scale={scale}", lambda d=dtype, scale=scale: (_randn(2, 3, 3, dtype=d) * scale,),
+         torch.linalg.matrix_exp,
+         lambda b, g, out, a: (b.run(la.linalg_matrix_exp_differential, a, g, True),),
+         lambda b, out, inputs, tangents: b.run(la.linalg_matrix_exp_differential, inputs[0], tangents[0], False))
+    for dtype, scale in ((torch.float64, 0.5), (torch.float64, 3.0), (torch.complex128, 1.0))
+]
+
+
 @pytest.mark.parametrize("m, n", [(4, 3), (3, 5)])
 def test_svd_jvp_with_full_matrices_leaves_the_undetermined_vectors_still(backend, m, n):
     """``full_matrices``: the columns of ``U`` and rows of ``Vh`` beyond ``min(m, n)`` get a zero
@@ -200,7 +250,7 @@ def _detached(out):
 
 def _tangents(case, inputs):
     tangents = [_randn(*x.shape, dtype=x.dtype, seed=7 + i) for i, x in enumerate(inputs)]
-    if case.name.startswith("cholesky "):
+    if case.name.startswith(("cholesky ", "eigh ")):
         tangents = [_hermitian_tangent(t) for t in tangents]      # A moves among Hermitian matrices
     if case.name.startswith("cholesky_inverse"):      # a factor's tangent: real on the diagonal
         tangents = [t - 1j * torch.diag_embed(t.diagonal(0, -2, -1).imag) if t.is_complex() else t
@@ -243,3 +293,30 @@ def test_jvp_equals_the_derivative(backend, case):
     for g, e in zip(*((x,) if isinstance(x, torch.Tensor) else x for x in (got, expected)), strict=True):
         assert g.shape == e.shape and g.dtype == e.dtype
         torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-7)
+
+
+SECOND_ORDER = [case for case in CASES
+                if case.name.startswith(("eigh ", "lu_factor ", "lu_solve ", "matrix_exp ")) and "complex" not in case.name]
+
+
+@pytest.mark.parametrize("case", SECOND_ORDER, ids=lambda case: case.name)
+def test_second_order_equals_torch(backend, case):
+    """The helpers' own derivatives (what a double backward differentiates, through the operators a
+    helper calls and the outputs it reads) equal torch's second derivatives, for the inputs and the
+    output gradient, in float64."""
+    inputs = [x.requires_grad_() for x in case.inputs()]
+    out = case.op(*inputs)
+    outs = out if isinstance(out, tuple) else (out,)
+    grads = [_randn(*o.shape, dtype=o.dtype, seed=11 + i).requires_grad_() for i, o in enumerate(outs)]
+    grad = tuple(grads) if isinstance(out, tuple) else grads[0]
+    expected = torch.autograd.grad(out, inputs, grad, create_graph=True)
+    got = case.backward(backend, grad, out, *inputs)
+    weights = [_randn(*e.shape, dtype=e.dtype, seed=21 + i) for i, e in enumerate(expected)]
+    wrt = inputs + grads
+
+    def second(first):
+        total = sum((f * w).sum() for f, w in zip(first, weights, strict=True))
+        return torch.autograd.grad(total, wrt, retain_graph=True, allow_unused=True, materialize_grads=True)
+
+    for g, e in zip(second(got), second(expected), strict=True):
+        torch.testing.assert_close(g, e)

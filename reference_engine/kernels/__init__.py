@@ -27,7 +27,8 @@ from reference_engine.kernels.reductions import (
     norm_scalaropt_dim, prod_all, prod_dim, sum_all, sum_dim, var_mean_dim,
 )
 from reference_engine.kernels.linear_algebra import (
-    addbmm, addmm, addmv, addr, baddbmm, bmm, dot, linalg_solve_triangular, matmul, mm, mv, outer,
+    addbmm, addmm, addmv, addr, baddbmm, bmm, dot, linalg_matrix_exp, linalg_solve_triangular, matmul, mm, mv,
+    outer,
 )
 from reference_engine.kernels.shapes import (
     cat, chunk, clone, conj, constant_pad_nd, contiguous, diagonal, diagonal_backward, diagonal_scatter,
@@ -69,7 +70,7 @@ __all__ = [
     "hardsigmoid_backward", "hardswish_backward", "hardtanh", "hardtanh_backward", "huber_loss", "index_add",
     "index_copy", "index_fill", "index_put", "index_select", "index_select_backward", "index_tensor",
     "kernel", "KERNELS", "l1_loss", "layer_norm", "leaky_relu", "leaky_relu_backward", "lerp",
-    "linalg_solve_triangular", "linalg_vector_norm", "linear", "log", "log_softmax", "log_softmax_backward_data", "log_softmax_int",
+    "linalg_matrix_exp", "linalg_solve_triangular", "linalg_vector_norm", "linear", "log", "log_softmax", "log_softmax_backward_data", "log_softmax_int",
     "logit", "logsumexp", "masked_fill", "masked_scatter", "masked_select", "matmul", "max_all",
     "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "mean_all", "mean_dim", "min_all", "mm",
     "movedim", "movedim_intlist", "mse_loss", "mv", "narrow", "narrow_copy", "native_dropout",

@@ -1,4 +1,5 @@
-"""Matrix products: ``mm``, ``bmm``, ``matmul``, ``addmm`` and their relatives; the triangular solve."""
+"""Matrix products: ``mm``, ``bmm``, ``matmul``, ``addmm`` and their relatives; the triangular solve; the
+matrix exponential."""
 from __future__ import annotations
 
 from typing import Any
@@ -125,3 +126,28 @@ def _substitute(triangle, b, upper):
             known = np.einsum("...k,...kj->...j", t[..., i, solved], x[..., solved, :])
             x[..., i, :] = (x[..., i, :] - known) / t[..., i, i, None]
     return x
+
+
+# ----------------------------------------------------------------------------- matrix exponential
+#: Terms of the Taylor series of ``exp`` on a matrix scaled to norm <= 1/2: the remainder is below
+#: ``0.5**19 / 19!``, far under float64's resolution.
+_EXP_TERMS = 18
+
+
+@kernel("linalg_matrix_exp")
+def linalg_matrix_exp(a):
+    """``exp(a)`` of each square matrix: scaling and squaring, ``exp(a) = exp(a / 2^s)^(2^s)``, with ``s``
+    chosen so that the largest 1-norm of the batch is at most 1/2, and the Taylor series there."""
+    if a.size == 0:
+        return a.copy()
+    norm = float(np.max(np.sum(np.abs(a), axis=-2)))
+    squarings = max(0, int(np.ceil(np.log2(norm / 0.5)))) if norm > 0.5 else 0
+    scaled = a / 2.0 ** squarings
+    term = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    result = term.copy()
+    for k in range(1, _EXP_TERMS + 1):
+        term = np.matmul(term, scaled) / k
+        result = result + term
+    for _ in range(squarings):
+        result = np.matmul(result, result)
+    return result

@@ -24,6 +24,8 @@ SCHEMAS = [
     "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
     "_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
     "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+    "linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) "
+    "-> Tensor",
 ]
 
 
@@ -54,6 +56,14 @@ TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR, "alpha": T.SCA
     ("at.sum(grad, [1], dtype=None)", ("at::sum(grad, std::vector<int64_t>{1}, false, std::nullopt)", T.TENSOR)),
     ("at.expand(grad, self.sizes())", ("grad.expand(self.sizes().vec())", T.TENSOR)),  # method-only op
     ("at.max(self, 1)", ("at::max(self, 1)", T.tuple_of(T.TENSOR, T.TENSOR))),
+    # an ATen ``Tensor?`` gets an empty optional for None and for an undefined tensor (ATen reads an
+    # optional holding an undefined tensor as present), typed, as at::linalg_pinv's float? overload
+    # would make a bare std::nullopt ambiguous
+    ("at.linalg_pinv(self, atol=other, rtol=None)",
+     ("at::linalg_pinv(self, formulas::runtime::optional_tensor(other), std::optional<at::Tensor>())", T.TENSOR)),
+    ("at.linalg_pinv(self, rtol=other, hermitian=True)",
+     ("at::linalg_pinv(self, std::optional<at::Tensor>(), formulas::runtime::optional_tensor(other), true)",
+      T.TENSOR)),
     ("sum_to(grad, self.sizes())", ("helpers::sum_to(grad, self.sizes().vec())", T.TENSOR)),
     ("self.dim() - 1", ("self.dim() - 1", T.INT)),
     ("self.size(-1)", ("self.size(-1)", T.INT)),

@@ -66,6 +66,7 @@ REFUSED = {
     'var_mean.dim': 'a branch on the gradient',
     'linalg_solve_triangular': 'on a linear value',
     'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
+    'linalg_matrix_exp': 'on a linear value',        # a list of tensors (the block matrix's rows) for at.cat
     'cat': 'Tensor[] inputs or outputs',
     'stack': 'Tensor[] inputs or outputs',
 }

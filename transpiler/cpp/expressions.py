@@ -20,7 +20,7 @@ from transpiler.cpp import types as T
 from transpiler.cpp.operators import Resolved, accepts, cpp_default
 from transpiler.cpp.types import Kind, PyType
 from transpiler.metadata import METADATA_METHODS
-from transpiler.schema import FunctionSchema, ListType, Type
+from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type
 
 # Diagnostic codes of the C++ emitter (documented in transpiler/codes.py).
 UNSUPPORTED = codes.UNSUPPORTED.code
@@ -632,7 +632,7 @@ def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolv
         if param.name not in bound:
             if param.default is None:
                 return None
-            texts.append(cpp_default(param))
+            texts.append(NO_TENSOR if _optional_tensor(param.type) else cpp_default(param))
             continue
         argument = bound[param.name]
         hint = param_type
@@ -641,7 +641,7 @@ def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolv
         value = translate(argument, context, None if is_none(argument) else hint)
         if not accepts(param_type, value.type) or _wrong_length(param.type, value.type):
             return None
-        texts.append(_argument_text(value, param_type))
+        texts.append(_optional_tensor_text(value) if _optional_tensor(param.type) else _argument_text(value, param_type))
     if any(p.default is None and p.name not in bound for p in params):
         return None
     return Resolved(schema, tuple(texts))
@@ -652,6 +652,25 @@ def _wrong_length(schema_type: Type, value: PyType) -> bool:
     fixed length (the formula's ``needs_input_grad`` mask of five inputs)."""
     return (isinstance(schema_type, ListType) and schema_type.size is not None
             and value.kind is Kind.LIST and value.size is not None and value.size != schema_type.size)
+
+
+#: ``None`` for an ATen ``Tensor?`` parameter: an empty ``std::optional<at::Tensor>``, typed, so that it
+#: picks the ``Tensor?`` overload of an op that has another with ``float?`` there (``at::linalg_pinv``).
+NO_TENSOR = "std::optional<at::Tensor>()"
+
+
+def _optional_tensor(schema_type: Type) -> bool:
+    return isinstance(schema_type, OptionalType) and schema_type.elem == BaseType("Tensor")
+
+
+def _optional_tensor_text(value: Typed) -> str:
+    """An argument for an ATen ``Tensor?`` parameter. Formula code holds ``Tensor?`` as an
+    ``at::Tensor`` that is undefined for ``None``; ATen reads an optional that holds an undefined
+    tensor as present (``linalg_pinv``'s ``atol`` then fails), so ``None`` and an undefined tensor
+    are passed as an empty optional."""
+    if value.type.kind is Kind.NONE:
+        return NO_TENSOR
+    return f"formulas::runtime::optional_tensor({value.text})"
 
 
 def _argument_text(value: Typed, param: PyType) -> str:

@@ -59,6 +59,12 @@ inline at::OptionalIntArrayRef borrow(const std::optional<std::vector<int64_t>>&
 template <typename T>
 const T& borrow(const T& value) { return value; }
 
+// A Tensor? argument for an ATen op: formula code holds it as an at::Tensor, undefined for None,
+// which ATen must receive as an empty optional (an optional holding an undefined tensor is present).
+inline std::optional<at::Tensor> optional_tensor(const at::Tensor& tensor) {
+  return tensor.defined() ? std::optional<at::Tensor>(tensor) : std::nullopt;
+}
+
 // Saving and restoring a Tensor[] input.
 inline std::vector<SavedVariable> save_list(at::TensorList tensors) {
   std::vector<SavedVariable> saved;

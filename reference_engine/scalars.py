@@ -32,12 +32,12 @@ def _not_real(value: complex, target: str) -> RuntimeError:
     return RuntimeError(f"value cannot be converted to type {target} without overflow: {value}")
 
 
-class ScalarInt(int):
-    """An integer ``Scalar`` argument."""
+class _RealScalar:
+    """The methods a real ``Scalar`` shares (mixed into :class:`ScalarInt` and :class:`ScalarFloat`)."""
 
     __slots__ = ()
 
-    def conj(self) -> ScalarInt:
+    def conj(self):
         return self
 
     def toDouble(self) -> float:  # noqa: N802 - c10::Scalar's name
@@ -52,29 +52,20 @@ class ScalarInt(int):
     def isComplex(self) -> bool:  # noqa: N802
         return False
 
+
+class ScalarInt(_RealScalar, int):
+    """An integer ``Scalar`` argument."""
+
+    __slots__ = ()
+
     def isFloatingPoint(self) -> bool:  # noqa: N802
         return False
 
 
-class ScalarFloat(float):
+class ScalarFloat(_RealScalar, float):
     """A floating ``Scalar`` argument."""
 
     __slots__ = ()
-
-    def conj(self) -> ScalarFloat:
-        return self
-
-    def toDouble(self) -> float:  # noqa: N802
-        return float(self)
-
-    def toFloat(self) -> float:  # noqa: N802
-        return float(np.float32(self))
-
-    def toLong(self) -> int:  # noqa: N802
-        return int(self)
-
-    def isComplex(self) -> bool:  # noqa: N802
-        return False
 
     def isFloatingPoint(self) -> bool:  # noqa: N802
         return True

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from transpiler.coverage import TIERS, TierTable
+from transpiler.tier_table import TIERS, TierTable
 
 _table_key = pytest.StashKey[TierTable]()
 

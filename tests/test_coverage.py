@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from transpiler.coverage import TIERS, TierTable
+from transpiler.tier_table import TIERS, TierTable
 
 
 def test_any_failure_marks_the_tier_failed():

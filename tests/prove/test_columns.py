@@ -1,8 +1,8 @@
-"""``transpile prove``'s columns are the suite's tier list (``transpiler.coverage.TIERS``), in its
+"""``transpile prove``'s columns are the suite's tier list (``transpiler.tier_table.TIERS``), in its
 order, with prove's own T1 and TT after RT: a tier added there is a column here."""
 from __future__ import annotations
 
-from transpiler.coverage import TIER_MEANING, TIERS
+from transpiler.tier_table import TIER_MEANING, TIERS
 from transpiler.prove.compiled import COMPILED_RUNNERS
 from transpiler.prove.tiers import COLUMNS, MEANING, RUNNERS, in_column_order
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from transpiler.build_progress import Progress
-from transpiler.coverage import grid
+from transpiler.tier_table import grid
 from transpiler.prove.cases import NoCases
 from transpiler.prove.tiers import MEANING, RUNNERS, in_column_order
 

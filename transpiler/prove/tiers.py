@@ -19,7 +19,7 @@ RF     reference engine: the formula's jvp == ``torch.func.jvp`` of the built-in
 =====  ============================================================================
 
 The columns and the meaning of the tiers the suite also proves are the suite's
-(:data:`transpiler.coverage.TIERS`, ``TIER_MEANING``): one list, so a tier added there
+(:data:`transpiler.tier_table.TIERS`, ``TIER_MEANING``): one list, so a tier added there
 takes its place here once it has a runner. T1 and TT are this module's own (a package
 without engine kernels is proven through them).
 """
@@ -31,8 +31,8 @@ from typing import Any, Callable
 import numpy as np
 
 from formulas.dsl import DeclaredFormula
-from transpiler.coverage import TIER_MEANING as SUITE_MEANING
-from transpiler.coverage import TIERS as SUITE_TIERS
+from transpiler.tier_table import TIER_MEANING as SUITE_MEANING
+from transpiler.tier_table import TIERS as SUITE_TIERS
 from transpiler.prove.cases import Case
 from transpiler.schema import FunctionSchema, parse_schema
 

@@ -116,17 +116,16 @@ def _entry(item: object) -> Entry | str:
 # --------------------------------------------------------------------------- translation
 
 def translate_expression(source: str, names: dict[str, str], non_tensors: frozenset[str] = frozenset(),
-                         integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None,
-                         written_tangent: str | None = None) -> tuple[str, Node, cpp.Layout, str | None]:
+                         integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None
+                         ) -> tuple[str, Node, cpp.Layout, str | None]:
     """A C++ formula as a Python expression of the main dialect (:mod:`.main_dialect`), its tree,
     its layout, and the original formula when the main dialect rewrote it (else None); checked to
     round-trip (else raises a DB301 for :func:`import_yaml` to place at the entry). ``non_tensors``:
     the entry's arguments that are not tensors; ``integers``: those that are integers; ``mask``:
-    where the line's ``grad_input_mask`` flags are in ``needs_input_grad`` (``mask_positions``);
-    ``written_tangent``: an in-place operator's jvp line, the written input's tangent (``to_main``)."""
+    where the line's ``grad_input_mask`` flags are in ``needs_input_grad`` (``mask_positions``)."""
     try:
         tree = cpp.parse(source)
-        main = to_main(tree, non_tensors, integers=integers, mask=mask, written_tangent=written_tangent)
+        main = to_main(tree, non_tensors, integers=integers, mask=mask)
         python = pydialect.to_python(main, names)
         back = pydialect.from_python(python, pydialect.inverse_names(names))
     except TranspileError as error:
@@ -317,12 +316,9 @@ def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine],
     names = primal_names(schema, diff_args, local)
     trees, assignments = [], []
     targets = tangent_locals(schema)
-    written = [a.name for a in schema.arguments if a.annotation is not None and a.annotation.is_write]
-    written_tangent = f"{written[0]}_t" if len(written) == 1 and not schema.out else None
     for line in lines:
         python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema),
-                                                              integer_arguments(schema),
-                                                              written_tangent=written_tangent)
+                                                              integer_arguments(schema))
         trees.append(tree)
         if not all(n in targets for n in line.names):
             raise _untranslatable(f"`{line.key}` names neither an input nor an output")

@@ -73,15 +73,19 @@ def _backward_call(case: OpCase, weight: np.ndarray):
     """``(*args) -> the formula's input gradients at output weight ``weight`` (zeros for None)``,
     its ``at.<op>`` calls running on the engine, so forward mode flows through the backward."""
     formula = FORMULAS[case.op].fn
+    schema = next(f for f in _library().formulas if f.op_name == case.op).schema
+    slots = [i for i, argument in enumerate(a for a in schema.arguments if not a.kwarg_only) if argument.is_differentiable]
 
     def call(*args, **kwargs):
         with use_backend(engine.backend):
             _, backward = formula(*args, **kwargs)
-            keywords = {"needs_input_grad": [True] * len(args)} \
+            keywords = {"needs_input_grad": [arg is not None for arg in args]} \
                 if "needs_input_grad" in backward.__code__.co_varnames else {}
             grads = _as_list(backward(engine.Tensor(weight), **keywords))
-        inputs = [args[i] for i in case.differentiable]
-        return tuple(engine.zeros_like(x) if g is None else g for g, x in zip(grads, inputs))
+        # the backward returns a slot per tensor argument (where's boolean condition, layer_norm's absent weight)
+        by_position = dict(zip(slots, grads))
+        return tuple(engine.zeros_like(args[i]) if by_position.get(i) is None else by_position[i]
+                     for i in case.differentiable)
     return call
 
 

@@ -313,7 +313,9 @@ def linalg_matrix_exp_differential(self: Tensor, grad: Tensor, adjoint: bool) ->
     n = self.size(-1)
     base = at.conj(matrix_transpose(self)) if adjoint else self
     block = at.cat([at.cat([base, grad], -1), at.cat([at.zeros_like(base), base], -1)], -2)
-    return at.narrow(at.narrow(at.linalg_matrix_exp(block), -2, 0, n), -1, n, n)
+    # a new tensor, not a view of the block's exponential: torch's forward AD wants a view's tangent
+    # laid out as its primal, which the override's nested call (this exponential) does not give
+    return at.clone(at.narrow(at.narrow(at.linalg_matrix_exp(block), -2, 0, n), -1, n, n))
 
 
 @derivative("linalg_matrix_exp(Tensor self) -> Tensor")

@@ -6,6 +6,7 @@
 #include <ATen/ops/add.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/clamp_min.h>
+#include <ATen/ops/clone.h>
 #include <ATen/ops/conj.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/convolution.h>
@@ -1479,7 +1480,7 @@ at::Tensor linalg_matrix_exp_differential(const at::Tensor& self, const at::Tens
   int64_t n = self.size(-1);
   auto base = adjoint ? at::conj(helpers::matrix_transpose(self)) : self;
   auto block = at::cat(std::vector<at::Tensor>{at::cat(std::vector<at::Tensor>{base, grad}, -1), at::cat(std::vector<at::Tensor>{at::zeros_like(base), base}, -1)}, -2);
-  return at::narrow(at::narrow(at::linalg_matrix_exp(block), -2, 0, n), -1, n, n);
+  return at::clone(at::narrow(at::narrow(at::linalg_matrix_exp(block), -2, 0, n), -1, n, n));
 }
 
 bool is_infinite(double value) {

@@ -96,7 +96,7 @@ def _funnel(args: argparse.Namespace) -> int:
     sections: dict[str, set] = {}
     for module in library.modules:
         for formula in module.formulas:
-            sections.setdefault(formula.op_name, set()).add(owners.key(module, formula.node))
+            sections.setdefault(formula.op_name, set()).add(owners.key(module, formula))
     stopped: dict[tuple, tuple[str, str]] = {}      # formula key -> (stage, reason)
     fallen: dict[str, tuple[str, str]] = {name: ("import", problem.format())   # entry -> (stage, reason)
                                           for name, problem in not_imported.items()}

@@ -123,6 +123,19 @@ def test_a_formula_file_too_large_for_the_front_end_is_one_line_under_a_memory_l
         assert b"Traceback" not in run.stderr and "split it" in finding
 
 
+def test_a_file_the_linter_runs_out_of_memory_on_is_one_db000_line(tmp_path, monkeypatch):
+    """A 10 MB line in a formula file under a 3 GB limit: the syntax tree the linter builds to find
+    its ``@derivative`` functions raised MemoryError, reported as DB002 "please report it"."""
+    def out_of_memory(tree):
+        raise MemoryError
+
+    monkeypatch.setattr(file_check, "uses_derivative", out_of_memory)
+    huge = write(tmp_path / "huge.py", FORMULA)
+    (found,) = lint([str(huge)]).diagnostics
+    assert (found.code, found.line, found.col) == ("DB000", 1, 1)
+    assert found.message == (f"cannot analyse the file: its {len(FORMULA.encode())} bytes need more memory than "
+                             "this process may use; split it into smaller files")
+
 
 HOSTILE_CACHE_FILES = {"fifo": os.mkfifo, "device": lambda path: os.symlink("/dev/zero", path)}
 """What hung ``transpile`` (a FIFO read waits for a writer) or ate its memory (``/dev/zero``) in

@@ -137,6 +137,34 @@ def test_a_file_the_linter_runs_out_of_memory_on_is_one_db000_line(tmp_path, mon
                              "this process may use; split it into smaller files")
 
 
+PEAK_MEMORY = """\
+import resource, runpy, sys
+sys.argv = ["transpile", "lint", "--no-cache", sys.argv[1]]
+try:
+    runpy.run_module("transpiler", run_name="__main__")
+except SystemExit:
+    pass
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def test_lint_of_a_formula_file_takes_within_4x_the_memory_of_an_ordinary_file_of_its_size(tmp_path):
+    """The issue's measure (a formula file cost 2.3 GB a MB, an ordinary file 0.45): the same long
+    line of data in a formula file and in an ordinary file the linter analyses (it has a Function
+    class), each linted alone in a child; peak resident memory of the whole process."""
+    line = "x = [" + "1, " * (128 * 1024 // 3) + "]\n"
+    ordinary = FUNCTION.format(noqa="", noqa_global="") + line
+    formula = FORMULA + line
+    peaks = {}
+    for name, text in (("formula", formula), ("ordinary", ordinary + " " * (len(formula) - len(ordinary)))):
+        path = write(tmp_path / name / "module.py", text)
+        run = subprocess.run([sys.executable, "-c", PEAK_MEMORY, str(path)], capture_output=True, text=True,
+                             timeout=TIME_LIMIT, preexec_fn=limited, env=child_env(), cwd=tmp_path, check=False)
+        assert "Traceback" not in run.stderr, run.stderr
+        peaks[name] = int(run.stderr.splitlines()[-1])
+    assert peaks["formula"] < 4 * peaks["ordinary"], peaks
+
+
 HOSTILE_CACHE_FILES = {"fifo": os.mkfifo, "device": lambda path: os.symlink("/dev/zero", path)}
 """What hung ``transpile`` (a FIFO read waits for a writer) or ate its memory (``/dev/zero``) in
 the model and module-result caches; a symlink loop or a damaged pickle there was already an error

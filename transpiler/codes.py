@@ -106,10 +106,12 @@ UNPARSABLE = Code(
     "DB000", "the file cannot be parsed",
     "The file is not valid Python for this interpreter: a syntax error found by the parser or by the "
     "compiler (`return` outside a function, a late `from __future__`, too many nested blocks), bytes that "
-    "do not decode in the file's encoding (PEP 263), or an expression nested too deeply to analyse.",
+    "do not decode in the file's encoding (PEP 263), an expression nested too deeply to analyse, or a file "
+    "too large to analyse (a formula file over 2 Mi characters, or one the linter runs out of memory on).",
     "Nothing in the file can be checked; the other files still are.",
     "def backward(grad)\n    return grad",
-    "Fix the syntax error at the reported location (or split the expression that is too deep).")
+    "Fix the syntax error at the reported location (or split the expression that is too deep, or the file "
+    "that is too large).")
 UNREADABLE = Code(
     "DB001", "a path cannot be read (printed to stderr; exit 2)",
     "A path given on the command line does not exist, or a file cannot be read.",

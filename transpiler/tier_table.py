@@ -13,7 +13,7 @@ TIER_MEANING = {
     "C1": "compiled op: torch gradcheck + gradgradcheck",
     "CT": "compiled op == built-in torch op, 1st and 2nd order",
     "F1": "forward mode: jvp == finite differences (prove: the engine's; compiled op: torch gradcheck("
-          "check_forward_ad=True)), compiled op's torch.func.jvp == built-in op's",
+          "check_forward_ad=True)), compiled op's torch.func.jvp == built-in op's where torch's own runs",
     "RF": "reference engine jvp == torch.func.jvp of the built-in op",
     "FB": "fwgrad_bwgrad: forward mode over the backward, every jvp derived (reference engine) == "
           "reverse-over-reverse of the built-in op",

@@ -123,6 +123,47 @@ def test_a_formula_file_too_large_for_the_front_end_is_one_line_under_a_memory_l
         assert b"Traceback" not in run.stderr and "split it" in finding
 
 
+def test_a_file_the_linter_runs_out_of_memory_on_is_one_db000_line(tmp_path, monkeypatch):
+    """A 10 MB line in a formula file under a 3 GB limit: the syntax tree the linter builds to find
+    its ``@derivative`` functions raised MemoryError, reported as DB002 "please report it"."""
+    def out_of_memory(tree):
+        raise MemoryError
+
+    monkeypatch.setattr(file_check, "uses_derivative", out_of_memory)
+    huge = write(tmp_path / "huge.py", FORMULA)
+    (found,) = lint([str(huge)]).diagnostics
+    assert (found.code, found.line, found.col) == ("DB000", 1, 1)
+    assert found.message == (f"cannot analyse the file: its {len(FORMULA.encode())} bytes need more memory than "
+                             "this process may use; split it into smaller files")
+
+
+PEAK_MEMORY = """\
+import resource, runpy, sys
+sys.argv = ["transpile", "lint", "--no-cache", sys.argv[1]]
+try:
+    runpy.run_module("transpiler", run_name="__main__")
+except SystemExit:
+    pass
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def test_lint_of_a_formula_file_takes_within_4x_the_memory_of_an_ordinary_file_of_its_size(tmp_path):
+    """The issue's measure (a formula file cost 2.3 GB a MB, an ordinary file 0.45): the same long
+    line of data in a formula file and in an ordinary file the linter analyses (it has a Function
+    class), each linted alone in a child; peak resident memory of the whole process."""
+    line = "x = [" + "1, " * (128 * 1024 // 3) + "]\n"
+    ordinary = FUNCTION.format(noqa="", noqa_global="") + line
+    formula = FORMULA + line
+    peaks = {}
+    for name, text in (("formula", formula), ("ordinary", ordinary + " " * (len(formula) - len(ordinary)))):
+        path = write(tmp_path / name / "module.py", text)
+        run = subprocess.run([sys.executable, "-c", PEAK_MEMORY, str(path)], capture_output=True, text=True,
+                             timeout=TIME_LIMIT, preexec_fn=limited, env=child_env(), cwd=tmp_path, check=False)
+        assert "Traceback" not in run.stderr, run.stderr
+        peaks[name] = int(run.stderr.splitlines()[-1])
+    assert peaks["formula"] < 4 * peaks["ordinary"], peaks
+
 
 HOSTILE_CACHE_FILES = {"fifo": os.mkfifo, "device": lambda path: os.symlink("/dev/zero", path)}
 """What hung ``transpile`` (a FIFO read waits for a writer) or ate its memory (``/dev/zero``) in

@@ -106,6 +106,10 @@ def check_source(path: str, source: bytes, trust_bytecode: bool = True, tree_bas
     except Exception as error:  # noqa: BLE001 - one file's internal error must not stop the run
         if caused_by_recursion(error):
             return FileReport(path, (too_deep(path, decode_lossy(path, source)),))
+        if isinstance(error, MemoryError):           # a huge file under a memory limit: the file's, not ours
+            return FileReport(path, (Diagnostic(path, 1, 1, SYNTAX, f"cannot analyse the file: its {len(source):,} "
+                                                "bytes need more memory than this process may use; split it "
+                                                "into smaller files"),))
         return FileReport(path, (internal_error(path, error),))
 
 

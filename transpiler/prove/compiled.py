@@ -6,7 +6,10 @@ operators checked.
 C1     the compiled op passes ``torch.autograd.gradcheck`` and ``gradgradcheck``
 CT     the compiled op's gradients equal the built-in torch op's, first and second order
 F1     the engine's F1, then the compiled op's ``gradcheck(check_forward_ad=True)`` and its
-       ``torch.func.jvp`` == the built-in op's
+       ``torch.func.jvp`` == the built-in op's; where torch's own forward AD of the built-in op
+       raises on a case (``hardsigmoid_backward``, ``native_dropout_backward``; ``norm.Scalar``,
+       whose 0-d result torch gives a keepdim-shaped tangent), the case is proven against finite
+       differences alone, as where torch has no such operator (RF is ``n/a`` there)
 CA     the compiled op's backward under ``torch._dynamo.compiled_autograd`` == eager, and the
        compiled graph calls the node's bound functional (``<namespace>_<Node>``)
 =====  ==================================================================================
@@ -187,7 +190,10 @@ def tier_f1(subject: Subject, values: dict[str, Any]) -> None:
     generator = torch.Generator().manual_seed(0)
     tangents = tuple(torch.randn(t.shape, dtype=t.dtype, generator=generator) for t in primals)
     _, ours = torch.func.jvp(compiled, primals, tangents)
-    _, theirs = torch.func.jvp(lambda *inputs: tuple(builtin_outputs(run, list(inputs))), primals, tangents)
+    try:
+        _, theirs = torch.func.jvp(lambda *inputs: tuple(builtin_outputs(run, list(inputs))), primals, tangents)
+    except RuntimeError:             # torch's own forward AD fails (NotImplementedError too): no oracle
+        return                       # the tangents were proven against finite differences above
     for i, (mine, expected) in enumerate(zip(ours, theirs, strict=True)):
         compare(f"output {i} (compiled jvp)", as_numpy(mine), as_numpy(expected), "torch's built-in",
                 CLOSE_ATOL, CLOSE_RTOL)

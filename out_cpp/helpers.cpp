@@ -27,6 +27,7 @@
 #include <ATen/ops/hardtanh.h>
 #include <ATen/ops/i0.h>
 #include <ATen/ops/index_add.h>
+#include <ATen/ops/index_put.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
@@ -1427,6 +1428,10 @@ at::Tensor i1e_backward(const at::Tensor& grad, const at::Tensor& self, const at
   auto safe = at::where(at_zero, at::ones_like(self), self);
   auto slope = at::where(at_zero, at::ones_like(self) * 0.5, (at::special_i0e(safe) - (result / safe)) - (at::sgn(safe) * result));
   return grad * slope;
+}
+
+at::Tensor index_backward(const at::Tensor& zeros_like_self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& grad) {
+  return at::index_put(zeros_like_self, indices, grad, true);
 }
 
 at::Tensor matrix_transpose(const at::Tensor& x) {

@@ -136,6 +136,7 @@ std::vector<int64_t> unsqueezed_sizes(at::IntArrayRef sizes, int64_t dim);
 std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor i1_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
 at::Tensor i1e_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
+at::Tensor index_backward(const at::Tensor& zeros_like_self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& grad);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor fold_batch(const at::Tensor& x);
 at::Tensor triangle(const at::Tensor& a, bool upper, bool unitriangular);

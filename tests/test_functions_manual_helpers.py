@@ -10,6 +10,7 @@ from typing import NamedTuple
 import pytest
 
 import formulas.functions_manual as fm
+from formulas.indexing import index_backward
 from formulas.helpers import (clamp_backward, copysign_tensor_self_backward, div_tensor_other_backward,
                               div_tensor_self_backward, gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp,
                               maybe_multiply, mul_tensor_backward, unsqueeze_to)
@@ -196,6 +197,9 @@ HELPER_CASES = [
                lambda b, g, x: b.run(fm.sgn_backward, x, g, torch.sgn(x)), smooth=False),
     HelperCase("sgn real", torch.sgn, lambda: (_randn(4),),
                lambda b, g, x: b.run(fm.sgn_backward, x, g, torch.sgn(x)), smooth=False),
+    HelperCase("index with a repeated position and a whole dim",
+               lambda x: torch.ops.aten.index(x, [None, torch.tensor([2, 0, 2])]), lambda: (_randn(2, 3),),
+               lambda b, g, x: b.run(index_backward, torch.zeros_like(x), [None, torch.tensor([2, 0, 2])], g)),
     HelperCase("mean dims", lambda x: torch.mean(x, [0, -1]), lambda: (_randn(2, 3, 4),),
                lambda b, g, x: b.run(fm.mean_backward, g, list(x.shape), [0, -1], x.numel(), False)),
     HelperCase("mean keepdim", lambda x: torch.mean(x, [1], True), lambda: (_randn(2, 3, 4),),

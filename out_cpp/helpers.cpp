@@ -996,14 +996,14 @@ std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad
   auto zero = grad.new_zeros(std::vector<int64_t>{});
   auto grad_min = at::Tensor();
   auto grad_max = at::Tensor();
-  if ((min.defined()) && grad_input_mask[1]) {
+  if ((min.defined()) && grad_input_mask[0]) {
     below = at::lt(self, min);
     if (max.defined()) {
       below = at::logical_and(below, at::lt(min, max));
     }
     grad_min = at::where(below, grad, zero);
   }
-  if ((max.defined()) && grad_input_mask[2]) {
+  if ((max.defined()) && grad_input_mask[1]) {
     above = at::gt(self, max);
     if (min.defined()) {
       above = at::logical_or(above, at::gt(min, max));
@@ -1236,6 +1236,14 @@ std::vector<int64_t> negated(at::IntArrayRef values) {
   std::vector<int64_t> result = std::vector<int64_t>{};
   for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
     result.push_back(0 - values[i]);
+  }
+  return result;
+}
+
+std::vector<int64_t> reverse_list(at::IntArrayRef values) {
+  std::vector<int64_t> result = std::vector<int64_t>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
+    result.push_back(values[formulas::runtime::wrap_index((static_cast<int64_t>(values.size()) - 1) - i, values.size())]);
   }
   return result;
 }

@@ -115,6 +115,7 @@ std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim);
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length);
 int64_t slice_bound(int64_t bound, int64_t size);
 std::vector<int64_t> negated(at::IntArrayRef values);
+std::vector<int64_t> reverse_list(at::IntArrayRef values);
 std::vector<int64_t> broadcast_sizes(at::IntArrayRef a, at::IntArrayRef b);
 at::Tensor repeat_backward(const at::Tensor& grad, at::IntArrayRef repeats, at::IntArrayRef sizes);
 std::vector<int64_t> padded_repeats(at::IntArrayRef dims, int64_t ndim);

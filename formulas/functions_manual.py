@@ -1131,16 +1131,17 @@ def clamp_backward_min_max(grad: Tensor, self: Tensor, min: Tensor | None, max: 
     given), ``max`` where it is (``self > max``, or ``min > max``); None for a bound not given or
     not asked for. Where ``min == max`` and ``self`` is outside, the result is both bounds at once;
     the gradient goes to ``max`` alone (torch's choice), never to both. Not yet summed to the
-    bounds' shapes."""
+    bounds' shapes. ``grad_input_mask`` has one flag per bound, ``[min, max]`` (the line's own
+    ``grad_input_mask`` in derivatives.yaml)."""
     zero = at.new_zeros(grad, [])
     grad_min = None
     grad_max = None
-    if min is not None and grad_input_mask[1]:
+    if min is not None and grad_input_mask[0]:
         below = at.lt(self, min)
         if max is not None:
             below = at.logical_and(below, at.lt(min, max))
         grad_min = at.where(below, grad, zero)
-    if max is not None and grad_input_mask[2]:
+    if max is not None and grad_input_mask[1]:
         above = at.gt(self, max)
         if min is not None:
             above = at.logical_or(above, at.gt(min, max))

@@ -124,6 +124,15 @@ def negated(values: list[int]) -> list[int]:
 
 
 @helper
+def reverse_list(values: list[int]) -> list[int]:
+    """``values`` last to first."""
+    result = []
+    for i in range(len(values)):
+        result.append(values[len(values) - 1 - i])
+    return result
+
+
+@helper
 def broadcast_sizes(a: list[int], b: list[int]) -> list[int]:
     """The sizes two tensors of sizes ``a`` and ``b`` broadcast to."""
     ndim = len(a) if len(a) > len(b) else len(b)

@@ -14,7 +14,7 @@ together and get no gradient slot.
 """
 from __future__ import annotations
 
-from formulas import at, derivative, family_member
+from formulas import Tensor, at, derivative, family_member, helper
 from formulas.helpers import broadcast_sizes, sum_to
 
 
@@ -245,6 +245,14 @@ def index_tensor(self, indices):
         result_t = at.index(self_t, indices)
         return result_t
     return result, backward
+
+
+@helper
+def index_backward(zeros_like_self: Tensor, indices: list[Tensor | None], grad: Tensor) -> Tensor:
+    """Gradient of ``index(self, indices)``, given zeros of ``self``'s shape: ``result[k] =
+    self[p(k)]``, so each ``grad[k]`` is added at ``p(k)`` (``index_put`` accumulating: a position
+    read several times gets the sum of their gradients, one never read gets 0)."""
+    return at.index_put(zeros_like_self, indices, grad, True)
 
 
 @derivative("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor")

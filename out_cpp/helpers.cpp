@@ -27,6 +27,7 @@
 #include <ATen/ops/hardtanh.h>
 #include <ATen/ops/i0.h>
 #include <ATen/ops/index_add.h>
+#include <ATen/ops/index_put.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
@@ -995,14 +996,14 @@ std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad
   auto zero = grad.new_zeros(std::vector<int64_t>{});
   auto grad_min = at::Tensor();
   auto grad_max = at::Tensor();
-  if ((min.defined()) && grad_input_mask[1]) {
+  if ((min.defined()) && grad_input_mask[0]) {
     below = at::lt(self, min);
     if (max.defined()) {
       below = at::logical_and(below, at::lt(min, max));
     }
     grad_min = at::where(below, grad, zero);
   }
-  if ((max.defined()) && grad_input_mask[2]) {
+  if ((max.defined()) && grad_input_mask[1]) {
     above = at::gt(self, max);
     if (min.defined()) {
       above = at::logical_or(above, at::gt(min, max));
@@ -1239,6 +1240,14 @@ std::vector<int64_t> negated(at::IntArrayRef values) {
   return result;
 }
 
+std::vector<int64_t> reverse_list(at::IntArrayRef values) {
+  std::vector<int64_t> result = std::vector<int64_t>{};
+  for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
+    result.push_back(values[formulas::runtime::wrap_index((static_cast<int64_t>(values.size()) - 1) - i, values.size())]);
+  }
+  return result;
+}
+
 std::vector<int64_t> broadcast_sizes(at::IntArrayRef a, at::IntArrayRef b) {
   int64_t i{};
   int64_t j{};
@@ -1427,6 +1436,10 @@ at::Tensor i1e_backward(const at::Tensor& grad, const at::Tensor& self, const at
   auto safe = at::where(at_zero, at::ones_like(self), self);
   auto slope = at::where(at_zero, at::ones_like(self) * 0.5, (at::special_i0e(safe) - (result / safe)) - (at::sgn(safe) * result));
   return grad * slope;
+}
+
+at::Tensor index_backward(const at::Tensor& zeros_like_self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& grad) {
+  return at::index_put(zeros_like_self, indices, grad, true);
 }
 
 at::Tensor matrix_transpose(const at::Tensor& x) {

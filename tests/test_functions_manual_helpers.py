@@ -10,9 +10,10 @@ from typing import NamedTuple
 import pytest
 
 import formulas.functions_manual as fm
+from formulas.indexing import index_backward
 from formulas.helpers import (clamp_backward, copysign_tensor_self_backward, div_tensor_other_backward,
                               div_tensor_self_backward, gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp,
-                              maybe_multiply, mul_tensor_backward, unsqueeze_to)
+                              maybe_multiply, mul_tensor_backward, negated, reverse_list, unsqueeze_to)
 from formulas.torch.backend import TorchBackend
 
 torch = pytest.importorskip("torch")
@@ -38,6 +39,16 @@ def test_handle_r_to_c_takes_the_real_part_only_for_a_real_input(backend, input_
     expected = gradient.real if real_part else gradient
     assert got.dtype == expected.dtype
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_reverse_list_and_negated_undo_a_roll(backend):
+    """roll's backward (derivatives.yaml): ``roll(grad, negated(reverse_list(shifts)), reverse_list(dims))``."""
+    x = torch.arange(24.0, dtype=torch.float64).reshape(2, 3, 4)
+    shifts, dims = [1, -2], [2, 0]
+    assert backend.run(reverse_list, shifts) == [-2, 1]
+    back = torch.roll(torch.roll(x, shifts, dims), backend.run(negated, backend.run(reverse_list, shifts)),
+                      backend.run(reverse_list, dims))
+    assert torch.equal(back, x)
 
 
 @pytest.mark.parametrize("alpha", [1, 1.0, 2.5, -1, 0])
@@ -196,6 +207,9 @@ HELPER_CASES = [
                lambda b, g, x: b.run(fm.sgn_backward, x, g, torch.sgn(x)), smooth=False),
     HelperCase("sgn real", torch.sgn, lambda: (_randn(4),),
                lambda b, g, x: b.run(fm.sgn_backward, x, g, torch.sgn(x)), smooth=False),
+    HelperCase("index with a repeated position and a whole dim",
+               lambda x: torch.ops.aten.index(x, [None, torch.tensor([2, 0, 2])]), lambda: (_randn(2, 3),),
+               lambda b, g, x: b.run(index_backward, torch.zeros_like(x), [None, torch.tensor([2, 0, 2])], g)),
     HelperCase("mean dims", lambda x: torch.mean(x, [0, -1]), lambda: (_randn(2, 3, 4),),
                lambda b, g, x: b.run(fm.mean_backward, g, list(x.shape), [0, -1], x.numel(), False)),
     HelperCase("mean keepdim", lambda x: torch.mean(x, [1], True), lambda: (_randn(2, 3, 4),),
@@ -607,28 +621,37 @@ HELPER_CASES_CLAMP = [
     HelperCase("clamp.Tensor equal bounds", lambda x, lo, hi: torch.clamp(x, lo, hi),
                lambda: (_randn(3, 4), *_equal_bounds()),
                lambda b, g, x, lo, hi: (b.run(fm.clamp_backward__tensor, g, x, lo, hi),
-                                        *b.run(fm.clamp_backward_min_max, g, x, lo, hi, [True, True, True])),
+                                        *b.run(fm.clamp_backward_min_max, g, x, lo, hi, [True, True])),
                wrt=(0, 1, 2), smooth=False),
     HelperCase("clamp.Tensor", lambda x, lo, hi: torch.clamp(x, lo, hi), lambda: (_randn(3, 4), *_bounds()),
                lambda b, g, x, lo, hi: (b.run(fm.clamp_backward__tensor, g, x, lo, hi),
                                         *[b.run(fm.sum_to, out, list(like.shape)) for out, like in
-                                          zip(b.run(fm.clamp_backward_min_max, g, x, lo, hi, [True, True, True]),
+                                          zip(b.run(fm.clamp_backward_min_max, g, x, lo, hi, [True, True]),
                                               (lo, hi))]),
                wrt=(0, 1, 2), smooth=False),
     HelperCase("clamp.Tensor min only", lambda x, lo: torch.clamp(x, lo, None), lambda: (_randn(3, 4), _bounds()[0]),
                lambda b, g, x, lo: (b.run(fm.clamp_backward__tensor, g, x, lo, None),
-                                    b.run(fm.clamp_backward_min_max, g, x, lo, None, [True, True, False])[0]),
+                                    b.run(fm.clamp_backward_min_max, g, x, lo, None, [True, False])[0]),
                wrt=(0, 1), smooth=False),
     HelperCase("clamp.Tensor max only", lambda x, hi: torch.clamp(x, None, hi), lambda: (_randn(3, 4), _bounds()[1]),
                lambda b, g, x, hi: (b.run(fm.clamp_backward__tensor, g, x, None, hi),
                                     b.run(fm.sum_to, b.run(fm.clamp_backward_min_max, g, x, None, hi,
-                                                          [True, False, True])[1], list(hi.shape))),
+                                                          [False, True])[1], list(hi.shape))),
                wrt=(0, 1), smooth=False),
     HelperCase("pow.Scalar", lambda e: torch.pow(2.5, e), lambda: (_randn(3, 4),),
                lambda b, g, e: b.run(fm.pow_backward_exponent__scalar, g, 2.5, e, torch.pow(2.5, e))),
     HelperCase("pow.Scalar of 0", lambda e: torch.pow(0.0, e), lambda: (_randn(5).abs() + 0.5,),
                lambda b, g, e: b.run(fm.pow_backward_exponent__scalar, g, 0.0, e, torch.pow(0.0, e)), smooth=False),
 ]
+
+
+@pytest.mark.parametrize("mask", [[True, False], [False, True]])
+def test_clamp_backward_min_max_mask_is_one_flag_per_bound(backend, mask):
+    """derivatives.yaml passes ``clamp_backward_min_max`` its line's ``grad_input_mask``, one flag
+    for ``min`` and one for ``max``: a bound not asked for gets no gradient (None)."""
+    x, (lo, hi), g = _randn(3, 4), _bounds(), _randn(3, 4, seed=5)
+    got = backend.run(fm.clamp_backward_min_max, g, x, lo, hi, mask)
+    assert [gradient is not None for gradient in got] == mask
 
 
 @pytest.mark.parametrize("case", HELPER_CASES_CLAMP, ids=lambda case: case.name)

@@ -283,6 +283,8 @@ def test_nested_function_is_a_diagnostic():
     ("Scalar", "at::Scalar"), ("Tensor | None", "at::Tensor"), ("list[int] | None", "std::optional<std::vector<int64_t>>"),
     ("list[Tensor]", "std::vector<at::Tensor>"), ("tuple[Tensor, Tensor]", "std::tuple<at::Tensor, at::Tensor>"),
     ("ScalarType", "at::ScalarType"), ("TensorOptions", "at::TensorOptions"),
+    ("list[Tensor | None]", "c10::List<std::optional<at::Tensor>>"),
+    ("list[Optional[Tensor]]", "c10::List<std::optional<at::Tensor>>"),
 ])
 def test_annotation_types(annotation, expected):
     assert T.cpp_value(T.from_annotation(annotation)) == expected

@@ -359,3 +359,30 @@ def test_not_implemented_is_a_raise_of_torch_s_error_and_prints_back(tmp_path: P
     assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
     assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
     assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(NOT_IMPLEMENTED_YAML)
+
+
+FOREACH_YAML = """\
+- name: _foreach_div.List(Tensor[] self, Tensor[] other) -> Tensor[]
+  self: div_tensor_self_backward(grads[i], other[i], self[i].scalar_type())
+  other: grads[i] * (-self[i]) / (other[i] * other[i])
+"""
+
+
+def test_a_foreach_line_is_applied_to_each_element_and_prints_back(tmp_path: Path):
+    """A ``_foreach_`` formula names one list element ``i``: as torchgen does, the backward applies
+    each line to every element whose gradient is defined (None for the others), and emit-yaml
+    gives the lines back."""
+    text = import_yaml(FOREACH_YAML, "foreach.yaml").files["derivatives_000.py"]
+    assert ("        grad_self = []\n"
+            "        for i in range(len(grads)):\n"
+            "            if grads[i] is not None:\n"
+            "                grad_self.append(div_tensor_self_backward(grads[i], other[i], self[i].scalar_type()))\n"
+            "            else:\n"
+            "                grad_self.append(None)\n") in text
+    assert "grad_other.append(grads[i] * (-self[i]) / (other[i] * other[i]))" in text
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(FOREACH_YAML)
+    out, emitted = tmp_path / "imported", tmp_path / "emitted.yaml"
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(FOREACH_YAML)

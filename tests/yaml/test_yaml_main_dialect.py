@@ -51,6 +51,9 @@ ATEN = AtenNames(FUNCTIONS, METHODS, SIGNATURES, VIEWS)
     ("f(grad, bias->sym_sizes())", "f(grad, bias.sizes() if bias is not None else None)"),  # Tensor? bias
     ("std::tuple<Tensor, int64_t>()", "std.tuple[Tensor, int64_t]()"),  # only tuples of tensors are None
     ("at::sum_to(grad, self.sym_sizes())", "sum_to(grad, self.sizes())"),   # an ATen utility: the helper
+    # fmap of a negation is the library's `negated` (roll's shifts back); of another lambda it stays
+    ("fmap(reverse_list_symint(shifts), [](c10::SymInt i){return -i;})", "negated(reverse_list(shifts))"),
+    ("fmap(shifts, [](c10::SymInt i){return i + 1;})", "fmap(shifts, cpp.lambda_(c10.SymInt)(lambda i: i + 1))"),
     ("_to_copy(self_t, dtype, layout, device, pin_memory, non_blocking, memory_format)",
      "at._to_copy(self_t, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory, "
      "non_blocking=non_blocking, memory_format=memory_format)"),

@@ -186,6 +186,8 @@ def from_annotation(text: str) -> PyType:
     if match:
         args = [from_annotation(a) for a in _split_top(match["args"], ",")]
         if match["head"] == "list" and len(args) == 1:
+            if args[0] == TENSOR and _optional_text(match["args"]):
+                return INDEX_LIST     # ``list[Tensor | None]``: the elements themselves may be None
             return list_of(args[0])
         if match["head"] == "tuple":
             return tuple_of(*args)
@@ -193,6 +195,12 @@ def from_annotation(text: str) -> PyType:
     if text not in _ANNOTATION_BASES:
         raise UnsupportedType(text)
     return _ANNOTATION_BASES[text]
+
+
+def _optional_text(text: str) -> bool:
+    """Whether an annotation admits None (``Tensor | None``, ``Optional[Tensor]``)."""
+    text = text.strip()
+    return "None" in _split_top(text, "|") or (text.startswith("Optional[") and text.endswith("]"))
 
 
 def _split_top(text: str, sep: str) -> list[str]:

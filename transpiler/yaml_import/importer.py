@@ -51,7 +51,8 @@ DIALECT_IMPORTS = ("cpp", "yaml_entry")
 PYTHON_MODULES = (MATH,)
 # Free names that torchgen's generated node provides rather than libtorch: whether the
 # graph is retained, and the element index of a ``_foreach_`` formula (applied per element).
-NODE_VALUES = ("retain_variables", "i")
+FOREACH_INDEX = "i"
+NODE_VALUES = ("retain_variables", FOREACH_INDEX)
 
 _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -279,7 +280,20 @@ def _backward(schema: FunctionSchema, flags: tuple[bool | str, ...] | None, line
     returns = tuple(targets[a.name] if targets[a.name] in assigned else "None" for a in schema.tensor_inputs)
     refuses = any(isinstance(assignment, Refusal) for assignment in assignments)
     mask = (NEEDS_INPUT_GRAD,) if GRAD_INPUT_MASK in used or refuses else ()
-    return Closure("backward", params, mask, prelude, tuple(assignments), returns), trees
+    loop = _element_loop(schema, assignments, params, used)
+    return Closure("backward", params, mask, prelude, tuple(assignments), returns, loop), trees
+
+
+def _element_loop(schema: FunctionSchema, assignments: list[Assignment | Refusal], params: tuple[str, ...],
+                  used: set[str]) -> str | None:
+    """The gradient list a ``_foreach_`` backward loops over when its lines read the element index
+    ``i`` (torchgen applies each line to every element of the lists), else None."""
+    if not schema.name.base.startswith("_foreach_") or FOREACH_INDEX not in used:
+        return None
+    if params != ("grads",) or not all(isinstance(a, Assignment) and len(a.targets) == 1 for a in assignments):
+        raise _untranslatable("a `_foreach_` formula is applied per element only as one gradient list `grads` "
+                              "and one input per line")
+    return "grads"
 
 
 def _gradient_params(schema: FunctionSchema, flags: tuple[bool | str, ...] | None, outputs: tuple[str, ...],

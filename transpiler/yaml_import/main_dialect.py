@@ -33,6 +33,7 @@ C++ (as derivatives.yaml says it)  main dialect
 ``dim.value_or(IntArrayRef({}))``  ``dim if dim is not None else []``
 ``x.view_as(y)``                   ``at.view(x, y.sizes())`` (what ``view_as`` is)
 ``cat_jvp(tensors, dim)``          ``at.cat(tensors_t, dim)`` (``stack_jvp``, ``block_diag_jvp``)
+``fmap(xs, [](T i){return -i;})``  ``negated(xs)`` (the helper; ``fmap`` of another lambda stays)
 =================================  ==================================
 
 An in-place method on a tensor the expression itself made (arithmetic, a comparison, an
@@ -91,6 +92,7 @@ from transpiler.yaml_import.syntax import (
     Conditional,
     Index,
     Keyword,
+    Lambda,
     Literal,
     Member,
     Name,
@@ -274,6 +276,10 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
                 # FunctionsManual's jvp of a linear list operator reads the list's tangents, which a
                 # formula's jvp takes as `<list>_t`: the operator applied to them
                 return Call(Qualified(("at", LIST_JVPS[function])), (Name(f"{tensors}_t"), *(main(a) for a in rest)))
+            case Call(Name("fmap") | Qualified(("c10", "fmap")), (values, Lambda(((_, parameter),), Unary("-", Name(element))))) \
+                    if element == parameter:
+                # each element negated (`roll`'s shifts back): the library's helper
+                return Call(Name(NEGATED), (main(values),))
             case Call(Member(tensor, "view_as", False), (other,)):
                 # `view_as(other)` is `view(other.sizes())`; the library declares `view`
                 return Call(Qualified(("at", "view")), (_unwrapped(main(tensor)), Call(Member(main(other), "sizes"), ())))
@@ -324,6 +330,8 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
 
 
 _NULLOPT = Qualified(("std", "nullopt"))
+#: The library's helper negating each element of a list of integers (``fmap`` of ``-i``).
+NEGATED = "negated"
 # FunctionsManual's jvps of operators linear in a list of tensors (``cat_jvp(tensors, dim)`` reads
 # each tensor's forward grad, zeros where there is none): the operator itself.
 LIST_JVPS = {"cat_jvp": "cat", "stack_jvp": "stack", "block_diag_jvp": "block_diag"}

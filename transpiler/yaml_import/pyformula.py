@@ -49,6 +49,9 @@ class Closure:
     prelude: tuple[str, ...]          # plain statements before the formulas (``grads = [...]``)
     assignments: tuple[Assignment | Refusal, ...]   # one per derivatives.yaml line, in its order
     returns: tuple[str, ...]          # one name (or ``None``) per returned value
+    # a ``_foreach_`` backward applies each line to the list's elements one by one, ``i`` the index
+    # (torchgen's loop): the gradient list it loops over (``grads``); None for other formulas
+    element_loop: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ def _closure_lines(closure: Closure) -> list[str]:
             lines.append(f"        if {NEEDS_INPUT_GRAD}[{assignment.position}]:")
             lines.append(f"            raise NotImplementedError({json.dumps(not_implemented_message(assignment.name))})")
             continue
+        if closure.element_loop is not None:
+            lines += _element_loop_lines(assignment, closure.element_loop)
+            continue
         text = f"        {', '.join(assignment.targets)} = {assignment.expression}"
         if assignment.original is not None:
             text += f"  {ORIGINAL_COMMENT}{json.dumps(assignment.original)}"
@@ -89,6 +95,23 @@ def _closure_lines(closure: Closure) -> list[str]:
         lines.append(text)
     lines.append(f"        return {_return_text(closure.returns)}")
     return lines
+
+
+def _element_loop_lines(assignment: Assignment, grads: str) -> list[str]:
+    """One ``_foreach_`` gradient line: the formula applied to each element ``i`` whose gradient
+    ``grads[i]`` is defined, None (no gradient) for the others, as torchgen's loop does."""
+    (target,) = assignment.targets
+    text = f"                {target}.append({assignment.expression})"
+    if assignment.original is not None:
+        text += f"  {ORIGINAL_COMMENT}{json.dumps(assignment.original)}"
+    elif assignment.layout:
+        text += f"  {LAYOUT_COMMENT}{json.dumps(assignment.layout, separators=(',', ':'))}"
+    return [f"        {target} = []",
+            f"        for i in range(len({grads})):",
+            f"            if {grads}[i] is not None:",
+            text,
+            "            else:",
+            f"                {target}.append(None)"]
 
 
 def formula_source(formula: PyFormula) -> str:

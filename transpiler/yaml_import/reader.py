@@ -23,7 +23,7 @@ from transpiler.model import Formula, FormulaModule, JvpRule
 from transpiler.raises import not_implemented_message, raised_error
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.importer import (
-    FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, integer_arguments, non_tensor_arguments, primal_names,
+    FOREACH_INDEX, FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, integer_arguments, non_tensor_arguments, primal_names,
 )
 from transpiler.yaml_import.main_dialect import mask_positions, to_main
 from transpiler.yaml_import.model import (
@@ -146,10 +146,19 @@ class _FormulaReader:
         ``tensor_inputs``: the entry's, for the gradient lines' ``grad_input_mask``."""
         keys = pydialect.inverse_names(locals_)
         lines = []
+        looped = {loop[0] for line in closure.body.body if (loop := _element_loop(line)) is not None}
         for line in closure.body.body:
             match line:
+                case cst.SimpleStatementLine(body=[cst.Assign(targets=[cst.AssignTarget(target=target)],
+                                                              value=cst.List(elements=[]))]) if (
+                        isinstance(target, cst.Name) and target.value in looped):
+                    continue     # ``grad_self = []`` before its element loop
                 case cst.SimpleStatementLine(body=[cst.Assign(targets=[cst.AssignTarget(target=target)]) as statement]):
-                    pass
+                    value = statement.value
+                case cst.For() if (loop := _element_loop(line)) is not None:
+                    target, line = cst.Name(loop[0]), loop[1]
+                    statement = line.body[0]
+                    value = loop[2]
                 case cst.If() if tensor_inputs and (refused := _refusal(line)) is not None:
                     position, name = refused
                     if position >= len(tensor_inputs):
@@ -166,12 +175,12 @@ class _FormulaReader:
             key = ", ".join(keys[i] for i in idents)
             comment = line.trailing_whitespace.comment
             comment_text = comment.value if comment is not None else ""
-            expression = _code(statement.value)
-            if "\n" in expression and _has_comment(statement.value):
+            expression = _code(value)
+            if "\n" in expression and _has_comment(value):
                 raise self.error(statement, f"`{expression}`: a comment inside a formula has no "
                                  "place in derivatives.yaml; move it after the line")
             try:
-                tree = pydialect.from_cst(statement.value, names)
+                tree = pydialect.from_cst(value, names)
             except TranspileError as error:
                 raise self.error(statement, f"`{expression}`: {error.diagnostics[0].message}") from None
             mask = mask_positions(tuple(keys[i] for i in idents), tensor_inputs) if tensor_inputs else None
@@ -181,7 +190,7 @@ class _FormulaReader:
             lines.append(FormulaLine(key, formula))
         return tuple(lines)
 
-    def original(self, statement: cst.Assign, comment: str, tree: Node,
+    def original(self, statement: cst.CSTNode, comment: str, tree: Node,
                  arguments: tuple[frozenset[str], frozenset[str]], mask: tuple[int, ...] | None = None) -> str | None:
         """The ``# yaml: "..."`` formula of a line the main dialect rewrote, as long as the Python is
         still its rewrite (an edited line is printed from its tree instead). ``arguments``: the
@@ -201,7 +210,7 @@ class _FormulaReader:
             raise self.error(statement, "the yaml comment must be a JSON string")
         return original if rewritten == tree else None
 
-    def layout(self, statement: cst.Assign, comment: str) -> cpp.Layout:
+    def layout(self, statement: cst.CSTNode, comment: str) -> cpp.Layout:
         """The ``# cpp: {...}`` layout of a formula line (none: canonical spacing)."""
         if not comment.startswith(LAYOUT_COMMENT):
             return {}
@@ -212,6 +221,25 @@ class _FormulaReader:
         if not (isinstance(layout, dict) and all(isinstance(v, str) for v in layout.values())):
             raise self.error(statement, "the layout comment must map token positions to spacing strings")
         return layout
+
+
+def _element_loop(statement: cst.CSTNode) -> tuple[str, cst.SimpleStatementLine, cst.BaseExpression] | None:
+    """``(target, line, formula)`` of a ``_foreach_`` gradient line as ``import-yaml`` writes it
+    (``for i in range(len(grads)): if grads[i] is not None: target.append(formula) else:
+    target.append(None)``), ``line`` the statement holding the formula and its comment."""
+    match statement:
+        case cst.For(target=cst.Name(value=index), iter=cst.Call(func=cst.Name(value="range"), args=[cst.Arg(
+                        value=cst.Call(func=cst.Name(value="len"), args=[cst.Arg(value=cst.Name(value=grads))]))]),
+                     body=cst.IndentedBlock(body=[cst.If(
+                         body=cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Expr(value=cst.Call(
+                             func=cst.Attribute(value=cst.Name(value=target), attr=cst.Name(value="append")),
+                             args=[cst.Arg(value=formula)]))]) as line]),
+                         orelse=cst.Else(body=cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Expr(
+                             value=cst.Call(func=cst.Attribute(value=cst.Name(value=other), attr=cst.Name(value="append")),
+                             args=[cst.Arg(value=cst.Name(value="None"))]))])])))]),
+                     orelse=None) if index == FOREACH_INDEX and other == target and grads == "grads":
+            return target, line, formula
+    return None
 
 
 def _refusal(statement: cst.If) -> tuple[int, str] | None:

@@ -26,7 +26,8 @@ from transpiler.cpp.expressions import (
     DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature,
     Untranslatable, cpp_name,
 )
-from transpiler.cpp.nodes import emit_formula, emit_nondifferentiable, node_name
+from transpiler.cpp.emit_once import emit_formula
+from transpiler.cpp.nodes import emit_nondifferentiable, node_name
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER, VMAP_HEADER
 from transpiler.cpp.signature import borrowed_param, is_view
 from transpiler.cpp.statements import translate_body

@@ -13,7 +13,6 @@ from transpiler.cpp.expressions import UNKNOWN_OPERATOR, Context, Untranslatable
 from transpiler.model import Library
 from transpiler.schema import parse_schema
 
-
 NEG = '''
 
 @derivative("neg(Tensor self) -> Tensor")

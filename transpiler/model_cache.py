@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 DIRECTORY = "model-cache"
 KEPT_ENTRIES = 1024         # a model and its summary: the imported corpus is 24 files, the shipped library 34: room for several versions
 GENERATOR_SOURCES = Path(__file__).resolve().parent
-FORMAT = 1                  # the layout of an entry; bump when what is stored changes shape
+FORMAT = 2                  # the layout of an entry; bump when what is stored changes shape
 MAX_ENTRY_BYTES = 256 * 2**20   # a larger entry is not read (a formula file's model: about 1 MB)
 
 _active: ModelCache | None = None

@@ -3,12 +3,12 @@
 A run after an edit of one file recomputes that file's results and takes every
 other module's from :mod:`transpiler.module_results`; what it still reads of an
 unchanged module is small: its operators (schemas), the facts that key its
-kept results (each formula's name, line, whether it has a jvp), its helpers
-(whole: lint follows calls into their bodies, the emitter declares them) and
-the lines per-formula mode attributes diagnostics by. A
-:class:`ModuleSummary` holds exactly that, pickled beside the full model by
-:mod:`transpiler.model_cache`; loading it is a small fraction of loading the
-module's syntax trees.
+kept results (each formula's name, line, whether it has a jvp), its helpers'
+signatures (the emitter declares them; their bodies are read only when lint follows
+a call into one, or a helper is emitted again) and the lines per-formula mode
+attributes diagnostics by. A :class:`ModuleSummary` holds exactly that, pickled
+beside the full model by :mod:`transpiler.model_cache`; loading it is a small
+fraction of loading the module's syntax trees.
 
 :meth:`ModuleSummary.deferred` turns it back into a
 :class:`~transpiler.model.FormulaModule` whose formulas are deferred: the
@@ -17,8 +17,12 @@ node, the dataflow, a closure's captures) loads the full model through
 ``load`` and takes that field from it. So every consumer reads the model it
 always read and a computation that needs the syntax gets the very nodes the
 full model holds (its positions included): a summary can make a run slower,
-never different. The positions of the nodes a summary holds (the helpers'
-and the schema strings) travel with it.
+never different. The positions of the nodes a summary holds (the schema
+strings, the helpers' parameter defaults) travel with it. A helper is deferred
+the same way, but its body (its ``def`` and the calls in it) is pickled on its
+own inside the summary, with the positions of its nodes, and loaded alone on
+first read: following a call into ``sum_to`` loads ``sum_to``, not the
+2,000-line module that defines it.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from transpiler.diagnostics import Diagnostic
-from transpiler.model import Closure, Formula, FormulaModule, Helper, Span
+from transpiler.model import Closure, Formula, FormulaModule, Helper, HelperParam, Span
 from transpiler.schema import FunctionSchema
 
 # The fields a summary keeps: plain data and the schema string (where the duplicate-operator and
@@ -41,6 +45,8 @@ FORMULA_FIELDS = ("path", "function", "span", "schema", "schema_node", "output_d
                   "dispatch")
 CLOSURE_FIELDS = ("role", "span", "params", "index", "rebound", "needs_input_grad", "rule")
 CLOSURES = ("backward", "jvp")   # a formula's closures: deferred themselves, so ``formula.jvp is None`` is cheap
+# A helper's signature, kept; its body (``node``, ``calls``) is the part pickled on its own.
+HELPER_FIELDS = ("path", "name", "span", "params", "returns", "rebound")
 
 
 @dataclass(frozen=True)
@@ -73,46 +79,75 @@ class FormulaSummary:
 
 
 @dataclass(frozen=True)
+class HelperSummary:
+    """A helper's signature, and its body pickled on its own (loaded on first read)."""
+
+    values: tuple[object, ...]   # the :data:`HELPER_FIELDS`, in order
+    first_line: int              # the def's first line, decorators included (per-formula mode's key)
+    body: bytes                  # pickled (node, calls, the start of every node under the def, in walk order)
+
+    @property
+    def params(self) -> tuple[HelperParam, ...]:
+        return self.values[HELPER_FIELDS.index("params")]
+
+
+@dataclass(frozen=True)
 class ModuleSummary:
     """What a run reads of a module whose results are kept (the module docstring says why)."""
 
     path: str
     source_digest: str
     formulas: tuple[FormulaSummary, ...]
-    helpers: tuple[Helper, ...]
+    helpers: tuple[HelperSummary, ...]
     nondifferentiable: tuple[FunctionSchema, ...]
     diagnostics: tuple[Diagnostic, ...]
     function_returns: Mapping[str, str | None]
-    # Where each node it holds starts (helpers, schema strings: :meth:`held` order; None: no position),
-    # as (line, column) pairs: cheaper to load than a mapping of nodes, built on the first lookup.
+    # Where each node it holds starts (schema strings, helpers' defaults: :meth:`held` order; None: no
+    # position), as (line, column) pairs: cheaper to load than a mapping of nodes, built on the first lookup.
     starts: tuple[tuple[int, int] | None, ...]
 
     def held(self) -> Iterator[cst.CSTNode]:
-        """The syntax nodes the summary holds: every node of its helpers, each formula's schema string."""
-        for helper in self.helpers:
-            yield from _subtree(helper.node)
+        """The syntax nodes the summary holds outside the helpers' bodies: each formula's schema
+        string, every node of the helpers' parameter defaults."""
         yield from (f.schema_node for f in self.formulas)
+        for helper in self.helpers:
+            for param in helper.params:
+                if param.default is not None:
+                    yield from _subtree(param.default)
 
     def deferred(self, load: Callable[[], FormulaModule]) -> FormulaModule:
         """The module, its formulas deferred: the first read of a field the summary lacks calls
-        ``load`` (memoise it: it is called once per such read) for the full model."""
+        ``load`` (memoise it: it is called once per such read) for the full model; a helper's body
+        is loaded from the summary on its first read."""
         formulas = tuple(_deferred_formula(summary, index, load) for index, summary in enumerate(self.formulas))
-        return FormulaModule(self.path, formulas, self.helpers, self.nondifferentiable, self.diagnostics,
-                             positions=DeferredPositions(self, load),
-                             function_returns=self.function_returns, source_digest=self.source_digest)
+        positions = DeferredPositions(self, load)
+        helpers = tuple(_deferred_helper(summary, positions) for summary in self.helpers)
+        return FormulaModule(self.path, formulas, helpers, self.nondifferentiable, self.diagnostics,
+                             positions=positions, function_returns=self.function_returns,
+                             source_digest=self.source_digest)
 
 
 def summarize(module: FormulaModule) -> ModuleSummary:
     """The summary of a full model (not of a deferred one: its nodes would be loaded)."""
+    import pickle
+
     def closure(found: Closure | None) -> ClosureSummary | None:
         return None if found is None else ClosureSummary(tuple(getattr(found, f) for f in CLOSURE_FIELDS))
 
+    def start(node: cst.CSTNode) -> tuple[int, int] | None:
+        span = module.positions.get(node)
+        return None if span is None else (span.line, span.col)
+
+    def helper(found: Helper) -> HelperSummary:
+        body = (found.node, found.calls, tuple(start(node) for node in _subtree(found.node)))
+        return HelperSummary(tuple(getattr(found, f) for f in HELPER_FIELDS), first_line(module, found.node),
+                             pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL))
+
     formulas = tuple(FormulaSummary(tuple(getattr(f, name) for name in FORMULA_FIELDS), closure(f.backward),
                                     closure(f.jvp), entry_lines(module, f)) for f in module.formulas)
-    summary = ModuleSummary(module.path, module.source_digest, formulas, module.helpers, module.nondifferentiable,
-                            module.diagnostics, dict(module.function_returns), ())
-    spans = [module.positions.get(node) for node in summary.held()]
-    return dataclasses.replace(summary, starts=tuple(None if s is None else (s.line, s.col) for s in spans))
+    summary = ModuleSummary(module.path, module.source_digest, formulas, tuple(map(helper, module.helpers)),
+                            module.nondifferentiable, module.diagnostics, dict(module.function_returns), ())
+    return dataclasses.replace(summary, starts=tuple(map(start, summary.held())))
 
 
 def entry_lines(module: FormulaModule, formula: Formula) -> EntryLines:
@@ -126,6 +161,12 @@ def entry_lines(module: FormulaModule, formula: Formula) -> EntryLines:
         after = formula.node.body.body[formula.jvp.index + 1]   # the final return follows it
         jvp = range(module.span(formula.jvp.node).line, module.span(after).line)
     return EntryLines(first_line(module, formula.node), jvp)
+
+
+def helper_first_line(module: FormulaModule, helper: Helper) -> int:
+    """The first line of ``helper``'s ``def``, decorators included; a deferred helper carries it."""
+    kept = helper.__dict__.get("first_line") if isinstance(helper, DeferredHelper) else None
+    return kept if kept is not None else first_line(module, helper.node)
 
 
 def first_line(module: FormulaModule, node: cst.FunctionDef) -> int:
@@ -158,7 +199,7 @@ class _Deferred:
 
     def __getattr__(self, name: str) -> object:   # called only for attributes not set
         full = self.__dict__.get("_full")
-        if full is None or name.startswith("__") or name in self._kept or name == "lines":
+        if full is None or name.startswith("__") or name in self._kept or name in ("lines", "first_line"):
             raise AttributeError(name)
         found = full()
         for field in dataclasses.fields(found):
@@ -189,6 +230,27 @@ class DeferredClosure(_Deferred, Closure):
     _plain = Closure
 
 
+class DeferredHelper(_Deferred, Helper):
+    """A :class:`~transpiler.model.Helper` read from a summary: its body is loaded on first read."""
+
+    _kept = HELPER_FIELDS
+    _plain = Helper
+
+
+def _deferred_helper(summary: HelperSummary, positions: DeferredPositions) -> Helper:
+    def body() -> Helper:
+        import pickle
+
+        node, calls, starts = pickle.loads(summary.body)
+        positions.add(node, starts)
+        return Helper(**dict(zip(HELPER_FIELDS, summary.values)), node=node, calls=calls)
+
+    helper = object.__new__(DeferredHelper)
+    helper.__dict__.update(zip(HELPER_FIELDS, summary.values), first_line=summary.first_line,
+                           _full=functools.cache(body))
+    return helper
+
+
 def _deferred_formula(summary: FormulaSummary, index: int, load: Callable[[], FormulaModule]) -> Formula:
     formula = object.__new__(DeferredFormula)
     formula.__dict__.update(zip(FORMULA_FIELDS, summary.values), lines=summary.lines,
@@ -205,12 +267,18 @@ def _deferred_closure(summary: ClosureSummary, index: int, role: str, load: Call
 
 
 class DeferredPositions(Mapping[cst.CSTNode, Span]):
-    """A deferred module's positions: of the nodes its summary holds from the summary, the rest from
-    the full model."""
+    """A deferred module's positions: of the nodes its summary holds from the summary, of a helper's
+    body from that body's own part (once loaded), the rest from the full model."""
 
     def __init__(self, summary: ModuleSummary, load: Callable[[], FormulaModule]) -> None:
         self._summary = summary
         self._load = load
+        self._bodies: dict[cst.CSTNode, Span] = {}    # the nodes of the helper bodies loaded so far
+
+    def add(self, body: cst.CSTNode, starts: tuple[tuple[int, int] | None, ...]) -> None:
+        """The positions of a helper's body, loaded from its part of the summary."""
+        self._bodies.update((node, Span(*start)) for node, start in zip(_subtree(body), starts, strict=True)
+                            if start is not None)
 
     @functools.cached_property
     def _held(self) -> dict[cst.CSTNode, Span]:
@@ -218,12 +286,13 @@ class DeferredPositions(Mapping[cst.CSTNode, Span]):
                 if start is not None}
 
     def __getitem__(self, node: cst.CSTNode) -> Span:
-        found = self._held.get(node)
+        found = self._held.get(node) or self._bodies.get(node)
         return found if found is not None else self._load().positions[node]
 
     def __iter__(self) -> Iterator[cst.CSTNode]:
         yield from self._held
+        yield from self._bodies
         yield from self._load().positions
 
     def __len__(self) -> int:
-        return len(self._held) + len(self._load().positions)
+        return len(self._held) + len(self._bodies) + len(self._load().positions)

@@ -141,8 +141,11 @@ def run(formulas: Path, namespace: str, lint: bool = True, keep_going: bool = Fa
     known = shipped.operators if shipped is not None else {}
     twice = _registered_twice(library, shipped) if shipped is not None and namespace == SHIPPED_NAMESPACE else []
     if keep_going:
-        linted = tuple(_lint(formulas, read, shipped, None)) if lint else ()
-        result = _run_each(formulas, library, shipped, known, namespace, [*library.diagnostics, *linted, *twice])
+        from transpiler.cpp.emit_once import shared
+
+        with shared():     # lint's check of the refusals and the emissions after it: each formula emitted once
+            linted = tuple(_lint(formulas, read, shipped, None)) if lint else ()
+            result = _run_each(formulas, library, shipped, known, namespace, [*library.diagnostics, *linted, *twice])
         return replace(result, lint_findings=linted)
     if not lint and library.diagnostics:
         return PipelineResult({}, tuple(sorted(library.diagnostics)))

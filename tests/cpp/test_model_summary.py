@@ -10,7 +10,7 @@ import pytest
 
 from transpiler import frontend
 from transpiler.model import Formula
-from transpiler.model_summary import entry_lines, summarize, with_changes
+from transpiler.model_summary import entry_lines, helper_first_line, summarize, with_changes
 
 SHIPPED = "formulas/convolution.py"     # helpers, a formula family, written jvps
 
@@ -56,7 +56,11 @@ def test_what_a_kept_result_needs_is_read_without_the_syntax(full, deferred):
         [(f.op_name, f.span, f.jvp is None, f.schema) for f in full.formulas]
     assert [module.span(f.schema_node) for f in module.formulas] == [full.span(f.schema_node) for f in full.formulas]
     assert [entry_lines(module, f) for f in module.formulas] == [entry_lines(full, f) for f in full.formulas]
+    assert [helper_first_line(module, h) for h in module.helpers] == [helper_first_line(full, h) for h in full.helpers]
+    assert not any("node" in h.__dict__ for h in module.helpers)     # a helper's body: loaded on first read
     assert [module.span(h.node) for h in module.helpers] == [full.span(h.node) for h in full.helpers]
+    assert [module.span(c.node) for h in module.helpers for c in h.calls] == \
+        [full.span(c.node) for h in full.helpers for c in h.calls]
     assert [helper_text(h) for h in module.helpers] == [helper_text(h) for h in full.helpers]
     changed = with_changes(module.formulas[0], jvp=None, jvp_left_out="DB200 why")
     assert changed.jvp is None and module.formulas[0].jvp is not None

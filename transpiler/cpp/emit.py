@@ -26,7 +26,8 @@ from transpiler.cpp.expressions import (
     DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature,
     Untranslatable, cpp_name,
 )
-from transpiler.cpp.nodes import emit_formula, emit_nondifferentiable, node_name
+from transpiler.cpp.emit_once import emit_formula
+from transpiler.cpp.nodes import emit_nondifferentiable, node_name
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER, VMAP_HEADER
 from transpiler.cpp.signature import borrowed_param, is_view
 from transpiler.cpp.statements import translate_body
@@ -383,11 +384,17 @@ def _context_key(context: Context, namespace: str) -> str | None:
 
 
 # A run computes the context key of two emissions (lint's check and the one that writes) over the
-# same schemas and helper defaults: their text is made once.
-@functools.lru_cache(maxsize=None)
+# same schemas and helper defaults: their text is made once. By the schema object: hashing a
+# schema (a dataclass of tuples of dataclasses) for a cache of its value cost more than its repr.
+_schema_texts: dict[int, tuple[FunctionSchema, str]] = {}
+
+
 def _schema_text(schema: FunctionSchema) -> str:
     """The schema's ``repr``: every field (its ``str`` leaves out whether an argument is an ``out=``)."""
-    return repr(schema)
+    found = _schema_texts.get(id(schema))
+    if found is None or found[0] is not schema:       # held with its text, so its id is not reused
+        found = _schema_texts[id(schema)] = (schema, repr(schema))
+    return found[1]
 
 
 @functools.lru_cache(maxsize=4096)

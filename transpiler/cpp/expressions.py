@@ -693,7 +693,11 @@ OVERLOAD_SEPARATOR = "__"
 
 
 def helper_overloads(name: str, helpers: Mapping[str, HelperSignature]) -> list[HelperSignature]:
-    """The helper ``name`` and its overloads ``name__variant``, in declaration order."""
+    """The helper ``name`` and its overloads ``name__variant``, in declaration order (a table with
+    an ``overloads`` method of its own answers: :mod:`transpiler.cpp.emit_once` records the answer)."""
+    own = getattr(helpers, "overloads", None)
+    if own is not None:
+        return own(name)
     prefix = name + OVERLOAD_SEPARATOR
     return [signature for helper, signature in helpers.items()
             if helper == name or (helper.startswith(prefix) and OVERLOAD_SEPARATOR not in helper[len(prefix):])]

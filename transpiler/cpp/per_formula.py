@@ -47,7 +47,7 @@ class Entries:
     included), to attribute diagnostics to them and leave refused ones out."""
 
     def __init__(self, library: Library) -> None:
-        from transpiler.model_summary import entry_lines, first_line
+        from transpiler.model_summary import entry_lines, helper_first_line
 
         self.library = library
         self.starts: dict[str, list[tuple[int, str]]] = {}
@@ -63,16 +63,16 @@ class Entries:
                 if lines.jvp is not None:
                     self.jvp_lines[module.path, lines.first] = lines.jvp
             for helper in module.helpers:
-                found.append((first_line(module, helper.node), helper.name))
+                found.append((helper_first_line(module, helper), helper.name))
                 self.helper_keys[helper.name] = (module.path, found[-1][0])
             self.starts[module.path] = sorted(found)
 
     def key(self, module: FormulaModule, item: Formula | Helper) -> tuple[str, int]:
         from transpiler.model import Helper
-        from transpiler.model_summary import entry_lines, first_line
+        from transpiler.model_summary import entry_lines, helper_first_line
 
         if isinstance(item, Helper):
-            return module.path, first_line(module, item.node)
+            return module.path, helper_first_line(module, item)
         return module.path, entry_lines(module, item).first
 
     def owner(self, diagnostic: Diagnostic) -> tuple[tuple[str, int], str]:

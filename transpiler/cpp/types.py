@@ -13,6 +13,7 @@ that is undefined for ``None`` (as in ``FunctionsManual.cpp``); lists are owned
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from dataclasses import dataclass
 
@@ -170,6 +171,7 @@ _ANNOTATION_BASES = {
 _GENERIC = re.compile(r"(?P<head>list|tuple)\[(?P<args>.*)\]\Z")
 
 
+@functools.lru_cache(maxsize=1024)     # every emission types every helper: the same few annotations
 def from_annotation(text: str) -> PyType:
     """The type of a helper annotation such as ``list[int]`` or ``Tensor | None``."""
     text = text.strip().strip("'\"")

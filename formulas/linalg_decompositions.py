@@ -1,14 +1,18 @@
 """Matrix decompositions and the functions built on them: the FunctionsManual helpers that
 derivatives.yaml's ``cholesky``, ``linalg_cholesky_ex``, ``cholesky_solve``, ``cholesky_inverse``,
 ``triangular_solve``, ``lu_unpack``, ``linalg_lu``, ``linalg_lu_factor_ex``, ``linalg_lu_solve``,
-``linalg_pinv``, ``linalg_qr``, ``_linalg_svd`` and ``_linalg_eigh`` call, derived here from the mathematics.
+``linalg_pinv``, ``linalg_qr``, ``_linalg_svd``, ``_linalg_eigh``, ``_linalg_det``, ``_linalg_slogdet``,
+``_linalg_solve_ex``, ``linalg_lstsq``, ``linalg_householder_product`` and ``ormqr`` call, derived here from the
+mathematics.
 
 Conventions: ``X^H`` is the conjugate transpose (``adjoint``); the gradient of a real loss ``l``
 for a matrix ``X`` is ``G`` with ``dl = <G, dX> = Re tr(G^H dX)``, torch's convention, so a
 linear map's adjoint gives the backward from the jvp. A Cholesky factor ``L`` is lower triangular
 with a real positive diagonal and ``A = L L^H``; ``upper`` names the factor ``U = L^H``, ``A = U^H U``.
-Every inverse is a triangular solve with the factor (``linalg_solve_triangular``), never an
-explicit inverse.
+A factorization's inverse is a triangular solve with the factor (``linalg_solve_triangular``). A
+general matrix's (determinants, solves, least squares) is :func:`matrix_inverse`, Gaussian elimination
+built from library operators: the forward's ``LU`` and ``pivots`` carry no gradient, so a backward that
+read them would not be differentiable again.
 """
 from __future__ import annotations
 
@@ -660,3 +664,307 @@ def linalg_eig_jvp(A_tangent: Tensor, L: Tensor, V: Tensor, is_hermitian: bool) 
                                   "needs a general solve, which the formula library does not declare")
     P = at.matmul(at.matmul(adjoint(V), A_tangent), V)
     return at.real(at.diagonal(P, 0, -2, -1)), at.matmul(V, at.mul(eigenvalue_gaps(L), P))
+
+
+# ----------------------------------------------------------------------------- inverse, determinants, solves
+@helper
+def matrix_inverse(A: Tensor) -> Tensor:
+    """``A^-1`` of a square ``A`` by Gaussian elimination with partial pivoting, carrying the row
+    operations on the identity: at step ``j`` the row of largest magnitude at or below ``j`` in column
+    ``j`` is swapped with row ``j`` (a product with a permutation, exact), then the rows below ``j`` lose
+    their multiple of it; ``U^-1`` (a triangular solve) applied to what the identity became gives
+    ``A^-1``. Built from products, one division per step and a triangular solve, so differentiable in
+    ``A`` to any order (the pivot choice is piecewise constant). A singular ``A`` (a zero pivot) gives
+    infinities and NaN where torch's operators raise or fall back to a rank-deficient formula."""
+    n = A.size(-1)
+    identity = diagonal_matrix(at.new_ones(A, [n]))
+    magnitudes = at.abs(at.new_ones(A, [n, n]))
+    at_or_below = at.tril(magnitudes)
+    strictly_below = at.tril(at.new_ones(A, [n, n]), -1)
+    reduced = A
+    moved = at.add(at.zeros_like(A), identity)
+    for j in range(n):
+        unit = at.narrow(identity, -1, j, 1)
+        candidates = at.mul(at.abs(at.narrow(reduced, -1, j, 1)), at.narrow(at_or_below, -1, j, 1))
+        largest, row = at.max(candidates, -2, True)
+        rows = at.sub(at.cumsum(at.new_ones(row, [n, 1]), 0), 1)
+        chosen = at.where(at.eq(rows, row), at.ones_like(unit), at.zeros_like(unit))
+        swap = at.sub(unit, chosen)
+        swapping = at.sub(identity, at.matmul(swap, matrix_transpose(swap)))
+        reduced = at.matmul(swapping, reduced)
+        moved = at.matmul(swapping, moved)
+        pivot_row = at.narrow(reduced, -2, j, 1)
+        multipliers = at.mul(at.div(at.narrow(reduced, -1, j, 1), at.narrow(pivot_row, -1, j, 1)),
+                             at.narrow(strictly_below, -1, j, 1))
+        reduced = at.sub(reduced, at.matmul(multipliers, pivot_row))
+        moved = at.sub(moved, at.matmul(multipliers, at.narrow(moved, -2, j, 1)))
+    return at.linalg_solve_triangular(at.triu(reduced), moved, upper=True)
+
+
+@helper
+def matrix_scaled(x: Tensor, scale: Tensor) -> Tensor:
+    """Each matrix of ``x`` (``(..., m, n)``) times its number in ``scale`` (``(...)``)."""
+    return at.mul(x, at.unsqueeze(at.unsqueeze(scale, -1), -1))
+
+
+@helper
+def inverse_trace(A: Tensor, A_tangent: Tensor) -> Tensor:
+    """``tr(A^-1 dA)``, the tangent of ``log det A``: the sum of ``A^-T o dA``."""
+    return at.sum(at.mul(matrix_transpose(matrix_inverse(A)), A_tangent), [-2, -1], False)
+
+
+@helper
+def linalg_det_backward(grad: Tensor, det: Tensor, A: Tensor, LU: Tensor, pivots: Tensor) -> Tensor:
+    """Gradient of ``d = det(A)``: ``dd = d tr(A^-1 dA)`` (Jacobi's formula), so
+    ``Re(conj(g) dd) = Re tr((g conj(d) A^-H)^H dA)`` and ``gA = g conj(d) A^-H``. ``A^-1`` is
+    :func:`matrix_inverse`'s (differentiable in ``A``); the forward's ``LU`` and ``pivots`` go unused. A
+    singular ``A`` (whose gradient is the adjugate) gives infinities and NaN."""
+    return matrix_scaled(adjoint(matrix_inverse(A)), at.mul(grad, at.conj(det)))
+
+
+@helper
+def linalg_det_jvp(A_tangent: Tensor, det: Tensor, LU: Tensor, pivots: Tensor, use_A_T: bool) -> Tensor:
+    """Tangent of ``d = det(A)``: ``dd = d tr(A^-1 dA)`` (Jacobi). ``A = P L U`` from the forward's
+    ``LU`` and ``pivots`` (of ``A^T`` for ``use_A_T``, which has the same determinant and the
+    transposed tangent)."""
+    A = at.matmul(pivots_permutation(pivots, LU), at.matmul(unit_lower_factor(LU), upper_factor(LU)))
+    if use_A_T:
+        return at.mul(det, inverse_trace(A, matrix_transpose(A_tangent)))
+    return at.mul(det, inverse_trace(A, A_tangent))
+
+
+@helper
+def slogdet_backward(grad_sign: Tensor | None, grad_logabsdet: Tensor | None, A: Tensor, sign: Tensor,
+                     LU: Tensor, pivots: Tensor) -> Tensor:
+    """Gradient of ``(s, l) = slogdet(A)``, ``det A = s e^l``. With ``t = tr(A^-1 dA)`` (the tangent of
+    ``log det A``): ``dl = Re t`` and ``ds = s i Im t`` (``|s| = 1``; for a real ``A`` the sign is
+    constant). ``Re(conj(gs) ds) + gl dl = Re(conj(w) t)`` with ``w = gl + i Im(conj(s) gs)``, so
+    ``gA = w A^-H``; ``i Im z`` is spelled ``(z - conj(z)) / 2``. ``LU`` and ``pivots`` go unused."""
+    weight = at.zeros_like(sign)
+    if grad_logabsdet is not None:
+        weight = at.add(weight, grad_logabsdet)
+    if grad_sign is not None:
+        rotated = at.mul(at.conj(sign), grad_sign)
+        weight = at.add(weight, at.mul(at.sub(rotated, at.conj(rotated)), 0.5))
+    return matrix_scaled(adjoint(matrix_inverse(A)), weight)
+
+
+@helper
+def slogdet_jvp(LU: Tensor, pivots: Tensor, A_tangent: Tensor, sign: Tensor, use_A_T: bool) -> tuple[Tensor, Tensor]:
+    """Tangents ``(ds, dl)`` of ``(s, l) = slogdet(A)`` (see :func:`slogdet_backward`): ``dl = Re t``,
+    ``ds = s (t - conj(t)) / 2`` with ``t = tr(A^-1 dA)``, ``A`` from ``LU`` and ``pivots`` (``A^T``'s
+    for ``use_A_T``)."""
+    A = at.matmul(pivots_permutation(pivots, LU), at.matmul(unit_lower_factor(LU), upper_factor(LU)))
+    trace = inverse_trace(A, matrix_transpose(A_tangent) if use_A_T else A_tangent)
+    return at.mul(sign, at.mul(at.sub(trace, at.conj(trace)), 0.5)), at.real(trace)
+
+
+@helper
+def linalg_solve_backward(grad: Tensor, result: Tensor, A: Tensor, LU: Tensor, pivots: Tensor, left: bool,
+                          B_requires_grad: bool) -> tuple[Tensor, Tensor | None]:
+    """Gradients ``(gA, gB)`` of ``X = solve(A, B)``: ``A X = B`` (``left``) gives ``dX = A^-1 (dB - dA X)``,
+    so ``gB = A^-H G`` and ``gA = -gB X^H``; ``X A = B`` gives ``gB = G A^-H`` and ``gA = -X^H gB``. A
+    vector ``B`` (``X`` one dim less than ``A``) is a one-column matrix; broadcast batch dims are summed
+    back. ``A^-1`` is :func:`matrix_inverse`'s (differentiable in ``A``); ``LU`` and ``pivots`` go unused."""
+    vector = result.dim() == A.dim() - 1
+    G = at.unsqueeze(grad, -1) if vector else grad
+    X = at.unsqueeze(result, -1) if vector else result
+    inverse_h = adjoint(matrix_inverse(A))
+    grad_B = at.matmul(inverse_h, G) if left else at.matmul(G, inverse_h)
+    grad_A = at.neg(at.matmul(grad_B, adjoint(X)) if left else at.matmul(adjoint(X), grad_B))
+    grad_B_out = None
+    if B_requires_grad:
+        grad_B_out = at.squeeze(grad_B, -1) if vector else grad_B
+    return sum_to(grad_A, A.sizes()), grad_B_out
+
+
+@helper
+def linalg_solve_jvp(A_tangent: Tensor, B_tangent: Tensor, result: Tensor, LU: Tensor, pivots: Tensor,
+                     left: bool) -> Tensor:
+    """Tangent of ``X = solve(A, B)``: ``dX = A^-1 (dB - dA X)`` (``left``) or ``(dB - X dA) A^-1``, ``A``
+    from ``LU`` and ``pivots`` (``A = P L U``); a vector ``B`` is a one-column matrix."""
+    A = at.matmul(pivots_permutation(pivots, LU), at.matmul(unit_lower_factor(LU), upper_factor(LU)))
+    vector = result.dim() == A.dim() - 1
+    X = at.unsqueeze(result, -1) if vector else result
+    dB = at.unsqueeze(B_tangent, -1) if vector else B_tangent
+    inverse = matrix_inverse(A)
+    if left:
+        tangent = at.matmul(inverse, at.sub(dB, at.matmul(A_tangent, X)))
+    else:
+        tangent = at.matmul(at.sub(dB, at.matmul(X, A_tangent)), inverse)
+    return at.squeeze(tangent, -1) if vector else tangent
+
+
+# ----------------------------------------------------------------------------- least squares
+@helper
+def full_rank_pinv(A: Tensor) -> Tensor:
+    """``A^+`` of a full-rank ``m x n`` ``A``: ``(A^H A)^-1 A^H`` (``m >= n``) or ``A^H (A A^H)^-1``, with
+    :func:`matrix_inverse` (differentiable in ``A``)."""
+    if A.size(-2) >= A.size(-1):
+        return at.matmul(matrix_inverse(at.matmul(adjoint(A), A)), adjoint(A))
+    return at.matmul(adjoint(A), matrix_inverse(at.matmul(A, adjoint(A))))
+
+
+@helper
+def linalg_lstsq_backward(grad_solution: Tensor | None, grad_residuals: Tensor | None, A: Tensor, B: Tensor,
+                          solution: Tensor, output_mask: list[bool]) -> tuple[Tensor | None, Tensor | None]:
+    """Gradients ``(gA, gB)`` of ``(X, r) = lstsq(A, B)`` for a full-rank ``A`` (``X = A^+ B``, the
+    least-squares solution, of least norm for a wide ``A``): ``gB = A^+H gX`` and ``gA`` is
+    :func:`pinv_backward` of ``gX B^H``. The residuals ``r_j = |A x_j - b_j|^2`` (tall ``A`` and a driver
+    other than gelsy; empty otherwise): ``A^H (A X - B) = 0`` at the minimum, so ``dr_j`` is
+    ``2 Re <E_j, dA x_j - db_j>`` with ``E = A X - B``: ``gA = 2 (E diag(gr)) X^H`` and ``gB = -2 E diag(gr)``.
+    Broadcast batch dims are summed back."""
+    residual = at.sub(at.matmul(A, solution), B)
+    grad_B = at.zeros_like(residual)
+    grad_A = at.zeros_like(at.matmul(residual, adjoint(solution)))
+    if grad_solution is not None:
+        pinvA = full_rank_pinv(A)
+        grad_B = at.add(grad_B, at.matmul(adjoint(pinvA), grad_solution))
+        grad_A = at.add(grad_A, pinv_backward(at.matmul(grad_solution, adjoint(B)), pinvA, A))
+    if grad_residuals is not None and grad_residuals.numel() > 0:
+        weighted = at.mul(residual, at.mul(at.unsqueeze(grad_residuals, -2), 2.0))
+        grad_B = at.sub(grad_B, weighted)
+        grad_A = at.add(grad_A, at.matmul(weighted, adjoint(solution)))
+    return (sum_to(grad_A, A.sizes()) if output_mask[0] else None,
+            sum_to(grad_B, B.sizes()) if output_mask[1] else None)
+
+
+@helper
+def linalg_lstsq_solution_jvp(A: Tensor, B: Tensor, A_tangent: Tensor, B_tangent: Tensor) -> Tensor:
+    """Tangent of the least-squares solution ``X = A^+ B`` (full-rank ``A``): ``dX = d(A^+) B + A^+ dB``
+    with ``d(A^+)`` from :func:`pinv_jvp`."""
+    pinvA = full_rank_pinv(A)
+    return at.add(at.matmul(pinv_jvp(A, pinvA, A_tangent), B), at.matmul(pinvA, B_tangent))
+
+
+@helper
+def linalg_lstsq_residuals_jvp(A: Tensor, B: Tensor, A_tangent: Tensor, B_tangent: Tensor, solution: Tensor,
+                               residuals: Tensor) -> Tensor:
+    """Tangent of the residuals ``r_j = |A x_j - b_j|^2`` (see :func:`linalg_lstsq_backward`):
+    ``dr_j = 2 Re <E_j, dA x_j - db_j>``, ``E = A X - B``; an empty ``r`` (gelsy, or not tall) stays empty."""
+    if residuals.numel() == 0:
+        return at.zeros_like(residuals)
+    residual = at.sub(at.matmul(A, solution), B)
+    moved = at.sub(at.matmul(A_tangent, solution), B_tangent)
+    return at.mul(at.real(at.sum(at.mul(at.conj(residual), moved), [-2], False)), 2.0)
+
+
+# ----------------------------------------------------------------------------- Householder products
+@helper
+def householder_vectors(input: Tensor, k: int) -> Tensor:
+    """The ``m x k`` matrix whose column ``i`` is reflector ``i``'s vector ``v_i``: 1 in row ``i``, the
+    entries of ``input``'s column ``i`` below it, 0 above (LAPACK's packing)."""
+    strict = at.tril(at.narrow(input, -1, 0, k), -1)
+    return at.diagonal_scatter(strict, at.add(at.diagonal(strict, 0, -2, -1), 1.0), 0, -2, -1)
+
+
+@helper
+def householder_reflector(V: Tensor, tau: Tensor, i: int) -> Tensor:
+    """``H_i = I - tau_i v_i v_i^H`` (``m x m``) for column ``i`` of ``V``."""
+    v = at.narrow(V, -1, i, 1)
+    scale = at.unsqueeze(at.narrow(tau, -1, i, 1), -1)
+    identity = diagonal_matrix(at.new_ones(V, [V.size(-2)]))
+    return at.sub(identity, at.mul(at.matmul(v, adjoint(v)), scale))
+
+
+@helper
+def householder_columns(V: Tensor, tau: Tensor, columns: int) -> list[Tensor]:
+    """The right products ``R_i = H_i H_{i+1} ... H_{k-1} E`` for ``i = 0, ..., k`` (``R_k = E``, the first
+    ``columns`` columns of the identity), ``R_0 = Q E``."""
+    k = tau.size(-1)
+    current = at.narrow(diagonal_matrix(at.new_ones(V, [V.size(-2)])), -1, 0, columns)
+    products = [current]
+    for step in range(k):
+        current = at.matmul(householder_reflector(V, tau, k - 1 - step), current)
+        products.append(current)
+    ordered = []
+    for i in range(k + 1):
+        ordered.append(products[k - i])
+    return ordered
+
+
+@helper
+def householder_gradients(grad: Tensor, input: Tensor, tau: Tensor) -> tuple[Tensor, Tensor]:
+    """Gradients ``(g_input, g_tau)`` of ``Y = H_0 H_1 ... H_{k-1} E`` (``E``: the identity's first
+    ``grad.size(-1)`` columns; ``H_i = I - tau_i v_i v_i^H``) given ``G``, the gradient of ``Y``.
+    ``dY = sum_i L_i dH_i R_{i+1}`` with ``L_i = H_0 ... H_{i-1}`` (:func:`householder_columns` for ``R``),
+    so ``dH_i`` receives ``M_i = L_i^H G R_{i+1}^H``; from ``dH_i = -(dtau_i v v^H + tau_i dv v^H +
+    tau_i v dv^H)``: ``g_tau_i = -v^H M_i v`` and ``g_v = -(conj(tau_i) M_i v + tau_i M_i^H v)``, of which
+    ``input`` receives the entries below the diagonal (the rest of ``v_i`` is fixed)."""
+    k = tau.size(-1)
+    V = householder_vectors(input, k)
+    right = householder_columns(V, tau, grad.size(-1))
+    left = diagonal_matrix(at.new_ones(V, [V.size(-2)]))
+    vector_grads = []
+    tau_grads = []
+    for i in range(k):
+        v = at.narrow(V, -1, i, 1)
+        scale = at.unsqueeze(at.narrow(tau, -1, i, 1), -1)
+        moved = at.matmul(at.matmul(adjoint(left), grad), adjoint(right[i + 1]))
+        moved_v = at.matmul(moved, v)
+        tau_grads.append(at.neg(at.squeeze(at.matmul(adjoint(v), moved_v), -1)))
+        vector_grads.append(at.neg(at.add(at.mul(moved_v, at.conj(scale)),
+                                          at.mul(at.matmul(adjoint(moved), v), scale))))
+        left = at.matmul(left, householder_reflector(V, tau, i))
+    grad_V = at.tril(at.cat(vector_grads, -1), -1)
+    return at.constant_pad_nd(grad_V, [0, input.size(-1) - k]), at.cat(tau_grads, -1)
+
+
+@helper
+def householder_product_backward(grad: Tensor, result: Tensor, input: Tensor, tau: Tensor) -> tuple[Tensor, Tensor]:
+    """Gradients ``(g_input, g_tau)`` of ``Q = householder_product(input, tau)``, the first ``n`` columns
+    of ``H_0 ... H_{k-1}`` (:func:`householder_gradients`); recomputed from ``input`` and ``tau``
+    (``result`` goes unused), so differentiable again."""
+    return householder_gradients(grad, input, tau)
+
+
+@helper
+def householder_product_jvp(input_tangent: Tensor, tau_tangent: Tensor, result: Tensor, input: Tensor,
+                            tau: Tensor) -> Tensor:
+    """Tangent of ``Q = H_0 ... H_{k-1} E``: ``dQ = sum_i L_i dH_i R_{i+1}`` with
+    ``dH_i = -(dtau_i v v^H + tau_i (dv v^H + v dv^H))`` (see :func:`householder_gradients`)."""
+    k = tau.size(-1)
+    V = householder_vectors(input, k)
+    V_tangent = at.tril(at.narrow(input_tangent, -1, 0, k), -1)
+    right = householder_columns(V, tau, input.size(-1))
+    left = diagonal_matrix(at.new_ones(V, [V.size(-2)]))
+    tangent = at.zeros_like(right[0])
+    for i in range(k):
+        v = at.narrow(V, -1, i, 1)
+        dv = at.narrow(V_tangent, -1, i, 1)
+        scale = at.unsqueeze(at.narrow(tau, -1, i, 1), -1)
+        scale_tangent = at.unsqueeze(at.narrow(tau_tangent, -1, i, 1), -1)
+        outer = at.matmul(v, adjoint(v))
+        moved = at.add(at.mul(outer, scale_tangent),
+                       at.mul(at.add(at.matmul(dv, adjoint(v)), at.matmul(v, adjoint(dv))), scale))
+        tangent = at.sub(tangent, at.matmul(at.matmul(left, moved), right[i + 1]))
+        left = at.matmul(left, householder_reflector(V, tau, i))
+    return tangent
+
+
+@helper
+def ormqr_backward(grad: Tensor, result: Tensor, self: Tensor, input2: Tensor, input3: Tensor, left: bool,
+                   transpose: bool, output_mask: list[bool]) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """Gradients of ``Y = op(Q) C`` (``left``) or ``C op(Q)`` for ``ormqr(A = self, tau = input2, C = input3)``:
+    ``Q = H_0 ... H_{k-1}`` is square (``A``'s rows), ``op(Q) = Q^H`` for ``transpose``. ``gC = op(Q)^H G``
+    (``G op(Q)^H`` on the right); ``Q`` receives ``G C^H`` (``Q C``), ``C G^H`` (``Q^H C``), ``C^H G``
+    (``C Q``) or ``G^H C`` (``C Q^H``), carried to ``A`` and ``tau`` by :func:`householder_gradients`."""
+    grad_A = None
+    grad_tau = None
+    grad_C = None
+    if output_mask[2]:
+        V = householder_vectors(self, input2.size(-1))
+        Q = householder_columns(V, input2, self.size(-2))[0]
+        op_h = Q if transpose else adjoint(Q)
+        grad_C = at.matmul(op_h, grad) if left else at.matmul(grad, op_h)
+    if output_mask[0] or output_mask[1]:
+        if left:
+            grad_Q = at.matmul(input3, adjoint(grad)) if transpose else at.matmul(grad, adjoint(input3))
+        else:
+            grad_Q = at.matmul(adjoint(grad), input3) if transpose else at.matmul(adjoint(input3), grad)
+        grad_A, grad_tau = householder_gradients(grad_Q, self, input2)
+        if not output_mask[0]:
+            grad_A = None
+        if not output_mask[1]:
+            grad_tau = None
+    return grad_A, grad_tau, grad_C

@@ -43,6 +43,7 @@
 #include <ATen/ops/lt.h>
 #include <ATen/ops/masked_fill.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/max.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/movedim.h>
@@ -2062,6 +2063,262 @@ std::tuple<at::Tensor, at::Tensor> linalg_eig_jvp(const at::Tensor& A_tangent, c
   }
   auto P = at::matmul(at::matmul(helpers::adjoint(V), A_tangent), V);
   return {at::real(at::diagonal(P, 0, -2, -1)), at::matmul(V, at::mul(helpers::eigenvalue_gaps(L), P))};
+}
+
+at::Tensor matrix_inverse(const at::Tensor& A) {
+  at::Tensor unit{};
+  at::Tensor candidates{};
+  at::Tensor largest{};
+  at::Tensor row{};
+  at::Tensor rows{};
+  at::Tensor chosen{};
+  at::Tensor swap{};
+  at::Tensor swapping{};
+  at::Tensor pivot_row{};
+  at::Tensor multipliers{};
+  int64_t n = A.size(-1);
+  auto identity = helpers::diagonal_matrix(A.new_ones(std::vector<int64_t>{n}));
+  auto magnitudes = at::abs(A.new_ones(std::vector<int64_t>{n, n}));
+  auto at_or_below = at::tril(magnitudes);
+  auto strictly_below = at::tril(A.new_ones(std::vector<int64_t>{n, n}), -1);
+  auto reduced = A;
+  auto moved = at::add(at::zeros_like(A), identity);
+  for (int64_t j = 0; j < n; ++j) {
+    unit = at::narrow(identity, -1, j, 1);
+    candidates = at::mul(at::abs(at::narrow(reduced, -1, j, 1)), at::narrow(at_or_below, -1, j, 1));
+    std::tie(largest, row) = at::max(candidates, -2, true);
+    rows = at::sub(at::cumsum(row.new_ones(std::vector<int64_t>{n, 1}), 0), 1);
+    chosen = at::where(at::eq(rows, row), at::ones_like(unit), at::zeros_like(unit));
+    swap = at::sub(unit, chosen);
+    swapping = at::sub(identity, at::matmul(swap, helpers::matrix_transpose(swap)));
+    reduced = at::matmul(swapping, reduced);
+    moved = at::matmul(swapping, moved);
+    pivot_row = at::narrow(reduced, -2, j, 1);
+    multipliers = at::mul(at::div(at::narrow(reduced, -1, j, 1), at::narrow(pivot_row, -1, j, 1)), at::narrow(strictly_below, -1, j, 1));
+    reduced = at::sub(reduced, at::matmul(multipliers, pivot_row));
+    moved = at::sub(moved, at::matmul(multipliers, at::narrow(moved, -2, j, 1)));
+  }
+  return at::linalg_solve_triangular(at::triu(reduced), moved, true);
+}
+
+at::Tensor matrix_scaled(const at::Tensor& x, const at::Tensor& scale) {
+  return at::mul(x, at::unsqueeze(at::unsqueeze(scale, -1), -1));
+}
+
+at::Tensor inverse_trace(const at::Tensor& A, const at::Tensor& A_tangent) {
+  return at::sum(at::mul(helpers::matrix_transpose(helpers::matrix_inverse(A)), A_tangent), std::vector<int64_t>{-2, -1}, false);
+}
+
+at::Tensor linalg_det_backward(const at::Tensor& grad, const at::Tensor& det, const at::Tensor& A, const at::Tensor& LU, const at::Tensor& pivots) {
+  return helpers::matrix_scaled(helpers::adjoint(helpers::matrix_inverse(A)), at::mul(grad, at::conj(det)));
+}
+
+at::Tensor linalg_det_jvp(const at::Tensor& A_tangent, const at::Tensor& det, const at::Tensor& LU, const at::Tensor& pivots, bool use_A_T) {
+  auto A = at::matmul(helpers::pivots_permutation(pivots, LU), at::matmul(helpers::unit_lower_factor(LU), helpers::upper_factor(LU)));
+  if (use_A_T) {
+    return at::mul(det, helpers::inverse_trace(A, helpers::matrix_transpose(A_tangent)));
+  }
+  return at::mul(det, helpers::inverse_trace(A, A_tangent));
+}
+
+at::Tensor slogdet_backward(const at::Tensor& grad_sign, const at::Tensor& grad_logabsdet, const at::Tensor& A, const at::Tensor& sign, const at::Tensor& LU, const at::Tensor& pivots) {
+  at::Tensor rotated{};
+  auto weight = at::zeros_like(sign);
+  if (grad_logabsdet.defined()) {
+    weight = at::add(weight, grad_logabsdet);
+  }
+  if (grad_sign.defined()) {
+    rotated = at::mul(at::conj(sign), grad_sign);
+    weight = at::add(weight, at::mul(at::sub(rotated, at::conj(rotated)), 0.5));
+  }
+  return helpers::matrix_scaled(helpers::adjoint(helpers::matrix_inverse(A)), weight);
+}
+
+std::tuple<at::Tensor, at::Tensor> slogdet_jvp(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& A_tangent, const at::Tensor& sign, bool use_A_T) {
+  auto A = at::matmul(helpers::pivots_permutation(pivots, LU), at::matmul(helpers::unit_lower_factor(LU), helpers::upper_factor(LU)));
+  auto trace = helpers::inverse_trace(A, use_A_T ? helpers::matrix_transpose(A_tangent) : A_tangent);
+  return {at::mul(sign, at::mul(at::sub(trace, at::conj(trace)), 0.5)), at::real(trace)};
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_solve_backward(const at::Tensor& grad, const at::Tensor& result, const at::Tensor& A, const at::Tensor& LU, const at::Tensor& pivots, bool left, bool B_requires_grad) {
+  bool vector = result.dim() == (A.dim() - 1);
+  auto G = vector ? at::unsqueeze(grad, -1) : grad;
+  auto X = vector ? at::unsqueeze(result, -1) : result;
+  auto inverse_h = helpers::adjoint(helpers::matrix_inverse(A));
+  auto grad_B = left ? at::matmul(inverse_h, G) : at::matmul(G, inverse_h);
+  auto grad_A = at::neg(left ? at::matmul(grad_B, helpers::adjoint(X)) : at::matmul(helpers::adjoint(X), grad_B));
+  auto grad_B_out = at::Tensor();
+  if (B_requires_grad) {
+    grad_B_out = vector ? at::squeeze(grad_B, -1) : grad_B;
+  }
+  return {helpers::sum_to(grad_A, A.sizes().vec()), grad_B_out};
+}
+
+at::Tensor linalg_solve_jvp(const at::Tensor& A_tangent, const at::Tensor& B_tangent, const at::Tensor& result, const at::Tensor& LU, const at::Tensor& pivots, bool left) {
+  at::Tensor tangent{};
+  auto A = at::matmul(helpers::pivots_permutation(pivots, LU), at::matmul(helpers::unit_lower_factor(LU), helpers::upper_factor(LU)));
+  bool vector = result.dim() == (A.dim() - 1);
+  auto X = vector ? at::unsqueeze(result, -1) : result;
+  auto dB = vector ? at::unsqueeze(B_tangent, -1) : B_tangent;
+  auto inverse = helpers::matrix_inverse(A);
+  if (left) {
+    tangent = at::matmul(inverse, at::sub(dB, at::matmul(A_tangent, X)));
+  } else {
+    tangent = at::matmul(at::sub(dB, at::matmul(X, A_tangent)), inverse);
+  }
+  return vector ? at::squeeze(tangent, -1) : tangent;
+}
+
+at::Tensor full_rank_pinv(const at::Tensor& A) {
+  if (A.size(-2) >= A.size(-1)) {
+    return at::matmul(helpers::matrix_inverse(at::matmul(helpers::adjoint(A), A)), helpers::adjoint(A));
+  }
+  return at::matmul(helpers::adjoint(A), helpers::matrix_inverse(at::matmul(A, helpers::adjoint(A))));
+}
+
+std::tuple<at::Tensor, at::Tensor> linalg_lstsq_backward(const at::Tensor& grad_solution, const at::Tensor& grad_residuals, const at::Tensor& A, const at::Tensor& B, const at::Tensor& solution, const std::vector<bool>& output_mask) {
+  at::Tensor pinvA{};
+  at::Tensor weighted{};
+  auto residual = at::sub(at::matmul(A, solution), B);
+  auto grad_B = at::zeros_like(residual);
+  auto grad_A = at::zeros_like(at::matmul(residual, helpers::adjoint(solution)));
+  if (grad_solution.defined()) {
+    pinvA = helpers::full_rank_pinv(A);
+    grad_B = at::add(grad_B, at::matmul(helpers::adjoint(pinvA), grad_solution));
+    grad_A = at::add(grad_A, helpers::pinv_backward(at::matmul(grad_solution, helpers::adjoint(B)), pinvA, A));
+  }
+  if ((grad_residuals.defined()) && (grad_residuals.numel() > 0)) {
+    weighted = at::mul(residual, at::mul(at::unsqueeze(grad_residuals, -2), 2.0));
+    grad_B = at::sub(grad_B, weighted);
+    grad_A = at::add(grad_A, at::matmul(weighted, helpers::adjoint(solution)));
+  }
+  return {output_mask[0] ? helpers::sum_to(grad_A, A.sizes().vec()) : at::Tensor(), output_mask[1] ? helpers::sum_to(grad_B, B.sizes().vec()) : at::Tensor()};
+}
+
+at::Tensor linalg_lstsq_solution_jvp(const at::Tensor& A, const at::Tensor& B, const at::Tensor& A_tangent, const at::Tensor& B_tangent) {
+  auto pinvA = helpers::full_rank_pinv(A);
+  return at::add(at::matmul(helpers::pinv_jvp(A, pinvA, A_tangent), B), at::matmul(pinvA, B_tangent));
+}
+
+at::Tensor linalg_lstsq_residuals_jvp(const at::Tensor& A, const at::Tensor& B, const at::Tensor& A_tangent, const at::Tensor& B_tangent, const at::Tensor& solution, const at::Tensor& residuals) {
+  if (residuals.numel() == 0) {
+    return at::zeros_like(residuals);
+  }
+  auto residual = at::sub(at::matmul(A, solution), B);
+  auto moved = at::sub(at::matmul(A_tangent, solution), B_tangent);
+  return at::mul(at::real(at::sum(at::mul(at::conj(residual), moved), std::vector<int64_t>{-2}, false)), 2.0);
+}
+
+at::Tensor householder_vectors(const at::Tensor& input, int64_t k) {
+  auto strict = at::tril(at::narrow(input, -1, 0, k), -1);
+  return at::diagonal_scatter(strict, at::add(at::diagonal(strict, 0, -2, -1), 1.0), 0, -2, -1);
+}
+
+at::Tensor householder_reflector(const at::Tensor& V, const at::Tensor& tau, int64_t i) {
+  auto v = at::narrow(V, -1, i, 1);
+  auto scale = at::unsqueeze(at::narrow(tau, -1, i, 1), -1);
+  auto identity = helpers::diagonal_matrix(V.new_ones(std::vector<int64_t>{V.size(-2)}));
+  return at::sub(identity, at::mul(at::matmul(v, helpers::adjoint(v)), scale));
+}
+
+std::vector<at::Tensor> householder_columns(const at::Tensor& V, const at::Tensor& tau, int64_t columns) {
+  int64_t k = tau.size(-1);
+  auto current = at::narrow(helpers::diagonal_matrix(V.new_ones(std::vector<int64_t>{V.size(-2)})), -1, 0, columns);
+  std::vector<at::Tensor> products = std::vector<at::Tensor>{current};
+  for (int64_t step = 0; step < k; ++step) {
+    current = at::matmul(helpers::householder_reflector(V, tau, (k - 1) - step), current);
+    products.push_back(current);
+  }
+  std::vector<at::Tensor> ordered = std::vector<at::Tensor>{};
+  for (int64_t i = 0; i < k + 1; ++i) {
+    ordered.push_back(products[formulas::runtime::wrap_index(k - i, products.size())]);
+  }
+  return ordered;
+}
+
+std::tuple<at::Tensor, at::Tensor> householder_gradients(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& tau) {
+  at::Tensor v{};
+  at::Tensor scale{};
+  at::Tensor moved{};
+  at::Tensor moved_v{};
+  int64_t k = tau.size(-1);
+  auto V = helpers::householder_vectors(input, k);
+  std::vector<at::Tensor> right = helpers::householder_columns(V, tau, grad.size(-1));
+  auto left = helpers::diagonal_matrix(V.new_ones(std::vector<int64_t>{V.size(-2)}));
+  std::vector<at::Tensor> vector_grads = std::vector<at::Tensor>{};
+  std::vector<at::Tensor> tau_grads = std::vector<at::Tensor>{};
+  for (int64_t i = 0; i < k; ++i) {
+    v = at::narrow(V, -1, i, 1);
+    scale = at::unsqueeze(at::narrow(tau, -1, i, 1), -1);
+    moved = at::matmul(at::matmul(helpers::adjoint(left), grad), helpers::adjoint(right[formulas::runtime::wrap_index(i + 1, right.size())]));
+    moved_v = at::matmul(moved, v);
+    tau_grads.push_back(at::neg(at::squeeze(at::matmul(helpers::adjoint(v), moved_v), -1)));
+    vector_grads.push_back(at::neg(at::add(at::mul(moved_v, at::conj(scale)), at::mul(at::matmul(helpers::adjoint(moved), v), scale))));
+    left = at::matmul(left, helpers::householder_reflector(V, tau, i));
+  }
+  auto grad_V = at::tril(at::cat(vector_grads, -1), -1);
+  return {at::constant_pad_nd(grad_V, std::vector<int64_t>{0, input.size(-1) - k}), at::cat(tau_grads, -1)};
+}
+
+std::tuple<at::Tensor, at::Tensor> householder_product_backward(const at::Tensor& grad, const at::Tensor& result, const at::Tensor& input, const at::Tensor& tau) {
+  return helpers::householder_gradients(grad, input, tau);
+}
+
+at::Tensor householder_product_jvp(const at::Tensor& input_tangent, const at::Tensor& tau_tangent, const at::Tensor& result, const at::Tensor& input, const at::Tensor& tau) {
+  at::Tensor v{};
+  at::Tensor dv{};
+  at::Tensor scale{};
+  at::Tensor scale_tangent{};
+  at::Tensor outer{};
+  at::Tensor moved{};
+  int64_t k = tau.size(-1);
+  auto V = helpers::householder_vectors(input, k);
+  auto V_tangent = at::tril(at::narrow(input_tangent, -1, 0, k), -1);
+  std::vector<at::Tensor> right = helpers::householder_columns(V, tau, input.size(-1));
+  auto left = helpers::diagonal_matrix(V.new_ones(std::vector<int64_t>{V.size(-2)}));
+  auto tangent = at::zeros_like(right[0]);
+  for (int64_t i = 0; i < k; ++i) {
+    v = at::narrow(V, -1, i, 1);
+    dv = at::narrow(V_tangent, -1, i, 1);
+    scale = at::unsqueeze(at::narrow(tau, -1, i, 1), -1);
+    scale_tangent = at::unsqueeze(at::narrow(tau_tangent, -1, i, 1), -1);
+    outer = at::matmul(v, helpers::adjoint(v));
+    moved = at::add(at::mul(outer, scale_tangent), at::mul(at::add(at::matmul(dv, helpers::adjoint(v)), at::matmul(v, helpers::adjoint(dv))), scale));
+    tangent = at::sub(tangent, at::matmul(at::matmul(left, moved), right[formulas::runtime::wrap_index(i + 1, right.size())]));
+    left = at::matmul(left, helpers::householder_reflector(V, tau, i));
+  }
+  return tangent;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ormqr_backward(const at::Tensor& grad, const at::Tensor& result, const at::Tensor& self, const at::Tensor& input2, const at::Tensor& input3, bool left, bool transpose, const std::vector<bool>& output_mask) {
+  at::Tensor V{};
+  at::Tensor Q{};
+  at::Tensor op_h{};
+  at::Tensor grad_Q{};
+  auto grad_A = at::Tensor();
+  auto grad_tau = at::Tensor();
+  auto grad_C = at::Tensor();
+  if (output_mask[2]) {
+    V = helpers::householder_vectors(self, input2.size(-1));
+    Q = helpers::householder_columns(V, input2, self.size(-2))[0];
+    op_h = transpose ? Q : helpers::adjoint(Q);
+    grad_C = left ? at::matmul(op_h, grad) : at::matmul(grad, op_h);
+  }
+  if (output_mask[0] || output_mask[1]) {
+    if (left) {
+      grad_Q = transpose ? at::matmul(input3, helpers::adjoint(grad)) : at::matmul(grad, helpers::adjoint(input3));
+    } else {
+      grad_Q = transpose ? at::matmul(helpers::adjoint(grad), input3) : at::matmul(helpers::adjoint(input3), grad);
+    }
+    std::tie(grad_A, grad_tau) = helpers::householder_gradients(grad_Q, self, input2);
+    if (!output_mask[0]) {
+      grad_A = at::Tensor();
+    }
+    if (!output_mask[1]) {
+      grad_tau = at::Tensor();
+    }
+  }
+  return {grad_A, grad_tau, grad_C};
 }
 
 at::Tensor split_backward_parts(at::TensorList grads, int64_t dim, at::IntArrayRef self_sizes, at::IntArrayRef part_sizes) {

@@ -44,7 +44,7 @@ class Case(NamedTuple):
     inputs: Callable[[], tuple]
     op: Callable
     backward: Callable          # (backend, grad, output, *inputs) -> gradients of inputs
-    jvp: Callable               # (backend, output, inputs, tangents) -> output tangent
+    jvp: Callable | None        # (backend, output, inputs, tangents) -> output tangent; None: no forward derivative
     tangent_of_op: bool = True  # torch's forward AD is the derivative (else: finite differences)
 
 
@@ -180,6 +180,67 @@ CASES += [
 ]
 
 
+def _solve_factors(a, rhs, left):
+    return torch.ops.aten._linalg_solve_ex(a, rhs, left=left)[1:3]
+
+
+def _use_A_T(a):
+    """The flag derivatives.yaml passes the det jvps: whether ``_linalg_det``'s ``LU`` is ``A^T``'s."""
+    return a.is_contiguous() and not a.is_complex()
+
+
+# det, slogdet and solve: a general A (the helpers' inverse pivots as LAPACK does); a vector B;
+# lstsq: tall (with gelsd's residuals) and wide; Householder products: fewer reflectors than columns
+CASES += [
+    Case(f"det {dtype}", lambda d=dtype: (_randn(2, 4, 4, dtype=d),), torch.linalg.det,
+         lambda b, g, out, a: (b.run(ld.linalg_det_backward, g, out, a, *torch.ops.aten._linalg_det(a)[1:]),),
+         lambda b, out, inputs, tangents: b.run(ld.linalg_det_jvp, tangents[0], out,
+                                                *torch.ops.aten._linalg_det(inputs[0])[1:], _use_A_T(inputs[0])))
+    for dtype in (torch.float64, torch.complex128)
+] + [
+    Case(f"slogdet {dtype}", lambda d=dtype: (_randn(2, 4, 4, dtype=d),), lambda a: tuple(torch.linalg.slogdet(a)),
+         lambda b, g, out, a: (b.run(ld.slogdet_backward, *g, a, out[0], *torch.ops.aten._linalg_slogdet(a)[2:]),),
+         lambda b, out, inputs, tangents: b.run(ld.slogdet_jvp, *torch.ops.aten._linalg_slogdet(inputs[0])[2:],
+                                                tangents[0], out[0], _use_A_T(inputs[0])))
+    for dtype in (torch.float64, torch.complex128)
+] + [
+    Case(f"solve {dtype} left={left} rhs={rhs}", lambda d=dtype, rhs=rhs: (_randn(2, 3, 3, dtype=d), _randn(*rhs, dtype=d, seed=4)),
+         lambda a, rhs, left=left: torch.linalg.solve(a, rhs, left=left),
+         lambda b, g, out, a, rhs, left=left: b.run(ld.linalg_solve_backward, g, out, a, *_solve_factors(a, rhs, left),
+                                                     left, True),
+         lambda b, out, inputs, tangents, left=left: b.run(ld.linalg_solve_jvp, *tangents, out,
+                                                           *_solve_factors(*inputs, left), left))
+    for dtype, left, rhs in ((torch.float64, True, (2, 3, 2)), (torch.float64, False, (2, 4, 3)),
+                             (torch.float64, True, (2, 3)), (torch.complex128, False, (2, 2, 3)))
+] + [
+    Case(f"lstsq {dtype} {m}x{n}", lambda d=dtype, m=m, n=n: (_randn(2, m, n, dtype=d), _randn(2, m, 2, dtype=d, seed=4)),
+         lambda a, rhs, m=m, n=n: tuple(torch.linalg.lstsq(a, rhs, driver="gelsd")[:2]) if m > n
+         else torch.linalg.lstsq(a, rhs)[0],
+         lambda b, g, out, a, rhs, m=m, n=n: b.run(ld.linalg_lstsq_backward, *(g if m > n else (g, None)), a, rhs,
+                                                   out[0] if m > n else out, [True, True]),
+         lambda b, out, inputs, tangents, m=m, n=n: b.run(ld.linalg_lstsq_solution_jvp, *inputs, *tangents) if m <= n
+         else (b.run(ld.linalg_lstsq_solution_jvp, *inputs, *tangents),
+               b.run(ld.linalg_lstsq_residuals_jvp, *inputs, *tangents, *out)))
+    for dtype, m, n in ((torch.float64, 5, 3), (torch.float64, 3, 4), (torch.complex128, 4, 2))
+] + [
+    Case(f"householder_product {dtype}", lambda d=dtype: (_randn(2, 5, 3, dtype=d), _randn(2, 2, dtype=d, seed=4)),
+         torch.linalg.householder_product,
+         lambda b, g, out, a, tau: b.run(ld.householder_product_backward, g, out, a, tau),
+         lambda b, out, inputs, tangents: b.run(ld.householder_product_jvp, *tangents, out, *inputs))
+    for dtype in (torch.float64, torch.complex128)
+] + [
+    Case(f"ormqr {dtype} left={left} transpose={transpose}",
+         lambda d=dtype, left=left: (_randn(2, 4, 3, dtype=d), _randn(2, 3, dtype=d, seed=4),
+                                     _randn(*((2, 4, 2) if left else (2, 2, 4)), dtype=d, seed=5)),
+         lambda a, tau, c, left=left, transpose=transpose: torch.ormqr(a, tau, c, left, transpose),
+         lambda b, g, out, a, tau, c, left=left, transpose=transpose: b.run(
+             ld.ormqr_backward, g, out, a, tau, c, left, transpose, [True, True, True]),
+         None)        # derivatives.yaml gives ormqr no forward derivative
+    for dtype, left, transpose in ((torch.float64, True, False), (torch.float64, False, True),
+                                   (torch.complex128, True, True))
+]
+
+
 @pytest.mark.parametrize("m, n", [(4, 3), (3, 5)])
 def test_svd_jvp_with_full_matrices_leaves_the_undetermined_vectors_still(backend, m, n):
     """``full_matrices``: the columns of ``U`` and rows of ``Vh`` beyond ``min(m, n)`` get a zero
@@ -275,7 +336,7 @@ def test_backward_equals_torch(backend, case):
         torch.testing.assert_close(g, e)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+@pytest.mark.parametrize("case", [case for case in CASES if case.jvp is not None], ids=lambda case: case.name)
 def test_jvp_equals_the_derivative(backend, case):
     inputs = case.inputs()
     tangents = _tangents(case, inputs)
@@ -296,7 +357,8 @@ def test_jvp_equals_the_derivative(backend, case):
 
 
 SECOND_ORDER = [case for case in CASES
-                if case.name.startswith(("eigh ", "lu_factor ", "lu_solve ", "matrix_exp ")) and "complex" not in case.name]
+                if case.name.startswith(("eigh ", "lu_factor ", "lu_solve ", "matrix_exp ", "det ", "slogdet ", "solve ",
+                                          "lstsq ", "householder_product ", "ormqr ")) and "complex" not in case.name]
 
 
 @pytest.mark.parametrize("case", SECOND_ORDER, ids=lambda case: case.name)

@@ -45,7 +45,7 @@ METADATA_METHODS: dict[str, MetadataMethod] = {
     "sym_stride": MetadataMethod(plain="stride"),
     "sym_storage_offset": MetadataMethod(plain="storage_offset"),
     "get_device": MetadataMethod(),
-    "is_contiguous": MetadataMethod(),
+    "is_contiguous": MetadataMethod("BOOL", "{0}.is_contiguous()"),
     "is_floating_point": MetadataMethod("BOOL", "{0}.is_floating_point()"),
     "is_complex": MetadataMethod("BOOL", "{0}.is_complex()"),
     "element_size": MetadataMethod(),

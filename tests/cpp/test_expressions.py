@@ -93,6 +93,8 @@ TENSORS = {"grad": T.TENSOR, "self": T.TENSOR, "other": T.TENSOR, "alpha": T.SCA
     ("alpha.toDouble() > 0.", ("alpha.toDouble() > 0.", T.BOOL)),
     ("alpha.isComplex()", ("alpha.isComplex()", T.BOOL)),
     ("self.is_complex()", ("self.is_complex()", T.BOOL)),                        # metadata
+    ("self.is_contiguous() and not self.is_complex()",         # the det jvps' use_A_T
+     ("self.is_contiguous() && !self.is_complex()", T.BOOL)),
     # Python's math: constants as the same double, functions of numbers as <cmath>'s
     ("2.0 / math.sqrt(math.pi)", ("static_cast<double>(2.0) / std::sqrt(static_cast<double>(3.141592653589793))",
                                   T.FLOAT)),

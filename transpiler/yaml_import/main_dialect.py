@@ -285,8 +285,7 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
                 return Call(Qualified(("at", LIST_JVPS[function])), (Name(f"{tensors}_t"), *(main(a) for a in rest)))
             case Call(Member(tensor, "view_as", False), (other,)):
                 # `view_as(other)` is `view(other.sizes())`; the library declares `view`
-                sizes = Call(Member(main(other), "sizes"), ())
-                return Call(Qualified(("at", "view")), (_unwrapped(main(tensor)), sizes))
+                return Call(Qualified(("at", "view")), (_unwrapped(main(tensor)), Call(Member(main(other), "sizes"), ())))
             case Call(Name(function) | Qualified(("std", function)), (argument,)) \
                     if function in MATH_FUNCTIONS and _constant(argument):
                 return Call(Member(Name(MATH), function), (main(argument),))

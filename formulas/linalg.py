@@ -279,6 +279,17 @@ def linalg_solve_triangular_backward(grad: Tensor, self: Tensor, result: Tensor,
     return grad_self, grad_B
 
 
+@helper
+def linalg_solve_triangular_forward_AD(A_t: Tensor, B_t: Tensor, A: Tensor, X: Tensor, upper: bool, left: bool,
+                                       unitriangular: bool) -> Tensor:
+    """Tangent of ``X = solve_triangular(A, B)``: differentiating ``A X = B`` gives ``A dX + dA X = dB``
+    (``dX A + X dA = dB`` on the right), so ``dX`` is the same solve of ``dB - dA X`` (``dB - X dA``),
+    with ``dA`` the triangle of ``A_t`` the solve reads (the other entries of ``A`` do not change ``X``)."""
+    read = triangle(A_t, upper, unitriangular)
+    moved = B_t - at.matmul(read, X) if left else B_t - at.matmul(X, read)
+    return at.linalg_solve_triangular(A, moved, upper=upper, left=left, unitriangular=unitriangular)
+
+
 @derivative("linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, "
             "bool unitriangular=False) -> Tensor")
 def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
@@ -294,10 +305,7 @@ def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
             grad_B = sum_to(grad_B, B_sizes)
         return grad_self, grad_B
     def jvp(self_t, B_t):
-        # A dX + dA X = dB (left), dX A + X dA = dB (right), dA the read triangle of self_t
-        self_t_read = triangle(self_t, upper, unitriangular)
-        moved = B_t - at.matmul(self_t_read, result) if left else B_t - at.matmul(result, self_t_read)
-        result_t = at.linalg_solve_triangular(self, moved, upper=upper, left=left, unitriangular=unitriangular)
+        result_t = linalg_solve_triangular_forward_AD(self_t, B_t, self, result, upper, left, unitriangular)
         return result_t
     return result, backward
 

@@ -1490,6 +1490,12 @@ std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular_backward(const at::Te
   return {grad_self, grad_B};
 }
 
+at::Tensor linalg_solve_triangular_forward_AD(const at::Tensor& A_t, const at::Tensor& B_t, const at::Tensor& A, const at::Tensor& X, bool upper, bool left, bool unitriangular) {
+  auto read = helpers::triangle(A_t, upper, unitriangular);
+  auto moved = left ? (B_t - at::matmul(read, X)) : (B_t - at::matmul(X, read));
+  return at::linalg_solve_triangular(A, moved, upper, left, unitriangular);
+}
+
 at::Tensor linalg_matrix_exp_differential(const at::Tensor& self, const at::Tensor& grad, bool adjoint) {
   int64_t n = self.size(-1);
   auto base = adjoint ? at::conj(helpers::matrix_transpose(self)) : self;

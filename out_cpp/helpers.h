@@ -142,6 +142,7 @@ at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor fold_batch(const at::Tensor& x);
 at::Tensor triangle(const at::Tensor& a, bool upper, bool unitriangular);
 std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, bool upper, bool left, bool unitriangular, const std::vector<bool>& output_mask);
+at::Tensor linalg_solve_triangular_forward_AD(const at::Tensor& A_t, const at::Tensor& B_t, const at::Tensor& A, const at::Tensor& X, bool upper, bool left, bool unitriangular);
 at::Tensor linalg_matrix_exp_differential(const at::Tensor& self, const at::Tensor& grad, bool adjoint);
 bool is_infinite(double value);
 at::Tensor keep_reduced_dims(const at::Tensor& output, at::OptionalIntArrayRef dim, bool keepdim, int64_t ndim);

@@ -2413,14 +2413,12 @@ torch::autograd::variable_list LinalgSolveTriangularBackward0::apply_with_saved(
 at::Tensor linalg_solve_triangular_jvp(
     const at::Tensor& self_t,
     const at::Tensor& B_t,
-    bool upper,
-    bool unitriangular,
+    const at::Tensor& self,
     const at::Tensor& result,
+    bool upper,
     bool left,
-    const at::Tensor& self) {
-  auto self_t_read = helpers::triangle(self_t, upper, unitriangular);
-  auto moved = left ? (B_t - at::matmul(self_t_read, result)) : (B_t - at::matmul(result, self_t_read));
-  auto result_t = at::linalg_solve_triangular(self, moved, upper, left, unitriangular);
+    bool unitriangular) {
+  auto result_t = helpers::linalg_solve_triangular_forward_AD(self_t, B_t, self, result, upper, left, unitriangular);
   return result_t;
 }
 
@@ -2444,7 +2442,7 @@ at::Tensor linalg_solve_triangular(const at::Tensor& self, const at::Tensor& B, 
     formulas::runtime::refuse_complex("linalg_solve_triangular", result);
     const auto self_t = formulas::runtime::tangent(self);
     const auto B_t = formulas::runtime::tangent(B);
-    formulas::runtime::set_tangent(result, formulas::linalg_solve_triangular_jvp(self_t, B_t, upper, unitriangular, result, left, formulas::runtime::primal(self)));
+    formulas::runtime::set_tangent(result, formulas::linalg_solve_triangular_jvp(self_t, B_t, formulas::runtime::primal(self), result, upper, left, unitriangular));
   }
   if (grad_fn) {
     formulas::runtime::refuse_complex("linalg_solve_triangular", self);

@@ -14,6 +14,7 @@ from formulas.indexing import index_backward
 from formulas.helpers import (clamp_backward, copysign_tensor_self_backward, div_tensor_other_backward,
                               div_tensor_self_backward, gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp,
                               maybe_multiply, mul_tensor_backward, negated, reverse_list, unsqueeze_to)
+from formulas.linalg import linalg_solve_triangular_forward_AD
 from formulas.torch.backend import TorchBackend
 
 torch = pytest.importorskip("torch")
@@ -567,7 +568,27 @@ JVP_CASES = [
               lambda b, x, t, p=p, dim=dim: b.run(fm.renorm_jvp, x, t, p, dim, 1.5)) for p, dim in ((2, 0), (1, -1))],
     JvpCase("safe_logsumexp", lambda x: torch.logsumexp(x, [1], True), lambda: _randn(3, 4),
             lambda b, x, t: b.run(fm.safe_logsumexp_jvp, x, t, [1], True)),
+    # x holds A (3 x 3, only its upper triangle read, unit diagonal on the right) and B beside it
+    *[JvpCase(f"linalg_solve_triangular_forward_AD left={left}",
+              lambda x, left=left: _solve_triangular(x, left),
+              lambda left=left: _randn(3, 5) if left else _randn(5, 3),
+              lambda b, x, t, left=left: b.run(linalg_solve_triangular_forward_AD, *_triangular_parts(t, left),
+                                               _triangular_parts(x, left)[0] + _FOUR, _solve_triangular(x, left),
+                                               True, left, not left))
+      for left in (True, False)],
 ]
+_FOUR = 4 * torch.eye(3, dtype=torch.float64)     # keeps the triangle well conditioned
+
+
+def _triangular_parts(x, left):
+    """``(A, B)`` of a :func:`_solve_triangular` case: A's columns (rows) first, then B's."""
+    return (x[:, :3], x[:, 3:]) if left else (x[:3], x[3:])
+
+
+def _solve_triangular(x, left):
+    """``solve_triangular(A + 4 I, B)``: upper, on the left; unitriangular on the right."""
+    a, b = _triangular_parts(x, left)
+    return torch.linalg.solve_triangular(a + _FOUR, b, upper=True, left=left, unitriangular=not left)
 
 
 @pytest.mark.parametrize("case", JVP_CASES, ids=lambda case: case.name)

@@ -50,3 +50,41 @@ def test_in_place_tangents_are_compared_on_copies():
                torch.randn(3, dtype=torch.float64, requires_grad=True)), {})]
     assert corpus_proof.prove_forward(called, called, cases) == ("proven", 1, "")
     assert corpus_proof._tangents(called, *cases[0], list(cases[0][0]), 1)[0].abs().sum() > 0
+
+
+def _logcumsumexp_case():
+    """Elements 17 apart: ``r_0 = x_0``, so the first output's tangent is the first input's exactly."""
+    x = torch.tensor([-8.6, 0.5, 8.9], dtype=torch.float64, requires_grad=True)
+    return x, torch.tensor([0.3, -1.2, 0.7], dtype=torch.float64)
+
+
+def _forward_ad(fn, x, t):
+    import torch.autograd.forward_ad as fwad
+
+    with fwad.dual_level():
+        return fwad.unpack_dual(fn(fwad.make_dual(x.detach(), t))).tangent
+
+
+def test_torchs_logcumsumexp_forward_ad_is_inexact_and_the_oracle_is_not():
+    """torch 2.13's forward AD of ``logcumsumexp`` is off by 1e-6 here (beyond RF's rtol 1e-7); the
+    exact composition RF compares with instead (``TANGENT_ORACLES``) agrees with the mathematics
+    (``r_0 = x_0``) and with central finite differences in float64."""
+    x, t = _logcumsumexp_case()
+    h = 1e-6
+    finite = (torch.logcumsumexp(x.detach() + h * t, 0) - torch.logcumsumexp(x.detach() - h * t, 0)) / (2 * h)
+    oracle = _forward_ad(lambda v: corpus_proof.TANGENT_ORACLES["logcumsumexp"](v, 0), x, t)
+    theirs = _forward_ad(lambda v: torch.logcumsumexp(v, 0), x, t)
+    assert oracle[0] == t[0]
+    torch.testing.assert_close(oracle, finite, rtol=0, atol=1e-8)
+    assert abs(theirs[0] - t[0]) > 1e-7 and not corpus_proof._same(theirs, oracle)
+
+
+def test_rf_compares_an_entry_with_an_inexact_torch_tangent_with_its_exact_composition():
+    """A jvp with the exact tangents fails RF against torch's own forward AD of ``logcumsumexp`` and
+    is proven against the entry's oracle."""
+    x, _ = _logcumsumexp_case()
+    exact, theirs = corpus_proof.TANGENT_ORACLES["logcumsumexp"], torch.ops.aten.logcumsumexp.default
+    cases = [((x, 0), {})]
+    assert corpus_proof.prove_forward(exact, theirs, cases) == \
+        ("failed", 1, "RF: an output tangent differs from torch's forward AD")
+    assert corpus_proof.prove_forward(exact, theirs, cases, exact) == ("proven", 1, "")

@@ -10,9 +10,10 @@ from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.main_dialect import AtenNames, aten_names, to_main
 
 # A small operator table, so that the cases do not depend on the installed torch's.
-FUNCTIONS = frozenset({"cos", "sum", "gelu", "mse_loss_backward", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
+FUNCTIONS = frozenset({"cos", "sum", "gelu", "gelu_backward", "max", "linalg_solve_triangular", "div", "zeros", "conj",
                        "_to_copy", "ones", "full", "scalar_tensor", "where", "masked_fill", "logical_or",
-                       "logical_not", "isnan", "diagonal", "sqrt", "exp", "mul", "pow", "logical_and"})
+                       "logical_not", "isnan", "diagonal", "sqrt", "exp", "mul", "pow", "logical_and", "elu_backward",
+                       "polygamma", "mse_loss_backward"})
 METHODS = frozenset({"contiguous", "view_as", "mul_", "to", "masked_fill_", "logical_or_", "logical_not_", "new_zeros"})
 VIEWS = frozenset({"diagonal", "view_as", "contiguous", "to"})
 SIGNATURES = {
@@ -169,3 +170,15 @@ def test_cpp_integer_division_and_remainder_truncate_as_cpp_does(a, b):
     assert dialect.int_div(a, b) == math.trunc(a / b)
     assert dialect.int_mod(a, b) == math.fmod(a, b)
     assert dialect.int_div(a, b) * b + dialect.int_mod(a, b) == a
+
+
+@pytest.mark.parametrize("source, python", [
+    ("self_t.copy_(elu_backward(original_self_t, alpha))", "at.elu_backward(original_self_t, alpha)"),
+    ("self_t.mul_(polygamma(n + 1, original_self_p))", "self_t * at.polygamma(n + 1, original_self_p)"),
+    ("other_t.mul_(2)", "other_t.mul_(2)"),                   # not the tangent the operator writes
+])
+def test_an_in_place_jvp_returns_the_written_inputs_new_tangent(source, python):
+    """In an in-place operator's jvp, the update of the written input's tangent is the new tangent
+    (the C++ writes it into the input's own: ``transpiler/cpp/forward_ad.py``)."""
+    main = to_main(cpp.parse(source), frozenset({"alpha", "n"}), aten=ATEN, written_tangent="self_t")
+    assert pydialect.to_python(main) == python

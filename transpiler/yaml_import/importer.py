@@ -117,16 +117,17 @@ def _entry(item: object) -> Entry | str:
 # --------------------------------------------------------------------------- translation
 
 def translate_expression(source: str, names: dict[str, str], non_tensors: frozenset[str] = frozenset(),
-                         integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None
-                         ) -> tuple[str, Node, cpp.Layout, str | None]:
+                         integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None,
+                         written_tangent: str | None = None) -> tuple[str, Node, cpp.Layout, str | None]:
     """A C++ formula as a Python expression of the main dialect (:mod:`.main_dialect`), its tree,
     its layout, and the original formula when the main dialect rewrote it (else None); checked to
     round-trip (else raises a DB301 for :func:`import_yaml` to place at the entry). ``non_tensors``:
     the entry's arguments that are not tensors; ``integers``: those that are integers; ``mask``:
-    where the line's ``grad_input_mask`` flags are in ``needs_input_grad`` (``mask_positions``)."""
+    where the line's ``grad_input_mask`` flags are in ``needs_input_grad`` (``mask_positions``);
+    ``written_tangent``: an in-place operator's jvp line, the written input's tangent (``to_main``)."""
     try:
         tree = cpp.parse(source)
-        main = to_main(tree, non_tensors, integers=integers, mask=mask)
+        main = to_main(tree, non_tensors, integers=integers, mask=mask, written_tangent=written_tangent)
         python = pydialect.to_python(main, names)
         back = pydialect.from_python(python, pydialect.inverse_names(names))
     except TranspileError as error:
@@ -154,6 +155,13 @@ def non_tensor_arguments(schema: FunctionSchema) -> frozenset[str]:
 def integer_arguments(schema: FunctionSchema) -> frozenset[str]:
     """The arguments of ``schema`` that are integers (``int``, ``SymInt``), for integer division."""
     return frozenset(a.name for a in schema.arguments if str(a.type) in ("int", "SymInt"))
+
+
+def written_tangent(schema: FunctionSchema) -> str | None:
+    """The tangent of the one input an in-place operator writes (``self_t``), whose update in its
+    jvp (``self_t.copy_(v)``) is the new tangent; None for a functional or out= operator."""
+    written = [a.name for a in schema.arguments if a.annotation is not None and a.annotation.is_write]
+    return f"{written[0]}_t" if len(written) == 1 and not schema.out else None
 
 
 def free_names(trees: list[Node]) -> set[str]:
@@ -332,7 +340,8 @@ def _jvp(schema: FunctionSchema, diff_args: list[str], lines: list[FormulaLine],
     targets = tangent_locals(schema)
     for line in lines:
         python, tree, layout, original = translate_expression(line.formula, names, non_tensor_arguments(schema),
-                                                              integer_arguments(schema))
+                                                              integer_arguments(schema),
+                                                              written_tangent=written_tangent(schema))
         trees.append(tree)
         if not all(n in targets for n in line.names):
             raise _untranslatable(f"`{line.key}` names neither an input nor an output")

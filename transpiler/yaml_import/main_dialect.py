@@ -34,6 +34,7 @@ C++ (as derivatives.yaml says it)  main dialect
 ``x.view_as(y)``                   ``at.view(x, y.sizes())`` (what ``view_as`` is)
 ``cat_jvp(tensors, dim)``          ``at.cat(tensors_t, dim)`` (``stack_jvp``, ``block_diag_jvp``)
 ``fmap(xs, [](T i){return -i;})``  ``negated(xs)`` (the helper; ``fmap`` of another lambda stays)
+``self_t.copy_(v)``, ``self_t.mul_(v)`` (an in-place op's jvp)  ``v``, ``self_t * v`` (the new tangent)
 =================================  ==================================
 
 An in-place method on a tensor the expression itself made (arithmetic, a comparison, an
@@ -214,16 +215,19 @@ def mask_positions(line_inputs: tuple[str, ...], tensor_inputs: tuple[str, ...])
 
 
 def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNames | None = None,
-            integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None) -> Node:
+            integers: frozenset[str] = frozenset(), mask: tuple[int, ...] | None = None,
+            written_tangent: str | None = None) -> Node:
     """``tree`` in the main dialect. ``non_tensors``: names that are not tensors (Scalar or int
     arguments), whose methods stay methods; ``aten``: ATen's operators (default: torch's);
     ``integers``: the names that are integers (int arguments), for integer division; ``mask``:
-    the line's :func:`mask_positions` (its ``grad_input_mask`` is those flags of the formula's)."""
+    the line's :func:`mask_positions` (its ``grad_input_mask`` is those flags of the formula's);
+    ``written_tangent``: in an in-place operator's jvp, the tangent of the input it writes
+    (``self_t``), whose in-place update is the tangent the jvp returns."""
     aten = aten_names() if aten is None else aten
     known, overloads = aten.functions, aten.signatures
 
     def main(node: Node) -> Node:
-        return to_main(node, non_tensors, aten, integers, mask)
+        return to_main(node, non_tensors, aten, integers, mask, written_tangent)
 
     def flag(position: int) -> Node:
         return Index(Name(GRAD_INPUT_MASK), Literal("number", str(position)))
@@ -272,6 +276,11 @@ def to_main(tree: Node, non_tensors: frozenset[str] = frozenset(), aten: AtenNam
             case Call(Member(Name() as operand, "value_or", False), (default,)):
                 # an optional argument or its default (`IntArrayRef({})` is the empty list)
                 return Conditional(NoneTest(operand, negated=True), operand, _list_literal(main(default)))
+            case Call(Member(Name(tangent) as receiver, "copy_" | "mul_" as method, False), (value,)) \
+                    if tangent == written_tangent:
+                # an in-place jvp returns the written input's new tangent, which the input takes
+                # (the C++ writes it into the tangent the input has): `self_t.copy_(v)` is `v`
+                return main(value) if method == "copy_" else Binary("*", receiver, main(value))
             case Call(Name(function), (Name(tensors), *rest)) if function in LIST_JVPS:
                 # FunctionsManual's jvp of a linear list operator reads the list's tangents, which a
                 # formula's jvp takes as `<list>_t`: the operator applied to them

@@ -24,6 +24,7 @@ from transpiler.raises import not_implemented_message, raised_error
 from transpiler.yaml_import import cpp, pydialect
 from transpiler.yaml_import.importer import (
     FOREACH_INDEX, FORMULA_FILE_PREFIX, GRAD_INPUT_MASK, integer_arguments, non_tensor_arguments, primal_names,
+    written_tangent,
 )
 from transpiler.yaml_import.main_dialect import mask_positions, to_main
 from transpiler.yaml_import.model import (
@@ -131,7 +132,8 @@ class _FormulaReader:
         if formula.jvp is not None and formula.jvp.rule is JvpRule.WRITTEN:
             diff_args = [a.name for a in schema.arguments if any(a.name in g.names for g in gradients)]
             tangents = self.lines_of(formula.jvp.node, tangent_locals(schema),
-                                     pydialect.inverse_names(primal_names(schema, diff_args, local)), arguments)
+                                     pydialect.inverse_names(primal_names(schema, diff_args, local)), arguments,
+                                     written=written_tangent(schema))
         lines = [*gradients, *(FormulaLine(key, NON_DIFFERENTIABLE) for key in details.get("non_differentiable", ()))]
         if details.get("jvp") is not None:
             lines.append(FormulaLine("result", details["jvp"]))
@@ -139,11 +141,12 @@ class _FormulaReader:
         return Entry(schema_text, tuple(flags) if flags is not None else None, (section,))
 
     def lines_of(self, closure: cst.FunctionDef, locals_: dict[str, str], names: dict[str, str],
-                 arguments: tuple[frozenset[str], frozenset[str]], tensor_inputs: tuple[str, ...] = ()
-                 ) -> tuple[FormulaLine, ...]:
+                 arguments: tuple[frozenset[str], frozenset[str]], tensor_inputs: tuple[str, ...] = (),
+                 written: str | None = None) -> tuple[FormulaLine, ...]:
         """The formula assignments of a closure as YAML lines: those whose targets are
         the gradient (or tangent) locals ``locals_`` gives (YAML name -> Python local);
-        ``tensor_inputs``: the entry's, for the gradient lines' ``grad_input_mask``."""
+        ``tensor_inputs``: the entry's, for the gradient lines' ``grad_input_mask``;
+        ``written``: in an in-place operator's jvp, the written input's tangent (``to_main``)."""
         keys = pydialect.inverse_names(locals_)
         lines = []
         looped = {loop[0] for line in closure.body.body if (loop := _element_loop(line)) is not None}
@@ -184,22 +187,25 @@ class _FormulaReader:
             except TranspileError as error:
                 raise self.error(statement, f"`{expression}`: {error.diagnostics[0].message}") from None
             mask = mask_positions(tuple(keys[i] for i in idents), tensor_inputs) if tensor_inputs else None
-            formula = self.original(statement, comment_text, tree, arguments, mask)
+            formula = self.original(statement, comment_text, tree, arguments, mask, written)
             if formula is None:
                 formula = cpp.render(cpp.print_tokens(tree), self.layout(statement, comment_text))
             lines.append(FormulaLine(key, formula))
         return tuple(lines)
 
     def original(self, statement: cst.CSTNode, comment: str, tree: Node,
-                 arguments: tuple[frozenset[str], frozenset[str]], mask: tuple[int, ...] | None = None) -> str | None:
+                 arguments: tuple[frozenset[str], frozenset[str]], mask: tuple[int, ...] | None = None,
+                 written: str | None = None) -> str | None:
         """The ``# yaml: "..."`` formula of a line the main dialect rewrote, as long as the Python is
         still its rewrite (an edited line is printed from its tree instead). ``arguments``: the
-        entry's non-tensor and integer arguments; ``mask``: the line's ``grad_input_mask`` positions."""
+        entry's non-tensor and integer arguments; ``mask``: the line's ``grad_input_mask`` positions;
+        ``written``: the written input's tangent, in an in-place operator's jvp."""
         if not comment.startswith(ORIGINAL_COMMENT):
             return None
         try:
             original = json.loads(comment[len(ORIGINAL_COMMENT):])
-            rewritten = (to_main(cpp.parse(original), arguments[0], integers=arguments[1], mask=mask)
+            rewritten = (to_main(cpp.parse(original), arguments[0], integers=arguments[1], mask=mask,
+                                 written_tangent=written)
                          if isinstance(original, str) else None)
         except json.JSONDecodeError as error:
             raise self.error(statement, f"the yaml comment is not a JSON string of a C++ formula: {error}") from None

@@ -117,6 +117,25 @@ class Linear:
 
 
 @dataclass
+class ListStart:
+    """``target = []`` followed by appends of linear values: a list of linear values (its adjoint is
+    a list too: the tangents of a ``Tensor[]`` input, or the adjoint a list operator's transpose gives)."""
+
+    target: str
+
+
+@dataclass
+class Append:
+    """``target.append(value)`` on a linear list: ``value`` (a linear name; None: a zero) lands at the
+    index held by the forward-sweep name ``position``."""
+
+    target: str
+    position: str
+    value: str | None
+    node: cst.CSTNode
+
+
+@dataclass
 class Branch:
     """``if <condition>:`` with linear statements inside; ``condition`` is a forward-sweep name."""
 
@@ -140,6 +159,7 @@ class Loop:
     setup: list = field(default_factory=list)
     updates: list = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)      # sizes name -> its list of per-iteration values
+    restored: dict[str, str] = field(default_factory=dict)  # carried constant -> its list of per-iteration values
 
 
 @dataclass(frozen=True)
@@ -346,6 +366,10 @@ class _Builder:
         self.counter = itertools.count(1)
         self.adjoint_names: set[str] = set()
         self.parameter_types: dict[str, object] = {}   # the formula's parameters' schema types
+        self.lists: set[str] = set()                   # linear lists (``ListStart``)
+        self.empty_lists: dict[str, tuple[list, Plain]] = {}   # ``name = []`` not appended to yet: where it is
+        self.list_counts: dict[str, str] = {}          # linear list -> the forward-sweep name counting its appends
+        self.rebound: set[str] = set()                 # names bound more than once (or in a loop)
 
     def fresh(self, stem: str) -> str:
         while True:
@@ -367,11 +391,17 @@ class _Builder:
             if isinstance(statement, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in statement.body):
                 pass            # a constant return: handled below
             else:
-                program.append(Plain(statement))
+                plain = Plain(statement)
+                program.append(plain)
+                for name in _names(statement):
+                    self.empty_lists.pop(name, None)
                 for name in _assigned(statement):
                     linear.discard(name)
+                    self.lists.discard(name)
                     if self.assigns_tensor(statement, tensors):
                         tensors.add(name)
+                if _empty_list_target(statement) is not None:
+                    self.empty_lists[_empty_list_target(statement)] = (program, plain)
                 return
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
@@ -410,16 +440,17 @@ class _Builder:
         body_linear = set(linear)
         self.statements(statement.body.body, body_linear, tensors, returns, body)
         read, bound_names = _linear_reads(body), _linear_binds(body)
+        started_inside = {item.target for item in _items(body) if isinstance(item, ListStart)}
+        linear |= (self.lists & (read | bound_names)) - started_inside     # lists bound to [] before the loop
         became = (body_linear - linear) & read & (_assigned_in(statement.body.body))
         if became:
             raise DerivationRefused(statement, f"`{sorted(became)[0]}` is a constant before the loop and linear "
                                     "inside it")
-        carried_constant = _carried_constants(body, variable)
-        if carried_constant is not None:
-            raise DerivationRefused(statement, f"the loop carries the constant `{carried_constant}` from one "
-                                    "iteration to the next, so its iterations cannot be replayed backwards")
+        # a constant carried from one iteration to the next (``offset = offset + n``) is listed per
+        # iteration by the forward loop and restored by the reverse one
+        restored = {name: self.fresh(f"{name}_seen") for name in _carried_constants(body, variable)}
         carried = tuple(sorted((read | bound_names) & linear))
-        program.append(Loop(variable, start, stop, body, carried))
+        program.append(Loop(variable, start, stop, body, carried, restored=restored))
         linear |= body_linear
 
     def constant_name(self, value: cst.BaseExpression, program: list) -> cst.BaseExpression:
@@ -443,8 +474,37 @@ class _Builder:
             return
         if isinstance(small, cst.Pass):
             return
+        if isinstance(small, cst.Expr) and _append_call(small.value) is not None:
+            self.append(small, *_append_call(small.value), linear, tensors, program)
+            return
         raise DerivationRefused(small, f"`{code(small)}` on a linear value (only `name = expression` "
                                 "and `return` can be transposed)")
+
+    def append(self, node, target: str, value: cst.BaseExpression, linear, tensors, program) -> None:
+        """``target.append(value)`` with a linear value (or onto a linear list): the list is linear
+        from where it was bound to ``[]`` (it must not have been appended to before); each append's
+        index is counted in the forward sweep."""
+        operand = self.operand(value, linear, tensors, program)
+        if target in self.lists:
+            linear.add(target)          # made linear in a branch or loop this one is beside
+        elif target in self.empty_lists:
+            block, plain = self.empty_lists.pop(target)
+            self.lists.add(target)
+            self.list_counts[target] = self.fresh(f"{target}_count")
+            at_index = next(i for i, item in enumerate(block) if item is plain) + 1
+            block[at_index:at_index] = [ListStart(target), Plain(_stmt(f"{self.list_counts[target]} = 0"))]
+            linear.add(target)
+        else:
+            raise DerivationRefused(node, f"`{target}` holds constants (or is not a list made here) and a "
+                                    "linear value is appended to it")
+        if operand.constant is not None:
+            raise DerivationRefused(node, f"a constant appended to `{target}`, a list of linear values: the "
+                                    "step is not linear in the gradient")
+        count = self.list_counts[target]
+        position = self.fresh(f"{target}_index")
+        program.append(Plain(_stmt(f"{position} = {count}")))
+        program.append(Append(target, position, operand.linear, node))
+        program.append(Plain(_stmt(f"{count} = {count} + 1")))
 
     def bind(self, target: str, value: cst.BaseExpression | None, linear, tensors, program,
              none_is_zero: bool = False) -> None:
@@ -563,7 +623,11 @@ class _Builder:
                 continue
             value = operand.constant if operand.constant is not None else (
                 operand.zero_value if operand.zero_value is not None else cst.Name(UNKNOWN_ZERO))
-            if not isinstance(value, cst.Name) and self.is_tensor(value, tensors):
+            if isinstance(value, cst.Name) and value.value in self.rebound:
+                bound = self.fresh("factor")            # its value here, not the one a later rebinding gives
+                program.append(Plain(_stmt(f"{bound} = {value.value}")))
+                value = cst.Name(bound)
+            elif not isinstance(value, cst.Name) and self.is_tensor(value, tensors):
                 bound = self.fresh("factor")            # computed once, read by the transposes
                 program.append(Plain(_stmt(f"{bound} = {code(value)}")))
                 tensors.add(bound)
@@ -705,6 +769,7 @@ class _Builder:
             self.bind(renames[param.name].value, value, inner_linear, inner_tensors, program)
         result = self.fresh(f"{helper.name}_result")
         statements = [rename(s, renames) for s in single_exit(_without_docstring(body))]
+        self.rebound |= _rebound(statements)
         self.statements(statements, inner_linear, inner_tensors, [result], program)
         linear.update(inner_linear)
         tensors.update(inner_tensors)
@@ -759,6 +824,43 @@ def _reads_only_device(helper: Helper, param: str) -> bool:
                                                            for a in n.args):
             device_reads += 1
     return uses > 0 and uses == device_reads
+
+
+def _append_call(node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """``(name, value)`` of ``name.append(value)``; None for anything else."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) \
+            and node.func.attr.value == "append" and len(node.args) == 1 and node.args[0].keyword is None:
+        return node.func.value.value, node.args[0].value
+    return None
+
+
+def _empty_list_target(statement) -> str | None:
+    """``name`` of ``name = []``; None for anything else."""
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+            and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1 \
+            and isinstance(statement.body[0].targets[0].target, cst.Name) \
+            and isinstance(statement.body[0].value, cst.List) and not statement.body[0].value.elements:
+        return statement.body[0].targets[0].target.value
+    return None
+
+
+def _rebound(statements) -> set[str]:
+    """Names bound more than once on a path through ``statements``, or inside a loop (their value at
+    one step may differ from their value when the step's transpose runs)."""
+    def counts(nodes) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for statement in nodes:
+            if isinstance(statement, (cst.For, cst.While)):
+                inner = {name: 2 for name in _assigned_in(statement.body.body)}
+            elif isinstance(statement, cst.If):
+                body, orelse = counts(statement.body.body), counts(_else_body(statement))
+                inner = {name: max(body.get(name, 0), orelse.get(name, 0)) for name in body.keys() | orelse.keys()}
+            else:
+                inner = dict.fromkeys(_assigned(statement), 1)
+            for name, count in inner.items():
+                found[name] = found.get(name, 0) + count
+        return found
+    return {name for name, count in counts(list(statements)).items() if count > 1}
 
 
 def _plain_sizes(sizes: cst.BaseExpression) -> bool:
@@ -816,20 +918,26 @@ def _items(program: list):
 
 
 def _linear_reads(program: list) -> set[str]:
-    return {name for item in _items(program) if isinstance(item, Linear)
-            for name in ({item.source} if item.source else set(item.linear.values()))}
+    return {name for item in _items(program) if isinstance(item, (Linear, Append)) for name in _read_by(item)}
+
+
+def _read_by(item: Linear | Append) -> set[str]:
+    if isinstance(item, Append):
+        return {item.target} | ({item.value} if item.value else set())
+    return {item.source} if item.source else set(item.linear.values())
 
 
 def _linear_binds(program: list) -> set[str]:
-    return {item.target for item in _items(program) if isinstance(item, Linear)}
+    return {item.target for item in _items(program) if isinstance(item, (Linear, Append, ListStart))}
 
 
-def _carried_constants(program: list, variable: str) -> str | None:
-    """A constant the loop body reads before it binds it (so its value comes from the previous
-    iteration), or None."""
+def _carried_constants(program: list, variable: str) -> list[str]:
+    """The constants the loop body reads before it binds them (so their values come from the
+    previous iteration)."""
     plains = [item for item in _items(program) if isinstance(item, Plain)]
     bound_in_body = {name for item in plains for name in _assigned(item.statement)} - {variable}
     bound_so_far: set[str] = set()
+    carried: set[str] = set()
     for item in _items(program):
         nodes = [item.statement] if isinstance(item, Plain) else (
             list(item.arguments.values()) if isinstance(item, Linear) else [])
@@ -839,13 +947,11 @@ def _carried_constants(program: list, variable: str) -> str | None:
                 node = node.body[0].value              # the value is read before the targets are bound
             elif isinstance(node, cst.For):
                 own_targets = {n.value for n in _nodes(node.target) if isinstance(n, cst.Name)}
-            early = ({n.value for n in _nodes(node) if isinstance(n, cst.Name)} - own_targets) & bound_in_body \
+            carried |= ({n.value for n in _nodes(node) if isinstance(n, cst.Name)} - own_targets) & bound_in_body \
                 - bound_so_far
-            if early:
-                return sorted(early)[0]
         if isinstance(item, Plain):
             bound_so_far |= _assigned(item.statement)
-    return None
+    return sorted(carried)
 
 
 def _assigned(statement) -> set[str]:
@@ -879,8 +985,8 @@ class _Sweep:
 
     def reads(self, program: list) -> None:
         for item in program:
-            if isinstance(item, Linear):
-                self.read_linear |= {item.source} if item.source else set(item.linear.values())
+            if isinstance(item, (Linear, Append)):
+                self.read_linear |= _read_by(item)
             elif isinstance(item, Branch):
                 self.reads(item.body)
                 self.reads(item.orelse)
@@ -905,6 +1011,10 @@ class _Sweep:
                     item.sizes_binding = _stmt(f"{holder} = {code(found)}")
                     found = cst.Name(holder)
                 sizes[item.target] = found
+            elif isinstance(item, Append):
+                self.sizes_before[id(item)] = dict(sizes)
+            elif isinstance(item, ListStart):
+                sizes[item.target] = None        # a list: its elements' sizes are not tracked
             elif isinstance(item, Loop):
                 self.annotate_loop(item, sizes)
             else:
@@ -1054,10 +1164,10 @@ class _Sweep:
             elif isinstance(item, Linear) and item.sizes_binding is not None:
                 out.append(item.sizes_binding)
             elif isinstance(item, Loop):
-                out += item.setup + [_stmt(f"{seen} = []") for seen in item.seen.values()]
+                out += item.setup + [_stmt(f"{seen} = []") for seen in (*item.seen.values(), *item.restored.values())]
                 updates_read = {n.value for s in item.updates for n in _nodes(s) if isinstance(n, cst.Name)}
-                body = [_stmt(f"{seen}.append({holder})") for holder, seen in item.seen.items()]
-                body += self.forward(item.body, frozenset(updates_read)) + item.updates
+                body = [_stmt(f"{seen}.append({holder})") for holder, seen in (*item.seen.items(), *item.restored.items())]
+                body += self.forward(item.body, frozenset(updates_read | item.restored.keys())) + item.updates
                 if body:
                     out.append(_for(item.variable, item.start, item.stop, body))
             elif isinstance(item, Branch) and self.bound_in(item) & beside:
@@ -1076,6 +1186,8 @@ class _Sweep:
                 nodes = [item.statement]
             elif isinstance(item, Linear):
                 nodes = [*item.arguments.values(), *(v for v in self.sizes_before.get(id(item), {}).values() if v)]
+            elif isinstance(item, Append):
+                nodes = [cst.Name(item.position)]
             elif isinstance(item, Loop):
                 nodes = [item.start, item.stop, *item.setup, *(v for v in self.exit_sizes[id(item)].values() if v)]
             for node in nodes:
@@ -1100,6 +1212,14 @@ class _Sweep:
         for item in reversed(program):
             if isinstance(item, Linear):
                 out += self.transpose_step(item, adjoints)
+            elif isinstance(item, Append):
+                listed = adjoints.get(item.target)          # the list's adjoint: one entry per append
+                if listed is not None and item.value is not None:
+                    entry = self.builder.fresh(f"{listed}_entry")
+                    out.append(_stmt(f"{entry} = {listed}[{item.position}]"))
+                    out += self.accumulate(item.value, entry, adjoints)
+            elif isinstance(item, ListStart):
+                adjoints.pop(item.target, None)
             elif isinstance(item, Branch):
                 out += self.reverse_branch(item, adjoints)
             elif isinstance(item, Loop):
@@ -1118,6 +1238,8 @@ class _Sweep:
         before: list[cst.BaseStatement] = []
         held: dict[str, str] = {}
         for name in loop.carried:
+            if name in self.builder.lists and name not in adjoints:
+                continue                # a list nothing after the loop reads: no adjoint flows from it
             held[name] = self.adjoint_name(name)
             before.append(_stmt(f"{held[name]} = {adjoints.get(name) or self.zero(name, self.exit_sizes[id(loop)])}"))
         body_adjoints = dict(held)
@@ -1125,11 +1247,12 @@ class _Sweep:
         first = "" if code(loop.start) == "0" else f"{code(loop.start)} + "
         offset = "" if code(loop.start) == "0" else f" - {code(loop.start)}"
         body = [_stmt(f"{loop.variable} = {first}{code(loop.stop)} - 1 - {turn}")]
-        body += [_stmt(f"{holder} = {seen}[{loop.variable}{offset}]") for holder, seen in loop.seen.items()]
+        body += [_stmt(f"{holder} = {seen}[{loop.variable}{offset}]")
+                 for holder, seen in (*loop.seen.items(), *loop.restored.items())]
         body += self.forward(loop.body)
         body += self.reverse(loop.body, body_adjoints)
         entry_sizes = self.exit_sizes[id(loop)]         # the holders, restored for this iteration
-        for name in loop.carried:
+        for name in held:
             value = body_adjoints.get(name)
             if value != held[name]:
                 body.append(_stmt(f"{held[name]} = {value or self.zero(name, entry_sizes)}"))
@@ -1187,6 +1310,9 @@ class _Sweep:
         if current is None:
             adjoints[name] = value
             return []
+        if name in self.builder.lists:
+            raise DerivationRefused(None, f"the list `{name}` is read twice: adding lists of adjoints is not "
+                                    "supported")
         merged = self.adjoint_name(name)
         adjoints[name] = merged
         return [_stmt(f"{merged} = {current} + {value}")]
@@ -1428,9 +1554,8 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     returns = [builder.fresh(f"{name}_gradient") for name in inputs]
     differentiable_outputs = [formula.outputs[i] for i in formula.differentiable_outputs
                               if is_tensor_like(formula.schema.returns[i].type)]
-    if any(isinstance(a.type, ListType) for a in formula.differentiable_inputs) \
-            or any(isinstance(r.type, ListType) for r in formula.schema.returns):
-        raise DerivationRefused(formula.schema_node, "Tensor[] inputs or outputs are not transposed yet")
+    if any(isinstance(r.type, ListType) for r in formula.schema.returns):
+        raise DerivationRefused(formula.schema_node, "Tensor[] outputs are not transposed yet")
     witness = differentiable_outputs[0] if differentiable_outputs else None
     builder.witnesses = dict(zip(grads, differentiable_outputs))
     body = single_exit(_without_docstring(backward.node.body.body))
@@ -1439,6 +1564,7 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     body = _fold_statements(body, _MaskFolder(
         backward.needs_input_grad, lambda i: _expr(f"{inputs[i]} is not None") if optional[i] else True))
     program: list = []
+    builder.rebound = _rebound(body)
     builder.statements(body, linear, tensors, returns, program)
     sweep = _Sweep(builder, witness)
     sweep.reads(program)

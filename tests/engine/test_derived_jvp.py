@@ -53,11 +53,11 @@ REFUSED = {
     'masked_scatter': 'has no transpose',
     'masked_select': 'sizes of the linear value',
     'scatter.src': 'reads the value of',
-    'split.Tensor': 'Tensor[] inputs or outputs',
-    'split_with_sizes': 'Tensor[] inputs or outputs',
-    'split.sizes': 'Tensor[] inputs or outputs',
-    'chunk': 'Tensor[] inputs or outputs',
-    'unbind.int': 'Tensor[] inputs or outputs',
+    'split.Tensor': 'Tensor[] outputs',
+    'split_with_sizes': 'Tensor[] outputs',
+    'split.sizes': 'Tensor[] outputs',
+    'chunk': 'Tensor[] outputs',
+    'unbind.int': 'Tensor[] outputs',
     'nll_loss_forward': 'sizes of the linear value',
     'nll_loss_backward': 'only `name = expression`',
     'embedding_dense_backward': 'has no formula and is applied',
@@ -67,8 +67,6 @@ REFUSED = {
     'linalg_solve_triangular': 'on a linear value',
     'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
     'linalg_matrix_exp': 'on a linear value',        # a list of tensors (the block matrix's rows) for at.cat
-    'cat': 'Tensor[] inputs or outputs',
-    'stack': 'Tensor[] inputs or outputs',
 }
 
 

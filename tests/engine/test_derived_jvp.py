@@ -53,17 +53,11 @@ REFUSED = {
     'masked_scatter': 'has no transpose',
     'masked_select': 'sizes of the linear value',
     'scatter.src': 'reads the value of',
-    'split.Tensor': 'Tensor[] outputs',
-    'split_with_sizes': 'Tensor[] outputs',
-    'split.sizes': 'Tensor[] outputs',
-    'chunk': 'Tensor[] outputs',
-    'unbind.int': 'Tensor[] outputs',
     'nll_loss_forward': 'sizes of the linear value',
     'nll_loss_backward': 'only `name = expression`',
     'embedding_dense_backward': 'has no formula and is applied',
     'max_pool2d_with_indices_backward': 'reads the value of',
     'avg_pool2d_backward': 'reads the value of',
-    'var_mean.dim': 'a branch on the gradient',
     'linalg_solve_triangular': 'on a linear value',
     'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
     'linalg_matrix_exp': 'on a linear value',        # a list of tensors (the block matrix's rows) for at.cat

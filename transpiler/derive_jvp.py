@@ -572,6 +572,14 @@ class _Builder:
             program.append(Element(target, node.value.value, index, node))
             linear.add(target)
             return Operand(linear=target)
+        if isinstance(node, cst.List) and all(isinstance(e, cst.Element) for e in node.elements):
+            listed = self.fresh("listed")              # ``[a, b]``: a list made by appends
+            plain = Plain(_stmt(f"{listed} = []"))
+            program.append(plain)
+            self.empty_lists[listed] = (program, plain)
+            for element in node.elements:
+                self.append(node, listed, element.value, linear, tensors, program)
+            return Operand(linear=listed)
         if isinstance(node, cst.IfExp):
             test = self.metadata(node.test, linear)
             if _truth(test) is not None:              # `grad if grad is not None else ...`
@@ -1725,6 +1733,10 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     sweep.annotate(program, initial)
     adjoints: dict[str, str] = {}
     tangents = []
+    for argument, ret in zip(formula.differentiable_inputs, returns):
+        if isinstance(argument.type, ListType) and ret in linear and ret not in builder.lists:
+            raise DerivationRefused(backward.node.name, f"the gradient of the Tensor[] input `{argument.name}` is "
+                                    "not a list of gradients made here (one per entry)")
     for name, ret in zip(inputs, returns):
         if ret in linear:
             adjoints[ret] = f"{name}_t"

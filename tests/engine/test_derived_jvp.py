@@ -50,7 +50,6 @@ REFUSED = {
     'conv_transpose1d': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'conv_transpose2d.input': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'scatter_add': 'reads the value of',
-    'masked_scatter': 'has no transpose',
     'masked_select': 'sizes of the linear value',
     'scatter.src': 'reads the value of',
     'nll_loss_forward': 'sizes of the linear value',
@@ -60,7 +59,7 @@ REFUSED = {
     'avg_pool2d_backward': 'reads the value of',
     'linalg_solve_triangular': 'on a linear value',
     'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
-    'linalg_matrix_exp': 'on a linear value',        # a list of tensors (the block matrix's rows) for at.cat
+    'linalg_matrix_exp': 'a constant appended to',   # the block matrix's rows: [A, G] (linear) and [0, A]
 }
 
 

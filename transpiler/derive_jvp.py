@@ -23,15 +23,18 @@ backward with respect to its gradient parameters:
 Refused, with the step named: a step that is not linear (a backward that reads the value of
 its linear argument, a gradient that does not depend on ``grad``), an operator without a
 formula applied to a linear value (the zero makers ``zeros_like``/``new_zeros`` excepted),
-a loop or a list that carries linear values (``Tensor[]`` gradients), and a transpose that
-needs the sizes of a linear value the sizes rules below cannot tell.
+a ``while`` loop on linear values, and a transpose that needs the sizes of a linear value the
+sizes rules below cannot tell. Lists of linear values (``Tensor[]`` inputs and gradients) are
+made by appends (``ListStart``/``Append``) and read by index (``Element``): an append transposes
+to a read of the list's adjoint at the index the forward sweep counted, a read to a write.
 
 Sizes of linear values (the one table here: formulas carry no shape functions): a gradient
 parameter has its output's sizes; an elementwise operator broadcasts its tensor arguments'
 sizes; ``expand``/``view``/``reshape`` take the sizes they are given; ``sum``/``mean`` over
 dims follow ``reduced_sizes``, ``unsqueeze`` ``unsqueezed_sizes``; ``gather`` has its index's
 sizes; the ``SAME_SIZES`` operators keep their input's; a zero made by ``zeros_like(x)`` has
-``x``'s sizes, one made by ``new_zeros(x, sizes)`` the sizes given.
+``x``'s sizes, one made by ``new_zeros(x, sizes)`` the sizes given; a linear list has the list
+of its entries' sizes, and ``cat``/``stack`` of it ``concatenated_sizes``/``stacked_sizes``.
 """
 from __future__ import annotations
 
@@ -54,6 +57,9 @@ ELEMENTWISE = frozenset({
 #: Operators whose backward sums each input's gradient to its sizes (the batch dims broadcast)
 #: but whose result is not the broadcast of their arguments (the last dims are contracted).
 CONTRACTIONS = frozenset({"matmul"})
+#: Operators whose backward sums each input's gradient to its sizes but whose result is a 1-d
+#: selection of the broadcast elements (its length is known only when it runs).
+SELECTIONS = frozenset({"masked_select"})
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
@@ -1363,11 +1369,11 @@ class _Sweep:
         body += self.forward(loop.body, replay=True)
         body += self.reverse(loop.body, body_adjoints)
         entry_sizes = self.exit_sizes[id(loop)]         # the holders, restored for this iteration
-        for name in held:
+        for name, holder in held.items():
             value = body_adjoints.get(name)
-            if value != held[name]:
-                body.append(_stmt(f"{held[name]} = {value or self.zero(name, entry_sizes)}"))
-            adjoints[name] = held[name]
+            if value != holder:
+                body.append(_stmt(f"{holder} = {value or self.zero(name, entry_sizes)}"))
+            adjoints[name] = holder
         return before + [_for(turn, loop.start, loop.stop, body)]
 
     def transpose_element(self, item: Element, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
@@ -1582,7 +1588,7 @@ def broadcasts(formula: Formula) -> bool:
     that input's sizes (``sum_to(..., <input>_sizes)`` with ``<input>_sizes = <input>.sizes()``)."""
     if formula.jvp is not None and formula.jvp.rule.value == "auto_element_wise":
         return True
-    if formula.schema.name.base in CONTRACTIONS:
+    if formula.schema.name.base in CONTRACTIONS | SELECTIONS:
         return False
     sizes_of: dict[str, str] = {}
     for statement in formula.forward:

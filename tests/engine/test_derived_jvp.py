@@ -51,6 +51,7 @@ REFUSED = {
     'conv_transpose2d.input': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'scatter_add': 'reads the value of',
     'masked_select': 'sizes of the linear value',
+    'masked_scatter': 'sizes of the linear value',   # a masked_select's result: 1-d, its length known when it runs
     'scatter.src': 'reads the value of',
     'nll_loss_forward': 'sizes of the linear value',
     'nll_loss_backward': 'only `name = expression`',

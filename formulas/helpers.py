@@ -325,6 +325,36 @@ def unsqueezed_sizes(sizes: list[int], dim: int) -> list[int]:
 
 
 @helper
+def concatenated_sizes(sizes: list[list[int]], dim: int) -> list[int]:
+    """The sizes of ``cat`` along ``dim`` of tensors of ``sizes`` (a legacy 1-d empty one is
+    skipped, as cat skips it). (Derived jvps ask it for the sizes of a gradient joined inside a
+    backward.)"""
+    first = 0
+    for i in range(len(sizes)):
+        if len(sizes[first]) == 1 and sizes[first][0] == 0:
+            first = i
+    joined = list(sizes[first])
+    if len(joined) == 1 and joined[0] == 0:
+        return joined
+    at_dim = wrap_dim(dim, len(joined))
+    total = 0
+    for i in range(len(sizes)):
+        if not (len(sizes[i]) == 1 and sizes[i][0] == 0) or len(joined) == 1:
+            total = total + sizes[i][at_dim]
+    joined[at_dim] = total
+    return joined
+
+
+@helper
+def stacked_sizes(sizes: list[list[int]], dim: int) -> list[int]:
+    """The sizes of ``stack`` along ``dim`` of tensors of ``sizes``. (Derived jvps ask it for the
+    sizes of a gradient stacked inside a backward.)"""
+    stacked = unsqueezed_sizes(sizes[0], dim)
+    stacked[wrap_dim(dim, len(sizes[0]) + 1)] = len(sizes)
+    return stacked
+
+
+@helper
 def reduced_sizes(sizes: list[int], dim: list[int] | None, keepdim: bool) -> list[int]:
     """The sizes of a sum over ``dim`` (``None`` or empty: every dim) of a tensor of ``sizes``;
     a reduced dim stays as 1 when ``keepdim``. (Derived jvps ask it for the sizes of a gradient

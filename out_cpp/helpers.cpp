@@ -1413,6 +1413,34 @@ std::vector<int64_t> unsqueezed_sizes(at::IntArrayRef sizes, int64_t dim) {
   return unsqueezed;
 }
 
+std::vector<int64_t> concatenated_sizes(const std::vector<std::vector<int64_t>>& sizes, int64_t dim) {
+  int64_t first = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    if ((static_cast<int64_t>(sizes[formulas::runtime::wrap_index(first, sizes.size())].size()) == 1) && (sizes[formulas::runtime::wrap_index(first, sizes.size())][0] == 0)) {
+      first = i;
+    }
+  }
+  std::vector<int64_t> joined = formulas::runtime::to_list<std::vector<int64_t>>(sizes[formulas::runtime::wrap_index(first, sizes.size())]);
+  if ((static_cast<int64_t>(joined.size()) == 1) && (joined[0] == 0)) {
+    return joined;
+  }
+  int64_t at_dim = helpers::wrap_dim(dim, static_cast<int64_t>(joined.size()));
+  int64_t total = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    if (!((static_cast<int64_t>(sizes[i].size()) == 1) && (sizes[i][0] == 0)) || (static_cast<int64_t>(joined.size()) == 1)) {
+      total = total + sizes[i][formulas::runtime::wrap_index(at_dim, sizes[i].size())];
+    }
+  }
+  joined[formulas::runtime::wrap_index(at_dim, joined.size())] = total;
+  return joined;
+}
+
+std::vector<int64_t> stacked_sizes(const std::vector<std::vector<int64_t>>& sizes, int64_t dim) {
+  std::vector<int64_t> stacked = helpers::unsqueezed_sizes(sizes[0], dim);
+  stacked[formulas::runtime::wrap_index(helpers::wrap_dim(dim, static_cast<int64_t>(sizes[0].size()) + 1), stacked.size())] = static_cast<int64_t>(sizes.size());
+  return stacked;
+}
+
 std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim) {
   std::vector<int64_t> reduced = std::vector<int64_t>{};
   for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {

@@ -134,6 +134,8 @@ at::Tensor logsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, at:
 at::Tensor restore_reduced_dims(const at::Tensor& output, at::IntArrayRef dims, bool keepdim);
 at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, at::IntArrayRef dims);
 std::vector<int64_t> unsqueezed_sizes(at::IntArrayRef sizes, int64_t dim);
+std::vector<int64_t> concatenated_sizes(const std::vector<std::vector<int64_t>>& sizes, int64_t dim);
+std::vector<int64_t> stacked_sizes(const std::vector<std::vector<int64_t>>& sizes, int64_t dim);
 std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor i1_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
 at::Tensor i1e_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);

@@ -41,17 +41,17 @@ def _derived_tangents(case: OpCase, call, tangents: list[torch.Tensor]) -> list[
     function = _derived(call.formula.fn)
     schema = parse_schema(call.formula.schema)
     positions = call.tensor_positions
-    given = dict(zip(case.differentiable, tangents))
+    flat = [None if t is None else torch.zeros_like(t) for t in call.flat_tensors()]
+    for index, tangent in zip(call.differentiated_indices(), tangents):
+        flat[index] = tangent
+    per_argument = call.with_flat_tensors(flat)         # a list of tangents for a Tensor[] argument
     with use_backend(BACKEND):
         *_, jvp = function(*wrap(list(call.args)), **call.kwargs)
         names = jvp.__code__.co_varnames[:jvp.__code__.co_argcount]
         arguments = {}
         for name in names:
             index = [python_name(a.name) for a in schema.tensor_inputs].index(name[:-2])
-            position = positions[index]
-            value = given.get(position)
-            arguments[name] = wrap(value if value is not None else
-                                   (None if call.args[position] is None else torch.zeros_like(call.args[position])))
+            arguments[name] = wrap(per_argument[positions[index]])
         result = jvp(**arguments)
     return [unwrap(t) for t in as_tuple(result)]
 

@@ -23,15 +23,18 @@ backward with respect to its gradient parameters:
 Refused, with the step named: a step that is not linear (a backward that reads the value of
 its linear argument, a gradient that does not depend on ``grad``), an operator without a
 formula applied to a linear value (the zero makers ``zeros_like``/``new_zeros`` excepted),
-a loop or a list that carries linear values (``Tensor[]`` gradients), and a transpose that
-needs the sizes of a linear value the sizes rules below cannot tell.
+a ``while`` loop on linear values, and a transpose that needs the sizes of a linear value the
+sizes rules below cannot tell. Lists of linear values (``Tensor[]`` inputs and gradients) are
+made by appends (``ListStart``/``Append``) and read by index (``Element``): an append transposes
+to a read of the list's adjoint at the index the forward sweep counted, a read to a write.
 
 Sizes of linear values (the one table here: formulas carry no shape functions): a gradient
 parameter has its output's sizes; an elementwise operator broadcasts its tensor arguments'
 sizes; ``expand``/``view``/``reshape`` take the sizes they are given; ``sum``/``mean`` over
 dims follow ``reduced_sizes``, ``unsqueeze`` ``unsqueezed_sizes``; ``gather`` has its index's
 sizes; the ``SAME_SIZES`` operators keep their input's; a zero made by ``zeros_like(x)`` has
-``x``'s sizes, one made by ``new_zeros(x, sizes)`` the sizes given.
+``x``'s sizes, one made by ``new_zeros(x, sizes)`` the sizes given; a linear list has the list
+of its entries' sizes, and ``cat``/``stack`` of it ``concatenated_sizes``/``stacked_sizes``.
 """
 from __future__ import annotations
 
@@ -54,6 +57,9 @@ ELEMENTWISE = frozenset({
 #: Operators whose backward sums each input's gradient to its sizes (the batch dims broadcast)
 #: but whose result is not the broadcast of their arguments (the last dims are contracted).
 CONTRACTIONS = frozenset({"matmul"})
+#: Operators whose backward sums each input's gradient to its sizes but whose result is a 1-d
+#: selection of the broadcast elements (its length is known only when it runs).
+SELECTIONS = frozenset({"masked_select"})
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
@@ -117,6 +123,37 @@ class Linear:
 
 
 @dataclass
+class ListStart:
+    """``target = []`` followed by appends of linear values: a list of linear values (its adjoint is
+    a list too: the tangents of a ``Tensor[]`` input, or the adjoint a list operator's transpose gives)."""
+
+    target: str
+    sizes_holder: str | None = None     # the name listing its elements' sizes (set by the sweep)
+
+
+@dataclass
+class Append:
+    """``target.append(value)`` on a linear list: ``value`` (a linear name; None: a zero) lands at the
+    index held by the forward-sweep name ``position``."""
+
+    target: str
+    position: str
+    value: str | None
+    node: cst.CSTNode
+    record: cst.BaseStatement | None = None     # appends the value's sizes to the list's (set by the sweep)
+
+
+@dataclass
+class Element:
+    """``target = source[index]`` of a linear list (``index``: a forward-sweep name)."""
+
+    target: str
+    source: str
+    index: str
+    node: cst.CSTNode
+
+
+@dataclass
 class Branch:
     """``if <condition>:`` with linear statements inside; ``condition`` is a forward-sweep name."""
 
@@ -140,6 +177,7 @@ class Loop:
     setup: list = field(default_factory=list)
     updates: list = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)      # sizes name -> its list of per-iteration values
+    restored: dict[str, str] = field(default_factory=dict)  # carried constant -> its list of per-iteration values
 
 
 @dataclass(frozen=True)
@@ -346,6 +384,11 @@ class _Builder:
         self.counter = itertools.count(1)
         self.adjoint_names: set[str] = set()
         self.parameter_types: dict[str, object] = {}   # the formula's parameters' schema types
+        self.lists: set[str] = set()                   # linear lists (``ListStart``)
+        self.empty_lists: dict[str, tuple[list, Plain]] = {}   # ``name = []`` not appended to yet: where it is
+        self.list_counts: dict[str, str] = {}          # linear list -> the forward-sweep name counting its appends
+        self.gradient_lists: dict[str, str] = {}       # a ``Tensor[]`` gradient (or a copy) -> its output list
+        self.rebound: set[str] = set()                 # names bound more than once (or in a loop)
 
     def fresh(self, stem: str) -> str:
         while True:
@@ -367,15 +410,25 @@ class _Builder:
             if isinstance(statement, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in statement.body):
                 pass            # a constant return: handled below
             else:
-                program.append(Plain(statement))
+                plain = Plain(statement)
+                program.append(plain)
+                for name in _names(statement):
+                    self.empty_lists.pop(name, None)
                 for name in _assigned(statement):
                     linear.discard(name)
+                    self.lists.discard(name)
                     if self.assigns_tensor(statement, tensors):
                         tensors.add(name)
+                if _empty_list_target(statement) is not None:
+                    self.empty_lists[_empty_list_target(statement)] = (program, plain)
                 return
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 self.small(small, linear, tensors, returns, program)
+            return
+        if isinstance(statement, cst.If) and _truth(self.metadata(statement.test, linear)) is not None:
+            taken = statement.body.body if _truth(self.metadata(statement.test, linear)) else _else_body(statement)
+            self.statements(taken, linear, tensors, returns, program)     # `grads[i] is None`: False here
             return
         if isinstance(statement, cst.If):
             if self.reads_linear(self.metadata(statement.test, linear), linear):
@@ -410,16 +463,17 @@ class _Builder:
         body_linear = set(linear)
         self.statements(statement.body.body, body_linear, tensors, returns, body)
         read, bound_names = _linear_reads(body), _linear_binds(body)
+        started_inside = {item.target for item in _items(body) if isinstance(item, ListStart)}
+        linear |= (self.lists & (read | bound_names)) - started_inside     # lists bound to [] before the loop
         became = (body_linear - linear) & read & (_assigned_in(statement.body.body))
         if became:
             raise DerivationRefused(statement, f"`{sorted(became)[0]}` is a constant before the loop and linear "
                                     "inside it")
-        carried_constant = _carried_constants(body, variable)
-        if carried_constant is not None:
-            raise DerivationRefused(statement, f"the loop carries the constant `{carried_constant}` from one "
-                                    "iteration to the next, so its iterations cannot be replayed backwards")
+        # a constant carried from one iteration to the next (``offset = offset + n``) is listed per
+        # iteration by the forward loop and restored by the reverse one
+        restored = {name: self.fresh(f"{name}_seen") for name in _carried_constants(body, variable)}
         carried = tuple(sorted((read | bound_names) & linear))
-        program.append(Loop(variable, start, stop, body, carried))
+        program.append(Loop(variable, start, stop, body, carried, restored=restored))
         linear |= body_linear
 
     def constant_name(self, value: cst.BaseExpression, program: list) -> cst.BaseExpression:
@@ -443,8 +497,37 @@ class _Builder:
             return
         if isinstance(small, cst.Pass):
             return
+        if isinstance(small, cst.Expr) and _append_call(small.value) is not None:
+            self.append(small, *_append_call(small.value), linear, tensors, program)
+            return
         raise DerivationRefused(small, f"`{code(small)}` on a linear value (only `name = expression` "
                                 "and `return` can be transposed)")
+
+    def append(self, node, target: str, value: cst.BaseExpression, linear, tensors, program) -> None:
+        """``target.append(value)`` with a linear value (or onto a linear list): the list is linear
+        from where it was bound to ``[]`` (it must not have been appended to before); each append's
+        index is counted in the forward sweep."""
+        operand = self.operand(value, linear, tensors, program)
+        if target in self.lists:
+            linear.add(target)          # made linear in a branch or loop this one is beside
+        elif target in self.empty_lists:
+            block, plain = self.empty_lists.pop(target)
+            self.lists.add(target)
+            self.list_counts[target] = self.fresh(f"{target}_count")
+            at_index = next(i for i, item in enumerate(block) if item is plain) + 1
+            block[at_index:at_index] = [ListStart(target), Plain(_stmt(f"{self.list_counts[target]} = 0"))]
+            linear.add(target)
+        else:
+            raise DerivationRefused(node, f"`{target}` holds constants (or is not a list made here) and a "
+                                    "linear value is appended to it")
+        if operand.constant is not None:
+            raise DerivationRefused(node, f"a constant appended to `{target}`, a list of linear values: the "
+                                    "step is not linear in the gradient")
+        count = self.list_counts[target]
+        position = self.fresh(f"{target}_index")
+        program.append(Plain(_stmt(f"{position} = {count}")))
+        program.append(Append(target, position, operand.linear, node))
+        program.append(Plain(_stmt(f"{count} = {count} + 1")))
 
     def bind(self, target: str, value: cst.BaseExpression | None, linear, tensors, program,
              none_is_zero: bool = False) -> None:
@@ -452,6 +535,11 @@ class _Builder:
         if operand.linear is not None:
             program.append(Linear(target, value, source=operand.linear))
             linear.add(target)
+            if operand.linear in self.gradient_lists:
+                self.gradient_lists[target] = self.gradient_lists[operand.linear]
+            if operand.linear in self.lists:
+                self.lists.add(target)
+                self.list_counts[target] = self.list_counts[operand.linear]
         elif operand.is_zero:
             program.append(Linear(target, value, zero_sizes=operand.zero_sizes))
             linear.add(target)
@@ -482,8 +570,27 @@ class _Builder:
             if op is None:
                 raise DerivationRefused(node, f"the operator `{code(node.operator).strip()}` on a linear value")
             return self.apply(node, op, [node.left, node.right], {}, linear, tensors, program)
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and len(node.slice) == 1 \
+                and isinstance(node.slice[0].slice, cst.Index) and self.is_list(node.value.value) \
+                and not self.reads_linear(node.slice[0].slice.value, linear):
+            index, target = self.fresh(f"{node.value.value}_at"), self.fresh("element")
+            program.append(Plain(_stmt(f"{index} = {code(self.metadata(node.slice[0].slice.value, linear))}")))
+            program.append(Element(target, node.value.value, index, node))
+            linear.add(target)
+            return Operand(linear=target)
+        if isinstance(node, cst.List) and all(isinstance(e, cst.Element) for e in node.elements):
+            listed = self.fresh("listed")              # ``[a, b]``: a list made by appends
+            plain = Plain(_stmt(f"{listed} = []"))
+            program.append(plain)
+            self.empty_lists[listed] = (program, plain)
+            for element in node.elements:
+                self.append(node, listed, element.value, linear, tensors, program)
+            return Operand(linear=listed)
         if isinstance(node, cst.IfExp):
             test = self.metadata(node.test, linear)
+            if _truth(test) is not None:              # `grad if grad is not None else ...`
+                chosen = node.body if _truth(test) else node.orelse
+                return ZERO if _is_none(chosen) else self.operand(chosen, linear, tensors, program)
             if self.reads_linear(test, linear):
                 raise DerivationRefused(node.test, "a conditional on the gradient's values")
             condition, target = self.fresh("taken"), self.fresh("chosen")
@@ -514,8 +621,22 @@ class _Builder:
         builder = self
 
         class Marker(cst.CSTTransformer):
+            def leave_Comparison(self, original, updated):
+                # a linear value is never None here: forward mode gives every output a tangent
+                if len(updated.comparisons) == 1 and isinstance(updated.comparisons[0].operator, (cst.Is, cst.IsNot)) \
+                        and _is_none(updated.comparisons[0].comparator) and _linear_or_entry(updated.left, linear):
+                    return cst.Name("False" if isinstance(updated.comparisons[0].operator, cst.Is) else "True")
+                return updated
+
             def leave_Call(self, original, updated):
                 func = updated.func
+                if isinstance(func, cst.Name) and func.value == "len" and len(updated.args) == 1 \
+                        and isinstance(updated.args[0].value, cst.Name) and updated.args[0].value.value in linear:
+                    listed = updated.args[0].value.value
+                    if listed in builder.gradient_lists:
+                        return _expr(f"len({builder.gradient_lists[listed]})")
+                    if listed in builder.list_counts:
+                        return cst.Name(builder.list_counts[listed])
                 if isinstance(func, cst.Name) and func.value in builder.table.helpers:
                     return builder.device_only_arguments(updated, builder.table.helpers[func.value], linear)
                 if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
@@ -563,7 +684,11 @@ class _Builder:
                 continue
             value = operand.constant if operand.constant is not None else (
                 operand.zero_value if operand.zero_value is not None else cst.Name(UNKNOWN_ZERO))
-            if not isinstance(value, cst.Name) and self.is_tensor(value, tensors):
+            if isinstance(value, cst.Name) and value.value in self.rebound:
+                bound = self.fresh("factor")            # its value here, not the one a later rebinding gives
+                program.append(Plain(_stmt(f"{bound} = {value.value}")))
+                value = cst.Name(bound)
+            elif not isinstance(value, cst.Name) and self.is_tensor(value, tensors):
                 bound = self.fresh("factor")            # computed once, read by the transposes
                 program.append(Plain(_stmt(f"{bound} = {code(value)}")))
                 tensors.add(bound)
@@ -705,6 +830,7 @@ class _Builder:
             self.bind(renames[param.name].value, value, inner_linear, inner_tensors, program)
         result = self.fresh(f"{helper.name}_result")
         statements = [rename(s, renames) for s in single_exit(_without_docstring(body))]
+        self.rebound |= _rebound(statements)
         self.statements(statements, inner_linear, inner_tensors, [result], program)
         linear.update(inner_linear)
         tensors.update(inner_tensors)
@@ -713,6 +839,9 @@ class _Builder:
         return Operand(constant=cst.Name(result))
 
     # -- facts
+    def is_list(self, name: str) -> bool:
+        return name in self.lists or name in self.gradient_lists
+
     def reads_linear(self, node: cst.CSTNode, linear: set[str]) -> bool:
         return any(isinstance(n, cst.Name) and n.value in linear for n in _nodes(node))
 
@@ -759,6 +888,55 @@ def _reads_only_device(helper: Helper, param: str) -> bool:
                                                            for a in n.args):
             device_reads += 1
     return uses > 0 and uses == device_reads
+
+
+def _appended_to(statement: cst.CSTNode) -> set[str]:
+    """The names ``statement`` appends to (``name.append(...)``, in loops and branches too)."""
+    return {found[0] for n in _nodes(statement) if isinstance(n, cst.Call) and (found := _append_call(n)) is not None}
+
+
+def _linear_or_entry(node: cst.BaseExpression, linear: set[str]) -> bool:
+    """A linear name, or an entry ``name[i]`` of one."""
+    if isinstance(node, cst.Subscript):
+        node = node.value
+    return isinstance(node, cst.Name) and node.value in linear
+
+
+def _append_call(node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """``(name, value)`` of ``name.append(value)``; None for anything else."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) \
+            and node.func.attr.value == "append" and len(node.args) == 1 and node.args[0].keyword is None:
+        return node.func.value.value, node.args[0].value
+    return None
+
+
+def _empty_list_target(statement) -> str | None:
+    """``name`` of ``name = []``; None for anything else."""
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+            and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1 \
+            and isinstance(statement.body[0].targets[0].target, cst.Name) \
+            and isinstance(statement.body[0].value, cst.List) and not statement.body[0].value.elements:
+        return statement.body[0].targets[0].target.value
+    return None
+
+
+def _rebound(statements) -> set[str]:
+    """Names bound more than once on a path through ``statements``, or inside a loop (their value at
+    one step may differ from their value when the step's transpose runs)."""
+    def counts(nodes) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for statement in nodes:
+            if isinstance(statement, (cst.For, cst.While)):
+                inner = {name: 2 for name in _assigned_in(statement.body.body)}
+            elif isinstance(statement, cst.If):
+                body, orelse = counts(statement.body.body), counts(_else_body(statement))
+                inner = {name: max(body.get(name, 0), orelse.get(name, 0)) for name in body.keys() | orelse.keys()}
+            else:
+                inner = dict.fromkeys(_assigned(statement), 1)
+            for name, count in inner.items():
+                found[name] = found.get(name, 0) + count
+        return found
+    return {name for name, count in counts(list(statements)).items() if count > 1}
 
 
 def _plain_sizes(sizes: cst.BaseExpression) -> bool:
@@ -816,20 +994,28 @@ def _items(program: list):
 
 
 def _linear_reads(program: list) -> set[str]:
-    return {name for item in _items(program) if isinstance(item, Linear)
-            for name in ({item.source} if item.source else set(item.linear.values()))}
+    return {name for item in _items(program) if isinstance(item, (Linear, Append, Element)) for name in _read_by(item)}
+
+
+def _read_by(item: Linear | Append | Element) -> set[str]:
+    if isinstance(item, Element):
+        return {item.source}
+    if isinstance(item, Append):
+        return {item.target} | ({item.value} if item.value else set())
+    return {item.source} if item.source else set(item.linear.values())
 
 
 def _linear_binds(program: list) -> set[str]:
-    return {item.target for item in _items(program) if isinstance(item, Linear)}
+    return {item.target for item in _items(program) if isinstance(item, (Linear, Append, ListStart, Element))}
 
 
-def _carried_constants(program: list, variable: str) -> str | None:
-    """A constant the loop body reads before it binds it (so its value comes from the previous
-    iteration), or None."""
+def _carried_constants(program: list, variable: str) -> list[str]:
+    """The constants the loop body reads before it binds them (so their values come from the
+    previous iteration)."""
     plains = [item for item in _items(program) if isinstance(item, Plain)]
     bound_in_body = {name for item in plains for name in _assigned(item.statement)} - {variable}
     bound_so_far: set[str] = set()
+    carried: set[str] = set()
     for item in _items(program):
         nodes = [item.statement] if isinstance(item, Plain) else (
             list(item.arguments.values()) if isinstance(item, Linear) else [])
@@ -839,13 +1025,11 @@ def _carried_constants(program: list, variable: str) -> str | None:
                 node = node.body[0].value              # the value is read before the targets are bound
             elif isinstance(node, cst.For):
                 own_targets = {n.value for n in _nodes(node.target) if isinstance(n, cst.Name)}
-            early = ({n.value for n in _nodes(node) if isinstance(n, cst.Name)} - own_targets) & bound_in_body \
+            carried |= ({n.value for n in _nodes(node) if isinstance(n, cst.Name)} - own_targets) & bound_in_body \
                 - bound_so_far
-            if early:
-                return sorted(early)[0]
         if isinstance(item, Plain):
             bound_so_far |= _assigned(item.statement)
-    return None
+    return sorted(carried)
 
 
 def _assigned(statement) -> set[str]:
@@ -876,11 +1060,12 @@ class _Sweep:
         self.sizes_before: dict[int, dict[str, cst.BaseExpression | None]] = {}   # id(step) -> sizes env
         self.read_linear: set[str] = set()      # names some linear step reads (their adjoints matter)
         self.exit_sizes: dict[int, dict[str, cst.BaseExpression | None]] = {}    # id(loop) -> sizes after it
+        self.owned: set[str] = set()            # adjoint lists made by the jvp (so written in place)
 
     def reads(self, program: list) -> None:
         for item in program:
-            if isinstance(item, Linear):
-                self.read_linear |= {item.source} if item.source else set(item.linear.values())
+            if isinstance(item, (Linear, Append, Element)):
+                self.read_linear |= _read_by(item)
             elif isinstance(item, Branch):
                 self.reads(item.body)
                 self.reads(item.orelse)
@@ -905,6 +1090,25 @@ class _Sweep:
                     item.sizes_binding = _stmt(f"{holder} = {code(found)}")
                     found = cst.Name(holder)
                 sizes[item.target] = found
+            elif isinstance(item, Append):           # a list's sizes: the list of its elements' sizes
+                self.sizes_before[id(item)] = dict(sizes)
+                known = sizes.get(item.value) if item.value is not None else None
+                if known is not None and sizes.get(item.target) is not None:
+                    item.record = _stmt(f"{code(sizes[item.target])}.append({code(known)})")
+                else:
+                    sizes[item.target] = None        # an element of unknown sizes: the list's are unknown
+            elif isinstance(item, ListStart):
+                item.sizes_holder = self.builder.fresh(f"{item.target}_sizes")
+                sizes[item.target] = cst.Name(item.sizes_holder)
+            elif isinstance(item, Element):
+                self.sizes_before[id(item)] = dict(sizes)
+                listed = self.builder.gradient_lists.get(item.source)
+                if listed is not None:
+                    sizes[item.target] = _expr(f"{listed}[{item.index}].sizes()")
+                elif sizes.get(item.source) is not None:
+                    sizes[item.target] = _expr(f"{code(sizes[item.source])}[{item.index}]")
+                else:
+                    sizes[item.target] = None
             elif isinstance(item, Loop):
                 self.annotate_loop(item, sizes)
             else:
@@ -933,14 +1137,16 @@ class _Sweep:
         body_sizes = dict(sizes)
         holders: dict[str, str] = {}
         for name in loop.carried:
-            if sizes.get(name) is not None:
+            if sizes.get(name) is not None and name not in self.builder.lists:    # a list's sizes: appended to
                 holders[name] = self.builder.fresh(f"{name}_sizes")
                 loop.setup.append(_stmt(f"{holders[name]} = {code(sizes[name])}"))
                 body_sizes[name] = cst.Name(holders[name])
         self.annotate(loop.body, body_sizes)
         for name in loop.carried:
             end, holder = body_sizes.get(name), holders.get(name)
-            if holder is None:
+            if name in self.builder.lists:
+                sizes[name] = end
+            elif holder is None:
                 sizes[name] = None
             elif end is None:
                 raise DerivationRefused(None, f"the sizes of `{name}` after an iteration of a loop are unknown")
@@ -995,6 +1201,12 @@ class _Sweep:
             return sizes.get(step.linear["self"]) if "self" in step.linear else _sizes_of_constant(arguments.get("self"))
         if name == "gather":
             return _sizes_of_constant(arguments.get("index"))
+        if name in ("cat", "stack") and "tensors" in step.linear:
+            listed = sizes.get(step.linear["tensors"])
+            if listed is None:
+                return None
+            dim = code(step.arguments.get("dim", cst.Integer("0")))
+            return _expr(f"{'concatenated_sizes' if name == 'cat' else 'stacked_sizes'}({code(listed)}, {dim})")
         if name == "unsqueeze":
             source = sizes.get(step.linear.get("self", ""))
             dim = step.arguments.get("dim")
@@ -1042,10 +1254,12 @@ class _Sweep:
         raise DerivationRefused(node, f"`.{method}(...)` of the linear value `{name}`")
 
     # -- the forward sweep
-    def forward(self, program: list, also_read: frozenset[str] = frozenset()) -> list[cst.BaseStatement]:
+    def forward(self, program: list, also_read: frozenset[str] = frozenset(), replay: bool = False
+                ) -> list[cst.BaseStatement]:
         """The constant statements in order. A branch's own are run again where the reverse sweep
-        reverses it, so here only a branch whose names the statements beside it (or ``also_read``)
-        read is kept. A loop runs forward whole: it lists the sizes its reverse loop reads."""
+        reverses it (``replay``: the lists of sizes of linear lists are made once, not again), so
+        here only a branch whose names the statements beside it (or ``also_read``) read, or that
+        lists sizes, is kept. A loop runs forward whole: it lists the sizes its reverse loop reads."""
         out: list[cst.BaseStatement] = []
         beside = self.names_read_beside(program) | also_read
         for item in program:
@@ -1053,15 +1267,20 @@ class _Sweep:
                 out.append(item.statement)
             elif isinstance(item, Linear) and item.sizes_binding is not None:
                 out.append(item.sizes_binding)
+            elif isinstance(item, ListStart) and not replay:
+                out.append(_stmt(f"{item.sizes_holder} = []"))
+            elif isinstance(item, Append) and item.record is not None and not replay:
+                out.append(item.record)
             elif isinstance(item, Loop):
-                out += item.setup + [_stmt(f"{seen} = []") for seen in item.seen.values()]
+                out += item.setup + [_stmt(f"{seen} = []") for seen in (*item.seen.values(), *item.restored.values())]
                 updates_read = {n.value for s in item.updates for n in _nodes(s) if isinstance(n, cst.Name)}
-                body = [_stmt(f"{seen}.append({holder})") for holder, seen in item.seen.items()]
-                body += self.forward(item.body, frozenset(updates_read)) + item.updates
+                body = [_stmt(f"{seen}.append({holder})") for holder, seen in (*item.seen.items(), *item.restored.items())]
+                body += self.forward(item.body, frozenset(updates_read | item.restored.keys()), replay) + item.updates
                 if body:
                     out.append(_for(item.variable, item.start, item.stop, body))
-            elif isinstance(item, Branch) and self.bound_in(item) & beside:
-                body, orelse = self.forward(item.body), self.forward(item.orelse)
+            elif isinstance(item, Branch) and (self.bound_in(item) & beside or not replay and any(
+                    isinstance(inner, Append) and inner.record is not None for inner in _items([item]))):
+                body, orelse = self.forward(item.body, replay=replay), self.forward(item.orelse, replay=replay)
                 if body or orelse:
                     out.append(_if(item.condition, body, orelse))
         return out
@@ -1076,6 +1295,10 @@ class _Sweep:
                 nodes = [item.statement]
             elif isinstance(item, Linear):
                 nodes = [*item.arguments.values(), *(v for v in self.sizes_before.get(id(item), {}).values() if v)]
+            elif isinstance(item, Append):
+                nodes = [cst.Name(item.position)]
+            elif isinstance(item, Element):
+                nodes = [cst.Name(item.index)]
             elif isinstance(item, Loop):
                 nodes = [item.start, item.stop, *item.setup, *(v for v in self.exit_sizes[id(item)].values() if v)]
             for node in nodes:
@@ -1100,6 +1323,16 @@ class _Sweep:
         for item in reversed(program):
             if isinstance(item, Linear):
                 out += self.transpose_step(item, adjoints)
+            elif isinstance(item, Append):
+                listed = adjoints.get(item.target)          # the list's adjoint: one entry per append
+                if listed is not None and item.value is not None:
+                    entry = self.builder.fresh(f"{listed}_entry")
+                    out.append(_stmt(f"{entry} = {listed}[{item.position}]"))
+                    out += self.accumulate(item.value, entry, adjoints)
+            elif isinstance(item, ListStart):
+                adjoints.pop(item.target, None)
+            elif isinstance(item, Element):
+                out += self.transpose_element(item, adjoints)
             elif isinstance(item, Branch):
                 out += self.reverse_branch(item, adjoints)
             elif isinstance(item, Loop):
@@ -1118,26 +1351,54 @@ class _Sweep:
         before: list[cst.BaseStatement] = []
         held: dict[str, str] = {}
         for name in loop.carried:
+            if name in self.builder.lists and name not in adjoints:
+                continue                # a list nothing after the loop reads: no adjoint flows from it
             held[name] = self.adjoint_name(name)
-            before.append(_stmt(f"{held[name]} = {adjoints.get(name) or self.zero(name, self.exit_sizes[id(loop)])}"))
+            value = adjoints.get(name) or self.zero(name, self.exit_sizes[id(loop)])
+            if name in self.builder.gradient_lists:          # its entries are written in place
+                value = f"list({adjoints[name]})" if name in adjoints else value
+                self.owned.add(held[name])
+            before.append(_stmt(f"{held[name]} = {value}"))
         body_adjoints = dict(held)
         turn = self.builder.fresh(f"{loop.variable}_reversed")
         first = "" if code(loop.start) == "0" else f"{code(loop.start)} + "
         offset = "" if code(loop.start) == "0" else f" - {code(loop.start)}"
         body = [_stmt(f"{loop.variable} = {first}{code(loop.stop)} - 1 - {turn}")]
-        body += [_stmt(f"{holder} = {seen}[{loop.variable}{offset}]") for holder, seen in loop.seen.items()]
-        body += self.forward(loop.body)
+        body += [_stmt(f"{holder} = {seen}[{loop.variable}{offset}]")
+                 for holder, seen in (*loop.seen.items(), *loop.restored.items())]
+        body += self.forward(loop.body, replay=True)
         body += self.reverse(loop.body, body_adjoints)
         entry_sizes = self.exit_sizes[id(loop)]         # the holders, restored for this iteration
-        for name in loop.carried:
+        for name, holder in held.items():
             value = body_adjoints.get(name)
-            if value != held[name]:
-                body.append(_stmt(f"{held[name]} = {value or self.zero(name, entry_sizes)}"))
-            adjoints[name] = held[name]
+            if value != holder:
+                body.append(_stmt(f"{holder} = {value or self.zero(name, entry_sizes)}"))
+            adjoints[name] = holder
         return before + [_for(turn, loop.start, loop.stop, body)]
 
+    def transpose_element(self, item: Element, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        """``y = xs[i]``: the adjoint of ``y`` added at ``i`` to the adjoint list of ``xs`` (made here,
+        of Nones, the zeros of a ``Tensor[]``, when it has none; copied before it is first written)."""
+        adjoint = adjoints.pop(item.target, None)
+        if adjoint is None:
+            return []
+        out: list[cst.BaseStatement] = []
+        listed = adjoints.get(item.source)
+        if listed is None or listed not in self.owned:
+            owned = self.adjoint_name(item.source)
+            value = f"list({listed})" if listed is not None else self.zero(item.source, {})
+            out.append(_stmt(f"{owned} = {value}"))
+            self.owned.add(owned)
+            adjoints[item.source] = listed = owned
+        entry = f"{listed}[{item.index}]"
+        out.append(_stmt(f"{entry} = {adjoint} if {entry} is None else {entry} + {adjoint}"))
+        return out
+
     def zero(self, name: str, sizes: dict[str, cst.BaseExpression | None]) -> str:
-        """A zero adjoint for the linear value ``name`` (its sizes must be known)."""
+        """A zero adjoint for the linear value ``name`` (its sizes must be known); for a ``Tensor[]``
+        gradient, a list of Nones as long as its output."""
+        if name in self.builder.gradient_lists:
+            return f"[None] * len({self.builder.gradient_lists[name]})"
         if sizes.get(name) is None or self.witness is None:
             raise DerivationRefused(None, f"the adjoint of `{name}` is zero in a loop and its sizes are unknown")
         return f"at.new_zeros({self.witness}, {code(sizes[name])})"
@@ -1148,8 +1409,8 @@ class _Sweep:
         reversed_else = self.reverse(branch.orelse, else_adjoints)
         if not reversed_body and not reversed_else and body_adjoints == adjoints == else_adjoints:
             return []
-        body = self.forward(branch.body) + reversed_body
-        orelse = self.forward(branch.orelse) + reversed_else
+        body = self.forward(branch.body, replay=True) + reversed_body
+        orelse = self.forward(branch.orelse, replay=True) + reversed_else
         adjoints.clear()
         sizes = self.sizes_before[id(branch)]
         # only the linear values bound before the branch carry an adjoint out of it
@@ -1165,6 +1426,9 @@ class _Sweep:
                     continue
                 if current is not None:
                     statements.append(_stmt(f"{merged} = {current}"))
+                    continue
+                if name in self.builder.gradient_lists:
+                    statements.append(_stmt(f"{merged} = {self.zero(name, sizes)}"))
                     continue
                 size = sizes.get(name)
                 if size is None or self.witness is None:
@@ -1187,6 +1451,9 @@ class _Sweep:
         if current is None:
             adjoints[name] = value
             return []
+        if name in self.builder.lists:
+            raise DerivationRefused(None, f"the list `{name}` is read twice: adding lists of adjoints is not "
+                                    "supported")
         merged = self.adjoint_name(name)
         adjoints[name] = merged
         return [_stmt(f"{merged} = {current} + {value}")]
@@ -1271,6 +1538,25 @@ class _Sweep:
         class Replace(cst.CSTTransformer):
             def leave_Call(self, original, updated):
                 func = updated.func
+                # of a linear list: its length and its entries' metadata, from the list of their sizes
+                if isinstance(func, cst.Name) and func.value == "len" and len(updated.args) == 1 \
+                        and isinstance(updated.args[0].value, cst.Name) and updated.args[0].value.value in names:
+                    if dummy:
+                        return cst.Name("None")
+                    listed = sizes.get(updated.args[0].value.value)
+                    if listed is None:
+                        raise DerivationRefused(step.node, f"the length of a list in `{code(step.node)}` is unknown")
+                    return _expr(f"len({code(listed)})")
+                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Subscript) \
+                        and isinstance(func.value.value, cst.Name) and func.value.value.value in names \
+                        and func.attr.value in METADATA_READS and len(func.value.slice) == 1 \
+                        and isinstance(func.value.slice[0].slice, cst.Index):
+                    if dummy:
+                        return cst.Name("None")
+                    listed = sizes.get(func.value.value.value)
+                    entry = None if listed is None else _expr(
+                        f"{code(listed)}[{code(func.value.slice[0].slice.value)}]")
+                    return sweep.metadata_read(code(step.node), func.attr.value, updated.args, entry, step.node)
                 if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
                         and func.value.value in names and func.attr.value in METADATA_READS:
                     if dummy:
@@ -1285,13 +1571,14 @@ class _Sweep:
     def forward_slice(formula: Formula, names: set[str]) -> list[cst.BaseStatement]:
         """The forward statements that bind ``names`` (and what they read), in order; the op's own
         computation is left out."""
-        wanted = set(names) - set(formula.params) - {o for o in formula.outputs if o is not None}
+        outputs = {o for o in formula.outputs if o is not None}
+        wanted = set(names) - set(formula.params) - outputs
         chosen: list[cst.BaseStatement] = []
         for statement in reversed(formula.forward):
-            bound = _assigned(statement)
+            bound = _assigned(statement) | _appended_to(statement)
             if bound & wanted:
                 chosen.append(statement)
-                wanted |= {n.value for n in _nodes(statement) if isinstance(n, cst.Name)} - set(formula.params)
+                wanted |= {n.value for n in _nodes(statement) if isinstance(n, cst.Name)} - set(formula.params) - outputs
         return list(reversed(chosen))
 
 
@@ -1301,7 +1588,7 @@ def broadcasts(formula: Formula) -> bool:
     that input's sizes (``sum_to(..., <input>_sizes)`` with ``<input>_sizes = <input>.sizes()``)."""
     if formula.jvp is not None and formula.jvp.rule.value == "auto_element_wise":
         return True
-    if formula.schema.name.base in CONTRACTIONS:
+    if formula.schema.name.base in CONTRACTIONS | SELECTIONS:
         return False
     sizes_of: dict[str, str] = {}
     for statement in formula.forward:
@@ -1428,9 +1715,11 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     returns = [builder.fresh(f"{name}_gradient") for name in inputs]
     differentiable_outputs = [formula.outputs[i] for i in formula.differentiable_outputs
                               if is_tensor_like(formula.schema.returns[i].type)]
-    if any(isinstance(a.type, ListType) for a in formula.differentiable_inputs) \
-            or any(isinstance(r.type, ListType) for r in formula.schema.returns):
-        raise DerivationRefused(formula.schema_node, "Tensor[] inputs or outputs are not transposed yet")
+    listed = [isinstance(formula.schema.returns[i].type, ListType) for i in formula.differentiable_outputs
+              if is_tensor_like(formula.schema.returns[i].type)]
+    builder.gradient_lists = {g: o for g, o, is_list in zip(grads, differentiable_outputs, listed) if is_list}
+    # a Tensor[] output's first entry stands for its dtype and device
+    differentiable_outputs = [f"{o}[0]" if is_list else o for o, is_list in zip(differentiable_outputs, listed)]
     witness = differentiable_outputs[0] if differentiable_outputs else None
     builder.witnesses = dict(zip(grads, differentiable_outputs))
     body = single_exit(_without_docstring(backward.node.body.body))
@@ -1439,13 +1728,21 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     body = _fold_statements(body, _MaskFolder(
         backward.needs_input_grad, lambda i: _expr(f"{inputs[i]} is not None") if optional[i] else True))
     program: list = []
+    builder.rebound = _rebound(body)
     builder.statements(body, linear, tensors, returns, program)
     sweep = _Sweep(builder, witness)
     sweep.reads(program)
     initial = {g: (_expr(f"{o}.sizes()") if o is not None else None) for g, o in zip(grads, differentiable_outputs)}
+    for g, output in builder.gradient_lists.items():          # a Tensor[] gradient: its entries' sizes
+        initial[g] = cst.Name(builder.fresh(f"{g}_sizes"))
+        program.insert(0, Plain(_stmt(f"{code(initial[g])} = to_args_sizes({output})")))
     sweep.annotate(program, initial)
     adjoints: dict[str, str] = {}
     tangents = []
+    for argument, ret in zip(formula.differentiable_inputs, returns):
+        if isinstance(argument.type, ListType) and ret in linear and ret not in builder.lists:
+            raise DerivationRefused(backward.node.name, f"the gradient of the Tensor[] input `{argument.name}` is "
+                                    "not a list of gradients made here (one per entry)")
     for name, ret in zip(inputs, returns):
         if ret in linear:
             adjoints[ret] = f"{name}_t"

@@ -50,25 +50,17 @@ REFUSED = {
     'conv_transpose1d': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'conv_transpose2d.input': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'scatter_add': 'reads the value of',
-    'masked_scatter': 'has no transpose',
     'masked_select': 'sizes of the linear value',
+    'masked_scatter': 'sizes of the linear value',   # a masked_select's result: 1-d, its length known when it runs
     'scatter.src': 'reads the value of',
-    'split.Tensor': 'Tensor[] inputs or outputs',
-    'split_with_sizes': 'Tensor[] inputs or outputs',
-    'split.sizes': 'Tensor[] inputs or outputs',
-    'chunk': 'Tensor[] inputs or outputs',
-    'unbind.int': 'Tensor[] inputs or outputs',
     'nll_loss_forward': 'sizes of the linear value',
     'nll_loss_backward': 'only `name = expression`',
     'embedding_dense_backward': 'has no formula and is applied',
     'max_pool2d_with_indices_backward': 'reads the value of',
     'avg_pool2d_backward': 'reads the value of',
-    'var_mean.dim': 'a branch on the gradient',
     'linalg_solve_triangular': 'on a linear value',
     'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
-    'linalg_matrix_exp': 'on a linear value',        # a list of tensors (the block matrix's rows) for at.cat
-    'cat': 'Tensor[] inputs or outputs',
-    'stack': 'Tensor[] inputs or outputs',
+    'linalg_matrix_exp': 'a constant appended to',   # the block matrix's rows: [A, G] (linear) and [0, A]
 }
 
 

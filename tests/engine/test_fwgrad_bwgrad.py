@@ -59,9 +59,11 @@ def _every_overload_derives(base: str) -> bool:
 
 
 def _fb_applies(op: str) -> bool:
-    """One Tensor output, no Tensor[] input, and every operator of the backward derives."""
+    """One Tensor output (not a Tensor[]: the backward here is given one weight), no Tensor[] input,
+    and every operator of the backward derives."""
     formula = next(f for f in _library().formulas if f.op_name == op)
     return (len(formula.schema.returns) == 1 and len(formula.backward.params) == 1
+            and not isinstance(formula.schema.returns[0].type, ListType)
             and not any(isinstance(a.type, ListType) for a in formula.differentiable_inputs)
             and all(_every_overload_derives(base) for base in _backward_operators(op)))
 

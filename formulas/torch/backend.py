@@ -64,6 +64,12 @@ class OracleTensor:
     def options(self) -> TorchOptions:
         return TorchOptions(self.tensor.dtype, self.tensor.device)
 
+    def is_floating_point(self) -> bool:
+        return self.tensor.is_floating_point()
+
+    def is_complex(self) -> bool:
+        return self.tensor.is_complex()
+
     # Python operators: the aten operators the conventions name
     def __add__(self, other: Any) -> Any:
         return at.add(self, other)

@@ -32,7 +32,9 @@ from torch._functorch.utils import enable_single_level_autograd_function
 from formulas.dsl import DeclaredFormula, use_backend
 from formulas.dsl import _backend as _installed_backend    # just an optimization of use_backend, below
 from formulas.torch.backend import SCALAR_TYPES, OracleTensor, TorchBackend, unwrap, wrap
-from transpiler.schema import FunctionSchema, ListType, OptionalType, parse_schema
+from formulas.torch.helper_overloads import HelperOverloads, overloads_of
+from reference_engine.scalars import scalar_method_parameters, scalar_value
+from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
 
 if TYPE_CHECKING:
     from reference_engine.facts import FormulaFacts
@@ -213,6 +215,19 @@ def place(template: Sequence[Any], items: Sequence[Any]) -> list[Any]:
     return [put(v) for v in template]
 
 
+def _overloaded(name: str, helpers: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
+    """The helper ``name``, or where it has overloads ``name__variant``, all of them (:class:`HelperOverloads`)."""
+    overloads = overloads_of(name, helpers)
+    return helpers[name] if len(overloads) == 1 else HelperOverloads(name, overloads)
+
+
+def _base_name(ty: Type) -> str | None:
+    """The name of ``ty`` (``Scalar`` for ``Scalar`` and ``Scalar?``), or None for a list."""
+    if isinstance(ty, OptionalType):
+        ty = ty.elem
+    return ty.name if isinstance(ty, BaseType) else None
+
+
 def _global_names(code: types.CodeType) -> set[str]:
     """Names ``code`` and the functions defined inside it may look up as globals."""
     return set(code.co_names).union(*(_global_names(c) for c in code.co_consts if type(c) is types.CodeType))
@@ -242,8 +257,8 @@ class TorchFormula:
     def prepare(self) -> TorchFormula:
         """Work out now what every call needs (schema, slots, the Function), so that no call
         does: an override or a custom op prepares its formulas when it is installed."""
-        for name in ("fn", "apply", "gradient_slots", "single_slots", "single_tensor_slots", "list_output",
-                     "output_flags", "all_differentiable"):
+        for name in ("fn", "apply", "gradient_slots", "single_slots", "scalar_method_slots", "single_tensor_slots",
+                     "list_output", "output_flags", "all_differentiable"):
             getattr(self, name)
         return self
 
@@ -251,15 +266,19 @@ class TorchFormula:
         """The schema's default of argument ``name`` (``none`` where it has none): a formula may
         leave the defaults to its schema (the imported corpus does), and torch's Python kernel
         is not handed a keyword argument left at its default."""
-        text = next((a.default for a in self.schema.arguments if a.name == name), None)
+        argument = next((a for a in self.schema.arguments if a.name == name), None)
+        text = None if argument is None else argument.default
         if text is None:
             return none
         if text in _SYMBOLIC_DEFAULTS:
             return _SYMBOLIC_DEFAULTS[text]
         try:
-            return ast.literal_eval(text)
+            value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             return text
+        if isinstance(argument.type, ListType) and argument.type.size and isinstance(value, int):
+            return [value] * argument.type.size     # ``int[2] padding=0`` is [0, 0]: torch's ops take no int there
+        return value
 
     @cached_property
     def schema(self) -> FunctionSchema:
@@ -301,11 +320,13 @@ class TorchFormula:
     def fn(self) -> Callable[..., Any]:
         """The formula's function; where it calls a C++ name it only declares (an imported corpus's
         FunctionsManual helper, which raises when called from Python), a copy of it calling the
-        shipped library's ``@helper`` of that name instead, as the reference engine runs it."""
+        shipped library's ``@helper`` of that name instead, as the reference engine runs it (the
+        first of its overloads ``name__variant`` that accepts a call's arguments, where it has
+        some, as the C++ emitter chooses)."""
         from formulas.dsl import HELPERS
 
         fn = self.declared.fn
-        declared_only = {name: HELPERS[name] for name in _global_names(fn.__code__) if name in HELPERS
+        declared_only = {name: _overloaded(name, HELPERS) for name in _global_names(fn.__code__) if name in HELPERS
                          and fn.__globals__.get(name) is not None
                          and type(fn.__globals__.get(name)) is not types.FunctionType}
         if not declared_only:
@@ -351,6 +372,16 @@ class TorchFormula:
                      if not arg.is_out and not isinstance(arg.type, ListType) and arg.is_tensor_like)
 
     @cached_property
+    def scalar_method_slots(self) -> tuple[int, ...]:
+        """Positions (in :attr:`names`) of the ``Scalar`` arguments the formula calls a ``c10::Scalar``
+        method on (``other.toDouble()``, ``alpha.conj()``): :meth:`bind` gives them as numbers with
+        those methods (:func:`~reference_engine.scalars.scalar_value`), as the reference engine does."""
+        scalars = frozenset(arg.name for arg in self.schema.arguments
+                            if not arg.is_out and _base_name(arg.type) == "Scalar")
+        called = scalars and scalar_method_parameters(self.declared.fn.__code__, scalars)
+        return tuple(self.positions[name] for name in self.names if name in called)
+
+    @cached_property
     def single_slots(self) -> tuple[int, ...] | None:
         """:attr:`single_tensor_slots` where they are the only places a call's tensors can be (no
         list of tensors among the arguments), else None."""
@@ -374,6 +405,8 @@ class TorchFormula:
         if len(args) < self.required and any(value is inspect.Parameter.empty for value in values):
             missing = [name for name, value in zip(self.names, values) if value is inspect.Parameter.empty]
             raise TypeError(f"{self.op_name}: missing argument(s) {', '.join(missing)}")
+        for i in self.scalar_method_slots:
+            values[i] = scalar_value(values[i])
         for i in self.single_tensor_slots:
             if isinstance(values[i], (bool, int, float, complex)):
                 break

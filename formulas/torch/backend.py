@@ -198,6 +198,10 @@ class TorchBackend:
             schemas.update(declared.nondifferentiable)
         return cls(schemas)
 
+    def declares(self, name: str) -> bool:
+        """Whether the library declares an operator ``name`` (``at.<name>`` can run)."""
+        return name in self._overloads
+
     def resolve(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> FunctionSchema:
         """The one declared overload of ``name`` whose schema accepts ``args`` and ``kwargs``."""
         candidates = self._overloads.get(name)

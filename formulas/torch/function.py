@@ -18,8 +18,10 @@ operators' autograd kernels (see :attr:`TorchFormula.apply`).
 from __future__ import annotations
 
 import ast
+import dis
 import functools
 import inspect
+import sys
 import types
 from dataclasses import dataclass
 from functools import cached_property
@@ -228,6 +230,18 @@ def _base_name(ty: Type) -> str | None:
     return ty.name if isinstance(ty, BaseType) else None
 
 
+def _operators_called(code: types.CodeType) -> set[str]:
+    """The ``at.<op>`` names ``code`` (and the functions defined in it) calls."""
+    called = set()
+    previous = None
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None \
+                and previous.opname in ("LOAD_GLOBAL", "LOAD_DEREF") and previous.argval == "at":
+            called.add(instruction.argval)
+        previous = instruction
+    return called.union(*(_operators_called(c) for c in code.co_consts if type(c) is types.CodeType))
+
+
 def _global_names(code: types.CodeType) -> set[str]:
     """Names ``code`` and the functions defined inside it may look up as globals."""
     return set(code.co_names).union(*(_global_names(c) for c in code.co_consts if type(c) is types.CodeType))
@@ -313,8 +327,35 @@ class TorchFormula:
 
     @cached_property
     def has_jvp(self) -> bool:
-        """Whether the formula has a jvp: a nested ``def jvp``, a ``jvp=`` rule or a derived one."""
-        return self.facts.jvp is not None
+        """Whether the formula has a jvp it can run: a nested ``def jvp`` (not :attr:`jvp_left_out`),
+        a ``jvp=`` rule or a derived one."""
+        return self.facts.jvp is not None and self.jvp_left_out is None
+
+    @cached_property
+    def jvp_left_out(self) -> str | None:
+        """Why the formula's nested jvp cannot run on torch, or None: it calls a C++ function it only
+        declares with no ``@helper`` of that name (an imported corpus's FunctionsManual jvp), or an
+        ``at.<op>`` the back end does not declare. Forward mode then raises torch's error, as the
+        C++ emitter leaves such a jvp out (DB201)."""
+        if self.facts.jvp != "written":
+            return None
+        from formulas.dsl import HELPERS
+
+        fn = self.declared.fn
+        code = next((c for c in fn.__code__.co_consts if type(c) is types.CodeType and c.co_name == "jvp"), None)
+        if code is None:
+            return None
+        # only a formula in the corpus's dialect declares C++ names: its module imported the dialect
+        dialect = sys.modules.get("transpiler.yaml_import.dialect")
+        cpp_only = dialect and sorted(name for name in _global_names(code) if name not in HELPERS and
+                                      isinstance(fn.__globals__.get(name), (dialect.External, dialect.Namespace)))
+        if cpp_only:
+            return f"its jvp calls {', '.join(cpp_only)}, C++ only (no @helper of that name)"
+        undeclared = sorted(name for name in _operators_called(code) if self.backend is not None
+                            and not self.backend.declares(name))
+        if undeclared:
+            return f"its jvp calls at.{', at.'.join(undeclared)}, which the library declares no operator for"
+        return None
 
     @cached_property
     def fn(self) -> Callable[..., Any]:
@@ -457,7 +498,7 @@ class TorchFormula:
     def forward(self, values: Sequence[Any], want_jvp: bool = False) -> tuple[Any, Callable[..., Any], Any]:
         """The formula's forward on torch values (run it below autograd): its outputs as it
         returns them, its backward closure and, with ``want_jvp``, its nested ``jvp`` (or None)."""
-        if not want_jvp or self.facts.jvp not in ("written", "derived"):
+        if not want_jvp or self.facts.jvp not in ("written", "derived") or self.jvp_left_out is not None:
             # just an optimization of `with use_backend(self.backend): ...apply_fn(wrap(list(values)))`
             wrapped = [OracleTensor(v) if isinstance(v, torch.Tensor) else wrap(v) if isinstance(v, (list, tuple))
                        else v for v in values]
@@ -516,6 +557,9 @@ class TorchFormula:
                 for slot in self.gradient_slots:
                     substituted[slot] = tangents[slot]
                 return unwrap(self.apply_fn(wrap(substituted))[0])
+        if self.jvp_left_out is not None:
+            raise NoForwardAD(f"Trying to use forward AD with {self.op_name} that does not support it because "
+                              f"{self.jvp_left_out}")
         raise NoForwardAD(f"Trying to use forward AD with {self.op_name} that does not support it because "
                           "its formula defines no jvp; add a nested `def jvp(...)` (or @derivative(..., "
                           "jvp=\"auto_linear\" / \"auto_element_wise\")) to the formula")

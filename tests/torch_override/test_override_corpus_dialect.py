@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch.autograd import gradcheck, gradgradcheck
 
 from formulas.torch import override
@@ -33,11 +34,13 @@ def dialect_package(tmp_path, monkeypatch):
         mul_tensor_backward = external("mul_tensor_backward")
         prod_backward = external("prod_backward")
         sum_backward = external("sum_backward")
+        sinh_forward_AD = external("sinh_forward_AD")
     '''))
     (package / "entries.py").write_text(textwrap.dedent('''
         from formulas import at, derivative
 
         from .externals import maybe_multiply, mul_tensor_backward, prod_backward, sum_backward, yaml_entry
+        from .externals import sinh_forward_AD
 
         @derivative("mul.Scalar(Tensor self, Scalar other) -> Tensor")
         def mul_Scalar(self, other):
@@ -92,6 +95,15 @@ def dialect_package(tmp_path, monkeypatch):
                 return at.max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation,
                                                            ceil_mode, result1)
             return (result0, result1), backward
+
+        @derivative("sinh(Tensor self) -> Tensor")
+        def sinh(self):
+            result = at.sinh(self)
+            def backward(grad):
+                return grad * at.cosh(self)
+            def jvp(self_t):
+                return sinh_forward_AD(self_t, self)
+            return result, backward
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "yamlops"
@@ -145,3 +157,13 @@ def test_no_fitting_overload_names_each_one():
 def test_annotations_fit_the_values_torch_hands_formulas(annotation, value, expected):
     assert fits(annotation, value) is expected
     assert fits("Tensor", OracleTensor(torch.zeros(1)))
+
+
+def test_a_jvp_calling_a_cpp_only_function_is_left_out(dialect_package):
+    """A jvp calling a C++ function with no ``@helper`` of its name: forward mode raises torch's
+    error saying so (as the C++ emitter leaves it out); the backward runs."""
+    x = torch.rand(3, dtype=torch.float64).requires_grad_()
+    with override(["sinh"], package=dialect_package):
+        assert gradcheck(torch.sinh, (x,)) and gradgradcheck(torch.sinh, (x,))
+        with fwAD.dual_level(), pytest.raises(NotImplementedError, match="sinh_forward_AD, C\\+\\+ only"):
+            torch.sinh(fwAD.make_dual(x.detach(), torch.ones(3, dtype=torch.float64)))

@@ -129,9 +129,10 @@ def main(formulas_dir: str, library: str, ops_json: str, without_jvp_json: str) 
 
 
 def _run(ops: list[str], without_jvp: set[str], compiled: bool) -> dict[str, dict]:
-    from formulas.torch import TorchFormula, load_package, overridable
+    from formulas.torch import TorchBackend, TorchFormula, load_package, overridable
 
     declared = load_package(PACKAGE).formulas
+    backend = TorchBackend.for_package(PACKAGE)     # a jvp calling an undeclared at.<op> is left out
     refused = {tier: overridable(PACKAGE, compiled=tier == "OC")[1] for tier in TIERS[:2 if compiled else 1]}
     torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
     table = corpus_proof.opinfos()
@@ -146,7 +147,7 @@ def _run(ops: list[str], without_jvp: set[str], compiled: bool) -> dict[str, dic
         if op in refused[tier]:
             return {"status": "refused", "samples": 0, "source": "", "reason": refused[tier][op]}
         schema = schemas[op]
-        forward_ad = TorchFormula(declared[op], None).has_jvp and not (tier == "OC" and op in without_jvp)
+        forward_ad = TorchFormula(declared[op], backend).has_jvp and not (tier == "OC" and op in without_jvp)
         opinfo = corpus_proof._opinfo_cases(schema, corpus_proof._infos(op.partition(".")[0], schema, table))
         status, used, reason = prove(op, tier, forward_ad, opinfo + recorded.get(op, []))
         source = "OpInfo"

@@ -21,6 +21,7 @@ import ast
 import dis
 import functools
 import inspect
+import re
 import sys
 import types
 from dataclasses import dataclass
@@ -230,6 +231,17 @@ def _base_name(ty: Type) -> str | None:
     return ty.name if isinstance(ty, BaseType) else None
 
 
+def _optional_methods_spelled(source: str, optionals: frozenset[str]) -> str:
+    """``source`` with ``std::optional``'s methods on the (non-tensor) optional arguments
+    ``optionals`` in Python: ``x.has_value()`` is ``(x is not None)``, ``x.value()`` is ``x``
+    (derivatives.yaml's jvps call them: ``rounding_mode.has_value() ? ... : ...``)."""
+    for name in optionals:
+        if f"{name}.has_value()" in source or f"{name}.value()" in source:
+            source = re.sub(rf"\b{name}\.has_value\(\)", f"({name} is not None)", source)
+            source = re.sub(rf"\b{name}\.value\(\)", name, source)
+    return source
+
+
 def _operators_called(code: types.CodeType) -> set[str]:
     """The ``at.<op>`` names ``code`` (and the functions defined in it) calls."""
     called = set()
@@ -386,7 +398,8 @@ class TorchFormula:
         fn = self.fn
         if self.facts.jvp == "derived":
             return derived_formula(fn, return_jvp=True)
-        source = formula_source(fn, derived=False, return_jvp=True)
+        source = _optional_methods_spelled(formula_source(fn, derived=False, return_jvp=True), frozenset(
+            arg.name for arg in self.schema.arguments if isinstance(arg.type, OptionalType) and not arg.is_tensor_like))
         compiled: dict[str, Any] = {}
         exec(compile(source, fn.__code__.co_filename, "exec"), fn.__globals__, compiled)
         return compiled[getattr(fn, "__wrapped__", fn).__name__]

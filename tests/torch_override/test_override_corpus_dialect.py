@@ -96,6 +96,15 @@ def dialect_package(tmp_path, monkeypatch):
                                                            ceil_mode, result1)
             return (result0, result1), backward
 
+        @derivative("div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor")
+        def div_Scalar_mode(self, other, rounding_mode):
+            result = at.div(self, other, rounding_mode=rounding_mode)
+            def backward(grad):
+                return grad / other if rounding_mode is None else at.zeros_like(grad)
+            def jvp(self_t):
+                return at.new_zeros(result, result.sizes()) if rounding_mode.has_value() else self_t / other
+            return result, backward
+
         @derivative("sinh(Tensor self) -> Tensor")
         def sinh(self):
             result = at.sinh(self)
@@ -167,3 +176,13 @@ def test_a_jvp_calling_a_cpp_only_function_is_left_out(dialect_package):
         assert gradcheck(torch.sinh, (x,)) and gradgradcheck(torch.sinh, (x,))
         with fwAD.dual_level(), pytest.raises(NotImplementedError, match="sinh_forward_AD, C\\+\\+ only"):
             torch.sinh(fwAD.make_dual(x.detach(), torch.ones(3, dtype=torch.float64)))
+
+
+def test_a_jvp_calls_std_optionals_methods_on_an_optional_argument(dialect_package):
+    """``rounding_mode.has_value()`` in a jvp is ``rounding_mode is not None``: tangents equal torch's."""
+    x, t = torch.rand(3, dtype=torch.float64) + 1, torch.ones(3, dtype=torch.float64)
+    for mode in (None, "floor"):
+        theirs = torch.func.jvp(lambda x: torch.div(x, 2.0, rounding_mode=mode), (x,), (t,))
+        with override(["div.Scalar_mode"], package=dialect_package):
+            mine = torch.func.jvp(lambda x: torch.ops.aten.div.Scalar_mode(x, 2.0, rounding_mode=mode), (x,), (t,))
+        torch.testing.assert_close(mine, theirs)

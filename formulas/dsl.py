@@ -139,13 +139,22 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
         table = _registry_of(fn.__module__).formulas
         stamp = source_stamp(fn.__code__.co_filename)
         declared = DeclaredFormula(schema, fn, diff, jvp, stamp)
-        table[declared.op_name] = declared
+        if declared.op_name not in table or _default_dispatch(fn):
+            # an imported entry's later dispatch sections (AutogradNestedTensor...) keep its Default one
+            table[declared.op_name] = declared
         for member in reversed(fn.__dict__.get(FAMILY_MEMBERS, ())):     # stacked bottom-up: source order
             declared = DeclaredFormula(member.schema, member.function(fn), diff, jvp, stamp)
             table[declared.op_name] = declared
         return fn
 
     return register
+
+
+def _default_dispatch(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is the formula of a CPU tensor's autograd: not an imported derivatives.yaml
+    dispatch section of another key (``@yaml_entry(dispatch="AutogradNestedTensor")``)."""
+    entry = getattr(fn, "yaml_entry", None)
+    return getattr(entry, "dispatch", None) in (None, "Default")
 
 
 #: The attribute of a formula function that holds the ``@family_member``\ s stacked below its ``@derivative``.

@@ -431,6 +431,7 @@ def test_oracle_tensor_metadata_and_operators():
     x = OracleTensor(t)
     assert (x.sizes(), x.size(-1), x.dim(), x.numel(), x.scalar_type()) == ([2, 0, 3], 3, 3, 0, torch.float64)
     assert x.options().dtype == torch.float64 and x.options().device == t.device
+    assert x.is_floating_point() and not x.is_complex() and OracleTensor(t.to(torch.complex128)).is_complex()
     y = OracleTensor(torch.tensor([1.0, -2.0], dtype=torch.float64))
     with use_backend(BACKEND):
         combined = (y * y - y) / y + (-y)

@@ -64,6 +64,12 @@ class OracleTensor:
     def options(self) -> TorchOptions:
         return TorchOptions(self.tensor.dtype, self.tensor.device)
 
+    def is_floating_point(self) -> bool:
+        return self.tensor.is_floating_point()
+
+    def is_complex(self) -> bool:
+        return self.tensor.is_complex()
+
     # Python operators: the aten operators the conventions name
     def __add__(self, other: Any) -> Any:
         return at.add(self, other)
@@ -191,6 +197,10 @@ class TorchBackend:
             schemas.update({op: formula.schema for op, formula in declared.formulas.items()})
             schemas.update(declared.nondifferentiable)
         return cls(schemas)
+
+    def declares(self, name: str) -> bool:
+        """Whether the library declares an operator ``name`` (``at.<name>`` can run)."""
+        return name in self._overloads
 
     def resolve(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> FunctionSchema:
         """The one declared overload of ``name`` whose schema accepts ``args`` and ``kwargs``."""

@@ -18,8 +18,11 @@ operators' autograd kernels (see :attr:`TorchFormula.apply`).
 from __future__ import annotations
 
 import ast
+import dis
 import functools
 import inspect
+import re
+import sys
 import types
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,7 +35,9 @@ from torch._functorch.utils import enable_single_level_autograd_function
 from formulas.dsl import DeclaredFormula, use_backend
 from formulas.dsl import _backend as _installed_backend    # just an optimization of use_backend, below
 from formulas.torch.backend import SCALAR_TYPES, OracleTensor, TorchBackend, unwrap, wrap
-from transpiler.schema import FunctionSchema, ListType, OptionalType, parse_schema
+from formulas.torch.helper_overloads import HelperOverloads, overloads_of
+from reference_engine.scalars import scalar_method_parameters, scalar_value
+from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
 
 if TYPE_CHECKING:
     from reference_engine.facts import FormulaFacts
@@ -213,6 +218,42 @@ def place(template: Sequence[Any], items: Sequence[Any]) -> list[Any]:
     return [put(v) for v in template]
 
 
+def _overloaded(name: str, helpers: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
+    """The helper ``name``, or where it has overloads ``name__variant``, all of them (:class:`HelperOverloads`)."""
+    overloads = overloads_of(name, helpers)
+    return helpers[name] if len(overloads) == 1 else HelperOverloads(name, overloads)
+
+
+def _base_name(ty: Type) -> str | None:
+    """The name of ``ty`` (``Scalar`` for ``Scalar`` and ``Scalar?``), or None for a list."""
+    if isinstance(ty, OptionalType):
+        ty = ty.elem
+    return ty.name if isinstance(ty, BaseType) else None
+
+
+def _optional_methods_spelled(source: str, optionals: frozenset[str]) -> str:
+    """``source`` with ``std::optional``'s methods on the (non-tensor) optional arguments
+    ``optionals`` in Python: ``x.has_value()`` is ``(x is not None)``, ``x.value()`` is ``x``
+    (derivatives.yaml's jvps call them: ``rounding_mode.has_value() ? ... : ...``)."""
+    for name in optionals:
+        if f"{name}.has_value()" in source or f"{name}.value()" in source:
+            source = re.sub(rf"\b{name}\.has_value\(\)", f"({name} is not None)", source)
+            source = re.sub(rf"\b{name}\.value\(\)", name, source)
+    return source
+
+
+def _operators_called(code: types.CodeType) -> set[str]:
+    """The ``at.<op>`` names ``code`` (and the functions defined in it) calls."""
+    called = set()
+    previous = None
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None \
+                and previous.opname in ("LOAD_GLOBAL", "LOAD_DEREF") and previous.argval == "at":
+            called.add(instruction.argval)
+        previous = instruction
+    return called.union(*(_operators_called(c) for c in code.co_consts if type(c) is types.CodeType))
+
+
 def _global_names(code: types.CodeType) -> set[str]:
     """Names ``code`` and the functions defined inside it may look up as globals."""
     return set(code.co_names).union(*(_global_names(c) for c in code.co_consts if type(c) is types.CodeType))
@@ -242,8 +283,8 @@ class TorchFormula:
     def prepare(self) -> TorchFormula:
         """Work out now what every call needs (schema, slots, the Function), so that no call
         does: an override or a custom op prepares its formulas when it is installed."""
-        for name in ("fn", "apply", "gradient_slots", "single_slots", "single_tensor_slots", "list_output",
-                     "output_flags", "all_differentiable"):
+        for name in ("fn", "apply", "gradient_slots", "single_slots", "scalar_method_slots", "single_tensor_slots",
+                     "list_output", "output_flags", "all_differentiable"):
             getattr(self, name)
         return self
 
@@ -251,15 +292,19 @@ class TorchFormula:
         """The schema's default of argument ``name`` (``none`` where it has none): a formula may
         leave the defaults to its schema (the imported corpus does), and torch's Python kernel
         is not handed a keyword argument left at its default."""
-        text = next((a.default for a in self.schema.arguments if a.name == name), None)
+        argument = next((a for a in self.schema.arguments if a.name == name), None)
+        text = None if argument is None else argument.default
         if text is None:
             return none
         if text in _SYMBOLIC_DEFAULTS:
             return _SYMBOLIC_DEFAULTS[text]
         try:
-            return ast.literal_eval(text)
+            value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             return text
+        if isinstance(argument.type, ListType) and argument.type.size and isinstance(value, int):
+            return [value] * argument.type.size     # ``int[2] padding=0`` is [0, 0]: torch's ops take no int there
+        return value
 
     @cached_property
     def schema(self) -> FunctionSchema:
@@ -294,18 +339,47 @@ class TorchFormula:
 
     @cached_property
     def has_jvp(self) -> bool:
-        """Whether the formula has a jvp: a nested ``def jvp``, a ``jvp=`` rule or a derived one."""
-        return self.facts.jvp is not None
+        """Whether the formula has a jvp it can run: a nested ``def jvp`` (not :attr:`jvp_left_out`),
+        a ``jvp=`` rule or a derived one."""
+        return self.facts.jvp is not None and self.jvp_left_out is None
+
+    @cached_property
+    def jvp_left_out(self) -> str | None:
+        """Why the formula's nested jvp cannot run on torch, or None: it calls a C++ function it only
+        declares with no ``@helper`` of that name (an imported corpus's FunctionsManual jvp), or an
+        ``at.<op>`` the back end does not declare. Forward mode then raises torch's error, as the
+        C++ emitter leaves such a jvp out (DB201)."""
+        if self.facts.jvp != "written":
+            return None
+        from formulas.dsl import HELPERS
+
+        fn = self.declared.fn
+        code = next((c for c in fn.__code__.co_consts if type(c) is types.CodeType and c.co_name == "jvp"), None)
+        if code is None:
+            return None
+        # only a formula in the corpus's dialect declares C++ names: its module imported the dialect
+        dialect = sys.modules.get("transpiler.yaml_import.dialect")
+        cpp_only = dialect and sorted(name for name in _global_names(code) if name not in HELPERS and
+                                      isinstance(fn.__globals__.get(name), (dialect.External, dialect.Namespace)))
+        if cpp_only:
+            return f"its jvp calls {', '.join(cpp_only)}, C++ only (no @helper of that name)"
+        undeclared = sorted(name for name in _operators_called(code) if self.backend is not None
+                            and not self.backend.declares(name))
+        if undeclared:
+            return f"its jvp calls at.{', at.'.join(undeclared)}, which the library declares no operator for"
+        return None
 
     @cached_property
     def fn(self) -> Callable[..., Any]:
         """The formula's function; where it calls a C++ name it only declares (an imported corpus's
         FunctionsManual helper, which raises when called from Python), a copy of it calling the
-        shipped library's ``@helper`` of that name instead, as the reference engine runs it."""
+        shipped library's ``@helper`` of that name instead, as the reference engine runs it (the
+        first of its overloads ``name__variant`` that accepts a call's arguments, where it has
+        some, as the C++ emitter chooses)."""
         from formulas.dsl import HELPERS
 
         fn = self.declared.fn
-        declared_only = {name: HELPERS[name] for name in _global_names(fn.__code__) if name in HELPERS
+        declared_only = {name: _overloaded(name, HELPERS) for name in _global_names(fn.__code__) if name in HELPERS
                          and fn.__globals__.get(name) is not None
                          and type(fn.__globals__.get(name)) is not types.FunctionType}
         if not declared_only:
@@ -324,7 +398,8 @@ class TorchFormula:
         fn = self.fn
         if self.facts.jvp == "derived":
             return derived_formula(fn, return_jvp=True)
-        source = formula_source(fn, derived=False, return_jvp=True)
+        source = _optional_methods_spelled(formula_source(fn, derived=False, return_jvp=True), frozenset(
+            arg.name for arg in self.schema.arguments if isinstance(arg.type, OptionalType) and not arg.is_tensor_like))
         compiled: dict[str, Any] = {}
         exec(compile(source, fn.__code__.co_filename, "exec"), fn.__globals__, compiled)
         return compiled[getattr(fn, "__wrapped__", fn).__name__]
@@ -351,6 +426,16 @@ class TorchFormula:
                      if not arg.is_out and not isinstance(arg.type, ListType) and arg.is_tensor_like)
 
     @cached_property
+    def scalar_method_slots(self) -> tuple[int, ...]:
+        """Positions (in :attr:`names`) of the ``Scalar`` arguments the formula calls a ``c10::Scalar``
+        method on (``other.toDouble()``, ``alpha.conj()``): :meth:`bind` gives them as numbers with
+        those methods (:func:`~reference_engine.scalars.scalar_value`), as the reference engine does."""
+        scalars = frozenset(arg.name for arg in self.schema.arguments
+                            if not arg.is_out and _base_name(arg.type) == "Scalar")
+        called = scalars and scalar_method_parameters(self.declared.fn.__code__, scalars)
+        return tuple(self.positions[name] for name in self.names if name in called)
+
+    @cached_property
     def single_slots(self) -> tuple[int, ...] | None:
         """:attr:`single_tensor_slots` where they are the only places a call's tensors can be (no
         list of tensors among the arguments), else None."""
@@ -374,6 +459,8 @@ class TorchFormula:
         if len(args) < self.required and any(value is inspect.Parameter.empty for value in values):
             missing = [name for name, value in zip(self.names, values) if value is inspect.Parameter.empty]
             raise TypeError(f"{self.op_name}: missing argument(s) {', '.join(missing)}")
+        for i in self.scalar_method_slots:
+            values[i] = scalar_value(values[i])
         for i in self.single_tensor_slots:
             if isinstance(values[i], (bool, int, float, complex)):
                 break
@@ -424,7 +511,7 @@ class TorchFormula:
     def forward(self, values: Sequence[Any], want_jvp: bool = False) -> tuple[Any, Callable[..., Any], Any]:
         """The formula's forward on torch values (run it below autograd): its outputs as it
         returns them, its backward closure and, with ``want_jvp``, its nested ``jvp`` (or None)."""
-        if not want_jvp or self.facts.jvp not in ("written", "derived"):
+        if not want_jvp or self.facts.jvp not in ("written", "derived") or self.jvp_left_out is not None:
             # just an optimization of `with use_backend(self.backend): ...apply_fn(wrap(list(values)))`
             wrapped = [OracleTensor(v) if isinstance(v, torch.Tensor) else wrap(v) if isinstance(v, (list, tuple))
                        else v for v in values]
@@ -483,6 +570,9 @@ class TorchFormula:
                 for slot in self.gradient_slots:
                     substituted[slot] = tangents[slot]
                 return unwrap(self.apply_fn(wrap(substituted))[0])
+        if self.jvp_left_out is not None:
+            raise NoForwardAD(f"Trying to use forward AD with {self.op_name} that does not support it because "
+                              f"{self.jvp_left_out}")
         raise NoForwardAD(f"Trying to use forward AD with {self.op_name} that does not support it because "
                           "its formula defines no jvp; add a nested `def jvp(...)` (or @derivative(..., "
                           "jvp=\"auto_linear\" / \"auto_element_wise\")) to the formula")

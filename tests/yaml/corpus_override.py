@@ -16,7 +16,8 @@ Prints one JSON object: ``{"OP": {entry: result}, "OC": {...}}``, a result as
 operator, and the reason).
 
 On each case (the cases of ``corpus_proof.py``: torch's float64 OpInfo samples bound to the
-overload or the ATen calls they make, our inputs where none reaches it; at most
+overload or the ATen calls they make, called through the OpInfo's ``gradcheck_wrapper`` where
+it has one of its own, our inputs where none reaches it; at most
 :data:`MAX_SAMPLES`), with the entry alone overridden (so a failure is its own), calling
 ``torch.ops.aten.<op>``: the formula's node is recorded (``<Op>FormulaBackward``; a
 ``CppFunction`` on OC), ``gradcheck`` (with forward AD where the formula has a jvp) and
@@ -40,6 +41,7 @@ from corpus_proof import (
     _outputs,
     _replace,
     _same,
+    _through,
     _too_large,
     _torch_differentiates,
 )
@@ -69,9 +71,12 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list) -> tuple[str, in
     formula swapped in (``tier``: OP the Python path, OC the compiled node)."""
     from formulas.torch import override
 
-    aten = corpus_proof.as_called(aten_overload(entry), aten_overload(entry)._schema)   # random ops: same draws
+    plain = corpus_proof.as_called(aten_overload(entry), aten_overload(entry)._schema)   # random ops: same draws
     used, skipped = 0, ""
-    for args, kwargs in cases:
+    for args, kwargs, *wrapper in cases:
+        # an OpInfo sample checked through its OpInfo's gradcheck_wrapper (a Hermitian input for
+        # cholesky, a triangular one for cholesky_inverse) calls the op through it, as corpus_proof
+        aten = _through(wrapper[0], plain) if wrapper else plain
         inputs = _differentiated(args, kwargs)
         if not inputs:
             skipped = skipped or "no float64 tensor to differentiate"
@@ -81,7 +86,7 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list) -> tuple[str, in
             skipped = skipped or why
             continue
 
-        def on(args=args, kwargs=kwargs, inputs=inputs):
+        def on(args=args, kwargs=kwargs, inputs=inputs, aten=aten):
             return lambda *tensors: aten(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
         theirs = _grads(aten, args, kwargs, inputs, used)
         failing = ""
@@ -124,9 +129,10 @@ def main(formulas_dir: str, library: str, ops_json: str, without_jvp_json: str) 
 
 
 def _run(ops: list[str], without_jvp: set[str], compiled: bool) -> dict[str, dict]:
-    from formulas.torch import TorchFormula, load_package, overridable
+    from formulas.torch import TorchBackend, TorchFormula, load_package, overridable
 
     declared = load_package(PACKAGE).formulas
+    backend = TorchBackend.for_package(PACKAGE)     # a jvp calling an undeclared at.<op> is left out
     refused = {tier: overridable(PACKAGE, compiled=tier == "OC")[1] for tier in TIERS[:2 if compiled else 1]}
     torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
     table = corpus_proof.opinfos()
@@ -141,7 +147,7 @@ def _run(ops: list[str], without_jvp: set[str], compiled: bool) -> dict[str, dic
         if op in refused[tier]:
             return {"status": "refused", "samples": 0, "source": "", "reason": refused[tier][op]}
         schema = schemas[op]
-        forward_ad = TorchFormula(declared[op], None).has_jvp and not (tier == "OC" and op in without_jvp)
+        forward_ad = TorchFormula(declared[op], backend).has_jvp and not (tier == "OC" and op in without_jvp)
         opinfo = corpus_proof._opinfo_cases(schema, corpus_proof._infos(op.partition(".")[0], schema, table))
         status, used, reason = prove(op, tier, forward_ad, opinfo + recorded.get(op, []))
         source = "OpInfo"

@@ -638,27 +638,27 @@ def _fused_backward_cases() -> list[OpCase]:
                            False), differentiable=(0,)))
     for op in ("silu_backward", "mish_backward"):
         rng = _rng(op)
-        for left, right in (((2, 3), (2, 3)), ((), ()), ((0, 2), (0, 2)), ((3,), (2, 3))):
+        for left, right in (((3,), (3,)), ((), ()), ((2,), (2, 2))):
             out.append(OpCase(op, _shape_id(left, right), (_normal(rng, left), _normal(rng, right))))
     rng = _rng("logit_backward")
-    for shape, eps in (((2, 3), None), ((), None), ((0, 2), 0.1), ((6,), 0.2)):
+    for shape, eps in (((3,), None), ((), None), ((5,), 0.2)):
         # inside (0, 1), away from eps and 1 - eps (the gradient is 0 beyond them)
         values = _uniform(0.1, 0.9)(rng, shape) if eps is None else _avoiding(eps, 1 - eps, low=0.08, high=0.92,
                                                                                gap=0.05)(rng, shape)
         out.append(OpCase("logit_backward", f"{_shape_id(shape)}_eps{eps}", (_normal(rng, shape), values),
                           {} if eps is None else {"eps": eps}))
     rng = _rng("trace_backward")
-    for sizes in ((3, 4), (2, 2), (0, 3)):
+    for sizes in ((2, 3), (0, 3)):
         out.append(OpCase("trace_backward", _shape_id(sizes), (_normal(rng, ()), list(sizes))))
     rng = _rng("masked_select_backward")
-    for shape, mask_shape in (((3, 4), (3, 4)), ((4,), (3, 4)), ((3, 4), (4,)), ((0, 2), (0, 2))):
+    for shape, mask_shape in (((2, 3), (2, 3)), ((3,), (2, 3))):
         mask = _mask(rng, mask_shape)
         count = int(np.broadcast_to(mask, np.broadcast_shapes(shape, mask_shape)).sum())
         out.append(OpCase("masked_select_backward", _shape_id(shape, mask_shape),
                           (_normal(rng, (count,)), _normal(rng, shape), mask), differentiable=(0,)))
     rng = _rng("cummaxmin_backward")
     # (an empty input is returned as it is by torch, no function of grad: not a case)
-    for shape, dim in (((3, 4), 1), ((3, 4), 0), ((5,), -1), ((), 0)):
+    for shape, dim in (((2, 3), 1), ((4,), -1), ((), 0)):
         bound = shape[dim] if shape else 1
         out.append(OpCase("cummaxmin_backward", f"{_shape_id(shape)}_dim{dim}",
                           (_normal(rng, shape), _normal(rng, shape), _index(rng, shape, bound), dim),
@@ -838,7 +838,7 @@ def _nn_cases() -> list[OpCase]:
                           f"index{_shape_id(index_shape)}_pad{padding_idx}{'_scale' if scale else ''}",
                           (_normal(rng, index_shape + (3,)), _index(rng, index_shape, 5), 5, padding_idx, scale)))
     rng = _rng("embedding_backward")
-    for index_shape, padding_idx in (((4,), -1), ((2, 3), 1), ((), -1)):
+    for index_shape, padding_idx in (((4,), -1), ((2, 2), 1)):
         out.append(OpCase("embedding_backward", f"index{_shape_id(index_shape)}_pad{padding_idx}",
                           (_normal(rng, index_shape + (3,)), _index(rng, index_shape, 5), 5, padding_idx, False, False)))
     return out
@@ -1644,10 +1644,9 @@ def _reduction_extra_cases() -> list[OpCase]:
     # and input alone, as the formula's derivative: output is not differentiated
     op = "cumprod_backward"
     rng = _rng(op)
-    zeros = _with_zeros(rng, 3, (2, 1, 0))
     # (a scan of one element returns grad itself, an alias that torch's autograd.Function refuses as
     # an output in tests/test_formulas_torch.py: no such case)
-    for values, dim in ((zeros, 1), (zeros.T.copy(), 0), (_with_zeros(rng, 1, (2,)).reshape(4), -1)):
+    for values, dim in ((_with_zeros(rng, 2, (2, 1)), 1), (_with_zeros(rng, 1, (2,)).reshape(4), -1)):
         out.append(OpCase(op, f"{_shape_id(values.shape)}_dim{dim}",
                           (_normal(rng, values.shape), values, dim, np.asarray(np.cumprod(values, axis=dim))),
                           differentiable=(0, 1)))

@@ -8,7 +8,9 @@ the softmaxes are in ``softmax.py``.
 """
 from __future__ import annotations
 
-from formulas import at, derivative
+import math
+
+from formulas import Tensor, at, derivative, helper
 
 
 @derivative("relu(Tensor self) -> Tensor", jvp="auto_element_wise")
@@ -70,20 +72,47 @@ def gelu(self, *, approximate="none"):
 def silu(self):
     result = at.silu(self)
     def backward(grad):
-        # x s(x): s + x s (1 - s), the second term fused as sigmoid_backward(x, s)
-        s = at.sigmoid(self)
-        return grad * (s + at.sigmoid_backward(self, s))
+        return infinitely_differentiable_silu_backward(grad, self)
     return result, backward
+
+
+@helper
+def infinitely_differentiable_silu_backward(grad: Tensor, self: Tensor) -> Tensor:
+    """Gradient of ``silu(x) = x s(x)`` (``s`` the sigmoid), ``grad (s + x s (1 - s))``, of
+    differentiable ops (the second term fused as ``sigmoid_backward(x, s)``): what ``silu_backward``
+    computes in one kernel."""
+    s = at.sigmoid(self)
+    return grad * (s + at.sigmoid_backward(self, s))
 
 
 @derivative("mish(Tensor self) -> Tensor", jvp="auto_element_wise")
 def mish(self):
     result = at.mish(self)
     def backward(grad):
-        # x tanh(softplus(x)): t + x s(x) (1 - t^2), the second term as tanh_backward(x s, t)
-        t = at.tanh(at.softplus(self))
-        return grad * (t + at.tanh_backward(self * at.sigmoid(self), t))
+        return infinitely_differentiable_mish_backward(grad, self)
     return result, backward
+
+
+@helper
+def infinitely_differentiable_mish_backward(grad: Tensor, self: Tensor) -> Tensor:
+    """Gradient of ``mish(x) = x tanh(softplus(x))``: with ``t = tanh(softplus(x))`` and
+    ``softplus' = s(x)``, ``grad (t + x s (1 - t^2))``, the second term as ``tanh_backward(x s, t)``,
+    of differentiable ops: what ``mish_backward`` computes in one kernel."""
+    t = at.tanh(at.softplus(self))
+    return grad * (t + at.tanh_backward(self * at.sigmoid(self), t))
+
+
+@helper
+def infinitely_differentiable_logit_backward(grad: Tensor, self: Tensor, eps: float | None) -> Tensor:
+    """Gradient of ``logit(x) = log(x / (1 - x))``, ``grad / (x (1 - x))``, of differentiable ops:
+    what ``logit_backward`` computes in one kernel. With ``eps`` the input is clamped to
+    ``[eps, 1 - eps]`` first, so the gradient is 0 outside it; without, logit is NaN outside
+    ``[0, 1]`` and so is its gradient."""
+    slope = grad / (self * (1.0 - self))
+    if eps is not None:
+        inside = at.logical_and(at.ge(self, eps), at.le(self, 1.0 - eps))
+        return at.where(inside, slope, at.zeros_like(slope))
+    return at.masked_fill(slope, at.logical_or(at.lt(self, 0.0), at.gt(self, 1.0)), math.nan)
 
 
 @derivative("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", jvp="auto_element_wise")

@@ -4,22 +4,27 @@ own formula so that double backward through them exists:
 
 - of pointwise functions and activations: tanh_backward, sigmoid_backward, threshold_backward,
   hardtanh_backward, leaky_relu_backward, softshrink_backward, hardshrink_backward,
-  hardswish_backward, hardsigmoid_backward, elu_backward, gelu_backward, softplus_backward.
+  hardswish_backward, hardsigmoid_backward, elu_backward, gelu_backward, softplus_backward,
+  silu_backward, mish_backward, logit_backward.
   They are linear in the incoming gradient, so their gradient with respect to it is the op
   itself, and the other input gets the derivative of the op's expression;
 - of the softmaxes, ``max.dim``/``min.dim`` and ``gather``: _softmax_backward_data,
   _log_softmax_backward_data, value_selecting_reduction_backward, gather_backward;
-- of views and ``index_select``: select_backward, slice_backward, diagonal_backward,
-  index_select_backward, the gradient placed into zeros of the input's shape. Their own gradient
-  is the adjoint placement (the forward view or selection applied to the gradient) and their
-  jvp is the op applied to the tangent.
+- of views and selections: select_backward, slice_backward, diagonal_backward,
+  index_select_backward, trace_backward, masked_select_backward, cummaxmin_backward, the gradient
+  placed into zeros of the input's shape. Their own gradient is the adjoint placement (the
+  forward view or selection applied to the gradient) and their jvp is the op applied to the
+  tangent.
 
 A topic's fused backward op that shares a helper with its forward stays with it (pooling,
-``nll_loss_backward``, ``embedding_dense_backward``, ``native_dropout_backward``).
+``nll_loss_backward``, ``embedding_dense_backward``, ``embedding_backward``, ``cumprod_backward``,
+``native_dropout_backward``).
 """
 from __future__ import annotations
 
 from formulas import Scalar, Tensor, at, derivative, helper
+from formulas.activations import (infinitely_differentiable_logit_backward, infinitely_differentiable_mish_backward,
+                                  infinitely_differentiable_silu_backward)
 from formulas.helpers import gelu_second_derivative, sum_to
 
 
@@ -379,3 +384,129 @@ def hardsigmoid_backward(grad_output, self):
         result_t = at.where(at.abs(self) < 3.0, sixth_t, at.zeros_like(sixth_t))
         return result_t
     return result, backward
+
+
+@helper
+def silu_second_derivative(self: Tensor) -> Tensor:
+    """``silu''(x)`` for ``silu(x) = x s(x)``: ``silu' = s + x s (1 - s)``, so
+    ``silu'' = 2 s (1 - s) + x s (1 - s) (1 - 2 s) = s (1 - s) (2 + x (1 - 2 s))``, the factor
+    ``s (1 - s)`` fused as ``sigmoid_backward``."""
+    s = at.sigmoid(self)
+    return at.sigmoid_backward(2.0 + self * (1.0 - (s + s)), s)
+
+
+@derivative("silu_backward(Tensor grad_output, Tensor self) -> Tensor")
+def silu_backward(grad_output, self):
+    result = at.silu_backward(grad_output, self)
+    grad_output_sizes = grad_output.sizes()
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        # result = grad_output * silu'(self), of composed ops below (torch has no derivative of the
+        # fused kernel, so a backward calling it could not be differentiated once more on torch)
+        grad_grad_output = None
+        if needs_input_grad[0]:
+            grad_grad_output = sum_to(infinitely_differentiable_silu_backward(grad, self), grad_output_sizes)
+        grad_self = None
+        if needs_input_grad[1]:
+            grad_self = sum_to(grad * grad_output * silu_second_derivative(self), self_sizes)
+        return grad_grad_output, grad_self
+    def jvp(grad_output_t, self_t):
+        result_t = (infinitely_differentiable_silu_backward(grad_output_t, self)
+                    + grad_output * self_t * silu_second_derivative(self))
+        return result_t
+    return result, backward
+
+
+@helper
+def mish_second_derivative(self: Tensor) -> Tensor:
+    """``mish''(x)`` for ``mish(x) = x t``, ``t = tanh(softplus(x))``, ``t' = (1 - t^2) s`` (``s`` the
+    sigmoid): ``mish' = t + x s (1 - t^2)``, so ``mish'' = 2 s (1 - t^2) + x (1 - t^2) (s (1 - s) -
+    2 t s^2) = (1 - t^2) s (2 + x (1 - s - 2 t s))``, the factor ``1 - t^2`` fused as
+    ``tanh_backward``."""
+    s = at.sigmoid(self)
+    t = at.tanh(at.softplus(self))
+    return at.tanh_backward(s * (2.0 + self * (1.0 - s - 2.0 * t * s)), t)
+
+
+@derivative("mish_backward(Tensor grad_output, Tensor self) -> Tensor")
+def mish_backward(grad_output, self):
+    result = at.mish_backward(grad_output, self)
+    grad_output_sizes = grad_output.sizes()
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        # result = grad_output * mish'(self), of composed ops below (as silu_backward's)
+        grad_grad_output = None
+        if needs_input_grad[0]:
+            grad_grad_output = sum_to(infinitely_differentiable_mish_backward(grad, self), grad_output_sizes)
+        grad_self = None
+        if needs_input_grad[1]:
+            grad_self = sum_to(grad * grad_output * mish_second_derivative(self), self_sizes)
+        return grad_grad_output, grad_self
+    def jvp(grad_output_t, self_t):
+        result_t = (infinitely_differentiable_mish_backward(grad_output_t, self)
+                    + grad_output * self_t * mish_second_derivative(self))
+        return result_t
+    return result, backward
+
+
+@derivative("logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor")
+def logit_backward(grad_output, self, eps=None):
+    result = at.logit_backward(grad_output, self, eps)
+    grad_output_sizes = grad_output.sizes()
+    self_sizes = self.sizes()
+    def backward(grad, *, needs_input_grad):
+        # result = grad_output / (x (1 - x)) inside [eps, 1 - eps] (0 outside), or NaN outside
+        # [0, 1] without eps: linear in grad_output; d/dx = grad_output (2 x - 1) / (x (1 - x))^2
+        # inside, which is the op itself on grad_output (2 x - 1) / (x (1 - x)): its selection
+        # gives the outside's 0 (or NaN) as the first derivative's. The op composed of
+        # differentiable ops (as silu_backward's)
+        grad_grad_output = None
+        if needs_input_grad[0]:
+            grad_grad_output = sum_to(infinitely_differentiable_logit_backward(grad, self, eps), grad_output_sizes)
+        grad_self = None
+        if needs_input_grad[1]:
+            grad_self = sum_to(infinitely_differentiable_logit_backward(
+                grad * grad_output * (self + self - 1.0) / (self * (1.0 - self)), self, eps), self_sizes)
+        return grad_grad_output, grad_self
+    def jvp(grad_output_t, self_t):
+        result_t = (infinitely_differentiable_logit_backward(grad_output_t, self, eps)
+                    + infinitely_differentiable_logit_backward(
+                        grad_output * self_t * (self + self - 1.0) / (self * (1.0 - self)), self, eps))
+        return result_t
+    return result, backward
+
+
+@derivative("trace_backward(Tensor grad, SymInt[] sizes) -> Tensor", jvp="auto_linear")
+def trace_backward(grad, sizes):
+    result = at.trace_backward(grad, sizes)
+    def backward(grad_result):
+        # result is the 0-d grad placed on the diagonal of zeros: its adjoint sums that diagonal
+        return at.sum(at.diagonal(grad_result, 0, 0, 1))
+    return result, backward
+
+
+@derivative("masked_select_backward(Tensor grad, Tensor input, Tensor mask) -> Tensor")
+def masked_select_backward(grad, input, mask):
+    result = at.masked_select_backward(grad, input, mask)
+    def backward(grad_result):
+        # result is grad scattered in order into the positions where mask (broadcast with input)
+        # holds, zeros elsewhere: its adjoint reads those positions back; input gives only its shape
+        return at.masked_select(grad_result, mask), None, None
+    def jvp(grad_t):
+        result_t = at.masked_select_backward(grad_t, input, mask)
+        return result_t
+    return result, backward
+
+
+@derivative("cummaxmin_backward(Tensor grad, Tensor input, Tensor indices, int dim) -> Tensor")
+def cummaxmin_backward(grad, input, indices, dim):
+    result = at.cummaxmin_backward(grad, input, indices, dim)
+    def backward(grad_result):
+        # result adds grad at indices along dim into zeros of input's shape: its adjoint gathers;
+        # input gives only its shape, and indices are integral
+        return at.gather(grad_result, dim, indices), None, None
+    def jvp(grad_t):
+        result_t = at.cummaxmin_backward(grad_t, input, indices, dim)
+        return result_t
+    return result, backward
+

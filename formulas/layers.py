@@ -1,11 +1,12 @@
 """Layers that are neither activations, losses, normalization, convolution nor pooling:
-``linear``, ``embedding`` with its fused backward ``embedding_dense_backward``, and dropout as its
+``linear``, ``embedding`` with its fused backwards ``embedding_dense_backward`` and
+``embedding_backward`` (its dense and sparse dispatch), and dropout as its
 deterministic part (``native_dropout`` with the mask it drew, and ``native_dropout_backward``,
 which applies a given mask).
 """
 from __future__ import annotations
 
-from formulas import at, derivative
+from formulas import Tensor, at, derivative, helper
 from formulas.helpers import sum_to
 
 # --- dropout -------------------------------------------------------------------------
@@ -100,26 +101,51 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     return result, backward
 
 
+@helper
+def embedding_dense_backward_transpose(grad: Tensor, indices: Tensor, num_weights: int, padding_idx: int,
+                                       scale_grad_by_freq: bool) -> Tensor:
+    """The transpose of ``embedding_dense_backward``, linear in its gradient: that op gives
+    ``result[r] = s_r sum_{i: indices[i] = r} grad_output[i]`` with ``s_r = 0`` for the padding row
+    and ``1 / count_r`` when scaled, so the transpose reads row ``indices[i]`` of ``grad`` back,
+    times ``s_{indices[i]}``."""
+    read = at.embedding(grad, indices, -1, False, False)
+    if padding_idx < 0 and not scale_grad_by_freq:
+        return read
+    position_sizes = list(indices.sizes())
+    position_sizes.append(1)
+    ones = at.exp(at.new_zeros(grad, position_sizes))
+    counts = at.embedding_dense_backward(ones, indices, num_weights, padding_idx, False)
+    used = at.gt(counts, 0.0)
+    row_factor = at._to_copy(used, dtype=counts.scalar_type())
+    if scale_grad_by_freq:
+        row_factor = at.where(used, row_factor / counts, row_factor)
+    return read * at.embedding(row_factor, indices, -1, False, False)
+
+
 @derivative("embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, "
             "bool scale_grad_by_freq) -> Tensor")
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
     result = at.embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
     def backward(grad):
-        # result[r] = s_r sum_{i: indices[i] = r} grad_output[i], s_r = 0 for the padding row and
-        # 1 / count_r when scaled: the adjoint reads row indices[i] back, times s_{indices[i]}
-        read = at.embedding(grad, indices, -1, False, False)
-        if padding_idx < 0 and not scale_grad_by_freq:
-            return read, None
-        position_sizes = list(indices.sizes())
-        position_sizes.append(1)
-        ones = at.exp(at.new_zeros(grad, position_sizes))
-        counts = at.embedding_dense_backward(ones, indices, num_weights, padding_idx, False)
-        used = at.gt(counts, 0.0)
-        row_factor = at._to_copy(used, dtype=counts.scalar_type())
-        if scale_grad_by_freq:
-            row_factor = at.where(used, row_factor / counts, row_factor)
-        return read * at.embedding(row_factor, indices, -1, False, False), None
+        return embedding_dense_backward_transpose(grad, indices, num_weights, padding_idx, scale_grad_by_freq), None
     def jvp(grad_output_t):
         result_t = at.embedding_dense_backward(grad_output_t, indices, num_weights, padding_idx, scale_grad_by_freq)
+        return result_t
+    return result, backward
+
+
+@derivative("embedding_backward(Tensor grad, Tensor indices, SymInt num_weights, SymInt padding_idx, "
+            "bool scale_grad_by_freq, bool sparse) -> Tensor")
+def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq, sparse):
+    # embedding's weight gradient: embedding_dense_backward, or a sparse tensor of the same values
+    result = at.embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq, sparse)
+    def backward(grad_result):
+        if sparse:
+            raise NotImplementedError("embedding_backward(sparse=True): the formula library gives no derivative of "
+                                      "a sparse gradient; use sparse=False (a dense weight gradient)")
+        return embedding_dense_backward_transpose(grad_result, indices, num_weights, padding_idx,
+                                                  scale_grad_by_freq), None
+    def jvp(grad_t):
+        result_t = at.embedding_backward(grad_t, indices, num_weights, padding_idx, scale_grad_by_freq, sparse)
         return result_t
     return result, backward

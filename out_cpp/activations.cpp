@@ -23,14 +23,11 @@
 #include <ATen/ops/relu6.h>
 #include <ATen/ops/selu.h>
 #include <ATen/ops/sigmoid.h>
-#include <ATen/ops/sigmoid_backward.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/softplus.h>
 #include <ATen/ops/softplus_backward.h>
 #include <ATen/ops/softshrink.h>
 #include <ATen/ops/softshrink_backward.h>
-#include <ATen/ops/tanh.h>
-#include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/threshold.h>
 #include <ATen/ops/threshold_backward.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -889,8 +886,7 @@ namespace backwards {
 at::Tensor silu(
     const at::Tensor& grad,
     const at::Tensor& self) {
-  auto s = at::sigmoid(self);
-  return grad * (s + at::sigmoid_backward(self, s));
+  return helpers::infinitely_differentiable_silu_backward(grad, self);
 }
 }  // namespace backwards
 
@@ -969,8 +965,7 @@ at::Tensor silu_jvp(
     const at::Tensor& self_t,
     const at::Tensor& self) {
   auto grad = self_t;
-  auto s = at::sigmoid(self);
-  return grad * (s + at::sigmoid_backward(self, s));
+  return helpers::infinitely_differentiable_silu_backward(grad, self);
 }
 
 at::Tensor silu(const at::Tensor& self) {
@@ -1018,8 +1013,7 @@ namespace backwards {
 at::Tensor mish(
     const at::Tensor& grad,
     const at::Tensor& self) {
-  auto t = at::tanh(at::softplus(self));
-  return grad * (t + at::tanh_backward(self * at::sigmoid(self), t));
+  return helpers::infinitely_differentiable_mish_backward(grad, self);
 }
 }  // namespace backwards
 
@@ -1098,8 +1092,7 @@ at::Tensor mish_jvp(
     const at::Tensor& self_t,
     const at::Tensor& self) {
   auto grad = self_t;
-  auto t = at::tanh(at::softplus(self));
-  return grad * (t + at::tanh_backward(self * at::sigmoid(self), t));
+  return helpers::infinitely_differentiable_mish_backward(grad, self);
 }
 
 at::Tensor mish(const at::Tensor& self) {

@@ -6,6 +6,7 @@
 #include <ATen/ops/_log_softmax_backward_data.h>
 #include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/abs.h>
+#include <ATen/ops/cummaxmin_backward.h>
 #include <ATen/ops/diagonal.h>
 #include <ATen/ops/diagonal_backward.h>
 #include <ATen/ops/elu_backward.h>
@@ -20,12 +21,17 @@
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/index_select_backward.h>
 #include <ATen/ops/leaky_relu_backward.h>
+#include <ATen/ops/logit_backward.h>
+#include <ATen/ops/masked_select.h>
+#include <ATen/ops/masked_select_backward.h>
+#include <ATen/ops/mish_backward.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/select.h>
 #include <ATen/ops/select_backward.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sigmoid_backward.h>
+#include <ATen/ops/silu_backward.h>
 #include <ATen/ops/slice.h>
 #include <ATen/ops/slice_backward.h>
 #include <ATen/ops/softplus_backward.h>
@@ -33,6 +39,7 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/threshold_backward.h>
+#include <ATen/ops/trace_backward.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/value_selecting_reduction_backward.h>
 #include <ATen/ops/where.h>
@@ -3481,6 +3488,990 @@ at::Tensor hardsigmoid_backward(const at::Tensor& grad_output, const at::Tensor&
   return result;
 }
 
+struct SiluBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SiluBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    grad_output_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::vector<int64_t> grad_output_sizes_{};
+  torch::autograd::SavedVariable grad_output_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> silu_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::IntArrayRef grad_output_sizes,
+    const at::Tensor& grad_output,
+    at::IntArrayRef self_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_grad_output = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_grad_output = helpers::sum_to(helpers::infinitely_differentiable_silu_backward(grad, self), grad_output_sizes);
+  }
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[1]) {
+    grad_self = helpers::sum_to((grad * grad_output) * helpers::silu_second_derivative(self), self_sizes);
+  }
+  return {grad_grad_output, grad_self};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SiluBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::silu_backward(grads[0], self_, grad_output_sizes_, grad_output_, self_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SiluBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return SiluBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, grad_output_sizes_, grad_output_, self_sizes_);
+}
+
+torch::autograd::variable_list SiluBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return SiluBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, grad_output_sizes_, grad_output, self_sizes_);
+}
+
+void SiluBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(grad_output_sizes_);
+  args.collect(grad_output_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list SiluBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(grad_output_sizes_);
+  saved.before(grad_output_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SiluBackwardBackward0", SiluBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(grad_output_sizes_);
+  functional_args.pack(grad_output);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SiluBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(grad_output_sizes_);
+  saved.after(grad_output_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor silu_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& grad_output) {
+  auto result_t = helpers::infinitely_differentiable_silu_backward(grad_output_t, self) + ((grad_output * self_t) * helpers::silu_second_derivative(self));
+  return result_t;
+}
+
+at::Tensor silu_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  c10::intrusive_ptr<SiluBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<SiluBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::silu_backward(grad_output, self);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("silu_backward", grad_output);
+    formulas::runtime::refuse_complex("silu_backward", self);
+    formulas::runtime::refuse_complex("silu_backward", result);
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::silu_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), formulas::runtime::primal(grad_output)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("silu_backward", grad_output);
+    formulas::runtime::refuse_complex("silu_backward", self);
+    formulas::runtime::refuse_complex("silu_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct MishBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MishBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    grad_output_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::vector<int64_t> grad_output_sizes_{};
+  torch::autograd::SavedVariable grad_output_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> mish_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    at::IntArrayRef grad_output_sizes,
+    const at::Tensor& grad_output,
+    at::IntArrayRef self_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_grad_output = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_grad_output = helpers::sum_to(helpers::infinitely_differentiable_mish_backward(grad, self), grad_output_sizes);
+  }
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[1]) {
+    grad_self = helpers::sum_to((grad * grad_output) * helpers::mish_second_derivative(self), self_sizes);
+  }
+  return {grad_grad_output, grad_self};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MishBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::mish_backward(grads[0], self_, grad_output_sizes_, grad_output_, self_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MishBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return MishBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, grad_output_sizes_, grad_output_, self_sizes_);
+}
+
+torch::autograd::variable_list MishBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return MishBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, grad_output_sizes_, grad_output, self_sizes_);
+}
+
+void MishBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(grad_output_sizes_);
+  args.collect(grad_output_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list MishBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(grad_output_sizes_);
+  saved.before(grad_output_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MishBackwardBackward0", MishBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(grad_output_sizes_);
+  functional_args.pack(grad_output);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MishBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(grad_output_sizes_);
+  saved.after(grad_output_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor mish_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    const at::Tensor& grad_output) {
+  auto result_t = helpers::infinitely_differentiable_mish_backward(grad_output_t, self) + ((grad_output * self_t) * helpers::mish_second_derivative(self));
+  return result_t;
+}
+
+at::Tensor mish_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  c10::intrusive_ptr<MishBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<MishBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::mish_backward(grad_output, self);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("mish_backward", grad_output);
+    formulas::runtime::refuse_complex("mish_backward", self);
+    formulas::runtime::refuse_complex("mish_backward", result);
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::mish_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), formulas::runtime::primal(grad_output)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("mish_backward", grad_output);
+    formulas::runtime::refuse_complex("mish_backward", self);
+    formulas::runtime::refuse_complex("mish_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct LogitBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "LogitBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    grad_output_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  std::optional<double> eps_{};
+  std::vector<int64_t> grad_output_sizes_{};
+  torch::autograd::SavedVariable grad_output_;
+  std::vector<int64_t> self_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> logit_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    std::optional<double> eps,
+    at::IntArrayRef grad_output_sizes,
+    const at::Tensor& grad_output,
+    at::IntArrayRef self_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_grad_output = at::Tensor();
+  if (needs_input_grad[0]) {
+    grad_grad_output = helpers::sum_to(helpers::infinitely_differentiable_logit_backward(grad, self, eps), grad_output_sizes);
+  }
+  auto grad_self = at::Tensor();
+  if (needs_input_grad[1]) {
+    grad_self = helpers::sum_to(helpers::infinitely_differentiable_logit_backward(((grad * grad_output) * ((self + self) - 1.0)) / (self * (1.0 - self)), self, eps), self_sizes);
+  }
+  return {grad_grad_output, grad_self};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list LogitBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const std::optional<double>& eps_, const std::vector<int64_t>& grad_output_sizes_, const at::Tensor& grad_output_, const std::vector<int64_t>& self_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::logit_backward(grads[0], self_, eps_, grad_output_sizes_, grad_output_, self_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list LogitBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto eps_ = packed_args.unpack<std::optional<double>>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return LogitBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, eps_, grad_output_sizes_, grad_output_, self_sizes_);
+}
+
+torch::autograd::variable_list LogitBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  return LogitBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, eps_, grad_output_sizes_, grad_output, self_sizes_);
+}
+
+void LogitBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(eps_);
+  args.collect(grad_output_sizes_);
+  args.collect(grad_output_, false);
+  args.collect(self_sizes_);
+}
+
+torch::autograd::variable_list LogitBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(eps_);
+  saved.before(grad_output_sizes_);
+  saved.before(grad_output_);
+  saved.before(self_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<double>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_LogitBackwardBackward0", LogitBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  const auto grad_output = grad_output_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(eps_);
+  functional_args.pack(grad_output_sizes_);
+  functional_args.pack(grad_output);
+  functional_args.pack(self_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_LogitBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(eps_);
+  saved.after(grad_output_sizes_);
+  saved.after(grad_output_);
+  saved.after(self_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor logit_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self_t,
+    const at::Tensor& self,
+    std::optional<double> eps,
+    const at::Tensor& grad_output) {
+  auto result_t = helpers::infinitely_differentiable_logit_backward(grad_output_t, self, eps) + helpers::infinitely_differentiable_logit_backward(((grad_output * self_t) * ((self + self) - 1.0)) / (self * (1.0 - self)), self, eps);
+  return result_t;
+}
+
+at::Tensor logit_backward(const at::Tensor& grad_output, const at::Tensor& self, std::optional<double> eps) {
+  c10::intrusive_ptr<LogitBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<LogitBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::logit_backward(grad_output, self, eps);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("logit_backward", grad_output);
+    formulas::runtime::refuse_complex("logit_backward", self);
+    formulas::runtime::refuse_complex("logit_backward", result);
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::logit_backward_jvp(grad_output_t, self_t, formulas::runtime::primal(self), eps, formulas::runtime::primal(grad_output)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("logit_backward", grad_output);
+    formulas::runtime::refuse_complex("logit_backward", self);
+    formulas::runtime::refuse_complex("logit_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->eps_ = std::move(eps);
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+  }
+  return result;
+}
+
+struct TraceBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "TraceBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+};
+
+namespace backwards {
+at::Tensor trace_backward(
+    const at::Tensor& grad_result) {
+  return at::sum(at::diagonal(grad_result, 0, 0, 1));
+}
+}  // namespace backwards
+
+torch::autograd::variable_list TraceBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, grad_ix, formulas::backwards::trace_backward(grads[0]));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list TraceBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  return TraceBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad);
+}
+
+torch::autograd::variable_list TraceBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+  };
+  return TraceBackwardBackward0_apply_functional(std::move(grads), needs_input_grad);
+}
+
+void TraceBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+}
+
+torch::autograd::variable_list TraceBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_TraceBackwardBackward0", TraceBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_TraceBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  return functional_outputs;
+}
+
+at::Tensor trace_backward_jvp(
+    const at::Tensor& grad_t,
+    at::IntArrayRef sizes) {
+  return at::trace_backward(grad_t, sizes);
+}
+
+at::Tensor trace_backward(const at::Tensor& grad, at::IntArrayRef sizes) {
+  c10::intrusive_ptr<TraceBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad)) {
+    grad_fn = c10::make_intrusive<TraceBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::trace_backward(grad, sizes);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("trace_backward", grad);
+    formulas::runtime::refuse_complex("trace_backward", result);
+    const auto grad_t = formulas::runtime::tangent(grad);
+    formulas::runtime::set_tangent(result, formulas::trace_backward_jvp(grad_t, sizes));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("trace_backward", grad);
+    formulas::runtime::refuse_complex("trace_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+  }
+  return result;
+}
+
+struct MaskedSelectBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "MaskedSelectBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mask_.reset_data();
+  }
+  torch::autograd::SavedVariable mask_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> masked_select_backward(
+    const at::Tensor& grad_result,
+    const at::Tensor& mask) {
+  return {at::masked_select(grad_result, mask), at::Tensor(), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list MaskedSelectBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& mask_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto input_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::masked_select_backward(grads[0], mask_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, input_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, mask_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list MaskedSelectBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto mask_ = packed_args.unpack<at::Tensor>();
+  return MaskedSelectBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_);
+}
+
+torch::autograd::variable_list MaskedSelectBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto input_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, input_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+  };
+  const auto mask = mask_.unpack();
+  return MaskedSelectBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, mask);
+}
+
+void MaskedSelectBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(mask_, false);
+}
+
+torch::autograd::variable_list MaskedSelectBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(mask_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_MaskedSelectBackwardBackward0", MaskedSelectBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto input_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, input_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+  };
+  const auto mask = mask_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(mask);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_MaskedSelectBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(mask_);
+  return functional_outputs;
+}
+
+at::Tensor masked_select_backward_jvp(
+    const at::Tensor& grad_t,
+    const at::Tensor& input,
+    const at::Tensor& mask) {
+  auto result_t = at::masked_select_backward(grad_t, input, mask);
+  return result_t;
+}
+
+at::Tensor masked_select_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& mask) {
+  c10::intrusive_ptr<MaskedSelectBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad, input, mask)) {
+    grad_fn = c10::make_intrusive<MaskedSelectBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad, input, mask));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::masked_select_backward(grad, input, mask);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("masked_select_backward", grad);
+    formulas::runtime::refuse_complex("masked_select_backward", result);
+    const auto grad_t = formulas::runtime::tangent(grad);
+    formulas::runtime::set_tangent(result, formulas::masked_select_backward_jvp(grad_t, formulas::runtime::primal(input), formulas::runtime::primal(mask)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("masked_select_backward", grad);
+    formulas::runtime::refuse_complex("masked_select_backward", input);
+    formulas::runtime::refuse_complex("masked_select_backward", mask);
+    formulas::runtime::refuse_complex("masked_select_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
+  }
+  return result;
+}
+
+struct CummaxminBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "CummaxminBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    indices_.reset_data();
+  }
+  int64_t dim_{};
+  torch::autograd::SavedVariable indices_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> cummaxmin_backward(
+    const at::Tensor& grad_result,
+    int64_t dim,
+    const at::Tensor& indices) {
+  return {at::gather(grad_result, dim, indices), at::Tensor(), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list CummaxminBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const int64_t& dim_, const at::Tensor& indices_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto input_ix = ranges.next(1);
+  const auto indices_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::cummaxmin_backward(grads[0], dim_, indices_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, input_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, indices_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list CummaxminBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto indices_ = packed_args.unpack<at::Tensor>();
+  return CummaxminBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, dim_, indices_);
+}
+
+torch::autograd::variable_list CummaxminBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto input_ix = ranges.next(1);
+  const auto indices_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, input_ix),
+      formulas::runtime::should_compute(*this, indices_ix),
+  };
+  const auto indices = indices_.unpack();
+  return CummaxminBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, dim_, indices);
+}
+
+void CummaxminBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(dim_);
+  args.collect(indices_, false);
+}
+
+torch::autograd::variable_list CummaxminBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(dim_);
+  saved.before(indices_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_CummaxminBackwardBackward0", CummaxminBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto input_ix = ranges.next(1);
+  const auto indices_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, input_ix),
+      formulas::runtime::should_compute(*this, indices_ix),
+  };
+  const auto indices = indices_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(dim_);
+  functional_args.pack(indices);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_CummaxminBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(dim_);
+  saved.after(indices_);
+  return functional_outputs;
+}
+
+at::Tensor cummaxmin_backward_jvp(
+    const at::Tensor& grad_t,
+    const at::Tensor& input,
+    const at::Tensor& indices,
+    int64_t dim) {
+  auto result_t = at::cummaxmin_backward(grad_t, input, indices, dim);
+  return result_t;
+}
+
+at::Tensor cummaxmin_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& indices, int64_t dim) {
+  c10::intrusive_ptr<CummaxminBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad, input, indices)) {
+    grad_fn = c10::make_intrusive<CummaxminBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad, input, indices));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::cummaxmin_backward(grad, input, indices, dim);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("cummaxmin_backward", grad);
+    formulas::runtime::refuse_complex("cummaxmin_backward", result);
+    const auto grad_t = formulas::runtime::tangent(grad);
+    formulas::runtime::set_tangent(result, formulas::cummaxmin_backward_jvp(grad_t, formulas::runtime::primal(input), formulas::runtime::primal(indices), dim));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("cummaxmin_backward", grad);
+    formulas::runtime::refuse_complex("cummaxmin_backward", input);
+    formulas::runtime::refuse_complex("cummaxmin_backward", indices);
+    formulas::runtime::refuse_complex("cummaxmin_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->dim_ = dim;
+    grad_fn->indices_ = torch::autograd::SavedVariable(indices, false);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
@@ -3505,4 +4496,10 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor", TORCH_FN(formulas::diagonal_backward));
   m.def("index_select_backward(Tensor grad, SymInt[] self_sizes, int dim, Tensor index) -> Tensor", TORCH_FN(formulas::index_select_backward));
   m.def("hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor", TORCH_FN(formulas::hardsigmoid_backward));
+  m.def("silu_backward(Tensor grad_output, Tensor self) -> Tensor", TORCH_FN(formulas::silu_backward));
+  m.def("mish_backward(Tensor grad_output, Tensor self) -> Tensor", TORCH_FN(formulas::mish_backward));
+  m.def("logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor", TORCH_FN(formulas::logit_backward));
+  m.def("trace_backward(Tensor grad, SymInt[] sizes) -> Tensor", TORCH_FN(formulas::trace_backward));
+  m.def("masked_select_backward(Tensor grad, Tensor input, Tensor mask) -> Tensor", TORCH_FN(formulas::masked_select_backward));
+  m.def("cummaxmin_backward(Tensor grad, Tensor input, Tensor indices, int dim) -> Tensor", TORCH_FN(formulas::cummaxmin_backward));
 }

@@ -2,6 +2,7 @@
 #include "helpers.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/_to_copy.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/cat.h>
@@ -17,6 +18,7 @@
 #include <ATen/ops/div.h>
 #include <ATen/ops/elu_backward.h>
 #include <ATen/ops/embedding.h>
+#include <ATen/ops/embedding_dense_backward.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/flatten.h>
@@ -63,9 +65,11 @@
 #include <ATen/ops/select.h>
 #include <ATen/ops/sgn.h>
 #include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sigmoid_backward.h>
 #include <ATen/ops/sign.h>
 #include <ATen/ops/sinc.h>
 #include <ATen/ops/slice_backward.h>
+#include <ATen/ops/softplus.h>
 #include <ATen/ops/special_i0e.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/squeeze.h>
@@ -84,8 +88,39 @@
 
 namespace formulas::helpers {
 
+at::Tensor infinitely_differentiable_silu_backward(const at::Tensor& grad, const at::Tensor& self) {
+  auto s = at::sigmoid(self);
+  return grad * (s + at::sigmoid_backward(self, s));
+}
+
+at::Tensor infinitely_differentiable_mish_backward(const at::Tensor& grad, const at::Tensor& self) {
+  auto t = at::tanh(at::softplus(self));
+  return grad * (t + at::tanh_backward(self * at::sigmoid(self), t));
+}
+
+at::Tensor infinitely_differentiable_logit_backward(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps) {
+  at::Tensor inside{};
+  auto slope = grad / (self * (1.0 - self));
+  if (eps.has_value()) {
+    inside = at::logical_and(at::ge(self, (*eps)), at::le(self, 1.0 - (*eps)));
+    return at::where(inside, slope, at::zeros_like(slope));
+  }
+  return at::masked_fill(slope, at::logical_or(at::lt(self, 0.0), at::gt(self, 1.0)), std::numeric_limits<double>::quiet_NaN());
+}
+
 at::Tensor below_threshold(const at::Tensor& scaled, const at::Scalar& threshold) {
   return at::where(scaled < threshold.toDouble(), at::ones_like(scaled), at::zeros_like(scaled));
+}
+
+at::Tensor silu_second_derivative(const at::Tensor& self) {
+  auto s = at::sigmoid(self);
+  return at::sigmoid_backward(2.0 + (self * (1.0 - (s + s))), s);
+}
+
+at::Tensor mish_second_derivative(const at::Tensor& self) {
+  auto s = at::sigmoid(self);
+  auto t = at::tanh(at::softplus(self));
+  return at::tanh_backward(s * (2.0 + (self * ((1.0 - s) - ((2.0 * t) * s)))), t);
 }
 
 std::vector<int64_t> per_spatial_dim(at::IntArrayRef values, int64_t spatial) {
@@ -1471,6 +1506,23 @@ at::Tensor index_backward(const at::Tensor& zeros_like_self, const c10::List<std
   return at::index_put(zeros_like_self, indices, grad, true);
 }
 
+at::Tensor embedding_dense_backward_transpose(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq) {
+  auto read = at::embedding(grad, indices, -1, false, false);
+  if ((padding_idx < 0) && !scale_grad_by_freq) {
+    return read;
+  }
+  std::vector<int64_t> position_sizes = formulas::runtime::to_list<std::vector<int64_t>>(indices.sizes().vec());
+  position_sizes.push_back(1);
+  auto ones = at::exp(grad.new_zeros(position_sizes));
+  auto counts = at::embedding_dense_backward(ones, indices, num_weights, padding_idx, false);
+  auto used = at::gt(counts, 0.0);
+  auto row_factor = at::_to_copy(used, counts.scalar_type());
+  if (scale_grad_by_freq) {
+    row_factor = at::where(used, row_factor / counts, row_factor);
+  }
+  return read * at::embedding(row_factor, indices, -1, false, false);
+}
+
 at::Tensor matrix_transpose(const at::Tensor& x) {
   int64_t n = x.dim();
   std::vector<int64_t> dims = std::vector<int64_t>{};
@@ -2586,6 +2638,20 @@ at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t
   }
   auto offset = at::flip(self_t * helpers::exclusive_cumprod(self, dim), std::vector<int64_t>{dim});
   return at::flip(helpers::reversed_linear_recurrence(offset, at::flip(self, std::vector<int64_t>{dim}), dim), std::vector<int64_t>{dim});
+}
+
+at::Tensor cumprod_backward_derivative(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& direction, int64_t dim) {
+  int64_t n = self.size(dim);
+  if (n <= 1) {
+    return at::zeros_like(direction);
+  }
+  auto first = at::narrow(self, dim, 0, 1);
+  auto next_entries = at::cat(std::vector<at::Tensor>{at::narrow(self, dim, 1, n - 1), at::ones_like(first)}, dim);
+  auto later_sums = helpers::reversed_linear_recurrence(grad, next_entries, dim);
+  auto earlier = at::cat(std::vector<at::Tensor>{at::zeros_like(first), at::narrow(helpers::cumprod_jvp(direction, self, dim), dim, 0, n - 1)}, dim);
+  auto weighted = direction * later_sums;
+  auto shifted = at::cat(std::vector<at::Tensor>{at::narrow(weighted, dim, 1, n - 1), at::zeros_like(first)}, dim);
+  return (earlier * later_sums) + (helpers::exclusive_cumprod(self, dim) * helpers::reversed_linear_recurrence(shifted, next_entries, dim));
 }
 
 }  // namespace formulas::helpers

@@ -5,7 +5,12 @@
 
 namespace formulas::helpers {
 
+at::Tensor infinitely_differentiable_silu_backward(const at::Tensor& grad, const at::Tensor& self);
+at::Tensor infinitely_differentiable_mish_backward(const at::Tensor& grad, const at::Tensor& self);
+at::Tensor infinitely_differentiable_logit_backward(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps);
 at::Tensor below_threshold(const at::Tensor& scaled, const at::Scalar& threshold);
+at::Tensor silu_second_derivative(const at::Tensor& self);
+at::Tensor mish_second_derivative(const at::Tensor& self);
 std::vector<int64_t> per_spatial_dim(at::IntArrayRef values, int64_t spatial);
 at::Tensor crop_spatial(const at::Tensor& t, at::IntArrayRef sizes);
 at::Tensor batched(const at::Tensor& t, int64_t weight_dim);
@@ -140,6 +145,7 @@ std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRe
 at::Tensor i1_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
 at::Tensor i1e_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
 at::Tensor index_backward(const at::Tensor& zeros_like_self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& grad);
+at::Tensor embedding_dense_backward_transpose(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq);
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor fold_batch(const at::Tensor& x);
 at::Tensor triangle(const at::Tensor& a, bool upper, bool unitriangular);
@@ -240,5 +246,6 @@ at::Tensor reversed_linear_recurrence(const at::Tensor& offset, const at::Tensor
 at::Tensor exclusive_cumprod(const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim);
+at::Tensor cumprod_backward_derivative(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& direction, int64_t dim);
 
 }  // namespace formulas::helpers

@@ -3,11 +3,9 @@
 #include "runtime.h"
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/_to_copy.h>
 #include <ATen/ops/embedding.h>
+#include <ATen/ops/embedding_backward.h>
 #include <ATen/ops/embedding_dense_backward.h>
-#include <ATen/ops/exp.h>
-#include <ATen/ops/gt.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mm.h>
@@ -17,7 +15,6 @@
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/t.h>
 #include <ATen/ops/unsqueeze.h>
-#include <ATen/ops/where.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
@@ -774,36 +771,23 @@ struct EmbeddingDenseBackwardBackward0 : public torch::autograd::TraceableFuncti
     indices_.reset_data();
   }
   torch::autograd::SavedVariable indices_;
+  int64_t num_weights_{};
   int64_t padding_idx_{};
   bool scale_grad_by_freq_{};
-  int64_t num_weights_{};
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor> embedding_dense_backward(
     const at::Tensor& grad,
     const at::Tensor& indices,
+    int64_t num_weights,
     int64_t padding_idx,
-    bool scale_grad_by_freq,
-    int64_t num_weights) {
-  auto read = at::embedding(grad, indices, -1, false, false);
-  if ((padding_idx < 0) && !scale_grad_by_freq) {
-    return {read, at::Tensor()};
-  }
-  std::vector<int64_t> position_sizes = formulas::runtime::to_list<std::vector<int64_t>>(indices.sizes().vec());
-  position_sizes.push_back(1);
-  auto ones = at::exp(grad.new_zeros(position_sizes));
-  auto counts = at::embedding_dense_backward(ones, indices, num_weights, padding_idx, false);
-  auto used = at::gt(counts, 0.0);
-  auto row_factor = at::_to_copy(used, counts.scalar_type());
-  if (scale_grad_by_freq) {
-    row_factor = at::where(used, row_factor / counts, row_factor);
-  }
-  return {read * at::embedding(row_factor, indices, -1, false, false), at::Tensor()};
+    bool scale_grad_by_freq) {
+  return {helpers::embedding_dense_backward_transpose(grad, indices, num_weights, padding_idx, scale_grad_by_freq), at::Tensor()};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list EmbeddingDenseBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& indices_, const int64_t& padding_idx_, const bool& scale_grad_by_freq_, const int64_t& num_weights_) {
+torch::autograd::variable_list EmbeddingDenseBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& indices_, const int64_t& num_weights_, const int64_t& padding_idx_, const bool& scale_grad_by_freq_) {
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
   const auto indices_ix = ranges.next(1);
@@ -814,7 +798,7 @@ torch::autograd::variable_list EmbeddingDenseBackwardBackward0_apply_functional(
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::embedding_dense_backward(grads[0], indices_, padding_idx_, scale_grad_by_freq_, num_weights_);
+  const auto input_grads = formulas::backwards::embedding_dense_backward(grads[0], indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -829,10 +813,10 @@ torch::autograd::variable_list EmbeddingDenseBackwardBackward0_apply_functional_
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
   auto indices_ = packed_args.unpack<at::Tensor>();
+  auto num_weights_ = packed_args.unpack<int64_t>();
   auto padding_idx_ = packed_args.unpack<int64_t>();
   auto scale_grad_by_freq_ = packed_args.unpack<bool>();
-  auto num_weights_ = packed_args.unpack<int64_t>();
-  return EmbeddingDenseBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, indices_, padding_idx_, scale_grad_by_freq_, num_weights_);
+  return EmbeddingDenseBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
 }
 
 torch::autograd::variable_list EmbeddingDenseBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -845,22 +829,22 @@ torch::autograd::variable_list EmbeddingDenseBackwardBackward0::apply(torch::aut
       formulas::runtime::should_compute(*this, indices_ix),
   };
   const auto indices = indices_.unpack();
-  return EmbeddingDenseBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, indices, padding_idx_, scale_grad_by_freq_, num_weights_);
+  return EmbeddingDenseBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, indices, num_weights_, padding_idx_, scale_grad_by_freq_);
 }
 
 void EmbeddingDenseBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(indices_, false);
+  args.collect(num_weights_);
   args.collect(padding_idx_);
   args.collect(scale_grad_by_freq_);
-  args.collect(num_weights_);
 }
 
 torch::autograd::variable_list EmbeddingDenseBackwardBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(indices_);
+  saved.before(num_weights_);
   saved.before(padding_idx_);
   saved.before(scale_grad_by_freq_);
-  saved.before(num_weights_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
@@ -868,8 +852,8 @@ torch::autograd::variable_list EmbeddingDenseBackwardBackward0::apply_with_saved
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_EmbeddingDenseBackwardBackward0", EmbeddingDenseBackwardBackward0_apply_functional_ivalue,
@@ -886,9 +870,9 @@ torch::autograd::variable_list EmbeddingDenseBackwardBackward0::apply_with_saved
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(indices);
+  functional_args.pack(num_weights_);
   functional_args.pack(padding_idx_);
   functional_args.pack(scale_grad_by_freq_);
-  functional_args.pack(num_weights_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -897,9 +881,9 @@ torch::autograd::variable_list EmbeddingDenseBackwardBackward0::apply_with_saved
       std::string(library_namespace) + "_EmbeddingDenseBackwardBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(indices_);
+  saved.after(num_weights_);
   saved.after(padding_idx_);
   saved.after(scale_grad_by_freq_);
-  saved.after(num_weights_);
   return functional_outputs;
 }
 
@@ -937,9 +921,191 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
     formulas::runtime::refuse_complex("embedding_dense_backward", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, false);
+    grad_fn->num_weights_ = num_weights;
     grad_fn->padding_idx_ = padding_idx;
     grad_fn->scale_grad_by_freq_ = scale_grad_by_freq;
+  }
+  return result;
+}
+
+struct EmbeddingBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "EmbeddingBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    indices_.reset_data();
+  }
+  bool sparse_{};
+  torch::autograd::SavedVariable indices_;
+  int64_t num_weights_{};
+  int64_t padding_idx_{};
+  bool scale_grad_by_freq_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> embedding_backward(
+    const at::Tensor& grad_result,
+    bool sparse,
+    const at::Tensor& indices,
+    int64_t num_weights,
+    int64_t padding_idx,
+    bool scale_grad_by_freq) {
+  if (sparse) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "embedding_backward(sparse=True): the formula library gives no derivative of a sparse gradient; use sparse=False (a dense weight gradient)");
+  }
+  return {helpers::embedding_dense_backward_transpose(grad_result, indices, num_weights, padding_idx, scale_grad_by_freq), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list EmbeddingBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const bool& sparse_, const at::Tensor& indices_, const int64_t& num_weights_, const int64_t& padding_idx_, const bool& scale_grad_by_freq_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto indices_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::embedding_backward(grads[0], sparse_, indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, indices_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list EmbeddingBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto sparse_ = packed_args.unpack<bool>();
+  auto indices_ = packed_args.unpack<at::Tensor>();
+  auto num_weights_ = packed_args.unpack<int64_t>();
+  auto padding_idx_ = packed_args.unpack<int64_t>();
+  auto scale_grad_by_freq_ = packed_args.unpack<bool>();
+  return EmbeddingBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, sparse_, indices_, num_weights_, padding_idx_, scale_grad_by_freq_);
+}
+
+torch::autograd::variable_list EmbeddingBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto indices_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, indices_ix),
+  };
+  const auto indices = indices_.unpack();
+  return EmbeddingBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, sparse_, indices, num_weights_, padding_idx_, scale_grad_by_freq_);
+}
+
+void EmbeddingBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(sparse_);
+  args.collect(indices_, false);
+  args.collect(num_weights_);
+  args.collect(padding_idx_);
+  args.collect(scale_grad_by_freq_);
+}
+
+torch::autograd::variable_list EmbeddingBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(sparse_);
+  saved.before(indices_);
+  saved.before(num_weights_);
+  saved.before(padding_idx_);
+  saved.before(scale_grad_by_freq_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_EmbeddingBackwardBackward0", EmbeddingBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto indices_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, indices_ix),
+  };
+  const auto indices = indices_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(sparse_);
+  functional_args.pack(indices);
+  functional_args.pack(num_weights_);
+  functional_args.pack(padding_idx_);
+  functional_args.pack(scale_grad_by_freq_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_EmbeddingBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(sparse_);
+  saved.after(indices_);
+  saved.after(num_weights_);
+  saved.after(padding_idx_);
+  saved.after(scale_grad_by_freq_);
+  return functional_outputs;
+}
+
+at::Tensor embedding_backward_jvp(
+    const at::Tensor& grad_t,
+    const at::Tensor& indices,
+    int64_t num_weights,
+    int64_t padding_idx,
+    bool scale_grad_by_freq,
+    bool sparse) {
+  auto result_t = at::embedding_backward(grad_t, indices, num_weights, padding_idx, scale_grad_by_freq, sparse);
+  return result_t;
+}
+
+at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq, bool sparse) {
+  c10::intrusive_ptr<EmbeddingBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad, indices)) {
+    grad_fn = c10::make_intrusive<EmbeddingBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad, indices));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq, sparse);
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("embedding_backward", grad);
+    formulas::runtime::refuse_complex("embedding_backward", result);
+    const auto grad_t = formulas::runtime::tangent(grad);
+    formulas::runtime::set_tangent(result, formulas::embedding_backward_jvp(grad_t, formulas::runtime::primal(indices), num_weights, padding_idx, scale_grad_by_freq, sparse));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("embedding_backward", grad);
+    formulas::runtime::refuse_complex("embedding_backward", indices);
+    formulas::runtime::refuse_complex("embedding_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->sparse_ = sparse;
+    grad_fn->indices_ = torch::autograd::SavedVariable(indices, false);
     grad_fn->num_weights_ = num_weights;
+    grad_fn->padding_idx_ = padding_idx;
+    grad_fn->scale_grad_by_freq_ = scale_grad_by_freq;
   }
   return result;
 }
@@ -953,4 +1119,5 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", TORCH_FN(formulas::linear));
   m.def("embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor", TORCH_FN(formulas::embedding));
   m.def("embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor", TORCH_FN(formulas::embedding_dense_backward));
+  m.def("embedding_backward(Tensor grad, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq, bool sparse) -> Tensor", TORCH_FN(formulas::embedding_backward));
 }

@@ -5,6 +5,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_to_copy.h>
 #include <ATen/ops/cumprod.h>
+#include <ATen/ops/cumprod_backward.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/sum.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -343,10 +344,195 @@ at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::Scalar
   return result;
 }
 
+struct CumprodBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "CumprodBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    input_.reset_data();
+    grad_.reset_data();
+  }
+  torch::autograd::SavedVariable input_;
+  int64_t scan_dim_{};
+  torch::autograd::SavedVariable grad_;
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> cumprod_backward_op(
+    const at::Tensor& grad_result,
+    const at::Tensor& input,
+    int64_t scan_dim,
+    const at::Tensor& grad,
+    const std::array<bool, 3>& needs_input_grad) {
+  if (input.dim() == 0) {
+    return {needs_input_grad[0] ? grad_result : at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+  auto grad_grad = needs_input_grad[0] ? helpers::cumprod_jvp(grad_result, input, scan_dim) : at::Tensor();
+  auto grad_input = needs_input_grad[1] ? helpers::cumprod_backward_derivative(grad, input, grad_result, scan_dim) : at::Tensor();
+  return {grad_grad, grad_input, at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list CumprodBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const int64_t& scan_dim_, const at::Tensor& grad_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto input_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::cumprod_backward_op(grads[0], input_, scan_dim_, grad_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, input_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, output_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list CumprodBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto input_ = packed_args.unpack<at::Tensor>();
+  auto scan_dim_ = packed_args.unpack<int64_t>();
+  auto grad_ = packed_args.unpack<at::Tensor>();
+  return CumprodBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, scan_dim_, grad_);
+}
+
+torch::autograd::variable_list CumprodBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto input_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, input_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto input = input_.unpack();
+  const auto grad = grad_.unpack();
+  return CumprodBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, input, scan_dim_, grad);
+}
+
+void CumprodBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(input_, false);
+  args.collect(scan_dim_);
+  args.collect(grad_, false);
+}
+
+torch::autograd::variable_list CumprodBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(input_);
+  saved.before(scan_dim_);
+  saved.before(grad_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_CumprodBackwardBackward0", CumprodBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_ix = ranges.next(1);
+  const auto input_ix = ranges.next(1);
+  const auto output_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_ix),
+      formulas::runtime::should_compute(*this, input_ix),
+      formulas::runtime::should_compute(*this, output_ix),
+  };
+  const auto input = input_.unpack();
+  const auto grad = grad_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(input);
+  functional_args.pack(scan_dim_);
+  functional_args.pack(grad);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_CumprodBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(input_);
+  saved.after(scan_dim_);
+  saved.after(grad_);
+  return functional_outputs;
+}
+
+at::Tensor cumprod_backward_op_jvp(
+    const at::Tensor& grad_t,
+    const at::Tensor& input_t,
+    const at::Tensor& input,
+    int64_t scan_dim,
+    const at::Tensor& grad) {
+  if (input.dim() == 0) {
+    return grad_t;
+  }
+  auto result_t = helpers::cumprod_backward(grad_t, input, scan_dim) + helpers::cumprod_backward_derivative(grad, input, input_t, scan_dim);
+  return result_t;
+}
+
+at::Tensor cumprod_backward_op(const at::Tensor& grad, const at::Tensor& input, int64_t dim, const at::Tensor& output) {
+  c10::intrusive_ptr<CumprodBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad, input, output)) {
+    grad_fn = c10::make_intrusive<CumprodBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad, input, output));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::cumprod_backward(grad, input, dim, output);
+  int64_t scan_dim = helpers::wrap_dim(dim, input.dim());
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad) || torch::autograd::isFwGradDefined(input)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("cumprod_backward", grad);
+    formulas::runtime::refuse_complex("cumprod_backward", input);
+    formulas::runtime::refuse_complex("cumprod_backward", result);
+    const auto grad_t = formulas::runtime::tangent(grad);
+    const auto input_t = formulas::runtime::tangent(input);
+    formulas::runtime::set_tangent(result, formulas::cumprod_backward_op_jvp(grad_t, input_t, formulas::runtime::primal(input), scan_dim, formulas::runtime::primal(grad)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("cumprod_backward", grad);
+    formulas::runtime::refuse_complex("cumprod_backward", input);
+    formulas::runtime::refuse_complex("cumprod_backward", output);
+    formulas::runtime::refuse_complex("cumprod_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
+    grad_fn->scan_dim_ = scan_dim;
+    grad_fn->grad_ = torch::autograd::SavedVariable(grad, false);
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace formulas
 
 TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::cumsum));
   m.def("cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::cumprod));
+  m.def("cumprod_backward(Tensor grad, Tensor input, int dim, Tensor output) -> Tensor", TORCH_FN(formulas::cumprod_backward_op));
 }

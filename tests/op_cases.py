@@ -112,6 +112,48 @@ def _with_unit_weight(op: str) -> Callable[..., Any]:
     return call
 
 
+def _with_builtin_values(op: str, composite: Callable[..., Any]) -> Callable[..., Any]:
+    """``composite`` (torch ops whose derivatives torch has) carrying the built-in ``op``'s values
+    exactly, as computed without grad mode: the difference, detached, is added back."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        with_derivatives = composite(*args, **kwargs)
+        with torch.no_grad():
+            values = getattr(torch.ops.aten, op).default(*args, **kwargs)
+        return with_derivatives + (values - with_derivatives).detach()
+    return call
+
+
+def _silu_backward(grad_output: Any, self: Any) -> Any:
+    import torch
+
+    s = torch.sigmoid(self)
+    return grad_output * (s * (1 + self * (1 - s)))
+
+
+def _mish_backward(grad_output: Any, self: Any) -> Any:
+    import torch
+
+    t = torch.tanh(torch.nn.functional.softplus(self))
+    return grad_output * (t + self * torch.sigmoid(self) * (1 - t * t))
+
+
+def _logit_backward(grad_output: Any, self: Any, eps: float | None = None) -> Any:
+    import torch
+
+    low, high = (0.0, 1.0) if eps is None else (eps, 1 - eps)
+    outside = (self < low) | (self > high)
+    slope = grad_output / (self * (1 - self))
+    return torch.where(outside, torch.full((), float("nan") if eps is None else 0.0, dtype=slope.dtype), slope)
+
+
+def _cumprod_backward(*args: Any) -> Any:
+    import torch
+
+    return torch.ops.aten.cumprod_backward.default(*args)
+
+
 TORCH_EQUIVALENTS: dict[str, Callable[..., Any]] = {
     # Oracles for built-in ops that torch 2.13 cannot differentiate as far as the tiers go: a
     # composition of torch ops with the built-in's values, bit for bit (tests/test_formulas_torch.py
@@ -121,6 +163,13 @@ TORCH_EQUIVALENTS: dict[str, Callable[..., Any]] = {
     "hardsigmoid": _hardsigmoid,                          # hardsigmoid_backward has no derivative,
     "hardsigmoid_backward": _hardsigmoid_backward,        # so no double backward of hardsigmoid
     "native_dropout_backward": _native_dropout_backward,  # no forward AD
+    # no derivative of these fused kernels (silu's and mish's double backward compose other ops)
+    "silu_backward": _with_builtin_values("silu_backward", _silu_backward),
+    "mish_backward": _with_builtin_values("mish_backward", _mish_backward),
+    "logit_backward": _with_builtin_values("logit_backward", _logit_backward),
+    # its values differ in the last bit with grad mode on (another algorithm): the values with it
+    # off, the derivatives of torch's differentiable one
+    "cumprod_backward": _with_builtin_values("cumprod_backward", _cumprod_backward),
     # double backward raises "Expected a proper Tensor but got None" for a bias without a weight:
     # a weight of ones, which changes no value
     "native_layer_norm": _with_unit_weight("native_layer_norm"),
@@ -146,6 +195,10 @@ _JVP_ORACLES: dict[str, Callable[[], Callable[..., Any]]] = {
     # torch 2.13's norm.Scalar forward AD gives the 0-d norm a keepdim-shaped tangent and raises
     # (pytorch/pytorch#191787); norm.ScalarOpt_dim over every dim is the same function
     "norm.Scalar": lambda: _norm_over_every_dim,
+    # fused kernels without forward AD: the same function composed of ops with it
+    "silu_backward": lambda: _silu_backward,
+    "mish_backward": lambda: _mish_backward,
+    "logit_backward": lambda: _logit_backward,
 }
 
 
@@ -583,6 +636,33 @@ def _fused_backward_cases() -> list[OpCase]:
         out.append(OpCase("gather_backward", f"{_shape_id(shape)}_dim{dim}_index{_shape_id(index_shape)}",
                           (_normal(rng, index_shape), _normal(rng, shape), dim, _index(rng, index_shape, shape[dim]),
                            False), differentiable=(0,)))
+    for op in ("silu_backward", "mish_backward"):
+        rng = _rng(op)
+        for left, right in (((3,), (3,)), ((), ()), ((2,), (2, 2))):
+            out.append(OpCase(op, _shape_id(left, right), (_normal(rng, left), _normal(rng, right))))
+    rng = _rng("logit_backward")
+    for shape, eps in (((3,), None), ((), None), ((5,), 0.2)):
+        # inside (0, 1), away from eps and 1 - eps (the gradient is 0 beyond them)
+        values = _uniform(0.1, 0.9)(rng, shape) if eps is None else _avoiding(eps, 1 - eps, low=0.08, high=0.92,
+                                                                               gap=0.05)(rng, shape)
+        out.append(OpCase("logit_backward", f"{_shape_id(shape)}_eps{eps}", (_normal(rng, shape), values),
+                          {} if eps is None else {"eps": eps}))
+    rng = _rng("trace_backward")
+    for sizes in ((2, 3), (0, 3)):
+        out.append(OpCase("trace_backward", _shape_id(sizes), (_normal(rng, ()), list(sizes))))
+    rng = _rng("masked_select_backward")
+    for shape, mask_shape in (((2, 3), (2, 3)), ((3,), (2, 3))):
+        mask = _mask(rng, mask_shape)
+        count = int(np.broadcast_to(mask, np.broadcast_shapes(shape, mask_shape)).sum())
+        out.append(OpCase("masked_select_backward", _shape_id(shape, mask_shape),
+                          (_normal(rng, (count,)), _normal(rng, shape), mask), differentiable=(0,)))
+    rng = _rng("cummaxmin_backward")
+    # (an empty input is returned as it is by torch, no function of grad: not a case)
+    for shape, dim in (((2, 3), 1), ((4,), -1), ((), 0)):
+        bound = shape[dim] if shape else 1
+        out.append(OpCase("cummaxmin_backward", f"{_shape_id(shape)}_dim{dim}",
+                          (_normal(rng, shape), _normal(rng, shape), _index(rng, shape, bound), dim),
+                          differentiable=(0,)))
     return out
 
 
@@ -757,6 +837,10 @@ def _nn_cases() -> list[OpCase]:
         out.append(OpCase("embedding_dense_backward",
                           f"index{_shape_id(index_shape)}_pad{padding_idx}{'_scale' if scale else ''}",
                           (_normal(rng, index_shape + (3,)), _index(rng, index_shape, 5), 5, padding_idx, scale)))
+    rng = _rng("embedding_backward")
+    for index_shape, padding_idx in (((4,), -1), ((2, 2), 1)):
+        out.append(OpCase("embedding_backward", f"index{_shape_id(index_shape)}_pad{padding_idx}",
+                          (_normal(rng, index_shape + (3,)), _index(rng, index_shape, 5), 5, padding_idx, False, False)))
     return out
 
 
@@ -1555,6 +1639,17 @@ def _reduction_extra_cases() -> list[OpCase]:
     out.append(OpCase(op, "zeros_0_to_4_per_row_dim0", (zeros.copy(), 0)))
     out.append(OpCase(op, "adjacent_zeros_dim0", (np.asarray([0.7, 0.0, 0.0, -1.2, 0.0, 0.9]), 0)))
     out.append(OpCase(op, "scalar_zero", (np.zeros(()), 0)))
+    # cumprod_backward: torch's kernel reads its output argument only when input holds no zero, so
+    # with two or more zeros (one left when central differences move one) it is a function of grad
+    # and input alone, as the formula's derivative: output is not differentiated
+    op = "cumprod_backward"
+    rng = _rng(op)
+    # (a scan of one element returns grad itself, an alias that torch's autograd.Function refuses as
+    # an output in tests/test_formulas_torch.py: no such case)
+    for values, dim in ((_with_zeros(rng, 2, (2, 1)), 1), (_with_zeros(rng, 1, (2,)).reshape(4), -1)):
+        out.append(OpCase(op, f"{_shape_id(values.shape)}_dim{dim}",
+                          (_normal(rng, values.shape), values, dim, np.asarray(np.cumprod(values, axis=dim))),
+                          differentiable=(0, 1)))
 
     inf = float("inf")
     op = "linalg_vector_norm"

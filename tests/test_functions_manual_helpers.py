@@ -749,3 +749,15 @@ def test_convolution_jvp_equals_forward_ad(backend, transposed, tangents):
     got = backend.run(fm._convolution_jvp, x, tangent[0], weight, tangent[1], bias, tangent[2], *args,
                       False, False, True, True)
     torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("eps", [None, 0.2])
+def test_infinitely_differentiable_logit_backward_equals_the_fused_kernel_outside_its_domain(backend, eps):
+    """Inside ``[eps, 1 - eps]`` (``[0, 1]`` without eps) the op cases check it; outside, it is 0 with
+    eps and NaN without, as ``logit_backward``."""
+    from formulas.activations import infinitely_differentiable_logit_backward
+
+    x = torch.tensor([-0.5, 0.1, 0.5, 0.9, 1.5], dtype=torch.float64)
+    grad = torch.tensor([1.0, -2.0, 0.5, 3.0, 1.25], dtype=torch.float64)
+    got = backend.run(infinitely_differentiable_logit_backward, grad, x, eps)
+    torch.testing.assert_close(got, torch.ops.aten.logit_backward(grad, x, eps), equal_nan=True)

@@ -7,7 +7,7 @@ from reference_engine.kernels.registry import kernel
 from reference_engine.kernels.common import _array, _np_dtype, _wrap_dim
 from reference_engine.kernels.pointwise import _erf, _floating
 from reference_engine.kernels.indexing import scatter_add
-from reference_engine.kernels.nn import _keep
+from reference_engine.kernels.nn import _keep, embedding_dense_backward
 
 
 # ----------------------------------------------------------------------------- fused backward ops
@@ -128,3 +128,82 @@ def hardsigmoid_backward(grad_output, x):
     grad_output, x = _array(grad_output), _array(x)
     inside = (x > -3) & (x < 3)
     return np.where(inside, grad_output / 6, np.zeros((), grad_output.dtype))
+
+
+@kernel("silu_backward")
+def silu_backward(grad_output, x):
+    grad_output, x = _array(grad_output), _floating(x)
+    with np.errstate(all="ignore"):
+        s = 1 / (1 + np.exp(-x))
+        slope = s * (1 + x * (1 - s))
+    return (grad_output * slope).astype(np.result_type(grad_output, x), copy=False)
+
+
+@kernel("mish_backward")
+def mish_backward(grad_output, x):
+    grad_output, x = _array(grad_output), _floating(x)
+    with np.errstate(all="ignore"):
+        s = 1 / (1 + np.exp(-x))
+        t = np.tanh(np.logaddexp(0, x))
+        slope = t + x * s * (1 - t * t)
+    return (grad_output * slope).astype(np.result_type(grad_output, x), copy=False)
+
+
+@kernel("logit_backward")
+def logit_backward(grad_output, x, eps=None):
+    grad_output, x = _array(grad_output), _floating(x)
+    low, high = (0.0, 1.0) if eps is None else (eps, 1 - eps)
+    outside = np.nan if eps is None else 0.0          # torch's: NaN outside [0, 1], 0 outside [eps, 1 - eps]
+    with np.errstate(all="ignore"):
+        grad = np.where((x < low) | (x > high), outside, grad_output / (x * (1 - x)))
+    return grad.astype(np.result_type(grad_output, x), copy=False)
+
+
+@kernel("trace_backward")
+def trace_backward(grad, sizes):
+    grad = _array(grad)
+    out = np.zeros(sizes, dtype=grad.dtype)
+    np.fill_diagonal(out, grad)
+    return out
+
+
+@kernel("masked_select_backward")
+def masked_select_backward(grad, x, mask):
+    grad, mask = _array(grad), _array(mask)
+    full = np.broadcast_shapes(np.shape(x), mask.shape)
+    out = np.zeros(full, dtype=grad.dtype)
+    out[np.broadcast_to(mask, full)] = grad
+    return out
+
+
+@kernel("cummaxmin_backward")
+def cummaxmin_backward(grad, x, indices, dim):
+    x = _array(x)
+    if x.size == 0:
+        return x.copy()
+    return scatter_add(np.zeros(x.shape, dtype=_array(grad).dtype), dim, indices, grad)
+
+
+@kernel("cumprod_backward")
+def cumprod_backward(grad, x, dim, output):
+    # G_i = sum_{k >= i} g_k prod_{j <= k, j != i} x_j, from x alone (exact at zeros; output unread)
+    grad, x = _array(grad), _array(x)
+    if x.ndim == 0:
+        return grad.copy()
+    axis = _wrap_dim(dim, x.ndim)
+    g, values = np.moveaxis(grad, axis, -1), np.moveaxis(x, axis, -1)
+    n = values.shape[-1]
+    out = np.zeros(values.shape, dtype=np.result_type(grad, x))
+    for i in range(n):
+        others = values.copy()
+        others[..., i] = 1
+        out[..., i] = np.sum(g[..., i:] * np.cumprod(others, axis=-1)[..., i:], axis=-1)
+    return np.moveaxis(out, -1, axis)
+
+
+@kernel("embedding_backward")
+def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq, sparse):
+    if sparse:
+        raise NotImplementedError("embedding_backward(sparse=True): the reference engine has no sparse tensors")
+    return embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq)
+

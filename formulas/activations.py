@@ -107,11 +107,14 @@ def infinitely_differentiable_logit_backward(grad: Tensor, self: Tensor, eps: fl
     """Gradient of ``logit(x) = log(x / (1 - x))``, ``grad / (x (1 - x))``, of differentiable ops:
     what ``logit_backward`` computes in one kernel. With ``eps`` the input is clamped to
     ``[eps, 1 - eps]`` first, so the gradient is 0 outside it; without, logit is NaN outside
-    ``[0, 1]`` and so is its gradient."""
-    slope = grad / (self * (1.0 - self))
+    ``[0, 1]`` and so is its gradient. A NaN input gives NaN either way, as the kernel."""
     if eps is not None:
-        inside = at.logical_and(at.ge(self, eps), at.le(self, 1.0 - eps))
-        return at.where(inside, slope, at.zeros_like(slope))
+        # outside is x < eps or x > 1 - eps, as the kernel tests it: a NaN input is inside (NaN);
+        # an outside entry's slope is never formed (its 0 / 0 would make the derivatives NaN)
+        outside = at.logical_or(at.lt(self, eps), at.gt(self, 1.0 - eps))
+        inside_only = at.masked_fill(self, outside, 0.5)
+        return at.masked_fill(grad / (inside_only * (1.0 - inside_only)), outside, 0.0)
+    slope = grad / (self * (1.0 - self))
     return at.masked_fill(slope, at.logical_or(at.lt(self, 0.0), at.gt(self, 1.0)), math.nan)
 
 

@@ -17,7 +17,7 @@ own formula so that double backward through them exists:
   tangent.
 
 A topic's fused backward op that shares a helper with its forward stays with it (pooling,
-``nll_loss_backward``, ``embedding_dense_backward``, ``embedding_backward``, ``cumprod_backward``,
+``nll_loss_backward``, ``embedding_dense_backward``, ``embedding_backward``,
 ``native_dropout_backward``).
 """
 from __future__ import annotations
@@ -455,23 +455,27 @@ def logit_backward(grad_output, self, eps=None):
     grad_output_sizes = grad_output.sizes()
     self_sizes = self.sizes()
     def backward(grad, *, needs_input_grad):
+        # 2 x - 1 from x clamped into [eps, 1 - eps]: the same inside, finite outside (an infinite
+        # x would make the outside's derivatives 0 * inf)
+        clamped = at.clamp(self, eps, 1.0 - eps) if eps is not None else self
         # result = grad_output / (x (1 - x)) inside [eps, 1 - eps] (0 outside), or NaN outside
         # [0, 1] without eps: linear in grad_output; d/dx = grad_output (2 x - 1) / (x (1 - x))^2
-        # inside, which is the op itself on grad_output (2 x - 1) / (x (1 - x)): its selection
-        # gives the outside's 0 (or NaN) as the first derivative's. The op composed of
+        # inside, which is the op applied twice to grad_output (2 x - 1): its selection gives the
+        # outside's 0 (or NaN) as the first derivative's, and no 0 / 0 is formed there. The op composed of
         # differentiable ops (as silu_backward's)
         grad_grad_output = None
         if needs_input_grad[0]:
             grad_grad_output = sum_to(infinitely_differentiable_logit_backward(grad, self, eps), grad_output_sizes)
         grad_self = None
         if needs_input_grad[1]:
-            grad_self = sum_to(infinitely_differentiable_logit_backward(
-                grad * grad_output * (self + self - 1.0) / (self * (1.0 - self)), self, eps), self_sizes)
+            grad_self = sum_to(infinitely_differentiable_logit_backward(infinitely_differentiable_logit_backward(
+                grad * grad_output * (clamped + clamped - 1.0), self, eps), self, eps), self_sizes)
         return grad_grad_output, grad_self
     def jvp(grad_output_t, self_t):
+        clamped = at.clamp(self, eps, 1.0 - eps) if eps is not None else self
         result_t = (infinitely_differentiable_logit_backward(grad_output_t, self, eps)
-                    + infinitely_differentiable_logit_backward(
-                        grad_output * self_t * (self + self - 1.0) / (self * (1.0 - self)), self, eps))
+                    + infinitely_differentiable_logit_backward(infinitely_differentiable_logit_backward(
+                        grad_output * self_t * (clamped + clamped - 1.0), self, eps), self, eps))
         return result_t
     return result, backward
 

@@ -1,6 +1,5 @@
 """Cumulative reductions along a dim: ``cumsum`` and ``cumprod``, the latter exact for every input
-(zeros, infinities, NaN), to any order (helper ``cumprod_backward``: products and sums, no division),
-and ATen's fused ``cumprod_backward`` operator, whose own derivative is exact the same way.
+(zeros, infinities, NaN), to any order (helper ``cumprod_backward``: products and sums, no division).
 """
 from __future__ import annotations
 
@@ -137,52 +136,3 @@ def cumprod(self, dim, *, dtype=None):
             return at._to_copy(tangent, dtype=dtype)
     return result, backward
 
-
-@helper
-def cumprod_backward_derivative(grad: Tensor, self: Tensor, direction: Tensor, dim: int) -> Tensor:
-    """The derivative of ``G = cumprod_backward(grad, self, dim)`` in ``self`` along ``direction``
-    ``r``, which is also its gradient for ``r`` (``G`` is a gradient, so the matrix is a symmetric
-    Hessian), exact for finite inputs, zeros included: products and sums, no division.
-
-    ``G_i = sum_{k >= i} g_k prod_{j <= k, j != i} x_j``, so for ``m != i`` ``dG_i / dx_m =
-    sum_{k >= max(i, m)} g_k prod_{j <= k, j not in {i, m}} x_j`` (0 for ``m = i``). Summed against
-    ``r_i``: the terms ``i < m`` factor as ``Q_m h_m`` with ``Q_m = sum_{i < m} r_i prod_{j < m,
-    j != i} x_j`` (``cumprod_jvp`` of ``r`` one place earlier) and ``h_m = sum_{k >= m} g_k
-    prod_{m < j <= k} x_j`` (as in :func:`cumprod_backward`); the terms ``i > m`` as ``P_m B_m``
-    with ``P_m = prod_{j < m} x_j`` and ``B_m = sum_{i > m} r_i h_i prod_{m < j < i} x_j``, that is
-    ``B_m = r_{m+1} h_{m+1} + x_{m+1} B_{m+1}``. An infinite entry can make a term NaN that the
-    definition's grouping keeps finite, as in the first derivative.
-    """
-    n = self.size(dim)
-    if n <= 1:
-        return at.zeros_like(direction)
-    first = at.narrow(self, dim, 0, 1)
-    next_entries = at.cat([at.narrow(self, dim, 1, n - 1), at.ones_like(first)], dim)
-    later_sums = reversed_linear_recurrence(grad, next_entries, dim)
-    earlier = at.cat([at.zeros_like(first), at.narrow(cumprod_jvp(direction, self, dim), dim, 0, n - 1)], dim)
-    weighted = direction * later_sums
-    shifted = at.cat([at.narrow(weighted, dim, 1, n - 1), at.zeros_like(first)], dim)
-    return earlier * later_sums + exclusive_cumprod(self, dim) * reversed_linear_recurrence(shifted, next_entries, dim)
-
-
-@derivative("cumprod_backward(Tensor grad, Tensor input, int dim, Tensor output) -> Tensor")
-def cumprod_backward_op(grad, input, dim, output):
-    # output = cumprod(input, dim) is a cache for the kernel (a function of input, not a variable of
-    # the gradient's): every derivative goes through input, none to output. torch's kernel reads it
-    # only when input holds no zero (dividing by input), else computes from input alone, as here
-    result = at.cumprod_backward(grad, input, dim, output)
-    scan_dim = wrap_dim(dim, input.dim())
-    def backward(grad_result, *, needs_input_grad):
-        if input.dim() == 0:        # a 0-d tensor is its own cumulative product: result = grad
-            return grad_result if needs_input_grad[0] else None, None, None
-        # linear in grad, whose transpose is cumprod's jvp (the Jacobian's transpose's transpose)
-        grad_grad = cumprod_jvp(grad_result, input, scan_dim) if needs_input_grad[0] else None
-        grad_input = cumprod_backward_derivative(grad, input, grad_result, scan_dim) if needs_input_grad[1] else None
-        return grad_grad, grad_input, None
-    def jvp(grad_t, input_t):
-        if input.dim() == 0:
-            return grad_t
-        result_t = (cumprod_backward(grad_t, input, scan_dim)
-                    + cumprod_backward_derivative(grad, input, input_t, scan_dim))
-        return result_t
-    return result, backward

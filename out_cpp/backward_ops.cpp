@@ -6,6 +6,7 @@
 #include <ATen/ops/_log_softmax_backward_data.h>
 #include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/abs.h>
+#include <ATen/ops/clamp.h>
 #include <ATen/ops/cummaxmin_backward.h>
 #include <ATen/ops/diagonal.h>
 #include <ATen/ops/diagonal_backward.h>
@@ -3884,13 +3885,14 @@ std::tuple<at::Tensor, at::Tensor> logit_backward(
     const at::Tensor& grad_output,
     at::IntArrayRef self_sizes,
     const std::array<bool, 2>& needs_input_grad) {
+  auto clamped = (eps.has_value()) ? at::clamp(self, eps.value(), 1.0 - eps.value()) : self;
   auto grad_grad_output = at::Tensor();
   if (needs_input_grad[0]) {
     grad_grad_output = helpers::sum_to(helpers::infinitely_differentiable_logit_backward(grad, self, eps), grad_output_sizes);
   }
   auto grad_self = at::Tensor();
   if (needs_input_grad[1]) {
-    grad_self = helpers::sum_to(helpers::infinitely_differentiable_logit_backward(((grad * grad_output) * ((self + self) - 1.0)) / (self * (1.0 - self)), self, eps), self_sizes);
+    grad_self = helpers::sum_to(helpers::infinitely_differentiable_logit_backward(helpers::infinitely_differentiable_logit_backward((grad * grad_output) * ((clamped + clamped) - 1.0), self, eps), self, eps), self_sizes);
   }
   return {grad_grad_output, grad_self};
 }
@@ -4010,7 +4012,8 @@ at::Tensor logit_backward_jvp(
     const at::Tensor& self,
     std::optional<double> eps,
     const at::Tensor& grad_output) {
-  auto result_t = helpers::infinitely_differentiable_logit_backward(grad_output_t, self, eps) + helpers::infinitely_differentiable_logit_backward(((grad_output * self_t) * ((self + self) - 1.0)) / (self * (1.0 - self)), self, eps);
+  auto clamped = (eps.has_value()) ? at::clamp(self, eps.value(), 1.0 - eps.value()) : self;
+  auto result_t = helpers::infinitely_differentiable_logit_backward(grad_output_t, self, eps) + helpers::infinitely_differentiable_logit_backward(helpers::infinitely_differentiable_logit_backward((grad_output * self_t) * ((clamped + clamped) - 1.0), self, eps), self, eps);
   return result_t;
 }
 

@@ -99,12 +99,14 @@ at::Tensor infinitely_differentiable_mish_backward(const at::Tensor& grad, const
 }
 
 at::Tensor infinitely_differentiable_logit_backward(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps) {
-  at::Tensor inside{};
-  auto slope = grad / (self * (1.0 - self));
+  at::Tensor outside{};
+  at::Tensor inside_only{};
   if (eps.has_value()) {
-    inside = at::logical_and(at::ge(self, (*eps)), at::le(self, 1.0 - (*eps)));
-    return at::where(inside, slope, at::zeros_like(slope));
+    outside = at::logical_or(at::lt(self, (*eps)), at::gt(self, 1.0 - (*eps)));
+    inside_only = at::masked_fill(self, outside, 0.5);
+    return at::masked_fill(grad / (inside_only * (1.0 - inside_only)), outside, 0.0);
   }
+  auto slope = grad / (self * (1.0 - self));
   return at::masked_fill(slope, at::logical_or(at::lt(self, 0.0), at::gt(self, 1.0)), std::numeric_limits<double>::quiet_NaN());
 }
 
@@ -2638,20 +2640,6 @@ at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t
   }
   auto offset = at::flip(self_t * helpers::exclusive_cumprod(self, dim), std::vector<int64_t>{dim});
   return at::flip(helpers::reversed_linear_recurrence(offset, at::flip(self, std::vector<int64_t>{dim}), dim), std::vector<int64_t>{dim});
-}
-
-at::Tensor cumprod_backward_derivative(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& direction, int64_t dim) {
-  int64_t n = self.size(dim);
-  if (n <= 1) {
-    return at::zeros_like(direction);
-  }
-  auto first = at::narrow(self, dim, 0, 1);
-  auto next_entries = at::cat(std::vector<at::Tensor>{at::narrow(self, dim, 1, n - 1), at::ones_like(first)}, dim);
-  auto later_sums = helpers::reversed_linear_recurrence(grad, next_entries, dim);
-  auto earlier = at::cat(std::vector<at::Tensor>{at::zeros_like(first), at::narrow(helpers::cumprod_jvp(direction, self, dim), dim, 0, n - 1)}, dim);
-  auto weighted = direction * later_sums;
-  auto shifted = at::cat(std::vector<at::Tensor>{at::narrow(weighted, dim, 1, n - 1), at::zeros_like(first)}, dim);
-  return (earlier * later_sums) + (helpers::exclusive_cumprod(self, dim) * helpers::reversed_linear_recurrence(shifted, next_entries, dim));
 }
 
 }  // namespace formulas::helpers

@@ -246,6 +246,5 @@ at::Tensor reversed_linear_recurrence(const at::Tensor& offset, const at::Tensor
 at::Tensor exclusive_cumprod(const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim);
-at::Tensor cumprod_backward_derivative(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& direction, int64_t dim);
 
 }  // namespace formulas::helpers

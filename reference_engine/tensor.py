@@ -221,6 +221,11 @@ class Tensor:
     def is_complex(self) -> bool:
         return self._data.dtype.kind == "c"
 
+    def is_contiguous(self) -> bool:
+        """Whether the elements lie in row-major order without gaps (a transpose or a stepped
+        slice does not), as torch's ``is_contiguous()``."""
+        return bool(self._data.flags.c_contiguous)
+
     def element_size(self) -> int:
         return self._data.dtype.itemsize
 

@@ -42,7 +42,7 @@ from reference_engine.kernels.indexing import (
     masked_fill, masked_scatter, masked_select, scatter, scatter_add,
 )
 from reference_engine.kernels.backward_ops import (
-    cummaxmin_backward, cumprod_backward, elu_backward, embedding_backward, gather_backward, gelu_backward,
+    cummaxmin_backward, elu_backward, embedding_backward, gather_backward, gelu_backward,
     hardsigmoid_backward, hardswish_backward, hardtanh_backward, leaky_relu_backward, log_softmax_backward_data,
     logit_backward, masked_select_backward, mish_backward, shrink_backward, sigmoid_backward,
     silu_backward, softmax_backward_data, softplus_backward, tanh_backward, threshold_backward,
@@ -66,7 +66,7 @@ __all__ = [
     "baddbmm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "bmm", "cat", "celu", "chunk",
     "clamp", "clamp_max", "clamp_min", "clone", "conj", "constant_pad_nd", "contiguous", "conv1d", "conv2d",
     "conv_transpose1d", "conv_transpose2d_input", "convolution", "cummaxmin_backward", "cumprod",
-    "cumprod_backward", "cumsum",
+    "cumsum",
     "DEFAULT_KEYWORD_KERNELS", "diagonal", "diagonal_backward", "diagonal_scatter", "div", "dot", "elu",
     "elu_backward", "embedding", "embedding_backward", "embedding_dense_backward", "expand", "expand_as", "flatten", "flip",
     "fliplr", "flipud", "frac", "gather", "gather_backward", "gelu", "gelu_backward", "hardshrink",

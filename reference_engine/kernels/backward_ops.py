@@ -184,23 +184,6 @@ def cummaxmin_backward(grad, x, indices, dim):
     return scatter_add(np.zeros(x.shape, dtype=_array(grad).dtype), dim, indices, grad)
 
 
-@kernel("cumprod_backward")
-def cumprod_backward(grad, x, dim, output):
-    # G_i = sum_{k >= i} g_k prod_{j <= k, j != i} x_j, from x alone (exact at zeros; output unread)
-    grad, x = _array(grad), _array(x)
-    if x.ndim == 0:
-        return grad.copy()
-    axis = _wrap_dim(dim, x.ndim)
-    g, values = np.moveaxis(grad, axis, -1), np.moveaxis(x, axis, -1)
-    n = values.shape[-1]
-    out = np.zeros(values.shape, dtype=np.result_type(grad, x))
-    for i in range(n):
-        others = values.copy()
-        others[..., i] = 1
-        out[..., i] = np.sum(g[..., i:] * np.cumprod(others, axis=-1)[..., i:], axis=-1)
-    return np.moveaxis(out, -1, axis)
-
-
 @kernel("embedding_backward")
 def embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq, sparse):
     if sparse:

@@ -60,6 +60,9 @@ REFUSED = {
     'avg_pool2d_backward': 'reads the value of',
     'linalg_solve_triangular': 'on a linear value',
     'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
+    'cummaxmin_backward': 'reads the value of',   # gather with a fixed index, read as gather's own backward
+    'embedding_backward': 'has no formula and is applied',
+    'trace_backward': 'sizes of the linear value',
     'linalg_matrix_exp': 'a constant appended to',   # the block matrix's rows: [A, G] (linear) and [0, A]
 }
 

@@ -39,7 +39,7 @@ from transpiler.output import replace_directory  # noqa: E402
 from transpiler.yaml_import.importer import import_yaml  # noqa: E402
 
 DERIVATIVES = Path(torchgen.__file__).parent / "packaged" / "autograd" / "derivatives.yaml"
-SHARED = ("runtime.h", "helpers.h", "helpers.cpp", "views.h", "MANIFEST")
+SHARED = ("runtime.h", "helpers.h", "helpers.cpp", "views.h", "vmap.h", "MANIFEST")
 NODE = re.compile(r"^struct \w+ : public torch::autograd::", re.MULTILINE)   # an autograd node
 
 

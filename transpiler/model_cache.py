@@ -66,9 +66,15 @@ def generator_digest() -> str:
 
 @functools.cache
 def _libcst_version() -> str:
-    from importlib.metadata import version
+    """libcst's version, from the module its build writes (importlib.metadata, the fallback, costs
+    a run more to import than the lookup it makes)."""
+    try:
+        from libcst._version import __version__
+    except ImportError:
+        from importlib.metadata import version
 
-    return version("libcst")
+        return version("libcst")
+    return __version__
 
 
 def _formula_module() -> type:
@@ -92,8 +98,12 @@ class ModelCache:
         self.pending_summaries: dict[Path, FormulaModule] = {}   # read whole by this run: their summaries
         self.stored = 0                 # entries written by this run (for the pruning)
         self.writers: list[int] = []    # processes storing entries in the background
+        self.read: dict[str, tuple[str, str]] = {}   # path -> (text, key), as :meth:`uncached` read it
 
     def key(self, path: str, source: str) -> str:
+        known = self.read.get(path)
+        if known is not None and known[0] == source:
+            return known[1]
         digest = hashlib.blake2b(digest_size=20)
         for part in (f"format {FORMAT}", generator_digest(), _libcst_version(), sys.version, path, source):
             digest.update(part.encode("utf-8", "surrogatepass"))
@@ -144,7 +154,9 @@ class ModelCache:
         count = 0
         for path in paths:
             with contextlib.suppress(OSError, UndecodableSource):
-                count += not (self.directory / f"{self.key(path, read_source(path))}.pickle").is_file()
+                source = read_source(path)
+                self.read[path] = source, self.key(path, source)     # read once: :meth:`prepare` takes them
+                count += not (self.directory / f"{self.read[path][1]}.pickle").is_file()
         return count
 
     def prepare(self, paths: list[str], parse: Callable[[str, str], FormulaModule]) -> None:
@@ -162,7 +174,7 @@ class ModelCache:
         try:
             for path in paths:
                 with contextlib.suppress(OSError, UndecodableSource):   # the reader reports them later
-                    parse(path, read_source(path))
+                    parse(path, self.read[path][0] if path in self.read else read_source(path))
         finally:
             gc.freeze()
             if collecting:

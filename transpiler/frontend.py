@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -34,7 +34,6 @@ from transpiler.dataflow import (
     syntax_children,
     walk,
 )
-from transpiler.derive_jvp import DerivationRefused, OperatorTable, derive_jvp
 from transpiler.diagnostics import Diagnostic
 from transpiler.family import MalformedMember, Member, family_members, stray_member
 from transpiler.metadata import METADATA_METHODS
@@ -61,6 +60,9 @@ from transpiler.sources import (
     too_large_for_formulas,
 )
 from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
+
+if TYPE_CHECKING:   # imported where a jvp is derived: most runs derive none
+    from transpiler.derive_jvp import OperatorTable
 
 BACKWARD = "backward"
 JVP = "jvp"
@@ -227,6 +229,8 @@ def load_library(directory: str) -> Library:
 
 def operator_table(*libraries: Library) -> OperatorTable:
     """The formulas, helpers and non-differentiable operators of ``libraries`` (later ones win)."""
+    from transpiler.derive_jvp import OperatorTable
+
     formulas, helpers, nondifferentiable = {}, {}, {}
     for library in libraries:
         formulas.update((f.op_name, f) for f in library.formulas)
@@ -405,6 +409,8 @@ class _ModuleReader:
             dispatch_node=dispatch_node,
         )
         if derived and self.operators is not None:
+            from transpiler.derive_jvp import DerivationRefused, derive_jvp
+
             try:
                 node = derive_jvp(formula, self.operators)
             except DerivationRefused as refusal:

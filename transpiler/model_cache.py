@@ -15,7 +15,8 @@ Entries are pickles (the model holds libcst trees, which JSON cannot carry), one
 each under the build cache (:func:`transpiler.project.build_cache`, ``model-cache/``),
 written atomically through :func:`transpiler.output.write_file` by a second process
 while the run goes on with lint and emission (the second core; the run waits for it
-before it ends, so its cost is the run's); they are trusted as
+before it ends, so its cost is the run's; a run with only :data:`FEW_ENTRIES` new models, one
+file edited, writes them itself); they are trusted as
 the interpreter trusts its ``__pycache__``: only the user writes there. An entry that
 cannot be read, or a model that cannot be pickled (too deep for the pickler), is
 parsed again; a cache that cannot be written leaves the run uncached, silently (it
@@ -50,6 +51,8 @@ KEPT_ENTRIES = 1024         # a model and its summary: the imported corpus is 24
 GENERATOR_SOURCES = Path(__file__).resolve().parent
 FORMAT = 2                  # the layout of an entry; bump when what is stored changes shape
 MAX_ENTRY_BYTES = 256 * 2**20   # a larger entry is not read (a formula file's model: about 1 MB)
+FEW_ENTRIES = 2             # this many new models are written by the run itself: a second process costs more
+                            # (fork, copied pages) than pickling them (one formula file: about 30 ms)
 
 _active: ModelCache | None = None
 
@@ -66,9 +69,15 @@ def generator_digest() -> str:
 
 @functools.cache
 def _libcst_version() -> str:
-    from importlib.metadata import version
+    """libcst's version, from the module its build writes (importlib.metadata, the fallback, costs
+    a run more to import than the lookup it makes)."""
+    try:
+        from libcst._version import __version__
+    except ImportError:
+        from importlib.metadata import version
 
-    return version("libcst")
+        return version("libcst")
+    return __version__
 
 
 def _formula_module() -> type:
@@ -92,8 +101,12 @@ class ModelCache:
         self.pending_summaries: dict[Path, FormulaModule] = {}   # read whole by this run: their summaries
         self.stored = 0                 # entries written by this run (for the pruning)
         self.writers: list[int] = []    # processes storing entries in the background
+        self.read: dict[str, tuple[str, str]] = {}   # path -> (text, key), as :meth:`uncached` read it
 
     def key(self, path: str, source: str) -> str:
+        known = self.read.get(path)
+        if known is not None and known[0] == source:
+            return known[1]
         digest = hashlib.blake2b(digest_size=20)
         for part in (f"format {FORMAT}", generator_digest(), _libcst_version(), sys.version, path, source):
             digest.update(part.encode("utf-8", "surrogatepass"))
@@ -144,7 +157,9 @@ class ModelCache:
         count = 0
         for path in paths:
             with contextlib.suppress(OSError, UndecodableSource):
-                count += not (self.directory / f"{self.key(path, read_source(path))}.pickle").is_file()
+                source = read_source(path)
+                self.read[path] = source, self.key(path, source)     # read once: :meth:`prepare` takes them
+                count += not (self.directory / f"{self.read[path][1]}.pickle").is_file()
         return count
 
     def prepare(self, paths: list[str], parse: Callable[[str, str], FormulaModule]) -> None:
@@ -162,7 +177,7 @@ class ModelCache:
         try:
             for path in paths:
                 with contextlib.suppress(OSError, UndecodableSource):   # the reader reports them later
-                    parse(path, read_source(path))
+                    parse(path, self.read[path][0] if path in self.read else read_source(path))
         finally:
             gc.freeze()
             if collecting:
@@ -171,14 +186,14 @@ class ModelCache:
 
     def store(self, background: bool = False) -> None:
         """Write the models parsed since the last call and the summaries of the models read whole;
-        ``background``: in a second process (when the machine has a second core), which
-        :meth:`finish` waits for."""
+        ``background``: in a second process (when the machine has a second core and there are more
+        than :data:`FEW_ENTRIES` models), which :meth:`finish` waits for."""
         pending, self.pending = self.pending, {}
         summaries, self.pending_summaries = self.pending_summaries, {}
         if not pending and not summaries:
             return
         self.stored += len(pending) + len(summaries)
-        if background and (os.cpu_count() or 1) > 1:
+        if background and (os.cpu_count() or 1) > 1 and len(pending) > FEW_ENTRIES:
             writer = os.fork()
             if writer:
                 self.writers.append(writer)

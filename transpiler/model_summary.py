@@ -274,11 +274,19 @@ class DeferredPositions(Mapping[cst.CSTNode, Span]):
         self._summary = summary
         self._load = load
         self._bodies: dict[cst.CSTNode, Span] = {}    # the nodes of the helper bodies loaded so far
+        self._pending: list[tuple[cst.CSTNode, tuple[tuple[int, int] | None, ...]]] = []   # loaded, not read yet
 
     def add(self, body: cst.CSTNode, starts: tuple[tuple[int, int] | None, ...]) -> None:
-        """The positions of a helper's body, loaded from its part of the summary."""
-        self._bodies.update((node, Span(*start)) for node, start in zip(_subtree(body), starts, strict=True)
-                            if start is not None)
+        """The positions of a helper's body, loaded from its part of the summary (mapped when a
+        position is first asked for: most bodies are loaded to be analysed, not reported on)."""
+        self._pending.append((body, starts))
+
+    def _bodies_now(self) -> dict[cst.CSTNode, Span]:
+        while self._pending:
+            body, starts = self._pending.pop()
+            self._bodies.update((node, Span(*start)) for node, start in zip(_subtree(body), starts, strict=True)
+                                if start is not None)
+        return self._bodies
 
     @functools.cached_property
     def _held(self) -> dict[cst.CSTNode, Span]:
@@ -286,13 +294,13 @@ class DeferredPositions(Mapping[cst.CSTNode, Span]):
                 if start is not None}
 
     def __getitem__(self, node: cst.CSTNode) -> Span:
-        found = self._held.get(node) or self._bodies.get(node)
+        found = self._held.get(node) or self._bodies_now().get(node)
         return found if found is not None else self._load().positions[node]
 
     def __iter__(self) -> Iterator[cst.CSTNode]:
         yield from self._held
-        yield from self._bodies
+        yield from self._bodies_now()
         yield from self._load().positions
 
     def __len__(self) -> int:
-        return len(self._held) + len(self._bodies) + len(self._load().positions)
+        return len(self._held) + len(self._bodies_now()) + len(self._load().positions)

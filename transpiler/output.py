@@ -154,7 +154,7 @@ def _replace_locked(out: Path, files: Mapping[str, str | bytes]) -> None:
             data = content.encode("utf-8") if isinstance(content, str) else content
             old = out / name
             if old.is_file() and old.stat().st_size == len(data) and old.read_bytes() == data:
-                shutil.copy2(old, staging / name)     # same bytes: keep the timestamp for ninja
+                _keep(old, staging / name)            # same bytes: keep the timestamp for ninja
             else:
                 (staging / name).write_bytes(data)
         if not out.exists():
@@ -166,6 +166,15 @@ def _replace_locked(out: Path, files: Mapping[str, str | bytes]) -> None:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _keep(old: Path, new: Path) -> None:
+    """``old``'s file at ``new`` too, timestamp and all: a second link to it (nothing copied; the old
+    tree's name for it goes with the old tree), or a copy where this file system has no links."""
+    try:
+        os.link(old, new)
+    except OSError:
+        shutil.copy2(old, new)
 
 
 def _swap_with_two_renames(staging: Path, out: Path) -> None:

@@ -216,16 +216,28 @@ def _kept_module_file(module: FormulaModule, context: Context, context_key: str 
     kept = module_results.active()
     if kept is None or context_key is None or not module.source_digest:
         return _module_file(module, context, taken, namespace, root, registered)
-    bases = {f.schema.name.node_prefix for f in module.formulas}
     declared = {str(s.name) for s in module.nondifferentiable}
     key = module_results.key(
         "module", context_key, _display(module.path, root), *_identity(module),
-        sorted(n for n in taken if n.rpartition("Backward")[0] in bases), sorted(registered & declared))
+        _taken_read(module, taken), sorted(registered & declared))
     found = kept.get(key, _is_module_file)
     if found is None:
         found = _module_file(module, context, taken, namespace, root, registered)
     kept.put(key, found)
     return found
+
+
+def _taken_read(module: FormulaModule, taken: set[str]) -> list[str]:
+    """The node names taken before ``module`` that naming its nodes reads (:func:`node_name`): for
+    each of its operators' prefixes, ``<prefix>Backward0``, ``1``, ... as long as they are taken
+    (sorted)."""
+    found = []
+    for base in {f.schema.name.node_prefix for f in module.formulas}:
+        index = 0
+        while (name := f"{base}Backward{index}") in taken:
+            found.append(name)
+            index += 1
+    return sorted(found)
 
 
 def _is_module_file(kept: object) -> bool:

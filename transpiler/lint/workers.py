@@ -8,11 +8,8 @@ derive from a Function class of another linted file.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import functools
-import multiprocessing
 import os
-from concurrent.futures.process import BrokenProcessPool
 
 from transpiler.lint import ctx
 from transpiler.lint.cache import ResultCache
@@ -66,6 +63,10 @@ def _check_files(files: list[str], jobs: int | None, trust_bytecode: bool) -> li
     workers = jobs if jobs is not None else len(os.sched_getaffinity(0))
     if workers < 2 or len(files) < PARALLEL_MIN_FILES:
         return [check(path) for path in files]
+    import concurrent.futures       # here: a run that stays serial (one file edited) never loads the pool
+    import multiprocessing
+    from concurrent.futures.process import BrokenProcessPool
+
     largest_first = sorted(files, key=_size, reverse=True)        # balances the workers' load
     context = multiprocessing.get_context("fork")
     try:

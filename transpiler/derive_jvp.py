@@ -1700,7 +1700,7 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     """The ``def jvp(...)`` of ``formula``, by transposing its backward (module docstring);
     raises :class:`DerivationRefused` naming the step it cannot transpose."""
     from transpiler.dataflow import ValueKind
-    from transpiler.derive_jvp_simplify import simplify  # imported here: it reads this module
+    from transpiler.derive_jvp_simplify import simplify
 
     backward = formula.backward
     taken = {n.value for n in _nodes(formula.node) if isinstance(n, cst.Name)}

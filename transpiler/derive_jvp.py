@@ -1700,6 +1700,7 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     """The ``def jvp(...)`` of ``formula``, by transposing its backward (module docstring);
     raises :class:`DerivationRefused` naming the step it cannot transpose."""
     from transpiler.dataflow import ValueKind
+    from transpiler.derive_jvp_simplify import simplify
 
     backward = formula.backward
     taken = {n.value for n in _nodes(formula.node) if isinstance(n, cst.Name)}
@@ -1767,7 +1768,7 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
         raise DerivationRefused(backward.node, f"the jvp reads `{read_after_write[0]}`, which the operator writes in "
                                 "place: it would see the written value, not the input (derive its functional twin)")
     head = cst.parse_statement(f"def jvp({', '.join(tangents)}):\n    pass\n")
-    return head.with_changes(body=head.body.with_changes(body=statements))
+    return simplify(head.with_changes(body=head.body.with_changes(body=statements)))
 
 
 def with_jvp(formula: Formula, jvp: cst.FunctionDef | None, *, return_jvp: bool) -> cst.FunctionDef:

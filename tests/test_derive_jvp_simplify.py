@@ -1,0 +1,114 @@
+"""The rewrites of transpiler/derive_jvp_simplify.py on small jvps: what each one leaves, and
+that the rewritten jvp computes what the original does (run on the reference engine). The
+rewrites on every derived jvp of the library are proven by tests/engine/test_derived_jvp.py
+(against the formulas' own jvps) and tests/test_derived_jvp_torch.py (through torch)."""
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import numpy as np
+
+import reference_engine as engine
+from formulas import at
+from formulas.helpers import (
+    narrow_backward,
+    negated,
+    reduced_sizes,
+    sum_backward,
+    wrap_dim,
+)
+from transpiler.derive_jvp import code
+from transpiler.derive_jvp_simplify import simplify
+
+
+def _simplified(source: str) -> str:
+    return code(simplify(cst.parse_statement(textwrap.dedent(source))))
+
+
+def _run(source: str, **values):
+    namespace = {"at": at, "narrow_backward": narrow_backward, "wrap_dim": wrap_dim, **values}
+    local: dict = {}
+    exec(source, namespace, local)  # noqa: S102 (the jvp source the test just wrote)
+    return local["jvp"]
+
+
+def test_literals_copies_and_zero_sizes_fold_away():
+    simplified = _simplified("""
+        def jvp(self_t):
+            sizes_2 = self_sizes
+            zeros_3 = at.zeros_like(result)
+            both_4 = broadcast_sizes(sizes_2, zeros_3.sizes())
+            if None is None:
+                t_5 = maybe_multiply(self_t, 1)
+            d = at.new_zeros(result, both_4)
+            d = d + at.expand(t_5, both_4)
+            return d
+        """)
+    assert simplified.strip() == textwrap.dedent("""
+        def jvp(self_t):
+            both_4 = broadcast_sizes(self_sizes, result.sizes())
+            d = at.expand(self_t, both_4)
+            return d
+        """).strip()
+
+
+CONCATENATED = """
+    def jvp(tensors_t):
+        d_grad = at.new_zeros(result, sizes)
+        for k_reversed in range(len(starts)):
+            k = len(starts) - 1 - k_reversed
+            dim_2 = wrap_dim(cat_dim, len(sizes))
+            t_3 = narrow_backward(tensors_t[k], sizes, dim_2, starts[k], lengths[k])
+            d_grad = d_grad + t_3
+        return d_grad
+    """
+
+
+def test_padded_pieces_join_when_they_tile_and_add_up_when_they_do_not():
+    simplified = _simplified(CONCATENATED)
+    assert "at.cat(" in simplified and "narrow_backward(" in simplified      # the join, and the fallback
+    rng = np.random.default_rng(0)
+    for starts, lengths, size in (([0, 2, 3], [2, 1, 4], 7), ([4, 0], [3, 2], 7), ([1, 4], [2, 3], 8)):
+        pieces = [engine.Tensor(rng.standard_normal((3, n))) for n in lengths]
+        values = {"result": engine.Tensor(np.zeros((3, size))), "sizes": [3, size], "cat_dim": 1,
+                  "starts": starts, "lengths": lengths}
+        expected = _run(textwrap.dedent(CONCATENATED), **values)(pieces)
+        got = _run(simplified, **values)(pieces)
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+PADDED = """
+    def jvp(self_t):
+        t_2 = at.constant_pad_nd(self_t, negated(pad), 0)
+        return t_2
+    """
+
+
+def test_a_pad_by_negated_amounts_crops_when_none_is_negative():
+    simplified = _simplified(PADDED)
+    assert "at.narrow(" in simplified and "at.constant_pad_nd(" in simplified     # the crop, and the pad
+    x = engine.Tensor(np.arange(20.0).reshape(4, 5))
+    for pad in ([1, 2, 0, 1], [0, 0, 3, 0], [0, 0, 0, 0], [-1, 2, 1, -2]):
+        expected = _run(textwrap.dedent(PADDED), negated=negated, pad=pad)(x)
+        got = _run(simplified, negated=negated, pad=pad)(x)
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+UNSQUEEZED = """
+    def jvp(self_t):
+        kept_2 = reduced_sizes(split, dims, False)
+        t_3 = at.reshape(self_t, kept_2)
+        t_4 = sum_backward(t_3, split, dims, False)
+        return at.reshape(t_4, result_sizes)
+    """
+
+
+def test_a_reshape_unsqueezed_by_sum_backward_is_one_reshape():
+    simplified = _simplified(UNSQUEEZED)
+    assert "sum_backward(" not in simplified and "at.expand(" in simplified
+    x = engine.Tensor(np.arange(6.0).reshape(2, 3))
+    values = {"split": [2, 2, 3, 3], "dims": [0, 2], "result_sizes": [4, 9], "reduced_sizes": reduced_sizes,
+              "sum_backward": sum_backward}
+    np.testing.assert_array_equal(_run(simplified, **values)(x).numpy(),
+                                  _run(textwrap.dedent(UNSQUEEZED), **values)(x).numpy())

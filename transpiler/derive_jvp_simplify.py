@@ -1,0 +1,531 @@
+"""Cheaper derived jvps: semantics-preserving rewrites of what :func:`derive_jvp` writes.
+
+Transposition is local: each linear step of the backward becomes its operator's own backward,
+so a derived jvp carries what made sense in reverse mode and is waste in forward mode: zero
+tensors made only to read their sizes, copies of names, multiplications by a literal one,
+branches on literal conditions, and (the costly one) a tangent rebuilt from zero-padded pieces
+added up one by one. :func:`simplify` rewrites the jvp's body, each rule keeping every value the
+jvp returns the same:
+
+- **Literal folding.** ``maybe_multiply(x, 1)`` is ``x`` (the helper's own contract),
+  ``negated(negated(p))`` is ``p``;
+  ``if None is None:`` / ``if True:`` keep their taken branch.
+- **Sizes of a zero.** ``z.sizes()`` where ``z = at.zeros_like(y)`` is ``y.sizes()``, where
+  ``z = at.new_zeros(y, sizes)`` is ``sizes``; the zero, then unread, is dropped.
+- **Copies.** ``a = b`` (``a`` bound once, ``b`` once and outside loops) renames ``a`` to ``b``.
+- **Zero plus x.** ``d = <a zero>`` followed in the same block by ``d = d + x`` (nothing reading
+  ``d`` between) is ``d = x`` (the adjoint ``x`` has ``d``'s sizes: transposition makes it so).
+- **Padded pieces.** ``d = at.new_zeros(w, sizes)`` before a loop whose only use of ``d`` is
+  ``d = d + narrow_backward(x, sizes, dim, start, length)`` (or ``at.select_backward(x, sizes,
+  dim, index)``, a piece of length 1) collects the pieces instead; after the loop, when they
+  tile ``sizes[dim]`` in order (checked on the integers, at run time), ``d`` is their ``at.cat``
+  (``at.stack``): one copy; otherwise the zero and the padded sum as before.
+- **Reshapes that unsqueeze.** ``t = at.reshape(x, reduced_sizes(s, d, False))`` read only by
+  ``sum_backward(t, s, d, False)`` (unsqueezes per reduced dim, then an expand) reshapes to
+  ``reduced_sizes(s, d, True)`` at once: ``at.expand(t, s)``.
+- **Crops.** ``at.constant_pad_nd(x, negated(pads), value)`` with no pad negative (checked on
+  the integers, at run time) only cuts ``x``: ``at.narrow`` per cut dim, no zero-filled copy.
+
+Names bound more than once, or inside a loop, are left alone by the rules that substitute:
+their value at a use is not the one at the binding. Dead assignments are dropped last.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import libcst as cst
+
+from transpiler.derive_jvp import _live_only, _names, _nodes, _stmt, code, rename
+
+#: Operators whose result is zero whatever their arguments hold.
+ZERO_MAKERS = frozenset({"zeros_like", "new_zeros"})
+
+
+@dataclass(frozen=True)
+class Bindings:
+    """How often each name is bound in the jvp, and which are bound inside a loop."""
+
+    counts: Counter
+    in_loops: frozenset[str]
+
+    def stable(self, name: str) -> bool:
+        """Bound at most once and not in a loop: its value is the same wherever it is read."""
+        return self.counts[name] <= 1 and name not in self.in_loops
+
+
+def _bound_names(node: cst.CSTNode) -> list[str]:
+    names: list[str] = []
+    for n in _nodes(node):
+        if isinstance(n, (cst.AssignTarget, cst.For)) and isinstance(n.target, cst.Name):
+            names.append(n.target.value)
+    return names
+
+
+def bindings(statements: list[cst.BaseStatement]) -> Bindings:
+    module = cst.Module(body=statements)
+    in_loops = {name for n in _nodes(module) if isinstance(n, cst.For) for name in _bound_names(n)}
+    return Bindings(Counter(_bound_names(module)), frozenset(in_loops))
+
+
+def _call_name(node: cst.BaseExpression) -> str | None:
+    """``f`` of ``f(...)`` or ``at.f(...)``."""
+    if not isinstance(node, cst.Call):
+        return None
+    if isinstance(node.func, cst.Name):
+        return node.func.value
+    if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) and node.func.value.value == "at":
+        return node.func.attr.value
+    return None
+
+
+def _assignment(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
+    """``(name, value)`` of a one-line ``name = value``."""
+    if (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1
+            and isinstance(statement.body[0].targets[0].target, cst.Name)):
+        return statement.body[0].targets[0].target.value, statement.body[0].value
+    return None
+
+
+def _top_assignments(statements) -> dict[str, cst.BaseExpression]:
+    """Every ``name = value`` anywhere in ``statements`` (the last one per name)."""
+    found = {}
+    for n in _nodes(cst.Module(body=statements)):
+        if isinstance(n, cst.Assign) and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
+            found[n.targets[0].target.value] = n.value
+    return found
+
+
+# ---- literal folding ---------------------------------------------------------------------
+def _literal_truth(test: cst.BaseExpression) -> bool | None:
+    if isinstance(test, cst.Name) and test.value in ("True", "False"):
+        return test.value == "True"
+    if (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == "None"
+            and len(test.comparisons) == 1 and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"):
+        operator = test.comparisons[0].operator
+        if isinstance(operator, cst.Is):
+            return True
+        if isinstance(operator, cst.IsNot):
+            return False
+    return None
+
+
+def _is_one(node: cst.BaseExpression) -> bool:
+    return (isinstance(node, cst.Integer) and node.value == "1") or (isinstance(node, cst.Float)
+                                                                     and float(node.value) == 1.0)
+
+
+class _LiteralFolder(cst.CSTTransformer):
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if (_call_name(updated) == "maybe_multiply" and isinstance(updated.func, cst.Name) and len(updated.args) == 2
+                and not any(a.keyword or a.star for a in updated.args) and _is_one(updated.args[1].value)):
+            return updated.args[0].value
+        if (_call_name(updated) == "negated" and isinstance(updated.func, cst.Name) and len(updated.args) == 1
+                and _call_name(updated.args[0].value) == "negated" and isinstance(updated.args[0].value.func, cst.Name)
+                and len(updated.args[0].value.args) == 1):
+            return updated.args[0].value.args[0].value
+        return updated
+
+    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.BaseExpression:
+        truth = _literal_truth(updated.test)
+        if truth is None:
+            return updated
+        return updated.body if truth else updated.orelse
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        truth = _literal_truth(updated.test)
+        if truth is None:
+            return updated
+        if truth:
+            return cst.FlattenSentinel(list(updated.body.body))
+        if isinstance(updated.orelse, cst.Else):
+            return cst.FlattenSentinel(list(updated.orelse.body.body))
+        if isinstance(updated.orelse, cst.If):
+            return updated.orelse
+        return cst.RemoveFromParent()
+
+
+def fold_literals(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    return list(cst.Module(body=statements).visit(_LiteralFolder()).body)
+
+
+# ---- sizes of a zero ---------------------------------------------------------------------
+class _ZeroSizes(cst.CSTTransformer):
+    def __init__(self, sizes: dict[str, cst.BaseExpression]) -> None:
+        self.sizes = sizes
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = updated.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "sizes" and not updated.args
+                and isinstance(func.value, cst.Name) and func.value.value in self.sizes):
+            return self.sizes[func.value.value]
+        return updated
+
+
+def zero_sizes(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``z.sizes()`` of a zero maker's result -> the sizes it was made with."""
+    bound = bindings(statements)
+    sizes: dict[str, cst.BaseExpression] = {}
+    for name, value in _top_assignments(statements).items():
+        if not bound.stable(name) or _call_name(value) not in ZERO_MAKERS:
+            continue
+        args = value.args
+        if any(a.keyword or a.star for a in args):
+            continue
+        if _call_name(value) == "zeros_like" and len(args) == 1 and isinstance(args[0].value, cst.Name):
+            made = cst.parse_expression(f"{args[0].value.value}.sizes()")
+        elif _call_name(value) == "new_zeros" and len(args) == 2:
+            made = args[1].value
+        else:
+            continue
+        if all(bound.stable(n) for n in _names(made)):
+            sizes[name] = made
+    if not sizes:
+        return statements
+    return list(cst.Module(body=statements).visit(_ZeroSizes(sizes)).body)
+
+
+# ---- copies ------------------------------------------------------------------------------
+def propagate_copies(statements: list[cst.BaseStatement], parameters: set[str]) -> list[cst.BaseStatement]:
+    """``a = b`` of two stable names: every ``a`` read as ``b``, the copy dropped."""
+    bound = bindings(statements)
+    copies: dict[str, cst.BaseExpression] = {}
+    for name, value in _top_assignments(statements).items():
+        # ``a`` may be bound in a loop: each pass binds the same value of ``b``
+        if (isinstance(value, cst.Name) and name not in parameters and bound.counts[name] == 1
+                and bound.stable(value.value) and value.value not in ("None", "True", "False")):
+            copies[name] = value
+    for name, value in list(copies.items()):       # a copy of a copy reads the first name
+        while value.value in copies:
+            value = copies[value.value]
+        copies[name] = value
+    if not copies:
+        return statements
+
+    class Dropper(cst.CSTTransformer):
+        def leave_SimpleStatementLine(self, original, updated):
+            assigned = _assignment(original)
+            if assigned is not None and assigned[0] in copies:
+                return cst.RemoveFromParent()
+            return updated
+
+    module = cst.Module(body=statements).visit(Dropper())
+    return list(rename(module, copies).body)
+
+
+# ---- zero plus x -------------------------------------------------------------------------
+def _sum_of(value: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    """``x`` of ``name + x`` or ``x + name`` (``x`` not reading ``name``)."""
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+        return None
+    for mine, other in ((value.left, value.right), (value.right, value.left)):
+        if isinstance(mine, cst.Name) and mine.value == name and name not in _names(other):
+            return other
+    return None
+
+
+def _is_zero(value: cst.BaseExpression) -> bool:
+    return _call_name(value) in ZERO_MAKERS
+
+
+def drop_added_zeros(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: ``d = <zero>`` ... ``d = d + x`` (``d`` unread between) -> ``d = x``."""
+    result = [_in_blocks(s, drop_added_zeros) for s in statements]
+    index = 0
+    while index < len(result):
+        zero = _assignment(result[index])
+        if zero is None or not _is_zero(zero[1]):
+            index += 1
+            continue
+        name = zero[0]
+        for later in range(index + 1, len(result)):
+            assigned = _assignment(result[later])
+            added = _sum_of(assigned[1], name) if assigned is not None and assigned[0] == name else None
+            if added is not None:
+                result[later] = result[later].with_changes(body=[result[later].body[0].with_changes(value=added)])
+                del result[index]
+                break
+            if name in _names(result[later]):
+                break
+        index += 1
+    return result
+
+
+def _in_blocks(statement: cst.BaseStatement, rewrite) -> cst.BaseStatement:
+    """``statement`` with ``rewrite`` applied to each block directly inside it."""
+    if isinstance(statement, (cst.If, cst.For)):
+        body = statement.body.with_changes(body=rewrite(list(statement.body.body)))
+        orelse = statement.orelse
+        if isinstance(orelse, cst.Else):
+            orelse = orelse.with_changes(body=orelse.body.with_changes(body=rewrite(list(orelse.body.body))))
+        elif isinstance(orelse, cst.If):
+            orelse = _in_blocks(orelse, rewrite)
+        return statement.with_changes(body=body, orelse=orelse)
+    return statement
+
+
+# ---- reshapes that unsqueeze ------------------------------------------------------------
+def _changes(statement: cst.CSTNode, names: set[str]) -> bool:
+    """Whether ``statement`` binds or appends to one of ``names``."""
+    if set(_bound_names(statement)) & names:
+        return True
+    return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "append"
+               and isinstance(n.func.value, cst.Name) and n.func.value.value in names for n in _nodes(statement))
+
+
+def _reduced(value: cst.BaseExpression) -> tuple[str, str] | None:
+    """``(sizes, dims)`` of ``reduced_sizes(sizes, dims, False)``."""
+    if (_call_name(value) == "reduced_sizes" and isinstance(value.func, cst.Name) and len(value.args) == 3
+            and not any(a.keyword or a.star for a in value.args) and code(value.args[2].value) == "False"):
+        return code(value.args[0].value), code(value.args[1].value)
+    return None
+
+
+def fuse_unsqueezing_reshapes(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: ``l = reduced_sizes(s, d, False)``, ``t = at.reshape(x, l)``, then
+    ``u = sum_backward(t, s, d, False)`` (the only read of ``t``; ``s`` and ``d`` unchanged
+    between) -> ``t = at.reshape(x, reduced_sizes(s, d, True))``, ``u = at.expand(t, s)``: the
+    unsqueezes of the reduced dims are one reshape."""
+    result = [_in_blocks(s, fuse_unsqueezing_reshapes) for s in statements]
+    reads = Counter(n.value for n in _nodes(cst.Module(body=result)) if isinstance(n, cst.Name))
+    for u_index, statement in enumerate(result):
+        assigned = _assignment(statement)
+        if assigned is None or _call_name(assigned[1]) != "sum_backward" or not isinstance(assigned[1].func, cst.Name):
+            continue
+        args = assigned[1].args
+        if len(args) != 4 or any(a.keyword or a.star for a in args) or code(args[3].value) != "False":
+            continue
+        t, sizes, dims = args[0].value, code(args[1].value), code(args[2].value)
+        if not isinstance(t, cst.Name) or reads[t.value] != 2:      # its binding and this read
+            continue
+        t_index = next((i for i in reversed(range(u_index)) if (a := _assignment(result[i])) is not None and a[0] == t.value), None)
+        if t_index is None or _call_name(_assignment(result[t_index])[1]) != "reshape":
+            continue
+        reshape = _assignment(result[t_index])[1]
+        if len(reshape.args) != 2 or any(a.keyword or a.star for a in reshape.args):
+            continue
+        shape, l_index = reshape.args[1].value, t_index
+        if isinstance(shape, cst.Name):
+            l_index = next((i for i in reversed(range(t_index)) if (a := _assignment(result[i])) is not None
+                            and a[0] == shape.value), None)
+            if l_index is None:
+                continue
+            shape = _assignment(result[l_index])[1]
+        if _reduced(shape) != (sizes, dims):
+            continue
+        watched = _names(args[1].value) | _names(args[2].value)
+        if any(_changes(result[i], watched) for i in range(l_index + 1, u_index)):
+            continue
+        kept = cst.parse_expression(f"reduced_sizes({sizes}, {dims}, True)")
+        result[t_index] = result[t_index].with_changes(body=[result[t_index].body[0].with_changes(
+            value=reshape.with_changes(args=[reshape.args[0], reshape.args[1].with_changes(value=kept)]))])
+        result[u_index] = statement.with_changes(body=[statement.body[0].with_changes(
+            value=cst.parse_expression(f"at.expand({t.value}, {sizes})"))])
+    return result
+
+
+# ---- crops ------------------------------------------------------------------------------
+class _Crops(cst.CSTTransformer):
+    """``y = at.constant_pad_nd(x, negated(pads), value)`` -> narrows of ``x`` when no pad is
+    negative (a pad by amounts <= 0 is a crop), the pad otherwise."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = taken
+
+    def fresh(self, stem: str) -> str:
+        suffix = 0
+        while f"{stem}{suffix or ''}" in self.taken:
+            suffix += 1
+        self.taken.add(f"{stem}{suffix or ''}")
+        return f"{stem}{suffix or ''}"
+
+    def leave_SimpleStatementLine(self, original, updated):
+        assigned = _assignment(updated)
+        if assigned is None or _call_name(assigned[1]) != "constant_pad_nd":
+            return updated
+        args = assigned[1].args
+        if len(args) != 3 or any(a.keyword or a.star for a in args) or _call_name(args[1].value) != "negated":
+            return updated
+        negated = args[1].value
+        if not isinstance(negated.func, cst.Name) or len(negated.args) != 1 or negated.args[0].keyword:
+            return updated
+        target, x, pads = assigned[0], code(args[0].value), code(negated.args[0].value)
+        v = {kind: self.fresh(f"{target}_{kind}") for kind in ("pads", "crops", "entry", "pair", "dim", "front", "back")}
+        lines = cst.parse_module(
+            f"{v['pads']} = {pads}\n"
+            f"{v['crops']} = True\n"
+            f"for {v['entry']} in range(len({v['pads']})):\n"
+            f"    if {v['pads']}[{v['entry']}] < 0:\n"
+            f"        {v['crops']} = False\n"
+            f"if {v['crops']}:\n"
+            f"    {target} = {x}\n"
+            f"    for {v['pair']} in range(len({v['pads']}) // 2):\n"
+            f"        {v['dim']} = {target}.dim() - 1 - {v['pair']}\n"
+            f"        {v['front']} = {v['pads']}[2 * {v['pair']}]\n"
+            f"        {v['back']} = {v['pads']}[2 * {v['pair']} + 1]\n"
+            f"        if {v['front']} != 0 or {v['back']} != 0:\n"
+            f"            {target} = at.narrow({target}, {v['dim']}, {v['front']}, "
+            f"{target}.size({v['dim']}) - {v['front']} - {v['back']})\n"
+            f"else:\n"
+            f"    {code(updated.body[0])}\n").body
+        return cst.FlattenSentinel([lines[0].with_changes(leading_lines=updated.leading_lines), *lines[1:]])
+
+
+def crop_pads(statements: list[cst.BaseStatement], taken: set[str]) -> list[cst.BaseStatement]:
+    return list(cst.Module(body=statements).visit(_Crops(taken)).body)
+
+
+# ---- padded pieces ----------------------------------------------------------------------
+class PieceMaker(NamedTuple):
+    """A transpose that pads a piece with zeros along ``dim`` (``call``), and the operator that
+    joins pieces tiling that dim (``join``)."""
+
+    call: str
+    arity: int          # (piece, sizes, dim, start[, length])
+    join: str
+
+
+#: ``narrow``'s and ``select``'s backwards: the pieces tile a dim by ``cat`` and by ``stack``.
+PIECE_MAKERS = {"narrow_backward": PieceMaker("narrow_backward", 5, "at.cat"),
+                "select_backward": PieceMaker("at.select_backward", 4, "at.stack")}
+
+
+@dataclass(frozen=True)
+class Piece:
+    """``padded = <piece maker>(piece, sizes, dim, start[, length])`` then ``total = total + padded``."""
+
+    total: str
+    padded: str
+    maker: PieceMaker
+    arguments: tuple[cst.BaseExpression, ...]       # piece, sizes, dim, start, length (1 for select)
+
+
+def _piece(first: cst.BaseStatement, second: cst.BaseStatement) -> Piece | None:
+    padded, total = _assignment(first), _assignment(second)
+    maker = PIECE_MAKERS.get(_call_name(padded[1])) if padded is not None else None
+    if maker is None or total is None or code(padded[1].func) != maker.call:
+        return None
+    args = padded[1].args
+    if len(args) != maker.arity or any(a.keyword or a.star for a in args):
+        return None
+    added = _sum_of(total[1], total[0])
+    if not (isinstance(added, cst.Name) and added.value == padded[0]):
+        return None
+    length = () if maker.arity == 5 else (cst.Integer("1"),)
+    return Piece(total[0], padded[0], maker, tuple(a.value for a in args) + length)
+
+
+def _pieces_in(statements) -> list[Piece]:
+    """Every padded piece added up in ``statements`` (any depth)."""
+    found = []
+    blocks = [list(n.body) for n in _nodes(cst.Module(body=statements)) if isinstance(n, (cst.IndentedBlock,))]
+    for block in blocks:
+        found += [p for a, b in itertools.pairwise(block) if (p := _piece(a, b)) is not None]
+    return found
+
+
+class _PieceCollector(cst.CSTTransformer):
+    """The two statements of ``piece`` -> appends of its piece, dim, start and length."""
+
+    def __init__(self, piece: Piece, lists: dict[str, str]) -> None:
+        self.piece = piece
+        self.lists = lists
+
+    def leave_IndentedBlock(self, original, updated):
+        body = list(updated.body)
+        for i in range(len(body) - 1):
+            piece = _piece(body[i], body[i + 1])
+            if piece is not None and piece.padded == self.piece.padded:
+                x, _, dim, start, length = piece.arguments
+                appends = [_stmt(f"{self.lists[kind]}.append({code(value)})")
+                           for kind, value in (("pieces", x), ("dims", dim), ("starts", start), ("lengths", length))]
+                return updated.with_changes(body=body[:i] + appends + body[i + 2:])
+        return updated
+
+
+def concatenate_pieces(statements: list[cst.BaseStatement], taken: set[str]) -> list[cst.BaseStatement]:
+    """``d = at.new_zeros(w, sizes)``, then a loop adding padded pieces (``PIECE_MAKERS``) of
+    ``sizes`` to ``d`` -> the pieces collected, and ``d`` their join when they tile ``sizes[dim]``
+    in the order the (reversed) loop met them, the zero and the padded sum otherwise."""
+    bound = bindings(statements)
+    result = list(statements)
+    index = 0
+    while index < len(result):
+        zero = _assignment(result[index])
+        if zero is None or _call_name(zero[1]) != "new_zeros" or len(zero[1].args) != 2:
+            index += 1
+            continue
+        name, sizes = zero[0], zero[1].args[1].value
+        loop = next((j for j in range(index + 1, len(result)) if name in _names(result[j])), None)
+        if loop is None or not isinstance(result[loop], cst.For) or not all(bound.stable(n) for n in _names(zero[1])):
+            index += 1
+            continue
+        pieces = _pieces_in([result[loop]])
+        reads = sum(1 for n in _nodes(result[loop]) if isinstance(n, cst.Name) and n.value == name)
+        if (len(pieces) != 1 or pieces[0].total != name or code(pieces[0].arguments[1]) != code(sizes)
+                or reads != 2 or bound.counts[pieces[0].padded] != 1
+                or any(isinstance(n, (cst.Break, cst.Continue)) for n in _nodes(result[loop]))):
+            index += 1
+            continue
+        stem = f"{name}_"
+        lists = {}
+        for kind in ("pieces", "dims", "starts", "lengths", "ordered", "count", "position", "tiled", "k", "entry"):
+            suffix = 0
+            while f"{stem}{kind}{suffix or ''}" in taken:
+                suffix += 1
+            lists[kind] = f"{stem}{kind}{suffix or ''}"
+            taken.add(lists[kind])
+        v = lists
+        maker = pieces[0].maker
+        fallback_length = f", {v['lengths']}[{v['k']}]" if maker.arity == 5 else ""
+        start = [_stmt(f"{v[kind]} = []") for kind in ("pieces", "dims", "starts", "lengths")]
+        loop_statement = result[loop].visit(_PieceCollector(pieces[0], lists))
+        check = cst.parse_module(
+            f"{v['count']} = len({v['pieces']})\n"
+            f"{v['tiled']} = {v['count']} > 0\n"
+            f"{v['position']} = 0\n"
+            f"{v['ordered']} = []\n"
+            f"for {v['k']} in range({v['count']}):\n"
+            f"    {v['entry']} = {v['count']} - 1 - {v['k']}\n"
+            f"    {v['ordered']}.append({v['pieces']}[{v['entry']}])\n"
+            f"    if {v['dims']}[{v['entry']}] != {v['dims']}[0] or {v['starts']}[{v['entry']}] != {v['position']}:\n"
+            f"        {v['tiled']} = False\n"
+            f"    {v['position']} = {v['position']} + {v['lengths']}[{v['entry']}]\n"
+            f"if {v['tiled']}:\n"
+            f"    {v['tiled']} = {v['position']} == ({code(sizes)})[{v['dims']}[0]]\n"
+            f"if {v['tiled']}:\n"
+            f"    {name} = {maker.join}({v['ordered']}, {v['dims']}[0])\n"
+            f"else:\n"
+            f"    {name} = {code(zero[1])}\n"
+            f"    for {v['k']} in range({v['count']}):\n"
+            f"        {name} = {name} + {maker.call}({v['pieces']}[{v['k']}], {code(sizes)}, {v['dims']}[{v['k']}], "
+            f"{v['starts']}[{v['k']}]{fallback_length})\n").body
+        result[loop:loop + 1] = start + [loop_statement] + list(check)
+        del result[index]           # the zero is made only where the pieces do not tile
+        index = loop - 1 + len(start) + 1 + len(check)
+    return result
+
+
+# ---- the entry point ---------------------------------------------------------------------
+def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
+    """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring."""
+    parameters = {p.name.value for p in jvp.params.params}
+    taken = _names(jvp) | parameters
+    statements = list(jvp.body.body)
+    statements = fold_literals(statements)
+    statements = zero_sizes(statements)
+    statements = crop_pads(statements, taken)
+    statements, _ = _live_only(statements, set())
+    statements = propagate_copies(statements, parameters)
+    statements = drop_added_zeros(statements)
+    statements = fuse_unsqueezing_reshapes(statements)
+    statements = concatenate_pieces(statements, taken)
+    statements, _ = _live_only(statements, set())
+    return jvp.with_changes(body=jvp.body.with_changes(body=statements))
+
+
+__all__ = ["simplify"]

@@ -177,8 +177,7 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                                               strict=True):
                 if target is None:
                     continue
-                if grad is not None and (type(grad) is not Tensor or grad._data.dtype is not meta[1]
-                                         or grad._data.shape != meta[0]):
+                if grad is not None and (type(grad) is not Tensor or (grad._data.shape, grad._data.dtype) != meta):
                     grad = conform_gradient(node, input_grads, grad, meta)    # cast like torch, or raise
                 if type(target) is Tensor:
                     if grad is not None:
@@ -238,8 +237,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
 
 def conform_gradient(node: Node, grads: Sequence[Any], grad: Any, meta: tuple) -> Tensor:
     """``grad`` (one of ``grads``; its input's ``(shape, dtype)`` is ``meta``, which it does
-    not match, or matches with an equal dtype object that is not the same one: returned as is)
-    as the input's gradient, as torch's engine makes it: a gradient of a shape the
+    not match) as the input's gradient, as torch's engine makes it: a gradient of a shape the
     input's expands to (a formula that leaves a broadcast unreduced) is summed to the input's
     shape, and a floating gradient of another floating dtype is cast to the input's (both
     recorded under ``create_graph``); anything else raises, naming the node and the input."""
@@ -248,8 +246,6 @@ def conform_gradient(node: Node, grads: Sequence[Any], grad: Any, meta: tuple) -
     if type(grad) is not Tensor:
         raise TypeError(f"Function {node.name()} returned an invalid gradient at index {index}: "
                         f"expected a Tensor or None, got {type(grad).__name__}")
-    if grad._data.shape == shape and grad._data.dtype == dtype:     # an equal dtype, another object:
-        return grad                                                 # the engine compares by identity
     if grad._data.shape != shape:
         if not _expands_to(shape, grad._data.shape):
             raise RuntimeError(

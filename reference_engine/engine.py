@@ -3,7 +3,8 @@
 Nodes run newest first: every node has a creation number (``seq``) above
 those of its inputs, so the pending node with the highest number has
 received every gradient it will get (each node that can send it one is
-newer, and so already ran). A heap of pending nodes is the whole schedule:
+newer, and so already ran). A heap of pending nodes is the whole schedule
+(a node that is the only pending one skips it):
 no dependency counting, no recursion (a chain of 100,000 nodes needs no deep
 Python stack). Gradients arriving at the same input are summed. With
 ``inputs`` given (``grad``), nodes that lead to none of them are skipped and
@@ -153,8 +154,12 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
     previous_mode = grad_mode.enabled
     grad_mode.enabled = create_graph
     try:
-        while pending:
-            node = heappop(pending)[1]
+        # ``follow``: a node that became pending while no other was: it runs next without a trip
+        # through the heap (a chain of single-input nodes never touches it); pushed to the heap
+        # when another node becomes pending before it ran
+        follow = None
+        node = heappop(pending)[1] if pending else None
+        while node is not None:
             visited.append(node)
             buffer = buffers.pop(node)
             if watched and node in watched:
@@ -180,7 +185,13 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                     continue
                 target_buffer = buffers.get(target)
                 if target_buffer is None:       # first edge into target: it becomes pending
-                    heappush(pending, (-target.seq, target))
+                    if not pending and follow is None:
+                        follow = target
+                    else:
+                        if follow is not None:
+                            heappush(pending, (-follow.seq, follow))
+                            follow = None
+                        heappush(pending, (-target.seq, target))
                     if target.num_outputs == 1:
                         buffers[target] = [grad]
                         continue
@@ -188,6 +199,10 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                 if grad is not None:
                     previous = target_buffer[nr]
                     target_buffer[nr] = grad if previous is None else previous + grad
+            if follow is not None:
+                node, follow = follow, None
+            else:
+                node = heappop(pending)[1] if pending else None
         for leaf, grad in leaf_grads.values():
             _accumulate_leaf(leaf, grad, create_graph)
     finally:

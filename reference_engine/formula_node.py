@@ -58,6 +58,10 @@ class Saved(NamedTuple):
 class BackwardPlan(NamedTuple):
     """What recording needs to know about one backward closure (one per code object)."""
 
+    #: the closure's code object. Plans are looked up by its ``id()``: hashing a code object
+    #: hashes its constants and names (costly on every recorded operation), and since the
+    #: plan holds it, the code stays alive and its id cannot be reused for another one
+    code: CodeType
     takes_mask: bool                 # it takes ``needs_input_grad``
     inspected: tuple[int, ...]       # indices of the cells to look at (the others are settled)
     has_defaults: bool               # its def statement has default arguments (checked for tensors)
@@ -278,7 +282,7 @@ def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
     when its signature names it.
     """
     code = backward.__code__
-    plan = overload.backward_plans.get(code)
+    plan = overload.backward_plans.get(id(code))
     if plan is None:
         facts = overload.facts
         modelled = (facts.model is not None and code.co_name == facts.backward_name
@@ -295,7 +299,8 @@ def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
         if (modelled and len(inspected) == 1 and not has_defaults
                 and facts.model.outputs == (code.co_freevars[inspected[0]],)):
             output_cell = inspected[0]
-        plan = overload.backward_plans[code] = BackwardPlan(takes_mask, inspected, has_defaults, output_cell)
+        plan = overload.backward_plans[id(code)] = BackwardPlan(code, takes_mask, inspected, has_defaults,
+                                                                output_cell)
     return plan
 
 
@@ -582,7 +587,7 @@ def record_{shape}({arguments}):
         out, backward = formula({arguments}{keywords})
     finally:
         mode.enabled = True
-    plan = plans.get(backward.__code__) or backward_plan(overload, backward)
+    plan = plans.get(id(backward.__code__)) or backward_plan(overload, backward)
     input_meta, needs_input_grad, output_nrs = shared_inputs.get(inputs) or share_inputs(inputs)
     node = new(FormulaNode)
 {node_fields}

@@ -66,7 +66,8 @@ class Overload:
             i for i, a in enumerate(a for a in schema.arguments if not a.is_out) if a.is_differentiable)
         self.is_view = self.name in VIEW_OPS or any(
             r.annotation is not None and not r.annotation.is_write for r in schema.returns)
-        #: backward code object -> its :class:`~reference_engine.formula_node.BackwardPlan`
+        #: ``id()`` of a backward code object -> its :class:`~reference_engine.formula_node.BackwardPlan`
+        #: (which holds the code object)
         self.backward_plans: dict = {}
         # Formulas take the schema's keyword-only arguments as keywords: (first index, names).
         self.keyword_only = (self.signature.n_positional, self.signature.names[self.signature.n_positional:])

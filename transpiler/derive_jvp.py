@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from transpiler.model import Formula, Helper
+from transpiler.model import CaptureKind, Formula, Helper, JvpRule
 from transpiler.schema import FunctionSchema, ListType, OptionalType, is_tensor_like
 
 #: Operators whose result has the broadcast sizes of their tensor arguments (besides the
@@ -63,10 +63,26 @@ SELECTIONS = frozenset({"masked_select"})
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
-    "softmax", "log_softmax", "resolve_conj", "resolve_neg", "masked_fill",
+    "softmax", "log_softmax", "resolve_conj", "resolve_neg", "masked_fill", "index_put", "nll_loss_backward",
 })
 #: Reductions over ``dim`` whose result has the sizes ``reduced_sizes`` gives.
 REDUCTIONS = frozenset({"sum.dim_IntList", "mean.dim"})
+#: Reductions over every dim (a 0-d result).
+FULL_REDUCTIONS = frozenset({"sum", "mean"})
+#: Operators whose result's sizes a helper of ``formulas/helpers.py`` computes: the helper, and the
+#: arguments it is given in order (a tensor argument by its sizes; an omitted one by its default).
+SIZES_HELPERS = {
+    "transpose.int": ("transposed_sizes", ("self", "dim0", "dim1")),
+    "t": ("reverse_list", ("self",)),
+    "permute": ("permuted_sizes", ("self", "dims")),
+    "flatten.using_ints": ("flattened_sizes", ("self", "start_dim", "end_dim")),
+    "narrow": ("narrowed_sizes", ("self", "dim", "length")),
+    "diagonal": ("diagonal_sizes", ("self", "offset", "dim1", "dim2")),
+    "masked_scatter": ("broadcast_sizes", ("self", "mask")),
+    "matmul": ("matmul_sizes", ("self", "other")),
+    "convolution": ("convolution_sizes", ("input", "weight", "stride", "padding", "dilation", "transposed",
+                                          "output_padding", "groups")),
+}
 #: Non-differentiable operators whose result is zero whatever their tensor argument holds
 #: (``new_full`` too when its fill value is a literal zero).
 ZERO_MAKERS = frozenset({"zeros_like", "new_zeros"})
@@ -1061,6 +1077,7 @@ class _Sweep:
         self.read_linear: set[str] = set()      # names some linear step reads (their adjoints matter)
         self.exit_sizes: dict[int, dict[str, cst.BaseExpression | None]] = {}    # id(loop) -> sizes after it
         self.owned: set[str] = set()            # adjoint lists made by the jvp (so written in place)
+        self.gradient_sizes: dict[str, cst.BaseExpression] = {}   # returned as an input's gradient: its sizes
 
     def reads(self, program: list) -> None:
         for item in program:
@@ -1085,6 +1102,8 @@ class _Sweep:
                 item.arguments = {p: self.resolve_marks(v, sizes) for p, v in item.arguments.items()}
                 self.sizes_before[id(item)] = dict(sizes)
                 found = self.sizes_of(item, sizes)
+                if found is None:
+                    found = self.gradient_sizes.get(item.target)
                 if found is not None and not _plain_sizes(found):      # computed once, read by name
                     holder = self.builder.fresh(f"{item.target}_sizes")
                     item.sizes_binding = _stmt(f"{holder} = {code(found)}")
@@ -1213,6 +1232,10 @@ class _Sweep:
             if source is None or dim is None:
                 return None
             return _expr(f"unsqueezed_sizes({code(source)}, {code(dim)})")
+        if name in FULL_REDUCTIONS:
+            return _expr("[]")
+        if name in SIZES_HELPERS:
+            return self.helper_sizes(step, sizes, *SIZES_HELPERS[name])
         if name in REDUCTIONS:
             source = sizes.get(step.linear.get("self", ""))
             if source is None:
@@ -1221,6 +1244,26 @@ class _Sweep:
             keepdim = step.arguments.get("keepdim", cst.Name("False"))
             return _expr(f"reduced_sizes({code(source)}, {code(dim)}, {code(keepdim)})")
         return None
+
+    @staticmethod
+    def helper_sizes(step: Linear, sizes, helper: str, names: tuple[str, ...]) -> cst.BaseExpression | None:
+        """``helper(...)`` of the step's arguments ``names`` (``SIZES_HELPERS``); None where the sizes
+        of a linear argument are unknown."""
+        schema_arguments = {a.name: a for a in step.formula.schema.arguments}
+        parts = []
+        for name in names:
+            argument = schema_arguments[name]
+            if name in step.linear:
+                part = sizes.get(step.linear[name])
+            elif name in step.arguments:
+                value = step.arguments[name]
+                part = _sizes_of_constant(value) if is_tensor_like(argument.type) else value
+            else:
+                part = None if argument.default is None else _expr(argument.default)
+            if part is None:
+                return None
+            parts.append(code(part))
+        return _expr(f"{helper}({', '.join(parts)})")
 
     def resolve_marks(self, node: cst.CSTNode, sizes) -> cst.CSTNode:
         sweep = self
@@ -1496,16 +1539,18 @@ class _Sweep:
         linear_sizes = {p: sizes.get(n) for p, n in step.linear.items()}
         checked = [self.linear_metadata(s, linear_params | outputs, linear_sizes, step, dummy=True) for s in body]
         body = [self.linear_metadata(s, linear_params | outputs, linear_sizes, step) for s in body]
+        stand_ins = self.stand_ins(step, linear_params | outputs, checked) if affine_in(formula, linear_params) else {}
         for statement in checked:
             for n in _nodes(statement):
-                if isinstance(n, cst.Name) and (n.value in linear_params or n.value in outputs):
+                if isinstance(n, cst.Name) and (n.value in linear_params or n.value in outputs) \
+                        and n.value not in stand_ins:
                     raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` reads the value of "
                                             f"`{n.value}`, so `{code(step.node)}` is not linear in the gradient")
                 if isinstance(n, cst.Name) and n.value == backward.needs_input_grad:
                     raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` uses "
                                             "needs_input_grad other than as needs_input_grad[i]")
         result = self.builder.fresh("t")
-        renames: dict[str, cst.BaseExpression] = {backward.params[0]: cst.Name(adjoint)}
+        renames: dict[str, cst.BaseExpression] = {backward.params[0]: cst.Name(adjoint), **stand_ins}
         defaults = {p.name.value: p.default for p in formula.node.params.params + formula.node.params.kwonly_params}
         for p in formula.params:
             if p in step.arguments:
@@ -1528,6 +1573,23 @@ class _Sweep:
         if nothing:
             return [], None
         return _fold_statements(out, _MaskFolder(None, lambda i: False)), result
+
+    def stand_ins(self, step: Linear, names: set[str], checked) -> dict[str, cst.BaseExpression]:
+        """For an op affine in its linear arguments, whose backward therefore reads their (and its
+        output's) values only for metadata (``gather_backward(grad, self, ...)``): a tensor of the same
+        metadata for each one read, the gradient's output when it has those sizes, else zeros of them."""
+        read = {n.value for s in checked for n in _nodes(s) if isinstance(n, cst.Name)} & names
+        sizes = self.sizes_before[id(step)]
+        found: dict[str, cst.BaseExpression] = {}
+        for name in sorted(read):
+            known = sizes.get(step.linear[name]) if name in step.linear else self.sizes_of(step, sizes)
+            if known is None or self.witness is None:
+                raise DerivationRefused(step.node, f"the sizes of the linear value `{name}` of `{code(step.node)}` "
+                                        "are needed and the sizes rules cannot tell them")
+            outputs = [o for o in self.builder.witnesses.values() if o is not None and "[" not in o]
+            same = [o for o in outputs if code(known) == f"{o}.sizes()"]
+            found[name] = cst.Name(same[0]) if same else _expr(f"at.new_zeros({self.witness}, {code(known)})")
+        return found
 
     def linear_metadata(self, statement, names: set[str], sizes, step: Linear, dummy: bool = False):
         """``x.sizes()`` / ``x.dim()`` / ``x.scalar_type()`` of a linear argument (or of the output,
@@ -1580,6 +1642,25 @@ class _Sweep:
                 chosen.append(statement)
                 wanted |= {n.value for n in _nodes(statement) if isinstance(n, cst.Name)} - set(formula.params) - outputs
         return list(reversed(chosen))
+
+
+def affine_in(formula: Formula, params: set[str]) -> bool:
+    """Whether the op is affine in ``params`` (the others held), as its own jvp says: declared
+    ``auto_linear``, or a jvp that reads neither those inputs nor any output but for metadata (its
+    Jacobian does not depend on them, so neither does its backward)."""
+    jvp = formula.jvp
+    if jvp is None or jvp.rule is JvpRule.DERIVED:
+        return False
+    if jvp.rule is JvpRule.AUTO_LINEAR:
+        return True
+    if any(p.endswith("_p") or p.startswith("original_") for p in jvp.params):
+        return False            # the derivatives.yaml dialect: primals given as parameters
+    for capture in jvp.captures:
+        if capture.kind is CaptureKind.ILLEGAL:
+            return False
+        if (capture.kind is CaptureKind.OUTPUT or capture.name in params) and not capture.metadata_methods:
+            return False
+    return True
 
 
 def broadcasts(formula: Formula) -> bool:
@@ -1736,6 +1817,8 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     for g, output in builder.gradient_lists.items():          # a Tensor[] gradient: its entries' sizes
         initial[g] = cst.Name(builder.fresh(f"{g}_sizes"))
         program.insert(0, Plain(_stmt(f"{code(initial[g])} = to_args_sizes({output})")))
+    sweep.gradient_sizes = _gradient_sizes(program, {ret: _expr(f"{a.name}.sizes()") for a, ret in zip(
+        formula.differentiable_inputs, returns) if not isinstance(_unwrapped(a.type), ListType)})
     sweep.annotate(program, initial)
     adjoints: dict[str, str] = {}
     tangents = []
@@ -1781,6 +1864,45 @@ def with_jvp(formula: Formula, jvp: cst.FunctionDef | None, *, return_jvp: bool)
     if return_jvp:
         body[-1] = _stmt(f"return {code(formula.returned_display)}, backward, jvp")
     return formula.node.with_changes(decorators=(), body=formula.node.body.with_changes(body=body))
+
+
+def _gradient_sizes(program: list, returned: Mapping[str, cst.BaseExpression]) -> dict[str, cst.BaseExpression]:
+    """The linear values returned unchanged (through copies) as an input's gradient, each with that
+    input's sizes (a gradient has its input's sizes): only names bound once, outside loops, so that
+    the value there is the one returned."""
+    bindings: dict[str, int] = {}
+
+    def count(items: list, weight: int) -> None:
+        for item in items:
+            if isinstance(item, Branch):
+                count(item.body, weight)
+                count(item.orelse, weight)
+            elif isinstance(item, Loop):
+                count(item.body, 2)
+            else:
+                bound = _assigned(item.statement) if isinstance(item, Plain) else (
+                    {item.target} if isinstance(item, (Linear, Element, ListStart)) else set())
+                for name in bound:
+                    bindings[name] = bindings.get(name, 0) + weight
+
+    def outside_loops(items: list):
+        for item in items:
+            yield item
+            if isinstance(item, Branch):
+                yield from outside_loops(item.body)
+                yield from outside_loops(item.orelse)
+
+    count(program, 1)
+    copies = {item.target: item.source for item in outside_loops(program)
+              if isinstance(item, Linear) and item.source is not None and bindings.get(item.target) == 1}
+    found: dict[str, cst.BaseExpression] = {}
+    for item in outside_loops(program):
+        if isinstance(item, Linear) and item.target in returned and item.source is not None:
+            source = item.source
+            while bindings.get(source) == 1 and source not in found:
+                found[source] = returned[item.target]
+                source = copies.get(source)
+    return found
 
 
 def _only_none(program: list, name: str) -> bool:

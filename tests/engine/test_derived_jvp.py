@@ -39,8 +39,6 @@ def derivations() -> dict[str, str | None]:
 #: the transformation has left (docs/formulas.md, "Derived jvps").
 REFUSED = {
     'index_put': 'sizes of the linear value',
-    'value_selecting_reduction_backward': 'reads the value of',
-    'gather_backward': 'reads the value of',
     'xlogy.Tensor': 'reads the value of',
     'xlogy.Scalar_Other': 'reads the value of',
     'convolution': 'sizes of the linear value',   # a convolution's result: no sizes rule
@@ -49,20 +47,11 @@ REFUSED = {
     'conv2d': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'conv_transpose1d': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'conv_transpose2d.input': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'scatter_add': 'reads the value of',
-    'masked_select': 'sizes of the linear value',
     'masked_scatter': 'sizes of the linear value',   # a masked_select's result: 1-d, its length known when it runs
-    'scatter.src': 'reads the value of',
-    'nll_loss_forward': 'sizes of the linear value',
     'nll_loss_backward': 'only `name = expression`',
     'embedding_dense_backward': 'has no formula and is applied',
-    'max_pool2d_with_indices_backward': 'reads the value of',
-    'avg_pool2d_backward': 'reads the value of',
     'linalg_solve_triangular': 'on a linear value',
-    'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
-    'cummaxmin_backward': 'reads the value of',   # gather with a fixed index, read as gather's own backward
     'embedding_backward': 'has no formula and is applied',
-    'trace_backward': 'sizes of the linear value',
     'linalg_matrix_exp': 'a constant appended to',   # the block matrix's rows: [A, G] (linear) and [0, A]
 }
 

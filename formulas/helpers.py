@@ -435,6 +435,15 @@ def diagonal_sizes(sizes: list[int], offset: int, dim1: int, dim2: int) -> list[
 
 
 @helper
+def embedded_sizes(weight: list[int], indices: list[int]) -> list[int]:
+    """The sizes of ``embedding`` of a weight of sizes ``weight`` at indices of sizes ``indices``:
+    one row of the weight per index."""
+    embedded = list(indices)
+    embedded.append(weight[len(weight) - 1])
+    return embedded
+
+
+@helper
 def matmul_sizes(a: list[int], b: list[int]) -> list[int]:
     """The sizes of ``matmul`` of tensors of sizes ``a`` and ``b``: a vector factor is one row (one
     column) whose added dim is dropped; the batch dims broadcast."""

@@ -1551,6 +1551,12 @@ std::vector<int64_t> diagonal_sizes(at::IntArrayRef sizes, int64_t offset, int64
   return kept;
 }
 
+std::vector<int64_t> embedded_sizes(at::IntArrayRef weight, at::IntArrayRef indices) {
+  std::vector<int64_t> embedded = formulas::runtime::to_list<std::vector<int64_t>>(indices);
+  embedded.push_back(weight[formulas::runtime::wrap_index(static_cast<int64_t>(weight.size()) - 1, weight.size())]);
+  return embedded;
+}
+
 std::vector<int64_t> matmul_sizes(at::IntArrayRef a, at::IntArrayRef b) {
   if ((static_cast<int64_t>(a.size()) == 1) && (static_cast<int64_t>(b.size()) == 1)) {
     return std::vector<int64_t>{};

@@ -147,6 +147,7 @@ std::vector<int64_t> permuted_sizes(at::IntArrayRef sizes, at::IntArrayRef dims)
 std::vector<int64_t> flattened_sizes(at::IntArrayRef sizes, int64_t start_dim, int64_t end_dim);
 std::vector<int64_t> narrowed_sizes(at::IntArrayRef sizes, int64_t dim, int64_t length);
 std::vector<int64_t> diagonal_sizes(at::IntArrayRef sizes, int64_t offset, int64_t dim1, int64_t dim2);
+std::vector<int64_t> embedded_sizes(at::IntArrayRef weight, at::IntArrayRef indices);
 std::vector<int64_t> matmul_sizes(at::IntArrayRef a, at::IntArrayRef b);
 std::vector<int64_t> convolution_sizes(at::IntArrayRef input, at::IntArrayRef weight, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups);
 at::Tensor i1_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);

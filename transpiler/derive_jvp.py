@@ -80,6 +80,7 @@ SIZES_HELPERS = {
     "diagonal": ("diagonal_sizes", ("self", "offset", "dim1", "dim2")),
     "masked_scatter": ("broadcast_sizes", ("self", "mask")),
     "matmul": ("matmul_sizes", ("self", "other")),
+    "embedding": ("embedded_sizes", ("weight", "indices")),
     "convolution": ("convolution_sizes", ("input", "weight", "stride", "padding", "dilation", "transposed",
                                           "output_padding", "groups")),
 }
@@ -253,16 +254,29 @@ def rename(node: cst.CSTNode, names: Mapping[str, cst.BaseExpression]) -> cst.CS
 class _MaskFolder(cst.CSTTransformer):
     """``needs_input_grad[i]`` -> the constant it is here, then constant tests folded."""
 
-    def __init__(self, mask: str | None, wanted) -> None:
+    def __init__(self, mask: str | None, wanted, count: int | None = None) -> None:
         self.mask = mask
         self.wanted = wanted
+        self.count = count          # the number of inputs: the mask itself becomes a list literal
+
+    def wanted_expression(self, i: int) -> cst.BaseExpression:
+        wanted = self.wanted(i)
+        return wanted if isinstance(wanted, cst.BaseExpression) else cst.Name("True" if wanted else "False")
 
     def leave_Subscript(self, original, updated):
-        if (self.mask is not None and isinstance(updated.value, cst.Name) and updated.value.value == self.mask
-                and len(updated.slice) == 1 and isinstance(updated.slice[0].slice, cst.Index)
-                and isinstance(updated.slice[0].slice.value, cst.Integer)):
-            wanted = self.wanted(int(updated.slice[0].slice.value.value))
-            return wanted if isinstance(wanted, cst.BaseExpression) else cst.Name("True" if wanted else "False")
+        literal_index = len(updated.slice) == 1 and isinstance(updated.slice[0].slice, cst.Index) \
+            and isinstance(updated.slice[0].slice.value, cst.Integer)
+        if (self.mask is not None and isinstance(original.value, cst.Name) and original.value.value == self.mask
+                and literal_index):
+            return self.wanted_expression(int(updated.slice[0].slice.value.value))
+        if isinstance(updated.value, cst.List) and literal_index \
+                and int(updated.slice[0].slice.value.value) < len(updated.value.elements):     # ``[a, b][0]``
+            return updated.value.elements[int(updated.slice[0].slice.value.value)].value
+        return updated
+
+    def leave_Name(self, original, updated):
+        if self.mask is not None and self.count is not None and original.value == self.mask:
+            return cst.List([cst.Element(self.wanted_expression(i)) for i in range(self.count)])
         return updated
 
     def leave_IfExp(self, original, updated):
@@ -405,6 +419,7 @@ class _Builder:
         self.list_counts: dict[str, str] = {}          # linear list -> the forward-sweep name counting its appends
         self.gradient_lists: dict[str, str] = {}       # a ``Tensor[]`` gradient (or a copy) -> its output list
         self.rebound: set[str] = set()                 # names bound more than once (or in a loop)
+        self.unbound: dict[str, str] = {}              # outputs of an unpacked step left unbound -> the step
 
     def fresh(self, stem: str) -> str:
         while True:
@@ -420,6 +435,10 @@ class _Builder:
             self.statement(statement, linear, tensors, returns, program)
 
     def statement(self, statement, linear, tensors, returns, program) -> None:
+        unbound = sorted(_names(statement) & self.unbound.keys())
+        if unbound:
+            raise DerivationRefused(statement, f"`{unbound[0]}` is read: a non-differentiable output of "
+                                    f"`{self.unbound[unbound[0]]}`, an operator applied to a linear value")
         marked = self.metadata(statement, linear)
         if not self.reads_linear(marked, linear):
             statement = marked
@@ -511,6 +530,11 @@ class _Builder:
         if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
             self.bind(small.targets[0].target.value, small.value, linear, tensors, program)
             return
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Tuple) \
+                and all(isinstance(e.value, cst.Name) for e in small.targets[0].target.elements):
+            names = [e.value.value for e in small.targets[0].target.elements]
+            self.bind_several(small, names, small.value, linear, tensors, program)
+            return
         if isinstance(small, cst.Pass):
             return
         if isinstance(small, cst.Expr) and _append_call(small.value) is not None:
@@ -518,6 +542,29 @@ class _Builder:
             return
         raise DerivationRefused(small, f"`{code(small)}` on a linear value (only `name = expression` "
                                 "and `return` can be transposed)")
+
+    def bind_several(self, node, names: list[str], value: cst.BaseExpression, linear, tensors, program) -> None:
+        """``a, b = call(...)`` on linear values: a helper returning a tuple (inlined, one result per
+        name), or an operator with several outputs whose one differentiable output is linear (the
+        others, read nowhere after, are left unbound)."""
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in self.table.helpers:
+            results = self.inline_helper(value, self.helper_overload(value), linear, tensors, program, len(names))
+            for name, result in zip(names, results):
+                self.bind(name, cst.Name(result.linear) if result.linear else result.constant, linear, tensors, program)
+            return
+        operand = self.operand(value, linear, tensors, program)
+        step = program[-1] if program and isinstance(program[-1], Linear) else None
+        if operand.linear is None or step is None or step.target != operand.linear or step.formula is None \
+                or len(step.formula.schema.returns) != len(names) or len(step.formula.differentiable_outputs) != 1:
+            raise DerivationRefused(node, f"`{code(node)}` on a linear value: only a helper's tuple or an "
+                                    "operator with one differentiable output can be unpacked")
+        differentiable = step.formula.differentiable_outputs[0]
+        for i, name in enumerate(names):
+            if i == differentiable:
+                self.bind(name, cst.Name(operand.linear), linear, tensors, program)
+            else:
+                linear.discard(name)
+                self.unbound[name] = code(node)
 
     def append(self, node, target: str, value: cst.BaseExpression, linear, tensors, program) -> None:
         """``target.append(value)`` with a linear value (or onto a linear list): the list is linear
@@ -686,9 +733,15 @@ class _Builder:
         for name, operand in named.items():
             by_param[name] = operand
         live = {p: o.linear for p, o in by_param.items() if o.linear is not None}
+        if formula is None and (str(schema.name) in ZERO_MAKERS or _fills_zero(schema, by_param)):
+            return self.zero(node, schema, operands, by_param)
+        if not live and all(o.zero_value is not None for o in (*operands, *named.values()) if o.is_zero) \
+                and (formula is None or not affine_in(formula, set(by_param))):
+            # made of zeros of known metadata (``exp(new_zeros(grad, sizes))``): a constant of the jvp
+            values = [code(o.constant if o.constant is not None else o.zero_value) for o in operands]
+            values += [f"{k}={code(o.constant if o.constant is not None else o.zero_value)}" for k, o in named.items()]
+            return Operand(constant=_expr(f"at.{base}({', '.join(values)})"))
         if formula is None:
-            if str(schema.name) in ZERO_MAKERS or _fills_zero(schema, by_param):
-                return self.zero(node, schema, operands, by_param)
             raise DerivationRefused(node, f"`{schema.name}` has no formula and is applied to a linear value")
         if not live:
             return ZERO                         # every linear argument is zero
@@ -832,7 +885,8 @@ class _Builder:
             return isinstance(_unwrapped(given), ListType) == wants_list
         return True
 
-    def inline_helper(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
+    def inline_helper(self, node: cst.Call, helper: Helper, linear, tensors, program, several: int = 0
+                      ) -> Operand | list[Operand]:
         body = helper.node.body.body
         local_names = {p.name for p in helper.params} | _assigned_in(body)
         renames = {name: cst.Name(self.fresh(name)) for name in sorted(local_names)}
@@ -843,16 +897,19 @@ class _Builder:
             value = given[i] if i < len(given) else keywords.get(param.name, param.default)
             if value is None:
                 raise DerivationRefused(node, f"helper `{helper.name}` is called without `{param.name}`")
+            if _is_literal(value) and param.name not in _assigned_in(body):
+                renames[param.name] = value         # put in place, so the branches it decides fold
+                continue
             self.bind(renames[param.name].value, value, inner_linear, inner_tensors, program)
-        result = self.fresh(f"{helper.name}_result")
+        results = [self.fresh(f"{helper.name}_result") for _ in range(several or 1)]
         statements = [rename(s, renames) for s in single_exit(_without_docstring(body))]
+        statements = single_exit(_fold_statements(statements, _MaskFolder(None, lambda i: False)))
         self.rebound |= _rebound(statements)
-        self.statements(statements, inner_linear, inner_tensors, [result], program)
+        self.statements(statements, inner_linear, inner_tensors, results, program)
         linear.update(inner_linear)
         tensors.update(inner_tensors)
-        if result in inner_linear:
-            return Operand(linear=result)
-        return Operand(constant=cst.Name(result))
+        operands = [Operand(linear=r) if r in inner_linear else Operand(constant=cst.Name(r)) for r in results]
+        return operands if several else operands[0]
 
     # -- facts
     def is_list(self, name: str) -> bool:
@@ -975,6 +1032,15 @@ def _sizes_of_constant(value: cst.BaseExpression | None) -> cst.BaseExpression |
 
 def _unwrapped(type_):
     return type_.elem if isinstance(type_, OptionalType) else type_
+
+
+def _is_literal(node) -> bool:
+    """``True``/``False``/``None``, a number, or a list of those."""
+    if isinstance(node, cst.List):
+        return all(isinstance(e, cst.Element) and _is_literal(e.value) for e in node.elements)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return isinstance(node.expression, (cst.Integer, cst.Float))
+    return isinstance(node, (cst.Integer, cst.Float)) or (isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
 
 
 def _is_none(node) -> bool:
@@ -1177,6 +1243,11 @@ class _Sweep:
         for name in _linear_binds(loop.body) - set(loop.carried):
             sizes.pop(name, None)
         self.exit_sizes[id(loop)] = dict(sizes)
+
+    def result_sizes(self, step: Linear) -> cst.BaseExpression | None:
+        """The sizes of the step's result: by the sizes rules, else as a returned gradient's."""
+        found = self.sizes_of(step, self.sizes_before[id(step)])
+        return found if found is not None else self.gradient_sizes.get(step.target)
 
     def sizes_of(self, step: Linear, sizes) -> cst.BaseExpression | None:
         if step.source is not None:
@@ -1532,7 +1603,7 @@ class _Sweep:
         # what the backward reads of the forward: the captured metadata's definitions
         needed = self.forward_slice(formula, {c.name for c in formula.captures})
         body = needed + single_exit(_without_docstring(backward.node.body.body))
-        folder = _MaskFolder(backward.needs_input_grad, lambda i: i == component)
+        folder = _MaskFolder(backward.needs_input_grad, lambda i: i == component, len(inputs))
         body = _fold_statements(body, folder)
         # metadata of the linear arguments and of the output (the step's target)
         outputs = {o for o in formula.outputs if o is not None}
@@ -1582,7 +1653,7 @@ class _Sweep:
         sizes = self.sizes_before[id(step)]
         found: dict[str, cst.BaseExpression] = {}
         for name in sorted(read):
-            known = sizes.get(step.linear[name]) if name in step.linear else self.sizes_of(step, sizes)
+            known = sizes.get(step.linear[name]) if name in step.linear else self.result_sizes(step)
             if known is None or self.witness is None:
                 raise DerivationRefused(step.node, f"the sizes of the linear value `{name}` of `{code(step.node)}` "
                                         "are needed and the sizes rules cannot tell them")
@@ -1595,7 +1666,7 @@ class _Sweep:
         """``x.sizes()`` / ``x.dim()`` / ``x.scalar_type()`` of a linear argument (or of the output,
         whose sizes are the step's target's) as known expressions."""
         sweep = self
-        target_sizes = self.sizes_of(step, self.sizes_before[id(step)])
+        target_sizes = self.result_sizes(step)
 
         class Replace(cst.CSTTransformer):
             def leave_Call(self, original, updated):
@@ -1807,7 +1878,7 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     # forward mode wants every input's contribution; an optional input only when it is given
     optional = [isinstance(a.type, OptionalType) for a in formula.differentiable_inputs]
     body = _fold_statements(body, _MaskFolder(
-        backward.needs_input_grad, lambda i: _expr(f"{inputs[i]} is not None") if optional[i] else True))
+        backward.needs_input_grad, lambda i: _expr(f"{inputs[i]} is not None") if optional[i] else True, len(inputs)))
     program: list = []
     builder.rebound = _rebound(body)
     builder.statements(body, linear, tensors, returns, program)
@@ -1867,41 +1938,25 @@ def with_jvp(formula: Formula, jvp: cst.FunctionDef | None, *, return_jvp: bool)
 
 
 def _gradient_sizes(program: list, returned: Mapping[str, cst.BaseExpression]) -> dict[str, cst.BaseExpression]:
-    """The linear values returned unchanged (through copies) as an input's gradient, each with that
-    input's sizes (a gradient has its input's sizes): only names bound once, outside loops, so that
-    the value there is the one returned."""
-    bindings: dict[str, int] = {}
-
-    def count(items: list, weight: int) -> None:
-        for item in items:
-            if isinstance(item, Branch):
-                count(item.body, weight)
-                count(item.orelse, weight)
-            elif isinstance(item, Loop):
-                count(item.body, 2)
-            else:
-                bound = _assigned(item.statement) if isinstance(item, Plain) else (
-                    {item.target} if isinstance(item, (Linear, Element, ListStart)) else set())
-                for name in bound:
-                    bindings[name] = bindings.get(name, 0) + weight
-
-    def outside_loops(items: list):
-        for item in items:
-            yield item
-            if isinstance(item, Branch):
-                yield from outside_loops(item.body)
-                yield from outside_loops(item.orelse)
-
-    count(program, 1)
-    copies = {item.target: item.source for item in outside_loops(program)
-              if isinstance(item, Linear) and item.source is not None and bindings.get(item.target) == 1}
-    found: dict[str, cst.BaseExpression] = {}
-    for item in outside_loops(program):
-        if isinstance(item, Linear) and item.target in returned and item.source is not None:
-            source = item.source
-            while bindings.get(source) == 1 and source not in found:
-                found[source] = returned[item.target]
-                source = copies.get(source)
+    """The linear values whose every use is a copy into an input's gradient (through copies), each
+    with that input's sizes (a gradient has its input's sizes); names bound in a loop are left out."""
+    readers: dict[str, list] = {}
+    for item in _items(program):
+        if isinstance(item, (Linear, Append, Element)):
+            for name in _read_by(item):
+                readers.setdefault(name, []).append(item)
+    in_loops = {name for item in _items(program) if isinstance(item, Loop) for name in _linear_binds(item.body)}
+    found = {name: sizes for name, sizes in returned.items() if name not in in_loops}
+    changed = True
+    while changed:
+        changed = False
+        for name, items in readers.items():
+            if name in found or name in in_loops:
+                continue
+            targets = [item.target if isinstance(item, Linear) and item.source == name else None for item in items]
+            if all(t in found for t in targets) and len({code(found[t]) for t in targets}) == 1:
+                found[name] = found[targets[0]]
+                changed = True
     return found
 
 

@@ -43,15 +43,9 @@ REFUSED = {
     'xlogy.Scalar_Other': 'reads the value of',
     'convolution': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'cumprod': 'a `while` loop',       # exact at zeros, infinities and NaN: doubling spans until they cover the dim
-    'conv1d': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'conv2d': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'conv_transpose1d': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'conv_transpose2d.input': 'sizes of the linear value',   # a convolution's result: no sizes rule
     'masked_scatter': 'sizes of the linear value',   # a masked_select's result: 1-d, its length known when it runs
-    'nll_loss_backward': 'only `name = expression`',
-    'embedding_dense_backward': 'has no formula and is applied',
-    'linalg_solve_triangular': 'on a linear value',
-    'embedding_backward': 'has no formula and is applied',
+    'nll_loss_backward': 'reads the value of',
+    'linalg_solve_triangular': 'reads the value of',
     'linalg_matrix_exp': 'a constant appended to',   # the block matrix's rows: [A, G] (linear) and [0, A]
 }
 

@@ -195,6 +195,7 @@ class Loop:
     updates: list = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)      # sizes name -> its list of per-iteration values
     restored: dict[str, str] = field(default_factory=dict)  # carried constant -> its list of per-iteration values
+    condition: cst.BaseExpression | None = None    # a `while` loop's test (``stop`` names its trip count)
 
 
 @dataclass(frozen=True)
@@ -477,30 +478,40 @@ class _Builder:
             linear |= body_linear | else_linear
             program.append(Branch(condition, body, orelse))
             return
-        if isinstance(statement, cst.For):
+        if isinstance(statement, (cst.For, cst.While)):
             self.loop(statement, linear, tensors, returns, program)
             return
-        raise DerivationRefused(statement, "a `while` loop on linear values: its trip count is not known "
-                                "before it runs, so it cannot be run backwards (only `for ... in range(...)`)")
+        raise DerivationRefused(statement, f"`{type(statement).__name__}` on linear values")
 
-    def loop(self, statement: cst.For, linear, tensors, returns, program) -> None:
-        """``for v in range(...)`` whose body carries linear values: transposed by running the body's
-        transposes in reverse iteration order (``Loop``)."""
-        iterable = self.metadata(statement.iter, linear)
-        if self.reads_linear(iterable, linear):
-            raise DerivationRefused(statement.iter, "a loop over the gradient's values")
-        bounds = _range_bounds(iterable)
-        if bounds is None or statement.orelse is not None or not isinstance(statement.target, cst.Name):
-            raise DerivationRefused(statement, "a loop on linear values other than `for name in range(...)`")
-        variable = statement.target.value
-        start, stop = (self.constant_name(bound, program) for bound in bounds)   # evaluated once, before
+    def loop(self, statement: cst.For | cst.While, linear, tensors, returns, program) -> None:
+        """``for v in range(...)`` (or ``while <constant test>:``, its trip count counted by the forward
+        sweep) whose body carries linear values: transposed by running the body's transposes in
+        reverse iteration order (``Loop``)."""
+        condition = None
+        if isinstance(statement, cst.While):
+            condition = self.metadata(statement.test, linear)
+            if self.reads_linear(condition, linear):
+                raise DerivationRefused(statement.test, "a `while` loop on the gradient's values")
+            if statement.orelse is not None:
+                raise DerivationRefused(statement, "a `while` loop with an `else` on linear values")
+            variable = self.fresh("iteration")
+            start, stop = cst.Integer("0"), cst.Name(self.fresh("iterations"))
+        else:
+            iterable = self.metadata(statement.iter, linear)
+            if self.reads_linear(iterable, linear):
+                raise DerivationRefused(statement.iter, "a loop over the gradient's values")
+            bounds = _range_bounds(iterable)
+            if bounds is None or statement.orelse is not None or not isinstance(statement.target, cst.Name):
+                raise DerivationRefused(statement, "a loop on linear values other than `for name in range(...)`")
+            variable = statement.target.value
+            start, stop = (self.constant_name(bound, program) for bound in bounds)   # evaluated once, before
         body: list = []
         body_linear = set(linear)
         self.statements(statement.body.body, body_linear, tensors, returns, body)
         read, bound_names = _linear_reads(body), _linear_binds(body)
         started_inside = {item.target for item in _items(body) if isinstance(item, ListStart)}
         linear |= (self.lists & (read | bound_names)) - started_inside     # lists bound to [] before the loop
-        became = (body_linear - linear) & read & (_assigned_in(statement.body.body))
+        became = (body_linear - linear) & _read_before_bound(body) & (_assigned_in(statement.body.body))
         if became:
             raise DerivationRefused(statement, f"`{sorted(became)[0]}` is a constant before the loop and linear "
                                     "inside it")
@@ -508,7 +519,7 @@ class _Builder:
         # iteration by the forward loop and restored by the reverse one
         restored = {name: self.fresh(f"{name}_seen") for name in _carried_constants(body, variable)}
         carried = tuple(sorted((read | bound_names) & linear))
-        program.append(Loop(variable, start, stop, body, carried, restored=restored))
+        program.append(Loop(variable, start, stop, body, carried, restored=restored, condition=condition))
         linear |= body_linear
 
     def constant_name(self, value: cst.BaseExpression, program: list) -> cst.BaseExpression:
@@ -1087,6 +1098,19 @@ def _read_by(item: Linear | Append | Element) -> set[str]:
     return {item.source} if item.source else set(item.linear.values())
 
 
+def _read_before_bound(program: list) -> set[str]:
+    """The linear names a step of ``program`` reads before ``program`` binds them (in a loop's body:
+    the values carried in from before the loop or the previous iteration)."""
+    bound: set[str] = set()
+    found: set[str] = set()
+    for item in _items(program):
+        if isinstance(item, (Linear, Append, Element)):
+            found |= _read_by(item) - bound
+        if isinstance(item, (Linear, Element, ListStart)):
+            bound.add(item.target)
+    return found
+
+
 def _linear_binds(program: list) -> set[str]:
     return {item.target for item in _items(program) if isinstance(item, (Linear, Append, ListStart, Element))}
 
@@ -1102,16 +1126,39 @@ def _carried_constants(program: list, variable: str) -> list[str]:
         nodes = [item.statement] if isinstance(item, Plain) else (
             list(item.arguments.values()) if isinstance(item, Linear) else [])
         for node in nodes:
-            own_targets: set[str] = set()
-            if isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.Assign):
-                node = node.body[0].value              # the value is read before the targets are bound
-            elif isinstance(node, cst.For):
-                own_targets = {n.value for n in _nodes(node.target) if isinstance(n, cst.Name)}
-            carried |= ({n.value for n in _nodes(node) if isinstance(n, cst.Name)} - own_targets) & bound_in_body \
-                - bound_so_far
+            read = _read_before_binding([node]) if isinstance(node, cst.BaseStatement) else _names(node)
+            carried |= read & bound_in_body - bound_so_far
         if isinstance(item, Plain):
             bound_so_far |= _assigned(item.statement)
     return sorted(carried)
+
+
+def _read_before_binding(statements) -> set[str]:
+    """The names ``statements`` read before they bind them (a branch's bindings count after it only
+    when both sides make them; a loop's body is read as if run once)."""
+    bound: set[str] = set()
+    found: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    found |= _names(small.value) - bound
+                    bound |= _assigned_in([cst.SimpleStatementLine([small])])
+                else:
+                    found |= _names(small) - bound
+        elif isinstance(statement, cst.If):
+            found |= _names(statement.test) - bound
+            body, orelse = list(statement.body.body), _else_body(statement)
+            found |= (_read_before_binding(body) | _read_before_binding(orelse)) - bound
+            bound |= _assigned_in(body) & _assigned_in(orelse)
+        elif isinstance(statement, (cst.For, cst.While)):
+            head = statement.iter if isinstance(statement, cst.For) else statement.test
+            own = _names(statement.target) if isinstance(statement, cst.For) else set()
+            found |= _names(head) - bound
+            found |= _read_before_binding(statement.body.body) - own - bound
+        else:
+            found |= _names(statement) - bound
+    return found
 
 
 def _assigned(statement) -> set[str]:
@@ -1368,8 +1415,8 @@ class _Sweep:
         raise DerivationRefused(node, f"`.{method}(...)` of the linear value `{name}`")
 
     # -- the forward sweep
-    def forward(self, program: list, also_read: frozenset[str] = frozenset(), replay: bool = False
-                ) -> list[cst.BaseStatement]:
+    def forward(self, program: list, also_read: frozenset[str] = frozenset(), replay: bool = False,
+                remade: frozenset[str] = frozenset()) -> list[cst.BaseStatement]:
         """The constant statements in order. A branch's own are run again where the reverse sweep
         reverses it (``replay``: the lists of sizes of linear lists are made once, not again), so
         here only a branch whose names the statements beside it (or ``also_read``) read, or that
@@ -1381,20 +1428,27 @@ class _Sweep:
                 out.append(item.statement)
             elif isinstance(item, Linear) and item.sizes_binding is not None:
                 out.append(item.sizes_binding)
-            elif isinstance(item, ListStart) and not replay:
+            elif isinstance(item, ListStart) and (not replay or item.target in remade):
                 out.append(_stmt(f"{item.sizes_holder} = []"))
-            elif isinstance(item, Append) and item.record is not None and not replay:
+            elif isinstance(item, Append) and item.record is not None and (not replay or item.target in remade):
                 out.append(item.record)
             elif isinstance(item, Loop):
                 out += item.setup + [_stmt(f"{seen} = []") for seen in (*item.seen.values(), *item.restored.values())]
                 updates_read = {n.value for s in item.updates for n in _nodes(s) if isinstance(n, cst.Name)}
                 body = [_stmt(f"{seen}.append({holder})") for holder, seen in (*item.seen.items(), *item.restored.items())]
-                body += self.forward(item.body, frozenset(updates_read | item.restored.keys()), replay) + item.updates
-                if body:
+                body += self.forward(item.body, frozenset(updates_read | item.restored.keys()), replay,
+                                     remade) + item.updates
+                if item.condition is not None:          # runs forward to count its iterations
+                    count = code(item.stop)
+                    out.append(_stmt(f"{count} = 0"))
+                    counted = cst.parse_statement(f"while {code(item.condition)}:\n    {count} = {count} + 1\n")
+                    out.append(counted.with_changes(body=counted.body.with_changes(body=[*body, *counted.body.body])))
+                elif body:
                     out.append(_for(item.variable, item.start, item.stop, body))
             elif isinstance(item, Branch) and (self.bound_in(item) & beside or not replay and any(
                     isinstance(inner, Append) and inner.record is not None for inner in _items([item]))):
-                body, orelse = self.forward(item.body, replay=replay), self.forward(item.orelse, replay=replay)
+                body = self.forward(item.body, replay=replay, remade=remade)
+                orelse = self.forward(item.orelse, replay=replay, remade=remade)
                 if body or orelse:
                     out.append(_if(item.condition, body, orelse))
         return out
@@ -1415,6 +1469,7 @@ class _Sweep:
                 nodes = [cst.Name(item.index)]
             elif isinstance(item, Loop):
                 nodes = [item.start, item.stop, *item.setup, *(v for v in self.exit_sizes[id(item)].values() if v)]
+                nodes += [item.condition] if item.condition is not None else []
             for node in nodes:
                 read |= {n.value for n in _nodes(node) if isinstance(n, cst.Name)}
         return read
@@ -1480,7 +1535,9 @@ class _Sweep:
         body = [_stmt(f"{loop.variable} = {first}{code(loop.stop)} - 1 - {turn}")]
         body += [_stmt(f"{holder} = {seen}[{loop.variable}{offset}]")
                  for holder, seen in (*loop.seen.items(), *loop.restored.items())]
-        body += self.forward(loop.body, replay=True)
+        # an iteration's own lists (started in the body) are made again, with that iteration's sizes
+        started = frozenset(item.target for item in _items(loop.body) if isinstance(item, ListStart))
+        body += self.forward(loop.body, replay=True, remade=started)
         body += self.reverse(loop.body, body_adjoints)
         entry_sizes = self.exit_sizes[id(loop)]         # the holders, restored for this iteration
         for name, holder in held.items():

@@ -42,7 +42,6 @@ REFUSED = {
     'xlogy.Tensor': 'reads the value of',
     'xlogy.Scalar_Other': 'reads the value of',
     'convolution': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'cumprod': 'a `while` loop',       # exact at zeros, infinities and NaN: doubling spans until they cover the dim
     'masked_scatter': 'sizes of the linear value',   # a masked_select's result: 1-d, its length known when it runs
     'nll_loss_backward': 'reads the value of',
     'linalg_solve_triangular': 'reads the value of',

@@ -20,11 +20,17 @@ backward with respect to its gradient parameters:
    ``t`` expanded back.) A branch reverses into the same branch. The adjoint of each
    gradient parameter is the tangent of its output.
 
-Refused, with the step named: a step that is not linear (a backward that reads the value of
-its linear argument, a gradient that does not depend on ``grad``), an operator without a
-formula applied to a linear value (the zero makers ``zeros_like``/``new_zeros`` excepted),
-a ``while`` loop on linear values, and a transpose that needs the sizes of a linear value the
-sizes rules below cannot tell. Lists of linear values (``Tensor[]`` inputs and gradients) are
+An operator affine in its linear arguments (its jvp ``auto_linear``, or reading them and its
+outputs only for metadata) has a backward that reads them only for metadata: a tensor of the
+same metadata stands in. A ``for``/``while`` loop with linear values inside runs backwards (a
+``while`` loop's trip count counted by the forward sweep). A choice between a linear value and a
+constant (``input if transposed else grad``) splits the rest of the block on its test.
+
+Refused, with the step named: a step not shown linear (an operator's backward that reads the
+value of its linear argument or result while its jvp reads it too; a gradient that does not
+depend on ``grad``), an operator without a formula applied to a linear value (the zero makers
+``zeros_like``/``new_zeros`` excepted), a loop or branch on the gradient's values, and a
+transpose that needs the sizes of a linear value the sizes rules below cannot tell. Lists of linear values (``Tensor[]`` inputs and gradients) are
 made by appends (``ListStart``/``Append``) and read by index (``Element``): an append transposes
 to a read of the list's adjoint at the index the forward sweep counted, a read to a write.
 
@@ -32,9 +38,11 @@ Sizes of linear values (the one table here: formulas carry no shape functions): 
 parameter has its output's sizes; an elementwise operator broadcasts its tensor arguments'
 sizes; ``expand``/``view``/``reshape`` take the sizes they are given; ``sum``/``mean`` over
 dims follow ``reduced_sizes``, ``unsqueeze`` ``unsqueezed_sizes``; ``gather`` has its index's
-sizes; the ``SAME_SIZES`` operators keep their input's; a zero made by ``zeros_like(x)`` has
-``x``'s sizes, one made by ``new_zeros(x, sizes)`` the sizes given; a linear list has the list
-of its entries' sizes, and ``cat``/``stack`` of it ``concatenated_sizes``/``stacked_sizes``.
+sizes; the ``SAME_SIZES`` operators keep their input's; the ``SIZES_HELPERS`` operators have the
+sizes their helper computes; a zero made by ``zeros_like(x)`` has ``x``'s sizes, one made by
+``new_zeros(x, sizes)`` the sizes given; a linear list has the list of its entries' sizes, and
+``cat``/``stack`` of it ``concatenated_sizes``/``stacked_sizes``; a value whose every use is a
+copy into an input's gradient has that input's sizes.
 """
 from __future__ import annotations
 
@@ -432,8 +440,28 @@ class _Builder:
     # -- statements
     def statements(self, statements, linear: set[str], tensors: set[str], returns: list[str] | None,
                    program: list) -> None:
-        for statement in statements:
+        statements = list(statements)
+        for i, statement in enumerate(statements):
+            test = self.mixed_choice(statement, statements[i + 1:], linear)
+            if test is not None:
+                self.statement(_split_on(test, statements[i:]), linear, tensors, returns, program)
+                return
             self.statement(statement, linear, tensors, returns, program)
+
+    def mixed_choice(self, statement, rest, linear) -> cst.Name | None:
+        """The test of a conditional expression in ``statement`` that picks a linear value on one side
+        and a constant on the other (``input if transposed else grad``), when it is a name that stays
+        bound as it is: the statement and those after it are then split on it, each side with the
+        test in place (``_split_on``), so that a value is linear on every path or on none."""
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return None
+        for node in _nodes(statement):
+            if isinstance(node, cst.IfExp) and isinstance(node.test, cst.Name) and _truth(node.test) is None \
+                    and node.test.value not in linear and node.test.value not in _assigned_in([statement, *rest]) \
+                    and self.reads_linear(node.body, linear) != self.reads_linear(node.orelse, linear) \
+                    and not _is_none(node.body) and not _is_none(node.orelse):
+                return node.test
+        return None
 
     def statement(self, statement, linear, tensors, returns, program) -> None:
         unbound = sorted(_names(statement) & self.unbound.keys())
@@ -1043,6 +1071,16 @@ def _sizes_of_constant(value: cst.BaseExpression | None) -> cst.BaseExpression |
 
 def _unwrapped(type_):
     return type_.elem if isinstance(type_, OptionalType) else type_
+
+
+def _split_on(test: cst.Name, statements: list) -> cst.If:
+    """``if test: <statements with test True> else: <statements with test False>``, folded."""
+    sides = []
+    for truth in ("True", "False"):
+        folded = _fold_statements([rename(s, {test.value: cst.Name(truth)}) for s in statements],
+                                  _MaskFolder(None, lambda i: False))
+        sides.append(cst.IndentedBlock(body=folded or [_stmt("pass")]))
+    return cst.If(test=test, body=sides[0], orelse=cst.Else(body=sides[1]))
 
 
 def _is_literal(node) -> bool:
@@ -1673,7 +1711,8 @@ class _Sweep:
                 if isinstance(n, cst.Name) and (n.value in linear_params or n.value in outputs) \
                         and n.value not in stand_ins:
                     raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` reads the value of "
-                                            f"`{n.value}`, so `{code(step.node)}` is not linear in the gradient")
+                                            f"`{n.value}` (a linear argument or the result) and so does its jvp, so "
+                                            f"`{code(step.node)}` is not shown to be linear in the gradient")
                 if isinstance(n, cst.Name) and n.value == backward.needs_input_grad:
                     raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` uses "
                                             "needs_input_grad other than as needs_input_grad[i]")

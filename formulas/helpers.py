@@ -369,6 +369,124 @@ def reduced_sizes(sizes: list[int], dim: list[int] | None, keepdim: bool) -> lis
 
 
 @helper
+def transposed_sizes(sizes: list[int], dim0: int, dim1: int) -> list[int]:
+    """The sizes of ``transpose`` of ``dim0`` and ``dim1`` of a tensor of ``sizes``. (Derived jvps
+    ask it, as the ones below, for the sizes of a gradient reshaped inside a backward.)"""
+    first = wrap_dim(dim0, len(sizes))
+    second = wrap_dim(dim1, len(sizes))
+    swapped = []
+    for d in range(len(sizes)):
+        swapped.append(sizes[second] if d == first else (sizes[first] if d == second else sizes[d]))
+    return swapped
+
+
+@helper
+def permuted_sizes(sizes: list[int], dims: list[int]) -> list[int]:
+    """The sizes of ``permute`` by ``dims`` of a tensor of ``sizes``."""
+    permuted = []
+    for d in range(len(dims)):
+        permuted.append(sizes[wrap_dim(dims[d], len(sizes))])
+    return permuted
+
+
+@helper
+def flattened_sizes(sizes: list[int], start_dim: int, end_dim: int) -> list[int]:
+    """The sizes of ``flatten`` from ``start_dim`` to ``end_dim`` of a tensor of ``sizes`` (a 0-d
+    tensor flattens to one element)."""
+    if len(sizes) == 0:
+        return [1]
+    start = wrap_dim(start_dim, len(sizes))
+    end = wrap_dim(end_dim, len(sizes))
+    flattened = []
+    joined = 1
+    for d in range(len(sizes)):
+        if d < start or d > end:
+            flattened.append(sizes[d])
+        else:
+            joined = joined * sizes[d]
+            if d == end:
+                flattened.append(joined)
+    return flattened
+
+
+@helper
+def narrowed_sizes(sizes: list[int], dim: int, length: int) -> list[int]:
+    """The sizes of ``narrow`` to ``length`` elements along ``dim`` of a tensor of ``sizes``."""
+    narrowed = list(sizes)
+    narrowed[wrap_dim(dim, len(sizes))] = length
+    return narrowed
+
+
+@helper
+def diagonal_sizes(sizes: list[int], offset: int, dim1: int, dim2: int) -> list[int]:
+    """The sizes of ``diagonal`` at ``offset`` of dims ``dim1`` and ``dim2`` of a tensor of ``sizes``:
+    the other dims, then the diagonal's length."""
+    first = wrap_dim(dim1, len(sizes))
+    second = wrap_dim(dim2, len(sizes))
+    rows = sizes[first] + offset if offset < 0 else sizes[first]
+    columns = sizes[second] - offset if offset > 0 else sizes[second]
+    length = rows if rows < columns else columns
+    kept = []
+    for d in range(len(sizes)):
+        if d != first and d != second:
+            kept.append(sizes[d])
+    kept.append(length if length > 0 else 0)
+    return kept
+
+
+@helper
+def embedded_sizes(weight: list[int], indices: list[int]) -> list[int]:
+    """The sizes of ``embedding`` of a weight of sizes ``weight`` at indices of sizes ``indices``:
+    one row of the weight per index."""
+    embedded = list(indices)
+    embedded.append(weight[len(weight) - 1])
+    return embedded
+
+
+@helper
+def matmul_sizes(a: list[int], b: list[int]) -> list[int]:
+    """The sizes of ``matmul`` of tensors of sizes ``a`` and ``b``: a vector factor is one row (one
+    column) whose added dim is dropped; the batch dims broadcast."""
+    if len(a) == 1 and len(b) == 1:
+        return []
+    a_batch = []
+    for d in range(len(a) - 2):
+        a_batch.append(a[d])
+    b_batch = []
+    for d in range(len(b) - 2):
+        b_batch.append(b[d])
+    joined = broadcast_sizes(a_batch, b_batch)
+    if len(a) > 1:
+        joined.append(a[len(a) - 2])
+    if len(b) > 1:
+        joined.append(b[len(b) - 1])
+    return joined
+
+
+@helper
+def convolution_sizes(input: list[int], weight: list[int], stride: list[int], padding: list[int],
+                      dilation: list[int], transposed: bool, output_padding: list[int], groups: int) -> list[int]:
+    """The sizes of ``convolution`` of an input of sizes ``input`` (batched or not) with a weight of
+    sizes ``weight`` (a parameter with one value means it for every spatial dim)."""
+    spatial = len(weight) - 2
+    joined = []
+    if len(input) == len(weight):
+        joined.append(input[0])
+    joined.append(weight[1] * groups if transposed else weight[0])
+    first = len(input) - spatial
+    for d in range(spatial):
+        step = stride[0] if len(stride) == 1 else stride[d]
+        pad = padding[0] if len(padding) == 1 else padding[d]
+        spread = (dilation[0] if len(dilation) == 1 else dilation[d]) * (weight[d + 2] - 1)
+        if transposed:
+            extra = output_padding[0] if len(output_padding) == 1 else output_padding[d]
+            joined.append((input[first + d] - 1) * step - 2 * pad + spread + 1 + extra)
+        else:
+            joined.append((input[first + d] + 2 * pad - spread - 1) // step + 1)
+    return joined
+
+
+@helper
 def i1_backward(grad: Tensor, self: Tensor, result: Tensor) -> Tensor:
     """Gradient of the modified Bessel function ``I_1``: from ``(x^-1 I_1)' = x^-1 I_2`` and
     ``I_0 - I_2 = (2/x) I_1``, ``I_1'(x) = I_0(x) - I_1(x) / x`` (``result`` is ``I_1(self)``); at

@@ -1490,6 +1490,121 @@ std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRe
   return reduced;
 }
 
+std::vector<int64_t> transposed_sizes(at::IntArrayRef sizes, int64_t dim0, int64_t dim1) {
+  int64_t first = helpers::wrap_dim(dim0, static_cast<int64_t>(sizes.size()));
+  int64_t second = helpers::wrap_dim(dim1, static_cast<int64_t>(sizes.size()));
+  std::vector<int64_t> swapped = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    swapped.push_back((d == first) ? sizes[formulas::runtime::wrap_index(second, sizes.size())] : ((d == second) ? sizes[formulas::runtime::wrap_index(first, sizes.size())] : sizes[d]));
+  }
+  return swapped;
+}
+
+std::vector<int64_t> permuted_sizes(at::IntArrayRef sizes, at::IntArrayRef dims) {
+  std::vector<int64_t> permuted = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
+    permuted.push_back(sizes[formulas::runtime::wrap_index(helpers::wrap_dim(dims[d], static_cast<int64_t>(sizes.size())), sizes.size())]);
+  }
+  return permuted;
+}
+
+std::vector<int64_t> flattened_sizes(at::IntArrayRef sizes, int64_t start_dim, int64_t end_dim) {
+  if (static_cast<int64_t>(sizes.size()) == 0) {
+    return std::vector<int64_t>{1};
+  }
+  int64_t start = helpers::wrap_dim(start_dim, static_cast<int64_t>(sizes.size()));
+  int64_t end = helpers::wrap_dim(end_dim, static_cast<int64_t>(sizes.size()));
+  std::vector<int64_t> flattened = std::vector<int64_t>{};
+  int64_t joined = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if ((d < start) || (d > end)) {
+      flattened.push_back(sizes[d]);
+    } else {
+      joined = joined * sizes[d];
+      if (d == end) {
+        flattened.push_back(joined);
+      }
+    }
+  }
+  return flattened;
+}
+
+std::vector<int64_t> narrowed_sizes(at::IntArrayRef sizes, int64_t dim, int64_t length) {
+  std::vector<int64_t> narrowed = formulas::runtime::to_list<std::vector<int64_t>>(sizes);
+  narrowed[formulas::runtime::wrap_index(helpers::wrap_dim(dim, static_cast<int64_t>(sizes.size())), narrowed.size())] = length;
+  return narrowed;
+}
+
+std::vector<int64_t> diagonal_sizes(at::IntArrayRef sizes, int64_t offset, int64_t dim1, int64_t dim2) {
+  int64_t first = helpers::wrap_dim(dim1, static_cast<int64_t>(sizes.size()));
+  int64_t second = helpers::wrap_dim(dim2, static_cast<int64_t>(sizes.size()));
+  int64_t rows = (offset < 0) ? (sizes[formulas::runtime::wrap_index(first, sizes.size())] + offset) : sizes[formulas::runtime::wrap_index(first, sizes.size())];
+  int64_t columns = (offset > 0) ? (sizes[formulas::runtime::wrap_index(second, sizes.size())] - offset) : sizes[formulas::runtime::wrap_index(second, sizes.size())];
+  int64_t length = (rows < columns) ? rows : columns;
+  std::vector<int64_t> kept = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if ((d != first) && (d != second)) {
+      kept.push_back(sizes[d]);
+    }
+  }
+  kept.push_back((length > 0) ? length : 0);
+  return kept;
+}
+
+std::vector<int64_t> embedded_sizes(at::IntArrayRef weight, at::IntArrayRef indices) {
+  std::vector<int64_t> embedded = formulas::runtime::to_list<std::vector<int64_t>>(indices);
+  embedded.push_back(weight[formulas::runtime::wrap_index(static_cast<int64_t>(weight.size()) - 1, weight.size())]);
+  return embedded;
+}
+
+std::vector<int64_t> matmul_sizes(at::IntArrayRef a, at::IntArrayRef b) {
+  if ((static_cast<int64_t>(a.size()) == 1) && (static_cast<int64_t>(b.size()) == 1)) {
+    return std::vector<int64_t>{};
+  }
+  std::vector<int64_t> a_batch = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(a.size()) - 2; ++d) {
+    a_batch.push_back(a[d]);
+  }
+  std::vector<int64_t> b_batch = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(b.size()) - 2; ++d) {
+    b_batch.push_back(b[d]);
+  }
+  std::vector<int64_t> joined = helpers::broadcast_sizes(a_batch, b_batch);
+  if (static_cast<int64_t>(a.size()) > 1) {
+    joined.push_back(a[formulas::runtime::wrap_index(static_cast<int64_t>(a.size()) - 2, a.size())]);
+  }
+  if (static_cast<int64_t>(b.size()) > 1) {
+    joined.push_back(b[formulas::runtime::wrap_index(static_cast<int64_t>(b.size()) - 1, b.size())]);
+  }
+  return joined;
+}
+
+std::vector<int64_t> convolution_sizes(at::IntArrayRef input, at::IntArrayRef weight, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups) {
+  int64_t step{};
+  int64_t pad{};
+  int64_t spread{};
+  int64_t extra{};
+  int64_t spatial = static_cast<int64_t>(weight.size()) - 2;
+  std::vector<int64_t> joined = std::vector<int64_t>{};
+  if (static_cast<int64_t>(input.size()) == static_cast<int64_t>(weight.size())) {
+    joined.push_back(input[0]);
+  }
+  joined.push_back(transposed ? (weight[1] * groups) : weight[0]);
+  int64_t first = static_cast<int64_t>(input.size()) - spatial;
+  for (int64_t d = 0; d < spatial; ++d) {
+    step = (static_cast<int64_t>(stride.size()) == 1) ? stride[0] : stride[d];
+    pad = (static_cast<int64_t>(padding.size()) == 1) ? padding[0] : padding[d];
+    spread = ((static_cast<int64_t>(dilation.size()) == 1) ? dilation[0] : dilation[d]) * (weight[formulas::runtime::wrap_index(d + 2, weight.size())] - 1);
+    if (transposed) {
+      extra = (static_cast<int64_t>(output_padding.size()) == 1) ? output_padding[0] : output_padding[d];
+      joined.push_back((((((input[formulas::runtime::wrap_index(first + d, input.size())] - 1) * step) - (2 * pad)) + spread) + 1) + extra);
+    } else {
+      joined.push_back(formulas::runtime::floordiv(((input[formulas::runtime::wrap_index(first + d, input.size())] + (2 * pad)) - spread) - 1, step) + 1);
+    }
+  }
+  return joined;
+}
+
 at::Tensor i1_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result) {
   auto at_zero = at::logical_not(at::abs(self) > 0.0);
   auto safe = at::where(at_zero, at::ones_like(self), self);

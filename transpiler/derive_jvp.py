@@ -20,11 +20,17 @@ backward with respect to its gradient parameters:
    ``t`` expanded back.) A branch reverses into the same branch. The adjoint of each
    gradient parameter is the tangent of its output.
 
-Refused, with the step named: a step that is not linear (a backward that reads the value of
-its linear argument, a gradient that does not depend on ``grad``), an operator without a
-formula applied to a linear value (the zero makers ``zeros_like``/``new_zeros`` excepted),
-a ``while`` loop on linear values, and a transpose that needs the sizes of a linear value the
-sizes rules below cannot tell. Lists of linear values (``Tensor[]`` inputs and gradients) are
+An operator affine in its linear arguments (its jvp ``auto_linear``, or reading them and its
+outputs only for metadata) has a backward that reads them only for metadata: a tensor of the
+same metadata stands in. A ``for``/``while`` loop with linear values inside runs backwards (a
+``while`` loop's trip count counted by the forward sweep). A choice between a linear value and a
+constant (``input if transposed else grad``) splits the rest of the block on its test.
+
+Refused, with the step named: a step not shown linear (an operator's backward that reads the
+value of its linear argument or result while its jvp reads it too; a gradient that does not
+depend on ``grad``), an operator without a formula applied to a linear value (the zero makers
+``zeros_like``/``new_zeros`` excepted), a loop or branch on the gradient's values, and a
+transpose that needs the sizes of a linear value the sizes rules below cannot tell. Lists of linear values (``Tensor[]`` inputs and gradients) are
 made by appends (``ListStart``/``Append``) and read by index (``Element``): an append transposes
 to a read of the list's adjoint at the index the forward sweep counted, a read to a write.
 
@@ -32,9 +38,11 @@ Sizes of linear values (the one table here: formulas carry no shape functions): 
 parameter has its output's sizes; an elementwise operator broadcasts its tensor arguments'
 sizes; ``expand``/``view``/``reshape`` take the sizes they are given; ``sum``/``mean`` over
 dims follow ``reduced_sizes``, ``unsqueeze`` ``unsqueezed_sizes``; ``gather`` has its index's
-sizes; the ``SAME_SIZES`` operators keep their input's; a zero made by ``zeros_like(x)`` has
-``x``'s sizes, one made by ``new_zeros(x, sizes)`` the sizes given; a linear list has the list
-of its entries' sizes, and ``cat``/``stack`` of it ``concatenated_sizes``/``stacked_sizes``.
+sizes; the ``SAME_SIZES`` operators keep their input's; the ``SIZES_HELPERS`` operators have the
+sizes their helper computes; a zero made by ``zeros_like(x)`` has ``x``'s sizes, one made by
+``new_zeros(x, sizes)`` the sizes given; a linear list has the list of its entries' sizes, and
+``cat``/``stack`` of it ``concatenated_sizes``/``stacked_sizes``; a value whose every use is a
+copy into an input's gradient has that input's sizes.
 """
 from __future__ import annotations
 
@@ -45,7 +53,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from transpiler.model import Formula, Helper
+from transpiler.model import CaptureKind, Formula, Helper, JvpRule
 from transpiler.schema import FunctionSchema, ListType, OptionalType, is_tensor_like
 
 #: Operators whose result has the broadcast sizes of their tensor arguments (besides the
@@ -63,10 +71,27 @@ SELECTIONS = frozenset({"masked_select"})
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
-    "softmax", "log_softmax", "resolve_conj", "resolve_neg", "masked_fill",
+    "softmax", "log_softmax", "resolve_conj", "resolve_neg", "masked_fill", "index_put", "nll_loss_backward",
 })
 #: Reductions over ``dim`` whose result has the sizes ``reduced_sizes`` gives.
 REDUCTIONS = frozenset({"sum.dim_IntList", "mean.dim"})
+#: Reductions over every dim (a 0-d result).
+FULL_REDUCTIONS = frozenset({"sum", "mean"})
+#: Operators whose result's sizes a helper of ``formulas/helpers.py`` computes: the helper, and the
+#: arguments it is given in order (a tensor argument by its sizes; an omitted one by its default).
+SIZES_HELPERS = {
+    "transpose.int": ("transposed_sizes", ("self", "dim0", "dim1")),
+    "t": ("reverse_list", ("self",)),
+    "permute": ("permuted_sizes", ("self", "dims")),
+    "flatten.using_ints": ("flattened_sizes", ("self", "start_dim", "end_dim")),
+    "narrow": ("narrowed_sizes", ("self", "dim", "length")),
+    "diagonal": ("diagonal_sizes", ("self", "offset", "dim1", "dim2")),
+    "masked_scatter": ("broadcast_sizes", ("self", "mask")),
+    "matmul": ("matmul_sizes", ("self", "other")),
+    "embedding": ("embedded_sizes", ("weight", "indices")),
+    "convolution": ("convolution_sizes", ("input", "weight", "stride", "padding", "dilation", "transposed",
+                                          "output_padding", "groups")),
+}
 #: Non-differentiable operators whose result is zero whatever their tensor argument holds
 #: (``new_full`` too when its fill value is a literal zero).
 ZERO_MAKERS = frozenset({"zeros_like", "new_zeros"})
@@ -178,6 +203,7 @@ class Loop:
     updates: list = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)      # sizes name -> its list of per-iteration values
     restored: dict[str, str] = field(default_factory=dict)  # carried constant -> its list of per-iteration values
+    condition: cst.BaseExpression | None = None    # a `while` loop's test (``stop`` names its trip count)
 
 
 @dataclass(frozen=True)
@@ -237,16 +263,29 @@ def rename(node: cst.CSTNode, names: Mapping[str, cst.BaseExpression]) -> cst.CS
 class _MaskFolder(cst.CSTTransformer):
     """``needs_input_grad[i]`` -> the constant it is here, then constant tests folded."""
 
-    def __init__(self, mask: str | None, wanted) -> None:
+    def __init__(self, mask: str | None, wanted, count: int | None = None) -> None:
         self.mask = mask
         self.wanted = wanted
+        self.count = count          # the number of inputs: the mask itself becomes a list literal
+
+    def wanted_expression(self, i: int) -> cst.BaseExpression:
+        wanted = self.wanted(i)
+        return wanted if isinstance(wanted, cst.BaseExpression) else cst.Name("True" if wanted else "False")
 
     def leave_Subscript(self, original, updated):
-        if (self.mask is not None and isinstance(updated.value, cst.Name) and updated.value.value == self.mask
-                and len(updated.slice) == 1 and isinstance(updated.slice[0].slice, cst.Index)
-                and isinstance(updated.slice[0].slice.value, cst.Integer)):
-            wanted = self.wanted(int(updated.slice[0].slice.value.value))
-            return wanted if isinstance(wanted, cst.BaseExpression) else cst.Name("True" if wanted else "False")
+        literal_index = len(updated.slice) == 1 and isinstance(updated.slice[0].slice, cst.Index) \
+            and isinstance(updated.slice[0].slice.value, cst.Integer)
+        if (self.mask is not None and isinstance(original.value, cst.Name) and original.value.value == self.mask
+                and literal_index):
+            return self.wanted_expression(int(updated.slice[0].slice.value.value))
+        if isinstance(updated.value, cst.List) and literal_index \
+                and int(updated.slice[0].slice.value.value) < len(updated.value.elements):     # ``[a, b][0]``
+            return updated.value.elements[int(updated.slice[0].slice.value.value)].value
+        return updated
+
+    def leave_Name(self, original, updated):
+        if self.mask is not None and self.count is not None and original.value == self.mask:
+            return cst.List([cst.Element(self.wanted_expression(i)) for i in range(self.count)])
         return updated
 
     def leave_IfExp(self, original, updated):
@@ -389,6 +428,7 @@ class _Builder:
         self.list_counts: dict[str, str] = {}          # linear list -> the forward-sweep name counting its appends
         self.gradient_lists: dict[str, str] = {}       # a ``Tensor[]`` gradient (or a copy) -> its output list
         self.rebound: set[str] = set()                 # names bound more than once (or in a loop)
+        self.unbound: dict[str, str] = {}              # outputs of an unpacked step left unbound -> the step
 
     def fresh(self, stem: str) -> str:
         while True:
@@ -400,10 +440,34 @@ class _Builder:
     # -- statements
     def statements(self, statements, linear: set[str], tensors: set[str], returns: list[str] | None,
                    program: list) -> None:
-        for statement in statements:
+        statements = list(statements)
+        for i, statement in enumerate(statements):
+            test = self.mixed_choice(statement, statements[i + 1:], linear)
+            if test is not None:
+                self.statement(_split_on(test, statements[i:]), linear, tensors, returns, program)
+                return
             self.statement(statement, linear, tensors, returns, program)
 
+    def mixed_choice(self, statement, rest, linear) -> cst.Name | None:
+        """The test of a conditional expression in ``statement`` that picks a linear value on one side
+        and a constant on the other (``input if transposed else grad``), when it is a name that stays
+        bound as it is: the statement and those after it are then split on it, each side with the
+        test in place (``_split_on``), so that a value is linear on every path or on none."""
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return None
+        for node in _nodes(statement):
+            if isinstance(node, cst.IfExp) and isinstance(node.test, cst.Name) and _truth(node.test) is None \
+                    and node.test.value not in linear and node.test.value not in _assigned_in([statement, *rest]) \
+                    and self.reads_linear(node.body, linear) != self.reads_linear(node.orelse, linear) \
+                    and not _is_none(node.body) and not _is_none(node.orelse):
+                return node.test
+        return None
+
     def statement(self, statement, linear, tensors, returns, program) -> None:
+        unbound = sorted(_names(statement) & self.unbound.keys())
+        if unbound:
+            raise DerivationRefused(statement, f"`{unbound[0]}` is read: a non-differentiable output of "
+                                    f"`{self.unbound[unbound[0]]}`, an operator applied to a linear value")
         marked = self.metadata(statement, linear)
         if not self.reads_linear(marked, linear):
             statement = marked
@@ -442,30 +506,40 @@ class _Builder:
             linear |= body_linear | else_linear
             program.append(Branch(condition, body, orelse))
             return
-        if isinstance(statement, cst.For):
+        if isinstance(statement, (cst.For, cst.While)):
             self.loop(statement, linear, tensors, returns, program)
             return
-        raise DerivationRefused(statement, "a `while` loop on linear values: its trip count is not known "
-                                "before it runs, so it cannot be run backwards (only `for ... in range(...)`)")
+        raise DerivationRefused(statement, f"`{type(statement).__name__}` on linear values")
 
-    def loop(self, statement: cst.For, linear, tensors, returns, program) -> None:
-        """``for v in range(...)`` whose body carries linear values: transposed by running the body's
-        transposes in reverse iteration order (``Loop``)."""
-        iterable = self.metadata(statement.iter, linear)
-        if self.reads_linear(iterable, linear):
-            raise DerivationRefused(statement.iter, "a loop over the gradient's values")
-        bounds = _range_bounds(iterable)
-        if bounds is None or statement.orelse is not None or not isinstance(statement.target, cst.Name):
-            raise DerivationRefused(statement, "a loop on linear values other than `for name in range(...)`")
-        variable = statement.target.value
-        start, stop = (self.constant_name(bound, program) for bound in bounds)   # evaluated once, before
+    def loop(self, statement: cst.For | cst.While, linear, tensors, returns, program) -> None:
+        """``for v in range(...)`` (or ``while <constant test>:``, its trip count counted by the forward
+        sweep) whose body carries linear values: transposed by running the body's transposes in
+        reverse iteration order (``Loop``)."""
+        condition = None
+        if isinstance(statement, cst.While):
+            condition = self.metadata(statement.test, linear)
+            if self.reads_linear(condition, linear):
+                raise DerivationRefused(statement.test, "a `while` loop on the gradient's values")
+            if statement.orelse is not None:
+                raise DerivationRefused(statement, "a `while` loop with an `else` on linear values")
+            variable = self.fresh("iteration")
+            start, stop = cst.Integer("0"), cst.Name(self.fresh("iterations"))
+        else:
+            iterable = self.metadata(statement.iter, linear)
+            if self.reads_linear(iterable, linear):
+                raise DerivationRefused(statement.iter, "a loop over the gradient's values")
+            bounds = _range_bounds(iterable)
+            if bounds is None or statement.orelse is not None or not isinstance(statement.target, cst.Name):
+                raise DerivationRefused(statement, "a loop on linear values other than `for name in range(...)`")
+            variable = statement.target.value
+            start, stop = (self.constant_name(bound, program) for bound in bounds)   # evaluated once, before
         body: list = []
         body_linear = set(linear)
         self.statements(statement.body.body, body_linear, tensors, returns, body)
         read, bound_names = _linear_reads(body), _linear_binds(body)
         started_inside = {item.target for item in _items(body) if isinstance(item, ListStart)}
         linear |= (self.lists & (read | bound_names)) - started_inside     # lists bound to [] before the loop
-        became = (body_linear - linear) & read & (_assigned_in(statement.body.body))
+        became = (body_linear - linear) & _read_before_bound(body) & (_assigned_in(statement.body.body))
         if became:
             raise DerivationRefused(statement, f"`{sorted(became)[0]}` is a constant before the loop and linear "
                                     "inside it")
@@ -473,7 +547,7 @@ class _Builder:
         # iteration by the forward loop and restored by the reverse one
         restored = {name: self.fresh(f"{name}_seen") for name in _carried_constants(body, variable)}
         carried = tuple(sorted((read | bound_names) & linear))
-        program.append(Loop(variable, start, stop, body, carried, restored=restored))
+        program.append(Loop(variable, start, stop, body, carried, restored=restored, condition=condition))
         linear |= body_linear
 
     def constant_name(self, value: cst.BaseExpression, program: list) -> cst.BaseExpression:
@@ -495,6 +569,11 @@ class _Builder:
         if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
             self.bind(small.targets[0].target.value, small.value, linear, tensors, program)
             return
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Tuple) \
+                and all(isinstance(e.value, cst.Name) for e in small.targets[0].target.elements):
+            names = [e.value.value for e in small.targets[0].target.elements]
+            self.bind_several(small, names, small.value, linear, tensors, program)
+            return
         if isinstance(small, cst.Pass):
             return
         if isinstance(small, cst.Expr) and _append_call(small.value) is not None:
@@ -502,6 +581,29 @@ class _Builder:
             return
         raise DerivationRefused(small, f"`{code(small)}` on a linear value (only `name = expression` "
                                 "and `return` can be transposed)")
+
+    def bind_several(self, node, names: list[str], value: cst.BaseExpression, linear, tensors, program) -> None:
+        """``a, b = call(...)`` on linear values: a helper returning a tuple (inlined, one result per
+        name), or an operator with several outputs whose one differentiable output is linear (the
+        others, read nowhere after, are left unbound)."""
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in self.table.helpers:
+            results = self.inline_helper(value, self.helper_overload(value), linear, tensors, program, len(names))
+            for name, result in zip(names, results):
+                self.bind(name, cst.Name(result.linear) if result.linear else result.constant, linear, tensors, program)
+            return
+        operand = self.operand(value, linear, tensors, program)
+        step = program[-1] if program and isinstance(program[-1], Linear) else None
+        if operand.linear is None or step is None or step.target != operand.linear or step.formula is None \
+                or len(step.formula.schema.returns) != len(names) or len(step.formula.differentiable_outputs) != 1:
+            raise DerivationRefused(node, f"`{code(node)}` on a linear value: only a helper's tuple or an "
+                                    "operator with one differentiable output can be unpacked")
+        differentiable = step.formula.differentiable_outputs[0]
+        for i, name in enumerate(names):
+            if i == differentiable:
+                self.bind(name, cst.Name(operand.linear), linear, tensors, program)
+            else:
+                linear.discard(name)
+                self.unbound[name] = code(node)
 
     def append(self, node, target: str, value: cst.BaseExpression, linear, tensors, program) -> None:
         """``target.append(value)`` with a linear value (or onto a linear list): the list is linear
@@ -670,9 +772,15 @@ class _Builder:
         for name, operand in named.items():
             by_param[name] = operand
         live = {p: o.linear for p, o in by_param.items() if o.linear is not None}
+        if formula is None and (str(schema.name) in ZERO_MAKERS or _fills_zero(schema, by_param)):
+            return self.zero(node, schema, operands, by_param)
+        if not live and all(o.zero_value is not None for o in (*operands, *named.values()) if o.is_zero) \
+                and (formula is None or not affine_in(formula, set(by_param))):
+            # made of zeros of known metadata (``exp(new_zeros(grad, sizes))``): a constant of the jvp
+            values = [code(o.constant if o.constant is not None else o.zero_value) for o in operands]
+            values += [f"{k}={code(o.constant if o.constant is not None else o.zero_value)}" for k, o in named.items()]
+            return Operand(constant=_expr(f"at.{base}({', '.join(values)})"))
         if formula is None:
-            if str(schema.name) in ZERO_MAKERS or _fills_zero(schema, by_param):
-                return self.zero(node, schema, operands, by_param)
             raise DerivationRefused(node, f"`{schema.name}` has no formula and is applied to a linear value")
         if not live:
             return ZERO                         # every linear argument is zero
@@ -816,7 +924,8 @@ class _Builder:
             return isinstance(_unwrapped(given), ListType) == wants_list
         return True
 
-    def inline_helper(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
+    def inline_helper(self, node: cst.Call, helper: Helper, linear, tensors, program, several: int = 0
+                      ) -> Operand | list[Operand]:
         body = helper.node.body.body
         local_names = {p.name for p in helper.params} | _assigned_in(body)
         renames = {name: cst.Name(self.fresh(name)) for name in sorted(local_names)}
@@ -827,16 +936,19 @@ class _Builder:
             value = given[i] if i < len(given) else keywords.get(param.name, param.default)
             if value is None:
                 raise DerivationRefused(node, f"helper `{helper.name}` is called without `{param.name}`")
+            if _is_literal(value) and param.name not in _assigned_in(body):
+                renames[param.name] = value         # put in place, so the branches it decides fold
+                continue
             self.bind(renames[param.name].value, value, inner_linear, inner_tensors, program)
-        result = self.fresh(f"{helper.name}_result")
+        results = [self.fresh(f"{helper.name}_result") for _ in range(several or 1)]
         statements = [rename(s, renames) for s in single_exit(_without_docstring(body))]
+        statements = single_exit(_fold_statements(statements, _MaskFolder(None, lambda i: False)))
         self.rebound |= _rebound(statements)
-        self.statements(statements, inner_linear, inner_tensors, [result], program)
+        self.statements(statements, inner_linear, inner_tensors, results, program)
         linear.update(inner_linear)
         tensors.update(inner_tensors)
-        if result in inner_linear:
-            return Operand(linear=result)
-        return Operand(constant=cst.Name(result))
+        operands = [Operand(linear=r) if r in inner_linear else Operand(constant=cst.Name(r)) for r in results]
+        return operands if several else operands[0]
 
     # -- facts
     def is_list(self, name: str) -> bool:
@@ -961,6 +1073,25 @@ def _unwrapped(type_):
     return type_.elem if isinstance(type_, OptionalType) else type_
 
 
+def _split_on(test: cst.Name, statements: list) -> cst.If:
+    """``if test: <statements with test True> else: <statements with test False>``, folded."""
+    sides = []
+    for truth in ("True", "False"):
+        folded = _fold_statements([rename(s, {test.value: cst.Name(truth)}) for s in statements],
+                                  _MaskFolder(None, lambda i: False))
+        sides.append(cst.IndentedBlock(body=folded or [_stmt("pass")]))
+    return cst.If(test=test, body=sides[0], orelse=cst.Else(body=sides[1]))
+
+
+def _is_literal(node) -> bool:
+    """``True``/``False``/``None``, a number, or a list of those."""
+    if isinstance(node, cst.List):
+        return all(isinstance(e, cst.Element) and _is_literal(e.value) for e in node.elements)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return isinstance(node.expression, (cst.Integer, cst.Float))
+    return isinstance(node, (cst.Integer, cst.Float)) or (isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
+
+
 def _is_none(node) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
@@ -1005,6 +1136,19 @@ def _read_by(item: Linear | Append | Element) -> set[str]:
     return {item.source} if item.source else set(item.linear.values())
 
 
+def _read_before_bound(program: list) -> set[str]:
+    """The linear names a step of ``program`` reads before ``program`` binds them (in a loop's body:
+    the values carried in from before the loop or the previous iteration)."""
+    bound: set[str] = set()
+    found: set[str] = set()
+    for item in _items(program):
+        if isinstance(item, (Linear, Append, Element)):
+            found |= _read_by(item) - bound
+        if isinstance(item, (Linear, Element, ListStart)):
+            bound.add(item.target)
+    return found
+
+
 def _linear_binds(program: list) -> set[str]:
     return {item.target for item in _items(program) if isinstance(item, (Linear, Append, ListStart, Element))}
 
@@ -1020,16 +1164,39 @@ def _carried_constants(program: list, variable: str) -> list[str]:
         nodes = [item.statement] if isinstance(item, Plain) else (
             list(item.arguments.values()) if isinstance(item, Linear) else [])
         for node in nodes:
-            own_targets: set[str] = set()
-            if isinstance(node, cst.SimpleStatementLine) and isinstance(node.body[0], cst.Assign):
-                node = node.body[0].value              # the value is read before the targets are bound
-            elif isinstance(node, cst.For):
-                own_targets = {n.value for n in _nodes(node.target) if isinstance(n, cst.Name)}
-            carried |= ({n.value for n in _nodes(node) if isinstance(n, cst.Name)} - own_targets) & bound_in_body \
-                - bound_so_far
+            read = _read_before_binding([node]) if isinstance(node, cst.BaseStatement) else _names(node)
+            carried |= read & bound_in_body - bound_so_far
         if isinstance(item, Plain):
             bound_so_far |= _assigned(item.statement)
     return sorted(carried)
+
+
+def _read_before_binding(statements) -> set[str]:
+    """The names ``statements`` read before they bind them (a branch's bindings count after it only
+    when both sides make them; a loop's body is read as if run once)."""
+    bound: set[str] = set()
+    found: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    found |= _names(small.value) - bound
+                    bound |= _assigned_in([cst.SimpleStatementLine([small])])
+                else:
+                    found |= _names(small) - bound
+        elif isinstance(statement, cst.If):
+            found |= _names(statement.test) - bound
+            body, orelse = list(statement.body.body), _else_body(statement)
+            found |= (_read_before_binding(body) | _read_before_binding(orelse)) - bound
+            bound |= _assigned_in(body) & _assigned_in(orelse)
+        elif isinstance(statement, (cst.For, cst.While)):
+            head = statement.iter if isinstance(statement, cst.For) else statement.test
+            own = _names(statement.target) if isinstance(statement, cst.For) else set()
+            found |= _names(head) - bound
+            found |= _read_before_binding(statement.body.body) - own - bound
+        else:
+            found |= _names(statement) - bound
+    return found
 
 
 def _assigned(statement) -> set[str]:
@@ -1061,6 +1228,7 @@ class _Sweep:
         self.read_linear: set[str] = set()      # names some linear step reads (their adjoints matter)
         self.exit_sizes: dict[int, dict[str, cst.BaseExpression | None]] = {}    # id(loop) -> sizes after it
         self.owned: set[str] = set()            # adjoint lists made by the jvp (so written in place)
+        self.gradient_sizes: dict[str, cst.BaseExpression] = {}   # returned as an input's gradient: its sizes
 
     def reads(self, program: list) -> None:
         for item in program:
@@ -1085,6 +1253,8 @@ class _Sweep:
                 item.arguments = {p: self.resolve_marks(v, sizes) for p, v in item.arguments.items()}
                 self.sizes_before[id(item)] = dict(sizes)
                 found = self.sizes_of(item, sizes)
+                if found is None:
+                    found = self.gradient_sizes.get(item.target)
                 if found is not None and not _plain_sizes(found):      # computed once, read by name
                     holder = self.builder.fresh(f"{item.target}_sizes")
                     item.sizes_binding = _stmt(f"{holder} = {code(found)}")
@@ -1159,6 +1329,11 @@ class _Sweep:
             sizes.pop(name, None)
         self.exit_sizes[id(loop)] = dict(sizes)
 
+    def result_sizes(self, step: Linear) -> cst.BaseExpression | None:
+        """The sizes of the step's result: by the sizes rules, else as a returned gradient's."""
+        found = self.sizes_of(step, self.sizes_before[id(step)])
+        return found if found is not None else self.gradient_sizes.get(step.target)
+
     def sizes_of(self, step: Linear, sizes) -> cst.BaseExpression | None:
         if step.source is not None:
             return sizes.get(step.source)
@@ -1213,6 +1388,10 @@ class _Sweep:
             if source is None or dim is None:
                 return None
             return _expr(f"unsqueezed_sizes({code(source)}, {code(dim)})")
+        if name in FULL_REDUCTIONS:
+            return _expr("[]")
+        if name in SIZES_HELPERS:
+            return self.helper_sizes(step, sizes, *SIZES_HELPERS[name])
         if name in REDUCTIONS:
             source = sizes.get(step.linear.get("self", ""))
             if source is None:
@@ -1221,6 +1400,26 @@ class _Sweep:
             keepdim = step.arguments.get("keepdim", cst.Name("False"))
             return _expr(f"reduced_sizes({code(source)}, {code(dim)}, {code(keepdim)})")
         return None
+
+    @staticmethod
+    def helper_sizes(step: Linear, sizes, helper: str, names: tuple[str, ...]) -> cst.BaseExpression | None:
+        """``helper(...)`` of the step's arguments ``names`` (``SIZES_HELPERS``); None where the sizes
+        of a linear argument are unknown."""
+        schema_arguments = {a.name: a for a in step.formula.schema.arguments}
+        parts = []
+        for name in names:
+            argument = schema_arguments[name]
+            if name in step.linear:
+                part = sizes.get(step.linear[name])
+            elif name in step.arguments:
+                value = step.arguments[name]
+                part = _sizes_of_constant(value) if is_tensor_like(argument.type) else value
+            else:
+                part = None if argument.default is None else _expr(argument.default)
+            if part is None:
+                return None
+            parts.append(code(part))
+        return _expr(f"{helper}({', '.join(parts)})")
 
     def resolve_marks(self, node: cst.CSTNode, sizes) -> cst.CSTNode:
         sweep = self
@@ -1254,8 +1453,8 @@ class _Sweep:
         raise DerivationRefused(node, f"`.{method}(...)` of the linear value `{name}`")
 
     # -- the forward sweep
-    def forward(self, program: list, also_read: frozenset[str] = frozenset(), replay: bool = False
-                ) -> list[cst.BaseStatement]:
+    def forward(self, program: list, also_read: frozenset[str] = frozenset(), replay: bool = False,
+                remade: frozenset[str] = frozenset()) -> list[cst.BaseStatement]:
         """The constant statements in order. A branch's own are run again where the reverse sweep
         reverses it (``replay``: the lists of sizes of linear lists are made once, not again), so
         here only a branch whose names the statements beside it (or ``also_read``) read, or that
@@ -1267,20 +1466,27 @@ class _Sweep:
                 out.append(item.statement)
             elif isinstance(item, Linear) and item.sizes_binding is not None:
                 out.append(item.sizes_binding)
-            elif isinstance(item, ListStart) and not replay:
+            elif isinstance(item, ListStart) and (not replay or item.target in remade):
                 out.append(_stmt(f"{item.sizes_holder} = []"))
-            elif isinstance(item, Append) and item.record is not None and not replay:
+            elif isinstance(item, Append) and item.record is not None and (not replay or item.target in remade):
                 out.append(item.record)
             elif isinstance(item, Loop):
                 out += item.setup + [_stmt(f"{seen} = []") for seen in (*item.seen.values(), *item.restored.values())]
                 updates_read = {n.value for s in item.updates for n in _nodes(s) if isinstance(n, cst.Name)}
                 body = [_stmt(f"{seen}.append({holder})") for holder, seen in (*item.seen.items(), *item.restored.items())]
-                body += self.forward(item.body, frozenset(updates_read | item.restored.keys()), replay) + item.updates
-                if body:
+                body += self.forward(item.body, frozenset(updates_read | item.restored.keys()), replay,
+                                     remade) + item.updates
+                if item.condition is not None:          # runs forward to count its iterations
+                    count = code(item.stop)
+                    out.append(_stmt(f"{count} = 0"))
+                    counted = cst.parse_statement(f"while {code(item.condition)}:\n    {count} = {count} + 1\n")
+                    out.append(counted.with_changes(body=counted.body.with_changes(body=[*body, *counted.body.body])))
+                elif body:
                     out.append(_for(item.variable, item.start, item.stop, body))
             elif isinstance(item, Branch) and (self.bound_in(item) & beside or not replay and any(
                     isinstance(inner, Append) and inner.record is not None for inner in _items([item]))):
-                body, orelse = self.forward(item.body, replay=replay), self.forward(item.orelse, replay=replay)
+                body = self.forward(item.body, replay=replay, remade=remade)
+                orelse = self.forward(item.orelse, replay=replay, remade=remade)
                 if body or orelse:
                     out.append(_if(item.condition, body, orelse))
         return out
@@ -1301,6 +1507,7 @@ class _Sweep:
                 nodes = [cst.Name(item.index)]
             elif isinstance(item, Loop):
                 nodes = [item.start, item.stop, *item.setup, *(v for v in self.exit_sizes[id(item)].values() if v)]
+                nodes += [item.condition] if item.condition is not None else []
             for node in nodes:
                 read |= {n.value for n in _nodes(node) if isinstance(n, cst.Name)}
         return read
@@ -1366,7 +1573,9 @@ class _Sweep:
         body = [_stmt(f"{loop.variable} = {first}{code(loop.stop)} - 1 - {turn}")]
         body += [_stmt(f"{holder} = {seen}[{loop.variable}{offset}]")
                  for holder, seen in (*loop.seen.items(), *loop.restored.items())]
-        body += self.forward(loop.body, replay=True)
+        # an iteration's own lists (started in the body) are made again, with that iteration's sizes
+        started = frozenset(item.target for item in _items(loop.body) if isinstance(item, ListStart))
+        body += self.forward(loop.body, replay=True, remade=started)
         body += self.reverse(loop.body, body_adjoints)
         entry_sizes = self.exit_sizes[id(loop)]         # the holders, restored for this iteration
         for name, holder in held.items():
@@ -1489,23 +1698,26 @@ class _Sweep:
         # what the backward reads of the forward: the captured metadata's definitions
         needed = self.forward_slice(formula, {c.name for c in formula.captures})
         body = needed + single_exit(_without_docstring(backward.node.body.body))
-        folder = _MaskFolder(backward.needs_input_grad, lambda i: i == component)
+        folder = _MaskFolder(backward.needs_input_grad, lambda i: i == component, len(inputs))
         body = _fold_statements(body, folder)
         # metadata of the linear arguments and of the output (the step's target)
         outputs = {o for o in formula.outputs if o is not None}
         linear_sizes = {p: sizes.get(n) for p, n in step.linear.items()}
         checked = [self.linear_metadata(s, linear_params | outputs, linear_sizes, step, dummy=True) for s in body]
         body = [self.linear_metadata(s, linear_params | outputs, linear_sizes, step) for s in body]
+        stand_ins = self.stand_ins(step, linear_params | outputs, checked) if affine_in(formula, linear_params) else {}
         for statement in checked:
             for n in _nodes(statement):
-                if isinstance(n, cst.Name) and (n.value in linear_params or n.value in outputs):
+                if isinstance(n, cst.Name) and (n.value in linear_params or n.value in outputs) \
+                        and n.value not in stand_ins:
                     raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` reads the value of "
-                                            f"`{n.value}`, so `{code(step.node)}` is not linear in the gradient")
+                                            f"`{n.value}` (a linear argument or the result) and so does its jvp, so "
+                                            f"`{code(step.node)}` is not shown to be linear in the gradient")
                 if isinstance(n, cst.Name) and n.value == backward.needs_input_grad:
                     raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` uses "
                                             "needs_input_grad other than as needs_input_grad[i]")
         result = self.builder.fresh("t")
-        renames: dict[str, cst.BaseExpression] = {backward.params[0]: cst.Name(adjoint)}
+        renames: dict[str, cst.BaseExpression] = {backward.params[0]: cst.Name(adjoint), **stand_ins}
         defaults = {p.name.value: p.default for p in formula.node.params.params + formula.node.params.kwonly_params}
         for p in formula.params:
             if p in step.arguments:
@@ -1529,11 +1741,28 @@ class _Sweep:
             return [], None
         return _fold_statements(out, _MaskFolder(None, lambda i: False)), result
 
+    def stand_ins(self, step: Linear, names: set[str], checked) -> dict[str, cst.BaseExpression]:
+        """For an op affine in its linear arguments, whose backward therefore reads their (and its
+        output's) values only for metadata (``gather_backward(grad, self, ...)``): a tensor of the same
+        metadata for each one read, the gradient's output when it has those sizes, else zeros of them."""
+        read = {n.value for s in checked for n in _nodes(s) if isinstance(n, cst.Name)} & names
+        sizes = self.sizes_before[id(step)]
+        found: dict[str, cst.BaseExpression] = {}
+        for name in sorted(read):
+            known = sizes.get(step.linear[name]) if name in step.linear else self.result_sizes(step)
+            if known is None or self.witness is None:
+                raise DerivationRefused(step.node, f"the sizes of the linear value `{name}` of `{code(step.node)}` "
+                                        "are needed and the sizes rules cannot tell them")
+            outputs = [o for o in self.builder.witnesses.values() if o is not None and "[" not in o]
+            same = [o for o in outputs if code(known) == f"{o}.sizes()"]
+            found[name] = cst.Name(same[0]) if same else _expr(f"at.new_zeros({self.witness}, {code(known)})")
+        return found
+
     def linear_metadata(self, statement, names: set[str], sizes, step: Linear, dummy: bool = False):
         """``x.sizes()`` / ``x.dim()`` / ``x.scalar_type()`` of a linear argument (or of the output,
         whose sizes are the step's target's) as known expressions."""
         sweep = self
-        target_sizes = self.sizes_of(step, self.sizes_before[id(step)])
+        target_sizes = self.result_sizes(step)
 
         class Replace(cst.CSTTransformer):
             def leave_Call(self, original, updated):
@@ -1580,6 +1809,25 @@ class _Sweep:
                 chosen.append(statement)
                 wanted |= {n.value for n in _nodes(statement) if isinstance(n, cst.Name)} - set(formula.params) - outputs
         return list(reversed(chosen))
+
+
+def affine_in(formula: Formula, params: set[str]) -> bool:
+    """Whether the op is affine in ``params`` (the others held), as its own jvp says: declared
+    ``auto_linear``, or a jvp that reads neither those inputs nor any output but for metadata (its
+    Jacobian does not depend on them, so neither does its backward)."""
+    jvp = formula.jvp
+    if jvp is None or jvp.rule is JvpRule.DERIVED:
+        return False
+    if jvp.rule is JvpRule.AUTO_LINEAR:
+        return True
+    if any(p.endswith("_p") or p.startswith("original_") for p in jvp.params):
+        return False            # the derivatives.yaml dialect: primals given as parameters
+    for capture in jvp.captures:
+        if capture.kind is CaptureKind.ILLEGAL:
+            return False
+        if (capture.kind is CaptureKind.OUTPUT or capture.name in params) and not capture.metadata_methods:
+            return False
+    return True
 
 
 def broadcasts(formula: Formula) -> bool:
@@ -1727,7 +1975,7 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     # forward mode wants every input's contribution; an optional input only when it is given
     optional = [isinstance(a.type, OptionalType) for a in formula.differentiable_inputs]
     body = _fold_statements(body, _MaskFolder(
-        backward.needs_input_grad, lambda i: _expr(f"{inputs[i]} is not None") if optional[i] else True))
+        backward.needs_input_grad, lambda i: _expr(f"{inputs[i]} is not None") if optional[i] else True, len(inputs)))
     program: list = []
     builder.rebound = _rebound(body)
     builder.statements(body, linear, tensors, returns, program)
@@ -1737,6 +1985,8 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     for g, output in builder.gradient_lists.items():          # a Tensor[] gradient: its entries' sizes
         initial[g] = cst.Name(builder.fresh(f"{g}_sizes"))
         program.insert(0, Plain(_stmt(f"{code(initial[g])} = to_args_sizes({output})")))
+    sweep.gradient_sizes = _gradient_sizes(program, {ret: _expr(f"{a.name}.sizes()") for a, ret in zip(
+        formula.differentiable_inputs, returns) if not isinstance(_unwrapped(a.type), ListType)})
     sweep.annotate(program, initial)
     adjoints: dict[str, str] = {}
     tangents = []
@@ -1782,6 +2032,29 @@ def with_jvp(formula: Formula, jvp: cst.FunctionDef | None, *, return_jvp: bool)
     if return_jvp:
         body[-1] = _stmt(f"return {code(formula.returned_display)}, backward, jvp")
     return formula.node.with_changes(decorators=(), body=formula.node.body.with_changes(body=body))
+
+
+def _gradient_sizes(program: list, returned: Mapping[str, cst.BaseExpression]) -> dict[str, cst.BaseExpression]:
+    """The linear values whose every use is a copy into an input's gradient (through copies), each
+    with that input's sizes (a gradient has its input's sizes); names bound in a loop are left out."""
+    readers: dict[str, list] = {}
+    for item in _items(program):
+        if isinstance(item, (Linear, Append, Element)):
+            for name in _read_by(item):
+                readers.setdefault(name, []).append(item)
+    in_loops = {name for item in _items(program) if isinstance(item, Loop) for name in _linear_binds(item.body)}
+    found = {name: sizes for name, sizes in returned.items() if name not in in_loops}
+    changed = True
+    while changed:
+        changed = False
+        for name, items in readers.items():
+            if name in found or name in in_loops:
+                continue
+            targets = [item.target if isinstance(item, Linear) and item.source == name else None for item in items]
+            if all(t in found for t in targets) and len({code(found[t]) for t in targets}) == 1:
+                found[name] = found[targets[0]]
+                changed = True
+    return found
 
 
 def _only_none(program: list, name: str) -> bool:

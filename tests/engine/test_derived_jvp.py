@@ -13,7 +13,18 @@ from op_cases import ALL_CASES, OpCase, differentiable_view, torch_jvp_op
 
 import reference_engine as engine
 from formulas import FORMULAS
-from formulas.helpers import unsqueezed_sizes
+from formulas.helpers import (
+    convolution_sizes,
+    diagonal_sizes,
+    embedded_sizes,
+    flattened_sizes,
+    matmul_sizes,
+    narrowed_sizes,
+    permuted_sizes,
+    reverse_list,
+    transposed_sizes,
+    unsqueezed_sizes,
+)
 from reference_engine.forward_ad import derived_jvps
 from tests.engine.test_tiers import _as_list, _weights, engine_call
 from transpiler.derive_jvp import DerivationRefused, derive_jvp
@@ -38,32 +49,23 @@ def derivations() -> dict[str, str | None]:
 #: The formulas whose backward is refused, each with (a key phrase of) its reason: the work
 #: the transformation has left (docs/formulas.md, "Derived jvps").
 REFUSED = {
+    # the values' gradient is index(grad, indices) summed to values' sizes: the transpose needs the
+    # indexed result's sizes, which a boolean index makes data-dependent (as many rows as it holds True)
     'index_put': 'sizes of the linear value',
-    'value_selecting_reduction_backward': 'reads the value of',
-    'gather_backward': 'reads the value of',
+    # not linear: xlogy(g, other) is 0 at g = 0 and -inf * g or NaN elsewhere where other <= 0
     'xlogy.Tensor': 'reads the value of',
     'xlogy.Scalar_Other': 'reads the value of',
-    'convolution': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'cumprod': 'a `while` loop',       # exact at zeros, infinities and NaN: doubling spans until they cover the dim
-    'conv1d': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'conv2d': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'conv_transpose1d': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'conv_transpose2d.input': 'sizes of the linear value',   # a convolution's result: no sizes rule
-    'scatter_add': 'reads the value of',
-    'masked_select': 'sizes of the linear value',
-    'masked_scatter': 'sizes of the linear value',   # a masked_select's result: 1-d, its length known when it runs
-    'scatter.src': 'reads the value of',
-    'nll_loss_forward': 'sizes of the linear value',
-    'nll_loss_backward': 'only `name = expression`',
-    'embedding_dense_backward': 'has no formula and is applied',
-    'max_pool2d_with_indices_backward': 'reads the value of',
-    'avg_pool2d_backward': 'reads the value of',
-    'linalg_solve_triangular': 'on a linear value',
-    'matmul': 'sizes of the linear value',   # its result: batch dims broadcast, the last ones contracted
-    'cummaxmin_backward': 'reads the value of',   # gather with a fixed index, read as gather's own backward
-    'embedding_backward': 'has no formula and is applied',
-    'trace_backward': 'sizes of the linear value',
-    'linalg_matrix_exp': 'a constant appended to',   # the block matrix's rows: [A, G] (linear) and [0, A]
+    # a masked_select's result: 1-d, its length (the mask's True count) known only when it runs
+    'masked_scatter': 'sizes of the linear value',
+    # nll_loss_forward is linear in self, but its backward reads its output total_weight and its jvp
+    # reads self for the weight's tangent: the transformation does not split a jvp by tangent
+    'nll_loss_backward': 'reads the value of',
+    # solve_triangular(A, grad) is linear in grad, but its backward passes the result to its helper
+    # (which uses it for A's gradient) and its jvp reads it for A's tangent (as above)
+    'linalg_solve_triangular': 'reads the value of',
+    # the block matrix [[A, G], [0, A]] is affine in G, not linear: only the top-right block of its
+    # exponential is linear in G, so no step-by-step transpose exists
+    'linalg_matrix_exp': 'a constant appended to',
 }
 
 
@@ -116,3 +118,26 @@ def test_unsqueezed_sizes_are_those_of_unsqueeze(sizes: list[int]):
     """The sizes rule of ``unsqueeze`` (the derivation's ``unsqueezed_sizes``) at every dim."""
     for dim in range(-len(sizes) - 1, len(sizes) + 1):
         assert unsqueezed_sizes(sizes, dim) == list(np.expand_dims(np.zeros(sizes), dim).shape), dim
+
+
+def test_sizes_helpers_are_those_of_their_operators():
+    """The sizes rules of ``SIZES_HELPERS`` (``formulas/helpers.py``) against torch's results."""
+    x = torch.zeros(2, 3, 4)
+    assert transposed_sizes([2, 3, 4], 0, -1) == list(x.transpose(0, -1).shape)
+    assert reverse_list([2, 3]) == list(torch.zeros(2, 3).t().shape)
+    assert permuted_sizes([2, 3, 4], [2, 0, 1]) == list(x.permute(2, 0, 1).shape)
+    assert flattened_sizes([2, 3, 4], -2, -1) == list(x.flatten(-2, -1).shape)
+    assert flattened_sizes([], 0, -1) == list(torch.zeros(()).flatten().shape)
+    assert narrowed_sizes([2, 3, 4], -1, 2) == list(x.narrow(-1, 1, 2).shape)
+    for offset in (-2, 0, 1, 5):
+        assert diagonal_sizes([2, 3, 4], offset, 2, 0) == list(x.diagonal(offset, 2, 0).shape), offset
+    for a, b in [([3], [3]), ([3], [2, 3, 4]), ([2, 3, 4], [4]), ([5, 1, 3, 4], [2, 4, 6]), ([3, 4], [4, 2])]:
+        assert matmul_sizes(a, b) == list(torch.matmul(torch.zeros(a), torch.zeros(b)).shape), (a, b)
+    assert embedded_sizes([7, 5], [2, 3]) == list(torch.nn.functional.embedding(
+        torch.zeros(2, 3, dtype=torch.long), torch.zeros(7, 5)).shape)
+    for transposed, weight in ((False, [6, 2, 3, 2]), (True, [4, 3, 3, 2])):
+        output_padding = [1, 0] if transposed else [0]
+        expected = torch.ops.aten.convolution(torch.zeros(2, 4, 9, 7), torch.zeros(weight), None, [2, 1], [1],
+                                              [1, 2], transposed, output_padding, 2).shape
+        assert convolution_sizes([2, 4, 9, 7], weight, [2, 1], [1], [1, 2], transposed, output_padding, 2) \
+            == list(expected), transposed

@@ -42,6 +42,15 @@ def entries(tmp_path, monkeypatch):
                 return at.tril(LU_data_t, -1), at.triu(LU_data_t)
             return (P, L, U), backward
 
+        @derivative("exp(Tensor self) -> Tensor")
+        def exp(self):
+            result = at.exp(self)
+            def backward(grad):
+                return grad * result
+            def jvp(self_t):
+                return self_t * result if self.is_contiguous() and not self.is_complex() else at.mul(self_t, result)
+            return result, backward
+
         @derivative("max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
                     "int[2] dilation=1, bool ceil_mode=False) -> Tensor")
         def max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode):
@@ -68,6 +77,12 @@ def test_a_formula_calling_a_backward_without_a_cpu_kernel_is_refused(entries):
     x = torch.randn(1, 4, 4, dtype=torch.float64, requires_grad=True)
     status, _, reason = corpus_override.prove("max_pool2d", "OP", False, [((x, [2, 2]), {})], package=entries)
     assert (status, reason) == ("refused", "OP: " + corpus_override.no_cpu_kernel("aten::max_pool2d_backward"))
+
+
+def test_a_jvp_reads_whether_an_input_is_contiguous(entries):
+    # as derivatives.yaml's _linalg_det: `A_p.is_contiguous() && !A_p.is_complex()`
+    case = ((torch.randn(3, 4, dtype=torch.float64).t().requires_grad_(),), {})
+    assert corpus_override.prove("exp", "OP", True, [case], package=entries) == ("proven", 1, "")
 
 
 def test_the_funnel_reports_the_tiers_side_by_side_with_every_reason():

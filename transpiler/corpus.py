@@ -299,13 +299,35 @@ def _print_override_tiers(formulas: Path, library: str, emitted: list[str], with
         return
     results = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"through torch's aten operators (formulas.torch.override): {len(emitted)} emitted entries")
+    print("\n".join(override_report(results)))
+
+
+def override_report(results: dict[str, dict[str, dict]]) -> list[str]:
+    """The OP and OC lines of the funnel from ``corpus_override.py``'s results (tier -> entry ->
+    result): per tier, next to each other, the entries proven (on OpInfo samples), refused, failed
+    and without inputs; then the refused by reason, each reason with its entries, and each entry
+    failed or without inputs with its reason."""
+    lines = []
     for tier, by_entry in sorted(results.items()):
         statuses = Counter(r["status"] for r in by_entry.values())
         on_opinfo = sum(r["status"] == "proven" and r["source"] == "OpInfo" for r in by_entry.values())
-        print(f"  {tier} {statuses['proven']:>5} proven ({on_opinfo} on torch's OpInfo samples), "
-              f"{statuses['refused']} refused (views, in-place), {statuses['failed']} failed, "
-              f"{statuses['no inputs']} without inputs")
+        lines.append(f"  {tier} {statuses['proven']:>5} proven ({on_opinfo} on torch's OpInfo samples), "
+                     f"{statuses['refused']} refused, {statuses['failed']} failed, "
+                     f"{statuses['no inputs']} without inputs, of {len(by_entry)}")
     for tier, by_entry in sorted(results.items()):
+        refused: dict[str, list[str]] = {}
+        for entry, result in sorted(by_entry.items()):
+            if result["status"] == "refused":
+                refused.setdefault(_refusal_reason(entry, tier, result["reason"]), []).append(entry)
+        for reason, entries in sorted(refused.items(), key=lambda item: (-len(item[1]), item[0])):
+            lines.append(f"    [{tier} refused] {reason} ({len(entries)}): {', '.join(entries)}")
         for entry, result in sorted(by_entry.items()):
             if result["status"] in ("failed", "no inputs"):
-                print(f"    {entry} [{tier} {result['status']}]: {result['reason']}")
+                lines.append(f"    {entry} [{tier} {result['status']}]: {result['reason']}")
+    return lines
+
+
+def _refusal_reason(entry: str, tier: str, reason: str) -> str:
+    """A refusal's reason without the entry's or tier's name it starts with, so that entries refused
+    for the same reason group (``t: a view or in-place operator ...``)."""
+    return reason.removeprefix(f"{entry}: ").removeprefix(f"{tier}: ")

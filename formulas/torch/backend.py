@@ -70,6 +70,9 @@ class OracleTensor:
     def is_complex(self) -> bool:
         return self.tensor.is_complex()
 
+    def is_contiguous(self) -> bool:
+        return self.tensor.is_contiguous()
+
     # Python operators: the aten operators the conventions name
     def __add__(self, other: Any) -> Any:
         return at.add(self, other)

@@ -3,17 +3,20 @@ torch's own aten operator (``formulas.torch.override``) and proven through that 
 
 Run as a script (a fresh process: it imports the corpus as a package and loads its library)::
 
-    python tests/yaml/corpus_override.py FORMULAS_DIR LIBRARY OPS_JSON WITHOUT_JVP_JSON
+    python tests/yaml/corpus_override.py FORMULAS_DIR LIBRARY OPS_JSON WITHOUT_JVP_JSON [TIERS_JSON]
 
 ``FORMULAS_DIR``: what ``transpile import-yaml`` wrote, imported as the package ``derivatives``
 (the namespace ``transpile coverage --corpus`` compiles it in, so ``override(compiled=True)``
 finds its nodes); ``LIBRARY``: the corpus library built from it (``""``: OP alone);
 ``OPS_JSON``: the entries (``name.overload``); ``WITHOUT_JVP_JSON``: those emitted without
-their jvp (forward AD of the compiled node raises torch's error, so OC does not check it).
+their jvp (forward AD of the compiled node raises torch's error, so OC does not check it);
+``TIERS_JSON``: the tiers to run (default ``["OP", "OC"]``, ``["OP"]`` without a library).
 Prints one JSON object: ``{"OP": {entry: result}, "OC": {...}}``, a result as
 ``corpus_proof.py``'s (``proven``, ``failed``, ``no inputs``; ``source``: ``OpInfo`` or
-``ours``), or ``refused`` where the override refuses the entry (a view or in-place
-operator, and the reason).
+``ours``), or ``refused`` with the reason: where the override refuses the entry (a view or
+in-place operator, a schema not torch's, no compiled node loaded) or where its formula calls an
+operator torch has no CPU kernel for (``max_pool2d_backward``: the entry is reached on another
+device only).
 
 On each case (the cases of ``corpus_proof.py``: torch's float64 OpInfo samples bound to the
 overload or the ATen calls they make, called through the OpInfo's ``gradcheck_wrapper`` where
@@ -21,8 +24,9 @@ it has one of its own, our inputs where none reaches it; at most
 :data:`MAX_SAMPLES`), with the entry alone overridden (so a failure is its own), calling
 ``torch.ops.aten.<op>``: the formula's node is recorded (``<Op>FormulaBackward``; a
 ``CppFunction`` on OC), ``gradcheck`` (with forward AD where the formula has a jvp) and
-``gradgradcheck`` pass, and outputs, first and second derivatives equal torch's own operator's
-on the same case, computed outside the override. A case torch's own operator rejects, does not
+``gradgradcheck`` pass (on the outputs torch's own operator differentiates: gradcheck's forward
+mode would compare ``linalg_lu``'s ``P`` with ``L``'s finite differences), and outputs, first and
+second derivatives equal torch's own operator's on the same case, computed outside the override. A case torch's own operator rejects, does not
 differentiate twice or fails gradcheck on is no case.
 """
 from __future__ import annotations
@@ -66,9 +70,33 @@ def recorded_by_the_formula(tier: str, outputs: list[torch.Tensor]) -> bool:
     return all(o.grad_fn.name().endswith("FormulaBackward") for o in outputs)
 
 
-def prove(entry: str, tier: str, forward_ad: bool, cases: list) -> tuple[str, int, str]:
-    """``(status, cases used, reason)`` of ``entry`` through ``torch.ops.aten.<entry>`` with its
-    formula swapped in (``tier``: OP the Python path, OC the compiled node)."""
+def no_cpu_kernel(operator: str) -> str:
+    """Why an entry whose formula calls ``operator`` (``aten::max_pool2d_backward``) is refused:
+    torch has no CPU kernel for it. Such an entry is one torch reaches on another device only
+    (its CPU operator is composite, or differentiates through another entry)."""
+    return (f"the formula calls {operator}, which torch has no CPU kernel for (torch's own CPU op "
+            "differentiates through another formula)")
+
+
+def differentiable_positions(value) -> tuple[int, ...] | None:
+    """The positions of the outputs of torch's own operator (``value``, computed on the case) that
+    carry a gradient, where some tuple output of floating dtype carries none (``linalg_lu``'s
+    permutation ``P``); None where each floating output does, or there is one. gradcheck's forward
+    mode compares every floating output's tangent against the finite differences of only those that
+    require grad, so such a non-differentiable output fails torch's own op there too: the checks
+    see the outputs that carry a gradient."""
+    if not isinstance(value, (tuple, list)):
+        return None
+    floating = [isinstance(v, torch.Tensor) and (v.dtype.is_floating_point or v.dtype.is_complex) for v in value]
+    carrying = [isinstance(v, torch.Tensor) and v.requires_grad for v in value]
+    if all(carry or not is_float for carry, is_float in zip(carrying, floating)):
+        return None
+    return tuple(i for i, carry in enumerate(carrying) if carry)
+
+
+def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = PACKAGE) -> tuple[str, int, str]:
+    """``(status, cases used, reason)`` of ``entry`` through ``torch.ops.aten.<entry>`` with the
+    formula of ``package`` swapped in (``tier``: OP the Python path, OC the compiled node)."""
     from formulas.torch import override
 
     plain = corpus_proof.as_called(aten_overload(entry), aten_overload(entry)._schema)   # random ops: same draws
@@ -86,12 +114,17 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list) -> tuple[str, in
             skipped = skipped or why
             continue
 
-        def on(args=args, kwargs=kwargs, inputs=inputs, aten=aten):
-            return lambda *tensors: aten(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
+        kept = differentiable_positions(aten(*args, **kwargs))
+
+        def on(args=args, kwargs=kwargs, inputs=inputs, aten=aten, kept=kept):
+            def call(*tensors):
+                value = aten(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
+                return value if kept is None else tuple(value[i] for i in kept)
+            return call
         theirs = _grads(aten, args, kwargs, inputs, used)
         failing = ""
         try:
-            with override([entry], package=PACKAGE, compiled=tier == "OC"):
+            with override([entry], package=package, compiled=tier == "OC"):
                 if not recorded_by_the_formula(tier, _outputs(aten(*args, **kwargs))):
                     return "failed", used, f"{tier}: torch's own node is recorded, not the formula's"
                 checks = (("gradcheck", lambda f, x: gradcheck(f, x, check_forward_ad=forward_ad, raise_exception=False)),
@@ -99,6 +132,9 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list) -> tuple[str, in
                 failing = next((label for label, check in checks if not check(on(), tuple(inputs))), "")
                 mine = None if failing else _grads(aten, args, kwargs, inputs, used)
         except Exception as error:  # noqa: BLE001 - whatever the override raises where torch does not is a failure
+            missing = corpus_proof.NO_CPU_KERNEL.search(str(error))
+            if missing:     # torch's own CPU op differentiates through another entry's formula
+                return "refused", used, f"{tier}: {no_cpu_kernel(missing.group(1))}"
             return "failed", used, f"{tier}: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
         if failing:
             check = gradcheck if failing == "gradcheck" else gradgradcheck
@@ -117,7 +153,8 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list) -> tuple[str, in
     return ("proven", used, "") if used else ("no inputs", 0, skipped)
 
 
-def main(formulas_dir: str, library: str, ops_json: str, without_jvp_json: str) -> dict[str, dict]:
+def main(formulas_dir: str, library: str, ops_json: str, without_jvp_json: str,
+         tiers_json: str = json.dumps(TIERS)) -> dict[str, dict]:
     sys.path[:0] = [str(REPO)]
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as holder:      # the corpus importable as ``derivatives``
@@ -125,15 +162,16 @@ def main(formulas_dir: str, library: str, ops_json: str, without_jvp_json: str) 
         sys.path.insert(0, holder)
         if library:
             torch.ops.load_library(library)
-        return _run(json.loads(ops_json), set(json.loads(without_jvp_json)), bool(library))
+        tiers = [tier for tier in json.loads(tiers_json) if library or tier == "OP"]
+        return _run(json.loads(ops_json), set(json.loads(without_jvp_json)), tiers)
 
 
-def _run(ops: list[str], without_jvp: set[str], compiled: bool) -> dict[str, dict]:
+def _run(ops: list[str], without_jvp: set[str], tiers: list[str]) -> dict[str, dict]:
     from formulas.torch import TorchBackend, TorchFormula, load_package, overridable
 
     declared = load_package(PACKAGE).formulas
     backend = TorchBackend.for_package(PACKAGE)     # a jvp calling an undeclared at.<op> is left out
-    refused = {tier: overridable(PACKAGE, compiled=tier == "OC")[1] for tier in TIERS[:2 if compiled else 1]}
+    refused = {tier: overridable(PACKAGE, compiled=tier == "OC")[1] for tier in tiers}
     torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
     table = corpus_proof.opinfos()
     schemas = {op: aten_overload(op)._schema for op in ops}
@@ -168,4 +206,4 @@ def _run(ops: list[str], without_jvp: set[str], compiled: bool) -> dict[str, dic
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(*sys.argv[1:5]), sort_keys=True))
+    print(json.dumps(main(*sys.argv[1:6]), sort_keys=True))

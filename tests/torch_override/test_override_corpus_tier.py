@@ -1,0 +1,104 @@
+"""The corpus tiers' proof through torch's aten operators (``tests/yaml/corpus_override.py``) on
+formulas written as derivatives.yaml's entries are, in a package of their own: an entry with a
+non-differentiable floating output is proven with forward AD (gradcheck's forward mode alone
+would compare ``P``'s tangent with ``L``'s finite differences, and fail torch's own op too), an
+entry whose formula calls a backward torch has no CPU kernel for is refused, saying which; and
+the funnel's report of the tiers groups the refusals by reason."""
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "yaml"))  # corpus_override imports its neighbours as a script
+import corpus_override
+
+from transpiler.corpus import override_report
+
+
+@pytest.fixture
+def entries(tmp_path, monkeypatch):
+    """A package ``tierops`` with two entries as ``transpile import-yaml`` writes them."""
+    package = tmp_path / "tierops"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "entries.py").write_text(textwrap.dedent('''
+        from formulas import at, derivative, nondifferentiable
+
+        nondifferentiable("max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, "
+                          "int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor")
+
+        @derivative("lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) "
+                    "-> (Tensor P, Tensor L, Tensor U)", output_differentiability=[False, True, True])
+        def lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots):
+            P, L, U = at.lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
+            def backward(grad_L, grad_U):
+                lower = at.tril(grad_L, -1) if grad_L is not None else at.zeros_like(LU_data)
+                return lower + at.triu(grad_U) if grad_U is not None else lower, None
+            def jvp(LU_data_t):
+                return at.tril(LU_data_t, -1), at.triu(LU_data_t)
+            return (P, L, U), backward
+
+        @derivative("exp(Tensor self) -> Tensor")
+        def exp(self):
+            result = at.exp(self)
+            def backward(grad):
+                return grad * result
+            def jvp(self_t):
+                return self_t * result if self.is_contiguous() and not self.is_complex() else at.mul(self_t, result)
+            return result, backward
+
+        @derivative("max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
+                    "int[2] dilation=1, bool ceil_mode=False) -> Tensor")
+        def max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode):
+            result = at.max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode)
+            def backward(grad):
+                return at.max_pool2d_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode)
+            return result, backward
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "tierops"
+    for name in [m for m in sys.modules if m == "tierops" or m.startswith("tierops.")]:
+        del sys.modules[name]
+
+
+def test_a_non_differentiable_output_is_left_out_of_the_checks(entries):
+    generator = torch.Generator().manual_seed(0)
+    factors, pivots = torch.linalg.lu_factor(torch.randn(3, 3, dtype=torch.float64, generator=generator))
+    case = ((factors.requires_grad_(), pivots), {})
+    assert corpus_override.differentiable_positions(torch.ops.aten.lu_unpack(*case[0])) == (1, 2)
+    assert corpus_override.prove("lu_unpack", "OP", True, [case], package=entries) == ("proven", 1, "")
+
+
+def test_a_formula_calling_a_backward_without_a_cpu_kernel_is_refused(entries):
+    x = torch.randn(1, 4, 4, dtype=torch.float64, requires_grad=True)
+    status, _, reason = corpus_override.prove("max_pool2d", "OP", False, [((x, [2, 2]), {})], package=entries)
+    assert (status, reason) == ("refused", "OP: " + corpus_override.no_cpu_kernel("aten::max_pool2d_backward"))
+
+
+def test_a_jvp_reads_whether_an_input_is_contiguous(entries):
+    # as derivatives.yaml's _linalg_det: `A_p.is_contiguous() && !A_p.is_complex()`
+    case = ((torch.randn(3, 4, dtype=torch.float64).t().requires_grad_(),), {})
+    assert corpus_override.prove("exp", "OP", True, [case], package=entries) == ("proven", 1, "")
+
+
+def test_the_funnel_reports_the_tiers_side_by_side_with_every_reason():
+    view = "{}: a view or in-place operator (its schema aliases an input)"
+    results = {tier: {"t": {"status": "refused", "source": "", "reason": view.format("t")},
+                      "select.int": {"status": "refused", "source": "", "reason": view.format("select.int")},
+                      "sin": {"status": "proven", "source": "OpInfo", "reason": ""},
+                      "eq.Tensor": {"status": "no inputs", "source": "", "reason": "no OpInfo; our inputs: none"}}
+               for tier in ("OC", "OP")}
+    results["OC"]["sin"] = {"status": "failed", "source": "OpInfo", "reason": "OC: gradgradcheck"}
+    assert override_report(results) == [
+        "  OC     0 proven (0 on torch's OpInfo samples), 2 refused, 1 failed, 1 without inputs, of 4",
+        "  OP     1 proven (1 on torch's OpInfo samples), 2 refused, 0 failed, 1 without inputs, of 4",
+        "    [OC refused] a view or in-place operator (its schema aliases an input) (2): select.int, t",
+        "    eq.Tensor [OC no inputs]: no OpInfo; our inputs: none",
+        "    sin [OC failed]: OC: gradgradcheck",
+        "    [OP refused] a view or in-place operator (its schema aliases an input) (2): select.int, t",
+        "    eq.Tensor [OP no inputs]: no OpInfo; our inputs: none",
+    ]

@@ -10,7 +10,7 @@ of the entry's formula with its derived jvp, returning ``outputs, backward, jvp`
 (:func:`transpiler.corpus_jvp.derive_corpus_jvps`). Each formula runs on torch tensors
 (``formulas.torch.backend``, the library's and the corpus's operators; libtorch's
 ``GradMode.is_enabled()`` is torch's grad mode, and a jvp asking it runs with grad mode off and
-on), in its module's namespace plus every declared helper (the library's win), on the float64
+on; ``c10::fmap`` maps a function over a list), in its module's namespace plus every declared helper (the library's win), on the float64
 cases ``corpus_proof.py`` uses (torch's OpInfo samples, else our inputs), at most ``MAX_SAMPLES``
 each. On a case, every differentiated input gets a random tangent ``t``; the derived jvp's output
 tangents must equal
@@ -89,7 +89,7 @@ def _run(derived: dict[str, dict]) -> dict[str, dict]:
         for name, helper in helpers.items():
             namespace.setdefault(name, helper)
         namespace.update(library_helpers)
-        namespace["GradMode"] = GradMode        # on torch, libtorch's grad mode is torch's
+        namespace.update(LIBTORCH)
         local: dict = {}
         exec(compile(derived[op]["source"], f"<derived jvp of {op}>", "exec"), namespace, local)  # noqa: S102
         theirs = theirs_by_op[op]
@@ -116,6 +116,16 @@ class GradMode:
     """libtorch's ``GradMode`` on torch tensors: ``is_enabled()`` is torch's grad mode."""
 
     is_enabled = staticmethod(torch.is_grad_enabled)
+
+
+def _fmap(values, fn) -> list:
+    """libtorch's ``c10::fmap``: ``fn`` applied to each value."""
+    return [fn(value) for value in values]
+
+
+#: The Python meaning, on torch, of the libtorch names the imported formulas call that the
+#: library has no helper of (the dialect's stubs raise): grad mode is torch's
+LIBTORCH = {"GradMode": GradMode, "fmap": _fmap}
 
 
 def _on_torch(backend, formula):

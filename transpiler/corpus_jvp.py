@@ -25,9 +25,6 @@ from transpiler.frontend import find_decorator, operator_table
 from transpiler.model import Library
 
 PROOF = Path(__file__).resolve().parent.parent / "tests" / "yaml" / "corpus_jvp_proof.py"
-#: ``corpus_jvp_proof.NO_TANGENT``: the reason of an entry proven only where no output is
-#: differentiable (its jvp gives no tangent, as torch's forward AD)
-NO_TANGENT = "no output is differentiable: no tangent, as torch's forward AD"
 
 
 @dataclass(frozen=True)
@@ -90,7 +87,8 @@ def _auto_rule(formula) -> bool:
 
 def prove(formulas: Path, jvps: CorpusJvps, work: Path) -> dict[str, dict]:
     """F1 of each derived jvp (``tests/yaml/corpus_jvp_proof.py``, a fresh process): entry ->
-    ``{"status", "samples", "source", "reason"}``; every entry failed when the proof did not run."""
+    ``{"status", "samples", "source", "reason", "no_tangent"}`` (``no_tangent``: proven where no
+    output is differentiable only); every entry failed when the proof did not run."""
     sources = work / "derived_jvps.json"
     sources.write_text(json.dumps({e: {"function": d.function, "source": d.source}
                                    for e, d in jvps.derived.items()}), encoding="utf-8")
@@ -109,7 +107,7 @@ def report(jvps: CorpusJvps, proofs: dict[str, dict], reverse_proven: list[str] 
     its auto rule, no tangent (no output is differentiable), or a raise (no forward formula)."""
     proven = sorted(e for e, p in proofs.items() if p["status"] == "proven")
     failed = sorted(e for e, p in proofs.items() if p["status"] == "failed")
-    untangled = {e for e in proven if proofs[e]["reason"] == NO_TANGENT}
+    untangled = {e for e in proven if proofs[e].get("no_tangent")}     # no output differentiable
     with_case = len(proven) + len(failed)
     without = len(jvps.derived) + len(jvps.refused)
     counts = (f"  without a jvp {without:>3} emitted (no written forward formula in torch; {len(jvps.auto_rule)} have "

@@ -27,8 +27,9 @@ derivatives.yaml declares no gradient) proves that the derived jvp gives no tang
 forward AD gives none. A case where torch's own double-vjp or forward AD disagrees with the
 finite differences (a kink, outside the op's smooth domain) is skipped, as is one torch's
 overload rejects or does not differentiate. Prints one JSON object: entry ->
-``{"status": "proven" | "failed" | "no inputs", "samples": n, "source": ..., "reason": ...}``
-(a proven entry's reason is ``NO_TANGENT`` when all its cases were of the kind above, else empty).
+``{"status": "proven" | "failed" | "no inputs", "samples": n, "source": ..., "reason": ...,
+"no_tangent": bool}`` (``no_tangent``: proven on cases of the kind above only; its reason is
+``NO_TANGENT`` then, else empty).
 """
 from __future__ import annotations
 
@@ -43,13 +44,14 @@ import torch
 import torch.autograd.forward_ad as fwAD
 from corpus_engine import PACKAGE
 
-from transpiler.corpus_jvp import NO_TANGENT
-
 REPO = Path(__file__).resolve().parents[2]
 MAX_SAMPLES = 2      # the proof runs in every funnel: two cases an entry
 EPSILON = 1e-6
 FINITE_DIFFERENCE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-5}     # torch gradcheck's
 EXACT_TOLERANCE = {"rtol": 1e-7, "atol": 1e-9}
+#: the reason of an entry proven only on cases where no output is differentiable (its result's
+#: ``"no_tangent"`` is true then)
+NO_TANGENT = "no output is differentiable: no tangent, as torch's forward AD"
 
 
 def main(formulas_dir: str, derived_json: str) -> dict[str, dict]:
@@ -107,7 +109,8 @@ def _run(derived: dict[str, dict]) -> dict[str, dict]:
             status, used, reason = prove(ours, theirs, schema, corpus_inputs.cases(op, schema), modes)
             if status == "no inputs":
                 source, reason = "", f"OpInfo: {first or 'none'}; our inputs: {reason or 'none'}"
-        return {"status": status, "samples": used, "source": source, "reason": reason}
+        return {"status": status, "samples": used, "source": source, "reason": reason,
+                "no_tangent": reason == NO_TANGENT}
 
     return corpus_proof.prove_in_parallel(list(derived), prove_entry, corpus_proof.WORKERS)
 

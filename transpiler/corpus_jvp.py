@@ -1,12 +1,14 @@
-"""Forward mode for the imported derivatives.yaml entries that torch gives none (no ``result:``):
-the jvp derived from each one's backward (:mod:`transpiler.derive_jvp`), and its proof.
+"""Forward mode for the imported derivatives.yaml entries that torch gives no written forward
+formula (none, or only its ``auto_linear`` / ``auto_element_wise`` rule): the jvp derived from
+each one's backward (:mod:`transpiler.derive_jvp`), and its proof.
 
 ``transpile coverage --corpus`` derives the jvp of every emitted entry none of whose formulas
 has one, against the shipped library's operators (the corpus's own where the library has no
 formula of an operator), and proves it with ``tests/yaml/corpus_jvp_proof.py`` (F1 on torch
-tensors: finite differences and torch's double-vjp; torch has no forward AD to compare with
-there). An entry derives when every formula of it (each dispatch section) does; the proof runs
-its section for every tensor (or its first).
+tensors: finite differences and torch's double-vjp, and torch's forward AD where its auto rule
+gives one; where no output is differentiable, no tangent, as torch's). An entry derives when
+every formula of it (each dispatch section) does; the proof runs its section for every tensor
+(or its first).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 import libcst as cst
 
 from transpiler.derive_jvp import DerivationRefused, derive_jvp, with_jvp
-from transpiler.frontend import operator_table
+from transpiler.frontend import find_decorator, operator_table
 from transpiler.model import Library
 
 PROOF = Path(__file__).resolve().parent.parent / "tests" / "yaml" / "corpus_jvp_proof.py"
@@ -35,10 +37,13 @@ class DerivedSource:
 
 @dataclass(frozen=True)
 class CorpusJvps:
-    """The entries without a jvp: those whose jvp derives, and those refused with the reason."""
+    """The entries without a jvp: those whose jvp derives, and those refused with the reason;
+    ``auto_rule``: those of them whose forward mode in torch is derivatives.yaml's
+    ``auto_linear`` / ``auto_element_wise`` rule (torch's forward AD is an oracle there)."""
 
     derived: dict[str, DerivedSource]
     refused: dict[str, str]
+    auto_rule: frozenset[str] = frozenset()
 
 
 def derive_corpus_jvps(corpus: Library, shipped: Library, entries: set[str]) -> CorpusJvps:
@@ -48,10 +53,12 @@ def derive_corpus_jvps(corpus: Library, shipped: Library, entries: set[str]) -> 
     for formula in corpus.formulas:
         if formula.op_name in entries:
             sections.setdefault(formula.op_name, []).append(formula)
-    derived, refused = {}, {}
+    derived, refused, auto_rule = {}, {}, set()
     for entry, formulas in sorted(sections.items()):
         if any(f.jvp is not None for f in formulas):
             continue
+        if any(_auto_rule(f) for f in formulas):
+            auto_rule.add(entry)
         proven = next((f for f in formulas if f.dispatch is None), formulas[0])
         reason, source = None, None
         for formula in formulas:
@@ -67,12 +74,21 @@ def derive_corpus_jvps(corpus: Library, shipped: Library, entries: set[str]) -> 
             refused[entry] = reason
         else:
             derived[entry] = source
-    return CorpusJvps(derived, refused)
+    return CorpusJvps(derived, refused, frozenset(auto_rule))
+
+
+def _auto_rule(formula) -> bool:
+    """Whether the imported formula declares ``@yaml_entry(jvp="auto_linear" | "auto_element_wise")``
+    (read from its source, statically)."""
+    decorator = find_decorator(formula.node, "yaml_entry")
+    return decorator is not None and isinstance(decorator.decorator, cst.Call) and any(
+        arg.keyword is not None and arg.keyword.value == "jvp" for arg in decorator.decorator.args)
 
 
 def prove(formulas: Path, jvps: CorpusJvps, work: Path) -> dict[str, dict]:
     """F1 of each derived jvp (``tests/yaml/corpus_jvp_proof.py``, a fresh process): entry ->
-    ``{"status", "samples", "source", "reason"}``; every entry failed when the proof did not run."""
+    ``{"status", "samples", "source", "reason", "no_tangent"}`` (``no_tangent``: proven where no
+    output is differentiable only); every entry failed when the proof did not run."""
     sources = work / "derived_jvps.json"
     sources.write_text(json.dumps({e: {"function": d.function, "source": d.source}
                                    for e, d in jvps.derived.items()}), encoding="utf-8")
@@ -85,23 +101,32 @@ def prove(formulas: Path, jvps: CorpusJvps, work: Path) -> dict[str, dict]:
 
 
 def report(jvps: CorpusJvps, proofs: dict[str, dict], reverse_proven: list[str] | None) -> list[str]:
-    """The funnel's lines on forward mode for entries without a jvp: counts, then each entry
-    refused or not proven with its reason. ``reverse_proven``: the entries proven in reverse mode
-    (CT), when the corpus was compiled."""
+    """The funnel's lines on forward mode for entries without a written jvp: counts, then each
+    entry refused or not proven with its reason. ``reverse_proven``: the entries proven in reverse
+    mode (CT), when the corpus was compiled; among them, the split by what torch's forward AD does:
+    its auto rule, no tangent (no output is differentiable), or a raise (no forward formula)."""
     proven = sorted(e for e, p in proofs.items() if p["status"] == "proven")
     failed = sorted(e for e, p in proofs.items() if p["status"] == "failed")
+    untangled = {e for e in proven if proofs[e].get("no_tangent")}     # no output differentiable
     with_case = len(proven) + len(failed)
     without = len(jvps.derived) + len(jvps.refused)
-    counts = (f"  without a jvp {without:>3} emitted (no forward formula in torch): {len(jvps.derived)} derive one, "
-              f"{len(jvps.refused)} refused")
-    proof = (f"    F1 of the derived jvp (on torch: == finite differences and torch's double-vjp; torch has no "
-             f"forward AD there): {len(proven)} proven, {len(failed)} failed, {len(proofs) - with_case} without a "
+    counts = (f"  without a jvp {without:>3} emitted (no written forward formula in torch; {len(jvps.auto_rule)} have "
+              f"its auto_linear / auto_element_wise rule): {len(jvps.derived)} derive one, {len(jvps.refused)} refused")
+    proof = (f"    F1 of the derived jvp (on torch: == finite differences, torch's double-vjp and, where it has its "
+             f"auto rule, torch's forward AD; {len(untangled)} give no tangent where no output is differentiable, "
+             f"as torch's): {len(proven)} proven, {len(failed)} failed, {len(proofs) - with_case} without a "
              f"case; {len(proven)} of the {with_case} derived with a case ({_share(len(proven), with_case)})")
     lines = [counts, proof]
     if reverse_proven is not None:
         among = set(reverse_proven) & (set(jvps.derived) | set(jvps.refused))
-        lines.append(f"    of those proven in reverse mode (CT): {len(among & set(proven))} of {len(among)} "
-                     f"({_share(len(among & set(proven)), len(among))}) with a proven derived jvp")
+        shown = among & set(proven)
+        lines.append(f"    of those proven in reverse mode (CT): {len(shown)} of {len(among)} "
+                     f"({_share(len(shown), len(among))}) with a proven derived jvp")
+        auto, raising = among & jvps.auto_rule, among - jvps.auto_rule - untangled
+        lines.append(f"      by torch's forward AD there: {len(shown & auto)} of the {len(auto)} with its auto rule; "
+                     f"{len(among & untangled)} with no differentiable output (no tangent); {len(shown & raising)} "
+                     f"of the {len(raising)} where it raises (no forward formula: "
+                     f"{_share(len(shown & raising), len(raising))})")
     for entry, reason in sorted(jvps.refused.items()):
         lines.append(f"  {entry} [jvp not derived]: {reason}")
     for entry, proof in sorted(proofs.items()):

@@ -72,6 +72,7 @@ SELECTIONS = frozenset({"masked_select"})
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
     "softmax", "log_softmax", "resolve_conj", "resolve_neg", "masked_fill", "index_put", "nll_loss_backward",
+    "_to_copy",
 })
 #: Reductions over ``dim`` whose result has the sizes ``reduced_sizes`` gives.
 REDUCTIONS = frozenset({"sum.dim_IntList", "mean.dim"})
@@ -96,7 +97,7 @@ SIZES_HELPERS = {
 #: (``new_full`` too when its fill value is a literal zero).
 ZERO_MAKERS = frozenset({"zeros_like", "new_zeros"})
 #: Metadata methods a transpose may ask of a linear value.
-METADATA_READS = frozenset({"sizes", "dim", "scalar_type", "options", "size"})
+METADATA_READS = frozenset({"sizes", "dim", "scalar_type", "options", "size", "numel"})
 META = "_metadata_of"      # marks a metadata read of a linear value until its sizes are known
 
 
@@ -1447,6 +1448,8 @@ class _Sweep:
             return sizes
         if method == "dim":
             return _expr(f"len({code(sizes)})")
+        if method == "numel" and not args:         # ``mean``'s count: every dim reduced
+            return _expr(f"reduced_numel({code(sizes)}, None)")
         if method == "size" and len(args) == 1:
             dim = code(args[0].value)
             return _expr(f"{code(sizes)}[wrap_dim({dim}, len({code(sizes)}))]")
@@ -2057,10 +2060,27 @@ def _gradient_sizes(program: list, returned: Mapping[str, cst.BaseExpression]) -
     return found
 
 
+def _assigns_zero(statement: cst.BaseStatement, zero_name) -> bool:
+    """``x = at.zeros_like(y)`` (a zero maker, ``ZERO_MAKERS``), or ``x = y`` where ``zero_name(y)``:
+    a gradient that is zero whatever the incoming one (``adaptive_max_pool2d_backward``'s of
+    ``self``), the zero linear map."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1
+            and isinstance(statement.body[0].targets[0].target, cst.Name)):
+        return False
+    value = statement.body[0].value
+    if isinstance(value, cst.Name):
+        return zero_name(value.value)
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+        and isinstance(value.func.value, cst.Name) and value.func.value.value == "at" \
+        and value.func.attr.value in ZERO_MAKERS
+
+
 def _only_none(program: list, name: str) -> bool:
     """Whether ``name`` is never bound to anything but None/zero in the program."""
     for item in program:
-        if isinstance(item, Plain) and name in _assigned(item.statement):
+        if isinstance(item, Plain) and name in _assigned(item.statement) \
+                and not _assigns_zero(item.statement, lambda other: other != name and _only_none(program, other)):
             return False
         if isinstance(item, Branch) and not (_only_none(item.body, name) and _only_none(item.orelse, name)):
             return False

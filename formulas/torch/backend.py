@@ -212,6 +212,9 @@ class TorchBackend:
             raise OverloadError(f"at.{name}: the library declares no operator `{name}`; "
                                 "add a @derivative or nondifferentiable(...) for it")
         matches = [schema for schema in candidates if accepts(schema, args, kwargs)]
+        if len(matches) > 1:        # ``at.all(t)``: the overload given every argument wins, as torch's
+            exact = [s for s in matches if len(s.arguments) == len(args) + len(kwargs)]
+            matches = exact if len(exact) == 1 else matches
         if len(matches) != 1:
             given = ", ".join([type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kwargs.items()])
             declared = "; ".join(str(s) for s in candidates)

@@ -1,4 +1,5 @@
-"""F1 of the jvps derived for the imported derivatives.yaml entries that have none in torch.
+"""F1 of the jvps derived for the imported derivatives.yaml entries that have no written forward
+formula in torch (none, or its ``auto_linear`` / ``auto_element_wise`` rule).
 
 Run as a script (a fresh process: it imports the corpus as a package)::
 
@@ -7,20 +8,28 @@ Run as a script (a fresh process: it imports the corpus as a package)::
 ``DERIVED_JSON``: a file holding entry -> ``{"function": name, "source": text}``, the source
 of the entry's formula with its derived jvp, returning ``outputs, backward, jvp``
 (:func:`transpiler.corpus_jvp.derive_corpus_jvps`). Each formula runs on torch tensors
-(``formulas.torch.backend``, the library's and the corpus's operators), in its module's
-namespace plus every declared helper (the library's win), on the float64 cases ``corpus_proof.py`` uses (torch's
-OpInfo samples, else our inputs), at most ``MAX_SAMPLES`` each. On a case, every
-differentiated input gets a random tangent ``t``; the derived jvp's output tangents must equal
+(``formulas.torch.backend``, the library's and the corpus's operators; libtorch's
+``GradMode.is_enabled()`` is torch's grad mode, and a jvp asking it runs with grad mode off and
+on; ``c10::fmap`` maps a function over a list), in its module's namespace plus every declared helper (the library's win), on the float64
+cases ``corpus_proof.py`` uses (torch's OpInfo samples, else our inputs), at most ``MAX_SAMPLES``
+each. On a case, every differentiated input gets a random tangent ``t``; the derived jvp's output
+tangents must equal
 
 * central finite differences of torch's built-in overload along ``t`` (gradcheck's
-  tolerances), and
+  tolerances),
 * ``J t`` computed from torch's own reverse mode by the double-vjp trick (rtol 1e-7), where
-  torch can differentiate its backward.
+  torch can differentiate its backward, and
+* torch's forward AD (rtol 1e-7, tier RF) where torch has one: its auto rules (the entries with
+  no forward formula at all make it raise, and it is no oracle there).
 
-Torch has no forward AD for these entries, so it is no oracle of forward mode here. A case where
-torch's own double-vjp disagrees with the finite differences (a kink, outside the op's smooth
-domain) is skipped, as is one torch's overload rejects or does not differentiate. Prints one JSON object: entry ->
-``{"status": "proven" | "failed" | "no inputs", "samples": n, "source": ..., "reason": ...}``.
+A case where no output of torch's overload is differentiable (``eq``, ``special_airy_ai``:
+derivatives.yaml declares no gradient) proves that the derived jvp gives no tangent, as torch's
+forward AD gives none. A case where torch's own double-vjp or forward AD disagrees with the
+finite differences (a kink, outside the op's smooth domain) is skipped, as is one torch's
+overload rejects or does not differentiate. Prints one JSON object: entry ->
+``{"status": "proven" | "failed" | "no inputs", "samples": n, "source": ..., "reason": ...,
+"no_tangent": bool}`` (``no_tangent``: proven on cases of the kind above only; its reason is
+``NO_TANGENT`` then, else empty).
 """
 from __future__ import annotations
 
@@ -32,6 +41,7 @@ from pathlib import Path
 import corpus_inputs  # next to this script: a script's own directory is on sys.path
 import corpus_proof
 import torch
+import torch.autograd.forward_ad as fwAD
 from corpus_engine import PACKAGE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +49,9 @@ MAX_SAMPLES = 2      # the proof runs in every funnel: two cases an entry
 EPSILON = 1e-6
 FINITE_DIFFERENCE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-5}     # torch gradcheck's
 EXACT_TOLERANCE = {"rtol": 1e-7, "atol": 1e-9}
+#: the reason of an entry proven only on cases where no output is differentiable (its result's
+#: ``"no_tangent"`` is true then)
+NO_TANGENT = "no output is differentiable: no tangent, as torch's forward AD"
 
 
 def main(formulas_dir: str, derived_json: str) -> dict[str, dict]:
@@ -78,6 +91,7 @@ def _run(derived: dict[str, dict]) -> dict[str, dict]:
         for name, helper in helpers.items():
             namespace.setdefault(name, helper)
         namespace.update(library_helpers)
+        namespace.update(LIBTORCH)
         local: dict = {}
         exec(compile(derived[op]["source"], f"<derived jvp of {op}>", "exec"), namespace, local)  # noqa: S102
         theirs = theirs_by_op[op]
@@ -85,17 +99,36 @@ def _run(derived: dict[str, dict]) -> dict[str, dict]:
         ours = corpus_proof.as_called(_on_torch(backend, local[derived[op]["function"]]), schema)
         theirs = corpus_proof.as_called(theirs, schema)
         infos = corpus_proof._infos(op.partition(".")[0], schema, table)
+        # a jvp asking GradMode.is_enabled() runs with grad mode off and on: each branch is proven
+        modes = (False, True) if "GradMode." in derived[op]["source"] else (False,)
         status, used, reason = prove(ours, theirs, schema, corpus_proof._opinfo_cases(schema, infos)
-                                     + recorded.get(op, []))
+                                     + recorded.get(op, []), modes)
         source = "OpInfo"
         if status == "no inputs":
             source, first = "ours", reason
-            status, used, reason = prove(ours, theirs, schema, corpus_inputs.cases(op, schema))
+            status, used, reason = prove(ours, theirs, schema, corpus_inputs.cases(op, schema), modes)
             if status == "no inputs":
                 source, reason = "", f"OpInfo: {first or 'none'}; our inputs: {reason or 'none'}"
-        return {"status": status, "samples": used, "source": source, "reason": reason}
+        return {"status": status, "samples": used, "source": source, "reason": reason,
+                "no_tangent": reason == NO_TANGENT}
 
     return corpus_proof.prove_in_parallel(list(derived), prove_entry, corpus_proof.WORKERS)
+
+
+class GradMode:
+    """libtorch's ``GradMode`` on torch tensors: ``is_enabled()`` is torch's grad mode."""
+
+    is_enabled = staticmethod(torch.is_grad_enabled)
+
+
+def _fmap(values, fn) -> list:
+    """libtorch's ``c10::fmap``: ``fn`` applied to each value."""
+    return [fn(value) for value in values]
+
+
+#: The Python meaning, on torch, of the libtorch names the imported formulas call that the
+#: library has no helper of (the dialect's stubs raise): grad mode is torch's
+LIBTORCH = {"GradMode": GradMode, "fmap": _fmap}
 
 
 def _on_torch(backend, formula):
@@ -131,6 +164,17 @@ def _arguments(schema, args: tuple, kwargs: dict) -> dict:
         else:
             found[name] = argument.default_value
     return found
+
+
+def _given(parameters, arguments: dict, inputs: list, tangents: list) -> dict:
+    """The jvp's arguments: each differentiated input's tangent, zeros for another tensor, ``None``
+    for an absent one; a tensor list's, the list of its entries' ones."""
+    def of(value):
+        if isinstance(value, (list, tuple)):
+            return [of(v) for v in value]
+        tangent = next((t for x, t in zip(inputs, tangents) if x is value), None)
+        return tangent if tangent is not None or value is None else torch.zeros_like(value)
+    return {parameter: of(arguments.get(parameter[:-2])) for parameter in parameters}
 
 
 def _tuple(value) -> tuple:
@@ -170,9 +214,12 @@ def _torch_refusal(theirs, inputs, positions) -> str:
     return ""
 
 
-def prove(ours, theirs, schema, cases) -> tuple[str, int, str]:
-    """``(status, cases used, reason)`` of the derived jvp ``ours`` over ``cases``."""
-    used, skipped = 0, ""
+def prove(ours, theirs, schema, cases, grad_modes: tuple[bool, ...] = (False,)) -> tuple[str, int, str]:
+    """``(status, cases used, reason)`` of the derived jvp ``ours`` over ``cases``, run in each of
+    ``grad_modes`` (grad mode on and off, for a jvp that asks ``GradMode.is_enabled()``). A case where no
+    output of torch's is differentiable proves that the jvp gives no tangent, as torch's forward AD;
+    an entry proven on such cases only has the reason ``NO_TANGENT``."""
+    used, skipped, untangled = 0, "", 0
     for args, kwargs in cases:
         inputs = corpus_proof._differentiated(args, kwargs)
         if not inputs:
@@ -189,11 +236,19 @@ def prove(ours, theirs, schema, cases) -> tuple[str, int, str]:
             continue
         positions = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.requires_grad
                      and v.dtype.is_floating_point]
-        if not positions:
-            skipped = skipped or "torch's own op gives no differentiable float64 output"
-            continue
         generator = torch.Generator().manual_seed(used)
         tangents = [torch.randn(x.shape, dtype=x.dtype, generator=generator) for x in inputs]
+        if not positions:
+            verdict, reason = _no_tangent(ours, on(theirs), schema, args, kwargs, inputs, tangents)
+            if verdict == "failed":
+                return "failed", used, reason
+            if verdict == "skipped":
+                skipped = skipped or reason
+                continue
+            used, untangled = used + 1, untangled + 1
+            if used >= MAX_SAMPLES:
+                break
+            continue
         with torch.no_grad():
             plus = _tuple(on(theirs)(*[x + EPSILON * t for x, t in zip(inputs, tangents)]))
             minus = _tuple(on(theirs)(*[x - EPSILON * t for x, t in zip(inputs, tangents)]))
@@ -203,37 +258,99 @@ def prove(ours, theirs, schema, cases) -> tuple[str, int, str]:
                                          for a, b in zip(exact, differences)):
             skipped = skipped or "torch's own derivative differs from finite differences there (a kink)"
             continue
+        forward = _forward_ad(on(theirs), inputs, tangents, positions)
+        if forward is not None and not all(_close(a, b, FINITE_DIFFERENCE_TOLERANCE)
+                                           for a, b in zip(forward, differences)):
+            skipped = skipped or "torch's forward AD differs from finite differences there (a kink)"
+            continue
         used += 1
-        try:
-            with torch.no_grad():
-                arguments = _arguments(schema, args, kwargs)
-                parameters, jvp = ours(**arguments)
-                given = {}
-                for parameter in parameters:
-                    value = arguments.get(parameter[:-2])
-                    tangent = next((t for x, t in zip(inputs, tangents) if x is value), None)
-                    given[parameter] = tangent if tangent is not None else (
-                        None if value is None else torch.zeros_like(value))
-                got = list(_tuple(jvp(**given)))
-        except NotImplementedError as error:
+        failure, refused = "", ""
+        for enabled in grad_modes:
+            failure, refused = _check(ours, schema, args, kwargs, inputs, tangents, differences, exact, forward,
+                                      enabled)
+            if failure or refused:
+                break
+        if failure:
+            return "failed", used, failure
+        if refused:
             refusal = _torch_refusal(on(theirs), inputs, positions)
             if not refusal:
-                return "failed", used, f"F1: NotImplementedError: {str(error).splitlines()[0][:160]}"
+                return "failed", used, f"F1: NotImplementedError: {refused}"
             skipped, used = skipped or f"torch implements no derivative here either ({refusal})", used - 1
             continue
-        except Exception as error:  # noqa: BLE001 - whatever else the derived jvp raises is its failure
-            return "failed", used, f"F1: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
-        if len(got) != len(differences):
-            return "failed", used, f"F1: {len(got)} tangents for {len(differences)} differentiable outputs"
-        for i, (tangent, difference) in enumerate(zip(got, differences)):
-            tangent = torch.zeros_like(difference) if tangent is None else tangent
-            if not _close(tangent, difference, FINITE_DIFFERENCE_TOLERANCE):
-                return "failed", used, f"F1: output {i}'s tangent differs from finite differences"
-            if exact is not None and not _close(tangent, exact[i], EXACT_TOLERANCE):
-                return "failed", used, f"F1: output {i}'s tangent differs from torch's double-vjp"
         if used >= MAX_SAMPLES:
             break
-    return ("proven", used, "") if used else ("no inputs", 0, skipped)
+    if not used:
+        return "no inputs", 0, skipped
+    return "proven", used, NO_TANGENT if untangled == used else ""
+
+
+def _check(ours, schema, args, kwargs, inputs, tangents, differences, exact, forward,
+           grad_enabled: bool) -> tuple[str, str]:
+    """``(failure, not_implemented)`` of the derived jvp's tangents on a case, run with grad mode
+    ``grad_enabled``: both empty when they equal the finite differences, torch's double-vjp and
+    torch's forward AD (``exact``, ``forward``: None where torch has none);
+    ``not_implemented``, the message of the ``NotImplementedError`` it raised."""
+    try:
+        with torch.set_grad_enabled(grad_enabled):
+            arguments = _arguments(schema, args, kwargs)
+            parameters, jvp = ours(**arguments)
+            got = [t.detach() if isinstance(t, torch.Tensor) else t
+                   for t in _tuple(jvp(**_given(parameters, arguments, inputs, tangents)))]
+    except NotImplementedError as error:
+        return "", str(error).splitlines()[0][:160]
+    except Exception as error:  # noqa: BLE001 - whatever else the derived jvp raises is its failure
+        return f"F1: {type(error).__name__}: {str(error).splitlines()[0][:160]}", ""
+    if len(got) != len(differences):
+        return f"F1: {len(got)} tangents for {len(differences)} differentiable outputs", ""
+    for i, (tangent, difference) in enumerate(zip(got, differences)):
+        tangent = torch.zeros_like(difference) if tangent is None else tangent
+        if not _close(tangent, difference, FINITE_DIFFERENCE_TOLERANCE):
+            return f"F1: output {i}'s tangent differs from finite differences", ""
+        if exact is not None and not _close(tangent, exact[i], EXACT_TOLERANCE):
+            return f"F1: output {i}'s tangent differs from torch's double-vjp", ""
+        if forward is not None and not _close(tangent, forward[i], EXACT_TOLERANCE):
+            return f"RF: output {i}'s tangent differs from torch's forward AD", ""
+    return "", ""
+
+
+def _forward_ad(theirs, inputs, tangents, positions) -> list[torch.Tensor] | None:
+    """``J t`` of torch's overload by its forward AD (derivatives.yaml's ``auto_linear`` /
+    ``auto_element_wise`` rules); None where torch has none (it raises)."""
+    try:
+        with fwAD.dual_level():
+            duals = [fwAD.make_dual(x.detach(), t) for x, t in zip(inputs, tangents)]
+            values = _tuple(theirs(*duals))
+            unpacked = [fwAD.unpack_dual(values[i]) for i in positions]
+            return [torch.zeros_like(u.primal) if u.tangent is None else u.tangent.clone() for u in unpacked]
+    except Exception:  # noqa: BLE001 - torch's forward AD refusing (no formula) is no oracle here
+        return None
+
+
+def _no_tangent(ours, theirs, schema, args, kwargs, inputs, tangents) -> tuple[str, str]:
+    """``("proven" | "failed" | "skipped", reason)`` of a case where no output of torch's overload
+    carries a gradient: torch's forward AD gives its outputs no tangent, and the derived jvp must
+    give none either (``None``: a zero tensor would be a tangent on an output torch does not
+    differentiate, an error of its C++ forward wrapper)."""
+    try:
+        with fwAD.dual_level():
+            duals = [fwAD.make_dual(x.detach(), t) for x, t in zip(inputs, tangents)]
+            given = [fwAD.unpack_dual(v).tangent for v in _tuple(theirs(*duals))
+                     if isinstance(v, torch.Tensor)]
+    except Exception as error:  # noqa: BLE001 - any refusal of torch's forward AD makes it no case
+        return "skipped", f"torch's forward AD rejects it: {str(error).splitlines()[0][:120]}"
+    if any(tangent is not None for tangent in given):
+        return "skipped", "torch's forward AD gives a tangent to an output its reverse mode does not differentiate"
+    try:
+        with torch.no_grad():
+            arguments = _arguments(schema, args, kwargs)
+            parameters, jvp = ours(**arguments)
+            got = _tuple(jvp(**_given(parameters, arguments, inputs, tangents)))
+    except Exception as error:  # noqa: BLE001 - whatever the derived jvp raises is its failure
+        return "failed", f"F1: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+    if any(tangent is not None for tangent in got):
+        return "failed", "F1: a tangent on an output torch does not differentiate (its forward AD gives none)"
+    return "proven", ""
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ a range, accumulating the gradient), the one not linear in the gradient and the 
 whose jvp would read the input it overwrites are refused with the reason, and the report counts and lists them, with the share among those proven in reverse mode."""
 from __future__ import annotations
 
-from transpiler.corpus_jvp import CorpusJvps, derive_corpus_jvps, report
+from transpiler.corpus_jvp import CorpusJvps, DerivedSource, derive_corpus_jvps, report
 from transpiler.frontend import SHIPPED_LIBRARY, load_library
 
 CORPUS = '''
@@ -64,7 +64,8 @@ def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
     proofs = {"sin": {"status": "proven", "samples": 2, "source": "ours", "reason": ""},
               "cos": {"status": "failed", "samples": 2, "source": "ours", "reason": "F1: differs"}}
     lines = report(jvps, proofs, None)
-    assert lines[0] == "  without a jvp   3 emitted (no forward formula in torch): 2 derive one, 1 refused"
+    assert lines[0] == ("  without a jvp   3 emitted (no written forward formula in torch; 0 have its auto_linear / "
+                        "auto_element_wise rule): 2 derive one, 1 refused")
     assert lines[1].endswith("1 proven, 1 failed, 0 without a case; 1 of the 2 derived with a case (50 %)")
     assert lines[2:] == [f"  tan [jvp not derived]: {reason}", "  cos [derived jvp failed]: F1: differs"]
     # the share among the entries proven in reverse mode: those without a jvp only (exp has one)
@@ -72,6 +73,94 @@ def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
     assert among == "    of those proven in reverse mode (CT): 1 of 2 (50 %) with a proven derived jvp"
     assert report(CorpusJvps({}, {}), {}, ["sin"])[2] == "    of those proven in reverse mode (CT): 0 of 0 (-) " \
                                                          "with a proven derived jvp"
+
+
+def test_the_share_is_split_by_what_torchs_forward_ad_does():
+    """Among the CT entries: torch's auto rule (sin), no differentiable output (eq: its jvp gives no
+    tangent), and no forward formula at all (tan, refused; cos, proven)."""
+    derived = {e: DerivedSource(e, "") for e in ("sin", "cos", "eq")}
+    jvps = CorpusJvps(derived, {"tan": "not linear"}, frozenset({"sin"}))
+    proofs = {"sin": {"status": "proven", "samples": 2, "source": "OpInfo", "reason": ""},
+              "cos": {"status": "proven", "samples": 2, "source": "OpInfo", "reason": ""},
+              "eq": {"status": "proven", "samples": 2, "source": "ours", "reason": "", "no_tangent": True}}
+    lines = report(jvps, proofs, ["sin", "cos", "eq", "tan"])
+    assert "; 1 give no tangent where no output is differentiable, as torch's): 3 proven," in lines[1]
+    assert lines[2] == "    of those proven in reverse mode (CT): 3 of 4 (75 %) with a proven derived jvp"
+    assert lines[3] == ("      by torch's forward AD there: 1 of the 1 with its auto rule; 1 with no differentiable "
+                        "output (no tangent); 1 of the 2 where it raises (no forward formula: 50 %)")
+
+
+ZERO_AND_MEAN = '''
+from formulas import at, derivative
+
+
+@derivative("poisson(Tensor self, Generator? generator=None) -> Tensor")
+def poisson(self, generator=None):
+    result = at.poisson(self, generator)
+    def backward(grad):
+        grad_self = at.zeros_like(self)
+        return grad_self
+    return result, backward
+
+
+@derivative("abs(Tensor self) -> Tensor")
+def abs(self):
+    result = at.abs(self)
+    def backward(grad):
+        return at.mean(grad) * self
+    return result, backward
+'''
+
+
+def test_a_zero_gradient_and_the_numel_of_a_linear_value_derive(tmp_path):
+    """A gradient that is a zero maker whatever the incoming one (``poisson``'s) is the zero linear
+    map: no tangent parameter; ``mean``'s transpose reads the ``numel()`` of its linear argument,
+    told by the sizes rules (``huber_loss_backward``'s), and a full reduction has ``reduced_sizes``'
+    (the mean broadcast against ``self``)."""
+    (tmp_path / "corpus.py").write_text(ZERO_AND_MEAN, encoding="utf-8")
+    jvps = derive_corpus_jvps(load_library(str(tmp_path)), load_library(str(SHIPPED_LIBRARY)), {"poisson", "abs"})
+    assert jvps.refused == {}
+    assert "def jvp():" in jvps.derived["poisson"].source
+    assert "reduced_numel(" in jvps.derived["abs"].source and "reduced_sizes(" in jvps.derived["abs"].source
+
+
+def test_no_differentiable_output_proves_no_tangent_as_torchs_forward_ad():
+    """``eq.Scalar``: torch's output carries no gradient and its forward AD gives no tangent; a derived
+    jvp giving none is proven (``NO_TANGENT``), one giving a tangent fails."""
+    import torch
+
+    corpus_jvp_proof = _proof_script()
+
+    def giving(tangent):
+        def ours(**arguments):
+            return ["self_t"], lambda self_t: tangent
+        return ours
+
+    a = torch.tensor([0.7, 0.5, 2.1], dtype=torch.float64, requires_grad=True)
+    schema = torch.ops.aten.eq.Scalar._schema
+    none = corpus_jvp_proof.prove(giving(None), torch.ops.aten.eq.Scalar, schema, [((a, 0.5), {})])
+    assert none == ("proven", 1, corpus_jvp_proof.NO_TANGENT)
+    some = corpus_jvp_proof.prove(giving(torch.zeros(3)), torch.ops.aten.eq.Scalar, schema, [((a, 0.5), {})])
+    assert some[0] == "failed" and "torch does not differentiate" in some[2]
+
+
+def test_a_jvp_asking_grad_mode_is_proven_with_it_off_and_on():
+    """``silu``'s jvp branches on ``GradMode.is_enabled()``: a branch that is wrong fails, whichever."""
+    import torch
+
+    corpus_jvp_proof = _proof_script()
+
+    def ours(**arguments):
+        def jvp(self_t):
+            right = self_t * torch.cos(arguments["self"].detach())
+            return right if not corpus_jvp_proof.GradMode.is_enabled() else 2 * right
+        return ["self_t"], jvp
+
+    a = torch.tensor([0.7, 1.3, 2.1], dtype=torch.float64, requires_grad=True)
+    schema = torch.ops.aten.sin.default._schema
+    assert corpus_jvp_proof.prove(ours, torch.sin, schema, [((a,), {})])[0] == "proven"
+    off_and_on = corpus_jvp_proof.prove(ours, torch.sin, schema, [((a,), {})], (False, True))
+    assert off_and_on[0] == "failed" and "finite differences" in off_and_on[2]
 
 
 def test_a_derived_jvp_raising_where_torch_implements_no_derivative_is_no_case():

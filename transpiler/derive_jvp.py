@@ -53,6 +53,13 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from transpiler.derive_jvp_simplify import simplify
+from transpiler.jvp_fragments import code, rename
+from transpiler.jvp_fragments import expression as _expr
+from transpiler.jvp_fragments import live_only as _live_only
+from transpiler.jvp_fragments import names as _names
+from transpiler.jvp_fragments import nodes as _nodes
+from transpiler.jvp_fragments import statement as _stmt
 from transpiler.model import CaptureKind, Formula, Helper, JvpRule
 from transpiler.schema import FunctionSchema, ListType, OptionalType, is_tensor_like
 
@@ -225,42 +232,6 @@ ZERO = Operand()
 UNKNOWN_ZERO = "_zero_of_unknown_metadata"   # stands for a zero whose metadata the jvp cannot know
 
 
-def code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
-
-
-def _expr(text: str) -> cst.BaseExpression:
-    return cst.parse_expression(text)
-
-
-def _stmt(text: str) -> cst.BaseStatement:
-    return cst.parse_statement(text)
-
-
-class _Renamer(cst.CSTTransformer):
-    """Renames (or replaces by expressions) the names of a code fragment; attribute names and
-    keyword names stay."""
-
-    def __init__(self, names: Mapping[str, cst.BaseExpression]) -> None:
-        self.names = names
-
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
-        value = self.names.get(original.value, updated)
-        if isinstance(value, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)) or value.lpar:
-            return value
-        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])   # keeps precedence
-
-    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
-        return updated.with_changes(attr=original.attr)
-
-    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
-        return updated.with_changes(keyword=original.keyword)
-
-
-def rename(node: cst.CSTNode, names: Mapping[str, cst.BaseExpression]) -> cst.CSTNode:
-    return node.visit(_Renamer(names)) if names else node
-
-
 class _MaskFolder(cst.CSTTransformer):
     """``needs_input_grad[i]`` -> the constant it is here, then constant tests folded."""
 
@@ -374,18 +345,6 @@ def _else_body(statement: cst.If) -> list[cst.BaseStatement]:
 
 def _has_return(statements) -> bool:
     return any(isinstance(n, cst.Return) for s in statements for n in _nodes(s))
-
-
-def _nodes(node: cst.CSTNode):
-    """Every node under ``node`` but attribute and keyword names (``at.sum``'s ``sum``, ``dim=``)."""
-    yield node
-    if isinstance(node, cst.Attribute):
-        yield from _nodes(node.value)
-        return
-    for child in node.children:
-        if isinstance(node, cst.Arg) and child is node.keyword:
-            continue
-        yield from _nodes(child)
 
 
 def single_exit(statements) -> list[cst.BaseStatement]:
@@ -1891,67 +1850,11 @@ def _if(condition: str, body, orelse) -> cst.If:
     return cst.If(test=cst.Name(condition), body=block, orelse=orelse_block)
 
 
-def _live_only(statements: list[cst.BaseStatement], live: set[str]) -> tuple[list[cst.BaseStatement], set[str]]:
-    """``statements`` without the assignments to names nothing after them reads (the forward
-    sweep and each branch's replay bind more than the transposes use), and the names live before
-    them; ``live``: those read after. The formula language's expressions have no side effects; any
-    other statement (a list's ``append``, a return) is kept and reads what it names."""
-    kept: list[cst.BaseStatement] = []
-    for statement in reversed(statements):
-        if isinstance(statement, cst.SimpleStatementLine):
-            smalls = []
-            for small in reversed(statement.body):
-                if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets):
-                    targets = {t.target.value for t in small.targets}
-                    if not targets & live:
-                        continue
-                    live = (live - targets) | _names(small.value)
-                elif not isinstance(small, cst.Pass):
-                    live = live | _names(small)
-                smalls.append(small)
-            if smalls:
-                kept.append(statement.with_changes(body=list(reversed(smalls))))
-        elif isinstance(statement, cst.If):
-            body, body_live = _live_only(list(statement.body.body), set(live))
-            orelse, else_live = statement.orelse, set(live)
-            if isinstance(orelse, cst.Else):
-                inner, else_live = _live_only(list(orelse.body.body), set(live))
-                orelse = orelse.with_changes(body=orelse.body.with_changes(body=inner)) if inner else None
-            elif isinstance(orelse, cst.If):
-                inner, else_live = _live_only([orelse], set(live))
-                orelse = inner[0] if inner else None
-            if not body and orelse is None:
-                continue
-            live = body_live | else_live | _names(statement.test)
-            kept.append(statement.with_changes(body=statement.body.with_changes(body=body or [_stmt("pass")]),
-                                               orelse=orelse))
-        elif isinstance(statement, cst.For):
-            loop_live = set(live)            # an iteration may read what the one before it bound
-            while True:
-                body, body_live = _live_only(list(statement.body.body), set(loop_live))
-                if body_live <= loop_live:
-                    break
-                loop_live |= body_live
-            if not body:
-                continue
-            live = live | body_live | _names(statement.iter)
-            kept.append(statement.with_changes(body=statement.body.with_changes(body=body)))
-        else:
-            live = live | _names(statement)
-            kept.append(statement)
-    return list(reversed(kept)), live
-
-
-def _names(node: cst.CSTNode) -> set[str]:
-    return {n.value for n in _nodes(node) if isinstance(n, cst.Name)}
-
-
 # ---- the entry point ---------------------------------------------------------------------
 def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     """The ``def jvp(...)`` of ``formula``, by transposing its backward (module docstring);
     raises :class:`DerivationRefused` naming the step it cannot transpose."""
     from transpiler.dataflow import ValueKind
-    from transpiler.derive_jvp_simplify import simplify
 
     backward = formula.backward
     taken = {n.value for n in _nodes(formula.node) if isinstance(n, cst.Name)}

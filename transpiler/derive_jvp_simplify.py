@@ -38,7 +38,11 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from transpiler.derive_jvp import _live_only, _names, _nodes, _stmt, code, rename
+from transpiler.jvp_fragments import code, rename
+from transpiler.jvp_fragments import live_only as _live_only
+from transpiler.jvp_fragments import names as _names
+from transpiler.jvp_fragments import nodes as _nodes
+from transpiler.jvp_fragments import statement as _stmt
 
 #: Operators whose result is zero whatever their arguments hold.
 ZERO_MAKERS = frozenset({"zeros_like", "new_zeros"})

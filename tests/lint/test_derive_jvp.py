@@ -48,7 +48,7 @@ def test_a_backward_not_linear_in_grad_is_db107_naming_the_step(tmp_path):
         ''')
     [diagnostic] = library.diagnostics
     assert diagnostic.code == "DB107" and (diagnostic.line, diagnostic.col) == (4, 47)
-    assert "`grad * grad` is not linear in the gradient" in diagnostic.message
+    assert "`grad * grad` is not shown to be linear in the gradient" in diagnostic.message
 
 
 def test_show_jvp_prints_the_derived_source(capsys):
@@ -58,7 +58,7 @@ def test_show_jvp_prints_the_derived_source(capsys):
 
 
 def test_show_jvp_says_why_a_backward_is_refused_and_what_is_unknown(capsys):
-    assert show_jvp(["cumprod"]) == 1
-    assert "a `while` loop" in capsys.readouterr().err
+    assert show_jvp(["index_put"]) == 1
+    assert "the sizes rules cannot tell them" in capsys.readouterr().err
     assert show_jvp(["no_such_op"]) == 2
     assert "no formula for `no_such_op`" in capsys.readouterr().err

@@ -55,7 +55,8 @@ def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
     assert "def jvp(self_t):" in jvps.derived["sin"].source
     assert "return result, backward, jvp" in jvps.derived["sin"].source
     assert "_reversed_" in jvps.derived["cos"].source
-    reason = "the backward of `mul.Tensor` reads the value of `other`, so `grad * grad` is not linear in the gradient"
+    reason = ("the backward of `mul.Tensor` reads the value of `other` (a linear argument or the result) and so does its "
+              "jvp, so `grad * grad` is not shown to be linear in the gradient")
     # squeeze_'s jvp runs after the write, when `self.sizes()` are the squeezed ones (it failed F1)
     in_place = ("the jvp reads `self`, which the operator writes in place: it would see the written value, not "
                 "the input (derive its functional twin)")
@@ -115,13 +116,13 @@ def abs(self):
 def test_a_zero_gradient_and_the_numel_of_a_linear_value_derive(tmp_path):
     """A gradient that is a zero maker whatever the incoming one (``poisson``'s) is the zero linear
     map: no tangent parameter; ``mean``'s transpose reads the ``numel()`` of its linear argument,
-    told by the sizes rules (``huber_loss_backward``'s), and a full reduction has ``reduced_sizes``'
-    (the mean broadcast against ``self``)."""
+    told by the sizes rules (``huber_loss_backward``'s), and a full reduction is 0-d (the mean
+    broadcast against ``self``, summed back to ``[]``)."""
     (tmp_path / "corpus.py").write_text(ZERO_AND_MEAN, encoding="utf-8")
     jvps = derive_corpus_jvps(load_library(str(tmp_path)), load_library(str(SHIPPED_LIBRARY)), {"poisson", "abs"})
     assert jvps.refused == {}
     assert "def jvp():" in jvps.derived["poisson"].source
-    assert "reduced_numel(" in jvps.derived["abs"].source and "reduced_sizes(" in jvps.derived["abs"].source
+    assert "reduced_numel(" in jvps.derived["abs"].source and "_sizes_4 = []" in jvps.derived["abs"].source
 
 
 def test_no_differentiable_output_proves_no_tangent_as_torchs_forward_ad():

@@ -236,9 +236,17 @@ class TorchBackend:
             key = (name, *map(type, args), _KEYWORDS, *kwargs, *map(type, kwargs.values()))
         else:
             key = (name, *map(type, args))
-        if list in key or tuple in key or str in key:
-            key = (name, *map(_type_key, args), *((k, _type_key(v)) for k, v in kwargs.items()))
-        found = self._resolved.get(key)
+        found = self._resolved.get(key)     # never a plain key with a list, tuple or str: those miss
+        if found is None and (list in key or tuple in key or str in key):
+            # (name, *map(_type_key, args), *((k, _type_key(v)) for k, v in kwargs.items())), with
+            # a call only per list, tuple or string (just an optimization)
+            parts: list[Any] = [name]
+            for value in args:
+                parts.append(_type_key(value) if isinstance(value, (list, tuple, str)) else type(value))
+            for k, value in kwargs.items():
+                parts.append((k, _type_key(value) if isinstance(value, (list, tuple, str)) else type(value)))
+            key = tuple(parts)
+            found = self._resolved.get(key)
         if found is None:
             schema = self.resolve(name, args, kwargs)
             overload = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")
@@ -248,12 +256,19 @@ class TorchBackend:
         if found[2]:
             result = overload(*map(_tensor_of, args))
             return OracleTensor(result) if type(result) is torch.Tensor else wrap(result)
-        arguments = [a.tensor if type(a) is OracleTensor else unwrap(a) if isinstance(a, (list, tuple)) else a
-                     for a in args]
+        # unwrapped: a list of sizes or dims goes as it is (no copy, no call)
+        arguments = list(args)
+        for i, a in enumerate(arguments):
+            if type(a) is OracleTensor:
+                arguments[i] = a.tensor
+            elif isinstance(a, (list, tuple)) and not SCALAR_TYPES.issuperset(map(type, a)):
+                arguments[i] = unwrap(a)
         if kwargs:
-            kwargs = {key: _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else
-                      value.tensor if type(value) is OracleTensor else unwrap(value) for key, value in kwargs.items()}
-            result = overload(*arguments, **kwargs)
+            unwrapped = {}
+            for keyword, value in kwargs.items():
+                unwrapped[keyword] = _SYMBOLIC_DEFAULTS.get(value, value) if isinstance(value, str) else \
+                    value.tensor if type(value) is OracleTensor else unwrap(value)
+            result = overload(*arguments, **unwrapped)
         else:
             result = overload(*arguments)
         return OracleTensor(result) if type(result) is torch.Tensor else wrap(result)

@@ -128,34 +128,49 @@ def plan_closure(closure: Callable[..., Any], candidates: Sequence[torch.Tensor]
     :class:`CapturedIntermediate`. Positions, not the tensors themselves, so that the tensors
     saved may be other objects standing for the same values (``setup_context``'s, which
     torch.func transforms wrap, where the forward saw them unwrapped)."""
-    position_of = dict(zip(map(id, candidates), range(len(candidates))))
     to_save: dict[int, int] = {}
-
-    def slot(name: str, value: Any) -> Any:
-        if isinstance(value, OracleTensor):
-            position = position_of.get(id(value.tensor))
-            if position is None:
-                raise CapturedIntermediate(
-                    f"the {closure.__name__} of {op_name} captures `{name}`, a tensor that is neither an input "
-                    "nor an output of its forward: double backward through it would be silently wrong; "
-                    "`transpile lint` reports it as DB100")
-            return _SLOTS[to_save.setdefault(position, len(to_save))]
-        if isinstance(value, (list, tuple)):
-            return type(value)(slot(name, v) for v in value)
-        return value
-
     code = closure.__code__
     cells = []
-    for name, cell in zip(code.co_freevars, closure.__closure__ or ()):
+    for index, cell in enumerate(closure.__closure__ or ()):
         value = cell.cell_contents
-        if type(value) is OracleTensor:
-            value = slot(name, value)
+        if type(value) is OracleTensor:     # just an optimization of _slot's first case, the common one
+            tensor = value.tensor
+            for position, candidate in enumerate(candidates):
+                if candidate is tensor:
+                    break
+            else:
+                raise _captured_intermediate(closure, code.co_freevars[index], op_name)
+            value = _SLOTS[to_save.setdefault(position, len(to_save))]
         elif isinstance(value, (list, tuple)) and not SCALAR_TYPES.issuperset(map(type, value)) \
                 and _holds_tensor(value):
-            value = HoldingSaved(slot(name, value))
+            position_of = dict(zip(map(id, candidates), range(len(candidates))))
+            value = HoldingSaved(_slot(value, position_of, to_save, closure, code.co_freevars[index], op_name))
         cells.append(value)     # anything else as it is, as a Python closure shares it
-    plan = ClosurePlan(code, closure.__globals__, closure.__defaults__, closure.__kwdefaults__, tuple(cells))
+    # tuple.__new__: a NamedTuple made without its Python __new__ (just an optimization)
+    plan = tuple.__new__(ClosurePlan, (code, closure.__globals__, closure.__defaults__, closure.__kwdefaults__,
+                                       tuple(cells)))
     return plan, tuple(to_save)
+
+
+def _slot(value: Any, position_of: dict[int, int], to_save: dict[int, int], closure: Callable[..., Any],
+          name: str, op_name: str) -> Any:
+    """``value`` (captured as ``name``) with each tensor a :class:`SavedSlot`, its position (in
+    ``position_of``) added to ``to_save``; an intermediate is a :class:`CapturedIntermediate`."""
+    if isinstance(value, OracleTensor):
+        position = position_of.get(id(value.tensor))
+        if position is None:
+            raise _captured_intermediate(closure, name, op_name)
+        return _SLOTS[to_save.setdefault(position, len(to_save))]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_slot(v, position_of, to_save, closure, name, op_name) for v in value)
+    return value
+
+
+def _captured_intermediate(closure: Callable[..., Any], name: str, op_name: str) -> CapturedIntermediate:
+    return CapturedIntermediate(
+        f"the {closure.__name__} of {op_name} captures `{name}`, a tensor that is neither an input "
+        "nor an output of its forward: double backward through it would be silently wrong; "
+        "`transpile lint` reports it as DB100")
 
 
 class FlatArguments(NamedTuple):
@@ -194,7 +209,7 @@ class FlatArguments(NamedTuple):
                 template[i] = _SLOTS[len(tensors)]
                 tensors.append(values[i])
                 positions.append(i)
-        return cls(tuple(template), tuple(tensors), tuple(positions))
+        return tuple.__new__(cls, (tuple(template), tuple(tensors), tuple(positions)))   # see plan_closure
 
     def values(self, tensors: Sequence[Any]) -> list[Any]:
         """The arguments with ``tensors`` in the places of the taken-out ones."""
@@ -283,8 +298,8 @@ class TorchFormula:
     def prepare(self) -> TorchFormula:
         """Work out now what every call needs (schema, slots, the Function), so that no call
         does: an override or a custom op prepares its formulas when it is installed."""
-        for name in ("fn", "apply", "gradient_slots", "single_slots", "scalar_method_slots", "single_tensor_slots",
-                     "list_output", "output_flags", "all_differentiable"):
+        for name in ("fn", "apply", "plain_apply", "gradient_slots", "single_slots", "scalar_method_slots",
+                     "single_tensor_slots", "list_output", "output_flags", "all_differentiable"):
             getattr(self, name)
         return self
 
@@ -407,8 +422,16 @@ class TorchFormula:
     @cached_property
     def function(self) -> type[torch.autograd.Function]:
         """The formula as a ``torch.autograd.Function`` subclass named ``<Op>Formula``."""
-        name = "".join(part[:1].upper() + part[1:] for part in self.op_name.replace(".", "_").split("_")) + "Formula"
-        return type(name, (FormulaFunction,), {"__module__": __name__})
+        return _function_named(self._function_name, FormulaFunction)
+
+    @cached_property
+    def plain_function(self) -> type[torch.autograd.Function]:
+        """:attr:`function` as a :class:`PlainFormulaFunction`, for a call outside torch.func transforms."""
+        return _function_named(self._function_name, PlainFormulaFunction)
+
+    @property
+    def _function_name(self) -> str:
+        return "".join(part[:1].upper() + part[1:] for part in self.op_name.replace(".", "_").split("_")) + "Formula"
 
     @cached_property
     def apply(self) -> Callable[..., Any]:
@@ -418,6 +441,11 @@ class TorchFormula:
         node at the level it is called at, as torch's own C++ kernels do (torch.func transforms
         reach a kernel unwrapped to its level); and the binding was a third of the per-call cost."""
         return super(torch.autograd.Function, self.function).apply
+
+    @cached_property
+    def plain_apply(self) -> Callable[..., Any]:
+        """:attr:`plain_function`'s ``apply`` below ``Function.apply``'s Python layer (see :attr:`apply`)."""
+        return super(torch.autograd.Function, self.plain_function).apply
 
     @cached_property
     def single_tensor_slots(self) -> tuple[int, ...]:
@@ -483,11 +511,11 @@ class TorchFormula:
         slots = self.single_slots
         flat = FlatArguments.of(values) if slots is None else FlatArguments.of_single(values, slots)
         application = Application(self, flat, torch.autograd.forward_ad._current_level >= 0,
-                                  torch.is_grad_enabled(), run or self.planned_forward)
+                                  torch.is_grad_enabled(), run or self.run_forward)
         if torch._C._are_functorch_transforms_active():
             with enable_single_level_autograd_function():
                 return self.shaped(self.apply(application, *flat.tensors))
-        flat_outputs = self.apply(application, *map(unwrap_if_dead, flat.tensors))
+        flat_outputs = self.plain_apply(application, *map(unwrap_if_dead, flat.tensors))
         if self.list_output:
             return list(flat_outputs)
         return flat_outputs[0] if len(flat_outputs) == 1 else tuple(flat_outputs)
@@ -497,6 +525,32 @@ class TorchFormula:
         if self.list_output:
             return list(flat_outputs)
         return tuple(flat_outputs) if len(self.schema.returns) > 1 else flat_outputs[0]
+
+    def run_forward(self, values: Sequence[Any], tensors: Sequence[torch.Tensor], want_jvp: bool) -> PlannedForward:
+        """:meth:`planned_forward` with :meth:`forward` inlined where no jvp is wanted: just an
+        optimization (the override's per-call cost)."""
+        if want_jvp:
+            return self.planned_forward(values, tensors, want_jvp)
+        wrapped = list(values)
+        for i, value in enumerate(wrapped):
+            if isinstance(value, torch.Tensor):
+                wrapped[i] = OracleTensor(value)
+            elif isinstance(value, (list, tuple)):
+                wrapped[i] = wrap(value)
+        token = _installed_backend.set(self.backend)
+        try:
+            with torch._C._AutoDispatchBelowAutograd():
+                outputs, backward = self.apply_fn(wrapped) if self.keyword_only else self.fn(*wrapped)
+        finally:
+            _installed_backend.reset(token)
+        if type(outputs) is OracleTensor:
+            outputs = outputs.tensor
+            flat_outputs = (outputs,)
+        else:
+            outputs = unwrap(outputs)
+            flat_outputs = (outputs,) if type(outputs) is torch.Tensor else self.flat_outputs(outputs)
+        plan, saved = plan_closure(backward, (*tensors, *flat_outputs), self.op_name)
+        return tuple.__new__(PlannedForward, (outputs, flat_outputs, plan, saved, None))    # see plan_closure
 
     def planned_forward(self, values: Sequence[Any], tensors: Sequence[torch.Tensor],
                         want_jvp: bool) -> PlannedForward:
@@ -535,7 +589,9 @@ class TorchFormula:
         """The closure's gradients, one per gradient slot (``None``: zero); ``grads`` holds one per
         differentiable output (per part of a ``Tensor[]`` output)."""
         mask = {"needs_input_grad": list(needs_input_grad)} if _declares_mask(backward.__code__) else {}
-        wrapped = [OracleTensor(g) if type(g) is torch.Tensor else wrap(g) for g in grads]
+        wrapped = list(grads)
+        for i, grad in enumerate(wrapped):
+            wrapped[i] = OracleTensor(grad) if type(grad) is torch.Tensor else wrap(grad)
         token = _installed_backend.set(self.backend)   # just an optimization of `with use_backend(...)`
         try:
             returned = backward(wrapped, **mask) if self.list_output else backward(*wrapped, **mask)
@@ -655,7 +711,9 @@ class Application:
 
 class FormulaFunction(torch.autograd.Function):
     """Base of every ``<Op>Formula``: see the module docstring. ``apply(application, *tensors)``
-    with ``tensors`` the application's :class:`FlatArguments` tensors."""
+    with ``tensors`` the application's :class:`FlatArguments` tensors. This form, with
+    ``setup_context``, is the one torch.func transforms take; outside them a call goes through
+    :class:`PlainFormulaFunction`, the same Function in one Python call fewer."""
 
     @staticmethod
     def forward(application: Application, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -675,74 +733,145 @@ class FormulaFunction(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
-        application: Application = inputs[0]
-        planned, formula = application.planned, application.formula
-        candidates = (*inputs[1:], *output)     # setup_context's own objects: torch.func wraps them
-        ctx.save_for_backward(*map(candidates.__getitem__, planned.saved))
-        # what backward needs, and no tensor: the inputs stay free to go (torch keeps only the saved)
-        ctx.formula, ctx.template, ctx.count, ctx.plan = formula, application.flat.template, len(inputs) - 1, planned.plan
-        if planned.jvp_state is not None:
-            ctx.jvp_state = planned.jvp_state   # forward mode runs right after forward; jvp drops it
-        application.planned = None
-        if not formula.all_differentiable:
-            kept = {id(o) for o in formula.differentiable(output)}
-            ctx.mark_non_differentiable(*(o for o in output if id(o) not in kept))
-        ctx.set_materialize_grads(False)     # an unused output's gradient reaches the closure as None
+        # setup_context's own objects: torch.func wraps them
+        _set_up(ctx, inputs[0], (*inputs[1:], *output), output)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        formula: TorchFormula = ctx.formula
-        template = ctx.template
-        output_grads = grads if formula.all_differentiable else formula.differentiable(grads)
-        for grad in output_grads:
-            if grad is not None:
-                break
-        else:
-            return (None,) * (1 + ctx.count)      # a backward is never called without a gradient
-        flags = ctx.needs_input_grad        # per tensor of the call, after the Application's
-        needs = []                          # per gradient slot
-        for slot in formula.gradient_slots:
-            marker = template[slot]
-            if type(marker) is SavedSlot:
-                needs.append(flags[1 + marker.index])
-            else:       # a list of tensors (its flags in one), or an absent Tensor?
-                needs.append(isinstance(marker, (list, tuple)) and
-                             any(flags[1 + m.index] for m in marker if type(m) is SavedSlot))
-        backward = ctx.plan.rebuild(ctx.saved_tensors)
-        per_slot = formula.run_backward(backward, output_grads, needs)
-        flat_grads: list[torch.Tensor | None] = [None] * ctx.count
-        for slot, grad in zip(formula.gradient_slots, per_slot):
-            marker = template[slot]
-            if isinstance(marker, SavedSlot):
-                flat_grads[marker.index] = grad
-            elif isinstance(marker, list) and grad is not None:
-                for part, part_grad in zip(marker, grad):
-                    flat_grads[part.index] = part_grad
-        return (None, *flat_grads)
+        return _backward(ctx, *grads)
 
     @staticmethod
     def jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
-        formula: TorchFormula = ctx.formula
-        values, backward, written = ctx.jvp_state
-        del ctx.jvp_state
-        tensors = FlatArguments.of(values).tensors
-        zero_filled = [torch.zeros_like(t) if tangent is None else tangent
-                       for t, tangent in zip(tensors, input_tangents[1:])]
-        tangents = place(ctx.template, zero_filled)
-        per_parameter = [tangents[i] if i in formula.gradient_slots else None for i in range(len(values))]
-        if torch._C._are_functorch_transforms_active():
-            # the levels below this one record the jvp's computation (a jvp of a jvp), as the
-            # forward's: with apply's modes, off, they would not
-            with torch.enable_grad(), torch.autograd.forward_ad._set_fwd_grad_enabled(True), below_autograd():
-                output_tangents = formula.run_jvp(values, per_parameter, backward, written)
-        else:
+        return _jvp(ctx, *input_tangents)
+
+
+class PlainFormulaFunction(torch.autograd.Function):
+    """:class:`FormulaFunction` with its forward and ``setup_context`` in one call,
+    ``forward(ctx, application, *tensors)``: a call outside torch.func transforms, where the
+    tensors ``setup_context`` would see are the forward's own (just an optimization)."""
+
+    @staticmethod
+    def forward(ctx: Any, application: Application, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        torch._C._set_grad_enabled(application.grad_enabled)      # as FormulaFunction.forward
+        torch._C._set_fwd_grad_enabled(True)
+        try:
+            flat = application.flat
+            if flat.positions is None:
+                values = flat.values(tensors)
+            else:       # just an optimization of flat.values(tensors)
+                values = list(flat.template)
+                for i, tensor in zip(flat.positions, tensors):
+                    values[i] = tensor
+            planned = application.run(values, tensors, application.want_jvp)
+        finally:
+            torch._C._set_grad_enabled(False)
+            torch._C._set_fwd_grad_enabled(False)
+        application.planned = planned
+        flat_outputs = planned.flat_outputs
+        _set_up(ctx, application, (*tensors, *flat_outputs), flat_outputs)
+        return flat_outputs
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        return _backward(ctx, *grads)
+
+    @staticmethod
+    def jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
+        return _jvp(ctx, *input_tangents)
+
+
+def _function_named(name: str, base: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """A subclass ``name`` of ``base``, its node's ``apply`` the backward itself: torch's looks the
+    backward up on every call (one Python call more; just an optimization)."""
+    function = type(name, (base,), {"__module__": __name__})
+    function._backward_cls.apply = _backward
+    return function
+
+
+def _set_up(ctx: Any, application: Application, candidates: tuple[torch.Tensor, ...],
+            output: Sequence[torch.Tensor]) -> None:
+    """The Function's ``setup_context``: save the tensors the planned closure captures (at their
+    positions in ``candidates``, the call's input tensors then its outputs) and keep what
+    backward and jvp need, no tensor among it (the inputs stay free to go: torch keeps only the
+    saved)."""
+    planned, formula = application.planned, application.formula
+    # what ctx.save_for_backward and ctx.set_materialize_grads(False) do, without their
+    # calls (just an optimization); an unused output's gradient reaches the closure as None
+    ctx.to_save = tuple(map(candidates.__getitem__, planned.saved))
+    ctx.materialize_grads = False
+    ctx.formula, ctx.template, ctx.count, ctx.plan = formula, application.flat.template, \
+        len(application.flat.tensors), planned.plan
+    if planned.jvp_state is not None:
+        ctx.jvp_state = planned.jvp_state   # forward mode runs right after forward; jvp drops it
+    application.planned = None
+    if not formula.all_differentiable:
+        kept = {id(o) for o in formula.differentiable(output)}
+        ctx.mark_non_differentiable(*(o for o in output if id(o) not in kept))
+
+
+def _backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+    """The Function's backward: the formula's closure rebuilt from the saved tensors, run."""
+    formula: TorchFormula = ctx.formula
+    template = ctx.template
+    output_grads = grads if formula.all_differentiable else formula.differentiable(grads)
+    for grad in output_grads:
+        if grad is not None:
+            break
+    else:
+        return (None,) * (1 + ctx.count)      # a backward is never called without a gradient
+    flags = ctx.needs_input_grad        # per tensor of the call, after the Application's
+    needs = []                          # per gradient slot
+    for slot in formula.gradient_slots:
+        marker = template[slot]
+        if type(marker) is SavedSlot:
+            needs.append(flags[1 + marker.index])
+        else:       # a list of tensors (its flags in one), or an absent Tensor?
+            needs.append(isinstance(marker, (list, tuple)) and
+                         any(flags[1 + m.index] for m in marker if type(m) is SavedSlot))
+    backward = ctx.plan.rebuild(ctx.saved_tensors)
+    if torch.is_grad_enabled() or torch.autograd.forward_ad._current_level >= 0 \
+            or torch._C._are_functorch_transforms_active():
+        per_slot = formula.run_backward(backward, output_grads, needs)
+    else:
+        # nothing can record (no create_graph, no forward-mode level, no torch.func level): the
+        # closure's operators go straight to their kernels below autograd, as the forward's do,
+        # and an overridden one does not enter its Python kernel only to find that out
+        with torch._C._AutoDispatchBelowAutograd():
+            per_slot = formula.run_backward(backward, output_grads, needs)
+    flat_grads: list[torch.Tensor | None] = [None] * ctx.count
+    for slot, grad in zip(formula.gradient_slots, per_slot):
+        marker = template[slot]
+        if type(marker) is SavedSlot:
+            flat_grads[marker.index] = grad
+        elif isinstance(marker, list) and grad is not None:
+            for part, part_grad in zip(marker, grad):
+                flat_grads[part.index] = part_grad
+    return (None, *flat_grads)
+
+
+def _jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
+    """The Function's jvp: the formula's, on the values the forward kept for it."""
+    formula: TorchFormula = ctx.formula
+    values, backward, written = ctx.jvp_state
+    del ctx.jvp_state
+    tensors = FlatArguments.of(values).tensors
+    zero_filled = [torch.zeros_like(t) if tangent is None else tangent
+                   for t, tangent in zip(tensors, input_tangents[1:])]
+    tangents = place(ctx.template, zero_filled)
+    per_parameter = [tangents[i] if i in formula.gradient_slots else None for i in range(len(values))]
+    if torch._C._are_functorch_transforms_active():
+        # the levels below this one record the jvp's computation (a jvp of a jvp), as the
+        # forward's: with apply's modes, off, they would not
+        with torch.enable_grad(), torch.autograd.forward_ad._set_fwd_grad_enabled(True), below_autograd():
             output_tangents = formula.run_jvp(values, per_parameter, backward, written)
-        if formula.list_output:
-            return tuple(output_tangents)
-        returned = output_tangents if isinstance(output_tangents, tuple) else (output_tangents,)
-        count = sum(formula.output_flags)
-        if len(returned) != count:
-            raise RuntimeError(f"the jvp of {formula.op_name} returned {len(returned)} tangent(s) for "
-                               f"{count} differentiable output(s)")
-        remaining = iter(returned)
-        return tuple(next(remaining) if diff else None for diff in formula.output_flags)
+    else:
+        output_tangents = formula.run_jvp(values, per_parameter, backward, written)
+    if formula.list_output:
+        return tuple(output_tangents)
+    returned = output_tangents if isinstance(output_tangents, tuple) else (output_tangents,)
+    count = sum(formula.output_flags)
+    if len(returned) != count:
+        raise RuntimeError(f"the jvp of {formula.op_name} returned {len(returned)} tangent(s) for "
+                           f"{count} differentiable output(s)")
+    remaining = iter(returned)
+    return tuple(next(remaining) if diff else None for diff in formula.output_flags)

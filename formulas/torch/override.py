@@ -270,9 +270,12 @@ def _formulas(package: str) -> dict[str, TorchFormula]:
 def _kernel(formula: TorchFormula) -> Any:
     below = aten_overload(formula.op_name)._op      # the OpOverload's own call, without its Python layer
     call, bind = formula.prepare().call, formula.bind
+    is_grad_enabled = torch.is_grad_enabled
 
     def autograd_kernel(*args: Any, **kwargs: Any) -> Any:
-        if not records(args, kwargs):
+        # records(args, kwargs), its call saved where the first argument requires grad
+        if not (args and isinstance(args[0], torch.Tensor) and args[0].requires_grad and is_grad_enabled()) \
+                and not records(args, kwargs):
             with torch._C._AutoDispatchBelowAutograd():
                 return below(*args, **kwargs)
         return call(bind(args, kwargs))

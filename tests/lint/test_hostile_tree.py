@@ -138,12 +138,9 @@ def test_a_file_the_linter_runs_out_of_memory_on_is_one_db000_line(tmp_path, mon
 
 
 PEAK_MEMORY = """\
-import resource, runpy, sys
-sys.argv = ["transpile", "lint", "--no-cache", sys.argv[1]]
-try:
-    runpy.run_module("transpiler", run_name="__main__")
-except SystemExit:
-    pass
+import resource, sys
+from transpiler.cli import main
+main(["lint", "--no-cache", sys.argv[1]])     # not the command's run(): it leaves without returning
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
 """
 

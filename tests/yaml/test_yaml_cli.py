@@ -148,6 +148,7 @@ def test_import_keeps_the_directory_mode_and_reports_a_full_disk(tmp_path: Path,
 
     monkeypatch.setattr(Path, "write_bytes", full)
     monkeypatch.setattr(shutil, "copy2", lambda source, target: full(target, b""))
+    monkeypatch.setattr(os, "link", lambda source, target: full(target, b""))     # unchanged files are linked
     capsys.readouterr()
     assert transpile(["import-yaml", str(source), "-o", str(out)]) == 2
     err = capsys.readouterr().err

@@ -8,9 +8,6 @@ emitter and the reference engine run it; torch 2.13 is the oracle.
 """
 from __future__ import annotations
 
-import sys
-import textwrap
-
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -19,15 +16,14 @@ from torch.autograd import gradcheck, gradgradcheck
 from formulas.torch import override
 from formulas.torch.backend import OracleTensor
 from formulas.torch.helper_overloads import HelperOverloads, fits
+from tests.torch_override.conftest import importable_package
 
 
 @pytest.fixture
 def dialect_package(tmp_path, monkeypatch):
     """A package ``yamlops`` in the imported corpus's dialect."""
-    package = tmp_path / "yamlops"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "externals.py").write_text(textwrap.dedent('''
+    with importable_package(tmp_path, monkeypatch, "yamlops", {
+        "externals.py": '''
         from transpiler.yaml_import.dialect import external, yaml_entry
 
         maybe_multiply = external("maybe_multiply")
@@ -35,8 +31,8 @@ def dialect_package(tmp_path, monkeypatch):
         prod_backward = external("prod_backward")
         sum_backward = external("sum_backward")
         sinh_forward_AD = external("sinh_forward_AD")
-    '''))
-    (package / "entries.py").write_text(textwrap.dedent('''
+    ''',
+        "entries.py": '''
         from formulas import at, derivative
 
         from .externals import maybe_multiply, mul_tensor_backward, prod_backward, sum_backward, yaml_entry
@@ -113,11 +109,9 @@ def dialect_package(tmp_path, monkeypatch):
             def jvp(self_t):
                 return sinh_forward_AD(self_t, self)
             return result, backward
-    '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "yamlops"
-    for name in [m for m in sys.modules if m == "yamlops" or m.startswith("yamlops.")]:
-        del sys.modules[name]
+    ''',
+    }) as package:
+        yield package
 
 
 def test_helper_overloads_and_scalar_methods_run_as_in_cpp(dialect_package):

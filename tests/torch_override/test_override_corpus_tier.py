@@ -7,7 +7,6 @@ the funnel's report of the tiers groups the refusals by reason."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,16 +15,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).parents[1] / "yaml"))  # corpus_override imports its neighbours as a script
 import corpus_override
 
+from tests.torch_override.conftest import importable_package
 from transpiler.corpus import override_report
 
 
 @pytest.fixture
 def entries(tmp_path, monkeypatch):
     """A package ``tierops`` with two entries as ``transpile import-yaml`` writes them."""
-    package = tmp_path / "tierops"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "entries.py").write_text(textwrap.dedent('''
+    with importable_package(tmp_path, monkeypatch, "tierops", {
+        "entries.py": '''
         from formulas import at, derivative, nondifferentiable
 
         nondifferentiable("max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, "
@@ -58,11 +56,9 @@ def entries(tmp_path, monkeypatch):
             def backward(grad):
                 return at.max_pool2d_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode)
             return result, backward
-    '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "tierops"
-    for name in [m for m in sys.modules if m == "tierops" or m.startswith("tierops.")]:
-        del sys.modules[name]
+    ''',
+    }) as package:
+        yield package
 
 
 def test_a_non_differentiable_output_is_left_out_of_the_checks(entries):

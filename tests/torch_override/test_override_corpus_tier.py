@@ -3,7 +3,7 @@ formulas written as derivatives.yaml's entries are, in a package of their own: a
 non-differentiable floating output is proven with forward AD (gradcheck's forward mode alone
 would compare ``P``'s tangent with ``L``'s finite differences, and fail torch's own op too), an
 entry whose formula calls a backward torch has no CPU kernel for is refused, saying which, one
-torch does not differentiate is proven by its values; and
+torch does not differentiate is proven by its values, a backward may read ``GradMode.is_enabled()``; and
 the funnel's report of the tiers groups the refusals by reason."""
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def entries(tmp_path, monkeypatch):
     with importable_package(tmp_path, monkeypatch, "tierops", {
         "entries.py": '''
         from formulas import at, derivative, nondifferentiable
+        from transpiler.yaml_import.dialect import namespace
+
+        GradMode = namespace("GradMode")
 
         nondifferentiable("max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, "
                           "int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor")
@@ -49,6 +52,16 @@ def entries(tmp_path, monkeypatch):
                 return grad * result
             def jvp(self_t):
                 return self_t * result if self.is_contiguous() and not self.is_complex() else at.mul(self_t, result)
+            return result, backward
+
+        @derivative("silu(Tensor self) -> Tensor")
+        def silu(self):
+            result = at.silu(self)
+            def backward(grad):
+                sigmoid = at.sigmoid(self)
+                if GradMode.is_enabled():      # as derivatives.yaml's: a double-differentiable backward
+                    return grad * sigmoid * (1 + self * (1 - sigmoid))
+                return grad * (sigmoid + self * sigmoid * (1 - sigmoid))
             return result, backward
 
         @derivative("isnan(Tensor self) -> Tensor", output_differentiability=[False])
@@ -93,6 +106,11 @@ def test_an_entry_torch_does_not_differentiate_is_proven_by_its_values(entries):
 def test_an_entry_without_inputs_for_want_of_a_cpu_kernel_says_so():
     assert corpus_inputs.why_none(torch.ops.aten._conv_depthwise2d.default._schema) == \
         "none (torch has no CPU kernel for aten::_conv_depthwise2d: it runs on another device or layout)"
+
+
+def test_a_backward_reads_whether_grad_mode_is_on(entries):
+    case = ((torch.randn(3, 4, dtype=torch.float64, requires_grad=True),), {})
+    assert corpus_override.prove("silu", "OP", False, [case], package=entries) == ("proven", 1, "")
 
 
 def test_a_jvp_reads_whether_an_input_is_contiguous(entries):

@@ -311,7 +311,9 @@ def override_report(results: dict[str, dict[str, dict]]) -> list[str]:
     for tier, by_entry in sorted(results.items()):
         statuses = Counter(r["status"] for r in by_entry.values())
         on_opinfo = sum(r["status"] == "proven" and r["source"] == "OpInfo" for r in by_entry.values())
-        lines.append(f"  {tier} {statuses['proven']:>5} proven ({on_opinfo} on torch's OpInfo samples), "
+        without_gradient = sum(r.get("without_gradient", False) for r in by_entry.values())
+        lines.append(f"  {tier} {statuses['proven']:>5} proven ({on_opinfo} on torch's OpInfo samples, "
+                     f"{without_gradient} without a gradient as torch's), "
                      f"{statuses['refused']} refused, {statuses['failed']} failed, "
                      f"{statuses['no inputs']} without inputs, of {len(by_entry)}")
     for tier, by_entry in sorted(results.items()):

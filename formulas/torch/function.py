@@ -274,6 +274,11 @@ def _global_names(code: types.CodeType) -> set[str]:
     return set(code.co_names).union(*(_global_names(c) for c in code.co_consts if type(c) is types.CodeType))
 
 
+#: The C++ classes an imported formula reads as namespaces (its dialect's ``GradMode``) that run on
+#: torch: ``GradMode.is_enabled()`` is whether the backward records a graph (``create_graph=True``).
+_TORCH_NAMESPACES = {"GradMode": types.SimpleNamespace(is_enabled=torch.is_grad_enabled)}
+
+
 #: Schema defaults that are names, not Python literals (``Mean`` is ``at::Reduction::Mean``).
 _SYMBOLIC_DEFAULTS = {"contiguous_format": torch.contiguous_format, "Mean": 1}
 
@@ -390,13 +395,17 @@ class TorchFormula:
         FunctionsManual helper, which raises when called from Python), a copy of it calling the
         shipped library's ``@helper`` of that name instead, as the reference engine runs it (the
         first of its overloads ``name__variant`` that accepts a call's arguments, where it has
-        some, as the C++ emitter chooses)."""
+        some, as the C++ emitter chooses), and torch's grad mode for ``GradMode.is_enabled()``."""
         from formulas.dsl import HELPERS
 
         fn = self.declared.fn
-        declared_only = {name: _overloaded(name, HELPERS) for name in _global_names(fn.__code__) if name in HELPERS
+        names = _global_names(fn.__code__)
+        declared_only = {name: _overloaded(name, HELPERS) for name in names if name in HELPERS
                          and fn.__globals__.get(name) is not None
                          and type(fn.__globals__.get(name)) is not types.FunctionType}
+        dialect = sys.modules.get("transpiler.yaml_import.dialect")     # imported by a corpus's formulas only
+        declared_only.update({name: namespace for name, namespace in _TORCH_NAMESPACES.items() if name in names
+                              and dialect and isinstance(fn.__globals__.get(name), dialect.Namespace)})
         if not declared_only:
             return fn
         copy = types.FunctionType(fn.__code__, {**fn.__globals__, **declared_only}, fn.__name__,

@@ -2,7 +2,8 @@
 formulas written as derivatives.yaml's entries are, in a package of their own: an entry with a
 non-differentiable floating output is proven with forward AD (gradcheck's forward mode alone
 would compare ``P``'s tangent with ``L``'s finite differences, and fail torch's own op too), an
-entry whose formula calls a backward torch has no CPU kernel for is refused, saying which; and
+entry whose formula calls a backward torch has no CPU kernel for is refused, saying which, one
+torch does not differentiate is proven by its values, a backward may read ``GradMode.is_enabled()``; and
 the funnel's report of the tiers groups the refusals by reason."""
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "yaml"))  # corpus_override imports its neighbours as a script
+import corpus_inputs
 import corpus_override
 
 from tests.torch_override.conftest import importable_package
@@ -25,6 +27,9 @@ def entries(tmp_path, monkeypatch):
     with importable_package(tmp_path, monkeypatch, "tierops", {
         "entries.py": '''
         from formulas import at, derivative, nondifferentiable
+        from transpiler.yaml_import.dialect import namespace
+
+        GradMode = namespace("GradMode")
 
         nondifferentiable("max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, "
                           "int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor")
@@ -47,6 +52,23 @@ def entries(tmp_path, monkeypatch):
                 return grad * result
             def jvp(self_t):
                 return self_t * result if self.is_contiguous() and not self.is_complex() else at.mul(self_t, result)
+            return result, backward
+
+        @derivative("silu(Tensor self) -> Tensor")
+        def silu(self):
+            result = at.silu(self)
+            def backward(grad):
+                sigmoid = at.sigmoid(self)
+                if GradMode.is_enabled():      # as derivatives.yaml's: a double-differentiable backward
+                    return grad * sigmoid * (1 + self * (1 - sigmoid))
+                return grad * (sigmoid + self * sigmoid * (1 - sigmoid))
+            return result, backward
+
+        @derivative("isnan(Tensor self) -> Tensor", output_differentiability=[False])
+        def isnan(self):
+            result = at.isnan(self)
+            def backward():
+                return None
             return result, backward
 
         @derivative("max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
@@ -75,6 +97,22 @@ def test_a_formula_calling_a_backward_without_a_cpu_kernel_is_refused(entries):
     assert (status, reason) == ("refused", "OP: " + corpus_override.no_cpu_kernel("aten::max_pool2d_backward"))
 
 
+def test_an_entry_torch_does_not_differentiate_is_proven_by_its_values(entries):
+    case = ((torch.tensor([1.0, float("nan"), 2.0], dtype=torch.float64, requires_grad=True),), {})
+    assert corpus_override.prove("isnan", "OP", False, [case], package=entries) == \
+        ("proven", 1, corpus_override.corpus_proof.WITHOUT_GRADIENT)
+
+
+def test_an_entry_without_inputs_for_want_of_a_cpu_kernel_says_so():
+    assert corpus_inputs.why_none(torch.ops.aten._conv_depthwise2d.default._schema) == \
+        "none (torch has no CPU kernel for aten::_conv_depthwise2d: it runs on another device or layout)"
+
+
+def test_a_backward_reads_whether_grad_mode_is_on(entries):
+    case = ((torch.randn(3, 4, dtype=torch.float64, requires_grad=True),), {})
+    assert corpus_override.prove("silu", "OP", False, [case], package=entries) == ("proven", 1, "")
+
+
 def test_a_jvp_reads_whether_an_input_is_contiguous(entries):
     # as derivatives.yaml's _linalg_det: `A_p.is_contiguous() && !A_p.is_complex()`
     case = ((torch.randn(3, 4, dtype=torch.float64).t().requires_grad_(),), {})
@@ -90,8 +128,8 @@ def test_the_funnel_reports_the_tiers_side_by_side_with_every_reason():
                for tier in ("OC", "OP")}
     results["OC"]["sin"] = {"status": "failed", "source": "OpInfo", "reason": "OC: gradgradcheck"}
     assert override_report(results) == [
-        "  OC     0 proven (0 on torch's OpInfo samples), 2 refused, 1 failed, 1 without inputs, of 4",
-        "  OP     1 proven (1 on torch's OpInfo samples), 2 refused, 0 failed, 1 without inputs, of 4",
+        "  OC     0 proven (0 on torch's OpInfo samples, 0 without a gradient as torch's), 2 refused, 1 failed, 1 without inputs, of 4",
+        "  OP     1 proven (1 on torch's OpInfo samples, 0 without a gradient as torch's), 2 refused, 0 failed, 1 without inputs, of 4",
         "    [OC refused] a view or in-place operator (its schema aliases an input) (2): select.int, t",
         "    eq.Tensor [OC no inputs]: no OpInfo; our inputs: none",
         "    sin [OC failed]: OC: gradgradcheck",

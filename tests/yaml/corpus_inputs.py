@@ -32,6 +32,11 @@ def _constant(*shape: int) -> torch.Tensor:
     return 0.1 + 0.2 * torch.rand(shape, dtype=torch.float64, generator=generator)
 
 
+def _fractional_max_pool3d_indices(self: torch.Tensor) -> torch.Tensor:
+    """The indices ``fractional_max_pool3d`` (kernel 2, output 2 per dim) returns for ``self``."""
+    return torch.ops.aten.fractional_max_pool3d(self.detach(), [2, 2, 2], [2, 2, 2], _constant(1, 1, 3))[1]
+
+
 def _written() -> dict[str, list]:
     """The hand-written cases, built when asked for (each call makes fresh leaves)."""
     t = _tensor
@@ -122,6 +127,14 @@ def _written() -> dict[str, list]:
         "multinomial": [((_positive(3, 4), 2), {})],
         "poisson": [((_positive(3, 4),), {})],
         "special_zeta.self_scalar": [((2.5, _positive(3, 4)), {})],
+        # torch differentiates the regularized incomplete gammas in other alone: self is not differentiated
+        "igamma": [((_positive(3, 4).detach(), _positive(3, 4)), {})],
+        "igammac": [((_positive(3, 4).detach(), _positive(3, 4)), {})],
+        # a power of a positive base, elementwise over lists of tensors
+        "_foreach_pow.List": [(([_positive(3, 4), _positive(5)], [t(3, 4), t(5)]), {})],
+        # the indices are those of the forward's maxima; grad_output has the pooled shape
+        "fractional_max_pool3d_backward": [((t(1, 1, 2, 2, 2), t(1, 1, 4, 4, 4), [2, 2, 2], [2, 2, 2],
+                                             _fractional_max_pool3d_indices(t(1, 1, 4, 4, 4))), {})],
         # upsampling: output_size of the spatial dims; a backward's grad_output has that size
         # and input_size is the full input shape
         **{name: [((t(1, 2, 2, 3), [4, 5]), {})] for name in ("upsample_nearest2d", "_upsample_nearest_exact2d")},
@@ -163,6 +176,9 @@ def _unfilled(argument) -> bool:
 
 def why_none(schema) -> str:
     """Why :func:`cases` makes no case for ``schema``: the first argument it has no value for."""
+    name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+    if not torch._C._dispatch_has_computed_kernel_for_dispatch_key(name, "CPU"):
+        return f"none (torch has no CPU kernel for {name}: it runs on another device or layout)"
     unfilled = [a for a in schema.arguments if _unfilled(a)]
     if unfilled:
         return f"none (no value is generated for the argument '{unfilled[0].name}' of type {unfilled[0].real_type})"

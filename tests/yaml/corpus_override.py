@@ -27,7 +27,10 @@ it has one of its own, our inputs where none reaches it; at most
 ``gradgradcheck`` pass (on the outputs torch's own operator differentiates: gradcheck's forward
 mode would compare ``linalg_lu``'s ``P`` with ``L``'s finite differences), and outputs, first and
 second derivatives equal torch's own operator's on the same case, computed outside the override. A case torch's own operator rejects, does not
-differentiate twice or fails gradcheck on is no case.
+differentiate twice or fails gradcheck on is no case. Where torch's own operator differentiates none
+of the cases it runs (a comparison, ``isnan``, the ``special_*`` polynomials), the entry is proven
+``without_gradient`` as in CT (``corpus_proof.prove_no_gradient``): through the override, its
+values equal torch's and none of its outputs requires grad.
 """
 from __future__ import annotations
 
@@ -100,7 +103,7 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
     from formulas.torch import override
 
     plain = corpus_proof.as_called(aten_overload(entry), aten_overload(entry)._schema)   # random ops: same draws
-    used, skipped = 0, ""
+    used, skipped, undifferentiated, differentiated = 0, "", [], False
     for args, kwargs, *wrapper in cases:
         # an OpInfo sample checked through its OpInfo's gradcheck_wrapper (a Hermitian input for
         # cholesky, a triangular one for cholesky_inverse) calls the op through it, as corpus_proof
@@ -110,6 +113,9 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
             skipped = skipped or "no float64 tensor to differentiate"
             continue
         why = _too_large(aten, args, kwargs, inputs) or _torch_differentiates(aten, args, kwargs, inputs)
+        if why == corpus_proof.NO_GRADIENT:
+            undifferentiated.append((args, kwargs, *wrapper))
+        differentiated |= not why or why.startswith("too large")
         if why:
             skipped = skipped or why
             continue
@@ -150,6 +156,11 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
                 return "failed", used, f"{tier}: {label} differs from torch's"
         if used >= MAX_SAMPLES:
             break
+    if undifferentiated and not differentiated:       # torch differentiates none of the cases it runs
+        def overridden(*args, **kwargs):
+            with override([entry], package=package, compiled=tier == "OC"):
+                return plain(*args, **kwargs)
+        return corpus_proof.prove_no_gradient(overridden, plain, undifferentiated, tier)
     return ("proven", used, "") if used else ("no inputs", 0, skipped)
 
 
@@ -193,8 +204,9 @@ def _run(ops: list[str], without_jvp: set[str], tiers: list[str]) -> dict[str, d
             source, first_reason = "ours", reason or "no OpInfo sample calls this overload"
             status, used, reason = prove(op, tier, forward_ad, corpus_inputs.cases(op, schema))
             if status == "no inputs":
-                source, reason = "", f"{first_reason}; our inputs: {reason or 'none'}"
-        return {"status": status, "samples": used, "source": source, "reason": reason}
+                source, reason = "", f"{first_reason}; our inputs: {reason or corpus_inputs.why_none(schema)}"
+        return {"status": status, "samples": used, "source": source, "reason": reason,
+                "without_gradient": status == "proven" and reason == corpus_proof.WITHOUT_GRADIENT}
 
     keys = [f"{tier} {op}" for tier in refused for op in ops]
     results = corpus_proof.prove_in_parallel(keys, prove_entry, corpus_proof.WORKERS)

@@ -530,24 +530,25 @@ def _through(wrapper, op):
 WITHOUT_GRADIENT = "without a gradient: values equal torch's, and neither op's output carries a gradient"
 
 
-def prove_no_gradient(ours, theirs, cases) -> tuple[str, int, str]:
+def prove_no_gradient(ours, theirs, cases, tier: str = "CT") -> tuple[str, int, str]:
     """The proof of an entry whose output torch does not differentiate (derivatives.yaml's
     ``output_differentiability: [False]`` or every input ``non_differentiable``), on cases whose
     float64 inputs require grad: ours gives torch's values (dtype, shape, elements) and no output of
-    ours requires grad either, which is all that formula says. ``cases`` are ones torch runs."""
+    ours requires grad either, which is all that formula says. ``cases`` are ones torch runs;
+    ``tier`` names the check in a failure's reason."""
     used = 0
     for args, kwargs, *wrapper in cases[:MAX_SAMPLES]:
         mine_op, theirs_op = (_through(wrapper[0], ours), _through(wrapper[0], theirs)) if wrapper else (ours, theirs)
         try:
             mine = _flat(mine_op(*args, **kwargs))
         except Exception as error:  # noqa: BLE001 - torch's op runs this case: ours must too
-            return "failed", used, f"CT: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+            return "failed", used, f"{tier}: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
         expected = _flat(theirs_op(*args, **kwargs))
         used += 1
         if any(t.requires_grad for t in mine):
-            return "failed", used, "CT: an output carries a gradient where torch's does not"
+            return "failed", used, f"{tier}: an output carries a gradient where torch's does not"
         if len(mine) != len(expected) or not all(_same_value(a, b) for a, b in zip(mine, expected)):
-            return "failed", used, "CT: forward value differs from torch's"
+            return "failed", used, f"{tier}: forward value differs from torch's"
     return "proven", used, WITHOUT_GRADIENT
 
 

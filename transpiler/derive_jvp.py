@@ -287,13 +287,15 @@ class _MaskFolder(cst.CSTTransformer):
 class _RaiseTests(cst.CSTTransformer):
     """``if needs_input_grad[i]: raise ...`` (derivatives.yaml's ``not_implemented``): forward mode
     gives input ``i`` a tangent only when its dtype is floating or complex (a bool ``mask`` has
-    none), so the test becomes that, not ``True``."""
+    none), so the test becomes that, not ``True`` (which it stays for an input in ``unreadable``)."""
 
-    def __init__(self, mask: str | None, inputs: list[str], optional: list[bool]) -> None:
-        self.mask, self.inputs, self.optional = mask, inputs, optional
+    def __init__(self, mask: str | None, inputs: list[str], optional: list[bool], unreadable: set[str]) -> None:
+        self.mask, self.inputs, self.optional, self.unreadable = mask, inputs, optional, unreadable
 
     def tangent_possible(self, i: int) -> cst.BaseExpression:
         name = self.inputs[i]
+        if name in self.unreadable:
+            return _expr(f"{name} is not None") if self.optional[i] else cst.Name("True")
         dtype = f"{name}.is_floating_point() or {name}.is_complex()"
         return _expr(f"({name} is not None and ({dtype}))" if self.optional[i] else f"({dtype})")
 
@@ -1960,7 +1962,10 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     body = single_exit(_without_docstring(backward.node.body.body))
     # forward mode wants every input's contribution; an optional input only when it is given
     optional = [isinstance(a.type, OptionalType) for a in formula.differentiable_inputs]
-    body = [s.visit(_RaiseTests(backward.needs_input_grad, inputs, optional)) for s in body]
+    # an input shadowed by a gradient parameter or a local, or written in place, is not read there
+    unreadable = set(grads) | _assigned_in(body) | {a.name for a in formula.schema.arguments
+                                                    if a.annotation is not None and a.annotation.is_write}
+    body = [s.visit(_RaiseTests(backward.needs_input_grad, inputs, optional, unreadable)) for s in body]
     body = _fold_statements(body, _MaskFolder(
         backward.needs_input_grad, lambda i: _expr(f"{inputs[i]} is not None") if optional[i] else True, len(inputs)))
     program: list = []

@@ -137,7 +137,18 @@ def test_a_not_implemented_input_raises_only_where_it_can_have_a_tangent(tmp_pat
                     raise NotImplementedError("the derivative for 'masked_scale: mask' is not implemented.")
                 return grad * mask, None
             return result, backward
+
+        @derivative("scale_(Tensor(a!) self) -> Tensor(a!)", jvp="derived")
+        def scale_(self):
+            result = at.scale_(self)
+            def backward(grad, *, needs_input_grad):
+                if needs_input_grad[0]:
+                    raise NotImplementedError("the derivative for 'scale_' is not implemented.")
+                return grad
+            return result, backward
         ''')
     assert not library.diagnostics
-    text = code(library.formulas[0].jvp.node)
-    assert "if (mask.is_floating_point() or mask.is_complex()):\n        raise NotImplementedError" in text
+    masked, in_place = (code(f.jvp.node) for f in library.formulas)
+    assert "if (mask.is_floating_point() or mask.is_complex()):\n        raise NotImplementedError" in masked
+    # an input written in place is not read after the write: its test stays `True`
+    assert in_place.startswith("def jvp(self_t):\n    raise NotImplementedError")

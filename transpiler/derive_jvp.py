@@ -26,9 +26,14 @@ same metadata stands in. A ``for``/``while`` loop with linear values inside runs
 ``while`` loop's trip count counted by the forward sweep). A choice between a linear value and a
 constant (``input if transposed else grad``) splits the rest of the block on its test.
 
+An operator whose jvp reads its linear argument only in the other inputs' tangents' terms is
+affine in it too (:mod:`transpiler.derive_jvp_linear`). ``a, b = op(grad, ...)`` with several
+differentiable outputs binds each; the step transposes to ``op``'s backward given every adjoint.
+
 Refused, with the step named: a step not shown linear (an operator's backward that reads the
-value of its linear argument or result while its jvp reads it too; a gradient that does not
-depend on ``grad``), an operator without a formula applied to a linear value (the zero makers
+value of its linear argument or result while its jvp does not show it affine; a gradient that does not
+depend on ``grad``), an operator's backward calling an undeclared ``at.`` operator, an operator
+without a formula applied to a linear value (the zero makers
 ``zeros_like``/``new_zeros`` excepted), a loop or branch on the gradient's values, and a
 transpose that needs the sizes of a linear value the sizes rules below cannot tell. Lists of linear values (``Tensor[]`` inputs and gradients) are
 made by appends (``ListStart``/``Append``) and read by index (``Element``): an append transposes

@@ -26,9 +26,14 @@ same metadata stands in. A ``for``/``while`` loop with linear values inside runs
 ``while`` loop's trip count counted by the forward sweep). A choice between a linear value and a
 constant (``input if transposed else grad``) splits the rest of the block on its test.
 
+An operator whose jvp reads its linear argument only in the other inputs' tangents' terms is
+affine in it too (:mod:`transpiler.derive_jvp_linear`). ``a, b = op(grad, ...)`` with several
+differentiable outputs binds each; the step transposes to ``op``'s backward given every adjoint.
+
 Refused, with the step named: a step not shown linear (an operator's backward that reads the
-value of its linear argument or result while its jvp reads it too; a gradient that does not
-depend on ``grad``), an operator without a formula applied to a linear value (the zero makers
+value of its linear argument or result while its jvp does not show it affine; a gradient that does not
+depend on ``grad``), an operator's backward calling an undeclared ``at.`` operator, an operator
+without a formula applied to a linear value (the zero makers
 ``zeros_like``/``new_zeros`` excepted), a loop or branch on the gradient's values, and a
 transpose that needs the sizes of a linear value the sizes rules below cannot tell. Lists of linear values (``Tensor[]`` inputs and gradients) are
 made by appends (``ListStart``/``Append``) and read by index (``Element``): an append transposes
@@ -53,6 +58,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from transpiler.derive_jvp_linear import affine_by_terms
 from transpiler.derive_jvp_simplify import simplify
 from transpiler.jvp_fragments import code, rename
 from transpiler.jvp_fragments import expression as _expr
@@ -153,6 +159,9 @@ class Linear:
     linear: dict[str, str] = field(default_factory=dict)     # formula parameter -> linear name
     zero_sizes: cst.BaseExpression | None = None             # a zero's sizes (metadata marks allowed)
     sizes_binding: cst.BaseStatement | None = None           # the target's sizes, computed once
+    # an operator with several differentiable outputs: the linear name of each (one per gradient of
+    # its backward, in order); ``target`` stands for the tuple and is read by no step
+    outputs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -278,6 +287,29 @@ class _MaskFolder(cst.CSTTransformer):
         if isinstance(updated.operator, cst.And):
             return updated.right if left else cst.Name("False")
         return cst.Name("True") if left else updated.right
+
+
+class _RaiseTests(cst.CSTTransformer):
+    """``if needs_input_grad[i]: raise ...`` (derivatives.yaml's ``not_implemented``): forward mode
+    gives input ``i`` a tangent only when its dtype is floating or complex (a bool ``mask`` has
+    none), so the test becomes that, not ``True`` (which it stays for an input in ``unreadable``)."""
+
+    def __init__(self, mask: str | None, inputs: list[str], optional: list[bool], unreadable: set[str]) -> None:
+        self.mask, self.inputs, self.optional, self.unreadable = mask, inputs, optional, unreadable
+
+    def tangent_possible(self, i: int) -> cst.BaseExpression:
+        name = self.inputs[i]
+        if name in self.unreadable:
+            return _expr(f"{name} is not None") if self.optional[i] else cst.Name("True")
+        dtype = f"{name}.is_floating_point() or {name}.is_complex()"
+        return _expr(f"({name} is not None and ({dtype}))" if self.optional[i] else f"({dtype})")
+
+    def leave_If(self, original, updated):
+        body = updated.body.body
+        if self.mask is None or len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) \
+                or not all(isinstance(small, cst.Raise) for small in body[0].body):
+            return updated
+        return updated.with_changes(test=updated.test.visit(_MaskFolder(self.mask, self.tangent_possible)))
 
 
 def _truth(node: cst.BaseExpression) -> bool | None:
@@ -544,8 +576,10 @@ class _Builder:
 
     def bind_several(self, node, names: list[str], value: cst.BaseExpression, linear, tensors, program) -> None:
         """``a, b = call(...)`` on linear values: a helper returning a tuple (inlined, one result per
-        name), or an operator with several outputs whose one differentiable output is linear (the
-        others, read nowhere after, are left unbound)."""
+        name), an operator with several outputs whose one differentiable output is linear (the
+        others, read nowhere after, are left unbound), or an operator whose differentiable outputs
+        are all linear (``convolution_backward(grad, ...)``): each name a copy of its output, the
+        step transposed by the operator's backward given the adjoints of all of them."""
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in self.table.helpers:
             results = self.inline_helper(value, self.helper_overload(value), linear, tensors, program, len(names))
             for name, result in zip(names, results):
@@ -553,6 +587,20 @@ class _Builder:
             return
         operand = self.operand(value, linear, tensors, program)
         step = program[-1] if program and isinstance(program[-1], Linear) else None
+        if operand.linear is not None and step is not None and step.target == operand.linear \
+                and step.formula is not None and len(step.formula.schema.returns) == len(names) \
+                and len(step.formula.differentiable_outputs) > 1 \
+                and len(step.formula.backward.params) == len(step.formula.differentiable_outputs):
+            step.outputs = tuple(self.fresh(f"{step.target}_out") for _ in step.formula.differentiable_outputs)
+            linear.update(step.outputs)
+            for i, name in enumerate(names):
+                if i in step.formula.differentiable_outputs:
+                    output = step.outputs[step.formula.differentiable_outputs.index(i)]
+                    self.bind(name, cst.Name(output), linear, tensors, program)
+                else:
+                    linear.discard(name)
+                    self.unbound[name] = code(node)
+            return
         if operand.linear is None or step is None or step.target != operand.linear or step.formula is None \
                 or len(step.formula.schema.returns) != len(names) or len(step.formula.differentiable_outputs) != 1:
             raise DerivationRefused(node, f"`{code(node)}` on a linear value: only a helper's tuple or an "
@@ -761,6 +809,8 @@ class _Builder:
                 program.append(Plain(_stmt(f"{bound} = {code(value)}")))
                 tensors.add(bound)
                 value = cst.Name(bound)
+            if self.one_for_list(argument.type, value):
+                value = cst.List([cst.Element(value)])  # ``int[1]`` given one ``int``: its list, as torch reads it
             constants[argument.name] = value
         program.append(Linear(target, node, formula=formula, arguments=constants, linear=live))
         linear.add(target)
@@ -826,12 +876,23 @@ class _Builder:
         for argument in params:
             constant = given[argument.name].constant if argument.name in given else None
             takes_list = isinstance(_unwrapped(argument.type), ListType)
-            if isinstance(constant, (cst.Integer, cst.Float)) and takes_list:
+            if _is_number(constant) and takes_list:
                 return True
             if (isinstance(constant, cst.List) or (constant is not None and _plain_sizes(constant)
                                                    and not isinstance(constant, cst.Name))) and not takes_list:
                 return True
         return False
+
+    def one_for_list(self, wanted, value: cst.BaseExpression) -> bool:
+        """Whether ``value`` is one number (a literal or an ``int`` parameter) given for ``wanted``, a
+        list of one (``int[1]``)."""
+        wanted = _unwrapped(wanted)
+        if not (isinstance(wanted, ListType) and wanted.size == 1):
+            return False
+        if _is_number(value):
+            return True
+        return isinstance(value, cst.Name) and value.value in self.parameter_types \
+            and _unwrapped(self.parameter_types[value.value]) == wanted.elem
 
     def fits(self, wanted, operand: Operand) -> bool:
         """Whether a constant that is one of the formula's parameters has ``wanted``'s list-ness
@@ -840,6 +901,8 @@ class _Builder:
         if not isinstance(operand.constant, cst.Name) or operand.constant.value not in self.parameter_types:
             return True
         given = self.parameter_types[operand.constant.value]
+        if _unwrapped(wanted) == ListType(_unwrapped(given), 1):
+            return True             # ``int[1]`` takes one ``int`` (``sum(x, dim, True)`` with ``int dim``)
         return isinstance(_unwrapped(wanted), ListType) == isinstance(_unwrapped(given), ListType)
 
     def helper_overload(self, node: cst.Call) -> Helper:
@@ -1052,6 +1115,13 @@ def _is_literal(node) -> bool:
     return isinstance(node, (cst.Integer, cst.Float)) or (isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
 
 
+def _is_number(node) -> bool:
+    """A number literal, negated or not (``0``, ``-1``, ``2.5``)."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
 def _is_none(node) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
@@ -1110,7 +1180,8 @@ def _read_before_bound(program: list) -> set[str]:
 
 
 def _linear_binds(program: list) -> set[str]:
-    return {item.target for item in _items(program) if isinstance(item, (Linear, Append, ListStart, Element))}
+    return {name for item in _items(program) if isinstance(item, (Linear, Append, ListStart, Element))
+            for name in (item.target, *(item.outputs if isinstance(item, Linear) else ()))}
 
 
 def _carried_constants(program: list, variable: str) -> list[str]:
@@ -1630,7 +1701,11 @@ class _Sweep:
         return [_stmt(f"{merged} = {current} + {value}")]
 
     def transpose_step(self, step: Linear, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
-        adjoint = adjoints.pop(step.target, None)
+        if step.outputs:            # several outputs: the backward given each one's adjoint (None: zero)
+            given = [adjoints.pop(name, None) for name in step.outputs]
+            adjoint = given if any(a is not None for a in given) else None
+        else:
+            adjoint = adjoints.pop(step.target, None)
         if adjoint is None:
             return []
         if step.source is not None:
@@ -1645,12 +1720,14 @@ class _Sweep:
                 out += self.accumulate(name, value, adjoints)
         return out
 
-    def inline_backward(self, step: Linear, param: str, adjoint: str) -> tuple[list[cst.BaseStatement], str | None]:
-        """The op's own backward for ``param`` at ``grad = adjoint``: its statements (locals renamed)
-        and the name holding the result (None: the op gives ``param`` no gradient)."""
+    def inline_backward(self, step: Linear, param: str, adjoint: str | list[str | None]
+                        ) -> tuple[list[cst.BaseStatement], str | None]:
+        """The op's own backward for ``param`` at ``grad = adjoint`` (a list: one adjoint per
+        gradient parameter, None for a zero one): its statements (locals renamed) and the name
+        holding the result (None: the op gives ``param`` no gradient)."""
         formula = step.formula
         backward = formula.backward
-        if len(backward.params) != 1:
+        if len(backward.params) != 1 and not step.outputs:
             raise DerivationRefused(step.node, f"`{formula.op_name}` has several outputs; its transpose is "
                                     "not supported inside a backward")
         sizes = self.sizes_before[id(step)]
@@ -1667,19 +1744,23 @@ class _Sweep:
         linear_sizes = {p: sizes.get(n) for p, n in step.linear.items()}
         checked = [self.linear_metadata(s, linear_params | outputs, linear_sizes, step, dummy=True) for s in body]
         body = [self.linear_metadata(s, linear_params | outputs, linear_sizes, step) for s in body]
-        stand_ins = self.stand_ins(step, linear_params | outputs, checked) if affine_in(formula, linear_params) else {}
+        affine = affine_in(formula, linear_params) or affine_by_terms(formula, linear_params, self.builder.table.helpers)
+        stand_ins = self.stand_ins(step, linear_params | outputs, checked) if affine else {}
         for statement in checked:
             for n in _nodes(statement):
                 if isinstance(n, cst.Name) and (n.value in linear_params or n.value in outputs) \
                         and n.value not in stand_ins:
                     raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` reads the value of "
-                                            f"`{n.value}` (a linear argument or the result) and so does its jvp, so "
+                                            f"`{n.value}` (a linear argument or the result) and its jvp (or its "
+                                            "having none) does not show it affine in its linear arguments, so "
                                             f"`{code(step.node)}` is not shown to be linear in the gradient")
                 if isinstance(n, cst.Name) and n.value == backward.needs_input_grad:
                     raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` uses "
                                             "needs_input_grad other than as needs_input_grad[i]")
         result = self.builder.fresh("t")
-        renames: dict[str, cst.BaseExpression] = {backward.params[0]: cst.Name(adjoint), **stand_ins}
+        given = adjoint if isinstance(adjoint, list) else [adjoint]
+        renames: dict[str, cst.BaseExpression] = {
+            **{g: cst.Name(a if a is not None else "None") for g, a in zip(backward.params, given)}, **stand_ins}
         defaults = {p.name.value: p.default for p in formula.node.params.params + formula.node.params.kwonly_params}
         for p in formula.params:
             if p in step.arguments:
@@ -1699,6 +1780,12 @@ class _Sweep:
         if any(isinstance(n, cst.Name) and n.value == UNKNOWN_ZERO for s in out for n in _nodes(s)):
             raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` reads the metadata of a zero "
                                     "made from an intermediate gradient")
+        undeclared = sorted({n.func.attr.value for s in out for n in _nodes(s) if isinstance(n, cst.Call)
+                             and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name)
+                             and n.func.value.value == "at" and not self.builder.table.overloads(n.func.attr.value)})
+        if undeclared:
+            raise DerivationRefused(step.node, f"the backward of `{formula.op_name}` calls `at.{undeclared[0]}`, "
+                                    "which the library declares no operator for")
         if nothing:
             return [], None
         return _fold_statements(out, _MaskFolder(None, lambda i: False)), result
@@ -1880,6 +1967,10 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     body = single_exit(_without_docstring(backward.node.body.body))
     # forward mode wants every input's contribution; an optional input only when it is given
     optional = [isinstance(a.type, OptionalType) for a in formula.differentiable_inputs]
+    # an input shadowed by a gradient parameter or a local, or written in place, is not read there
+    unreadable = set(grads) | _assigned_in(body) | {a.name for a in formula.schema.arguments
+                                                    if a.annotation is not None and a.annotation.is_write}
+    body = [s.visit(_RaiseTests(backward.needs_input_grad, inputs, optional, unreadable)) for s in body]
     body = _fold_statements(body, _MaskFolder(
         backward.needs_input_grad, lambda i: _expr(f"{inputs[i]} is not None") if optional[i] else True, len(inputs)))
     program: list = []

@@ -62,3 +62,93 @@ def test_show_jvp_says_why_a_backward_is_refused_and_what_is_unknown(capsys):
     assert "the sizes rules cannot tell them" in capsys.readouterr().err
     assert show_jvp(["no_such_op"]) == 2
     assert "no formula for `no_such_op`" in capsys.readouterr().err
+
+
+#: An operator with two outputs, linear in ``grad`` (``w`` held): its backward reads ``grad`` for
+#: ``w``'s gradient, its jvp in ``w_t``'s term only; ``user``'s backward unpacks both outputs.
+TWO_OUTPUTS = '''
+    from formulas import at, derivative
+
+    @derivative("scaled_pair(Tensor grad, Tensor w) -> (Tensor, Tensor)")
+    def scaled_pair(grad, w):
+        first, second = at.scaled_pair(grad, w)
+        def backward(grad_first, grad_second):
+            grad_grad = at.mul(grad_first, w) + at.mul(grad_second, at.neg(w))
+            grad_w = at.mul(grad_first, grad) - at.mul(grad_second, grad)
+            return grad_grad, grad_w
+        def jvp(grad_t, w_t):
+            return grad_t * w + grad * w_t, -(grad_t * w) - grad * w_t
+        return (first, second), backward
+
+    @derivative("user(Tensor self, Tensor w) -> Tensor", jvp="derived")
+    def user(self, w):
+        result = at.user(self, w)
+        def backward(grad):
+            first, second = at.scaled_pair(grad, w)
+            return first, second
+        return result, backward
+    '''
+
+
+def test_an_unpacked_call_with_several_outputs_transposes_to_its_backward_given_each_adjoint(tmp_path):
+    library = _package(tmp_path, TWO_OUTPUTS)
+    assert not library.diagnostics
+    [user] = [f for f in library.formulas if f.op_name == "user"]
+    text = code(user.jvp.node)
+    # the backward of scaled_pair for `grad`, its gradients the tangents of self and w
+    assert "at.mul(self_t, w) + at.mul(w_t, at.neg(w))" in text
+    assert "grad_w" not in text                     # w's gradient (the stand-in for `grad`) is dead
+
+
+def test_an_operator_whose_jvp_reads_the_linear_value_in_its_own_term_is_refused(tmp_path):
+    library = _package(tmp_path, TWO_OUTPUTS.replace("return grad_t * w + grad * w_t,", "return grad_t * grad,"))
+    [diagnostic] = library.diagnostics
+    assert diagnostic.code == "DB107"
+    assert "reads the value of `grad`" in diagnostic.message and "does not show it affine" in diagnostic.message
+
+
+def test_one_int_for_an_int1_list_and_a_negative_dim_pick_their_overloads(tmp_path):
+    library = _package(tmp_path, '''
+        from formulas import at, derivative
+
+        @derivative("picked(Tensor self, Tensor other, int dim) -> Tensor", jvp="derived")
+        def picked(self, other, dim):
+            result = at.picked(self, other, dim)
+            def backward(grad):
+                return at.squeeze(at.unsqueeze(grad, -1), -1), at.sum(grad, dim, True)
+            return result, backward
+        ''')
+    assert not library.diagnostics
+    text = code(library.formulas[0].jvp.node)
+    assert "([dim]), True)" in text                 # sum.dim_IntList's dims: a list of one
+    # squeeze.dim (not squeeze.dims) for `-1`: its transpose gives back the unsqueezed sizes
+    assert "unsqueezed_sizes(result.sizes(), -1)" in text and "at.reshape(self_t, " in text
+
+
+def test_a_not_implemented_input_raises_only_where_it_can_have_a_tangent(tmp_path):
+    library = _package(tmp_path, '''
+        from formulas import at, derivative
+
+        @derivative("masked_scale(Tensor self, Tensor mask) -> Tensor", jvp="derived")
+        def masked_scale(self, mask):
+            result = at.masked_scale(self, mask)
+            def backward(grad, *, needs_input_grad):
+                if needs_input_grad[1]:
+                    raise NotImplementedError("the derivative for 'masked_scale: mask' is not implemented.")
+                return grad * mask, None
+            return result, backward
+
+        @derivative("scale_(Tensor(a!) self) -> Tensor(a!)", jvp="derived")
+        def scale_(self):
+            result = at.scale_(self)
+            def backward(grad, *, needs_input_grad):
+                if needs_input_grad[0]:
+                    raise NotImplementedError("the derivative for 'scale_' is not implemented.")
+                return grad
+            return result, backward
+        ''')
+    assert not library.diagnostics
+    masked, in_place = (code(f.jvp.node) for f in library.formulas)
+    assert "if (mask.is_floating_point() or mask.is_complex()):\n        raise NotImplementedError" in masked
+    # an input written in place is not read after the write: its test stays `True`
+    assert in_place.startswith("def jvp(self_t):\n    raise NotImplementedError")

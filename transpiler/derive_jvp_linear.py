@@ -1,0 +1,99 @@
+"""Linearity of an operator in some of its arguments, read from its written jvp term by term
+(for :mod:`transpiler.derive_jvp`).
+
+``convolution_backward(grad_output, input, weight, ...)`` is linear in ``grad_output`` with
+``input`` and ``weight`` held, yet its jvp reads ``grad_output``'s value: in the terms of the
+other inputs' tangents (``convolution_backward(grad_output, input, weight_t, ...)``). Held
+constant, those tangents are zero, and so are their terms: the jvp in the held arguments'
+directions alone is what is left. When what is left reads neither the values of the linear
+arguments nor the outputs (their metadata and ``is None`` aside), the Jacobian in those
+directions does not depend on them: the operator is affine in them, and its backward reads them
+for metadata only (``derive_jvp`` gives its backward stand-ins of the same metadata).
+
+A term is an operand of a top-level sum or difference (or a negation) of an expression assigned
+or returned by the jvp; a jvp is linear in its tangents, and each term of one written as a sum of
+per-input contributions is linear in the tangents it reads. A helper called in a kept term with a
+value-read name must read that parameter only through metadata or ``is None`` itself. Anything
+else (branches, loops on such values) is not shown affine.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import libcst as cst
+
+from transpiler.jvp_fragments import nodes as _nodes
+from transpiler.model import Formula, Helper, JvpRule
+
+#: Methods whose result is metadata (the value is not read).
+METADATA_METHODS = frozenset({"sizes", "dim", "scalar_type", "options", "size", "numel", "device", "dtype",
+                              "is_floating_point", "is_complex"})
+
+
+def affine_by_terms(formula: Formula, params: set[str], helpers: Mapping[str, Helper]) -> bool:
+    """Whether ``formula``'s written jvp shows the op affine in ``params`` (module docstring)."""
+    jvp = formula.jvp
+    if jvp is None or jvp.rule is not JvpRule.WRITTEN or any(
+            p.endswith("_p") or p.startswith("original_") for p in jvp.params):
+        return False
+    carries = {t for t, name in jvp.tangents.items() if name in params}     # hold the linear tangents
+    tainted = set(params) | {o for o in formula.outputs if o is not None}   # values that must not be read
+    body = [s for s in jvp.node.body.body
+            if not (isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Expr)
+                    and isinstance(s.body[0].value, cst.SimpleString))]
+    for statement in body:
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            if _reads(statement, carries | tainted, helpers):
+                return False
+            continue
+        small = statement.body[0]
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+            target, values = small.targets[0].target.value, [small.value]
+        elif isinstance(small, cst.Return) and small.value is not None:
+            target = None
+            values = [e.value for e in small.value.elements] if isinstance(small.value, cst.Tuple) else [small.value]
+        else:
+            if _reads(small, carries | tainted, helpers):
+                return False
+            continue
+        kept = [term for value in values for term in _terms(value) if _reads(term, carries, helpers)]
+        if any(_reads(term, tainted, helpers) for term in kept):
+            return False
+        if target is not None:
+            carries.discard(target)
+            tainted.discard(target)
+            if kept:
+                carries.add(target)
+            elif any(_reads(value, tainted, helpers) for value in values):
+                tainted.add(target)
+    return True
+
+
+def _terms(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of a top-level sum or difference (through negations and parentheses)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract)):
+        return _terms(node.left) + _terms(node.right)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return _terms(node.expression)
+    return [node]
+
+
+def _reads(node: cst.CSTNode, names: set[str], helpers: Mapping[str, Helper]) -> bool:
+    """Whether ``node`` reads the value of one of ``names``: not only through a metadata method,
+    an ``is None`` test, or a helper's parameter the helper itself reads only so."""
+    skipped: set[int] = set()           # id() of Name nodes read for metadata only
+    for n in _nodes(node):
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name) \
+                and n.func.attr.value in METADATA_METHODS:
+            skipped.add(id(n.func.value))
+        elif isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name) and len(n.comparisons) == 1 \
+                and isinstance(n.comparisons[0].operator, (cst.Is, cst.IsNot)) \
+                and isinstance(n.comparisons[0].comparator, cst.Name) and n.comparisons[0].comparator.value == "None":
+            skipped.add(id(n.left))
+        elif isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value in helpers:
+            helper = helpers[n.func.value]
+            for arg, param in zip(n.args, helper.params):
+                if arg.keyword is None and isinstance(arg.value, cst.Name) \
+                        and not _reads(helper.node.body, {param.name}, {}):
+                    skipped.add(id(arg.value))
+    return any(isinstance(n, cst.Name) and n.value in names and id(n) not in skipped for n in _nodes(node))

@@ -145,6 +145,9 @@ class FormulaNode(Node):
             self._check_versions()
         if self.swaps or create_graph and self.saved:
             result = self._call_swapped(grads, create_graph)
+        elif len(grads) == 1:       # one output (nearly every node): a plain call, where
+            # ``fn(*grads, needs_input_grad=...)`` builds an argument tuple and a keyword dict
+            result = fn(grads[0], needs_input_grad=self.needs_input_grad) if self.takes_mask else fn(grads[0])
         elif self.takes_mask:
             result = fn(*grads, needs_input_grad=self.needs_input_grad)
         else:

@@ -92,7 +92,11 @@ def build(sources: Path, build_dir: Path, name: str, verbose: bool = False, quie
     target = library_path(build_dir, name)
     stamp_file, ops_file = target.with_suffix(".stamp"), target.with_suffix(".ops")
     current = stamp(sources)
-    if target.exists() and stamp_file.exists() and stamp_file.read_text() == current and ops_file.exists():
+
+    def built() -> bool:
+        return target.exists() and stamp_file.exists() and stamp_file.read_text() == current and ops_file.exists()
+
+    if built():
         return target
     check_directory(target.parent, _ours, lambda d: {p.name for p in d.iterdir()}, "the build", [sources])
     try:
@@ -102,6 +106,8 @@ def build(sources: Path, build_dir: Path, name: str, verbose: bool = False, quie
         raise describe(error, target.parent) from None
     progress = Progress(name, quiet=quiet or verbose)
     with locked(target.parent, target.parent):
+        if built():         # by the run this one waited for
+            return target
         import torch
         from torch.utils.cpp_extension import load
 

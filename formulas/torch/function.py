@@ -718,7 +718,20 @@ class Application:
     planned: PlannedForward | None = None
 
 
-class FormulaFunction(torch.autograd.Function):
+class _FormulaNode(torch.autograd.Function):
+    """What :class:`FormulaFunction` and :class:`PlainFormulaFunction` share: the backward
+    (:func:`_backward`) and the jvp (:func:`_jvp`) of the node they record."""
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        return _backward(ctx, *grads)
+
+    @staticmethod
+    def jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
+        return _jvp(ctx, *input_tangents)
+
+
+class FormulaFunction(_FormulaNode):
     """Base of every ``<Op>Formula``: see the module docstring. ``apply(application, *tensors)``
     with ``tensors`` the application's :class:`FlatArguments` tensors. This form, with
     ``setup_context``, is the one torch.func transforms take; outside them a call goes through
@@ -745,16 +758,8 @@ class FormulaFunction(torch.autograd.Function):
         # setup_context's own objects: torch.func wraps them
         _set_up(ctx, inputs[0], (*inputs[1:], *output), output)
 
-    @staticmethod
-    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        return _backward(ctx, *grads)
 
-    @staticmethod
-    def jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
-        return _jvp(ctx, *input_tangents)
-
-
-class PlainFormulaFunction(torch.autograd.Function):
+class PlainFormulaFunction(_FormulaNode):
     """:class:`FormulaFunction` with its forward and ``setup_context`` in one call,
     ``forward(ctx, application, *tensors)``: a call outside torch.func transforms, where the
     tensors ``setup_context`` would see are the forward's own (just an optimization)."""
@@ -779,14 +784,6 @@ class PlainFormulaFunction(torch.autograd.Function):
         flat_outputs = planned.flat_outputs
         _set_up(ctx, application, (*tensors, *flat_outputs), flat_outputs)
         return flat_outputs
-
-    @staticmethod
-    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        return _backward(ctx, *grads)
-
-    @staticmethod
-    def jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
-        return _jvp(ctx, *input_tangents)
 
 
 def _function_named(name: str, base: type[torch.autograd.Function]) -> type[torch.autograd.Function]:

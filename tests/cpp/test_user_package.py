@@ -177,7 +177,7 @@ def test_an_argument_named_like_a_python_keyword(tmp_path: Path):
     (package / "scaled.py").write_text(KEYWORD_ARGUMENT)
     assert lint_paths([str(package)]) == []
     assert generate.main(["--formulas", str(package), "--out", str(out)]) == 0
-    library = build_library(out, tmp_path / "build")
+    library = build_library(out, REPO / "build")
     checks = subprocess.run([sys.executable, "-c", KEYWORD_CHECK, str(library)], cwd=REPO, capture_output=True, text=True)
     assert checks.returncode == 0, checks.stderr[-3000:]
     assert checks.stdout.split(" schema=")[0].split() == ["gradchecks=True", "grad=True"]
@@ -233,7 +233,7 @@ def test_a_literal_none_or_empty_list_for_a_helpers_optional_list(tmp_path: Path
     (package / "scaled.py").write_text(OPTIONAL_LIST_ARGUMENT)
     assert lint_paths([str(package)]) == []
     assert generate.main(["--formulas", str(package), "--out", str(out)]) == 0
-    library = build_library(out, tmp_path / "build")
+    library = build_library(out, REPO / "build")
     checks = subprocess.run([sys.executable, "-c", OPTIONAL_LIST_CHECK, str(library)], cwd=REPO,
                             capture_output=True, text=True)
     assert checks.returncode == 0, checks.stderr[-3000:]

@@ -9,9 +9,6 @@ a function of them.
 """
 from __future__ import annotations
 
-import sys
-import textwrap
-
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -20,6 +17,7 @@ import formulas
 import formulas.torch.function
 from formulas.torch import NoShapeRule, TorchFormula, custom_ops
 from tests.op_cases import ALL_CASES, OpCase, differentiable_view, first_and_second_order, torch_args, torch_op
+from tests.torch_override.conftest import importable_package
 
 SHIPPED = custom_ops("formulas", namespace="formulas_py")
 
@@ -144,10 +142,7 @@ def test_torch_compile_fullgraph_runs_them():
 
 @pytest.fixture
 def user_package(tmp_path, monkeypatch):
-    package = tmp_path / "myops_custom"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "ops.py").write_text(textwrap.dedent('''
+    with importable_package(tmp_path, monkeypatch, "myops_custom", {"ops.py": '''
         from formulas import at, derivative
 
         @derivative("sinh(Tensor self) -> Tensor")
@@ -164,11 +159,8 @@ def user_package(tmp_path, monkeypatch):
             def backward(grad):
                 return None
             return result, backward
-    '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "myops_custom"
-    for name in [m for m in sys.modules if m.startswith("myops_custom")]:
-        del sys.modules[name]
+    '''}) as name:
+        yield name
 
 
 def test_a_user_package_passes_opcheck_and_refuses_a_value_dependent_shape(user_package):

@@ -7,7 +7,6 @@ back (values and node names before, inside and after).
 from __future__ import annotations
 
 import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -16,16 +15,14 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from formulas.torch import CapturedIntermediate, OverrideError, install, overridable, override, uninstall
+from tests.torch_override.conftest import importable_package
 
 
 @pytest.fixture
 def wrong_package(tmp_path, monkeypatch):
     """A formula package ``wrongops`` whose ``sin`` backward is twice the right one and has no jvp,
     and whose ``cos`` captures an intermediate."""
-    package = tmp_path / "wrongops"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "trig.py").write_text(textwrap.dedent('''
+    with importable_package(tmp_path, monkeypatch, "wrongops", {"trig.py": '''
         from formulas import at, derivative
 
         @derivative("sin(Tensor self) -> Tensor")
@@ -49,11 +46,8 @@ def wrong_package(tmp_path, monkeypatch):
             def backward(grad):
                 return grad * result
             return result, backward
-    '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "wrongops"
-    for name in [m for m in sys.modules if m == "wrongops" or m.startswith("wrongops.")]:
-        del sys.modules[name]
+    '''}) as name:
+        yield name
 
 
 def leaf(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -163,10 +157,8 @@ def test_forward_mode_runs_the_jvp_and_refuses_without_one(wrong_package):
 
 def test_forward_mode_reads_the_jvp_from_the_front_ends_model(tmp_path, monkeypatch):
     """The nested jvp and a ``jvp="derived"`` one (derived from the backward) as the engine reads them."""
-    package = tmp_path / "jvpops"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "trig.py").write_text(textwrap.dedent('''
+    x, t = leaf(4).detach(), leaf(4, seed=1).detach()
+    with importable_package(tmp_path, monkeypatch, "jvpops", {"trig.py": '''
         from formulas import at, derivative
 
         @derivative("sin(Tensor self) -> Tensor", jvp="derived")
@@ -184,16 +176,9 @@ def test_forward_mode_reads_the_jvp_from_the_front_ends_model(tmp_path, monkeypa
             def jvp(self_t):
                 return self_t * at.sin(self) * 3.0
             return result, backward
-    '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    x, t = leaf(4).detach(), leaf(4, seed=1).detach()
-    try:
-        with override(["sin", "cos"], package="jvpops"), fwAD.dual_level():
-            sin_t = fwAD.unpack_dual(torch.sin(fwAD.make_dual(x, t))).tangent
-            cos_t = fwAD.unpack_dual(torch.cos(fwAD.make_dual(x, t))).tangent
-    finally:
-        for name in [m for m in sys.modules if m == "jvpops" or m.startswith("jvpops.")]:
-            del sys.modules[name]
+    '''}) as package, override(["sin", "cos"], package=package), fwAD.dual_level():
+        sin_t = fwAD.unpack_dual(torch.sin(fwAD.make_dual(x, t))).tangent
+        cos_t = fwAD.unpack_dual(torch.cos(fwAD.make_dual(x, t))).tangent
     torch.testing.assert_close(sin_t, torch.cos(x) * t)
     torch.testing.assert_close(cos_t, 3 * torch.sin(x) * t)      # the package's (wrong) jvp, not torch's
 

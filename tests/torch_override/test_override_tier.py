@@ -7,8 +7,8 @@ OpInfo samples, ``tests/opinfo_cases.py``), calling ``torch.ops.aten.<op>``:
 
 * the op records the formula's node (``<Op>FormulaBackward``);
 * ``gradcheck`` and ``gradgradcheck`` pass, and with ``check_forward_ad`` where
-  the formula has a jvp (or its ``jvp=`` rule); in torch's fast mode for inputs of more than
-  :data:`FULL_JACOBIAN_UP_TO` elements;
+  the formula has a jvp (or its ``jvp=`` rule); in torch's fast mode for cases whose inputs and
+  outputs hold more than :data:`FULL_JACOBIAN_UP_TO` elements;
 * outputs, first- and second-order gradients equal torch's own autograd of the
   same op on the same inputs and upstream gradients (``op_cases.torch_op``: for an op
   torch cannot differentiate twice, ``hardsigmoid``, the torch composition standing in).
@@ -78,15 +78,20 @@ def test_every_formula_is_overridable_or_refused_with_a_reason():
     assert sorted(case.op for case in OC_CASES) == sorted(ACCEPTED)
 
 
-#: inputs of more elements than this are gradchecked in torch's fast mode (random projections of
-#: the Jacobian rather than all of it: torch's OpInfo samples of slice_scatter hold 16,000 elements,
-#: minutes for the full Jacobians); the comparisons with torch's own first and second order below
-#: stay element by element
+#: a case whose inputs and outputs hold more elements than this together is gradchecked in torch's
+#: fast mode (random projections of the Jacobian rather than all of it). A full Jacobian costs a
+#: backward per output element and a forward per input element, and gradgradcheck's inputs include
+#: the upstream gradients, one per output element: torch's OpInfo samples of slice_scatter hold
+#: 16,000 input elements, and conv_transpose2d's sample 2 has 148 input but 3,872 output elements,
+#: minutes for the full Jacobians. The comparisons with torch's own first and second order below
+#: stay element by element.
 FULL_JACOBIAN_UP_TO = 2000
 
 
-def _gradchecks(call, leaves, forward_ad: bool) -> None:
-    fast = sum(t.numel() for t in leaves) > FULL_JACOBIAN_UP_TO
+def _gradchecks(call, leaves, outputs, forward_ad: bool) -> None:
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    elements = sum(t.numel() for t in leaves) + sum(o.numel() for o in outputs if isinstance(o, torch.Tensor))
+    fast = elements > FULL_JACOBIAN_UP_TO
     assert torch.autograd.gradcheck(call, leaves, check_forward_ad=forward_ad, fast_mode=fast)
     assert torch.autograd.gradgradcheck(call, leaves, fast_mode=fast)
 
@@ -101,7 +106,7 @@ def test_through_the_aten_operator(case: OpCase):
         outputs = call(*leaves)
         recorded = [o for o in (outputs if isinstance(outputs, tuple) else (outputs,)) if o.grad_fn is not None]
         assert recorded and all(o.grad_fn.name().endswith("FormulaBackward") for o in recorded)
-        _gradchecks(call, leaves, forward_ad=has_jvp(case.op))
+        _gradchecks(call, leaves, outputs, forward_ad=has_jvp(case.op))
         ours = first_and_second_order(aten, case)
     for order in range(3):   # outputs, first-order gradients, second-order gradients
         assert len(ours[order]) == len(theirs[order])
@@ -120,7 +125,7 @@ def test_through_the_aten_operator_compiled(formulas_ops, case: OpCase):
         outputs = call(*leaves)
         recorded = [o for o in (outputs if isinstance(outputs, tuple) else (outputs,)) if o.grad_fn is not None]
         assert recorded and all(type(o.grad_fn).__name__ == "CppFunction" for o in recorded)   # not torch's node
-        _gradchecks(call, leaves, forward_ad=True)
+        _gradchecks(call, leaves, outputs, forward_ad=True)
         ours = first_and_second_order(aten, case)
     for order in range(3):
         assert len(ours[order]) == len(theirs[order])
@@ -182,7 +187,7 @@ def test_the_in_place_twin_through_the_aten_operator(case: OpCase):
         assert output.grad_fn.name() == "torch::autograd::CopyBackwards"
         assert any(node is not None and node.name().endswith("FormulaBackward")
                    for node, _ in output.grad_fn.next_functions)
-        _gradchecks(call, leaves, forward_ad=has_jvp(case.op))
+        _gradchecks(call, leaves, output, forward_ad=has_jvp(case.op))
         ours = first_and_second_order(in_place, case)
     for order in range(3):
         assert len(ours[order]) == len(theirs[order])

@@ -16,6 +16,7 @@ from formulas.helpers import (
     negated,
     reduced_sizes,
     sum_backward,
+    sum_to,
     wrap_dim,
 )
 from transpiler.derive_jvp import code
@@ -112,3 +113,60 @@ def test_a_reshape_unsqueezed_by_sum_backward_is_one_reshape():
               "sum_backward": sum_backward}
     np.testing.assert_array_equal(_run(simplified, **values)(x).numpy(),
                                   _run(textwrap.dedent(UNSQUEEZED), **values)(x).numpy())
+
+
+WHERE_TERMS = """
+    def jvp(self_t, other_t):
+        sizes_2 = result.sizes()
+        zeros_3 = at.zeros_like(other_t)
+        grad_other_4 = sum_to(at.where(condition, zeros_3, other_t), sizes_2)
+        sizes_5 = result.sizes()
+        zeros_6 = at.zeros_like(self_t)
+        grad_self_7 = sum_to(at.where(condition, self_t, zeros_6), sizes_5)
+        d = grad_other_4 + grad_self_7
+        return d
+    """
+
+
+MASKED_FILL_TERMS = """
+    def jvp(self_t, other_t):
+        zeros_3 = at.zeros_like(other_t)
+        grad_other_4 = at.where(condition, other_t, zeros_3)
+        grad_self_7 = at.masked_fill(self_t, condition, 0)
+        d = grad_other_4 + grad_self_7
+        return d
+    """
+
+
+def test_where_terms_on_one_condition_are_one_where_and_a_repeated_value_is_shared():
+    simplified = _simplified(WHERE_TERMS)
+    assert "sizes_5" not in simplified and simplified.count("result.sizes()") == 1      # shared
+    assert "at.where(condition, self_t, other_t)" in simplified                         # fused
+    assert "at.where(condition, other_t, self_t)" in _simplified(MASKED_FILL_TERMS)
+    rng = np.random.default_rng(0)
+    condition = engine.Tensor(rng.standard_normal((3, 4)) > 0)
+    result = engine.Tensor(np.zeros((3, 4)))
+    for self_shape, other_shape in (((3, 4), (3, 4)), ((3, 4), (4,)), ((1, 4), (3, 1))):
+        # a tangent narrower than the result is summed to it as many times as it broadcasts
+        x, y = (engine.Tensor(rng.standard_normal(s)) for s in (self_shape, other_shape))
+        values = {"condition": condition, "result": result, "sum_to": sum_to}
+        sources = (WHERE_TERMS, MASKED_FILL_TERMS) if self_shape == (3, 4) else (WHERE_TERMS,)   # masked_fill keeps self's
+        for source in sources:
+            expected = _run(textwrap.dedent(source), **values)(x, y)
+            got = _run(_simplified(source), **values)(x, y)
+            np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+def test_a_value_read_while_its_list_grows_or_bound_again_is_not_shared():
+    source = """
+        def jvp(self_t):
+            dims = []
+            n_2 = len(dims)
+            dims.append(0)
+            n_3 = len(dims)
+            s_4 = at.sum(self_t, dims)
+            s_5 = at.sum(self_t, dims)
+            return n_2 + n_3, s_4 + s_5
+        """
+    simplified = _simplified(source)
+    assert "n_3 = len(dims)" in simplified and "s_5 = at.sum(self_t, dims)" in simplified

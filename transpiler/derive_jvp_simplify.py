@@ -25,6 +25,14 @@ jvp returns the same:
   ``reduced_sizes(s, d, True)`` at once: ``at.expand(t, s)``.
 - **Crops.** ``at.constant_pad_nd(x, negated(pads), value)`` with no pad negative (checked on
   the integers, at run time) only cuts ``x``: ``at.narrow`` per cut dim, no zero-filled copy.
+- **Shared values.** ``b = E`` after ``a = E`` (both in the function's own block, bound once,
+  ``E`` reading no list and no name bound again) reads ``a``: ``E`` is computed once.
+- **Where-terms.** ``d = sum_to(at.where(c, p, zp), s) + sum_to(at.where(c, zq, q), s)`` where
+  ``zp``, ``zq`` are ``at.zeros_like`` of ``p``, ``q`` (or a term is ``at.masked_fill(q, c, 0)``;
+  each term read only there) is one
+  ``sum_to(at.where(c, p, q), s)`` when ``p`` and ``q`` have the same sizes (checked at run
+  time: both terms then have one shape, so ``sum_to`` adds them), the two terms otherwise;
+  the ``sum_to`` may be absent from both.
 
 Names bound more than once, or inside a loop, are left alone by the rules that substitute:
 their value at a use is not the one at the binding. Dead assignments are dropped last.
@@ -514,6 +522,139 @@ def concatenate_pieces(statements: list[cst.BaseStatement], taken: set[str]) -> 
     return result
 
 
+# ---- shared values -----------------------------------------------------------------------
+def _shareable(value: cst.BaseExpression, appended: set[str]) -> bool:
+    """Whether two evaluations of ``value`` give one value: no list made or read while it grows
+    (the language's expressions have no side effects otherwise); a name or literal is no saving."""
+    if isinstance(value, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)):
+        return False
+    return not any(isinstance(n, (cst.List, cst.ListComp, cst.Dict, cst.Set, cst.GeneratorExp)) for n in _nodes(value)) \
+        and not (_names(value) & appended)
+
+
+def share_repeated_values(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """Top level: ``b = E`` after ``a = E`` (``a``, ``b`` and every name of ``E`` bound at most
+    once) -> ``b`` read as ``a``, its binding dropped."""
+    bound = bindings(statements)
+    appended = {n.func.value.value for n in _nodes(cst.Module(body=statements))
+                if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "append"
+                and isinstance(n.func.value, cst.Name)}
+    first: dict[str, str] = {}          # code of E -> a
+    shared: dict[str, cst.BaseExpression] = {}
+    kept = []
+    for statement in statements:
+        assigned = _assignment(statement)
+        if (assigned is not None and bound.stable(assigned[0]) and _shareable(assigned[1], appended)
+                and all(bound.stable(n) for n in _names(assigned[1]))):
+            key = code(rename(assigned[1], shared))
+            if key in first:
+                shared[assigned[0]] = cst.Name(first[key])
+                continue
+            first[key] = assigned[0]
+        kept.append(statement)
+    if not shared:
+        return statements
+    return list(rename(cst.Module(body=kept), shared).body)
+
+
+# ---- where-terms ---------------------------------------------------------------------------
+class WhereTerm(NamedTuple):
+    """``[sum_to(]at.where(condition, p, zeros)[, sizes)]`` (``kept_first``) or
+    ``...where(condition, zeros, p)...``, ``zeros`` naming ``at.zeros_like(p)``, or
+    ``...at.masked_fill(p, condition, 0)...`` (no ``zeros``: ``where(condition, 0, p)``)."""
+
+    condition: cst.BaseExpression
+    kept: cst.Name
+    zeros: str | None
+    kept_first: bool
+    sizes: cst.BaseExpression | None
+
+
+def _where_term(value: cst.BaseExpression, zeros_of: dict[str, str]) -> WhereTerm | None:
+    sizes = None
+    if _call_name(value) == "sum_to" and isinstance(value.func, cst.Name):
+        if len(value.args) != 2 or any(a.keyword or a.star for a in value.args):
+            return None
+        value, sizes = value.args[0].value, value.args[1].value
+    if (_call_name(value) == "masked_fill" and len(value.args) == 3 and not any(a.keyword or a.star for a in value.args)
+            and isinstance(value.args[0].value, cst.Name) and isinstance(value.args[2].value, (cst.Integer, cst.Float))
+            and float(value.args[2].value.value) == 0.0):
+        return WhereTerm(value.args[1].value, value.args[0].value, None, False, sizes)
+    if _call_name(value) != "where" or len(value.args) != 3 or any(a.keyword or a.star for a in value.args):
+        return None
+    condition, first, second = (a.value for a in value.args)
+    for kept, zeros, kept_first in ((first, second, True), (second, first, False)):
+        if (isinstance(kept, cst.Name) and isinstance(zeros, cst.Name)
+                and zeros_of.get(zeros.value) == kept.value):
+            return WhereTerm(condition, kept, zeros.value, kept_first, sizes)
+    return None
+
+
+def fuse_where_terms(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """Top level: ``d = a + b`` of two where-terms (``WhereTerm``) on one condition keeping
+    opposite sides, ``a`` and ``b`` read only there, nothing they read bound again before ``d``
+    -> ``d = [sum_to(]at.where(c, p, q)[, s)]`` where ``p`` and ``q`` have one size, ``a + b``
+    otherwise."""
+    result = list(statements)
+    reads = Counter(n.value for n in _nodes(cst.Module(body=result)) if isinstance(n, cst.Name))
+    position = {}
+    for index, statement in enumerate(result):
+        for name in _bound_names(statement):
+            position.setdefault(name, []).append(index)
+    zeros_of = {name: value.args[0].value.value for statement in result if (assigned := _assignment(statement))
+                for name, value in [assigned] if _call_name(value) == "zeros_like" and len(value.args) == 1
+                and isinstance(value.args[0].value, cst.Name) and not value.args[0].keyword}
+    for index, statement in enumerate(result):
+        assigned = _assignment(statement)
+        if assigned is None or not (isinstance(assigned[1], cst.BinaryOperation)
+                                    and isinstance(assigned[1].operator, cst.Add)):
+            continue
+        operands = (assigned[1].left, assigned[1].right)
+        if not all(isinstance(o, cst.Name) and len(position.get(o.value, [])) == 1 and reads[o.value] == 2
+                   and position[o.value][0] < index for o in operands):
+            continue
+        values = [_assignment(result[position[o.value][0]]) for o in operands]
+        if any(v is None for v in values):
+            continue
+        terms = [_where_term(v[1], zeros_of) for v in values]
+        if any(t is None for t in terms):
+            continue
+        one, other = terms
+        if (one.kept_first == other.kept_first or code(one.condition) != code(other.condition)
+                or (one.sizes is None) != (other.sizes is None)
+                or (one.sizes is not None and code(one.sizes) != code(other.sizes))):
+            continue
+        zeros = {t.zeros: position.get(t.zeros, []) for t in terms if t.zeros is not None}
+        if any(len(bound_at) != 1 for bound_at in zeros.values()):
+            continue
+        # what each term reads keeps its value from its zeros' binding (or its own) to ``d``
+        if any(start < i < index and [i] != zeros.get(term.zeros)
+               for operand, term in zip(operands, terms)
+               for start in [min([position[operand.value][0], *zeros.get(term.zeros, [])])]
+               for name in _names(values[operands.index(operand)][1]) | {term.kept.value}
+               for i in position.get(name, [])):
+            continue
+        kept, dropped = (one, other) if one.kept_first else (other, one)
+        fused = f"at.where({code(kept.condition)}, {kept.kept.value}, {dropped.kept.value})"
+        if kept.sizes is not None:
+            fused = f"sum_to({fused}, {code(kept.sizes)})"
+        zeroed = {t.zeros: cst.parse_expression(f"at.zeros_like({t.kept.value})") for t in terms if t.zeros}
+        separate = code(assigned[1].with_changes(
+            left=rename(values[0][1], zeroed),
+            right=rename(values[1][1], zeroed)))
+        target = assigned[0]
+        replacement = cst.parse_statement(
+            f"if {kept.kept.value}.sizes() == {dropped.kept.value}.sizes():\n"
+            f"    {target} = {fused}\n"
+            f"else:\n"
+            f"    {target} = {separate}\n")
+        result[index] = replacement.with_changes(leading_lines=statement.leading_lines)
+        for o in operands:
+            result[position[o.value][0]] = cst.SimpleStatementLine(body=[cst.Pass()])
+    return [s for s in result if not (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                                      and isinstance(s.body[0], cst.Pass))]
+
+
 # ---- the entry point ---------------------------------------------------------------------
 def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring."""
@@ -528,6 +669,8 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = drop_added_zeros(statements)
     statements = fuse_unsqueezing_reshapes(statements)
     statements = concatenate_pieces(statements, taken)
+    statements = share_repeated_values(statements)
+    statements = fuse_where_terms(statements)
     statements, _ = _live_only(statements, set())
     return jvp.with_changes(body=jvp.body.with_changes(body=statements))
 

@@ -75,6 +75,10 @@ CONTRACTIONS = frozenset({"matmul"})
 #: Operators whose backward sums each input's gradient to its sizes but whose result is a 1-d
 #: selection of the broadcast elements (its length is known only when it runs).
 SELECTIONS = frozenset({"masked_select"})
+#: Operators whose result's sizes depend on the values of a constant argument (a mask's or a
+#: boolean index's True count): an operator linear in an argument has a result whose sizes do not
+#: depend on that argument's values, so they are those of the operator run on zeros of its sizes.
+SIZED_BY_CONSTANT_VALUES = frozenset({"masked_select", "index.Tensor"})
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
@@ -1215,6 +1219,8 @@ class _Sweep:
                 found = self.sizes_of(item, sizes)
                 if found is None:
                     found = self.gradient_sizes.get(item.target)
+                if found is None:
+                    found = self.sizes_by_running(item, sizes)
                 if found is not None and not _plain_sizes(found):      # computed once, read by name
                     holder = self.builder.fresh(f"{item.target}_sizes")
                     item.sizes_binding = _stmt(f"{holder} = {code(found)}")
@@ -1360,6 +1366,26 @@ class _Sweep:
             keepdim = step.arguments.get("keepdim", cst.Name("False"))
             return _expr(f"reduced_sizes({code(source)}, {code(dim)}, {code(keepdim)})")
         return None
+
+    def sizes_by_running(self, step: Linear, sizes) -> cst.BaseExpression | None:
+        """The sizes of a ``SIZED_BY_CONSTANT_VALUES`` operator's result: those of the operator run on
+        zeros of its linear arguments' sizes, the constants as they are (``masked_select``'s length
+        is its mask's True count, which only running it tells)."""
+        formula = step.formula
+        if formula is None or str(formula.schema.name) not in SIZED_BY_CONSTANT_VALUES or self.witness is None:
+            return None
+        positional = []
+        for argument in formula.schema.arguments:
+            if argument.name in step.linear:
+                known = sizes.get(step.linear[argument.name])
+                if known is None:
+                    return None
+                positional.append(f"at.new_zeros({self.witness}, {code(known)})")
+            elif argument.name in step.arguments:
+                positional.append(code(step.arguments[argument.name]))
+            else:
+                break                               # the rest take their defaults
+        return _expr(f"list(at.{formula.schema.name.base}({', '.join(positional)}).sizes())")
 
     @staticmethod
     def helper_sizes(step: Linear, sizes, helper: str, names: tuple[str, ...]) -> cst.BaseExpression | None:

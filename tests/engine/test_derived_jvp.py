@@ -49,14 +49,9 @@ def derivations() -> dict[str, str | None]:
 #: The formulas whose backward is refused, each with (a key phrase of) its reason: the work
 #: the transformation has left (docs/formulas.md, "Derived jvps").
 REFUSED = {
-    # the values' gradient is index(grad, indices) summed to values' sizes: the transpose needs the
-    # indexed result's sizes, which a boolean index makes data-dependent (as many rows as it holds True)
-    'index_put': 'sizes of the linear value',
     # not linear: xlogy(g, other) is 0 at g = 0 and -inf * g or NaN elsewhere where other <= 0
     'xlogy.Tensor': 'reads the value of',
     'xlogy.Scalar_Other': 'reads the value of',
-    # a masked_select's result: 1-d, its length (the mask's True count) known only when it runs
-    'masked_scatter': 'sizes of the linear value',
     # nll_loss_forward is linear in self, but its backward reads its output total_weight and its jvp
     # reads self for the weight's tangent: the transformation does not split a jvp by tangent
     'nll_loss_backward': 'reads the value of',

@@ -264,12 +264,20 @@ def nll_loss_forward(self, target, weight, reduction, ignore_index):
             "SymInt ignore_index, Tensor total_weight) -> Tensor")
 def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
     result = at.nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)
+    per_row = grad_output.dim() == 1
     def backward(grad, *, needs_input_grad):
-        # result[i, t_i] = -w[t_i] grad_output_i (/ total_weight for mean): its adjoint picks the
-        # same entries back, which is nll_loss_forward of the gradient; self gives only its shape
+        # result[i, t_i] = -w[t_i] grad_output_i (/ total_weight for mean), 0 elsewhere: result is
+        # grad_output (broadcast over the classes) times that pattern, nll_loss_backward of ones;
+        # the adjoint sums grad times the pattern over the classes (over everything for a 0-d
+        # grad_output); self gives only its shape
         grad_grad_output = None
         if needs_input_grad[0]:
-            grad_grad_output, grad_total = at.nll_loss_forward(grad, target, weight, reduction, ignore_index)
+            pattern = at.nll_loss_backward(at.ones_like(grad_output), self, target, weight, reduction, ignore_index,
+                                           total_weight)
+            if per_row:
+                grad_grad_output = at.sum(grad * pattern, [1])
+            else:
+                grad_grad_output = at.sum(grad * pattern)
         grad_weight = None
         if needs_input_grad[3]:
             picked = at.nll_loss_backward(grad_output, self, target, None, reduction, ignore_index, total_weight)

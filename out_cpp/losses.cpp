@@ -17,6 +17,7 @@
 #include <ATen/ops/mse_loss.h>
 #include <ATen/ops/nll_loss_backward.h>
 #include <ATen/ops/nll_loss_forward.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/smooth_l1_loss.h>
 #include <ATen/ops/sum.h>
@@ -1604,40 +1605,47 @@ struct NllLossBackwardBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    target_.reset_data();
-    weight_.reset_data();
     grad_output_.reset_data();
     self_.reset_data();
+    target_.reset_data();
+    weight_.reset_data();
     total_weight_.reset_data();
     result_.reset_data();
   }
+  torch::autograd::SavedVariable grad_output_;
+  torch::autograd::SavedVariable self_;
   torch::autograd::SavedVariable target_;
   torch::autograd::SavedVariable weight_;
   int64_t reduction_{};
   int64_t ignore_index_{};
-  torch::autograd::SavedVariable grad_output_;
-  torch::autograd::SavedVariable self_;
   torch::autograd::SavedVariable total_weight_;
+  bool per_row_{};
   torch::autograd::SavedVariable result_;
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> nll_loss_backward(
     const at::Tensor& grad,
+    const at::Tensor& grad_output,
+    const at::Tensor& self,
     const at::Tensor& target,
     const at::Tensor& weight,
     int64_t reduction,
     int64_t ignore_index,
-    const at::Tensor& grad_output,
-    const at::Tensor& self,
     const at::Tensor& total_weight,
+    bool per_row,
     const at::Tensor& result,
     const std::array<bool, 5>& needs_input_grad) {
-  at::Tensor grad_total{};
+  at::Tensor pattern{};
   at::Tensor picked{};
   auto grad_grad_output = at::Tensor();
   if (needs_input_grad[0]) {
-    std::tie(grad_grad_output, grad_total) = at::nll_loss_forward(grad, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index);
+    pattern = at::nll_loss_backward(at::ones_like(grad_output), self, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index, total_weight);
+    if (per_row) {
+      grad_grad_output = at::sum(grad * pattern, std::vector<int64_t>{1});
+    } else {
+      grad_grad_output = at::sum(grad * pattern);
+    }
   }
   auto grad_weight = at::Tensor();
   if (needs_input_grad[3]) {
@@ -1652,7 +1660,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> nll_loss_
 }
 }  // namespace backwards
 
-torch::autograd::variable_list NllLossBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 5> needs_input_grad, const at::Tensor& target_, const at::Tensor& weight_, const int64_t& reduction_, const int64_t& ignore_index_, const at::Tensor& grad_output_, const at::Tensor& self_, const at::Tensor& total_weight_, const at::Tensor& result_) {
+torch::autograd::variable_list NllLossBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 5> needs_input_grad, const at::Tensor& grad_output_, const at::Tensor& self_, const at::Tensor& target_, const at::Tensor& weight_, const int64_t& reduction_, const int64_t& ignore_index_, const at::Tensor& total_weight_, const bool& per_row_, const at::Tensor& result_) {
   formulas::runtime::IndexRanges ranges;
   const auto grad_output_ix = ranges.next(1);
   const auto self_ix = ranges.next(1);
@@ -1666,7 +1674,7 @@ torch::autograd::variable_list NllLossBackwardBackward0_apply_functional(torch::
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2] && !needs_input_grad[3] && !needs_input_grad[4]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::nll_loss_backward(grads[0], target_, weight_, reduction_, ignore_index_, grad_output_, self_, total_weight_, result_, needs_input_grad);
+  const auto input_grads = formulas::backwards::nll_loss_backward(grads[0], grad_output_, self_, target_, weight_, reduction_, ignore_index_, total_weight_, per_row_, result_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
   }
@@ -1689,15 +1697,16 @@ torch::autograd::variable_list NllLossBackwardBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 5>>();
+  auto grad_output_ = packed_args.unpack<at::Tensor>();
+  auto self_ = packed_args.unpack<at::Tensor>();
   auto target_ = packed_args.unpack<at::Tensor>();
   auto weight_ = packed_args.unpack<at::Tensor>();
   auto reduction_ = packed_args.unpack<int64_t>();
   auto ignore_index_ = packed_args.unpack<int64_t>();
-  auto grad_output_ = packed_args.unpack<at::Tensor>();
-  auto self_ = packed_args.unpack<at::Tensor>();
   auto total_weight_ = packed_args.unpack<at::Tensor>();
+  auto per_row_ = packed_args.unpack<bool>();
   auto result_ = packed_args.unpack<at::Tensor>();
-  return NllLossBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, target_, weight_, reduction_, ignore_index_, grad_output_, self_, total_weight_, result_);
+  return NllLossBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, grad_output_, self_, target_, weight_, reduction_, ignore_index_, total_weight_, per_row_, result_);
 }
 
 torch::autograd::variable_list NllLossBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1715,35 +1724,37 @@ torch::autograd::variable_list NllLossBackwardBackward0::apply(torch::autograd::
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, total_weight_ix),
   };
-  const auto target = target_.unpack();
-  const auto weight = weight_.unpack();
   const auto grad_output = grad_output_.unpack();
   const auto self = self_.unpack();
+  const auto target = target_.unpack();
+  const auto weight = weight_.unpack();
   const auto total_weight = total_weight_.unpack();
   const auto result = result_.unpack(getptr());
-  return NllLossBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, target, weight, reduction_, ignore_index_, grad_output, self, total_weight, result);
+  return NllLossBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, grad_output, self, target, weight, reduction_, ignore_index_, total_weight, per_row_, result);
 }
 
 void NllLossBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(grad_output_, false);
+  args.collect(self_, false);
   args.collect(target_, false);
   args.collect(weight_, false);
   args.collect(reduction_);
   args.collect(ignore_index_);
-  args.collect(grad_output_, false);
-  args.collect(self_, false);
   args.collect(total_weight_, false);
+  args.collect(per_row_);
   args.collect(result_, true);
 }
 
 torch::autograd::variable_list NllLossBackwardBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(grad_output_);
+  saved.before(self_);
   saved.before(target_);
   saved.before(weight_);
   saved.before(reduction_);
   saved.before(ignore_index_);
-  saved.before(grad_output_);
-  saved.before(self_);
   saved.before(total_weight_);
+  saved.before(per_row_);
   saved.before(result_);
   static bool functional_bound = false;
   if (!functional_bound) {
@@ -1752,11 +1763,12 @@ torch::autograd::variable_list NllLossBackwardBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<std::array<bool, 5>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
@@ -1776,21 +1788,22 @@ torch::autograd::variable_list NllLossBackwardBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, total_weight_ix),
   };
-  const auto target = target_.unpack();
-  const auto weight = weight_.unpack();
   const auto grad_output = grad_output_.unpack();
   const auto self = self_.unpack();
+  const auto target = target_.unpack();
+  const auto weight = weight_.unpack();
   const auto total_weight = total_weight_.unpack();
   const auto result = result_.unpack(getptr());
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(grad_output);
+  functional_args.pack(self);
   functional_args.pack(target);
   functional_args.pack(weight);
   functional_args.pack(reduction_);
   functional_args.pack(ignore_index_);
-  functional_args.pack(grad_output);
-  functional_args.pack(self);
   functional_args.pack(total_weight);
+  functional_args.pack(per_row_);
   functional_args.pack(result);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
@@ -1799,13 +1812,14 @@ torch::autograd::variable_list NllLossBackwardBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_NllLossBackwardBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(grad_output_);
+  saved.after(self_);
   saved.after(target_);
   saved.after(weight_);
   saved.after(reduction_);
   saved.after(ignore_index_);
-  saved.after(grad_output_);
-  saved.after(self_);
   saved.after(total_weight_);
+  saved.after(per_row_);
   saved.after(result_);
   return functional_outputs;
 }
@@ -1831,6 +1845,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::nll_loss_backward(grad_output, self, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index, total_weight);
+  bool per_row = grad_output.dim() == 1;
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -1849,13 +1864,14 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     formulas::runtime::refuse_complex("nll_loss_backward", total_weight);
     formulas::runtime::refuse_complex("nll_loss_backward", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->target_ = torch::autograd::SavedVariable(target, false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
     grad_fn->reduction_ = reduction;
     grad_fn->ignore_index_ = ignore_index;
-    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, false);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->total_weight_ = torch::autograd::SavedVariable(total_weight, false);
+    grad_fn->per_row_ = per_row;
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
   }
   return result;

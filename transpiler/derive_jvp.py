@@ -47,7 +47,11 @@ sizes; the ``SAME_SIZES`` operators keep their input's; the ``SIZES_HELPERS`` op
 sizes their helper computes; a zero made by ``zeros_like(x)`` has ``x``'s sizes, one made by
 ``new_zeros(x, sizes)`` the sizes given; a linear list has the list of its entries' sizes, and
 ``cat``/``stack`` of it ``concatenated_sizes``/``stacked_sizes``; a value whose every use is a
-copy into an input's gradient has that input's sizes.
+copy into an input's gradient has that input's sizes; a ``SIZED_BY_CONSTANT_VALUES`` operator's
+result (its length a constant mask's True count) has the sizes of the operator run on zeros.
+
+A ``SCALES_SELF`` operator (``xlogy``: ``self`` times a factor, with a strong zero) transposes in
+``self`` to itself, whatever its backward reads.
 """
 from __future__ import annotations
 
@@ -81,6 +85,16 @@ CONTRACTIONS = frozenset({"matmul"})
 #: Operators whose backward sums each input's gradient to its sizes but whose result is a 1-d
 #: selection of the broadcast elements (its length is known only when it runs).
 SELECTIONS = frozenset({"masked_select"})
+#: Operators whose result's sizes depend on the values of a constant argument (a mask's or a
+#: boolean index's True count): an operator linear in an argument has a result whose sizes do not
+#: depend on that argument's values, so they are those of the operator run on zeros of its sizes.
+SIZED_BY_CONSTANT_VALUES = frozenset({"masked_select", "index.Tensor"})
+#: Operators that scale ``self`` elementwise by a factor of their other arguments with a strong zero
+#: (``xlogy(g, y) = g * log(y)``, and 0 where ``g = 0`` even where ``log(y)`` is -inf or NaN, NaN
+#: only for a NaN ``y``): a diagonal map of ``self``, its own transpose (summed back over the
+#: broadcast). Their backward cannot show it: at ``self = 0`` it masks the factor (torch's
+#: subgradient for ``y <= 0``), which reads the linear argument's value.
+SCALES_SELF = frozenset({"xlogy.Tensor", "xlogy.Scalar_Other"})
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
@@ -1286,6 +1300,8 @@ class _Sweep:
                 found = self.sizes_of(item, sizes)
                 if found is None:
                     found = self.gradient_sizes.get(item.target)
+                if found is None:
+                    found = self.sizes_by_running(item, sizes)
                 if found is not None and not _plain_sizes(found):      # computed once, read by name
                     holder = self.builder.fresh(f"{item.target}_sizes")
                     item.sizes_binding = _stmt(f"{holder} = {code(found)}")
@@ -1431,6 +1447,26 @@ class _Sweep:
             keepdim = step.arguments.get("keepdim", cst.Name("False"))
             return _expr(f"reduced_sizes({code(source)}, {code(dim)}, {code(keepdim)})")
         return None
+
+    def sizes_by_running(self, step: Linear, sizes) -> cst.BaseExpression | None:
+        """The sizes of a ``SIZED_BY_CONSTANT_VALUES`` operator's result: those of the operator run on
+        zeros of its linear arguments' sizes, the constants as they are (``masked_select``'s length
+        is its mask's True count, which only running it tells)."""
+        formula = step.formula
+        if formula is None or str(formula.schema.name) not in SIZED_BY_CONSTANT_VALUES or self.witness is None:
+            return None
+        positional = []
+        for argument in formula.schema.arguments:
+            if argument.name in step.linear:
+                known = sizes.get(step.linear[argument.name])
+                if known is None:
+                    return None
+                positional.append(f"at.new_zeros({self.witness}, {code(known)})")
+            elif argument.name in step.arguments:
+                positional.append(code(step.arguments[argument.name]))
+            else:
+                break                               # the rest take their defaults
+        return _expr(f"list(at.{formula.schema.name.base}({', '.join(positional)}).sizes())")
 
     @staticmethod
     def helper_sizes(step: Linear, sizes, helper: str, names: tuple[str, ...]) -> cst.BaseExpression | None:
@@ -1714,11 +1750,27 @@ class _Sweep:
             return []                            # a zero: nothing flows back
         out: list[cst.BaseStatement] = []
         for param, name in step.linear.items():
-            statements, value = self.inline_backward(step, param, adjoint)
+            if str(step.formula.schema.name) in SCALES_SELF and set(step.linear) == {"self"}:
+                statements, value = self.scaled_transpose(step, adjoint)
+            else:
+                statements, value = self.inline_backward(step, param, adjoint)
             out += statements
             if value is not None:
                 out += self.accumulate(name, value, adjoints)
         return out
+
+    def scaled_transpose(self, step: Linear, adjoint: str) -> tuple[list[cst.BaseStatement], str]:
+        """The transpose of a ``SCALES_SELF`` step in ``self``: the op itself at ``self = adjoint``,
+        summed back to ``self``'s sizes (the factor may broadcast it)."""
+        arguments = [adjoint if a.name == "self" else code(step.arguments[a.name])
+                     for a in step.formula.schema.arguments if a.name == "self" or a.name in step.arguments]
+        scaled = f"at.{step.formula.schema.name.base}({', '.join(arguments)})"
+        sizes = self.sizes_before[id(step)].get(step.linear["self"])
+        if sizes is None:
+            raise DerivationRefused(step.node, f"the sizes of the linear value `{step.linear['self']}` are needed "
+                                    "and the sizes rules cannot tell them")
+        result = self.builder.fresh("t")
+        return [_stmt(f"{result} = sum_to({scaled}, {code(sizes)})")], result
 
     def inline_backward(self, step: Linear, param: str, adjoint: str | list[str | None]
                         ) -> tuple[list[cst.BaseStatement], str | None]:

@@ -4,6 +4,7 @@ formula's own jvp (written or ``auto_*``), or torch's forward AD where the formu
 the formulas whose backward is refused are exactly the listed ones, each for its reason."""
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -49,19 +50,10 @@ def derivations() -> dict[str, str | None]:
 #: The formulas whose backward is refused, each with (a key phrase of) its reason: the work
 #: the transformation has left (docs/formulas.md, "Derived jvps").
 REFUSED = {
-    # the values' gradient is index(grad, indices) summed to values' sizes: the transpose needs the
-    # indexed result's sizes, which a boolean index makes data-dependent (as many rows as it holds True)
-    'index_put': 'sizes of the linear value',
-    # not linear: xlogy(g, other) is 0 at g = 0 and -inf * g or NaN elsewhere where other <= 0
-    'xlogy.Tensor': 'reads the value of',
-    'xlogy.Scalar_Other': 'reads the value of',
-    # a masked_select's result: 1-d, its length (the mask's True count) known only when it runs
-    'masked_scatter': 'sizes of the linear value',
-    # nll_loss_forward is linear in self, but its backward reads its output total_weight and its jvp
-    # reads self for the weight's tangent: the transformation does not split a jvp by tangent
-    'nll_loss_backward': 'reads the value of',
     # solve_triangular(A, grad) is linear in grad, but its backward passes the result to its helper
-    # (which uses it for A's gradient) and its jvp reads it for A's tangent (as above)
+    # (which uses it for A's gradient) and its jvp reads it for A's tangent: the transformation does
+    # not split a jvp by tangent (a rewrite that solves for B's gradient in the backward itself
+    # derived, but its jvp disagreed for a unitriangular A and a broadcast batch: left)
     'linalg_solve_triangular': 'reads the value of',
     # the block matrix [[A, G], [0, A]] is affine in G, not linear: only the top-right block of its
     # exponential is linear in G, so no step-by-step transpose exists
@@ -111,6 +103,24 @@ def test_every_other_formula_is_refused_for_its_listed_reason():
     for op, reason in refused.items():
         assert REFUSED[op] in reason, (op, reason)
     assert len(found) - len(refused) >= 200
+
+
+def test_xlogy_derived_jvp_keeps_the_subgradient_where_self_is_zero():
+    """``xlogy`` transposes as a scaling of ``self`` (``SCALES_SELF``): the derived jvp equals the
+    written one where the OpCases do not reach, at ``self = 0`` with ``other <= 0`` (torch's 0, not
+    -inf or NaN) and ``other = 0`` elsewhere (-inf times the tangent)."""
+    self = np.array([[0.0, 0.0, 1.5, -2.0, 0.0], [0.0, 3.0, 0.0, 1.0, -1.0]])
+    other = np.array([0.0, -1.0, 0.0, 2.0, 0.5])
+    tangents = [np.array([[1.0, -2.0, 0.5, 0.0, 3.0], [0.0, 1.0, 2.0, -1.0, 0.5]]), np.zeros(5)]    # other's part aside
+    cases = [(engine.op("xlogy.Tensor"), [self, other], tangents),
+             (lambda x: engine.op("xlogy.Scalar_Other")(x, -1.5), [self], tangents[:1])]
+    for fn, primals, directions in cases:
+        found = []
+        for derived in (True, False):
+            with derived_jvps() if derived else contextlib.nullcontext():
+                _, tangent = engine.jvp(fn, [engine.Tensor(p) for p in primals], [engine.Tensor(d) for d in directions])
+            found.append(tangent.numpy())
+        np.testing.assert_array_equal(found[0], found[1])
 
 
 @pytest.mark.parametrize("sizes", [[], [4], [2, 3], [2, 1, 3]])

@@ -389,10 +389,32 @@ def _context_key(context: Context, namespace: str) -> str | None:
     kept."""
     if module_results.active() is None:
         return None
+    for earlier, earlier_namespace, key in _context_keys:
+        if earlier_namespace == namespace and _same_tables(earlier, context):
+            return key
     helpers = [(name, [(p, ty, None if default is None else _code(default)) for p, ty, default in signature.params],
                 signature.returns) for name, signature in context.helpers.items()]
     operators = [(name, [_schema_text(schema) for schema in schemas]) for name, schemas in context.operators.items()]
-    return module_results.key("context", namespace, operators, helpers, context.names)
+    key = module_results.key("context", namespace, operators, helpers, context.names)
+    _context_keys[:] = [(context, namespace, key)]
+    return key
+
+
+# A run's emissions (lint's check, then the one that writes) are usually in the same context: its
+# key is made once. The last context is held with its key, so the schemas compared by identity live.
+_context_keys: list[tuple[Context, str, str]] = []
+
+
+def _same_tables(earlier: Context, context: Context) -> bool:
+    """Whether ``context`` has ``earlier``'s operator table (the same schema objects, in the same
+    order), helpers and names: the same context key."""
+    if list(earlier.operators) != list(context.operators) or list(earlier.helpers) != list(context.helpers):
+        return False
+    for name, schemas in context.operators.items():
+        before = earlier.operators[name]
+        if len(before) != len(schemas) or any(a is not b for a, b in zip(before, schemas)):
+            return False
+    return dict(earlier.helpers) == dict(context.helpers) and dict(earlier.names) == dict(context.names)
 
 
 # A run computes the context key of two emissions (lint's check and the one that writes) over the

@@ -26,11 +26,10 @@ from transpiler.cpp.expressions import (
     DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature,
     Untranslatable, cpp_name,
 )
-from transpiler.cpp.emit_once import emit_formula
+from transpiler.cpp.emit_once import emit_formula, translate_helper
 from transpiler.cpp.nodes import emit_nondifferentiable, node_name
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER, VMAP_HEADER
 from transpiler.cpp.signature import borrowed_param, is_view
-from transpiler.cpp.statements import translate_body
 from transpiler.dataflow import syntax_children, walk
 from transpiler.diagnostics import Diagnostic, printable
 from transpiler.model import Formula, FormulaModule, Helper, Library
@@ -141,7 +140,7 @@ def _helpers_files(library: Library, context: Context) -> tuple[str, str, tuple[
         scope = replace(context, called=set()).bind({
             n: Binding(t, cpp_name(n), borrowed=n not in by_value and is_view(t)) for n, t, _ in signature.params})
         try:
-            body = translate_body(helper.node.body.body, scope, signature.returns)
+            body = translate_helper(helper, scope, signature.returns)     # once per run (lint's check, then the output)
         except Untranslatable as error:
             diagnostics.append(_diagnostic(modules[helper.path], error))
             continue

@@ -16,10 +16,7 @@ each under the build cache (:func:`transpiler.project.build_cache`, ``model-cach
 written atomically through :func:`transpiler.output.write_file` by a second process
 while the run goes on with lint and emission (the second core; the run waits for it
 before it ends, so its cost is the run's; a run with only :data:`FEW_ENTRIES` new models, one
-file edited, writes them itself). A run with many files to parse (a cold one) parses them on
-both cores: a second process parses and stores the last of them while the run parses the
-others, then the run reads that process's models back as a warm run does
-(:meth:`ModelCache.prepare`); the models, and so the output, are the same. Entries are trusted as
+file edited, writes them itself); they are trusted as
 the interpreter trusts its ``__pycache__``: only the user writes there. An entry that
 cannot be read, or a model that cannot be pickled (too deep for the pickler), is
 parsed again; a cache that cannot be written leaves the run uncached, silently (it
@@ -54,9 +51,6 @@ KEPT_ENTRIES = 1024         # a model and its summary: the imported corpus is 24
 GENERATOR_SOURCES = Path(__file__).resolve().parent
 FORMAT = 2                  # the layout of an entry; bump when what is stored changes shape
 MAX_ENTRY_BYTES = 256 * 2**20   # a larger entry is not read (a formula file's model: about 1 MB)
-PARALLEL_MIN_BYTES = 100_000   # this much source to parse is split with a second process (about 1 s of CPU; the
-                               # fork and the helper's models read back cost about a tenth of it, measured)
-HELPER_SHARE = 0.45            # of the bytes to parse, the helper's (it also stores its models)
 FEW_ENTRIES = 2             # this many new models are written by the run itself: a second process costs more
                             # (fork, copied pages) than pickling them (one formula file: about 30 ms)
 
@@ -173,12 +167,6 @@ class ModelCache:
         :meth:`parse`, so that the process keeps them), then store the new ones on the second core
         while this process goes on with lint and emission.
 
-        When there are at least :data:`PARALLEL_MIN_BYTES` of files to parse and a second core, a
-        second process parses the last files of ``paths`` (about :data:`HELPER_SHARE` of the
-        bytes: it also stores them) and stores them while this one parses the others; this one
-        then reads the helper's models back as a warm run does (their summaries, each syntax when
-        a computation reads it). A model the helper could not store is parsed here.
-
         The cyclic garbage collector is paused while they are read and then told to leave them
         alone (:func:`gc.freeze`): the models live as long as the run and hold no cycles to find,
         and collecting while hundreds of thousands of syntax nodes are made was two thirds of
@@ -187,55 +175,14 @@ class ModelCache:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            sources: dict[str, str] = {}
             for path in paths:
                 with contextlib.suppress(OSError, UndecodableSource):   # the reader reports them later
-                    sources[path] = self.read[path][0] if path in self.read else read_source(path)
-            fresh = [path for path, source in sources.items() if not self._entry_exists(path, source)]
-            helped = self._parse_beside(fresh, sources, parse)
-            for path, source in sources.items():
-                if path not in helped:
-                    parse(path, source)
-            self._wait_for_writers()
-            for path in helped:         # their summaries, stored by the helper (or parsed here)
-                parse(path, sources[path])
+                    parse(path, self.read[path][0] if path in self.read else read_source(path))
         finally:
             gc.freeze()
             if collecting:
                 gc.enable()
         self.store(background=True)
-
-    def _entry_exists(self, path: str, source: str) -> bool:
-        return (self.directory / f"{self.key(path, source)}.pickle").is_file()
-
-    def _parse_beside(self, fresh: list[str], sources: dict[str, str],
-                      parse: Callable[[str, str], FormulaModule]) -> list[str]:
-        """Start a second process that parses and stores the last files of ``fresh`` (the files
-        without a stored model) when that pays; the files it took."""
-        total = sum(len(sources[path]) for path in fresh)
-        if total < PARALLEL_MIN_BYTES or len(os.sched_getaffinity(0)) < 2:
-            return []
-        taken, share = [], 0
-        for path in reversed(fresh):
-            if share + len(sources[path]) > total * HELPER_SHARE:
-                break
-            taken.append(path)
-            share += len(sources[path])
-        taken.reverse()
-        if not taken:
-            return []
-        helper = os.fork()
-        if helper:
-            self.writers.append(helper)
-            self.stored += 2 * len(taken)       # a model and a summary each
-            return taken
-        try:                            # the helper: parse, store, and leave without the parent's exit code
-            self.pending, self.pending_summaries = {}, {}
-            for path in taken:
-                parse(path, sources[path])
-            self._write(self.pending, self.pending_summaries)
-        finally:
-            os._exit(0)
 
     def store(self, background: bool = False) -> None:
         """Write the models parsed since the last call and the summaries of the models read whole;
@@ -275,14 +222,11 @@ class ModelCache:
         :meth:`prepare` froze back to the collector."""
         gc.unfreeze()
         self.store()
-        self._wait_for_writers()
-        self.prune()
-
-    def _wait_for_writers(self) -> None:
         for writer in self.writers:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(writer, 0)
         self.writers.clear()
+        self.prune()
 
     def prune(self) -> None:
         """Remove the least recently used entries beyond :data:`KEPT_ENTRIES`."""

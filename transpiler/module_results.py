@@ -19,13 +19,17 @@ kept result is never used for inputs it was not computed from. A module read
 otherwise than from its file's text (a formula whose jvp is derived against
 the library) has no source digest and is never kept.
 
-The results of one formula directory, namespace and mode are one pickle in the
-model cache's directory (:mod:`transpiler.model_cache`, trusted as it is),
-read once at the start and replaced atomically at the end with the results
-this run used, so it holds one version of each module. A file that cannot be
-read or holds something else (truncated, corrupt, another format) is ignored:
-everything is computed again; one that cannot be written leaves the next run
-to compute again, silently (it only costs time).
+The results of one formula directory, namespace and mode are one directory in
+the model cache's directory (:mod:`transpiler.model_cache`, trusted as it is),
+one pickle per result named by its key: a result is read when the run asks for
+it, a new one written atomically when the run ends, and the ones this run did
+not use are removed then, so the directory holds one version of each module. A
+run after an edit of one file reads the results of the others and writes only
+the few it computed (the whole set is about 8 MB for the imported
+derivatives.yaml corpus, mostly C++ text). An entry that cannot be read or holds
+something else (truncated, corrupt, another format) is ignored: that result is
+computed again; one that cannot be written leaves the next run to compute it
+again, silently (it only costs time).
 """
 from __future__ import annotations
 
@@ -39,7 +43,8 @@ from transpiler.model_cache import MAX_ENTRY_BYTES, generator_digest
 from transpiler.output import OutputError, write_file
 from transpiler.sources import read_regular
 
-FORMAT = 1                  # the layout of the file; bump when what is stored changes shape
+FORMAT = 2                  # the layout of an entry; bump when what is stored changes shape
+ENTRY = ".pickle"
 
 _active: ModuleResults | None = None
 
@@ -60,57 +65,70 @@ def all_of(kind: type, items: object) -> bool:
 
 
 class ModuleResults:
-    """The results kept in ``entry``, and the ones this run used or computed."""
+    """The results kept in the directory ``entries`` (one file each), and the ones this run used
+    or computed."""
 
-    def __init__(self, entry: Path) -> None:
-        self.entry = entry
-        self.kept = _read(entry)
+    def __init__(self, entries: Path) -> None:
+        self.entries = entries
         self.used: dict[str, object] = {}
+        self.computed: set[str] = set()     # used, and not read from ``entries``: written at the end
 
     def get(self, key: str, valid: Callable[[object], bool]) -> object | None:
         """The result stored under ``key`` if ``valid(result)`` (it has the shape the caller
         stores), else None: computed again."""
-        found = self.kept.get(key)
+        if key in self.used:
+            found = self.used[key]
+        else:
+            found = _read(self.entries / f"{key}{ENTRY}")
         if found is None or not valid(found):
             return None
         self.used[key] = found
         return found
 
     def put(self, key: str, result: object) -> None:
+        if self.used.get(key, _ABSENT) is not result:
+            self.computed.add(key)
         self.used[key] = result
 
     def finish(self) -> None:
-        """Replace the file with what this run used, when that differs from what it read."""
+        """Write the results this run computed, and remove the entries it did not use."""
         import pickle
 
-        if self.used.keys() == self.kept.keys():
-            return
-        with contextlib.suppress(OutputError, pickle.PicklingError, TypeError, AttributeError, RecursionError):
-            write_file(self.entry, pickle.dumps((FORMAT, self.used), protocol=pickle.HIGHEST_PROTOCOL))
+        for name in self.computed:
+            with contextlib.suppress(OutputError, pickle.PicklingError, TypeError, AttributeError, RecursionError):
+                write_file(self.entries / f"{name}{ENTRY}",
+                           pickle.dumps((FORMAT, self.used[name]), protocol=pickle.HIGHEST_PROTOCOL))
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.entries):
+                if entry.name.endswith(ENTRY) and entry.name[:-len(ENTRY)] not in self.used:
+                    os.unlink(entry.path)
 
 
-def _read(entry: Path) -> dict[str, object]:
+_ABSENT = object()
+
+
+def _read(entry: Path) -> object | None:
     import pickle
 
     with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
                              IndexError, KeyError, TypeError, ValueError, RecursionError, MemoryError):
         stored = pickle.loads(read_regular(entry, MAX_ENTRY_BYTES)[1])     # a FIFO never waited on, a device never read
-        if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == FORMAT and isinstance(stored[1], dict):
+        if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == FORMAT:
             return stored[1]
-    return {}
+    return None
 
 
 @contextlib.contextmanager
 def kept_in(directory: Path | None, formulas: Path, namespace: str, keep_going: bool,
             ) -> Iterator[ModuleResults | None]:
     """Keep the per-module results of ``transpile`` on ``formulas`` in ``directory`` while the
-    block runs (None: keep none)."""
+    block runs (None: keep none), in one subdirectory per formula directory, namespace and mode."""
     global _active
     results = None
     if directory is not None:
         run = hashlib.blake2b(digest_size=20)       # one file per run's inputs, whatever the generator
         run.update("\0".join([os.path.realpath(formulas), namespace, str(keep_going)]).encode("utf-8", "surrogatepass"))
-        results = ModuleResults(directory / f"results-{run.hexdigest()}.pickle")
+        results = ModuleResults(directory / f"results-{run.hexdigest()}")
     outer, _active = _active, results
     try:
         yield results

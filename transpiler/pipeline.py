@@ -188,7 +188,7 @@ def _lint(formulas: Path, read: Library, shipped: Library | None, refused: Seque
     listing = python_files([str(formulas)], EVERY_FILE)
     found = {Diagnostic(path, 1, 1, UNREADABLE, reason) for path, reason in listing.unreadable}
     kept = module_results.active()     # the per-file findings are kept as ``transpile lint`` keeps them
-    cache = ResultCache.open(kept.entry.parent, listing.files, "trust_bytecode=True") if kept is not None else None
+    cache = ResultCache.open(kept.entries.parent, listing.files, "trust_bytecode=True") if kept is not None else None
     reports = per_file_pass(listing.files, cache=cache)
     if cache is not None:
         cache.save()        # a cache that cannot be written only costs time

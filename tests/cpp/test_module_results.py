@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import shutil
 
 import pytest
 
@@ -48,8 +49,8 @@ def models(tmp_path_factory):
 
 def forget(models) -> None:
     """Remove every kept result (the parsed models stay)."""
-    for results in models.glob("results-*.pickle"):
-        results.unlink()
+    for results in models.glob("results-*"):
+        shutil.rmtree(results)
 
 
 def cold(formulas, out, models, *mode: str) -> int:
@@ -140,23 +141,40 @@ def test_an_edit_of_a_helper_recomputes_what_depends_on_it(tmp_path, models, com
     assert b"times" in (out / "helpers.cpp").read_bytes()
 
 
-def test_a_corrupt_or_truncated_results_file_is_computed_again(tmp_path, models, computed):
+def test_corrupt_or_truncated_results_are_computed_again(tmp_path, models, computed):
     formulas, cache = tmp_path / "pkg", models
     forget(models)      # this package's results only, below
     formulas.mkdir()
     (formulas / "trig.py").write_text(GOOD)
     assert transpile(formulas, tmp_path / "first", "--cache-dir", str(cache)) == 0
-    (results,) = cache.glob("results-*.pickle")
-    kept = results.read_bytes()
-    _, entries = pickle.loads(kept)
-    damaged = {"truncated": kept[:len(kept) // 2],
-               "another shape": pickle.dumps((module_results.FORMAT, {key: ("junk",) for key in entries}))}
-    for name, data in damaged.items():
-        results.write_bytes(data)
+    (results,) = cache.glob("results-*")
+    kept = {entry: entry.read_bytes() for entry in results.iterdir()}
+    damaged = {"truncated": lambda data: data[:len(data) // 2],
+               "another shape": lambda data: pickle.dumps((module_results.FORMAT, ("junk",)))}
+    for name, damage in damaged.items():
+        for entry, data in kept.items():
+            entry.write_bytes(damage(data))
         computed["emitted"].clear()
         assert transpile(formulas, tmp_path / name, "--cache-dir", str(cache)) == 0, name
         assert below(computed["emitted"], formulas) == ["trig.py"], name
         assert files(tmp_path / name) == files(tmp_path / "first"), name
+
+
+def test_a_run_writes_only_the_results_it_computed_and_removes_the_unused(tmp_path, models):
+    formulas, cache = tmp_path / "pkg", models
+    forget(models)
+    formulas.mkdir()
+    (formulas / "a.py").write_text(EXP)
+    (formulas / "trig.py").write_text(GOOD)
+    assert transpile(formulas, tmp_path / "out", "--cache-dir", str(cache)) == 0
+    (results,) = cache.glob("results-*")
+    before = {entry.name: entry.stat().st_mtime_ns for entry in results.iterdir()}
+    (formulas / "a.py").write_text(EXP_EDITED)
+    assert transpile(formulas, tmp_path / "out", "--cache-dir", str(cache)) == 0
+    after = {entry.name: entry.stat().st_mtime_ns for entry in results.iterdir()}
+    kept = before.keys() & after.keys()
+    assert kept and all(after[name] == before[name] for name in kept)     # not written again
+    assert after.keys() - before.keys() and before.keys() - after.keys()  # a.py's new results, its old ones gone
 
 
 def test_a_key_changes_with_the_generator(monkeypatch):

@@ -26,11 +26,10 @@ from transpiler.cpp.expressions import (
     DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature,
     Untranslatable, cpp_name,
 )
-from transpiler.cpp.emit_once import emit_formula
+from transpiler.cpp.emit_once import emit_formula, translate_helper
 from transpiler.cpp.nodes import emit_nondifferentiable, node_name
 from transpiler.cpp.runtime import RUNTIME_HEADER, VIEWS_HEADER, VMAP_HEADER
 from transpiler.cpp.signature import borrowed_param, is_view
-from transpiler.cpp.statements import translate_body
 from transpiler.dataflow import syntax_children, walk
 from transpiler.diagnostics import Diagnostic, printable
 from transpiler.model import Formula, FormulaModule, Helper, Library
@@ -141,7 +140,7 @@ def _helpers_files(library: Library, context: Context) -> tuple[str, str, tuple[
         scope = replace(context, called=set()).bind({
             n: Binding(t, cpp_name(n), borrowed=n not in by_value and is_view(t)) for n, t, _ in signature.params})
         try:
-            body = translate_body(helper.node.body.body, scope, signature.returns)
+            body = translate_helper(helper, scope, signature.returns)     # once per run (lint's check, then the output)
         except Untranslatable as error:
             diagnostics.append(_diagnostic(modules[helper.path], error))
             continue
@@ -389,10 +388,32 @@ def _context_key(context: Context, namespace: str) -> str | None:
     kept."""
     if module_results.active() is None:
         return None
+    for earlier, earlier_namespace, key in _context_keys:
+        if earlier_namespace == namespace and _same_tables(earlier, context):
+            return key
     helpers = [(name, [(p, ty, None if default is None else _code(default)) for p, ty, default in signature.params],
                 signature.returns) for name, signature in context.helpers.items()]
     operators = [(name, [_schema_text(schema) for schema in schemas]) for name, schemas in context.operators.items()]
-    return module_results.key("context", namespace, operators, helpers, context.names)
+    key = module_results.key("context", namespace, operators, helpers, context.names)
+    _context_keys[:] = [(context, namespace, key)]
+    return key
+
+
+# A run's emissions (lint's check, then the one that writes) are usually in the same context: its
+# key is made once. The last context is held with its key, so the schemas compared by identity live.
+_context_keys: list[tuple[Context, str, str]] = []
+
+
+def _same_tables(earlier: Context, context: Context) -> bool:
+    """Whether ``context`` has ``earlier``'s operator table (the same schema objects, in the same
+    order), helpers and names: the same context key."""
+    if list(earlier.operators) != list(context.operators) or list(earlier.helpers) != list(context.helpers):
+        return False
+    for name, schemas in context.operators.items():
+        before = earlier.operators[name]
+        if len(before) != len(schemas) or any(a is not b for a, b in zip(before, schemas)):
+            return False
+    return dict(earlier.helpers) == dict(context.helpers) and dict(earlier.names) == dict(context.names)
 
 
 # A run computes the context key of two emissions (lint's check and the one that writes) over the

@@ -1,4 +1,4 @@
-"""One emission per formula per run: a formula's C++ computed again only when what it read changed.
+"""One emission per formula (and per helper) per run: its C++ computed again only when what it read changed.
 
 ``transpile --keep-going`` emits a library more than once in a run: lint's check
 of what the emitter refuses emits the whole package (:func:`transpiler.pipeline.package_refusals`),
@@ -14,7 +14,9 @@ with their answers; inside :func:`shared` (one run), a second emission of the sa
 formula object under the same node name is given the first one's result (its C++ or
 its refusal) when every recorded lookup gives the same answer in the new context.
 So a result is reused only where recomputing it would read the same inputs: the
-output is the same as without it.
+output is the same as without it. :func:`translate_helper` does the same for the body
+of a ``@helper`` (``helpers.cpp`` is written by both emissions), given the same
+names in scope and return type; the ATen functions it called are called again.
 """
 from __future__ import annotations
 
@@ -26,15 +28,19 @@ from typing import TYPE_CHECKING
 from transpiler.cpp import nodes
 from transpiler.cpp.expressions import Context, HelperSignature, Untranslatable, helper_overloads
 
+from transpiler.cpp.statements import Body, translate_body
+
 if TYPE_CHECKING:
-    from transpiler.model import Formula
+    from transpiler.cpp.types import PyType
+    from transpiler.model import Formula, Helper
 
 _ABSENT = object()     # a lookup of a name the table does not hold
 _EVERY = object()      # the lookup that read the whole table (an iteration)
 _OVERLOADS = object()  # (_OVERLOADS, name): the lookup of a helper's overloads
 TABLES = ("operators", "helpers")
 
-_runs: list[dict[tuple[int, str], list[_Emission]]] = []
+_runs: list[dict[tuple[int, str], list]] = []     # (id of a formula or helper, its node name or HELPER) -> earlier
+HELPER = "@helper"
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,18 @@ class _Recorded(Mapping):
         return answer
 
 
-def _answers_again(emission: _Emission, context: Context) -> bool:
+@dataclass(frozen=True)
+class _HelperTranslation:
+    """One helper body translated: the scope it was given, what it read of it, and what came out."""
+
+    helper: Helper                                # held, so that its id is not reused in the run
+    names: Mapping                                # the names in scope (its parameters)
+    returns: PyType
+    lookups: tuple[tuple[str, object, object], ...]
+    outcome: tuple[Body, frozenset[str]] | Untranslatable    # the body and the ATen functions it called
+
+
+def _answers_again(emission: _Emission | _HelperTranslation, context: Context) -> bool:
     """Whether every lookup ``emission`` made gives the same answer in ``context``."""
     for name, key, answer in emission.lookups:
         table = getattr(context, name)
@@ -130,3 +147,32 @@ def emit_formula(formula: Formula, context: Context, struct: str) -> nodes.Emitt
         raise
     earlier.append(_Emission(formula, tuple(lookups), outcome))
     return outcome
+
+
+def translate_helper(helper: Helper, scope: Context, returns: PyType) -> Body:
+    """:func:`transpiler.cpp.statements.translate_body` of ``helper``'s body in ``scope``, taken from an
+    earlier translation in this run with the same names in scope and return type that made the same
+    lookups with the same answers (the ATen functions it called added to ``scope.called`` again);
+    raises its ``Untranslatable`` as it does."""
+    if not _runs:
+        return translate_body(helper.node.body.body, scope, returns)
+    earlier = _runs[-1].setdefault((id(helper), HELPER), [])
+    for translation in earlier:
+        if (translation.helper is helper and translation.returns == returns and translation.names == scope.names
+                and _answers_again(translation, scope)):
+            if isinstance(translation.outcome, Untranslatable):
+                raise translation.outcome
+            body, called = translation.outcome
+            scope.called.update(called)
+            return body
+    lookups: list[tuple[str, object, object]] = []
+    recorded = replace(scope, **{name: _Recorded(getattr(scope, name), name, lookups) for name in TABLES})
+    before = set(scope.called)
+    try:
+        body = translate_body(helper.node.body.body, recorded, returns)
+    except Untranslatable as error:
+        earlier.append(_HelperTranslation(helper, dict(scope.names), returns, tuple(lookups), error))
+        raise
+    earlier.append(_HelperTranslation(helper, dict(scope.names), returns, tuple(lookups),
+                                      (body, frozenset(scope.called - before))))
+    return body

@@ -67,12 +67,19 @@ def input_files(formulas: Path) -> list[Path]:
     return python_sources(formulas).files
 
 
-def manifest_text(formulas: Path, files: dict[str, str], namespace: str, keep_going: bool = False) -> str:
-    """The namespace, the mode and the hashes of the generator, every input and every output (one
-    per line, sorted)."""
+def input_lines(formulas: Path) -> list[str]:
+    """MANIFEST's lines for the inputs: each formula file's name and the hash of its bytes."""
+    return [f"input {p.relative_to(formulas).as_posix()} {_digest(read_regular(p)[1])}" for p in input_files(formulas)]
+
+
+def manifest_text(formulas: Path, files: dict[str, str], namespace: str, keep_going: bool = False,
+                  inputs: list[str] | None = None) -> str:
+    """The namespace, the mode and the hashes of the generator, every input (``inputs``, as
+    :func:`input_lines` gives them, when the run hashed them already) and every output (one per
+    line, sorted)."""
     lines = [f"generator {model_cache.generator_digest()}", f"namespace {namespace}"]
     lines += ["mode per-formula"] if keep_going else []
-    lines += [f"input {p.relative_to(formulas).as_posix()} {_digest(read_regular(p)[1])}" for p in input_files(formulas)]
+    lines += input_lines(formulas) if inputs is None else inputs
     lines += [f"output {name} {_digest(text.encode())}" for name, text in sorted(files.items())]
     return "\n".join(lines) + "\n"
 
@@ -97,8 +104,10 @@ def written_by_transpile(out: Path) -> set[str]:
     return {MANIFEST, *(recorded(out) or {}).get("output", [])}
 
 
-def up_to_date(formulas: Path, out: Path, namespace: str, keep_going: bool = False) -> bool:
-    """Whether ``out`` holds what the current inputs and generator would write, by hashes alone."""
+def up_to_date(formulas: Path, out: Path, namespace: str, keep_going: bool = False,
+               inputs: list[str] | None = None) -> bool:
+    """Whether ``out`` holds what the current inputs (``inputs``: :func:`input_lines`) and generator
+    would write, by hashes alone."""
     manifest = out / MANIFEST
     if not manifest.is_file():
         return False
@@ -113,25 +122,27 @@ def up_to_date(formulas: Path, out: Path, namespace: str, keep_going: bool = Fal
         return False
     if any(_digest((out / name).read_bytes()) != digest for name, digest in outputs.items()):
         return False
-    expected = manifest_text(formulas, {}, namespace, keep_going)
+    expected = manifest_text(formulas, {}, namespace, keep_going, inputs)
     return [line for line in recorded_lines if not line.startswith("output ")] == expected.splitlines()
 
 
 def generate(formulas: Path, lint: bool = True, namespace: str | None = None,
-             keep_going: bool = False) -> PipelineResult:
+             keep_going: bool = False, inputs: list[str] | None = None) -> PipelineResult:
     """Lint and transliterate ``formulas`` in memory (:func:`transpiler.pipeline.run`), registered as
     ``torch.ops.<namespace>`` (default: the directory's name); the files it would write include
-    ``MANIFEST`` and, in per-formula mode (``keep_going``, :func:`generate_each`), ``REFUSED``."""
+    ``MANIFEST`` (``inputs``: its input lines, when the run hashed them already) and, in per-formula
+    mode (``keep_going``, :func:`generate_each`), ``REFUSED``."""
     namespace = namespace or default_namespace(formulas, SHIPPED_FORMULAS)
     if keep_going:
-        return generate_each(formulas, lint, namespace)
+        return generate_each(formulas, lint, namespace, inputs)
     result = run(formulas, namespace, lint)
     if result.diagnostics:
         return result
-    return replace(result, files={**result.files, MANIFEST: manifest_text(formulas, result.files, namespace)})
+    manifest = manifest_text(formulas, result.files, namespace, inputs=inputs)
+    return replace(result, files={**result.files, MANIFEST: manifest})
 
 
-def generate_each(formulas: Path, lint: bool, namespace: str) -> PipelineResult:
+def generate_each(formulas: Path, lint: bool, namespace: str, inputs: list[str] | None = None) -> PipelineResult:
     """Per-formula mode: emit every formula that lints and transliterates and leave out each one
     that does not (its first diagnostic says why); a helper that cannot be transliterated is left
     out with the formulas that call it. The files hold what was emitted, and ``REFUSED`` the
@@ -140,7 +151,7 @@ def generate_each(formulas: Path, lint: bool, namespace: str) -> PipelineResult:
     report = [r.format() for r in result.every_refusal]
     report.append(summary_line(result.ops, result.formulas))
     files = {**result.files, REFUSED: "\n".join(report) + "\n"}
-    files[MANIFEST] = manifest_text(formulas, files, namespace, keep_going=True)
+    files[MANIFEST] = manifest_text(formulas, files, namespace, keep_going=True, inputs=inputs)
     return replace(result, files=files)
 
 
@@ -209,7 +220,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.check:
         check_directory(out, lambda d: recorded(d) is not None, written_by_transpile, "transpile", [formulas])
     started = time.perf_counter()
-    if not args.no_lint and up_to_date(formulas, out, namespace, args.keep_going):
+    inputs = input_lines(formulas)      # hashed once: the up-to-date check, then the MANIFEST written
+    if not args.no_lint and up_to_date(formulas, out, namespace, args.keep_going, inputs):
         if args.keep_going:     # the refusals of the run that wrote ``out``, and its summary
             report = (out / REFUSED).read_text(encoding="utf-8")
             print(report, end="")
@@ -229,7 +241,8 @@ def _run(args: argparse.Namespace) -> int:
             if fresh := cache.uncached(paths):       # the slow part, said (later runs read them back)
                 print(f"transpile: reading {fresh} formula files (once: kept parsed in {cache_dir})", file=sys.stderr)
             cache.prepare(paths, parse_module)
-        result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going)
+        result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going,
+                          inputs=inputs)
     for diagnostic in result.diagnostics:
         print(diagnostic.format())
     if result.diagnostics:

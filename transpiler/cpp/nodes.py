@@ -92,6 +92,14 @@ class EmittedFormula:
     has_views: bool = False    # the code marks views (it needs views.h)
     called: frozenset[str] = frozenset()   # the ATen functions (``at::<name>``) the code calls
     vmap_by_example: str | None = None     # the operator's name, if it takes vmap's rule of vmap.h
+    aten_registrar: str | None = None      # a formula's entry of its module's aten_override::Registrars
+
+
+def aten_registrar(op_name: str, wrapper: str) -> str:
+    """The entry of ``aten_override::Registrars`` (``aten_override.h``) registering the wrapper
+    ``formulas::<wrapper>`` for aten's operator ``op_name`` at the key it is given."""
+    return (f'{{"{op_name}", +[](torch::Library& m, c10::DispatchKey key) {{ '
+            f'm.impl("{op_name}", torch::dispatch(key, TORCH_FN(formulas::{wrapper}))); }}}}')
 
 
 def vmap_by_example(schema: FunctionSchema) -> str | None:
@@ -320,7 +328,8 @@ class FormulaEmitter(ViewEmitter):
         registration = f'm.def("{schema}", TORCH_FN(formulas::{self.wrapper_name}));'
         return EmittedFormula(self.struct, "\n".join(p for p in parts if p), registration,
                               bool(views) or self.written is not None,    # in place: VariableTypeUtils.h
-                              vmap_by_example=vmap_by_example(self.schema))
+                              vmap_by_example=vmap_by_example(self.schema),
+                              aten_registrar=aten_registrar(self.formula.op_name, self.wrapper_name))
 
     @property
     def wrapper_name(self) -> str:

@@ -28,6 +28,7 @@
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 #include "aten_override.h"
+#include "aten_override_boxed.h"
 
 #include <array>
 #include <optional>
@@ -2818,8 +2819,8 @@ const aten_override::Registrars aten_registrars({
     {"index_fill.int_Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index_fill.int_Scalar", torch::dispatch(key, TORCH_FN(formulas::index_fill_int_scalar))); }},
     {"index_add", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index_add", torch::dispatch(key, TORCH_FN(formulas::index_add))); }},
     {"index_copy", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index_copy", torch::dispatch(key, TORCH_FN(formulas::index_copy))); }},
-    {"index.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index.Tensor", torch::dispatch(key, TORCH_FN(formulas::index_tensor))); }},
-    {"index_put", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index_put", torch::dispatch(key, TORCH_FN(formulas::index_put))); }},
+    {"index.Tensor", +[](torch::Library& m, c10::DispatchKey key) { aten_override::register_boxed(m, key, library_namespace, "index", "Tensor"); }},
+    {"index_put", +[](torch::Library& m, c10::DispatchKey key) { aten_override::register_boxed(m, key, library_namespace, "index_put", ""); }},
 });
 
 }  // namespace

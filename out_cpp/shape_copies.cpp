@@ -29,6 +29,7 @@
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 #include "aten_override.h"
+#include "aten_override_boxed.h"
 
 #include <array>
 #include <optional>
@@ -2383,8 +2384,8 @@ at::Tensor tile(const at::Tensor& self, at::IntArrayRef dims) {
 
 // override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
 const aten_override::Registrars aten_registrars({
-    {"cat", +[](torch::Library& m, c10::DispatchKey key) { m.impl("cat", torch::dispatch(key, TORCH_FN(formulas::cat))); }},
-    {"stack", +[](torch::Library& m, c10::DispatchKey key) { m.impl("stack", torch::dispatch(key, TORCH_FN(formulas::stack))); }},
+    {"cat", +[](torch::Library& m, c10::DispatchKey key) { aten_override::register_boxed(m, key, library_namespace, "cat", ""); }},
+    {"stack", +[](torch::Library& m, c10::DispatchKey key) { aten_override::register_boxed(m, key, library_namespace, "stack", ""); }},
     {"repeat", +[](torch::Library& m, c10::DispatchKey key) { m.impl("repeat", torch::dispatch(key, TORCH_FN(formulas::repeat))); }},
     {"flip", +[](torch::Library& m, c10::DispatchKey key) { m.impl("flip", torch::dispatch(key, TORCH_FN(formulas::flip))); }},
     {"roll", +[](torch::Library& m, c10::DispatchKey key) { m.impl("roll", torch::dispatch(key, TORCH_FN(formulas::roll))); }},

@@ -28,7 +28,7 @@ from transpiler.cpp.expressions import (
 )
 from transpiler.cpp.emit_once import emit_formula
 from transpiler.cpp.nodes import emit_nondifferentiable, node_name
-from transpiler.cpp.runtime import ATEN_OVERRIDE_HEADER, RUNTIME_HEADER, VIEWS_HEADER, VMAP_HEADER
+from transpiler.cpp.runtime import ATEN_OVERRIDE_BOXED_HEADER, ATEN_OVERRIDE_HEADER, RUNTIME_HEADER, VIEWS_HEADER, VMAP_HEADER
 from transpiler.cpp.signature import borrowed_param, is_view
 from transpiler.cpp.statements import translate_body
 from transpiler.dataflow import syntax_children, walk
@@ -302,6 +302,7 @@ def _module_file(module: FormulaModule, context: Context, taken: set[str],
         "#include <torch/csrc/dynamo/compiled_autograd.h>",
         "#include <torch/library.h>",
         *(['#include "aten_override.h"'] if aten_registrars else []),
+        *(['#include "aten_override_boxed.h"'] if any("register_boxed" in r for r in aten_registrars) else []),
         "",
         "#include <array>",
         "#include <optional>",
@@ -414,6 +415,8 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
                 files["views.h"] = VIEWS_HEADER
             if result.has_vmap_rules:  # a module with an operator taking a list of tensors
                 files["vmap.h"] = VMAP_HEADER
+            if "aten_override_boxed.h" in result.text:      # one whose aten kernel is registered boxed
+                files["aten_override_boxed.h"] = ATEN_OVERRIDE_BOXED_HEADER
     return Output(files, ops, len(taken), len(helpers)), sorted(set(diagnostics))
 
 

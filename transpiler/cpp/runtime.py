@@ -12,7 +12,8 @@ kernels make them (see :class:`transpiler.cpp.nodes.ViewEmitter`). ``vmap.h``: `
 rule for an operator taking a list of tensors (torch generates no fallback for one): the operator
 per example, the results stacked. ``aten_override.h``: ``override(compiled=True)``'s registration of
 the generated kernels for aten's own operators at their autograd keys, in a ``torch::Library`` made
-on install and destroyed on uninstall.
+on install and destroyed on uninstall (``aten_override_boxed.h``: boxed, for an operator taking a
+list of tensors).
 """
 from importlib.resources import files
 
@@ -26,3 +27,4 @@ RUNTIME_HEADER = _emitted("runtime.h", "support code for the generated autograd 
 VIEWS_HEADER = _emitted("views.h", "views, as torch's ADInplaceOrView kernels make them")
 VMAP_HEADER = _emitted("vmap.h", "torch.vmap over operators that take a list of tensors")
 ATEN_OVERRIDE_HEADER = _emitted("aten_override.h", "the generated kernels registered for aten's operators")
+ATEN_OVERRIDE_BOXED_HEADER = _emitted("aten_override_boxed.h", "a kernel for aten's operator registered boxed")

@@ -12,18 +12,15 @@ interleaved, median of ``--repeat`` rounds of ``--calls`` calls:
 * ``floor``: the aten op with the hand-written Function registered as its autograd
   kernel (``torch.library`` at ``AutogradCPU``, the Function's forward below autograd), the
   floor of any Python override: torch's dispatch into a Python kernel plus the Function;
-* ``hop``: the aten op with torch's own autograd kernel registered again at ``AutogradCPU``
-  from Python (``torch.library.get_kernel(...).call_boxed``): builtin plus nothing but
-  torch.library's dispatch into a Python kernel, the floor of the compiled override, which
-  reaches its C++ node through such a kernel;
 * ``override``: the aten op with the formula swapped in (``formulas.torch.override``);
 * ``formula_op``: the formula as a custom op (``formulas.torch.custom_ops``);
 * ``compiled``: with ``--library PATH`` (the shipped library built by
   ``python -m transpiler.build``), the aten op with the formula's transpiled
-  C++ node swapped in (``override(compiled=True)``).
+  C++ node swapped in (``override(compiled=True)``: the library registers its C++ kernel
+  for the aten op itself, no Python in the call).
 
 Prints microseconds per call and the ratios override / function, override / floor,
-formula_op / custom_op, compiled / hop and each / builtin (aims: override no slower than the
+formula_op / custom_op, compiled / function and each / builtin (aims: override no slower than the
 hand-written Function, compiled within 1.1x of builtin). ``--cpu-time`` times with the process's CPU
 time (steadier on a shared, loaded machine); ``--count`` prints the Python calls one
 forward+backward makes per implementation instead: deterministic where timings on a loaded
@@ -156,22 +153,6 @@ def function_as_kernel(op: str, function: type[torch.autograd.Function]):
         library._destroy()
 
 
-@contextlib.contextmanager
-def builtin_behind_python(op: str):
-    """The aten operator ``op`` with torch's own autograd kernel registered again at
-    ``AutogradCPU``, behind a Python kernel: the cost of the Python dispatch alone."""
-    name, _, overload = op.partition(".")
-    builtin = torch.library.get_kernel(getattr(getattr(torch.ops.aten, name), overload or "default"), "AutogradCPU")
-    library = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
-        library.impl(op, builtin.call_boxed, "AutogradCPU", with_keyset=True)
-    try:
-        yield
-    finally:
-        library._destroy()
-
-
 def cases(size: int) -> dict[str, tuple[tuple, dict[str, Callable]]]:
     """Per op: its arguments, and the implementations."""
     g = torch.Generator().manual_seed(0)
@@ -200,8 +181,6 @@ def context(op: str, name: str) -> contextlib.AbstractContextManager:
         return override([op], compiled=name == "compiled")
     if name == "floor":
         return function_as_kernel(op, FUNCTIONS[op])
-    if name == "hop":
-        return builtin_behind_python(op)
     return contextlib.nullcontext()
 
 
@@ -249,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the Python calls of one forward+backward per implementation instead of timings")
     options = parser.parse_args(argv)
     torch.set_num_threads(1)
-    names: tuple[str, ...] = ("builtin", "hop", "function", "custom_op", "floor", "override", "formula_op")
+    names: tuple[str, ...] = ("builtin", "function", "custom_op", "floor", "override", "formula_op")
     if options.library:
         from transpiler.build import load_library
 
@@ -259,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print("Python calls per forward+backward (sys.setprofile 'call' events)")
         print(f"{'op':<18}" + "".join(f"{n:>12}" for n in names))
         for op, (args, impls) in cases(options.size).items():
-            impls["compiled"] = impls["hop"] = impls["override"]
+            impls["compiled"] = impls["override"]
             print(f"{op:<18}" + "".join(f"{python_calls(op, n, impls, args):>12}" for n in names))
         return 0
     if options.cpu_time:
@@ -269,10 +248,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{options.calls} calls, us of {'CPU' if options.cpu_time else 'wall'} time (ratio to builtin)")
     print(f"{'op':<18}" + "".join(f"{n:>20}" for n in names) +
           f"{'override/function':>20}{'override/floor':>17}{'formula_op/custom_op':>22}" +
-          (f"{'compiled/hop':>15}" if options.library else ""))
+          (f"{'compiled/function':>20}" if options.library else ""))
     for op, (args, impls) in cases(options.size).items():
         times: dict[str, list[float]] = {n: [] for n in names}
-        impls["compiled"] = impls["hop"] = impls["override"]
+        impls["compiled"] = impls["override"]
         for name in names:                          # warm up (first calls build caches)
             measure(op, name, impls, args, 5)
         for _ in range(options.repeat):
@@ -282,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = "".join(f"{median[n]:>11.1f} ({median[n] / median['builtin']:>5.2f}x)" for n in names)
         print(f"{op:<18}{cells}{median['override'] / median['function']:>19.2f}x"
               f"{median['override'] / median['floor']:>16.2f}x{median['formula_op'] / median['custom_op']:>21.2f}x" +
-              (f"{median['compiled'] / median['hop']:>14.2f}x" if options.library else ""))
+              (f"{median['compiled'] / median['function']:>19.2f}x" if options.library else ""))
     return 0
 
 

@@ -34,6 +34,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -2334,6 +2335,27 @@ at::Tensor hardsigmoid(const at::Tensor& self) {
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"relu", +[](torch::Library& m, c10::DispatchKey key) { m.impl("relu", torch::dispatch(key, TORCH_FN(formulas::relu))); }},
+    {"leaky_relu", +[](torch::Library& m, c10::DispatchKey key) { m.impl("leaky_relu", torch::dispatch(key, TORCH_FN(formulas::leaky_relu))); }},
+    {"elu", +[](torch::Library& m, c10::DispatchKey key) { m.impl("elu", torch::dispatch(key, TORCH_FN(formulas::elu))); }},
+    {"selu", +[](torch::Library& m, c10::DispatchKey key) { m.impl("selu", torch::dispatch(key, TORCH_FN(formulas::selu))); }},
+    {"celu", +[](torch::Library& m, c10::DispatchKey key) { m.impl("celu", torch::dispatch(key, TORCH_FN(formulas::celu))); }},
+    {"gelu", +[](torch::Library& m, c10::DispatchKey key) { m.impl("gelu", torch::dispatch(key, TORCH_FN(formulas::gelu))); }},
+    {"silu", +[](torch::Library& m, c10::DispatchKey key) { m.impl("silu", torch::dispatch(key, TORCH_FN(formulas::silu))); }},
+    {"mish", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mish", torch::dispatch(key, TORCH_FN(formulas::mish))); }},
+    {"softplus", +[](torch::Library& m, c10::DispatchKey key) { m.impl("softplus", torch::dispatch(key, TORCH_FN(formulas::softplus))); }},
+    {"log_sigmoid", +[](torch::Library& m, c10::DispatchKey key) { m.impl("log_sigmoid", torch::dispatch(key, TORCH_FN(formulas::log_sigmoid))); }},
+    {"hardtanh", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardtanh", torch::dispatch(key, TORCH_FN(formulas::hardtanh))); }},
+    {"relu6", +[](torch::Library& m, c10::DispatchKey key) { m.impl("relu6", torch::dispatch(key, TORCH_FN(formulas::relu6))); }},
+    {"hardswish", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardswish", torch::dispatch(key, TORCH_FN(formulas::hardswish))); }},
+    {"threshold", +[](torch::Library& m, c10::DispatchKey key) { m.impl("threshold", torch::dispatch(key, TORCH_FN(formulas::threshold))); }},
+    {"softshrink", +[](torch::Library& m, c10::DispatchKey key) { m.impl("softshrink", torch::dispatch(key, TORCH_FN(formulas::softshrink))); }},
+    {"hardshrink", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardshrink", torch::dispatch(key, TORCH_FN(formulas::hardshrink))); }},
+    {"hardsigmoid", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardsigmoid", torch::dispatch(key, TORCH_FN(formulas::hardsigmoid))); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -49,6 +49,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -4474,6 +4475,36 @@ at::Tensor cummaxmin_backward(const at::Tensor& grad, const at::Tensor& input, c
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"tanh_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("tanh_backward", torch::dispatch(key, TORCH_FN(formulas::tanh_backward))); }},
+    {"sigmoid_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sigmoid_backward", torch::dispatch(key, TORCH_FN(formulas::sigmoid_backward))); }},
+    {"threshold_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("threshold_backward", torch::dispatch(key, TORCH_FN(formulas::threshold_backward))); }},
+    {"_softmax_backward_data", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_softmax_backward_data", torch::dispatch(key, TORCH_FN(formulas::_softmax_backward_data))); }},
+    {"_log_softmax_backward_data", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_log_softmax_backward_data", torch::dispatch(key, TORCH_FN(formulas::_log_softmax_backward_data))); }},
+    {"value_selecting_reduction_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("value_selecting_reduction_backward", torch::dispatch(key, TORCH_FN(formulas::value_selecting_reduction_backward))); }},
+    {"gather_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("gather_backward", torch::dispatch(key, TORCH_FN(formulas::gather_backward))); }},
+    {"hardtanh_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardtanh_backward", torch::dispatch(key, TORCH_FN(formulas::hardtanh_backward))); }},
+    {"leaky_relu_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("leaky_relu_backward", torch::dispatch(key, TORCH_FN(formulas::leaky_relu_backward))); }},
+    {"softshrink_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("softshrink_backward", torch::dispatch(key, TORCH_FN(formulas::softshrink_backward))); }},
+    {"hardshrink_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardshrink_backward", torch::dispatch(key, TORCH_FN(formulas::hardshrink_backward))); }},
+    {"hardswish_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardswish_backward", torch::dispatch(key, TORCH_FN(formulas::hardswish_backward))); }},
+    {"elu_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("elu_backward", torch::dispatch(key, TORCH_FN(formulas::elu_backward))); }},
+    {"gelu_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("gelu_backward", torch::dispatch(key, TORCH_FN(formulas::gelu_backward))); }},
+    {"softplus_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("softplus_backward", torch::dispatch(key, TORCH_FN(formulas::softplus_backward))); }},
+    {"select_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("select_backward", torch::dispatch(key, TORCH_FN(formulas::select_backward))); }},
+    {"slice_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("slice_backward", torch::dispatch(key, TORCH_FN(formulas::slice_backward))); }},
+    {"diagonal_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("diagonal_backward", torch::dispatch(key, TORCH_FN(formulas::diagonal_backward))); }},
+    {"index_select_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index_select_backward", torch::dispatch(key, TORCH_FN(formulas::index_select_backward))); }},
+    {"hardsigmoid_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardsigmoid_backward", torch::dispatch(key, TORCH_FN(formulas::hardsigmoid_backward))); }},
+    {"silu_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("silu_backward", torch::dispatch(key, TORCH_FN(formulas::silu_backward))); }},
+    {"mish_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mish_backward", torch::dispatch(key, TORCH_FN(formulas::mish_backward))); }},
+    {"logit_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("logit_backward", torch::dispatch(key, TORCH_FN(formulas::logit_backward))); }},
+    {"trace_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("trace_backward", torch::dispatch(key, TORCH_FN(formulas::trace_backward))); }},
+    {"masked_select_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("masked_select_backward", torch::dispatch(key, TORCH_FN(formulas::masked_select_backward))); }},
+    {"cummaxmin_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("cummaxmin_backward", torch::dispatch(key, TORCH_FN(formulas::cummaxmin_backward))); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -527,6 +528,14 @@ at::Tensor conj_physical(const at::Tensor& self) {
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"conj", +[](torch::Library& m, c10::DispatchKey key) { m.impl("conj", torch::dispatch(key, TORCH_FN(formulas::conj))); }},
+    {"resolve_conj", +[](torch::Library& m, c10::DispatchKey key) { m.impl("resolve_conj", torch::dispatch(key, TORCH_FN(formulas::resolve_conj))); }},
+    {"real", +[](torch::Library& m, c10::DispatchKey key) { m.impl("real", torch::dispatch(key, TORCH_FN(formulas::real))); }},
+    {"conj_physical", +[](torch::Library& m, c10::DispatchKey key) { m.impl("conj_physical", torch::dispatch(key, TORCH_FN(formulas::conj_physical))); }},
+});
 
 }  // namespace
 }  // namespace formulas

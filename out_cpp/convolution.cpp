@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -1226,6 +1227,15 @@ at::Tensor conv_transpose2d_input(const at::Tensor& input, const at::Tensor& wei
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"convolution", +[](torch::Library& m, c10::DispatchKey key) { m.impl("convolution", torch::dispatch(key, TORCH_FN(formulas::convolution))); }},
+    {"conv1d", +[](torch::Library& m, c10::DispatchKey key) { m.impl("conv1d", torch::dispatch(key, TORCH_FN(formulas::conv1d))); }},
+    {"conv2d", +[](torch::Library& m, c10::DispatchKey key) { m.impl("conv2d", torch::dispatch(key, TORCH_FN(formulas::conv2d))); }},
+    {"conv_transpose1d", +[](torch::Library& m, c10::DispatchKey key) { m.impl("conv_transpose1d", torch::dispatch(key, TORCH_FN(formulas::conv_transpose1d))); }},
+    {"conv_transpose2d.input", +[](torch::Library& m, c10::DispatchKey key) { m.impl("conv_transpose2d.input", torch::dispatch(key, TORCH_FN(formulas::conv_transpose2d_input))); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -27,6 +27,8 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
+#include "aten_override_boxed.h"
 
 #include <array>
 #include <optional>
@@ -2799,6 +2801,27 @@ at::Tensor index_put(const at::Tensor& self, const c10::List<std::optional<at::T
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"where.self", +[](torch::Library& m, c10::DispatchKey key) { m.impl("where.self", torch::dispatch(key, TORCH_FN(formulas::where_self))); }},
+    {"where.ScalarSelf", +[](torch::Library& m, c10::DispatchKey key) { m.impl("where.ScalarSelf", torch::dispatch(key, TORCH_FN(formulas::where_scalar_self))); }},
+    {"where.ScalarOther", +[](torch::Library& m, c10::DispatchKey key) { m.impl("where.ScalarOther", torch::dispatch(key, TORCH_FN(formulas::where_scalar_other))); }},
+    {"gather", +[](torch::Library& m, c10::DispatchKey key) { m.impl("gather", torch::dispatch(key, TORCH_FN(formulas::gather))); }},
+    {"scatter_add", +[](torch::Library& m, c10::DispatchKey key) { m.impl("scatter_add", torch::dispatch(key, TORCH_FN(formulas::scatter_add))); }},
+    {"index_select", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index_select", torch::dispatch(key, TORCH_FN(formulas::index_select))); }},
+    {"masked_fill.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("masked_fill.Scalar", torch::dispatch(key, TORCH_FN(formulas::masked_fill_scalar))); }},
+    {"masked_fill.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("masked_fill.Tensor", torch::dispatch(key, TORCH_FN(formulas::masked_fill_tensor))); }},
+    {"masked_scatter", +[](torch::Library& m, c10::DispatchKey key) { m.impl("masked_scatter", torch::dispatch(key, TORCH_FN(formulas::masked_scatter))); }},
+    {"masked_select", +[](torch::Library& m, c10::DispatchKey key) { m.impl("masked_select", torch::dispatch(key, TORCH_FN(formulas::masked_select))); }},
+    {"scatter.src", +[](torch::Library& m, c10::DispatchKey key) { m.impl("scatter.src", torch::dispatch(key, TORCH_FN(formulas::scatter_src))); }},
+    {"scatter.value", +[](torch::Library& m, c10::DispatchKey key) { m.impl("scatter.value", torch::dispatch(key, TORCH_FN(formulas::scatter_value))); }},
+    {"index_fill.int_Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index_fill.int_Scalar", torch::dispatch(key, TORCH_FN(formulas::index_fill_int_scalar))); }},
+    {"index_add", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index_add", torch::dispatch(key, TORCH_FN(formulas::index_add))); }},
+    {"index_copy", +[](torch::Library& m, c10::DispatchKey key) { m.impl("index_copy", torch::dispatch(key, TORCH_FN(formulas::index_copy))); }},
+    {"index.Tensor", +[](torch::Library& m, c10::DispatchKey key) { aten_override::register_boxed(m, key, library_namespace, "index", "Tensor"); }},
+    {"index_put", +[](torch::Library& m, c10::DispatchKey key) { aten_override::register_boxed(m, key, library_namespace, "index_put", ""); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -19,6 +19,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -1109,6 +1110,16 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"native_dropout", +[](torch::Library& m, c10::DispatchKey key) { m.impl("native_dropout", torch::dispatch(key, TORCH_FN(formulas::native_dropout))); }},
+    {"native_dropout_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("native_dropout_backward", torch::dispatch(key, TORCH_FN(formulas::native_dropout_backward))); }},
+    {"linear", +[](torch::Library& m, c10::DispatchKey key) { m.impl("linear", torch::dispatch(key, TORCH_FN(formulas::linear))); }},
+    {"embedding", +[](torch::Library& m, c10::DispatchKey key) { m.impl("embedding", torch::dispatch(key, TORCH_FN(formulas::embedding))); }},
+    {"embedding_dense_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("embedding_dense_backward", torch::dispatch(key, TORCH_FN(formulas::embedding_dense_backward))); }},
+    {"embedding_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("embedding_backward", torch::dispatch(key, TORCH_FN(formulas::embedding_backward))); }},
+});
 
 }  // namespace
 }  // namespace formulas

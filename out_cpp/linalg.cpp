@@ -29,6 +29,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -3126,6 +3127,27 @@ at::Tensor norm_scalaropt_dim(const at::Tensor& self, const std::optional<at::Sc
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"mm", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mm", torch::dispatch(key, TORCH_FN(formulas::mm))); }},
+    {"addmm", +[](torch::Library& m, c10::DispatchKey key) { m.impl("addmm", torch::dispatch(key, TORCH_FN(formulas::addmm))); }},
+    {"bmm", +[](torch::Library& m, c10::DispatchKey key) { m.impl("bmm", torch::dispatch(key, TORCH_FN(formulas::bmm))); }},
+    {"dot", +[](torch::Library& m, c10::DispatchKey key) { m.impl("dot", torch::dispatch(key, TORCH_FN(formulas::dot))); }},
+    {"mv", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mv", torch::dispatch(key, TORCH_FN(formulas::mv))); }},
+    {"outer", +[](torch::Library& m, c10::DispatchKey key) { m.impl("outer", torch::dispatch(key, TORCH_FN(formulas::outer))); }},
+    {"ger", +[](torch::Library& m, c10::DispatchKey key) { m.impl("ger", torch::dispatch(key, TORCH_FN(formulas::ger))); }},
+    {"matmul", +[](torch::Library& m, c10::DispatchKey key) { m.impl("matmul", torch::dispatch(key, TORCH_FN(formulas::matmul))); }},
+    {"addmv", +[](torch::Library& m, c10::DispatchKey key) { m.impl("addmv", torch::dispatch(key, TORCH_FN(formulas::addmv))); }},
+    {"addr", +[](torch::Library& m, c10::DispatchKey key) { m.impl("addr", torch::dispatch(key, TORCH_FN(formulas::addr))); }},
+    {"baddbmm", +[](torch::Library& m, c10::DispatchKey key) { m.impl("baddbmm", torch::dispatch(key, TORCH_FN(formulas::baddbmm))); }},
+    {"addbmm", +[](torch::Library& m, c10::DispatchKey key) { m.impl("addbmm", torch::dispatch(key, TORCH_FN(formulas::addbmm))); }},
+    {"linalg_solve_triangular", +[](torch::Library& m, c10::DispatchKey key) { m.impl("linalg_solve_triangular", torch::dispatch(key, TORCH_FN(formulas::linalg_solve_triangular))); }},
+    {"linalg_matrix_exp", +[](torch::Library& m, c10::DispatchKey key) { m.impl("linalg_matrix_exp", torch::dispatch(key, TORCH_FN(formulas::linalg_matrix_exp))); }},
+    {"linalg_vector_norm", +[](torch::Library& m, c10::DispatchKey key) { m.impl("linalg_vector_norm", torch::dispatch(key, TORCH_FN(formulas::linalg_vector_norm))); }},
+    {"norm.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("norm.Scalar", torch::dispatch(key, TORCH_FN(formulas::norm_scalar))); }},
+    {"norm.ScalarOpt_dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("norm.ScalarOpt_dim", torch::dispatch(key, TORCH_FN(formulas::norm_scalaropt_dim))); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -771,6 +772,15 @@ std::vector<at::Tensor> unbind_int(const at::Tensor& self, int64_t dim) {
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"split.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("split.Tensor", torch::dispatch(key, TORCH_FN(formulas::split_tensor))); }},
+    {"chunk", +[](torch::Library& m, c10::DispatchKey key) { m.impl("chunk", torch::dispatch(key, TORCH_FN(formulas::chunk))); }},
+    {"split_with_sizes", +[](torch::Library& m, c10::DispatchKey key) { m.impl("split_with_sizes", torch::dispatch(key, TORCH_FN(formulas::split_with_sizes))); }},
+    {"split.sizes", +[](torch::Library& m, c10::DispatchKey key) { m.impl("split.sizes", torch::dispatch(key, TORCH_FN(formulas::split_sizes))); }},
+    {"unbind.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("unbind.int", torch::dispatch(key, TORCH_FN(formulas::unbind_int))); }},
+});
 
 }  // namespace
 }  // namespace formulas

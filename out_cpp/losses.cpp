@@ -25,6 +25,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -1876,6 +1877,18 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"mse_loss", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mse_loss", torch::dispatch(key, TORCH_FN(formulas::mse_loss))); }},
+    {"l1_loss", +[](torch::Library& m, c10::DispatchKey key) { m.impl("l1_loss", torch::dispatch(key, TORCH_FN(formulas::l1_loss))); }},
+    {"smooth_l1_loss", +[](torch::Library& m, c10::DispatchKey key) { m.impl("smooth_l1_loss", torch::dispatch(key, TORCH_FN(formulas::smooth_l1_loss))); }},
+    {"huber_loss", +[](torch::Library& m, c10::DispatchKey key) { m.impl("huber_loss", torch::dispatch(key, TORCH_FN(formulas::huber_loss))); }},
+    {"binary_cross_entropy", +[](torch::Library& m, c10::DispatchKey key) { m.impl("binary_cross_entropy", torch::dispatch(key, TORCH_FN(formulas::binary_cross_entropy))); }},
+    {"binary_cross_entropy_with_logits", +[](torch::Library& m, c10::DispatchKey key) { m.impl("binary_cross_entropy_with_logits", torch::dispatch(key, TORCH_FN(formulas::binary_cross_entropy_with_logits))); }},
+    {"nll_loss_forward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("nll_loss_forward", torch::dispatch(key, TORCH_FN(formulas::nll_loss_forward))); }},
+    {"nll_loss_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("nll_loss_backward", torch::dispatch(key, TORCH_FN(formulas::nll_loss_backward))); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -426,6 +427,12 @@ at::Tensor layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"native_layer_norm", +[](torch::Library& m, c10::DispatchKey key) { m.impl("native_layer_norm", torch::dispatch(key, TORCH_FN(formulas::native_layer_norm))); }},
+    {"layer_norm", +[](torch::Library& m, c10::DispatchKey key) { m.impl("layer_norm", torch::dispatch(key, TORCH_FN(formulas::layer_norm))); }},
+});
 
 }  // namespace
 }  // namespace formulas

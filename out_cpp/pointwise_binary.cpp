@@ -41,6 +41,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -5224,6 +5225,41 @@ at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& tensor1, const at::
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"add.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("add.Tensor", torch::dispatch(key, TORCH_FN(formulas::add_tensor))); }},
+    {"sub.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sub.Tensor", torch::dispatch(key, TORCH_FN(formulas::sub_tensor))); }},
+    {"mul.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mul.Tensor", torch::dispatch(key, TORCH_FN(formulas::mul_tensor))); }},
+    {"div.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("div.Tensor", torch::dispatch(key, TORCH_FN(formulas::div_tensor))); }},
+    {"mul.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mul.Scalar", torch::dispatch(key, TORCH_FN(formulas::mul_scalar))); }},
+    {"div.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("div.Scalar", torch::dispatch(key, TORCH_FN(formulas::div_scalar))); }},
+    {"add.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("add.Scalar", torch::dispatch(key, TORCH_FN(formulas::add_scalar))); }},
+    {"sub.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sub.Scalar", torch::dispatch(key, TORCH_FN(formulas::sub_scalar))); }},
+    {"rsub.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("rsub.Tensor", torch::dispatch(key, TORCH_FN(formulas::rsub_tensor))); }},
+    {"rsub.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("rsub.Scalar", torch::dispatch(key, TORCH_FN(formulas::rsub_scalar))); }},
+    {"atan2", +[](torch::Library& m, c10::DispatchKey key) { m.impl("atan2", torch::dispatch(key, TORCH_FN(formulas::atan2))); }},
+    {"hypot", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hypot", torch::dispatch(key, TORCH_FN(formulas::hypot))); }},
+    {"minimum", +[](torch::Library& m, c10::DispatchKey key) { m.impl("minimum", torch::dispatch(key, TORCH_FN(formulas::minimum))); }},
+    {"maximum", +[](torch::Library& m, c10::DispatchKey key) { m.impl("maximum", torch::dispatch(key, TORCH_FN(formulas::maximum))); }},
+    {"fmin", +[](torch::Library& m, c10::DispatchKey key) { m.impl("fmin", torch::dispatch(key, TORCH_FN(formulas::fmin))); }},
+    {"fmax", +[](torch::Library& m, c10::DispatchKey key) { m.impl("fmax", torch::dispatch(key, TORCH_FN(formulas::fmax))); }},
+    {"fmod.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("fmod.Tensor", torch::dispatch(key, TORCH_FN(formulas::fmod_tensor))); }},
+    {"fmod.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("fmod.Scalar", torch::dispatch(key, TORCH_FN(formulas::fmod_scalar))); }},
+    {"remainder.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("remainder.Scalar", torch::dispatch(key, TORCH_FN(formulas::remainder_scalar))); }},
+    {"remainder.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("remainder.Tensor", torch::dispatch(key, TORCH_FN(formulas::remainder_tensor))); }},
+    {"pow.Tensor_Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("pow.Tensor_Tensor", torch::dispatch(key, TORCH_FN(formulas::pow_tensor_tensor))); }},
+    {"pow.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("pow.Scalar", torch::dispatch(key, TORCH_FN(formulas::pow_scalar))); }},
+    {"lerp.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("lerp.Scalar", torch::dispatch(key, TORCH_FN(formulas::lerp_scalar))); }},
+    {"lerp.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("lerp.Tensor", torch::dispatch(key, TORCH_FN(formulas::lerp_tensor))); }},
+    {"xlogy.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("xlogy.Tensor", torch::dispatch(key, TORCH_FN(formulas::xlogy_tensor))); }},
+    {"logaddexp", +[](torch::Library& m, c10::DispatchKey key) { m.impl("logaddexp", torch::dispatch(key, TORCH_FN(formulas::logaddexp))); }},
+    {"logaddexp2", +[](torch::Library& m, c10::DispatchKey key) { m.impl("logaddexp2", torch::dispatch(key, TORCH_FN(formulas::logaddexp2))); }},
+    {"xlogy.Scalar_Other", +[](torch::Library& m, c10::DispatchKey key) { m.impl("xlogy.Scalar_Other", torch::dispatch(key, TORCH_FN(formulas::xlogy_scalar_other))); }},
+    {"copysign.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("copysign.Tensor", torch::dispatch(key, TORCH_FN(formulas::copysign_tensor))); }},
+    {"addcmul", +[](torch::Library& m, c10::DispatchKey key) { m.impl("addcmul", torch::dispatch(key, TORCH_FN(formulas::addcmul))); }},
+    {"addcdiv", +[](torch::Library& m, c10::DispatchKey key) { m.impl("addcdiv", torch::dispatch(key, TORCH_FN(formulas::addcdiv))); }},
+});
 
 }  // namespace
 }  // namespace formulas

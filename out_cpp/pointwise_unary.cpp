@@ -67,6 +67,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -6425,6 +6426,60 @@ at::Tensor special_i1e(const at::Tensor& self) {
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"neg", +[](torch::Library& m, c10::DispatchKey key) { m.impl("neg", torch::dispatch(key, TORCH_FN(formulas::neg))); }},
+    {"exp", +[](torch::Library& m, c10::DispatchKey key) { m.impl("exp", torch::dispatch(key, TORCH_FN(formulas::exp))); }},
+    {"log", +[](torch::Library& m, c10::DispatchKey key) { m.impl("log", torch::dispatch(key, TORCH_FN(formulas::log))); }},
+    {"sin", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sin", torch::dispatch(key, TORCH_FN(formulas::sin))); }},
+    {"cos", +[](torch::Library& m, c10::DispatchKey key) { m.impl("cos", torch::dispatch(key, TORCH_FN(formulas::cos))); }},
+    {"tanh", +[](torch::Library& m, c10::DispatchKey key) { m.impl("tanh", torch::dispatch(key, TORCH_FN(formulas::tanh))); }},
+    {"sigmoid", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sigmoid", torch::dispatch(key, TORCH_FN(formulas::sigmoid))); }},
+    {"sqrt", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sqrt", torch::dispatch(key, TORCH_FN(formulas::sqrt))); }},
+    {"pow.Tensor_Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("pow.Tensor_Scalar", torch::dispatch(key, TORCH_FN(formulas::pow_tensor_scalar))); }},
+    {"_to_copy", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_to_copy", torch::dispatch(key, TORCH_FN(formulas::_to_copy))); }},
+    {"abs", +[](torch::Library& m, c10::DispatchKey key) { m.impl("abs", torch::dispatch(key, TORCH_FN(formulas::absolute))); }},
+    {"clamp", +[](torch::Library& m, c10::DispatchKey key) { m.impl("clamp", torch::dispatch(key, TORCH_FN(formulas::clamp))); }},
+    {"clamp_min", +[](torch::Library& m, c10::DispatchKey key) { m.impl("clamp_min", torch::dispatch(key, TORCH_FN(formulas::clamp_min))); }},
+    {"clamp_max", +[](torch::Library& m, c10::DispatchKey key) { m.impl("clamp_max", torch::dispatch(key, TORCH_FN(formulas::clamp_max))); }},
+    {"round", +[](torch::Library& m, c10::DispatchKey key) { m.impl("round", torch::dispatch(key, TORCH_FN(formulas::round_half_even))); }},
+    {"sign", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sign", torch::dispatch(key, TORCH_FN(formulas::sign))); }},
+    {"floor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("floor", torch::dispatch(key, TORCH_FN(formulas::floor))); }},
+    {"ceil", +[](torch::Library& m, c10::DispatchKey key) { m.impl("ceil", torch::dispatch(key, TORCH_FN(formulas::ceil))); }},
+    {"trunc", +[](torch::Library& m, c10::DispatchKey key) { m.impl("trunc", torch::dispatch(key, TORCH_FN(formulas::trunc))); }},
+    {"sgn", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sgn", torch::dispatch(key, TORCH_FN(formulas::sgn))); }},
+    {"round.decimals", +[](torch::Library& m, c10::DispatchKey key) { m.impl("round.decimals", torch::dispatch(key, TORCH_FN(formulas::round_decimals))); }},
+    {"frac", +[](torch::Library& m, c10::DispatchKey key) { m.impl("frac", torch::dispatch(key, TORCH_FN(formulas::frac))); }},
+    {"erf", +[](torch::Library& m, c10::DispatchKey key) { m.impl("erf", torch::dispatch(key, TORCH_FN(formulas::erf))); }},
+    {"erfc", +[](torch::Library& m, c10::DispatchKey key) { m.impl("erfc", torch::dispatch(key, TORCH_FN(formulas::erfc))); }},
+    {"erfinv", +[](torch::Library& m, c10::DispatchKey key) { m.impl("erfinv", torch::dispatch(key, TORCH_FN(formulas::erfinv))); }},
+    {"expm1", +[](torch::Library& m, c10::DispatchKey key) { m.impl("expm1", torch::dispatch(key, TORCH_FN(formulas::expm1))); }},
+    {"log1p", +[](torch::Library& m, c10::DispatchKey key) { m.impl("log1p", torch::dispatch(key, TORCH_FN(formulas::log1p))); }},
+    {"log2", +[](torch::Library& m, c10::DispatchKey key) { m.impl("log2", torch::dispatch(key, TORCH_FN(formulas::log2))); }},
+    {"log10", +[](torch::Library& m, c10::DispatchKey key) { m.impl("log10", torch::dispatch(key, TORCH_FN(formulas::log10))); }},
+    {"exp2", +[](torch::Library& m, c10::DispatchKey key) { m.impl("exp2", torch::dispatch(key, TORCH_FN(formulas::exp2))); }},
+    {"rsqrt", +[](torch::Library& m, c10::DispatchKey key) { m.impl("rsqrt", torch::dispatch(key, TORCH_FN(formulas::rsqrt))); }},
+    {"reciprocal", +[](torch::Library& m, c10::DispatchKey key) { m.impl("reciprocal", torch::dispatch(key, TORCH_FN(formulas::reciprocal))); }},
+    {"asin", +[](torch::Library& m, c10::DispatchKey key) { m.impl("asin", torch::dispatch(key, TORCH_FN(formulas::asin))); }},
+    {"acos", +[](torch::Library& m, c10::DispatchKey key) { m.impl("acos", torch::dispatch(key, TORCH_FN(formulas::acos))); }},
+    {"atan", +[](torch::Library& m, c10::DispatchKey key) { m.impl("atan", torch::dispatch(key, TORCH_FN(formulas::atan))); }},
+    {"tan", +[](torch::Library& m, c10::DispatchKey key) { m.impl("tan", torch::dispatch(key, TORCH_FN(formulas::tan))); }},
+    {"sinh", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sinh", torch::dispatch(key, TORCH_FN(formulas::sinh))); }},
+    {"cosh", +[](torch::Library& m, c10::DispatchKey key) { m.impl("cosh", torch::dispatch(key, TORCH_FN(formulas::cosh))); }},
+    {"asinh", +[](torch::Library& m, c10::DispatchKey key) { m.impl("asinh", torch::dispatch(key, TORCH_FN(formulas::asinh))); }},
+    {"acosh", +[](torch::Library& m, c10::DispatchKey key) { m.impl("acosh", torch::dispatch(key, TORCH_FN(formulas::acosh))); }},
+    {"atanh", +[](torch::Library& m, c10::DispatchKey key) { m.impl("atanh", torch::dispatch(key, TORCH_FN(formulas::atanh))); }},
+    {"sinc", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sinc", torch::dispatch(key, TORCH_FN(formulas::sinc))); }},
+    {"square", +[](torch::Library& m, c10::DispatchKey key) { m.impl("square", torch::dispatch(key, TORCH_FN(formulas::square))); }},
+    {"logit", +[](torch::Library& m, c10::DispatchKey key) { m.impl("logit", torch::dispatch(key, TORCH_FN(formulas::logit))); }},
+    {"deg2rad", +[](torch::Library& m, c10::DispatchKey key) { m.impl("deg2rad", torch::dispatch(key, TORCH_FN(formulas::deg2rad))); }},
+    {"rad2deg", +[](torch::Library& m, c10::DispatchKey key) { m.impl("rad2deg", torch::dispatch(key, TORCH_FN(formulas::rad2deg))); }},
+    {"i0", +[](torch::Library& m, c10::DispatchKey key) { m.impl("i0", torch::dispatch(key, TORCH_FN(formulas::i0))); }},
+    {"special_i0e", +[](torch::Library& m, c10::DispatchKey key) { m.impl("special_i0e", torch::dispatch(key, TORCH_FN(formulas::special_i0e))); }},
+    {"special_i1", +[](torch::Library& m, c10::DispatchKey key) { m.impl("special_i1", torch::dispatch(key, TORCH_FN(formulas::special_i1))); }},
+    {"special_i1e", +[](torch::Library& m, c10::DispatchKey key) { m.impl("special_i1e", torch::dispatch(key, TORCH_FN(formulas::special_i1e))); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -11,6 +11,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -732,6 +733,14 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& 
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"max_pool2d_with_indices", +[](torch::Library& m, c10::DispatchKey key) { m.impl("max_pool2d_with_indices", torch::dispatch(key, TORCH_FN(formulas::max_pool2d_with_indices))); }},
+    {"max_pool2d_with_indices_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("max_pool2d_with_indices_backward", torch::dispatch(key, TORCH_FN(formulas::max_pool2d_with_indices_backward))); }},
+    {"avg_pool2d", +[](torch::Library& m, c10::DispatchKey key) { m.impl("avg_pool2d", torch::dispatch(key, TORCH_FN(formulas::avg_pool2d))); }},
+    {"avg_pool2d_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("avg_pool2d_backward", torch::dispatch(key, TORCH_FN(formulas::avg_pool2d_backward))); }},
+});
 
 }  // namespace
 }  // namespace formulas

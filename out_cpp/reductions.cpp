@@ -25,6 +25,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -3194,6 +3195,30 @@ at::Tensor std_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"sum", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sum", torch::dispatch(key, TORCH_FN(formulas::sum_all))); }},
+    {"sum.dim_IntList", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sum.dim_IntList", torch::dispatch(key, TORCH_FN(formulas::sum_dim_intlist))); }},
+    {"mean.dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mean.dim", torch::dispatch(key, TORCH_FN(formulas::mean_dim))); }},
+    {"var_mean.dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("var_mean.dim", torch::dispatch(key, TORCH_FN(formulas::var_mean_dim))); }},
+    {"max.dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("max.dim", torch::dispatch(key, TORCH_FN(formulas::max_dim))); }},
+    {"min.dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("min.dim", torch::dispatch(key, TORCH_FN(formulas::min_dim))); }},
+    {"max", +[](torch::Library& m, c10::DispatchKey key) { m.impl("max", torch::dispatch(key, TORCH_FN(formulas::max_all))); }},
+    {"min", +[](torch::Library& m, c10::DispatchKey key) { m.impl("min", torch::dispatch(key, TORCH_FN(formulas::min_all))); }},
+    {"amax", +[](torch::Library& m, c10::DispatchKey key) { m.impl("amax", torch::dispatch(key, TORCH_FN(formulas::amax))); }},
+    {"amin", +[](torch::Library& m, c10::DispatchKey key) { m.impl("amin", torch::dispatch(key, TORCH_FN(formulas::amin))); }},
+    {"mean", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mean", torch::dispatch(key, TORCH_FN(formulas::mean_all))); }},
+    {"logsumexp", +[](torch::Library& m, c10::DispatchKey key) { m.impl("logsumexp", torch::dispatch(key, TORCH_FN(formulas::logsumexp))); }},
+    {"prod.dim_int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("prod.dim_int", torch::dispatch(key, TORCH_FN(formulas::prod_dim_int))); }},
+    {"prod", +[](torch::Library& m, c10::DispatchKey key) { m.impl("prod", torch::dispatch(key, TORCH_FN(formulas::prod_all))); }},
+    {"var.correction", +[](torch::Library& m, c10::DispatchKey key) { m.impl("var.correction", torch::dispatch(key, TORCH_FN(formulas::var_correction))); }},
+    {"std.correction", +[](torch::Library& m, c10::DispatchKey key) { m.impl("std.correction", torch::dispatch(key, TORCH_FN(formulas::std_correction))); }},
+    {"var", +[](torch::Library& m, c10::DispatchKey key) { m.impl("var", torch::dispatch(key, TORCH_FN(formulas::var_all))); }},
+    {"var.dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("var.dim", torch::dispatch(key, TORCH_FN(formulas::var_dim))); }},
+    {"std", +[](torch::Library& m, c10::DispatchKey key) { m.impl("std", torch::dispatch(key, TORCH_FN(formulas::std_all))); }},
+    {"std.dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("std.dim", torch::dispatch(key, TORCH_FN(formulas::std_dim))); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -11,6 +11,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -342,6 +343,12 @@ at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::Scalar
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"cumsum", +[](torch::Library& m, c10::DispatchKey key) { m.impl("cumsum", torch::dispatch(key, TORCH_FN(formulas::cumsum))); }},
+    {"cumprod", +[](torch::Library& m, c10::DispatchKey key) { m.impl("cumprod", torch::dispatch(key, TORCH_FN(formulas::cumprod))); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -28,6 +28,8 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
+#include "aten_override_boxed.h"
 
 #include <array>
 #include <optional>
@@ -2379,6 +2381,27 @@ at::Tensor tile(const at::Tensor& self, at::IntArrayRef dims) {
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"cat", +[](torch::Library& m, c10::DispatchKey key) { aten_override::register_boxed(m, key, library_namespace, "cat", ""); }},
+    {"stack", +[](torch::Library& m, c10::DispatchKey key) { aten_override::register_boxed(m, key, library_namespace, "stack", ""); }},
+    {"repeat", +[](torch::Library& m, c10::DispatchKey key) { m.impl("repeat", torch::dispatch(key, TORCH_FN(formulas::repeat))); }},
+    {"flip", +[](torch::Library& m, c10::DispatchKey key) { m.impl("flip", torch::dispatch(key, TORCH_FN(formulas::flip))); }},
+    {"roll", +[](torch::Library& m, c10::DispatchKey key) { m.impl("roll", torch::dispatch(key, TORCH_FN(formulas::roll))); }},
+    {"tril", +[](torch::Library& m, c10::DispatchKey key) { m.impl("tril", torch::dispatch(key, TORCH_FN(formulas::tril))); }},
+    {"triu", +[](torch::Library& m, c10::DispatchKey key) { m.impl("triu", torch::dispatch(key, TORCH_FN(formulas::triu))); }},
+    {"clone", +[](torch::Library& m, c10::DispatchKey key) { m.impl("clone", torch::dispatch(key, TORCH_FN(formulas::clone))); }},
+    {"select_scatter", +[](torch::Library& m, c10::DispatchKey key) { m.impl("select_scatter", torch::dispatch(key, TORCH_FN(formulas::select_scatter))); }},
+    {"slice_scatter", +[](torch::Library& m, c10::DispatchKey key) { m.impl("slice_scatter", torch::dispatch(key, TORCH_FN(formulas::slice_scatter))); }},
+    {"diagonal_scatter", +[](torch::Library& m, c10::DispatchKey key) { m.impl("diagonal_scatter", torch::dispatch(key, TORCH_FN(formulas::diagonal_scatter))); }},
+    {"narrow_copy", +[](torch::Library& m, c10::DispatchKey key) { m.impl("narrow_copy", torch::dispatch(key, TORCH_FN(formulas::narrow_copy))); }},
+    {"constant_pad_nd", +[](torch::Library& m, c10::DispatchKey key) { m.impl("constant_pad_nd", torch::dispatch(key, TORCH_FN(formulas::constant_pad_nd))); }},
+    {"fliplr", +[](torch::Library& m, c10::DispatchKey key) { m.impl("fliplr", torch::dispatch(key, TORCH_FN(formulas::fliplr))); }},
+    {"flipud", +[](torch::Library& m, c10::DispatchKey key) { m.impl("flipud", torch::dispatch(key, TORCH_FN(formulas::flipud))); }},
+    {"rot90", +[](torch::Library& m, c10::DispatchKey key) { m.impl("rot90", torch::dispatch(key, TORCH_FN(formulas::rot90))); }},
+    {"tile", +[](torch::Library& m, c10::DispatchKey key) { m.impl("tile", torch::dispatch(key, TORCH_FN(formulas::tile))); }},
+});
 
 }  // namespace
 }  // namespace formulas

@@ -26,6 +26,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -3768,6 +3769,35 @@ at::Tensor mH(const at::Tensor& self) {
 at::Tensor MHViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::mH(base);
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"view", +[](torch::Library& m, c10::DispatchKey key) { m.impl("view", torch::dispatch(key, TORCH_FN(formulas::view))); }},
+    {"reshape", +[](torch::Library& m, c10::DispatchKey key) { m.impl("reshape", torch::dispatch(key, TORCH_FN(formulas::reshape))); }},
+    {"reshape_as", +[](torch::Library& m, c10::DispatchKey key) { m.impl("reshape_as", torch::dispatch(key, TORCH_FN(formulas::reshape_as))); }},
+    {"unsqueeze", +[](torch::Library& m, c10::DispatchKey key) { m.impl("unsqueeze", torch::dispatch(key, TORCH_FN(formulas::unsqueeze))); }},
+    {"squeeze.dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("squeeze.dim", torch::dispatch(key, TORCH_FN(formulas::squeeze_dim))); }},
+    {"squeeze.dims", +[](torch::Library& m, c10::DispatchKey key) { m.impl("squeeze.dims", torch::dispatch(key, TORCH_FN(formulas::squeeze_dims))); }},
+    {"permute", +[](torch::Library& m, c10::DispatchKey key) { m.impl("permute", torch::dispatch(key, TORCH_FN(formulas::permute))); }},
+    {"expand", +[](torch::Library& m, c10::DispatchKey key) { m.impl("expand", torch::dispatch(key, TORCH_FN(formulas::expand))); }},
+    {"expand_as", +[](torch::Library& m, c10::DispatchKey key) { m.impl("expand_as", torch::dispatch(key, TORCH_FN(formulas::expand_as))); }},
+    {"narrow", +[](torch::Library& m, c10::DispatchKey key) { m.impl("narrow", torch::dispatch(key, TORCH_FN(formulas::narrow))); }},
+    {"squeeze", +[](torch::Library& m, c10::DispatchKey key) { m.impl("squeeze", torch::dispatch(key, TORCH_FN(formulas::squeeze))); }},
+    {"flatten.using_ints", +[](torch::Library& m, c10::DispatchKey key) { m.impl("flatten.using_ints", torch::dispatch(key, TORCH_FN(formulas::flatten_using_ints))); }},
+    {"transpose.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("transpose.int", torch::dispatch(key, TORCH_FN(formulas::transpose_int))); }},
+    {"swapdims", +[](torch::Library& m, c10::DispatchKey key) { m.impl("swapdims", torch::dispatch(key, TORCH_FN(formulas::swapdims))); }},
+    {"movedim.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("movedim.int", torch::dispatch(key, TORCH_FN(formulas::movedim_int))); }},
+    {"movedim.intlist", +[](torch::Library& m, c10::DispatchKey key) { m.impl("movedim.intlist", torch::dispatch(key, TORCH_FN(formulas::movedim_intlist))); }},
+    {"select.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("select.int", torch::dispatch(key, TORCH_FN(formulas::select_int))); }},
+    {"slice.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("slice.Tensor", torch::dispatch(key, TORCH_FN(formulas::slice_tensor))); }},
+    {"diagonal", +[](torch::Library& m, c10::DispatchKey key) { m.impl("diagonal", torch::dispatch(key, TORCH_FN(formulas::diagonal))); }},
+    {"contiguous", +[](torch::Library& m, c10::DispatchKey key) { m.impl("contiguous", torch::dispatch(key, TORCH_FN(formulas::contiguous))); }},
+    {"swapaxes", +[](torch::Library& m, c10::DispatchKey key) { m.impl("swapaxes", torch::dispatch(key, TORCH_FN(formulas::swapaxes))); }},
+    {"unflatten.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("unflatten.int", torch::dispatch(key, TORCH_FN(formulas::unflatten_int))); }},
+    {"t", +[](torch::Library& m, c10::DispatchKey key) { m.impl("t", torch::dispatch(key, TORCH_FN(formulas::t))); }},
+    {"mT", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mT", torch::dispatch(key, TORCH_FN(formulas::mT))); }},
+    {"mH", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mH", torch::dispatch(key, TORCH_FN(formulas::mH))); }},
+});
 
 }  // namespace
 }  // namespace formulas

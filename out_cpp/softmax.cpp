@@ -15,6 +15,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include "aten_override.h"
 
 #include <array>
 #include <optional>
@@ -614,6 +615,14 @@ at::Tensor log_softmax_int(const at::Tensor& self, int64_t dim, std::optional<at
   }
   return result;
 }
+
+// override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
+const aten_override::Registrars aten_registrars({
+    {"_softmax", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_softmax", torch::dispatch(key, TORCH_FN(formulas::_softmax))); }},
+    {"_log_softmax", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_log_softmax", torch::dispatch(key, TORCH_FN(formulas::_log_softmax))); }},
+    {"softmax.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("softmax.int", torch::dispatch(key, TORCH_FN(formulas::softmax_int))); }},
+    {"log_softmax.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("log_softmax.int", torch::dispatch(key, TORCH_FN(formulas::log_softmax_int))); }},
+});
 
 }  // namespace
 }  // namespace formulas

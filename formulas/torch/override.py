@@ -9,8 +9,11 @@ formula's closure rebuilt from the saved inputs and outputs, so a
 ``create_graph=True`` backward runs the formulas again; forward mode runs the
 formula's jvp. A call that records nothing (grad mode off, no input requiring
 grad, no forward-mode level) goes straight to torch's kernel below autograd.
-With ``compiled=True`` the kernel calls the package's transpiled C++ function
-from its loaded library instead, which records the generated node.
+With ``compiled=True`` no Python kernel is registered: the package's loaded
+library registers its generated C++ kernels (the forward wrappers that record
+the transpiled nodes, running aten's own kernels below autograd) for the aten
+operators at the same keys itself, in a ``torch::Library`` it destroys on
+uninstall (``aten_override.h`` of the generated sources).
 
 :func:`uninstall` removes exactly those registrations: torch's own kernels
 come back. :func:`override` is the two as a context manager.
@@ -84,6 +87,9 @@ def refusal(formula: TorchFormula, compiled_in: str | None = None) -> str | None
                 f"loaded library registers: transpile the package (python -m transpiler --formulas DIR "
                 f"--out OUT), build it (python -m transpiler.build --sources OUT) and load the library it "
                 f"prints (transpiler.build.load_library(path)) first")
+    if not torch._C._dispatch_has_kernel(f"{compiled_in}::_aten_override_install"):
+        return (f"{formula.op_name}: the library loaded for torch.ops.{compiled_in} was built before "
+                f"override(compiled=True) registered from C++: rebuild it from the package")
     aten = str(aten_overload(formula.op_name)._schema)
     if str(compiled._schema).replace(f"{compiled_in}::", "aten::", 1) != aten:
         return (f"{formula.op_name}: the loaded torch.ops.{compiled_in}.{formula.op_name} has the schema "
@@ -132,6 +138,26 @@ def in_place_refusal(op_name: str, twin: TorchFormula) -> str | None:
         return (f"{op_name}: torch's schema `{in_place}` is not its functional twin's `{functional}` "
                 "with self written in place")
     return None
+
+
+@dataclass
+class CompiledRegistrations:
+    """One compiled installation: the ``torch::Library`` the loaded package's C++ made
+    (``aten_override.h``), registering its generated kernels for the aten operators at
+    :data:`AUTOGRAD_KEYS`; :meth:`_destroy` destroys it, taking exactly those registrations back."""
+
+    namespace: str
+    handle: int
+
+    @classmethod
+    def install(cls, namespace: str, ops: list[str]) -> CompiledRegistrations:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+            handle = getattr(torch.ops, namespace)._aten_override_install(ops, list(AUTOGRAD_KEYS))
+        return cls(namespace, handle)
+
+    def _destroy(self) -> None:
+        getattr(torch.ops, self.namespace)._aten_override_uninstall(self.handle)
 
 
 @dataclass
@@ -203,22 +229,20 @@ def install(ops: Iterable[str] | None = None, *, package: str = "formulas", comp
                 reason = refusal(formulas[name], namespace)
             if reason is not None:
                 raise OverrideError(reason)
+    if namespace is not None:
+        library: Any = CompiledRegistrations.install(namespace, chosen)
+        _forget_traced_dispatch(chosen)
+        return Installation(package, tuple(chosen), library)
     library = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         for name in chosen:
-            if namespace is None and name not in formulas:
+            if name not in formulas:
                 kernel = _in_place_kernel(name, formulas[functional_twin(name)])
-                for key in AUTOGRAD_KEYS:
-                    library.impl(name, kernel, key)
-            elif namespace is None:
-                kernel = _kernel(formulas[name])
-                for key in AUTOGRAD_KEYS:
-                    library.impl(name, kernel, key)
             else:
-                compiled = compiled_overload(name, namespace)
-                for key in AUTOGRAD_KEYS:
-                    library.impl(name, _compiled_kernel(name, compiled, key), key, with_keyset=True)
+                kernel = _kernel(formulas[name])
+            for key in AUTOGRAD_KEYS:
+                library.impl(name, kernel, key)
     _forget_traced_dispatch(chosen)
     return Installation(package, tuple(chosen), library)
 
@@ -309,34 +333,3 @@ def _in_place_kernel(op_name: str, twin: TorchFormula) -> Any:
 def _scalar_type(dtype: torch.dtype) -> str:
     """The name torch's messages give ``dtype`` (``Float`` for ``torch.float32``)."""
     return torch.empty(0, dtype=dtype).type().rsplit(".", 1)[-1].removesuffix("Tensor")
-
-
-def _compiled_kernel(op_name: str, compiled: torch._ops.OpOverload, key: str) -> Any:
-    """The aten operator's kernel at autograd key ``key`` running the compiled op's C++ function
-    (its kernel at that key) directly: it records the transpiled node, computes the jvp, and
-    runs aten's kernel below autograd."""
-    function = torch.library.get_kernel(compiled, key).call_boxed
-    schema = aten_overload(op_name)._schema
-    tensor_slots = [i for i, arg in enumerate(schema.arguments) if str(arg.type) in ("Tensor", "Optional[Tensor]")]
-
-    def compiled_autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        for i in tensor_slots:
-            if i < len(args) and isinstance(args[i], (bool, int, float, complex)):
-                args = _numbers_as_tensors(args, tensor_slots)   # torch hands a Python kernel its wrapped scalars as numbers
-                break
-        return function(keyset, *args, **kwargs)
-
-    compiled_autograd_kernel.__name__ = f"{op_name}_compiled_autograd"
-    return compiled_autograd_kernel
-
-
-def _numbers_as_tensors(args: tuple[Any, ...], tensor_slots: list[int]) -> tuple[Any, ...]:
-    """``args`` with each Python number at a ``Tensor`` position a 0-d tensor of the dtype torch
-    computes in with it (``result_type`` with the first tensor argument), as the Python path's bind."""
-    values = list(args)
-    tensors = [v for v in values if isinstance(v, torch.Tensor)]
-    for i in tensor_slots:
-        if i < len(values) and isinstance(values[i], (bool, int, float, complex)):
-            dtype = torch.result_type(tensors[0], values[i]) if tensors else None
-            values[i] = torch.scalar_tensor(values[i], dtype=dtype, device=tensors[0].device if tensors else None)
-    return tuple(values)

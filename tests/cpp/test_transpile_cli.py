@@ -79,7 +79,11 @@ def test_writes_nodes_helpers_and_registrations(workspace):
     assert "struct SinBackward0 : public torch::autograd::TraceableFunction" in source
     assert "self_ = torch::autograd::SavedVariable(self, false);" in source
     assert 'm.def("sin(Tensor self) -> Tensor", TORCH_FN(formulas::sin));' in source
-    assert {"runtime.h", "helpers.h", "helpers.cpp", "trig.cpp", "MANIFEST"} == {p.name for p in out.iterdir()}
+    # override(compiled=True)'s registrar of the kernel for aten::sin (aten_override.h)
+    assert ('{"sin", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sin", torch::dispatch(key, '
+            'TORCH_FN(formulas::sin))); }},') in source
+    assert {"runtime.h", "helpers.h", "helpers.cpp", "aten_override.h", "aten_override.cpp", "trig.cpp",
+            "MANIFEST"} == {p.name for p in out.iterdir()}
 
 
 def test_two_runs_give_identical_bytes(workspace, tmp_path):
@@ -202,5 +206,5 @@ def test_modules_of_the_same_name_get_distinct_files(workspace):
     (formulas / "extra" / "trig.py").write_text(NEG)
     assert generate.main(["--formulas", str(formulas), "--out", str(out)]) == 0
     sources = {p.name: p.read_text() for p in out.glob("*.cpp")}
-    assert set(sources) == {"helpers.cpp", "trig.cpp", "trig_2.cpp"}
+    assert set(sources) == {"aten_override.cpp", "helpers.cpp", "trig.cpp", "trig_2.cpp"}
     assert "NegBackward0" in sources["trig.cpp"] and "SinBackward0" in sources["trig_2.cpp"]   # path order

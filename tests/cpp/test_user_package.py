@@ -87,7 +87,7 @@ def test_user_package_loads_beside_the_shipped_library(tmp_path: Path):
     (package / "trig.py").write_text(TRIG)
 
     assert generate.main(["--formulas", str(package), "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir() if p.suffix == ".cpp") == ["helpers.cpp", "sinh.cpp", "trig.cpp"]
+    assert sorted(p.name for p in out.iterdir() if p.suffix == ".cpp") == ["aten_override.cpp", "helpers.cpp", "sinh.cpp", "trig.cpp"]
     assert "TORCH_LIBRARY_FRAGMENT(myops, m)" in (out / "trig.cpp").read_text()
     library = build_library(out, REPO / "build")
     assert library.name == "myops_ops.so"

@@ -3,7 +3,8 @@
 A small formula package (a deliberately wrong ``sin``, a right ``cos`` with its jvp)
 is transpiled and built once (cached in ``build/``), and its library loaded: inside the
 context torch's own ``torch.sin`` records the compiled node and computes what
-the package's C++ computes; outside, torch's kernels are back.
+the package's C++ computes, registered for it from C++ (no Python per call, torch's own
+kernel below autograd); outside, torch's kernels are back, the dispatch table as before.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import textwrap
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from formulas.torch import install, overridable, override, uninstall
 from tests.cpp.compiled import REPO, build_library
@@ -76,6 +78,64 @@ def test_the_compiled_node_runs_inside_the_context_only(compiled_package):
     y = torch.sin(x)
     assert type(y.grad_fn).__name__ == "SinBackward0"
     torch.testing.assert_close(torch.autograd.grad(y.sum(), x)[0], right)
+
+
+def python_calls(function) -> int:
+    """The Python function calls ``function()`` makes (``sys.setprofile`` "call" events)."""
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(count)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+class AtenCalls(TorchDispatchMode):
+    """The aten operators reaching the dispatcher below autograd, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_library_registers_from_cpp_and_uninstall_restores_the_dispatch_table(compiled_package):
+    x = leaf(5)
+    before = torch._C._dispatch_dump_table("aten::cos")
+    def forward_and_backward():
+        return torch.autograd.grad(torch.cos(x).sum(), x)
+
+    forward_and_backward()                  # warm: first calls fill caches
+    builtin = python_calls(forward_and_backward)
+    with override(["cos"], package=compiled_package, compiled=True):
+        assert torch._C._dispatch_dump_table("aten::cos") != before
+        forward_and_backward()
+        # no Python kernel: forward and backward make the Python calls torch's own do
+        assert python_calls(forward_and_backward) == builtin
+        with AtenCalls() as below:          # below autograd: torch's own aten::cos, once
+            y = torch.cos(x)
+        assert below.ops == [torch.ops.aten.cos.default] and type(y.grad_fn).__name__ == "CppFunction"
+    assert torch._C._dispatch_dump_table("aten::cos") == before
+
+
+def test_compiled_installations_nest_and_come_off_in_any_order(compiled_package):
+    x = leaf(6)
+    first = install(["sin"], package=compiled_package, compiled=True)
+    second = install(["sin", "cos"], package=compiled_package, compiled=True)
+    uninstall(first)                                          # the one below goes; the top stays
+    assert type(torch.sin(x).grad_fn).__name__ == "CppFunction"
+    uninstall(second)
+    uninstall(second)                                         # idempotent
+    assert torch.sin(x).grad_fn.name() == "SinBackward0" and torch.cos(x).grad_fn.name() == "CosBackward0"
 
 
 def test_compiled_nodes_pass_gradcheck_gradgradcheck_and_forward_ad(compiled_package):

@@ -92,6 +92,25 @@ class EmittedFormula:
     has_views: bool = False    # the code marks views (it needs views.h)
     called: frozenset[str] = frozenset()   # the ATen functions (``at::<name>``) the code calls
     vmap_by_example: str | None = None     # the operator's name, if it takes vmap's rule of vmap.h
+    aten_registrar: str | None = None      # a formula's entry of its module's aten_override::Registrars
+
+
+def aten_registrar(op_name: str, wrapper: str, boxed: bool = False) -> str:
+    """The entry of ``aten_override::Registrars`` (``aten_override.h``) registering the wrapper
+    ``formulas::<wrapper>`` for aten's operator ``op_name`` at the key it is given; ``boxed``
+    (an operator taking a list of tensors, whose aten kernels may have another C++ signature:
+    ``aten_override_boxed.h``): the package's own operator's kernel, called boxed."""
+    if boxed:
+        name, _, overload = op_name.partition(".")
+        register = f'aten_override::register_boxed(m, key, library_namespace, "{name}", "{overload}");'
+    else:
+        register = f'm.impl("{op_name}", torch::dispatch(key, TORCH_FN(formulas::{wrapper})));'
+    return f'{{"{op_name}", +[](torch::Library& m, c10::DispatchKey key) {{ {register} }}}}'
+
+
+def takes_tensor_list(schema: FunctionSchema) -> bool:
+    """Whether the operator takes a ``Tensor[]`` or ``Tensor?[]``."""
+    return any(isinstance(a.type, ListType) and is_tensor_like(a.type) for a in schema.arguments)
 
 
 def vmap_by_example(schema: FunctionSchema) -> str | None:
@@ -99,7 +118,7 @@ def vmap_by_example(schema: FunctionSchema) -> str | None:
     operator with a ``Tensor[]`` or ``Tensor?[]`` argument, for which torch generates no fallback
     (a view or in-place one keeps torch's refusal: run per example, it would not alias)."""
     functional = all(a.annotation is None for a in (*schema.arguments, *schema.returns))
-    takes_list = any(isinstance(a.type, ListType) and is_tensor_like(a.type) for a in schema.arguments)
+    takes_list = takes_tensor_list(schema)
     return str(schema.name) if functional and takes_list else None
 
 
@@ -320,7 +339,9 @@ class FormulaEmitter(ViewEmitter):
         registration = f'm.def("{schema}", TORCH_FN(formulas::{self.wrapper_name}));'
         return EmittedFormula(self.struct, "\n".join(p for p in parts if p), registration,
                               bool(views) or self.written is not None,    # in place: VariableTypeUtils.h
-                              vmap_by_example=vmap_by_example(self.schema))
+                              vmap_by_example=vmap_by_example(self.schema),
+                              aten_registrar=aten_registrar(self.formula.op_name, self.wrapper_name,
+                                                            boxed=takes_tensor_list(self.schema)))
 
     @property
     def wrapper_name(self) -> str:

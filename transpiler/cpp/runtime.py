@@ -1,4 +1,4 @@
-"""``runtime.h``, ``views.h`` and ``vmap.h``: the small fixed support library the generated files include.
+"""``runtime.h``, ``views.h``, ``vmap.h`` and ``aten_override.h``: the small fixed support library the generated files include.
 
 The headers are real C++ files of this package (``transpiler/cpp/runtime.h``, ``views.h``,
 ``vmap.h``, shipped as package data); the emitter copies them into the output, stamped as generated.
@@ -10,7 +10,10 @@ takes from ``FunctionsManual.h``, which is not part of the public headers'
 exported surface for all of it). ``views.h``: views, as torch's ADInplaceOrView
 kernels make them (see :class:`transpiler.cpp.nodes.ViewEmitter`). ``vmap.h``: ``torch.vmap``'s
 rule for an operator taking a list of tensors (torch generates no fallback for one): the operator
-per example, the results stacked.
+per example, the results stacked. ``aten_override.h``: ``override(compiled=True)``'s registration of
+the generated kernels for aten's own operators at their autograd keys, in a ``torch::Library`` made
+on install and destroyed on uninstall (``aten_override_boxed.h``: boxed, for an operator taking a
+list of tensors).
 """
 from importlib.resources import files
 
@@ -23,3 +26,5 @@ def _emitted(name: str, what: str) -> str:
 RUNTIME_HEADER = _emitted("runtime.h", "support code for the generated autograd nodes")
 VIEWS_HEADER = _emitted("views.h", "views, as torch's ADInplaceOrView kernels make them")
 VMAP_HEADER = _emitted("vmap.h", "torch.vmap over operators that take a list of tensors")
+ATEN_OVERRIDE_HEADER = _emitted("aten_override.h", "the generated kernels registered for aten's operators")
+ATEN_OVERRIDE_BOXED_HEADER = _emitted("aten_override_boxed.h", "a kernel for aten's operator registered boxed")

@@ -5,10 +5,15 @@ and parametrized with ``case`` (an ``OpCase``) or ``op`` (the op's name). The
 plugin gathers the outcomes, prints the op x tier table at the end of the run
 (with a line counting the ops and cases proven on torch's OpInfo samples) and,
 with ``--tier-report FILE``, writes them as JSON for ``transpile coverage``.
+
+It also orders the test files for xdist (``--dist loadfile --no-loadscope-reorder``):
+the files that wait minutes on a build first, one per worker, then the others by their
+number of tests, largest first, so that no worker is left alone with a long file at the end.
 """
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
@@ -40,6 +45,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"tier(name): the proof tier a test establishes, one of {', '.join(TIERS)}")
     config.stash[_table_key] = TierTable()
     config.pluginmanager.register(_TierRecorder(config.stash[_table_key]), "proof-tier-recorder")
+
+
+#: Files whose first test waits minutes on a build (the corpus funnel's, out_cpp's, the README
+#: tour's virtual environment): started first, so that they end long before the suite does.
+BUILD_BOUND_FILES = (
+    "tests/yaml/test_yaml_corpus_compiled.py",
+    "tests/cpp/test_compiled_ops.py",
+    "tests/test_installed_tour.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Build-bound files first, then the others by their number of tests (the scheduler's own
+    order, which would leave the few-test build-bound files to the end)."""
+    def file_of(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    count = Counter(file_of(item) for item in items)
+    rank = {path: place for place, path in enumerate(BUILD_BOUND_FILES)}
+    items.sort(key=lambda item: (rank.get(file_of(item), len(rank)), -count[file_of(item)]))
 
 
 def _op_of(item: pytest.Item) -> str | None:

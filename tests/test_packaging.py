@@ -31,10 +31,11 @@ def test_extras_say_what_they_install():
 
 
 def test_the_headers_the_emitter_copies_are_package_data():
-    """``runtime.h``, ``views.h`` and ``vmap.h`` are real headers of ``transpiler.cpp``, shipped in the wheel."""
+    """``runtime.h``, ``views.h``, ``vmap.h`` and the aten override's two are real headers of
+    ``transpiler.cpp``, shipped in the wheel."""
     from fnmatch import fnmatch
 
     package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     headers = sorted(path.relative_to(REPO / "transpiler").as_posix() for path in (REPO / "transpiler" / "cpp").glob("*.h"))
-    assert headers == ["cpp/runtime.h", "cpp/views.h", "cpp/vmap.h"]
+    assert headers == ["cpp/aten_override.h", "cpp/aten_override_boxed.h", "cpp/runtime.h", "cpp/views.h", "cpp/vmap.h"]
     assert all(any(fnmatch(header, pattern) for pattern in package_data["transpiler"]) for header in headers)

@@ -55,8 +55,9 @@ def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
     assert "def jvp(self_t):" in jvps.derived["sin"].source
     assert "return result, backward, jvp" in jvps.derived["sin"].source
     assert "_reversed_" in jvps.derived["cos"].source
-    reason = ("the backward of `mul.Tensor` reads the value of `other` (a linear argument or the result) and so does its "
-              "jvp, so `grad * grad` is not shown to be linear in the gradient")
+    reason = ("the backward of `mul.Tensor` reads the value of `other` (a linear argument or the result) and its jvp "
+              "(or its having none) does not show it affine in its linear arguments, so `grad * grad` is not shown "
+              "to be linear in the gradient")
     # squeeze_'s jvp runs after the write, when `self.sizes()` are the squeezed ones (it failed F1)
     in_place = ("the jvp reads `self`, which the operator writes in place: it would see the written value, not "
                 "the input (derive its functional twin)")

@@ -1,7 +1,7 @@
 """The jvp derived from each backward by transposition (``transpiler.derive_jvp``), proven on
 the library: for every formula and every OpCase, the derived jvp's tangents equal those of the
 formula's own jvp (written or ``auto_*``), or torch's forward AD where the formula has none;
-the formulas whose backward is refused are exactly the listed ones, each for its reason."""
+no formula's backward is refused."""
 from __future__ import annotations
 
 import contextlib

@@ -464,6 +464,15 @@ def matmul_sizes(a: list[int], b: list[int]) -> list[int]:
 
 
 @helper
+def triangular_solved_sizes(a: list[int], b: list[int]) -> list[int]:
+    """The sizes of ``linalg_solve_triangular`` of a square ``a`` and ``b``, on the left or on the right:
+    the batch dims broadcast, then ``b``'s matrix dims."""
+    joined = matmul_sizes(a, b)         # the batch dims broadcast, then a's rows and b's columns
+    joined[len(joined) - 2] = b[len(b) - 2]
+    return joined
+
+
+@helper
 def convolution_sizes(input: list[int], weight: list[int], stride: list[int], padding: list[int],
                       dilation: list[int], transposed: bool, output_padding: list[int], groups: int) -> list[int]:
     """The sizes of ``convolution`` of an input of sizes ``input`` (batched or not) with a weight of

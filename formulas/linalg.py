@@ -257,23 +257,39 @@ def triangle(a: Tensor, upper: bool, unitriangular: bool) -> Tensor:
 
 
 @helper
+def triangular_adjoint_solve(grad: Tensor, self: Tensor, upper: bool, left: bool, unitriangular: bool) -> Tensor:
+    """``A^-H grad`` (``grad A^-H`` on the right; ``A`` the triangle ``self`` names): ``B``'s gradient of
+    ``X = solve_triangular(A, B)``, a triangular solve with ``A^H``, whose triangle is the other one.
+    Not yet summed over broadcast batch dims."""
+    return at.linalg_solve_triangular(at.conj(matrix_transpose(self)), grad, upper=not upper, left=left,
+                                      unitriangular=unitriangular)
+
+
+@helper
+def triangular_coefficient_gradient(solved: Tensor, result: Tensor, upper: bool, left: bool,
+                                    unitriangular: bool) -> Tensor:
+    """``A``'s gradient of ``X = solve_triangular(A, B)`` given ``B``'s (``solved``, from
+    :func:`triangular_adjoint_solve`): ``dX`` solves ``A dX = dB - dA X``, so ``A`` receives ``-gB X^H``
+    (``-X^H gB`` on the right) restricted to the entries the solve reads (the others do not change
+    ``X``). Not yet summed over broadcast batch dims."""
+    result_h = at.conj(matrix_transpose(result))
+    product = at.matmul(solved, result_h) if left else at.matmul(result_h, solved)
+    return -triangle(product, upper, unitriangular)
+
+
+@helper
 def linalg_solve_triangular_backward(grad: Tensor, self: Tensor, result: Tensor, upper: bool, left: bool,
                                      unitriangular: bool, output_mask: list[bool]) -> tuple[Tensor, Tensor]:
     """Gradients of ``X = solve_triangular(A, B)`` (``A X = B`` for ``left``, else ``X A = B``; ``A`` the
-    triangle ``self`` names) for ``A`` and ``B``, those ``output_mask`` asks for. ``dX`` solves
-    ``A dX = dB - dA X``, so ``B`` receives ``A^-H grad`` (``grad A^-H`` on the right), a triangular
-    solve with ``A^H``, whose triangle is the other one, and ``A`` receives ``-gB X^H`` (``-X^H gB``)
-    restricted to the entries the solve reads (the others do not change ``X``). Not yet summed over
+    triangle ``self`` names) for ``A`` and ``B``, those ``output_mask`` asks for
+    (:func:`triangular_adjoint_solve`, :func:`triangular_coefficient_gradient`). Not yet summed over
     broadcast batch dims."""
     grad_self = None
     grad_B = None
     if output_mask[0] or output_mask[1]:
-        solved = at.linalg_solve_triangular(at.conj(matrix_transpose(self)), grad, upper=not upper, left=left,
-                                            unitriangular=unitriangular)
+        solved = triangular_adjoint_solve(grad, self, upper, left, unitriangular)
         if output_mask[0]:
-            result_h = at.conj(matrix_transpose(result))
-            product = at.matmul(solved, result_h) if left else at.matmul(result_h, solved)
-            grad_self = -triangle(product, upper, unitriangular)
+            grad_self = triangular_coefficient_gradient(solved, result, upper, left, unitriangular)
         if output_mask[1]:
             grad_B = solved
     return grad_self, grad_B
@@ -297,12 +313,11 @@ def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
     self_sizes = self.sizes()
     B_sizes = B.sizes()
     def backward(grad, *, needs_input_grad):
-        grad_self, grad_B = linalg_solve_triangular_backward(grad, self, result, upper, left, unitriangular,
-                                                             needs_input_grad)
-        if grad_self is not None:
-            grad_self = sum_to(grad_self, self_sizes)
-        if grad_B is not None:
-            grad_B = sum_to(grad_B, B_sizes)
+        # the masks stay here, so B's gradient alone (the transpose of a solve in B) reads no result
+        solved = triangular_adjoint_solve(grad, self, upper, left, unitriangular)
+        grad_self = sum_to(triangular_coefficient_gradient(solved, result, upper, left, unitriangular),
+                           self_sizes) if needs_input_grad[0] else None
+        grad_B = sum_to(solved, B_sizes) if needs_input_grad[1] else None
         return grad_self, grad_B
     def jvp(self_t, B_t):
         result_t = linalg_solve_triangular_forward_AD(self_t, B_t, self, result, upper, left, unitriangular)

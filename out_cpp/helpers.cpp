@@ -1579,6 +1579,12 @@ std::vector<int64_t> matmul_sizes(at::IntArrayRef a, at::IntArrayRef b) {
   return joined;
 }
 
+std::vector<int64_t> triangular_solved_sizes(at::IntArrayRef a, at::IntArrayRef b) {
+  std::vector<int64_t> joined = helpers::matmul_sizes(a, b);
+  joined[formulas::runtime::wrap_index(static_cast<int64_t>(joined.size()) - 2, joined.size())] = b[formulas::runtime::wrap_index(static_cast<int64_t>(b.size()) - 2, b.size())];
+  return joined;
+}
+
 std::vector<int64_t> convolution_sizes(at::IntArrayRef input, at::IntArrayRef weight, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups) {
   int64_t step{};
   int64_t pad{};
@@ -1667,18 +1673,24 @@ at::Tensor triangle(const at::Tensor& a, bool upper, bool unitriangular) {
   return at::tril(a, unitriangular ? -1 : 0);
 }
 
+at::Tensor triangular_adjoint_solve(const at::Tensor& grad, const at::Tensor& self, bool upper, bool left, bool unitriangular) {
+  return at::linalg_solve_triangular(at::conj(helpers::matrix_transpose(self)), grad, !upper, left, unitriangular);
+}
+
+at::Tensor triangular_coefficient_gradient(const at::Tensor& solved, const at::Tensor& result, bool upper, bool left, bool unitriangular) {
+  auto result_h = at::conj(helpers::matrix_transpose(result));
+  auto product = left ? at::matmul(solved, result_h) : at::matmul(result_h, solved);
+  return -helpers::triangle(product, upper, unitriangular);
+}
+
 std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, bool upper, bool left, bool unitriangular, const std::vector<bool>& output_mask) {
   at::Tensor solved{};
-  at::Tensor result_h{};
-  at::Tensor product{};
   auto grad_self = at::Tensor();
   auto grad_B = at::Tensor();
   if (output_mask[0] || output_mask[1]) {
-    solved = at::linalg_solve_triangular(at::conj(helpers::matrix_transpose(self)), grad, !upper, left, unitriangular);
+    solved = helpers::triangular_adjoint_solve(grad, self, upper, left, unitriangular);
     if (output_mask[0]) {
-      result_h = at::conj(helpers::matrix_transpose(result));
-      product = left ? at::matmul(solved, result_h) : at::matmul(result_h, solved);
-      grad_self = -helpers::triangle(product, upper, unitriangular);
+      grad_self = helpers::triangular_coefficient_gradient(solved, result, upper, left, unitriangular);
     }
     if (output_mask[1]) {
       grad_B = solved;

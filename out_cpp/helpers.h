@@ -149,6 +149,7 @@ std::vector<int64_t> narrowed_sizes(at::IntArrayRef sizes, int64_t dim, int64_t 
 std::vector<int64_t> diagonal_sizes(at::IntArrayRef sizes, int64_t offset, int64_t dim1, int64_t dim2);
 std::vector<int64_t> embedded_sizes(at::IntArrayRef weight, at::IntArrayRef indices);
 std::vector<int64_t> matmul_sizes(at::IntArrayRef a, at::IntArrayRef b);
+std::vector<int64_t> triangular_solved_sizes(at::IntArrayRef a, at::IntArrayRef b);
 std::vector<int64_t> convolution_sizes(at::IntArrayRef input, at::IntArrayRef weight, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups);
 at::Tensor i1_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
 at::Tensor i1e_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
@@ -157,6 +158,8 @@ at::Tensor embedding_dense_backward_transpose(const at::Tensor& grad, const at::
 at::Tensor matrix_transpose(const at::Tensor& x);
 at::Tensor fold_batch(const at::Tensor& x);
 at::Tensor triangle(const at::Tensor& a, bool upper, bool unitriangular);
+at::Tensor triangular_adjoint_solve(const at::Tensor& grad, const at::Tensor& self, bool upper, bool left, bool unitriangular);
+at::Tensor triangular_coefficient_gradient(const at::Tensor& solved, const at::Tensor& result, bool upper, bool left, bool unitriangular);
 std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, bool upper, bool left, bool unitriangular, const std::vector<bool>& output_mask);
 at::Tensor linalg_solve_triangular_forward_AD(const at::Tensor& A_t, const at::Tensor& B_t, const at::Tensor& A, const at::Tensor& X, bool upper, bool left, bool unitriangular);
 at::Tensor linalg_matrix_exp_differential(const at::Tensor& self, const at::Tensor& grad, bool adjoint);

@@ -2261,10 +2261,10 @@ struct LinalgSolveTriangularBackward0 : public torch::autograd::TraceableFunctio
     result_.reset_data();
   }
   torch::autograd::SavedVariable self_;
-  torch::autograd::SavedVariable result_;
   bool upper_{};
   bool left_{};
   bool unitriangular_{};
+  torch::autograd::SavedVariable result_;
   std::vector<int64_t> self_sizes_{};
   std::vector<int64_t> B_sizes_{};
 };
@@ -2273,25 +2273,21 @@ namespace backwards {
 std::tuple<at::Tensor, at::Tensor> linalg_solve_triangular(
     const at::Tensor& grad,
     const at::Tensor& self,
-    const at::Tensor& result,
     bool upper,
     bool left,
     bool unitriangular,
+    const at::Tensor& result,
     at::IntArrayRef self_sizes,
     at::IntArrayRef B_sizes,
     const std::array<bool, 2>& needs_input_grad) {
-  auto [grad_self, grad_B] = helpers::linalg_solve_triangular_backward(grad, self, result, upper, left, unitriangular, std::vector<bool>(needs_input_grad.begin(), needs_input_grad.end()));
-  if (grad_self.defined()) {
-    grad_self = helpers::sum_to(grad_self, self_sizes);
-  }
-  if (grad_B.defined()) {
-    grad_B = helpers::sum_to(grad_B, B_sizes);
-  }
+  auto solved = helpers::triangular_adjoint_solve(grad, self, upper, left, unitriangular);
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(helpers::triangular_coefficient_gradient(solved, result, upper, left, unitriangular), self_sizes) : at::Tensor();
+  auto grad_B = needs_input_grad[1] ? helpers::sum_to(solved, B_sizes) : at::Tensor();
   return {grad_self, grad_B};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list LinalgSolveTriangularBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Tensor& result_, const bool& upper_, const bool& left_, const bool& unitriangular_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& B_sizes_) {
+torch::autograd::variable_list LinalgSolveTriangularBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const bool& upper_, const bool& left_, const bool& unitriangular_, const at::Tensor& result_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& B_sizes_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   const auto B_ix = ranges.next(1);
@@ -2302,7 +2298,7 @@ torch::autograd::variable_list LinalgSolveTriangularBackward0_apply_functional(t
   if (!needs_input_grad[0] && !needs_input_grad[1]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::linalg_solve_triangular(grads[0], self_, result_, upper_, left_, unitriangular_, self_sizes_, B_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::linalg_solve_triangular(grads[0], self_, upper_, left_, unitriangular_, result_, self_sizes_, B_sizes_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
   }
@@ -2317,13 +2313,13 @@ torch::autograd::variable_list LinalgSolveTriangularBackward0_apply_functional_i
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
   auto self_ = packed_args.unpack<at::Tensor>();
-  auto result_ = packed_args.unpack<at::Tensor>();
   auto upper_ = packed_args.unpack<bool>();
   auto left_ = packed_args.unpack<bool>();
   auto unitriangular_ = packed_args.unpack<bool>();
+  auto result_ = packed_args.unpack<at::Tensor>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto B_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return LinalgSolveTriangularBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, result_, upper_, left_, unitriangular_, self_sizes_, B_sizes_);
+  return LinalgSolveTriangularBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, upper_, left_, unitriangular_, result_, self_sizes_, B_sizes_);
 }
 
 torch::autograd::variable_list LinalgSolveTriangularBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -2337,15 +2333,15 @@ torch::autograd::variable_list LinalgSolveTriangularBackward0::apply(torch::auto
   };
   const auto self = self_.unpack();
   const auto result = result_.unpack(getptr());
-  return LinalgSolveTriangularBackward0_apply_functional(std::move(grads), needs_input_grad, self, result, upper_, left_, unitriangular_, self_sizes_, B_sizes_);
+  return LinalgSolveTriangularBackward0_apply_functional(std::move(grads), needs_input_grad, self, upper_, left_, unitriangular_, result, self_sizes_, B_sizes_);
 }
 
 void LinalgSolveTriangularBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(self_, false);
-  args.collect(result_, true);
   args.collect(upper_);
   args.collect(left_);
   args.collect(unitriangular_);
+  args.collect(result_, true);
   args.collect(self_sizes_);
   args.collect(B_sizes_);
 }
@@ -2353,10 +2349,10 @@ void LinalgSolveTriangularBackward0::compiled_args(torch::dynamo::autograd::Comp
 torch::autograd::variable_list LinalgSolveTriangularBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_);
-  saved.before(result_);
   saved.before(upper_);
   saved.before(left_);
   saved.before(unitriangular_);
+  saved.before(result_);
   saved.before(self_sizes_);
   saved.before(B_sizes_);
   static bool functional_bound = false;
@@ -2365,10 +2361,10 @@ torch::autograd::variable_list LinalgSolveTriangularBackward0::apply_with_saved(
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
@@ -2388,10 +2384,10 @@ torch::autograd::variable_list LinalgSolveTriangularBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(self);
-  functional_args.pack(result);
   functional_args.pack(upper_);
   functional_args.pack(left_);
   functional_args.pack(unitriangular_);
+  functional_args.pack(result);
   functional_args.pack(self_sizes_);
   functional_args.pack(B_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
@@ -2402,10 +2398,10 @@ torch::autograd::variable_list LinalgSolveTriangularBackward0::apply_with_saved(
       std::string(library_namespace) + "_LinalgSolveTriangularBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(self_);
-  saved.after(result_);
   saved.after(upper_);
   saved.after(left_);
   saved.after(unitriangular_);
+  saved.after(result_);
   saved.after(self_sizes_);
   saved.after(B_sizes_);
   return functional_outputs;
@@ -2451,10 +2447,10 @@ at::Tensor linalg_solve_triangular(const at::Tensor& self, const at::Tensor& B, 
     formulas::runtime::refuse_complex("linalg_solve_triangular", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->upper_ = upper;
     grad_fn->left_ = left;
     grad_fn->unitriangular_ = unitriangular;
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->B_sizes_ = std::move(B_sizes);
   }

@@ -51,7 +51,9 @@ copy into an input's gradient has that input's sizes; a ``SIZED_BY_CONSTANT_VALU
 result (its length a constant mask's True count) has the sizes of the operator run on zeros.
 
 A ``SCALES_SELF`` operator (``xlogy``: ``self`` times a factor, with a strong zero) transposes in
-``self`` to itself, whatever its backward reads.
+``self`` to itself, whatever its backward reads. A ``SELF_TRANSPOSED_HELPERS`` helper (the
+differential of ``exp``, linear in its direction although its steps are only affine in it) is one
+linear step whose transpose is the helper itself with its ``adjoint`` flag negated.
 """
 from __future__ import annotations
 
@@ -81,7 +83,7 @@ ELEMENTWISE = frozenset({
 })
 #: Operators whose backward sums each input's gradient to its sizes (the batch dims broadcast)
 #: but whose result is not the broadcast of their arguments (the last dims are contracted).
-CONTRACTIONS = frozenset({"matmul"})
+CONTRACTIONS = frozenset({"matmul", "linalg_solve_triangular"})
 #: Operators whose backward sums each input's gradient to its sizes but whose result is a 1-d
 #: selection of the broadcast elements (its length is known only when it runs).
 SELECTIONS = frozenset({"masked_select"})
@@ -95,6 +97,13 @@ SIZED_BY_CONSTANT_VALUES = frozenset({"masked_select", "index.Tensor"})
 #: broadcast). Their backward cannot show it: at ``self = 0`` it masks the factor (torch's
 #: subgradient for ``y <= 0``), which reads the linear argument's value.
 SCALES_SELF = frozenset({"xlogy.Tensor", "xlogy.Scalar_Other"})
+#: Helpers linear in one tensor parameter (the others held) whose steps do not show it, each its own
+#: transpose with a ``bool`` parameter negated, its result of that parameter's sizes: helper ->
+#: (the linear parameter, the flag). ``linalg_matrix_exp_differential(A, E, adjoint)`` is the
+#: differential of ``exp`` at ``A`` in the direction ``E`` (at ``A^H`` when ``adjoint``), the upper right
+#: block of ``exp([[A, E], [0, A]])``: linear in ``E``, but the block matrix is only affine in it; the
+#: differential at ``A^H`` is its adjoint (``tests/engine/test_derived_jvp.py`` checks both numerically).
+SELF_TRANSPOSED_HELPERS = {"linalg_matrix_exp_differential": ("grad", "adjoint")}
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
@@ -116,6 +125,7 @@ SIZES_HELPERS = {
     "diagonal": ("diagonal_sizes", ("self", "offset", "dim1", "dim2")),
     "masked_scatter": ("broadcast_sizes", ("self", "mask")),
     "matmul": ("matmul_sizes", ("self", "other")),
+    "linalg_solve_triangular": ("triangular_solved_sizes", ("self", "B")),
     "embedding": ("embedded_sizes", ("weight", "indices")),
     "convolution": ("convolution_sizes", ("input", "weight", "stride", "padding", "dilation", "transposed",
                                           "output_padding", "groups")),
@@ -176,6 +186,7 @@ class Linear:
     # an operator with several differentiable outputs: the linear name of each (one per gradient of
     # its backward, in order); ``target`` stands for the tuple and is read by no step
     outputs: tuple[str, ...] = ()
+    helper: Helper | None = None        # a ``SELF_TRANSPOSED_HELPERS`` call (``formula`` is None)
 
 
 @dataclass
@@ -731,6 +742,9 @@ class _Builder:
                 positional = [a.value for a in node.args if a.keyword is None]
                 keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
                 return self.apply(node, node.func.attr.value, positional, keywords, linear, tensors, program)
+            if isinstance(node.func, cst.Name) and node.func.value in SELF_TRANSPOSED_HELPERS \
+                    and node.func.value in self.table.helpers:
+                return self.self_transposed(node, self.table.helpers[node.func.value], linear, tensors, program)
             if isinstance(node.func, cst.Name) and node.func.value in self.table.helpers:
                 return self.inline_helper(node, self.helper_overload(node), linear, tensors, program)
             marked = self.metadata(node, linear)
@@ -960,6 +974,41 @@ class _Builder:
                 return False
             return isinstance(_unwrapped(given), ListType) == wants_list
         return True
+
+    def self_transposed(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
+        """A ``SELF_TRANSPOSED_HELPERS`` call: one linear step in its linear parameter (the others
+        must be constants), not inlined."""
+        param, _ = SELF_TRANSPOSED_HELPERS[helper.name]
+        given = [a.value for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        arguments: dict[str, cst.BaseExpression] = {}
+        live: dict[str, str] = {}
+        for i, p in enumerate(helper.params):
+            value = given[i] if i < len(given) else keywords.get(p.name, p.default)
+            if value is None:
+                raise DerivationRefused(node, f"helper `{helper.name}` is called without `{p.name}`")
+            operand = self.operand(value, linear, tensors, program)
+            if p.name == param:
+                if operand.is_zero:
+                    return ZERO
+                if operand.linear is None:
+                    raise DerivationRefused(node, f"`{helper.name}`'s `{param}` does not depend on the gradient")
+                live[p.name] = operand.linear
+            elif operand.linear is not None or operand.is_zero:
+                raise DerivationRefused(node, f"`{helper.name}` is linear in `{param}` alone, and `{p.name}` "
+                                        "depends on the gradient")
+            else:
+                value = operand.constant
+                if (isinstance(value, cst.Name) and value.value in self.rebound) or (
+                        not isinstance(value, cst.Name) and self.is_tensor(value, tensors)):
+                    bound = self.fresh("factor")        # its value here, computed once for the transpose
+                    program.append(Plain(_stmt(f"{bound} = {code(value)}")))
+                    value = cst.Name(bound)
+                arguments[p.name] = value
+        target = self.fresh("lin")
+        program.append(Linear(target, node, arguments=arguments, linear=live, helper=helper))
+        linear.add(target)
+        return Operand(linear=target)
 
     def inline_helper(self, node: cst.Call, helper: Helper, linear, tensors, program, several: int = 0
                       ) -> Operand | list[Operand]:
@@ -1384,6 +1433,8 @@ class _Sweep:
     def sizes_of(self, step: Linear, sizes) -> cst.BaseExpression | None:
         if step.source is not None:
             return sizes.get(step.source)
+        if step.helper is not None:
+            return sizes.get(next(iter(step.linear.values())))
         if step.formula is None:
             if step.zero_sizes is None:
                 return None
@@ -1746,6 +1797,8 @@ class _Sweep:
             return []
         if step.source is not None:
             return self.accumulate(step.source, adjoint, adjoints)
+        if step.helper is not None:
+            return self.helper_transpose(step, adjoint, adjoints)
         if step.formula is None:
             return []                            # a zero: nothing flows back
         out: list[cst.BaseStatement] = []
@@ -1758,6 +1811,22 @@ class _Sweep:
             if value is not None:
                 out += self.accumulate(name, value, adjoints)
         return out
+
+    def helper_transpose(self, step: Linear, adjoint: str, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        """The transpose of a ``SELF_TRANSPOSED_HELPERS`` step: the helper at the adjoint, its flag negated."""
+        param, flag = SELF_TRANSPOSED_HELPERS[step.helper.name]
+        arguments = []
+        for p in step.helper.params:
+            if p.name == param:
+                arguments.append(adjoint)
+            elif p.name == flag:
+                truth = _truth(step.arguments[flag])
+                arguments.append(f"not ({code(step.arguments[flag])})" if truth is None else str(not truth))
+            else:
+                arguments.append(code(step.arguments[p.name]))
+        result = self.builder.fresh("t")
+        statements = [_stmt(f"{result} = {step.helper.name}({', '.join(arguments)})")]
+        return statements + self.accumulate(step.linear[param], result, adjoints)
 
     def scaled_transpose(self, step: Linear, adjoint: str) -> tuple[list[cst.BaseStatement], str]:
         """The transpose of a ``SCALES_SELF`` step in ``self``: the op itself at ``self = adjoint``,

@@ -57,9 +57,19 @@ def test_show_jvp_prints_the_derived_source(capsys):
     assert printed.startswith("def jvp(self_t):") and "at.cos(self)" in printed
 
 
-def test_show_jvp_says_why_a_backward_is_refused_and_what_is_unknown(capsys):
-    assert show_jvp(["linalg_matrix_exp"]) == 1
-    assert "the step is not linear in the gradient" in capsys.readouterr().err
+def test_show_jvp_says_why_a_backward_is_refused_and_what_is_unknown(tmp_path, capsys):
+    _package(tmp_path, '''
+        from formulas import at, derivative
+
+        @derivative("squared(Tensor self) -> Tensor")
+        def squared(self):
+            result = at.mul(self, self)
+            def backward(grad):
+                return grad * grad
+            return result, backward
+        ''')
+    assert show_jvp(["squared", "--formulas", str(tmp_path / "mine")]) == 1
+    assert "`grad * grad` is not shown to be linear in the gradient" in capsys.readouterr().err
     assert show_jvp(["no_such_op"]) == 2
     assert "no formula for `no_such_op`" in capsys.readouterr().err
 

@@ -324,6 +324,18 @@ def unsqueezed_sizes(sizes: list[int], dim: int) -> list[int]:
     return unsqueezed
 
 
+
+@helper
+def squeezed_sizes(sizes: list[int], dim: int) -> list[int]:
+    """The sizes of ``squeeze`` at ``dim`` of a tensor of ``sizes``: without that dim where it is 1.
+    (Derived jvps ask it for the sizes of a gradient squeezed inside a backward.)"""
+    at_dim = wrap_dim(dim, len(sizes))
+    squeezed = []
+    for d in range(len(sizes)):
+        if d != at_dim or sizes[d] != 1:
+            squeezed.append(sizes[d])
+    return squeezed
+
 @helper
 def concatenated_sizes(sizes: list[list[int]], dim: int) -> list[int]:
     """The sizes of ``cat`` along ``dim`` of tensors of ``sizes`` (a legacy 1-d empty one is
@@ -462,6 +474,22 @@ def matmul_sizes(a: list[int], b: list[int]) -> list[int]:
         joined.append(b[len(b) - 1])
     return joined
 
+
+
+@helper
+def solved_sizes(a: list[int], b: list[int]) -> list[int]:
+    """The sizes of a solve with the square matrices of sizes ``a`` of those of sizes ``b``, on either
+    side (``linalg_solve_triangular``): ``b``'s matrices, the batch dims broadcast."""
+    a_batch = []
+    for d in range(len(a) - 2):
+        a_batch.append(a[d])
+    b_batch = []
+    for d in range(len(b) - 2):
+        b_batch.append(b[d])
+    joined = broadcast_sizes(a_batch, b_batch)
+    joined.append(b[len(b) - 2])
+    joined.append(b[len(b) - 1])
+    return joined
 
 @helper
 def convolution_sizes(input: list[int], weight: list[int], stride: list[int], padding: list[int],

@@ -81,7 +81,7 @@ ELEMENTWISE = frozenset({
 })
 #: Operators whose backward sums each input's gradient to its sizes (the batch dims broadcast)
 #: but whose result is not the broadcast of their arguments (the last dims are contracted).
-CONTRACTIONS = frozenset({"matmul"})
+CONTRACTIONS = frozenset({"matmul", "linalg_solve_triangular"})
 #: Operators whose backward sums each input's gradient to its sizes but whose result is a 1-d
 #: selection of the broadcast elements (its length is known only when it runs).
 SELECTIONS = frozenset({"masked_select"})
@@ -113,9 +113,11 @@ SIZES_HELPERS = {
     "permute": ("permuted_sizes", ("self", "dims")),
     "flatten.using_ints": ("flattened_sizes", ("self", "start_dim", "end_dim")),
     "narrow": ("narrowed_sizes", ("self", "dim", "length")),
+    "squeeze.dim": ("squeezed_sizes", ("self", "dim")),
     "diagonal": ("diagonal_sizes", ("self", "offset", "dim1", "dim2")),
     "masked_scatter": ("broadcast_sizes", ("self", "mask")),
     "matmul": ("matmul_sizes", ("self", "other")),
+    "linalg_solve_triangular": ("solved_sizes", ("self", "B")),
     "embedding": ("embedded_sizes", ("weight", "indices")),
     "convolution": ("convolution_sizes", ("input", "weight", "stride", "padding", "dilation", "transposed",
                                           "output_padding", "groups")),

@@ -50,11 +50,6 @@ def derivations() -> dict[str, str | None]:
 #: The formulas whose backward is refused, each with (a key phrase of) its reason: the work
 #: the transformation has left (docs/formulas.md, "Derived jvps").
 REFUSED = {
-    # solve_triangular(A, grad) is linear in grad, but its backward passes the result to its helper
-    # (which uses it for A's gradient) and its jvp reads it for A's tangent: the transformation does
-    # not split a jvp by tangent (a rewrite that solves for B's gradient in the backward itself
-    # derived, but its jvp disagreed for a unitriangular A and a broadcast batch: left)
-    'linalg_solve_triangular': 'reads the value of',
     # the block matrix [[A, G], [0, A]] is affine in G, not linear: only the top-right block of its
     # exponential is linear in G, so no step-by-step transpose exists
     'linalg_matrix_exp': 'a constant appended to',

@@ -1280,6 +1280,19 @@ def _convolution_jvp(input_p: Tensor, input_t: Tensor | None, weight_p: Tensor, 
                            output_padding, groups)
 
 
+
+@helper
+def convolution_backward_jvp_grad_bias(grad_out_t: Tensor, grad_bias: Tensor | None) -> Tensor | None:
+    """Tangent of ``convolution_backward``'s bias gradient (``grad_bias``, None when not asked for):
+    that gradient is ``grad_output`` summed over the batch and spatial dims (all but dim 1), a linear
+    map, so its tangent is ``grad_out_t`` summed the same way."""
+    if grad_bias is None:
+        return None
+    dims = [0]
+    for d in range(2, grad_out_t.dim()):
+        dims.append(d)
+    return at.sum(grad_out_t, dims, False)
+
 # --- factories like a tensor (no gradient) ---------------------------------------------------------
 # derivatives.yaml makes constants with another tensor's options (``at::zeros(sizes, x.options())``,
 # ``at::scalar_tensor(0., grad.options())``), which the importer writes ``at.new_zeros(x, sizes)``,

@@ -324,6 +324,18 @@ def unsqueezed_sizes(sizes: list[int], dim: int) -> list[int]:
     return unsqueezed
 
 
+
+@helper
+def squeezed_sizes(sizes: list[int], dim: int) -> list[int]:
+    """The sizes of ``squeeze`` at ``dim`` of a tensor of ``sizes``: without that dim where it is 1.
+    (Derived jvps ask it for the sizes of a gradient squeezed inside a backward.)"""
+    at_dim = wrap_dim(dim, len(sizes))
+    squeezed = []
+    for d in range(len(sizes)):
+        if d != at_dim or sizes[d] != 1:
+            squeezed.append(sizes[d])
+    return squeezed
+
 @helper
 def concatenated_sizes(sizes: list[list[int]], dim: int) -> list[int]:
     """The sizes of ``cat`` along ``dim`` of tensors of ``sizes`` (a legacy 1-d empty one is

@@ -1168,6 +1168,17 @@ at::Tensor _convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t
   return helpers::convolution_jvp(input_p, input_t, weight_p, weight_t, bias_p, bias_t, stride, padding, dilation, transposed, output_padding, groups);
 }
 
+at::Tensor convolution_backward_jvp_grad_bias(const at::Tensor& grad_out_t, const at::Tensor& grad_bias) {
+  if (!grad_bias.defined()) {
+    return at::Tensor();
+  }
+  std::vector<int64_t> dims = std::vector<int64_t>{0};
+  for (int64_t d = 2; d < grad_out_t.dim(); ++d) {
+    dims.push_back(d);
+  }
+  return at::sum(grad_out_t, dims, false);
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
   int64_t bound = (ndim > 0) ? ndim : 1;
   return (dim < 0) ? (dim + bound) : dim;
@@ -1448,6 +1459,17 @@ std::vector<int64_t> unsqueezed_sizes(at::IntArrayRef sizes, int64_t dim) {
     unsqueezed.push_back(1);
   }
   return unsqueezed;
+}
+
+std::vector<int64_t> squeezed_sizes(at::IntArrayRef sizes, int64_t dim) {
+  int64_t at_dim = helpers::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+  std::vector<int64_t> squeezed = std::vector<int64_t>{};
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if ((d != at_dim) || (sizes[d] != 1)) {
+      squeezed.push_back(sizes[d]);
+    }
+  }
+  return squeezed;
 }
 
 std::vector<int64_t> concatenated_sizes(const std::vector<std::vector<int64_t>>& sizes, int64_t dim) {

@@ -110,6 +110,7 @@ at::Tensor py_layer_norm_jvp_u_saved(const at::Tensor& input, const at::Tensor& 
 at::Tensor batch_norm_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, const at::Tensor& running_mean, const at::Tensor& running_var, const at::Tensor& save_mean, const at::Tensor& save_invstd, bool train, double eps);
 at::Tensor convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups);
 at::Tensor _convolution_jvp(const at::Tensor& input_p, const at::Tensor& input_t, const at::Tensor& weight_p, const at::Tensor& weight_t, const at::Tensor& bias_p, const at::Tensor& bias_t, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32);
+at::Tensor convolution_backward_jvp_grad_bias(const at::Tensor& grad_out_t, const at::Tensor& grad_bias);
 int64_t wrap_dim(int64_t dim, int64_t ndim);
 bool is_reduced_dim(at::OptionalIntArrayRef dim, int64_t d, int64_t ndim);
 int64_t reduced_numel(at::IntArrayRef sizes, at::OptionalIntArrayRef dim);
@@ -139,6 +140,7 @@ at::Tensor logsumexp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, at:
 at::Tensor restore_reduced_dims(const at::Tensor& output, at::IntArrayRef dims, bool keepdim);
 at::Tensor scale_grad_by_count(const at::Tensor& grad, const at::Tensor& mask, at::IntArrayRef dims);
 std::vector<int64_t> unsqueezed_sizes(at::IntArrayRef sizes, int64_t dim);
+std::vector<int64_t> squeezed_sizes(at::IntArrayRef sizes, int64_t dim);
 std::vector<int64_t> concatenated_sizes(const std::vector<std::vector<int64_t>>& sizes, int64_t dim);
 std::vector<int64_t> stacked_sizes(const std::vector<std::vector<int64_t>>& sizes, int64_t dim);
 std::vector<int64_t> reduced_sizes(at::IntArrayRef sizes, at::OptionalIntArrayRef dim, bool keepdim);

@@ -13,16 +13,18 @@ every formula of it (each dispatch section) does; the proof runs its section for
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
 
-from transpiler.derive_jvp import DerivationRefused, derive_jvp, with_jvp
+from transpiler.derive_jvp import DerivationRefused, OperatorTable, derive_jvp, with_jvp
 from transpiler.frontend import find_decorator, operator_table
 from transpiler.model import Library
+from transpiler.schema import FunctionSchema, SchemaError, parse_schema
 
 PROOF = Path(__file__).resolve().parent.parent / "tests" / "yaml" / "corpus_jvp_proof.py"
 
@@ -39,16 +41,21 @@ class DerivedSource:
 class CorpusJvps:
     """The entries without a jvp: those whose jvp derives, and those refused with the reason;
     ``auto_rule``: those of them whose forward mode in torch is derivatives.yaml's
-    ``auto_linear`` / ``auto_element_wise`` rule (torch's forward AD is an oracle there)."""
+    ``auto_linear`` / ``auto_element_wise`` rule (torch's forward AD is an oracle there);
+    ``aten``: the schemas of the ATen operators the derivation declared besides the libraries'
+    (:func:`aten_operators`), for the proof to run them."""
 
     derived: dict[str, DerivedSource]
     refused: dict[str, str]
     auto_rule: frozenset[str] = frozenset()
+    aten: dict[str, str] = field(default_factory=dict)
 
 
 def derive_corpus_jvps(corpus: Library, shipped: Library, entries: set[str]) -> CorpusJvps:
     """Derive the jvp of each of ``entries`` none of whose formulas in ``corpus`` has one."""
     operators = operator_table(corpus, shipped)         # the library's formula of an operator wins
+    aten = aten_operators(corpus, operators)
+    operators = OperatorTable(operators.formulas, operators.helpers, {**aten, **operators.nondifferentiable})
     sections: dict[str, list] = {}
     for formula in corpus.formulas:
         if formula.op_name in entries:
@@ -74,7 +81,35 @@ def derive_corpus_jvps(corpus: Library, shipped: Library, entries: set[str]) -> 
             refused[entry] = reason
         else:
             derived[entry] = source
-    return CorpusJvps(derived, refused, frozenset(auto_rule))
+    return CorpusJvps(derived, refused, frozenset(auto_rule), {name: str(schema) for name, schema in aten.items()})
+
+
+_ATEN_CALL = re.compile(r"\bat\.([A-Za-z_][A-Za-z0-9_]*)\(")
+
+
+def aten_operators(corpus: Library, operators: OperatorTable) -> dict[str, FunctionSchema]:
+    """The ATen operators the corpus's formulas call (``at.X(...)``) that no library declares, by
+    ``name.overload``, from the installed torchgen's ``native_functions.yaml`` (no ``out=``
+    overloads): a backward transposed in a derived jvp may call them as the corpus's own formula
+    does (``convolution_backward``'s ``_convolution_double_backward``). They have no formula: one
+    applied to a linear value is still refused."""
+    import torchgen
+
+    declared = {f.schema.name.base for f in operators.formulas.values()}
+    declared |= {schema.name.base for schema in operators.nondifferentiable.values()}
+    called = {name for module in corpus.modules
+              for name in _ATEN_CALL.findall(Path(module.path).read_text(encoding="utf-8"))} - declared
+    path = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    found: dict[str, FunctionSchema] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("- func: ") and line[8:].split("(", 1)[0].split(".", 1)[0] in called:
+            try:
+                schema = parse_schema(line[8:].strip())
+            except SchemaError:
+                continue
+            if not schema.out:
+                found[str(schema.name)] = schema
+    return found
 
 
 def _auto_rule(formula) -> bool:
@@ -92,8 +127,10 @@ def prove(formulas: Path, jvps: CorpusJvps, work: Path) -> dict[str, dict]:
     sources = work / "derived_jvps.json"
     sources.write_text(json.dumps({e: {"function": d.function, "source": d.source}
                                    for e, d in jvps.derived.items()}), encoding="utf-8")
-    done = subprocess.run([sys.executable, str(PROOF), str(formulas), str(sources)], capture_output=True, text=True,
-                          check=False)
+    aten = work / "aten_operators.json"
+    aten.write_text(json.dumps(jvps.aten), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(PROOF), str(formulas), str(sources), str(aten)], capture_output=True,
+                          text=True, check=False)
     if done.returncode == 0:
         return json.loads(done.stdout.strip().splitlines()[-1])
     reason = f"F1: the proof did not run ({(done.stderr.strip().splitlines() or ['?'])[-1][:160]})"

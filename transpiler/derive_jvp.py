@@ -122,6 +122,7 @@ SIZES_HELPERS = {
     "permute": ("permuted_sizes", ("self", "dims")),
     "flatten.using_ints": ("flattened_sizes", ("self", "start_dim", "end_dim")),
     "narrow": ("narrowed_sizes", ("self", "dim", "length")),
+    "squeeze.dim": ("squeezed_sizes", ("self", "dim")),
     "diagonal": ("diagonal_sizes", ("self", "offset", "dim1", "dim2")),
     "masked_scatter": ("broadcast_sizes", ("self", "mask")),
     "matmul": ("matmul_sizes", ("self", "other")),

@@ -11,10 +11,13 @@ directions does not depend on them: the operator is affine in them, and its back
 for metadata only (``derive_jvp`` gives its backward stand-ins of the same metadata).
 
 A term is an operand of a top-level sum or difference (or a negation) of an expression assigned
-or returned by the jvp; a jvp is linear in its tangents, and each term of one written as a sum of
-per-input contributions is linear in the tangents it reads. A helper called in a kept term with a
-value-read name must read that parameter only through metadata or ``is None`` itself. Anything
-else (branches, loops on such values) is not shown affine.
+or returned by the jvp, or of either branch of a choice whose test reads neither tangents nor
+those values (``dB - dA X if left else dB - X dA``); a jvp is linear in its tangents, and each
+term of one written as a sum of per-input contributions is linear in the tangents it reads. A
+helper called in a kept term with a value-read name must read that parameter only through
+metadata or ``is None`` itself, or be a kept term whose own body shows it affine the same way
+(``linalg_solve_triangular_forward_AD(A_t, B_t, A, X, ...)`` in ``B_t``). Anything else
+(branches, loops on such values) is not shown affine.
 """
 from __future__ import annotations
 
@@ -38,7 +41,13 @@ def affine_by_terms(formula: Formula, params: set[str], helpers: Mapping[str, He
         return False
     carries = {t for t, name in jvp.tangents.items() if name in params}     # hold the linear tangents
     tainted = set(params) | {o for o in formula.outputs if o is not None}   # values that must not be read
-    body = [s for s in jvp.node.body.body
+    return _affine_body(jvp.node.body.body, carries, tainted, helpers)
+
+
+def _affine_body(statements, carries: set[str], tainted: set[str], helpers: Mapping[str, Helper]) -> bool:
+    """Whether ``statements`` (a jvp's or a helper's body) give values whose terms that read the
+    ``carries`` read none of the ``tainted`` values (module docstring)."""
+    body = [s for s in statements
             if not (isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Expr)
                     and isinstance(s.body[0].value, cst.SimpleString))]
     for statement in body:
@@ -56,8 +65,10 @@ def affine_by_terms(formula: Formula, params: set[str], helpers: Mapping[str, He
             if _reads(small, carries | tainted, helpers):
                 return False
             continue
-        kept = [term for value in values for term in _terms(value) if _reads(term, carries, helpers)]
-        if any(_reads(term, tainted, helpers) for term in kept):
+        kept = [term for value in values for term in _terms(value, carries | tainted)
+                if _reads(term, carries, helpers)]
+        if any(_reads(term, tainted, helpers) and not _affine_helper_call(term, carries, tainted, helpers)
+               for term in kept):
             return False
         if target is not None:
             carries.discard(target)
@@ -69,12 +80,37 @@ def affine_by_terms(formula: Formula, params: set[str], helpers: Mapping[str, He
     return True
 
 
-def _terms(node: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The operands of a top-level sum or difference (through negations and parentheses)."""
+def _affine_helper_call(term: cst.BaseExpression, carries: set[str], tainted: set[str],
+                        helpers: Mapping[str, Helper]) -> bool:
+    """Whether ``term`` is a helper's call (``linalg_solve_triangular_forward_AD(A_t, B_t, A, X, ...)``)
+    whose body shows it affine in the parameters given carried names, those given tainted ones
+    tainted (each argument a plain name, or reading neither)."""
+    if not (isinstance(term, cst.Call) and isinstance(term.func, cst.Name) and term.func.value in helpers):
+        return False
+    helper = helpers[term.func.value]
+    if any(arg.keyword is not None or arg.star for arg in term.args) or len(term.args) > len(helper.params):
+        return False
+    inner_carries, inner_tainted = set(), set()
+    for arg, param in zip(term.args, helper.params):
+        carried, read = _reads(arg.value, carries, helpers), _reads(arg.value, tainted, helpers)
+        if (carried or read) and not isinstance(arg.value, cst.Name) or (carried and read):
+            return False
+        if carried:
+            inner_carries.add(param.name)
+        elif read:
+            inner_tainted.add(param.name)
+    return _affine_body(helper.node.body.body, inner_carries, inner_tainted, helpers)
+
+
+def _terms(node: cst.BaseExpression, names: set[str]) -> list[cst.BaseExpression]:
+    """The operands of a top-level sum or difference (through negations and parentheses), and of
+    each branch of a choice whose test reads none of ``names`` (``a - b if left else a - c``)."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract)):
-        return _terms(node.left) + _terms(node.right)
+        return _terms(node.left, names) + _terms(node.right, names)
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        return _terms(node.expression)
+        return _terms(node.expression, names)
+    if isinstance(node, cst.IfExp) and not _reads(node.test, names, {}):
+        return _terms(node.body, names) + _terms(node.orelse, names)
     return [node]
 
 

@@ -191,10 +191,11 @@ class TorchBackend:
         return cls.for_package("formulas")
 
     @classmethod
-    def for_package(cls, package: str) -> TorchBackend:
+    def for_package(cls, package: str, others: Mapping[str, str] | None = None) -> TorchBackend:
         """A backend for every operator the shipped library or ``package`` (imported here,
-        every module of it) declares; the package's schema wins on a shared name."""
-        schemas: dict[str, str] = {}
+        every module of it) declares, and ``others`` (name -> schema: ATen operators neither
+        declares); the package's schema wins on a shared name."""
+        schemas: dict[str, str] = dict(others or {})
         for name in dict.fromkeys(("formulas", package)):
             declared = load_package(name)
             schemas.update({op: formula.schema for op, formula in declared.formulas.items()})

@@ -117,6 +117,46 @@ def test_an_operator_whose_jvp_reads_the_linear_value_in_its_own_term_is_refused
     assert "reads the value of `grad`" in diagnostic.message and "does not show it affine" in diagnostic.message
 
 
+def test_an_operator_whose_jvp_helper_shows_it_affine_term_by_term_transposes(tmp_path):
+    """``scaled_pair``'s jvp is a helper: its body, a choice on a flag between sums, reads ``grad``
+    only in ``w_t``'s terms, so ``grad`` gets a stand-in; reading it in ``grad_t``'s is refused."""
+    helper = '''
+    from formulas import helper
+
+    @helper
+    def pair_tangent(grad_t: Tensor, w_t: Tensor, grad: Tensor, w: Tensor, flip: bool) -> Tensor:
+        return grad_t * w + grad * w_t if flip else grad_t * w - grad * w_t
+
+    '''
+    jvp = "return pair_tangent(grad_t, w_t, grad, w, True), pair_tangent(grad_t, w_t, grad, w, False)"
+    library = _package(tmp_path, helper + TWO_OUTPUTS.replace("return grad_t * w + grad * w_t, -(grad_t * w) - grad * w_t",
+                                                                jvp))
+    assert not library.diagnostics
+    [user] = [f for f in library.formulas if f.op_name == "user"]
+    assert "at.mul(self_t, w) + at.mul(w_t, at.neg(w))" in code(user.jvp.node)
+    (tmp_path / "refused").mkdir()
+    refused = _package(tmp_path / "refused", helper.replace("grad_t * w + grad", "grad_t * grad + grad")
+                       + TWO_OUTPUTS.replace("return grad_t * w + grad * w_t, -(grad_t * w) - grad * w_t", jvp))
+    [diagnostic] = refused.diagnostics
+    assert diagnostic.code == "DB107" and "does not show it affine" in diagnostic.message
+
+
+def test_the_sizes_of_a_squeezed_gradient_are_told(tmp_path):
+    """A transpose that needs the sizes of a gradient ``squeeze``d at a dim (``cat``'s: its entries')
+    gets them from ``squeezed_sizes``."""
+    library = _package(tmp_path, '''
+        from formulas import at, derivative
+
+        @derivative("joined(Tensor self) -> Tensor", jvp="derived")
+        def joined(self):
+            result = at.joined(self)
+            def backward(grad):
+                return at.cat([at.squeeze(grad, 0)], -1)
+            return result, backward
+        ''')
+    assert not library.diagnostics
+    assert "squeezed_sizes(result.sizes(), 0)" in code(library.formulas[0].jvp.node)
+
 def test_one_int_for_an_int1_list_and_a_negative_dim_pick_their_overloads(tmp_path):
     library = _package(tmp_path, '''
         from formulas import at, derivative

@@ -3,11 +3,12 @@ formula in torch (none, or its ``auto_linear`` / ``auto_element_wise`` rule).
 
 Run as a script (a fresh process: it imports the corpus as a package)::
 
-    python tests/yaml/corpus_jvp_proof.py FORMULAS_DIR DERIVED_JSON
+    python tests/yaml/corpus_jvp_proof.py FORMULAS_DIR DERIVED_JSON ATEN_JSON
 
 ``DERIVED_JSON``: a file holding entry -> ``{"function": name, "source": text}``, the source
 of the entry's formula with its derived jvp, returning ``outputs, backward, jvp``
-(:func:`transpiler.corpus_jvp.derive_corpus_jvps`). Each formula runs on torch tensors
+(:func:`transpiler.corpus_jvp.derive_corpus_jvps`); ``ATEN_JSON``: name -> schema of the ATen
+operators the derivation declared besides the libraries (:func:`transpiler.corpus_jvp.aten_operators`). Each formula runs on torch tensors
 (``formulas.torch.backend``, the library's and the corpus's operators; libtorch's
 ``GradMode.is_enabled()`` is torch's grad mode, and a jvp asking it runs with grad mode off and
 on; ``c10::fmap`` maps a function over a list), in its module's namespace plus every declared helper (the library's win), on the float64
@@ -54,22 +55,23 @@ EXACT_TOLERANCE = {"rtol": 1e-7, "atol": 1e-9}
 NO_TANGENT = "no output is differentiable: no tangent, as torch's forward AD"
 
 
-def main(formulas_dir: str, derived_json: str) -> dict[str, dict]:
+def main(formulas_dir: str, derived_json: str, aten_json: str) -> dict[str, dict]:
     sys.path[:0] = [str(REPO)]
     derived = json.loads(Path(derived_json).read_text(encoding="utf-8"))
+    aten = json.loads(Path(aten_json).read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as holder:      # kept while the formulas run
         (Path(holder) / PACKAGE).symlink_to(Path(formulas_dir).resolve(), target_is_directory=True)
         sys.path.insert(0, holder)
-        return _run(derived)
+        return _run(derived, aten)
 
 
-def _run(derived: dict[str, dict]) -> dict[str, dict]:
+def _run(derived: dict[str, dict], aten: dict[str, str]) -> dict[str, dict]:
     from formulas.dsl import REGISTRIES, registry
     from formulas.torch.backend import TorchBackend
 
     torch.set_num_threads(1)
     torch.manual_seed(0)        # OpInfo samples draw from the global generator: the same cases every run
-    backend = TorchBackend.for_package(PACKAGE)
+    backend = TorchBackend.for_package(PACKAGE, aten)
     declared = registry(PACKAGE).formulas
     # the library's helpers win: a derived jvp calls those its transposes use, and the corpus's
     # dialect holds only stubs of FunctionsManual's C++ ones (sum_to)
@@ -220,11 +222,17 @@ def prove(ours, theirs, schema, cases, grad_modes: tuple[bool, ...] = (False,)) 
     output of torch's is differentiable proves that the jvp gives no tangent, as torch's forward AD;
     an entry proven on such cases only has the reason ``NO_TANGENT``."""
     used, skipped, untangled = 0, "", 0
-    for args, kwargs in cases:
+    for args, kwargs, *wrapper in cases:
         inputs = corpus_proof._differentiated(args, kwargs)
         if not inputs:
             skipped = skipped or "no float64 tensor to differentiate"
             continue
+        wrapped_tangents = None
+        if wrapper:     # checked through the OpInfo's gradcheck_wrapper: the inputs and tangents it makes
+            generator = torch.Generator().manual_seed(used)
+            args, kwargs, inputs, wrapped_tangents = _through_wrapper(
+                wrapper[0], args, kwargs, inputs, [torch.randn(x.shape, dtype=x.dtype, generator=generator)
+                                                   for x in inputs])
 
         def on(op, args=args, kwargs=kwargs, inputs=inputs):
             return lambda *tensors: op(*corpus_proof._replace(args, inputs, tensors),
@@ -237,7 +245,7 @@ def prove(ours, theirs, schema, cases, grad_modes: tuple[bool, ...] = (False,)) 
         positions = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.requires_grad
                      and v.dtype.is_floating_point]
         generator = torch.Generator().manual_seed(used)
-        tangents = [torch.randn(x.shape, dtype=x.dtype, generator=generator) for x in inputs]
+        tangents = wrapped_tangents or [torch.randn(x.shape, dtype=x.dtype, generator=generator) for x in inputs]
         if not positions:
             verdict, reason = _no_tangent(ours, on(theirs), schema, args, kwargs, inputs, tangents)
             if verdict == "failed":
@@ -283,6 +291,36 @@ def prove(ours, theirs, schema, cases, grad_modes: tuple[bool, ...] = (False,)) 
     if not used:
         return "no inputs", 0, skipped
     return "proven", used, NO_TANGENT if untangled == used else ""
+
+
+def _through_wrapper(wrapper, args, kwargs, inputs, tangents) -> tuple[tuple, dict, list, list]:
+    """A sample an OpInfo checks through its ``gradcheck_wrapper`` (``op(input + input.mH, ...)``: a
+    Hermitian input for ``cholesky``) as a plain case: the arguments the wrapper gives the op, their
+    differentiated tensors, and the tangents the wrapper gives those (its forward AD along the
+    sample's inputs' ``tangents``: Hermitian ones there)."""
+    given: dict = {}
+
+    def capture(*args, **kwargs):
+        given.update(args=args, kwargs=kwargs)
+        return args[0]
+    made, made_tangents = [], []
+
+    def plain(value):
+        if isinstance(value, (list, tuple)):
+            return type(value)(plain(v) for v in value)
+        if not isinstance(value, torch.Tensor):
+            return value
+        primal, tangent = fwAD.unpack_dual(value)
+        if tangent is None:
+            return value
+        made.append(primal.detach().clone().requires_grad_(True))
+        made_tangents.append(tangent.detach().clone())
+        return made[-1]
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(x.detach(), t) for x, t in zip(inputs, tangents)]
+        wrapper(capture, *corpus_proof._replace(args, inputs, duals), **corpus_proof._replace(kwargs, inputs, duals))
+        made_args, made_kwargs = plain(given["args"]), {k: plain(v) for k, v in given["kwargs"].items()}
+    return made_args, made_kwargs, made, made_tangents
 
 
 def _check(ours, schema, args, kwargs, inputs, tangents, differences, exact, forward,
@@ -354,4 +392,4 @@ def _no_tangent(ours, theirs, schema, args, kwargs, inputs, tangents) -> tuple[s
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], sys.argv[2]), sort_keys=True))
+    print(json.dumps(main(sys.argv[1], sys.argv[2], sys.argv[3]), sort_keys=True))

@@ -4,8 +4,8 @@ a range, accumulating the gradient), the one not linear in the gradient and the 
 whose jvp would read the input it overwrites are refused with the reason, and the report counts and lists them, with the share among those proven in reverse mode."""
 from __future__ import annotations
 
-from transpiler.corpus_jvp import CorpusJvps, DerivedSource, derive_corpus_jvps, report
-from transpiler.frontend import SHIPPED_LIBRARY, load_library
+from transpiler.corpus_jvp import CorpusJvps, DerivedSource, aten_operators, derive_corpus_jvps, report
+from transpiler.frontend import SHIPPED_LIBRARY, load_library, operator_table
 
 CORPUS = '''
 from formulas import at, derivative
@@ -92,6 +92,16 @@ def test_the_share_is_split_by_what_torchs_forward_ad_does():
                         "output (no tangent); 1 of the 2 where it raises (no forward formula: 50 %)")
 
 
+def test_the_aten_operators_a_corpus_calls_that_no_library_declares_are_read_from_torchgen(tmp_path):
+    """``_cdist_backward`` (called, declared nowhere) gets its schema from native_functions.yaml;
+    ``sin`` (the corpus's) and ``cos`` (the library's) are declared already."""
+    (tmp_path / "corpus.py").write_text(CORPUS.replace("return grad * at.conj(at.cos(self))",
+                                                       "return at._cdist_backward(grad, self, self, 2.0, result)"))
+    corpus = load_library(str(tmp_path))
+    found = aten_operators(corpus, operator_table(corpus, load_library(str(SHIPPED_LIBRARY))))
+    assert list(found) == ["_cdist_backward"]
+    assert str(found["_cdist_backward"]).startswith("_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, ")
+
 ZERO_AND_MEAN = '''
 from formulas import at, derivative
 
@@ -164,6 +174,21 @@ def test_a_jvp_asking_grad_mode_is_proven_with_it_off_and_on():
     off_and_on = corpus_jvp_proof.prove(ours, torch.sin, schema, [((a,), {})], (False, True))
     assert off_and_on[0] == "failed" and "finite differences" in off_and_on[2]
 
+
+def test_a_sample_checked_through_its_opinfos_gradcheck_wrapper_gets_the_wrappers_inputs_and_tangents():
+    """``cholesky``'s OpInfo checks it through ``op(input + input.mH)``: the jvp is given that input and
+    the wrapper's tangent of it (Hermitian), and equals finite differences of the op through it."""
+    import torch
+
+    corpus_jvp_proof = _proof_script()
+
+    def ours(**arguments):
+        return ["self_t"], lambda self_t: self_t * torch.cos(arguments["self"].detach())
+
+    a = torch.tensor([[0.7, 1.3], [0.2, 2.1]], dtype=torch.float64, requires_grad=True)
+    symmetric = (lambda op, x: op(x + x.mT))
+    schema = torch.ops.aten.sin.default._schema
+    assert corpus_jvp_proof.prove(ours, torch.sin, schema, [((a,), {}, symmetric)]) == ("proven", 1, "")
 
 def test_a_derived_jvp_raising_where_torch_implements_no_derivative_is_no_case():
     """``igamma``'s derivative in its first input is ``not_implemented`` in derivatives.yaml: a derived

@@ -68,6 +68,11 @@ def test_calls_that_match_no_overload_list_the_schemas():
         at.sum(x, axis=0)
     with pytest.raises(TypeError, match="missing required argument 'dim'"):
         engine.op("sum.dim_IntList")(x)
+    # an operator that takes one tensor and nothing else: Python's own refusal, naming it
+    with pytest.raises(TypeError, match=r"sin\(\) takes 1 positional argument but 2 were given"):
+        x.sin(2)
+    with pytest.raises(TypeError, match=r"sin\(\) got an unexpected keyword argument 'out'"):
+        at.sin(x, out=x)
 
 
 def test_an_undeclared_operator_is_a_clear_error():

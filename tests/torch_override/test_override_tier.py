@@ -25,9 +25,9 @@ the first OpInfo sample, that torch's own in-place op accepts (``self`` holds th
 without broadcasting or casting); against torch's own in-place op. It is recorded in the
 functional op's row.
 
-The operators the override refuses (views, whose outputs an
-``autograd.Function`` cannot make torch's own views) are listed by
-``formulas.torch.overridable()`` and in docs/torch.md.
+Every formula of the shipped library is overridable, its views included (their outputs are
+torch's own views of the input: ``tests/torch_override/aliasing.py`` writes through them);
+``formulas.torch.overridable()`` would list the others with the reason.
 """
 from __future__ import annotations
 

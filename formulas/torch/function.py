@@ -347,9 +347,13 @@ class TorchFormula:
         return self.declared.output_differentiability or (True,) * len(self.schema.returns)
 
     @cached_property
-    def returns_view(self) -> bool:
-        """Whether an output is a view of an input (``Tensor(a) self -> Tensor(a)``)."""
-        return any(r.annotation is not None and not r.annotation.is_write for r in self.schema.returns)
+    def view_of(self) -> int | None:
+        """The position (in :attr:`names`) of the input the output is a view of (``Tensor(a) self ->
+        Tensor(a)``), None where no output is a view."""
+        aliases = {alias for r in self.schema.returns if r.annotation is not None and not r.annotation.is_write
+                   for alias in r.annotation.alias_set}
+        return next((self.positions[arg.name] for arg in self.schema.arguments if arg.annotation is not None
+                     and aliases.intersection(arg.annotation.alias_set)), None)
 
     @cached_property
     def all_differentiable(self) -> bool:
@@ -950,7 +954,7 @@ def _jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
     if len(returned) != count:
         raise RuntimeError(f"the jvp of {formula.op_name} returned {len(returned)} tangent(s) for "
                            f"{count} differentiable output(s)")
-    if formula.returns_view:    # torch wants a view's tangent a view: one returned as it came, its alias
+    if formula.view_of is not None:     # torch wants a view's tangent a view: one returned as it came, its alias
         returned = tuple(t.view_as(t) if any(t is given for given in input_tangents) else t for t in returned)
     remaining = iter(returned)
     return tuple(next(remaining) if diff else None for diff in formula.output_flags)

@@ -350,12 +350,23 @@ def _view_kernel(formula: TorchFormula) -> Any:
     (``CopySlices``) and the view's node is made again from its base, as for torch's own views: the
     formula's backward is that of the view, so nothing it computes is lost. A view of anything but an
     input keeps torch's refusal; the outputs of split and unbind keep theirs (``MULTI_OUTPUT_NODE``)."""
-    kernel = _kernel(formula)
+    below = aten_overload(formula.op_name)._op
+    call, bind, viewed = formula.prepare().call, formula.bind, formula.view_of
     made_in_function = torch._C._autograd.CreationMeta.IN_CUSTOM_FUNCTION
     get_creation_meta, set_creation_meta = torch._C._autograd._get_creation_meta, torch._C._autograd._set_creation_meta
 
     def view_kernel(*args: Any, **kwargs: Any) -> Any:
-        result = kernel(*args, **kwargs)
+        if not records(args, kwargs):
+            with torch._C._AutoDispatchBelowAutograd():
+                return below(*args, **kwargs)
+        values = bind(args, kwargs)
+        if torch.autograd.forward_ad._current_level >= 0 and \
+                torch.autograd.forward_ad.unpack_dual(values[viewed]).tangent is None:
+            # the viewed input has no tangent, so the view has none (the others lend their shape:
+            # expand_as' `other`); a Function's jvp cannot say so for a view, so they go without theirs
+            values = [torch.autograd.forward_ad.unpack_dual(v).primal if isinstance(v, torch.Tensor) and i != viewed
+                      else v for i, v in enumerate(values)]
+        result = call(values)
         if type(result) is torch.Tensor and result._is_view() and get_creation_meta(result) == made_in_function:
             base = result._base
             if any(t is base or t._base is base for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)):

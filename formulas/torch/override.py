@@ -129,14 +129,6 @@ def written_in_place(formula: TorchFormula) -> int | None:
     return formula.positions[written[0].name]
 
 
-def is_view(formula: TorchFormula) -> bool:
-    """Whether the operator returns a view of an input (``Tensor(a) self -> Tensor(a)``, and
-    ``Tensor(a)[]`` for split and unbind) and writes nothing."""
-    returns = formula.schema.returns
-    return any(r.annotation is not None for r in returns) and not any(r.annotation.is_write for r in returns
-                                                                      if r.annotation is not None)
-
-
 def functional_twin(op_name: str) -> str | None:
     """``"sin"`` for the in-place ``"sin_"`` (``"mul.Tensor"`` for ``"mul_.Tensor"``), else None."""
     name, dot, overload = op_name.partition(".")
@@ -158,7 +150,7 @@ def in_place_refusal(op_name: str, twin: TorchFormula) -> str | None:
     functional = aten_overload(twin.op_name)._schema
     def signature(schema: Any) -> list[tuple[str, str]]:
         return [(arg.name, str(arg.type)) for arg in schema.arguments]
-    if is_view(twin):
+    if twin.view_of is not None:
         return (f"{op_name}: an in-place view operator (it changes self's shape or strides), which its "
                 f"functional twin {twin.op_name} applied to a copy cannot be")
     writes_self = bool(in_place.arguments) and in_place.arguments[0].name == "self" and \
@@ -270,7 +262,7 @@ def install(ops: Iterable[str] | None = None, *, package: str = "formulas", comp
                 kernel = _in_place_kernel(name, formulas[functional_twin(name)])
             elif written_in_place(formulas[name]) is not None:
                 kernel = _written_kernel(formulas[name])
-            elif is_view(formulas[name]):
+            elif formulas[name].view_of is not None:
                 kernel = _view_kernel(formulas[name])
             else:
                 kernel = _kernel(formulas[name])
@@ -342,8 +334,8 @@ def _kernel(formula: TorchFormula) -> Any:
 
 
 def _view_kernel(formula: TorchFormula) -> Any:
-    """A view operator's autograd kernel: :func:`_kernel`, whose forward runs below autograd but
-    above ``ADInplaceOrView``, so the output is torch's own view of the input. An
+    """A view operator's autograd kernel: the formula's Function (as :func:`_kernel`), whose forward
+    runs below autograd but above ``ADInplaceOrView``, so the output is torch's own view of the input. An
     ``autograd.Function`` marks such an output as made in a custom Function, on which torch forbids
     an in-place write (its rebase would bypass the Function's backward); the view gets back the
     creation mode torch's own kernel gives it, so a write through it rebases its base's history
@@ -381,10 +373,10 @@ def _view_kernel(formula: TorchFormula) -> Any:
 def _written_kernel(formula: TorchFormula) -> Any:
     """An in-place operator's autograd kernel from its own formula (``celu_``, ``fill_.Scalar``):
     the formula's Function writes the tensor and marks it dirty (:meth:`TorchFormula.call_in_place`):
-    torch rebases its history on the formula's node (a view's base's, through ``CopySlices``), the
-    write below autograd bumps its version counter. A leaf that requires grad is refused before the
-    write, with torch's message. Where the backward reads the written argument, a copy of it is
-    made first, with autograd on, for the backward to read (its value before the write)."""
+    torch rebases its history on the formula's node (a view's base's, through ``CopySlices``) and
+    bumps its version counter. torch's errors for a write it forbids come first (:func:`check_in_place`).
+    Where the backward reads the written argument, a copy of it is made first, with autograd on, for
+    the backward to read (its value before the write)."""
     below = aten_overload(formula.op_name)._op
     position = written_in_place(formula)
     backward = next(c for c in formula.fn.__code__.co_consts if type(c) is types.CodeType and c.co_name == "backward")

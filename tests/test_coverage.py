@@ -72,8 +72,8 @@ def test_gradient_tiers_do_not_apply_to_a_nondifferentiable_op():
 
 
 def test_tier_op_does_not_apply_to_an_op_the_override_refuses():
-    """A view (torch lets no Python kernel replace its autograd) shows ``n/a`` on OP and is proven
-    by the other tiers; one that ran OP anyway is held to it."""
+    """An op the override refuses (one writing an argument besides what it returns) shows ``n/a`` on
+    OP and is proven by the other tiers; one that ran OP anyway is held to it."""
     table = TierTable()
     for op in ("view", "sin"):
         for tier in ("L", "R1", "R2", "RT", "C1", "CT", "F1", "RF", "FB", "CA", "E"):

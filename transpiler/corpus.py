@@ -331,5 +331,5 @@ def override_report(results: dict[str, dict[str, dict]]) -> list[str]:
 
 def _refusal_reason(entry: str, tier: str, reason: str) -> str:
     """A refusal's reason without the entry's or tier's name it starts with, so that entries refused
-    for the same reason group (``t: a view or in-place operator ...``)."""
+    for the same reason group (``rrelu_with_noise: writes noise in place ...``)."""
     return reason.removeprefix(f"{entry}: ").removeprefix(f"{tier}: ")

@@ -33,8 +33,8 @@ _SYMBOL = {"passed": "ok", "failed": "FAIL", "skipped": "skip", None: "-"}
 #: L, RT and CT (engine and compiled op return torch's values, with no gradient) and RF and F1
 #: (their jvps give torch's tangents: none).
 GRADIENT_TIERS = ("R1", "R2", "C1", "FB", "CA", "OP", "OC", "OI")
-#: Tiers OP and OC do not apply to an operator ``formulas.torch.override`` refuses (a view or an in-place
-#: op: torch does not let a Python kernel replace their autograd); shown ``n/a``, listed in docs/torch.md.
+#: Tiers OP and OC do not apply to an operator ``formulas.torch.override`` refuses (one that writes an
+#: argument besides what it returns: an ``out=`` op, a running statistic); shown ``n/a``, listed in docs/torch.md.
 OVERRIDE_TIERS = ("OP", "OC")
 #: Tier OI does not apply to an operator without an in-place twin the override runs
 #: (``formulas.torch.in_place_twins``): torch has none, or its twin is refused.

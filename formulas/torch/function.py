@@ -312,7 +312,8 @@ class TorchFormula:
         """The schema's default of argument ``name`` (``none`` where it has none): a formula may
         leave the defaults to its schema (the imported corpus does), and torch's Python kernel
         is not handed a keyword argument left at its default."""
-        argument = next((a for a in self.schema.arguments if a.name == name), None)
+        # a schema argument named as a Python keyword (``from``) is the formula's ``from_``
+        argument = next((a for a in self.schema.arguments if a.name == name or f"{a.name}_" == name), None)
         text = None if argument is None else argument.default
         if text is None:
             return none
@@ -344,6 +345,15 @@ class TorchFormula:
     def output_flags(self) -> tuple[bool, ...]:
         """Differentiability of each schema output."""
         return self.declared.output_differentiability or (True,) * len(self.schema.returns)
+
+    @cached_property
+    def view_of(self) -> int | None:
+        """The position (in :attr:`names`) of the input the output is a view of (``Tensor(a) self ->
+        Tensor(a)``), None where no output is a view."""
+        aliases = {alias for r in self.schema.returns if r.annotation is not None and not r.annotation.is_write
+                   for alias in r.annotation.alias_set}
+        return next((self.positions[arg.name] for arg in self.schema.arguments if arg.annotation is not None
+                     and aliases.intersection(arg.annotation.alias_set)), None)
 
     @cached_property
     def all_differentiable(self) -> bool:
@@ -529,6 +539,44 @@ class TorchFormula:
             return list(flat_outputs)
         return flat_outputs[0] if len(flat_outputs) == 1 else tuple(flat_outputs)
 
+    @cached_property
+    def in_place_apply(self) -> Callable[..., Any]:
+        """``apply`` of the formula as an :class:`InPlaceFormulaFunction` (see :attr:`apply`)."""
+        return super(torch.autograd.Function, _function_named(self._function_name, InPlaceFormulaFunction)).apply
+
+    def call_in_place(self, values: Sequence[Any], written: int, original: torch.Tensor | None) -> torch.Tensor:
+        """The in-place operator applied to ``values`` through :class:`InPlaceFormulaFunction`; it
+        writes and returns ``values[written]``. ``original``: a copy of that tensor made before the
+        write with autograd on, or None where the backward does not read it. The backward closure
+        captures it under the written argument's name (an in-place entry's ``self`` is its value
+        before the write: torchgen saves ``self.clone()``), given to the Function as one input more
+        (gradient None), so it is saved with its graph and double backward reaches the input."""
+        if torch._C._are_functorch_transforms_active():
+            raise NotImplementedError(f"{self.op_name}: an in-place operator's formula does not run under "
+                                      "torch.func transforms; call it outside them")
+        flat = FlatArguments.of(values)
+        if original is not None:
+            flat = flat._replace(tensors=(*flat.tensors, original))
+        name = self.names[written]
+
+        def run(values: Sequence[Any], tensors: Sequence[torch.Tensor], want_jvp: bool) -> PlannedForward:
+            # below ADInplaceOrView too: marking the tensor dirty bumps its version, once, as torch's kernel
+            with torch._C._AutoDispatchBelowADInplaceOrView():
+                before = tensors[-1] if original is not None else values[written].clone() if want_jvp else None
+                outputs, backward, jvp = self.forward(values, want_jvp)
+            if original is not None:     # the closure's `name` is the value before the write: `original`
+                cell = backward.__closure__[backward.__code__.co_freevars.index(name)]
+                cell.cell_contents = OracleTensor(tensors[-1])
+            plan, saved = plan_closure(backward, (*tensors, outputs), self.op_name)
+            jvp_state = None
+            if want_jvp:    # the jvp reads the written argument's value before the write
+                jvp_state = ([*values[:written], before, *values[written + 1:]], backward, jvp)
+            return PlannedForward(outputs, (outputs,), plan, saved, jvp_state)
+
+        application = Application(self, flat, torch.autograd.forward_ad._current_level >= 0, torch.is_grad_enabled(),
+                                  run)
+        return self.in_place_apply(application, *flat.tensors)[0]
+
     def shaped(self, flat_outputs: Sequence[Any]) -> Any:
         """The flat outputs as the schema returns them: a tensor, a tuple or a ``Tensor[]`` list."""
         if self.list_output:
@@ -624,7 +672,11 @@ class TorchFormula:
                 code = written.__code__
                 by_name = dict(zip(self.names, values))
                 tangent_of = dict(zip(self.names, tangents))
-                arguments = {param: wrap(tangent_of[param[:-2]] if param.endswith("_t") else by_name[param])
+                # an in-place formula's jvp reads `original_self_t` / `original_self_p`: self's tangent
+                # and value before the write (call_in_place gives the value before it as self's)
+                arguments = {param: wrap(tangent_of[param.removeprefix("original_")[:-2]] if param.endswith("_t")
+                                         else by_name[param.removeprefix("original_")[:-2]]
+                                         if param.startswith("original_") else by_name[param])
                              for param in code.co_varnames[:code.co_argcount]}
                 return unwrap(written(**arguments))
             if self.declared.jvp == "auto_element_wise":
@@ -786,6 +838,29 @@ class PlainFormulaFunction(_FormulaNode):
         return flat_outputs
 
 
+class InPlaceFormulaFunction(PlainFormulaFunction):
+    """:class:`PlainFormulaFunction` of an in-place operator (:meth:`TorchFormula.call_in_place`):
+    its output, the input it writes, is marked dirty, so torch rebases that tensor's history on the
+    node (through a view: ``CopySlices`` on its base) and raises its own errors, as for its own
+    in-place kernels."""
+
+    @staticmethod
+    def forward(ctx: Any, application: Application, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outputs = PlainFormulaFunction.forward(ctx, application, *tensors)
+        ctx.mark_dirty(*outputs)
+        ctx.written = next(i for i, tensor in enumerate(tensors) if tensor is outputs[0])
+        return outputs
+
+    @staticmethod
+    def jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
+        # torch wants the written tensor's tangent written in place too
+        (tangent,) = _jvp(ctx, *input_tangents)
+        written = input_tangents[1 + ctx.written]
+        if written is None or tangent is written:
+            return (tangent,)
+        return (written.copy_(tangent),)
+
+
 def _function_named(name: str, base: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
     """A subclass ``name`` of ``base``, its node's ``apply`` the backward itself: torch's looks the
     backward up on every call (one Python call more; just an optimization)."""
@@ -879,5 +954,7 @@ def _jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:
     if len(returned) != count:
         raise RuntimeError(f"the jvp of {formula.op_name} returned {len(returned)} tangent(s) for "
                            f"{count} differentiable output(s)")
+    if formula.view_of is not None:     # torch wants a view's tangent a view: one returned as it came, its alias
+        returned = tuple(t.view_as(t) if any(t is given for given in input_tangents) else t for t in returned)
     remaining = iter(returned)
     return tuple(next(remaining) if diff else None for diff in formula.output_flags)

@@ -9,6 +9,8 @@ formula's closure rebuilt from the saved inputs and outputs, so a
 ``create_graph=True`` backward runs the formulas again; forward mode runs the
 formula's jvp. A call that records nothing (grad mode off, no input requiring
 grad, no forward-mode level) goes straight to torch's kernel below autograd.
+A view's output is torch's own view of its input (:func:`_view_kernel`); an in-place operator's
+formula writes its input and marks it dirty, so torch rebases its history (:func:`_written_kernel`).
 With ``compiled=True`` no Python kernel is registered: the package's loaded
 library registers its generated C++ kernels (the forward wrappers that record
 the transpiled nodes, running aten's own kernels below autograd) for the aten
@@ -28,6 +30,8 @@ thread is running the operators.
 from __future__ import annotations
 
 import contextlib
+import re
+import types
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -105,10 +109,24 @@ def _python_refusal(formula: TorchFormula) -> str | None:
     declared = str(torch._C.parse_schema(f"aten::{formula.declared.schema}"))
     if declared != str(overload._schema):
         return f"{formula.op_name}: the formula's schema `{declared}` is not torch's `{overload._schema}`"
-    if any(arg.annotation is not None for arg in (*formula.schema.arguments, *formula.schema.returns)):
-        return (f"{formula.op_name}: a view or in-place operator (its schema aliases an input); an "
-                "autograd.Function cannot make torch's own views, so it is left to torch")
+    written = [arg.name for arg in formula.schema.arguments if arg.annotation is not None and arg.annotation.is_write]
+    if written and written_in_place(formula) is None:
+        return (f"{formula.op_name}: writes {', '.join(written)} in place besides what it returns (an out= "
+                "operator, or a write on the side), which an autograd kernel from a formula cannot record")
     return None
+
+
+def written_in_place(formula: TorchFormula) -> int | None:
+    """The position (in the formula's parameters) of the tensor an in-place operator writes and
+    returns (``celu_(Tensor(a!) self, ...) -> Tensor(a!)``), None for any other operator."""
+    schema = formula.schema
+    written = [arg for arg in schema.arguments if arg.annotation is not None and arg.annotation.is_write]
+    if len(written) != 1 or len(schema.returns) != 1 or str(written[0].type) != "Tensor":
+        return None
+    returned = schema.returns[0].annotation
+    if returned is None or not returned.is_write or returned.alias_set != written[0].annotation.alias_set:
+        return None
+    return formula.positions[written[0].name]
 
 
 def functional_twin(op_name: str) -> str | None:
@@ -132,6 +150,9 @@ def in_place_refusal(op_name: str, twin: TorchFormula) -> str | None:
     functional = aten_overload(twin.op_name)._schema
     def signature(schema: Any) -> list[tuple[str, str]]:
         return [(arg.name, str(arg.type)) for arg in schema.arguments]
+    if twin.view_of is not None:
+        return (f"{op_name}: an in-place view operator (it changes self's shape or strides), which its "
+                f"functional twin {twin.op_name} applied to a copy cannot be")
     writes_self = bool(in_place.arguments) and in_place.arguments[0].name == "self" and \
         in_place.arguments[0].alias_info is not None and in_place.arguments[0].alias_info.is_write
     if not writes_self or signature(in_place) != signature(functional) or len(in_place.returns) != 1:
@@ -239,6 +260,10 @@ def install(ops: Iterable[str] | None = None, *, package: str = "formulas", comp
         for name in chosen:
             if name not in formulas:
                 kernel = _in_place_kernel(name, formulas[functional_twin(name)])
+            elif written_in_place(formulas[name]) is not None:
+                kernel = _written_kernel(formulas[name])
+            elif formulas[name].view_of is not None:
+                kernel = _view_kernel(formulas[name])
             else:
                 kernel = _kernel(formulas[name])
             for key in AUTOGRAD_KEYS:
@@ -306,6 +331,112 @@ def _kernel(formula: TorchFormula) -> Any:
 
     autograd_kernel.__name__ = f"{formula.op_name}_formula_autograd"
     return autograd_kernel
+
+
+def _view_kernel(formula: TorchFormula) -> Any:
+    """A view operator's autograd kernel: the formula's Function (as :func:`_kernel`), whose forward
+    runs below autograd but above ``ADInplaceOrView``, so the output is torch's own view of the input. An
+    ``autograd.Function`` marks such an output as made in a custom Function, on which torch forbids
+    an in-place write (its rebase would bypass the Function's backward); the view gets back the
+    creation mode torch's own kernel gives it, so a write through it rebases its base's history
+    (``CopySlices``) and the view's node is made again from its base, as for torch's own views: the
+    formula's backward is that of the view, so nothing it computes is lost. A view of anything but an
+    input keeps torch's refusal; the outputs of split and unbind keep theirs (``MULTI_OUTPUT_NODE``)."""
+    below = aten_overload(formula.op_name)._op
+    call, bind, viewed = formula.prepare().call, formula.bind, formula.view_of
+    made_in_function = torch._C._autograd.CreationMeta.IN_CUSTOM_FUNCTION
+    get_creation_meta, set_creation_meta = torch._C._autograd._get_creation_meta, torch._C._autograd._set_creation_meta
+
+    def view_kernel(*args: Any, **kwargs: Any) -> Any:
+        if not records(args, kwargs):
+            with torch._C._AutoDispatchBelowAutograd():
+                return below(*args, **kwargs)
+        values = bind(args, kwargs)
+        if torch.autograd.forward_ad._current_level >= 0 and \
+                torch.autograd.forward_ad.unpack_dual(values[viewed]).tangent is None:
+            # the viewed input has no tangent, so the view has none (the others lend their shape:
+            # expand_as' `other`); a Function's jvp cannot say so for a view, so they go without theirs
+            values = [torch.autograd.forward_ad.unpack_dual(v).primal if isinstance(v, torch.Tensor) and i != viewed
+                      else v for i, v in enumerate(values)]
+        result = call(values)
+        if type(result) is torch.Tensor and result._is_view() and get_creation_meta(result) == made_in_function:
+            base = result._base
+            if any(t is base or t._base is base for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)):
+                set_creation_meta(result, torch._C._autograd.CreationMeta.DEFAULT if torch.is_grad_enabled()
+                                  else torch._C._autograd.CreationMeta.NO_GRAD_MODE)
+        return result
+
+    view_kernel.__name__ = f"{formula.op_name}_formula_autograd"
+    return view_kernel
+
+
+def _written_kernel(formula: TorchFormula) -> Any:
+    """An in-place operator's autograd kernel from its own formula (``celu_``, ``fill_.Scalar``):
+    the formula's Function writes the tensor and marks it dirty (:meth:`TorchFormula.call_in_place`):
+    torch rebases its history on the formula's node (a view's base's, through ``CopySlices``) and
+    bumps its version counter. torch's errors for a write it forbids come first (:func:`check_in_place`).
+    Where the backward reads the written argument, a copy of it is made first, with autograd on, for
+    the backward to read (its value before the write)."""
+    below = aten_overload(formula.op_name)._op
+    position = written_in_place(formula)
+    backward = next(c for c in formula.fn.__code__.co_consts if type(c) is types.CodeType and c.co_name == "backward")
+    reads_original = formula.names[position] in backward.co_freevars
+    formula.prepare()
+
+    def written_kernel(*args: Any, **kwargs: Any) -> Any:
+        if not records(args, kwargs):
+            with below_autograd():
+                return below(*args, **kwargs)
+        values = formula.bind(args, kwargs)
+        written = values[position]
+        if torch.is_grad_enabled() and _requires_grad(args, kwargs):
+            check_in_place(written)
+        return formula.call_in_place(values, position, written.clone() if reads_original else None)
+
+    written_kernel.__name__ = f"{formula.op_name}_formula_autograd"
+    return written_kernel
+
+
+def _requires_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *kwargs.values()))
+
+
+#: What torch's ``handle_view_on_rebase`` adds to its message per way a view was made, where it
+#: forbids an in-place write through the view.
+_FORBIDDEN_VIEW_WRITE = {
+    torch._C._autograd.CreationMeta.MULTI_OUTPUT_NODE:
+        " This view is the output of a function that returns multiple views. Such functions do not allow the "
+        "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.",
+    torch._C._autograd.CreationMeta.NO_GRAD_MODE:
+        " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+        "moving both the view and the inplace either both inside the no_grad block (if you don't want the inplace "
+        "to be tracked) or both outside (if you want the inplace to be tracked).",
+    torch._C._autograd.CreationMeta.IN_CUSTOM_FUNCTION:
+        " This view was created inside a custom Function (or because an input was returned as-is) and the autograd "
+        "logic to handle view+inplace would override the custom backward associated with the custom Function, "
+        "leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning the output of "
+        "the custom Function.",
+}
+
+
+def check_in_place(tensor: torch.Tensor) -> None:
+    """torch's ``check_inplace``, before an in-place operator that records writes ``tensor``: its
+    errors for a leaf that requires grad, a view of one, and a view torch forbids writing through
+    (made in no_grad mode, one of several outputs, made in a custom Function). torch raises them before
+    the write; an ``autograd.Function`` marking the tensor dirty would raise some after it."""
+    if tensor._is_view():
+        creation = torch._C._autograd._get_creation_meta(tensor)
+        if creation in _FORBIDDEN_VIEW_WRITE:
+            node = tensor.grad_fn
+            what = (f"Output {tensor.output_nr} of {re.sub(r'Backward[0-9]*$', '', node.name())} is a view and is "
+                    "being modified inplace."
+                    if node is not None else
+                    "A view was created in no_grad mode and is being modified inplace with grad mode enabled.")
+            raise RuntimeError(what + _FORBIDDEN_VIEW_WRITE[creation])
+        if tensor.requires_grad and tensor._base.is_leaf:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    if tensor.requires_grad and tensor.is_leaf:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
 
 def _in_place_kernel(op_name: str, twin: TorchFormula) -> Any:

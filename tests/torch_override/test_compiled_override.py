@@ -1,8 +1,8 @@
 """``formulas.torch.override(compiled=True)``: the package's transpiled C++ nodes stand in for aten's autograd.
 
-A small formula package (a deliberately wrong ``sin``, a right ``cos`` with its jvp)
-is transpiled and built once (cached in ``build/``), and its library loaded: inside the
-context torch's own ``torch.sin`` records the compiled node and computes what
+A small formula package (a deliberately wrong ``sin``, a right ``cos`` with its jvp, an
+in-place ``mul_.Tensor``) is transpiled and built once (cached in ``build/``), and its library
+loaded: inside the context torch's own ``torch.sin`` records the compiled node and computes what
 the package's C++ computes, registered for it from C++ (no Python per call, torch's own
 kernel below autograd); outside, torch's kernels are back, the dispatch table as before.
 """
@@ -17,6 +17,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from formulas.torch import install, overridable, override, uninstall
+from tests.torch_override.aliasing import IN_PLACE_SCENARIOS, IN_PLACE_SOURCE, VIEW_SCENARIOS, same_as_torch
 from tests.cpp.compiled import REPO, build_library
 from transpiler.build import load_library
 from transpiler.cpp import generate
@@ -53,6 +54,7 @@ def compiled_package(tmp_path_factory):
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "trig.py").write_text(textwrap.dedent(SOURCE))
+    (package / "in_place.py").write_text(IN_PLACE_SOURCE)
     assert generate.main(["--formulas", str(package), "--out", str(root / "out")]) == 0
     load_library(build_library(root / "out", REPO / "build"))
     sys.path.insert(0, str(root))
@@ -167,7 +169,21 @@ def test_compiled_and_python_overrides_nest(compiled_package):
 
 def test_overridable_on_the_compiled_path_lists_what_the_library_registers(compiled_package):
     accepted, refused = overridable(compiled_package, compiled=True)
-    assert sorted(accepted) == ["cos", "sin"] and refused == {}
+    assert sorted(accepted) == ["cos", "mul_.Tensor", "sin"] and refused == {}
+
+
+@pytest.mark.parametrize("scenario", VIEW_SCENARIOS.values(), ids=VIEW_SCENARIOS)
+def test_views_and_in_place_writes_through_them_equal_torchs_compiled(formulas_ops, scenario):
+    """The shipped library's compiled views (the node's kernel marks the output a view of its input,
+    as ADInplaceOrView does, then sets its history) stand in for torch's: writes through them too."""
+    same_as_torch(scenario, lambda: override(compiled=True))
+
+
+@pytest.mark.parametrize("scenario", IN_PLACE_SCENARIOS.values(), ids=IN_PLACE_SCENARIOS)
+def test_an_in_place_formula_equals_torchs_in_place_operator_compiled(compiled_package, scenario):
+    """The compiled in-place kernel: torch's check_inplace, the write (its version bumped), then
+    rebase_history on the node (a view's base through CopySlices)."""
+    same_as_torch(scenario, lambda: override(["mul_.Tensor"], package=compiled_package, compiled=True))
 
 
 def test_torch_func_and_torch_compile_through_the_compiled_node(compiled_package):

@@ -15,13 +15,14 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from formulas.torch import CapturedIntermediate, OverrideError, install, overridable, override, uninstall
+from tests.torch_override.aliasing import IN_PLACE_SCENARIOS, IN_PLACE_SOURCE, VIEW_SCENARIOS, same_as_torch
 from tests.torch_override.conftest import importable_package
 
 
 @pytest.fixture
 def wrong_package(tmp_path, monkeypatch):
     """A formula package ``wrongops`` whose ``sin`` backward is twice the right one and has no jvp,
-    and whose ``cos`` captures an intermediate."""
+    whose ``cos`` captures an intermediate, and whose ``rrelu_with_noise`` writes its noise on the side."""
     with importable_package(tmp_path, monkeypatch, "wrongops", {"trig.py": '''
         from formulas import at, derivative
 
@@ -38,6 +39,14 @@ def wrong_package(tmp_path, monkeypatch):
             result = at.cos(self)
             def backward(grad):
                 return -grad * sin_self
+            return result, backward
+
+        @derivative("rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, "
+                    "Scalar upper=0.3333333333333333, bool training=False, Generator? generator=None) -> Tensor")
+        def rrelu_with_noise(self, noise, lower, upper, training, generator):
+            result = at.rrelu_with_noise(self, noise, lower, upper, training, generator)
+            def backward(grad):
+                return grad, None
             return result, backward
 
         @derivative("exp(Tensor self, int dim) -> Tensor")
@@ -205,25 +214,57 @@ def test_operators_that_cannot_be_overridden_are_refused_with_the_reason(wrong_p
         install(["exp"], package=wrong_package)
     with pytest.raises(OverrideError, match="package `wrongops` has no formula for it"):
         install(["tan"], package=wrong_package)
-    with pytest.raises(OverrideError, match="view or in-place operator"):
-        install(["t"])
+    with pytest.raises(OverrideError, match="rrelu_with_noise: writes noise in place besides what it returns"):
+        install(["rrelu_with_noise"], package=wrong_package)
     with pytest.raises(OverrideError, match=r"sin: compiled=True runs torch.ops.wrongops.sin, which no loaded "
                                             r"library registers: transpile .* build .* load"):
         install(["sin"], package=wrong_package, compiled=True)
     assert torch.sin(leaf(2)).grad_fn.name() == "SinBackward0"      # nothing was left installed
 
 
-def test_every_refused_shipped_operator_is_a_view():
+def test_every_shipped_operator_is_overridable():
+    """Views and all: the shipped library has no operator writing anything but what it returns."""
     accepted, refused = overridable()
-    assert accepted and refused
-    assert all("view or in-place operator" in reason for reason in refused.values())
+    assert accepted and refused == {}
 
 
-@pytest.mark.parametrize("op", sorted(overridable()[1]))
-def test_naming_a_view_is_refused_and_installs_nothing(op):
-    with pytest.raises(OverrideError, match=f"{op}: a view or in-place operator"):
-        install(["sin", op])
-    assert torch.sin(leaf(2)).grad_fn.name() == "SinBackward0"
+@pytest.mark.parametrize("scenario", VIEW_SCENARIOS.values(), ids=VIEW_SCENARIOS)
+def test_views_and_in_place_writes_through_them_equal_torchs(scenario):
+    """A view's output is torch's own view of the input, recorded by the formula: a write through
+    it rebases its base as torch's does; what torch forbids raises its error."""
+    same_as_torch(scenario, override)
+
+
+@pytest.fixture
+def in_place_package(tmp_path, monkeypatch):
+    """A formula package ``inplaceops`` with an in-place operator's own formula (``mul_.Tensor``)."""
+    with importable_package(tmp_path, monkeypatch, "inplaceops", {"ops.py": IN_PLACE_SOURCE}) as name:
+        yield name
+
+
+@pytest.mark.parametrize("scenario", IN_PLACE_SCENARIOS.values(), ids=IN_PLACE_SCENARIOS)
+def test_an_in_place_formula_equals_torchs_in_place_operator(in_place_package, scenario):
+    """The formula's Function marks the written tensor dirty: torch rebases it (through a view too),
+    its version counter catches a saved tensor written; what torch forbids raises its error first."""
+    same_as_torch(scenario, lambda: override(package=in_place_package))
+
+
+def test_an_in_place_formula_records_its_node_and_runs_its_jvp(in_place_package):
+    def observe():
+        x, w = leaf(5), leaf(5, seed=1)
+        y = x * 1.0
+        y.mul_(w)
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(x.detach() * 1.0, torch.ones(5, dtype=torch.float64))
+            written = dual.mul_(fwAD.make_dual(w.detach(), torch.full((5,), 2.0, dtype=torch.float64)))
+            tangent = fwAD.unpack_dual(dual).tangent
+            assert written is dual and fwAD.unpack_dual(written).tangent is tangent
+        return y.grad_fn.name(), tangent
+    theirs = observe()
+    with override(package=in_place_package):
+        ours = observe()
+    assert ours[0] == "MulTensorFormulaBackward"
+    torch.testing.assert_close(ours[1], theirs[1])
 
 
 def in_place_after(op_output):
@@ -246,7 +287,7 @@ def test_an_in_place_write_to_a_saved_output_raises_torchs_error():
 
 
 def test_in_place_writes_through_torchs_views_of_outputs_equal_torchs():
-    """Views and in-place ops stay torch's: on an overridden op's output they rebase its node."""
+    """torch's own views and in-place ops on an overridden op's output rebase its node."""
     def observe():
         x = leaf(5)
         y = torch.sin(x) * 1.0
@@ -392,7 +433,7 @@ def test_in_place_twins_raise_torchs_errors():
 
 
 def test_an_in_place_op_whose_twin_is_refused_is_refused():
-    with pytest.raises(OverrideError, match=r"t_: its functional twin cannot be overridden \(t: a view"):
+    with pytest.raises(OverrideError, match=r"t_: an in-place view operator .* functional twin t"):
         install(["t_"])
     with pytest.raises(OverrideError, match="pow_.Scalar: torch's schema .* is not its functional twin's"):
         install(["pow_.Scalar"])

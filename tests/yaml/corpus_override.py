@@ -35,6 +35,7 @@ values equal torch's and none of its outputs requires grad.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -79,6 +80,18 @@ def no_cpu_kernel(operator: str) -> str:
     (its CPU operator is composite, or differentiates through another entry)."""
     return (f"the formula calls {operator}, which torch has no CPU kernel for (torch's own CPU op "
             "differentiates through another formula)")
+
+
+#: What an entry's formula raises where derivatives.yaml declares its derivative not implemented.
+NOT_IMPLEMENTED = re.compile(r"the derivative for '[^']+' is not implemented")
+
+
+def not_implemented(message: str) -> str:
+    """Why an entry whose formula raises ``message`` (derivatives.yaml's ``not_implemented``) where
+    torch's own op differentiates is refused: torch's CPU op is a composite of other entries
+    (``chunk`` of ``split``), so its own entry's formula is reached on no device torch runs here."""
+    return (f"the formula raises \"{NOT_IMPLEMENTED.search(message).group(0)}\" where torch's own CPU op "
+            "differentiates through other formulas (it is a composite of them)")
 
 
 def differentiable_positions(value) -> tuple[int, ...] | None:
@@ -141,6 +154,8 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
             missing = corpus_proof.NO_CPU_KERNEL.search(str(error))
             if missing:     # torch's own CPU op differentiates through another entry's formula
                 return "refused", used, f"{tier}: {no_cpu_kernel(missing.group(1))}"
+            if isinstance(error, NotImplementedError) and NOT_IMPLEMENTED.search(str(error)):
+                return "refused", used, f"{tier}: {not_implemented(str(error))}"
             return "failed", used, f"{tier}: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
         if failing:
             check = gradcheck if failing == "gradcheck" else gradgradcheck

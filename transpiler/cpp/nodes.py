@@ -656,7 +656,10 @@ class FormulaEmitter(ViewEmitter):
         params, prologue = self.signature.declarations()
         given = [self.signature.argument(a.name).given for a in self.formula.differentiable_inputs]
         inputs = ", ".join(given)
-        lines = [f"{self.signature.return_type} {self.wrapper_name}({', '.join(params)}) {{", *prologue,
+        # an in-place operator's kernel returns the tensor it writes by reference, as ATen's do: its
+        # kernel registers for aten's operator (aten_override.h) only with aten's C++ signature
+        return_type = "at::Tensor&" if self.written is not None else self.signature.return_type
+        lines = [f"{return_type} {self.wrapper_name}({', '.join(params)}) {{", *prologue,
                  *forward_ad.forbid_lines(self.formula, self.signature),
                  f"  c10::intrusive_ptr<{self.struct}> grad_fn;",
                  f"  if (torch::autograd::compute_requires_grad({inputs})) {{",
@@ -719,6 +722,8 @@ class FormulaEmitter(ViewEmitter):
                 lines.append(f"    grad_fn->{item.member} = {source};")
         lines.append("  }")
         result = outputs[0] if len(outputs) == 1 else f"std::make_tuple({', '.join(outputs)})"
+        if self.written is not None:
+            result = self.signature.argument(self.written).parameter
         lines += [f"  return {result};", "}", ""]
         return "\n".join(lines)
 

@@ -1,6 +1,6 @@
 """Benchmark: per-call forward+backward of formulas inside torch, no build (DESIGN section 9).
 
-For a few ops (``sin``, ``mul.Tensor``, ``sum.dim_IntList``) on small float32
+For a few ops (``sin``, ``mul.Tensor``, ``sum.dim_IntList``, ``logsumexp``) on small float32
 tensors, so that per-call overhead dominates, one forward and one backward
 (``torch.autograd.grad``) are timed for five implementations of the same math,
 interleaved, median of ``--repeat`` rounds of ``--calls`` calls:
@@ -10,7 +10,8 @@ interleaved, median of ``--repeat`` rounds of ``--calls`` calls:
   autograd, ``save_for_backward``, backward in torch ops);
 * ``custom_op``: a hand-written ``torch.library.custom_op`` + ``register_autograd``;
 * ``floor``: the aten op with the hand-written Function registered as its autograd
-  kernel (``torch.library`` at ``AutogradCPU``, the Function's forward below autograd), the
+  kernel (``torch.library`` at ``AutogradCPU``: a kernel that applies the Function, its forward
+  below autograd, where an input requires grad, else runs torch's kernel below autograd), the
   floor of any Python override: torch's dispatch into a Python kernel plus the Function;
 * ``override``: the aten op with the formula swapped in (``formulas.torch.override``);
 * ``formula_op``: the formula as a custom op (``formulas.torch.custom_ops``);
@@ -19,12 +20,12 @@ interleaved, median of ``--repeat`` rounds of ``--calls`` calls:
   C++ node swapped in (``override(compiled=True)``: the library registers its C++ kernel
   for the aten op itself, no Python in the call).
 
-Prints microseconds per call and the ratios override / function, override / floor,
-formula_op / custom_op, compiled / function and each / builtin (aims: override no slower than the
-hand-written Function, compiled within 1.1x of builtin). ``--cpu-time`` times with the process's CPU
-time (steadier on a shared, loaded machine); ``--count`` prints the Python calls one
-forward+backward makes per implementation instead: deterministic where timings on a loaded
-machine are not.
+Prints microseconds per call and the ratios override / function, floor / function (what no
+Python override can go below), override / floor, formula_op / custom_op, compiled / function and
+each / builtin (aims: override no slower than the hand-written Function, compiled within 1.1x of
+builtin). ``--cpu-time`` times with the process's CPU time (steadier on a shared, loaded
+machine); ``--count`` prints the Python calls one forward+backward makes per implementation
+instead: deterministic where timings on a loaded machine are not.
 
 Usage: ``python benchmarks/torch_backend.py [--repeat N] [--calls N] [--size N] [--library PATH]
 [--cpu-time] [--count]``
@@ -86,6 +87,20 @@ class SumDimFunction(torch.autograd.Function):
         return grad.unsqueeze(ctx.dim[0]).expand(ctx.sizes), None
 
 
+class LogsumexpFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        result = torch.logsumexp(x, dim)
+        ctx.save_for_backward(x, result)
+        ctx.dim = dim
+        return result
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, result = ctx.saved_tensors
+        return grad.unsqueeze(ctx.dim[0]) * torch.exp(x - result.unsqueeze(ctx.dim[0])), None
+
+
 @torch.library.custom_op("bench_hand::sin", mutates_args=())
 def hand_sin(x: torch.Tensor) -> torch.Tensor:
     return torch.sin(x)
@@ -99,6 +114,11 @@ def hand_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @torch.library.custom_op("bench_hand::sum_dim", mutates_args=())
 def hand_sum_dim(x: torch.Tensor, dim: list[int]) -> torch.Tensor:
     return x.sum(dim)
+
+
+@torch.library.custom_op("bench_hand::logsumexp", mutates_args=())
+def hand_logsumexp(x: torch.Tensor, dim: list[int]) -> torch.Tensor:
+    return torch.logsumexp(x, dim)
 
 
 def _sin_setup(ctx, inputs, output):
@@ -127,7 +147,18 @@ def _sum_backward(ctx, grad):
     return grad.unsqueeze(ctx.dim[0]).expand(ctx.sizes), None
 
 
+def _logsumexp_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], output)
+    ctx.dim = inputs[1]
+
+
+def _logsumexp_backward(ctx, grad):
+    x, result = ctx.saved_tensors
+    return grad.unsqueeze(ctx.dim[0]) * torch.exp(x - result.unsqueeze(ctx.dim[0])), None
+
+
 hand_sin.register_autograd(_sin_backward, setup_context=_sin_setup)
+hand_logsumexp.register_autograd(_logsumexp_backward, setup_context=_logsumexp_setup)
 hand_mul.register_autograd(_mul_backward, setup_context=_mul_setup)
 hand_sum_dim.register_autograd(_sum_backward, setup_context=_sum_setup)
 
@@ -143,10 +174,20 @@ def function_as_kernel(op: str, function: type[torch.autograd.Function]):
             with torch._C._AutoDispatchBelowAutograd():
                 return function.forward(ctx, *args)
 
+    apply = super(torch.autograd.Function, Below).apply     # without Function.apply's Python layer
+    name, _, overload = op.partition(".")
+    below = getattr(getattr(torch.ops.aten, name), overload or "default")._op
+
+    def kernel(*args):      # the least a kernel does: record only where autograd has something to record
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return apply(*args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return below(*args)
+
     library = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
-        library.impl(op, Below.apply, "AutogradCPU")
+        library.impl(op, kernel, "AutogradCPU")
     try:
         yield
     finally:
@@ -169,10 +210,14 @@ def cases(size: int) -> dict[str, tuple[tuple, dict[str, Callable]]]:
         "sum.dim_IntList": ((a, [1]), {"builtin": aten.sum.dim_IntList, "function": SumDimFunction.apply,
                                        "custom_op": hand_sum_dim, "floor": aten.sum.dim_IntList,
                                        "override": aten.sum.dim_IntList, "formula_op": ours["sum.dim_IntList"]}),
+        "logsumexp": ((a, [1]), {"builtin": aten.logsumexp.default, "function": LogsumexpFunction.apply,
+                                 "custom_op": hand_logsumexp, "floor": aten.logsumexp.default,
+                                 "override": aten.logsumexp.default, "formula_op": ours["logsumexp"]}),
     }
 
 
-FUNCTIONS = {"sin": SinFunction, "mul.Tensor": MulFunction, "sum.dim_IntList": SumDimFunction}
+FUNCTIONS = {"sin": SinFunction, "mul.Tensor": MulFunction, "sum.dim_IntList": SumDimFunction,
+             "logsumexp": LogsumexpFunction}
 
 
 def context(op: str, name: str) -> contextlib.AbstractContextManager:
@@ -247,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per call forward+backward, float32 {options.size}x{options.size}, median of {options.repeat} x "
           f"{options.calls} calls, us of {'CPU' if options.cpu_time else 'wall'} time (ratio to builtin)")
     print(f"{'op':<18}" + "".join(f"{n:>20}" for n in names) +
-          f"{'override/function':>20}{'override/floor':>17}{'formula_op/custom_op':>22}" +
+          f"{'override/function':>20}{'floor/function':>17}{'override/floor':>17}{'formula_op/custom_op':>22}" +
           (f"{'compiled/function':>20}" if options.library else ""))
     for op, (args, impls) in cases(options.size).items():
         times: dict[str, list[float]] = {n: [] for n in names}
@@ -260,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         median = {n: statistics.median(t) for n, t in times.items()}
         cells = "".join(f"{median[n]:>11.1f} ({median[n] / median['builtin']:>5.2f}x)" for n in names)
         print(f"{op:<18}{cells}{median['override'] / median['function']:>19.2f}x"
-              f"{median['override'] / median['floor']:>16.2f}x{median['formula_op'] / median['custom_op']:>21.2f}x" +
+              f"{median['floor'] / median['function']:>16.2f}x{median['override'] / median['floor']:>16.2f}x"
+              f"{median['formula_op'] / median['custom_op']:>21.2f}x" +
               (f"{median['compiled'] / median['function']:>19.2f}x" if options.library else ""))
     return 0
 

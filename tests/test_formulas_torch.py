@@ -473,3 +473,34 @@ def test_fast_paths_agree_with_the_general_ones():
     plan, saved = plan_closure(backward, (inputs.tensor,), "op")
     kept, filled = plan.rebuild([torch.full((2,), 5.0)])(None)
     assert saved == (0,) and kept is sizes and filled[1] == 1 and filled[0].tensor.tolist() == [5.0, 5.0]
+
+
+@pytest.mark.parametrize("op, make_args", [
+    ("mul.Tensor", lambda t: (t(3, 4), t(4))),                            # every tensor slot filled
+    ("binary_cross_entropy", lambda t: (t(5).sigmoid(), t(5).sigmoid().detach(), None, 1)),  # an absent Tensor?
+    ("cat", lambda t: ([t(2, 3), t(1, 3)], 0)),                          # a list of tensors
+], ids=["slots", "absent", "list"])
+def test_lean_call_agrees_with_the_planned_one(op, make_args):
+    """``TorchFormula.call`` outside transforms and forward mode (``PlainFormulaFunction``, just
+    an optimization) against ``call_planned`` (``FormulaFunction``): values, gradients and the
+    gradients of gradients (``create_graph=True``) equal."""
+    formula = TorchFormula(LIBRARY[op], BACKEND)
+    generator = torch.Generator().manual_seed(0)
+
+    def tensor(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator, dtype=torch.float64).requires_grad_()
+
+    args = make_args(tensor)
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    leaves += [t for a in args if isinstance(a, list) for t in a]
+    results = []
+    for call in (formula.call, formula.call_planned):
+        output = call(formula.bind(args, {}))
+        assert type(output.grad_fn).__name__.endswith("FormulaBackward")
+        grads = torch.autograd.grad(output.square().sum(), leaves, create_graph=True)
+        second = torch.autograd.grad(sum(g.square().sum() for g in grads), leaves, allow_unused=True)
+        results.append((output, grads, second))
+    (lean, lean_grads, lean_second), (planned, planned_grads, planned_second) = results
+    torch.testing.assert_close(lean, planned)
+    torch.testing.assert_close(lean_grads, planned_grads)
+    torch.testing.assert_close(lean_second, planned_second)

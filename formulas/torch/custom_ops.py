@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import torch
 
 from formulas.torch.backend import TorchBackend, load_package
-from formulas.torch.function import FlatArguments, PlannedForward, TorchFormula, below_autograd, records
+from formulas.torch.function import PlannedForward, TorchFormula, below_autograd, records
 
 
 class NoShapeRule(RuntimeError):
@@ -109,10 +109,15 @@ def _outputs(formula: TorchFormula, values: list[Any]) -> Any:
     that is one of the inputs is copied (a custom op's output never aliases an input)."""
     armed = getattr(_WAITING, "armed", None)
     if armed is not None and armed.formula is formula and armed.planned is None:
-        armed.planned = formula.planned_forward(values, FlatArguments.of(values).tensors, armed.want_jvp)
+        armed.planned = formula.planned_forward(values, formula.tensors_of(values), armed.want_jvp)
         outputs = armed.planned.outputs
     else:
         outputs = formula.forward(values)[0]
+    if type(outputs) is torch.Tensor:       # just an optimization of the general case below
+        for value in values:
+            if value is outputs:
+                return outputs.clone()
+        return outputs
     inputs = {id(v) for v in values if isinstance(v, torch.Tensor)}
     def fresh(output: Any) -> Any:
         return output.clone() if id(output) in inputs else output
@@ -171,14 +176,15 @@ def _autograd(formula: TorchFormula, overload: torch._ops.OpOverload) -> Any:
             armed = _Armed(formula, want_jvp)
             waiting, _WAITING.armed = getattr(_WAITING, "armed", None), armed
             try:
-                with below_autograd():
+                with torch._C._AutoDispatchBelowAutograd():
                     outputs = overload.redispatch(below, *values[:first_keyword],
                                                   **dict(zip(formula.names[first_keyword:], values[first_keyword:])))
             finally:
                 _WAITING.armed = waiting
             # the general path, should the kernel not have run (a dispatch mode answering for it)
             planned = armed.planned or formula.planned_forward(values, tensors, want_jvp)
-            return planned._replace(outputs=outputs, flat_outputs=formula.flat_outputs(outputs))
+            flat_outputs = (outputs,) if type(outputs) is torch.Tensor else formula.flat_outputs(outputs)
+            return tuple.__new__(PlannedForward, (outputs, flat_outputs, *planned[2:]))    # planned._replace
 
         return formula.call(formula.bind(args, kwargs), run=redispatch)
 

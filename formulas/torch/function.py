@@ -304,7 +304,7 @@ class TorchFormula:
         """Work out now what every call needs (schema, slots, the Function), so that no call
         does: an override or a custom op prepares its formulas when it is installed."""
         for name in ("fn", "apply", "plain_apply", "gradient_slots", "single_slots", "scalar_method_slots",
-                     "single_tensor_slots", "list_output", "output_flags", "all_differentiable"):
+                     "single_tensor_slots", "full_layout", "list_output", "output_flags", "all_differentiable"):
             getattr(self, name)
         return self
 
@@ -522,19 +522,32 @@ class TorchFormula:
                 values[i] = torch.scalar_tensor(values[i], dtype=dtype, device=device)
         return values
 
-    def call(self, values: Sequence[Any], run: Runner | None = None) -> Any:
+    def call(self, values: list[Any], run: Runner | None = None) -> Any:
         """The operator applied to ``values`` (as :meth:`bind` gives them) through the formula's
         Function: torch records one ``<Op>FormulaBackward`` node. The result has the schema's shape
         (a tensor, a tuple, or a list for ``Tensor[]``). ``run`` computes the forward (default:
         :meth:`planned_forward`; a custom op's redispatches to its kernel)."""
+        if torch._C._are_functorch_transforms_active() or torch.autograd.forward_ad._current_level >= 0:
+            return self.call_planned(values, run)
+        # the lean call (:class:`PlainFormulaFunction`): its tensors found without a FlatArguments
+        # where they can only be the single tensor slots (just an optimization of FlatArguments.of)
         slots = self.single_slots
-        flat = FlatArguments.of(values) if slots is None else FlatArguments.of_single(values, slots)
-        application = Application(self, flat, torch.autograd.forward_ad._current_level >= 0,
-                                  torch.is_grad_enabled(), run or self.run_forward)
-        if torch._C._are_functorch_transforms_active():
-            with enable_single_level_autograd_function():
-                return self.shaped(self.apply(application, *flat.tensors))
-        flat_outputs = self.plain_apply(application, *map(unwrap_if_dead, flat.tensors))
+        if slots is None:
+            flat = FlatArguments.of(values)
+            tensors, positions, layout = flat.tensors, None, gradient_layout(flat.template, self.gradient_slots)
+            values = flat.template      # the forward puts the tensors apply hands it in its places
+        else:
+            tensors = list(map(values.__getitem__, slots))
+            for tensor in tensors:
+                if tensor is None:      # an absent Tensor?
+                    positions = tuple(i for i in slots if values[i] is not None)
+                    tensors = list(map(values.__getitem__, positions))
+                    layout = self.slot_layout(positions)
+                    break
+            else:
+                positions, layout = slots, self.full_layout
+        flat_outputs = self.plain_apply((self, values, positions, layout, torch.is_grad_enabled(), run),
+                                        *map(unwrap_if_dead, tensors))
         if self.list_output:
             return list(flat_outputs)
         return flat_outputs[0] if len(flat_outputs) == 1 else tuple(flat_outputs)
@@ -577,37 +590,44 @@ class TorchFormula:
                                   run)
         return self.in_place_apply(application, *flat.tensors)[0]
 
+    def call_planned(self, values: Sequence[Any], run: Runner | None = None) -> Any:
+        """:meth:`call` through :class:`FormulaFunction` (``setup_context``: the form torch.func
+        transforms take), which plans forward mode too."""
+        slots = self.single_slots
+        flat = FlatArguments.of(values) if slots is None else FlatArguments.of_single(values, slots)
+        application = Application(self, flat, torch.autograd.forward_ad._current_level >= 0,
+                                  torch.is_grad_enabled(), run or self.planned_forward)
+        if torch._C._are_functorch_transforms_active():
+            with enable_single_level_autograd_function():
+                return self.shaped(self.apply(application, *flat.tensors))
+        return self.shaped(self.apply(application, *map(unwrap_if_dead, flat.tensors)))
+
+    def tensors_of(self, values: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        """The tensors of a call's ``values`` (as :meth:`bind` gives them), in order: the
+        :class:`FlatArguments` tensors, found without one where they can only be the single
+        tensor slots (just an optimization)."""
+        if self.single_slots is None:
+            return FlatArguments.of(values).tensors
+        tensors = []
+        for i in self.single_slots:
+            if values[i] is not None:
+                tensors.append(values[i])
+        return tuple(tensors)
+
+    @cached_property
+    def full_layout(self) -> tuple[int | None, ...]:
+        """:meth:`slot_layout` of every single tensor slot: a call's where no tensor is absent."""
+        return self.slot_layout(self.single_tensor_slots)
+
+    def slot_layout(self, positions: Sequence[int]) -> tuple[int | None, ...]:
+        """:func:`gradient_layout` of a call whose tensors are the arguments at ``positions``."""
+        return tuple(positions.index(slot) if slot in positions else None for slot in self.gradient_slots)
+
     def shaped(self, flat_outputs: Sequence[Any]) -> Any:
         """The flat outputs as the schema returns them: a tensor, a tuple or a ``Tensor[]`` list."""
         if self.list_output:
             return list(flat_outputs)
         return tuple(flat_outputs) if len(self.schema.returns) > 1 else flat_outputs[0]
-
-    def run_forward(self, values: Sequence[Any], tensors: Sequence[torch.Tensor], want_jvp: bool) -> PlannedForward:
-        """:meth:`planned_forward` with :meth:`forward` inlined where no jvp is wanted: just an
-        optimization (the override's per-call cost)."""
-        if want_jvp:
-            return self.planned_forward(values, tensors, want_jvp)
-        wrapped = list(values)
-        for i, value in enumerate(wrapped):
-            if isinstance(value, torch.Tensor):
-                wrapped[i] = OracleTensor(value)
-            elif isinstance(value, (list, tuple)):
-                wrapped[i] = wrap(value)
-        token = _installed_backend.set(self.backend)
-        try:
-            with torch._C._AutoDispatchBelowAutograd():
-                outputs, backward = self.apply_fn(wrapped) if self.keyword_only else self.fn(*wrapped)
-        finally:
-            _installed_backend.reset(token)
-        if type(outputs) is OracleTensor:
-            outputs = outputs.tensor
-            flat_outputs = (outputs,)
-        else:
-            outputs = unwrap(outputs)
-            flat_outputs = (outputs,) if type(outputs) is torch.Tensor else self.flat_outputs(outputs)
-        plan, saved = plan_closure(backward, (*tensors, *flat_outputs), self.op_name)
-        return tuple.__new__(PlannedForward, (outputs, flat_outputs, plan, saved, None))    # see plan_closure
 
     def planned_forward(self, values: Sequence[Any], tensors: Sequence[torch.Tensor],
                         want_jvp: bool) -> PlannedForward:
@@ -617,15 +637,20 @@ class TorchFormula:
             outputs, backward, written = self.forward(values, want_jvp)
         flat_outputs = (outputs,) if type(outputs) is torch.Tensor else self.flat_outputs(outputs)
         plan, saved = plan_closure(backward, (*tensors, *flat_outputs), self.op_name)
-        return PlannedForward(outputs, flat_outputs, plan, saved, (values, backward, written) if want_jvp else None)
+        return tuple.__new__(PlannedForward, (outputs, flat_outputs, plan, saved,       # see plan_closure
+                                              (values, backward, written) if want_jvp else None))
 
     def forward(self, values: Sequence[Any], want_jvp: bool = False) -> tuple[Any, Callable[..., Any], Any]:
         """The formula's forward on torch values (run it below autograd): its outputs as it
         returns them, its backward closure and, with ``want_jvp``, its nested ``jvp`` (or None)."""
         if not want_jvp or self.facts.jvp not in ("written", "derived") or self.jvp_left_out is not None:
             # just an optimization of `with use_backend(self.backend): ...apply_fn(wrap(list(values)))`
-            wrapped = [OracleTensor(v) if isinstance(v, torch.Tensor) else wrap(v) if isinstance(v, (list, tuple))
-                       else v for v in values]
+            wrapped = list(values)
+            for i, value in enumerate(wrapped):
+                if isinstance(value, torch.Tensor):
+                    wrapped[i] = OracleTensor(value)
+                elif isinstance(value, (list, tuple)):
+                    wrapped[i] = wrap(value)
             token = _installed_backend.set(self.backend)
             try:
                 outputs, backward = self.apply_fn(wrapped) if self.keyword_only else self.fn(*wrapped)
@@ -642,16 +667,21 @@ class TorchFormula:
         return (fn or self.fn)(*values[:first], **dict(zip(self.names[first:], values[first:])))
 
     def run_backward(self, backward: Callable[..., Any], grads: Sequence[torch.Tensor | None],
-                     needs_input_grad: Sequence[bool]) -> tuple[Any, ...]:
+                     needs_input_grad: Sequence[bool] | None) -> list[Any]:
         """The closure's gradients, one per gradient slot (``None``: zero); ``grads`` holds one per
-        differentiable output (per part of a ``Tensor[]`` output)."""
-        mask = {"needs_input_grad": list(needs_input_grad)} if _declares_mask(backward.__code__) else {}
+        differentiable output (per part of a ``Tensor[]`` output); ``needs_input_grad`` one flag
+        per gradient slot, for a closure that takes them (None: it does not)."""
         wrapped = list(grads)
         for i, grad in enumerate(wrapped):
             wrapped[i] = OracleTensor(grad) if type(grad) is torch.Tensor else wrap(grad)
         token = _installed_backend.set(self.backend)   # just an optimization of `with use_backend(...)`
         try:
-            returned = backward(wrapped, **mask) if self.list_output else backward(*wrapped, **mask)
+            if needs_input_grad is None:
+                returned = backward(wrapped) if self.list_output else backward(*wrapped)
+            else:
+                mask = list(needs_input_grad)
+                returned = backward(wrapped, needs_input_grad=mask) if self.list_output else \
+                    backward(*wrapped, needs_input_grad=mask)
         finally:
             _installed_backend.reset(token)
         if len(self.gradient_slots) == 1:
@@ -659,9 +689,10 @@ class TorchFormula:
         if not isinstance(returned, tuple) or len(returned) != len(self.gradient_slots):
             raise RuntimeError(f"the backward of {self.op_name} must return {len(self.gradient_slots)} "
                                f"gradient(s), returned {returned!r}")
-        if len(returned) == 1:      # just an optimization of the general line below
-            return (returned[0].tensor if type(returned[0]) is OracleTensor else unwrap(returned[0]),)
-        return tuple(g.tensor if type(g) is OracleTensor else unwrap(g) for g in returned)
+        unwrapped = list(returned)
+        for i, grad in enumerate(unwrapped):
+            unwrapped[i] = grad.tensor if type(grad) is OracleTensor else unwrap(grad)
+        return unwrapped
 
     def run_jvp(self, values: Sequence[Any], tangents: Sequence[Any], backward: Callable[..., Any],
                 written: Callable[..., Any] | None) -> Any:
@@ -771,8 +802,9 @@ class Application:
 
 
 class _FormulaNode(torch.autograd.Function):
-    """What :class:`FormulaFunction` and :class:`PlainFormulaFunction` share: the backward
-    (:func:`_backward`) and the jvp (:func:`_jvp`) of the node they record."""
+    """What :class:`FormulaFunction`, :class:`PlainFormulaFunction` and
+    :class:`InPlaceFormulaFunction` share: the backward (:func:`_backward`) and the jvp
+    (:func:`_jvp`) of the node they record."""
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
@@ -786,8 +818,9 @@ class _FormulaNode(torch.autograd.Function):
 class FormulaFunction(_FormulaNode):
     """Base of every ``<Op>Formula``: see the module docstring. ``apply(application, *tensors)``
     with ``tensors`` the application's :class:`FlatArguments` tensors. This form, with
-    ``setup_context``, is the one torch.func transforms take; outside them a call goes through
-    :class:`PlainFormulaFunction`, the same Function in one Python call fewer."""
+    ``setup_context``, is the one torch.func transforms take, and forward mode's (it plans the
+    jvp too); a call outside both goes through :class:`PlainFormulaFunction`, the same Function
+    in fewer Python calls."""
 
     @staticmethod
     def forward(application: Application, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -812,41 +845,59 @@ class FormulaFunction(_FormulaNode):
 
 
 class PlainFormulaFunction(_FormulaNode):
-    """:class:`FormulaFunction` with its forward and ``setup_context`` in one call,
-    ``forward(ctx, application, *tensors)``: a call outside torch.func transforms, where the
-    tensors ``setup_context`` would see are the forward's own (just an optimization)."""
+    """:class:`FormulaFunction` for a call outside torch.func transforms and forward mode, in as
+    few Python calls as it takes (just an optimization: the per-call cost of the override and the
+    custom ops): ``forward(ctx, call, *tensors)`` runs the formula and sets ``ctx`` up at once
+    (the tensors ``setup_context`` would see are the forward's own), with ``call`` what
+    :meth:`TorchFormula.call` found: ``(formula, values, positions, layout, grad_enabled, run)``,
+    ``positions`` where ``tensors`` go in ``values`` (None: ``values`` is a template, the tensors
+    go in the places of its :class:`SavedSlot` markers), ``layout`` the :func:`gradient_layout`,
+    ``run`` a custom op's runner (None: the formula itself)."""
+
+    @staticmethod
+    def forward(ctx: Any, call: tuple[Any, ...], *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        formula, values, positions, layout, grad_enabled, run = call
+        if positions is None:
+            values = place(values, tensors)
+        else:
+            for i, tensor in zip(positions, tensors):
+                values[i] = tensor
+        torch._C._set_grad_enabled(grad_enabled)      # as FormulaFunction.forward
+        torch._C._set_fwd_grad_enabled(True)
+        try:
+            planned = (run or formula.planned_forward)(values, tensors, False)
+        finally:
+            torch._C._set_grad_enabled(False)
+            torch._C._set_fwd_grad_enabled(False)
+        # setup_context: what ctx.save_for_backward and ctx.set_materialize_grads(False) do,
+        # without their calls; an unused output's gradient reaches the closure as None
+        flat_outputs = planned.flat_outputs
+        ctx.to_save = tuple(map((*tensors, *flat_outputs).__getitem__, planned.saved))
+        ctx.materialize_grads = False
+        ctx.formula, ctx.layout, ctx.count, ctx.plan = formula, layout, len(tensors), planned.plan
+        if not formula.all_differentiable:
+            _mark_non_differentiable(ctx, formula, flat_outputs)
+        return flat_outputs
+
+
+class InPlaceFormulaFunction(_FormulaNode):
+    """The formula's Function for an in-place operator (:meth:`TorchFormula.call_in_place`), its
+    forward and ``setup_context`` in one call: its output, the input it writes, is marked dirty, so
+    torch rebases that tensor's history on the node (through a view: ``CopySlices`` on its base)
+    and raises its own errors, as for its own in-place kernels."""
 
     @staticmethod
     def forward(ctx: Any, application: Application, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         torch._C._set_grad_enabled(application.grad_enabled)      # as FormulaFunction.forward
         torch._C._set_fwd_grad_enabled(True)
         try:
-            flat = application.flat
-            if flat.positions is None:
-                values = flat.values(tensors)
-            else:       # just an optimization of flat.values(tensors)
-                values = list(flat.template)
-                for i, tensor in zip(flat.positions, tensors):
-                    values[i] = tensor
-            planned = application.run(values, tensors, application.want_jvp)
+            planned = application.run(application.flat.values(tensors), tensors, application.want_jvp)
         finally:
             torch._C._set_grad_enabled(False)
             torch._C._set_fwd_grad_enabled(False)
         application.planned = planned
-        flat_outputs = planned.flat_outputs
-        _set_up(ctx, application, (*tensors, *flat_outputs), flat_outputs)
-        return flat_outputs
-
-
-class InPlaceFormulaFunction(PlainFormulaFunction):
-    """:class:`PlainFormulaFunction` of an in-place operator (:meth:`TorchFormula.call_in_place`):
-    its output, the input it writes, is marked dirty, so torch rebases that tensor's history on the
-    node (through a view: ``CopySlices`` on its base) and raises its own errors, as for its own
-    in-place kernels."""
-
-    @staticmethod
-    def forward(ctx: Any, application: Application, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        outputs = PlainFormulaFunction.forward(ctx, application, *tensors)
+        outputs = planned.flat_outputs
+        _set_up(ctx, application, (*tensors, *outputs), outputs)
         ctx.mark_dirty(*outputs)
         ctx.written = next(i for i, tensor in enumerate(tensors) if tensor is outputs[0])
         return outputs
@@ -882,34 +933,41 @@ def _set_up(ctx: Any, application: Application, candidates: tuple[torch.Tensor, 
     ctx.materialize_grads = False
     ctx.formula, ctx.template, ctx.count, ctx.plan = formula, application.flat.template, \
         len(application.flat.tensors), planned.plan
+    ctx.layout = gradient_layout(application.flat.template, formula.gradient_slots)
     if planned.jvp_state is not None:
         ctx.jvp_state = planned.jvp_state   # forward mode runs right after forward; jvp drops it
     application.planned = None
     if not formula.all_differentiable:
-        kept = {id(o) for o in formula.differentiable(output)}
-        ctx.mark_non_differentiable(*(o for o in output if id(o) not in kept))
+        _mark_non_differentiable(ctx, formula, output)
+
+
+def _mark_non_differentiable(ctx: Any, formula: TorchFormula, output: Sequence[torch.Tensor]) -> None:
+    """Mark the outputs of the formula's non-differentiable results on ``ctx``."""
+    kept = {id(o) for o in formula.differentiable(output)}
+    ctx.mark_non_differentiable(*(o for o in output if id(o) not in kept))
 
 
 def _backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
     """The Function's backward: the formula's closure rebuilt from the saved tensors, run."""
     formula: TorchFormula = ctx.formula
-    template = ctx.template
     output_grads = grads if formula.all_differentiable else formula.differentiable(grads)
     for grad in output_grads:
         if grad is not None:
             break
     else:
         return (None,) * (1 + ctx.count)      # a backward is never called without a gradient
-    flags = ctx.needs_input_grad        # per tensor of the call, after the Application's
-    needs = []                          # per gradient slot
-    for slot in formula.gradient_slots:
-        marker = template[slot]
-        if type(marker) is SavedSlot:
-            needs.append(flags[1 + marker.index])
-        else:       # a list of tensors (its flags in one), or an absent Tensor?
-            needs.append(isinstance(marker, (list, tuple)) and
-                         any(flags[1 + m.index] for m in marker if type(m) is SavedSlot))
+    layout = ctx.layout
     backward = ctx.plan.rebuild(ctx.saved_tensors)
+    if _declares_mask(backward.__code__):
+        flags = ctx.needs_input_grad        # per tensor of the call, after apply's first argument
+        needs: list[bool] | None = []       # per gradient slot
+        for where in layout:
+            if type(where) is int:
+                needs.append(flags[1 + where])
+            else:       # a list of tensors (its flags in one), or an absent Tensor?
+                needs.append(where is not None and any(flags[1 + m.index] for m in where if type(m) is SavedSlot))
+    else:
+        needs = None
     if torch.is_grad_enabled() or torch.autograd.forward_ad._current_level >= 0 \
             or torch._C._are_functorch_transforms_active():
         per_slot = formula.run_backward(backward, output_grads, needs)
@@ -920,14 +978,24 @@ def _backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | Non
         with torch._C._AutoDispatchBelowAutograd():
             per_slot = formula.run_backward(backward, output_grads, needs)
     flat_grads: list[torch.Tensor | None] = [None] * ctx.count
-    for slot, grad in zip(formula.gradient_slots, per_slot):
-        marker = template[slot]
-        if type(marker) is SavedSlot:
-            flat_grads[marker.index] = grad
-        elif isinstance(marker, list) and grad is not None:
-            for part, part_grad in zip(marker, grad):
+    for where, grad in zip(layout, per_slot):
+        if type(where) is int:
+            flat_grads[where] = grad
+        elif isinstance(where, list) and grad is not None:
+            for part, part_grad in zip(where, grad):
                 flat_grads[part.index] = part_grad
     return (None, *flat_grads)
+
+
+def gradient_layout(template: Sequence[Any], gradient_slots: Sequence[int]) -> tuple[Any, ...]:
+    """Where each gradient slot's tensor is among a call's tensors, from its :class:`FlatArguments`
+    template: its index, its list of :class:`SavedSlot` markers (a list of tensors), or None."""
+    layout = []
+    for slot in gradient_slots:
+        marker = template[slot]
+        layout.append(marker.index if type(marker) is SavedSlot else
+                      marker if isinstance(marker, (list, tuple)) else None)
+    return tuple(layout)
 
 
 def _jvp(ctx: Any, *input_tangents: torch.Tensor | None) -> Any:

@@ -35,7 +35,10 @@ from transpiler.project import SHIPPED_NAMESPACE, ProjectError, find_project
 
 MANIFEST = "MANIFEST"
 MARKER = ".transpiler-build"    # marks a build directory as ours: only such a directory is written
-CFLAGS = ("-O2", "-DNDEBUG")
+# -O1: generated code is glue around libtorch calls, where the time is spent; -O2 optimised it no
+# faster (benchmarks/torch_backend.py, compiled / builtin: sin, mul.Tensor, sum.dim_IntList 1.07,
+# 1.04, 1.06x at -O2 and 1.06, 1.03, 1.08x at -O1) and cost a fifth more compile time.
+CFLAGS = ("-O1", "-DNDEBUG")
 PRECOMPILED_DIRECTORY = "precompiled"   # in the build directory: the shared precompiled headers
 
 # The libtorch headers every generated file includes: parsing them is most of a file's compile

@@ -261,3 +261,34 @@ def test_sum_tos_transpose_inlined_is_one_expand_and_its_size_loops_go():
                   "sum_backward": sum_backward}
         np.testing.assert_array_equal(_run(simplified, **values)(x).numpy(),
                                       _run(textwrap.dedent(BROADCAST), **values)(x).numpy())
+
+
+REPLAYED = """
+    def jvp(self_t):
+        taken_3 = len(self_sizes) == 1
+        if taken_3:
+            pass
+        else:
+            dims_4 = []
+            for d_5 in range(len(self_sizes)):
+                dims_4.append(d_5)
+        taken_3 = len(self_sizes) == 1
+        if taken_3:
+            d_grad = self_t
+        else:
+            dims_4 = []
+            for d_5 in range(len(self_sizes)):
+                dims_4.append(d_5)
+            d_grad = at.sum(self_t, dims_4, True)
+        return d_grad
+    """
+
+
+def test_a_replayed_branch_merges_with_its_second_pass_and_what_it_bound_again_goes():
+    simplified = _simplified(REPLAYED)
+    assert simplified.count("taken_3 = ") == 1 and simplified.count("if taken_3:") == 1
+    assert simplified.count("dims_4 = []") == 1 and "pass" not in simplified
+    for sizes in ([3], [2, 3]):
+        x = engine.Tensor(np.arange(float(np.prod(sizes))).reshape(sizes))
+        np.testing.assert_array_equal(_run(simplified, self_sizes=sizes)(x).numpy(),
+                                      _run(textwrap.dedent(REPLAYED), self_sizes=sizes)(x).numpy())

@@ -656,6 +656,95 @@ def fuse_where_terms(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
                                       and isinstance(s.body[0], cst.Pass))]
 
 
+# ---- replayed branches -------------------------------------------------------------------
+#: Calls that may read a list argument and never return it (a tensor, or a new list).
+_LIST_READERS = frozenset({"sum_backward", "reduced_sizes"})
+
+
+def private_lists(statements: list[cst.BaseStatement]) -> frozenset[str]:
+    """Lists no other name can hold: made by ``a = []`` and read only by ``a.append(x)``,
+    ``len(a)``, ``a[i]`` and as an argument of ``at.*``, ``sum_backward`` or ``reduced_sizes``
+    (which return a tensor or a new list): an append to one nothing reads later is dead."""
+    module = cst.Module(body=statements)
+    lists = {a[0] for n in _nodes(module) if (a := _assignment(n)) is not None
+             and isinstance(a[1], cst.List) and not a[1].elements}
+    allowed: set[int] = set()       # id() of Name nodes in an allowed place
+    for n in _nodes(module):
+        if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name) and isinstance(n, cst.AssignTarget):
+            allowed.add(id(n.target))
+        elif isinstance(n, cst.Attribute) and n.attr.value == "append" and isinstance(n.value, cst.Name):
+            allowed.add(id(n.value))
+        elif isinstance(n, cst.Subscript) and isinstance(n.value, cst.Name):
+            allowed.add(id(n.value))
+        elif isinstance(n, cst.Call) and (code(n.func) == "len" or code(n.func).startswith("at.")
+                                          or code(n.func) in _LIST_READERS):
+            allowed.update(id(a.value) for a in n.args if isinstance(a.value, cst.Name) and not a.keyword)
+    bound_otherwise = {a[0] for n in _nodes(module) if (a := _assignment(n)) is not None
+                       and not (isinstance(a[1], cst.List) and not a[1].elements)}
+    return frozenset(name for name in lists - bound_otherwise
+                     if all(id(n) in allowed for n in _nodes(module) if isinstance(n, cst.Name) and n.value == name))
+
+
+def _same_test_merged(first: cst.If, second: cst.If) -> cst.If | None:
+    """``if c: A else: B`` then ``if c: C else: D`` -> ``if c: A; C else: B; D`` (``c`` a name
+    neither ``A`` nor ``B`` binds: both tests read one value), or None."""
+    if not (isinstance(first.test, cst.Name) and code(first.test) == code(second.test)
+            and not isinstance(first.orelse, cst.If) and not isinstance(second.orelse, cst.If)
+            and first.test.value not in _bound_names(first)):
+        return None
+
+    def joined(*blocks):
+        body = [s for block in blocks if block is not None for s in block.body.body
+                if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in s.body))]
+        return body
+
+    body = joined(first, second) or [cst.SimpleStatementLine([cst.Pass()])]
+    orelse = joined(first.orelse, second.orelse)
+    return first.with_changes(body=first.body.with_changes(body=body),
+                              orelse=cst.Else(body=cst.IndentedBlock(body=orelse)) if orelse else None)
+
+
+def merge_replayed_branches(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: the derivation replays the forward's branches before the transposes and
+    tests them again after, so a block holds ``c = E ... c = E`` and ``if c: ...`` twice:
+
+    - ``c = E`` again (the last binding of ``c`` before it in the block is ``c = E``, ``E`` reads
+      no list and not ``c``, nothing between binds ``c`` or a name of ``E``) is dropped: ``c``
+      holds ``E`` already;
+    - adjacent ``if``s on one name that the first does not bind are one ``if``
+      (``_same_test_merged``).
+
+    What the replay bound and the second pass binds again is then dead in one straight line."""
+    result = list(statements)
+    changed = True
+    while changed:
+        changed = False
+        for index, statement in enumerate(result):
+            assigned = _assignment(statement)
+            if assigned is None or not _shareable(assigned[1], set()) or assigned[0] in _names(assigned[1]):
+                continue
+            watched = {assigned[0]} | _names(assigned[1])
+            for earlier in reversed(range(index)):
+                previous = _assignment(result[earlier])
+                if previous is not None and previous[0] == assigned[0]:
+                    if code(previous[1]) == code(assigned[1]):
+                        del result[index]
+                        changed = True
+                    break
+                if _changes(result[earlier], watched):
+                    break
+            if changed:
+                break
+        for index in range(len(result) - 1):
+            if isinstance(result[index], cst.If) and isinstance(result[index + 1], cst.If):
+                merged = _same_test_merged(result[index], result[index + 1])
+                if merged is not None:
+                    result[index:index + 2] = [merged]
+                    changed = True
+                    break
+    return [_in_blocks(s, merge_replayed_branches) for s in result]
+
+
 # ---- involutions ----------------------------------------------------------------------------
 #: One-argument operators that are their own inverse: ``at.t`` swaps the two dims of a matrix
 #: (and is the identity below two dims), ``matrix_transpose`` the last two; either twice is
@@ -878,7 +967,8 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = fold_literals(statements)
     statements = zero_sizes(statements)
     statements = crop_pads(statements, taken)
-    statements, _ = _live_only(statements, set())
+    statements = merge_replayed_branches(statements)
+    statements, _ = _live_only(statements, set(), private_lists(statements))
     statements = propagate_copies(statements, parameters)
     statements = fold_involutions(statements)
     statements = collapse_broadcasts(statements)
@@ -888,9 +978,9 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = share_repeated_values(statements)
     statements = fuse_where_terms(statements)
     statements = fuse_sums_to(statements)
-    statements, _ = _live_only(statements, set())
+    statements, _ = _live_only(statements, set(), private_lists(statements))
     while (dropped := drop_unread_lists(statements)) is not statements:
-        statements, _ = _live_only(dropped, set())
+        statements, _ = _live_only(dropped, set(), private_lists(dropped))
     return jvp.with_changes(body=jvp.body.with_changes(body=statements))
 
 

@@ -534,25 +534,29 @@ def _shareable(value: cst.BaseExpression, appended: set[str]) -> bool:
 
 
 def share_repeated_values(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
-    """Top level: ``b = E`` after ``a = E`` (``a``, ``b`` and every name of ``E`` bound at most
-    once) -> ``b`` read as ``a``, its binding dropped."""
+    """``b = E`` after ``a = E`` in the same block or one inside ``a``'s (``a``, ``b`` and every
+    name of ``E`` bound at most once) -> ``b`` read as ``a``, its binding dropped."""
     bound = bindings(statements)
     appended = {n.func.value.value for n in _nodes(cst.Module(body=statements))
                 if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "append"
                 and isinstance(n.func.value, cst.Name)}
-    first: dict[str, str] = {}          # code of E -> a
     shared: dict[str, cst.BaseExpression] = {}
-    kept = []
-    for statement in statements:
-        assigned = _assignment(statement)
-        if (assigned is not None and bound.stable(assigned[0]) and _shareable(assigned[1], appended)
-                and all(bound.stable(n) for n in _names(assigned[1]))):
-            key = code(rename(assigned[1], shared))
-            if key in first:
-                shared[assigned[0]] = cst.Name(first[key])
-                continue
-            first[key] = assigned[0]
-        kept.append(statement)
+
+    def walk(block: list[cst.BaseStatement], first: dict[str, str]) -> list[cst.BaseStatement]:
+        kept = []                       # ``first``: code of E -> a, for the values bound before
+        for statement in block:
+            assigned = _assignment(statement)
+            if (assigned is not None and bound.stable(assigned[0]) and _shareable(assigned[1], appended)
+                    and all(bound.stable(n) for n in _names(assigned[1]))):
+                key = code(rename(assigned[1], shared))
+                if key in first:
+                    shared[assigned[0]] = cst.Name(first[key])
+                    continue
+                first[key] = assigned[0]
+            kept.append(_in_blocks(statement, lambda inner: walk(inner, dict(first))))
+        return kept
+
+    kept = walk(statements, {})
     if not shared:
         return statements
     return list(rename(cst.Module(body=kept), shared).body)
@@ -919,43 +923,47 @@ def _sum_to_of(value: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseE
 
 
 def fuse_sums_to(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
-    """Top level: ``a = sum_to(x, s)``, ``b = sum_to(y, s)``, then ``d = a + b`` (``a`` and ``b``
-    read only there, bound once; every name of ``s`` stable) -> ``a = x``, ``b = y`` and ``d =
-    sum_to(a + b, s)`` when ``a`` and ``b`` have the same sizes (checked at run time), ``d =
-    sum_to(a, s) + sum_to(b, s)`` otherwise. ``sum_to`` is linear and reduces the same dims of
+    """In every block: ``a = sum_to(x, s)``, ``b = sum_to(y, s)``, then ``d = a + b`` (``a`` and
+    ``b`` read only there, bound once; every name of ``s`` stable) -> ``a = x``, ``b = y`` and
+    ``d = sum_to(a + b, s)`` when ``a`` and ``b`` have the same sizes (checked at run time), ``d
+    = sum_to(a, s) + sum_to(b, s)`` otherwise. ``sum_to`` is linear and reduces the same dims of
     two tensors of one shape, so ``sum_to(x, s) + sum_to(y, s) = sum_to(x + y, s)``: one
     reduction for two."""
     bound = bindings(statements)
     reads = Counter(n.value for n in _nodes(cst.Module(body=statements)) if isinstance(n, cst.Name))
-    position = {}
-    for index, statement in enumerate(statements):
-        if (assigned := _assignment(statement)) is not None:
-            position[assigned[0]] = index
-    result = list(statements)
-    for index, statement in enumerate(statements):
-        assigned = _assignment(statement)
-        if assigned is None or not (isinstance(assigned[1], cst.BinaryOperation)
-                                    and isinstance(assigned[1].operator, cst.Add)):
-            continue
-        operands = (assigned[1].left, assigned[1].right)
-        if not all(isinstance(o, cst.Name) and bound.counts[o.value] == 1 and reads[o.value] == 2
-                   and position.get(o.value, index) < index for o in operands):
-            continue
-        terms = [_sum_to_of(_assignment(statements[position[o.value]])[1]) for o in operands]
-        if (any(t is None for t in terms) or code(terms[0][1]) != code(terms[1][1])
-                or not all(bound.stable(n) for n in _names(terms[0][1]))):
-            continue
-        a, b, sizes = operands[0].value, operands[1].value, code(terms[0][1])
-        for operand, (x, _) in zip(operands, terms):
-            line = result[position[operand.value]]
-            result[position[operand.value]] = line.with_changes(body=[line.body[0].with_changes(value=x)])
-        replacement = cst.parse_statement(
-            f"if {a}.sizes() == {b}.sizes():\n"
-            f"    {assigned[0]} = sum_to({a} + {b}, {sizes})\n"
-            f"else:\n"
-            f"    {assigned[0]} = sum_to({a}, {sizes}) + sum_to({b}, {sizes})\n")
-        result[index] = replacement.with_changes(leading_lines=statement.leading_lines)
-    return result
+
+    def fuse(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        position = {}
+        for index, statement in enumerate(block):
+            if (assigned := _assignment(statement)) is not None:
+                position[assigned[0]] = index
+        result = [_in_blocks(s, fuse) for s in block]
+        for index, statement in enumerate(block):
+            assigned = _assignment(statement)
+            if assigned is None or not (isinstance(assigned[1], cst.BinaryOperation)
+                                        and isinstance(assigned[1].operator, cst.Add)):
+                continue
+            operands = (assigned[1].left, assigned[1].right)
+            if not all(isinstance(o, cst.Name) and bound.counts[o.value] == 1 and reads[o.value] == 2
+                       and position.get(o.value, index) < index for o in operands):
+                continue
+            terms = [_sum_to_of(_assignment(block[position[o.value]])[1]) for o in operands]
+            if (any(t is None for t in terms) or code(terms[0][1]) != code(terms[1][1])
+                    or not all(bound.stable(n) for n in _names(terms[0][1]))):
+                continue
+            a, b, sizes = operands[0].value, operands[1].value, code(terms[0][1])
+            for operand, (x, _) in zip(operands, terms):
+                line = result[position[operand.value]]
+                result[position[operand.value]] = line.with_changes(body=[line.body[0].with_changes(value=x)])
+            replacement = cst.parse_statement(
+                f"if {a}.sizes() == {b}.sizes():\n"
+                f"    {assigned[0]} = sum_to({a} + {b}, {sizes})\n"
+                f"else:\n"
+                f"    {assigned[0]} = sum_to({a}, {sizes}) + sum_to({b}, {sizes})\n")
+            result[index] = replacement.with_changes(leading_lines=statement.leading_lines)
+        return result
+
+    return fuse(statements)
 
 
 # ---- the entry point ---------------------------------------------------------------------

@@ -25,14 +25,27 @@ jvp returns the same:
   ``reduced_sizes(s, d, True)`` at once: ``at.expand(t, s)``.
 - **Crops.** ``at.constant_pad_nd(x, negated(pads), value)`` with no pad negative (checked on
   the integers, at run time) only cuts ``x``: ``at.narrow`` per cut dim, no zero-filled copy.
-- **Shared values.** ``b = E`` after ``a = E`` (both in the function's own block, bound once,
-  ``E`` reading no list and no name bound again) reads ``a``: ``E`` is computed once.
+- **Shared values.** ``b = E`` after ``a = E`` (in ``a``'s block or one inside it, both bound
+  once, ``E`` reading no list and no name bound again) reads ``a``: ``E`` is computed once.
 - **Where-terms.** ``d = sum_to(at.where(c, p, zp), s) + sum_to(at.where(c, zq, q), s)`` where
   ``zp``, ``zq`` are ``at.zeros_like`` of ``p``, ``q`` (or a term is ``at.masked_fill(q, c, 0)``;
   each term read only there) is one
   ``sum_to(at.where(c, p, q), s)`` when ``p`` and ``q`` have the same sizes (checked at run
   time: both terms then have one shape, so ``sum_to`` adds them), the two terms otherwise;
   the ``sum_to`` may be absent from both.
+- **Replayed branches.** ``if c: A else: B`` then ``if c: C else: D`` (``c`` a name ``A`` and
+  ``B`` do not bind: one value tested twice) is ``if c: A; C else: B; D``, and ``c = E`` again
+  (``c`` holding ``E`` already) is dropped; what ``A`` bound and ``C`` binds again is then dead.
+  An ``a.append(x)`` to a list no other name can hold and nothing reads later is dead too.
+- **Involutions.** ``at.t(at.t(x))`` and ``matrix_transpose(matrix_transpose(x))`` (also through
+  a stable name) are ``x``: a transpose undone puts every element back.
+- **Broadcasts.** ``sum_to``'s transpose as the derivation inlines it (``sum_backward`` over the
+  dims a broadcast to ``B`` expanded, then over the leading dims it added, each behind a
+  condition computed by loops over the sizes) is ``at.expand(t, B)``, ``t`` itself when it has
+  ``B``'s sizes: both are ``t`` broadcast to ``B``; the size loops, then unread, go.
+- **Sums to one size.** ``a = sum_to(x, s)``, ``b = sum_to(y, s)``, ``d = a + b`` is
+  ``sum_to(x + y, s)`` when ``x`` and ``y`` have the same sizes (checked at run time): ``sum_to``
+  is linear and reduces the same dims of two tensors of one shape.
 
 Names bound more than once, or inside a loop, are left alone by the rules that substitute:
 their value at a use is not the one at the binding. Dead assignments are dropped last.

@@ -19,6 +19,7 @@ from formulas.helpers import (
     sum_to,
     wrap_dim,
 )
+from formulas.linalg import matrix_transpose
 from transpiler.derive_jvp import code
 from transpiler.derive_jvp_simplify import simplify
 
@@ -170,3 +171,124 @@ def test_a_value_read_while_its_list_grows_or_bound_again_is_not_shared():
         """
     simplified = _simplified(source)
     assert "n_3 = len(dims)" in simplified and "s_5 = at.sum(self_t, dims)" in simplified
+
+
+TRANSPOSED_TWICE = """
+    def jvp(self_t, mat2_t):
+        factor_4 = at.t(mat2)
+        factor_6 = matrix_transpose(self)
+        grad_mat2_8 = at.mm(matrix_transpose(factor_6), mat2_t)
+        grad_self_12 = at.mm(self_t, at.t(factor_4))
+        return grad_mat2_8 + grad_self_12 + at.t(at.t(self_t))
+    """
+
+
+def test_a_transpose_of_a_transpose_is_the_tensor():
+    simplified = _simplified(TRANSPOSED_TWICE)
+    assert "at.t(" not in simplified and "matrix_transpose(" not in simplified
+    rng = np.random.default_rng(0)
+    a, b, ta, tb = (engine.Tensor(rng.standard_normal((3, 3))) for _ in range(4))
+    values = {"self": a, "mat2": b, "matrix_transpose": matrix_transpose}
+    np.testing.assert_array_equal(_run(simplified, **values)(ta, tb).numpy(),
+                                  _run(textwrap.dedent(TRANSPOSED_TWICE), **values)(ta, tb).numpy())
+
+
+SUMS_TO = """
+    def jvp(self_t, other_t):
+        sizes_11 = result.sizes()
+        grad_self_9 = sum_to(other_t * self, sizes_11)
+        grad_self_14 = sum_to(self_t * other, sizes_11)
+        d_grad = grad_self_9 + grad_self_14
+        return d_grad
+    """
+
+
+def test_two_terms_summed_to_one_size_are_summed_once_when_they_have_one_shape():
+    simplified = _simplified(SUMS_TO)
+    assert "sum_to(grad_self_9 + grad_self_14, sizes_11)" in simplified
+    rng = np.random.default_rng(0)
+    for self_shape, other_shape, result_shape in (((4,), (4,), ()), ((3, 4), (4,), (4,)), ((2, 1), (1, 3), (1, 3))):
+        x, y, tx, ty = (engine.Tensor(rng.standard_normal(s)) for s in (self_shape, other_shape) * 2)
+        values = {"self": x, "other": y, "result": engine.Tensor(np.zeros(result_shape)), "sum_to": sum_to}
+        np.testing.assert_allclose(_run(simplified, **values)(tx, ty).numpy(),
+                                   _run(textwrap.dedent(SUMS_TO), **values)(tx, ty).numpy(), rtol=1e-15, atol=1e-15)
+
+
+BROADCAST = """
+    def jvp(other_t):
+        leading_23 = len(lin_28) - len(other_sizes)
+        taken_30 = leading_23 > 0
+        if taken_30:
+            leading_dims_24 = []
+            for d_20 in range(leading_23):
+                leading_dims_24.append(d_20)
+            lin_31 = reduced_sizes(lin_28, leading_dims_24, False)
+            reduced_25 = lin_31
+        else:
+            reduced_25 = lin_28
+        expanded_dims_21 = []
+        for d_20 in range(len(other_sizes)):
+            if other_sizes[d_20] == 1 and reduced_25[wrap_dim(d_20, len(reduced_25))] != 1:
+                expanded_dims_21.append(d_20)
+        taken_32 = len(expanded_dims_21) > 0
+        if taken_32:
+            self_sizes_47 = reduced_25
+            t_46 = sum_backward(other_t, self_sizes_47, expanded_dims_21, True)
+            d_reduced_25 = t_46
+        else:
+            d_reduced_25 = other_t
+        if taken_30:
+            leading_dims_24 = []
+            for d_20 in range(leading_23):
+                leading_dims_24.append(d_20)
+            t_48 = sum_backward(d_reduced_25, lin_28, leading_dims_24, False)
+            d_reduced_25 = t_48
+        return d_reduced_25
+    """
+
+
+def test_sum_tos_transpose_inlined_is_one_expand_and_its_size_loops_go():
+    simplified = _simplified(BROADCAST)
+    assert simplified.strip() == textwrap.dedent("""
+        def jvp(other_t):
+            d_reduced_25 = other_t if other_t.sizes() == lin_28 else at.expand(other_t, lin_28)
+            return d_reduced_25
+        """).strip()
+    rng = np.random.default_rng(0)
+    for sizes, broadcast in (([3, 4], [3, 4]), ([4], [2, 3, 4]), ([1, 4], [3, 4]), ([3, 1], [2, 3, 4]), ([], [2])):
+        x = engine.Tensor(rng.standard_normal(sizes))
+        values = {"other_sizes": sizes, "lin_28": broadcast, "reduced_sizes": reduced_sizes,
+                  "sum_backward": sum_backward}
+        np.testing.assert_array_equal(_run(simplified, **values)(x).numpy(),
+                                      _run(textwrap.dedent(BROADCAST), **values)(x).numpy())
+
+
+REPLAYED = """
+    def jvp(self_t):
+        taken_3 = len(self_sizes) == 1
+        if taken_3:
+            pass
+        else:
+            dims_4 = []
+            for d_5 in range(len(self_sizes)):
+                dims_4.append(d_5)
+        taken_3 = len(self_sizes) == 1
+        if taken_3:
+            d_grad = self_t
+        else:
+            dims_4 = []
+            for d_5 in range(len(self_sizes)):
+                dims_4.append(d_5)
+            d_grad = at.sum(self_t, dims_4, True)
+        return d_grad
+    """
+
+
+def test_a_replayed_branch_merges_with_its_second_pass_and_what_it_bound_again_goes():
+    simplified = _simplified(REPLAYED)
+    assert simplified.count("taken_3 = ") == 1 and simplified.count("if taken_3:") == 1
+    assert simplified.count("dims_4 = []") == 1 and "pass" not in simplified
+    for sizes in ([3], [2, 3]):
+        x = engine.Tensor(np.arange(float(np.prod(sizes))).reshape(sizes))
+        np.testing.assert_array_equal(_run(simplified, self_sizes=sizes)(x).numpy(),
+                                      _run(textwrap.dedent(REPLAYED), self_sizes=sizes)(x).numpy())

@@ -25,14 +25,27 @@ jvp returns the same:
   ``reduced_sizes(s, d, True)`` at once: ``at.expand(t, s)``.
 - **Crops.** ``at.constant_pad_nd(x, negated(pads), value)`` with no pad negative (checked on
   the integers, at run time) only cuts ``x``: ``at.narrow`` per cut dim, no zero-filled copy.
-- **Shared values.** ``b = E`` after ``a = E`` (both in the function's own block, bound once,
-  ``E`` reading no list and no name bound again) reads ``a``: ``E`` is computed once.
+- **Shared values.** ``b = E`` after ``a = E`` (in ``a``'s block or one inside it, both bound
+  once, ``E`` reading no list and no name bound again) reads ``a``: ``E`` is computed once.
 - **Where-terms.** ``d = sum_to(at.where(c, p, zp), s) + sum_to(at.where(c, zq, q), s)`` where
   ``zp``, ``zq`` are ``at.zeros_like`` of ``p``, ``q`` (or a term is ``at.masked_fill(q, c, 0)``;
   each term read only there) is one
   ``sum_to(at.where(c, p, q), s)`` when ``p`` and ``q`` have the same sizes (checked at run
   time: both terms then have one shape, so ``sum_to`` adds them), the two terms otherwise;
   the ``sum_to`` may be absent from both.
+- **Replayed branches.** ``if c: A else: B`` then ``if c: C else: D`` (``c`` a name ``A`` and
+  ``B`` do not bind: one value tested twice) is ``if c: A; C else: B; D``, and ``c = E`` again
+  (``c`` holding ``E`` already) is dropped; what ``A`` bound and ``C`` binds again is then dead.
+  An ``a.append(x)`` to a list no other name can hold and nothing reads later is dead too.
+- **Involutions.** ``at.t(at.t(x))`` and ``matrix_transpose(matrix_transpose(x))`` (also through
+  a stable name) are ``x``: a transpose undone puts every element back.
+- **Broadcasts.** ``sum_to``'s transpose as the derivation inlines it (``sum_backward`` over the
+  dims a broadcast to ``B`` expanded, then over the leading dims it added, each behind a
+  condition computed by loops over the sizes) is ``at.expand(t, B)``, ``t`` itself when it has
+  ``B``'s sizes: both are ``t`` broadcast to ``B``; the size loops, then unread, go.
+- **Sums to one size.** ``a = sum_to(x, s)``, ``b = sum_to(y, s)``, ``d = a + b`` is
+  ``sum_to(x + y, s)`` when ``x`` and ``y`` have the same sizes (checked at run time): ``sum_to``
+  is linear and reduces the same dims of two tensors of one shape.
 
 Names bound more than once, or inside a loop, are left alone by the rules that substitute:
 their value at a use is not the one at the binding. Dead assignments are dropped last.
@@ -40,6 +53,7 @@ their value at a use is not the one at the binding. Dead assignments are dropped
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -533,25 +547,29 @@ def _shareable(value: cst.BaseExpression, appended: set[str]) -> bool:
 
 
 def share_repeated_values(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
-    """Top level: ``b = E`` after ``a = E`` (``a``, ``b`` and every name of ``E`` bound at most
-    once) -> ``b`` read as ``a``, its binding dropped."""
+    """``b = E`` after ``a = E`` in the same block or one inside ``a``'s (``a``, ``b`` and every
+    name of ``E`` bound at most once) -> ``b`` read as ``a``, its binding dropped."""
     bound = bindings(statements)
     appended = {n.func.value.value for n in _nodes(cst.Module(body=statements))
                 if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "append"
                 and isinstance(n.func.value, cst.Name)}
-    first: dict[str, str] = {}          # code of E -> a
     shared: dict[str, cst.BaseExpression] = {}
-    kept = []
-    for statement in statements:
-        assigned = _assignment(statement)
-        if (assigned is not None and bound.stable(assigned[0]) and _shareable(assigned[1], appended)
-                and all(bound.stable(n) for n in _names(assigned[1]))):
-            key = code(rename(assigned[1], shared))
-            if key in first:
-                shared[assigned[0]] = cst.Name(first[key])
-                continue
-            first[key] = assigned[0]
-        kept.append(statement)
+
+    def walk(block: list[cst.BaseStatement], first: dict[str, str]) -> list[cst.BaseStatement]:
+        kept = []                       # ``first``: code of E -> a, for the values bound before
+        for statement in block:
+            assigned = _assignment(statement)
+            if (assigned is not None and bound.stable(assigned[0]) and _shareable(assigned[1], appended)
+                    and all(bound.stable(n) for n in _names(assigned[1]))):
+                key = code(rename(assigned[1], shared))
+                if key in first:
+                    shared[assigned[0]] = cst.Name(first[key])
+                    continue
+                first[key] = assigned[0]
+            kept.append(_in_blocks(statement, lambda inner: walk(inner, dict(first))))
+        return kept
+
+    kept = walk(statements, {})
     if not shared:
         return statements
     return list(rename(cst.Module(body=kept), shared).body)
@@ -655,6 +673,312 @@ def fuse_where_terms(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
                                       and isinstance(s.body[0], cst.Pass))]
 
 
+# ---- replayed branches -------------------------------------------------------------------
+#: Calls that may read a list argument and never return it (a tensor, or a new list).
+_LIST_READERS = frozenset({"sum_backward", "reduced_sizes"})
+
+
+def private_lists(statements: list[cst.BaseStatement]) -> frozenset[str]:
+    """Lists no other name can hold: made by ``a = []`` and read only by ``a.append(x)``,
+    ``len(a)``, ``a[i]`` and as an argument of ``at.*``, ``sum_backward`` or ``reduced_sizes``
+    (which return a tensor or a new list): an append to one nothing reads later is dead."""
+    module = cst.Module(body=statements)
+    lists = {a[0] for n in _nodes(module) if (a := _assignment(n)) is not None
+             and isinstance(a[1], cst.List) and not a[1].elements}
+    allowed: set[int] = set()       # id() of Name nodes in an allowed place
+    for n in _nodes(module):
+        if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name) and isinstance(n, cst.AssignTarget):
+            allowed.add(id(n.target))
+        elif isinstance(n, cst.Attribute) and n.attr.value == "append" and isinstance(n.value, cst.Name):
+            allowed.add(id(n.value))
+        elif isinstance(n, cst.Subscript) and isinstance(n.value, cst.Name):
+            allowed.add(id(n.value))
+        elif isinstance(n, cst.Call) and (code(n.func) == "len" or code(n.func).startswith("at.")
+                                          or code(n.func) in _LIST_READERS):
+            allowed.update(id(a.value) for a in n.args if isinstance(a.value, cst.Name) and not a.keyword)
+    bound_otherwise = {a[0] for n in _nodes(module) if (a := _assignment(n)) is not None
+                       and not (isinstance(a[1], cst.List) and not a[1].elements)}
+    return frozenset(name for name in lists - bound_otherwise
+                     if all(id(n) in allowed for n in _nodes(module) if isinstance(n, cst.Name) and n.value == name))
+
+
+def _same_test_merged(first: cst.If, second: cst.If) -> cst.If | None:
+    """``if c: A else: B`` then ``if c: C else: D`` -> ``if c: A; C else: B; D`` (``c`` a name
+    neither ``A`` nor ``B`` binds: both tests read one value), or None."""
+    if not (isinstance(first.test, cst.Name) and code(first.test) == code(second.test)
+            and not isinstance(first.orelse, cst.If) and not isinstance(second.orelse, cst.If)
+            and first.test.value not in _bound_names(first)):
+        return None
+
+    def joined(*blocks):
+        body = [s for block in blocks if block is not None for s in block.body.body
+                if not (isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in s.body))]
+        return body
+
+    body = joined(first, second) or [cst.SimpleStatementLine([cst.Pass()])]
+    orelse = joined(first.orelse, second.orelse)
+    return first.with_changes(body=first.body.with_changes(body=body),
+                              orelse=cst.Else(body=cst.IndentedBlock(body=orelse)) if orelse else None)
+
+
+def merge_replayed_branches(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: the derivation replays the forward's branches before the transposes and
+    tests them again after, so a block holds ``c = E ... c = E`` and ``if c: ...`` twice:
+
+    - ``c = E`` again (the last binding of ``c`` before it in the block is ``c = E``, ``E`` reads
+      no list and not ``c``, nothing between binds ``c`` or a name of ``E``) is dropped: ``c``
+      holds ``E`` already;
+    - adjacent ``if``s on one name that the first does not bind are one ``if``
+      (``_same_test_merged``).
+
+    What the replay bound and the second pass binds again is then dead in one straight line."""
+    result = list(statements)
+    changed = True
+    while changed:
+        changed = False
+        for index, statement in enumerate(result):
+            assigned = _assignment(statement)
+            if assigned is None or not _shareable(assigned[1], set()) or assigned[0] in _names(assigned[1]):
+                continue
+            watched = {assigned[0]} | _names(assigned[1])
+            for earlier in reversed(range(index)):
+                previous = _assignment(result[earlier])
+                if previous is not None and previous[0] == assigned[0]:
+                    if code(previous[1]) == code(assigned[1]):
+                        del result[index]
+                        changed = True
+                    break
+                if _changes(result[earlier], watched):
+                    break
+            if changed:
+                break
+        for index in range(len(result) - 1):
+            if isinstance(result[index], cst.If) and isinstance(result[index + 1], cst.If):
+                merged = _same_test_merged(result[index], result[index + 1])
+                if merged is not None:
+                    result[index:index + 2] = [merged]
+                    changed = True
+                    break
+    return [_in_blocks(s, merge_replayed_branches) for s in result]
+
+
+# ---- involutions ----------------------------------------------------------------------------
+#: One-argument operators that are their own inverse: ``at.t`` swaps the two dims of a matrix
+#: (and is the identity below two dims), ``matrix_transpose`` the last two; either twice is
+#: the tensor it was given (the same sizes, every element back in its place).
+INVOLUTIONS = frozenset({"at.t", "matrix_transpose"})
+
+
+class _Involutions(cst.CSTTransformer):
+    def __init__(self, applied: dict[str, tuple[str, cst.BaseExpression]]) -> None:
+        self.applied = applied      # a stable name -> (the involution, its argument) it was bound to
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        inner = _involution(updated)
+        if inner is None:
+            return updated
+        function, argument = inner
+        if isinstance(argument, cst.Name) and argument.value in self.applied:
+            bound_function, bound_argument = self.applied[argument.value]
+            return bound_argument if bound_function == function else updated
+        twice = _involution(argument)
+        return twice[1] if twice is not None and twice[0] == function else updated
+
+
+def _involution(node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """``(f, x)`` of ``f(x)``, ``f`` in ``INVOLUTIONS``."""
+    if (isinstance(node, cst.Call) and code(node.func) in INVOLUTIONS and len(node.args) == 1
+            and not node.args[0].keyword and not node.args[0].star):
+        return code(node.func), node.args[0].value
+    return None
+
+
+def fold_involutions(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``f(f(x))`` -> ``x`` for ``f`` in ``INVOLUTIONS``, also through ``y = f(x)`` then ``f(y)``
+    (``y`` and every name of ``x`` stable: ``x`` reads where ``f(y)`` does what it read at ``y``'s
+    binding). The bindings, then unread, go with the dead assignments."""
+    bound = bindings(statements)
+    applied = {name: inner for name, value in _top_assignments(statements).items()
+               if bound.stable(name) and (inner := _involution(value)) is not None
+               and all(bound.stable(n) for n in _names(inner[1]))}
+    return list(cst.Module(body=statements).visit(_Involutions(applied)).body)
+
+
+# ---- broadcasts ----------------------------------------------------------------------------
+#: ``sum_to``'s transpose as the derivation inlines it: its two reductions (``sum_backward`` of
+#: the dims a broadcast expanded, then of the leading dims it added), each behind its condition.
+_BROADCAST_APPLIED = re.compile(
+    r"if (?P<te>\w+):\n"
+    r"    (?P<s2>\w+) = (?P<R>\w+)\n"
+    r"    (?P<t>\w+) = sum_backward\((?P<X>\w+), (?P=s2), (?P<E>\w+), True\)\n"
+    r"    (?P<d>\w+) = (?P=t)\n"
+    r"else:\n"
+    r"    (?P=d) = (?P=X)\n"
+    r"if (?P<tl>\w+):\n"
+    r"    (?P<ld>\w+) = \[\]\n"
+    r"    for (?P<i>\w+) in range\((?P<lead>\w+)\):\n"
+    r"        (?P=ld)\.append\((?P=i)\)\n"
+    r"(?:    (?P<s3>\w+) = (?P<B3>[\w.()]+)\n)?"
+    r"    (?P<u>\w+) = sum_backward\((?P=d), (?P<B>[\w.()]+), (?P=ld), False\)\n"
+    r"    (?P=d) = (?P=u)\n$")
+
+
+def _broadcast_sizes_part(m: re.Match, sizes: str) -> list[str]:
+    """The statements that compute the conditions and dims ``_BROADCAST_APPLIED`` reads: the
+    leading dims of ``B`` (``sizes``) that ``S`` lacks, ``R`` (``B`` without them), and the dims
+    ``E`` where ``S`` is 1 and ``R`` is not."""
+    g = m.groupdict()
+    return [f"{g['tl']} = {g['lead']} > 0\n",
+            f"{g['E']} = []\n",
+            f"{g['te']} = len({g['E']}) > 0\n"], [
+        rf"{g['lead']} = len\({re.escape(sizes)}\) - len\((?P<S>\w+)\)\n",
+        rf"if {g['tl']}:\n    {g['ld']} = \[\]\n    for {g['i']} in range\({g['lead']}\):\n"
+        rf"        {g['ld']}\.append\({g['i']}\)\n    (?P<r1>\w+) = reduced_sizes\({re.escape(sizes)}, {g['ld']}, "
+        rf"False\)\n    {g['R']} = (?P=r1)\nelse:\n    {g['R']} = {re.escape(sizes)}\n$",
+        rf"for (?P<j>\w+) in range\(len\((?P<S>\w+)\)\):\n    if (?P=S)\[(?P=j)\] == 1 and {g['R']}\[wrap_dim\("
+        rf"(?P=j), len\({g['R']}\)\)\] != 1:\n        {g['E']}\.append\((?P=j)\)\n$"]
+
+
+def _statement_code(statement: cst.BaseStatement) -> str:
+    return cst.Module(body=[statement]).code
+
+
+def collapse_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: ``sum_to``'s transpose inlined (``_BROADCAST_APPLIED``: ``sum_backward`` of
+    the tangent ``X`` over the dims ``E`` a broadcast to ``B`` expanded, keeping them, then over
+    the leading dims it added), its conditions and dims computed before it in the block as
+    ``_broadcast_sizes_part`` says, each name they bind bound there only, ``B`` and ``S`` not bound
+    after they are read -> ``d = at.expand(X, B)`` (``X`` itself when its sizes are ``B``: no
+    operator for a no-op). ``X`` has its primal's sizes ``S`` (transposition makes it so), ``S``
+    broadcasts to ``B``, and each of the four branch combinations gives ``X`` broadcast to ``B``:
+    with neither reduction ``S`` is ``B``; the first is ``expand(X, B without its leading dims)``,
+    the second unsqueezes the leading dims and expands to ``B``. The conditions and dims, then
+    unread, go with the dead code."""
+    result = [_in_blocks(s, collapse_broadcasts) for s in statements]
+    bound = bindings(result)
+    texts = [_statement_code(s) for s in result]
+    binds = [set(_bound_names(s)) for s in result]
+    for index in range(len(result) - 1):
+        m = _BROADCAST_APPLIED.match(texts[index] + texts[index + 1])
+        if m is None:
+            continue
+        g = m.groupdict()
+        sizes = g["B"] if g["s3"] is None or g["B"] != g["s3"] else g["B3"]
+        exact, patterns = _broadcast_sizes_part(m, sizes)
+        first = [texts.index(e) if e in texts[:index] else None for e in exact]
+        found = [next(((i, f) for i, t in enumerate(texts[:index]) if (f := re.match(p, t))), None) for p in patterns]
+        if any(i is None for i in first) or any(f is None for f in found) or found[0][1]["S"] != found[2][1]["S"]:
+            continue
+        start = min(i for i in first + [f[0] for f in found])
+        read = {found[0][1]["S"], *_names(cst.parse_expression(sizes))}
+        if (not all(bound.counts[n] == 1 and n not in bound.in_loops for n in (g["te"], g["tl"], g["lead"], g["E"]))
+                or bound.counts[g["R"]] != 2 or any(binds[i] & read for i in range(start, index + 2))
+                or sum(1 for t in texts if f"{g['E']}.append(" in t) != 1):
+            continue
+        result[index] = _stmt(f"{g['d']} = {g['X']} if {g['X']}.sizes() == {sizes} else at.expand({g['X']}, {sizes})"
+                              ).with_changes(leading_lines=result[index].leading_lines)
+        result[index + 1] = cst.SimpleStatementLine(body=[cst.Pass()])
+    return [s for s in result if not (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                                      and isinstance(s.body[0], cst.Pass))]
+
+
+# ---- unread lists -------------------------------------------------------------------------
+def _appended_to(statement: cst.CSTNode) -> str | None:
+    """``a`` of a statement ``a.append(x)``."""
+    if (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call)):
+        func = statement.body[0].value.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name):
+            return func.value.value
+    return None
+
+
+class _ListDropper(cst.CSTTransformer):
+    def __init__(self, unread: set[str]) -> None:
+        self.unread = unread
+
+    def leave_SimpleStatementLine(self, original, updated):
+        assigned = _assignment(original)
+        if _appended_to(original) in self.unread or (assigned is not None and assigned[0] in self.unread):
+            return cst.RemoveFromParent()
+        return updated
+
+
+def drop_unread_lists(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """A list no expression reads (its name appears only as ``a = []`` and ``a.append(x)``, and
+    ``x`` has no effect: the language's expressions have none) is dropped with its appends; the
+    dead code around them goes with :func:`live_only` (empty loops and branches too)."""
+    module = cst.Module(body=statements)
+    made = {a[0] for n in _nodes(module) if (a := _assignment(n)) is not None
+            and isinstance(a[1], cst.List) and not a[1].elements}
+    if not made:
+        return statements
+    uses = Counter(n.value for n in _nodes(module) if isinstance(n, cst.Name))
+    plain = Counter()
+    for n in _nodes(module):
+        if (a := _appended_to(n)) is not None:
+            plain[a] += 1
+        elif (a := _assignment(n)) is not None and isinstance(a[1], cst.List) and not a[1].elements:
+            plain[a[0]] += 1
+    unread = {name for name in made if uses[name] == plain[name]}
+    if not unread:
+        return statements
+    return list(module.visit(_ListDropper(unread)).body)
+
+
+# ---- sum_to fusion ---------------------------------------------------------------------------
+def _sum_to_of(value: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``(x, sizes)`` of ``sum_to(x, sizes)``."""
+    if (_call_name(value) == "sum_to" and isinstance(value.func, cst.Name) and len(value.args) == 2
+            and not any(a.keyword or a.star for a in value.args)):
+        return value.args[0].value, value.args[1].value
+    return None
+
+
+def fuse_sums_to(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: ``a = sum_to(x, s)``, ``b = sum_to(y, s)``, then ``d = a + b`` (``a`` and
+    ``b`` read only there, bound once; every name of ``s`` stable) -> ``a = x``, ``b = y`` and
+    ``d = sum_to(a + b, s)`` when ``a`` and ``b`` have the same sizes (checked at run time), ``d
+    = sum_to(a, s) + sum_to(b, s)`` otherwise. ``sum_to`` is linear and reduces the same dims of
+    two tensors of one shape, so ``sum_to(x, s) + sum_to(y, s) = sum_to(x + y, s)``: one
+    reduction for two."""
+    bound = bindings(statements)
+    reads = Counter(n.value for n in _nodes(cst.Module(body=statements)) if isinstance(n, cst.Name))
+
+    def fuse(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        position = {}
+        for index, statement in enumerate(block):
+            if (assigned := _assignment(statement)) is not None:
+                position[assigned[0]] = index
+        result = [_in_blocks(s, fuse) for s in block]
+        for index, statement in enumerate(block):
+            assigned = _assignment(statement)
+            if assigned is None or not (isinstance(assigned[1], cst.BinaryOperation)
+                                        and isinstance(assigned[1].operator, cst.Add)):
+                continue
+            operands = (assigned[1].left, assigned[1].right)
+            if not all(isinstance(o, cst.Name) and bound.counts[o.value] == 1 and reads[o.value] == 2
+                       and position.get(o.value, index) < index for o in operands):
+                continue
+            terms = [_sum_to_of(_assignment(block[position[o.value]])[1]) for o in operands]
+            if (any(t is None for t in terms) or code(terms[0][1]) != code(terms[1][1])
+                    or not all(bound.stable(n) for n in _names(terms[0][1]))):
+                continue
+            a, b, sizes = operands[0].value, operands[1].value, code(terms[0][1])
+            for operand, (x, _) in zip(operands, terms):
+                line = result[position[operand.value]]
+                result[position[operand.value]] = line.with_changes(body=[line.body[0].with_changes(value=x)])
+            replacement = cst.parse_statement(
+                f"if {a}.sizes() == {b}.sizes():\n"
+                f"    {assigned[0]} = sum_to({a} + {b}, {sizes})\n"
+                f"else:\n"
+                f"    {assigned[0]} = sum_to({a}, {sizes}) + sum_to({b}, {sizes})\n")
+            result[index] = replacement.with_changes(leading_lines=statement.leading_lines)
+        return result
+
+    return fuse(statements)
+
+
 # ---- the entry point ---------------------------------------------------------------------
 def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring."""
@@ -664,14 +988,20 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = fold_literals(statements)
     statements = zero_sizes(statements)
     statements = crop_pads(statements, taken)
-    statements, _ = _live_only(statements, set())
+    statements = merge_replayed_branches(statements)
+    statements, _ = _live_only(statements, set(), private_lists(statements))
     statements = propagate_copies(statements, parameters)
+    statements = fold_involutions(statements)
+    statements = collapse_broadcasts(statements)
     statements = drop_added_zeros(statements)
     statements = fuse_unsqueezing_reshapes(statements)
     statements = concatenate_pieces(statements, taken)
     statements = share_repeated_values(statements)
     statements = fuse_where_terms(statements)
-    statements, _ = _live_only(statements, set())
+    statements = fuse_sums_to(statements)
+    statements, _ = _live_only(statements, set(), private_lists(statements))
+    while (dropped := drop_unread_lists(statements)) is not statements:
+        statements, _ = _live_only(dropped, set(), private_lists(dropped))
     return jvp.with_changes(body=jvp.body.with_changes(body=statements))
 
 

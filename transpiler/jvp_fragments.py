@@ -56,11 +56,14 @@ def nodes(node: cst.CSTNode):
         yield from nodes(child)
 
 
-def live_only(statements: list[cst.BaseStatement], live: set[str]) -> tuple[list[cst.BaseStatement], set[str]]:
+def live_only(statements: list[cst.BaseStatement], live: set[str],
+              private_lists: frozenset[str] = frozenset()) -> tuple[list[cst.BaseStatement], set[str]]:
     """``statements`` without the assignments to names nothing after them reads (the forward
     sweep and each branch's replay bind more than the transposes use), and the names live before
     them; ``live``: those read after. The formula language's expressions have no side effects; any
-    other statement (a list's ``append``, a return) is kept and reads what it names."""
+    other statement (a list's ``append``, a return) is kept and reads what it names, but an
+    ``a.append(x)`` to a list of ``private_lists`` (no other name can hold it) that nothing after
+    reads is dropped too."""
     kept: list[cst.BaseStatement] = []
     for statement in reversed(statements):
         if isinstance(statement, cst.SimpleStatementLine):
@@ -71,19 +74,21 @@ def live_only(statements: list[cst.BaseStatement], live: set[str]) -> tuple[list
                     if not targets & live:
                         continue
                     live = (live - targets) | names(small.value)
+                elif _appended(small) in private_lists and _appended(small) not in live:
+                    continue
                 elif not isinstance(small, cst.Pass):
                     live = live | names(small)
                 smalls.append(small)
             if smalls:
                 kept.append(statement.with_changes(body=list(reversed(smalls))))
         elif isinstance(statement, cst.If):
-            body, body_live = live_only(list(statement.body.body), set(live))
+            body, body_live = live_only(list(statement.body.body), set(live), private_lists)
             orelse, else_live = statement.orelse, set(live)
             if isinstance(orelse, cst.Else):
-                inner, else_live = live_only(list(orelse.body.body), set(live))
+                inner, else_live = live_only(list(orelse.body.body), set(live), private_lists)
                 orelse = orelse.with_changes(body=orelse.body.with_changes(body=inner)) if inner else None
             elif isinstance(orelse, cst.If):
-                inner, else_live = live_only([orelse], set(live))
+                inner, else_live = live_only([orelse], set(live), private_lists)
                 orelse = inner[0] if inner else None
             if not body and orelse is None:
                 continue
@@ -93,7 +98,7 @@ def live_only(statements: list[cst.BaseStatement], live: set[str]) -> tuple[list
         elif isinstance(statement, cst.For):
             loop_live = set(live)            # an iteration may read what the one before it bound
             while True:
-                body, body_live = live_only(list(statement.body.body), set(loop_live))
+                body, body_live = live_only(list(statement.body.body), set(loop_live), private_lists)
                 if body_live <= loop_live:
                     break
                 loop_live |= body_live
@@ -105,6 +110,15 @@ def live_only(statements: list[cst.BaseStatement], live: set[str]) -> tuple[list
             live = live | names(statement)
             kept.append(statement)
     return list(reversed(kept)), live
+
+
+def _appended(small: cst.BaseSmallStatement) -> str | None:
+    """``a`` of ``a.append(x)``."""
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        func = small.value.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name):
+            return func.value.value
+    return None
 
 
 def names(node: cst.CSTNode) -> set[str]:

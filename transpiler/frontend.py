@@ -738,18 +738,19 @@ def metadata_reads(closure: cst.FunctionDef, names: Collection[str]) -> dict[str
     Nested functions are not entered."""
     methods: dict[str, set[str] | None] = {name: set() for name in names}
     receivers: set[int] = set()   # Name nodes that are not a use of their value
-    for node in walk(closure.body, lambda child: not isinstance(child, cst.FunctionDef)):
-        if isinstance(node, cst.Call):
+    for node in walk(closure.body, lambda child: type(child) is not cst.FunctionDef):
+        kind = type(node)   # leaf classes: ``type``, not the ABCs' slow ``isinstance``
+        if kind is cst.Call:
             func = node.func
-            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+            if (type(func) is cst.Attribute and type(func.value) is cst.Name
                     and func.attr.value in METADATA_METHODS):
                 found = methods.get(func.value.value)
                 if found is not None:
                     found.add(func.attr.value)
                     receivers.add(id(func.value))
-        elif isinstance(node, cst.Attribute):
+        elif kind is cst.Attribute:
             receivers.add(id(node.attr))   # ``x.name``: the attribute name is not a use
-        elif isinstance(node, cst.Name) and node.value in methods and id(node) not in receivers:
+        elif kind is cst.Name and node.value in methods and id(node) not in receivers:
             methods[node.value] = None     # read otherwise: not metadata only
     return {name: tuple(sorted(found or ())) for name, found in methods.items()}
 
@@ -854,15 +855,15 @@ def closure_facts(function: cst.FunctionDef) -> BodyFacts:
     while stack:
         node, own = stack.pop()
         if own:
-            if isinstance(node, cst.Return):
+            if type(node) is cst.Return:        # leaf classes: ``type``, not the ABCs' slow ``isinstance``
                 returns.append(node)
             else:
                 rebound.update(assignment_names(node))
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             call = _call_site(node)
             if call is not None:
                 calls.append(call)
-        inner = own and not isinstance(node, cst.FunctionDef)
+        inner = own and type(node) is not cst.FunctionDef
         stack.extend((child, inner) for child in reversed(list(syntax_children(node))))
     return BodyFacts(frozenset(rebound), tuple(returns), tuple(calls))
 
@@ -879,9 +880,10 @@ def _call_site(node: cst.Call) -> CallSite | None:
 
 def _find_return(node: cst.CSTNode) -> cst.Return | None:
     """A ``return`` in forward code (not inside a nested function or lambda)."""
-    if isinstance(node, cst.Return):
+    kind = type(node)       # leaf classes: ``type``, not the ABCs' slow ``isinstance``
+    if kind is cst.Return:
         return node
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+    if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
         return None
     for child in syntax_children(node):
         found = _find_return(child)

@@ -54,12 +54,19 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             f.name for f in dataclasses.fields(node)
             if f.name not in _LAYOUT_FIELDS and not f.name.startswith("whitespace")
         )
+    known = _node_types.get     # :func:`is_node_type` inlined: this runs for every node of every walk
     for name in names:
         value = getattr(node, name)
-        if type(value) in (list, tuple):
-            yield from (item for item in value if is_node_type(type(item)))
-        elif is_node_type(type(value)):
-            yield value
+        kind = type(value)
+        if kind is list or kind is tuple:
+            for item in value:
+                node_type = known(type(item))
+                if node_type or (node_type is None and is_node_type(type(item))):
+                    yield item
+        else:
+            node_type = known(kind)
+            if node_type or (node_type is None and is_node_type(kind)):
+                yield value
 
 
 def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:

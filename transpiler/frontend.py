@@ -13,7 +13,7 @@ import hashlib
 import keyword
 import re
 from dataclasses import replace
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -215,10 +215,11 @@ def read_tree(path: str, tree: cst.Module, operators: OperatorTable | None = Non
 SHIPPED_LIBRARY = Path(__file__).resolve().parent.parent / "formulas"
 
 
-def load_library(directory: str) -> Library:
-    """Every ``*.py`` file under ``directory`` (sorted by path), one FormulaModule each, with the
-    ``jvp="derived"`` formulas' jvps derived (:func:`with_derived_jvps`)."""
-    library = Library(tuple(read_module(str(p)) for p in python_sources(directory).files))
+def load_library(directory: str, files: Sequence[Path] | None = None) -> Library:
+    """Every ``*.py`` file under ``directory`` (sorted by path; ``files``: those of them), one
+    FormulaModule each, with the ``jvp="derived"`` formulas' jvps derived (:func:`with_derived_jvps`)."""
+    files = python_sources(directory).files if files is None else files
+    library = Library(tuple(read_module(str(p)) for p in files))
     if not any(f.derives_jvp for f in library.formulas):
         return library
     same = Path(directory).resolve() == SHIPPED_LIBRARY

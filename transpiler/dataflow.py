@@ -54,12 +54,19 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             f.name for f in dataclasses.fields(node)
             if f.name not in _LAYOUT_FIELDS and not f.name.startswith("whitespace")
         )
+    known = _node_types.get     # :func:`is_node_type` inlined: this runs for every node of every walk
     for name in names:
         value = getattr(node, name)
-        if type(value) in (list, tuple):
-            yield from (item for item in value if is_node_type(type(item)))
-        elif is_node_type(type(value)):
-            yield value
+        kind = type(value)
+        if kind is list or kind is tuple:
+            for item in value:
+                node_type = known(type(item))
+                if node_type or (node_type is None and is_node_type(type(item))):
+                    yield item
+        else:
+            node_type = known(kind)
+            if node_type or (node_type is None and is_node_type(kind)):
+                yield value
 
 
 def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:
@@ -527,12 +534,13 @@ def _pattern_captures(node: cst.CSTNode) -> Iterator[cst.Name]:
 
 
 def _names_in_target(node: cst.CSTNode) -> Iterator[cst.Name]:
-    if isinstance(node, cst.Name):
+    kind = type(node)       # libcst's classes are ABCs: ``isinstance`` costs a Python call each, ``type`` none
+    if kind is cst.Name:
         yield node
-    elif isinstance(node, (cst.Tuple, cst.List)):
+    elif kind is cst.Tuple or kind is cst.List:
         for element in node.elements:
             yield from _names_in_target(element.value)
-    elif isinstance(node, cst.StarredElement):
+    elif kind is cst.StarredElement:
         yield from _names_in_target(node.value)
 
 
@@ -547,12 +555,15 @@ def assigned_names(statements: Iterable[cst.BaseStatement]) -> set[str]:
 
 def assignment_names(node: cst.CSTNode) -> Iterator[str]:
     """The names one node rebinds, as :func:`assigned_names` counts them."""
-    if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
+    if type(node) in _ASSIGNING:      # leaf classes of libcst: by type, as :func:`syntax_children` tests
         yield from (name.value for name in _names_in_target(node.target))
 
 
+_ASSIGNING = frozenset({cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For})
+
+
 def _not_a_function(node: cst.CSTNode) -> bool:
-    return not isinstance(node, cst.FunctionDef)
+    return type(node) is not cst.FunctionDef
 
 
 def helper_call_kinds(helper_returns: Mapping[str, str | None]) -> Callable[[str, list[ValueKind]], ValueKind | None]:

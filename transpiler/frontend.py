@@ -13,7 +13,7 @@ import hashlib
 import keyword
 import re
 from dataclasses import replace
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -89,8 +89,8 @@ class _Positions(Mapping[cst.CSTNode, Span]):
     def add_copies(self, origins: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
         """Give each new node of ``origins`` (a family member's, :mod:`transpiler.family`) the
         position of the node of the source it stands for."""
-        starts = self._starts
-        self._starts = {**starts, **{new: starts[old] for new, old in origins.items() if old in starts}}
+        starts = self._starts       # this reader's own: updated in place (a copy per formula was quadratic)
+        starts.update({new: starts[old] for new, old in origins.items() if old in starts})
 
 
 _NEWLINE = re.compile(r"\r\n?|\n")
@@ -124,9 +124,7 @@ class _StartPositions(CodegenState):
         self._stack.append((self.line, self.column))
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        start = self._stack.pop()
-        if node not in self.starts:             # a syntactic position recorded inside wins
-            self.starts[node] = start
+        self.starts.setdefault(node, self._stack.pop())     # a syntactic position recorded inside wins
 
     def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
                                   end_node: cst.CSTNode | None = None) -> _SyntacticStart:
@@ -217,10 +215,11 @@ def read_tree(path: str, tree: cst.Module, operators: OperatorTable | None = Non
 SHIPPED_LIBRARY = Path(__file__).resolve().parent.parent / "formulas"
 
 
-def load_library(directory: str) -> Library:
-    """Every ``*.py`` file under ``directory`` (sorted by path), one FormulaModule each, with the
-    ``jvp="derived"`` formulas' jvps derived (:func:`with_derived_jvps`)."""
-    library = Library(tuple(read_module(str(p)) for p in python_sources(directory).files))
+def load_library(directory: str, files: Sequence[Path] | None = None) -> Library:
+    """Every ``*.py`` file under ``directory`` (sorted by path; ``files``: those of them), one
+    FormulaModule each, with the ``jvp="derived"`` formulas' jvps derived (:func:`with_derived_jvps`)."""
+    files = python_sources(directory).files if files is None else files
+    library = Library(tuple(read_module(str(p)) for p in files))
     if not any(f.derives_jvp for f in library.formulas):
         return library
     same = Path(directory).resolve() == SHIPPED_LIBRARY
@@ -738,18 +737,19 @@ def metadata_reads(closure: cst.FunctionDef, names: Collection[str]) -> dict[str
     Nested functions are not entered."""
     methods: dict[str, set[str] | None] = {name: set() for name in names}
     receivers: set[int] = set()   # Name nodes that are not a use of their value
-    for node in walk(closure.body, lambda child: not isinstance(child, cst.FunctionDef)):
-        if isinstance(node, cst.Call):
+    for node in walk(closure.body, lambda child: type(child) is not cst.FunctionDef):
+        kind = type(node)   # leaf classes: ``type``, not the ABCs' slow ``isinstance``
+        if kind is cst.Call:
             func = node.func
-            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+            if (type(func) is cst.Attribute and type(func.value) is cst.Name
                     and func.attr.value in METADATA_METHODS):
                 found = methods.get(func.value.value)
                 if found is not None:
                     found.add(func.attr.value)
                     receivers.add(id(func.value))
-        elif isinstance(node, cst.Attribute):
+        elif kind is cst.Attribute:
             receivers.add(id(node.attr))   # ``x.name``: the attribute name is not a use
-        elif isinstance(node, cst.Name) and node.value in methods and id(node) not in receivers:
+        elif kind is cst.Name and node.value in methods and id(node) not in receivers:
             methods[node.value] = None     # read otherwise: not metadata only
     return {name: tuple(sorted(found or ())) for name, found in methods.items()}
 
@@ -854,15 +854,15 @@ def closure_facts(function: cst.FunctionDef) -> BodyFacts:
     while stack:
         node, own = stack.pop()
         if own:
-            if isinstance(node, cst.Return):
+            if type(node) is cst.Return:        # leaf classes: ``type``, not the ABCs' slow ``isinstance``
                 returns.append(node)
             else:
                 rebound.update(assignment_names(node))
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             call = _call_site(node)
             if call is not None:
                 calls.append(call)
-        inner = own and not isinstance(node, cst.FunctionDef)
+        inner = own and type(node) is not cst.FunctionDef
         stack.extend((child, inner) for child in reversed(list(syntax_children(node))))
     return BodyFacts(frozenset(rebound), tuple(returns), tuple(calls))
 
@@ -879,9 +879,10 @@ def _call_site(node: cst.Call) -> CallSite | None:
 
 def _find_return(node: cst.CSTNode) -> cst.Return | None:
     """A ``return`` in forward code (not inside a nested function or lambda)."""
-    if isinstance(node, cst.Return):
+    kind = type(node)       # leaf classes: ``type``, not the ABCs' slow ``isinstance``
+    if kind is cst.Return:
         return node
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+    if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
         return None
     for child in syntax_children(node):
         found = _find_return(child)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from transpiler.dataflow import is_node_type
 from transpiler.diagnostics import Diagnostic
 from transpiler.model import Closure, Formula, FormulaModule, Helper, HelperParam, Span
 from transpiler.schema import FunctionSchema
@@ -129,7 +130,7 @@ class ModuleSummary:
 
 def summarize(module: FormulaModule) -> ModuleSummary:
     """The summary of a full model (not of a deferred one: its nodes would be loaded)."""
-    import pickle
+    from transpiler.syntax_pickle import dumps
 
     def closure(found: Closure | None) -> ClosureSummary | None:
         return None if found is None else ClosureSummary(tuple(getattr(found, f) for f in CLOSURE_FIELDS))
@@ -141,7 +142,7 @@ def summarize(module: FormulaModule) -> ModuleSummary:
     def helper(found: Helper) -> HelperSummary:
         body = (found.node, found.calls, tuple(start(node) for node in _subtree(found.node)))
         return HelperSummary(tuple(getattr(found, f) for f in HELPER_FIELDS), first_line(module, found.node),
-                             pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL))
+                             dumps(body))
 
     formulas = tuple(FormulaSummary(tuple(getattr(f, name) for name in FORMULA_FIELDS), closure(f.backward),
                                     closure(f.jvp), entry_lines(module, f)) for f in module.formulas)
@@ -185,11 +186,24 @@ def with_changes(formula: Formula, **changes: object) -> Formula:
 
 
 def _subtree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and every node under it, whitespace and punctuation included, in a fixed order
+    (read from the fields: libcst's ``children`` runs a visitor per node, several times slower)."""
     pending = [node]
     while pending:
         current = pending.pop()
         yield current
-        pending.extend(current.children)
+        names = _node_fields.get(type(current))
+        if names is None:
+            names = _node_fields[type(current)] = tuple(field.name for field in dataclasses.fields(current))
+        for name in names:
+            value = getattr(current, name)
+            if type(value) in (list, tuple):
+                pending.extend(item for item in value if is_node_type(type(item)))
+            elif is_node_type(type(value)):
+                pending.append(value)
+
+
+_node_fields: dict[type, tuple[str, ...]] = {}      # a node class -> its field names
 
 
 class _Deferred:

@@ -296,12 +296,13 @@ def _run_each(formulas: Path, library: Library, shipped: Library | None, known: 
 
 def _shipped_library(formulas: Path) -> Library | None:
     """The shipped library, whose operators another formula directory may call (as lint allows);
-    None when ``formulas`` is the shipped library itself."""
+    None when ``formulas`` is the shipped library itself. Its files that cannot add to it
+    (:func:`~transpiler.library_discovery.shipped_context_files`) are not read."""
     if formulas.resolve() == library_discovery.SHIPPED_FORMULAS.resolve():
         return None
     from transpiler.frontend import load_library
 
-    return load_library(str(library_discovery.SHIPPED_FORMULAS))
+    return load_library(str(library_discovery.SHIPPED_FORMULAS), library_discovery.shipped_context_files())
 
 
 def _registered_twice(library: Library, shipped: Library) -> list[Diagnostic]:

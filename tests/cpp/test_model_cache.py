@@ -3,11 +3,14 @@ cold run writes, and a model is reused only for the input, transpiler and libcst
 from __future__ import annotations
 
 import os
+import pickle
 
+import libcst as cst
 import pytest
 
 from tests.cpp.test_keep_going import GOOD, REFUSED
-from transpiler import frontend, model_cache
+from transpiler import frontend, model_cache, syntax_pickle
+from transpiler.library_discovery import SHIPPED_FORMULAS
 from transpiler.cpp import generate
 
 EXP = '''\
@@ -121,6 +124,14 @@ def test_a_stored_model_is_reused_and_an_unreadable_one_is_parsed_again(tmp_path
     summary.write_bytes(b"not a pickle")
     assert plain(cache.parse("pkg/trig.py", SOURCE, parse)) == plain(first)
     assert parsed == ["pkg/trig.py"] * 3
+
+
+def test_a_syntax_tree_pickled_by_its_field_values_loads_back_the_same_tree():
+    tree = cst.parse_module((SHIPPED_FORMULAS / "helpers.py").read_text(encoding="utf-8"))
+    shared = tree.body[0]
+    tree_again, shared_again = pickle.loads(syntax_pickle.dumps((tree, shared)))
+    assert tree_again.deep_equals(tree) and tree_again.code == tree.code
+    assert shared_again is tree_again.body[0]      # a node held twice is one node once loaded
 
 
 def test_entries_written_in_the_background_are_pruned_to_the_most_recently_used(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ from transpiler import module_results
 from transpiler.module_results import all_of
 from transpiler.cpp import types as T
 from transpiler.cpp.expressions import (
-    DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature,
+    DUPLICATE_OPERATOR, OVERLOAD_SEPARATOR, UNSUPPORTED, UNSUPPORTED_TYPE, Binding, Context, HelperSignature, HelperTable,
     Untranslatable, cpp_name,
 )
 from transpiler.cpp.emit_once import emit_formula, translate_helper
@@ -392,7 +392,7 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
             helpers[helper.name] = helper_signature(helper, modules[helper.path])
         except Untranslatable as error:
             diagnostics.append(_diagnostic(modules[helper.path], error))
-    context = Context(operator_table(library, known_operators), helpers, {})
+    context = Context(operator_table(library, known_operators), HelperTable(helpers), {})
     context_key = _context_key(context, namespace)
     header, source, refused = _kept_helpers_files(library, context, context_key)
     diagnostics += refused

@@ -50,7 +50,7 @@ from pathlib import Path
 from transpiler import model_cache, module_results
 from transpiler.cpp.per_formula import REFUSED, summary_line
 from transpiler.diagnostics import printable
-from transpiler.library_discovery import SHIPPED_FORMULAS
+from transpiler.library_discovery import SHIPPED_FORMULAS, shipped_context_files
 from transpiler.output import OutputError, check_directory, replace_directory
 from transpiler.pipeline import PipelineResult, run
 from transpiler.project import ProjectError, check_namespace, default_namespace, find_project
@@ -236,7 +236,7 @@ def _run(args: argparse.Namespace) -> int:
         if cache is not None:       # every model read first: the new ones are stored on the second core
             from transpiler.frontend import parse_module
 
-            shipped = [] if formulas.resolve() == SHIPPED_FORMULAS.resolve() else input_files(SHIPPED_FORMULAS)
+            shipped = [] if formulas.resolve() == SHIPPED_FORMULAS.resolve() else shipped_context_files()
             paths = [str(p) for p in [*listing.files, *shipped]]
             if fresh := cache.uncached(paths):       # the slow part, said (later runs read them back)
                 print(f"transpile: reading {fresh} formula files (once: kept parsed in {cache_dir})", file=sys.stderr)

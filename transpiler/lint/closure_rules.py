@@ -28,10 +28,12 @@ def check_formula_module(
     """
     operators = operator_table(known_operators)
     all_helpers = {**(helpers or {}), **{h.name: h for h in module.helpers}}
-    findings = [*module.diagnostics, *db105_undeclared_operator.check_helpers(module, all_helpers, operators)]
+    per_file: dict[str, object] = {}
+    findings = [*module.diagnostics,
+                *db105_undeclared_operator.check_helpers(module, all_helpers, operators, per_file)]
     for formula in module.formulas:
         for closure in checked_closures(formula):
-            context = FormulaContext(module, formula, operators, all_helpers, closure)
+            context = FormulaContext(module, formula, operators, all_helpers, closure, per_file)
             for rule in RULES:
                 findings.extend(rule.check(context))
     return sorted(findings)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import libcst as cst
@@ -23,6 +23,9 @@ class FormulaContext:
     known_operators: frozenset[str]      # ``name.overload`` and base names declared in the library
     helpers: Mapping[str, Helper]        # helpers the closure may call, by name
     closure: Closure                     # ``formula.backward`` or ``formula.jvp``
+    # What a rule computes once per file and reuses for each closure of it (by the rule's code),
+    # e.g. DB105's findings in the helpers: shared by the contexts of one file's closures.
+    per_file: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def path(self) -> str:
@@ -114,7 +117,10 @@ def walk_own_body(function: cst.FunctionDef) -> Iterator[cst.CSTNode]:
 
 
 def _not_a_scope(node: cst.CSTNode) -> bool:
-    return not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+    return type(node) not in _SCOPES
+
+
+_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})   # leaf classes: by ``type`` (the ABCs' ``isinstance`` is slow)
 
 
 def root_name(node: cst.BaseExpression) -> cst.Name | None:

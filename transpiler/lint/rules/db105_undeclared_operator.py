@@ -57,7 +57,7 @@ def _python_operators(function: cst.FunctionDef, env: Mapping[str, ValueKind],
         yield OperatorCall(use.node, use.operator, f"`{_operator_token(use.node)}` (aten `{use.operator}`)")
     nested_env = {**env, **flow.env}
     for node in walk_own_body(function):
-        if isinstance(node, cst.FunctionDef):
+        if type(node) is cst.FunctionDef:      # a leaf class: ``type`` (ABC ``isinstance`` is slow)
             params = node.params
             inner = dict(nested_env)
             for param in (*params.params, *params.kwonly_params):
@@ -119,7 +119,7 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
             call.node, CODE,
             f"{context.name} calls {call.spelled}, which has no formula in the library: {advice(closure.role)}",
         )
-    helpers = HelperChecker(context.helpers, context.helper_returns, context.known_operators)
+    helpers = helper_checker(context.per_file, context.helpers, context.helper_returns, context.known_operators)
     for call in helpers.helpers_called(closure.calls):
         missing = helpers.missing(call.name)
         if missing:
@@ -132,11 +132,22 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
             )
 
 
+def helper_checker(per_file: dict[str, object], helpers: Mapping[str, Helper],
+                   helper_returns: Mapping[str, str | None], known_operators: frozenset[str]) -> HelperChecker:
+    """The file's :class:`HelperChecker`, made once per file (``per_file``: :attr:`FormulaContext.per_file`):
+    every closure of a file sees the same helpers, return annotations and operators, so a helper
+    called from many formulas is analysed once."""
+    checker = per_file.get(CODE)
+    if not isinstance(checker, HelperChecker):
+        checker = per_file[CODE] = HelperChecker(helpers, helper_returns, known_operators)
+    return checker
+
+
 def check_helpers(module: FormulaModule, helpers: Mapping[str, Helper],
-                  known_operators: frozenset[str]) -> Iterator[Diagnostic]:
+                  known_operators: frozenset[str], per_file: dict[str, object] | None = None) -> Iterator[Diagnostic]:
     """DB105 inside the helpers a file defines: backward code too, so closed under differentiation."""
     returns = {**module.function_returns, **{name: h.returns for name, h in helpers.items()}}
-    checker = HelperChecker(helpers, returns, known_operators)
+    checker = helper_checker({} if per_file is None else per_file, helpers, returns, known_operators)
     for helper in module.helpers:
         for call in checker.own_calls(helper):
             span = module.span(call.node)

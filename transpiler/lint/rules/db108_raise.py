@@ -18,7 +18,7 @@ CODE = codes.UNSUPPORTED_RAISE.code
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
     for node in walk(context.closure_node.body):
-        if isinstance(node, cst.Raise) and raised_error(node) is None:
+        if type(node) is cst.Raise and raised_error(node) is None:     # a leaf class: ``type`` (ABC ``isinstance`` is slow)
             yield context.diagnostic(
                 node, CODE,
                 f"this raise inside {context.name} cannot be compiled to the same error: write "

@@ -15,8 +15,9 @@ def cumsum(self, dim, *, dtype=None):
     self_dtype = self.scalar_type()
     def backward(grad):
         # x_i reaches every out_k with k >= i: the reversed cumulative sum of grad,
-        # sum_{k >= i} g_k = sum_k g_k - sum_{k <= i} g_k + g_i
-        reversed_cumsum = at.sum(grad, [dim], True) - at.cumsum(grad, dim) + grad
+        # sum_{k >= i} g_k, a cumulative sum of grad read from the end (one scan, as torch's
+        # FunctionsManual does; its transpose folds to a cumsum: flip undoes flip)
+        reversed_cumsum = at.flip(at.cumsum(at.flip(grad, [dim]), dim), [dim])
         if dtype is None:
             return reversed_cumsum
         return at._to_copy(reversed_cumsum, dtype=self_dtype)

@@ -6,7 +6,7 @@
 #include <ATen/ops/_to_copy.h>
 #include <ATen/ops/cumprod.h>
 #include <ATen/ops/cumsum.h>
-#include <ATen/ops/sum.h>
+#include <ATen/ops/flip.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
@@ -45,7 +45,7 @@ at::Tensor cumsum(
     int64_t dim,
     std::optional<at::ScalarType> dtype,
     at::ScalarType self_dtype) {
-  auto reversed_cumsum = (at::sum(grad, std::vector<int64_t>{dim}, true) - at::cumsum(grad, dim)) + grad;
+  auto reversed_cumsum = at::flip(at::cumsum(at::flip(grad, std::vector<int64_t>{dim}), dim), std::vector<int64_t>{dim});
   if (!dtype.has_value()) {
     return reversed_cumsum;
   }

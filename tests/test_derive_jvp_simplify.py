@@ -193,6 +193,32 @@ def test_a_transpose_of_a_transpose_is_the_tensor():
                                   _run(textwrap.dedent(TRANSPOSED_TWICE), **values)(ta, tb).numpy())
 
 
+FLIPPED_TWICE = """
+    def jvp(self_t):
+        if dtype is None:
+            d = self_t
+        else:
+            d = self_t * 2
+        t_9 = at.flip(d, ([dim]))
+        kept_10 = at.flip(t_9, [1 - dim])
+        return at.flip(at.cumsum(at.flip(t_9, [dim]), dim), [dim]), kept_10
+    """
+
+
+def test_a_flip_of_a_flip_by_the_same_dims_is_the_tensor():
+    simplified = _simplified(FLIPPED_TWICE)
+    assert "at.flip(at.cumsum(d, dim), [dim])" in simplified and "at.flip(t_9, [1 - dim])" in simplified
+    bound_again = _simplified(FLIPPED_TWICE.replace("        kept_10", "        d = -d\n        kept_10")
+                               .replace("kept_10\n", "kept_10, d\n"))
+    assert "at.cumsum(at.flip(t_9, [dim]), dim)" in bound_again
+    rng = np.random.default_rng(0)
+    t = engine.Tensor(rng.standard_normal((3, 4)))
+    for values in ({"dtype": None, "dim": 0}, {"dtype": "f64", "dim": 1}):
+        got, want = _run(simplified, **values)(t), _run(textwrap.dedent(FLIPPED_TWICE), **values)(t)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
 SUMS_TO = """
     def jvp(self_t, other_t):
         sizes_11 = result.sizes()

@@ -37,8 +37,9 @@ jvp returns the same:
   ``B`` do not bind: one value tested twice) is ``if c: A; C else: B; D``, and ``c = E`` again
   (``c`` holding ``E`` already) is dropped; what ``A`` bound and ``C`` binds again is then dead.
   An ``a.append(x)`` to a list no other name can hold and nothing reads later is dead too.
-- **Involutions.** ``at.t(at.t(x))`` and ``matrix_transpose(matrix_transpose(x))`` (also through
-  a stable name) are ``x``: a transpose undone puts every element back.
+- **Involutions.** ``at.t(at.t(x))``, ``matrix_transpose(matrix_transpose(x))`` and
+  ``at.flip(at.flip(x, dims), dims)`` (also through a name whose value is the same where it is
+  read) are ``x``: a transpose or a flip undone puts every element back.
 - **Broadcasts.** ``sum_to``'s transpose as the derivation inlines it (``sum_backward`` over the
   dims a broadcast to ``B`` expanded, then over the leading dims it added, each behind a
   condition computed by loops over the sizes) is ``at.expand(t, B)``, ``t`` itself when it has
@@ -763,44 +764,58 @@ def merge_replayed_branches(statements: list[cst.BaseStatement]) -> list[cst.Bas
 
 
 # ---- involutions ----------------------------------------------------------------------------
-#: One-argument operators that are their own inverse: ``at.t`` swaps the two dims of a matrix
-#: (and is the identity below two dims), ``matrix_transpose`` the last two; either twice is
-#: the tensor it was given (the same sizes, every element back in its place).
-INVOLUTIONS = frozenset({"at.t", "matrix_transpose"})
+#: Operators that are their own inverse, by the number of arguments they take: ``at.t`` swaps
+#: the two dims of a matrix (and is the identity below two dims), ``matrix_transpose`` the last
+#: two; either twice is the tensor it was given (the same sizes, every element back in its
+#: place). ``at.flip(at.flip(x, dims), dims)`` reverses each of ``dims`` twice: ``x`` too, when
+#: both ``dims`` are the same code.
+INVOLUTIONS = {"at.t": 1, "matrix_transpose": 1, "at.flip": 2}
+
+
+class _Involution(NamedTuple):
+    function: str           # the involution and the code of its other arguments: equal, it undoes
+    argument: cst.BaseExpression
+    reads: set[str]         # every name the call reads
 
 
 class _Involutions(cst.CSTTransformer):
-    def __init__(self, applied: dict[str, tuple[str, cst.BaseExpression]]) -> None:
-        self.applied = applied      # a stable name -> (the involution, its argument) it was bound to
+    def __init__(self, applied: dict[str, _Involution]) -> None:
+        self.applied = applied      # a name -> the involution it was bound to (its reads settled)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         inner = _involution(updated)
         if inner is None:
             return updated
-        function, argument = inner
-        if isinstance(argument, cst.Name) and argument.value in self.applied:
-            bound_function, bound_argument = self.applied[argument.value]
-            return bound_argument if bound_function == function else updated
-        twice = _involution(argument)
-        return twice[1] if twice is not None and twice[0] == function else updated
+        if isinstance(inner.argument, cst.Name) and inner.argument.value in self.applied:
+            bound = self.applied[inner.argument.value]
+            # folded as well: the binding's value is the one before this visit reached it
+            return bound.argument.visit(self) if bound.function == inner.function else updated
+        twice = _involution(inner.argument)
+        return twice.argument if twice is not None and twice.function == inner.function else updated
 
 
-def _involution(node: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
-    """``(f, x)`` of ``f(x)``, ``f`` in ``INVOLUTIONS``."""
-    if (isinstance(node, cst.Call) and code(node.func) in INVOLUTIONS and len(node.args) == 1
-            and not node.args[0].keyword and not node.args[0].star):
-        return code(node.func), node.args[0].value
+def _involution(node: cst.BaseExpression) -> _Involution | None:
+    """``f(x, ...)``, ``f`` in ``INVOLUTIONS`` with its positional arguments."""
+    if (isinstance(node, cst.Call) and INVOLUTIONS.get(code(node.func)) == len(node.args)
+            and not any(a.keyword or a.star for a in node.args)):
+        others = [code(a.value.with_changes(lpar=[], rpar=[])) for a in node.args[1:]]
+        return _Involution(", ".join([code(node.func), *others]), node.args[0].value, _names(node))
     return None
 
 
 def fold_involutions(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     """``f(f(x))`` -> ``x`` for ``f`` in ``INVOLUTIONS``, also through ``y = f(x)`` then ``f(y)``
-    (``y`` and every name of ``x`` stable: ``x`` reads where ``f(y)`` does what it read at ``y``'s
-    binding). The bindings, then unread, go with the dead assignments."""
+    (``y`` stable, and every name ``f(x)`` reads stable or, ``y`` bound at the top, bound by no
+    later statement: ``x`` reads where ``f(y)`` does what it read at ``y``'s binding). The
+    bindings, then unread, go with the dead assignments."""
     bound = bindings(statements)
+    top = {}        # a name bound at the top -> the names later statements bind
+    for index, statement in enumerate(statements):
+        if (assigned := _assignment(statement)) is not None:
+            top[assigned[0]] = {n for later in statements[index + 1:] for n in _bound_names(later)}
     applied = {name: inner for name, value in _top_assignments(statements).items()
-               if bound.stable(name) and (inner := _involution(value)) is not None
-               and all(bound.stable(n) for n in _names(inner[1]))}
+               if bound.stable(name) and (inner := _involution(value)) is not None and name not in inner.reads
+               and all(bound.stable(n) or (name in top and n not in top[name]) for n in inner.reads)}
     return list(cst.Module(body=statements).visit(_Involutions(applied)).body)
 
 

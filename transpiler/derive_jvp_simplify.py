@@ -117,6 +117,15 @@ def _assignment(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None
     return None
 
 
+def _sum_assignment(statement: cst.CSTNode) -> tuple[str, cst.BinaryOperation] | None:
+    """``(name, a + b)`` of a one-line ``name = a + b``."""
+    assigned = _assignment(statement)
+    if assigned is not None and isinstance(assigned[1], cst.BinaryOperation) \
+            and isinstance(assigned[1].operator, cst.Add):
+        return assigned
+    return None
+
+
 def _top_assignments(statements) -> dict[str, cst.BaseExpression]:
     """Every ``name = value`` anywhere in ``statements`` (the last one per name)."""
     found = {}
@@ -624,9 +633,8 @@ def fuse_where_terms(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
                 for name, value in [assigned] if _call_name(value) == "zeros_like" and len(value.args) == 1
                 and isinstance(value.args[0].value, cst.Name) and not value.args[0].keyword}
     for index, statement in enumerate(result):
-        assigned = _assignment(statement)
-        if assigned is None or not (isinstance(assigned[1], cst.BinaryOperation)
-                                    and isinstance(assigned[1].operator, cst.Add)):
+        assigned = _sum_assignment(statement)
+        if assigned is None:
             continue
         operands = (assigned[1].left, assigned[1].right)
         if not all(isinstance(o, cst.Name) and len(position.get(o.value, [])) == 1 and reads[o.value] == 2
@@ -967,9 +975,8 @@ def fuse_sums_to(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]
                 position[assigned[0]] = index
         result = [_in_blocks(s, fuse) for s in block]
         for index, statement in enumerate(block):
-            assigned = _assignment(statement)
-            if assigned is None or not (isinstance(assigned[1], cst.BinaryOperation)
-                                        and isinstance(assigned[1].operator, cst.Add)):
+            assigned = _sum_assignment(statement)
+            if assigned is None:
                 continue
             operands = (assigned[1].left, assigned[1].right)
             if not all(isinstance(o, cst.Name) and bound.counts[o.value] == 1 and reads[o.value] == 2

@@ -126,6 +126,13 @@ def _sum_assignment(statement: cst.CSTNode) -> tuple[str, cst.BinaryOperation] |
     return None
 
 
+def _same_sizes_choice(a: str, b: str, target: str, fused: str, separate: str) -> cst.BaseStatement:
+    """``target = fused`` where ``a`` and ``b`` have the same sizes when it runs, else ``target =
+    separate``: a fusion that holds only for equal sizes, checked at run time."""
+    return cst.parse_statement(f"if {a}.sizes() == {b}.sizes():\n    {target} = {fused}\n"
+                               f"else:\n    {target} = {separate}\n")
+
+
 def _top_assignments(statements) -> dict[str, cst.BaseExpression]:
     """Every ``name = value`` anywhere in ``statements`` (the last one per name)."""
     found = {}
@@ -670,11 +677,7 @@ def fuse_where_terms(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
             left=rename(values[0][1], zeroed),
             right=rename(values[1][1], zeroed)))
         target = assigned[0]
-        replacement = cst.parse_statement(
-            f"if {kept.kept.value}.sizes() == {dropped.kept.value}.sizes():\n"
-            f"    {target} = {fused}\n"
-            f"else:\n"
-            f"    {target} = {separate}\n")
+        replacement = _same_sizes_choice(kept.kept.value, dropped.kept.value, target, fused, separate)
         result[index] = replacement.with_changes(leading_lines=statement.leading_lines)
         for o in operands:
             result[position[o.value][0]] = cst.SimpleStatementLine(body=[cst.Pass()])
@@ -990,11 +993,8 @@ def fuse_sums_to(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]
             for operand, (x, _) in zip(operands, terms):
                 line = result[position[operand.value]]
                 result[position[operand.value]] = line.with_changes(body=[line.body[0].with_changes(value=x)])
-            replacement = cst.parse_statement(
-                f"if {a}.sizes() == {b}.sizes():\n"
-                f"    {assigned[0]} = sum_to({a} + {b}, {sizes})\n"
-                f"else:\n"
-                f"    {assigned[0]} = sum_to({a}, {sizes}) + sum_to({b}, {sizes})\n")
+            replacement = _same_sizes_choice(a, b, assigned[0], f"sum_to({a} + {b}, {sizes})",
+                                             f"sum_to({a}, {sizes}) + sum_to({b}, {sizes})")
             result[index] = replacement.with_changes(leading_lines=statement.leading_lines)
         return result
 

@@ -11,23 +11,31 @@ kernels stay the engine's), for running them on purpose:
 """
 from __future__ import annotations
 
+import types
 from typing import Any, Callable
 
 import numpy as np
 
 from formulas.dsl import LIBRARY, import_package_modules, registry
 from reference_engine.dispatch import Dispatcher
+from reference_engine.grad_mode import is_grad_enabled
 
 
 def package_dispatcher(package: str) -> Dispatcher:
     """A table of the library's operators with the formulas of ``package`` (imported here,
     every module of it) in place of the library's. A name the package's formulas read that
     is not a Python function there (an imported corpus's C++ FunctionsManual helper) runs the
-    library's ``@helper`` of that name when there is one."""
+    library's ``@helper`` of that name when there is one, and its C++ class ``GradMode`` the
+    engine's (:data:`CPP_NAMESPACES`)."""
     import_package_modules(package)
-    table = Dispatcher((LIBRARY, registry(package.split(".", 1)[0])), helpers=LIBRARY.helpers)
+    table = Dispatcher((LIBRARY, registry(package.split(".", 1)[0])), helpers={**LIBRARY.helpers, **CPP_NAMESPACES})
     table.define(CONJ_SCHEMA, _conj, _conj_formula)
     return table
+
+
+#: The C++ classes an imported formula reads as namespaces that run on the engine:
+#: ``GradMode.is_enabled()`` is whether the backward records a graph (``create_graph=True``).
+CPP_NAMESPACES = {"GradMode": types.SimpleNamespace(is_enabled=is_grad_enabled)}
 
 
 #: derivatives.yaml's formulas conjugate everywhere (``grad * self.cos().conj()``); ``conj`` is

@@ -17,9 +17,22 @@ from __future__ import annotations
 import types
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from formulas.dsl import at as dsl_at
+from formulas.helper_overloads import HelperOverloads, overloads_of
+from reference_engine.dtypes import DType
+from reference_engine.tensor import Tensor
 
 _NONE: Mapping[str, Callable[..., Any]] = {}
+
+#: the Python values each helper annotation name takes on the engine (:mod:`formulas.helper_overloads`)
+HELPER_VALUES: dict[str, tuple[type, ...]] = {
+    "Tensor": (Tensor,), "int": (int, np.integer), "SymInt": (int, np.integer),
+    "float": (int, float, np.integer, np.floating), "bool": (bool, np.bool_),
+    "Scalar": (int, float, bool, complex, np.number, np.bool_),
+    "ScalarType": (DType,), "str": (str,), "None": (type(None),),
+}
 
 
 class EngineOperators:
@@ -55,7 +68,9 @@ def rebind(fn: Callable[..., Any], operators: EngineOperators,
     """A copy of ``fn`` whose global ``at`` is ``operators`` (``fn`` itself when it does
     not use the DSL's ``at``); functions it reaches through globals that do are rebound too.
     A global it reads that is not a Python function there (a C++ name an imported formula
-    declares) and is a key of ``helpers`` becomes that helper, rebound."""
+    declares) and is a key of ``helpers`` becomes that helper, rebound; where the helper has
+    overloads ``name__variant``, the one of them a call's arguments fit, as the C++ emitter
+    chooses (:class:`~formulas.helper_overloads.HelperOverloads`)."""
     if type(fn) is not types.FunctionType or fn.__globals__.get("at") is not dsl_at:
         return fn
     memo = {} if memo is None else memo
@@ -78,7 +93,9 @@ def rebind(fn: Callable[..., Any], operators: EngineOperators,
         elif type(value) is types.FunctionType:
             namespace[name] = rebind(value, operators, memo, helpers)
         elif value is not None and name in helpers:
-            namespace[name] = rebind(helpers[name], operators, memo, helpers)
+            overloads = [rebind(helper, operators, memo, helpers) for helper in overloads_of(name, helpers)]
+            namespace[name] = overloads[0] if len(overloads) == 1 else HelperOverloads(
+                name, overloads, HELPER_VALUES)
     return copy
 
 

@@ -144,6 +144,14 @@ def load_package(package: str) -> Registry:
 #: :func:`wrap`, :func:`unwrap` and :func:`_type_key` (just an optimization: no call per element).
 SCALAR_TYPES = frozenset({int, float, bool, type(None), torch.SymInt})
 
+#: the Python values each helper annotation name takes on torch (:mod:`formulas.helper_overloads`)
+HELPER_VALUES: dict[str, tuple[type, ...]] = {
+    "Tensor": (OracleTensor,), "int": (int, torch.SymInt), "SymInt": (int, torch.SymInt),
+    "float": (int, float, torch.SymInt, torch.SymFloat), "bool": (bool, torch.SymBool),
+    "Scalar": (int, float, bool, complex, torch.SymInt, torch.SymFloat, torch.SymBool),
+    "ScalarType": (torch.dtype,), "str": (str,), "None": (type(None),),
+}
+
 
 def wrap(value: Any) -> Any:
     """torch tensors (also inside tuples and lists) as :class:`OracleTensor`."""

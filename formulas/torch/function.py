@@ -34,8 +34,8 @@ from torch._functorch.utils import enable_single_level_autograd_function
 
 from formulas.dsl import DeclaredFormula, use_backend
 from formulas.dsl import _backend as _installed_backend    # just an optimization of use_backend, below
-from formulas.torch.backend import SCALAR_TYPES, OracleTensor, TorchBackend, unwrap, wrap
-from formulas.torch.helper_overloads import HelperOverloads, overloads_of
+from formulas.helper_overloads import HelperOverloads, overloads_of
+from formulas.torch.backend import HELPER_VALUES, SCALAR_TYPES, OracleTensor, TorchBackend, unwrap, wrap
 from reference_engine.scalars import scalar_method_parameters, scalar_value
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
 
@@ -236,7 +236,7 @@ def place(template: Sequence[Any], items: Sequence[Any]) -> list[Any]:
 def _overloaded(name: str, helpers: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
     """The helper ``name``, or where it has overloads ``name__variant``, all of them (:class:`HelperOverloads`)."""
     overloads = overloads_of(name, helpers)
-    return helpers[name] if len(overloads) == 1 else HelperOverloads(name, overloads)
+    return helpers[name] if len(overloads) == 1 else HelperOverloads(name, overloads, HELPER_VALUES)
 
 
 def _base_name(ty: Type) -> str | None:

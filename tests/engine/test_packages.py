@@ -111,11 +111,39 @@ def test_a_functions_manual_name_runs_the_librarys_helper(table):
 
 
 def test_a_name_with_no_library_helper_still_refuses_to_run(table):
-    """logit's corpus backward asks libtorch's GradMode::is_enabled, which the library lacks."""
-    logit = table.overload("logit")
-    x = engine.tensor(np.array([0.2, 0.5, 0.7]), dtype=engine.float64, requires_grad=True)   # inside (0, 1)
-    with pytest.raises(NotImplementedError, match="GradMode::is_enabled is a C\\+\\+ function of libtorch"):
-        engine.grad(logit(x).sum(), [x])
+    """_to_copy's corpus backward calls FunctionsManual's _to_copy_backward, which the library lacks."""
+    to_copy = table.overload("_to_copy")
+    x = engine.tensor(VALUES, dtype=engine.float64, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="_to_copy_backward is a C\\+\\+ function of libtorch"):
+        engine.grad(to_copy(x).sum(), [x])
+
+
+def _first_and_second(op, engine_fn, torch_fn, values):
+    """First and second derivatives of ``sum(fn(x) ** 3)``: the engine's through ``op``, torch's."""
+    x = engine.tensor(values, dtype=engine.float64, requires_grad=True)
+    (first,) = engine.grad((engine_fn(op, x) ** 3).sum(), [x], create_graph=True)
+    (second,) = engine.grad(first.sum(), [x])
+    t = torch.tensor(values, requires_grad=True)
+    (expected,) = torch.autograd.grad((torch_fn(t) ** 3).sum(), [t], create_graph=True)
+    (expected_second,) = torch.autograd.grad(expected.sum(), [t])
+    return (first.detach().numpy(), second.numpy()), (expected.detach().numpy(), expected_second.numpy())
+
+
+@pytest.mark.parametrize(("name", "engine_fn", "torch_fn"), [
+    # GradMode::is_enabled() (whether the backward records a graph) is the engine's grad mode
+    ("logit", lambda op, a: op(a), torch.logit),
+    ("silu", lambda op, a: op(a), torch.nn.functional.silu),
+    # FunctionsManual's unsqueeze_to(grad, sizes) and unsqueeze_to(grad, dim, sizes): the
+    # library's unsqueeze_to and unsqueeze_to__dim, chosen by the call's arguments as in C++
+    ("squeeze", lambda op, a: op(a), torch.squeeze),
+    ("squeeze.dim", lambda op, a: op(a, 1), lambda a: torch.squeeze(a, 1)),
+    ("squeeze.dims", lambda op, a: op(a, [1, 2]), lambda a: torch.squeeze(a, [1, 2])),
+])
+def test_cpp_names_with_an_engine_meaning_run_as_torchs(table, name, engine_fn, torch_fn):
+    values = np.linspace(0.2, 0.7, 6).reshape(3, 1, 1, 2)
+    got, expected = _first_and_second(table.overload(name), engine_fn, torch_fn, values)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-12, err_msg=name)
 
 
 def test_formulas_calling_scalar_methods_run_as_torchs(table):

@@ -15,7 +15,8 @@ from torch.autograd import gradcheck, gradgradcheck
 
 from formulas.torch import override
 from formulas.torch.backend import OracleTensor
-from formulas.torch.helper_overloads import HelperOverloads, fits
+from formulas.helper_overloads import HelperOverloads, fits
+from formulas.torch.backend import HELPER_VALUES
 from tests.torch_override.conftest import importable_package
 
 
@@ -146,7 +147,7 @@ def test_no_fitting_overload_names_each_one():
     def pick__dims(grad: str, dims: list[int]) -> str:
         return "dims"
 
-    overloads = HelperOverloads("pick", [pick, pick__dims])
+    overloads = HelperOverloads("pick", [pick, pick__dims], HELPER_VALUES)
     assert overloads("g", 1) == "dim" and overloads("g", [0, 1]) == "dims" and overloads("g", dims=[0]) == "dims"
     with pytest.raises(TypeError, match=r"no overload of helper 'pick' accepts \(str, float\): pick\(.*pick__dims"):
         overloads("g", 1.5)
@@ -158,8 +159,8 @@ def test_no_fitting_overload_names_each_one():
     ("ScalarType", torch.float64, True), ("list[Tensor]", [1], False),
 ])
 def test_annotations_fit_the_values_torch_hands_formulas(annotation, value, expected):
-    assert fits(annotation, value) is expected
-    assert fits("Tensor", OracleTensor(torch.zeros(1)))
+    assert fits(annotation, value, HELPER_VALUES) is expected
+    assert fits("Tensor", OracleTensor(torch.zeros(1)), HELPER_VALUES)
 
 
 def test_a_jvp_calling_a_cpp_only_function_is_left_out(dialect_package):

@@ -6,7 +6,9 @@ FunctionsManual overloads some helpers (``unsqueeze_to(grad, sizes)`` and
 first of ``name`` and its ``name__variant`` helpers, in declaration order, whose
 parameters accept the call's arguments (:func:`transpiler.cpp.expressions.helper_overloads`).
 :class:`HelperOverloads` makes the same choice on the values of a call: the arguments
-bind to the helper's signature and each fits its parameter's annotation.
+bind to the helper's signature and each fits its parameter's annotation. What values an
+annotation name takes is the back end's (:data:`ValueTypes`): torch's tensors and symbolic
+ints on torch (``formulas.torch``), the engine's Tensor on the reference engine.
 """
 from __future__ import annotations
 
@@ -15,20 +17,12 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import torch
-
-from formulas.torch.backend import OracleTensor
-
 #: what ``name__variant`` adds to the helper ``name`` (the C++ emitter's ``OVERLOAD_SEPARATOR``)
 SEPARATOR = "__"
 
-#: the Python values each of the helpers' annotation names takes (the ones not here take anything)
-_VALUES: dict[str, tuple[type, ...]] = {
-    "Tensor": (OracleTensor,), "int": (int, torch.SymInt), "SymInt": (int, torch.SymInt),
-    "float": (int, float, torch.SymInt, torch.SymFloat), "bool": (bool, torch.SymBool),
-    "Scalar": (int, float, bool, complex, torch.SymInt, torch.SymFloat, torch.SymBool),
-    "ScalarType": (torch.dtype,), "str": (str,), "None": (type(None),),
-}
+#: the Python values each of the helpers' annotation names takes on a back end (an annotation
+#: name not in it takes anything)
+ValueTypes = Mapping[str, tuple[type, ...]]
 
 
 def overloads_of(name: str, helpers: Mapping[str, Callable[..., Any]]) -> list[Callable[..., Any]]:
@@ -41,9 +35,10 @@ def overloads_of(name: str, helpers: Mapping[str, Callable[..., Any]]) -> list[C
 class HelperOverloads:
     """Calls the first of ``overloads`` (declaration order) that accepts the arguments."""
 
-    def __init__(self, name: str, overloads: list[Callable[..., Any]]) -> None:
+    def __init__(self, name: str, overloads: list[Callable[..., Any]], values: ValueTypes) -> None:
         self.name = name
         self.overloads = tuple((fn, inspect.signature(fn)) for fn in overloads)
+        self.values = values
 
     def __repr__(self) -> str:
         return f"HelperOverloads({self.name!r}, {[fn.__name__ for fn, _ in self.overloads]})"
@@ -58,18 +53,20 @@ class HelperOverloads:
                 bound = signature.bind(*args, **kwargs)
             except TypeError:
                 continue
-            if all(fits(signature.parameters[name].annotation, value) for name, value in bound.arguments.items()):
+            if all(fits(signature.parameters[name].annotation, value, self.values)
+                   for name, value in bound.arguments.items()):
                 return fn
         given = ", ".join([type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kwargs.items()])
         declared = "; ".join(f"{fn.__name__}{signature}" for fn, signature in self.overloads)
         raise TypeError(f"no overload of helper '{self.name}' accepts ({given}): {declared}")
 
 
-def fits(annotation: Any, value: Any) -> bool:
-    """Whether ``value`` fits a helper parameter's annotation (a string such as ``list[int] | None``)."""
+def fits(annotation: Any, value: Any, values: ValueTypes) -> bool:
+    """Whether ``value`` fits a helper parameter's annotation (a string such as ``list[int] | None``)
+    on the back end whose :data:`ValueTypes` are ``values``."""
     if not isinstance(annotation, str):
         return True     # unannotated
-    return _fits(annotation.replace(" ", ""), value)
+    return _fits(annotation.replace(" ", ""), value, values)
 
 
 @functools.cache
@@ -84,14 +81,14 @@ def _alternatives(annotation: str) -> tuple[str, ...]:
     return (*parts, annotation[start:])
 
 
-def _fits(annotation: str, value: Any) -> bool:
+def _fits(annotation: str, value: Any, values: ValueTypes) -> bool:
     alternatives = _alternatives(annotation)
     if len(alternatives) > 1:
-        return any(_fits(alternative, value) for alternative in alternatives)
+        return any(_fits(alternative, value, values) for alternative in alternatives)
     if annotation.startswith(("list[", "tuple[")) and annotation.endswith("]"):
         element = annotation[annotation.index("[") + 1:-1]
-        return isinstance(value, (list, tuple)) and ("," in element or all(_fits(element, v) for v in value))
-    python_types = _VALUES.get(annotation)
+        return isinstance(value, (list, tuple)) and ("," in element or all(_fits(element, v, values) for v in value))
+    python_types = values.get(annotation)
     if python_types is None:
         return True
     if isinstance(value, bool) and annotation in ("int", "SymInt", "float"):

@@ -34,12 +34,16 @@ the front-end (parse, start positions, model: what a cold run does before it lin
 and emits); and, in this
 interpreter, torchgen's reading of its two YAML files alone (``yaml`` with the C
 loader), under torchgen's own time.
+``--incremental``: only torchgen, the two runs on a filled cache (one file changed,
+nothing changed) and their floors (interpreter start, imports, the edited file read),
+skipping the cold runs and the parse floors (the one cold run that fills the cache
+is not timed).
 ``--compile``: also the C++ build of what was emitted (``python -m
 transpiler.build``, one translation unit per formula file): cold (empty build
 directory) and warm (nothing changed); ``benchmarks/corpus_build.py`` times it
 without the compiler cache and at several sizes.
 
-Run: ``python benchmarks/codegen_corpus.py [--repeat N] [--compile]``.
+Run: ``python benchmarks/codegen_corpus.py [--repeat N] [--incremental] [--compile]``.
 """
 from __future__ import annotations
 
@@ -126,6 +130,9 @@ os.waitpid(helper, 0)
 """
 IMPORTS_ONLY = "import libcst, transpiler.cpp.generate, transpiler.cpp.emit, transpiler.frontend, transpiler.lint.runner"
 ONE_FILE_ONLY = IMPORTS_ONLY + "; import sys; transpiler.frontend.read_module(sys.argv[1])"
+# what ``--incremental`` times: the runs on a filled cache, their floors and torchgen's
+INCREMENTAL = ("torchgen", "one file changed", "nothing changed", "floor imports", "floor one file",
+               "floor nothing changed", "floor torchgen yaml")
 SHIPPED = shipped_context_files()     # the shipped files a run on another package reads
 
 
@@ -188,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--compile", action="store_true", help="also time the C++ build of what was emitted")
+    parser.add_argument("--incremental", action="store_true",
+                        help="time only torchgen, one file changed, nothing changed and their floors")
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="codegen_corpus."))
@@ -241,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             ("floor nothing changed", floor_unchanged, None),
             ("floor torchgen yaml", floor_torchgen_yaml, None),
         ]
+        if args.incremental:
+            measurements = [m for m in measurements if m[0] in INCREMENTAL]
         rounds: dict[str, list[tuple[float, float]]] = {}
         for _ in range(args.repeat):
             for label, run, before in measurements:
@@ -276,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
             ("floor: interpreter start alone", "floor nothing changed", ""),
             ("floor: torchgen's YAML reading alone (part of torchgen's time)", "floor torchgen yaml", "")]
     for text, label, aim in rows:
+        if label not in median:
+            continue
         (wall, cpu), (best_wall, best_cpu) = median[label], best[label]
         print(f"{text}: {wall:.4f} s  ratio {wall / median['torchgen'][0]:.4f}x "
               f"[{best_wall / best['torchgen'][0]:.4f}x] torchgen cold{aim}; "

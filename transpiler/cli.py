@@ -8,7 +8,6 @@ docstring) and ``transpile help [COMMAND]`` shows one's help.
 """
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import os
@@ -44,6 +43,8 @@ BROKEN_PIPE = 141      # 128 + SIGPIPE, what a C tool killed by the closed pipe 
 
 def summary(command: str) -> str:
     """One line saying what ``command`` does (read from its module without importing it)."""
+    import ast      # here: only help reads a docstring (``ast`` is a tenth of a run with nothing changed's imports)
+
     if command in SUMMARIES:
         return SUMMARIES[command]
     origin = importlib.util.find_spec(SUBCOMMANDS[command]).origin

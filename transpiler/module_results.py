@@ -25,8 +25,9 @@ one pickle per result named by its key: a result is read when the run asks for
 it, a new one written atomically when the run ends, and the ones this run did
 not use are removed then, so the directory holds one version of each module. A
 run after an edit of one file reads the results of the others and writes only
-the few it computed (the whole set is about 8 MB for the imported
-derivatives.yaml corpus, mostly C++ text). An entry that cannot be read or holds
+the few it computed (the whole set is about 4 MB for the imported
+derivatives.yaml corpus, mostly C++ text: lint's check of what the emitter
+refuses keeps each module's refusals without its C++). An entry that cannot be read or holds
 something else (truncated, corrupt, another format) is ignored: that result is
 computed again; one that cannot be written leaves the next run to compute it
 again, silently (it only costs time).
@@ -72,6 +73,15 @@ class ModuleResults:
         self.entries = entries
         self.used: dict[str, object] = {}
         self.computed: set[str] = set()     # used, and not read from ``entries``: written at the end
+        self.parts: dict[int, tuple[object, str]] = {}   # id(owner) -> (owner, text): see :meth:`part`
+
+    def part(self, owner: object, make: Callable[[], object]) -> str:
+        """``repr(make())``, made once per run for ``owner`` (held, so that its id is not reused):
+        a part of several keys (a module's identity is in the key of each result of that module)."""
+        found = self.parts.get(id(owner))
+        if found is None or found[0] is not owner:
+            found = self.parts[id(owner)] = (owner, repr(make()))
+        return found[1]
 
     def get(self, key: str, valid: Callable[[object], bool]) -> object | None:
         """The result stored under ``key`` if ``valid(result)`` (it has the shape the caller

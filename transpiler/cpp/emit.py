@@ -208,20 +208,23 @@ def _refuse_other_dispatch_keys(formula: Formula) -> None:
 
 
 def _kept_module_file(module: FormulaModule, context: Context, context_key: str | None, taken: set[str],
-                      namespace: str, root: str, registered: set[str]) -> ModuleFile:
+                      namespace: str, root: str, registered: set[str], text: bool = True) -> ModuleFile:
     """:func:`_module_file`, kept between runs under its inputs: the module (its text and what
     per-formula mode left out of it), the ``context`` (``context_key``), and the node names and
-    registrations taken before it that its own could meet."""
+    registrations taken before it that its own could meet. ``text=False``: what it refuses and the
+    names it takes, kept without its C++ (``text`` None: lint's check reads no C++, so a run after
+    an edit does not read it back)."""
     kept = module_results.active()
     if kept is None or context_key is None or not module.source_digest:
         return _module_file(module, context, taken, namespace, root, registered)
     declared = {str(s.name) for s in module.nondifferentiable}
     key = module_results.key(
-        "module", context_key, _display(module.path, root), *_identity(module),
+        "module" if text else "module refusals", context_key, _display(module.path, root), _identity(module, kept),
         _taken_read(module, taken), sorted(registered & declared))
     found = kept.get(key, _is_module_file)
     if found is None:
         found = _module_file(module, context, taken, namespace, root, registered)
+        found = found if text else found._replace(text=None)
     kept.put(key, found)
     return found
 
@@ -245,12 +248,14 @@ def _is_module_file(kept: object) -> bool:
             and all_of(str, kept.registered) and type(kept.has_vmap_rules) is bool)
 
 
-def _identity(module: FormulaModule) -> tuple[object, ...]:
+def _identity(module: FormulaModule, kept: module_results.ModuleResults) -> str:
     """What a module is, for a key of :mod:`transpiler.module_results`: its path and text, and what
-    per-formula mode kept of it (its formulas, whether each kept its jvp, its helpers)."""
-    return (module.path, module.source_digest,
-            [(f.op_name, f.span.line, f.jvp is None, f.jvp_left_out) for f in module.formulas],
-            [h.name for h in module.helpers], module.nondifferentiable)
+    per-formula mode kept of it (its formulas, whether each kept its jvp, its helpers); made once
+    per run for each module (it is in the key of each of its results)."""
+    return kept.part(module, lambda: (
+        module.path, module.source_digest,
+        [(f.op_name, f.span.line, f.jvp is None, f.jvp_left_out) for f in module.formulas],
+        [h.name for h in module.helpers], module.nondifferentiable))
 
 
 def _module_file(module: FormulaModule, context: Context, taken: set[str],
@@ -374,16 +379,20 @@ def _display(path: str, root: str) -> str:
     """A stable, machine-independent name for a source path in generated comments: the formula
     directory's own name, then the path below it (the same however the directory was spelled);
     a line break or other control character in a name is escaped, so it cannot end the comment."""
-    below = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
-    return printable("/".join([os.path.basename(os.path.realpath(root)), *below.split(os.sep)]))
+    real_root = os.path.realpath(root)
+    below = os.path.relpath(os.path.realpath(path), real_root)
+    return printable("/".join([os.path.basename(real_root), *below.split(os.sep)]))
 
 
 def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema] | None = None,
-                 namespace: str = "formulas", root: str = "formulas") -> tuple[Output, list[Diagnostic]]:
+                 namespace: str = "formulas", root: str = "formulas", texts: bool = True,
+                 ) -> tuple[Output, list[Diagnostic]]:
     """Every output file of ``library`` (the formulas under ``root``), registered as
     ``torch.ops.<namespace>``; diagnostics for what cannot be transliterated.
     ``known_operators`` are operators declared elsewhere (the shipped library) that the
-    formulas may call: they are resolved, not emitted."""
+    formulas may call: they are resolved, not emitted. ``texts=False``: the diagnostics alone
+    are wanted (:func:`refusals`); a module whose result is kept between runs may then be left
+    out of the files."""
     diagnostics: list[Diagnostic] = []
     modules = {m.path: m for m in library.modules}
     helpers = {}
@@ -403,7 +412,7 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
     registered = {f.op_name for f in library.formulas}
     ops = 0
     for module in sorted(library.modules, key=lambda m: m.path):
-        result = _kept_module_file(module, context, context_key, taken, namespace, root, registered)
+        result = _kept_module_file(module, context, context_key, taken, namespace, root, registered, texts)
         diagnostics += result.diagnostics
         taken.update(result.nodes)
         registered.update(result.registered)
@@ -480,7 +489,7 @@ def refusals(modules: tuple[FormulaModule, ...], library: tuple[FormulaModule, .
     call, as ``transpile --formulas`` allows. A second formula for an operator counts only within
     ``modules``."""
     paths = {module.path for module in modules}
-    _, found = emit_library(Library((*modules, *library)), known_operators)
+    _, found = emit_library(Library((*modules, *library)), known_operators, texts=False)
     found = [d for d in found if d.path in paths and d.code != DUPLICATE_OPERATOR]
     return sorted({*found, *_duplicate_operators(Library(modules))})
 
@@ -510,7 +519,7 @@ def _names_used_by(module: FormulaModule) -> frozenset[str]:
     """Every name the formulas (their jvps too: a derived jvp calls helpers) and helpers of
     ``module`` use, kept between runs (:mod:`transpiler.module_results`)."""
     kept = module_results.active() if module.source_digest else None
-    key = module_results.key("names", *_identity(module)) if kept is not None else ""
+    key = module_results.key("names", _identity(module, kept)) if kept is not None else ""
     found = kept.get(key, lambda kept: isinstance(kept, frozenset) and all_of(str, kept)) if kept is not None else None
     if found is None:
         nodes = [item.node for item in (*module.formulas, *module.helpers)]
@@ -524,7 +533,7 @@ def _names_used_by(module: FormulaModule) -> frozenset[str]:
 def _names_used_by_helpers(module: FormulaModule) -> dict[str, frozenset[str]]:
     """Each helper of ``module`` -> the names its body uses, kept between runs as :func:`_names_used_by`."""
     kept = module_results.active() if module.source_digest else None
-    key = module_results.key("helper names", *_identity(module)) if kept is not None else ""
+    key = module_results.key("helper names", _identity(module, kept)) if kept is not None else ""
     found = kept.get(key, lambda kept: isinstance(kept, dict) and all_of(str, tuple(kept))
                      and all(all_of(str, names) for names in kept.values())) if kept is not None else None
     if found is None:

@@ -46,15 +46,18 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from transpiler import model_cache, module_results
+from transpiler import model_cache
 from transpiler.cpp.per_formula import REFUSED, summary_line
 from transpiler.diagnostics import printable
 from transpiler.library_discovery import SHIPPED_FORMULAS, shipped_context_files
 from transpiler.output import OutputError, check_directory, replace_directory
-from transpiler.pipeline import PipelineResult, run
 from transpiler.project import ProjectError, check_namespace, default_namespace, find_project
 from transpiler.sources import python_sources, read_regular
+
+if TYPE_CHECKING:
+    from transpiler.pipeline import PipelineResult
 
 REPO = Path(__file__).resolve().parents[2]   # the installed packages' root (site-packages or a checkout)
 MANIFEST = "MANIFEST"
@@ -132,6 +135,8 @@ def generate(formulas: Path, lint: bool = True, namespace: str | None = None,
     ``torch.ops.<namespace>`` (default: the directory's name); the files it would write include
     ``MANIFEST`` (``inputs``: its input lines, when the run hashed them already) and, in per-formula
     mode (``keep_going``, :func:`generate_each`), ``REFUSED``."""
+    from transpiler.pipeline import run      # here: a run with nothing to do never loads the pipeline
+
     namespace = namespace or default_namespace(formulas, SHIPPED_FORMULAS)
     if keep_going:
         return generate_each(formulas, lint, namespace, inputs)
@@ -147,6 +152,8 @@ def generate_each(formulas: Path, lint: bool, namespace: str, inputs: list[str] 
     that does not (its first diagnostic says why); a helper that cannot be transliterated is left
     out with the formulas that call it. The files hold what was emitted, and ``REFUSED`` the
     refusals, so that a run with nothing changed reports them again without parsing anything."""
+    from transpiler.pipeline import run
+
     result = run(formulas, namespace, lint, keep_going=True)
     report = [r.format() for r in result.every_refusal]
     report.append(summary_line(result.ops, result.formulas))
@@ -230,6 +237,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{out}: up to date: {formulas} and the transpiler are unchanged since they were linted "
               f"clean and written there (MANIFEST) ({time.perf_counter() - started:.3f} s)")
         return 0
+    from transpiler import module_results     # here, as the pipeline: not loaded when nothing changed
+
     cache_dir = None if args.no_cache else args.cache_dir or project.build_dir / model_cache.DIRECTORY
     with model_cache.kept_in(cache_dir) as cache, module_results.kept_in(cache_dir, formulas, namespace,
                                                                          args.keep_going):

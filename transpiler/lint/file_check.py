@@ -127,7 +127,9 @@ def _check_source(path: str, source: bytes, trust_bytecode: bool, tree_bases: bo
     if not (function_candidate or derivative_candidate):
         return FileReport(path, (), base_names=base_names)
     tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    report = ctx.check_module(tree, path) if function_candidate else ctx.CtxReport(0, ())
+    if not function_candidate:      # a formula file: the ctx rules are not imported (``transpile`` after an edit)
+        return FileReport(path, (), formula_file=uses_derivative(tree), base_names=base_names)
+    report = ctx.check_module(tree, path)
     diagnostics: tuple[Diagnostic, ...] = ()
     if report.findings:
         lines = decode_lossy(path, source).splitlines()

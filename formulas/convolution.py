@@ -118,6 +118,46 @@ def convolution_weight_backward(grad: Tensor, input: Tensor, weight_sizes: list[
 
 
 @helper
+def convolution_to_sizes(input: Tensor, weight: Tensor, stride: list[int], padding: list[int], dilation: list[int],
+                         transposed: bool, groups: int, sizes: list[int]) -> Tensor:
+    """The (transposed) convolution of ``input``, batched or not, with ``weight``, no bias, whose result
+    has ``sizes`` (a plain one's are its own; a transposed one's ``output_padding`` is what reaches them)."""
+    output_padding = [0]
+    if transposed:
+        spatial = weight.dim() - 2
+        stride_ = per_spatial_dim(stride, spatial)
+        padding_ = per_spatial_dim(padding, spatial)
+        dilation_ = per_spatial_dim(dilation, spatial)
+        output_padding = []
+        for d in range(spatial):
+            reach = (input.size(input.dim() - spatial + d) - 1) * stride_[d] - 2 * padding_[d] \
+                + dilation_[d] * (weight.size(d + 2) - 1) + 1
+            output_padding.append(sizes[len(sizes) - spatial + d] - reach)
+    if input.dim() < weight.dim():
+        return at.squeeze(at.convolution(at.unsqueeze(input, 0), weight, None, stride, padding, dilation, transposed,
+                                         output_padding, groups), 0)
+    return at.convolution(input, weight, None, stride, padding, dilation, transposed, output_padding, groups)
+
+
+@helper
+def convolution_input_backward_transposed(input: Tensor, weight: Tensor, input_sizes: list[int], stride: list[int],
+                                          padding: list[int], dilation: list[int], transposed: bool, groups: int,
+                                          grad_sizes: list[int]) -> Tensor:
+    """``convolution_input_backward``'s transpose in ``grad`` (of ``grad_sizes``, the convolution's
+    result's): the convolution itself applied to ``input`` (of ``input_sizes``)."""
+    return convolution_to_sizes(input, weight, stride, padding, dilation, transposed, groups, grad_sizes)
+
+
+@helper
+def convolution_weight_backward_transposed(weight: Tensor, input: Tensor, weight_sizes: list[int], stride: list[int],
+                                           padding: list[int], dilation: list[int], transposed: bool, groups: int,
+                                           grad_sizes: list[int]) -> Tensor:
+    """``convolution_weight_backward``'s transpose in ``grad`` (of ``grad_sizes``, the convolution's
+    result's): the convolution itself of ``input`` with ``weight`` (of ``weight_sizes``)."""
+    return convolution_to_sizes(input, weight, stride, padding, dilation, transposed, groups, grad_sizes)
+
+
+@helper
 def convolution_bias_backward(grad: Tensor, weight_dim: int) -> Tensor:
     """Gradient of a convolution's bias: ``grad`` summed over every dim but the channels (dim 1,
     or dim 0 when unbatched: one dim fewer than the weight)."""
@@ -127,6 +167,17 @@ def convolution_bias_backward(grad: Tensor, weight_dim: int) -> Tensor:
         if d != channels:
             dims.append(d)
     return at.sum(grad, dims, False)
+
+
+@helper
+def convolution_bias_backward_transposed(bias: Tensor, weight_dim: int, grad_sizes: list[int]) -> Tensor:
+    """``convolution_bias_backward``'s transpose in ``grad`` (of ``grad_sizes``): ``bias`` broadcast
+    along the channels dim (dim 1, or 0 when unbatched) over the others."""
+    channels = 1 if len(grad_sizes) == weight_dim else 0
+    along_channels = [grad_sizes[channels]]
+    for d in range(channels + 1, len(grad_sizes)):
+        along_channels.append(1)
+    return at.expand(at.reshape(bias, along_channels), grad_sizes)
 
 
 @derivative("convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "

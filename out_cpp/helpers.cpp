@@ -197,6 +197,38 @@ at::Tensor convolution_weight_backward(const at::Tensor& grad, const at::Tensor&
   return helpers::crop_spatial(at::transpose(correlation, 0, 1), weight_sizes);
 }
 
+at::Tensor convolution_to_sizes(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups, at::IntArrayRef sizes) {
+  int64_t spatial{};
+  std::vector<int64_t> stride_{};
+  std::vector<int64_t> padding_{};
+  std::vector<int64_t> dilation_{};
+  int64_t reach{};
+  std::vector<int64_t> output_padding = std::vector<int64_t>{0};
+  if (transposed) {
+    spatial = weight.dim() - 2;
+    stride_ = helpers::per_spatial_dim(stride, spatial);
+    padding_ = helpers::per_spatial_dim(padding, spatial);
+    dilation_ = helpers::per_spatial_dim(dilation, spatial);
+    output_padding = std::vector<int64_t>{};
+    for (int64_t d = 0; d < spatial; ++d) {
+      reach = ((((input.size((input.dim() - spatial) + d) - 1) * stride_[d]) - (2 * padding_[d])) + (dilation_[d] * (weight.size(d + 2) - 1))) + 1;
+      output_padding.push_back(sizes[formulas::runtime::wrap_index((static_cast<int64_t>(sizes.size()) - spatial) + d, sizes.size())] - reach);
+    }
+  }
+  if (input.dim() < weight.dim()) {
+    return at::squeeze(at::convolution(at::unsqueeze(input, 0), weight, std::optional<at::Tensor>(), stride, padding, dilation, transposed, output_padding, groups), 0);
+  }
+  return at::convolution(input, weight, std::optional<at::Tensor>(), stride, padding, dilation, transposed, output_padding, groups);
+}
+
+at::Tensor convolution_input_backward_transposed(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef input_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups, at::IntArrayRef grad_sizes) {
+  return helpers::convolution_to_sizes(input, weight, stride, padding, dilation, transposed, groups, grad_sizes);
+}
+
+at::Tensor convolution_weight_backward_transposed(const at::Tensor& weight, const at::Tensor& input, at::IntArrayRef weight_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups, at::IntArrayRef grad_sizes) {
+  return helpers::convolution_to_sizes(input, weight, stride, padding, dilation, transposed, groups, grad_sizes);
+}
+
 at::Tensor convolution_bias_backward(const at::Tensor& grad, int64_t weight_dim) {
   int64_t channels = (grad.dim() == weight_dim) ? 1 : 0;
   std::vector<int64_t> dims = std::vector<int64_t>{};
@@ -206,6 +238,15 @@ at::Tensor convolution_bias_backward(const at::Tensor& grad, int64_t weight_dim)
     }
   }
   return at::sum(grad, dims, false);
+}
+
+at::Tensor convolution_bias_backward_transposed(const at::Tensor& bias, int64_t weight_dim, at::IntArrayRef grad_sizes) {
+  int64_t channels = (static_cast<int64_t>(grad_sizes.size()) == weight_dim) ? 1 : 0;
+  std::vector<int64_t> along_channels = std::vector<int64_t>{grad_sizes[formulas::runtime::wrap_index(channels, grad_sizes.size())]};
+  for (int64_t d = channels + 1; d < static_cast<int64_t>(grad_sizes.size()); ++d) {
+    along_channels.push_back(1);
+  }
+  return at::reshape(bias, along_channels).expand(grad_sizes);
 }
 
 at::Tensor py_mul_tensor_backward_u_scalar(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type) {

@@ -193,6 +193,36 @@ def test_a_transpose_of_a_transpose_is_the_tensor():
                                   _run(textwrap.dedent(TRANSPOSED_TWICE), **values)(ta, tb).numpy())
 
 
+TRANSPOSED_PRODUCTS = """
+    def jvp(input_t, weight_t):
+        factor_14 = at.reshape(input, [2, 3])
+        grad_self_59 = at.mm(weight_t, at.t(factor_14))
+        t_60 = at.t(grad_self_59)
+        inline_61 = at.t(at.mm(at.t(input_t), weight))
+        kept_62 = at.t(at.mm(input_t, weight))
+        read_twice_63 = at.mm(weight_t, at.t(input_t))
+        t_64 = at.t(read_twice_63)
+        return t_60, inline_61, kept_62, t_64 + at.t(read_twice_63)
+    """
+
+
+def test_a_transposed_product_with_a_transposed_factor_is_the_product_of_the_transposes():
+    simplified = _simplified(TRANSPOSED_PRODUCTS)
+    assert "t_60 = at.mm(factor_14, at.t(weight_t))" in simplified
+    assert "inline_61 = at.mm(at.t(weight), input_t)" in simplified
+    assert "kept_62 = at.t(at.mm(input_t, weight))" in simplified        # no factor transposed: as it was
+    assert "t_64 = at.t(read_twice_63)" in simplified                      # the product read twice: kept
+    bound_again = _simplified(TRANSPOSED_PRODUCTS.replace("        t_60", "        factor_14 = -factor_14\n        t_60")
+                              .replace("return t_60,", "return factor_14, t_60,"))
+    assert "t_60 = at.t(grad_self_59)" in bound_again                     # a factor bound again between
+    rng = np.random.default_rng(0)
+    values = {"input": engine.Tensor(rng.standard_normal((2, 3))), "weight": engine.Tensor(rng.standard_normal((3, 4)))}
+    tangents = engine.Tensor(rng.standard_normal((3, 3))), engine.Tensor(rng.standard_normal((4, 3)))
+    for got, want in zip(_run(simplified, **values)(*tangents),
+                         _run(textwrap.dedent(TRANSPOSED_PRODUCTS), **values)(*tangents)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-14, atol=1e-14)
+
+
 FLIPPED_TWICE = """
     def jvp(self_t):
         if dtype is None:

@@ -53,7 +53,9 @@ result (its length a constant mask's True count) has the sizes of the operator r
 A ``SCALES_SELF`` operator (``xlogy``: ``self`` times a factor, with a strong zero) transposes in
 ``self`` to itself, whatever its backward reads. A ``SELF_TRANSPOSED_HELPERS`` helper (the
 differential of ``exp``, linear in its direction although its steps are only affine in it) is one
-linear step whose transpose is the helper itself with its ``adjoint`` flag negated.
+linear step whose transpose is the helper itself with its ``adjoint`` flag negated. A
+``TRANSPOSED_BY_HELPERS`` helper (a convolution's input, weight or bias gradient) is one linear
+step whose transpose is the helper declared with it (one convolution, or a broadcast).
 """
 from __future__ import annotations
 
@@ -104,6 +106,17 @@ SCALES_SELF = frozenset({"xlogy.Tensor", "xlogy.Scalar_Other"})
 #: block of ``exp([[A, E], [0, A]])``: linear in ``E``, but the block matrix is only affine in it; the
 #: differential at ``A^H`` is its adjoint (``tests/engine/test_derived_jvp.py`` checks both numerically).
 SELF_TRANSPOSED_HELPERS = {"linalg_matrix_exp_differential": ("grad", "adjoint")}
+#: Helpers linear in one tensor parameter (the others held) whose transpose another helper computes
+#: in one step, where transposing their steps would take many (a convolution's input and weight
+#: gradients are each the adjoint of one convolution): helper -> (the linear parameter, the
+#: parameter holding the result's sizes or None, the transposing helper). The transposing helper takes the
+#: adjoint, the helper's other parameters in order, and the linear parameter's sizes
+#: (``tests/engine/test_derived_jvp.py`` checks each pair is adjoint numerically).
+TRANSPOSED_BY_HELPERS = {
+    "convolution_input_backward": ("grad", "input_sizes", "convolution_input_backward_transposed"),
+    "convolution_weight_backward": ("grad", "weight_sizes", "convolution_weight_backward_transposed"),
+    "convolution_bias_backward": ("grad", None, "convolution_bias_backward_transposed"),
+}
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
@@ -743,7 +756,7 @@ class _Builder:
                 positional = [a.value for a in node.args if a.keyword is None]
                 keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
                 return self.apply(node, node.func.attr.value, positional, keywords, linear, tensors, program)
-            if isinstance(node.func, cst.Name) and node.func.value in SELF_TRANSPOSED_HELPERS \
+            if isinstance(node.func, cst.Name) and _transposed_helper_param(node.func.value) is not None \
                     and node.func.value in self.table.helpers:
                 return self.self_transposed(node, self.table.helpers[node.func.value], linear, tensors, program)
             if isinstance(node.func, cst.Name) and node.func.value in self.table.helpers:
@@ -979,7 +992,7 @@ class _Builder:
     def self_transposed(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
         """A ``SELF_TRANSPOSED_HELPERS`` call: one linear step in its linear parameter (the others
         must be constants), not inlined."""
-        param, _ = SELF_TRANSPOSED_HELPERS[helper.name]
+        param = _transposed_helper_param(helper.name)
         given = [a.value for a in node.args if a.keyword is None]
         keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
         arguments: dict[str, cst.BaseExpression] = {}
@@ -1072,6 +1085,14 @@ class _Builder:
                 and isinstance(statement.body[0], cst.Assign):
             return self.is_tensor(statement.body[0].value, tensors)
         return False
+
+
+def _transposed_helper_param(name: str) -> str | None:
+    """The linear parameter of a helper transposed as one step (``SELF_TRANSPOSED_HELPERS``,
+    ``TRANSPOSED_BY_HELPERS``); None for any other."""
+    if name in SELF_TRANSPOSED_HELPERS:
+        return SELF_TRANSPOSED_HELPERS[name][0]
+    return TRANSPOSED_BY_HELPERS[name][0] if name in TRANSPOSED_BY_HELPERS else None
 
 
 def _reads_only_device(helper: Helper, param: str) -> bool:
@@ -1434,6 +1455,9 @@ class _Sweep:
     def sizes_of(self, step: Linear, sizes) -> cst.BaseExpression | None:
         if step.source is not None:
             return sizes.get(step.source)
+        if step.helper is not None and step.helper.name in TRANSPOSED_BY_HELPERS:
+            result_sizes = TRANSPOSED_BY_HELPERS[step.helper.name][1]
+            return step.arguments[result_sizes] if result_sizes is not None else None
         if step.helper is not None:
             return sizes.get(next(iter(step.linear.values())))
         if step.formula is None:
@@ -1798,6 +1822,8 @@ class _Sweep:
             return []
         if step.source is not None:
             return self.accumulate(step.source, adjoint, adjoints)
+        if step.helper is not None and step.helper.name in TRANSPOSED_BY_HELPERS:
+            return self.transposing_helper(step, adjoint, adjoints)
         if step.helper is not None:
             return self.helper_transpose(step, adjoint, adjoints)
         if step.formula is None:
@@ -1827,6 +1853,19 @@ class _Sweep:
                 arguments.append(code(step.arguments[p.name]))
         result = self.builder.fresh("t")
         statements = [_stmt(f"{result} = {step.helper.name}({', '.join(arguments)})")]
+        return statements + self.accumulate(step.linear[param], result, adjoints)
+
+    def transposing_helper(self, step: Linear, adjoint: str, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        """The transpose of a ``TRANSPOSED_BY_HELPERS`` step: its transposing helper at the adjoint,
+        given the other arguments and the linear argument's sizes."""
+        param, _, transposing = TRANSPOSED_BY_HELPERS[step.helper.name]
+        sizes = self.sizes_before[id(step)].get(step.linear[param])
+        if sizes is None:
+            raise DerivationRefused(step.node, f"the sizes of the linear value `{step.linear[param]}` are needed "
+                                    "and the sizes rules cannot tell them")
+        arguments = [adjoint if p.name == param else code(step.arguments[p.name]) for p in step.helper.params]
+        result = self.builder.fresh("t")
+        statements = [_stmt(f"{result} = {transposing}({', '.join(arguments + [code(sizes)])})")]
         return statements + self.accumulate(step.linear[param], result, adjoints)
 
     def scaled_transpose(self, step: Linear, adjoint: str) -> tuple[list[cst.BaseStatement], str]:

@@ -40,6 +40,10 @@ jvp returns the same:
 - **Involutions.** ``at.t(at.t(x))``, ``matrix_transpose(matrix_transpose(x))`` and
   ``at.flip(at.flip(x, dims), dims)`` (also through a name whose value is the same where it is
   read) are ``x``: a transpose or a flip undone puts every element back.
+- **Transposed products.** ``at.t(at.mm(a, b))`` with ``a`` or ``b`` an ``at.t(x)`` (also through
+  a name read only there) is ``at.mm(at.t(b), at.t(a))``, the transpose of a transpose folded:
+  ``(a b)^T = b^T a^T``, one transpose fewer (a matrix product's transpose taken twice by a
+  transposition of ``mm``'s backward).
 - **Broadcasts.** ``sum_to``'s transpose as the derivation inlines it (``sum_backward`` over the
   dims a broadcast to ``B`` expanded, then over the leading dims it added, each behind a
   condition computed by loops over the sizes) is ``at.expand(t, B)``, ``t`` itself when it has
@@ -830,6 +834,64 @@ def fold_involutions(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
     return list(cst.Module(body=statements).visit(_Involutions(applied)).body)
 
 
+# ---- transposed products ------------------------------------------------------------------
+def _transpose_of(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``x`` of ``at.t(x)``; None for anything else."""
+    if isinstance(node, cst.Call) and code(node.func) == "at.t" and len(node.args) == 1 \
+            and not (node.args[0].keyword or node.args[0].star):
+        return node.args[0].value
+    return None
+
+
+def _transposed(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``x`` of ``at.t(x)``, else ``at.t(node)``."""
+    inner = _transpose_of(node)
+    return inner if inner is not None else cst.parse_expression(f"at.t({code(node)})")
+
+
+def _mm_with_transposed(node: cst.BaseExpression | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``(a, b)`` of ``at.mm(a, b)`` where ``a`` or ``b`` is an ``at.t(x)``."""
+    if not (isinstance(node, cst.Call) and code(node.func) == "at.mm" and len(node.args) == 2
+            and not any(a.keyword or a.star for a in node.args)):
+        return None
+    a, b = node.args[0].value, node.args[1].value
+    return (a, b) if _transpose_of(a) is not None or _transpose_of(b) is not None else None
+
+
+def transpose_products(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``at.t(at.mm(a, b))`` -> ``at.mm(at.t(b), at.t(a))`` where ``a`` or ``b`` is a transpose
+    (``at.t(at.t(x))`` then ``x``: one transpose fewer), also through ``y = at.mm(a, b)`` then
+    ``at.t(y)`` in the same block (``y`` bound once and read only there, the names ``a`` and ``b``
+    read bound by no statement between): ``(a b)^T = b^T a^T`` for matrices."""
+    bound = bindings(statements)
+    reads = Counter(n.value for statement in statements for n in _nodes(statement) if isinstance(n, cst.Name))
+
+    def rewrite(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        block = [_in_blocks(s, rewrite) for s in block]
+        products: dict[str, tuple[int, tuple[cst.BaseExpression, cst.BaseExpression]]] = {}
+        for index, statement in enumerate(block):
+            assigned = _assignment(statement)
+            if assigned is None:
+                continue
+            name, value = assigned
+            inner = _transpose_of(value)
+            factors = _mm_with_transposed(inner)
+            if factors is None and isinstance(inner, cst.Name) and inner.value in products \
+                    and bound.stable(inner.value) and reads[inner.value] == 2:
+                at_index, factors = products[inner.value]
+                read = {n for x in factors for n in _names(x)}
+                if any(_changes(between, read) for between in block[at_index + 1:index]):
+                    factors = None
+            if factors is not None:
+                fused = cst.parse_expression(f"at.mm({code(_transposed(factors[1]))}, {code(_transposed(factors[0]))})")
+                block[index] = statement.with_changes(body=[statement.body[0].with_changes(value=fused)])
+            elif (factors := _mm_with_transposed(value)) is not None:
+                products[name] = (index, factors)
+        return block
+
+    return rewrite(list(statements))
+
+
 # ---- broadcasts ----------------------------------------------------------------------------
 #: ``sum_to``'s transpose as the derivation inlines it: its two reductions (``sum_backward`` of
 #: the dims a broadcast expanded, then of the leading dims it added), each behind its condition.
@@ -1014,6 +1076,7 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements, _ = _live_only(statements, set(), private_lists(statements))
     statements = propagate_copies(statements, parameters)
     statements = fold_involutions(statements)
+    statements = transpose_products(statements)
     statements = collapse_broadcasts(statements)
     statements = drop_added_zeros(statements)
     statements = fuse_unsqueezing_reshapes(statements)

@@ -107,6 +107,41 @@ def test_matrix_exp_differential_is_linear_and_its_adjoint_is_its_transpose(dtyp
     torch.testing.assert_close(apply(e), expected, rtol=1e-7, atol=1e-8)
 
 
+@pytest.mark.parametrize("input_sizes, weight_sizes, stride, padding, dilation, transposed, output_padding, groups", [
+    ((2, 4, 7), (6, 2, 3), [2], [1], [1], False, [0], 2),
+    ((2, 5, 4), (3, 2, 2, 3), [2, 1], [1, 0], [2, 1], False, [0], 1),          # unbatched
+    ((2, 4, 3), (4, 3, 3), [2], [1], [1], True, [1], 2),
+    ((1, 2, 3, 2), (2, 2, 2, 2), [2, 1], [1, 0], [1, 2], True, [1, 1], 1),    # output_padding reaching past the stride
+])
+def test_convolution_gradients_transpose_to_their_declared_helpers(input_sizes, weight_sizes, stride, padding, dilation,
+                                                                   transposed, output_padding, groups):
+    """Each ``TRANSPOSED_BY_HELPERS`` helper of ``formulas/convolution.py`` and its transposing helper
+    are adjoint: ``<H(g), x> = <g, T(x, sizes of g)>`` for the gradient ``g`` of a convolution's result."""
+    from formulas import convolution as conv
+    from formulas.torch.backend import TorchBackend
+    from transpiler.derive_jvp import TRANSPOSED_BY_HELPERS
+    backend, generator = TorchBackend.for_library(), torch.Generator().manual_seed(7)
+    input, weight = (torch.randn(sizes, dtype=torch.float64, generator=generator) for sizes in (input_sizes, weight_sizes))
+    batched = len(input_sizes) == len(weight_sizes)
+    result = torch.convolution(input if batched else input.unsqueeze(0), weight, None, stride, padding, dilation,
+                               transposed, output_padding, groups)
+    result = result if batched else result.squeeze(0)
+    grad = torch.randn(result.shape, dtype=torch.float64, generator=generator)
+    parameters = (stride, padding, dilation, transposed, groups)
+    pairs = {"convolution_input_backward": ((grad, weight, list(input_sizes), *parameters), input_sizes),
+             "convolution_weight_backward": ((grad, input, list(weight_sizes), *parameters), weight_sizes),
+             "convolution_bias_backward": ((grad, len(weight_sizes)), [result.shape[1 if batched else 0]])}
+    assert set(pairs) == set(TRANSPOSED_BY_HELPERS)
+    for name, (arguments, sizes) in pairs.items():
+        direction = torch.randn(sizes, dtype=torch.float64, generator=generator)
+        gradient = backend.run(getattr(conv, name), *arguments)
+        transposed_direction = backend.run(getattr(conv, TRANSPOSED_BY_HELPERS[name][2]), direction, *arguments[1:],
+                                           list(result.shape))
+        assert transposed_direction.shape == result.shape
+        torch.testing.assert_close(torch.sum(gradient * direction), torch.sum(grad * transposed_direction),
+                                   rtol=1e-12, atol=1e-12)
+
+
 def test_xlogy_derived_jvp_keeps_the_subgradient_where_self_is_zero():
     """``xlogy`` transposes as a scaling of ``self`` (``SCALES_SELF``): the derived jvp equals the
     written one where the OpCases do not reach, at ``self = 0`` with ``other <= 0`` (torch's 0, not

@@ -348,3 +348,24 @@ def test_a_replayed_branch_merges_with_its_second_pass_and_what_it_bound_again_g
         x = engine.Tensor(np.arange(float(np.prod(sizes))).reshape(sizes))
         np.testing.assert_array_equal(_run(simplified, self_sizes=sizes)(x).numpy(),
                                       _run(textwrap.dedent(REPLAYED), self_sizes=sizes)(x).numpy())
+
+
+NEGATED_TERMS = """
+    def jvp(self_t, other_t):
+        t_2 = -self_t
+        d_3 = other_t + t_2
+        t_4 = -other_t
+        d_5 = t_4 + d_3
+        t_6 = -d_5
+        kept_7 = t_6 + t_6
+        return kept_7
+    """
+
+
+def test_a_negated_term_added_is_a_subtraction():
+    simplified = _simplified(NEGATED_TERMS)
+    assert "d_3 = other_t - self_t" in simplified and "d_5 = d_3 - other_t" in simplified
+    assert "t_6 = -d_5" in simplified and "kept_7 = t_6 + t_6" in simplified       # read twice: stays
+    rng = np.random.default_rng(0)
+    x, y = (engine.Tensor(rng.standard_normal(s)) for s in ((3, 1), (4,)))
+    np.testing.assert_array_equal(_run(simplified)(x, y).numpy(), _run(textwrap.dedent(NEGATED_TERMS))(x, y).numpy())

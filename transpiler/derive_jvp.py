@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from transpiler.derive_jvp_diagonal import DiagonalGradient, diagonal_gradient, diagonal_share
 from transpiler.derive_jvp_linear import affine_by_terms
 from transpiler.derive_jvp_simplify import simplify
 from transpiler.jvp_fragments import code, rename
@@ -2148,18 +2149,22 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
     sweep.annotate(program, initial)
     adjoints: dict[str, str] = {}
     tangents = []
+    diagonal = _diagonal_gradients(formula, body, grads, witness, builder.gradient_lists)
     for argument, ret in zip(formula.differentiable_inputs, returns):
         if isinstance(argument.type, ListType) and ret in linear and ret not in builder.lists:
             raise DerivationRefused(backward.node.name, f"the gradient of the Tensor[] input `{argument.name}` is "
                                     "not a list of gradients made here (one per entry)")
     for name, ret in zip(inputs, returns):
         if ret in linear:
-            adjoints[ret] = f"{name}_t"
+            if name not in diagonal:
+                adjoints[ret] = f"{name}_t"
             tangents.append(f"{name}_t")
         elif not _only_none(program, ret):
             raise DerivationRefused(backward.node.name, f"the gradient of `{name}` does not depend on the "
                                     "incoming gradient: the backward is not linear")
     statements = sweep.forward(program) + sweep.reverse(program, adjoints)
+    if diagonal:
+        statements += _diagonal_shares(builder, sweep, diagonal, grads[0], witness, adjoints)
     results = [adjoints.get(g) for g in grads]
     returned = ", ".join(r if r is not None else "None" for r in results)
     statements.append(_stmt(f"return {returned}"))
@@ -2177,6 +2182,45 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
                                 "place: it would see the written value, not the input (derive its functional twin)")
     head = cst.parse_statement(f"def jvp({', '.join(tangents)}):\n    pass\n")
     return simplify(head.with_changes(body=head.body.with_changes(body=statements)))
+
+
+def _diagonal_gradients(formula: Formula, body, grads: list[str], witness: str | None,
+                        gradient_lists: Mapping[str, str]) -> dict[str, DiagonalGradient]:
+    """The inputs whose gradient is a diagonal map of the one gradient parameter, read more than
+    once (:mod:`transpiler.derive_jvp_diagonal`), for an op whose result broadcasts its inputs."""
+    if len(grads) != 1 or witness is None or grads[0] in gradient_lists or not broadcasts(formula) \
+            or not body or not isinstance(body[-1], cst.SimpleStatementLine) \
+            or not isinstance(body[-1].body[-1], cst.Return):
+        return {}
+    returned = _returned(body[-1].body[-1])
+    inputs = formula.differentiable_inputs
+    if len(returned) != len(inputs):
+        return {}
+    found = {}
+    for argument, value in zip(inputs, returned):
+        sizes_names = {_assigned(s).pop() for s in formula.forward if len(_assigned(s)) == 1
+                       and isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Assign)
+                       and code(s.body[0].value) == f"{argument.name}.sizes()"}
+        gradient = diagonal_gradient(body, grads[0], value, sizes_names)
+        if gradient is not None:
+            found[argument.name] = gradient
+    # one input reading the gradient twice is the saving; the others then keep one shape of term
+    return found if any(g.reads > 1 for g in found.values()) else {}
+
+
+def _diagonal_shares(builder: _Builder, sweep: _Sweep, diagonal: Mapping[str, DiagonalGradient], grad: str,
+                     witness: str, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+    """The diagonal inputs' share of the jvp: their gradient maps at their tangents broadcast to the
+    result (:func:`transpiler.derive_jvp_diagonal.diagonal_share`), added to ``grad``'s adjoint."""
+    statements, gradients = [], []
+    for name, gradient in diagonal.items():
+        tangent, broadcast = f"{name}_t", builder.fresh(f"{name}_broadcast")
+        statements.append(_stmt(f"{broadcast} = {tangent} if {tangent}.sizes() == {witness}.sizes() "
+                                f"else at.expand({tangent}, {witness}.sizes())"))
+        gradients.append((gradient, broadcast))
+    share = builder.fresh("diagonal_share")
+    statements += [cst.parse_statement(line) for line in diagonal_share(gradients, witness, share, builder.fresh)]
+    return statements + sweep.accumulate(grad, share, adjoints)
 
 
 def with_jvp(formula: Formula, jvp: cst.FunctionDef | None, *, return_jvp: bool) -> cst.FunctionDef:

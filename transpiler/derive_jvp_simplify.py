@@ -52,6 +52,9 @@ jvp returns the same:
   ``sum_to(x + y, s)`` when ``x`` and ``y`` have the same sizes (checked at run time): ``sum_to``
   is linear and reduces the same dims of two tensors of one shape.
 
+- **Negated terms.** ``n = -x`` read once, as ``n + y`` or ``y + n``, is ``y - x`` (IEEE
+  subtraction adds the negation).
+
 Names bound more than once, or inside a loop, are left alone by the rules that substitute:
 their value at a use is not the one at the binding. Dead assignments are dropped last.
 """
@@ -1063,6 +1066,45 @@ def fuse_sums_to(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]
     return fuse(statements)
 
 
+# ---- negated terms ----------------------------------------------------------------------------
+def subtract_negated_terms(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: ``n = -x`` then ``d = n + y`` or ``d = y + n`` (``n`` bound once and read only
+    there, ``x`` a name not bound again between) -> ``d = y - x``: IEEE subtraction is the addition
+    of the negation, so every element (and the sizes and dtype) is the same, with one operator
+    fewer."""
+    bound = bindings(statements)
+    reads = Counter(n.value for n in _nodes(cst.Module(body=statements)) if isinstance(n, cst.Name))
+
+    def rewrite(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        result = [_in_blocks(s, rewrite) for s in block]
+        negated = {}
+        for index, statement in enumerate(result):
+            assigned = _assignment(statement)
+            if (assigned is not None and isinstance(assigned[1], cst.UnaryOperation) and not assigned[1].lpar
+                    and isinstance(assigned[1].operator, cst.Minus) and isinstance(assigned[1].expression, cst.Name)
+                    and bound.stable(assigned[0]) and reads[assigned[0]] == 2):
+                negated[assigned[0]] = (index, assigned[1].expression)
+                continue
+            summed = _sum_assignment(statement)
+            if summed is None:
+                continue
+            left, right = summed[1].left, summed[1].right
+            for mine, other in ((right, left), (left, right)):
+                if not (isinstance(mine, cst.Name) and mine.value in negated):
+                    continue
+                at_index, x = negated.pop(mine.value)
+                if any(x.value in _bound_names(result[i]) for i in range(at_index + 1, index)):
+                    break
+                value = cst.BinaryOperation(other, cst.Subtract(), x)
+                result[index] = statement.with_changes(body=[statement.body[0].with_changes(value=value)])
+                result[at_index] = cst.SimpleStatementLine(body=[cst.Pass()])
+                break
+        return [s for s in result if not (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                                          and isinstance(s.body[0], cst.Pass))]
+
+    return rewrite(statements)
+
+
 # ---- the entry point ---------------------------------------------------------------------
 def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring."""
@@ -1084,6 +1126,7 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = share_repeated_values(statements)
     statements = fuse_where_terms(statements)
     statements = fuse_sums_to(statements)
+    statements = subtract_negated_terms(statements)
     statements, _ = _live_only(statements, set(), private_lists(statements))
     while (dropped := drop_unread_lists(statements)) is not statements:
         statements, _ = _live_only(dropped, set(), private_lists(dropped))

@@ -202,3 +202,41 @@ def test_a_not_implemented_input_raises_only_where_it_can_have_a_tangent(tmp_pat
     assert "if (mask.is_floating_point() or mask.is_complex()):\n        raise NotImplementedError" in masked
     # an input written in place is not read after the write: its test stays `True`
     assert in_place.startswith("def jvp(self_t):\n    raise NotImplementedError")
+
+
+def test_a_diagonal_gradient_reading_grad_twice_is_evaluated_on_the_tangent(tmp_path):
+    library = _package(tmp_path, '''
+        from formulas import at, derivative, sum_to
+
+        @derivative("my_fmin(Tensor self, Tensor other) -> Tensor", jvp="derived")
+        def my_fmin(self, other):
+            result = at.fmin(self, other)
+            self_sizes = self.sizes()
+            other_sizes = other.sizes()
+            def backward(grad, *, needs_input_grad):
+                zeros = at.zeros_like(grad)
+                nan_other = at.ne(other, other)
+                grad_self = None
+                if needs_input_grad[0]:
+                    grad_self = sum_to(at.where(at.le(self, other), grad, at.where(nan_other, grad, zeros)), self_sizes)
+                grad_other = None
+                if needs_input_grad[1]:
+                    grad_other = sum_to(at.where(at.le(self, other), zeros, at.where(nan_other, zeros, grad)), other_sizes)
+                return grad_self, grad_other
+            return result, backward
+
+        @derivative("my_scaled(Tensor self, Tensor other) -> Tensor", jvp="derived")
+        def my_scaled(self, other):
+            result = at.mul(self, other)
+            self_sizes = self.sizes()
+            def backward(grad):
+                return sum_to(at.where(at.gt(other, 0), grad * other, at.zeros_like(grad)), self_sizes), None
+            return result, backward
+        ''')
+    assert not library.diagnostics
+    fmin, scaled = (code(f.jvp.node) for f in library.formulas)
+    # the two shares, where-terms on one condition merged, are fmin's own jvp at the broadcast tangents
+    assert "at.where(factor_48, self_broadcast_45, at.where(nan_other, self_broadcast_45, other_broadcast_46))" in fmin
+    assert "if diagonal_share_47.sizes() != result.sizes():" in fmin
+    # read once, the gradient is transposed step by step
+    assert "diagonal_share" not in scaled and "at.where(" in scaled

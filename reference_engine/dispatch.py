@@ -178,22 +178,28 @@ class OperatorPacket:
                     if defaults.get(name, defaults) is not value:
                         return call(args, kwargs)
             n = len(args)
-            if n == 2:
-                entry = cache.get((type(args[0]), type(args[1])))
-            elif n == 1:
-                entry = cache.get((type(args[0]),))
-            else:
-                entry = cache.get(tuple(map(type, args)))
+            if n == 2:       # the common case (``at.mul(self, other)``): as binary() below
+                a, b = args
+                entry = cache.get((type(a), type(b)))
+                if entry is not None:
+                    _, unrecorded, recording, kernel, mixed_kernel = entry
+                    if mode.enabled:
+                        run = recording
+                    elif kernel is not None:      # run_binary, inlined
+                        out = (kernel if a._data.dtype is b._data.dtype else mixed_kernel)(a._value, b._value)
+                        return wrap(out if type(out) is ndarray else asarray(out))
+                    else:
+                        run = unrecorded
+                    if run is not None:
+                        return run(a, b)
+                return call(args, {})
+            entry = cache.get((type(args[0]),) if n == 1 else tuple(map(type, args)))
             if entry is not None:
-                _, unrecorded, recording, kernel, mixed_kernel = entry
+                _, unrecorded, recording, kernel, _ = entry
                 if mode.enabled:
                     run = recording
-                elif kernel is not None:      # run_unary / run_binary, inlined
-                    if n == 1:
-                        out = kernel(args[0]._value)
-                    else:
-                        a, b = args
-                        out = (kernel if a._data.dtype is b._data.dtype else mixed_kernel)(a._value, b._value)
+                elif kernel is not None:      # run_unary, inlined (n == 1: only it and run_binary are direct)
+                    out = kernel(args[0]._value)
                     return wrap(out if type(out) is ndarray else asarray(out))
                 else:
                     run = unrecorded

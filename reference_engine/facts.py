@@ -20,17 +20,30 @@ facts. A formula the front-end has no model of (not declared with
 ``@derivative`` at the top level of a file, or no file at all) gets
 :func:`unread_facts`: nothing settled (every captured cell is looked at) and
 no nested jvp (forward mode raises, saying why).
+
+Every formula also gets ``globals_written`` and ``globals_read``: the module
+globals its code rebinds or changes in place, and those its nested functions
+(the backward) read (:mod:`transpiler.module_globals`), read from the syntax
+of its ``def``: the modelled formula's, or for a formula without a model, the
+``def`` of its name and first line in its file. A formula whose ``def`` the
+front-end cannot read (no file: a REPL, ``exec``; a lambda) has
+``globals_written`` None, and the engine refuses to record it rather than
+leave a forward tensor kept in a module global unchecked.
 """
 from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from types import CodeType
+from typing import TYPE_CHECKING, Mapping
 
 from formulas.dsl import DeclaredFormula, SourceStamp, source_stamp
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from transpiler.model import Formula, FormulaModule
+    from transpiler.module_globals import ModuleGlobalsWritten
 
 
 class StaleFormulaError(RuntimeError):
@@ -51,12 +64,22 @@ class FormulaFacts:
     backward_name: str = "backward"
     #: why there is no model (shown when forward mode needs one); "" when read
     unread_because: str = ""
+    #: the module globals the formula's code rebinds (``global E``) and changes in place
+    #: (``CACHE[k] = e``); None: the front-end read no ``def`` of it (nothing can be checked)
+    globals_written: ModuleGlobalsWritten | None = None
+    #: each function defined in the formula's body, by name -> the module globals it reads,
+    #: among those written (empty when it writes none)
+    globals_read: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False)
 
 
-def unread_facts(declared: DeclaredFormula, because: str) -> FormulaFacts:
-    """Facts for a formula the front-end has no model of: nothing settled, no nested jvp."""
+def unread_facts(declared: DeclaredFormula, because: str, module: FormulaModule | None = None) -> FormulaFacts:
+    """Facts for a formula the front-end has no model of: nothing settled, no nested jvp; the
+    module globals it writes and reads when ``module`` (its file, read) holds its ``def``."""
+    fn = getattr(declared.fn, "__wrapped__", declared.fn)
+    function = None if module is None else _def_of(fn.__code__, module)
+    written, read = (None, {}) if function is None else _globals_facts(function)
     return FormulaFacts(frozenset(), None, declared.jvp, declared.output_differentiability,
-                        unread_because=because)
+                        unread_because=because, globals_written=written, globals_read=read)
 
 
 #: A file's stamp -> the front-end's model of it (read once per file and stamp).
@@ -71,15 +94,16 @@ def facts_of(declared: DeclaredFormula) -> FormulaFacts:
     stamp = declared.source
     if stamp is None:
         return unread_facts(declared, f"{fn.__qualname__} has no source file the front-end can read")
+    module = model_of_file(stamp)
     if fn.__qualname__ != fn.__name__:
         return unread_facts(declared, f"{fn.__qualname__} is not defined at the top level of "
-                                      f"{stamp.path}")
-    candidates = [f for f in model_of_file(stamp).formulas if f.function == fn.__name__]
+                                      f"{stamp.path}", module)
+    candidates = [f for f in module.formulas if f.function == fn.__name__]
     if len(candidates) > 1:
         candidates = [f for f in candidates if f.op_name == declared.op_name]
     if len(candidates) != 1:
         return unread_facts(declared, f"{stamp.path} has no single formula {fn.__name__} declared with "
-                                      f"@derivative")
+                                      f"@derivative", module)
     return _facts_from_model(candidates[0], declared)
 
 
@@ -115,6 +139,40 @@ def _facts_from_model(formula: Formula, declared: DeclaredFormula) -> FormulaFac
     from transpiler.frontend import settled_captures
 
     jvp = "derived" if formula.derives_jvp else formula.jvp.rule.value if formula.jvp is not None else None
+    written, read = _globals_facts(formula.node)
     return FormulaFacts(settled_captures(formula), formula.backward.needs_input_grad, jvp,
                         formula.output_differentiability, formula, declared.source,
-                        formula.backward.node.name.value)
+                        formula.backward.node.name.value, globals_written=written, globals_read=read)
+
+
+def _globals_facts(function: cst.FunctionDef) -> tuple[ModuleGlobalsWritten, dict[str, frozenset[str]]]:
+    """The module globals ``function`` writes, and of those, what each function defined in its
+    body reads (functions of one name, in two branches: what either reads)."""
+    import libcst as cst
+
+    from transpiler.dataflow import walk
+    from transpiler.module_globals import module_globals_read, module_globals_written
+
+    written = module_globals_written(function)
+    names = written.assigned | written.changed
+    read: dict[str, frozenset[str]] = {}
+    if names:
+        for node in walk(function.body, lambda child: type(child) is not cst.FunctionDef):
+            if type(node) is cst.FunctionDef:
+                name = node.name.value
+                read[name] = read.get(name, frozenset()) | (module_globals_read(node, function) & names)
+    return written, read
+
+
+def _def_of(code: CodeType, module: FormulaModule) -> cst.FunctionDef | None:
+    """The ``def`` in ``module`` that compiled to ``code``: its name, on its first line (the
+    first decorator's, as ``co_firstlineno``); None when there is none (a lambda, a file
+    without it)."""
+    import libcst as cst
+
+    for node in module.positions:
+        if type(node) is cst.FunctionDef and node.name.value == code.co_name:
+            first = node.decorators[0] if node.decorators else node
+            if module.span(first).line == code.co_firstlineno:
+                return node
+    return None

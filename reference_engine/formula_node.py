@@ -27,7 +27,6 @@ the node was made.
 """
 from __future__ import annotations
 
-import dis
 import linecache
 import textwrap
 from dataclasses import dataclass
@@ -302,7 +301,7 @@ def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
         else:
             keyword_only = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
             takes_mask, settled = "needs_input_grad" in keyword_only, frozenset()
-        _refuse_written_globals(overload, overload.formula.__code__, code)
+        _refuse_written_globals(overload, code)
         inspected = tuple(i for i, name in enumerate(code.co_freevars) if name not in settled)
         has_defaults = bool(backward.__defaults__ or backward.__kwdefaults__)
         output_cell = None
@@ -314,59 +313,34 @@ def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
     return plan
 
 
-#: Methods that change a container in place (``CACHE.append(e)``).
-_MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "__setitem__"})
-
-
-def _refuse_written_globals(overload: Any, formula_code: CodeType, backward_code: CodeType) -> None:
+def _refuse_written_globals(overload: Any, backward_code: CodeType) -> None:
     """Raise when the backward reads a module global that the formula assigns (``global E``)
     or changes in place (a dict, list or set: ``CACHE[k] = e``, ``CACHE.append(e)``): it would
     hold a forward intermediate the recorder cannot see, so a double backward would be
-    silently wrong. Read from the bytecode once per backward code object."""
-    read = _global_loads(backward_code)
-    if not read:
-        return
-    assigned, changed = _global_writes(formula_code)
+    silently wrong. Which globals the formula writes, and which of them the functions defined
+    in its body read, are the formula's facts (:mod:`reference_engine.facts`); a backward
+    defined elsewhere (a helper's closure) may read any of them. A formula whose ``def`` the
+    front-end could not read is refused: nothing says what it keeps in module globals."""
+    facts = overload.facts
+    written = facts.globals_written
+    if written is None:
+        raise RuntimeError(
+            f"the engine cannot record {overload.name}: the front-end has no model of its formula "
+            f"({facts.unread_because}), so nothing says whether it keeps a forward tensor in a "
+            f"module global that its backward reads. Define the formula with `def` in a module file")
     namespace = overload.formula.__globals__
-    changed = {name for name in changed if type(namespace.get(name)) in (dict, list, set)}
-    for name in sorted(read & (assigned | changed)):
+    changed = {name for name in written.changed if type(namespace.get(name)) in (dict, list, set)}
+    names = written.assigned | changed
+    if not names:
+        return
+    defined_in_body = backward_code in overload.formula.__code__.co_consts
+    read = facts.globals_read.get(backward_code.co_name, frozenset()) if defined_in_body else names
+    for name in sorted(read & names):
         raise RuntimeError(
             f"the formula of {overload.name} writes the module global '{name}', which its backward "
             f"reads: a tensor kept there is a forward intermediate the engine cannot track, so a "
             f"double backward through it would be silently wrong. Capture it in the closure "
             f"(only inputs and outputs), or recompute it inside the backward (lint code DB100)")
-
-
-def _global_loads(code: CodeType) -> set[str]:
-    names = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            names |= _global_loads(const)
-    return names
-
-
-def _global_writes(code: CodeType) -> tuple[set[str], set[str]]:
-    """Globals ``code`` (or code nested in it) assigns or deletes, and globals it may change in
-    place: an item assignment or a mutating method call (``append``...) right after loading it."""
-    ops = [i for i in dis.get_instructions(code) if i.opname not in _SKIPPED_OPCODES]
-    assigned = {i.argval for i in ops if i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")}
-    changed = set()
-    for load, after, then in zip(ops, ops[1:] + [None], ops[2:] + [None, None]):
-        if load.opname != "LOAD_GLOBAL" or after is None:
-            continue
-        if ((after.opname in ("LOAD_METHOD", "LOAD_ATTR") and after.argval in _MUTATING_METHODS)
-                or (then is not None and then.opname in ("STORE_SUBSCR", "DELETE_SUBSCR")
-                    and after.opname.startswith("LOAD_"))):
-            changed.add(load.argval)
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            more_assigned, more_changed = _global_writes(const)
-            assigned |= more_assigned
-            changed |= more_changed
-    return assigned, changed
-
-
-_SKIPPED_OPCODES = frozenset({"PRECALL", "PUSH_NULL", "CACHE", "NOP", "EXTENDED_ARG"})
 
 
 # Every node of a graph holds the (shape, dtype) of its inputs, its needs_input_grad mask and

@@ -18,7 +18,6 @@ operators' autograd kernels (see :attr:`TorchFormula.apply`).
 from __future__ import annotations
 
 import ast
-import dis
 import functools
 import inspect
 import re
@@ -257,23 +256,6 @@ def _optional_methods_spelled(source: str, optionals: frozenset[str]) -> str:
     return source
 
 
-def _operators_called(code: types.CodeType) -> set[str]:
-    """The ``at.<op>`` names ``code`` (and the functions defined in it) calls."""
-    called = set()
-    previous = None
-    for instruction in dis.get_instructions(code):
-        if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None \
-                and previous.opname in ("LOAD_GLOBAL", "LOAD_DEREF") and previous.argval == "at":
-            called.add(instruction.argval)
-        previous = instruction
-    return called.union(*(_operators_called(c) for c in code.co_consts if type(c) is types.CodeType))
-
-
-def _global_names(code: types.CodeType) -> set[str]:
-    """Names ``code`` and the functions defined inside it may look up as globals."""
-    return set(code.co_names).union(*(_global_names(c) for c in code.co_consts if type(c) is types.CodeType))
-
-
 #: The C++ classes an imported formula reads as namespaces (its dialect's ``GradMode``) that run on
 #: torch: ``GradMode.is_enabled()`` is whether the backward records a graph (``create_graph=True``).
 _TORCH_NAMESPACES = {"GradMode": types.SimpleNamespace(is_enabled=torch.is_grad_enabled)}
@@ -379,43 +361,44 @@ class TorchFormula:
         declares with no ``@helper`` of that name (an imported corpus's FunctionsManual jvp), or an
         ``at.<op>`` the back end does not declare. Forward mode then raises torch's error, as the
         C++ emitter leaves such a jvp out (DB201)."""
-        if self.facts.jvp != "written":
+        facts = self.facts
+        if facts.jvp != "written":
             return None
         from formulas.dsl import HELPERS
+        from transpiler.module_globals import module_globals_read     # the model's syntax: forward mode only
 
         fn = self.declared.fn
-        code = next((c for c in fn.__code__.co_consts if type(c) is types.CodeType and c.co_name == "jvp"), None)
-        if code is None:
-            return None
+        jvp = facts.model.jvp       # a written jvp: the front-end's model of the nested ``def jvp``
         # only a formula in the corpus's dialect declares C++ names: its module imported the dialect
         dialect = sys.modules.get("transpiler.yaml_import.dialect")
-        cpp_only = dialect and sorted(name for name in _global_names(code) if name not in HELPERS and
+        cpp_only = dialect and sorted(name for name in module_globals_read(jvp.node, facts.model.node)
+                                      if name not in HELPERS and
                                       isinstance(fn.__globals__.get(name), (dialect.External, dialect.Namespace)))
         if cpp_only:
             return f"its jvp calls {', '.join(cpp_only)}, C++ only (no @helper of that name)"
-        undeclared = sorted(name for name in _operators_called(code) if self.backend is not None
-                            and not self.backend.declares(name))
+        undeclared = sorted({call.name for call in jvp.calls if call.operator and self.backend is not None
+                             and not self.backend.declares(call.name)})
         if undeclared:
             return f"its jvp calls at.{', at.'.join(undeclared)}, which the library declares no operator for"
         return None
 
     @cached_property
     def fn(self) -> Callable[..., Any]:
-        """The formula's function; where it calls a C++ name it only declares (an imported corpus's
-        FunctionsManual helper, which raises when called from Python), a copy of it calling the
-        shipped library's ``@helper`` of that name instead, as the reference engine runs it (the
+        """The formula's function; where its module declares C++ names without defining them (an
+        imported corpus's FunctionsManual helpers, which raise when called from Python), a copy of
+        it calling the shipped library's ``@helper`` of each such name instead, as the reference engine runs it (the
         first of its overloads ``name__variant`` that accepts a call's arguments, where it has
         some, as the C++ emitter chooses), and torch's grad mode for ``GradMode.is_enabled()``."""
         from formulas.dsl import HELPERS
 
         fn = self.declared.fn
-        names = _global_names(fn.__code__)
-        declared_only = {name: _overloaded(name, HELPERS) for name in names if name in HELPERS
-                         and fn.__globals__.get(name) is not None
-                         and type(fn.__globals__.get(name)) is not types.FunctionType}
+        # every such name of the module, read by the formula or not (the others change nothing):
+        # no code is read. The copy's globals are the module's, with these in their places
+        declared_only = {name: _overloaded(name, HELPERS) for name, value in fn.__globals__.items()
+                         if name in HELPERS and value is not None and type(value) is not types.FunctionType}
         dialect = sys.modules.get("transpiler.yaml_import.dialect")     # imported by a corpus's formulas only
-        declared_only.update({name: namespace for name, namespace in _TORCH_NAMESPACES.items() if name in names
-                              and dialect and isinstance(fn.__globals__.get(name), dialect.Namespace)})
+        declared_only.update({name: namespace for name, namespace in _TORCH_NAMESPACES.items()
+                              if dialect and isinstance(fn.__globals__.get(name), dialect.Namespace)})
         if not declared_only:
             return fn
         copy = types.FunctionType(fn.__code__, {**fn.__globals__, **declared_only}, fn.__name__,

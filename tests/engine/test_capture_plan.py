@@ -74,6 +74,42 @@ SOURCE = textwrap.dedent('''\
         def backward(grad):
             return grad * result / result
         return result, backward
+
+
+    LAST = None
+    CACHE = {}
+    LOG = []
+
+
+    @derivative("engine_plan_global(Tensor self) -> Tensor")
+    def in_a_global(self):
+        global LAST
+        result = at.sin(self)
+        LAST = at.cos(self)
+
+        def backward(grad):
+            return grad * LAST
+        return result, backward
+
+
+    @derivative("engine_plan_cache(Tensor self) -> Tensor")
+    def in_a_module_dict(self):
+        result = at.sin(self)
+        CACHE.update(cosine=at.cos(self))
+
+        def backward(grad):
+            return grad * CACHE["cosine"]
+        return result, backward
+
+
+    @derivative("engine_plan_log(Tensor self) -> Tensor")
+    def logged(self):
+        result = at.sin(self)
+        LOG.append(self.numel())          # a module list written, never read by the backward
+
+        def backward(grad):
+            return grad * at.cos(self)
+        return result, backward
 ''')
 
 
@@ -91,7 +127,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory):
     path.write_text(SOURCE, encoding="utf-8")
     module = _load(path, "engine_plan_formulas")
     kernels = {"metadata": np.sin, "rebound": np.sin, "rebound_by_a_nested_function": np.sin, "output": np.exp,
-               "returned_input": np.positive}
+               "returned_input": np.positive, "in_a_global": np.sin, "in_a_module_dict": np.sin, "logged": np.sin}
     ops = {}
     for function, kernel in kernels.items():
         formula = getattr(module, function)
@@ -153,6 +189,39 @@ def test_a_rebound_input_is_inspected_and_guarded(plans, function):
         engine.grad(g.sum(), x)
 
 
+#: the formulas above whose backward reads a module global the forward writes: not recorded
+REFUSED = {"in_a_global": "LAST", "in_a_module_dict": "CACHE"}
+
+
+@pytest.mark.parametrize("function, name", REFUSED.items())
+def test_a_module_global_the_forward_writes_and_the_backward_reads_is_refused(plans, function, name):
+    """Which module globals a formula writes (``global LAST``, ``CACHE.update(...)``) and which
+    its backward reads are facts of the front-end's model, not read from bytecode."""
+    facts = plans[function].facts
+    assert facts.model is not None and facts.globals_read["backward"] == {name}
+    x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match=f"writes the module global '{name}', which its backward reads"):
+        plans[function](x)
+    facts = plans["logged"].facts         # written, not read: recorded
+    assert facts.globals_written.changed == {"LOG"} and facts.globals_read["backward"] == frozenset()
+    (g,) = engine.grad(plans["logged"](x).sum(), x)
+    np.testing.assert_allclose(g.numpy(), np.cos([0.2, 0.9]))
+
+
+def test_a_formula_without_a_file_is_not_recorded():
+    """No file, no model: what it keeps in module globals is unknown, so recording refuses
+    (forward mode already does); without grad it runs."""
+    namespace = {"__name__": "engine_plan_no_file"}
+    exec(compile(SOURCE, "<no file>", "exec"), namespace)
+    op = engine.define("engine_plan_no_file(Tensor self) -> Tensor", np.sin, namespace["metadata"])
+    x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="the front-end has no model of its formula .*Define the formula "
+                                           "with `def` in a module file"):
+        op(x)
+    with engine.no_grad():
+        np.testing.assert_allclose(op(x).numpy(), np.sin([0.2, 0.9]))
+
+
 def test_a_file_edited_after_import_is_reported_until_it_is_reloaded(tmp_path: Path):
     """The facts are the front-end's model of the file: a file changed since the formula was
     imported is not the code that runs, so recording refuses (naming the file and the way out)
@@ -181,8 +250,10 @@ def test_facts_are_read_once_per_file_and_kept_with_the_operator(plans):
     x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
     plans["metadata"](x)
     parsed = parse_module.cache_info().misses
-    for op in plans.values():      # the file was read for the first: the others reuse its model
-        op(x)
+    for function, op in plans.items():      # the file was read for the first: the others reuse its model
+        if function not in REFUSED:
+            op(x)
+        assert op.facts.model is not None
     assert parse_module.cache_info().misses == parsed
     facts = plans["output"].facts
     assert plans["output"].facts is facts                    # kept, not recomputed

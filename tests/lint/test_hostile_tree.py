@@ -31,9 +31,20 @@ def limited() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def transpile(*argv: str | bytes, cwd: Path, timeout: int = TIME_LIMIT) -> subprocess.CompletedProcess:
+def transpile(*argv: str | bytes, cwd: Path, timeout: int = TIME_LIMIT,
+              build: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m transpiler *argv`` in a child under the limits; ``build``: its build cache."""
+    env = child_env() if build is None else {**child_env(), "TRANSPILE_BUILD_DIR": str(build)}
     return subprocess.run([sys.executable, "-m", "transpiler", *argv], capture_output=True, timeout=timeout,
-                          preexec_fn=limited, env=child_env(), cwd=cwd)
+                          preexec_fn=limited, env=env, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    """One build cache for this module's ``transpile`` runs: the shipped library's models are
+    parsed by the first run only (about 2.4 s of CPU each; the cache is content-addressed, so a
+    model is never used for another input), not by every hostile tree's."""
+    return tmp_path_factory.mktemp("models")
 
 
 HOSTILE = {
@@ -51,16 +62,17 @@ MISNAMED = {"space": "with space.py", "line break": "new\\nline.py", "not UTF-8"
 
 
 @pytest.mark.parametrize("kind", HOSTILE)
-def test_every_command_ends_with_a_documented_status_and_one_line_per_problem(tmp_path, kind):
+def test_every_command_ends_with_a_documented_status_and_one_line_per_problem(tmp_path, kind, models):
     package = tmp_path / "hostile"
     write(package / "__init__.py", "")
     write(package / "ok.py", CLEAN_FORMULA)
     HOSTILE[kind](package)
     out = tmp_path / "out"
     runs = {"lint": transpile("lint", "--no-cache", str(package), cwd=tmp_path),
-            "transpile": transpile("--formulas", str(package), "--out", str(out), cwd=tmp_path),
-            "again": transpile("--formulas", str(package), "--out", str(out), cwd=tmp_path),
-            "check": transpile("--formulas", str(package), "--out", str(out), "--check", cwd=tmp_path)}
+            "transpile": transpile("--formulas", str(package), "--out", str(out), cwd=tmp_path, build=models),
+            "again": transpile("--formulas", str(package), "--out", str(out), cwd=tmp_path, build=models),
+            "check": transpile("--formulas", str(package), "--out", str(out), "--check", cwd=tmp_path,
+                               build=models)}
     for name, run in runs.items():
         assert b"Traceback" not in run.stdout + run.stderr, (name, run.stderr.decode(errors="replace"))
     if kind in SPECIAL:
@@ -110,13 +122,13 @@ def test_a_generated_comment_never_breaks_on_a_directory_name():
     assert shown == "new\\nline\\x1b/f.py" and "\n" not in shown
 
 
-def test_a_formula_file_too_large_for_the_front_end_is_one_line_under_a_memory_limit(tmp_path):
+def test_a_formula_file_too_large_for_the_front_end_is_one_line_under_a_memory_limit(tmp_path, models):
     """libcst's parser aborts the process (SIGABRT) when an allocation fails: a formula file over
     the front-end's limit is one DB000 line instead, in lint and in transpile."""
     line = "x = [" + "1, " * (sources.MAX_FORMULA_CHARS // 3 + 1000) + "]\n"
     huge = write(tmp_path / "pkg" / "huge.py", FORMULA + line)
     runs = [transpile("lint", "--no-cache", str(huge), cwd=tmp_path),
-            transpile("--formulas", str(huge.parent), "--out", str(tmp_path / "out"), cwd=tmp_path)]
+            transpile("--formulas", str(huge.parent), "--out", str(tmp_path / "out"), cwd=tmp_path, build=models)]
     for run in runs:
         (finding,) = run.stdout.decode().splitlines()
         assert run.returncode == 1 and "huge.py:1:1: DB000 cannot analyse the file: 2," in finding

@@ -70,8 +70,6 @@ def describe_function_fixes(reports: list[FileReport], sources: Mapping[str, byt
                             settings: Settings) -> list[FileReport]:
     """The reported DB110/DB111 findings (opt-in) with the fix each gets, where it gets one: planned
     here, with libcst, only for the files that have such findings."""
-    from transpiler.lint.function_fix import Located, describe_fixes
-
     hygiene = (codes.CTX_ATTRIBUTE_TENSOR.code, codes.METADATA_ONLY_SAVE.code)
     out = []
     for report in reports:
@@ -79,6 +77,8 @@ def describe_function_fixes(reports: list[FileReport], sources: Mapping[str, byt
         if not wanted:
             out.append(report)
             continue
+        # here: a run with no such finding (most) never imports libcst's codemod and matchers
+        from transpiler.lint.function_fix import Located, describe_fixes
         try:
             raw = sources[report.path] if report.path in sources else Path(report.path).read_bytes()
             fixes = describe_fixes(decode_source(report.path, raw), [Located(d.line, d.col, d.code) for d in wanted])

@@ -369,3 +369,82 @@ def test_a_negated_term_added_is_a_subtraction():
     rng = np.random.default_rng(0)
     x, y = (engine.Tensor(rng.standard_normal(s)) for s in ((3, 1), (4,)))
     np.testing.assert_array_equal(_run(simplified)(x, y).numpy(), _run(textwrap.dedent(NEGATED_TERMS))(x, y).numpy())
+
+WRITES = """
+    def jvp(self_t, src_t):
+        t_6 = at.gather_backward(src_t, result, dim, index, False)
+        t_7 = at.scatter(self_t, dim, other_index, 0)
+        d_grad = t_6 + t_7
+        return d_grad
+    """
+
+
+def test_a_write_into_zeros_added_to_zeros_at_its_place_writes_there_and_elsewhere_stays():
+    simplified = _simplified(WRITES.replace("other_index", "index"))
+    assert "d_grad = at.scatter_add(t_7, dim, index, src_t)" in simplified
+    assert "scatter_add" not in _simplified(WRITES)       # zeros at another place: two terms
+    rng = np.random.default_rng(0)
+    index = engine.Tensor(np.array([[0, 1], [2, 0], [1, 1]]))     # a repeated index adds
+    x, tx = (engine.Tensor(rng.standard_normal((3, 4))) for _ in range(2))
+    tsrc = engine.Tensor(rng.standard_normal((3, 2)))
+    values = {"result": x, "dim": 1, "index": index, "other_index": index}
+    np.testing.assert_array_equal(_run(simplified, **values)(tx, tsrc).numpy(),
+                                  _run(textwrap.dedent(WRITES), **values)(tx, tsrc).numpy())
+
+
+SELECTS = """
+    def jvp(self_t, src_t):
+        self_sizes_9 = result.sizes()
+        select_dim_7 = wrap_dim(dim, len(result.sizes()))
+        select_index_8 = index + self_sizes_9[select_dim_7] if index < 0 else index
+        t_6 = at.select_backward(src_t, self_sizes_9, select_dim_7, select_index_8)
+        if keep:
+            grad_self_11 = at.select_scatter(self_t, at.new_zeros(self_t, src_sizes), dim, index)
+            d_grad = t_6 + grad_self_11
+        else:
+            d_grad = t_6
+        return d_grad
+    """
+
+
+def test_a_view_backward_added_to_its_scatter_of_zeros_is_one_scatter_and_moves_into_its_branch():
+    simplified = _simplified(SELECTS)
+    assert "d_grad = at.select_scatter(self_t, src_t, dim, index)" in simplified
+    assert "    t_6 = at.select_backward" not in simplified       # each branch makes what it reads
+    # a normalized index of another dim names another place
+    assert "at.select_scatter(self_t, src_t" not in _simplified(SELECTS.replace("self_sizes_9[select_dim_7]",
+                                                                                "self_sizes_9[0]"))
+    rng = np.random.default_rng(1)
+    for dim, index in ((0, 1), (-1, -2)):
+        x, tx = (engine.Tensor(rng.standard_normal((3, 4))) for _ in range(2))
+        tsrc = engine.Tensor(rng.standard_normal((4,) if dim == 0 else (3,)))
+        values = {"result": x, "dim": dim, "index": index, "src_sizes": list(tsrc.sizes()), "keep": True}
+        np.testing.assert_array_equal(_run(simplified, **values)(tx, tsrc).numpy(),
+                                      _run(textwrap.dedent(SELECTS), **values)(tx, tsrc).numpy())
+
+
+INDEX_PUT = """
+    def jvp(self_t, values_t):
+        lin_14 = list(at.index(at.new_zeros(result, result.sizes()), indices).sizes())
+        d_reduced_12 = values_t if values_t.sizes() == lin_14 else at.expand(values_t, lin_14)
+        self_sizes_30 = result.sizes()
+        zeros_31 = at.expand(at.new_zeros(d_reduced_12, []), self_sizes_30)
+        t_29 = at.index_put(zeros_31, indices, d_reduced_12, True)
+        grad_self_33 = at.index_put(self_t, indices, at.new_zeros(self_t, []), False)
+        d_grad = t_29 + grad_self_33
+        return d_grad
+    """
+
+
+def test_index_put_into_a_tensor_zero_at_the_indices_broadcasts_the_values_itself():
+    simplified = _simplified(INDEX_PUT)
+    assert "d_grad = at.index_put(grad_self_33, indices, values_t, True)" in simplified
+    assert "at.index_put(grad_self_33, indices, values_t" not in _simplified(
+        INDEX_PUT.replace("at.index(at.new_zeros(result, result.sizes()), indices)",
+                          "at.index(at.new_zeros(result, result.sizes()), other)"))
+    rng = np.random.default_rng(2)
+    x, tx = (engine.Tensor(rng.standard_normal((4, 3))) for _ in range(2))
+    tv = engine.Tensor(rng.standard_normal((3,)))           # broadcast to the indexed (2, 3)
+    values = {"result": x, "indices": [engine.Tensor(np.array([2, 0]))]}
+    np.testing.assert_array_equal(_run(simplified, **values)(tx, tv).numpy(),
+                                  _run(textwrap.dedent(INDEX_PUT), **values)(tx, tv).numpy())

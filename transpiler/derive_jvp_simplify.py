@@ -51,7 +51,19 @@ jvp returns the same:
 - **Sums to one size.** ``a = sum_to(x, s)``, ``b = sum_to(y, s)``, ``d = a + b`` is
   ``sum_to(x + y, s)`` when ``x`` and ``y`` have the same sizes (checked at run time): ``sum_to``
   is linear and reduces the same dims of two tensors of one shape.
-
+- **Values read in branches.** ``x = E`` (``E`` calling an operator) read only in the branches
+  of one later ``if`` is computed first in each branch that reads it (a new name in the
+  ``else``; into both only a write into zeros and the values it reads).
+- **Complementary writes.** ``a + b`` (each maybe ``sum_to`` one size) where ``a`` writes a
+  source into zeros at a place (``gather_backward``, ``index_put`` accumulating, ``masked_scatter``,
+  a ``select``/``slice``/``diagonal`` backward) and ``b`` holds zeros at the same place
+  (``at.scatter(y, d, i, 0)``, ``index_put`` of a 0-d zero, ``masked_fill(y, m, 0)``, the view's
+  scatter of zeros; a view's normalized dim and index name the place the raw ones do) is the
+  source written into ``b`` (into ``y`` for a view's scatter) when the sizes agree (checked at run
+  time), ``a + b`` otherwise.
+- **Values index_put broadcasts.** ``at.index_put(x, i, w, a)`` with ``w`` the values broadcast
+  to ``list(at.index(z, i).sizes())`` of a zero ``z`` reads the values as they are when ``x`` has
+  ``z``'s sizes (checked at run time): the zero indexed only for its sizes is not made.
 - **Negated terms.** ``n = -x`` read once, as ``n + y`` or ``y + n``, is ``y - x`` (IEEE
   subtraction adds the negation).
 
@@ -1104,6 +1116,317 @@ def subtract_negated_terms(statements: list[cst.BaseStatement]) -> list[cst.Base
 
     return rewrite(statements)
 
+# ---- values read only in branches --------------------------------------------------------
+def sink_into_branches(statements: list[cst.BaseStatement], taken: set[str]) -> list[cst.BaseStatement]:
+    """In every block: ``x = E`` (``E`` calling an operator; ``x`` and every name ``E`` reads bound
+    once, outside loops) read only in the branches of one later ``if``/``else`` (not in its test)
+    -> ``x = E`` first in each branch that reads ``x`` (in the ``else`` under a new name, so each
+    name stays bound once; into both only a write ``fuse_complementary_writes`` may fuse there and
+    what it reads): a branch that does not read it no longer computes it, and a rule working
+    inside a block sees the value there."""
+    bound = bindings(statements)
+    feeding: set[str] = set()       # names read by a value copied into both branches
+
+    def sink(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        result = [_in_blocks(s, sink) for s in block]
+        for index in range(len(result) - 1, -1, -1):
+            assigned = _assignment(result[index])
+            if (assigned is None or not bound.stable(assigned[0])
+                    or not all(bound.stable(n) for n in _names(assigned[1]))):
+                continue
+            name = assigned[0]
+            readers = [i for i in range(index + 1, len(result)) if name in _names(result[i])]
+            if len(readers) != 1 or not isinstance(result[readers[0]], cst.If):
+                continue
+            branch = result[readers[0]]
+            if not isinstance(branch.orelse, (cst.Else, type(None))) or name in _names(branch.test):
+                continue
+            if not any(isinstance(n, cst.Call) and _call_name(n) is not None and isinstance(n.func, cst.Attribute)
+                       for n in _nodes(assigned[1])):
+                continue        # moved only when it saves an operator call
+            in_both = branch.orelse is not None and name in _names(branch.body) and name in _names(branch.orelse.body)
+            values = {n: v for n, v in _top_assignments(statements).items() if bound.stable(n)}
+            if in_both and _write_term(assigned[1], values) is None and name not in feeding:
+                continue        # copied into both branches only for a write a rule may fuse there
+            if in_both:
+                feeding.update(_names(assigned[1]))
+            line = result[index].with_changes(leading_lines=[])
+            body = branch.body
+            if name in _names(body):
+                body = body.with_changes(body=[line, *body.body])
+            orelse = branch.orelse
+            if orelse is not None and name in _names(orelse.body):
+                statements_there = [line, *orelse.body.body]
+                if body is not branch.body:
+                    fresh = next(f"{name}_{k}" for k in itertools.count(2) if f"{name}_{k}" not in taken)
+                    taken.add(fresh)
+                    statements_there = list(rename(cst.Module(body=statements_there),
+                                                   {name: cst.Name(fresh)}).body)
+                orelse = orelse.with_changes(body=orelse.body.with_changes(body=statements_there))
+            result[readers[0]] = branch.with_changes(body=body, orelse=orelse)
+            del result[index]
+        return result
+
+    while (sunk := sink(statements)) and code(cst.Module(body=sunk)) != code(cst.Module(body=statements)):
+        statements = sunk
+    return statements
+
+
+# ---- complementary writes ----------------------------------------------------------------
+class WriteTerm(NamedTuple):
+    """A term that writes ``source`` into a zero tensor (of ``sizes``) at a place: ``kind`` and
+    ``place`` (the arguments naming it) say where; ``replaces``: the write overwrites the place
+    (else it adds into it)."""
+
+    kind: str
+    place: list[cst.BaseExpression]
+    source: cst.BaseExpression
+    sizes: cst.BaseExpression
+    replaces: bool
+
+
+class ClearTerm(NamedTuple):
+    """A term that is ``kept`` with zeros at a place (``kind``, ``place``); ``zeros_sizes``: the
+    sizes of the zero tensor it writes there, when it writes one."""
+
+    kind: str
+    place: list[cst.BaseExpression]
+    kept: cst.BaseExpression
+    zeros_sizes: cst.BaseExpression | None
+
+
+#: A view's backward (its grad written into zeros of ``sizes``) -> its scatter, and how each
+#: argument after ``sizes`` names the place: "dim" / "index" / "start" / "end" may be a
+#: normalized form of the scatter's own argument, "same" must be the same code.
+_VIEW_BACKWARDS = {"select_backward": ("select_scatter", ("dim", "index")),
+                   "slice_backward": ("slice_scatter", ("dim", "start", "end", "same")),
+                   "diagonal_backward": ("diagonal_scatter", ("same", "same", "same"))}
+
+
+def _plain_args(value: cst.BaseExpression, count: int) -> list[cst.BaseExpression] | None:
+    if len(value.args) != count or any(a.keyword or a.star for a in value.args):
+        return None
+    return [a.value for a in value.args]
+
+
+def _zero_sizes_of(value: cst.BaseExpression, values: dict[str, cst.BaseExpression]) -> cst.BaseExpression | None:
+    """The sizes of a zero: ``at.new_zeros(w, s)`` or ``at.expand(at.new_zeros(w, []), s)``, by
+    name or inline."""
+    if isinstance(value, cst.Name) and value.value in values:
+        value = values[value.value]
+    name = _call_name(value)
+    if name == "new_zeros" and (args := _plain_args(value, 2)) is not None:
+        return args[1]
+    if name == "expand" and (args := _plain_args(value, 2)) is not None and _zero_sizes_of(args[0], values) is not None \
+            and code(_zero_sizes_of(args[0], values)) == "[]":
+        return args[1]
+    return None
+
+
+def _is_literal_zero(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.Integer, cst.Float)) and float(node.value) == 0.0
+
+
+def _write_term(value: cst.BaseExpression, values: dict[str, cst.BaseExpression]) -> WriteTerm | None:
+    name = _call_name(value)
+    if name == "gather_backward" and (args := _plain_args(value, 5)) is not None and code(args[4]) == "False":
+        # ``gather_backward(s, x, d, i, False)`` is ``scatter_add`` of ``s`` into zeros of ``x``'s sizes
+        tensor = code(args[1]) if isinstance(args[1], cst.Name) else f"({code(args[1])})"
+        return WriteTerm("scatter", args[2:4], args[0], cst.parse_expression(f"{tensor}.sizes()"), False)
+    if name == "index_put" and (args := _plain_args(value, 4)) is not None and code(args[3]) == "True":
+        sizes = _zero_sizes_of(args[0], values)
+        return None if sizes is None else WriteTerm("index_put", args[1:2], args[2], sizes, False)
+    if name == "masked_scatter" and (args := _plain_args(value, 3)) is not None:
+        sizes = _zero_sizes_of(args[0], values)
+        return None if sizes is None else WriteTerm("masked", args[1:2], args[2], sizes, True)
+    if name in _VIEW_BACKWARDS and isinstance(value.func, cst.Attribute):
+        kinds = _VIEW_BACKWARDS[name][1]
+        args = _plain_args(value, 2 + len(kinds))
+        return None if args is None else WriteTerm(name, args[2:], args[0], args[1], True)
+    return None
+
+
+def _clear_term(value: cst.BaseExpression, values: dict[str, cst.BaseExpression]) -> ClearTerm | None:
+    name = _call_name(value)
+    if name == "scatter" and (args := _plain_args(value, 4)) is not None and _is_literal_zero(args[3]):
+        return ClearTerm("scatter", args[1:3], args[0], None)
+    if name == "index_put" and (args := _plain_args(value, 4)) is not None and code(args[3]) == "False" \
+            and _zero_sizes_of(args[2], values) is not None and code(_zero_sizes_of(args[2], values)) == "[]":
+        return ClearTerm("index_put", args[1:2], args[0], None)
+    if name == "masked_fill" and (args := _plain_args(value, 3)) is not None and _is_literal_zero(args[2]):
+        return ClearTerm("masked", args[1:2], args[0], None)
+    for backward, (scatter, kinds) in _VIEW_BACKWARDS.items():
+        if name == scatter and (args := _plain_args(value, 2 + len(kinds))) is not None:
+            sizes = _zero_sizes_of(args[1], values)
+            return None if sizes is None else ClearTerm(backward, args[2:], args[0], sizes)
+    return None
+
+
+def _resolved(node: cst.BaseExpression, values: dict[str, cst.BaseExpression], depth: int = 4) -> str:
+    """``node``'s code with the names bound once (``values``) replaced by their values."""
+    for _ in range(depth):
+        names = {n: values[n] for n in _names(node) if n in values}
+        if not names:
+            break
+        node = rename(node, names)
+    return re.sub(r"[()\s]", "", code(node))
+
+
+def _same_place_argument(normalized: cst.BaseExpression, raw: cst.BaseExpression, kind: str, sizes: str,
+                         dim: str | None, values: dict[str, cst.BaseExpression]) -> bool:
+    """Whether ``normalized`` (a view backward's argument, ``kind``) names the place the
+    scatter's argument ``raw`` names in a tensor of sizes ``sizes``: the same code, or the
+    library's normalization of ``raw`` there (``wrap_dim`` of a dim, a negative index plus
+    the dim's size, a ``None`` bound of a slice made the dim's start or end, others clamped by
+    ``slice_bound``)."""
+    raw_code = _resolved(raw, values)
+    found = _resolved(normalized, values)
+    if found == raw_code:
+        return True
+    size = f"{sizes}[{dim}]"
+    forms = {"dim": [f"wrap_dim({raw_code},len({sizes}))"],
+             "index": [f"{raw_code}+{size}if{raw_code}<0else{raw_code}"],
+             "start": [f"0if{raw_code}isNoneelseslice_bound({raw_code},{size})"],
+             "end": [f"{size}if{raw_code}isNoneelseslice_bound({raw_code},{size})"]}
+    return found in [re.sub(r"[()\s]", "", form) for form in forms.get(kind, [])]
+
+
+def _same_place(write: WriteTerm, clear: ClearTerm, values: dict[str, cst.BaseExpression]) -> bool:
+    if write.kind != clear.kind or len(write.place) != len(clear.place):
+        return False
+    if write.kind not in _VIEW_BACKWARDS:
+        return all(code(w) == code(c) for w, c in zip(write.place, clear.place))
+    sizes = _resolved(write.sizes, values)
+    dim = _resolved(write.place[0], values)
+    kinds = _VIEW_BACKWARDS[write.kind][1]
+    return all(_same_place_argument(w, c, kind, sizes, dim, values)
+               for w, c, kind in zip(write.place, clear.place, kinds))
+
+
+def fuse_complementary_writes(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: ``d = a + b`` (each maybe ``sum_to(., s)`` of one ``s``; ``a`` and ``b``
+    read only there, bound once) where ``a`` writes a source into zeros at a place (``WriteTerm``:
+    ``gather_backward``, ``index_put`` accumulating, ``masked_scatter``, a view's backward) and
+    ``b`` is a tensor with zeros at that same place (``ClearTerm``: ``at.scatter(y, d, i, 0)``,
+    ``at.index_put(y, i, <0-d zero>, False)``, ``at.masked_fill(y, m, 0)``, a view's scatter of
+    zeros) -> ``d`` is the source written into ``b`` (added: ``b`` holds zeros there, as ``a``'s
+    zeros did; a view's scatter overwrites ``y`` at once, the zeros of ``b`` not made), when ``b``
+    has the zeros' sizes (checked at run time, with the source's sizes against the zeros ``b``
+    writes); ``a + b`` as before otherwise. Both are ``b`` off the place and the source on it."""
+    bound = bindings(statements)
+    module = cst.Module(body=statements)
+    reads = Counter(n.value for n in _nodes(module) if isinstance(n, cst.Name))
+    values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
+
+    def fuse(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        position = {}
+        for index, statement in enumerate(block):
+            if (assigned := _assignment(statement)) is not None:
+                position[assigned[0]] = index
+        result = [_in_blocks(s, fuse) for s in block]
+        dropped: set[int] = set()
+        for index, statement in enumerate(block):
+            assigned = _sum_assignment(statement)
+            if assigned is None:
+                continue
+            operands = (assigned[1].left, assigned[1].right)
+            if not all(isinstance(o, cst.Name) and bound.stable(o.value) and reads[o.value] == 2
+                       and position.get(o.value, index) < index for o in operands):
+                continue
+            terms = [_assignment(block[position[o.value]])[1] for o in operands]
+            summed = [_sum_to_of(t) for t in terms]
+            if (summed[0] is None) != (summed[1] is None):
+                continue
+            if summed[0] is not None:
+                if code(summed[0][1]) != code(summed[1][1]):
+                    continue
+                inner = [s[0] for s in summed]
+            else:
+                inner = terms
+            for write_at, clear_at in ((0, 1), (1, 0)):
+                write, clear = _write_term(inner[write_at], values), _clear_term(inner[clear_at], values)
+                if write is not None and clear is not None and _same_place(write, clear, values):
+                    break
+            else:
+                continue
+            b = operands[clear_at].value
+            place = ", ".join(code(p) for p in clear.place)
+            if write.kind in _VIEW_BACKWARDS:
+                scatter = _VIEW_BACKWARDS[write.kind][0]
+                fused = f"at.{scatter}({code(clear.kept)}, {code(write.source)}, {place})"
+                test = (f"{code(clear.kept)}.sizes() == {code(write.sizes)} and "
+                        f"{code(write.source)}.sizes() == {code(clear.zeros_sizes)}")
+            else:
+                scatter = {"scatter": "scatter_add", "index_put": "index_put", "masked": "masked_scatter"}[write.kind]
+                extra = ", True" if write.kind == "index_put" else ""
+                fused = f"at.{scatter}({b}, {place}, {code(write.source)}{extra})"
+                test = f"{b}.sizes() == {code(write.sizes)}"
+            if summed[0] is not None:
+                fused = f"sum_to({fused}, {code(summed[0][1])})"
+            b_term = cst.parse_expression(b if summed[0] is None else f"sum_to({b}, {code(summed[0][1])})")
+            operands_now = [terms[write_at], b_term] if write_at == 0 else [b_term, terms[write_at]]
+            separate = code(assigned[1].with_changes(left=operands_now[0], right=operands_now[1]))
+            choice = cst.parse_statement(f"if {test}:\n    {assigned[0]} = {fused}\n"
+                                         f"else:\n    {assigned[0]} = {separate}\n")
+            result[index] = choice.with_changes(leading_lines=statement.leading_lines)
+            dropped.add(position[operands[write_at].value])
+            clear_line = result[position[b]]
+            result[position[b]] = clear_line.with_changes(body=[clear_line.body[0].with_changes(value=inner[clear_at])])
+        return [s for i, s in enumerate(result) if i not in dropped]
+
+    return fuse(statements)
+
+
+# ---- values index_put broadcasts ----------------------------------------------------------
+def _broadcast_of(value: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:
+    """``(x, b)`` of ``x if x.sizes() == b else at.expand(x, b)`` (``x`` a name)."""
+    if not isinstance(value, cst.IfExp) or not isinstance(value.body, cst.Name):
+        return None
+    x = value.body.value
+    found = re.fullmatch(rf"{x}\.sizes\(\) == (\w+)", code(value.test))
+    if found is None or code(value.orelse) != f"at.expand({x}, {found[1]})":
+        return None
+    return value.body, found[1]
+
+
+def keep_index_put_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: ``d = at.index_put(x, i, w, a)`` (``x`` a name) where ``w`` is ``v``
+    broadcast to ``b`` (``v if v.sizes() == b else at.expand(v, b)``), ``b`` is ``list(at.index(z,
+    i).sizes())`` of one ``i`` and ``z`` a zero of sizes ``s`` (all bound once) -> ``d =
+    at.index_put(x, i, v, a)`` when ``x`` has the sizes ``s`` (checked at run time), as before
+    otherwise: ``index_put`` broadcasts its values to the indexed shape, which is then ``b``, and
+    the zero indexed only to read ``b`` is not made."""
+    bound = bindings(statements)
+    values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
+
+    def keep(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        result = [_in_blocks(s, keep) for s in block]
+        for index, statement in enumerate(result):
+            assigned = _assignment(statement)
+            if assigned is None or _call_name(assigned[1]) != "index_put":
+                continue
+            args = _plain_args(assigned[1], 4)
+            if args is None or not isinstance(args[0], cst.Name) or not isinstance(args[2], cst.Name):
+                continue
+            broadcast = _broadcast_of(values.get(args[2].value))
+            indexed = values.get(broadcast[1]) if broadcast is not None else None
+            if indexed is None or _call_name(indexed) != "list" or len(indexed.args) != 1:
+                continue
+            found = re.fullmatch(r"at\.index\((.*), (.*)\)\.sizes\(\)", code(indexed.args[0].value))
+            zero = cst.parse_expression(found[1]) if found is not None and found[2] == code(args[1]) else None
+            sizes = _zero_sizes_of(zero, values) if zero is not None else None
+            if sizes is None:
+                continue
+            fused = assigned[1].with_changes(args=[*assigned[1].args[:2], assigned[1].args[2].with_changes(
+                value=broadcast[0]), assigned[1].args[3]])
+            choice = cst.parse_statement(f"if {args[0].value}.sizes() == {code(sizes)}:\n"
+                                         f"    {assigned[0]} = {code(fused)}\nelse:\n"
+                                         f"    {assigned[0]} = {code(assigned[1])}\n")
+            result[index] = choice.with_changes(leading_lines=statement.leading_lines)
+        return result
+
+    return keep(statements)
+
 
 # ---- the entry point ---------------------------------------------------------------------
 def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
@@ -1124,6 +1447,11 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = fuse_unsqueezing_reshapes(statements)
     statements = concatenate_pieces(statements, taken)
     statements = share_repeated_values(statements)
+    statements, _ = _live_only(statements, set(), private_lists(statements))
+    statements = sink_into_branches(statements, taken)
+    statements = fuse_complementary_writes(statements)
+    statements = keep_index_put_broadcasts(statements)
+    statements = sink_into_branches(statements, taken)
     statements = fuse_where_terms(statements)
     statements = fuse_sums_to(statements)
     statements = subtract_negated_terms(statements)

@@ -53,7 +53,9 @@ result (its length a constant mask's True count) has the sizes of the operator r
 A ``SCALES_SELF`` operator (``xlogy``: ``self`` times a factor, with a strong zero) transposes in
 ``self`` to itself, whatever its backward reads. A ``SELF_TRANSPOSED_HELPERS`` helper (the
 differential of ``exp``, linear in its direction although its steps are only affine in it) is one
-linear step whose transpose is the helper itself with its ``adjoint`` flag negated.
+linear step whose transpose is the helper itself with its ``adjoint`` flag negated. An
+``OPERATOR_BACKWARD_HELPERS`` helper (``sum_backward``: a sum's backward) is one linear step whose
+transpose is the operator it is the backward of (``at.sum``).
 """
 from __future__ import annotations
 
@@ -104,6 +106,49 @@ SCALES_SELF = frozenset({"xlogy.Tensor", "xlogy.Scalar_Other"})
 #: block of ``exp([[A, E], [0, A]])``: linear in ``E``, but the block matrix is only affine in it; the
 #: differential at ``A^H`` is its adjoint (``tests/engine/test_derived_jvp.py`` checks both numerically).
 SELF_TRANSPOSED_HELPERS = {"linalg_matrix_exp_differential": ("grad", "adjoint")}
+#: Helpers that are the backward of a linear operator in their tensor parameter ``grad`` (the others
+#: held), their result of their ``sizes`` parameter's sizes: each transposes to that operator at the
+#: adjoint, one call where the inlined helper's transpose takes one per step (a sum's gradient
+#: broadcast back transposes to unsqueezes undone one by one after a ``sum_to``). Helper -> the
+#: transpose, ``{p}`` for each parameter's code, ``{adjoint}``, ``{grad_sizes}`` (``grad``'s sizes),
+#: ``{result}`` and ``{_name}`` for fresh names. Where ``grad`` has sizes other than the operator's
+#: result's (a use that is not that operator's backward), the transpose is the inlined helper's,
+#: written out. ``tests/engine/test_derived_jvp.py`` checks each against the helper numerically.
+OPERATOR_BACKWARD_HELPERS = {
+    # expand(unsqueezed grad, sizes): at.sum; otherwise sum_to the unsqueezed sizes, reshaped back
+    "sum_backward": (
+        "if {grad_sizes} == reduced_sizes({sizes}, {dim}, {keepdim}):\n"
+        "    {result} = at.sum({adjoint}, {dim}, {keepdim})\n"
+        "else:\n"
+        "    {_kept} = {grad_sizes}\n"
+        "    if not {keepdim}:\n"
+        "        for {_d} in range(len({sizes})):\n"
+        "            if is_reduced_dim({dim}, {_d}, len({sizes})):\n"
+        "                {_kept} = unsqueezed_sizes({_kept}, {_d})\n"
+        "    {result} = at.reshape(sum_to({adjoint}, {_kept}), {grad_sizes})\n"),
+    # unsqueezes only: one reshape back
+    "unsqueeze_to": (
+        "{result} = {adjoint} if {adjoint}.sizes() == {grad_sizes} else at.reshape({adjoint}, {grad_sizes})\n"),
+    # a sum over the repeat dims of grad viewed as [r0, s0, r1, s1, ...]: at.repeat (which takes at least
+    # self's dims), else each repeat dim expanded back
+    "repeat_backward": (
+        "if len({repeats}) == 0:\n"
+        "    {result} = {adjoint}\n"
+        "elif len({repeats}) >= len({sizes}):\n"
+        "    {result} = at.repeat({adjoint}, {repeats})\n"
+        "    if {result}.sizes() != {grad_sizes}:\n"
+        "        {result} = at.reshape({result}, {grad_sizes})\n"
+        "else:\n"
+        "    {_lead} = len({repeats}) - len({sizes})\n"
+        "    {_split} = []\n"
+        "    {_dims} = []\n"
+        "    for {_d} in range(len({repeats})):\n"
+        "        {_dims}.append(len({_split}))\n"
+        "        {_split}.append({repeats}[{_d}])\n"
+        "        {_split}.append({sizes}[{_d} - {_lead}] if {_d} >= {_lead} else 1)\n"
+        "    {result} = at.reshape(at.expand(at.reshape({adjoint}, reduced_sizes({_split}, {_dims}, True)), "
+        "{_split}), {grad_sizes})\n"),
+}
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
     "cumsum", "cumprod", "flip", "roll", "tril", "triu", "clone", "contiguous", "_softmax", "_log_softmax",
@@ -746,6 +791,10 @@ class _Builder:
             if isinstance(node.func, cst.Name) and node.func.value in SELF_TRANSPOSED_HELPERS \
                     and node.func.value in self.table.helpers:
                 return self.self_transposed(node, self.table.helpers[node.func.value], linear, tensors, program)
+            if isinstance(node.func, cst.Name) and node.func.value in OPERATOR_BACKWARD_HELPERS \
+                    and node.func.value in self.table.helpers \
+                    and self.helper_overload(node) is self.table.helpers[node.func.value]:
+                return self.self_transposed(node, self.table.helpers[node.func.value], linear, tensors, program)
             if isinstance(node.func, cst.Name) and node.func.value in self.table.helpers:
                 return self.inline_helper(node, self.helper_overload(node), linear, tensors, program)
             marked = self.metadata(node, linear)
@@ -979,7 +1028,7 @@ class _Builder:
     def self_transposed(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
         """A ``SELF_TRANSPOSED_HELPERS`` call: one linear step in its linear parameter (the others
         must be constants), not inlined."""
-        param, _ = SELF_TRANSPOSED_HELPERS[helper.name]
+        param = SELF_TRANSPOSED_HELPERS[helper.name][0] if helper.name in SELF_TRANSPOSED_HELPERS else "grad"
         given = [a.value for a in node.args if a.keyword is None]
         keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
         arguments: dict[str, cst.BaseExpression] = {}
@@ -1434,6 +1483,8 @@ class _Sweep:
     def sizes_of(self, step: Linear, sizes) -> cst.BaseExpression | None:
         if step.source is not None:
             return sizes.get(step.source)
+        if step.helper is not None and step.helper.name in OPERATOR_BACKWARD_HELPERS:
+            return step.arguments["sizes"]
         if step.helper is not None:
             return sizes.get(next(iter(step.linear.values())))
         if step.formula is None:
@@ -1798,6 +1849,8 @@ class _Sweep:
             return []
         if step.source is not None:
             return self.accumulate(step.source, adjoint, adjoints)
+        if step.helper is not None and step.helper.name in OPERATOR_BACKWARD_HELPERS:
+            return self.operator_transpose(step, adjoint, adjoints)
         if step.helper is not None:
             return self.helper_transpose(step, adjoint, adjoints)
         if step.formula is None:
@@ -1828,6 +1881,19 @@ class _Sweep:
         result = self.builder.fresh("t")
         statements = [_stmt(f"{result} = {step.helper.name}({', '.join(arguments)})")]
         return statements + self.accumulate(step.linear[param], result, adjoints)
+
+    def operator_transpose(self, step: Linear, adjoint: str, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        """The transpose of an ``OPERATOR_BACKWARD_HELPERS`` step: the operator it is the backward of."""
+        grad_sizes = self.sizes_before[id(step)].get(step.linear["grad"])
+        if grad_sizes is None:
+            raise DerivationRefused(step.node, f"the sizes of the linear value `{step.linear['grad']}` are needed "
+                                    "and the sizes rules cannot tell them")
+        template = OPERATOR_BACKWARD_HELPERS[step.helper.name]
+        fields = {p.name: code(step.arguments[p.name]) for p in step.helper.params if p.name != "grad"}
+        fields.update(adjoint=adjoint, grad_sizes=code(grad_sizes), result=self.builder.fresh("t"))
+        fields.update({f"_{stem}": self.builder.fresh(stem) for stem in ("kept", "d", "lead", "split", "dims")})
+        statements = list(cst.parse_module(template.format(**fields)).body)
+        return statements + self.accumulate(step.linear["grad"], fields["result"], adjoints)
 
     def scaled_transpose(self, step: Linear, adjoint: str) -> tuple[list[cst.BaseStatement], str]:
         """The transpose of a ``SCALES_SELF`` step in ``self``: the op itself at ``self = adjoint``,

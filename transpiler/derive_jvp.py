@@ -1050,8 +1050,11 @@ class _Builder:
             else:
                 value = operand.constant
                 if (isinstance(value, cst.Name) and value.value in self.rebound) or (
-                        not isinstance(value, cst.Name) and self.is_tensor(value, tensors)):
-                    bound = self.fresh("factor")        # its value here, computed once for the transpose
+                        not isinstance(value, cst.Name) and self.is_tensor(value, tensors)) or (
+                        helper.name in OPERATOR_BACKWARD_HELPERS and p.name == "sizes"):
+                    # its value here, computed once for the transpose (the result's sizes: a fresh
+                    # name, which no inlined backward's local can shadow)
+                    bound = self.fresh("factor")
                     program.append(Plain(_stmt(f"{bound} = {code(value)}")))
                     value = cst.Name(bound)
                 arguments[p.name] = value

@@ -158,6 +158,41 @@ def test_where_terms_on_one_condition_are_one_where_and_a_repeated_value_is_shar
             np.testing.assert_array_equal(got.numpy(), expected.numpy())
 
 
+NESTED_REPEATS = """
+    def jvp(self_t):
+        rstd_1 = at.rsqrt(at.mean(self * self, dims, True) + 1e-05)
+        normalized_2 = (self - at.mean(self, dims, True)) * rstd_1
+        before = at.exp(self_t)
+        u = self_t * 2
+        u = u + 1
+        s_3 = at.exp(u) * 2
+        if flag:
+            again_4 = (self - at.mean(self, dims, True)) * at.rsqrt(at.mean(self * self, dims, True) + 1e-05)
+            s_3 = s_3 + again_4 * self_t + at.cos(self_t)
+        else:
+            s_3 = s_3 + rstd_1 + at.cos(self_t) * 2
+        for i in range(2):
+            inner_5 = at.exp(self_t)
+            s_3 = s_3 + at.exp(self_t) * inner_5 + at.exp(u)
+        return s_3 + normalized_2 + before
+    """
+
+
+def test_a_repeated_part_of_an_expression_reads_the_name_holding_it():
+    simplified = _simplified(NESTED_REPEATS)
+    assert "again_4 = normalized_2" in simplified                  # both parts shared, inner first
+    assert simplified.count("at.rsqrt(") == 1 and simplified.count("at.mean(self, dims, True)") == 1
+    assert "inner_5 = before" in simplified and "before * inner_5" in simplified    # in a loop: read, not held
+    assert simplified.count("at.exp(u)") == 2                      # u is bound twice
+    assert simplified.count("at.cos(self_t)") == 2                 # in sibling branches: neither holds it first
+    rng = np.random.default_rng(1)
+    self, t = (engine.Tensor(rng.standard_normal((2, 3))) for _ in range(2))
+    for flag in (True, False):
+        values = {"self": self, "flag": flag, "dims": [1]}
+        expected = _run(textwrap.dedent(NESTED_REPEATS), **values)(t)
+        np.testing.assert_allclose(_run(simplified, **values)(t).numpy(), expected.numpy(), rtol=1e-15)
+
+
 def test_a_value_read_while_its_list_grows_or_bound_again_is_not_shared():
     source = """
         def jvp(self_t):

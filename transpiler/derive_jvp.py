@@ -55,7 +55,9 @@ A ``SCALES_SELF`` operator (``xlogy``: ``self`` times a factor, with a strong ze
 differential of ``exp``, linear in its direction although its steps are only affine in it) is one
 linear step whose transpose is the helper itself with its ``adjoint`` flag negated. A
 ``TRANSPOSED_BY_HELPERS`` helper (a convolution's input, weight or bias gradient) is one linear
-step whose transpose is the helper declared with it (one convolution, or a broadcast).
+step whose transpose is the helper declared with it (one convolution, or a broadcast). An
+``OPERATOR_BACKWARD_HELPERS`` helper (``sum_backward``: a sum's backward) is one linear step whose
+transpose is the operator it is the backward of (``at.sum``).
 """
 from __future__ import annotations
 
@@ -117,6 +119,51 @@ TRANSPOSED_BY_HELPERS = {
     "convolution_input_backward": ("grad", "input_sizes", "convolution_input_backward_transposed"),
     "convolution_weight_backward": ("grad", "weight_sizes", "convolution_weight_backward_transposed"),
     "convolution_bias_backward": ("grad", None, "convolution_bias_backward_transposed"),
+}
+
+
+#: Helpers that are the backward of a linear operator in their tensor parameter ``grad`` (the others
+#: held), their result of their ``sizes`` parameter's sizes: each transposes to that operator at the
+#: adjoint, one call where the inlined helper's transpose takes one per step (a sum's gradient
+#: broadcast back transposes to unsqueezes undone one by one after a ``sum_to``). Helper -> the
+#: transpose, ``{p}`` for each parameter's code, ``{adjoint}``, ``{grad_sizes}`` (``grad``'s sizes),
+#: ``{result}`` and ``{_name}`` for fresh names. Where ``grad`` has sizes other than the operator's
+#: result's (a use that is not that operator's backward), the transpose is the inlined helper's,
+#: written out. ``tests/engine/test_derived_jvp.py`` checks each against the helper numerically.
+OPERATOR_BACKWARD_HELPERS = {
+    # expand(unsqueezed grad, sizes): at.sum; otherwise sum_to the unsqueezed sizes, reshaped back
+    "sum_backward": (
+        "if {grad_sizes} == reduced_sizes({sizes}, {dim}, {keepdim}):\n"
+        "    {result} = at.sum({adjoint}, {dim}, {keepdim})\n"
+        "else:\n"
+        "    {_kept} = {grad_sizes}\n"
+        "    if not {keepdim}:\n"
+        "        for {_d} in range(len({sizes})):\n"
+        "            if is_reduced_dim({dim}, {_d}, len({sizes})):\n"
+        "                {_kept} = unsqueezed_sizes({_kept}, {_d})\n"
+        "    {result} = at.reshape(sum_to({adjoint}, {_kept}), {grad_sizes})\n"),
+    # unsqueezes only: one reshape back
+    "unsqueeze_to": (
+        "{result} = {adjoint} if {adjoint}.sizes() == {grad_sizes} else at.reshape({adjoint}, {grad_sizes})\n"),
+    # a sum over the repeat dims of grad viewed as [r0, s0, r1, s1, ...]: at.repeat (which takes at least
+    # self's dims), else each repeat dim expanded back
+    "repeat_backward": (
+        "if len({repeats}) == 0:\n"
+        "    {result} = {adjoint}\n"
+        "elif len({repeats}) >= len({sizes}):\n"
+        "    {result} = at.repeat({adjoint}, {repeats})\n"
+        "    if {result}.sizes() != {grad_sizes}:\n"
+        "        {result} = at.reshape({result}, {grad_sizes})\n"
+        "else:\n"
+        "    {_lead} = len({repeats}) - len({sizes})\n"
+        "    {_split} = []\n"
+        "    {_dims} = []\n"
+        "    for {_d} in range(len({repeats})):\n"
+        "        {_dims}.append(len({_split}))\n"
+        "        {_split}.append({repeats}[{_d}])\n"
+        "        {_split}.append({sizes}[{_d} - {_lead}] if {_d} >= {_lead} else 1)\n"
+        "    {result} = at.reshape(at.expand(at.reshape({adjoint}, reduced_sizes({_split}, {_dims}, True)), "
+        "{_split}), {grad_sizes})\n"),
 }
 #: Operators whose result has the sizes of their ``self`` argument.
 SAME_SIZES = frozenset({
@@ -760,6 +807,10 @@ class _Builder:
             if isinstance(node.func, cst.Name) and _transposed_helper_param(node.func.value) is not None \
                     and node.func.value in self.table.helpers:
                 return self.self_transposed(node, self.table.helpers[node.func.value], linear, tensors, program)
+            if isinstance(node.func, cst.Name) and node.func.value in OPERATOR_BACKWARD_HELPERS \
+                    and node.func.value in self.table.helpers \
+                    and self.helper_overload(node) is self.table.helpers[node.func.value]:
+                return self.self_transposed(node, self.table.helpers[node.func.value], linear, tensors, program)
             if isinstance(node.func, cst.Name) and node.func.value in self.table.helpers:
                 return self.inline_helper(node, self.helper_overload(node), linear, tensors, program)
             marked = self.metadata(node, linear)
@@ -993,7 +1044,7 @@ class _Builder:
     def self_transposed(self, node: cst.Call, helper: Helper, linear, tensors, program) -> Operand:
         """A ``SELF_TRANSPOSED_HELPERS`` call: one linear step in its linear parameter (the others
         must be constants), not inlined."""
-        param = _transposed_helper_param(helper.name)
+        param = _transposed_helper_param(helper.name) or "grad"     # an OPERATOR_BACKWARD_HELPERS helper: grad
         given = [a.value for a in node.args if a.keyword is None]
         keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
         arguments: dict[str, cst.BaseExpression] = {}
@@ -1015,8 +1066,11 @@ class _Builder:
             else:
                 value = operand.constant
                 if (isinstance(value, cst.Name) and value.value in self.rebound) or (
-                        not isinstance(value, cst.Name) and self.is_tensor(value, tensors)):
-                    bound = self.fresh("factor")        # its value here, computed once for the transpose
+                        not isinstance(value, cst.Name) and self.is_tensor(value, tensors)) or (
+                        helper.name in OPERATOR_BACKWARD_HELPERS and p.name == "sizes"):
+                    # its value here, computed once for the transpose (the result's sizes: a fresh
+                    # name, which no inlined backward's local can shadow)
+                    bound = self.fresh("factor")
                     program.append(Plain(_stmt(f"{bound} = {code(value)}")))
                     value = cst.Name(bound)
                 arguments[p.name] = value
@@ -1459,6 +1513,8 @@ class _Sweep:
         if step.helper is not None and step.helper.name in TRANSPOSED_BY_HELPERS:
             result_sizes = TRANSPOSED_BY_HELPERS[step.helper.name][1]
             return step.arguments[result_sizes] if result_sizes is not None else None
+        if step.helper is not None and step.helper.name in OPERATOR_BACKWARD_HELPERS:
+            return step.arguments["sizes"]
         if step.helper is not None:
             return sizes.get(next(iter(step.linear.values())))
         if step.formula is None:
@@ -1825,6 +1881,8 @@ class _Sweep:
             return self.accumulate(step.source, adjoint, adjoints)
         if step.helper is not None and step.helper.name in TRANSPOSED_BY_HELPERS:
             return self.transposing_helper(step, adjoint, adjoints)
+        if step.helper is not None and step.helper.name in OPERATOR_BACKWARD_HELPERS:
+            return self.operator_transpose(step, adjoint, adjoints)
         if step.helper is not None:
             return self.helper_transpose(step, adjoint, adjoints)
         if step.formula is None:
@@ -1868,6 +1926,19 @@ class _Sweep:
         result = self.builder.fresh("t")
         statements = [_stmt(f"{result} = {transposing}({', '.join(arguments + [code(sizes)])})")]
         return statements + self.accumulate(step.linear[param], result, adjoints)
+
+    def operator_transpose(self, step: Linear, adjoint: str, adjoints: dict[str, str]) -> list[cst.BaseStatement]:
+        """The transpose of an ``OPERATOR_BACKWARD_HELPERS`` step: the operator it is the backward of."""
+        grad_sizes = self.sizes_before[id(step)].get(step.linear["grad"])
+        if grad_sizes is None:
+            raise DerivationRefused(step.node, f"the sizes of the linear value `{step.linear['grad']}` are needed "
+                                    "and the sizes rules cannot tell them")
+        template = OPERATOR_BACKWARD_HELPERS[step.helper.name]
+        fields = {p.name: code(step.arguments[p.name]) for p in step.helper.params if p.name != "grad"}
+        fields.update(adjoint=adjoint, grad_sizes=code(grad_sizes), result=self.builder.fresh("t"))
+        fields.update({f"_{stem}": self.builder.fresh(stem) for stem in ("kept", "d", "lead", "split", "dims")})
+        statements = list(cst.parse_module(template.format(**fields)).body)
+        return statements + self.accumulate(step.linear["grad"], fields["result"], adjoints)
 
     def scaled_transpose(self, step: Linear, adjoint: str) -> tuple[list[cst.BaseStatement], str]:
         """The transpose of a ``SCALES_SELF`` step in ``self``: the op itself at ``self = adjoint``,

@@ -611,6 +611,53 @@ def share_repeated_values(statements: list[cst.BaseStatement]) -> list[cst.BaseS
     return list(rename(cst.Module(body=kept), shared).body)
 
 
+class _KnownValues(cst.CSTTransformer):
+    """Each call or arithmetic whose code is a key of ``first`` -> the name holding that value."""
+
+    def __init__(self, first: dict[str, str]) -> None:
+        self.first = first
+
+    def _known(self, updated: cst.BaseExpression) -> cst.BaseExpression:
+        name = self.first.get(code(updated.with_changes(lpar=[], rpar=[])))
+        return updated if name is None else cst.Name(name, lpar=updated.lpar, rpar=updated.rpar)
+
+    def leave_Call(self, original, updated):
+        return self._known(updated)
+
+    def leave_BinaryOperation(self, original, updated):
+        return self._known(updated)
+
+    def leave_UnaryOperation(self, original, updated):
+        return self._known(updated)
+
+
+def share_repeated_subexpressions(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """A part ``E`` of any later expression, after ``a = E`` in the same block or one enclosing it
+    (``a`` and every name of ``E`` bound at most once, outside loops) -> ``a``; a statement ``b =
+    E`` then ``b = a``, a copy. (:func:`share_repeated_values` shares whole values only: a helper
+    that recomputes ``f(x, g(x))`` where ``r = g(x)`` and ``n = f(x, r)`` are bound reads ``n``.)"""
+    bound = bindings(statements)
+    appended = {n.func.value.value for n in _nodes(cst.Module(body=statements))
+                if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "append"
+                and isinstance(n.func.value, cst.Name)}
+
+    def walk(block: list[cst.BaseStatement], first: dict[str, str]) -> list[cst.BaseStatement]:
+        kept = []                       # ``first``: code of E -> a, for the values bound before
+        for statement in block:
+            if first and not isinstance(statement, (cst.If, cst.For, cst.While)):
+                statement = statement.visit(_KnownValues(first))
+            assigned = _assignment(statement)
+            if (assigned is not None and bound.stable(assigned[0]) and _shareable(assigned[1], appended)
+                    and all(bound.stable(n) for n in _names(assigned[1]))):
+                first.setdefault(code(assigned[1]), assigned[0])
+            if isinstance(statement, cst.If) and first:
+                statement = statement.with_changes(test=statement.test.visit(_KnownValues(first)))
+            kept.append(_in_blocks(statement, lambda inner: walk(inner, dict(first))))
+        return kept
+
+    return walk(statements, {})
+
+
 # ---- where-terms ---------------------------------------------------------------------------
 class WhereTerm(NamedTuple):
     """``[sum_to(]at.where(condition, p, zeros)[, sizes)]`` (``kept_first``) or
@@ -1446,6 +1493,8 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = drop_added_zeros(statements)
     statements = fuse_unsqueezing_reshapes(statements)
     statements = concatenate_pieces(statements, taken)
+    statements = share_repeated_values(statements)
+    statements = share_repeated_subexpressions(statements)
     statements = share_repeated_values(statements)
     statements, _ = _live_only(statements, set(), private_lists(statements))
     statements = sink_into_branches(statements, taken)

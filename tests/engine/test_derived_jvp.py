@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import textwrap
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ import torch
 from op_cases import ALL_CASES, OpCase, differentiable_view, torch_jvp_op
 
 import reference_engine as engine
-from formulas import FORMULAS
+from formulas import FORMULAS, at, helpers
 from formulas.helpers import (
     convolution_sizes,
     diagonal_sizes,
@@ -28,7 +30,7 @@ from formulas.helpers import (
 )
 from reference_engine.forward_ad import derived_jvps
 from tests.engine.test_tiers import _as_list, _weights, engine_call
-from transpiler.derive_jvp import DerivationRefused, derive_jvp
+from transpiler.derive_jvp import OPERATOR_BACKWARD_HELPERS, DerivationRefused, derive_jvp
 from transpiler.frontend import SHIPPED_LIBRARY, load_library, operator_table
 
 
@@ -140,6 +142,41 @@ def test_convolution_gradients_transpose_to_their_declared_helpers(input_sizes, 
         assert transposed_direction.shape == result.shape
         torch.testing.assert_close(torch.sum(gradient * direction), torch.sum(grad * transposed_direction),
                                    rtol=1e-12, atol=1e-12)
+
+
+#: Each ``OPERATOR_BACKWARD_HELPERS`` helper with (grad's shape, its other arguments): the operator's
+#: own backward, then uses where ``grad`` has other sizes (the transpose written out for them).
+OPERATOR_BACKWARD_CASES = {
+    "sum_backward": [((3,), ([2, 3], [0], False)), ((2, 1), ([2, 3], [1], True)), ((), ([2, 3], None, False)),
+                     ((), ([2, 3], [], True)), ((4,), ([2, 3, 4], [-3, 1], False)),
+                     ((3,), ([2, 3], [0], True)), ((1,), ([2, 3], [0], False))],
+    "unsqueeze_to": [((3,), ([1, 3],)), ((2, 3), ([2, 1, 3, 1],)), ((1, 3), ([1, 1, 3],))],
+    "repeat_backward": [((4, 3), ([2, 1], [2, 3])), ((2, 4, 3), ([2, 2, 1], [2, 3])), ((12,), ([2, 1], [2, 3])),
+                        ((), ([], [])), ((2, 3), ([2], [1, 3]))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPERATOR_BACKWARD_CASES))
+def test_operator_backward_helpers_transpose_to_their_operator(name):
+    """An ``OPERATOR_BACKWARD_HELPERS`` helper transposes to the operator it is the backward of (and,
+    for a ``grad`` of other sizes, to the transpose written out): ``<helper(g), t> = <g, T(t)>``
+    for every ``g`` and ``t``, and ``T(t)`` has ``g``'s shape."""
+    others = list(inspect.signature(getattr(helpers, name)).parameters)[1:]
+    rng = np.random.default_rng(7)
+    for grad_shape, arguments in OPERATOR_BACKWARD_CASES[name]:
+        g = engine.Tensor(rng.standard_normal(grad_shape))
+        forward = getattr(helpers, name)(g, *arguments)
+        fields = {p: repr(a) for p, a in zip(others, arguments)}
+        fields.update(adjoint="adjoint", grad_sizes=repr(list(grad_shape)), result="transposed")
+        fields.update({f"_{stem}": stem for stem in ("kept", "d", "lead", "split", "dims")})
+        body = textwrap.indent(OPERATOR_BACKWARD_HELPERS[name].format(**fields), "    ")
+        local: dict = {}
+        exec(f"def transpose(adjoint):\n{body}    return transposed\n", {"at": at, **vars(helpers)}, local)  # noqa: S102
+        t = engine.Tensor(rng.standard_normal(forward.shape))
+        transposed = local["transpose"](t)
+        assert tuple(transposed.shape) == grad_shape, (grad_shape, arguments)
+        np.testing.assert_allclose(np.sum(forward.numpy() * t.numpy()), np.sum(g.numpy() * transposed.numpy()),
+                                   rtol=1e-12, atol=1e-12, err_msg=str((grad_shape, arguments)))
 
 
 def test_xlogy_derived_jvp_keeps_the_subgradient_where_self_is_zero():

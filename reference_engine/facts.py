@@ -26,7 +26,8 @@ globals its code rebinds or changes in place, and those its nested functions
 (the backward) read (:mod:`transpiler.module_globals`), read from the syntax
 of its ``def``: the modelled formula's, or for a formula without a model, the
 ``def`` of its name and first line in its file. A formula whose ``def`` the
-front-end cannot read (no file: a REPL, ``exec``; a lambda) has
+front-end cannot read (no file, and no source in ``linecache``, where IPython
+and Jupyter keep each cell's: the plain REPL, ``exec`` of a string; a lambda) has
 ``globals_written`` None, and the engine refuses to record it rather than
 leave a forward tensor kept in a module global unchecked.
 """
@@ -93,7 +94,8 @@ def facts_of(declared: DeclaredFormula) -> FormulaFacts:
     fn = getattr(declared.fn, "__wrapped__", declared.fn)
     stamp = declared.source
     if stamp is None:
-        return unread_facts(declared, f"{fn.__qualname__} has no source file the front-end can read")
+        return unread_facts(declared, f"{fn.__qualname__} has no source file the front-end can read",
+                            _model_of_registered_source(fn.__code__.co_filename))
     module = model_of_file(stamp)
     if fn.__qualname__ != fn.__name__:
         return unread_facts(declared, f"{fn.__qualname__} is not defined at the top level of "
@@ -114,6 +116,20 @@ def model_of_file(stamp: SourceStamp) -> FormulaModule:
     if found is None:
         found = _FILES[stamp] = _read_file(stamp)
     return found
+
+
+def _model_of_registered_source(filename: str) -> FormulaModule | None:
+    """The front-end's model of the source ``linecache`` holds for ``filename``, a name that is no
+    file (IPython and Jupyter register each cell's source under its own name, never changed);
+    None when it holds none (``exec`` of a string, the plain REPL)."""
+    import linecache
+
+    lines = linecache.getlines(filename)
+    if not lines:
+        return None
+    from transpiler.frontend import parse_module    # libcst: on first use only
+
+    return parse_module(filename, "".join(lines))
 
 
 def _read_file(stamp: SourceStamp) -> FormulaModule:

@@ -8,6 +8,7 @@ formulas below are written to a file, imported and declared as engine operators.
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import re
 import sys
 import textwrap
@@ -220,6 +221,28 @@ def test_a_formula_without_a_file_is_not_recorded():
         op(x)
     with engine.no_grad():
         np.testing.assert_allclose(op(x).numpy(), np.sin([0.2, 0.9]))
+
+
+@pytest.mark.parametrize("function, refused", [("metadata", None), ("in_a_global", "LAST")])
+def test_a_formula_in_a_notebook_cell_is_read_from_linecache(function, refused):
+    """IPython and Jupyter compile each cell under a name that is no file and keep its source in
+    ``linecache``: the front-end reads the formula's ``def`` there, so it records (or refuses a
+    module global the backward reads, as for a file)."""
+    filename = f"<ipython-input-{function}>"
+    linecache.cache[filename] = (len(SOURCE), None, SOURCE.splitlines(True), filename)
+    try:
+        namespace = {"__name__": f"engine_plan_cell_{function}"}
+        exec(compile(SOURCE, filename, "exec"), namespace)
+        op = engine.define(f"engine_plan_cell_{function}(Tensor self) -> Tensor", np.sin, namespace[function])
+        x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+        if refused:
+            with pytest.raises(RuntimeError, match=f"writes the module global '{refused}', which its backward reads"):
+                op(x)
+        else:
+            (g,) = engine.grad(op(x).sum(), x)
+            np.testing.assert_allclose(g.numpy(), np.cos([0.2, 0.9]))
+    finally:
+        del linecache.cache[filename]
 
 
 def test_a_file_edited_after_import_is_reported_until_it_is_reloaded(tmp_path: Path):

@@ -136,6 +136,12 @@ def _assignment(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None
     return None
 
 
+def _assignment_positions(block: list[cst.BaseStatement]) -> dict[str, int]:
+    """Each name a ``name = value`` statement of ``block`` binds -> the index of its last such statement."""
+    return {assigned[0]: index for index, statement in enumerate(block)
+            if (assigned := _assignment(statement)) is not None}
+
+
 def _sum_assignment(statement: cst.CSTNode) -> tuple[str, cst.BinaryOperation] | None:
     """``(name, a + b)`` of a one-line ``name = a + b``."""
     assigned = _assignment(statement)
@@ -1096,10 +1102,7 @@ def fuse_sums_to(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]
     reads = Counter(n.value for n in _nodes(cst.Module(body=statements)) if isinstance(n, cst.Name))
 
     def fuse(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
-        position = {}
-        for index, statement in enumerate(block):
-            if (assigned := _assignment(statement)) is not None:
-                position[assigned[0]] = index
+        position = _assignment_positions(block)
         result = [_in_blocks(s, fuse) for s in block]
         for index, statement in enumerate(block):
             assigned = _sum_assignment(statement)
@@ -1366,10 +1369,7 @@ def fuse_complementary_writes(statements: list[cst.BaseStatement]) -> list[cst.B
     values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
 
     def fuse(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
-        position = {}
-        for index, statement in enumerate(block):
-            if (assigned := _assignment(statement)) is not None:
-                position[assigned[0]] = index
+        position = _assignment_positions(block)
         result = [_in_blocks(s, fuse) for s in block]
         dropped: set[int] = set()
         for index, statement in enumerate(block):

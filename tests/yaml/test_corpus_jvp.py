@@ -1,7 +1,9 @@
-"""The corpus funnel's derived jvps (``transpiler.corpus_jvp``) on a three-entry corpus: the entries
+"""The corpus funnel's derived jvps (``transpiler.corpus_jvp``) on a five-entry corpus: the entries
 whose backward transposes derive (their source returns ``outputs, backward, jvp``; one loops over
-a range, accumulating the gradient), the one not linear in the gradient and the in-place one
-whose jvp would read the input it overwrites are refused with the reason, and the report counts and lists them, with the share among those proven in reverse mode."""
+a range, accumulating the gradient; an in-place one whose jvp reads only its result's sizes), the
+one not linear in the gradient and the in-place one whose jvp would read the input it overwrites
+are refused with the reason, and the report counts and lists them, with the share among those
+proven in reverse mode."""
 from __future__ import annotations
 
 from transpiler.corpus_jvp import CorpusJvps, DerivedSource, aten_operators, derive_corpus_jvps, report
@@ -44,25 +46,36 @@ def squeeze_(self):
     def backward(grad):
         return unsqueeze_to(grad, self.sizes())
     return result, backward
+
+
+@derivative("mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+def mul__Tensor(self, other):
+    result = at.mul_(self, other)
+    def backward(grad):
+        return grad * other, grad * self
+    return result, backward
 '''
 
 
 def test_derived_and_refused_entries_are_counted_and_listed(tmp_path):
     (tmp_path / "corpus.py").write_text(CORPUS, encoding="utf-8")
     jvps = derive_corpus_jvps(load_library(str(tmp_path)), load_library(str(SHIPPED_LIBRARY)),
-                              {"sin", "cos", "tan", "squeeze_"})
-    assert sorted(jvps.derived) == ["cos", "sin"] and jvps.derived["sin"].function == "sin"
+                              {"sin", "cos", "tan", "squeeze_", "mul_.Tensor"})
+    assert sorted(jvps.derived) == ["cos", "sin", "squeeze_"] and jvps.derived["sin"].function == "sin"
     assert "def jvp(self_t):" in jvps.derived["sin"].source
     assert "return result, backward, jvp" in jvps.derived["sin"].source
     assert "_reversed_" in jvps.derived["cos"].source
     reason = ("the backward of `mul.Tensor` reads the value of `other` (a linear argument or the result) and its jvp "
               "(or its having none) does not show it affine in its linear arguments, so `grad * grad` is not shown "
               "to be linear in the gradient")
-    # squeeze_'s jvp runs after the write, when `self.sizes()` are the squeezed ones (it failed F1)
+    # squeeze_'s backward is unsqueeze_to's, transposed to one reshape to the result's sizes: its
+    # jvp reads neither `self` nor `self.sizes()`, which it would see squeezed after the write
+    assert "self" not in jvps.derived["squeeze_"].source.split("def jvp(self_t):")[1].replace("self_t", "")
+    # mul_'s jvp reads `self` (the other factor of other_t), which the write has changed
     in_place = ("the jvp reads `self`, which the operator writes in place: it would see the written value, not "
                 "the input (derive its functional twin)")
-    assert jvps.refused == {"tan": reason, "squeeze_": in_place}
-    jvps = CorpusJvps(jvps.derived, {"tan": reason})        # the report below on three entries
+    assert jvps.refused == {"tan": reason, "mul_.Tensor": in_place}
+    jvps = CorpusJvps({name: jvps.derived[name] for name in ("sin", "cos")}, {"tan": reason})  # on three entries
     proofs = {"sin": {"status": "proven", "samples": 2, "source": "ours", "reason": ""},
               "cos": {"status": "failed", "samples": 2, "source": "ours", "reason": "F1: differs"}}
     lines = report(jvps, proofs, None)

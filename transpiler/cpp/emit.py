@@ -397,9 +397,13 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
     diagnostics: list[Diagnostic] = []
     modules = {m.path: m for m in library.modules}
     helpers = {}
+    kept = module_results.active()
     for helper in library.helpers:
         try:
-            helpers[helper.name] = helper_signature(helper, modules[helper.path])
+            if kept is None:
+                helpers[helper.name] = helper_signature(helper, modules[helper.path])
+            else:       # the same signature object in each emission of the run: its key text is made once
+                helpers[helper.name] = kept.once(helper, lambda: helper_signature(helper, modules[helper.path]))
         except Untranslatable as error:
             diagnostics.append(_diagnostic(modules[helper.path], error))
     context = Context(operator_table(library, known_operators), HelperTable(helpers), {})
@@ -439,9 +443,14 @@ def _context_key(context: Context, namespace: str) -> str | None:
     for earlier, earlier_namespace, key in _context_keys:
         if earlier_namespace == namespace and _same_tables(earlier, context):
             return key
-    helpers = [(name, [(p, ty, None if default is None else _code(default)) for p, ty, default in signature.params],
-                signature.returns) for name, signature in context.helpers.items()]
-    operators = [(name, [_schema_text(schema) for schema in schemas]) for name, schemas in context.operators.items()]
+    kept = module_results.active()
+    # one line per helper and per operator name (each text a repr: no line break in it), joined rather
+    # than the repr of a list of them, which would quote every text again
+    helpers = "\n".join(kept.part(signature, lambda: (
+        name, [(p, ty, None if default is None else _code(default)) for p, ty, default in signature.params],
+        signature.returns)) for name, signature in context.helpers.items())
+    operators = "\n".join(f"{name!r}: [{', '.join(_schema_text(schema) for schema in schemas)}]"
+                          for name, schemas in context.operators.items())
     key = module_results.key("context", namespace, operators, helpers, context.names, method_only_source())
     _context_keys[:] = [(context, namespace, key)]
     return key

@@ -9,8 +9,10 @@ text (:attr:`transpiler.model.FormulaModule.source_digest`) and what it sees
 of the rest of the library. For the emitted C++ of a module
 (:func:`transpiler.cpp.emit.emit_library`) that is the whole operator table
 and every helper's signature, the node names and registrations taken before
-it that it could collide with, the namespace and the formulas per-formula mode
-left out; for ``helpers.cpp`` every helper's module text; for a module's lint
+it that it could collide with, the namespace, the formulas per-formula mode
+left out and the installed torch's ``native_functions.yaml`` (which ATen operators
+are Tensor methods only: its path, size and modification time); for ``helpers.cpp``
+every helper's module text and that yaml; for a module's lint
 findings (:func:`transpiler.pipeline.formula_findings`) the operators declared
 anywhere, the text of every module that defines a helper, and what the
 emitter refused in it. An edit of a helper or of a schema is another key for
@@ -74,6 +76,7 @@ class ModuleResults:
         self.used: dict[str, object] = {}
         self.computed: set[str] = set()     # used, and not read from ``entries``: written at the end
         self.parts: dict[int, tuple[object, str]] = {}   # id(owner) -> (owner, text): see :meth:`part`
+        self.made: dict[int, tuple[object, object]] = {}  # id(owner) -> (owner, value): see :meth:`once`
 
     def part(self, owner: object, make: Callable[[], object]) -> str:
         """``repr(make())``, made once per run for ``owner`` (held, so that its id is not reused):
@@ -81,6 +84,14 @@ class ModuleResults:
         found = self.parts.get(id(owner))
         if found is None or found[0] is not owner:
             found = self.parts[id(owner)] = (owner, repr(make()))
+        return found[1]
+
+    def once(self, owner: object, make: Callable[[], object]) -> object:
+        """``make()``, made once per run for ``owner`` (held, so that its id is not reused): a value
+        several computations of the run read (a helper's signature, in each emission's context)."""
+        found = self.made.get(id(owner))
+        if found is None or found[0] is not owner:
+            found = self.made[id(owner)] = (owner, make())
         return found[1]
 
     def get(self, key: str, valid: Callable[[object], bool]) -> object | None:

@@ -6,6 +6,7 @@ gives a frozen :class:`FunctionSchema`; ``str()`` of it prints the canonical for
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -142,10 +143,17 @@ class OperatorName:
     def node_prefix(self) -> str:
         """The autograd node's name before ``Backward<N>``, in torchgen's spelling:
         ``sum.dim_IntList`` -> ``SumDimIntList``, ``add_.Tensor`` -> ``AddTensor``."""
-        return "".join(w[0].upper() + w[1:] for w in re.split(r"[_.]+", str(self)) if w)
+        return _node_prefix(str(self))
 
     def __str__(self) -> str:
         return f"{self.base}.{self.overload}" if self.overload else self.base
+
+
+@functools.lru_cache(maxsize=None)
+def _node_prefix(name: str) -> str:
+    """:attr:`OperatorName.node_prefix` of the operator ``name`` (memoised: every emission names
+    the nodes of every module, and keys what a kept module's node names read)."""
+    return "".join(w[0].upper() + w[1:] for w in re.split(r"[_.]+", name) if w)
 
 
 @dataclass(frozen=True)

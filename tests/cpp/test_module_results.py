@@ -12,6 +12,8 @@ from tests.cpp.test_model_cache import EXP, EXP_EDITED, files, transpile
 from tests.cpp.test_transpile_cli import GOOD
 from transpiler import model_summary, module_results, pipeline
 from transpiler.cpp import emit
+from transpiler.cpp.expressions import Context, HelperTable
+from transpiler.schema import parse_schema
 
 HELPER = """\
 
@@ -141,6 +143,52 @@ def test_an_edit_of_a_helper_recomputes_what_depends_on_it(tmp_path, models, com
     assert b"times" in (out / "helpers.cpp").read_bytes()
 
 
+# An edit that changes what per-formula mode refuses: in the edited file (its one refusal fixed, a new
+# one made: a lint finding, DB100, for the first cause), or in the file that calls an edited helper
+# (its signature no longer takes the call: DB200 in the caller).
+REFUSING = CALLER.replace("@derivative", """@derivative("tan(Tensor self) -> Tensor")
+def tan(self):
+    result = at.tan(self)
+    def backward(grad):
+        scale = {1: 2.0}
+        return grad * result
+    return result, backward
+
+
+@derivative""")
+REFUSAL_EDITS = {
+    "formula": ("b.py", REFUSING.replace("scale = {1: 2.0}", "scale = 2.0").replace(
+        "twice(grad * at.cos(self))", "twice(grad * middle)").replace(
+        "result = at.sin(self)", "result = at.sin(self)\n    middle = at.cos(self)")),
+    "helper": ("a.py", EDITS["signature"].replace("times: int = 2", "times: int")),
+}
+
+
+@pytest.mark.parametrize("edit", REFUSAL_EDITS)
+def test_an_edit_that_changes_a_refusal_writes_and_reports_what_a_cold_run_does(tmp_path, models, capsys, edit):
+    formulas, out = tmp_path / "pkg", tmp_path / "out"
+    formulas.mkdir()
+    (formulas / "a.py").write_text(WITH_HELPER)
+    (formulas / "b.py").write_text(REFUSING)
+    assert transpile(formulas, out, "--cache-dir", str(models), "--keep-going") == 1
+    before = (out / "REFUSED").read_text()
+    name, text = REFUSAL_EDITS[edit]
+    (formulas / name).write_text(text)
+    capsys.readouterr()
+    warm = transpile(formulas, out, "--cache-dir", str(models), "--keep-going"), reported(capsys)
+    cold_run = cold(formulas, tmp_path / "cold", models, "--keep-going"), reported(capsys)
+    assert warm == cold_run and warm[0] == 1
+    assert files(out) == files(tmp_path / "cold")     # the C++, MANIFEST and REFUSED
+    assert (out / "REFUSED").read_text() != before
+    assert ("DB100" if edit == "formula" else "missing argument 'times'") in (out / "REFUSED").read_text()
+
+
+def reported(capsys) -> list[str]:
+    """What a run printed, less the lines that name its output directory or time it."""
+    printed = capsys.readouterr()
+    return [line for line in printed.out.splitlines() if not line.startswith(("transpile: ", "  ops "))]
+
+
 def test_corrupt_or_truncated_results_are_computed_again(tmp_path, models, computed):
     formulas, cache = tmp_path / "pkg", models
     forget(models)      # this package's results only, below
@@ -183,3 +231,16 @@ def test_a_key_changes_with_the_generator(monkeypatch):
     assert key != module_results.key("module", "pkg/trig.py", ("sin", 6))
     monkeypatch.setattr(module_results, "generator_digest", lambda: "another transpiler")
     assert key != module_results.key("module", "pkg/trig.py", ("sin", 5))
+
+
+def test_the_emitted_modules_keys_change_with_the_installed_torch(tmp_path, monkeypatch):
+    # which ATen operators are Tensor methods only is read from the installed torchgen: another
+    # torch is another context key (and so another key for every module's C++ and refusals)
+    context = Context({"sin": (parse_schema("sin(Tensor self) -> Tensor"),)}, HelperTable(), {})
+    keys = set()
+    with module_results.kept_in(tmp_path, tmp_path, "pkg", False):
+        for installed in [("native_functions.yaml", 1, 2), ("native_functions.yaml", 1, 3), None]:
+            monkeypatch.setattr(emit, "method_only_source", lambda installed=installed: installed)
+            emit._context_keys.clear()
+            keys.add(emit._context_key(context, "pkg"))
+    assert len(keys) == 3 and None not in keys

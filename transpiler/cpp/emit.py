@@ -28,6 +28,7 @@ from transpiler.cpp.expressions import (
 )
 from transpiler.cpp.emit_once import emit_formula, translate_helper
 from transpiler.cpp.nodes import emit_nondifferentiable, node_name
+from transpiler.cpp.operators import method_only_source
 from transpiler.cpp.runtime import ATEN_OVERRIDE_BOXED_HEADER, ATEN_OVERRIDE_HEADER, RUNTIME_HEADER, VIEWS_HEADER, VMAP_HEADER
 from transpiler.cpp.signature import borrowed_param, is_view
 from transpiler.dataflow import syntax_children, walk
@@ -396,9 +397,13 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
     diagnostics: list[Diagnostic] = []
     modules = {m.path: m for m in library.modules}
     helpers = {}
+    kept = module_results.active()
     for helper in library.helpers:
         try:
-            helpers[helper.name] = helper_signature(helper, modules[helper.path])
+            if kept is None:
+                helpers[helper.name] = helper_signature(helper, modules[helper.path])
+            else:       # the same signature object in each emission of the run: its key text is made once
+                helpers[helper.name] = kept.once(helper, lambda: helper_signature(helper, modules[helper.path]))
         except Untranslatable as error:
             diagnostics.append(_diagnostic(modules[helper.path], error))
     context = Context(operator_table(library, known_operators), HelperTable(helpers), {})
@@ -430,17 +435,23 @@ def emit_library(library: Library, known_operators: Mapping[str, FunctionSchema]
 
 def _context_key(context: Context, namespace: str) -> str | None:
     """What every module's C++ depends on beyond the module: the operator table (in declaration
-    order) and the helpers' signatures (a default as its source text); None when results are not
-    kept."""
+    order), the helpers' signatures (a default as its source text) and the ATen operators that are
+    Tensor methods only (the installed torch's, :func:`~transpiler.cpp.operators.method_only_source`);
+    None when results are not kept."""
     if module_results.active() is None:
         return None
     for earlier, earlier_namespace, key in _context_keys:
         if earlier_namespace == namespace and _same_tables(earlier, context):
             return key
-    helpers = [(name, [(p, ty, None if default is None else _code(default)) for p, ty, default in signature.params],
-                signature.returns) for name, signature in context.helpers.items()]
-    operators = [(name, [_schema_text(schema) for schema in schemas]) for name, schemas in context.operators.items()]
-    key = module_results.key("context", namespace, operators, helpers, context.names)
+    kept = module_results.active()
+    # one line per helper and per operator name (each text a repr: no line break in it), joined rather
+    # than the repr of a list of them, which would quote every text again
+    helpers = "\n".join(kept.part(signature, lambda: (
+        name, [(p, ty, None if default is None else _code(default)) for p, ty, default in signature.params],
+        signature.returns)) for name, signature in context.helpers.items())
+    operators = "\n".join(f"{name!r}: [{', '.join(_schema_text(schema) for schema in schemas)}]"
+                          for name, schemas in context.operators.items())
+    key = module_results.key("context", namespace, operators, helpers, context.names, method_only_source())
     _context_keys[:] = [(context, namespace, key)]
     return key
 
@@ -500,7 +511,7 @@ def with_helpers_of(library: Library, other: Library) -> Library:
     helper it uses (``from formulas.helpers import sum_to``), since another package's C++ is not
     linked with it. They are added as helper-only modules, so no formula of ``other`` is emitted."""
     own = {h.name for h in library.helpers}
-    offered = {name: used for m in other.modules for name, used in _names_used_by_helpers(m).items() if name not in own}
+    offered = {name: used for name, used in _names_used_by_helpers_of(other.modules).items() if name not in own}
     wanted: set[str] = set()
     used = set().union(*map(_names_used_by, library.modules))
     while called := {name for name in offered.keys() - wanted
@@ -530,12 +541,29 @@ def _names_used_by(module: FormulaModule) -> frozenset[str]:
     return found
 
 
+def _names_used_by_helpers_of(modules: tuple[FormulaModule, ...]) -> dict[str, frozenset[str]]:
+    """Each helper of ``modules`` (the last of a name) -> the names its body uses, kept between runs
+    as one result for all of them: ``modules`` is the shipped library, which an edit of a formula
+    package leaves as it was (one read, not one per module)."""
+    kept = module_results.active() if all(m.source_digest for m in modules) else None
+    key = module_results.key("helper names of", [_identity(m, kept) for m in modules]) if kept is not None else ""
+    found = kept.get(key, _is_names_by_helper) if kept is not None else None
+    if found is None:
+        found = {name: used for m in modules for name, used in _names_used_by_helpers(m).items()}
+    if kept is not None:
+        kept.put(key, found)
+    return found
+
+
+def _is_names_by_helper(kept: object) -> bool:
+    return isinstance(kept, dict) and all_of(str, tuple(kept)) and all(all_of(str, names) for names in kept.values())
+
+
 def _names_used_by_helpers(module: FormulaModule) -> dict[str, frozenset[str]]:
     """Each helper of ``module`` -> the names its body uses, kept between runs as :func:`_names_used_by`."""
     kept = module_results.active() if module.source_digest else None
     key = module_results.key("helper names", _identity(module, kept)) if kept is not None else ""
-    found = kept.get(key, lambda kept: isinstance(kept, dict) and all_of(str, tuple(kept))
-                     and all(all_of(str, names) for names in kept.values())) if kept is not None else None
+    found = kept.get(key, _is_names_by_helper) if kept is not None else None
     if found is None:
         found = {helper.name: names_used(helper.node) for helper in module.helpers}
     if kept is not None:

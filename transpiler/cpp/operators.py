@@ -29,23 +29,54 @@ SHIPPED_METHOD_ONLY = frozenset({"contiguous", "expand", "expand_as", "mH", "mT"
 
 
 @functools.cache
-def torchgen_method_only_operators() -> frozenset[str] | None:
-    """``name.overload`` of every ATen operator the C++ API offers only as a Tensor method, read
-    from the installed torchgen's ``native_functions.yaml``; None when torch is not installed."""
+def _native_functions() -> str | None:
+    """The installed torchgen's ``native_functions.yaml``; None when torch is not installed."""
     try:
         import torchgen  # a file lookup only: torchgen ships the yaml
     except ImportError:
         return None
-    path = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "native_functions.yaml")
+    return os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "native_functions.yaml")
+
+
+@functools.cache
+def method_only_source() -> tuple[str, int, int] | None:
+    """What :func:`torchgen_method_only_operators` reads, as a part of the keys of results kept
+    between runs (:mod:`transpiler.module_results`): the yaml's path, size and modification time
+    (another torch installed is another key); None when torch is not installed."""
+    path = _native_functions()
+    if path is None:
+        return None
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return path, found.st_size, found.st_mtime_ns
+
+
+@functools.cache
+def torchgen_method_only_operators() -> frozenset[str] | None:
+    """``name.overload`` of every ATen operator the C++ API offers only as a Tensor method, read
+    from the installed torchgen's ``native_functions.yaml``; None when torch is not installed."""
+    path = _native_functions()
+    if path is None:
+        return None
     with open(path, encoding="utf-8") as f:
         text = f.read()
     methods = set()
-    for entry in re.split(r"^- func: ", text, flags=re.M)[1:]:
-        name = entry.split("(", 1)[0].strip()
-        variants = re.search(r"^  variants: *(.*)$", entry, re.M)
-        if variants and "function" not in variants.group(1).split("#", 1)[0]:
-            methods.add(name)
+    name = None     # the entry whose first ``variants`` line is still to come
+    for match in _FUNC_OR_VARIANTS.finditer(text):      # one scan of the file, not a split and a search per entry
+        func, variants = match.groups()
+        if func is not None:
+            name = func
+        elif name is not None:
+            if "function" not in variants.split("#", 1)[0]:
+                methods.add(name)
+            name = None
     return frozenset(methods)
+
+
+# An entry's ``- func: name.overload(...)`` line, or one of its ``variants:`` lines.
+_FUNC_OR_VARIANTS = re.compile(r"^- func: *([^(]*?) *\(|^  variants: *(.*)$", re.M)
 
 
 def is_method_only(name: OperatorName) -> bool:

@@ -14,6 +14,7 @@ import keyword
 import re
 from dataclasses import replace
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -860,17 +861,17 @@ def closure_facts(function: cst.FunctionDef) -> BodyFacts:
     stack: list[tuple[cst.CSTNode, bool]] = [(function.body, True)]   # (node, in the function's own scope)
     while stack:
         node, own = stack.pop()
+        kind = type(node)       # leaf classes: ``type``, not the ABCs' slow ``isinstance``
         if own:
-            if type(node) is cst.Return:        # leaf classes: ``type``, not the ABCs' slow ``isinstance``
+            if kind is cst.Return:
                 returns.append(node)
             else:
                 rebound.update(assignment_names(node))
-        if type(node) is cst.Call:
+        if kind is cst.Call:
             call = _call_site(node)
             if call is not None:
                 calls.append(call)
-        inner = own and type(node) is not cst.FunctionDef
-        stack.extend((child, inner) for child in reversed(list(syntax_children(node))))
+        stack.extend(zip(reversed(syntax_children(node)), repeat(own and kind is not cst.FunctionDef)))
     return BodyFacts(frozenset(rebound), tuple(returns), tuple(calls))
 
 

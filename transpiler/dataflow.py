@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Sequence, get_type_hints
 
 import libcst as cst
 
@@ -43,18 +43,30 @@ _LAYOUT_FIELDS = frozenset({
 _child_fields: dict[type, tuple[str, ...]] = {}
 
 
-def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The child nodes that carry meaning (no whitespace, brackets or commas).
+def _meaningful_fields(kind: type) -> tuple[str, ...]:
+    """The fields of node class ``kind`` that may hold a meaningful child: no layout, no text
+    (``Name.value``, a literal's digits: a ``str``), so that a leaf has none."""
+    try:
+        hints = get_type_hints(kind)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: the field is kept
+        hints = {}
+    return tuple(f.name for f in dataclasses.fields(kind) if f.name not in _LAYOUT_FIELDS
+                 and not f.name.startswith("whitespace") and hints.get(f.name) is not str)
 
-    Much cheaper than libcst's ``node.children``, which runs a visitor per call.
+
+def syntax_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """The child nodes that carry meaning (no whitespace, brackets or commas), in source order.
+
+    Much cheaper than libcst's ``node.children``, which runs a visitor per call; a list, not a
+    generator (this runs for every node of every walk, and a leaf returns at once).
     """
     names = _child_fields.get(type(node))
     if names is None:
-        names = _child_fields[type(node)] = tuple(
-            f.name for f in dataclasses.fields(node)
-            if f.name not in _LAYOUT_FIELDS and not f.name.startswith("whitespace")
-        )
-    known = _node_types.get     # :func:`is_node_type` inlined: this runs for every node of every walk
+        names = _child_fields[type(node)] = _meaningful_fields(type(node))
+    if not names:
+        return ()
+    known = _node_types.get     # :func:`is_node_type` inlined
+    children = []
     for name in names:
         value = getattr(node, name)
         kind = type(value)
@@ -62,11 +74,12 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             for item in value:
                 node_type = known(type(item))
                 if node_type or (node_type is None and is_node_type(type(item))):
-                    yield item
+                    children.append(item)
         else:
             node_type = known(kind)
             if node_type or (node_type is None and is_node_type(kind)):
-                yield value
+                children.append(value)
+    return children
 
 
 def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:
@@ -77,7 +90,7 @@ def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool] | None = None) 
         current = stack.pop()
         yield current
         if enter is None or current is node or enter(current):
-            stack.extend(reversed(list(syntax_children(current))))
+            stack.extend(reversed(syntax_children(current)))
 
 
 _node_types: dict[type, bool] = {}
@@ -553,10 +566,12 @@ def assigned_names(statements: Iterable[cst.BaseStatement]) -> set[str]:
             for node in walk(statement, _not_a_function) for name in assignment_names(node)}
 
 
-def assignment_names(node: cst.CSTNode) -> Iterator[str]:
-    """The names one node rebinds, as :func:`assigned_names` counts them."""
+def assignment_names(node: cst.CSTNode) -> tuple[str, ...]:
+    """The names one node rebinds, as :func:`assigned_names` counts them (a tuple: this runs for
+    every node of a closure, and most rebind nothing)."""
     if type(node) in _ASSIGNING:      # leaf classes of libcst: by type, as :func:`syntax_children` tests
-        yield from (name.value for name in _names_in_target(node.target))
+        return tuple(name.value for name in _names_in_target(node.target))
+    return ()
 
 
 _ASSIGNING = frozenset({cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For})
@@ -640,7 +655,7 @@ def scope_names(function: cst.FunctionDef | cst.Lambda) -> ScopeNames:
     for node in _own_scope_nodes(function.body):
         if type(node) in declared:
             declared[type(node)].update(item.name.value for item in node.names)
-        else:
+        elif type(node) in _STORING:
             names.update(name.value for name in _stores(node))
     globals_, nonlocals = frozenset(declared[cst.Global]), frozenset(declared[cst.Nonlocal])
     return ScopeNames(frozenset(names) - globals_ - nonlocals, globals_, nonlocals)
@@ -746,6 +761,10 @@ def _target_loads(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 _TARGET_BINDERS = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del)
+
+
+_STORING = frozenset({*_TARGET_BINDERS, cst.AsName, cst.MatchAs, cst.MatchStar, cst.MatchMapping, cst.FunctionDef,
+                      cst.ClassDef, cst.Import, cst.ImportFrom})     # the only kinds :func:`_stores` finds names in
 
 
 def _stores(node: cst.CSTNode) -> Iterator[cst.Name]:

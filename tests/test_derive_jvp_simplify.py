@@ -4,14 +4,19 @@ rewrites on every derived jvp of the library are proven by tests/engine/test_der
 (against the formulas' own jvps) and tests/test_derived_jvp_torch.py (through torch)."""
 from __future__ import annotations
 
+import inspect
 import textwrap
 
 import libcst as cst
 import numpy as np
+import pytest
 
 import reference_engine as engine
 from formulas import at
 from formulas.helpers import (
+    div_tensor_self_backward,
+    handle_r_to_c,
+    is_real_type,
     narrow_backward,
     negated,
     reduced_sizes,
@@ -21,7 +26,7 @@ from formulas.helpers import (
 )
 from formulas.linalg import matrix_transpose
 from transpiler.derive_jvp import code
-from transpiler.derive_jvp_simplify import simplify
+from transpiler.derive_jvp_simplify import CONJUGATING_HELPERS, simplify
 
 
 def _simplified(source: str) -> str:
@@ -483,3 +488,71 @@ def test_index_put_into_a_tensor_zero_at_the_indices_broadcasts_the_values_itsel
     values = {"result": x, "indices": [engine.Tensor(np.array([2, 0]))]}
     np.testing.assert_array_equal(_run(simplified, **values)(tx, tv).numpy(),
                                   _run(textwrap.dedent(INDEX_PUT), **values)(tx, tv).numpy())
+
+
+REPLAYED_APART = """
+    def jvp(self_t, other_t):
+        taken_2 = weight is not None
+        if taken_2:
+            d = self_t * weight
+        else:
+            d = at.zeros_like(self_t)
+        e = other_t * 2.0
+        if taken_2:
+            d = d + e * weight
+        else:
+            d = d + e
+        return d
+    """
+
+
+def test_a_branch_moves_down_to_its_replay_when_nothing_between_reads_what_it_binds():
+    simplified = _simplified(REPLAYED_APART)
+    assert simplified.count("if taken_2:") == 1 and "zeros_like" not in simplified and "d = e\n" in simplified
+    read_between = _simplified(REPLAYED_APART.replace("e = other_t * 2.0", "e = other_t * 2.0 + d"))
+    assert read_between.count("if taken_2:") == 2 and "zeros_like" in read_between     # stays
+    rng = np.random.default_rng(0)
+    x, y, w = (engine.Tensor(rng.standard_normal(3)) for _ in range(3))
+    for weight in (None, w):
+        np.testing.assert_array_equal(_run(simplified, weight=weight)(x, y).numpy(),
+                                      _run(textwrap.dedent(REPLAYED_APART), weight=weight)(x, y).numpy())
+
+
+CONJUGATES = """
+    def jvp(self_t, other_t):
+        factor_2 = at.conj(other)
+        grad_3 = sum_to(div_tensor_self_backward(self_t, factor_2, self_type), factor_2.sizes())
+        grad_4 = sum_to(div_tensor_self_backward(other_t, other, self_type), other.sizes())
+        factor_5 = at.conj(other * other)
+        d_6 = grad_3 + grad_4 * factor_5
+        return d_6
+    """
+
+
+def test_a_conjugate_undone_by_a_helper_goes_and_a_real_value_is_not_conjugated():
+    simplified = _simplified(CONJUGATES)
+    assert "at.conj(other)" not in simplified and "sum_to(handle_r_to_c(self_type, self_t / other), other.sizes())" \
+        in simplified
+    assert ("div_tensor_self_backward(other_t, other, self_type) if other.is_complex() else "
+            "handle_r_to_c(self_type, other_t / other)") in simplified
+    assert "factor_5_2 = other * other" in simplified \
+        and "factor_5 = at.conj(factor_5_2) if factor_5_2.is_complex() else factor_5_2" in simplified
+    helpers = {"div_tensor_self_backward": div_tensor_self_backward, "handle_r_to_c": handle_r_to_c,
+               "sum_to": sum_to, "is_real_type": is_real_type}
+    rng = np.random.default_rng(0)
+    x, y, other = (engine.Tensor(rng.standard_normal((2, 3))) for _ in range(3))
+    for kind in (engine.float64, engine.float32):
+        values = {"other": other, "self_type": kind, **helpers}
+        np.testing.assert_array_equal(_run(simplified, **values)(x, y).numpy(),
+                                      _run(textwrap.dedent(CONJUGATES), **values)(x, y).numpy())
+
+
+@pytest.mark.parametrize("name", sorted(CONJUGATING_HELPERS))
+def test_a_conjugating_helpers_body_is_its_source_with_the_conjugate_taken_off(name):
+    import formulas.helpers
+
+    position, body = CONJUGATING_HELPERS[name]
+    function = getattr(formulas.helpers, name)
+    parameters = list(inspect.signature(function).parameters)
+    conjugated = [f"at.conj({p})" if i == position else p for i, p in enumerate(parameters)]
+    assert f"return {body.format(*conjugated)}\n" in inspect.getsource(function)

@@ -37,6 +37,13 @@ jvp returns the same:
   ``B`` do not bind: one value tested twice) is ``if c: A; C else: B; D``, and ``c = E`` again
   (``c`` holding ``E`` already) is dropped; what ``A`` bound and ``C`` binds again is then dead.
   An ``a.append(x)`` to a list no other name can hold and nothing reads later is dead too.
+  ``if c: A else: B`` moves down to a later ``if c:`` of its block when nothing between reads
+  what ``A`` or ``B`` bind or rebinds what they read, so the two merge (a zero made in ``B`` and
+  added to in ``D`` is then ``d = x``).
+- **Conjugates.** A ``CONJUGATING_HELPERS`` call (``div_tensor_self_backward(g, o, T)``, which
+  reads ``o`` only as ``at.conj(o)``) at ``at.conj(z)`` is its body at ``z`` (``conj(conj(z)) =
+  z``), at a real value its body without the ``conj`` (``is_complex()`` checked at run time);
+  ``v = at.conj(E)`` reads ``E`` as it is when ``E`` is real: ``conj`` is the identity there.
 - **Involutions.** ``at.t(at.t(x))``, ``matrix_transpose(matrix_transpose(x))`` and
   ``at.flip(at.flip(x, dims), dims)`` (also through a name whose value is the same where it is
   read) are ``x``: a transpose or a flip undone puts every element back.
@@ -846,6 +853,41 @@ def merge_replayed_branches(statements: list[cst.BaseStatement]) -> list[cst.Bas
     return [_in_blocks(s, merge_replayed_branches) for s in result]
 
 
+def _appended_names(node: cst.CSTNode) -> set[str]:
+    """Names ``node`` appends to (``a.append(x)``)."""
+    return {n.func.value.value for n in _nodes(node) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+            and n.func.attr.value == "append" and isinstance(n.func.value, cst.Name)}
+
+
+def gather_replayed_branches(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: ``if c: A else: B`` (``c`` a name they do not bind, no ``return`` in them)
+    moves down to a later ``if c:`` of the same block when no statement between reads a name
+    ``A`` or ``B`` binds or appends to, nor binds (or appends to) a name they read or ``c``: the
+    formula language's expressions have no side effects, so the branch computes the same there,
+    and the two are adjacent, one ``if`` for ``merge_replayed_branches`` (a zero made in one
+    branch and added to in the replay is then one block for ``drop_added_zeros``)."""
+    result = list(statements)
+    for index in reversed(range(len(result))):
+        first = result[index]
+        if not (isinstance(first, cst.If) and isinstance(first.test, cst.Name) and not isinstance(first.orelse, cst.If)
+                and not any(isinstance(n, cst.Return) for n in _nodes(first))):
+            continue
+        written = set(_bound_names(first)) | _appended_names(first)
+        if first.test.value in written:
+            continue
+        read = _names(first) - written
+        for later in range(index + 1, len(result)):
+            statement = result[later]
+            if isinstance(statement, cst.If) and isinstance(statement.test, cst.Name) \
+                    and statement.test.value == first.test.value:
+                if later > index + 1:
+                    result[index:later] = [*result[index + 1:later], first]
+                break
+            if _names(statement) & written or _changes(statement, read | {first.test.value}):
+                break
+    return [_in_blocks(s, gather_replayed_branches) for s in result]
+
+
 # ---- involutions ----------------------------------------------------------------------------
 #: Operators that are their own inverse, by the number of arguments they take: ``at.t`` swaps
 #: the two dims of a matrix (and is the identity below two dims), ``matrix_transpose`` the last
@@ -900,6 +942,83 @@ def fold_involutions(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
                if bound.stable(name) and (inner := _involution(value)) is not None and name not in inner.reads
                and all(bound.stable(n) or (name in top and n not in top[name]) for n in inner.reads)}
     return list(cst.Module(body=statements).visit(_Involutions(applied)).body)
+
+
+# ---- conjugates -----------------------------------------------------------------------------
+#: Helpers that read one tensor parameter only conjugated: helper -> (that parameter's position,
+#: the helper's body with its ``at.conj`` taken off, ``{i}`` the code of the ``i``-th argument).
+#: A call whose argument there is ``at.conj(z)`` is the body at ``z`` (``conj(conj(z)) = z``); one
+#: whose argument is real (``is_complex()`` false when it runs) is the body at it (``conj`` is the
+#: identity on real dtypes). ``tests/test_derive_jvp_simplify.py`` checks each body against its
+#: helper's source.
+CONJUGATING_HELPERS = {"div_tensor_self_backward": (1, "handle_r_to_c({2}, {0} / {1})")}
+
+
+class _ConjugatingHelpers(cst.CSTTransformer):
+    def __init__(self, conjugated: dict[str, cst.BaseExpression]) -> None:
+        self.conjugated = conjugated        # a stable name -> z of the ``at.conj(z)`` it holds
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if (isinstance(updated.func, cst.Attribute) and updated.func.attr.value == "sizes" and not updated.args
+                and isinstance(updated.func.value, cst.Name) and updated.func.value.value in self.conjugated):
+            # a conjugate has the sizes of what it conjugates
+            return updated.with_changes(func=updated.func.with_changes(value=self.conjugated[updated.func.value.value]))
+        entry = CONJUGATING_HELPERS.get(code(updated.func))
+        if entry is None or any(a.keyword or a.star for a in updated.args) \
+                or len(updated.args) != entry[1].count("{"):
+            return updated
+        position, body = entry
+        arguments = [code(a.value) for a in updated.args]
+        conjugated = updated.args[position].value
+        if isinstance(conjugated, cst.Name) and conjugated.value in self.conjugated:
+            conjugated = self.conjugated[conjugated.value]
+        elif _call_name(conjugated) != "conj" or not code(conjugated.func).startswith("at."):
+            if not isinstance(conjugated, cst.Name):
+                return updated
+            real = body.format(*arguments)
+            return cst.parse_expression(f"({code(updated)} if {arguments[position]}.is_complex() else {real})")
+        else:
+            conjugated = conjugated.args[0].value
+        arguments[position] = f"({code(conjugated)})" if not isinstance(conjugated, cst.Name) else code(conjugated)
+        return cst.parse_expression(body.format(*arguments))
+
+
+def conjugate_through_helpers(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """A ``CONJUGATING_HELPERS`` call: at ``at.conj(z)`` (also through a name bound once, at the
+    top, to ``at.conj(z)``, ``z`` a stable name) its body at ``z``; at a name, its body at that
+    name when the value is real, the call otherwise (one ``conj`` fewer on real dtypes)."""
+    bound = bindings(statements)
+    top = [a for s in statements if (a := _assignment(s)) is not None]
+    conjugated = {name: value.args[0].value for name, value in top
+                  if bound.stable(name) and _call_name(value) == "conj" and code(value.func) == "at.conj"
+                  and len(value.args) == 1 and isinstance(value.args[0].value, cst.Name)
+                  and bound.stable(value.args[0].value.value)}
+    return list(cst.Module(body=statements).visit(_ConjugatingHelpers(conjugated)).body)
+
+
+def conjugate_real_only(statements: list[cst.BaseStatement], taken: set[str]) -> list[cst.BaseStatement]:
+    """``v = at.conj(E)`` -> ``w = E`` (``E`` itself when a name) then ``v = at.conj(w) if
+    w.is_complex() else w``: ``conj`` is the identity on real dtypes, so a real value is read as
+    it is (one operator call fewer)."""
+    def rewrite(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        result = []
+        for statement in block:
+            statement = _in_blocks(statement, rewrite)
+            assigned = _assignment(statement)
+            value = assigned[1] if assigned is not None else None
+            if value is None or code(value.func if isinstance(value, cst.Call) else value) != "at.conj" \
+                    or len(value.args) != 1 or value.args[0].keyword or value.args[0].star:
+                result.append(statement)
+                continue
+            fresh = code(value.args[0].value)
+            if not isinstance(value.args[0].value, cst.Name):
+                fresh = next(f"{assigned[0]}_{k}" for k in itertools.count(2) if f"{assigned[0]}_{k}" not in taken)
+                taken.add(fresh)
+                result.append(cst.parse_statement(f"{fresh} = {code(value.args[0].value)}\n"))
+            result.append(cst.parse_statement(f"{assigned[0]} = at.conj({fresh}) if {fresh}.is_complex() else {fresh}\n"))
+        return result
+
+    return rewrite(list(statements))
 
 
 # ---- transposed products ------------------------------------------------------------------
@@ -1496,6 +1615,8 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = share_repeated_values(statements)
     statements = share_repeated_subexpressions(statements)
     statements = share_repeated_values(statements)
+    statements = merge_replayed_branches(gather_replayed_branches(statements))
+    statements = drop_added_zeros(statements)
     statements, _ = _live_only(statements, set(), private_lists(statements))
     statements = sink_into_branches(statements, taken)
     statements = fuse_complementary_writes(statements)
@@ -1504,7 +1625,9 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = fuse_where_terms(statements)
     statements = fuse_sums_to(statements)
     statements = subtract_negated_terms(statements)
+    statements = conjugate_through_helpers(statements)
     statements, _ = _live_only(statements, set(), private_lists(statements))
+    statements = conjugate_real_only(statements, taken)
     while (dropped := drop_unread_lists(statements)) is not statements:
         statements, _ = _live_only(dropped, set(), private_lists(dropped))
     return jvp.with_changes(body=jvp.body.with_changes(body=statements))

@@ -520,7 +520,7 @@ def test_a_fill_a_masked_scatter_overwrites_is_skipped_and_its_sizes_are_the_bro
              broadcast_sizes=broadcast_sizes)(tx, tsource)
 
 
-PADDED = """
+EMPTY_PADDING = """
     def jvp(self_t):
         selected_34 = at.masked_select(self_t, mask)
         unused_38 = at.new_zeros(selected_34, [numel - selected_34.size(0)])
@@ -530,18 +530,18 @@ PADDED = """
 
 
 def test_a_padding_by_no_zeros_is_the_tensor_reshaped_when_its_sizes_differ():
-    simplified = _simplified(PADDED)
+    simplified = _simplified(EMPTY_PADDING)
     assert "if numel - selected_34.size(0) == 0 and selected_34.dim() == 1:" in simplified
     assert ("grad_source_33 = selected_34 if selected_34.sizes() == sizes else at.reshape(selected_34, sizes)"
             in simplified)
-    assert "if numel" not in _simplified(PADDED.replace("at.new_zeros(selected_34,", "at.new_zeros(result,"))
+    assert "if numel" not in _simplified(EMPTY_PADDING.replace("at.new_zeros(selected_34,", "at.new_zeros(result,"))
     rng = np.random.default_rng(4)
     tx = engine.Tensor(rng.standard_normal((3, 4)))
     mask = engine.Tensor(np.arange(12).reshape(3, 4) % 3 == 0)     # 4 selected
     for numel, sizes in ((4, [4]), (4, [2, 2]), (6, [6]), (6, [2, 3])):
         values = {"mask": mask, "numel": numel, "sizes": sizes}
         np.testing.assert_array_equal(_run(simplified, **values)(tx).numpy(),
-                                      _run(textwrap.dedent(PADDED), **values)(tx).numpy())
+                                      _run(textwrap.dedent(EMPTY_PADDING), **values)(tx).numpy())
 
 
 NESTED_READS = """

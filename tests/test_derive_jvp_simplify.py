@@ -14,6 +14,7 @@ import pytest
 import reference_engine as engine
 from formulas import at
 from formulas.helpers import (
+    broadcast_sizes,
     div_tensor_self_backward,
     handle_r_to_c,
     is_real_type,
@@ -476,8 +477,11 @@ INDEX_PUT = """
     """
 
 
-def test_index_put_into_a_tensor_zero_at_the_indices_broadcasts_the_values_itself():
-    simplified = _simplified(INDEX_PUT)
+@pytest.mark.parametrize("indexed", ["at.new_zeros(result, result.sizes())", "result"])
+def test_index_put_into_a_tensor_zero_at_the_indices_broadcasts_the_values_itself(indexed):
+    source = INDEX_PUT.replace("at.new_zeros(result, result.sizes())", indexed)
+    simplified = _simplified(source)
+    assert "at.new_zeros(values_t, [])" in simplified       # the zeros take the values' dtype unbroadcast
     assert "d_grad = at.index_put(grad_self_33, indices, values_t, True)" in simplified
     assert "at.index_put(grad_self_33, indices, values_t" not in _simplified(
         INDEX_PUT.replace("at.index(at.new_zeros(result, result.sizes()), indices)",
@@ -487,7 +491,84 @@ def test_index_put_into_a_tensor_zero_at_the_indices_broadcasts_the_values_itsel
     tv = engine.Tensor(rng.standard_normal((3,)))           # broadcast to the indexed (2, 3)
     values = {"result": x, "indices": [engine.Tensor(np.array([2, 0]))]}
     np.testing.assert_array_equal(_run(simplified, **values)(tx, tv).numpy(),
-                                  _run(textwrap.dedent(INDEX_PUT), **values)(tx, tv).numpy())
+                                  _run(textwrap.dedent(source), **values)(tx, tv).numpy())
+
+
+MASKED_SCATTER = """
+    def jvp(self_t, source_t):
+        t_52 = at.masked_fill(self_t, mask, 0)
+        if t_52.sizes() == full:
+            d_grad = at.masked_scatter(t_52, mask, source_t)
+        else:
+            d_grad = t_52
+        return d_grad
+    """
+
+
+def test_a_fill_a_masked_scatter_overwrites_is_skipped_and_its_sizes_are_the_broadcast():
+    simplified = _simplified(MASKED_SCATTER)
+    assert "d_grad = at.masked_scatter(self_t, mask, source_t)" in simplified
+    assert "if broadcast_sizes(self_t.sizes(), mask.sizes()) == full:" in simplified
+    assert simplified.index("t_52 = at.masked_fill") > simplified.index("else:")   # made only where read
+    other = _simplified(MASKED_SCATTER.replace("at.masked_scatter(t_52, mask,", "at.masked_scatter(t_52, other,"))
+    assert "at.masked_scatter(t_52, other, source_t)" in other      # another mask: the fill stays
+    rng = np.random.default_rng(3)
+    tx, tsource = engine.Tensor(rng.standard_normal((4,))), engine.Tensor(rng.standard_normal((12,)))
+    mask = engine.Tensor(rng.standard_normal((3, 4)) > 0)           # self broadcast with the mask
+    for full in ([3, 4], [4]):
+        values = {"mask": mask, "other": mask, "full": full, "broadcast_sizes": broadcast_sizes}
+        np.testing.assert_array_equal(_run(simplified, **values)(tx, tsource).numpy(),
+                                      _run(textwrap.dedent(MASKED_SCATTER), **values)(tx, tsource).numpy())
+    with pytest.raises(RuntimeError, match="only supports boolean masks"):     # as the fill did
+        _run(simplified, mask=engine.Tensor(np.ones((4,), dtype=np.int64)), full=[4],
+             broadcast_sizes=broadcast_sizes)(tx, tsource)
+
+
+EMPTY_PADDING = """
+    def jvp(self_t):
+        selected_34 = at.masked_select(self_t, mask)
+        unused_38 = at.new_zeros(selected_34, [numel - selected_34.size(0)])
+        grad_source_33 = at.reshape(at.cat([selected_34, unused_38], 0), sizes)
+        return grad_source_33
+    """
+
+
+def test_a_padding_by_no_zeros_is_the_tensor_reshaped_when_its_sizes_differ():
+    simplified = _simplified(EMPTY_PADDING)
+    assert "if numel - selected_34.size(0) == 0 and selected_34.dim() == 1:" in simplified
+    assert ("grad_source_33 = selected_34 if selected_34.sizes() == sizes else at.reshape(selected_34, sizes)"
+            in simplified)
+    assert "if numel" not in _simplified(EMPTY_PADDING.replace("at.new_zeros(selected_34,", "at.new_zeros(result,"))
+    rng = np.random.default_rng(4)
+    tx = engine.Tensor(rng.standard_normal((3, 4)))
+    mask = engine.Tensor(np.arange(12).reshape(3, 4) % 3 == 0)     # 4 selected
+    for numel, sizes in ((4, [4]), (4, [2, 2]), (6, [6]), (6, [2, 3])):
+        values = {"mask": mask, "numel": numel, "sizes": sizes}
+        np.testing.assert_array_equal(_run(simplified, **values)(tx).numpy(),
+                                      _run(textwrap.dedent(EMPTY_PADDING), **values)(tx).numpy())
+
+
+NESTED_READS = """
+    def jvp(self_t):
+        v = at.exp(self_t)
+        if a:
+            if b:
+                d = self_t
+            else:
+                d = v
+        else:
+            d = v + self_t
+        return d
+    """
+
+
+def test_a_value_read_in_both_branches_sinks_into_the_nested_branch_that_reads_it():
+    simplified = _simplified(NESTED_READS)
+    assert simplified.count("at.exp(self_t)") == 2 and "    v = at.exp" not in simplified.splitlines()[1]
+    tx = engine.Tensor(np.random.default_rng(5).standard_normal((3,)))
+    for a, b in ((True, True), (True, False), (False, True)):
+        np.testing.assert_array_equal(_run(simplified, a=a, b=b)(tx).numpy(),
+                                      _run(textwrap.dedent(NESTED_READS), a=a, b=b)(tx).numpy())
 
 
 REPLAYED_APART = """

@@ -1228,6 +1228,13 @@ def _fills_zero(schema: FunctionSchema, by_param: Mapping[str, Operand]) -> bool
         and float(fill.constant.value) == 0.0
 
 
+def _zeros_like_witness(witness: str, sizes: cst.BaseExpression) -> str:
+    """A tensor of ``sizes`` and ``witness``'s dtype that a ``SIZED_BY_CONSTANT_VALUES`` operator runs on
+    for its result's sizes (which do not depend on its values): ``witness`` itself when ``sizes``
+    are its own, else zeros of ``sizes``."""
+    return witness if code(sizes) == f"{witness}.sizes()" else f"at.new_zeros({witness}, {code(sizes)})"
+
+
 def _sizes_of_constant(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
     return None if value is None or _is_none(value) else _expr(f"{code(value)}.sizes()")
 
@@ -1594,7 +1601,7 @@ class _Sweep:
                 known = sizes.get(step.linear[argument.name])
                 if known is None:
                     return None
-                positional.append(f"at.new_zeros({self.witness}, {code(known)})")
+                positional.append(_zeros_like_witness(self.witness, known))
             elif argument.name in step.arguments:
                 positional.append(code(step.arguments[argument.name]))
             else:

@@ -60,7 +60,8 @@ jvp returns the same:
   is linear and reduces the same dims of two tensors of one shape.
 - **Values read in branches.** ``x = E`` (``E`` calling an operator) read only in the branches
   of one later ``if`` is computed first in each branch that reads it (a new name in the
-  ``else``; into both only a write into zeros and the values it reads).
+  ``else``; into both only a write into zeros and the values it reads, or a value one branch
+  reads only in a nested ``if``'s branches, where it sinks again).
 - **Complementary writes.** ``a + b`` (each maybe ``sum_to`` one size) where ``a`` writes a
   source into zeros at a place (``gather_backward``, ``index_put`` accumulating, ``masked_scatter``,
   a ``select``/``slice``/``diagonal`` backward) and ``b`` holds zeros at the same place
@@ -69,10 +70,19 @@ jvp returns the same:
   source written into ``b`` (into ``y`` for a view's scatter) when the sizes agree (checked at run
   time), ``a + b`` otherwise.
 - **Values index_put broadcasts.** ``at.index_put(x, i, w, a)`` with ``w`` the values broadcast
-  to ``list(at.index(z, i).sizes())`` of a zero ``z`` reads the values as they are when ``x`` has
-  ``z``'s sizes (checked at run time): the zero indexed only for its sizes is not made.
+  to ``list(at.index(z, i).sizes())`` of a zero ``z`` (or any tensor ``z``) reads the values as
+  they are when ``x`` has ``z``'s sizes (checked at run time): the zero indexed only for its sizes
+  is not made.
 - **Negated terms.** ``n = -x`` read once, as ``n + y`` or ``y + n``, is ``y - x`` (IEEE
   subtraction adds the negation).
+- **Fills overwritten.** ``at.masked_scatter(f, m, s)`` with ``f = at.masked_fill(x, m, c)`` is
+  ``at.masked_scatter(x, m, s)`` (the scatter overwrites what the fill wrote), and ``f.sizes()``
+  (``x`` and ``m`` names) is ``broadcast_sizes(x.sizes(), m.sizes())``.
+- **Padding by nothing.** ``at.reshape(at.cat([a, u], 0), s)`` with ``u = at.new_zeros(a, [n])``
+  is ``a`` (reshaped where its sizes are not ``s``) when ``n == 0`` and ``a`` is 1-d (checked at
+  run time), as before otherwise.
+- **Zeros of a broadcast.** ``at.new_zeros(w, s)`` with ``w`` a broadcast of ``v`` is
+  ``at.new_zeros(v, s)``: the same dtype, read before the broadcast.
 
 Names bound more than once, or inside a loop, are left alone by the rules that substitute:
 their value at a use is not the one at the binding. Dead assignments are dropped last.
@@ -88,6 +98,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from transpiler.jvp_fragments import code, rename
+from transpiler.jvp_fragments import expression as _expr
 from transpiler.jvp_fragments import live_only as _live_only
 from transpiler.jvp_fragments import names as _names
 from transpiler.jvp_fragments import nodes as _nodes
@@ -1286,6 +1297,17 @@ def subtract_negated_terms(statements: list[cst.BaseStatement]) -> list[cst.Base
     return rewrite(statements)
 
 # ---- values read only in branches --------------------------------------------------------
+def _sinks_further(branch: cst.If, name: str) -> bool:
+    """Whether a branch of ``branch`` reads ``name`` only in the branches of one ``if`` (not its
+    test): copied into both, ``name`` sinks again there, and that ``if``'s other path no longer
+    computes it."""
+    for block in (branch.body, branch.orelse.body if branch.orelse is not None else None):
+        readers = [s for s in (block.body if block is not None else ()) if name in _names(s)]
+        if len(readers) == 1 and isinstance(readers[0], cst.If) and name not in _names(readers[0].test):
+            return True
+    return False
+
+
 def sink_into_branches(statements: list[cst.BaseStatement], taken: set[str]) -> list[cst.BaseStatement]:
     """In every block: ``x = E`` (``E`` calling an operator; ``x`` and every name ``E`` reads bound
     once, outside loops) read only in the branches of one later ``if``/``else`` (not in its test)
@@ -1315,7 +1337,8 @@ def sink_into_branches(statements: list[cst.BaseStatement], taken: set[str]) -> 
                 continue        # moved only when it saves an operator call
             in_both = branch.orelse is not None and name in _names(branch.body) and name in _names(branch.orelse.body)
             values = {n: v for n, v in _top_assignments(statements).items() if bound.stable(n)}
-            if in_both and _write_term(assigned[1], values) is None and name not in feeding:
+            if in_both and _write_term(assigned[1], values) is None and name not in feeding \
+                    and not _sinks_further(branch, name):
                 continue        # copied into both branches only for a write a rule may fuse there
             if in_both:
                 feeding.update(_names(assigned[1]))
@@ -1558,7 +1581,8 @@ def _broadcast_of(value: cst.BaseExpression) -> tuple[cst.BaseExpression, str] |
 def keep_index_put_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     """In every block: ``d = at.index_put(x, i, w, a)`` (``x`` a name) where ``w`` is ``v``
     broadcast to ``b`` (``v if v.sizes() == b else at.expand(v, b)``), ``b`` is ``list(at.index(z,
-    i).sizes())`` of one ``i`` and ``z`` a zero of sizes ``s`` (all bound once) -> ``d =
+    i).sizes())`` of one ``i`` and ``z`` a zero of sizes ``s`` or a name of sizes ``s = z.sizes()``
+    (all bound once) -> ``d =
     at.index_put(x, i, v, a)`` when ``x`` has the sizes ``s`` (checked at run time), as before
     otherwise: ``index_put`` broadcasts its values to the indexed shape, which is then ``b``, and
     the zero indexed only to read ``b`` is not made."""
@@ -1581,6 +1605,8 @@ def keep_index_put_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.B
             found = re.fullmatch(r"at\.index\((.*), (.*)\)\.sizes\(\)", code(indexed.args[0].value))
             zero = cst.parse_expression(found[1]) if found is not None and found[2] == code(args[1]) else None
             sizes = _zero_sizes_of(zero, values) if zero is not None else None
+            if sizes is None and isinstance(zero, cst.Name):
+                sizes = _expr(f"{zero.value}.sizes()")      # indexed for its sizes as it is
             if sizes is None:
                 continue
             fused = assigned[1].with_changes(args=[*assigned[1].args[:2], assigned[1].args[2].with_changes(
@@ -1592,6 +1618,141 @@ def keep_index_put_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.B
         return result
 
     return keep(statements)
+
+
+# ---- fills a masked_scatter overwrites ----------------------------------------------------
+def _masked_fill_of(value: cst.BaseExpression | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``(x, m)`` of ``at.masked_fill(x, m, <a number literal>)``."""
+    if _call_name(value) != "masked_fill" or not isinstance(value.func, cst.Attribute):
+        return None
+    args = _plain_args(value, 3)
+    if args is None or not isinstance(args[2], (cst.Integer, cst.Float)):
+        return None
+    return args[0], args[1]
+
+
+def skip_overwritten_fills(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``at.masked_scatter(f, m, s)`` where ``f`` is ``at.masked_fill(x, m, c)`` (``c`` a number, ``m``
+    the same code; inline, or a name bound once whose value reads only names bound once) ->
+    ``at.masked_scatter(x, m, s)``: both broadcast ``x`` with ``m``, and the scatter overwrites
+    every element the fill wrote (both raise for a mask that is not boolean). ``f.sizes()`` (``x``
+    and ``m`` names) is ``broadcast_sizes(x.sizes(), m.sizes())``, the sizes of both. The fill,
+    then unread, goes with the dead assignments."""
+    bound = bindings(statements)
+    fills = {name: found for name, value in _top_assignments(statements).items()
+             if bound.stable(name) and (found := _masked_fill_of(value)) is not None
+             and all(bound.stable(n) for n in _names(value))}
+
+    class Skip(cst.CSTTransformer):
+        @staticmethod
+        def scatter_unfilled(updated: cst.BaseExpression) -> cst.BaseExpression:
+            if _call_name(updated) != "masked_scatter" or not isinstance(updated.func, cst.Attribute):
+                return updated
+            args = _plain_args(updated, 3)
+            if args is None:
+                return updated
+            filled = fills.get(args[0].value) if isinstance(args[0], cst.Name) else _masked_fill_of(args[0])
+            if filled is None or code(filled[1]) != code(args[1]):
+                return updated
+            return updated.with_changes(args=[updated.args[0].with_changes(value=filled[0]), *updated.args[1:]])
+
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            return self.sizes_of_fill(self.scatter_unfilled(updated))
+
+        @staticmethod
+        def sizes_of_fill(node: cst.BaseExpression) -> cst.BaseExpression:
+            if not (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value == "sizes" and isinstance(node.func.value, cst.Name)):
+                return node
+            filled = fills.get(node.func.value.value)
+            if filled is None or not all(isinstance(part, cst.Name) for part in filled):
+                return node
+            return _expr(f"broadcast_sizes({filled[0].value}.sizes(), {code(filled[1])}.sizes())")
+
+    return list(cst.Module(body=statements).visit(Skip()).body)
+
+
+# ---- padding by nothing ------------------------------------------------------------------
+def _padded(value: cst.BaseExpression) -> tuple[str, str] | None:
+    """``(a, u)`` of ``at.cat([a, u], 0)`` (two names)."""
+    if _call_name(value) != "cat" or not isinstance(value.func, cst.Attribute):
+        return None
+    args = _plain_args(value, 2)
+    if args is None or code(args[1]) != "0" or not isinstance(args[0], cst.List) or len(args[0].elements) != 2:
+        return None
+    pieces = [e.value for e in args[0].elements]
+    if not all(isinstance(p, cst.Name) for p in pieces):
+        return None
+    return pieces[0].value, pieces[1].value
+
+
+def skip_empty_padding(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: ``d = at.reshape(at.cat([a, u], 0), s)`` (or ``d = at.cat([a, u], 0)``) where
+    ``u = at.new_zeros(a, [n])`` (``u`` read only there; ``u`` and every name ``n`` reads bound
+    once) -> ``d = a`` (``a`` if it has the sizes ``s``, else ``at.reshape(a, s)``) when ``n == 0``
+    and ``a`` is 1-d (checked at run time: the padding is then empty, of ``a``'s dtype, and the
+    cat a copy of ``a``), as before otherwise (the zeros of the padding are then made only
+    there)."""
+    bound = bindings(statements)
+    module = cst.Module(body=statements)
+    reads = Counter(n.value for n in _nodes(module) if isinstance(n, cst.Name))
+    values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
+
+    def padding_length(a: str, u: str) -> cst.BaseExpression | None:
+        value = values.get(u)
+        if reads[u] != 2 or _call_name(value) != "new_zeros" or not isinstance(value.func, cst.Attribute):
+            return None
+        args = _plain_args(value, 2)
+        if args is None or code(args[0]) != a or not isinstance(args[1], cst.List) or len(args[1].elements) != 1:
+            return None
+        length = args[1].elements[0].value
+        return length if all(bound.stable(n) for n in _names(length)) else None
+
+    def skip(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        result = [_in_blocks(s, skip) for s in block]
+        for index, statement in enumerate(result):
+            assigned = _assignment(statement)
+            if assigned is None:
+                continue
+            value, sizes = assigned[1], None
+            if _call_name(value) == "reshape" and isinstance(value.func, cst.Attribute) \
+                    and (args := _plain_args(value, 2)) is not None:
+                value, sizes = args
+            padded = _padded(value)
+            length = padding_length(*padded) if padded is not None else None
+            if length is None or not bound.stable(padded[0]):
+                continue
+            a = padded[0]
+            kept = a if sizes is None else f"{a} if {a}.sizes() == {code(sizes)} else at.reshape({a}, {code(sizes)})"
+            choice = cst.parse_statement(f"if {code(length)} == 0 and {a}.dim() == 1:\n    {assigned[0]} = {kept}\n"
+                                         f"else:\n    {assigned[0]} = {code(assigned[1])}\n")
+            result[index] = choice.with_changes(leading_lines=statement.leading_lines)
+        return result
+
+    return skip(statements)
+
+
+# ---- dtypes read through a broadcast --------------------------------------------------------
+def zeros_of_unbroadcast(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``at.new_zeros(w, s)`` where ``w`` (bound once) is ``v`` broadcast to ``b`` (``v if v.sizes()
+    == b else at.expand(v, b)``) -> ``at.new_zeros(v, s)``: ``new_zeros`` reads only the dtype of
+    ``w``, which is ``v``'s; the broadcast, then maybe unread there, need not come first."""
+    bound = bindings(statements)
+    broadcasts = {name: found[0] for name, value in _top_assignments(statements).items()
+                  if bound.stable(name) and (found := _broadcast_of(value)) is not None
+                  and bound.stable(found[0].value)}
+
+    class Unbroadcast(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            if _call_name(updated) != "new_zeros" or not isinstance(updated.func, cst.Attribute):
+                return updated
+            args = _plain_args(updated, 2)
+            if args is None or not isinstance(args[0], cst.Name) or args[0].value not in broadcasts:
+                return updated
+            return updated.with_changes(args=[updated.args[0].with_changes(value=broadcasts[args[0].value]),
+                                              updated.args[1]])
+
+    return list(cst.Module(body=statements).visit(Unbroadcast()).body)
 
 
 # ---- the entry point ---------------------------------------------------------------------
@@ -1621,6 +1782,9 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = sink_into_branches(statements, taken)
     statements = fuse_complementary_writes(statements)
     statements = keep_index_put_broadcasts(statements)
+    statements = skip_overwritten_fills(statements)
+    statements = skip_empty_padding(statements)
+    statements = zeros_of_unbroadcast(statements)
     statements = sink_into_branches(statements, taken)
     statements = fuse_where_terms(statements)
     statements = fuse_sums_to(statements)

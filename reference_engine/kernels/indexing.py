@@ -111,6 +111,8 @@ def masked_fill(x, mask, value):
 @kernel("masked_scatter")
 def masked_scatter(x, mask, source):
     x, mask, source = _array(x), _array(mask), _array(source)
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {mask.dtype}")
     full = np.broadcast_shapes(x.shape, mask.shape)
     out = np.broadcast_to(x, full).copy()
     selected = np.broadcast_to(mask, full)

@@ -40,6 +40,7 @@ import torch
 
 from formulas.torch.backend import TorchBackend, load_package
 from formulas.torch.function import TorchFormula, below_autograd, records
+from formulas.torch.generate import compile_kernel
 
 
 #: The per-device autograd keys the kernels are registered at. A registration at the ``Autograd``
@@ -330,7 +331,10 @@ def _kernel(formula: TorchFormula) -> Any:
         return call(bind(args, kwargs))
 
     autograd_kernel.__name__ = f"{formula.op_name}_formula_autograd"
-    return autograd_kernel
+    if formula.generated is None:
+        return autograd_kernel
+    # the formula written out per formula takes the calls it covers, this kernel the others
+    return compile_kernel(formula, formula.generated, autograd_kernel)
 
 
 def _view_kernel(formula: TorchFormula) -> Any:

@@ -100,9 +100,9 @@ class _Armed:
     formula: TorchFormula
     want_jvp: bool
     planned: PlannedForward | None = None
-    #: the generated body the kernel runs instead (:func:`formulas.torch.generate.compile_custom_op`),
-    #: which leaves in ``planned`` what the backward keeps
-    body: Any = None
+    #: for the generated Function (:func:`formulas.torch.generate.compile_custom_op`): the names of
+    #: what its backward keeps, which the kernel leaves in ``planned`` instead of a plan
+    kept: tuple[str, ...] | None = None
 
 
 _WAITING = threading.local()     # .armed: the _Armed of the forward redispatching on this thread
@@ -113,8 +113,8 @@ def _outputs(formula: TorchFormula, values: list[Any]) -> Any:
     that is one of the inputs is copied (a custom op's output never aliases an input)."""
     armed = getattr(_WAITING, "armed", None)
     if armed is not None and armed.formula is formula and armed.planned is None:
-        if armed.body is not None:
-            outputs, armed.planned = armed.body(*values)
+        if armed.kept is not None:
+            outputs, armed.planned = _kept_by(formula, armed.kept, values)
         else:
             armed.planned = formula.planned_forward(values, formula.tensors_of(values), armed.want_jvp)
             outputs = armed.planned.outputs
@@ -200,18 +200,26 @@ def _autograd(formula: TorchFormula, overload: torch._ops.OpOverload) -> Any:
         return autograd_kernel
     # the formula written out per formula takes the calls it covers, this kernel the others
     return compile_custom_op(formula, formula.generated, autograd_kernel,
-                             lambda body: _generated_redispatch(formula, overload, body))[0]
+                             _generated_redispatch(formula, overload, formula.generated.kept))
 
 
-def _generated_redispatch(formula: TorchFormula, overload: torch._ops.OpOverload, body: Any) -> Any:
-    """What the generated Function's forward calls: the op below autograd, its kernel running
-    ``body`` (the formula's forward, written out), which leaves what the backward keeps."""
+def _kept_by(formula: TorchFormula, kept: tuple[str, ...], values: Sequence[Any]) -> tuple[Any, tuple[Any, ...]]:
+    """The formula's forward on ``values`` (its outputs, as torch tensors) and the values of its
+    backward closure's captures ``kept`` (none a tensor)."""
+    outputs, backward, _ = formula.forward(values)
+    cells = dict(zip(backward.__code__.co_freevars, backward.__closure__ or ()))
+    return outputs, tuple(cells[name].cell_contents for name in kept)
+
+
+def _generated_redispatch(formula: TorchFormula, overload: torch._ops.OpOverload, kept: tuple[str, ...]) -> Any:
+    """What the generated Function's forward calls: the op below autograd, whose kernel runs the
+    formula and leaves what the backward keeps (:func:`_kept_by`)."""
     first_keyword = len(formula.names) - formula.keyword_only
     keywords = formula.names[first_keyword:]
     after_autograd = torch._C._after_autograd_keyset
 
     def redispatch(keyset: Any, *values: Any) -> tuple[Any, tuple[Any, ...]]:
-        armed = _Armed(formula, False, body=body)
+        armed = _Armed(formula, False, kept=kept)
         waiting, _WAITING.armed = getattr(_WAITING, "armed", None), armed
         try:
             with torch._C._AutoDispatchBelowAutograd():
@@ -219,10 +227,9 @@ def _generated_redispatch(formula: TorchFormula, overload: torch._ops.OpOverload
                                               **dict(zip(keywords, values[first_keyword:])))
         finally:
             _WAITING.armed = waiting
-        kept = armed.planned
-        if kept is None:    # a dispatch mode answered for the kernel: the body for what the backward keeps
+        if armed.planned is None:    # a dispatch mode answered for the kernel: the formula for what is kept
             with torch._C._AutoDispatchBelowAutograd():
-                kept = body(*values)[1]
-        return outputs, kept
+                return outputs, _kept_by(formula, kept, values)[1]
+        return outputs, armed.planned
 
     return redispatch

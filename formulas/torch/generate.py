@@ -720,6 +720,7 @@ class Generated:
     source: str
     names: dict[str, Any]
     function_name: str
+    kept: tuple[str, ...]       # what the backward keeps besides saved tensors, in ``ctx.kept``'s order
 
 
 def generate(formula: TorchFormula) -> Generated:
@@ -809,7 +810,7 @@ def generate(formula: TorchFormula) -> Generated:
         raise NotCovered(f"the backward does not always return {len(gradient_slots)} gradients")
     return Generated(_source(formula, writer, forward_statements, output, output_name, saved, kept, grad_name,
                              parameters.kwonlyargs != [], captured, closure_statements),
-                     writer.names, formula._function_name)
+                     writer.names, formula._function_name, tuple(kept))
 
 
 def _source(formula: TorchFormula, writer: Writer, forward: list[ast.stmt], output: ast.expr, output_name: str | None,
@@ -908,10 +909,8 @@ def _source(formula: TorchFormula, writer: Writer, forward: list[ast.stmt], outp
         f"    return {output_text}",
         *backward(f"{PREFIX}backward", 0),
         *kernel(f"{PREFIX}kernel", "", f"{PREFIX}apply", f"{PREFIX}general"),
-        "# the custom op: its kernel runs the body, its autograd kernel redispatches to it",
-        f"def {PREFIX}body({every}):",
-        textwrap.indent(forward_text, " " * 4),
-        f"    return {output_text}, ({''.join(f'{n}, ' for n in kept)})",
+        "# the custom op's autograd kernel: its forward redispatches to the op's kernel, which runs the",
+        "# formula and hands back what the backward keeps",
         f"def {PREFIX}op_forward({PREFIX}ctx, {PREFIX}keyset, {every}):",
         *set_modes,
         f"        {output_text}, {PREFIX}kept = {PREFIX}redispatch({PREFIX}keyset, {every})",
@@ -961,16 +960,15 @@ def compile_kernel(formula: TorchFormula, generated: Generated, general: Callabl
 
 
 def compile_custom_op(formula: TorchFormula, generated: Generated, general: Callable[..., Any],
-                      redispatch: Callable[[Callable[..., Any]], Callable[..., Any]]) -> tuple[Callable[..., Any], Any]:
-    """A custom op's autograd kernel (``(keyset, *args, **kwargs)``) from ``generated`` and the
-    body its kernel runs (the formula's outputs and what its backward keeps); ``general`` takes the
-    calls the kernel does not, ``redispatch(body)`` is what the Function's forward calls."""
+                      redispatch: Callable[..., Any]) -> Callable[..., Any]:
+    """A custom op's autograd kernel (``(keyset, *args, **kwargs)``) from ``generated``: its Function's
+    forward calls ``redispatch(keyset, *values)`` for the outputs and the values ``generated.kept``
+    names; ``general`` takes the calls the kernel does not."""
     namespace = _namespace(formula, generated)
-    body = namespace[f"{PREFIX}body"]
     namespace[f"{PREFIX}op_general"] = general
-    namespace[f"{PREFIX}redispatch"] = redispatch(body)
+    namespace[f"{PREFIX}redispatch"] = redispatch
     namespace[f"{PREFIX}op_apply"] = _applied(namespace, generated.function_name, f"{PREFIX}op_forward",
                                               f"{PREFIX}op_backward")
     kernel = namespace[f"{PREFIX}op_kernel"]
     kernel.__name__ = f"{formula.op_name}_formula_autograd"
-    return kernel, body
+    return kernel

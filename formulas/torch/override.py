@@ -33,6 +33,7 @@ import contextlib
 import re
 import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -317,7 +318,18 @@ def _formulas(package: str) -> dict[str, TorchFormula]:
     return cached[1]
 
 
+#: each formula's autograd kernel, made on its first installation (compiling its generated path)
+_KERNELS: weakref.WeakKeyDictionary[TorchFormula, Any] = weakref.WeakKeyDictionary()
+
+
 def _kernel(formula: TorchFormula) -> Any:
+    kernel = _KERNELS.get(formula)
+    if kernel is None:
+        kernel = _KERNELS[formula] = _made_kernel(formula)
+    return kernel
+
+
+def _made_kernel(formula: TorchFormula) -> Any:
     below = aten_overload(formula.op_name)._op      # the OpOverload's own call, without its Python layer
     call, bind = formula.prepare().call, formula.bind
     is_grad_enabled = torch.is_grad_enabled

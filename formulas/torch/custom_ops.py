@@ -31,6 +31,7 @@ import torch
 
 from formulas.torch.backend import TorchBackend, load_package
 from formulas.torch.function import PlannedForward, TorchFormula, below_autograd, records
+from formulas.torch.generate import compile_custom_op
 
 
 class NoShapeRule(RuntimeError):
@@ -99,6 +100,9 @@ class _Armed:
     formula: TorchFormula
     want_jvp: bool
     planned: PlannedForward | None = None
+    #: for the generated Function (:func:`formulas.torch.generate.compile_custom_op`): the names of
+    #: what its backward keeps, which the kernel leaves in ``planned`` instead of a plan
+    kept: tuple[str, ...] | None = None
 
 
 _WAITING = threading.local()     # .armed: the _Armed of the forward redispatching on this thread
@@ -109,8 +113,11 @@ def _outputs(formula: TorchFormula, values: list[Any]) -> Any:
     that is one of the inputs is copied (a custom op's output never aliases an input)."""
     armed = getattr(_WAITING, "armed", None)
     if armed is not None and armed.formula is formula and armed.planned is None:
-        armed.planned = formula.planned_forward(values, formula.tensors_of(values), armed.want_jvp)
-        outputs = armed.planned.outputs
+        if armed.kept is not None:
+            outputs, armed.planned = _kept_by(formula, armed.kept, values)
+        else:
+            armed.planned = formula.planned_forward(values, formula.tensors_of(values), armed.want_jvp)
+            outputs = armed.planned.outputs
     else:
         outputs = formula.forward(values)[0]
     if type(outputs) is torch.Tensor:       # just an optimization of the general case below
@@ -189,4 +196,40 @@ def _autograd(formula: TorchFormula, overload: torch._ops.OpOverload) -> Any:
         return formula.call(formula.bind(args, kwargs), run=redispatch)
 
     autograd_kernel.__name__ = f"{formula.op_name}_formula_autograd"
-    return autograd_kernel
+    if formula.generated is None:
+        return autograd_kernel
+    # the formula written out per formula takes the calls it covers, this kernel the others
+    return compile_custom_op(formula, formula.generated, autograd_kernel,
+                             _generated_redispatch(formula, overload, formula.generated.kept))
+
+
+def _kept_by(formula: TorchFormula, kept: tuple[str, ...], values: Sequence[Any]) -> tuple[Any, tuple[Any, ...]]:
+    """The formula's forward on ``values`` (its outputs, as torch tensors) and the values of its
+    backward closure's captures ``kept`` (none a tensor)."""
+    outputs, backward, _ = formula.forward(values)
+    cells = dict(zip(backward.__code__.co_freevars, backward.__closure__ or ()))
+    return outputs, tuple(cells[name].cell_contents for name in kept)
+
+
+def _generated_redispatch(formula: TorchFormula, overload: torch._ops.OpOverload, kept: tuple[str, ...]) -> Any:
+    """What the generated Function's forward calls: the op below autograd, whose kernel runs the
+    formula and leaves what the backward keeps (:func:`_kept_by`)."""
+    first_keyword = len(formula.names) - formula.keyword_only
+    keywords = formula.names[first_keyword:]
+    after_autograd = torch._C._after_autograd_keyset
+
+    def redispatch(keyset: Any, *values: Any) -> tuple[Any, tuple[Any, ...]]:
+        armed = _Armed(formula, False, kept=kept)
+        waiting, _WAITING.armed = getattr(_WAITING, "armed", None), armed
+        try:
+            with torch._C._AutoDispatchBelowAutograd():
+                outputs = overload.redispatch(keyset & after_autograd, *values[:first_keyword],
+                                              **dict(zip(keywords, values[first_keyword:])))
+        finally:
+            _WAITING.armed = waiting
+        if armed.planned is None:    # a dispatch mode answered for the kernel: the formula for what is kept
+            with torch._C._AutoDispatchBelowAutograd():
+                return outputs, _kept_by(formula, kept, values)[1]
+        return outputs, armed.planned
+
+    return redispatch

@@ -39,6 +39,7 @@ from reference_engine.scalars import scalar_method_parameters, scalar_value
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
 
 if TYPE_CHECKING:
+    from formulas.torch.generate import Generated
     from reference_engine.facts import FormulaFacts
 
 
@@ -420,6 +421,21 @@ class TorchFormula:
         compiled: dict[str, Any] = {}
         exec(compile(source, fn.__code__.co_filename, "exec"), fn.__globals__, compiled)
         return compiled[getattr(fn, "__wrapped__", fn).__name__]
+
+    @cached_property
+    def generated(self) -> Generated | None:
+        """The formula's fast path written out (:mod:`formulas.torch.generate`; ``print(formula.generated.source)``),
+        None where the generator does not cover the formula (:attr:`not_generated` says why)."""
+        from formulas.torch.generate import NotCovered, generate     # made when an operator is installed
+
+        try:
+            generated = generate(self)
+            compile(generated.source, f"<generated {self.op_name}>", "exec")
+        except (NotCovered, SyntaxError) as reason:
+            self.not_generated = f"{self.op_name}: {reason}"
+            return None
+        self.not_generated = None
+        return generated
 
     @cached_property
     def function(self) -> type[torch.autograd.Function]:

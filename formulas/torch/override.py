@@ -33,6 +33,7 @@ import contextlib
 import re
 import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -40,6 +41,7 @@ import torch
 
 from formulas.torch.backend import TorchBackend, load_package
 from formulas.torch.function import TorchFormula, below_autograd, records
+from formulas.torch.generate import compile_kernel
 
 
 #: The per-device autograd keys the kernels are registered at. A registration at the ``Autograd``
@@ -316,7 +318,18 @@ def _formulas(package: str) -> dict[str, TorchFormula]:
     return cached[1]
 
 
+#: each formula's autograd kernel, made on its first installation (compiling its generated path)
+_KERNELS: weakref.WeakKeyDictionary[TorchFormula, Any] = weakref.WeakKeyDictionary()
+
+
 def _kernel(formula: TorchFormula) -> Any:
+    kernel = _KERNELS.get(formula)
+    if kernel is None:
+        kernel = _KERNELS[formula] = _made_kernel(formula)
+    return kernel
+
+
+def _made_kernel(formula: TorchFormula) -> Any:
     below = aten_overload(formula.op_name)._op      # the OpOverload's own call, without its Python layer
     call, bind = formula.prepare().call, formula.bind
     is_grad_enabled = torch.is_grad_enabled
@@ -330,7 +343,10 @@ def _kernel(formula: TorchFormula) -> Any:
         return call(bind(args, kwargs))
 
     autograd_kernel.__name__ = f"{formula.op_name}_formula_autograd"
-    return autograd_kernel
+    if formula.generated is None:
+        return autograd_kernel
+    # the formula written out per formula takes the calls it covers, this kernel the others
+    return compile_kernel(formula, formula.generated, autograd_kernel)
 
 
 def _view_kernel(formula: TorchFormula) -> Any:

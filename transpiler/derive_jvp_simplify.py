@@ -15,6 +15,8 @@ jvp returns the same:
 - **Copies.** ``a = b`` (``a`` bound once, ``b`` once and outside loops) renames ``a`` to ``b``.
 - **Zero plus x.** ``d = <a zero>`` followed in the same block by ``d = d + x`` (nothing reading
   ``d`` between) is ``d = x`` (the adjoint ``x`` has ``d``'s sizes: transposition makes it so).
+- **Zero across a branch.** ``if c: A else: B`` then ``d = a + b`` where a branch binds ``a`` or
+  ``b`` last to a zero: the sum moves into both branches and that zero drops out (outside loops).
 - **Padded pieces.** ``d = at.new_zeros(w, sizes)`` before a loop whose only use of ``d`` is
   ``d = d + narrow_backward(x, sizes, dim, start, length)`` (or ``at.select_backward(x, sizes,
   dim, index)``, a piece of length 1) collects the pieces instead; after the loop, when they

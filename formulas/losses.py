@@ -286,7 +286,14 @@ def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index
         if needs_input_grad[4] and reduction == 1:
             grad_total_weight = -at.sum(result * grad) / total_weight
         return grad_grad_output, None, None, grad_weight, grad_total_weight
-    def jvp(grad_output_t):
+    def jvp(grad_output_t, weight_t, total_weight_t):
+        # linear in grad_output and in weight (w[t_i] scales each entry); for mean, result moves by
+        # -result total_weight_t / total_weight (the backward's gradients of weight and total_weight)
         result_t = at.nll_loss_backward(grad_output_t, self, target, weight, reduction, ignore_index, total_weight)
+        if weight is not None:
+            result_t = result_t + at.nll_loss_backward(grad_output, self, target, weight_t, reduction, ignore_index,
+                                                       total_weight)
+        if reduction == 1:
+            result_t = result_t - result * (total_weight_t / total_weight)
         return result_t
     return result, backward

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from formulas import Tensor, at, derivative, helper
-from formulas.helpers import wrap_dim
+from formulas.helpers import sum_to, wrap_dim
 
 
 @derivative("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", jvp="auto_linear")
@@ -49,6 +49,21 @@ def reversed_linear_recurrence(offset: Tensor, factor: Tensor, dim: int) -> Tens
             steps = at.cat([doubled, at.narrow(steps, dim, reused, n - reused)], dim)
         span = span * 2
     return tail
+
+
+@helper
+def reversed_linear_recurrence_transposed(adjoint: Tensor, factor: Tensor, dim: int, offset_sizes: list[int]) -> Tensor:
+    """The transpose of :func:`reversed_linear_recurrence` in ``offset`` (``factor`` held), at
+    ``adjoint``: ``y_k = sum_{i <= k} adjoint_i prod_{i <= j < k} factor_j``, so ``y_k = adjoint_k +
+    factor_{k-1} y_{k-1}``, the same recurrence read from the other end: on the flipped tensors, with
+    each position's factor the one before it (``factor`` rolled one place; its last entry, rolled to
+    the first and flipped to the end, is not read, as there). Summed to ``offset``'s sizes. Declared
+    in ``TRANSPOSED_BY_HELPERS`` (the derived jvp's one step where the rounds transpose to many)."""
+    if adjoint.size(dim) <= 1:
+        return sum_to(adjoint, offset_sizes)
+    preceding = at.flip(at.roll(factor, [1], [dim]), [dim])
+    recurrence = reversed_linear_recurrence(at.flip(adjoint, [dim]), preceding, dim)
+    return sum_to(at.flip(recurrence, [dim]), offset_sizes)
 
 
 @helper

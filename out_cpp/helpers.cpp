@@ -60,6 +60,7 @@
 #include <ATen/ops/real.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/roll.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/select.h>
@@ -2788,6 +2789,15 @@ at::Tensor reversed_linear_recurrence(const at::Tensor& offset, const at::Tensor
     span = span * 2;
   }
   return tail;
+}
+
+at::Tensor reversed_linear_recurrence_transposed(const at::Tensor& adjoint, const at::Tensor& factor, int64_t dim, at::IntArrayRef offset_sizes) {
+  if (adjoint.size(dim) <= 1) {
+    return helpers::sum_to(adjoint, offset_sizes);
+  }
+  auto preceding = at::flip(at::roll(factor, std::vector<int64_t>{1}, std::vector<int64_t>{dim}), std::vector<int64_t>{dim});
+  auto recurrence = helpers::reversed_linear_recurrence(at::flip(adjoint, std::vector<int64_t>{dim}), preceding, dim);
+  return helpers::sum_to(at::flip(recurrence, std::vector<int64_t>{dim}), offset_sizes);
 }
 
 at::Tensor exclusive_cumprod(const at::Tensor& self, int64_t dim) {

@@ -260,6 +260,7 @@ at::Tensor prod_others(const at::Tensor& x, int64_t dim);
 double variance_divisor(int64_t count, double correction);
 at::Tensor grad_over_std(const at::Tensor& grad, const at::Tensor& std);
 at::Tensor reversed_linear_recurrence(const at::Tensor& offset, const at::Tensor& factor, int64_t dim);
+at::Tensor reversed_linear_recurrence_transposed(const at::Tensor& adjoint, const at::Tensor& factor, int64_t dim, at::IntArrayRef offset_sizes);
 at::Tensor exclusive_cumprod(const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim);

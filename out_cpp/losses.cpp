@@ -1827,13 +1827,23 @@ torch::autograd::variable_list NllLossBackwardBackward0::apply_with_saved(
 
 at::Tensor nll_loss_backward_jvp(
     const at::Tensor& grad_output_t,
+    const at::Tensor& weight_t,
+    const at::Tensor& total_weight_t,
     const at::Tensor& self,
     const at::Tensor& target,
     const at::Tensor& weight,
     int64_t reduction,
     int64_t ignore_index,
-    const at::Tensor& total_weight) {
+    const at::Tensor& total_weight,
+    const at::Tensor& grad_output,
+    const at::Tensor& result) {
   auto result_t = at::nll_loss_backward(grad_output_t, self, target, formulas::runtime::optional_tensor(weight), reduction, ignore_index, total_weight);
+  if (weight.defined()) {
+    result_t = result_t + at::nll_loss_backward(grad_output, self, target, formulas::runtime::optional_tensor(weight_t), reduction, ignore_index, total_weight);
+  }
+  if (reduction == 1) {
+    result_t = result_t - (result * (total_weight_t / total_weight));
+  }
   return result_t;
 }
 
@@ -1851,11 +1861,15 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
   }
-  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
+  if ((torch::autograd::isFwGradDefined(grad_output) || torch::autograd::isFwGradDefined(weight) || torch::autograd::isFwGradDefined(total_weight)) && (formulas::runtime::differentiable_dtype(result))) {
     formulas::runtime::refuse_complex("nll_loss_backward", grad_output);
+    formulas::runtime::refuse_complex("nll_loss_backward", weight);
+    formulas::runtime::refuse_complex("nll_loss_backward", total_weight);
     formulas::runtime::refuse_complex("nll_loss_backward", result);
     const auto grad_output_t = formulas::runtime::tangent(grad_output);
-    formulas::runtime::set_tangent(result, formulas::nll_loss_backward_jvp(grad_output_t, formulas::runtime::primal(self), formulas::runtime::primal(target), formulas::runtime::primal(weight), reduction, ignore_index, formulas::runtime::primal(total_weight)));
+    const auto weight_t = formulas::runtime::tangent(weight);
+    const auto total_weight_t = formulas::runtime::tangent(total_weight);
+    formulas::runtime::set_tangent(result, formulas::nll_loss_backward_jvp(grad_output_t, weight_t, total_weight_t, formulas::runtime::primal(self), formulas::runtime::primal(target), formulas::runtime::primal(weight), reduction, ignore_index, formulas::runtime::primal(total_weight), formulas::runtime::primal(grad_output), result));
   }
   if (grad_fn) {
     formulas::runtime::refuse_complex("nll_loss_backward", grad_output);

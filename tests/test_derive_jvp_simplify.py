@@ -637,3 +637,57 @@ def test_a_conjugating_helpers_body_is_its_source_with_the_conjugate_taken_off(n
     parameters = list(inspect.signature(function).parameters)
     conjugated = [f"at.conj({p})" if i == position else p for i, p in enumerate(parameters)]
     assert f"return {body.format(*conjugated)}\n" in inspect.getsource(function)
+
+
+BRANCH_ZEROS = """
+    def jvp(self_t):
+        d_gradient = self_t * 2.0
+        if taken:
+            d_grad = d_gradient * 3.0
+            d_gradient = at.new_zeros(result, result.sizes())
+        else:
+            d_grad = at.new_zeros(result, result.sizes())
+        d_grad = d_grad + d_gradient
+        if taken:
+            d_kept = self_t
+            d_other = self_t
+        else:
+            d_kept = at.zeros_like(self_t)
+            d_other = d_kept + self_t
+        d_kept = d_kept + self_t
+        return d_grad, d_kept, d_other
+    """
+
+
+def test_an_adjoint_zero_on_one_side_of_a_branch_is_not_added_after_it():
+    simplified = _simplified(BRANCH_ZEROS)
+    assert "new_zeros" not in simplified and "d_grad = d_grad + d_gradient" not in simplified
+    assert "d_grad = d_gradient" in simplified
+    # the second zero is read in its branch after it is bound: the sum stays after the branch
+    assert "d_kept = d_kept + self_t" in simplified and "zeros_like" in simplified
+    x = engine.Tensor(np.arange(6.0).reshape(2, 3))
+    for taken in (True, False):
+        expected = _run(textwrap.dedent(BRANCH_ZEROS), taken=taken, result=x)(x)
+        for got, want in zip(_run(simplified, taken=taken, result=x)(x), expected):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_a_while_loop_nothing_after_reads_goes_and_one_it_feeds_stays():
+    simplified = _simplified("""
+        def jvp(self_t):
+            span = 1
+            unread = self_t
+            while span < n:
+                unread = unread * 2.0
+                span = span * 2
+            count = 0
+            steps = self_t
+            while count < n:
+                steps = steps + self_t
+                count = count + 1
+            return steps
+        """)
+    assert "unread" not in simplified and "span" not in simplified
+    assert simplified.count("while") == 1 and "count = count + 1" in simplified
+    x = engine.Tensor(np.arange(3.0))
+    np.testing.assert_array_equal(_run(simplified, n=3)(x).numpy(), 4 * np.arange(3.0))

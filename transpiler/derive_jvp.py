@@ -112,13 +112,16 @@ SELF_TRANSPOSED_HELPERS = {"linalg_matrix_exp_differential": ("grad", "adjoint")
 #: Helpers linear in one tensor parameter (the others held) whose transpose another helper computes
 #: in one step, where transposing their steps would take many (a convolution's input and weight
 #: gradients are each the adjoint of one convolution): helper -> (the linear parameter, the
-#: parameter holding the result's sizes or None, the transposing helper). The transposing helper takes the
+#: parameter holding the result's sizes, the linear parameter itself when the result has its sizes,
+#: or None, the transposing helper). The transposing helper takes the
 #: adjoint, the helper's other parameters in order, and the linear parameter's sizes
 #: (``tests/engine/test_derived_jvp.py`` checks each pair is adjoint numerically).
 TRANSPOSED_BY_HELPERS = {
     "convolution_input_backward": ("grad", "input_sizes", "convolution_input_backward_transposed"),
     "convolution_weight_backward": ("grad", "weight_sizes", "convolution_weight_backward_transposed"),
     "convolution_bias_backward": ("grad", None, "convolution_bias_backward_transposed"),
+    # the recurrence read from the other end (cumprod's gradient): its rounds transpose to many steps
+    "reversed_linear_recurrence": ("offset", "offset", "reversed_linear_recurrence_transposed"),
 }
 
 
@@ -1301,6 +1304,11 @@ def _items(program: list):
             yield from _items(item.body)
 
 
+def _started_lists(program: list) -> frozenset[str]:
+    """The linear lists ``program`` starts (``ListStart``), inside its branches and loops too."""
+    return frozenset(item.target for item in _items(program) if isinstance(item, ListStart))
+
+
 def _linear_reads(program: list) -> set[str]:
     return {name for item in _items(program) if isinstance(item, (Linear, Append, Element)) for name in _read_by(item)}
 
@@ -1518,7 +1526,9 @@ class _Sweep:
         if step.source is not None:
             return sizes.get(step.source)
         if step.helper is not None and step.helper.name in TRANSPOSED_BY_HELPERS:
-            result_sizes = TRANSPOSED_BY_HELPERS[step.helper.name][1]
+            param, result_sizes = TRANSPOSED_BY_HELPERS[step.helper.name][:2]
+            if result_sizes == param:           # a result of the linear argument's sizes
+                return sizes.get(step.linear[param])
             return step.arguments[result_sizes] if result_sizes is not None else None
         if step.helper is not None and step.helper.name in OPERATOR_BACKWARD_HELPERS:
             return step.arguments["sizes"]
@@ -1665,11 +1675,14 @@ class _Sweep:
     def forward(self, program: list, also_read: frozenset[str] = frozenset(), replay: bool = False,
                 remade: frozenset[str] = frozenset()) -> list[cst.BaseStatement]:
         """The constant statements in order. A branch's own are run again where the reverse sweep
-        reverses it (``replay``: the lists of sizes of linear lists are made once, not again), so
+        reverses it (``replay``: the lists of sizes of linear lists started before are made once, not
+        again; those started in what is replayed are made again), so
         here only a branch whose names the statements beside it (or ``also_read``) read, or that
         lists sizes, is kept. A loop runs forward whole: it lists the sizes its reverse loop reads."""
         out: list[cst.BaseStatement] = []
         beside = self.names_read_beside(program) | also_read
+        if replay:          # a list started in what runs again is made again (a loop's: per iteration)
+            remade = remade | _started_lists(program)
         for item in program:
             if isinstance(item, Plain):
                 out.append(item.statement)

@@ -16,8 +16,10 @@ those values (``dB - dA X if left else dB - X dA``); a jvp is linear in its tang
 term of one written as a sum of per-input contributions is linear in the tangents it reads. A
 helper called in a kept term with a value-read name must read that parameter only through
 metadata or ``is None`` itself, or be a kept term whose own body shows it affine the same way
-(``linalg_solve_triangular_forward_AD(A_t, B_t, A, X, ...)`` in ``B_t``). Anything else
-(branches, loops on such values) is not shown affine.
+(``linalg_solve_triangular_forward_AD(A_t, B_t, A, X, ...)`` in ``B_t``). A statement ``if``
+whose test reads neither (``if weight is not None:``) is read branch by branch, a name carried
+or tainted after it when either branch leaves it so. Anything else (branches, loops on such
+values) is not shown affine.
 """
 from __future__ import annotations
 
@@ -51,6 +53,10 @@ def _affine_body(statements, carries: set[str], tainted: set[str], helpers: Mapp
             if not (isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Expr)
                     and isinstance(s.body[0].value, cst.SimpleString))]
     for statement in body:
+        if _metadata_branch(statement, carries | tainted, helpers):
+            if not _affine_branches(statement, carries, tainted, helpers):
+                return False
+            continue
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
             if _reads(statement, carries | tainted, helpers):
                 return False
@@ -77,6 +83,30 @@ def _affine_body(statements, carries: set[str], tainted: set[str], helpers: Mapp
                 carries.add(target)
             elif any(_reads(value, tainted, helpers) for value in values):
                 tainted.add(target)
+    return True
+
+
+def _metadata_branch(statement: cst.CSTNode, names: set[str], helpers: Mapping[str, Helper]) -> bool:
+    """Whether ``statement`` is an ``if`` (an ``else`` at most) whose test reads none of ``names``."""
+    return isinstance(statement, cst.If) and isinstance(statement.orelse, (cst.Else, type(None))) \
+        and not _reads(statement.test, names, helpers)
+
+
+def _affine_branches(statement: cst.If, carries: set[str], tainted: set[str], helpers: Mapping[str, Helper]) -> bool:
+    """Whether each branch of ``statement`` (a ``_metadata_branch``) is affine as a body is; then
+    ``carries`` and ``tainted`` hold the names either branch (or none taken) leaves so."""
+    outcomes = [(set(carries), set(tainted))] if statement.orelse is None else []
+    for block in (statement.body, statement.orelse.body if statement.orelse is not None else None):
+        if block is None:
+            continue
+        inner_carries, inner_tainted = set(carries), set(tainted)
+        if not _affine_body(block.body, inner_carries, inner_tainted, helpers):
+            return False
+        outcomes.append((inner_carries, inner_tainted))
+    carries.clear()
+    tainted.clear()
+    carries.update(*(c for c, _ in outcomes))
+    tainted.update(*(t for _, t in outcomes))
     return True
 
 

@@ -15,6 +15,8 @@ jvp returns the same:
 - **Copies.** ``a = b`` (``a`` bound once, ``b`` once and outside loops) renames ``a`` to ``b``.
 - **Zero plus x.** ``d = <a zero>`` followed in the same block by ``d = d + x`` (nothing reading
   ``d`` between) is ``d = x`` (the adjoint ``x`` has ``d``'s sizes: transposition makes it so).
+- **Zero across a branch.** ``if c: A else: B`` then ``d = a + b`` where a branch binds ``a`` or
+  ``b`` last to a zero: the sum moves into both branches and that zero drops out (outside loops).
 - **Padded pieces.** ``d = at.new_zeros(w, sizes)`` before a loop whose only use of ``d`` is
   ``d = d + narrow_backward(x, sizes, dim, start, length)`` (or ``at.select_backward(x, sizes,
   dim, index)``, a piece of length 1) collects the pieces instead; after the loop, when they
@@ -338,6 +340,63 @@ def drop_added_zeros(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
             if name in _names(result[later]):
                 break
         index += 1
+    return result
+
+
+def _zero_bound_last(block: list[cst.BaseStatement], names: tuple[str, ...]) -> tuple[int, str] | None:
+    """``(index, name)`` of a ``name = <zero>`` statement of ``block`` (``name`` one of ``names``)
+    after which ``block`` neither reads nor binds ``name``."""
+    for index in range(len(block) - 1, -1, -1):
+        assigned = _assignment(block[index])
+        if assigned is not None and assigned[0] in names and _is_zero(assigned[1]) \
+                and not any(assigned[0] in _names(later) for later in block[index + 1:]):
+            return index, assigned[0]
+    return None
+
+
+def drop_branch_zeros(statements: list[cst.BaseStatement], read_later: frozenset[str] = frozenset()
+                      ) -> list[cst.BaseStatement]:
+    """In every block outside loops: ``if c: A else: B`` then ``d = a + b`` (``a``, ``b`` two names;
+    one that is not ``d`` read nowhere after) where ``A`` or ``B`` binds ``a`` or ``b`` last to a
+    zero -> the sum moved into both branches, where it adds that zero no more (``d = b``, or nothing
+    when ``b`` is ``d``): the adjoint merged after a branch that is zero on one side (``a`` and ``b``
+    have ``d``'s sizes: transposition makes it so, as for ``drop_added_zeros``). ``read_later``: the
+    names read after ``statements``."""
+    result = []
+    for index, statement in enumerate(statements):
+        after = read_later.union(*(_names(later) for later in statements[index + 1:]))
+        result.append(_in_blocks(statement, lambda block: drop_branch_zeros(block, after))
+                      if isinstance(statement, cst.If) else statement)
+    index = 0
+    while index + 1 < len(result):
+        branch, summed = result[index], _sum_assignment(result[index + 1])
+        operands = (summed[1].left, summed[1].right) if summed is not None else ()
+        if not (isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else)
+                and all(isinstance(o, cst.Name) for o in operands) and len({code(o) for o in operands}) == 2):
+            index += 1
+            continue
+        target, names = summed[0], tuple(o.value for o in operands)
+        read_after = read_later.union(*(_names(later) for later in result[index + 2:]))
+        if any(name != target and name in read_after for name in names):
+            index += 1
+            continue
+        blocks, dropped = [], False
+        for block in (list(branch.body.body), list(branch.orelse.body.body)):
+            zero = _zero_bound_last(block, names)
+            if zero is None:
+                block.append(result[index + 1].with_changes(leading_lines=[]))
+            else:
+                del block[zero[0]]
+                other = names[1] if zero[1] == names[0] else names[0]
+                block += [] if other == target else [_stmt(f"{target} = {other}")]
+                dropped = True
+            blocks.append(block or [cst.SimpleStatementLine([cst.Pass()])])
+        if not dropped:
+            index += 1
+            continue
+        result[index] = branch.with_changes(body=branch.body.with_changes(body=blocks[0]), orelse=branch.orelse.with_changes(
+            body=branch.orelse.body.with_changes(body=blocks[1])))
+        del result[index + 1]
     return result
 
 
@@ -1771,6 +1830,7 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = transpose_products(statements)
     statements = collapse_broadcasts(statements)
     statements = drop_added_zeros(statements)
+    statements = drop_branch_zeros(statements)
     statements = fuse_unsqueezing_reshapes(statements)
     statements = concatenate_pieces(statements, taken)
     statements = share_repeated_values(statements)

@@ -106,10 +106,48 @@ def live_only(statements: list[cst.BaseStatement], live: set[str],
                 continue
             live = live | body_live | names(statement.iter)
             kept.append(statement.with_changes(body=statement.body.with_changes(body=body)))
+        elif isinstance(statement, cst.While) and statement.orelse is None:
+            body, live = _live_while(statement, live, private_lists)
+            if body:
+                kept.append(statement.with_changes(body=statement.body.with_changes(body=body)))
         else:
             live = live | names(statement)
             kept.append(statement)
     return list(reversed(kept)), live
+
+
+def _live_while(statement: cst.While, live: set[str], private_lists: frozenset[str]
+                ) -> tuple[list[cst.BaseStatement], set[str]]:
+    """A ``while`` loop's body without the assignments nothing after the loop, its test or a later
+    iteration reads, and the names live before it; an empty body when nothing it binds is read
+    after it and it holds nothing but bindings (the loop is dropped: it has no other effect)."""
+    loop_live = set(live)
+    while True:
+        body, body_live = live_only(list(statement.body.body), loop_live | names(statement.test), private_lists)
+        if not _assigned_names(body) & live and _binds_only(body):
+            return [], live
+        if body_live <= loop_live:
+            return body, live | body_live | names(statement.test)
+        loop_live |= body_live
+
+
+def _binds_only(statements: list[cst.BaseStatement]) -> bool:
+    """Whether ``statements`` only bind names and append to lists (no return, raise or assert)."""
+    return not any(isinstance(node, (cst.Return, cst.Raise, cst.Assert))
+                   or isinstance(node, cst.Expr) and _appended(node) is None
+                   for statement in statements for node in nodes(statement))
+
+
+def _assigned_names(statements: list[cst.BaseStatement]) -> set[str]:
+    """The names ``statements`` bind (assignment targets, nested blocks included) or append to."""
+    found = set()
+    for node in statements:
+        for inner in nodes(node):
+            if isinstance(inner, cst.AssignTarget) and isinstance(inner.target, cst.Name):
+                found.add(inner.target.value)
+            elif isinstance(inner, cst.Expr) and _appended(inner) is not None:
+                found.add(_appended(inner))
+    return found
 
 
 def _appended(small: cst.BaseSmallStatement) -> str | None:

@@ -133,7 +133,7 @@ def test_convolution_gradients_transpose_to_their_declared_helpers(input_sizes, 
     pairs = {"convolution_input_backward": ((grad, weight, list(input_sizes), *parameters), input_sizes),
              "convolution_weight_backward": ((grad, input, list(weight_sizes), *parameters), weight_sizes),
              "convolution_bias_backward": ((grad, len(weight_sizes)), [result.shape[1 if batched else 0]])}
-    assert set(pairs) == set(TRANSPOSED_BY_HELPERS)
+    assert set(pairs) == set(TRANSPOSED_BY_HELPERS) - {"reversed_linear_recurrence"}    # the scan's: below
     for name, (arguments, sizes) in pairs.items():
         direction = torch.randn(sizes, dtype=torch.float64, generator=generator)
         gradient = backend.run(getattr(conv, name), *arguments)
@@ -142,6 +142,27 @@ def test_convolution_gradients_transpose_to_their_declared_helpers(input_sizes, 
         assert transposed_direction.shape == result.shape
         torch.testing.assert_close(torch.sum(gradient * direction), torch.sum(grad * transposed_direction),
                                    rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("sizes, dim", [((3, 5), 1), ((6, 2), 0), ((2, 3, 4), -1), ((1, 4), 0), ((0, 3), 1)])
+def test_the_scans_recurrence_transposes_to_its_declared_helper(sizes, dim):
+    """``reversed_linear_recurrence`` (``TRANSPOSED_BY_HELPERS``) and its transposing helper are
+    adjoint in ``offset``: ``<R(offset), a> = <offset, T(a)>``; neither reads the last factor (an
+    infinity there leaves both finite), and ``T`` is the recurrence read from the first entry."""
+    from formulas import scans
+    from formulas.torch.backend import TorchBackend
+    backend, generator = TorchBackend.for_library(), torch.Generator().manual_seed(3)
+    offset, factor, adjoint = (torch.randn(sizes, dtype=torch.float64, generator=generator) for _ in range(3))
+    if sizes[dim]:
+        factor.narrow(dim, sizes[dim] - 1, 1).fill_(float("inf"))
+    recurrence = backend.run(scans.reversed_linear_recurrence, offset, factor, dim)
+    transposed = backend.run(scans.reversed_linear_recurrence_transposed, adjoint, factor, dim, list(sizes))
+    assert transposed.shape == offset.shape and torch.isfinite(transposed).all()
+    torch.testing.assert_close(torch.sum(recurrence * adjoint), torch.sum(offset * transposed), rtol=1e-12, atol=1e-12)
+    expected = adjoint.clone()           # y_k = a_k + factor_{k-1} y_{k-1}, step by step
+    for k in range(1, sizes[dim]):
+        expected.narrow(dim, k, 1).add_(factor.narrow(dim, k - 1, 1) * expected.narrow(dim, k - 1, 1))
+    torch.testing.assert_close(transposed, expected, rtol=1e-12, atol=1e-12)
 
 
 #: Each ``OPERATOR_BACKWARD_HELPERS`` helper with (grad's shape, its other arguments): the operator's

@@ -4,6 +4,8 @@ weights torch refuses to differentiate (computed, never silently zero), and the 
 order gradients) and their refusals."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -42,6 +44,27 @@ def test_nll_loss_weight_gradient(reduction, ignore_index):
     fn = lambda x, w: engine.nll_loss_forward(x, target, w, reduction, ignore_index)[0]
     assert engine.gradcheck(fn, inputs)
     assert engine.gradgradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+@pytest.mark.parametrize("derived", [False, True])
+def test_nll_loss_backward_jvp_in_grad_output_weight_and_total_weight(reduction, derived):
+    """Forward mode through ``nll_loss_backward`` in every input its backward differentiates
+    (``grad_output``, ``weight``, ``total_weight``: the second order of ``nll_loss`` in the weight
+    passes them tangents), its own jvp and the derived one, against central differences."""
+    from reference_engine.forward_ad import derived_jvps
+    target = engine.tensor(np.array([0, 2, 1, 1, 2]))
+    self = engine.tensor(RNG.standard_normal((5, 3)))
+    primals = [engine.tensor(RNG.standard_normal((5,) if reduction == 0 else ())), engine.tensor(RNG.uniform(0.5, 2.0, (3,))),
+               engine.tensor(np.asarray(RNG.uniform(2.0, 3.0)))]
+    tangents = [engine.tensor(RNG.standard_normal(p.shape)) for p in primals]
+    fn = lambda g, w, total: engine.nll_loss_backward(g, self, target, w, reduction, 1, total)
+    with derived_jvps() if derived else contextlib.nullcontext():
+        _, tangent = engine.jvp(fn, primals, tangents)
+    step = 1e-6
+    moved = [fn(*(engine.tensor(p.numpy() + sign * step * t.numpy()) for p, t in zip(primals, tangents)))
+             for sign in (1, -1)]
+    np.testing.assert_allclose(tangent.numpy(), (moved[0].numpy() - moved[1].numpy()) / (2 * step), rtol=1e-7, atol=1e-8)
 
 
 @pytest.mark.parametrize("shape, target, kwargs", [

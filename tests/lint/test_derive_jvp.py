@@ -240,3 +240,60 @@ def test_a_diagonal_gradient_reading_grad_twice_is_evaluated_on_the_tangent(tmp_
     assert "if diagonal_share_47.sizes() != result.sizes():" in fmin
     # read once, the gradient is transposed step by step
     assert "diagonal_share" not in scaled and "at.where(" in scaled
+
+
+def test_a_list_started_in_a_loop_is_made_again_in_each_pass_that_replays_it(tmp_path):
+    """The sizes of ``gradient`` grow in each iteration, so the list of its pieces' sizes made in an
+    iteration holds that iteration's sizes: every pass over the loop (the branch replayed for its
+    reverse sweep too) makes it again rather than reading the one the first pass left."""
+    import numpy as np
+
+    import reference_engine as engine
+    from formulas import at
+    from formulas.helpers import concatenated_sizes, narrow_backward, narrowed_sizes, wrap_dim
+    library = _package(tmp_path, '''
+        from formulas import at, derivative
+
+        @derivative("grown_rows(Tensor self, int n) -> Tensor", jvp="derived")
+        def grown_rows(self, n):
+            result = at.grown_rows(self, n)
+            def backward(grad):
+                gradient = grad
+                if self.dim() > 0:
+                    rows = self.size(0)
+                    while rows < n:
+                        gradient = at.cat([gradient, at.narrow(gradient, 0, 0, rows)], 0)
+                        rows = rows + rows
+                    gradient = at.narrow(gradient, 0, 0, self.size(0))
+                return gradient
+            return result, backward
+        ''')
+    [formula] = library.formulas
+    text = code(formula.jvp.node)
+    namespace = {"at": at, "narrow_backward": narrow_backward, "narrowed_sizes": narrowed_sizes,
+                 "concatenated_sizes": concatenated_sizes, "wrap_dim": wrap_dim}
+    self_value, result_value = engine.Tensor(np.ones((3, 2))), engine.Tensor(np.ones((4, 2)))
+    tangent = engine.Tensor(np.arange(6.0).reshape(3, 2))
+    local: dict = {}
+    exec(text, {**namespace, "self": self_value, "result": result_value, "n": 8}, local)  # noqa: S102
+    # the backward reads the first 3 rows of grad: the jvp writes the tangent there, zeros below
+    np.testing.assert_array_equal(local["jvp"](tangent).numpy(), np.vstack([np.arange(6.0).reshape(3, 2), np.zeros((1, 2))]))
+
+
+def test_an_operator_whose_jvp_branches_on_metadata_shows_it_affine_branch_by_branch(tmp_path):
+    """``scaled_pair``'s jvp adds ``w_t``'s terms (reading ``grad``) under an ``if`` on metadata:
+    each branch is read term by term, so ``grad`` gets a stand-in; a branch reading ``grad`` in
+    ``grad_t``'s term is refused."""
+    branched = ("first_t = grad_t * w\n            second_t = -(grad_t * w)\n"
+                "            if w.dim() >= 0:\n                first_t = first_t + grad * w_t\n"
+                "                second_t = second_t - grad * w_t\n            return first_t, second_t")
+    written = "return grad_t * w + grad * w_t, -(grad_t * w) - grad * w_t"
+    library = _package(tmp_path, TWO_OUTPUTS.replace(written, branched))
+    assert not library.diagnostics
+    [user] = [f for f in library.formulas if f.op_name == "user"]
+    assert "at.mul(self_t, w) + at.mul(w_t, at.neg(w))" in code(user.jvp.node)
+    (tmp_path / "refused").mkdir()
+    refused = _package(tmp_path / "refused", TWO_OUTPUTS.replace(written, branched.replace(
+        "first_t = first_t + grad * w_t", "first_t = first_t * grad")))
+    [diagnostic] = refused.diagnostics
+    assert diagnostic.code == "DB107" and "does not show it affine" in diagnostic.message

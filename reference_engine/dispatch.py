@@ -139,21 +139,72 @@ class CacheEntry(NamedTuple):
     mixed_kernel: Callable[..., Any] | None
 
 
+def _level_entry(cache: dict[tuple, CacheEntry], key: tuple, plain: CacheEntry, keywords: tuple[str, ...],
+                 plain_entries: list) -> CacheEntry:
+    """The entry of a formula's call signature made while a forward-mode level is open. Its
+    runners are ``plain``'s, behind one test: a call the level makes itself (the user's
+    function calling the operator, while no formula runs) may carry tangents and takes the
+    general path (:func:`forward_mode.run <reference_engine.forward_mode.run>`); a call
+    inside a formula or jvp (the level suspended) runs ``plain``'s runner, as it would
+    with no level open. After the level closes, the first call puts ``plain`` back in the
+    cache (and in ``plain_entries``, which the next level takes it out of). ``keywords``: the
+    names of the keyword values the runners take after the positional arguments."""
+    state, overload = forward_mode.state, plain.overload
+    first = len(key) - 2 * len(keywords)
+
+    def behind_the_test(runner: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        if runner is None:
+            return None
+
+        def run(*args: Any) -> Any:
+            if state.tangents is None:      # the level closed: the plain entry is right again
+                if cache.get(key) is entry:
+                    cache[key] = plain
+                    plain_entries.append((cache, key, plain, entry))
+            elif not state.suspended:       # the level's own call: its operands may be duals
+                return _run_general(overload, args[:first], dict(zip(keywords, args[first:])))
+            return runner(*args)
+        return run
+
+    entry = CacheEntry(overload, behind_the_test(plain.unrecorded), behind_the_test(plain.recording), None, None)
+    return entry
+
+
+def _run_general(overload: Overload, args: tuple, kwargs: dict) -> Any:
+    """One call of ``overload`` without a cached runner: bind, then forward mode's rule while a
+    level is open and running, the formula when recording, else the kernel."""
+    if not kwargs and len(args) == overload.signature.positional_arity:
+        bound = list(args)
+    else:
+        bound = overload.signature.bind(args, kwargs)
+    if forward_mode.state.active:
+        return forward_mode.run(overload, bound)
+    if overload.formula is not None and grad_mode.enabled:
+        return overload.run(bound)
+    return overload.run_kernel(bound)
+
+
 class OperatorPacket:
     """Every overload of one operator name, with a per-signature resolution cache.
 
     The cache maps the argument types of a call to the resolved overload and,
     for plain positional calls, runners specialised to those types (no
     binding): one for the kernel, used whenever nothing is recorded, and one
-    that records the formula when an input requires grad.
+    that records the formula when an input requires grad. Those of a formula
+    know nothing of forward mode's duals: ``plain_entries`` (the table's) lists
+    them, and a forward-mode level takes them out of the cache when it opens
+    (:meth:`Dispatcher.open_level`); the entries made while it is open work with
+    and without a level (:func:`_level_entry`), so the caches stay warm from one
+    ``jvp`` to the next.
     """
 
-    __slots__ = ("name", "overloads", "cache", "op", "binary")
+    __slots__ = ("name", "overloads", "cache", "op", "binary", "plain_entries")
 
-    def __init__(self, name: str, overloads: list[Overload]) -> None:
+    def __init__(self, name: str, overloads: list[Overload], plain_entries: list) -> None:
         self.name = name
         self.overloads = overloads
         self.cache: dict[tuple, CacheEntry] = {}
+        self.plain_entries = plain_entries
         one_tensor = all(len(o.schema.arguments) == 1 and o.signature.tensor_positions == (0,)
                          for o in overloads)
         #: ``at.<name>`` in formulas and the Tensor method: ``op(*args, **kwargs)``, or, when
@@ -280,23 +331,11 @@ class OperatorPacket:
         run = entry.recording if grad_mode.enabled else entry.unrecorded
         if run is not None:
             return run(*args, *kwargs.values()) if kwargs else run(*args)
-        overload = entry.overload
-        if not kwargs and len(args) == overload.signature.positional_arity:
-            bound = list(args)
-        else:
-            bound = overload.signature.bind(args, kwargs)
-        if forward_mode.state.active:
-            return forward_mode.run(overload, bound)
-        if overload.formula is not None and grad_mode.enabled:
-            return overload.run(bound)
-        return overload.run_kernel(bound)
+        return _run_general(entry.overload, args, kwargs)
 
     def entry(self, key: tuple, args: tuple, kwargs: dict) -> CacheEntry:
         """Resolve and cache a call signature (see :class:`CacheEntry`)."""
         overload = self.resolve(args, kwargs)
-        if forward_mode.state.tangents is not None:      # a dual level is open: no fast paths (see forward_mode)
-            entry = self.cache[key] = CacheEntry(overload, None, None, None, None)
-            return entry
         if not kwargs:
             runner = _kernel_runner(overload, key)
             recording = runner if overload.formula is None else _formula_runner(overload, key, runner)
@@ -307,8 +346,15 @@ class OperatorPacket:
             recording = runner if overload.formula is None else None
         else:
             runner = recording = None
-        entry = self.cache[key] = CacheEntry(overload, runner, recording, getattr(runner, "direct_kernel", None),
-                                             getattr(runner, "mixed_kernel", None))
+        entry = CacheEntry(overload, runner, recording, getattr(runner, "direct_kernel", None),
+                           getattr(runner, "mixed_kernel", None))
+        if overload.formula is not None and (runner is not None or recording is not None):
+            # fast paths that would skip the formula's jvp on a dual (see the class docstring)
+            if forward_mode.state.tangents is None:
+                self.plain_entries.append((self.cache, key, entry, None))
+            else:
+                entry = _level_entry(self.cache, key, entry, tuple(kwargs), self.plain_entries)
+        self.cache[key] = entry
         return entry
 
     def resolve(self, args: tuple, kwargs: dict) -> Overload:
@@ -385,6 +431,9 @@ class Dispatcher:
         self.registries = registries
         self.helpers = helpers or {}
         self.packets: dict[str, OperatorPacket] = {}
+        #: the cache entries of formulas made with no forward-mode level open, which a level
+        #: takes out of the caches (:meth:`open_level`): (cache, key, entry, its level entry or None)
+        self.plain_entries: list[tuple[dict, tuple, CacheEntry, CacheEntry | None]] = []
         #: operators :meth:`define` declared: name -> (schema, formula or None, kernel)
         self.local: dict[str, tuple[str, DeclaredFormula | None, Callable[..., Any]]] = {}
         self._declared: tuple = ()
@@ -433,7 +482,9 @@ class Dispatcher:
             kernel = self.local[name][2] if name in self.local else KERNELS.get(name)
             by_base.setdefault(schema.name.base, []).append(Overload(schema, kernel, declared))
         self.packets.clear()        # in place: Tensor methods hold this dict
-        self.packets.update((base, OperatorPacket(base, overloads)) for base, overloads in by_base.items())
+        self.plain_entries.clear()
+        self.packets.update((base, OperatorPacket(base, overloads, self.plain_entries))
+                            for base, overloads in by_base.items())
         self._declared = self._sizes()
         self.operators.clear()
         rebound: dict[int, Callable[..., Any]] = {}     # helpers shared by formulas are rebound once
@@ -444,10 +495,17 @@ class Dispatcher:
         for hook in self.refresh_hooks:
             hook()
 
-    def clear_caches(self) -> None:
-        """Forget every resolved call signature (forward mode turns the fast paths off and on)."""
-        for packet in self.packets.values():
-            packet.cache.clear()
+    def open_level(self) -> None:
+        """Before a forward-mode level opens: take the formulas' cache entries that know nothing of
+        duals out of the caches, putting back the level's entry where one was made before
+        (see :class:`OperatorPacket`). Costs one step per such entry made since the last level."""
+        for cache, key, plain, level in self.plain_entries:
+            if cache.get(key) is plain:
+                if level is None:
+                    del cache[key]
+                else:
+                    cache[key] = level
+        self.plain_entries.clear()
 
     def packet(self, name: str) -> OperatorPacket:
         """The operator ``name`` (base name, all its overloads); a clear error when undeclared."""

@@ -26,7 +26,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Tensor], tangents: Sequence[Ten
     state.tangents = {}
     grad_mode.enabled = False
     for table in list(Dispatcher.instances):
-        table.clear_caches()        # the cached fast paths know nothing of duals
+        table.open_level()          # the cached fast paths that know nothing of duals go
     try:
         duals = [make_dual(Tensor._wrap(p._value), t) for p, t in zip(primals, tangents)]
         outputs = f(*duals)
@@ -36,8 +36,6 @@ def jvp(f: Callable[..., Any], primals: Sequence[Tensor], tangents: Sequence[Ten
     finally:
         state.tangents = None
         grad_mode.enabled = previous_grad
-        for table in list(Dispatcher.instances):
-            table.clear_caches()
 
 
 __all__ = ["derived_formula", "derived_jvps", "derived_source", "jvp", "state", "tangent_of"]

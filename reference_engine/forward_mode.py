@@ -2,8 +2,10 @@
 state and one operator call on duals (:func:`run`).
 
 While a level is open the tensors given as primals are *dual*: each carries a
-tangent in the level's table. Every operator call on a dual goes through
-:func:`run` (the dispatcher's fast paths are off while a level is open):
+tangent in the level's table. Every operator call of a formula the level makes
+itself (the user's function's calls) goes through :func:`run`; the calls inside a
+formula or jvp (the level suspended) take the dispatcher's cached fast paths, as
+with no level open (see :class:`~reference_engine.dispatch.OperatorPacket`):
 
 * an operator without a formula (comparisons, ``zeros_like``...) runs as
   usual and its outputs carry no tangent (they are not differentiable);
@@ -261,16 +263,24 @@ def formula_returning_jvp(overload: Any, derived: bool) -> Callable[..., Any]:
     return found
 
 
+#: a nested jvp's code -> the argument names it was read against and, per parameter in order,
+#: the position of its argument and whether it takes that argument's tangent (``<name>_t``):
+#: worked out once per jvp, not on every call
+_JVP_PARAMETERS: dict[Any, tuple[tuple[str, ...], tuple[tuple[int, bool], ...]]] = {}
+
+
+def _jvp_parameters(code: Any, names: tuple[str, ...]) -> tuple[tuple[int, bool], ...]:
+    found = _JVP_PARAMETERS.get(code)
+    if found is None or found[0] is not names:
+        found = _JVP_PARAMETERS[code] = (names, tuple(
+            (names.index(param[:-2]), param.endswith("_t")) for param in code.co_varnames[:code.co_argcount]))
+    return found[1]
+
+
 def _jvp(overload: Any, bound: list, backward: Callable[..., Any], written: Callable[..., Any] | None) -> Any:
-    names = overload.signature.names
     if written is not None:
-        code = written.__code__
-        params = code.co_varnames[:code.co_argcount]
-        values = {}
-        for param in params:
-            position = names.index(param[:-2])
-            values[param] = _tangent(bound[position]) if param.endswith("_t") else bound[position]
-        return written(**values)
+        return written(*[_tangent(bound[position]) if tangent else bound[position]
+                         for position, tangent in _jvp_parameters(written.__code__, overload.signature.names)])
     rule = overload.facts.jvp
     if rule == "auto_element_wise":
         (position,) = overload.signature.tensor_positions

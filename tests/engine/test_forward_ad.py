@@ -62,6 +62,48 @@ def test_reverse_mode_and_fast_paths_work_after_a_level():
     assert engine.is_grad_enabled()
 
 
+def test_the_caches_stay_warm_across_levels_and_hand_over_to_plain_calls():
+    """A level takes the formulas' plain fast paths out of the caches; the entries it makes are
+    kept for the next level (no resolving again) and give way to the plain ones after it."""
+    from reference_engine.dispatch import dispatcher
+
+    x, t = _tensor([0.3, 0.7]), _tensor([1.0, 2.0])
+    key = (engine.Tensor,)
+    cache = dispatcher.packet("sin").cache
+    with engine.no_grad():
+        x.sin()                                 # the plain entry: its kernel inlined
+    assert cache[key].kernel is not None
+    expected = np.cos([0.3, 0.7]) * [1.0, 2.0]
+    _, tangent = engine.jvp(lambda a: a.sin(), (x,), (t,))
+    np.testing.assert_allclose(tangent.numpy(), expected)
+    level = cache[key]
+    assert level.kernel is None                 # the level's entry: runs behind a test
+    engine.jvp(lambda a: a.sin(), (x,), (t,))
+    assert cache[key] is level                  # kept from one jvp to the next
+    with engine.no_grad():
+        np.testing.assert_allclose(x.sin().numpy(), np.sin([0.3, 0.7]))
+    assert cache[key].kernel is not None        # the plain entry back after the level
+    _, tangent = engine.jvp(lambda a: a.sin(), (x,), (t,))
+    np.testing.assert_allclose(tangent.numpy(), expected)
+    assert cache[key] is level
+
+
+def test_a_level_call_with_keywords_or_grad_mode_on_carries_tangents():
+    """The level's entries of a keyword call (its runner takes the keyword values) and of the
+    recording path (grad mode turned on inside the function) still run the formulas' jvps."""
+    a, b, ta, tb = _tensor([1.0, 2.0]), _tensor([3.0, 4.0]), _tensor([1.0, 0.5]), _tensor([2.0, 1.0])
+
+    def f(x, y):
+        with engine.enable_grad():
+            product = x * y
+        return at.add(product, y, alpha=3)
+
+    for _ in range(2):          # the second time on the entries the first made
+        out, tangent = engine.jvp(f, (a, b), (ta, tb))
+        np.testing.assert_allclose(out.numpy(), [1 * 3 + 9, 2 * 4 + 12])
+        np.testing.assert_allclose(tangent.numpy(), [1 * 3 + 1 * 2 + 3 * 2, 0.5 * 4 + 2 * 1 + 3 * 1])
+
+
 @derivative("moments_subset(Tensor self, int[] dim) -> (Tensor total, Tensor squares)")
 def _moments(self, dim):
     total, squares = at.sum(self, dim, True), at.sum(self * self, dim, True)

@@ -262,3 +262,14 @@ def test_not_implemented_message_is_torch_s_text():
     with pytest.raises(NotImplementedError) as raised:
         torch.igamma(x, torch.ones(2, dtype=torch.float64)).sum().backward()
     assert str(raised.value) == not_implemented_message("igamma: input")
+
+
+@pytest.mark.parametrize("shape, size", [((12,), [3, -1]), ((12,), [-1]), ((2, 3, 4), [4, -1, 2]), ((0, 3), [3, 0]),
+                                         ((12,), [5, -1]), ((12,), [-1, -1]), ((12,), [5])])
+def test_reshape_infers_and_refuses_sizes_as_torch(shape, size):
+    array = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    ours, theirs = engine.tensor(array), torch.tensor(array)
+    if tuple(size) in ((5, -1), (-1, -1), (5,)):
+        same_error(lambda: ours.reshape(size), lambda: theirs.reshape(size))
+    else:
+        assert tuple(ours.reshape(size).shape) == tuple(theirs.reshape(size).shape)

@@ -258,10 +258,20 @@ def declared(fn: Callable[..., Any]) -> DeclaredFormula | None:
     return None
 
 
+#: Each helper -> the file it was declared in, stamped when it was (:func:`helper_source`).
+_HELPER_SOURCES: dict[Callable[..., Any], SourceStamp | None] = {}
+
+
 def helper(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a typed Python function as a helper that backward formulas may call."""
     _registry_of(fn.__module__).helpers[fn.__name__] = fn
+    _HELPER_SOURCES[fn] = source_stamp(fn.__code__.co_filename)
     return fn
+
+
+def helper_source(fn: Callable[..., Any]) -> SourceStamp | None:
+    """The file the helper ``fn`` was declared in, as it was then (None: no file, not a helper)."""
+    return _HELPER_SOURCES.get(fn)
 
 
 def nondifferentiable(*schemas: str) -> None:

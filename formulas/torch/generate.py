@@ -3,8 +3,9 @@
 The general path (:mod:`formulas.torch.function`) runs a formula as it is written: every
 ``at.<op>`` finds its overload from its arguments' types, tensors go in and out of
 :class:`~formulas.torch.backend.OracleTensor`, the backward closure is planned and rebuilt per
-call. :func:`generate` takes those decisions once, from the formula's source (Python's ``ast``
-of its ``def``; the torch back end imports and runs formulas anyway), as the C++ emitter
+call. :func:`generate` takes those decisions once, from the front-end's model of the formula's
+``def`` and its helpers' (:mod:`reference_engine.facts`: stamped at import, so a file edited since
+is never the text generated from), as the C++ emitter
 (``transpiler/cpp``) does for its nodes, and writes the result as Python source:
 
 * every ``at.<op>`` call, Python operator on tensors (``grad * other`` is ``at.mul``, as
@@ -39,7 +40,8 @@ import torch
 from torch._C._functorch import unwrap_if_dead
 
 from formulas.dsl import at as _AT
-from formulas.dsl import registry
+from formulas.dsl import helper_source, registry
+from reference_engine.facts import StaleFormulaError, model_of_file
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type
 
 if TYPE_CHECKING:
@@ -202,17 +204,43 @@ def returned_type(schema: FunctionSchema) -> Any:
     return "None" if not types_ else types_[0] if len(types_) == 1 else types_
 
 
-def annotation_free_source(fn: Callable[..., Any]) -> ast.FunctionDef:
-    """The ``def`` of ``fn``, parsed from its source."""
+def formula_def(formula: TorchFormula) -> ast.FunctionDef:
+    """The formula's ``def`` as the front-end modelled it (the facts the engine reads: a file
+    changed since the formula was imported is not read again, so the generated code is never
+    another text's), as Python's ``ast``."""
     try:
-        source = textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError) as error:
-        raise NotCovered(f"no source for {fn.__name__} ({error})") from None
-    tree = ast.parse(source)
-    node = tree.body[0] if tree.body else None
-    if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__:
-        raise NotCovered(f"the source of {fn.__name__} is not its def")
-    return node
+        facts = formula.facts
+    except StaleFormulaError as error:
+        raise NotCovered(str(error)) from None
+    if facts.model is None:
+        raise NotCovered(facts.unread_because)
+    return _as_ast(facts.model.node, formula.fn.__name__)
+
+
+def helper_def(fn: Callable[..., Any]) -> ast.FunctionDef:
+    """The ``def`` of the helper ``fn`` from the front-end's model of the file it was declared in
+    (``@helper`` stamps it, as ``@derivative`` does a formula's), as Python's ``ast``."""
+    stamp = helper_source(fn)
+    if stamp is None:
+        raise NotCovered(f"helper {fn.__name__} has no source file the front-end can read")
+    try:
+        module = model_of_file(stamp)
+    except StaleFormulaError as error:
+        raise NotCovered(str(error)) from None
+    found = [h for h in module.helpers if h.name == fn.__name__]
+    if len(found) != 1:
+        raise NotCovered(f"{stamp.path} has no single @helper {fn.__name__}")
+    return _as_ast(found[0].node, fn.__name__)
+
+
+def _as_ast(node: Any, name: str) -> ast.FunctionDef:
+    import libcst as cst    # the front-end's trees: printed once per formula and helper, at install
+
+    tree = ast.parse(textwrap.dedent(cst.Module(body=[]).code_for_node(node)))
+    parsed = tree.body[0] if tree.body else None
+    if not isinstance(parsed, ast.FunctionDef) or parsed.name != name:
+        raise NotCovered(f"the front-end's model of {name} is not its def")
+    return parsed
 
 
 # --- the writer ----------------------------------------------------------------------------------
@@ -282,7 +310,7 @@ class Writer:
             return self._helpers[key]
         if fn in self._writing:
             raise NotCovered(f"{fn.__name__} calls itself")
-        node = annotation_free_source(fn)
+        node = helper_def(fn)
         parameters = node.args
         if parameters.vararg or parameters.kwarg or parameters.posonlyargs:
             raise NotCovered(f"helper {fn.__name__}: *args, **kwargs or positional-only parameters")
@@ -743,7 +771,7 @@ def generate(formula: TorchFormula) -> Generated:
         raise NotCovered("a Tensor? or Tensor[] argument")
     if any(name.startswith(PREFIX) or name == "ctx" for name in env):
         raise NotCovered("a parameter named like the generated code's own names")
-    node = annotation_free_source(fn)
+    node = formula_def(formula)
     *body, last = node.body
     if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple) and len(last.value.elts) == 2
             and isinstance(last.value.elts[1], ast.Name)):

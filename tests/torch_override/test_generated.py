@@ -66,6 +66,34 @@ def test_a_formula_the_generator_does_not_cover_keeps_the_general_path(tmp_path,
         torch.testing.assert_close(grads[1], 3 * torch.cos(x.detach()))
 
 
+def test_a_formula_file_edited_after_import_is_not_generated_from_its_new_text(tmp_path, monkeypatch):
+    """The generator reads the front-end's model, stamped at import: an edited file is never the
+    source of the generated code (the imported function multiplies by 3, the edited text by 50)."""
+    with importable_package(tmp_path, monkeypatch, "editedops", {"ops.py": '''
+        from formulas import at, derivative, helper
+
+        @helper
+        def tripled(grad):
+            return grad * 3.0
+
+        @derivative("sin(Tensor self) -> Tensor")
+        def sin(self):
+            result = at.sin(self)
+            def backward(grad):
+                return tripled(grad) * at.cos(self)
+            return result, backward
+    '''}) as package:
+        formulas = _formulas(package)
+        path = tmp_path / package / "ops.py"
+        path.write_text(path.read_text().replace("3.0", "50.0"))
+        assert formulas["sin"].generated is None and "changed after its formulas were imported" in \
+            formulas["sin"].not_generated
+        x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+        with override(["sin"], package=package):
+            grad, = torch.autograd.grad(torch.sin(x).sum(), x)
+        torch.testing.assert_close(grad, 3 * torch.cos(x.detach()))
+
+
 def _general(op: str):
     """``op`` through the general path (the formula as written), whatever its kernel is."""
     formula = FORMULAS[op]

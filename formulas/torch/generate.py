@@ -756,7 +756,7 @@ def generate(formula: TorchFormula) -> Generated:
     schema = formula.schema
     fn = formula.fn
     if fn is not formula.declared.fn or getattr(fn, "__wrapped__", None) is not None or fn.__closure__:
-        raise NotCovered("a formula function made from another (a family member, an imported dialect's)")
+        raise NotCovered("a formula function made from another (an imported dialect's, a wrapper)")
     if any(a.annotation is not None for a in (*schema.arguments, *schema.returns)) or schema.out:
         raise NotCovered("a view, in-place or out= operator")
     if len(schema.returns) != 1 or schema_type(schema.returns[0].type) != TENSOR or not formula.all_differentiable:

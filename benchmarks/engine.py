@@ -17,6 +17,13 @@ The chain is also run as *formulas alone*: the four formulas called directly
 with no recording, scheduling or checks. No engine that runs these formulas as
 written can beat that time; the engine's time minus it is its bookkeeping.
 
+The chain is also run on *a minimal Python tape* (:class:`TapeValue`, micrograd's core on
+NumPy): per operation the NumPy call, one result object holding the array, its parents and a
+closure; backward a topological walk calling each closure and summing gradients, the chain's
+math as its formulas do it. It is the least any reverse-mode engine written in Python does per
+operation, so it shows where torch eager sits against what a Python engine can do at all; the
+engine's ratio to it is printed in the same run.
+
 The chain and the large workload are also run as *NumPy calls alone*: the
 bare NumPy calls their math needs, no framework. Where torch beats that (its
 C++ dispatch against NumPy's per-call overhead on 16 elements, its vectorised
@@ -143,6 +150,72 @@ def numpy_alone(size: int, ops: int) -> Callable[[], object]:
         for x, y in reversed(saved):      # add: grad; tanh: grad (1 - y^2); mul: grad c; sin: grad cos x
             grad = grad * (1 - y * y) * c0 * np.cos(x)
         return grad
+    return run
+
+
+# ----------------------------------------------------------------------------- a minimal Python tape
+class TapeValue:
+    """The least a reverse-mode engine in Python on NumPy does per operation (micrograd's
+    ``Value`` on arrays): call the NumPy kernel, make one result holding the array, its parents
+    and the closure that maps its gradient to theirs. No dispatch, dtype or shape checks, saved
+    tensor guards, grad mode or node records: the chain's math only, as its formulas do it."""
+
+    __slots__ = ("value", "grad", "parents", "backward")
+
+    def __init__(self, value: np.ndarray, parents: tuple = (), backward: Callable | None = None) -> None:
+        self.value, self.grad, self.parents, self.backward = value, None, parents, backward
+
+    def sin(self) -> TapeValue:
+        x = self.value
+        return TapeValue(np.sin(x), (self,), lambda grad: (grad * np.cos(x),))
+
+    def tanh(self) -> TapeValue:
+        y = np.tanh(self.value)
+        return TapeValue(y, (self,), lambda grad: (grad * (1 - y * y),))      # tanh_backward
+
+    def __mul__(self, other: TapeValue | np.ndarray) -> TapeValue:
+        if type(other) is not TapeValue:        # a constant: no gradient for it
+            return TapeValue(self.value * other, (self,), lambda grad: (grad * other,))
+        x, y = self.value, other.value
+        return TapeValue(x * y, (self, other), lambda grad: (grad * y, grad * x))
+
+    def __add__(self, other: TapeValue | np.ndarray) -> TapeValue:
+        if type(other) is not TapeValue:
+            return TapeValue(self.value + other, (self,), lambda grad: (grad,))
+        return TapeValue(self.value + other.value, (self, other), lambda grad: (grad, grad))
+
+    def sum(self) -> TapeValue:
+        shape = self.value.shape
+        return TapeValue(self.value.sum(), (self,), lambda grad: (np.broadcast_to(grad, shape),))
+
+    def backward_pass(self) -> None:
+        """Accumulate into ``grad`` of every value this one depends on: a topological walk (depth
+        first, no recursion), then each closure newest first, gradients summed per parent."""
+        order, expanded, stack = [], set(), [(self, False)]
+        while stack:
+            value, done = stack.pop()
+            if done:
+                order.append(value)         # after every value it depends on
+            elif value not in expanded:
+                expanded.add(value)
+                stack.append((value, True))
+                stack.extend((parent, False) for parent in value.parents)
+        self.grad = np.ones_like(self.value)
+        for value in reversed(order):
+            if value.backward is not None:
+                for parent, grad in zip(value.parents, value.backward(value.grad)):
+                    parent.grad = grad if parent.grad is None else parent.grad + grad
+
+
+def minimal_tape(size: int, ops: int) -> Callable[[], object]:
+    """The chain on :class:`TapeValue`: the floor of a Python engine, measured."""
+    rng = np.random.default_rng(0)
+    x0, c0 = rng.standard_normal(size), rng.uniform(0.5, 1.0, size)
+
+    def run():
+        x = TapeValue(x0)
+        _chain(x, c0, ops, TapeValue.sin, TapeValue.tanh).sum().backward_pass()
+        return x.grad
     return run
 
 
@@ -288,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     large = f"large ({LARGE_OPS} ops, 1M elements)"
     workloads = {
         chain: {**chain_workloads(16, CHAIN_OPS), "formulas": formulas_alone(16, CHAIN_OPS),
-                "numpy": numpy_alone(16, CHAIN_OPS)},
+                "tape": minimal_tape(16, CHAIN_OPS), "numpy": numpy_alone(16, CHAIN_OPS)},
         "mlp training step (64x32 -> 64 -> 10)": mlp_workloads(),
         large: {**chain_workloads(1_000_000, LARGE_OPS), "numpy": numpy_alone(1_000_000, LARGE_OPS)},
     }
@@ -304,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chain, formulas alone (no autograd):     {floor['formulas'] * 1e3:8.2f}ms = "
           f"{floor['formulas'] / floor['autograd']:.2f}x autograd, {floor['formulas'] / floor['torch']:.2f}x torch; "
           f"the engine's bookkeeping: {(floor['engine'] - floor['formulas']) / CHAIN_OPS * 1e6:.2f}us per op")
+    print(f"chain, a minimal Python tape (floor):    {floor['tape'] * 1e3:8.2f}ms = "
+          f"{floor['tape'] / floor['autograd']:.2f}x autograd, {floor['tape'] / floor['torch']:.2f}x torch; "
+          f"the engine is {floor['engine'] / floor['tape']:.2f}x it")
     for name in (chain, large):     # the NumPy calls alone: what no engine calling NumPy can go below
         times = timed[name]
         print(f"{name.split(' (')[0] + ', NumPy calls alone (floor):':40} {times['numpy'] * 1e3:8.2f}ms = "

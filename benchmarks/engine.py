@@ -348,7 +348,8 @@ def tracked_per_op(forward: Callable[[], object], ops: int) -> float:
 
 def print_counts(ops: int) -> None:
     """Calls and bytecodes per operator of the chain workload (engine forward and backward, the
-    minimal tape's, HIPS autograd's), and the tracked objects a forward keeps per operator."""
+    formulas alone, the minimal tape's, HIPS autograd's), and the tracked objects a forward keeps
+    per operator (engine, tape, HIPS autograd)."""
     rng = np.random.default_rng(0)
     x0, c0 = rng.standard_normal(16), rng.uniform(0.5, 1.0, 16)
 

@@ -211,8 +211,8 @@ def test_the_funnel_reports_the_tiers_side_by_side_with_every_reason():
     results["OP"]["hardsigmoid"] = {"status": "first order", "source": "OpInfo", "reason": "gradcheck passes"}
     assert override_report(results) == [
         "  OC     0 proven (0 on torch's OpInfo samples, 0 without a gradient as torch's), 2 refused, 1 failed, 1 without inputs, of 4",
-        "  OP     1 proven (1 on torch's OpInfo samples, 0 without a gradient as torch's), 1 proven to first order "
-        "(torch's own second order is not implemented), 2 refused, 0 failed, 1 without inputs, of 5",
+        ("  OP     1 proven (1 on torch's OpInfo samples, 0 without a gradient as torch's), 1 proven to first order "
+         "(torch's own second order is not implemented), 2 refused, 0 failed, 1 without inputs, of 5"),
         "    [OC refused] writes noise in place besides what it returns (2): rrelu_with_noise, rrelu_with_noise_",
         "    eq.Tensor [OC no inputs]: no OpInfo; our inputs: none",
         "    sin [OC failed]: OC: gradgradcheck",

@@ -71,6 +71,27 @@ def entries(tmp_path, monkeypatch):
                 return None
             return result, backward
 
+        @derivative("one_hot(Tensor self, int num_classes=-1) -> Tensor", output_differentiability=[False])
+        def one_hot(self, num_classes):
+            result = at.one_hot(self, num_classes)
+            def backward():
+                return None
+            return result, backward
+
+        @derivative("hardsigmoid(Tensor self) -> Tensor")
+        def hardsigmoid(self):
+            result = at.hardsigmoid(self)
+            def backward(grad):
+                return at.hardsigmoid_backward(grad, self)
+            return result, backward
+
+        @derivative("normal.Tensor_float(Tensor mean, float std=1, *, Generator? generator=None) -> Tensor")
+        def normal_Tensor_float(mean, std, generator):
+            result = at.normal(mean, std, generator=generator)
+            def backward(grad):
+                return at.new_zeros(grad, mean.sizes())
+            return result, backward
+
         @derivative("max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
                     "int[2] dilation=1, bool ceil_mode=False) -> Tensor")
         def max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode):
@@ -81,6 +102,66 @@ def entries(tmp_path, monkeypatch):
     ''',
     }) as package:
         yield package
+
+
+@pytest.fixture
+def wrong(tmp_path, monkeypatch):
+    """A package ``wrongops`` whose ``hardsigmoid`` has a wrong first derivative (1.5 times torch's)."""
+    with importable_package(tmp_path, monkeypatch, "wrongops", {
+        "entries.py": '''
+        from formulas import at, derivative
+
+        @derivative("hardsigmoid(Tensor self) -> Tensor")
+        def hardsigmoid(self):
+            result = at.hardsigmoid(self)
+            def backward(grad):
+                return at.hardsigmoid_backward(grad, self) * 1.5
+            return result, backward
+    ''',
+    }) as package:
+        yield package
+
+
+def _case(op: str) -> tuple:
+    return corpus_inputs.cases(op, corpus_override.aten_overload(op)._schema)[0]
+
+
+def test_generated_arguments_take_the_dtype_torch_asks_for_and_lists_of_ints_have_values(entries):
+    assert _case("one_hot")[0][0].dtype == torch.long                # "only applicable to index tensor of type Long"
+    assert _case("_is_all_true")[0][0].dtype == torch.bool           # torch asserts self.scalar_type() == kBool
+    assert [a.dtype for a in _case("embedding_renorm_")[0][:2]] == [torch.float64, torch.long]  # argument 'indices'
+    assert _case("_efficientzerotensor") == (([1, 1],), {})
+    # torch's op takes integers alone and declares no gradient: proven by its values
+    assert corpus_override.prove("one_hot", "OP", False, [_case("one_hot")], package=entries) == \
+        ("proven", 1, corpus_override.corpus_proof.WITHOUT_GRADIENT)
+
+
+def test_an_argument_torch_does_not_differentiate_is_made_a_constant():
+    grad_output, self = (torch.randn(3, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    buffer = torch.ops.aten.log_sigmoid_forward(self.detach())[1].requires_grad_()
+    aten = torch.ops.aten.log_sigmoid_backward.default
+    args, _ = corpus_override.as_torch_differentiates(aten, aten._schema, (grad_output, self, buffer), {})
+    assert [t.requires_grad for t in args] == [True, True, False]       # "not differentiable ... 'buffer'"
+    zeta = torch.ops.aten.special_zeta.default
+    s, other = (1.5 + torch.rand(3, dtype=torch.float64)).requires_grad_(), torch.rand(3, dtype=torch.float64)
+    args, _ = corpus_override.as_torch_differentiates(zeta, zeta._schema, (s, other.requires_grad_()), {})
+    assert [t.requires_grad for t in args] == [False, True]            # not_implemented("zeta") for self alone
+    assert corpus_override.as_torch_differentiates(zeta, zeta._schema, (s.detach(), other), {}) is None
+
+
+def test_an_entry_torch_differentiates_once_is_proven_to_first_order(entries, wrong):
+    case = ((torch.randn(3, 4, dtype=torch.float64, requires_grad=True),), {})
+    status, used, reason = corpus_override.prove("hardsigmoid", "OP", False, [case], package=entries)
+    assert (status, used) == (corpus_override.FIRST_ORDER, 1)
+    assert reason.endswith("(RuntimeError: derivative for aten::hardsigmoid_backward is not implemented), "
+                           "and the override raises torch's error")
+    assert corpus_override.prove("hardsigmoid", "OP", False, [case], package=wrong) == ("failed", 1, "OP: gradcheck")
+
+
+def test_a_random_operator_is_proven_on_a_fixed_draw(entries):
+    case = ((torch.randn(3, dtype=torch.float64, requires_grad=True),), {})
+    assert corpus_override.prove("normal.Tensor_float", "OP", False, [case], package=entries) == \
+        (corpus_override.FIXED_DRAW, 1, corpus_override.PARTIAL[corpus_override.FIXED_DRAW])
 
 
 def test_a_non_differentiable_output_is_left_out_of_the_checks(entries):
@@ -127,12 +208,15 @@ def test_the_funnel_reports_the_tiers_side_by_side_with_every_reason():
                       "eq.Tensor": {"status": "no inputs", "source": "", "reason": "no OpInfo; our inputs: none"}}
                for tier in ("OC", "OP")}
     results["OC"]["sin"] = {"status": "failed", "source": "OpInfo", "reason": "OC: gradgradcheck"}
+    results["OP"]["hardsigmoid"] = {"status": "first order", "source": "OpInfo", "reason": "gradcheck passes"}
     assert override_report(results) == [
         "  OC     0 proven (0 on torch's OpInfo samples, 0 without a gradient as torch's), 2 refused, 1 failed, 1 without inputs, of 4",
-        "  OP     1 proven (1 on torch's OpInfo samples, 0 without a gradient as torch's), 2 refused, 0 failed, 1 without inputs, of 4",
+        ("  OP     1 proven (1 on torch's OpInfo samples, 0 without a gradient as torch's), 1 proven to first order "
+         "(torch's own second order is not implemented), 2 refused, 0 failed, 1 without inputs, of 5"),
         "    [OC refused] writes noise in place besides what it returns (2): rrelu_with_noise, rrelu_with_noise_",
         "    eq.Tensor [OC no inputs]: no OpInfo; our inputs: none",
         "    sin [OC failed]: OC: gradgradcheck",
         "    [OP refused] writes noise in place besides what it returns (2): rrelu_with_noise, rrelu_with_noise_",
         "    eq.Tensor [OP no inputs]: no OpInfo; our inputs: none",
+        "    hardsigmoid [OP first order]: gradcheck passes",
     ]

@@ -10,6 +10,8 @@ case torch rejects.
 """
 from __future__ import annotations
 
+import re
+
 import torch
 
 SHAPES = ((3, 4), (2, 3, 4), (1, 2, 3, 4), (1, 2, 2, 3, 4), (5,))
@@ -35,6 +37,21 @@ def _constant(*shape: int) -> torch.Tensor:
 def _fractional_max_pool3d_indices(self: torch.Tensor) -> torch.Tensor:
     """The indices ``fractional_max_pool3d`` (kernel 2, output 2 per dim) returns for ``self``."""
     return torch.ops.aten.fractional_max_pool3d(self.detach(), [2, 2, 2], [2, 2, 2], _constant(1, 1, 3))[1]
+
+
+def _with_log_sigmoid_buffer(op, grad_output: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
+    """``op`` (``log_sigmoid_backward``) called with the buffer ``log_sigmoid_forward`` returns for
+    ``self``, made again on each call: torch's CPU kernel reads ``self``'s sigmoid from the buffer, so
+    a buffer held fixed while finite differences move ``self`` is another function (torch's own op
+    fails gradcheck on it). The buffer is not differentiated, as torch says."""
+    return op(grad_output, self, torch.ops.aten.log_sigmoid_forward(self.detach())[1])
+
+
+def _padded(op, *args, **kwargs) -> torch.Tensor:
+    """``op``'s nested tensor output as the strided tensor ``to_padded_tensor(0.0)`` makes of it
+    (differentiable, twice): gradcheck and the proof's projections take strided outputs only."""
+    value = op(*args, **kwargs)
+    return value.to_padded_tensor(0.0) if value.is_nested else value
 
 
 def _written() -> dict[str, list]:
@@ -135,6 +152,22 @@ def _written() -> dict[str, list]:
         # the indices are those of the forward's maxima; grad_output has the pooled shape
         "fractional_max_pool3d_backward": [((t(1, 1, 2, 2, 2), t(1, 1, 4, 4, 4), [2, 2, 2], [2, 2, 2],
                                              _fractional_max_pool3d_indices(t(1, 1, 4, 4, 4))), {})],
+        # log_sigmoid's buffer is the one log_sigmoid_forward returns for self, made on each call
+        "log_sigmoid_backward": [((t(3, 4), t(3, 4, seed=1)), {}, _with_log_sigmoid_buffer)],
+        # shapes (concentrations) of a gamma draw: positive
+        "_standard_gamma": [((_positive(3, 4),), {})],
+        # the Hurwitz zeta: self > 1, other > 0; torch differentiates other alone (self: not_implemented)
+        "special_zeta": [((_positive(3, 4).detach() + 1, _positive(3, 4)), {})],
+        # a sum-mode bag's backward: grad (bags, D); indices, offset2bag (the bag of each index) vectors
+        "_embedding_bag_dense_backward": [((t(2, 3), torch.tensor([0, 2, 1, 3]), torch.tensor([0, 0, 1, 1]),
+                                            torch.tensor([2, 2]), torch.zeros(2, 3, dtype=torch.long), 5, False,
+                                            0, None), {})],
+        # the grid's last dim is (x, y); a mask's and the nested sizes' rows are the components
+        "_grid_sampler_2d_cpu_fallback": [((t(1, 2, 3, 4), _constant(1, 2, 3, 2) * 4 - 0.8, 0, 0, False), {})],
+        "_nested_tensor_from_mask": [((t(2, 3, 4), torch.tensor([[True, True, False], [True, False, False]])), {},
+                                      _padded)],
+        "_nested_view_from_buffer": [((t(6), torch.tensor([[2], [4]]), torch.tensor([[1], [1]]), torch.tensor([0, 2])),
+                                      {}, _padded)],
         # upsampling: output_size of the spatial dims; a backward's grad_output has that size
         # and input_size is the full input shape
         **{name: [((t(1, 2, 2, 3), [4, 5]), {})] for name in ("upsample_nearest2d", "_upsample_nearest_exact2d")},
@@ -161,7 +194,7 @@ def _default(argument):
         return 1
     if kind == "BoolType":
         return False
-    return None
+    return _int_list(argument)
 
 
 def _unfilled(argument) -> bool:
@@ -217,4 +250,102 @@ def _generated(schema) -> list:
 def cases(op: str, schema) -> list:
     """``(args, kwargs)`` pairs for the ATen overload ``op`` (``name.overload``) with ``schema``."""
     written = _written()
-    return written.get(op, written.get(op.removesuffix(".default"), [])) + _generated(schema)
+    found, generated = written.get(op, written.get(op.removesuffix(".default"), [])), _generated(schema)
+    if found or not generated:
+        return found + generated
+    base, _, overload = op.partition(".")
+    retypings = dtypes_torch_wants(getattr(getattr(torch.ops.aten, base), overload or "default"), schema, generated[0])
+    for name, dtype in retypings:
+        generated = [_retyped(schema, *case, name, dtype) or case for case in generated]
+    return generated
+
+
+def _int_list(argument):
+    """A value for an ``int[]`` / ``SymInt[]`` argument (sizes, strides, dims): ones, ``N`` of them
+    where the schema fixes the length (``int[2]``), else two; None for another type."""
+    kind = argument.real_type.kind()
+    if kind == "ListType" and argument.real_type.getElementType().kind() in ("IntType", "SymIntType"):
+        return [1] * (argument.N or 2)
+    return None
+
+
+#: torch's own errors for a tensor argument of another dtype than the float64 one generated: each
+#: names the dtype it wants (``Long``, ``Bool``) and the argument (``name``; absent: the operator's
+#: first tensor argument, as ``one_hot``'s ``self``). Read by :func:`dtypes_torch_wants`.
+DTYPE_ERRORS = (
+    # embedding_renorm_'s indices, _embedding_bag_backward's indices
+    re.compile(r"Expected tensor for argument #\d+ '(?P<name>\w+)' to have one of the following scalar types: "
+               r"(?P<dtype>\w+)"),
+    # _nested_tensor_from_mask's mask
+    re.compile(r"Expected (?P<name>\w+) to be of ScalarType (?P<dtype>\w+)"),
+    # _is_all_true's and _is_any_true's self (an internal assert of torch's)
+    re.compile(r"(?P<name>\w+)\.scalar_type\(\) == at::k(?P<dtype>\w+)"),
+    # one_hot's self
+    re.compile(r"applicable to index tensor of type (?P<dtype>\w+)Tensor"),
+)
+
+
+def dtypes_torch_wants(aten, schema, case: tuple) -> list[tuple[str, torch.dtype]]:
+    """The ``(argument, dtype)`` changes that make a generated ``case`` one torch's own ``aten``
+    takes: each tensor argument it rejects for its dtype, saying which dtype it wants
+    (:data:`DTYPE_ERRORS`: indices Long, a mask Bool), made of that dtype (not differentiated), until
+    torch takes the case or says something else. Learnt on the first generated case alone (the one
+    the proof calls first) and applied to every shape: the cases as torch's own operator types its
+    arguments, with no table of operators."""
+    args, kwargs = case
+    retypings: list[tuple[str, torch.dtype]] = []
+    for _ in range(len(schema.arguments)):
+        try:
+            aten(*_copies(args), **_copies(kwargs))
+            return retypings
+        except Exception as error:  # noqa: BLE001 - torch's refusal says which argument to change, or nothing
+            wanted = _wanted_dtype(str(error), schema)
+            changed = wanted and _retyped(schema, args, kwargs, *wanted)
+            if not changed:
+                return retypings
+            retypings.append(wanted)
+            args, kwargs = changed
+    return retypings
+
+
+def _wanted_dtype(message: str, schema) -> tuple[str, torch.dtype] | None:
+    """``(argument name, dtype)`` that ``message`` (torch's error) asks for, or None."""
+    for pattern in DTYPE_ERRORS:
+        found = pattern.search(message)
+        dtype = found and getattr(torch, found.group("dtype").lower(), None)
+        if isinstance(dtype, torch.dtype):
+            first = next((a.name for a in schema.arguments if a.real_type.kind() == "TensorType"), None)
+            return found.groupdict().get("name") or first, dtype
+    return None
+
+
+def _retyped(schema, args: tuple, kwargs: dict, name: str, dtype: torch.dtype) -> tuple | None:
+    """``(args, kwargs)`` with the tensor argument ``name`` of ``dtype`` (integers counting up
+    modulo its first dimension, so that they index it and its peers of the same shape; alternating
+    booleans); None where there is no such tensor argument or it has that dtype already."""
+    position = next((i for i, a in enumerate(schema.arguments) if a.name == name), None)
+    if position is None:
+        return None
+    args = list(args)
+    value = args[position] if position < len(args) else kwargs.get(name)
+    if not isinstance(value, torch.Tensor) or value.dtype == dtype:
+        return None
+    counting = torch.arange(value.numel())
+    retyped = (counting % 2 == 0 if dtype == torch.bool else
+               (counting % max(value.shape[0] if value.dim() else 1, 1)).to(dtype)).reshape(value.shape)
+    if position < len(args):
+        args[position] = retyped
+    else:
+        kwargs = {**kwargs, name: retyped}
+    return tuple(args), kwargs
+
+
+def _copies(value):
+    """``value`` with fresh copies of its tensors (an in-place operator writes a copy, never a leaf)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copies(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _copies(v) for k, v in value.items()}
+    return value

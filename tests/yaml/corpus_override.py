@@ -45,6 +45,7 @@ import corpus_proof
 import torch
 from corpus_proof import (
     _differentiated,
+    _flat,
     _grads,
     _outputs,
     _replace,
@@ -117,18 +118,30 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
 
     plain = corpus_proof.as_called(aten_overload(entry), aten_overload(entry)._schema)   # random ops: same draws
     used, skipped, undifferentiated, differentiated = 0, "", [], False
+    once, drawn = [], []    # cases torch differentiates once only; a random op's cases torch fails gradcheck on
     for args, kwargs, *wrapper in cases:
         # an OpInfo sample checked through its OpInfo's gradcheck_wrapper (a Hermitian input for
         # cholesky, a triangular one for cholesky_inverse) calls the op through it, as corpus_proof
         aten = _through(wrapper[0], plain) if wrapper else plain
         inputs = _differentiated(args, kwargs)
         if not inputs:
+            if declares_no_gradient(entry, package) and _runs(aten, args, kwargs):
+                undifferentiated.append((args, kwargs, *wrapper))     # an integer or boolean case (one_hot)
             skipped = skipped or "no float64 tensor to differentiate"
             continue
         why = _too_large(aten, args, kwargs, inputs) or _torch_differentiates(aten, args, kwargs, inputs)
+        if why.startswith("torch's own op rejects it") and not wrapper:
+            args, kwargs = as_torch_differentiates(aten, aten_overload(entry)._schema, args, kwargs) or (args, kwargs)
+            inputs = _differentiated(args, kwargs)
+            why = (_too_large(aten, args, kwargs, inputs) or _torch_differentiates(aten, args, kwargs, inputs)
+                   if inputs else why)
+        if why == corpus_proof.NO_GRADIENT and not _flat(aten(*args, **kwargs)):
+            why = NO_TENSOR     # mkldnn_rnn_layer_backward's CPU kernel: undefined outputs, nothing to compare
         if why == corpus_proof.NO_GRADIENT:
             undifferentiated.append((args, kwargs, *wrapper))
-        differentiated |= not why or why.startswith("too large")
+        if why.startswith("torch's own op rejects it") and differentiates_once(aten, args, kwargs, inputs):
+            (drawn if random_op(entry) else once).append((args, kwargs, *wrapper))
+        differentiated |= not why or why.startswith("too large") or bool(once)
         if why:
             skipped = skipped or why
             continue
@@ -163,6 +176,8 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
                 return "failed", used, f"{tier}: {failing}" + (" (with forward AD)" if forward_ad and
                                                               failing == "gradcheck" else "")
             skipped = skipped or f"torch's own op fails {failing} on it"     # outside its smooth domain: no case
+            if failing == "gradcheck" and random_op(entry):     # torch's derivative is not a fixed draw's
+                drawn.append((args, kwargs, *wrapper))
             continue
         used += 1
         for label, a, b in (("forward value", mine[0], theirs[0]), ("first derivative", mine[1], theirs[1]),
@@ -176,7 +191,204 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
             with override([entry], package=package, compiled=tier == "OC"):
                 return plain(*args, **kwargs)
         return corpus_proof.prove_no_gradient(overridden, plain, undifferentiated, tier)
+    if not used and (once or drawn):
+        return prove_as_torch(entry, tier, forward_ad, once or drawn, package, gradchecked=bool(once))
     return ("proven", used, "") if used else ("no inputs", 0, skipped)
+
+
+def declares_no_gradient(entry: str, package: str = PACKAGE) -> bool:
+    """Whether ``entry``'s formula declares none of its outputs differentiable
+    (``output_differentiability=[False]``, as the importer writes an entry whose every input is
+    ``non_differentiable``): a case of integer or boolean tensors alone (``one_hot``'s indices,
+    ``_is_all_true``'s booleans), which torch's own operator takes where it takes no float64 one, is
+    then one to prove its values on (there is no gradient to prove)."""
+    from formulas.torch import load_package
+
+    declared = load_package(package).formulas[entry].output_differentiability
+    return declared is not None and not any(declared)
+
+
+def _runs(aten, args, kwargs) -> bool:
+    """Whether torch's own operator takes the case."""
+    try:
+        aten(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - any refusal of torch's makes it no case
+        return False
+    return True
+
+
+#: Why a case whose outputs in torch are all undefined (``None``) is none.
+NO_TENSOR = "torch's own op returns no defined tensor on it"
+
+
+#: torch's error for a tensor argument it does not differentiate that requires grad
+NOT_DIFFERENTIABLE = re.compile(r"not differentiable with respect to argument '(?P<name>\w+)'")
+
+
+def as_torch_differentiates(aten, schema, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    """The case with the float64 arguments torch's own operator does not differentiate made
+    constants (no longer requiring grad), as torch itself says: the argument its forward names
+    (``log_sigmoid_backward``'s ``buffer``: "not differentiable with respect to argument"), and each
+    input whose first derivative alone raises torch's "not implemented" where the others' do not
+    (``special_zeta``'s ``self``: derivatives.yaml's ``not_implemented("zeta")``; its ``other`` is
+    then proven alone). None where torch says neither."""
+    names, changed = [a.name for a in schema.arguments], False
+    for _ in names:
+        try:
+            value = aten(*args, **kwargs)
+            break
+        except Exception as error:  # noqa: BLE001 - only torch's "not differentiable" changes the case
+            named = NOT_DIFFERENTIABLE.search(str(error))
+            position = names.index(named.group("name")) if named and named.group("name") in names else None
+            if position is None:
+                return None
+            given = args[position] if position < len(args) else kwargs.get(names[position])
+            if not isinstance(given, torch.Tensor) or not given.requires_grad:
+                return None
+            args, kwargs = _replace(args, [given], [given.detach()]), _replace(kwargs, [given], [given.detach()])
+            changed = True
+    else:
+        return None
+    outputs, inputs = _outputs(value), _differentiated(args, kwargs)
+    unimplemented = []
+    for tensor in inputs if outputs else ():
+        try:
+            torch.autograd.grad(sum(o.sum() for o in outputs), [tensor], retain_graph=True, allow_unused=True)
+        except NotImplementedError as error:
+            if not NOT_IMPLEMENTED.search(str(error)):
+                return (args, kwargs) if changed else None
+            unimplemented.append(tensor)
+        except Exception:  # noqa: BLE001 - another refusal: the case as it is, which torch rejects
+            return (args, kwargs) if changed else None
+    if not unimplemented:
+        return (args, kwargs) if changed else None
+    constants = [t.detach() for t in unimplemented]
+    return _replace(args, unimplemented, constants), _replace(kwargs, unimplemented, constants)
+
+
+def differentiates_once(aten, args, kwargs, inputs) -> bool:
+    """Whether torch's own operator gives the case's first derivatives and raises computing the
+    second (``hardsigmoid``: its ``hardsigmoid_backward`` has no derivative; ``_cdist_forward``'s
+    ``_cdist_backward`` is ``not_implemented``): a case to prove to first order."""
+    try:
+        first = _first_and_second(aten, args, kwargs, inputs, 0) if inputs else None
+    except Exception:  # noqa: BLE001 - torch's own op rejects the case itself
+        return False
+    return first is not None and isinstance(first[2], str)
+
+
+def _first_and_second(fn, args, kwargs, inputs, seed):
+    """``(values, first derivatives, second derivatives or the error computing them raised)`` of a
+    fixed random projection of ``fn``'s differentiable outputs (as ``corpus_proof._grads``); None
+    where the first derivatives raise."""
+    outputs = _outputs(fn(*args, **kwargs))
+    if not outputs:
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    total = sum((o * torch.randn(o.shape, dtype=o.dtype, generator=generator)).sum() for o in outputs)
+    try:
+        first = torch.autograd.grad(total, inputs, create_graph=True, allow_unused=True)
+    except Exception:  # noqa: BLE001 - no first derivative: not a case of either kind
+        return None
+    firsts = [g for g in first if g is not None and g.requires_grad]
+    try:
+        second = (torch.autograd.grad(sum((g * g).sum() for g in firsts), inputs, allow_unused=True) if firsts
+                  else (None,) * len(inputs))
+    except Exception as error:  # noqa: BLE001 - the error is what is compared
+        second = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+    return [o.detach() for o in outputs], first, second
+
+
+def random_op(entry: str) -> bool:
+    """Whether ``entry`` draws random numbers (a ``Generator?`` argument: ``normal``, ``_standard_gamma``).
+    The proof calls it with a fixed seed (``corpus_proof.as_called``), a deterministic function of
+    its inputs; torch's derivative of it is still not that function's (``normal``'s is zero, its
+    finite differences one; ``_standard_gamma``'s is the implicit reparameterization's), so torch's own
+    op fails gradcheck, and the formula is proven equal to torch's derivative instead."""
+    return any(str(a.type) == "Optional[Generator]" for a in aten_overload(entry)._schema.arguments)
+
+
+#: The statuses of an entry proven short of a full proof, with what was proven.
+FIRST_ORDER = "first order"
+FIXED_DRAW = "fixed draw"
+PARTIAL = {
+    FIRST_ORDER: "gradcheck passes through the override, values and first derivatives equal torch's",
+    FIXED_DRAW: "a random operator on a fixed seed: values and derivatives equal torch's (torch's derivative is "
+                "not the finite differences of a fixed draw: its own op fails gradcheck)",
+}
+
+
+def prove_as_torch(entry: str, tier: str, forward_ad: bool, cases: list, package: str = PACKAGE,
+                   gradchecked: bool = True) -> tuple[str, int, str]:
+    """``(status, cases used, reason)`` of an entry on ``cases`` torch's own operator differentiates
+    short of gradgradcheck: ``gradchecked``, cases it differentiates once only (status
+    :data:`FIRST_ORDER`: gradcheck, with forward AD where the formula has a jvp, passes through the
+    override); else a random operator's, whose derivative is not finite differences' (status
+    :data:`FIXED_DRAW`, forward AD compared with torch's). On both, through the override, the
+    formula's node is recorded, values and first derivatives equal torch's, and the second derivatives
+    equal torch's, or raise torch's error where torch's raise (where ours give one instead,
+    gradgradcheck passes through the override, and the reason says so)."""
+    from formulas.torch import override
+
+    plain = corpus_proof.as_called(aten_overload(entry), aten_overload(entry)._schema)
+    status, used, twice, untangented, skipped = FIRST_ORDER if gradchecked else FIXED_DRAW, 0, False, "", ""
+    raised = ""     # torch's error computing the second derivative
+    for args, kwargs, *wrapper in cases:
+        aten = _through(wrapper[0], plain) if wrapper else plain
+        inputs = _differentiated(args, kwargs)
+
+        def on(args=args, kwargs=kwargs, inputs=inputs, aten=aten):
+            return lambda *tensors: aten(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
+        if gradchecked and not gradcheck(on(), tuple(inputs), raise_exception=False):
+            skipped = skipped or "torch's own op fails gradcheck on it"     # outside its smooth domain: no case
+            continue
+        theirs = _first_and_second(aten, args, kwargs, inputs, used)
+        try:
+            theirs_tangents = None if gradchecked or not forward_ad else \
+                corpus_proof._tangents(aten, args, kwargs, inputs, used)
+        except Exception as error:  # noqa: BLE001 - torch has no forward AD here: tangents are not compared
+            theirs_tangents, untangented = None, f"torch's own forward AD raises {type(error).__name__}"
+        used += 1
+        try:
+            with override([entry], package=package, compiled=tier == "OC"):
+                if not recorded_by_the_formula(tier, _outputs(aten(*args, **kwargs))):
+                    return "failed", used, f"{tier}: torch's own node is recorded, not the formula's"
+                if gradchecked and not gradcheck(on(), tuple(inputs), check_forward_ad=forward_ad,
+                                                 raise_exception=False):
+                    return "failed", used, f"{tier}: gradcheck" + (" (with forward AD)" if forward_ad else "")
+                mine = _first_and_second(aten, args, kwargs, inputs, used - 1)
+                if theirs_tangents is not None:
+                    tangents = corpus_proof._tangents(aten, args, kwargs, inputs, used - 1)
+                    if len(tangents) != len(theirs_tangents) or \
+                            not all(_same(a, b) for a, b in zip(tangents, theirs_tangents)):
+                        return "failed", used, f"{tier}: an output tangent differs from torch's forward AD"
+                second_ours = isinstance(mine[2], str) or not isinstance(theirs[2], str) or \
+                    gradgradcheck(on(), tuple(inputs), raise_exception=False)
+        except Exception as error:  # noqa: BLE001 - whatever the override raises where torch does not is a failure
+            return "failed", used, f"{tier}: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+        for label, a, b in (("forward value", mine[0], theirs[0]), ("first derivative", mine[1], theirs[1])):
+            if len(a) != len(b) or not all(_same(x, y) for x, y in zip(a, b)):
+                return "failed", used, f"{tier}: {label} differs from torch's"
+        raised = theirs[2][:160] if isinstance(theirs[2], str) else raised
+        if isinstance(theirs[2], str) and isinstance(mine[2], str):
+            if mine[2] != theirs[2]:
+                return "failed", used, f"{tier}: the second derivative raises {mine[2][:120]}, not torch's {theirs[2][:120]}"
+        elif isinstance(theirs[2], str):
+            if not second_ours:
+                return "failed", used, f"{tier}: gradgradcheck (torch's own second derivative raises)"
+            twice = True
+        elif isinstance(mine[2], str) or len(mine[2]) != len(theirs[2]) or \
+                not all(_same(x, y) for x, y in zip(mine[2], theirs[2])):
+            return "failed", used, f"{tier}: second derivative differs from torch's"
+        if used >= MAX_SAMPLES:
+            break
+    if not used:
+        return "no inputs", 0, skipped
+    second = ("the formula's second derivative passes gradgradcheck" if twice else
+              "the override raises torch's error") if raised else ""
+    reason = (PARTIAL[status] + (f"; torch's own second derivative raises ({raised}), and {second}" if raised else "")
+              + (f"; {untangented}: tangents not compared" if untangented else ""))
+    return status, used, reason
 
 
 def main(formulas_dir: str, library: str, ops_json: str, without_jvp_json: str,

@@ -276,8 +276,9 @@ SPARSE_LAYOUTS = {
 
 
 def sparse_cases(op: str, schema) -> list:
-    """Our cases of an entry whose CPU kernels are for sparse layouts alone (``_coalesce``,
-    ``crow_indices``): those generated from the schema (:func:`cases`' last ones), each
+    """Our cases of an entry with kernels for sparse layouts (``corpus_override.py`` tries them
+    where strided ones make no case: ``_coalesce``, ``crow_indices``, whose CPU kernels take sparse
+    tensors alone): those generated from the schema (:func:`cases`' last ones), each
     differentiated tensor in each layout of :data:`SPARSE_LAYOUTS` torch has a kernel of the
     entry's for (COO uncoalesced and coalesced; CSR and CSC), a leaf that requires grad; a shape the
     layout does not take (a one-dimensional CSR tensor) makes no case."""

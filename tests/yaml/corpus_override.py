@@ -337,8 +337,8 @@ def _run(ops: list[str], without_jvp: set[str], tiers: list[str]) -> dict[str, d
             cases = complex_cases(op, schema, infos, list(unique.values()), recorded.get(op, []))
             status, used, why, source, dtype = prove_by_kind(op, tier, forward_ad, cases)
             reason = why if status != "no inputs" else f"{reason}; on {COMPLEX_NAME}: {why}"
-        sparse = corpus_inputs.sparse_cases(op, schema)
-        if status == "no inputs" and sparse:        # torch's CPU kernels take sparse layouts alone
+        sparse = corpus_inputs.sparse_cases(op, schema) if status == "no inputs" else []
+        if sparse:        # a kernel for sparse layouts (the only ones: _coalesce)
             status, used, why, source, dtype = prove_by_kind(op, tier, forward_ad, [(*c, "ours") for c in sparse])
             reason = why if status != "no inputs" else f"{reason}; on sparse layouts: {why}"
         return {"status": status, "samples": used, "source": source, "reason": reason, "dtype": dtype,

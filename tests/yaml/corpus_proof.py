@@ -208,7 +208,8 @@ def record(wanted: dict[str, object], infos, dtype: torch.dtype = torch.float64)
     """The calls of the wanted ATen overloads made while OpInfo samples run forward and backward.
 
     Only OpInfos that share a word with a wanted operator's name run (``nn.functional.pad`` for
-    ``reflection_pad2d_backward``), each on its first samples (float64 ones, or ``dtype``'s).
+    ``reflection_pad2d_backward``), each on its first samples (float64 ones, or ``dtype``'s: complex
+    outputs then differentiated too, on the real part of a random projection).
     """
     found: dict[str, list] = {}
     words = set().union(*(_words(name) for name in wanted))
@@ -219,10 +220,10 @@ def record(wanted: dict[str, object], infos, dtype: torch.dtype = torch.float64)
             try:
                 with _Recorder(wanted, found):
                     value = info.op(sample.input, *sample.args, **sample.kwargs)
-                    outputs = _outputs(value)
+                    outputs = _outputs(value, with_complex=dtype.is_complex)
                     if outputs:
                         inputs = [t for t in _flat((sample.input, sample.args, sample.kwargs)) if t.requires_grad]
-                        total = sum((o * torch.randn_like(o)).sum() for o in outputs)
+                        total = sum(torch.real((o * torch.randn_like(o)).sum()) for o in outputs)
                         torch.autograd.grad(total, inputs, create_graph=True, allow_unused=True)
             except Exception:  # noqa: BLE001, S112 - a sample that fails here recorded what it called until then
                 continue

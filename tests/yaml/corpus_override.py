@@ -38,6 +38,8 @@ inputs and outputs differentiated (gradcheck's conjugate Wirtinger derivatives);
 kernels take sparse layouts alone, on ours in those layouts (``corpus_inputs.sparse_cases``:
 gradcheck with ``masked=True`` on densified outputs, first order alone, :data:`SPARSE_FIRST_ORDER`).
 Each result says the kind of its cases: ``dtype`` (:func:`dtype_of`; ``float64`` on the float64 ones).
+On OC a complex case is refused (:data:`REFUSES_COMPLEX_REASON`): the compiled nodes record no
+complex tensor.
 """
 from __future__ import annotations
 
@@ -100,6 +102,12 @@ def not_implemented(message: str) -> str:
     (``chunk`` of ``split``), so its own entry's formula is reached on no device torch runs here."""
     return (f"the formula raises \"{NOT_IMPLEMENTED.search(message).group(0)}\" where torch's own CPU op "
             "differentiates through other formulas (it is a composite of them)")
+
+
+#: What a compiled node raises where it records a complex tensor (``formulas::runtime::refuse_complex``).
+REFUSES_COMPLEX = re.compile(r"the formula library's derivatives are for real dtypes")
+REFUSES_COMPLEX_REASON = ("the compiled node refuses complex tensors (the C++ emitter's nodes differentiate real dtypes "
+                          "alone: formulas::runtime::refuse_complex), so an entry proven on complex cases is so on OP alone")
 
 
 def differentiable_positions(value) -> tuple[int, ...] | None:
@@ -167,6 +175,8 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
                 return "refused", used, f"{tier}: {no_cpu_kernel(missing.group(1))}"
             if isinstance(error, NotImplementedError) and NOT_IMPLEMENTED.search(str(error)):
                 return "refused", used, f"{tier}: {not_implemented(str(error))}"
+            if REFUSES_COMPLEX.search(str(error)):      # a compiled node, on complex tensors
+                return "refused", used, f"{tier}: {REFUSES_COMPLEX_REASON}"
             return "failed", used, f"{tier}: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
         if failing:
             check = gradcheck if failing == "gradcheck" else gradgradcheck

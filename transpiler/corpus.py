@@ -305,8 +305,10 @@ def _print_override_tiers(formulas: Path, library: str, emitted: list[str], with
 def override_report(results: dict[str, dict[str, dict]]) -> list[str]:
     """The OP and OC lines of the funnel from ``corpus_override.py``'s results (tier -> entry ->
     result): per tier, next to each other, the entries proven (on OpInfo samples), refused, failed
-    and without inputs; then the refused by reason, each reason with its entries, and each entry
-    failed or without inputs with its reason."""
+    and without inputs; then the refused by reason, each reason with its entries, the entries
+    proven on complex cases with their dtypes (a result's ``dtype``: ``complex128``, ``float64 ->
+    complex128``; float64 where it has none), and each entry failed or without inputs with its
+    reason (and the dtype it failed on, where not float64)."""
     lines = []
     for tier, by_entry in sorted(results.items()):
         statuses = Counter(r["status"] for r in by_entry.values())
@@ -324,10 +326,20 @@ def override_report(results: dict[str, dict[str, dict]]) -> list[str]:
                 refused.setdefault(_refusal_reason(entry, tier, result["reason"]), []).append(entry)
         for reason, entries in sorted(refused.items(), key=lambda item: (-len(item[1]), item[0])):
             lines.append(f"    [{tier} refused] {reason} ({len(entries)}): {', '.join(entries)}")
+        on_complex = [f"{entry} ({result['dtype']})" for entry, result in sorted(by_entry.items())
+                      if result["status"] == "proven" and _on_complex(result)]
+        if on_complex:
+            lines.append(f"    [{tier} proven on complex cases] ({len(on_complex)}): {', '.join(on_complex)}")
         for entry, result in sorted(by_entry.items()):
             if result["status"] in ("failed", "no inputs", *SHORT_OF_FULL):
-                lines.append(f"    {entry} [{tier} {result['status']}]: {result['reason']}")
+                on = f" on {result['dtype']}" if _on_complex(result) else ""
+                lines.append(f"    {entry} [{tier} {result['status']}{on}]: {result['reason']}")
     return lines
+
+
+def _on_complex(result: dict) -> bool:
+    """Whether an override result's cases were complex ones (its ``dtype`` other than float64)."""
+    return result.get("dtype", "float64") not in ("float64", "")
 
 
 #: OP / OC statuses of entries proven short of a full proof (``tests/yaml/corpus_override.py``), with

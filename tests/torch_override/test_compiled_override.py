@@ -208,3 +208,18 @@ def test_torch_func_and_torch_compile_through_the_compiled_node(compiled_package
     torch.testing.assert_close(second, -torch.cos(x.detach()))
     torch.testing.assert_close(tangent, -torch.cos(x.detach()) * t)
     torch.testing.assert_close(traced, -torch.sin(x.detach()))
+
+
+def test_the_corpus_proof_on_complex128_says_a_compiled_node_refuses_complex_tensors(compiled_package, monkeypatch):
+    """Tier OC's complex cases (``tests/yaml/corpus_override.py``) through a compiled node: the node
+    refuses to record a complex tensor (torch's error, never a derivative of a formula derived for
+    real dtypes), and the proof says the entry is refused for it, where it proves its float64 case."""
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "yaml"))     # the script imports its neighbours
+    import corpus_override
+
+    real = leaf()
+    complex_ = torch.complex(leaf().detach(), leaf(1).detach()).requires_grad_()
+    assert corpus_override.prove_by_kind("cos", "OC", True, [((real,), {}, "ours")], package=compiled_package) == \
+        ("proven", 1, "", "ours", "float64")
+    assert corpus_override.prove_by_kind("cos", "OC", True, [((complex_,), {}, "ours")], package=compiled_package) == \
+        ("refused", 0, f"OC: {corpus_override.REFUSES_COMPLEX_REASON}", "ours", "complex128")

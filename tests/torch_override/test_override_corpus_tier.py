@@ -4,7 +4,10 @@ non-differentiable floating output is proven with forward AD (gradcheck's forwar
 would compare ``P``'s tangent with ``L``'s finite differences, and fail torch's own op too), an
 entry whose formula calls a backward torch has no CPU kernel for is refused, saying which, one
 torch does not differentiate is proven by its values, a backward may read ``GradMode.is_enabled()``; and
-the funnel's report of the tiers groups the refusals by reason."""
+the funnel's report of the tiers groups the refusals by reason. An entry without a float64 case is
+proven on complex128 ones (the conjugate Wirtinger derivatives gradcheck takes), with its dtype:
+a formula right on real numbers that misses a conjugation fails there. An entry whose CPU kernels
+take sparse layouts alone gets sparse cases."""
 from __future__ import annotations
 
 import sys
@@ -62,6 +65,50 @@ def entries(tmp_path, monkeypatch):
                 if GradMode.is_enabled():      # as derivatives.yaml's: a double-differentiable backward
                     return grad * sigmoid * (1 + self * (1 - sigmoid))
                 return grad * (sigmoid + self * sigmoid * (1 - sigmoid))
+            return result, backward
+
+        @derivative("_conj(Tensor(a) self) -> Tensor(a)")
+        def _conj(self):
+            result = at._conj(self)
+            def backward(grad):
+                return at.conj(grad)
+            def jvp(self_t):
+                return at.conj(self_t)
+            return result, backward
+
+        @derivative("_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor")
+        def _fft_c2c(self, dim, normalization, forward):
+            result = at._fft_c2c(self, dim, normalization, forward)
+            def backward(grad):
+                return at._fft_c2c(grad, dim, normalization, not forward)
+            return result, backward
+
+        @derivative("view_as_real(Tensor(a) self) -> Tensor(a)")
+        def view_as_real(self):
+            result = at.view_as_real(self)
+            def backward(grad):
+                return at.view_as_complex(at.contiguous(grad))
+            return result, backward
+
+        @derivative("view_as_complex(Tensor(a) self) -> Tensor(a)")
+        def view_as_complex(self):
+            result = at.view_as_complex(self)
+            def backward(grad):
+                return at.view_as_real(at.resolve_conj(at.contiguous(grad)))
+            return result, backward
+
+        @derivative("crow_indices(Tensor(a) self) -> Tensor(a)", output_differentiability=[False])
+        def crow_indices(self):
+            result = at.crow_indices(self)
+            def backward():
+                return None
+            return result, backward
+
+        @derivative("_coalesce(Tensor self) -> Tensor")
+        def _coalesce(self):
+            result = at._coalesce(self)
+            def backward(grad):
+                return grad
             return result, backward
 
         @derivative("isnan(Tensor self) -> Tensor", output_differentiability=[False])
@@ -207,16 +254,83 @@ def test_the_funnel_reports_the_tiers_side_by_side_with_every_reason():
                       "sin": {"status": "proven", "source": "OpInfo", "reason": ""},
                       "eq.Tensor": {"status": "no inputs", "source": "", "reason": "no OpInfo; our inputs: none"}}
                for tier in ("OC", "OP")}
-    results["OC"]["sin"] = {"status": "failed", "source": "OpInfo", "reason": "OC: gradgradcheck"}
+    results["OC"]["sin"] = {"status": "failed", "source": "OpInfo", "reason": "OC: gradgradcheck", "dtype": "float64"}
     results["OP"]["hardsigmoid"] = {"status": "first order", "source": "OpInfo", "reason": "gradcheck passes"}
+    results["OP"]["_conj"] = {"status": "proven", "source": "OpInfo", "reason": "", "dtype": "complex128"}
+    results["OC"]["_conj"] = {"status": "failed", "source": "OpInfo", "reason": "OC: gradcheck", "dtype": "complex128"}
     assert override_report(results) == [
-        "  OC     0 proven (0 on torch's OpInfo samples, 0 without a gradient as torch's), 2 refused, 1 failed, 1 without inputs, of 4",
-        ("  OP     1 proven (1 on torch's OpInfo samples, 0 without a gradient as torch's), 1 proven to first order "
-         "(torch's own second order is not implemented), 2 refused, 0 failed, 1 without inputs, of 5"),
+        "  OC     0 proven (0 on torch's OpInfo samples, 0 without a gradient as torch's), 2 refused, 2 failed, 1 without inputs, of 5",
+        ("  OP     2 proven (2 on torch's OpInfo samples, 0 without a gradient as torch's), 1 proven to first order "
+         "(torch's own second order is not implemented), 2 refused, 0 failed, 1 without inputs, of 6"),
         "    [OC refused] writes noise in place besides what it returns (2): rrelu_with_noise, rrelu_with_noise_",
+        "    _conj [OC failed on complex128]: OC: gradcheck",
         "    eq.Tensor [OC no inputs]: no OpInfo; our inputs: none",
         "    sin [OC failed]: OC: gradgradcheck",
         "    [OP refused] writes noise in place besides what it returns (2): rrelu_with_noise, rrelu_with_noise_",
+        "    [OP proven on complex cases] (1): _conj (complex128)",
         "    eq.Tensor [OP no inputs]: no OpInfo; our inputs: none",
         "    hardsigmoid [OP first order]: gradcheck passes",
     ]
+
+
+def ours(op: str) -> list:
+    """Our complex cases of ``op`` (``corpus_inputs.complex_cases``), as the proof labels them."""
+    schema = corpus_override.aten_overload(op)._schema
+    return [(*case, "ours") for case in corpus_inputs.complex_cases(op, schema)]
+
+
+def test_an_entry_without_a_float64_case_is_proven_on_complex128(entries):
+    # torch's _conj rejects a real tensor
+    assert corpus_override.prove_by_kind("_conj", "OP", True, ours("_conj"), package=entries) == \
+        ("proven", 2, "", "ours", "complex128")
+
+
+def test_a_list_of_dims_gets_a_value(entries):
+    # _fft_c2c's `SymInt[] dim` (the first dim); on our one-dimensional case (gradgradcheck of a
+    # complex fft is slow on the others)
+    one_dimensional = [case for case in ours("_fft_c2c") if case[0][0].dim() == 1]
+    assert one_dimensional[0][0][1] == [0]
+    assert corpus_override.prove_by_kind("_fft_c2c", "OP", False, one_dimensional, package=entries) == \
+        ("proven", 1, "", "ours", "complex128")
+
+
+def test_the_dtype_of_a_proof_from_real_inputs_to_complex_outputs_says_both(entries):
+    case = ((torch.randn(3, 2, dtype=torch.float64, requires_grad=True),), {}, "ours")
+    assert corpus_override.prove_by_kind("view_as_complex", "OP", False, [case], package=entries) == \
+        ("proven", 1, "", "ours", "float64 -> complex128")
+
+
+def test_a_formula_missing_a_conjugation_fails_on_complex128(entries):
+    # the package's exp: `grad * result`, right on real numbers; derivatives.yaml's is
+    # `grad * result.conj()`
+    status, _, reason, _, dtype = corpus_override.prove_by_kind("exp", "OP", False, ours("exp")[:1], package=entries)
+    assert (status, reason, dtype) == ("failed", "OP: gradcheck", "complex128")
+
+
+def test_an_output_processed_by_a_cases_wrapper_is_the_formulas(entries):
+    # as linalg.eig's OpInfo samples (`output_process_fn_grad`: the eigenvectors' moduli), the
+    # formula's node is that of the op's own output, under the processing
+    def moduli(op, *args, **kwargs):
+        return op(*args, **kwargs).abs()
+    args, kwargs = ours("_conj")[0][:2]
+    assert corpus_override.prove("_conj", "OP", True, [(args, kwargs, moduli)], package=entries,
+                                 with_complex=True) == ("proven", 1, "")
+
+
+def sparse(op: str) -> list:
+    """Our sparse cases of ``op`` (``corpus_inputs.sparse_cases``), as the proof labels them."""
+    return [(*case, "ours") for case in corpus_inputs.sparse_cases(op, corpus_override.aten_overload(op)._schema)]
+
+
+def test_a_sparse_accessor_is_proven_without_a_gradient_on_its_layout(entries):
+    # crow_indices takes a CSR tensor (torch has one kernel for the compressed layouts); torch does
+    # not differentiate it
+    assert corpus_override.prove_by_kind("crow_indices", "OP", False, sparse("crow_indices")[:1], package=entries) == \
+        ("proven", 1, corpus_override.corpus_proof.WITHOUT_GRADIENT, "ours", "float64 sparse_csr")
+
+
+def test_a_sparse_input_is_checked_first_order_and_says_why_not_second(entries):
+    # _coalesce of an uncoalesced COO tensor: gradcheck(masked=True) through the override; torch's
+    # gradgradcheck refuses a sparse first derivative, its own op's too
+    assert corpus_override.prove_by_kind("_coalesce", "OP", False, sparse("_coalesce")[:1], package=entries) == \
+        ("no inputs", 0, corpus_override.SPARSE_FIRST_ORDER, "", "")

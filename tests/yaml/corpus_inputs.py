@@ -15,6 +15,8 @@ import re
 import torch
 
 SHAPES = ((3, 4), (2, 3, 4), (1, 2, 3, 4), (1, 2, 2, 3, 4), (5,))
+#: a square matrix's shape, which the complex cases have too (an eigendecomposition's input)
+SQUARE = (3, 3)
 
 
 def _tensor(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -194,7 +196,15 @@ def _default(argument):
         return 1
     if kind == "BoolType":
         return False
+    if _dims(argument):
+        return [0]          # the first dim: every generated shape has one (wrapped: an internal op may want it so)
     return _int_list(argument)
+
+
+def _dims(argument) -> bool:
+    """Whether ``argument`` is a list of dims (``int[] dim``, ``int[1] dims``): it gets one, the first."""
+    element = argument.real_type.getElementType().kind() if argument.real_type.kind() == "ListType" else ""
+    return element in ("IntType", "SymIntType") and argument.name in ("dim", "dims")
 
 
 def _unfilled(argument) -> bool:
@@ -218,9 +228,9 @@ def why_none(schema) -> str:
     return "none"
 
 
-def _generated(schema) -> list:
+def _generated(schema, shapes=SHAPES) -> list:
     cases = []
-    for shape in SHAPES:
+    for shape in shapes:
         args, kwargs, fits, by_name = [], {}, True, False
         for i, argument in enumerate(schema.arguments):
             kind = argument.real_type.kind()
@@ -349,3 +359,68 @@ def _copies(value):
     if isinstance(value, dict):
         return {k: _copies(v) for k, v in value.items()}
     return value
+
+
+def complex_cases(op: str, schema) -> list:
+    """Our cases of an entry proven on complex128 (``corpus_override.py``, where it has no float64
+    case): those of :func:`cases` and one generated of a :data:`SQUARE` shape, each differentiated
+    float64 tensor made a complex128 one (its imaginary part drawn as its real part is); then the
+    same float64 ones as they are, for an entry from real inputs to complex outputs (``polar``)."""
+    floating = cases(op, schema) + _generated(schema, (SQUARE,))
+    return [tuple(_remade(value, _complexified) for value in case) for case in floating] + floating
+
+
+def _complexified(tensor: torch.Tensor) -> torch.Tensor:
+    """A complex128 tensor with ``tensor``'s values as its real part (its imaginary part drawn)."""
+    generator = torch.Generator().manual_seed(tensor.numel())
+    return torch.complex(tensor, torch.randn(tensor.shape, dtype=torch.float64, generator=generator))
+
+
+def _remade(value, make):
+    """``value`` (a case's args or kwargs, or one of their values) with each float64 tensor that
+    requires grad made by ``make`` from it, a leaf that requires grad; a tensor not differentiated
+    stays as it is."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype != torch.float64 or not value.requires_grad:
+            return value
+        return make(value.detach()).requires_grad_()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_remade(v, make) for v in value)
+    if isinstance(value, dict):
+        return {k: _remade(v, make) for k, v in value.items()}
+    return value
+
+
+def _uncoalesced(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as a sparse COO tensor whose every element is given twice, halved (uncoalesced)."""
+    coalesced = tensor.to_sparse()
+    indices, values = coalesced.indices(), coalesced.values()
+    return torch.sparse_coo_tensor(torch.cat([indices, indices], 1), torch.cat([values, values]) / 2, tensor.shape,
+                                   check_invariants=True)
+
+
+#: the sparse layouts the kernels of a dispatch key take, each made from a strided tensor
+SPARSE_LAYOUTS = {
+    "SparseCPU": (_uncoalesced, torch.Tensor.to_sparse),
+    "SparseCsrCPU": (torch.Tensor.to_sparse_csr, torch.Tensor.to_sparse_csc),
+}
+
+
+def sparse_cases(op: str, schema) -> list:
+    """Our cases of an entry with kernels for sparse layouts (``corpus_override.py`` tries them
+    where strided ones make no case: ``_coalesce``, ``crow_indices``, whose CPU kernels take sparse
+    tensors alone): those generated from the schema (:func:`cases`' last ones), each
+    differentiated tensor in each layout of :data:`SPARSE_LAYOUTS` torch has a kernel of the
+    entry's for (COO uncoalesced and coalesced; CSR and CSC), a leaf that requires grad; a shape the
+    layout does not take (a one-dimensional CSR tensor) makes no case."""
+    name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+    makers = [make for key, layouts in SPARSE_LAYOUTS.items()
+              if torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for make in layouts]
+    cases = []
+    for make in makers:
+        for case in _generated(schema):
+            try:
+                cases.append(tuple(_remade(value, make) for value in case))
+            except (RuntimeError, IndexError):  # torch's own conversion refuses the shape
+                continue
+    return cases

@@ -13,7 +13,7 @@ their jvp (forward AD of the compiled node raises torch's error, so OC does not 
 ``TIERS_JSON``: the tiers to run (default ``["OP", "OC"]``, ``["OP"]`` without a library).
 Prints one JSON object: ``{"OP": {entry: result}, "OC": {...}}``, a result as
 ``corpus_proof.py``'s (``proven``, ``failed``, ``no inputs``; ``source``: ``OpInfo`` or
-``ours``), or ``refused`` with the reason: where the override refuses the entry (a view or
+``ours``; and ``dtype``, the kind of its cases), or ``refused`` with the reason: where the override refuses the entry (a view or
 in-place operator, a schema not torch's, no compiled node loaded) or where its formula calls an
 operator torch has no CPU kernel for (``max_pool2d_backward``: the entry is reached on another
 device only).
@@ -31,6 +31,15 @@ differentiate twice or fails gradcheck on is no case. Where torch's own operator
 of the cases it runs (a comparison, ``isnan``, the ``special_*`` polynomials), the entry is proven
 ``without_gradient`` as in CT (``corpus_proof.prove_no_gradient``): through the override, its
 values equal torch's and none of its outputs requires grad.
+
+An entry with no float64 case is proven on complex ones (:func:`complex_cases`: complex128 and
+float64 OpInfo samples, or the ATen calls complex128 ones make, then ours made complex), complex
+inputs and outputs differentiated (gradcheck's conjugate Wirtinger derivatives); one whose CPU
+kernels take sparse layouts alone, on ours in those layouts (``corpus_inputs.sparse_cases``:
+gradcheck with ``masked=True`` on densified outputs, first order alone, :data:`SPARSE_FIRST_ORDER`).
+Each result says the kind of its cases: ``dtype`` (:func:`dtype_of`; ``float64`` on the float64 ones).
+On OC a complex case is refused (:data:`REFUSES_COMPLEX_REASON`): the compiled nodes record no
+complex tensor.
 """
 from __future__ import annotations
 
@@ -55,6 +64,7 @@ from corpus_proof import (
     _torch_differentiates,
 )
 from torch.autograd import gradcheck, gradgradcheck
+from torch.utils._pytree import tree_map
 
 REPO = Path(__file__).resolve().parents[2]
 #: The package name the corpus is imported under: the namespace its library registers.
@@ -95,6 +105,12 @@ def not_implemented(message: str) -> str:
             "differentiates through other formulas (it is a composite of them)")
 
 
+#: What a compiled node raises where it records a complex tensor (``formulas::runtime::refuse_complex``).
+REFUSES_COMPLEX = re.compile(r"the formula library's derivatives are for real dtypes")
+REFUSES_COMPLEX_REASON = ("the compiled node refuses complex tensors (the C++ emitter's nodes differentiate real dtypes "
+                          "alone: formulas::runtime::refuse_complex), so an entry proven on complex cases is so on OP alone")
+
+
 def differentiable_positions(value) -> tuple[int, ...] | None:
     """The positions of the outputs of torch's own operator (``value``, computed on the case) that
     carry a gradient, where some tuple output of floating dtype carries none (``linalg_lu``'s
@@ -111,9 +127,11 @@ def differentiable_positions(value) -> tuple[int, ...] | None:
     return tuple(i for i, carry in enumerate(carrying) if carry)
 
 
-def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = PACKAGE) -> tuple[str, int, str]:
+def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = PACKAGE,
+          with_complex: bool = False) -> tuple[str, int, str]:
     """``(status, cases used, reason)`` of ``entry`` through ``torch.ops.aten.<entry>`` with the
-    formula of ``package`` swapped in (``tier``: OP the Python path, OC the compiled node)."""
+    formula of ``package`` swapped in (``tier``: OP the Python path, OC the compiled node);
+    ``with_complex``: complex128 inputs and complex outputs are differentiated too."""
     from formulas.torch import override
 
     plain = corpus_proof.as_called(aten_overload(entry), aten_overload(entry)._schema)   # random ops: same draws
@@ -123,17 +141,17 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
         # an OpInfo sample checked through its OpInfo's gradcheck_wrapper (a Hermitian input for
         # cholesky, a triangular one for cholesky_inverse) calls the op through it, as corpus_proof
         aten = _through(wrapper[0], plain) if wrapper else plain
-        inputs = _differentiated(args, kwargs)
+        inputs = _differentiated(args, kwargs, with_complex)
         if not inputs:
             if declares_no_gradient(entry, package) and _runs(aten, args, kwargs):
                 undifferentiated.append((args, kwargs, *wrapper))     # an integer or boolean case (one_hot)
-            skipped = skipped or "no float64 tensor to differentiate"
+            skipped = skipped or f"no float64{' or complex128' if with_complex else ''} tensor to differentiate"
             continue
-        why = _too_large(aten, args, kwargs, inputs) or _torch_differentiates(aten, args, kwargs, inputs)
+        why = _too_large(aten, args, kwargs, inputs) or _torch_differentiates(aten, args, kwargs, inputs, with_complex)
         if why.startswith("torch's own op rejects it") and not wrapper:
             args, kwargs = as_torch_differentiates(aten, aten_overload(entry)._schema, args, kwargs) or (args, kwargs)
-            inputs = _differentiated(args, kwargs)
-            why = (_too_large(aten, args, kwargs, inputs) or _torch_differentiates(aten, args, kwargs, inputs)
+            inputs = _differentiated(args, kwargs, with_complex=with_complex)
+            why = (_too_large(aten, args, kwargs, inputs) or _torch_differentiates(aten, args, kwargs, inputs, with_complex)
                    if inputs else why)
         if why == corpus_proof.NO_GRADIENT and not _flat(aten(*args, **kwargs)):
             why = NO_TENSOR     # mkldnn_rnn_layer_backward's CPU kernel: undefined outputs, nothing to compare
@@ -151,33 +169,39 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
         def on(args=args, kwargs=kwargs, inputs=inputs, aten=aten, kept=kept):
             def call(*tensors):
                 value = aten(*_replace(args, inputs, tensors), **_replace(kwargs, inputs, tensors))
-                return value if kept is None else tuple(value[i] for i in kept)
+                return densified(value if kept is None else tuple(value[i] for i in kept))
             return call
-        theirs = _grads(aten, args, kwargs, inputs, used)
-        failing = ""
+        theirs = _grads(aten, args, kwargs, inputs, used, with_complex)
+        failing, masked = "", any(t.layout != torch.strided for t in inputs)
         try:
             with override([entry], package=package, compiled=tier == "OC"):
-                if not recorded_by_the_formula(tier, _outputs(aten(*args, **kwargs))):
+                if not recorded_by_the_formula(tier, _outputs(own_value(plain, wrapper, args, kwargs), with_complex)):
                     return "failed", used, f"{tier}: torch's own node is recorded, not the formula's"
-                checks = (("gradcheck", lambda f, x: gradcheck(f, x, check_forward_ad=forward_ad, raise_exception=False)),
-                          ("gradgradcheck", lambda f, x: gradgradcheck(f, x, raise_exception=False)))
+                checks = (("gradcheck", lambda f, x: gradcheck(f, x, check_forward_ad=forward_ad, raise_exception=False,
+                                                               masked=masked)),
+                          ("gradgradcheck", lambda f, x: gradgradcheck(f, x, raise_exception=False)))[:2 - masked]
                 failing = next((label for label, check in checks if not check(on(), tuple(inputs))), "")
-                mine = None if failing else _grads(aten, args, kwargs, inputs, used)
+                mine = None if failing else _grads(aten, args, kwargs, inputs, used, with_complex)
         except Exception as error:  # noqa: BLE001 - whatever the override raises where torch does not is a failure
             missing = corpus_proof.NO_CPU_KERNEL.search(str(error))
             if missing:     # torch's own CPU op differentiates through another entry's formula
                 return "refused", used, f"{tier}: {no_cpu_kernel(missing.group(1))}"
             if isinstance(error, NotImplementedError) and NOT_IMPLEMENTED.search(str(error)):
                 return "refused", used, f"{tier}: {not_implemented(str(error))}"
+            if REFUSES_COMPLEX.search(str(error)):      # a compiled node, on complex tensors
+                return "refused", used, f"{tier}: {REFUSES_COMPLEX_REASON}"
             return "failed", used, f"{tier}: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
         if failing:
             check = gradcheck if failing == "gradcheck" else gradgradcheck
-            if check(on(), tuple(inputs), raise_exception=False):
+            if check(on(), tuple(inputs), raise_exception=False, masked=masked):
                 return "failed", used, f"{tier}: {failing}" + (" (with forward AD)" if forward_ad and
                                                               failing == "gradcheck" else "")
             skipped = skipped or f"torch's own op fails {failing} on it"     # outside its smooth domain: no case
             if failing == "gradcheck" and random_op(entry):     # torch's derivative is not a fixed draw's
                 drawn.append((args, kwargs, *wrapper))
+            continue
+        if masked:
+            skipped = skipped or SPARSE_FIRST_ORDER
             continue
         used += 1
         for label, a, b in (("forward value", mine[0], theirs[0]), ("first derivative", mine[1], theirs[1]),
@@ -391,6 +415,104 @@ def prove_as_torch(entry: str, tier: str, forward_ad: bool, cases: list, package
     return status, used, reason
 
 
+#: why a case with a sparse input is no case, its first order checked: torch's gradgradcheck differentiates
+#: the first derivatives, sparse there, and refuses them (``Sparse output is not supported at gradcheck``)
+SPARSE_FIRST_ORDER = ("first order alone on a sparse input: gradcheck(masked=True) passes through the override, "
+                      "gradgradcheck takes no sparse first derivative (for torch's own op neither)")
+
+
+def densified(value):
+    """``value`` with each sparse tensor made strided (``to_dense(masked_grad=True)``, gradcheck
+    takes no sparse output: the unspecified elements' gradients are ignored, ``masked=True``)."""
+    if isinstance(value, torch.Tensor):
+        return value.to_dense(masked_grad=True) if value.layout != torch.strided else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(densified(v) for v in value)
+    return value
+
+
+def own_value(op, wrapper: list, args: tuple, kwargs: dict):
+    """The value of ``op`` itself on a case, called through the case's ``wrapper`` (none, or an
+    OpInfo's ``gradcheck_wrapper`` composed with its sample's ``output_process_fn_grad``), which
+    may process it (``linalg_eig``'s eigenvectors by their moduli): the outputs whose nodes are the
+    formula's."""
+    if not wrapper:
+        return op(*args, **kwargs)
+    values = []
+    wrapper[0](lambda *a, **k: values.append(op(*a, **k)) or values[-1], *args, **kwargs)
+    return values[-1]
+
+
+#: the complex dtype an entry without a float64 case is proven on
+COMPLEX = torch.complex128
+COMPLEX_NAME = str(COMPLEX).removeprefix("torch.")
+
+
+def complex_cases(op: str, schema, infos: list, every_info: list, recorded: list) -> list:
+    """The cases of an entry proven on complex128 (it has no float64 case): its OpInfos' complex128,
+    then float64, samples bound to the overload, each through its OpInfo's ``gradcheck_wrapper``
+    and its sample's ``output_process_fn_grad`` (``linalg.eig``'s: a complex eigenvector is defined
+    up to a phase, so torch checks the eigenvectors' moduli), or where none binds the ATen calls
+    such samples make (``recorded``, the float64 ones, and those of the complex128 samples of
+    ``every_info``'s OpInfos, recorded here), each complex128 tensor of those differentiated as
+    every float64 one is; then ours (:func:`corpus_inputs.complex_cases`). Each case ends with
+    its source (``OpInfo``, ``ours``)."""
+    bound = [case for dtype in (COMPLEX, torch.float64)
+             for case in corpus_proof._opinfo_cases(schema, infos, dtype, processed=True)]
+    if not bound:
+        calls = recorded + corpus_proof.record({op: aten_overload(op)}, every_info, COMPLEX).get(op, [])
+        bound = [(*_complex_differentiated(case[:2]), *case[2:]) for case in calls]
+    return [(*case, "OpInfo") for case in bound] + [(*case, "ours") for case in corpus_inputs.complex_cases(op, schema)]
+
+
+def _complex_differentiated(case: tuple) -> tuple:
+    """A recorded case with each complex128 tensor a leaf that requires grad (as every float64 one of
+    it is: ``corpus_proof._fresh``)."""
+    def leaf(value):
+        if isinstance(value, torch.Tensor) and value.dtype == COMPLEX and not value.requires_grad:
+            return value.detach().clone().requires_grad_()
+        return value
+    return tuple(tree_map(leaf, part) for part in case)
+
+
+def dtype_of(op, args: tuple, kwargs: dict, wrapper: list) -> str:
+    """The dtypes a case is proven on: its differentiated inputs' (complex128 where one is; with
+    their layout where not strided: ``float64 sparse_coo``), and its outputs' after an arrow where
+    they differ (``float64 -> complex128``: ``view_as_complex``)."""
+    def name(tensors) -> str:
+        return COMPLEX_NAME if any(t.dtype == COMPLEX for t in tensors) else "float64"
+    differentiated = _differentiated(args, kwargs, with_complex=True)
+    layouts = sorted({str(t.layout).removeprefix("torch.") for t in differentiated} - {"strided"})
+    inputs = " ".join([name(differentiated), *layouts])
+    try:
+        with torch.no_grad():
+            value = _through(wrapper[0], op)(*args, **kwargs) if wrapper else op(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - a case torch's op rejects is no case: its inputs name it
+        return inputs
+    outputs = [t for t in corpus_proof._flat(value) if t.dtype.is_floating_point or t.dtype.is_complex]
+    label = name(outputs) if outputs else inputs
+    return inputs if label == inputs else f"{inputs} -> {label}"
+
+
+def prove_by_kind(op: str, tier: str, forward_ad: bool, cases: list, package: str = PACKAGE) -> tuple[str, int, str, str, str]:
+    """``(status, cases used, reason, source, dtype)`` of ``op`` on ``cases`` of other kinds than
+    float64 strided tensors (:func:`complex_cases`, or sparse ones: ``corpus_inputs.sparse_cases``;
+    each ending with its source), through :func:`prove` with complex inputs and outputs
+    differentiated, on the cases of one source and kind (:func:`dtype_of`) at a time, in order: the
+    first that has a usable case decides, and names its source and kind."""
+    plain = aten_overload(op)
+    groups: dict[tuple[str, str], list] = {}
+    for *case, source in cases:
+        groups.setdefault((source, dtype_of(plain, case[0], case[1], case[2:])), []).append(tuple(case))
+    reasons = []
+    for (source, dtype), group in groups.items():
+        status, used, reason = prove(op, tier, forward_ad, group, package, with_complex=True)
+        if status != "no inputs":
+            return status, used, reason, source, dtype
+        reasons.append(reason)
+    return "no inputs", 0, next((r for r in reasons if r), "none"), "", ""
+
+
 def main(formulas_dir: str, library: str, ops_json: str, without_jvp_json: str,
          tiers_json: str = json.dumps(TIERS)) -> dict[str, dict]:
     sys.path[:0] = [str(REPO)]
@@ -421,18 +543,27 @@ def _run(ops: list[str], without_jvp: set[str], tiers: list[str]) -> dict[str, d
     def prove_entry(key: str) -> dict:
         tier, op = key.split(" ", 1)
         if op in refused[tier]:
-            return {"status": "refused", "samples": 0, "source": "", "reason": refused[tier][op]}
+            return {"status": "refused", "samples": 0, "source": "", "reason": refused[tier][op], "dtype": ""}
         schema = schemas[op]
         forward_ad = TorchFormula(declared[op], backend).has_jvp and not (tier == "OC" and op in without_jvp)
         opinfo = corpus_proof._opinfo_cases(schema, corpus_proof._infos(op.partition(".")[0], schema, table))
         status, used, reason = prove(op, tier, forward_ad, opinfo + recorded.get(op, []))
-        source = "OpInfo"
+        source, dtype = "OpInfo", "float64"
         if status == "no inputs":
             source, first_reason = "ours", reason or "no OpInfo sample calls this overload"
             status, used, reason = prove(op, tier, forward_ad, corpus_inputs.cases(op, schema))
             if status == "no inputs":
                 source, reason = "", f"{first_reason}; our inputs: {reason or corpus_inputs.why_none(schema)}"
-        return {"status": status, "samples": used, "source": source, "reason": reason,
+        if status == "no inputs":       # no float64 case: complex ones (complex inputs or outputs)
+            infos = corpus_proof._infos(op.partition(".")[0], schema, table)
+            cases = complex_cases(op, schema, infos, list(unique.values()), recorded.get(op, []))
+            status, used, why, source, dtype = prove_by_kind(op, tier, forward_ad, cases)
+            reason = why if status != "no inputs" else f"{reason}; on {COMPLEX_NAME}: {why}"
+        sparse = corpus_inputs.sparse_cases(op, schema) if status == "no inputs" else []
+        if sparse:        # a kernel for sparse layouts (the only ones: _coalesce)
+            status, used, why, source, dtype = prove_by_kind(op, tier, forward_ad, [(*c, "ours") for c in sparse])
+            reason = why if status != "no inputs" else f"{reason}; on sparse layouts: {why}"
+        return {"status": status, "samples": used, "source": source, "reason": reason, "dtype": dtype,
                 "without_gradient": status == "proven" and reason == corpus_proof.WITHOUT_GRADIENT}
 
     keys = [f"{tier} {op}" for tier in refused for op in ops]

@@ -72,7 +72,7 @@ import torch
 from torch.autograd import gradcheck, gradgradcheck
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
-from transpiler.prove.opinfo import float64_samples
+from transpiler.prove.opinfo import opinfo_samples
 
 MAX_SAMPLES = 4
 FORWARD_SAMPLES = 2     # cases a jvp is proven on (F1 + RF; the tangents' random directions differ per case)
@@ -100,17 +100,17 @@ def opinfos() -> dict[str, list]:
     return table
 
 
-_SAMPLES: dict[int, list] = {}
+_SAMPLES: dict[tuple[int, torch.dtype], list] = {}
 
 
-def samples(info) -> list:
-    """An OpInfo's float64 samples that require grad (made once, as the library's proof makes them)."""
-    if id(info) not in _SAMPLES:
+def samples(info, dtype: torch.dtype = torch.float64) -> list:
+    """An OpInfo's float64 (or ``dtype``) samples that require grad (made once, as the library's proof makes them)."""
+    if (id(info), dtype) not in _SAMPLES:
         try:
-            _SAMPLES[id(info)] = float64_samples(info)
+            _SAMPLES[id(info), dtype] = opinfo_samples(info, dtype)
         except Exception:  # noqa: BLE001 - an OpInfo whose sample generator does not run here gives none
-            _SAMPLES[id(info)] = []
-    return _SAMPLES[id(info)]
+            _SAMPLES[id(info), dtype] = []
+    return _SAMPLES[id(info), dtype]
 
 
 # --- binding a call to a schema --------------------------------------------------------------
@@ -204,25 +204,26 @@ def _words(name: str) -> set[str]:
 RELATED = {"upsample": "interpolate", "reflection": "pad", "replication": "pad", "adaptive": "pool"}
 
 
-def record(wanted: dict[str, object], infos) -> dict[str, list]:
+def record(wanted: dict[str, object], infos, dtype: torch.dtype = torch.float64) -> dict[str, list]:
     """The calls of the wanted ATen overloads made while OpInfo samples run forward and backward.
 
     Only OpInfos that share a word with a wanted operator's name run (``nn.functional.pad`` for
-    ``reflection_pad2d_backward``), each on its first samples.
+    ``reflection_pad2d_backward``), each on its first samples (float64 ones, or ``dtype``'s: complex
+    outputs then differentiated too, on the real part of a random projection).
     """
     found: dict[str, list] = {}
     words = set().union(*(_words(name) for name in wanted))
     for info in infos:
         if not _words(info.name) & words:
             continue
-        for sample in samples(info)[:4]:
+        for sample in samples(info, dtype)[:4]:
             try:
                 with _Recorder(wanted, found):
                     value = info.op(sample.input, *sample.args, **sample.kwargs)
-                    outputs = _outputs(value)
+                    outputs = _outputs(value, with_complex=dtype.is_complex)
                     if outputs:
                         inputs = [t for t in _flat((sample.input, sample.args, sample.kwargs)) if t.requires_grad]
-                        total = sum((o * torch.randn_like(o)).sum() for o in outputs)
+                        total = sum(torch.real((o * torch.randn_like(o)).sum()) for o in outputs)
                         torch.autograd.grad(total, inputs, create_graph=True, allow_unused=True)
             except Exception:  # noqa: BLE001, S112 - a sample that fails here recorded what it called until then
                 continue
@@ -242,13 +243,17 @@ def _flat(value) -> list[torch.Tensor]:
     return []
 
 
-def _differentiated(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    return [t for t in _flat((args, kwargs)) if t.dtype == torch.float64 and t.requires_grad]
+def _differentiated(args: tuple, kwargs: dict, with_complex: bool = False) -> list[torch.Tensor]:
+    """The float64 tensors of a case that require grad (``with_complex``: and the complex128 ones)."""
+    dtypes = (torch.float64, torch.complex128) if with_complex else (torch.float64,)
+    return [t for t in _flat((args, kwargs)) if t.dtype in dtypes and t.requires_grad]
 
 
-def _outputs(value) -> list[torch.Tensor]:
+def _outputs(value, with_complex: bool = False) -> list[torch.Tensor]:
+    """The floating outputs that require grad (``with_complex``: and the complex ones)."""
     values = value if isinstance(value, (tuple, list)) else (value,)
-    return [v for v in values if isinstance(v, torch.Tensor) and v.requires_grad and v.dtype.is_floating_point]
+    return [v for v in values if isinstance(v, torch.Tensor) and v.requires_grad and
+            (v.dtype.is_floating_point or with_complex and v.dtype.is_complex)]
 
 
 def _replace(value, inputs, tensors):
@@ -264,17 +269,20 @@ def _replace(value, inputs, tensors):
     return value
 
 
-def _grads(fn, args, kwargs, inputs, seed):
-    """Value, first and second derivatives of a fixed random projection of ``fn``'s differentiable outputs."""
-    outputs = _outputs(fn(*args, **kwargs))
+def _grads(fn, args, kwargs, inputs, seed, with_complex: bool = False):
+    """Value, first and second derivatives of a fixed random projection of ``fn``'s differentiable outputs
+    (``with_complex``: complex ones too; a complex output's projection is the real part of its product
+    with complex weights, and the second derivative is that of the first's squared modulus, real
+    numbers both, as autograd differentiates: the conjugate Wirtinger derivatives, torch's convention)."""
+    outputs = _outputs(fn(*args, **kwargs), with_complex)
     generator = torch.Generator().manual_seed(seed)
     weights = [torch.randn(o.shape, dtype=o.dtype, generator=generator) for o in outputs]
-    total = sum((o * w).sum() for o, w in zip(outputs, weights))
+    total = sum(torch.real((o * w).sum()) for o, w in zip(outputs, weights))
     first = torch.autograd.grad(total, inputs, create_graph=True, allow_unused=True)
     firsts = [g for g in first if g is not None and g.requires_grad]
     if not firsts:      # no first derivative depends on the inputs: every second derivative is 0
         return [o.detach() for o in outputs], first, (None,) * len(inputs)
-    second = torch.autograd.grad(sum((g * g).sum() for g in firsts), inputs, allow_unused=True)
+    second = torch.autograd.grad(sum(torch.real((g * g.conj()).sum()) for g in firsts), inputs, allow_unused=True)
     return [o.detach() for o in outputs], first, second
 
 
@@ -299,15 +307,16 @@ def _too_large(theirs, args, kwargs, inputs) -> str:
 NO_GRADIENT = "torch's own op gives no output that requires grad"
 
 
-def _torch_differentiates(theirs, args, kwargs, inputs) -> str:
-    """Empty if torch's overload takes the case and differentiates it twice, else why not."""
+def _torch_differentiates(theirs, args, kwargs, inputs, with_complex: bool = False) -> str:
+    """Empty if torch's overload takes the case and differentiates it twice (``with_complex``: a
+    complex output too), else why not."""
     try:
         value = theirs(*args, **kwargs)
-        if not _outputs(value):
+        if not _outputs(value, with_complex):
             if not any(t.requires_grad for t in _flat(value)):
                 return NO_GRADIENT
             return "torch's own op gives no differentiable float64 output (a complex or integer one)"
-        _grads(theirs, args, kwargs, inputs, 0)
+        _grads(theirs, args, kwargs, inputs, 0, with_complex)
     except Exception as error:  # noqa: BLE001 - any refusal of torch's makes it no case
         return f"torch's own op rejects it: {str(error).splitlines()[0][:120]}"
     return ""
@@ -560,20 +569,41 @@ def _same_value(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a, b)
 
 
-def _opinfo_cases(schema, infos) -> list:
-    """The samples of ``infos`` that bind to ``schema``; one whose OpInfo has a gradcheck wrapper of its
-    own keeps the sample's own call (the wrapper reads it: ``upper=`` by name) and the wrapper."""
+def _opinfo_cases(schema, infos, dtype: torch.dtype = torch.float64, processed: bool = False) -> list:
+    """The float64 (or ``dtype``) samples of ``infos`` that bind to ``schema``; one whose OpInfo has a
+    gradcheck wrapper of its own keeps the sample's own call (the wrapper reads it: ``upper=`` by name)
+    and the wrapper; ``processed``: one whose sample has an ``output_process_fn_grad`` too, the two
+    composed (:func:`_processed`)."""
     from torch.testing._internal.opinfo.core import OpInfo
 
     cases = []
     for info in infos:
-        for sample in samples(info):
+        for sample in samples(info, dtype):
             call = ((sample.input, *sample.args), dict(sample.kwargs))
             bound = bind(schema, *call)
             if bound is not None:
                 wrapped = info.gradcheck_wrapper is not OpInfo.gradcheck_wrapper
+                if processed and _processes(sample.output_process_fn_grad):
+                    cases.append((*call, _processed(info.gradcheck_wrapper, sample.output_process_fn_grad)))
+                    continue
                 cases.append((*call, info.gradcheck_wrapper) if wrapped else bound)
     return cases
+
+
+def _processes(output_process_fn_grad) -> bool:
+    """Whether a sample's ``output_process_fn_grad`` is other than the identity (SampleInput's default)."""
+    unchanged = object()
+    try:
+        return output_process_fn_grad(unchanged) is not unchanged
+    except Exception:  # noqa: BLE001 - one that cannot take an arbitrary value processes what it gets
+        return True
+
+
+def _processed(wrapper, output_process_fn_grad):
+    """An OpInfo's ``gradcheck_wrapper`` with its sample's ``output_process_fn_grad`` on the op's value,
+    as torch's own gradient tests check the op: ``linalg.eig``'s eigenvectors by their moduli (a
+    complex eigenvector is defined up to a phase, which its gradient does not see)."""
+    return lambda op, *args, **kwargs: output_process_fn_grad(wrapper(op, *args, **kwargs))
 
 
 def _written(schema) -> list[int]:

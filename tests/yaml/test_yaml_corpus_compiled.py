@@ -114,15 +114,18 @@ def test_the_corpus_funnel_reaches_c1_and_ct(funnel: subprocess.CompletedProcess
 
 # Emitted entries of different kinds (pointwise, binary, a helper of the shipped library's standing in for
 # FunctionsManual's, a reduction with a default keyword argument, multiple outputs, a non-differentiable
-# floating output with a jvp, a view, an in-place operator with its own formula) and an entry refused for
-# calling a backward torch has no CPU kernel for; `transpile coverage --corpus --override` runs every
-# emitted entry.
-OVERRIDE_SAMPLE = ["sin", "mul.Tensor", "mean.dim", "cumsum", "max.dim", "linalg_lu", "t", "celu_", "max_pool2d"]
+# floating output with a jvp, a view, an in-place operator with its own formula), an entry refused for
+# calling a backward torch has no CPU kernel for, and a view from complex to real numbers, proven on
+# complex128 on OP and refused on OC (a compiled node refuses complex tensors); `transpile coverage
+# --corpus --override` runs every emitted entry.
+OVERRIDE_SAMPLE = ["sin", "mul.Tensor", "mean.dim", "cumsum", "max.dim", "linalg_lu", "t", "celu_", "max_pool2d",
+                   "view_as_real"]
 
 
 def test_emitted_entries_swapped_in_for_torchs_aten_operators(funnel: subprocess.CompletedProcess):
     """Tiers OP and OC on a sample of the corpus: each entry's formula (Python, then its compiled
-    node) stands in for torch's own aten operator and is proven through it on torch's OpInfo samples."""
+    node) stands in for torch's own aten operator and is proven through it on torch's OpInfo samples
+    (complex128 ones for an entry without a float64 case)."""
     done = subprocess.run([sys.executable, str(OVERRIDE_PROOF), str(REPO / "build" / "corpus" / "formulas"),
                            str(REPO / "build" / "derivatives_ops" / "derivatives_ops.so"),
                            json.dumps(OVERRIDE_SAMPLE), "[]"], cwd=REPO, capture_output=True, text=True)
@@ -132,5 +135,8 @@ def test_emitted_entries_swapped_in_for_torchs_aten_operators(funnel: subprocess
         by_entry = results[tier]
         pool = by_entry.pop("max_pool2d")
         assert pool["status"] == "refused" and "aten::max_pool2d_backward, which torch has no CPU" in pool["reason"], pool
-        assert {entry: (r["status"], r["source"]) for entry, r in by_entry.items()} == {
-            entry: ("proven", "OpInfo") for entry in OVERRIDE_SAMPLE[:-1]}, by_entry
+        complex_ = by_entry.pop("view_as_real")
+        assert (complex_["status"], complex_["source"], complex_["dtype"]) == (
+            "proven" if tier == "OP" else "refused", "OpInfo", "complex128 -> float64"), complex_
+        assert {entry: (r["status"], r["source"], r["dtype"]) for entry, r in by_entry.items()} == {
+            entry: ("proven", "OpInfo", "float64") for entry in OVERRIDE_SAMPLE[:-2]}, by_entry

@@ -262,7 +262,12 @@ def _opinfos_of(op: str, op_db: list[Any]) -> list[Any]:
 
 
 def float64_samples(info: Any) -> list[Any]:
-    """The OpInfo's float64 CPU samples, the same ones ``info.sample_inputs`` gives outside a
+    """The OpInfo's float64 CPU samples (:func:`opinfo_samples`)."""
+    return opinfo_samples(info, torch.float64)
+
+
+def opinfo_samples(info: Any, dtype: torch.dtype) -> list[Any]:
+    """The OpInfo's CPU samples of ``dtype``, the same ones ``info.sample_inputs`` gives outside a
     unittest case: the generator made under a seed of its own, then the random generators
     reseeded with torch's test ``SEED`` before each sample, as its tracking iterator does. Drawn
     here without that iterator, which walks the whole interpreter stack (with source lines)
@@ -273,7 +278,7 @@ def float64_samples(info: Any) -> list[Any]:
 
     with torch.random.fork_rng():
         torch.manual_seed(zlib.crc32(_opinfo_label(info).encode()))
-        generator = iter(info.sample_inputs_func(info, "cpu", torch.float64, True))
+        generator = iter(info.sample_inputs_func(info, "cpu", dtype, True))
         samples = []
         while True:
             torch.default_generator.manual_seed(SEED)

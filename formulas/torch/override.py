@@ -124,8 +124,7 @@ def _python_refusal(formula: TorchFormula) -> str | None:
                 "own stays")
     unfit = _unfit_for_cpu(formula)
     if unfit is not None:
-        return (f"{formula.op_name}: {unfit}; torch's CPU {formula.op_name} is a composite, differentiated "
-                "through the operators it calls, which the override keeps")
+        return f"{formula.op_name}: {unfit}"
     return None
 
 
@@ -135,27 +134,35 @@ CPU_KERNEL_KEYS = ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutogra
 
 
 def _unfit_for_cpu(formula: TorchFormula) -> str | None:
-    """Why ``formula``'s backward cannot stand in for a CPU composite's autograd, None when it can
-    (or the operator has a CPU kernel of its own, or the formula has no model to tell). torch runs
-    a derivatives.yaml formula only where its operator has a kernel of its own; the override runs
-    it on CPU composites too (``var_mean.dim``), unless its backward calls an aten operator no
-    overload of which runs on CPU (``max_pool2d_backward``, reached on another device only) or raises
-    ``NotImplementedError`` (derivatives.yaml's ``not_implemented``: ``chunk``, a composite of ``split``)."""
+    """Why ``formula`` cannot stand in for its operator's autograd on a CPU tensor, None when it can
+    (or the operator does not run on CPU, or the formula has no model to tell): its backward calls
+    an aten operator no overload of which runs on a CPU tensor (``to_padded_tensor``: the formula
+    differentiates nested tensors; ``max_pool2d_backward``: torch reaches ``max_pool2d``'s formula
+    on another device only), or the operator is a CPU composite (torch differentiates the
+    operators it calls there; the override stands in for it, ``var_mean.dim``) whose formula raises
+    derivatives.yaml's ``not_implemented`` (``chunk``, a composite of ``split``)."""
     overload = aten_overload(formula.op_name)
     name = str(overload._schema.name) + ("" if overload._overloadname == "default" else f".{overload._overloadname}")
-    if not _has_kernel(name, "CompositeImplicitAutograd") or _has_kernel(name, "CPU"):
-        return None
+    composite = _has_kernel(name, "CompositeImplicitAutograd") and not _has_kernel(name, "CPU")
+    if not any(_has_kernel(name, key) for key in CPU_KERNEL_KEYS):
+        return None             # torch runs it on another device only
     model = formula.facts.model
     for call in () if model is None else model.backward.calls:
-        if call.name == "NotImplementedError" and not call.operator and _NOT_IMPLEMENTED.match(_first_text(call)):
-            return f"its backward raises derivatives.yaml's not_implemented (\"{_first_text(call)}\")"
+        if composite and call.name == "NotImplementedError" and not call.operator \
+                and _NOT_IMPLEMENTED.match(_first_text(call)):
+            return (f"its backward raises derivatives.yaml's not_implemented (\"{_first_text(call)}\"); torch's "
+                    f"CPU {formula.op_name} is a composite, differentiated through the operators it calls, "
+                    "which the override keeps")
         packet = getattr(torch.ops.aten, call.name, None) if call.operator else None
         if packet is None:
             continue
         names = [f"aten::{call.name}" + ("" if overload == "default" else f".{overload}")
                  for overload in packet.overloads() if not _writes_out(getattr(packet, overload))]
         if not any(_has_kernel(name, key) for name in names for key in CPU_KERNEL_KEYS):
-            return f"its backward calls aten::{call.name}, which torch has no CPU kernel for"
+            return (f"its backward calls aten::{call.name}, which torch has no CPU kernel for (" + (
+                f"torch's CPU {formula.op_name} is a composite, differentiated through the operators it "
+                "calls, which the override keeps)" if composite else
+                "the formula differentiates another layout's or device's tensors; torch's own stays on CPU)"))
     return None
 
 

@@ -139,7 +139,7 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
         table = _registry_of(fn.__module__).formulas
         stamp = source_stamp(fn.__code__.co_filename)
         declared = DeclaredFormula(schema, fn, diff, jvp, stamp)
-        if declared.op_name not in table or _default_dispatch(fn):
+        if declared.op_name not in table or dispatch_of(fn) == DEFAULT_DISPATCH:
             # an imported entry's later dispatch sections (AutogradNestedTensor...) keep its Default one
             table[declared.op_name] = declared
         for member in reversed(fn.__dict__.get(FAMILY_MEMBERS, ())):     # stacked bottom-up: source order
@@ -150,11 +150,14 @@ def derivative(schema: str, *, output_differentiability: Sequence[bool] | None =
     return register
 
 
-def _default_dispatch(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` is the formula of a CPU tensor's autograd: not an imported derivatives.yaml
-    dispatch section of another key (``@yaml_entry(dispatch="AutogradNestedTensor")``)."""
-    entry = getattr(fn, "yaml_entry", None)
-    return getattr(entry, "dispatch", None) in (None, "Default")
+#: The dispatch section of a formula for strided tensors' autograd (every device's).
+DEFAULT_DISPATCH = "Default"
+
+
+def dispatch_of(fn: Callable[..., Any]) -> str:
+    """The autograd key ``fn`` is the formula of: :data:`DEFAULT_DISPATCH`, or the key of an imported
+    derivatives.yaml dispatch section (``@yaml_entry(dispatch="AutogradNestedTensor")``)."""
+    return getattr(getattr(fn, "yaml_entry", None), "dispatch", None) or DEFAULT_DISPATCH
 
 
 #: The attribute of a formula function that holds the ``@family_member``\ s stacked below its ``@derivative``.

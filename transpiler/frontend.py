@@ -251,12 +251,33 @@ def with_derived_jvps(library: Library, context: Library | None = None) -> Libra
     the operators of ``context`` (the shipped library, for another package) and ``library``; a
     formula whose backward cannot be transposed is a DB107 naming the step."""
     operators = operator_table(*([context] if context is not None else []), library)
-    modules = []
-    for module in library.modules:
-        if any(f.derives_jvp for f in module.formulas):
-            module = read_tree(module.path, cst.parse_module(read_source(module.path)), operators)
-        modules.append(module)
-    return Library(tuple(modules))
+    return Library(tuple(_derived(module, operators) if _derives(module) else module for module in library.modules))
+
+
+def derivation_refusals(modules: Sequence[FormulaModule], context: Sequence[FormulaModule],
+                        sources: Mapping[str, str] | None = None) -> list[Diagnostic]:
+    """The DB107 of each ``jvp="derived"`` formula of ``modules`` whose backward cannot be
+    transposed, derived as ``transpile`` derives it (:func:`with_derived_jvps`, against the operators
+    of ``context`` and ``modules``), for ``transpile lint``, which reads ``modules`` without deriving.
+    ``sources``: their texts by path where already read (stdin, fixed files); the rest are read."""
+    deriving = [module for module in modules if _derives(module)]
+    if not deriving:
+        return []
+    operators = operator_table(Library(tuple(context)), Library(tuple(modules)))
+    found = []
+    for module in deriving:
+        derived = _derived(module, operators, (sources or {}).get(module.path))
+        found += [d for d in derived.diagnostics if d not in module.diagnostics]
+    return found
+
+
+def _derives(module: FormulaModule) -> bool:
+    return any(f.derives_jvp for f in module.formulas)
+
+
+def _derived(module: FormulaModule, operators: OperatorTable, source: str | None = None) -> FormulaModule:
+    """``module`` read again (from ``source``, or its file) with its derived jvps derived against ``operators``."""
+    return read_tree(module.path, cst.parse_module(read_source(module.path) if source is None else source), operators)
 
 
 def read_module(path: str) -> FormulaModule:

@@ -91,12 +91,15 @@ def formula_findings(module: FormulaModule, source: str, raw: bytes, view: Libra
 
 
 def package_refusals(modules: Iterable[FormulaModule], shipped: Sequence[FormulaModule],
-                     ) -> dict[str, list[Diagnostic]]:
-    """What ``transpile`` would refuse (DB2xx) in ``modules``, by path, by the C++ emitter's own
-    check, each file seen as ``transpile --formulas <its package>`` sees it (with the rest of its
-    package, the ``shipped`` library's operators callable from another package). An emitter that
-    fails is an internal error of the files it was checking."""
+                     sources: Mapping[str, str] | None = None) -> dict[str, list[Diagnostic]]:
+    """What ``transpile`` would refuse in ``modules``, by path, each file seen as ``transpile
+    --formulas <its package>`` sees it (with the rest of its package, the ``shipped`` library's
+    operators callable from another package): the C++ emitter's own check (DB2xx) and each
+    ``jvp="derived"`` its backward cannot give (DB107, :func:`transpiler.frontend.derivation_refusals`;
+    ``sources``: the files' texts by path, where already read). An emitter that fails is an
+    internal error of the files it was checking."""
     from transpiler.cpp.emit import refusals, with_helpers_of
+    from transpiler.frontend import derivation_refusals
     from transpiler.lint.file_check import internal_error
     from transpiler.model import Library
 
@@ -110,6 +113,7 @@ def package_refusals(modules: Iterable[FormulaModule], shipped: Sequence[Formula
         try:
             rest = tuple(library_discovery.package_library(root, exclude={Path(m.path).resolve() for m in members}))
             known = None if root == library_discovery.SHIPPED_FORMULAS else shipped_operators
+            found += derivation_refusals(members, (*(shipped if known is not None else ()), *rest), sources)
             if known is not None:     # the shipped helpers it calls are emitted with it
                 rest = with_helpers_of(Library((*members, *rest)), shipped_library).modules[len(members):]
             found += refusals(tuple(members), rest, known)

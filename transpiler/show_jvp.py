@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 from transpiler.derive_jvp import DerivationRefused, code, derive_jvp
-from transpiler.frontend import SHIPPED_LIBRARY, load_library, operator_table
+from transpiler.frontend import SHIPPED_LIBRARY, load_library, operator_table, read_module
+from transpiler.model import Library
+from transpiler.sources import python_sources
 
 
 def main(argv: list[str]) -> int:
@@ -34,7 +36,7 @@ def main(argv: list[str]) -> int:
     if not directory.is_dir():
         print(f"transpile --show-jvp: error: {directory}: no such formula directory", file=sys.stderr)
         return 2
-    library = load_library(str(directory))
+    library = Library(tuple(read_module(str(path)) for path in python_sources(directory).files))    # derived here
     shipped = [] if directory.resolve() == SHIPPED_LIBRARY else [load_library(str(SHIPPED_LIBRARY))]
     formula = next((f for f in library.formulas if f.op_name == args.op), None)
     if formula is None:

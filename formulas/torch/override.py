@@ -37,8 +37,10 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+import libcst as cst
 import torch
 
+from formulas.dsl import DEFAULT_DISPATCH, dispatch_of
 from formulas.torch.backend import TorchBackend, load_package
 from formulas.torch.function import TorchFormula, below_autograd, records
 from formulas.torch.generate import compile_kernel
@@ -115,7 +117,75 @@ def _python_refusal(formula: TorchFormula) -> str | None:
     if written and written_in_place(formula) is None:
         return (f"{formula.op_name}: writes {', '.join(written)} in place besides what it returns (an out= "
                 "operator, or a write on the side), which an autograd kernel from a formula cannot record")
+    dispatch = dispatch_of(formula.declared.fn)
+    if dispatch != DEFAULT_DISPATCH:
+        return (f"{formula.op_name}: the formula is derivatives.yaml's section for {dispatch}, which torch runs "
+                "for those tensors only; the override stands in for strided tensors' autograd, where torch's "
+                "own stays")
+    unfit = _unfit_for_cpu(formula)
+    if unfit is not None:
+        return f"{formula.op_name}: {unfit}"
     return None
+
+
+#: The dispatch keys under which an operator runs on a CPU tensor (its own kernel, or a composite's).
+CPU_KERNEL_KEYS = ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                   "CompositeExplicitAutogradNonFunctional")
+
+
+def _unfit_for_cpu(formula: TorchFormula) -> str | None:
+    """Why ``formula`` cannot stand in for its operator's autograd on a CPU tensor, None when it can
+    (or the operator does not run on CPU, or the formula has no model to tell): its backward calls
+    an aten operator no overload of which runs on a CPU tensor (``to_padded_tensor``: the formula
+    differentiates nested tensors; ``max_pool2d_backward``: torch reaches ``max_pool2d``'s formula
+    on another device only), or the operator is a CPU composite (torch differentiates the
+    operators it calls there; the override stands in for it, ``var_mean.dim``) whose formula raises
+    derivatives.yaml's ``not_implemented`` (``chunk``, a composite of ``split``)."""
+    overload = aten_overload(formula.op_name)
+    name = str(overload._schema.name) + ("" if overload._overloadname == "default" else f".{overload._overloadname}")
+    composite = _has_kernel(name, "CompositeImplicitAutograd") and not _has_kernel(name, "CPU")
+    if not any(_has_kernel(name, key) for key in CPU_KERNEL_KEYS):
+        return None             # torch runs it on another device only
+    model = formula.facts.model
+    for call in () if model is None else model.backward.calls:
+        if composite and call.name == "NotImplementedError" and not call.operator \
+                and _NOT_IMPLEMENTED.match(_first_text(call)):
+            return (f"its backward raises derivatives.yaml's not_implemented (\"{_first_text(call)}\"); torch's "
+                    f"CPU {formula.op_name} is a composite, differentiated through the operators it calls, "
+                    "which the override keeps")
+        packet = getattr(torch.ops.aten, call.name, None) if call.operator else None
+        if packet is None:
+            continue
+        names = [f"aten::{call.name}" + ("" if overload == "default" else f".{overload}")
+                 for overload in packet.overloads() if not _writes_out(getattr(packet, overload))]
+        if not any(_has_kernel(name, key) for name in names for key in CPU_KERNEL_KEYS):
+            return (f"its backward calls aten::{call.name}, which torch has no CPU kernel for (" + (
+                f"torch's CPU {formula.op_name} is a composite, differentiated through the operators it "
+                "calls, which the override keeps)" if composite else
+                "the formula differentiates another layout's or device's tensors; torch's own stays on CPU)"))
+    return None
+
+
+#: derivatives.yaml's ``not_implemented(...)``, as torch words it and the import raises it.
+_NOT_IMPLEMENTED = re.compile(r"the derivative for '[^']+' is not implemented")
+
+
+def _first_text(call: Any) -> str:
+    """The literal string a call is given first (``NotImplementedError("...")``), "" when none."""
+    first = call.node.args[0].value if call.node.args else None
+    return first.evaluated_value if isinstance(first, cst.SimpleString) else ""
+
+
+def _writes_out(overload: torch._ops.OpOverload) -> bool:
+    """An ``out=`` overload (``max_pool2d_backward.grad_input``): not what a formula's call runs."""
+    return any(argument.is_out for argument in overload._schema.arguments)
+
+
+def _has_kernel(name: str, key: str) -> bool:
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+    except RuntimeError:        # an overload Python lists that the dispatcher does not (``sin.int``)
+        return False
 
 
 def written_in_place(formula: TorchFormula) -> int | None:

@@ -53,6 +53,15 @@ def test_lint_reports_what_transpile_refuses_in_a_backward(tmp_path, returned, c
     assert refused <= reported_by_lint(tmp_path)
 
 
+@pytest.mark.parametrize("returned", ["grad * grad", "grad + 1"])
+def test_lint_reports_a_derived_jvp_transpile_cannot_derive(tmp_path, returned):
+    derived = TEMPLATE.format(returned=returned).replace('-> Tensor")', '-> Tensor", jvp="derived")')
+    write(tmp_path / "op.py", derived)
+    refused = refused_by_transpile(tmp_path)
+    assert {c for *_, c in refused} == {"DB107"}
+    assert refused <= reported_by_lint(tmp_path)
+
+
 def test_unknown_operator_in_the_forward_and_duplicate_formulas(tmp_path):
     write(tmp_path / "a.py", TEMPLATE.format(returned="grad").replace("at.sin(self)", "at.frobnicate(self)"))
     write(tmp_path / "b.py", TEMPLATE.format(returned="grad"))

@@ -222,6 +222,54 @@ def test_operators_that_cannot_be_overridden_are_refused_with_the_reason(wrong_p
     assert torch.sin(leaf(2)).grad_fn.name() == "SinBackward0"      # nothing was left installed
 
 
+def test_a_formula_torch_runs_for_other_tensors_or_devices_only_is_refused(tmp_path, monkeypatch):
+    """derivatives.yaml's formula of a CPU composite (``linear``, ``chunk``) or its section for nested
+    tensors is one torch never runs on a strided CPU tensor; installed, it would break the
+    composite's gradient there, so it is refused and torch's own stays."""
+    with importable_package(tmp_path, monkeypatch, "otherkeys", {"ops.py": '''
+        from formulas import at, derivative, nondifferentiable
+        from transpiler.yaml_import.dialect import yaml_entry
+
+        nondifferentiable("linear_backward(Tensor self, Tensor grad_output, Tensor weight, bool[3] output_mask) "
+                          "-> (Tensor, Tensor, Tensor)")
+
+        @derivative("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor")
+        def linear(input, weight, bias):
+            result = at.linear(input, weight, bias)
+            def backward(grad, *, needs_input_grad):
+                return at.linear_backward(input, grad, weight, needs_input_grad)
+            return result, backward
+
+        @derivative("chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]")
+        def chunk(self, chunks, dim):
+            result = at.chunk(self, chunks, dim)
+            def backward(grads, *, needs_input_grad):
+                if needs_input_grad[0]:
+                    raise NotImplementedError("the derivative for 'chunk' is not implemented.")
+                return None
+            return result, backward
+
+        @derivative("sin(Tensor self) -> Tensor")
+        @yaml_entry(dispatch="AutogradNestedTensor")
+        def sin(self):
+            result = at.sin(self)
+            def backward(grad):
+                return grad * at.cos(self)
+            return result, backward
+    '''}) as name:
+        accepted, refused = overridable(name)
+        assert accepted == []
+        assert "calls aten::linear_backward, which torch has no CPU kernel for" in refused["linear"]
+        assert "raises derivatives.yaml's not_implemented" in refused["chunk"]
+        assert "section for AutogradNestedTensor" in refused["sin"]
+        for op in ("linear", "chunk", "sin"):
+            with pytest.raises(OverrideError, match=f"{op}: .*torch's"):
+                install([op], package=name)
+    x, w = leaf(2, 3), leaf(4, 3)
+    torch.nn.functional.linear(x, w).sum().backward()       # torch's own composite, as before
+    assert w.grad is not None and torch.sin(leaf(2)).grad_fn.name() == "SinBackward0"
+
+
 def test_every_shipped_operator_is_overridable():
     """Views and all: the shipped library has no operator writing anything but what it returns."""
     accepted, refused = overridable()

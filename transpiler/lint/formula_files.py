@@ -142,10 +142,11 @@ class FormulaFiles:
 
     @functools.cached_property
     def refusals(self) -> dict[str, list[Diagnostic]]:
-        """What ``transpile`` would refuse (DB2xx) in the files read, from the pipeline
-        (:func:`transpiler.pipeline.package_refusals`), once all fixes are made."""
+        """What ``transpile`` would refuse (DB2xx, and DB107 where a derived jvp cannot be derived)
+        in the files read, from the pipeline (:func:`transpiler.pipeline.package_refusals`), once
+        all fixes are made."""
         ok = [module for path, module in self.modules.items() if path not in self.errors]
-        return package_refusals(ok, self.library)
+        return package_refusals(ok, self.library, self.sources)
 
     def edits(self, finding: Diagnostic) -> tuple[LineEdit, ...]:
         """``finding``'s own fix-it (:func:`transpiler.lint.fix.fix_source` on that finding alone),

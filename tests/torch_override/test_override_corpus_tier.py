@@ -222,7 +222,8 @@ def test_a_non_differentiable_output_is_left_out_of_the_checks(entries):
 def test_a_formula_calling_a_backward_without_a_cpu_kernel_is_refused(entries):
     x = torch.randn(1, 4, 4, dtype=torch.float64, requires_grad=True)
     status, _, reason = corpus_override.prove("max_pool2d", "OP", False, [((x, [2, 2]), {})], package=entries)
-    assert (status, reason) == ("refused", "OP: " + corpus_override.no_cpu_kernel("aten::max_pool2d_backward"))
+    assert status == "refused"
+    assert reason.startswith("OP: max_pool2d: its backward calls aten::max_pool2d_backward, which torch has no CPU kernel")
 
 
 def test_an_entry_torch_does_not_differentiate_is_proven_by_its_values(entries):

@@ -13,10 +13,9 @@ their jvp (forward AD of the compiled node raises torch's error, so OC does not 
 ``TIERS_JSON``: the tiers to run (default ``["OP", "OC"]``, ``["OP"]`` without a library).
 Prints one JSON object: ``{"OP": {entry: result}, "OC": {...}}``, a result as
 ``corpus_proof.py``'s (``proven``, ``failed``, ``no inputs``; ``source``: ``OpInfo`` or
-``ours``; and ``dtype``, the kind of its cases), or ``refused`` with the reason: where the override refuses the entry (a view or
-in-place operator, a schema not torch's, no compiled node loaded) or where its formula calls an
-operator torch has no CPU kernel for (``max_pool2d_backward``: the entry is reached on another
-device only).
+``ours``; and ``dtype``, the kind of its cases), or ``refused`` with the reason: where the override refuses the entry (a
+schema not torch's, no compiled node loaded, a formula torch runs on other tensors or devices only:
+``max_pool2d``'s calls ``max_pool2d_backward``, which has no CPU kernel).
 
 On each case (the cases of ``corpus_proof.py``: torch's float64 OpInfo samples bound to the
 overload or the ATen calls they make, called through the OpInfo's ``gradcheck_wrapper`` where
@@ -85,24 +84,8 @@ def recorded_by_the_formula(tier: str, outputs: list[torch.Tensor]) -> bool:
     return all(o.grad_fn.name().endswith("FormulaBackward") for o in outputs)
 
 
-def no_cpu_kernel(operator: str) -> str:
-    """Why an entry whose formula calls ``operator`` (``aten::max_pool2d_backward``) is refused:
-    torch has no CPU kernel for it. Such an entry is one torch reaches on another device only
-    (its CPU operator is composite, or differentiates through another entry)."""
-    return (f"the formula calls {operator}, which torch has no CPU kernel for (torch's own CPU op "
-            "differentiates through another formula)")
-
-
 #: What an entry's formula raises where derivatives.yaml declares its derivative not implemented.
 NOT_IMPLEMENTED = re.compile(r"the derivative for '[^']+' is not implemented")
-
-
-def not_implemented(message: str) -> str:
-    """Why an entry whose formula raises ``message`` (derivatives.yaml's ``not_implemented``) where
-    torch's own op differentiates is refused: torch's CPU op is a composite of other entries
-    (``chunk`` of ``split``), so its own entry's formula is reached on no device torch runs here."""
-    return (f"the formula raises \"{NOT_IMPLEMENTED.search(message).group(0)}\" where torch's own CPU op "
-            "differentiates through other formulas (it is a composite of them)")
 
 
 #: What a compiled node raises where it records a complex tensor (``formulas::runtime::refuse_complex``).
@@ -132,7 +115,7 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
     """``(status, cases used, reason)`` of ``entry`` through ``torch.ops.aten.<entry>`` with the
     formula of ``package`` swapped in (``tier``: OP the Python path, OC the compiled node);
     ``with_complex``: complex128 inputs and complex outputs are differentiated too."""
-    from formulas.torch import override
+    from formulas.torch import OverrideError, override
 
     plain = corpus_proof.as_called(aten_overload(entry), aten_overload(entry)._schema)   # random ops: same draws
     used, skipped, undifferentiated, differentiated = 0, "", [], False
@@ -182,12 +165,9 @@ def prove(entry: str, tier: str, forward_ad: bool, cases: list, package: str = P
                           ("gradgradcheck", lambda f, x: gradgradcheck(f, x, raise_exception=False)))[:2 - masked]
                 failing = next((label for label, check in checks if not check(on(), tuple(inputs))), "")
                 mine = None if failing else _grads(aten, args, kwargs, inputs, used, with_complex)
+        except OverrideError as error:     # install's refusal (a formula torch runs on other tensors only)
+            return "refused", used, f"{tier}: {error}"
         except Exception as error:  # noqa: BLE001 - whatever the override raises where torch does not is a failure
-            missing = corpus_proof.NO_CPU_KERNEL.search(str(error))
-            if missing:     # torch's own CPU op differentiates through another entry's formula
-                return "refused", used, f"{tier}: {no_cpu_kernel(missing.group(1))}"
-            if isinstance(error, NotImplementedError) and NOT_IMPLEMENTED.search(str(error)):
-                return "refused", used, f"{tier}: {not_implemented(str(error))}"
             if REFUSES_COMPLEX.search(str(error)):      # a compiled node, on complex tensors
                 return "refused", used, f"{tier}: {REFUSES_COMPLEX_REASON}"
             return "failed", used, f"{tier}: {type(error).__name__}: {str(error).splitlines()[0][:160]}"

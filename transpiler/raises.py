@@ -10,6 +10,7 @@ text: "the derivative for 'name' is not implemented."
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -40,8 +41,15 @@ class RaisedError:
 def raised_error(node: cst.Raise) -> RaisedError | None:
     """The error ``node`` raises, or ``None`` when it is not the language's form:
     ``raise <one of TORCH_CHECKS>("<a plain string literal>")``, no ``from``."""
-    call = node.exc
-    if node.cause is not None or not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name):
+    if node.cause is not None or not isinstance(node.exc, cst.Call):
+        return None
+    return called_error(node.exc)
+
+
+def called_error(call: cst.Call) -> RaisedError | None:
+    """The error ``call`` makes (``NotImplementedError("...")``), or ``None`` when it is not the
+    language's form (:func:`raised_error`)."""
+    if not isinstance(call.func, cst.Name):
         return None
     if call.func.value not in TORCH_CHECKS or len(call.args) != 1 or call.args[0].keyword is not None \
             or call.args[0].star:
@@ -58,3 +66,7 @@ def raised_error(node: cst.Raise) -> RaisedError | None:
 def not_implemented_message(name: str) -> str:
     """torch's text for derivatives.yaml's ``not_implemented("name")``."""
     return f"the derivative for '{name}' is not implemented."
+
+
+#: :func:`not_implemented_message`'s texts, whatever the name.
+NOT_IMPLEMENTED = re.compile(re.escape(not_implemented_message("\0")).replace(re.escape("\0"), "[^']+"))

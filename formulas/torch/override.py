@@ -37,13 +37,13 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-import libcst as cst
 import torch
 
 from formulas.dsl import DEFAULT_DISPATCH, dispatch_of
 from formulas.torch.backend import TorchBackend, load_package
 from formulas.torch.function import TorchFormula, below_autograd, records
 from formulas.torch.generate import compile_kernel
+from transpiler.raises import NOT_IMPLEMENTED, called_error
 
 
 #: The per-device autograd keys the kernels are registered at. A registration at the ``Autograd``
@@ -148,9 +148,9 @@ def _unfit_for_cpu(formula: TorchFormula) -> str | None:
         return None             # torch runs it on another device only
     model = formula.facts.model
     for call in () if model is None else model.backward.calls:
-        if composite and call.name == "NotImplementedError" and not call.operator \
-                and _NOT_IMPLEMENTED.match(_first_text(call)):
-            return (f"its backward raises derivatives.yaml's not_implemented (\"{_first_text(call)}\"); torch's "
+        error = None if call.operator else called_error(call.node)
+        if composite and error is not None and NOT_IMPLEMENTED.fullmatch(error.message):
+            return (f"its backward raises derivatives.yaml's not_implemented (\"{error.message}\"); torch's "
                     f"CPU {formula.op_name} is a composite, differentiated through the operators it calls, "
                     "which the override keeps")
         packet = getattr(torch.ops.aten, call.name, None) if call.operator else None
@@ -164,16 +164,6 @@ def _unfit_for_cpu(formula: TorchFormula) -> str | None:
                 "calls, which the override keeps)" if composite else
                 "the formula differentiates another layout's or device's tensors; torch's own stays on CPU)"))
     return None
-
-
-#: derivatives.yaml's ``not_implemented(...)``, as torch words it and the import raises it.
-_NOT_IMPLEMENTED = re.compile(r"the derivative for '[^']+' is not implemented")
-
-
-def _first_text(call: Any) -> str:
-    """The literal string a call is given first (``NotImplementedError("...")``), "" when none."""
-    first = call.node.args[0].value if call.node.args else None
-    return first.evaluated_value if isinstance(first, cst.SimpleString) else ""
 
 
 def _writes_out(overload: torch._ops.OpOverload) -> bool:

@@ -64,6 +64,7 @@ from corpus_proof import (
 )
 from torch.autograd import gradcheck, gradgradcheck
 from torch.utils._pytree import tree_map
+from transpiler.raises import NOT_IMPLEMENTED
 
 REPO = Path(__file__).resolve().parents[2]
 #: The package name the corpus is imported under: the namespace its library registers.
@@ -82,10 +83,6 @@ def recorded_by_the_formula(tier: str, outputs: list[torch.Tensor]) -> bool:
     if tier == "OC":
         return all(type(o.grad_fn).__name__ == "CppFunction" for o in outputs)
     return all(o.grad_fn.name().endswith("FormulaBackward") for o in outputs)
-
-
-#: What an entry's formula raises where derivatives.yaml declares its derivative not implemented.
-NOT_IMPLEMENTED = re.compile(r"the derivative for '[^']+' is not implemented")
 
 
 #: What a compiled node raises where it records a complex tensor (``formulas::runtime::refuse_complex``).

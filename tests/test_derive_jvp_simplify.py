@@ -15,6 +15,7 @@ import reference_engine as engine
 from formulas import at
 from formulas.helpers import (
     broadcast_sizes,
+    diagonal_sizes,
     div_tensor_self_backward,
     handle_r_to_c,
     is_real_type,
@@ -691,3 +692,60 @@ def test_a_while_loop_nothing_after_reads_goes_and_one_it_feeds_stays():
     assert simplified.count("while") == 1 and "count = count + 1" in simplified
     x = engine.Tensor(np.arange(3.0))
     np.testing.assert_array_equal(_run(simplified, n=3)(x).numpy(), 4 * np.arange(3.0))
+
+
+VIEW_BROADCAST = """
+    def jvp(grad_t):
+        sizes_4 = diagonal_sizes(result.sizes(), 0, 0, 1)
+        t_6 = at.expand(grad_t, sizes_4)
+        self_sizes_9 = result.sizes()
+        t_8 = at.diagonal_backward(t_6, self_sizes_9, 0, 0, 1)
+        return t_8
+    """
+
+
+def test_a_broadcast_to_a_views_sizes_is_left_to_its_backward():
+    simplified = _simplified(VIEW_BROADCAST)
+    assert "t_8 = at.diagonal_backward(grad_t, self_sizes_9, 0, 0, 1)" in simplified
+    assert "expand" not in simplified and "diagonal_sizes" not in simplified
+    for other in ("diagonal_sizes(result.sizes(), 1, 0, 1)", "diagonal_sizes(other.sizes(), 0, 0, 1)"):
+        kept = _simplified(VIEW_BROADCAST.replace("diagonal_sizes(result.sizes(), 0, 0, 1)", other))
+        assert "at.expand(grad_t" in kept         # another view's sizes: the broadcast stays
+    rng = np.random.default_rng(5)
+    for grad, sizes in ((np.array(rng.standard_normal()), (2, 3)), (rng.standard_normal((1,)), (4, 2))):
+        values = {"result": engine.Tensor(np.zeros(sizes)), "diagonal_sizes": diagonal_sizes}
+        tangent = engine.Tensor(grad)
+        np.testing.assert_array_equal(_run(simplified, **values)(tangent).numpy(),
+                                      _run(textwrap.dedent(VIEW_BROADCAST), **values)(tangent).numpy())
+
+
+SCATTER_INTO_ZEROS = """
+    def jvp(grad_t):
+        self_sizes_7 = result.sizes()
+        full_sizes_6 = broadcast_sizes(self_sizes_7, mask.sizes())
+        zeros_8 = at.new_zeros(grad_t, full_sizes_6)
+        t_5 = sum_to(at.masked_scatter(zeros_8, mask, grad_t), self_sizes_7)
+        return t_5
+    """
+
+
+def test_a_masked_scatter_into_zeros_of_a_broadcast_is_masked_select_backward_of_one_dtype():
+    simplified = _simplified(SCATTER_INTO_ZEROS)
+    assert "if result.scalar_type() == grad_t.scalar_type():" in simplified
+    assert "t_5 = sum_to(at.masked_select_backward(grad_t, result, mask), self_sizes_7)" in simplified
+    assert simplified.index("zeros_8 = at.new_zeros") > simplified.index("else:")    # made only where read
+    for other in ("at.masked_scatter(zeros_8, other, grad_t)",       # another mask, zeros of another dtype
+                  "at.masked_scatter(at.new_zeros(result, full_sizes_6), mask, grad_t)"):
+        assert "masked_select_backward" not in _simplified(SCATTER_INTO_ZEROS.replace(
+            "at.masked_scatter(zeros_8, mask, grad_t)", other))
+    rng = np.random.default_rng(6)
+    for sizes, mask_sizes, dtype in (((2, 3), (2, 3), np.float64), ((3,), (2, 3), np.float64),
+                                     ((2, 3), (3,), np.float32)):        # the last: result of another dtype
+        mask = engine.Tensor(rng.standard_normal(mask_sizes) > 0)
+        count = int(np.broadcast_to(mask.numpy(), np.broadcast_shapes(sizes, mask_sizes)).sum())
+        values = {"result": engine.Tensor(np.zeros(sizes)), "mask": mask, "broadcast_sizes": broadcast_sizes,
+                  "sum_to": sum_to}
+        tangent = engine.Tensor(rng.standard_normal((count,)).astype(dtype))
+        got = _run(simplified, **values)(tangent).numpy()
+        np.testing.assert_array_equal(got, _run(textwrap.dedent(SCATTER_INTO_ZEROS), **values)(tangent).numpy())
+        assert got.dtype == dtype

@@ -85,6 +85,12 @@ jvp returns the same:
   run time), as before otherwise.
 - **Zeros of a broadcast.** ``at.new_zeros(w, s)`` with ``w`` a broadcast of ``v`` is
   ``at.new_zeros(v, s)``: the same dtype, read before the broadcast.
+- **Broadcasts a view's backward makes.** ``at.diagonal_backward(w, s, o, d1, d2)`` with ``w`` a
+  broadcast of ``v`` to ``diagonal_sizes(s, o, d1, d2)`` is ``at.diagonal_backward(v, s, o, d1,
+  d2)``: the backward broadcasts its gradient into the diagonal itself.
+- **Scatters into zeros.** ``at.masked_scatter(at.new_zeros(g, broadcast_sizes(y.sizes(),
+  m.sizes())), m, g)`` is ``at.masked_select_backward(g, y, m)`` when ``y`` has ``g``'s dtype
+  (checked at run time), as before otherwise: ATen's op is that scatter, one operator.
 
 Names bound more than once, or inside a loop, are left alone by the rules that substitute:
 their value at a use is not the one at the binding. Dead assignments are dropped last.
@@ -1814,6 +1820,128 @@ def zeros_of_unbroadcast(statements: list[cst.BaseStatement]) -> list[cst.BaseSt
     return list(cst.Module(body=statements).visit(Unbroadcast()).body)
 
 
+# ---- broadcasts a view's backward makes itself -------------------------------------------
+#: A view's backward -> the helper of its view's sizes, called with the backward's arguments
+#: after the gradient: the backward copies its gradient into that view of zeros, broadcasting it
+#: there (torch's ``copy_``, NumPy's assignment).
+_VIEW_SIZES = {"diagonal_backward": "diagonal_sizes"}
+
+
+def skip_view_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``at.diagonal_backward(w, s, o, d1, d2)`` where ``w`` (bound once) is ``v`` broadcast to
+    ``b`` (``at.expand(v, b)``, or ``v if v.sizes() == b else at.expand(v, b)``) and ``b`` is
+    ``diagonal_sizes(s, o, d1, d2)`` (the same arguments, through names bound once) ->
+    ``at.diagonal_backward(v, s, o, d1, d2)``: the backward broadcasts its gradient to the
+    diagonal's sizes, ``b``, itself, as the expand did (a ``v`` that does not broadcast to
+    ``b`` is refused by both). The broadcast, then maybe unread, goes with the dead assignments."""
+    bound = bindings(statements)
+    values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
+
+    def unbroadcast(value: cst.BaseExpression | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+        if _call_name(value) == "expand" and isinstance(value.func, cst.Attribute) \
+                and (args := _plain_args(value, 2)) is not None:
+            return args[0], args[1]
+        found = _broadcast_of(value) if value is not None else None
+        return None if found is None else (found[0], cst.Name(found[1]))
+
+    class Skip(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            name = _call_name(updated)
+            if name not in _VIEW_SIZES or not isinstance(updated.func, cst.Attribute):
+                return updated
+            args = _plain_args(updated, len(updated.args))
+            gradient = args[0] if args else None
+            found = unbroadcast(values.get(gradient.value)) if isinstance(gradient, cst.Name) else None
+            if found is None or not all(bound.stable(n) for n in _names(found[0])):
+                return updated
+            view_sizes = _expr(f"{_VIEW_SIZES[name]}({', '.join(code(a) for a in args[1:])})")
+            if _resolved(found[1], values) != _resolved(view_sizes, values):
+                return updated
+            return updated.with_changes(args=[updated.args[0].with_changes(value=found[0]), *updated.args[1:]])
+
+    return list(cst.Module(body=statements).visit(Skip()).body)
+
+
+# ---- a masked_scatter into zeros is masked_select_backward ---------------------------------
+def _resolved_node(node: cst.BaseExpression, values: dict[str, cst.BaseExpression],
+                   depth: int = 4) -> cst.BaseExpression:
+    """``node`` with the names bound once (``values``) replaced by their values."""
+    for _ in range(depth):
+        names = {n: values[n] for n in _names(node) if n in values}
+        if not names:
+            break
+        node = rename(node, names)
+    return node
+
+
+def _sizes_owner(node: cst.BaseExpression) -> str | None:
+    """``y`` of ``y.sizes()`` (``y`` a name)."""
+    if (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "sizes" and isinstance(node.func.value, cst.Name)):
+        return node.func.value.value
+    return None
+
+
+def scatter_into_zeros_as_select_backward(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """In every block: a statement calling ``at.masked_scatter(z, m, g)`` (``g`` a name) where
+    ``z`` is ``at.new_zeros(g, b)`` (inline, or a name bound once) and ``b`` is
+    ``broadcast_sizes(y.sizes(), m.sizes())`` (through names bound once; ``y`` a name) -> the
+    same statement calling ``at.masked_select_backward(g, y, m)`` when ``y`` has ``g``'s dtype
+    (checked at run time), as before otherwise: ATen's masked_select_backward is zeros of
+    ``y`` broadcast with ``m``, of ``y``'s dtype, with ``g`` scattered in order into the places
+    ``m`` holds (torch's refusals the same: a mask that is not boolean, ``g`` too short); one
+    operator where two were, and the zeros, then maybe unread, go."""
+    bound = bindings(statements)
+    values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
+
+    def fused(call: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+        """``(y, the masked_select_backward call)`` for a scatter into zeros, else None."""
+        if _call_name(call) != "masked_scatter" or not isinstance(call.func, cst.Attribute):
+            return None
+        args = _plain_args(call, 3)
+        if args is None or not isinstance(args[2], cst.Name) or not bound.stable(args[2].value):
+            return None
+        zeros = values.get(args[0].value) if isinstance(args[0], cst.Name) else args[0]
+        if _call_name(zeros) != "new_zeros" or not isinstance(zeros.func, cst.Attribute) \
+                or (zeros_args := _plain_args(zeros, 2)) is None or code(zeros_args[0]) != args[2].value:
+            return None
+        sizes = _resolved_node(zeros_args[1], values)
+        if _call_name(sizes) != "broadcast_sizes" or (sizes_args := _plain_args(sizes, 2)) is None:
+            return None
+        y = _sizes_owner(sizes_args[0])
+        if y is None or not bound.stable(y) or _resolved(sizes_args[1], values) != _resolved(
+                _expr(f"({code(args[1])}).sizes()"), values):
+            return None
+        return y, _expr(f"at.masked_select_backward({args[2].value}, {y}, {code(args[1])})")
+
+    def rewrite(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        result = [_in_blocks(s, rewrite) for s in block]
+        for index, statement in enumerate(result):
+            if not isinstance(statement, cst.SimpleStatementLine) or _assignment(statement) is None:
+                continue
+            found = [(call, f) for call in _nodes(statement) if (f := fused(call)) is not None]
+            if len(found) != 1:
+                continue
+            call, (y, select_backward) = found[0]
+            gradient = code(call.args[2].value)
+
+            class Replace(cst.CSTTransformer):
+                def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+                    return select_backward if original is call else updated
+
+            line = statement.with_changes(leading_lines=[])
+            choice = cst.parse_statement(f"if {y}.scalar_type() == {gradient}.scalar_type():\n    pass\n"
+                                         f"else:\n    pass\n")
+            choice = choice.with_changes(
+                body=choice.body.with_changes(body=[line.visit(Replace())]),
+                orelse=choice.orelse.with_changes(body=choice.orelse.body.with_changes(body=[line])),
+                leading_lines=statement.leading_lines)
+            result[index] = choice
+        return result
+
+    return rewrite(statements)
+
+
 # ---- the entry point ---------------------------------------------------------------------
 def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring."""
@@ -1845,6 +1973,8 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = skip_overwritten_fills(statements)
     statements = skip_empty_padding(statements)
     statements = zeros_of_unbroadcast(statements)
+    statements = skip_view_broadcasts(statements)
+    statements = scatter_into_zeros_as_select_backward(statements)
     statements = sink_into_branches(statements, taken)
     statements = fuse_where_terms(statements)
     statements = fuse_sums_to(statements)

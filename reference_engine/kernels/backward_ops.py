@@ -170,9 +170,12 @@ def trace_backward(grad, sizes):
 @kernel("masked_select_backward")
 def masked_select_backward(grad, x, mask):
     grad, mask = _array(grad), _array(mask)
-    full = np.broadcast_shapes(np.shape(x), mask.shape)
-    out = np.zeros(full, dtype=grad.dtype)
-    out[np.broadcast_to(mask, full)] = grad
+    shape = np.shape(x)
+    if shape != mask.shape:         # the mask broadcast with x (as it is when their shapes agree)
+        shape = np.broadcast_shapes(shape, mask.shape)
+        mask = np.broadcast_to(mask, shape)
+    out = np.zeros(shape, dtype=grad.dtype)
+    out[mask] = grad
     return out
 
 

@@ -113,10 +113,9 @@ def masked_scatter(x, mask, source):
     x, mask, source = _array(x), _array(mask), _array(source)
     if mask.dtype != np.bool_:
         raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {mask.dtype}")
-    full = np.broadcast_shapes(x.shape, mask.shape)
-    out = np.broadcast_to(x, full).copy()
-    selected = np.broadcast_to(mask, full)
-    count = int(selected.sum())
+    x, selected = _broadcast_with_mask(x, mask)
+    out = x.copy()
+    count = np.count_nonzero(selected)
     if count > source.size:
         raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
     out[selected] = source.reshape(-1)[:count]
@@ -126,8 +125,17 @@ def masked_scatter(x, mask, source):
 @kernel("masked_select")
 def masked_select(x, mask):
     x, mask = _array(x), _array(mask)
+    x, mask = _broadcast_with_mask(x, mask)
+    return x[mask]
+
+
+def _broadcast_with_mask(x: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``mask`` broadcast to one shape: as they are when their shapes agree (the
+    common case, without NumPy's broadcasting machinery, several microseconds a call)."""
+    if x.shape == mask.shape:
+        return x, mask
     full = np.broadcast_shapes(x.shape, mask.shape)
-    return np.broadcast_to(x, full)[np.broadcast_to(mask, full)]
+    return np.broadcast_to(x, full), np.broadcast_to(mask, full)
 
 
 @kernel("scatter.src", "scatter.value")

@@ -135,6 +135,8 @@ def reverse_list(values: list[int]) -> list[int]:
 @helper
 def broadcast_sizes(a: list[int], b: list[int]) -> list[int]:
     """The sizes two tensors of sizes ``a`` and ``b`` broadcast to."""
+    if a == b:      # one shape: nothing broadcasts (an optimization: the loop below gives the same)
+        return list(a)
     ndim = len(a) if len(a) > len(b) else len(b)
     result = []
     for d in range(ndim):

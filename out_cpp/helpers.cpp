@@ -1344,6 +1344,9 @@ std::vector<int64_t> broadcast_sizes(at::IntArrayRef a, at::IntArrayRef b) {
   int64_t j{};
   int64_t size_a{};
   int64_t size_b{};
+  if (a == b) {
+    return formulas::runtime::to_list<std::vector<int64_t>>(a);
+  }
   int64_t ndim = (static_cast<int64_t>(a.size()) > static_cast<int64_t>(b.size())) ? static_cast<int64_t>(a.size()) : static_cast<int64_t>(b.size());
   std::vector<int64_t> result = std::vector<int64_t>{};
   for (int64_t d = 0; d < ndim; ++d) {

@@ -28,7 +28,7 @@ from formulas.helpers import (
 )
 from formulas.linalg import matrix_transpose
 from transpiler.derive_jvp import code
-from transpiler.derive_jvp_simplify import CONJUGATING_HELPERS, simplify
+from transpiler.derive_jvp_simplify import CONJUGATING_HELPERS, forward_values, read_forward_values, simplify
 
 
 def _simplified(source: str) -> str:
@@ -749,3 +749,57 @@ def test_a_masked_scatter_into_zeros_of_a_broadcast_is_masked_select_backward_of
         got = _run(simplified, **values)(tangent).numpy()
         np.testing.assert_array_equal(got, _run(textwrap.dedent(SCATTER_INTO_ZEROS), **values)(tangent).numpy())
         assert got.dtype == dtype
+RESHAPES = """
+    def jvp(input_t):
+        flat = at.reshape(input, [rows, features])
+        t_2 = at.mm(flat, input_t)
+        t_3 = at.reshape(t_2, out_sizes)
+        return at.reshape(t_3 + t_3, [-1])
+    """
+
+
+def test_a_reshape_to_the_sizes_a_value_has_is_that_value():
+    simplified = _simplified(RESHAPES)
+    assert "flat = input if input.sizes() == [rows, features] else at.reshape(input, [rows, features])" in simplified
+    assert "t_3 = t_2 if t_2.sizes() == out_sizes else at.reshape(t_2, out_sizes)" in simplified
+    assert "return at.reshape(t_3 + t_3, [-1])" in simplified      # not a name: reshaped as it was
+    rng = np.random.default_rng(5)
+    tx = engine.Tensor(rng.standard_normal((3, 2)))
+    for shape, rows, features, out_sizes in (((2, 3), 2, 3, [2, 2]), ((3, 2), 2, 3, [2, 2]), ((2, 3), 2, 3, [4])):
+        values = {"input": engine.Tensor(rng.standard_normal(shape)), "rows": rows, "features": features,
+                  "out_sizes": out_sizes}
+        np.testing.assert_array_equal(_run(simplified, **values)(tx).numpy(),
+                                      _run(textwrap.dedent(RESHAPES), **values)(tx).numpy())
+
+
+FORWARD = """
+    def formula(self, other):
+        result = at.div(self, other)
+        scale = 2.0
+        ratio = at.mul(self, scale)
+        def jvp(self_t, other_t):
+            pass
+        return result
+    """
+
+
+def test_a_value_the_forward_holds_is_read_from_it():
+    forward = cst.parse_statement(textwrap.dedent(FORWARD))
+    values = forward_values(forward, {"self", "other", "result", "ratio"})
+    assert values == {"at.div(self, other)": "result", "self / other": "result", "at.mul(self, scale)": "ratio"}
+    jvp = cst.parse_statement(textwrap.dedent("""
+        def jvp(self_t, other_t):
+            factor = self / other / other
+            return self_t / other - other_t * factor
+        """))
+    assert "factor = result / other" in code(read_forward_values(jvp, values))
+    shadowed = cst.parse_statement(textwrap.dedent("""
+        def jvp(self_t, other_t):
+            other = other_t * 2
+            return self / other
+        """))
+    assert "return self / other" in code(read_forward_values(shadowed, values))     # the jvp's own `other`
+    assert forward_values(cst.parse_statement(textwrap.dedent(FORWARD.replace(
+        "scale = 2.0", "scale = 2.0\n        other = other + 1"))), {"self", "other", "result"}) == {}
+    assert forward_values(cst.parse_statement(textwrap.dedent(FORWARD.replace(
+        "scale = 2.0", "at.mul_(self, 2.0)"))), {"self", "other", "result"}) == {}   # written in place

@@ -70,7 +70,7 @@ import libcst as cst
 
 from transpiler.derive_jvp_diagonal import DiagonalGradient, diagonal_gradient, diagonal_share
 from transpiler.derive_jvp_linear import affine_by_terms
-from transpiler.derive_jvp_simplify import simplify
+from transpiler.derive_jvp_simplify import forward_values, read_forward_values, simplify
 from transpiler.jvp_fragments import code, rename
 from transpiler.jvp_fragments import expression as _expr
 from transpiler.jvp_fragments import live_only as _live_only
@@ -2293,7 +2293,8 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
         raise DerivationRefused(backward.node, f"the jvp reads `{read_after_write[0]}`, which the operator writes in "
                                 "place: it would see the written value, not the input (derive its functional twin)")
     head = cst.parse_statement(f"def jvp({', '.join(tangents)}):\n    pass\n")
-    return simplify(head.with_changes(body=head.body.with_changes(body=statements)))
+    return read_forward_values(simplify(head.with_changes(body=head.body.with_changes(body=statements))),
+                               forward_values(formula.node, tensors))
 
 
 def _diagonal_gradients(formula: Formula, body, grads: list[str], witness: str | None,

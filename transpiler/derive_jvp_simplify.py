@@ -91,6 +91,11 @@ jvp returns the same:
 - **Scatters into zeros.** ``at.masked_scatter(at.new_zeros(g, broadcast_sizes(y.sizes(),
   m.sizes())), m, g)`` is ``at.masked_select_backward(g, y, m)`` when ``y`` has ``g``'s dtype
   (checked at run time), as before otherwise: ATen's op is that scatter, one operator.
+- **Reshapes to own sizes.** ``at.reshape(x, s)`` (``x`` a name, ``s`` plain sizes) is ``x`` when
+  ``x`` has the sizes ``s`` (checked at run time): the reshape changes nothing.
+- **The forward's values** (:func:`read_forward_values`, after :func:`simplify`). A part of the
+  jvp computing a tensor the forward binds once (``self / other`` where ``result = at.div(self,
+  other)``, its names bound once, nothing written in place) reads the forward's name.
 
 Names bound more than once, or inside a loop, are left alone by the rules that substitute:
 their value at a use is not the one at the binding. Dead assignments are dropped last.
@@ -1943,6 +1948,111 @@ def scatter_into_zeros_as_select_backward(statements: list[cst.BaseStatement]) -
 
 
 # ---- the entry point ---------------------------------------------------------------------
+# ---- reshapes to the sizes a value has -----------------------------------------------------
+def _plain_sizes(node: cst.BaseExpression) -> bool:
+    """Sizes read twice at no cost and to one value: a name, ``n.sizes()``, or a list of names
+    and integers."""
+    if isinstance(node, cst.Name):
+        return True
+    if isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value == "sizes" and isinstance(node.func.value, cst.Name):
+        return True
+    return isinstance(node, cst.List) and all(
+        isinstance(e, cst.Element) and isinstance(e.value, (cst.Name, cst.Integer)) for e in node.elements)
+
+
+class _ReshapesToOwnSizes(cst.CSTTransformer):
+    def visit_IfExp(self, node):
+        """An ``x if x.sizes() == s else at.reshape(x, s)`` is left as it is."""
+        return not (isinstance(node.orelse, cst.Call) and code(node.orelse.func) == "at.reshape"
+                    and len(node.orelse.args) == 2 and code(node.body) == code(node.orelse.args[0].value)
+                    and code(node.test) == f"{code(node.body)}.sizes() == {code(node.orelse.args[1].value)}")
+
+    def leave_Call(self, original, updated):
+        if (code(updated.func) != "at.reshape" or len(updated.args) != 2
+                or any(a.keyword or a.star for a in updated.args)
+                or not isinstance(updated.args[0].value, cst.Name) or not _plain_sizes(updated.args[1].value)):
+            return updated
+        value, sizes = code(updated.args[0].value), code(updated.args[1].value)
+        return _expr(f"({value} if {value}.sizes() == {sizes} else {code(updated.with_changes(lpar=[], rpar=[]))})")
+
+    def leave_Assign(self, original, updated):
+        if isinstance(updated.value, cst.IfExp):
+            return updated.with_changes(value=updated.value.with_changes(lpar=[], rpar=[]))
+        return updated
+
+
+def skip_reshapes_to_own_sizes(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``at.reshape(x, s)`` (``x`` a name, ``s`` plain sizes) -> ``x`` when ``x`` has the sizes ``s``
+    already (checked at run time; the reshape otherwise): a reshape to its own sizes changes
+    nothing (``at.reshape(input, [rows, in_features])`` of a matrix input, a product reshaped to
+    the result's sizes it has)."""
+    return list(cst.Module(body=statements).visit(_ReshapesToOwnSizes()).body)
+
+
+# ---- the forward's values -------------------------------------------------------------------
+#: ``at.<name>(a, b)`` of two tensors calls the operator the Python operator does on them.
+TENSOR_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+
+
+def _writes_in_place(node: cst.CSTNode) -> bool:
+    """A call of an in-place operator or method (``at.add_``, ``x.copy_(...)``)."""
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func.attr if isinstance(node.func, cst.Attribute) else node.func
+    return isinstance(func, cst.Name) and func.value.endswith("_") and not func.value.startswith("__")
+
+
+def forward_values(formula: cst.FunctionDef, tensors: set[str]) -> dict[str, str]:
+    """The code of each tensor value ``t = E`` a formula's forward binds in its body -> ``t``: ``t``
+    and the names ``E`` reads bound once at most in the whole formula (a parameter by the call;
+    none by ``+=``), which calls no in-place operator, so ``E`` computed anywhere in the formula is
+    ``t``'s value. ``at.div(a, b)`` of two tensors is also keyed as ``a / b`` (``+``, ``-``, ``*``
+    alike)."""
+    body = list(formula.body.body)
+    everything = list(_nodes(formula))
+    if any(_writes_in_place(n) for n in everything):
+        return {}
+    bound = bindings(body)
+    bound.counts.update(p.name.value for p in (*formula.params.posonly_params, *formula.params.params,
+                                                *formula.params.kwonly_params))     # bound by the call
+    augmented = {n.target.value for n in everything if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)}
+    found: dict[str, str] = {}
+    for statement in body:
+        assigned = _assignment(statement)
+        if assigned is None:
+            continue
+        name, value = assigned
+        read = _names(value)
+        if (name not in tensors or not bound.stable(name) or not _shareable(value, set())
+                or not all(bound.stable(n) for n in read) or (read | {name}) & augmented):
+            continue
+        found.setdefault(code(value), name)
+        spelled = (TENSOR_OPERATORS.get(_call_name(value))
+                   if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) else None)
+        arguments = value.args if isinstance(value, cst.Call) else ()
+        if (spelled is not None and len(arguments) == 2
+                and all(not a.keyword and not a.star and isinstance(a.value, cst.Name) and a.value.value in tensors
+                        for a in arguments)):
+            found.setdefault(f"{arguments[0].value.value} {spelled} {arguments[1].value.value}", name)
+    return found
+
+
+def read_forward_values(jvp: cst.FunctionDef, values: dict[str, str]) -> cst.FunctionDef:
+    """A part of the jvp whose code is a key of ``values`` (:func:`forward_values`) -> the forward's
+    name holding that value: the jvp runs after the forward, on the same values (``self / other /
+    other`` is ``result / other`` where ``result = at.div(self, other)``: one division fewer). A
+    value reading a name the jvp binds is left as it is."""
+    local = set(_bound_names(jvp)) | {p.name.value for p in jvp.params.params}
+    usable = {key: name for key, name in values.items()
+              if name not in local and not (_names(_expr(key)) & local)}
+    if not usable:
+        return jvp
+    statements = [s.visit(_KnownValues(usable)) for s in jvp.body.body]
+    statements, _ = _live_only(statements, set(), private_lists(statements))
+    return jvp.with_changes(body=jvp.body.with_changes(body=statements))
+
+
 def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring."""
     parameters = {p.name.value for p in jvp.params.params}
@@ -1982,9 +2092,10 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = conjugate_through_helpers(statements)
     statements, _ = _live_only(statements, set(), private_lists(statements))
     statements = conjugate_real_only(statements, taken)
+    statements = skip_reshapes_to_own_sizes(statements)
     while (dropped := drop_unread_lists(statements)) is not statements:
         statements, _ = _live_only(dropped, set(), private_lists(dropped))
     return jvp.with_changes(body=jvp.body.with_changes(body=statements))
 
 
-__all__ = ["simplify"]
+__all__ = ["forward_values", "read_forward_values", "simplify"]

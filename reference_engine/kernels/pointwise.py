@@ -97,6 +97,9 @@ def pow_(x, exponent):
 
 @kernel("where.self")
 def where(condition, x, other):
+    if (type(x) is np.ndarray and type(other) is np.ndarray and x.dtype is other.dtype
+            and type(condition) is np.ndarray and condition.dtype == _BOOL):
+        return np.where(condition, x, other)     # values of one dtype: NumPy's is torch's (a fast path)
     if type(condition) is np.ndarray and condition.dtype != _BOOL:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{_TORCH_DTYPE_NAMES[condition.dtype.name]}")

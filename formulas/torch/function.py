@@ -450,9 +450,13 @@ class TorchFormula:
     def _cpp_methods(self) -> dict[str, dict[str, str]]:
         """The arguments whose C++ methods (:data:`CPP_VALUE_METHODS`) the formula calls, with them."""
         read = _names_read(self.declared.fn.__code__)
-        return {name: {m: py for m, py in spellings.items() if m in read}
-                for name, spellings in _cpp_methods_read(self.schema).items()
-                if name in read and read.intersection(spellings)}
+        candidates = {name: {m: py for m, py in spellings.items() if m in read}
+                      for name, spellings in _cpp_methods_read(self.schema).items() if name in read}
+        if not any(candidates.values()):
+            return {}
+        source = inspect.getsource(self.declared.fn)     # only a formula that calls them is compiled anew
+        return {name: called for name, spellings in candidates.items()
+                if (called := {m: py for m, py in spellings.items() if re.search(rf"\b{name}\.{m}\(\)", source)})}
 
     @cached_property
     def returning_jvp(self) -> Callable[..., Any]:

@@ -703,6 +703,18 @@ def angle_backward(grad: Tensor, self: Tensor) -> Tensor:
 
 
 @helper
+def polar_backward(grad: Tensor, result: Tensor) -> tuple[Tensor, Tensor]:
+    """Gradients of ``result = polar(abs, angle) = abs e^(i angle)`` for its real inputs: torch's
+    gradient of a real input ``x`` of a complex output is ``Re(grad conj(d result/dx))``, with
+    ``d result/d abs = e^(i angle)`` and ``d result/d angle = i result``; so ``Re(conj(grad) sgn(result))``
+    (``abs`` is non-negative, as ``polar`` asks: ``e^(i angle)`` is ``sgn(result)``, and 0 at
+    ``abs = 0``, where ``result`` no longer knows the angle) and ``Re(conj(grad) i result)``."""
+    imaginary_unit = at.sqrt(at.new_full(result, [], -1.0))
+    grad_conj = at.conj(grad)
+    return at.real(grad_conj * at.sgn(result)), at.real(grad_conj * (result * imaginary_unit))
+
+
+@helper
 def extreme_backward(grad: Tensor, self: Tensor, extreme: Tensor, dims: list[int], keepdim: bool) -> Tensor:
     """Gradient of a max or min (``extreme``) of ``self`` over ``dims``: shared evenly by the elements
     equal to it (ties split the gradient, as ``amax``/``amin`` do)."""

@@ -742,6 +742,12 @@ at::Tensor angle_backward(const at::Tensor& grad, const at::Tensor& self) {
   return at::where(at_zero, safe.new_zeros(std::vector<int64_t>{}), (grad * imaginary_unit) / at::conj(safe));
 }
 
+std::tuple<at::Tensor, at::Tensor> polar_backward(const at::Tensor& grad, const at::Tensor& result) {
+  auto imaginary_unit = at::sqrt(result.new_full(std::vector<int64_t>{}, -1.0));
+  auto grad_conj = at::conj(grad);
+  return {at::real(grad_conj * at::sgn(result)), at::real(grad_conj * (result * imaginary_unit))};
+}
+
 at::Tensor extreme_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& extreme, at::IntArrayRef dims, bool keepdim) {
   auto grad_kept = helpers::restore_reduced_dims(grad, dims, keepdim);
   auto mask = at::eq(self, helpers::restore_reduced_dims(extreme, dims, keepdim));

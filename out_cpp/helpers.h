@@ -80,6 +80,7 @@ std::vector<at::Tensor> cat_tensors_backward(const at::Tensor& grad, const std::
 std::vector<at::Tensor> stack_tensors_backward(const at::Tensor& grad, int64_t dim, const std::vector<at::ScalarType>& dtypes);
 std::vector<at::Tensor> block_diag_backward(const at::Tensor& grad, const std::vector<std::vector<int64_t>>& sizes, const std::vector<at::ScalarType>& dtypes);
 at::Tensor angle_backward(const at::Tensor& grad, const at::Tensor& self);
+std::tuple<at::Tensor, at::Tensor> polar_backward(const at::Tensor& grad, const at::Tensor& result);
 at::Tensor extreme_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& extreme, at::IntArrayRef dims, bool keepdim);
 at::Tensor aminmax_backward(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, const at::Tensor& grad_min, const at::Tensor& grad_max, const at::Tensor& min, const at::Tensor& max);
 at::Tensor logcumsumexp_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result, int64_t dim);

@@ -246,15 +246,45 @@ def _base_name(ty: Type) -> str | None:
     return ty.name if isinstance(ty, BaseType) else None
 
 
-def _optional_methods_spelled(source: str, optionals: frozenset[str]) -> str:
-    """``source`` with ``std::optional``'s methods on the (non-tensor) optional arguments
-    ``optionals`` in Python: ``x.has_value()`` is ``(x is not None)``, ``x.value()`` is ``x``
-    (derivatives.yaml's jvps call them: ``rounding_mode.has_value() ? ... : ...``)."""
-    for name in optionals:
-        if f"{name}.has_value()" in source or f"{name}.value()" in source:
-            source = re.sub(rf"\b{name}\.has_value\(\)", f"({name} is not None)", source)
-            source = re.sub(rf"\b{name}\.value\(\)", name, source)
+#: The C++ methods derivatives.yaml calls on non-tensor arguments, as Python spells them on the
+#: argument's Python value (``{0}``): ``std::optional``'s on an optional one (None or the value:
+#: ``rounding_mode.has_value() ? ... : ...``) and ``at::IntArrayRef``'s on a list (``dim.back()``).
+CPP_VALUE_METHODS = {
+    "optional": {"has_value": "({0} is not None)", "value": "{0}"},
+    "list": {"back": "{0}[-1]", "front": "{0}[0]", "size": "len({0})", "vec": "list({0})", "empty": "(len({0}) == 0)"},
+}
+
+
+def _cpp_methods_read(schema: FunctionSchema) -> dict[str, dict[str, str]]:
+    """The non-tensor arguments of ``schema`` with the :data:`CPP_VALUE_METHODS` their value has:
+    an optional's, a list's, both for an optional list."""
+    methods: dict[str, dict[str, str]] = {}
+    for arg in schema.arguments:
+        if arg.is_tensor_like:
+            continue
+        ty = arg.type.elem if isinstance(arg.type, OptionalType) else arg.type
+        kinds = (("optional",) if isinstance(arg.type, OptionalType) else ()) + (("list",) if isinstance(ty, ListType) else ())
+        if kinds:
+            methods[arg.name] = {m: py for kind in kinds for m, py in CPP_VALUE_METHODS[kind].items()}
+    return methods
+
+
+def _cpp_methods_spelled(source: str, methods: dict[str, dict[str, str]]) -> str:
+    """``source`` with the C++ methods ``methods`` (:func:`_cpp_methods_read`) called on those
+    arguments written in Python (``dim.back()`` is ``dim[-1]``)."""
+    for name, spellings in methods.items():
+        for method, python in spellings.items():
+            source = re.sub(rf"\b{name}\.{method}\(\)", lambda _, python=python: python.format(name), source)
     return source
+
+
+def _names_read(code: types.CodeType) -> set[str]:
+    """The names ``code`` and the functions nested in it use (attributes, globals, locals)."""
+    names = {*code.co_names, *code.co_varnames, *code.co_freevars, *code.co_cellvars}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_read(const)
+    return names
 
 
 #: The C++ classes an imported formula reads as namespaces (its dialect's ``GradMode``) that run on
@@ -400,12 +430,33 @@ class TorchFormula:
         dialect = sys.modules.get("transpiler.yaml_import.dialect")     # imported by a corpus's formulas only
         declared_only.update({name: namespace for name, namespace in _TORCH_NAMESPACES.items()
                               if dialect and isinstance(fn.__globals__.get(name), dialect.Namespace)})
-        if not declared_only:
+        in_dialect = dialect and any(isinstance(v, (dialect.External, dialect.Namespace)) for v in fn.__globals__.values())
+        methods = self._cpp_methods if in_dialect else {}
+        if not declared_only and not methods:
             return fn
-        copy = types.FunctionType(fn.__code__, {**fn.__globals__, **declared_only}, fn.__name__,
-                                  fn.__defaults__, fn.__closure__)
+        namespace = {**fn.__globals__, **declared_only}
+        if methods:     # C++ methods of its arguments (``dim.back()``): compiled as Python spells them
+            from reference_engine.forward_mode import formula_source    # a corpus formula's, on first use
+
+            source = _cpp_methods_spelled(formula_source(fn, derived=False, return_jvp=False), methods)
+            compiled: dict[str, Any] = {}
+            exec(compile(source, fn.__code__.co_filename, "exec"), namespace, compiled)
+            return compiled[getattr(fn, "__wrapped__", fn).__name__]
+        copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
         copy.__kwdefaults__ = fn.__kwdefaults__
         return copy
+
+    @cached_property
+    def _cpp_methods(self) -> dict[str, dict[str, str]]:
+        """The arguments whose C++ methods (:data:`CPP_VALUE_METHODS`) the formula calls, with them."""
+        read = _names_read(self.declared.fn.__code__)
+        candidates = {name: {m: py for m, py in spellings.items() if m in read}
+                      for name, spellings in _cpp_methods_read(self.schema).items() if name in read}
+        if not any(candidates.values()):
+            return {}
+        source = inspect.getsource(self.declared.fn)     # only a formula that calls them is compiled anew
+        return {name: called for name, spellings in candidates.items()
+                if (called := {m: py for m, py in spellings.items() if re.search(rf"\b{name}\.{m}\(\)", source)})}
 
     @cached_property
     def returning_jvp(self) -> Callable[..., Any]:
@@ -416,8 +467,8 @@ class TorchFormula:
         fn = self.fn
         if self.facts.jvp == "derived":
             return derived_formula(fn, return_jvp=True)
-        source = _optional_methods_spelled(formula_source(fn, derived=False, return_jvp=True), frozenset(
-            arg.name for arg in self.schema.arguments if isinstance(arg.type, OptionalType) and not arg.is_tensor_like))
+        source = _cpp_methods_spelled(formula_source(self.declared.fn, derived=False, return_jvp=True),
+                                      _cpp_methods_read(self.schema))
         compiled: dict[str, Any] = {}
         exec(compile(source, fn.__code__.co_filename, "exec"), fn.__globals__, compiled)
         return compiled[getattr(fn, "__wrapped__", fn).__name__]

@@ -57,6 +57,16 @@ def entries(tmp_path, monkeypatch):
                 return self_t * result if self.is_contiguous() and not self.is_complex() else at.mul(self_t, result)
             return result, backward
 
+        @derivative("flip(Tensor self, int[] dims) -> Tensor")
+        def flip(self, dims):
+            result = at.flip(self, dims)
+            def backward(grad):
+                # IntArrayRef's methods (flip the last dim, then the others)
+                return grad if dims.empty() else at.flip(at.flip(grad, [dims.back()]), dims.vec()[:dims.size() - 1])
+            def jvp(self_t):
+                return self_t if dims.empty() else at.flip(at.flip(self_t, dims.vec()[1:]), [dims.front()])
+            return result, backward
+
         @derivative("silu(Tensor self) -> Tensor")
         def silu(self):
             result = at.silu(self)
@@ -203,6 +213,14 @@ def test_an_entry_torch_differentiates_once_is_proven_to_first_order(entries, wr
     assert reason.endswith("(RuntimeError: derivative for aten::hardsigmoid_backward is not implemented), "
                            "and the override raises torch's error")
     assert corpus_override.prove("hardsigmoid", "OP", False, [case], package=wrong) == ("failed", 1, "OP: gradcheck")
+
+
+@pytest.mark.parametrize("dims", [[0, 2], [1], []])
+def test_the_cpp_methods_of_a_list_argument_run_as_python_spells_them(entries, dims):
+    """derivatives.yaml calls ``IntArrayRef``'s methods on a list (``_fft_r2c``'s ``dim.back()``):
+    the backward and the jvp run them on the Python list."""
+    case = ((torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True), dims), {})
+    assert corpus_override.prove("flip", "OP", True, [case], package=entries) == ("proven", 1, "")
 
 
 def test_a_random_operator_is_proven_on_a_fixed_draw(entries):

@@ -166,9 +166,8 @@ def _read_file(stamp: SourceStamp) -> FormulaModule:
 
 
 def _facts_from_model(formula: Formula, declared: DeclaredFormula) -> FormulaFacts:
-    from transpiler.frontend import settled_captures
-
     from transpiler.dataflow import closure_reads
+    from transpiler.frontend import settled_captures
 
     jvp = "derived" if formula.derives_jvp else formula.jvp.rule.value if formula.jvp is not None else None
     written, read = _globals_facts(formula.node)

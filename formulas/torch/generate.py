@@ -769,7 +769,7 @@ def generate(formula: TorchFormula) -> Generated:
         raise NotCovered("a Tensor? or Tensor[] argument")
     if any(name.startswith(PREFIX) or name == "ctx" for name in env):
         raise NotCovered("a parameter named like the generated code's own names")
-    node = formula_def(formula)     # the facts read (a stale file: not covered), so the next reads them
+    node = formula_def(formula)     # reads the facts first: a stale file is NotCovered, never raised below
     if formula.scalar_method_slots:
         raise NotCovered("a Scalar argument the formula calls c10::Scalar methods on")
     *body, last = node.body

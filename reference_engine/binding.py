@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from reference_engine.dtypes import DType, from_numpy
-from reference_engine.scalars import SCALAR_TYPES, ScalarFloat, ScalarInt, scalar_value
+from reference_engine.scalars import SCALAR_TYPES, ScalarFloat, ScalarInt
 from reference_engine.tensor import Tensor
 from transpiler.schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, Type
 
@@ -118,10 +118,10 @@ class Signature:
         self.kinds = tuple(_kind(a.type) for a in args)
         self.tensor_positions = tuple(i for i, k in enumerate(self.kinds) if k.base == "Tensor" and not k.is_list)
         self.tensor_list_positions = tuple(i for i, k in enumerate(self.kinds) if k.base == "Tensor" and k.is_list)
-        # int[N] taking a bare int, ScalarType taking a NumPy dtype, tuples for lists:
+        # int[N] taking a bare int, ScalarType taking a NumPy dtype, tuples for lists (a Scalar[] as given):
         self.converted_positions = tuple(
             i for i, k in enumerate(self.kinds)
-            if (k.is_list and k.base != "Tensor") or k.base == "ScalarType")
+            if (k.is_list and k.base not in ("Tensor", "Scalar")) or k.base == "ScalarType")
         # A call with exactly this many positional arguments and no keywords binds as is
         # (-1 when the schema has keyword-only arguments, which must be passed by name).
         self.positional_arity = self.n_args if self.n_args == self.n_positional else -1
@@ -168,21 +168,12 @@ class Signature:
         """Whether binding puts a Python number where a Tensor is expected."""
         return any(needs_wrapping(bound[i]) for i in self.tensor_positions)
 
-    def give_scalar_methods(self, names: frozenset[str]) -> None:
-        """Convert the ``Scalar`` arguments ``names`` to numbers with ``c10::Scalar``'s methods
-        (:func:`~reference_engine.scalars.scalar_value`): their formula calls one."""
-        positions = {i for i, name in enumerate(self.names) if name in names and self.kinds[i].base == "Scalar"
-                     and not self.kinds[i].is_list}
-        self.converted_positions = tuple(sorted(positions | set(self.converted_positions)))
-
     def convert(self, bound: list) -> None:
         """Bring non-tensor arguments to the form formulas expect (in place)."""
         for i in self.converted_positions:
             value = bound[i]
             kind = self.kinds[i]
-            if kind.base == "Scalar":
-                bound[i] = scalar_value(value)
-            elif kind.base == "ScalarType":
+            if kind.base == "ScalarType":
                 if value is not None and not isinstance(value, DType):
                     bound[i] = from_numpy(np.dtype(value))
             elif type(value) is tuple:

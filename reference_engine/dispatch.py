@@ -104,11 +104,14 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
 
 
 def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
-                    kernel_runner: Callable[..., Any] | None) -> Callable[..., Any] | None:
+                    kernel_runner: Callable[..., Any] | None, packet: OperatorPacket) -> Callable[..., Any] | None:
     """The recording path for positional calls whose tensor arguments are all Tensors,
     keyword-only arguments left at their defaults (None when binding, conversion or
-    number wrapping is needed: ``Overload.run`` handles those). It falls back to
-    ``kernel_runner`` when no input requires grad."""
+    number wrapping is needed: ``Overload.run`` handles those, and Scalar arguments given
+    ``c10::Scalar``'s methods). It falls back to ``kernel_runner`` when no input requires grad.
+    Where those methods are not known yet (the formula's facts are read on its first record,
+    never when a call only runs the kernel), the runner reads them then, and ``packet`` makes
+    the call's entry again knowing them."""
     signature = overload.signature
     positions = signature.tensor_positions
     if len(arg_types) == signature.positional_arity:
@@ -120,6 +123,17 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
     # A kernel runner exists only when no argument needs conversion (lists, dtypes as given).
     if (overload.formula is None or kernel_runner is None
             or any(i >= len(arg_types) or arg_types[i] is not Tensor for i in positions)):
+        return None
+    if not overload.scalar_methods_read:
+        def read_scalar_methods(*args):
+            if any(args[i]._requires_grad for i in positions):
+                packet.cache.pop(arg_types, None)
+                if overload.scalar_methods:     # read from the facts: Overload.run gives them
+                    return _run_general(overload, args, {})
+                return packet.call(args, {})    # the entry made again, with a fast recording runner
+            return kernel_runner(*args)
+        return read_scalar_methods
+    if overload.scalar_methods:
         return None
     return formula_recorder(overload, kernel_runner, len(arg_types), dict(zip(overload.keyword_only[1], tail)))
 
@@ -338,7 +352,7 @@ class OperatorPacket:
         overload = self.resolve(args, kwargs)
         if not kwargs:
             runner = _kernel_runner(overload, key)
-            recording = runner if overload.formula is None else _formula_runner(overload, key, runner)
+            recording = runner if overload.formula is None else _formula_runner(overload, key, runner, self)
         elif tuple(kwargs) == overload.keyword_only[1] and len(args) == overload.keyword_only[0]:
             # Every keyword-only argument given, in schema order (``at.add(a, b, alpha=2)``):
             # the runner takes the keyword values after the positional ones.

@@ -23,13 +23,19 @@ no nested jvp (forward mode raises, saying why).
 
 Every formula also gets ``globals_written`` and ``globals_read``: the module
 globals its code rebinds or changes in place, and those its nested functions
-(the backward) read (:mod:`transpiler.module_globals`), read from the syntax
-of its ``def``: the modelled formula's, or for a formula without a model, the
-``def`` of its name and first line in its file. A formula whose ``def`` the
-front-end cannot read (no file, and no source in ``linecache``, where IPython
-and Jupyter keep each cell's: the plain REPL, ``exec`` of a string; a lambda) has
-``globals_written`` None, and the engine refuses to record it rather than
-leave a forward tensor kept in a module global unchecked.
+(the backward) read (:mod:`transpiler.module_globals`), and
+``scalar_method_receivers``: the names its code calls a ``c10::Scalar`` method
+on (``alpha.conj()``: the engine gives those ``Scalar`` arguments their methods,
+:mod:`reference_engine.scalars`), read from the syntax of its ``def``: the
+modelled formula's, or for a formula without a model, the ``def`` of its name
+and first line in its file. A formula whose ``def`` the front-end cannot read
+(no file, and no source in ``linecache``, where IPython and Jupyter keep each
+cell's: the plain REPL, ``exec`` of a string; a lambda) has ``globals_written``
+and ``scalar_method_receivers`` None: the engine refuses to record it rather
+than leave a forward tensor kept in a module global unchecked (and gives every
+``Scalar`` argument the methods). A modelled formula also gets
+``backward_reads``, the parameters its backward reads (what the torch back end's
+in-place kernels copy before the write).
 """
 from __future__ import annotations
 
@@ -39,6 +45,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Mapping
 
 from formulas.dsl import DeclaredFormula, SourceStamp, source_stamp
+from reference_engine.scalars import SCALAR_METHODS
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -71,6 +78,12 @@ class FormulaFacts:
     #: each function defined in the formula's body, by name -> the module globals it reads,
     #: among those written (empty when it writes none)
     globals_read: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False)
+    #: the names its code (nested functions included) calls a ``c10::Scalar`` method on
+    #: (:data:`~reference_engine.scalars.SCALAR_METHODS`); None: the front-end read no ``def`` of it
+    scalar_method_receivers: frozenset[str] | None = None
+    #: the formula's parameters its backward (and the functions nested in it) reads from the
+    #: formula's scope, its own parameters' defaults left out; None: no model
+    backward_reads: frozenset[str] | None = None
 
 
 def unread_facts(declared: DeclaredFormula, because: str, module: FormulaModule | None = None) -> FormulaFacts:
@@ -80,7 +93,8 @@ def unread_facts(declared: DeclaredFormula, because: str, module: FormulaModule 
     function = None if module is None else _def_of(fn.__code__, module)
     written, read = (None, {}) if function is None else _globals_facts(function)
     return FormulaFacts(frozenset(), None, declared.jvp, declared.output_differentiability,
-                        unread_because=because, globals_written=written, globals_read=read)
+                        unread_because=because, globals_written=written, globals_read=read,
+                        scalar_method_receivers=None if function is None else _scalar_method_receivers(function))
 
 
 #: A file's stamp -> the front-end's model of it (read once per file and stamp).
@@ -152,13 +166,22 @@ def _read_file(stamp: SourceStamp) -> FormulaModule:
 
 
 def _facts_from_model(formula: Formula, declared: DeclaredFormula) -> FormulaFacts:
+    from transpiler.dataflow import closure_reads
     from transpiler.frontend import settled_captures
 
     jvp = "derived" if formula.derives_jvp else formula.jvp.rule.value if formula.jvp is not None else None
     written, read = _globals_facts(formula.node)
+    backward_reads = frozenset(name.value for name in closure_reads(formula.backward.node, set(formula.params)))
     return FormulaFacts(settled_captures(formula), formula.backward.needs_input_grad, jvp,
                         formula.output_differentiability, formula, declared.source,
-                        formula.backward.node.name.value, globals_written=written, globals_read=read)
+                        formula.backward.node.name.value, globals_written=written, globals_read=read,
+                        scalar_method_receivers=_scalar_method_receivers(formula.node), backward_reads=backward_reads)
+
+
+def _scalar_method_receivers(function: cst.FunctionDef) -> frozenset[str]:
+    from transpiler.dataflow import method_receivers
+
+    return method_receivers(function, SCALAR_METHODS)
 
 
 def _globals_facts(function: cst.FunctionDef) -> tuple[ModuleGlobalsWritten, dict[str, frozenset[str]]]:

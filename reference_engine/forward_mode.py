@@ -94,6 +94,7 @@ def run(overload: Any, bound: list) -> Any:
         return overload.run_kernel(bound)
     if overload.signature.converted_positions:
         overload.signature.convert(bound)
+    overload.give_scalar_methods(bound)
     overload._wrap_inputs(bound)
     state.suspended = True
     try:

@@ -22,7 +22,7 @@ from reference_engine.formula_node import record
 from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import VIEW_OPS
 from reference_engine.rebind import rebind
-from reference_engine.scalars import scalar_method_parameters
+from reference_engine.scalars import scalar_value
 from reference_engine.tensor import Tensor
 from reference_engine.views import make_view, mark_recorded
 from transpiler.schema import FunctionSchema, is_tensor_like
@@ -39,7 +39,8 @@ class Overload:
 
     __slots__ = ("name", "schema", "signature", "kernel", "formula", "declared", "node_name", "returns_kind",
                  "output_differentiability", "differentiable_positions", "is_view", "backward_plans",
-                 "keyword_only", "num_differentiable_outputs", "return_type", "operators", "helpers", "_facts")
+                 "keyword_only", "num_differentiable_outputs", "return_type", "operators", "helpers", "_facts",
+                 "scalar_parameters", "_scalar_methods")
 
     def __init__(self, schema: FunctionSchema, kernel: Callable[..., Any] | None,
                  formula: DeclaredFormula | None) -> None:
@@ -71,12 +72,12 @@ class Overload:
         self.backward_plans: dict = {}
         # Formulas take the schema's keyword-only arguments as keywords: (first index, names).
         self.keyword_only = (self.signature.n_positional, self.signature.names[self.signature.n_positional:])
-        if formula is not None:     # a formula calling ``alpha.conj()`` gets its Scalars with their methods
-            scalars = frozenset(name for name, kind in zip(self.signature.names, self.signature.kinds)
-                                if kind.base == "Scalar")
-            called = scalars and scalar_method_parameters(formula.fn.__code__, scalars)
-            if called:
-                self.signature.give_scalar_methods(called)
+        #: the formula's ``Scalar`` parameters: those it calls ``c10::Scalar`` methods on
+        #: (:attr:`scalar_methods`) are given them when it runs
+        self.scalar_parameters = frozenset() if formula is None else frozenset(
+            name for name, kind in zip(self.signature.names, self.signature.kinds)
+            if kind.base == "Scalar" and not kind.is_list)
+        self._scalar_methods: tuple[int, ...] | None = None if self.scalar_parameters else ()
 
     @property
     def facts(self) -> FormulaFacts:
@@ -85,6 +86,29 @@ class Overload:
         if found is None:
             found = self._facts = facts_of(self.declared)
         return found
+
+    @property
+    def scalar_methods(self) -> tuple[int, ...]:
+        """Positions of the ``Scalar`` arguments whose ``c10::Scalar`` methods the formula calls
+        (``alpha.conj()``): the formula gets them as :func:`~reference_engine.scalars.scalar_value`
+        gives them. From the facts, read on first use (an operator with no ``Scalar`` parameter
+        reads none): the first time the formula runs, not when the table is built."""
+        found = self._scalar_methods
+        if found is None:
+            called = self.facts.scalar_method_receivers
+            names = self.scalar_parameters if called is None else self.scalar_parameters & called
+            found = self._scalar_methods = tuple(i for i, name in enumerate(self.signature.names) if name in names)
+        return found
+
+    @property
+    def scalar_methods_read(self) -> bool:
+        """Whether :attr:`scalar_methods` is known without reading the facts."""
+        return self._scalar_methods is not None
+
+    def give_scalar_methods(self, bound: list) -> None:
+        """Give the :attr:`scalar_methods` arguments of ``bound`` their methods (in place)."""
+        for i in self.scalar_methods:
+            bound[i] = scalar_value(bound[i])
 
     def bind_operators(self, operators: Any, helpers: dict[str, Callable[..., Any]],
                        rebound: dict[int, Callable[..., Any]]) -> None:
@@ -98,6 +122,7 @@ class Overload:
         if self.formula is not None and grad_mode.enabled and self._wrap_inputs(bound):
             if self.signature.converted_positions:
                 self.signature.convert(bound)
+            self.give_scalar_methods(bound)
             grad_mode.enabled = False
             try:
                 first, names = self.keyword_only

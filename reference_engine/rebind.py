@@ -63,14 +63,15 @@ class EngineOperators:
 
 
 def rebind(fn: Callable[..., Any], operators: EngineOperators,
-           memo: dict[int, Callable[..., Any]] | None = None,
+           memo: dict[int | str, Callable[..., Any]] | None = None,
            helpers: Mapping[str, Callable[..., Any]] = _NONE) -> Callable[..., Any]:
     """A copy of ``fn`` whose global ``at`` is ``operators`` (``fn`` itself when it does
-    not use the DSL's ``at``); functions it reaches through globals that do are rebound too.
-    A global it reads that is not a Python function there (a C++ name an imported formula
-    declares) and is a key of ``helpers`` becomes that helper, rebound; where the helper has
-    overloads ``name__variant``, the one of them a call's arguments fit, as the C++ emitter
-    chooses (:class:`~formulas.helper_overloads.HelperOverloads`)."""
+    not use the DSL's ``at``); the functions among its globals that do are rebound too (every
+    one of them: which it reads is not looked up in its code; ``memo`` makes each copy once).
+    A global that is not a Python function there (a C++ name an imported formula declares)
+    and is a key of ``helpers`` becomes that helper, rebound; where the helper has overloads
+    ``name__variant``, the one of them a call's arguments fit, as the C++ emitter chooses
+    (:class:`~formulas.helper_overloads.HelperOverloads`)."""
     if type(fn) is not types.FunctionType or fn.__globals__.get("at") is not dsl_at:
         return fn
     memo = {} if memo is None else memo
@@ -86,23 +87,20 @@ def rebind(fn: Callable[..., Any], operators: EngineOperators,
     copy.__wrapped__ = fn
     memo[id(fn)] = copy
     namespace["at"] = operators
-    for name in _global_names(fn.__code__):     # what it and its nested functions may read
-        value = namespace.get(name)
+    for name, value in list(namespace.items()):
         if value is fn:
             namespace[name] = copy
         elif type(value) is types.FunctionType:
             namespace[name] = rebind(value, operators, memo, helpers)
         elif value is not None and name in helpers:
-            overloads = [rebind(helper, operators, memo, helpers) for helper in overloads_of(name, helpers)]
-            namespace[name] = overloads[0] if len(overloads) == 1 else HelperOverloads(
-                name, overloads, HELPER_VALUES)
+            namespace[name] = _helper(name, operators, memo, helpers)
     return copy
 
 
-def _global_names(code: types.CodeType) -> set[str]:
-    """Names ``code`` and the functions defined inside it may look up as globals."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if type(const) is types.CodeType:
-            names |= _global_names(const)
-    return names
+def _helper(name: str, operators: EngineOperators, memo: dict, helpers: Mapping[str, Callable[..., Any]]) -> Any:
+    """The helper ``name`` rebound, or its overloads as one (made once per ``memo``)."""
+    found = memo.get(name)
+    if found is None:
+        overloads = [rebind(helper, operators, memo, helpers) for helper in overloads_of(name, helpers)]
+        found = memo[name] = overloads[0] if len(overloads) == 1 else HelperOverloads(name, overloads, HELPER_VALUES)
+    return found

@@ -3,7 +3,8 @@
 derivatives.yaml calls ``c10::Scalar``'s own methods on a ``Scalar`` argument, and the imported
 formulas keep them (the C++ emitter writes them as they are). In Python a Scalar is a number,
 which has none of them: an overload whose formula calls one on a Scalar parameter
-(:func:`scalar_method_parameters`, read from its code once) gets its Scalar arguments as
+(a fact of the front-end's, :attr:`reference_engine.facts.FormulaFacts.scalar_method_receivers`,
+read when the formula first runs) gets those Scalar arguments as
 :class:`ScalarInt`, :class:`ScalarFloat` or :class:`ScalarComplex` (:func:`scalar_value`): the
 number itself (a subclass, so every operator takes it as that number, and arithmetic gives plain
 numbers), with torch's meaning of each method:
@@ -18,8 +19,6 @@ A ``bool`` Scalar stays a ``bool`` (Python cannot subclass it; no formula calls 
 """
 from __future__ import annotations
 
-import dis
-from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -110,21 +109,3 @@ def scalar_value(value: Any) -> Any:
             return kind(value.item())
         return value
     return kind(value)
-
-
-def scalar_method_parameters(code: CodeType, scalars: frozenset[str]) -> frozenset[str]:
-    """The parameters among ``scalars`` whose methods in :data:`SCALAR_METHODS` ``code`` (or a
-    function defined in it: the backward, the jvp) calls: a load of the name followed by the
-    method's lookup (``alpha.conj()``; not ``at.conj(alpha)``, not a tensor's ``x.conj()``)."""
-    called: set[str] = set()
-    previous = None
-    for instruction in dis.get_instructions(code):
-        if (instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and instruction.argval in SCALAR_METHODS
-                and previous is not None and previous.opname in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE")
-                and previous.argval in scalars):
-            called.add(previous.argval)
-        previous = instruction
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            called |= scalar_method_parameters(const, scalars)
-    return frozenset(called)

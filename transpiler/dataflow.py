@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping, Sequence, get_type_hints
+from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence, get_type_hints
 
 import libcst as cst
 
@@ -665,6 +665,14 @@ def bound_names(function: cst.FunctionDef | cst.Lambda) -> set[str]:
     """Names local to ``function``: its parameters and every name its own body binds,
     minus those it declares ``global``/``nonlocal``."""
     return set(scope_names(function).local)
+
+
+def method_receivers(function: cst.FunctionDef, methods: Collection[str]) -> frozenset[str]:
+    """The names on which ``function``'s body, nested functions included, looks up a method in
+    ``methods``: ``alpha`` and ``other`` for ``alpha.conj()`` and ``other.toDouble()`` (the
+    reference engine's ``c10::Scalar`` parameters: :mod:`reference_engine.scalars`)."""
+    return frozenset(node.value.value for node in walk(function.body)
+                     if type(node) is cst.Attribute and type(node.value) is cst.Name and node.attr.value in methods)
 
 
 def closure_reads(closure: cst.FunctionDef | cst.Lambda, enclosing: set[str]) -> Iterator[cst.Name]:

@@ -35,7 +35,7 @@ from formulas.dsl import DeclaredFormula, use_backend
 from formulas.dsl import _backend as _installed_backend    # just an optimization of use_backend, below
 from formulas.helper_overloads import HelperOverloads, overloads_of
 from formulas.torch.backend import HELPER_VALUES, SCALAR_TYPES, OracleTensor, TorchBackend, unwrap, wrap
-from reference_engine.scalars import scalar_method_parameters, scalar_value
+from reference_engine.scalars import scalar_value
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type, parse_schema
 
 if TYPE_CHECKING:
@@ -316,7 +316,7 @@ class TorchFormula:
     def prepare(self) -> TorchFormula:
         """Work out now what every call needs (schema, slots, the Function), so that no call
         does: an override or a custom op prepares its formulas when it is installed."""
-        for name in ("fn", "apply", "plain_apply", "gradient_slots", "single_slots", "scalar_method_slots",
+        for name in ("fn", "apply", "plain_apply", "gradient_slots", "single_slots",
                      "single_tensor_slots", "full_layout", "list_output", "output_flags", "all_differentiable"):
             getattr(self, name)
         return self
@@ -526,11 +526,15 @@ class TorchFormula:
     def scalar_method_slots(self) -> tuple[int, ...]:
         """Positions (in :attr:`names`) of the ``Scalar`` arguments the formula calls a ``c10::Scalar``
         method on (``other.toDouble()``, ``alpha.conj()``): :meth:`bind` gives them as numbers with
-        those methods (:func:`~reference_engine.scalars.scalar_value`), as the reference engine does."""
+        those methods (:func:`~reference_engine.scalars.scalar_value`), as the reference engine does.
+        A fact of the front-end's (:attr:`facts`), read only for a formula with a ``Scalar`` argument."""
         scalars = frozenset(arg.name for arg in self.schema.arguments
                             if not arg.is_out and _base_name(arg.type) == "Scalar")
-        called = scalars and scalar_method_parameters(self.declared.fn.__code__, scalars)
-        return tuple(self.positions[name] for name in self.names if name in called)
+        if not scalars:
+            return ()
+        called = self.facts.scalar_method_receivers
+        return tuple(self.positions[name] for name in self.names
+                     if name in scalars and (called is None or name in called))
 
     @cached_property
     def single_slots(self) -> tuple[int, ...] | None:

@@ -761,8 +761,6 @@ def generate(formula: TorchFormula) -> Generated:
         raise NotCovered("a view, in-place or out= operator")
     if len(schema.returns) != 1 or schema_type(schema.returns[0].type) != TENSOR or not formula.all_differentiable:
         raise NotCovered("not one differentiable Tensor output")
-    if formula.scalar_method_slots:
-        raise NotCovered("a Scalar argument the formula calls c10::Scalar methods on")
     arguments = [a for a in schema.arguments if not a.is_out]
     if tuple(a.name for a in arguments) != formula.names:
         raise NotCovered("parameters named otherwise than the schema's arguments")
@@ -771,7 +769,9 @@ def generate(formula: TorchFormula) -> Generated:
         raise NotCovered("a Tensor? or Tensor[] argument")
     if any(name.startswith(PREFIX) or name == "ctx" for name in env):
         raise NotCovered("a parameter named like the generated code's own names")
-    node = formula_def(formula)
+    node = formula_def(formula)     # reads the facts first: a stale file is NotCovered, never raised below
+    if formula.scalar_method_slots:
+        raise NotCovered("a Scalar argument the formula calls c10::Scalar methods on")
     *body, last = node.body
     if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple) and len(last.value.elts) == 2
             and isinstance(last.value.elts[1], ast.Name)):

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import types
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -452,17 +451,20 @@ def _written_kernel(formula: TorchFormula) -> Any:
     torch rebases its history on the formula's node (a view's base's, through ``CopySlices``) and
     bumps its version counter. torch's errors for a write it forbids come first (:func:`check_in_place`).
     Where the backward reads the written argument, a copy of it is made first, with autograd on, for
-    the backward to read (its value before the write)."""
+    the backward to read (its value before the write): a fact of the front-end's, read on the first
+    recorded call (:func:`_backward_reads`)."""
     below = aten_overload(formula.op_name)._op
     position = written_in_place(formula)
-    backward = next(c for c in formula.fn.__code__.co_consts if type(c) is types.CodeType and c.co_name == "backward")
-    reads_original = formula.names[position] in backward.co_freevars
+    reads_original = None
     formula.prepare()
 
     def written_kernel(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads_original
         if not records(args, kwargs):
             with below_autograd():
                 return below(*args, **kwargs)
+        if reads_original is None:
+            reads_original = _backward_reads(formula, formula.names[position])
         values = formula.bind(args, kwargs)
         written = values[position]
         if torch.is_grad_enabled() and _requires_grad(args, kwargs):
@@ -471,6 +473,16 @@ def _written_kernel(formula: TorchFormula) -> Any:
 
     written_kernel.__name__ = f"{formula.op_name}_formula_autograd"
     return written_kernel
+
+
+def _backward_reads(formula: TorchFormula, name: str) -> bool:
+    """Whether the formula's backward reads its parameter ``name`` (the front-end's facts)."""
+    facts = formula.facts
+    if facts.backward_reads is None:
+        raise RuntimeError(f"{formula.op_name}: the front-end has no model of its formula ({facts.unread_because}), "
+                           f"so whether its backward reads `{name}` as it was before the write is not known; "
+                           f"declare the formula with @derivative at the top level of a module file")
+    return name in facts.backward_reads
 
 
 def _requires_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

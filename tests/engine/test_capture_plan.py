@@ -103,6 +103,15 @@ SOURCE = textwrap.dedent('''\
         return result, backward
 
 
+    @derivative("engine_plan_scaled(Tensor self, Scalar alpha) -> Tensor")
+    def scaled(self, alpha):
+        result = at.mul(self, alpha)
+
+        def backward(grad):
+            return grad * alpha.conj()    # c10::Scalar's method: alpha is given it
+        return result, backward
+
+
     @derivative("engine_plan_log(Tensor self) -> Tensor")
     def logged(self):
         result = at.sin(self)
@@ -245,6 +254,24 @@ def test_a_formula_in_a_notebook_cell_is_read_from_linecache(function, refused):
         del linecache.cache[filename]
 
 
+def test_the_scalar_methods_of_a_formula_in_a_notebook_cell_are_read_from_linecache():
+    """The Scalar parameters a formula calls c10::Scalar methods on are read from its ``def`` in the
+    cell's source too (``alpha.conj()``: ``alpha`` is given the methods, a plain float has none)."""
+    filename = "<ipython-input-scaled>"
+    linecache.cache[filename] = (len(SOURCE), None, SOURCE.splitlines(True), filename)
+    try:
+        namespace = {"__name__": "engine_plan_cell_scaled"}
+        exec(compile(SOURCE, filename, "exec"), namespace)
+        op = engine.define("engine_plan_cell_scaled(Tensor self, Scalar alpha) -> Tensor", np.multiply,
+                           namespace["scaled"])
+        x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+        (g,) = engine.grad(op(x, 3.0).sum(), x)
+        np.testing.assert_allclose(g.numpy(), [3.0, 3.0])
+        assert op.facts.model is None and [op.signature.names[i] for i in op.scalar_methods] == ["alpha"]
+    finally:
+        del linecache.cache[filename]
+
+
 def test_a_file_edited_after_import_is_reported_until_it_is_reloaded(tmp_path: Path):
     """The facts are the front-end's model of the file: a file changed since the formula was
     imported is not the code that runs, so recording refuses (naming the file and the way out)
@@ -252,17 +279,26 @@ def test_a_file_edited_after_import_is_reported_until_it_is_reloaded(tmp_path: P
     path = tmp_path / "engine_plan_edited.py"
     path.write_text("\n" + SOURCE, encoding="utf-8")
     module = _load(path, "engine_plan_edited")
+    scaled_schema = "engine_plan_edited_scaled(Tensor self, Scalar alpha) -> Tensor"
     try:
         path.write_text("\n\n" + SOURCE, encoding="utf-8")   # edited, not reloaded
         op = engine.define("engine_plan_edited(Tensor self) -> Tensor", np.sin, module.metadata)
+        scaled = engine.define(scaled_schema, np.multiply, module.scaled)   # its Scalar methods: facts too
         x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
-        with pytest.raises(StaleFormulaError, match=rf"{re.escape(str(path))}: the file changed .*reload the module"):
-            op(x)
+        for call in (lambda: op(x), lambda: scaled(x, 2.0)):
+            with pytest.raises(StaleFormulaError, match=rf"{re.escape(str(path))}: the file changed .*reload"):
+                call()
         with engine.no_grad():      # nothing recorded: no facts needed
             np.testing.assert_allclose(op(x).numpy(), np.sin([0.2, 0.9]))
+            np.testing.assert_allclose(scaled(x, 2.0).numpy(), [0.4, 1.8])
         module = _load(path, "engine_plan_edited")     # the reload
         op = engine.define("engine_plan_edited(Tensor self) -> Tensor", np.sin, module.metadata)
         assert _inspected(op(x)) == ()
+        scaled = engine.define(scaled_schema, np.multiply, module.scaled)
+        for _ in range(2):          # the first record reads the facts, the second takes the runner made after
+            (g,) = engine.grad(scaled(x, 2.0).sum(), x)
+            np.testing.assert_allclose(g.numpy(), [2.0, 2.0])
+        assert [scaled.signature.names[i] for i in scaled.scalar_methods] == ["alpha"]
     finally:
         del sys.modules["engine_plan_edited"]
 

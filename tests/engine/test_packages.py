@@ -18,11 +18,7 @@ import torch
 import formulas
 import reference_engine as engine
 from reference_engine.packages import package_dispatcher
-from reference_engine.scalars import (
-    SCALAR_METHODS,
-    scalar_method_parameters,
-    scalar_value,
-)
+from reference_engine.scalars import SCALAR_METHODS, scalar_value
 from transpiler.cpp.expressions import SCALAR_METHODS as EMITTED_SCALAR_METHODS
 from transpiler.yaml_import.importer import import_yaml
 
@@ -194,9 +190,29 @@ def test_scalar_methods_equal_torchs(number):
 
 
 def test_only_parameters_whose_methods_are_called_are_found():
+    """A fact of the front-end's, read from the formula's ``def`` (here one without a model: its
+    ``def`` in this file): a Scalar method called on ``alpha``; ``beta`` used as a number, and a
+    Tensor's ``conj()``, give none."""
     def formula(self, other, alpha, beta):
         result = self
         def backward(grad):
             return grad * alpha.conj(), self.conj() * beta
         return result, backward
-    assert scalar_method_parameters(formula.__code__, frozenset({"alpha", "beta"})) == {"alpha"}
+    op = engine.define("engine_test_scalar_methods(Tensor self, Tensor other, Scalar alpha, Scalar beta) -> Tensor",
+                       lambda self, other, alpha, beta: self, formula)
+    assert op.facts.model is None and {"alpha", "self"} <= op.facts.scalar_method_receivers
+    assert [op.signature.names[i] for i in op.scalar_methods] == ["alpha"]
+
+
+def test_the_corpus_formulas_calling_scalar_methods_are_found(corpus, table):
+    """The Scalar parameters of the corpus's formulas in one file (sub, rsub and the others of
+    derivatives_010.py) given c10::Scalar's methods: those derivatives.yaml calls ``.conj()`` on."""
+    module = f"{corpus}.derivatives_010"
+    found = {}
+    for name, declared in formulas.registry(corpus).formulas.items():
+        overload = table.overload(name)
+        if declared.fn.__module__ == module and overload.scalar_parameters:
+            found[name] = {overload.signature.names[i] for i in overload.scalar_methods}
+    assert {name: called for name, called in found.items() if called} == {
+        "sub.Tensor": {"alpha"}, "rsub.Tensor": {"alpha"}, "rsub.Scalar": {"alpha"}}
+    assert len(found) > 3       # others with a Scalar parameter, no method called on it

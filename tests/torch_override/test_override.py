@@ -6,6 +6,7 @@ back (values and node names before, inside and after).
 """
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 from pathlib import Path
@@ -15,6 +16,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from formulas.torch import CapturedIntermediate, OverrideError, install, overridable, override, uninstall
+from reference_engine.facts import StaleFormulaError
 from tests.torch_override.aliasing import IN_PLACE_SCENARIOS, IN_PLACE_SOURCE, VIEW_SCENARIOS, same_as_torch
 from tests.torch_override.conftest import importable_package
 
@@ -313,6 +315,29 @@ def test_an_in_place_formula_records_its_node_and_runs_its_jvp(in_place_package)
         ours = observe()
     assert ours[0] == "MulTensorFormulaBackward"
     torch.testing.assert_close(ours[1], theirs[1])
+
+
+def test_facts_of_a_file_edited_after_import_are_refused(tmp_path, monkeypatch):
+    """Whether an in-place formula's backward reads the written argument, and which Scalar arguments
+    get c10::Scalar's methods, are the front-end's facts of the imported file: edited since, the
+    first recorded call raises rather than run with another text's facts."""
+    source = IN_PLACE_SOURCE + '''
+@derivative("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
+def add_Tensor(self, other, alpha=1):
+    result = at.add(self, other, alpha=alpha)
+    def backward(grad):
+        return grad, grad * alpha.conj()
+    return result, backward
+'''
+    with importable_package(tmp_path, monkeypatch, "editedinplaceops", {"ops.py": source}) as package:
+        importlib.import_module(f"{package}.ops")
+        path = tmp_path / package / "ops.py"
+        path.write_text(path.read_text() + "\n")
+        x, w = leaf(5), leaf(5, seed=1)
+        with override(package=package):
+            for call in (lambda: (x * 1.0).mul_(w), lambda: torch.add(x, w, alpha=2)):
+                with pytest.raises(StaleFormulaError, match="changed after its formulas were imported"):
+                    call()
 
 
 def in_place_after(op_output):

@@ -12,6 +12,13 @@ the formula is recorded or run in forward mode (one read per source file):
   ``def jvp``, an ``@derivative(jvp=...)`` rule, or none);
 * ``differentiable_outputs``: the declared ``output_differentiability``.
 
+The facts are plain data (names, tuples, frozensets): the model, whose libcst trees
+are tens of thousands of objects that every full collection of the program's cycle
+collector would scan, is let go once the facts of its file are taken. What needs
+the model's syntax (forward mode compiling a jvp, the torch back end's generator)
+reads it again with :func:`formula_model` / :func:`model_of_file`, through the
+front-end's memo.
+
 The facts describe the file as the front-end reads it, so they must be the
 facts of the code that runs: ``@derivative`` stamps the file when it declares
 the formula (:class:`formulas.dsl.SourceStamp`), and a file changed since then
@@ -42,7 +49,7 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 from types import CodeType
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from formulas.dsl import DeclaredFormula, SourceStamp, source_stamp
 from reference_engine.scalars import SCALAR_METHODS
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from transpiler.model import Formula, FormulaModule
+    from transpiler.raises import RaisedError
     from transpiler.module_globals import ModuleGlobalsWritten
 
 
@@ -66,10 +74,13 @@ class FormulaFacts:
     mask_parameter: str | None                  # the backward's ``needs_input_grad`` parameter
     jvp: str | None                             # "written" (a nested def jvp), a jvp= rule, or None
     differentiable_outputs: tuple[bool, ...] | None   # as declared; None: torch's default
-    model: Formula | None = field(default=None, compare=False, repr=False)  # None: unread
-    source: SourceStamp | None = None           # the file ``model`` was read from
-    #: the nested functions' names, as the front-end found them (what ``model`` describes)
+    source: SourceStamp | None = None           # the file the facts were read from (None: unread)
+    #: the nested functions' names, as the front-end found them
     backward_name: str = "backward"
+    #: the forward names the formula returns as its outputs (None: not a plain name)
+    outputs: tuple[str | None, ...] = ()
+    #: why the front-end left the formula's written jvp out, or None
+    jvp_left_out: str | None = None
     #: why there is no model (shown when forward mode needs one); "" when read
     unread_because: str = ""
     #: the module globals the formula's code rebinds (``global E``) and changes in place
@@ -84,6 +95,16 @@ class FormulaFacts:
     #: the formula's parameters its backward (and the functions nested in it) reads from the
     #: formula's scope, its own parameters' defaults left out; None: no model
     backward_reads: frozenset[str] | None = None
+    #: the ATen operators its backward calls (``at.<name>``), and the errors it makes by a call
+    #: (``NotImplementedError("...")``, as :func:`transpiler.raises.called_error` reads them): what the
+    #: torch back end checks before it stands in for an operator (empty: no model)
+    backward_operators: frozenset[str] = frozenset()
+    backward_errors: tuple[RaisedError, ...] = ()
+
+    @property
+    def modelled(self) -> bool:
+        """Whether the front-end modelled the formula (:func:`formula_model` reads its model)."""
+        return not self.unread_because
 
 
 def unread_facts(declared: DeclaredFormula, because: str, module: FormulaModule | None = None) -> FormulaFacts:
@@ -97,8 +118,11 @@ def unread_facts(declared: DeclaredFormula, because: str, module: FormulaModule 
                         scalar_method_receivers=None if function is None else _scalar_method_receivers(function))
 
 
-#: A file's stamp -> the front-end's model of it (read once per file and stamp).
-_FILES: dict[SourceStamp, FormulaModule] = {}
+#: A file's stamp -> (function name, op name, facts) of each formula the front-end modelled in it,
+#: read once per file and stamp. Plain data: the model is let go once they are taken from it (its
+#: libcst trees, tens of thousands of objects, would be scanned by every full collection of the
+#: program's cycle collector).
+_FILES: dict[SourceStamp, tuple[tuple[str, str, FormulaFacts], ...]] = {}
 
 
 def facts_of(declared: DeclaredFormula) -> FormulaFacts:
@@ -110,26 +134,56 @@ def facts_of(declared: DeclaredFormula) -> FormulaFacts:
     if stamp is None:
         return unread_facts(declared, f"{fn.__qualname__} has no source file the front-end can read",
                             _model_of_registered_source(fn.__code__.co_filename))
-    module = model_of_file(stamp)
     if fn.__qualname__ != fn.__name__:
-        return unread_facts(declared, f"{fn.__qualname__} is not defined at the top level of "
-                                      f"{stamp.path}", module)
-    candidates = [f for f in module.formulas if f.function == fn.__name__]
+        return _unread_in_file(declared, f"{fn.__qualname__} is not defined at the top level of "
+                                         f"{stamp.path}", stamp)
+    found = _FILES.get(stamp)
+    if found is None:
+        found = _FILES[stamp] = _facts_of_file(stamp)
+        # the model is gone: free its trees now (libcst's parser leaves reference cycles), once per
+        # file, rather than leave them to the program's cycle collector (or to none, gc disabled)
+        gc.collect()
+    facts = _single(found, fn.__name__, declared.op_name)
+    if facts is None:
+        return _unread_in_file(declared, f"{stamp.path} has no single formula {fn.__name__} declared with "
+                                         f"@derivative", stamp)
+    return facts
+
+
+def _unread_in_file(declared: DeclaredFormula, because: str, stamp: SourceStamp) -> FormulaFacts:
+    facts = unread_facts(declared, because, _read_file(stamp))
+    gc.collect()    # the model is gone (as in facts_of)
+    return facts
+
+
+def _facts_of_file(stamp: SourceStamp) -> tuple[tuple[str, str, FormulaFacts], ...]:
+    module = _read_file(stamp)
+    return tuple((f.function, f.op_name, _facts_from_model(f, stamp)) for f in module.formulas)
+
+
+def _single(found: tuple[tuple[str, str, object], ...], function: str, op_name: str) -> Any:
+    """The one entry of ``found`` (function name, op name, value) for ``function``: by its op name
+    where the function is declared for several (a ``@family_member``); None when there is none."""
+    candidates = [entry for entry in found if entry[0] == function]
     if len(candidates) > 1:
-        candidates = [f for f in candidates if f.op_name == declared.op_name]
-    if len(candidates) != 1:
-        return unread_facts(declared, f"{stamp.path} has no single formula {fn.__name__} declared with "
-                                      f"@derivative", module)
-    return _facts_from_model(candidates[0], declared)
+        candidates = [entry for entry in candidates if entry[1] == op_name]
+    return candidates[0][2] if len(candidates) == 1 else None
+
+
+def formula_model(declared: DeclaredFormula) -> Formula:
+    """The front-end's model of the modelled formula ``declared`` (its facts say
+    :attr:`FormulaFacts.modelled`), for what its facts do not keep: forward mode compiles its jvp
+    from it, the torch back end generates its Python from it (:func:`model_of_file`)."""
+    fn = getattr(declared.fn, "__wrapped__", declared.fn)
+    module = model_of_file(declared.source)
+    return _single(tuple((f.function, f.op_name, f) for f in module.formulas), fn.__name__, declared.op_name)
 
 
 def model_of_file(stamp: SourceStamp) -> FormulaModule:
-    """The front-end's model of the file ``stamp`` names, read once; the file must still be as
-    stamped (:class:`StaleFormulaError` otherwise)."""
-    found = _FILES.get(stamp)
-    if found is None:
-        found = _FILES[stamp] = _read_file(stamp)
-    return found
+    """The front-end's model of the file ``stamp`` names, kept in the front-end's memo (read
+    once while it keeps it); the file must still be as stamped (:class:`StaleFormulaError`
+    otherwise)."""
+    return _read_file(stamp, memoised=True)
 
 
 def _model_of_registered_source(filename: str) -> FormulaModule | None:
@@ -146,7 +200,7 @@ def _model_of_registered_source(filename: str) -> FormulaModule | None:
     return parse_module(filename, "".join(lines))
 
 
-def _read_file(stamp: SourceStamp) -> FormulaModule:
+def _read_file(stamp: SourceStamp, memoised: bool = False) -> FormulaModule:
     from transpiler.frontend import parse_module, read_module    # libcst: on first use only
 
     if source_stamp(stamp.path) != stamp:
@@ -154,8 +208,8 @@ def _read_file(stamp: SourceStamp) -> FormulaModule:
                                 f"front-end's facts about them would not be those of the code that runs; "
                                 f"reload the module (importlib.reload) or restart the program")
     parsed = parse_module.cache_info().misses
-    module = read_module(stamp.path)
-    if parse_module.cache_info().misses != parsed:
+    module = read_module(stamp.path, memoised)
+    if memoised and parse_module.cache_info().misses != parsed:
         # libcst's parser leaves reference cycles behind: free them now, once per file, rather
         # than leave them to the program's cycle collector (or to none, with gc disabled)
         gc.collect()
@@ -165,17 +219,21 @@ def _read_file(stamp: SourceStamp) -> FormulaModule:
     return module
 
 
-def _facts_from_model(formula: Formula, declared: DeclaredFormula) -> FormulaFacts:
+def _facts_from_model(formula: Formula, source: SourceStamp) -> FormulaFacts:
     from transpiler.dataflow import closure_reads
     from transpiler.frontend import settled_captures
+    from transpiler.raises import called_error
 
     jvp = "derived" if formula.derives_jvp else formula.jvp.rule.value if formula.jvp is not None else None
     written, read = _globals_facts(formula.node)
     backward_reads = frozenset(name.value for name in closure_reads(formula.backward.node, set(formula.params)))
     return FormulaFacts(settled_captures(formula), formula.backward.needs_input_grad, jvp,
-                        formula.output_differentiability, formula, declared.source,
-                        formula.backward.node.name.value, globals_written=written, globals_read=read,
-                        scalar_method_receivers=_scalar_method_receivers(formula.node), backward_reads=backward_reads)
+                        formula.output_differentiability, source, formula.backward.node.name.value,
+                        formula.outputs, formula.jvp_left_out, globals_written=written, globals_read=read,
+                        scalar_method_receivers=_scalar_method_receivers(formula.node), backward_reads=backward_reads,
+                        backward_operators=frozenset(call.name for call in formula.backward.calls if call.operator),
+                        backward_errors=tuple(error for call in formula.backward.calls if not call.operator
+                                              if (error := called_error(call.node)) is not None))
 
 
 def _scalar_method_receivers(function: cst.FunctionDef) -> frozenset[str]:

@@ -294,7 +294,7 @@ def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
     plan = overload.backward_plans.get(id(code))
     if plan is None:
         facts = overload.facts
-        modelled = (facts.model is not None and code.co_name == facts.backward_name
+        modelled = (facts.modelled and code.co_name == facts.backward_name
                     and code in overload.formula.__code__.co_consts)
         if modelled:
             takes_mask, settled = facts.mask_parameter is not None, facts.settled
@@ -306,7 +306,7 @@ def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
         has_defaults = bool(backward.__defaults__ or backward.__kwdefaults__)
         output_cell = None
         if (modelled and len(inspected) == 1 and not has_defaults
-                and facts.model.outputs == (code.co_freevars[inspected[0]],)):
+                and facts.outputs == (code.co_freevars[inspected[0]],)):
             output_cell = inspected[0]
         plan = overload.backward_plans[id(code)] = BackwardPlan(code, takes_mask, inspected, has_defaults,
                                                                 output_cell)

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from reference_engine.facts import facts_of, model_of_file
+from reference_engine.facts import facts_of, formula_model, model_of_file
 from reference_engine.rebind import rebind
 from reference_engine.tensor import Tensor
 
@@ -173,17 +173,17 @@ def derived_jvps() -> Iterator[None]:
 
 
 def _model(fn: Callable[..., Any]) -> Any:
-    """The front-end's model of formula ``fn`` (its facts' model), or NotImplementedError saying
-    why there is none."""
+    """Formula ``fn``'s declaration, whose facts say the front-end modelled it, or
+    NotImplementedError saying why it did not."""
     from formulas.dsl import DeclaredFormula, declared, source_stamp
 
     original = getattr(fn, "__wrapped__", fn)
     record = declared(original) or DeclaredFormula("?", original, None, None,
                                                    source_stamp(original.__code__.co_filename))
     facts = facts_of(record)
-    if facts.model is None:
+    if not facts.modelled:
         raise NotImplementedError(f"{original.__name__}: the front-end has no model of it: {facts.unread_because}")
-    return facts
+    return record
 
 
 def formula_source(fn: Callable[..., Any], *, derived: bool, return_jvp: bool) -> str:
@@ -194,17 +194,17 @@ def formula_source(fn: Callable[..., Any], *, derived: bool, return_jvp: bool) -
     return _source(_model(fn), derived, return_jvp)
 
 
-def _source(facts: Any, derived: bool, return_jvp: bool) -> str:
+def _source(declared: Any, derived: bool, return_jvp: bool) -> str:
     import libcst as cst
 
     from transpiler.derive_jvp import DerivationRefused, derive_jvp, with_jvp
     from transpiler.frontend import SHIPPED_LIBRARY, load_library, operator_table
     from transpiler.model import Library
 
-    formula = facts.model
+    formula = formula_model(declared)
     jvp = None
     if derived:
-        operators = operator_table(load_library(str(SHIPPED_LIBRARY)), Library((model_of_file(facts.source),)))
+        operators = operator_table(load_library(str(SHIPPED_LIBRARY)), Library((model_of_file(declared.source),)))
         try:
             jvp = derive_jvp(formula, operators)
         except DerivationRefused as refusal:
@@ -252,10 +252,10 @@ def formula_returning_jvp(overload: Any, derived: bool) -> Callable[..., Any]:
     found = _RETURNING_JVP.get(key)
     if found is None:
         facts = overload.facts
-        if facts.model is None:
+        if not facts.modelled:
             raise NotImplementedError(f"Trying to use forward AD with {overload.name}: the front-end has no "
                                       f"model of its formula ({facts.unread_because}), so its jvp is not read")
-        source = _source(facts, derived, return_jvp=True)
+        source = _source(overload.declared, derived, return_jvp=True)
         if derived:
             found = rebind(_compiled(fn, source, _with_helpers(fn)), overload.operators, {}, overload.helpers)
         else:
@@ -293,10 +293,10 @@ def _jvp(overload: Any, bound: list, backward: Callable[..., Any], written: Call
         return overload.run_kernel(substituted)
     facts = overload.facts
     why = "its formula defines no jvp"
-    if facts.model is None:
+    if not facts.modelled:
         why = f"the front-end has no model of its formula ({facts.unread_because}), so no nested jvp is read"
-    elif facts.model.jvp_left_out is not None:
-        why = f"its written jvp was left out: {facts.model.jvp_left_out}"
+    elif facts.jvp_left_out is not None:
+        why = f"its written jvp was left out: {facts.jvp_left_out}"
     raise NotImplementedError(f"Trying to use forward AD with {overload.name} that does not support it "
                               f"because {why}; add a nested `def jvp(...)` (or "
                               "@derivative(..., jvp=\"auto_linear\" / \"auto_element_wise\")) to the formula")

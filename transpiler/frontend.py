@@ -280,13 +280,15 @@ def _derived(module: FormulaModule, operators: OperatorTable, source: str | None
     return read_tree(module.path, cst.parse_module(read_source(module.path) if source is None else source), operators)
 
 
-def read_module(path: str) -> FormulaModule:
-    """Read (PEP 263) and parse one formula file; undecodable bytes are its DB000."""
+def read_module(path: str, memoised: bool = True) -> FormulaModule:
+    """Read (PEP 263) and parse one formula file; undecodable bytes are its DB000. ``memoised``:
+    through :func:`parse_module`'s memo (False: the model is the caller's alone, its trees freed
+    with it: the reference engine keeps only plain facts of it)."""
     try:
         source = read_source(path)
     except UndecodableSource as problem:
         return FormulaModule(path, (), (), (), (problem.diagnostic,))
-    return parse_module(path, source)
+    return (parse_module if memoised else parse_module.__wrapped__)(path, source)
 
 
 def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError | cst.CSTValidationError) -> Diagnostic:

@@ -396,13 +396,15 @@ class TorchFormula:
         if facts.jvp != "written":
             return None
         from formulas.dsl import HELPERS
+        from reference_engine.facts import formula_model
         from transpiler.module_globals import module_globals_read     # the model's syntax: forward mode only
 
         fn = self.declared.fn
-        jvp = facts.model.jvp       # a written jvp: the front-end's model of the nested ``def jvp``
+        model = formula_model(self.declared)
+        jvp = model.jvp       # a written jvp: the front-end's model of the nested ``def jvp``
         # only a formula in the corpus's dialect declares C++ names: its module imported the dialect
         dialect = sys.modules.get("transpiler.yaml_import.dialect")
-        cpp_only = dialect and sorted(name for name in module_globals_read(jvp.node, facts.model.node)
+        cpp_only = dialect and sorted(name for name in module_globals_read(jvp.node, model.node)
                                       if name not in HELPERS and
                                       isinstance(fn.__globals__.get(name), (dialect.External, dialect.Namespace)))
         if cpp_only:

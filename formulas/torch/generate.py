@@ -41,7 +41,7 @@ from torch._C._functorch import unwrap_if_dead
 
 from formulas.dsl import at as _AT
 from formulas.dsl import helper_source, registry
-from reference_engine.facts import StaleFormulaError, model_of_file
+from reference_engine.facts import StaleFormulaError, formula_model, model_of_file
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type
 
 if TYPE_CHECKING:
@@ -205,16 +205,17 @@ def returned_type(schema: FunctionSchema) -> Any:
 
 
 def formula_def(formula: TorchFormula) -> ast.FunctionDef:
-    """The formula's ``def`` as the front-end modelled it (the facts the engine reads: a file
-    changed since the formula was imported is not read again, so the generated code is never
-    another text's), as Python's ``ast``."""
+    """The formula's ``def`` as the front-end modelled it (read again from its file, which must
+    be as it was when the formula was imported, so the generated code is never another text's),
+    as Python's ``ast``."""
     try:
         facts = formula.facts
+        if not facts.modelled:
+            raise NotCovered(facts.unread_because)
+        model = formula_model(formula.declared)
     except StaleFormulaError as error:
         raise NotCovered(str(error)) from None
-    if facts.model is None:
-        raise NotCovered(facts.unread_because)
-    return _as_ast(facts.model.node, formula.fn.__name__)
+    return _as_ast(model.node, formula.fn.__name__)
 
 
 def helper_def(fn: Callable[..., Any]) -> ast.FunctionDef:

@@ -42,7 +42,8 @@ from formulas.dsl import DEFAULT_DISPATCH, dispatch_of
 from formulas.torch.backend import TorchBackend, load_package
 from formulas.torch.function import TorchFormula, below_autograd, records
 from formulas.torch.generate import compile_kernel
-from transpiler.raises import NOT_IMPLEMENTED, called_error
+from reference_engine.facts import StaleFormulaError
+from transpiler.raises import NOT_IMPLEMENTED
 
 
 #: The per-device autograd keys the kernels are registered at. A registration at the ``Autograd``
@@ -145,20 +146,24 @@ def _unfit_for_cpu(formula: TorchFormula) -> str | None:
     composite = _has_kernel(name, "CompositeImplicitAutograd") and not _has_kernel(name, "CPU")
     if not any(_has_kernel(name, key) for key in CPU_KERNEL_KEYS):
         return None             # torch runs it on another device only
-    model = formula.facts.model
-    for call in () if model is None else model.backward.calls:
-        error = None if call.operator else called_error(call.node)
-        if composite and error is not None and NOT_IMPLEMENTED.fullmatch(error.message):
+    try:
+        facts = formula.facts
+    except StaleFormulaError:
+        return None             # its file changed since import: calling it says so (StaleFormulaError)
+    if composite:
+        error = next((e for e in facts.backward_errors if NOT_IMPLEMENTED.fullmatch(e.message)), None)
+        if error is not None:
             return (f"its backward raises derivatives.yaml's not_implemented (\"{error.message}\"); torch's "
                     f"CPU {formula.op_name} is a composite, differentiated through the operators it calls, "
                     "which the override keeps")
-        packet = getattr(torch.ops.aten, call.name, None) if call.operator else None
+    for operator in sorted(facts.backward_operators):
+        packet = getattr(torch.ops.aten, operator, None)
         if packet is None:
             continue
-        names = [f"aten::{call.name}" + ("" if overload == "default" else f".{overload}")
+        names = [f"aten::{operator}" + ("" if overload == "default" else f".{overload}")
                  for overload in packet.overloads() if not _writes_out(getattr(packet, overload))]
         if not any(_has_kernel(name, key) for name in names for key in CPU_KERNEL_KEYS):
-            return (f"its backward calls aten::{call.name}, which torch has no CPU kernel for (" + (
+            return (f"its backward calls aten::{operator}, which torch has no CPU kernel for (" + (
                 f"torch's CPU {formula.op_name} is a composite, differentiated through the operators it "
                 "calls, which the override keeps)" if composite else
                 "the formula differentiates another layout's or device's tensors; torch's own stays on CPU)"))

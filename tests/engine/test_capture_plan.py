@@ -7,6 +7,7 @@ formulas below are written to a file, imported and declared as engine operators.
 """
 from __future__ import annotations
 
+import gc
 import importlib.util
 import linecache
 import re
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 import reference_engine as engine
+from reference_engine import facts as facts_store
 from reference_engine.facts import StaleFormulaError
 
 SOURCE = textwrap.dedent('''\
@@ -208,7 +210,7 @@ def test_a_module_global_the_forward_writes_and_the_backward_reads_is_refused(pl
     """Which module globals a formula writes (``global LAST``, ``CACHE.update(...)``) and which
     its backward reads are facts of the front-end's model, not read from bytecode."""
     facts = plans[function].facts
-    assert facts.model is not None and facts.globals_read["backward"] == {name}
+    assert facts.modelled and facts.globals_read["backward"] == {name}
     x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
     with pytest.raises(RuntimeError, match=f"writes the module global '{name}', which its backward reads"):
         plans[function](x)
@@ -303,20 +305,37 @@ def test_a_file_edited_after_import_is_reported_until_it_is_reloaded(tmp_path: P
         del sys.modules["engine_plan_edited"]
 
 
-def test_facts_are_read_once_per_file_and_kept_with_the_operator(plans):
-    from transpiler.frontend import parse_module
-
+def test_facts_are_read_once_per_file_and_kept_with_the_operator(plans, monkeypatch):
     x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
     plans["metadata"](x)
-    parsed = parse_module.cache_info().misses
-    for function, op in plans.items():      # the file was read for the first: the others reuse its model
+    read = []
+    monkeypatch.setattr(facts_store, "_read_file", lambda *args: read.append(args))
+    for function, op in plans.items():      # the file was read for the first: the others reuse its facts
         if function not in REFUSED:
             op(x)
-        assert op.facts.model is not None
-    assert parse_module.cache_info().misses == parsed
+        assert op.facts.modelled
+    assert read == []
     facts = plans["output"].facts
     assert plans["output"].facts is facts                    # kept, not recomputed
     assert facts.settled == frozenset() and facts.mask_parameter is None and facts.jvp is None   # result: inspected
     assert plans["metadata"].facts.settled == {"self", "count", "dims"}
     with pytest.raises(AttributeError):                      # frozen
         facts.settled = frozenset()
+
+
+def test_the_facts_hold_no_syntax_tree():
+    """The facts are plain data: once they are taken from a file's model, its libcst trees go
+    (kept, tens of thousands of nodes, every full collection of the user's program scans them)."""
+    import libcst
+
+    x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
+    (x.sin() * x).sum().backward()
+    assert facts_store._FILES
+    seen, objects = set(), [facts_store._FILES]
+    while objects:
+        held = objects.pop()
+        if id(held) in seen or isinstance(held, type):      # a class leads to every module
+            continue
+        seen.add(id(held))
+        assert not isinstance(held, libcst.CSTNode), f"the facts hold {type(held).__name__}"
+        objects.extend(gc.get_referents(held))

@@ -893,12 +893,6 @@ class _Builder:
             raise DerivationRefused(node, f"`{schema.name}` has no formula and is applied to a linear value")
         if not live:
             return ZERO                         # every linear argument is zero
-        offset = next((by_param[p] for p in ("self", "other") if schema.name.base in OFFSETTING and p in by_param
-                       and by_param[p].linear is None and not by_param[p].is_zero
-                       and not _is_literal_zero(by_param[p].constant)), None)
-        if offset is not None:
-            raise DerivationRefused(node, f"`{code(node)}` adds `{code(offset.constant)}`, which does not depend on the "
-                                    "gradient: a backward is linear in its gradient")
         target = self.fresh("lin")
         constants = {}
         for argument in params:
@@ -1158,13 +1152,6 @@ class _Builder:
 #: The operator Python's reflected method runs for ``number <op> tensor`` (``Tensor.__rmul__``...), with
 #: the tensor first; ``number / tensor`` is not linear in the tensor.
 REFLECTED = {"add": "add", "mul": "mul", "sub": "rsub"}
-#: Operators that add their ``self`` and ``other``: given a linear value and one that is not zero,
-#: they are affine, not linear (``grad + 1``).
-OFFSETTING = frozenset({"add", "sub", "rsub"})
-
-def _is_literal_zero(node: cst.BaseExpression | None) -> bool:
-    """``0`` or ``0.0`` written out (``0 - grad`` is linear)."""
-    return isinstance(node, (cst.Integer, cst.Float)) and float(node.evaluated_value) == 0
 
 def _transposed_helper_param(name: str) -> str | None:
     """The linear parameter of a helper transposed as one step (``SELF_TRANSPOSED_HELPERS``,

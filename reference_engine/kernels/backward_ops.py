@@ -6,7 +6,7 @@ import numpy as np
 from reference_engine.kernels.registry import kernel
 from reference_engine.kernels.common import _array, _np_dtype, _wrap_dim
 from reference_engine.kernels.pointwise import _erf, _floating
-from reference_engine.kernels.indexing import scatter_add
+from reference_engine.kernels.indexing import added_at
 from reference_engine.kernels.nn import _keep, embedding_dense_backward
 
 
@@ -120,7 +120,7 @@ def value_selecting_reduction_backward(grad, dim, indices, sizes, keepdim):
 
 @kernel("gather_backward")
 def gather_backward(grad, x, dim, index, sparse_grad=False):
-    return scatter_add(np.zeros(np.shape(x), dtype=_array(grad).dtype), dim, index, grad)
+    return added_at(np.zeros(np.shape(x), dtype=_array(grad).dtype), dim, index, grad)
 
 
 @kernel("hardsigmoid_backward")
@@ -184,7 +184,7 @@ def cummaxmin_backward(grad, x, indices, dim):
     x = _array(x)
     if x.size == 0:
         return x.copy()
-    return scatter_add(np.zeros(x.shape, dtype=_array(grad).dtype), dim, indices, grad)
+    return added_at(np.zeros(x.shape, dtype=_array(grad).dtype), dim, indices, grad)
 
 
 @kernel("embedding_backward")

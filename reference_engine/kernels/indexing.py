@@ -19,8 +19,10 @@ def _fit_to(array: np.ndarray, shape: tuple[int, ...], dim: int) -> np.ndarray:
 def _first_out_of_bounds(index: np.ndarray, size: int) -> int | None:
     """The first entry of ``index`` outside ``[0, size)``, else None. torch's gather, scatter,
     index_add and index_copy refuse negative indices (no wrapping); index_fill wraps them."""
+    if not index.size or (index.min() >= 0 and index.max() < size):     # two reductions, no mask: the common case
+        return None
     bad = (index < 0) | (index >= size)
-    return int(index[bad].flat[0]) if bad.any() else None
+    return int(index[bad].flat[0])
 
 
 def _check_index(index: np.ndarray, size: int, dim: int) -> None:
@@ -31,9 +33,17 @@ def _check_index(index: np.ndarray, size: int, dim: int) -> None:
 
 
 def _scatter_coordinates(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
+    """The NumPy key of the positions ``index`` names along ``dim``: an open grid (the key's arrays
+    broadcast to ``index``'s shape when indexing, in the same C order as broadcast copies)."""
     grid = list(np.indices(index.shape, sparse=True))
     grid[dim] = index
-    return tuple(np.broadcast_arrays(*grid))
+    return tuple(grid)
+
+
+def _scattered(src: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """The elements of ``src`` that scatter / scatter_add write: its leading ``index.shape`` block
+    (torch reads ``src`` at index's positions, so ``src`` may be larger in any dimension)."""
+    return src[tuple(slice(0, s) for s in index.shape)]
 
 
 @kernel("gather")
@@ -49,14 +59,19 @@ def gather(x, dim, index, sparse_grad=False):
 
 @kernel("scatter_add")
 def scatter_add(x, dim, index, src):
-    x, index, src = _array(x), _array(index), _array(src)
-    if x.ndim == 0:      # a 0-d tensor scatters like a 1-element vector
-        return scatter_add(x.reshape(1), dim, index.reshape(1), src.reshape(1)).reshape(())
-    out = x.copy()
-    axis = _wrap_dim(dim, x.ndim)
-    _check_index(index, x.shape[axis], axis)
+    return added_at(_array(x).copy(), dim, index, src)
+
+
+def added_at(out: np.ndarray, dim: int, index: Any, src: Any) -> np.ndarray:
+    """``src`` added into ``out`` in place at ``index`` along ``dim`` (scatter_add's work, in index's
+    C order); returns ``out``. ``gather_backward`` adds into zeros it made: no second copy."""
+    index, src = _array(index), _array(src)
+    if out.ndim == 0:      # a 0-d tensor scatters like a 1-element vector
+        return added_at(out.reshape(1), dim, index.reshape(1), src.reshape(1)).reshape(())
+    axis = _wrap_dim(dim, out.ndim)
+    _check_index(index, out.shape[axis], axis)
     if index.size:
-        np.add.at(out, _scatter_coordinates(index, axis), _fit_to(src, index.shape, axis))
+        np.add.at(out, _scatter_coordinates(index, axis), _scattered(src, index))
     return out
 
 
@@ -149,7 +164,7 @@ def scatter(x, dim, index, src):
     _check_index(index, x.shape[axis], axis)
     if index.size:
         values = _array(src)
-        values = _fit_to(values, index.shape, axis) if values.ndim else values
+        values = _scattered(values, index) if values.ndim else values
         out[_scatter_coordinates(index, axis)] = values
     return out
 

@@ -92,6 +92,16 @@ def test_indices_of_a_zero_dim_tensor_are_checked_as_torch():
     assert_same(engine.index_select(x, 0, engine.tensor([0])), torch.index_select(xt, 0, torch.tensor([0])))
 
 
+@pytest.mark.parametrize("name", ["scatter", "scatter_add"])
+def test_scatter_reads_a_larger_src_at_index_s_positions_as_torch(name):
+    """src larger than index in every dimension, the scatter dim included; indices repeat."""
+    x, xt = both(np.zeros((3, 4)), requires_grad=False)
+    src, src_t = both(np.arange(12.0).reshape(3, 4), requires_grad=False)
+    index = [[0, 1], [2, 2], [1, 3]]
+    assert_same(getattr(engine, name)(x, 1, engine.tensor(index), src),
+                getattr(torch, name)(xt, 1, torch.tensor(index), src_t))
+
+
 # ----------------------------------------------------------------------------- view rules
 @pytest.mark.parametrize("make, size", [(lambda x: x.t(), [6]), (lambda x: x[:, ::2], [4]),
                                         (lambda x: x.t(), [3, 2]), (lambda x: x.t().contiguous(), [6]),

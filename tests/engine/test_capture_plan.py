@@ -269,7 +269,7 @@ def test_the_scalar_methods_of_a_formula_in_a_notebook_cell_are_read_from_lineca
         x = engine.tensor([0.2, 0.9], dtype=engine.float64, requires_grad=True)
         (g,) = engine.grad(op(x, 3.0).sum(), x)
         np.testing.assert_allclose(g.numpy(), [3.0, 3.0])
-        assert op.facts.model is None and [op.signature.names[i] for i in op.scalar_methods] == ["alpha"]
+        assert not op.facts.modelled and [op.signature.names[i] for i in op.scalar_methods] == ["alpha"]
     finally:
         del linecache.cache[filename]
 

@@ -200,7 +200,7 @@ def test_only_parameters_whose_methods_are_called_are_found():
         return result, backward
     op = engine.define("engine_test_scalar_methods(Tensor self, Tensor other, Scalar alpha, Scalar beta) -> Tensor",
                        lambda self, other, alpha, beta: self, formula)
-    assert op.facts.model is None and {"alpha", "self"} <= op.facts.scalar_method_receivers
+    assert not op.facts.modelled and {"alpha", "self"} <= op.facts.scalar_method_receivers
     assert [op.signature.names[i] for i in op.scalar_methods] == ["alpha"]
 
 

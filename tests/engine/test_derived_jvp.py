@@ -114,21 +114,31 @@ def test_matrix_exp_differential_is_linear_and_its_adjoint_is_its_transpose(dtyp
     ((2, 5, 4), (3, 2, 2, 3), [2, 1], [1, 0], [2, 1], False, [0], 1),          # unbatched
     ((2, 4, 3), (4, 3, 3), [2], [1], [1], True, [1], 2),
     ((1, 2, 3, 2), (2, 2, 2, 2), [2, 1], [1, 0], [1, 2], True, [1, 1], 1),    # output_padding reaching past the stride
+    # padding beyond the kernel's reach d(K-1): the gradient is cropped
+    ((1, 1, 2, 2, 2), (1, 1, 1, 1, 1), [1, 1, 1], [1, 1, 1], [1, 1, 1], False, [0], 1),
+    ((1, 2, 3, 2), (2, 2, 2, 1), [1, 2], [3, 2], [2, 1], False, [0], 1),
+    ((2, 2, 5), (2, 3, 2), [2], [3], [1], True, [1], 1),
 ])
 def test_convolution_gradients_transpose_to_their_declared_helpers(input_sizes, weight_sizes, stride, padding, dilation,
                                                                    transposed, output_padding, groups):
-    """Each ``TRANSPOSED_BY_HELPERS`` helper of ``formulas/convolution.py`` and its transposing helper
-    are adjoint: ``<H(g), x> = <g, T(x, sizes of g)>`` for the gradient ``g`` of a convolution's result."""
+    """Each ``TRANSPOSED_BY_HELPERS`` helper of ``formulas/convolution.py`` is torch's gradient, and it
+    and its transposing helper are adjoint: ``<H(g), x> = <g, T(x, sizes of g)>`` for the gradient ``g``
+    of a convolution's result."""
     from formulas import convolution as conv
     from formulas.torch.backend import TorchBackend
     from transpiler.derive_jvp import TRANSPOSED_BY_HELPERS
     backend, generator = TorchBackend.for_library(), torch.Generator().manual_seed(7)
     input, weight = (torch.randn(sizes, dtype=torch.float64, generator=generator) for sizes in (input_sizes, weight_sizes))
+    bias = torch.zeros(weight_sizes[1] * groups if transposed else weight_sizes[0], dtype=torch.float64)
     batched = len(input_sizes) == len(weight_sizes)
-    result = torch.convolution(input if batched else input.unsqueeze(0), weight, None, stride, padding, dilation,
+    leaves = [t.requires_grad_() for t in (input, weight, bias)]
+    result = torch.convolution(input if batched else input.unsqueeze(0), weight, bias, stride, padding, dilation,
                                transposed, output_padding, groups)
     result = result if batched else result.squeeze(0)
     grad = torch.randn(result.shape, dtype=torch.float64, generator=generator)
+    torchs = dict(zip(("convolution_input_backward", "convolution_weight_backward", "convolution_bias_backward"),
+                      torch.autograd.grad(result, leaves, grad)))
+    input, weight, result = input.detach(), weight.detach(), result.detach()
     parameters = (stride, padding, dilation, transposed, groups)
     pairs = {"convolution_input_backward": ((grad, weight, list(input_sizes), *parameters), input_sizes),
              "convolution_weight_backward": ((grad, input, list(weight_sizes), *parameters), weight_sizes),
@@ -137,6 +147,7 @@ def test_convolution_gradients_transpose_to_their_declared_helpers(input_sizes, 
     for name, (arguments, sizes) in pairs.items():
         direction = torch.randn(sizes, dtype=torch.float64, generator=generator)
         gradient = backend.run(getattr(conv, name), *arguments)
+        torch.testing.assert_close(gradient, torchs[name], rtol=1e-12, atol=1e-12)
         transposed_direction = backend.run(getattr(conv, TRANSPOSED_BY_HELPERS[name][2]), direction, *arguments[1:],
                                            list(result.shape))
         assert transposed_direction.shape == result.shape

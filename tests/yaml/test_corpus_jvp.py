@@ -206,23 +206,36 @@ def test_a_sample_checked_through_its_opinfos_gradcheck_wrapper_gets_the_wrapper
 def test_a_derived_jvp_raising_where_torch_implements_no_derivative_is_no_case():
     """``igamma``'s derivative in its first input is ``not_implemented`` in derivatives.yaml: a derived
     jvp raising ``NotImplementedError`` there refuses as torch's reverse mode does (no case); the same
-    raise where torch differentiates (``mul``) is a failure."""
+    raise where torch differentiates (``mul``) is a failure. ``slow_conv3d_forward`` with a
+    ``kernel_size`` other than the weight's runs (its forward does not check it) but torch's backward
+    rejects it: a derived jvp raising there (torch's ``_convolution_double_backward``) is no case either."""
     import torch
 
     corpus_jvp_proof = _proof_script()
 
-    def raising(**arguments):
-        def jvp(**tangents):
-            raise NotImplementedError("the derivative for 'igamma: input' is not implemented.")
-        return ["self_t"], jvp
+    def raising(error):
+        def formula(**arguments):
+            def jvp(**tangents):
+                raise error
+            return ["self_t"], jvp
+        return formula
 
+    not_implemented = raising(NotImplementedError("the derivative for 'igamma: input' is not implemented."))
     a = torch.tensor([0.7, 1.3, 2.1], dtype=torch.float64, requires_grad=True)
     b = torch.tensor([0.4, 1.1, 1.9], dtype=torch.float64)
     schema = torch.ops.aten.igamma.default._schema
-    igamma = corpus_jvp_proof.prove(raising, torch.igamma, schema, [((a, b), {})])
-    assert igamma[0] == "no inputs" and "torch implements no derivative here either" in igamma[2]
-    mul = corpus_jvp_proof.prove(raising, torch.mul, schema, [((a, b), {})])
+    igamma = corpus_jvp_proof.prove(not_implemented, torch.igamma, schema, [((a, b), {})])
+    assert igamma[0] == "no inputs" and "reverse mode raises there too (the derivative for 'igamma" in igamma[2]
+    mul = corpus_jvp_proof.prove(not_implemented, torch.mul, schema, [((a, b), {})])
     assert mul[0] == "failed" and mul[2].startswith("F1: NotImplementedError")
+    negative = raising(RuntimeError("negative output_padding is not supported"))
+    conv = torch.ops.aten.slow_conv3d_forward.default
+    weight = torch.ones(1, 2, 2, 1, 1, dtype=torch.float64, requires_grad=True)
+    other_kernel = ((a.new_ones(1, 2, 2, 1, 1).requires_grad_(), weight, [1, 1, 1], None, [1, 1, 1], [1, 1, 1]), {})
+    assert corpus_jvp_proof.prove(negative, conv, conv._schema, [other_kernel])[0] == "no inputs"
+    its_kernel = ((other_kernel[0][0], weight, [2, 1, 1], None, [1, 1, 1], [1, 1, 1]), {})
+    failed = corpus_jvp_proof.prove(negative, conv, conv._schema, [its_kernel])
+    assert failed[0] == "failed" and failed[2] == "F1: RuntimeError: negative output_padding is not supported"
 
 
 def _proof_script():

@@ -433,29 +433,32 @@ def _taking_inputs_as_torch(op_name: str, formula: TorchFormula, kernel: Any) ->
     kernel taking them as torch does: in grad mode, one it refuses that requires grad raises torch's
     error (``check_no_requires_grad``); one without gradient is handed over detached (no output
     carries a gradient, nor a tangent, through it)."""
-    fn = formula.declared.fn
-    detached = [formula.positions[name] for name in inputs_without_gradient(fn)]
-    refused = [formula.positions[name] for name in inputs_refusing_grad(fn)]
+    fn, arguments = formula.declared.fn, formula.schema.arguments
+    # torch hands the kernel its arguments in the schema's order, or by the schema's names
+    tensors = {arg.name: i for i, arg in enumerate(arguments) if arg in formula.schema.tensor_inputs}
+    detached = [tensors[name] for name in inputs_without_gradient(fn) if name in tensors]
+    refused = [tensors[name] for name in inputs_refusing_grad(fn) if name in tensors]
     if not detached and not refused:
         return kernel
     base = op_name.partition(".")[0]
 
     def given(args: tuple[Any, ...], kwargs: dict[str, Any], position: int) -> Any:
-        return args[position] if position < len(args) else kwargs.get(formula.names[position])
+        return args[position] if position < len(args) else kwargs.get(arguments[position].name)
 
     def kernel_taking_inputs_as_torch(*args: Any, **kwargs: Any) -> Any:
         if torch.is_grad_enabled():
             for position in refused:
                 if any(t.requires_grad for t in _tensors(given(args, kwargs, position))):
                     raise RuntimeError(f"The function '{base}' is not differentiable with respect to argument "
-                                       f"'{formula.names[position]}'. This input cannot have requires_grad True.")
+                                       f"'{arguments[position].name}'. This input cannot have "
+                                       "requires_grad True.")
         args, kwargs = list(args), dict(kwargs)
         for position in detached:
             value = _detached(given(args, kwargs, position))
             if position < len(args):
                 args[position] = value
-            elif formula.names[position] in kwargs:
-                kwargs[formula.names[position]] = value
+            elif arguments[position].name in kwargs:
+                kwargs[arguments[position].name] = value
         return kernel(*args, **kwargs)
 
     kernel_taking_inputs_as_torch.__name__ = getattr(kernel, "__name__", f"{op_name}_formula_autograd")

@@ -89,9 +89,10 @@ def test_an_input_torch_refuses_to_see_requiring_grad_raises_torchs_error(entrie
         loss(x, target.requires_grad_(), 1)
     expected = torch.autograd.grad(loss(x, target.detach(), 1), x)
     with override(["soft_margin_loss"], package=entries):
-        with pytest.raises(RuntimeError) as mine:
-            loss(x.detach(), target, 1)
-        assert str(mine.value) == str(theirs.value)
+        for args, kwargs in (((x.detach(), target, 1), {}), ((x.detach(),), {"target": target})):
+            with pytest.raises(RuntimeError) as mine:
+                loss(*args, **kwargs)
+            assert str(mine.value) == str(theirs.value)
         with torch.no_grad():
             assert not loss(x, target, 1).requires_grad
         value = loss(x, target.detach(), 1)

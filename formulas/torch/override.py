@@ -88,7 +88,7 @@ def refusal(formula: TorchFormula, compiled_in: str | None = None) -> str | None
     loaded namespace ``compiled_in``, if given), or None when it can."""
     reason = _python_refusal(formula)
     if reason is not None or compiled_in is None:
-        return reason
+        return reason or _function_refusal(formula)
     compiled = compiled_overload(formula.op_name, compiled_in)
     if compiled is None:
         return (f"{formula.op_name}: compiled=True runs torch.ops.{compiled_in}.{formula.op_name}, which no "
@@ -102,6 +102,24 @@ def refusal(formula: TorchFormula, compiled_in: str | None = None) -> str | None
     if str(compiled._schema).replace(f"{compiled_in}::", "aten::", 1) != aten:
         return (f"{formula.op_name}: the loaded torch.ops.{compiled_in}.{formula.op_name} has the schema "
                 f"`{compiled._schema}`, not torch's `{aten}`: rebuild the library from the package")
+    return None
+
+
+def _function_refusal(formula: TorchFormula) -> str | None:
+    """Why ``formula``'s Python path (a ``torch.autograd.Function``) cannot stand in for its aten
+    operator where the compiled node can: its output is a nested tensor viewing a strided input
+    (``_nested_view_from_buffer``: a view whose gradient the backward reads through ``values``)."""
+    try:
+        facts = formula.facts
+    except StaleFormulaError:
+        return None             # its file changed since import: calling it says so (StaleFormulaError)
+    if formula.view_of is not None and NESTED_VALUES in facts.backward_operators:
+        return (f"{formula.op_name}: its output is a nested tensor viewing {formula.names[formula.view_of]} (the "
+                f"schema `{formula.declared.schema}` returns a view of it, and the backward reads the gradient "
+                f"through aten::{NESTED_VALUES}, which torch has for nested and sparse tensors alone; no sparse "
+                "tensor is a view): a torch.autograd.Function cannot return a nested tensor made from strided "
+                "inputs (torch raises \"NestedTensorImpl doesn't support sizes\"); torch's own node stays "
+                "(the compiled override, compiled=True, runs it)")
     return None
 
 
@@ -138,9 +156,7 @@ def _unfit_for_cpu(formula: TorchFormula) -> str | None:
     (or the operator does not run on CPU, or the formula has no model to tell): its backward calls
     an aten operator no overload of which runs on a CPU tensor (``to_padded_tensor``: the formula
     differentiates nested tensors; ``max_pool2d_backward``: torch reaches ``max_pool2d``'s formula
-    on another device only), its output is a nested tensor viewing a strided input
-    (``_nested_view_from_buffer``: a view whose gradient the backward reads through ``values``), or
-    the operator is a CPU composite (torch differentiates the
+    on another device only), or the operator is a CPU composite (torch differentiates the
     operators it calls there; the override stands in for it, ``var_mean.dim``) whose formula raises
     derivatives.yaml's ``not_implemented`` (``chunk``, a composite of ``split``)."""
     overload = aten_overload(formula.op_name)
@@ -158,12 +174,6 @@ def _unfit_for_cpu(formula: TorchFormula) -> str | None:
             return (f"its backward raises derivatives.yaml's not_implemented (\"{error.message}\"); torch's "
                     f"CPU {formula.op_name} is a composite, differentiated through the operators it calls, "
                     "which the override keeps")
-    if formula.view_of is not None and NESTED_VALUES in facts.backward_operators:
-        return (f"its output is a nested tensor viewing {formula.names[formula.view_of]} (the schema "
-                f"`{formula.declared.schema}` returns a view of it, and the backward reads the gradient through "
-                f"aten::{NESTED_VALUES}, which torch has for nested and sparse tensors alone; no sparse tensor is a "
-                "view): a torch.autograd.Function cannot return a nested tensor made from strided inputs (torch "
-                "raises \"NestedTensorImpl doesn't support sizes\"); torch's own node stays")
     for operator in sorted(facts.backward_operators):
         packet = getattr(torch.ops.aten, operator, None)
         if packet is None:

@@ -160,6 +160,21 @@ def dispatch_of(fn: Callable[..., Any]) -> str:
     return getattr(getattr(fn, "yaml_entry", None), "dispatch", None) or DEFAULT_DISPATCH
 
 
+def inputs_without_gradient(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The tensor inputs of ``fn`` no gradient flows through, whether they require grad or not: an
+    imported derivatives.yaml entry's ``non_differentiable`` ones and those torchgen ignores
+    (``@yaml_entry(ignores_grad=("output",))``: ``_standard_gamma_grad``'s)."""
+    entry = getattr(fn, "yaml_entry", None)
+    return (*getattr(entry, "non_differentiable", ()), *getattr(entry, "ignores_grad", ()))
+
+
+def inputs_refusing_grad(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The tensor inputs of ``fn`` torch refuses to see requiring grad in grad mode ("not
+    differentiable with respect to argument"): an imported entry's tensor inputs no line names
+    (``@yaml_entry(refuses_grad=("weight",))``: ``binary_cross_entropy``'s)."""
+    return getattr(getattr(fn, "yaml_entry", None), "refuses_grad", ())
+
+
 #: The attribute of a formula function that holds the ``@family_member``\ s stacked below its ``@derivative``.
 FAMILY_MEMBERS = "__family_members__"
 

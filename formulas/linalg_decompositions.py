@@ -640,12 +640,11 @@ def linalg_eig_backward(grad_L: Tensor | None, grad_V: Tensor | None, L: Tensor,
     off the diagonal (``E``: :func:`eigenvalue_gaps`). For a Hermitian ``A`` (``is_hermitian``:
     ``V^-1 = V^H``, ``L`` real, ``E`` real and antisymmetric) ``C`` is skew-Hermitian and torch fixes
     ``diag(C) = 0``; the adjoint, with ``J = V^H gV``, is ``gA = V (diag(gL) + E o (J - J^H) / 2) V^H``,
-    Hermitian (``A`` moves among Hermitian matrices, so the gradient is taken there). A complex
-    eigenvector has a free phase; a loss that depends on it has no gradient (torch raises for it;
-    this returns that of ``diag(C) = 0``)."""
+    Hermitian (``A`` moves among Hermitian matrices, so the gradient is taken there); any other ``A``:
+    :func:`general_eig_backward`. A complex eigenvector has a free phase; a loss that depends on it
+    has no gradient (torch raises for it; this returns that of ``Im diag(C) = 0``)."""
     if not is_hermitian:
-        raise NotImplementedError("linalg_eig_backward: the gradient of a non-Hermitian eigendecomposition "
-                                  "needs a general solve, which the formula library does not declare")
+        return general_eig_backward(grad_L, grad_V, L, V)
     inner = at.zeros_like(at.matmul(adjoint(V), V))
     if grad_V is not None:
         J = at.matmul(adjoint(V), grad_V)
@@ -656,14 +655,47 @@ def linalg_eig_backward(grad_L: Tensor | None, grad_V: Tensor | None, L: Tensor,
 
 
 @helper
+def general_eig_backward(grad_L: Tensor | None, grad_V: Tensor | None, L: Tensor, V: Tensor) -> Tensor:
+    """Gradient of ``A = V diag(L) V^-1`` for a general square ``A`` (``linalg_eig``: complex ``L``
+    and ``V``, each eigenvector of norm 1). With ``P = V^-1 dA V``: ``dL = diag(P)``, ``dV = V C``,
+    ``C_ij = P_ij / (l_j - l_i)`` off the diagonal, and the diagonal keeps the norms:
+    ``Re(v_j^H dv_j) = 0`` gives ``Re c_jj = -Re (V^H V C_off)_jj`` (its imaginary part is the free
+    phase, taken 0). The loss moves by ``Re tr(gL^H dL) + Re tr(gV^H V C)``; with ``J = V^H gV`` and
+    ``K = J - V^H V diag(Re diag J)`` (the diagonal's share moved onto ``C_off``) that is
+    ``Re tr(G^H P)`` with ``G = diag(gL) + conj(E) o K`` off the diagonal, so
+    ``gA = V^-H G V^H``."""
+    VhV = at.matmul(adjoint(V), V)
+    inner = at.zeros_like(VhV)
+    if grad_V is not None:
+        J = at.matmul(adjoint(V), grad_V)
+        K = at.sub(J, at.mul(VhV, at.unsqueeze(at.real(at.diagonal(J, 0, -2, -1)), -2)))
+        inner = at.mul(at.conj(eigenvalue_gaps(L)), K)
+    if grad_L is not None:
+        inner = at.add(inner, diagonal_matrix(grad_L))
+    return at.matmul(at.matmul(adjoint(matrix_inverse(V)), inner), adjoint(V))
+
+
+@helper
 def linalg_eig_jvp(A_tangent: Tensor, L: Tensor, V: Tensor, is_hermitian: bool) -> tuple[Tensor, Tensor]:
     """Tangents ``(dL, dV)`` of ``A = V diag(L) V^-1`` (derived in :func:`linalg_eig_backward`): with
-    ``P = V^H dA V`` for a Hermitian ``A``, ``dL = Re diag(P)`` and ``dV = V (E o P)``."""
+    ``P = V^H dA V`` for a Hermitian ``A``, ``dL = Re diag(P)`` and ``dV = V (E o P)``; any other
+    ``A``: :func:`general_eig_jvp`."""
     if not is_hermitian:
-        raise NotImplementedError("linalg_eig_jvp: the tangent of a non-Hermitian eigendecomposition "
-                                  "needs a general solve, which the formula library does not declare")
+        return general_eig_jvp(A_tangent, L, V)
     P = at.matmul(at.matmul(adjoint(V), A_tangent), V)
     return at.real(at.diagonal(P, 0, -2, -1)), at.matmul(V, at.mul(eigenvalue_gaps(L), P))
+
+
+@helper
+def general_eig_jvp(A_tangent: Tensor, L: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
+    """Tangents ``(dL, dV)`` of ``A = V diag(L) V^-1`` for a general ``A`` (derived in
+    :func:`general_eig_backward`): ``P = V^-1 dA V`` (``dA`` made complex, as ``V``), ``dL = diag(P)``,
+    ``dV = V C`` with ``C = E o P`` off the diagonal and ``diag(C) = -Re diag(V^H V C)`` (norms kept,
+    phases still)."""
+    P = at.matmul(at.matmul(matrix_inverse(V), at._to_copy(A_tangent, dtype=V.scalar_type())), V)
+    C = at.mul(eigenvalue_gaps(L), P)
+    kept = at.real(at.diagonal(at.matmul(at.matmul(adjoint(V), V), C), 0, -2, -1))
+    return at.diagonal(P, 0, -2, -1), at.sub(at.matmul(V, C), at.mul(V, at.unsqueeze(kept, -2)))
 
 
 # ----------------------------------------------------------------------------- inverse, determinants, solves

@@ -2332,7 +2332,7 @@ at::Tensor eigenvalue_gaps(const at::Tensor& L) {
 at::Tensor linalg_eig_backward(const at::Tensor& grad_L, const at::Tensor& grad_V, const at::Tensor& L, const at::Tensor& V, bool is_hermitian) {
   at::Tensor J{};
   if (!is_hermitian) {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "linalg_eig_backward: the gradient of a non-Hermitian eigendecomposition needs a general solve, which the formula library does not declare");
+    return helpers::general_eig_backward(grad_L, grad_V, L, V);
   }
   auto inner = at::zeros_like(at::matmul(helpers::adjoint(V), V));
   if (grad_V.defined()) {
@@ -2345,12 +2345,35 @@ at::Tensor linalg_eig_backward(const at::Tensor& grad_L, const at::Tensor& grad_
   return at::matmul(at::matmul(V, inner), helpers::adjoint(V));
 }
 
+at::Tensor general_eig_backward(const at::Tensor& grad_L, const at::Tensor& grad_V, const at::Tensor& L, const at::Tensor& V) {
+  at::Tensor J{};
+  at::Tensor K{};
+  auto VhV = at::matmul(helpers::adjoint(V), V);
+  auto inner = at::zeros_like(VhV);
+  if (grad_V.defined()) {
+    J = at::matmul(helpers::adjoint(V), grad_V);
+    K = at::sub(J, at::mul(VhV, at::unsqueeze(at::real(at::diagonal(J, 0, -2, -1)), -2)));
+    inner = at::mul(at::conj(helpers::eigenvalue_gaps(L)), K);
+  }
+  if (grad_L.defined()) {
+    inner = at::add(inner, helpers::diagonal_matrix(grad_L));
+  }
+  return at::matmul(at::matmul(helpers::adjoint(helpers::matrix_inverse(V)), inner), helpers::adjoint(V));
+}
+
 std::tuple<at::Tensor, at::Tensor> linalg_eig_jvp(const at::Tensor& A_tangent, const at::Tensor& L, const at::Tensor& V, bool is_hermitian) {
   if (!is_hermitian) {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "linalg_eig_jvp: the tangent of a non-Hermitian eigendecomposition needs a general solve, which the formula library does not declare");
+    return helpers::general_eig_jvp(A_tangent, L, V);
   }
   auto P = at::matmul(at::matmul(helpers::adjoint(V), A_tangent), V);
   return {at::real(at::diagonal(P, 0, -2, -1)), at::matmul(V, at::mul(helpers::eigenvalue_gaps(L), P))};
+}
+
+std::tuple<at::Tensor, at::Tensor> general_eig_jvp(const at::Tensor& A_tangent, const at::Tensor& L, const at::Tensor& V) {
+  auto P = at::matmul(at::matmul(helpers::matrix_inverse(V), at::_to_copy(A_tangent, V.scalar_type())), V);
+  auto C = at::mul(helpers::eigenvalue_gaps(L), P);
+  auto kept = at::real(at::diagonal(at::matmul(at::matmul(helpers::adjoint(V), V), C), 0, -2, -1));
+  return {at::diagonal(P, 0, -2, -1), at::sub(at::matmul(V, C), at::mul(V, at::unsqueeze(kept, -2)))};
 }
 
 at::Tensor matrix_inverse(const at::Tensor& A) {

@@ -218,7 +218,9 @@ at::Tensor linalg_lu_solve_LU(const at::Tensor& grad, const at::Tensor& LU, cons
 at::Tensor linalg_lu_solve_jvp(const at::Tensor& result, const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& LU_tangent, const at::Tensor& B_tangent, bool left, bool adjoint);
 at::Tensor eigenvalue_gaps(const at::Tensor& L);
 at::Tensor linalg_eig_backward(const at::Tensor& grad_L, const at::Tensor& grad_V, const at::Tensor& L, const at::Tensor& V, bool is_hermitian);
+at::Tensor general_eig_backward(const at::Tensor& grad_L, const at::Tensor& grad_V, const at::Tensor& L, const at::Tensor& V);
 std::tuple<at::Tensor, at::Tensor> linalg_eig_jvp(const at::Tensor& A_tangent, const at::Tensor& L, const at::Tensor& V, bool is_hermitian);
+std::tuple<at::Tensor, at::Tensor> general_eig_jvp(const at::Tensor& A_tangent, const at::Tensor& L, const at::Tensor& V);
 at::Tensor matrix_inverse(const at::Tensor& A);
 at::Tensor matrix_scaled(const at::Tensor& x, const at::Tensor& scale);
 at::Tensor inverse_trace(const at::Tensor& A, const at::Tensor& A_tangent);

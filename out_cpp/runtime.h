@@ -143,6 +143,19 @@ inline void refuse_complex(const char* op, at::ITensorListRef tensors) {
   }
 }
 
+// torch's refusal of an input requiring grad that its derivatives.yaml entry gives no line
+// (torchgen's check_no_requires_grad), in grad mode.
+inline void check_no_requires_grad(const at::Tensor& tensor, const char* name, const char* op) {
+  TORCH_CHECK(!tensor.defined() || !tensor.requires_grad(), "The function '", op,
+              "' is not differentiable with respect to argument '", name,
+              "'. This input cannot have requires_grad True.");
+}
+inline void check_no_requires_grad(const std::optional<at::Tensor>& tensor, const char* name, const char* op) {
+  if (tensor.has_value()) {
+    check_no_requires_grad(*tensor, name, op);
+  }
+}
+
 // Whether autograd differentiates an output of this dtype (floating or complex): `x.long()`,
 // `_to_copy` to an integer or bool dtype, gives a result with no history and no tangent, as in torch.
 inline bool differentiable_dtype(const at::Tensor& output) {

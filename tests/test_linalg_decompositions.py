@@ -276,6 +276,36 @@ def test_complex_svd_backward_and_jvp_equal_torch(backend, m, n):
     torch.testing.assert_close(backend.run(ld.svd_backward, *grads, *factors), expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_general_eig_backward_and_jvp_equal_torch_to_second_order(backend, dtype):
+    """``linalg_eig`` of a general ``A`` (real or complex; complex eigenvalues and eigenvectors of
+    norm 1): the jvp equals torch's forward AD, and the backward torch's gradient of a loss that does
+    not depend on the eigenvectors' phases (``L``, ``|V|``), and so do its own derivatives (for
+    ``A`` and the loss's weights: what a double backward differentiates)."""
+    a = _randn(2, 4, 4, dtype=dtype).requires_grad_()
+    tangent = _randn(2, 4, 4, dtype=dtype, seed=5)
+    with fwAD.dual_level():
+        expected = [fwAD.unpack_dual(o).tangent for o in torch.linalg.eig(fwAD.make_dual(a.detach(), tangent))]
+    L, V = torch.linalg.eig(a)
+    for got, wanted in zip(backend.run(ld.linalg_eig_jvp, tangent, L.detach(), V.detach(), False), expected,
+                           strict=True):
+        torch.testing.assert_close(got, wanted)
+    weight_L = _randn(*L.shape, dtype=torch.complex128, seed=1).requires_grad_()
+    weight_V = _randn(*V.shape, seed=2).requires_grad_()
+    grads = torch.autograd.grad((L * weight_L).real.sum() + (V.abs() * weight_V).sum(), (L, V), create_graph=True)
+    expected, = torch.autograd.grad((L, V), a, grads, create_graph=True)
+    got = backend.run(ld.linalg_eig_backward, *grads, L, V, False)
+    got = got.real if not dtype.is_complex else got       # derivatives.yaml's handle_r_to_c
+    torch.testing.assert_close(got, expected)
+    weight = _randn(*expected.shape, dtype=dtype, seed=3)
+
+    def second(first):
+        return torch.autograd.grad((first * weight.conj()).real.sum(), (a, weight_L, weight_V), retain_graph=True)
+
+    for g, e in zip(second(got), second(expected), strict=True):
+        torch.testing.assert_close(g, e)
+
+
 def _fill(grads, keep):
     """The output gradients a backward receives: those of the kept outputs, None for the others."""
     grads = list(grads)

@@ -69,7 +69,7 @@ def _funnel(args: argparse.Namespace) -> int:
     import torchgen
 
     from transpiler.build_progress import Progress, run_child_build
-    from transpiler.corpus_jvp import derive_corpus_jvps
+    from transpiler.corpus_jvp import derive_corpus_jvps, proof_environment
     from transpiler.corpus_jvp import prove as prove_derived
     from transpiler.corpus_jvp import report as derived_report
     from transpiler.cpp.generate import differs, generate_each
@@ -146,7 +146,8 @@ def _funnel(args: argparse.Namespace) -> int:
             with_their_jvp = _with_their_jvp(library, compiled, generated)
             torch_only = [e for e in entries if e not in compiled]
             proof = subprocess.run([sys.executable, str(PROOF), library_path, NAMESPACE, json.dumps(compiled),
-                                    json.dumps(with_their_jvp), json.dumps(torch_only)], capture_output=True, text=True)
+                                    json.dumps(with_their_jvp), json.dumps(torch_only)], capture_output=True, text=True,
+                                   env=proof_environment())
             results = json.loads(proof.stdout.strip().splitlines()[-1]) if proof.returncode == 0 else {}
             # an entry whose proof died or raised has no verdict: not one torch was seen to gradcheck
             torch_verdicts = {entry: result.get("torch_gradchecks", False) for entry, result in results.items()}
@@ -274,7 +275,10 @@ NO_CPU_KERNEL_REASON = "which torch has no CPU kernel for"
 
 def _print_engine_tiers(formulas: Path) -> None:
     """R1/R2/RT of the corpus entries the reference engine has kernels and OpCases for."""
-    done = subprocess.run([sys.executable, str(ENGINE_PROOF), str(formulas)], capture_output=True, text=True)
+    from transpiler.corpus_jvp import proof_environment
+
+    done = subprocess.run([sys.executable, str(ENGINE_PROOF), str(formulas)], capture_output=True, text=True,
+                          env=proof_environment())
     if done.returncode != 0:
         print("reference engine: the corpus did not run (tests/yaml/corpus_engine.py failed):")
         print(done.stderr[-3000:])
@@ -291,8 +295,10 @@ def _print_engine_tiers(formulas: Path) -> None:
 def _print_override_tiers(formulas: Path, library: str, emitted: list[str], without_jvp: list[str]) -> None:
     """OP and OC of the emitted entries: each swapped in for torch's own aten operator, proven
     through it (``tests/yaml/corpus_override.py``), counted; then each entry that is not, with why."""
+    from transpiler.corpus_jvp import proof_environment
+
     done = subprocess.run([sys.executable, str(OVERRIDE_PROOF), str(formulas), library, json.dumps(emitted),
-                           json.dumps(without_jvp)], capture_output=True, text=True)
+                           json.dumps(without_jvp)], capture_output=True, text=True, env=proof_environment())
     if done.returncode != 0:
         print("override: the corpus did not run (tests/yaml/corpus_override.py failed):")
         print(done.stderr[-3000:])

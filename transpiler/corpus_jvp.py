@@ -13,6 +13,7 @@ every formula of it (each dispatch section) does; the proof runs its section for
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -26,7 +27,8 @@ from transpiler.frontend import find_decorator, operator_table
 from transpiler.model import Library
 from transpiler.schema import FunctionSchema, SchemaError, parse_schema
 
-PROOF = Path(__file__).resolve().parent.parent / "tests" / "yaml" / "corpus_jvp_proof.py"
+REPO = Path(__file__).resolve().parent.parent
+PROOF = REPO / "tests" / "yaml" / "corpus_jvp_proof.py"
 
 
 @dataclass(frozen=True)
@@ -130,11 +132,18 @@ def prove(formulas: Path, jvps: CorpusJvps, work: Path) -> dict[str, dict]:
     aten = work / "aten_operators.json"
     aten.write_text(json.dumps(jvps.aten), encoding="utf-8")
     done = subprocess.run([sys.executable, str(PROOF), str(formulas), str(sources), str(aten)], capture_output=True,
-                          text=True, check=False)
+                          text=True, check=False, env=proof_environment())
     if done.returncode == 0:
         return json.loads(done.stdout.strip().splitlines()[-1])
     reason = f"F1: the proof did not run ({(done.stderr.strip().splitlines() or ['?'])[-1][:160]})"
     return {entry: {"status": "failed", "samples": 0, "source": "", "reason": reason} for entry in jvps.derived}
+
+
+def proof_environment() -> dict[str, str]:
+    """The environment of a proof run as a script (``tests/yaml/corpus_*.py``): this checkout first on
+    its path, as the proof's own directory is (without it a script in a second checkout, a git
+    worktree, would import the packages of the checkout installed in the environment)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
 
 
 def report(jvps: CorpusJvps, proofs: dict[str, dict], reverse_proven: list[str] | None) -> list[str]:

@@ -393,6 +393,7 @@ class _ModuleReader:
                 helper_returns: Mapping[str, str | None]) -> Formula:
         schema, output_diff, jvp_rule = self.decorator_arguments(decorator)
         dispatch_node, dispatch = yaml_dispatch_key(function)
+        without_gradient = (*yaml_entry_names(function, "non_differentiable"), *yaml_entry_names(function, "ignores_grad"))
         params = self.check_params(function, schema)
         body = list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
         backward_index, backward_def = self.find_backward(function, body)
@@ -437,6 +438,8 @@ class _ModuleReader:
             derives_jvp=derived,
             dispatch=dispatch,
             dispatch_node=dispatch_node,
+            inputs_without_gradient=tuple(python_name(n) for n in without_gradient),
+            inputs_refusing_grad=tuple(python_name(n) for n in yaml_entry_names(function, "refuses_grad")),
         )
         if derived and self.operators is not None:
             from transpiler.derive_jvp import DerivationRefused, derive_jvp
@@ -820,6 +823,19 @@ def yaml_dispatch_key(function: cst.FunctionDef) -> tuple[cst.Decorator | None, 
             key = _string_value(arg.value)
             return (decorator, key) if key is not None else (None, None)
     return None, None
+
+
+def yaml_entry_names(function: cst.FunctionDef, keyword: str) -> tuple[str, ...]:
+    """The input names an imported formula's ``@yaml_entry(<keyword>=("output",))`` lists (the
+    string literals of a tuple or list; () when it lists none)."""
+    decorator = find_decorator(function, "yaml_entry")
+    if decorator is None or not isinstance(decorator.decorator, cst.Call):
+        return ()
+    for arg in decorator.decorator.args:
+        if arg.keyword is not None and arg.keyword.value == keyword and isinstance(arg.value, (cst.Tuple, cst.List)):
+            names = (_string_value(element.value) for element in arg.value.elements)
+            return tuple(name for name in names if name is not None)
+    return ()
 
 
 def find_decorator(function: cst.FunctionDef, name: str) -> cst.Decorator | None:

@@ -174,6 +174,11 @@ class Formula:
     # declared (every tensor). ``dispatch_node`` is that decorator (where findings point).
     dispatch: str | None = None
     dispatch_node: cst.Decorator | None = None
+    # The tensor inputs torch gives no gradient edge (an imported entry's ``non_differentiable``
+    # and ``ignores_grad`` ones), and those whose requiring grad torch refuses in grad mode
+    # (``refuses_grad``: "not differentiable with respect to argument"); Python names.
+    inputs_without_gradient: tuple[str, ...] = ()
+    inputs_refusing_grad: tuple[str, ...] = ()
 
     @property
     def op_name(self) -> str:

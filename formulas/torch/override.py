@@ -38,7 +38,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
-from formulas.dsl import DEFAULT_DISPATCH, dispatch_of
+from formulas.dsl import DEFAULT_DISPATCH, dispatch_of, inputs_refusing_grad, inputs_without_gradient
 from formulas.torch.backend import TorchBackend, load_package
 from formulas.torch.function import TorchFormula, below_autograd, records
 from formulas.torch.generate import compile_kernel
@@ -88,7 +88,7 @@ def refusal(formula: TorchFormula, compiled_in: str | None = None) -> str | None
     loaded namespace ``compiled_in``, if given), or None when it can."""
     reason = _python_refusal(formula)
     if reason is not None or compiled_in is None:
-        return reason
+        return reason or _function_refusal(formula)
     compiled = compiled_overload(formula.op_name, compiled_in)
     if compiled is None:
         return (f"{formula.op_name}: compiled=True runs torch.ops.{compiled_in}.{formula.op_name}, which no "
@@ -102,6 +102,24 @@ def refusal(formula: TorchFormula, compiled_in: str | None = None) -> str | None
     if str(compiled._schema).replace(f"{compiled_in}::", "aten::", 1) != aten:
         return (f"{formula.op_name}: the loaded torch.ops.{compiled_in}.{formula.op_name} has the schema "
                 f"`{compiled._schema}`, not torch's `{aten}`: rebuild the library from the package")
+    return None
+
+
+def _function_refusal(formula: TorchFormula) -> str | None:
+    """Why ``formula``'s Python path (a ``torch.autograd.Function``) cannot stand in for its aten
+    operator where the compiled node can: its output is a nested tensor viewing a strided input
+    (``_nested_view_from_buffer``: a view whose gradient the backward reads through ``values``)."""
+    try:
+        facts = formula.facts
+    except StaleFormulaError:
+        return None             # its file changed since import: calling it says so (StaleFormulaError)
+    if formula.view_of is not None and NESTED_VALUES in facts.backward_operators:
+        return (f"{formula.op_name}: its output is a nested tensor viewing {formula.names[formula.view_of]} (the "
+                f"schema `{formula.declared.schema}` returns a view of it, and the backward reads the gradient "
+                f"through aten::{NESTED_VALUES}, which torch has for nested and sparse tensors alone; no sparse "
+                "tensor is a view): a torch.autograd.Function cannot return a nested tensor made from strided "
+                "inputs (torch raises \"NestedTensorImpl doesn't support sizes\"); torch's own node stays "
+                "(the compiled override, compiled=True, runs it)")
     return None
 
 
@@ -168,6 +186,11 @@ def _unfit_for_cpu(formula: TorchFormula) -> str | None:
                 "calls, which the override keeps)" if composite else
                 "the formula differentiates another layout's or device's tensors; torch's own stays on CPU)"))
     return None
+
+
+#: torch's accessor of the values of a nested or sparse tensor (``Tensor.values()``; a strided one
+#: has none: "values expected sparse tensor layout but got Strided").
+NESTED_VALUES = "values"
 
 
 def _writes_out(overload: torch._ops.OpOverload) -> bool:
@@ -332,6 +355,7 @@ def install(ops: Iterable[str] | None = None, *, package: str = "formulas", comp
                 kernel = _view_kernel(formulas[name])
             else:
                 kernel = _kernel(formulas[name])
+            kernel = _taking_inputs_as_torch(name, formulas.get(name) or formulas[functional_twin(name)], kernel)
             for key in AUTOGRAD_KEYS:
                 library.impl(name, kernel, key)
     _forget_traced_dispatch(chosen)
@@ -411,6 +435,60 @@ def _made_kernel(formula: TorchFormula) -> Any:
         return autograd_kernel
     # the formula written out per formula takes the calls it covers, this kernel the others
     return compile_kernel(formula, formula.generated, autograd_kernel)
+
+
+def _taking_inputs_as_torch(op_name: str, formula: TorchFormula, kernel: Any) -> Any:
+    """``kernel``, or where the formula declares tensor inputs torch does not differentiate
+    (:func:`formulas.dsl.inputs_without_gradient`, :func:`formulas.dsl.inputs_refusing_grad`) the
+    kernel taking them as torch does: in grad mode, one it refuses that requires grad raises torch's
+    error (``check_no_requires_grad``); one without gradient is handed over detached (no output
+    carries a gradient, nor a tangent, through it)."""
+    fn, arguments = formula.declared.fn, formula.schema.arguments
+    # torch hands the kernel its arguments in the schema's order, or by the schema's names
+    tensors = {arg.name: i for i, arg in enumerate(arguments) if arg in formula.schema.tensor_inputs}
+    detached = [tensors[name] for name in inputs_without_gradient(fn) if name in tensors]
+    refused = [tensors[name] for name in inputs_refusing_grad(fn) if name in tensors]
+    if not detached and not refused:
+        return kernel
+    base = op_name.partition(".")[0]
+
+    def given(args: tuple[Any, ...], kwargs: dict[str, Any], position: int) -> Any:
+        return args[position] if position < len(args) else kwargs.get(arguments[position].name)
+
+    def kernel_taking_inputs_as_torch(*args: Any, **kwargs: Any) -> Any:
+        if torch.is_grad_enabled():
+            for position in refused:
+                if any(t.requires_grad for t in _tensors(given(args, kwargs, position))):
+                    raise RuntimeError(f"The function '{base}' is not differentiable with respect to argument "
+                                       f"'{arguments[position].name}'. This input cannot have "
+                                       "requires_grad True.")
+        args, kwargs = list(args), dict(kwargs)
+        for position in detached:
+            value = _detached(given(args, kwargs, position))
+            if position < len(args):
+                args[position] = value
+            elif arguments[position].name in kwargs:
+                kwargs[arguments[position].name] = value
+        return kernel(*args, **kwargs)
+
+    kernel_taking_inputs_as_torch.__name__ = getattr(kernel, "__name__", f"{op_name}_formula_autograd")
+    return kernel_taking_inputs_as_torch
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors of an argument's ``value``: itself, those of a list, or none."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [t for v in value for t in _tensors(v)] if isinstance(value, (list, tuple)) else []
+
+
+def _detached(value: Any) -> Any:
+    """``value`` (a tensor, a list of them, or anything else) with each tensor detached."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_detached(v) for v in value)
+    return value
 
 
 def _view_kernel(formula: TorchFormula) -> Any:

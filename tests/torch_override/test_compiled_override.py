@@ -45,6 +45,35 @@ def cos(self):
     return result, backward
 '''
 
+#: derivatives.yaml entries with tensor inputs no line names, as ``transpile import-yaml`` records
+#: them: torch gives ``output`` no edge and refuses a ``target`` requiring grad in grad mode.
+TORCHGEN_INPUTS = '''
+from formulas import at, derivative
+from transpiler.yaml_import.dialect import yaml_entry
+
+
+@derivative("_standard_gamma_grad(Tensor self, Tensor output) -> Tensor")
+@yaml_entry(ignores_grad=("output",))
+def _standard_gamma_grad(self, output):
+    result = at._standard_gamma_grad(self, output)
+    def backward(grad, *, needs_input_grad):
+        if needs_input_grad[0]:
+            raise NotImplementedError("the derivative for '_standard_gamma_grad' is not implemented.")
+        return None, None
+    return result, backward
+
+
+@derivative("soft_margin_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor")
+@yaml_entry(refuses_grad=("target",))
+def soft_margin_loss(self, target, reduction):
+    result = at.soft_margin_loss(self, target, reduction)
+    def backward(grad):
+        # d/dx log(1 + exp(-t x)) = -t sigmoid(-t x); the mean (reduction 1) divides by the count
+        slope = at.mul(at.neg(target), at.sigmoid(at.neg(at.mul(target, self))))
+        return at.div(at.mul(slope, grad), self.numel() if reduction == 1 else 1), None
+    return result, backward
+'''
+
 
 @pytest.fixture(scope="module")
 def compiled_package(tmp_path_factory):
@@ -55,6 +84,7 @@ def compiled_package(tmp_path_factory):
     (package / "__init__.py").write_text("")
     (package / "trig.py").write_text(textwrap.dedent(SOURCE))
     (package / "in_place.py").write_text(IN_PLACE_SOURCE)
+    (package / "torchgen_inputs.py").write_text(TORCHGEN_INPUTS)
     assert generate.main(["--formulas", str(package), "--out", str(root / "out")]) == 0
     load_library(build_library(root / "out", REPO / "build"))
     sys.path.insert(0, str(root))
@@ -180,7 +210,8 @@ def test_compiled_and_python_overrides_nest(compiled_package):
 
 def test_overridable_on_the_compiled_path_lists_what_the_library_registers(compiled_package):
     accepted, refused = overridable(compiled_package, compiled=True)
-    assert sorted(accepted) == ["cos", "mul_.Tensor", "sin"] and refused == {}
+    assert sorted(accepted) == ["_standard_gamma_grad", "cos", "mul_.Tensor", "sin", "soft_margin_loss"]
+    assert refused == {}
 
 
 @pytest.mark.parametrize("scenario", VIEW_SCENARIOS.values(), ids=VIEW_SCENARIOS)
@@ -223,3 +254,28 @@ def test_the_corpus_proof_on_complex128_says_a_compiled_node_refuses_complex_ten
         ("proven", 1, "", "ours", "float64")
     assert corpus_override.prove_by_kind("cos", "OC", True, [((complex_,), {}, "ours")], package=compiled_package) == \
         ("refused", 0, f"OC: {corpus_override.REFUSES_COMPLEX_REASON}", "ours", "complex128")
+
+
+def test_the_compiled_node_takes_the_inputs_torchgen_gives_no_gradient_as_torch_does(compiled_package):
+    """An input with no line in derivatives.yaml: ``output`` (ignored) gets no edge, so a result from
+    it alone does not require grad, as torch's; ``target`` (refused) requiring grad in grad mode raises
+    torch's error from the compiled node; constant, the gradient is torch's."""
+    generator = torch.Generator().manual_seed(0)
+    x = (torch.rand(4, dtype=torch.float64, generator=generator) + 0.5)
+    output = torch._standard_gamma(x, generator=generator).requires_grad_()
+    target = torch.randn(4, dtype=torch.float64, generator=generator)
+    loss = torch.ops.aten.soft_margin_loss.default
+    with pytest.raises(RuntimeError) as theirs:
+        loss(x.requires_grad_(), target.requires_grad_(), 1)
+    expected = torch.autograd.grad(loss(x, target.detach(), 1), x)
+    assert not torch._standard_gamma_grad(x.detach(), output).requires_grad
+    with override(["_standard_gamma_grad", "soft_margin_loss"], package=compiled_package, compiled=True):
+        assert not torch._standard_gamma_grad(x.detach(), output).requires_grad
+        with pytest.raises(RuntimeError) as mine:
+            loss(x, target, 1)
+        assert str(mine.value) == str(theirs.value)
+        with torch.no_grad():
+            assert not loss(x, target, 1).requires_grad
+        value = loss(x, target.detach(), 1)
+        assert type(value.grad_fn).__name__ == "CppFunction"
+        torch.testing.assert_close(torch.autograd.grad(value, x), expected)

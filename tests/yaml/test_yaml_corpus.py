@@ -97,6 +97,21 @@ def test_an_entry_whose_every_input_is_non_differentiable_has_no_differentiable_
     assert '@derivative("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor")\n' in text
 
 
+def test_a_tensor_input_without_a_line_is_imported_as_torchgen_treats_it(import_result):
+    """torchgen gives a tensor input no line names no edge: ``_standard_gamma_grad``'s ``output``
+    it ignores (``ignores_grad``), ``binary_cross_entropy``'s ``weight`` it refuses to see requiring
+    grad (``refuses_grad``: "not differentiable with respect to argument"); an entry without a
+    gradient line (``special_airy_ai``) has neither, and the round trip writes neither back."""
+    text = "".join(str(body) for name, body in import_result.files.items() if name.startswith("derivatives_"))
+    assert ('@yaml_entry(ignores_grad=("output",))\n'
+            'def _standard_gamma_grad(self, output):') in text
+    assert ('@yaml_entry(refuses_grad=("weight",))\n'
+            'def binary_cross_entropy(self, target, weight, reduction):') in text
+    assert ('@yaml_entry(non_differentiable=("nested_size", "nested_strides"), refuses_grad=("offsets",))\n'
+            'def _nested_view_from_buffer(') in text
+    assert text.count("refuses_grad=") > 40 and text.count("ignores_grad=") == 1
+
+
 def test_emitted_yaml_loads_to_the_same_data(yaml_text, emitted_yaml):
     original = yaml.load(yaml_text, Loader=yaml.CSafeLoader)
     emitted = yaml.load(emitted_yaml.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)

@@ -652,15 +652,35 @@ class FormulaEmitter(ViewEmitter):
             lines += ["  if (grad_fn) {", *saved, "  }"]
         return lines
 
+    def _edge_inputs(self) -> list[str]:
+        """The tensors the node's edges go to, one per differentiable input in schema order: an
+        input torch gives no gradient edge (:attr:`Formula.inputs_without_gradient`) is an undefined
+        tensor there, so it neither makes the outputs require grad nor receives a gradient."""
+        edges = []
+        for a in self.formula.differentiable_inputs:
+            argument = self.signature.argument(a.name)
+            without = a.name in self.formula.inputs_without_gradient and argument.type == T.TENSOR
+            edges.append("at::Tensor()" if without else argument.given)
+        return edges
+
+    def _refused_grad_lines(self) -> list[str]:
+        """torch's refusal of an input its derivatives.yaml entry gives no line requiring grad in
+        grad mode (:attr:`Formula.inputs_refusing_grad`; torchgen's ``check_no_requires_grad``)."""
+        op = self.formula.op_name.partition(".")[0]
+        checks = [f'    formulas::runtime::check_no_requires_grad({self.signature.argument(name).given}, "{name}", "{op}");'
+                  for name in self.formula.inputs_refusing_grad]
+        return ["  if (at::GradMode::is_enabled()) {", *checks, "  }"] if checks else []
+
     def wrapper_text(self) -> str:
         params, prologue = self.signature.declarations()
         given = [self.signature.argument(a.name).given for a in self.formula.differentiable_inputs]
-        inputs = ", ".join(given)
+        inputs = ", ".join(self._edge_inputs())
         # an in-place operator's kernel returns the tensor it writes by reference, as ATen's do: its
         # kernel registers for aten's operator (aten_override.h) only with aten's C++ signature
         return_type = "at::Tensor&" if self.written is not None else self.signature.return_type
         lines = [f"{return_type} {self.wrapper_name}({', '.join(params)}) {{", *prologue,
                  *forward_ad.forbid_lines(self.formula, self.signature),
+                 *self._refused_grad_lines(),
                  f"  c10::intrusive_ptr<{self.struct}> grad_fn;",
                  f"  if (torch::autograd::compute_requires_grad({inputs})) {{",
                  f"    grad_fn = c10::make_intrusive<{self.struct}>();",

@@ -18,7 +18,11 @@ name the formulas call, from this module:
 - ``@yaml_entry(...)``: what derivatives.yaml says about an entry beyond the
   formula (its dispatch key, inputs marked ``non_differentiable``, an
   ``auto_linear``/``auto_element_wise`` forward-mode rule, and the
-  ``output_differentiability`` spelling when it is not one bool per output).
+  ``output_differentiability`` spelling when it is not one bool per output),
+  and what torchgen makes of the tensor inputs no line names: ``ignores_grad``
+  (``output``: no gradient flows through it, as ``non_differentiable``) and
+  ``refuses_grad`` (one requiring grad raises torch's "not differentiable with
+  respect to argument"); those two are implied by the lines, so not written back.
 """
 from __future__ import annotations
 
@@ -122,13 +126,18 @@ class YamlEntry:
     non_differentiable: tuple[str, ...] = ()
     jvp: str | None = None
     output_differentiability: tuple[bool | str, ...] | None = None
+    ignores_grad: tuple[str, ...] = ()
+    refuses_grad: tuple[str, ...] = ()
 
 
 def yaml_entry(*, dispatch: str | None = None, non_differentiable: Sequence[str] = (),
-               jvp: str | None = None, output_differentiability: Sequence[bool | str] | None = None):
-    """Record the derivatives.yaml details of the decorated formula (kept by ``emit-yaml``)."""
+               jvp: str | None = None, output_differentiability: Sequence[bool | str] | None = None,
+               ignores_grad: Sequence[str] = (), refuses_grad: Sequence[str] = ()):
+    """Record the derivatives.yaml details of the decorated formula (kept by ``emit-yaml``; the
+    last two follow from its lines: see the module's docstring)."""
     record = YamlEntry(dispatch, tuple(non_differentiable), jvp,
-                       None if output_differentiability is None else tuple(output_differentiability))
+                       None if output_differentiability is None else tuple(output_differentiability),
+                       tuple(ignores_grad), tuple(refuses_grad))
 
     def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn.yaml_entry = record

@@ -217,6 +217,11 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
         details.append(("dispatch", section.dispatch))
     if non_diff:
         details.append(("non_differentiable", non_diff))
+    ignored, refused = unmentioned_inputs(schema, gradient_lines, non_diff)
+    if ignored:
+        details.append(("ignores_grad", ignored))
+    if refused:
+        details.append(("refuses_grad", refused))
     jvp, jvp_trees = None, []
     auto = [line for line in forward_lines if line.formula in AUTO_JVP]
     if auto:
@@ -249,6 +254,29 @@ def translate_section(entry: Entry, section: Section, schema: FunctionSchema
     )
     needed = dialect_names(backward_trees + jvp_trees) | ({"yaml_entry"} if details else set()) | modules
     return formula, externals, needed
+
+
+#: The one tensor input torchgen lets require grad without a line of its entry: "Double-backwards
+#: definitions sometimes take in 'input' and 'output', but only define the derivative for input"
+#: (``gen_variable_type.emit_check_no_requires_grad``).
+UNCHECKED_INPUT = "output"
+
+
+def unmentioned_inputs(schema: FunctionSchema, gradient_lines: list[FormulaLine], non_diff: tuple[str, ...]
+                       ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The tensor inputs of an entry with gradient lines that no line names, as torchgen treats them:
+    ``(ignored, refused)``. It gives them no edge of the node, so no output carries a gradient through
+    them; one that requires grad (in grad mode) raises "The function 'op' is not differentiable with
+    respect to argument 'name'" (``check_no_requires_grad``), except :data:`UNCHECKED_INPUT`, which
+    it ignores as it does a ``non_differentiable`` one (``_standard_gamma_grad``'s ``output``). An
+    entry without a gradient line (every input ``non_differentiable``, or forward lines alone) has
+    none: torchgen's node then takes every input."""
+    if not gradient_lines:
+        return (), ()
+    named = {name for line in gradient_lines for name in line.names}
+    unmentioned = [a.name for a in schema.tensor_inputs if a.name not in named and a.name not in non_diff]
+    return (tuple(n for n in unmentioned if n == UNCHECKED_INPUT),
+            tuple(n for n in unmentioned if n != UNCHECKED_INPUT))
 
 
 def forward_call(schema: FunctionSchema, local: dict[str, str]) -> str:

@@ -217,8 +217,16 @@ class ModelCache:
         theirs = _helpers_share(new, [len(sources[path]) for path in new]) if len(new) > FEW_ENTRIES else []
         if not theirs:
             return []
-        ready, told = os.pipe()
-        helper = os.fork()
+        try:
+            ready, told = os.pipe()
+        except OSError:                 # no descriptor left: every file is read here
+            return []
+        try:
+            helper = os.fork()
+        except OSError:                 # no process left: every file is read here
+            os.close(ready)
+            os.close(told)
+            return []
         if helper:
             os.close(told)
             self.helper, self.helper_ready, self.stored = helper, ready, self.stored + 2 * len(theirs)
@@ -237,8 +245,10 @@ class ModelCache:
     def _wait_for_summaries(self) -> None:
         """Wait until the helper has stored the summaries of its files (or has died: then its files
         are parsed here)."""
-        with contextlib.suppress(OSError):
-            os.read(self.helper_ready, 1)
+        try:
+            with contextlib.suppress(OSError):
+                os.read(self.helper_ready, 1)
+        finally:
             os.close(self.helper_ready)
 
     def _wait_for_helper(self) -> None:
@@ -250,22 +260,26 @@ class ModelCache:
 
     def store(self, background: bool = False) -> None:
         """Write the models parsed since the last call and the summaries of the models read whole;
-        ``background``: in a second process (when the machine has a second core and there are more
-        than :data:`FEW_ENTRIES` models), which :meth:`finish` waits for."""
+        ``background``: in a second process (when the machine has a second core, there are more
+        than :data:`FEW_ENTRIES` models and a process can be started), which :meth:`finish` waits for."""
         pending, self.pending = self.pending, {}
         summaries, self.pending_summaries = self.pending_summaries, {}
         if not pending and not summaries:
             return
         self.stored += len(pending) + len(summaries)
         if background and (os.cpu_count() or 1) > 1 and len(pending) > FEW_ENTRIES:
-            writer = os.fork()
-            if writer:
+            try:
+                writer = os.fork()
+            except OSError:             # no process left: written here
+                writer = -1
+            if writer > 0:
                 self.writers.append(writer)
                 return
-            try:                        # the child: write, and leave without running the parent's exit code
-                self._write(pending, summaries)
-            finally:
-                os._exit(0)
+            if writer == 0:
+                try:                    # the child: write, and leave without running the parent's exit code
+                    self._write(pending, summaries)
+                finally:
+                    os._exit(0)
         self._write(pending, summaries)
 
     def _write(self, pending: dict[Path, FormulaModule], summaries: dict[Path, FormulaModule]) -> None:

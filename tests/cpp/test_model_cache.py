@@ -185,3 +185,11 @@ def test_a_second_process_reads_the_last_new_files_and_one_that_cannot_store_the
     cache.prepare(paths, parse)
     cache.finish()
     assert parsed == paths              # what it could not store is parsed here
+
+    def no_process_left():
+        raise BlockingIOError("fork: Resource temporarily unavailable")
+    monkeypatch.setattr(os, "fork", no_process_left)
+    cache, parsed[:] = model_cache.ModelCache(tmp_path / "third"), []
+    cache.prepare(paths, parse)
+    cache.finish()
+    assert parsed == paths and len(list((tmp_path / "third").glob("*.pickle"))) == 8   # read and stored here

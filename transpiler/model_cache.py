@@ -17,7 +17,10 @@ each under the build cache (:func:`transpiler.project.build_cache`, ``model-cach
 written atomically through :func:`transpiler.output.write_file` by a second process
 while the run goes on with lint and emission (the second core; the run waits for it
 before it ends, so its cost is the run's; a run with only :data:`FEW_ENTRIES` new models, one
-file edited, writes them itself); they are trusted as
+file edited, writes them itself). A cold run reads on both cores (:meth:`ModelCache.prepare`):
+a second process reads the last new files (:data:`HELPER_SHARE` of their bytes; in a run on
+another package, the shipped library's, of which it reads little but the summaries) and stores
+them, and the run loads their summaries as a run after an edit does. Entries are trusted as
 the interpreter trusts its ``__pycache__``: only the user writes there. An entry that
 cannot be read, or a model that cannot be pickled (too deep for the pickler), is
 parsed again; a cache that cannot be written leaves the run uncached, silently (it
@@ -54,6 +57,9 @@ FORMAT = 2                  # the layout of an entry; bump when what is stored c
 MAX_ENTRY_BYTES = 256 * 2**20   # a larger entry is not read (a formula file's model: about 1 MB)
 FEW_ENTRIES = 2             # this many new models are written by the run itself: a second process costs more
                             # (fork, copied pages) than pickling them (one formula file: about 30 ms)
+HELPER_SHARE = 0.44         # of the new files' bytes, read by the second process (:meth:`ModelCache.prepare`): it
+                            # also pickles their summaries before this process may go on (per byte, about 0.3
+                            # of reading it: CPU time of each process, imported corpus and shipped library)
 
 _active: ModelCache | None = None
 
@@ -103,6 +109,8 @@ class ModelCache:
         self.stored = 0                 # entries written by this run (for the pruning)
         self.writers: list[int] = []    # processes storing entries in the background
         self.read: dict[str, tuple[str, str]] = {}   # path -> (text, key), as :meth:`uncached` read it
+        self.helper = 0                 # the process reading and storing part of the files (:meth:`prepare`)
+        self.helper_ready = -1          # the pipe on which it says its summaries are stored
 
     def key(self, path: str, source: str) -> str:
         known = self.read.get(path)
@@ -127,6 +135,7 @@ class ModelCache:
 
             @functools.cache
             def load() -> FormulaModule:
+                self._wait_for_helper()     # it may be storing this model still
                 full = self._stored(entry, path, _formula_module())
                 if full is None or full.source_digest != summary.source_digest:
                     full = parse(path, source)      # gone or damaged: parsed again
@@ -168,6 +177,13 @@ class ModelCache:
         :meth:`parse`, so that the process keeps them), then store the new ones on the second core
         while this process goes on with lint and emission.
 
+        When the machine has a second core and more than :data:`FEW_ENTRIES` files are new, the
+        last of them (:data:`HELPER_SHARE` of their bytes: in a run on another package,
+        the shipped library's files, of which the run reads little more than the summaries) are read
+        by a second process, which stores them, summaries first: this process reads its own
+        meanwhile and then loads those summaries, each full model when a computation reads it
+        (:meth:`_wait_for_helper`).
+
         The cyclic garbage collector is paused while they are read and then told to leave them
         alone (:func:`gc.freeze`): the models live as long as the run and hold no cycles to find,
         and collecting while hundreds of thousands of syntax nodes are made was two thirds of
@@ -176,33 +192,94 @@ class ModelCache:
         collecting = gc.isenabled()
         gc.disable()
         try:
+            sources = {}
             for path in paths:
                 with contextlib.suppress(OSError, UndecodableSource):   # the reader reports them later
-                    parse(path, self.read[path][0] if path in self.read else read_source(path))
+                    sources[path] = self.read[path][0] if path in self.read else read_source(path)
+            theirs = self._start_helper(sources, parse) if (os.cpu_count() or 1) > 1 else []
+            for path, source in sources.items():
+                if path not in theirs:
+                    parse(path, source)
+            if theirs:
+                self._wait_for_summaries()
+                for path in theirs:     # their summaries, stored by the helper (a model it could not store: parsed)
+                    parse(path, sources[path])
         finally:
             gc.freeze()
             if collecting:
                 gc.enable()
         self.store(background=True)
 
+    def _start_helper(self, sources: dict[str, str], parse: Callable[[str, str], FormulaModule]) -> list[str]:
+        """Fork the process that reads (through ``parse``) and stores the last new files of
+        ``sources``; the paths it takes (none when too few are new)."""
+        new = [path for path, source in sources.items() if not (self.directory / f"{self.key(path, source)}.pickle").is_file()]
+        theirs = _helpers_share(new, [len(sources[path]) for path in new]) if len(new) > FEW_ENTRIES else []
+        if not theirs:
+            return []
+        try:
+            ready, told = os.pipe()
+        except OSError:                 # no descriptor left: every file is read here
+            return []
+        try:
+            helper = os.fork()
+        except OSError:                 # no process left: every file is read here
+            os.close(ready)
+            os.close(told)
+            return []
+        if helper:
+            os.close(told)
+            self.helper, self.helper_ready, self.stored = helper, ready, self.stored + 2 * len(theirs)
+            return theirs
+        try:                            # the helper: read, store the summaries, say so, store the models
+            os.close(ready)
+            for path in theirs:
+                parse(path, sources[path])
+            pending, self.pending = self.pending, {}
+            self._write({}, self.pending_summaries)
+            os.write(told, b"1")
+            self._write(pending, {})
+        finally:
+            os._exit(0)
+
+    def _wait_for_summaries(self) -> None:
+        """Wait until the helper has stored the summaries of its files (or has died: then its files
+        are parsed here)."""
+        try:
+            with contextlib.suppress(OSError):
+                os.read(self.helper_ready, 1)
+        finally:
+            os.close(self.helper_ready)
+
+    def _wait_for_helper(self) -> None:
+        """Wait until the helper has stored every model it read (its full models are read from there)."""
+        if self.helper:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.helper, 0)
+            self.helper = 0
+
     def store(self, background: bool = False) -> None:
         """Write the models parsed since the last call and the summaries of the models read whole;
-        ``background``: in a second process (when the machine has a second core and there are more
-        than :data:`FEW_ENTRIES` models), which :meth:`finish` waits for."""
+        ``background``: in a second process (when the machine has a second core, there are more
+        than :data:`FEW_ENTRIES` models and a process can be started), which :meth:`finish` waits for."""
         pending, self.pending = self.pending, {}
         summaries, self.pending_summaries = self.pending_summaries, {}
         if not pending and not summaries:
             return
         self.stored += len(pending) + len(summaries)
         if background and (os.cpu_count() or 1) > 1 and len(pending) > FEW_ENTRIES:
-            writer = os.fork()
-            if writer:
+            try:
+                writer = os.fork()
+            except OSError:             # no process left: written here
+                writer = -1
+            if writer > 0:
                 self.writers.append(writer)
                 return
-            try:                        # the child: write, and leave without running the parent's exit code
-                self._write(pending, summaries)
-            finally:
-                os._exit(0)
+            if writer == 0:
+                try:                    # the child: write, and leave without running the parent's exit code
+                    self._write(pending, summaries)
+                finally:
+                    os._exit(0)
         self._write(pending, summaries)
 
     def _write(self, pending: dict[Path, FormulaModule], summaries: dict[Path, FormulaModule]) -> None:
@@ -223,6 +300,7 @@ class ModelCache:
         """Store what is still pending, wait for the background writers, prune; give the models
         :meth:`prepare` froze back to the collector."""
         gc.unfreeze()
+        self._wait_for_helper()
         self.store()
         for writer in self.writers:
             with contextlib.suppress(ChildProcessError):
@@ -238,6 +316,17 @@ class ModelCache:
             entries = sorted(self.directory.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
             for stale in entries[KEPT_ENTRIES:]:
                 stale.unlink(missing_ok=True)
+
+
+def _helpers_share(paths: list[str], sizes: list[int]) -> list[str]:
+    """Of ``paths``, from the last, each that fits in :data:`HELPER_SHARE` of their ``sizes`` with
+    those taken before it (never the first: this process reads at least one)."""
+    room, taken = HELPER_SHARE * sum(sizes), []
+    for index in range(len(paths) - 1, 0, -1):
+        if sizes[index] <= room:
+            room -= sizes[index]
+            taken.append(paths[index])
+    return taken[::-1]
 
 
 @contextlib.contextmanager

@@ -149,3 +149,47 @@ def test_entries_written_in_the_background_are_pruned_to_the_most_recently_used(
     os.utime(oldest, ns=(1, 1))
     cache.prune()
     assert len(list(tmp_path.glob("*.pickle"))) == 2 and not oldest.exists()
+
+
+def test_a_second_process_reads_the_last_new_files_and_one_that_cannot_store_them_leaves_them_here(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(model_cache, "HELPER_SHARE", 0.5)
+    paths = [f"pkg/m{index}.py" for index in range(4)]
+    cache = model_cache.ModelCache(tmp_path)
+    parsed: list[str] = []      # what this process parsed (the second process's parses are its own)
+
+    def parse(path: str, source: str):
+        def counted(path: str, source: str):
+            parsed.append(path)
+            return frontend._parse_module(path, source)
+        return cache.parse(path, source, counted)
+
+    monkeypatch.setattr(model_cache, "read_source", lambda path: SOURCE)
+    cache.prepare(paths, parse)
+    read = [parse(path, SOURCE) for path in paths]       # as the run reads them: stored or deferred
+    cache.finish()
+    assert parsed == paths[:2]          # the last two, half of the bytes, were read by the second process
+    assert [plain(module) for module in read] == [plain(frontend._parse_module(path, SOURCE)) for path in paths]
+    assert len(list(tmp_path.glob("*.pickle"))) == 8      # every model and its summary stored
+
+    parent = os.getpid()
+    store = model_cache.ModelCache._write
+
+    def dies_in_the_second_process(self, pending, summaries):
+        if os.getpid() != parent:
+            raise MemoryError
+        store(self, pending, summaries)
+    monkeypatch.setattr(model_cache.ModelCache, "_write", dies_in_the_second_process)
+    cache, parsed[:] = model_cache.ModelCache(tmp_path / "other"), []
+    cache.prepare(paths, parse)
+    cache.finish()
+    assert parsed == paths              # what it could not store is parsed here
+
+    def no_process_left():
+        raise BlockingIOError("fork: Resource temporarily unavailable")
+    monkeypatch.setattr(os, "fork", no_process_left)
+    cache, parsed[:] = model_cache.ModelCache(tmp_path / "third"), []
+    cache.prepare(paths, parse)
+    cache.finish()
+    assert parsed == paths and len(list((tmp_path / "third").glob("*.pickle"))) == 8   # read and stored here

@@ -28,7 +28,14 @@ from formulas.helpers import (
 )
 from formulas.linalg import matrix_transpose
 from transpiler.derive_jvp import code
-from transpiler.derive_jvp_simplify import CONJUGATING_HELPERS, forward_values, read_forward_values, simplify
+from transpiler.derive_jvp_simplify import (
+    CONJUGATING_HELPERS,
+    forward_values,
+    read_first_entries,
+    read_forward_values,
+    read_sources_whole,
+    simplify,
+)
 
 
 def _simplified(source: str) -> str:
@@ -843,15 +850,20 @@ def test_the_first_piece_of_cats_backward_read_as_a_masked_source_is_the_flat_ta
     peeled = _simplified(FIRST_PIECE.replace("at.masked_scatter(self_t, mask, piece)", "at.mul(self_t, piece)"))
     assert "piece = at.new_zeros(source_t, [0]) if lengths[0] < 0 else at.narrow(flat, dim_2, 0, lengths[0])" in peeled
     assert "for i in" not in peeled and "at.mul(self_t, piece)" in peeled      # one entry read: the loop goes
+
+    def rules(source: str) -> str:        # the two rules alone, on the source as written
+        statements = list(cst.parse_statement(textwrap.dedent(source)).body.body)
+        parameters = {"self_t", "source_t"}
+        return code(cst.Module(body=read_sources_whole(read_first_entries(statements, parameters), parameters)))
     for change in (("grads[first]", "grads[1]"),                           # another entry
                    ("offset = 0", "offset = start"),                       # no integer before the loop
                    ("first = 0", "first = 0\n        lengths[0] = 7"),     # a list it reads written after the loop
                    ("offset = 0", "offset = 0\n        grads.append(flat)")):   # appended to before the loop
-        assert "at.masked_scatter(self_t, mask, piece)" in _simplified(FIRST_PIECE.replace(*change)), change
+        assert "piece = grads[" in rules(FIRST_PIECE.replace(*change)), change
     for change in (("at.narrow(flat, dim_2, offset,", "at.narrow(flat, dim_2, offset + 1,"),  # not the first elements
                    ("wrap_dim(0, 1)", "wrap_dim(1, 2)")):                                     # along another dim
-        kept = _simplified(FIRST_PIECE.replace(*change))
-        assert "at.masked_scatter(self_t, mask, piece)" in kept and "for i in" not in kept, change
+        kept = rules(FIRST_PIECE.replace(*change))
+        assert "at.masked_scatter(self_t, mask, piece)" in kept and "piece = grads[" not in kept, change
     rng = np.random.default_rng(8)
     for sizes, mask_sizes, source_sizes, dtype in (((3, 4), (3, 4), (3, 4), np.float64), ((3, 4), (4,), (20,), np.float64),
                                                    ((2, 3), (2, 1), (2, 5), np.float32), ((), (), (), np.float64)):

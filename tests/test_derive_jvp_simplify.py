@@ -28,7 +28,14 @@ from formulas.helpers import (
 )
 from formulas.linalg import matrix_transpose
 from transpiler.derive_jvp import code
-from transpiler.derive_jvp_simplify import CONJUGATING_HELPERS, forward_values, read_forward_values, simplify
+from transpiler.derive_jvp_simplify import (
+    CONJUGATING_HELPERS,
+    forward_values,
+    read_first_entries,
+    read_forward_values,
+    read_sources_whole,
+    simplify,
+)
 
 
 def _simplified(source: str) -> str:
@@ -803,3 +810,68 @@ def test_a_value_the_forward_holds_is_read_from_it():
         "scale = 2.0", "scale = 2.0\n        other = other + 1"))), {"self", "other", "result"}) == {}
     assert forward_values(cst.parse_statement(textwrap.dedent(FORWARD.replace(
         "scale = 2.0", "at.mul_(self, 2.0)"))), {"self", "other", "result"}) == {}   # written in place
+
+
+FIRST_PIECE = """
+    def jvp(self_t, source_t):
+        flat = source_t if source_t.sizes() == [numel] else at.reshape(source_t, [numel])
+        dim_2 = wrap_dim(0, 1)
+        lengths = []
+        lengths.append(count)
+        lengths.append(numel - count)
+        grads = []
+        offset = 0
+        for i in range(len(lengths)):
+            if lengths[i] < 0:
+                grads.append(at.new_zeros(flat, [0]))
+            else:
+                grads.append(at.narrow(flat, dim_2, offset, lengths[i]))
+                offset = offset + lengths[i]
+        first = 0
+        piece = grads[first]
+        if result.scalar_type() == piece.scalar_type():
+            t = at.masked_scatter(self_t, mask, piece)
+        else:
+            t = at.masked_select_backward(piece, result, mask) + at.new_zeros(piece, [])
+        return t
+    """
+
+
+def test_the_first_piece_of_cats_backward_read_as_a_masked_source_is_the_flat_tangent():
+    simplified = _simplified(FIRST_PIECE)
+    assert simplified.strip() == textwrap.dedent("""
+        def jvp(self_t, source_t):
+            if result.scalar_type() == source_t.scalar_type():
+                t = at.masked_scatter(self_t, mask, source_t)
+            else:
+                t = at.masked_select_backward(source_t, result, mask) + at.new_zeros(source_t, [])
+            return t
+        """).strip()
+    peeled = _simplified(FIRST_PIECE.replace("at.masked_scatter(self_t, mask, piece)", "at.mul(self_t, piece)"))
+    assert "piece = at.new_zeros(source_t, [0]) if lengths[0] < 0 else at.narrow(flat, dim_2, 0, lengths[0])" in peeled
+    assert "for i in" not in peeled and "at.mul(self_t, piece)" in peeled      # one entry read: the loop goes
+
+    def rules(source: str) -> str:        # the two rules alone, on the source as written
+        statements = list(cst.parse_statement(textwrap.dedent(source)).body.body)
+        parameters = {"self_t", "source_t"}
+        return code(cst.Module(body=read_sources_whole(read_first_entries(statements, parameters), parameters)))
+    for change in (("grads[first]", "grads[1]"),                           # another entry
+                   ("offset = 0", "offset = start"),                       # no integer before the loop
+                   ("first = 0", "first = 0\n        lengths[0] = 7"),     # a list it reads written after the loop
+                   ("offset = 0", "offset = 0\n        grads.append(flat)")):   # appended to before the loop
+        assert "piece = grads[" in rules(FIRST_PIECE.replace(*change)), change
+    for change in (("at.narrow(flat, dim_2, offset,", "at.narrow(flat, dim_2, offset + 1,"),  # not the first elements
+                   ("wrap_dim(0, 1)", "wrap_dim(1, 2)")):                                     # along another dim
+        kept = rules(FIRST_PIECE.replace(*change))
+        assert "at.masked_scatter(self_t, mask, piece)" in kept and "piece = grads[" not in kept, change
+    rng = np.random.default_rng(8)
+    for sizes, mask_sizes, source_sizes, dtype in (((3, 4), (3, 4), (3, 4), np.float64), ((3, 4), (4,), (20,), np.float64),
+                                                   ((2, 3), (2, 1), (2, 5), np.float32), ((), (), (), np.float64)):
+        mask = rng.standard_normal(mask_sizes) > 0
+        count = int(np.broadcast_to(mask, np.broadcast_shapes(sizes, mask_sizes)).sum())
+        values = {"result": engine.Tensor(np.zeros(sizes)), "mask": engine.Tensor(mask), "count": count,
+                  "numel": int(np.prod(source_sizes))}
+        tangents = (engine.Tensor(rng.standard_normal(sizes)), engine.Tensor(rng.standard_normal(source_sizes).astype(dtype)))
+        got = _run(simplified, **values)(*tangents).numpy()
+        np.testing.assert_array_equal(got, _run(textwrap.dedent(FIRST_PIECE), **values)(*tangents).numpy())
+        assert got.dtype == dtype and got.shape == np.broadcast_shapes(sizes, mask_sizes)

@@ -91,6 +91,16 @@ jvp returns the same:
 - **Scatters into zeros.** ``at.masked_scatter(at.new_zeros(g, broadcast_sizes(y.sizes(),
   m.sizes())), m, g)`` is ``at.masked_select_backward(g, y, m)`` when ``y`` has ``g``'s dtype
   (checked at run time), as before otherwise: ATen's op is that scatter, one operator.
+- **First entries.** ``e = a[0]`` after the one loop ``for i in range(n):`` appending to ``a`` (bound
+  once to ``[]``) once a pass, first thing, is what that pass appends with ``i`` as 0 and a name the
+  loop carries as the integer it held before it (cat's backward's first piece), when the other
+  names it reads are bound once and unchanged from the loop on: the loop, then unread, goes.
+- **Sources read from their first elements.** ``at.masked_scatter(x, m, s)`` /
+  ``at.masked_select_backward(s, y, m)`` with ``s`` made from a name ``v`` by ``at.narrow(v, 0, 0,
+  n)``, ``at.reshape(v, sizes)``, ``at.new_zeros(v, [0])`` or a choice between two of these (through
+  names bound once) read ``v``: they read ``s`` only through its first elements in row-major order
+  (as many as ``m`` holds True) and its dtype, which are ``v``'s first elements and dtype wherever
+  the call returns (``s.scalar_type()`` and ``at.new_zeros(s, sizes)`` read ``v`` too).
 - **Reshapes to own sizes.** ``at.reshape(x, s)`` (``x`` a name, ``s`` plain sizes) is ``x`` when
   ``x`` has the sizes ``s`` (checked at run time): the reshape changes nothing.
 - **The forward's values** (:func:`read_forward_values`, after :func:`simplify`). A part of the
@@ -1990,6 +2000,181 @@ def skip_reshapes_to_own_sizes(statements: list[cst.BaseStatement]) -> list[cst.
     return list(cst.Module(body=statements).visit(_ReshapesToOwnSizes()).body)
 
 
+# ---- the first entry of a list made in a loop -----------------------------------------------
+def _appended_value(block: list[cst.BaseStatement], target: str) -> cst.BaseExpression | None:
+    """``x`` of ``block``'s first statement when it is ``target.append(x)``."""
+    if block and _appended_to(block[0]) == target and (args := _plain_args(block[0].body[0].value, 1)) is not None:
+        return args[0]
+    return None
+
+
+def _first_appended(loop: cst.For, target: str) -> cst.BaseExpression | None:
+    """What the first pass of ``loop`` (``for i in range(n):``) appends to ``target``, ``i`` read as 0,
+    when each pass appends once, first thing (its body's first statement, or the first of both
+    branches of its body's first ``if``): every name it reads then holds what it held before the loop."""
+    if not (isinstance(loop.target, cst.Name) and loop.orelse is None and _call_name(loop.iter) == "range"
+            and isinstance(loop.iter.func, cst.Name) and _plain_args(loop.iter, 1) is not None):
+        return None
+    body = list(loop.body.body)
+    appends = sum(1 for n in _nodes(loop) if _list_method(n, {target}) == "append")
+    if _mutated([loop], {target}, "append"):
+        return None
+    value = _appended_value(body, target)
+    if value is None and body and isinstance(body[0], cst.If) and isinstance(body[0].orelse, cst.Else):
+        first, other = _appended_value(list(body[0].body.body), target), \
+            _appended_value(list(body[0].orelse.body.body), target)
+        if first is None or other is None or appends != 2:
+            return None
+        value = cst.IfExp(test=body[0].test, body=first, orelse=other)
+    elif value is None or appends != 1:
+        return None
+    return rename(value, {loop.target.value: cst.Integer("0")})
+
+
+#: The methods of a list that change it.
+_LIST_CHANGES = frozenset({"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"})
+
+
+def _list_method(node: cst.CSTNode, names: set[str]) -> str | None:
+    """``m`` of a call ``a.m(...)`` with ``a`` one of ``names`` and ``m`` a method changing a list."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name) \
+            and node.func.value.value in names and node.func.attr.value in _LIST_CHANGES:
+        return node.func.attr.value
+    return None
+
+
+def _mutated(statements: list[cst.BaseStatement], names: set[str], allowed: str | None = None) -> bool:
+    """Whether ``statements`` bind one of ``names``, change it as a list (but by the method
+    ``allowed``) or write an element or a slice of it."""
+    return any(set(_bound_names(s)) & names for s in statements) or any(
+        (isinstance(n, (cst.AssignTarget, cst.AugAssign)) and isinstance(n.target, cst.Subscript)
+         and isinstance(n.target.value, cst.Name) and n.target.value.value in names)
+        or (isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name) and n.target.value in names)
+        or _list_method(n, names) not in (None, allowed)
+        for s in statements for n in _nodes(s))
+
+
+def read_first_entries(statements: list[cst.BaseStatement], parameters: set[str]) -> list[cst.BaseStatement]:
+    """``e = a[c]`` (``c`` 0, or a name bound once to 0) after ``a = []`` and the one loop appending
+    to ``a`` (:func:`_first_appended`), all in the jvp's body -> ``e`` = what that loop's first pass
+    appends (``at.new_zeros(t, [0]) if s[0] < 0 else at.narrow(t, d, 0, s[0])`` for cat's
+    backward), a loop-carried name read as its integer before the loop, when every other name it
+    reads is bound once, outside loops, and not changed from the loop on: the entry without the
+    loop, whose pieces later rules read (a loop then unread goes)."""
+    bound = bindings(statements)
+    top = {a[0]: a[1] for s in statements if (a := _assignment(s)) is not None}
+
+    def fixed(name: str) -> bool:
+        return bound.stable(name) and not (name in parameters and bound.counts[name])
+
+    def is_zero(node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Name) and fixed(node.value) and node.value in top:
+            node = top[node.value]
+        return isinstance(node, cst.Integer) and node.value == "0"
+
+    result = list(statements)
+    for index, statement in enumerate(result):
+        assigned = _assignment(statement)
+        if assigned is None or not isinstance(entry := assigned[1], cst.Subscript) \
+                or not isinstance(entry.value, cst.Name) or len(entry.slice) != 1 \
+                or not isinstance(entry.slice[0].slice, cst.Index) or not is_zero(entry.slice[0].slice.value):
+            continue
+        target = entry.value.value
+        made = [k for k, s in enumerate(result[:index]) if (a := _assignment(s)) is not None and a[0] == target
+                and isinstance(a[1], cst.List) and not a[1].elements]
+        loops = [k for k, s in enumerate(result[:index]) if isinstance(s, cst.For) and _mutated([s], {target})]
+        if len(made) != 1 or bound.counts[target] != 1 or target in parameters or len(loops) != 1 \
+                or loops[0] < made[0] or _mutated([s for k, s in enumerate(result) if k not in (made[0], loops[0])],
+                                                  {target}):
+            continue
+        loop = result[loops[0]]
+        value = _first_appended(loop, target)
+        if value is None:
+            continue
+        carried = _names(value) & set(_bound_names(loop.body))
+        before = {a[0]: a[1] for s in result[:loops[0]] if (a := _assignment(s)) is not None}
+        if not all(bound.counts[n] == 2 and n not in parameters and isinstance(before.get(n), cst.Integer)
+                   for n in carried):
+            continue
+        value = rename(value, {n: before[n] for n in carried})
+        read = _names(value) - {"at"}
+        if not all(fixed(n) for n in read) or _mutated(result[loops[0]:index], read - {target}):
+            continue
+        result[index] = statement.with_changes(body=[statement.body[0].with_changes(value=value)])
+    return result
+
+
+# ---- sources read from their first elements -------------------------------------------------
+#: Operators reading a tensor argument only through its first elements in row-major order (as many
+#: as their mask holds True; too few is an error) and its dtype: operator -> that argument's position.
+PREFIX_READERS = {"masked_scatter": 2, "masked_select_backward": 0}
+
+
+def _prefix_root(node: cst.BaseExpression, values: dict[str, cst.BaseExpression], fixed) -> str | None:
+    """The name of the tensor (the deepest through names bound once) whose row-major elements
+    begin with ``node``'s, of ``node``'s dtype: ``node`` itself (a name), ``at.narrow(v, 0, 0, n)``,
+    ``at.reshape(v, s)``, ``at.new_zeros(v, [0])``, or a choice between two of one tensor."""
+    if isinstance(node, cst.Name):
+        if not fixed(node.value):
+            return None
+        deeper = _prefix_root(values[node.value], values, fixed) if node.value in values else None
+        return deeper or node.value
+    if isinstance(node, cst.IfExp):
+        body = _prefix_root(node.body, values, fixed)
+        return body if body is not None and body == _prefix_root(node.orelse, values, fixed) else None
+    name = _call_name(node)
+    if name is None or not isinstance(node.func, cst.Attribute):
+        return None
+    if name == "reshape" and (args := _plain_args(node, 2)) is not None:
+        return _prefix_root(args[0], values, fixed)
+    if name == "new_zeros" and (args := _plain_args(node, 2)) is not None and code(args[1]) == "[0]":
+        return _prefix_root(args[0], values, fixed)
+    if name == "narrow" and (args := _plain_args(node, 4)) is not None and code(args[2]) == "0":
+        dim = values.get(args[1].value, args[1]) if isinstance(args[1], cst.Name) and fixed(args[1].value) else args[1]
+        if code(dim) == "0" or (_call_name(dim) == "wrap_dim" and isinstance(dim.func, cst.Name)
+                                and (dim_args := _plain_args(dim, 2)) is not None and code(dim_args[0]) == "0"):
+            return _prefix_root(args[0], values, fixed)
+    return None
+
+
+def read_sources_whole(statements: list[cst.BaseStatement], parameters: set[str]) -> list[cst.BaseStatement]:
+    """A ``PREFIX_READERS`` operator's argument (``at.masked_scatter(x, m, s)``'s ``s``) made from a
+    tensor ``v`` by steps that keep its first elements in order and its dtype (:func:`_prefix_root`:
+    the cat backward's first piece of a flattened tangent) -> ``v``: where the call returns, ``s``
+    held at least the elements it reads, which are ``v``'s first; so ``v`` gives the same result
+    (a source too short, an error, is never made: the adjoint of a selection has its length)."""
+    bound = bindings(statements)
+
+    def fixed(name: str) -> bool:
+        return bound.stable(name) and not (name in parameters and bound.counts[name])
+
+    values = {name: value for name, value in _top_assignments(statements).items() if fixed(name)}
+
+    class Whole(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            name = _call_name(updated)
+            if isinstance(updated.func, cst.Attribute) and updated.func.attr.value == "scalar_type" \
+                    and not updated.args and name is None:
+                root = _prefix_root(updated.func.value, values, fixed)
+                return updated if root is None else updated.with_changes(
+                    func=updated.func.with_changes(value=cst.Name(root)))
+            if name == "new_zeros" and isinstance(updated.func, cst.Attribute) and _plain_args(updated, 2) is not None:
+                position = 0
+            elif name not in PREFIX_READERS or not isinstance(updated.func, cst.Attribute) \
+                    or _plain_args(updated, 3) is None:
+                return updated
+            else:
+                position = PREFIX_READERS[name]
+            root = _prefix_root(updated.args[position].value, values, fixed)
+            if root is None or root == code(updated.args[position].value):
+                return updated
+            args = list(updated.args)
+            args[position] = args[position].with_changes(value=cst.Name(root))
+            return updated.with_changes(args=args)
+
+    return list(cst.Module(body=statements).visit(Whole()).body)
+
+
 # ---- the forward's values -------------------------------------------------------------------
 #: ``at.<name>(a, b)`` of two tensors calls the operator the Python operator does on them.
 TENSOR_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -2093,6 +2278,8 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements, _ = _live_only(statements, set(), private_lists(statements))
     statements = conjugate_real_only(statements, taken)
     statements = skip_reshapes_to_own_sizes(statements)
+    statements = read_sources_whole(read_first_entries(statements, parameters), parameters)
+    statements, _ = _live_only(statements, set(), private_lists(statements))
     while (dropped := drop_unread_lists(statements)) is not statements:
         statements, _ = _live_only(dropped, set(), private_lists(dropped))
     return jvp.with_changes(body=jvp.body.with_changes(body=statements))

@@ -175,6 +175,11 @@ def masked_select_backward(grad, x, mask):
         shape = np.broadcast_shapes(shape, mask.shape)
         mask = np.broadcast_to(mask, shape)
     out = np.zeros(shape, dtype=grad.dtype)
+    count = np.count_nonzero(mask)
+    if grad.ndim != 1 or grad.size != count:    # as torch: grad's first elements, whatever its shape
+        if count > grad.size:
+            raise RuntimeError("Number of elements of source < number of ones in mask")
+        grad = grad.reshape(-1)[:count]
     out[mask] = grad
     return out
 

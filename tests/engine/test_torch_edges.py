@@ -102,6 +102,19 @@ def test_scatter_reads_a_larger_src_at_index_s_positions_as_torch(name):
                 getattr(torch, name)(xt, 1, torch.tensor(index), src_t))
 
 
+def test_masked_select_backward_reads_a_larger_grad_of_any_shape_as_torch():
+    """grad's first elements, in row-major order, go to the mask's places (the mask broadcast with
+    the input); a grad with fewer elements than the mask's ones is torch's error."""
+    mask = [[True, False, True, False]]
+    grad, grad_t = both(np.arange(12.0).reshape(3, 4), requires_grad=False)
+    x, xt = both(np.zeros((3, 4)), requires_grad=False)
+    assert_same(engine.masked_select_backward(grad, x, engine.tensor(mask)),
+                torch.ops.aten.masked_select_backward(grad_t, xt, torch.tensor(mask)))
+    short, short_t = both([1.0, 2.0, 3.0], requires_grad=False)
+    same_error(lambda: engine.masked_select_backward(short, x, engine.tensor(mask)),
+               lambda: torch.ops.aten.masked_select_backward(short_t, xt, torch.tensor(mask)))
+
+
 # ----------------------------------------------------------------------------- view rules
 @pytest.mark.parametrize("make, size", [(lambda x: x.t(), [6]), (lambda x: x[:, ::2], [4]),
                                         (lambda x: x.t(), [3, 2]), (lambda x: x.t().contiguous(), [6]),

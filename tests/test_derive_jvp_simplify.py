@@ -15,6 +15,7 @@ import reference_engine as engine
 from formulas import at
 from formulas.helpers import (
     broadcast_sizes,
+    concatenated_sizes,
     diagonal_sizes,
     div_tensor_self_backward,
     handle_r_to_c,
@@ -418,6 +419,103 @@ def test_a_negated_term_added_is_a_subtraction():
     rng = np.random.default_rng(0)
     x, y = (engine.Tensor(rng.standard_normal(s)) for s in ((3, 1), (4,)))
     np.testing.assert_array_equal(_run(simplified)(x, y).numpy(), _run(textwrap.dedent(NEGATED_TERMS))(x, y).numpy())
+
+BROADCAST_OPERANDS = """
+    def jvp(self_t, other_t):
+        t_3 = sum_backward(other_t, sizes_1, [1], True)
+        d_4 = t_3 * self
+        t_5 = at.expand(self_t, sizes_1)
+        d_6 = d_4 - t_5
+        s_12 = at.sum(other_t, [1])
+        t_7 = sum_backward(s_12, sizes_1, [1], False)
+        d_8 = t_7 * self
+        t_9 = at.expand(self_t, [3, 4])
+        d_10 = t_9 * alpha
+        t_11 = at.expand(other_t, sizes_1)
+        return d_6 + d_8 + d_10 + t_11 + t_11
+    """
+
+
+def test_a_broadcast_read_by_an_operator_is_left_to_the_operator_when_it_gives_the_same_sizes_and_dtype():
+    simplified = code(simplify(cst.parse_statement(textwrap.dedent(BROADCAST_OPERANDS)), frozenset({"self"})))
+    assert "d_4 = other_t * self if (other_t.dim() == len(sizes_1) or" in simplified
+    assert "else sum_backward(other_t, sizes_1, [1], True) * self" in simplified
+    assert "d_6 = d_4 - self_t if" in simplified and "else d_4 - at.expand(self_t, sizes_1)" in simplified
+    # without keepdim (unsqueezes first), read by a number's name, read twice: they stay
+    assert "t_7 = sum_backward(s_12, sizes_1, [1], False)" in simplified
+    assert "d_10 = t_9 * alpha" in simplified and "t_11 = at.expand(other_t, sizes_1)" in simplified
+    rng = np.random.default_rng(0)
+    for self_shape, self_t_shape, other_shape, dtype in (((3, 4), (3, 4), (3, 1), np.float64),   # broadcast by the operator
+                                                         ((1, 4), (1, 4), (3, 1), np.float64),   # self smaller: expands
+                                                         ((3, 4), (), (3, 1), np.float64),       # a 0-d self_t of the dtype
+                                                         ((3, 4), (), (3, 1), np.float32)):      # of another: promotes
+        x = engine.Tensor(rng.standard_normal(self_shape))
+        tx, ty = engine.Tensor(rng.standard_normal(self_t_shape).astype(dtype)), engine.Tensor(rng.standard_normal(other_shape))
+        values = {"self": x, "sizes_1": [3, 4], "alpha": 2.0, "sum_backward": sum_backward,
+                  "broadcast_sizes": broadcast_sizes}
+        got, expected = _run(simplified, **values)(tx, ty), _run(textwrap.dedent(BROADCAST_OPERANDS), **values)(tx, ty)
+        assert got.sizes() == expected.sizes() and got.dtype == expected.dtype
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+NARROWING_LOOP = """
+    def jvp(self_t):
+        grads_2 = []
+        offset_3 = 0
+        for i_4 in range(len(sizes_1)):
+            if sizes_1[i_4] < 0:
+                grads_2.append(at.new_zeros(self_t, [0]))
+            else:
+                grads_2.append(at.narrow(self_t, dim, offset_3, sizes_1[i_4]))
+                offset_3 = offset_3 + sizes_1[i_4]
+        kept_5 = []
+        offset_6 = 0
+        for i_4 in range(len(sizes_1)):
+            if sizes_1[i_4] < 0:
+                kept_5.append(at.new_zeros(self_t, [0]))
+            else:
+                kept_5.append(at.narrow(self_t, dim, offset_6, sizes_1[i_4]))
+                offset_6 = offset_6 + sizes_1[i_4]
+        return grads_2, kept_5, offset_6
+    """
+
+
+def test_narrows_that_tile_a_tensor_are_its_split_and_others_stay_narrows():
+    simplified = _simplified(NARROWING_LOOP)
+    assert "grads_2 = at.split_with_sizes(self_t, sizes_1, dim)" in simplified
+    assert "kept_5 = at.split_with_sizes" not in simplified      # its offset is read after the loop
+    rng = np.random.default_rng(0)
+    t = engine.Tensor(rng.standard_normal((2, 5)))
+    for sizes in ([2, 3], [2, 2], [5], [], [2, -1, 3], [0, 5]):     # [2, 2] and the -1 (a skipped part): the loop
+        values = {"sizes_1": sizes, "dim": -1}
+        got, expected = _run(simplified, **values)(t), _run(textwrap.dedent(NARROWING_LOOP), **values)(t)
+        assert len(got[0]) == len(expected[0]) and got[2] == expected[2]
+        for a, b in zip(got[0], expected[0]):
+            assert a.sizes() == b.sizes()
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+REPEATED_IN_LOOP = """
+    def jvp(self_t):
+        first_2 = wrap_dim(dim, len(concatenated_sizes(sizes_1, dim)))
+        kept_3 = [] if len(sizes_1) == 0 else concatenated_sizes(sizes_1, 0)
+        out_4 = []
+        for i_5 in range(len(sizes_1)):
+            out_4.append(len(concatenated_sizes(sizes_1, dim)) + first_2 + len(concatenated_sizes(sizes_1, 0)))
+            sizes_1.append([1])
+        return out_4
+    """
+
+
+def test_a_call_a_loop_makes_again_is_made_once_unless_its_list_grows_or_it_was_conditional():
+    simplified = _simplified(REPEATED_IN_LOOP.replace("            sizes_1.append([1])\n", ""))
+    assert "first_2_part = len(concatenated_sizes(sizes_1, dim))" in simplified
+    assert "out_4.append(first_2_part + first_2 + len(concatenated_sizes(sizes_1, 0)))" in simplified  # kept_3's: conditional
+    assert "_part" not in _simplified(REPEATED_IN_LOOP)                  # the loop appends to sizes_1
+    values = {"sizes_1": [[2, 3], [4, 3]], "dim": -2, "concatenated_sizes": concatenated_sizes}
+    assert _run(simplified, **values)(None) == _run(textwrap.dedent(REPEATED_IN_LOOP.replace(
+        "            sizes_1.append([1])\n", "")), **values)(None) == [4, 4]
+
 
 WRITES = """
     def jvp(self_t, src_t):

@@ -2280,7 +2280,7 @@ def derive_jvp(formula: Formula, table: OperatorTable) -> cst.FunctionDef:
         raise DerivationRefused(backward.node, f"the jvp reads `{read_after_write[0]}`, which the operator writes in "
                                 "place: it would see the written value, not the input (derive its functional twin)")
     head = cst.parse_statement(f"def jvp({', '.join(tangents)}):\n    pass\n")
-    return read_forward_values(simplify(head.with_changes(body=head.body.with_changes(body=statements))),
+    return read_forward_values(simplify(head.with_changes(body=head.body.with_changes(body=statements)), tensors),
                                forward_values(formula.node, tensors))
 
 

@@ -101,6 +101,16 @@ jvp returns the same:
   names bound once) read ``v``: they read ``s`` only through its first elements in row-major order
   (as many as ``m`` holds True) and its dtype, which are ``v``'s first elements and dtype wherever
   the call returns (``s.scalar_type()`` and ``at.new_zeros(s, sizes)`` read ``v`` too).
+- **Broadcasts an operator makes.** ``t = at.expand(x, s)`` (or ``sum_backward(x, s, dims,
+  True)``: with ``keepdim`` the helper is that expand) read once, by ``t OP y`` / ``y OP t`` (``+
+  - * /``, ``y`` a tensor's name) is ``x OP y`` when ``broadcast_sizes(x.sizes(), y.sizes()) ==
+  s`` and ``x`` has ``len(s)`` dims or ``y``'s dtype (checked at run time), as before otherwise:
+  the operator broadcasts ``x`` to ``s`` itself (a 0-d ``x`` of another dtype would promote as a
+  number, hence the dtype).
+- **Narrows that tile.** ``cat``'s backward inlined (``g = []``, ``o = 0``, a loop appending
+  ``at.narrow(t, d, o, s[i])`` and adding ``s[i]`` to ``o``, or a zero where ``s[i] < 0``) is ``g
+  = at.split_with_sizes(t, s, d)`` when ``s`` is not empty, has no entry below 0 and adds up to
+  ``t.size(d)`` (checked at run time), the loop otherwise: the same views of ``t``, one operator.
 - **Reshapes to own sizes.** ``at.reshape(x, s)`` (``x`` a name, ``s`` plain sizes) is ``x`` when
   ``x`` has the sizes ``s`` (checked at run time): the reshape changes nothing.
 - **The forward's values** (:func:`read_forward_values`, after :func:`simplify`). A part of the
@@ -1376,6 +1386,204 @@ def subtract_negated_terms(statements: list[cst.BaseStatement]) -> list[cst.Base
 
     return rewrite(statements)
 
+# ---- broadcasts a binary operator makes itself -------------------------------------------
+_BROADCASTING_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+
+
+def _expansion(value: cst.BaseExpression | None) -> tuple[cst.Name, cst.BaseExpression] | None:
+    """``(x, s)`` of ``at.expand(x, s)`` or ``sum_backward(x, s, dims, True)`` (``x`` a name): ``x``
+    broadcast to the sizes ``s`` (with ``keepdim`` the helper is that expand, nothing else)."""
+    name = _call_name(value)
+    if name == "expand" and isinstance(value.func, cst.Attribute):
+        args = _plain_args(value, 2)
+    elif name == "sum_backward" and isinstance(value.func, cst.Name):
+        args = _plain_args(value, 4)
+        args = args if args is not None and code(args[3]) == "True" else None
+    else:
+        return None
+    return (args[0], args[1]) if args is not None and isinstance(args[0], cst.Name) else None
+
+
+def _tensor_names(statements: list[cst.BaseStatement], known: set[str], bound: Bindings) -> set[str]:
+    """``known`` (tensors by the formula's data flow, and the tangents) and the names bound once
+    to a tensor: a ``sum_to``, an expand, or ``+ - * /`` and negation of a tensor's name."""
+    found = set(known)
+    values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
+    while True:
+        more = set()
+        for name, value in values.items():
+            operands = (value.left, value.right) if isinstance(value, cst.BinaryOperation) and isinstance(
+                value.operator, _BROADCASTING_OPERATORS) else (value.expression,) if isinstance(
+                value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus) else ()
+            if name not in found and (_call_name(value) == "sum_to" or _expansion(value) is not None or any(
+                    isinstance(o, cst.Name) and o.value in found for o in operands)):
+                more.add(name)
+        if not more:
+            return found
+        found |= more
+
+
+def broadcast_in_operators(statements: list[cst.BaseStatement], tensors: set[str]) -> list[cst.BaseStatement]:
+    """``t = at.expand(x, s)`` (or ``sum_backward(x, s, dims, True)``) read once, as ``t OP y`` or
+    ``y OP t`` (``OP`` one of ``+ - * /``, ``y`` a tensor's name; ``t``, ``x``, ``y`` and the names of
+    ``s`` bound once, outside loops) -> ``x OP y`` when ``broadcast_sizes(x.sizes(), y.sizes()) ==
+    s`` and ``x`` has ``len(s)`` dims or ``y``'s dtype (checked at run time), ``at.expand(x, s) OP
+    y`` as before otherwise: the operator broadcasts ``x`` to ``s`` itself, each element the same,
+    and the dtype is the same (a 0-d ``x`` of another dtype would promote as a number). The
+    expand, then unread, is not made."""
+    bound = bindings(statements)
+    reads = Counter(n.value for n in _nodes(cst.Module(body=statements)) if isinstance(n, cst.Name))
+    expansions = {name: (found, value) for name, value in _top_assignments(statements).items()
+                  if bound.stable(name) and reads[name] == 2 and (found := _expansion(value)) is not None
+                  and all(bound.stable(n) for n in _names(value))}
+    if not expansions:
+        return statements
+    known = _tensor_names(statements, tensors, bound)
+
+    class Unexpand(cst.CSTTransformer):
+        def leave_BinaryOperation(self, original: cst.BinaryOperation,
+                                  updated: cst.BinaryOperation) -> cst.BaseExpression:
+            if not isinstance(updated.operator, _BROADCASTING_OPERATORS) or updated.lpar:
+                return updated
+            for mine, other in ((updated.left, updated.right), (updated.right, updated.left)):
+                if not (isinstance(mine, cst.Name) and mine.value in expansions and isinstance(other, cst.Name)
+                        and other.value in known and bound.stable(other.value) and other.value != mine.value):
+                    continue
+                (x, sizes), value = expansions[mine.value]
+                x, sizes, y = code(x), code(sizes), other.value
+                fused = updated.with_changes(**{"left" if mine is updated.left else "right": _expr(x)})
+                expanded = updated.with_changes(**{"left" if mine is updated.left else "right": value})
+                test = (f"({x}.dim() == len({sizes}) or {x}.scalar_type() == {y}.scalar_type()) "
+                        f"and broadcast_sizes({x}.sizes(), {y}.sizes()) == {sizes}")
+                return _expr(f"({code(fused)} if {test} else {code(expanded)})")
+            return updated
+
+    return list(cst.Module(body=statements).visit(Unexpand()).body)
+
+
+# ---- narrows that tile a tensor are its split ---------------------------------------------
+_NARROWING_LOOP = re.compile(
+    r"for (?P<i>\w+) in range\(len\((?P<s>\w+)\)\):\n"
+    r"    if (?P=s)\[(?P=i)\] < 0:\n"
+    r"        (?P<g>\w+)\.append\(at\.new_zeros\((?P<t>\w+), \[0\]\)\)\n"
+    r"    else:\n"
+    r"        (?P=g)\.append\(at\.narrow\((?P=t), (?P<d>\w+), (?P<o>\w+), (?P=s)\[(?P=i)\]\)\)\n"
+    r"        (?P=o) = (?P=o) \+ (?P=s)\[(?P=i)\]\n")
+
+
+def split_narrowing_loops(statements: list[cst.BaseStatement], taken: set[str]) -> list[cst.BaseStatement]:
+    """In every block: ``g = []``, ``o = 0``, then ``for i in range(len(s)):`` appending to ``g``
+    ``at.new_zeros(t, [0])`` where ``s[i] < 0``, else ``at.narrow(t, d, o, s[i])`` and adding
+    ``s[i]`` to ``o`` (``cat``'s backward as the derivation inlines it; ``g``, ``s``, ``t``, ``d``
+    bound once, ``o`` read nowhere else) -> ``g = at.split_with_sizes(t, s, d)`` when ``s`` is not
+    empty, has no entry below 0 and adds up to ``t.size(d)`` (checked at run time), the loop as
+    before otherwise: the parts are then the same views of ``t``, one operator for one per part."""
+    bound = bindings(statements)
+    reads = Counter(n.value for n in _nodes(cst.Module(body=statements)) if isinstance(n, cst.Name))
+
+    def rewrite(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        result = [_in_blocks(s, rewrite) for s in block]
+        index = 2
+        while index < len(result):
+            found = _NARROWING_LOOP.fullmatch(code(result[index])) if isinstance(result[index], cst.For) else None
+            starts = (_assignment(result[index - 2]), _assignment(result[index - 1]))
+            if (found is None or starts[0] is None or starts[1] is None
+                    or (starts[0][0], code(starts[0][1])) != (found["g"], "[]")
+                    or (starts[1][0], code(starts[1][1])) != (found["o"], "0")
+                    or not all(bound.stable(found[k]) for k in "gstd")
+                    or bound.counts[found["o"]] != 2 or reads[found["o"]] != 4):
+                index += 1
+                continue
+            tiled, total = (_fresh(f"{found['g']}_{kind}", taken) for kind in ("tiled", "total"))
+            i, sizes, t, d = found["i"], found["s"], found["t"], found["d"]
+            check = cst.parse_module(
+                f"{tiled} = len({sizes}) > 0\n{total} = 0\nfor {i} in range(len({sizes})):\n"
+                f"    {tiled} = {tiled} and {sizes}[{i}] >= 0\n    {total} = {total} + {sizes}[{i}]\n").body
+            choice = cst.parse_statement(f"if {tiled} and {total} == {t}.size({d}):\n"
+                                         f"    {found['g']} = at.split_with_sizes({t}, {sizes}, {d})\nelse:\n    pass\n")
+            choice = choice.with_changes(orelse=choice.orelse.with_changes(
+                body=choice.orelse.body.with_changes(body=result[index - 2:index + 1])))
+            result[index - 2:index + 1] = [*check, choice.with_changes(leading_lines=result[index - 2].leading_lines)]
+            index += len(check) + 1
+        return result
+
+    return rewrite(statements)
+
+
+# ---- calls a loop makes again --------------------------------------------------------------
+def _unconditional_calls(node: cst.CSTNode):
+    """The calls ``node`` always evaluates (none under an ``if``-expression or ``and``/``or``)."""
+    if isinstance(node, (cst.IfExp, cst.BooleanOperation)):
+        return
+    if isinstance(node, cst.Call):
+        yield node
+    for child in node.children:
+        yield from _unconditional_calls(child)
+
+
+def _lists_written(node: cst.CSTNode) -> set[str]:
+    """The lists ``node`` appends to or writes an entry of."""
+    found = {n.value for n in _nodes(node) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+             and n.func.attr.value == "append" and isinstance(n.func.value, cst.Name) for n in [n.func.value]}
+    return found | {t.target.value.value for t in _nodes(node) if isinstance(t, cst.AssignTarget)
+                    and isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name)}
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, text: str, name: str) -> None:
+        self.text, self.name = text, name
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        return cst.Name(self.name) if code(original) == self.text else updated
+
+
+def share_calls_repeated_in_loops(statements: list[cst.BaseStatement], taken: set[str]) -> list[cst.BaseStatement]:
+    """In every block: ``a = F(E)`` (``E`` a call ``F`` always evaluates) then a ``for`` loop reading
+    ``E`` again (every name of ``E`` bound once, outside loops, and no list of them appended to
+    from ``a``'s statement to the loop's end) -> ``e = E``, ``a = F(e)`` and the loop reading ``e``:
+    ``E`` has the same value at each, so it is computed once, not on every pass of the loop."""
+    bound = bindings(statements)
+
+    def rewrite(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        result = [_in_blocks(s, rewrite) for s in block]
+        index = 0
+        while index < len(result):
+            loop = result[index]
+            if not isinstance(loop, cst.For):
+                index += 1
+                continue
+            in_loop = {code(n) for n in _nodes(loop.body) if isinstance(n, cst.Call)}
+            for k in range(index):
+                assigned = _assignment(result[k])
+                if assigned is None:
+                    continue
+                changed = set().union(*(_lists_written(s) for s in result[k:index + 1]))
+                shared = sorted((c for c in {code(n): n for n in _unconditional_calls(assigned[1])}.items()
+                                 if c[0] in in_loop and not (_names(c[1]) & changed) and assigned[0] not in _names(c[1])
+                                 and all(bound.stable(n) for n in _names(c[1]))), key=lambda c: -len(c[0]))
+                if not shared:
+                    continue
+                text = shared[0][0]
+                name = _fresh(f"{assigned[0]}_part", taken)
+                replace = _Replace(text, name)
+                result[k:index + 1] = [_stmt(f"{name} = {text}"), *(s.visit(replace) for s in result[k:index + 1])]
+                index += 1
+                break
+            else:
+                index += 1
+        return result
+
+    return rewrite(statements)
+
+
+def _fresh(stem: str, taken: set[str]) -> str:
+    suffix = 0
+    while f"{stem}{suffix or ''}" in taken:
+        suffix += 1
+    taken.add(f"{stem}{suffix or ''}")
+    return f"{stem}{suffix or ''}"
+
+
 # ---- values read only in branches --------------------------------------------------------
 def _sinks_further(branch: cst.If, name: str) -> bool:
     """Whether a branch of ``branch`` reads ``name`` only in the branches of one ``if`` (not its
@@ -2238,9 +2446,11 @@ def read_forward_values(jvp: cst.FunctionDef, values: dict[str, str]) -> cst.Fun
     return jvp.with_changes(body=jvp.body.with_changes(body=statements))
 
 
-def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
-    """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring."""
+def simplify(jvp: cst.FunctionDef, tensors: frozenset[str] = frozenset()) -> cst.FunctionDef:
+    """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring;
+    ``tensors``: names the formula binds to tensors (the tangents are too)."""
     parameters = {p.name.value for p in jvp.params.params}
+    tensors = set(tensors) | parameters
     taken = _names(jvp) | parameters
     statements = list(jvp.body.body)
     statements = fold_literals(statements)
@@ -2274,11 +2484,14 @@ def simplify(jvp: cst.FunctionDef) -> cst.FunctionDef:
     statements = fuse_where_terms(statements)
     statements = fuse_sums_to(statements)
     statements = subtract_negated_terms(statements)
+    statements = read_sources_whole(read_first_entries(statements, parameters), parameters)
+    statements = broadcast_in_operators(statements, tensors)
+    statements = split_narrowing_loops(statements, taken)
+    statements = share_calls_repeated_in_loops(statements, taken)
     statements = conjugate_through_helpers(statements)
     statements, _ = _live_only(statements, set(), private_lists(statements))
     statements = conjugate_real_only(statements, taken)
     statements = skip_reshapes_to_own_sizes(statements)
-    statements = read_sources_whole(read_first_entries(statements, parameters), parameters)
     statements, _ = _live_only(statements, set(), private_lists(statements))
     while (dropped := drop_unread_lists(statements)) is not statements:
         statements, _ = _live_only(dropped, set(), private_lists(dropped))

@@ -528,15 +528,56 @@ WRITES = """
 
 def test_a_write_into_zeros_added_to_zeros_at_its_place_writes_there_and_elsewhere_stays():
     simplified = _simplified(WRITES.replace("other_index", "index"))
-    assert "d_grad = at.scatter_add(t_7, dim, index, src_t)" in simplified
-    assert "scatter_add" not in _simplified(WRITES)       # zeros at another place: two terms
+    # added into self_t cleared at the place: written there (write_over_cleared_places)
+    assert "d_grad = at.scatter(self_t, dim, index, src_t)" in simplified
+    assert "d_grad = t_6 + t_7" in _simplified(WRITES)       # zeros at another place: two terms
     rng = np.random.default_rng(0)
-    index = engine.Tensor(np.array([[0, 1], [2, 0], [1, 1]]))     # a repeated index adds
+    index = engine.Tensor(np.array([[0, 1], [2, 0], [1, 3]]))     # distinct along dim 1
     x, tx = (engine.Tensor(rng.standard_normal((3, 4))) for _ in range(2))
     tsrc = engine.Tensor(rng.standard_normal((3, 2)))
     values = {"result": x, "dim": 1, "index": index, "other_index": index}
     np.testing.assert_array_equal(_run(simplified, **values)(tx, tsrc).numpy(),
                                   _run(textwrap.dedent(WRITES), **values)(tx, tsrc).numpy())
+
+
+CLEARED = """
+    def jvp(self_t, src_t):
+        t_7 = at.scatter(self_t, dim, index, 0)
+        if t_7.sizes() == result.sizes():
+            d_grad = at.scatter_add(t_7, dim, index, src_t)
+        else:
+            d_grad = t_7
+        grad_self_33 = at.index_put(self_t, indices, at.new_zeros(self_t, []), False)
+        d_values = at.index_put(grad_self_33, indices, src_t, True)
+        return d_grad + d_values
+    """
+
+
+def test_an_addition_into_a_place_just_cleared_is_a_write_there():
+    simplified = _simplified(CLEARED)
+    assert "if self_t.sizes() == result.sizes():" in simplified
+    assert "d_grad = at.scatter(self_t, dim, index, src_t)" in simplified
+    assert "d_values = at.index_put(self_t, indices, src_t, False)" in simplified
+    assert "grad_self_33" not in simplified and simplified.index("t_7 = at.scatter") > simplified.index("else:")
+    for stays in (("index, 0)", "index, 1)"),                  # not cleared: a 1 written there
+                  ("at.scatter_add(t_7, dim, index", "at.scatter_add(t_7, dim, other"),     # another place
+                  ("d_values = at.index_put(grad_self_33, indices", "d_values = at.index_put(grad_self_33, other"),
+                  ("at.new_zeros(self_t, [])", "at.new_zeros(self_t, [1])")):      # not a 0-d zero
+        assert stays[1] in _simplified(CLEARED.replace(*stays))
+    rng = np.random.default_rng(4)
+    tx, tsrc = (engine.Tensor(rng.standard_normal((3, 3))) for _ in range(2))
+    for index, rows, repeated in (([[0, 1, 2], [2, 0, 1], [1, 2, 0]], [2, 0, 1], False),
+                                  ([[0, 0, 2], [2, 0, 2], [1, 1, 1]], [2, 0, 2], True)):
+        values = {"result": tx, "dim": 1, "index": engine.Tensor(np.array(index)),
+                  "indices": [engine.Tensor(np.array(rows))]}
+        found = _run(simplified, **values)(tx, tsrc).numpy()
+        # the operators' own jvps: scatter.src's and index_put(accumulate=False)'s, one write each
+        written = (at.scatter(tx, 1, values["index"], tsrc) + at.index_put(tx, values["indices"], tsrc, False)).numpy()
+        np.testing.assert_array_equal(found, written)
+        transposed = _run(textwrap.dedent(CLEARED), **values)(tx, tsrc).numpy()
+        # distinct indices: the sums the transposition wrote, the same values; repeated: each
+        # position gets one of the values aimed at it (the operators' own derivative), not their sum
+        assert np.array_equal(found, transposed) != repeated
 
 
 SELECTS = """
@@ -588,8 +629,8 @@ def test_index_put_into_a_tensor_zero_at_the_indices_broadcasts_the_values_itsel
     source = INDEX_PUT.replace("at.new_zeros(result, result.sizes())", indexed)
     simplified = _simplified(source)
     assert "at.new_zeros(values_t, [])" in simplified       # the zeros take the values' dtype unbroadcast
-    assert "d_grad = at.index_put(grad_self_33, indices, values_t, True)" in simplified
-    assert "at.index_put(grad_self_33, indices, values_t" not in _simplified(
+    assert "d_grad = at.index_put(self_t, indices, values_t, False)" in simplified     # written over the clearing
+    assert "at.index_put(self_t, indices, values_t" not in _simplified(
         INDEX_PUT.replace("at.index(at.new_zeros(result, result.sizes()), indices)",
                           "at.index(at.new_zeros(result, result.sizes()), other)"))
     rng = np.random.default_rng(2)

@@ -71,6 +71,12 @@ jvp returns the same:
   scatter of zeros; a view's normalized dim and index name the place the raw ones do) is the
   source written into ``b`` (into ``y`` for a view's scatter) when the sizes agree (checked at run
   time), ``a + b`` otherwise.
+- **Writes over cleared places.** ``at.scatter_add(c, d, i, s)`` with ``c = at.scatter(x, d, i,
+  0)``, ``at.index_put(c, i, v, True)`` with ``c = at.index_put(x, i, <a 0-d zero>, False)`` (the
+  same place) is ``at.scatter(x, d, i, s)``, ``at.index_put(x, i, v, False)``, and ``c.sizes()`` is
+  ``x.sizes()``: the same values where the place's indices are distinct; where they repeat, the
+  operator whose backward transposes to the sum writes one of the values (torch's backward gives
+  each of them the place's gradient), and the write is its derivative, as its own jvp computes.
 - **Values index_put broadcasts.** ``at.index_put(x, i, w, a)`` with ``w`` the values broadcast
   to ``list(at.index(z, i).sizes())`` of a zero ``z`` (or any tensor ``z``) reads the values as
   they are when ``x`` has ``z``'s sizes (checked at run time): the zero indexed only for its sizes
@@ -1854,6 +1860,57 @@ def fuse_complementary_writes(statements: list[cst.BaseStatement]) -> list[cst.B
     return fuse(statements)
 
 
+# ---- writes over cleared places ------------------------------------------------------------
+#: An operator adding its source into a tensor at a place -> the one writing it there instead,
+#: the number of arguments both take, and the ``ClearTerm`` kind that zeroes that place.
+_ADDING_WRITES = {"scatter_add": ("scatter", 4, "scatter"), "index_put": ("index_put", 4, "index_put")}
+
+
+def write_over_cleared_places(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``at.scatter_add(c, d, i, s)`` where ``c = at.scatter(x, d, i, 0)``, and ``at.index_put(c, i,
+    v, True)`` where ``c = at.index_put(x, i, <a 0-d zero>, False)`` (``c`` and ``x`` names bound
+    once, ``c``'s place the same code) -> ``at.scatter(x, d, i, s)``, ``at.index_put(x, i, v,
+    False)``; ``c.sizes()`` is ``x.sizes()`` (the clearing keeps ``x``'s sizes). Transposition
+    writes the first form for an operator that overwrites ``x`` at a place with a source (its
+    backward clears the gradient there and reads it back for the source): where the place's
+    indices are distinct, adding into zeros puts the source there, the same values; where they
+    repeat, the operator writes one of the values aimed at a position (torch: which one is
+    unspecified) while its backward (torch's) gives each of them that position's gradient, whose
+    transpose is their sum: the write is then the operator's derivative, as its own jvp and
+    torch's forward AD compute it. The clearing, then maybe unread, goes with the dead
+    assignments."""
+    bound = bindings(statements)
+    values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
+    cleared: dict[str, ClearTerm] = {}
+    for name, value in values.items():
+        clear = _clear_term(value, values)
+        if clear is not None and clear.kind in ("scatter", "index_put") and isinstance(clear.kept, cst.Name) \
+                and bound.stable(clear.kept.value) and all(bound.stable(n) for n in _names(value)):
+            cleared[name] = clear
+
+    class Write(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            name = _call_name(updated)
+            owner = _sizes_owner(updated)
+            if owner in cleared:
+                return _expr(f"{cleared[owner].kept.value}.sizes()")
+            if name not in _ADDING_WRITES or not isinstance(updated.func, cst.Attribute):
+                return updated
+            writer, count, kind = _ADDING_WRITES[name]
+            args = _plain_args(updated, count)
+            if args is None or not isinstance(args[0], cst.Name) or args[0].value not in cleared \
+                    or (name == "index_put" and code(args[3]) != "True"):
+                return updated
+            clear = cleared[args[0].value]
+            place = args[1:3] if kind == "scatter" else args[1:2]
+            if clear.kind != kind or [code(p) for p in place] != [code(p) for p in clear.place]:
+                return updated
+            tail = ", False" if kind == "index_put" else ""
+            return _expr(f"at.{writer}({clear.kept.value}, {', '.join(code(a) for a in args[1:len(place) + 2])}{tail})")
+
+    return list(cst.Module(body=statements).visit(Write()).body)
+
+
 # ---- values index_put broadcasts ----------------------------------------------------------
 def _broadcast_of(value: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:
     """``(x, b)`` of ``x if x.sizes() == b else at.expand(x, b)`` (``x`` a name)."""
@@ -2475,6 +2532,7 @@ def simplify(jvp: cst.FunctionDef, tensors: frozenset[str] = frozenset()) -> cst
     statements = sink_into_branches(statements, taken)
     statements = fuse_complementary_writes(statements)
     statements = keep_index_put_broadcasts(statements)
+    statements = write_over_cleared_places(statements)
     statements = skip_overwritten_fills(statements)
     statements = skip_empty_padding(statements)
     statements = zeros_of_unbroadcast(statements)

@@ -2,6 +2,7 @@
 ``index.Tensor``, ``index_put``."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -16,10 +17,24 @@ def _fit_to(array: np.ndarray, shape: tuple[int, ...], dim: int) -> np.ndarray:
     return array[tuple(slice(None) if d == dim else slice(0, s) for d, s in enumerate(shape))]
 
 
+#: A signed integer dtype's item size -> the unsigned dtype of that size (two's complement: a
+#: negative entry read as it is the unsigned integer 2**bits + entry).
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+#: Up to this many entries, Python's ``max`` of their list is cheaper than NumPy's reduction.
+_FEW = 32
+
+
 def _first_out_of_bounds(index: np.ndarray, size: int) -> int | None:
     """The first entry of ``index`` outside ``[0, size)``, else None. torch's gather, scatter,
     index_add and index_copy refuse negative indices (no wrapping); index_fill wraps them."""
-    if not index.size or (index.min() >= 0 and index.max() < size):     # two reductions, no mask: the common case
+    if not index.size:
+        return None
+    unsigned = _UNSIGNED.get(index.dtype.itemsize) if index.dtype.kind == "i" and index.dtype.isnative else None
+    if unsigned is not None:        # one maximum: a negative entry read unsigned is above any size
+        entries = index.view(unsigned)
+        if (max(entries.ravel().tolist()) if index.size <= _FEW else entries.max()) < size:
+            return None
+    elif index.min() >= 0 and index.max() < size:     # two reductions, no mask: the common case
         return None
     bad = (index < 0) | (index >= size)
     return int(index[bad].flat[0])
@@ -35,14 +50,25 @@ def _check_index(index: np.ndarray, size: int, dim: int) -> None:
 def _scatter_coordinates(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
     """The NumPy key of the positions ``index`` names along ``dim``: an open grid (the key's arrays
     broadcast to ``index``'s shape when indexing, in the same C order as broadcast copies)."""
-    grid = list(np.indices(index.shape, sparse=True))
+    grid = list(_open_grid(index.shape))
     grid[dim] = index
+    return tuple(grid)
+
+
+@functools.lru_cache(maxsize=256)
+def _open_grid(shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """``np.indices(shape, sparse=True)``, made once per shape (read-only: shared by the calls)."""
+    grid = np.indices(shape, sparse=True)
+    for axis in grid:
+        axis.flags.writeable = False
     return tuple(grid)
 
 
 def _scattered(src: np.ndarray, index: np.ndarray) -> np.ndarray:
     """The elements of ``src`` that scatter / scatter_add write: its leading ``index.shape`` block
     (torch reads ``src`` at index's positions, so ``src`` may be larger in any dimension)."""
+    if src.shape == index.shape:
+        return src
     return src[tuple(slice(0, s) for s in index.shape)]
 
 

@@ -91,6 +91,7 @@ def removed(out: Path) -> None:
 
 
 _DERIVATIVE = re.compile(r'(@derivative\(\s*")([A-Za-z_]\w*)')
+_DECLARED = re.compile(r'(@(?:derivative|family_member)\(\s*")([A-Za-z_]\w*)')    # a family's members too
 _TOP_DEF = re.compile(r"^def ([A-Za-z_]\w*)\(", re.M)
 
 
@@ -102,7 +103,7 @@ def replicate(corpus: Path, factor: int, into: Path) -> Path:
             text = module.read_text()
             if not _DERIVATIVE.search(text):
                 continue
-            text = _DERIVATIVE.sub(lambda m: f"{m[1]}{m[2]}_c{copy}", text)
+            text = _DECLARED.sub(lambda m: f"{m[1]}{m[2]}_c{copy}", text)
             text = _TOP_DEF.sub(lambda m: f"def {m[1]}_c{copy}(", text)
             (into / f"{module.stem}_c{copy}.py").write_text(text)
     return into

@@ -17,14 +17,15 @@ Layers, top to bottom:
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 from formulas.dsl import LIBRARY, DeclaredFormula, Registry, declared as declared_formula, source_stamp
 from reference_engine import forward_mode
 from reference_engine.dtypes import DType
-from reference_engine.formula_node import formula_recorder
+from reference_engine.formula_node import formula_recorder, own_code
 from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import DEFAULT_KEYWORD_KERNELS, KERNELS
 from reference_engine.overload import Overload
@@ -69,7 +70,7 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             out = kernel(a._value)
             return wrap(out if type(out) is ndarray else asarray(out))
         run_unary.direct_kernel = kernel     # OperatorPacket's entry point inlines this runner
-        return run_unary
+        return own_code(run_unary)
     # Operands of one dtype: NumPy's result type is torch's, and a promoting kernel's bare ufunc
     # (``same_dtype``) runs; mixed dtypes go through the kernel, which applies torch's rules.
     same_dtype = getattr(kernel, "same_dtype", kernel)
@@ -82,17 +83,17 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
             return wrap(out if type(out) is ndarray else asarray(out))
         run_binary.direct_kernel = same_dtype
         run_binary.mixed_kernel = kernel
-        return run_binary
+        return own_code(run_binary)
     if unwrap[:2] == (True, True) and not any(unwrap[2:]) and simple:
         def run_binary_and_values(a, b, *values):       # values: non-tensor arguments (``alpha``)
             out = kernel(a._value, b._value, *values, *tail)
             return wrap(out if type(out) is ndarray else asarray(out))
-        return run_binary_and_values
+        return own_code(run_binary_and_values)
     if unwrap == (True, False) and simple:
         def run_tensor_other(a, b):
             out = kernel(a._value, b, *tail)
             return wrap(out if type(out) is ndarray else asarray(out))
-        return run_tensor_other
+        return own_code(run_tensor_other)
 
     def run_any(*args):
         out = kernel(*[a._value if u else a for a, u in zip(args, unwrap)], *tail)
@@ -100,7 +101,7 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
         if overload.is_view and unwrap[0] and np.may_share_memory(result._data, args[0]._data):
             make_view(result, args[0], overload, (*args[1:], *tail))
         return result
-    return run_any
+    return own_code(run_any)
 
 
 def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
@@ -138,10 +139,13 @@ def _formula_runner(overload: Overload, arg_types: tuple[type, ...],
     return formula_recorder(overload, kernel_runner, len(arg_types), dict(zip(overload.keyword_only[1], tail)))
 
 
-class CacheEntry(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
     """A resolved call signature of an :class:`OperatorPacket`. A runner is None where the
     call needs general binding; runners take the positional arguments, then the keyword
-    values (in schema order)."""
+    values (in schema order). A dataclass with slots, not a NamedTuple: every operator call
+    reads two or three fields, and CPython reads a slot fast where it unpacks or reads a
+    NamedTuple (a tuple subclass) through its generic paths."""
 
     overload: Overload
     unrecorded: Callable[..., Any] | None       # the runner with grad mode off
@@ -178,7 +182,7 @@ def _level_entry(cache: dict[tuple, CacheEntry], key: tuple, plain: CacheEntry, 
             elif not state.suspended:       # the level's own call: its operands may be duals
                 return _run_general(overload, args[:first], dict(zip(keywords, args[first:])))
             return runner(*args)
-        return run
+        return own_code(run)
 
     entry = CacheEntry(overload, behind_the_test(plain.unrecorded), behind_the_test(plain.recording), None, None)
     return entry
@@ -247,33 +251,33 @@ class OperatorPacket:
                 a, b = args
                 entry = cache.get((type(a), type(b)))
                 if entry is not None:
-                    _, unrecorded, recording, kernel, mixed_kernel = entry
                     if mode.enabled:
-                        run = recording
-                    elif kernel is not None:      # run_binary, inlined
-                        out = (kernel if a._data.dtype is b._data.dtype else mixed_kernel)(a._value, b._value)
+                        run = entry.recording
+                    elif entry.kernel is not None:      # run_binary, inlined
+                        kernel = entry.kernel if a._data.dtype is b._data.dtype else entry.mixed_kernel
+                        out = kernel(a._value, b._value)
                         return wrap(out if type(out) is ndarray else asarray(out))
                     else:
-                        run = unrecorded
+                        run = entry.unrecorded
                     if run is not None:
                         return run(a, b)
                 return call(args, {})
             entry = cache.get((type(args[0]),) if n == 1 else tuple(map(type, args)))
             if entry is not None:
-                _, unrecorded, recording, kernel, _ = entry
                 if mode.enabled:
-                    run = recording
-                elif kernel is not None:      # run_unary, inlined (n == 1: only it and run_binary are direct)
+                    run = entry.recording
+                elif entry.kernel is not None:      # run_unary, inlined (n == 1: only it and run_binary are direct)
+                    kernel = entry.kernel
                     out = kernel(args[0]._value)
                     return wrap(out if type(out) is ndarray else asarray(out))
                 else:
-                    run = unrecorded
+                    run = entry.unrecorded
                 if run is not None:
                     return run(*args)
             return call(args, {})
 
         op.__name__ = op.__qualname__ = self.name
-        return op
+        return own_code(op)
 
     def _unary_entry_point(self) -> Callable[..., Any]:
         """``op(a)``: :meth:`_entry_point` for operators whose every overload takes one tensor and
@@ -286,19 +290,22 @@ class OperatorPacket:
         def op(a: Any) -> Any:
             entry = cache.get((type(a),))
             if entry is not None:
-                _, unrecorded, recording, kernel, _ = entry
                 if mode.enabled:
-                    if recording is not None:
-                        return recording(a)
-                elif kernel is not None:      # run_unary, inlined
+                    run = entry.recording
+                    if run is not None:
+                        return run(a)
+                elif entry.kernel is not None:      # run_unary, inlined
+                    kernel = entry.kernel
                     out = kernel(a._value)
                     return wrap(out if type(out) is ndarray else asarray(out))
-                elif unrecorded is not None:
-                    return unrecorded(a)
+                else:
+                    run = entry.unrecorded
+                    if run is not None:
+                        return run(a)
             return call((a,), {})
 
         op.__name__ = op.__qualname__ = self.name
-        return op
+        return own_code(op)
 
     def _binary_entry_point(self) -> Callable[..., Any]:
         """``binary(a, b)``: :meth:`_entry_point` for a call with exactly two arguments."""
@@ -308,15 +315,18 @@ class OperatorPacket:
         def binary(a: Any, b: Any) -> Any:
             entry = cache.get((type(a), type(b)))
             if entry is not None:
-                _, unrecorded, recording, kernel, mixed_kernel = entry
                 if mode.enabled:
-                    if recording is not None:
-                        return recording(a, b)
-                elif kernel is not None:      # run_binary, inlined
-                    out = (kernel if a._data.dtype is b._data.dtype else mixed_kernel)(a._value, b._value)
+                    run = entry.recording
+                    if run is not None:
+                        return run(a, b)
+                elif entry.kernel is not None:      # run_binary, inlined
+                    kernel = entry.kernel if a._data.dtype is b._data.dtype else entry.mixed_kernel
+                    out = kernel(a._value, b._value)
                     return wrap(out if type(out) is ndarray else asarray(out))
-                elif unrecorded is not None:
-                    return unrecorded(a, b)
+                else:
+                    run = entry.unrecorded
+                    if run is not None:
+                        return run(a, b)
             if type(b) is np.ndarray:       # ``t + array``: the array is a tensor, as in torch
                 b = Tensor(b)
             elif isinstance(b, np.generic):     # ``t * np.float64(2)``: a Python number (weak dtype)
@@ -324,7 +334,7 @@ class OperatorPacket:
             return call((a, b), {})
 
         binary.__name__ = binary.__qualname__ = self.name
-        return binary
+        return own_code(binary)
 
     def _keyword_defaults(self) -> dict[str, Any]:
         """Keyword-only arguments (of some overload) that every overload has, keyword-only or

@@ -120,7 +120,7 @@ class FormulaNode(Node):
         "edge_output_nrs": "output_nrs",
         "input_meta": "input_meta",
         "num_outputs": "num_outputs",
-        "seq": "tick()",
+        "seq": "next(ticks)",
         "overload": "overload",
         "backward_fn": "backward",
         "takes_mask": "plan.takes_mask",
@@ -256,10 +256,22 @@ class ListOutputNode(FormulaNode):
 _COMPILED: dict[str, CodeType] = {}     # generated source -> its code, compiled once
 
 
+def own_code(fn: FunctionType) -> FunctionType:
+    """``fn``, given a code object of its own (an equal copy). CPython (3.11+) specializes the
+    instructions of a code object for what they meet: a global read for one globals dict, a call
+    for one callee. Functions made from one ``def`` share its code object, so where they read
+    other globals or call other functions (the recorders of one call shape, one operator's entry
+    point and another's) each undoes the other's specialization and those instructions stay
+    generic: every hot function made per operator or call shape gets its own code (see the
+    README's Performance section for what it saves)."""
+    fn.__code__ = fn.__code__.replace()
+    return fn
+
+
 def generated_function(source: str, namespace: dict[str, Any]) -> Callable[..., Any]:
     """The function that ``source`` defines, with ``namespace`` as its globals. Each distinct
     source is compiled once, its lines kept in :mod:`linecache` so that tracebacks and
-    debuggers show them."""
+    debuggers show them; each function made from it has its own code object (:func:`own_code`)."""
     code = _COMPILED.get(source)
     if code is None:
         filename = f"<generated {len(_COMPILED)}: {source.split('(', 1)[0].removeprefix('def ')}>"
@@ -268,7 +280,7 @@ def generated_function(source: str, namespace: dict[str, Any]) -> Callable[..., 
     defined: dict[str, Any] = {}
     exec(code, namespace, defined)
     (fn,) = defined.values()
-    return fn
+    return own_code(fn)
 
 
 def _node_fields(indent: str) -> str:
@@ -277,7 +289,7 @@ def _node_fields(indent: str) -> str:
 
 FormulaNode.__init__ = generated_function(     # type: ignore[method-assign]
     "def __init__(node, overload, backward, targets, output_nrs, input_meta, needs_input_grad, plan,\n"
-    "             num_outputs=1, list_lengths=None):\n" + _node_fields("    "), {"tick": ticks.__next__})
+    "             num_outputs=1, list_lengths=None):\n" + _node_fields("    "), {"ticks": ticks})
 
 
 def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
@@ -634,7 +646,7 @@ def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: in
                 mode.enabled = True
             result = record(overload, args + tuple(keywords.values()), out, backward)
             return mark_recorded(result) if overload.is_view else result
-        return record_general
+        return own_code(record_general)
 
     if not positions:       # nothing can require grad
         return kernel_runner
@@ -664,7 +676,7 @@ def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: in
         "overload": overload, "formula": overload.formula, "kernel_runner": kernel_runner, "keywords": keywords,
         "mode": grad_mode, "plans": overload.backward_plans, "backward_plan": backward_plan,
         "shared_inputs": _SHARED_INPUTS, "share_inputs": _share_inputs, "new": object.__new__,
-        "FormulaNode": FormulaNode, "tick": ticks.__next__, "num_outputs": 1, "list_lengths": None,
+        "FormulaNode": FormulaNode, "ticks": ticks, "num_outputs": 1, "list_lengths": None,
         "save": _save, "save_output": _save_output, "mark_recorded": mark_recorded, **{f"keyword_{name}": keywords[name] for name in keywords}})
 
 

@@ -1014,3 +1014,58 @@ def test_the_first_piece_of_cats_backward_read_as_a_masked_source_is_the_flat_ta
         got = _run(simplified, **values)(*tangents).numpy()
         np.testing.assert_array_equal(got, _run(textwrap.dedent(FIRST_PIECE), **values)(*tangents).numpy())
         assert got.dtype == dtype and got.shape == np.broadcast_shapes(sizes, mask_sizes)
+
+
+ABSORBED = """
+def jvp(self_t, other_t):
+    squared_radius = self * self + other * other
+    lin_3 = broadcast_sizes(result.sizes(), squared_radius.sizes())
+    factor_5 = at.eq(squared_radius, 0.0)
+    lin_4 = broadcast_sizes(broadcast_sizes(factor_5.sizes(), result.sizes()), lin_3)
+    lin_14 = broadcast_sizes(lin_4, other.sizes())
+    d_reduced_12 = self_t if self_t.sizes() == lin_14 else at.expand(self_t, lin_14)
+    grad_62 = sum_to(d_reduced_12 * other, lin_4)
+    zeros_70 = at.zeros_like(grad_62)
+    grad_66 = sum_to(at.where(factor_5, zeros_70, grad_62), lin_3)
+    return sum_to(grad_66 / squared_radius, result.sizes())
+"""
+
+
+def test_broadcast_sizes_absorb_what_they_hold_and_a_sum_to_what_a_tensor_broadcasts_is_the_tensor():
+    tensors = frozenset({"self", "other", "result"})
+    simplified = code(simplify(cst.parse_statement(ABSORBED), tensors))
+    assert "lin_4 = broadcast_sizes(factor_5.sizes(), result.sizes())" in simplified      # lin_3 held by the first
+    assert "lin_14" not in simplified and "at.expand(self_t, lin_4)" in simplified         # other's sizes: in lin_4
+    assert "grad_62 = d_reduced_12 * other" in simplified                                 # sizes lin_4 already
+    assert "grad_66 = at.where(factor_5, zeros_70, grad_62)" in simplified                # 1 where lin_3 is 1
+    assert "sum_to(grad_66 / squared_radius, result.sizes())" in simplified                # result's: not known
+    for change, kept_line in (
+            (("broadcast_sizes(broadcast_sizes(factor_5.sizes(), result.sizes()), lin_3)",     # the first holds less
+              "broadcast_sizes(result.sizes(), lin_3)"), "lin_4 = broadcast_sizes(result.sizes(), lin_3)"),
+            (("at.eq(squared_radius, 0.0)", "at.eq(squared_radius, other_t)"),                  # not a number
+             "lin_4 = broadcast_sizes(broadcast_sizes(factor_5.sizes(), result.sizes()), lin_3)"),
+            (("    return", "    lin_4.append(1)\n    return"), "lin_14 = broadcast_sizes(lin_4, other.sizes())")):
+        assert kept_line in code(simplify(cst.parse_statement(ABSORBED.replace(*change)), tensors)), change
+    assert "sum_to(at.where(" in code(simplify(cst.parse_statement(ABSORBED.replace(   # another tensor's sizes
+        "sum_to(at.where(factor_5, zeros_70, grad_62), lin_3)", "sum_to(at.where(factor_5, zeros_70, grad_62), s)")),
+        tensors))
+    expanded = ABSORBED.replace("self_t if self_t.sizes() == lin_14 else at.expand(self_t, lin_14)",
+                                "self_t if self_t.sizes() == [-1, 3] else at.expand(self_t, [-1, 3])")
+    assert "sum_to(d_reduced_12 * other" in code(simplify(cst.parse_statement(expanded), tensors))  # -1: kept size
+    rng = np.random.default_rng(25)
+    namespace = {"broadcast_sizes": broadcast_sizes, "sum_to": sum_to}
+    for self_sizes, other_sizes, result_sizes in (((2, 3), (3,), (2, 3)), ((1, 3), (4, 1), (4, 3)),
+                                                  ((3,), (2, 1, 3), (2, 1, 3)), ((), (), ()),
+                                                  ((2, 1), (1,), (3,)), ((1,), (2, 1), (5, 1, 1))):   # odd results too
+        values = {"self": engine.Tensor(rng.standard_normal(self_sizes).round()),
+                  "other": engine.Tensor(rng.standard_normal(other_sizes).round()),
+                  "result": engine.Tensor(rng.standard_normal(result_sizes)), **namespace}
+        tangents = (engine.Tensor(rng.standard_normal(self_sizes)), engine.Tensor(rng.standard_normal(other_sizes)))
+        outcomes = []
+        for source in (ABSORBED, simplified):
+            try:
+                got = _run(textwrap.dedent(source), **values)(*tangents).numpy()
+                outcomes.append((got.dtype, got.shape, got.tobytes()))
+            except RuntimeError as error:
+                outcomes.append(str(error))
+        assert outcomes[0] == outcomes[1], (self_sizes, other_sizes, result_sizes)

@@ -119,6 +119,10 @@ jvp returns the same:
   ``t.size(d)`` (checked at run time), the loop otherwise: the same views of ``t``, one operator.
 - **Reshapes to own sizes.** ``at.reshape(x, s)`` (``x`` a name, ``s`` plain sizes) is ``x`` when
   ``x`` has the sizes ``s`` (checked at run time): the reshape changes nothing.
+- **Absorbed broadcast sizes.** ``y = broadcast_sizes(A, B)`` is ``y = A`` when every size ``B``
+  broadcasts is one ``A`` broadcasts (through ``broadcast_sizes``, names bound once and sizes of
+  elementwise results); ``sum_to(x, s)`` is ``x`` when ``x``'s sizes and ``s`` broadcast the same
+  sizes (:func:`absorb_broadcast_sizes`).
 - **The forward's values** (:func:`read_forward_values`, after :func:`simplify`). A part of the
   jvp computing a tensor the forward binds once (``self / other`` where ``result = at.div(self,
   other)``, its names bound once, nothing written in place) reads the forward's name.
@@ -2142,6 +2146,128 @@ def skip_view_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.BaseSt
     return list(cst.Module(body=statements).visit(Skip()).body)
 
 
+# ---- broadcast sizes that absorb what they already hold ------------------------------------
+_SIZE_KEEPING = frozenset({"eq", "ne", "lt", "gt", "le", "ge", "zeros_like"})
+
+
+def _is_number(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
+def _size_atoms(node: cst.BaseExpression, values: dict[str, cst.BaseExpression], bound: Bindings,
+                tensors: set[str], depth: int = 32) -> frozenset[str] | None:
+    """The sizes ``A`` a list of sizes (``node``) is the broadcast of: its ``d``-th size (from
+    the right) is 1 exactly where every one of ``A`` has 1 there or no such dim, its length the
+    longest of ``A``'s. Through ``broadcast_sizes`` (whose result has that property whatever it
+    is given), names bound once, and the sizes of elementwise results (which have it: the
+    operation broadcast its operands); None where a name read is not bound once."""
+    if depth == 0 or any(not bound.stable(n) for n in _names(node)):
+        return None
+    if isinstance(node, cst.Name) and node.value in values:
+        return _size_atoms(values[node.value], values, bound, tensors, depth - 1)
+    if _call_name(node) == "broadcast_sizes" and isinstance(node.func, cst.Name) \
+            and (args := _plain_args(node, 2)) is not None:
+        parts = [_size_atoms(a, values, bound, tensors, depth - 1) for a in args]
+        return None if None in parts else parts[0] | parts[1]
+    owner = _sizes_owner(node)
+    if owner is not None and owner in values:
+        held = _tensor_atoms(values[owner], values, bound, tensors, depth - 1)
+        if held is not None:
+            return held
+    return frozenset({code(node)})
+
+
+def _tensor_atoms(value: cst.BaseExpression, values: dict[str, cst.BaseExpression], bound: Bindings,
+                  tensors: set[str], depth: int) -> frozenset[str] | None:
+    """``_size_atoms`` of the sizes of the tensor ``value`` computes: an elementwise ``+ - * /``,
+    negation, comparison with a number, ``zeros_like`` or ``where`` broadcasts its tensor
+    operands (numbers have no sizes), a broadcast to ``S`` has ``S``; None where not known."""
+    if depth == 0:
+        return None
+    if isinstance(value, cst.Name):
+        if not bound.stable(value.value):
+            return None
+        if value.value in values and (held := _tensor_atoms(values[value.value], values, bound, tensors, depth - 1)):
+            return held
+        return frozenset({f"{value.value}.sizes()"}) if value.value in tensors else None
+    if isinstance(value, cst.BinaryOperation) and isinstance(
+            value.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)):
+        operands = [value.left, value.right]
+    elif isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        operands = [value.expression]
+    elif _call_name(value) in _SIZE_KEEPING and isinstance(value.func, cst.Attribute) \
+            and (args := _plain_args(value, len(value.args))) and all(_is_number(a) for a in args[1:]):
+        operands = args[:1]
+    elif _call_name(value) == "where" and isinstance(value.func, cst.Attribute) \
+            and (args := _plain_args(value, 3)) is not None:
+        operands = args
+    elif (found := _broadcast_of(value)) is not None:     # ``S`` from sizes has no -1 (expand's "keep")
+        held = _size_atoms(cst.Name(found[1]), values, bound, tensors, depth - 1)
+        return held if held is not None and all(_sizes_owner(_expr(a)) for a in held) else None
+    else:
+        return None
+    parts = [_tensor_atoms(o, values, bound, tensors, depth - 1) for o in operands if not _is_number(o)]
+    return None if not parts or None in parts else frozenset().union(*parts)
+
+
+def absorb_broadcast_sizes(statements: list[cst.BaseStatement], tensors: set[str]) -> list[cst.BaseStatement]:
+    """At the top: ``y = broadcast_sizes(A, B)`` (``y`` bound once) where every size ``B``
+    broadcasts is one ``A`` does (``_size_atoms``) -> ``y = A``: where ``A`` has 1, so has
+    ``B``, so ``broadcast_sizes`` takes ``A`` there and everywhere else (``A`` is not longer
+    than ``B``), whatever the sizes (not only compatible ones); ``A`` a name changed nowhere.
+    Then ``sum_to(x, S)`` where the sizes of ``x`` and ``S`` broadcast the same sizes
+    (``_tensor_atoms``, ``_size_atoms``) -> ``x``: both have as many dims and 1 at the same
+    places, so ``sum_to`` reduces nothing and returns ``x`` itself. A list changed in place is
+    not bound once."""
+    bound = bindings(statements)
+    changed = {code(n.func.value) for s in statements for n in _nodes(s) if _list_method(n, _names(s))} | {
+        code(n.target.value) for s in statements for n in _nodes(s)
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign)) and isinstance(n.target, cst.Subscript)}
+    bound = Bindings(bound.counts + Counter({name: 2 for name in changed}), bound.in_loops)
+    values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
+    tensors = _tensor_names(statements, tensors, bound)
+    result = list(statements)
+    copies: dict[str, cst.Name] = {}
+    for index, statement in enumerate(result):
+        assigned = _assignment(statement)
+        if assigned is None or not bound.stable(assigned[0]) or _call_name(assigned[1]) != "broadcast_sizes" \
+                or not isinstance(assigned[1].func, cst.Name) or (args := _plain_args(assigned[1], 2)) is None:
+            continue
+        first = _size_atoms(args[0], values, bound, tensors)
+        second = _size_atoms(args[1], values, bound, tensors)
+        if first is None or second is None or not second <= first:
+            continue
+        if isinstance(args[0], cst.Name):       # a copy: its reads read ``A``
+            copies[assigned[0]] = copies.get(args[0].value, args[0])
+            result[index] = cst.SimpleStatementLine(body=[cst.Pass()])
+        else:
+            result[index] = _stmt(f"{assigned[0]} = {code(args[0])}").with_changes(leading_lines=statement.leading_lines)
+            values[assigned[0]] = args[0]
+    result = list(rename(cst.Module(body=[s for s in result if not (isinstance(s, cst.SimpleStatementLine) and isinstance(
+        s.body[0], cst.Pass))]), copies).body)
+    bound = bindings(result)
+    values = {name: value for name, value in _top_assignments(result).items() if bound.stable(name)}
+
+    class DropSums(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            if _call_name(updated) != "sum_to" or not isinstance(updated.func, cst.Name) \
+                    or (args := _plain_args(updated, 2)) is None:
+                return updated
+            held = _tensor_atoms(args[0], values, bound, tensors, 32)
+            if held is None or held != _size_atoms(args[1], values, bound, tensors):
+                return updated
+            return args[0]
+
+    dropped = []
+    for statement in result:        # in order: a value read later is the one without its sums
+        dropped.append(statement.visit(DropSums()))
+        if (assigned := _assignment(dropped[-1])) is not None and assigned[0] in values:
+            values[assigned[0]] = assigned[1]
+    return dropped
+
+
 # ---- a masked_scatter into zeros is masked_select_backward ---------------------------------
 def _resolved_node(node: cst.BaseExpression, values: dict[str, cst.BaseExpression],
                    depth: int = 4) -> cst.BaseExpression:
@@ -2549,6 +2675,7 @@ def simplify(jvp: cst.FunctionDef, tensors: frozenset[str] = frozenset()) -> cst
     statements = conjugate_through_helpers(statements)
     statements, _ = _live_only(statements, set(), private_lists(statements))
     statements = conjugate_real_only(statements, taken)
+    statements = absorb_broadcast_sizes(statements, tensors)
     statements = skip_reshapes_to_own_sizes(statements)
     statements, _ = _live_only(statements, set(), private_lists(statements))
     while (dropped := drop_unread_lists(statements)) is not statements:

@@ -180,6 +180,13 @@ class FunctionSchema:
         (a ``Tensor?[]`` index list is not one)."""
         return tuple(a for a in self.arguments if a.is_differentiable and not a.is_out)
 
+    def output_flags(self, output_differentiability: tuple[bool, ...] | None) -> tuple[bool, ...]:
+        """Whether each return is differentiable: ``output_differentiability`` as a formula
+        declares it, every return when it declares none (``@derivative``'s default)."""
+        if output_differentiability is not None:
+            return output_differentiability
+        return (True,) * len(self.returns)
+
     def argument(self, name: str) -> Argument:
         for arg in self.arguments:
             if arg.name == name:

@@ -357,7 +357,7 @@ class TorchFormula:
     @cached_property
     def output_flags(self) -> tuple[bool, ...]:
         """Differentiability of each schema output."""
-        return self.declared.output_differentiability or (True,) * len(self.schema.returns)
+        return self.schema.output_flags(self.declared.output_differentiability)
 
     @cached_property
     def view_of(self) -> int | None:

@@ -2348,7 +2348,6 @@ def scatter_into_zeros_as_select_backward(statements: list[cst.BaseStatement]) -
     return rewrite(statements)
 
 
-# ---- the entry point ---------------------------------------------------------------------
 # ---- reshapes to the sizes a value has -----------------------------------------------------
 def _plain_sizes(node: cst.BaseExpression) -> bool:
     """Sizes read twice at no cost and to one value: a name, ``n.sizes()``, or a list of names
@@ -2629,6 +2628,7 @@ def read_forward_values(jvp: cst.FunctionDef, values: dict[str, str]) -> cst.Fun
     return jvp.with_changes(body=jvp.body.with_changes(body=statements))
 
 
+# ---- the entry point ---------------------------------------------------------------------
 def simplify(jvp: cst.FunctionDef, tensors: frozenset[str] = frozenset()) -> cst.FunctionDef:
     """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring;
     ``tensors``: names the formula binds to tensors (the tangents are too)."""

@@ -164,10 +164,10 @@ def _facts_of_file(stamp: SourceStamp) -> tuple[tuple[str, str, FormulaFacts], .
 def _single(found: tuple[tuple[str, str, object], ...], function: str, op_name: str) -> Any:
     """The one entry of ``found`` (function name, op name, value) for ``function``: by its op name
     where the function is declared for several (a ``@family_member``); None when there is none."""
-    candidates = [entry for entry in found if entry[0] == function]
-    if len(candidates) > 1:
-        candidates = [entry for entry in candidates if entry[1] == op_name]
-    return candidates[0][2] if len(candidates) == 1 else None
+    values = [value for name, _, value in found if name == function]
+    if len(values) > 1:
+        values = [value for name, op, value in found if name == function and op == op_name]
+    return values[0] if len(values) == 1 else None
 
 
 def formula_model(declared: DeclaredFormula) -> Formula:

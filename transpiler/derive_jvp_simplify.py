@@ -172,6 +172,7 @@ def _bound_names(node: cst.CSTNode) -> list[str]:
 
 
 def bindings(statements: list[cst.BaseStatement]) -> Bindings:
+    """The :class:`Bindings` of ``statements``."""
     module = cst.Module(body=statements)
     in_loops = {name for n in _nodes(module) if isinstance(n, cst.For) for name in _bound_names(n)}
     return Bindings(Counter(_bound_names(module)), frozenset(in_loops))
@@ -279,6 +280,8 @@ class _LiteralFolder(cst.CSTTransformer):
 
 
 def fold_literals(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``maybe_multiply(x, 1)`` -> ``x``, ``negated(negated(p))`` -> ``p``, and the branch a literal
+    condition takes in place of the ``if``."""
     return list(cst.Module(body=statements).visit(_LiteralFolder()).body)
 
 
@@ -562,6 +565,7 @@ class _Crops(cst.CSTTransformer):
 
 
 def crop_pads(statements: list[cst.BaseStatement], taken: set[str]) -> list[cst.BaseStatement]:
+    """A pad by amounts that are none of them positive written as narrows (:class:`_Crops`)."""
     return list(cst.Module(body=statements).visit(_Crops(taken)).body)
 
 
@@ -2348,7 +2352,6 @@ def scatter_into_zeros_as_select_backward(statements: list[cst.BaseStatement]) -
     return rewrite(statements)
 
 
-# ---- the entry point ---------------------------------------------------------------------
 # ---- reshapes to the sizes a value has -----------------------------------------------------
 def _plain_sizes(node: cst.BaseExpression) -> bool:
     """Sizes read twice at no cost and to one value: a name, ``n.sizes()``, or a list of names
@@ -2629,6 +2632,7 @@ def read_forward_values(jvp: cst.FunctionDef, values: dict[str, str]) -> cst.Fun
     return jvp.with_changes(body=jvp.body.with_changes(body=statements))
 
 
+# ---- the entry point ---------------------------------------------------------------------
 def simplify(jvp: cst.FunctionDef, tensors: frozenset[str] = frozenset()) -> cst.FunctionDef:
     """``jvp`` (a derived ``def jvp(...)``) rewritten by the rules of the module docstring;
     ``tensors``: names the formula binds to tensors (the tangents are too)."""

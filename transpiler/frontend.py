@@ -423,7 +423,7 @@ class _ModuleReader:
             schema=schema,
             schema_node=next(a.value for a in decorator.decorator.args if a.keyword is None),
             output_differentiability=output_diff,
-            differentiable_outputs=tuple(i for i, flag in enumerate(output_flags(schema, output_diff)) if flag),
+            differentiable_outputs=tuple(i for i, flag in enumerate(schema.output_flags(output_diff)) if flag),
             params=params,
             differentiable_inputs=tuple(replace(a, name=python_name(a.name)) for a in schema.tensor_inputs),
             outputs=outputs,
@@ -681,14 +681,9 @@ def parameter_arguments(schema: FunctionSchema, params: tuple[str, ...]) -> dict
     return dict(zip(params, (a for a in schema.arguments if not a.is_out)))
 
 
-def output_flags(schema: FunctionSchema, output_diff: tuple[bool, ...] | None) -> tuple[bool, ...]:
-    """Whether each schema return is differentiable: ``output_differentiability``, all by default."""
-    return output_diff if output_diff is not None else (True,) * len(schema.returns)
-
-
 def differentiable_output_count(schema: FunctionSchema, output_diff: tuple[bool, ...] | None) -> int:
     """How many gradients a backward takes: tensor returns marked differentiable."""
-    flags = output_flags(schema, output_diff)
+    flags = schema.output_flags(output_diff)
     return sum(1 for ret, flag in zip(schema.returns, flags) if flag and is_tensor_like(ret.type))
 
 

@@ -9,14 +9,17 @@ import libcst as cst
 
 
 def code(node: cst.CSTNode) -> str:
+    """The source text of ``node``."""
     return cst.Module([]).code_for_node(node)
 
 
 def expression(text: str) -> cst.BaseExpression:
+    """``text`` parsed as one expression."""
     return cst.parse_expression(text)
 
 
 def statement(text: str) -> cst.BaseStatement:
+    """``text`` parsed as one statement."""
     return cst.parse_statement(text)
 
 
@@ -41,6 +44,7 @@ class _Renamer(cst.CSTTransformer):
 
 
 def rename(node: cst.CSTNode, names: Mapping[str, cst.BaseExpression]) -> cst.CSTNode:
+    """``node`` with each name of ``names`` replaced by its expression (parenthesised where needed)."""
     return node.visit(_Renamer(names)) if names else node
 
 
@@ -160,4 +164,5 @@ def _appended(small: cst.BaseSmallStatement) -> str | None:
 
 
 def names(node: cst.CSTNode) -> set[str]:
+    """The names ``node`` uses, attribute and keyword names left out."""
     return {n.value for n in nodes(node) if isinstance(n, cst.Name)}

@@ -202,6 +202,8 @@ class Formula:
 
 @dataclass(frozen=True)
 class HelperParam:
+    """One parameter of a ``@helper``: its name, annotation and default as written."""
+
     name: str
     annotation: str | None               # annotation source text (``Tensor``, ``list[int]``...)
     default: cst.BaseExpression | None

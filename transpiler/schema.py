@@ -38,6 +38,8 @@ class Annotation:
 
 @dataclass(frozen=True)
 class BaseType:
+    """A named type: ``Tensor``, ``int``, ``SymInt``, ``Scalar``, ``ScalarType``..."""
+
     name: str
 
     def __str__(self) -> str:
@@ -46,6 +48,8 @@ class BaseType:
 
 @dataclass(frozen=True)
 class OptionalType:
+    """``T?``: a value of ``elem`` or None."""
+
     elem: "Type"
 
     def __str__(self) -> str:
@@ -54,6 +58,8 @@ class OptionalType:
 
 @dataclass(frozen=True)
 class ListType:
+    """``T[]``, or ``T[N]`` with a fixed ``size`` (``int[2] stride``: one int stands for N copies)."""
+
     elem: "Type"
     size: int | None
 
@@ -98,6 +104,9 @@ def _type_text(ty: Type, annotation: Annotation | None) -> str:
 
 @dataclass(frozen=True)
 class Argument:
+    """One argument of a schema: its type, default as written, alias annotation, and whether it is
+    keyword-only (after ``*``) or an ``out=`` argument."""
+
     name: str
     type: Type
     default: str | None
@@ -107,6 +116,7 @@ class Argument:
 
     @property
     def is_tensor_like(self) -> bool:
+        """Whether the argument holds tensors (:func:`is_tensor_like` of its type)."""
         return is_tensor_like(self.type)
 
     @property
@@ -121,6 +131,8 @@ class Argument:
 
 @dataclass(frozen=True)
 class Return:
+    """One return of a schema: its type, name (``Tensor values``) if any, and alias annotation."""
+
     name: str | None
     type: Type
     annotation: Annotation | None
@@ -132,11 +144,14 @@ class Return:
 
 @dataclass(frozen=True)
 class OperatorName:
+    """``base.overload`` (``sum.dim_IntList``); ``overload`` is "" for the default overload."""
+
     base: str
     overload: str
 
     @property
     def inplace(self) -> bool:
+        """Whether the operator writes its ``self`` (``add_``, not a dunder such as ``__and__``)."""
         return self.base.endswith("_") and not self.base.endswith("__")
 
     @property
@@ -158,6 +173,8 @@ def _node_prefix(name: str) -> str:
 
 @dataclass(frozen=True)
 class FunctionSchema:
+    """An operator schema, parsed (:func:`parse_schema`); ``str()`` gives its canonical text."""
+
     name: OperatorName
     arguments: tuple[Argument, ...]
     returns: tuple[Return, ...]
@@ -179,6 +196,13 @@ class FunctionSchema:
         """Arguments of type Tensor, Tensor?, Tensor[] (schema order): the differentiable candidates
         (a ``Tensor?[]`` index list is not one)."""
         return tuple(a for a in self.arguments if a.is_differentiable and not a.is_out)
+
+    def output_flags(self, output_differentiability: tuple[bool, ...] | None) -> tuple[bool, ...]:
+        """Whether each return is differentiable: ``output_differentiability`` as a formula
+        declares it, every return when it declares none (``@derivative``'s default)."""
+        if output_differentiability is not None:
+            return output_differentiability
+        return (True,) * len(self.returns)
 
     def argument(self, name: str) -> Argument:
         for arg in self.arguments:
@@ -223,6 +247,7 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def parse_annotation(text: str) -> Annotation:
+    """An alias annotation from the text inside its parentheses: ``a!``, ``a -> *``, ``a|b``."""
     before, arrow, after = text.partition("->")
     before = before.strip()
     is_write = before.endswith("!")

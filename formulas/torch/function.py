@@ -357,7 +357,7 @@ class TorchFormula:
     @cached_property
     def output_flags(self) -> tuple[bool, ...]:
         """Differentiability of each schema output."""
-        return self.declared.output_differentiability or (True,) * len(self.schema.returns)
+        return self.schema.output_flags(self.declared.output_differentiability)
 
     @cached_property
     def view_of(self) -> int | None:
@@ -944,15 +944,7 @@ class InPlaceFormulaFunction(_FormulaNode):
 
     @staticmethod
     def forward(ctx: Any, application: Application, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        torch._C._set_grad_enabled(application.grad_enabled)      # as FormulaFunction.forward
-        torch._C._set_fwd_grad_enabled(True)
-        try:
-            planned = application.run(application.flat.values(tensors), tensors, application.want_jvp)
-        finally:
-            torch._C._set_grad_enabled(False)
-            torch._C._set_fwd_grad_enabled(False)
-        application.planned = planned
-        outputs = planned.flat_outputs
+        outputs = FormulaFunction.forward(application, *tensors)
         _set_up(ctx, application, (*tensors, *outputs), outputs)
         ctx.mark_dirty(*outputs)
         ctx.written = next(i for i, tensor in enumerate(tensors) if tensor is outputs[0])

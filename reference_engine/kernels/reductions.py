@@ -234,7 +234,7 @@ KERNELS["std"], KERNELS["std.dim"] = _unbiased_moment(True, False), _unbiased_mo
 
 
 # ----------------------------------------------------------------------------- cumprod and vector norms
-# (formulas/reductions_extra.py)
+# (formulas/scans.py, formulas/linalg.py)
 @kernel("cumprod")
 def cumprod(x, dim, dtype=None):
     return _cumulative(np.cumprod, x, dim, dtype)

@@ -5,11 +5,11 @@ finding; every other line must produce nothing.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
+from lint.fixture_expectations import expectations
 from transpiler.lint.ctx.forward import ForwardAnalysis
 from transpiler.lint.ctx.names import ImportTable
 from transpiler.lint.ctx.values import Role, Value
@@ -17,16 +17,6 @@ from transpiler.lint.file_check import check_file
 from transpiler.lint.runner import lint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ctx"
-EXPECT = re.compile(r"#\s*expect:\s*(?P<code>DB\d{3}):col=(?P<col>\d+)")
-
-
-def expectations(path: Path) -> set[tuple[str, int, int]]:
-    expected = set()
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        for match in EXPECT.finditer(line):
-            expected.add((match["code"], number, int(match["col"])))
-    return expected
-
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.py"))
 
@@ -39,7 +29,7 @@ def test_every_rule_has_a_fixture():
 @pytest.mark.parametrize("fixture", FIXTURE_FILES, ids=lambda p: p.stem)
 def test_fixture_findings_are_exactly_the_expected_ones(fixture: Path):
     found = {(d.code, d.line, d.col) for d in lint([str(fixture)]).diagnostics}
-    assert found == expectations(fixture)
+    assert found == expectations(fixture.read_text())
 
 
 def test_tutorial_functions_are_all_silent_and_all_analysed():

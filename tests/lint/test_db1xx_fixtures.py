@@ -6,11 +6,11 @@ asserts the exact set of (code, line, col) the rules report for the file.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
+from lint.fixture_expectations import expectations
 from transpiler.codes import CODES as TABLE
 from transpiler.frontend import load_library, parse_module
 from transpiler.lint.closure_rules import check_formula_module
@@ -27,17 +27,6 @@ LIBRARY_OPERATORS = frozenset({
     "mul_.Tensor", "neg", "relu", "select.int", "sigmoid", "sign", "sin", "sinh", "sqrt", "stack",
     "sub.Tensor", "sum", "sum.dim_IntList", "tanh", "where.self", "zeros",
 })
-EXPECT = re.compile(r"#\s*expect:\s*(?P<items>(?:DB\d{3}:col=\d+\s*)+)")
-ITEM = re.compile(r"(DB\d{3}):col=(\d+)")
-
-
-def expectations(source: str) -> set[tuple[str, int, int]]:
-    found = set()
-    for number, line in enumerate(source.splitlines(), start=1):
-        match = EXPECT.search(line)
-        if match:
-            found.update((code, number, int(col)) for code, col in ITEM.findall(match["items"]))
-    return found
 
 
 def lint_fixture(path: Path):
@@ -66,9 +55,11 @@ def test_messages_point_at_the_file_and_say_what_to_do(code: str) -> None:
         assert any(word in diagnostic.message for word in ("; ", ": ")), diagnostic.message
 
 
-def test_expectation_parser_reads_several_codes_per_line() -> None:
-    source = "x = 1\ny = f(a, b)  # expect: DB100:col=9 DB102:col=12\n"
-    assert expectations(source) == {("DB100", 2, 9), ("DB102", 2, 12)}
+def test_expectation_parser_reads_several_findings_per_line() -> None:
+    source = ("x = 1\n"
+              "y = f(a, b)  # expect: DB100:col=9 DB102:col=12\n"
+              "z = g(a, b)  # expect: DB101:col=5  # expect: DB101:col=8\n")
+    assert expectations(source) == {("DB100", 2, 9), ("DB102", 2, 12), ("DB101", 3, 5), ("DB101", 3, 8)}
 
 
 def test_db100_names_the_capture_and_offers_the_fix() -> None:

@@ -6,31 +6,24 @@ every other line nothing; under the default selection the codes are not reported
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
+from lint.fixture_expectations import expectations
 from transpiler import codes
 from transpiler.lint.runner import lint
 from transpiler.lint.settings import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hygiene"
-EXPECT = re.compile(r"#\s*expect:\s*(?P<code>DB\d{3}):col=(?P<col>\d+)")
 HYGIENE = ("DB110", "DB111")
-
-
-def expectations(path: Path) -> set[tuple[str, int, int]]:
-    return {(match["code"], number, int(match["col"]))
-            for number, line in enumerate(path.read_text().splitlines(), start=1)
-            for match in EXPECT.finditer(line)}
 
 
 @pytest.mark.parametrize("code", HYGIENE)
 def test_fixture_findings_are_exactly_the_expected_ones(code: str):
     fixture = FIXTURES / f"{code}.py"
     found = {(d.code, d.line, d.col) for d in lint([str(fixture)], settings=Settings(select=("DB",) + HYGIENE)).diagnostics}
-    expected = expectations(fixture)
+    expected = expectations(fixture.read_text())
     assert {e for e in expected if e[0] == code}, "the fixture has must-fire cases"
     assert found == expected
 

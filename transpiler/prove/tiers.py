@@ -215,7 +215,7 @@ def differentiable_returns(subject: Subject, outputs: Any) -> list[Any]:
     ``Tensor[]`` return), in order."""
     count = len(subject.schema.returns)
     per_return = [outputs] if count == 1 else list(outputs)
-    flags = subject.declared.output_differentiability or (True,) * count
+    flags = subject.schema.output_flags(subject.declared.output_differentiability)
     return [o for o, keep in zip(per_return, flags) if keep]
 
 
@@ -397,7 +397,7 @@ class TorchRun:
             if isinstance(value, list):
                 by_argument[argument] = [v if v is not None else _zeros(t) for v, t in zip(value, named[argument])]
         returned = run_jvp(self.subject.declared.fn, self.subject.package, named, by_argument, jvp_source)
-        flags = self.subject.declared.output_differentiability or (True,) * len(self.subject.schema.returns)
+        flags = self.subject.schema.output_flags(self.subject.declared.output_differentiability)
         per_output = returned if sum(flags) > 1 else (returned,)
         return [as_numpy(t) for t in flat_tensors(list(per_output)) if t is not None]
 

@@ -59,9 +59,8 @@ class Overload:
         #: the named tuple of a several-output op whose returns are named (``max.dim`` gives
         #: ``(values, indices)``, as ``torch.return_types.max``); None: a plain tuple.
         self.return_type = _return_type(schema) if self.returns_kind == "tuple" else None
-        diff = formula.output_differentiability if formula is not None else None
-        self.output_differentiability = diff or tuple(
-            is_tensor_like(r.type) for r in schema.returns)
+        self.output_differentiability = schema.output_flags(
+            formula.output_differentiability if formula is not None else None)
         self.num_differentiable_outputs = sum(self.output_differentiability)
         self.differentiable_positions = tuple(
             i for i, a in enumerate(a for a in schema.arguments if not a.is_out) if a.is_differentiable)

@@ -60,7 +60,7 @@ from transpiler.sources import (
     too_deep,
     too_large_for_formulas,
 )
-from transpiler.schema import Argument, FunctionSchema, SchemaError, is_tensor_like, parse_schema
+from transpiler.schema import Argument, FunctionSchema, SchemaError, parse_schema
 
 if TYPE_CHECKING:   # imported where a jvp is derived: most runs derive none
     from transpiler.derive_jvp import OperatorTable
@@ -683,8 +683,7 @@ def parameter_arguments(schema: FunctionSchema, params: tuple[str, ...]) -> dict
 
 def differentiable_output_count(schema: FunctionSchema, output_diff: tuple[bool, ...] | None) -> int:
     """How many gradients a backward takes: tensor returns marked differentiable."""
-    flags = schema.output_flags(output_diff)
-    return sum(1 for ret, flag in zip(schema.returns, flags) if flag and is_tensor_like(ret.type))
+    return sum(schema.output_flags(output_diff))
 
 
 def forward_dataflow(schema: FunctionSchema, params: tuple[str, ...], function: cst.FunctionDef,

@@ -198,11 +198,11 @@ class FunctionSchema:
         return tuple(a for a in self.arguments if a.is_differentiable and not a.is_out)
 
     def output_flags(self, output_differentiability: tuple[bool, ...] | None) -> tuple[bool, ...]:
-        """Whether each return is differentiable: ``output_differentiability`` as a formula
-        declares it, every return when it declares none (``@derivative``'s default)."""
-        if output_differentiability is not None:
-            return output_differentiability
-        return (True,) * len(self.returns)
+        """Whether each return is differentiable: a tensor return that ``output_differentiability``
+        marks so, or every tensor return when a formula declares none (``@derivative``'s default).
+        A return of another type (``int``, ``float``...) never is."""
+        declared = output_differentiability or (True,) * len(self.returns)
+        return tuple(flag and is_tensor_like(ret.type) for ret, flag in zip(self.returns, declared))
 
     def argument(self, name: str) -> Argument:
         for arg in self.arguments:

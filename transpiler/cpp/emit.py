@@ -534,7 +534,8 @@ def _names_used_by(module: FormulaModule) -> frozenset[str]:
     found = kept.get(key, lambda kept: isinstance(kept, frozenset) and all_of(str, kept)) if kept is not None else None
     if found is None:
         nodes = [item.node for item in (*module.formulas, *module.helpers)]
-        nodes += [f.jvp.node for f in module.formulas if f.jvp is not None]
+        # a written jvp (it has an index among the formula's statements) is walked with the formula
+        nodes += [f.jvp.node for f in module.formulas if f.jvp is not None and f.jvp.index is None]
         found = frozenset().union(*map(names_used, nodes))
     if kept is not None:
         kept.put(key, found)

@@ -11,7 +11,7 @@ the caller turns into a ``DB2xx`` diagnostic at the node's position.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import libcst as cst
 
@@ -20,7 +20,7 @@ from transpiler.cpp import types as T
 from transpiler.cpp.operators import Resolved, accepts, cpp_default
 from transpiler.cpp.types import Kind, PyType
 from transpiler.metadata import METADATA_METHODS
-from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type
+from transpiler.schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, Type
 
 # Diagnostic codes of the C++ emitter (documented in transpiler/codes.py).
 UNSUPPORTED = codes.UNSUPPORTED.code
@@ -607,10 +607,40 @@ def _operator_call(node: cst.Call, name: str, context: Context) -> Typed:
                          f"(declared: {'; '.join(tried)})")
 
 
+class _Parameters(NamedTuple):
+    """What resolving a call against one schema reads of it, made once per schema."""
+
+    schema: FunctionSchema                  # held, so that its id (the key) is not reused
+    params: tuple[Argument, ...]            # its arguments but the ``out=`` ones
+    positional_names: list[str]             # of those not keyword-only
+    keyword_names: list[str]                # of every one
+    types: tuple[PyType | None, ...]        # each one's type (None: no C++ spelling)
+
+
+# Each call resolved against each overload of its operator: the same few hundred schemas, by identity
+# (hashing a schema, a dataclass of tuples of dataclasses, costs more than reading it).
+_parameters: dict[int, _Parameters] = {}
+
+
+def _parameters_of(schema: FunctionSchema) -> _Parameters:
+    found = _parameters.get(id(schema))
+    if found is None or found.schema is not schema:
+        params = tuple(a for a in schema.arguments if not a.is_out)
+        found = _parameters[id(schema)] = _Parameters(
+            schema, params, [a.name for a in params if not a.kwarg_only], [a.name for a in params],
+            tuple(map(_schema_type, params)))
+    return found
+
+
+def _schema_type(param: Argument) -> PyType | None:
+    try:
+        return T.from_schema(param.type)
+    except T.UnsupportedType:
+        return None
+
+
 def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolved | None:
-    params = [a for a in schema.arguments if not a.is_out]
-    positional_names = [a.name for a in params if not a.kwarg_only]
-    keyword_names = [a.name for a in params]
+    params, positional_names, keyword_names, types = _parameters_of(schema)[1:]
     if sum(a.keyword is None for a in node.args) > len(positional_names):
         return None
     try:
@@ -625,9 +655,8 @@ def _resolve(node: cst.Call, schema: FunctionSchema, context: Context) -> Resolv
     for index, param in enumerate(params):
         if index > last:
             break
-        try:
-            param_type = T.from_schema(param.type)
-        except T.UnsupportedType:
+        param_type = types[index]
+        if param_type is None:
             return None
         if param.name not in bound:
             if param.default is None:

@@ -12,6 +12,8 @@ from transpiler.diagnostics import Diagnostic
 from transpiler.frontend import parameter_arguments
 from transpiler.model import CaptureKind, Closure, Formula, FormulaModule, Helper, Span
 
+HELPER_RETURNS = "helper returns"     # the key of :attr:`FormulaContext.helper_returns` in ``per_file``
+
 
 @dataclass(frozen=True)
 class FormulaContext:
@@ -42,8 +44,19 @@ class FormulaContext:
 
     @cached_property
     def helper_returns(self) -> dict[str, str | None]:
-        """Return annotations of what the formula may call: this file's functions and the helpers."""
-        return {**self.module.function_returns, **{name: h.returns for name, h in self.helpers.items()}}
+        """Return annotations of what the formula may call: this file's functions and the helpers
+        (the same for every closure of the file: made once per file, in :attr:`per_file`)."""
+        found = self.per_file.get(HELPER_RETURNS)
+        if found is None:
+            found = self.per_file[HELPER_RETURNS] = {
+                **self.module.function_returns, **{name: h.returns for name, h in self.helpers.items()}}
+        return found
+
+    @cached_property
+    def body_nodes(self) -> tuple[cst.CSTNode, ...]:
+        """Every node of the closure's body, functions nested in it included (:func:`walk`): walked
+        once for the rules that look at each of them."""
+        return tuple(walk(self.closure_node.body))
 
     @property
     def forward(self) -> FlowResult:

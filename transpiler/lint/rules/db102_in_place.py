@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import ValueKind, at_operator, walk
+from transpiler.dataflow import ValueKind, at_operator
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, root_name
 from transpiler.model import CaptureKind
@@ -57,7 +57,7 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
         root = root_name(expression)
         return root.value if root is not None and root.value in saved else None
 
-    for node in walk(context.closure_node.body):
+    for node in context.body_nodes:
         kind = type(node)   # leaf classes: ``type`` (ABC ``isinstance`` is slow)
         if kind is cst.Call:
             operator = at_operator(node)

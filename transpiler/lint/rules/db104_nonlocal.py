@@ -6,7 +6,6 @@ from collections.abc import Iterator
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import walk
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext
 
@@ -14,7 +13,7 @@ CODE = codes.NONLOCAL.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
-    for node in walk(context.closure_node.body):
+    for node in context.body_nodes:
         if type(node) is cst.Nonlocal or type(node) is cst.Global:     # leaf classes: ``type`` (ABC ``isinstance`` is slow)
             keyword = "nonlocal" if type(node) is cst.Nonlocal else "global"
             names = ", ".join(n.name.value for n in node.names)

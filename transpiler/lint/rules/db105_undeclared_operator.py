@@ -5,7 +5,7 @@ Three ways in: ``at.X(...)``, a Python operator on tensors (``a * b`` is
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -35,26 +35,28 @@ class OperatorCall:
 
 
 def operator_calls(function: cst.FunctionDef, calls: tuple[CallSite, ...], env: Mapping[str, ValueKind],
-                   helper_returns: Mapping[str, str | None], flow: FlowResult | None = None
-                   ) -> Iterator[OperatorCall]:
+                   helper_returns: Mapping[str, str | None], flow: FlowResult | None = None,
+                   nodes: Sequence[cst.CSTNode] | None = None) -> Iterator[OperatorCall]:
     """Operators run by ``function``'s body and by the functions nested in it: its ``at.X``
     calls (``calls``, the model's) and its Python operators on tensors; ``flow``: the dataflow
-    over that body from ``env``, when the caller has it already."""
+    over that body from ``env``, and ``nodes``: every node of that body, when the caller has them already."""
     for call in calls:
         if call.operator:
             yield OperatorCall(call.node, call.name, f"at.{call.name}")
-    yield from _python_operators(function, env, helper_returns, flow)
+    yield from _python_operators(function, env, helper_returns, flow, nodes)
 
 
 def _python_operators(function: cst.FunctionDef, env: Mapping[str, ValueKind],
-                      helper_returns: Mapping[str, str | None], flow: FlowResult | None = None
-                      ) -> Iterator[OperatorCall]:
+                      helper_returns: Mapping[str, str | None], flow: FlowResult | None = None,
+                      nodes: Sequence[cst.CSTNode] | None = None) -> Iterator[OperatorCall]:
     """The Python operators on tensors (``a * b`` is ``mul``) of ``function``'s body and of the
     functions nested in it (their parameters typed from their annotations)."""
     if flow is None:
         flow = analyze_body(function.body.body, env, helper_returns=helper_returns)
     for use in flow.operator_uses.values():
         yield OperatorCall(use.node, use.operator, f"`{_operator_token(use.node)}` (aten `{use.operator}`)")
+    if nodes is not None and not any(type(node) is cst.FunctionDef for node in nodes):
+        return      # nothing nested (most closures): the body is not walked again to find it
     nested_env = {**env, **flow.env}
     for node in walk_own_body(function):
         if type(node) is cst.FunctionDef:      # a leaf class: ``type`` (ABC ``isinstance`` is slow)
@@ -111,7 +113,7 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
     closure = context.closure
     reported: set[cst.CSTNode] = set()
     for call in operator_calls(context.closure_node, closure.calls, context.closure_env, context.helper_returns,
-                               context.closure_flow):
+                               context.closure_flow, context.body_nodes):
         if context.is_declared(call.operator) or call.node in reported:
             continue
         reported.add(call.node)

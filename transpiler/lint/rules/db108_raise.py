@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import walk
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext
 from transpiler.raises import TORCH_CHECKS, raised_error
@@ -17,7 +16,7 @@ CODE = codes.UNSUPPORTED_RAISE.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
-    for node in walk(context.closure_node.body):
+    for node in context.body_nodes:
         if type(node) is cst.Raise and raised_error(node) is None:     # a leaf class: ``type`` (ABC ``isinstance`` is slow)
             yield context.diagnostic(
                 node, CODE,

@@ -9,7 +9,6 @@ so a code's literal appears in this file only.
 """
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 
 
@@ -35,6 +34,8 @@ class Code:
 
     def explain(self) -> str:
         """The text ``transpile rule CODE`` prints."""
+        import textwrap     # here: only ``transpile rule`` and the docs explain a code
+
         parts = [f"{self.code}: {self.summary}", "", "What it does", _para(self.what), "",
                  "Why it matters", _para(self.why)]
         if self.example:
@@ -81,6 +82,8 @@ def _sentence(summary: str) -> str:
 
 
 def _para(text: str) -> str:
+    import textwrap
+
     return textwrap.fill(" ".join(text.split()), 88)
 
 

@@ -1,7 +1,6 @@
 """Diagnostics: ``path:line:col: CODE message`` findings shared by every pass."""
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -36,6 +35,8 @@ class LineEdit(NamedTuple):
 
 def line_edits(before: str, after: str) -> tuple[LineEdit, ...]:
     """The whole-line edits that turn ``before`` into ``after``."""
+    import difflib      # here: only fixes compare texts (a run that fixes nothing does not load it)
+
     old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
     return tuple(LineEdit(i1 + 1, i2 + 1, "".join(new[j1:j2]))
                  for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()

@@ -6,6 +6,7 @@ them for the passes (lint rules, C++ emitter) that need the syntax tree.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -180,7 +181,7 @@ class Formula:
     inputs_without_gradient: tuple[str, ...] = ()
     inputs_refusing_grad: tuple[str, ...] = ()
 
-    @property
+    @functools.cached_property      # read about 10,000 times in a run on the imported corpus
     def op_name(self) -> str:
         return str(self.schema.name)
 

@@ -181,6 +181,7 @@ def with_changes(formula: Formula, **changes: object) -> Formula:
         return dataclasses.replace(formula, **changes)
     changed = object.__new__(DeferredFormula)
     changed.__dict__.update(formula.__dict__)
+    changed.__dict__.pop("op_name", None)       # a cached property, made again from the fields
     changed.__dict__.update(changes)
     return changed
 

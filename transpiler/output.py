@@ -27,11 +27,9 @@ Every failure is an :class:`OutputError` whose text is a one-line diagnostic
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import os
-import secrets
 import shutil
 import stat
 import sys
@@ -145,7 +143,7 @@ def replace_directory(out: Path, files: Mapping[str, str | bytes]) -> None:
 
 
 def _replace_locked(out: Path, files: Mapping[str, str | bytes]) -> None:
-    staging = out.parent / f".{out.name}-new-{secrets.token_hex(4)}"
+    staging = out.parent / f".{out.name}-new-{_token()}"
     os.mkdir(staging, 0o777)              # the umask applies, as to any new directory
     try:
         if out.is_dir():
@@ -179,7 +177,7 @@ def _keep(old: Path, new: Path) -> None:
 
 def _swap_with_two_renames(staging: Path, out: Path) -> None:
     """The fallback where no exchange rename exists: ``out`` is missing between the two renames."""
-    retired = out.parent / f".{out.name}-old-{secrets.token_hex(4)}"
+    retired = out.parent / f".{out.name}-old-{_token()}"
     os.rename(out, retired)
     try:
         os.rename(staging, out)
@@ -193,8 +191,16 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 
+def _token() -> str:
+    """A random suffix for a temporary name (eight hex digits, as ``secrets.token_hex(4)``: that module
+    is not imported for it, nor ``ctypes`` until a swap: a run with nothing to write needs neither)."""
+    return os.urandom(4).hex()
+
+
 def _exchange(first: Path, second: Path) -> bool:
     """Swap two paths atomically (Linux ``renameat2``); False where this system cannot."""
+    import ctypes
+
     renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
     if renameat2 is None:
         return False
@@ -213,7 +219,7 @@ def write_file(path: Path, content: str | bytes) -> None:
     if path.is_dir():
         raise OutputError(f"{path}: is a directory; name a file to write")
     data = content.encode("utf-8") if isinstance(content, str) else content
-    temporary = path.parent / f".{path.name}-new-{secrets.token_hex(4)}"
+    temporary = path.parent / f".{path.name}-new-{_token()}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(temporary, "xb") as handle:     # created with the umask's mode, as any new file

@@ -256,7 +256,7 @@ def _identity(module: FormulaModule, kept: module_results.ModuleResults) -> str:
     return kept.part(module, lambda: (
         module.path, module.source_digest,
         [(f.op_name, f.span.line, f.jvp is None, f.jvp_left_out) for f in module.formulas],
-        [h.name for h in module.helpers], module.nondifferentiable))
+        [h.name for h in module.helpers], [_schema_text(s) for s in module.nondifferentiable]))
 
 
 def _module_file(module: FormulaModule, context: Context, taken: set[str],
@@ -475,15 +475,20 @@ def _same_tables(earlier: Context, context: Context) -> bool:
 
 # A run computes the context key of two emissions (lint's check and the one that writes) over the
 # same schemas and helper defaults: their text is made once. By the schema object: hashing a
-# schema (a dataclass of tuples of dataclasses) for a cache of its value cost more than its repr.
+# schema (a dataclass of tuples of dataclasses) for a cache of its value cost more than its text.
 _schema_texts: dict[int, tuple[FunctionSchema, str]] = {}
+# Each argument's kind, which the schema's ``str`` does not say alone: positional, keyword-only, ``out=``
+_ARGUMENT_KINDS = {(False, False): "p", (True, False): "k", (False, True): "o", (True, True): "O"}
 
 
 def _schema_text(schema: FunctionSchema) -> str:
-    """The schema's ``repr``: every field (its ``str`` leaves out whether an argument is an ``out=``)."""
+    """Every field of the schema, quoted: its ``str`` (names, types, aliases, defaults, returns) and the
+    kind of each argument, which ``str`` leaves out (whether it is an ``out=``); several times cheaper
+    than its dataclass ``repr`` (a run after an edit makes the text of about 1,000 schemas)."""
     found = _schema_texts.get(id(schema))
     if found is None or found[0] is not schema:       # held with its text, so its id is not reused
-        found = _schema_texts[id(schema)] = (schema, repr(schema))
+        kinds = "".join(_ARGUMENT_KINDS[a.kwarg_only, a.is_out] for a in schema.arguments)
+        found = _schema_texts[id(schema)] = (schema, repr(f"{schema!s} {kinds}"))     # quoted: one line, delimited
     return found[1]
 
 

@@ -40,6 +40,7 @@ It exists to demonstrate exactly that.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import os
 import sys
@@ -239,19 +240,28 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     from transpiler import module_results     # here, as the pipeline: not loaded when nothing changed
 
-    cache_dir = None if args.no_cache else args.cache_dir or project.build_dir / model_cache.DIRECTORY
-    with model_cache.kept_in(cache_dir) as cache, module_results.kept_in(cache_dir, formulas, namespace,
-                                                                         args.keep_going):
-        if cache is not None:       # every model read first: the new ones are stored on the second core
-            from transpiler.frontend import parse_module
+    # The collector is paused for the run: what it makes lives until the run ends and holds no cycles
+    # to find (its models, their results); its passes over what linting and emitting make were about
+    # 3 % of a run after an edit, and a cold run's peak memory is the same without them (measured).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        cache_dir = None if args.no_cache else args.cache_dir or project.build_dir / model_cache.DIRECTORY
+        with model_cache.kept_in(cache_dir) as cache, module_results.kept_in(cache_dir, formulas, namespace,
+                                                                             args.keep_going):
+            if cache is not None:       # every model read first: the new ones are stored on the second core
+                from transpiler.frontend import parse_module
 
-            shipped = [] if formulas.resolve() == SHIPPED_FORMULAS.resolve() else shipped_context_files()
-            paths = [str(p) for p in [*listing.files, *shipped]]
-            if fresh := cache.uncached(paths):       # the slow part, said (later runs read them back)
-                print(f"transpile: reading {fresh} formula files (once: kept parsed in {cache_dir})", file=sys.stderr)
-            cache.prepare(paths, parse_module)
-        result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going,
-                          inputs=inputs)
+                shipped = [] if formulas.resolve() == SHIPPED_FORMULAS.resolve() else shipped_context_files()
+                paths = [str(p) for p in [*listing.files, *shipped]]
+                if fresh := cache.uncached(paths):       # the slow part, said (later runs read them back)
+                    print(f"transpile: reading {fresh} formula files (once: kept parsed in {cache_dir})", file=sys.stderr)
+                cache.prepare(paths, parse_module)
+            result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going,
+                              inputs=inputs)
+    finally:
+        if collecting:
+            gc.enable()
     for diagnostic in result.diagnostics:
         print(diagnostic.format())
     if result.diagnostics:

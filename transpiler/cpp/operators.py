@@ -56,10 +56,27 @@ def method_only_source() -> tuple[str, int, int] | None:
 @functools.cache
 def torchgen_method_only_operators() -> frozenset[str] | None:
     """``name.overload`` of every ATen operator the C++ API offers only as a Tensor method, read
-    from the installed torchgen's ``native_functions.yaml``; None when torch is not installed."""
-    path = _native_functions()
-    if path is None:
+    from the installed torchgen's ``native_functions.yaml`` (kept between runs of ``transpile``
+    under :func:`method_only_source`, :mod:`transpiler.module_results`: a run after an edit does
+    not scan the yaml again); None when torch is not installed."""
+    from transpiler import module_results
+
+    source = method_only_source()
+    if source is None:
         return None
+    kept = module_results.active()
+    if kept is None:
+        return _read_method_only(source[0])
+    key = module_results.key("method-only operators", source)
+    found = kept.get(key, lambda kept: isinstance(kept, frozenset) and module_results.all_of(str, kept))
+    if found is None:
+        found = _read_method_only(source[0])
+    kept.put(key, found)
+    return found
+
+
+def _read_method_only(path: str) -> frozenset[str]:
+    """:func:`torchgen_method_only_operators`, read from the yaml ``path``."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     methods = set()

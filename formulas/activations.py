@@ -3,14 +3,15 @@ softplus, log_sigmoid, hardtanh, relu6, hardswish, hardsigmoid, threshold, softs
 
 At a kink the gradient is torch's one-sided choice: the negative branch at 0 for
 ``leaky_relu``/``elu``/``selu``/``celu``, zero at the bounds of ``hardtanh``/``relu6``,
-``threshold``'s ``self > threshold`` test. Their fused backward ops are in ``backward_ops.py``;
-the softmaxes are in ``softmax.py``.
+``threshold``'s ``self > threshold`` test. ``hardshrink`` is a member of ``softshrink``'s formula
+family (``@family_member``: the same formula, its operators renamed). Their fused backward ops are
+in ``backward_ops.py``; the softmaxes are in ``softmax.py``.
 """
 from __future__ import annotations
 
 import math
 
-from formulas import Tensor, at, derivative, helper
+from formulas import Tensor, at, derivative, family_member, helper
 
 
 @derivative("relu(Tensor self) -> Tensor", jvp="auto_element_wise")
@@ -173,20 +174,14 @@ def threshold(self, threshold, value):
 
 
 @derivative("softshrink(Tensor self, Scalar lambd=0.5) -> Tensor", jvp="auto_element_wise")
+@family_member("hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor",
+               rename={"softshrink": "hardshrink", "softshrink_backward": "hardshrink_backward"})
 def softshrink(self, lambd=0.5):
     result = at.softshrink(self, lambd)
     def backward(grad):
-        # x -+ lambd outside [-lambd, lambd], 0 inside (bounds included, as torch): one kernel
+        # slope 1 outside [-lambd, lambd] (softshrink: x -+ lambd, hardshrink: x), 0 inside (bounds
+        # included, as torch): one kernel
         return at.softshrink_backward(grad, self, lambd)
-    return result, backward
-
-
-@derivative("hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor", jvp="auto_element_wise")
-def hardshrink(self, lambd=0.5):
-    result = at.hardshrink(self, lambd)
-    def backward(grad):
-        # x outside [-lambd, lambd], 0 inside (bounds included, as torch): one kernel
-        return at.hardshrink_backward(grad, self, lambd)
     return result, backward
 
 

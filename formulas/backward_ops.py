@@ -7,7 +7,8 @@ own formula so that double backward through them exists:
   hardswish_backward, hardsigmoid_backward, elu_backward, gelu_backward, softplus_backward,
   silu_backward, mish_backward, logit_backward.
   They are linear in the incoming gradient, so their gradient with respect to it is the op
-  itself, and the other input gets the derivative of the op's expression;
+  itself, and the other input gets the derivative of the op's expression (softshrink_backward and
+  hardshrink_backward are members of threshold_backward's formula family, ``@family_member``);
 - of the softmaxes, ``max.dim``/``min.dim`` and ``gather``: _softmax_backward_data,
   _log_softmax_backward_data, value_selecting_reduction_backward, gather_backward;
 - of views and selections: select_backward, slice_backward, diagonal_backward,
@@ -22,7 +23,7 @@ A topic's fused backward op that shares a helper with its forward stays with it 
 """
 from __future__ import annotations
 
-from formulas import Scalar, Tensor, at, derivative, helper
+from formulas import Scalar, Tensor, at, derivative, family_member, helper
 from formulas.activations import (infinitely_differentiable_logit_backward, infinitely_differentiable_mish_backward,
                                   infinitely_differentiable_silu_backward)
 from formulas.helpers import gelu_second_derivative, sum_to
@@ -66,12 +67,17 @@ def sigmoid_backward(grad_output, output):
 
 
 @derivative("threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor")
+@family_member("softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor",
+               rename={"threshold_backward": "softshrink_backward", "threshold": "lambd"})
+@family_member("hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor",
+               rename={"threshold_backward": "hardshrink_backward", "threshold": "lambd", "grad_output": "grad_out",
+                       "grad_output_sizes": "grad_out_sizes", "grad_output_t": "grad_out_t"})
 def threshold_backward(grad_output, self, threshold):
     result = at.threshold_backward(grad_output, self, threshold)
     grad_output_sizes = grad_output.sizes()
     def backward(grad):
-        # result = grad_output where self > threshold, else 0: linear in grad_output, and
-        # piecewise constant in self (no gradient)
+        # result = grad_output where self > threshold (the shrinks: outside [-lambd, lambd]), else 0:
+        # linear in grad_output, and piecewise constant in self (no gradient)
         return sum_to(at.threshold_backward(grad, self, threshold), grad_output_sizes), None
     def jvp(grad_output_t):
         # linear in grad_output; piecewise constant in self
@@ -176,36 +182,6 @@ def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
     def jvp(grad_output_t):
         # linear in grad_output; piecewise constant in self
         result_t = at.leaky_relu_backward(grad_output_t, self, negative_slope, self_is_result)
-        return result_t
-    return result, backward
-
-
-@derivative("softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor")
-def softshrink_backward(grad_output, self, lambd):
-    result = at.softshrink_backward(grad_output, self, lambd)
-    grad_output_sizes = grad_output.sizes()
-    def backward(grad):
-        # result = grad_output outside [-lambd, lambd], else 0: linear in grad_output,
-        # piecewise constant in self (no gradient)
-        return sum_to(at.softshrink_backward(grad, self, lambd), grad_output_sizes), None
-    def jvp(grad_output_t):
-        # linear in grad_output; piecewise constant in self
-        result_t = at.softshrink_backward(grad_output_t, self, lambd)
-        return result_t
-    return result, backward
-
-
-@derivative("hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor")
-def hardshrink_backward(grad_out, self, lambd):
-    result = at.hardshrink_backward(grad_out, self, lambd)
-    grad_out_sizes = grad_out.sizes()
-    def backward(grad):
-        # result = grad_out outside [-lambd, lambd], else 0: linear in grad_out, piecewise
-        # constant in self (no gradient)
-        return sum_to(at.hardshrink_backward(grad, self, lambd), grad_out_sizes), None
-    def jvp(grad_out_t):
-        # linear in grad_out; piecewise constant in self
-        result_t = at.hardshrink_backward(grad_out_t, self, lambd)
         return result_t
     return result, backward
 

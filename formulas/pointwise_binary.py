@@ -6,7 +6,8 @@ Tensor-tensor gradients are summed back to each input's shape with ``sum_to``. A
 ``minimum``/``maximum`` split the gradient in halves and ``fmin``/``fmax`` give it all to
 ``self``, as torch does; a NaN operand keeps torch's routing too. Formulas equal up to names are
 one formula family (``@family_member``): maximum is minimum's with its operator and comparisons
-swapped, fmax is fmin's, sub.Scalar/div.Scalar/remainder.Scalar are add/mul/fmod.Scalar's.
+swapped, fmax is fmin's, sub.Scalar/div.Scalar/remainder.Scalar are add/mul/fmod.Scalar's, and
+remainder.Tensor is fmod.Tensor's with floor for trunc.
 """
 from __future__ import annotations
 
@@ -211,12 +212,13 @@ def fmin(self, other):
 
 
 @derivative("fmod.Tensor(Tensor self, Tensor other) -> Tensor")
+@family_member("remainder.Tensor(Tensor self, Tensor other) -> Tensor", rename={"fmod": "remainder", "trunc": "floor"})
 def fmod_tensor(self, other):
     result = at.fmod(self, other)
     self_sizes = self.sizes()
     other_sizes = other.sizes()
     def backward(grad, *, needs_input_grad):
-        # self - trunc(self / other) * other, the quotient piecewise constant
+        # self - trunc(self / other) * other (remainder: floor), the quotient piecewise constant
         grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
         grad_other = sum_to(-grad * at.trunc(self / other), other_sizes) if needs_input_grad[1] else None
         return grad_self, grad_other
@@ -232,22 +234,6 @@ def fmod_scalar(self, other):
     result = at.fmod(self, other)
     def backward(grad):
         return grad
-    return result, backward
-
-
-@derivative("remainder.Tensor(Tensor self, Tensor other) -> Tensor")
-def remainder_tensor(self, other):
-    result = at.remainder(self, other)
-    self_sizes = self.sizes()
-    other_sizes = other.sizes()
-    def backward(grad, *, needs_input_grad):
-        # self - floor(self / other) * other, the quotient piecewise constant
-        grad_self = sum_to(grad, self_sizes) if needs_input_grad[0] else None
-        grad_other = sum_to(-grad * at.floor(self / other), other_sizes) if needs_input_grad[1] else None
-        return grad_self, grad_other
-    def jvp(self_t, other_t):
-        result_t = self_t - other_t * at.floor(self / other)
-        return result_t
     return result, backward
 
 

@@ -9,6 +9,8 @@ picks a subgradient at a kink it is kept: ``abs'(0) = sign(0) = 0``, a clamp pas
 gradient at its bounds (``min <= self <= max``), ``sinc'(0) = 0``. Gradients that read the
 output (``exp``, ``tanh``, ``sigmoid``, ``sqrt``, ``expm1``, ``exp2``, ``rsqrt``, ``reciprocal``,
 ``tan``, ``erfinv``) read ``result``, an output, so double backward sees it; never an intermediate.
+Formulas equal up to names are one formula family (``@family_member``): ``sign``/``sgn`` and the
+rounding ops are ``round``'s, ``clamp_max`` is ``clamp_min``'s with its bound and comparison swapped.
 """
 from __future__ import annotations
 
@@ -122,18 +124,11 @@ def clamp(self, min=None, max=None):
 
 
 @derivative("clamp_min(Tensor self, Scalar min) -> Tensor", jvp="auto_element_wise")
+@family_member("clamp_max(Tensor self, Scalar max) -> Tensor", rename={"clamp_min": "clamp_max", "min": "max", "ge": "le"})
 def clamp_min(self, min):
     result = at.clamp_min(self, min)
     def backward(grad):
         return at.where(at.ge(self, min), grad, at.new_zeros(grad, []))
-    return result, backward
-
-
-@derivative("clamp_max(Tensor self, Scalar max) -> Tensor", jvp="auto_element_wise")
-def clamp_max(self, max):
-    result = at.clamp_max(self, max)
-    def backward(grad):
-        return at.where(at.le(self, max), grad, at.new_zeros(grad, []))
     return result, backward
 
 

@@ -3,9 +3,9 @@
 ``amax``/``amin``, ``prod`` (all, ``.dim_int``; exact with zeros) and ``logsumexp``.
 
 Ties follow torch: ``max()``/``min()``/``amax``/``amin`` share the gradient evenly among the tied
-extremes (a NaN extreme: among the NaNs for ``max()``/``min()``); ``max.dim``/``min.dim`` (one
-formula family) give it to the index they return. Norms are in ``linalg.py``, cumulative
-reductions in ``scans.py``.
+extremes (a NaN extreme: among the NaNs for ``max()``/``min()``); ``max.dim``/``min.dim`` give it to
+the index they return. Each min is its max's formula family member (``@family_member``). Norms are
+in ``linalg.py``, cumulative reductions in ``scans.py``.
 """
 from __future__ import annotations
 
@@ -114,18 +114,9 @@ def evenly_read_jvp(self_t: Tensor, self: Tensor, value: Tensor) -> Tensor:
 
 
 @derivative("max(Tensor self) -> Tensor")
+@family_member("min(Tensor self) -> Tensor", rename={"max": "min"})
 def max_all(self):
     result = at.max(self)
-    def backward(grad):
-        return evenly_distribute_backward(grad, self, result)
-    def jvp(self_t):
-        return evenly_read_jvp(self_t, self, result)
-    return result, backward
-
-
-@derivative("min(Tensor self) -> Tensor")
-def min_all(self):
-    result = at.min(self)
     def backward(grad):
         return evenly_distribute_backward(grad, self, result)
     def jvp(self_t):

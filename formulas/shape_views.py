@@ -128,6 +128,8 @@ def flatten_using_ints(self, start_dim=0, end_dim=-1):
 
 @derivative("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", jvp="auto_linear")
 @family_member("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", rename={"transpose": "swapdims"})
+@family_member("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)",
+               rename={"transpose": "swapaxes", "dim0": "axis0", "dim1": "axis1"})
 def transpose_int(self, dim0, dim1):
     result = at.transpose(self, dim0, dim1)
     def backward(grad):
@@ -186,14 +188,6 @@ def contiguous(self, *, memory_format="contiguous_format"):
     result = at.contiguous(self, memory_format=memory_format)
     def backward(grad):
         return grad
-    return result, backward
-
-
-@derivative("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)", jvp="auto_linear")
-def swapaxes(self, axis0, axis1):
-    result = at.swapaxes(self, axis0, axis1)
-    def backward(grad):
-        return at.swapaxes(grad, axis0, axis1)
     return result, backward
 
 

@@ -580,6 +580,324 @@ at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& s
   return result;
 }
 
+struct SoftshrinkBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SoftshrinkBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar lambd_{};
+  std::vector<int64_t> grad_output_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> softshrink_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& lambd,
+    at::IntArrayRef grad_output_sizes) {
+  return {helpers::sum_to(at::softshrink_backward(grad, self, lambd), grad_output_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SoftshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_, const std::vector<int64_t>& grad_output_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::softshrink_backward(grads[0], self_, lambd_, grad_output_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SoftshrinkBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto lambd_ = packed_args.unpack<at::Scalar>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return SoftshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, lambd_, grad_output_sizes_);
+}
+
+torch::autograd::variable_list SoftshrinkBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return SoftshrinkBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, lambd_, grad_output_sizes_);
+}
+
+void SoftshrinkBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(lambd_);
+  args.collect(grad_output_sizes_);
+}
+
+torch::autograd::variable_list SoftshrinkBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(lambd_);
+  saved.before(grad_output_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SoftshrinkBackwardBackward0", SoftshrinkBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(lambd_);
+  functional_args.pack(grad_output_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SoftshrinkBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(lambd_);
+  saved.after(grad_output_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor softshrink_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& self,
+    const at::Scalar& lambd) {
+  auto result_t = at::softshrink_backward(grad_output_t, self, lambd);
+  return result_t;
+}
+
+at::Tensor softshrink_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& lambd) {
+  c10::intrusive_ptr<SoftshrinkBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, self)) {
+    grad_fn = c10::make_intrusive<SoftshrinkBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::softshrink_backward(grad_output, self, lambd);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("softshrink_backward", grad_output);
+    formulas::runtime::refuse_complex("softshrink_backward", result);
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::softshrink_backward_jvp(grad_output_t, formulas::runtime::primal(self), lambd));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("softshrink_backward", grad_output);
+    formulas::runtime::refuse_complex("softshrink_backward", self);
+    formulas::runtime::refuse_complex("softshrink_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->lambd_ = lambd;
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
+  }
+  return result;
+}
+
+struct HardshrinkBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "HardshrinkBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  at::Scalar lambd_{};
+  std::vector<int64_t> grad_out_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> hardshrink_backward(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Scalar& lambd,
+    at::IntArrayRef grad_out_sizes) {
+  return {helpers::sum_to(at::hardshrink_backward(grad, self, lambd), grad_out_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list HardshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_, const std::vector<int64_t>& grad_out_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_out_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::hardshrink_backward(grads[0], self_, lambd_, grad_out_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_out_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list HardshrinkBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto lambd_ = packed_args.unpack<at::Scalar>();
+  auto grad_out_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return HardshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, lambd_, grad_out_sizes_);
+}
+
+torch::autograd::variable_list HardshrinkBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_out_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_out_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  return HardshrinkBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, lambd_, grad_out_sizes_);
+}
+
+void HardshrinkBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(lambd_);
+  args.collect(grad_out_sizes_);
+}
+
+torch::autograd::variable_list HardshrinkBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(lambd_);
+  saved.before(grad_out_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_HardshrinkBackwardBackward0", HardshrinkBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_out_ix = ranges.next(1);
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_out_ix),
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  const auto self = self_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(lambd_);
+  functional_args.pack(grad_out_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_HardshrinkBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(lambd_);
+  saved.after(grad_out_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor hardshrink_backward_jvp(
+    const at::Tensor& grad_out_t,
+    const at::Tensor& self,
+    const at::Scalar& lambd) {
+  auto result_t = at::hardshrink_backward(grad_out_t, self, lambd);
+  return result_t;
+}
+
+at::Tensor hardshrink_backward(const at::Tensor& grad_out, const at::Tensor& self, const at::Scalar& lambd) {
+  c10::intrusive_ptr<HardshrinkBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_out, self)) {
+    grad_fn = c10::make_intrusive<HardshrinkBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_out, self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::hardshrink_backward(grad_out, self, lambd);
+  std::vector<int64_t> grad_out_sizes = grad_out.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_out)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("hardshrink_backward", grad_out);
+    formulas::runtime::refuse_complex("hardshrink_backward", result);
+    const auto grad_out_t = formulas::runtime::tangent(grad_out);
+    formulas::runtime::set_tangent(result, formulas::hardshrink_backward_jvp(grad_out_t, formulas::runtime::primal(self), lambd));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("hardshrink_backward", grad_out);
+    formulas::runtime::refuse_complex("hardshrink_backward", self);
+    formulas::runtime::refuse_complex("hardshrink_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->lambd_ = lambd;
+    grad_fn->grad_out_sizes_ = std::move(grad_out_sizes);
+  }
+  return result;
+}
+
 struct SoftmaxBackwardDataBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -1608,324 +1926,6 @@ at::Tensor leaky_relu_backward(const at::Tensor& grad_output, const at::Tensor& 
     grad_fn->negative_slope_ = negative_slope;
     grad_fn->self_is_result_ = self_is_result;
     grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
-  }
-  return result;
-}
-
-struct SoftshrinkBackwardBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "SoftshrinkBackwardBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
-  }
-  torch::autograd::SavedVariable self_;
-  at::Scalar lambd_{};
-  std::vector<int64_t> grad_output_sizes_{};
-};
-
-namespace backwards {
-std::tuple<at::Tensor, at::Tensor> softshrink_backward(
-    const at::Tensor& grad,
-    const at::Tensor& self,
-    const at::Scalar& lambd,
-    at::IntArrayRef grad_output_sizes) {
-  return {helpers::sum_to(at::softshrink_backward(grad, self, lambd), grad_output_sizes), at::Tensor()};
-}
-}  // namespace backwards
-
-torch::autograd::variable_list SoftshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_, const std::vector<int64_t>& grad_output_sizes_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto grad_output_ix = ranges.next(1);
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0] && !needs_input_grad[1]) {
-    return grad_inputs;
-  }
-  const auto input_grads = formulas::backwards::softshrink_backward(grads[0], self_, lambd_, grad_output_sizes_);
-  if (needs_input_grad[0]) {
-    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
-  }
-  if (needs_input_grad[1]) {
-    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
-  }
-  return grad_inputs;
-}
-
-torch::autograd::variable_list SoftshrinkBackwardBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
-  auto lambd_ = packed_args.unpack<at::Scalar>();
-  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return SoftshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, lambd_, grad_output_sizes_);
-}
-
-torch::autograd::variable_list SoftshrinkBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto grad_output_ix = ranges.next(1);
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_output_ix),
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  const auto self = self_.unpack();
-  return SoftshrinkBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, lambd_, grad_output_sizes_);
-}
-
-void SoftshrinkBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_, false);
-  args.collect(lambd_);
-  args.collect(grad_output_sizes_);
-}
-
-torch::autograd::variable_list SoftshrinkBackwardBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_);
-  saved.before(lambd_);
-  saved.before(grad_output_sizes_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_SoftshrinkBackwardBackward0", SoftshrinkBackwardBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto grad_output_ix = ranges.next(1);
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_output_ix),
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(self);
-  functional_args.pack(lambd_);
-  functional_args.pack(grad_output_sizes_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_SoftshrinkBackwardBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(self_);
-  saved.after(lambd_);
-  saved.after(grad_output_sizes_);
-  return functional_outputs;
-}
-
-at::Tensor softshrink_backward_jvp(
-    const at::Tensor& grad_output_t,
-    const at::Tensor& self,
-    const at::Scalar& lambd) {
-  auto result_t = at::softshrink_backward(grad_output_t, self, lambd);
-  return result_t;
-}
-
-at::Tensor softshrink_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& lambd) {
-  c10::intrusive_ptr<SoftshrinkBackwardBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(grad_output, self)) {
-    grad_fn = c10::make_intrusive<SoftshrinkBackwardBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::softshrink_backward(grad_output, self, lambd);
-  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("softshrink_backward", grad_output);
-    formulas::runtime::refuse_complex("softshrink_backward", result);
-    const auto grad_output_t = formulas::runtime::tangent(grad_output);
-    formulas::runtime::set_tangent(result, formulas::softshrink_backward_jvp(grad_output_t, formulas::runtime::primal(self), lambd));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("softshrink_backward", grad_output);
-    formulas::runtime::refuse_complex("softshrink_backward", self);
-    formulas::runtime::refuse_complex("softshrink_backward", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->lambd_ = lambd;
-    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
-  }
-  return result;
-}
-
-struct HardshrinkBackwardBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "HardshrinkBackwardBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
-  }
-  torch::autograd::SavedVariable self_;
-  at::Scalar lambd_{};
-  std::vector<int64_t> grad_out_sizes_{};
-};
-
-namespace backwards {
-std::tuple<at::Tensor, at::Tensor> hardshrink_backward(
-    const at::Tensor& grad,
-    const at::Tensor& self,
-    const at::Scalar& lambd,
-    at::IntArrayRef grad_out_sizes) {
-  return {helpers::sum_to(at::hardshrink_backward(grad, self, lambd), grad_out_sizes), at::Tensor()};
-}
-}  // namespace backwards
-
-torch::autograd::variable_list HardshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& self_, const at::Scalar& lambd_, const std::vector<int64_t>& grad_out_sizes_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto grad_out_ix = ranges.next(1);
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0] && !needs_input_grad[1]) {
-    return grad_inputs;
-  }
-  const auto input_grads = formulas::backwards::hardshrink_backward(grads[0], self_, lambd_, grad_out_sizes_);
-  if (needs_input_grad[0]) {
-    formulas::runtime::store(grad_inputs, grad_out_ix, std::get<0>(input_grads));
-  }
-  if (needs_input_grad[1]) {
-    formulas::runtime::store(grad_inputs, self_ix, std::get<1>(input_grads));
-  }
-  return grad_inputs;
-}
-
-torch::autograd::variable_list HardshrinkBackwardBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
-  auto lambd_ = packed_args.unpack<at::Scalar>();
-  auto grad_out_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return HardshrinkBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, lambd_, grad_out_sizes_);
-}
-
-torch::autograd::variable_list HardshrinkBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto grad_out_ix = ranges.next(1);
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_out_ix),
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  const auto self = self_.unpack();
-  return HardshrinkBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, self, lambd_, grad_out_sizes_);
-}
-
-void HardshrinkBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_, false);
-  args.collect(lambd_);
-  args.collect(grad_out_sizes_);
-}
-
-torch::autograd::variable_list HardshrinkBackwardBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_);
-  saved.before(lambd_);
-  saved.before(grad_out_sizes_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Scalar>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_HardshrinkBackwardBackward0", HardshrinkBackwardBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto grad_out_ix = ranges.next(1);
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_out_ix),
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  const auto self = self_.unpack();
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(self);
-  functional_args.pack(lambd_);
-  functional_args.pack(grad_out_sizes_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_HardshrinkBackwardBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(self_);
-  saved.after(lambd_);
-  saved.after(grad_out_sizes_);
-  return functional_outputs;
-}
-
-at::Tensor hardshrink_backward_jvp(
-    const at::Tensor& grad_out_t,
-    const at::Tensor& self,
-    const at::Scalar& lambd) {
-  auto result_t = at::hardshrink_backward(grad_out_t, self, lambd);
-  return result_t;
-}
-
-at::Tensor hardshrink_backward(const at::Tensor& grad_out, const at::Tensor& self, const at::Scalar& lambd) {
-  c10::intrusive_ptr<HardshrinkBackwardBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(grad_out, self)) {
-    grad_fn = c10::make_intrusive<HardshrinkBackwardBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_out, self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::hardshrink_backward(grad_out, self, lambd);
-  std::vector<int64_t> grad_out_sizes = grad_out.sizes().vec();
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(grad_out)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("hardshrink_backward", grad_out);
-    formulas::runtime::refuse_complex("hardshrink_backward", result);
-    const auto grad_out_t = formulas::runtime::tangent(grad_out);
-    formulas::runtime::set_tangent(result, formulas::hardshrink_backward_jvp(grad_out_t, formulas::runtime::primal(self), lambd));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("hardshrink_backward", grad_out);
-    formulas::runtime::refuse_complex("hardshrink_backward", self);
-    formulas::runtime::refuse_complex("hardshrink_backward", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->lambd_ = lambd;
-    grad_fn->grad_out_sizes_ = std::move(grad_out_sizes);
   }
   return result;
 }
@@ -4481,14 +4481,14 @@ const aten_override::Registrars aten_registrars({
     {"tanh_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("tanh_backward", torch::dispatch(key, TORCH_FN(formulas::tanh_backward))); }},
     {"sigmoid_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("sigmoid_backward", torch::dispatch(key, TORCH_FN(formulas::sigmoid_backward))); }},
     {"threshold_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("threshold_backward", torch::dispatch(key, TORCH_FN(formulas::threshold_backward))); }},
+    {"softshrink_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("softshrink_backward", torch::dispatch(key, TORCH_FN(formulas::softshrink_backward))); }},
+    {"hardshrink_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardshrink_backward", torch::dispatch(key, TORCH_FN(formulas::hardshrink_backward))); }},
     {"_softmax_backward_data", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_softmax_backward_data", torch::dispatch(key, TORCH_FN(formulas::_softmax_backward_data))); }},
     {"_log_softmax_backward_data", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_log_softmax_backward_data", torch::dispatch(key, TORCH_FN(formulas::_log_softmax_backward_data))); }},
     {"value_selecting_reduction_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("value_selecting_reduction_backward", torch::dispatch(key, TORCH_FN(formulas::value_selecting_reduction_backward))); }},
     {"gather_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("gather_backward", torch::dispatch(key, TORCH_FN(formulas::gather_backward))); }},
     {"hardtanh_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardtanh_backward", torch::dispatch(key, TORCH_FN(formulas::hardtanh_backward))); }},
     {"leaky_relu_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("leaky_relu_backward", torch::dispatch(key, TORCH_FN(formulas::leaky_relu_backward))); }},
-    {"softshrink_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("softshrink_backward", torch::dispatch(key, TORCH_FN(formulas::softshrink_backward))); }},
-    {"hardshrink_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardshrink_backward", torch::dispatch(key, TORCH_FN(formulas::hardshrink_backward))); }},
     {"hardswish_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardswish_backward", torch::dispatch(key, TORCH_FN(formulas::hardswish_backward))); }},
     {"elu_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("elu_backward", torch::dispatch(key, TORCH_FN(formulas::elu_backward))); }},
     {"gelu_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("gelu_backward", torch::dispatch(key, TORCH_FN(formulas::gelu_backward))); }},
@@ -4513,14 +4513,14 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("tanh_backward(Tensor grad_output, Tensor output) -> Tensor", TORCH_FN(formulas::tanh_backward));
   m.def("sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor", TORCH_FN(formulas::sigmoid_backward));
   m.def("threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor", TORCH_FN(formulas::threshold_backward));
+  m.def("softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor", TORCH_FN(formulas::softshrink_backward));
+  m.def("hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor", TORCH_FN(formulas::hardshrink_backward));
   m.def("_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor", TORCH_FN(formulas::_softmax_backward_data));
   m.def("_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor", TORCH_FN(formulas::_log_softmax_backward_data));
   m.def("value_selecting_reduction_backward(Tensor grad, int dim, Tensor indices, SymInt[] sizes, bool keepdim) -> Tensor", TORCH_FN(formulas::value_selecting_reduction_backward));
   m.def("gather_backward(Tensor grad, Tensor self, int dim, Tensor index, bool sparse_grad) -> Tensor", TORCH_FN(formulas::gather_backward));
   m.def("hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor", TORCH_FN(formulas::hardtanh_backward));
   m.def("leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor", TORCH_FN(formulas::leaky_relu_backward));
-  m.def("softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor", TORCH_FN(formulas::softshrink_backward));
-  m.def("hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor", TORCH_FN(formulas::hardshrink_backward));
   m.def("hardswish_backward(Tensor grad_output, Tensor self) -> Tensor", TORCH_FN(formulas::hardswish_backward));
   m.def("elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor", TORCH_FN(formulas::elu_backward));
   m.def("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor", TORCH_FN(formulas::gelu_backward));

@@ -2798,6 +2798,184 @@ at::Tensor fmod_tensor(const at::Tensor& self, const at::Tensor& other) {
   return result;
 }
 
+struct RemainderTensorBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "RemainderTensorBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    other_.reset_data();
+  }
+  std::vector<int64_t> self_sizes_{};
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable other_;
+  std::vector<int64_t> other_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> remainder_tensor(
+    const at::Tensor& grad,
+    at::IntArrayRef self_sizes,
+    const at::Tensor& self,
+    const at::Tensor& other,
+    at::IntArrayRef other_sizes,
+    const std::array<bool, 2>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad, self_sizes) : at::Tensor();
+  auto grad_other = needs_input_grad[1] ? helpers::sum_to(-grad * at::floor(self / other), other_sizes) : at::Tensor();
+  return {grad_self, grad_other};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list RemainderTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& other_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::remainder_tensor(grads[0], self_sizes_, self_, other_, other_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, other_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list RemainderTensorBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto other_ = packed_args.unpack<at::Tensor>();
+  auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return RemainderTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, self_, other_, other_sizes_);
+}
+
+torch::autograd::variable_list RemainderTensorBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto self = self_.unpack();
+  const auto other = other_.unpack();
+  return RemainderTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, self, other, other_sizes_);
+}
+
+void RemainderTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_sizes_);
+  args.collect(self_, false);
+  args.collect(other_, false);
+  args.collect(other_sizes_);
+}
+
+torch::autograd::variable_list RemainderTensorBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_sizes_);
+  saved.before(self_);
+  saved.before(other_);
+  saved.before(other_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_RemainderTensorBackward0", RemainderTensorBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto other_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, other_ix),
+  };
+  const auto self = self_.unpack();
+  const auto other = other_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(self);
+  functional_args.pack(other);
+  functional_args.pack(other_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_RemainderTensorBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_sizes_);
+  saved.after(self_);
+  saved.after(other_);
+  saved.after(other_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor remainder_tensor_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& other_t,
+    const at::Tensor& self,
+    const at::Tensor& other) {
+  auto result_t = self_t - (other_t * at::floor(self / other));
+  return result_t;
+}
+
+at::Tensor remainder_tensor(const at::Tensor& self, const at::Tensor& other) {
+  c10::intrusive_ptr<RemainderTensorBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, other)) {
+    grad_fn = c10::make_intrusive<RemainderTensorBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::remainder(self, other);
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> other_sizes = other.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("remainder.Tensor", self);
+    formulas::runtime::refuse_complex("remainder.Tensor", other);
+    formulas::runtime::refuse_complex("remainder.Tensor", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto other_t = formulas::runtime::tangent(other);
+    formulas::runtime::set_tangent(result, formulas::remainder_tensor_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("remainder.Tensor", self);
+    formulas::runtime::refuse_complex("remainder.Tensor", other);
+    formulas::runtime::refuse_complex("remainder.Tensor", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->other_ = torch::autograd::SavedVariable(other, false);
+    grad_fn->other_sizes_ = std::move(other_sizes);
+  }
+  return result;
+}
+
 struct FmodScalarBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -3022,184 +3200,6 @@ at::Tensor remainder_scalar(const at::Tensor& self, const at::Scalar& other) {
     formulas::runtime::refuse_complex("remainder.Scalar", self);
     formulas::runtime::refuse_complex("remainder.Scalar", result);
     torch::autograd::set_history(result, grad_fn);
-  }
-  return result;
-}
-
-struct RemainderTensorBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "RemainderTensorBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
-    other_.reset_data();
-  }
-  std::vector<int64_t> self_sizes_{};
-  torch::autograd::SavedVariable self_;
-  torch::autograd::SavedVariable other_;
-  std::vector<int64_t> other_sizes_{};
-};
-
-namespace backwards {
-std::tuple<at::Tensor, at::Tensor> remainder_tensor(
-    const at::Tensor& grad,
-    at::IntArrayRef self_sizes,
-    const at::Tensor& self,
-    const at::Tensor& other,
-    at::IntArrayRef other_sizes,
-    const std::array<bool, 2>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to(grad, self_sizes) : at::Tensor();
-  auto grad_other = needs_input_grad[1] ? helpers::sum_to(-grad * at::floor(self / other), other_sizes) : at::Tensor();
-  return {grad_self, grad_other};
-}
-}  // namespace backwards
-
-torch::autograd::variable_list RemainderTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const std::vector<int64_t>& self_sizes_, const at::Tensor& self_, const at::Tensor& other_, const std::vector<int64_t>& other_sizes_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const auto other_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0] && !needs_input_grad[1]) {
-    return grad_inputs;
-  }
-  const auto input_grads = formulas::backwards::remainder_tensor(grads[0], self_sizes_, self_, other_, other_sizes_, needs_input_grad);
-  if (needs_input_grad[0]) {
-    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
-  }
-  if (needs_input_grad[1]) {
-    formulas::runtime::store(grad_inputs, other_ix, std::get<1>(input_grads));
-  }
-  return grad_inputs;
-}
-
-torch::autograd::variable_list RemainderTensorBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
-  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  auto self_ = packed_args.unpack<at::Tensor>();
-  auto other_ = packed_args.unpack<at::Tensor>();
-  auto other_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return RemainderTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, self_, other_, other_sizes_);
-}
-
-torch::autograd::variable_list RemainderTensorBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const auto other_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, other_ix),
-  };
-  const auto self = self_.unpack();
-  const auto other = other_.unpack();
-  return RemainderTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, self, other, other_sizes_);
-}
-
-void RemainderTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(self_sizes_);
-  args.collect(self_, false);
-  args.collect(other_, false);
-  args.collect(other_sizes_);
-}
-
-torch::autograd::variable_list RemainderTensorBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(self_sizes_);
-  saved.before(self_);
-  saved.before(other_);
-  saved.before(other_sizes_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_RemainderTensorBackward0", RemainderTensorBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const auto other_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-      formulas::runtime::should_compute(*this, other_ix),
-  };
-  const auto self = self_.unpack();
-  const auto other = other_.unpack();
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(self_sizes_);
-  functional_args.pack(self);
-  functional_args.pack(other);
-  functional_args.pack(other_sizes_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_RemainderTensorBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(self_sizes_);
-  saved.after(self_);
-  saved.after(other_);
-  saved.after(other_sizes_);
-  return functional_outputs;
-}
-
-at::Tensor remainder_tensor_jvp(
-    const at::Tensor& self_t,
-    const at::Tensor& other_t,
-    const at::Tensor& self,
-    const at::Tensor& other) {
-  auto result_t = self_t - (other_t * at::floor(self / other));
-  return result_t;
-}
-
-at::Tensor remainder_tensor(const at::Tensor& self, const at::Tensor& other) {
-  c10::intrusive_ptr<RemainderTensorBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self, other)) {
-    grad_fn = c10::make_intrusive<RemainderTensorBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::remainder(self, other);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
-  std::vector<int64_t> other_sizes = other.sizes().vec();
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(other)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("remainder.Tensor", self);
-    formulas::runtime::refuse_complex("remainder.Tensor", other);
-    formulas::runtime::refuse_complex("remainder.Tensor", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    const auto other_t = formulas::runtime::tangent(other);
-    formulas::runtime::set_tangent(result, formulas::remainder_tensor_jvp(self_t, other_t, formulas::runtime::primal(self), formulas::runtime::primal(other)));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("remainder.Tensor", self);
-    formulas::runtime::refuse_complex("remainder.Tensor", other);
-    formulas::runtime::refuse_complex("remainder.Tensor", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->self_sizes_ = std::move(self_sizes);
-    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
-    grad_fn->other_ = torch::autograd::SavedVariable(other, false);
-    grad_fn->other_sizes_ = std::move(other_sizes);
   }
   return result;
 }
@@ -5245,9 +5245,9 @@ const aten_override::Registrars aten_registrars({
     {"fmin", +[](torch::Library& m, c10::DispatchKey key) { m.impl("fmin", torch::dispatch(key, TORCH_FN(formulas::fmin))); }},
     {"fmax", +[](torch::Library& m, c10::DispatchKey key) { m.impl("fmax", torch::dispatch(key, TORCH_FN(formulas::fmax))); }},
     {"fmod.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("fmod.Tensor", torch::dispatch(key, TORCH_FN(formulas::fmod_tensor))); }},
+    {"remainder.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("remainder.Tensor", torch::dispatch(key, TORCH_FN(formulas::remainder_tensor))); }},
     {"fmod.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("fmod.Scalar", torch::dispatch(key, TORCH_FN(formulas::fmod_scalar))); }},
     {"remainder.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("remainder.Scalar", torch::dispatch(key, TORCH_FN(formulas::remainder_scalar))); }},
-    {"remainder.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("remainder.Tensor", torch::dispatch(key, TORCH_FN(formulas::remainder_tensor))); }},
     {"pow.Tensor_Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("pow.Tensor_Tensor", torch::dispatch(key, TORCH_FN(formulas::pow_tensor_tensor))); }},
     {"pow.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("pow.Scalar", torch::dispatch(key, TORCH_FN(formulas::pow_scalar))); }},
     {"lerp.Scalar", +[](torch::Library& m, c10::DispatchKey key) { m.impl("lerp.Scalar", torch::dispatch(key, TORCH_FN(formulas::lerp_scalar))); }},
@@ -5282,9 +5282,9 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("fmin(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::fmin));
   m.def("fmax(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::fmax));
   m.def("fmod.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::fmod_tensor));
+  m.def("remainder.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::remainder_tensor));
   m.def("fmod.Scalar(Tensor self, Scalar other) -> Tensor", TORCH_FN(formulas::fmod_scalar));
   m.def("remainder.Scalar(Tensor self, Scalar other) -> Tensor", TORCH_FN(formulas::remainder_scalar));
-  m.def("remainder.Tensor(Tensor self, Tensor other) -> Tensor", TORCH_FN(formulas::remainder_tensor));
   m.def("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", TORCH_FN(formulas::pow_tensor_tensor));
   m.def("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", TORCH_FN(formulas::pow_scalar));
   m.def("lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor", TORCH_FN(formulas::lerp_scalar));

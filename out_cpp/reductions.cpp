@@ -1141,7 +1141,7 @@ struct MinBackward0 : public torch::autograd::TraceableFunction {
 };
 
 namespace backwards {
-at::Tensor min_all(
+at::Tensor min(
     const at::Tensor& grad,
     const at::Tensor& self,
     const at::Tensor& result) {
@@ -1159,7 +1159,7 @@ torch::autograd::variable_list MinBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::min_all(grads[0], self_, result_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::min(grads[0], self_, result_));
   return grad_inputs;
 }
 
@@ -1228,14 +1228,14 @@ torch::autograd::variable_list MinBackward0::apply_with_saved(
   return functional_outputs;
 }
 
-at::Tensor min_all_jvp(
+at::Tensor min_jvp(
     const at::Tensor& self_t,
     const at::Tensor& self,
     const at::Tensor& result) {
   return helpers::evenly_read_jvp(self_t, self, result);
 }
 
-at::Tensor min_all(const at::Tensor& self) {
+at::Tensor min(const at::Tensor& self) {
   c10::intrusive_ptr<MinBackward0> grad_fn;
   if (torch::autograd::compute_requires_grad(self)) {
     grad_fn = c10::make_intrusive<MinBackward0>();
@@ -1251,7 +1251,7 @@ at::Tensor min_all(const at::Tensor& self) {
     formulas::runtime::refuse_complex("min", self);
     formulas::runtime::refuse_complex("min", result);
     const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::min_all_jvp(self_t, formulas::runtime::primal(self), result));
+    formulas::runtime::set_tangent(result, formulas::min_jvp(self_t, formulas::runtime::primal(self), result));
   }
   if (grad_fn) {
     formulas::runtime::refuse_complex("min", self);
@@ -3205,7 +3205,7 @@ const aten_override::Registrars aten_registrars({
     {"max.dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("max.dim", torch::dispatch(key, TORCH_FN(formulas::max_dim))); }},
     {"min.dim", +[](torch::Library& m, c10::DispatchKey key) { m.impl("min.dim", torch::dispatch(key, TORCH_FN(formulas::min_dim))); }},
     {"max", +[](torch::Library& m, c10::DispatchKey key) { m.impl("max", torch::dispatch(key, TORCH_FN(formulas::max_all))); }},
-    {"min", +[](torch::Library& m, c10::DispatchKey key) { m.impl("min", torch::dispatch(key, TORCH_FN(formulas::min_all))); }},
+    {"min", +[](torch::Library& m, c10::DispatchKey key) { m.impl("min", torch::dispatch(key, TORCH_FN(formulas::min))); }},
     {"amax", +[](torch::Library& m, c10::DispatchKey key) { m.impl("amax", torch::dispatch(key, TORCH_FN(formulas::amax))); }},
     {"amin", +[](torch::Library& m, c10::DispatchKey key) { m.impl("amin", torch::dispatch(key, TORCH_FN(formulas::amin))); }},
     {"mean", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mean", torch::dispatch(key, TORCH_FN(formulas::mean_all))); }},
@@ -3231,7 +3231,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", TORCH_FN(formulas::max_dim));
   m.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", TORCH_FN(formulas::min_dim));
   m.def("max(Tensor self) -> Tensor", TORCH_FN(formulas::max_all));
-  m.def("min(Tensor self) -> Tensor", TORCH_FN(formulas::min_all));
+  m.def("min(Tensor self) -> Tensor", TORCH_FN(formulas::min));
   m.def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", TORCH_FN(formulas::amax));
   m.def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", TORCH_FN(formulas::amin));
   m.def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", TORCH_FN(formulas::mean_all));

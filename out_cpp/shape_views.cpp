@@ -2105,6 +2105,160 @@ at::Tensor SwapdimsViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::swapdims(base, dim0_, dim1_);
 }
 
+struct SwapaxesBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "SwapaxesBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
+  int64_t axis0_{};
+  int64_t axis1_{};
+};
+
+namespace backwards {
+at::Tensor swapaxes(
+    const at::Tensor& grad,
+    int64_t axis0,
+    int64_t axis1) {
+  return at::swapaxes(grad, axis0, axis1);
+}
+}  // namespace backwards
+
+torch::autograd::variable_list SwapaxesBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& axis0_, const int64_t& axis1_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0]) {
+    return grad_inputs;
+  }
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::swapaxes(grads[0], axis0_, axis1_));
+  return grad_inputs;
+}
+
+torch::autograd::variable_list SwapaxesBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto axis0_ = packed_args.unpack<int64_t>();
+  auto axis1_ = packed_args.unpack<int64_t>();
+  return SwapaxesBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, axis0_, axis1_);
+}
+
+torch::autograd::variable_list SwapaxesBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  return SwapaxesBackward0_apply_functional(std::move(grads), needs_input_grad, axis0_, axis1_);
+}
+
+void SwapaxesBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(axis0_);
+  args.collect(axis1_);
+}
+
+torch::autograd::variable_list SwapaxesBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(axis0_);
+  saved.before(axis1_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_SwapaxesBackward0", SwapaxesBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const std::array<bool, 1> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+  };
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(axis0_);
+  functional_args.pack(axis1_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_SwapaxesBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(axis0_);
+  saved.after(axis1_);
+  return functional_outputs;
+}
+
+at::Tensor swapaxes_jvp(
+    const at::Tensor& self_t,
+    int64_t axis0,
+    int64_t axis1) {
+  return at::swapaxes(self_t, axis0, axis1);
+}
+
+struct SwapaxesViewFunc0 : public formulas::runtime::ReplayViewFunc<SwapaxesViewFunc0> {
+  at::Tensor operator()(const at::Tensor& base) const override;
+  int64_t axis0_{};
+  int64_t axis1_{};
+};
+
+at::Tensor swapaxes(const at::Tensor& self, int64_t axis0, int64_t axis1) {
+  c10::intrusive_ptr<SwapaxesBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self)) {
+    grad_fn = c10::make_intrusive<SwapaxesBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::swapaxes(self, axis0, axis1);
+  if (result.is_same(self)) {
+    result = result.alias();
+  }
+  below_autograd.reset();
+  if (formulas::runtime::shares_storage(result, self)) {
+    result = formulas::runtime::as_view(self, result, [&] {
+      auto replay = std::make_unique<SwapaxesViewFunc0>();
+      replay->axis0_ = formulas::runtime::to_owned(axis0);
+      replay->axis1_ = formulas::runtime::to_owned(axis1);
+      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
+    });
+  }
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("swapaxes", self);
+    formulas::runtime::refuse_complex("swapaxes", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    formulas::runtime::set_tangent(result, formulas::swapaxes_jvp(self_t, axis0, axis1));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("swapaxes", self);
+    formulas::runtime::refuse_complex("swapaxes", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->axis0_ = axis0;
+    grad_fn->axis1_ = axis1;
+  }
+  return result;
+}
+
+at::Tensor SwapaxesViewFunc0::operator()(const at::Tensor& base) const {
+  return formulas::swapaxes(base, axis0_, axis1_);
+}
+
 struct MovedimIntBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -3080,160 +3234,6 @@ at::Tensor ContiguousViewFunc0::operator()(const at::Tensor& base) const {
   return formulas::contiguous(base, memory_format_);
 }
 
-struct SwapaxesBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "SwapaxesBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-  }
-  int64_t axis0_{};
-  int64_t axis1_{};
-};
-
-namespace backwards {
-at::Tensor swapaxes(
-    const at::Tensor& grad,
-    int64_t axis0,
-    int64_t axis1) {
-  return at::swapaxes(grad, axis0, axis1);
-}
-}  // namespace backwards
-
-torch::autograd::variable_list SwapaxesBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const int64_t& axis0_, const int64_t& axis1_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0]) {
-    return grad_inputs;
-  }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::swapaxes(grads[0], axis0_, axis1_));
-  return grad_inputs;
-}
-
-torch::autograd::variable_list SwapaxesBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto axis0_ = packed_args.unpack<int64_t>();
-  auto axis1_ = packed_args.unpack<int64_t>();
-  return SwapaxesBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, axis0_, axis1_);
-}
-
-torch::autograd::variable_list SwapaxesBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  return SwapaxesBackward0_apply_functional(std::move(grads), needs_input_grad, axis0_, axis1_);
-}
-
-void SwapaxesBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(axis0_);
-  args.collect(axis1_);
-}
-
-torch::autograd::variable_list SwapaxesBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(axis0_);
-  saved.before(axis1_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_SwapaxesBackward0", SwapaxesBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto self_ix = ranges.next(1);
-  const std::array<bool, 1> needs_input_grad = {
-      formulas::runtime::should_compute(*this, self_ix),
-  };
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(axis0_);
-  functional_args.pack(axis1_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_SwapaxesBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(axis0_);
-  saved.after(axis1_);
-  return functional_outputs;
-}
-
-at::Tensor swapaxes_jvp(
-    const at::Tensor& self_t,
-    int64_t axis0,
-    int64_t axis1) {
-  return at::swapaxes(self_t, axis0, axis1);
-}
-
-struct SwapaxesViewFunc0 : public formulas::runtime::ReplayViewFunc<SwapaxesViewFunc0> {
-  at::Tensor operator()(const at::Tensor& base) const override;
-  int64_t axis0_{};
-  int64_t axis1_{};
-};
-
-at::Tensor swapaxes(const at::Tensor& self, int64_t axis0, int64_t axis1) {
-  c10::intrusive_ptr<SwapaxesBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(self)) {
-    grad_fn = c10::make_intrusive<SwapaxesBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::swapaxes(self, axis0, axis1);
-  if (result.is_same(self)) {
-    result = result.alias();
-  }
-  below_autograd.reset();
-  if (formulas::runtime::shares_storage(result, self)) {
-    result = formulas::runtime::as_view(self, result, [&] {
-      auto replay = std::make_unique<SwapaxesViewFunc0>();
-      replay->axis0_ = formulas::runtime::to_owned(axis0);
-      replay->axis1_ = formulas::runtime::to_owned(axis1);
-      return std::unique_ptr<torch::autograd::ViewFunc>(std::move(replay));
-    });
-  }
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(self)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("swapaxes", self);
-    formulas::runtime::refuse_complex("swapaxes", result);
-    const auto self_t = formulas::runtime::tangent(self);
-    formulas::runtime::set_tangent(result, formulas::swapaxes_jvp(self_t, axis0, axis1));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("swapaxes", self);
-    formulas::runtime::refuse_complex("swapaxes", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->axis0_ = axis0;
-    grad_fn->axis1_ = axis1;
-  }
-  return result;
-}
-
-at::Tensor SwapaxesViewFunc0::operator()(const at::Tensor& base) const {
-  return formulas::swapaxes(base, axis0_, axis1_);
-}
-
 struct UnflattenIntBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -3786,13 +3786,13 @@ const aten_override::Registrars aten_registrars({
     {"flatten.using_ints", +[](torch::Library& m, c10::DispatchKey key) { m.impl("flatten.using_ints", torch::dispatch(key, TORCH_FN(formulas::flatten_using_ints))); }},
     {"transpose.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("transpose.int", torch::dispatch(key, TORCH_FN(formulas::transpose_int))); }},
     {"swapdims", +[](torch::Library& m, c10::DispatchKey key) { m.impl("swapdims", torch::dispatch(key, TORCH_FN(formulas::swapdims))); }},
+    {"swapaxes", +[](torch::Library& m, c10::DispatchKey key) { m.impl("swapaxes", torch::dispatch(key, TORCH_FN(formulas::swapaxes))); }},
     {"movedim.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("movedim.int", torch::dispatch(key, TORCH_FN(formulas::movedim_int))); }},
     {"movedim.intlist", +[](torch::Library& m, c10::DispatchKey key) { m.impl("movedim.intlist", torch::dispatch(key, TORCH_FN(formulas::movedim_intlist))); }},
     {"select.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("select.int", torch::dispatch(key, TORCH_FN(formulas::select_int))); }},
     {"slice.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("slice.Tensor", torch::dispatch(key, TORCH_FN(formulas::slice_tensor))); }},
     {"diagonal", +[](torch::Library& m, c10::DispatchKey key) { m.impl("diagonal", torch::dispatch(key, TORCH_FN(formulas::diagonal))); }},
     {"contiguous", +[](torch::Library& m, c10::DispatchKey key) { m.impl("contiguous", torch::dispatch(key, TORCH_FN(formulas::contiguous))); }},
-    {"swapaxes", +[](torch::Library& m, c10::DispatchKey key) { m.impl("swapaxes", torch::dispatch(key, TORCH_FN(formulas::swapaxes))); }},
     {"unflatten.int", +[](torch::Library& m, c10::DispatchKey key) { m.impl("unflatten.int", torch::dispatch(key, TORCH_FN(formulas::unflatten_int))); }},
     {"t", +[](torch::Library& m, c10::DispatchKey key) { m.impl("t", torch::dispatch(key, TORCH_FN(formulas::t))); }},
     {"mT", +[](torch::Library& m, c10::DispatchKey key) { m.impl("mT", torch::dispatch(key, TORCH_FN(formulas::mT))); }},
@@ -3817,13 +3817,13 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", TORCH_FN(formulas::flatten_using_ints));
   m.def("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", TORCH_FN(formulas::transpose_int));
   m.def("swapdims(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", TORCH_FN(formulas::swapdims));
+  m.def("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)", TORCH_FN(formulas::swapaxes));
   m.def("movedim.int(Tensor(a) self, int source, int destination) -> Tensor(a)", TORCH_FN(formulas::movedim_int));
   m.def("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)", TORCH_FN(formulas::movedim_intlist));
   m.def("select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", TORCH_FN(formulas::select_int));
   m.def("slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)", TORCH_FN(formulas::slice_tensor));
   m.def("diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", TORCH_FN(formulas::diagonal));
   m.def("contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)", TORCH_FN(formulas::contiguous));
-  m.def("swapaxes(Tensor(a) self, int axis0, int axis1) -> Tensor(a)", TORCH_FN(formulas::swapaxes));
   m.def("unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)", TORCH_FN(formulas::unflatten_int));
   m.def("t(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::t));
   m.def("mT(Tensor(a) self) -> Tensor(a)", TORCH_FN(formulas::mT));

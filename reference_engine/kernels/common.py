@@ -14,7 +14,7 @@ def _np_dtype(dtype: DType | None) -> np.dtype | None:
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:
-    bound = max(ndim, 1)
+    bound = ndim if ndim > 0 else 1
     if not -bound <= dim < bound:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], "
                          f"but got {dim})")

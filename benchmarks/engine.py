@@ -34,10 +34,13 @@ so chain runs, and it scans every object of the process (torch's and the formula
 included). Amortised they add to the engine and to HIPS autograd (about 9 tracked objects
 kept per operation each, ``--count``), and much less to the tape (4.5), nothing to torch.
 
-The chain and the large workload are also run as *NumPy calls alone*: the
+The chain, the MLP step and the large workload are also run as *NumPy calls alone*: the
 bare NumPy calls their math needs, no framework. Where torch beats that (its
 C++ dispatch against NumPy's per-call overhead on 16 elements, its vectorised
-kernels on 1M), no engine that calls NumPy can match torch.
+kernels on 1M), no engine that calls NumPy can match torch. On the MLP step it does not:
+NumPy's 64x32 by 32x64 float64 matmul takes about 6 us where torch's takes 9.5, an
+elementwise op on 640 elements 0.5 to 0.9 us where torch's takes 1.2 to 2.2, and the step's
+NumPy calls alone take about 0.3x torch eager.
 
 Run: ``python benchmarks/engine.py [--repeat N] [--cpu-time]``; ``--cpu-time`` times with
 the process's CPU time (steadier on a shared, loaded machine); ``--count`` prints Python
@@ -286,7 +289,24 @@ def mlp_workloads() -> dict[str, Callable[[], object]]:
                 p.grad = None
         return loss
 
-    return {"engine": run_engine, "autograd": run_hips, "torch": run_torch}
+    def run_numpy():
+        """The bare NumPy calls of the step's math, as its formulas do it: the floor."""
+        w1, b1, w2, b2 = numpy_params
+        hidden_out = np.maximum(data @ w1 + b1, 0)
+        z = hidden_out @ w2 + b2
+        e = np.exp(z)
+        s = np.sum(e, 1, keepdims=True)
+        loss = -np.sum((z - np.log(s)) * onehot) / batch
+        grad_z = onehot * (-1 / batch)          # d loss / d log_probs; then log-sum-exp's part
+        grad_z = grad_z + e * (-np.sum(grad_z, 1, keepdims=True) / s)
+        grad_hidden = np.where(hidden_out <= 0, 0.0, grad_z @ w2.T)     # threshold_backward
+        grads = (data.T @ grad_hidden, np.sum(grad_hidden, 0), hidden_out.T @ grad_z, np.sum(grad_z, 0))
+        for p, g in zip(numpy_params, grads):
+            p -= g * lr
+        return loss
+
+    numpy_params = [p.copy() for p in init]
+    return {"engine": run_engine, "autograd": run_hips, "torch": run_torch, "numpy": run_numpy}
 
 
 # ----------------------------------------------------------------------------- one operator
@@ -401,10 +421,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     chain = f"chain ({CHAIN_OPS} ops, 16 elements)"
     large = f"large ({LARGE_OPS} ops, 1M elements)"
+    mlp = "mlp training step (64x32 -> 64 -> 10)"
     workloads = {
         chain: {**chain_workloads(16, CHAIN_OPS), "formulas": formulas_alone(16, CHAIN_OPS),
                 "tape": minimal_tape(16, CHAIN_OPS), "numpy": numpy_alone(16, CHAIN_OPS)},
-        "mlp training step (64x32 -> 64 -> 10)": mlp_workloads(),
+        mlp: mlp_workloads(),
         large: {**chain_workloads(1_000_000, LARGE_OPS), "numpy": numpy_alone(1_000_000, LARGE_OPS)},
     }
     print(f"{'workload':40} {'engine':>10} {'autograd':>10} {'torch':>10} {'vs autograd':>12} {'vs torch':>9}"
@@ -422,9 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chain, a minimal Python tape (floor):    {floor['tape'] * 1e3:8.2f}ms = "
           f"{floor['tape'] / floor['autograd']:.2f}x autograd, {floor['tape'] / floor['torch']:.2f}x torch; "
           f"the engine is {floor['engine'] / floor['tape']:.2f}x it")
-    for name in (chain, large):     # the NumPy calls alone: what no engine calling NumPy can go below
+    for name in (chain, mlp, large):     # the NumPy calls alone: what no engine calling NumPy can go below
         times = timed[name]
-        print(f"{name.split(' (')[0] + ', NumPy calls alone (floor):':40} {times['numpy'] * 1e3:8.2f}ms = "
+        print(f"{name.split(' ')[0] + ', NumPy calls alone (floor):':40} {times['numpy'] * 1e3:8.2f}ms = "
               f"{times['numpy'] / times['autograd']:.2f}x autograd, {times['numpy'] / times['torch']:.2f}x torch")
     per_op = single_op_costs(args.repeat)
     print(f"x.sin() on 16 elements: recorded {per_op['recorded'] * 1e6:.2f}us, unrecorded "

@@ -29,15 +29,9 @@ from reference_engine.views import OVERLAP_MESSAGE, check_view_write, overlappin
 _packets = dispatcher.packets      # updated in place by Dispatcher.refresh
 
 
-def _op(name: str) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return (_packets.get(name) or dispatcher.packet(name)).call(args, kwargs)
-
-    call.__name__ = name
-    return call
-
-
-_add, _sub, _mul, _div = (_op(n) for n in ("add", "sub", "mul", "div"))
+#: ``at`` as the engine's formulas see it: ``_at.sub`` is the operator's entry point (a keyword
+#: at its default, ``alpha=1``, makes the cached positional call).
+_at = dispatcher.operators
 
 
 #: A reference_engine tensor handed to torch, or a torch tensor to the engine: say how to convert.
@@ -82,6 +76,10 @@ def _matmul(self: Tensor, other: Tensor) -> Tensor:
     """``@`` as torch's ``matmul``: 1-D and 2-D operands through ``mm``; an N-D operand times
     a 2-D one folds its batch into ``mm``'s rows; other batched products broadcast their batch
     dimensions and are a ``mul`` summed over the shared dimension (no ``bmm`` formula)."""
+    if type(other) is Tensor:       # a fast path, ahead of the checks: matrices that multiply
+        a, b = self._data, other._data
+        if a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]:
+            return _at.mm(self, other)
     if self.dim() == 0 or other.dim() == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
                            f"{self.dim()}D and {other.dim()}D")
@@ -406,7 +404,10 @@ Tensor.__array_ufunc__ = _array_ufunc
 
 
 # ----------------------------------------------------------------------------- in place
-def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, others: tuple = ()) -> Tensor:
+def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, others: tuple = (),
+             ufunc: np.ufunc | None = None) -> Tensor:
+    """``compute(self)`` written into ``self`` (recorded when an input requires grad, see the
+    module docstring). ``ufunc``: the operator's NumPy ufunc, for the fast path below."""
     if forward_mode.state.tangents is not None and any(
             forward_mode.tangent_of(t) is not None for t in (self, *others)):
         raise RuntimeError(f"{what} on a dual tensor inside jvp: the reference engine's forward mode does not "
@@ -428,6 +429,13 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
         old = Tensor._wrap(self._data.copy())     # the value before the write, for the backward
         old._grad_fn, old._output_nr, old._requires_grad = self._grad_fn, self._output_nr, self._requires_grad
         result = compute(old)
+    elif ufunc is not None and _same_float_dtype_and_shape(self, others[0]):
+        # A fast path (the no_grad parameter update ``p -= p.grad * lr``): operands of one
+        # floating dtype and shape, where NumPy's result is torch's and the kernel is the bare
+        # ufunc (kernels/common.py), computed straight into the array.
+        ufunc(self._data, others[0]._data, out=self._data)
+        self._bump_version()
+        return self
     else:
         result = compute(self)
     if result._data.shape != self._data.shape:
@@ -444,20 +452,30 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
     return self
 
 
+def _same_float_dtype_and_shape(self: Tensor, other: Any) -> bool:
+    """Whether ``other`` is a tensor of ``self``'s floating dtype and shape."""
+    if type(other) is not Tensor:
+        return False
+    data, other_data = self._data, other._data
+    return data.dtype is other_data.dtype and data.dtype.kind == "f" and data.shape == other_data.shape
+
+
 def _add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
-    return _inplace(self, lambda s: _add(s, other, alpha=alpha), "add_", (other,))
+    return _inplace(self, lambda s: _at.add(s, other, alpha=alpha), "add_", (other,),
+                    np.add if type(alpha) is int and alpha == 1 else None)
 
 
 def _sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
-    return _inplace(self, lambda s: _sub(s, other, alpha=alpha), "sub_", (other,))
+    return _inplace(self, lambda s: _at.sub(s, other, alpha=alpha), "sub_", (other,),
+                    np.subtract if type(alpha) is int and alpha == 1 else None)
 
 
 def _mul_(self: Tensor, other: Any) -> Tensor:
-    return _inplace(self, lambda s: _mul(s, other), "mul_", (other,))
+    return _inplace(self, lambda s: _at.mul(s, other), "mul_", (other,), np.multiply)
 
 
 def _div_(self: Tensor, other: Any) -> Tensor:
-    return _inplace(self, lambda s: _div(s, other), "div_", (other,))
+    return _inplace(self, lambda s: _at.div(s, other), "div_", (other,))
 
 
 def _overwrite(self: Tensor, value: Any, what: str, node_name: str) -> Tensor:

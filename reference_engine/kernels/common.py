@@ -14,7 +14,7 @@ def _np_dtype(dtype: DType | None) -> np.dtype | None:
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:
-    bound = max(ndim, 1)
+    bound = ndim if ndim > 0 else 1
     if not -bound <= dim < bound:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], "
                          f"but got {dim})")
@@ -25,6 +25,9 @@ def _axes(dims: list[int] | None, ndim: int) -> tuple[int, ...] | None:
     """Reduction axes: None or [] mean every dim; a 0-d tensor accepts dim 0 / -1."""
     if not dims:
         return None
+    if len(dims) == 1:      # the common case, without the set and the sort
+        axis = _wrap_dim(dims[0], ndim)
+        return None if ndim == 0 else (axis,)
     axes = tuple(sorted({_wrap_dim(d, ndim) for d in dims}))
     if len(axes) != len(dims):
         raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")

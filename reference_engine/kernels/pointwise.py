@@ -34,12 +34,15 @@ for _name, _ufunc in (("exp", np.exp), ("sin", np.sin), ("cos", np.cos), ("tanh"
 KERNELS["mul.Tensor"] = KERNELS["mul.Scalar"] = _multiply
 
 
+# log and div, which an MLP's step runs (log-softmax, its backward, a mean), take np.errstate as a
+# decorator: the same error state at about half its cost as a ``with`` block (1 us of 2 on a
+# 64x10 division; no context manager object per call).
 @kernel("log")
+@np.errstate(divide="ignore", invalid="ignore")
 def log(x):
     if type(x) is np.ndarray and x.dtype.kind != "f":
         x = x.astype(_FLOAT32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(x)
+    return np.log(x)
 
 
 @kernel("sigmoid")
@@ -77,6 +80,7 @@ DEFAULT_KEYWORD_KERNELS.update({"add.Tensor": _add, "sub.Tensor": _subtract})
 
 
 @kernel("div.Tensor", "div.Scalar")
+@np.errstate(divide="ignore", invalid="ignore")
 def div(x, other):
     if type(x) is np.ndarray and x.dtype.kind == "f" and (
             type(other) in _NUMBERS or (type(other) is np.ndarray and x.dtype is other.dtype)):
@@ -85,8 +89,7 @@ def div(x, other):
         dtype = result_dtype(x, other)
         if dtype.kind != "f":
             dtype = _FLOAT32            # true division of integers: the default float dtype
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.true_divide(x, other) if dtype is None else np.true_divide(x, other, dtype=dtype)
+    return np.true_divide(x, other) if dtype is None else np.true_divide(x, other, dtype=dtype)
 
 
 @kernel("pow.Tensor_Scalar")

@@ -13,15 +13,17 @@ from reference_engine.kernels.common import _array, _axes, _BOOL, _np_dtype, _wr
 
 
 # ----------------------------------------------------------------------------- reductions
+# The sums call np.add.reduce: what np.sum calls on an array, without its Python wrapper (about
+# a microsecond, a sixth of a 64x10 sum; np.sum is the same values, dtypes and errors).
 @kernel("sum")
 def sum_all(x, dtype=None):
-    return np.sum(x, dtype=_np_dtype(dtype))
+    return np.add.reduce(_array(x), None, _np_dtype(dtype))
 
 
 @kernel("sum.dim_IntList")
 def sum_dim(x, dim, keepdim=False, dtype=None):
     x = _array(x)
-    return np.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim, dtype=_np_dtype(dtype))
+    return np.add.reduce(x, _axes(dim, x.ndim), _np_dtype(dtype), None, keepdim)
 
 
 @kernel("mean.dim")

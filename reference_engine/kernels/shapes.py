@@ -91,7 +91,8 @@ def expand(x, size, implicit=False):
     if lead < 0:
         raise RuntimeError(f"expand: the number of sizes provided ({len(size)}) must be greater or "
                            f"equal to the number of dimensions in the tensor ({x.ndim})")
-    target = [x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(size)]
+    target = size if -1 not in size else [x.shape[i - lead] if s == -1 and i >= lead else s
+                                           for i, s in enumerate(size)]
     if x.flags.c_contiguous and min(target, default=0) >= 0:
         # a C-contiguous x: the view made from its buffer (a stride of 0 where a dim is new or
         # of size 1), np.broadcast_to's read-only view at a fraction of its cost (no iterator)

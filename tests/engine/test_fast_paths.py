@@ -5,6 +5,7 @@ import linecache
 
 import numpy as np
 import pytest
+import torch
 
 import reference_engine as engine
 from formulas import at
@@ -166,3 +167,64 @@ def test_a_keyword_only_argument_named_with_a_python_keyword_reaches_the_formula
     finally:
         dispatcher.local.pop("engine_test_reserved_keyword")
         engine.refresh()
+
+
+# The unrecorded in-place fast path (methods._inplace's ufunc): operands of one floating dtype
+# and shape are computed into the array; it must write what the general path (the operator
+# out of place, then copied in) writes, bit for bit, bump the version and reach views.
+@pytest.mark.parametrize("method, general", [
+    ("add_", lambda a, b: a + b), ("sub_", lambda a, b: a - b), ("mul_", lambda a, b: a * b),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_in_place_fast_path_writes_what_the_general_path_writes(method, general, dtype):
+    values = np.array([[1.5, -0.0, np.inf], [np.nan, 3e38, -2.25]], dtype=dtype)
+    other = engine.tensor(np.array([[0.1, 0.0, np.inf], [1.0, 3e38, -7.5]], dtype=dtype))
+    x, base = engine.tensor(values.copy()), engine.tensor(values.T.copy())
+    view = base.t()                              # a non-contiguous view: written through to its base
+    with np.errstate(all="ignore"), engine.no_grad():
+        expected = general(engine.tensor(values), other).numpy()
+        squared = general(engine.tensor(values), engine.tensor(values)).numpy()
+        assert getattr(x, method)(other) is x
+        getattr(view, method)(other)
+        aliased = engine.tensor(values.copy())
+        getattr(aliased, method)(aliased)        # the operand is the written array itself
+    for written in (x.numpy(), view.numpy(), base.numpy().T):
+        np.testing.assert_array_equal(written, expected)
+        assert written.dtype == dtype
+    np.testing.assert_array_equal(aliased.numpy(), squared)
+    assert x._version_value == 1 and base._version_value == 1
+
+
+def test_in_place_calls_the_fast_path_leaves_keep_the_general_path():
+    """Mixed dtypes (torch's promotion, then the cast back), broadcasting, alpha and a
+    recording write take the general path with its checks."""
+    x = f64([1.0, 2.0])
+    x.sub_(engine.tensor(np.array([0.5, 0.5], dtype=np.float32)), alpha=2)
+    x.add_(f64([1.0]))
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0])
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        x.mul_(f64([[1.0], [2.0]]))
+    leaf = f64([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        leaf.add_(f64([1.0, 1.0]))
+    y = leaf * 1.0
+    node = y.grad_fn
+    y -= f64([3.0, 3.0])                         # recorded: y moves onto the sub node
+    assert y.grad_fn is not node and y.grad_fn.next_functions[0][0] is node
+
+
+@pytest.mark.parametrize("shapes", [((3, 2), (2, 4)), ((2,), (2, 3))])
+def test_matmul_of_matrices_is_torchs_mm_bit_for_bit(shapes):
+    rng = np.random.default_rng(0)
+    a = engine.tensor(rng.standard_normal(shapes[0]), requires_grad=True)
+    b = engine.tensor(rng.standard_normal(shapes[1]), requires_grad=True)
+    out = a @ b
+    expected = torch.tensor(a.detach().numpy()) @ torch.tensor(b.detach().numpy())
+    np.testing.assert_array_equal(out.detach().numpy(), expected.numpy())
+    out.sum().backward()
+    ta, tb = (torch.tensor(t.detach().numpy(), requires_grad=True) for t in (a, b))
+    (ta @ tb).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy())
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
+        engine.tensor(np.ones((2, 3))) @ engine.tensor(np.ones((2, 3)))

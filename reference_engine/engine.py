@@ -176,13 +176,17 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                 if len(input_grads) != len(targets):
                     raise RuntimeError(f"{node.name()} returned {len(input_grads)} gradients for its "
                                        f"{len(targets)} inputs")
-            # the count is checked above rather than by zip(strict=True): for speed, as a keyword
-            # makes zip a slow call (about a tenth of a microsecond per node)
-            for target, nr, grad, meta in zip(targets, node.edge_output_nrs, input_grads, node.input_meta):
+            # the edges by index, not zip(targets, output_nrs, input_grads, input_meta): zip of
+            # four tuples (the count is checked above) costs more than routing a gradient
+            i = -1
+            for target in targets:
+                i += 1
                 if target is None:
                     continue
-                if grad is not None and (type(grad) is not Tensor or (grad._data.shape, grad._data.dtype) != meta):
-                    grad = conform_gradient(node, input_grads, grad, meta)    # cast like torch, or raise
+                grad = input_grads[i]
+                if grad is not None and (type(grad) is not Tensor
+                                         or (grad._data.shape, grad._data.dtype) != node.input_meta[i]):
+                    grad = conform_gradient(node, input_grads, grad, node.input_meta[i])    # cast like torch, or raise
                 if type(target) is Tensor:
                     if grad is not None:
                         to_leaf(target, grad)
@@ -201,6 +205,7 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                         continue
                     target_buffer = buffers[target] = [None] * target.num_outputs
                 if grad is not None:
+                    nr = node.edge_output_nrs[i]
                     previous = target_buffer[nr]
                     target_buffer[nr] = grad if previous is None else previous + grad
             if follow is not None:

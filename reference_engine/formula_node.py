@@ -113,7 +113,7 @@ class FormulaNode(Node):
                  "swaps")
 
     #: Each field of a new node and what a recorder sets it to, in the recorder's names (its
-    #: backward, the :class:`BackwardPlan`...): ``__init__`` and the generated recorders
+    #: backward, the :class:`BackwardPlan`...): :func:`new_node` and the generated recorders
     #: (:func:`formula_recorder`) are made from this one table, as dataclasses make ``__init__``.
     FIELDS = {
         "edge_targets": "targets",              # Node's fields
@@ -130,8 +130,11 @@ class FormulaNode(Node):
         "list_lengths": "list_lengths",         # None without Tensor[] arguments
     }
 
-    # __init__(overload, backward, targets, output_nrs, input_meta, needs_input_grad, plan,
-    # num_outputs=1, list_lengths=None) is made from FIELDS below the class.
+    #: A node is made bare, ``FormulaNode()``, then its FIELDS set (:func:`new_node`, the
+    #: recorders). object's own ``__init__``, not Node's: CPython calls it without a Python
+    #: frame, so the bare call costs less than ``object.__new__(FormulaNode)`` (which goes
+    #: through ``__new__``'s argument checks), about 40 ns per recorded operation.
+    __init__ = object.__init__
 
     def name(self) -> str:
         return self.overload.node_name
@@ -287,9 +290,13 @@ def _node_fields(indent: str) -> str:
     return "".join(f"{indent}node.{field} = {value}\n" for field, value in FormulaNode.FIELDS.items())
 
 
-FormulaNode.__init__ = generated_function(     # type: ignore[method-assign]
-    "def __init__(node, overload, backward, targets, output_nrs, input_meta, needs_input_grad, plan,\n"
-    "             num_outputs=1, list_lengths=None):\n" + _node_fields("    "), {"ticks": ticks})
+#: ``new_node(cls, overload, backward, targets, output_nrs, input_meta, needs_input_grad, plan,
+#: num_outputs=1, list_lengths=None)``: a :class:`FormulaNode` (or subclass ``cls``) with its
+#: :attr:`~FormulaNode.FIELDS` set, for :func:`record` (the recorders set them inline).
+new_node = generated_function(
+    "def new_node(cls, overload, backward, targets, output_nrs, input_meta, needs_input_grad, plan,\n"
+    "             num_outputs=1, list_lengths=None):\n"
+    "    node = cls()\n" + _node_fields("    ") + "    return node\n", {"ticks": ticks})
 
 
 def backward_plan(overload: Any, backward: Callable[..., Any]) -> BackwardPlan:
@@ -433,15 +440,15 @@ def record(overload: Any, bound: Sequence[Any], outputs: Any, backward: Callable
     plan = backward_plan(overload, backward)
     output_nr: dict[int, int] = {}
     if overload.returns_kind == "tensor":
-        node = FormulaNode(overload, backward, targets, output_nrs, meta, needs, plan, 1, lengths)
+        node = new_node(FormulaNode, overload, backward, targets, output_nrs, meta, needs, plan, 1, lengths)
         result = _attach(outputs, node, 0, held, output_nr)
     else:
         if overload.returns_kind == "list":
-            node = ListOutputNode(overload, backward, targets, output_nrs, meta, needs, plan, len(outputs),
-                                  lengths)
+            node = new_node(ListOutputNode, overload, backward, targets, output_nrs, meta, needs, plan,
+                            len(outputs), lengths)
         else:
-            node = FormulaNode(overload, backward, targets, output_nrs, meta, needs, plan,
-                               overload.num_differentiable_outputs, lengths)
+            node = new_node(FormulaNode, overload, backward, targets, output_nrs, meta, needs, plan,
+                            overload.num_differentiable_outputs, lengths)
         differentiability = overload.output_differentiability
         outs = list(outputs)
         nr = 0
@@ -585,7 +592,7 @@ def record_{shape}({arguments}):
         mode.enabled = True
     plan = plans.get(id(backward.__code__)) or backward_plan(overload, backward)
     input_meta, needs_input_grad, output_nrs = shared_inputs.get(inputs) or share_inputs(inputs)
-    node = new(FormulaNode)
+    node = FormulaNode()
 {node_fields}
     if out._requires_grad or {out_is_an_argument}:      # an input returned as is: a new tensor object
         out = out.detach()
@@ -675,7 +682,7 @@ def formula_recorder(overload: Any, kernel_runner: Callable[..., Any], arity: in
     return generated_function(source, {
         "overload": overload, "formula": overload.formula, "kernel_runner": kernel_runner, "keywords": keywords,
         "mode": grad_mode, "plans": overload.backward_plans, "backward_plan": backward_plan,
-        "shared_inputs": _SHARED_INPUTS, "share_inputs": _share_inputs, "new": object.__new__,
+        "shared_inputs": _SHARED_INPUTS, "share_inputs": _share_inputs,
         "FormulaNode": FormulaNode, "ticks": ticks, "num_outputs": 1, "list_lengths": None,
         "save": _save, "save_output": _save_output, "mark_recorded": mark_recorded, **{f"keyword_{name}": keywords[name] for name in keywords}})
 

@@ -7,7 +7,9 @@ exactly when the operators they use have formulas. Any declared operator
 taking ``Tensor self`` first is also a method (``x.exp()``, ``x.sum(0)``).
 In-place methods compute out of place, write the result into the tensor's
 array, bump its version and, when recording, move the tensor onto the new
-node (its old value is kept as a copy for the backward that needs it).
+node (its old value is kept as a copy for the backward that needs it). An
+operand sharing memory with the written tensor is refused as torch refuses it
+(:func:`~reference_engine.views.check_operand_overlap`).
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from reference_engine.grad_mode import grad_mode
 from reference_engine.graph import Node, NotImplementedBackward
 from reference_engine.kernels import result_dtype
 from reference_engine.tensor import Tensor
-from reference_engine.views import OVERLAP_MESSAGE, check_view_write, overlapping, rebase, regenerate_views
+from reference_engine.views import (OVERLAP_MESSAGE, check_operand_overlap, check_view_write, overlapping, rebase,
+                                    regenerate_views)
 
 
 _packets = dispatcher.packets      # updated in place by Dispatcher.refresh
@@ -405,17 +408,19 @@ Tensor.__array_ufunc__ = _array_ufunc
 
 # ----------------------------------------------------------------------------- in place
 def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, others: tuple = (),
-             ufunc: np.ufunc | None = None) -> Tensor:
+             ufunc: np.ufunc | None = None, overlap: str | None = "partial") -> Tensor:
     """``compute(self)`` written into ``self`` (recorded when an input requires grad, see the
-    module docstring). ``ufunc``: the operator's NumPy ufunc, for the fast path below."""
+    module docstring). ``ufunc``: the operator's NumPy ufunc, for the fast path below.
+    ``overlap``: torch's check of the tensor ``others`` against ``self``'s memory, made ahead
+    of both paths, the fast one included (:func:`~reference_engine.views.check_operand_overlap`):
+    ``"partial"`` refuses a partial overlap, ``"any"`` also the same memory (``index_put_``),
+    None makes none (``fill_`` reads its value as a number)."""
     if forward_mode.state.tangents is not None and any(
             forward_mode.tangent_of(t) is not None for t in (self, *others)):
         raise RuntimeError(f"{what} on a dual tensor inside jvp: the reference engine's forward mode does not "
                            f"track in-place writes; use the out-of-place operator")
     if not self._data.flags.writeable:
-        if overlapping(self):
-            raise RuntimeError(OVERLAP_MESSAGE)
-        raise RuntimeError(f"{what}: the tensor's memory is read-only; clone() it before writing to it")
+        _refuse_read_only(self, what)
     view = getattr(self, "_view", None)
     recording = grad_mode.enabled and (
         self._requires_grad or (view is not None and view.base._requires_grad)
@@ -426,6 +431,9 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
         elif self._requires_grad and self._grad_fn is None:
             raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation. "
                                f"({what}: wrap it in no_grad() if this is a parameter update)")
+    if others and overlap is not None:      # the kernel's check in torch: after autograd's refusals
+        check_operand_overlap(self._data, others, what, overlap == "partial")
+    if recording:
         old = Tensor._wrap(self._data.copy())     # the value before the write, for the backward
         old._grad_fn, old._output_nr, old._requires_grad = self._grad_fn, self._output_nr, self._requires_grad
         result = compute(old)
@@ -450,6 +458,14 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
             self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
             regenerate_views(self)
     return self
+
+
+def _refuse_read_only(target: Tensor, what: str) -> None:
+    """The error for writing into read-only memory: torch's for an expanded view (several
+    elements in one place), else the engine's."""
+    if overlapping(target):
+        raise RuntimeError(OVERLAP_MESSAGE)
+    raise RuntimeError(f"{what}: the tensor's memory is read-only; clone() it before writing to it")
 
 
 def _same_float_dtype_and_shape(self: Tensor, other: Any) -> bool:
@@ -478,11 +494,11 @@ def _div_(self: Tensor, other: Any) -> Tensor:
     return _inplace(self, lambda s: _at.div(s, other), "div_", (other,))
 
 
-def _overwrite(self: Tensor, value: Any, what: str, node_name: str) -> Tensor:
+def _overwrite(self: Tensor, value: Any, what: str, node_name: str, overlap: str | None = "partial") -> Tensor:
     """``self`` overwritten with ``value`` (a number or a tensor broadcast to ``self``'s shape,
     cast to its dtype), recorded as an :class:`OverwriteBackward` named ``node_name``: the old
     value's gradient is exactly zero (also where the incoming gradient is NaN) and a tensor
-    ``value`` receives its part, summed over what it was broadcast to."""
+    ``value`` receives its part, summed over what it was broadcast to. ``overlap``: as :func:`_inplace`'s."""
     source = value if isinstance(value, Tensor) else None
     if source is not None:
         _check_broadcasts_to(value.shape, self.shape)
@@ -497,7 +513,7 @@ def _overwrite(self: Tensor, value: Any, what: str, node_name: str) -> Tensor:
                 OverwriteBackward(node_name, old, source), 0, True)
         return result
 
-    return _inplace(self, compute, what, () if source is None else (source,))
+    return _inplace(self, compute, what, () if source is None else (source,), overlap=overlap)
 
 
 class OverwriteBackward(Node):
@@ -556,7 +572,8 @@ def _fill_(self: Tensor, value: Any) -> Tensor:
     if isinstance(value, Tensor) and value.dim() != 0:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} "
                            f"dimensions.")
-    return _overwrite(self, value, "fill_", "FillBackward3" if isinstance(value, Tensor) else "FillBackward2")
+    return _overwrite(self, value, "fill_", "FillBackward3" if isinstance(value, Tensor) else "FillBackward2",
+                      overlap=None)       # torch reads the value as a number: it may be an element of self
 
 
 def _copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
@@ -571,7 +588,7 @@ def _relu_(self: Tensor) -> Tensor:
 
 
 def _clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    return _inplace(self, lambda s: dispatcher.call("clamp", (s, min, max), {}), "clamp_")
+    return _inplace(self, lambda s: dispatcher.call("clamp", (s, min, max), {}), "clamp_", (min, max))
 
 
 def _setitem(self: Tensor, key: Any, value: Any) -> None:
@@ -589,6 +606,8 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
         self._requires_grad or (view is not None and view.base._requires_grad)
         or (isinstance(value, Tensor) and value._requires_grad))
     if not recording:
+        if isinstance(value, Tensor) or not self._data.flags.writeable or not _is_basic(keys):
+            _check_unrecorded_assignment(self, keys, value)
         self._data[key] = value._data if isinstance(value, Tensor) else value
         self._bump_version()
         return
@@ -606,7 +625,7 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
         _check_written_view(self, target, key)
         indices = _index_list(target, rest)
         _inplace(target, lambda s: dispatcher.call("index_put", (s, indices, value, False), {}), "index_put_",
-                 (value,))
+                 (value, *(i for i in indices if i is not None)), overlap="any")
         return
     target = _getitem(self, key)
     _check_written_view(self, target, key)
@@ -617,6 +636,22 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
         return value if value._data.shape == target._data.shape else value.expand(target.sizes())
 
     _inplace(target, source, "copy_", (value,))
+
+
+def _check_unrecorded_assignment(self: Tensor, keys: tuple, value: Any) -> None:
+    """The checks :func:`_inplace` makes, for ``self[keys] = value`` written by NumPy (nothing
+    recording): a basic key is a ``copy_`` into the view it selects, other keys an ``index_put_``
+    (into the view the ints and slices beside the index arrays select), which refuses any overlap
+    of ``self`` with the value or the index tensors."""
+    if _is_basic(keys):
+        target = Tensor._wrap(self._data[keys if Ellipsis in keys else (*keys, Ellipsis)])    # a view, also 0-d
+        what, operands, same_allowed = "copy_", (value,), True
+    else:
+        target = _split_advanced(self, keys)[0] if _supported_advanced(keys) and not _is_index_put(keys) else self
+        what, operands, same_allowed = "index_put_", (value, *(k for k in keys if isinstance(k, Tensor))), False
+    if not target._data.flags.writeable:
+        _refuse_read_only(target, what)
+    check_operand_overlap(target._data, operands, what, same_allowed)
 
 
 Tensor.add_ = _add_

@@ -17,6 +17,8 @@ A recorded write to a root that has views regenerates them the same way.
 Torch's errors are kept: a view of a leaf that requires grad, or a view made
 under ``no_grad`` of a tensor in a graph, cannot be written in place with grad
 mode on, and an expanded view (elements sharing memory) cannot be written at all.
+An in-place write whose tensor operand shares memory with the written tensor is
+refused as torch refuses it (:func:`check_operand_overlap`).
 An output of an operator returning several views (``split``, ``chunk``, ``unbind``),
 and any view of one, is never written in place while recording, and after a
 recorded write to its root its history raises (torch's multi-output views).
@@ -45,6 +47,14 @@ MULTI_OUTPUT_MESSAGE = (
 OVERLAP_MESSAGE = (
     "unsupported operation: more than one element of the written-to tensor refers to a single memory "
     "location. Please clone() the tensor before performing the operation.")
+OPERAND_OVERLAP_MESSAGE = (
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "
+    "memory location. Please clone() the tensor before performing the operation.")
+ORDER_DEPENDENT_MESSAGE = (
+    "{what}: some elements of the input tensor and the written-to tensor refer to a single memory location "
+    "at different positions of strided views; torch does not check such views and its result depends on the "
+    "order its kernel visits the elements, which the reference engine does not reproduce. Please clone() the "
+    "input tensor before performing the operation.")
 
 
 class ViewStep(NamedTuple):
@@ -266,3 +276,92 @@ def regenerate_views(root: Tensor) -> None:
 def overlapping(t: Tensor) -> bool:
     """Whether several elements of ``t`` share memory (an expanded view)."""
     return any(s == 0 and n > 1 for s, n in zip(t._data.strides, t._data.shape))
+
+
+def check_operand_overlap(target: np.ndarray, operands: Sequence[Any], what: str, same_allowed: bool = True) -> None:
+    """Torch's refusal of an in-place write into ``target`` that reads a tensor operand sharing
+    memory with it: in part (``x[1:].add_(x[:-1])``, ``x.add_(x.t())``, ``x.add_(x[0])``), or at
+    all when not ``same_allowed`` (``index_put_``); the same elements with the same strides
+    (``x.add_(x)``) are allowed. Torch leaves views that are not dense (strided: ``x[::2]``,
+    ``x[:, 1:]``, a diagonal, an expanded operand) unchecked and then computes in its kernel's
+    order; the engine computes the operands before writing, so it allows them when no element
+    is read at a position other than the one it is written at (then both orders agree), and
+    refuses the others (:data:`ORDER_DEPENDENT_MESSAGE`)."""
+    for operand in operands:
+        if not isinstance(operand, Tensor):
+            continue
+        data = operand._data
+        if data.base is None and target.base is None and data is not target:
+            continue        # two arrays that own their memory (the update ``p -= p.grad * lr``): apart
+        if not np.may_share_memory(target, data):
+            continue
+        status = _overlap_status(target, data)
+        if status == "partial" or status == "same" and not same_allowed:
+            raise RuntimeError(OPERAND_OVERLAP_MESSAGE)
+        if status == "not dense" and (_read_elsewhere(target, data) if same_allowed
+                                      else np.shares_memory(target, data)):
+            raise RuntimeError(ORDER_DEPENDENT_MESSAGE.format(what=what))
+
+
+def _overlap_status(a: np.ndarray, b: np.ndarray) -> str:
+    """How two arrays that may share memory overlap, as torch classifies two tensors: ``'same'``
+    (the same elements, shape and strides), ``'partial'`` (dense arrays whose byte spans meet
+    otherwise), ``'apart'`` or ``'not dense'`` (a layout torch does not analyse). Strides of
+    dimensions of size 1 are not compared: NumPy and torch give them different values."""
+    if a is b:
+        return "same"
+    if not a.size or not b.size:
+        return "apart"
+    if not (_dense(a) and _dense(b)):
+        return "not dense"
+    span_a, span_b = _span(a), _span(b)
+    if span_a == span_b:
+        same = a.shape == b.shape and all(n == 1 or x == y for n, x, y in zip(a.shape, a.strides, b.strides))
+        return "same" if same else "partial"
+    return "partial" if span_a[0] < span_b[1] and span_b[0] < span_a[1] else "apart"
+
+
+def _dense(a: np.ndarray) -> bool:
+    """Torch's "non-overlapping and dense": the elements fill their span, in some order of the dims."""
+    expected = a.itemsize
+    for stride, size in sorted((s, n) for s, n in zip(a.strides, a.shape) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _span(a: np.ndarray) -> tuple[int, int]:
+    """The bytes a dense array's elements fill (its strides are positive)."""
+    start = _start(a)
+    return start, start + a.size * a.itemsize
+
+
+def _start(a: np.ndarray) -> int:
+    """The address of ``a``'s first element."""
+    return a.__array_interface__["data"][0]
+
+
+def _read_elsewhere(target: np.ndarray, operand: np.ndarray) -> bool:
+    """Whether an element of ``target`` is read, through ``operand`` broadcast to its shape, at
+    another position than its own (one element's address per position, both arrays of one dtype)."""
+    if target.itemsize != operand.itemsize:
+        return np.shares_memory(target, operand)
+    try:
+        shape = np.broadcast_shapes(target.shape, operand.shape)
+    except ValueError:
+        return False            # the operator's own shape error follows
+    if shape != target.shape:
+        return False
+    written = _addresses(target)
+    read = np.broadcast_to(_addresses(operand), shape)
+    moved = read != written
+    return bool(np.isin(read[moved], written).any())
+
+
+def _addresses(a: np.ndarray) -> np.ndarray:
+    """The address of each element of ``a``."""
+    out = np.asarray(_start(a), dtype=np.intp)
+    for axis, (size, stride) in enumerate(zip(a.shape, a.strides)):
+        out = out + (np.arange(size, dtype=np.intp) * stride).reshape((size,) + (1,) * (a.ndim - axis - 1))
+    return out

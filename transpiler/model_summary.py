@@ -5,8 +5,9 @@ other module's from :mod:`transpiler.module_results`; what it still reads of an
 unchanged module is small: its operators (schemas), the facts that key its
 kept results (each formula's name, line, whether it has a jvp), its helpers'
 signatures (the emitter declares them; their bodies are read only when lint follows
-a call into one, or a helper is emitted again) and the lines per-formula mode
-attributes diagnostics by. A :class:`ModuleSummary` holds exactly that, pickled
+a call into one, or a helper is emitted again), the module-level names each formula
+and helper reads (which of the shipped helpers another package's C++ copies) and the
+lines per-formula mode attributes diagnostics by. A :class:`ModuleSummary` holds exactly that, pickled
 beside the full model by :mod:`transpiler.model_cache`; loading it is a small
 fraction of loading the module's syntax trees.
 
@@ -43,11 +44,11 @@ from transpiler.schema import FunctionSchema
 FORMULA_FIELDS = ("path", "function", "span", "schema", "schema_node", "output_differentiability",
                   "differentiable_outputs",
                   "params", "differentiable_inputs", "outputs", "rebound_inputs", "derives_jvp", "jvp_left_out",
-                  "dispatch")
+                  "dispatch", "references")
 CLOSURE_FIELDS = ("role", "span", "params", "index", "rebound", "needs_input_grad", "rule")
 CLOSURES = ("backward", "jvp")   # a formula's closures: deferred themselves, so ``formula.jvp is None`` is cheap
-# A helper's signature, kept; its body (``node``, ``calls``) is the part pickled on its own.
-HELPER_FIELDS = ("path", "name", "span", "params", "returns", "rebound")
+# A helper's signature and the names it reads, kept; its body (``node``, ``calls``) is the part pickled on its own.
+HELPER_FIELDS = ("path", "name", "span", "params", "returns", "rebound", "references")
 
 
 @dataclass(frozen=True)

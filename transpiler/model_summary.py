@@ -213,6 +213,15 @@ class _Deferred:
 
     _kept: tuple[str, ...] = ()
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """A field with a default is a class attribute of the dataclass, which a read of an object
+        lacking it would find (the default, not the full object's value): each such field not kept
+        is a :class:`_Loaded` here, so that its read loads it as any other field's does."""
+        super().__init_subclass__(**kwargs)
+        for found in dataclasses.fields(cls._plain):
+            if found.name not in cls._kept and found.default is not dataclasses.MISSING:
+                setattr(cls, found.name, _Loaded(found.name))
+
     def __getattr__(self, name: str) -> object:   # called only for attributes not set
         full = self.__dict__.get("_full")
         if full is None or name.startswith("__") or name in self._kept or name in ("lines", "first_line"):
@@ -226,6 +235,17 @@ class _Deferred:
         """Pickled (or copied) as the full object it stands for."""
         plain = self._plain
         return _rebuild, (plain, {f.name: getattr(self, f.name) for f in dataclasses.fields(plain)})
+
+
+class _Loaded:
+    """A field with a default of a deferred object, not kept: read, it is taken from the full object
+    (the value is then in the object's ``__dict__``, which a later read finds first)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: _Deferred | None, owner: type | None = None) -> object:
+        return self if instance is None else instance.__getattr__(self.name)
 
 
 def _rebuild(kind: type, values: dict[str, object]) -> object:

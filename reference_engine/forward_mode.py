@@ -12,7 +12,7 @@ with no level open (see :class:`~reference_engine.dispatch.OperatorPacket`):
 * a formula runs its forward (below autograd, as always), then its jvp with the
   inputs' tangents (zeros for an input without one) and the primals; the
   outputs become duals of the tangents it returns. What the jvp is comes from the
-  formula's facts (:mod:`reference_engine.facts`): a nested ``def jvp`` is reached
+  formula's facts (:mod:`transpiler.formula_facts`): a nested ``def jvp`` is reached
   through the formula compiled once from the front-end's model with the jvp added
   to its return (:func:`formula_returning_jvp`); ``auto_element_wise`` calls the
   backward on the tangent, ``auto_linear`` calls the operator on the tangents,
@@ -33,9 +33,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from reference_engine.facts import facts_of, formula_model, model_of_file
 from reference_engine.rebind import rebind
 from reference_engine.tensor import Tensor
+from transpiler.formula_facts import facts_of, formula_model, model_of_file
 
 
 class Dual(NamedTuple):

@@ -17,7 +17,6 @@ import numpy as np
 from formulas.dsl import DeclaredFormula
 from reference_engine import forward_mode
 from reference_engine.binding import Signature
-from reference_engine.facts import FormulaFacts, facts_of
 from reference_engine.formula_node import record
 from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import VIEW_OPS
@@ -25,6 +24,7 @@ from reference_engine.rebind import rebind
 from reference_engine.scalars import scalar_value
 from reference_engine.tensor import Tensor
 from reference_engine.views import make_view, mark_recorded
+from transpiler.formula_facts import FormulaFacts, facts_of
 from transpiler.schema import FunctionSchema, is_tensor_like
 
 
@@ -80,7 +80,7 @@ class Overload:
 
     @property
     def facts(self) -> FormulaFacts:
-        """The front-end's facts about the formula (:mod:`reference_engine.facts`), read on first use."""
+        """The front-end's facts about the formula (:mod:`transpiler.formula_facts`), read on first use."""
         found = self._facts
         if found is None:
             found = self._facts = facts_of(self.declared)

@@ -3,11 +3,12 @@
 derivatives.yaml calls ``c10::Scalar``'s own methods on a ``Scalar`` argument, and the imported
 formulas keep them (the C++ emitter writes them as they are). In Python a Scalar is a number,
 which has none of them: an overload whose formula calls one on a Scalar parameter
-(a fact of the front-end's, :attr:`reference_engine.facts.FormulaFacts.scalar_method_receivers`,
+(a fact of the front-end's, :attr:`transpiler.formula_facts.FormulaFacts.scalar_method_receivers`,
 read when the formula first runs) gets those Scalar arguments as
 :class:`ScalarInt`, :class:`ScalarFloat` or :class:`ScalarComplex` (:func:`scalar_value`): the
 number itself (a subclass, so every operator takes it as that number, and arithmetic gives plain
-numbers), with torch's meaning of each method:
+numbers), with torch's meaning of each method
+(:data:`transpiler.formula_facts.SCALAR_METHODS`, the ones the facts look for):
 
 * ``conj()``: the complex conjugate; a real number is its own;
 * ``toDouble()``, ``toLong()``: the number as a double (``float``) and an ``int64`` (truncated,
@@ -22,9 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-#: The ``c10::Scalar`` methods formulas call (the C++ emitter's ``SCALAR_METHODS``).
-SCALAR_METHODS = frozenset({"conj", "toDouble", "toFloat", "toLong", "isComplex", "isFloatingPoint"})
 
 
 def _not_real(value: complex, target: str) -> RuntimeError:

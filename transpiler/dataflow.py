@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence, get_type_hints
+from typing import Callable, Collection, Iterable, Iterator, Mapping, NamedTuple, Sequence, get_type_hints
 
 import libcst as cst
 
@@ -644,11 +644,7 @@ class ScopeNames:
 
 def scope_names(function: cst.FunctionDef | cst.Lambda) -> ScopeNames:
     """Python's scoping rules for ``function``, from one walk of its own body."""
-    params = function.params
-    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    for star in (params.star_arg, params.star_kwarg):
-        if type(star) is cst.Param:
-            names.add(star.name.value)
+    names = _param_names(function.params)
     if type(function) is cst.Lambda:
         return ScopeNames(frozenset(names), frozenset(), frozenset())
     declared: dict[type, set[str]] = {cst.Global: set(), cst.Nonlocal: set()}
@@ -680,6 +676,111 @@ def closure_reads(closure: cst.FunctionDef | cst.Lambda, enclosing: set[str]) ->
     enclosing function (``enclosing``: its locals), in source order."""
     scope = scope_names(closure)
     yield from _reads(closure.body, [scope.shadowing], enclosing, scope.nonlocals)
+
+
+def global_reads(function: cst.FunctionDef | cst.Lambda, shadowed: Collection[str] = ()) -> list[cst.Name]:
+    """Every use, inside ``function`` and the functions nested in it, of a module-level name (a
+    helper, an operator namespace, a constant, a builtin), called or passed as a value, in source
+    order: a name no scope from the use out to ``function`` binds, nor ``shadowed`` (the locals of
+    a function ``function`` stands inside). Python's rules, with :func:`scope_names`' bindings: a
+    parameter or a name a body binds shadows the module's inside that function (a ``global`` one
+    does not: assigning it uses it too); ``function``'s own defaults and decorators are read, no
+    annotation is (declarations, never evaluated under ``from __future__ import annotations``);
+    ``m.f`` uses ``m``, and a keyword argument's name is no use. One walk: each scope keeps its
+    uses until it ends, when its bindings are known, and hands those it does not bind outwards."""
+    outside = _Scope(set(shadowed))
+    scopes = [outside]
+    found: list[tuple[int, cst.Name]] = []
+    order = 0
+    pending: list[object] = [function]
+    while pending:
+        node = pending.pop()
+        kind = type(node)       # leaf classes: ``type``, not the ABCs' slow ``isinstance``
+        if kind is cst.Name:
+            scopes[-1].uses.append((order, node))
+            order += 1
+        elif kind is cst.Attribute or kind is cst.Arg:
+            pending.append(node.value)
+        elif kind is _Scope:        # a scope ends: its uses of names it does not bind go outwards
+            scopes.pop()
+            local = node.local - node.globals - node.nonlocals
+            for use in node.uses:
+                if use[1].value in node.globals:
+                    found.append(use)
+                elif use[1].value not in local:
+                    scopes[-1].uses.append(use)
+        elif kind is _Enter:
+            scopes.append(node.scope)
+        elif kind is cst.FunctionDef or kind is cst.Lambda:
+            if kind is cst.FunctionDef and node is not function:     # ``function``'s own name is the module's
+                scopes[-1].local.add(node.name.value)
+            inner = _Scope(_param_names(node.params))
+            pending += (inner, node.body, _Enter(inner))
+            pending.extend(reversed(list(_defaults_and_decorators(node))))
+        elif kind in _COMPREHENSIONS:
+            inner = _Scope(set(), comprehension=True)
+            pending += (inner, *_comprehension_parts(node, inner), _Enter(inner), node.for_in.iter)
+        elif kind is cst.Global or kind is cst.Nonlocal:
+            declared = scopes[-1].globals if kind is cst.Global else scopes[-1].nonlocals
+            declared.update(item.name.value for item in node.names)
+        elif kind is cst.ClassDef:
+            scopes[-1].local.add(node.name.value)
+            pending.extend(reversed([*(d.decorator for d in node.decorators),
+                                     *(a.value for a in (*node.bases, *node.keywords))]))
+        elif kind is cst.Import or kind is cst.ImportFrom:
+            scopes[-1].local.update(name.value for name in _stores(node))
+        elif kind is not cst.Annotation:
+            if kind in _STORING:    # a walrus in a comprehension binds in the function around it
+                binding = next(s for s in reversed(scopes) if not s.comprehension) if kind is cst.NamedExpr else scopes[-1]
+                binding.local.update(name.value for name in _stores(node))
+            pending.extend(reversed(syntax_children(node)))
+    found += [use for use in outside.uses if use[1].value not in outside.local]
+    return [name for _, name in sorted(found, key=lambda use: use[0])]
+
+
+class _Scope:
+    """A scope :func:`global_reads` is in: the names it binds and declares, the uses it keeps until it
+    ends; on the walk's stack, below its body, it marks where the scope ends."""
+
+    __slots__ = ("comprehension", "globals", "local", "nonlocals", "uses")
+
+    def __init__(self, local: set[str], comprehension: bool = False) -> None:
+        self.local = local
+        self.globals: set[str] = set()
+        self.nonlocals: set[str] = set()
+        self.uses: list[tuple[int, cst.Name]] = []
+        self.comprehension = comprehension
+
+
+class _Enter(NamedTuple):
+    """On :func:`global_reads`' stack, above a scope's body: where the scope begins."""
+
+    scope: _Scope
+
+
+def _comprehension_parts(node, scope: _Scope) -> list[cst.CSTNode]:
+    """A comprehension's parts evaluated in its own ``scope`` (its targets bound there), in reverse
+    source order, for :func:`global_reads`' stack: every part but the first iterable."""
+    clause = node.for_in
+    parts: list[cst.CSTNode] = []
+    while clause is not None:
+        if clause is not node.for_in:
+            parts.append(clause.iter)
+        scope.local.update(n.value for n in _names_in_target(clause.target))
+        parts.extend(condition.test for condition in clause.ifs)
+        clause = clause.inner_for_in
+    parts.extend([node.key, node.value] if type(node) is cst.DictComp else [node.elt])
+    parts.reverse()
+    return parts
+
+
+def _param_names(params: cst.Parameters) -> set[str]:
+    """The names a function's parameters bind (``*args`` and ``**kwargs`` included)."""
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if type(star) is cst.Param:
+            names.add(star.name.value)
+    return names
 
 
 def _reads(node: cst.CSTNode, scopes: list[set[str]], enclosing: set[str], nonlocals: set[str]) -> Iterator[cst.Name]:

@@ -31,6 +31,7 @@ from transpiler.dataflow import (
     at_operator,
     scope_names,
     closure_reads,
+    global_reads,
     dotted_name,
     syntax_children,
     walk,
@@ -366,7 +367,7 @@ class _ModuleReader:
         )
         return Helper(self.path, function.name.value, self.positions[function], params,
                       self.annotation(function.returns), function, frozenset(assigned_names(function.body.body)),
-                      closure_facts(function).calls)
+                      closure_facts(function).calls, references(function))
 
     def nondifferentiable(self, line: cst.SimpleStatementLine) -> Iterator[FunctionSchema]:
         for small in line.body:
@@ -440,6 +441,8 @@ class _ModuleReader:
             dispatch_node=dispatch_node,
             inputs_without_gradient=tuple(python_name(n) for n in without_gradient),
             inputs_refusing_grad=tuple(python_name(n) for n in yaml_entry_names(function, "refuses_grad")),
+            references=references(function) | (references(jvp.node, closure_scope.locals)   # a synthesised jvp's too
+                                                if jvp is not None and jvp.index is None else frozenset()),
         )
         if derived and self.operators is not None:
             from transpiler.derive_jvp import DerivationRefused, derive_jvp
@@ -450,7 +453,7 @@ class _ModuleReader:
                 raise MalformedFormula(jvp_rule[1], f"jvp=\"derived\": the backward cannot be transposed: "
                                        f"{refusal.reason}; write a nested `def jvp(...)`") from None
             jvp = self.jvp(schema, params, backward, node, None, jvp_rule, closure_scope)
-            formula = replace(formula, jvp=jvp)
+            formula = replace(formula, jvp=jvp, references=formula.references | references(node, closure_scope.locals))
         return formula
 
     def decorator_arguments(self, decorator: cst.Decorator
@@ -666,6 +669,7 @@ class _ClosureScope:
                  facts: FlowResult) -> None:
         self.params, self.outputs, self.facts = params, outputs, facts
         scope = scope_names(function)
+        self.locals = scope.local      # what shadows a module-level name in the formula's body
         # a name the forward declares ``global`` and binds is forward state a closure can read
         assigned_globals = {name for name in scope.globals if name in facts.bindings}
         self.forward_names = (set(scope.local) | assigned_globals) - {BACKWARD, JVP}
@@ -906,6 +910,12 @@ def closure_facts(function: cst.FunctionDef) -> BodyFacts:
                 calls.append(call)
         stack.extend(zip(reversed(syntax_children(node)), repeat(own and kind is not cst.FunctionDef)))
     return BodyFacts(frozenset(rebound), tuple(returns), tuple(calls))
+
+
+def references(function: cst.FunctionDef, shadowed: Collection[str] = ()) -> frozenset[str]:
+    """The module-level names ``function`` reads (:func:`~transpiler.dataflow.global_reads`; ``shadowed``:
+    the locals of the function it stands in): :attr:`Formula.references`, :attr:`Helper.references`."""
+    return frozenset(name.value for name in global_reads(function, shadowed))
 
 
 def _call_site(node: cst.Call) -> CallSite | None:

@@ -180,6 +180,11 @@ class Formula:
     # (``refuses_grad``: "not differentiable with respect to argument"); Python names.
     inputs_without_gradient: tuple[str, ...] = ()
     inputs_refusing_grad: tuple[str, ...] = ()
+    # The module-level names it reads (``dataflow.global_reads``: a parameter or a local of the
+    # function reading it shadows one), called or passed as a value: its def's (forward, backward,
+    # written jvp) and its synthesised jvp's. Which helpers it needs: a package's C++ carries a
+    # copy of each helper it names (``cpp.emit.with_helpers_of``).
+    references: frozenset[str] = frozenset()
 
     @functools.cached_property      # read about 10,000 times in a run on the imported corpus
     def op_name(self) -> str:
@@ -222,6 +227,7 @@ class Helper:
     node: cst.FunctionDef
     rebound: frozenset[str]              # names its body rebinds, as ``Closure.rebound``
     calls: tuple[CallSite, ...]          # the calls by name in its body, as ``Closure.calls``
+    references: frozenset[str]           # the module-level names its def reads, as ``Formula.references``
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ other module's from :mod:`transpiler.module_results`; what it still reads of an
 unchanged module is small: its operators (schemas), the facts that key its
 kept results (each formula's name, line, whether it has a jvp), its helpers'
 signatures (the emitter declares them; their bodies are read only when lint follows
-a call into one, or a helper is emitted again) and the lines per-formula mode
-attributes diagnostics by. A :class:`ModuleSummary` holds exactly that, pickled
+a call into one, or a helper is emitted again), the module-level names each formula
+and helper reads (which of the shipped helpers another package's C++ copies) and the
+lines per-formula mode attributes diagnostics by. A :class:`ModuleSummary` holds exactly that, pickled
 beside the full model by :mod:`transpiler.model_cache`; loading it is a small
 fraction of loading the module's syntax trees.
 
@@ -43,11 +44,11 @@ from transpiler.schema import FunctionSchema
 FORMULA_FIELDS = ("path", "function", "span", "schema", "schema_node", "output_differentiability",
                   "differentiable_outputs",
                   "params", "differentiable_inputs", "outputs", "rebound_inputs", "derives_jvp", "jvp_left_out",
-                  "dispatch")
+                  "dispatch", "references")
 CLOSURE_FIELDS = ("role", "span", "params", "index", "rebound", "needs_input_grad", "rule")
 CLOSURES = ("backward", "jvp")   # a formula's closures: deferred themselves, so ``formula.jvp is None`` is cheap
-# A helper's signature, kept; its body (``node``, ``calls``) is the part pickled on its own.
-HELPER_FIELDS = ("path", "name", "span", "params", "returns", "rebound")
+# A helper's signature and the names it reads, kept; its body (``node``, ``calls``) is the part pickled on its own.
+HELPER_FIELDS = ("path", "name", "span", "params", "returns", "rebound", "references")
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,15 @@ class _Deferred:
 
     _kept: tuple[str, ...] = ()
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """A field with a default is a class attribute of the dataclass, which a read of an object
+        lacking it would find (the default, not the full object's value): each such field not kept
+        is a :class:`_Loaded` here, so that its read loads it as any other field's does."""
+        super().__init_subclass__(**kwargs)
+        for found in dataclasses.fields(cls._plain):
+            if found.name not in cls._kept and found.default is not dataclasses.MISSING:
+                setattr(cls, found.name, _Loaded(found.name))
+
     def __getattr__(self, name: str) -> object:   # called only for attributes not set
         full = self.__dict__.get("_full")
         if full is None or name.startswith("__") or name in self._kept or name in ("lines", "first_line"):
@@ -225,6 +235,17 @@ class _Deferred:
         """Pickled (or copied) as the full object it stands for."""
         plain = self._plain
         return _rebuild, (plain, {f.name: getattr(self, f.name) for f in dataclasses.fields(plain)})
+
+
+class _Loaded:
+    """A field with a default of a deferred object, not kept: read, it is taken from the full object
+    (the value is then in the object's ``__dict__``, which a later read finds first)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: _Deferred | None, owner: type | None = None) -> object:
+        return self if instance is None else instance.__getattr__(self.name)
 
 
 def _rebuild(kind: type, values: dict[str, object]) -> object:

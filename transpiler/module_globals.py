@@ -3,7 +3,7 @@
 A formula that keeps a forward tensor in a module global (``global E; E = at.cos(x)``, or
 ``CACHE[k] = e``, ``CACHE.append(e)``) and reads it back in its backward hides an intermediate
 from whoever records the node: a double backward through it is silently wrong. The reference
-engine refuses such a formula (:mod:`reference_engine.facts` keeps these facts per formula);
+engine refuses such a formula (:mod:`transpiler.formula_facts` keeps these facts per formula);
 this module reads them from the syntax the front-end modelled, with Python's scoping rules
 (:func:`transpiler.dataflow.scope_names`), never from bytecode.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from transpiler.dataflow import closure_reads, scope_names, walk
+from transpiler.dataflow import global_reads, scope_names, walk
 
 #: Methods that change a container in place (``CACHE.append(e)``, ``CACHE.update(...)``).
 MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "__setitem__"})
@@ -43,12 +43,9 @@ def module_globals_written(function: cst.FunctionDef | cst.Lambda) -> ModuleGlob
 
 def module_globals_read(closure: cst.FunctionDef | cst.Lambda, enclosing: cst.FunctionDef) -> frozenset[str]:
     """The names ``closure`` (defined in ``enclosing``'s body), or a function nested in it,
-    reads from the module: bound neither in them nor in ``enclosing``, or declared ``global``."""
-    enclosing_locals = scope_names(enclosing).local
-    names = {node.value for node in walk(closure) if type(node) is cst.Name} - enclosing_locals
-    read = {name.value for name in closure_reads(closure, names)}
-    declared = {name for node in walk(closure) if type(node) in _SCOPES for name in scope_names(node).globals}
-    return frozenset(read | declared)
+    uses from the module: bound neither in them nor in ``enclosing``, or declared ``global``
+    (:func:`transpiler.dataflow.global_reads`, the rule the model's ``references`` follow)."""
+    return frozenset(name.value for name in global_reads(closure, scope_names(enclosing).local))
 
 
 def _writes(function: cst.FunctionDef | cst.Lambda, enclosing: frozenset[str], assigned: set[str],

@@ -40,7 +40,7 @@ from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, 
 
 if TYPE_CHECKING:
     from formulas.torch.generate import Generated
-    from reference_engine.facts import FormulaFacts
+    from transpiler.formula_facts import FormulaFacts
 
 
 class CapturedIntermediate(RuntimeError):
@@ -376,7 +376,7 @@ class TorchFormula:
     @cached_property
     def facts(self) -> FormulaFacts:
         """The front-end's facts about the formula (how it gives its jvp), read once per file."""
-        from reference_engine.facts import facts_of     # the engine's reader of them, on first use
+        from transpiler.formula_facts import facts_of     # the engine's reader of them, on first use
 
         return facts_of(self.declared)
 
@@ -396,7 +396,7 @@ class TorchFormula:
         if facts.jvp != "written":
             return None
         from formulas.dsl import HELPERS
-        from reference_engine.facts import formula_model
+        from transpiler.formula_facts import formula_model
         from transpiler.module_globals import module_globals_read     # the model's syntax: forward mode only
 
         fn = self.declared.fn

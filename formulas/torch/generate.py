@@ -4,7 +4,7 @@ The general path (:mod:`formulas.torch.function`) runs a formula as it is writte
 ``at.<op>`` finds its overload from its arguments' types, tensors go in and out of
 :class:`~formulas.torch.backend.OracleTensor`, the backward closure is planned and rebuilt per
 call. :func:`generate` takes those decisions once, from the front-end's model of the formula's
-``def`` and its helpers' (:mod:`reference_engine.facts`: stamped at import, so a file edited since
+``def`` and its helpers' (:mod:`transpiler.formula_facts`: stamped at import, so a file edited since
 is never the text generated from), as the C++ emitter
 (``transpiler/cpp``) does for its nodes, and writes the result as Python source:
 
@@ -41,7 +41,7 @@ from torch._C._functorch import unwrap_if_dead
 
 from formulas.dsl import at as _AT
 from formulas.dsl import helper_source, registry
-from reference_engine.facts import StaleFormulaError, formula_model, model_of_file
+from transpiler.formula_facts import StaleFormulaError, formula_model, model_of_file
 from transpiler.schema import BaseType, FunctionSchema, ListType, OptionalType, Type
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ from formulas.dsl import DEFAULT_DISPATCH, dispatch_of, inputs_refusing_grad, in
 from formulas.torch.backend import TorchBackend, load_package
 from formulas.torch.function import TorchFormula, below_autograd, records
 from formulas.torch.generate import compile_kernel
-from reference_engine.facts import StaleFormulaError
+from transpiler.formula_facts import StaleFormulaError
 from transpiler.raises import NOT_IMPLEMENTED
 
 

@@ -62,6 +62,8 @@ def test_what_a_kept_result_needs_is_read_without_the_syntax(full, deferred):
     assert [module.span(c.node) for h in module.helpers for c in h.calls] == \
         [full.span(c.node) for h in full.helpers for c in h.calls]
     assert [helper_text(h) for h in module.helpers] == [helper_text(h) for h in full.helpers]
+    assert [x.references for x in (*module.formulas, *module.helpers)] == \
+        [x.references for x in (*full.formulas, *full.helpers)]
     changed = with_changes(module.formulas[0], jvp=None, jvp_left_out="DB200 why")
     assert changed.jvp is None and module.formulas[0].jvp is not None
     assert loads == []
@@ -78,3 +80,17 @@ def test_the_rest_is_the_full_models_own(full, deferred):
     restored = pickle.loads(pickle.dumps(formula))      # pickled as the plain Formula it stands for
     assert type(restored) is Formula and restored.op_name == formula.op_name
     assert cst.Module([]).code_for_node(restored.node) == cst.Module([]).code_for_node(formula.node)
+
+
+def test_a_field_with_a_default_read_first_is_the_full_models():
+    """``dispatch_node`` (its default: None), read before any other field the summary lacks, is the
+    full model's: the class's default is never read for it."""
+    from transpiler.yaml_import.importer import import_yaml
+
+    nested_only = "- name: cos(Tensor self) -> Tensor\n  dispatch:\n    AutogradNestedTensor:\n      self: grad * -self.sin()\n"
+    [(path, text)] = [item for item in import_yaml(nested_only, "derivatives.yaml").files.items()
+                      if item[0].startswith("derivatives_")]
+    full = frontend._parse_module(path, text)
+    [formula] = summarize(full).deferred(lambda: full).formulas
+    assert formula.dispatch == "AutogradNestedTensor"
+    assert formula.dispatch_node is full.formulas[0].dispatch_node is not None

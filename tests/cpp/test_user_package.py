@@ -110,6 +110,7 @@ def test_the_shipped_namespace_is_refused_for_an_operator_it_registers(tmp_path:
 
 
 # Calls the shipped helpers by importing them; sum_backward calls wrap_dim and is_reduced_dim in turn.
+# A local named like a shipped helper (``unsqueezed_sizes``) shadows it: no copy of that one.
 SHIPPED_HELPERS = '''\
 from formulas import at, derivative
 from formulas.helpers import sum_backward, sum_to
@@ -119,9 +120,9 @@ from formulas.helpers import sum_backward, sum_to
 def plus(self, other):
     result = at.add(self, other)
     self_sizes = self.sizes()
-    other_sizes = other.sizes()
+    unsqueezed_sizes = other.sizes()
     def backward(grad):
-        return sum_to(grad, self_sizes), sum_backward(grad, other_sizes, None, False)
+        return sum_to(grad, self_sizes), sum_backward(grad, unsqueezed_sizes, None, False)
     return result, backward
 '''
 
@@ -139,7 +140,7 @@ def test_a_package_calls_the_shipped_helpers_and_gets_its_own_copy(tmp_path: Pat
     defined = [line.split("(")[0].split()[-1] for line in (out / "helpers.h").read_text().splitlines()
                if line.endswith(");")]
     assert sorted(defined) == ["is_reduced_dim", "sum_backward", "sum_to", "wrap_dim"]
-    assert "helpers::sum_backward(grad, other_sizes" in (out / "plus.cpp").read_text()
+    assert "helpers::sum_backward(grad, unsqueezed_sizes" in (out / "plus.cpp").read_text()
 
 
 # A schema argument named like a Python keyword is the parameter `from_` of the formula (DESIGN §2).

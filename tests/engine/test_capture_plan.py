@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import reference_engine as engine
-from reference_engine import facts as facts_store
-from reference_engine.facts import StaleFormulaError
+from transpiler import formula_facts as facts_store
+from transpiler.formula_facts import StaleFormulaError
 
 SOURCE = textwrap.dedent('''\
     from formulas import at, derivative

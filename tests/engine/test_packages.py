@@ -18,8 +18,9 @@ import torch
 import formulas
 import reference_engine as engine
 from reference_engine.packages import package_dispatcher
-from reference_engine.scalars import SCALAR_METHODS, scalar_value
+from reference_engine.scalars import scalar_value
 from transpiler.cpp.expressions import SCALAR_METHODS as EMITTED_SCALAR_METHODS
+from transpiler.formula_facts import SCALAR_METHODS
 from transpiler.yaml_import.importer import import_yaml
 
 PACKAGE = "engine_test_corpus"

@@ -175,6 +175,7 @@ def test_one_int_for_an_int1_list_and_a_negative_dim_pick_their_overloads(tmp_pa
     assert "([dim]), True)" in text                 # sum.dim_IntList's dims: a list of one
     # squeeze.dim (not squeeze.dims) for `-1`: its transpose gives back the unsqueezed sizes
     assert "unsqueezed_sizes(result.sizes(), -1)" in text and "at.reshape(self_t, " in text
+    assert "unsqueezed_sizes" in library.formulas[0].references     # the helper its C++ needs (a package's copy)
 
 
 def test_a_not_implemented_input_raises_only_where_it_can_have_a_tangent(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transpiler.dataflow import bound_names, closure_reads
+from transpiler.dataflow import bound_names, closure_reads, global_reads
 from transpiler.frontend import load_library, parse_module
 from transpiler.model import CaptureKind, Span
 
@@ -332,6 +332,42 @@ def reads_of(body: str) -> list[str]:
 ])
 def test_closure_reads_follow_python_scoping(body: str, reads: list[str]) -> None:
     assert sorted(reads_of(body)) == sorted(reads)
+
+
+@pytest.mark.parametrize(("body", "uses"), [
+    ("return h(a) + b\n", ["D", "h"]),                                  # the default, a call
+    ("return m(h, a)\n", ["D", "m", "h"]),                              # a helper passed as a value
+    ("h = a\nreturn h(b)\n", ["D"]),                                   # a local shadows it
+    ("x = a.h\nreturn f(x, h=b)\n", ["D", "f"]),                        # attribute and keyword names are no use
+    ("return [h for h in a] + [k for _ in a]\n", ["D", "k"]),           # comprehension target shadows
+    ("def inner(h):\n    return h * k\nreturn inner\n", ["D", "k"]),   # nested parameter shadows
+    ("def inner(x=h):\n    return x\nreturn inner\n", ["D", "h"]),     # defaults are read outside
+    ("def inner():\n    global a\n    return a\nreturn inner\n", ["D", "a"]),   # global: the module's
+    ("g = lambda h: h + k\nreturn g\n", ["D", "k"]),
+    ("import h\nreturn h\n", ["D"]),
+    ("x: T = a\nreturn x\n", ["D"]),                                   # annotations are declarations
+    ("return [(h := x) for x in a] and h\n", ["D"]),                    # a walrus binds in the function
+])
+def test_global_reads_follow_python_scoping(body: str, uses: list[str]) -> None:
+    """The module-level names a function uses (``Formula.references``, ``Helper.references``), in source order."""
+    function = cst.parse_module("def f(a, b=D):\n" + textwrap.indent(body, "    ")).body[0]
+    assert [name.value for name in global_reads(function)] == uses
+    assert [name.value for name in global_reads(function, {"k"})] == [n for n in uses if n != "k"]
+
+
+def test_the_model_records_the_module_level_names_of_formulas_and_helpers() -> None:
+    """A helper named without a call is a reference; a local named like a helper is none."""
+    module = parse_module("refs.py", (
+        "from formulas import at, derivative, helper\n\n"
+        "@helper\ndef twice(x: Tensor) -> Tensor:\n    return at.mul(x, 2)\n\n"
+        "@helper\ndef apply(f, x: Tensor) -> Tensor:\n    return f(x)\n\n"
+        "@derivative('foo(Tensor self) -> Tensor', jvp='auto_element_wise')\n"
+        "def foo(self):\n    result = at.foo(self)\n    twice = 2\n"
+        "    def backward(grad):\n        return apply(halve, grad) * twice\n    return result, backward\n"))
+    assert module.diagnostics == ()
+    assert {h.name: h.references for h in module.helpers} == {"twice": {"helper", "at"}, "apply": {"helper"}}
+    [formula] = module.formulas
+    assert formula.references == {"derivative", "at", "apply", "halve"}
 
 
 def test_python_keyword_argument_is_spelled_with_a_trailing_underscore() -> None:

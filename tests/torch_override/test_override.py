@@ -16,7 +16,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from formulas.torch import CapturedIntermediate, OverrideError, install, overridable, override, uninstall
-from reference_engine.facts import StaleFormulaError
+from transpiler.formula_facts import StaleFormulaError
 from tests.torch_override.aliasing import IN_PLACE_SCENARIOS, IN_PLACE_SOURCE, VIEW_SCENARIOS, same_as_torch
 from tests.torch_override.conftest import importable_package
 

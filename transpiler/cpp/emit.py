@@ -31,7 +31,6 @@ from transpiler.cpp.nodes import emit_nondifferentiable, node_name
 from transpiler.cpp.operators import method_only_source
 from transpiler.cpp.runtime import ATEN_OVERRIDE_BOXED_HEADER, ATEN_OVERRIDE_HEADER, RUNTIME_HEADER, VIEWS_HEADER, VMAP_HEADER
 from transpiler.cpp.signature import borrowed_param, is_view
-from transpiler.dataflow import syntax_children, walk
 from transpiler.diagnostics import Diagnostic, printable
 from transpiler.model import Formula, FormulaModule, Helper, Library
 from transpiler.schema import FunctionSchema
@@ -512,13 +511,14 @@ def refusals(modules: tuple[FormulaModule, ...], library: tuple[FormulaModule, .
 
 def with_helpers_of(library: Library, other: Library) -> Library:
     """``library`` plus the helpers of ``other`` (the shipped library) that its formulas and helpers
-    call and it does not define, with the ones those call: a package emits its own copy of every
-    helper it uses (``from formulas.helpers import sum_to``), since another package's C++ is not
-    linked with it. They are added as helper-only modules, so no formula of ``other`` is emitted."""
+    name and it does not define, with the ones those name (the model's ``references``: called, or
+    passed as a value, and not shadowed by a local): a package emits its own copy of every helper
+    it uses (``from formulas.helpers import sum_to``), since another package's C++ is not linked
+    with it. They are added as helper-only modules, so no formula of ``other`` is emitted."""
     own = {h.name for h in library.helpers}
-    offered = {name: used for name, used in _names_used_by_helpers_of(other.modules).items() if name not in own}
+    offered = {h.name: h.references for h in other.helpers if h.name not in own}     # the last of a name
     wanted: set[str] = set()
-    used = set().union(*map(_names_used_by, library.modules))
+    used = set().union(*(item.references for item in (*library.formulas, *library.helpers)))
     while called := {name for name in offered.keys() - wanted
                      if name in used or name.rpartition(OVERLOAD_SEPARATOR)[0] in used}:   # with its overloads
         wanted |= called
@@ -529,75 +529,6 @@ def with_helpers_of(library: Library, other: Library) -> Library:
                           helpers=tuple(h for h in m.helpers if h.name in wanted))
                   for m in other.modules if any(h.name in wanted for h in m.helpers))
     return Library((*library.modules, *added))
-
-
-def _names_used_by(module: FormulaModule) -> frozenset[str]:
-    """Every name the formulas (their jvps too: a derived jvp calls helpers) and helpers of
-    ``module`` use, kept between runs (:mod:`transpiler.module_results`)."""
-    kept = module_results.active() if module.source_digest else None
-    key = module_results.key("names", _identity(module, kept)) if kept is not None else ""
-    found = kept.get(key, lambda kept: isinstance(kept, frozenset) and all_of(str, kept)) if kept is not None else None
-    if found is None:
-        nodes = [item.node for item in (*module.formulas, *module.helpers)]
-        # a written jvp (it has an index among the formula's statements) is walked with the formula
-        nodes += [f.jvp.node for f in module.formulas if f.jvp is not None and f.jvp.index is None]
-        found = frozenset().union(*map(names_used, nodes))
-    if kept is not None:
-        kept.put(key, found)
-    return found
-
-
-def _names_used_by_helpers_of(modules: tuple[FormulaModule, ...]) -> dict[str, frozenset[str]]:
-    """Each helper of ``modules`` (the last of a name) -> the names its body uses, kept between runs
-    as one result for all of them: ``modules`` is the shipped library, which an edit of a formula
-    package leaves as it was (one read, not one per module)."""
-    kept = module_results.active() if all(m.source_digest for m in modules) else None
-    key = module_results.key("helper names of", [_identity(m, kept) for m in modules]) if kept is not None else ""
-    found = kept.get(key, _is_names_by_helper) if kept is not None else None
-    if found is None:
-        found = {name: used for m in modules for name, used in _names_used_by_helpers(m).items()}
-    if kept is not None:
-        kept.put(key, found)
-    return found
-
-
-def _is_names_by_helper(kept: object) -> bool:
-    return isinstance(kept, dict) and all_of(str, tuple(kept)) and all(all_of(str, names) for names in kept.values())
-
-
-def _names_used_by_helpers(module: FormulaModule) -> dict[str, frozenset[str]]:
-    """Each helper of ``module`` -> the names its body uses, kept between runs as :func:`_names_used_by`."""
-    kept = module_results.active() if module.source_digest else None
-    key = module_results.key("helper names", _identity(module, kept)) if kept is not None else ""
-    found = kept.get(key, _is_names_by_helper) if kept is not None else None
-    if found is None:
-        found = {helper.name: names_used(helper.node) for helper in module.helpers}
-    if kept is not None:
-        kept.put(key, found)
-    return found
-
-
-def names_in(node: cst.CSTNode) -> dict[str, cst.Name]:
-    """Every plain name used under ``node``, with its first use."""
-    found: dict[str, cst.Name] = {}
-    for child in walk(node):
-        if isinstance(child, cst.Name):
-            found.setdefault(child.value, child)
-    return found
-
-
-@functools.lru_cache(maxsize=4096)
-def names_used(node: cst.CSTNode) -> frozenset[str]:
-    """The set of :func:`names_in` ``node`` (memoised: libcst nodes are immutable), found by a
-    plain walk of the syntax children, many times cheaper than a libcst visitor."""
-    found: set[str] = set()
-    pending = [node]
-    while pending:
-        current = pending.pop()
-        if type(current) is cst.Name:
-            found.add(current.value)
-        pending.extend(syntax_children(current))
-    return frozenset(found)
 
 
 def _file_name(path: str, taken: dict[str, str]) -> str:
@@ -625,4 +556,4 @@ def _duplicate_operators(library: Library) -> list[Diagnostic]:
     return found
 
 
-__all__ = ["Output", "emit_library", "operator_table", "names_in", "names_used", "refusals", "with_helpers_of"]
+__all__ = ["Output", "emit_library", "operator_table", "refusals", "with_helpers_of"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from transpiler.diagnostics import Diagnostic
 
 if TYPE_CHECKING:   # imported lazily: an up-to-date run (which reads ``REFUSED``) never loads libcst
-    from transpiler.model import Formula, FormulaModule, Helper, Library
+    from transpiler.model import Formula, FormulaModule, Helper, Library, Span
 
 REFUSED = "REFUSED"            # per-formula mode: one refused entry a line, ``path:line:col: CODE message [entry]``
 MODULE_LEVEL = "<module>"      # a finding outside every formula and helper
@@ -34,6 +34,17 @@ class Refusal:
     def format(self) -> str:
         return f"{self.diagnostic.format()} [{' '.join(filter(None, (self.entry, self.part)))}]"
 
+
+
+def _first_read(module: FormulaModule, item: Formula | Helper, name: str) -> Span:
+    """Where ``item`` (a formula or a helper of ``module``) first reads the module-level ``name``:
+    in its ``def``, else in its synthesised jvp, whose rule its decorator declares."""
+    from transpiler.dataflow import global_reads
+
+    for read in global_reads(item.node):
+        if read.value == name:
+            return module.span(read)
+    return item.jvp.span
 
 
 def summary_line(emitted: int, total: int) -> str:
@@ -89,9 +100,7 @@ class Entries:
         return diagnostic.line in self.jvp_lines.get(key, ())
 
     def callers_of_refused(self, refused: dict[tuple[str, int], Refusal]) -> dict[tuple[str, int], Refusal]:
-        """Formulas and helpers that call a refused helper: their C++ would not link."""
-        from transpiler.cpp.emit import names_in, names_used
-
+        """Formulas and helpers that name a refused helper (their ``references``): their C++ would not link."""
         names = {name for name, key in self.helper_keys.items() if key in refused}
         added: dict[tuple[str, int], Refusal] = {}
         while names:
@@ -100,13 +109,12 @@ class Entries:
                 for item, label in [*((f, f.op_name) for f in module.formulas),
                                     *((h, h.name) for h in module.helpers)]:
                     key = self.key(module, item)
-                    called = names_used(item.node) & names
+                    called = item.references & names
                     if key in refused or key in added or not called:
                         continue
-                    used = names_in(item.node)
                     helper = sorted(called)[0]
                     cause = refused.get(self.helper_keys[helper]) or added[self.helper_keys[helper]]
-                    where = module.span(used[helper])
+                    where = _first_read(module, item, helper)
                     added[key] = Refusal(Diagnostic(module.path, where.line, where.col, cause.diagnostic.code,
                                                     f"calls helper '{helper}', which was left out"), label)
                     if label in self.helper_keys:

@@ -1,9 +1,12 @@
-"""What the engine needs to know about a formula, read once from the front-end's model.
+"""What the back ends that run a formula need to know about it, read once from the front-end's model.
 
 The front-end (:mod:`transpiler.frontend`, the one reader of formula files)
-models each ``@derivative`` function of a file. The engine keeps, per
-formula, a frozen :class:`FormulaFacts` taken from that model the first time
-the formula is recorded or run in forward mode (one read per source file):
+models each ``@derivative`` function of a file. The reference engine and the
+torch back end (``formulas/torch/``) keep, per formula, a frozen
+:class:`FormulaFacts` taken from that model the first time the formula is
+recorded or run in forward mode (one read per source file). Here, beside the
+model, so that both read it and neither imports the other for it; nothing
+here imports torch, NumPy or the engine (libcst and the front-end on first use):
 
 * ``settled``: the backward's captures whose cells never need a look when a
   node is recorded (inputs the forward never rebinds, metadata);
@@ -52,7 +55,6 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any, Mapping
 
 from formulas.dsl import DeclaredFormula, SourceStamp, source_stamp
-from reference_engine.scalars import SCALAR_METHODS
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -62,13 +64,18 @@ if TYPE_CHECKING:
     from transpiler.module_globals import ModuleGlobalsWritten
 
 
+#: The ``c10::Scalar`` methods formulas call (the C++ emitter's ``SCALAR_METHODS``), which the
+#: engine gives a ``Scalar`` argument (:mod:`reference_engine.scalars`).
+SCALAR_METHODS = frozenset({"conj", "toDouble", "toFloat", "toLong", "isComplex", "isFloatingPoint"})
+
+
 class StaleFormulaError(RuntimeError):
     """A formula's file changed after the formula was declared (imported)."""
 
 
 @dataclass(frozen=True, slots=True)
 class FormulaFacts:
-    """The front-end's facts about one formula, as the engine uses them."""
+    """The front-end's facts about one formula, as the engine and the torch back end use them."""
 
     settled: frozenset[str]                     # captures recording never looks at
     mask_parameter: str | None                  # the backward's ``needs_input_grad`` parameter
@@ -90,7 +97,7 @@ class FormulaFacts:
     #: among those written (empty when it writes none)
     globals_read: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False)
     #: the names its code (nested functions included) calls a ``c10::Scalar`` method on
-    #: (:data:`~reference_engine.scalars.SCALAR_METHODS`); None: the front-end read no ``def`` of it
+    #: (:data:`SCALAR_METHODS`); None: the front-end read no ``def`` of it
     scalar_method_receivers: frozenset[str] | None = None
     #: the formula's parameters its backward (and the functions nested in it) reads from the
     #: formula's scope, its own parameters' defaults left out; None: no model

@@ -93,23 +93,28 @@ def _filled(fill: Any, size: tuple, dtype: DType | None, requires_grad: bool) ->
 
 
 def zeros(*size: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros (float32 unless ``dtype``); ``size`` as separate ints or one sequence."""
     return _filled(0, size, dtype, requires_grad)
 
 
 def ones(*size: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones (float32 unless ``dtype``); ``size`` as separate ints or one sequence."""
     return _filled(1, size, dtype, requires_grad)
 
 
 def full(size: Sequence[int], fill_value: Any, *, dtype: DType | None = None,
          requires_grad: bool = False) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value`` (float32 unless ``dtype``)."""
     return _filled(fill_value, (tuple(size),), dtype, requires_grad)
 
 
 def zeros_like(other: Tensor, *, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+    """Zeros of ``other``'s shape, in its dtype unless ``dtype``."""
     return Tensor(np.zeros(other.shape, to_numpy(dtype) or other._data.dtype), requires_grad=requires_grad)
 
 
 def ones_like(other: Tensor, *, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+    """Ones of ``other``'s shape, in its dtype unless ``dtype``."""
     return Tensor(np.ones(other.shape, to_numpy(dtype) or other._data.dtype), requires_grad=requires_grad)
 
 
@@ -142,9 +147,11 @@ def arange(start: float, end: float | None = None, step: float = 1, *, dtype: DT
 
 def linspace(start: float, end: float, steps: int, *, dtype: DType | None = None,
              requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end``, both included (float32 unless ``dtype``)."""
     array = np.linspace(start, end, steps).astype(to_numpy(dtype) or float32.numpy)
     return Tensor(array, requires_grad=requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+    """The ``n`` x ``m`` (``n`` x ``n`` without ``m``) identity matrix (float32 unless ``dtype``)."""
     return Tensor(np.eye(n, m, dtype=to_numpy(dtype) or float32.numpy), requires_grad=requires_grad)

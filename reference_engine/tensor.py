@@ -290,4 +290,5 @@ def _wrap_dim(dim: int, ndim: int) -> int:
 
 
 def is_tensor(obj: object) -> bool:
+    """``torch.is_tensor``: whether ``obj`` is an engine Tensor."""
     return isinstance(obj, Tensor)

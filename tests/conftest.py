@@ -9,15 +9,25 @@ with ``--tier-report FILE``, writes them as JSON for ``transpile coverage``.
 It also orders the test files for xdist (``--dist loadfile --no-loadscope-reorder``):
 the files that wait minutes on a build first, one per worker, then the others by their
 number of tests, largest first, so that no worker is left alone with a long file at the end.
+
+The session keeps its build cache (``$TRANSPILE_BUILD_DIR``: the parse cache, lint's) in this
+checkout's own (its ``[tool.transpile] build-dir``) unless one is set: a ``transpile`` run in a
+test's temporary project would otherwise use the per-user one (``~/.cache``), which every
+checkout shares, so that one at other transpiler sources evicts the entries this one relies on.
 """
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from transpiler.project import CACHE_ENV, find_project
 from transpiler.tier_table import TIERS, TierTable
+
+REPO = Path(__file__).resolve().parents[1]
 
 _table_key = pytest.StashKey[TierTable]()
 
@@ -45,6 +55,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"tier(name): the proof tier a test establishes, one of {', '.join(TIERS)}")
     config.stash[_table_key] = TierTable()
     config.pluginmanager.register(_TierRecorder(config.stash[_table_key]), "proof-tier-recorder")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _this_checkouts_build_cache():
+    """``$TRANSPILE_BUILD_DIR`` as this checkout's build cache for the session, unless it is set."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not os.environ.get(CACHE_ENV):
+            patch.setenv(CACHE_ENV, str(find_project(REPO).build_dir))
+        yield
 
 
 #: Files whose first test waits minutes on a build (the corpus funnel's, out_cpp's, the README

@@ -155,7 +155,7 @@ TORCH_EQUIVALENTS: dict[str, Callable[..., Any]] = {
     # Oracles for built-in ops that torch 2.13 cannot differentiate as far as the tiers go: a
     # composition of torch ops with the built-in's values, bit for bit (tests/test_formulas_torch.py
     # compares the formulas' forward, which calls the built-in, with it exactly), whose derivatives
-    # torch has. tests/engine/test_nn_more.py compares hardsigmoid's first order at its kinks with
+    # torch has. tests/engine/test_kinks.py compares hardsigmoid's first order at its kinks with
     # the built-in itself.
     "hardsigmoid": _hardsigmoid,                          # hardsigmoid_backward has no derivative,
     "hardsigmoid_backward": _hardsigmoid_backward,        # so no double backward of hardsigmoid
@@ -1596,7 +1596,7 @@ def _nn_more_cases() -> list[OpCase]:
     out.append(OpCase("layer_norm", "2x3_defaults", (_normal(rng, (2, 3)), [3], None, None)))
     out.append(OpCase("layer_norm", "2x3_cudnn_off", (_normal(rng, (2, 3)), [3], None, None, 1e-5, False)))
     # deterministic dropout only: evaluation, p = 0 and p = 1 (the random case: tests/cpp/test_compiled_dropout.py,
-    # tests/engine/test_nn_more.py). No empty input: torch's native_dropout returns the input itself then
+    # tests/engine/test_dropout.py). No empty input: torch's native_dropout returns the input itself then
     # (and sets its history), which the compiled op, running it, does too.
     rng = _rng("native_dropout")
     for shape, p, train in (((2, 3), 0.5, False), ((2, 3), 0.0, True), ((4,), 0.0, None), ((2, 3), 1.0, True),

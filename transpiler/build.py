@@ -71,6 +71,7 @@ def stamp(directory: Path) -> str:
 
 
 def library_path(build_dir: Path, name: str) -> Path:
+    """Where the build of library ``name`` under ``build_dir`` leaves its shared object."""
     return build_dir / name / f"{name}.so"
 
 
@@ -198,6 +199,7 @@ def precompile_headers(build_dir: Path, progress: Progress) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m transpiler.build``: compile the generated C++ into a library (cached), report where it is."""
     parser = argparse.ArgumentParser(prog="python -m transpiler.build", description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=Path, help="generated C++ (default: the project's out_cpp/)")
     parser.add_argument("--build-dir", type=Path,

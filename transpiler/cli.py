@@ -70,6 +70,8 @@ def _help(topic: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``transpile [COMMAND] ...``: run the subcommand named first, or transpile when none is named;
+    the exit status."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["help"]:
         if args[1:2] and args[1] not in SUBCOMMANDS and args[1] != "help":

@@ -50,6 +50,8 @@ OVERRIDE_PROOF = REPO / "tests" / "yaml" / "corpus_override.py"
 
 
 def main(argv: list[str]) -> int:
+    """``transpile coverage --corpus``: import, emit, build and prove torch's derivatives.yaml, print the
+    funnel."""
     parser = argparse.ArgumentParser(prog="transpile coverage --corpus", description=__doc__)
     parser.add_argument("--build-dir", type=Path, default=REPO / "build", help="where the corpus is built")
     parser.add_argument("--no-compile", action="store_true",

@@ -27,6 +27,8 @@ def _library_ops(repo: Path) -> tuple[list[str], frozenset[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``transpile coverage``: the op x tier table of the library's proofs (``--corpus``: the
+    derivatives.yaml funnel)."""
     argv = list(argv or ())
     asks_help = bool({"-h", "--help"} & set(argv))
     missing = None if asks_help else repository_missing("transpile coverage", "tests") or torch_missing("transpile coverage")

@@ -189,26 +189,33 @@ def _call_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _assignment(statement: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
-    """``(name, value)`` of a one-line ``name = value``."""
+class Assignment(NamedTuple):
+    """A one-line ``name = value``."""
+
+    name: str
+    value: cst.BaseExpression
+
+
+def _assignment(statement: cst.CSTNode) -> Assignment | None:
+    """The :class:`Assignment` of a one-line ``name = value``."""
     if (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1
             and isinstance(statement.body[0].targets[0].target, cst.Name)):
-        return statement.body[0].targets[0].target.value, statement.body[0].value
+        return Assignment(statement.body[0].targets[0].target.value, statement.body[0].value)
     return None
 
 
 def _assignment_positions(block: list[cst.BaseStatement]) -> dict[str, int]:
     """Each name a ``name = value`` statement of ``block`` binds -> the index of its last such statement."""
-    return {assigned[0]: index for index, statement in enumerate(block)
+    return {assigned.name: index for index, statement in enumerate(block)
             if (assigned := _assignment(statement)) is not None}
 
 
-def _sum_assignment(statement: cst.CSTNode) -> tuple[str, cst.BinaryOperation] | None:
-    """``(name, a + b)`` of a one-line ``name = a + b``."""
+def _sum_assignment(statement: cst.CSTNode) -> Assignment | None:
+    """The :class:`Assignment` of a one-line ``name = a + b`` (its value a ``cst.BinaryOperation``)."""
     assigned = _assignment(statement)
-    if assigned is not None and isinstance(assigned[1], cst.BinaryOperation) \
-            and isinstance(assigned[1].operator, cst.Add):
+    if assigned is not None and isinstance(assigned.value, cst.BinaryOperation) \
+            and isinstance(assigned.value.operator, cst.Add):
         return assigned
     return None
 
@@ -341,7 +348,7 @@ def propagate_copies(statements: list[cst.BaseStatement], parameters: set[str]) 
     class Dropper(cst.CSTTransformer):
         def leave_SimpleStatementLine(self, original, updated):
             assigned = _assignment(original)
-            if assigned is not None and assigned[0] in copies:
+            if assigned is not None and assigned.name in copies:
                 return cst.RemoveFromParent()
             return updated
 
@@ -370,13 +377,13 @@ def drop_added_zeros(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
     index = 0
     while index < len(result):
         zero = _assignment(result[index])
-        if zero is None or not _is_zero(zero[1]):
+        if zero is None or not _is_zero(zero.value):
             index += 1
             continue
-        name = zero[0]
+        name = zero.name
         for later in range(index + 1, len(result)):
             assigned = _assignment(result[later])
-            added = _sum_of(assigned[1], name) if assigned is not None and assigned[0] == name else None
+            added = _sum_of(assigned.value, name) if assigned is not None and assigned.name == name else None
             if added is not None:
                 result[later] = result[later].with_changes(body=[result[later].body[0].with_changes(value=added)])
                 del result[index]
@@ -387,14 +394,21 @@ def drop_added_zeros(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
     return result
 
 
-def _zero_bound_last(block: list[cst.BaseStatement], names: tuple[str, ...]) -> tuple[int, str] | None:
-    """``(index, name)`` of a ``name = <zero>`` statement of ``block`` (``name`` one of ``names``)
-    after which ``block`` neither reads nor binds ``name``."""
+class ZeroBinding(NamedTuple):
+    """``block[index]`` is ``name = <a zero>``."""
+
+    index: int
+    name: str
+
+
+def _zero_bound_last(block: list[cst.BaseStatement], names: tuple[str, ...]) -> ZeroBinding | None:
+    """The last ``name = <zero>`` statement of ``block`` (``name`` one of ``names``), after which
+    ``block`` neither reads nor binds ``name``."""
     for index in range(len(block) - 1, -1, -1):
         assigned = _assignment(block[index])
-        if assigned is not None and assigned[0] in names and _is_zero(assigned[1]) \
-                and not any(assigned[0] in _names(later) for later in block[index + 1:]):
-            return index, assigned[0]
+        if assigned is not None and assigned.name in names and _is_zero(assigned.value) \
+                and not any(assigned.name in _names(later) for later in block[index + 1:]):
+            return ZeroBinding(index, assigned.name)
     return None
 
 
@@ -414,12 +428,12 @@ def drop_branch_zeros(statements: list[cst.BaseStatement], read_later: frozenset
     index = 0
     while index + 1 < len(result):
         branch, summed = result[index], _sum_assignment(result[index + 1])
-        operands = (summed[1].left, summed[1].right) if summed is not None else ()
+        operands = (summed.value.left, summed.value.right) if summed is not None else ()
         if not (isinstance(branch, cst.If) and isinstance(branch.orelse, cst.Else)
                 and all(isinstance(o, cst.Name) for o in operands) and len({code(o) for o in operands}) == 2):
             index += 1
             continue
-        target, names = summed[0], tuple(o.value for o in operands)
+        target, names = summed.name, tuple(o.value for o in operands)
         read_after = read_later.union(*(_names(later) for later in result[index + 2:]))
         if any(name != target and name in read_after for name in names):
             index += 1
@@ -430,8 +444,8 @@ def drop_branch_zeros(statements: list[cst.BaseStatement], read_later: frozenset
             if zero is None:
                 block.append(result[index + 1].with_changes(leading_lines=[]))
             else:
-                del block[zero[0]]
-                other = names[1] if zero[1] == names[0] else names[0]
+                del block[zero.index]
+                other = names[1] if zero.name == names[0] else names[0]
                 block += [] if other == target else [_stmt(f"{target} = {other}")]
                 dropped = True
             blocks.append(block or [cst.SimpleStatementLine([cst.Pass()])])
@@ -466,11 +480,18 @@ def _changes(statement: cst.CSTNode, names: set[str]) -> bool:
                and isinstance(n.func.value, cst.Name) and n.func.value.value in names for n in _nodes(statement))
 
 
-def _reduced(value: cst.BaseExpression) -> tuple[str, str] | None:
-    """``(sizes, dims)`` of ``reduced_sizes(sizes, dims, False)``."""
+class Reduction(NamedTuple):
+    """The code of ``sizes`` and ``dims`` of ``reduced_sizes(sizes, dims, False)``."""
+
+    sizes: str
+    dims: str
+
+
+def _reduced(value: cst.BaseExpression) -> Reduction | None:
+    """The :class:`Reduction` of ``reduced_sizes(sizes, dims, False)``."""
     if (_call_name(value) == "reduced_sizes" and isinstance(value.func, cst.Name) and len(value.args) == 3
             and not any(a.keyword or a.star for a in value.args) and code(value.args[2].value) == "False"):
-        return code(value.args[0].value), code(value.args[1].value)
+        return Reduction(code(value.args[0].value), code(value.args[1].value))
     return None
 
 
@@ -483,28 +504,30 @@ def fuse_unsqueezing_reshapes(statements: list[cst.BaseStatement]) -> list[cst.B
     reads = Counter(n.value for n in _nodes(cst.Module(body=result)) if isinstance(n, cst.Name))
     for u_index, statement in enumerate(result):
         assigned = _assignment(statement)
-        if assigned is None or _call_name(assigned[1]) != "sum_backward" or not isinstance(assigned[1].func, cst.Name):
+        if assigned is None or _call_name(assigned.value) != "sum_backward" \
+                or not isinstance(assigned.value.func, cst.Name):
             continue
-        args = assigned[1].args
+        args = assigned.value.args
         if len(args) != 4 or any(a.keyword or a.star for a in args) or code(args[3].value) != "False":
             continue
         t, sizes, dims = args[0].value, code(args[1].value), code(args[2].value)
         if not isinstance(t, cst.Name) or reads[t.value] != 2:      # its binding and this read
             continue
-        t_index = next((i for i in reversed(range(u_index)) if (a := _assignment(result[i])) is not None and a[0] == t.value), None)
-        if t_index is None or _call_name(_assignment(result[t_index])[1]) != "reshape":
+        t_index = next((i for i in reversed(range(u_index))
+                        if (a := _assignment(result[i])) is not None and a.name == t.value), None)
+        if t_index is None or _call_name(_assignment(result[t_index]).value) != "reshape":
             continue
-        reshape = _assignment(result[t_index])[1]
+        reshape = _assignment(result[t_index]).value
         if len(reshape.args) != 2 or any(a.keyword or a.star for a in reshape.args):
             continue
         shape, l_index = reshape.args[1].value, t_index
         if isinstance(shape, cst.Name):
             l_index = next((i for i in reversed(range(t_index)) if (a := _assignment(result[i])) is not None
-                            and a[0] == shape.value), None)
+                            and a.name == shape.value), None)
             if l_index is None:
                 continue
-            shape = _assignment(result[l_index])[1]
-        if _reduced(shape) != (sizes, dims):
+            shape = _assignment(result[l_index]).value
+        if _reduced(shape) != Reduction(sizes, dims):
             continue
         watched = _names(args[1].value) | _names(args[2].value)
         if any(_changes(result[i], watched) for i in range(l_index + 1, u_index)):
@@ -534,15 +557,15 @@ class _Crops(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(self, original, updated):
         assigned = _assignment(updated)
-        if assigned is None or _call_name(assigned[1]) != "constant_pad_nd":
+        if assigned is None or _call_name(assigned.value) != "constant_pad_nd":
             return updated
-        args = assigned[1].args
+        args = assigned.value.args
         if len(args) != 3 or any(a.keyword or a.star for a in args) or _call_name(args[1].value) != "negated":
             return updated
         negated = args[1].value
         if not isinstance(negated.func, cst.Name) or len(negated.args) != 1 or negated.args[0].keyword:
             return updated
-        target, x, pads = assigned[0], code(args[0].value), code(negated.args[0].value)
+        target, x, pads = assigned.name, code(args[0].value), code(negated.args[0].value)
         v = {kind: self.fresh(f"{target}_{kind}") for kind in ("pads", "crops", "entry", "pair", "dim", "front", "back")}
         lines = cst.parse_module(
             f"{v['pads']} = {pads}\n"
@@ -596,17 +619,17 @@ class Piece:
 
 def _piece(first: cst.BaseStatement, second: cst.BaseStatement) -> Piece | None:
     padded, total = _assignment(first), _assignment(second)
-    maker = PIECE_MAKERS.get(_call_name(padded[1])) if padded is not None else None
-    if maker is None or total is None or code(padded[1].func) != maker.call:
+    maker = PIECE_MAKERS.get(_call_name(padded.value)) if padded is not None else None
+    if maker is None or total is None or code(padded.value.func) != maker.call:
         return None
-    args = padded[1].args
+    args = padded.value.args
     if len(args) != maker.arity or any(a.keyword or a.star for a in args):
         return None
-    added = _sum_of(total[1], total[0])
-    if not (isinstance(added, cst.Name) and added.value == padded[0]):
+    added = _sum_of(total.value, total.name)
+    if not (isinstance(added, cst.Name) and added.value == padded.name):
         return None
     length = () if maker.arity == 5 else (cst.Integer("1"),)
-    return Piece(total[0], padded[0], maker, tuple(a.value for a in args) + length)
+    return Piece(total.name, padded.name, maker, tuple(a.value for a in args) + length)
 
 
 def _pieces_in(statements) -> list[Piece]:
@@ -646,12 +669,13 @@ def concatenate_pieces(statements: list[cst.BaseStatement], taken: set[str]) -> 
     index = 0
     while index < len(result):
         zero = _assignment(result[index])
-        if zero is None or _call_name(zero[1]) != "new_zeros" or len(zero[1].args) != 2:
+        if zero is None or _call_name(zero.value) != "new_zeros" or len(zero.value.args) != 2:
             index += 1
             continue
-        name, sizes = zero[0], zero[1].args[1].value
+        name, sizes = zero.name, zero.value.args[1].value
         loop = next((j for j in range(index + 1, len(result)) if name in _names(result[j])), None)
-        if loop is None or not isinstance(result[loop], cst.For) or not all(bound.stable(n) for n in _names(zero[1])):
+        if loop is None or not isinstance(result[loop], cst.For) \
+                or not all(bound.stable(n) for n in _names(zero.value)):
             index += 1
             continue
         pieces = _pieces_in([result[loop]])
@@ -690,7 +714,7 @@ def concatenate_pieces(statements: list[cst.BaseStatement], taken: set[str]) -> 
             f"if {v['tiled']}:\n"
             f"    {name} = {maker.join}({v['ordered']}, {v['dims']}[0])\n"
             f"else:\n"
-            f"    {name} = {code(zero[1])}\n"
+            f"    {name} = {code(zero.value)}\n"
             f"    for {v['k']} in range({v['count']}):\n"
             f"        {name} = {name} + {maker.call}({v['pieces']}[{v['k']}], {code(sizes)}, {v['dims']}[{v['k']}], "
             f"{v['starts']}[{v['k']}]{fallback_length})\n").body
@@ -723,13 +747,13 @@ def share_repeated_values(statements: list[cst.BaseStatement]) -> list[cst.BaseS
         kept = []                       # ``first``: code of E -> a, for the values bound before
         for statement in block:
             assigned = _assignment(statement)
-            if (assigned is not None and bound.stable(assigned[0]) and _shareable(assigned[1], appended)
-                    and all(bound.stable(n) for n in _names(assigned[1]))):
-                key = code(rename(assigned[1], shared))
+            if (assigned is not None and bound.stable(assigned.name) and _shareable(assigned.value, appended)
+                    and all(bound.stable(n) for n in _names(assigned.value))):
+                key = code(rename(assigned.value, shared))
                 if key in first:
-                    shared[assigned[0]] = cst.Name(first[key])
+                    shared[assigned.name] = cst.Name(first[key])
                     continue
-                first[key] = assigned[0]
+                first[key] = assigned.name
             kept.append(_in_blocks(statement, lambda inner: walk(inner, dict(first))))
         return kept
 
@@ -775,9 +799,9 @@ def share_repeated_subexpressions(statements: list[cst.BaseStatement]) -> list[c
             if first and not isinstance(statement, (cst.If, cst.For, cst.While)):
                 statement = statement.visit(_KnownValues(first))
             assigned = _assignment(statement)
-            if (assigned is not None and bound.stable(assigned[0]) and _shareable(assigned[1], appended)
-                    and all(bound.stable(n) for n in _names(assigned[1]))):
-                first.setdefault(code(assigned[1]), assigned[0])
+            if (assigned is not None and bound.stable(assigned.name) and _shareable(assigned.value, appended)
+                    and all(bound.stable(n) for n in _names(assigned.value))):
+                first.setdefault(code(assigned.value), assigned.name)
             if isinstance(statement, cst.If) and first:
                 statement = statement.with_changes(test=statement.test.visit(_KnownValues(first)))
             kept.append(_in_blocks(statement, lambda inner: walk(inner, dict(first))))
@@ -837,14 +861,14 @@ def fuse_where_terms(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
         assigned = _sum_assignment(statement)
         if assigned is None:
             continue
-        operands = (assigned[1].left, assigned[1].right)
+        operands = (assigned.value.left, assigned.value.right)
         if not all(isinstance(o, cst.Name) and len(position.get(o.value, [])) == 1 and reads[o.value] == 2
                    and position[o.value][0] < index for o in operands):
             continue
         values = [_assignment(result[position[o.value][0]]) for o in operands]
         if any(v is None for v in values):
             continue
-        terms = [_where_term(v[1], zeros_of) for v in values]
+        terms = [_where_term(v.value, zeros_of) for v in values]
         if any(t is None for t in terms):
             continue
         one, other = terms
@@ -859,7 +883,7 @@ def fuse_where_terms(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
         if any(start < i < index and [i] != zeros.get(term.zeros)
                for operand, term in zip(operands, terms)
                for start in [min([position[operand.value][0], *zeros.get(term.zeros, [])])]
-               for name in _names(values[operands.index(operand)][1]) | {term.kept.value}
+               for name in _names(values[operands.index(operand)].value) | {term.kept.value}
                for i in position.get(name, [])):
             continue
         kept, dropped = (one, other) if one.kept_first else (other, one)
@@ -867,10 +891,10 @@ def fuse_where_terms(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
         if kept.sizes is not None:
             fused = f"sum_to({fused}, {code(kept.sizes)})"
         zeroed = {t.zeros: cst.parse_expression(f"at.zeros_like({t.kept.value})") for t in terms if t.zeros}
-        separate = code(assigned[1].with_changes(
-            left=rename(values[0][1], zeroed),
-            right=rename(values[1][1], zeroed)))
-        target = assigned[0]
+        separate = code(assigned.value.with_changes(
+            left=rename(values[0].value, zeroed),
+            right=rename(values[1].value, zeroed)))
+        target = assigned.name
         replacement = _same_sizes_choice(kept.kept.value, dropped.kept.value, target, fused, separate)
         result[index] = replacement.with_changes(leading_lines=statement.leading_lines)
         for o in operands:
@@ -889,8 +913,8 @@ def private_lists(statements: list[cst.BaseStatement]) -> frozenset[str]:
     ``len(a)``, ``a[i]`` and as an argument of ``at.*``, ``sum_backward`` or ``reduced_sizes``
     (which return a tensor or a new list): an append to one nothing reads later is dead."""
     module = cst.Module(body=statements)
-    lists = {a[0] for n in _nodes(module) if (a := _assignment(n)) is not None
-             and isinstance(a[1], cst.List) and not a[1].elements}
+    lists = {a.name for n in _nodes(module) if (a := _assignment(n)) is not None
+             and isinstance(a.value, cst.List) and not a.value.elements}
     allowed: set[int] = set()       # id() of Name nodes in an allowed place
     for n in _nodes(module):
         if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name) and isinstance(n, cst.AssignTarget):
@@ -902,8 +926,8 @@ def private_lists(statements: list[cst.BaseStatement]) -> frozenset[str]:
         elif isinstance(n, cst.Call) and (code(n.func) == "len" or code(n.func).startswith("at.")
                                           or code(n.func) in _LIST_READERS):
             allowed.update(id(a.value) for a in n.args if isinstance(a.value, cst.Name) and not a.keyword)
-    bound_otherwise = {a[0] for n in _nodes(module) if (a := _assignment(n)) is not None
-                       and not (isinstance(a[1], cst.List) and not a[1].elements)}
+    bound_otherwise = {a.name for n in _nodes(module) if (a := _assignment(n)) is not None
+                       and not (isinstance(a.value, cst.List) and not a.value.elements)}
     return frozenset(name for name in lists - bound_otherwise
                      if all(id(n) in allowed for n in _nodes(module) if isinstance(n, cst.Name) and n.value == name))
 
@@ -944,13 +968,13 @@ def merge_replayed_branches(statements: list[cst.BaseStatement]) -> list[cst.Bas
         changed = False
         for index, statement in enumerate(result):
             assigned = _assignment(statement)
-            if assigned is None or not _shareable(assigned[1], set()) or assigned[0] in _names(assigned[1]):
+            if assigned is None or not _shareable(assigned.value, set()) or assigned.name in _names(assigned.value):
                 continue
-            watched = {assigned[0]} | _names(assigned[1])
+            watched = {assigned.name} | _names(assigned.value)
             for earlier in reversed(range(index)):
                 previous = _assignment(result[earlier])
-                if previous is not None and previous[0] == assigned[0]:
-                    if code(previous[1]) == code(assigned[1]):
+                if previous is not None and previous.name == assigned.name:
+                    if code(previous.value) == code(assigned.value):
                         del result[index]
                         changed = True
                     break
@@ -1052,7 +1076,7 @@ def fold_involutions(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
     top = {}        # a name bound at the top -> the names later statements bind
     for index, statement in enumerate(statements):
         if (assigned := _assignment(statement)) is not None:
-            top[assigned[0]] = {n for later in statements[index + 1:] for n in _bound_names(later)}
+            top[assigned.name] = {n for later in statements[index + 1:] for n in _bound_names(later)}
     applied = {name: inner for name, value in _top_assignments(statements).items()
                if bound.stable(name) and (inner := _involution(value)) is not None and name not in inner.reads
                and all(bound.stable(n) or (name in top and n not in top[name]) for n in inner.reads)}
@@ -1060,13 +1084,19 @@ def fold_involutions(statements: list[cst.BaseStatement]) -> list[cst.BaseStatem
 
 
 # ---- conjugates -----------------------------------------------------------------------------
-#: Helpers that read one tensor parameter only conjugated: helper -> (that parameter's position,
-#: the helper's body with its ``at.conj`` taken off, ``{i}`` the code of the ``i``-th argument).
+class ConjugatingHelper(NamedTuple):
+    """A helper that reads one tensor parameter only conjugated."""
+
+    position: int     # that parameter's position
+    body: str         # the helper's body with its ``at.conj`` taken off, ``{i}`` the code of the ``i``-th argument
+
+
+#: Helpers that read one tensor parameter only conjugated: helper -> its :class:`ConjugatingHelper`.
 #: A call whose argument there is ``at.conj(z)`` is the body at ``z`` (``conj(conj(z)) = z``); one
 #: whose argument is real (``is_complex()`` false when it runs) is the body at it (``conj`` is the
 #: identity on real dtypes). ``tests/test_derive_jvp_simplify.py`` checks each body against its
 #: helper's source.
-CONJUGATING_HELPERS = {"div_tensor_self_backward": (1, "handle_r_to_c({2}, {0} / {1})")}
+CONJUGATING_HELPERS = {"div_tensor_self_backward": ConjugatingHelper(1, "handle_r_to_c({2}, {0} / {1})")}
 
 
 class _ConjugatingHelpers(cst.CSTTransformer):
@@ -1080,7 +1110,7 @@ class _ConjugatingHelpers(cst.CSTTransformer):
             return updated.with_changes(func=updated.func.with_changes(value=self.conjugated[updated.func.value.value]))
         entry = CONJUGATING_HELPERS.get(code(updated.func))
         if entry is None or any(a.keyword or a.star for a in updated.args) \
-                or len(updated.args) != entry[1].count("{"):
+                or len(updated.args) != entry.body.count("{"):
             return updated
         position, body = entry
         arguments = [code(a.value) for a in updated.args]
@@ -1120,17 +1150,18 @@ def conjugate_real_only(statements: list[cst.BaseStatement], taken: set[str]) ->
         for statement in block:
             statement = _in_blocks(statement, rewrite)
             assigned = _assignment(statement)
-            value = assigned[1] if assigned is not None else None
+            value = assigned.value if assigned is not None else None
             if value is None or code(value.func if isinstance(value, cst.Call) else value) != "at.conj" \
                     or len(value.args) != 1 or value.args[0].keyword or value.args[0].star:
                 result.append(statement)
                 continue
             fresh = code(value.args[0].value)
             if not isinstance(value.args[0].value, cst.Name):
-                fresh = next(f"{assigned[0]}_{k}" for k in itertools.count(2) if f"{assigned[0]}_{k}" not in taken)
+                fresh = next(f"{assigned.name}_{k}" for k in itertools.count(2) if f"{assigned.name}_{k}" not in taken)
                 taken.add(fresh)
                 result.append(cst.parse_statement(f"{fresh} = {code(value.args[0].value)}\n"))
-            result.append(cst.parse_statement(f"{assigned[0]} = at.conj({fresh}) if {fresh}.is_complex() else {fresh}\n"))
+            result.append(cst.parse_statement(
+                f"{assigned.name} = at.conj({fresh}) if {fresh}.is_complex() else {fresh}\n"))
         return result
 
     return rewrite(list(statements))
@@ -1151,13 +1182,20 @@ def _transposed(node: cst.BaseExpression) -> cst.BaseExpression:
     return inner if inner is not None else cst.parse_expression(f"at.t({code(node)})")
 
 
-def _mm_with_transposed(node: cst.BaseExpression | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
-    """``(a, b)`` of ``at.mm(a, b)`` where ``a`` or ``b`` is an ``at.t(x)``."""
+class Factors(NamedTuple):
+    """``left`` and ``right`` of ``at.mm(left, right)``."""
+
+    left: cst.BaseExpression
+    right: cst.BaseExpression
+
+
+def _mm_with_transposed(node: cst.BaseExpression | None) -> Factors | None:
+    """The :class:`Factors` of ``at.mm(a, b)`` where ``a`` or ``b`` is an ``at.t(x)``."""
     if not (isinstance(node, cst.Call) and code(node.func) == "at.mm" and len(node.args) == 2
             and not any(a.keyword or a.star for a in node.args)):
         return None
     a, b = node.args[0].value, node.args[1].value
-    return (a, b) if _transpose_of(a) is not None or _transpose_of(b) is not None else None
+    return Factors(a, b) if _transpose_of(a) is not None or _transpose_of(b) is not None else None
 
 
 def transpose_products(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
@@ -1170,7 +1208,7 @@ def transpose_products(statements: list[cst.BaseStatement]) -> list[cst.BaseStat
 
     def rewrite(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         block = [_in_blocks(s, rewrite) for s in block]
-        products: dict[str, tuple[int, tuple[cst.BaseExpression, cst.BaseExpression]]] = {}
+        products: dict[str, tuple[int, Factors]] = {}
         for index, statement in enumerate(block):
             assigned = _assignment(statement)
             if assigned is None:
@@ -1185,7 +1223,8 @@ def transpose_products(statements: list[cst.BaseStatement]) -> list[cst.BaseStat
                 if any(_changes(between, read) for between in block[at_index + 1:index]):
                     factors = None
             if factors is not None:
-                fused = cst.parse_expression(f"at.mm({code(_transposed(factors[1]))}, {code(_transposed(factors[0]))})")
+                left, right = code(_transposed(factors.right)), code(_transposed(factors.left))
+                fused = cst.parse_expression(f"at.mm({left}, {right})")
                 block[index] = statement.with_changes(body=[statement.body[0].with_changes(value=fused)])
             elif (factors := _mm_with_transposed(value)) is not None:
                 products[name] = (index, factors)
@@ -1213,20 +1252,34 @@ _BROADCAST_APPLIED = re.compile(
     r"    (?P=d) = (?P=u)\n$")
 
 
-def _broadcast_sizes_part(m: re.Match, sizes: str) -> list[str]:
+class SizesPart(NamedTuple):
+    """The statements computing what ``_BROADCAST_APPLIED`` reads: ``exact`` as code, the others
+    as ``patterns`` (regular expressions, which name the primal's sizes ``S``)."""
+
+    exact: list[str]
+    patterns: list[str]
+
+
+class StatementMatch(NamedTuple):
+    """A statement of a block (``index``) that a pattern matched (``match``)."""
+
+    index: int
+    match: re.Match
+
+
+def _broadcast_sizes_part(m: re.Match, sizes: str) -> SizesPart:
     """The statements that compute the conditions and dims ``_BROADCAST_APPLIED`` reads: the
     leading dims of ``B`` (``sizes``) that ``S`` lacks, ``R`` (``B`` without them), and the dims
     ``E`` where ``S`` is 1 and ``R`` is not."""
     g = m.groupdict()
-    return [f"{g['tl']} = {g['lead']} > 0\n",
-            f"{g['E']} = []\n",
-            f"{g['te']} = len({g['E']}) > 0\n"], [
+    exact = [f"{g['tl']} = {g['lead']} > 0\n", f"{g['E']} = []\n", f"{g['te']} = len({g['E']}) > 0\n"]
+    return SizesPart(exact, [
         rf"{g['lead']} = len\({re.escape(sizes)}\) - len\((?P<S>\w+)\)\n",
         rf"if {g['tl']}:\n    {g['ld']} = \[\]\n    for {g['i']} in range\({g['lead']}\):\n"
         rf"        {g['ld']}\.append\({g['i']}\)\n    (?P<r1>\w+) = reduced_sizes\({re.escape(sizes)}, {g['ld']}, "
         rf"False\)\n    {g['R']} = (?P=r1)\nelse:\n    {g['R']} = {re.escape(sizes)}\n$",
         rf"for (?P<j>\w+) in range\(len\((?P<S>\w+)\)\):\n    if (?P=S)\[(?P=j)\] == 1 and {g['R']}\[wrap_dim\("
-        rf"(?P=j), len\({g['R']}\)\)\] != 1:\n        {g['E']}\.append\((?P=j)\)\n$"]
+        rf"(?P=j), len\({g['R']}\)\)\] != 1:\n        {g['E']}\.append\((?P=j)\)\n$"])
 
 
 def _statement_code(statement: cst.BaseStatement) -> str:
@@ -1256,11 +1309,12 @@ def collapse_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.BaseSta
         sizes = g["B"] if g["s3"] is None or g["B"] != g["s3"] else g["B3"]
         exact, patterns = _broadcast_sizes_part(m, sizes)
         first = [texts.index(e) if e in texts[:index] else None for e in exact]
-        found = [next(((i, f) for i, t in enumerate(texts[:index]) if (f := re.match(p, t))), None) for p in patterns]
-        if any(i is None for i in first) or any(f is None for f in found) or found[0][1]["S"] != found[2][1]["S"]:
+        found = [next((StatementMatch(i, f) for i, t in enumerate(texts[:index]) if (f := re.match(p, t))), None)
+                 for p in patterns]
+        if any(i is None for i in first) or any(f is None for f in found) or found[0].match["S"] != found[2].match["S"]:
             continue
-        start = min(i for i in first + [f[0] for f in found])
-        read = {found[0][1]["S"], *_names(cst.parse_expression(sizes))}
+        start = min(i for i in first + [f.index for f in found])
+        read = {found[0].match["S"], *_names(cst.parse_expression(sizes))}
         if (not all(bound.counts[n] == 1 and n not in bound.in_loops for n in (g["te"], g["tl"], g["lead"], g["E"]))
                 or bound.counts[g["R"]] != 2 or any(binds[i] & read for i in range(start, index + 2))
                 or sum(1 for t in texts if f"{g['E']}.append(" in t) != 1):
@@ -1289,7 +1343,7 @@ class _ListDropper(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(self, original, updated):
         assigned = _assignment(original)
-        if _appended_to(original) in self.unread or (assigned is not None and assigned[0] in self.unread):
+        if _appended_to(original) in self.unread or (assigned is not None and assigned.name in self.unread):
             return cst.RemoveFromParent()
         return updated
 
@@ -1299,8 +1353,8 @@ def drop_unread_lists(statements: list[cst.BaseStatement]) -> list[cst.BaseState
     ``x`` has no effect: the language's expressions have none) is dropped with its appends; the
     dead code around them goes with :func:`live_only` (empty loops and branches too)."""
     module = cst.Module(body=statements)
-    made = {a[0] for n in _nodes(module) if (a := _assignment(n)) is not None
-            and isinstance(a[1], cst.List) and not a[1].elements}
+    made = {a.name for n in _nodes(module) if (a := _assignment(n)) is not None
+            and isinstance(a.value, cst.List) and not a.value.elements}
     if not made:
         return statements
     uses = Counter(n.value for n in _nodes(module) if isinstance(n, cst.Name))
@@ -1308,8 +1362,8 @@ def drop_unread_lists(statements: list[cst.BaseStatement]) -> list[cst.BaseState
     for n in _nodes(module):
         if (a := _appended_to(n)) is not None:
             plain[a] += 1
-        elif (a := _assignment(n)) is not None and isinstance(a[1], cst.List) and not a[1].elements:
-            plain[a[0]] += 1
+        elif (a := _assignment(n)) is not None and isinstance(a.value, cst.List) and not a.value.elements:
+            plain[a.name] += 1
     unread = {name for name in made if uses[name] == plain[name]}
     if not unread:
         return statements
@@ -1317,11 +1371,18 @@ def drop_unread_lists(statements: list[cst.BaseStatement]) -> list[cst.BaseState
 
 
 # ---- sum_to fusion ---------------------------------------------------------------------------
-def _sum_to_of(value: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
-    """``(x, sizes)`` of ``sum_to(x, sizes)``."""
+class SumTo(NamedTuple):
+    """``sum_to(value, sizes)``."""
+
+    value: cst.BaseExpression
+    sizes: cst.BaseExpression
+
+
+def _sum_to_of(value: cst.BaseExpression) -> SumTo | None:
+    """The :class:`SumTo` of ``sum_to(x, sizes)``."""
     if (_call_name(value) == "sum_to" and isinstance(value.func, cst.Name) and len(value.args) == 2
             and not any(a.keyword or a.star for a in value.args)):
-        return value.args[0].value, value.args[1].value
+        return SumTo(value.args[0].value, value.args[1].value)
     return None
 
 
@@ -1342,19 +1403,19 @@ def fuse_sums_to(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]
             assigned = _sum_assignment(statement)
             if assigned is None:
                 continue
-            operands = (assigned[1].left, assigned[1].right)
+            operands = (assigned.value.left, assigned.value.right)
             if not all(isinstance(o, cst.Name) and bound.counts[o.value] == 1 and reads[o.value] == 2
                        and position.get(o.value, index) < index for o in operands):
                 continue
-            terms = [_sum_to_of(_assignment(block[position[o.value]])[1]) for o in operands]
-            if (any(t is None for t in terms) or code(terms[0][1]) != code(terms[1][1])
-                    or not all(bound.stable(n) for n in _names(terms[0][1]))):
+            terms = [_sum_to_of(_assignment(block[position[o.value]]).value) for o in operands]
+            if (any(t is None for t in terms) or code(terms[0].sizes) != code(terms[1].sizes)
+                    or not all(bound.stable(n) for n in _names(terms[0].sizes))):
                 continue
-            a, b, sizes = operands[0].value, operands[1].value, code(terms[0][1])
+            a, b, sizes = operands[0].value, operands[1].value, code(terms[0].sizes)
             for operand, (x, _) in zip(operands, terms):
                 line = result[position[operand.value]]
                 result[position[operand.value]] = line.with_changes(body=[line.body[0].with_changes(value=x)])
-            replacement = _same_sizes_choice(a, b, assigned[0], f"sum_to({a} + {b}, {sizes})",
+            replacement = _same_sizes_choice(a, b, assigned.name, f"sum_to({a} + {b}, {sizes})",
                                              f"sum_to({a}, {sizes}) + sum_to({b}, {sizes})")
             result[index] = replacement.with_changes(leading_lines=statement.leading_lines)
         return result
@@ -1376,15 +1437,16 @@ def subtract_negated_terms(statements: list[cst.BaseStatement]) -> list[cst.Base
         negated = {}
         for index, statement in enumerate(result):
             assigned = _assignment(statement)
-            if (assigned is not None and isinstance(assigned[1], cst.UnaryOperation) and not assigned[1].lpar
-                    and isinstance(assigned[1].operator, cst.Minus) and isinstance(assigned[1].expression, cst.Name)
-                    and bound.stable(assigned[0]) and reads[assigned[0]] == 2):
-                negated[assigned[0]] = (index, assigned[1].expression)
+            if (assigned is not None and isinstance(assigned.value, cst.UnaryOperation) and not assigned.value.lpar
+                    and isinstance(assigned.value.operator, cst.Minus)
+                    and isinstance(assigned.value.expression, cst.Name)
+                    and bound.stable(assigned.name) and reads[assigned.name] == 2):
+                negated[assigned.name] = (index, assigned.value.expression)
                 continue
             summed = _sum_assignment(statement)
             if summed is None:
                 continue
-            left, right = summed[1].left, summed[1].right
+            left, right = summed.value.left, summed.value.right
             for mine, other in ((right, left), (left, right)):
                 if not (isinstance(mine, cst.Name) and mine.value in negated):
                     continue
@@ -1404,9 +1466,16 @@ def subtract_negated_terms(statements: list[cst.BaseStatement]) -> list[cst.Base
 _BROADCASTING_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 
 
-def _expansion(value: cst.BaseExpression | None) -> tuple[cst.Name, cst.BaseExpression] | None:
-    """``(x, s)`` of ``at.expand(x, s)`` or ``sum_backward(x, s, dims, True)`` (``x`` a name): ``x``
-    broadcast to the sizes ``s`` (with ``keepdim`` the helper is that expand, nothing else)."""
+class Expansion(NamedTuple):
+    """``value`` broadcast to the sizes ``sizes`` (``at.expand(value, sizes)``)."""
+
+    value: cst.BaseExpression
+    sizes: cst.BaseExpression
+
+
+def _expansion(value: cst.BaseExpression | None) -> Expansion | None:
+    """The :class:`Expansion` of ``at.expand(x, s)`` or ``sum_backward(x, s, dims, True)`` (``x`` a
+    name): ``x`` broadcast to the sizes ``s`` (with ``keepdim`` the helper is that expand, nothing else)."""
     name = _call_name(value)
     if name == "expand" and isinstance(value.func, cst.Attribute):
         args = _plain_args(value, 2)
@@ -1415,7 +1484,7 @@ def _expansion(value: cst.BaseExpression | None) -> tuple[cst.Name, cst.BaseExpr
         args = args if args is not None and code(args[3]) == "True" else None
     else:
         return None
-    return (args[0], args[1]) if args is not None and isinstance(args[0], cst.Name) else None
+    return Expansion(args[0], args[1]) if args is not None and isinstance(args[0], cst.Name) else None
 
 
 def _tensor_names(statements: list[cst.BaseStatement], known: set[str], bound: Bindings) -> set[str]:
@@ -1502,8 +1571,8 @@ def split_narrowing_loops(statements: list[cst.BaseStatement], taken: set[str]) 
             found = _NARROWING_LOOP.fullmatch(code(result[index])) if isinstance(result[index], cst.For) else None
             starts = (_assignment(result[index - 2]), _assignment(result[index - 1]))
             if (found is None or starts[0] is None or starts[1] is None
-                    or (starts[0][0], code(starts[0][1])) != (found["g"], "[]")
-                    or (starts[1][0], code(starts[1][1])) != (found["o"], "0")
+                    or (starts[0].name, code(starts[0].value)) != (found["g"], "[]")
+                    or (starts[1].name, code(starts[1].value)) != (found["o"], "0")
                     or not all(bound.stable(found[k]) for k in "gstd")
                     or bound.counts[found["o"]] != 2 or reads[found["o"]] != 4):
                 index += 1
@@ -1572,13 +1641,15 @@ def share_calls_repeated_in_loops(statements: list[cst.BaseStatement], taken: se
                 if assigned is None:
                     continue
                 changed = set().union(*(_lists_written(s) for s in result[k:index + 1]))
-                shared = sorted((c for c in {code(n): n for n in _unconditional_calls(assigned[1])}.items()
-                                 if c[0] in in_loop and not (_names(c[1]) & changed) and assigned[0] not in _names(c[1])
-                                 and all(bound.stable(n) for n in _names(c[1]))), key=lambda c: -len(c[0]))
+                calls = {code(n): n for n in _unconditional_calls(assigned.value)}
+                shared = sorted((text for text, call in calls.items()
+                                 if text in in_loop and not (_names(call) & changed)
+                                 and assigned.name not in _names(call) and all(bound.stable(n) for n in _names(call))),
+                                key=lambda text: -len(text))
                 if not shared:
                     continue
-                text = shared[0][0]
-                name = _fresh(f"{assigned[0]}_part", taken)
+                text = shared[0]
+                name = _fresh(f"{assigned.name}_part", taken)
                 replace = _Replace(text, name)
                 result[k:index + 1] = [_stmt(f"{name} = {text}"), *(s.visit(replace) for s in result[k:index + 1])]
                 index += 1
@@ -1624,10 +1695,10 @@ def sink_into_branches(statements: list[cst.BaseStatement], taken: set[str]) -> 
         result = [_in_blocks(s, sink) for s in block]
         for index in range(len(result) - 1, -1, -1):
             assigned = _assignment(result[index])
-            if (assigned is None or not bound.stable(assigned[0])
-                    or not all(bound.stable(n) for n in _names(assigned[1]))):
+            if (assigned is None or not bound.stable(assigned.name)
+                    or not all(bound.stable(n) for n in _names(assigned.value))):
                 continue
-            name = assigned[0]
+            name = assigned.name
             readers = [i for i in range(index + 1, len(result)) if name in _names(result[i])]
             if len(readers) != 1 or not isinstance(result[readers[0]], cst.If):
                 continue
@@ -1635,15 +1706,15 @@ def sink_into_branches(statements: list[cst.BaseStatement], taken: set[str]) -> 
             if not isinstance(branch.orelse, (cst.Else, type(None))) or name in _names(branch.test):
                 continue
             if not any(isinstance(n, cst.Call) and _call_name(n) is not None and isinstance(n.func, cst.Attribute)
-                       for n in _nodes(assigned[1])):
+                       for n in _nodes(assigned.value)):
                 continue        # moved only when it saves an operator call
             in_both = branch.orelse is not None and name in _names(branch.body) and name in _names(branch.orelse.body)
             values = {n: v for n, v in _top_assignments(statements).items() if bound.stable(n)}
-            if in_both and _write_term(assigned[1], values) is None and name not in feeding \
+            if in_both and _write_term(assigned.value, values) is None and name not in feeding \
                     and not _sinks_further(branch, name):
                 continue        # copied into both branches only for a write a rule may fuse there
             if in_both:
-                feeding.update(_names(assigned[1]))
+                feeding.update(_names(assigned.value))
             line = result[index].with_changes(leading_lines=[])
             body = branch.body
             if name in _names(body):
@@ -1820,18 +1891,18 @@ def fuse_complementary_writes(statements: list[cst.BaseStatement]) -> list[cst.B
             assigned = _sum_assignment(statement)
             if assigned is None:
                 continue
-            operands = (assigned[1].left, assigned[1].right)
+            operands = (assigned.value.left, assigned.value.right)
             if not all(isinstance(o, cst.Name) and bound.stable(o.value) and reads[o.value] == 2
                        and position.get(o.value, index) < index for o in operands):
                 continue
-            terms = [_assignment(block[position[o.value]])[1] for o in operands]
+            terms = [_assignment(block[position[o.value]]).value for o in operands]
             summed = [_sum_to_of(t) for t in terms]
             if (summed[0] is None) != (summed[1] is None):
                 continue
             if summed[0] is not None:
-                if code(summed[0][1]) != code(summed[1][1]):
+                if code(summed[0].sizes) != code(summed[1].sizes):
                     continue
-                inner = [s[0] for s in summed]
+                inner = [s.value for s in summed]
             else:
                 inner = terms
             for write_at, clear_at in ((0, 1), (1, 0)):
@@ -1853,12 +1924,12 @@ def fuse_complementary_writes(statements: list[cst.BaseStatement]) -> list[cst.B
                 fused = f"at.{scatter}({b}, {place}, {code(write.source)}{extra})"
                 test = f"{b}.sizes() == {code(write.sizes)}"
             if summed[0] is not None:
-                fused = f"sum_to({fused}, {code(summed[0][1])})"
-            b_term = cst.parse_expression(b if summed[0] is None else f"sum_to({b}, {code(summed[0][1])})")
+                fused = f"sum_to({fused}, {code(summed[0].sizes)})"
+            b_term = cst.parse_expression(b if summed[0] is None else f"sum_to({b}, {code(summed[0].sizes)})")
             operands_now = [terms[write_at], b_term] if write_at == 0 else [b_term, terms[write_at]]
-            separate = code(assigned[1].with_changes(left=operands_now[0], right=operands_now[1]))
-            choice = cst.parse_statement(f"if {test}:\n    {assigned[0]} = {fused}\n"
-                                         f"else:\n    {assigned[0]} = {separate}\n")
+            separate = code(assigned.value.with_changes(left=operands_now[0], right=operands_now[1]))
+            choice = cst.parse_statement(f"if {test}:\n    {assigned.name} = {fused}\n"
+                                         f"else:\n    {assigned.name} = {separate}\n")
             result[index] = choice.with_changes(leading_lines=statement.leading_lines)
             dropped.add(position[operands[write_at].value])
             clear_line = result[position[b]]
@@ -1920,15 +1991,23 @@ def write_over_cleared_places(statements: list[cst.BaseStatement]) -> list[cst.B
 
 
 # ---- values index_put broadcasts ----------------------------------------------------------
-def _broadcast_of(value: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:
-    """``(x, b)`` of ``x if x.sizes() == b else at.expand(x, b)`` (``x`` a name)."""
+class Broadcast(NamedTuple):
+    """``value if value.sizes() == sizes else at.expand(value, sizes)``: ``value`` (a name)
+    broadcast to the sizes the name ``sizes`` holds."""
+
+    value: cst.Name
+    sizes: str
+
+
+def _broadcast_of(value: cst.BaseExpression) -> Broadcast | None:
+    """The :class:`Broadcast` of ``x if x.sizes() == b else at.expand(x, b)`` (``x`` a name)."""
     if not isinstance(value, cst.IfExp) or not isinstance(value.body, cst.Name):
         return None
     x = value.body.value
     found = re.fullmatch(rf"{x}\.sizes\(\) == (\w+)", code(value.test))
     if found is None or code(value.orelse) != f"at.expand({x}, {found[1]})":
         return None
-    return value.body, found[1]
+    return Broadcast(value.body, found[1])
 
 
 def keep_index_put_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
@@ -1946,13 +2025,13 @@ def keep_index_put_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.B
         result = [_in_blocks(s, keep) for s in block]
         for index, statement in enumerate(result):
             assigned = _assignment(statement)
-            if assigned is None or _call_name(assigned[1]) != "index_put":
+            if assigned is None or _call_name(assigned.value) != "index_put":
                 continue
-            args = _plain_args(assigned[1], 4)
+            args = _plain_args(assigned.value, 4)
             if args is None or not isinstance(args[0], cst.Name) or not isinstance(args[2], cst.Name):
                 continue
             broadcast = _broadcast_of(values.get(args[2].value))
-            indexed = values.get(broadcast[1]) if broadcast is not None else None
+            indexed = values.get(broadcast.sizes) if broadcast is not None else None
             if indexed is None or _call_name(indexed) != "list" or len(indexed.args) != 1:
                 continue
             found = re.fullmatch(r"at\.index\((.*), (.*)\)\.sizes\(\)", code(indexed.args[0].value))
@@ -1962,11 +2041,11 @@ def keep_index_put_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.B
                 sizes = _expr(f"{zero.value}.sizes()")      # indexed for its sizes as it is
             if sizes is None:
                 continue
-            fused = assigned[1].with_changes(args=[*assigned[1].args[:2], assigned[1].args[2].with_changes(
-                value=broadcast[0]), assigned[1].args[3]])
+            fused = assigned.value.with_changes(args=[*assigned.value.args[:2], assigned.value.args[2].with_changes(
+                value=broadcast.value), assigned.value.args[3]])
             choice = cst.parse_statement(f"if {args[0].value}.sizes() == {code(sizes)}:\n"
-                                         f"    {assigned[0]} = {code(fused)}\nelse:\n"
-                                         f"    {assigned[0]} = {code(assigned[1])}\n")
+                                         f"    {assigned.name} = {code(fused)}\nelse:\n"
+                                         f"    {assigned.name} = {code(assigned.value)}\n")
             result[index] = choice.with_changes(leading_lines=statement.leading_lines)
         return result
 
@@ -1974,14 +2053,21 @@ def keep_index_put_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.B
 
 
 # ---- fills a masked_scatter overwrites ----------------------------------------------------
-def _masked_fill_of(value: cst.BaseExpression | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
-    """``(x, m)`` of ``at.masked_fill(x, m, <a number literal>)``."""
+class MaskedFill(NamedTuple):
+    """``at.masked_fill(value, mask, <a number literal>)``."""
+
+    value: cst.BaseExpression
+    mask: cst.BaseExpression
+
+
+def _masked_fill_of(value: cst.BaseExpression | None) -> MaskedFill | None:
+    """The :class:`MaskedFill` of ``at.masked_fill(x, m, <a number literal>)``."""
     if _call_name(value) != "masked_fill" or not isinstance(value.func, cst.Attribute):
         return None
     args = _plain_args(value, 3)
     if args is None or not isinstance(args[2], (cst.Integer, cst.Float)):
         return None
-    return args[0], args[1]
+    return MaskedFill(args[0], args[1])
 
 
 def skip_overwritten_fills(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
@@ -2005,9 +2091,9 @@ def skip_overwritten_fills(statements: list[cst.BaseStatement]) -> list[cst.Base
             if args is None:
                 return updated
             filled = fills.get(args[0].value) if isinstance(args[0], cst.Name) else _masked_fill_of(args[0])
-            if filled is None or code(filled[1]) != code(args[1]):
+            if filled is None or code(filled.mask) != code(args[1]):
                 return updated
-            return updated.with_changes(args=[updated.args[0].with_changes(value=filled[0]), *updated.args[1:]])
+            return updated.with_changes(args=[updated.args[0].with_changes(value=filled.value), *updated.args[1:]])
 
         def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
             return self.sizes_of_fill(self.scatter_unfilled(updated))
@@ -2020,14 +2106,21 @@ def skip_overwritten_fills(statements: list[cst.BaseStatement]) -> list[cst.Base
             filled = fills.get(node.func.value.value)
             if filled is None or not all(isinstance(part, cst.Name) for part in filled):
                 return node
-            return _expr(f"broadcast_sizes({filled[0].value}.sizes(), {code(filled[1])}.sizes())")
+            return _expr(f"broadcast_sizes({filled.value.value}.sizes(), {code(filled.mask)}.sizes())")
 
     return list(cst.Module(body=statements).visit(Skip()).body)
 
 
 # ---- padding by nothing ------------------------------------------------------------------
-def _padded(value: cst.BaseExpression) -> tuple[str, str] | None:
-    """``(a, u)`` of ``at.cat([a, u], 0)`` (two names)."""
+class Padding(NamedTuple):
+    """``at.cat([kept, padding], 0)`` of two names."""
+
+    kept: str
+    padding: str
+
+
+def _padded(value: cst.BaseExpression) -> Padding | None:
+    """The :class:`Padding` of ``at.cat([a, u], 0)`` (two names)."""
     if _call_name(value) != "cat" or not isinstance(value.func, cst.Attribute):
         return None
     args = _plain_args(value, 2)
@@ -2036,7 +2129,7 @@ def _padded(value: cst.BaseExpression) -> tuple[str, str] | None:
     pieces = [e.value for e in args[0].elements]
     if not all(isinstance(p, cst.Name) for p in pieces):
         return None
-    return pieces[0].value, pieces[1].value
+    return Padding(pieces[0].value, pieces[1].value)
 
 
 def skip_empty_padding(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
@@ -2067,18 +2160,18 @@ def skip_empty_padding(statements: list[cst.BaseStatement]) -> list[cst.BaseStat
             assigned = _assignment(statement)
             if assigned is None:
                 continue
-            value, sizes = assigned[1], None
+            value, sizes = assigned.value, None
             if _call_name(value) == "reshape" and isinstance(value.func, cst.Attribute) \
                     and (args := _plain_args(value, 2)) is not None:
                 value, sizes = args
             padded = _padded(value)
             length = padding_length(*padded) if padded is not None else None
-            if length is None or not bound.stable(padded[0]):
+            if length is None or not bound.stable(padded.kept):
                 continue
-            a = padded[0]
+            a = padded.kept
             kept = a if sizes is None else f"{a} if {a}.sizes() == {code(sizes)} else at.reshape({a}, {code(sizes)})"
-            choice = cst.parse_statement(f"if {code(length)} == 0 and {a}.dim() == 1:\n    {assigned[0]} = {kept}\n"
-                                         f"else:\n    {assigned[0]} = {code(assigned[1])}\n")
+            choice = cst.parse_statement(f"if {code(length)} == 0 and {a}.dim() == 1:\n    {assigned.name} = {kept}\n"
+                                         f"else:\n    {assigned.name} = {code(assigned.value)}\n")
             result[index] = choice.with_changes(leading_lines=statement.leading_lines)
         return result
 
@@ -2091,9 +2184,9 @@ def zeros_of_unbroadcast(statements: list[cst.BaseStatement]) -> list[cst.BaseSt
     == b else at.expand(v, b)``) -> ``at.new_zeros(v, s)``: ``new_zeros`` reads only the dtype of
     ``w``, which is ``v``'s; the broadcast, then maybe unread there, need not come first."""
     bound = bindings(statements)
-    broadcasts = {name: found[0] for name, value in _top_assignments(statements).items()
+    broadcasts = {name: found.value for name, value in _top_assignments(statements).items()
                   if bound.stable(name) and (found := _broadcast_of(value)) is not None
-                  and bound.stable(found[0].value)}
+                  and bound.stable(found.value.value)}
 
     class Unbroadcast(cst.CSTTransformer):
         def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -2125,12 +2218,12 @@ def skip_view_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.BaseSt
     bound = bindings(statements)
     values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
 
-    def unbroadcast(value: cst.BaseExpression | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    def unbroadcast(value: cst.BaseExpression | None) -> Expansion | None:
         if _call_name(value) == "expand" and isinstance(value.func, cst.Attribute) \
                 and (args := _plain_args(value, 2)) is not None:
-            return args[0], args[1]
+            return Expansion(args[0], args[1])
         found = _broadcast_of(value) if value is not None else None
-        return None if found is None else (found[0], cst.Name(found[1]))
+        return None if found is None else Expansion(found.value, cst.Name(found.sizes))
 
     class Skip(cst.CSTTransformer):
         def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -2140,12 +2233,12 @@ def skip_view_broadcasts(statements: list[cst.BaseStatement]) -> list[cst.BaseSt
             args = _plain_args(updated, len(updated.args))
             gradient = args[0] if args else None
             found = unbroadcast(values.get(gradient.value)) if isinstance(gradient, cst.Name) else None
-            if found is None or not all(bound.stable(n) for n in _names(found[0])):
+            if found is None or not all(bound.stable(n) for n in _names(found.value)):
                 return updated
             view_sizes = _expr(f"{_VIEW_SIZES[name]}({', '.join(code(a) for a in args[1:])})")
-            if _resolved(found[1], values) != _resolved(view_sizes, values):
+            if _resolved(found.sizes, values) != _resolved(view_sizes, values):
                 return updated
-            return updated.with_changes(args=[updated.args[0].with_changes(value=found[0]), *updated.args[1:]])
+            return updated.with_changes(args=[updated.args[0].with_changes(value=found.value), *updated.args[1:]])
 
     return list(cst.Module(body=statements).visit(Skip()).body)
 
@@ -2208,7 +2301,7 @@ def _tensor_atoms(value: cst.BaseExpression, values: dict[str, cst.BaseExpressio
             and (args := _plain_args(value, 3)) is not None:
         operands = args
     elif (found := _broadcast_of(value)) is not None:     # ``S`` from sizes has no -1 (expand's "keep")
-        held = _size_atoms(cst.Name(found[1]), values, bound, tensors, depth - 1)
+        held = _size_atoms(cst.Name(found.sizes), values, bound, tensors, depth - 1)
         return held if held is not None and all(_sizes_owner(_expr(a)) for a in held) else None
     else:
         return None
@@ -2236,19 +2329,20 @@ def absorb_broadcast_sizes(statements: list[cst.BaseStatement], tensors: set[str
     copies: dict[str, cst.Name] = {}
     for index, statement in enumerate(result):
         assigned = _assignment(statement)
-        if assigned is None or not bound.stable(assigned[0]) or _call_name(assigned[1]) != "broadcast_sizes" \
-                or not isinstance(assigned[1].func, cst.Name) or (args := _plain_args(assigned[1], 2)) is None:
+        if assigned is None or not bound.stable(assigned.name) or _call_name(assigned.value) != "broadcast_sizes" \
+                or not isinstance(assigned.value.func, cst.Name) or (args := _plain_args(assigned.value, 2)) is None:
             continue
         first = _size_atoms(args[0], values, bound, tensors)
         second = _size_atoms(args[1], values, bound, tensors)
         if first is None or second is None or not second <= first:
             continue
         if isinstance(args[0], cst.Name):       # a copy: its reads read ``A``
-            copies[assigned[0]] = copies.get(args[0].value, args[0])
+            copies[assigned.name] = copies.get(args[0].value, args[0])
             result[index] = cst.SimpleStatementLine(body=[cst.Pass()])
         else:
-            result[index] = _stmt(f"{assigned[0]} = {code(args[0])}").with_changes(leading_lines=statement.leading_lines)
-            values[assigned[0]] = args[0]
+            result[index] = _stmt(f"{assigned.name} = {code(args[0])}").with_changes(
+                leading_lines=statement.leading_lines)
+            values[assigned.name] = args[0]
     result = list(rename(cst.Module(body=[s for s in result if not (isinstance(s, cst.SimpleStatementLine) and isinstance(
         s.body[0], cst.Pass))]), copies).body)
     bound = bindings(result)
@@ -2267,8 +2361,8 @@ def absorb_broadcast_sizes(statements: list[cst.BaseStatement], tensors: set[str
     dropped = []
     for statement in result:        # in order: a value read later is the one without its sums
         dropped.append(statement.visit(DropSums()))
-        if (assigned := _assignment(dropped[-1])) is not None and assigned[0] in values:
-            values[assigned[0]] = assigned[1]
+        if (assigned := _assignment(dropped[-1])) is not None and assigned.name in values:
+            values[assigned.name] = assigned.value
     return dropped
 
 
@@ -2292,6 +2386,14 @@ def _sizes_owner(node: cst.BaseExpression) -> str | None:
     return None
 
 
+class SelectBackward(NamedTuple):
+    """``call``, an ``at.masked_select_backward(g, owner, m)``, and the name ``owner`` whose sizes
+    and dtype it reads."""
+
+    owner: str
+    call: cst.BaseExpression
+
+
 def scatter_into_zeros_as_select_backward(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     """In every block: a statement calling ``at.masked_scatter(z, m, g)`` (``g`` a name) where
     ``z`` is ``at.new_zeros(g, b)`` (inline, or a name bound once) and ``b`` is
@@ -2304,8 +2406,8 @@ def scatter_into_zeros_as_select_backward(statements: list[cst.BaseStatement]) -
     bound = bindings(statements)
     values = {name: value for name, value in _top_assignments(statements).items() if bound.stable(name)}
 
-    def fused(call: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
-        """``(y, the masked_select_backward call)`` for a scatter into zeros, else None."""
+    def fused(call: cst.BaseExpression) -> SelectBackward | None:
+        """The masked_select_backward call for a scatter into zeros, else None."""
         if _call_name(call) != "masked_scatter" or not isinstance(call.func, cst.Attribute):
             return None
         args = _plain_args(call, 3)
@@ -2322,7 +2424,7 @@ def scatter_into_zeros_as_select_backward(statements: list[cst.BaseStatement]) -
         if y is None or not bound.stable(y) or _resolved(sizes_args[1], values) != _resolved(
                 _expr(f"({code(args[1])}).sizes()"), values):
             return None
-        return y, _expr(f"at.masked_select_backward({args[2].value}, {y}, {code(args[1])})")
+        return SelectBackward(y, _expr(f"at.masked_select_backward({args[2].value}, {y}, {code(args[1])})"))
 
     def rewrite(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         result = [_in_blocks(s, rewrite) for s in block]
@@ -2456,7 +2558,7 @@ def read_first_entries(statements: list[cst.BaseStatement], parameters: set[str]
     reads is bound once, outside loops, and not changed from the loop on: the entry without the
     loop, whose pieces later rules read (a loop then unread goes)."""
     bound = bindings(statements)
-    top = {a[0]: a[1] for s in statements if (a := _assignment(s)) is not None}
+    top = {a.name: a.value for s in statements if (a := _assignment(s)) is not None}
 
     def fixed(name: str) -> bool:
         return bound.stable(name) and not (name in parameters and bound.counts[name])
@@ -2469,13 +2571,13 @@ def read_first_entries(statements: list[cst.BaseStatement], parameters: set[str]
     result = list(statements)
     for index, statement in enumerate(result):
         assigned = _assignment(statement)
-        if assigned is None or not isinstance(entry := assigned[1], cst.Subscript) \
+        if assigned is None or not isinstance(entry := assigned.value, cst.Subscript) \
                 or not isinstance(entry.value, cst.Name) or len(entry.slice) != 1 \
                 or not isinstance(entry.slice[0].slice, cst.Index) or not is_zero(entry.slice[0].slice.value):
             continue
         target = entry.value.value
-        made = [k for k, s in enumerate(result[:index]) if (a := _assignment(s)) is not None and a[0] == target
-                and isinstance(a[1], cst.List) and not a[1].elements]
+        made = [k for k, s in enumerate(result[:index]) if (a := _assignment(s)) is not None and a.name == target
+                and isinstance(a.value, cst.List) and not a.value.elements]
         loops = [k for k, s in enumerate(result[:index]) if isinstance(s, cst.For) and _mutated([s], {target})]
         if len(made) != 1 or bound.counts[target] != 1 or target in parameters or len(loops) != 1 \
                 or loops[0] < made[0] or _mutated([s for k, s in enumerate(result) if k not in (made[0], loops[0])],
@@ -2486,7 +2588,7 @@ def read_first_entries(statements: list[cst.BaseStatement], parameters: set[str]
         if value is None:
             continue
         carried = _names(value) & set(_bound_names(loop.body))
-        before = {a[0]: a[1] for s in result[:loops[0]] if (a := _assignment(s)) is not None}
+        before = {a.name: a.value for s in result[:loops[0]] if (a := _assignment(s)) is not None}
         if not all(bound.counts[n] == 2 and n not in parameters and isinstance(before.get(n), cst.Integer)
                    for n in carried):
             continue

@@ -11,6 +11,7 @@ from transpiler.output import OutputError, write_file
 
 
 def main(argv: list[str]) -> int:
+    """``transpile rule``: explain one code, all of them, or write their documentation pages."""
     parser = argparse.ArgumentParser(prog="transpile rule", description="Explain a diagnostic code.")
     parser.add_argument("code", nargs="?", help="a code such as DB100")
     parser.add_argument("--all", action="store_true", help="explain every code")

@@ -18,6 +18,7 @@ from transpiler.sources import python_sources
 
 
 def main(argv: list[str]) -> int:
+    """``transpile --show-jvp OP``: print the jvp derived from OP's backward; the exit status."""
     parser = argparse.ArgumentParser(prog="transpile --show-jvp",
                                      description="Print the jvp derived from an operator's backward.")
     parser.add_argument("op", help="the operator, name.overload as in its schema (sin, mul.Tensor)")

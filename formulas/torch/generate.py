@@ -200,6 +200,7 @@ def resolve(name: str, candidates: Sequence[FunctionSchema], args: Sequence[Any]
 
 
 def returned_type(schema: FunctionSchema) -> Any:
+    """The Python type of the schema's returns: ``"None"``, the one return's type, or a tuple of them."""
     types_ = tuple(schema_type(r.type) for r in schema.returns)
     return "None" if not types_ else types_[0] if len(types_) == 1 else types_
 
@@ -356,6 +357,7 @@ class Writer:
 
 
 def constant_type(value: Any) -> str:
+    """The Python type name of a literal constant; any other value is NotCovered."""
     if value is None:
         return "None"
     if isinstance(value, bool):

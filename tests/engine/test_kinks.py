@@ -33,3 +33,17 @@ def test_engine_gradient_at_kinks_equals_torch(case: OpCase):
     for mine, expected in zip(got, torch_first_order(case), strict=True):
         np.testing.assert_allclose(np.zeros(expected.shape) if mine is None else mine.numpy(), expected,
                                    rtol=1e-7, atol=0, equal_nan=True)
+
+
+def test_hardsigmoid_gradient_at_its_kinks_is_the_builtins():
+    """At -3 and 3 torch's built-in gives slope 0 (the tier tests' oracle is a composition, as torch
+    has no double backward of hardsigmoid)."""
+    import reference_engine as engine
+
+    values = np.array([-3.0, 3.0, 0.0, -4.0, 4.0, 2.9])
+    source = torch.tensor(values, requires_grad=True)
+    (expected,) = torch.autograd.grad(torch.nn.functional.hardsigmoid(source).sum(), source)
+    x = engine.tensor(values, dtype=engine.float64, requires_grad=True)
+    (got,) = engine.grad(engine.hardsigmoid(x).sum(), x)
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-7)
+    assert got.numpy()[0] == got.numpy()[1] == 0.0

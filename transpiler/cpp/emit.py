@@ -81,6 +81,7 @@ def operator_table(library: Library, known: Mapping[str, FunctionSchema] | None 
 
 
 def helper_signature(helper: Helper, module: FormulaModule) -> HelperSignature:
+    """The C++ signature of a formula helper, from its annotations (Untranslatable without one)."""
     params = []
     for param in helper.params:
         if param.annotation is None:

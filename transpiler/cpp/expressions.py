@@ -43,6 +43,7 @@ class Untranslatable(Exception):
 
 
 def unsupported(node: cst.CSTNode, construct: str) -> Untranslatable:
+    """The Untranslatable error for a ``construct`` the C++ translation does not cover."""
     return Untranslatable(node, UNSUPPORTED, f"cannot transliterate {construct} to C++")
 
 
@@ -149,6 +150,7 @@ def coerce(value: Typed, target: PyType) -> str:
 
 
 def is_none(node: cst.BaseExpression) -> bool:
+    """Whether ``node`` is the name ``None``."""
     return isinstance(node, cst.Name) and node.value == "None"
 
 

@@ -72,6 +72,7 @@ def _return_type(count: int) -> PyType:
 
 
 def jvp_function_name(formula: Formula) -> str:
+    """The C++ name of the formula's jvp function, ``<function>_jvp``."""
     return cpp_name(f"{formula.function}_jvp")
 
 

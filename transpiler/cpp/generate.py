@@ -68,6 +68,7 @@ def _digest(data: bytes) -> str:
 
 
 def input_files(formulas: Path) -> list[Path]:
+    """The formula files under ``formulas`` (every ``*.py`` :func:`python_sources` keeps), sorted."""
     return python_sources(formulas).files
 
 
@@ -182,6 +183,7 @@ def _shown(path: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
+    """``transpile``: lint the formulas and write them as C++ (``--check``: compare instead of writing)."""
     from transpiler.cli import commands_help
 
     parser = argparse.ArgumentParser(prog="transpile", description="Lint the formulas and write them as C++.",

@@ -21,6 +21,8 @@ from transpiler.schema import BaseType, ListType, OptionalType, Type, is_index_l
 
 
 class Kind(enum.Enum):
+    """The kinds of formula-level types; a ``PyType`` is a kind and its element types."""
+
     TENSOR = "Tensor"
     INT = "int"
     FLOAT = "float"
@@ -79,6 +81,7 @@ UNKNOWN = _simple(Kind.UNKNOWN)
 
 
 def list_of(elem: PyType, size: int | None = None) -> PyType:
+    """``list[elem]``, of a fixed ``size`` when one is known."""
     return PyType(Kind.LIST, (elem,), size)
 
 
@@ -90,6 +93,7 @@ def optional(elem: PyType) -> PyType:
 
 
 def tuple_of(*elems: PyType) -> PyType:
+    """``tuple[elems...]``."""
     return PyType(Kind.TUPLE, tuple(elems))
 
 

@@ -36,6 +36,7 @@ def _code_list(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``transpile lint``."""
     parser = argparse.ArgumentParser(prog="transpile lint", description=(
         "Check backward formulas (closure rules) and torch.autograd.Function subclasses "
         "(ctx rules) statically: the files read are never imported or executed."))
@@ -145,6 +146,7 @@ def _usage_error(message: str) -> int:
 
 
 def main(argv: list[str]) -> int:
+    """``transpile lint``: lint the paths (or stdin), report, fix when asked; the exit status."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_request:       # usage error (2), --help or --version (0), already printed

@@ -42,6 +42,8 @@ ONCE_FIX = ("unsafe (--unsafe-fixes): mark backward @once_differentiable, so tha
 
 @dataclass(frozen=True)
 class FunctionFix:
+    """The source after one Function fix and the finding lines that fix addresses."""
+
     source: str                    # the fixed source (the input when nothing changed)
     lines: frozenset[int]          # the finding lines the fix addresses
 
@@ -167,6 +169,8 @@ class Located(NamedTuple):
 
 @dataclass(frozen=True)
 class FunctionFixes:
+    """The source after the Function fixes, and which findings were fixed, withheld or recomputed."""
+
     source: str                                   # the fixed source (the input when nothing changed)
     applied: frozenset[Located]                   # the findings the applied fixes address
     withheld: frozenset[Located]                  # findings with an unsafe fix, not applied (no ``unsafe``)

@@ -42,6 +42,7 @@ class OpRow:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``transpile prove``."""
     parser = argparse.ArgumentParser(prog="transpile prove", description=__doc__.split("\n\n")[0])
     parser.add_argument("path", nargs="?", type=Path,
                         help="formula package directory (default: the project's formulas)")
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
+    """``transpile prove``: run the proof tiers on a formula package's ops, print the table; the exit status."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

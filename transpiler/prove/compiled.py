@@ -90,6 +90,7 @@ def _call_compiled(run: TorchRun, tensors: list[Any]) -> Any:
 
 
 def tier_c1(subject: Subject, values: dict[str, Any]) -> None:
+    """C1: torch's ``gradcheck`` and ``gradgradcheck`` pass on the compiled op."""
     import torch
     from torch.autograd.gradcheck import GradcheckError
 
@@ -117,6 +118,7 @@ def _compiled_outputs(run: TorchRun, tensors: list[Any]) -> list[Any]:
 
 
 def tier_ct(subject: Subject, values: dict[str, Any]) -> None:
+    """CT: the compiled op's first- and second-order gradients equal torch's built-in op's."""
     import torch
 
     from transpiler.prove.tiers import builtin, first_and_second_order, output_weights
@@ -157,6 +159,8 @@ def has_jvp(subject: Subject) -> bool:
 
 
 def tier_f1(subject: Subject, values: dict[str, Any]) -> None:
+    """F1: the engine's F1, then the compiled op's forward AD passes ``gradcheck`` and equals the built-in
+    op's ``torch.func.jvp`` where torch has one."""
     import torch
     from torch.autograd.gradcheck import GradcheckError
 
@@ -200,6 +204,7 @@ def tier_f1(subject: Subject, values: dict[str, Any]) -> None:
 
 
 def tier_ca(subject: Subject, values: dict[str, Any]) -> None:
+    """CA: the compiled op's backward under compiled autograd calls the formula's node and equals eager mode."""
     import torch
     from torch._dynamo import compiled_autograd
 

@@ -58,6 +58,7 @@ class _AdditiveTerms(cst.CSTVisitor):
 
 
 def additive_terms(expression: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of every ``+`` and ``-`` in ``expression`` (outermost first)."""
     visitor = _AdditiveTerms()
     expression.visit(visitor)
     return visitor.found

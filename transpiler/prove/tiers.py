@@ -171,6 +171,7 @@ def _float_arrays(outputs: Any, to_numpy: Callable[[Any], np.ndarray]) -> list[n
 # -- comparisons ---------------------------------------------------------------------------
 
 def output_weights(shapes: list[tuple[int, ...]], seed: int = 1) -> list[np.ndarray]:
+    """Standard normal arrays of ``shapes``, reproducible by ``seed`` (the ``v`` of ``v . J``)."""
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(shape) for shape in shapes]
 
@@ -540,6 +541,7 @@ def _check_against(where: list[tuple[str, str, int | None]], got: list[np.ndarra
 
 
 def tier_r1(subject: Subject, values: dict[str, Any]) -> None:
+    """R1: the engine's gradients equal finite differences."""
     run = EngineRun(subject, values)
     arrays = [run.array(i).copy() for i in range(len(run.where))]
     weights = _weights_for(run.forward(arrays))
@@ -549,6 +551,7 @@ def tier_r1(subject: Subject, values: dict[str, Any]) -> None:
 
 
 def tier_r2(subject: Subject, values: dict[str, Any]) -> None:
+    """R2: the engine's ``gradgradcheck`` passes."""
     import reference_engine as engine
 
     run = EngineRun(subject, values)
@@ -560,6 +563,7 @@ def tier_r2(subject: Subject, values: dict[str, Any]) -> None:
 
 
 def tier_rt(subject: Subject, values: dict[str, Any]) -> None:
+    """RT: the engine's first- and second-order gradients equal torch's built-in op's."""
     builtin(subject)
     run = EngineRun(subject, values)
     torch_run = TorchRun(subject, values)
@@ -574,6 +578,7 @@ def tier_rt(subject: Subject, values: dict[str, Any]) -> None:
 
 
 def tier_t1(subject: Subject, values: dict[str, Any]) -> None:
+    """T1: the formula's Python on torch tensors gives gradients equal to finite differences."""
     run = TorchRun(subject, values)
     arrays = [a.copy() for a in run.arrays()]
     weights = _weights_for(run.forward(arrays))
@@ -582,6 +587,7 @@ def tier_t1(subject: Subject, values: dict[str, Any]) -> None:
 
 
 def tier_tt(subject: Subject, values: dict[str, Any]) -> None:
+    """TT: the formula's Python on torch tensors gives gradients equal to torch's built-in op's."""
     builtin(subject)
     run = TorchRun(subject, values)
     weights = _weights_for(run.forward(run.arrays()))
@@ -602,6 +608,7 @@ def _engine_jvp(run: EngineRun, tangents: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def tier_f1(subject: Subject, values: dict[str, Any]) -> None:
+    """F1 on the engine: its jvp's tangents equal central differences along the same tangent."""
     run = EngineRun(subject, values)
     arrays = [run.array(i).copy() for i in range(len(run.where))]
     tangents = output_weights([a.shape for a in arrays], seed=2)
@@ -619,6 +626,8 @@ def tier_f1(subject: Subject, values: dict[str, Any]) -> None:
 
 
 def tier_rf(subject: Subject, values: dict[str, Any]) -> None:
+    """RF: the engine's jvp equals ``torch.func.jvp`` of the built-in op (NotApplicable where torch has
+    none)."""
     import torch
 
     overload = builtin(subject)
@@ -651,6 +660,7 @@ def tier_rf(subject: Subject, values: dict[str, Any]) -> None:
 
 
 def tier_l(subject: Subject, values: dict[str, Any]) -> None:
+    """L: ``transpile lint`` reports nothing within the formula's lines."""
     import inspect
 
     from transpiler.lint.runner import lint_paths

@@ -34,6 +34,7 @@ def _import_files(directory: Path) -> set[str]:
 
 
 def main(argv: list[str]) -> int:
+    """``transpile import-yaml``: translate a derivatives.yaml into formula files; the exit status."""
     parser = argparse.ArgumentParser(prog="transpile import-yaml", description=__doc__.splitlines()[0])
     parser.add_argument("derivatives_yaml", help="a derivatives.yaml (torch ships torchgen/packaged/autograd/derivatives.yaml)")
     parser.add_argument("-o", "--out", required=True, help="directory to write the formula files into (replaced)")

@@ -50,6 +50,8 @@ def syntax_error(message: str, offset: int) -> TranspileError:
 
 @dataclass(frozen=True)
 class Token:
+    """One token of a C++ expression, with the whitespace and comments before it and its offset."""
+
     kind: str        # "ident", "number", "string", "punct", "end"
     text: str
     gap: str         # whitespace and comments before the token

@@ -17,6 +17,7 @@ from transpiler.yaml_import.reader import formula_files, read_directory
 
 
 def main(argv: list[str]) -> int:
+    """``transpile emit-yaml``: write imported formula files back as a derivatives.yaml; the exit status."""
     parser = argparse.ArgumentParser(prog="transpile emit-yaml", description=__doc__.splitlines()[0])
     parser.add_argument("directory", help="a directory written by `transpile import-yaml`")
     parser.add_argument("-o", "--out", required=True, help="the derivatives.yaml to write")

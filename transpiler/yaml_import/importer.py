@@ -64,6 +64,8 @@ def untranslated(path: str, line: int, entry: str, message: str) -> Diagnostic:
 
 @dataclass(frozen=True)
 class ImportResult:
+    """What an import gives: the files to write, how many entries were translated, the ones left out."""
+
     files: dict[str, str]          # file name -> text, for the output directory
     imported: int                  # entries translated
     problems: tuple[Diagnostic, ...]  # entries left out (DB301)

@@ -56,6 +56,8 @@ class Closure:
 
 @dataclass(frozen=True)
 class PyFormula:
+    """One derivatives.yaml entry as a formula: its schema, forward call, backward and jvp closures."""
+
     function: str
     schema: str
     output_differentiability: tuple[bool, ...] | None

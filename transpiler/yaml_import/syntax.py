@@ -59,6 +59,8 @@ class Member(Node):
 
 @dataclass(frozen=True)
 class Call(Node):
+    """``func(args...)``."""
+
     func: Node
     args: tuple[Node, ...]
 
@@ -81,6 +83,8 @@ class Unary(Node):
 
 @dataclass(frozen=True)
 class Binary(Node):
+    """``left op right``."""
+
     op: str
     left: Node
     right: Node

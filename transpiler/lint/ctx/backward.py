@@ -22,6 +22,8 @@ NOT_MUTATING = frozenset({"requires_grad_", "share_memory_", "retain_grad_", "re
 
 @dataclass(frozen=True)
 class Mutation:
+    """An in-place write to a saved tensor in a ``backward``, and how it writes."""
+
     node: ast.AST
     description: str
 

@@ -52,6 +52,8 @@ KEEPING_METHODS = ("forward", "setup_context")
 
 @dataclass(frozen=True)
 class CtxReport:
+    """The ctx rules' result for one module: how many Function classes, the findings, their names."""
+
     functions: int                   # Function subclasses analysed
     findings: tuple[Finding, ...]
     classes: tuple[str, ...] = ()    # their names (bases other files of the tree may derive from)

@@ -115,4 +115,5 @@ def derive_from_tree(paths: set[str]) -> None:
 
 
 def current_tree() -> SourceTree | None:
+    """The tree :func:`use_tree` set for this run (None before any)."""
     return _current

@@ -53,6 +53,7 @@ def _metadata_binding(name: str, attribute: str) -> str:
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    """DB100 for each illegal capture of the closure that is not a rebound input (DB101 reports those)."""
     for capture in context.closure.captures:
         if capture.kind is not CaptureKind.ILLEGAL or capture.name in context.formula.rebound_inputs:
             continue

@@ -12,6 +12,7 @@ CODE = codes.REBOUND_INPUT.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    """DB101 for each input the closure captures that the forward rebinds before the closure's ``def``."""
     for capture in context.closure.captures:
         if capture.kind is not CaptureKind.ILLEGAL or capture.name not in context.formula.rebound_inputs:
             continue

@@ -41,6 +41,7 @@ def saved_tensors(context: FormulaContext) -> dict[str, str]:
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    """DB102 for each in-place write the closure makes to a captured input or output."""
     saved = saved_tensors(context)
     forward_names = set(context.formula.params) | set(context.forward.bindings)
 

@@ -11,6 +11,7 @@ CODE = codes.LATE_BINDING.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    """DB103 for each captured name the forward binds again (or deletes) after the closure's ``def``."""
     for capture in context.closure.captures:
         late = [b for b in context.forward_bindings(capture.name) if b.index > context.closure_index]
         if not late:

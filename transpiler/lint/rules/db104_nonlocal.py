@@ -13,6 +13,7 @@ CODE = codes.NONLOCAL.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    """DB104 for each ``nonlocal`` or ``global`` statement in the closure's body."""
     for node in context.body_nodes:
         if type(node) is cst.Nonlocal or type(node) is cst.Global:     # leaf classes: ``type`` (ABC ``isinstance`` is slow)
             keyword = "nonlocal" if type(node) is cst.Nonlocal else "global"

@@ -110,6 +110,7 @@ class HelperChecker:
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    """DB105 for each operator the closure (or a helper it calls) runs that has no formula in the library."""
     closure = context.closure
     reported: set[cst.CSTNode] = set()
     for call in operator_calls(context.closure_node, closure.calls, context.closure_env, context.helper_returns,

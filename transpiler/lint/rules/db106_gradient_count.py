@@ -89,6 +89,8 @@ def _annotation_count(annotation: str) -> int:
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    """DB106 for each ``return`` of a backward whose gradients (of a jvp: tangents) are not one per
+    differentiable input (output)."""
     if context.closure.role is ClosureRole.JVP:
         yield from _tangent_count(context)
         return

@@ -16,6 +16,7 @@ CODE = codes.UNSUPPORTED_RAISE.code
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
+    """DB108 for each ``raise`` in the closure that is not the formula language's form."""
     for node in context.body_nodes:
         if type(node) is cst.Raise and raised_error(node) is None:     # a leaf class: ``type`` (ABC ``isinstance`` is slow)
             yield context.diagnostic(

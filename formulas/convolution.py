@@ -180,22 +180,31 @@ def convolution_bias_backward_transposed(bias: Tensor, weight_dim: int, grad_siz
     return at.expand(at.reshape(bias, along_channels), grad_sizes)
 
 
+@helper
+def convolution_gradients(grad: Tensor, input: Tensor, weight: Tensor, stride: list[int], padding: list[int],
+                          dilation: list[int], transposed: bool, groups: int,
+                          output_mask: list[bool]) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """The gradients of a (transposed) convolution for its input, weight and bias, those
+    ``output_mask`` asks for (None for the others): every convolution operator's backward."""
+    grad_input = None
+    if output_mask[0]:
+        grad_input = convolution_input_backward(grad, weight, input.sizes(), stride, padding, dilation, transposed,
+                                                groups)
+    grad_weight = None
+    if output_mask[1]:
+        grad_weight = convolution_weight_backward(grad, input, weight.sizes(), stride, padding, dilation, transposed,
+                                                  groups)
+    grad_bias = convolution_bias_backward(grad, weight.dim()) if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
+
+
 @derivative("convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
             "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor")
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     result = at.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
-    input_sizes = input.sizes()
-    weight_sizes = weight.sizes()
     def backward(grad, *, needs_input_grad):
-        grad_input = None
-        if needs_input_grad[0]:
-            grad_input = convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, transposed,
-                                                    groups)
-        grad_weight = None
-        if needs_input_grad[1]:
-            grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation,
-                                                      transposed, groups)
-        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
+        grad_input, grad_weight, grad_bias = convolution_gradients(grad, input, weight, stride, padding, dilation,
+                                                                   transposed, groups, needs_input_grad)
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         # bilinear in (input, weight), affine in bias
@@ -207,7 +216,6 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     return result, backward
 
 
-
 @derivative("conv1d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, SymInt[1] padding=0, "
             "SymInt[1] dilation=1, SymInt groups=1) -> Tensor")
 @family_member("conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, "
@@ -215,18 +223,9 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
                rename={"conv1d": "conv2d"}, defaults={"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1]})
 def conv1d(input, weight, bias=None, stride=[1], padding=[0], dilation=[1], groups=1):
     result = at.conv1d(input, weight, bias, stride, padding, dilation, groups)
-    input_sizes = input.sizes()
-    weight_sizes = weight.sizes()
     def backward(grad, *, needs_input_grad):
-        grad_input = None
-        if needs_input_grad[0]:
-            grad_input = convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, False,
-                                                    groups)
-        grad_weight = None
-        if needs_input_grad[1]:
-            grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, False,
-                                                      groups)
-        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
+        grad_input, grad_weight, grad_bias = convolution_gradients(grad, input, weight, stride, padding, dilation,
+                                                                   False, groups, needs_input_grad)
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         result_t = (at.conv1d(input_t, weight, bias_t, stride, padding, dilation, groups)
@@ -243,23 +242,12 @@ def conv1d(input, weight, bias=None, stride=[1], padding=[0], dilation=[1], grou
                defaults={"stride": [1, 1], "padding": [0, 0], "output_padding": [0, 0], "dilation": [1, 1]})
 def conv_transpose1d(input, weight, bias=None, stride=[1], padding=[0], output_padding=[0], groups=1, dilation=[1]):
     result = at.conv_transpose1d(input, weight, bias, stride, padding, output_padding, groups, dilation)
-    input_sizes = input.sizes()
-    weight_sizes = weight.sizes()
     def backward(grad, *, needs_input_grad):
-        grad_input = None
-        if needs_input_grad[0]:
-            grad_input = convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, True,
-                                                    groups)
-        grad_weight = None
-        if needs_input_grad[1]:
-            grad_weight = convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, True,
-                                                      groups)
-        grad_bias = convolution_bias_backward(grad, len(weight_sizes)) if needs_input_grad[2] else None
+        grad_input, grad_weight, grad_bias = convolution_gradients(grad, input, weight, stride, padding, dilation,
+                                                                   True, groups, needs_input_grad)
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         result_t = (at.conv_transpose1d(input_t, weight, bias_t, stride, padding, output_padding, groups, dilation)
                     + at.conv_transpose1d(input, weight_t, None, stride, padding, output_padding, groups, dilation))
         return result_t
     return result, backward
-
-

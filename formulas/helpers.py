@@ -88,15 +88,18 @@ def invert_permutation(dims: list[int], ndim: int) -> list[int]:
 
 @helper
 def narrow_backward(grad: Tensor, sizes: list[int], dim: int, start: int, length: int) -> Tensor:
-    """Gradient of ``narrow(dim, start, length)`` of a tensor of ``sizes``: ``grad`` padded
-    with zeros along ``dim`` (``dim`` and ``start`` already wrapped): one zero-filled output and one
-    copy, where concatenating zero blocks writes every element twice."""
+    """Gradient of ``narrow(dim, start, length)`` (``narrow_copy``'s too) of a tensor of ``sizes``:
+    ``grad`` padded with zeros along ``dim`` (``dim`` and ``start`` may be negative, counting from
+    the end): one zero-filled output and one copy, where concatenating zero blocks writes every
+    element twice."""
+    narrowed = wrap_dim(dim, len(sizes))
+    first = start + sizes[narrowed] if start < 0 else start
     pad = []
-    for later_dim in range(dim + 1, len(sizes)):     # pad pairs run from the last dim backwards
+    for later_dim in range(narrowed + 1, len(sizes)):     # pad pairs run from the last dim backwards
         pad.append(0)
         pad.append(0)
-    pad.append(start)
-    pad.append(sizes[dim] - start - length)
+    pad.append(first)
+    pad.append(sizes[narrowed] - first - length)
     return at.constant_pad_nd(grad, pad, 0)
 
 

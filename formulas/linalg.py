@@ -13,7 +13,7 @@ are ATen's own entry points (the engine's ``x.norm(...)`` among them). Every ord
 from __future__ import annotations
 
 from formulas import Tensor, at, derivative, family_member, helper
-from formulas.helpers import is_reduced_dim, sum_to
+from formulas.helpers import is_reduced_dim, maybe_multiply, sum_to
 
 
 @derivative("mm(Tensor self, Tensor mat2) -> Tensor")
@@ -173,14 +173,10 @@ def addmv(self, mat, vec, *, beta=1, alpha=1):
     result = at.addmv(self, mat, vec, beta=beta, alpha=alpha)
     self_sizes = self.sizes()
     def backward(grad, *, needs_input_grad):
-        # the scalings are skipped when they are 1 (one kernel less each)
-        grad_self = sum_to(grad if beta == 1 else at.mul(grad, beta), self_sizes) if needs_input_grad[0] else None
-        grad_mat = None
-        if needs_input_grad[1]:
-            grad_mat = at.outer(grad, vec) if alpha == 1 else at.mul(at.outer(grad, vec), alpha)
-        grad_vec = None
-        if needs_input_grad[2]:
-            grad_vec = at.mv(at.t(mat), grad) if alpha == 1 else at.mul(at.mv(at.t(mat), grad), alpha)
+        # beta self + alpha mat vec
+        grad_self = sum_to(maybe_multiply(grad, beta), self_sizes) if needs_input_grad[0] else None
+        grad_mat = maybe_multiply(at.outer(grad, vec), alpha) if needs_input_grad[1] else None
+        grad_vec = maybe_multiply(at.mv(at.t(mat), grad), alpha) if needs_input_grad[2] else None
         return grad_self, grad_mat, grad_vec
     def jvp(self_t, mat_t, vec_t):
         # beta self_t + alpha (mat_t vec + mat vec_t)
@@ -194,14 +190,10 @@ def addr(self, vec1, vec2, *, beta=1, alpha=1):
     result = at.addr(self, vec1, vec2, beta=beta, alpha=alpha)
     self_sizes = self.sizes()
     def backward(grad, *, needs_input_grad):
-        # the scalings are skipped when they are 1 (one kernel less each)
-        grad_self = sum_to(grad if beta == 1 else at.mul(grad, beta), self_sizes) if needs_input_grad[0] else None
-        grad_vec1 = None
-        if needs_input_grad[1]:
-            grad_vec1 = at.mv(grad, vec2) if alpha == 1 else at.mul(at.mv(grad, vec2), alpha)
-        grad_vec2 = None
-        if needs_input_grad[2]:
-            grad_vec2 = at.mv(at.t(grad), vec1) if alpha == 1 else at.mul(at.mv(at.t(grad), vec1), alpha)
+        # beta self + alpha vec1 vec2^T
+        grad_self = sum_to(maybe_multiply(grad, beta), self_sizes) if needs_input_grad[0] else None
+        grad_vec1 = maybe_multiply(at.mv(grad, vec2), alpha) if needs_input_grad[1] else None
+        grad_vec2 = maybe_multiply(at.mv(at.t(grad), vec1), alpha) if needs_input_grad[2] else None
         return grad_self, grad_vec1, grad_vec2
     def jvp(self_t, vec1_t, vec2_t):
         result_t = at.addr(self_t, vec1_t, vec2, beta=beta, alpha=alpha) + at.mul(at.outer(vec1, vec2_t), alpha)

@@ -57,6 +57,18 @@ def layer_norm_weight_backward(grad: Tensor, input: Tensor, normalized_shape: li
 
 
 @helper
+def layer_norm_backward(grad: Tensor, input: Tensor, weight: Tensor | None, normalized_shape: list[int],
+                        norm_dims: list[int], eps: float,
+                        output_mask: list[bool]) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """The gradients of ``x_hat * weight + bias`` for the input, weight and bias, those
+    ``output_mask`` asks for (None for the others); the weight's and bias's sum over the leading dims."""
+    grad_input = layer_norm_input_backward(grad, input, weight, norm_dims, eps) if output_mask[0] else None
+    grad_weight = layer_norm_weight_backward(grad, input, normalized_shape, norm_dims, eps) if output_mask[1] else None
+    grad_bias = sum_to(grad, normalized_shape) if output_mask[2] else None
+    return grad_input, grad_weight, grad_bias
+
+
+@helper
 def layer_norm_jvp(input: Tensor, input_t: Tensor, weight: Tensor | None, weight_t: Tensor | None,
                    bias_t: Tensor | None, norm_dims: list[int], eps: float) -> Tensor:
     """The tangent of ``x_hat * weight + bias`` (weight and bias optional)."""
@@ -86,11 +98,8 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     out, mean, rstd = at.native_layer_norm(input, normalized_shape, weight, bias, eps)
     norm_dims = trailing_dims(input.dim(), len(normalized_shape))
     def backward(grad, *, needs_input_grad):
-        # the weight's and bias's gradients sum over the leading dims
-        grad_input = layer_norm_input_backward(grad, input, weight, norm_dims, eps) if needs_input_grad[0] else None
-        grad_weight = (layer_norm_weight_backward(grad, input, normalized_shape, norm_dims, eps)
-                       if needs_input_grad[1] else None)
-        grad_bias = sum_to(grad, normalized_shape) if needs_input_grad[2] else None
+        grad_input, grad_weight, grad_bias = layer_norm_backward(grad, input, weight, normalized_shape, norm_dims, eps,
+                                                                 needs_input_grad)
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         out_t = layer_norm_jvp(input, input_t, weight, weight_t, bias_t, norm_dims, eps)
@@ -105,10 +114,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn
     result = at.layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable)
     norm_dims = trailing_dims(input.dim(), len(normalized_shape))
     def backward(grad, *, needs_input_grad):
-        grad_input = layer_norm_input_backward(grad, input, weight, norm_dims, eps) if needs_input_grad[0] else None
-        grad_weight = (layer_norm_weight_backward(grad, input, normalized_shape, norm_dims, eps)
-                       if needs_input_grad[1] else None)
-        grad_bias = sum_to(grad, normalized_shape) if needs_input_grad[2] else None
+        grad_input, grad_weight, grad_bias = layer_norm_backward(grad, input, weight, normalized_shape, norm_dims, eps,
+                                                                 needs_input_grad)
         return grad_input, grad_weight, grad_bias
     def jvp(input_t, weight_t, bias_t):
         result_t = layer_norm_jvp(input, input_t, weight, weight_t, bias_t, norm_dims, eps)

@@ -257,20 +257,35 @@ def grad_over_std(grad: Tensor, std: Tensor) -> Tensor:
     return at.where(is_zero, at.zeros_like(grad), grad / at.where(is_zero, at.ones_like(std), std))
 
 
+@helper
+def deviations_backward(scaled_grad: Tensor, self: Tensor, dim: list[int] | None, keepdim: bool,
+                        divisor: float) -> Tensor:
+    """The gradient shared by ``var`` and ``std`` over ``dim`` (``None``: every dim): the reduced
+    ``scaled_grad / divisor`` expanded back, times the deviations ``x_i - mean`` (the mean's own
+    dependence on x sums to zero). ``var``'s ``scaled_grad`` is ``2 grad``, ``std``'s ``grad / std``."""
+    centered = self - at.mean(self, dim, True)
+    return sum_backward(at.div(scaled_grad, divisor), self.sizes(), dim, keepdim) * centered
+
+
+@helper
+def deviations_dot(self_t: Tensor, self: Tensor, dim: list[int] | None, keepdim: bool) -> Tensor:
+    """``sum((x - mean) x_t)`` over ``dim``: ``var``'s and ``std``'s tangent before their scaling."""
+    return at.sum((self - at.mean(self, dim, True)) * self_t, dim, keepdim)
+
+
+# var and std, each of all elements, ``.dim`` and ``.correction``: one derivative, the divisor
+# ``N - correction`` read from their arguments (``unbiased``: correction 1; torch's default is 1)
+
 @derivative("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor")
 def var_correction(self, dim=None, *, correction=None, keepdim=False):
     result = at.var(self, dim, correction=correction, keepdim=keepdim)
-    self_sizes = self.sizes()
-    count = reduced_numel(self_sizes, dim)
-    # torch's default correction is 1 (Bessel's)
+    count = reduced_numel(self.sizes(), dim)
     divisor = variance_divisor(count, 1.0) if correction is None else variance_divisor(count, correction)
     def backward(grad):
-        # d var / d x_i = 2 (x_i - mean) / divisor: the mean's own dependence on x sums to zero
-        centered = self - at.mean(self, dim, True)
-        return sum_backward(at.div(at.mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered
+        # d var / d x_i = 2 (x_i - mean) / divisor
+        return deviations_backward(at.mul(grad, 2.0), self, dim, keepdim, divisor)
     def jvp(self_t):
-        centered = self - at.mean(self, dim, True)
-        result_t = at.div(at.mul(at.sum(centered * self_t, dim, keepdim), 2.0), divisor)
+        result_t = at.div(at.mul(deviations_dot(self_t, self, dim, keepdim), 2.0), divisor)
         return result_t
     return result, backward
 
@@ -278,16 +293,13 @@ def var_correction(self, dim=None, *, correction=None, keepdim=False):
 @derivative("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor")
 def std_correction(self, dim=None, *, correction=None, keepdim=False):
     result = at.std(self, dim, correction=correction, keepdim=keepdim)
-    self_sizes = self.sizes()
-    count = reduced_numel(self_sizes, dim)
+    count = reduced_numel(self.sizes(), dim)
     divisor = variance_divisor(count, 1.0) if correction is None else variance_divisor(count, correction)
     def backward(grad):
         # std = sqrt(var): d std / d x_i = (x_i - mean) / (divisor std)
-        centered = self - at.mean(self, dim, True)
-        return sum_backward(at.div(grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered
+        return deviations_backward(grad_over_std(grad, result), self, dim, keepdim, divisor)
     def jvp(self_t):
-        centered = self - at.mean(self, dim, True)
-        result_t = at.div(grad_over_std(at.sum(centered * self_t, dim, keepdim), result), divisor)
+        result_t = at.div(grad_over_std(deviations_dot(self_t, self, dim, keepdim), result), divisor)
         return result_t
     return result, backward
 
@@ -295,12 +307,11 @@ def std_correction(self, dim=None, *, correction=None, keepdim=False):
 @derivative("var(Tensor self, bool unbiased=True) -> Tensor")
 def var_all(self, unbiased=True):
     result = at.var(self, unbiased)
-    count = self.numel()
-    divisor = variance_divisor(count, 1.0 if unbiased else 0.0)
+    divisor = variance_divisor(self.numel(), 1.0 if unbiased else 0.0)
     def backward(grad):
-        return at.div(at.mul(grad, 2.0), divisor) * (self - at.mean(self))
+        return deviations_backward(at.mul(grad, 2.0), self, None, False, divisor)
     def jvp(self_t):
-        result_t = at.div(at.mul(at.sum((self - at.mean(self)) * self_t), 2.0), divisor)
+        result_t = at.div(at.mul(deviations_dot(self_t, self, None, False), 2.0), divisor)
         return result_t
     return result, backward
 
@@ -308,14 +319,11 @@ def var_all(self, unbiased=True):
 @derivative("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor")
 def var_dim(self, dim, unbiased=True, keepdim=False):
     result = at.var(self, dim, unbiased, keepdim)
-    self_sizes = self.sizes()
-    divisor = variance_divisor(reduced_numel(self_sizes, dim), 1.0 if unbiased else 0.0)
+    divisor = variance_divisor(reduced_numel(self.sizes(), dim), 1.0 if unbiased else 0.0)
     def backward(grad):
-        centered = self - at.mean(self, dim, True)
-        return sum_backward(at.div(at.mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered
+        return deviations_backward(at.mul(grad, 2.0), self, dim, keepdim, divisor)
     def jvp(self_t):
-        centered = self - at.mean(self, dim, True)
-        result_t = at.div(at.mul(at.sum(centered * self_t, dim, keepdim), 2.0), divisor)
+        result_t = at.div(at.mul(deviations_dot(self_t, self, dim, keepdim), 2.0), divisor)
         return result_t
     return result, backward
 
@@ -325,9 +333,9 @@ def std_all(self, unbiased=True):
     result = at.std(self, unbiased)
     divisor = variance_divisor(self.numel(), 1.0 if unbiased else 0.0)
     def backward(grad):
-        return at.div(grad_over_std(grad, result), divisor) * (self - at.mean(self))
+        return deviations_backward(grad_over_std(grad, result), self, None, False, divisor)
     def jvp(self_t):
-        result_t = at.div(grad_over_std(at.sum((self - at.mean(self)) * self_t), result), divisor)
+        result_t = at.div(grad_over_std(deviations_dot(self_t, self, None, False), result), divisor)
         return result_t
     return result, backward
 
@@ -335,13 +343,10 @@ def std_all(self, unbiased=True):
 @derivative("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor")
 def std_dim(self, dim, unbiased=True, keepdim=False):
     result = at.std(self, dim, unbiased, keepdim)
-    self_sizes = self.sizes()
-    divisor = variance_divisor(reduced_numel(self_sizes, dim), 1.0 if unbiased else 0.0)
+    divisor = variance_divisor(reduced_numel(self.sizes(), dim), 1.0 if unbiased else 0.0)
     def backward(grad):
-        centered = self - at.mean(self, dim, True)
-        return sum_backward(at.div(grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered
+        return deviations_backward(grad_over_std(grad, result), self, dim, keepdim, divisor)
     def jvp(self_t):
-        centered = self - at.mean(self, dim, True)
-        result_t = at.div(grad_over_std(at.sum(centered * self_t, dim, keepdim), result), divisor)
+        result_t = at.div(grad_over_std(deviations_dot(self_t, self, dim, keepdim), result), divisor)
         return result_t
     return result, backward

@@ -142,10 +142,8 @@ def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
 def narrow_copy(self, dim, start, length):
     result = at.narrow_copy(self, dim, start, length)
     self_sizes = self.sizes()
-    narrow_dim = wrap_dim(dim, self.dim())
-    narrow_start = start + self_sizes[narrow_dim] if start < 0 else start
     def backward(grad):
-        return narrow_backward(grad, self_sizes, narrow_dim, narrow_start, length)
+        return narrow_backward(grad, self_sizes, dim, start, length)
     return result, backward
 
 

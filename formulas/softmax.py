@@ -4,7 +4,21 @@ fused ``_softmax_backward_data``/``_log_softmax_backward_data`` of ``backward_op
 """
 from __future__ import annotations
 
-from formulas import at, derivative
+from formulas import Tensor, at, derivative, helper
+
+
+@helper
+def softmax_jvp(self_t: Tensor, result: Tensor, dim: int) -> Tensor:
+    """The tangent of ``result = softmax(self)`` along ``dim``: its Jacobian ``diag(y) - y y^T`` is
+    symmetric, so the backward's expression ``y (x_t - sum(x_t y))`` on the tangent."""
+    return result * (self_t - at.sum(self_t * result, [dim], True))
+
+
+@helper
+def log_softmax_jvp(self_t: Tensor, result: Tensor, dim: int) -> Tensor:
+    """The tangent of ``result = log_softmax(self)`` along ``dim``: ``(I - 1 softmax^T) x_t``,
+    ``softmax = exp(result)``."""
+    return self_t - at.sum(at.exp(result) * self_t, [dim], True)
 
 
 @derivative("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor")
@@ -15,8 +29,7 @@ def _softmax(self, dim, half_to_float):
         # d softmax_i / d x_j = y_i (delta_ij - y_j), fused in ATen's _softmax_backward_data
         return at._softmax_backward_data(grad, result, dim, self_dtype)
     def jvp(self_t):
-        # the Jacobian diag(y) - y y^T is symmetric: the backward's expression on the tangent
-        result_t = result * (self_t - at.sum(self_t * result, [dim], True))
+        result_t = softmax_jvp(self_t, result, dim)
         return result_t
     return result, backward
 
@@ -30,8 +43,7 @@ def _log_softmax(self, dim, half_to_float):
         # ATen's _log_softmax_backward_data
         return at._log_softmax_backward_data(grad, result, dim, self_dtype)
     def jvp(self_t):
-        # (I - 1 softmax^T) x_t
-        result_t = self_t - at.sum(at.exp(result) * self_t, [dim], True)
+        result_t = log_softmax_jvp(self_t, result, dim)
         return result_t
     return result, backward
 
@@ -44,7 +56,7 @@ def softmax_int(self, dim, dtype=None):
         # d softmax_i / d x_j = y_i (delta_ij - y_j)
         return at._softmax_backward_data(grad, result, dim, result_dtype)
     def jvp(self_t):
-        result_t = result * (self_t - at.sum(self_t * result, [dim], True))
+        result_t = softmax_jvp(self_t, result, dim)
         return result_t
     return result, backward
 
@@ -57,6 +69,6 @@ def log_softmax_int(self, dim, dtype=None):
         # d log_softmax_i / d x_j = delta_ij - softmax_j
         return at._log_softmax_backward_data(grad, result, dim, result_dtype)
     def jvp(self_t):
-        result_t = self_t - at.sum(at.exp(result) * self_t, [dim], True)
+        result_t = log_softmax_jvp(self_t, result, dim)
         return result_t
     return result, backward

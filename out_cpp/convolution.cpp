@@ -34,47 +34,35 @@ struct ConvolutionBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    weight_.reset_data();
     input_.reset_data();
+    weight_.reset_data();
   }
+  torch::autograd::SavedVariable input_;
   torch::autograd::SavedVariable weight_;
-  std::vector<int64_t> input_sizes_{};
   std::vector<int64_t> stride_{};
   std::vector<int64_t> padding_{};
   std::vector<int64_t> dilation_{};
   bool transposed_{};
   int64_t groups_{};
-  torch::autograd::SavedVariable input_;
-  std::vector<int64_t> weight_sizes_{};
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution(
     const at::Tensor& grad,
+    const at::Tensor& input,
     const at::Tensor& weight,
-    at::IntArrayRef input_sizes,
     at::IntArrayRef stride,
     at::IntArrayRef padding,
     at::IntArrayRef dilation,
     bool transposed,
     int64_t groups,
-    const at::Tensor& input,
-    at::IntArrayRef weight_sizes,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_input = at::Tensor();
-  if (needs_input_grad[0]) {
-    grad_input = helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, transposed, groups);
-  }
-  auto grad_weight = at::Tensor();
-  if (needs_input_grad[1]) {
-    grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, transposed, groups);
-  }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
+  auto [grad_input, grad_weight, grad_bias] = helpers::convolution_gradients(grad, input, weight, stride, padding, dilation, transposed, groups, std::vector<bool>(needs_input_grad.begin(), needs_input_grad.end()));
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list ConvolutionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& weight_, const std::vector<int64_t>& input_sizes_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const bool& transposed_, const int64_t& groups_, const at::Tensor& input_, const std::vector<int64_t>& weight_sizes_) {
+torch::autograd::variable_list ConvolutionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const at::Tensor& weight_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const bool& transposed_, const int64_t& groups_) {
   formulas::runtime::IndexRanges ranges;
   const auto input_ix = ranges.next(1);
   const auto weight_ix = ranges.next(1);
@@ -86,7 +74,7 @@ torch::autograd::variable_list ConvolutionBackward0_apply_functional(torch::auto
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::convolution(grads[0], weight_, input_sizes_, stride_, padding_, dilation_, transposed_, groups_, input_, weight_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::convolution(grads[0], input_, weight_, stride_, padding_, dilation_, transposed_, groups_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, input_ix, std::get<0>(input_grads));
   }
@@ -103,16 +91,14 @@ torch::autograd::variable_list ConvolutionBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto input_ = packed_args.unpack<at::Tensor>();
   auto weight_ = packed_args.unpack<at::Tensor>();
-  auto input_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto stride_ = packed_args.unpack<std::vector<int64_t>>();
   auto padding_ = packed_args.unpack<std::vector<int64_t>>();
   auto dilation_ = packed_args.unpack<std::vector<int64_t>>();
   auto transposed_ = packed_args.unpack<bool>();
   auto groups_ = packed_args.unpack<int64_t>();
-  auto input_ = packed_args.unpack<at::Tensor>();
-  auto weight_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return ConvolutionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, weight_, input_sizes_, stride_, padding_, dilation_, transposed_, groups_, input_, weight_sizes_);
+  return ConvolutionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, weight_, stride_, padding_, dilation_, transposed_, groups_);
 }
 
 torch::autograd::variable_list ConvolutionBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -126,48 +112,42 @@ torch::autograd::variable_list ConvolutionBackward0::apply(torch::autograd::vari
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
-  return ConvolutionBackward0_apply_functional(std::move(grads), needs_input_grad, weight, input_sizes_, stride_, padding_, dilation_, transposed_, groups_, input, weight_sizes_);
+  const auto weight = weight_.unpack();
+  return ConvolutionBackward0_apply_functional(std::move(grads), needs_input_grad, input, weight, stride_, padding_, dilation_, transposed_, groups_);
 }
 
 void ConvolutionBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(input_, false);
   args.collect(weight_, false);
-  args.collect(input_sizes_);
   args.collect(stride_);
   args.collect(padding_);
   args.collect(dilation_);
   args.collect(transposed_);
   args.collect(groups_);
-  args.collect(input_, false);
-  args.collect(weight_sizes_);
 }
 
 torch::autograd::variable_list ConvolutionBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(input_);
   saved.before(weight_);
-  saved.before(input_sizes_);
   saved.before(stride_);
   saved.before(padding_);
   saved.before(dilation_);
   saved.before(transposed_);
   saved.before(groups_);
-  saved.before(input_);
-  saved.before(weight_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_ConvolutionBackward0", ConvolutionBackward0_apply_functional_ivalue,
@@ -182,19 +162,17 @@ torch::autograd::variable_list ConvolutionBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
+  const auto weight = weight_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(input);
   functional_args.pack(weight);
-  functional_args.pack(input_sizes_);
   functional_args.pack(stride_);
   functional_args.pack(padding_);
   functional_args.pack(dilation_);
   functional_args.pack(transposed_);
   functional_args.pack(groups_);
-  functional_args.pack(input);
-  functional_args.pack(weight_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -202,15 +180,13 @@ torch::autograd::variable_list ConvolutionBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_ConvolutionBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(input_);
   saved.after(weight_);
-  saved.after(input_sizes_);
   saved.after(stride_);
   saved.after(padding_);
   saved.after(dilation_);
   saved.after(transposed_);
   saved.after(groups_);
-  saved.after(input_);
-  saved.after(weight_sizes_);
   return functional_outputs;
 }
 
@@ -239,8 +215,6 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::convolution(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, dilation, transposed, output_padding, groups);
-  std::vector<int64_t> input_sizes = input.sizes().vec();
-  std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -261,15 +235,13 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
     formulas::runtime::refuse_complex("convolution", bias);
     formulas::runtime::refuse_complex("convolution", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
-    grad_fn->input_sizes_ = std::move(input_sizes);
     grad_fn->stride_ = formulas::runtime::to_owned(stride);
     grad_fn->padding_ = formulas::runtime::to_owned(padding);
     grad_fn->dilation_ = formulas::runtime::to_owned(dilation);
     grad_fn->transposed_ = transposed;
     grad_fn->groups_ = groups;
-    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
-    grad_fn->weight_sizes_ = std::move(weight_sizes);
   }
   return result;
 }
@@ -283,45 +255,33 @@ struct Conv1dBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    weight_.reset_data();
     input_.reset_data();
+    weight_.reset_data();
   }
+  torch::autograd::SavedVariable input_;
   torch::autograd::SavedVariable weight_;
-  std::vector<int64_t> input_sizes_{};
   std::vector<int64_t> stride_{};
   std::vector<int64_t> padding_{};
   std::vector<int64_t> dilation_{};
   int64_t groups_{};
-  torch::autograd::SavedVariable input_;
-  std::vector<int64_t> weight_sizes_{};
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d(
     const at::Tensor& grad,
+    const at::Tensor& input,
     const at::Tensor& weight,
-    at::IntArrayRef input_sizes,
     at::IntArrayRef stride,
     at::IntArrayRef padding,
     at::IntArrayRef dilation,
     int64_t groups,
-    const at::Tensor& input,
-    at::IntArrayRef weight_sizes,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_input = at::Tensor();
-  if (needs_input_grad[0]) {
-    grad_input = helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, false, groups);
-  }
-  auto grad_weight = at::Tensor();
-  if (needs_input_grad[1]) {
-    grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, false, groups);
-  }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
+  auto [grad_input, grad_weight, grad_bias] = helpers::convolution_gradients(grad, input, weight, stride, padding, dilation, false, groups, std::vector<bool>(needs_input_grad.begin(), needs_input_grad.end()));
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list Conv1dBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& weight_, const std::vector<int64_t>& input_sizes_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const int64_t& groups_, const at::Tensor& input_, const std::vector<int64_t>& weight_sizes_) {
+torch::autograd::variable_list Conv1dBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const at::Tensor& weight_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const int64_t& groups_) {
   formulas::runtime::IndexRanges ranges;
   const auto input_ix = ranges.next(1);
   const auto weight_ix = ranges.next(1);
@@ -333,7 +293,7 @@ torch::autograd::variable_list Conv1dBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::conv1d(grads[0], weight_, input_sizes_, stride_, padding_, dilation_, groups_, input_, weight_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::conv1d(grads[0], input_, weight_, stride_, padding_, dilation_, groups_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, input_ix, std::get<0>(input_grads));
   }
@@ -350,15 +310,13 @@ torch::autograd::variable_list Conv1dBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto input_ = packed_args.unpack<at::Tensor>();
   auto weight_ = packed_args.unpack<at::Tensor>();
-  auto input_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto stride_ = packed_args.unpack<std::vector<int64_t>>();
   auto padding_ = packed_args.unpack<std::vector<int64_t>>();
   auto dilation_ = packed_args.unpack<std::vector<int64_t>>();
   auto groups_ = packed_args.unpack<int64_t>();
-  auto input_ = packed_args.unpack<at::Tensor>();
-  auto weight_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return Conv1dBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, weight_, input_sizes_, stride_, padding_, dilation_, groups_, input_, weight_sizes_);
+  return Conv1dBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, weight_, stride_, padding_, dilation_, groups_);
 }
 
 torch::autograd::variable_list Conv1dBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -372,45 +330,39 @@ torch::autograd::variable_list Conv1dBackward0::apply(torch::autograd::variable_
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
-  return Conv1dBackward0_apply_functional(std::move(grads), needs_input_grad, weight, input_sizes_, stride_, padding_, dilation_, groups_, input, weight_sizes_);
+  const auto weight = weight_.unpack();
+  return Conv1dBackward0_apply_functional(std::move(grads), needs_input_grad, input, weight, stride_, padding_, dilation_, groups_);
 }
 
 void Conv1dBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(input_, false);
   args.collect(weight_, false);
-  args.collect(input_sizes_);
   args.collect(stride_);
   args.collect(padding_);
   args.collect(dilation_);
   args.collect(groups_);
-  args.collect(input_, false);
-  args.collect(weight_sizes_);
 }
 
 torch::autograd::variable_list Conv1dBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(input_);
   saved.before(weight_);
-  saved.before(input_sizes_);
   saved.before(stride_);
   saved.before(padding_);
   saved.before(dilation_);
   saved.before(groups_);
-  saved.before(input_);
-  saved.before(weight_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_Conv1dBackward0", Conv1dBackward0_apply_functional_ivalue,
@@ -425,18 +377,16 @@ torch::autograd::variable_list Conv1dBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
+  const auto weight = weight_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(input);
   functional_args.pack(weight);
-  functional_args.pack(input_sizes_);
   functional_args.pack(stride_);
   functional_args.pack(padding_);
   functional_args.pack(dilation_);
   functional_args.pack(groups_);
-  functional_args.pack(input);
-  functional_args.pack(weight_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -444,14 +394,12 @@ torch::autograd::variable_list Conv1dBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_Conv1dBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(input_);
   saved.after(weight_);
-  saved.after(input_sizes_);
   saved.after(stride_);
   saved.after(padding_);
   saved.after(dilation_);
   saved.after(groups_);
-  saved.after(input_);
-  saved.after(weight_sizes_);
   return functional_outputs;
 }
 
@@ -478,8 +426,6 @@ at::Tensor conv1d(const at::Tensor& input, const at::Tensor& weight, const std::
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::conv1d(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, dilation, groups);
-  std::vector<int64_t> input_sizes = input.sizes().vec();
-  std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -500,14 +446,12 @@ at::Tensor conv1d(const at::Tensor& input, const at::Tensor& weight, const std::
     formulas::runtime::refuse_complex("conv1d", bias);
     formulas::runtime::refuse_complex("conv1d", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
-    grad_fn->input_sizes_ = std::move(input_sizes);
     grad_fn->stride_ = formulas::runtime::to_owned(stride);
     grad_fn->padding_ = formulas::runtime::to_owned(padding);
     grad_fn->dilation_ = formulas::runtime::to_owned(dilation);
     grad_fn->groups_ = groups;
-    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
-    grad_fn->weight_sizes_ = std::move(weight_sizes);
   }
   return result;
 }
@@ -521,45 +465,33 @@ struct Conv2dBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    weight_.reset_data();
     input_.reset_data();
+    weight_.reset_data();
   }
+  torch::autograd::SavedVariable input_;
   torch::autograd::SavedVariable weight_;
-  std::vector<int64_t> input_sizes_{};
   std::vector<int64_t> stride_{};
   std::vector<int64_t> padding_{};
   std::vector<int64_t> dilation_{};
   int64_t groups_{};
-  torch::autograd::SavedVariable input_;
-  std::vector<int64_t> weight_sizes_{};
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d(
     const at::Tensor& grad,
+    const at::Tensor& input,
     const at::Tensor& weight,
-    at::IntArrayRef input_sizes,
     at::IntArrayRef stride,
     at::IntArrayRef padding,
     at::IntArrayRef dilation,
     int64_t groups,
-    const at::Tensor& input,
-    at::IntArrayRef weight_sizes,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_input = at::Tensor();
-  if (needs_input_grad[0]) {
-    grad_input = helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, false, groups);
-  }
-  auto grad_weight = at::Tensor();
-  if (needs_input_grad[1]) {
-    grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, false, groups);
-  }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
+  auto [grad_input, grad_weight, grad_bias] = helpers::convolution_gradients(grad, input, weight, stride, padding, dilation, false, groups, std::vector<bool>(needs_input_grad.begin(), needs_input_grad.end()));
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list Conv2dBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& weight_, const std::vector<int64_t>& input_sizes_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const int64_t& groups_, const at::Tensor& input_, const std::vector<int64_t>& weight_sizes_) {
+torch::autograd::variable_list Conv2dBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const at::Tensor& weight_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const int64_t& groups_) {
   formulas::runtime::IndexRanges ranges;
   const auto input_ix = ranges.next(1);
   const auto weight_ix = ranges.next(1);
@@ -571,7 +503,7 @@ torch::autograd::variable_list Conv2dBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::conv2d(grads[0], weight_, input_sizes_, stride_, padding_, dilation_, groups_, input_, weight_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::conv2d(grads[0], input_, weight_, stride_, padding_, dilation_, groups_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, input_ix, std::get<0>(input_grads));
   }
@@ -588,15 +520,13 @@ torch::autograd::variable_list Conv2dBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto input_ = packed_args.unpack<at::Tensor>();
   auto weight_ = packed_args.unpack<at::Tensor>();
-  auto input_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto stride_ = packed_args.unpack<std::vector<int64_t>>();
   auto padding_ = packed_args.unpack<std::vector<int64_t>>();
   auto dilation_ = packed_args.unpack<std::vector<int64_t>>();
   auto groups_ = packed_args.unpack<int64_t>();
-  auto input_ = packed_args.unpack<at::Tensor>();
-  auto weight_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return Conv2dBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, weight_, input_sizes_, stride_, padding_, dilation_, groups_, input_, weight_sizes_);
+  return Conv2dBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, weight_, stride_, padding_, dilation_, groups_);
 }
 
 torch::autograd::variable_list Conv2dBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -610,45 +540,39 @@ torch::autograd::variable_list Conv2dBackward0::apply(torch::autograd::variable_
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
-  return Conv2dBackward0_apply_functional(std::move(grads), needs_input_grad, weight, input_sizes_, stride_, padding_, dilation_, groups_, input, weight_sizes_);
+  const auto weight = weight_.unpack();
+  return Conv2dBackward0_apply_functional(std::move(grads), needs_input_grad, input, weight, stride_, padding_, dilation_, groups_);
 }
 
 void Conv2dBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(input_, false);
   args.collect(weight_, false);
-  args.collect(input_sizes_);
   args.collect(stride_);
   args.collect(padding_);
   args.collect(dilation_);
   args.collect(groups_);
-  args.collect(input_, false);
-  args.collect(weight_sizes_);
 }
 
 torch::autograd::variable_list Conv2dBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(input_);
   saved.before(weight_);
-  saved.before(input_sizes_);
   saved.before(stride_);
   saved.before(padding_);
   saved.before(dilation_);
   saved.before(groups_);
-  saved.before(input_);
-  saved.before(weight_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_Conv2dBackward0", Conv2dBackward0_apply_functional_ivalue,
@@ -663,18 +587,16 @@ torch::autograd::variable_list Conv2dBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
+  const auto weight = weight_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(input);
   functional_args.pack(weight);
-  functional_args.pack(input_sizes_);
   functional_args.pack(stride_);
   functional_args.pack(padding_);
   functional_args.pack(dilation_);
   functional_args.pack(groups_);
-  functional_args.pack(input);
-  functional_args.pack(weight_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -682,14 +604,12 @@ torch::autograd::variable_list Conv2dBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_Conv2dBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(input_);
   saved.after(weight_);
-  saved.after(input_sizes_);
   saved.after(stride_);
   saved.after(padding_);
   saved.after(dilation_);
   saved.after(groups_);
-  saved.after(input_);
-  saved.after(weight_sizes_);
   return functional_outputs;
 }
 
@@ -716,8 +636,6 @@ at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::conv2d(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, dilation, groups);
-  std::vector<int64_t> input_sizes = input.sizes().vec();
-  std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -738,14 +656,12 @@ at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::
     formulas::runtime::refuse_complex("conv2d", bias);
     formulas::runtime::refuse_complex("conv2d", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
-    grad_fn->input_sizes_ = std::move(input_sizes);
     grad_fn->stride_ = formulas::runtime::to_owned(stride);
     grad_fn->padding_ = formulas::runtime::to_owned(padding);
     grad_fn->dilation_ = formulas::runtime::to_owned(dilation);
     grad_fn->groups_ = groups;
-    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
-    grad_fn->weight_sizes_ = std::move(weight_sizes);
   }
   return result;
 }
@@ -759,45 +675,33 @@ struct ConvTranspose1dBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    weight_.reset_data();
     input_.reset_data();
+    weight_.reset_data();
   }
+  torch::autograd::SavedVariable input_;
   torch::autograd::SavedVariable weight_;
-  std::vector<int64_t> input_sizes_{};
   std::vector<int64_t> stride_{};
   std::vector<int64_t> padding_{};
   std::vector<int64_t> dilation_{};
   int64_t groups_{};
-  torch::autograd::SavedVariable input_;
-  std::vector<int64_t> weight_sizes_{};
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_transpose1d(
     const at::Tensor& grad,
+    const at::Tensor& input,
     const at::Tensor& weight,
-    at::IntArrayRef input_sizes,
     at::IntArrayRef stride,
     at::IntArrayRef padding,
     at::IntArrayRef dilation,
     int64_t groups,
-    const at::Tensor& input,
-    at::IntArrayRef weight_sizes,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_input = at::Tensor();
-  if (needs_input_grad[0]) {
-    grad_input = helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, true, groups);
-  }
-  auto grad_weight = at::Tensor();
-  if (needs_input_grad[1]) {
-    grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, true, groups);
-  }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
+  auto [grad_input, grad_weight, grad_bias] = helpers::convolution_gradients(grad, input, weight, stride, padding, dilation, true, groups, std::vector<bool>(needs_input_grad.begin(), needs_input_grad.end()));
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list ConvTranspose1dBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& weight_, const std::vector<int64_t>& input_sizes_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const int64_t& groups_, const at::Tensor& input_, const std::vector<int64_t>& weight_sizes_) {
+torch::autograd::variable_list ConvTranspose1dBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const at::Tensor& weight_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const int64_t& groups_) {
   formulas::runtime::IndexRanges ranges;
   const auto input_ix = ranges.next(1);
   const auto weight_ix = ranges.next(1);
@@ -809,7 +713,7 @@ torch::autograd::variable_list ConvTranspose1dBackward0_apply_functional(torch::
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::conv_transpose1d(grads[0], weight_, input_sizes_, stride_, padding_, dilation_, groups_, input_, weight_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::conv_transpose1d(grads[0], input_, weight_, stride_, padding_, dilation_, groups_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, input_ix, std::get<0>(input_grads));
   }
@@ -826,15 +730,13 @@ torch::autograd::variable_list ConvTranspose1dBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto input_ = packed_args.unpack<at::Tensor>();
   auto weight_ = packed_args.unpack<at::Tensor>();
-  auto input_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto stride_ = packed_args.unpack<std::vector<int64_t>>();
   auto padding_ = packed_args.unpack<std::vector<int64_t>>();
   auto dilation_ = packed_args.unpack<std::vector<int64_t>>();
   auto groups_ = packed_args.unpack<int64_t>();
-  auto input_ = packed_args.unpack<at::Tensor>();
-  auto weight_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return ConvTranspose1dBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, weight_, input_sizes_, stride_, padding_, dilation_, groups_, input_, weight_sizes_);
+  return ConvTranspose1dBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, weight_, stride_, padding_, dilation_, groups_);
 }
 
 torch::autograd::variable_list ConvTranspose1dBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -848,45 +750,39 @@ torch::autograd::variable_list ConvTranspose1dBackward0::apply(torch::autograd::
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
-  return ConvTranspose1dBackward0_apply_functional(std::move(grads), needs_input_grad, weight, input_sizes_, stride_, padding_, dilation_, groups_, input, weight_sizes_);
+  const auto weight = weight_.unpack();
+  return ConvTranspose1dBackward0_apply_functional(std::move(grads), needs_input_grad, input, weight, stride_, padding_, dilation_, groups_);
 }
 
 void ConvTranspose1dBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(input_, false);
   args.collect(weight_, false);
-  args.collect(input_sizes_);
   args.collect(stride_);
   args.collect(padding_);
   args.collect(dilation_);
   args.collect(groups_);
-  args.collect(input_, false);
-  args.collect(weight_sizes_);
 }
 
 torch::autograd::variable_list ConvTranspose1dBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(input_);
   saved.before(weight_);
-  saved.before(input_sizes_);
   saved.before(stride_);
   saved.before(padding_);
   saved.before(dilation_);
   saved.before(groups_);
-  saved.before(input_);
-  saved.before(weight_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_ConvTranspose1dBackward0", ConvTranspose1dBackward0_apply_functional_ivalue,
@@ -901,18 +797,16 @@ torch::autograd::variable_list ConvTranspose1dBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
+  const auto weight = weight_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(input);
   functional_args.pack(weight);
-  functional_args.pack(input_sizes_);
   functional_args.pack(stride_);
   functional_args.pack(padding_);
   functional_args.pack(dilation_);
   functional_args.pack(groups_);
-  functional_args.pack(input);
-  functional_args.pack(weight_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -920,14 +814,12 @@ torch::autograd::variable_list ConvTranspose1dBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_ConvTranspose1dBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(input_);
   saved.after(weight_);
-  saved.after(input_sizes_);
   saved.after(stride_);
   saved.after(padding_);
   saved.after(dilation_);
   saved.after(groups_);
-  saved.after(input_);
-  saved.after(weight_sizes_);
   return functional_outputs;
 }
 
@@ -955,8 +847,6 @@ at::Tensor conv_transpose1d(const at::Tensor& input, const at::Tensor& weight, c
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::conv_transpose1d(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, output_padding, groups, dilation);
-  std::vector<int64_t> input_sizes = input.sizes().vec();
-  std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -977,14 +867,12 @@ at::Tensor conv_transpose1d(const at::Tensor& input, const at::Tensor& weight, c
     formulas::runtime::refuse_complex("conv_transpose1d", bias);
     formulas::runtime::refuse_complex("conv_transpose1d", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
-    grad_fn->input_sizes_ = std::move(input_sizes);
     grad_fn->stride_ = formulas::runtime::to_owned(stride);
     grad_fn->padding_ = formulas::runtime::to_owned(padding);
     grad_fn->dilation_ = formulas::runtime::to_owned(dilation);
     grad_fn->groups_ = groups;
-    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
-    grad_fn->weight_sizes_ = std::move(weight_sizes);
   }
   return result;
 }
@@ -998,45 +886,33 @@ struct ConvTranspose2dInputBackward0 : public torch::autograd::TraceableFunction
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    weight_.reset_data();
     input_.reset_data();
+    weight_.reset_data();
   }
+  torch::autograd::SavedVariable input_;
   torch::autograd::SavedVariable weight_;
-  std::vector<int64_t> input_sizes_{};
   std::vector<int64_t> stride_{};
   std::vector<int64_t> padding_{};
   std::vector<int64_t> dilation_{};
   int64_t groups_{};
-  torch::autograd::SavedVariable input_;
-  std::vector<int64_t> weight_sizes_{};
 };
 
 namespace backwards {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_transpose2d_input(
     const at::Tensor& grad,
+    const at::Tensor& input,
     const at::Tensor& weight,
-    at::IntArrayRef input_sizes,
     at::IntArrayRef stride,
     at::IntArrayRef padding,
     at::IntArrayRef dilation,
     int64_t groups,
-    const at::Tensor& input,
-    at::IntArrayRef weight_sizes,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_input = at::Tensor();
-  if (needs_input_grad[0]) {
-    grad_input = helpers::convolution_input_backward(grad, weight, input_sizes, stride, padding, dilation, true, groups);
-  }
-  auto grad_weight = at::Tensor();
-  if (needs_input_grad[1]) {
-    grad_weight = helpers::convolution_weight_backward(grad, input, weight_sizes, stride, padding, dilation, true, groups);
-  }
-  auto grad_bias = needs_input_grad[2] ? helpers::convolution_bias_backward(grad, static_cast<int64_t>(weight_sizes.size())) : at::Tensor();
+  auto [grad_input, grad_weight, grad_bias] = helpers::convolution_gradients(grad, input, weight, stride, padding, dilation, true, groups, std::vector<bool>(needs_input_grad.begin(), needs_input_grad.end()));
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list ConvTranspose2dInputBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& weight_, const std::vector<int64_t>& input_sizes_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const int64_t& groups_, const at::Tensor& input_, const std::vector<int64_t>& weight_sizes_) {
+torch::autograd::variable_list ConvTranspose2dInputBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const at::Tensor& weight_, const std::vector<int64_t>& stride_, const std::vector<int64_t>& padding_, const std::vector<int64_t>& dilation_, const int64_t& groups_) {
   formulas::runtime::IndexRanges ranges;
   const auto input_ix = ranges.next(1);
   const auto weight_ix = ranges.next(1);
@@ -1048,7 +924,7 @@ torch::autograd::variable_list ConvTranspose2dInputBackward0_apply_functional(to
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::conv_transpose2d_input(grads[0], weight_, input_sizes_, stride_, padding_, dilation_, groups_, input_, weight_sizes_, needs_input_grad);
+  const auto input_grads = formulas::backwards::conv_transpose2d_input(grads[0], input_, weight_, stride_, padding_, dilation_, groups_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, input_ix, std::get<0>(input_grads));
   }
@@ -1065,15 +941,13 @@ torch::autograd::variable_list ConvTranspose2dInputBackward0_apply_functional_iv
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto input_ = packed_args.unpack<at::Tensor>();
   auto weight_ = packed_args.unpack<at::Tensor>();
-  auto input_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto stride_ = packed_args.unpack<std::vector<int64_t>>();
   auto padding_ = packed_args.unpack<std::vector<int64_t>>();
   auto dilation_ = packed_args.unpack<std::vector<int64_t>>();
   auto groups_ = packed_args.unpack<int64_t>();
-  auto input_ = packed_args.unpack<at::Tensor>();
-  auto weight_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return ConvTranspose2dInputBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, weight_, input_sizes_, stride_, padding_, dilation_, groups_, input_, weight_sizes_);
+  return ConvTranspose2dInputBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, weight_, stride_, padding_, dilation_, groups_);
 }
 
 torch::autograd::variable_list ConvTranspose2dInputBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1087,45 +961,39 @@ torch::autograd::variable_list ConvTranspose2dInputBackward0::apply(torch::autog
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
-  return ConvTranspose2dInputBackward0_apply_functional(std::move(grads), needs_input_grad, weight, input_sizes_, stride_, padding_, dilation_, groups_, input, weight_sizes_);
+  const auto weight = weight_.unpack();
+  return ConvTranspose2dInputBackward0_apply_functional(std::move(grads), needs_input_grad, input, weight, stride_, padding_, dilation_, groups_);
 }
 
 void ConvTranspose2dInputBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(input_, false);
   args.collect(weight_, false);
-  args.collect(input_sizes_);
   args.collect(stride_);
   args.collect(padding_);
   args.collect(dilation_);
   args.collect(groups_);
-  args.collect(input_, false);
-  args.collect(weight_sizes_);
 }
 
 torch::autograd::variable_list ConvTranspose2dInputBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(input_);
   saved.before(weight_);
-  saved.before(input_sizes_);
   saved.before(stride_);
   saved.before(padding_);
   saved.before(dilation_);
   saved.before(groups_);
-  saved.before(input_);
-  saved.before(weight_sizes_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<int64_t>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_ConvTranspose2dInputBackward0", ConvTranspose2dInputBackward0_apply_functional_ivalue,
@@ -1140,18 +1008,16 @@ torch::autograd::variable_list ConvTranspose2dInputBackward0::apply_with_saved(
       formulas::runtime::should_compute(*this, weight_ix),
       formulas::runtime::should_compute(*this, bias_ix),
   };
-  const auto weight = weight_.unpack();
   const auto input = input_.unpack();
+  const auto weight = weight_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(input);
   functional_args.pack(weight);
-  functional_args.pack(input_sizes_);
   functional_args.pack(stride_);
   functional_args.pack(padding_);
   functional_args.pack(dilation_);
   functional_args.pack(groups_);
-  functional_args.pack(input);
-  functional_args.pack(weight_sizes_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -1159,14 +1025,12 @@ torch::autograd::variable_list ConvTranspose2dInputBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_ConvTranspose2dInputBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(input_);
   saved.after(weight_);
-  saved.after(input_sizes_);
   saved.after(stride_);
   saved.after(padding_);
   saved.after(dilation_);
   saved.after(groups_);
-  saved.after(input_);
-  saved.after(weight_sizes_);
   return functional_outputs;
 }
 
@@ -1194,8 +1058,6 @@ at::Tensor conv_transpose2d_input(const at::Tensor& input, const at::Tensor& wei
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::conv_transpose2d(input, weight, formulas::runtime::optional_tensor(bias), stride, padding, output_padding, groups, dilation);
-  std::vector<int64_t> input_sizes = input.sizes().vec();
-  std::vector<int64_t> weight_sizes = weight.sizes().vec();
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -1216,14 +1078,12 @@ at::Tensor conv_transpose2d_input(const at::Tensor& input, const at::Tensor& wei
     formulas::runtime::refuse_complex("conv_transpose2d.input", bias);
     formulas::runtime::refuse_complex("conv_transpose2d.input", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
-    grad_fn->input_sizes_ = std::move(input_sizes);
     grad_fn->stride_ = formulas::runtime::to_owned(stride);
     grad_fn->padding_ = formulas::runtime::to_owned(padding);
     grad_fn->dilation_ = formulas::runtime::to_owned(dilation);
     grad_fn->groups_ = groups;
-    grad_fn->input_ = torch::autograd::SavedVariable(input, false);
-    grad_fn->weight_sizes_ = std::move(weight_sizes);
   }
   return result;
 }

@@ -250,6 +250,19 @@ at::Tensor convolution_bias_backward_transposed(const at::Tensor& bias, int64_t 
   return at::reshape(bias, along_channels).expand(grad_sizes);
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_gradients(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups, const std::vector<bool>& output_mask) {
+  auto grad_input = at::Tensor();
+  if (output_mask[0]) {
+    grad_input = helpers::convolution_input_backward(grad, weight, input.sizes().vec(), stride, padding, dilation, transposed, groups);
+  }
+  auto grad_weight = at::Tensor();
+  if (output_mask[1]) {
+    grad_weight = helpers::convolution_weight_backward(grad, input, weight.sizes().vec(), stride, padding, dilation, transposed, groups);
+  }
+  auto grad_bias = output_mask[2] ? helpers::convolution_bias_backward(grad, weight.dim()) : at::Tensor();
+  return {grad_input, grad_weight, grad_bias};
+}
+
 at::Tensor py_mul_tensor_backward_u_scalar(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type) {
   return helpers::handle_r_to_c(self_type, at::conj(at::mul(at::conj(grad), other)));
 }
@@ -1308,13 +1321,15 @@ std::vector<int64_t> invert_permutation(at::IntArrayRef dims, int64_t ndim) {
 }
 
 at::Tensor narrow_backward(const at::Tensor& grad, at::IntArrayRef sizes, int64_t dim, int64_t start, int64_t length) {
+  int64_t narrowed = helpers::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+  int64_t first = (start < 0) ? (start + sizes[formulas::runtime::wrap_index(narrowed, sizes.size())]) : start;
   std::vector<int64_t> pad = std::vector<int64_t>{};
-  for (int64_t later_dim = dim + 1; later_dim < static_cast<int64_t>(sizes.size()); ++later_dim) {
+  for (int64_t later_dim = narrowed + 1; later_dim < static_cast<int64_t>(sizes.size()); ++later_dim) {
     pad.push_back(0);
     pad.push_back(0);
   }
-  pad.push_back(start);
-  pad.push_back((sizes[formulas::runtime::wrap_index(dim, sizes.size())] - start) - length);
+  pad.push_back(first);
+  pad.push_back((sizes[formulas::runtime::wrap_index(narrowed, sizes.size())] - first) - length);
   return at::constant_pad_nd(grad, pad, 0);
 }
 
@@ -2727,6 +2742,13 @@ at::Tensor layer_norm_weight_backward(const at::Tensor& grad, const at::Tensor& 
   return helpers::sum_to(grad * normalized, normalized_shape);
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef normalized_shape, at::IntArrayRef norm_dims, double eps, const std::vector<bool>& output_mask) {
+  auto grad_input = output_mask[0] ? helpers::layer_norm_input_backward(grad, input, weight, norm_dims, eps) : at::Tensor();
+  auto grad_weight = output_mask[1] ? helpers::layer_norm_weight_backward(grad, input, normalized_shape, norm_dims, eps) : at::Tensor();
+  auto grad_bias = output_mask[2] ? helpers::sum_to(grad, normalized_shape) : at::Tensor();
+  return {grad_input, grad_weight, grad_bias};
+}
+
 at::Tensor layer_norm_jvp(const at::Tensor& input, const at::Tensor& input_t, const at::Tensor& weight, const at::Tensor& weight_t, const at::Tensor& bias_t, at::IntArrayRef norm_dims, double eps) {
   auto rstd = helpers::layer_norm_rstd(input, norm_dims, eps);
   auto normalized = helpers::layer_norm_normalized(input, rstd, norm_dims);
@@ -2798,6 +2820,15 @@ double variance_divisor(int64_t count, double correction) {
 at::Tensor grad_over_std(const at::Tensor& grad, const at::Tensor& std) {
   auto is_zero = at::eq(std, 0.0);
   return at::where(is_zero, at::zeros_like(grad), grad / at::where(is_zero, at::ones_like(std), std));
+}
+
+at::Tensor deviations_backward(const at::Tensor& scaled_grad, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, double divisor) {
+  auto centered = self - at::mean(self, dim, true);
+  return helpers::sum_backward(at::div(scaled_grad, divisor), self.sizes().vec(), dim, keepdim) * centered;
+}
+
+at::Tensor deviations_dot(const at::Tensor& self_t, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  return at::sum((self - at::mean(self, dim, true)) * self_t, dim, keepdim);
 }
 
 at::Tensor reversed_linear_recurrence(const at::Tensor& offset, const at::Tensor& factor, int64_t dim) {
@@ -2872,6 +2903,14 @@ at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t
   }
   auto offset = at::flip(self_t * helpers::exclusive_cumprod(self, dim), std::vector<int64_t>{dim});
   return at::flip(helpers::reversed_linear_recurrence(offset, at::flip(self, std::vector<int64_t>{dim}), dim), std::vector<int64_t>{dim});
+}
+
+at::Tensor softmax_jvp(const at::Tensor& self_t, const at::Tensor& result, int64_t dim) {
+  return result * (self_t - at::sum(self_t * result, std::vector<int64_t>{dim}, true));
+}
+
+at::Tensor log_softmax_jvp(const at::Tensor& self_t, const at::Tensor& result, int64_t dim) {
+  return self_t - at::sum(at::exp(result) * self_t, std::vector<int64_t>{dim}, true);
 }
 
 }  // namespace formulas::helpers

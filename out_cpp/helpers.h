@@ -21,6 +21,7 @@ at::Tensor convolution_input_backward_transposed(const at::Tensor& input, const 
 at::Tensor convolution_weight_backward_transposed(const at::Tensor& weight, const at::Tensor& input, at::IntArrayRef weight_sizes, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups, at::IntArrayRef grad_sizes);
 at::Tensor convolution_bias_backward(const at::Tensor& grad, int64_t weight_dim);
 at::Tensor convolution_bias_backward_transposed(const at::Tensor& bias, int64_t weight_dim, at::IntArrayRef grad_sizes);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_gradients(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, int64_t groups, const std::vector<bool>& output_mask);
 at::Tensor py_mul_tensor_backward_u_scalar(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type);
 at::Tensor py_div_tensor_self_backward_u_scalar(const at::Tensor& grad, const at::Scalar& other, at::ScalarType self_type);
 at::Tensor py_div_tensor_self_backward_u_mode(const at::Tensor& grad, const at::Tensor& other, at::ScalarType self_type, const std::optional<std::string>& rounding_mode);
@@ -252,6 +253,7 @@ at::Tensor layer_norm_normalized(const at::Tensor& input, const at::Tensor& rstd
 at::Tensor layer_norm_normalized_backward(const at::Tensor& grad_normalized, const at::Tensor& normalized, const at::Tensor& rstd, at::IntArrayRef norm_dims);
 at::Tensor layer_norm_input_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef norm_dims, double eps);
 at::Tensor layer_norm_weight_backward(const at::Tensor& grad, const at::Tensor& input, at::IntArrayRef normalized_shape, at::IntArrayRef norm_dims, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef normalized_shape, at::IntArrayRef norm_dims, double eps, const std::vector<bool>& output_mask);
 at::Tensor layer_norm_jvp(const at::Tensor& input, const at::Tensor& input_t, const at::Tensor& weight, const at::Tensor& weight_t, const at::Tensor& bias_t, at::IntArrayRef norm_dims, double eps);
 std::vector<int64_t> trailing_dims(int64_t ndim, int64_t count);
 at::Tensor gather_by_plane_indices(const at::Tensor& source, const at::Tensor& indices);
@@ -262,10 +264,14 @@ at::Tensor amaxamin_jvp(const at::Tensor& self, const at::Tensor& self_t, const 
 at::Tensor prod_others(const at::Tensor& x, int64_t dim);
 double variance_divisor(int64_t count, double correction);
 at::Tensor grad_over_std(const at::Tensor& grad, const at::Tensor& std);
+at::Tensor deviations_backward(const at::Tensor& scaled_grad, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, double divisor);
+at::Tensor deviations_dot(const at::Tensor& self_t, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim);
 at::Tensor reversed_linear_recurrence(const at::Tensor& offset, const at::Tensor& factor, int64_t dim);
 at::Tensor reversed_linear_recurrence_transposed(const at::Tensor& adjoint, const at::Tensor& factor, int64_t dim, at::IntArrayRef offset_sizes);
 at::Tensor exclusive_cumprod(const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim);
 at::Tensor cumprod_jvp(const at::Tensor& self_t, const at::Tensor& self, int64_t dim);
+at::Tensor softmax_jvp(const at::Tensor& self_t, const at::Tensor& result, int64_t dim);
+at::Tensor log_softmax_jvp(const at::Tensor& self_t, const at::Tensor& result, int64_t dim);
 
 }  // namespace formulas::helpers

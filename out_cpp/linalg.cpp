@@ -1429,15 +1429,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addmv(
     const at::Scalar& alpha,
     const at::Tensor& mat,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to((beta.toDouble() == 1) ? grad : at::mul(grad, beta), self_sizes) : at::Tensor();
-  auto grad_mat = at::Tensor();
-  if (needs_input_grad[1]) {
-    grad_mat = (alpha.toDouble() == 1) ? at::outer(grad, vec) : at::mul(at::outer(grad, vec), alpha);
-  }
-  auto grad_vec = at::Tensor();
-  if (needs_input_grad[2]) {
-    grad_vec = (alpha.toDouble() == 1) ? at::mv(at::t(mat), grad) : at::mul(at::mv(at::t(mat), grad), alpha);
-  }
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(helpers::maybe_multiply(grad, beta), self_sizes) : at::Tensor();
+  auto grad_mat = needs_input_grad[1] ? helpers::maybe_multiply(at::outer(grad, vec), alpha) : at::Tensor();
+  auto grad_vec = needs_input_grad[2] ? helpers::maybe_multiply(at::mv(at::t(mat), grad), alpha) : at::Tensor();
   return {grad_self, grad_mat, grad_vec};
 }
 }  // namespace backwards
@@ -1636,15 +1630,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addr(
     const at::Scalar& alpha,
     const at::Tensor& vec1,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_self = needs_input_grad[0] ? helpers::sum_to((beta.toDouble() == 1) ? grad : at::mul(grad, beta), self_sizes) : at::Tensor();
-  auto grad_vec1 = at::Tensor();
-  if (needs_input_grad[1]) {
-    grad_vec1 = (alpha.toDouble() == 1) ? at::mv(grad, vec2) : at::mul(at::mv(grad, vec2), alpha);
-  }
-  auto grad_vec2 = at::Tensor();
-  if (needs_input_grad[2]) {
-    grad_vec2 = (alpha.toDouble() == 1) ? at::mv(at::t(grad), vec1) : at::mul(at::mv(at::t(grad), vec1), alpha);
-  }
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(helpers::maybe_multiply(grad, beta), self_sizes) : at::Tensor();
+  auto grad_vec1 = needs_input_grad[1] ? helpers::maybe_multiply(at::mv(grad, vec2), alpha) : at::Tensor();
+  auto grad_vec2 = needs_input_grad[2] ? helpers::maybe_multiply(at::mv(at::t(grad), vec1), alpha) : at::Tensor();
   return {grad_self, grad_vec1, grad_vec2};
 }
 }  // namespace backwards

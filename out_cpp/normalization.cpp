@@ -36,9 +36,9 @@ struct NativeLayerNormBackward0 : public torch::autograd::TraceableFunction {
   }
   torch::autograd::SavedVariable input_;
   torch::autograd::SavedVariable weight_;
+  std::vector<int64_t> normalized_shape_{};
   std::vector<int64_t> norm_dims_{};
   double eps_{};
-  std::vector<int64_t> normalized_shape_{};
 };
 
 namespace backwards {
@@ -46,18 +46,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
     const at::Tensor& grad,
     const at::Tensor& input,
     const at::Tensor& weight,
+    at::IntArrayRef normalized_shape,
     at::IntArrayRef norm_dims,
     double eps,
-    at::IntArrayRef normalized_shape,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_input = needs_input_grad[0] ? helpers::layer_norm_input_backward(grad, input, weight, norm_dims, eps) : at::Tensor();
-  auto grad_weight = needs_input_grad[1] ? helpers::layer_norm_weight_backward(grad, input, normalized_shape, norm_dims, eps) : at::Tensor();
-  auto grad_bias = needs_input_grad[2] ? helpers::sum_to(grad, normalized_shape) : at::Tensor();
+  auto [grad_input, grad_weight, grad_bias] = helpers::layer_norm_backward(grad, input, weight, normalized_shape, norm_dims, eps, std::vector<bool>(needs_input_grad.begin(), needs_input_grad.end()));
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list NativeLayerNormBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const at::Tensor& weight_, const std::vector<int64_t>& norm_dims_, const double& eps_, const std::vector<int64_t>& normalized_shape_) {
+torch::autograd::variable_list NativeLayerNormBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const at::Tensor& weight_, const std::vector<int64_t>& normalized_shape_, const std::vector<int64_t>& norm_dims_, const double& eps_) {
   formulas::runtime::IndexRanges ranges;
   const auto input_ix = ranges.next(1);
   const auto weight_ix = ranges.next(1);
@@ -69,7 +67,7 @@ torch::autograd::variable_list NativeLayerNormBackward0_apply_functional(torch::
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::native_layer_norm(grads[0], input_, weight_, norm_dims_, eps_, normalized_shape_, needs_input_grad);
+  const auto input_grads = formulas::backwards::native_layer_norm(grads[0], input_, weight_, normalized_shape_, norm_dims_, eps_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, input_ix, std::get<0>(input_grads));
   }
@@ -88,10 +86,10 @@ torch::autograd::variable_list NativeLayerNormBackward0_apply_functional_ivalue(
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
   auto input_ = packed_args.unpack<at::Tensor>();
   auto weight_ = packed_args.unpack<at::Tensor>();
+  auto normalized_shape_ = packed_args.unpack<std::vector<int64_t>>();
   auto norm_dims_ = packed_args.unpack<std::vector<int64_t>>();
   auto eps_ = packed_args.unpack<double>();
-  auto normalized_shape_ = packed_args.unpack<std::vector<int64_t>>();
-  return NativeLayerNormBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, weight_, norm_dims_, eps_, normalized_shape_);
+  return NativeLayerNormBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, weight_, normalized_shape_, norm_dims_, eps_);
 }
 
 torch::autograd::variable_list NativeLayerNormBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -107,24 +105,24 @@ torch::autograd::variable_list NativeLayerNormBackward0::apply(torch::autograd::
   };
   const auto input = input_.unpack();
   const auto weight = weight_.unpack();
-  return NativeLayerNormBackward0_apply_functional(std::move(grads), needs_input_grad, input, weight, norm_dims_, eps_, normalized_shape_);
+  return NativeLayerNormBackward0_apply_functional(std::move(grads), needs_input_grad, input, weight, normalized_shape_, norm_dims_, eps_);
 }
 
 void NativeLayerNormBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(input_, false);
   args.collect(weight_, false);
+  args.collect(normalized_shape_);
   args.collect(norm_dims_);
   args.collect(eps_);
-  args.collect(normalized_shape_);
 }
 
 torch::autograd::variable_list NativeLayerNormBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(input_);
   saved.before(weight_);
+  saved.before(normalized_shape_);
   saved.before(norm_dims_);
   saved.before(eps_);
-  saved.before(normalized_shape_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
@@ -133,8 +131,8 @@ torch::autograd::variable_list NativeLayerNormBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_NativeLayerNormBackward0", NativeLayerNormBackward0_apply_functional_ivalue,
@@ -155,9 +153,9 @@ torch::autograd::variable_list NativeLayerNormBackward0::apply_with_saved(
   functional_args.pack(needs_input_grad);
   functional_args.pack(input);
   functional_args.pack(weight);
+  functional_args.pack(normalized_shape_);
   functional_args.pack(norm_dims_);
   functional_args.pack(eps_);
-  functional_args.pack(normalized_shape_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -167,9 +165,9 @@ torch::autograd::variable_list NativeLayerNormBackward0::apply_with_saved(
       functional_output_metadata);
   saved.after(input_);
   saved.after(weight_);
+  saved.after(normalized_shape_);
   saved.after(norm_dims_);
   saved.after(eps_);
-  saved.after(normalized_shape_);
   return functional_outputs;
 }
 
@@ -218,9 +216,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
     torch::autograd::set_history(out, grad_fn);
     grad_fn->input_ = torch::autograd::SavedVariable(input, false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
+    grad_fn->normalized_shape_ = formulas::runtime::to_owned(normalized_shape);
     grad_fn->norm_dims_ = std::move(norm_dims);
     grad_fn->eps_ = eps;
-    grad_fn->normalized_shape_ = formulas::runtime::to_owned(normalized_shape);
   }
   return std::make_tuple(out, mean, rstd);
 }
@@ -239,9 +237,9 @@ struct LayerNormBackward0 : public torch::autograd::TraceableFunction {
   }
   torch::autograd::SavedVariable input_;
   torch::autograd::SavedVariable weight_;
+  std::vector<int64_t> normalized_shape_{};
   std::vector<int64_t> norm_dims_{};
   double eps_{};
-  std::vector<int64_t> normalized_shape_{};
 };
 
 namespace backwards {
@@ -249,18 +247,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
     const at::Tensor& grad,
     const at::Tensor& input,
     const at::Tensor& weight,
+    at::IntArrayRef normalized_shape,
     at::IntArrayRef norm_dims,
     double eps,
-    at::IntArrayRef normalized_shape,
     const std::array<bool, 3>& needs_input_grad) {
-  auto grad_input = needs_input_grad[0] ? helpers::layer_norm_input_backward(grad, input, weight, norm_dims, eps) : at::Tensor();
-  auto grad_weight = needs_input_grad[1] ? helpers::layer_norm_weight_backward(grad, input, normalized_shape, norm_dims, eps) : at::Tensor();
-  auto grad_bias = needs_input_grad[2] ? helpers::sum_to(grad, normalized_shape) : at::Tensor();
+  auto [grad_input, grad_weight, grad_bias] = helpers::layer_norm_backward(grad, input, weight, normalized_shape, norm_dims, eps, std::vector<bool>(needs_input_grad.begin(), needs_input_grad.end()));
   return {grad_input, grad_weight, grad_bias};
 }
 }  // namespace backwards
 
-torch::autograd::variable_list LayerNormBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const at::Tensor& weight_, const std::vector<int64_t>& norm_dims_, const double& eps_, const std::vector<int64_t>& normalized_shape_) {
+torch::autograd::variable_list LayerNormBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& input_, const at::Tensor& weight_, const std::vector<int64_t>& normalized_shape_, const std::vector<int64_t>& norm_dims_, const double& eps_) {
   formulas::runtime::IndexRanges ranges;
   const auto input_ix = ranges.next(1);
   const auto weight_ix = ranges.next(1);
@@ -272,7 +268,7 @@ torch::autograd::variable_list LayerNormBackward0_apply_functional(torch::autogr
   if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
     return grad_inputs;
   }
-  const auto input_grads = formulas::backwards::layer_norm(grads[0], input_, weight_, norm_dims_, eps_, normalized_shape_, needs_input_grad);
+  const auto input_grads = formulas::backwards::layer_norm(grads[0], input_, weight_, normalized_shape_, norm_dims_, eps_, needs_input_grad);
   if (needs_input_grad[0]) {
     formulas::runtime::store(grad_inputs, input_ix, std::get<0>(input_grads));
   }
@@ -291,10 +287,10 @@ torch::autograd::variable_list LayerNormBackward0_apply_functional_ivalue(
   auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
   auto input_ = packed_args.unpack<at::Tensor>();
   auto weight_ = packed_args.unpack<at::Tensor>();
+  auto normalized_shape_ = packed_args.unpack<std::vector<int64_t>>();
   auto norm_dims_ = packed_args.unpack<std::vector<int64_t>>();
   auto eps_ = packed_args.unpack<double>();
-  auto normalized_shape_ = packed_args.unpack<std::vector<int64_t>>();
-  return LayerNormBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, weight_, norm_dims_, eps_, normalized_shape_);
+  return LayerNormBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, input_, weight_, normalized_shape_, norm_dims_, eps_);
 }
 
 torch::autograd::variable_list LayerNormBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -310,24 +306,24 @@ torch::autograd::variable_list LayerNormBackward0::apply(torch::autograd::variab
   };
   const auto input = input_.unpack();
   const auto weight = weight_.unpack();
-  return LayerNormBackward0_apply_functional(std::move(grads), needs_input_grad, input, weight, norm_dims_, eps_, normalized_shape_);
+  return LayerNormBackward0_apply_functional(std::move(grads), needs_input_grad, input, weight, normalized_shape_, norm_dims_, eps_);
 }
 
 void LayerNormBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(input_, false);
   args.collect(weight_, false);
+  args.collect(normalized_shape_);
   args.collect(norm_dims_);
   args.collect(eps_);
-  args.collect(normalized_shape_);
 }
 
 torch::autograd::variable_list LayerNormBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(input_);
   saved.before(weight_);
+  saved.before(normalized_shape_);
   saved.before(norm_dims_);
   saved.before(eps_);
-  saved.before(normalized_shape_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
@@ -336,8 +332,8 @@ torch::autograd::variable_list LayerNormBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_LayerNormBackward0", LayerNormBackward0_apply_functional_ivalue,
@@ -358,9 +354,9 @@ torch::autograd::variable_list LayerNormBackward0::apply_with_saved(
   functional_args.pack(needs_input_grad);
   functional_args.pack(input);
   functional_args.pack(weight);
+  functional_args.pack(normalized_shape_);
   functional_args.pack(norm_dims_);
   functional_args.pack(eps_);
-  functional_args.pack(normalized_shape_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -370,9 +366,9 @@ torch::autograd::variable_list LayerNormBackward0::apply_with_saved(
       functional_output_metadata);
   saved.after(input_);
   saved.after(weight_);
+  saved.after(normalized_shape_);
   saved.after(norm_dims_);
   saved.after(eps_);
-  saved.after(normalized_shape_);
   return functional_outputs;
 }
 
@@ -421,9 +417,9 @@ at::Tensor layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
     torch::autograd::set_history(result, grad_fn);
     grad_fn->input_ = torch::autograd::SavedVariable(input, false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, false);
+    grad_fn->normalized_shape_ = formulas::runtime::to_owned(normalized_shape);
     grad_fn->norm_dims_ = std::move(norm_dims);
     grad_fn->eps_ = eps;
-    grad_fn->normalized_shape_ = formulas::runtime::to_owned(normalized_shape);
   }
   return result;
 }

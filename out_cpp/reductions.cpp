@@ -2211,9 +2211,8 @@ struct VarCorrectionBackward0 : public torch::autograd::TraceableFunction {
   }
   torch::autograd::SavedVariable self_;
   std::optional<std::vector<int64_t>> dim_{};
-  double divisor_{};
-  std::vector<int64_t> self_sizes_{};
   bool keepdim_{};
+  double divisor_{};
 };
 
 namespace backwards {
@@ -2221,15 +2220,13 @@ at::Tensor var_correction(
     const at::Tensor& grad,
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
-    double divisor,
-    at::IntArrayRef self_sizes,
-    bool keepdim) {
-  auto centered = self - at::mean(self, dim, true);
-  return helpers::sum_backward(at::div(at::mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered;
+    bool keepdim,
+    double divisor) {
+  return helpers::deviations_backward(at::mul(grad, 2.0), self, dim, keepdim, divisor);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list VarCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+torch::autograd::variable_list VarCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_, const double& divisor_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -2239,7 +2236,7 @@ torch::autograd::variable_list VarCorrectionBackward0_apply_functional(torch::au
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_correction(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_correction(grads[0], self_, formulas::runtime::borrow(dim_), keepdim_, divisor_));
   return grad_inputs;
 }
 
@@ -2249,10 +2246,9 @@ torch::autograd::variable_list VarCorrectionBackward0_apply_functional_ivalue(
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
   auto self_ = packed_args.unpack<at::Tensor>();
   auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
-  auto divisor_ = packed_args.unpack<double>();
-  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto keepdim_ = packed_args.unpack<bool>();
-  return VarCorrectionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, divisor_, self_sizes_, keepdim_);
+  auto divisor_ = packed_args.unpack<double>();
+  return VarCorrectionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, keepdim_, divisor_);
 }
 
 torch::autograd::variable_list VarCorrectionBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -2263,24 +2259,22 @@ torch::autograd::variable_list VarCorrectionBackward0::apply(torch::autograd::va
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  return VarCorrectionBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, divisor_, self_sizes_, keepdim_);
+  return VarCorrectionBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, keepdim_, divisor_);
 }
 
 void VarCorrectionBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(self_, false);
   args.collect(dim_);
-  args.collect(divisor_);
-  args.collect(self_sizes_);
   args.collect(keepdim_);
+  args.collect(divisor_);
 }
 
 torch::autograd::variable_list VarCorrectionBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_);
   saved.before(dim_);
-  saved.before(divisor_);
-  saved.before(self_sizes_);
   saved.before(keepdim_);
+  saved.before(divisor_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
@@ -2288,9 +2282,8 @@ torch::autograd::variable_list VarCorrectionBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_VarCorrectionBackward0", VarCorrectionBackward0_apply_functional_ivalue,
@@ -2306,9 +2299,8 @@ torch::autograd::variable_list VarCorrectionBackward0::apply_with_saved(
   functional_args.pack(needs_input_grad);
   functional_args.pack(self);
   functional_args.pack(dim_);
-  functional_args.pack(divisor_);
-  functional_args.pack(self_sizes_);
   functional_args.pack(keepdim_);
+  functional_args.pack(divisor_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -2318,9 +2310,8 @@ torch::autograd::variable_list VarCorrectionBackward0::apply_with_saved(
       functional_output_metadata);
   saved.after(self_);
   saved.after(dim_);
-  saved.after(divisor_);
-  saved.after(self_sizes_);
   saved.after(keepdim_);
+  saved.after(divisor_);
   return functional_outputs;
 }
 
@@ -2330,8 +2321,7 @@ at::Tensor var_correction_jvp(
     at::OptionalIntArrayRef dim,
     bool keepdim,
     double divisor) {
-  auto centered = self - at::mean(self, dim, true);
-  auto result_t = at::div(at::mul(at::sum(centered * self_t, dim, keepdim), 2.0), divisor);
+  auto result_t = at::div(at::mul(helpers::deviations_dot(self_t, self, dim, keepdim), 2.0), divisor);
   return result_t;
 }
 
@@ -2343,8 +2333,7 @@ at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::var(self, dim, correction, keepdim);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
-  int64_t count = helpers::reduced_numel(self_sizes, dim);
+  int64_t count = helpers::reduced_numel(self.sizes().vec(), dim);
   double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
@@ -2362,9 +2351,8 @@ at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
-    grad_fn->divisor_ = divisor;
-    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->keepdim_ = keepdim;
+    grad_fn->divisor_ = divisor;
   }
   return result;
 }
@@ -2378,32 +2366,29 @@ struct StdCorrectionBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
     result_.reset_data();
+    self_.reset_data();
   }
+  torch::autograd::SavedVariable result_;
   torch::autograd::SavedVariable self_;
   std::optional<std::vector<int64_t>> dim_{};
-  torch::autograd::SavedVariable result_;
-  double divisor_{};
-  std::vector<int64_t> self_sizes_{};
   bool keepdim_{};
+  double divisor_{};
 };
 
 namespace backwards {
 at::Tensor std_correction(
     const at::Tensor& grad,
+    const at::Tensor& result,
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
-    const at::Tensor& result,
-    double divisor,
-    at::IntArrayRef self_sizes,
-    bool keepdim) {
-  auto centered = self - at::mean(self, dim, true);
-  return helpers::sum_backward(at::div(helpers::grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered;
+    bool keepdim,
+    double divisor) {
+  return helpers::deviations_backward(helpers::grad_over_std(grad, result), self, dim, keepdim, divisor);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list StdCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const at::Tensor& result_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+torch::autograd::variable_list StdCorrectionBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_, const double& divisor_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -2413,7 +2398,7 @@ torch::autograd::variable_list StdCorrectionBackward0_apply_functional(torch::au
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_correction(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_correction(grads[0], result_, self_, formulas::runtime::borrow(dim_), keepdim_, divisor_));
   return grad_inputs;
 }
 
@@ -2421,13 +2406,12 @@ torch::autograd::variable_list StdCorrectionBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
   auto self_ = packed_args.unpack<at::Tensor>();
   auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
-  auto result_ = packed_args.unpack<at::Tensor>();
-  auto divisor_ = packed_args.unpack<double>();
-  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto keepdim_ = packed_args.unpack<bool>();
-  return StdCorrectionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, result_, divisor_, self_sizes_, keepdim_);
+  auto divisor_ = packed_args.unpack<double>();
+  return StdCorrectionBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, self_, dim_, keepdim_, divisor_);
 }
 
 torch::autograd::variable_list StdCorrectionBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -2437,39 +2421,36 @@ torch::autograd::variable_list StdCorrectionBackward0::apply(torch::autograd::va
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto self = self_.unpack();
   const auto result = result_.unpack(getptr());
-  return StdCorrectionBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, result, divisor_, self_sizes_, keepdim_);
+  const auto self = self_.unpack();
+  return StdCorrectionBackward0_apply_functional(std::move(grads), needs_input_grad, result, self, dim_, keepdim_, divisor_);
 }
 
 void StdCorrectionBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
   args.collect(self_, false);
   args.collect(dim_);
-  args.collect(result_, true);
-  args.collect(divisor_);
-  args.collect(self_sizes_);
   args.collect(keepdim_);
+  args.collect(divisor_);
 }
 
 torch::autograd::variable_list StdCorrectionBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
   saved.before(self_);
   saved.before(dim_);
-  saved.before(result_);
-  saved.before(divisor_);
-  saved.before(self_sizes_);
   saved.before(keepdim_);
+  saved.before(divisor_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_StdCorrectionBackward0", StdCorrectionBackward0_apply_functional_ivalue,
@@ -2480,16 +2461,15 @@ torch::autograd::variable_list StdCorrectionBackward0::apply_with_saved(
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto self = self_.unpack();
   const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
   functional_args.pack(self);
   functional_args.pack(dim_);
-  functional_args.pack(result);
-  functional_args.pack(divisor_);
-  functional_args.pack(self_sizes_);
   functional_args.pack(keepdim_);
+  functional_args.pack(divisor_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -2497,12 +2477,11 @@ torch::autograd::variable_list StdCorrectionBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_StdCorrectionBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(result_);
   saved.after(self_);
   saved.after(dim_);
-  saved.after(result_);
-  saved.after(divisor_);
-  saved.after(self_sizes_);
   saved.after(keepdim_);
+  saved.after(divisor_);
   return functional_outputs;
 }
 
@@ -2513,8 +2492,7 @@ at::Tensor std_correction_jvp(
     bool keepdim,
     const at::Tensor& result,
     double divisor) {
-  auto centered = self - at::mean(self, dim, true);
-  auto result_t = at::div(helpers::grad_over_std(at::sum(centered * self_t, dim, keepdim), result), divisor);
+  auto result_t = at::div(helpers::grad_over_std(helpers::deviations_dot(self_t, self, dim, keepdim), result), divisor);
   return result_t;
 }
 
@@ -2526,8 +2504,7 @@ at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::std(self, dim, correction, keepdim);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
-  int64_t count = helpers::reduced_numel(self_sizes, dim);
+  int64_t count = helpers::reduced_numel(self.sizes().vec(), dim);
   double divisor = (!correction.has_value()) ? helpers::variance_divisor(count, 1.0) : helpers::variance_divisor(count, correction.value().toDouble());
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
@@ -2543,12 +2520,11 @@ at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, c
     formulas::runtime::refuse_complex("std.correction", self);
     formulas::runtime::refuse_complex("std.correction", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
-    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
-    grad_fn->divisor_ = divisor;
-    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->keepdim_ = keepdim;
+    grad_fn->divisor_ = divisor;
   }
   return result;
 }
@@ -2564,20 +2540,20 @@ struct VarBackward0 : public torch::autograd::TraceableFunction {
     std::lock_guard<std::mutex> lock(mutex_);
     self_.reset_data();
   }
-  double divisor_{};
   torch::autograd::SavedVariable self_;
+  double divisor_{};
 };
 
 namespace backwards {
 at::Tensor var_all(
     const at::Tensor& grad,
-    double divisor,
-    const at::Tensor& self) {
-  return at::div(at::mul(grad, 2.0), divisor) * (self - at::mean(self));
+    const at::Tensor& self,
+    double divisor) {
+  return helpers::deviations_backward(at::mul(grad, 2.0), self, std::nullopt, false, divisor);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list VarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const double& divisor_, const at::Tensor& self_) {
+torch::autograd::variable_list VarBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const double& divisor_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -2587,7 +2563,7 @@ torch::autograd::variable_list VarBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_all(grads[0], divisor_, self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_all(grads[0], self_, divisor_));
   return grad_inputs;
 }
 
@@ -2595,9 +2571,9 @@ torch::autograd::variable_list VarBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
-  auto divisor_ = packed_args.unpack<double>();
   auto self_ = packed_args.unpack<at::Tensor>();
-  return VarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, divisor_, self_);
+  auto divisor_ = packed_args.unpack<double>();
+  return VarBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, divisor_);
 }
 
 torch::autograd::variable_list VarBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -2608,25 +2584,25 @@ torch::autograd::variable_list VarBackward0::apply(torch::autograd::variable_lis
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  return VarBackward0_apply_functional(std::move(grads), needs_input_grad, divisor_, self);
+  return VarBackward0_apply_functional(std::move(grads), needs_input_grad, self, divisor_);
 }
 
 void VarBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(divisor_);
   args.collect(self_, false);
+  args.collect(divisor_);
 }
 
 torch::autograd::variable_list VarBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(divisor_);
   saved.before(self_);
+  saved.before(divisor_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_VarBackward0", VarBackward0_apply_functional_ivalue,
@@ -2640,8 +2616,8 @@ torch::autograd::variable_list VarBackward0::apply_with_saved(
   const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
-  functional_args.pack(divisor_);
   functional_args.pack(self);
+  functional_args.pack(divisor_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -2649,8 +2625,8 @@ torch::autograd::variable_list VarBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_VarBackward0", grads, functional_args.vec(),
       functional_output_metadata);
-  saved.after(divisor_);
   saved.after(self_);
+  saved.after(divisor_);
   return functional_outputs;
 }
 
@@ -2658,7 +2634,7 @@ at::Tensor var_all_jvp(
     const at::Tensor& self_t,
     const at::Tensor& self,
     double divisor) {
-  auto result_t = at::div(at::mul(at::sum((self - at::mean(self)) * self_t), 2.0), divisor);
+  auto result_t = at::div(at::mul(helpers::deviations_dot(self_t, self, std::nullopt, false), 2.0), divisor);
   return result_t;
 }
 
@@ -2670,8 +2646,7 @@ at::Tensor var_all(const at::Tensor& self, bool unbiased) {
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::var(self, unbiased);
-  int64_t count = self.numel();
-  double divisor = helpers::variance_divisor(count, unbiased ? 1.0 : 0.0);
+  double divisor = helpers::variance_divisor(self.numel(), unbiased ? 1.0 : 0.0);
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -2686,8 +2661,8 @@ at::Tensor var_all(const at::Tensor& self, bool unbiased) {
     formulas::runtime::refuse_complex("var", self);
     formulas::runtime::refuse_complex("var", result);
     torch::autograd::set_history(result, grad_fn);
-    grad_fn->divisor_ = divisor;
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->divisor_ = divisor;
   }
   return result;
 }
@@ -2705,9 +2680,8 @@ struct VarDimBackward0 : public torch::autograd::TraceableFunction {
   }
   torch::autograd::SavedVariable self_;
   std::optional<std::vector<int64_t>> dim_{};
-  double divisor_{};
-  std::vector<int64_t> self_sizes_{};
   bool keepdim_{};
+  double divisor_{};
 };
 
 namespace backwards {
@@ -2715,15 +2689,13 @@ at::Tensor var_dim(
     const at::Tensor& grad,
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
-    double divisor,
-    at::IntArrayRef self_sizes,
-    bool keepdim) {
-  auto centered = self - at::mean(self, dim, true);
-  return helpers::sum_backward(at::div(at::mul(grad, 2.0), divisor), self_sizes, dim, keepdim) * centered;
+    bool keepdim,
+    double divisor) {
+  return helpers::deviations_backward(at::mul(grad, 2.0), self, dim, keepdim, divisor);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list VarDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+torch::autograd::variable_list VarDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_, const double& divisor_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -2733,7 +2705,7 @@ torch::autograd::variable_list VarDimBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_dim(grads[0], self_, formulas::runtime::borrow(dim_), divisor_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::var_dim(grads[0], self_, formulas::runtime::borrow(dim_), keepdim_, divisor_));
   return grad_inputs;
 }
 
@@ -2743,10 +2715,9 @@ torch::autograd::variable_list VarDimBackward0_apply_functional_ivalue(
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
   auto self_ = packed_args.unpack<at::Tensor>();
   auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
-  auto divisor_ = packed_args.unpack<double>();
-  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto keepdim_ = packed_args.unpack<bool>();
-  return VarDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, divisor_, self_sizes_, keepdim_);
+  auto divisor_ = packed_args.unpack<double>();
+  return VarDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, keepdim_, divisor_);
 }
 
 torch::autograd::variable_list VarDimBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -2757,24 +2728,22 @@ torch::autograd::variable_list VarDimBackward0::apply(torch::autograd::variable_
       formulas::runtime::should_compute(*this, self_ix),
   };
   const auto self = self_.unpack();
-  return VarDimBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, divisor_, self_sizes_, keepdim_);
+  return VarDimBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, keepdim_, divisor_);
 }
 
 void VarDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(self_, false);
   args.collect(dim_);
-  args.collect(divisor_);
-  args.collect(self_sizes_);
   args.collect(keepdim_);
+  args.collect(divisor_);
 }
 
 torch::autograd::variable_list VarDimBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_);
   saved.before(dim_);
-  saved.before(divisor_);
-  saved.before(self_sizes_);
   saved.before(keepdim_);
+  saved.before(divisor_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
@@ -2782,9 +2751,8 @@ torch::autograd::variable_list VarDimBackward0::apply_with_saved(
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
         torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_VarDimBackward0", VarDimBackward0_apply_functional_ivalue,
@@ -2800,9 +2768,8 @@ torch::autograd::variable_list VarDimBackward0::apply_with_saved(
   functional_args.pack(needs_input_grad);
   functional_args.pack(self);
   functional_args.pack(dim_);
-  functional_args.pack(divisor_);
-  functional_args.pack(self_sizes_);
   functional_args.pack(keepdim_);
+  functional_args.pack(divisor_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -2812,9 +2779,8 @@ torch::autograd::variable_list VarDimBackward0::apply_with_saved(
       functional_output_metadata);
   saved.after(self_);
   saved.after(dim_);
-  saved.after(divisor_);
-  saved.after(self_sizes_);
   saved.after(keepdim_);
+  saved.after(divisor_);
   return functional_outputs;
 }
 
@@ -2824,8 +2790,7 @@ at::Tensor var_dim_jvp(
     at::OptionalIntArrayRef dim,
     bool keepdim,
     double divisor) {
-  auto centered = self - at::mean(self, dim, true);
-  auto result_t = at::div(at::mul(at::sum(centered * self_t, dim, keepdim), 2.0), divisor);
+  auto result_t = at::div(at::mul(helpers::deviations_dot(self_t, self, dim, keepdim), 2.0), divisor);
   return result_t;
 }
 
@@ -2837,8 +2802,7 @@ at::Tensor var_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::var(self, dim, unbiased, keepdim);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
-  double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
+  double divisor = helpers::variance_divisor(helpers::reduced_numel(self.sizes().vec(), dim), unbiased ? 1.0 : 0.0);
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -2855,9 +2819,8 @@ at::Tensor var_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
-    grad_fn->divisor_ = divisor;
-    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->keepdim_ = keepdim;
+    grad_fn->divisor_ = divisor;
   }
   return result;
 }
@@ -2875,21 +2838,21 @@ struct StdBackward0 : public torch::autograd::TraceableFunction {
     self_.reset_data();
   }
   torch::autograd::SavedVariable result_;
-  double divisor_{};
   torch::autograd::SavedVariable self_;
+  double divisor_{};
 };
 
 namespace backwards {
 at::Tensor std_all(
     const at::Tensor& grad,
     const at::Tensor& result,
-    double divisor,
-    const at::Tensor& self) {
-  return at::div(helpers::grad_over_std(grad, result), divisor) * (self - at::mean(self));
+    const at::Tensor& self,
+    double divisor) {
+  return helpers::deviations_backward(helpers::grad_over_std(grad, result), self, std::nullopt, false, divisor);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list StdBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const double& divisor_, const at::Tensor& self_) {
+torch::autograd::variable_list StdBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const at::Tensor& self_, const double& divisor_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -2899,7 +2862,7 @@ torch::autograd::variable_list StdBackward0_apply_functional(torch::autograd::va
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_all(grads[0], result_, divisor_, self_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_all(grads[0], result_, self_, divisor_));
   return grad_inputs;
 }
 
@@ -2908,9 +2871,9 @@ torch::autograd::variable_list StdBackward0_apply_functional_ivalue(
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
   auto result_ = packed_args.unpack<at::Tensor>();
-  auto divisor_ = packed_args.unpack<double>();
   auto self_ = packed_args.unpack<at::Tensor>();
-  return StdBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, divisor_, self_);
+  auto divisor_ = packed_args.unpack<double>();
+  return StdBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, self_, divisor_);
 }
 
 torch::autograd::variable_list StdBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -2922,28 +2885,28 @@ torch::autograd::variable_list StdBackward0::apply(torch::autograd::variable_lis
   };
   const auto result = result_.unpack(getptr());
   const auto self = self_.unpack();
-  return StdBackward0_apply_functional(std::move(grads), needs_input_grad, result, divisor_, self);
+  return StdBackward0_apply_functional(std::move(grads), needs_input_grad, result, self, divisor_);
 }
 
 void StdBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(result_, true);
-  args.collect(divisor_);
   args.collect(self_, false);
+  args.collect(divisor_);
 }
 
 torch::autograd::variable_list StdBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(result_);
-  saved.before(divisor_);
   saved.before(self_);
+  saved.before(divisor_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_StdBackward0", StdBackward0_apply_functional_ivalue,
@@ -2959,8 +2922,8 @@ torch::autograd::variable_list StdBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(result);
-  functional_args.pack(divisor_);
   functional_args.pack(self);
+  functional_args.pack(divisor_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -2969,8 +2932,8 @@ torch::autograd::variable_list StdBackward0::apply_with_saved(
       std::string(library_namespace) + "_StdBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(result_);
-  saved.after(divisor_);
   saved.after(self_);
+  saved.after(divisor_);
   return functional_outputs;
 }
 
@@ -2979,7 +2942,7 @@ at::Tensor std_all_jvp(
     const at::Tensor& self,
     const at::Tensor& result,
     double divisor) {
-  auto result_t = at::div(helpers::grad_over_std(at::sum((self - at::mean(self)) * self_t), result), divisor);
+  auto result_t = at::div(helpers::grad_over_std(helpers::deviations_dot(self_t, self, std::nullopt, false), result), divisor);
   return result_t;
 }
 
@@ -3007,8 +2970,8 @@ at::Tensor std_all(const at::Tensor& self, bool unbiased) {
     formulas::runtime::refuse_complex("std", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->result_ = torch::autograd::SavedVariable(result, true);
-    grad_fn->divisor_ = divisor;
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->divisor_ = divisor;
   }
   return result;
 }
@@ -3022,32 +2985,29 @@ struct StdDimBackward0 : public torch::autograd::TraceableFunction {
                                                   torch::dynamo::autograd::SwapSavedVariables& saved) override;
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
     result_.reset_data();
+    self_.reset_data();
   }
+  torch::autograd::SavedVariable result_;
   torch::autograd::SavedVariable self_;
   std::optional<std::vector<int64_t>> dim_{};
-  torch::autograd::SavedVariable result_;
-  double divisor_{};
-  std::vector<int64_t> self_sizes_{};
   bool keepdim_{};
+  double divisor_{};
 };
 
 namespace backwards {
 at::Tensor std_dim(
     const at::Tensor& grad,
+    const at::Tensor& result,
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
-    const at::Tensor& result,
-    double divisor,
-    at::IntArrayRef self_sizes,
-    bool keepdim) {
-  auto centered = self - at::mean(self, dim, true);
-  return helpers::sum_backward(at::div(helpers::grad_over_std(grad, result), divisor), self_sizes, dim, keepdim) * centered;
+    bool keepdim,
+    double divisor) {
+  return helpers::deviations_backward(helpers::grad_over_std(grad, result), self, dim, keepdim, divisor);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list StdDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const at::Tensor& result_, const double& divisor_, const std::vector<int64_t>& self_sizes_, const bool& keepdim_) {
+torch::autograd::variable_list StdDimBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const at::Tensor& result_, const at::Tensor& self_, const std::optional<std::vector<int64_t>>& dim_, const bool& keepdim_, const double& divisor_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -3057,7 +3017,7 @@ torch::autograd::variable_list StdDimBackward0_apply_functional(torch::autograd:
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_dim(grads[0], self_, formulas::runtime::borrow(dim_), result_, divisor_, self_sizes_, keepdim_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::std_dim(grads[0], result_, self_, formulas::runtime::borrow(dim_), keepdim_, divisor_));
   return grad_inputs;
 }
 
@@ -3065,13 +3025,12 @@ torch::autograd::variable_list StdDimBackward0_apply_functional_ivalue(
     const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
+  auto result_ = packed_args.unpack<at::Tensor>();
   auto self_ = packed_args.unpack<at::Tensor>();
   auto dim_ = packed_args.unpack<std::optional<std::vector<int64_t>>>();
-  auto result_ = packed_args.unpack<at::Tensor>();
-  auto divisor_ = packed_args.unpack<double>();
-  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
   auto keepdim_ = packed_args.unpack<bool>();
-  return StdDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, dim_, result_, divisor_, self_sizes_, keepdim_);
+  auto divisor_ = packed_args.unpack<double>();
+  return StdDimBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, result_, self_, dim_, keepdim_, divisor_);
 }
 
 torch::autograd::variable_list StdDimBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -3081,39 +3040,36 @@ torch::autograd::variable_list StdDimBackward0::apply(torch::autograd::variable_
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto self = self_.unpack();
   const auto result = result_.unpack(getptr());
-  return StdDimBackward0_apply_functional(std::move(grads), needs_input_grad, self, dim_, result, divisor_, self_sizes_, keepdim_);
+  const auto self = self_.unpack();
+  return StdDimBackward0_apply_functional(std::move(grads), needs_input_grad, result, self, dim_, keepdim_, divisor_);
 }
 
 void StdDimBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(result_, true);
   args.collect(self_, false);
   args.collect(dim_);
-  args.collect(result_, true);
-  args.collect(divisor_);
-  args.collect(self_sizes_);
   args.collect(keepdim_);
+  args.collect(divisor_);
 }
 
 torch::autograd::variable_list StdDimBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(result_);
   saved.before(self_);
   saved.before(dim_);
-  saved.before(result_);
-  saved.before(divisor_);
-  saved.before(self_sizes_);
   saved.before(keepdim_);
+  saved.before(divisor_);
   static bool functional_bound = false;
   if (!functional_bound) {
     functional_bound = true;
     const std::vector<at::TypePtr> functional_schema = {
         torch::dynamo::autograd::IValuePacker<std::array<bool, 1>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::optional<std::vector<int64_t>>>::packed_type(),
         torch::dynamo::autograd::IValuePacker<bool>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
     };
     torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
         saved.get_py_compiler(), std::string(library_namespace) + "_StdDimBackward0", StdDimBackward0_apply_functional_ivalue,
@@ -3124,16 +3080,15 @@ torch::autograd::variable_list StdDimBackward0::apply_with_saved(
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  const auto self = self_.unpack();
   const auto result = result_.unpack(getptr());
+  const auto self = self_.unpack();
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
+  functional_args.pack(result);
   functional_args.pack(self);
   functional_args.pack(dim_);
-  functional_args.pack(result);
-  functional_args.pack(divisor_);
-  functional_args.pack(self_sizes_);
   functional_args.pack(keepdim_);
+  functional_args.pack(divisor_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
           torch::dynamo::autograd::get_input_metadata(next_edges()));
@@ -3141,12 +3096,11 @@ torch::autograd::variable_list StdDimBackward0::apply_with_saved(
       saved.get_py_compiler(), "apply_functional",
       std::string(library_namespace) + "_StdDimBackward0", grads, functional_args.vec(),
       functional_output_metadata);
+  saved.after(result_);
   saved.after(self_);
   saved.after(dim_);
-  saved.after(result_);
-  saved.after(divisor_);
-  saved.after(self_sizes_);
   saved.after(keepdim_);
+  saved.after(divisor_);
   return functional_outputs;
 }
 
@@ -3157,8 +3111,7 @@ at::Tensor std_dim_jvp(
     bool keepdim,
     const at::Tensor& result,
     double divisor) {
-  auto centered = self - at::mean(self, dim, true);
-  auto result_t = at::div(helpers::grad_over_std(at::sum(centered * self_t, dim, keepdim), result), divisor);
+  auto result_t = at::div(helpers::grad_over_std(helpers::deviations_dot(self_t, self, dim, keepdim), result), divisor);
   return result_t;
 }
 
@@ -3170,8 +3123,7 @@ at::Tensor std_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
   }
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::std(self, dim, unbiased, keepdim);
-  std::vector<int64_t> self_sizes = self.sizes().vec();
-  double divisor = helpers::variance_divisor(helpers::reduced_numel(self_sizes, dim), unbiased ? 1.0 : 0.0);
+  double divisor = helpers::variance_divisor(helpers::reduced_numel(self.sizes().vec(), dim), unbiased ? 1.0 : 0.0);
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -3186,12 +3138,11 @@ at::Tensor std_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool unb
     formulas::runtime::refuse_complex("std.dim", self);
     formulas::runtime::refuse_complex("std.dim", result);
     torch::autograd::set_history(result, grad_fn);
+    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->dim_ = formulas::runtime::to_owned(dim);
-    grad_fn->result_ = torch::autograd::SavedVariable(result, true);
-    grad_fn->divisor_ = divisor;
-    grad_fn->self_sizes_ = std::move(self_sizes);
     grad_fn->keepdim_ = keepdim;
+    grad_fn->divisor_ = divisor;
   }
   return result;
 }

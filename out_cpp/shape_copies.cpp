@@ -1621,8 +1621,8 @@ struct NarrowCopyBackward0 : public torch::autograd::TraceableFunction {
     std::lock_guard<std::mutex> lock(mutex_);
   }
   std::vector<int64_t> self_sizes_{};
-  int64_t narrow_dim_{};
-  int64_t narrow_start_{};
+  int64_t dim_{};
+  int64_t start_{};
   int64_t length_{};
 };
 
@@ -1630,14 +1630,14 @@ namespace backwards {
 at::Tensor narrow_copy(
     const at::Tensor& grad,
     at::IntArrayRef self_sizes,
-    int64_t narrow_dim,
-    int64_t narrow_start,
+    int64_t dim,
+    int64_t start,
     int64_t length) {
-  return helpers::narrow_backward(grad, self_sizes, narrow_dim, narrow_start, length);
+  return helpers::narrow_backward(grad, self_sizes, dim, start, length);
 }
 }  // namespace backwards
 
-torch::autograd::variable_list NarrowCopyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& narrow_dim_, const int64_t& narrow_start_, const int64_t& length_) {
+torch::autograd::variable_list NarrowCopyBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 1> needs_input_grad, const std::vector<int64_t>& self_sizes_, const int64_t& dim_, const int64_t& start_, const int64_t& length_) {
   formulas::runtime::IndexRanges ranges;
   const auto self_ix = ranges.next(1);
   torch::autograd::variable_list grad_inputs(ranges.size());
@@ -1647,7 +1647,7 @@ torch::autograd::variable_list NarrowCopyBackward0_apply_functional(torch::autog
   if (!needs_input_grad[0]) {
     return grad_inputs;
   }
-  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::narrow_copy(grads[0], self_sizes_, narrow_dim_, narrow_start_, length_));
+  formulas::runtime::store(grad_inputs, self_ix, formulas::backwards::narrow_copy(grads[0], self_sizes_, dim_, start_, length_));
   return grad_inputs;
 }
 
@@ -1656,10 +1656,10 @@ torch::autograd::variable_list NarrowCopyBackward0_apply_functional_ivalue(
   auto packed_args = torch::dynamo::autograd::PackedArgs(args);
   auto needs_input_grad = packed_args.unpack<std::array<bool, 1>>();
   auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  auto narrow_dim_ = packed_args.unpack<int64_t>();
-  auto narrow_start_ = packed_args.unpack<int64_t>();
+  auto dim_ = packed_args.unpack<int64_t>();
+  auto start_ = packed_args.unpack<int64_t>();
   auto length_ = packed_args.unpack<int64_t>();
-  return NarrowCopyBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, narrow_dim_, narrow_start_, length_);
+  return NarrowCopyBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_sizes_, dim_, start_, length_);
 }
 
 torch::autograd::variable_list NarrowCopyBackward0::apply(torch::autograd::variable_list&& grads) {
@@ -1669,21 +1669,21 @@ torch::autograd::variable_list NarrowCopyBackward0::apply(torch::autograd::varia
   const std::array<bool, 1> needs_input_grad = {
       formulas::runtime::should_compute(*this, self_ix),
   };
-  return NarrowCopyBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, narrow_dim_, narrow_start_, length_);
+  return NarrowCopyBackward0_apply_functional(std::move(grads), needs_input_grad, self_sizes_, dim_, start_, length_);
 }
 
 void NarrowCopyBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
   args.collect(self_sizes_);
-  args.collect(narrow_dim_);
-  args.collect(narrow_start_);
+  args.collect(dim_);
+  args.collect(start_);
   args.collect(length_);
 }
 
 torch::autograd::variable_list NarrowCopyBackward0::apply_with_saved(
     const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
   saved.before(self_sizes_);
-  saved.before(narrow_dim_);
-  saved.before(narrow_start_);
+  saved.before(dim_);
+  saved.before(start_);
   saved.before(length_);
   static bool functional_bound = false;
   if (!functional_bound) {
@@ -1707,8 +1707,8 @@ torch::autograd::variable_list NarrowCopyBackward0::apply_with_saved(
   torch::dynamo::autograd::PackedArgs functional_args;
   functional_args.pack(needs_input_grad);
   functional_args.pack(self_sizes_);
-  functional_args.pack(narrow_dim_);
-  functional_args.pack(narrow_start_);
+  functional_args.pack(dim_);
+  functional_args.pack(start_);
   functional_args.pack(length_);
   const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
       std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
@@ -1718,8 +1718,8 @@ torch::autograd::variable_list NarrowCopyBackward0::apply_with_saved(
       std::string(library_namespace) + "_NarrowCopyBackward0", grads, functional_args.vec(),
       functional_output_metadata);
   saved.after(self_sizes_);
-  saved.after(narrow_dim_);
-  saved.after(narrow_start_);
+  saved.after(dim_);
+  saved.after(start_);
   saved.after(length_);
   return functional_outputs;
 }
@@ -1741,8 +1741,6 @@ at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, int64_t start, int64
   std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
   auto result = at::narrow_copy(self, dim, start, length);
   std::vector<int64_t> self_sizes = self.sizes().vec();
-  int64_t narrow_dim = helpers::wrap_dim(dim, self.dim());
-  int64_t narrow_start = (start < 0) ? (start + self_sizes[formulas::runtime::wrap_index(narrow_dim, self_sizes.size())]) : start;
   below_autograd.reset();
   if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
     grad_fn.reset();
@@ -1758,8 +1756,8 @@ at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, int64_t start, int64
     formulas::runtime::refuse_complex("narrow_copy", result);
     torch::autograd::set_history(result, grad_fn);
     grad_fn->self_sizes_ = std::move(self_sizes);
-    grad_fn->narrow_dim_ = narrow_dim;
-    grad_fn->narrow_start_ = narrow_start;
+    grad_fn->dim_ = dim;
+    grad_fn->start_ = start;
     grad_fn->length_ = length;
   }
   return result;

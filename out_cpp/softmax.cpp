@@ -7,10 +7,8 @@
 #include <ATen/ops/_log_softmax_backward_data.h>
 #include <ATen/ops/_softmax.h>
 #include <ATen/ops/_softmax_backward_data.h>
-#include <ATen/ops/exp.h>
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/softmax.h>
-#include <ATen/ops/sum.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
@@ -141,7 +139,7 @@ at::Tensor _softmax_jvp(
     const at::Tensor& self_t,
     const at::Tensor& result,
     int64_t dim) {
-  auto result_t = result * (self_t - at::sum(self_t * result, std::vector<int64_t>{dim}, true));
+  auto result_t = helpers::softmax_jvp(self_t, result, dim);
   return result_t;
 }
 
@@ -288,7 +286,7 @@ at::Tensor _log_softmax_jvp(
     const at::Tensor& self_t,
     const at::Tensor& result,
     int64_t dim) {
-  auto result_t = self_t - at::sum(at::exp(result) * self_t, std::vector<int64_t>{dim}, true);
+  auto result_t = helpers::log_softmax_jvp(self_t, result, dim);
   return result_t;
 }
 
@@ -435,7 +433,7 @@ at::Tensor softmax_int_jvp(
     const at::Tensor& self_t,
     const at::Tensor& result,
     int64_t dim) {
-  auto result_t = result * (self_t - at::sum(self_t * result, std::vector<int64_t>{dim}, true));
+  auto result_t = helpers::softmax_jvp(self_t, result, dim);
   return result_t;
 }
 
@@ -582,7 +580,7 @@ at::Tensor log_softmax_int_jvp(
     const at::Tensor& self_t,
     const at::Tensor& result,
     int64_t dim) {
-  auto result_t = self_t - at::sum(at::exp(result) * self_t, std::vector<int64_t>{dim}, true);
+  auto result_t = helpers::log_softmax_jvp(self_t, result, dim);
   return result_t;
 }
 

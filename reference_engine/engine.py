@@ -184,9 +184,11 @@ def run_backward(outputs: Tensor | Sequence[Tensor], grad_outputs: Tensor | Sequ
                 if target is None:
                     continue
                 grad = input_grads[i]
-                if grad is not None and (type(grad) is not Tensor
-                                         or (grad._data.shape, grad._data.dtype) != node.input_meta[i]):
-                    grad = conform_gradient(node, input_grads, grad, node.input_meta[i])    # cast like torch, or raise
+                if grad is not None:
+                    meta = node.input_meta[i]       # (shape, dtype), compared one by one: no tuple built
+                    # (a dtype equal to the input's but another object takes conform_gradient's path)
+                    if type(grad) is not Tensor or grad._data.shape != meta[0] or grad._data.dtype is not meta[1]:
+                        grad = conform_gradient(node, input_grads, grad, meta)    # cast like torch, or raise
                 if type(target) is Tensor:
                     if grad is not None:
                         to_leaf(target, grad)
@@ -261,8 +263,8 @@ def conform_gradient(node: Node, grads: Sequence[Any], grad: Any, meta: tuple) -
                 f"Function {node.name()} returned an invalid gradient at index {index} - got "
                 f"{list(grad._data.shape)} but expected shape compatible with {list(shape)}")
         grad = _summed_to(grad, shape)
-        if grad._data.dtype == dtype:
-            return grad
+    if grad._data.dtype == dtype:
+        return grad
     if grad._data.dtype.kind != "f" or dtype.kind != "f":
         raise RuntimeError(
             f"Function {node.name()} returned an invalid gradient at index {index} - expected "

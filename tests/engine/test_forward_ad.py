@@ -68,7 +68,7 @@ def test_the_caches_stay_warm_across_levels_and_hand_over_to_plain_calls():
     from reference_engine.dispatch import dispatcher
 
     x, t = _tensor([0.3, 0.7]), _tensor([1.0, 2.0])
-    key = (engine.Tensor,)
+    key = engine.Tensor                  # the cache key of a call with one Tensor
     cache = dispatcher.packet("sin").cache
     with engine.no_grad():
         x.sin()                                 # the plain entry: its kernel inlined

@@ -83,6 +83,7 @@ def test_outputs_are_saved_as_data_not_as_the_tensor(gc_disabled):
     node = y.grad_fn
     [(cell, role, output_nr)] = node.saved    # the input needs no entry
     assert (role, output_nr) == ("output", 0)
+    cell = node.backward_fn.__closure__[cell]    # the plan's record names the cell by its index
     shadow = cell.cell_contents              # the closure holds a shadow of y, not y
     assert shadow is not y and shadow.grad_fn is None and shadow._data is y._data
     assert shadow._version is y._version     # one version counter: y's writes are seen

@@ -663,7 +663,7 @@ def _fused_backward_cases() -> list[OpCase]:
 # ---------------------------------------------------------------------------
 # more matrix products (formulas/linalg.py)
 
-def _linalg_more_cases() -> list[OpCase]:
+def _vector_product_cases() -> list[OpCase]:
     out = []
     rng = _rng("bmm")
     for left, right in (((2, 3, 4), (2, 4, 5)), ((1, 1, 1), (1, 1, 1)), ((3, 2, 1), (3, 1, 2)),
@@ -851,7 +851,7 @@ def _unique_index(rng: np.random.Generator, shape: tuple[int, ...], dim: int, bo
     return index
 
 
-def _shape_more_cases() -> list[OpCase]:
+def _dim_shape_cases() -> list[OpCase]:
     out = []
     rng = _rng("squeeze")
     for shape in ((1, 3, 1), (2, 3), (), (1,), (0, 1, 2)):
@@ -1001,7 +1001,7 @@ def _shape_more_cases() -> list[OpCase]:
     return out
 
 
-def _indexing_more_cases() -> list[OpCase]:
+def _scatter_and_mask_cases() -> list[OpCase]:
     out = []
     rng = _rng("index_select")
     for shape, dim, index in (((4, 3), 0, [2, 0, 2]), ((4, 3), 1, [1]), ((2, 3, 4), -1, [3, 3, 0, 1]),
@@ -1070,12 +1070,12 @@ def build_cases() -> list[OpCase]:
     return (
         _unary_cases() + _pow_cases() + _binary_cases() + _scalar_binary_cases() + _reduction_cases()
         + _linalg_cases() + _shape_cases() + _softmax_cases() + _selection_cases() + _fused_backward_cases()
-        + _linalg_more_cases() + _nn_cases()
+        + _vector_product_cases() + _nn_cases()
         + _pointwise_math_cases()
-        + _shape_more_cases() + _indexing_more_cases()
-        + _more_reduction_cases() + _moment_cases() + _pooling_cases()
-        + _list_output_cases() + _advanced_indexing_cases() + _nn_more_cases()
-        + _reduction_extra_cases() + _convolution_cases()
+        + _dim_shape_cases() + _scatter_and_mask_cases()
+        + _dim_reduction_cases() + _moment_cases() + _pooling_cases()
+        + _list_output_cases() + _advanced_indexing_cases() + _layer_norm_dropout_hardsigmoid_cases()
+        + _cumprod_and_norm_cases() + _convolution_cases()
     )
 
 
@@ -1368,7 +1368,7 @@ def _with_zeros(rng: np.random.Generator, rows: int, zeros_per_row: tuple[int, .
     return values
 
 
-def _more_reduction_cases() -> list[OpCase]:
+def _dim_reduction_cases() -> list[OpCase]:
     out = []
     for op in ("max", "min"):
         rng = _rng(op)
@@ -1577,7 +1577,7 @@ def _advanced_indexing_cases() -> list[OpCase]:
 # ---------------------------------------------------------------------------
 # layer_norm, dropout with its mask, hardsigmoid (formulas/normalization.py, layers.py, activations.py)
 
-def _nn_more_cases() -> list[OpCase]:
+def _layer_norm_dropout_hardsigmoid_cases() -> list[OpCase]:
     out = []
     for op in ("native_layer_norm", "layer_norm"):
         rng = _rng(op)
@@ -1621,7 +1621,7 @@ def _nn_more_cases() -> list[OpCase]:
 # zeros (one to four in a slice) are ordinary points: first and second order are checked there.
 # A norm's zero is a kink: its subgradient is compared with torch's in tests/pointwise_kinks.py.
 
-def _reduction_extra_cases() -> list[OpCase]:
+def _cumprod_and_norm_cases() -> list[OpCase]:
     out = []
     op = "cumprod"
     rng = _rng(op)

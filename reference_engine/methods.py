@@ -25,8 +25,8 @@ from reference_engine.grad_mode import grad_mode
 from reference_engine.graph import Node, NotImplementedBackward
 from reference_engine.kernels import result_dtype
 from reference_engine.tensor import Tensor
-from reference_engine.views import (OVERLAP_MESSAGE, check_operand_overlap, check_view_write, overlapping, rebase,
-                                    regenerate_views)
+from reference_engine.views import (check_expanded_index_put, check_operand_overlap, check_view_write, overlapping,
+                                    rebase, regenerate_views, writable)
 
 
 _packets = dispatcher.packets      # updated in place by Dispatcher.refresh
@@ -408,19 +408,23 @@ Tensor.__array_ufunc__ = _array_ufunc
 
 # ----------------------------------------------------------------------------- in place
 def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, others: tuple = (),
-             ufunc: np.ufunc | None = None, overlap: str | None = "partial") -> Tensor:
+             ufunc: np.ufunc | None = None, overlap: str | None = "partial", fills: bool = False,
+             written: Any = None) -> Tensor:
     """``compute(self)`` written into ``self`` (recorded when an input requires grad, see the
     module docstring). ``ufunc``: the operator's NumPy ufunc, for the fast path below.
     ``overlap``: torch's check of the tensor ``others`` against ``self``'s memory, made ahead
     of both paths, the fast one included (:func:`~reference_engine.views.check_operand_overlap`):
     ``"partial"`` refuses a partial overlap, ``"any"`` also the same memory (``index_put_``),
-    None makes none (``fill_`` reads its value as a number)."""
+    None makes none (``fill_`` reads its value as a number). ``fills``: one value for every
+    element (``fill_`` of a number, ``zero_``), written into an expanded view as torch writes it
+    (:func:`~reference_engine.views.writable`). ``written``: the NumPy key of the only elements
+    written (``index_put_`` into an expanded view: an element sharing memory with a written one
+    must not be written back with its old value). Torch's checks come in its order: autograd's
+    refusals, then its kernel's (elements sharing memory, then the operands)."""
     if forward_mode.state.tangents is not None and any(
             forward_mode.tangent_of(t) is not None for t in (self, *others)):
         raise RuntimeError(f"{what} on a dual tensor inside jvp: the reference engine's forward mode does not "
                            f"track in-place writes; use the out-of-place operator")
-    if not self._data.flags.writeable:
-        _refuse_read_only(self, what)
     view = getattr(self, "_view", None)
     recording = grad_mode.enabled and (
         self._requires_grad or (view is not None and view.base._requires_grad)
@@ -431,8 +435,11 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
         elif self._requires_grad and self._grad_fn is None:
             raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation. "
                                f"({what}: wrap it in no_grad() if this is a parameter update)")
-    if others and overlap is not None:      # the kernel's check in torch: after autograd's refusals
-        check_operand_overlap(self._data, others, what, overlap == "partial")
+    data = self._data
+    if not data.flags.writeable:        # an expanded view (NumPy's array is read-only), or torch's error
+        data = writable(self, what, shared=fills or written is not None)
+    if others and overlap is not None:
+        check_operand_overlap(data, others, what, overlap == "partial")
     if recording:
         old = Tensor._wrap(self._data.copy())     # the value before the write, for the backward
         old._grad_fn, old._output_nr, old._requires_grad = self._grad_fn, self._output_nr, self._requires_grad
@@ -441,7 +448,7 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
         # A fast path (the no_grad parameter update ``p -= p.grad * lr``): operands of one
         # floating dtype and shape, where NumPy's result is torch's and the kernel is the bare
         # ufunc (kernels/common.py), computed straight into the array.
-        ufunc(self._data, others[0]._data, out=self._data)
+        ufunc(data, others[0]._data, out=data)
         self._bump_version()
         return self
     else:
@@ -449,7 +456,10 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
     if result._data.shape != self._data.shape:
         raise RuntimeError(f"{what}: output with shape {list(self.shape)} doesn't match the broadcast "
                            f"shape {list(result.shape)}")
-    np.copyto(self._data, result._data, casting="same_kind")
+    if written is None:
+        np.copyto(data, result._data, casting="same_kind")
+    else:
+        data[written] = result._data[written]
     self._bump_version()
     if recording:
         if view is not None:
@@ -458,14 +468,6 @@ def _inplace(self: Tensor, compute: Callable[[Tensor], Tensor], what: str, other
             self._grad_fn, self._output_nr, self._requires_grad = result._grad_fn, result._output_nr, True
             regenerate_views(self)
     return self
-
-
-def _refuse_read_only(target: Tensor, what: str) -> None:
-    """The error for writing into read-only memory: torch's for an expanded view (several
-    elements in one place), else the engine's."""
-    if overlapping(target):
-        raise RuntimeError(OVERLAP_MESSAGE)
-    raise RuntimeError(f"{what}: the tensor's memory is read-only; clone() it before writing to it")
 
 
 def _same_float_dtype_and_shape(self: Tensor, other: Any) -> bool:
@@ -513,7 +515,7 @@ def _overwrite(self: Tensor, value: Any, what: str, node_name: str, overlap: str
                 OverwriteBackward(node_name, old, source), 0, True)
         return result
 
-    return _inplace(self, compute, what, () if source is None else (source,), overlap=overlap)
+    return _inplace(self, compute, what, () if source is None else (source,), overlap=overlap, fills=source is None)
 
 
 class OverwriteBackward(Node):
@@ -606,9 +608,10 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
         self._requires_grad or (view is not None and view.base._requires_grad)
         or (isinstance(value, Tensor) and value._requires_grad))
     if not recording:
-        if isinstance(value, Tensor) or not self._data.flags.writeable or not _is_basic(keys):
-            _check_unrecorded_assignment(self, keys, value)
-        self._data[key] = value._data if isinstance(value, Tensor) else value
+        data = self._data
+        if isinstance(value, Tensor) or not data.flags.writeable or not _is_basic(keys):
+            data = _check_unrecorded_assignment(self, keys, value)
+        data[key] = value._data if isinstance(value, Tensor) else value
         self._bump_version()
         return
     if self._requires_grad and self._grad_fn is None:
@@ -624,8 +627,19 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
             target = self       # only ':' and '...' beside the index arrays: self itself is written
         _check_written_view(self, target, key)
         indices = _index_list(target, rest)
-        _inplace(target, lambda s: dispatcher.call("index_put", (s, indices, value, False), {}), "index_put_",
-                 (value, *(i for i in indices if i is not None)), overlap="any")
+        written = None
+        if overlapping(target._data):       # an expanded view: only the indexed elements are written
+            written = tuple(slice(None) if i is None else i._data for i in indices)
+
+        def compute(s: Tensor) -> Tensor:
+            result = dispatcher.call("index_put", (s, indices, value, False), {})
+            if written is not None:
+                check_expanded_index_put(target._data, written, value._data if isinstance(value, Tensor) else value,
+                                         stacklevel=4)      # compute, _inplace, _setitem, the user's line
+            return result
+
+        _inplace(target, compute, "index_put_", (value, *(i for i in indices if i is not None)), overlap="any",
+                 written=written)
         return
     target = _getitem(self, key)
     _check_written_view(self, target, key)
@@ -638,20 +652,28 @@ def _setitem(self: Tensor, key: Any, value: Any) -> None:
     _inplace(target, source, "copy_", (value,))
 
 
-def _check_unrecorded_assignment(self: Tensor, keys: tuple, value: Any) -> None:
+def _check_unrecorded_assignment(self: Tensor, keys: tuple, value: Any) -> np.ndarray:
     """The checks :func:`_inplace` makes, for ``self[keys] = value`` written by NumPy (nothing
-    recording): a basic key is a ``copy_`` into the view it selects, other keys an ``index_put_``
-    (into the view the ints and slices beside the index arrays select), which refuses any overlap
-    of ``self`` with the value or the index tensors."""
+    recording), and the array to write it into (``self``'s, made writable where it is an
+    expanded view: :func:`~reference_engine.views.writable`): a basic key is a ``copy_`` into
+    the view it selects, other keys an ``index_put_`` (into the view the ints and slices beside
+    the index arrays select), which refuses any overlap of ``self`` with the value or the index
+    tensors, and warns into an expanded view (:func:`~reference_engine.views.check_expanded_index_put`)."""
     if _is_basic(keys):
-        target = Tensor._wrap(self._data[keys if Ellipsis in keys else (*keys, Ellipsis)])    # a view, also 0-d
+        target = self._data[keys if Ellipsis in keys else (*keys, Ellipsis)]     # a view, also 0-d
         what, operands, same_allowed = "copy_", (value,), True
     else:
-        target = _split_advanced(self, keys)[0] if _supported_advanced(keys) and not _is_index_put(keys) else self
+        target = (_split_advanced(self, keys)[0] if _supported_advanced(keys) and not _is_index_put(keys)
+                  else self)._data
         what, operands, same_allowed = "index_put_", (value, *(k for k in keys if isinstance(k, Tensor))), False
-    if not target._data.flags.writeable:
-        _refuse_read_only(target, what)
-    check_operand_overlap(target._data, operands, what, same_allowed)
+    shared = what == "index_put_" and overlapping(target)
+    if shared:
+        check_expanded_index_put(self._data, tuple(k._data if isinstance(k, Tensor) else k for k in keys),
+                                 value._data if isinstance(value, Tensor) else value,
+                                 stacklevel=3)      # this function, _setitem, the user's line
+    data = self._data if target.flags.writeable else writable(self, what, target, shared)
+    check_operand_overlap(target, operands, what, same_allowed)
+    return data
 
 
 Tensor.add_ = _add_

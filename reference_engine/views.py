@@ -16,7 +16,14 @@ on the root's new history (torch regenerates them as ``AsStridedBackward0``).
 A recorded write to a root that has views regenerates them the same way.
 Torch's errors are kept: a view of a leaf that requires grad, or a view made
 under ``no_grad`` of a tensor in a graph, cannot be written in place with grad
-mode on, and an expanded view (elements sharing memory) cannot be written at all.
+mode on. An expanded view (elements sharing memory; NumPy's array is read-only)
+is written as torch writes it (:func:`writable`): a part of it whose elements
+each have their own memory (``x.expand(3, 4)[0, 1] = 5.``), or all of it by a
+fill (``fill_`` of a number, ``zero_``: one value for every element) or an
+``index_put_`` (deprecated by torch: :func:`check_expanded_index_put`), the
+write reaching every element over that memory; other writes raise torch's
+error, and a recorded write into elements sharing memory raises it when the
+backward reaches it.
 An in-place write whose tensor operand shares memory with the written tensor is
 refused as torch refuses it (:func:`check_operand_overlap`).
 An output of an operator returning several views (``split``, ``chunk``, ``unbind``),
@@ -25,6 +32,7 @@ recorded write to its root its history raises (torch's multi-output views).
 """
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any, NamedTuple, Sequence
 
@@ -47,6 +55,13 @@ MULTI_OUTPUT_MESSAGE = (
 OVERLAP_MESSAGE = (
     "unsupported operation: more than one element of the written-to tensor refers to a single memory "
     "location. Please clone() the tensor before performing the operation.")
+EXPANDED_INDEX_PUT_WARNING = (
+    "Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing this "
+    "operation. This also applies to advanced indexing e.g. tensor[indices] = tensor")
+EXPANDED_ORDER_MESSAGE = (
+    "index_put_ into an expanded tensor writes different values to elements that refer to a single memory "
+    "location: torch's result depends on the order its kernel visits them, which the reference engine does "
+    "not reproduce. Please clone() the tensor before performing the operation.")
 OPERAND_OVERLAP_MESSAGE = (
     "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "
     "memory location. Please clone() the tensor before performing the operation.")
@@ -164,18 +179,24 @@ def _meta(t: Tensor) -> tuple | None:
 class CopySlices(Node):
     """The root's history after an in-place write through one of its views: the gradient
     of the root goes to the root's old value outside the view's region and, replayed
-    through the view's operators, to the in-place result inside it (torch's CopySlices)."""
+    through the view's operators, to the in-place result inside it (torch's CopySlices).
+    A view whose elements share memory (``overlapping``: a fill of an expanded view) has
+    no such region: the root's gradient raises torch's error, as torch's node does when it
+    writes the view's gradient into the root's."""
 
-    __slots__ = ("steps",)
+    __slots__ = ("steps", "overlapping")
 
-    def __init__(self, base: Tensor, result: Tensor, steps: tuple[ViewStep, ...]) -> None:
+    def __init__(self, base: Tensor, result: Tensor, steps: tuple[ViewStep, ...], overlapping: bool) -> None:
         super().__init__((_edge(base), _edge(result)), (_meta(base), _meta(result)), 1)
         self.steps = steps
+        self.overlapping = overlapping
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
         grad = grads[0]
         base_grad = view_grad = None
         if self.edge_targets[0] is not None:
+            if self.overlapping:
+                raise RuntimeError(OVERLAP_MESSAGE)
             base_grad = grad * Tensor._wrap(self._outside_region(grad._data.shape, self.input_meta[0][1]))
         if self.edge_targets[1] is not None:
             view_grad = replay(self.steps, grad)
@@ -232,7 +253,7 @@ def rebase(view: Tensor, info: ViewInfo, result: Tensor) -> None:
     """After a recorded in-place write of ``result`` into ``view``: the root's history becomes
     a :class:`CopySlices` node and its views' histories follow."""
     root = info.base
-    node = CopySlices(root, result, info.steps)
+    node = CopySlices(root, result, info.steps, overlapping(view._data))
     root._grad_fn, root._output_nr, root._requires_grad = node, 0, True
     regenerate_views(root)
 
@@ -273,9 +294,48 @@ def regenerate_views(root: Tensor) -> None:
     refs[:] = live
 
 
-def overlapping(t: Tensor) -> bool:
-    """Whether several elements of ``t`` share memory (an expanded view)."""
-    return any(s == 0 and n > 1 for s, n in zip(t._data.strides, t._data.shape))
+def overlapping(array: np.ndarray) -> bool:
+    """Whether several elements of ``array`` share memory (an expanded view): torch's
+    ``has_internal_overlap``, a stride of 0 on a dimension of more than one element."""
+    return any(s == 0 and n > 1 for s, n in zip(array.strides, array.shape))
+
+
+def writable(t: Tensor, what: str, region: np.ndarray | None = None, shared: bool = False) -> np.ndarray:
+    """``t``'s array, writable, to write ``region`` of it (a view of it; all of it when None) in
+    place where ``t._data`` is read-only: NumPy's expanded arrays are, torch's are not. Torch
+    refuses a write into a region whose elements share memory (:data:`OVERLAP_MESSAGE`) unless
+    the operator writes ``shared`` memory (``fill_`` of a number, ``zero_``: one value for every
+    element; ``index_put_``, deprecated: :func:`check_expanded_index_put`); it writes any other,
+    through the memory the view shares with its root. Memory read-only otherwise (a tensor that
+    is not a view, or a view of a read-only array) is refused with the engine's message."""
+    if not shared and overlapping(t._data if region is None else region):
+        raise RuntimeError(OVERLAP_MESSAGE)
+    if getattr(t, "_view", None) is not None:
+        alias = t._data.view()
+        try:
+            alias.setflags(write=True)      # NumPy allows it when the memory's owner is writable
+            return alias
+        except ValueError:
+            pass
+    raise RuntimeError(f"{what}: the tensor's memory is read-only; clone() it before writing to it")
+
+
+def check_expanded_index_put(target: np.ndarray, key: Any, values: Any, stacklevel: int) -> None:
+    """Torch's warning for ``target[key] = values`` (``index_put_``) where ``target``'s elements
+    share memory (torch deprecates it, then writes in its kernel's order), and the engine's
+    refusal where elements sharing memory would get different values (that order decides).
+    ``stacklevel``: the warning's, the user's line (the frames between differ by caller)."""
+    warnings.warn(EXPANDED_INDEX_PUT_WARNING, UserWarning, stacklevel=stacklevel + 1)
+    addresses = _addresses(target)[key]
+    try:
+        written = np.ascontiguousarray(np.broadcast_to(np.asarray(values, target.dtype), addresses.shape))
+    except ValueError:
+        return          # values of a shape that does not fit: the write's own error follows
+    order = np.argsort(addresses, axis=None, kind="stable")
+    addresses = addresses.ravel()[order]
+    written = written.view(f"V{target.itemsize}").ravel()[order]      # compared as bytes: NaN, -0.0
+    if np.any((addresses[1:] == addresses[:-1]) & (written[1:] != written[:-1])):
+        raise RuntimeError(EXPANDED_ORDER_MESSAGE)
 
 
 def check_operand_overlap(target: np.ndarray, operands: Sequence[Any], what: str, same_allowed: bool = True) -> None:

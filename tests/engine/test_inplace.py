@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import numpy as np
 import pytest
@@ -153,9 +154,6 @@ OVERLAP_CASES = {
     "index_put_ apart": (lambda lib, x: x.view(3, 3).__setitem__((0, lib.tensor([0, 1])), x.view(3, 3)[1, :2]),
                          None),
     "add_ into expanded": (lambda lib, x: x[:1].expand(3).add_(x[3:6]), INTERNAL),
-    "copy_ into expanded": (lambda lib, x: x[:1].expand(3).copy_(x[3:6]), INTERNAL),
-    "relu_ of expanded": (lambda lib, x: x[:1].expand(3).relu_(), INTERNAL),
-    "setitem into expanded": (lambda lib, x: x[:1].expand(3).__setitem__(slice(1, None), 5.0), INTERNAL),
 }
 
 
@@ -205,3 +203,93 @@ def test_strided_views_read_where_they_write_are_refused_where_torchs_order_deci
     rather than give another value."""
     assert "unsupported operation" not in str(_overlap_run(torch, action, recorded))
     assert "depends on the order its kernel visits the elements" in str(_overlap_run(engine, action, recorded))
+
+
+# Writes into expanded views (elements sharing memory; NumPy's arrays are read-only, torch's are
+# not: views.writable). Torch writes a part whose elements have their own memory, and a fill
+# (fill_ of a number, zero_) or an index_put_ (deprecated, with a warning) of any part, through to
+# the base; it refuses other writes (INTERNAL), and a recorded write into elements sharing memory
+# raises INTERNAL in the backward when the base's gradient is wanted. x: a (2, 4) float64 tensor;
+# v: a value of the shape the case gives. Each case runs unrecorded (no_grad), recorded (x in the
+# graph, v requiring grad), with only v requiring grad ("value"), the gradients compared, and on
+# a leaf requiring grad (torch's autograd refusal comes before its kernel's).
+VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation"
+
+EXPANDED_CASES = {
+    # name: (value shape, write into x and v; outcome no_grad, recorded, value: None is a value)
+    "fill_ of a size-1 dim expanded": ((), lambda lib, x, v: x[:1].expand(3, 4).fill_(2.0), None, INTERNAL, None),
+    "zero_ of a new dim": ((), lambda lib, x, v: x[1].expand(3, 4).zero_(), None, INTERNAL, None),
+    "fill_ of an expanded column": ((), lambda lib, x, v: x[:1].expand(3, 4)[:, 1].fill_(2.0), None, INTERNAL, None),
+    "fill_ of one row": ((), lambda lib, x, v: x[:1].expand(3, 4)[2].fill_(2.0), None, None, None),
+    "setitem one element": ((), lambda lib, x, v: x[1].expand(3, 4).__setitem__((0, 1), 5.0), None, None, None),
+    "setitem one element, tensor": ((), lambda lib, x, v: x[1].expand(3, 4).__setitem__((2, 3), v), None, None, None),
+    "setitem one row, tensor": ((4,), lambda lib, x, v: x[:1].expand(3, 4).__setitem__(1, v), None, None, None),
+    "add_ one element": ((), lambda lib, x, v: x[1].expand(3, 4)[0, 1].add_(v), None, None, None),
+    "mul_ one row": ((4,), lambda lib, x, v: x[:1].expand(3, 4)[0].mul_(v), None, None, None),
+    "index_put_ rows": ((4,), lambda lib, x, v: x[1].expand(3, 4).__setitem__(lib.tensor([0, 2]), v),
+                        None, INTERNAL, None),
+    "index_put_ columns": ((), lambda lib, x, v: x[:1].expand(3, 4).__setitem__((slice(None), lib.tensor([1, 2])), v),
+                           None, INTERNAL, None),
+    "index_put_ a mask": ((), lambda lib, x, v: x[1].expand(3, 4).__setitem__(lib.tensor([True, False, True]), 3.0),
+                          None, INTERNAL, None),
+    "index_put_ into one row": ((2,), lambda lib, x, v: x[:1].expand(3, 4)[0].__setitem__(lib.tensor([1, 3]), v),
+                                None, None, None),
+    "fill_ with a tensor": ((), lambda lib, x, v: x[:1].expand(3, 4).fill_(v), INTERNAL, INTERNAL, INTERNAL),
+    "copy_": ((4,), lambda lib, x, v: x[1].expand(3, 4).copy_(v), INTERNAL, INTERNAL, INTERNAL),
+    "add_": ((), lambda lib, x, v: x[1].expand(3, 4).add_(1.0), INTERNAL, INTERNAL, INTERNAL),
+    "relu_": ((), lambda lib, x, v: x[1].expand(3, 4).relu_(), INTERNAL, INTERNAL, INTERNAL),
+    "setitem all": ((), lambda lib, x, v: x[1].expand(3, 4).__setitem__(Ellipsis, 5.0), INTERNAL, INTERNAL, INTERNAL),
+    "setitem a column": ((), lambda lib, x, v: x[:1].expand(3, 4).__setitem__((slice(None), 1), v),
+                         INTERNAL, INTERNAL, INTERNAL),
+}
+
+
+def _expanded_run(lib, case, mode):
+    """The case on fresh tensors: x's values, the leaf's and v's gradients of a weighted sum of x
+    (None where nothing records), or the error's message."""
+    shape, action = EXPANDED_CASES[case][:2]
+    leaf = lib.tensor(np.linspace(-2.0, 1.5, 8).reshape(2, 4), dtype=lib.float64,
+                      requires_grad=mode in ("recorded", "leaf"))
+    v = lib.tensor(np.full(shape, 5.0), dtype=lib.float64, requires_grad=mode != "no_grad")
+    x = leaf * 1.0 if mode == "recorded" else leaf
+    try:
+        with (lib.no_grad() if mode == "no_grad" else contextlib.nullcontext()), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Use of (index_put_|masked_fill_) on expanded tensors is deprecated")
+            action(lib, x, v)
+        if not x.requires_grad:
+            return x.numpy(), None, None
+        (x * lib.tensor(np.arange(1.0, 9.0).reshape(2, 4), dtype=lib.float64)).sum().backward()
+    except RuntimeError as error:
+        return str(error)
+    return (x.detach().numpy(), leaf.grad.numpy() if mode == "recorded" else None,
+            None if v.grad is None else v.grad.numpy())
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "recorded", "value", "leaf"])
+@pytest.mark.parametrize("case", EXPANDED_CASES)
+def test_writes_into_expanded_views_do_what_torch_does(case, mode):
+    error = VIEW_OF_LEAF if mode == "leaf" else EXPANDED_CASES[case][2 + ["no_grad", "recorded", "value"].index(mode)]
+    expected, outcome = _expanded_run(torch, case, mode), _expanded_run(engine, case, mode)
+    if error is not None:
+        assert error in expected and error in outcome, (expected, outcome)
+        return
+    assert not isinstance(expected, str) and not isinstance(outcome, str), (expected, outcome)
+    for got, want in zip(outcome, expected):
+        assert (got is None) == (want is None)
+        if want is not None:
+            np.testing.assert_array_equal(got, want)
+
+
+def test_index_put_into_an_expanded_view_warns_and_refuses_where_torchs_order_decides():
+    """Torch warns (deprecated) and writes in its kernel's order; the engine warns the same and
+    refuses where elements sharing memory get different values (rows 0 and 1 here)."""
+    for lib in (torch, engine):
+        x = lib.zeros(4, dtype=lib.float64)
+        with pytest.warns(UserWarning, match="Use of index_put_ on expanded tensors is deprecated"):
+            x.expand(3, 4)[lib.tensor([2])] = lib.tensor([1.0, 2.0, 3.0, 4.0], dtype=lib.float64)
+        np.testing.assert_array_equal(x.numpy(), [1.0, 2.0, 3.0, 4.0])
+    values = np.arange(8.0).reshape(2, 4)
+    with pytest.warns(UserWarning):
+        torch.zeros(4, dtype=torch.float64).expand(3, 4)[torch.tensor([0, 1])] = torch.tensor(values)
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="depends on the order its kernel visits"):
+        engine.zeros(4, dtype=engine.float64).expand(3, 4)[engine.tensor([0, 1])] = engine.tensor(values)

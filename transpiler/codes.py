@@ -285,7 +285,10 @@ EMIT_YAML_SHAPE = Code(
     "DB300", "`emit-yaml`: a formula that is not in the shape `transpile import-yaml` writes",
     "Reports, in a directory given to `transpile emit-yaml`, a formula line whose expression is outside "
     "the Python spelling of derivatives.yaml's C++ (transpiler/yaml_import/README.md), a decorator "
-    "argument that is not a literal, or a `# cpp:` / `# yaml:` comment that is not the JSON it must be.",
+    "argument that is not a literal, a `# cpp:` / `# yaml:` comment that is not the JSON it must be, "
+    "or a gradient no derivatives.yaml line can hold: assigned in a branch or a loop or twice, returned "
+    "for two inputs, computed from a local of the forward, or given a `needs_input_grad` flag of an "
+    "input its line is not for.",
     "The line has no derivatives.yaml text; `emit-yaml` writes nothing rather than a file torchgen "
     "would read differently.",
     "def backward(grad):\n    grad_self = grad ** 2",

@@ -166,8 +166,8 @@ NONLOCAL = Code(
     "Keep the backward a pure function of its gradients and the captured inputs and outputs.")
 UNDECLARED_OPERATOR = Code(
     "DB105", "backward calls an operator that has no formula",
-    "Reports an operator (`at.X(...)`, a Python operator on tensors, or one reached through a helper) "
-    "that the backward runs but the library declares no formula for.",
+    "Reports an operator (`at.X(...)`, a Python operator on tensors, or one reached through a helper, "
+    "called or passed on as a value) that the backward runs but the library declares no formula for.",
     "Double backward through an operator without a derivative is impossible: the library must be closed "
     "under differentiation.",
     "def backward(grad):\n    return grad * at.sinh(self)    # no formula for sinh",

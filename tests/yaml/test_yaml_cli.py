@@ -466,7 +466,8 @@ def test_a_backward_unpacking_a_helpers_tuple_is_torchgens_multi_output_line(tmp
                                 "std::nullopt, eps, grad_input_mask)"},
     ]
     functions = (torchgen_generate(emitted, tmp_path / "torchgen") / "Functions.cpp").read_text()
-    for node, call in [("ConvolutionBackward0", "convolution_gradients("), ("Conv2DBackward0", "convolution_gradients("),
+    for node, call in [("ConvolutionBackward0", "convolution_gradients("),
+                       ("Conv2DBackward0", "convolution_gradients("),
                        ("NativeLayerNormBackward0", "layer_norm_backward("),
                        ("LayerNormBackward0", "layer_norm_backward(")]:
         body = functions[functions.index(f"static variable_list {node}_apply_functional("):]
@@ -480,7 +481,8 @@ def test_a_backward_unpacking_a_helpers_tuple_is_torchgens_multi_output_line(tmp
 
 @pytest.mark.parametrize("before, after, at, message", [
     # the shape conv had before its helper: the `if` assigns a gradient no line would hold
-    ("        grad_input, grad_weight, grad_bias = convolution_gradients(grad, input, weight, stride, padding, dilation,\n"
+    ("        grad_input, grad_weight, grad_bias = convolution_gradients(grad, input, weight, stride, padding, "
+     "dilation,\n"
      "                                                                   transposed, groups, needs_input_grad)\n",
      "        grad_input = None\n"
      "        if needs_input_grad[0]:\n"
@@ -494,14 +496,18 @@ def test_a_backward_unpacking_a_helpers_tuple_is_torchgens_multi_output_line(tmp
      "        return grad_input, grad_weight, None\n    return result, backward\n\n\n@derivative(\"conv2d",
      "grad_input, grad_weight, grad_bias = conv", "`grad_bias` is no gradient the backward returns"),
     ("        return gi, gw, gb", "        return gi, gi, gb", "gi, gb", "`gi` is returned for `input` and `weight`"),
-    ("        return gi, gw, gb", "        return gi, gw", "return gi, gw", "the backward returns 2 gradients for 3 tensor inputs (input, weight, bias)"),
+    ("        return gi, gw, gb", "        return gi, gw", "return gi, gw",
+     "the backward returns 2 gradients for 3 tensor inputs (input, weight, bias)"),
+    ("        return gi, gw, gb", "        return gi", "return gi",
+     "the backward returns one name for 3 tensor inputs"),
     ("        return layer_norm_backward(", "        if grad is None:\n            return None\n"
      "        return layer_norm_backward(", "return None",
      "a derivatives.yaml backward is one expression per gradient: return the gradients (None for none) once"),
     ("    def backward(grad, *, needs_input_grad):\n        return layer_norm_backward(grad, input, weight, "
      "normalized_shape, mean, rstd, eps, needs_input_grad)",
      "    norm_dims = [input.dim() - 1]\n    def backward(grad, *, needs_input_grad):\n"
-     "        return layer_norm_backward(grad, input, weight, normalized_shape, norm_dims, rstd, eps, needs_input_grad)",
+     "        return layer_norm_backward(grad, input, weight, normalized_shape, norm_dims, rstd, eps, "
+     "needs_input_grad)",
      "norm_dims, rstd", "`norm_dims` is a local of the forward"),
     ("eps, needs_input_grad)\n        return grad_input, grad_weight, grad_bias",
      "eps, needs_input_grad)\n"
@@ -519,7 +525,8 @@ def test_a_backward_unpacking_a_helpers_tuple_is_torchgens_multi_output_line(tmp
      "needs_input_grad)\n        grad_bias = at.sum(grad)",
      "grad_input, grad_weight = layer_norm", "`needs_input_grad` has a flag per tensor input (input, weight, bias), "
      "derivatives.yaml's `grad_input_mask` one per input this line is for (input, weight)"),
-], ids=["assigned-in-an-if", "target-not-returned", "returned-twice", "too-few-returned", "early-return",
+], ids=["assigned-in-an-if", "target-not-returned", "returned-twice", "too-few-returned", "one-name-returned",
+        "early-return",
         "forward-local", "bound-twice", "another-inputs-flag", "the-whole-mask"])
 def test_a_gradient_derivatives_yaml_cannot_hold_is_refused(tmp_path: Path, capsys, before, after, at, message):
     """Never a line dropped (torchgen would read the input as having no gradient) nor a mask read

@@ -166,8 +166,8 @@ NONLOCAL = Code(
     "Keep the backward a pure function of its gradients and the captured inputs and outputs.")
 UNDECLARED_OPERATOR = Code(
     "DB105", "backward calls an operator that has no formula",
-    "Reports an operator (`at.X(...)`, a Python operator on tensors, or one reached through a helper) "
-    "that the backward runs but the library declares no formula for.",
+    "Reports an operator (`at.X(...)`, a Python operator on tensors, or one reached through a helper, "
+    "called or passed on as a value) that the backward runs but the library declares no formula for.",
     "Double backward through an operator without a derivative is impossible: the library must be closed "
     "under differentiation.",
     "def backward(grad):\n    return grad * at.sinh(self)    # no formula for sinh",
@@ -285,7 +285,10 @@ EMIT_YAML_SHAPE = Code(
     "DB300", "`emit-yaml`: a formula that is not in the shape `transpile import-yaml` writes",
     "Reports, in a directory given to `transpile emit-yaml`, a formula line whose expression is outside "
     "the Python spelling of derivatives.yaml's C++ (transpiler/yaml_import/README.md), a decorator "
-    "argument that is not a literal, or a `# cpp:` / `# yaml:` comment that is not the JSON it must be.",
+    "argument that is not a literal, a `# cpp:` / `# yaml:` comment that is not the JSON it must be, "
+    "or a gradient no derivatives.yaml line can hold: assigned in a branch or a loop or twice, returned "
+    "for two inputs, computed from a local of the forward, or given a `needs_input_grad` flag of an "
+    "input its line is not for.",
     "The line has no derivatives.yaml text; `emit-yaml` writes nothing rather than a file torchgen "
     "would read differently.",
     "def backward(grad):\n    grad_self = grad ** 2",

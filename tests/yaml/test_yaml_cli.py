@@ -387,3 +387,174 @@ def test_a_foreach_line_is_applied_to_each_element_and_prints_back(tmp_path: Pat
     assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
     assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
     assert yaml.safe_load(emitted.read_text()) == yaml.safe_load(FOREACH_YAML)
+
+
+# Backwards in the shape of the shipped library's convolution and layer_norm formulas: the gradients
+# come from one helper returning a tuple (``formulas/convolution.py``'s ``convolution_gradients``,
+# ``formulas/normalization.py``'s ``layer_norm_backward``), unpacked or returned as it is.
+TUPLE_FORMULAS = '''\
+from formulas import at, derivative
+
+from .externals import convolution_gradients, layer_norm_backward, layer_norm_jvp
+
+
+@derivative("convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
+            "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor")
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    result = at.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    def backward(grad, *, needs_input_grad):
+        grad_input, grad_weight, grad_bias = convolution_gradients(grad, input, weight, stride, padding, dilation,
+                                                                   transposed, groups, needs_input_grad)
+        return grad_input, grad_weight, grad_bias
+    return result, backward
+
+
+@derivative("conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, "
+            "SymInt[2] dilation=1, SymInt groups=1) -> Tensor")
+def conv2d(input, weight, bias=None, stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=1):
+    result = at.conv2d(input, weight, bias, stride, padding, dilation, groups)
+    def backward(grad, *, needs_input_grad):
+        gi, gw, gb = convolution_gradients(grad, input, weight, stride, padding, dilation, False, groups,
+                                           needs_input_grad)
+        return gi, gw, gb
+    return result, backward
+
+
+@derivative("native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
+            "-> (Tensor, Tensor, Tensor)", output_differentiability=[True, False, False])
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    out, mean, rstd = at.native_layer_norm(input, normalized_shape, weight, bias, eps)
+    def backward(grad, *, needs_input_grad):
+        return layer_norm_backward(grad, input, weight, normalized_shape, mean, rstd, eps, needs_input_grad)
+    def jvp(input_t, weight_t, bias_t):
+        out_t = layer_norm_jvp(input, input_t, weight, weight_t, bias_t, normalized_shape, eps)
+        return out_t
+    return (out, mean, rstd), backward
+
+
+@derivative("layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+            "float eps=1e-05, bool cudnn_enable=True) -> Tensor")
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True):
+    result = at.layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable)
+    def backward(grad, *, needs_input_grad):
+        grad_input, grad_weight, grad_bias = layer_norm_backward(grad, input, weight, normalized_shape, None, None,
+                                                                 eps, needs_input_grad)
+        return grad_input, grad_weight, grad_bias
+    return result, backward
+'''
+
+
+def test_a_backward_unpacking_a_helpers_tuple_is_torchgens_multi_output_line(tmp_path: Path, torchgen_generate):
+    """Gradients from one tuple-valued call, unpacked under any names or returned as they are, are
+    one line for all the inputs (``input, weight, bias: f(..., grad_input_mask)``), which torchgen
+    reads as a multi-output formula: ``grad_input_mask`` is the line's flags, item i goes to input
+    i. An output the forward names otherwise (``mean``, and ``out_t`` the tangent of ``out``) is the
+    YAML's (``result1``, ``result0``)."""
+    out = tmp_path / "formulas"
+    out.mkdir()
+    (out / "derivatives_000.py").write_text(TUPLE_FORMULAS)
+    emitted = tmp_path / "emitted.yaml"
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    conv = "convolution_gradients(grad, input, weight, stride, padding, dilation, {}, groups, grad_input_mask)"
+    assert [{k: v for k, v in e.items() if k != "name"} for e in yaml.safe_load(emitted.read_text())] == [
+        {"input, weight, bias": conv.format("transposed")},
+        {"input, weight, bias": conv.format("false")},
+        {"output_differentiability": [True, False, False], "input, weight, bias":
+         "layer_norm_backward(grad, input, weight, normalized_shape, result1, result2, eps, grad_input_mask)",
+         "result0": "layer_norm_jvp(input_p, input_t, weight_p, weight_t, bias_t, normalized_shape, eps)"},
+        {"input, weight, bias": "layer_norm_backward(grad, input, weight, normalized_shape, std::nullopt, "
+                                "std::nullopt, eps, grad_input_mask)"},
+    ]
+    functions = (torchgen_generate(emitted, tmp_path / "torchgen") / "Functions.cpp").read_text()
+    for node, call in [("ConvolutionBackward0", "convolution_gradients("),
+                       ("Conv2DBackward0", "convolution_gradients("),
+                       ("NativeLayerNormBackward0", "layer_norm_backward("),
+                       ("LayerNormBackward0", "layer_norm_backward(")]:
+        body = functions[functions.index(f"static variable_list {node}_apply_functional("):]
+        body = body[:body.index("return grad_inputs;")]
+        assert ("auto grad_input_mask = std::array<bool, 3>{\n"
+                "        needs_input_grad[0],\n        needs_input_grad[1],\n        needs_input_grad[2],\n") in body
+        assert f"auto grad_result = {call}" in body
+        for i, name in enumerate(("input", "weight", "bias")):
+            assert f"copy_range(grad_inputs, {name}_ix, std::get<{i}>(grad_result));" in body
+
+
+@pytest.mark.parametrize("before, after, at, message", [
+    # the shape conv had before its helper: the `if` assigns a gradient no line would hold
+    ("        grad_input, grad_weight, grad_bias = convolution_gradients(grad, input, weight, stride, padding, "
+     "dilation,\n"
+     "                                                                   transposed, groups, needs_input_grad)\n",
+     "        grad_input = None\n"
+     "        if needs_input_grad[0]:\n"
+     "            grad_input = convolution_input_backward(grad, weight, input.sizes(), stride, padding, dilation,\n"
+     "                                                    transposed, groups)\n"
+     "        grad_weight = convolution_weight_backward(grad, input, weight.sizes(), stride, padding, dilation,\n"
+     "                                                  transposed, groups) if needs_input_grad[1] else None\n"
+     "        grad_bias = convolution_bias_backward(grad, weight.dim()) if needs_input_grad[2] else None\n",
+     "if needs_input_grad[0]", "`grad_input` is bound by a statement that is not its one line"),
+    ("        return grad_input, grad_weight, grad_bias\n    return result, backward\n\n\n@derivative(\"conv2d",
+     "        return grad_input, grad_weight, None\n    return result, backward\n\n\n@derivative(\"conv2d",
+     "grad_input, grad_weight, grad_bias = conv", "`grad_bias` is no gradient the backward returns"),
+    ("        return gi, gw, gb", "        return gi, gi, gb", "gi, gb", "`gi` is returned for `input` and `weight`"),
+    ("        return gi, gw, gb", "        return gi, gw", "return gi, gw",
+     "the backward returns 2 gradients for 3 tensor inputs (input, weight, bias)"),
+    ("        return gi, gw, gb", "        return gi", "return gi",
+     "the backward returns one name for 3 tensor inputs"),
+    ("        return layer_norm_backward(", "        if grad is None:\n            return None\n"
+     "        return layer_norm_backward(", "return None",
+     "a derivatives.yaml backward is one expression per gradient: return the gradients (None for none) once"),
+    ("    def backward(grad, *, needs_input_grad):\n        return layer_norm_backward(grad, input, weight, "
+     "normalized_shape, mean, rstd, eps, needs_input_grad)",
+     "    norm_dims = [input.dim() - 1]\n    def backward(grad, *, needs_input_grad):\n"
+     "        return layer_norm_backward(grad, input, weight, normalized_shape, norm_dims, rstd, eps, "
+     "needs_input_grad)",
+     "norm_dims, rstd", "`norm_dims` is a local of the forward"),
+    ("eps, needs_input_grad)\n        return grad_input, grad_weight, grad_bias",
+     "eps, needs_input_grad)\n"
+     "        grad_input = at.neg(grad_input)\n"
+     "        return grad_input, grad_weight, grad_bias", "grad_input = at.neg",
+     "`grad_input` is bound by a statement that is not its one line"),
+    ("grad_input, grad_weight, grad_bias = layer_norm_backward(grad, input, weight, normalized_shape, None, None,\n"
+     "                                                                 eps, needs_input_grad)",
+     "grad_input, grad_weight = layer_norm_backward(grad, input, weight, normalized_shape, None, None, eps, "
+     "[needs_input_grad[0], needs_input_grad[1]])\n        grad_bias = at.sum(grad) if needs_input_grad[0] else None",
+     "grad_bias = at.sum", "`needs_input_grad[0]` is not the flag of an input this line is for (bias)"),
+    ("grad_input, grad_weight, grad_bias = layer_norm_backward(grad, input, weight, normalized_shape, None, None,\n"
+     "                                                                 eps, needs_input_grad)",
+     "grad_input, grad_weight = layer_norm_backward(grad, input, weight, normalized_shape, None, None, eps, "
+     "needs_input_grad)\n        grad_bias = at.sum(grad)",
+     "grad_input, grad_weight = layer_norm", "`needs_input_grad` has a flag per tensor input (input, weight, bias), "
+     "derivatives.yaml's `grad_input_mask` one per input this line is for (input, weight)"),
+], ids=["assigned-in-an-if", "target-not-returned", "returned-twice", "too-few-returned", "one-name-returned",
+        "early-return",
+        "forward-local", "bound-twice", "another-inputs-flag", "the-whole-mask"])
+def test_a_gradient_derivatives_yaml_cannot_hold_is_refused(tmp_path: Path, capsys, before, after, at, message):
+    """Never a line dropped (torchgen would read the input as having no gradient) nor a mask read
+    as another's: what has no derivatives.yaml spelling is a DB300 where it is written (``at``)."""
+    assert TUPLE_FORMULAS.count(before) == 1
+    text = TUPLE_FORMULAS.replace(before, after)
+    out = tmp_path / "formulas"
+    out.mkdir()
+    formulas = out / "derivatives_000.py"
+    formulas.write_text(text)
+    target = tmp_path / "emitted.yaml"
+    assert transpile(["emit-yaml", str(out), "-o", str(target)]) == 1
+    lines = text.splitlines()
+    line = next(i for i, line in enumerate(lines, 1) if at in line)
+    assert capsys.readouterr().err.startswith(f"{formulas}:{line}:{lines[line - 1].index(at) + 1}: DB300 {message}")
+    assert not target.exists()
+
+
+def test_an_edited_lines_grad_input_mask_is_its_own_inputs_flags(tmp_path: Path):
+    """A line printed from its tree (its ``# yaml:`` comment gone) gives ``needs_input_grad[k]`` as
+    the flag of input k among the line's own, as the importer read it."""
+    source = tmp_path / "derivatives.yaml"
+    source.write_text(MASK_YAML)
+    out, emitted = tmp_path / "imported", tmp_path / "emitted.yaml"
+    assert transpile(["import-yaml", str(source), "-o", str(out)]) == 0
+    formulas = out / "derivatives_000.py"
+    formulas.write_text("\n".join(line.split("  # yaml: ")[0] for line in formulas.read_text().splitlines()))
+    assert transpile(["emit-yaml", str(out), "-o", str(emitted)]) == 0
+    assert {k: v for k, v in yaml.safe_load(emitted.read_text())[0].items() if k != "name"} == {
+        "other, self": "bar_backward(grad, self, other, {grad_input_mask[0], grad_input_mask[1]})",
+        "weight": "bar_weight_backward(grad, weight, grad_input_mask[0])"}

@@ -1,7 +1,9 @@
 """DB105: a closure (backward or jvp) runs an operator the library has no formula for.
 
 Three ways in: ``at.X(...)``, a Python operator on tensors (``a * b`` is
-``mul``), and a helper that does either (checked transitively).
+``mul``), and a helper that does either (checked transitively), called or
+passed as a value (``f = helper``, ``apply(helper, x)``: the model's
+``references``, since a helper handed on runs where it is called).
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from transpiler import codes
-from transpiler.dataflow import FlowResult, ValueKind, analyze_body, annotation_kind
+from transpiler.dataflow import FlowResult, ValueKind, analyze_body, annotation_kind, global_reads, scope_names
 from transpiler.diagnostics import Diagnostic
 from transpiler.lint.rules.context import FormulaContext, walk_own_body
 from transpiler.model import CallSite, ClosureRole, FormulaModule, Helper
@@ -99,14 +101,20 @@ class HelperChecker:
             return ()
         helper = self.helpers[name]
         found = list(dict.fromkeys(call.operator for call in self.own_calls(helper)))
-        for called in self.helpers_called(helper.calls):
-            found += [op for op in self.missing(called.name, visiting | {name}) if op not in found]
+        for reached in self.helpers_reached(helper):
+            found += [op for op in self.missing(reached, visiting | {name}) if op not in found]
         self.memo[name] = tuple(found)
         return self.memo[name]
 
     def helpers_called(self, calls: tuple[CallSite, ...]) -> Iterator[CallSite]:
         """The calls among ``calls`` of a helper of the library."""
         return (call for call in calls if not call.operator and call.name in self.helpers)
+
+    def helpers_reached(self, helper: Helper) -> list[str]:
+        """The helpers ``helper`` may run: those it calls (``m.f(...)`` too), then those it names
+        otherwise (its ``references``: passed on as values), by name."""
+        called = list(dict.fromkeys(call.name for call in self.helpers_called(helper.calls)))
+        return called + sorted(name for name in helper.references if name in self.helpers and name not in called)
 
 
 def check(context: FormulaContext) -> Iterator[Diagnostic]:
@@ -133,6 +141,30 @@ def check(context: FormulaContext) -> Iterator[Diagnostic]:
                 f"{context.name} calls helper `{call.name}` ({helper.path}:{helper.span.line}), which runs "
                 f"{listed} with no formula in the library: {advice(closure.role)}",
             )
+    yield from _helpers_passed(context, helpers)
+
+
+def _helpers_passed(context: FormulaContext, helpers: HelperChecker) -> Iterator[Diagnostic]:
+    """DB105 for each helper the closure names without calling it (``f = helper``, ``apply(helper,
+    x)``) that runs an undeclared operator: it runs wherever the value is called. Only when the
+    formula's ``references`` hold such a helper is the closure's own use looked for."""
+    called = {call.name for call in helpers.helpers_called(context.closure.calls)}
+    suspects = {name for name in context.formula.references
+                if name in context.helpers and name not in called and helpers.missing(name)}
+    if not suspects:
+        return
+    shadowed = scope_names(context.formula.node).local
+    for use in global_reads(context.closure_node, shadowed):
+        if use.value not in suspects:
+            continue
+        suspects.discard(use.value)
+        helper = context.helpers[use.value]
+        listed = ", ".join(f"`{op}`" for op in helpers.missing(use.value))
+        yield context.diagnostic(
+            use, CODE,
+            f"{context.name} passes helper `{use.value}` ({helper.path}:{helper.span.line}) as a value, and "
+            f"it runs {listed} with no formula in the library: {advice(context.closure.role)}",
+        )
 
 
 def helper_checker(per_file: dict[str, object], helpers: Mapping[str, Helper],

@@ -21,7 +21,9 @@ a second process, forked once every model is read, while this one runs the
 emitter's check (:func:`_beside`: the second core, which otherwise waits for
 the main process's emission); their findings come back pickled and are merged
 as if computed here (a file whose rules fail there is checked again here, so
-its internal error is reported as before).
+its internal error is reported as before). In a cold run, lint's per-file pass
+(which needs no model) runs while the main process waits for the models the
+model cache's second process reads (:func:`per_file_pass_ahead`).
 
 Heavy imports (libcst, the emitter) are made inside the functions: a run with
 nothing to do never loads them.

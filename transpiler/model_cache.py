@@ -172,10 +172,12 @@ class ModelCache:
                 count += not (self.directory / f"{self.read[path][1]}.pickle").is_file()
         return count
 
-    def prepare(self, paths: list[str], parse: Callable[[str, str], FormulaModule]) -> None:
+    def prepare(self, paths: list[str], parse: Callable[[str, str], FormulaModule],
+                meanwhile: Callable[[], object] | None = None) -> None:
         """Read the models of ``paths`` through ``parse(path, source)`` (which should come back to
         :meth:`parse`, so that the process keeps them), then store the new ones on the second core
-        while this process goes on with lint and emission.
+        while this process goes on with lint and emission; ``meanwhile()`` (work that needs no
+        model) is run once this process has read its own files, before it waits for the second's.
 
         When the machine has a second core and more than :data:`FEW_ENTRIES` files are new, the
         last of them (:data:`HELPER_SHARE` of their bytes: in a run on another package,
@@ -200,6 +202,8 @@ class ModelCache:
             for path, source in sources.items():
                 if path not in theirs:
                     parse(path, source)
+            if meanwhile is not None:
+                meanwhile()
             if theirs:
                 self._wait_for_summaries()
                 for path in theirs:     # their summaries, stored by the helper (a model it could not store: parsed)

@@ -21,16 +21,19 @@ a second process, forked once every model is read, while this one runs the
 emitter's check (:func:`_beside`: the second core, which otherwise waits for
 the main process's emission); their findings come back pickled and are merged
 as if computed here (a file whose rules fail there is checked again here, so
-its internal error is reported as before).
+its internal error is reported as before). In a cold run, lint's per-file pass
+(which needs no model) runs while the main process waits for the models the
+model cache's second process reads (:func:`per_file_pass_ahead`).
 
 Heavy imports (libcst, the emitter) are made inside the functions: a run with
 nothing to do never loads them.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -41,6 +44,8 @@ from transpiler.project import SHIPPED_NAMESPACE
 
 if TYPE_CHECKING:
     from transpiler.cpp.per_formula import Refusal
+    from transpiler.lint.discovery import Listing
+    from transpiler.lint.file_check import FileReport
     from transpiler.model import FormulaModule, Helper, Library
 
 T = TypeVar("T")
@@ -194,22 +199,13 @@ def _lint(formulas: Path, read: Library, shipped: Library | None, refused: Seque
     the modules the front-end ``read`` already; the emitter's refusals are ``refused`` (None: checked
     here, as ``transpile lint`` checks them). ``emission_error``: the emitter failed, an internal
     error of every formula file."""
-    from transpiler import module_results
     from transpiler.frontend import read_module
-    from transpiler.lint.cache import ResultCache
-    from transpiler.lint.discovery import python_files
     from transpiler.lint.file_check import UNREADABLE, internal_error, unreadable
     from transpiler.lint.settings import EVERY_FILE
-    from transpiler.lint.workers import per_file_pass
     from transpiler.sources import decode_source, read_regular
 
-    listing = python_files([str(formulas)], EVERY_FILE)
+    listing, reports = _per_file_ahead.pop(formulas, None) or _per_file_pass(formulas)
     found = {Diagnostic(path, 1, 1, UNREADABLE, reason) for path, reason in listing.unreadable}
-    kept = module_results.active()     # the per-file findings are kept as ``transpile lint`` keeps them
-    cache = ResultCache.open(kept.entries.parent, listing.files, "trust_bytecode=True") if kept is not None else None
-    reports = per_file_pass(listing.files, cache=cache)
-    if cache is not None:
-        cache.save()        # a cache that cannot be written only costs time
     found.update(d for report in reports for d in report.diagnostics)
     formula_paths = [report.path for report in reports if report.formula_file]
     by_file = {os.path.realpath(m.path): m for m in read.modules}
@@ -244,6 +240,46 @@ def _lint(formulas: Path, read: Library, shipped: Library | None, refused: Seque
         except Exception as error:  # noqa: BLE001 - reported as this file's internal error
             found.add(internal_error(path, error))
     return sorted(d for d in found if d.code == UNREADABLE or EVERY_FILE.enabled(d.code, d.path))
+
+
+def _per_file_pass(formulas: Path) -> tuple[Listing, list[FileReport]]:
+    """The files of ``formulas`` (no excludes, no ``.gitignore``) and lint's per-file pass over them
+    (:func:`transpiler.lint.workers.per_file_pass`), its findings kept as ``transpile lint`` keeps them."""
+    from transpiler import module_results
+    from transpiler.lint.cache import ResultCache
+    from transpiler.lint.discovery import python_files
+    from transpiler.lint.settings import EVERY_FILE
+    from transpiler.lint.workers import per_file_pass
+
+    listing = python_files([str(formulas)], EVERY_FILE)
+    kept = module_results.active()
+    cache = ResultCache.open(kept.entries.parent, listing.files, "trust_bytecode=True") if kept is not None else None
+    reports = per_file_pass(listing.files, cache=cache)
+    if cache is not None:
+        cache.save()        # a cache that cannot be written only costs time
+    return listing, reports
+
+
+# :func:`per_file_pass_ahead`'s results, by formula directory, for the run's :func:`_lint` to take
+_per_file_ahead: dict[Path, tuple[Listing, list[FileReport]]] = {}
+
+
+@contextlib.contextmanager
+def per_file_pass_ahead(formulas: Path) -> Iterator[Callable[[], None]]:
+    """A function that runs the per-file pass of ``formulas`` when called, for the run of the block
+    to take (:func:`_lint`): a cold run calls it while it waits for the models its second process
+    reads (:meth:`transpiler.model_cache.ModelCache.prepare`), a time this process would otherwise
+    wait. What the block's run did not take goes with the block; a pass that fails is left for
+    lint to run again, which reports it as before."""
+    def ahead() -> None:
+        try:
+            _per_file_ahead[formulas] = _per_file_pass(formulas)
+        except Exception:  # noqa: BLE001 - run again by the run's lint, which reports it
+            _per_file_ahead.pop(formulas, None)
+    try:
+        yield ahead
+    finally:
+        _per_file_ahead.pop(formulas, None)
 
 
 def _view_key(view: LibraryView, modules: Sequence[FormulaModule]) -> str | None:

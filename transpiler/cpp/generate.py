@@ -241,6 +241,7 @@ def _run(args: argparse.Namespace) -> int:
               f"clean and written there (MANIFEST) ({time.perf_counter() - started:.3f} s)")
         return 0
     from transpiler import module_results     # here, as the pipeline: not loaded when nothing changed
+    from transpiler.pipeline import per_file_pass_ahead
 
     # The collector is paused for the run: what it makes lives until the run ends and holds no cycles
     # to find (its models, their results); its passes over what linting and emitting make were about
@@ -250,7 +251,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         cache_dir = None if args.no_cache else args.cache_dir or project.build_dir / model_cache.DIRECTORY
         with model_cache.kept_in(cache_dir) as cache, module_results.kept_in(cache_dir, formulas, namespace,
-                                                                             args.keep_going):
+                                                                             args.keep_going), \
+                per_file_pass_ahead(formulas) as per_file_pass:
             if cache is not None:       # every model read first: the new ones are stored on the second core
                 from transpiler.frontend import parse_module
 
@@ -258,7 +260,8 @@ def _run(args: argparse.Namespace) -> int:
                 paths = [str(p) for p in [*listing.files, *shipped]]
                 if fresh := cache.uncached(paths):       # the slow part, said (later runs read them back)
                     print(f"transpile: reading {fresh} formula files (once: kept parsed in {cache_dir})", file=sys.stderr)
-                cache.prepare(paths, parse_module)
+                # lint's per-file pass needs no model: run while the second process reads its share
+                cache.prepare(paths, parse_module, None if args.no_lint else per_file_pass)
             result = generate(formulas, lint=not args.no_lint, namespace=namespace, keep_going=args.keep_going,
                               inputs=inputs)
     finally:

@@ -298,6 +298,7 @@ Tensor._wrap = staticmethod(generated_function(
     + new_tensor("t", "array") + "    return t\n", NEW_TENSOR_GLOBALS))
 for _method in (Tensor.__init__, Tensor._wrap):
     _method.__qualname__ = f"Tensor.{_method.__name__}"
+    _method.__module__ = __name__
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:
